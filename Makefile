@@ -1,0 +1,74 @@
+# Two commands a newcomer needs (README): `make demo` and `make test`. Both start with `make setup`,
+# which installs only what is missing: a second run installs nothing.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+VPY := $(VENV)/bin/python
+BUILD := $(CURDIR)/build
+R_STAGE := $(BUILD)/r/alexnet
+PY_STAMP := $(VENV)/.alexnet-setup
+R_DEPS_STAMP := $(BUILD)/.r-deps
+R_PKG_STAMP := $(BUILD)/.r-package
+R_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) $(wildcard man/*.Rd) $(shell find inst tests vignettes python/alexnet -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' 2>/dev/null) python/pyproject.toml python/constraints.txt
+
+# Everything make runs uses the checkout's Python environment.
+export ALEXNET_PYTHON := $(VPY)
+export RETICULATE_PYTHON := $(VPY)
+export ALEXNET_PROGRESS ?= 1
+
+.PHONY: setup demo test test-python test-r check lint docs constraints clean
+
+setup: $(PY_STAMP) $(R_PKG_STAMP)
+
+# Python: the core, editable, with every extra, at the versions in constraints.txt.
+$(PY_STAMP): python/pyproject.toml python/constraints.txt
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -c python/constraints.txt -e 'python[all]'
+	@touch $@
+
+# R from Debian, only the packages that are missing.
+$(R_DEPS_STAMP): tools/install-r-deps.sh
+	@mkdir -p $(BUILD)
+	bash tools/install-r-deps.sh
+	@touch $@
+
+# The installed R package carries the Python core under inst/python (see tools/stage-r-package.sh),
+# so install_alexnet() works for an installed package, not only inside this checkout.
+$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) tools/stage-r-package.sh $(R_SOURCES)
+	bash tools/stage-r-package.sh $(R_STAGE)
+	bash tools/install-r-package.sh $(R_STAGE) $(BUILD)/r-install.log
+	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
+	@touch $@
+
+demo: setup
+	bash tools/demo.sh
+
+test: setup test-python test-r
+
+test-python: setup
+	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra
+	$(VENV)/bin/ruff check python
+
+test-r: setup
+	cd tests && ALEXNET_PROGRESS=0 Rscript testthat.R
+
+# R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
+check: setup
+	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build --no-build-vignettes $(R_STAGE) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual alexnet_*.tar.gz
+
+lint: setup
+	$(VENV)/bin/ruff check python
+
+# Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/.
+docs:
+	Rscript -e 'roxygen2::roxygenise()'
+
+constraints: $(PY_STAMP)
+	{ echo "# Exact versions the project is tested with (pip install -c constraints.txt ...)."; \
+	  echo "# Regenerate: make constraints"; \
+	  $(VPY) -m pip freeze --exclude-editable | grep -viE '^(alexnet|tensorflow.cpu)=='; } > python/constraints.txt
+
+clean:
+	rm -rf $(BUILD)

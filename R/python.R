@@ -1,0 +1,132 @@
+# Finding and importing the Python core. Nothing here runs at package load time: the first call
+# that needs Python resolves the environment, imports the core once and keeps it.
+
+.alexnet <- new.env(parent = emptyenv())
+
+#' The Python environment alexnet uses
+#'
+#' The core of alexnet is a Python package reached through 'reticulate'. The environment is looked
+#' up in this order, the first that exists wins:
+#'
+#' 1. the `ALEXNET_PYTHON` environment variable: a Python executable or a virtual environment folder;
+#' 2. the environment recorded by [install_alexnet()] or [alexnet_use_python()]
+#'    (a file under `tools::R_user_dir("alexnet", "config")`);
+#' 3. the virtual environment `r-alexnet` (what [install_alexnet()] creates by default).
+#'
+#' When Python is already running in this R session (for example after `reticulate::import("tensorflow")`),
+#' that interpreter is used, and it must have the core installed.
+#'
+#' @returns `alexnet_python()`: the path of the Python executable, or `NULL` when none is configured.
+#' @examples
+#' alexnet_python()
+#' @export
+alexnet_python <- function() {
+  candidates <- c(
+    Sys.getenv("ALEXNET_PYTHON", unset = ""),
+    read_python_config(),
+    virtualenv_python_path("r-alexnet")
+  )
+  for (candidate in candidates) {
+    python <- python_executable(candidate)
+    if (!is.null(python)) return(python)
+  }
+  NULL
+}
+
+#' @rdname alexnet_python
+#' @param python A Python executable, or the folder of a virtual environment that has the core.
+#' @param persist Record the choice for future R sessions (`TRUE`), or for this session only.
+#' @returns `alexnet_use_python()`: the path of the Python executable, invisibly.
+#' @examples
+#' \dontrun{
+#' alexnet_use_python("~/.virtualenvs/r-alexnet")
+#' }
+#' @export
+alexnet_use_python <- function(python, persist = TRUE) {
+  stopifnot(is.character(python), length(python) == 1L)
+  executable <- python_executable(python)
+  if (is.null(executable)) {
+    stop("No Python executable found at '", python, "'. Give a python binary or a virtual ",
+         "environment folder, or run alexnet::install_alexnet() to make one.", call. = FALSE)
+  }
+  if (isTRUE(persist)) {
+    config <- python_config_file()
+    dir.create(dirname(config), recursive = TRUE, showWarnings = FALSE)
+    writeLines(executable, config)
+  } else {
+    Sys.setenv(ALEXNET_PYTHON = executable)
+  }
+  invisible(executable)
+}
+
+python_config_file <- function() {
+  file.path(tools::R_user_dir("alexnet", which = "config"), "python")
+}
+
+read_python_config <- function() {
+  config <- python_config_file()
+  if (!file.exists(config)) return("")
+  line <- readLines(config, n = 1L, warn = FALSE)
+  if (length(line) == 0L) "" else trimws(line)
+}
+
+virtualenv_python_path <- function(envname) {
+  home <- Sys.getenv("WORKON_HOME", unset = file.path(path.expand("~"), ".virtualenvs"))
+  file.path(home, envname)
+}
+
+# A Python executable from a binary path or a virtual environment folder, or NULL.
+python_executable <- function(path) {
+  if (!nzchar(path)) return(NULL)
+  path <- path.expand(path)
+  if (dir.exists(path)) {
+    for (candidate in file.path(path, c("bin/python", "Scripts/python.exe"))) {
+      if (file.exists(candidate)) return(normalizePath(candidate, mustWork = FALSE))
+    }
+    return(NULL)
+  }
+  if (file.exists(path)) normalizePath(path, mustWork = FALSE) else NULL
+}
+
+missing_core_message <- function(detail = NULL) {
+  paste0(
+    "The Python core of alexnet is not available",
+    if (!is.null(detail)) paste0(" (", detail, ")") else "", ".\n",
+    "Run alexnet::install_alexnet() once to create a Python environment with it, or point alexnet at ",
+    "an environment that has it: Sys.setenv(ALEXNET_PYTHON = \"/path/to/venv\") or ",
+    "alexnet::alexnet_use_python(\"/path/to/venv\")."
+  )
+}
+
+# The imported Python module `alexnet`, imported on first use and kept for the session.
+alexnet_core <- function() {
+  if (!is.null(.alexnet$core)) return(.alexnet$core)
+  if (!reticulate::py_available(initialize = FALSE)) {
+    python <- alexnet_python()
+    if (is.null(python)) stop(missing_core_message("no Python environment is configured"), call. = FALSE)
+    reticulate::use_python(python, required = TRUE)
+  }
+  if (!reticulate::py_module_available("alexnet")) {
+    config <- reticulate::py_config()
+    stop(missing_core_message(paste0("Python at ", config$python, " has no module 'alexnet'")),
+         call. = FALSE)
+  }
+  .alexnet$core <- reticulate::import("alexnet", convert = TRUE)
+  .alexnet$core
+}
+
+#' Is the Python core available?
+#'
+#' `TRUE` when the Python environment alexnet would use has the core installed. Unlike the other
+#' functions, this one never fails: use it to skip work (and tests) that need Python.
+#'
+#' @returns `TRUE` or `FALSE`.
+#' @examples
+#' alexnet_available()
+#' @export
+alexnet_available <- function() {
+  tryCatch({
+    alexnet_core()
+    TRUE
+  }, error = function(e) FALSE)
+}

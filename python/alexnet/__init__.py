@@ -1,0 +1,51 @@
+"""Train AlexNet on ImageNet from a pins board, on one machine or across a Spark cluster.
+
+The public functions are imported lazily, so ``import alexnet`` is cheap and works before TensorFlow,
+gcsfs or pyspark are installed; each backend's library is imported by the first call that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from typing import Any
+
+# tf.keras must mean Keras 2 (tf-keras): Keras 3's model.fit fails under MultiWorkerMirroredStrategy
+# (keras-team/keras#20585). Set before anything imports TensorFlow; an explicit user choice wins.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "read_imagenet": "imagenet",
+    "imagenet_synthetic": "synthetic",
+    "imagenet_upload": "upload",
+    "imagenet_categories": "fetch",
+    "imagenet_partition": "fetch",
+    "partition_categories": "partition",
+    "alexnet_train": "train",
+    "alexnet_benchmark": "bench",
+    "alexnet_spark_train": "spark",
+    "tf_config": "strategy",
+    "AlexnetError": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'alexnet' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
