@@ -75,17 +75,25 @@ virtualenv_python_path <- function(envname) {
   file.path(home, envname)
 }
 
-# A Python executable from a binary path or a virtual environment folder, or NULL.
+# A Python executable from a binary path or a virtual environment folder, or NULL. The path is made
+# absolute but symbolic links are kept: a virtual environment's bin/python is a link to the base
+# interpreter, and resolving it would lose the environment.
 python_executable <- function(path) {
   if (!nzchar(path)) return(NULL)
-  path <- path.expand(path)
+  path <- absolute_path(path)
   if (dir.exists(path)) {
     for (candidate in file.path(path, c("bin/python", "Scripts/python.exe"))) {
-      if (file.exists(candidate)) return(normalizePath(candidate, mustWork = FALSE))
+      if (file.exists(candidate)) return(candidate)
     }
     return(NULL)
   }
-  if (file.exists(path)) normalizePath(path, mustWork = FALSE) else NULL
+  if (file.exists(path)) path else NULL
+}
+
+absolute_path <- function(path) {
+  path <- path.expand(path)
+  if (!grepl("^(/|[A-Za-z]:[/\\\\])", path)) path <- file.path(getwd(), path)
+  sub("/+$", "", gsub("/\\./", "/", path))
 }
 
 missing_core_message <- function(detail = NULL) {

@@ -1,0 +1,107 @@
+#' Upload ImageNet to a board, one zip per category
+#'
+#' Reads an ImageNet tree (Kaggle's `ILSVRC/Data/CLS-LOC` layout or a plain folder of `<wnid>/`
+#' folders) and writes one pin per category holding `<wnid>.zip`, the validation images with their
+#' labels, and last the `categories` pin (`id`, `name`, `index`, `images`, `bytes`, `sha256`), so a
+#' reader never sees a half-written board as complete. Every image is checked: truncated, empty or
+#' undecodable files are left out and listed in the result. Running it again skips the categories
+#' already on the board with the same content, so an interrupted upload can simply be run again.
+#'
+#' @param path The ImageNet folder.
+#' @param board Where to write: a local folder (or `file://` URL), `gs://bucket/prefix` or
+#'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
+#'   the user's cache directory.
+#' @param workers Categories uploaded at the same time.
+#' @param min_images Leave out categories with fewer training images than this.
+#' @param resize Re-encode images so their short side is at most this many pixels (`NULL` keeps the
+#'   original bytes): a smaller bucket and faster decoding when training.
+#' @param quality JPEG quality used when re-encoding.
+#' @param ... Further arguments for the Python `imagenet_upload()`.
+#' @returns A list describing the upload: categories uploaded and skipped, images, bytes, seconds,
+#'   throughput, the resolved board, and `bad_images` (a data frame of the files left out).
+#' @seealso [imagenet_categories()], [imagenet_partition()].
+#' @examples
+#' if (alexnet_available()) {
+#'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
+#'   board <- tempfile("board-")
+#'   report <- imagenet_upload(src$path, board = board)
+#'   imagenet_categories(board)
+#' }
+#' @export
+imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,
+                            quality = 90, ...) {
+  path <- check_string(path, "path")
+  report <- alexnet_core()$imagenet_upload(
+    path.expand(path),
+    board = check_string(board, "board", null_ok = TRUE),
+    workers = check_count(workers, "workers", min = 1L),
+    min_images = check_count(min_images, "min_images"),
+    resize = check_count(resize, "resize", min = 16L, null_ok = TRUE),
+    quality = check_count(quality, "quality", min = 1L),
+    ...
+  )
+  report <- simplify_py(report)
+  report$bad_images <- records_to_df(report$bad_images)
+  report
+}
+
+#' The categories on a board
+#'
+#' @inheritParams imagenet_upload
+#' @returns A data frame with one row per category: `id` (WordNet id), `name`, `index` (the global
+#'   0-based label), `images`, `bytes` and `sha256` of the category's zip.
+#' @examples
+#' if (alexnet_available()) {
+#'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
+#'   board <- tempfile("board-")
+#'   imagenet_upload(src$path, board = board)
+#'   imagenet_categories(board)
+#' }
+#' @export
+imagenet_categories <- function(board = NULL) {
+  records_to_df(alexnet_core()$imagenet_categories(board = check_string(board, "board", null_ok = TRUE)))
+}
+
+#' Fetch one worker's share of ImageNet
+#'
+#' Splits the categories on the board into `total` partitions of balanced image counts and fetches
+#' partition number `partition` (0-based): its zips are downloaded in parallel, verified against the
+#' `categories` pin, and extracted into a local cache. A second call reuses the cache.
+#'
+#' @param partition Which partition, from `0` to `total - 1` (on Spark, `barrier$partition`).
+#' @param total How many partitions (workers) the categories are split into.
+#' @inheritParams imagenet_upload
+#' @param cache_dir Where zips are extracted; `NULL` uses a folder under the user's cache directory.
+#' @param workers Downloads at the same time.
+#' @param ... Further arguments for the Python `imagenet_partition()`.
+#' @returns A list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
+#'   of each image), `categories` (this partition's ids), `label` (global 0-based label of each
+#'   image), `num_classes` (the number of categories on the board), and `val_image`, `val_label`,
+#'   `val_category` for this partition's validation images when the board has them.
+#' @examples
+#' if (alexnet_available()) {
+#'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, max_side = 64)
+#'   board <- tempfile("board-")
+#'   imagenet_upload(src$path, board = board)
+#'   data <- imagenet_partition(partition = 0, total = 2, board = board)
+#'   table(data$category)
+#' }
+#' @export
+imagenet_partition <- function(partition = 0, total = 16, board = NULL, cache_dir = NULL,
+                               workers = 8, ...) {
+  total <- check_count(total, "total", min = 1L)
+  partition <- check_count(partition, "partition")
+  if (partition >= total) {
+    stop("`partition` must be in 0..", total - 1L, " for total = ", total, " (it is 0-based), not ",
+         partition, ".", call. = FALSE)
+  }
+  result <- alexnet_core()$imagenet_partition(
+    partition = partition,
+    total = total,
+    board = check_string(board, "board", null_ok = TRUE),
+    cache_dir = check_string(cache_dir, "cache_dir", null_ok = TRUE),
+    workers = check_count(workers, "workers", min = 1L),
+    ...
+  )
+  simplify_py(result)
+}

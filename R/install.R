@@ -1,0 +1,105 @@
+#' Install the Python core of alexnet
+#'
+#' Creates a Python virtual environment and installs into it the Python core of alexnet, which the
+#' installed R package carries under `system.file("python", package = "alexnet")`, with
+#' TensorFlow, tf-keras, pins, gcsfs and the other dependencies at the versions the package was
+#' tested with. Then records the environment (see [alexnet_python()]) so that later R sessions,
+#' including Spark's R workers on this machine, find it. Run it once per machine.
+#'
+#' Credentials are not part of the environment: Google Cloud Storage boards use Application Default
+#' Credentials (`gcloud auth application-default login` or `GOOGLE_APPLICATION_CREDENTIALS`), S3
+#' boards the usual AWS variables or profiles.
+#'
+#' @param envname A virtual environment name (created under `~/.virtualenvs`, or `WORKON_HOME`) or
+#'   a path to a folder.
+#' @param python The Python (>= 3.10) used to create the environment; by default `python3` on the
+#'   `PATH`.
+#' @param extras Optional parts of the core to install as well: `"s3"` (s3fs) and `"spark"` (pyspark).
+#' @param constraints Install the exact versions the package was tested with (`TRUE`), or let pip
+#'   choose within the declared ranges (`FALSE`).
+#' @param dependencies Install the dependencies (`TRUE`); `FALSE` installs the core alone, into an
+#'   environment that already has them.
+#' @param pip_options Further options for `pip install`, such as `"--index-url=..."`.
+#' @returns The path of the environment's Python executable, invisibly.
+#' @seealso [alexnet_python()] for how the environment is found, [alexnet_available()].
+#' @examples
+#' \dontrun{
+#' install_alexnet()
+#' install_alexnet("~/envs/alexnet", extras = "spark")
+#' }
+#' @export
+install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3", "spark"),
+                            constraints = TRUE, dependencies = TRUE, pip_options = character()) {
+  stopifnot(is.character(envname), length(envname) == 1L, nzchar(envname))
+  unknown <- setdiff(extras, c("s3", "spark"))
+  if (length(unknown)) {
+    stop("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "), "; choose from \"s3\" and \"spark\".",
+         call. = FALSE)
+  }
+  source <- core_source()
+
+  envdir <- if (grepl("[/\\\\]", envname) || startsWith(envname, "~")) {
+    path.expand(envname)
+  } else {
+    virtualenv_python_path(envname)
+  }
+  env_python <- python_executable(envdir)
+  if (is.null(env_python)) {
+    python <- python %||% Sys.which("python3")
+    if (!nzchar(python)) {
+      stop("No python3 found on the PATH: install Python 3.10 or newer, or pass `python =`.",
+           call. = FALSE)
+    }
+    message("Creating the Python environment ", envdir)
+    run_checked(python, c("-m", "venv", shQuote(envdir)))
+    env_python <- python_executable(envdir)
+  }
+
+  # pip builds in the folder it is given: copy the core out of the (possibly read-only) R library.
+  build <- tempfile("alexnet-core-")
+  dir.create(build)
+  on.exit(unlink(build, recursive = TRUE), add = TRUE)
+  file.copy(list.files(source, full.names = TRUE), build, recursive = TRUE)
+
+  target <- if (length(extras)) paste0(build, "[", paste(extras, collapse = ","), "]") else build
+  args <- c("-m", "pip", "install", "--disable-pip-version-check", "--upgrade")
+  if (isTRUE(constraints) && isTRUE(dependencies)) {
+    args <- c(args, "-c", shQuote(file.path(build, "constraints.txt")))
+  }
+  if (!isTRUE(dependencies)) args <- c(args, "--no-deps")
+  message("Installing the alexnet core", if (isTRUE(dependencies)) " and its dependencies" else "",
+          " into ", envdir)
+  run_checked(env_python, c(args, pip_options, shQuote(target)))
+
+  alexnet_use_python(env_python, persist = TRUE)
+  if (reticulate::py_available(initialize = FALSE) &&
+      !identical(reticulate::py_config()$python, env_python)) {
+    message("Python is already running in this R session with another interpreter: ",
+            "restart R to use the new environment.")
+  }
+  invisible(env_python)
+}
+
+# The Python core shipped inside the installed R package.
+core_source <- function() {
+  source <- system.file("python", package = "alexnet")
+  if (!nzchar(source) || !file.exists(file.path(source, "pyproject.toml"))) {
+    stop("This installation of the alexnet R package does not carry its Python core ",
+         "(inst/python). Reinstall the package from a source tarball or, in a checkout of the ",
+         "repository, run `make setup`.", call. = FALSE)
+  }
+  source
+}
+
+run_checked <- function(command, args) {
+  output <- suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE))
+  status <- attr(output, "status") %||% 0L
+  if (!identical(as.integer(status), 0L)) {
+    tail_lines <- utils::tail(output, 20L)
+    stop("Command failed (exit ", status, "): ", command, " ", paste(args, collapse = " "), "\n",
+         paste(tail_lines, collapse = "\n"), call. = FALSE)
+  }
+  invisible(output)
+}
+
+`%||%` <- function(x, y) if (is.null(x)) y else x

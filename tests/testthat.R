@@ -1,0 +1,4 @@
+library(testthat)
+library(alexnet)
+
+test_check("alexnet")

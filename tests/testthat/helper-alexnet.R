@@ -1,0 +1,17 @@
+# Tests that need the Python core skip when it is missing, except under `make test`, which sets
+# ALEXNET_REQUIRE_PYTHON=1 so that a broken environment fails instead of skipping.
+skip_if_no_alexnet <- function() {
+  if (alexnet_available()) return(invisible(TRUE))
+  if (identical(Sys.getenv("ALEXNET_REQUIRE_PYTHON"), "1")) {
+    stop("The Python core is required (ALEXNET_REQUIRE_PYTHON=1) but not available: ",
+         tryCatch({ alexnet:::alexnet_core(); "" }, error = conditionMessage))
+  }
+  skip("the Python core of alexnet is not available")
+}
+
+# Runs `code` in a fresh R process with the given environment, so that Python state (which
+# reticulate cannot reset) starts from nothing.
+run_fresh_r <- function(code, env = character()) {
+  skip_if_not_installed("callr")
+  callr::r(code, env = c(callr::rcmd_safe_env(), env), show = FALSE)
+}

@@ -1,0 +1,81 @@
+test_that("library(alexnet) starts no Python", {
+  started <- run_fresh_r(function() {
+    Sys.unsetenv("RETICULATE_PYTHON")
+    library(alexnet)
+    reticulate::py_available(initialize = FALSE)
+  })
+  expect_false(started)
+})
+
+test_that("without an environment, the first call says to run install_alexnet()", {
+  config <- withr::local_tempdir()
+  result <- run_fresh_r(function() {
+    Sys.unsetenv("RETICULATE_PYTHON")
+    library(alexnet)
+    message <- tryCatch({
+      imagenet_synthetic(tempfile(), classes = 1, images_per_class = 1)
+      "no error"
+    }, error = conditionMessage)
+    list(message = message, available = alexnet_available())
+  }, env = c(ALEXNET_PYTHON = file.path(config, "nowhere"),
+             R_USER_CONFIG_DIR = config, WORKON_HOME = config))
+  expect_false(result$available)
+  expect_match(result$message, "install_alexnet()", fixed = TRUE)
+  expect_match(result$message, "ALEXNET_PYTHON", fixed = TRUE)
+})
+
+test_that("a Python without the core gets the same advice, naming that Python", {
+  skip_if(!nzchar(Sys.which("python3")), "no python3 on the PATH")
+  config <- withr::local_tempdir()
+  venv <- file.path(config, "empty-venv")
+  system2(Sys.which("python3"), c("-m", "venv", "--without-pip", venv))
+  result <- run_fresh_r(function() {
+    Sys.unsetenv("RETICULATE_PYTHON")
+    tryCatch(alexnet::imagenet_categories(), error = conditionMessage)
+  }, env = c(ALEXNET_PYTHON = venv, R_USER_CONFIG_DIR = config))
+  expect_match(result, "has no module 'alexnet'", fixed = TRUE)
+  expect_match(result, "install_alexnet()", fixed = TRUE)
+  expect_match(result, "empty-venv", fixed = TRUE)
+})
+
+test_that("alexnet_python() prefers ALEXNET_PYTHON, then the recorded environment", {
+  dir <- withr::local_tempdir()
+  withr::local_envvar(R_USER_CONFIG_DIR = dir, WORKON_HOME = file.path(dir, "venvs"))
+  recorded <- file.path(dir, "recorded", "bin", "python")
+  explicit <- file.path(dir, "explicit", "bin", "python")
+  for (p in c(recorded, explicit)) {
+    dir.create(dirname(p), recursive = TRUE)
+    file.create(p)
+  }
+  withr::local_envvar(ALEXNET_PYTHON = "")
+  expect_null(alexnet_python())
+  alexnet_use_python(file.path(dir, "recorded"))
+  expect_equal(alexnet_python(), recorded)
+  withr::local_envvar(ALEXNET_PYTHON = file.path(dir, "explicit"))
+  expect_equal(alexnet_python(), explicit)
+  expect_error(alexnet_use_python(file.path(dir, "missing")), "install_alexnet")
+})
+
+test_that("the core is imported once, on first use", {
+  skip_if_no_alexnet()
+  core <- alexnet:::alexnet_core()
+  expect_true(inherits(core, "python.builtin.module"))
+  expect_identical(alexnet:::alexnet_core(), core)
+  expect_equal(reticulate::py_get_attr(core, "__name__", silent = TRUE) |> reticulate::py_to_r(), "alexnet")
+})
+
+test_that("install_alexnet() installs the core carried by the R package into a new environment", {
+  skip_if(!nzchar(Sys.which("python3")), "no python3 on the PATH")
+  skip_if(!nzchar(system.file("python", "pyproject.toml", package = "alexnet")),
+          "this installation does not carry the Python core")
+  dir <- withr::local_tempdir()
+  withr::local_envvar(R_USER_CONFIG_DIR = dir)
+  env <- file.path(dir, "env")
+  # The dependencies are large; --no-deps checks the mechanism: venv, build from inst/python, record.
+  python <- suppressMessages(install_alexnet(env, extras = character(), dependencies = FALSE))
+  expect_true(file.exists(python))
+  version <- system2(python, c("-c", shQuote("import alexnet; print(alexnet.__version__)")),
+                     stdout = TRUE)
+  expect_equal(version, as.character(utils::packageVersion("alexnet")))
+  expect_equal(alexnet:::read_python_config(), python)
+})

@@ -1,0 +1,46 @@
+# The main job on the embedded default: a synthetic ImageNet, uploaded to a local folder board,
+# split into two partitions, and a short training run on one of them, all from R.
+# Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
+library(alexnet)
+
+out <- normalizePath(Sys.getenv("ALEXNET_DEMO_DIR", "demo-output"), mustWork = FALSE)
+dir.create(out, recursive = TRUE, showWarnings = FALSE)
+board <- Sys.getenv("ALEXNET_BOARD", file.path(out, "board"))
+step <- function(...) cat("\n==>", ..., "\n")
+
+step("Synthetic ImageNet (Kaggle layout, with the odd files real ImageNet has)")
+imagenet <- imagenet_synthetic(file.path(out, "imagenet"), classes = 8, images_per_class = 60,
+                               val_per_class = 10, quirks = TRUE, max_side = 160)
+cat(imagenet$images, "training and", imagenet$val_images, "validation images,",
+    round(imagenet$bytes / 2^20, 1), "MB in", imagenet$path, "\n")
+
+step("Upload: one zip per category to the board", board)
+report <- imagenet_upload(imagenet$path, board = board)
+cat(report$uploaded, "categories uploaded,", report$skipped, "skipped,",
+    nrow(report$bad_images), "bad images left out:\n")
+if (nrow(report$bad_images)) print(report$bad_images[, c("category", "file", "reason")], row.names = FALSE)
+
+step("Categories on the board")
+categories <- imagenet_categories(board)
+print(categories[, c("id", "name", "index", "images", "bytes")], row.names = FALSE)
+
+step("Two balanced partitions, fetched in parallel into the local cache")
+cache <- file.path(out, "cache")
+parts <- lapply(0:1, function(p) imagenet_partition(partition = p, total = 2, board = board, cache_dir = cache))
+for (p in 0:1) {
+  cat("partition", p, ":", length(parts[[p + 1]]$image), "images of",
+      paste(parts[[p + 1]]$categories, collapse = " "), "\n")
+}
+
+step("Train AlexNet on partition 0 (small images, a few epochs)")
+history <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = cache) %>%
+  alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2,
+                model_dir = file.path(out, "model"), verbose = 2)
+print(history)
+png(file.path(out, "history.png"), width = 800, height = 900, res = 110)
+plot(history)
+invisible(dev.off())
+
+step("Done. Outputs in", out)
+cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
+    "\n  plot:    ", file.path(out, "history.png"), "\n")
