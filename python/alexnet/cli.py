@@ -1,0 +1,235 @@
+"""The ``alexnet`` command line: each subcommand checks its arguments and makes one call into the core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import __version__
+from .errors import AlexnetError
+
+log = logging.getLogger("alexnet")
+
+BOARD_HELP = (
+    "board to use: a folder or file:// URL, gs://bucket/prefix, s3://bucket/prefix or https:// (read-only); "
+    "default: $ALEXNET_BOARD, else a folder under the user's cache directory"
+)
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value}")
+    return number
+
+
+def _non_negative(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value}")
+    return number
+
+
+def _emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
+    sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")
+
+
+def _cmd_synth(args: argparse.Namespace) -> None:
+    from .synthetic import imagenet_synthetic
+
+    result = imagenet_synthetic(
+        args.dest,
+        classes=args.classes,
+        images_per_class=args.images_per_class,
+        val_per_class=args.val_per_class,
+        seed=args.seed,
+        quirks=args.quirks,
+        max_side=args.max_side,
+    )
+    _emit(
+        result,
+        args.json,
+        lambda r: (
+            f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
+            f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']}"
+            + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")
+        ),
+    )
+
+
+def _cmd_upload(args: argparse.Namespace) -> None:
+    from .upload import imagenet_upload
+
+    result = imagenet_upload(
+        args.path,
+        board=args.board,
+        workers=args.workers,
+        min_images=args.min_images,
+        resize=args.resize,
+        quality=args.quality,
+    )
+
+    def summary(r: dict[str, Any]) -> str:
+        lines = [
+            f"Board {r['board']}: {r['uploaded']} categories uploaded, {r['skipped']} already there; "
+            f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s"
+        ]
+        bad = r.get("bad_images") or []
+        if bad:
+            lines.append(f"{len(bad)} image(s) left out:")
+            lines += [f"  {b['category']}/{b['file']}: {b['reason']}" for b in bad]
+        return "\n".join(lines)
+
+    _emit(result, args.json, summary)
+
+
+def _cmd_categories(args: argparse.Namespace) -> None:
+    from .fetch import imagenet_categories
+
+    rows = imagenet_categories(board=args.board)
+
+    def summary(rs: list[dict[str, Any]]) -> str:
+        lines = [f"{'index':>5}  {'id':<10}  {'images':>7}  {'MB':>8}  name"]
+        lines += [
+            f"{r['index']:>5}  {r['id']:<10}  {r['images']:>7}  {r['bytes'] / 2**20:>8.1f}  {r['name']}" for r in rs
+        ]
+        return "\n".join(lines)
+
+    _emit(rows, args.json, summary)
+
+
+def _cmd_fetch(args: argparse.Namespace) -> None:
+    from .fetch import imagenet_partition
+
+    result = imagenet_partition(
+        args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
+    )
+    _emit(
+        result,
+        args.json,
+        lambda r: (
+            f"Partition {args.partition} of {args.total}: {len(r['image'])} images of "
+            f"{len(r['categories'])} categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"
+        ),
+    )
+
+
+def _cmd_train(args: argparse.Namespace) -> None:
+    from .fetch import imagenet_partition
+    from .train import alexnet_train
+
+    data = imagenet_partition(
+        args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
+    )
+    history = alexnet_train(
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        data=data,
+        strategy=args.strategy,
+        parallel=args.parallel,
+        image_size=args.image_size,
+        checkpoint_dir=args.checkpoint_dir,
+        model_dir=args.model_dir,
+        verbose=args.verbose_fit,
+    )
+
+    def summary(h: dict[str, Any]) -> str:
+        metrics = h["metrics"]
+        last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
+        return f"Trained {len(metrics.get('loss', []))} epoch(s): {last}\nModel: {h.get('model_path')}"
+
+    _emit(history, args.json, summary)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="alexnet",
+        description=(
+            "Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
+            "worker's balanced share, train with TensorFlow."
+        ),
+        epilog="Run 'alexnet COMMAND --help' for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    synth = commands.add_parser(
+        "synth",
+        help="write a synthetic ImageNet (Kaggle layout)",
+        description="Write a synthetic ImageNet in Kaggle's layout, deterministic for a seed.",
+    )
+    synth.add_argument("dest", help="folder to write into")
+    synth.add_argument("--classes", type=_positive, default=10, help="categories (default: 10)")
+    synth.add_argument("--images-per-class", type=_positive, default=100, help="training images per category")
+    synth.add_argument("--val-per-class", type=_non_negative, default=10, help="validation images per category")
+    synth.add_argument("--seed", type=_non_negative, default=0, help="random seed (default: 0)")
+    synth.add_argument("--quirks", action="store_true", help="add CMYK, grayscale, PNG, truncated and empty files")
+    synth.add_argument("--max-side", type=_positive, default=None, help="longest image side in pixels")
+    synth.set_defaults(run=_cmd_synth)
+
+    upload = commands.add_parser(
+        "upload",
+        help="upload ImageNet to a board, one zip per category",
+        description="Upload an ImageNet tree to a board: one pin per category, validation pins, categories last.",
+    )
+    upload.add_argument("path", help="ImageNet folder (Kaggle layout or <wnid>/ folders)")
+    upload.add_argument("--board", help=BOARD_HELP)
+    upload.add_argument("--workers", type=_positive, default=8, help="categories uploaded at once (default: 8)")
+    upload.add_argument("--min-images", type=_non_negative, default=0, help="leave out smaller categories")
+    upload.add_argument("--resize", type=_positive, default=None, help="re-encode to this short side")
+    upload.add_argument("--quality", type=_positive, default=90, help="JPEG quality when re-encoding")
+    upload.set_defaults(run=_cmd_upload)
+
+    categories = commands.add_parser("categories", help="list the categories on a board")
+    categories.add_argument("--board", help=BOARD_HELP)
+    categories.set_defaults(run=_cmd_categories)
+
+    def partition_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--partition", type=_non_negative, default=0, help="0-based partition (default: 0)")
+        p.add_argument("--total", type=_positive, default=1, help="number of partitions (default: 1)")
+        p.add_argument("--board", help=BOARD_HELP)
+        p.add_argument("--cache-dir", help="where zips are extracted (default: user cache directory)")
+        p.add_argument("--workers", type=_positive, default=8, help="parallel downloads (default: 8)")
+
+    fetch = commands.add_parser("fetch", help="fetch one partition of the categories into the local cache")
+    partition_options(fetch)
+    fetch.set_defaults(run=_cmd_fetch)
+
+    train = commands.add_parser("train", help="fetch a partition and train AlexNet on it")
+    partition_options(train)
+    train.add_argument("--epochs", type=_positive, default=2)
+    train.add_argument("--batch-size", type=_positive, default=32, help="per replica (default: 32)")
+    train.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"], default=None)
+    train.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
+    train.add_argument("--image-size", type=_positive, default=224)
+    train.add_argument("--checkpoint-dir", help="checkpoints, to resume after an interruption")
+    train.add_argument("--model-dir", help="where the trained model is saved")
+    train.add_argument("--verbose-fit", type=int, choices=[0, 1, 2], default=2, help="Keras fit verbosity")
+    train.set_defaults(run=_cmd_train)
+
+    for sub in (synth, upload, categories, fetch, train):
+        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args.run(args)
+    except AlexnetError as error:
+        sys.stderr.write(f"alexnet {args.command}: error: {error}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
