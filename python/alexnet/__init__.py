@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "alexnet_train": "train",
     "alexnet_benchmark": "bench",
     "alexnet_spark_train": "spark",
-    "tf_config": "strategy",
+    "tf_config": "spark",
     "AlexnetError": "errors",
 }
 

@@ -1,0 +1,38 @@
+import json
+
+import pytest
+
+from alexnet.errors import AlexnetError
+from alexnet.spark import tf_config, tf_config_json
+
+
+def test_one_host_gets_one_port_per_task():
+    addresses = ["127.0.0.1:41234", "127.0.0.1:41235", "127.0.0.1:41236"]
+    configs = [tf_config(addresses, i) for i in range(3)]
+    workers = configs[0]["cluster"]["worker"]
+    assert workers == ["127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"]
+    assert len(set(workers)) == 3
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)]
+    assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
+
+
+def test_several_hosts_keep_their_order_and_base_port():
+    addresses = ["10.0.0.7:37001", "10.0.0.8:37001", "[fe80::1]:37001"]
+    config = tf_config(addresses, 2, base_port=9000)
+    assert config["cluster"]["worker"] == ["10.0.0.7:9000", "10.0.0.8:9001", "[fe80::1]:9002"]
+    assert config["task"] == {"type": "worker", "index": 2}
+
+
+def test_json_is_what_tensorflow_reads():
+    parsed = json.loads(tf_config_json(["a:1", "b:2"], 1))
+    assert parsed == {"cluster": {"worker": ["a:8000", "b:8001"]}, "task": {"type": "worker", "index": 1}}
+
+
+@pytest.mark.parametrize(("addresses", "index", "message"), [
+    ([], 0, "at least one task"),
+    (["a:1", "b:2"], 2, r"0\.\.1"),
+    (["a:1"], -1, r"0\.\.0"),
+])
+def test_bad_input_says_what_is_wrong(addresses, index, message):
+    with pytest.raises(AlexnetError, match=message):
+        tf_config(addresses, index)
