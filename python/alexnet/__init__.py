@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "alexnet_benchmark": "bench",
     "alexnet_spark_train": "spark",
     "tf_config": "spark",
+    "tf_config_json": "spark",
     "AlexnetError": "errors",
 }
 
