@@ -1,0 +1,133 @@
+"""Local stand-ins for the remote boards, started on 127.0.0.1 on a free port and stopped after use.
+
+* ``gcs_emulator()``: ``gcp-storage-emulator`` in a child process (in memory); gcsfs finds it through
+  ``STORAGE_EMULATOR_HOST``.
+* ``moto_s3_server()``: moto's S3 server in a child process; s3fs finds it through ``AWS_ENDPOINT_URL``.
+* ``http_server(directory)``: the standard library's ``http.server`` serving a folder from a thread.
+
+Each is a context manager yielding the base URL (``http://127.0.0.1:PORT``). The child processes are
+started and stopped by their own process ids only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server for {url} exited with code {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers, even if with an error status: it is up
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"server for {url} did not answer within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def _child(cmd: list[str], ready_url: str) -> Iterator[subprocess.Popen]:
+    with tempfile.TemporaryDirectory(prefix="alexnet-server-") as workdir:
+        log = Path(workdir, "server.log").open("wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            try:
+                _wait_for_http(ready_url, proc)
+            except RuntimeError as err:
+                log.flush()
+                raise RuntimeError(f"{err}\n{Path(workdir, 'server.log').read_text(errors='replace')}") from None
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            log.close()
+
+
+@contextlib.contextmanager
+def gcs_emulator(buckets: tuple[str, ...] = ()) -> Iterator[str]:
+    """Run ``gcp-storage-emulator`` in memory; yield its URL (the value for ``STORAGE_EMULATOR_HOST``)."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    cmd = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", HOST, "--port", str(port),
+           "--in-memory", "--quiet"]
+    with _child(cmd, f"{url}/storage/v1/b"):
+        for bucket in buckets:
+            create_gcs_bucket(url, bucket)
+        yield url
+
+
+def create_gcs_bucket(url: str, bucket: str) -> None:
+    """Create a bucket on the emulator through the JSON API (no client library needed)."""
+    request = urllib.request.Request(
+        f"{url}/storage/v1/b?project=test",
+        data=f'{{"name": "{bucket}"}}'.encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+@contextlib.contextmanager
+def moto_s3_server(buckets: tuple[str, ...] = ()) -> Iterator[str]:
+    """Run moto's server (S3 and the rest of its mocks); yield its endpoint URL."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    moto_server = Path(sys.executable).with_name("moto_server")
+    cmd = [str(moto_server), "-H", HOST, "-p", str(port)]
+    with _child(cmd, f"{url}/moto-api/"):
+        for bucket in buckets:
+            request = urllib.request.Request(f"{url}/{bucket}", method="PUT")
+            with urllib.request.urlopen(request, timeout=10):
+                pass
+        yield url
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def http_server(directory: str | os.PathLike) -> Iterator[str]:
+    """Serve ``directory`` read-only over plain HTTP from a thread; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="alexnet-test-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
