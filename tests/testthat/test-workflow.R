@@ -1,0 +1,77 @@
+# The seed's flow from R on a synthetic ImageNet and a local folder board: upload, categories,
+# partition, train (piped, as the seed writes it), plot.
+
+workflow_board <- function(dir) {
+  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 3, images_per_class = 10,
+                            val_per_class = 2, quirks = TRUE, max_side = 96)
+  board <- file.path(dir, "board")
+  report <- imagenet_upload(src$path, board = board, workers = 2)
+  list(src = src, board = board, report = report)
+}
+
+test_that("upload, categories and partition work from R and give R types", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  setup <- workflow_board(dir)
+  expect_s3_class(setup$report$bad_images, "data.frame")
+  expect_setequal(basename(setup$report$bad_images$file),
+                  basename(unlist(setup$src$quirks[c("truncated", "empty")])))
+
+  categories <- imagenet_categories(setup$board)
+  expect_s3_class(categories, "data.frame")
+  expect_equal(categories$id, sort(setup$src$categories))
+  expect_equal(categories$index, 0:2)
+
+  parts <- lapply(0:1, function(p) {
+    imagenet_partition(partition = p, total = 2, board = setup$board, cache_dir = file.path(dir, "cache"))
+  })
+  expect_type(parts[[1]]$image, "character")
+  expect_true(all(file.exists(parts[[1]]$image)))
+  expect_setequal(c(parts[[1]]$categories, parts[[2]]$categories), categories$id)
+  expect_length(intersect(parts[[1]]$categories, parts[[2]]$categories), 0L)
+  expect_equal(parts[[1]]$num_classes, 3L)
+  expect_equal(parts[[2]]$label, categories$index[match(parts[[2]]$category, categories$id)])
+
+  expect_error(imagenet_partition(partition = 2, total = 2, board = setup$board), "0\\.\\.1")
+})
+
+test_that("imagenet_partition() %>% alexnet_train() returns a history that prints and plots", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  setup <- workflow_board(dir)
+  history <- imagenet_partition(partition = 0, total = 1, board = setup$board,
+                                cache_dir = file.path(dir, "cache")) %>%
+    alexnet_train(parallel = 2, epochs = 2, batch_size = 8, image_size = 96, verbose = 0)
+  expect_s3_class(history, "alexnet_history")
+  expect_length(history$metrics$accuracy, 2L)
+  expect_true(all(is.finite(history$metrics$loss)))
+  expect_length(history$metrics$val_accuracy, 2L)
+  expect_equal(history$params$num_classes, 3L)
+
+  expect_output(print(history), "2 epochs")
+  df <- as.data.frame(history)
+  expect_true(all(c("loss", "accuracy") %in% df$metric))
+  file <- file.path(dir, "history.png")
+  grDevices::png(file)
+  plot(history)
+  grDevices::dev.off()
+  expect_gt(file.size(file), 2000)
+})
+
+test_that("the seed's hand-made data list and a strategy made through reticulate are accepted", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  setup <- workflow_board(dir)
+  part <- imagenet_partition(partition = 0, total = 1, board = setup$board, cache_dir = file.path(dir, "cache"))
+  data <- list(image = part$image, category = part$category, categories = part$categories)
+
+  tf <- reticulate::import("tensorflow")
+  strategy <- tf$distribute$MirroredStrategy(cross_device_ops = tf$distribute$ReductionToOneDevice())
+  result <- alexnet::alexnet_train(data = data, strategy = strategy, parallel = 2, epochs = 1,
+                                   batch_size = 8, image_size = 96, verbose = 0)
+  expect_length(result$metrics$accuracy, 1L)
+  expect_equal(result$params$num_classes, length(part$categories))
+
+  expect_error(alexnet_train(data = list(image = "a.JPEG")), "has no `category`, `categories`")
+  expect_error(alexnet_train(data = data, strategy = "nope", epochs = 1), "nope")
+})
