@@ -1,0 +1,415 @@
+"""The input pipeline: compressed image bytes -> decode -> augment -> batch -> prefetch, all in tf.data.
+
+Images stay compressed for as long as possible. File paths (cheap strings) are shuffled every epoch, the
+bytes are read in parallel (and, with ``cache=True``, kept in memory still compressed), and each image is
+decoded only when its batch is built, in ``parallel`` calls at once, while the previous batch trains
+(``prefetch``). Pixels stay ``uint8`` all the way to the model, whose first layer normalises them, so a
+batch costs a quarter of the memory and host-to-device bandwidth of ``float32``.
+
+Training augmentation (:func:`decode_for_training`): a random crop is chosen from the JPEG header alone
+(:func:`tf.image.extract_jpeg_shape`) and only that window is decoded (:func:`tf.image.decode_and_crop_jpeg`),
+then resized to ``image_size`` and flipped left-right half of the time. The crop is Inception-style: 8% to
+100% of the image area, aspect ratio 3/4 to 4/3 (``area_range`` and ``aspect_ratio_range`` change it); the
+AlexNet paper instead cut fixed 224x224 patches out of images resized to 256x256, which is close to
+``area_range=(0.77, 0.77)``. Evaluation (:func:`decode_for_eval`): the short side is resized to
+``image_size * 256 / 224`` and the centre ``image_size`` square is kept; large JPEGs are decoded at a
+reduced DCT scale (1/2, 1/4, 1/8) that still covers that size, which is much cheaper than a full decode.
+
+Files that are not JPEG (ImageNet has a PNG named ``.JPEG``), CMYK and grayscale JPEGs all decode to
+3-channel RGB: the first bytes are checked in the graph and non-JPEG bytes go through
+:func:`tf.io.decode_image`.
+
+Bad files: :func:`scan_images` reads every file once before training (in parallel) and checks that it is
+not empty, that a JPEG header parses and the JPEG ends with its end-of-image marker (a truncated JPEG
+does not: TensorFlow's decoder rejects it mid-epoch, and other decoders pad it with grey), and that other
+formats decode. Bad files are reported by name, counted and left out; above a set fraction the run stops
+with :class:`~alexnet.errors.BadImagesError`. As a last line of defence, the training and evaluation
+datasets also drop any element whose decode still fails (``ignore_errors``), so one odd file never ends
+an epoch.
+
+:func:`synthetic_dataset` is a twin of :func:`train_dataset` made of random ``uint8`` batches of the same
+shape, for tests and for measuring the model's speed without the input pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from .errors import AlexnetError, BadImagesError
+from .progress import progress_bar
+
+logger = logging.getLogger(__name__)
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+#: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
+EVAL_RESIZE_RATIO = 256 / 224
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+# A complete JPEG ends with the end-of-image marker FF D9. Some writers append a few bytes after it, so
+# the marker is looked for in the last bytes rather than only at the very end. Inside entropy-coded data
+# FF is always followed by 00 or a restart marker (D0-D7), so FF D9 there cannot be a false positive.
+_EOI_WINDOW = 64
+
+
+def num_parallel_calls(parallel: int | None) -> int:
+    """``parallel`` as given to ``Dataset.map``: ``None`` means autotune; otherwise a positive count."""
+    if parallel is None:
+        return AUTOTUNE
+    if isinstance(parallel, bool) or int(parallel) != parallel or parallel < 1:
+        raise AlexnetError(f"`parallel` must be a positive whole number or None (autotune), not {parallel!r}.")
+    return int(parallel)
+
+
+def dataset_options(training: bool = True) -> tf.data.Options:
+    """tf.data options shared by every dataset of the package.
+
+    Auto-sharding is off because the data is already partitioned per worker (each worker reads its own
+    files); training datasets are non-deterministic (elements come out as soon as they are decoded);
+    autotuning picks the parallelism and prefetch depth left at ``AUTOTUNE``.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.deterministic = not training
+    options.autotune.enabled = True
+    options.experimental_optimization.map_parallelization = True
+    return options
+
+
+def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
+    """A scalar bool tensor: do these bytes start with the JPEG start-of-image marker?"""
+    return tf.equal(tf.strings.substr(contents, 0, 3), _JPEG_MAGIC)
+
+
+def _has_end_of_image(contents: tf.Tensor) -> tf.Tensor:
+    length = tf.strings.length(contents)
+    start = tf.maximum(length - _EOI_WINDOW, 0)
+    tail = tf.io.decode_raw(tf.strings.substr(contents, start, length - start), tf.uint8)
+    return tf.reduce_any(tf.logical_and(tf.equal(tail[:-1], 0xFF), tf.equal(tail[1:], 0xD9)))
+
+
+def _decode_any(contents: tf.Tensor) -> tf.Tensor:
+    """Decode bytes of any format TensorFlow knows (PNG, GIF, BMP, JPEG) to a uint8 RGB image."""
+    image = tf.io.decode_image(contents, channels=3, dtype=tf.uint8, expand_animations=False)
+    image.set_shape([None, None, 3])
+    return image
+
+
+def _crop_window(
+    shape: tf.Tensor,
+    seed: tf.Tensor,
+    area_range: tuple[float, float],
+    aspect_ratio_range: tuple[float, float],
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A random crop (offset, size), each [y, x], of an image of ``shape`` [height, width, ...]."""
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        image_size=tf.cast(shape, tf.int32),
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=area_range[0],
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    return begin[:2], size[:2]
+
+
+def _to_uint8(image: tf.Tensor) -> tf.Tensor:
+    return tf.saturate_cast(tf.round(image), tf.uint8)
+
+
+def decode_for_training(
+    contents: tf.Tensor,
+    image_size: int,
+    seed: tf.Tensor | None = None,
+    *,
+    area_range: tuple[float, float] = (0.08, 1.0),
+    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tf.Tensor:
+    """Decode one image's bytes into an augmented ``[image_size, image_size, 3]`` uint8 training image.
+
+    A random window (``area_range`` of the area, ``aspect_ratio_range`` width/height) is sampled from the
+    image's size; for a JPEG only that window is decoded, straight from the compressed bytes. The crop is
+    resized to ``image_size`` squared and flipped left-right with probability 1/2. ``seed`` is a
+    ``[2]``-shaped int tensor for the stateless random ops (random when ``None``).
+    """
+    if seed is None:
+        seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
+    seed = tf.cast(seed, tf.int64)
+    crop_seed = seed
+    flip_seed = tf.stack([seed[1], seed[0] + 1])
+
+    def jpeg() -> tf.Tensor:
+        begin, size = _crop_window(tf.image.extract_jpeg_shape(contents), crop_seed, area_range, aspect_ratio_range)
+        window = tf.concat([begin, size], axis=0)
+        return tf.image.decode_and_crop_jpeg(contents, window, channels=3)
+
+    def other() -> tf.Tensor:
+        image = _decode_any(contents)
+        begin, size = _crop_window(tf.shape(image), crop_seed, area_range, aspect_ratio_range)
+        return tf.slice(image, tf.concat([begin, [0]], 0), tf.concat([size, [3]], 0))
+
+    image = tf.cond(is_jpeg(contents), jpeg, other)
+    image.set_shape([None, None, 3])
+    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
+    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    return _to_uint8(image)
+
+
+def _decode_jpeg_scaled(contents: tf.Tensor, min_side: int) -> tf.Tensor:
+    """Decode a JPEG at the smallest DCT scale (1, 1/2, 1/4, 1/8) whose short side is still ``min_side``."""
+    shape = tf.image.extract_jpeg_shape(contents)
+    short = tf.minimum(shape[0], shape[1])
+    # branch k decodes at ratio 2**k; pick the largest k with short / 2**k >= min_side
+    ratios = (1, 2, 4, 8)
+    index = tf.constant(0)
+    for k, ratio in enumerate(ratios[1:], start=1):
+        index = tf.where(short // ratio >= min_side, tf.constant(k), index)
+    branches = [(lambda r=ratio: tf.io.decode_jpeg(contents, channels=3, ratio=r)) for ratio in ratios]
+    return tf.switch_case(index, branches)
+
+
+def decode_for_eval(contents: tf.Tensor, image_size: int) -> tf.Tensor:
+    """Decode one image's bytes into a centre-cropped ``[image_size, image_size, 3]`` uint8 image.
+
+    The short side is resized to ``round(image_size * 256 / 224)`` (keeping the aspect ratio) and the
+    centre square of ``image_size`` is kept, as in the AlexNet paper's evaluation at 224 out of 256.
+    """
+    resize_to = round(image_size * EVAL_RESIZE_RATIO)
+    image = tf.cond(
+        is_jpeg(contents),
+        lambda: _decode_jpeg_scaled(contents, resize_to),
+        lambda: _decode_any(contents),
+    )
+    image.set_shape([None, None, 3])
+    shape = tf.cast(tf.shape(image)[:2], tf.float32)
+    scale = resize_to / tf.reduce_min(shape)
+    new_size = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), resize_to)
+    image = tf.image.resize(image, new_size, method="bilinear")
+    top = (new_size[0] - image_size) // 2
+    left = (new_size[1] - image_size) // 2
+    image = tf.slice(image, [top, left, 0], [image_size, image_size, 3])
+    return _to_uint8(image)
+
+
+def _as_string_list(files: Sequence[str] | np.ndarray, name: str) -> list[str]:
+    if isinstance(files, (str, bytes)):
+        files = [files]
+    out = [f.decode() if isinstance(f, bytes) else str(f) for f in list(files)]
+    if not out:
+        raise AlexnetError(f"`{name}` is empty: there are no images to read.")
+    return out
+
+
+def _file_dataset(files: Sequence[str], labels: Sequence[int]) -> tf.data.Dataset:
+    files = _as_string_list(files, "files")
+    labels = np.asarray(labels, dtype=np.int32).reshape(-1)
+    if len(labels) != len(files):
+        raise AlexnetError(f"There are {len(files)} files but {len(labels)} labels: give one label per file.")
+    return tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(labels)))
+
+
+def train_dataset(
+    files: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    image_size: int = 224,
+    *,
+    parallel: int | None = None,
+    cache: bool = False,
+    seed: int | None = None,
+    repeat: bool = True,
+    drop_remainder: bool = True,
+    shuffle_buffer: int | None = None,
+    area_range: tuple[float, float] = (0.08, 1.0),
+    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tf.data.Dataset:
+    """The training dataset: batches ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``.
+
+    Every pass over the data visits every file exactly once, in a new random order (the file list is
+    shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
+    reproducible). Files are read with ``parallel`` parallel calls and decoded with
+    :func:`decode_for_training` in ``parallel`` parallel calls (``None``: autotune); batches are
+    prefetched. ``batch_size`` here is the *global* batch (what one training step consumes on this
+    machine). With ``repeat=True`` the passes follow one another without end (Keras then needs
+    ``steps_per_epoch``), so a batch may straddle two passes.
+
+    With ``cache=True`` the compressed bytes are kept in memory after the first pass (never the decoded
+    pixels); later passes are then shuffled again after the cache, with a buffer of ``shuffle_buffer``
+    images (default: all of them, which holds references to the cached bytes, not copies).
+    """
+    calls = num_parallel_calls(parallel)
+    files_ds = _file_dataset(files, labels)
+    count = int(files_ds.cardinality())
+    buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
+    ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls, deterministic=False)
+    if cache:
+        ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    # one independent random seed per element makes the crops and flips reproducible under ``seed``
+    noise = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2, drop_remainder=True)
+    ds = tf.data.Dataset.zip((ds, noise))
+
+    def decode(item: tuple[tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        contents, label = item
+        image = decode_for_training(
+            contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range
+        )
+        return image, label
+
+    ds = ds.map(decode, num_parallel_calls=calls, deterministic=False)
+    ds = ds.ignore_errors()
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=True))
+
+
+def eval_dataset(
+    files: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    image_size: int = 224,
+    *,
+    parallel: int | None = None,
+    cache: bool = False,
+    repeat: bool = False,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """The evaluation dataset: every file once, in order, decoded with :func:`decode_for_eval`.
+
+    Batches are ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``, the last one
+    smaller unless ``drop_remainder``. ``cache=True`` keeps the compressed bytes in memory.
+    """
+    calls = num_parallel_calls(parallel)
+    ds = _file_dataset(files, labels)
+    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls)
+    if cache:
+        ds = ds.cache()
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.map(lambda contents, label: (decode_for_eval(contents, image_size), label), num_parallel_calls=calls)
+    ds = ds.ignore_errors()
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=False))
+
+
+def synthetic_dataset(
+    batch_size: int,
+    image_size: int = 224,
+    num_classes: int = 1000,
+    steps: int | None = None,
+    *,
+    seed: int | None = None,
+    distinct_batches: int = 4,
+) -> tf.data.Dataset:
+    """Random batches shaped like :func:`train_dataset`'s, for tests and for timing the model alone.
+
+    Yields ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``. A few distinct batches
+    (``distinct_batches``) are made once and repeated, so producing a batch costs next to nothing;
+    ``steps`` batches in all, or without end when ``None``.
+    """
+    rng = np.random.default_rng(seed)
+    distinct = max(1, int(distinct_batches))
+    images = rng.integers(0, 256, size=(distinct, batch_size, image_size, image_size, 3), dtype=np.uint8)
+    labels = rng.integers(0, num_classes, size=(distinct, batch_size), dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    if steps is not None:
+        ds = ds.take(int(steps))
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=True))
+
+
+def _check_image(contents: tf.Tensor) -> tf.Tensor:
+    """A zero that can only be computed when ``contents`` is a readable, complete image; else an error."""
+    not_empty = tf.debugging.assert_positive(tf.strings.length(contents), message="empty file")
+
+    def jpeg() -> tf.Tensor:
+        shape = tf.image.extract_jpeg_shape(contents)
+        complete = tf.debugging.assert_equal(
+            _has_end_of_image(contents), True, message="truncated JPEG (no end-of-image marker)"
+        )
+        with tf.control_dependencies([complete]):
+            return tf.reduce_min(shape[:2]) * 0
+
+    def other() -> tf.Tensor:
+        return tf.reduce_min(tf.shape(_decode_any(contents))[:2]) * 0
+
+    with tf.control_dependencies([not_empty]):
+        return tf.cond(is_jpeg(contents), jpeg, other)
+
+
+def _check_image_full(contents: tf.Tensor) -> tf.Tensor:
+    with tf.control_dependencies([_check_image(contents)]):
+        return tf.reduce_min(tf.shape(_decode_any(contents))[:2]) * 0
+
+
+def scan_images(files: Sequence[str], parallel: int | None = None, *, full: bool = False) -> list[str]:
+    """The files among ``files`` that cannot be used for training, in their original order.
+
+    Every file is read once, ``parallel`` at a time. A file is bad when it cannot be read, is empty, is
+    a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), or is another
+    format that does not decode. With ``full=True`` every image is also fully decoded (slower, and
+    catches corruption inside the compressed data).
+    """
+    files = _as_string_list(files, "files")
+    check = _check_image_full if full else _check_image
+    calls = num_parallel_calls(parallel)
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int64), tf.constant(files)))
+
+    def checked(index: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
+        return index + tf.cast(check(tf.io.read_file(path)), tf.int64)
+
+    ds = ds.map(checked, num_parallel_calls=calls, deterministic=False).ignore_errors().batch(512)
+    ds = ds.prefetch(AUTOTUNE).with_options(dataset_options(training=True))
+    ok = np.zeros(len(files), dtype=bool)
+    with progress_bar(len(files), "Checking images", unit="img") as bar:
+        seen = 0
+        for batch in ds.as_numpy_iterator():
+            ok[batch] = True
+            seen += len(batch)
+            bar.n = seen
+            bar.refresh()
+    return [f for f, good in zip(files, ok, strict=True) if not good]
+
+
+def drop_bad_images(
+    files: Sequence[str],
+    labels: Sequence[int],
+    bad: Sequence[str],
+    max_bad_fraction: float,
+    what: str = "training",
+) -> tuple[list[str], list[int]]:
+    """Leave ``bad`` files out of ``files``/``labels``; raise when there are more than ``max_bad_fraction``.
+
+    Raises :class:`~alexnet.errors.BadImagesError` naming the bad files when their share exceeds
+    ``max_bad_fraction``; otherwise logs them by name with their count.
+    """
+    files = list(files)
+    if not bad:
+        return files, list(labels)
+    fraction = len(bad) / len(files)
+    listed = "\n  ".join(bad[:20]) + ("" if len(bad) <= 20 else f"\n  ... and {len(bad) - 20} more")
+    if fraction > max_bad_fraction:
+        raise BadImagesError(
+            f"{len(bad)} of {len(files)} {what} images ({fraction:.1%}) are empty, truncated or cannot be "
+            f"decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
+            "Replace or remove these files, or raise `max_bad_fraction` to train without them."
+        )
+    logger.warning("Skipping %d unreadable %s image(s) of %d:\n  %s", len(bad), what, len(files), listed)
+    bad_set = set(bad)
+    kept = [(f, y) for f, y in zip(files, labels, strict=True) if f not in bad_set]
+    return [f for f, _ in kept], [y for _, y in kept]
+
+
+def steps_for(count: int, batch_size: int) -> int:
+    """Whole batches of ``batch_size`` in ``count`` images (at least 1)."""
+    return max(1, math.floor(count / batch_size))

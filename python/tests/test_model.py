@@ -1,0 +1,126 @@
+"""AlexNet's architecture and the paper's optimizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet import model as alexnet_model  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
+
+
+def conv_params(size: int, in_channels: int, filters: int, groups: int = 1) -> int:
+    return size * size * (in_channels // groups) * filters + filters
+
+
+def dense_params(inputs: int, units: int) -> int:
+    return inputs * units + units
+
+
+def paper_parameter_count(num_classes: int, grouped: bool) -> int:
+    """Counted from the paper's layer table, at 224x224 (feature maps 55, 27, 13, 6)."""
+    g = 2 if grouped else 1
+    side = 6  # after the third pooling: 224 (+2 padding each side) -> 55 -> 27 -> 13 -> 6
+    return (
+        conv_params(11, 3, 96)
+        + conv_params(5, 96, 256, g)
+        + conv_params(3, 256, 384)
+        + conv_params(3, 384, 384, g)
+        + conv_params(3, 384, 256, g)
+        + dense_params(side * side * 256, 4096)
+        + dense_params(4096, 4096)
+        + dense_params(4096, num_classes)
+    )
+
+
+@pytest.mark.parametrize(("num_classes", "grouped"), [(1000, False), (1000, True), (37, False)])
+def test_parameter_count_at_224_matches_the_architecture(num_classes, grouped):
+    net = alexnet_model.build_alexnet(num_classes, 224, grouped=grouped)
+    expected = paper_parameter_count(num_classes, grouped)
+    assert net.count_params() == expected
+    if num_classes == 1000:  # the figures usually quoted for the two variants
+        assert expected == (60_965_224 if grouped else 62_378_344)
+    # no weights hide in the normalisation layer: its mean and variance are constants
+    assert sum(int(np.prod(w.shape)) for w in net.trainable_weights) == expected
+
+
+def test_feature_maps_have_the_paper_sizes_at_224():
+    net = alexnet_model.build_alexnet(10, 224, dense_units=8)
+    sides = {name: net.get_layer(name).output.shape[1] for name in ("conv1", "pool1", "pool2", "pool3")}
+    assert sides == {"conv1": 55, "pool1": 27, "pool2": 13, "pool3": 6}
+    assert [net.get_layer(n).output.shape[-1] for n in ("conv1", "conv2", "conv3", "conv4", "conv5")] == [
+        96,
+        256,
+        384,
+        384,
+        256,
+    ]
+    assert alexnet_model.feature_sizes(224) == [55, 27, 13, 6]
+    assert net.get_layer("pool1").pool_size == (3, 3) and net.get_layer("pool1").strides == (2, 2)
+    assert [net.get_layer(f"dropout{i}").rate for i in (1, 2)] == [0.5, 0.5]
+
+
+def test_takes_uint8_pixels_and_returns_probabilities():
+    net = alexnet_model.build_alexnet(5, 64, dense_units=16)
+    assert net.input.dtype == tf.uint8
+    images = np.random.default_rng(0).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
+    out = net(images, training=False).numpy()
+    assert out.shape == (3, 5)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+    # the first layer normalises: a mid-grey image comes out near zero
+    normalize = keras.Model(net.input, net.get_layer("normalize").output)
+    grey = normalize(np.full((1, 64, 64, 3), 118, np.uint8)).numpy()
+    assert np.abs(grey).max() < 0.3
+
+
+def test_smallest_image_size_builds_and_smaller_is_refused():
+    net = alexnet_model.build_alexnet(3, alexnet_model.MIN_IMAGE_SIZE, dense_units=8)
+    assert net.get_layer("pool3").output.shape[1] == 1
+    with pytest.raises(AlexnetError, match="image_size"):
+        alexnet_model.build_alexnet(3, alexnet_model.MIN_IMAGE_SIZE - 1)
+    with pytest.raises(AlexnetError, match="num_classes"):
+        alexnet_model.build_alexnet(0, 64)
+
+
+def test_mixed_precision_computes_in_float16_with_a_float32_softmax():
+    net = alexnet_model.build_alexnet(4, 64, dense_units=8, mixed_precision=True)
+    assert net.get_layer("conv1").compute_dtype == "float16"
+    assert net.get_layer("conv1").kernel.dtype == tf.float32
+    assert net.output.dtype == tf.float32
+
+
+def test_weight_decay_enters_the_momentum_and_spares_biases():
+    lr, momentum, decay = 0.1, 0.9, 0.01
+    kernel = tf.Variable(np.full((2, 2), 2.0, np.float32))
+    bias = tf.Variable(np.full((2,), 2.0, np.float32))
+    opt = alexnet_model.DecayedSGD(learning_rate=lr, momentum=momentum, l2_decay=decay)
+    zero = [tf.zeros_like(kernel), tf.zeros_like(bias)]
+    opt.apply_gradients(zip(zero, [kernel, bias], strict=True))
+    v1 = -lr * decay * 2.0
+    np.testing.assert_allclose(kernel.numpy(), 2.0 + v1, rtol=1e-6)
+    np.testing.assert_allclose(bias.numpy(), 2.0)
+    w1 = 2.0 + v1
+    opt.apply_gradients(zip(zero, [kernel, bias], strict=True))
+    v2 = momentum * v1 - lr * decay * w1  # the paper's rule: the decay term accumulates in v
+    np.testing.assert_allclose(kernel.numpy(), w1 + v2, rtol=1e-6)
+    assert opt.get_config()["l2_decay"] == decay
+
+
+def test_learning_rate_steps_down_by_ten_at_the_given_epochs():
+    schedule = alexnet_model.step_schedule(0.01, steps_per_epoch=10, drop_epochs=(2, 4))
+    rates = [float(schedule(step)) for step in (0, 19, 20, 39, 40, 500)]
+    np.testing.assert_allclose(rates, [0.01, 0.01, 0.001, 0.001, 0.0001, 0.0001], rtol=1e-6)
+    constant = alexnet_model.step_schedule(0.05, steps_per_epoch=10, drop_epochs=())
+    assert float(constant(0)) == pytest.approx(0.05) and float(constant(10_000)) == pytest.approx(0.05)
+
+
+def test_compiled_model_reports_top1_and_top5():
+    net = alexnet_model.build_alexnet(6, 64, dense_units=8)
+    alexnet_model.compile_alexnet(net, alexnet_model.make_optimizer(0.01), 6)
+    images = np.random.default_rng(1).integers(0, 256, (4, 64, 64, 3), dtype=np.uint8)
+    result = net.evaluate(images, np.array([0, 1, 2, 3]), verbose=0, return_dict=True)
+    assert set(result) == {"loss", "accuracy", "top5_accuracy"}
+    assert result["top5_accuracy"] >= result["accuracy"]
