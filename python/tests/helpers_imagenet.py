@@ -1,0 +1,57 @@
+"""Hand-made ImageNet trees for the layout tests: a few placeholder files, written fast, no decoding needed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+NAMES = {
+    "n01440764": "tench, Tinca tinca",
+    "n01443537": "goldfish, Carassius auratus",
+    "n01484850": "great white shark, white shark, man-eater, man-eating shark, Carcharodon carcharias",
+}
+
+
+def touch(path: Path, data: bytes = b"\xff\xd8 placeholder \xff\xd9") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def write_category(folder: Path, names: Iterable[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        touch(folder / name)
+
+
+def write_kaggle(
+    root: Path,
+    train: Mapping[str, Iterable[str]],
+    val: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = NAMES,
+    solution: bool = True,
+) -> Path:
+    """Kaggle's layout under ``root``: ``train`` maps wnid -> file names, ``val`` maps ImageId -> wnid.
+
+    Validation rows are written in reverse order with a second box, as in the real solution file, which is
+    neither sorted nor limited to one box per image.
+    """
+    cls_loc = root / "ILSVRC" / "Data" / "CLS-LOC"
+    for wnid, files in train.items():
+        write_category(cls_loc / "train" / wnid, files)
+    if names is not None:
+        (root / "LOC_synset_mapping.txt").write_text("".join(f"{w} {n}\n" for w, n in names.items()))
+    if val is not None:
+        for image_id in val:
+            touch(cls_loc / "val" / f"{image_id}.JPEG")
+        if solution:
+            rows = [f"{i},{w} 10 20 110 120 {w} 5 6 50 60 \n" for i, w in reversed(list(val.items()))]
+            (root / "LOC_val_solution.csv").write_text("ImageId,PredictionString\n" + "".join(rows))
+    return root
+
+
+def write_folders(root: Path, train: Mapping[str, Iterable[str]]) -> Path:
+    """A plain folder of ``<wnid>/`` folders (the fall11 layout)."""
+    for wnid, files in train.items():
+        write_category(root / wnid, files)
+    return root
