@@ -83,10 +83,9 @@ def resolve_board(board: str | os.PathLike | None) -> str:
             raise BoardError(f"board {text!r}: file:// URLs must name a local path (file:///path)")
         return os.path.abspath(urllib.parse.unquote(parsed.path))
     if scheme in ("gs", "gcs", "s3", "s3a"):
-        rest = rest.strip("/")
-        if not rest or rest.startswith("/"):
+        if rest.startswith("/") or not rest.strip("/"):
             raise BoardError(f"board {text!r} names no bucket; write it as {scheme}://bucket/prefix")
-        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{rest}"
+        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{rest.strip('/')}"
     if scheme in ("http", "https"):
         if not urllib.parse.urlparse(text).netloc:
             raise BoardError(f"board {text!r} names no host; write it as https://host/prefix")

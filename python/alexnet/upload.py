@@ -24,6 +24,7 @@ sha256 differs from the board's. An interrupted run, run again, completes what i
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import io
 import json
@@ -217,25 +218,36 @@ def _retry(what: str, fn: Any, retries: int) -> Any:
 
 
 def _board_state(bd: Any, name: str) -> dict[str, Any] | None:
-    """The metadata of pin ``name`` if its current version is complete on the board, else None.
+    """The metadata of pin ``name`` if its latest version is complete on the board, else None.
 
-    An upload killed while copying leaves a version folder with ``data.txt`` but a missing or short zip;
-    such a version is deleted so that the category is uploaded again.
+    An upload killed while copying leaves a version folder without ``data.txt`` or with a missing or
+    short zip; such a version is deleted (the whole pin if it was the only one) so that the category is
+    uploaded again.
     """
-    meta = bd.pin_meta(name)
-    user = dict(meta.user or {})
-    if user.get("alexnet") != FORMAT_VERSION or not user.get("sha256"):
+    versions = bd.pin_versions(name, as_df=False)
+    if not versions:
+        log.warning("pin %s has no versions on the board (upload interrupted?); writing it again", name)
+        bd.pin_delete(name)
         return None
-    version = meta.version.version
-    path = bd.construct_path([name, version, meta.file])
+    version = versions[-1].version
     try:
-        size = int(bd.fs.info(path)["size"])
+        meta = bd.pin_meta(name, version)
+    except FileNotFoundError:  # killed before data.txt was written
+        meta = None
+    user = dict(meta.user or {}) if meta is not None else {}
+    if meta is not None and (user.get("alexnet") != FORMAT_VERSION or not user.get("sha256")):
+        return None  # not written by this package: leave it be, a new version goes on top
+    try:
+        size = int(bd.fs.info(bd.construct_path([name, version, meta.file]))["size"]) if meta else -1
     except FileNotFoundError:
         size = -1
     if size != int(user.get("bytes", -2)):
         log.warning("pin %s version %s is incomplete on the board (upload interrupted?); writing it again",
                     name, version)
-        bd.pin_version_delete(name, version)
+        if len(versions) == 1:
+            bd.pin_delete(name)
+        else:
+            bd.pin_version_delete(name, version)
         return None
     user["version"] = version
     return user
@@ -291,7 +303,26 @@ def _write_table(bd: Any, rows: Sequence[dict[str, Any]], columns: Sequence[str]
     import pandas as pd
 
     frame = pd.DataFrame(list(rows), columns=list(columns))
-    return bd.pin_write(frame, name=name, type="csv", title=title, metadata=metadata)
+    return bd.pin_write(frame, name=name, type="csv", title=title, metadata=metadata,
+                        created=_next_created(bd, name))
+
+
+def _next_created(bd: Any, name: str) -> datetime.datetime:
+    """Now, or one second after the pin's latest version if that is not earlier.
+
+    pins names versions by creation time to the second and reads the last one in name order; two
+    versions within a second would be ordered by their hash instead, so a quick re-upload could leave
+    the older ``categories`` table looking current.
+    """
+    from pins.versions import Version
+
+    now = datetime.datetime.now().replace(microsecond=0)
+    if name not in pin_names(bd):
+        return now
+    versions = [v for v in bd.pin_versions(name, as_df=False) if isinstance(v, Version)]
+    if not versions:
+        return now
+    return max(now, max(v.created for v in versions) + datetime.timedelta(seconds=1))
 
 
 def imagenet_upload(

@@ -1,0 +1,207 @@
+"""Board strings and opening boards: folder, gs:// (GCS emulator), s3:// (moto), https:// (http.server)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import pandas as pd
+import pytest
+from servers import free_port, gcs_emulator, http_server, moto_s3_server
+
+from alexnet.board import board_kind, open_board, resolve_board, write_manifest
+from alexnet.errors import BoardError
+
+BUCKET = "alexnet-test"
+
+
+@pytest.fixture(scope="module")
+def gcs_url():
+    with gcs_emulator((BUCKET,)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def s3_url():
+    with moto_s3_server((BUCKET,)) as url:
+        yield url
+
+
+@pytest.fixture
+def gcs(gcs_url, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    return gcs_url
+
+
+@pytest.fixture
+def s3(s3_url, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_url)
+    return s3_url
+
+
+@pytest.fixture
+def no_google_credentials(monkeypatch, tmp_path):
+    """No emulator, no key file, no gcloud login, no metadata server (a closed local port)."""
+    closed = f"127.0.0.1:{free_port()}"
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("GCE_METADATA_HOST", closed)
+    monkeypatch.setenv("GCE_METADATA_IP", closed)
+
+
+@pytest.fixture
+def no_aws_credentials(monkeypatch, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+# -- resolve_board --------------------------------------------------------------------------------------------
+
+
+def test_resolve_default_is_env_then_user_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("ALEXNET_BOARD", "gs://bucket/imagenet/")
+    assert resolve_board(None) == "gs://bucket/imagenet"
+    monkeypatch.delenv("ALEXNET_BOARD")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    default = resolve_board(None)
+    assert default == os.path.join(str(tmp_path / "cache"), "alexnet", "board")
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("gcs://b/p/", "gs://b/p"),
+        ("gs://b", "gs://b"),
+        ("s3a://b/x/y", "s3://b/x/y"),
+        ("S3://b/x", "s3://b/x"),
+        ("https://host/a/b/", "https://host/a/b"),
+        ("http://127.0.0.1:8000/b", "http://127.0.0.1:8000/b"),
+        ("file:///tmp/some%20board", "/tmp/some board"),
+        ("file://localhost/tmp/b", "/tmp/b"),
+    ],
+)
+def test_resolve_urls(given, expected):
+    assert resolve_board(given) == expected
+
+
+def test_resolve_paths_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_board("rel/board") == str(tmp_path / "rel" / "board")
+    assert resolve_board(tmp_path / "x") == str(tmp_path / "x")
+    assert board_kind(resolve_board("rel")) == "file"
+    assert [board_kind(b) for b in ("gs://b", "s3://b", "https://h", "http://h")] == ["gs", "s3", "http", "http"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("ftp://host/x", "unsupported scheme ftp://"),
+    ("gs://", "names no bucket"),
+    ("s3:///x", "names no bucket"),
+    ("https://", "names no host"),
+    ("   ", "empty string"),
+    ("file://remote/x", "must name a local path"),
+])
+def test_resolve_rejects(bad, message):
+    with pytest.raises(BoardError, match=message):
+        resolve_board(bad)
+
+
+# -- folder ---------------------------------------------------------------------------------------------------
+
+
+def test_folder_board_read_missing_and_write_creates(tmp_path):
+    target = tmp_path / "nested" / "board"
+    with pytest.raises(BoardError, match=f"board folder {target} does not exist"):
+        open_board(target)
+    assert not target.exists()
+    board = open_board(f"file://{target}", write=True)
+    assert target.is_dir()
+    board.pin_write(pd.DataFrame({"x": [1, 2]}), name="t", type="csv")
+    assert open_board(target).pin_read("t")["x"].tolist() == [1, 2]
+
+
+# -- gs:// ----------------------------------------------------------------------------------------------------
+
+
+def test_gcs_emulator_write_and_read(gcs):
+    board = open_board(f"gs://{BUCKET}/boards/one", write=True)
+    board.pin_write(pd.DataFrame({"x": [3]}), name="t", type="csv")
+    assert open_board(f"gs://{BUCKET}/boards/one").pin_read("t")["x"].tolist() == [3]
+    assert board.fs.exists(f"{BUCKET}/boards/one/t")
+
+
+def test_gcs_missing_bucket_and_empty_board(gcs):
+    with pytest.raises(BoardError, match="bucket 'no-such-bucket' does not exist; create it first"):
+        open_board("gs://no-such-bucket/x", write=True)
+    with pytest.raises(BoardError, match=f"board gs://{BUCKET}/never/written holds nothing"):
+        open_board(f"gs://{BUCKET}/never/written")
+
+
+def test_gcs_write_without_credentials_is_refused(no_google_credentials):
+    start = time.monotonic()
+    with pytest.raises(BoardError, match="cannot write to gs://some-bucket/imagenet: no Google credentials") as err:
+        open_board("gs://some-bucket/imagenet", write=True)
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in str(err.value)
+    assert time.monotonic() - start < 30
+
+
+def test_gcs_unreachable_emulator_fails_fast(monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
+    start = time.monotonic()
+    with pytest.raises(BoardError, match=r"cannot reach board gs://b/x: no connection to 127\.0\.0\.1"):
+        open_board("gs://b/x")
+    assert time.monotonic() - start < 10
+
+
+# -- s3:// ----------------------------------------------------------------------------------------------------
+
+
+def test_s3_moto_write_and_read(s3):
+    board = open_board(f"s3://{BUCKET}/boards/one", write=True)
+    board.pin_write(pd.DataFrame({"x": [4]}), name="t", type="csv")
+    assert open_board(f"s3://{BUCKET}/boards/one").pin_read("t")["x"].tolist() == [4]
+
+
+def test_s3_missing_bucket(s3):
+    with pytest.raises(BoardError, match="bucket 'nope' does not exist"):
+        open_board("s3://nope/x", write=True)
+
+
+def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):
+    with pytest.raises(BoardError, match="cannot write to s3://b/x: no AWS credentials found"):
+        open_board("s3://b/x", write=True)
+
+
+def test_s3_unreachable_endpoint(s3, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(BoardError, match="cannot reach board s3://b/x: no connection"):
+        open_board("s3://b/x")
+
+
+# -- https:// -------------------------------------------------------------------------------------------------
+
+
+def test_https_reads_through_the_manifest_and_is_read_only(tmp_path):
+    folder = open_board(tmp_path / "served", write=True)
+    meta = folder.pin_write(pd.DataFrame({"x": [5, 6]}), name="t", type="csv")
+    with http_server(tmp_path) as url:
+        board_url = f"{url}/served"
+        with pytest.raises(BoardError, match=r"has no _pins\.yaml manifest"):
+            open_board(board_url)
+        write_manifest(folder, {"t": meta.version.version})
+        assert open_board(board_url).pin_read("t")["x"].tolist() == [5, 6]
+        with pytest.raises(BoardError, match="is read only"):
+            open_board(board_url, write=True)
+
+
+def test_https_unreachable():
+    with pytest.raises(BoardError, match=r"cannot reach board http://127\.0\.0\.1:"):
+        open_board(f"http://127.0.0.1:{free_port()}/board")

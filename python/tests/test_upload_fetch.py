@@ -1,0 +1,434 @@
+"""Upload to and fetch from every board kind, for real: folder, gs:// (emulator), s3:// (moto), https://.
+
+The synthetic tree is tiny (5 categories of 6 images at most 48 pixels, plus the quirk files) so that the
+whole module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import io
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import pytest
+from PIL import Image
+from servers import gcs_emulator, http_server, moto_s3_server
+
+import alexnet.fetch as fetch_module
+from alexnet.board import open_board
+from alexnet.errors import AlexnetError, BoardError, IntegrityError
+from alexnet.fetch import extract_zip, imagenet_categories, imagenet_partition
+from alexnet.imagenet import read_imagenet
+from alexnet.synthetic import imagenet_synthetic
+from alexnet.upload import check_image, imagenet_upload
+
+BUCKET = "alexnet-test"
+CLASSES, PER_CLASS, VAL_PER_CLASS = 5, 6, 2
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """The synthetic ImageNet with quirks, and what a correct board must hold for it."""
+    root = tmp_path_factory.mktemp("imagenet")
+    info = imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=PER_CLASS,
+                              val_per_class=VAL_PER_CLASS, seed=1, quirks=True, max_side=48)
+    parsed = read_imagenet(info["path"])
+    bad = {os.path.basename(info["quirks"][k]) for k in ("truncated", "empty")}
+    good = {c.id: {os.path.basename(f): Path(f).read_bytes() for f in c.files
+                   if os.path.basename(f) not in bad} for c in parsed.categories}
+    val = {}
+    for path, label in zip(parsed.val_files, parsed.val_labels, strict=True):
+        val.setdefault(label, {})[os.path.basename(path)] = Path(path).read_bytes()
+    return {"path": info["path"], "info": info, "good": good, "val": val, "bad": bad,
+            "index": {c.id: k for k, c in enumerate(sorted(parsed.categories, key=lambda c: c.id))}}
+
+
+@pytest.fixture(scope="module")
+def servers():
+    with gcs_emulator((BUCKET,)) as gcs, moto_s3_server((BUCKET,)) as s3:
+        yield {"gs": gcs, "s3": s3}
+
+
+@pytest.fixture
+def cloud_env(servers, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", servers["gs"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", servers["s3"])
+
+
+@contextlib.contextmanager
+def board_pair(kind: str, tmp_path: Path):
+    """(board to upload to, board to fetch from) of the given kind."""
+    if kind == "folder":
+        yield str(tmp_path / "board"), str(tmp_path / "board")
+    elif kind == "https":
+        (tmp_path / "www").mkdir()
+        with http_server(tmp_path / "www") as url:
+            yield str(tmp_path / "www" / "board"), f"{url}/board"
+    else:
+        prefix = f"{kind}://{BUCKET}/{tmp_path.name}/board"
+        yield prefix, prefix
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_partition(data: dict, tree: dict, seen: dict) -> None:
+    """Every returned image is byte-identical to its source; labels are the global indices."""
+    assert len(data["image"]) == len(data["category"]) == len(data["label"])
+    assert data["num_classes"] == CLASSES
+    assert sorted(set(data["category"])) == data["categories"]
+    for path, wnid, label in zip(data["image"], data["category"], data["label"], strict=True):
+        assert os.path.isabs(path) and path.startswith(data["cache_dir"])
+        assert label == tree["index"][wnid]
+        name = os.path.basename(path)
+        assert name not in tree["bad"], f"bad image {name} came back"
+        assert Path(path).read_bytes() == tree["good"][wnid][name]
+        seen.setdefault(wnid, set()).add(name)
+    for path, wnid, label in zip(data["val_image"], data["val_category"], data["val_label"], strict=True):
+        assert wnid in data["categories"] and label == tree["index"][wnid]
+        assert Path(path).read_bytes() == tree["val"][wnid][os.path.basename(path)]
+    assert len(data["val_image"]) == VAL_PER_CLASS * len(data["categories"])
+
+
+# -- the round trip on every board ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["folder", "gs", "s3", "https"])
+def test_round_trip(kind, tree, cloud_env, tmp_path):
+    with board_pair(kind, tmp_path) as (up, down):
+        report = imagenet_upload(tree["path"], up, workers=3)
+        assert report["categories"] == CLASSES and sorted(report["uploaded"]) == sorted(tree["good"])
+        assert report["images"] == sum(len(v) for v in tree["good"].values())
+        assert report["val_images"] == CLASSES * VAL_PER_CLASS
+        assert report["uploaded_bytes"] == report["bytes"] > 0
+        assert {b["file"] for b in report["bad_images"]} == tree["bad"]
+        assert {b["reason"].split(" ")[0] for b in report["bad_images"]} == {"empty", "truncated"}
+
+        rows = imagenet_categories(down)
+        assert [r["id"] for r in rows] == sorted(tree["good"]) and [r["index"] for r in rows] == list(range(CLASSES))
+        assert {r["id"]: r["images"] for r in rows} == {w: len(v) for w, v in tree["good"].items()}
+        on_board = open_board(down).pin_read("bad_images")
+        assert set(on_board["file"]) == tree["bad"]
+
+        for total in (2, 3):
+            seen: dict[str, set[str]] = {}
+            owners: list[str] = []
+            for partition in range(total):
+                data = imagenet_partition(partition, total, down, cache_dir=tmp_path / f"cache{total}", workers=3)
+                assert data["downloaded_bytes"] > 0
+                check_partition(data, tree, seen)
+                owners += data["categories"]
+            assert sorted(owners) == sorted(tree["good"]), "categories missing or fetched twice"
+            assert {w: names for w, names in seen.items()} == {w: set(v) for w, v in tree["good"].items()}
+
+        again = imagenet_partition(1, 3, down, cache_dir=tmp_path / "cache3", workers=3)
+        assert again["downloaded_bytes"] == 0
+
+        second = imagenet_upload(tree["path"], up, workers=3)
+        assert second["uploaded"] == [] and sorted(second["skipped"]) == sorted(tree["good"])
+        assert second["uploaded_bytes"] == 0
+        assert {b["file"] for b in second["bad_images"]} == tree["bad"]
+        assert imagenet_categories(down) == rows
+
+
+# -- upload behaviour (local folder board: the same code paths, fastest) -------------------------------------
+
+
+def test_changed_category_is_the_only_one_uploaded_again(tree, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tree["path"], src)
+    board = tmp_path / "board"
+    imagenet_upload(src, board, workers=2)
+    before = {r["id"]: r for r in imagenet_categories(board)}
+    wnid = sorted(tree["good"])[2]
+    folder = src / "ILSVRC" / "Data" / "CLS-LOC" / "train" / wnid
+    extra = folder / f"{wnid}_99999.JPEG"
+    Image.new("RGB", (20, 16), (200, 10, 10)).save(extra, format="JPEG")
+    report = imagenet_upload(src, board, workers=2)
+    assert report["uploaded"] == [wnid]
+    assert sorted(report["skipped"]) == sorted(w for w in tree["good"] if w != wnid)
+    after = {r["id"]: r for r in imagenet_categories(board)}
+    assert after[wnid]["images"] == before[wnid]["images"] + 1 and after[wnid]["sha256"] != before[wnid]["sha256"]
+    assert all(after[w] == before[w] for w in before if w != wnid)
+    data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+    fetched = [p for p in data["image"] if os.path.basename(p) == extra.name]
+    assert len(fetched) == 1 and Path(fetched[0]).read_bytes() == extra.read_bytes()
+
+
+def test_touched_files_with_same_content_are_not_uploaded_again(tree, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tree["path"], src)
+    board = tmp_path / "board"
+    imagenet_upload(src, board, workers=2)
+    for path in (src / "ILSVRC").rglob("*.JPEG"):
+        os.utime(path, (time.time() + 100, time.time() + 100))
+    report = imagenet_upload(src, board, workers=2)
+    assert report["uploaded"] == [] and report["uploaded_bytes"] == 0
+
+
+def test_killed_upload_completes_when_run_again(tree, tmp_path):
+    board = tmp_path / "board"
+    script = textwrap.dedent(f"""
+        import time
+        import alexnet.upload as upload
+        original = upload._process
+        def slow(*args, **kwargs):
+            result = original(*args, **kwargs)
+            time.sleep(0.5)
+            return result
+        upload._process = slow
+        upload.imagenet_upload({str(tree["path"])!r}, {str(board)!r}, workers=1)
+        """)
+    env = {**os.environ, "ALEXNET_PROGRESS": "0"}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(board.glob("n*/*/*.zip"))) < 2:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+    done = sorted(p.parent.parent.name for p in board.glob("n*/*/*.zip"))
+    assert 2 <= len(done) < CLASSES
+    assert not (board / "categories").exists(), "the categories pin must only be written when all is uploaded"
+    with pytest.raises(BoardError, match="has no categories pin"):
+        imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+
+    report = imagenet_upload(tree["path"], board, workers=2)
+    assert set(done) <= set(report["skipped"])
+    assert sorted(report["uploaded"] + report["skipped"]) == sorted(tree["good"])
+    seen: dict[str, set[str]] = {}
+    check_partition(imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache"), tree, seen)
+    assert seen == {w: set(v) for w, v in tree["good"].items()}
+
+
+@pytest.mark.parametrize("damage", ["zip cut short", "no data.txt", "empty pin folder"])
+def test_partially_written_pin_on_board_is_written_again(tree, tmp_path, damage):
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, workers=2)
+    wnid = sorted(tree["good"])[1]
+    (zip_path,) = board.glob(f"{wnid}/*/{wnid}.zip")
+    if damage == "zip cut short":  # an upload killed while copying the zip
+        with open(zip_path, "r+b") as f:
+            f.truncate(zip_path.stat().st_size // 2)
+    elif damage == "no data.txt":  # killed after the zip, before the metadata
+        (zip_path.parent / "data.txt").unlink()
+    else:  # killed right after creating the pin's folder
+        shutil.rmtree(zip_path.parent)
+    report = imagenet_upload(tree["path"], board, workers=2)
+    assert report["uploaded"] == [wnid]
+    data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+    check_partition(data, tree, {})
+
+
+def test_min_images_leaves_small_categories_out(tree, tmp_path):
+    board = tmp_path / "board"
+    sizes = {w: len(v) for w, v in tree["good"].items()}
+    big = [w for w, n in sizes.items() if n > PER_CLASS]
+    assert big, "the quirk category has more good images than the others"
+    report = imagenet_upload(tree["path"], board, min_images=PER_CLASS + 1)
+    assert [r["id"] for r in imagenet_categories(board)] == sorted(big)
+    assert [r["index"] for r in imagenet_categories(board)] == list(range(len(big)))
+    assert sorted(e["category"] for e in report["excluded"]) == sorted(w for w in sizes if w not in big)
+    assert report["val_images"] == VAL_PER_CLASS * len(big)
+
+
+def test_resize_reencodes_to_rgb_jpeg_with_short_side_limit(tree, tmp_path):
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, resize=20, quality=80)
+    data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+    assert len(data["image"]) == sum(len(v) for v in tree["good"].values())
+    for path in data["image"] + data["val_image"]:
+        with Image.open(path) as img:
+            assert img.format == "JPEG" and img.mode == "RGB"
+            assert min(img.size) <= 20
+    quirk = {os.path.basename(tree["info"]["quirks"][k]) for k in ("cmyk", "grayscale", "png")}
+    assert quirk <= {os.path.basename(p) for p in data["image"]}
+
+
+def test_check_image_verdicts(tree):
+    quirks = tree["info"]["quirks"]
+    for kind in ("cmyk", "grayscale", "png"):
+        data = Path(quirks[kind]).read_bytes()
+        assert check_image(data) == (data, ""), kind
+    assert check_image(Path(quirks["empty"]).read_bytes()) == (None, "empty file")
+    stored, reason = check_image(Path(quirks["truncated"]).read_bytes())
+    assert stored is None and reason.startswith("truncated or corrupt")
+    assert check_image(b"not an image at all")[1] == "not a recognised image format"
+
+
+def test_upload_arguments_checked_before_work(tree, tmp_path):
+    with pytest.raises(AlexnetError, match="workers must be at least 1"):
+        imagenet_upload(tree["path"], tmp_path / "b", workers=0)
+    with pytest.raises(AlexnetError, match=r"quality must be in 1\.\.100"):
+        imagenet_upload(tree["path"], tmp_path / "b", resize=10, quality=0)
+    with pytest.raises(BoardError, match="read only"):
+        imagenet_upload(tree["path"], "https://example.invalid/board")
+    assert not (tmp_path / "b").exists()
+
+
+# -- fetch: integrity, cache, archive safety ------------------------------------------------------------------
+
+
+@pytest.fixture
+def uploaded(tree, tmp_path):
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, workers=2)
+    return board
+
+
+def count_downloads(monkeypatch, corrupt_first: str | None = None, fail_first: str | None = None) -> dict:
+    """Wrap fetch._download: count calls per object name; optionally corrupt or fail the first one."""
+    calls: dict[str, int] = {}
+    original = fetch_module._download
+
+    def wrapped(fs, remote, local, progress):
+        name = remote.rsplit("/", 1)[-1]
+        calls[name] = calls.get(name, 0) + 1
+        if name == fail_first and calls[name] == 1:
+            raise ConnectionResetError("connection reset by peer (injected)")
+        original(fs, remote, local, progress)
+        if name == corrupt_first and calls[name] == 1:
+            with open(local, "r+b") as f:
+                f.seek(100)
+                f.write(b"\xff" * 16)
+
+    monkeypatch.setattr(fetch_module, "_download", wrapped)
+    return calls
+
+
+def test_corrupted_object_is_fetched_again_then_named(uploaded, tmp_path, monkeypatch, caplog):
+    wnid = imagenet_categories(uploaded)[0]["id"]
+    (zip_path,) = uploaded.glob(f"{wnid}/*/{wnid}.zip")
+    data = bytearray(zip_path.read_bytes())
+    data[200:216] = b"\x00" * 16
+    zip_path.write_bytes(bytes(data))
+    calls = count_downloads(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="alexnet.fetch"), \
+            pytest.raises(IntegrityError, match=f"category {wnid}: the zip at .* has sha256") as err:
+        imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
+    assert "upload the category again" in str(err.value)
+    assert calls[f"{wnid}.zip"] == 2
+    assert any("fetching it again" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "cache" / "train" / wnid).exists()
+
+
+def test_corruption_in_transit_is_healed_by_fetching_again(uploaded, tree, tmp_path, monkeypatch):
+    wnid = imagenet_categories(uploaded)[0]["id"]
+    calls = count_downloads(monkeypatch, corrupt_first=f"{wnid}.zip")
+    data = imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
+    assert calls[f"{wnid}.zip"] == 2
+    check_partition(data, tree, {})
+
+
+def test_transient_failure_is_retried(uploaded, tree, tmp_path, monkeypatch):
+    wnid = imagenet_categories(uploaded)[1]["id"]
+    calls = count_downloads(monkeypatch, fail_first=f"{wnid}.zip")
+    data = imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
+    assert calls[f"{wnid}.zip"] == 2
+    check_partition(data, tree, {})
+    with pytest.raises(BoardError, match=f"downloading category {wnid} .* failed after 1 attempts"):
+        count_downloads(monkeypatch, fail_first=f"{wnid}.zip")
+        imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache2", workers=2, retries=0)
+
+
+def test_partial_files_in_cache_are_not_trusted(uploaded, tree, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    victim = Path(first["image"][3])
+    victim.write_bytes(victim.read_bytes()[:50])  # cut short, as by a crash while writing
+    wnid_b = first["categories"][1]
+    (cache / "train" / wnid_b / fetch_module.MARKER).unlink()  # extracted, never marked complete
+    (cache / fetch_module.TMP / "n00000000-1-abc.zip.part").write_bytes(b"half a download")
+    calls = count_downloads(monkeypatch)
+    second = imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    assert sorted(calls) == sorted([f"{Path(victim).parent.name}.zip", f"{wnid_b}.zip"])
+    assert second["image"] == first["image"]
+    check_partition(second, tree, {})
+
+
+def test_zip_members_never_escape(tmp_path):
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("fine.JPEG", b"ok")
+        zf.writestr("../escaped.txt", b"x")
+    dest = tmp_path / "a" / "dest"
+    dest.mkdir(parents=True)
+    for name in ("../escaped.txt", "/tmp/absolute-escape.txt", "sub/../../escaped.txt", "C:/escaped.txt",
+                 "..\\escaped.txt"):
+        with zipfile.ZipFile(evil, "w") as zf:
+            zf.writestr("fine.JPEG", b"ok")
+            zf.writestr(name, b"x")
+        with pytest.raises(IntegrityError, match="would be written outside"):
+            extract_zip(str(evil), str(dest), label="category n0")
+        assert list(dest.iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["dest"]
+    assert not Path("/tmp/absolute-escape.txt").exists()
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("sub/ok.JPEG", b"ok")
+        zf.writestr("./top.JPEG", b"top")
+    assert extract_zip(str(evil), str(dest)) == [(os.path.join("sub", "ok.JPEG"), 2), ("top.JPEG", 3)]
+
+
+def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
+    """A board whose zip (with a matching sha256 in the categories pin) holds ../ and absolute names."""
+    import pandas as pd
+
+    board = open_board(uploaded)
+    frame = board.pin_read("categories")
+    wnid = frame["id"][0]
+    payload = io.BytesIO()
+    with zipfile.ZipFile(payload, "w") as zf:
+        zf.writestr("ok.JPEG", b"fine")
+        zf.writestr("../../../escaped.JPEG", b"escape")
+        zf.writestr("/tmp/alexnet-absolute-escape.JPEG", b"escape")
+    (zip_path,) = uploaded.glob(f"{wnid}/*/{wnid}.zip")
+    zip_path.write_bytes(payload.getvalue())
+    frame.loc[0, "sha256"] = sha(payload.getvalue())
+    frame.loc[0, "bytes"] = len(payload.getvalue())
+    # pins orders versions by their time to the second: make this one the latest for sure
+    board.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                    created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    cache = tmp_path / "deep" / "cache"
+    with pytest.raises(IntegrityError, match=f"category {wnid}.*would be written outside"):
+        imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    assert not list(tmp_path.rglob("escaped.JPEG"))
+    assert not Path("/tmp/alexnet-absolute-escape.JPEG").exists()
+    assert not (cache / "train" / wnid).exists()
+
+
+def test_partition_errors_before_any_work(tmp_path):
+    with pytest.raises(AlexnetError, match=r"partition must be in 0\.\.3"):
+        imagenet_partition(4, 4, "gs://never-contacted/board")
+    with pytest.raises(AlexnetError, match="total must be at least 1"):
+        imagenet_partition(0, 0, "gs://never-contacted/board")
+    with pytest.raises(BoardError, match="does not exist"):
+        imagenet_partition(0, 1, tmp_path / "nothing-here")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BoardError, match="has no categories pin"):
+        imagenet_categories(tmp_path / "empty")
+
+
+def test_total_larger_than_categories(uploaded, tmp_path):
+    with pytest.raises(AlexnetError, match=rf"must not exceed the number of categories \({CLASSES}\)"):
+        imagenet_partition(0, CLASSES + 1, uploaded, cache_dir=tmp_path / "cache")
