@@ -25,7 +25,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
 from PIL import Image
-from servers import gcs_emulator, http_server, moto_s3_server
+from servers import free_port, gcs_emulator, http_server, moto_s3_server
 
 import alexnet.fetch as fetch_module
 from alexnet.board import open_board
@@ -415,6 +415,18 @@ def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
     assert not list(tmp_path.rglob("escaped.JPEG"))
     assert not Path("/tmp/alexnet-absolute-escape.JPEG").exists()
     assert not (cache / "train" / wnid).exists()
+
+
+def test_unreachable_board_fails_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
+    start = time.monotonic()
+    # The tree does not exist either: the board is checked first, so the error is about the board.
+    with pytest.raises(BoardError, match="cannot reach board gs://b/x"):
+        imagenet_upload(tmp_path / "no-tree-here", "gs://b/x")
+    with pytest.raises(BoardError, match="cannot reach board gs://b/x"):
+        imagenet_partition(0, 2, "gs://b/x", cache_dir=tmp_path / "cache")
+    assert time.monotonic() - start < 20
+    assert not (tmp_path / "cache").exists()
 
 
 def test_partition_errors_before_any_work(tmp_path):
