@@ -1,0 +1,50 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alexnet.cli import build_parser, main
+
+
+def test_help_lists_only_the_commands_that_exist():
+    help_text = build_parser().format_help()
+    for command in ("synth", "upload", "categories", "fetch", "train"):
+        assert command in help_text
+
+
+def test_synth_writes_the_kaggle_layout_and_reports_json(tmp_path, capsys):
+    dest = tmp_path / "imagenet"
+    code = main(["synth", str(dest), "--classes", "2", "--images-per-class", "3", "--val-per-class", "1",
+                 "--max-side", "32", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["images"] == 6
+    assert result["val_images"] == 2
+    train = dest / "ILSVRC" / "Data" / "CLS-LOC" / "train"
+    assert sorted(p.name for p in train.iterdir()) == sorted(result["categories"])
+    assert (dest / "LOC_val_solution.csv").exists()
+
+
+def test_bad_arguments_exit_with_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["synth", "/tmp/x", "--classes", "0"])
+    assert exit_info.value.code == 2
+    assert "must be a whole number >= 1" in capsys.readouterr().err
+
+
+def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):
+    missing = tmp_path / "no-such-imagenet"
+    proc = subprocess.run([sys.executable, "-m", "alexnet.cli", "upload", str(missing), "--board", str(tmp_path / "b")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "alexnet upload: error:" in proc.stderr
+    assert str(missing) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "alexnet"
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=True)
+    assert proc.stdout.startswith("alexnet ")
