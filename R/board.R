@@ -31,7 +31,7 @@
 imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,
                             quality = 90, ...) {
   path <- check_string(path, "path")
-  report <- alexnet_core()$imagenet_upload(
+  report <- core_function("imagenet_upload")(
     path.expand(path),
     board = check_string(board, "board", null_ok = TRUE),
     workers = check_count(workers, "workers", min = 1L),
@@ -59,7 +59,7 @@ imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, res
 #' }
 #' @export
 imagenet_categories <- function(board = NULL) {
-  records_to_df(alexnet_core()$imagenet_categories(board = check_string(board, "board", null_ok = TRUE)))
+  records_to_df(core_function("imagenet_categories")(board = check_string(board, "board", null_ok = TRUE)))
 }
 
 #' Fetch one worker's share of ImageNet
@@ -95,7 +95,7 @@ imagenet_partition <- function(partition = 0, total = 16, board = NULL, cache_di
     stop("`partition` must be in 0..", total - 1L, " for total = ", total, " (it is 0-based), not ",
          partition, ".", call. = FALSE)
   }
-  result <- alexnet_core()$imagenet_partition(
+  result <- core_function("imagenet_partition")(
     partition = partition,
     total = total,
     board = check_string(board, "board", null_ok = TRUE),

@@ -26,7 +26,7 @@
 imagenet_synthetic <- function(dest, classes = 10, images_per_class = 100, val_per_class = 10,
                                seed = 0, quirks = FALSE, max_side = NULL) {
   dest <- check_string(dest, "dest")
-  result <- alexnet_core()$imagenet_synthetic(
+  result <- core_function("imagenet_synthetic")(
     dest = path.expand(dest),
     classes = check_count(classes, "classes", min = 1L),
     images_per_class = check_count(images_per_class, "images_per_class", min = 1L),

@@ -138,3 +138,12 @@ alexnet_available <- function() {
     TRUE
   }, error = function(e) FALSE)
 }
+
+# A function of the core, callable from R. Looking it up with py_get_attr() first makes an import
+# error inside the core (a missing dependency, say) surface with its own message instead of
+# reticulate's "module has no attribute".
+core_function <- function(name) {
+  core <- alexnet_core()
+  reticulate::py_get_attr(core, name)
+  core[[name]]
+}

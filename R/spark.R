@@ -19,7 +19,7 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
   }
-  alexnet_core()$tf_config_json(
+  core_function("tf_config_json")(
     as.list(as.character(barrier$address)),
     check_count(barrier$partition, "barrier$partition"),
     base_port = check_count(base_port, "base_port", min = 1L)

@@ -47,7 +47,7 @@ alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = N
     stop("`strategy` must be NULL, \"default\", \"mirrored\", \"multi_worker\" or a tf.distribute ",
          "strategy object.", call. = FALSE)
   }
-  history <- alexnet_core()$alexnet_train(
+  history <- core_function("alexnet_train")(
     batch_size = check_count(batch_size, "batch_size", min = 1L),
     epochs = check_count(epochs, "epochs", min = 1L),
     data = data,
