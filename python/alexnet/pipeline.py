@@ -400,7 +400,7 @@ def drop_bad_images(
     listed = "\n  ".join(bad[:20]) + ("" if len(bad) <= 20 else f"\n  ... and {len(bad) - 20} more")
     if fraction > max_bad_fraction:
         raise BadImagesError(
-            f"{len(bad)} of {len(files)} {what} images ({fraction:.1%}) are empty, truncated or cannot be "
+            f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are empty, truncated or cannot be "
             f"decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
             "Replace or remove these files, or raise `max_bad_fraction` to train without them."
         )

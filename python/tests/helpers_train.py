@@ -89,3 +89,73 @@ def write_quirks(folder: Path, seed: int = 1, side: int = 64) -> dict[str, Path]
     paths["truncated"].write_bytes(whole[: len(whole) // 2])
     paths["empty"].write_bytes(b"")
     return paths
+
+
+def synthetic_data(
+    root: Path, classes: int, per_class: int, val_per_class: int, seed: int = 0, quirks: bool = False
+) -> dict:
+    """The seed's hand-made form (``image``, ``category``, ``categories``, plus ``val_image``/``val_category``)
+    for a synthetic ImageNet written with ``imagenet_synthetic`` at 96 pixels (``quirks`` adds odd and
+    broken files to the first category)."""
+    from alexnet.imagenet import read_imagenet
+    from alexnet.synthetic import imagenet_synthetic
+
+    written = imagenet_synthetic(
+        root,
+        classes=classes,
+        images_per_class=per_class,
+        val_per_class=val_per_class,
+        seed=seed,
+        quirks=quirks,
+        max_side=96,
+    )
+    tree = read_imagenet(written["path"])
+    return {
+        "image": [f for c in tree.categories for f in c.files],
+        "category": [c.id for c in tree.categories for _ in c.files],
+        "categories": [c.id for c in tree.categories],
+        "val_image": list(tree.val_files),
+        "val_category": list(tree.val_labels),
+        "quirks": written["quirks"],
+    }
+
+
+def _mirrored_main(root: str, out: str) -> None:
+    """Train over two logical CPU devices; write the history as JSON (run in a fresh process)."""
+    import json
+
+    import tensorflow as tf
+
+    import alexnet
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from alexnet.strategy import resolve_strategy
+
+    by_name = resolve_strategy("mirrored").num_replicas_in_sync
+    data = synthetic_data(Path(root), classes=4, per_class=48, val_per_class=16, seed=0)
+    data.pop("quirks")
+    # a strategy object, as tf$distribute$MirroredStrategy() hands it over from R
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    history = alexnet.alexnet_train(
+        8,
+        8,
+        data,
+        strategy,
+        2,
+        image_size=64,
+        dense_units=256,
+        learning_rate=0.005,
+        lr_drop_epochs=[6],
+        area_range=(0.6, 1.0),
+        seed=1,
+        verbose=0,
+    )
+    history["replicas_by_name"] = by_name
+    Path(out).write_text(json.dumps(history))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _mirrored_main(sys.argv[1], sys.argv[2])

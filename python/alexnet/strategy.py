@@ -1,0 +1,136 @@
+"""Distribution strategies by name or object, and which process is the chief.
+
+``strategy`` in :func:`alexnet.alexnet_train` is one of:
+
+- ``None`` or ``"default"``: TensorFlow's default strategy, one device (the first GPU, else the CPU);
+- ``"mirrored"``: :class:`tf.distribute.MirroredStrategy` over every GPU of this machine, or every logical
+  CPU device when there is no GPU;
+- ``"multi_worker"``: :class:`tf.distribute.MultiWorkerMirroredStrategy` over the workers named in the
+  ``TF_CONFIG`` environment variable (see :func:`alexnet.spark.tf_config`), with a timeout on collective operations so
+  that a lost worker ends the run instead of hanging it;
+- any :class:`tf.distribute.Strategy` object, such as one created from R with
+  ``tf$distribute$MirroredStrategy()``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from .errors import AlexnetError
+
+logger = logging.getLogger(__name__)
+
+#: Strategy names accepted by :func:`resolve_strategy`.
+STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
+
+#: Seconds a collective operation may wait for the other workers before the run fails.
+DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+
+
+def resolve_strategy(
+    strategy: str | tf.distribute.Strategy | None = None,
+    *,
+    collective_timeout: float | None = DEFAULT_COLLECTIVE_TIMEOUT,
+) -> tf.distribute.Strategy:
+    """The :class:`tf.distribute.Strategy` that ``strategy`` names (see the module documentation).
+
+    Raises :class:`~alexnet.errors.AlexnetError` for an unknown name, for ``"multi_worker"`` without a
+    usable ``TF_CONFIG``, and for objects that are not strategies. Call it before any other TensorFlow
+    work: ``MultiWorkerMirroredStrategy`` must be created at program start-up.
+    """
+    if strategy is None:
+        return tf.distribute.get_strategy()
+    if isinstance(strategy, tf.distribute.Strategy):
+        return strategy
+    if not isinstance(strategy, str):
+        raise AlexnetError(
+            f"`strategy` must be None, one of {', '.join(repr(n) for n in STRATEGY_NAMES)} or a "
+            f"tf.distribute.Strategy object, not an object of type {type(strategy).__name__}."
+        )
+    name = strategy.strip().lower().replace("-", "_")
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if name == "multi_worker":
+        check_tf_config()
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=collective_timeout)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    raise AlexnetError(
+        f"Unknown strategy {strategy!r}: use None, {', '.join(repr(n) for n in STRATEGY_NAMES)}, "
+        "or a tf.distribute.Strategy object."
+    )
+
+
+def check_tf_config() -> dict:
+    """The parsed ``TF_CONFIG``; raises :class:`~alexnet.errors.AlexnetError` when it is missing or unusable."""
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw.strip():
+        raise AlexnetError(
+            "strategy = 'multi_worker' needs the TF_CONFIG environment variable naming every worker and "
+            "this worker's index: set it, e.g. to tf_config_json(addresses, index), before training."
+        )
+    try:
+        config = json.loads(raw)
+        workers = config["cluster"]["worker"]
+        task = config["task"]
+        index = int(task["index"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise AlexnetError(
+            f"TF_CONFIG is not usable ({error}): it must be JSON like "
+            '{"cluster": {"worker": ["host1:8000", "host2:8001"]}, "task": {"type": "worker", "index": 0}}.'
+        ) from error
+    if task.get("type") == "worker" and not 0 <= index < len(workers):
+        raise AlexnetError(
+            f"TF_CONFIG's task index {index} is outside its {len(workers)} worker(s): use 0 to {len(workers) - 1}."
+        )
+    return config
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """How many machines (workers, counting a chief) take part in ``strategy``; 1 for local strategies."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    spec = resolver.cluster_spec().as_dict()
+    count = sum(len(spec.get(job, [])) for job in ("chief", "worker"))
+    return max(1, count)
+
+
+def local_replicas(strategy: tf.distribute.Strategy) -> int:
+    """Replicas (devices) of ``strategy`` on this machine."""
+    return max(1, strategy.num_replicas_in_sync // num_workers(strategy))
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes checkpoints, the saved model and logs (only one process does).
+
+    Always true for local strategies. In a cluster, the chief is the ``chief`` task when there is one,
+    else worker 0.
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return True
+    spec = resolver.cluster_spec().as_dict()
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if not spec or task_type in (None, "chief"):
+        return True
+    return task_type == "worker" and int(task_id or 0) == 0 and "chief" not in spec
+
+
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+    """A short name for reports: ``default``, ``mirrored``, ``multi_worker`` or the class name."""
+    cls = type(strategy).__name__
+    if cls.startswith("_Default") or cls == "DefaultDistributionStrategy":
+        return "default"
+    if cls.startswith("MirroredStrategy"):
+        return "mirrored"
+    if cls.startswith(("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")):
+        return "multi_worker"
+    return cls

@@ -1,0 +1,253 @@
+"""alexnet_train(): data forms, strategies, learning, bad images, Mirrored over two CPUs, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from helpers_train import synthetic_data
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet import strategy as strategies  # noqa: E402
+from alexnet.errors import AlexnetError, BadImagesError  # noqa: E402
+from alexnet.train import MODEL_FILE, alexnet_train, training_data  # noqa: E402
+
+HELPER = Path(__file__).with_name("helpers_train.py")
+# Settings under which a short run on the synthetic ImageNet learns at 64 pixels (see the learning test).
+FAST = {
+    "image_size": 64,
+    "dense_units": 256,
+    "learning_rate": 0.005,
+    "lr_drop_epochs": [6],
+    "area_range": (0.6, 1.0),
+    "verbose": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """4 categories x 48 training images (plus the quirky and broken files), 16 validation images each."""
+    return synthetic_data(tmp_path_factory.mktemp("imagenet"), classes=4, per_class=48, val_per_class=16, quirks=True)
+
+
+def _data(synthetic: dict) -> dict:
+    return {k: v for k, v in synthetic.items() if k != "quirks"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# data forms
+
+
+def test_hand_made_form_numbers_classes_by_sorted_category():
+    data = {
+        "image": ["/x/b1.JPEG", "/x/a1.JPEG", "/x/c1.JPEG", "/x/a2.JPEG"],
+        "category": ["n02", "n01", "n03", "n01"],
+        "categories": ["n03", "n01", "n02"],
+        "val_image": ["/x/v.JPEG"],
+        "val_category": ["n03"],
+    }
+    td = training_data(data)
+    assert td.labels == [1, 0, 2, 0]
+    assert td.num_classes == 3
+    assert td.val_labels == [2]
+
+
+def test_partition_form_keeps_global_labels_and_num_classes():
+    data = {
+        "image": np.array(["/x/a.JPEG", "/x/b.JPEG"]),
+        "category": ("n09", "n42"),
+        "categories": ["n09", "n42"],
+        "label": [7.0, 41.0],  # as R's numeric vectors arrive
+        "num_classes": [1000],
+        "val_image": "/x/v.JPEG",  # a single path arrives as a bare string
+        "val_label": 41,
+    }
+    td = training_data(data)
+    assert td.files == ["/x/a.JPEG", "/x/b.JPEG"]
+    assert td.labels == [7, 41] and all(isinstance(v, int) for v in td.labels)
+    assert td.num_classes == 1000, "the model must have the global number of classes, not the partition's 2"
+    assert td.val_files == ["/x/v.JPEG"] and td.val_labels == [41]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"image": ["a"], "category": ["n1"], "categories": ["n2"]}, "not in `data\\$categories`"),
+        ({"image": ["a", "b"], "category": ["n1"], "categories": ["n1"]}, "one category per image"),
+        ({"image": ["a"], "category": ["n1"], "categories": ["n1"], "label": [0]}, "num_classes"),
+        ({"image": ["a"], "label": [5], "num_classes": 3}, "outside 0..2"),
+        ({"image": [], "category": [], "categories": ["n1"]}, "no images"),
+        ({"image": ["a"], "label": [0.5], "num_classes": 3}, "whole numbers"),
+    ],
+)
+def test_bad_data_is_refused_with_what_to_change(data, message):
+    with pytest.raises(AlexnetError, match=message):
+        training_data(data)
+
+
+def test_missing_data_and_bad_arguments_fail_before_any_work():
+    with pytest.raises(AlexnetError, match="imagenet_partition"):
+        alexnet_train()
+    data = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}
+    with pytest.raises(AlexnetError, match="'default', 'mirrored', 'multi_worker'"):
+        alexnet_train(data=data, strategy="parameter_server")
+    with pytest.raises(AlexnetError, match="batch_size"):
+        alexnet_train(batch_size=0, data=data)
+    with pytest.raises(AlexnetError, match="image_size"):
+        alexnet_train(data=data, image_size=32)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# strategies
+
+
+def test_strategies_by_name_and_object(monkeypatch):
+    default = strategies.resolve_strategy(None)
+    assert strategies.resolve_strategy("default") is default
+    assert strategies.strategy_name(default) == "default"
+    assert strategies.is_chief(default) and strategies.num_workers(default) == 1
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
+    assert strategies.resolve_strategy(mirrored) is mirrored
+    assert strategies.strategy_name(mirrored) == "mirrored"
+    assert strategies.strategy_name(strategies.resolve_strategy("Mirrored")) == "mirrored"
+    with pytest.raises(AlexnetError, match="type int"):
+        strategies.resolve_strategy(3)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(AlexnetError, match="TF_CONFIG"):
+        strategies.resolve_strategy("multi_worker")
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}})
+    )
+    with pytest.raises(AlexnetError, match="index 3"):
+        strategies.resolve_strategy("multi_worker")
+
+
+def _cluster(jobs: dict, task_type: str, task_id: int) -> SimpleNamespace:
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(jobs), task_type=task_type, task_id=task_id
+    )
+    return SimpleNamespace(cluster_resolver=resolver, num_replicas_in_sync=sum(map(len, jobs.values())) * 2)
+
+
+def test_only_one_process_of_a_cluster_is_chief():
+    workers = {"worker": ["h1:8000", "h2:8001", "h3:8002"]}
+    assert [strategies.is_chief(_cluster(workers, "worker", i)) for i in range(3)] == [True, False, False]
+    assert strategies.num_workers(_cluster(workers, "worker", 1)) == 3
+    assert strategies.local_replicas(_cluster(workers, "worker", 1)) == 2
+    with_chief = {"chief": ["h0:7999"], **workers}
+    assert strategies.is_chief(_cluster(with_chief, "chief", 0))
+    assert not strategies.is_chief(_cluster(with_chief, "worker", 0))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# training
+
+
+def test_bad_images_above_the_threshold_stop_the_run_naming_them(synthetic):
+    with pytest.raises(BadImagesError) as error:
+        alexnet_train(data=_data(synthetic), max_bad_fraction=0.001, **FAST)
+    message = str(error.value)
+    assert synthetic["quirks"]["truncated"] in message and synthetic["quirks"]["empty"] in message
+    assert "max_bad_fraction" in message
+
+
+@pytest.mark.slow
+def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
+    history = alexnet_train(16, 8, _data(synthetic), None, 2, seed=1, model_dir=tmp_path, max_bad_fraction=0.05, **FAST)
+    metrics, params = history["metrics"], history["params"]
+    assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy"}
+    assert all(len(values) == 8 and all(type(v) is float for v in values) for values in metrics.values())
+    # 4 classes: chance is 0.25
+    assert metrics["val_accuracy"][-1] >= 0.55, metrics["val_accuracy"]
+    assert max(metrics["val_accuracy"]) >= 0.75, metrics["val_accuracy"]
+    assert metrics["loss"][-1] < metrics["loss"][0]
+    # the truncated and empty files were skipped and reported; the CMYK, grayscale and PNG ones were used
+    assert sorted(history["bad_images"]) == sorted([synthetic["quirks"]["truncated"], synthetic["quirks"]["empty"]])
+    assert params["train_images"] == 4 * 48 + 5 - 2
+    assert params["num_classes"] == 4 and params["replicas"] == 1 and params["strategy"] == "default"
+    assert params["steps"] == params["train_images"] // 16 and params["global_batch_size"] == 16
+    assert history["images_per_second"] > 0
+    model = keras.models.load_model(history["model_path"])
+    assert model.output.shape[-1] == 4 and model.input.dtype == tf.uint8
+    json.dumps(history)  # plain Python values only: it crosses to R
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_cpu_devices_learns_too(tmp_path):
+    out = tmp_path / "history.json"
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    run = subprocess.run(
+        [sys.executable, str(HELPER), str(tmp_path / "imagenet"), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    history = json.loads(out.read_text())
+    assert history["replicas_by_name"] == 2, "strategy='mirrored' should use both logical CPU devices"
+    params = history["params"]
+    assert params["replicas"] == 2 and params["strategy"] == "mirrored"
+    assert params["batch_size"] == 8 and params["global_batch_size"] == 16
+    assert len(history["metrics"]["val_accuracy"]) == 8
+    assert history["metrics"]["val_accuracy"][-1] >= 0.55, history["metrics"]["val_accuracy"]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class _StopAfterFirstEpoch(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs = dict(logs)
+        raise Interrupted("interrupted on purpose")
+
+
+class _Record(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs: list[int] = []
+        self.iterations_at_start = -1
+
+    def on_train_begin(self, logs=None):
+        self.iterations_at_start = int(self.model.optimizer.iterations.numpy())
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append(epoch)
+
+
+@pytest.mark.slow
+def test_resume_from_a_checkpoint_continues_at_the_next_epoch(synthetic, tmp_path):
+    data = _data(synthetic)
+    keep = [i for i, c in enumerate(data["category"]) if c in data["categories"][:2]][:32]
+    small = {
+        "image": [data["image"][i] for i in keep],
+        "category": [data["category"][i] for i in keep],
+        "categories": data["categories"][:2],
+    }
+    settings = dict(FAST, dense_units=32, max_bad_fraction=0.1, checkpoint_dir=tmp_path / "ckpt")
+    stop = _StopAfterFirstEpoch()
+    with pytest.raises(Interrupted):
+        alexnet_train(8, 3, small, callbacks=[stop], **settings)
+    record = _Record()
+    history = alexnet_train(8, 3, small, callbacks=[record], **settings)
+    steps = history["params"]["steps"]
+    assert history["params"]["initial_epoch"] == 1
+    assert record.epochs == [1, 2], "the resumed run must start at the second epoch"
+    assert record.iterations_at_start == steps, "the optimizer state (and learning-rate schedule) is restored"
+    assert len(history["metrics"]["loss"]) == 3, "the history covers the interrupted run's epoch too"
+    assert history["metrics"]["loss"][0] == pytest.approx(stop.logs["loss"])
+    assert Path(history["model_path"]) == tmp_path / "ckpt" / MODEL_FILE and Path(history["model_path"]).exists()
+    # everything done: nothing more to train, the same history comes back
+    again = alexnet_train(8, 3, small, **settings)
+    assert again["params"]["initial_epoch"] == 3 and again["metrics"] == history["metrics"]
+    with pytest.raises(AlexnetError, match="image_size"):
+        alexnet_train(8, 3, small, **dict(settings, image_size=72))
