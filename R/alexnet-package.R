@@ -9,6 +9,9 @@
 "_PACKAGE"
 
 .onLoad <- function(libname, pkgname) {
+  # The core trains with tf-keras (Keras 2): Keras 3's fit() fails under MultiWorkerMirroredStrategy.
+  # Python reads this when TensorFlow is first imported, also by reticulate::import("tensorflow").
+  if (!nzchar(Sys.getenv("TF_USE_LEGACY_KERAS"))) Sys.setenv(TF_USE_LEGACY_KERAS = "1")
   # Only a preference, so that a later reticulate::import("tensorflow") in this session picks the
   # environment that has the core; no Python is started here.
   python <- tryCatch(alexnet_python(), error = function(e) NULL)

@@ -75,7 +75,8 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
     stop("No metric ", paste0("'", unknown, "'", collapse = ", "), " in this history; it has ",
          paste0("'", unique(df$metric), "'", collapse = ", "), ".", call. = FALSE)
   }
-  old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4, 1.5, 1), mgp = c(2.2, 0.7, 0))
+  old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4.5, 1.5, 1), mgp = c(2.6, 0.7, 0),
+                       las = 1)
   on.exit(graphics::par(old), add = TRUE)
   colours <- c(training = "#1b6ca8", validation = "#d1495b")
   for (metric in metrics) {
@@ -88,7 +89,9 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
       if (nrow(rows)) graphics::lines(rows$epoch, rows$value, type = "o", pch = 19, col = colours[[set]])
     }
     sets <- intersect(names(colours), unique(part$data))
-    graphics::legend("topright", legend = sets, col = colours[sets], lty = 1, pch = 19, bty = "n",
+    # Keep the legend away from the curves: they fall (loss) or rise (accuracy) to the right.
+    rising <- mean(utils::tail(part$value, 2L)) > mean(utils::head(part$value, 2L))
+    graphics::legend(if (rising) "bottomright" else "topright", legend = sets, col = colours[sets], lty = 1, pch = 19, bty = "n",
                      cex = 0.8)
   }
   invisible(x)

@@ -3,8 +3,9 @@
 # Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
 library(alexnet)
 
-out <- normalizePath(Sys.getenv("ALEXNET_DEMO_DIR", "demo-output"), mustWork = FALSE)
+out <- Sys.getenv("ALEXNET_DEMO_DIR", "demo-output")
 dir.create(out, recursive = TRUE, showWarnings = FALSE)
+out <- normalizePath(out)
 board <- Sys.getenv("ALEXNET_BOARD", file.path(out, "board"))
 step <- function(...) cat("\n==>", ..., "\n")
 
@@ -22,7 +23,9 @@ if (nrow(report$bad_images)) print(report$bad_images[, c("category", "file", "re
 
 step("Categories on the board")
 categories <- imagenet_categories(board)
-print(categories[, c("id", "name", "index", "images", "bytes")], row.names = FALSE)
+categories$name <- sub(",.*", "", categories$name)
+categories$MB <- round(categories$bytes / 2^20, 2)
+print(categories[, c("index", "id", "images", "MB", "name")], row.names = FALSE)
 
 step("Two balanced partitions, fetched in parallel into the local cache")
 cache <- file.path(out, "cache")
@@ -32,8 +35,8 @@ for (p in 0:1) {
       paste(parts[[p + 1]]$categories, collapse = " "), "\n")
 }
 
-step("Train AlexNet on partition 0 (small images, a few epochs)")
-history <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = cache) %>%
+step("Train AlexNet on partition 0 of 2 (small images, a few epochs; labels are global)")
+history <- imagenet_partition(partition = 0, total = 2, board = board, cache_dir = cache) %>%
   alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2,
                 model_dir = file.path(out, "model"), verbose = 2)
 print(history)
