@@ -114,14 +114,41 @@ alexnet_core <- function() {
     if (is.null(python)) stop(missing_core_message("no Python environment is configured"), call. = FALSE)
     reticulate::use_python(python, required = TRUE)
   }
-  if (!reticulate::py_module_available("alexnet")) {
-    config <- reticulate::py_config()
-    stop(missing_core_message(paste0("Python at ", config$python, " has no module 'alexnet'")),
-         call. = FALSE)
+  config <- reticulate::py_config()
+  imported <- tryCatch({
+    reticulate::py_run_string(import_core_code, local = TRUE, convert = FALSE)
+    TRUE
+  }, error = function(e) conditionMessage(e))
+  if (!isTRUE(imported)) {
+    detail <- if (grepl("No module named 'alexnet'", imported, fixed = TRUE)) {
+      paste0("Python at ", config$python, " has no module 'alexnet'")
+    } else {
+      paste0("importing it with Python at ", config$python, " failed: ", imported)
+    }
+    stop(missing_core_message(detail), call. = FALSE)
   }
   .alexnet$core <- reticulate::import("alexnet", convert = TRUE)
   .alexnet$core
 }
+
+# Imports the core with the working directory left off sys.path: a folder named `alexnet` there
+# (an R library, or R CMD check's folder) would otherwise shadow the core as an empty namespace package.
+import_core_code <- "
+def _import_core():
+    import importlib, os, sys
+    saved = list(sys.path)
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ('', '.', cwd)]
+    try:
+        shadow = sys.modules.get('alexnet')
+        if shadow is not None and getattr(shadow, '__file__', None) is None:
+            del sys.modules['alexnet']
+        importlib.import_module('alexnet')
+    finally:
+        sys.path[:] = saved
+
+_import_core()
+"
 
 #' Is the Python core available?
 #'

@@ -79,3 +79,18 @@ test_that("install_alexnet() installs the core carried by the R package into a n
   expect_equal(version, as.character(utils::packageVersion("alexnet")))
   expect_equal(alexnet:::read_python_config(), python)
 })
+
+test_that("a folder named alexnet in the working directory does not shadow the core", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  dir.create(file.path(dir, "alexnet"))
+  python <- alexnet_python()
+  result <- callr::r(function(dir) {
+    setwd(dir)
+    library(alexnet)
+    version <- tryCatch(reticulate::py_to_r(reticulate::py_get_attr(alexnet:::alexnet_core(), "__version__")),
+                        error = conditionMessage)
+    version
+  }, args = list(dir), env = c(callr::rcmd_safe_env(), ALEXNET_PYTHON = python))
+  expect_equal(result, as.character(utils::packageVersion("alexnet")))
+})
