@@ -17,7 +17,7 @@ export ALEXNET_PYTHON := $(VPY)
 export RETICULATE_PYTHON := $(VPY)
 export ALEXNET_PROGRESS ?= 1
 
-.PHONY: setup demo test test-python test-r check lint docs constraints clean
+.PHONY: setup demo test test-python test-r test-check check lint docs constraints clean
 
 setup: $(PY_STAMP) $(R_PKG_STAMP)
 
@@ -44,7 +44,11 @@ $(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) tools/stage-r-package.sh $(R_SOURCES
 demo: setup
 	bash tools/demo.sh
 
-test: setup test-python test-r
+test: setup test-python test-r test-check
+
+# R CMD check without re-running the tests (test-r ran them); warnings fail it too.
+test-check: setup
+	$(MAKE) --no-print-directory check CHECK_ARGS=--no-tests
 
 test-python: setup
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra
@@ -56,7 +60,8 @@ test-r: setup
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 check: setup
 	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build --no-build-vignettes $(R_STAGE) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
-	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual alexnet_*.tar.gz
+	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual $(CHECK_ARGS) alexnet_*.tar.gz
+	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 
 lint: setup
 	$(VENV)/bin/ruff check python
