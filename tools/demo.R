@@ -17,7 +17,7 @@ cat(imagenet$images, "training and", imagenet$val_images, "validation images,",
 
 step("Upload: one zip per category to the board", board)
 report <- imagenet_upload(imagenet$path, board = board)
-cat(report$uploaded, "categories uploaded,", report$skipped, "skipped,",
+cat(length(report$uploaded), "categories uploaded,", length(report$skipped), "already on the board,",
     nrow(report$bad_images), "bad images left out:\n")
 if (nrow(report$bad_images)) print(report$bad_images[, c("category", "file", "reason")], row.names = FALSE)
 

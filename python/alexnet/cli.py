@@ -75,7 +75,7 @@ def _cmd_upload(args: argparse.Namespace) -> None:
 
     def summary(r: dict[str, Any]) -> str:
         lines = [
-            f"Board {r['board']}: {r['uploaded']} categories uploaded, {r['skipped']} already there; "
+            f"Board {r['board']}: {len(r['uploaded'])} categories uploaded, {len(r['skipped'])} already there; "
             f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s"
         ]
         bad = r.get("bad_images") or []

@@ -48,3 +48,23 @@ def test_console_script_is_installed():
     script = Path(sys.executable).parent / "alexnet"
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=True)
     assert proc.stdout.startswith("alexnet ")
+
+
+def test_upload_then_categories_summaries(tmp_path, capsys):
+    dest = tmp_path / "imagenet"
+    assert main(["synth", str(dest), "--classes", "2", "--images-per-class", "3", "--val-per-class", "1",
+                 "--max-side", "32", "--quirks"]) == 0
+    board = tmp_path / "board"
+    capsys.readouterr()
+    assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 categories uploaded, 0 already there" in out
+    assert "2 image(s) left out" in out
+    assert main(["upload", str(dest), "--board", str(board)]) == 0
+    assert "0 categories uploaded, 2 already there" in capsys.readouterr().out
+    assert main(["categories", "--board", str(board), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["index"] for r in rows] == [0, 1]
+    assert main(["fetch", "--partition", "1", "--total", "2", "--board", str(board),
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "Partition 1 of 2:" in capsys.readouterr().out
