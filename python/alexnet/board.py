@@ -31,6 +31,7 @@ boards written here can be read by R's and Python's pins packages as well.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -46,6 +47,15 @@ log = logging.getLogger(__name__)
 MANIFEST = "_pins.yaml"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 _PROBE_TIMEOUT = 10.0
+
+
+def sha256_file(path: str) -> str:
+    """The SHA-256 of a local file, read in 1 MiB blocks: how zips on a board are identified."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def default_board() -> str:

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from .board import open_board, resolve_board
+from .board import open_board, resolve_board, sha256_file
 from .errors import AlexnetError, BoardError, IntegrityError
 from .partition import as_int, partition_categories
 from .progress import progress_bar
@@ -207,14 +207,6 @@ class _Item:
     dest: str  # final folder in the cache
 
 
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download(fs: Any, remote: str, local: str, progress: Callable[[int], None]) -> None:
     """Copy the object ``remote`` to the local file ``local``, reporting bytes as they arrive."""
     from fsspec.callbacks import Callback
@@ -261,7 +253,7 @@ def _fetch_item(item: _Item, fs: Any, tmp: str, *, retries: int, progress: Calla
                     log.warning("downloading %s failed (%s: %s); retrying in %.1f s", what,
                                 type(err).__name__, err, delay)
                     time.sleep(delay)
-            actual = _sha256_file(part)
+            actual = sha256_file(part)
             if actual == item.sha256:
                 break
             if check + 1 < _INTEGRITY_ATTEMPTS:

@@ -11,25 +11,12 @@ partition, and no partition ends up more than one category's size above the ligh
 from __future__ import annotations
 
 import heapq
-import math
-import numbers
 from collections.abc import Mapping, Sequence
 
+from .checks import as_int
 from .errors import AlexnetError
 
 ImageCounts = Mapping[str, int] | Sequence[tuple[str, int]]
-
-
-def as_int(value: object, name: str) -> int:
-    """``value`` as an ``int``, accepting whole floats (R passes numbers as doubles); else AlexnetError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise AlexnetError(f"{name} must be a whole number, not {value!r}")
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    number = float(value)
-    if not math.isfinite(number) or not number.is_integer():
-        raise AlexnetError(f"{name} must be a whole number, not {value!r}")
-    return int(number)
 
 
 def _counts(images: ImageCounts) -> list[tuple[str, int]]:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .errors import AlexnetError, LayoutError
+from .checks import as_int
+from .errors import LayoutError
 from .progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -310,17 +311,6 @@ def _quirk_bytes(kind: str, image: Image.Image, quality: int) -> bytes:
     return b""
 
 
-def _as_int(value: Any, name: str, minimum: int) -> int:
-    """An integer argument; R passes whole numbers as doubles, so 10.0 is accepted as 10."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise AlexnetError(f"`{name}` must be a whole number >= {minimum}, got {value!r}.")
-    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-        raise AlexnetError(f"`{name}` must be a whole number >= {minimum}, got {value!r}.")
-    if int(value) < minimum:
-        raise AlexnetError(f"`{name}` must be a whole number >= {minimum}, got {value!r}.")
-    return int(value)
-
-
 def _train_numbers(seed: int, index: int, count: int) -> list[int]:
     """Distinct, unordered file numbers like ImageNet's (``n01440764_10026``), stable for a seed."""
     rng = np.random.default_rng([seed, 3, index])
@@ -366,12 +356,12 @@ def imagenet_synthetic(
         size of all image files; ``categories`` the sorted wnids; ``quirks`` maps each kind (``cmyk``,
         ``grayscale``, ``png``, ``truncated``, ``empty``) to its file path, empty when ``quirks`` is false.
     """
-    classes = _as_int(classes, "classes", 1)
-    images_per_class = _as_int(images_per_class, "images_per_class", 1)
-    val_per_class = _as_int(val_per_class, "val_per_class", 0)
-    seed = _as_int(seed, "seed", 0)
+    classes = as_int(classes, "classes", 1)
+    images_per_class = as_int(images_per_class, "images_per_class", 1)
+    val_per_class = as_int(val_per_class, "val_per_class", 0)
+    seed = as_int(seed, "seed", 0)
     if max_side is not None:
-        max_side = _as_int(max_side, "max_side", 8)
+        max_side = as_int(max_side, "max_side", 8)
     quirks = bool(quirks)
 
     root = Path(os.fspath(dest)).expanduser().absolute()

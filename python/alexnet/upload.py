@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from .board import open_board, pin_names, resolve_board, write_manifest
+from .board import open_board, pin_names, resolve_board, sha256_file, write_manifest
 from .errors import AlexnetError, BoardError
 from .partition import as_int
 from .progress import progress_bar
@@ -162,14 +162,6 @@ def _zip_images(unit: _Unit, dest: str, resize: int | None, quality: int) -> tup
     return good, bad
 
 
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fingerprint(unit: _Unit, resize: int | None, quality: int) -> str:
     """A hash of what the zip is made from: file names, sizes and mtimes, and the options."""
     digest = hashlib.sha256()
@@ -270,7 +262,7 @@ def _process(unit: _Unit, bd: Any, existing: set[str], workdir: str, *, min_imag
         if unit.split == "train" and images < min_images:
             return _Result(unit, "excluded", images=images, bad=bad)
         size = os.path.getsize(zip_path)
-        sha = _sha256_file(zip_path)
+        sha = sha256_file(zip_path)
         if state is not None and state.get("sha256") == sha:
             return _Result(unit, "skipped", images=images, bytes=size, sha256=sha,
                            version=str(state["version"]), bad=bad)

@@ -100,7 +100,7 @@ def test_total_above_category_count_is_an_error():
 def test_whole_floats_accepted_as_from_r():
     images = counts(10)
     assert partition_categories(images, 1.0, 3.0) == partition_categories(images, 1, 3)
-    with pytest.raises(AlexnetError, match="partition must be a whole number"):
+    with pytest.raises(AlexnetError, match="`partition` must be a whole number"):
         partition_categories(images, 0.5, 3)
     with pytest.raises(AlexnetError, match="must be a whole number"):
         as_int(True, "partition")

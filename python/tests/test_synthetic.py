@@ -229,8 +229,8 @@ def test_refuses_to_overwrite_a_tree(small):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"classes": 0}, "`classes` must be a whole number >= 1, got 0"),
-        ({"images_per_class": 2.5}, "`images_per_class` must be a whole number >= 1, got 2.5"),
+        ({"classes": 0}, "`classes` must be a whole number >= 1, not 0"),
+        ({"images_per_class": 2.5}, "`images_per_class` must be a whole number >= 1, not 2.5"),
         ({"val_per_class": -1}, "`val_per_class` must be a whole number >= 0"),
         ({"seed": "1"}, "`seed` must be a whole number"),
         ({"max_side": 4}, "`max_side` must be a whole number >= 8"),
