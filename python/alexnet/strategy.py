@@ -60,8 +60,20 @@ def resolve_strategy(
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
         check_tf_config()
-        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=collective_timeout)
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        if collective_timeout is not None and not float(collective_timeout) > 0:
+            raise AlexnetError(
+                f"`collective_timeout` must be a positive number of seconds or None, not {collective_timeout!r}."
+            )
+        timeout = None if collective_timeout is None else float(collective_timeout)
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        logger.info(
+            "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s.",
+            task_index(strategy),
+            num_workers(strategy),
+            timeout,
+        )
+        return strategy
     raise AlexnetError(
         f"Unknown strategy {strategy!r}: use None, {', '.join(repr(n) for n in STRATEGY_NAMES)}, "
         "or a tf.distribute.Strategy object."
@@ -101,6 +113,25 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
     spec = resolver.cluster_spec().as_dict()
     count = sum(len(spec.get(job, [])) for job in ("chief", "worker"))
     return max(1, count)
+
+
+def task_index(strategy: tf.distribute.Strategy) -> int:
+    """This process's index among the workers of ``strategy`` (0 for local strategies)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or resolver.task_id is None:
+        return 0
+    return int(resolver.task_id)
+
+
+def collective_timeout_of(strategy: tf.distribute.Strategy) -> float | None:
+    """The collective timeout (seconds) of a multi-worker strategy; ``None`` when it has none or is local.
+
+    Reads the communication options the strategy was built with (not part of TensorFlow's public API,
+    so ``None`` also when they cannot be found).
+    """
+    options = getattr(getattr(strategy, "extended", None), "_communication_options", None)
+    timeout = getattr(options, "timeout_seconds", None)
+    return float(timeout) if timeout else None
 
 
 def local_replicas(strategy: tf.distribute.Strategy) -> int:

@@ -5,10 +5,21 @@ work, as multi-worker training requires); check every image once and leave bad o
 (:func:`alexnet.pipeline.scan_images`); build the tf.data pipelines; build and compile AlexNet under the
 strategy's scope; restore the last checkpoint of ``checkpoint_dir`` when there is one; fit for the
 remaining epochs, checkpointing after each; save the model; return the history as a plain dict.
+
+Under ``MultiWorkerMirroredStrategy`` every worker trains on the images it was given (its partition:
+tf.data auto-sharding is off), and the workers must agree on everything that decides how many collective
+operations they run. So, before the model is built, they settle on one number of steps per epoch (from
+the board's categories table when ``data`` is an ``imagenet_partition()`` result, else the smallest
+worker's image count, exchanged with a collective all-gather) and on whether there is validation; after a
+checkpoint is restored, they check that they all resume at the same epoch. Only the chief (worker 0)
+writes checkpoints, the history file and the saved model; the others write their checkpoints to a
+scratch folder that is deleted at the end (saving involves every worker). A collective timeout
+(``collective_timeout``) turns a lost worker into an error instead of a hang.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -28,7 +39,16 @@ import tf_keras as keras
 from . import model as alexnet_model
 from . import pipeline
 from .errors import AlexnetError
-from .strategy import is_chief, local_replicas, num_workers, resolve_strategy, strategy_name
+from .strategy import (
+    DEFAULT_COLLECTIVE_TIMEOUT,
+    collective_timeout_of,
+    is_chief,
+    local_replicas,
+    num_workers,
+    resolve_strategy,
+    strategy_name,
+    task_index,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +293,81 @@ def _read_state(path: Path) -> dict[str, Any] | None:
         ) from error
 
 
+def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> np.ndarray:
+    """Every replica's ``values`` across the whole cluster: an int array ``[replicas, len(values)]``.
+
+    A collective all-gather, so every worker must call it at the same point; it waits for the others
+    (at most the strategy's collective timeout). With a local strategy it returns ``values`` as one row.
+    """
+    local = np.asarray([list(values)], dtype=np.int64)
+    if num_workers(strategy) == 1:
+        return local
+    constant = tf.constant(local)
+
+    @tf.function
+    def gather() -> Any:
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(constant, axis=0))
+
+    return np.asarray(strategy.experimental_local_results(gather())[0])
+
+
+def table_steps(data: Mapping[str, Any], worker_batch: int) -> tuple[int, int] | None:
+    """Steps per epoch ``(training, validation)`` that every worker of a partitioned run can take.
+
+    Derived from the board's categories table, not from this worker's files: for the split of the
+    categories into ``data["total"]`` partitions, the smallest partition's training (and validation)
+    images divided by ``worker_batch``. Every worker computes the same numbers on its own. ``None``
+    when ``data`` is not an ``imagenet_partition()`` result (no ``board`` and ``total``); validation
+    steps are 0 when some partition has no validation images.
+    """
+    board, total = data.get("board"), data.get("total")
+    if board is None or total is None:
+        return None
+    from .fetch import imagenet_categories
+    from .partition import assign_partitions
+
+    total = _whole(total, "data$total", minimum=1)
+    assert total is not None
+    rows = imagenet_categories(_strings(board)[0])
+    owner = assign_partitions({r["id"]: r["images"] for r in rows}, total)
+    train, val = [0] * total, [0] * total
+    for row in rows:
+        train[owner[row["id"]]] += int(row["images"])
+        val[owner[row["id"]]] += int(row.get("val_images") or 0)
+    train_steps = pipeline.steps_for(min(train), worker_batch)
+    val_steps = pipeline.steps_for(min(val), worker_batch) if min(val) > 0 else 0
+    return train_steps, val_steps
+
+
+def weights_digest(model: keras.Model) -> str:
+    """sha256 of every weight of ``model``, in order: equal on the workers of a synchronous run."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        array = np.ascontiguousarray(weight)
+        digest.update(str((array.dtype.str, array.shape)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _save_model(model: keras.Model, save_dir: str | os.PathLike | None, chief: bool, workers: int) -> str | None:
+    """Save ``model`` as ``save_dir/alexnet.keras`` on the chief; return that path (None elsewhere)."""
+    if save_dir is None:
+        return None
+    if chief:
+        Path(save_dir).mkdir(parents=True, exist_ok=True)
+        path = str(Path(save_dir) / MODEL_FILE)
+        model.save(path)
+        return path
+    if workers > 1:
+        # every worker takes part in saving (the chief alone keeps the file)
+        scratch = tempfile.mkdtemp(prefix="alexnet-model-")
+        try:
+            model.save(str(Path(scratch) / MODEL_FILE))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return None
+
+
 def alexnet_train(
     batch_size: int = 32,
     epochs: int = 2,
@@ -302,6 +397,7 @@ def alexnet_train(
     mixed_precision: bool | None = None,
     jit_compile: bool | None = None,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    collective_timeout: float | None = DEFAULT_COLLECTIVE_TIMEOUT,
 ) -> dict[str, Any]:
     """Train AlexNet on ``data`` and return its history.
 
@@ -312,11 +408,18 @@ def alexnet_train(
     ``parallel`` is the number of images decoded at once (``None``: autotune).
 
     Batches: ``batch_size`` is per replica (per GPU, or per machine without GPUs); one step trains on the
-    global batch ``batch_size * replicas``. The learning rate is not rescaled with the batch: the paper
-    used batch 128 with ``learning_rate = 0.01``; with a much larger global batch raise it in proportion.
+    global batch ``batch_size * replicas``, where replicas count every device of every worker. With
+    ``"multi_worker"`` over 16 machines of 4 GPUs and ``batch_size = 32``, a step trains on
+    32 x 64 = 2048 images, 128 of them from each machine's own partition, and the gradients are
+    averaged over all of them. The learning rate is not rescaled with the batch: the paper used batch
+    128 with ``learning_rate = 0.01``; with a much larger global batch raise it in proportion.
     An epoch is ``steps_per_epoch`` steps, by default as many whole batches as this machine's images
     fill (each pass over the images sees each once, in a new order; see
-    :func:`alexnet.pipeline.train_dataset`).
+    :func:`alexnet.pipeline.train_dataset`). With several workers the default is the same on every
+    worker: the smallest partition's images (from the board's categories table when ``data`` comes from
+    ``imagenet_partition()``, else exchanged between the workers) over this machine's share of the
+    global batch; workers with more images see a different subset of them in each epoch. Validation
+    likewise runs the same number of steps everywhere, and only when every worker has validation images.
 
     Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
     (:class:`alexnet.model.DecayedSGD`), ``learning_rate`` divided by 10 at each epoch of
@@ -336,11 +439,19 @@ def alexnet_train(
     that a random training crop covers (see :func:`alexnet.pipeline.decode_for_training`); ``callbacks``
     are extra Keras callbacks.
 
+    Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :func:`alexnet.tf_config`)
+    and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
+    makes the others fail instead of waiting for ever (a ``MultiWorkerMirroredStrategy`` object keeps its
+    own communication options). Only the chief (worker 0) keeps checkpoints and the model; for a
+    resumable multi-worker run, ``checkpoint_dir`` must be storage every worker can read (the same
+    path on a shared file system), as every worker restores from it.
+
     Returns a dict: ``params`` (settings and sizes), ``metrics`` (per-epoch lists: ``loss``,
     ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``, ``val_accuracy``,
     ``val_top5_accuracy``), ``model_path`` (or ``None``), ``bad_images`` (paths) and
     ``images_per_second`` (training images per second on this machine, over the epochs after the first
-    when there are several).
+    when there are several) and ``weights_sha256`` (a digest of the final weights, the same on every
+    worker of a multi-worker run).
     """
     if data is None:
         raise AlexnetError(
@@ -360,12 +471,18 @@ def alexnet_train(
         raise AlexnetError(f"`max_bad_fraction` must be between 0 and 1, not {max_bad_fraction!r}.")
     assert batch_size is not None and epochs is not None and image_size is not None and dense_units is not None
 
-    strategy = resolve_strategy(strategy)  # before any other TensorFlow work
+    strategy = resolve_strategy(strategy, collective_timeout=collective_timeout)  # before other TensorFlow work
     chief = is_chief(strategy)
     replicas = strategy.num_replicas_in_sync
     workers = num_workers(strategy)
     global_batch = batch_size * replicas
     worker_batch = batch_size * local_replicas(strategy)
+    if workers > 1 and collective_timeout_of(strategy) is None:
+        logger.warning(
+            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
+            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
+            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...)."
+        )
     gpu = _uses_gpu(strategy)
     mixed = gpu if mixed_precision is None else bool(mixed_precision)
     xla = gpu if jit_compile is None else bool(jit_compile)
@@ -388,6 +505,10 @@ def alexnet_train(
         keras.utils.set_random_seed(seed)
 
     steps = steps_per_epoch or pipeline.steps_for(len(td.files), worker_batch)
+    if workers > 1:
+        steps, use_validation, validation_steps = _agree_on_steps(
+            strategy, data, td, worker_batch, steps_per_epoch, bool(validation), validation_steps
+        )
     train_ds = pipeline.train_dataset(
         td.files,
         td.labels,
@@ -400,9 +521,6 @@ def alexnet_train(
     )
     val_ds = None
     if use_validation:
-        if workers > 1 and validation_steps is None:
-            # every worker must run the same number of validation steps
-            validation_steps = pipeline.steps_for(len(td.val_files), worker_batch)
         val_ds = pipeline.eval_dataset(
             td.val_files,
             td.val_labels,
@@ -472,6 +590,8 @@ def alexnet_train(
         manager = tf.train.CheckpointManager(checkpoint, target, max_to_keep=2)
         if not chief:
             state_path = None
+    if workers > 1:
+        _check_agreement(strategy, initial_epoch, steps, validation_steps if use_validation else 0, checkpoint_dir)
 
     throughput = _Throughput()
     keeper = _EpochState(metrics, manager, epoch_var, state_path, settings)
@@ -505,12 +625,8 @@ def alexnet_train(
             shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.perf_counter() - start
 
-    model_path = None
     save_dir = model_dir if model_dir is not None else checkpoint_dir
-    if save_dir is not None and chief:
-        Path(save_dir).mkdir(parents=True, exist_ok=True)
-        model_path = str(Path(save_dir) / MODEL_FILE)
-        model.save(model_path)
+    model_path = _save_model(model, save_dir, chief, workers)
 
     timed = throughput.seconds[1:] if len(throughput.seconds) > 1 else throughput.seconds
     images_per_second = (steps * worker_batch * len(timed) / sum(timed)) if timed and sum(timed) > 0 else 0.0
@@ -546,7 +662,86 @@ def alexnet_train(
         "model_path": model_path,
         "bad_images": list(bad),
         "images_per_second": float(images_per_second) if math.isfinite(images_per_second) else 0.0,
+        "weights_sha256": weights_digest(model),
     }
+
+
+def _agree_on_steps(
+    strategy: tf.distribute.Strategy,
+    data: Mapping[str, Any],
+    td: TrainingData,
+    worker_batch: int,
+    steps_per_epoch: int | None,
+    validation: bool,
+    validation_steps: int | None,
+) -> tuple[int, bool, int | None]:
+    """Steps per epoch, whether to validate and validation steps: the same on every worker.
+
+    Every worker must run the same number of training and validation steps, or the all-reduce of the
+    one that runs more waits for ever. Uses the categories table when ``data`` is a partition (see
+    :func:`table_steps`), else the smallest worker's image counts (exchanged with an all-gather, which
+    also makes every worker wait here until all have checked their images).
+    """
+    counts = all_gather_ints(strategy, [len(td.files), len(td.val_files) if validation else 0])
+    fewest_train, fewest_val = (int(v) for v in counts.min(axis=0))
+    try:
+        from_table = table_steps(data, worker_batch)
+    except AlexnetError as error:
+        logger.warning("Cannot read the categories table (%s); using the workers' own image counts.", error)
+        from_table = None
+    if from_table is not None:
+        table_train, table_val = from_table
+        total = _whole(data.get("total"), "data$total")
+        if total != num_workers(strategy):
+            logger.warning(
+                "`data` is partition %s of %s, but %d workers train: each worker should train on its own "
+                "partition of total = %d.",
+                data.get("partition"),
+                total,
+                num_workers(strategy),
+                num_workers(strategy),
+            )
+    else:
+        table_train = pipeline.steps_for(fewest_train, worker_batch)
+        table_val = pipeline.steps_for(fewest_val, worker_batch) if fewest_val > 0 else 0
+    steps = steps_per_epoch or table_train
+    use_validation = validation and fewest_val > 0
+    if validation and not use_validation and counts[:, 1].max() > 0:
+        logger.warning("Some workers have no validation images: no worker validates (they must all run alike).")
+    if use_validation and validation_steps is None:
+        validation_steps = table_val or pipeline.steps_for(fewest_val, worker_batch)
+    logger.info(
+        "Worker %d of %d: %d training steps per epoch (fewest images on a worker: %d, %d here).",
+        task_index(strategy),
+        num_workers(strategy),
+        steps,
+        fewest_train,
+        len(td.files),
+    )
+    return steps, use_validation, validation_steps if use_validation else None
+
+
+def _check_agreement(
+    strategy: tf.distribute.Strategy,
+    initial_epoch: int,
+    steps: int,
+    validation_steps: int | None,
+    folder: str | os.PathLike | None,
+) -> None:
+    """Raise on every worker (so that none of them hangs) when the workers would not run in step."""
+    table = all_gather_ints(strategy, [initial_epoch, steps, validation_steps or 0])
+    epochs, train, val = (table[:, k].tolist() for k in range(3))
+    if len(set(epochs)) > 1:
+        raise AlexnetError(
+            f"The workers restored different epochs from `checkpoint_dir` = {folder} (one per replica: "
+            f"{epochs}): every worker must read the same checkpoints. Use a folder all workers share "
+            "(the same path on a shared file system), or delete it to start afresh."
+        )
+    if len(set(train)) > 1 or len(set(val)) > 1:
+        raise AlexnetError(
+            f"The workers would run different numbers of steps per epoch (training {train}, validation {val}, "
+            "one per replica): give every worker the same `steps_per_epoch`, `validation_steps` and arguments."
+        )
 
 
 def _check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], folder: Path) -> None:

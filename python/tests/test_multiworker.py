@@ -1,0 +1,256 @@
+"""MultiWorkerMirroredStrategy in alexnet_train(): two worker processes on 127.0.0.1, without Spark.
+
+The workers are this file run as a script (see the bottom), so that each starts TensorFlow afresh with
+its own TF_CONFIG. One worker is killed mid-epoch: the other must fail within the collective timeout
+instead of hanging, and a second run must resume from the chief's checkpoint with both workers in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from helpers_train import make_tree  # noqa: E402
+
+from alexnet import train as training  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.partition import partition_sizes  # noqa: E402
+from alexnet.spark import tf_config_json  # noqa: E402
+from alexnet.strategy import resolve_strategy  # noqa: E402
+
+HERE = Path(__file__).resolve()
+TIMEOUT = 20.0  # collective timeout of the worker-death test, seconds
+KILL_EPOCH, KILL_STEP = 1, 1  # worker 1 dies after this step (0-based) of this epoch (0-based)
+
+
+def free_base_port(count: int) -> int:
+    """A port p such that p .. p + count - 1 are free on 127.0.0.1 right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cheap checks, in this process
+
+
+def test_table_steps_come_from_the_smallest_partition(tmp_path):
+    """Every worker derives the same steps per epoch from the categories table, whatever its own files."""
+    from alexnet.upload import imagenet_upload
+
+    counts = {0: 14, 1: 9, 2: 6, 3: 5}
+    for label, count in counts.items():
+        make_tree(tmp_path / f"src{label}", classes=1, per_class=count, val_per_class=0, seed=label)
+        wnid = f"n{label + 1:08d}"
+        (tmp_path / "plain").mkdir(exist_ok=True)
+        (tmp_path / f"src{label}" / "train" / "n00000000").rename(tmp_path / "plain" / wnid)
+    board = tmp_path / "board"
+    imagenet_upload(tmp_path / "plain", board=board)
+    images = {f"n{label + 1:08d}": count for label, count in counts.items()}
+    for total, batch in ((2, 4), (3, 2)):
+        sizes = partition_sizes(images, total)
+        assert len(set(sizes)) > 1, "the test needs unbalanced partitions"
+        for partition in range(total):
+            data = {"board": str(board), "total": float(total), "partition": partition}  # R sends doubles
+            train_steps, val_steps = training.table_steps(data, batch)
+            assert train_steps == min(sizes) // batch
+            assert val_steps == 0, "no partition has validation images"
+    assert training.table_steps({"image": ["a"]}, 4) is None
+
+
+def test_workers_that_disagree_all_fail_instead_of_hanging(monkeypatch):
+    """The pre-training check raises on every worker when epochs or steps differ between them."""
+    tables = {
+        "epoch": np.array([[2, 5, 0], [0, 5, 0]]),
+        "steps": np.array([[0, 5, 2], [0, 6, 2]]),
+        "same": np.array([[1, 5, 2], [1, 5, 2]]),
+    }
+    for name, table in tables.items():
+        monkeypatch.setattr(training, "all_gather_ints", lambda strategy, values, table=table: table)
+        if name == "same":
+            training._check_agreement(None, 1, 5, 2, "/shared/ckpt")
+            continue
+        with pytest.raises(AlexnetError, match="restored different epochs" if name == "epoch" else "steps per epoch"):
+            training._check_agreement(None, 0, 5, 0, "/shared/ckpt")
+
+
+def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 0, 29000))
+    with pytest.raises(AlexnetError, match="collective_timeout"):
+        resolve_strategy("multi_worker", collective_timeout=0)
+    with pytest.raises(AlexnetError, match="collective_timeout"):
+        resolve_strategy("multi_worker", collective_timeout=-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# two worker processes
+
+
+def _tree(root: Path) -> tuple[dict, dict]:
+    """Worker 0: classes 0 and 1, 8 images each; worker 1: classes 2 and 3, 6 images each (fewer steps)."""
+    big = make_tree(root / "w0", classes=4, per_class=8, val_per_class=2, seed=0, min_side=48, max_side=72)
+    small = make_tree(root / "w1", classes=4, per_class=6, val_per_class=2, seed=1, min_side=48, max_side=72)
+
+    def subset(data: dict, labels: set[int]) -> dict:
+        keep = [i for i, y in enumerate(data["label"]) if y in labels]
+        vkeep = [i for i, y in enumerate(data["val_label"]) if y in labels]
+        return {
+            "image": [data["image"][i] for i in keep],
+            "label": [data["label"][i] for i in keep],
+            "category": [data["category"][i] for i in keep],
+            "categories": [c for i, c in enumerate(data["categories"]) if i in labels],
+            "num_classes": 4,
+            "val_image": [data["val_image"][i] for i in vkeep],
+            "val_label": [data["val_label"][i] for i in vkeep],
+        }
+
+    return subset(big, {0, 1}), subset(small, {2, 3})
+
+
+def _start(workdir: Path, index: int, base_port: int, data: dict, kill: bool) -> subprocess.Popen:
+    config = {
+        "index": index,
+        "base_port": base_port,
+        "data": data,
+        "checkpoint_dir": str(workdir / "ckpt"),
+        "out": str(workdir / f"result-{index}.json"),
+        "died": str(workdir / "died.txt") if kill else None,
+    }
+    path = workdir / f"config-{index}.json"
+    path.write_text(json.dumps(config))
+    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    log = open(workdir / f"log-{index}-{'kill' if kill else 'resume'}.txt", "w")  # noqa: SIM115
+    return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _finish(process: subprocess.Popen, limit: float) -> int:
+    try:
+        return process.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"a worker still ran after {limit:.0f} s: it hangs")
+
+
+@pytest.mark.slow
+def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+
+    # run 1: worker 1 dies during the second epoch
+    survivor = _start(tmp_path, 0, base, data0, kill=True)
+    victim = _start(tmp_path, 1, base, data1, kill=True)
+    assert _finish(victim, 240) == 17, (tmp_path / "log-1-kill.txt").read_text()[-3000:]
+    died_at = float((tmp_path / "died.txt").read_text())
+    code = _finish(survivor, 240)
+    stopped_after = time.time() - died_at
+    log0 = (tmp_path / "log-0-kill.txt").read_text()
+    assert code == 1, log0[-3000:]
+    assert stopped_after < TIMEOUT + 20, f"worker 0 took {stopped_after:.0f} s to give up"
+    error = json.loads((tmp_path / "result-0.json").read_text())["error"]
+    assert error["type"] != "Interrupted" and error["message"], error
+    # the chief checkpointed the first epoch only; the victim never wrote there
+    assert json.loads((tmp_path / "ckpt" / training.STATE_FILE).read_text())["epochs_done"] == KILL_EPOCH
+
+    # run 2: both resume after the completed epoch and end in step
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False) for i, d in enumerate((data0, data1))]
+    codes = [_finish(w, 240) for w in workers]
+    logs = [(tmp_path / f"log-{i}-resume.txt").read_text()[-3000:] for i in range(2)]
+    assert codes == [0, 0], logs
+    histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    for history in histories:
+        params = history["params"]
+        assert params["initial_epoch"] == KILL_EPOCH and params["workers"] == 2 and params["replicas"] == 2
+        assert len(history["metrics"]["loss"]) == 3, "the history covers the epoch of the first run"
+        # worker 1 has 12 images, worker 0 has 16: both run 12 // 4 = 3 steps per epoch
+        assert params["steps"] == min(len(data0["image"]), len(data1["image"])) // 4
+        assert params["global_batch_size"] == 8
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert histories[0]["model_path"] and Path(histories[0]["model_path"]).exists()
+    assert histories[1]["model_path"] is None, "only the chief saves the model"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the worker process
+
+
+class _Die(keras.callbacks.Callback):
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == KILL_EPOCH and batch == KILL_STEP:
+            Path(self.marker).write_text(repr(time.time()))
+            os._exit(17)
+
+
+def _worker(config_path: str) -> None:
+    config = json.loads(Path(config_path).read_text())
+    index = config["index"]
+    os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, config["base_port"])
+    callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
+    out = Path(config["out"])
+    try:
+        history = training.alexnet_train(
+            4,
+            3,
+            config["data"],
+            "multi_worker",
+            image_size=64,
+            dense_units=32,
+            learning_rate=0.005,
+            checkpoint_dir=config["checkpoint_dir"],
+            collective_timeout=TIMEOUT,
+            seed=index,
+            verbose=0,
+            callbacks=callbacks,
+        )
+    except Exception as error:  # the survivor of the kill: report what stopped it
+        out.write_text(json.dumps({"error": {"type": type(error).__name__, "message": str(error)[:2000]}}))
+        sys.stderr.write(f"worker {index} failed: {type(error).__name__}: {error}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    out.write_text(json.dumps(history))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(level=logging.INFO)
+    _worker(sys.argv[1])
