@@ -17,7 +17,7 @@ export ALEXNET_PYTHON := $(VPY)
 export RETICULATE_PYTHON := $(VPY)
 export ALEXNET_PROGRESS ?= 1
 
-.PHONY: setup demo test test-python test-r test-check check lint docs constraints clean
+.PHONY: setup demo test test-python test-r test-check check lint docs vignettes constraints clean
 
 setup: $(PY_STAMP) $(R_PKG_STAMP)
 
@@ -59,12 +59,16 @@ test-r: setup
 
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 check: setup
-	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build --no-build-vignettes $(R_STAGE) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(R_STAGE) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
 	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual $(CHECK_ARGS) alexnet_*.tar.gz
 	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 
 lint: setup
 	$(VENV)/bin/ruff check python
+
+# Re-knit the articles (vignettes/*.Rmd.orig -> *.Rmd) with the installed package and its Python core.
+vignettes: setup
+	Rscript tools/precompute-vignettes.R
 
 # Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/.
 docs:
