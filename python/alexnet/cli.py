@@ -145,6 +145,45 @@ def _cmd_train(args: argparse.Namespace) -> None:
     _emit(history, args.json, summary)
 
 
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from .bench import alexnet_benchmark, benchmark_table
+
+    data: Any = args.data
+    if data is None and args.board is not None:
+        from .fetch import imagenet_partition
+
+        data = imagenet_partition(
+            args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
+        )
+    result = alexnet_benchmark(
+        data,
+        stages=args.stages,
+        images=args.images,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        cores=args.cores,
+        seconds=args.seconds,
+        parallel=args.parallel,
+        cache=not args.no_cache,
+        resize=args.resize,
+        quality=args.quality,
+        model_steps=args.model_steps,
+        dense_units=args.dense_units,
+        board=args.board,
+        fetch_partition=args.partition,
+        fetch_total=args.total,
+        fetch_workers=args.fetch_workers,
+        isolation=args.isolation,
+        output_dir=args.output_dir,
+        seed=args.seed,
+    )
+    _emit(
+        result,
+        args.json,
+        lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="alexnet",
@@ -212,6 +251,40 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model-dir", help="where the trained model is saved")
     train.add_argument("--verbose-fit", type=int, choices=[0, 1, 2], default=2, help="Keras fit verbosity")
     train.set_defaults(run=_cmd_train)
+
+    bench = commands.add_parser(
+        "bench",
+        help="benchmark the input pipeline, the model and training; name the bottleneck",
+        description=(
+            "Measure images/s of a plain JPEG decode, the seed's naive pipeline and this package's pipeline "
+            "(on 1, 2 and all cores), the model on in-memory batches and real training, side by side on the same "
+            "images; write JSON and a PNG chart. Images: --data, else a partition of --board, else a synthetic "
+            "ImageNet."
+        ),
+    )
+    bench.add_argument("--data", help="ImageNet folder to take the images from (default: a synthetic one)")
+    partition_options(bench)
+    bench.add_argument("--stages", default=None,
+                       help="comma-separated among decode,naive,io,synthetic,train,fetch (default: all but fetch)")
+    bench.add_argument("--images", type=_positive, default=2000, help="images used, and timed per measurement")
+    bench.add_argument("--batch-size", type=_positive, default=32)
+    bench.add_argument("--image-size", type=_positive, default=224)
+    bench.add_argument("--cores", type=_positive, default=None, help="most cores measured (default: all)")
+    bench.add_argument("--seconds", type=float, default=5.0, help="least seconds per measurement (default: 5)")
+    bench.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
+    bench.add_argument("--no-cache", action="store_true", help="read the files every pass instead of caching bytes")
+    bench.add_argument("--resize", type=_positive, default=None,
+                       help="pipelines read the images re-encoded to this short side (as upload --resize)")
+    bench.add_argument("--quality", type=_positive, default=90, help="JPEG quality with --resize")
+    bench.add_argument("--model-steps", type=_positive, default=5, help="training steps timed (default: 5)")
+    bench.add_argument("--dense-units", type=_positive, default=4096)
+    bench.add_argument("--fetch-workers", type=_positive, default=8, help="parallel downloads of the fetch stage")
+    bench.add_argument("--isolation", choices=["process", "threads"], default=None,
+                       help="pin a child process per core count (default on Linux) or limit threads in-process")
+    bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")
+    bench.add_argument("--seed", type=_non_negative, default=0)
+    bench.add_argument("--json", action="store_true", help="print the result as JSON")
+    bench.set_defaults(run=_cmd_bench)
 
     for sub in (synth, upload, categories, fetch, train):
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
