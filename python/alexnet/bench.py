@@ -852,8 +852,6 @@ def alexnet_benchmark(
         raise AlexnetError(f"`image_size` = {image_size} is too small for AlexNet: use at least 63 (224 as in the "
                            "paper), or leave out the synthetic and train stages.")
 
-    out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="alexnet-benchmark-"))
-    out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="alexnet-bench-data-"))
     try:
         bench = resolve_images(data, images, seed=seed, workdir=workdir)
@@ -904,6 +902,8 @@ def alexnet_benchmark(
             "stages": measured,
             "summary": summarize(measured, cores),
         }
+        out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="alexnet-benchmark-"))
+        out.mkdir(parents=True, exist_ok=True)
         json_path, png_path = out / JSON_FILE, out / PNG_FILE
         result["json"], result["png"] = str(json_path), str(png_path)
         json_path.write_text(json.dumps(result, indent=2))
