@@ -145,6 +145,54 @@ def _cmd_train(args: argparse.Namespace) -> None:
     _emit(history, args.json, summary)
 
 
+def _cmd_spark_train(args: argparse.Namespace) -> None:
+    import os
+
+    from . import spark as launcher
+
+    # local masters start their Python workers with this interpreter (the one that has alexnet)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    owned = session is None
+    if session is None:
+        master = args.master or f"local[{args.workers}]"
+        session = SparkSession.builder.master(master).appName("alexnet spark-train").getOrCreate()
+    try:
+        rows = launcher.alexnet_spark_train(
+            session,
+            args.workers,
+            args.board,
+            base_port=args.base_port,
+            cache_dir=args.cache_dir,
+            timeout=args.timeout,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            parallel=args.parallel,
+            image_size=args.image_size,
+            checkpoint_dir=args.checkpoint_dir,
+            model_dir=args.model_dir,
+            collective_timeout=args.collective_timeout,
+        )
+    finally:
+        if owned:
+            session.stop()
+
+    def summary(rs: list[dict[str, Any]]) -> str:
+        lines = []
+        for r in rs:
+            loss = r["history"]["metrics"].get("loss") or [float("nan")]
+            lines.append(
+                f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
+                f"{r['train_images']} images of {len(r['categories'])} categories, {len(loss)} epoch(s), "
+                f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}"
+            )
+        return "\n".join(lines)
+
+    _emit(rows, args.json, summary)
+
+
 def _cmd_bench(args: argparse.Namespace) -> None:
     from .bench import alexnet_benchmark, benchmark_table
 
@@ -252,6 +300,29 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--verbose-fit", type=int, choices=[0, 1, 2], default=2, help="Keras fit verbosity")
     train.set_defaults(run=_cmd_train)
 
+    spark_train = commands.add_parser(
+        "spark-train",
+        help="train on several workers at once, one Spark barrier task each",
+        description="Train AlexNet with MultiWorkerMirroredStrategy on WORKERS Spark barrier tasks, each on its own "
+        "partition of the board; prints one row per worker.",
+    )
+    spark_train.add_argument("--workers", type=_positive, required=True, help="workers (barrier tasks)")
+    spark_train.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
+    spark_train.add_argument("--board", help=BOARD_HELP)
+    spark_train.add_argument("--cache-dir", help="where each worker extracts its partition (default: user cache)")
+    spark_train.add_argument("--epochs", type=_positive, default=2)
+    spark_train.add_argument("--batch-size", type=_positive, default=32, help="per replica (default: 32)")
+    spark_train.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
+    spark_train.add_argument("--image-size", type=_positive, default=224)
+    spark_train.add_argument("--checkpoint-dir", help="checkpoints on storage every worker reaches, to resume")
+    spark_train.add_argument("--model-dir", help="where the chief saves the trained model")
+    spark_train.add_argument("--base-port", type=_positive, default=8000, help="worker k listens on this + k")
+    spark_train.add_argument(
+        "--collective-timeout", type=float, default=1800.0, help="seconds a worker waits for the others (default: 1800)"
+    )
+    spark_train.add_argument("--timeout", type=float, default=None, help="cancel the whole job after these seconds")
+    spark_train.set_defaults(run=_cmd_spark_train)
+
     bench = commands.add_parser(
         "bench",
         help="benchmark the input pipeline, the model and training; name the bottleneck",
@@ -286,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the result as JSON")
     bench.set_defaults(run=_cmd_bench)
 
-    for sub in (synth, upload, categories, fetch, train):
+    for sub in (synth, upload, categories, fetch, train, spark_train):
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 

@@ -316,7 +316,8 @@ def _worker_main() -> None:
 
     folder, index, addresses, parent = Path(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
     _die_with_parent(parent)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alexnet").setLevel(logging.INFO)
     try:
         function = pickle.loads((folder / _TASK_FILE).read_bytes())
         result = function(index, addresses)

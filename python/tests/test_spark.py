@@ -1,0 +1,283 @@
+"""The Spark launcher: real pyspark in local[2], barrier mode, two TensorFlow workers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from helpers_train import class_image, jpeg_bytes  # noqa: E402
+from test_multiworker import free_base_port  # noqa: E402
+
+from alexnet import cli  # noqa: E402
+from alexnet import spark as launcher  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.fetch import imagenet_categories  # noqa: E402
+from alexnet.partition import partition_categories  # noqa: E402
+from alexnet.upload import imagenet_upload  # noqa: E402
+
+IMAGES_PER_CATEGORY = (15, 12, 12, 12)
+BATCH = 5  # the two partitions (27 and 24 images) fill 5 and 4 batches: their own counts disagree
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local[2] Spark application for the module, bound to 127.0.0.1, small memory."""
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+
+    # the tasks of this module run code defined here: ship it by value (the executors cannot import it)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP")}
+    os.environ.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("alexnet-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.ui.enabled", "false")
+        .config("spark.python.worker.memory", "256m")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """4 categories of one colour each (quick to learn), 15, 12, 12 and 12 images of 40 to 72 pixels, uploaded
+    from a plain <wnid>/ folder: the two partitions get 27 and 24 images."""
+    root = tmp_path_factory.mktemp("spark-board")
+    rng = np.random.default_rng(0)
+    for label, count in enumerate(IMAGES_PER_CATEGORY):
+        folder = root / "plain" / f"n{label + 1:08d}"
+        folder.mkdir(parents=True)
+        for i in range(count):
+            height, width = (int(v) for v in rng.integers(40, 73, size=2))
+            (folder / f"n{label + 1:08d}_{i}.JPEG").write_bytes(jpeg_bytes(class_image(rng, label, height, width)))
+    imagenet_upload(root / "plain", board=root / "board")
+    return str(root / "board")
+
+
+class LabelRecorder(keras.callbacks.Callback):
+    """Records the labels of every batch the model trains on; writes them to ``folder/labels-<worker>.json``."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+        self.labels: set[int] = set()
+        self.batches = 0
+
+    def set_model(self, model):
+        super().set_model(model)
+        train_step = model.train_step
+
+        def recording_train_step(data):
+            tf.py_function(self._record, [data[1]], [])
+            return train_step(data)
+
+        model.train_step = recording_train_step
+
+    def _record(self, labels):
+        self.labels.update(int(v) for v in labels.numpy().reshape(-1))
+        self.batches += 1
+        return []
+
+    def on_train_end(self, logs=None):
+        index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+        record = {"labels": sorted(self.labels), "batches": self.batches}
+        Path(self.folder, f"labels-{index}.json").write_text(json.dumps(record))
+
+
+@pytest.mark.slow
+def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path):
+    base = free_base_port(2)
+    epochs = 3
+    rows = launcher.alexnet_spark_train(
+        spark,
+        2,
+        board,
+        base_port=base,
+        cache_dir=tmp_path / "cache",
+        timeout=300,
+        batch_size=BATCH,
+        epochs=epochs,
+        image_size=64,
+        dense_units=64,
+        learning_rate=0.01,
+        area_range=(0.6, 1.0),
+        seed=1,
+        model_dir=str(tmp_path / "model"),
+        collective_timeout=60,
+        callbacks=[LabelRecorder(str(tmp_path))],
+    )
+    assert [row["worker"] for row in rows] == [0, 1]
+    # two barrier tasks on this host, TensorFlow servers on one port each, worker 0 the chief
+    assert all(row["address"].startswith("127.0.0.1:") for row in rows)
+    assert [row["tf_address"] for row in rows] == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]
+    assert [row["chief"] for row in rows] == [True, False]
+
+    table = imagenet_categories(board)
+    images = {r["id"]: r["images"] for r in table}
+    index = {r["id"]: r["index"] for r in table}
+    histories = [row["history"] for row in rows]
+    # each worker fetched its own partition and trained on that partition's images only
+    for row in rows:
+        assert row["categories"] == partition_categories(images, row["worker"], 2)
+        assert row["train_images"] == sum(images[c] for c in row["categories"])
+        seen = json.loads((tmp_path / f"labels-{row['worker']}.json").read_text())
+        assert seen["labels"], "the recorder saw no batch"
+        assert set(seen["labels"]) <= {index[c] for c in row["categories"]}, seen
+        assert seen["batches"] == epochs * row["history"]["params"]["steps"]
+    assert not set(rows[0]["categories"]) & set(rows[1]["categories"])
+    counts = sorted(row["train_images"] for row in rows)
+    assert counts[0] // BATCH != counts[1] // BATCH, "the test needs partitions that fill different numbers of batches"
+    # the same number of steps on both, from the smaller partition
+    steps = {h["params"]["steps"] for h in histories}
+    assert steps == {min(row["train_images"] for row in rows) // BATCH}
+    assert all(h["params"]["workers"] == 2 and h["params"]["global_batch_size"] == 2 * BATCH for h in histories)
+    # synchronous training: identical weights at the end, and the loss fell
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    for history in histories:
+        loss = history["metrics"]["loss"]
+        assert len(loss) == epochs and loss[-1] < loss[0], loss
+    # only the chief saved the model
+    assert histories[0]["model_path"] == str(tmp_path / "model" / "alexnet.keras")
+    assert Path(histories[0]["model_path"]).exists() and histories[1]["model_path"] is None
+    summary = launcher.worker_summary(rows[1])
+    assert list(summary) == list(launcher.SUMMARY_COLUMNS)
+    assert summary["loss"] == histories[1]["metrics"]["loss"][-1] and json.loads(summary["history"]) == histories[1]
+
+
+def test_more_workers_than_slots_is_refused_before_launching(spark, board):
+    start = time.monotonic()
+    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
+        launcher.alexnet_spark_train(spark, 3, board, epochs=1)
+    with pytest.raises(AlexnetError, match="task slots"):
+        launcher.run_barrier(spark, 5, _sleeper)
+    assert time.monotonic() - start < 10
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "nothing was launched"
+
+
+def test_arguments_the_launcher_sets_itself_are_refused(spark, board):
+    with pytest.raises(AlexnetError, match="`strategy` cannot be given"):
+        launcher.alexnet_spark_train(spark, 2, board, strategy="mirrored")
+    with pytest.raises(AlexnetError, match="SparkSession or SparkContext"):
+        launcher.alexnet_spark_train("local[2]", 2, board)
+
+
+def _sleeper(index, addresses):
+    time.sleep(0.1)
+    return {"index": index}
+
+
+def _failing(index, addresses, folder, how):
+    """Worker 1 fails after a few log lines (unless ``how`` is "sleep"); worker 0 would run for two minutes."""
+    import logging
+
+    Path(folder, f"pid-{index}").write_text(str(os.getpid()))
+    if index == 1 and how != "sleep":
+        time.sleep(1.0)
+        logging.getLogger("alexnet.test").warning("worker %d of %s is about to fail", index, addresses)
+        sys.stderr.flush()
+        if how == "exit":
+            os._exit(9)
+        raise ValueError("broken on purpose on worker 1")
+    time.sleep(120)
+    return {"index": index}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has exited
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path, how):
+    from functools import partial
+
+    start = time.monotonic()
+    with pytest.raises(launcher.WorkerError) as caught:
+        launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how=how), timeout=90)
+    elapsed = time.monotonic() - start
+    error = caught.value
+    assert error.worker == 1 and error.workers == 2
+    if how == "raise":
+        assert "ValueError: broken on purpose on worker 1" in str(error)
+    else:
+        assert error.exit_code == 9 and "exit code 9" in str(error)
+    assert any("about to fail" in line for line in error.log_tail), error.log_tail
+    assert elapsed < 60, f"the job took {elapsed:.0f} s to fail: the other worker was not stopped"
+    # Spark stopped the other task, and its worker process went with it
+    survivor = int((tmp_path / "pid-0").read_text())
+    deadline = time.monotonic() + 20
+    while _pid_alive(survivor) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _pid_alive(survivor), "worker 0's process outlived its task"
+
+
+def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path):
+    from functools import partial
+
+    start = time.monotonic()
+    with pytest.raises(AlexnetError, match="did not finish within timeout = 3"):
+        launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how="sleep"), timeout=3)
+    assert time.monotonic() - start < 40
+    for index in (0, 1):
+        pid_file = tmp_path / f"pid-{index}"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            deadline = time.monotonic() + 20
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert not _pid_alive(pid)
+
+
+def test_command_line_spark_train(spark, board, monkeypatch, capsys):
+    calls = []
+
+    def fake(session, workers, board, **kwargs):
+        calls.append((session, workers, board, kwargs))
+        history = {"metrics": {"loss": [1.5, 1.2]}, "params": {"steps": 3}, "weights_sha256": "ab" * 32}
+        return [
+            {"worker": k, "workers": workers, "address": "127.0.0.1:1", "tf_address": f"127.0.0.1:{8000 + k}",
+             "chief": k == 0, "categories": ["n1"], "train_images": 12, "val_images": 0, "history": history}
+            for k in range(workers)
+        ]
+
+    monkeypatch.setattr(launcher, "alexnet_spark_train", fake)
+    code = cli.main(["spark-train", "--workers", "2", "--board", board, "--epochs", "1", "--batch-size", "4",
+                     "--image-size", "64", "--base-port", "9100", "--json"])
+    assert code == 0
+    (session, workers, used_board, kwargs) = calls[0]
+    assert workers == 2 and used_board == board and session.sparkContext is spark.sparkContext
+    assert kwargs["epochs"] == 1 and kwargs["batch_size"] == 4 and kwargs["image_size"] == 64
+    assert kwargs["base_port"] == 9100
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["worker"] for r in rows] == [0, 1]
+    assert not spark.sparkContext._jsc.sc().isStopped(), "the command must not stop a session it did not start"
+    args = cli.build_parser().parse_args(["spark-train", "--workers", "3"])
+    assert args.master is None, "the master defaults to local[workers]"
