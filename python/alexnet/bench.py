@@ -888,7 +888,7 @@ def alexnet_benchmark(
             measured += fetch_measurement(board, partition=fetch_partition, total=fetch_total,
                                           workers=fetch_workers, workdir=workdir)
         result: dict[str, Any] = {
-            "machine": _machine(cores),
+            "machine": _machine(),
             "settings": {"stages": chosen, "images": images, "batch_size": batch_size, "image_size": image_size,
                          "cores": cores, "core_counts": core_counts, "seconds": seconds, "parallel": parallel,
                          "cache": bool(cache), "resize": resize, "quality": quality if resize else None,
@@ -913,13 +913,12 @@ def alexnet_benchmark(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _machine(cores: int) -> dict[str, Any]:
+def _machine() -> dict[str, Any]:
     import tensorflow as tf
 
     return {
         "cpu": _cpu_model(),
-        "cores": cores,
-        "cpus_available": _cpu_count(),
+        "cores": _cpu_count(),
         "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -1,0 +1,138 @@
+#' Benchmark the input pipeline, the model and training
+#'
+#' Measures, side by side and on the same images, how many images per second each stage between the
+#' JPEG files and the model delivers, and names the bottleneck:
+#'
+#' - `decode`: a plain full-size `decode_jpeg` of the images' bytes, the reference per core;
+#' - `naive`: the input pipeline of the original `alexnet_train()` (sequential read and decode, float
+#'   conversion, resize, colour jitter, no prefetch);
+#' - `io`: this package's training pipeline alone, into a consumer that does nothing;
+#' - `synthetic`: AlexNet training steps on a random batch kept on the device (the compute bound);
+#' - `train`: [alexnet_train()] itself;
+#' - `fetch` (only when asked, with `board`): a partition downloaded one category at a time, then in
+#'   parallel.
+#'
+#' `decode`, `naive` and `io` run on 1 core, 2 cores and `cores` cores, each core count in a child
+#' process pinned to that many CPUs (`isolation = "process"`, Linux) or, with
+#' `isolation = "threads"`, in the R session's Python with tf.data's threads limited instead. Every
+#' measurement records the load average when it started: other work on the machine lowers the numbers.
+#'
+#' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
+#'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder.
+#' @param stages Stages to run, among `"decode"`, `"naive"`, `"io"`, `"synthetic"`, `"train"` and
+#'   `"fetch"`; `NULL` runs all but `"fetch"`.
+#' @param images Images used; each measurement also runs over at least this many.
+#' @param batch_size,image_size Batches of `batch_size` images of `image_size` pixels square.
+#' @param cores Most cores measured (`NULL`: every CPU available).
+#' @param seconds Least seconds each measurement runs, after its warm-up.
+#' @param output_dir Folder for `alexnet-benchmark.json` and `alexnet-benchmark.png` (`NULL`: a new
+#'   temporary folder).
+#' @param ... Further arguments for the Python `alexnet_benchmark()`: `parallel`, `cache`, `resize`
+#'   (pipelines read the images re-encoded as `imagenet_upload(resize = )` stores them), `quality`,
+#'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`.
+#' @returns An `alexnet_benchmark` list: `stages` (a data frame, one row per measurement: `stage`,
+#'   `cores`, `images_per_second`, `images`, `seconds`, `load_average`, `peak_rss_mb`), `summary`
+#'   (`ratios` against the targets, `bottleneck`, `cores_to_feed_synthetic`), `machine`,
+#'   `settings`, `data`, and the paths `json` and `png`. It prints as a table.
+#' @examples
+#' if (alexnet_available()) {
+#'   result <- alexnet_benchmark(images = 16, batch_size = 4, image_size = 64, seconds = 0,
+#'                               stages = c("decode", "io"), cores = 1)
+#'   result
+#'   result$stages
+#' }
+#' @export
+alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
+                              image_size = 224, cores = NULL, seconds = 5, output_dir = NULL, ...) {
+  if (is.list(data)) {
+    if (is.null(data$image)) {
+      stop("`data` must be the result of imagenet_partition(), an ImageNet folder or NULL; the list ",
+           "has no `image`.", call. = FALSE)
+    }
+    for (field in intersect(c("image", "category", "categories", "label"), names(data))) {
+      data[[field]] <- as.list(data[[field]])
+    }
+  } else if (!is.null(data)) {
+    data <- check_string(data, "data")
+  }
+  if (!is.null(stages) && (!is.character(stages) || !length(stages))) {
+    stop("`stages` must be NULL or a character vector of stage names, such as c(\"decode\", \"io\").",
+         call. = FALSE)
+  }
+  if (!is.numeric(seconds) || length(seconds) != 1L || is.na(seconds) || seconds < 0) {
+    stop("`seconds` must be a number >= 0, not ", deparse(seconds), ".", call. = FALSE)
+  }
+  result <- core_function("alexnet_benchmark")(
+    data = data,
+    stages = if (is.null(stages)) NULL else as.list(stages),
+    images = check_count(images, "images", min = 1L),
+    batch_size = check_count(batch_size, "batch_size", min = 1L),
+    image_size = check_count(image_size, "image_size", min = 1L),
+    cores = check_count(cores, "cores", min = 1L, null_ok = TRUE),
+    seconds = as.numeric(seconds),
+    output_dir = if (is.null(output_dir)) NULL else path.expand(output_dir),
+    ...
+  )
+  new_alexnet_benchmark(result)
+}
+
+new_alexnet_benchmark <- function(result) {
+  stages <- result$stages
+  result <- simplify_py(result)
+  result$stages <- benchmark_stages_df(stages)
+  structure(result, class = "alexnet_benchmark")
+}
+
+# The measurements as a data frame. Records differ (a fetch has `workers` and `bytes_per_second`,
+# pipeline stages have memory fields), so every column is filled with NA where a record lacks it.
+benchmark_stages_df <- function(records) {
+  column <- function(name, type) {
+    vapply(records, function(r) {
+      value <- r[[name]]
+      if (is.null(value) || length(value) != 1L) methods_na(type) else coerce_to(value, type)
+    }, methods_na(type))
+  }
+  data.frame(
+    stage = column("stage", "character"),
+    cores = column("cores", "integer"),
+    workers = column("workers", "integer"),
+    images_per_second = column("images_per_second", "numeric"),
+    bytes_per_second = column("bytes_per_second", "numeric"),
+    images = column("images", "integer"),
+    seconds = column("seconds", "numeric"),
+    load_average = column("load_average", "numeric"),
+    peak_rss_mb = column("peak_rss_mb", "numeric"),
+    stringsAsFactors = FALSE
+  )
+}
+
+methods_na <- function(type) {
+  switch(type, character = NA_character_, integer = NA_integer_, numeric = NA_real_)
+}
+
+coerce_to <- function(value, type) {
+  switch(type, character = as.character(value), integer = as.integer(value), numeric = as.numeric(value))
+}
+
+#' @rdname alexnet_benchmark
+#' @param x An `alexnet_benchmark`.
+#' @export
+print.alexnet_benchmark <- function(x, ...) {
+  machine <- x$machine
+  cat("AlexNet benchmark:", x$data$images, "images on", machine$cpu, "(", machine$cores, "core(s) )\n")
+  shown <- x$stages[!is.na(x$stages$images_per_second),
+                    c("stage", "cores", "images_per_second", "peak_rss_mb", "load_average")]
+  shown$images_per_second <- round(shown$images_per_second)
+  shown$peak_rss_mb <- round(shown$peak_rss_mb)
+  print(shown, row.names = FALSE)
+  for (ratio in x$summary$ratios) {
+    value <- if (is.null(ratio$value)) "n/a" else sprintf("%.2fx", ratio$value)
+    met <- if (is.null(ratio$met)) "" else if (isTRUE(ratio$met)) "(met)" else "(not met)"
+    cat(sprintf("%s: %s, target %sx %s\n", ratio$what, value, format(ratio$target), met))
+  }
+  if (!is.null(x$summary$bottleneck)) {
+    cat("Bottleneck:", x$summary$bottleneck, "-", x$summary$bottleneck_detail, "\n")
+  }
+  cat("Files:", x$json, x$png, "\n")
+  invisible(x)
+}
