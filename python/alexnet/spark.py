@@ -341,17 +341,27 @@ def _worker_main() -> None:
 # Spark
 
 
-def barrier_slots(spark: Any) -> int | None:
-    """Barrier tasks Spark can run at once: default parallelism over ``spark.task.cpus``.
+def slots_from(
+    default_parallelism: int, task_cpus: int | str = 1, dynamic_allocation: bool | str = False
+) -> int | None:
+    """Barrier tasks Spark can run at once: ``default_parallelism`` over ``task_cpus`` (``spark.task.cpus``).
 
-    ``None`` with dynamic allocation, where executors (and so slots) come and go.
+    ``None`` (unknown) with dynamic allocation, where executors, and so slots, come and go.
     """
+    if str(dynamic_allocation).strip().lower() == "true":
+        return None
+    return max(1, int(default_parallelism) // max(1, int(task_cpus)))
+
+
+def barrier_slots(spark: Any) -> int | None:
+    """:func:`slots_from` for a SparkSession or SparkContext."""
     context = _spark_context(spark)
     conf = context.getConf()
-    if conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true":
-        return None
-    cpus = max(1, int(conf.get("spark.task.cpus", "1")))
-    return max(1, int(context.defaultParallelism) // cpus)
+    return slots_from(
+        context.defaultParallelism,
+        conf.get("spark.task.cpus", "1"),
+        conf.get("spark.dynamicAllocation.enabled", "false"),
+    )
 
 
 def check_slots(workers: int, slots: int | None) -> int:
@@ -384,9 +394,7 @@ def _spark_context(spark: Any) -> Any:
     return context
 
 
-def _barrier_task(
-    payload: bytes, python: str | None, env: Mapping[str, str], rows: Iterable[Any]
-) -> Iterator[str]:
+def _barrier_task(payload: bytes, python: str | None, env: Mapping[str, str], rows: Iterable[Any]) -> Iterator[str]:
     """Body of one barrier task: run the worker's process; yield its result (or raise its error)."""
     from pyspark import BarrierTaskContext
 
@@ -399,8 +407,13 @@ def _barrier_task(
     try:
         result = run_worker_process(payload, index, addresses, python=python, env=env)
     except WorkerError as error:
-        details = {"worker": error.worker, "workers": error.workers, "error": error.error,
-                   "log_tail": error.log_tail, "exit_code": error.exit_code}
+        details = {
+            "worker": error.worker,
+            "workers": error.workers,
+            "error": error.error,
+            "log_tail": error.log_tail,
+            "exit_code": error.exit_code,
+        }
         raise RuntimeError(f"worker {index} failed: {error.error}\n{_MARK}{json.dumps(details)}{_MARK}") from None
     yield json.dumps({"worker": index, "result": result})
 
@@ -490,6 +503,44 @@ def run_barrier(
     return [row["result"] for row in rows]
 
 
+def check_spark_train(
+    workers: int,
+    board: str | os.PathLike | None,
+    slots: int | None,
+    *,
+    base_port: int = DEFAULT_BASE_PORT,
+    **train_args: Any,
+) -> dict[str, Any]:
+    """The checks made on the driver before a Spark training job starts; returns ``workers`` and ``board``.
+
+    ``workers`` must fit in ``slots`` (see :func:`check_slots`); ``train_args`` must not hold ``data`` or
+    ``strategy`` (the launcher sets them); the board must be reachable and hold at least ``workers``
+    categories. Returns ``{"workers": int, "board": resolved board string}``.
+    """
+    from .board import resolve_board
+    from .fetch import imagenet_categories
+    from .partition import as_int
+
+    workers = check_slots(workers, slots)
+    for name in ("data", "strategy"):
+        if name in train_args:
+            raise AlexnetError(
+                f"`{name}` cannot be given to alexnet_spark_train(): each worker trains on its own partition of "
+                "the board with strategy = 'multi_worker'. Leave it out."
+            )
+    port = as_int(base_port, "base_port")
+    if not 1 <= port <= 65535 - workers:
+        raise AlexnetError(f"base_port must leave room for {workers} ports below 65536, not {port}.")
+    resolved = resolve_board(board)
+    categories = imagenet_categories(resolved)
+    if workers > len(categories):
+        raise AlexnetError(
+            f"{workers} workers need at least {workers} categories, but board {resolved} has {len(categories)}: "
+            f"use workers <= {len(categories)}."
+        )
+    return {"workers": workers, "board": resolved}
+
+
 def alexnet_spark_train(
     spark: Any,
     workers: int,
@@ -521,26 +572,9 @@ def alexnet_spark_train(
     Returns one dict per worker, in worker order (see :func:`train_worker`); every worker ends with the
     same weights (``history["weights_sha256"]``).
     """
-    from .board import resolve_board
-    from .fetch import imagenet_categories
-    from .partition import as_int
-
     context = _spark_context(spark)
-    workers = check_slots(workers, barrier_slots(context))
-    for name in ("data", "strategy"):
-        if name in train_args:
-            raise AlexnetError(
-                f"`{name}` cannot be given to alexnet_spark_train(): each worker trains on its own partition of "
-                "the board with strategy = 'multi_worker'. Leave it out."
-            )
-    as_int(base_port, "base_port")
-    resolved = resolve_board(board)
-    categories = imagenet_categories(resolved)
-    if workers > len(categories):
-        raise AlexnetError(
-            f"{workers} workers need at least {workers} categories, but board {resolved} has {len(categories)}: "
-            f"use workers <= {len(categories)}."
-        )
+    plan = check_spark_train(workers, board, barrier_slots(context), base_port=base_port, **train_args)
+    workers, resolved = plan["workers"], plan["board"]
     task = partial(
         train_worker,
         board=resolved,

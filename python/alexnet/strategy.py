@@ -14,9 +14,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import sys
 
 import tensorflow as tf
 
@@ -59,6 +61,7 @@ def resolve_strategy(
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
+        sync_environment()
         check_tf_config()
         if collective_timeout is not None and not float(collective_timeout) > 0:
             raise AlexnetError(
@@ -80,9 +83,93 @@ def resolve_strategy(
     )
 
 
+def process_environment(name: str) -> str | None:
+    """The variable ``name`` in this process's environment as the C library sees it (``None``: unset).
+
+    Python copies the environment once, at start-up, into ``os.environ``; a variable set later by the
+    host program (R's ``Sys.setenv()`` through reticulate, say) is only visible here. On platforms
+    where the C library cannot be reached, ``os.environ``'s value.
+    """
+    if sys.platform.startswith(("linux", "darwin")):
+        try:
+            getenv = ctypes.CDLL(None).getenv
+            getenv.restype = ctypes.c_char_p
+            getenv.argtypes = [ctypes.c_char_p]
+            value = getenv(name.encode())
+            return None if value is None else value.decode()
+        except (OSError, AttributeError):
+            pass
+    return os.environ.get(name)
+
+
+#: Variables that TensorFlow reads from ``os.environ`` when a strategy is created.
+SYNCED_VARIABLES = ("TF_CONFIG",)
+
+
+def sync_environment(names: tuple[str, ...] = SYNCED_VARIABLES) -> list[str]:
+    """Copy ``names`` from the process environment into ``os.environ`` where they differ; the names copied.
+
+    For a host program that sets TF_CONFIG after Python has started (R's ``Sys.setenv()``, as in a
+    ``spark_apply()`` closure): TensorFlow reads ``os.environ``, which would not have it. TF_CONFIG is
+    also normalised (see :func:`normalise_tf_config`).
+    """
+    copied = []
+    for name in names:
+        value = process_environment(name)
+        if value is not None and os.environ.get(name) != value:
+            os.environ[name] = value
+            copied.append(name)
+    if copied:
+        logger.info("Took %s from the process environment (set after Python started).", ", ".join(copied))
+    if "TF_CONFIG" in names and os.environ.get("TF_CONFIG", "").strip():
+        os.environ["TF_CONFIG"] = normalise_tf_config(os.environ["TF_CONFIG"])
+    return copied
+
+
+def normalise_tf_config(raw: str) -> str:
+    """TF_CONFIG with every job's tasks as a list: a one-task job written as a bare string becomes a list.
+
+    ``jsonlite::toJSON(auto_unbox = TRUE)`` in R writes ``"worker": "host:8001"`` for a one-worker
+    cluster, which TensorFlow rejects. Anything that is not such JSON is returned unchanged.
+    """
+    try:
+        config = json.loads(raw)
+        cluster = config["cluster"]
+    except (ValueError, KeyError, TypeError):
+        return raw
+    if not isinstance(cluster, dict) or not any(isinstance(tasks, str) for tasks in cluster.values()):
+        return raw
+    config["cluster"] = {job: [tasks] if isinstance(tasks, str) else tasks for job, tasks in cluster.items()}
+    return json.dumps(config)
+
+
+def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
+    """Raise when a multi-worker strategy object was made without this process's TF_CONFIG.
+
+    Python reads TF_CONFIG once, when it starts: a ``MultiWorkerMirroredStrategy`` created after the
+    host program set TF_CONFIG (without :func:`sync_environment`) sees no cluster and would train alone.
+    """
+    if strategy_name(strategy) != "multi_worker" or num_workers(strategy) > 1:
+        return
+    raw = process_environment("TF_CONFIG") or ""
+    try:
+        workers = len(json.loads(raw)["cluster"]["worker"]) if raw.strip() else 0
+    except (ValueError, KeyError, TypeError):
+        return
+    if workers > 1:
+        raise AlexnetError(
+            f"This MultiWorkerMirroredStrategy sees no cluster, but TF_CONFIG names {workers} workers: it was "
+            "set after Python started, so TensorFlow did not see it (from R, Sys.setenv() does not reach "
+            "Python). Create the strategy after calling alexnet::tf_version() (which passes TF_CONFIG on to "
+            "Python), or pass strategy = 'multi_worker' instead of a strategy object."
+        )
+
+
 def check_tf_config() -> dict:
     """The parsed ``TF_CONFIG``; raises :class:`~alexnet.errors.AlexnetError` when it is missing or unusable."""
     raw = os.environ.get("TF_CONFIG", "")
+    if raw.strip():
+        raw = os.environ["TF_CONFIG"] = normalise_tf_config(raw)
     if not raw.strip():
         raise AlexnetError(
             "strategy = 'multi_worker' needs the TF_CONFIG environment variable naming every worker and "

@@ -41,6 +41,7 @@ from . import pipeline
 from .errors import AlexnetError
 from .strategy import (
     DEFAULT_COLLECTIVE_TIMEOUT,
+    check_strategy_object,
     collective_timeout_of,
     is_chief,
     local_replicas,
@@ -472,6 +473,7 @@ def alexnet_train(
     assert batch_size is not None and epochs is not None and image_size is not None and dense_units is not None
 
     strategy = resolve_strategy(strategy, collective_timeout=collective_timeout)  # before other TensorFlow work
+    check_strategy_object(strategy)
     chief = is_chief(strategy)
     replicas = strategy.num_replicas_in_sync
     workers = num_workers(strategy)

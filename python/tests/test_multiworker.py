@@ -23,6 +23,7 @@ keras = pytest.importorskip("tf_keras")
 
 from helpers_train import make_tree  # noqa: E402
 
+from alexnet import strategy as strategies  # noqa: E402
 from alexnet import train as training  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.partition import partition_sizes  # noqa: E402
@@ -107,6 +108,48 @@ def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch)
         resolve_strategy("multi_worker", collective_timeout=0)
     with pytest.raises(AlexnetError, match="collective_timeout"):
         resolve_strategy("multi_worker", collective_timeout=-5)
+
+
+class MultiWorkerMirroredStrategy:
+    """Stands in for a strategy object built without TF_CONFIG: no cluster."""
+
+    cluster_resolver = None
+    num_replicas_in_sync = 1
+
+
+@pytest.fixture
+def process_tf_config():
+    """Sets TF_CONFIG the way R's Sys.setenv() does once Python runs: in the process, not in os.environ."""
+    saved = os.environ.pop("TF_CONFIG", None)
+
+    def put(value: str) -> None:
+        os.putenv("TF_CONFIG", value)
+
+    yield put
+    os.environ.pop("TF_CONFIG", None)
+    os.unsetenv("TF_CONFIG")
+    if saved is not None:
+        os.environ["TF_CONFIG"] = saved
+
+
+def test_tf_config_set_after_python_started_reaches_tensorflow(process_tf_config):
+    one_worker = json.dumps({"cluster": {"worker": "127.0.0.1:8001"}, "task": {"type": "worker", "index": 0}})
+    process_tf_config(one_worker)  # jsonlite::toJSON(auto_unbox = TRUE) writes one worker as a bare string
+    assert "TF_CONFIG" not in os.environ, "os.environ is Python's copy of the environment at start-up"
+    assert strategies.process_environment("TF_CONFIG") == one_worker
+    assert strategies.sync_environment() == ["TF_CONFIG"]
+    assert json.loads(os.environ["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:8001"]}
+    assert strategies.check_tf_config()["task"] == {"type": "worker", "index": 0}
+
+
+def test_a_strategy_object_that_missed_tf_config_is_refused(process_tf_config):
+    lonely = MultiWorkerMirroredStrategy()
+    assert strategies.strategy_name(lonely) == "multi_worker" and strategies.num_workers(lonely) == 1
+    strategies.check_strategy_object(lonely)  # no TF_CONFIG: a one-machine run, fine
+    process_tf_config(tf_config_json(["10.0.0.1:1", "10.0.0.2:1"], 1))
+    with pytest.raises(AlexnetError, match="sees no cluster, but TF_CONFIG names 2 workers"):
+        strategies.check_strategy_object(lonely)
+    strategies.check_strategy_object(tf.distribute.get_strategy())  # other strategies are not concerned
 
 
 # ---------------------------------------------------------------------------------------------------------

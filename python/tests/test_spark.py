@@ -174,6 +174,10 @@ def test_more_workers_than_slots_is_refused_before_launching(spark, board):
         launcher.run_barrier(spark, 5, _sleeper)
     assert time.monotonic() - start < 10
     assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "nothing was launched"
+    # the slot count: cores over cores per task; unknown (no check) with dynamic allocation
+    assert launcher.barrier_slots(spark) == 2
+    assert launcher.slots_from(8, "2", "false") == 4 and launcher.slots_from(3, 4) == 1
+    assert launcher.slots_from(8, 1, "true") is None and launcher.check_slots(50, None) == 50
 
 
 def test_arguments_the_launcher_sets_itself_are_refused(spark, board):

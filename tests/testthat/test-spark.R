@@ -17,3 +17,152 @@ test_that("a malformed barrier list gets an error that shows the expected shape"
   skip_if_no_alexnet()
   expect_error(tf_config_from_barrier(list(address = "h:1", partition = 3)), "0\\.\\.0")
 })
+
+# A stand-in for the sparklyr functions alexnet_spark_train() calls: it records the calls, and its
+# spark_apply() runs the closure the way a barrier task would, after a serialize() round trip (which
+# is how sparklyr ships it to the workers), with the barrier list of a one-task job.
+fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678") {
+  list(
+    spark_context = function(sc) list(connection = sc),
+    invoke = function(obj, method, ...) {
+      args <- list(...)
+      switch(method, getConf = "conf", defaultParallelism = slots, get = args[[2]])
+    },
+    sdf_len = function(sc, n, repartition) {
+      calls$sdf_len <- list(sc = sc, n = n, repartition = repartition)
+      "sdf"
+    },
+    spark_apply = function(x, f, ...) {
+      calls$spark_apply <- list(x = x, ...)
+      shipped <- unserialize(serialize(f, NULL))
+      calls$closure_variables <- ls(environment(shipped))
+      shipped(data.frame(id = 1L), list(address = address, partition = 0L))
+    },
+    sdf_collect = function(x) x
+  )
+}
+
+test_that("without sparklyr, alexnet_spark_train() says what to install", {
+  skip_if(requireNamespace("sparklyr", quietly = TRUE), "sparklyr is installed")
+  expect_error(alexnet_spark_train(NULL, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
+})
+
+test_that("the closure keeps only what the workers need, and takes (df, barrier)", {
+  closure <- alexnet:::spark_train_closure("/boards/b", 9000, list(epochs = 3), python = "/venv/bin/python")
+  expect_named(formals(closure), c("df", "barrier"))
+  expect_setequal(ls(environment(closure)), c("board", "base_port", "train_args", "cache_dir", "python"))
+  expect_equal(environment(closure)$train_args, list(epochs = 3))
+  expect_error(closure(data.frame(), list(partition = 0)), "barrier = TRUE")
+  env <- alexnet:::spark_worker_env("/venv/bin/python")
+  expect_equal(env[c("ALEXNET_PYTHON", "RETICULATE_PYTHON")], list(ALEXNET_PYTHON = "/venv/bin/python",
+                                                                   RETICULATE_PYTHON = "/venv/bin/python"))
+})
+
+test_that("more workers than Spark task slots is an error before anything is launched", {
+  skip_if_no_alexnet()
+  calls <- new.env()
+  api <- fake_sparklyr(calls, slots = 2L)
+  expect_error(alexnet:::spark_train_run(api, "sc", 3, tempdir(), list()), "3 workers need 3 task slots.*use workers <= 2")
+  expect_null(calls$sdf_len)
+  expect_null(calls$spark_apply)
+  expect_equal(alexnet:::spark_slots(api, "sc"), 2L)
+  expect_s3_class(tf_version(), "numeric_version")
+})
+
+test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job", {
+  skip_if_no_alexnet()
+  skip_if_not_installed("callr")
+  dir <- withr::local_tempdir()
+  port <- sample(20000:40000, 1L)
+  out <- callr::r(function(dir, port, fake_sparklyr) {
+    library(alexnet)
+    src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 8, val_per_class = 0,
+                              max_side = 64)
+    board <- file.path(dir, "board")
+    imagenet_upload(src$path, board = board, workers = 2)
+    calls <- new.env()
+    result <- alexnet:::spark_train_run(
+      fake_sparklyr(calls), "fake-connection", 1, board,
+      list(epochs = 1, batch_size = 4, image_size = 64, dense_units = 16, verbose = 0),
+      base_port = port, cache_dir = file.path(dir, "cache"), python = alexnet_python()
+    )
+    list(result = result, calls = as.list(calls), categories = src$categories, python = alexnet_python())
+  }, args = list(dir, port, fake_sparklyr), env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
+
+  calls <- out$calls
+  expect_equal(calls$sdf_len, list(sc = "fake-connection", n = 1L, repartition = 1L))
+  apply <- calls$spark_apply
+  expect_true(apply$barrier)
+  expect_false(apply$packages)
+  expect_equal(apply$env$ALEXNET_PYTHON, out$python)
+  expect_equal(apply$env$RETICULATE_PYTHON, out$python)
+  expect_equal(unname(apply$columns[c("worker", "loss", "chief", "history")]),
+               c("integer", "numeric", "logical", "character"))
+  expect_setequal(calls$closure_variables, c("board", "base_port", "train_args", "cache_dir", "python"))
+
+  result <- out$result
+  expect_equal(nrow(result), 1L)
+  expect_equal(names(result), names(apply$columns))
+  expect_equal(result$worker, 0L)
+  expect_true(result$chief)
+  expect_equal(result$tf_address, paste0("127.0.0.1:", port))
+  expect_equal(sort(strsplit(result$categories, ",")[[1]]), sort(out$categories))
+  expect_equal(result$epochs, 1L)
+  expect_true(is.finite(result$loss))
+  history <- result$history[[1]]
+  expect_s3_class(history, "alexnet_history")
+  expect_equal(history$params$strategy, "multi_worker")
+  expect_equal(history$params$workers, 1L)
+  expect_equal(history$weights_sha256, result$weights_sha256)
+})
+
+test_that("the seed's spark_apply() closure runs with reticulate::import('tensorflow')", {
+  skip_if_no_alexnet()
+  skip_if_not_installed("callr")
+  skip_if_not_installed("jsonlite")
+  # the closure puts worker 0 on port 8001 (8000 + seq_along(address))
+  probe <- tryCatch(serverSocket(8001), error = function(e) NULL)
+  skip_if(is.null(probe), "port 8001 is in use")
+  close(probe)
+  dir <- withr::local_tempdir()
+  out <- callr::r(function(dir) {
+    library(alexnet)  # on a Spark worker: attach alexnet, for tf_version() and %>%
+    src <- imagenet_synthetic(file.path(dir, "src"), classes = 16, images_per_class = 4, val_per_class = 0,
+                              max_side = 64)
+    board <- file.path(dir, "board")
+    imagenet_upload(src$path, board = board, workers = 4)
+
+    # the closure of the seed, with tf <- reticulate::import("tensorflow") for library(tensorflow)
+    f <- function(df, barrier) {
+      tf <- reticulate::import("tensorflow")
+
+      Sys.setenv(TF_CONFIG = jsonlite::toJSON(list(
+        cluster = list(
+          worker = paste(
+            gsub(":[0-9]+$", "", barrier$address),
+            8000 + seq_along(barrier$address), sep = ":")),
+        task = list(type = 'worker', index = barrier$partition)
+      ), auto_unbox = TRUE))
+
+      if (is.null(tf_version())) install_tensorflow()
+
+      strategy <- tf$distribute$MultiWorkerMirroredStrategy()
+
+      result <- alexnet::imagenet_partition(partition = barrier$partition, board = board) %>%
+        alexnet::alexnet_train(strategy = strategy, epochs = 10, parallel = 6)
+
+      result$metrics$accuracy
+    }
+    accuracy <- f(data.frame(id = 1L), list(address = "127.0.0.1:45678", partition = 0L))
+    # what TensorFlow saw: the TF_CONFIG set with Sys.setenv() after Python had started
+    list(accuracy = accuracy, r = Sys.getenv("TF_CONFIG"),
+         python = reticulate::import("os")$environ$get("TF_CONFIG"))
+  }, args = list(dir), env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
+  expect_length(out$accuracy, 10L)
+  expect_true(all(out$accuracy >= 0 & out$accuracy <= 1))
+  # TensorFlow saw the closure's TF_CONFIG, its one worker as a list (jsonlite writes a bare string)
+  expect_equal(out$python, out$r)
+  seen <- jsonlite::fromJSON(out$python, simplifyVector = FALSE)
+  expect_equal(seen$cluster$worker, list("127.0.0.1:8001"))
+  expect_equal(seen$task$index, 0L)
+})
