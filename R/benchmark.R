@@ -119,7 +119,7 @@ coerce_to <- function(value, type) {
 #' @export
 print.alexnet_benchmark <- function(x, ...) {
   machine <- x$machine
-  cat("AlexNet benchmark:", x$data$images, "images on", machine$cpu, "(", machine$cores, "core(s) )\n")
+  cat("AlexNet benchmark: ", x$data$images, " images on ", machine$cpu, " (", machine$cores, " cores)\n", sep = "")
   shown <- x$stages[!is.na(x$stages$images_per_second),
                     c("stage", "cores", "images_per_second", "peak_rss_mb", "load_average")]
   shown$images_per_second <- round(shown$images_per_second)

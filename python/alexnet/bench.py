@@ -65,6 +65,9 @@ STAGES = ("decode", "naive", "io", "synthetic", "train", "fetch")
 DEFAULT_STAGES = ("decode", "naive", "io", "synthetic", "train")
 #: Stages measured on 1, 2 and all cores.
 PIPELINE_STAGES = ("decode", "naive", "io")
+# Order in which a pinned child runs them: `io` first, so that its memory is measured from a fresh process
+# (memory freed by an earlier stage is not always returned to the system).
+_CHILD_ORDER = ("io", "naive", "decode")
 
 #: The targets: name -> (what is compared, minimum ratio).
 TARGETS: dict[str, tuple[str, float]] = {
@@ -326,22 +329,27 @@ def drain(dataset: tf.data.Dataset, images: int, seconds: float, warmup: int = 2
     """Pull batches from ``dataset`` and do nothing with them: images per second after ``warmup`` batches.
 
     Runs until at least ``images`` images and ``seconds`` seconds have gone by. Returns ``images_per_second``,
-    ``images``, ``seconds``, ``load_average`` (1 minute, when the timing started) and ``load_after``.
+    ``images``, ``seconds``, ``cpu_seconds`` and ``images_per_cpu_second`` (CPU time of this whole process:
+    unlike wall time, other work on the machine barely changes it), ``load_average`` (1 minute, when the
+    timing started) and ``load_after``.
     """
     iterator = iter(dataset)
     for _ in range(max(0, warmup)):
         next(iterator)
     load = _load()
     count = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     elapsed = 0.0
     while count < images or elapsed < seconds:
         count += _count(next(iterator))
         elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     return {
         "images_per_second": count / elapsed,
         "images": count,
         "seconds": round(elapsed, 3),
+        "cpu_seconds": round(cpu, 3),
+        "images_per_cpu_second": count / cpu if cpu > 0 else None,
         "load_average": load,
         "load_after": _load(),
     }
@@ -363,6 +371,8 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ``batch_size``, ``image_size``, ``images``, ``seconds``, ``parallel`` (for ``io``; ``None``: autotune),
     ``cache`` and ``seed``. Each stage's tf.data thread pool is limited to ``cores`` threads; run in a
     process pinned to as many CPUs (:func:`alexnet_benchmark` does) for the limit to hold for every thread.
+    Each record has ``cpu_use``: the share of the ``cores`` CPUs the process got; well below 1, other work
+    on the machine took the rest and the wall-clock rate is low.
     """
     from . import pipeline
 
@@ -372,7 +382,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     images, seconds = int(spec["images"]), float(spec["seconds"])
     warmup = max(2, math.ceil(4 * cores))
     results = []
-    for stage in spec["stages"]:
+    for stage in sorted(spec["stages"], key=lambda name: _CHILD_ORDER.index(name) if name in _CHILD_ORDER else -1):
         gc.collect()
         scoped = _reset_peak_rss()
         before = _rss_mb()
@@ -398,6 +408,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         measured.update({
             "stage": stage,
             "cores": cores,
+            "cpu_use": round(measured["cpu_seconds"] / (measured["seconds"] * cores), 3),
             "rss_before_mb": None if before is None else round(before, 1),
             "peak_rss_mb": None if peak is None else round(peak, 1),
             "peak_rss_scope": "stage" if scoped else "process",
@@ -659,17 +670,19 @@ def _label(stage: Mapping[str, Any]) -> str:
 def benchmark_table(result: Mapping[str, Any]) -> str:
     """The benchmark as a Markdown table (stages, then the ratios against the targets)."""
     lines = [
-        "| stage | cores | images/s | per core | peak RSS (MB) | load avg |",
-        "| --- | --: | --: | --: | --: | --: |",
+        "| stage | cores | images/s | images/s per core | images per CPU-second | CPU use | peak RSS (MB) | load avg |",
+        "| --- | --: | --: | --: | --: | --: | --: | --: |",
     ]
     for s in result["stages"]:
         if s.get("stage") == "fetch":
             continue
         ips = s["images_per_second"]
         per_core = f"{ips / s['cores']:.0f}" if s.get("stage") in PIPELINE_STAGES else ""
+        per_cpu = "" if s.get("images_per_cpu_second") is None else f"{s['images_per_cpu_second']:.0f}"
+        use = "" if s.get("cpu_use") is None else f"{100 * s['cpu_use']:.0f}%"
         peak = "" if s.get("peak_rss_mb") is None else f"{s['peak_rss_mb']:.0f}"
         load = "" if s.get("load_average") is None else f"{s['load_average']:.2f}"
-        lines.append(f"| {s['stage']} | {s['cores']} | {ips:.0f} | {per_core} | {peak} | {load} |")
+        lines.append(f"| {s['stage']} | {s['cores']} | {ips:.0f} | {per_core} | {per_cpu} | {use} | {peak} | {load} |")
     fetches = [s for s in result["stages"] if s.get("stage") == "fetch"]
     if fetches:
         lines += ["", "| fetch | workers | MB/s | seconds |", "| --- | --: | --: | --: |"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -75,14 +76,26 @@ def dataset_options(training: bool = True) -> tf.data.Options:
 
     Auto-sharding is off because the data is already partitioned per worker (each worker reads its own
     files); training datasets are non-deterministic (elements come out as soon as they are decoded);
-    autotuning picks the parallelism and prefetch depth left at ``AUTOTUNE``.
+    autotuning picks the parallelism and prefetch depth left at ``AUTOTUNE``, but never fewer parallel
+    calls than the CPUs this process may use: left to itself on two pinned cores, it settled on too few
+    decodes and delivered 1.2x the images of one core instead of 1.8x.
     """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     options.deterministic = not training
     options.autotune.enabled = True
+    if hasattr(type(options.autotune), "min_parallelism"):  # TensorFlow >= 2.17
+        options.autotune.min_parallelism = usable_cpus()
     options.experimental_optimization.map_parallelization = True
     return options
+
+
+def usable_cpus() -> int:
+    """The number of CPUs this process may run on (its affinity mask where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def is_jpeg(contents: tf.Tensor) -> tf.Tensor:

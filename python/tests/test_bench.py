@@ -80,6 +80,7 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     assert summary["cores_to_feed_synthetic"] == math.ceil(synthetic / io1)
     assert (tmp_path / bench.PNG_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| io | 1 |" in bench.benchmark_table(saved)
+    assert all(s["images_per_cpu_second"] > 0 for s in saved["stages"] if s["stage"] in bench.PIPELINE_STAGES)
 
 
 def test_bench_command_writes_json_with_the_decode_reference(tree, tmp_path, capsys):
