@@ -701,7 +701,10 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
 
 
 def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
-    """A bar chart of images per second per stage, with the targets marked, as a PNG at ``path``."""
+    """A bar chart of images per second per stage, with the targets marked, as a PNG at ``path``.
+
+    A fetch measurement adds a second panel: megabytes per second, one download at a time and in parallel.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -710,46 +713,77 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
     order = {name: i for i, name in enumerate(STAGES)}
     stages = sorted((s for s in result["stages"] if "images_per_second" in s),
                     key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
-    colours = {"decode": "#8c8c8c", "naive": "#d62728", "io": "#1f77b4", "synthetic": "#2ca02c", "train": "#9467bd"}
-    labels = [_label(s) for s in stages]
-    values = [s["images_per_second"] for s in stages]
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(stages) + 2), 4.5))
-    bars = axes.bar(labels, values, color=[colours.get(s["stage"], "#7f7f7f") for s in stages])
-    for bar, value in zip(bars, values, strict=True):
-        axes.annotate(f"{value:.0f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom",
-                      fontsize=8)
-    marks = []
-    io1 = rate(stages, "io", 1)
-    decode1, naive2 = rate(stages, "decode", 1), rate(stages, "naive", 2)
-    if decode1 is not None and "io 1c" in labels:
-        marks.append(("io 1c", decode1, "target: decode per core"))
-    if io1 is not None and "io 2c" in labels:
-        marks.append(("io 2c", 1.8 * io1, "target: 1.8x io 1c"))
-    if naive2 is not None and "io 2c" in labels:
-        marks.append(("io 2c", 2.0 * naive2, "target: 2x naive 2c"))
-    styles = ["--", ":", "-."]
-    for (label, value, text), style in zip(marks, styles, strict=False):
-        bar = bars[labels.index(label)]
-        axes.hlines(value, bar.get_x() - 0.1, bar.get_x() + bar.get_width() + 0.1, colors="black",
-                    linestyles=style, label=text)
-    if marks:
-        axes.legend(loc="upper left", fontsize=8)
-    axes.set_ylabel("images / second")
-    machine = result["machine"]
-    summary = result["summary"]
-    title = f"{machine['cpu']}, {machine['cores']} core(s); {result['data']['images']} images"
+    fetches = [s for s in result["stages"] if s.get("stage") == "fetch" and s.get("bytes_per_second")]
+    panels = [p for p in (stages, fetches) if p]
+    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] or [6.0]
+    figure, axes_list = plt.subplots(1, max(1, len(panels)), figsize=(sum(widths), 4.8),
+                                     gridspec_kw={"width_ratios": widths}, squeeze=False)
+    axes_iter = iter(axes_list[0])
+    if stages:
+        _images_panel(next(axes_iter), stages)
+    if fetches:
+        _fetch_panel(next(axes_iter), fetches)
+    machine, summary = result["machine"], result["summary"]
+    title = f"{machine['cpu']}, {machine['cores']} core(s)"
+    if result["data"]["images"]:
+        title += f"; {result['data']['images']} images"
     if result["settings"].get("resize"):
         title += f" stored at short side {result['settings']['resize']} (decode: originals)"
     if summary.get("bottleneck"):
         title += f"\nbottleneck: {summary['bottleneck']}"
     if summary.get("io_peak_rss_mb") is not None:
         title += f"; io peak RSS {summary['io_peak_rss_mb']:.0f} MB"
-    axes.set_title(title, fontsize=9)
-    axes.tick_params(axis="x", labelrotation=30, labelsize=8)
+    figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return os.fspath(path)
+
+
+def _bars(axes: Any, labels: list[str], values: list[float], colours: list[str], digits: int = 0) -> Any:
+    bars = axes.bar(labels, values, color=colours)
+    for bar, value in zip(bars, values, strict=True):
+        axes.annotate(f"{value:.{digits}f}", (bar.get_x() + bar.get_width() / 2, value), ha="center",
+                      va="bottom", fontsize=8)
+    axes.tick_params(axis="x", labelrotation=30, labelsize=8)
+    return bars
+
+
+def _mark(axes: Any, bar: Any, value: float, text: str, style: str) -> None:
+    axes.hlines(value, bar.get_x() - 0.1, bar.get_x() + bar.get_width() + 0.1, colors="black", linestyles=style,
+                label=text)
+
+
+def _images_panel(axes: Any, stages: list[Mapping[str, Any]]) -> None:
+    colours = {"decode": "#8c8c8c", "naive": "#d62728", "io": "#1f77b4", "synthetic": "#2ca02c", "train": "#9467bd"}
+    labels = [_label(s) for s in stages]
+    bars = _bars(axes, labels, [s["images_per_second"] for s in stages],
+                 [colours.get(s["stage"], "#7f7f7f") for s in stages])
+    io1, decode1, naive2 = rate(stages, "io", 1), rate(stages, "decode", 1), rate(stages, "naive", 2)
+    marks = []
+    if decode1 is not None and "io 1c" in labels:
+        marks.append(("io 1c", decode1, "target: decode per core"))
+    if io1 is not None and "io 2c" in labels:
+        marks.append(("io 2c", 1.8 * io1, "target: 1.8x io 1c"))
+    if naive2 is not None and "io 2c" in labels:
+        marks.append(("io 2c", 2.0 * naive2, "target: 2x naive 2c"))
+    for (label, value, text), style in zip(marks, ["--", ":", "-."], strict=False):
+        _mark(axes, bars[labels.index(label)], value, text, style)
+    if marks:
+        axes.legend(loc="upper left", fontsize=8)
+    axes.set_ylabel("images / second")
+
+
+def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
+    labels = [_label(s) for s in fetches]
+    bars = _bars(axes, labels, [s["bytes_per_second"] / 1e6 for s in fetches], ["#ff7f0e"] * len(fetches), 1)
+    serial = next((s["bytes_per_second"] for s in fetches if s["workers"] == 1), None)
+    if serial:
+        for bar, record in zip(bars, fetches, strict=True):
+            if record["workers"] != 1:
+                _mark(axes, bar, 5 * serial / 1e6, "target: 5x one at a time", "--")
+        axes.legend(loc="upper left", fontsize=8)
+    axes.set_ylabel("fetch, MB / second")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -867,9 +901,12 @@ def alexnet_benchmark(
 
     workdir = Path(tempfile.mkdtemp(prefix="alexnet-bench-data-"))
     try:
-        bench = resolve_images(data, images, seed=seed, workdir=workdir)
+        if chosen == ["fetch"]:  # no images needed: only the board is measured
+            bench = BenchImages([], [], 0, "none (fetch only)")
+        else:
+            bench = resolve_images(data, images, seed=seed, workdir=workdir)
         originals = bench.files
-        if resize is not None:
+        if resize is not None and bench.files:
             stored = store_resized(bench.files, resize, workdir / "stored", quality=quality)
             bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
         logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(chosen))
@@ -909,7 +946,7 @@ def alexnet_benchmark(
                          "isolation": isolation, "seed": seed},
             "data": {"source": bench.source, "images": len(bench.files), "skipped": bench.skipped,
                      "num_classes": bench.num_classes, "compressed_bytes": bench.compressed_bytes,
-                     "mean_image_bytes": round(bench.compressed_bytes / len(bench.files)),
+                     "mean_image_bytes": round(bench.compressed_bytes / max(1, len(bench.files))),
                      "decode_reads": "the original files" if resize else "the same files as the pipelines",
                      "original_bytes": sum(os.path.getsize(f) for f in originals)},
             "stages": measured,
