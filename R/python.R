@@ -171,6 +171,31 @@ alexnet_available <- function() {
 # reticulate's "module has no attribute".
 core_function <- function(name) {
   core <- alexnet_core()
+  sync_python_environment()
   reticulate::py_get_attr(core, name)
   core[[name]]
+}
+
+# A submodule of the Python core (alexnet.spark, ...).
+core_module <- function(name, convert = TRUE) {
+  alexnet_core()
+  sync_python_environment()
+  reticulate::import(paste0("alexnet.", name), convert = convert)
+}
+
+# Python copies the environment once, when it starts: a Sys.setenv() made in R after that would not
+# reach the core. Before each call, the variables the core and its storage libraries read are copied
+# over, and those copied before and since unset in R are removed.
+synced_variables <- "^(ALEXNET_|TF_CONFIG$|STORAGE_EMULATOR_HOST$|GOOGLE_APPLICATION_CREDENTIALS$|AWS_)"
+
+sync_python_environment <- function() {
+  env <- Sys.getenv()
+  env <- env[grepl(synced_variables, names(env))]
+  gone <- setdiff(.alexnet$synced, names(env))
+  if (!length(env) && !length(gone)) return(invisible())
+  os <- reticulate::import("os", convert = FALSE)
+  for (name in gone) os$environ$pop(name, NULL)
+  if (length(env)) os$environ$update(reticulate::dict(as.list(env)))
+  .alexnet$synced <- names(env)
+  invisible()
 }

@@ -101,12 +101,6 @@ sparklyr_api <- function() {
   stats::setNames(lapply(names, function(name) getExportedValue("sparklyr", name)), names)
 }
 
-# A submodule of the Python core (alexnet.spark, ...).
-core_module <- function(name, convert = TRUE) {
-  alexnet_core()
-  reticulate::import(paste0("alexnet.", name), convert = convert)
-}
-
 # Barrier task slots of the Spark application behind `sc` (NULL when unknown).
 spark_slots <- function(api, sc) {
   context <- api$spark_context(sc)

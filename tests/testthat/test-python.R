@@ -94,3 +94,19 @@ test_that("a folder named alexnet in the working directory does not shadow the c
   }, args = list(dir), env = c(callr::rcmd_safe_env(), ALEXNET_PYTHON = python))
   expect_equal(result, as.character(utils::packageVersion("alexnet")))
 })
+
+test_that("variables set in R after Python started reach the core", {
+  skip_if_no_alexnet()
+  alexnet:::alexnet_core()
+  board <- file.path(withr::local_tempdir(), "env-board")
+  withr::local_envvar(ALEXNET_BOARD = board)
+  expect_equal(alexnet:::core_module("board")$default_board(), board)
+})
+
+test_that("a variable unset in R is unset for the core too", {
+  skip_if_no_alexnet()
+  withr::with_envvar(c(ALEXNET_TEST_SYNC = "on"), {
+    expect_equal(alexnet:::core_module("board")$os$environ$get("ALEXNET_TEST_SYNC"), "on")
+  })
+  expect_null(alexnet:::core_module("board")$os$environ$get("ALEXNET_TEST_SYNC"))
+})
