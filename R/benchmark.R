@@ -130,6 +130,10 @@ print.alexnet_benchmark <- function(x, ...) {
     met <- if (is.null(ratio$met)) "" else if (isTRUE(ratio$met)) "(met)" else "(not met)"
     cat(sprintf("%s: %s, target %sx %s\n", ratio$what, value, format(ratio$target), met))
   }
+  contended <- unlist(x$summary$contended)
+  if (length(contended)) {
+    cat("Slowed down by other work on the machine:", paste(contended, collapse = ", "), "\n")
+  }
   if (!is.null(x$summary$bottleneck)) {
     cat("Bottleneck:", x$summary$bottleneck, "-", x$summary$bottleneck_detail, "\n")
   }

@@ -23,9 +23,10 @@ single-core numbers. Each measurement warms up, then runs for at least ``images`
 seconds; the 1-minute load average is recorded with it, since other work on the machine lowers the
 numbers. Peak resident memory is measured per stage (Linux: the peak is reset before each stage).
 
-With ``resize``, the pipelines read the images as ``imagenet_upload(resize = ...)`` would store them
-(pre-resized storage) while ``decode`` keeps decoding the original full-size files: the reference is
-then what decoding the originals would cost.
+With ``resize``, this package's pipeline (``io``, ``train``) reads the images as
+``imagenet_upload(resize = ...)`` would store them (pre-resized storage), while ``decode`` and ``naive``
+keep reading the original full-size files, as the seed's pipeline did: the comparison is then between
+the two whole designs, storage included.
 
 The result names the bottleneck (the input pipeline on every core, or the model's compute), the number of
 cores the pipeline needs to feed the measured ``synthetic`` rate, and the ratios against the targets:
@@ -76,6 +77,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "io_vs_naive_2_cores": ("io on 2 cores / naive on 2 cores", 2.0),
     "fetch_parallel_vs_serial": ("parallel fetch / one download at a time (bytes/s)", 5.0),
 }
+
+#: A pipeline measurement that got less than this share of its CPUs was slowed down by other work.
+CONTENDED = 0.9
 
 JSON_FILE = "alexnet-benchmark.json"
 PNG_FILE = "alexnet-benchmark.png"
@@ -367,7 +371,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Measure the pipeline stages of ``spec`` on ``spec["cores"]`` cores, in this process.
 
     ``spec`` holds ``stages`` (among ``decode``, ``naive``, ``io``), ``files``, ``labels``, ``cores``
-    (``decode_files``, when given, are the files ``decode`` reads instead of ``files``),
+    (``original_files``, when given, are the files ``decode`` and ``naive`` read instead of ``files``),
     ``batch_size``, ``image_size``, ``images``, ``seconds``, ``parallel`` (for ``io``; ``None``: autotune),
     ``cache`` and ``seed``. Each stage's tf.data thread pool is limited to ``cores`` threads; run in a
     process pinned to as many CPUs (:func:`alexnet_benchmark` does) for the limit to hold for every thread.
@@ -387,12 +391,12 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         scoped = _reset_peak_rss()
         before = _rss_mb()
         if stage == "decode":
-            contents = [Path(f).read_bytes() for f in spec.get("decode_files") or files]
+            contents = [Path(f).read_bytes() for f in spec.get("original_files") or files]
             ds = decode_dataset(contents, batch_size, cores)
             del contents
             stage_warmup = warmup
         elif stage == "naive":
-            ds = naive_dataset(files, batch_size, image_size, cores)
+            ds = naive_dataset(spec.get("original_files") or files, batch_size, image_size, cores)
             stage_warmup = warmup
         elif stage == "io":
             ds = pipeline.train_dataset(files, labels, batch_size, image_size, parallel=spec.get("parallel"),
@@ -651,6 +655,7 @@ def summarize(stages: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]
     if train is not None:
         bound = min(v for v in (ion, compute, train) if v is not None)
         summary["train_vs_bound"] = round(train / bound, 3) if bound else None
+    summary["contended"] = [_label(s) for s in stages if s.get("cpu_use") is not None and s["cpu_use"] < CONTENDED]
     peaks = [s for s in stages if s.get("stage") == "io" and s.get("peak_rss_mb") is not None]
     if peaks:
         worst = max(peaks, key=lambda s: s["peak_rss_mb"])
@@ -694,6 +699,9 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
         met = "n/a" if r["met"] is None else ("yes" if r["met"] else "no")
         lines.append(f"| {r['what']} | {value} | {r['target']:g}x | {met} |")
     summary = result["summary"]
+    if summary.get("contended"):
+        lines += ["", f"Slowed down by other work on the machine (less than {CONTENDED:.0%} of their CPUs): "
+                      f"{', '.join(summary['contended'])}."]
     if summary.get("bottleneck"):
         lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
                       f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]
@@ -848,13 +856,16 @@ def alexnet_benchmark(
     (``None``: autotune, as in training) and, with ``cache``, keeps the compressed bytes in memory as the
     ``decode`` reference does.
 
-    ``resize`` measures pre-resized storage: the pipelines (``naive``, ``io``, ``train``) then read copies
-    of the images re-encoded as ``imagenet_upload(resize = resize, quality = quality)`` stores them, while
-    ``decode`` still decodes the original full-size bytes (pass a partition of a board uploaded with
-    ``resize`` instead to decode the stored bytes). Each measurement runs for at least ``images`` images and ``seconds``
-    seconds after a warm-up; ``synthetic`` and ``train`` run ``model_steps`` steps (``train``: two epochs
-    of them, timed over the second) of AlexNet with ``dense_units`` units in its dense layers, on batches
-    of ``batch_size`` images of ``image_size`` pixels.
+    ``resize`` measures pre-resized storage: ``io`` and ``train`` then read copies of the images
+    re-encoded as ``imagenet_upload(resize = resize, quality = quality)`` stores them, while ``decode`` and
+    ``naive`` still read the original full-size files (pass a partition of a board uploaded with
+    ``resize`` instead to run every stage on the stored bytes).
+
+    Each measurement runs for at least ``images`` images and ``seconds`` seconds after a warm-up (a
+    measurement that got less than 90% of its CPUs is listed in ``summary$contended``); ``synthetic``
+    and ``train`` run ``model_steps`` steps (``train``: two epochs of them, timed over the second) of
+    AlexNet with ``dense_units`` units in its dense layers, on batches of ``batch_size`` images of
+    ``image_size`` pixels.
 
     Returns a dict: ``machine``, ``settings``, ``data`` (source, images, compressed bytes), ``stages``
     (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``, ``seconds``,
@@ -914,14 +925,19 @@ def alexnet_benchmark(
         measured: list[dict[str, Any]] = []
         pipeline_stages = [s for s in chosen if s in PIPELINE_STAGES]
         for count in core_counts if pipeline_stages else []:
-            spec = {"stages": pipeline_stages, "files": bench.files, "decode_files": originals,
+            spec = {"stages": pipeline_stages, "files": bench.files, "original_files": originals,
                     "labels": bench.labels, "cores": count,
                     "batch_size": batch_size, "image_size": image_size, "images": images, "seconds": seconds,
                     "parallel": parallel, "cache": bool(cache), "seed": seed}
-            if isolation == "process":
-                measured += _run_pinned(spec, available[:count])
-            else:
-                measured += pipeline_measurements(spec)
+            records = _run_pinned(spec, available[:count]) if isolation == "process" else pipeline_measurements(spec)
+            for record in records:
+                if record["cpu_use"] < CONTENDED:
+                    logger.warning(
+                        "%s on %d core(s) got %.0f%% of its CPUs: other work on the machine took the rest, so its "
+                        "images/s are low. Run the benchmark again when the machine is idle.",
+                        record["stage"], count, 100 * record["cpu_use"],
+                    )
+            measured += records
         if "synthetic" in chosen:
             measured.append(synthetic_measurement(bench.num_classes, batch_size, image_size, steps=model_steps,
                                                   seconds=seconds, dense_units=dense_units, seed=seed))
@@ -947,7 +963,8 @@ def alexnet_benchmark(
             "data": {"source": bench.source, "images": len(bench.files), "skipped": bench.skipped,
                      "num_classes": bench.num_classes, "compressed_bytes": bench.compressed_bytes,
                      "mean_image_bytes": round(bench.compressed_bytes / max(1, len(bench.files))),
-                     "decode_reads": "the original files" if resize else "the same files as the pipelines",
+                     "io_reads": f"the images re-encoded with short side {resize}" if resize else "the files",
+                     "decode_and_naive_read": "the original files" if resize else "the same files as io",
                      "original_bytes": sum(os.path.getsize(f) for f in originals)},
             "stages": measured,
             "summary": summarize(measured, cores),
