@@ -373,10 +373,12 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ``spec`` holds ``stages`` (among ``decode``, ``naive``, ``io``), ``files``, ``labels``, ``cores``
     (``original_files``, when given, are the files ``decode`` and ``naive`` read instead of ``files``),
     ``batch_size``, ``image_size``, ``images``, ``seconds``, ``parallel`` (for ``io``; ``None``: autotune),
-    ``cache`` and ``seed``. Each stage's tf.data thread pool is limited to ``cores`` threads; run in a
-    process pinned to as many CPUs (:func:`alexnet_benchmark` does) for the limit to hold for every thread.
-    Each record has ``cpu_use``: the share of the ``cores`` CPUs the process got; well below 1, other work
-    on the machine took the rest and the wall-clock rate is low.
+    ``cache``, ``seed`` and ``pinned``. In a process pinned to ``cores`` CPUs (``pinned`` true, as
+    :func:`alexnet_benchmark` runs it) the datasets run as they are; otherwise each one's tf.data thread
+    pool is limited to ``cores`` threads instead (which also slows ``io`` down a little on every core
+    count, as its reads, decodes and prefetching then share those threads). Each record has ``cpu_use``:
+    the share of the ``cores`` CPUs the process got; well below 1, other work on the machine took the rest
+    and the wall-clock rate is low.
     """
     from . import pipeline
 
@@ -405,7 +407,9 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
             stage_warmup = max(warmup, math.ceil(len(files) / batch_size) + 2) if spec.get("cache", True) else warmup
         else:
             raise AlexnetError(f"Unknown pipeline stage {stage!r}: use one of {', '.join(PIPELINE_STAGES)}.")
-        measured = drain(_limit_threads(ds, cores), images, seconds, stage_warmup)
+        if not spec.get("pinned"):
+            ds = _limit_threads(ds, cores)
+        measured = drain(ds, images, seconds, stage_warmup)
         del ds
         gc.collect()
         peak = _peak_rss_mb()
@@ -461,7 +465,7 @@ def _run_pinned(spec: dict[str, Any], cpus: Sequence[int]) -> list[dict[str, Any
     env["ALEXNET_PROGRESS"] = "0"
     env["CUDA_VISIBLE_DEVICES"] = ""  # the pipeline runs on the CPU; leave the GPUs to this process
     command = [_python_executable(), "-c", "from alexnet.bench import _worker_main; _worker_main()"]
-    payload = json.dumps({**spec, "cpus": list(cpus)})
+    payload = json.dumps({**spec, "cpus": list(cpus), "pinned": True})
     process = subprocess.run(command, input=payload, capture_output=True, text=True, env=env, check=False)
     for line in reversed(process.stdout.splitlines()):
         if line.startswith(_RESULT_MARK):
