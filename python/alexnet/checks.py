@@ -25,3 +25,8 @@ def as_int(value: Any, name: str, minimum: int | None = None) -> int:
     if minimum is not None and number < minimum:
         raise AlexnetError(f"`{name}` must be {wanted}, not {int(number)}.")
     return int(number)
+
+
+def as_optional_int(value: Any, name: str, minimum: int | None = None) -> int | None:
+    """:func:`as_int`, with ``None`` (R's ``NULL``) passed through."""
+    return None if value is None else as_int(value, name, minimum)

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .checks import as_int
 from .errors import AlexnetError
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,6 @@ def train_worker(
     ``train_images``, ``val_images``, ``downloaded_bytes``, ``fetch_seconds`` and ``history`` (what
     ``alexnet_train()`` returns). :func:`worker_summary` makes a flat row of it.
     """
-    from .partition import as_int
 
     if isinstance(addresses, str):
         addresses = [addresses]
@@ -370,7 +370,6 @@ def check_slots(workers: int, slots: int | None) -> int:
     A barrier stage starts all its tasks at once or not at all: with more workers than slots, Spark
     would wait (and retry) instead of starting, so this is refused before launching.
     """
-    from .partition import as_int
 
     workers = as_int(workers, "workers")
     if workers < 1:
@@ -519,7 +518,6 @@ def check_spark_train(
     """
     from .board import resolve_board
     from .fetch import imagenet_categories
-    from .partition import as_int
 
     workers = check_slots(workers, slots)
     for name in ("data", "strategy"):

@@ -38,6 +38,7 @@ import tf_keras as keras
 
 from . import model as alexnet_model
 from . import pipeline
+from .checks import as_int, as_optional_int
 from .errors import AlexnetError
 from .strategy import (
     DEFAULT_COLLECTIVE_TIMEOUT,
@@ -75,24 +76,6 @@ def _strings(value: Any) -> list[str]:
     return [
         v.decode() if isinstance(v, bytes) else os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in value
     ]
-
-
-def _whole(value: Any, name: str, minimum: int | None = None, allow_none: bool = False) -> int | None:
-    """``value`` as an int (R sends 32 as 32.0, or as a one-element list); an AlexnetError otherwise."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1:
-        value = np.asarray(value).reshape(-1)[0]
-    try:
-        number = float(value)
-        ok = not isinstance(value, (bool, np.bool_)) and number.is_integer()
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise AlexnetError(f"`{name}` must be a whole number, not {value!r}.")
-    if minimum is not None and number < minimum:
-        raise AlexnetError(f"`{name}` must be at least {minimum}, not {int(number)}.")
-    return int(number)
 
 
 def _ints(value: Any, name: str) -> list[int]:
@@ -146,7 +129,7 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
                 "`data` has `label` but no `num_classes`: add the global number of classes, as "
                 "imagenet_partition() does, or drop `label` to number the classes from `categories`."
             )
-        num_classes = _whole(data["num_classes"], "data$num_classes", minimum=1)
+        num_classes = as_int(data["num_classes"], "data$num_classes", minimum=1)
         mapping = dict(zip(category, labels, strict=True)) if len(category) == len(labels) else {}
     else:
         if not categories:
@@ -327,7 +310,7 @@ def table_steps(data: Mapping[str, Any], worker_batch: int) -> tuple[int, int] |
     from .fetch import imagenet_categories
     from .partition import assign_partitions
 
-    total = _whole(total, "data$total", minimum=1)
+    total = as_int(total, "data$total", minimum=1)
     assert total is not None
     rows = imagenet_categories(_strings(board)[0])
     owner = assign_partitions({r["id"]: r["images"] for r in rows}, total)
@@ -459,15 +442,15 @@ def alexnet_train(
             "`data` is missing: pass the result of imagenet_partition(partition, total, board), or a list "
             "with `image`, `category` and `categories`."
         )
-    batch_size = _whole(batch_size, "batch_size", minimum=1)
-    epochs = _whole(epochs, "epochs", minimum=1)
-    image_size = _whole(image_size, "image_size", minimum=alexnet_model.MIN_IMAGE_SIZE)
-    parallel = _whole(parallel, "parallel", minimum=1, allow_none=True)
-    steps_per_epoch = _whole(steps_per_epoch, "steps_per_epoch", minimum=1, allow_none=True)
-    validation_steps = _whole(validation_steps, "validation_steps", minimum=1, allow_none=True)
-    dense_units = _whole(dense_units, "dense_units", minimum=1)
-    verbose = _whole(verbose, "verbose", minimum=0)
-    seed = _whole(seed, "seed", allow_none=True)
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
+    epochs = as_int(epochs, "epochs", minimum=1)
+    image_size = as_int(image_size, "image_size", minimum=alexnet_model.MIN_IMAGE_SIZE)
+    parallel = as_optional_int(parallel, "parallel", minimum=1)
+    steps_per_epoch = as_optional_int(steps_per_epoch, "steps_per_epoch", minimum=1)
+    validation_steps = as_optional_int(validation_steps, "validation_steps", minimum=1)
+    dense_units = as_int(dense_units, "dense_units", minimum=1)
+    verbose = as_int(verbose, "verbose", minimum=0)
+    seed = as_optional_int(seed, "seed")
     if not 0 <= float(max_bad_fraction) <= 1:
         raise AlexnetError(f"`max_bad_fraction` must be between 0 and 1, not {max_bad_fraction!r}.")
     assert batch_size is not None and epochs is not None and image_size is not None and dense_units is not None
@@ -693,7 +676,7 @@ def _agree_on_steps(
         from_table = None
     if from_table is not None:
         table_train, table_val = from_table
-        total = _whole(data.get("total"), "data$total")
+        total = as_int(data.get("total"), "data$total")
         if total != num_workers(strategy):
             logger.warning(
                 "`data` is partition %s of %s, but %d workers train: each worker should train on its own "
