@@ -2,6 +2,7 @@
 # split into two partitions, and a short training run on one of them, all from R.
 # Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
 library(alexnet)
+options(width = 120)
 
 out <- Sys.getenv("ALEXNET_DEMO_DIR", "demo-output")
 dir.create(out, recursive = TRUE, showWarnings = FALSE)
@@ -44,6 +45,26 @@ png(file.path(out, "history.png"), width = 800, height = 900, res = 110)
 plot(history)
 invisible(dev.off())
 
+step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
+# The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does
+# the same through sparklyr::spark_apply(barrier = TRUE).
+launcher <- reticulate::import("alexnet.spark")
+spark <- launcher$spark_session("local[2]", "alexnet demo")
+rows <- launcher$alexnet_spark_train(spark, 2L, board, cache_dir = file.path(out, "spark-cache"),
+                                     model_dir = file.path(out, "spark-model"), epochs = 2L,
+                                     batch_size = 16L, image_size = 96L, verbose = 0L)
+spark$stop()
+workers <- do.call(rbind, lapply(rows, function(row) {
+  s <- launcher$worker_summary(row)
+  data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
+             steps = s$steps, loss = round(s$loss, 3), accuracy = round(s$accuracy, 3),
+             weights = substr(row$history$weights_sha256, 1, 12))
+}))
+print(workers, row.names = FALSE)
+cat(if (length(unique(workers$weights)) == 1L) "Both workers ended with the same weights.\n" else
+  "The workers' weights differ!\n")
+
 step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
-    "\n  plot:    ", file.path(out, "history.png"), "\n")
+    "\n  plot:    ", file.path(out, "history.png"),
+    "\n  spark:   ", file.path(out, "spark-model"), "\n")

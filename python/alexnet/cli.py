@@ -146,19 +146,14 @@ def _cmd_train(args: argparse.Namespace) -> None:
 
 
 def _cmd_spark_train(args: argparse.Namespace) -> None:
-    import os
+    from pyspark.sql import SparkSession
 
     from . import spark as launcher
-
-    # local masters start their Python workers with this interpreter (the one that has alexnet)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
     owned = session is None
     if session is None:
-        master = args.master or f"local[{args.workers}]"
-        session = SparkSession.builder.master(master).appName("alexnet spark-train").getOrCreate()
+        session = launcher.spark_session(args.master or f"local[{args.workers}]", "alexnet spark-train")
     try:
         rows = launcher.alexnet_spark_train(
             session,

@@ -83,6 +83,26 @@ def _host(address: str) -> str:
     return address
 
 
+def spark_session(master: str, app_name: str = "alexnet") -> Any:
+    """A SparkSession on ``master`` whose Python workers run this interpreter (the one that has alexnet).
+
+    A ``local[...]`` master keeps the driver on 127.0.0.1 (and its web UI off): a single machine needs no
+    other interface, and Spark would otherwise bind to whatever address the host name resolves to.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+        )
+    return builder.getOrCreate()
+
+
 def tf_config(addresses: Sequence[str], index: int, base_port: int = DEFAULT_BASE_PORT) -> dict[str, Any]:
     """TF_CONFIG (as a dict) for worker ``index`` of a job whose tasks have these barrier addresses.
 
