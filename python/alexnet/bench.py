@@ -677,14 +677,21 @@ def _label(stage: Mapping[str, Any]) -> str:
 
 
 def benchmark_table(result: Mapping[str, Any]) -> str:
-    """The benchmark as a Markdown table (stages, then the ratios against the targets)."""
-    lines = [
-        "| stage | cores | images/s | images/s per core | images per CPU-second | CPU use | peak RSS (MB) | load avg |",
-        "| --- | --: | --: | --: | --: | --: | --: | --: |",
-    ]
-    for s in result["stages"]:
-        if s.get("stage") == "fetch":
-            continue
+    """The benchmark as Markdown tables: images per second per stage, fetch speed, ratios against the targets.
+
+    Targets whose stages were not run are left out.
+    """
+    lines: list[str] = []
+    order = {name: i for i, name in enumerate(STAGES)}
+    images = sorted((s for s in result["stages"] if "images_per_second" in s),
+                    key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
+    if images:
+        lines += [
+            "| stage | cores | images/s | images/s per core | images per CPU-second | CPU use | peak RSS (MB) "
+            "| load avg |",
+            "| --- | --: | --: | --: | --: | --: | --: | --: |",
+        ]
+    for s in images:
         ips = s["images_per_second"]
         per_core = f"{ips / s['cores']:.0f}" if s.get("stage") in PIPELINE_STAGES else ""
         per_cpu = "" if s.get("images_per_cpu_second") is None else f"{s['images_per_cpu_second']:.0f}"
@@ -697,11 +704,11 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
         lines += ["", "| fetch | workers | MB/s | seconds |", "| --- | --: | --: | --: |"]
         lines += [f"| fetch | {s['workers']} | {(s['bytes_per_second'] or 0) / 1e6:.1f} | {s['seconds']:.2f} |"
                   for s in fetches]
-    lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
-    for r in result["summary"]["ratios"].values():
-        value = "n/a" if r["value"] is None else f"{r['value']:.2f}x"
-        met = "n/a" if r["met"] is None else ("yes" if r["met"] else "no")
-        lines.append(f"| {r['what']} | {value} | {r['target']:g}x | {met} |")
+    ratios = [r for r in result["summary"]["ratios"].values() if r["value"] is not None]
+    if ratios:
+        lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
+        lines += [f"| {r['what']} | {r['value']:.2f}x | {r['target']:g}x | {'yes' if r['met'] else 'no'} |"
+                  for r in ratios]
     summary = result["summary"]
     if summary.get("contended"):
         lines += ["", f"Slowed down by other work on the machine (less than {CONTENDED:.0%} of their CPUs): "
@@ -709,7 +716,7 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
     if summary.get("bottleneck"):
         lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
                       f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]
-    return "\n".join(lines)
+    return "\n".join(lines).strip("\n")
 
 
 def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
@@ -781,6 +788,8 @@ def _images_panel(axes: Any, stages: list[Mapping[str, Any]]) -> None:
         marks.append(("io 2c", 2.0 * naive2, "target: 2x naive 2c"))
     for (label, value, text), style in zip(marks, ["--", ":", "-."], strict=False):
         _mark(axes, bars[labels.index(label)], value, text, style)
+    highest = max([s["images_per_second"] for s in stages] + [value for _, value, _ in marks])
+    axes.set_ylim(0, highest * 1.35)  # room for the legend above the bars
     if marks:
         axes.legend(loc="upper left", fontsize=8)
     axes.set_ylabel("images / second")
@@ -790,6 +799,7 @@ def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
     labels = [_label(s) for s in fetches]
     bars = _bars(axes, labels, [s["bytes_per_second"] / 1e6 for s in fetches], ["#ff7f0e"] * len(fetches), 1)
     serial = next((s["bytes_per_second"] for s in fetches if s["workers"] == 1), None)
+    axes.set_ylim(0, max([s["bytes_per_second"] for s in fetches] + [5 * (serial or 0)]) / 1e6 * 1.35)
     if serial:
         for bar, record in zip(bars, fetches, strict=True):
             if record["workers"] != 1:
