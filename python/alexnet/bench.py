@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .checks import as_int, as_optional_int
 from .errors import AlexnetError
 
 if TYPE_CHECKING:  # TensorFlow is imported by the functions that need it, after a worker pins its CPUs
@@ -821,17 +822,6 @@ def _stages_arg(stages: Sequence[str] | str | None) -> list[str]:
     return [s for s in STAGES if s in names]
 
 
-def _whole(value: Any, name: str, minimum: int) -> int:
-    try:
-        number = float(value)
-        ok = not isinstance(value, bool) and number.is_integer()
-    except (TypeError, ValueError):
-        ok = False
-    if not ok or number < minimum:
-        raise AlexnetError(f"`{name}` must be a whole number >= {minimum}, not {value!r}.")
-    return int(number)
-
-
 def alexnet_benchmark(
     data: Mapping[str, Any] | str | os.PathLike | None = None,
     *,
@@ -888,18 +878,16 @@ def alexnet_benchmark(
     ``output_dir``, by default a new temporary folder).
     """
     chosen = _stages_arg(stages)
-    images = _whole(images, "images", 1)
-    batch_size = _whole(batch_size, "batch_size", 1)
-    image_size = _whole(image_size, "image_size", 1)
-    model_steps = _whole(model_steps, "model_steps", 1)
-    dense_units = _whole(dense_units, "dense_units", 1)
-    fetch_workers = _whole(fetch_workers, "fetch_workers", 2)
-    seed = _whole(seed, "seed", 0)
-    quality = _whole(quality, "quality", 1)
-    if resize is not None:
-        resize = _whole(resize, "resize", 1)
-    if parallel is not None:
-        parallel = _whole(parallel, "parallel", 1)
+    images = as_int(images, "images", 1)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    image_size = as_int(image_size, "image_size", 1)
+    model_steps = as_int(model_steps, "model_steps", 1)
+    dense_units = as_int(dense_units, "dense_units", 1)
+    fetch_workers = as_int(fetch_workers, "fetch_workers", 2)
+    seed = as_int(seed, "seed", 0)
+    quality = as_int(quality, "quality", 1)
+    resize = as_optional_int(resize, "resize", 1)
+    parallel = as_optional_int(parallel, "parallel", 1)
     try:
         seconds = float(seconds)
     except (TypeError, ValueError):
@@ -907,7 +895,7 @@ def alexnet_benchmark(
     if not seconds >= 0:
         raise AlexnetError(f"`seconds` must be a number >= 0, not {seconds!r}.")
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(_cpu_count()))
-    cores = len(available) if cores is None else _whole(cores, "cores", 1)
+    cores = len(available) if cores is None else as_int(cores, "cores", 1)
     if cores > len(available):
         raise AlexnetError(f"`cores` = {cores} but this process may use only {len(available)} CPU(s): use at most "
                            f"{len(available)}.")
