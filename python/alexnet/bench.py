@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import as_int, as_optional_int
 from .errors import AlexnetError
+from .machine import usable_cpus
 
 if TYPE_CHECKING:  # TensorFlow is imported by the functions that need it, after a worker pins its CPUs
     import tensorflow as tf
@@ -228,7 +229,7 @@ def store_resized(files: Sequence[str], resize: int, dest: str | os.PathLike, *,
         target.write_bytes(stored)
         return str(target)
 
-    with ThreadPoolExecutor(max_workers=workers or _cpu_count()) as pool:
+    with ThreadPoolExecutor(max_workers=workers or usable_cpus()) as pool:
         return list(pool.map(one, enumerate(files)))
 
 
@@ -525,7 +526,7 @@ def synthetic_measurement(
     elapsed = time.perf_counter() - start
     return {
         "stage": "synthetic",
-        "cores": _cpu_count(),
+        "cores": usable_cpus(),
         "images_per_second": count * batch_size / elapsed,
         "images": count * batch_size,
         "seconds": round(elapsed, 3),
@@ -558,7 +559,7 @@ def train_measurement(
                             verbose=0, dense_units=dense_units)
     return {
         "stage": "train",
-        "cores": _cpu_count(),
+        "cores": usable_cpus(),
         "images_per_second": float(history["images_per_second"]),
         "images": 2 * steps * batch_size,
         "seconds": round(time.perf_counter() - start, 3),
@@ -598,13 +599,6 @@ def fetch_measurement(
 
 # ---------------------------------------------------------------------------------------------------------
 # summary, table and chart
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _cpu_model() -> str:
@@ -894,7 +888,7 @@ def alexnet_benchmark(
         seconds = -1.0
     if not seconds >= 0:
         raise AlexnetError(f"`seconds` must be a number >= 0, not {seconds!r}.")
-    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(_cpu_count()))
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(usable_cpus()))
     cores = len(available) if cores is None else as_int(cores, "cores", 1)
     if cores > len(available):
         raise AlexnetError(f"`cores` = {cores} but this process may use only {len(available)} CPU(s): use at most "
@@ -987,7 +981,7 @@ def _machine() -> dict[str, Any]:
 
     return {
         "cpu": _cpu_model(),
-        "cores": _cpu_count(),
+        "cores": usable_cpus(),
         "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from .errors import AlexnetError, BadImagesError
+from .machine import usable_cpus
 from .progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -88,14 +88,6 @@ def dataset_options(training: bool = True) -> tf.data.Options:
         options.autotune.min_parallelism = usable_cpus()
     options.experimental_optimization.map_parallelization = True
     return options
-
-
-def usable_cpus() -> int:
-    """The number of CPUs this process may run on (its affinity mask where the system has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
