@@ -198,6 +198,11 @@ def _failing(index, addresses, folder, how):
 
     Path(folder, f"pid-{index}").write_text(str(os.getpid()))
     if index == 1 and how != "sleep":
+        # fail only once worker 0 runs, so that the test can see its process stopped (a fresh Python
+        # process can take more than a second to start on a loaded machine)
+        deadline = time.monotonic() + 60
+        while not Path(folder, "pid-0").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
         time.sleep(1.0)
         logging.getLogger("alexnet.test").warning("worker %d of %s is about to fail", index, addresses)
         sys.stderr.flush()
