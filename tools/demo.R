@@ -38,7 +38,7 @@ for (p in 0:1) {
 
 step("Train AlexNet on partition 0 of 2 (small images, a few epochs; labels are global)")
 history <- imagenet_partition(partition = 0, total = 2, board = board, cache_dir = cache) %>%
-  alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2,
+  alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2, seed = 0,
                 model_dir = file.path(out, "model"), verbose = 2)
 print(history)
 png(file.path(out, "history.png"), width = 800, height = 900, res = 110)
