@@ -22,17 +22,17 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "read_imagenet": "imagenet",
-    "imagenet_synthetic": "synthetic",
-    "imagenet_upload": "upload",
-    "imagenet_categories": "fetch",
-    "imagenet_partition": "fetch",
-    "partition_categories": "partition",
-    "alexnet_train": "train",
-    "alexnet_benchmark": "bench",
-    "alexnet_spark_train": "spark",
-    "tf_config": "spark",
-    "tf_config_json": "spark",
+    "read_imagenet": "data.imagenet",
+    "imagenet_synthetic": "data.synthetic",
+    "imagenet_upload": "data.upload",
+    "imagenet_categories": "data.fetch",
+    "imagenet_partition": "data.fetch",
+    "partition_categories": "data.partition",
+    "alexnet_train": "train.api",
+    "alexnet_benchmark": "bench.run",
+    "alexnet_spark_train": "launch.spark",
+    "tf_config": "train.cluster",
+    "tf_config_json": "train.cluster",
     "AlexnetError": "errors",
 }
 

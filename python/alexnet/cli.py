@@ -1,8 +1,14 @@
-"""The ``alexnet`` command line: each subcommand checks its arguments and makes one call into the core."""
+"""The ``alexnet`` command line: each subcommand checks its arguments and makes one call into the core.
+
+An option left out is not passed on, so the core's own default applies; help texts show those defaults,
+read from the functions' signatures.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import logging
 import sys
@@ -18,6 +24,30 @@ BOARD_HELP = (
     "board to use: a folder or file:// URL, gs://bucket/prefix, s3://bucket/prefix or https:// (read-only); "
     "default: $ALEXNET_BOARD, else a folder under the user's cache directory"
 )
+OUTPUT_HELP = "a folder, file://, gs:// or s3:// location"
+
+#: The core function behind each command, as "module:function" (imported when the command runs).
+CORE = {
+    "synth": "alexnet.data.synthetic:imagenet_synthetic",
+    "upload": "alexnet.data.upload:imagenet_upload",
+    "categories": "alexnet.data.fetch:imagenet_categories",
+    "fetch": "alexnet.data.fetch:imagenet_partition",
+    "train": "alexnet.train.api:alexnet_train",
+    "spark-train": "alexnet.launch.spark:alexnet_spark_train",
+    "bench": "alexnet.bench.run:alexnet_benchmark",
+}
+
+
+def core(command: str) -> Callable[..., Any]:
+    """The core function behind ``command``."""
+    module, name = CORE[command].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def default(command: str, name: str) -> Any:
+    """The default of argument ``name`` of the core function behind ``command`` (read from its signature)."""
+    module, function = CORE[command].split(":")
+    return inspect.signature(getattr(importlib.import_module(module), function)).parameters[name].default
 
 
 def _positive(value: str) -> int:
@@ -34,45 +64,27 @@ def _non_negative(value: str) -> int:
     return number
 
 
+def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options among ``names`` given on the command line (the others keep the core's defaults)."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
 def _emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
     sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")
 
 
 def _cmd_synth(args: argparse.Namespace) -> None:
-    from .synthetic import imagenet_synthetic
-
-    result = imagenet_synthetic(
-        args.dest,
-        classes=args.classes,
-        images_per_class=args.images_per_class,
-        val_per_class=args.val_per_class,
-        seed=args.seed,
-        quirks=args.quirks,
-        max_side=args.max_side,
-    )
-    _emit(
-        result,
-        args.json,
-        lambda r: (
-            f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
-            f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']}"
-            + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")
-        ),
-    )
+    result = core("synth")(args.dest, **_given(args, "classes", "images_per_class", "val_per_class", "seed",
+                                                "quirks", "max_side"))
+    _emit(result, args.json, lambda r: (
+        f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
+        f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']}"
+        + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
 
 
 def _cmd_upload(args: argparse.Namespace) -> None:
-    from .upload import imagenet_upload
-
-    result = imagenet_upload(
-        args.path,
-        board=args.board,
-        workers=args.workers,
-        min_images=args.min_images,
-        resize=args.resize,
-        quality=args.quality,
-        keep_versions=args.keep_versions,
-    )
+    result = core("upload")(args.path, **_given(args, "board", "workers", "min_images", "resize", "quality",
+                                                 "keep_versions"))
 
     def summary(r: dict[str, Any]) -> str:
         lines = [
@@ -91,54 +103,44 @@ def _cmd_upload(args: argparse.Namespace) -> None:
 
 
 def _cmd_categories(args: argparse.Namespace) -> None:
-    from .fetch import imagenet_categories
-
-    rows = imagenet_categories(board=args.board)
+    rows = core("categories")(**_given(args, "board"))
 
     def summary(rs: list[dict[str, Any]]) -> str:
         lines = [f"{'index':>5}  {'id':<10}  {'images':>7}  {'MB':>8}  name"]
-        lines += [
-            f"{r['index']:>5}  {r['id']:<10}  {r['images']:>7}  {r['bytes'] / 2**20:>8.1f}  {r['name']}" for r in rs
-        ]
+        lines += [f"{r['index']:>5}  {r['id']:<10}  {r['images']:>7}  {r['bytes'] / 2**20:>8.1f}  {r['name']}"
+                  for r in rs]
         return "\n".join(lines)
 
     _emit(rows, args.json, summary)
 
 
-def _cmd_fetch(args: argparse.Namespace) -> None:
-    from .fetch import imagenet_partition
+_FETCH_OPTIONS = ("partition", "total", "board", "cache_dir", "workers", "verify")
 
-    result = imagenet_partition(
-        args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
-    )
-    _emit(
-        result,
-        args.json,
-        lambda r: (
-            f"Partition {args.partition} of {args.total}: {len(r['image'])} images of "
-            f"{len(r['categories'])} categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"
-        ),
-    )
+
+def _fetch(args: argparse.Namespace) -> dict[str, Any]:
+    return core("fetch")(**_given(args, *_FETCH_OPTIONS))
+
+
+def _cmd_fetch(args: argparse.Namespace) -> None:
+    result = _fetch(args)
+    _emit(result, args.json, lambda r: (
+        f"Partition {r['partition']} of {r['total']}: {len(r['image'])} images of {len(r['categories'])} "
+        f"categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"))
+
+
+_TRAIN_OPTIONS = ("batch_size", "epochs", "strategy", "parallel", "image_size", "checkpoint_dir", "model_dir",
+                  "checkpoint_every", "verbose_fit")
+
+
+def _train_args(args: argparse.Namespace) -> dict[str, Any]:
+    given = _given(args, *_TRAIN_OPTIONS, "collective_timeout")
+    if "verbose_fit" in given:
+        given["verbose"] = given.pop("verbose_fit")
+    return given
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
-    from .fetch import imagenet_partition
-    from .train import alexnet_train
-
-    data = imagenet_partition(
-        args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
-    )
-    history = alexnet_train(
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-        data=data,
-        strategy=args.strategy,
-        parallel=args.parallel,
-        image_size=args.image_size,
-        checkpoint_dir=args.checkpoint_dir,
-        model_dir=args.model_dir,
-        verbose=args.verbose_fit,
-    )
+    history = core("train")(data=_fetch(args), **_train_args(args))
 
     def summary(h: dict[str, Any]) -> str:
         metrics = h["metrics"]
@@ -151,28 +153,15 @@ def _cmd_train(args: argparse.Namespace) -> None:
 def _cmd_spark_train(args: argparse.Namespace) -> None:
     from pyspark.sql import SparkSession
 
-    from . import spark as launcher
+    from .launch.spark import spark_session
 
     session = SparkSession.getActiveSession()
     owned = session is None
     if session is None:
-        session = launcher.spark_session(args.master or f"local[{args.workers}]", "alexnet spark-train")
+        session = spark_session(args.master or f"local[{args.workers}]", "alexnet spark-train")
     try:
-        rows = launcher.alexnet_spark_train(
-            session,
-            args.workers,
-            args.board,
-            base_port=args.base_port,
-            cache_dir=args.cache_dir,
-            timeout=args.timeout,
-            batch_size=args.batch_size,
-            epochs=args.epochs,
-            parallel=args.parallel,
-            image_size=args.image_size,
-            checkpoint_dir=args.checkpoint_dir,
-            model_dir=args.model_dir,
-            collective_timeout=args.collective_timeout,
-        )
+        rows = core("spark-train")(session, args.workers, **_given(args, "board", "base_port", "cache_dir",
+                                                                     "timeout", "retries"), **_train_args(args))
     finally:
         if owned:
             session.stop()
@@ -184,186 +173,177 @@ def _cmd_spark_train(args: argparse.Namespace) -> None:
             lines.append(
                 f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
                 f"{r['train_images']} images of {len(r['categories'])} categories, {len(loss)} epoch(s), "
-                f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}"
-            )
+                f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
         return "\n".join(lines)
 
     _emit(rows, args.json, summary)
 
 
 def _cmd_bench(args: argparse.Namespace) -> None:
-    from .bench import alexnet_benchmark, benchmark_table
+    from .bench.report import benchmark_table
 
-    data: Any = args.data
-    if data is None and args.board is not None:
-        from .fetch import imagenet_partition
+    data: Any = getattr(args, "data", None)
+    if data is None and getattr(args, "board", None) is not None:
+        data = _fetch(args)
+    given = _given(args, "stages", "images", "batch_size", "image_size", "cores", "seconds", "parallel", "resize",
+                   "quality", "model_steps", "dense_units", "board", "fetch_workers", "isolation", "output_dir",
+                   "seed")
+    given.update({f"fetch_{name}": getattr(args, name) for name in ("partition", "total") if hasattr(args, name)})
+    if args.no_cache:
+        given["cache"] = False
+    result = core("bench")(data, **given)
+    _emit(result, args.json, lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}")
 
-        data = imagenet_partition(
-            args.partition, args.total, board=args.board, cache_dir=args.cache_dir, workers=args.workers
-        )
-    result = alexnet_benchmark(
-        data,
-        stages=args.stages,
-        images=args.images,
-        batch_size=args.batch_size,
-        image_size=args.image_size,
-        cores=args.cores,
-        seconds=args.seconds,
-        parallel=args.parallel,
-        cache=not args.no_cache,
-        resize=args.resize,
-        quality=args.quality,
-        model_steps=args.model_steps,
-        dense_units=args.dense_units,
-        board=args.board,
-        fetch_partition=args.partition,
-        fetch_total=args.total,
-        fetch_workers=args.fetch_workers,
-        isolation=args.isolation,
-        output_dir=args.output_dir,
-        seed=args.seed,
-    )
-    _emit(
-        result,
-        args.json,
-        lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}",
-    )
+
+def _with_default(command: str, name: str, text: str) -> str:
+    value = default(command, name)
+    return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
+
+
+def _partition_options(p: argparse.ArgumentParser, command: str = "fetch") -> None:
+    p.add_argument("--partition", type=_non_negative, help=_with_default("fetch", "partition", "0-based partition"))
+    p.add_argument("--total", type=_positive, help=_with_default("fetch", "total", "number of partitions"))
+    p.add_argument("--board", help=BOARD_HELP)
+    p.add_argument("--cache-dir", help="where zips are extracted (default: under the user cache directory)")
+    p.add_argument("--workers", type=_positive, help=_with_default("fetch", "workers", "parallel downloads"))
+    p.add_argument("--verify", action="store_true",
+                   help="check every cached file's CRC-32 and fetch damaged categories again")
+
+
+def _train_options(p: argparse.ArgumentParser, command: str) -> None:
+    for flag, kind, text in (("--epochs", _positive, "epochs"),
+                             ("--batch-size", _positive, "images per replica in a step"),
+                             ("--image-size", _positive, "pixels of the model's square input"),
+                             ("--parallel", _positive, "parallel decodes (default: autotune)"),
+                             ("--checkpoint-every", _positive, "also checkpoint every this many steps")):
+        name = flag[2:].replace("-", "_")
+        p.add_argument(flag, type=kind, help=_with_default("train", name, text))
+    p.add_argument("--checkpoint-dir", help=f"checkpoints, to resume after an interruption: {OUTPUT_HELP}")
+    p.add_argument("--model-dir", help=f"where the trained model is saved: {OUTPUT_HELP}")
+    p.add_argument("--verbose-fit", type=int, choices=[0, 1, 2],
+                   help=_with_default("train", "verbose", "Keras fit verbosity"))
+    if command == "train":
+        p.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"])
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, run: Callable[[argparse.Namespace], None], help_text: str, description: str = ""
+            ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=description or help_text,
+                                  argument_default=argparse.SUPPRESS)
+        sub.set_defaults(run=run)
+        sub.add_argument("--json", action="store_true", default=False, help="print the result as JSON")
+        return sub
+
+    return {
+        "synth": add("synth", _cmd_synth, "write a synthetic ImageNet (Kaggle layout)",
+                     "Write a synthetic ImageNet in Kaggle's layout, deterministic for a seed."),
+        "upload": add("upload", _cmd_upload, "upload ImageNet to a board, one zip per category",
+                      "Upload an ImageNet tree to a board: one pin per category, validation pins, categories last."),
+        "categories": add("categories", _cmd_categories, "list the categories on a board"),
+        "fetch": add("fetch", _cmd_fetch, "fetch one partition of the categories into the local cache"),
+        "train": add("train", _cmd_train, "fetch a partition and train AlexNet on it"),
+        "spark-train": add("spark-train", _cmd_spark_train, "train on several workers at once, one Spark barrier "
+                           "task each", "Train AlexNet with MultiWorkerMirroredStrategy on WORKERS Spark barrier "
+                           "tasks, each on its own partition of the board; prints one row per worker."),
+        "bench": add("bench", _cmd_bench, "benchmark the input pipeline, the model and training; name the bottleneck",
+                     "Measure images/s of a plain JPEG decode, the original r-tensorflow/alexnet pipeline and this "
+                     "package's pipeline (on 1, 2 and all cores), the model on in-memory batches and real training, "
+                     "side by side on the same images; write JSON and a PNG chart. Images: --data, else a partition "
+                     "of --board, else a synthetic ImageNet."),
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``alexnet`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="alexnet",
-        description=(
-            "Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
-            "worker's balanced share, train with TensorFlow."
-        ),
+        description="Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
+                    "worker's balanced share, train with TensorFlow.",
         epilog="Run 'alexnet COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subs = _subparsers(parser)
 
-    synth = commands.add_parser(
-        "synth",
-        help="write a synthetic ImageNet (Kaggle layout)",
-        description="Write a synthetic ImageNet in Kaggle's layout, deterministic for a seed.",
-    )
+    synth = subs["synth"]
     synth.add_argument("dest", help="folder to write into")
-    synth.add_argument("--classes", type=_positive, default=10, help="categories (default: 10)")
-    synth.add_argument("--images-per-class", type=_positive, default=100, help="training images per category")
-    synth.add_argument("--val-per-class", type=_non_negative, default=10, help="validation images per category")
-    synth.add_argument("--seed", type=_non_negative, default=0, help="random seed (default: 0)")
+    synth.add_argument("--classes", type=_positive, help=_with_default("synth", "classes", "categories"))
+    synth.add_argument("--images-per-class", type=_positive,
+                       help=_with_default("synth", "images_per_class", "training images per category"))
+    synth.add_argument("--val-per-class", type=_non_negative,
+                       help=_with_default("synth", "val_per_class", "validation images per category"))
+    synth.add_argument("--seed", type=_non_negative, help=_with_default("synth", "seed", "random seed"))
     synth.add_argument("--quirks", action="store_true", help="add CMYK, grayscale, PNG, truncated and empty files")
-    synth.add_argument("--max-side", type=_positive, default=None, help="longest image side in pixels")
-    synth.set_defaults(run=_cmd_synth)
+    synth.add_argument("--max-side", type=_positive, help="longest image side in pixels (default: ImageNet's)")
 
-    upload = commands.add_parser(
-        "upload",
-        help="upload ImageNet to a board, one zip per category",
-        description="Upload an ImageNet tree to a board: one pin per category, validation pins, categories last.",
-    )
+    upload = subs["upload"]
     upload.add_argument("path", help="ImageNet folder (Kaggle layout or <wnid>/ folders)")
     upload.add_argument("--board", help=BOARD_HELP)
-    upload.add_argument("--workers", type=_positive, default=8, help="categories uploaded at once (default: 8)")
-    upload.add_argument("--min-images", type=_non_negative, default=0, help="leave out smaller categories")
-    upload.add_argument("--resize", type=_positive, default=None, help="re-encode to this short side")
-    upload.add_argument("--quality", type=_positive, default=90, help="JPEG quality when re-encoding")
-    upload.add_argument("--keep-versions", type=_positive, default=None,
+    upload.add_argument("--workers", type=_positive, help=_with_default("upload", "workers", "categories at once"))
+    upload.add_argument("--min-images", type=_non_negative,
+                        help=_with_default("upload", "min_images", "leave out smaller categories"))
+    upload.add_argument("--resize", type=_positive, help="re-encode to this short side (default: keep the bytes)")
+    upload.add_argument("--quality", type=_positive, help=_with_default("upload", "quality", "JPEG quality"))
+    upload.add_argument("--keep-versions", type=_positive,
                         help="afterwards keep only this many versions of each pin (default: all)")
-    upload.set_defaults(run=_cmd_upload)
 
-    categories = commands.add_parser("categories", help="list the categories on a board")
-    categories.add_argument("--board", help=BOARD_HELP)
-    categories.set_defaults(run=_cmd_categories)
-
-    def partition_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--partition", type=_non_negative, default=0, help="0-based partition (default: 0)")
-        p.add_argument("--total", type=_positive, default=1, help="number of partitions (default: 1)")
-        p.add_argument("--board", help=BOARD_HELP)
-        p.add_argument("--cache-dir", help="where zips are extracted (default: user cache directory)")
-        p.add_argument("--workers", type=_positive, default=8, help="parallel downloads (default: 8)")
-
-    fetch = commands.add_parser("fetch", help="fetch one partition of the categories into the local cache")
-    partition_options(fetch)
-    fetch.set_defaults(run=_cmd_fetch)
-
-    train = commands.add_parser("train", help="fetch a partition and train AlexNet on it")
-    partition_options(train)
-    train.add_argument("--epochs", type=_positive, default=2)
-    train.add_argument("--batch-size", type=_positive, default=32, help="per replica (default: 32)")
-    train.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"], default=None)
-    train.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
-    train.add_argument("--image-size", type=_positive, default=224)
-    train.add_argument("--checkpoint-dir", help="checkpoints, to resume after an interruption")
-    train.add_argument("--model-dir", help="where the trained model is saved")
-    train.add_argument("--verbose-fit", type=int, choices=[0, 1, 2], default=2, help="Keras fit verbosity")
-    train.set_defaults(run=_cmd_train)
-
-    spark_train = commands.add_parser(
-        "spark-train",
-        help="train on several workers at once, one Spark barrier task each",
-        description="Train AlexNet with MultiWorkerMirroredStrategy on WORKERS Spark barrier tasks, each on its own "
-        "partition of the board; prints one row per worker.",
-    )
-    spark_train.add_argument("--workers", type=_positive, required=True, help="workers (barrier tasks)")
-    spark_train.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
-    spark_train.add_argument("--board", help=BOARD_HELP)
-    spark_train.add_argument("--cache-dir", help="where each worker extracts its partition (default: user cache)")
-    spark_train.add_argument("--epochs", type=_positive, default=2)
-    spark_train.add_argument("--batch-size", type=_positive, default=32, help="per replica (default: 32)")
-    spark_train.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
-    spark_train.add_argument("--image-size", type=_positive, default=224)
-    spark_train.add_argument("--checkpoint-dir", help="checkpoints on storage every worker reaches, to resume")
-    spark_train.add_argument("--model-dir", help="where the chief saves the trained model")
-    spark_train.add_argument("--base-port", type=_positive, default=8000, help="worker k listens on this + k")
-    spark_train.add_argument(
-        "--collective-timeout", type=float, default=1800.0, help="seconds a worker waits for the others (default: 1800)"
-    )
-    spark_train.add_argument("--timeout", type=float, default=None, help="cancel the whole job after these seconds")
-    spark_train.set_defaults(run=_cmd_spark_train)
-
-    bench = commands.add_parser(
-        "bench",
-        help="benchmark the input pipeline, the model and training; name the bottleneck",
-        description=(
-            "Measure images/s of a plain JPEG decode, the seed's naive pipeline and this package's pipeline "
-            "(on 1, 2 and all cores), the model on in-memory batches and real training, side by side on the same "
-            "images; write JSON and a PNG chart. Images: --data, else a partition of --board, else a synthetic "
-            "ImageNet."
-        ),
-    )
-    bench.add_argument("--data", help="ImageNet folder to take the images from (default: a synthetic one)")
-    partition_options(bench)
-    bench.add_argument("--stages", default=None,
-                       help="comma-separated among decode,naive,naive_auto,io,synthetic,train,fetch "
-                       "(default: all but fetch)")
-    bench.add_argument("--images", type=_positive, default=2000, help="images used, and timed per measurement")
-    bench.add_argument("--batch-size", type=_positive, default=32)
-    bench.add_argument("--image-size", type=_positive, default=224)
-    bench.add_argument("--cores", type=_positive, default=None, help="most cores measured (default: all)")
-    bench.add_argument("--seconds", type=float, default=5.0, help="least seconds per measurement (default: 5)")
-    bench.add_argument("--parallel", type=_positive, default=None, help="parallel decodes (default: autotune)")
-    bench.add_argument("--no-cache", action="store_true", help="read the files every pass instead of caching bytes")
-    bench.add_argument("--resize", type=_positive, default=None,
-                       help="pipelines read the images re-encoded to this short side (as upload --resize)")
-    bench.add_argument("--quality", type=_positive, default=90, help="JPEG quality with --resize")
-    bench.add_argument("--model-steps", type=_positive, default=5, help="training steps timed (default: 5)")
-    bench.add_argument("--dense-units", type=_positive, default=4096)
-    bench.add_argument("--fetch-workers", type=_positive, default=8, help="parallel downloads of the fetch stage")
-    bench.add_argument("--isolation", choices=["process", "threads"], default=None,
-                       help="pin a child process per core count (default on Linux) or limit threads in-process")
-    bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")
-    bench.add_argument("--seed", type=_non_negative, default=0)
-    bench.add_argument("--json", action="store_true", help="print the result as JSON")
-    bench.set_defaults(run=_cmd_bench)
-
-    for sub in (synth, upload, categories, fetch, train, spark_train):
-        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+    subs["categories"].add_argument("--board", help=BOARD_HELP)
+    _partition_options(subs["fetch"])
+    _partition_options(subs["train"])
+    _train_options(subs["train"], "train")
+    _spark_options(subs["spark-train"])
+    _bench_options(subs["bench"])
     return parser
 
 
+def _spark_options(spark: argparse.ArgumentParser) -> None:
+    spark.add_argument("--workers", type=_positive, required=True, help="workers (barrier tasks)")
+    spark.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
+    spark.add_argument("--board", help=BOARD_HELP)
+    spark.add_argument("--cache-dir", help="where each worker extracts its partition (default: user cache)")
+    _train_options(spark, "spark-train")
+    spark.add_argument("--base-port", type=_positive,
+                       help=_with_default("spark-train", "base_port", "worker k listens on this + k"))
+    spark.add_argument("--collective-timeout", type=float,
+                       help=_with_default("train", "collective_timeout", "seconds a worker waits for the others"))
+    spark.add_argument("--timeout", type=float, help="cancel the whole job after these seconds")
+    spark.add_argument("--retries", type=_non_negative,
+                       help=_with_default("spark-train", "retries", "relaunches after a failure, resuming from the "
+                                          "last checkpoint"))
+
+
+def _bench_options(bench: argparse.ArgumentParser) -> None:
+    bench.add_argument("--data", help="ImageNet folder to take the images from (default: a synthetic one)")
+    _partition_options(bench)
+    bench.add_argument("--stages", help="comma-separated among decode,naive,naive_auto,io,synthetic,train,fetch "
+                       "(default: all but fetch)")
+    for flag, kind, text in (("--images", _positive, "images used, and timed per measurement"),
+                             ("--batch-size", _positive, "images per batch"),
+                             ("--image-size", _positive, "pixels of the model's square input"),
+                             ("--seconds", float, "least seconds per measurement"),
+                             ("--quality", _positive, "JPEG quality with --resize"),
+                             ("--model-steps", _positive, "training steps timed"),
+                             ("--dense-units", _positive, "units of the dense layers"),
+                             ("--fetch-workers", _positive, "parallel downloads of the fetch stage"),
+                             ("--seed", _non_negative, "random seed")):
+        bench.add_argument(flag, type=kind, help=_with_default("bench", flag[2:].replace("-", "_"), text))
+    bench.add_argument("--cores", type=_positive, help="most cores measured (default: all)")
+    bench.add_argument("--parallel", type=_positive, help="parallel decodes (default: autotune)")
+    bench.add_argument("--no-cache", action="store_true", default=False,
+                       help="read the files every pass instead of caching bytes")
+    bench.add_argument("--resize", type=_positive,
+                       help="pipelines read the images re-encoded to this short side (as upload --resize)")
+    bench.add_argument("--isolation", choices=["process", "threads"],
+                       help="pin a child process per core count (default on Linux) or limit threads in-process")
+    bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO

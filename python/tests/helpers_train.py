@@ -97,8 +97,8 @@ def synthetic_data(
     """The seed's hand-made form (``image``, ``category``, ``categories``, plus ``val_image``/``val_category``)
     for a synthetic ImageNet written with ``imagenet_synthetic`` at 96 pixels (``quirks`` adds odd and
     broken files to the first category)."""
-    from alexnet.imagenet import read_imagenet
-    from alexnet.synthetic import imagenet_synthetic
+    from alexnet.data.imagenet import read_imagenet
+    from alexnet.data.synthetic import imagenet_synthetic
 
     written = imagenet_synthetic(
         root,
@@ -130,7 +130,7 @@ def _mirrored_main(root: str, out: str) -> None:
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from alexnet.strategy import resolve_strategy
+    from alexnet.train.strategy import resolve_strategy
 
     by_name = resolve_strategy("mirrored").num_replicas_in_sync
     data = synthetic_data(Path(root), classes=4, per_class=48, val_per_class=16, seed=0)
@@ -159,3 +159,23 @@ if __name__ == "__main__":
     import sys
 
     _mirrored_main(sys.argv[1], sys.argv[2])
+
+
+def marker_image(height: int, width: int, box: tuple[int, int, int, int]) -> bytes:
+    """A dark noisy JPEG with one bright square ``box`` = (top, left, bottom, right)."""
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(20, 60, (height, width, 3)).astype(np.uint8)
+    top, left, bottom, right = box
+    pixels[top:bottom, left:right] = 240
+    return jpeg_bytes(Image.fromarray(pixels))
+
+
+def centroid(image: np.ndarray) -> np.ndarray:
+    """Where the bright pixels of ``image`` are, as (row, column)."""
+    bright = image.astype(float).mean(axis=2)
+    weights = np.clip(bright - 140, 0, None)
+    ys, xs = np.mgrid[0 : image.shape[0], 0 : image.shape[1]]
+    return np.array([(weights * ys).sum(), (weights * xs).sum()]) / weights.sum()
+
+
+# -- the benchmark ------------------------------------------------------------------------------------------

@@ -9,12 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_train import jpeg_bytes, make_tree, write_quirks
+from helpers_train import centroid, make_tree, marker_image, write_quirks
 from PIL import Image
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet import bench, cli, pipeline  # noqa: E402
+from alexnet import cli  # noqa: E402
+from alexnet.bench import images as bench_images  # noqa: E402
+from alexnet.bench import models as bench_models  # noqa: E402
+from alexnet.bench import pipelines as bench_pipelines  # noqa: E402
+from alexnet.bench import report as bench_report  # noqa: E402
+from alexnet.bench import run as bench_run  # noqa: E402
+from alexnet.bench import stages as bench_stages  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 
 STAGE_FIELDS = {"stage", "cores", "images_per_second", "images", "seconds", "load_average", "load_after"}
@@ -27,33 +33,14 @@ def tree(tmp_path_factory):
                      min_side=70, max_side=120)
 
 
-def _marker_image(height: int, width: int, box: tuple[int, int, int, int]) -> bytes:
-    """A dark noisy JPEG with one bright square ``box`` = (top, left, bottom, right)."""
-    rng = np.random.default_rng(0)
-    pixels = rng.integers(20, 60, (height, width, 3)).astype(np.uint8)
-    top, left, bottom, right = box
-    pixels[top:bottom, left:right] = 240
-    return jpeg_bytes(Image.fromarray(pixels))
-
-
-def _centroid(image: np.ndarray) -> np.ndarray:
-    bright = image.astype(float).mean(axis=2)
-    weights = np.clip(bright - 140, 0, None)
-    ys, xs = np.mgrid[0 : image.shape[0], 0 : image.shape[1]]
-    return np.array([(weights * ys).sum(), (weights * xs).sum()]) / weights.sum()
-
-
-# -- the benchmark ------------------------------------------------------------------------------------------
-
-
 def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     cores = min(2, len(os.sched_getaffinity(0)))
     data = {k: tree[k] for k in ("image", "label", "num_classes")}
-    result = bench.alexnet_benchmark(
+    result = bench_run.alexnet_benchmark(
         data, images=12, batch_size=4, image_size=64, seconds=0, model_steps=1, dense_units=16, cores=cores,
         output_dir=tmp_path,
     )
-    saved = json.loads((tmp_path / bench.JSON_FILE).read_text())
+    saved = json.loads((tmp_path / bench_run.JSON_FILE).read_text())
     assert saved == json.loads(json.dumps(result))
     assert {"machine", "settings", "data", "stages", "summary", "json", "png"} <= set(saved)
     assert {"cpu", "cores", "gpus", "tensorflow"} <= set(saved["machine"])
@@ -62,9 +49,9 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
 
     core_counts = sorted({1, cores})
     seen = {(s["stage"], s["cores"]) for s in saved["stages"]}
-    assert {(stage, c) for stage in bench.PIPELINE_STAGES for c in core_counts} <= seen
+    assert {(stage, c) for stage in bench_stages.PIPELINE_STAGES for c in core_counts} <= seen
     for record in saved["stages"]:
-        fields = PIPELINE_FIELDS if record["stage"] in bench.PIPELINE_STAGES else STAGE_FIELDS
+        fields = PIPELINE_FIELDS if record["stage"] in bench_stages.PIPELINE_STAGES else STAGE_FIELDS
         assert fields <= set(record), record
         assert record["images_per_second"] > 0 and record["images"] >= 4
     assert {"synthetic", "train"} <= {s["stage"] for s in saved["stages"]}
@@ -75,17 +62,17 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     assert set(summary["ratios"]) == {"io_vs_decode_per_core", "io_2_cores_vs_1", "io_vs_naive_2_cores"}
     assert set(summary["comparisons"]) == {"io_vs_naive_auto_2_cores"}
     if cores >= 2:
-        auto2 = bench.rate(saved["stages"], "naive_auto", 2)
-        io2 = bench.rate(saved["stages"], "io", 2)
+        auto2 = bench_stages.rate(saved["stages"], "naive_auto", 2)
+        io2 = bench_stages.rate(saved["stages"], "io", 2)
         assert summary["comparisons"]["io_vs_naive_auto_2_cores"]["value"] == pytest.approx(io2 / auto2, abs=1e-3)
-    io1, decode1 = bench.rate(saved["stages"], "io", 1), bench.rate(saved["stages"], "decode", 1)
+    io1, decode1 = bench_stages.rate(saved["stages"], "io", 1), bench_stages.rate(saved["stages"], "decode", 1)
     assert summary["ratios"]["io_vs_decode_per_core"]["value"] == pytest.approx(io1 / decode1, abs=1e-3)
     assert summary["bottleneck"] in {"input pipeline", "model compute"}
-    synthetic = bench.rate(saved["stages"], "synthetic")
+    synthetic = bench_stages.rate(saved["stages"], "synthetic")
     assert summary["cores_to_feed_synthetic"] == math.ceil(synthetic / io1)
-    assert (tmp_path / bench.PNG_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "| io | 1 |" in bench.benchmark_table(saved)
-    assert all(s["images_per_cpu_second"] > 0 for s in saved["stages"] if s["stage"] in bench.PIPELINE_STAGES)
+    assert (tmp_path / bench_run.PNG_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| io | 1 |" in bench_report.benchmark_table(saved)
+    assert all(s["images_per_cpu_second"] > 0 for s in saved["stages"] if s["stage"] in bench_stages.PIPELINE_STAGES)
 
 
 def test_bench_command_writes_json_with_the_decode_reference(tree, tmp_path, capsys):
@@ -97,7 +84,7 @@ def test_bench_command_writes_json_with_the_decode_reference(tree, tmp_path, cap
     printed = json.loads(capsys.readouterr().out)
     assert [(s["stage"], s["cores"]) for s in printed["stages"]] == [("decode", 1)]
     assert printed["settings"]["isolation"] == "threads"
-    assert (tmp_path / bench.JSON_FILE).exists()
+    assert (tmp_path / bench_run.JSON_FILE).exists()
 
 
 def test_fetch_stage_downloads_a_partition_one_at_a_time_then_in_parallel(tmp_path):
@@ -106,11 +93,11 @@ def test_fetch_stage_downloads_a_partition_one_at_a_time_then_in_parallel(tmp_pa
     source = imagenet_synthetic(tmp_path / "src", classes=3, images_per_class=2, val_per_class=0, max_side=48)
     board = str(tmp_path / "board")
     imagenet_upload(source["path"], board=board, workers=2)
-    records = bench.fetch_measurement(board, workers=3, workdir=tmp_path / "work")
+    records = bench_models.fetch_measurement(board, workers=3, workdir=tmp_path / "work")
     assert [r["workers"] for r in records] == [1, 3]
     for record in records:
         assert record["images"] == 6 and record["bytes"] > 0 and record["bytes_per_second"] > 0
-    summary = bench.summarize(records, cores=1)
+    summary = bench_report.summarize(records, cores=1)
     expected = records[1]["bytes_per_second"] / records[0]["bytes_per_second"]
     assert summary["ratios"]["fetch_parallel_vs_serial"]["value"] == pytest.approx(expected, abs=1e-3)
 
@@ -119,13 +106,13 @@ def test_images_are_sampled_and_unreadable_ones_left_out(tree, tmp_path):
     quirks = write_quirks(tmp_path / "quirks")
     files = [*tree["image"], *(str(p) for p in quirks.values())]
     data = {"image": files, "category": ["a"] * len(files)}
-    everything = bench.resolve_images(data, 1000)
+    everything = bench_images.resolve_images(data, 1000)
     # the PNG, the truncated and the empty file cannot go through a plain decode_jpeg; CMYK and grey can
     assert everything.skipped == 3
     assert str(quirks["cmyk"]) in everything.files and str(quirks["png"]) not in everything.files
-    sample = bench.resolve_images(data, 5, seed=1)
+    sample = bench_images.resolve_images(data, 5, seed=1)
     assert len(sample.files) + sample.skipped == 5
-    assert sample.files == bench.resolve_images(data, 5, seed=1).files
+    assert sample.files == bench_images.resolve_images(data, 5, seed=1).files
 
 
 def test_bottleneck_and_cores_needed_follow_the_measured_rates():
@@ -137,7 +124,7 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
         {"stage": "naive_auto", "cores": 2, "images_per_second": 100.0},
         {"stage": "synthetic", "cores": 2, "images_per_second": 400.0},
     ]
-    summary = bench.summarize(stages, cores=2)
+    summary = bench_report.summarize(stages, cores=2)
     assert summary["bottleneck"] == "input pipeline"
     assert summary["cores_to_feed_synthetic"] == math.ceil(400 / 90)
     ratios = summary["ratios"]
@@ -145,10 +132,10 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
     assert ratios["io_2_cores_vs_1"]["value"] == pytest.approx(170 / 90, abs=1e-3)
     assert ratios["io_vs_naive_2_cores"]["met"] is True
     assert summary["comparisons"]["io_vs_naive_auto_2_cores"]["value"] == pytest.approx(1.7)
-    table = bench.benchmark_table({"stages": stages, "summary": summary})
+    table = bench_report.benchmark_table({"stages": stages, "summary": summary})
     assert "| io on 2 cores / naive_auto on 2 cores | 1.70x | no target | |" in table
     stages[-1]["images_per_second"] = 150.0
-    assert bench.summarize(stages, cores=2)["bottleneck"] == "model compute"
+    assert bench_report.summarize(stages, cores=2)["bottleneck"] == "model compute"
 
 
 def test_contention_is_a_low_cpu_share_except_for_the_sequential_naive_pipeline():
@@ -159,19 +146,19 @@ def test_contention_is_a_low_cpu_share_except_for_the_sequential_naive_pipeline(
         {"stage": "naive", "cores": 2, "images_per_second": 400.0, "cpu_use": 0.7},
         {"stage": "synthetic", "cores": 2, "images_per_second": 10.0},
     ]
-    assert [bench.contended(s) for s in stages] == [True, False, True, False, False]
-    assert bench.summarize(stages, cores=2)["contended"] == ["io 2c", "naive 1c"]
+    assert [bench_stages.contended(s) for s in stages] == [True, False, True, False, False]
+    assert bench_report.summarize(stages, cores=2)["contended"] == ["io 2c", "naive 1c"]
 
 
 def test_wrong_arguments_say_what_to_change(tree):
     with pytest.raises(AlexnetError, match="warp"):
-        bench.alexnet_benchmark(tree, stages="decode,warp")
+        bench_run.alexnet_benchmark(tree, stages="decode,warp")
     with pytest.raises(AlexnetError, match="board"):
-        bench.alexnet_benchmark(tree, stages=["fetch"])
+        bench_run.alexnet_benchmark(tree, stages=["fetch"])
     with pytest.raises(AlexnetError, match="cores"):
-        bench.alexnet_benchmark(tree, stages="decode", cores=10_000)
+        bench_run.alexnet_benchmark(tree, stages="decode", cores=10_000)
     with pytest.raises(AlexnetError, match="ImageNet folder"):
-        bench.alexnet_benchmark(42, stages="decode")
+        bench_run.alexnet_benchmark(42, stages="decode")
 
 
 # -- the compared pipelines -----------------------------------------------------------------------------------
@@ -179,19 +166,19 @@ def test_wrong_arguments_say_what_to_change(tree):
 
 def test_naive_and_decode_reference_pipelines_do_what_they_say(tree):
     files = tree["image"][:6]
-    batches = list(bench.naive_dataset(files, 3, 32, parallel=2, repeat=False))
+    batches = list(bench_pipelines.naive_dataset(files, 3, 32, parallel=2, repeat=False))
     assert [tuple(b.shape) for b in batches] == [(3, 32, 32, 3)] * 2
     assert batches[0].dtype == tf.float32
     # float pixels scaled to 0-1 (then jittered, unclipped as in the seed), not 0-255
     assert float(tf.reduce_max(batches[0])) < 2.0 and float(tf.reduce_min(batches[0])) >= 0.0
     # the seed's maps without num_parallel_calls stay sequential; naive_auto leaves tf.data's rewrite on
-    sequential = bench.naive_dataset(files, 3, 32, parallel=2, repeat=False)
-    automatic = bench.naive_dataset(files, 3, 32, parallel=2, repeat=False, sequential=False)
+    sequential = bench_pipelines.naive_dataset(files, 3, 32, parallel=2, repeat=False)
+    automatic = bench_pipelines.naive_dataset(files, 3, 32, parallel=2, repeat=False, sequential=False)
     assert sequential.options().experimental_optimization.map_parallelization is False
     assert automatic.options().experimental_optimization.map_parallelization is not False
     assert [tuple(b.shape) for b in automatic] == [(3, 32, 32, 3)] * 2
     contents = [Path(f).read_bytes() for f in files]
-    shapes = next(iter(bench.decode_dataset(contents, 6, parallel=1))).numpy().tolist()
+    shapes = next(iter(bench_pipelines.decode_dataset(contents, 6, parallel=1))).numpy().tolist()
     expected = [list(np.asarray(Image.open(f)).shape) for f in files]
     assert sorted(shapes) == sorted(expected)
 
@@ -199,77 +186,21 @@ def test_naive_and_decode_reference_pipelines_do_what_they_say(tree):
 # -- the techniques ---------------------------------------------------------------------------------------
 
 
-def test_fused_crop_decode_is_the_same_as_decode_then_crop():
-    contents = tf.constant(_marker_image(150, 220, (40, 60, 80, 110)))
-    window = tf.constant([17, 33, 101, 120])
-    fused = pipeline.decode_jpeg_resized(contents, window, 64, ratio=1).numpy()
-    whole = tf.io.decode_jpeg(contents, channels=3)[17:118, 33:153]
-    reference = tf.image.resize(whole, [64, 64]).numpy()
-    assert np.abs(fused - reference).max() < 1.5  # the crop decode re-runs the IDCT on the same blocks
-
-
-@pytest.mark.parametrize("ratio", [2, 4, 8])
-def test_reduced_scale_decode_gives_the_crop_geometry_of_a_full_decode(ratio):
-    # a 1600x1200 picture, a 1000x1200 window not aligned to the 8x8 blocks, a marker off the centre
-    contents = tf.constant(_marker_image(1200, 1600, (500, 700, 560, 760)))
-    window = tf.constant([101, 301, 1000, 1200])
-    full = pipeline.decode_jpeg_resized(contents, window, 100, ratio=1).numpy()
-    reduced = pipeline.decode_jpeg_resized(contents, window, 100, ratio=ratio).numpy()
-    assert reduced.shape == full.shape == (100, 100, 3)
-    offset = np.abs(_centroid(reduced) - _centroid(full))
-    assert offset.max() < 1.0, f"the marker moved by {offset} output pixels at 1/{ratio} scale"
-    # the marker is where the geometry says: rows 500-560 of the window's 101-1101, columns 700-760 of 301-1501
-    expected = np.array([(530 - 101) / 1000 * 100 - 0.5, (730 - 301) / 1200 * 100 - 0.5])
-    assert np.abs(_centroid(reduced) - expected).max() < 1.0
-
-
-def test_reduced_scale_is_chosen_only_when_the_window_is_more_than_twice_the_output():
-    cases = {(447, 900): 1, (449, 449): 1, (450, 450): 2, (900, 1000): 4, (1900, 2000): 8, (5000, 5000): 8}
-    cases[(100, 3000)] = 1  # the short side decides
-    for (height, width), ratio in cases.items():
-        assert int(pipeline.jpeg_ratio(height, width, 224)) == ratio, (height, width)
-
-
-def test_scaled_window_holds_the_full_size_window():
-    rng = np.random.default_rng(5)
-    shape = tf.constant([1031, 1517, 3])
-    for _ in range(50):
-        y, x = int(rng.integers(0, 1000)), int(rng.integers(0, 1500))
-        h, w = int(rng.integers(1, 1031 - y + 1)), int(rng.integers(1, 1517 - x + 1))
-        for ratio in (2, 4, 8):
-            top, left, height, width = pipeline.scaled_window(tf.constant([y, x, h, w]), shape, ratio).numpy()
-            assert top * ratio <= y and left * ratio <= x
-            assert (top + height) * ratio >= y + h or top + height == math.ceil(1031 / ratio)
-            assert (left + width) * ratio >= x + w or left + width == math.ceil(1517 / ratio)
-            assert (top + height) * ratio - (y + h) < 2 * ratio and (left + width) * ratio - (x + w) < 2 * ratio
-
-
-def test_one_pass_rounding_to_uint8_matches_round_and_saturate():
-    rng = np.random.default_rng(6)
-    pixels = tf.constant(rng.integers(0, 256, (37, 53, 3)).astype(np.uint8))
-    resized = tf.image.resize(pixels, [29, 71])  # bilinear: a convex combination, so within 0-255
-    expected = tf.saturate_cast(tf.round(resized), tf.uint8).numpy().astype(int)
-    got = pipeline._to_uint8(resized).numpy().astype(int)
-    # round() rounds halves to even, the one-pass cast rounds them up: at most one level apart, on halves only
-    assert np.abs(got - expected).max() <= 1
-    assert (got != expected).mean() < 0.01
-
-
 def test_pre_resized_storage_keeps_the_picture_at_the_asked_short_side(tree, tmp_path):
     big = tmp_path / "big.JPEG"
-    big.write_bytes(_marker_image(600, 900, (200, 300, 260, 380)))
+    big.write_bytes(marker_image(600, 900, (200, 300, 260, 380)))
     small = tree["image"][0]
-    stored = bench.store_resized([str(big), small], 256, tmp_path / "stored", workers=1)
+    stored = bench_images.store_resized([str(big), small], 256, tmp_path / "stored", workers=1)
     resized = Image.open(stored[0])
     assert min(resized.size) == 256 and resized.size == (384, 256)
     assert Path(stored[1]).read_bytes() == Path(small).read_bytes()  # already small: kept as it is
-    centre = _centroid(np.asarray(resized))
+    centre = centroid(np.asarray(resized))
     assert np.abs(centre - np.array([230 * 256 / 600, 340 * 256 / 600])).max() < 1.5
 
 
 def test_pre_resized_run_feeds_io_the_stored_copies_and_decode_the_originals(tree, tmp_path):
     data = {k: tree[k] for k in ("image", "label", "num_classes")}
-    result = bench.alexnet_benchmark(data, stages="decode,io", images=6, batch_size=3, image_size=32, seconds=0,
+    result = bench_run.alexnet_benchmark(data, stages="decode,io", images=6, batch_size=3, image_size=32, seconds=0,
                                      cores=1, resize=40, isolation="threads", output_dir=tmp_path)
     assert result["settings"]["resize"] == 40
     assert "short side 40" in result["data"]["io_reads"]

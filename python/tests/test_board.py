@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from servers import free_port, gcs_emulator, http_server, moto_s3_server
 
-from alexnet.board import board_kind, open_board, resolve_board, write_manifest
 from alexnet.errors import BoardError
+from alexnet.storage.board import open_board, resolve_board
+from alexnet.storage.location import location_kind
 
 BUCKET = "alexnet-test"
 
@@ -97,8 +98,8 @@ def test_resolve_paths_become_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert resolve_board("rel/board") == str(tmp_path / "rel" / "board")
     assert resolve_board(tmp_path / "x") == str(tmp_path / "x")
-    assert board_kind(resolve_board("rel")) == "file"
-    assert [board_kind(b) for b in ("gs://b", "s3://b", "https://h", "http://h")] == ["gs", "s3", "http", "http"]
+    assert location_kind(resolve_board("rel")) == "file"
+    assert [location_kind(b) for b in ("gs://b", "s3://b", "https://h", "http://h")] == ["gs", "s3", "http", "http"]
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -124,8 +125,8 @@ def test_folder_board_read_missing_and_write_creates(tmp_path):
     assert not target.exists()
     board = open_board(f"file://{target}", write=True)
     assert target.is_dir()
-    board.pin_write(pd.DataFrame({"x": [1, 2]}), name="t", type="csv")
-    assert open_board(target).pin_read("t")["x"].tolist() == [1, 2]
+    board.pins.pin_write(pd.DataFrame({"x": [1, 2]}), name="t", type="csv")
+    assert open_board(target).pins.pin_read("t")["x"].tolist() == [1, 2]
 
 
 # -- gs:// ----------------------------------------------------------------------------------------------------
@@ -133,8 +134,8 @@ def test_folder_board_read_missing_and_write_creates(tmp_path):
 
 def test_gcs_emulator_write_and_read(gcs):
     board = open_board(f"gs://{BUCKET}/boards/one", write=True)
-    board.pin_write(pd.DataFrame({"x": [3]}), name="t", type="csv")
-    assert open_board(f"gs://{BUCKET}/boards/one").pin_read("t")["x"].tolist() == [3]
+    board.pins.pin_write(pd.DataFrame({"x": [3]}), name="t", type="csv")
+    assert open_board(f"gs://{BUCKET}/boards/one").pins.pin_read("t")["x"].tolist() == [3]
     assert board.fs.exists(f"{BUCKET}/boards/one/t")
 
 
@@ -166,8 +167,8 @@ def test_gcs_unreachable_emulator_fails_fast(monkeypatch):
 
 def test_s3_moto_write_and_read(s3):
     board = open_board(f"s3://{BUCKET}/boards/one", write=True)
-    board.pin_write(pd.DataFrame({"x": [4]}), name="t", type="csv")
-    assert open_board(f"s3://{BUCKET}/boards/one").pin_read("t")["x"].tolist() == [4]
+    board.pins.pin_write(pd.DataFrame({"x": [4]}), name="t", type="csv")
+    assert open_board(f"s3://{BUCKET}/boards/one").pins.pin_read("t")["x"].tolist() == [4]
 
 
 def test_s3_missing_bucket(s3):
@@ -191,13 +192,13 @@ def test_s3_unreachable_endpoint(s3, monkeypatch):
 
 def test_https_reads_through_the_manifest_and_is_read_only(tmp_path):
     folder = open_board(tmp_path / "served", write=True)
-    meta = folder.pin_write(pd.DataFrame({"x": [5, 6]}), name="t", type="csv")
+    meta = folder.pins.pin_write(pd.DataFrame({"x": [5, 6]}), name="t", type="csv")
     with http_server(tmp_path) as url:
         board_url = f"{url}/served"
         with pytest.raises(BoardError, match=r"has no _pins\.yaml manifest"):
             open_board(board_url)
-        write_manifest(folder, {"t": meta.version.version})
-        assert open_board(board_url).pin_read("t")["x"].tolist() == [5, 6]
+        folder.write_manifest({"t": meta.version.version})
+        assert open_board(board_url).pins.pin_read("t")["x"].tolist() == [5, 6]
         with pytest.raises(BoardError, match="is read only"):
             open_board(board_url, write=True)
 

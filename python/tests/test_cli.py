@@ -68,3 +68,23 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert main(["fetch", "--partition", "1", "--total", "2", "--board", str(board),
                  "--cache-dir", str(tmp_path / "cache")]) == 0
     assert "Partition 1 of 2:" in capsys.readouterr().out
+
+
+def test_options_left_out_take_the_core_defaults(monkeypatch, capsys):
+    import inspect
+
+    from alexnet import cli
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.train.api import alexnet_train
+
+    args = build_parser().parse_args(["fetch"])
+    assert not hasattr(args, "total") and not hasattr(args, "workers"), "left out: the core's default applies"
+    fetch_help = build_parser()._subparsers._group_actions[0].choices["fetch"].format_help()
+    assert f"(default: {inspect.signature(imagenet_partition).parameters['total'].default})" in fetch_help
+    train_help = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    assert f"(default: {inspect.signature(alexnet_train).parameters['verbose'].default})" in train_help
+    seen = {}
+    monkeypatch.setattr(cli, "core", lambda command: lambda *a, **k: seen.update(k) or {
+        "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})
+    assert main(["fetch", "--board", "/b"]) == 0
+    assert seen == {"board": "/b"}, "only what was given reaches the core"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers_imagenet import NAMES, touch, write_category, write_folders, write_kaggle
 
+from alexnet.data.imagenet import ImageNetTree, read_imagenet
 from alexnet.errors import LayoutError
-from alexnet.imagenet import ImageNetTree, read_imagenet
 
 # Insertion order deliberately not sorted: the reader must sort ids and files itself.
 TRAIN = {
@@ -81,7 +81,7 @@ def test_kaggle_without_val_set_or_names(tmp_path):
 
 def test_unlabelled_val_image_is_left_out_with_a_warning(kaggle, caplog):
     touch(kaggle / "ILSVRC" / "Data" / "CLS-LOC" / "val" / "ILSVRC2012_val_00000009.JPEG")
-    with caplog.at_level(logging.WARNING, logger="alexnet.imagenet"):
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.imagenet"):
         tree = read_imagenet(kaggle)
     assert len(tree.val_files) == 3
     assert not any("00000009" in f for f in tree.val_files)
@@ -89,9 +89,9 @@ def test_unlabelled_val_image_is_left_out_with_a_warning(kaggle, caplog):
 
 
 def test_summary_is_logged(kaggle, caplog):
-    with caplog.at_level(logging.INFO, logger="alexnet.imagenet"):
+    with caplog.at_level(logging.INFO, logger="alexnet.data.imagenet"):
         read_imagenet(kaggle)
-    lines = [r.getMessage() for r in caplog.records if r.name == "alexnet.imagenet"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "alexnet.data.imagenet"]
     assert len(lines) == 1
     assert "3 categories, 7 training images, 3 validation images" in lines[0]
 

@@ -8,8 +8,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from alexnet import model as alexnet_model  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.train import model as alexnet_model  # noqa: E402
+from alexnet.train.geometry import MIN_IMAGE_SIZE, feature_sizes  # noqa: E402
 
 
 def conv_params(size: int, in_channels: int, filters: int, groups: int = 1) -> int:
@@ -58,7 +59,7 @@ def test_feature_maps_have_the_paper_sizes_at_224():
         384,
         256,
     ]
-    assert alexnet_model.feature_sizes(224) == [55, 27, 13, 6]
+    assert feature_sizes(224) == [55, 27, 13, 6]
     assert net.get_layer("pool1").pool_size == (3, 3) and net.get_layer("pool1").strides == (2, 2)
     assert [net.get_layer(f"dropout{i}").rate for i in (1, 2)] == [0.5, 0.5]
 
@@ -77,10 +78,10 @@ def test_takes_uint8_pixels_and_returns_probabilities():
 
 
 def test_smallest_image_size_builds_and_smaller_is_refused():
-    net = alexnet_model.build_alexnet(3, alexnet_model.MIN_IMAGE_SIZE, dense_units=8)
+    net = alexnet_model.build_alexnet(3, MIN_IMAGE_SIZE, dense_units=8)
     assert net.get_layer("pool3").output.shape[1] == 1
     with pytest.raises(AlexnetError, match="image_size"):
-        alexnet_model.build_alexnet(3, alexnet_model.MIN_IMAGE_SIZE - 1)
+        alexnet_model.build_alexnet(3, MIN_IMAGE_SIZE - 1)
     with pytest.raises(AlexnetError, match="num_classes"):
         alexnet_model.build_alexnet(0, 64)
 

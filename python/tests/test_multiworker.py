@@ -25,12 +25,14 @@ keras = pytest.importorskip("tf_keras")
 
 from helpers_train import make_tree  # noqa: E402
 
-from alexnet import strategy as strategies  # noqa: E402
-from alexnet import train as training  # noqa: E402
+from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
-from alexnet.partition import partition_sizes  # noqa: E402
-from alexnet.spark import tf_config_json  # noqa: E402
-from alexnet.strategy import resolve_strategy  # noqa: E402
+from alexnet.train import agreement, cluster  # noqa: E402
+from alexnet.train import api as training  # noqa: E402
+from alexnet.train import strategy as strategies  # noqa: E402
+from alexnet.train.checkpoint import STATE_FILE  # noqa: E402
+from alexnet.train.cluster import tf_config_json  # noqa: E402
+from alexnet.train.strategy import resolve_strategy  # noqa: E402
 
 HERE = Path(__file__).resolve()
 TIMEOUT = 20.0  # collective timeout of the worker-death test, seconds
@@ -64,9 +66,10 @@ def free_base_port(count: int) -> int:
 # cheap checks, in this process
 
 
-def test_table_steps_come_from_the_smallest_partition(tmp_path):
-    """Every worker derives the same steps per epoch from the categories table, whatever its own files."""
-    from alexnet.upload import imagenet_upload
+def test_steps_come_from_the_smallest_partition_whatever_the_workers_files(tmp_path):
+    """imagenet_partition() carries every partition's size, so every worker derives the same steps per epoch."""
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.data.upload import imagenet_upload
 
     counts = {0: 14, 1: 9, 2: 6, 3: 5}
     for label, count in counts.items():
@@ -81,27 +84,31 @@ def test_table_steps_come_from_the_smallest_partition(tmp_path):
         sizes = partition_sizes(images, total)
         assert len(set(sizes)) > 1, "the test needs unbalanced partitions"
         for partition in range(total):
-            data = {"board": str(board), "total": float(total), "partition": partition}  # R sends doubles
-            train_steps, val_steps = training.table_steps(data, batch)
+            data = imagenet_partition(partition, float(total), board, cache_dir=tmp_path / "cache")  # R: doubles
+            assert data["partition_sizes"] == sizes and len(data["image"]) == sizes[partition]
+            train_steps, val_steps = agreement.partition_steps(data, batch)
             assert train_steps == min(sizes) // batch
             assert val_steps == 0, "no partition has validation images"
-    assert training.table_steps({"image": ["a"]}, 4) is None
+    assert agreement.partition_steps({"image": ["a"]}, 4) is None
 
 
 def test_workers_that_disagree_all_fail_instead_of_hanging(monkeypatch):
-    """The pre-training check raises on every worker when epochs or steps differ between them."""
+    """The pre-training check raises on every worker when positions or steps differ between them."""
     tables = {
-        "epoch": np.array([[2, 5, 0], [0, 5, 0]]),
-        "steps": np.array([[0, 5, 2], [0, 6, 2]]),
-        "same": np.array([[1, 5, 2], [1, 5, 2]]),
+        "epoch": np.array([[2, 0, 5, 0], [0, 0, 5, 0]]),
+        "step": np.array([[1, 3, 5, 0], [1, 0, 5, 0]]),
+        "steps": np.array([[0, 0, 5, 2], [0, 0, 6, 2]]),
+        "same": np.array([[1, 2, 5, 2], [1, 2, 5, 2]]),
     }
+    steps = agreement.Steps(5, True, 2)
     for name, table in tables.items():
-        monkeypatch.setattr(training, "all_gather_ints", lambda strategy, values, table=table: table)
+        monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, values, table=table: table)
         if name == "same":
-            training._check_agreement(None, 1, 5, 2, "/shared/ckpt")
+            agreement.check_agreement(None, (1, 2), steps, "/shared/ckpt")
             continue
-        with pytest.raises(AlexnetError, match="restored different epochs" if name == "epoch" else "steps per epoch"):
-            training._check_agreement(None, 0, 5, 0, "/shared/ckpt")
+        match = "steps per epoch" if name == "steps" else "restored different checkpoints"
+        with pytest.raises(AlexnetError, match=match):
+            agreement.check_agreement(None, (0, 0), steps, "/shared/ckpt")
 
 
 def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch):
@@ -145,10 +152,10 @@ def test_tf_config_set_after_python_started_reaches_tensorflow(process_tf_config
     one_worker = json.dumps({"cluster": {"worker": "127.0.0.1:8001"}, "task": {"type": "worker", "index": 0}})
     process_tf_config(one_worker)  # jsonlite::toJSON(auto_unbox = TRUE) writes one worker as a bare string
     assert "TF_CONFIG" not in os.environ, "os.environ is Python's copy of the environment at start-up"
-    assert strategies.process_environment("TF_CONFIG") == one_worker
-    assert strategies.sync_environment() == ["TF_CONFIG"]
+    assert cluster.process_environment("TF_CONFIG") == one_worker
+    assert cluster.sync_environment() == ["TF_CONFIG"]
     assert json.loads(os.environ["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:8001"]}
-    assert strategies.check_tf_config()["task"] == {"type": "worker", "index": 0}
+    assert cluster.read_tf_config()["task"] == {"type": "worker", "index": 0}
 
 
 def test_a_strategy_object_that_missed_tf_config_is_refused(process_tf_config):
@@ -160,7 +167,7 @@ def test_a_strategy_object_that_missed_tf_config_is_refused(process_tf_config):
         strategies.check_strategy_object(lonely)
     # once TF_CONFIG is in Python's os.environ too (R copies it before each call), the strategy's resolver
     # reads the new value, but the strategy still is what it was built as: one worker, its own chief
-    strategies.sync_environment()
+    cluster.sync_environment()
     assert lonely.cluster_resolver.cluster_spec().as_dict() == {"worker": ["10.0.0.1:8000", "10.0.0.2:8001"]}
     assert strategies.num_workers(lonely) == 1 and strategies.task_index(lonely) == 0
     assert strategies.is_chief(lonely)
@@ -174,7 +181,7 @@ def test_a_real_strategy_built_without_tf_config_stays_one_worker():
     code = textwrap.dedent("""
         import json, os
         import tensorflow as tf
-        from alexnet import strategy as s
+        from alexnet.train import strategy as s
         lonely = tf.distribute.MultiWorkerMirroredStrategy()
         os.environ["TF_CONFIG"] = json.dumps(
             {"cluster": {"worker": ["10.0.0.1:1", "10.0.0.2:1"]}, "task": {"type": "worker", "index": 1}})
@@ -275,7 +282,7 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     error = json.loads((tmp_path / "result-0.json").read_text())["error"]
     assert error["type"] != "Interrupted" and error["message"], error
     # the chief checkpointed the first epoch only; the victim never wrote there
-    assert json.loads((tmp_path / "ckpt" / training.STATE_FILE).read_text())["epochs_done"] == KILL_EPOCH
+    assert json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())["epochs_done"] == KILL_EPOCH
 
     # run 2: both resume after the completed epoch and end in step
     base = free_base_port(2)

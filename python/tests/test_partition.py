@@ -6,8 +6,9 @@ import random
 
 import pytest
 
+from alexnet.checks import as_int
+from alexnet.data.partition import assign_partitions, partition_categories, partition_sizes
 from alexnet.errors import AlexnetError
-from alexnet.partition import as_int, assign_partitions, partition_categories, partition_sizes
 
 
 def counts(n: int, seed: int = 0) -> dict[str, int]:
@@ -82,18 +83,18 @@ def test_equal_counts_still_deterministic():
 
 @pytest.mark.parametrize("partition, total", [(-1, 4), (4, 4), (17, 16), (1, 1)])
 def test_partition_out_of_range_says_the_range(partition, total):
-    with pytest.raises(AlexnetError, match=rf"partition must be in 0\.\.{total - 1}"):
+    with pytest.raises(AlexnetError, match=rf"`partition` must be in 0\.\.{total - 1}"):
         partition_categories(counts(20), partition, total)
 
 
 @pytest.mark.parametrize("total", [0, -3])
 def test_total_below_one(total):
-    with pytest.raises(AlexnetError, match="total must be at least 1"):
+    with pytest.raises(AlexnetError, match=r"`total` must be a whole number >= 1"):
         partition_categories(counts(5), 0, total)
 
 
 def test_total_above_category_count_is_an_error():
-    with pytest.raises(AlexnetError, match=r"total \(6\) must not exceed the number of categories \(5\)"):
+    with pytest.raises(AlexnetError, match=r"`total` \(6\) must not exceed the number of categories \(5\)"):
         partition_categories(counts(5), 0, 6)
 
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import io
-import logging
-
-import numpy as np
 import pytest
-from helpers_train import jpeg_bytes, make_tree, write_quirks
-from PIL import Image
+from helpers_train import make_tree, write_quirks
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet import pipeline  # noqa: E402
-from alexnet.errors import AlexnetError, BadImagesError  # noqa: E402
+from alexnet.data import pipeline  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
 
 SIZE = 64
 
@@ -90,97 +85,6 @@ def test_repeated_dataset_is_a_sequence_of_full_passes(tree):
     assert first != second
 
 
-def test_random_crops_are_reproducible_and_vary_with_the_seed():
-    rng = np.random.default_rng(0)
-    contents = tf.constant(jpeg_bytes(Image.fromarray(rng.integers(0, 255, (120, 90, 3), dtype=np.uint8))))
-    a = pipeline.decode_for_training(contents, SIZE, tf.constant([1, 2]))
-    b = pipeline.decode_for_training(contents, SIZE, tf.constant([1, 2]))
-    c = pipeline.decode_for_training(contents, SIZE, tf.constant([7, 9]))
-    assert a.shape == (SIZE, SIZE, 3) and a.dtype == tf.uint8
-    assert np.array_equal(a.numpy(), b.numpy())
-    assert not np.array_equal(a.numpy(), c.numpy())
-
-
-def test_full_area_crop_is_the_decoded_image_resized():
-    rng = np.random.default_rng(1)
-    pixels = np.kron(rng.integers(0, 255, (8, 8, 3)), np.ones((10, 10, 1))).astype(np.uint8)  # 80x80 blocks
-    contents = tf.constant(jpeg_bytes(Image.fromarray(pixels)))
-    crops = [
-        pipeline.decode_for_training(contents, 40, tf.constant([s, 0]), area_range=(1.0, 1.0)).numpy() for s in range(6)
-    ]
-    whole = tf.image.resize(tf.io.decode_jpeg(contents), [40, 40]).numpy()
-    for crop in crops:  # each either the whole image or its mirror image
-        diffs = [np.abs(crop.astype(float) - w).mean() for w in (whole, whole[:, ::-1])]
-        assert min(diffs) < 3
-    flipped = [np.abs(c.astype(float) - whole).mean() > 3 for c in crops]
-    assert any(flipped) and not all(flipped), "about half the crops should be flipped left-right"
-
-
-def test_resizing_converted_pixels_gives_what_resizing_uint8_gives():
-    # resize_square converts to float32 before the resize, for speed: the result must not change
-    rng = np.random.default_rng(2)
-    for shape in [(300, 411, 3), (97, 64, 3), (224, 224, 3)]:
-        pixels = tf.constant(rng.integers(0, 256, shape).astype(np.uint8))
-        expected = tf.image.resize(pixels, [SIZE, SIZE], method="bilinear")
-        got = pipeline.resize_square(pixels, SIZE)
-        assert got.dtype == tf.float32 and got.shape == (SIZE, SIZE, 3)
-        assert np.array_equal(got.numpy(), expected.numpy())
-
-
-def test_eval_resizes_the_short_side_and_keeps_the_centre():
-    pixels = np.zeros((100, 300, 3), np.uint8)
-    pixels[:, :100] = (250, 0, 0)
-    pixels[:, 100:200] = (0, 250, 0)
-    pixels[:, 200:] = (0, 0, 250)
-    for encode in (lambda im: jpeg_bytes(im), lambda im: _png(im)):
-        out = pipeline.decode_for_eval(tf.constant(encode(Image.fromarray(pixels))), SIZE).numpy()
-        assert out.shape == (SIZE, SIZE, 3)
-        # short side 100 -> 73, long side 300 -> 219: the centre 64 columns are all in the green third
-        assert np.abs(out.reshape(-1, 3).mean(0) - (0, 250, 0)).max() < 12
-
-
-def test_large_jpeg_decoded_at_reduced_scale_matches_a_full_decode():
-    rng = np.random.default_rng(2)
-    small = rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)
-    big = np.array(Image.fromarray(small).resize((800, 600), Image.BILINEAR))
-    contents = tf.constant(jpeg_bytes(Image.fromarray(big)))
-    fast = pipeline.decode_for_eval(contents, SIZE).numpy().astype(float)
-    full = tf.io.decode_jpeg(contents)
-    resize_to = round(SIZE * 256 / 224)
-    full = tf.image.resize(full, [resize_to, round(800 * resize_to / 600)]).numpy()
-    top, left = (full.shape[0] - SIZE) // 2, (full.shape[1] - SIZE) // 2
-    reference = full[top : top + SIZE, left : left + SIZE]
-    assert np.abs(fast - reference).mean() < 8
-
-
-def _png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
-
-
-@pytest.mark.parametrize(
-    ("name", "colour"), [("cmyk", (210, 30, 30)), ("png", (210, 30, 30)), ("grayscale", (128, 128, 128))]
-)
-def test_quirky_files_decode_to_rgb(tree, name, colour):
-    contents = tf.io.read_file(str(tree["quirks"][name]))
-    for image in (
-        pipeline.decode_for_training(contents, SIZE, tf.constant([3, 4])),
-        pipeline.decode_for_eval(contents, SIZE),
-    ):
-        assert image.shape == (SIZE, SIZE, 3) and image.dtype == tf.uint8
-        assert np.abs(image.numpy().reshape(-1, 3).mean(0) - colour).max() < 8
-
-
-def test_scan_finds_truncated_empty_and_missing_files(tree, tmp_path):
-    quirks = tree["quirks"]
-    missing = str(tmp_path / "missing.JPEG")
-    files = [*tree["image"][:5], *(str(p) for p in quirks.values()), missing]
-    bad = pipeline.scan_images(files, parallel=2)
-    assert bad == [str(quirks["truncated"]), str(quirks["empty"]), missing]
-    assert pipeline.scan_images(tree["image"], parallel=2) == []
-
-
 def test_an_undecodable_file_costs_its_batch_not_the_epoch(tree):
     quirks = tree["quirks"]
     good = tree["image"][:6]
@@ -196,20 +100,6 @@ def test_an_undecodable_file_costs_its_batch_not_the_epoch(tree):
         seen = _labels(ds)
         assert 6 not in seen and 7 not in seen
         assert len(seen) >= 3 and len(seen) % 3 == 0
-
-
-def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplog):
-    files = tree["image"]
-    bad = files[:2]
-    with caplog.at_level(logging.WARNING, logger="alexnet.pipeline"):
-        kept, labels = pipeline.drop_bad_images(files, tree["label"], bad, max_bad_fraction=0.2)
-    assert kept == files[2:] and labels == tree["label"][2:]
-    assert "Skipping 2" in caplog.text and bad[0] in caplog.text
-    with pytest.raises(BadImagesError) as error:
-        pipeline.drop_bad_images(files, tree["label"], bad, max_bad_fraction=0.1)
-    message = str(error.value)
-    assert all(path in message for path in bad)
-    assert "2 of 18" in message and "max_bad_fraction" in message
 
 
 def test_options_turn_auto_sharding_off_and_parallel_is_checked(tree):

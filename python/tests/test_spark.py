@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -19,11 +20,12 @@ from helpers_train import class_image, jpeg_bytes  # noqa: E402
 from test_multiworker import free_base_port  # noqa: E402
 
 from alexnet import cli  # noqa: E402
-from alexnet import spark as launcher  # noqa: E402
+from alexnet.data.fetch import imagenet_categories  # noqa: E402
+from alexnet.data.partition import partition_categories  # noqa: E402
+from alexnet.data.upload import imagenet_upload  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
-from alexnet.fetch import imagenet_categories  # noqa: E402
-from alexnet.partition import partition_categories  # noqa: E402
-from alexnet.upload import imagenet_upload  # noqa: E402
+from alexnet.launch import spark as launcher  # noqa: E402
+from alexnet.launch import worker as workers  # noqa: E402
 
 IMAGES_PER_CATEGORY = (15, 12, 12, 12)
 BATCH = 5  # the two partitions (27 and 24 images) fill 5 and 4 batches: their own counts disagree
@@ -166,8 +168,8 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     # only the chief saved the model
     assert histories[0]["model_path"] == str(tmp_path / "model" / "alexnet.keras")
     assert Path(histories[0]["model_path"]).exists() and histories[1]["model_path"] is None
-    summary = launcher.worker_summary(rows[1])
-    assert list(summary) == list(launcher.SUMMARY_COLUMNS)
+    summary = workers.worker_summary(rows[1])
+    assert list(summary) == list(workers.SUMMARY_COLUMNS)
     assert summary["loss"] == histories[1]["metrics"]["loss"][-1] and json.loads(summary["history"]) == histories[1]
 
 
@@ -234,7 +236,7 @@ def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path,
     from functools import partial
 
     start = time.monotonic()
-    with pytest.raises(launcher.WorkerError) as caught:
+    with pytest.raises(workers.WorkerError) as caught:
         launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how=how), timeout=90)
     elapsed = time.monotonic() - start
     error = caught.value
@@ -282,7 +284,8 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
             for k in range(workers)
         ]
 
-    monkeypatch.setattr(launcher, "alexnet_spark_train", fake)
+    # the help texts show the core's defaults, read from the signature
+    monkeypatch.setattr(launcher, "alexnet_spark_train", functools.wraps(launcher.alexnet_spark_train)(fake))
     code = cli.main(["spark-train", "--workers", "2", "--board", board, "--epochs", "1", "--batch-size", "4",
                      "--image-size", "64", "--base-port", "9100", "--json"])
     assert code == 0

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from alexnet.errors import AlexnetError
-from alexnet.spark import tf_config, tf_config_json
+from alexnet.train.cluster import tf_config, tf_config_json
 
 
 def test_one_host_gets_one_port_per_task():

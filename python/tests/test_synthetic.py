@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from alexnet.data.imagenet import read_imagenet
+from alexnet.data.synthetic import COMMON_SIZES, QUALITY_RANGE, imagenet_synthetic
 from alexnet.errors import AlexnetError, LayoutError
-from alexnet.imagenet import read_imagenet
-from alexnet.synthetic import COMMON_SIZES, QUALITY_RANGE, imagenet_synthetic
 
 CLS_LOC = Path("ILSVRC") / "Data" / "CLS-LOC"
 

@@ -20,6 +20,7 @@ import tempfile
 import textwrap
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -28,13 +29,16 @@ import pytest
 from PIL import Image
 from servers import free_port, gcs_emulator, http_server, moto_s3_server
 
-import alexnet.fetch as fetch_module
-from alexnet.board import open_board
+from alexnet.data.fetch import imagenet_categories, imagenet_partition
+from alexnet.data.imagenet import read_imagenet
+from alexnet.data.images import check_image
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
 from alexnet.errors import AlexnetError, BoardError, IntegrityError
-from alexnet.fetch import extract_zip, imagenet_categories, imagenet_partition
-from alexnet.imagenet import read_imagenet
-from alexnet.synthetic import imagenet_synthetic
-from alexnet.upload import check_image, imagenet_upload
+from alexnet.storage import cache as cache_module
+from alexnet.storage import transfer as transfer_module
+from alexnet.storage.board import open_board
+from alexnet.storage.transfer import extract_zip
 
 BUCKET = "alexnet-test"
 CLASSES, PER_CLASS, VAL_PER_CLASS = 5, 6, 2
@@ -125,7 +129,7 @@ def test_round_trip(kind, tree, cloud_env, tmp_path):
         rows = imagenet_categories(down)
         assert [r["id"] for r in rows] == sorted(tree["good"]) and [r["index"] for r in rows] == list(range(CLASSES))
         assert {r["id"]: r["images"] for r in rows} == {w: len(v) for w, v in tree["good"].items()}
-        on_board = open_board(down).pin_read("bad_images")
+        on_board = open_board(down).pins.pin_read("bad_images")
         assert set(on_board["file"]) == tree["bad"]
 
         for total in (2, 3):
@@ -212,7 +216,7 @@ def test_killed_upload_completes_when_run_again(tree, tmp_path, monkeypatch):
     scratch.mkdir()
     script = textwrap.dedent(f"""
         import time
-        import alexnet.upload as upload
+        import alexnet.data.upload as upload
         original = upload._process
         def slow(*args, **kwargs):
             result = original(*args, **kwargs)
@@ -308,9 +312,9 @@ def test_check_image_verdicts(tree):
 
 
 def test_upload_arguments_checked_before_work(tree, tmp_path):
-    with pytest.raises(AlexnetError, match="workers must be at least 1"):
+    with pytest.raises(AlexnetError, match=r"`workers` must be a whole number >= 1"):
         imagenet_upload(tree["path"], tmp_path / "b", workers=0)
-    with pytest.raises(AlexnetError, match=r"quality must be in 1\.\.100"):
+    with pytest.raises(AlexnetError, match=r"`quality` must be in 1\.\.100"):
         imagenet_upload(tree["path"], tmp_path / "b", resize=10, quality=0)
     with pytest.raises(BoardError, match="read only"):
         imagenet_upload(tree["path"], "https://example.invalid/board")
@@ -328,11 +332,11 @@ def uploaded(tree, tmp_path):
 
 
 def count_downloads(monkeypatch, corrupt_first: str | None = None, fail_first: str | None = None) -> dict:
-    """Wrap fetch._download: count calls per object name; optionally corrupt or fail the first one."""
+    """Wrap transfer.download: count calls per object name; optionally corrupt or fail the first one."""
     calls: dict[str, int] = {}
-    original = fetch_module._download
+    original = transfer_module.download
 
-    def wrapped(fs, remote, local, progress):
+    def wrapped(fs, remote, local, progress=None):
         name = remote.rsplit("/", 1)[-1]
         calls[name] = calls.get(name, 0) + 1
         if name == fail_first and calls[name] == 1:
@@ -343,7 +347,7 @@ def count_downloads(monkeypatch, corrupt_first: str | None = None, fail_first: s
                 f.seek(100)
                 f.write(b"\xff" * 16)
 
-    monkeypatch.setattr(fetch_module, "_download", wrapped)
+    monkeypatch.setattr(transfer_module, "download", wrapped)
     return calls
 
 
@@ -354,7 +358,7 @@ def test_corrupted_object_is_fetched_again_then_named(uploaded, tmp_path, monkey
     data[200:216] = b"\x00" * 16
     zip_path.write_bytes(bytes(data))
     calls = count_downloads(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="alexnet.fetch"), \
+    with caplog.at_level(logging.WARNING, logger="alexnet.storage.transfer"), \
             pytest.raises(IntegrityError, match=f"category {wnid}: the zip at .* has sha256") as err:
         imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
     assert "upload the category again" in str(err.value)
@@ -388,8 +392,8 @@ def test_partial_files_in_cache_are_not_trusted(uploaded, tree, tmp_path, monkey
     victim = Path(first["image"][3])
     victim.write_bytes(victim.read_bytes()[:50])  # cut short, as by a crash while writing
     wnid_b = first["categories"][1]
-    (cache / "train" / wnid_b / fetch_module.MARKER).unlink()  # extracted, never marked complete
-    (cache / fetch_module.TMP / "n00000000-1-abc.zip.part").write_bytes(b"half a download")
+    (cache / "train" / wnid_b / cache_module.MARKER).unlink()  # extracted, never marked complete
+    (cache / cache_module.TMP / "n00000000-1-abc.zip.part").write_bytes(b"half a download")
     calls = count_downloads(monkeypatch)
     second = imagenet_partition(0, 1, uploaded, cache_dir=cache)
     assert sorted(calls) == sorted([f"{Path(victim).parent.name}.zip", f"{wnid_b}.zip"])
@@ -417,7 +421,8 @@ def test_zip_members_never_escape(tmp_path):
     with zipfile.ZipFile(evil, "w") as zf:
         zf.writestr("sub/ok.JPEG", b"ok")
         zf.writestr("./top.JPEG", b"top")
-    assert extract_zip(str(evil), str(dest)) == [(os.path.join("sub", "ok.JPEG"), 2), ("top.JPEG", 3)]
+    assert extract_zip(str(evil), str(dest)) == [(os.path.join("sub", "ok.JPEG"), 2, zlib.crc32(b"ok")),
+                                                 ("top.JPEG", 3, zlib.crc32(b"top"))]
 
 
 def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
@@ -425,7 +430,7 @@ def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
     import pandas as pd
 
     board = open_board(uploaded)
-    frame = board.pin_read("categories")
+    frame = board.pins.pin_read("categories")
     wnid = frame["id"][0]
     payload = io.BytesIO()
     with zipfile.ZipFile(payload, "w") as zf:
@@ -437,7 +442,7 @@ def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
     frame.loc[0, "sha256"] = sha(payload.getvalue())
     frame.loc[0, "bytes"] = len(payload.getvalue())
     # pins orders versions by their time to the second: make this one the latest for sure
-    board.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+    board.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
                     created=datetime.datetime.now() + datetime.timedelta(seconds=2))
     cache = tmp_path / "deep" / "cache"
     with pytest.raises(IntegrityError, match=f"category {wnid}.*would be written outside"):
@@ -460,9 +465,9 @@ def test_unreachable_board_fails_before_any_work(tmp_path, monkeypatch):
 
 
 def test_partition_errors_before_any_work(tmp_path):
-    with pytest.raises(AlexnetError, match=r"partition must be in 0\.\.3"):
+    with pytest.raises(AlexnetError, match=r"`partition` must be in 0\.\.3"):
         imagenet_partition(4, 4, "gs://never-contacted/board")
-    with pytest.raises(AlexnetError, match="total must be at least 1"):
+    with pytest.raises(AlexnetError, match=r"`total` must be a whole number >= 1"):
         imagenet_partition(0, 0, "gs://never-contacted/board")
     with pytest.raises(BoardError, match="does not exist"):
         imagenet_partition(0, 1, tmp_path / "nothing-here")

@@ -6,32 +6,32 @@
 - ``"mirrored"``: :class:`tf.distribute.MirroredStrategy` over every GPU of this machine, or every logical
   CPU device when there is no GPU;
 - ``"multi_worker"``: :class:`tf.distribute.MultiWorkerMirroredStrategy` over the workers named in the
-  ``TF_CONFIG`` environment variable (see :func:`alexnet.spark.tf_config`), with a timeout on collective operations so
-  that a lost worker ends the run instead of hanging it;
+  ``TF_CONFIG`` environment variable (see :mod:`alexnet.train.cluster`), with a timeout on collective
+  operations so that a lost worker ends the run instead of hanging it;
 - any :class:`tf.distribute.Strategy` object, such as one created from R with
   ``tf$distribute$MirroredStrategy()``.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
-import os
-import sys
+from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
 
-from .errors import AlexnetError
+from ..checks import as_seconds
+from ..errors import AlexnetError
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, install_tf_config_sync, process_environment, read_tf_config
 
 logger = logging.getLogger(__name__)
 
 #: Strategy names accepted by :func:`resolve_strategy`.
 STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
 
-#: Seconds a collective operation may wait for the other workers before the run fails.
-DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+# a strategy made from R after Sys.setenv(TF_CONFIG = ...) must see that TF_CONFIG
+install_tf_config_sync()
 
 
 def resolve_strategy(
@@ -62,13 +62,8 @@ def resolve_strategy(
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
-        sync_environment()
-        check_tf_config()
-        if collective_timeout is not None and not float(collective_timeout) > 0:
-            raise AlexnetError(
-                f"`collective_timeout` must be a positive number of seconds or None, not {collective_timeout!r}."
-            )
-        timeout = None if collective_timeout is None else float(collective_timeout)
+        read_tf_config()
+        timeout = as_seconds(collective_timeout, "collective_timeout")
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         logger.info(
@@ -84,71 +79,12 @@ def resolve_strategy(
     )
 
 
-def process_environment(name: str) -> str | None:
-    """The variable ``name`` in this process's environment as the C library sees it (``None``: unset).
-
-    Python copies the environment once, at start-up, into ``os.environ``; a variable set later by the
-    host program (R's ``Sys.setenv()`` through reticulate, say) is only visible here. On platforms
-    where the C library cannot be reached, ``os.environ``'s value.
-    """
-    if sys.platform.startswith(("linux", "darwin")):
-        try:
-            getenv = ctypes.CDLL(None).getenv
-            getenv.restype = ctypes.c_char_p
-            getenv.argtypes = [ctypes.c_char_p]
-            value = getenv(name.encode())
-            return None if value is None else value.decode()
-        except (OSError, AttributeError):
-            pass
-    return os.environ.get(name)
-
-
-#: Variables that TensorFlow reads from ``os.environ`` when a strategy is created.
-SYNCED_VARIABLES = ("TF_CONFIG",)
-
-
-def sync_environment(names: tuple[str, ...] = SYNCED_VARIABLES) -> list[str]:
-    """Copy ``names`` from the process environment into ``os.environ`` where they differ; the names copied.
-
-    For a host program that sets TF_CONFIG after Python has started (R's ``Sys.setenv()``, as in a
-    ``spark_apply()`` closure): TensorFlow reads ``os.environ``, which would not have it. TF_CONFIG is
-    also normalised (see :func:`normalise_tf_config`).
-    """
-    copied = []
-    for name in names:
-        value = process_environment(name)
-        if value is not None and os.environ.get(name) != value:
-            os.environ[name] = value
-            copied.append(name)
-    if copied:
-        logger.info("Took %s from the process environment (set after Python started).", ", ".join(copied))
-    if "TF_CONFIG" in names and os.environ.get("TF_CONFIG", "").strip():
-        os.environ["TF_CONFIG"] = normalise_tf_config(os.environ["TF_CONFIG"])
-    return copied
-
-
-def normalise_tf_config(raw: str) -> str:
-    """TF_CONFIG with every job's tasks as a list: a one-task job written as a bare string becomes a list.
-
-    ``jsonlite::toJSON(auto_unbox = TRUE)`` in R writes ``"worker": "host:8001"`` for a one-worker
-    cluster, which TensorFlow rejects. Anything that is not such JSON is returned unchanged.
-    """
-    try:
-        config = json.loads(raw)
-        cluster = config["cluster"]
-    except (ValueError, KeyError, TypeError):
-        return raw
-    if not isinstance(cluster, dict) or not any(isinstance(tasks, str) for tasks in cluster.values()):
-        return raw
-    config["cluster"] = {job: [tasks] if isinstance(tasks, str) else tasks for job, tasks in cluster.items()}
-    return json.dumps(config)
-
-
 def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
     """Raise when a multi-worker strategy object was made without this process's TF_CONFIG.
 
     Python reads TF_CONFIG once, when it starts: a ``MultiWorkerMirroredStrategy`` created after the
-    host program set TF_CONFIG (without :func:`sync_environment`) sees no cluster and would train alone.
+    host program set TF_CONFIG, before TensorFlow's TF_CONFIG reader was taught to look there (see
+    :func:`alexnet.train.cluster.install_tf_config_sync`), sees no cluster and would train alone.
     """
     if strategy_name(strategy) != "multi_worker" or num_workers(strategy) > 1:
         return
@@ -160,38 +96,9 @@ def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
     if workers > 1:
         raise AlexnetError(
             f"This MultiWorkerMirroredStrategy sees no cluster, but TF_CONFIG names {workers} workers: it was "
-            "set after Python started, so TensorFlow did not see it (from R, a Sys.setenv() reaches Python at "
-            "the end of the top-level call that made it, or at alexnet's next call: not inside the same "
-            "function). Create the strategy after that, e.g. after calling alexnet::tf_version(), or pass "
+            "made before TF_CONFIG was set. Create the strategy after setting TF_CONFIG, or pass "
             "strategy = 'multi_worker' instead of a strategy object."
         )
-
-
-def check_tf_config() -> dict:
-    """The parsed ``TF_CONFIG``; raises :class:`~alexnet.errors.AlexnetError` when it is missing or unusable."""
-    raw = os.environ.get("TF_CONFIG", "")
-    if raw.strip():
-        raw = os.environ["TF_CONFIG"] = normalise_tf_config(raw)
-    if not raw.strip():
-        raise AlexnetError(
-            "strategy = 'multi_worker' needs the TF_CONFIG environment variable naming every worker and "
-            "this worker's index: set it, e.g. to tf_config_json(addresses, index), before training."
-        )
-    try:
-        config = json.loads(raw)
-        workers = config["cluster"]["worker"]
-        task = config["task"]
-        index = int(task["index"])
-    except (ValueError, KeyError, TypeError) as error:
-        raise AlexnetError(
-            f"TF_CONFIG is not usable ({error}): it must be JSON like "
-            '{"cluster": {"worker": ["host1:8000", "host2:8001"]}, "task": {"type": "worker", "index": 0}}.'
-        ) from error
-    if task.get("type") == "worker" and not 0 <= index < len(workers):
-        raise AlexnetError(
-            f"TF_CONFIG's task index {index} is outside its {len(workers)} worker(s): use 0 to {len(workers) - 1}."
-        )
-    return config
 
 
 def _built(strategy: tf.distribute.Strategy, name: str) -> Any:
@@ -270,3 +177,41 @@ def strategy_name(strategy: tf.distribute.Strategy) -> str:
     if cls.startswith(("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")):
         return "multi_worker"
     return cls
+
+
+def uses_gpu(strategy: tf.distribute.Strategy) -> bool:
+    """Does ``strategy`` compute on GPUs?"""
+    try:
+        devices = strategy.extended.worker_devices
+    except (AttributeError, RuntimeError):
+        devices = ()
+    if any("GPU" in str(d).upper() for d in devices):
+        return True
+    return strategy_name(strategy) == "default" and bool(tf.config.list_logical_devices("GPU"))
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where a strategy computes: its replicas, its workers, this worker's place among them, GPUs or not."""
+
+    name: str
+    replicas: int
+    workers: int
+    worker_index: int
+    chief: bool
+    local_replicas: int
+    gpu: bool
+
+    def global_batch(self, batch_size: int) -> int:
+        """Images in one step of the whole cluster, for ``batch_size`` per replica."""
+        return batch_size * self.replicas
+
+    def worker_batch(self, batch_size: int) -> int:
+        """This worker's share of one step, for ``batch_size`` per replica."""
+        return batch_size * self.local_replicas
+
+
+def topology(strategy: tf.distribute.Strategy) -> Topology:
+    """The :class:`Topology` of ``strategy``."""
+    return Topology(strategy_name(strategy), strategy.num_replicas_in_sync, num_workers(strategy),
+                    task_index(strategy), is_chief(strategy), local_replicas(strategy), uses_gpu(strategy))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from .checks import as_int
-from .errors import AlexnetError
+from ..checks import as_int
+from ..errors import AlexnetError
 
 ImageCounts = Mapping[str, int] | Sequence[tuple[str, int]]
 
@@ -40,14 +40,26 @@ def _counts(images: ImageCounts) -> list[tuple[str, int]]:
     return out
 
 
+def check_partition(partition: object, total: object) -> tuple[int, int]:
+    """``(partition, total)`` as ints; an :class:`AlexnetError` saying the valid range when they do not fit.
+
+    The one range check of the package: ``total`` at least 1, ``partition`` in ``0..total-1`` (0-based).
+    """
+    total = as_int(total, "total", minimum=1)
+    partition = as_int(partition, "partition")
+    if not 0 <= partition < total:
+        raise AlexnetError(
+            f"`partition` must be in 0..{total - 1} (0-based, with total = {total}), not {partition}."
+        )
+    return partition, total
+
+
 def _check_total(total: object, categories: int) -> int:
-    total = as_int(total, "total")
-    if total < 1:
-        raise AlexnetError(f"total must be at least 1, not {total}")
+    total = as_int(total, "total", minimum=1)
     if total > categories:
         raise AlexnetError(
-            f"total ({total}) must not exceed the number of categories ({categories}): "
-            f"some partitions would be empty; use total <= {categories}"
+            f"`total` ({total}) must not exceed the number of categories ({categories}): "
+            f"some partitions would be empty; use total <= {categories}."
         )
     return total
 
@@ -73,25 +85,23 @@ def partition_categories(images: ImageCounts, partition: int, total: int) -> lis
     ``partition`` outside ``0..total-1``, ``total`` below 1 or above the number of categories raise
     ``AlexnetError`` saying the valid range.
     """
+    partition, total = check_partition(partition, total)
     owner = assign_partitions(images, total)
-    total = as_int(total, "total")
-    partition = as_int(partition, "partition")
-    if not 0 <= partition < total:
-        raise AlexnetError(
-            f"partition must be in 0..{total - 1} (0-based, with total = {total}), not {partition}"
-        )
     return sorted(wnid for wnid, k in owner.items() if k == partition)
 
 
-def partition_sizes(images: ImageCounts, total: int) -> list[int]:
-    """Images in each of the ``total`` partitions, in partition order.
+def partition_sizes(images: ImageCounts, total: int, counts: Mapping[str, int] | None = None) -> list[int]:
+    """Images in each of the ``total`` partitions of the split of ``images``, in partition order.
 
-    The training layer derives "the same number of steps on every worker" from it, e.g.
-    ``min(partition_sizes(images, total)) // per_worker_batch``.
+    ``counts`` (category id -> count, e.g. validation images) are summed per partition instead of ``images``,
+    still under the split that ``images`` decides. The training layer derives "the same number of steps on
+    every worker" from it: ``min(partition_sizes(images, total)) // per_worker_batch``.
     """
-    counts = dict(_counts(images))
-    owner = assign_partitions(counts, total)
+    pairs = dict(_counts(images))
+    owner = assign_partitions(pairs, total)
+    summed = pairs if counts is None else {wnid: as_int(counts.get(wnid, 0), f"the count of {wnid!r}", 0)
+                                           for wnid in pairs}
     sizes = [0] * as_int(total, "total")
     for wnid, k in owner.items():
-        sizes[k] += counts[wnid]
+        sizes[k] += summed[wnid]
     return sizes

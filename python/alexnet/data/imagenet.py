@@ -20,7 +20,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from .errors import LayoutError
+from ..errors import LayoutError
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,10 @@ class ImageNetTree:
     def num_images(self) -> int:
         """Number of training images over all categories."""
         return sum(len(c.files) for c in self.categories)
+
+    def training_files(self) -> tuple[list[str], list[int]]:
+        """Every training file, category by category, and its global label."""
+        return [f for c in self.categories for f in c.files], [c.index for c in self.categories for _ in c.files]
 
 
 def _is_image(name: str) -> bool:

@@ -1,0 +1,1 @@
+"""Benchmark: reference pipelines, measurements, the report (table and chart), ``alexnet_benchmark``."""

@@ -1,0 +1,104 @@
+"""The benchmark as a PNG: images per second per stage with the targets marked, and fetch speed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .stages import STAGES, TARGETS, label, rate
+
+
+def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
+    """A bar chart of images per second per stage, with the targets marked, as a PNG at ``path``.
+
+    A fetch measurement adds a second panel: megabytes per second, one download at a time and in parallel.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import pyplot as plt
+
+    order = {name: i for i, name in enumerate(STAGES)}
+    stages = sorted((s for s in result["stages"] if "images_per_second" in s),
+                    key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
+    fetches = [s for s in result["stages"] if s.get("stage") == "fetch" and s.get("bytes_per_second")]
+    panels = [p for p in (stages, fetches) if p]
+    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] or [6.0]
+    figure, axes_list = plt.subplots(1, max(1, len(panels)), figsize=(sum(widths), 4.8),
+                                     gridspec_kw={"width_ratios": widths}, squeeze=False)
+    axes_iter = iter(axes_list[0])
+    if stages:
+        _images_panel(next(axes_iter), stages)
+    if fetches:
+        _fetch_panel(next(axes_iter), fetches)
+    machine, summary = result["machine"], result["summary"]
+    title = f"{machine['cpu']}, {machine['cores']} core(s)"
+    if result["data"]["images"]:
+        title += f"; {result['data']['images']} images"
+    if result["settings"].get("resize"):
+        title += f" stored at short side {result['settings']['resize']} (decode: originals)"
+    if summary.get("bottleneck"):
+        title += f"\nbottleneck: {summary['bottleneck']}"
+    if summary.get("io_peak_rss_mb") is not None:
+        title += f"; io peak RSS {summary['io_peak_rss_mb']:.0f} MB"
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return os.fspath(path)
+
+
+def _bars(axes: Any, labels: list[str], values: list[float], colours: list[str], digits: int = 0) -> Any:
+    bars = axes.bar(labels, values, color=colours)
+    for bar, value in zip(bars, values, strict=True):
+        axes.annotate(f"{value:.{digits}f}", (bar.get_x() + bar.get_width() / 2, value), ha="center",
+                      va="bottom", fontsize=8)
+    axes.tick_params(axis="x", labelrotation=30, labelsize=8)
+    return bars
+
+
+def _mark(axes: Any, bar: Any, value: float, text: str, style: str) -> None:
+    axes.hlines(value, bar.get_x() - 0.1, bar.get_x() + bar.get_width() + 0.1, colors="black", linestyles=style,
+                label=text)
+
+
+def _images_panel(axes: Any, stages: list[Mapping[str, Any]]) -> None:
+    colours = {"decode": "#8c8c8c", "naive": "#d62728", "naive_auto": "#ff9896", "io": "#1f77b4",
+               "synthetic": "#2ca02c", "train": "#9467bd"}
+    labels = [label(s) for s in stages]
+    bars = _bars(axes, labels, [s["images_per_second"] for s in stages],
+                 [colours.get(s["stage"], "#7f7f7f") for s in stages])
+    io1, decode1, naive2 = rate(stages, "io", 1), rate(stages, "decode", 1), rate(stages, "naive", 2)
+    wanted = {name: minimum for name, (_, minimum) in TARGETS.items()}
+    marks = []
+    if decode1 is not None and "io 1c" in labels:
+        factor = wanted["io_vs_decode_per_core"]
+        marks.append(("io 1c", factor * decode1, f"target: {factor:g}x decode per core"))
+    if io1 is not None and "io 2c" in labels:
+        factor = wanted["io_2_cores_vs_1"]
+        marks.append(("io 2c", factor * io1, f"target: {factor:g}x io 1c"))
+    if naive2 is not None and "io 2c" in labels:
+        factor = wanted["io_vs_naive_2_cores"]
+        marks.append(("io 2c", factor * naive2, f"target: {factor:g}x naive 2c"))
+    for (bar_label, value, text), style in zip(marks, ["--", ":", "-."], strict=False):
+        _mark(axes, bars[labels.index(bar_label)], value, text, style)
+    highest = max([s["images_per_second"] for s in stages] + [value for _, value, _ in marks])
+    axes.set_ylim(0, highest * 1.35)  # room for the legend above the bars
+    if marks:
+        axes.legend(loc="upper left", fontsize=8)
+    axes.set_ylabel("images / second")
+
+
+def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
+    labels = [label(s) for s in fetches]
+    bars = _bars(axes, labels, [s["bytes_per_second"] / 1e6 for s in fetches], ["#ff7f0e"] * len(fetches), 1)
+    serial = next((s["bytes_per_second"] for s in fetches if s["workers"] == 1), None)
+    factor = TARGETS["fetch_parallel_vs_serial"][1]
+    axes.set_ylim(0, max([s["bytes_per_second"] for s in fetches] + [factor * (serial or 0)]) / 1e6 * 1.35)
+    if serial:
+        for bar, record in zip(bars, fetches, strict=True):
+            if record["workers"] != 1:
+                _mark(axes, bar, factor * serial / 1e6, f"target: {factor:g}x one at a time", "--")
+        axes.legend(loc="upper left", fontsize=8)
+    axes.set_ylabel("fetch, MB / second")

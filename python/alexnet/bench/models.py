@@ -1,0 +1,126 @@
+"""The stages that train: the model alone on an in-memory batch, real training, and fetching from a board."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ..machine import usable_cpus
+from .images import BenchImages
+from .measure import load_average
+
+
+def synthetic_measurement(
+    num_classes: int,
+    batch_size: int,
+    image_size: int,
+    *,
+    steps: int = 5,
+    seconds: float = 5.0,
+    dense_units: int = 4096,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """AlexNet training steps on one random uint8 batch kept on the device: the model's images per second.
+
+    The model, optimizer and compiled step are those of training (mixed precision and XLA on a GPU). Two
+    warm-up steps, then at least ``steps`` steps and ``seconds`` seconds.
+    """
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ..data.pipeline import synthetic_dataset
+    from ..train import model as alexnet_model
+
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    keras.utils.set_random_seed(seed)
+    net = alexnet_model.build_alexnet(num_classes, image_size, dense_units=dense_units, mixed_precision=gpu)
+    optimizer = alexnet_model.make_optimizer(0.01, mixed_precision=gpu)
+    alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=gpu)
+    x, y = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=seed, distinct_batches=1)))
+    step = tf.function(net.train_step, jit_compile=gpu)
+    for _ in range(2):
+        float(step((x, y))["loss"])
+    load = load_average()
+    count, start, elapsed = 0, time.perf_counter(), 0.0
+    while count < steps or elapsed < seconds:
+        logs = step((x, y))
+        count += 1
+        if count % 5 == 0 or count >= steps:
+            float(logs["loss"])  # wait for the device
+            elapsed = time.perf_counter() - start
+    float(logs["loss"])
+    elapsed = time.perf_counter() - start
+    return {
+        "stage": "synthetic",
+        "cores": usable_cpus(),
+        "images_per_second": count * batch_size / elapsed,
+        "images": count * batch_size,
+        "seconds": round(elapsed, 3),
+        "load_average": load,
+        "load_after": load_average(),
+        "device": "GPU" if gpu else "CPU",
+    }
+
+
+def train_measurement(
+    bench: BenchImages,
+    batch_size: int,
+    image_size: int,
+    *,
+    steps: int = 5,
+    parallel: int | None = None,
+    cache: bool = True,
+    dense_units: int = 4096,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """:func:`alexnet.train.api.alexnet_train` for two epochs of ``steps`` steps; images per second of the second."""
+    from ..train.api import alexnet_train
+
+    data = {"image": bench.files, "label": bench.labels, "num_classes": bench.num_classes,
+            "category": [str(y) for y in bench.labels], "categories": sorted({str(y) for y in bench.labels})}
+    load = load_average()
+    start = time.perf_counter()
+    history = alexnet_train(batch_size=batch_size, epochs=2, data=data, parallel=parallel, image_size=image_size,
+                            steps_per_epoch=steps, validation=False, check_images=False, cache=cache, seed=seed,
+                            verbose=0, dense_units=dense_units)
+    return {
+        "stage": "train",
+        "cores": usable_cpus(),
+        "images_per_second": float(history["images_per_second"]),
+        "images": 2 * steps * batch_size,
+        "seconds": round(time.perf_counter() - start, 3),
+        "load_average": load,
+        "load_after": load_average(),
+        "loss": [float(v) for v in history["metrics"].get("loss", [])],
+    }
+
+
+def fetch_measurement(
+    board: str, *, partition: int = 0, total: int = 1, workers: int = 8, workdir: str | os.PathLike
+) -> list[dict[str, Any]]:
+    """Fetch partition ``partition`` of ``total`` from ``board`` twice, into empty caches: one download at a time,
+    then ``workers`` at a time. Bytes per second of each."""
+    from ..data.fetch import imagenet_partition
+
+    results = []
+    for count in (1, workers):
+        cache = Path(workdir) / f"fetch-{count}"
+        shutil.rmtree(cache, ignore_errors=True)
+        load = load_average()
+        fetched = imagenet_partition(partition, total, board, cache_dir=cache, workers=count, validation=False)
+        moved, seconds = int(fetched["downloaded_bytes"]), float(fetched["seconds"])
+        results.append({
+            "stage": "fetch",
+            "workers": count,
+            "bytes": moved,
+            "seconds": seconds,
+            "bytes_per_second": moved / seconds if seconds > 0 else None,
+            "images": len(fetched["image"]),
+            "load_average": load,
+            "load_after": load_average(),
+        })
+        shutil.rmtree(cache, ignore_errors=True)
+    return results

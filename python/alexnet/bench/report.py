@@ -1,0 +1,132 @@
+"""The benchmark's result read: ratios against the targets, the bottleneck, a Markdown table, the machine."""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..machine import usable_cpus
+from .stages import COMPARISONS, CONTENDED, PIPELINE_STAGES, STAGES, TARGETS, contended, label, rate
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on."""
+    import tensorflow as tf
+
+    return {
+        "cpu": _cpu_model(),
+        "cores": usable_cpus(),
+        "gpus": [d.name for d in tf.config.list_logical_devices("GPU")],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+    }
+
+
+def _ratio(numerator: float | None, denominator: float | None, target: str) -> dict[str, Any]:
+    what, minimum = TARGETS[target]
+    if numerator is None or denominator is None or denominator <= 0:
+        return {"what": what, "value": None, "target": minimum, "met": None}
+    value = numerator / denominator
+    return {"what": what, "value": round(value, 3), "target": minimum, "met": bool(value >= minimum)}
+
+
+def summarize(stages: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]:
+    """Ratios against the targets, the bottleneck and the cores the pipeline needs, from measured ``stages``."""
+    io1, io2, ion = rate(stages, "io", 1), rate(stages, "io", 2), rate(stages, "io", cores)
+    fetch = {s["workers"]: s.get("bytes_per_second") for s in stages if s.get("stage") == "fetch"}
+    serial = fetch.get(1)
+    parallel = max((v for k, v in fetch.items() if k != 1 and v), default=None)
+    ratios = {
+        "io_vs_decode_per_core": _ratio(io1, rate(stages, "decode", 1), "io_vs_decode_per_core"),
+        "io_2_cores_vs_1": _ratio(io2, io1, "io_2_cores_vs_1"),
+        "io_vs_naive_2_cores": _ratio(io2, rate(stages, "naive", 2), "io_vs_naive_2_cores"),
+    }
+    if fetch:
+        ratios["fetch_parallel_vs_serial"] = _ratio(parallel, serial, "fetch_parallel_vs_serial")
+    auto2 = rate(stages, "naive_auto", 2)
+    comparisons = {
+        "io_vs_naive_auto_2_cores": {
+            "what": COMPARISONS["io_vs_naive_auto_2_cores"],
+            "value": round(io2 / auto2, 3) if io2 is not None and auto2 else None,
+        },
+    }
+    compute, train = rate(stages, "synthetic"), rate(stages, "train")
+    summary: dict[str, Any] = {"ratios": ratios, "comparisons": comparisons, "bottleneck": None,
+                               "cores_to_feed_synthetic": None}
+    if ion is not None and compute is not None:
+        summary["bottleneck"] = "input pipeline" if ion < compute else "model compute"
+        summary["bottleneck_detail"] = (
+            f"the input pipeline delivers {ion:.0f} images/s on {cores} core(s); the model trains "
+            f"{compute:.0f} images/s on batches already in memory"
+        )
+    if io1 and compute is not None:
+        summary["cores_to_feed_synthetic"] = math.ceil(compute / io1)
+    if train is not None:
+        bound = min(v for v in (ion, compute, train) if v is not None)
+        summary["train_vs_bound"] = round(train / bound, 3) if bound else None
+    summary["contended"] = [label(s) for s in stages if contended(s)]
+    peaks = [s for s in stages if s.get("stage") == "io" and s.get("peak_rss_mb") is not None]
+    if peaks:
+        worst = max(peaks, key=lambda s: s["peak_rss_mb"])
+        summary["io_peak_rss_mb"] = worst["peak_rss_mb"]
+        summary["io_rss_growth_mb"] = round(worst["peak_rss_mb"] - (worst.get("rss_before_mb") or 0.0), 1)
+    return summary
+
+
+def benchmark_table(result: Mapping[str, Any]) -> str:
+    """The benchmark as Markdown tables: images per second per stage, fetch speed, ratios against the targets.
+
+    Targets whose stages were not run are left out.
+    """
+    lines: list[str] = []
+    order = {name: i for i, name in enumerate(STAGES)}
+    images = sorted((s for s in result["stages"] if "images_per_second" in s),
+                    key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
+    if images:
+        lines += [
+            "| stage | cores | images/s | images/s per core | images per CPU-second | CPU use | peak RSS (MB) "
+            "| load avg |",
+            "| --- | --: | --: | --: | --: | --: | --: | --: |",
+        ]
+    for s in images:
+        ips = s["images_per_second"]
+        per_core = f"{ips / s['cores']:.0f}" if s.get("stage") in PIPELINE_STAGES else ""
+        per_cpu = "" if s.get("images_per_cpu_second") is None else f"{s['images_per_cpu_second']:.0f}"
+        use = "" if s.get("cpu_use") is None else f"{100 * s['cpu_use']:.0f}%"
+        peak = "" if s.get("peak_rss_mb") is None else f"{s['peak_rss_mb']:.0f}"
+        load = "" if s.get("load_average") is None else f"{s['load_average']:.2f}"
+        lines.append(f"| {s['stage']} | {s['cores']} | {ips:.0f} | {per_core} | {per_cpu} | {use} | {peak} | {load} |")
+    fetches = [s for s in result["stages"] if s.get("stage") == "fetch"]
+    if fetches:
+        lines += ["", "| fetch | workers | MB/s | seconds |", "| --- | --: | --: | --: |"]
+        lines += [f"| fetch | {s['workers']} | {(s['bytes_per_second'] or 0) / 1e6:.1f} | {s['seconds']:.2f} |"
+                  for s in fetches]
+    ratios = [r for r in result["summary"]["ratios"].values() if r["value"] is not None]
+    if ratios:
+        lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
+        lines += [f"| {r['what']} | {r['value']:.2f}x | {r['target']:g}x | {'yes' if r['met'] else 'no'} |"
+                  for r in ratios]
+        lines += [f"| {c['what']} | {c['value']:.2f}x | no target | |"
+                  for c in result["summary"].get("comparisons", {}).values() if c["value"] is not None]
+    summary = result["summary"]
+    if summary.get("contended"):
+        lines += ["", f"Slowed down by other work on the machine (less than {CONTENDED:.0%} of their CPUs): "
+                      f"{', '.join(summary['contended'])}."]
+    if summary.get("bottleneck"):
+        lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
+                      f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]
+    return "\n".join(lines).strip("\n")

@@ -1,0 +1,278 @@
+"""``alexnet_benchmark()``: how fast each stage between the JPEG bytes and the model runs, side by side.
+
+Stages, all on the same images:
+
+- ``decode``: a plain full-size :func:`tf.io.decode_jpeg` of the images' bytes (held in memory), nothing
+  else: the reference a pipeline is measured against, per core;
+- ``naive``: the input pipeline of the original r-tensorflow/alexnet ``alexnet_train``
+  (:func:`alexnet.bench.pipelines.naive_dataset`): file names, read and decode in one sequential map, convert
+  to float32, resize to the model's size, random brightness, contrast and saturation (the only map with
+  ``num_parallel_calls``), batch; no shuffle, no prefetch;
+- ``naive_auto``: the same pipeline with TensorFlow's default graph rewrites left on: recent TensorFlow
+  parallelises stateless maps by itself (the ``map_parallelization`` optimisation), which turns the
+  sequential decode into a parallel one; ``naive`` switches that rewrite off so that it runs as its code
+  reads, ``naive_auto`` shows what the same code gets today;
+- ``io``: this package's training pipeline (:func:`alexnet.data.pipeline.train_dataset`) into a consumer that
+  does nothing with the batches;
+- ``synthetic``: AlexNet training steps on one random batch that stays on the device: the compute bound;
+- ``train``: :func:`alexnet.train.api.alexnet_train`, the pipeline feeding the model;
+- ``fetch`` (only when asked, with a board): a partition downloaded one category at a time, then with
+  parallel downloads.
+
+``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, on 2 and on every core given (see
+:mod:`alexnet.bench.measure` for how). Peak resident memory is measured per stage (Linux: the peak is reset
+before each stage).
+
+With ``resize``, this package's pipeline (``io``, ``train``) reads the images as
+``imagenet_upload(resize = ...)`` would store them (pre-resized storage), while ``decode`` and ``naive``
+keep reading the original full-size files, as the original pipeline did: the comparison is then between
+the two whole designs, storage included.
+
+The result names the bottleneck (the input pipeline on every core, or the model's compute), the number of
+cores the pipeline needs to feed the measured ``synthetic`` rate, and the ratios against the targets
+(:data:`alexnet.bench.stages.TARGETS`). It is written as JSON and as a PNG chart.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checks import as_int, as_optional_int, as_seconds, as_strings
+from ..errors import AlexnetError
+from ..machine import usable_cpus
+from ..scratch import make_scratch
+from ..train.geometry import MIN_IMAGE_SIZE
+from .chart import write_chart
+from .images import BenchImages, resolve_images, store_resized
+from .measure import peak_rss_mb, pipeline_measurements, reset_peak_rss, run_pinned
+from .models import fetch_measurement, synthetic_measurement, train_measurement
+from .report import machine_info, summarize
+from .stages import DEFAULT_STAGES, PIPELINE_STAGES, STAGES, contended
+
+logger = logging.getLogger(__name__)
+
+JSON_FILE = "alexnet-benchmark.json"
+PNG_FILE = "alexnet-benchmark.png"
+
+
+def _stages_arg(stages: Sequence[str] | str | None) -> list[str]:
+    if stages is None:
+        return list(DEFAULT_STAGES)
+    names = [s.strip().lower() for s in (stages.split(",") if isinstance(stages, str) else as_strings(stages))]
+    unknown = [s for s in names if s not in STAGES]
+    if unknown or not names:
+        raise AlexnetError(f"Unknown stage(s) {unknown or names}: use some of {', '.join(STAGES)}.")
+    return [s for s in STAGES if s in names]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The benchmark's arguments, checked."""
+
+    stages: list[str]
+    images: int
+    batch_size: int
+    image_size: int
+    cores: int
+    cpus: list[int]
+    seconds: float
+    parallel: int | None
+    cache: bool
+    resize: int | None
+    quality: int
+    model_steps: int
+    dense_units: int
+    isolation: str
+    seed: int
+
+    def settings(self) -> dict[str, Any]:
+        """The settings recorded in the result."""
+        return {"stages": self.stages, "images": self.images, "batch_size": self.batch_size,
+                "image_size": self.image_size, "cores": self.cores, "core_counts": self.core_counts(),
+                "seconds": self.seconds, "parallel": self.parallel, "cache": self.cache, "resize": self.resize,
+                "quality": self.quality if self.resize else None, "model_steps": self.model_steps,
+                "dense_units": self.dense_units, "isolation": self.isolation, "seed": self.seed}
+
+    def core_counts(self) -> list[int]:
+        """The core counts the pipelines are measured on: 1, 2 and all."""
+        return sorted({1, min(2, self.cores), self.cores})
+
+
+def _isolation(isolation: str | None) -> str:
+    pinning = hasattr(os, "sched_setaffinity")
+    isolation = isolation if isolation is not None else "process" if pinning else "threads"
+    if isolation not in ("process", "threads"):
+        raise AlexnetError(f"`isolation` must be \"process\" or \"threads\", not {isolation!r}.")
+    if isolation == "process" and not pinning:
+        raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "
+                           "use isolation = \"threads\".")
+    return isolation
+
+
+def _plan(arguments: Mapping[str, Any]) -> _Plan:
+    a = arguments
+    stages = _stages_arg(a["stages"])
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(usable_cpus()))
+    cores = len(available) if a["cores"] is None else as_int(a["cores"], "cores", 1)
+    if cores > len(available):
+        raise AlexnetError(f"`cores` = {cores} but this process may use only {len(available)} CPU(s): use at most "
+                           f"{len(available)}.")
+    image_size = as_int(a["image_size"], "image_size", 1)
+    if image_size < MIN_IMAGE_SIZE and ({"synthetic", "train"} & set(stages)):
+        raise AlexnetError(f"`image_size` = {image_size} is too small for AlexNet: use at least {MIN_IMAGE_SIZE} "
+                           "(224 as in the paper), or leave out the synthetic and train stages.")
+    if "fetch" in stages and not a["board"]:
+        raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
+    return _Plan(stages, as_int(a["images"], "images", 1), as_int(a["batch_size"], "batch_size", 1), image_size,
+                 cores, available, as_seconds(a["seconds"], "seconds", allow_none=False, allow_zero=True) or 0.0,
+                 as_optional_int(a["parallel"], "parallel", 1), bool(a["cache"]),
+                 as_optional_int(a["resize"], "resize", 1), as_int(a["quality"], "quality", 1),
+                 as_int(a["model_steps"], "model_steps", 1), as_int(a["dense_units"], "dense_units", 1),
+                 _isolation(a["isolation"]), as_int(a["seed"], "seed", 0))
+
+
+def _pipeline_records(plan: _Plan, bench: BenchImages, originals: list[str]) -> list[dict[str, Any]]:
+    """The pipeline stages on every core count, each in a pinned child (or in this process)."""
+    stages = [s for s in plan.stages if s in PIPELINE_STAGES]
+    measured: list[dict[str, Any]] = []
+    for count in plan.core_counts() if stages else []:
+        spec = {"stages": stages, "files": bench.files, "original_files": originals, "labels": bench.labels,
+                "cores": count, "batch_size": plan.batch_size, "image_size": plan.image_size, "images": plan.images,
+                "seconds": plan.seconds, "parallel": plan.parallel, "cache": plan.cache, "seed": plan.seed}
+        records = run_pinned(spec, plan.cpus[:count]) if plan.isolation == "process" else pipeline_measurements(spec)
+        for record in records:
+            if contended(record):
+                logger.warning(
+                    "%s on %d core(s) got %.0f%% of its CPUs: other work on the machine took the rest, so its "
+                    "images/s are low. Run the benchmark again when the machine is idle.",
+                    record["stage"], count, 100 * record["cpu_use"])
+        measured += records
+    return measured
+
+
+def _model_records(plan: _Plan, bench: BenchImages) -> list[dict[str, Any]]:
+    measured = []
+    if "synthetic" in plan.stages:
+        measured.append(synthetic_measurement(bench.num_classes, plan.batch_size, plan.image_size,
+                                              steps=plan.model_steps, seconds=plan.seconds,
+                                              dense_units=plan.dense_units, seed=plan.seed))
+    if "train" in plan.stages:
+        gc.collect()
+        scoped = reset_peak_rss()
+        record = train_measurement(bench, plan.batch_size, plan.image_size, steps=plan.model_steps,
+                                   parallel=plan.parallel, cache=plan.cache, dense_units=plan.dense_units,
+                                   seed=plan.seed)
+        record["peak_rss_mb"] = peak_rss_mb()
+        record["peak_rss_scope"] = "stage" if scoped else "process"
+        measured.append(record)
+    return measured
+
+
+def _write(result: dict[str, Any], output_dir: str | os.PathLike | None) -> dict[str, Any]:
+    out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="alexnet-benchmark-"))
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / JSON_FILE, out / PNG_FILE
+    result["json"], result["png"] = str(json_path), str(png_path)
+    json_path.write_text(json.dumps(result, indent=2))
+    write_chart(result, png_path)
+    return result
+
+
+def alexnet_benchmark(
+    data: Mapping[str, Any] | str | os.PathLike | None = None,
+    *,
+    stages: Sequence[str] | str | None = None,
+    images: int = 2000,
+    batch_size: int = 32,
+    image_size: int = 224,
+    cores: int | None = None,
+    seconds: float = 5.0,
+    parallel: int | None = None,
+    cache: bool = True,
+    resize: int | None = None,
+    quality: int = 90,
+    model_steps: int = 5,
+    dense_units: int = 4096,
+    board: str | None = None,
+    fetch_partition: int = 0,
+    fetch_total: int = 1,
+    fetch_workers: int = 8,
+    isolation: str | None = None,
+    output_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Benchmark the input pipeline against a plain decode, the original pipeline and the model; name the bottleneck.
+
+    ``data`` is a partition (``imagenet_partition()``'s result), an ImageNet folder, or ``None`` for a
+    synthetic ImageNet of ``images`` images written to a temporary folder; at most ``images`` of its
+    images are used. ``stages`` picks among ``decode``, ``naive``, ``naive_auto``, ``io``, ``synthetic``,
+    ``train`` (the default: all six) and ``fetch`` (serial against parallel download of partition
+    ``fetch_partition`` of ``fetch_total`` from ``board``, with ``fetch_workers`` downloads at once). See the
+    module documentation for what each stage measures.
+
+    ``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, 2 cores and ``cores`` (default:
+    every CPU this process may use); ``isolation`` is ``"process"`` (a child pinned to those CPUs; the default
+    on Linux) or ``"threads"`` (this process, tf.data's thread pool limited instead). ``io`` uses ``parallel``
+    decodes (``None``: autotune, as in training) and, with ``cache``, keeps the compressed bytes in memory as the
+    ``decode`` reference does.
+
+    ``resize`` measures pre-resized storage: ``io`` and ``train`` then read copies of the images
+    re-encoded as ``imagenet_upload(resize = resize, quality = quality)`` stores them, while ``decode`` and
+    the naive pipelines still read the original full-size files (pass a partition of a board uploaded with
+    ``resize`` instead to run every stage on the stored bytes).
+
+    Each measurement runs for at least ``images`` images and ``seconds`` seconds after a warm-up (a
+    measurement that got less than 90% of its CPUs is listed in ``summary$contended``); ``synthetic``
+    and ``train`` run ``model_steps`` steps (``train``: two epochs of them, timed over the second) of
+    AlexNet with ``dense_units`` units in its dense layers, on batches of ``batch_size`` images of
+    ``image_size`` pixels.
+
+    Returns a dict: ``machine``, ``settings``, ``data`` (source, images, compressed bytes), ``stages``
+    (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``, ``seconds``,
+    ``load_average``, ``peak_rss_mb``, ...), ``summary`` (``ratios`` against the targets, ``comparisons``
+    without a target, ``bottleneck``,
+    ``cores_to_feed_synthetic``, ``io_peak_rss_mb``), ``json`` and ``png`` (the files written into
+    ``output_dir``, by default a new temporary folder).
+    """
+    plan = _plan(dict(locals()))
+    workdir = Path(make_scratch("alexnet-bench-data-"))
+    try:
+        if plan.stages == ["fetch"]:  # no images needed: only the board is measured
+            bench = BenchImages([], [], 0, "none (fetch only)")
+        else:
+            bench = resolve_images(data, plan.images, seed=plan.seed, workdir=workdir)
+        originals = bench.files
+        if plan.resize is not None and bench.files:
+            stored = store_resized(bench.files, plan.resize, workdir / "stored", quality=plan.quality)
+            bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
+        logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
+        measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench)
+        if "fetch" in plan.stages:
+            assert board is not None
+            measured += fetch_measurement(board, partition=fetch_partition, total=fetch_total,
+                                          workers=as_int(fetch_workers, "fetch_workers", 2), workdir=workdir)
+        resize = plan.resize
+        result: dict[str, Any] = {
+            "machine": machine_info(),
+            "settings": plan.settings(),
+            "data": {"source": bench.source, "images": len(bench.files), "skipped": bench.skipped,
+                     "num_classes": bench.num_classes, "compressed_bytes": bench.compressed_bytes,
+                     "mean_image_bytes": round(bench.compressed_bytes / max(1, len(bench.files))),
+                     "io_reads": f"the images re-encoded with short side {resize}" if resize else "the files",
+                     "decode_and_naive_read": "the original files" if resize else "the same files as io",
+                     "original_bytes": sum(os.path.getsize(f) for f in originals)},
+            "stages": measured,
+            "summary": summarize(measured, plan.cores),
+        }
+        return _write(result, output_dir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

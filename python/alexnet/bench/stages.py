@@ -1,0 +1,59 @@
+"""The benchmark's vocabulary: its stages, its targets, and how a measurement is named and read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Every stage, in the order they run.
+STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch")
+#: Stages run when none are named (``fetch`` needs a board and is asked for explicitly).
+DEFAULT_STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train")
+#: Stages measured on 1, 2 and all cores.
+PIPELINE_STAGES = ("decode", "naive", "naive_auto", "io")
+# Order in which a pinned child runs them: `io` first, so that its memory is measured from a fresh process
+# (memory freed by an earlier stage is not always returned to the system).
+CHILD_ORDER = ("io", "naive", "naive_auto", "decode")
+
+#: The targets: name -> (what is compared, minimum ratio).
+TARGETS: dict[str, tuple[str, float]] = {
+    "io_vs_decode_per_core": ("io on 1 core / decode on 1 core", 1.0),
+    "io_2_cores_vs_1": ("io on 2 cores / io on 1 core", 1.8),
+    "io_vs_naive_2_cores": ("io on 2 cores / naive on 2 cores", 2.0),
+    "fetch_parallel_vs_serial": ("parallel fetch / one download at a time (bytes/s)", 5.0),
+}
+#: Ratios reported without a target: name -> what is compared.
+COMPARISONS: dict[str, str] = {
+    "io_vs_naive_auto_2_cores": "io on 2 cores / naive_auto on 2 cores",
+}
+
+#: A pipeline measurement that got less than this share of its CPUs was slowed down by other work.
+CONTENDED = 0.9
+
+
+def contended(record: Mapping[str, Any]) -> bool:
+    """Did this measurement get less than :data:`CONTENDED` of its CPUs, so that other work slowed it down?
+
+    ``naive`` on more than one core is never counted: its sequential maps cannot keep more than about one
+    core busy, so its low share of the CPUs is what it measures, not a sign of other work.
+    """
+    if record.get("cpu_use") is None or (record.get("stage") == "naive" and record.get("cores", 1) > 1):
+        return False
+    return bool(record["cpu_use"] < CONTENDED)
+
+
+def rate(stages: Iterable[Mapping[str, Any]], stage: str, cores: int | None = None) -> float | None:
+    """Images per second of ``stage`` (on ``cores`` cores when given) among measured ``stages``; None if absent."""
+    for s in stages:
+        if s.get("stage") == stage and (cores is None or s.get("cores") == cores) and "images_per_second" in s:
+            return float(s["images_per_second"])
+    return None
+
+
+def label(stage: Mapping[str, Any]) -> str:
+    """A measurement's short name in tables and charts: ``io 2c``, ``fetch x8``, ``train``."""
+    if stage.get("stage") == "fetch":
+        return f"fetch x{stage['workers']}"
+    if stage.get("stage") in PIPELINE_STAGES:
+        return f"{stage['stage']} {stage['cores']}c"
+    return str(stage.get("stage"))

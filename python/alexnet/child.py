@@ -1,0 +1,212 @@
+"""Running a function in a fresh Python process: one runner for the Spark launcher and the benchmark.
+
+TensorFlow must start afresh for a multi-worker run (its cluster is set up before any other TensorFlow work)
+and for a measurement pinned to some CPUs (the pinning must come before TensorFlow starts its threads), so
+both run their work in a child process: :func:`run_child` pickles the function and its arguments into a
+scratch folder, starts ``python -c 'from alexnet.child import main; main()'`` there, and reads back the
+result (JSON) or the error. The child's output goes to a log file; it is killed when its parent dies
+(Linux), so no child outlives the task that started it.
+
+A child started from R gets the environment it would have had outside R (:func:`python_environment`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import AlexnetError
+from .scratch import scratch_folder
+
+logger = logging.getLogger(__name__)
+
+#: Lines of a failed child's log shown in its error.
+LOG_TAIL_LINES = 40
+_TASK_FILE = "task.pkl"
+_RESULT_FILE = "result.json"
+_ERROR_FILE = "error.json"
+_LOG_FILE = "child.log"
+_CPUS_FILE = "cpus.json"
+
+
+class ChildError(AlexnetError):
+    """A child process failed: ``error`` is its own Python error (``Type: message``), ``log_tail`` the last lines
+    of its log, ``log`` where the whole log is kept (or ``None``)."""
+
+    def __init__(self, what: str, error: str, log_tail: Sequence[str], exit_code: int | None = None,
+                 log: str | None = None, advice: str = ""):
+        self.what, self.error, self.log_tail, self.exit_code, self.log = what, error, list(log_tail), exit_code, log
+        tail = "\n  ".join(self.log_tail) if self.log_tail else "(empty)"
+        where = f"\nFull log: {log}" if log else ""
+        super().__init__(f"{what} failed: {error}{where}\nLast lines of its log:\n  {tail}" +
+                         (f"\n{advice}" if advice else ""))
+
+
+def python_executable() -> str:
+    """The Python interpreter to start children with (under R, ``sys.executable`` may be R itself)."""
+    candidates = [sys.executable, os.path.join(sys.exec_prefix, "bin", "python3"),
+                  os.path.join(sys.exec_prefix, "bin", "python"), shutil.which("python3") or ""]
+    for candidate in candidates:
+        if candidate and os.path.basename(candidate).lower().startswith("python") and os.access(candidate, os.X_OK):
+            return candidate
+    raise AlexnetError(f"No Python interpreter found to start a child process (sys.executable is {sys.executable!r}).")
+
+
+def _r_library_prefix(env: Mapping[str, str]) -> str:
+    """What R's ``etc/ldpaths`` puts in front of ``LD_LIBRARY_PATH`` ("" when this is not a process under R).
+
+    R does not export the prefix it computed (``R_LD_LIBRARY_PATH``), but it exports ``R_HOME``: the prefix is
+    computed again the same way, by sourcing that file with ``LD_LIBRARY_PATH`` unset.
+    """
+    r_home = env.get("R_HOME")
+    ldpaths = os.path.join(r_home, "etc" + env.get("R_ARCH", ""), "ldpaths") if r_home else ""
+    if not ldpaths or not os.path.isfile(ldpaths):
+        return ""
+    clean = {k: v for k, v in env.items() if k != "LD_LIBRARY_PATH"}
+    try:
+        done = subprocess.run(["sh", "-c", '. "$1"; printf %s "$LD_LIBRARY_PATH"', "sh", ldpaths], env=clean,
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def python_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) as a Python started outside R would have it.
+
+    R puts its own library folders in front of ``LD_LIBRARY_PATH`` (from R's ``etc/ldpaths``). A Python started
+    from R would then load the system's ``libpython`` from there instead of its own, and its compiled modules
+    (``_ssl``, ...) no longer load. That prefix is removed (as often as nested R processes added it), and the
+    variable with it when nothing else was in it. Outside R this changes nothing.
+    """
+    env = dict(os.environ if environ is None else environ)
+    current = env.get("LD_LIBRARY_PATH")
+    prefix = _r_library_prefix(env) if current is not None else ""
+    if not prefix or current is None:
+        return env
+    while current == prefix or current.startswith(prefix + os.pathsep):
+        current = current[len(prefix) + 1:]
+    if current:
+        env["LD_LIBRARY_PATH"] = current
+    else:
+        env.pop("LD_LIBRARY_PATH")
+    return env
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        try:
+            from pyspark import cloudpickle
+        except ImportError:
+            import cloudpickle  # type: ignore[no-redef]
+        return cloudpickle.dumps(value)
+
+
+def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last non-empty ``lines`` lines of a log file (of its last 64 KiB)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 64 * 1024))
+            text = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return kept[-lines:]
+
+
+def run_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
+              env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
+              prefix: str = "alexnet-child-", advice: str = "") -> Any:
+    """``function(*args)`` run in a fresh Python process; its result (which must be JSON-serialisable).
+
+    The child runs ``python`` (default: this interpreter) with this process's environment as Python outside
+    R would have it (:func:`python_environment`) plus ``env``, without ``TF_CONFIG`` unless ``env`` has one,
+    ``ALEXNET_PROGRESS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, pinned to ``cpus`` when given (before
+    it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
+    it). A failure raises :class:`ChildError` naming ``what``, with the child's own error, the last lines of
+    its log and ``advice``.
+    """
+    child_env = python_environment()
+    child_env.pop("TF_CONFIG", None)
+    child_env.update({str(k): str(v) for k, v in (env or {}).items()})
+    child_env.setdefault("ALEXNET_PROGRESS", "0")
+    child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    child_env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [child_env.get("PYTHONPATH")])])
+    with scratch_folder(prefix, family=prefix) as folder:
+        work = Path(folder)
+        (work / _TASK_FILE).write_bytes(_dumps((function, args)))
+        (work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
+        log_path = Path(log) if log else work / _LOG_FILE
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = [python or python_executable(), "-c", "from alexnet.child import main; main()", folder,
+                   str(os.getpid())]
+        with open(log_path, "wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
+            try:
+                code = process.wait()
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        if code == 0 and (work / _RESULT_FILE).exists():
+            return json.loads((work / _RESULT_FILE).read_text())
+        try:
+            error = json.loads((work / _ERROR_FILE).read_text())
+            message = f"{error['type']}: {error['message']}"
+        except (OSError, ValueError, KeyError):
+            message = f"its process ended with exit code {code} without a result"
+        raise ChildError(what, message, log_tail(log_path), code, str(log_path) if log else None, advice)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when its parent dies; exit now if the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if parent and os.getppid() != parent:
+        os._exit(3)
+
+
+def main() -> None:
+    """Entry point of a child started by :func:`run_child` (not for direct use)."""
+    folder, parent = Path(sys.argv[1]), int(sys.argv[2])
+    _die_with_parent(parent)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alexnet").setLevel(logging.INFO)
+    try:
+        cpus = json.loads((folder / _CPUS_FILE).read_text())
+        if cpus:  # before unpickling imports anything that might start threads
+            os.sched_setaffinity(0, set(cpus))
+        function, args = pickle.loads((folder / _TASK_FILE).read_bytes())
+        result = function(*args)
+        temporary = folder / (_RESULT_FILE + ".tmp")
+        temporary.write_text(json.dumps(result))
+        os.replace(temporary, folder / _RESULT_FILE)
+    except BaseException as error:
+        traceback.print_exc()
+        kind = type(error)
+        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+        (folder / _ERROR_FILE).write_text(json.dumps({"type": name, "message": str(error)}))
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # skip interpreter teardown: TensorFlow's servers and threads can take long to stop
+    os._exit(0)

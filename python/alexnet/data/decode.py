@@ -1,0 +1,252 @@
+"""Decoding one image's bytes in TensorFlow, for training (a random crop) and for evaluation (the centre).
+
+Training (:func:`decode_for_training`): a random crop is chosen from the JPEG header alone
+(:func:`tf.image.extract_jpeg_shape`) and only that window is decoded (:func:`tf.image.decode_and_crop_jpeg`),
+then resized to ``image_size`` and flipped left-right half of the time. The crop is Inception-style: 8% to
+100% of the image area, aspect ratio 3/4 to 4/3 (``area_range`` and ``aspect_ratio_range`` change it); the
+AlexNet paper instead cut fixed 224x224 patches out of images resized to 256x256, which is close to
+``area_range=(0.77, 0.77)``. Evaluation (:func:`decode_for_eval`): the short side is resized to
+``image_size * 256 / 224`` and the centre ``image_size`` square is kept. In both, a window more than twice
+the output is decoded at a reduced DCT scale (1/2, 1/4, 1/8) that still covers it, which is much cheaper than
+a full decode.
+
+Files that are not JPEG (ImageNet has a PNG named ``.JPEG``), CMYK and grayscale JPEGs all decode to
+3-channel RGB: the first bytes are checked in the graph and non-JPEG bytes go through
+:func:`tf.io.decode_image`. Pixels stay ``uint8``: the model's first layer normalises them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from ..errors import AlexnetError
+from .images import JPEG_MAGIC
+
+#: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
+EVAL_RESIZE_RATIO = 256 / 224
+
+#: The DCT scales libjpeg decodes at directly: 1/1, 1/2, 1/4 and 1/8.
+JPEG_RATIOS = (1, 2, 4, 8)
+
+
+def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
+    """A scalar bool tensor: do these bytes start with the JPEG start-of-image marker?"""
+    return tf.equal(tf.strings.substr(contents, 0, 3), JPEG_MAGIC)
+
+
+def decode_any(contents: tf.Tensor) -> tf.Tensor:
+    """Decode bytes of any format TensorFlow knows (PNG, GIF, BMP, JPEG) to a uint8 RGB image."""
+    image = tf.io.decode_image(contents, channels=3, dtype=tf.uint8, expand_animations=False)
+    image.set_shape([None, None, 3])
+    return image
+
+
+def _crop_window(
+    shape: tf.Tensor,
+    seed: tf.Tensor,
+    area_range: tuple[float, float],
+    aspect_ratio_range: tuple[float, float],
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """A random crop (offset, size), each [y, x], of an image of ``shape`` [height, width, ...]."""
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        image_size=tf.cast(shape, tf.int32),
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=area_range[0],
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    return begin[:2], size[:2]
+
+
+def _to_uint8(image: tf.Tensor) -> tf.Tensor:
+    """Round a float image whose values are already within 0-255 (as any bilinear resize of uint8 pixels is)."""
+    # A bilinear resize without antialiasing is a convex combination of input pixels, so it cannot leave 0-255;
+    # adding 0.5 and truncating rounds in one pass, where round + saturate_cast would take three.
+    return tf.cast(image + 0.5, tf.uint8)
+
+
+def resize_square(image: tf.Tensor, size: int) -> tf.Tensor:
+    """Resize a uint8 image to ``[size, size, 3]`` float32, bilinear, with the pixels converted first.
+
+    TensorFlow's bilinear resize computes in float32 whatever its input, and reads float32 input faster than
+    uint8, so converting the (larger) crop first and resizing that costs less CPU. The pixels are the same
+    either way.
+    """
+    return tf.image.resize(tf.cast(image, tf.float32), [size, size], method="bilinear")
+
+
+def jpeg_ratio(height: tf.Tensor, width: tf.Tensor, min_side: int | tf.Tensor) -> tf.Tensor:
+    """The DCT scale to decode a ``height`` x ``width`` window at: 1, 2, 4 or 8 (an int32 tensor).
+
+    The largest ``ratio`` for which both ``height // ratio`` and ``width // ratio`` are still larger than
+    ``min_side`` (the output size): decoding at ``1/ratio`` then never loses resolution the output needs, and
+    the bilinear resize that follows shrinks by less than 2x, so it does not alias either. A window that is
+    not more than twice ``min_side`` is decoded at full scale (ratio 1).
+    """
+    short = tf.minimum(tf.cast(height, tf.int32), tf.cast(width, tf.int32))
+    ratio = tf.constant(1, tf.int32)
+    for candidate in JPEG_RATIOS[1:]:
+        ratio = tf.where(short // candidate > min_side, tf.constant(candidate, tf.int32), ratio)
+    return ratio
+
+
+def scaled_window(window: tf.Tensor, shape: tf.Tensor, ratio: int | tf.Tensor) -> tf.Tensor:
+    """The smallest window of a JPEG decoded at ``1/ratio`` that holds ``window`` of the full-size image.
+
+    ``window`` is ``[y, x, height, width]`` in full-size pixels of an image of ``shape``. libjpeg's output at
+    ``1/ratio`` has ``ceil(side / ratio)`` pixels per side, and its pixel ``i`` covers the full-size pixels
+    ``ratio * i`` to ``ratio * i + ratio - 1``; the result is in those pixels, rounded outwards.
+    """
+    window = tf.cast(window, tf.int32)
+    ratio = tf.cast(ratio, tf.int32)
+    limit = (tf.cast(shape[:2], tf.int32) + ratio - 1) // ratio
+    begin = window[:2] // ratio
+    end = tf.minimum((window[:2] + window[2:] + ratio - 1) // ratio, limit)
+    return tf.concat([begin, tf.maximum(end - begin, 1)], axis=0)
+
+
+def _subpixel_boxes(window: tf.Tensor, decoded: tf.Tensor, ratio: int, size: int) -> tf.Tensor:
+    """``crop_and_resize`` box that samples ``window`` (full-size pixels) out of ``decoded`` (a scaled window).
+
+    ``decoded`` is :func:`scaled_window`'s ``[y, x, height, width]`` at ``1/ratio``. Output pixel ``i`` must
+    sample the point a plain resize of the full-size window would (half-pixel centres), which in the decoded
+    pixels is ``start + (i + 0.5) * length / size - 0.5``; ``crop_and_resize`` samples
+    ``y1 * (n - 1) + i * (y2 - y1) * (n - 1) / (size - 1)``, so the box is those points for the first and
+    last ``i``, divided by ``n - 1``.
+    """
+    window = tf.cast(window, tf.float32)
+    decoded = tf.cast(decoded, tf.float32)
+    start = window[:2] / ratio - decoded[:2]
+    length = window[2:] / ratio
+    first = start + 0.5 * length / size - 0.5
+    last = start + (size - 0.5) * length / size - 0.5
+    span = tf.maximum(decoded[2:] - 1.0, 1.0)
+    return tf.reshape(tf.concat([first / span, last / span], axis=0), [1, 4])
+
+
+def decode_jpeg_resized(
+    contents: tf.Tensor,
+    window: tf.Tensor,
+    size: int,
+    *,
+    shape: tf.Tensor | None = None,
+    ratio: int | None = None,
+) -> tf.Tensor:
+    """Decode ``window`` ``[y, x, height, width]`` of a JPEG and resize it to ``[size, size, 3]`` (float32, bilinear).
+
+    Only the window is decoded, straight from the compressed bytes: rows below it are never decoded and
+    pixels beside it are not transformed. When it is more than twice ``size`` on both sides it is decoded
+    at a reduced DCT scale of 1/2, 1/4 or 1/8 (:func:`jpeg_ratio`; ``ratio`` forces one), which skips most
+    of the inverse DCT, chroma upsampling and colour conversion; the window is then sampled with sub-pixel
+    precision (:func:`tf.image.crop_and_resize`), so the result covers exactly the part of the picture that a
+    full-size decode of the window resized to ``size`` covers. ``shape`` is the JPEG's
+    :func:`tf.image.extract_jpeg_shape`, when already known.
+    """
+    if shape is None:
+        shape = tf.image.extract_jpeg_shape(contents)
+    window = tf.cast(window, tf.int32)
+    if ratio is not None and ratio not in JPEG_RATIOS:
+        raise AlexnetError(f"`ratio` must be one of {JPEG_RATIOS} or None (automatic), not {ratio!r}.")
+
+    def full() -> tf.Tensor:
+        return resize_square(tf.image.decode_and_crop_jpeg(contents, window, channels=3), size)
+
+    def at(r: int) -> tf.Tensor:
+        decoded = scaled_window(window, shape, r)
+        image = tf.image.decode_and_crop_jpeg(contents, decoded, channels=3, ratio=r)
+        boxes = _subpixel_boxes(window, decoded, r, size)
+        return tf.image.crop_and_resize(image[None], boxes, tf.zeros([1], tf.int32), [size, size])[0]
+
+    if ratio is not None:
+        image = full() if ratio == 1 else at(ratio)
+    else:
+        chosen = jpeg_ratio(window[2], window[3], size)
+        # `ratio` is an attribute of the decode op, so each scale is a branch of its own; at full training
+        # size most windows are decoded at full scale, so that path stays free of the switch
+        index = tf.cast(tf.math.log(tf.cast(chosen, tf.float32)) / math.log(2.0) + 0.5, tf.int32) - 1
+        branches = [(lambda r=r: at(r)) for r in JPEG_RATIOS[1:]]
+        image = tf.cond(chosen > 1, lambda: tf.switch_case(index, branches), full)
+    image.set_shape([size, size, 3])
+    return image
+
+
+def decode_for_training(
+    contents: tf.Tensor,
+    image_size: int,
+    seed: tf.Tensor | None = None,
+    *,
+    area_range: tuple[float, float] = (0.08, 1.0),
+    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tf.Tensor:
+    """Decode one image's bytes into an augmented ``[image_size, image_size, 3]`` uint8 training image.
+
+    A random window (``area_range`` of the area, ``aspect_ratio_range`` width/height) is sampled from the
+    image's size; for a JPEG only that window is decoded, straight from the compressed bytes, and at a
+    reduced DCT scale when it is more than twice ``image_size`` (:func:`decode_jpeg_resized`). The crop is
+    resized to ``image_size`` squared and flipped left-right with probability 1/2. ``seed`` is a
+    ``[2]``-shaped int tensor for the stateless random ops (random when ``None``).
+    """
+    if seed is None:
+        seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
+    seed = tf.cast(seed, tf.int64)
+    crop_seed = seed
+    flip_seed = tf.stack([seed[1], seed[0] + 1])
+
+    def jpeg() -> tf.Tensor:
+        shape = tf.image.extract_jpeg_shape(contents)
+        begin, size = _crop_window(shape, crop_seed, area_range, aspect_ratio_range)
+        return decode_jpeg_resized(contents, tf.concat([begin, size], axis=0), image_size, shape=shape)
+
+    def other() -> tf.Tensor:
+        image = decode_any(contents)
+        begin, size = _crop_window(tf.shape(image), crop_seed, area_range, aspect_ratio_range)
+        return resize_square(tf.slice(image, tf.concat([begin, [0]], 0), tf.concat([size, [3]], 0)), image_size)
+
+    image = _to_uint8(tf.cond(is_jpeg(contents), jpeg, other))
+    # flipping the uint8 result moves a quarter of the bytes that flipping the float image would
+    return tf.image.stateless_random_flip_left_right(image, flip_seed)
+
+
+def _centre_window(shape: tf.Tensor, image_size: int) -> tf.Tensor:
+    """The window ``[y, x, height, width]`` of an image of ``shape`` that evaluation keeps.
+
+    Evaluation resizes the short side to ``round(image_size * 256 / 224)`` and keeps the centre ``image_size``
+    square (its offset rounded down, as slicing the resized image would). This is that square mapped back
+    to the full-size image, so that it can be cut first and resized once.
+    """
+    full = tf.cast(shape[:2], tf.float32)
+    resize_to = round(image_size * EVAL_RESIZE_RATIO)
+    resized = tf.maximum(tf.round(full * (resize_to / tf.reduce_min(full))), resize_to)
+    offset = tf.math.floordiv(resized - image_size, 2.0)
+    scale = full / resized
+    begin = tf.cast(tf.round(offset * scale), tf.int32)
+    end = tf.cast(tf.round((offset + image_size) * scale), tf.int32)
+    end = tf.minimum(tf.maximum(end, begin + 1), tf.cast(full, tf.int32))
+    return tf.concat([begin, end - begin], axis=0)
+
+
+def decode_for_eval(contents: tf.Tensor, image_size: int) -> tf.Tensor:
+    """Decode one image's bytes into a centre-cropped ``[image_size, image_size, 3]`` uint8 image.
+
+    The result is what resizing the short side to ``round(image_size * 256 / 224)`` (keeping the aspect ratio)
+    and keeping the centre ``image_size`` square gives, as in the AlexNet paper's evaluation at 224 out of
+    256. For a JPEG only that centre square is decoded, at a reduced DCT scale when it is more than twice
+    ``image_size`` (:func:`decode_jpeg_resized`), and resized once.
+    """
+
+    def jpeg() -> tf.Tensor:
+        shape = tf.image.extract_jpeg_shape(contents)
+        return decode_jpeg_resized(contents, _centre_window(shape, image_size), image_size, shape=shape)
+
+    def other() -> tf.Tensor:
+        image = decode_any(contents)
+        window = _centre_window(tf.shape(image), image_size)
+        image = tf.slice(image, tf.concat([window[:2], [0]], 0), tf.concat([window[2:], [3]], 0))
+        return resize_square(image, image_size)
+
+    return _to_uint8(tf.cond(is_jpeg(contents), jpeg, other))

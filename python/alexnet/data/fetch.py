@@ -1,0 +1,108 @@
+"""``imagenet_partition()``: one worker's balanced share of the categories on a board, fetched into a local cache.
+
+The categories are split by :mod:`alexnet.data.partition` (balanced image counts, deterministic), and the
+partition's zips are brought into the cache by :func:`alexnet.storage.fetch.fetch_zips` (in parallel,
+verified against the ``categories`` table's sha256, never half-written). Cache layout, under
+``cache_dir`` (by default ``<user cache dir>/alexnet/data/<hash of the board>``)::
+
+    train/<wnid>/<image files>
+    val/<wnid>/<image files>
+
+The result carries the sizes of every partition, so that the workers of a multi-worker run agree on their
+steps per epoch without going back to the board.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..checks import as_int
+from ..storage import cache, layout
+from ..storage.board import Board, open_board
+from ..storage.fetch import ZipItem, fetch_zips
+from .partition import check_partition, partition_categories, partition_sizes
+
+
+def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """The board's categories table: one dict per category, sorted by ``index``.
+
+    Keys: ``id``, ``name``, ``index`` (global 0-based label), ``images``, ``bytes``, ``sha256`` (of the
+    zip), ``version`` (its pin version) and ``val_images``, ``val_bytes``, ``val_sha256``, ``val_version``.
+    """
+    return layout.read_categories(open_board(board))
+
+
+def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool
+           ) -> list[ZipItem]:
+    items = []
+    for wnid in wnids:
+        row = rows[wnid]
+        items.append(ZipItem(f"train/{wnid}", layout.zip_path(board, wnid, row["version"]), row["sha256"],
+                             row["bytes"], os.path.join(root, "train", wnid), f"category {wnid}"))
+        if validation and row["val_images"] > 0 and row["val_version"]:
+            pin = layout.val_pin_name(wnid)
+            items.append(ZipItem(f"val/{wnid}", layout.zip_path(board, pin, row["val_version"]), row["val_sha256"],
+                                 row["val_bytes"], os.path.join(root, "val", wnid),
+                                 f"category {wnid} (validation images)"))
+    return items
+
+
+def imagenet_partition(
+    partition: int = 0,
+    total: int = 16,
+    board: str | os.PathLike | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int = 8,
+    retries: int = 3,
+    validation: bool = True,
+    verify: bool = False,
+) -> dict[str, Any]:
+    """Fetch partition ``partition`` (0-based) of ``total`` from ``board`` into a local cache.
+
+    Categories are split by :func:`alexnet.data.partition.partition_categories` (balanced image counts,
+    deterministic). Their zips are downloaded ``workers`` at a time, each retried ``retries`` times on
+    transient errors, checked against the sha256 in the ``categories`` pin and extracted into
+    ``cache_dir``; cached categories are reused without any download. A cached category counts when every
+    file is there with its size; with ``verify``, every file's CRC-32 is checked too (which reads them all),
+    and a damaged category is fetched again.
+
+    Returns a dict: ``image`` (absolute paths), ``category`` (wnid per image), ``categories`` (this
+    partition's wnids), ``label`` (global index per image), ``num_classes`` (global count), ``val_image``,
+    ``val_label``, ``val_category`` (this partition's validation images, empty when the board has none or
+    ``validation`` is false), ``partition``, ``total``, ``partition_sizes`` and ``val_partition_sizes``
+    (training and validation images of every partition, in partition order), ``board``, ``cache_dir``,
+    ``downloaded_bytes`` and ``seconds``.
+    """
+    partition, total = check_partition(partition, total)
+    workers = as_int(workers, "workers", 1)
+    retries = as_int(retries, "retries", 0)
+    opened = open_board(board)
+    rows = layout.read_categories(opened)
+    by_id = {r["id"]: r for r in rows}
+    images = {r["id"]: r["images"] for r in rows}
+    wnids = partition_categories(images, partition, total)
+    root = cache.open_cache(cache_dir, opened.location)
+    items = _items(opened, by_id, wnids, root, bool(validation))
+    fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
+                         desc=f"fetch {partition}/{total}")
+
+    result: dict[str, Any] = {"image": [], "category": [], "categories": list(wnids), "label": [],
+                              "num_classes": len(rows), "val_image": [], "val_label": [], "val_category": []}
+    for item in items:
+        split, wnid = item.key.split("/", 1)
+        prefix = "" if split == "train" else "val_"
+        for name in fetched.files[item.key]:
+            result[f"{prefix}image"].append(os.path.join(item.dest, name))
+            result[f"{prefix}category"].append(wnid)
+            result[f"{prefix}label"].append(by_id[wnid]["index"])
+    val_counts = {r["id"]: r["val_images"] if validation and r["val_version"] else 0 for r in rows}
+    result.update({
+        "partition": partition, "total": total,
+        "partition_sizes": partition_sizes(images, total),
+        "val_partition_sizes": partition_sizes(images, total, val_counts),
+        "board": opened.location, "cache_dir": root,
+        "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
+    })
+    return result

@@ -1,0 +1,117 @@
+"""The ``data`` argument of training and the benchmark, normalised: files, global labels, validation.
+
+``data`` is the result of ``imagenet_partition()`` (files with their global ``label`` and ``num_classes``),
+or a list made by hand with ``image``, ``category`` and ``categories``, as the original r-tensorflow/alexnet
+took it (a label is then the position of the image's category among the sorted ``categories``). Values may
+be lists, tuples, numpy arrays or, for one element, a bare string or number, as R sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checks import as_int, as_ints, as_strings
+from ..errors import AlexnetError
+
+
+@dataclass
+class TrainingData:
+    """The images of ``data`` and their labels, normalised."""
+
+    files: list[str]
+    labels: list[int]
+    num_classes: int
+    categories: list[str]
+    val_files: list[str] = field(default_factory=list)
+    val_labels: list[int] = field(default_factory=list)
+
+
+def _check_range(labels: Sequence[int], num_classes: int, name: str) -> None:
+    bad = [v for v in labels if not 0 <= v < num_classes]
+    if bad:
+        raise AlexnetError(
+            f"`data${name}` has {len(bad)} value(s) outside 0..{num_classes - 1} (e.g. {bad[0]}): labels are "
+            f"0-based indices below num_classes = {num_classes}."
+        )
+
+
+def _labels(data: Mapping[str, Any], files: list[str]) -> tuple[list[int], int, dict[str, int]]:
+    """Labels of ``files``, the number of classes, and category -> label as far as ``data`` tells it."""
+    category = as_strings(data.get("category"))
+    if data.get("label") is not None:
+        labels = as_ints(data["label"], "data$label")
+        if data.get("num_classes") is None:
+            raise AlexnetError(
+                "`data` has `label` but no `num_classes`: add the global number of classes, as "
+                "imagenet_partition() does, or drop `label` to number the classes from `categories`."
+            )
+        num_classes = as_int(data["num_classes"], "data$num_classes", minimum=1)
+        mapping = dict(zip(category, labels, strict=True)) if len(category) == len(labels) else {}
+        return labels, num_classes, mapping
+    categories = as_strings(data.get("categories"))
+    if not categories:
+        raise AlexnetError("`data$categories` is missing or empty: list the categories of the images.")
+    if len(category) != len(files):
+        raise AlexnetError(
+            f"`data$image` has {len(files)} entries but `data$category` has {len(category)}: give one "
+            "category per image."
+        )
+    mapping = {wnid: index for index, wnid in enumerate(sorted(set(categories)))}
+    unknown = sorted(set(category) - set(mapping))
+    if unknown:
+        raise AlexnetError(
+            f"Categories {unknown[:10]} of `data$category` are not in `data$categories`: add them there."
+        )
+    return [mapping[c] for c in category], len(mapping), mapping
+
+
+def _val_labels(data: Mapping[str, Any], val_files: list[str], mapping: dict[str, int]) -> list[int]:
+    if data.get("val_label") is not None:
+        val_labels = as_ints(data["val_label"], "data$val_label")
+    elif data.get("val_category") is not None:
+        val_category = as_strings(data["val_category"])
+        unknown = sorted(set(val_category) - set(mapping))
+        if unknown:
+            raise AlexnetError(
+                f"Validation categories {unknown[:10]} are not among the training categories: give "
+                "`val_label` (global class indices) or drop those images."
+            )
+        val_labels = [mapping[c] for c in val_category]
+    else:
+        raise AlexnetError("`data$val_image` needs `val_label` or `val_category` for its labels.")
+    if len(val_labels) != len(val_files):
+        raise AlexnetError(
+            f"`data$val_image` has {len(val_files)} entries but there are {len(val_labels)} validation "
+            "labels: give one per image."
+        )
+    return val_labels
+
+
+def training_data(data: Mapping[str, Any]) -> TrainingData:
+    """Normalise ``data``: the result of ``imagenet_partition()``, or a hand-made ``image``/``category``/``categories``.
+
+    With ``label`` and ``num_classes`` (a partition), labels are the global class indices. Without them
+    (the hand-made form), a label is the position of the image's category in ``sorted(categories)`` and
+    ``num_classes`` is the number of categories. Validation images come from ``val_image`` with
+    ``val_label`` or ``val_category``. Every problem raises an :class:`AlexnetError` that names the field.
+    """
+    if not isinstance(data, Mapping):
+        raise AlexnetError(
+            f"`data` must be the result of imagenet_partition() or a dict/list with `image`, `category` and "
+            f"`categories`, not a {type(data).__name__}."
+        )
+    files = as_strings(data.get("image"))
+    if not files:
+        raise AlexnetError("`data$image` is missing or empty: there are no images to train on.")
+    labels, num_classes, mapping = _labels(data, files)
+    if len(labels) != len(files):
+        raise AlexnetError(
+            f"`data$image` has {len(files)} entries but `data$label` has {len(labels)}: give one label per image."
+        )
+    _check_range(labels, num_classes, "label")
+    val_files = as_strings(data.get("val_image"))
+    val_labels = _val_labels(data, val_files, mapping) if val_files else []
+    _check_range(val_labels, num_classes, "val_label")
+    return TrainingData(files, labels, num_classes, as_strings(data.get("categories")), val_files, val_labels)

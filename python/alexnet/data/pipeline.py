@@ -1,0 +1,188 @@
+"""The input pipeline: compressed image bytes -> decode -> augment -> batch -> prefetch, all in tf.data.
+
+Images stay compressed for as long as possible. File paths (cheap strings) are shuffled every epoch, the
+bytes are read in parallel (and, with ``cache=True``, kept in memory still compressed), and each image is
+decoded only when its batch is built, in ``parallel`` calls at once, while the previous batch trains
+(``prefetch``). Pixels stay ``uint8`` all the way to the model, whose first layer normalises them, so a
+batch costs a quarter of the memory and host-to-device bandwidth of ``float32``. How one image is decoded
+is :mod:`alexnet.data.decode`'s job; which images are usable, :mod:`alexnet.data.scan`'s.
+
+As a last line of defence, the training and evaluation datasets drop any *batch* in which a decode still
+fails (``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file
+that passes the quick check but is corrupt inside costs one batch, never the epoch.
+
+:func:`synthetic_dataset` is a twin of :func:`train_dataset` made of random ``uint8`` batches of the same
+shape, for tests and for measuring the model's speed without the input pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from ..errors import AlexnetError
+from ..machine import usable_cpus
+from .decode import decode_for_eval, decode_for_training
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def num_parallel_calls(parallel: int | None) -> int:
+    """``parallel`` as given to ``Dataset.map``: ``None`` means autotune; otherwise a positive count."""
+    if parallel is None:
+        return AUTOTUNE
+    if isinstance(parallel, bool) or int(parallel) != parallel or parallel < 1:
+        raise AlexnetError(f"`parallel` must be a positive whole number or None (autotune), not {parallel!r}.")
+    return int(parallel)
+
+
+def dataset_options(training: bool = True) -> tf.data.Options:
+    """tf.data options shared by every dataset of the package.
+
+    Auto-sharding is off because the data is already partitioned per worker (each worker reads its own
+    files); training datasets are non-deterministic (elements come out as soon as they are decoded);
+    autotuning picks the parallelism and prefetch depth left at ``AUTOTUNE``, but never fewer parallel
+    calls than the CPUs this process may use (left to itself it starts low and climbs slowly, which costs
+    throughput on few cores; the README's benchmark section has the numbers).
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.deterministic = not training
+    options.autotune.enabled = True
+    if hasattr(type(options.autotune), "min_parallelism"):  # TensorFlow >= 2.17
+        options.autotune.min_parallelism = usable_cpus()
+    options.experimental_optimization.map_parallelization = True
+    return options
+
+
+def as_string_list(files: Sequence[str] | np.ndarray, name: str) -> list[str]:
+    if isinstance(files, (str, bytes)):
+        files = [files]
+    out = [f.decode() if isinstance(f, bytes) else str(f) for f in list(files)]
+    if not out:
+        raise AlexnetError(f"`{name}` is empty: there are no images to read.")
+    return out
+
+
+def _file_dataset(files: Sequence[str], labels: Sequence[int]) -> tf.data.Dataset:
+    files = as_string_list(files, "files")
+    labels = np.asarray(labels, dtype=np.int32).reshape(-1)
+    if len(labels) != len(files):
+        raise AlexnetError(f"There are {len(files)} files but {len(labels)} labels: give one label per file.")
+    return tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(labels)))
+
+
+def train_dataset(
+    files: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    image_size: int = 224,
+    *,
+    parallel: int | None = None,
+    cache: bool = False,
+    seed: int | None = None,
+    repeat: bool = True,
+    drop_remainder: bool = True,
+    shuffle_buffer: int | None = None,
+    area_range: tuple[float, float] = (0.08, 1.0),
+    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tf.data.Dataset:
+    """The training dataset: batches ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``.
+
+    Every pass over the data visits every file exactly once, in a new random order (the file list is
+    shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
+    reproducible). Files are read with ``parallel`` parallel calls and decoded with
+    :func:`decode_for_training` in ``parallel`` parallel calls (``None``: autotune); batches are
+    prefetched. ``batch_size`` here is the *global* batch (what one training step consumes on this
+    machine). With ``repeat=True`` the passes follow one another without end (Keras then needs
+    ``steps_per_epoch``), so a batch may straddle two passes.
+
+    With ``cache=True`` the compressed bytes are kept in memory after the first pass (never the decoded
+    pixels); later passes are then shuffled again after the cache, with a buffer of ``shuffle_buffer``
+    images (default: all of them, which holds references to the cached bytes, not copies).
+    """
+    calls = num_parallel_calls(parallel)
+    files_ds = _file_dataset(files, labels)
+    count = int(files_ds.cardinality())
+    buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
+    ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls, deterministic=False)
+    if cache:
+        ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    # one independent random seed per element makes the crops and flips reproducible under ``seed``
+    noise = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2, drop_remainder=True)
+    ds = tf.data.Dataset.zip((ds, noise))
+
+    def decode(item: tuple[tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        contents, label = item
+        image = decode_for_training(
+            contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range
+        )
+        return image, label
+
+    ds = ds.map(decode, num_parallel_calls=calls, deterministic=False)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    # after the batch: per element, ignore_errors halves the throughput of a single core
+    ds = ds.ignore_errors()
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=True))
+
+
+def eval_dataset(
+    files: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    image_size: int = 224,
+    *,
+    parallel: int | None = None,
+    cache: bool = False,
+    repeat: bool = False,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """The evaluation dataset: every file once, in order, decoded with :func:`decode_for_eval`.
+
+    Batches are ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``, the last one
+    smaller unless ``drop_remainder``. ``cache=True`` keeps the compressed bytes in memory.
+    """
+    calls = num_parallel_calls(parallel)
+    ds = _file_dataset(files, labels)
+    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls)
+    if cache:
+        ds = ds.cache()
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.map(lambda contents, label: (decode_for_eval(contents, image_size), label), num_parallel_calls=calls)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.ignore_errors()
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=False))
+
+
+def synthetic_dataset(
+    batch_size: int,
+    image_size: int = 224,
+    num_classes: int = 1000,
+    steps: int | None = None,
+    *,
+    seed: int | None = None,
+    distinct_batches: int = 4,
+) -> tf.data.Dataset:
+    """Random batches shaped like :func:`train_dataset`'s, for tests and for timing the model alone.
+
+    Yields ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``. A few distinct batches
+    (``distinct_batches``) are made once and repeated, so producing a batch costs next to nothing;
+    ``steps`` batches in all, or without end when ``None``.
+    """
+    rng = np.random.default_rng(seed)
+    distinct = max(1, int(distinct_batches))
+    images = rng.integers(0, 256, size=(distinct, batch_size, image_size, image_size, 3), dtype=np.uint8)
+    labels = rng.integers(0, num_classes, size=(distinct, batch_size), dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    if steps is not None:
+        ds = ds.take(int(steps))
+    ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=True))

@@ -1,0 +1,204 @@
+"""One worker of a multi-worker run: fetch its partition, set TF_CONFIG, train; and its result as a flat row.
+
+:func:`train_worker` is what each barrier task runs, in a fresh Python process (see
+:func:`alexnet.child.run_child`), whether the task was launched from Python (:mod:`alexnet.launch.spark`) or
+from R (``sparklyr::spark_apply(barrier = TRUE)``, through :func:`barrier_row`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..checks import as_int
+from ..child import ChildError, run_child
+from ..errors import AlexnetError
+from ..train.cluster import DEFAULT_BASE_PORT, tf_config
+
+logger = logging.getLogger(__name__)
+
+#: Columns of :func:`worker_summary`, in order, with their Python types.
+SUMMARY_COLUMNS: dict[str, type] = {
+    "worker": int,
+    "workers": int,
+    "address": str,
+    "tf_address": str,
+    "chief": bool,
+    "categories": str,
+    "train_images": int,
+    "val_images": int,
+    "steps": int,
+    "global_batch_size": int,
+    "epochs": int,
+    "loss": float,
+    "accuracy": float,
+    "val_accuracy": float,
+    "images_per_second": float,
+    "fetch_seconds": float,
+    "train_seconds": float,
+    "weights_sha256": str,
+    "model_path": str,
+    "history": str,
+}
+#: Arguments a worker sets itself, which callers must not give.
+RESERVED = ("data", "strategy")
+#: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
+WORKER_VERBOSE = 2
+
+
+def check_train_args(train_args: Mapping[str, Any], where: str) -> None:
+    """Raise when ``train_args`` holds an argument the worker sets itself (``data``, ``strategy``)."""
+    for name in RESERVED:
+        if name in train_args and not (name == "strategy" and train_args[name] in (None, "multi_worker")):
+            raise AlexnetError(
+                f"`{name}` cannot be given to {where}: each worker trains on its own partition with "
+                "strategy = 'multi_worker'. Leave it out."
+            )
+
+
+def train_worker(
+    index: int,
+    addresses: Sequence[str],
+    board: str | os.PathLike | None = None,
+    *,
+    base_port: int = DEFAULT_BASE_PORT,
+    cache_dir: str | os.PathLike | None = None,
+    fetch_workers: int = 8,
+    **train_args: Any,
+) -> dict[str, Any]:
+    """One worker's part of a multi-worker run: fetch its partition, set TF_CONFIG, train.
+
+    Worker ``index`` of ``len(addresses)`` (the barrier addresses, in partition order) fetches partition
+    ``index`` of ``len(addresses)`` from ``board`` (into ``cache_dir``, ``fetch_workers`` downloads at
+    once), sets ``TF_CONFIG`` from the addresses (see :func:`alexnet.train.cluster.tf_config`) and calls
+    :func:`alexnet.alexnet_train` with ``strategy = "multi_worker"`` and ``train_args``. It must run in a
+    process where TensorFlow has not started yet. Every worker of the job calls it at about the same
+    time (each blocks until all have joined).
+
+    Returns a dict: ``worker``, ``workers``, ``address`` (the barrier address), ``tf_address`` (where
+    this worker's TensorFlow server listens), ``chief``, ``categories`` (the partition's wnids),
+    ``train_images``, ``val_images``, ``downloaded_bytes``, ``fetch_seconds`` and ``history`` (what
+    ``alexnet_train()`` returns). :func:`worker_summary` makes a flat row of it.
+    """
+    addresses = [addresses] if isinstance(addresses, str) else [str(a) for a in addresses]
+    index = as_int(index, "index")
+    check_train_args(train_args, "a Spark worker")
+    train_args.pop("strategy", None)
+    config = tf_config(addresses, index, base_port)
+    os.environ["TF_CONFIG"] = json.dumps(config)
+    logger.info("Worker %d of %d: TF_CONFIG %s", index, len(addresses), os.environ["TF_CONFIG"])
+
+    from ..data.fetch import imagenet_partition
+    from ..train.api import alexnet_train
+
+    data = imagenet_partition(index, len(addresses), board, cache_dir=cache_dir, workers=fetch_workers)
+    train_args.setdefault("verbose", WORKER_VERBOSE)
+    history = alexnet_train(data=data, strategy="multi_worker", **train_args)
+    return {
+        "worker": index,
+        "workers": len(addresses),
+        "address": addresses[index],
+        "tf_address": config["cluster"]["worker"][index],
+        "chief": index == 0,
+        "categories": list(data["categories"]),
+        "train_images": len(data["image"]),
+        "val_images": len(data["val_image"]),
+        "downloaded_bytes": int(data.get("downloaded_bytes", 0)),
+        "fetch_seconds": float(data.get("seconds", 0.0)),
+        "history": history,
+    }
+
+
+def worker_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat row of scalars (the columns of :data:`SUMMARY_COLUMNS`) from a :func:`train_worker` result.
+
+    Final-epoch ``loss``, ``accuracy`` and ``val_accuracy`` (NaN without validation), ``categories``
+    joined with commas, and the whole history as JSON in ``history``.
+    """
+    history = row["history"]
+    metrics = history.get("metrics", {})
+    params = history.get("params", {})
+
+    def last(name: str) -> float:
+        values = metrics.get(name) or []
+        return float(values[-1]) if values else float("nan")
+
+    summary = {
+        "worker": int(row["worker"]),
+        "workers": int(row["workers"]),
+        "address": str(row["address"]),
+        "tf_address": str(row["tf_address"]),
+        "chief": bool(row["chief"]),
+        "categories": ",".join(row["categories"]),
+        "train_images": int(row["train_images"]),
+        "val_images": int(row["val_images"]),
+        "steps": int(params.get("steps", 0)),
+        "global_batch_size": int(params.get("global_batch_size", 0)),
+        "epochs": len(metrics.get("loss") or []),
+        "loss": last("loss"),
+        "accuracy": last("accuracy"),
+        "val_accuracy": last("val_accuracy"),
+        "images_per_second": float(history.get("images_per_second", 0.0)),
+        "fetch_seconds": float(row.get("fetch_seconds", 0.0)),
+        "train_seconds": float(params.get("seconds", 0.0)),
+        "weights_sha256": str(history.get("weights_sha256", "")),
+        "model_path": str(history.get("model_path") or ""),
+        "history": json.dumps(history),
+    }
+    assert list(summary) == list(SUMMARY_COLUMNS)
+    return summary
+
+
+class WorkerError(ChildError):
+    """A worker of a distributed run failed; ``worker`` and ``workers`` say which, the rest as :class:`ChildError`."""
+
+    def __init__(self, worker: int, workers: int, error: str, log_tail: Sequence[str], exit_code: int | None = None,
+                 log: str | None = None):
+        self.worker, self.workers = worker, workers
+        super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log,
+                         "The other workers were stopped. Fix the cause and run again (with `checkpoint_dir`, "
+                         "training resumes from the last checkpoint).")
+
+    def details(self) -> dict[str, Any]:
+        """What the driver needs to raise this error again: JSON-serialisable."""
+        return {"worker": self.worker, "workers": self.workers, "error": self.error, "log_tail": self.log_tail,
+                "exit_code": self.exit_code, "log": self.log}
+
+    @classmethod
+    def from_details(cls, details: Mapping[str, Any]) -> WorkerError:
+        """The error :meth:`details` describes."""
+        return cls(int(details["worker"]), int(details["workers"]), str(details["error"]),
+                   [str(line) for line in details.get("log_tail", [])], details.get("exit_code"), details.get("log"))
+
+
+def run_worker(function: Any, index: int, addresses: Sequence[str], *, python: str | None = None,
+               env: Mapping[str, str] | None = None, log: str | None = None) -> Any:
+    """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`); a failure
+    raises :class:`WorkerError`."""
+    addresses = [str(a) for a in addresses]
+    try:
+        return run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
+                         prefix=f"alexnet-worker{index}-")
+    except ChildError as error:
+        raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code, error.log) from None
+
+
+def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any]) -> dict[str, Any]:
+    """What an R barrier task (``spark_apply(barrier = TRUE)``) does: :func:`train_worker` for ``partition`` in a
+    fresh Python process, as a flat row (:func:`worker_summary`).
+
+    ``task`` is the ``task`` of :func:`alexnet.launch.spark.r_job`'s plan. A failure raises
+    :class:`WorkerError` with the worker's own error first.
+    """
+    from functools import partial
+
+    arguments = dict(task)
+    train_args = dict(arguments.pop("train_args", {}))
+    python, env = arguments.pop("python", None), arguments.pop("env", None)
+    function = partial(train_worker, **arguments, **train_args)
+    row = run_worker(function, as_int(partition, "barrier$partition"), [str(a) for a in addresses], python=python,
+                     env=env)
+    return worker_summary(row)

@@ -1,0 +1,131 @@
+"""Boards: where the zipped categories live. A board is a location string; this module opens it as a pins board.
+
+``None`` means ``$ALEXNET_BOARD``, else the folder ``<user cache dir>/alexnet/board``. Any other string is a
+storage location (see :mod:`alexnet.storage.location`): a folder, ``gs://``, ``s3://``, or ``https://``
+(read only, through the ``_pins.yaml`` manifest that ``imagenet_upload`` writes at the board's root, so a
+folder, GCS or S3 board can be served over HTTP(S)).
+
+:func:`open_board` resolves the string once and checks that the board can be reached (and, for writing,
+that credentials exist) before returning, so that mistakes show up as one clear ``BoardError`` before any
+long work starts. Every board holds versioned pins (``<name>/<version>/<file>`` plus ``data.txt``), so
+boards written here can be read by R's and Python's pins packages as well.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BoardError
+from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
+
+MANIFEST = "_pins.yaml"
+
+
+def default_board() -> str:
+    """``$ALEXNET_BOARD`` when set, else the folder ``board`` under the user's cache directory."""
+    env = os.environ.get("ALEXNET_BOARD", "").strip()
+    if env:
+        return env
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("alexnet"), "board")
+
+
+def resolve_board(board: str | os.PathLike | None) -> str:
+    """The canonical board string (see :func:`alexnet.storage.location.resolve_location`); ``None`` is the default."""
+    return resolve_location(default_board() if board is None else board, "board")
+
+
+@dataclass(frozen=True)
+class Board:
+    """An open board: its canonical ``location``, its ``kind`` and the pins board that reads and writes it."""
+
+    location: str
+    kind: str
+    pins: Any
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec file system of the board (no pins cache in between)."""
+        return self.pins.fs
+
+    def path(self, *parts: str) -> str:
+        """The path of ``parts`` under the board's root, on :attr:`fs`."""
+        return "/".join([self.pins.board.rstrip("/"), *parts])
+
+    def pin_names(self) -> list[str]:
+        """Names of the pins on the board (the manifest's for https:// boards)."""
+        from pins.boards import BoardManual
+
+        if isinstance(self.pins, BoardManual):
+            return list(self.pins.pin_paths)
+        try:
+            return list(self.pins.pin_list())
+        except FileNotFoundError:
+            return []
+
+    def write_manifest(self, versions: Mapping[str, str]) -> None:
+        """Write ``_pins.yaml`` at the board's root, listing pin -> ``[<pin>/<version>/]``.
+
+        This is the format of R pins' ``write_board_manifest()``; it lets https:// readers find the pins.
+        ``versions`` maps each pin to its current version (the writer knows them, so nothing is listed).
+        """
+        import yaml
+
+        manifest = {name: [f"{name}/{version}/"] for name, version in sorted(versions.items())}
+        with self.fs.open(self.path(MANIFEST), "w") as f:
+            f.write(yaml.safe_dump(manifest, default_flow_style=False))
+
+
+def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
+    import yaml
+
+    url = f"{resolved}/{MANIFEST}"
+    try:
+        text = fs.cat_file(url)
+    except FileNotFoundError:
+        raise BoardError(
+            f"board {resolved} has no {MANIFEST} manifest: it was not written by imagenet_upload, or the "
+            "upload has not finished; run imagenet_upload on the board this URL serves"
+        ) from None
+    except Exception as err:
+        raise BoardError(f"cannot reach board {resolved}: {type(err).__name__}: {err}") from None
+    try:
+        manifest = yaml.safe_load(text) or {}
+        return {str(name): str(list(versions)[-1]) for name, versions in manifest.items() if versions}
+    except (yaml.YAMLError, AttributeError, TypeError) as err:
+        raise BoardError(f"the manifest {url} is not a pins manifest ({err}); re-run imagenet_upload") from None
+
+
+def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board:
+    """Open ``board`` (a location string, or ``None`` for the default), checking up front that it can be reached.
+
+    ``write=True`` also checks that it can be written: credentials exist for gs:// and s3://, the
+    bucket exists, and the board is not an https:// one (read only); a local folder is created.
+    Problems raise ``BoardError`` saying what to change.
+    """
+    import pins
+    from pins.boards import BaseBoard, BoardManual
+
+    resolved = resolve_board(board)
+    kind = location_kind(resolved)
+    if kind == "file":
+        if write:
+            try:
+                os.makedirs(resolved, exist_ok=True)
+            except OSError as err:
+                raise BoardError(f"cannot create the board folder {resolved}: {err}") from None
+        elif not os.path.isdir(resolved):
+            raise BoardError(
+                f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "
+                f"{resolved!r}) first, or set ALEXNET_BOARD to the board's location"
+            )
+        return Board(resolved, kind, pins.board_folder(resolved))
+    fs = open_filesystem(resolved, write=write)
+    if kind == "http":
+        return Board(resolved, kind, BoardManual(resolved, fs, versioned=False, pin_paths=_read_manifest(fs, resolved)))
+    check_bucket(fs, resolved, write, empty_hint="check the location, or upload with imagenet_upload first")
+    return Board(resolved, kind, BaseBoard(bucket_path(resolved)[1], fs, versioned=True))

@@ -1,0 +1,141 @@
+"""A local cache of extracted zips, in which nothing half-written is ever trusted.
+
+Layout of a cache folder::
+
+    <key>/<files>  + .alexnet-cache.json     one extracted zip per folder, with its marker
+    .tmp/                                    downloads and extractions in progress
+
+An extraction is staged in ``.tmp``, described by a marker (the zip's sha256 and every file's name, size
+and CRC-32, as the zip recorded them) and only then renamed into place (:func:`install`). A cached folder
+counts when its marker names the expected sha256 and every file is there with its size
+(:func:`cached_files`); with ``verify`` every file's CRC-32 is checked as well, which finds bytes changed
+in place at the cost of reading them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MARKER = ".alexnet-cache.json"
+TMP = ".tmp"
+_STALE_TMP_SECONDS = 24 * 3600
+
+
+def default_cache_dir(location: str) -> str:
+    """``<user cache dir>/alexnet/data/<first 16 hex digits of sha256(location)>``: one cache per board."""
+    import platformdirs
+
+    key = hashlib.sha256(location.encode()).hexdigest()[:16]
+    return os.path.join(platformdirs.user_cache_dir("alexnet"), "data", key)
+
+
+def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
+    """The absolute cache folder (``cache_dir``, else :func:`default_cache_dir`), with its ``.tmp`` folder made
+    and cleared of what interrupted runs left there more than a day ago."""
+    root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
+        else default_cache_dir(location)
+    tmp = os.path.join(root, TMP)
+    os.makedirs(tmp, exist_ok=True)
+    _clean_stale_tmp(tmp)
+    return root
+
+
+def _clean_stale_tmp(tmp: str) -> None:
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tmp):
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TMP_SECONDS:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.remove(entry.path)
+
+
+def staging_folder(root: str, name: str) -> str:
+    """A new, empty folder under the cache's ``.tmp`` for an extraction in progress."""
+    folder = os.path.join(root, TMP, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.makedirs(folder)
+    return folder
+
+
+def read_marker(folder: str) -> dict[str, Any] | None:
+    """The marker of ``folder``, or None when it has none that can be read."""
+    try:
+        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
+            marker = json.load(f)
+        return marker if isinstance(marker, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def write_marker(folder: str, sha256: str, files: Sequence[tuple[str, int, int]], **extra: Any) -> None:
+    """Describe the extraction in ``folder``: the zip's ``sha256`` and ``(name, size, crc32)`` of every file."""
+    marker = {"sha256": sha256, **extra, "files": [list(entry) for entry in files]}
+    part = os.path.join(folder, MARKER + ".part")
+    with open(part, "w", encoding="utf-8") as f:
+        json.dump(marker, f)
+    os.replace(part, os.path.join(folder, MARKER))
+
+
+def crc32_file(path: str) -> int:
+    """The CRC-32 of a file, as zip archives record it."""
+    crc = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def cached_files(folder: str, sha256: str, *, verify: bool = False) -> list[str] | None:
+    """The file names extracted in ``folder`` if it holds a complete extraction of the zip ``sha256``, else None.
+
+    Complete means: the marker names that sha256, and every file it lists exists with its size; with
+    ``verify``, also with its CRC-32 (a marker without CRCs then does not count).
+    """
+    marker = read_marker(folder)
+    if marker is None or marker.get("sha256") != sha256:
+        return None
+    names = []
+    for entry in marker.get("files", []):
+        name, size, *rest = entry
+        path = os.path.join(folder, name)
+        try:
+            if os.stat(path).st_size != size:
+                return None
+            if verify and (not rest or crc32_file(path) != int(rest[0])):
+                log.warning("%s in the cache is damaged (its CRC-32 differs from the zip's)", path)
+                return None
+        except OSError:
+            return None
+        names.append(name)
+    return names
+
+
+def install(staging: str, dest: str, sha256: str) -> None:
+    """Move a finished extraction into place at ``dest``, replacing a stale or partial one."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if os.path.lexists(dest):
+        old = os.path.join(os.path.dirname(staging), f"old-{uuid.uuid4().hex}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(dest, old)
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.rename(staging, dest)
+    except OSError:
+        # another process installed the same zip meanwhile: keep theirs if it is complete
+        if cached_files(dest, sha256) is None:
+            raise
+        shutil.rmtree(staging, ignore_errors=True)

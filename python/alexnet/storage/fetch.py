@@ -1,0 +1,122 @@
+"""Bring zips from a board into a local cache: in parallel, each verified against its sha256, never half-written.
+
+Each zip is downloaded to a temporary name (:func:`alexnet.storage.transfer.download_verified`: retried on
+transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder, described by
+a marker and renamed into place (:mod:`alexnet.storage.cache`). Zips already in the cache are not
+downloaded; a second call with an intact cache moves no bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from ..progress import progress_bar
+from . import cache
+from .board import Board
+from .transfer import download_verified, extract_zip
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ZipItem:
+    """One zip to bring into the cache: where it is on the board, what it must hash to, where it goes."""
+
+    key: str  # the caller's name for it
+    remote: str  # object path on the board's file system
+    sha256: str
+    size: int
+    dest: str  # final folder in the cache
+    what: str  # how errors and logs name it ("category n01440764")
+
+
+@dataclass
+class Fetched:
+    """The result of :func:`fetch_zips`: the file names of each item (by key), and what was moved."""
+
+    files: dict[str, list[str]]
+    downloaded: list[str]
+    bytes: int
+    seconds: float
+
+
+def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress: Any) -> list[str]:
+    """Download, verify and extract one zip into ``item.dest``; return its file names."""
+    staging = cache.staging_folder(root, os.path.basename(item.dest))
+    archive = f"{staging}.zip"
+    try:
+        download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
+                          progress=progress)
+        files = extract_zip(archive, staging, label=item.what)
+        cache.write_marker(staging, item.sha256, files, item=item.key)
+        cache.install(staging, item.dest, item.sha256)
+        return [name for name, _, _ in files]
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(archive)
+        if os.path.isdir(staging):
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
+               verify: bool = False, desc: str = "fetch") -> Fetched:
+    """Make every item's files present in the cache folder ``root``; ``workers`` downloads at a time.
+
+    Items already cached (see :func:`alexnet.storage.cache.cached_files`, with ``verify`` checking every
+    file's CRC-32) are not downloaded. The first error is raised once every download has ended; the others
+    are logged.
+    """
+    files: dict[str, list[str]] = {}
+    todo: list[ZipItem] = []
+    for item in items:
+        cached = cache.cached_files(item.dest, item.sha256, verify=verify)
+        if cached is None:
+            if verify and cache.read_marker(item.dest) is not None:
+                log.warning("%s: the cached copy is damaged or incomplete; fetching it again", item.what)
+            todo.append(item)
+        else:
+            files[item.key] = cached
+    start = time.monotonic()
+    moved = 0
+    lock = threading.Lock()
+    if todo:
+        size = sum(i.size for i in todo)
+        log.info("%s: fetching %d zips (%.1f MB) from %s, %d in the cache", desc, len(todo), size / 1e6,
+                 board.location, len(items) - len(todo))
+        with progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+
+            def progress(n: int) -> None:
+                nonlocal moved
+                with lock:
+                    moved += n
+                    bar.update(n)
+
+            errors: list[BaseException] = []
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="alexnet-fetch") as pool:
+                futures = {pool.submit(_fetch_one, item, board, root, retries=retries, progress=progress): item
+                           for item in todo}
+                for future in as_completed(futures):
+                    error = future.exception()
+                    if error is not None:
+                        errors.append(error)
+                    else:
+                        files[futures[future].key] = future.result()
+            if errors:
+                if len(errors) > 1:
+                    log.error("%d zips failed: %s", len(errors), "; ".join(str(e) for e in errors))
+                raise errors[0]
+    seconds = time.monotonic() - start
+    if todo:
+        log.info("%s: %.1f MB in %.1f s (%.1f MB/s)", desc, moved / 1e6, seconds,
+                 moved / 1e6 / seconds if seconds > 0 else float("nan"))
+    return Fetched(files, [i.key for i in todo], moved, seconds)

@@ -1,0 +1,120 @@
+"""What a board holds, in one place: the pin names, the tables' columns, and how to read and write them.
+
+All pins are pins-python versioned pins, readable by R's pins too:
+
+* ``<wnid>``: one pin per category holding ``<wnid>.zip``: the category's good training images under their
+  own file names, stored uncompressed (JPEGs don't compress) with fixed timestamps, so the same images
+  always give the same bytes and the same sha256. The pin's metadata records the image count, size,
+  sha256, the images left out and a fingerprint of the source files and options.
+* ``val-<wnid>``: the category's validation images, zipped the same way; their label is the category.
+* ``bad_images``: a csv table (:data:`BAD_IMAGE_COLUMNS`) of every file left out at upload.
+* ``categories``: a csv table, one row per category (:data:`CATEGORY_COLUMNS`): ``id``, ``name``, ``index``
+  (global 0-based label, sorted by id), ``images``, ``bytes``, ``sha256`` (of the zip), ``version`` (its pin
+  version), and ``val_images``, ``val_bytes``, ``val_sha256``, ``val_version`` (0/empty without validation
+  images). It is written after every category is on the board, so a board with a ``categories`` pin is
+  complete.
+* ``_pins.yaml``: a manifest of the current pin versions, so the board can be read over https://.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BoardError
+from .board import Board
+
+#: Version of this layout, recorded in every pin's metadata (``alexnet``).
+FORMAT_VERSION = 1
+CATEGORIES_PIN = "categories"
+BAD_IMAGES_PIN = "bad_images"
+VAL_PREFIX = "val-"
+#: Columns of the ``categories`` table, in order.
+CATEGORY_COLUMNS = (
+    "id", "name", "index", "images", "bytes", "sha256", "version",
+    "val_images", "val_bytes", "val_sha256", "val_version",
+)
+#: Columns every ``categories`` table has (the ``val_`` ones and ``version`` may be absent in older ones).
+REQUIRED_CATEGORY_COLUMNS = ("id", "name", "index", "images", "bytes", "sha256")
+_INTEGER_COLUMNS = frozenset({"index", "images", "bytes", "val_images", "val_bytes"})
+#: Columns of the ``bad_images`` table.
+BAD_IMAGE_COLUMNS = ("category", "split", "file", "reason")
+
+
+def val_pin_name(wnid: str) -> str:
+    """The pin holding category ``wnid``'s validation images."""
+    return f"{VAL_PREFIX}{wnid}"
+
+
+def zip_name(pin: str) -> str:
+    """The file a category pin holds."""
+    return f"{pin}.zip"
+
+
+def zip_path(board: Board, pin: str, version: str) -> str:
+    """Where version ``version`` of pin ``pin`` keeps its zip, on ``board.fs``."""
+    return board.path(pin, version, zip_name(pin))
+
+
+def read_categories(board: Board) -> list[dict[str, Any]]:
+    """The ``categories`` table of ``board``: one dict per category with every column of :data:`CATEGORY_COLUMNS`,
+    sorted by ``index``. ``BoardError`` when the board has no such table (its upload has not finished)."""
+    from pins.errors import PinsError
+
+    try:
+        frame = board.pins.pin_read(CATEGORIES_PIN)
+    except (PinsError, FileNotFoundError, KeyError):
+        raise BoardError(
+            f"board {board.location} has no categories pin: its upload has not finished (or never started); "
+            "run imagenet_upload to this board"
+        ) from None
+    except Exception as err:
+        raise BoardError(
+            f"cannot read the categories pin of {board.location}: {type(err).__name__}: {err}"
+        ) from None
+    missing = [c for c in REQUIRED_CATEGORY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise BoardError(
+            f"the categories pin of {board.location} lacks the columns {missing}: it was not written by "
+            "imagenet_upload; upload the data again"
+        )
+
+    def cell(column: str, value: Any) -> Any:
+        empty = value is None or (isinstance(value, float) and math.isnan(value))
+        if column in _INTEGER_COLUMNS:
+            return 0 if empty else int(value)
+        return "" if empty else str(value)
+
+    rows = [{column: cell(column, record.get(column)) for column in CATEGORY_COLUMNS}
+            for record in frame.to_dict(orient="records")]
+    return sorted(rows, key=lambda r: r["index"])
+
+
+def next_created(board: Board, name: str, *, exists: bool | None = None) -> datetime.datetime:
+    """Now, or one second after the pin's latest version if that is not earlier.
+
+    pins names versions by creation time to the second and reads the last one in name order; two
+    versions within a second would be ordered by their hash instead, so a quick re-upload could leave
+    the older version looking current.
+    """
+    from pins.versions import Version
+
+    now = datetime.datetime.now().replace(microsecond=0)
+    if not (exists if exists is not None else name in board.pin_names()):
+        return now
+    versions = [v for v in board.pins.pin_versions(name, as_df=False) if isinstance(v, Version)]
+    if not versions:
+        return now
+    return max(now, max(v.created for v in versions) + datetime.timedelta(seconds=1))
+
+
+def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
+                metadata: dict[str, Any] | None = None) -> Any:
+    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows), columns=list(columns))
+    return board.pins.pin_write(frame, name=name, type="csv", title=title, metadata=metadata,
+                                created=next_created(board, name))

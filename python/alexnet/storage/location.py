@@ -1,0 +1,242 @@
+"""Storage locations: a string names where data lives; this module turns it into an fsspec file system.
+
+=================================  ===========================================================
+location string                    backend and credentials
+=================================  ===========================================================
+a path or ``file://`` URL          the local file system; nothing needed
+``gs://bucket/prefix``             gcsfs. With ``STORAGE_EMULATOR_HOST`` set (a local emulator)
+                                   it connects anonymously. Otherwise Google Application Default
+                                   Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
+                                   application-default login``, or the VM's service account);
+                                   reads fall back to anonymous access (public buckets), writes
+                                   without credentials stop with a ``BoardError``.
+``s3://bucket/prefix``             s3fs, with the standard AWS credential chain
+                                   (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``,
+                                   instance roles) and ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
+                                   for S3-compatible stores. Reads fall back to anonymous access;
+                                   writes without credentials stop with a ``BoardError``.
+``https://host/prefix``            read only (``http://`` too).
+=================================  ===========================================================
+
+Boards (:mod:`alexnet.storage.board`) and training outputs (checkpoints, models) take the same strings.
+A backend's library (gcsfs, s3fs, aiohttp) is imported only when a location of that kind is opened, and
+opening first checks that something answers, so that a wrong address fails in seconds with one clear error
+instead of after a client's minutes of retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import urllib.parse
+from typing import Any
+
+from ..errors import BoardError
+
+log = logging.getLogger(__name__)
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+_PROBE_TIMEOUT = 10.0
+
+#: Location kinds, as :func:`location_kind` names them.
+KINDS = ("file", "gs", "s3", "http")
+
+
+def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
+    """The canonical form of ``location``: an absolute local path, or a ``gs://``, ``s3://``, ``http(s)://`` URL.
+
+    ``file://`` URLs and relative paths become absolute paths; ``gcs://`` is spelled ``gs://`` and ``s3a://``
+    ``s3://``; trailing slashes are dropped. Any other scheme raises ``BoardError`` naming ``what`` the
+    string was given as (``"board"``, ``"checkpoint_dir"``, ...).
+    """
+    text = os.fspath(location)
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    text = text.strip()
+    if not text:
+        raise BoardError(f"the {what} is an empty string; give a folder, gs://, s3:// or https:// location")
+    match = _SCHEME.match(text)
+    if match is None:
+        return os.path.abspath(os.path.expanduser(text))
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if scheme == "file":
+        parsed = urllib.parse.urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise BoardError(f"{what} {text!r}: file:// URLs must name a local path (file:///path)")
+        return os.path.abspath(urllib.parse.unquote(parsed.path))
+    if scheme in ("gs", "gcs", "s3", "s3a"):
+        if rest.startswith("/") or not rest.strip("/"):
+            raise BoardError(f"{what} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
+        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{rest.strip('/')}"
+    if scheme in ("http", "https"):
+        if not urllib.parse.urlparse(text).netloc:
+            raise BoardError(f"{what} {text!r} names no host; write it as https://host/prefix")
+        return text.rstrip("/")
+    raise BoardError(
+        f"{what} {text!r} uses the unsupported scheme {scheme}://; use a folder path, file://, gs://, "
+        "s3:// or https://"
+    )
+
+
+def location_kind(resolved: str) -> str:
+    """``"file"``, ``"gs"``, ``"s3"`` or ``"http"`` for a string returned by :func:`resolve_location`."""
+    for prefix, kind in (("gs://", "gs"), ("s3://", "s3"), ("http://", "http"), ("https://", "http")):
+        if resolved.startswith(prefix):
+            return kind
+    return "file"
+
+
+def bucket_path(resolved: str) -> tuple[str, str]:
+    """``gs://bucket/a/b`` -> ``("bucket", "bucket/a/b")``: the bucket and the path fsspec uses."""
+    path = resolved.split("://", 1)[1]
+    return path.split("/", 1)[0], path
+
+
+def fs_path(resolved: str) -> str:
+    """The path of a resolved location on its own file system (no scheme for buckets; the URL over HTTP)."""
+    kind = location_kind(resolved)
+    return bucket_path(resolved)[1] if kind in ("gs", "s3") else resolved
+
+
+def probe_url(url: str, location: str, hint: str) -> None:
+    """Fail fast (a few seconds, not the minutes of a client's retry loop) when nothing answers at ``url``;
+    the error names ``location`` (as "board gs://...", say) and ends with ``hint``."""
+    parsed = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
+    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT):
+            pass
+    except OSError as err:
+        raise BoardError(f"cannot reach {location}: no connection to {host}:{port} ({err}); {hint}") from None
+
+
+def _open_gcs(resolved: str, write: bool, what: str) -> Any:
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if emulator and emulator != "default":
+        # gcsfs's experimental bucket-type probe talks gRPC, which the emulator does not, and stalls;
+        # the flag is read when gcsfs is imported, so it is set first (an explicit user choice wins).
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        import gcsfs.core
+
+        endpoint = emulator if "://" in emulator else f"http://{emulator}"
+        probe_url(endpoint, f"{what} {resolved}", "start the GCS emulator or unset STORAGE_EMULATOR_HOST")
+        log.info("%s: GCS emulator at %s, anonymous access", resolved, endpoint)
+        return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0)
+
+    import gcsfs
+    import google.auth
+    import google.auth.exceptions
+
+    try:
+        google.auth.default()
+        token = "google_default"
+        log.info("%s: Google Application Default Credentials", resolved)
+    except google.auth.exceptions.GoogleAuthError as err:
+        if write:
+            raise BoardError(
+                f"cannot write to {resolved}: no Google credentials found ({err}). Set "
+                "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run "
+                "`gcloud auth application-default login`, or run on a VM with a service account"
+            ) from None
+        token = "anon"
+        log.info("%s: no Google credentials, reading anonymously (public buckets only)", resolved)
+    probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
+    return gcsfs.GCSFileSystem(token=token, cache_timeout=0)
+
+
+def _open_s3(resolved: str, write: bool, what: str) -> Any:
+    import botocore.session
+    import s3fs
+
+    endpoint = (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "").strip()
+    has_credentials = botocore.session.Session().get_credentials() is not None
+    if not has_credentials and write:
+        raise BoardError(
+            f"cannot write to {resolved}: no AWS credentials found. Set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance role"
+        )
+    options: dict[str, Any] = {
+        "anon": not has_credentials,
+        "listings_expiry_time": 0,
+        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "retries": {"max_attempts": 5, "mode": "standard"}},
+    }
+    if endpoint:
+        options["client_kwargs"] = {"endpoint_url": endpoint}
+        probe_url(endpoint, f"{what} {resolved}", "start the S3 server or fix AWS_ENDPOINT_URL")
+    if not has_credentials:
+        log.info("%s: no AWS credentials, reading anonymously (public buckets only)", resolved)
+    return s3fs.S3FileSystem(**options)
+
+
+def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: str = "board") -> None:
+    """The bucket exists (for writing) or the location's folder does (for reading); else ``BoardError``.
+
+    ``empty_hint`` ends the error for a location to read that holds nothing; ``what`` names the location.
+    """
+    bucket, path = bucket_path(resolved)
+    target = bucket if write else path
+    try:
+        fs.ls(target)
+    except FileNotFoundError:
+        if write:
+            raise BoardError(f"cannot write to {resolved}: bucket {bucket!r} does not exist; create it first") from None
+        raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}") from None
+    except PermissionError as err:
+        raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
+    except Exception as err:
+        raise BoardError(f"cannot reach {what} {resolved}: {type(err).__name__}: {err}") from None
+
+
+def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") -> Any:
+    """An fsspec file system for the resolved location ``resolved``, reached and authorised for ``write``.
+
+    Raises ``BoardError`` saying what to change when the location cannot be reached, has no credentials for
+    writing, or is read-only (``http(s)://``) and ``write`` is true; the error names the location as ``what``
+    (``"board"``, ``"checkpoint_dir"``, ...). Buckets are not listed here (see :func:`check_bucket`).
+    """
+    import fsspec
+
+    kind = location_kind(resolved)
+    if kind == "file":
+        return fsspec.filesystem("file")
+    if kind == "http":
+        if write:
+            raise BoardError(
+                f"{what} {resolved} is read only (https://): write to the folder, gs:// or s3:// location that this "
+                "URL serves"
+            )
+        probe_url(resolved, f"{what} {resolved}", "check the URL and the network connection")
+        return fsspec.filesystem("http")
+    return _open_gcs(resolved, write, what) if kind == "gs" else _open_s3(resolved, write, what)
+
+
+def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]:
+    """``location`` resolved and checked to be writable, with its file system; a ``BoardError`` naming ``what``
+    (``"checkpoint_dir"``, ``"model_dir"``, ...) otherwise.
+
+    A local folder is created; a bucket must exist and the credentials must allow writing; ``https://`` is
+    read only. A small object is written and deleted to prove it, so that a run fails here, before any
+    work, and not when its first checkpoint is due.
+    """
+    resolved = resolve_location(location, what)
+    kind = location_kind(resolved)
+    try:
+        fs = open_filesystem(resolved, write=True, what=f"`{what}`")
+    except BoardError as err:
+        raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
+    path = fs_path(resolved)
+    probe = f"{path}/.alexnet-write-test-{os.getpid()}"
+    try:
+        if kind == "file":
+            os.makedirs(path, exist_ok=True)
+        else:
+            check_bucket(fs, resolved, True, empty_hint="", what=f"`{what}`")
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except BoardError as err:
+        raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
+    except Exception as err:
+        raise BoardError(f"`{what}` = {resolved} cannot be written: {type(err).__name__}: {err}") from None
+    return resolved, fs

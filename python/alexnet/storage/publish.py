@@ -1,0 +1,125 @@
+"""Writing pins so that an interrupted upload can be run again: complete versions only, in time order, pruned.
+
+- :func:`pin_state` reads the metadata of a pin's latest version when that version is complete on the
+  board, and deletes a version a killed upload left half-written.
+- :func:`publish_file` writes a file as a new version of a pin, named after the pin's latest version.
+- :func:`prune` keeps only the newest versions of pins once an upload is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .board import Board
+from .layout import FORMAT_VERSION, next_created
+from .transfer import retry
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def quiet_pins() -> Iterator[None]:
+    """pins prints a line per pin written; keep stderr for the progress bar (pins still logs it)."""
+    from pins.config import pins_options
+
+    before = pins_options.quiet
+    pins_options.quiet = True
+    try:
+        yield
+    finally:
+        pins_options.quiet = before
+
+
+def pin_state(board: Board, name: str) -> dict[str, Any] | None:
+    """The metadata of pin ``name`` (with its ``version``) if its latest version is complete on the board, else None.
+
+    An upload killed while copying leaves a version folder without ``data.txt`` or with a missing or
+    short file; such a version is deleted (the whole pin if it was the only one) so that it is written
+    again. A version not written by this package (no ``alexnet`` format in its metadata) is left alone:
+    None, and a new version goes on top.
+    """
+    pins = board.pins
+    versions = pins.pin_versions(name, as_df=False)
+    if not versions:
+        log.warning("pin %s has no versions on the board (upload interrupted?); writing it again", name)
+        pins.pin_delete(name)
+        return None
+    version = versions[-1].version
+    try:
+        meta = pins.pin_meta(name, version)
+    except FileNotFoundError:  # killed before data.txt was written
+        meta = None
+    user = dict(meta.user or {}) if meta is not None else {}
+    if meta is not None and (user.get("alexnet") != FORMAT_VERSION or not user.get("sha256")):
+        return None
+    try:
+        size = int(board.fs.info(pins.construct_path([name, version, meta.file]))["size"]) if meta else -1
+    except FileNotFoundError:
+        size = -1
+    if size != int(user.get("bytes", -2)):
+        log.warning("pin %s version %s is incomplete on the board (upload interrupted?); writing it again",
+                    name, version)
+        if len(versions) == 1:
+            pins.pin_delete(name)
+        else:
+            pins.pin_version_delete(name, version)
+        return None
+    user["version"] = version
+    return user
+
+
+def _wait_for_next_second(board: Board, name: str) -> None:
+    """Sleep until a new version of pin ``name`` would be named after its latest one (see ``next_created``).
+
+    ``pin_upload`` takes no creation time, so a pin uploaded again within the second of its previous
+    version waits (at most a second) instead.
+    """
+    try:
+        target = next_created(board, name, exists=True)
+    except Exception:  # the pin was removed (an incomplete upload): nothing to come after
+        return
+    delay = (target - datetime.datetime.now()).total_seconds()
+    if delay > 0:
+        time.sleep(delay + 0.01)
+
+
+def publish_file(board: Board, path: str, name: str, *, title: str, metadata: Mapping[str, Any], exists: bool,
+                 retries: int) -> str:
+    """Upload the local file ``path`` as a new version of pin ``name`` (retried); its version name.
+
+    ``exists`` says whether the pin is already on the board, whose latest version this one must follow.
+    """
+    if exists:
+        _wait_for_next_second(board, name)
+    meta = retry(f"uploading {name}",
+                 lambda: board.pins.pin_upload(path, name=name, title=title, metadata=dict(metadata)), retries)
+    return str(meta.version.version)
+
+
+def prune(board: Board, current: Mapping[str, str], keep: int, retries: int) -> int:
+    """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written).
+
+    A pin whose newest version is not the one in ``current`` (another writer came after) is left alone.
+    Returns the number of versions deleted.
+    """
+    deleted = 0
+    with quiet_pins():
+        for name, version in sorted(current.items()):
+            versions = [v.version for v in board.pins.pin_versions(name, as_df=False)]
+            if len(versions) <= keep:
+                continue
+            if versions[-1] != version:
+                log.warning("pin %s has a version newer than this upload's (%s); its old versions are kept",
+                            name, version)
+                continue
+            retry(f"deleting old versions of {name}", lambda name=name: board.pins.pin_versions_prune(name, n=keep),
+                  retries)
+            deleted += len(versions) - keep
+    if deleted:
+        log.info("deleted %d old pin version(s), keeping %d per pin", deleted, keep)
+    return deleted

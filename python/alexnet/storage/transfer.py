@@ -1,0 +1,180 @@
+"""Moving bytes safely: one retry policy, atomic downloads, sha256, reproducible zips and safe extraction."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import shutil
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from ..errors import AlexnetError, BoardError, IntegrityError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Errors that another attempt cannot fix: they are raised at once.
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, AlexnetError)
+#: Zip members are dated 1980-01-01 00:00, so that the same files always give the same bytes.
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+#: Downloads of a zip whose sha256 does not match before :class:`IntegrityError` is raised.
+INTEGRITY_ATTEMPTS = 2
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt + 1``: exponential from 0.5 s, capped at 30 s, jittered by +-50%."""
+    return min(30.0, 0.5 * 2**attempt) * (0.5 + random.random())
+
+
+def retry(what: str, fn: Callable[[], T], retries: int) -> T:
+    """``fn()``, attempted up to ``retries + 1`` times with :func:`backoff` between attempts.
+
+    Errors in :data:`PERMANENT_ERRORS` are raised at once; after the last attempt any other error becomes a
+    ``BoardError`` naming ``what``.
+    """
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except PERMANENT_ERRORS:
+            raise
+        except Exception as err:
+            if attempt == retries:
+                raise BoardError(f"{what} failed after {retries + 1} attempts: {type(err).__name__}: {err}") from err
+            delay = backoff(attempt)
+            log.warning("%s failed (%s: %s); retrying in %.1f s", what, type(err).__name__, err, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a local file, read in 1 MiB blocks: how zips on a board are identified."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download(fs: Any, remote: str, local: str, progress: Callable[[int], None] | None = None) -> None:
+    """Copy the object ``remote`` of ``fs`` to the local file ``local``, which appears only once complete.
+
+    The bytes go to a temporary name beside ``local`` and are renamed at the end, so that a download cut
+    short never leaves a file at ``local``. ``progress(n)`` is called with byte counts as they arrive.
+    """
+    from fsspec.callbacks import Callback
+
+    class _Progress(Callback):
+        def call(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def relative_update(self, inc: int = 1) -> None:
+            super().relative_update(inc)
+            if progress is not None:
+                progress(inc)
+
+    part = f"{local}.part-{uuid.uuid4().hex[:8]}"
+    callback = _Progress()
+    try:
+        fs.get_file(remote, part, callback=callback)
+        # some file systems (a local copy) do not report progress: account for the rest at the end
+        rest = os.path.getsize(part) - int(callback.value or 0)
+        if rest > 0 and progress is not None:
+            progress(rest)
+        os.replace(part, local)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+
+
+def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: str, retries: int,
+                      progress: Callable[[int], None] | None = None) -> None:
+    """:func:`download` with :func:`retry`, then check the file's sha256; fetched once more on a mismatch.
+
+    ``BoardError`` when ``remote`` cannot be read (it names ``what``), :class:`IntegrityError` when the
+    sha256 differs twice in a row.
+    """
+    for check in range(INTEGRITY_ATTEMPTS):
+        try:
+            retry(f"downloading {what} from {remote}", lambda: download(fs, remote, local, progress), retries)
+        except (FileNotFoundError, PermissionError) as err:
+            raise BoardError(
+                f"{what} is listed in the categories pin but {remote} cannot be read ({type(err).__name__}: "
+                f"{err}); run imagenet_upload to this board again"
+            ) from None
+        actual = sha256_file(local)
+        if actual == sha256:
+            return
+        if check + 1 < INTEGRITY_ATTEMPTS:
+            log.warning("%s: sha256 %s does not match the categories pin (%s); fetching it again", what, actual,
+                        sha256)
+    raise IntegrityError(
+        f"{what}: the zip at {remote} has sha256 {actual}, but the categories pin says {sha256}, twice in a "
+        "row. The object on the board is corrupt or was replaced; upload the category again with imagenet_upload"
+    )
+
+
+@contextlib.contextmanager
+def stored_zip(dest: str | os.PathLike) -> Iterator[Callable[[str, bytes], None]]:
+    """Write the zip ``dest``: yields ``add(name, data)``; members are stored (not deflated) and dated :data:`ZIP_DATE`,
+    so that the same members in the same order always give the same bytes."""
+    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+
+        def add(name: str, data: bytes) -> None:
+            info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+
+        yield add
+
+
+def safe_member(name: str) -> str | None:
+    """The member's relative path inside an extraction folder, or None if it would land outside it."""
+    normalised = name.replace("\\", "/")
+    if normalised.startswith("/") or (len(normalised) > 1 and normalised[1] == ":"):
+        return None
+    parts = [p for p in normalised.split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        return None
+    return os.path.join(*parts)
+
+
+def extract_zip(zip_path: str, dest: str, *, label: str = "") -> list[tuple[str, int, int]]:
+    """Extract ``zip_path`` into the folder ``dest``; return ``(relative path, size, CRC-32)`` of every file.
+
+    Members with absolute names, drive letters or ``..`` components would be written outside ``dest``:
+    the whole archive is refused with ``IntegrityError`` (naming ``label`` and the member) before
+    anything is written. CRCs are checked while extracting.
+    """
+    what = f"the zip of {label}" if label else zip_path
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            targets = []
+            for member in (m for m in zf.infolist() if not m.is_dir()):
+                rel = safe_member(member.filename)
+                if rel is None:
+                    raise IntegrityError(
+                        f"{what} holds the member {member.filename!r}, which would be written outside "
+                        f"{dest}; refusing to extract it. Re-upload the category with imagenet_upload"
+                    )
+                targets.append((member, rel))
+            root = os.path.realpath(dest)
+            files: dict[str, tuple[int, int]] = {}
+            for member, rel in targets:
+                out = os.path.join(root, rel)
+                if os.path.commonpath([root, os.path.realpath(os.path.dirname(out))]) != root:
+                    raise IntegrityError(f"{what}: member {member.filename!r} resolves outside {dest}")
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with zf.open(member) as src, open(out, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                files[rel] = (os.path.getsize(out), member.CRC)
+    except zipfile.BadZipFile as err:
+        raise IntegrityError(f"{what} is not a valid zip ({err}); re-upload the category") from None
+    return [(name, size, crc) for name, (size, crc) in sorted(files.items())]

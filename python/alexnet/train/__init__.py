@@ -1,0 +1,1 @@
+"""Training: the cluster (TF_CONFIG), strategies and step agreement, checkpoints, the model, ``alexnet_train``."""

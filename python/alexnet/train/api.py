@@ -1,0 +1,338 @@
+"""``alexnet_train()``: AlexNet on a partition of ImageNet, on one device, several GPUs or several workers.
+
+The steps, in order, each the job of its own module: check the arguments (:mod:`.settings`); resolve the
+strategy, before any other TensorFlow work, as multi-worker training requires (:mod:`.strategy`); check every
+image once and leave bad ones out (:mod:`alexnet.data.scan`); agree with the other workers on the steps per
+epoch (:mod:`.agreement`); build the tf.data pipelines (:mod:`alexnet.data.pipeline`); build and compile
+AlexNet under the strategy's scope (:mod:`.model`); restore the last checkpoint when there is one
+(:mod:`.checkpoint`); fit for the remaining epochs, checkpointing as it goes (:mod:`.callbacks`); save the
+model; return the history as a plain dict. TensorFlow is imported by the call, not by this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AlexnetError
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
+from .settings import TrainSettings, check_settings, settings_params
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ..data.inputs import TrainingData
+    from .agreement import Steps
+    from .checkpoint import CheckpointStore
+    from .strategy import Topology
+
+logger = logging.getLogger(__name__)
+
+_METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy")
+
+
+def weights_digest(model: keras.Model) -> str:
+    """sha256 of every weight of ``model``, in order: equal on the workers of a synchronous run."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        array = np.ascontiguousarray(weight)
+        digest.update(str((array.dtype.str, array.shape)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
+    """The images of ``data``, without those that cannot be decoded; and the bad ones."""
+    from ..data.inputs import training_data
+    from ..data.scan import drop_bad_images, scan_images
+
+    td = training_data(data)
+    bad: list[str] = []
+    if not settings.check_images:
+        return td, bad
+    found = scan_images(td.files, settings.parallel)
+    td.files, td.labels = drop_bad_images(td.files, td.labels, found, settings.max_bad_fraction)
+    bad += found
+    if settings.validation and td.val_files:
+        found = scan_images(td.val_files, settings.parallel)
+        td.val_files, td.val_labels = drop_bad_images(td.val_files, td.val_labels, found, settings.max_bad_fraction,
+                                                      what="validation")
+        bad += found
+    return td, bad
+
+
+def _datasets(td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps
+              ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
+    from ..data import pipeline
+
+    global_batch = topology.global_batch(settings.batch_size)
+    train_ds = pipeline.train_dataset(td.files, td.labels, global_batch, settings.image_size,
+                                      parallel=settings.parallel, cache=settings.cache, seed=settings.seed,
+                                      area_range=settings.area_range)
+    if not steps.validate:
+        return train_ds, None
+    val_ds = pipeline.eval_dataset(td.val_files, td.val_labels, global_batch, settings.image_size,
+                                   parallel=settings.parallel, cache=settings.cache,
+                                   repeat=steps.validation is not None, drop_remainder=steps.validation is not None)
+    return train_ds, val_ds
+
+
+def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
+           steps: int) -> tuple[keras.Model, Any]:
+    """AlexNet and its optimizer, made under ``strategy``'s scope and compiled."""
+    from . import model as alexnet_model
+
+    mixed = topology.gpu if settings.mixed_precision is None else settings.mixed_precision
+    xla = topology.gpu if settings.jit_compile is None else settings.jit_compile
+    with strategy.scope():
+        net = alexnet_model.build_alexnet(num_classes, settings.image_size, dense_units=settings.dense_units,
+                                          dropout=settings.dropout, grouped=settings.grouped, mixed_precision=mixed)
+        schedule = alexnet_model.step_schedule(settings.learning_rate, steps, settings.lr_drop_epochs)
+        optimizer = alexnet_model.make_optimizer(schedule, settings.momentum, settings.weight_decay,
+                                                 mixed_precision=mixed)
+        alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=xla)
+        optimizer.build(net.trainable_variables)
+    return net, optimizer
+
+
+def _restore(store: CheckpointStore, net: keras.Model, optimizer: Any, model_settings: dict[str, Any]
+             ) -> tuple[tuple[int, int], dict[str, list[float]], Any, tuple[Any, Any]]:
+    """Restore the latest checkpoint of ``store`` into the model and optimizer when there is one.
+
+    Returns where training resumes ``(epoch, step)``, the metrics of the epochs done, the checkpoint manager
+    and the position variables it saves.
+    """
+    import tensorflow as tf
+
+    from .checkpoint import check_resume
+
+    position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
+                tf.Variable(0, dtype=tf.int64, trainable=False, name="step"))
+    checkpoint = tf.train.Checkpoint(model=net, optimizer=optimizer, epoch=position[0], step=position[1])
+    state = store.read_state()
+    latest = store.latest()
+    metrics: dict[str, list[float]] = {}
+    if latest:
+        if state is not None:
+            check_resume(state.get("settings", {}), model_settings, store.location)
+        try:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            raise AlexnetError(
+                f"The checkpoint {latest} of {store.location} does not fit this model ({error}): use another "
+                "`checkpoint_dir`, or the settings it was written with."
+            ) from error
+        if state is not None:
+            metrics = {k: list(v)[: int(position[0].numpy())] for k, v in state.get("metrics", {}).items()}
+        logger.info("Resuming from %s at epoch %d, step %d.", store.location, int(position[0].numpy()) + 1,
+                    int(position[1].numpy()))
+    return (int(position[0].numpy()), int(position[1].numpy())), metrics, store.manager(checkpoint), position
+
+
+def _fit(net: keras.Model, datasets: tuple[Any, Any], settings: TrainSettings, steps: Steps,
+         start: tuple[int, int], callbacks: Sequence[Any]) -> None:
+    """Fit from ``start`` = ``(epoch, step)`` to the last epoch; a run resumed mid-epoch finishes that epoch first."""
+    epoch, step = start
+    train_ds, val_ds = datasets
+    with_offset = [c for c in callbacks if hasattr(c, "offset")]
+
+    def fit(first: int, last: int, steps_per_epoch: int) -> None:
+        net.fit(train_ds, epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch, validation_data=val_ds,
+                validation_steps=steps.validation, callbacks=list(callbacks), verbose=settings.verbose)
+
+    if step > 0 and epoch < settings.epochs:
+        for callback in with_offset:
+            callback.offset = step
+        fit(epoch, epoch + 1, steps.train - step)
+        for callback in with_offset:
+            callback.offset = 0
+        epoch += 1
+    if epoch < settings.epochs:
+        fit(epoch, settings.epochs, steps.train)
+    elif step == 0:
+        logger.info("All %d epochs are already done in %s; nothing to train.", settings.epochs,
+                    settings.checkpoint_dir)
+
+
+def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: tuple[int, int],
+             metrics: dict[str, list[float]], extra: dict[str, Any]) -> dict[str, Any]:
+    ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
+    ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
+    params = {
+        **settings_params(settings),
+        "initial_epoch": start[0], "initial_step": start[1], "steps": steps.train,
+        "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
+        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
+        "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
+        "mixed_precision": topology.gpu if settings.mixed_precision is None else settings.mixed_precision,
+        "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
+        "seconds": extra.pop("seconds"),
+    }
+    return {"params": params, "metrics": ordered, **extra}
+
+
+def alexnet_train(
+    batch_size: int = 32,
+    epochs: int = 2,
+    data: Mapping[str, Any] | None = None,
+    strategy: str | tf.distribute.Strategy | None = None,
+    parallel: int | None = None,
+    *,
+    image_size: int = 224,
+    learning_rate: float = 0.01,
+    momentum: float = 0.9,
+    weight_decay: float = 5e-4,
+    lr_drop_epochs: Sequence[int] = (30, 60, 80),
+    checkpoint_dir: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    steps_per_epoch: int | None = None,
+    validation: bool = True,
+    validation_steps: int | None = None,
+    cache: bool = False,
+    max_bad_fraction: float = 0.01,
+    check_images: bool = True,
+    seed: int | None = None,
+    verbose: int = 1,
+    dense_units: int = 4096,
+    dropout: float = 0.5,
+    grouped: bool = False,
+    area_range: tuple[float, float] = (0.08, 1.0),
+    mixed_precision: bool | None = None,
+    jit_compile: bool | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    collective_timeout: float | None = DEFAULT_COLLECTIVE_TIMEOUT,
+    progress_file: str | None = None,
+) -> dict[str, Any]:
+    """Train AlexNet on ``data`` and return its history.
+
+    ``data`` is the result of ``imagenet_partition()`` or a dict with ``image`` (paths), ``category``
+    (one per image) and ``categories`` (see :func:`alexnet.data.inputs.training_data`); the model always has the
+    *global* ``num_classes`` outputs. ``strategy`` is ``None``/``"default"`` (one device), ``"mirrored"`` (all
+    GPUs here), ``"multi_worker"`` (all workers of ``TF_CONFIG``) or a ``tf.distribute.Strategy`` object.
+    ``parallel`` is the number of images decoded at once (``None``: autotune).
+
+    Batches: ``batch_size`` is per replica (per GPU, or per machine without GPUs); one step trains on the
+    global batch ``batch_size * replicas``, where replicas count every device of every worker. With
+    ``"multi_worker"`` over 16 machines of 4 GPUs and ``batch_size = 32``, a step trains on
+    32 x 64 = 2048 images, 128 of them from each machine's own partition, and the gradients are
+    averaged over all of them. The learning rate is not rescaled with the batch: the paper used batch
+    128 with ``learning_rate = 0.01``; with a much larger global batch raise it in proportion.
+    An epoch is ``steps_per_epoch`` steps, by default as many whole batches as this machine's images
+    fill (each pass over the images sees each once, in a new order; see
+    :func:`alexnet.data.pipeline.train_dataset`). With several workers the default is the same on every
+    worker: the smallest partition's images (from the partition sizes ``imagenet_partition()`` returns,
+    else exchanged between the workers) over this machine's share of the global batch; workers with more
+    images see a different subset of them in each epoch. Validation likewise runs the same number of steps
+    everywhere, and only when every worker has validation images.
+
+    Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
+    (:class:`alexnet.train.model.DecayedSGD`), ``learning_rate`` divided by 10 at each epoch of
+    ``lr_drop_epochs``. On a GPU, mixed precision and XLA are on unless ``mixed_precision`` /
+    ``jit_compile`` say otherwise.
+
+    Validation images (``val_image`` in ``data``, when ``validation``) are evaluated after each epoch,
+    centre-cropped. Images are checked once before training (``check_images``): bad ones are skipped and
+    listed in ``bad_images``; more than ``max_bad_fraction`` of them raises
+    :class:`~alexnet.errors.BadImagesError` naming them.
+
+    ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
+    after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
+    with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
+    covers every epoch. ``model_dir`` (same kinds of string; default: ``checkpoint_dir``) receives the trained
+    model as ``alexnet.keras``. A location that cannot be written is an error before any training.
+    ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
+    ``dropout`` and ``grouped`` change the model (see :func:`alexnet.train.model.build_alexnet`);
+    ``area_range`` is the share of each image that a random training crop covers (see
+    :func:`alexnet.data.decode.decode_for_training`); ``callbacks`` are extra Keras callbacks;
+    ``progress_file`` is where the chief reports its progress as lines of JSON while it trains (a file path,
+    or ``tcp://host:port`` of a launcher's monitor).
+
+    Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
+    and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
+    makes the others fail instead of waiting for ever (a ``MultiWorkerMirroredStrategy`` object keeps its
+    own communication options). Only the chief (worker 0) keeps checkpoints and the model; for a
+    resumable multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the
+    same path on a shared file system), as every worker restores from it.
+
+    Returns a dict: ``params`` (settings and sizes), ``metrics`` (per-epoch lists: ``loss``,
+    ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``, ``val_accuracy``,
+    ``val_top5_accuracy``), ``model_path`` (or ``None``), ``bad_images`` (paths) and
+    ``images_per_second`` (training images per second on this machine, over the epochs after the first
+    when there are several) and ``weights_sha256`` (a digest of the final weights, the same on every
+    worker of a multi-worker run).
+    """
+    arguments = dict(locals())
+    if data is None:
+        raise AlexnetError(
+            "`data` is missing: pass the result of imagenet_partition(partition, total, board), or a list "
+            "with `image`, `category` and `categories`."
+        )
+    settings = check_settings(arguments)
+    from .strategy import check_strategy_object, resolve_strategy, topology
+
+    resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
+    check_strategy_object(resolved)
+    return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
+
+
+def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
+           extra_callbacks: list[Any]) -> dict[str, Any]:
+    from . import callbacks as cb
+    from .agreement import agree_on_steps, check_agreement
+    from .checkpoint import CheckpointStore, save_model
+    from .strategy import collective_timeout_of
+
+    if topo.workers > 1 and collective_timeout_of(strategy) is None:
+        logger.warning(
+            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
+            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
+            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+    td, bad = _usable_data(data, settings)
+    if settings.seed is not None:
+        import tf_keras as keras
+
+        keras.utils.set_random_seed(settings.seed)
+    worker_batch = topo.worker_batch(settings.batch_size)
+    steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
+                           settings.validation_steps)
+    datasets = _datasets(td, settings, topo, steps)
+    net, optimizer = _build(strategy, td.num_classes, settings, topo, steps.train)
+    model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
+    recorder = cb.Recorder({}, {**model_settings, "epochs": settings.epochs, "steps": steps.train,
+                                "global_batch_size": topo.global_batch(settings.batch_size)}, steps.train,
+                           every=settings.checkpoint_every)
+    store = CheckpointStore(settings.checkpoint_dir, chief=topo.chief) if settings.checkpoint_dir else None
+    start = (0, 0)
+    try:
+        if store is not None:
+            start, recorder.metrics, recorder.manager, recorder.position = _restore(store, net, optimizer,
+                                                                                    model_settings)
+            recorder.store = store
+        if topo.workers > 1:
+            check_agreement(strategy, start, steps, settings.checkpoint_dir)
+        throughput = cb.Throughput()
+        callbacks: list[Any] = [recorder, throughput, *extra_callbacks]
+        if settings.progress_file and topo.chief:
+            callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
+                                         steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
+        logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
+                    "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
+                    topo.global_batch(settings.batch_size), topo.replicas, topo.name)
+        began = time.perf_counter()
+        _fit(net, datasets, settings, steps, start, callbacks)
+        seconds = time.perf_counter() - began
+    finally:
+        if store is not None:
+            store.close()
+    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers)
+    return _history(settings, topo, td, steps, start, recorder.metrics, {
+        "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+        "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": weights_digest(net)})

@@ -1,0 +1,189 @@
+"""Checkpoints, the history file and the trained model, on any storage a board can be on.
+
+``checkpoint_dir`` and ``model_dir`` take the same strings as a board (see :mod:`alexnet.storage.location`):
+a folder, ``file://``, ``gs://`` or ``s3://``. On a local (or shared) file system TensorFlow writes the
+checkpoints in place. On a bucket it writes them to a local staging folder, and each checkpoint is then
+uploaded through fsspec: its data files first, TensorFlow's ``checkpoint`` index last, so that the index
+never names files that are not there yet; older checkpoints are deleted after. Restoring downloads the
+checkpoint the index names.
+
+Only the chief (worker 0) keeps checkpoints, the history file and the model. The other workers save too
+(saving takes every worker of a multi-worker run), into a scratch folder that is deleted at the end.
+
+A checkpoint records how far training got: ``epoch`` (epochs completed) and ``step`` (steps completed in
+the next epoch, 0 after an epoch ends), so that a run resumes where its last checkpoint was written,
+including in the middle of an epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+import tensorflow as tf
+import tf_keras as keras
+
+from ..errors import AlexnetError
+from ..scratch import make_scratch
+from ..storage.location import fs_path, location_kind, open_filesystem
+
+logger = logging.getLogger(__name__)
+
+#: Name of the saved model file in ``model_dir``.
+MODEL_FILE = "alexnet.keras"
+#: Per-epoch metrics and settings kept next to the checkpoints, so that a resumed run returns them all.
+STATE_FILE = "alexnet-history.json"
+#: TensorFlow's index of the checkpoints in a folder.
+INDEX_FILE = "checkpoint"
+#: Checkpoints kept.
+KEEP = 2
+
+
+class CheckpointStore:
+    """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker."""
+
+    def __init__(self, location: str, *, chief: bool):
+        self.location = location
+        self.chief = chief
+        self.remote = location_kind(location) != "file"
+        self.fs = open_filesystem(location, write=chief)
+        self.root = fs_path(location)
+        self._scratch: list[str] = []
+        if chief and not self.remote:
+            os.makedirs(location, exist_ok=True)
+            self.local = location  # TensorFlow writes in place
+        else:
+            self.local = self._new_scratch()
+
+    def _new_scratch(self) -> str:
+        folder = make_scratch("alexnet-checkpoint-")
+        self._scratch.append(folder)
+        return folder
+
+    def _remote(self, name: str) -> str:
+        return posixpath.join(self.root, name)
+
+    # -- the history file --------------------------------------------------------------------------------
+
+    def read_state(self) -> dict[str, Any] | None:
+        """The history file of earlier runs, or None when there is none."""
+        path = self._remote(STATE_FILE)
+        try:
+            if not self.fs.exists(path):
+                return None
+            return json.loads(self.fs.cat_file(path))
+        except (OSError, ValueError) as error:
+            raise AlexnetError(
+                f"{self.location}/{STATE_FILE} cannot be read ({error}): delete it, or use another `checkpoint_dir`, "
+                "to start afresh."
+            ) from error
+
+    def write_state(self, state: Mapping[str, Any]) -> None:
+        """Replace the history file with ``state`` (the chief only; a no-op elsewhere)."""
+        if not self.chief:
+            return
+        text = json.dumps(state, indent=1).encode()
+        if self.remote:
+            self.fs.pipe_file(self._remote(STATE_FILE), text)  # an object appears whole or not at all
+            return
+        temporary = os.path.join(self.location, STATE_FILE + ".tmp")
+        with open(temporary, "wb") as f:
+            f.write(text)
+        os.replace(temporary, os.path.join(self.location, STATE_FILE))
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+
+    def latest(self) -> str | None:
+        """The newest checkpoint as a local path prefix TensorFlow can restore from (downloaded first when
+        the location is a bucket), or None when there is none."""
+        if not self.remote:
+            return tf.train.latest_checkpoint(self.location)
+        if not self.fs.exists(self._remote(INDEX_FILE)):
+            return None
+        folder = self._new_scratch()
+        self.fs.get_file(self._remote(INDEX_FILE), os.path.join(folder, INDEX_FILE))
+        prefix = tf.train.latest_checkpoint(folder)
+        if prefix is None:
+            return None
+        name = os.path.basename(prefix)
+        files = [f for f in self.fs.ls(self.root, detail=False) if posixpath.basename(f).startswith(name + ".")]
+        if not files:
+            raise AlexnetError(
+                f"{self.location}/{INDEX_FILE} names the checkpoint {name}, whose files are not there: delete the "
+                "folder, or use another `checkpoint_dir`, to start afresh."
+            )
+        for remote in files:
+            self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
+        return os.path.join(folder, name)
+
+    def manager(self, checkpoint: tf.train.Checkpoint) -> tf.train.CheckpointManager:
+        """A manager saving ``checkpoint`` where this worker writes (see the module documentation)."""
+        return tf.train.CheckpointManager(checkpoint, self.local, max_to_keep=KEEP)
+
+    def save(self, manager: tf.train.CheckpointManager, number: int) -> None:
+        """Save a checkpoint numbered ``number`` (every worker must call it at the same point)."""
+        manager.save(checkpoint_number=number)
+        if self.chief and self.remote:
+            self._publish(manager)
+
+    def _publish(self, manager: tf.train.CheckpointManager) -> None:
+        latest = manager.latest_checkpoint
+        assert latest is not None
+        name = os.path.basename(latest)
+        for entry in os.listdir(self.local):
+            if entry.startswith(name + "."):
+                self.fs.put_file(os.path.join(self.local, entry), self._remote(entry))
+        self.fs.put_file(os.path.join(self.local, INDEX_FILE), self._remote(INDEX_FILE))
+        kept = {os.path.basename(c) for c in manager.checkpoints}
+        for remote in self.fs.ls(self.root, detail=False):
+            base = posixpath.basename(remote)
+            if base.startswith("ckpt-") and base.split(".", 1)[0] not in kept:
+                self.fs.rm_file(remote)
+
+    def close(self) -> None:
+        """Delete this worker's scratch folders."""
+        for folder in self._scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._scratch.clear()
+
+
+def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int) -> str | None:
+    """Save ``model`` as ``<location>/alexnet.keras`` on the chief; that location (None elsewhere, or without one).
+
+    Every worker of a multi-worker run takes part in saving; the others write to a scratch folder that is
+    deleted at once.
+    """
+    if location is None or (not chief and workers == 1):
+        return None
+    remote = location_kind(location) != "file"
+    if chief and not remote:
+        os.makedirs(location, exist_ok=True)
+        path = os.path.join(location, MODEL_FILE)
+        model.save(path)
+        return path
+    scratch = make_scratch("alexnet-model-")
+    try:
+        local = os.path.join(scratch, MODEL_FILE)
+        model.save(local)
+        if not chief:
+            return None
+        target = posixpath.join(fs_path(location), MODEL_FILE)
+        open_filesystem(location, write=True).put_file(local, target)
+        return f"{location}/{MODEL_FILE}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:
+    """Raise when the checkpoints at ``location`` were written for another model than ``current`` describes."""
+    differ = [f"{k}: {saved[k]} then, {current[k]} now" for k in current if k in saved and saved[k] != current[k]]
+    if differ:
+        raise AlexnetError(
+            f"The checkpoints in {location} were written for another model ({'; '.join(differ)}): use another "
+            "`checkpoint_dir`, or the same settings, to resume."
+        )

@@ -1,0 +1,163 @@
+"""Decoding one image: random crops, the centre crop, reduced-scale decoding and the odd files of ImageNet.
+
+Each technique that makes the pipeline fast has a test that it gives the picture a plain decode would.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+from helpers_train import centroid, jpeg_bytes, marker_image, write_quirks
+from PIL import Image
+
+tf = pytest.importorskip("tensorflow")
+
+from alexnet.data import decode  # noqa: E402
+
+SIZE = 64
+
+
+@pytest.fixture(scope="module")
+def quirks(tmp_path_factory):
+    return write_quirks(tmp_path_factory.mktemp("decode") / "quirks")
+
+
+def test_random_crops_are_reproducible_and_vary_with_the_seed():
+    rng = np.random.default_rng(0)
+    contents = tf.constant(jpeg_bytes(Image.fromarray(rng.integers(0, 255, (120, 90, 3), dtype=np.uint8))))
+    a = decode.decode_for_training(contents, SIZE, tf.constant([1, 2]))
+    b = decode.decode_for_training(contents, SIZE, tf.constant([1, 2]))
+    c = decode.decode_for_training(contents, SIZE, tf.constant([7, 9]))
+    assert a.shape == (SIZE, SIZE, 3) and a.dtype == tf.uint8
+    assert np.array_equal(a.numpy(), b.numpy())
+    assert not np.array_equal(a.numpy(), c.numpy())
+
+
+def test_full_area_crop_is_the_decoded_image_resized():
+    rng = np.random.default_rng(1)
+    pixels = np.kron(rng.integers(0, 255, (8, 8, 3)), np.ones((10, 10, 1))).astype(np.uint8)  # 80x80 blocks
+    contents = tf.constant(jpeg_bytes(Image.fromarray(pixels)))
+    crops = [
+        decode.decode_for_training(contents, 40, tf.constant([s, 0]), area_range=(1.0, 1.0)).numpy() for s in range(6)
+    ]
+    whole = tf.image.resize(tf.io.decode_jpeg(contents), [40, 40]).numpy()
+    for crop in crops:  # each either the whole image or its mirror image
+        diffs = [np.abs(crop.astype(float) - w).mean() for w in (whole, whole[:, ::-1])]
+        assert min(diffs) < 3
+    flipped = [np.abs(c.astype(float) - whole).mean() > 3 for c in crops]
+    assert any(flipped) and not all(flipped), "about half the crops should be flipped left-right"
+
+
+def test_resizing_converted_pixels_gives_what_resizing_uint8_gives():
+    # resize_square converts to float32 before the resize, for speed: the result must not change
+    rng = np.random.default_rng(2)
+    for shape in [(300, 411, 3), (97, 64, 3), (224, 224, 3)]:
+        pixels = tf.constant(rng.integers(0, 256, shape).astype(np.uint8))
+        expected = tf.image.resize(pixels, [SIZE, SIZE], method="bilinear")
+        got = decode.resize_square(pixels, SIZE)
+        assert got.dtype == tf.float32 and got.shape == (SIZE, SIZE, 3)
+        assert np.array_equal(got.numpy(), expected.numpy())
+
+
+def test_eval_resizes_the_short_side_and_keeps_the_centre():
+    pixels = np.zeros((100, 300, 3), np.uint8)
+    pixels[:, :100] = (250, 0, 0)
+    pixels[:, 100:200] = (0, 250, 0)
+    pixels[:, 200:] = (0, 0, 250)
+    for encode in (lambda im: jpeg_bytes(im), lambda im: _png(im)):
+        out = decode.decode_for_eval(tf.constant(encode(Image.fromarray(pixels))), SIZE).numpy()
+        assert out.shape == (SIZE, SIZE, 3)
+        # short side 100 -> 73, long side 300 -> 219: the centre 64 columns are all in the green third
+        assert np.abs(out.reshape(-1, 3).mean(0) - (0, 250, 0)).max() < 12
+
+
+def test_large_jpeg_decoded_at_reduced_scale_matches_a_full_decode():
+    rng = np.random.default_rng(2)
+    small = rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)
+    big = np.array(Image.fromarray(small).resize((800, 600), Image.BILINEAR))
+    contents = tf.constant(jpeg_bytes(Image.fromarray(big)))
+    fast = decode.decode_for_eval(contents, SIZE).numpy().astype(float)
+    full = tf.io.decode_jpeg(contents)
+    resize_to = round(SIZE * 256 / 224)
+    full = tf.image.resize(full, [resize_to, round(800 * resize_to / 600)]).numpy()
+    top, left = (full.shape[0] - SIZE) // 2, (full.shape[1] - SIZE) // 2
+    reference = full[top : top + SIZE, left : left + SIZE]
+    assert np.abs(fast - reference).mean() < 8
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "colour"), [("cmyk", (210, 30, 30)), ("png", (210, 30, 30)), ("grayscale", (128, 128, 128))]
+)
+def test_quirky_files_decode_to_rgb(quirks, name, colour):
+    contents = tf.io.read_file(str(quirks[name]))
+    for image in (
+        decode.decode_for_training(contents, SIZE, tf.constant([3, 4])),
+        decode.decode_for_eval(contents, SIZE),
+    ):
+        assert image.shape == (SIZE, SIZE, 3) and image.dtype == tf.uint8
+        assert np.abs(image.numpy().reshape(-1, 3).mean(0) - colour).max() < 8
+
+
+def test_fused_crop_decode_is_the_same_as_decode_then_crop():
+    contents = tf.constant(marker_image(150, 220, (40, 60, 80, 110)))
+    window = tf.constant([17, 33, 101, 120])
+    fused = decode.decode_jpeg_resized(contents, window, 64, ratio=1).numpy()
+    whole = tf.io.decode_jpeg(contents, channels=3)[17:118, 33:153]
+    reference = tf.image.resize(whole, [64, 64]).numpy()
+    assert np.abs(fused - reference).max() < 1.5  # the crop decode re-runs the IDCT on the same blocks
+
+
+@pytest.mark.parametrize("ratio", [2, 4, 8])
+def test_reduced_scale_decode_gives_the_crop_geometry_of_a_full_decode(ratio):
+    # a 1600x1200 picture, a 1000x1200 window not aligned to the 8x8 blocks, a marker off the centre
+    contents = tf.constant(marker_image(1200, 1600, (500, 700, 560, 760)))
+    window = tf.constant([101, 301, 1000, 1200])
+    full = decode.decode_jpeg_resized(contents, window, 100, ratio=1).numpy()
+    reduced = decode.decode_jpeg_resized(contents, window, 100, ratio=ratio).numpy()
+    assert reduced.shape == full.shape == (100, 100, 3)
+    offset = np.abs(centroid(reduced) - centroid(full))
+    assert offset.max() < 1.0, f"the marker moved by {offset} output pixels at 1/{ratio} scale"
+    # the marker is where the geometry says: rows 500-560 of the window's 101-1101, columns 700-760 of 301-1501
+    expected = np.array([(530 - 101) / 1000 * 100 - 0.5, (730 - 301) / 1200 * 100 - 0.5])
+    assert np.abs(centroid(reduced) - expected).max() < 1.0
+
+
+def test_reduced_scale_is_chosen_only_when_the_window_is_more_than_twice_the_output():
+    cases = {(447, 900): 1, (449, 449): 1, (450, 450): 2, (900, 1000): 4, (1900, 2000): 8, (5000, 5000): 8}
+    cases[(100, 3000)] = 1  # the short side decides
+    for (height, width), ratio in cases.items():
+        assert int(decode.jpeg_ratio(height, width, 224)) == ratio, (height, width)
+
+
+def test_scaled_window_holds_the_full_size_window():
+    rng = np.random.default_rng(5)
+    shape = tf.constant([1031, 1517, 3])
+    for _ in range(50):
+        y, x = int(rng.integers(0, 1000)), int(rng.integers(0, 1500))
+        h, w = int(rng.integers(1, 1031 - y + 1)), int(rng.integers(1, 1517 - x + 1))
+        for ratio in (2, 4, 8):
+            top, left, height, width = decode.scaled_window(tf.constant([y, x, h, w]), shape, ratio).numpy()
+            assert top * ratio <= y and left * ratio <= x
+            assert (top + height) * ratio >= y + h or top + height == math.ceil(1031 / ratio)
+            assert (left + width) * ratio >= x + w or left + width == math.ceil(1517 / ratio)
+            assert (top + height) * ratio - (y + h) < 2 * ratio and (left + width) * ratio - (x + w) < 2 * ratio
+
+
+def test_one_pass_rounding_to_uint8_matches_round_and_saturate():
+    rng = np.random.default_rng(6)
+    pixels = tf.constant(rng.integers(0, 256, (37, 53, 3)).astype(np.uint8))
+    resized = tf.image.resize(pixels, [29, 71])  # bilinear: a convex combination, so within 0-255
+    expected = tf.saturate_cast(tf.round(resized), tf.uint8).numpy().astype(int)
+    got = decode._to_uint8(resized).numpy().astype(int)
+    # round() rounds halves to even, the one-pass cast rounds them up: at most one level apart, on halves only
+    assert np.abs(got - expected).max() <= 1
+    assert (got != expected).mean() < 0.01
