@@ -27,6 +27,7 @@ from typing import Any
 
 from .errors import AlexnetError
 from .scratch import scratch_folder
+from .tfimport import is_noise
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def _dumps(value: Any) -> bytes:
 
 
 def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last non-empty ``lines`` lines of a log file (of its last 64 KiB)."""
+    """The last non-empty ``lines`` lines of a log file (of its last 64 KiB), without TensorFlow's CUDA probe
+    messages."""
     try:
         with open(path, "rb") as log:
             log.seek(0, os.SEEK_END)
@@ -123,7 +125,7 @@ def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
             text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return []
-    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    kept = [line.rstrip() for line in text.splitlines() if line.strip() and not is_noise(line)]
     return kept[-lines:]
 
 
@@ -172,7 +174,7 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
         raise ChildError(what, message, log_tail(log_path), code, str(log_path) if log else None, advice)
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Ask Linux to kill this process when its parent dies; exit now if the parent is already gone."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -187,7 +189,7 @@ def _die_with_parent(parent: int) -> None:
 def main() -> None:
     """Entry point of a child started by :func:`run_child` (not for direct use)."""
     folder, parent = Path(sys.argv[1]), int(sys.argv[2])
-    _die_with_parent(parent)
+    die_with_parent(parent)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alexnet").setLevel(logging.INFO)
     try:

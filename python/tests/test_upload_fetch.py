@@ -401,6 +401,27 @@ def test_partial_files_in_cache_are_not_trusted(uploaded, tree, tmp_path, monkey
     check_partition(second, tree, {})
 
 
+def test_flipped_bytes_in_a_cached_image_are_found_with_verify(uploaded, tree, tmp_path, monkeypatch, caplog):
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    victim = Path(first["image"][2])
+    original = victim.read_bytes()
+    damaged = bytearray(original)
+    middle = len(damaged) // 2
+    damaged[middle : middle + 8] = bytes(b ^ 0xFF for b in damaged[middle : middle + 8])
+    victim.write_bytes(bytes(damaged))  # same size: the default check (names and sizes) cannot see it
+    calls = count_downloads(monkeypatch)
+    imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    assert calls == {} and victim.read_bytes() == bytes(damaged), "the default stays as fast as before"
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        again = imagenet_partition(0, 1, uploaded, cache_dir=cache, verify=True)
+    category = victim.parent.name
+    assert victim.read_bytes() == original, "the damaged category was extracted again"
+    assert sorted(calls) == [f"{category}.zip"], calls
+    assert any(category in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records), caplog.text
+    check_partition(again, tree, {})
+
+
 def test_zip_members_never_escape(tmp_path):
     evil = tmp_path / "evil.zip"
     with zipfile.ZipFile(evil, "w") as zf:

@@ -113,7 +113,7 @@ def drain(dataset: tf.data.Dataset, images: int, seconds: float, warmup: int = 2
 
 
 def _limit_threads(dataset: tf.data.Dataset, cores: int) -> tf.data.Dataset:
-    import tensorflow as tf
+    from ..tfimport import tf
 
     options = tf.data.Options()
     options.threading.private_threadpool_size = cores
@@ -182,7 +182,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 def pinned_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """:func:`pipeline_measurements` in a child already pinned to ``spec["cores"]`` CPUs, with TensorFlow's own
     thread pools sized to match."""
-    import tensorflow as tf
+    from ..tfimport import tf
 
     cores = int(spec["cores"])
     tf.config.threading.set_intra_op_parallelism_threads(cores)

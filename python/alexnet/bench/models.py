@@ -28,10 +28,8 @@ def synthetic_measurement(
     The model, optimizer and compiled step are those of training (mixed precision and XLA on a GPU). Two
     warm-up steps, then at least ``steps`` steps and ``seconds`` seconds.
     """
-    import tensorflow as tf
-    import tf_keras as keras
-
     from ..data.pipeline import synthetic_dataset
+    from ..tfimport import keras, tf
     from ..train import model as alexnet_model
 
     gpu = bool(tf.config.list_logical_devices("GPU"))

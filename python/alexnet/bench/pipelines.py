@@ -17,7 +17,7 @@ def decode_dataset(contents: Sequence[bytes], batch_size: int, parallel: int) ->
 
     Batches of the decoded images' shapes (the pixels are decoded, then dropped), endlessly.
     """
-    import tensorflow as tf
+    from ..tfimport import tf
 
     ds = tf.data.Dataset.from_tensor_slices(tf.constant(list(contents), dtype=tf.string)).repeat()
     ds = ds.map(lambda c: tf.shape(tf.io.decode_jpeg(c, channels=3)), num_parallel_calls=parallel,
@@ -40,7 +40,7 @@ def naive_dataset(
     for did not apply that rewrite by default; recent ones do). ``sequential=False`` keeps the rewrite on: the
     ``naive_auto`` stage.
     """
-    import tensorflow as tf
+    from ..tfimport import tf
 
     def jitter(image: tf.Tensor) -> tf.Tensor:
         image = tf.image.random_brightness(image, 0.2)

@@ -24,7 +24,7 @@ def _cpu_model() -> str:
 
 def machine_info() -> dict[str, Any]:
     """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on."""
-    import tensorflow as tf
+    from ..tfimport import tf
 
     return {
         "cpu": _cpu_model(),

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 
-import tensorflow as tf
-
 from ..errors import AlexnetError
+from ..tfimport import tf
 from .images import JPEG_MAGIC
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).

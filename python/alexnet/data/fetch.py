@@ -23,6 +23,9 @@ from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
 from .partition import check_partition, partition_categories, partition_sizes
 
+#: Downloads at the same time when fetching a partition.
+DEFAULT_DOWNLOADS = 8
+
 
 def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """The board's categories table: one dict per category, sorted by ``index``.
@@ -54,7 +57,7 @@ def imagenet_partition(
     board: str | os.PathLike | None = None,
     *,
     cache_dir: str | os.PathLike | None = None,
-    workers: int = 8,
+    workers: int = DEFAULT_DOWNLOADS,
     retries: int = 3,
     validation: bool = True,
     verify: bool = False,

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from ..errors import AlexnetError
 from ..machine import usable_cpus
+from ..tfimport import tf
 from .decode import decode_for_eval, decode_for_training
 
 AUTOTUNE = tf.data.AUTOTUNE

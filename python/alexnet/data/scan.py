@@ -13,10 +13,10 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from ..errors import BadImagesError
 from ..progress import progress_bar
+from ..tfimport import tf
 from .decode import decode_any, is_jpeg
 from .images import EOI_WINDOW
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls

@@ -1,15 +1,15 @@
-"""Spark barrier execution: one training task per worker, all started together, from Python or R.
+"""Spark barrier execution from Python: one training task per worker, all started together.
 
 :func:`alexnet_spark_train` runs one barrier task per worker (``rdd.barrier().mapPartitions``). Each task
 starts a fresh Python process for its worker (TensorFlow's multi-worker set-up must come before any other
 TensorFlow work, and Spark reuses its Python workers), which fetches the worker's partition of the board,
 sets TF_CONFIG from the barrier addresses and trains with ``MultiWorkerMirroredStrategy``
-(:func:`alexnet.launch.worker.train_worker`). Spark starts all tasks of a barrier stage together or none, and
-when one fails it stops the others: the launcher then raises the failed worker's own error first, then where
-its log is. The process of a task that Spark stops is killed with it (on Linux), so no TensorFlow process
-outlives its task.
+(:func:`alexnet.launch.worker.train_worker`). Spark starts all tasks of a barrier stage together or none,
+and when one fails it stops the others. The process of a task that Spark stops is killed with it (on Linux),
+so no TensorFlow process outlives its task. Checks, the executors' probe, progress and retries are
+:mod:`alexnet.launch.job`'s, shared with the R launcher.
 
-From R, ``sparklyr::spark_apply(barrier = TRUE)`` launches the tasks; :func:`r_job` is the driver's one
+From R, ``sparklyr::spark_apply(barrier = TRUE)`` launches the tasks; :func:`r_train` is the driver's one
 call into the core and :func:`alexnet.launch.worker.barrier_row` each task's.
 """
 
@@ -26,15 +26,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
-from ..checks import as_int, as_seconds
-from ..child import LOG_TAIL_LINES
+from ..checks import as_seconds
+from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..train.cluster import DEFAULT_BASE_PORT
-from .worker import SUMMARY_COLUMNS, WorkerError, check_train_args, run_worker, train_worker
+from . import probe_task
+from .job import DEFAULT_RETRIES, SparkJobError, check_slots, failure_of, plan_job, run_job
+from .worker import SUMMARY_COLUMNS, WorkerError, run_worker, train_worker
 
 logger = logging.getLogger(__name__)
 
-_MARK = "<<alexnet-worker-error>>"
+#: What to do when the executors' Python cannot run alexnet (Python launcher).
+PYTHON_ADVICE = (
+    "Give every executor a Python with the alexnet core and TensorFlow: install it on every node "
+    "(pip install 'alexnet[spark]', or install_alexnet() from R), and point Spark at it with PYSPARK_PYTHON or "
+    "the spark.pyspark.python setting, or pass python = '/path/to/python' to alexnet_spark_train()."
+)
 
 
 def spark_session(master: str, app_name: str = "alexnet") -> Any:
@@ -69,6 +76,16 @@ def slots_from(
     return max(1, int(default_parallelism) // max(1, int(task_cpus)))
 
 
+def _spark_context(spark: Any) -> Any:
+    context = getattr(spark, "sparkContext", spark)
+    if not hasattr(context, "parallelize"):
+        raise AlexnetError(
+            f"`spark` must be a pyspark SparkSession or SparkContext, not a {type(spark).__name__}: create one "
+            "with SparkSession.builder.master(...).getOrCreate()."
+        )
+    return context
+
+
 def barrier_slots(spark: Any) -> int | None:
     """:func:`slots_from` for a SparkSession or SparkContext."""
     context = _spark_context(spark)
@@ -80,37 +97,8 @@ def barrier_slots(spark: Any) -> int | None:
     )
 
 
-def check_slots(workers: int, slots: int | None) -> int:
-    """``workers`` as an int; an AlexnetError when it is below 1 or above ``slots`` (``None``: unknown).
-
-    A barrier stage starts all its tasks at once or not at all: with more workers than slots, Spark
-    would wait (and retry) instead of starting, so this is refused before launching.
-    """
-
-    workers = as_int(workers, "workers")
-    if workers < 1:
-        raise AlexnetError(f"`workers` must be at least 1, not {workers}.")
-    if slots is not None and workers > int(slots):
-        raise AlexnetError(
-            f"{workers} workers need {workers} task slots at once (one barrier task each), but this Spark "
-            f"application has {int(slots)}: use workers <= {int(slots)}, or give Spark more executors or "
-            f"cores (e.g. master 'local[{workers}]' on one machine)."
-        )
-    return workers
-
-
-def _spark_context(spark: Any) -> Any:
-    context = getattr(spark, "sparkContext", spark)
-    if not hasattr(context, "parallelize"):
-        raise AlexnetError(
-            f"`spark` must be a pyspark SparkSession or SparkContext, not a {type(spark).__name__}: create one "
-            "with SparkSession.builder.master(...).getOrCreate()."
-        )
-    return context
-
-
 def _barrier_task(function: Any, python: str | None, env: Mapping[str, str], rows: Iterable[Any]) -> Iterator[str]:
-    """Body of one barrier task: run the worker's process; yield its result (or raise its error)."""
+    """Body of one barrier task: run the worker's process; yield its result (or fail with its error)."""
     from pyspark import BarrierTaskContext
 
     context = BarrierTaskContext.get()
@@ -122,20 +110,8 @@ def _barrier_task(function: Any, python: str | None, env: Mapping[str, str], row
     try:
         result = run_worker(function, index, addresses, python=python, env=env)
     except WorkerError as error:
-        raise RuntimeError(f"worker {index} failed: {error.error}\n{_MARK}{json.dumps(error.details())}{_MARK}") \
-            from None
+        raise RuntimeError(error.task_failure()) from None
     yield json.dumps({"worker": index, "result": result})
-
-
-def _worker_error(message: str) -> WorkerError | None:
-    start = message.find(_MARK)
-    end = message.find(_MARK, start + len(_MARK)) if start >= 0 else -1
-    if start < 0 or end < 0:
-        return None
-    try:
-        return WorkerError.from_details(json.loads(message[start + len(_MARK) : end]))
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def run_barrier(
@@ -150,11 +126,11 @@ def run_barrier(
     """Run ``function(index, addresses)`` once per worker, in one Spark barrier stage; results in worker order.
 
     Each of the ``workers`` barrier tasks runs ``function`` in a fresh Python process (see
-    :func:`alexnet.launch.worker.run_worker`) once all tasks have started; ``addresses`` are the tasks' ``host:port``
-    in partition order. Raises AlexnetError before launching when Spark has fewer task slots than
-    ``workers``; :class:`WorkerError` (the worker's error and log tail) when a worker fails, which makes
-    Spark stop the others; AlexnetError when the job takes longer than ``timeout`` seconds (then it is
-    cancelled).
+    :func:`alexnet.launch.worker.run_worker`) once all tasks have started; ``addresses`` are the tasks'
+    ``host:port`` in partition order. Raises :class:`~alexnet.launch.worker.WorkerError` (the worker's own
+    error, where its log is, and the log's last lines) when a worker fails, which makes Spark stop the others;
+    :class:`~alexnet.launch.job.SparkJobError` when Spark fails otherwise; AlexnetError when the job takes longer
+    than ``timeout`` seconds (then it is cancelled).
     """
     context = _spark_context(spark)
     workers = check_slots(workers, barrier_slots(context))
@@ -184,14 +160,7 @@ def run_barrier(
                 f"The {workers} worker(s) did not finish within timeout = {timeout} s, so the Spark job was "
                 "cancelled: raise `timeout`, or train less per run (with `checkpoint_dir` a new run resumes)."
             ) from None
-        failed = _worker_error(str(error))
-        if failed is not None:
-            raise failed from None
-        text = [line for line in str(error).splitlines() if line.strip()]
-        raise AlexnetError(
-            f"The Spark job of {workers} worker(s) failed before a worker reported an error:\n  "
-            + "\n  ".join(text[:LOG_TAIL_LINES])
-        ) from error
+        raise failure_of(error, workers) from None
     finally:
         if timer is not None:
             timer.cancel()
@@ -201,35 +170,29 @@ def run_barrier(
     return [row["result"] for row in rows]
 
 
-def check_spark_train(
-    workers: int,
-    board: str | os.PathLike | None,
-    slots: int | None,
-    *,
-    base_port: int = DEFAULT_BASE_PORT,
-    **train_args: Any,
-) -> dict[str, Any]:
-    """The checks made on the driver before a Spark training job starts; returns ``workers`` and ``board``.
+def probe_executors(spark: Any, tasks: int, python: str | None = None, env: Mapping[str, str] | None = None
+                    ) -> list[dict[str, Any]]:
+    """Ask ``tasks`` ordinary Spark tasks whether the Python that would run a worker imports alexnet and
+    TensorFlow (see :mod:`alexnet.launch.probe_task`); one row per task.
 
-    ``workers`` must fit in ``slots`` (see :func:`check_slots`); ``train_args`` must not hold ``data`` or
-    ``strategy`` (the launcher sets them); the board must be reachable and hold at least ``workers``
-    categories. Returns ``{"workers": int, "board": resolved board string}``.
+    The probe is shipped by value, so it runs on executors whose Python lacks alexnet (which it reports).
     """
-    from ..storage.board import open_board
-    from ..storage.layout import read_categories
-    from ..train.cluster import check_base_port
+    from pyspark import cloudpickle
 
-    workers = check_slots(workers, slots)
-    check_train_args(train_args, "alexnet_spark_train()")
-    check_base_port(base_port, workers)
-    opened = open_board(board)
-    categories = read_categories(opened)
-    if workers > len(categories):
-        raise AlexnetError(
-            f"{workers} workers need at least {workers} categories, but board {opened.location} has "
-            f"{len(categories)}: use workers <= {len(categories)}."
-        )
-    return {"workers": workers, "board": opened.location}
+    context = _spark_context(spark)
+    cloudpickle.register_pickle_by_value(probe_task)
+    try:
+        body = partial(probe_task.probe_partition, python, {str(k): str(v) for k, v in (env or {}).items()})
+        lines = context.parallelize(range(tasks), tasks).mapPartitions(body).collect()
+    except Exception as error:
+        raise failure_of(error, tasks) from None
+    finally:
+        cloudpickle.unregister_pickle_by_value(probe_task)
+    return [json.loads(line) for line in lines]
+
+
+def _driver_host(context: Any) -> str | None:
+    return context.getConf().get("spark.driver.host", None)
 
 
 def alexnet_spark_train(
@@ -239,76 +202,99 @@ def alexnet_spark_train(
     *,
     base_port: int = DEFAULT_BASE_PORT,
     cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = 8,
+    fetch_workers: int = DEFAULT_DOWNLOADS,
     timeout: float | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
-    retries: int = 0,
+    retries: int = DEFAULT_RETRIES,
+    progress: bool = True,
+    probe: bool = True,
     **train_args: Any,
 ) -> list[dict[str, Any]]:
     """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``.
 
     One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
-    :func:`alexnet.launch.worker.train_worker`
-    in a fresh Python process, which fetches partition ``k`` of ``workers``, sets TF_CONFIG from the
-    barrier addresses (worker ``k`` listens on its host at ``base_port + k``; worker 0 is the chief) and
-    trains with ``MultiWorkerMirroredStrategy``; ``train_args`` go to :func:`alexnet.alexnet_train`
-    (``epochs``, ``batch_size`` per worker, ``image_size``, ``checkpoint_dir`` and ``model_dir`` on
-    storage every worker can reach, ``collective_timeout``, ...). ``spark`` is a SparkSession or
-    SparkContext; ``python`` the worker's Python (default: the executor's); ``env`` extra environment
-    variables for the worker processes; ``timeout`` bounds the whole job in seconds.
+    :func:`alexnet.launch.worker.train_worker` in a fresh Python process, which fetches partition ``k`` of
+    ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
+    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` go to
+    :func:`alexnet.alexnet_train` (``epochs``, ``batch_size`` per worker, ``image_size``, ``checkpoint_dir`` and
+    ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``), ``checkpoint_every``,
+    ``collective_timeout``, ...). ``spark`` is a SparkSession or SparkContext; ``python`` the worker's Python
+    (default: the executor's); ``env`` extra environment variables for the worker processes; ``timeout`` bounds
+    each launch in seconds.
 
-    The board is checked on the driver first, and more workers than Spark task slots (or than
-    categories) is an error before anything starts. When a worker fails, Spark stops the others and
-    :class:`WorkerError` reports the failed worker's error and the last lines of its log.
+    Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
+    unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
+    then checks that the executors' Python imports alexnet and TensorFlow, and names those that do not. While
+    the workers train, the chief's progress is shown here (``progress``). When a worker fails, Spark stops the
+    others; with ``retries``, the stage is launched again (up to that many times) and training resumes from the
+    last checkpoint of ``checkpoint_dir``. The error of the last failure leads with the worker's own Python
+    error and says where its whole log is.
 
-    Returns one dict per worker, in worker order (see :func:`alexnet.launch.worker.train_worker`); every worker
-    ends with the same weights (``history["weights_sha256"]``).
+    Returns one dict per worker, in worker order (see :func:`alexnet.launch.worker.train_worker`), with
+    ``attempt`` (1 when the first launch succeeded); every worker ends with the same weights
+    (``history["weights_sha256"]``).
     """
     context = _spark_context(spark)
-    plan = check_spark_train(workers, board, barrier_slots(context), base_port=base_port, **train_args)
-    workers, resolved = plan["workers"], plan["board"]
-    task = partial(
-        train_worker,
-        board=resolved,
-        base_port=base_port,
-        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-        fetch_workers=fetch_workers,
-        **train_args,
-    )
-    retries = as_int(retries, "retries", 0)
-    for attempt in range(retries + 1):
-        try:
-            rows = run_barrier(context, workers, task, timeout=timeout, python=python, env=env)
-            break
-        except WorkerError as error:
-            if attempt == retries:
-                raise
-            logger.warning("%s; relaunching the %d workers (retry %d of %d).", str(error).splitlines()[0], workers,
-                           attempt + 1, retries)
-    for row in rows:
-        row["attempt"] = attempt + 1
+    master = context.master or ""
+    plan = plan_job(workers, board, barrier_slots(context), base_port=base_port, cache_dir=cache_dir,
+                    fetch_workers=fetch_workers, python=python, env=env, retries=retries,
+                    local_master=master.startswith("local"), **train_args)
+
+    def launch(task: dict[str, Any]) -> list[dict[str, Any]]:
+        function = partial(train_worker, board=task["board"], base_port=task["base_port"],
+                           cache_dir=task["cache_dir"], fetch_workers=task["fetch_workers"], **task["train_args"])
+        return run_barrier(context, plan.workers, function, timeout=timeout, python=task["python"], env=task["env"])
+
+    def check() -> list[dict[str, Any]]:
+        slots = barrier_slots(context) or plan.workers
+        return probe_executors(context, max(plan.workers, slots), python, plan.task["env"])
+
+    rows = run_job(plan, launch, driver_host=_driver_host(context), probe=check if probe else None,
+                   advice=PYTHON_ADVICE, progress=bool(progress))
     digests = {row["history"].get("weights_sha256") for row in rows}
     if len(digests) > 1:
         logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
     return rows
 
 
-def r_job(workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str = 1,
-          dynamic_allocation: bool | str = False, *, base_port: int = DEFAULT_BASE_PORT,
-          cache_dir: str | os.PathLike | None = None, fetch_workers: int = 8, python: str | None = None,
-          env: Mapping[str, str] | None = None, **train_args: Any) -> dict[str, Any]:
-    """The driver's part of a run launched from R with ``sparklyr::spark_apply(barrier = TRUE)``.
+#: What to do when the R workers cannot run alexnet (R launcher).
+R_ADVICE = (
+    "Install alexnet on every node (the R package, then alexnet::install_alexnet()), or point the Spark R "
+    "workers at a Python that has the core: pass python = '/path/to/python' to alexnet_spark_train(), or set "
+    "ALEXNET_PYTHON for them with spark_config() (sparklyr.apply.env.ALEXNET_PYTHON)."
+)
 
-    Makes the checks of :func:`check_spark_train` (the Spark application's slots come from its
-    ``default_parallelism``, ``spark.task.cpus`` and dynamic allocation, as sparklyr reads them) and returns
-    the plan: ``workers``, ``board`` (resolved), ``columns`` (name -> Python type name of each column of a
-    worker's row) and ``task``, what each barrier task hands to :func:`alexnet.launch.worker.barrier_row`.
+
+def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
+            dynamic_allocation: bool | str, driver_host: str | None, launch: Callable[[dict[str, Any]], Any],
+            probe: Callable[[], Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+    """The driver's part of a run launched from R with ``sparklyr::spark_apply(barrier = TRUE)``: one call.
+
+    Makes the checks of :func:`alexnet.launch.job.plan_job` (the slots come from ``default_parallelism``,
+    ``spark.task.cpus`` and dynamic allocation, as sparklyr reads them; ``options`` are those of
+    :func:`alexnet_spark_train` and the training arguments), then runs the job
+    (:func:`alexnet.launch.job.run_job`): ``probe()`` (an R function running the R workers' check) returns one
+    row per task; ``launch(task)`` (an R function running ``spark_apply()`` whose tasks call
+    :func:`alexnet.launch.worker.barrier_row` with ``task``) returns one flat row per worker, with the columns of
+    :data:`~alexnet.launch.worker.SUMMARY_COLUMNS`. Returns those rows in worker order, with ``attempt``.
     """
-    plan = check_spark_train(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation),
-                             base_port=base_port, **train_args)
-    task = {"board": plan["board"], "base_port": as_int(base_port, "base_port"),
-            "cache_dir": None if cache_dir is None else os.fspath(cache_dir),
-            "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
-            "env": {str(k): str(v) for k, v in (env or {}).items()}, "train_args": dict(train_args)}
-    return {**plan, "columns": {name: kind.__name__ for name, kind in SUMMARY_COLUMNS.items()}, "task": task}
+    shown = {"progress": bool(options.pop("progress"))} if "progress" in options else {}
+    plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), **options)
+
+    def records(value: Any) -> list[dict[str, Any]]:
+        if hasattr(value, "to_dict"):  # a data frame, as pandas
+            return list(value.to_dict(orient="records"))
+        return [dict(row) for row in value]
+
+    return run_job(plan, lambda task: records(launch(task)), driver_host=driver_host,
+                   probe=(lambda: records(probe())) if probe is not None else None, advice=R_ADVICE, **shown)
+
+
+def summary_columns() -> dict[str, str]:
+    """The columns of a worker's flat row and their Python types (``int``, ``float``, ``str``, ``bool``)."""
+    return {name: kind.__name__ for name, kind in SUMMARY_COLUMNS.items()}
+
+
+__all__ = ["SparkJobError", "alexnet_spark_train", "barrier_slots", "check_slots", "probe_executors", "r_train",
+           "run_barrier", "slots_from", "spark_session"]

@@ -7,14 +7,19 @@ from R (``sparklyr::spark_apply(barrier = TRUE)``, through :func:`barrier_row`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import socket
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..checks import as_int
 from ..child import ChildError, run_child
+from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..train.cluster import DEFAULT_BASE_PORT, tf_config
 
@@ -45,8 +50,11 @@ SUMMARY_COLUMNS: dict[str, type] = {
 }
 #: Arguments a worker sets itself, which callers must not give.
 RESERVED = ("data", "strategy")
+#: Worker logs kept on each host.
+KEPT_LOGS = 50
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
 WORKER_VERBOSE = 2
+_MARK = "<<alexnet-worker-error>>"
 
 
 def check_train_args(train_args: Mapping[str, Any], where: str) -> None:
@@ -66,7 +74,7 @@ def train_worker(
     *,
     base_port: int = DEFAULT_BASE_PORT,
     cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = 8,
+    fetch_workers: int = DEFAULT_DOWNLOADS,
     **train_args: Any,
 ) -> dict[str, Any]:
     """One worker's part of a multi-worker run: fetch its partition, set TF_CONFIG, train.
@@ -162,43 +170,72 @@ class WorkerError(ChildError):
                          "The other workers were stopped. Fix the cause and run again (with `checkpoint_dir`, "
                          "training resumes from the last checkpoint).")
 
-    def details(self) -> dict[str, Any]:
-        """What the driver needs to raise this error again: JSON-serialisable."""
-        return {"worker": self.worker, "workers": self.workers, "error": self.error, "log_tail": self.log_tail,
-                "exit_code": self.exit_code, "log": self.log}
+    def task_failure(self) -> str:
+        """This error as the message a barrier task fails with; the driver makes it again with
+        :meth:`from_failure`, whatever Spark (or sparklyr) wraps around it."""
+        details = {"worker": self.worker, "workers": self.workers, "error": self.error, "log_tail": self.log_tail,
+                   "exit_code": self.exit_code, "log": self.log}
+        return f"worker {self.worker} failed: {self.error}\n{_MARK}{json.dumps(details)}{_MARK}"
 
     @classmethod
-    def from_details(cls, details: Mapping[str, Any]) -> WorkerError:
-        """The error :meth:`details` describes."""
-        return cls(int(details["worker"]), int(details["workers"]), str(details["error"]),
-                   [str(line) for line in details.get("log_tail", [])], details.get("exit_code"), details.get("log"))
+    def from_failure(cls, message: str) -> WorkerError | None:
+        """The error whose :meth:`task_failure` is in ``message``; None when there is none."""
+        start = message.find(_MARK)
+        end = message.find(_MARK, start + len(_MARK)) if start >= 0 else -1
+        if start < 0 or end < 0:
+            return None
+        try:
+            details = json.loads(message[start + len(_MARK) : end])
+            return cls(int(details["worker"]), int(details["workers"]), str(details["error"]),
+                       [str(line) for line in details.get("log_tail", [])], details.get("exit_code"),
+                       details.get("log"))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def worker_log(index: int) -> str:
+    """Where worker ``index`` on this host keeps its log: ``$ALEXNET_LOG_DIR`` or ``<temporary folder>/alexnet-logs``,
+    a new file per run; the oldest are deleted beyond :data:`KEPT_LOGS`."""
+    folder = os.environ.get("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
+    os.makedirs(folder, exist_ok=True)
+    logs = sorted(os.scandir(folder), key=lambda entry: entry.stat().st_mtime)
+    for entry in logs[: max(0, len(logs) - KEPT_LOGS + 1)]:
+        with contextlib.suppress(OSError):
+            os.remove(entry.path)
+    return os.path.join(folder, f"worker{index}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
 
 
 def run_worker(function: Any, index: int, addresses: Sequence[str], *, python: str | None = None,
-               env: Mapping[str, str] | None = None, log: str | None = None) -> Any:
-    """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`); a failure
-    raises :class:`WorkerError`."""
+               env: Mapping[str, str] | None = None) -> Any:
+    """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`), its output
+    kept in :func:`worker_log`; a failure raises :class:`WorkerError`, which says where that log is."""
     addresses = [str(a) for a in addresses]
+    log = worker_log(index)
     try:
         return run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
                          prefix=f"alexnet-worker{index}-")
     except ChildError as error:
-        raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code, error.log) from None
+        raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code,
+                          f"{socket.gethostname()}:{log}") from None
 
 
 def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any]) -> dict[str, Any]:
     """What an R barrier task (``spark_apply(barrier = TRUE)``) does: :func:`train_worker` for ``partition`` in a
     fresh Python process, as a flat row (:func:`worker_summary`).
 
-    ``task`` is the ``task`` of :func:`alexnet.launch.spark.r_job`'s plan. A failure raises
+    ``task`` is what :func:`alexnet.launch.job.run_job` hands the launcher. A failure raises
     :class:`WorkerError` with the worker's own error first.
     """
     from functools import partial
 
     arguments = dict(task)
-    train_args = dict(arguments.pop("train_args", {}))
-    python, env = arguments.pop("python", None), arguments.pop("env", None)
+    # an empty dict comes back from R as an empty list
+    train_args = dict(arguments.pop("train_args", None) or {})
+    python, env = arguments.pop("python", None), dict(arguments.pop("env", None) or {})
     function = partial(train_worker, **arguments, **train_args)
-    row = run_worker(function, as_int(partition, "barrier$partition"), [str(a) for a in addresses], python=python,
-                     env=env)
+    try:
+        row = run_worker(function, as_int(partition, "barrier$partition"), [str(a) for a in addresses],
+                         python=python, env=env)
+    except WorkerError as error:
+        raise RuntimeError(error.task_failure()) from None
     return worker_summary(row)

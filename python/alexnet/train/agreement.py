@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from ..checks import as_int, as_ints
 from ..data.inputs import TrainingData
 from ..errors import AlexnetError
+from ..tfimport import tf
 from .strategy import Topology, num_workers
 
 logger = logging.getLogger(__name__)

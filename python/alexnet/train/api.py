@@ -109,8 +109,7 @@ def _restore(store: CheckpointStore, net: keras.Model, optimizer: Any, model_set
     Returns where training resumes ``(epoch, step)``, the metrics of the epochs done, the checkpoint manager
     and the position variables it saves.
     """
-    import tensorflow as tf
-
+    from ..tfimport import tf
     from .checkpoint import check_resume
 
     position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
@@ -297,7 +296,7 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
     td, bad = _usable_data(data, settings)
     if settings.seed is not None:
-        import tf_keras as keras
+        from ..tfimport import keras
 
         keras.utils.set_random_seed(settings.seed)
     worker_batch = topo.worker_batch(settings.batch_size)

@@ -10,9 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow as tf
-import tf_keras as keras
-
+from ..tfimport import keras, tf
 from .checkpoint import CheckpointStore
 
 logger = logging.getLogger(__name__)

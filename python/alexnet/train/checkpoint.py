@@ -25,12 +25,10 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-import tensorflow as tf
-import tf_keras as keras
-
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
+from ..tfimport import keras, tf
 
 logger = logging.getLogger(__name__)
 

@@ -30,10 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import tensorflow as tf
-import tf_keras as keras
-
 from ..errors import AlexnetError
+from ..tfimport import keras, tf
 from .geometry import MIN_IMAGE_SIZE
 
 #: ImageNet per-channel mean and standard deviation of RGB pixels in 0-255.

@@ -19,10 +19,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import tensorflow as tf
-
 from ..checks import as_seconds
 from ..errors import AlexnetError
+from ..tfimport import tf
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, install_tf_config_sync, process_environment, read_tf_config
 
 logger = logging.getLogger(__name__)

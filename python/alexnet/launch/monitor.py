@@ -1,0 +1,137 @@
+"""Progress of a distributed run, shown on the driver while the workers train.
+
+The chief worker sends a line of JSON over TCP every few seconds (epoch, step, loss, accuracy, images per
+second; see :class:`alexnet.train.callbacks.Progress`). :class:`Monitor` receives them on the driver, in a
+process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), prints each
+as one line on standard error and appends it to a file, from which the driver reads them afterwards.
+
+Run as ``python -m alexnet.launch.monitor HOST RECORDS_FILE PORT_FILE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..child import python_environment, python_executable
+
+logger = logging.getLogger(__name__)
+
+#: Seconds the driver waits for the monitor to listen.
+START_TIMEOUT = 30.0
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...``."""
+    parts = [f"epoch {record.get('epoch', '?')}/{record.get('epochs', '?')}"]
+    if record.get("kind") == "step":
+        parts[0] += f", step {record.get('step', '?')}/{record.get('steps', '?')}"
+    shown = [(name, record[name]) for name in ("loss", "accuracy", "val_loss", "val_accuracy") if name in record]
+    values = ", ".join(f"{name} {value:.4g}" for name, value in shown)
+    rate = record.get("images_per_second")
+    rate_text = f", {rate:.0f} images/s" if isinstance(rate, (int, float)) and rate > 0 else ""
+    return f"alexnet: {parts[0]}" + (f": {values}" if values else "") + rate_text
+
+
+def _serve(host: str, records: str, port_file: str) -> None:
+    out = open(records, "a", encoding="utf-8")  # noqa: SIM115 - open for the life of the process
+    lock = threading.Lock()
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            for raw in self.rfile:
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                with lock:
+                    out.write(json.dumps(record) + "\n")
+                    out.flush()
+                    sys.stderr.write(describe(record) + "\n")
+                    sys.stderr.flush()
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    with Server((host, 0), Handler) as server:
+        temporary = port_file + ".tmp"
+        Path(temporary).write_text(str(server.server_address[1]))
+        os.replace(temporary, port_file)
+        server.serve_forever()
+
+
+class Monitor:
+    """A progress monitor listening on the driver; ``address`` is what the chief sends to (``tcp://host:port``)."""
+
+    def __init__(self, host: str):
+        self.host = host
+        self.folder = tempfile.mkdtemp(prefix="alexnet-monitor-")
+        self.records_file = os.path.join(self.folder, "progress.jsonl")
+        port_file = os.path.join(self.folder, "port")
+        bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
+        self.process = subprocess.Popen(
+            [python_executable(), "-m", "alexnet.launch.monitor", bind, self.records_file, port_file],
+            env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not os.path.exists(port_file):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the progress monitor did not start")
+            time.sleep(0.05)
+        self.port = int(Path(port_file).read_text())
+        self.address = f"tcp://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every progress record received so far."""
+        try:
+            lines = Path(self.records_file).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def stop(self) -> None:
+        """Stop listening (records already received stay readable until :meth:`close`)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+    def close(self) -> None:
+        """Stop, and delete the records."""
+        self.stop()
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_monitor(host: str) -> Monitor | None:
+    """A :class:`Monitor` for workers that reach the driver at ``host``; None (with a warning) when it cannot start."""
+    try:
+        return Monitor(host)
+    except (OSError, RuntimeError) as error:
+        logger.warning("No progress will be shown while the workers train: %s.", error)
+        return None
+
+
+if __name__ == "__main__":
+    from ..child import die_with_parent
+
+    die_with_parent(os.getppid())
+    _serve(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -1,0 +1,106 @@
+"""TensorFlow, imported for the whole package here, without its CUDA probe messages on machines without GPUs.
+
+On a machine without a GPU, importing TensorFlow and listing its devices prints "Could not find cuda drivers
+on your machine", "failed call to cuInit" and "All log messages before absl::InitializeLog() is called are
+written to STDERR", whatever ``TF_CPP_MIN_LOG_LEVEL`` says. When this machine has no NVIDIA device,
+standard error goes to a file during the import and the first device listing, and what TensorFlow wrote
+there is passed on without those lines. Set ``ALEXNET_TF_LOGS=1`` to see everything TensorFlow prints (and
+``TF_CPP_MIN_LOG_LEVEL=0`` for its informational messages too).
+
+Modules of the package write ``from ..tfimport import keras, tf``, never ``import tensorflow`` or ``import
+tf_keras`` themselves (tf-keras, Keras 2, because Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Iterator
+
+#: Lines TensorFlow prints while probing for CUDA on a machine without a GPU.
+NOISE = (
+    "cudart_stub.cc",
+    "cuda_platform.cc",
+    "cuda_executor.cc",
+    "cuda_diagnostics.cc",
+    "All log messages before absl::InitializeLog() is called are written to STDERR",
+    "Unable to register cuDNN factory",
+    "Unable to register cuFFT factory",
+    "Unable to register cuBLAS factory",
+    "computation placer already registered",
+)
+
+
+def is_noise(line: str) -> bool:
+    """Is ``line`` one of TensorFlow's CUDA probe messages?"""
+    return any(marker in line for marker in NOISE)
+
+
+def quiet_wanted() -> bool:
+    """Filter the probe messages: no NVIDIA device here, and nobody asked for TensorFlow's logs."""
+    if os.environ.get("ALEXNET_TF_LOGS", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    return not glob.glob("/dev/nvidia[0-9]*")
+
+
+@contextlib.contextmanager
+def filtered_stderr() -> Iterator[None]:
+    """Standard error (the file descriptor, as C++ code writes to it) goes to a file for the duration, and what
+    was written there is passed on afterwards without TensorFlow's CUDA probe messages."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable file descriptor 2: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = [line for line in capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not is_noise(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+def _import() -> tuple[types.ModuleType, types.ModuleType]:
+    if "tensorflow" in sys.modules or not quiet_wanted():
+        import tensorflow
+        import tf_keras
+
+        return tensorflow, tf_keras
+    with filtered_stderr():
+        import tensorflow
+        import tf_keras
+
+        tensorflow.config.list_physical_devices()
+    return tensorflow, tf_keras
+
+
+def quiet_devices() -> None:
+    """List TensorFlow's devices once with the probe messages filtered (for a TensorFlow imported elsewhere,
+    such as by ``reticulate::import("tensorflow")`` in R, before its first device listing)."""
+    tensorflow = __getattr__("tf")
+    if quiet_wanted():
+        with filtered_stderr():
+            tensorflow.config.list_physical_devices()
+
+
+def __getattr__(name: str) -> types.ModuleType:
+    """``tf`` and ``keras``, imported on first use (so that :func:`is_noise` can be used without TensorFlow)."""
+    if name in ("tf", "keras"):
+        modules = dict(zip(("tf", "keras"), _import(), strict=True))
+        globals().update(modules)
+        return modules[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

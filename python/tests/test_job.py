@@ -1,0 +1,249 @@
+"""The driver's side of a distributed run, without Spark: checks, probe verdicts, failures, retries, progress."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alexnet.child import python_environment
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
+from alexnet.errors import AlexnetError, BoardError
+from alexnet.launch import job
+from alexnet.launch.monitor import describe, start_monitor
+from alexnet.launch.worker import WorkerError
+from alexnet.train.callbacks import progress_writer
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """Three categories of two small images each."""
+    root = tmp_path_factory.mktemp("job")
+    src = imagenet_synthetic(root / "src", classes=3, images_per_class=2, val_per_class=0, max_side=48)
+    imagenet_upload(src["path"], board=root / "board", workers=2)
+    return str(root / "board")
+
+
+def test_plan_checks_slots_categories_arguments_and_ports(board):
+    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
+        job.plan_job(3, board, 2)
+    with pytest.raises(AlexnetError, match=r"4 workers need at least 4 categories.* has 3: use workers <= 3"):
+        job.plan_job(4, board, None)
+    with pytest.raises(AlexnetError, match="`strategy` cannot be given"):
+        job.plan_job(2, board, 2, strategy="mirrored")
+    with pytest.raises(AlexnetError, match="`data` cannot be given"):
+        job.plan_job(2, board, 2, data={})
+    with pytest.raises(AlexnetError, match="`base_port` must leave room for 2 ports"):
+        job.plan_job(2, board, 2, base_port=65535)
+    with pytest.raises(AlexnetError, match="`retries` must be a whole number >= 0"):
+        job.plan_job(2, board, 2, retries=-1)
+    assert job.check_slots(50, None) == 50
+
+
+def test_plan_settles_what_each_task_needs(board, tmp_path):
+    plan = job.plan_job(2, board, 2, base_port=9100, checkpoint_dir=tmp_path / "ckpt", epochs=3, retries=2)
+    assert plan.workers == 2 and plan.retries == 2 and plan.board == board
+    assert plan.task["base_port"] == 9100 and plan.task["board"] == board
+    assert plan.task["train_args"] == {"checkpoint_dir": str(tmp_path / "ckpt"), "epochs": 3}
+    assert (tmp_path / "ckpt").is_dir(), "a local checkpoint folder is created (and proven writable) on the driver"
+
+
+@pytest.mark.parametrize(
+    ("location", "message"),
+    [
+        ("https://example.com/runs", r"`checkpoint_dir` = https://example.com/runs cannot be written: .*read only"),
+        ("ftp://host/runs", r"checkpoint_dir"),
+        ("", r"checkpoint_dir"),
+    ],
+)
+def test_an_output_location_that_cannot_be_written_is_an_error_before_any_work(board, location, message):
+    start = time.monotonic()
+    with pytest.raises((AlexnetError, BoardError), match=message):
+        job.plan_job(2, board, 2, checkpoint_dir=location)
+    assert time.monotonic() - start < 10
+
+
+def test_a_local_output_folder_on_a_cluster_gets_a_warning(board, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        job.plan_job(2, board, 2, model_dir=tmp_path / "model", local_master=False)
+    assert any("`model_dir`" in r.getMessage() and "gs://" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        job.plan_job(2, board, 2, model_dir=tmp_path / "model", local_master=True)
+    assert not caplog.records
+
+
+def test_a_failed_probe_names_each_executor_its_python_and_the_fix():
+    missing = "ModuleNotFoundError: No module named 'alexnet'"
+    rows = [
+        {"host": "node1", "python": "/usr/bin/python3", "ok": False, "error": missing},
+        {"host": "node1", "python": "/usr/bin/python3", "ok": False, "error": missing},
+        {"host": "node2", "python": "/venv/bin/python", "ok": True, "alexnet": "0.1.0", "tensorflow": "2.21.0"},
+    ]
+    with pytest.raises(AlexnetError) as caught:
+        job.check_probe(rows, "Set PYSPARK_PYTHON.")
+    message = str(caught.value)
+    assert "cannot run alexnet on 1 executor(s)" in message
+    assert "node1: /usr/bin/python3: ModuleNotFoundError: No module named 'alexnet'" in message
+    assert "node2" not in message and message.endswith("Set PYSPARK_PYTHON.")
+    job.check_probe(rows[2:], "unused")  # all good: no error
+
+
+def test_probe_task_tells_a_python_without_alexnet_from_one_with_it(tmp_path, monkeypatch):
+    from alexnet.launch.probe_task import check_python
+
+    monkeypatch.chdir(tmp_path)  # not in python/, where `import alexnet` finds the source folder
+
+    good = check_python(sys.executable)
+    assert good["ok"] is True and good["alexnet"] and good["tensorflow"], good
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    bad = check_python(str(bare / "bin" / "python"))
+    assert bad["ok"] is False and bad["error"] == "ModuleNotFoundError: No module named 'alexnet'", bad
+    missing = check_python(str(tmp_path / "no-such-python"))
+    assert missing["ok"] is False and "FileNotFoundError" in missing["error"]
+
+
+JAVA_NOISE = "\n".join(f"\tat org.apache.spark.scheduler.DAGScheduler.run{i}(DAGScheduler.scala:1)" for i in range(40))
+
+
+def test_a_spark_failure_leads_with_the_python_error_not_the_java_stack():
+    message = (
+        "An error occurred while calling o123.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed\n"
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "worker.py", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'alexnet'\n" + JAVA_NOISE
+    )
+    failure = job.failure_of(RuntimeError(message), 2)
+    assert isinstance(failure, job.SparkJobError)
+    assert failure.python_error == "ModuleNotFoundError: No module named 'alexnet'"
+    text = str(failure)
+    assert text.startswith("The Spark job of 2 worker(s) failed before a worker reported an error: ModuleNotFound")
+    assert "DAGScheduler" not in text and len(text.splitlines()) <= job.SPARK_LINES + 3
+
+
+def test_a_worker_error_survives_whatever_spark_wraps_around_it():
+    original = WorkerError(1, 2, "ValueError: broken", ["line one", "line two"], 1, "node7:/tmp/alexnet-logs/w1.log")
+    wrapped = RuntimeError("Py4JJavaError: ...\n" + JAVA_NOISE + "\nRuntimeError: " + original.task_failure() + "\n"
+                           + JAVA_NOISE)
+    failure = job.failure_of(wrapped, 2)
+    assert isinstance(failure, WorkerError)
+    assert (failure.worker, failure.workers, failure.error) == (1, 2, "ValueError: broken")
+    assert str(failure).startswith("Worker 1 of 2 failed: ValueError: broken\nFull log: node7:/tmp/alexnet-logs/w1.log")
+    assert "DAGScheduler" not in str(failure)
+
+
+def _failing_launch(failures: int, calls: list):
+    def launch(task):
+        calls.append(task)
+        if len(calls) <= failures:
+            raise RuntimeError(WorkerError(1, 2, "OSError: lost", [], -9, "h:/log").task_failure())
+        return [{"worker": 1}, {"worker": 0}]
+
+    return launch
+
+
+def test_a_failed_stage_is_launched_again_up_to_retries_times(board, tmp_path, caplog):
+    plan = job.plan_job(2, board, 2, retries=2, checkpoint_dir=tmp_path / "ckpt")
+    calls: list = []
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        rows = job.run_job(plan, _failing_launch(2, calls), driver_host=None)
+    assert len(calls) == 3
+    assert [row["worker"] for row in rows] == [0, 1] and {row["attempt"] for row in rows} == {3}
+    retries = [r.getMessage() for r in caplog.records if "Launching the 2 workers again" in r.getMessage()]
+    assert len(retries) == 2 and "resuming from the last checkpoint (retry 2 of 2)" in retries[1]
+    assert retries[0].startswith("Worker 1 of 2 failed: OSError: lost")
+
+    calls.clear()
+    with pytest.raises(WorkerError, match="Worker 1 of 2 failed: OSError: lost"):
+        job.run_job(plan, _failing_launch(3, calls), driver_host=None)
+    assert len(calls) == 3
+
+
+def test_errors_of_the_arguments_are_not_retried(board):
+    plan = job.plan_job(2, board, 2, retries=3)
+    calls = []
+
+    def launch(task):
+        calls.append(task)
+        raise AlexnetError("`epochs` must be a whole number >= 1, not 0.")
+
+    with pytest.raises(AlexnetError, match="epochs"):
+        job.run_job(plan, launch, driver_host=None)
+    assert len(calls) == 1
+
+
+def test_describe_makes_a_line_of_a_progress_record():
+    step = {"kind": "step", "epoch": 2, "epochs": 3, "step": 14, "steps": 20, "loss": 1.23456, "accuracy": 0.5,
+            "images_per_second": 812.4}
+    assert describe(step) == "alexnet: epoch 2/3, step 14/20: loss 1.235, accuracy 0.5, 812 images/s"
+    epoch = {"kind": "epoch", "epoch": 3, "epochs": 3, "loss": 1.0, "val_accuracy": 0.25}
+    assert describe(epoch) == "alexnet: epoch 3/3: loss 1, val_accuracy 0.25"
+
+
+def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capfd):
+    plan = job.plan_job(2, board, 2)
+    seen = {}
+
+    def launch(task):
+        target = task["train_args"]["progress_file"]
+        assert target.startswith("tcp://127.0.0.1:")
+        send = progress_writer(target)  # what the chief's Progress callback does
+        for step in (1, 2):
+            send({"kind": "step", "epoch": 1, "epochs": 1, "step": step, "steps": 2, "loss": 2.0 / step})
+        shown, deadline = "", time.monotonic() + 20
+        while "step 2/2" not in shown and time.monotonic() < deadline:
+            shown += capfd.readouterr().err  # the monitor is a child process writing to this standard error
+            time.sleep(0.1)
+        seen["shown"] = shown
+        return [{"worker": 0}, {"worker": 1}]
+
+    job.run_job(plan, launch, driver_host="127.0.0.1")
+    assert "alexnet: epoch 1/1, step 1/2: loss 2" in seen["shown"], seen
+    assert "alexnet: epoch 1/1, step 2/2: loss 1" in seen["shown"], seen
+
+
+def test_the_monitor_keeps_records_and_stops(tmp_path, capfd):
+    monitor = start_monitor("127.0.0.1")
+    assert monitor is not None
+    try:
+        send = progress_writer(monitor.address)
+        send({"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25})
+        deadline = time.monotonic() + 20
+        while not monitor.records() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert monitor.records() == [{"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25}]
+    finally:
+        monitor.close()
+    assert monitor.process.poll() is not None and not Path(monitor.folder).exists()
+    assert "alexnet: epoch 1/2: loss 1.5, accuracy 0.25" in capfd.readouterr().err
+    # a progress target that cannot be reached is dropped with one warning; training would go on
+    unreachable = progress_writer("tcp://127.0.0.1:1")
+    unreachable({"epoch": 1})
+    unreachable({"epoch": 2})
+    local = tmp_path / "progress.jsonl"
+    progress_writer(str(local))({"epoch": 1})
+    assert local.read_text() == '{"epoch": 1}\n'
+
+
+R_LDPATHS = "/usr/lib/R/etc/ldpaths"
+
+
+@pytest.mark.skipif(not os.path.exists(R_LDPATHS), reason="R is not installed here")
+def test_a_python_started_from_r_gets_the_library_path_it_would_have_outside_r():
+    out = subprocess.run(["sh", "-c", f"unset LD_LIBRARY_PATH; . {R_LDPATHS}; printf %s \"$LD_LIBRARY_PATH\""],
+                         capture_output=True, text=True, check=True, env={"R_HOME": "/usr/lib/R", "PATH": os.defpath})
+    prefix = out.stdout
+    assert prefix, "R's ldpaths sets a library path"
+    under_r = {"R_HOME": "/usr/lib/R", "LD_LIBRARY_PATH": f"{prefix}:{prefix}:/opt/mine/lib", "PATH": "/usr/bin"}
+    assert python_environment(under_r)["LD_LIBRARY_PATH"] == "/opt/mine/lib"
+    assert "LD_LIBRARY_PATH" not in python_environment({"R_HOME": "/usr/lib/R", "LD_LIBRARY_PATH": prefix})
+    outside = {"LD_LIBRARY_PATH": f"{prefix}:/opt/mine/lib"}
+    assert python_environment(outside) == outside, "outside R nothing changes"
