@@ -75,7 +75,10 @@ def filtered_stderr() -> Iterator[None]:
 
 
 def _import() -> tuple[types.ModuleType, types.ModuleType]:
-    if "tensorflow" in sys.modules or not quiet_wanted():
+    """TensorFlow and tf-keras, and the first device listing (where the CUDA probe runs) with the probe
+    messages filtered; also when TensorFlow was imported before (by ``reticulate::import("tensorflow")`` in R,
+    say), if its devices were not listed yet."""
+    if not quiet_wanted():
         import tensorflow
         import tf_keras
 
@@ -86,15 +89,6 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
 
         tensorflow.config.list_physical_devices()
     return tensorflow, tf_keras
-
-
-def quiet_devices() -> None:
-    """List TensorFlow's devices once with the probe messages filtered (for a TensorFlow imported elsewhere,
-    such as by ``reticulate::import("tensorflow")`` in R, before its first device listing)."""
-    tensorflow = __getattr__("tf")
-    if quiet_wanted():
-        with filtered_stderr():
-            tensorflow.config.list_physical_devices()
 
 
 def __getattr__(name: str) -> types.ModuleType:

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 import shutil
 from collections.abc import Mapping
 from typing import Any
@@ -103,12 +104,13 @@ class CheckpointStore:
             return tf.train.latest_checkpoint(self.location)
         if not self.fs.exists(self._remote(INDEX_FILE)):
             return None
-        folder = self._new_scratch()
-        self.fs.get_file(self._remote(INDEX_FILE), os.path.join(folder, INDEX_FILE))
-        prefix = tf.train.latest_checkpoint(folder)
-        if prefix is None:
+        # the index names the checkpoint by the path it was written at (a scratch folder of an earlier run)
+        index = self.fs.cat_file(self._remote(INDEX_FILE)).decode("utf-8", errors="replace")
+        match = re.search(r'^model_checkpoint_path:\s*"(.+)"\s*$', index, re.MULTILINE)
+        if match is None:
             return None
-        name = os.path.basename(prefix)
+        name = posixpath.basename(match.group(1).replace("\\", "/"))
+        folder = self._new_scratch()
         files = [f for f in self.fs.ls(self.root, detail=False) if posixpath.basename(f).startswith(name + ".")]
         if not files:
             raise AlexnetError(

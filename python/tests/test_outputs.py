@@ -1,0 +1,141 @@
+"""Training outputs on remote storage, for real: checkpoints on gs:// (the GCS emulator), the model on s3:// (moto);
+checks of output locations before any training step; checkpoints inside an epoch."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import pytest
+from helpers_train import synthetic_data
+from servers import gcs_emulator, moto_s3_server
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet.errors import AlexnetError, BoardError  # noqa: E402
+from alexnet.train.api import alexnet_train  # noqa: E402
+from alexnet.train.checkpoint import MODEL_FILE  # noqa: E402
+
+BUCKET = "alexnet-outputs"
+SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """2 categories x 16 training images: 4 steps of 8 per epoch."""
+    return synthetic_data(tmp_path_factory.mktemp("outputs"), classes=2, per_class=16, val_per_class=0)
+
+
+@pytest.fixture(scope="module")
+def servers():
+    with gcs_emulator((BUCKET,)) as gcs, moto_s3_server((BUCKET,)) as s3:
+        yield {"gs": gcs, "s3": s3}
+
+
+@pytest.fixture
+def cloud_env(servers, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", servers["gs"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", servers["s3"])
+
+
+class Interrupted(Exception):
+    pass
+
+
+class StopAt(keras.callbacks.Callback):
+    """Raises :class:`Interrupted` after batch ``batch`` of epoch ``epoch`` (0-based), as a lost worker would."""
+
+    def __init__(self, epoch: int, batch: int | None = None):
+        super().__init__()
+        self.epoch, self.batch, self.current = epoch, batch, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.batch is not None and self.current == self.epoch and batch == self.batch:
+            raise Interrupted(f"interrupted at epoch {self.current}, batch {batch}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.batch is None and epoch == self.epoch:
+            raise Interrupted(f"interrupted after epoch {epoch}")
+
+
+class Epochs(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs: list[int] = []
+        self.iterations = -1
+
+    def on_train_begin(self, logs=None):
+        if self.iterations < 0:
+            self.iterations = int(self.model.optimizer.iterations.numpy())
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append(epoch)
+
+
+def test_interrupted_run_resumes_from_gs_and_the_model_lands_on_s3(data, cloud_env, tmp_path, monkeypatch):
+    import gcsfs
+    import s3fs
+
+    monkeypatch.chdir(tmp_path)  # a local folder named "gs:" would appear here if the location were a path
+    settings = dict(SMALL, checkpoint_dir=f"gs://{BUCKET}/runs/one", model_dir=f"s3://{BUCKET}/models/one")
+    with pytest.raises(Interrupted):
+        alexnet_train(8, 3, data, callbacks=[StopAt(epoch=0)], **settings)
+    assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())
+    gcs = gcsfs.GCSFileSystem()
+    saved = [Path(p).name for p in gcs.find(f"{BUCKET}/runs/one")]
+    assert any(name.startswith("ckpt-") for name in saved), saved
+
+    record = Epochs()
+    history = alexnet_train(8, 3, data, callbacks=[record], **settings)
+    steps = history["params"]["steps"]
+    assert history["params"]["initial_epoch"] == 1 and record.epochs == [1, 2]
+    assert record.iterations == steps, "the optimizer state came back from gs://"
+    assert len(history["metrics"]["loss"]) == 3
+    assert history["model_path"] == f"s3://{BUCKET}/models/one/{MODEL_FILE}"
+    local = tmp_path / "loaded.keras"
+    s3fs.S3FileSystem().get(history["model_path"], str(local))
+    model = keras.models.load_model(local, compile=False)
+    assert model.output_shape == (None, 2)
+    assert not any(p.name.startswith(("gs:", "s3:")) for p in tmp_path.iterdir())
+
+
+def test_a_checkpoint_inside_an_epoch_resumes_at_that_step(data, tmp_path):
+    settings = dict(SMALL, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=2)
+    with pytest.raises(Interrupted):
+        alexnet_train(8, 2, data, callbacks=[StopAt(epoch=1, batch=2)], **settings)  # after step 3 of epoch 2
+    record = Epochs()
+    history = alexnet_train(8, 2, data, callbacks=[record], **settings)
+    steps = history["params"]["steps"]
+    assert steps == 4
+    assert (history["params"]["initial_epoch"], history["params"]["initial_step"]) == (1, 2)
+    assert record.iterations == steps + 2, "resumed after the checkpoint of step 2 of epoch 2, not at epoch 2's start"
+    assert len(history["metrics"]["loss"]) == 2
+    with pytest.raises(AlexnetError, match="checkpoint_every"):
+        alexnet_train(8, 2, data, **dict(settings, checkpoint_every=0))
+
+
+@pytest.mark.parametrize(
+    ("name", "location", "message"),
+    [
+        ("checkpoint_dir", f"gs://no-such-bucket-{os.getpid()}/run", "`checkpoint_dir` = gs://no-such-bucket"),
+        ("model_dir", f"s3://no-such-bucket-{os.getpid()}/model", "`model_dir` = s3://no-such-bucket"),
+        ("model_dir", "https://example.com/models", "`model_dir` = https://example.com/models cannot be written"),
+        ("checkpoint_dir", "gs://", "checkpoint_dir"),
+    ],
+)
+def test_an_output_location_that_cannot_be_written_fails_before_training(data, cloud_env, name, location, message):
+    stop = StopAt(epoch=0, batch=0)
+    start = time.monotonic()
+    with pytest.raises((AlexnetError, BoardError), match=message):
+        alexnet_train(8, 1, data, callbacks=[stop], **dict(SMALL, **{name: location}))
+    assert time.monotonic() - start < 60
