@@ -298,3 +298,90 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
     assert not spark.sparkContext._jsc.sc().isStopped(), "the command must not stop a session it did not start"
     args = cli.build_parser().parse_args(["spark-train", "--workers", "3"])
     assert args.master is None, "the master defaults to local[workers]"
+
+
+class SlowSteps(keras.callbacks.Callback):
+    """Makes each training step last at least ``seconds``, so that a test can act in the middle of an epoch."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(self.seconds)
+
+
+def _worker_pids(index: int) -> list[int]:
+    """Process ids of worker ``index``'s Python processes on this machine (their command line names its folder)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if f"alexnet-worker{index}-" in command and "alexnet.child" in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_checkpoint(spark, board, tmp_path):
+    import signal
+    import threading
+
+    from alexnet.train.checkpoint import STATE_FILE
+
+    checkpoints = tmp_path / "ckpt"
+    killed: dict = {}
+
+    def kill_worker_1_in_epoch_2() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                done = json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"]
+            except (OSError, ValueError, KeyError):
+                done = 0
+            pids = _worker_pids(1) if done >= 1 else []
+            if pids:
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                killed.update(pids=pids, epochs_done=done)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_worker_1_in_epoch_2, daemon=True)
+    killer.start()
+    rows = launcher.alexnet_spark_train(
+        spark, 2, board, base_port=free_base_port(2), cache_dir=tmp_path / "cache", timeout=400, retries=1,
+        batch_size=BATCH, epochs=3, image_size=64, dense_units=32, seed=1, checkpoint_dir=str(checkpoints),
+        collective_timeout=30, callbacks=[SlowSteps(0.4)],
+    )
+    killer.join(timeout=5)
+    assert killed, "worker 1 was never seen in its second epoch"
+    assert killed["epochs_done"] == 1, "killed during epoch 2 of 3"
+    assert [row["attempt"] for row in rows] == [2, 2], "one retry"
+    histories = [row["history"] for row in rows]
+    # the relaunched workers resumed from the last checkpoint, not from epoch 0, and finished the run
+    assert all(h["params"]["initial_epoch"] >= 1 for h in histories), [h["params"] for h in histories]
+    assert all(len(h["metrics"]["loss"]) == 3 for h in histories)
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"] == 3
+
+
+def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage(spark, board, tmp_path):
+    import subprocess
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python")
+    start = time.monotonic()
+    with pytest.raises(AlexnetError) as caught:
+        launcher.alexnet_spark_train(spark, 2, board, python=python, epochs=1)
+    message = str(caught.value)
+    assert time.monotonic() - start < 60
+    assert "cannot run alexnet on 1 executor(s)" in message and python in message
+    assert "ModuleNotFoundError: No module named" in message
+    assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
+    assert "\tat org.apache" not in message and len(message.splitlines()) < 8, message
