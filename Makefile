@@ -6,7 +6,6 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 VPY := $(VENV)/bin/python
 BUILD := $(CURDIR)/build
-R_STAGE := $(BUILD)/r/alexnet
 PY_STAMP := $(VENV)/.alexnet-setup
 R_DEPS_STAMP := $(BUILD)/.r-deps
 R_PKG_STAMP := $(BUILD)/.r-package
@@ -28,16 +27,17 @@ $(PY_STAMP): python/pyproject.toml python/constraints.txt
 	@touch $@
 
 # R from Debian, only the packages that are missing.
-$(R_DEPS_STAMP): tools/install-r-deps.sh
+$(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 	@mkdir -p $(BUILD)
 	bash tools/install-r-deps.sh
+	bash tools/install-r-suggests.sh
 	@touch $@
 
-# The installed R package carries the Python core under inst/python (see tools/stage-r-package.sh),
-# so install_alexnet() works for an installed package, not only inside this checkout.
-$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) tools/stage-r-package.sh $(R_SOURCES)
-	bash tools/stage-r-package.sh $(R_STAGE)
-	bash tools/install-r-package.sh $(R_STAGE) $(BUILD)/r-install.log
+# The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` at the
+# root: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet() installs it).
+$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_SOURCES)
+	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build --no-build-vignettes $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
 	@touch $@
 
@@ -59,7 +59,7 @@ test-r: setup
 
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 check: setup
-	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(R_STAGE) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
 	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual $(CHECK_ARGS) alexnet_*.tar.gz
 	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 

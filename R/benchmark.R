@@ -4,9 +4,10 @@
 #' JPEG files and the model delivers, and names the bottleneck:
 #'
 #' - `decode`: a plain full-size `decode_jpeg` of the images' bytes, the reference per core;
-#' - `naive`: the input pipeline of the original `alexnet_train()` (sequential read and decode, float
-#'   conversion, resize, colour jitter, no prefetch), with the sequential maps kept sequential;
-#' - `naive_auto`: the same pipeline as TensorFlow 2.21 runs it by default, which parallelises stateless
+#' - `naive`: the input pipeline of the original r-tensorflow/alexnet `alexnet_train()` (sequential
+#'   read and decode, float conversion, resize, colour jitter, no prefetch), with the sequential maps
+#'   kept sequential;
+#' - `naive_auto`: the same pipeline as recent TensorFlow runs it by default, which parallelises stateless
 #'   maps on its own (tf.data's `map_parallelization`); no target refers to it;
 #' - `io`: this package's training pipeline alone, into a consumer that does nothing;
 #' - `synthetic`: AlexNet training steps on a random batch kept on the device (the compute bound);
@@ -47,35 +48,10 @@
 #' @export
 alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
                               image_size = 224, cores = NULL, seconds = 5, output_dir = NULL, ...) {
-  if (is.list(data)) {
-    if (is.null(data$image)) {
-      stop("`data` must be the result of imagenet_partition(), an ImageNet folder or NULL; the list ",
-           "has no `image`.", call. = FALSE)
-    }
-    for (field in intersect(c("image", "category", "categories", "label"), names(data))) {
-      data[[field]] <- as.list(data[[field]])
-    }
-  } else if (!is.null(data)) {
-    data <- check_string(data, "data")
-  }
-  if (!is.null(stages) && (!is.character(stages) || !length(stages))) {
-    stop("`stages` must be NULL or a character vector of stage names, such as c(\"decode\", \"io\").",
-         call. = FALSE)
-  }
-  if (!is.numeric(seconds) || length(seconds) != 1L || is.na(seconds) || seconds < 0) {
-    stop("`seconds` must be a number >= 0, not ", deparse(seconds), ".", call. = FALSE)
-  }
-  result <- core_function("alexnet_benchmark")(
-    data = data,
-    stages = if (is.null(stages)) NULL else as.list(stages),
-    images = check_count(images, "images", min = 1L),
-    batch_size = check_count(batch_size, "batch_size", min = 1L),
-    image_size = check_count(image_size, "image_size", min = 1L),
-    cores = check_count(cores, "cores", min = 1L, null_ok = TRUE),
-    seconds = as.numeric(seconds),
-    output_dir = if (is.null(output_dir)) NULL else path.expand(output_dir),
-    ...
-  )
+  if (is.list(data)) data <- as_py_lists(data, c("image", "category", "categories", "label"))
+  args <- given_args(c("images", "batch_size", "image_size", "cores", "seconds", "output_dir"))
+  if (!is.null(stages)) args$stages <- as.list(stages)
+  result <- do.call(core_function("alexnet_benchmark"), c(list(data), args, list(...)))
   new_alexnet_benchmark(result)
 }
 

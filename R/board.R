@@ -34,17 +34,8 @@
 #' @export
 imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,
                             quality = 90, keep_versions = NULL, ...) {
-  path <- check_string(path, "path")
-  report <- core_function("imagenet_upload")(
-    path.expand(path),
-    board = check_string(board, "board", null_ok = TRUE),
-    workers = check_count(workers, "workers", min = 1L),
-    min_images = check_count(min_images, "min_images"),
-    resize = check_count(resize, "resize", min = 16L, null_ok = TRUE),
-    quality = check_count(quality, "quality", min = 1L),
-    keep_versions = check_count(keep_versions, "keep_versions", min = 1L, null_ok = TRUE),
-    ...
-  )
+  args <- given_args(c("board", "workers", "min_images", "resize", "quality", "keep_versions"))
+  report <- do.call(core_function("imagenet_upload"), c(list(path), args, list(...)))
   report <- simplify_py(report)
   report$bad_images <- records_to_df(report$bad_images)
   report
@@ -64,7 +55,7 @@ imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, res
 #' }
 #' @export
 imagenet_categories <- function(board = NULL) {
-  records_to_df(core_function("imagenet_categories")(board = check_string(board, "board", null_ok = TRUE)))
+  records_to_df(do.call(core_function("imagenet_categories"), given_args("board")))
 }
 
 #' Fetch one worker's share of ImageNet
@@ -78,11 +69,15 @@ imagenet_categories <- function(board = NULL) {
 #' @inheritParams imagenet_upload
 #' @param cache_dir Where zips are extracted; `NULL` uses a folder under the user's cache directory.
 #' @param workers Downloads at the same time.
-#' @param ... Further arguments for the Python `imagenet_partition()`.
+#' @param verify Check every cached file's CRC-32 against the one its zip recorded (reads every file),
+#'   and fetch a damaged category again; `FALSE` checks names and sizes only.
+#' @param ... Further arguments for the Python `imagenet_partition()`: `retries`, `validation`.
 #' @returns A list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
 #'   of each image), `categories` (this partition's ids), `label` (global 0-based label of each
-#'   image), `num_classes` (the number of categories on the board), and `val_image`, `val_label`,
-#'   `val_category` for this partition's validation images when the board has them.
+#'   image), `num_classes` (the number of categories on the board), `val_image`, `val_label`,
+#'   `val_category` for this partition's validation images when the board has them, and
+#'   `partition_sizes`, `val_partition_sizes` (the images of every partition, from which the workers of a
+#'   multi-worker run agree on their steps per epoch).
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, max_side = 64)
@@ -93,20 +88,7 @@ imagenet_categories <- function(board = NULL) {
 #' }
 #' @export
 imagenet_partition <- function(partition = 0, total = 16, board = NULL, cache_dir = NULL,
-                               workers = 8, ...) {
-  total <- check_count(total, "total", min = 1L)
-  partition <- check_count(partition, "partition")
-  if (partition >= total) {
-    stop("`partition` must be in 0..", total - 1L, " for total = ", total, " (it is 0-based), not ",
-         partition, ".", call. = FALSE)
-  }
-  result <- core_function("imagenet_partition")(
-    partition = partition,
-    total = total,
-    board = check_string(board, "board", null_ok = TRUE),
-    cache_dir = check_string(cache_dir, "cache_dir", null_ok = TRUE),
-    workers = check_count(workers, "workers", min = 1L),
-    ...
-  )
-  simplify_py(result)
+                               workers = 8, verify = FALSE, ...) {
+  args <- given_args(c("partition", "total", "board", "cache_dir", "workers", "verify"))
+  simplify_py(do.call(core_function("imagenet_partition"), c(args, list(...))))
 }

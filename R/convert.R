@@ -28,21 +28,20 @@ records_to_df <- function(records) {
   as.data.frame(df, stringsAsFactors = FALSE)
 }
 
-# Checks shared by the wrappers: say what is wrong in R's terms before calling Python.
-check_count <- function(x, name, min = 0L, null_ok = FALSE) {
-  if (is.null(x) && null_ok) return(NULL)
-  if (!is.numeric(x) || length(x) != 1L || is.na(x) || x != round(x) || x < min) {
-    stop("`", name, "` must be a whole number >= ", min, if (null_ok) " or NULL" else "",
-         ", not ", deparse(x), ".", call. = FALSE)
+# The arguments of the calling wrapper that its caller gave, by name, for one call into the core. Those
+# left out are not passed on, so that the core's own defaults apply: each default is defined once, in the
+# core (the wrappers' formals show the same values, and a test compares them with the core's signatures).
+# Checking the values is the core's job too: its errors name the argument.
+given_args <- function(names, env = parent.frame()) {
+  args <- list()
+  for (name in names) {
+    if (!eval(call("missing", as.name(name)), env)) args[name] <- list(get(name, envir = env))
   }
-  as.integer(x)
+  args
 }
 
-check_string <- function(x, name, null_ok = FALSE) {
-  if (is.null(x) && null_ok) return(NULL)
-  if (!is.character(x) || length(x) != 1L || is.na(x) || !nzchar(x)) {
-    stop("`", name, "` must be a single non-empty string", if (null_ok) " or NULL" else "",
-         ".", call. = FALSE)
-  }
-  x
+# Length-one vectors reach Python as scalars: fields that must stay lists (file paths, labels) are made lists.
+as_py_lists <- function(data, fields) {
+  for (field in intersect(fields, names(data))) data[[field]] <- as.list(data[[field]])
+  data
 }

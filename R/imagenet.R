@@ -25,15 +25,6 @@
 #' @export
 imagenet_synthetic <- function(dest, classes = 10, images_per_class = 100, val_per_class = 10,
                                seed = 0, quirks = FALSE, max_side = NULL) {
-  dest <- check_string(dest, "dest")
-  result <- core_function("imagenet_synthetic")(
-    dest = path.expand(dest),
-    classes = check_count(classes, "classes", min = 1L),
-    images_per_class = check_count(images_per_class, "images_per_class", min = 1L),
-    val_per_class = check_count(val_per_class, "val_per_class"),
-    seed = check_count(seed, "seed"),
-    quirks = isTRUE(quirks),
-    max_side = check_count(max_side, "max_side", min = 16L, null_ok = TRUE)
-  )
-  simplify_py(result)
+  args <- given_args(c("classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side"))
+  simplify_py(do.call(core_function("imagenet_synthetic"), c(list(dest = dest), args)))
 }

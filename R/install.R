@@ -92,7 +92,7 @@ core_source <- function() {
 }
 
 run_checked <- function(command, args) {
-  output <- suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE))
+  output <- with_python_environment(suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE)))
   status <- attr(output, "status") %||% 0L
   if (!identical(as.integer(status), 0L)) {
     tail_lines <- utils::tail(output, 20L)
@@ -103,3 +103,36 @@ run_checked <- function(command, args) {
 }
 
 `%||%` <- function(x, y) if (is.null(x)) y else x
+
+# R puts its own library folders in front of LD_LIBRARY_PATH (etc/ldpaths); a Python started from R then
+# loads the system's libpython from there instead of its own, and its compiled modules (ssl, ...) fail to
+# load. `expr` runs with the LD_LIBRARY_PATH the process would have had outside R. (Processes the core
+# starts get the same from alexnet.child.python_environment.)
+with_python_environment <- function(expr) {
+  old <- Sys.getenv("LD_LIBRARY_PATH", unset = NA)
+  new <- library_path_outside_r(old)
+  on.exit(if (is.na(old)) Sys.unsetenv("LD_LIBRARY_PATH") else Sys.setenv(LD_LIBRARY_PATH = old), add = TRUE)
+  if (is.na(new)) Sys.unsetenv("LD_LIBRARY_PATH") else Sys.setenv(LD_LIBRARY_PATH = new)
+  force(expr)
+}
+
+# `path` without the prefix R's etc/ldpaths added (as often as nested R processes added it); NA when
+# nothing else is left.
+library_path_outside_r <- function(path = Sys.getenv("LD_LIBRARY_PATH", unset = NA)) {
+  prefix <- r_library_prefix()
+  if (is.na(path) || !nzchar(prefix)) return(path)
+  while (identical(path, prefix) || startsWith(path, paste0(prefix, ":"))) {
+    path <- substring(path, nchar(prefix) + 2L)
+  }
+  if (nzchar(path)) path else NA_character_
+}
+
+# What R's etc/ldpaths puts in front of LD_LIBRARY_PATH, computed again the way R does (R does not export it).
+r_library_prefix <- function() {
+  ldpaths <- file.path(R.home("etc"), "ldpaths")
+  if (!file.exists(ldpaths) || !nzchar(Sys.which("sh"))) return("")
+  out <- suppressWarnings(system2("env", c("-u", "LD_LIBRARY_PATH", "sh", "-c",
+                                           shQuote('. "$1"; printf %s "$LD_LIBRARY_PATH"'), "sh",
+                                           shQuote(ldpaths)), stdout = TRUE, stderr = FALSE))
+  if (length(out) == 1L) out else ""
+}

@@ -106,15 +106,20 @@ missing_core_message <- function(detail = NULL) {
   )
 }
 
-# The imported Python module `alexnet`, imported on first use and kept for the session.
-alexnet_core <- function() {
-  if (!is.null(.alexnet$core)) return(.alexnet$core)
+# Python in this session: alexnet's environment, unless Python already runs. Returns its configuration.
+use_alexnet_python <- function() {
   if (!reticulate::py_available(initialize = FALSE)) {
     python <- alexnet_python()
     if (is.null(python)) stop(missing_core_message("no Python environment is configured"), call. = FALSE)
     reticulate::use_python(python, required = TRUE)
   }
-  config <- reticulate::py_config()
+  reticulate::py_config()
+}
+
+# The imported Python module `alexnet`, imported on first use and kept for the session.
+alexnet_core <- function() {
+  if (!is.null(.alexnet$core)) return(.alexnet$core)
+  config <- use_alexnet_python()
   imported <- tryCatch({
     reticulate::py_run_string(import_core_code, local = TRUE, convert = FALSE)
     TRUE
@@ -201,12 +206,31 @@ sync_python_environment <- function() {
   invisible()
 }
 
-# The same after every top-level call, once Python runs (registered by .onLoad): a script that sets
-# TF_CONFIG with Sys.setenv() and then creates tf$distribute$MultiWorkerMirroredStrategy() itself, as
-# the original walkthrough does, reaches TensorFlow with it. Starts no Python and imports no core.
+# The same after every top-level call, once Python runs (registered by .onLoad), so that variables set in
+# R reach Python code called directly through reticulate. Starts no Python and imports no core.
 sync_environment_callback <- function(expr, value, ok, visible) {
   if (isNamespaceLoaded("reticulate") && reticulate::py_available(initialize = FALSE)) {
     try(sync_python_environment(), silent = TRUE)
   }
   TRUE
+}
+
+# When TensorFlow is imported in this session (by the core, or by reticulate::import("tensorflow") as the
+# original walkthrough does), TensorFlow is made to read TF_CONFIG from the process environment each time
+# it reads it (alexnet.train.cluster.install_tf_config_sync). A multi-worker strategy created right after
+# Sys.setenv(TF_CONFIG = ...), even inside one function such as a spark_apply() closure, then sees the
+# cluster. Registered by .onLoad; starts no Python.
+register_tensorflow_hook <- function() {
+  if (isNamespaceLoaded("reticulate") && reticulate::py_available(initialize = FALSE)) {
+    modules <- reticulate::import("sys", convert = FALSE)$modules
+    if (reticulate::py_to_r(modules$`__contains__`("tensorflow"))) return(invisible(tensorflow_loaded()))
+  }
+  setHook(tensorflow_hook, tensorflow_loaded)
+  invisible()
+}
+
+tensorflow_hook <- "reticulate::tensorflow::load"
+
+tensorflow_loaded <- function() {
+  tryCatch(core_module("train.cluster")$install_tf_config_sync(), error = function(e) FALSE)
 }

@@ -19,10 +19,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
   }
-  core_function("tf_config_json")(
-    as.list(as.character(barrier$address)),
-    check_count(barrier$partition, "barrier$partition"),
-    base_port = check_count(base_port, "base_port", min = 1L)
+  core_module("train.cluster")$tf_config_json(
+    as.list(as.character(barrier$address)), barrier$partition, base_port = base_port
   )
 }
 
@@ -32,53 +30,64 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' fetches partition `k` of `workers` from `board`, sets TF_CONFIG from the barrier addresses (see
 #' [tf_config_from_barrier()]) and trains with `MultiWorkerMirroredStrategy`, so the workers train one
 #' model in step, each on its own share of the categories. Every cluster node needs R with alexnet
-#' and a Python environment with the core at the same path (`python`), which is passed to the Spark R
-#' workers in their environment.
+#' and a Python environment with the core at the same path (`python`, passed to the Spark R workers in
+#' their environment): run [install_alexnet()] on every node.
 #'
-#' The checks come first, on the driver: more workers than Spark task slots (a barrier stage starts all
-#' its tasks at once, or waits), than categories on the board, or a board that cannot be read are
-#' errors before anything starts. When one task fails, Spark stops the others and the job fails with
-#' that task's error.
+#' The driver makes one call into the core, which checks first: more workers than Spark task slots (a
+#' barrier stage starts all its tasks at once, or waits), than categories on the board, a board that
+#' cannot be read, or a `checkpoint_dir` or `model_dir` that cannot be written are errors before
+#' anything starts. With `probe`, a short Spark job then checks that every R worker finds alexnet and a
+#' Python that imports the core and TensorFlow, and names the executors that do not. While the workers
+#' train, the chief's progress (epoch, step, loss, accuracy, images per second) is shown here. When one
+#' task fails, Spark stops the others; the error leads with the worker's own Python error and says
+#' where its whole log is. With `retries`, the barrier stage is launched again, and training resumes
+#' from the last checkpoint in `checkpoint_dir`.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
 #' @param board The board (see [imagenet_upload()]); `NULL` for the default.
 #' @param ... Arguments for [alexnet_train()] on every worker: `epochs`, `batch_size` (per worker
-#'   without GPUs, per GPU with them), `image_size`, `checkpoint_dir` and `model_dir` (on storage
-#'   every node reaches), `collective_timeout` (seconds a worker waits for the others), ...
+#'   without GPUs, per GPU with them), `image_size`, `checkpoint_dir` and `model_dir` (`gs://` or
+#'   `s3://` storage every node reaches), `checkpoint_every`, `collective_timeout` (seconds a worker
+#'   waits for the others), ...
 #' @param base_port Worker `k` listens on `base_port + k`.
 #' @param cache_dir Where each worker extracts its partition; `NULL` for the user cache.
+#' @param fetch_workers Downloads at once on each worker.
 #' @param python The Python executable on the workers (by default the one alexnet uses here).
+#' @param retries Relaunches of the barrier stage after a failure (each resumes from the last
+#'   checkpoint of `checkpoint_dir`).
+#' @param progress Show the chief's progress while the workers train.
+#' @param probe Check the executors with a short Spark job before launching the workers.
 #' @returns A data frame with one row per worker (`worker`, `address`, `chief`, `categories`,
 #'   `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
-#'   `images_per_second`, `weights_sha256`, ...), whose `history` column is a list of each worker's
-#'   [alexnet_history][alexnet_history].
+#'   `images_per_second`, `weights_sha256`, `attempt`, ...), whose `history` column is a list of each
+#'   worker's [alexnet_history][alexnet_history].
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
-#' alexnet_spark_train(sc, workers = 16, board = "gs://my-bucket/imagenet", epochs = 10)
+#' alexnet_spark_train(sc, workers = 16, board = "gs://my-bucket/imagenet", epochs = 10,
+#'                     checkpoint_dir = "gs://my-bucket/runs/1", retries = 2)
 #' }
 #' @export
 alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000, cache_dir = NULL,
-                                python = alexnet_python()) {
-  spark_train_run(sparklyr_api(), sc, workers, board, list(...), base_port = base_port,
-                  cache_dir = cache_dir, python = python)
+                                fetch_workers = 8, python = alexnet_python(), retries = 0,
+                                progress = TRUE, probe = TRUE) {
+  options <- c(given_args(c("base_port", "cache_dir", "fetch_workers", "retries", "progress")), list(...))
+  spark_train_run(sparklyr_api(), sc, workers, board, options, python = python, probe = probe)
 }
 
 #' TensorFlow version of alexnet's Python environment
 #'
 #' Like `tensorflow::tf_version()`, for code that imports TensorFlow with
 #' `reticulate::import("tensorflow")` instead of attaching the 'tensorflow' R package (as the
-#' `spark_apply()` closure of the seed does): the major and minor version of the TensorFlow that
-#' alexnet's Python environment imports, or `NULL` when there is none.
+#' `spark_apply()` closure of the original r-tensorflow/alexnet does): the major and minor version of
+#' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It has no
+#' other effect.
 #'
-#' It also passes `TF_CONFIG` on to Python. Python copies the environment when it starts; once
-#' alexnet is loaded, a `Sys.setenv(TF_CONFIG = ...)` made after that reaches Python at the end of the
-#' top-level call that made it (so a script can set it on one line and create the strategy on the
-#' next), but not within the same function, such as a `spark_apply()` closure: there a
-#' `tf$distribute$MultiWorkerMirroredStrategy()` created right after `Sys.setenv()` would see no
-#' cluster. Calling `tf_version()` between the two, as the seed's closure does, fixes that;
-#' [alexnet_train()] refuses a multi-worker strategy that missed its `TF_CONFIG`.
+#' `TF_CONFIG` needs no help to reach TensorFlow: once alexnet is loaded, TensorFlow imported in this
+#' R session reads `TF_CONFIG` from the process environment each time it needs it, so a
+#' `Sys.setenv(TF_CONFIG = ...)` made in R is seen by a strategy created after it, even within one
+#' function such as a `spark_apply()` closure.
 #'
 #' @returns A [numeric_version], or `NULL`.
 #' @examples
@@ -86,8 +95,7 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' @export
 tf_version <- function() {
   tryCatch({
-    alexnet_core()
-    core_module("strategy")$sync_environment()
+    use_alexnet_python()
     version <- reticulate::import("tensorflow")$`__version__`
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
@@ -103,17 +111,6 @@ sparklyr_api <- function() {
   stats::setNames(lapply(names, function(name) getExportedValue("sparklyr", name)), names)
 }
 
-# Barrier task slots of the Spark application behind `sc` (NULL when unknown).
-spark_slots <- function(api, sc) {
-  context <- api$spark_context(sc)
-  conf <- api$invoke(context, "getConf")
-  core_module("spark")$slots_from(
-    as.integer(api$invoke(context, "defaultParallelism")),
-    api$invoke(conf, "get", "spark.task.cpus", "1"),
-    api$invoke(conf, "get", "spark.dynamicAllocation.enabled", "false")
-  )
-}
-
 # Environment variables of the Spark R workers: where alexnet's Python is.
 spark_worker_env <- function(python) {
   env <- list(ALEXNET_PROGRESS = "0")
@@ -124,38 +121,65 @@ spark_worker_env <- function(python) {
   env
 }
 
-spark_train_run <- function(api, sc, workers, board, train_args, base_port = 8000, cache_dir = NULL,
-                            python = NULL) {
-  workers <- check_count(workers, "workers", min = 1L)
-  base_port <- check_count(base_port, "base_port", min = 1L)
-  spark <- core_module("spark")
-  plan <- do.call(spark$check_spark_train,
-                  c(list(workers, board, spark_slots(api, sc), base_port = base_port), train_args))
-  closure <- spark_train_closure(plan$board, base_port, train_args, cache_dir = cache_dir, python = python)
-  columns <- unlist(spark$SUMMARY_COLUMNS)
-  sdf <- api$sdf_len(sc, workers, repartition = workers)
-  applied <- api$spark_apply(sdf, closure, barrier = TRUE, columns = columns, packages = FALSE,
-                             env = spark_worker_env(python))
-  spark_train_result(as.data.frame(api$sdf_collect(applied)))
+# The driver's part: one call into the core (alexnet.launch.spark.r_train), which makes the checks, runs
+# the probe and the barrier stage through the two R functions it is handed, shows progress and retries.
+spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
+  context <- api$spark_context(sc)
+  conf <- api$invoke(context, "getConf")
+  setting <- function(key, default) api$invoke(conf, "get", key, default)
+  parallelism <- as.integer(api$invoke(context, "defaultParallelism"))
+  driver_host <- setting("spark.driver.host", "")
+  env <- spark_worker_env(python)
+  launch <- function(task) {
+    sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
+    applied <- api$spark_apply(sdf, spark_train_closure(task, python), barrier = TRUE,
+                               columns = spark_columns(), packages = FALSE, env = env)
+    frame_records(as.data.frame(api$sdf_collect(applied)))
+  }
+  check <- function() {
+    tasks <- max(as.integer(workers), parallelism)
+    sdf <- api$sdf_len(sc, tasks, repartition = tasks)
+    applied <- api$spark_apply(sdf, spark_probe_closure(python), columns = spark_probe_columns,
+                               packages = FALSE, env = env)
+    frame_records(as.data.frame(api$sdf_collect(applied)))
+  }
+  rows <- do.call(core_module("launch.spark")$r_train, c(
+    list(workers, board, parallelism, setting("spark.task.cpus", "1"),
+         setting("spark.dynamicAllocation.enabled", "false"),
+         driver_host = if (nzchar(driver_host)) driver_host else NULL,
+         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python),
+    options
+  ))
+  spark_train_result(records_to_df(rows))
 }
 
-# The spark_apply() closure: everything it needs travels in its environment (no connection), and
-# the work is done by spark_train_task() from the alexnet installed on the worker.
-spark_train_closure <- function(board, base_port = 8000, train_args = list(), cache_dir = NULL,
-                                python = NULL) {
-  force(board)
-  force(base_port)
-  force(train_args)
-  force(cache_dir)
+# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list.
+spark_columns <- function() {
+  types <- unlist(core_module("launch.spark")$summary_columns())
+  r_types <- c(int = "integer", float = "numeric", str = "character", bool = "logical")
+  stats::setNames(unname(r_types[types]), names(types))
+}
+
+spark_probe_columns <- c(host = "character", python = "character", ok = "logical", error = "character")
+
+# The rows of a data frame as a list of records (named lists), as the core takes them.
+frame_records <- function(frame) {
+  lapply(seq_len(nrow(frame)), function(i) as.list(frame[i, , drop = FALSE]))
+}
+
+# The barrier closure: all it needs travels in its environment (the core's task, the Python), and the
+# work is spark_train_task() of the alexnet installed on the worker.
+spark_train_closure <- function(task, python = NULL) {
+  force(task)
   force(python)
   function(df, barrier) {
-    spark_train_task(barrier, board, base_port, train_args, cache_dir, python)
+    spark_train_task(barrier, task, python)
   }
 }
 
-# One barrier task: point reticulate at alexnet's Python, then train_worker() of the core; returns a
-# one-row data frame with the columns of SUMMARY_COLUMNS.
-spark_train_task <- function(barrier, board, base_port, train_args, cache_dir = NULL, python = NULL) {
+# One barrier task: point reticulate at alexnet's Python, then the core's barrier_row(); a one-row data
+# frame with the columns of spark_columns().
+spark_train_task <- function(barrier, task, python = NULL) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
@@ -164,16 +188,36 @@ spark_train_task <- function(barrier, board, base_port, train_args, cache_dir = 
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
-  # the row stays a Python object until worker_summary() has flattened it
-  spark <- core_module("spark", convert = FALSE)
-  row <- do.call(spark$train_worker, c(
-    list(check_count(barrier$partition, "barrier$partition"), as.list(as.character(barrier$address)),
-         board, base_port = as.integer(base_port), cache_dir = cache_dir),
-    train_args
-  ))
-  summary <- reticulate::py_to_r(spark$worker_summary(row))
-  summary[] <- lapply(summary, function(value) if (is.null(value)) NA else value)
-  as.data.frame(summary, stringsAsFactors = FALSE)
+  row <- core_module("launch.worker")$barrier_row(as.list(as.character(barrier$address)),
+                                                   barrier$partition, task)
+  row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
+  as.data.frame(row, stringsAsFactors = FALSE)
+}
+
+# The probe closure runs on executors that may lack alexnet, so it refers to nothing of alexnet's
+# namespace (which could not be unserialized there): its environment holds only `python`.
+spark_probe_closure <- function(python = NULL) {
+  probe <- function(df) {
+    host <- Sys.info()[["nodename"]]
+    shown <- if (is.null(python)) "" else python
+    failed <- function(error) data.frame(host = host, python = shown, ok = FALSE, error = error)
+    if (!requireNamespace("alexnet", quietly = TRUE)) {
+      return(failed(paste0("the R package alexnet is not installed in the R library of this worker (",
+                           paste(.libPaths(), collapse = ", "), ")")))
+    }
+    tryCatch(alexnet:::spark_probe_row(python), error = function(e) failed(conditionMessage(e)))
+  }
+  environment(probe) <- list2env(list(python = python), parent = baseenv())
+  probe
+}
+
+# What the probe checks on a worker once alexnet is found: that `python` (the Python a worker's process
+# will run) imports the core and TensorFlow. Reticulate finds alexnet's Python through the environment
+# spark_apply() gives the R workers.
+spark_probe_row <- function(python = NULL) {
+  row <- core_module("launch.probe_task")$check_python(python)
+  data.frame(host = as.character(row$host), python = as.character(row$python), ok = isTRUE(row$ok),
+             error = if (is.null(row$error)) "" else as.character(row$error), stringsAsFactors = FALSE)
 }
 
 # Rows collected from the workers, in worker order, with each history parsed.

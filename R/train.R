@@ -38,41 +38,21 @@
 #' @export
 alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = NULL,
                           parallel = NULL, ...) {
-  if (is.list(batch_size)) {
-    if (!is.null(data)) stop("`data` was given twice (first argument and `data =`).", call. = FALSE)
+  names <- c("batch_size", "epochs", "data", "strategy", "parallel")
+  if (!missing(batch_size) && is.list(batch_size)) {
+    # the first argument is the data, as in imagenet_partition() %>% alexnet_train()
+    if (!missing(data)) stop("`data` was given twice (first argument and `data =`).", call. = FALSE)
     data <- batch_size
-    batch_size <- 32
+    names <- setdiff(names, "batch_size")
   }
-  if (!is.null(data)) data <- check_train_data(data)
-  if (!is.null(strategy) && !is.character(strategy) && !inherits(strategy, "python.builtin.object")) {
-    stop("`strategy` must be NULL, \"default\", \"mirrored\", \"multi_worker\" or a tf.distribute ",
-         "strategy object.", call. = FALSE)
-  }
-  history <- core_function("alexnet_train")(
-    batch_size = check_count(batch_size, "batch_size", min = 1L),
-    epochs = check_count(epochs, "epochs", min = 1L),
-    data = data,
-    strategy = strategy,
-    parallel = check_count(parallel, "parallel", min = 1L, null_ok = TRUE),
-    ...
-  )
+  args <- given_args(setdiff(names, "data"))
+  if (!is.null(data)) args$data <- train_data(data)
+  history <- do.call(core_function("alexnet_train"), c(args, list(...)))
   new_alexnet_history(simplify_py(history))
 }
 
-check_train_data <- function(data) {
-  missing <- setdiff(c("image", "category", "categories"), names(data))
-  if (length(missing)) {
-    stop("`data` must be the result of imagenet_partition() or a list with `image`, `category` ",
-         "and `categories`; it has no ", paste0("`", missing, "`", collapse = ", "), ".", call. = FALSE)
-  }
-  if (length(data$image) != length(data$category)) {
-    stop("`data$image` and `data$category` must have the same length (", length(data$image),
-         " and ", length(data$category), ").", call. = FALSE)
-  }
-  # Lists keep one-element vectors as lists on the Python side.
-  for (field in intersect(c("image", "category", "categories", "label", "val_image", "val_label",
-                            "val_category"), names(data))) {
-    data[[field]] <- as.list(data[[field]])
-  }
-  data
+# The fields that hold one value per image stay lists on the Python side, even with one image.
+train_data <- function(data) {
+  as_py_lists(data, c("image", "category", "categories", "label", "val_image", "val_label", "val_category",
+                      "partition_sizes", "val_partition_sizes"))
 }

@@ -29,8 +29,8 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
 })
 
 test_that("alexnet_benchmark() checks its arguments before starting", {
-  expect_error(alexnet_benchmark(list(label = 1)), "no `image`")
-  expect_error(alexnet_benchmark(stages = 3), "character vector")
+  expect_error(alexnet_benchmark(list(label = 1)), "`data\\$image` is missing or empty")
+  expect_error(alexnet_benchmark(stages = 3), "Unknown stage")
   expect_error(alexnet_benchmark(images = 0), "images")
   expect_error(alexnet_benchmark(seconds = -1), "seconds")
 })

@@ -100,15 +100,15 @@ test_that("variables set in R after Python started reach the core", {
   alexnet:::alexnet_core()
   board <- file.path(withr::local_tempdir(), "env-board")
   withr::local_envvar(ALEXNET_BOARD = board)
-  expect_equal(alexnet:::core_module("board")$default_board(), board)
+  expect_equal(alexnet:::core_module("storage.board")$default_board(), board)
 })
 
 test_that("a variable unset in R is unset for the core too", {
   skip_if_no_alexnet()
   withr::with_envvar(c(ALEXNET_TEST_SYNC = "on"), {
-    expect_equal(alexnet:::core_module("board")$os$environ$get("ALEXNET_TEST_SYNC"), "on")
+    expect_equal(alexnet:::core_module("storage.board")$os$environ$get("ALEXNET_TEST_SYNC"), "on")
   })
-  expect_null(alexnet:::core_module("board")$os$environ$get("ALEXNET_TEST_SYNC"))
+  expect_null(alexnet:::core_module("storage.board")$os$environ$get("ALEXNET_TEST_SYNC"))
 })
 
 test_that("after each top-level call, variables set in R reach Python without a core call", {
@@ -123,4 +123,37 @@ test_that("after each top-level call, variables set in R reach Python without a 
   })
   alexnet:::sync_environment_callback(quote(x), NULL, TRUE, FALSE)
   expect_null(os$environ$get("TF_CONFIG"))
+})
+
+test_that("the R functions show the core's defaults, which are defined once, in the core", {
+  skip_if_no_alexnet()
+  alexnet:::alexnet_core()
+  inspect <- reticulate::py_run_string(paste(
+    "def _alexnet_defaults(module, name):",
+    "    import importlib, inspect",
+    "    function = getattr(importlib.import_module('alexnet.' + module), name)",
+    "    return {k: v.default for k, v in inspect.signature(function).parameters.items()",
+    "            if v.default is not inspect.Parameter.empty}",
+    sep = "\n"), local = TRUE)
+  pairs <- list(
+    list(alexnet_train, "train.api", "alexnet_train"),
+    list(imagenet_partition, "data.fetch", "imagenet_partition"),
+    list(imagenet_upload, "data.upload", "imagenet_upload"),
+    list(imagenet_synthetic, "data.synthetic", "imagenet_synthetic"),
+    list(alexnet_benchmark, "bench.run", "alexnet_benchmark"),
+    list(alexnet_spark_train, "launch.spark", "alexnet_spark_train"),
+    list(tf_config_from_barrier, "train.cluster", "tf_config_json")
+  )
+  compared <- 0L
+  for (pair in pairs) {
+    core <- inspect$`_alexnet_defaults`(pair[[2]], pair[[3]])
+    for (name in intersect(names(formals(pair[[1]])), names(core))) {
+      shown <- formals(pair[[1]])[[name]]
+      if (is.call(shown) || is.symbol(shown)) next  # computed in R (the Python environment, say)
+      expect_equal(unlist(shown), unlist(core[[name]]), ignore_attr = TRUE,
+                   label = paste0(pair[[3]], "(", name, ") in R"), expected.label = "the core's default")
+      compared <- compared + 1L
+    }
+  }
+  expect_gt(compared, 30L)
 })

@@ -19,24 +19,32 @@ test_that("a malformed barrier list gets an error that shows the expected shape"
 })
 
 # A stand-in for the sparklyr functions alexnet_spark_train() calls: it records the calls, and its
-# spark_apply() runs the closure the way a barrier task would, after a serialize() round trip (which
-# is how sparklyr ships it to the workers), with the barrier list of a one-task job.
-fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678") {
+# spark_apply() runs the closure the way a task would, after a serialize() round trip (which is how
+# sparklyr ships it to the workers): a barrier closure with the barrier list of a one-task job.
+fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver_host = "") {
+  settings <- list(spark.driver.host = driver_host)
   list(
     spark_context = function(sc) list(connection = sc),
     invoke = function(obj, method, ...) {
       args <- list(...)
-      switch(method, getConf = "conf", defaultParallelism = slots, get = args[[2]])
+      switch(method, getConf = "conf", defaultParallelism = slots,
+             get = if (is.null(settings[[args[[1]]]])) args[[2]] else settings[[args[[1]]]])
     },
     sdf_len = function(sc, n, repartition) {
-      calls$sdf_len <- list(sc = sc, n = n, repartition = repartition)
+      calls$sdf_len <- c(calls$sdf_len, list(list(sc = sc, n = n, repartition = repartition)))
       "sdf"
     },
     spark_apply = function(x, f, ...) {
-      calls$spark_apply <- list(x = x, ...)
+      args <- list(...)
       shipped <- unserialize(serialize(f, NULL))
-      calls$closure_variables <- ls(environment(shipped))
-      shipped(data.frame(id = 1L), list(address = address, partition = 0L))
+      if (isTRUE(args$barrier)) {
+        calls$spark_apply <- list(x = x, ...)
+        calls$closure_variables <- ls(environment(shipped))
+        shipped(data.frame(id = 1L), list(address = address, partition = 0L))
+      } else {
+        calls$probe <- list(x = x, ...)
+        shipped(data.frame(id = 1L))
+      }
     },
     sdf_collect = function(x) x
   )
@@ -47,15 +55,34 @@ test_that("without sparklyr, alexnet_spark_train() says what to install", {
   expect_error(alexnet_spark_train(NULL, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
 })
 
-test_that("the closure keeps only what the workers need, and takes (df, barrier)", {
-  closure <- alexnet:::spark_train_closure("/boards/b", 9000, list(epochs = 3), python = "/venv/bin/python")
+test_that("the closures keep only what the workers need; the probe's needs no alexnet to unserialize", {
+  task <- list(board = "/boards/b", base_port = 9000L, train_args = list(epochs = 3))
+  closure <- alexnet:::spark_train_closure(task, python = "/venv/bin/python")
   expect_named(formals(closure), c("df", "barrier"))
-  expect_setequal(ls(environment(closure)), c("board", "base_port", "train_args", "cache_dir", "python"))
-  expect_equal(environment(closure)$train_args, list(epochs = 3))
+  expect_setequal(ls(environment(closure)), c("task", "python"))
+  expect_equal(environment(closure)$task, task)
   expect_error(closure(data.frame(), list(partition = 0)), "barrier = TRUE")
   env <- alexnet:::spark_worker_env("/venv/bin/python")
   expect_equal(env[c("ALEXNET_PYTHON", "RETICULATE_PYTHON")], list(ALEXNET_PYTHON = "/venv/bin/python",
                                                                    RETICULATE_PYTHON = "/venv/bin/python"))
+  probe <- alexnet:::spark_probe_closure("/venv/bin/python")
+  expect_equal(ls(environment(probe)), "python")
+  expect_identical(parent.env(environment(probe)), baseenv())
+})
+
+test_that("on an R worker without alexnet, the probe reports it instead of failing to unserialize", {
+  skip_if_not_installed("callr")
+  probe <- alexnet:::spark_probe_closure("/opt/python/bin/python")
+  # a fresh R whose library is only R's own, as on a node where alexnet was never installed
+  row <- callr::r(function(probe) {
+    loaded <- isNamespaceLoaded("alexnet")  # unserializing the closure did not need alexnet
+    assign(".lib.loc", .Library, envir = environment(.libPaths))  # only R's own library, as on a bare node
+    c(probe(data.frame(id = 1L)), alexnet_loaded = loaded)
+  }, args = list(probe))
+  expect_false(row$alexnet_loaded)
+  expect_false(row$ok)
+  expect_equal(row$python, "/opt/python/bin/python")
+  expect_match(row$error, "R package alexnet is not installed")
 })
 
 test_that("more workers than Spark task slots is an error before anything is launched", {
@@ -65,15 +92,33 @@ test_that("more workers than Spark task slots is an error before anything is lau
   expect_error(alexnet:::spark_train_run(api, "sc", 3, tempdir(), list()), "3 workers need 3 task slots.*use workers <= 2")
   expect_null(calls$sdf_len)
   expect_null(calls$spark_apply)
-  expect_equal(alexnet:::spark_slots(api, "sc"), 2L)
   expect_s3_class(tf_version(), "numeric_version")
 })
 
-test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job", {
+test_that("an executor whose Python lacks the core fails the probe, which names it and the fix", {
+  skip_if_no_alexnet()
+  calls <- new.env()
+  board <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(board, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(board, "b"), workers = 1)
+  python <- Sys.which("true")  # an executable that is not a Python with alexnet
+  expect_error(
+    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(board, "b"), list(epochs = 1),
+                              python = python),
+    paste0("cannot run alexnet on 1 executor.*", python, ".*install_alexnet\\(\\).*ALEXNET_PYTHON")
+  )
+  expect_null(calls$probe$barrier)
+  expect_equal(unname(calls$probe$columns), c("character", "character", "logical", "character"))
+  expect_null(calls$spark_apply)
+})
+
+test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job, with progress", {
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   dir <- withr::local_tempdir()
   port <- sample(20000:40000, 1L)
+  stderr <- file.path(dir, "stderr.txt")
   out <- callr::r(function(dir, port, fake_sparklyr) {
     library(alexnet)
     src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 8, val_per_class = 0,
@@ -82,15 +127,19 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
     imagenet_upload(src$path, board = board, workers = 2)
     calls <- new.env()
     result <- alexnet:::spark_train_run(
-      fake_sparklyr(calls), "fake-connection", 1, board,
-      list(epochs = 1, batch_size = 4, image_size = 64, dense_units = 16, verbose = 0),
-      base_port = port, cache_dir = file.path(dir, "cache"), python = alexnet_python()
+      fake_sparklyr(calls, driver_host = "127.0.0.1"), "fake-connection", 1, board,
+      list(epochs = 2, batch_size = 4, image_size = 64, dense_units = 16, base_port = port,
+           cache_dir = file.path(dir, "cache"), progress = TRUE),
+      python = alexnet_python()
     )
     list(result = result, calls = as.list(calls), categories = src$categories, python = alexnet_python())
-  }, args = list(dir, port, fake_sparklyr), env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
+  }, args = list(dir, port, fake_sparklyr), stderr = stderr,
+  env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
 
   calls <- out$calls
-  expect_equal(calls$sdf_len, list(sc = "fake-connection", n = 1L, repartition = 1L))
+  expect_equal(calls$sdf_len[[1]], list(sc = "fake-connection", n = 2L, repartition = 2L))  # the probe
+  expect_equal(calls$sdf_len[[2]], list(sc = "fake-connection", n = 1L, repartition = 1L))
+  expect_null(calls$probe$barrier)
   apply <- calls$spark_apply
   expect_true(apply$barrier)
   expect_false(apply$packages)
@@ -98,22 +147,46 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_equal(apply$env$RETICULATE_PYTHON, out$python)
   expect_equal(unname(apply$columns[c("worker", "loss", "chief", "history")]),
                c("integer", "numeric", "logical", "character"))
-  expect_setequal(calls$closure_variables, c("board", "base_port", "train_args", "cache_dir", "python"))
+  expect_setequal(calls$closure_variables, c("task", "python"))
 
   result <- out$result
   expect_equal(nrow(result), 1L)
-  expect_equal(names(result), names(apply$columns))
+  expect_equal(names(result), c(names(apply$columns), "attempt"))
+  expect_equal(result$attempt, 1L)
   expect_equal(result$worker, 0L)
   expect_true(result$chief)
   expect_equal(result$tf_address, paste0("127.0.0.1:", port))
   expect_equal(sort(strsplit(result$categories, ",")[[1]]), sort(out$categories))
-  expect_equal(result$epochs, 1L)
+  expect_equal(result$epochs, 2L)
   expect_true(is.finite(result$loss))
   history <- result$history[[1]]
   expect_s3_class(history, "alexnet_history")
   expect_equal(history$params$strategy, "multi_worker")
   expect_equal(history$params$workers, 1L)
   expect_equal(history$weights_sha256, result$weights_sha256)
+  # the chief's progress reached the driver while it trained
+  shown <- readLines(stderr)
+  expect_true(any(grepl("epoch 2/2", shown)), info = paste(shown, collapse = "\n"))
+})
+
+test_that("a worker's failure leads with its own Python error and says where its log is", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  calls <- new.env()
+  error <- tryCatch(
+    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
+                              list(epochs = 1, image_size = 64, no_such_argument = 1,
+                                   cache_dir = file.path(dir, "cache")),
+                              probe = FALSE),
+    error = function(e) conditionMessage(e)
+  )
+  expect_match(error, "Worker 0 of 1 failed: TypeError")
+  expect_match(error, "no_such_argument")
+  expect_match(error, "log", fixed = TRUE)
+  expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
 })
 
 test_that("the seed's spark_apply() closure runs with reticulate::import('tensorflow')", {

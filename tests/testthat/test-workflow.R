@@ -80,6 +80,6 @@ test_that("the seed's hand-made data list and a strategy made through reticulate
   expect_length(result$metrics$accuracy, 1L)
   expect_equal(result$params$num_classes, length(part$categories))
 
-  expect_error(alexnet_train(data = list(image = "a.JPEG")), "has no `category`, `categories`")
+  expect_error(alexnet_train(data = list(image = "a.JPEG")), "`data\\$categories` is missing or empty")
   expect_error(alexnet_train(data = data, strategy = "nope", epochs = 1), "nope")
 })

@@ -1,0 +1,47 @@
+# Installing the way R users do: plain `R CMD build` at the root of a clean clone (what
+# remotes::install_github() and pak run), `R CMD INSTALL` into a temporary library, install_alexnet()
+# into a temporary environment with the machine's python3 (started from R, with R's library path), and a
+# small imagenet_partition() through it. Runs in a checkout only (R CMD check tests a copy without git).
+
+test_that("a package built by plain R CMD build carries the core, and install_alexnet() works from it", {
+  root <- normalizePath(file.path(testthat::test_path(), "..", ".."), mustWork = FALSE)
+  skip_if_not(dir.exists(file.path(root, ".git")), "not in a git checkout")
+  skip_if(!nzchar(Sys.which("git")) || !nzchar(Sys.which("python3")), "git or python3 is missing")
+  skip_if_not_installed("callr")
+  dir <- withr::local_tempdir()
+  clone <- file.path(dir, "clone")
+  expect_equal(system2("git", c("clone", "--quiet", shQuote(root), shQuote(clone))), 0L)
+  r <- file.path(R.home("bin"), "R")
+  withr::with_dir(dir, {
+    expect_equal(system2(r, c("CMD", "build", "--no-build-vignettes", shQuote(clone)), stdout = FALSE), 0L)
+  })
+  tarball <- list.files(dir, "^alexnet_.*\\.tar\\.gz$", full.names = TRUE)
+  expect_length(tarball, 1L)
+  listed <- utils::untar(tarball, list = TRUE)
+  expect_true("alexnet/inst/python/alexnet/__init__.py" %in% listed)
+  expect_true("alexnet/inst/python/constraints.txt" %in% listed)
+  expect_false(any(grepl("__pycache__|/tests/test_", listed[startsWith(listed, "alexnet/inst/python")])))
+
+  lib <- file.path(dir, "lib")
+  dir.create(lib)
+  expect_equal(system2(r, c("CMD", "INSTALL", paste0("--library=", shQuote(lib)), shQuote(tarball)),
+                       stdout = FALSE, stderr = FALSE), 0L)
+  out <- callr::r(function(lib, dir) {
+    library(alexnet, lib.loc = lib)
+    env_python <- install_alexnet(file.path(dir, "env"), python = Sys.which("python3"), extras = character())
+    src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 3, val_per_class = 0,
+                              max_side = 48)
+    imagenet_upload(src$path, board = file.path(dir, "board"))
+    data <- imagenet_partition(partition = 0, total = 1, board = file.path(dir, "board"),
+                               cache_dir = file.path(dir, "cache"))
+    list(core = system.file("python", package = "alexnet", lib.loc = lib), python = env_python,
+         used = reticulate::py_config()$python, images = length(data$image),
+         ssl = reticulate::import("ssl")$OPENSSL_VERSION)
+  }, args = list(lib, dir), libpath = c(lib, .libPaths()),
+  env = c(callr::rcmd_safe_env(), ALEXNET_PYTHON = "", RETICULATE_PYTHON = "", ALEXNET_PROGRESS = "0",
+          R_USER_CONFIG_DIR = file.path(dir, "config")))
+  expect_true(file.exists(file.path(out$core, "alexnet", "__init__.py")))
+  expect_equal(out$used, out$python)
+  expect_equal(out$images, 6L)
+  expect_match(out$ssl, "SSL")
+})
