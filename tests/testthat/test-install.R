@@ -27,6 +27,7 @@ test_that("a package built by plain R CMD build carries the core, and install_al
   expect_equal(system2(r, c("CMD", "INSTALL", paste0("--library=", shQuote(lib)), shQuote(tarball)),
                        stdout = FALSE, stderr = FALSE), 0L)
   out <- callr::r(function(lib, dir) {
+    Sys.unsetenv(c("ALEXNET_PYTHON", "RETICULATE_PYTHON"))  # as a new user has it: install_alexnet() decides
     library(alexnet, lib.loc = lib)
     env_python <- install_alexnet(file.path(dir, "env"), python = Sys.which("python3"), extras = character())
     src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 3, val_per_class = 0,
@@ -38,8 +39,7 @@ test_that("a package built by plain R CMD build carries the core, and install_al
          used = reticulate::py_config()$python, images = length(data$image),
          ssl = reticulate::import("ssl")$OPENSSL_VERSION)
   }, args = list(lib, dir), libpath = c(lib, .libPaths()),
-  env = c(callr::rcmd_safe_env(), ALEXNET_PYTHON = "", RETICULATE_PYTHON = "", ALEXNET_PROGRESS = "0",
-          R_USER_CONFIG_DIR = file.path(dir, "config")))
+  env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0", R_USER_CONFIG_DIR = file.path(dir, "config")))
   expect_true(file.exists(file.path(out$core, "alexnet", "__init__.py")))
   expect_equal(out$used, out$python)
   expect_equal(out$images, 6L)
