@@ -159,7 +159,7 @@ def test_a_failed_stage_is_launched_again_up_to_retries_times(board, tmp_path, c
     assert [row["worker"] for row in rows] == [0, 1] and {row["attempt"] for row in rows} == {3}
     retries = [r.getMessage() for r in caplog.records if "Launching the 2 workers again" in r.getMessage()]
     assert len(retries) == 2 and "resuming from the last checkpoint (retry 2 of 2)" in retries[1]
-    assert retries[0].startswith("Worker 1 of 2 failed: OSError: lost")
+    assert retries[0].startswith("Worker 1 of 2 failed: OSError: lost\nFull log: h:/log\nLaunching")
 
     calls.clear()
     with pytest.raises(WorkerError, match="Worker 1 of 2 failed: OSError: lost"):
@@ -247,3 +247,22 @@ def test_a_python_started_from_r_gets_the_library_path_it_would_have_outside_r()
     assert "LD_LIBRARY_PATH" not in python_environment({"R_HOME": "/usr/lib/R", "LD_LIBRARY_PATH": prefix})
     outside = {"LD_LIBRARY_PATH": f"{prefix}:/opt/mine/lib"}
     assert python_environment(outside) == outside, "outside R nothing changes"
+
+
+def test_step_progress_shows_the_mean_over_replicas_not_their_sum():
+    from types import SimpleNamespace
+
+    from alexnet.train.callbacks import Progress
+
+    sent: list = []
+    progress = Progress(sent.append, epochs=1, steps=4, worker_batch=8, workers=2, interval=0)
+    strategy = SimpleNamespace(num_replicas_in_sync=2)
+    progress.set_model(SimpleNamespace(distribute_strategy=strategy, distribute_reduction_method="auto"))
+    progress.on_epoch_begin(0)
+    progress.on_train_batch_end(0, {"loss": 2.8, "accuracy": 1.1})  # what Keras logs: each replica's mean, summed
+    progress.on_epoch_end(0, {"loss": 1.4, "accuracy": 0.55})  # the metrics' global results
+    assert sent[0]["kind"] == "step" and sent[0]["loss"] == pytest.approx(1.4) and sent[0]["accuracy"] == 0.55
+    assert sent[1]["kind"] == "epoch" and sent[1]["loss"] == 1.4
+    progress.set_model(SimpleNamespace(distribute_strategy=SimpleNamespace(num_replicas_in_sync=1)))
+    progress.on_train_batch_end(1, {"loss": 2.8})
+    assert sent[2]["loss"] == 2.8

@@ -190,5 +190,7 @@ def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan) -> None:
     resume = "resuming from the last checkpoint" if plan.task["train_args"].get("checkpoint_dir") else \
         "starting afresh (no checkpoint_dir)"
-    logger.warning("%s\nLaunching the %d workers again, %s (retry %d of %d).", str(failure).splitlines()[0],
-                   plan.workers, resume, attempt, plan.retries)
+    lines = str(failure).splitlines()
+    shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]
+    logger.warning("%s\nLaunching the %d workers again, %s (retry %d of %d).", "\n".join(shown), plan.workers,
+                   resume, attempt, plan.retries)

@@ -48,12 +48,14 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
     """A SparkSession on ``master`` whose Python workers run this interpreter (the one that has alexnet).
 
     A ``local[...]`` master keeps the driver on 127.0.0.1 (and its web UI off): a single machine needs no
-    other interface, and Spark would otherwise bind to whatever address the host name resolves to.
+    other interface, and Spark would otherwise bind to whatever address the host name resolves to. Spark's
+    console stage bar is off, and with a local master its own log shows fatal errors only.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    # Spark's stage bar would garble the chief's progress lines
+    builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.showConsoleProgress", "false")
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (
@@ -61,7 +63,12 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.ui.enabled", "false")
         )
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if master.startswith("local"):
+        # the executors are this JVM: a failed worker's Java stack would be printed here, while the error
+        # alexnet raises already leads with the worker's own Python error (Spark's message: DEBUG log level)
+        session.sparkContext.setLogLevel("FATAL")
+    return session
 
 
 def slots_from(

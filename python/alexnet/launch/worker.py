@@ -55,6 +55,12 @@ KEPT_LOGS = 50
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
 WORKER_VERBOSE = 2
 _MARK = "<<alexnet-worker-error>>"
+#: Lines of a worker's log carried in its task failure.
+MARKED_LINES = 6
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_train_args(train_args: Mapping[str, Any], where: str) -> None:
@@ -173,7 +179,9 @@ class WorkerError(ChildError):
     def task_failure(self) -> str:
         """This error as the message a barrier task fails with; the driver makes it again with
         :meth:`from_failure`, whatever Spark (or sparklyr) wraps around it."""
-        details = {"worker": self.worker, "workers": self.workers, "error": self.error, "log_tail": self.log_tail,
+        # short, so that no layer between the task and the driver (Spark, sparklyr, R, reticulate) cuts it
+        details = {"worker": self.worker, "workers": self.workers, "error": _clip(self.error, 400),
+                   "log_tail": [_clip(line, 160) for line in self.log_tail[-MARKED_LINES:]],
                    "exit_code": self.exit_code, "log": self.log}
         return f"worker {self.worker} failed: {self.error}\n{_MARK}{json.dumps(details)}{_MARK}"
 

@@ -159,12 +159,25 @@ class Progress(keras.callbacks.Callback):
         return {"kind": kind, "time": time.time(), "epoch": self._epoch + 1, "epochs": self.epochs, "step": step,
                 "steps": self.steps, "images_per_second": round(rate, 2), **_numbers(logs)}
 
+    def _replicas_summed(self) -> int:
+        """How many replicas' values a step's logs add up: Keras sums each replica's running means into the
+        step logs ("auto" reduction off TPUs), while the epoch's logs are the metrics' global results."""
+        model = self.model
+        if model is None or getattr(model, "distribute_reduction_method", "auto") not in ("auto", "sum"):
+            return 1
+        strategy = getattr(model, "distribute_strategy", None)
+        if strategy is None or "TPU" in type(strategy).__name__:
+            return 1
+        return max(1, int(getattr(strategy, "num_replicas_in_sync", 1)))
+
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._done += 1
         now = time.perf_counter()
         if now - self._last >= self.interval:
             self._last = now
-            self.send(self._record(self.offset + batch + 1, logs, "step"))
+            replicas = self._replicas_summed()
+            mean = {name: value / replicas for name, value in _numbers(logs).items()}
+            self.send(self._record(self.offset + batch + 1, mean, "step"))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.send(self._record(self.steps, logs, "epoch"))
