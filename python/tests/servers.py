@@ -131,3 +131,12 @@ def http_server(directory: str | os.PathLike) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def point_at_local_clouds(monkeypatch, gcs_url: str, s3_url: str) -> None:
+    """Point gcsfs at the GCS emulator and s3fs at the moto server, with credentials moto accepts."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_url)

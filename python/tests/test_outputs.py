@@ -11,7 +11,6 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
 from helpers_train import synthetic_data
-from servers import gcs_emulator, moto_s3_server
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
@@ -28,21 +27,6 @@ SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_rang
 def data(tmp_path_factory):
     """2 categories x 16 training images: 4 steps of 8 per epoch."""
     return synthetic_data(tmp_path_factory.mktemp("outputs"), classes=2, per_class=16, val_per_class=0)
-
-
-@pytest.fixture(scope="module")
-def servers():
-    with gcs_emulator((BUCKET,)) as gcs, moto_s3_server((BUCKET,)) as s3:
-        yield {"gs": gcs, "s3": s3}
-
-
-@pytest.fixture
-def cloud_env(servers, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", servers["gs"])
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", servers["s3"])
 
 
 class Interrupted(Exception):

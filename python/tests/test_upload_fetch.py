@@ -27,7 +27,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
 from PIL import Image
-from servers import free_port, gcs_emulator, http_server, moto_s3_server
+from servers import free_port, http_server
 
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.imagenet import read_imagenet
@@ -59,21 +59,6 @@ def tree(tmp_path_factory):
         val.setdefault(label, {})[os.path.basename(path)] = Path(path).read_bytes()
     return {"path": info["path"], "info": info, "good": good, "val": val, "bad": bad,
             "index": {c.id: k for k, c in enumerate(sorted(parsed.categories, key=lambda c: c.id))}}
-
-
-@pytest.fixture(scope="module")
-def servers():
-    with gcs_emulator((BUCKET,)) as gcs, moto_s3_server((BUCKET,)) as s3:
-        yield {"gs": gcs, "s3": s3}
-
-
-@pytest.fixture
-def cloud_env(servers, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", servers["gs"])
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", servers["s3"])
 
 
 @contextlib.contextmanager

@@ -1,0 +1,26 @@
+"""Fixtures shared by the test modules: the local stand-ins for Google Cloud Storage and S3."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gcsfs is imported
+
+import pytest
+from servers import gcs_emulator, moto_s3_server, point_at_local_clouds
+
+#: Buckets made on both servers: the storage tests' and the training outputs'.
+BUCKETS = ("alexnet-test", "alexnet-outputs")
+
+
+@pytest.fixture(scope="session")
+def servers():
+    """The GCS emulator and moto's S3 server, started once for the session, each with :data:`BUCKETS`."""
+    with gcs_emulator(BUCKETS) as gcs, moto_s3_server(BUCKETS) as s3:
+        yield {"gs": gcs, "s3": s3}
+
+
+@pytest.fixture
+def cloud_env(servers, monkeypatch):
+    """gcsfs and s3fs pointed at :func:`servers` for one test."""
+    point_at_local_clouds(monkeypatch, servers["gs"], servers["s3"])
