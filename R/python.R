@@ -181,7 +181,7 @@ core_function <- function(name) {
   core[[name]]
 }
 
-# A submodule of the Python core (alexnet.spark, ...).
+# A submodule of the Python core (alexnet.launch.spark, ...).
 core_module <- function(name, convert = TRUE) {
   alexnet_core()
   sync_python_environment()

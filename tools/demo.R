@@ -48,14 +48,15 @@ invisible(dev.off())
 step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
 # The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does
 # the same through sparklyr::spark_apply(barrier = TRUE).
-launcher <- reticulate::import("alexnet.spark")
+launcher <- reticulate::import("alexnet.launch.spark")
+worker <- reticulate::import("alexnet.launch.worker")
 spark <- launcher$spark_session("local[2]", "alexnet demo")
 rows <- launcher$alexnet_spark_train(spark, 2L, board, cache_dir = file.path(out, "spark-cache"),
                                      model_dir = file.path(out, "spark-model"), epochs = 2L,
                                      batch_size = 16L, image_size = 96L, verbose = 0L)
 spark$stop()
 workers <- do.call(rbind, lapply(rows, function(row) {
-  s <- launcher$worker_summary(row)
+  s <- worker$worker_summary(row)
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
              steps = s$steps, loss = round(s$loss, 3), accuracy = round(s$accuracy, 3),
              weights = substr(row$history$weights_sha256, 1, 12))
