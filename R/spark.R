@@ -130,11 +130,14 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
   parallelism <- as.integer(api$invoke(context, "defaultParallelism"))
   driver_host <- setting("spark.driver.host", "")
   env <- spark_worker_env(python)
+  # a failed stage's error is returned to the core, whole (an R error reaching Python is shortened)
   launch <- function(task) {
-    sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
-    applied <- api$spark_apply(sdf, spark_train_closure(task, python), barrier = TRUE,
-                               columns = spark_columns(), packages = FALSE, env = env)
-    frame_records(as.data.frame(api$sdf_collect(applied)))
+    tryCatch({
+      sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
+      applied <- api$spark_apply(sdf, spark_train_closure(task, python), barrier = TRUE,
+                                 columns = spark_columns(), packages = FALSE, env = env)
+      frame_records(as.data.frame(api$sdf_collect(applied)))
+    }, error = function(e) list(failure = conditionMessage(e)))
   }
   check <- function() {
     tasks <- max(as.integer(workers), parallelism)
@@ -143,14 +146,28 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
                                packages = FALSE, env = env)
     frame_records(as.data.frame(api$sdf_collect(applied)))
   }
-  rows <- do.call(core_module("launch.spark")$r_train, c(
+  rows <- whole_python_error(do.call(core_module("launch.spark")$r_train, c(
     list(workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
          launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python),
     options
-  ))
+  )))
   spark_train_result(records_to_df(rows))
+}
+
+# `expr`, whose Python error, if any, is raised with its whole message: reticulate shortens long ones in
+# the middle, where a worker's error says where its log is.
+whole_python_error <- function(expr) {
+  tryCatch(expr, error = function(e) {
+    last <- tryCatch(reticulate::py_last_error(), error = function(e2) NULL)
+    value <- if (is.null(last)) NULL else last$value
+    if (is.character(value) && length(value) == 1L && nzchar(value) &&
+        grepl(substr(value, 1L, 40L), conditionMessage(e), fixed = TRUE)) {
+      stop(value, call. = FALSE)
+    }
+    stop(e)
+  })
 }
 
 # The columns of a worker's row, as spark_apply() wants them (R types), from the core's list.
@@ -190,6 +207,7 @@ spark_train_task <- function(barrier, task, python = NULL) {
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
   row <- core_module("launch.worker")$barrier_row(as.list(as.character(barrier$address)),
                                                    barrier$partition, task)
+  if (!is.null(row$failure)) stop(row$failure, call. = FALSE)  # the worker's error, whole, for the driver
   row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
   as.data.frame(row, stringsAsFactors = FALSE)
 }

@@ -13,7 +13,7 @@ free_port <- function() {
   skip("no free port found")
 }
 
-test_that("the seed's stand-alone multi-worker snippet trains in two R sessions", {
+test_that("the original r-tensorflow/alexnet's stand-alone multi-worker snippet trains in two R sessions", {
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   skip_if_not_installed("jsonlite")

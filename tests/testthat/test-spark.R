@@ -185,11 +185,11 @@ test_that("a worker's failure leads with its own Python error and says where its
   )
   expect_match(error, "Worker 0 of 1 failed: TypeError")
   expect_match(error, "no_such_argument")
-  expect_match(error, "log", fixed = TRUE)
+  expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
 })
 
-test_that("the seed's spark_apply() closure runs with reticulate::import('tensorflow')", {
+test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with reticulate::import('tensorflow')", {
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   skip_if_not_installed("jsonlite")

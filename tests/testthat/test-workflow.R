@@ -66,7 +66,7 @@ test_that("imagenet_partition() %>% alexnet_train() returns a history that print
   expect_gt(file.size(file), 2000)
 })
 
-test_that("the seed's hand-made data list and a strategy made through reticulate are accepted", {
+test_that("the original r-tensorflow/alexnet's hand-made data list and a strategy made through reticulate are accepted", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
   setup <- workflow_board(dir)

@@ -284,7 +284,9 @@ def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: 
     (:func:`alexnet.launch.job.run_job`): ``probe()`` (an R function running the R workers' check) returns one
     row per task; ``launch(task)`` (an R function running ``spark_apply()`` whose tasks call
     :func:`alexnet.launch.worker.barrier_row` with ``task``) returns one flat row per worker, with the columns of
-    :data:`~alexnet.launch.worker.SUMMARY_COLUMNS`. Returns those rows in worker order, with ``attempt``.
+    :data:`~alexnet.launch.worker.SUMMARY_COLUMNS`, or ``{"failure": <the error's message>}`` when the stage
+    failed (returned, not raised: an R error reaching Python has its message shortened). Returns the rows in
+    worker order, with ``attempt``.
     """
     shown = {"progress": bool(options.pop("progress"))} if "progress" in options else {}
     plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), **options)
@@ -294,7 +296,13 @@ def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: 
             return list(value.to_dict(orient="records"))
         return [dict(row) for row in value]
 
-    return run_job(plan, lambda task: records(launch(task)), driver_host=driver_host,
+    def launched(task: dict[str, Any]) -> list[dict[str, Any]]:
+        value = launch(task)
+        if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
+            raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
+        return records(value)
+
+    return run_job(plan, launched, driver_host=driver_host,
                    probe=(lambda: records(probe())) if probe is not None else None, advice=R_ADVICE, **shown)
 
 

@@ -55,8 +55,8 @@ KEPT_LOGS = 50
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
 WORKER_VERBOSE = 2
 _MARK = "<<alexnet-worker-error>>"
-#: Lines of a worker's log carried in its task failure.
-MARKED_LINES = 6
+#: Characters of the end of a worker's log carried in its task failure.
+MARKED_CHARACTERS = 1500
 
 
 def _clip(text: str, limit: int) -> str:
@@ -180,9 +180,14 @@ class WorkerError(ChildError):
         """This error as the message a barrier task fails with; the driver makes it again with
         :meth:`from_failure`, whatever Spark (or sparklyr) wraps around it."""
         # short, so that no layer between the task and the driver (Spark, sparklyr, R, reticulate) cuts it
+        tail: list[str] = []
+        for line in reversed(self.log_tail):
+            line = _clip(line, 200)
+            if sum(len(kept) for kept in tail) + len(line) > MARKED_CHARACTERS:
+                break
+            tail.insert(0, line)
         details = {"worker": self.worker, "workers": self.workers, "error": _clip(self.error, 400),
-                   "log_tail": [_clip(line, 160) for line in self.log_tail[-MARKED_LINES:]],
-                   "exit_code": self.exit_code, "log": self.log}
+                   "log_tail": tail, "exit_code": self.exit_code, "log": self.log}
         return f"worker {self.worker} failed: {self.error}\n{_MARK}{json.dumps(details)}{_MARK}"
 
     @classmethod
@@ -231,8 +236,8 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
     """What an R barrier task (``spark_apply(barrier = TRUE)``) does: :func:`train_worker` for ``partition`` in a
     fresh Python process, as a flat row (:func:`worker_summary`).
 
-    ``task`` is what :func:`alexnet.launch.job.run_job` hands the launcher. A failure raises
-    :class:`WorkerError` with the worker's own error first.
+    ``task`` is what :func:`alexnet.launch.job.run_job` hands the launcher. When the worker fails, the row is
+    ``{"failure": <message>}`` (see :meth:`WorkerError.task_failure`), for the task to fail with.
     """
     from functools import partial
 
@@ -245,5 +250,6 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
         row = run_worker(function, as_int(partition, "barrier$partition"), [str(a) for a in addresses],
                          python=python, env=env)
     except WorkerError as error:
-        raise RuntimeError(error.task_failure()) from None
+        # returned, for the R task to stop() with: a Python error reaching R has its message shortened
+        return {"failure": error.task_failure()}
     return worker_summary(row)
