@@ -165,10 +165,12 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         del ds
         gc.collect()
         peak = peak_rss_mb()
+        # None when the run was too short to time (a few tiny images)
+        cpu_use = round(measured["cpu_seconds"] / (measured["seconds"] * cores), 3) if measured["seconds"] else None
         measured.update({
             "stage": stage,
             "cores": cores,
-            "cpu_use": round(measured["cpu_seconds"] / (measured["seconds"] * cores), 3),
+            "cpu_use": cpu_use,
             "rss_before_mb": None if before is None else round(before, 1),
             "peak_rss_mb": None if peak is None else round(peak, 1),
             "peak_rss_scope": "stage" if scoped else "process",
