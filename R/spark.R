@@ -223,7 +223,8 @@ spark_probe_closure <- function(python = NULL) {
       return(failed(paste0("the R package alexnet is not installed in the R library of this worker (",
                            paste(.libPaths(), collapse = ", "), ")")))
     }
-    tryCatch(alexnet:::spark_probe_row(python), error = function(e) failed(conditionMessage(e)))
+    row <- utils::getFromNamespace("spark_probe_row", "alexnet")
+    tryCatch(row(python), error = function(e) failed(conditionMessage(e)))
   }
   environment(probe) <- list2env(list(python = python), parent = baseenv())
   probe
