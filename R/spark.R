@@ -231,10 +231,12 @@ spark_probe_closure <- function(python = NULL) {
 }
 
 # What the probe checks on a worker once alexnet is found: that `python` (the Python a worker's process
-# will run) imports the core and TensorFlow. Reticulate finds alexnet's Python through the environment
-# spark_apply() gives the R workers.
+# will run) imports the core and TensorFlow, started with the environment a worker's process gets (without
+# R's library path). Reticulate finds alexnet's Python through the environment spark_apply() gives the R
+# workers.
 spark_probe_row <- function(python = NULL) {
-  row <- core_module("launch.probe_task")$check_python(python)
+  environ <- core_module("child", convert = FALSE)$python_environment()
+  row <- core_module("launch.probe_task")$check_python(python, environ = environ)
   data.frame(host = as.character(row$host), python = as.character(row$python), ok = isTRUE(row$ok),
              error = if (is.null(row$error)) "" else as.character(row$error), stringsAsFactors = FALSE)
 }

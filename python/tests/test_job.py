@@ -266,3 +266,16 @@ def test_step_progress_shows_the_mean_over_replicas_not_their_sum():
     progress.set_model(SimpleNamespace(distribute_strategy=SimpleNamespace(num_replicas_in_sync=1)))
     progress.on_train_batch_end(1, {"loss": 2.8})
     assert sent[2]["loss"] == 2.8
+
+
+def test_the_probe_starts_python_with_the_environment_it_is_given(tmp_path, monkeypatch):
+    from alexnet.launch.probe_task import check_python
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "python"
+    script.write_text('#!/bin/sh\necho "ModuleNotFoundError: $ALEXNET_PROBE_SEEN" >&2\nexit 1\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("ALEXNET_PROBE_SEEN", "from os.environ")
+    assert check_python(str(script))["error"] == "ModuleNotFoundError: from os.environ"
+    given = check_python(str(script), environ={"PATH": os.defpath, "ALEXNET_PROBE_SEEN": "from environ"})
+    assert given["error"] == "ModuleNotFoundError: from environ"

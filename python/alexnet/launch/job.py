@@ -15,7 +15,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..checks import as_int
@@ -91,7 +91,6 @@ class JobPlan:
     board: str
     task: dict[str, Any]
     retries: int = 0
-    log_lines: list[str] = field(default_factory=list)
 
 
 def _check_outputs(train_args: Mapping[str, Any], local_master: bool) -> dict[str, Any]:

@@ -14,17 +14,18 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..child import python_environment, python_executable
+from ..scratch import make_scratch
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class Monitor:
 
     def __init__(self, host: str):
         self.host = host
-        self.folder = tempfile.mkdtemp(prefix="alexnet-monitor-")
+        self.folder = make_scratch("alexnet-monitor-")
         self.records_file = os.path.join(self.folder, "progress.jsonl")
         port_file = os.path.join(self.folder, "port")
         bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
@@ -116,8 +117,6 @@ class Monitor:
     def close(self) -> None:
         """Stop, and delete the records."""
         self.stop()
-        import shutil
-
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -22,15 +22,17 @@ _CHECK = (
 CHECK_TIMEOUT = 300
 
 
-def check_python(python: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, object]:
-    """Whether ``python`` (default: this interpreter) imports alexnet and TensorFlow, on this host.
+def check_python(python: str | None = None, env: Mapping[str, str] | None = None,
+                 environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Whether ``python`` (default: this interpreter) imports alexnet and TensorFlow, on this host, started with
+    ``environ`` (default: this process's environment) plus ``env``.
 
     Returns ``host``, ``python``, ``ok`` and either ``alexnet`` and ``tensorflow`` (their versions) or
     ``error`` (the last line of what the import printed, e.g. ``ModuleNotFoundError: No module named
     'alexnet'``).
     """
     executable = python or sys.executable
-    child_env = {**os.environ, **(env or {}), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    child_env = {**(os.environ if environ is None else environ), **(env or {}), "TF_CPP_MIN_LOG_LEVEL": "3"}
     row: dict[str, object] = {"host": socket.gethostname(), "python": executable}
     try:
         done = subprocess.run([executable, "-c", _CHECK], capture_output=True, text=True, env=child_env,

@@ -181,9 +181,10 @@ class WorkerError(ChildError):
         :meth:`from_failure`, whatever Spark (or sparklyr) wraps around it."""
         # short, so that no layer between the task and the driver (Spark, sparklyr, R, reticulate) cuts it
         tail: list[str] = []
-        for line in reversed(self.log_tail):
-            line = _clip(line, 200)
-            if sum(len(kept) for kept in tail) + len(line) > MARKED_CHARACTERS:
+        budget = MARKED_CHARACTERS
+        for line in map(lambda text: _clip(text, 200), reversed(self.log_tail)):
+            budget -= len(line)
+            if budget < 0:
                 break
             tail.insert(0, line)
         details = {"worker": self.worker, "workers": self.workers, "error": _clip(self.error, 400),
