@@ -1,0 +1,119 @@
+"""The model card: what a trained model needs beside its weights to be used without the data it came from.
+
+A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`` in ``model_dir``, and as the
+metadata of a model pin. It names every output of the model (``class_ids`` and ``class_names``, by label),
+the image size the model was trained and validated at, how long it trained and its final metrics, and where
+its data came from (the board and the version of its ``categories`` pin). This module does not import
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import AlexnetError
+
+#: The card's file beside the model in ``model_dir``.
+CARD_FILE = "alexnet-model.json"
+#: Version of the card's format, recorded in it.
+CARD_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a trained model is: its outputs by name, its input size, its training and its data."""
+
+    image_size: int
+    num_classes: int
+    class_ids: list[str]
+    class_names: list[str]
+    epochs: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    board: str | None = None
+    categories_version: str | None = None
+    weights_sha256: str = ""
+    created: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.class_ids) != self.num_classes or len(self.class_names) != self.num_classes:
+            raise AlexnetError(
+                f"A model card needs one class id and one name per output: {self.num_classes} outputs, "
+                f"{len(self.class_ids)} ids, {len(self.class_names)} names."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as plain values (what JSON, pins metadata and R take)."""
+        return {"format": CARD_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], where: str) -> ModelCard:
+        """A card from :meth:`to_dict`'s values; an :class:`AlexnetError` naming ``where`` when they are not one."""
+        try:
+            return cls(
+                image_size=int(values["image_size"]), num_classes=int(values["num_classes"]),
+                class_ids=[str(v) for v in values["class_ids"]], class_names=[str(v) for v in values["class_names"]],
+                epochs=int(values.get("epochs") or 0),
+                metrics={str(k): float(v) for k, v in (values.get("metrics") or {}).items()},
+                board=values.get("board"), categories_version=values.get("categories_version"),
+                weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise AlexnetError(
+                f"{where} does not describe an alexnet model ({type(error).__name__}: {error}): it was not written "
+                "by alexnet_train(); train again, or give the model's alexnet.keras with its alexnet-model.json."
+            ) from None
+
+    def to_json(self) -> str:
+        """The card as the text of :data:`CARD_FILE`."""
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str) -> ModelCard:
+        """A card from the text of :data:`CARD_FILE` found at ``where``."""
+        try:
+            values = json.loads(text)
+        except ValueError as error:
+            raise AlexnetError(f"{where} is not JSON ({error}): write the model again with alexnet_train().") from None
+        if not isinstance(values, Mapping):
+            raise AlexnetError(f"{where} is not a model card: write the model again with alexnet_train().")
+        return cls.from_dict(values, where)
+
+
+def now() -> str:
+    """The time a card is written, in UTC, to the second (ISO 8601)."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+#: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
+MODEL_PIN_KIND = "model"
+
+
+def model_pin_metadata(card: ModelCard, sha256: str, size: int) -> dict[str, Any]:
+    """The pins metadata of a model pin: the card, the kind, and the SHA-256 and size of its model file."""
+    from ..storage.layout import FORMAT_VERSION
+
+    return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size), **card.to_dict()}
+
+
+def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3
+                  ) -> dict[str, str]:
+    """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
+
+    The pin's metadata is :func:`model_pin_metadata`. Returns ``board`` (resolved), ``name`` and ``version``.
+    """
+    import os
+
+    from ..storage.board import open_board
+    from ..storage.publish import publish_file, quiet_pins
+    from ..storage.transfer import sha256_file
+
+    opened = open_board(board, write=True)
+    metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
+    with quiet_pins():
+        version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
+                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
+    return {"board": opened.location, "name": name, "version": version}
