@@ -202,7 +202,8 @@ def inference_copy(model: keras.Model) -> Iterator[str]:
     scratch = make_scratch("alexnet-model-")
     try:
         local = os.path.join(scratch, MODEL_FILE)
-        model.save(local, include_optimizer=False)
+        # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
+        keras.Model(model.inputs, model.outputs, name=model.name).save(local)
         yield local
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
