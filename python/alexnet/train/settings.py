@@ -101,9 +101,9 @@ def _output(value: Any, name: str) -> str | None:
 
 
 def _learning_rate(value: Any) -> float:
-    rate = _number(value, "learning_rate", 0.0)
+    rate = _number(value, "learning_rate")
     if rate <= 0:
-        raise AlexnetError(f"`learning_rate` must be a number > 0, not {value!r}: with no step, nothing is learnt.")
+        raise AlexnetError(f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}.")
     return rate
 
 
