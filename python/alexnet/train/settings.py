@@ -103,7 +103,9 @@ def _output(value: Any, name: str) -> str | None:
 def _learning_rate(value: Any) -> float:
     rate = _number(value, "learning_rate")
     if rate <= 0:
-        raise AlexnetError(f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}.")
+        raise AlexnetError(
+            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}."
+        )
     return rate
 
 
