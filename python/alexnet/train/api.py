@@ -311,9 +311,9 @@ def alexnet_train(
     return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
 
 
-def _card(net: keras.Model, td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
+def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
           metrics: Mapping[str, list[float]], digest: str) -> ModelCard:
-    """The card of the trained ``net``: its classes, input size, training and data."""
+    """The card of the model trained on ``td``: its classes, input size, training and data."""
     from .card import ModelCard, now
 
     def text(name: str) -> str | None:
@@ -403,7 +403,7 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
         if board_log is not None:
             board_log.close()
     digest = weights_digest(net)
-    card = _card(net, td, data, settings, recorder.metrics, digest)
+    card = _card(td, data, settings, recorder.metrics, digest)
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
     model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder.metrics, {
