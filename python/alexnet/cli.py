@@ -129,7 +129,8 @@ def _cmd_fetch(args: argparse.Namespace) -> None:
 
 
 _TRAIN_OPTIONS = ("batch_size", "epochs", "strategy", "parallel", "image_size", "checkpoint_dir", "model_dir",
-                  "checkpoint_every", "verbose_fit")
+                  "checkpoint_every", "verbose_fit", "model_pin", "model_board", "log_dir", "log_every",
+                  "profile_steps")
 
 
 def _train_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -145,7 +146,13 @@ def _cmd_train(args: argparse.Namespace) -> None:
     def summary(h: dict[str, Any]) -> str:
         metrics = h["metrics"]
         last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
-        return f"Trained {len(metrics.get('loss', []))} epoch(s): {last}\nModel: {h.get('model_path')}"
+        lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
+        if h.get("model_path"):
+            lines.append(f"Model: {h['model_path']}")
+        pin = h.get("model_pin")
+        if pin:
+            lines.append(f"Model pin: {pin['name']} version {pin['version']} on {pin['board']}")
+        return "\n".join(lines)
 
     _emit(history, args.json, summary)
 
@@ -220,6 +227,15 @@ def _train_options(p: argparse.ArgumentParser, command: str) -> None:
         p.add_argument(flag, type=kind, help=_with_default("train", name, text))
     p.add_argument("--checkpoint-dir", help=f"checkpoints, to resume after an interruption: {OUTPUT_HELP}")
     p.add_argument("--model-dir", help=f"where the trained model is saved: {OUTPUT_HELP}")
+    p.add_argument("--model-pin", metavar="NAME",
+                   help="after training, publish the model (without optimizer state) as a new version of this pin")
+    p.add_argument("--model-board", metavar="B", help="board of --model-pin (default: the data's board)")
+    p.add_argument("--log-dir", metavar="D",
+                   help=f"TensorBoard logs, watched with tensorboard --logdir D: {OUTPUT_HELP}")
+    p.add_argument("--log-every", type=_positive, metavar="N",
+                   help=_with_default("train", "log_every", "write step scalars to --log-dir every N steps"))
+    p.add_argument("--profile-steps", type=_positive, nargs=2, metavar=("FIRST", "LAST"),
+                   help="profile these training steps (counted from 1) into --log-dir")
     p.add_argument("--verbose-fit", type=int, choices=[0, 1, 2],
                    help=_with_default("train", "verbose", "Keras fit verbosity"))
     if command == "train":

@@ -88,3 +88,29 @@ def test_options_left_out_take_the_core_defaults(monkeypatch, capsys):
         "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})
     assert main(["fetch", "--board", "/b"]) == 0
     assert seen == {"board": "/b"}, "only what was given reaches the core"
+
+
+def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_model(monkeypatch, capsys):
+    from alexnet import cli
+
+    seen: dict = {}
+    history = {"metrics": {"loss": [1.5, 1.2]}, "model_path": None, "model_pin": None}
+
+    def core(command):
+        if command == "fetch":
+            return lambda **k: {"image": [], "board": "/b"}
+        return lambda **k: seen.update(k) or history
+
+    monkeypatch.setattr(cli, "core", core)
+    assert main(["train", "--model-pin", "alexnet", "--model-board", "/m", "--log-dir", "/l", "--log-every", "5",
+                 "--profile-steps", "2", "4"]) == 0
+    assert {k: seen[k] for k in ("model_pin", "model_board", "log_dir", "log_every", "profile_steps")} == {
+        "model_pin": "alexnet", "model_board": "/m", "log_dir": "/l", "log_every": 5, "profile_steps": [2, 4]}
+    out = capsys.readouterr().out
+    assert "Trained 2 epoch(s)" in out and "Model" not in out
+    history.update(model_path="/m/alexnet.keras", model_pin={"board": "/m", "name": "alexnet", "version": "v1"})
+    assert main(["train"]) == 0
+    out = capsys.readouterr().out
+    assert "Model: /m/alexnet.keras" in out and "Model pin: alexnet version v1 on /m" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--profile-steps", "2"])

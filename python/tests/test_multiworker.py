@@ -27,9 +27,11 @@ from helpers_train import make_tree  # noqa: E402
 
 from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train import agreement, cluster  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
+from alexnet.train.card import CARD_FILE  # noqa: E402
 from alexnet.train.checkpoint import STATE_FILE  # noqa: E402
 from alexnet.train.cluster import tf_config_json  # noqa: E402
 from alexnet.train.strategy import resolve_strategy  # noqa: E402
@@ -232,6 +234,9 @@ def _start(
         "epochs": 1 if fresh else 3,
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
+        # the run that completes: a model pin and TensorBoard logs, which only the chief writes
+        "model_board": None if fresh or kill else str(workdir / "models"),
+        "log_dir": None if fresh or kill else str(workdir / "logs"),
     }
     path = workdir / f"config-{index}.json"
     path.write_text(json.dumps(config))
@@ -301,6 +306,14 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
     assert histories[0]["model_path"] and Path(histories[0]["model_path"]).exists()
     assert histories[1]["model_path"] is None, "only the chief saves the model"
+    # only the chief wrote the card, the pin (one version) and the logs (one event file)
+    card = json.loads((tmp_path / "ckpt" / CARD_FILE).read_text())
+    assert card == histories[0]["card"] and card["epochs"] == 3 and card["num_classes"] == 4
+    assert histories[0]["model_pin"]["name"] == "alexnet" and histories[1]["model_pin"] is None
+    board = open_board(str(tmp_path / "models"))
+    assert list(board.pins.pin_versions("alexnet")["version"]) == [histories[0]["model_pin"]["version"]]
+    assert board.pins.pin_meta("alexnet").user["weights_sha256"] == histories[1]["weights_sha256"]
+    assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -342,6 +355,10 @@ def _worker(config_path: str) -> None:
             seed=index,
             verbose=0,
             callbacks=callbacks,
+            model_pin="alexnet" if config["model_board"] else None,
+            model_board=config["model_board"],
+            log_dir=config["log_dir"],
+            log_every=1,
         )
     except Exception as error:  # the survivor of the kill: report what stopped it
         out.write_text(json.dumps({"error": {"type": type(error).__name__, "message": str(error)[:2000]}}))

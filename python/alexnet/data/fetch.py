@@ -36,6 +36,15 @@ def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str
     return layout.read_categories(open_board(board))
 
 
+def _categories_version(board: Board) -> str | None:
+    """The version of ``board``'s ``categories`` pin, or None when the board does not say (an https:// board)."""
+    try:
+        version = board.pins.pin_meta(layout.CATEGORIES_PIN).version.version
+    except Exception:  # pins raises many kinds here; the version is a record, not needed to train
+        return None
+    return str(version) if version else None
+
+
 def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool
            ) -> list[ZipItem]:
     items = []
@@ -76,7 +85,9 @@ def imagenet_partition(
     ``val_label``, ``val_category`` (this partition's validation images, empty when the board has none or
     ``validation`` is false), ``partition``, ``total``, ``partition_sizes`` and ``val_partition_sizes``
     (training and validation images of every partition, in partition order), ``board``, ``cache_dir``,
-    ``downloaded_bytes`` and ``seconds``.
+    ``downloaded_bytes`` and ``seconds``; and for the model's card, ``class_ids`` and ``class_names`` (the id and
+    name of every category of the board, by global index) and ``categories_version`` (the version of the board's
+    ``categories`` pin, ``None`` when the board does not tell it).
     """
     partition, total = check_partition(partition, total)
     workers = as_int(workers, "workers", 1)
@@ -106,6 +117,8 @@ def imagenet_partition(
         "partition_sizes": partition_sizes(images, total),
         "val_partition_sizes": partition_sizes(images, total, val_counts),
         "board": opened.location, "cache_dir": root,
+        "class_ids": [r["id"] for r in rows], "class_names": [r["name"] or r["id"] for r in rows],
+        "categories_version": _categories_version(opened),
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
     })
     return result

@@ -26,6 +26,9 @@ class TrainingData:
     categories: list[str]
     val_files: list[str] = field(default_factory=list)
     val_labels: list[int] = field(default_factory=list)
+    #: The id and name of every output of the model, by label (``num_classes`` of each).
+    class_ids: list[str] = field(default_factory=list)
+    class_names: list[str] = field(default_factory=list)
 
 
 def _check_range(labels: Sequence[int], num_classes: int, name: str) -> None:
@@ -89,13 +92,35 @@ def _val_labels(data: Mapping[str, Any], val_files: list[str], mapping: dict[str
     return val_labels
 
 
+def _classes(data: Mapping[str, Any], num_classes: int, mapping: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The id and name of every class, by label: ``class_ids``/``class_names`` of ``data`` when given, else the
+    categories ``data`` names (as ids and names), with the label's number for a label no image names."""
+    ids, names = as_strings(data.get("class_ids")), as_strings(data.get("class_names"))
+    if ids or names:
+        names = names or ids
+        ids = ids or names
+        for name, values in (("class_ids", ids), ("class_names", names)):
+            if len(values) != num_classes:
+                raise AlexnetError(
+                    f"`data${name}` has {len(values)} entries but there are {num_classes} classes: give one per "
+                    "class, in label order (as imagenet_partition() does), or leave it out."
+                )
+        return ids, names
+    by_label = {label: wnid for wnid, label in mapping.items()}
+    ids = [by_label.get(label, str(label)) for label in range(num_classes)]
+    return ids, list(ids)
+
+
 def training_data(data: Mapping[str, Any]) -> TrainingData:
     """Normalise ``data``: the result of ``imagenet_partition()``, or a hand-made ``image``/``category``/``categories``.
 
     With ``label`` and ``num_classes`` (a partition), labels are the global class indices. Without them
     (the hand-made form), a label is the position of the image's category in ``sorted(categories)`` and
     ``num_classes`` is the number of categories. Validation images come from ``val_image`` with
-    ``val_label`` or ``val_category``. Every problem raises an :class:`AlexnetError` that names the field.
+    ``val_label`` or ``val_category``. The classes' ids and names come from ``class_ids`` and ``class_names``
+    (one per class, in label order) when given; otherwise the hand-made form's sorted categories serve as both,
+    and a partition without them names the classes its images show, the others by their label's number.
+    Every problem raises an :class:`AlexnetError` that names the field.
     """
     if not isinstance(data, Mapping):
         raise AlexnetError(
@@ -114,4 +139,6 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
     val_files = as_strings(data.get("val_image"))
     val_labels = _val_labels(data, val_files, mapping) if val_files else []
     _check_range(val_labels, num_classes, "val_label")
-    return TrainingData(files, labels, num_classes, as_strings(data.get("categories")), val_files, val_labels)
+    class_ids, class_names = _classes(data, num_classes, mapping)
+    return TrainingData(files, labels, num_classes, as_strings(data.get("categories")), val_files, val_labels,
+                        class_ids, class_names)

@@ -23,6 +23,7 @@ from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..storage.location import location_kind, writable_location
 from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
+from ..train.settings import check_model_board, check_model_pin
 from .monitor import start_monitor
 from .worker import WorkerError, check_train_args
 
@@ -93,10 +94,19 @@ class JobPlan:
     retries: int = 0
 
 
-def _check_outputs(train_args: Mapping[str, Any], local_master: bool) -> dict[str, Any]:
-    """Output locations resolved and proven writable from the driver; a warning for local paths on a cluster."""
+def _check_outputs(train_args: Mapping[str, Any], local_master: bool, board: str) -> dict[str, Any]:
+    """Output locations resolved and proven writable from the driver; a warning for local paths on a cluster.
+
+    With ``model_pin``: its name is checked, and its board (``model_board``, else the data's ``board``, where
+    the chief publishes it) is proven writable and passed on resolved.
+    """
     resolved = dict(train_args)
-    for name in ("checkpoint_dir", "model_dir"):
+    if resolved.get("model_pin") is not None:
+        resolved["model_pin"] = check_model_pin(resolved["model_pin"])
+        resolved["model_board"] = check_model_board(resolved.get("model_board"), board)
+    elif resolved.get("model_board") is not None:
+        logger.warning("`model_board` is only used with `model_pin`: no model pin is written.")
+    for name in ("checkpoint_dir", "model_dir", "log_dir"):
         if resolved.get(name) is None:
             continue
         resolved[name] = writable_location(resolved[name], name)[0]
@@ -114,8 +124,8 @@ def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *
 
     ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever);
     ``train_args`` must not hold ``data`` or ``strategy``; ``base_port`` must leave room for every worker; the
-    board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir`` and ``model_dir`` must
-    be writable.
+    board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir``, ``model_dir`` and
+    ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid name for a model pin.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
@@ -132,7 +142,7 @@ def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *
             "cache_dir": None if cache_dir is None else os.fspath(cache_dir),
             "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
             "env": {str(k): str(v) for k, v in (env or {}).items()},
-            "train_args": _check_outputs(train_args, local_master)}
+            "train_args": _check_outputs(train_args, local_master, opened.location)}
     return JobPlan(workers, opened.location, task, as_int(retries, "retries", 0))
 
 

@@ -5,8 +5,9 @@ strategy, before any other TensorFlow work, as multi-worker training requires (:
 image once and leave bad ones out (:mod:`alexnet.data.scan`); agree with the other workers on the steps per
 epoch (:mod:`.agreement`); build the tf.data pipelines (:mod:`alexnet.data.pipeline`); build and compile
 AlexNet under the strategy's scope (:mod:`.model`); restore the last checkpoint when there is one
-(:mod:`.checkpoint`); fit for the remaining epochs, checkpointing as it goes (:mod:`.callbacks`); save the
-model; return the history as a plain dict. TensorFlow is imported by the call, not by this module.
+(:mod:`.checkpoint`); fit for the remaining epochs, checkpointing as it goes (:mod:`.callbacks`) and logging
+for TensorBoard (:mod:`.tensorboard`); save the model with its card (:mod:`.card`), and publish it as a pin;
+return the history as a plain dict. TensorFlow is imported by the call, not by this module.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from ..data.inputs import TrainingData
     from .agreement import Steps
+    from .card import ModelCard
     from .checkpoint import CheckpointStore
     from .strategy import Topology
 
@@ -209,6 +211,11 @@ def alexnet_train(
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
     collective_timeout: float | None = DEFAULT_COLLECTIVE_TIMEOUT,
     progress_file: str | None = None,
+    log_dir: str | os.PathLike | None = None,
+    log_every: int = 100,
+    profile_steps: tuple[int, int] | None = None,
+    model_pin: str | None = None,
+    model_board: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Train AlexNet on ``data`` and return its history.
 
@@ -246,7 +253,28 @@ def alexnet_train(
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
     covers every epoch. ``model_dir`` (same kinds of string; default: ``checkpoint_dir``) receives the trained
-    model as ``alexnet.keras``. A location that cannot be written is an error before any training.
+    model as ``alexnet.keras``, with its card beside it as ``alexnet-model.json``
+    (:class:`alexnet.train.card.ModelCard`: image size, the id and name of every class by label, epochs done,
+    final metrics, the data's board and ``categories`` version, weights digest, creation time). A location
+    that cannot be written is an error before any training.
+
+    ``model_pin`` (a pin name, such as ``"alexnet"``): after training, the model is saved without its
+    optimizer state (what inference needs; resuming is the checkpoints' job) and published as a new version of
+    that pin on ``model_board`` (default: the board ``data`` came from), with the card, its kind (``model``),
+    and the file's SHA-256 and size as the pin's metadata. The name must not be one of the data board's own
+    pins (``categories``, ``bad_images``, a WordNet id, ``val-<wnid>``), and the board must be writable:
+    both are checked before training.
+
+    ``log_dir`` (same kinds of string as ``checkpoint_dir``) receives TensorBoard event files: per epoch
+    ``epoch/loss``, ``epoch/accuracy``, ``epoch/top5_accuracy`` (with more than 5 classes), the ``val_`` ones,
+    ``epoch/learning_rate`` and ``epoch/images_per_second``; every ``log_every`` steps ``step/loss``,
+    ``step/accuracy``, ``step/learning_rate`` and ``step/images_per_second``, at the global step (which
+    continues across resumed runs). ``profile_steps = (first, last)`` (R: ``c(first, last)``) runs
+    TensorFlow's profiler over those steps of this call (counted from 1), into ``plugins/profile/`` under
+    ``log_dir``. Logs on a bucket are uploaded after each epoch and at the end (see
+    :mod:`alexnet.train.tensorboard`). Watch with ``pip install alexnet[tensorboard]`` and
+    ``tensorboard --logdir <log_dir>`` (TensorBoard reads a folder and ``gs://``; copy ``s3://`` logs to a folder).
+
     ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
     ``dropout`` and ``grouped`` change the model (see :func:`alexnet.train.model.build_alexnet`);
     ``area_range`` is the share of each image that a random training crop covers (see
@@ -257,16 +285,17 @@ def alexnet_train(
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
     and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
     makes the others fail instead of waiting for ever (a ``MultiWorkerMirroredStrategy`` object keeps its
-    own communication options). Only the chief (worker 0) keeps checkpoints and the model; for a
-    resumable multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the
-    same path on a shared file system), as every worker restores from it.
+    own communication options). Only the chief (worker 0) keeps checkpoints, the model, its card and pin,
+    and TensorBoard logs; for a resumable multi-worker run, ``checkpoint_dir`` must be storage every worker
+    reaches (a bucket, or the same path on a shared file system), as every worker restores from it.
 
     Returns a dict: ``params`` (settings and sizes), ``metrics`` (per-epoch lists: ``loss``,
     ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``, ``val_accuracy``,
     ``val_top5_accuracy``), ``model_path`` (or ``None``), ``bad_images`` (paths) and
     ``images_per_second`` (training images per second on this machine, over the epochs after the first
-    when there are several) and ``weights_sha256`` (a digest of the final weights, the same on every
-    worker of a multi-worker run).
+    when there are several), ``weights_sha256`` (a digest of the final weights, the same on every
+    worker of a multi-worker run), ``card`` (the model card as a dict) and ``model_pin`` (``board``,
+    ``name`` and ``version`` of the pin written, or ``None``).
     """
     arguments = dict(locals())
     if data is None:
@@ -282,12 +311,46 @@ def alexnet_train(
     return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
 
 
+def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
+          metrics: Mapping[str, list[float]], digest: str) -> ModelCard:
+    """The card of the model trained on ``td``: its classes, input size, training and data."""
+    from .card import ModelCard, now
+
+    def text(name: str) -> str | None:
+        value = data.get(name)
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        return None if value is None else str(value)
+
+    return ModelCard(image_size=settings.image_size, num_classes=td.num_classes, class_ids=list(td.class_ids),
+                     class_names=list(td.class_names), epochs=len(metrics.get("loss") or []) or settings.epochs,
+                     metrics={name: float(values[-1]) for name, values in metrics.items() if values},
+                     board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
+                     created=now())
+
+
+def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
+    """Publish ``net`` without its optimizer state as pin ``settings.model_pin`` (the chief; every worker saves)."""
+    from .card import publish_model
+    from .checkpoint import inference_copy
+
+    if settings.model_pin is None or (not topo.chief and topo.workers == 1):
+        return None
+    with inference_copy(net) as local:
+        if not topo.chief:
+            return None
+        pin = publish_model(settings.model_board, settings.model_pin, local, card)
+    logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
+    return pin
+
+
 def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
            extra_callbacks: list[Any]) -> dict[str, Any]:
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
     from .checkpoint import CheckpointStore, save_model
     from .strategy import collective_timeout_of
+    from .tensorboard import LogDir, TensorBoardLog
 
     if topo.workers > 1 and collective_timeout_of(strategy) is None:
         logger.warning(
@@ -310,6 +373,7 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
                            every=settings.checkpoint_every)
     store = CheckpointStore(settings.checkpoint_dir, chief=topo.chief) if settings.checkpoint_dir else None
     start = (0, 0)
+    board_log: TensorBoardLog | None = None
     try:
         if store is not None:
             start, recorder.metrics, recorder.manager, recorder.position = _restore(store, net, optimizer,
@@ -322,6 +386,11 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
+        if settings.log_dir and topo.chief:
+            board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
+                                       images_per_step=topo.global_batch(settings.batch_size),
+                                       num_classes=td.num_classes, profile_steps=settings.profile_steps)
+            callbacks.append(board_log)
         logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                     "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
                     topo.global_batch(settings.batch_size), topo.replicas, topo.name)
@@ -331,7 +400,13 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
     finally:
         if store is not None:
             store.close()
-    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers)
+        if board_log is not None:
+            board_log.close()
+    digest = weights_digest(net)
+    card = _card(td, data, settings, recorder.metrics, digest)
+    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
+    model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder.metrics, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
-        "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": weights_digest(net)})
+        "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
+        "card": card.to_dict(), "model_pin": model_pin})

@@ -16,7 +16,8 @@ from .checkpoint import CheckpointStore
 logger = logging.getLogger(__name__)
 
 
-def _numbers(logs: dict[str, Any] | None) -> dict[str, float]:
+def numbers(logs: dict[str, Any] | None) -> dict[str, float]:
+    """The values of Keras ``logs`` that are numbers, as floats."""
     out = {}
     for name, value in (logs or {}).items():
         try:
@@ -24,6 +25,17 @@ def _numbers(logs: dict[str, Any] | None) -> dict[str, float]:
         except (TypeError, ValueError):
             continue
     return out
+
+
+def replicas_summed(model: keras.Model | None) -> int:
+    """How many replicas' values a step's logs add up: Keras sums each replica's running means into the
+    step logs ("auto" reduction off TPUs), while the epoch's logs are the metrics' global results."""
+    if model is None or getattr(model, "distribute_reduction_method", "auto") not in ("auto", "sum"):
+        return 1
+    strategy = getattr(model, "distribute_strategy", None)
+    if strategy is None or "TPU" in type(strategy).__name__:
+        return 1
+    return max(1, int(getattr(strategy, "num_replicas_in_sync", 1)))
 
 
 class Recorder(keras.callbacks.Callback):
@@ -52,7 +64,7 @@ class Recorder(keras.callbacks.Callback):
             self._save(self._epoch, step)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        for name, number in _numbers(logs).items():
+        for name, number in numbers(logs).items():
             values = self.metrics.setdefault(name, [])
             del values[epoch:]
             values.append(number)
@@ -157,26 +169,15 @@ class Progress(keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._start
         rate = self._done * self.images_per_step / elapsed if elapsed > 0 else 0.0
         return {"kind": kind, "time": time.time(), "epoch": self._epoch + 1, "epochs": self.epochs, "step": step,
-                "steps": self.steps, "images_per_second": round(rate, 2), **_numbers(logs)}
-
-    def _replicas_summed(self) -> int:
-        """How many replicas' values a step's logs add up: Keras sums each replica's running means into the
-        step logs ("auto" reduction off TPUs), while the epoch's logs are the metrics' global results."""
-        model = self.model
-        if model is None or getattr(model, "distribute_reduction_method", "auto") not in ("auto", "sum"):
-            return 1
-        strategy = getattr(model, "distribute_strategy", None)
-        if strategy is None or "TPU" in type(strategy).__name__:
-            return 1
-        return max(1, int(getattr(strategy, "num_replicas_in_sync", 1)))
+                "steps": self.steps, "images_per_second": round(rate, 2), **numbers(logs)}
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._done += 1
         now = time.perf_counter()
         if now - self._last >= self.interval:
             self._last = now
-            replicas = self._replicas_summed()
-            mean = {name: value / replicas for name, value in _numbers(logs).items()}
+            replicas = replicas_summed(self.model)
+            mean = {name: value / replicas for name, value in numbers(logs).items()}
             self.send(self._record(self.offset + batch + 1, mean, "step"))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

@@ -7,6 +7,8 @@ uploaded through fsspec: its data files first, TensorFlow's ``checkpoint`` index
 never names files that are not there yet; older checkpoints are deleted after. Restoring downloads the
 checkpoint the index names.
 
+The model is saved with its model card (:mod:`.card`) beside it as ``alexnet-model.json``.
+
 Only the chief (worker 0) keeps checkpoints, the history file and the model. The other workers save too
 (saving takes every worker of a multi-worker run), into a scratch folder that is deleted at the end.
 
@@ -17,19 +19,21 @@ including in the middle of an epoch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import posixpath
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
+from .card import CARD_FILE, ModelCard
 
 logger = logging.getLogger(__name__)
 
@@ -152,11 +156,13 @@ class CheckpointStore:
         self._scratch.clear()
 
 
-def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int) -> str | None:
-    """Save ``model`` as ``<location>/alexnet.keras`` on the chief; that location (None elsewhere, or without one).
+def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int,
+               card: ModelCard | None = None) -> str | None:
+    """Save ``model`` as ``<location>/alexnet.keras`` on the chief, with ``card`` beside it as
+    ``<location>/alexnet-model.json``; the model's location (None elsewhere, or without one).
 
     Every worker of a multi-worker run takes part in saving; the others write to a scratch folder that is
-    deleted at once.
+    deleted at once. The card is written after the model, so a card names a model that is there.
     """
     if location is None or (not chief and workers == 1):
         return None
@@ -165,6 +171,11 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
         os.makedirs(location, exist_ok=True)
         path = os.path.join(location, MODEL_FILE)
         model.save(path)
+        if card is not None:
+            temporary = os.path.join(location, CARD_FILE + ".tmp")
+            with open(temporary, "w", encoding="utf-8") as f:
+                f.write(card.to_json())
+            os.replace(temporary, os.path.join(location, CARD_FILE))
         return path
     scratch = make_scratch("alexnet-model-")
     try:
@@ -172,9 +183,28 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
         model.save(local)
         if not chief:
             return None
-        target = posixpath.join(fs_path(location), MODEL_FILE)
-        open_filesystem(location, write=True).put_file(local, target)
+        fs = open_filesystem(location, write=True)
+        fs.put_file(local, posixpath.join(fs_path(location), MODEL_FILE))
+        if card is not None:
+            fs.pipe_file(posixpath.join(fs_path(location), CARD_FILE), card.to_json().encode())
         return f"{location}/{MODEL_FILE}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def inference_copy(model: keras.Model) -> Iterator[str]:
+    """``model`` saved without its optimizer state (what inference needs, half the size), as a local
+    ``alexnet.keras`` in a scratch folder deleted on exit; its path.
+
+    Every worker of a multi-worker run must enter it at the same point, as saving takes all of them.
+    """
+    scratch = make_scratch("alexnet-model-")
+    try:
+        local = os.path.join(scratch, MODEL_FILE)
+        # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
+        keras.Model(model.inputs, model.outputs, name=model.name).save(local)
+        yield local
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

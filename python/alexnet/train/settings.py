@@ -8,6 +8,8 @@ This module does not import TensorFlow.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -49,6 +51,11 @@ class TrainSettings:
     jit_compile: bool | None
     collective_timeout: float | None
     progress_file: str | None
+    log_dir: str | None  # resolved location
+    log_every: int
+    profile_steps: tuple[int, int] | None
+    model_pin: str | None
+    model_board: str | None  # resolved board location, with model_pin only
 
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model: a checkpoint written with other values cannot be resumed."""
@@ -93,16 +100,84 @@ def _output(value: Any, name: str) -> str | None:
     return None if value is None else writable_location(value, name)[0]
 
 
+def _learning_rate(value: Any) -> float:
+    rate = _number(value, "learning_rate")
+    if rate <= 0:
+        raise AlexnetError(
+            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}."
+        )
+    return rate
+
+
+def _profile_steps(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        first, last = (as_int(v, "profile_steps", minimum=1) for v in value)
+    except (TypeError, ValueError):
+        raise AlexnetError(
+            f"`profile_steps` must be two step numbers (first, last), as c(10, 20) or (10, 20), not {value!r}."
+        ) from None
+    if last < first:
+        raise AlexnetError(f"`profile_steps` must be (first, last) with first <= last, not ({first}, {last}).")
+    return first, last
+
+
+#: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
+_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: The names of a data board's own pins: category pins are WordNet ids.
+_WNID = re.compile(r"n[0-9]{8}")
+
+
+def check_model_pin(name: Any) -> str:
+    """``name`` as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a data board's own pins
+    (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
+    from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
+
+    if isinstance(name, (list, tuple)) and len(name) == 1:
+        name = name[0]
+    if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
+        raise AlexnetError(
+            f"`model_pin` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
+            f"not {name!r}: e.g. model_pin = 'alexnet'."
+        )
+    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
+        raise AlexnetError(
+            f"`model_pin` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
+            "the categories' WordNet ids, val-<wnid>): choose another name, e.g. 'alexnet'."
+        )
+    return name
+
+
+def check_model_board(model_board: str | os.PathLike | None, data_board: str | None) -> str:
+    """The board a model pin goes to (``model_board``, else the data's board), opened for writing to prove it can
+    be; an :class:`AlexnetError` saying what to pass when there is none, a ``BoardError`` when it cannot be written."""
+    from ..storage.board import open_board
+
+    board = model_board if model_board is not None else data_board
+    if board is None:
+        raise AlexnetError(
+            "`model_pin` needs a board to write the model to, and `data` comes from no board: pass `model_board` "
+            "(a folder, gs:// or s3:// board)."
+        )
+    return open_board(board, write=True).location
+
+
 def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
     """``arguments`` (``alexnet_train``'s, by name) checked and converted: a :class:`TrainSettings`.
 
-    Output locations are resolved and proven writable here, before any training work.
+    Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable here,
+    before any training work; so is the board of ``model_pin``, whose name is checked too.
     """
     a = arguments
     drops: Sequence[Any] = a["lr_drop_epochs"] if a["lr_drop_epochs"] is not None else ()
     checkpoint_dir = _output(a["checkpoint_dir"], "checkpoint_dir")
     model_dir = _output(a["model_dir"], "model_dir") if a["model_dir"] is not None else checkpoint_dir
     checkpoint_every = as_optional_int(a["checkpoint_every"], "checkpoint_every", minimum=1)
+    model_pin = None if a.get("model_pin") is None else check_model_pin(a["model_pin"])
+    data = a.get("data")
+    data_board = data.get("board") if isinstance(data, Mapping) else None
+    model_board = check_model_board(a.get("model_board"), data_board) if model_pin is not None else None
     if checkpoint_every is not None and checkpoint_dir is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     return TrainSettings(
@@ -110,7 +185,7 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
         epochs=as_int(a["epochs"], "epochs", minimum=1),
         parallel=as_optional_int(a["parallel"], "parallel", minimum=1),
         image_size=as_int(a["image_size"], "image_size", minimum=MIN_IMAGE_SIZE),
-        learning_rate=_number(a["learning_rate"], "learning_rate", 0.0),
+        learning_rate=_learning_rate(a["learning_rate"]),
         momentum=_number(a["momentum"], "momentum", 0.0, 1.0),
         weight_decay=_number(a["weight_decay"], "weight_decay", 0.0),
         lr_drop_epochs=tuple(as_int(e, "lr_drop_epochs", minimum=0) for e in
@@ -134,6 +209,11 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
         jit_compile=_optional_bool(a["jit_compile"], "jit_compile"),
         collective_timeout=as_seconds(a["collective_timeout"], "collective_timeout"),
         progress_file=None if a.get("progress_file") is None else str(a["progress_file"]),
+        log_dir=_output(a.get("log_dir"), "log_dir"),
+        log_every=as_int(a.get("log_every", 100), "log_every", minimum=1),
+        profile_steps=_profile_steps(a.get("profile_steps")),
+        model_pin=model_pin,
+        model_board=model_board,
     )
 
 
@@ -142,4 +222,5 @@ def settings_params(settings: TrainSettings) -> dict[str, Any]:
     params = asdict(settings)
     params["lr_drop_epochs"] = list(settings.lr_drop_epochs)
     params["area_range"] = list(settings.area_range)
+    params["profile_steps"] = None if settings.profile_steps is None else list(settings.profile_steps)
     return params

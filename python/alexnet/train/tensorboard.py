@@ -1,0 +1,212 @@
+"""TensorBoard logs of a training run: scalars per epoch and every few steps, and TensorFlow's profiler.
+
+``log_dir`` takes the same strings as ``checkpoint_dir``: a folder, ``file://``, ``gs://`` or ``s3://``. Event
+files are written in place in a folder; for a bucket they are written to a local scratch folder, and what is new
+there is uploaded after each epoch and at the end (an event file grows as it is written, so it is uploaded again
+whenever its size changed). Only the chief (worker 0) of a multi-worker run writes logs.
+
+Scalars are written with ``tf.summary.write`` and the metadata of TensorBoard's scalars plugin, so training
+needs no ``tensorboard`` package; watching does: ``pip install alexnet[tensorboard]`` and
+``tensorboard --logdir <log_dir>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shutil
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..scratch import OWNER_FILE, make_scratch
+from ..storage.location import fs_path, location_kind, open_filesystem
+from ..tfimport import keras, tf
+from .callbacks import numbers, replicas_summed
+
+logger = logging.getLogger(__name__)
+
+#: Tags of the scalars written every ``log_every`` steps, under :data:`STEP_PREFIX`.
+STEP_SCALARS = ("loss", "accuracy", "learning_rate", "images_per_second")
+#: Prefix of the tags written once per epoch (x axis: epochs done).
+EPOCH_PREFIX = "epoch/"
+#: Prefix of the tags written every ``log_every`` steps (x axis: the global step, across resumed runs).
+STEP_PREFIX = "step/"
+#: Fewest classes for which top-5 accuracy says something (with 5 or fewer, it is always 1).
+TOP5_MIN_CLASSES = 6
+
+
+def _scalar_metadata() -> Any:
+    """The summary metadata TensorBoard's scalars plugin reads (what ``tensorboard.summary.scalar`` writes)."""
+    plugin = tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
+    return tf.compat.v1.SummaryMetadata(plugin_data=plugin, data_class=1)  # 1: DATA_CLASS_SCALAR
+
+
+class LogDir:
+    """Where this run's event files go (``location``, a resolved location string), seen from the chief."""
+
+    def __init__(self, location: str):
+        self.location = location
+        self.remote = location_kind(location) != "file"
+        self._sent: dict[str, int] = {}
+        if self.remote:
+            self.fs = open_filesystem(location, write=True, what="`log_dir`")
+            self.root = fs_path(location)
+            self.local = make_scratch("alexnet-tensorboard-")
+        else:
+            os.makedirs(location, exist_ok=True)
+            self.local = location
+
+    def sync(self) -> int:
+        """Upload the files of the scratch folder that are new or have grown since the last sync (a no-op for a
+        folder); the number uploaded. A failed upload is logged and tried again at the next sync."""
+        if not self.remote:
+            return 0
+        sent = 0
+        for folder, _, files in os.walk(self.local):
+            for name in files:
+                path = os.path.join(folder, name)
+                relative = os.path.relpath(path, self.local).replace(os.sep, "/")
+                if relative == OWNER_FILE:
+                    continue
+                size = os.path.getsize(path)
+                if self._sent.get(relative) == size:
+                    continue
+                try:
+                    self.fs.put_file(path, posixpath.join(self.root, relative))
+                except Exception as error:  # logs never stop training
+                    logger.warning("Cannot upload %s to %s (%s); trying again later.", relative, self.location, error)
+                    continue
+                self._sent[relative] = size
+                sent += 1
+        return sent
+
+    def close(self) -> None:
+        """Upload what is left and delete the scratch folder."""
+        self.sync()
+        if self.remote:
+            shutil.rmtree(self.local, ignore_errors=True)
+
+
+def current_learning_rate(model: keras.Model) -> float:
+    """The learning rate of the optimizer's last step (its schedule's value at ``iterations - 1``)."""
+    optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(schedule(tf.maximum(optimizer.iterations - 1, 0)))
+    return float(keras.backend.get_value(optimizer.learning_rate))
+
+
+class TensorBoardLog(keras.callbacks.Callback):
+    """Writes a run's scalars to ``log_dir`` and profiles steps ``profile_steps``.
+
+    Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs
+    (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
+    ones), ``learning_rate`` and ``images_per_second`` (training images of every worker per second, validation
+    excluded). Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
+    :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
+    reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
+    run counts from where it resumed): the profiler runs from the start of step ``first`` to the end of step
+    ``last`` and writes ``plugins/profile/<run>/`` under ``log_dir``. ``offset`` is the number of steps of the
+    current epoch done before this ``fit`` started. Call :meth:`close` once training is over.
+    """
+
+    def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
+                 profile_steps: tuple[int, int] | None = None):
+        super().__init__()
+        self.log_dir, self.steps, self.every = log_dir, steps, every
+        self.images_per_step = images_per_step
+        self.top5 = num_classes >= TOP5_MIN_CLASSES
+        self.profile_steps = profile_steps
+        self.offset = 0
+        self.writer = tf.summary.create_file_writer(log_dir.local)
+        self._metadata = _scalar_metadata()
+        self._epoch = 0
+        self._run_steps = 0  # steps of this call, for profile_steps
+        self._profiling = False
+        self._epoch_start = self._mark = 0.0
+        self._epoch_steps = self._mark_steps = 0
+        self._epoch_seconds: float | None = None
+
+    def _write(self, values: Mapping[str, float], prefix: str, step: int) -> None:
+        with self.writer.as_default():
+            for name, value in values.items():
+                tf.summary.write(prefix + name, tf.constant(float(value), tf.float32), step=step,
+                                 metadata=self._metadata)
+
+    # -- steps ---------------------------------------------------------------------------------------------
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._epoch = epoch
+        self._epoch_start = self._mark = time.perf_counter()
+        self._epoch_steps = self._mark_steps = 0
+        self._epoch_seconds = None
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.profile_steps is not None and self._run_steps + 1 == self.profile_steps[0]:
+            self._start_profiler()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._run_steps += 1
+        self._epoch_steps += 1
+        if self._profiling and self.profile_steps is not None and self._run_steps >= self.profile_steps[1]:
+            self._stop_profiler()
+        step = self._epoch * self.steps + self.offset + batch + 1
+        if step % self.every:
+            return
+        now = time.perf_counter()
+        elapsed = now - self._mark
+        rate = (self._epoch_steps - self._mark_steps) * self.images_per_step / elapsed if elapsed > 0 else 0.0
+        self._mark, self._mark_steps = now, self._epoch_steps
+        replicas = replicas_summed(self.model)
+        values = {name: value / replicas for name, value in numbers(logs).items() if name in ("loss", "accuracy")}
+        values.update(learning_rate=current_learning_rate(self.model), images_per_second=rate)
+        self._write(values, STEP_PREFIX, step)
+
+    # -- epochs --------------------------------------------------------------------------------------------
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._epoch_seconds is None:
+            self._epoch_seconds = time.perf_counter() - self._epoch_start
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        seconds = self._epoch_seconds if self._epoch_seconds is not None else time.perf_counter() - self._epoch_start
+        values = {name: value for name, value in numbers(logs).items() if self.top5 or "top5" not in name}
+        values["learning_rate"] = current_learning_rate(self.model)
+        values["images_per_second"] = self._epoch_steps * self.images_per_step / seconds if seconds > 0 else 0.0
+        self._write(values, EPOCH_PREFIX, epoch + 1)
+        self.writer.flush()
+        self.log_dir.sync()
+
+    # -- the profiler --------------------------------------------------------------------------------------
+
+    def _start_profiler(self) -> None:
+        try:
+            tf.profiler.experimental.start(self.log_dir.local)
+        except Exception as error:  # e.g. another profiler session runs in this process
+            logger.warning("Cannot start TensorFlow's profiler (%s); training goes on without it.", error)
+            return
+        self._profiling = True
+        logger.info("Profiling steps %d to %d into %s.", *self.profile_steps, self.log_dir.location)  # type: ignore[misc]
+
+    def _stop_profiler(self) -> None:
+        self._profiling = False
+        try:
+            tf.profiler.experimental.stop()
+        except Exception as error:
+            logger.warning("Cannot stop TensorFlow's profiler (%s); the profile may be missing.", error)
+
+    def close(self) -> None:
+        """Stop the profiler if it still runs (training ended before ``profile_steps``' last), write the last
+        events and upload them."""
+        if self._profiling:
+            logger.warning("Training ended before step %d of `profile_steps`: the profile stops at step %d.",
+                           self.profile_steps[1] if self.profile_steps else 0, self._run_steps)
+            self._stop_profiler()
+        elif self.profile_steps is not None and self._run_steps < self.profile_steps[0]:
+            logger.warning("`profile_steps` starts at step %d, but this run trained %d step(s): nothing was profiled.",
+                           self.profile_steps[0], self._run_steps)
+        self.writer.flush()
+        self.writer.close()
+        self.log_dir.close()
