@@ -131,3 +131,27 @@ def test_crops_other_than_1_or_10_are_refused(setup, crops):
 def test_neither_data_nor_board_is_refused(setup):
     with pytest.raises(AlexnetError, match="give the images to evaluate on"):
         alexnet_evaluate(setup["model_dir"])
+
+
+def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
+    import json
+
+    from alexnet import cli
+    from alexnet.train.card import publish_model
+
+    expected = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"])
+    common = ["--board", setup["board"], "--cache-dir", setup["cache"], "--json"]
+    assert cli.main(["evaluate", setup["model_dir"], *common]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert {k: printed[k] for k in ("images", "top1_correct", "top5_correct")} == \
+        {k: expected[k] for k in ("images", "top1_correct", "top5_correct")}
+    from pathlib import Path
+
+    from alexnet.train.card import ModelCard
+
+    card = ModelCard.from_json(Path(setup["model_dir"], "alexnet-model.json").read_text(), "the test's card")
+    publish_model(setup["board"], "cli-model", f"{setup['model_dir']}/alexnet.keras", card)
+    assert cli.main(["evaluate", "--model-pin", "cli-model", "--partition", "1", "--total", "2", "--crops", "10",
+                     *common[:4]]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cli-model@") and "10 crops" in out and "top-5" in out

@@ -88,3 +88,19 @@ def test_a_model_without_a_card_names_classes_by_number(setup, tmp_path, caplog)
     # a loaded keras model, from Python
     direct = alexnet_predict(setup["model"], setup["images"][:1], top=6)
     assert [r["id"] for r in direct] == [r["id"] for r in records]
+
+
+def test_the_command_line_prints_a_table_and_json(setup, capsys):
+    import json
+
+    from alexnet import cli
+
+    assert cli.main(["predict", *setup["images"][:2], "--model", setup["model_dir"], "--top", "2"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    expected = alexnet_predict(setup["model_dir"], setup["images"][:2], top=2)
+    assert table[1] == setup["images"][0] and table[4] == setup["images"][1]
+    assert table[2].split()[2] == expected[0]["id"] and " ".join(table[2].split()[3:]) == expected[0]["name"]
+    assert cli.main(["predict", setup["images"][0], "--model", setup["model_dir"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == alexnet_predict(setup["model_dir"], setup["images"][:1])
+    assert cli.main(["predict", setup["images"][0]]) == 2
+    assert "give the model either as --model MODEL" in capsys.readouterr().err
