@@ -155,3 +155,17 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
                      *common[:4]]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cli-model@") and "10 crops" in out and "top-5" in out
+
+
+def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setup, tmp_path, monkeypatch):
+    """No batch is dropped silently: a file that still fails to decode is named (the check is bypassed here to
+    stand for a corruption it cannot see)."""
+    import alexnet.data.scan
+
+    files, labels = _kept(setup)
+    empty = tmp_path / "empty.JPEG"
+    empty.write_bytes(b"")
+    monkeypatch.setattr(alexnet.data.scan, "scan_images", lambda files, parallel=None: [])
+    data = {"val_image": [*files[:5], str(empty), *files[5:]], "val_label": [*labels[:5], 0, *labels[5:]]}
+    with pytest.raises(AlexnetError, match=r"1 validation image\(s\) .* cannot be decoded .*empty\.JPEG"):
+        alexnet_evaluate(setup["model_dir"], data, batch_size=4)

@@ -151,7 +151,7 @@ def plan_evaluation(model: Any, workers: Any, board: str | os.PathLike | None, s
         raise AlexnetError(f"{workers} workers need at least {workers} categories with validation images, but board "
                            f"{opened.location} has {len(counts)}: use workers <= {len(counts)}.")
     return {"model": reference, "board": opened.location, "crops": crops, "batch_size": batch_size,
-            "cache_dir": None if cache_dir is None else os.fspath(cache_dir),
+            "cache_dir": None if cache_dir is None else os.path.abspath(os.fspath(cache_dir)),
             "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
             "env": {str(k): str(v) for k, v in (env or {}).items()}, "workers": workers}
 
