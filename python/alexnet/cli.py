@@ -35,6 +35,10 @@ CORE = {
     "train": "alexnet.train.api:alexnet_train",
     "spark-train": "alexnet.launch.spark:alexnet_spark_train",
     "bench": "alexnet.bench.run:alexnet_benchmark",
+    "model": "alexnet.model.pin:alexnet_model",
+    "evaluate": "alexnet.model.evaluate:alexnet_evaluate",
+    "predict": "alexnet.model.predict:alexnet_predict",
+    "spark-evaluate": "alexnet.launch.evaluate:alexnet_spark_evaluate",
 }
 
 
@@ -202,6 +206,105 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     _emit(result, args.json, lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}")
 
 
+def _model(args: argparse.Namespace, option: str = "model") -> Any:
+    """The model a command names: the location given, or the model pin ``--model-pin`` read from ``--board``."""
+    location = getattr(args, option, None)
+    pin = getattr(args, "model_pin", None)
+    if (location is None) == (pin is None):
+        flag = "MODEL" if option == "model" and args.command == "evaluate" else "--model MODEL"
+        raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as "
+                           "--model-pin NAME (a model pin on --board), not both or neither.")
+    if location is not None:
+        return location
+    return core("model")(getattr(args, "board", None), pin, getattr(args, "pin_version", None))
+
+
+def _board(args: argparse.Namespace) -> str:
+    """``--board``, else the default board (evaluation always reads a board)."""
+    from .storage.board import default_board
+
+    return getattr(args, "board", None) or default_board()
+
+
+def _evaluation_summary(r: dict[str, Any]) -> str:
+    lines = [
+        f"{r['model']}, {r['protocol']}, {r['image_size']} pixels: top-1 {r['top1_accuracy']:.2%} "
+        f"({r['top1_correct']}/{r['images']}), top-{r['top_k']} {r['top5_accuracy']:.2%} "
+        f"({r['top5_correct']}/{r['images']}); {r['images_per_second']:.1f} images/s"
+    ]
+    for w in r.get("per_worker") or []:
+        lines.append(f"  worker {w['worker']}: {w['images']} images, top-1 {w['top1_correct']}, "
+                     f"top-{r['top_k']} {w['top5_correct']}, {w['seconds']:.1f} s")
+    bad = r.get("bad_images") or []
+    if bad:
+        lines.append(f"{len(bad)} unusable image(s) left out:")
+        lines += [f"  {b}" for b in bad]
+    return "\n".join(lines)
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> None:
+    result = core("evaluate")(_model(args), board=_board(args),
+                              **_given(args, "crops", "batch_size", "parallel", "partition", "total", "cache_dir",
+                                       "fetch_workers"))
+    _emit(result, args.json, _evaluation_summary)
+
+
+def _cmd_predict(args: argparse.Namespace) -> None:
+    records = core("predict")(_model(args), args.images, **_given(args, "top", "batch_size"))
+
+    def summary(rs: list[dict[str, Any]]) -> str:
+        lines = [f"{'rank':>4}  {'probability':>11}  {'id':<10}  name"]
+        image = None
+        for r in rs:
+            if r["image"] != image:
+                image = r["image"]
+                lines.append(str(image))
+            lines.append(f"{r['rank']:>4}  {r['probability']:>11.4f}  {r['id']:<10}  {r['name']}")
+        return "\n".join(lines)
+
+    _emit(records, args.json, summary)
+
+
+def _cmd_spark_evaluate(args: argparse.Namespace) -> None:
+    from pyspark.sql import SparkSession
+
+    from .launch.spark import spark_session
+
+    model = _model(args)
+    session = SparkSession.getActiveSession()
+    owned = session is None
+    if session is None:
+        session = spark_session(args.master or f"local[{args.workers}]", "alexnet spark-evaluate")
+    try:
+        result = core("spark-evaluate")(session, model, args.workers, _board(args),
+                                        **_given(args, "crops", "batch_size", "cache_dir", "fetch_workers", "timeout"))
+    finally:
+        if owned:
+            session.stop()
+    _emit(result, args.json, _evaluation_summary)
+
+
+def _model_options(p: argparse.ArgumentParser, command: str, positional: bool) -> None:
+    if positional:
+        p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
+                       "location (or give --model-pin)")
+    else:
+        p.add_argument("--model", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location")
+    p.add_argument("--model-pin", help="the name of a model pin on --board (instead of a model location)")
+    p.add_argument("--pin-version", help="the version of --model-pin (default: its latest)")
+    p.add_argument("--board", help=BOARD_HELP)
+    p.add_argument("--batch-size", type=_positive, help=_with_default(command, "batch_size", "images scored at once"))
+
+
+def _evaluate_options(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--crops", type=int, choices=[1, 10],
+                   help=_with_default(command, "crops", "1: the centre crop; 10: corners, centre and their mirrors"))
+    p.add_argument("--cache-dir", help="where validation images are extracted (default: under the user cache "
+                   "directory)")
+    p.add_argument("--fetch-workers", type=_positive, help=_with_default(command, "fetch_workers",
+                                                                          "parallel downloads"))
+
+
 def _with_default(command: str, name: str, text: str) -> str:
     value = default(command, name)
     return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
@@ -264,6 +367,15 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
         "spark-train": add("spark-train", _cmd_spark_train, "train on several workers at once, one Spark barrier "
                            "task each", "Train AlexNet with MultiWorkerMirroredStrategy on WORKERS Spark barrier "
                            "tasks, each on its own partition of the board; prints one row per worker."),
+        "evaluate": add("evaluate", _cmd_evaluate, "top-1 and top-5 accuracy of a model on a board's validation "
+                        "images", "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, "
+                        "or on share --partition of --total of them, with 1 or 10 crops."),
+        "predict": add("predict", _cmd_predict, "the most probable classes of images",
+                       "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE."),
+        "spark-evaluate": add("spark-evaluate", _cmd_spark_evaluate, "evaluate on several workers at once, one "
+                              "Spark barrier task each", "Evaluate a model on every validation image of --board, "
+                              "split over WORKERS Spark barrier tasks; the counts add up to a one-machine "
+                              "evaluation."),
         "bench": add("bench", _cmd_bench, "benchmark the input pipeline, the model and training; name the bottleneck",
                      "Measure images/s of a plain JPEG decode, the original r-tensorflow/alexnet pipeline and this "
                      "package's pipeline (on 1, 2 and all cores), the model on in-memory batches and real training, "
@@ -312,6 +424,24 @@ def build_parser() -> argparse.ArgumentParser:
     _partition_options(subs["train"])
     _train_options(subs["train"], "train")
     _spark_options(subs["spark-train"])
+    evaluate = subs["evaluate"]
+    _model_options(evaluate, "evaluate", positional=True)
+    _evaluate_options(evaluate, "evaluate")
+    evaluate.add_argument("--parallel", type=_positive, help="parallel decodes (default: autotune)")
+    evaluate.add_argument("--partition", type=_non_negative, help=_with_default("evaluate", "partition",
+                                                                                "0-based share of the images"))
+    evaluate.add_argument("--total", type=_positive, help=_with_default("evaluate", "total", "number of shares"))
+    predict = subs["predict"]
+    predict.add_argument("images", nargs="+", metavar="IMAGE",
+                         help="image files or locations (file://, gs://, s3://, https://)")
+    _model_options(predict, "predict", positional=False)
+    predict.add_argument("--top", type=_positive, help=_with_default("predict", "top", "classes shown per image"))
+    spark_evaluate = subs["spark-evaluate"]
+    spark_evaluate.add_argument("--workers", type=_positive, required=True, help="workers (barrier tasks)")
+    spark_evaluate.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
+    _model_options(spark_evaluate, "spark-evaluate", positional=False)
+    _evaluate_options(spark_evaluate, "spark-evaluate")
+    spark_evaluate.add_argument("--timeout", type=float, help="cancel the whole job after these seconds")
     _bench_options(subs["bench"])
     return parser
 

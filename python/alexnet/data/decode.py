@@ -249,3 +249,50 @@ def decode_for_eval(contents: tf.Tensor, image_size: int) -> tf.Tensor:
         return resize_square(image, image_size)
 
     return _to_uint8(tf.cond(is_jpeg(contents), jpeg, other))
+
+
+#: The ten views of :func:`decode_ten_crops`, in order: the four corners and the centre, then their mirrors.
+TEN_CROP_VIEWS = ("top left", "top right", "bottom left", "bottom right", "centre",
+                  "top left, mirrored", "top right, mirrored", "bottom left, mirrored", "bottom right, mirrored",
+                  "centre, mirrored")
+
+
+def _decode_at_least(contents: tf.Tensor, min_side: int) -> tf.Tensor:
+    """Decode a whole image to uint8 RGB; a JPEG at the smallest DCT scale whose short side still exceeds
+    ``min_side`` (:func:`jpeg_ratio`), any other format at full size."""
+
+    def jpeg() -> tf.Tensor:
+        shape = tf.image.extract_jpeg_shape(contents)
+        chosen = jpeg_ratio(shape[0], shape[1], min_side)
+        index = tf.cast(tf.math.log(tf.cast(chosen, tf.float32)) / math.log(2.0) + 0.5, tf.int32)
+        branches = [(lambda r=r: tf.image.decode_jpeg(contents, channels=3, ratio=r)) for r in JPEG_RATIOS]
+        return tf.switch_case(index, branches)
+
+    image = tf.cond(is_jpeg(contents), jpeg, lambda: decode_any(contents))
+    image.set_shape([None, None, 3])
+    return image
+
+
+def decode_ten_crops(contents: tf.Tensor, image_size: int) -> tf.Tensor:
+    """Decode one image's bytes into the ten views of the AlexNet paper's test protocol: uint8
+    ``[10, image_size, image_size, 3]``.
+
+    The image is resized (bilinear, keeping its aspect ratio) so that its short side is
+    ``round(image_size * 256 / 224)``, as :func:`decode_for_eval` does; the views are the ``image_size``
+    squares at its four corners (top left, top right, bottom left, bottom right) and at its centre (offset
+    rounded down), then the same five mirrored left-right (:data:`TEN_CROP_VIEWS`). Every format
+    :func:`decode_for_eval` takes works (CMYK and grayscale JPEGs, PNG named ``.JPEG``); a large JPEG is
+    decoded at a reduced DCT scale that still covers the resized size.
+    """
+    resize_to = round(image_size * EVAL_RESIZE_RATIO)
+    image = _decode_at_least(contents, resize_to)
+    full = tf.cast(tf.shape(image)[:2], tf.float32)
+    resized = tf.cast(tf.maximum(tf.round(full * (resize_to / tf.reduce_min(full))), resize_to), tf.int32)
+    image = _to_uint8(tf.image.resize(tf.cast(image, tf.float32), resized, method="bilinear"))
+    height, width = resized[0], resized[1]
+    bottom, right = height - image_size, width - image_size
+    offsets = [(0, 0), (0, right), (bottom, 0), (bottom, right), (bottom // 2, right // 2)]
+    crops = [tf.image.crop_to_bounding_box(image, y, x, image_size, image_size) for y, x in offsets]
+    views = tf.stack(crops + [tf.reverse(crop, axis=[1]) for crop in crops])
+    views.set_shape([10, image_size, image_size, 3])
+    return views

@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from ..checks import as_int
+from ..errors import AlexnetError
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
@@ -121,4 +122,68 @@ def imagenet_partition(
         "categories_version": _categories_version(opened),
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
     })
+    return result
+
+
+def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, int]:
+    """Validation images per category (those that have some) of a categories table; an :class:`AlexnetError`
+    naming the board at ``location`` when there are none."""
+    counts = {r["id"]: r["val_images"] for r in rows if r["val_images"] > 0 and r["val_version"]}
+    if not counts:
+        raise AlexnetError(
+            f"board {location} has no validation images: upload an ImageNet tree that has them (Kaggle's val/ "
+            "folder with LOC_val_solution.csv) with imagenet_upload, or give the images as `data`."
+        )
+    return counts
+
+
+def imagenet_validation(
+    board: str | os.PathLike | None = None,
+    partition: int = 0,
+    total: int = 1,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int = DEFAULT_DOWNLOADS,
+    retries: int = 3,
+    verify: bool = False,
+) -> dict[str, Any]:
+    """Fetch the validation images of ``board`` (all of them, or share ``partition`` of ``total``) into a local cache.
+
+    Only the ``val-<wnid>`` pins are fetched, into the cache :func:`imagenet_partition` uses (downloads,
+    checks and reuse are the same). The categories that have validation images are split by
+    :func:`alexnet.data.partition.partition_categories` on their validation image counts, so that every share
+    holds about as many images; every such category lands in exactly one share, and the shares of ``total``
+    together hold every validation image once. ``total`` may not exceed the number of those categories.
+
+    Returns a dict: ``val_image`` (absolute paths), ``val_label`` (global index per image), ``val_category``
+    (wnid per image), ``categories`` (this share's wnids), ``num_classes`` (every category on the board),
+    ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
+    validation images.
+    """
+    partition, total = check_partition(partition, total)
+    workers = as_int(workers, "workers", 1)
+    retries = as_int(retries, "retries", 0)
+    opened = open_board(board)
+    rows = layout.read_categories(opened)
+    by_id = {r["id"]: r for r in rows}
+    counts = validation_counts(rows, opened.location)
+    if total > len(counts):
+        raise AlexnetError(
+            f"`total` ({total}) must not exceed the {len(counts)} categories of board {opened.location} that have "
+            f"validation images: use total <= {len(counts)}."
+        )
+    wnids = partition_categories(counts, partition, total)
+    root = cache.open_cache(cache_dir, opened.location)
+    items = [item for item in _items(opened, by_id, wnids, root, True) if item.key.startswith("val/")]
+    fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
+                         desc=f"fetch validation {partition}/{total}")
+    result: dict[str, Any] = {"val_image": [], "val_label": [], "val_category": []}
+    for item in items:
+        wnid = item.key.split("/", 1)[1]
+        for name in fetched.files[item.key]:
+            result["val_image"].append(os.path.join(item.dest, name))
+            result["val_label"].append(by_id[wnid]["index"])
+            result["val_category"].append(wnid)
+    result.update({"categories": list(wnids), "num_classes": len(rows), "board": opened.location, "cache_dir": root,
+                   "partition": partition, "total": total})
     return result

@@ -9,7 +9,9 @@ is :mod:`alexnet.data.decode`'s job; which images are usable, :mod:`alexnet.data
 
 As a last line of defence, the training and evaluation datasets drop any *batch* in which a decode still
 fails (``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file
-that passes the quick check but is corrupt inside costs one batch, never the epoch.
+that passes the quick check but is corrupt inside costs one batch, never the epoch. The exact evaluation
+dataset (:func:`exact_eval_dataset`) drops nothing: its counts must be exact, so a decode that fails there
+stops the iteration, and the caller names the file.
 
 :func:`synthetic_dataset` is a twin of :func:`train_dataset` made of random ``uint8`` batches of the same
 shape, for tests and for measuring the model's speed without the input pipeline.
@@ -24,7 +26,7 @@ import numpy as np
 from ..errors import AlexnetError
 from ..machine import usable_cpus
 from ..tfimport import tf
-from .decode import decode_for_eval, decode_for_training
+from .decode import decode_for_eval, decode_for_training, decode_ten_crops
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -159,6 +161,38 @@ def eval_dataset(
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.ignore_errors()
     ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(training=False))
+
+
+#: Views per image of :func:`exact_eval_dataset`: the centre crop, or the paper's ten crops.
+EVAL_CROPS = (1, 10)
+
+
+def exact_eval_dataset(
+    files: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    image_size: int = 224,
+    *,
+    crops: int = 1,
+    parallel: int | None = None,
+) -> tf.data.Dataset:
+    """Every file once, in order, in batches of ``batch_size`` (the last one smaller), and nothing dropped.
+
+    With ``crops=1`` the images are :func:`decode_for_eval`'s centre crops, ``uint8 [batch, image_size,
+    image_size, 3]``; with ``crops=10`` :func:`decode_ten_crops`'s views, ``uint8 [batch, 10, image_size,
+    image_size, 3]``. Labels are ``int32 [batch]``. Unlike :func:`eval_dataset` no batch is ever dropped: a
+    file that cannot be decoded raises a TensorFlow error when its batch is reached (batch ``k`` holds files
+    ``k * batch_size`` onwards), so counts made over it are exact.
+    """
+    if crops not in EVAL_CROPS:
+        raise AlexnetError(f"`crops` must be 1 (the centre crop) or 10 (corners, centre and mirrors), not {crops!r}.")
+    calls = num_parallel_calls(parallel)
+    decode = decode_for_eval if crops == 1 else decode_ten_crops
+    ds = _file_dataset(files, labels)
+    ds = ds.map(lambda path, label: (decode(tf.io.read_file(path), image_size), label), num_parallel_calls=calls,
+                deterministic=True)
+    ds = ds.batch(batch_size, drop_remainder=False).prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=False))
 
 

@@ -1,0 +1,232 @@
+"""``alexnet_evaluate()``: top-1 and top-5 accuracy of a model over validation images, with exact counts.
+
+The images are a data list's validation images (``val_image`` with ``val_label``, as
+:func:`alexnet.imagenet_partition` returns them, or made by hand), or a board's (all of them, or share
+``partition`` of ``total``, balanced by validation image count: what each Spark worker evaluates). Images that
+fail the usable-image check (:func:`alexnet.data.scan.scan_images`) are left out up front and listed; every
+other image is counted exactly once, and an image that still fails to decode stops the evaluation with its
+name, never dropping a batch. ``crops=1`` scores the centre crop training validates with; ``crops=10``
+averages the softmax over the AlexNet paper's ten views (corners, centre and their mirrors).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..checks import as_int, as_strings
+from ..data.fetch import DEFAULT_DOWNLOADS
+from ..errors import AlexnetError
+from ..progress import progress_bar
+from .load import load_model, model_source
+
+logger = logging.getLogger(__name__)
+
+#: How each ``crops`` value evaluates, as the result's ``protocol`` says.
+PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
+#: The largest k of top-k accuracy (smaller when the model has fewer classes).
+TOP_K = 5
+
+
+def check_crops(crops: Any) -> int:
+    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` otherwise."""
+    try:
+        value: int | None = as_int(int(crops) if isinstance(crops, str) and crops.strip().isdigit() else crops,
+                                   "crops")
+    except AlexnetError:
+        value = None
+    if value not in PROTOCOLS:
+        raise AlexnetError(f"`crops` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
+                           f"not {crops!r}.")
+    return int(value)
+
+
+def top_counts(probabilities: np.ndarray, labels: np.ndarray, k: int) -> tuple[int, int]:
+    """Images whose label is the most probable class, and among the ``k`` most probable (ties by lower label)."""
+    order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k]
+    labels = labels.reshape(-1, 1)
+    return int(np.sum(order[:, :1] == labels)), int(np.sum(np.any(order == labels, axis=1)))
+
+
+def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) -> tuple[list[str], list[int], int | None]:
+    """The validation files and labels of ``data``, and its number of classes (None when it does not say)."""
+    files = as_strings(data.get("val_image"))
+    if not files:
+        raise AlexnetError("`data` has no validation images (`val_image` is empty): fetch a partition of a board "
+                           "that has them, or give `board` to evaluate on every validation image of a board.")
+    if data.get("val_label") is not None and len(as_strings(data.get("val_label"))) > 0:
+        labels = [as_int(v, "val_label") for v in np.asarray(data["val_label"]).reshape(-1).tolist()]
+    elif data.get("val_category") is not None:
+        index = {wnid: label for label, wnid in enumerate(class_ids)}
+        categories = as_strings(data["val_category"])
+        unknown = sorted(set(categories) - set(index))
+        if unknown:
+            raise AlexnetError(f"`data$val_category` names categories the model does not know: {unknown[:10]}.")
+        labels = [index[c] for c in categories]
+    else:
+        raise AlexnetError("`data` gives no labels for its validation images: add `val_label` (global indices) or "
+                           "`val_category` (WordNet ids).")
+    if len(labels) != len(files):
+        raise AlexnetError(f"`data` has {len(files)} validation images but {len(labels)} labels: give one per image.")
+    classes = data.get("num_classes")
+    return files, labels, None if classes is None else as_int(classes, "num_classes", 1)
+
+
+def _check_classes(outputs: int, classes: int, where: str) -> None:
+    if outputs != classes:
+        raise AlexnetError(f"the model has {outputs} outputs but {where} has {classes} classes: evaluate it on the "
+                           "board (or data) it was trained for.")
+
+
+def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]:
+    """The files among ``files`` that TensorFlow cannot decode (what a failed batch held)."""
+    from ..data.decode import decode_for_eval, decode_ten_crops
+    from ..tfimport import tf
+
+    decode = decode_for_eval if crops == 1 else decode_ten_crops
+    failed = []
+    for path in files:
+        try:
+            decode(tf.io.read_file(path), image_size).numpy()
+        except (tf.errors.OpError, ValueError):
+            failed.append(path)
+    return failed
+
+
+def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, image_size: int, crops: int,
+                  batch_size: int, parallel: int | None, k: int, desc: str = "evaluate") -> tuple[int, int]:
+    """Top-1 and top-``k`` correct counts of ``model`` over every file (none dropped; a failure names its file)."""
+    from ..data.pipeline import exact_eval_dataset
+    from ..tfimport import tf
+
+    dataset = exact_eval_dataset(files, labels, batch_size, image_size, crops=crops, parallel=parallel)
+    top1 = topk = 0
+    done = 0
+    batches = iter(dataset)
+    with progress_bar(len(files), desc, unit="img") as bar:
+        while True:
+            try:
+                images, batch_labels = next(batches)
+            except StopIteration:
+                break
+            except tf.errors.OpError as error:
+                held = list(files[done : done + batch_size])
+                failed = _failed_file(held, image_size, crops) or held
+                raise AlexnetError(
+                    f"{len(failed)} validation image(s) passed the usable-image check but cannot be decoded "
+                    f"({type(error).__name__}): {', '.join(failed)}. Replace or remove them; no image is left out "
+                    "silently."
+                ) from None
+            images = images.numpy()
+            if crops == 10:
+                count = images.shape[0]
+                flat = images.reshape((count * 10, *images.shape[2:]))
+                probabilities = np.asarray(model.predict_on_batch(flat)).reshape(count, 10, -1).mean(axis=1)
+            else:
+                probabilities = np.asarray(model.predict_on_batch(images))
+            one, many = top_counts(probabilities, batch_labels.numpy(), k)
+            top1, topk = top1 + one, topk + many
+            done += len(images)
+            bar.update(len(images))
+    if done != len(files):
+        raise AlexnetError(f"{len(files) - done} of {len(files)} images were not evaluated; this is a bug.")
+    return top1, topk
+
+
+def alexnet_evaluate(
+    model: Any,
+    data: Mapping[str, Any] | None = None,
+    board: str | os.PathLike | None = None,
+    *,
+    crops: int = 1,
+    batch_size: int = 64,
+    parallel: int | None = None,
+    partition: int = 0,
+    total: int = 1,
+    cache_dir: str | os.PathLike | None = None,
+    fetch_workers: int = DEFAULT_DOWNLOADS,
+) -> dict[str, Any]:
+    """Top-1 and top-5 accuracy of ``model`` over validation images, counted exactly.
+
+    ``model``: a model pin from :func:`alexnet.alexnet_model`, a ``model_dir`` or ``alexnet.keras`` location, or
+    (Python) a ``keras.Model``. Images: ``data``'s ``val_image`` with ``val_label`` (or ``val_category``), or,
+    with ``board``, the board's validation images, share ``partition`` of ``total`` (default: all of them;
+    see :func:`alexnet.data.fetch.imagenet_validation`, which fetches them into ``cache_dir``,
+    ``fetch_workers`` downloads at once). ``crops=1`` scores the centre crop; ``crops=10`` the softmax averaged
+    over the four corner and the centre squares of the image resized to ``image_size * 256 / 224`` and their
+    mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: autotune) and scored together.
+
+    Before any work: neither ``data`` nor ``board``, ``crops`` not 1 or 10, a missing model, data or a board
+    without validation images, or a model whose outputs differ from the data's or board's number of classes
+    raise :class:`AlexnetError`. Images that fail the usable-image check are left out, listed in
+    ``bad_images`` and logged; an image that still cannot be decoded raises, naming it.
+
+    Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
+    ``top5_accuracy``, ``top_k`` (min(5, classes): what "top-5" counts), ``crops``, ``protocol``,
+    ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images`` and ``model`` (its path,
+    or ``name@version`` for a pin).
+    """
+    from ..data.pipeline import num_parallel_calls
+    from ..data.scan import scan_images
+
+    crops = check_crops(crops)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    num_parallel_calls(parallel)
+    if data is None and board is None:
+        raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
+                           "imagenet_partition() returns) or `board` (every validation image of a board).")
+    source = model_source(model)
+    if data is not None:
+        class_ids = source.card.class_ids if source.card is not None else None
+        if class_ids is None and data.get("val_label") is None:
+            class_ids = load_model(source).card.class_ids
+        files, labels, classes = _data_images(data, class_ids or [])
+        where = "`data`"
+    else:
+        from ..data.fetch import imagenet_categories, validation_counts
+
+        rows = imagenet_categories(board)
+        validation_counts(rows, str(board))
+        classes, where = len(rows), f"board {board}"
+    if source.card is not None and classes is not None:
+        _check_classes(source.card.num_classes, classes, where)
+    loaded = load_model(source)
+    card = loaded.card
+    if classes is not None:
+        _check_classes(card.num_classes, classes, where)
+    if data is None:
+        from ..data.fetch import imagenet_validation
+
+        fetched = imagenet_validation(board, partition, total, cache_dir=cache_dir, workers=fetch_workers)
+        files, labels = fetched["val_image"], fetched["val_label"]
+    bad = scan_images(files, parallel)
+    if bad:
+        logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated or not an image):\n  %s",
+                       len(bad), len(files), "\n  ".join(bad))
+        dropped = set(bad)
+        kept = [(f, y) for f, y in zip(files, labels, strict=True) if f not in dropped]
+        files, labels = [f for f, _ in kept], [y for _, y in kept]
+    k = min(TOP_K, card.num_classes)
+    start = time.monotonic()
+    top1 = topk = 0
+    if files:
+        top1, topk = count_correct(loaded.model, files, labels, image_size=card.image_size, crops=crops,
+                                   batch_size=batch_size, parallel=parallel, k=k,
+                                   desc=f"evaluate ({PROTOCOLS[crops]})")
+    seconds = time.monotonic() - start
+    images = len(files)
+    logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s) in %.1f s", loaded.description, top1, images, k, topk, images,
+                PROTOCOLS[crops], seconds)
+    return {
+        "images": images, "top1_correct": top1, "top5_correct": topk,
+        "top1_accuracy": top1 / images if images else float("nan"),
+        "top5_accuracy": topk / images if images else float("nan"),
+        "top_k": k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": card.image_size,
+        "num_classes": card.num_classes, "images_per_second": images / seconds if seconds > 0 else float("nan"),
+        "seconds": round(seconds, 3), "bad_images": list(bad), "model": loaded.description,
+    }

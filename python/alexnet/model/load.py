@@ -1,0 +1,234 @@
+"""The ``model`` argument of evaluation and prediction, resolved in one place.
+
+A model is given as one of:
+
+- a dict from :func:`alexnet.alexnet_model` (a model pin): its ``path`` when that file is on this machine,
+  else the pin is fetched again from its ``board``, ``name`` and ``version`` (how a Spark worker on another
+  machine gets it);
+- a location string: a ``model_dir`` folder or the path of an ``alexnet.keras``, on a folder, ``file://``,
+  ``gs://`` or ``s3://`` (a remote file is downloaded into a cache folder first), with its card read from
+  ``alexnet-model.json`` beside it;
+- from Python only, a loaded ``keras.Model``.
+
+A model without a card still works: its class ids and names are then its label numbers as strings and its
+image size is its input size (with a warning). :func:`model_source` finds the model and its card without
+loading it (no TensorFlow when the card is there); :func:`load_model` loads it, once per process for the same
+file (by path and SHA-256 or modification time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AlexnetError
+from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+from ..train.card import CARD_FILE, ModelCard
+
+logger = logging.getLogger(__name__)
+
+#: The model file in a ``model_dir`` (the name training saves it under).
+MODEL_FILE = "alexnet.keras"
+#: Keys a dict from ``alexnet_model()`` must have to be fetched again.
+PIN_KEYS = ("board", "name", "version")
+
+_loaded: dict[tuple[str, str], Any] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model is, found and checked but not loaded.
+
+    ``kind`` is ``"pin"``, ``"location"`` or ``"object"``; ``description`` names it in results and errors (the
+    path, or ``name@version`` for a pin); ``card`` is ``None`` for a model without a card (known once loaded);
+    ``reference`` is what was given (the pin's dict, the resolved location, the ``keras.Model``).
+    """
+
+    kind: str
+    description: str
+    card: ModelCard | None
+    reference: Any
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to use: the ``keras.Model``, its card (never ``None`` here) and its description."""
+
+    model: Any
+    card: ModelCard
+    description: str
+
+
+def _is_keras_model(value: Any) -> bool:
+    return hasattr(value, "predict") and hasattr(value, "get_weights") and hasattr(value, "input_shape")
+
+
+def _pin_card(values: Mapping[str, Any], where: str) -> ModelCard:
+    card = dict(values)
+    card["board"] = card.get("board_trained_from")
+    return ModelCard.from_dict(card, where)
+
+
+def _location_paths(resolved: str) -> tuple[Any, str, str]:
+    """The file system of ``resolved``, the model file's path on it and the card's path beside it."""
+    kind = location_kind(resolved)
+    fs = open_filesystem(resolved, what="model")
+    path = fs_path(resolved)
+    try:
+        folder = kind != "http" and fs.isdir(path)
+        if folder:
+            path = posixpath.join(path, MODEL_FILE) if kind != "file" else os.path.join(path, MODEL_FILE)
+        exists = fs.exists(path) if kind != "file" else os.path.isfile(path)
+    except Exception as error:
+        raise AlexnetError(f"cannot reach the model {resolved}: {type(error).__name__}: {error}") from None
+    if not exists:
+        raise AlexnetError(
+            f"the model {resolved} does not exist{' (the folder has no ' + MODEL_FILE + ')' if folder else ''}: give "
+            "a model_dir that training saved to, the path of an alexnet.keras, or a model pin (alexnet_model())."
+        )
+    parent = os.path.dirname(path) if kind == "file" else posixpath.dirname(path)
+    card = os.path.join(parent, CARD_FILE) if kind == "file" else posixpath.join(parent, CARD_FILE)
+    return fs, path, card
+
+
+def _read_card(fs: Any, card_path: str, where: str) -> ModelCard | None:
+    try:
+        text = fs.cat_file(card_path)
+    except FileNotFoundError:
+        return None
+    except Exception as error:
+        raise AlexnetError(f"cannot read the model card {card_path}: {type(error).__name__}: {error}") from None
+    return ModelCard.from_json(text, where)
+
+
+def model_source(model: Any) -> ModelSource:
+    """Find ``model`` (see the module documentation) and read its card, without loading it.
+
+    A model that does not exist, a dict that is not from ``alexnet_model()``, or anything else raises an
+    :class:`AlexnetError` naming it, before any work.
+    """
+    if isinstance(model, ModelSource):
+        return model
+    if isinstance(model, Mapping):
+        values = dict(model)
+        if not all(values.get(k) for k in PIN_KEYS) and not values.get("path"):
+            raise AlexnetError(
+                "a model given as a dict must be what alexnet_model() returns (with board, name and version); "
+                f"this one has only {sorted(values)}."
+            )
+        description = f"{values.get('name')}@{values.get('version')}" if values.get("name") else str(values["path"])
+        return ModelSource("pin", description, _pin_card(values, f"the model {description}"), values)
+    if isinstance(model, (str, os.PathLike)):
+        resolved = resolve_location(model, "model")
+        fs, path, card_path = _location_paths(resolved)
+        remote_folder = location_kind(resolved) != "file" and path != fs_path(resolved)
+        shown = f"{resolved}/{MODEL_FILE}" if remote_folder else resolved if location_kind(resolved) != "file" else path
+        return ModelSource("location", shown, _read_card(fs, card_path, card_path), resolved)
+    if _is_keras_model(model):
+        return ModelSource("object", f"keras model {getattr(model, 'name', '')}".strip(), None, model)
+    raise AlexnetError(
+        f"`model` must be a model pin from alexnet_model(), the location of a model_dir or alexnet.keras (folder, "
+        f"file://, gs://, s3://) or a keras model, not a {type(model).__name__}."
+    )
+
+
+def _remote_copy(resolved: str) -> tuple[str, str]:
+    """A local copy of the model file at ``resolved`` (remote), and the key it is cached under."""
+    import platformdirs
+
+    from ..storage.transfer import download
+
+    fs, path, _ = _location_paths(resolved)
+    stamp = str(fs.checksum(path))
+    folder = os.path.join(platformdirs.user_cache_dir("alexnet"), "models", "remote",
+                          hashlib.sha256(resolved.encode()).hexdigest()[:16])
+    local = os.path.join(folder, MODEL_FILE)
+    marker = os.path.join(folder, "source.json")
+    try:
+        with open(marker, encoding="utf-8") as f:
+            if json.load(f) == {"location": resolved, "stamp": stamp} and os.path.isfile(local):
+                return local, stamp
+    except (OSError, ValueError):
+        pass
+    os.makedirs(folder, exist_ok=True)
+    logger.info("Downloading the model %s", resolved)
+    download(fs, path, local)
+    with open(marker, "w", encoding="utf-8") as f:
+        json.dump({"location": resolved, "stamp": stamp}, f)
+    return local, stamp
+
+
+def _local_file(source: ModelSource) -> tuple[str, str]:
+    """The local model file of ``source`` and its cache key (SHA-256, or size and modification time)."""
+    if source.kind == "pin":
+        values = source.reference
+        path = values.get("path")
+        if path and os.path.isfile(path) and (not values.get("bytes") or os.path.getsize(path) == int(values["bytes"])):
+            return str(path), str(values.get("sha256") or os.stat(path).st_mtime_ns)
+        if not all(values.get(k) for k in PIN_KEYS):
+            raise AlexnetError(f"the model file {path} does not exist here, and the dict names no pin to fetch it "
+                               "from: call alexnet_model() again.")
+        from .pin import alexnet_model
+
+        fetched = alexnet_model(values["board"], values["name"], values["version"])
+        return fetched["path"], fetched["sha256"]
+    resolved = source.reference
+    if location_kind(resolved) != "file":
+        return _remote_copy(resolved)
+    path = os.path.join(resolved, MODEL_FILE) if os.path.isdir(resolved) else resolved
+    info = os.stat(path)
+    return path, f"{info.st_size}-{info.st_mtime_ns}"
+
+
+def _keras_load(path: str) -> Any:
+    from ..tfimport import keras
+    from ..train import model as _registers_custom_objects  # noqa: F401  (DecayedSGD)
+
+    try:
+        return keras.models.load_model(path, compile=False)
+    except Exception as error:
+        raise AlexnetError(f"{path} cannot be loaded as a Keras model ({type(error).__name__}: {error}): give the "
+                           "alexnet.keras that training saved.") from None
+
+
+def card_of(model: Any, card: ModelCard | None, description: str) -> ModelCard:
+    """``card`` checked against the loaded ``model``, or, without one, a card made from the model itself."""
+    outputs = int(model.output_shape[-1])
+    size = int(model.input_shape[1])
+    if card is None:
+        logger.warning("The model %s has no card (%s): its classes are named by their label numbers, and images are "
+                       "decoded at its input size, %d.", description, CARD_FILE, size)
+        names = [str(i) for i in range(outputs)]
+        return ModelCard(image_size=size, num_classes=outputs, class_ids=names, class_names=list(names))
+    if card.num_classes != outputs:
+        raise AlexnetError(f"the card of the model {description} names {card.num_classes} classes, but the model has "
+                           f"{outputs} outputs: the card belongs to another model; save them together again.")
+    return card
+
+
+def load_model(model: Any) -> LoadedModel:
+    """``model`` (anything :func:`model_source` takes, or a :class:`ModelSource`) loaded and ready to predict.
+
+    Loading registers alexnet's custom objects, and a file once loaded in this process is not loaded again
+    (by its path and SHA-256, or size and modification time).
+    """
+    source = model_source(model)
+    if source.kind == "object":
+        return LoadedModel(source.reference, card_of(source.reference, None, source.description), source.description)
+    path, stamp = _local_file(source)
+    key = (os.path.realpath(path), stamp)
+    with _lock:
+        loaded = _loaded.get(key)
+        if loaded is None:
+            logger.info("Loading the model %s", path)
+            loaded = _keras_load(path)
+            _loaded[key] = loaded
+    return LoadedModel(loaded, card_of(loaded, source.card, source.description), source.description)

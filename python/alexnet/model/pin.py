@@ -1,0 +1,154 @@
+"""``alexnet_model()``: a model pin read from a board, its file brought into a local cache and checked.
+
+A model pin (written by :func:`alexnet.train.card.publish_model`) holds one ``alexnet.keras``; its metadata
+is the model card plus ``kind: model`` and the file's ``sha256`` and ``bytes``. Reading it downloads the
+file to a temporary name beside its place in the cache, checks the SHA-256 against the metadata and only then
+renames it into place, so a damaged or tampered file is never loaded, and never left where a later call
+would find it. Cache layout, under ``cache_dir`` (default ``<user cache dir>/alexnet/models``)::
+
+    <sha256 of the file>/<file name>
+
+A file already there is reused when its SHA-256 still matches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+from typing import Any
+
+from ..errors import AlexnetError, IntegrityError
+from ..storage.board import Board, open_board
+from ..storage.transfer import download, retry, sha256_file
+from ..train.card import MODEL_PIN_KIND, ModelCard
+
+logger = logging.getLogger(__name__)
+
+#: Downloads of a model file whose SHA-256 does not match before :class:`IntegrityError` is raised.
+DOWNLOAD_ATTEMPTS = 2
+
+
+def default_model_cache() -> str:
+    """``<user cache dir>/alexnet/models``: where model files are kept by their SHA-256."""
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("alexnet"), "models")
+
+
+def _latest_version(opened: Board, name: str) -> str:
+    from pins.boards import BoardManual
+
+    if isinstance(opened.pins, BoardManual):  # https://: the manifest names the current version
+        return opened.pins.pin_paths[name].rstrip("/").rsplit("/", 1)[-1]
+    versions = opened.pins.pin_versions(name, as_df=False)
+    if not versions:
+        raise AlexnetError(f"pin {name!r} on board {opened.location} has no versions: publish the model again.")
+    return str(versions[-1].version)
+
+
+def _read_meta(opened: Board, name: str, version: str | None) -> tuple[Any, str]:
+    """The pins metadata of version ``version`` (None: the latest) of pin ``name``, and that version."""
+    from pins.boards import BoardManual
+
+    if name not in opened.pin_names():
+        raise AlexnetError(
+            f"board {opened.location} has no pin {name!r}: train with model_pin = {name!r} to publish one there, "
+            "or give the board and name of an existing model pin."
+        )
+    latest = _latest_version(opened, name)
+    wanted = latest if version is None else str(version)
+    manual = isinstance(opened.pins, BoardManual)
+    if manual and wanted != latest:
+        raise AlexnetError(
+            f"board {opened.location} is read over https://, where only the current version of pin {name!r} "
+            f"({latest}) can be read, not {wanted}: leave `version` out, or read the board from its own location."
+        )
+    if not manual and wanted != latest:
+        known = [str(v.version) for v in opened.pins.pin_versions(name, as_df=False)]
+        if wanted not in known:
+            raise AlexnetError(f"pin {name!r} on board {opened.location} has no version {wanted!r}; its versions: "
+                               f"{', '.join(known)}.")
+    try:
+        meta = opened.pins.pin_meta(name) if manual else opened.pins.pin_meta(name, wanted)
+    except Exception as error:
+        raise AlexnetError(f"cannot read pin {name!r} version {wanted} of board {opened.location}: "
+                           f"{type(error).__name__}: {error}") from None
+    return meta, wanted
+
+
+def _fetch_verified(opened: Board, remote: str, local: str, sha256: str, what: str) -> None:
+    """Download ``remote`` to ``local`` only if its SHA-256 is ``sha256`` (fetched again once on a mismatch)."""
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    for attempt in range(DOWNLOAD_ATTEMPTS):
+        staged = f"{local}.unverified-{uuid.uuid4().hex[:8]}"
+        try:
+            try:
+                retry(f"downloading {what}", lambda staged=staged: download(opened.fs, remote, staged), 3)
+            except (FileNotFoundError, PermissionError) as error:
+                raise AlexnetError(f"{what}: its file {remote} cannot be read ({type(error).__name__}: {error}); "
+                                   "publish the model again.") from None
+            actual = sha256_file(staged)
+            if actual == sha256:
+                os.replace(staged, local)
+                return
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staged)
+        if attempt + 1 < DOWNLOAD_ATTEMPTS:
+            logger.warning("%s: SHA-256 %s does not match the pin's %s; fetching it again", what, actual, sha256)
+    raise IntegrityError(
+        f"{what}: the file {remote} has SHA-256 {actual}, but the pin's metadata says {sha256}: it was tampered with "
+        "or damaged, so it is not loaded. Publish the model again (train with model_pin), or use another version."
+    )
+
+
+def alexnet_model(
+    board: str | os.PathLike | None = None,
+    name: str = "alexnet",
+    version: str | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Read model pin ``name`` (its latest version, or ``version``) from ``board`` and bring its file here.
+
+    ``board`` is any board string (folder, ``file://``, ``gs://``, ``s3://``, ``https://``). The file is
+    downloaded into ``cache_dir`` (default :func:`default_model_cache`) under a temporary name, checked
+    against the SHA-256 in the pin's metadata and renamed into place; a file already cached is reused when its
+    SHA-256 matches. A mismatch raises :class:`~alexnet.errors.IntegrityError` ("tampered or damaged") and
+    leaves nothing to load. A pin that does not exist, or is not a model pin (no ``kind: model`` in its
+    metadata), raises :class:`~alexnet.errors.AlexnetError`.
+
+    Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``,
+    ``sha256``, ``bytes``, and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
+    ``class_names``, ``epochs``, ``metrics``, ``board_trained_from`` (the board the model was trained from),
+    ``categories_version``, ``weights_sha256`` and ``created``. Give the dict as ``model`` to
+    :func:`alexnet.alexnet_evaluate` or :func:`alexnet.alexnet_predict`.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise AlexnetError(f"`name` must be the name of a model pin, not {name!r}.")
+    opened = open_board(board)
+    meta, version = _read_meta(opened, name, None if version is None else str(version))
+    user = dict(meta.user or {})
+    where = f"pin {name!r} version {version} of board {opened.location}"
+    if user.get("kind") != MODEL_PIN_KIND or not user.get("sha256"):
+        raise AlexnetError(
+            f"{where} is not a model pin (its metadata has no kind: {MODEL_PIN_KIND}): give the name of a pin "
+            "written by alexnet_train(model_pin = ...)."
+        )
+    card = ModelCard.from_dict(user, where)
+    sha256 = str(user["sha256"])
+    file = meta.file if isinstance(meta.file, str) else next(iter(meta.file))
+    root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
+    local = os.path.join(root, sha256, os.path.basename(file))
+    if os.path.isfile(local) and sha256_file(local) == sha256:
+        logger.info("%s: using the cached %s", where, local)
+    else:
+        logger.info("%s: downloading %s (%.1f MB)", where, file, int(user.get("bytes") or 0) / 1e6)
+        _fetch_verified(opened, opened.path(name, version, file), local, sha256, where)
+    values = card.to_dict()
+    values.pop("format", None)
+    values["board_trained_from"] = values.pop("board")
+    return {"path": local, "name": name, "version": version, "board": opened.location, "sha256": sha256,
+            "bytes": int(user.get("bytes") or os.path.getsize(local)), **values}

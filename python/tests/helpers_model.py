@@ -1,0 +1,77 @@
+"""Tiny saved models and boards with validation images, for the tests of the model in use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+IMAGE_SIZE = 64
+
+
+def tiny_model(num_classes: int, seed: int = 0, image_size: int = IMAGE_SIZE):
+    """An untrained AlexNet small enough to load and run in a second, its weights fixed by ``seed``."""
+    from alexnet.tfimport import keras
+    from alexnet.train.model import build_alexnet
+
+    keras.utils.set_random_seed(seed)
+    return build_alexnet(num_classes, image_size=image_size, dense_units=64)
+
+
+def card_for(categories: list[dict], image_size: int = IMAGE_SIZE, board: str | None = None):
+    """The card of a model trained on ``categories`` (a board's table)."""
+    from alexnet.train.card import ModelCard, now
+
+    return ModelCard(image_size=image_size, num_classes=len(categories), class_ids=[c["id"] for c in categories],
+                     class_names=[c["name"] for c in categories], epochs=1, metrics={"accuracy": 0.5},
+                     board=board, categories_version="v1", created=now())
+
+
+def save_model_dir(model, folder: Path, card=None) -> Path:
+    """Save ``model`` for inference as ``folder/alexnet.keras``, with ``card`` beside it when given."""
+    from alexnet.train.card import CARD_FILE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "alexnet.keras"
+    model.save(path)  # an uncompiled model: no optimizer state (the .keras format has no include_optimizer)
+    if card is not None:
+        (folder / CARD_FILE).write_text(card.to_json())
+    return path
+
+
+def synthetic_board(root: Path, classes: int = 4, val_per_class: int = 3, seed: int = 0) -> str:
+    """A folder board of a synthetic ImageNet at 96 pixels, with ``val_per_class`` validation images a category."""
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    written = imagenet_synthetic(root / "tree", classes=classes, images_per_class=2, val_per_class=val_per_class,
+                                 seed=seed, max_side=96)
+    imagenet_upload(written["path"], board=root / "board")
+    return str(root / "board")
+
+
+def break_in_place(path: str) -> None:
+    """Cut a JPEG short but keep its size (zeros instead of its second half), as a cache does not notice."""
+    data = Path(path).read_bytes()
+    half = len(data) // 2
+    Path(path).write_bytes(data[:half] + bytes(len(data) - half))
+
+
+def by_hand(model, files, labels, image_size: int, crops: int = 1) -> tuple[int, int]:
+    """Top-1 and top-k correct counts from ``model.predict`` on each image alone, k = min(5, classes)."""
+    from alexnet.data.decode import decode_for_eval, decode_ten_crops
+    from alexnet.tfimport import tf
+
+    top1 = topk = 0
+    for path, label in zip(files, labels, strict=True):
+        contents = tf.io.read_file(path)
+        if crops == 1:
+            probabilities = model.predict(decode_for_eval(contents, image_size).numpy()[None], verbose=0)[0]
+        else:
+            views = decode_ten_crops(contents, image_size).numpy()
+            probabilities = model.predict(views, verbose=0).mean(axis=0)
+        k = min(5, len(probabilities))
+        best = np.argsort(-probabilities, kind="stable")
+        top1 += int(best[0] == label)
+        topk += int(label in best[:k])
+    return top1, topk

@@ -1,0 +1,100 @@
+"""alexnet_model(): a model pin read back from a board, checked against its SHA-256, loaded with the same weights."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from helpers_model import card_for, save_model_dir, tiny_model
+
+from alexnet.errors import AlexnetError, IntegrityError
+from alexnet.model.load import load_model
+from alexnet.model.pin import alexnet_model
+from alexnet.train.card import publish_model
+
+CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A tiny 3-class model saved for inference, and its card."""
+    folder = tmp_path_factory.mktemp("pin-model")
+    model = tiny_model(3, seed=5)
+    card = card_for(CATEGORIES, board="/data/board")
+    return {"model": model, "card": card, "file": str(save_model_dir(model, folder))}
+
+
+def _same_weights(a, b) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a.get_weights(), b.get_weights(), strict=True))
+
+
+def _round_trip(board: str, saved, cache: Path) -> dict:
+    published = publish_model(board, "alexnet", saved["file"], saved["card"])
+    pin = alexnet_model(board, "alexnet", cache_dir=cache)
+    assert pin["version"] == published["version"] and pin["board"] == published["board"]
+    assert pin["name"] == "alexnet" and pin["bytes"] == os.path.getsize(saved["file"])
+    assert pin["class_ids"] == saved["card"].class_ids and pin["class_names"] == saved["card"].class_names
+    assert pin["image_size"] == 64 and pin["num_classes"] == 3 and pin["board_trained_from"] == "/data/board"
+    assert Path(pin["path"]).read_bytes() == Path(saved["file"]).read_bytes()
+    loaded = load_model(pin)
+    assert _same_weights(loaded.model, saved["model"])
+    assert loaded.description == f"alexnet@{pin['version']}" and loaded.card.class_ids == pin["class_ids"]
+    return pin
+
+
+def test_publish_then_read_round_trips_on_a_folder_board(saved, tmp_path):
+    board = str(tmp_path / "board")
+    pin = _round_trip(board, saved, tmp_path / "cache")
+    # a second version; the first stays readable by its version
+    first = pin["version"]
+    other = tiny_model(3, seed=6)
+    other_file = save_model_dir(other, tmp_path / "other")
+    second = publish_model(board, "alexnet", str(other_file), saved["card"])["version"]
+    assert second != first
+    latest = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
+    assert latest["version"] == second and _same_weights(load_model(latest).model, other)
+    assert alexnet_model(board, "alexnet", first, cache_dir=tmp_path / "cache")["version"] == first
+    with pytest.raises(AlexnetError, match="has no version 'nope'"):
+        alexnet_model(board, "alexnet", "nope", cache_dir=tmp_path / "cache")
+    # a cached file is reused; a damaged one is fetched again
+    cached = Path(pin["path"])
+    cached.write_bytes(b"damaged")
+    again = alexnet_model(board, "alexnet", first, cache_dir=tmp_path / "cache")
+    assert Path(again["path"]).read_bytes() == Path(saved["file"]).read_bytes()
+    # the dict, its local file gone, fetches the pin again (as a worker on another machine does)
+    cached.unlink()
+    assert _same_weights(load_model(dict(pin, path=str(tmp_path / "elsewhere.keras"))).model, saved["model"])
+
+
+def test_publish_then_read_round_trips_on_the_gcs_emulator(saved, cloud_env, tmp_path):
+    _round_trip(f"gs://alexnet-test/models-{uuid.uuid4().hex[:8]}", saved, tmp_path / "cache")
+
+
+def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
+    board = tmp_path / "board"
+    version = publish_model(str(board), "alexnet", saved["file"], saved["card"])["version"]
+    on_board = board / "alexnet" / version / "alexnet.keras"
+    data = bytearray(on_board.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    on_board.write_bytes(bytes(data))
+    cache = tmp_path / "cache"
+    with pytest.raises(IntegrityError, match="tampered with or damaged"):
+        alexnet_model(str(board), "alexnet", cache_dir=cache)
+    assert not [p for p in cache.rglob("*") if p.is_file()], "a file that failed its check was kept"
+
+
+def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
+    import pins
+
+    board = tmp_path / "board"
+    pins.board_folder(str(board)).pin_write({"a": 1}, name="settings", type="json")
+    with pytest.raises(AlexnetError, match=r"'settings' .* is not a model pin"):
+        alexnet_model(str(board), "settings", cache_dir=tmp_path / "cache")
+    with pytest.raises(AlexnetError, match="has no pin 'alexnet'"):
+        alexnet_model(str(board), cache_dir=tmp_path / "cache")

@@ -1,0 +1,106 @@
+"""alexnet_predict(): the card's ids and names for each image, best first, and one error naming bad images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from helpers_model import IMAGE_SIZE, card_for, save_model_dir, tiny_model  # noqa: E402
+from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
+
+from alexnet.data.decode import decode_for_eval  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.model.predict import alexnet_predict  # noqa: E402
+
+CATEGORIES = [{"id": f"n0000100{i}", "name": f"thing number {i}"} for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict")
+    model = tiny_model(len(CATEGORIES), seed=2)
+    model_dir = root / "model"
+    save_model_dir(model, model_dir, card_for(CATEGORIES))
+    rng = np.random.default_rng(0)
+    images = []
+    for label in range(3):
+        path = root / f"image{label}.jpg"
+        path.write_bytes(jpeg_bytes(class_image(rng, label, 70 + 10 * label, 100)))
+        images.append(str(path))
+    return {"model": model, "model_dir": str(model_dir), "images": images, "quirks": write_quirks(root / "quirks")}
+
+
+def test_predictions_name_the_cards_classes_in_order_best_first(setup):
+    images = list(reversed(setup["images"]))
+    records = alexnet_predict(setup["model_dir"], images, top=3, batch_size=2)
+    assert len(records) == 3 * len(images)
+    assert [r["image"] for r in records] == [image for image in images for _ in range(3)]
+    assert [r["rank"] for r in records] == [1, 2, 3] * len(images)
+    ids = [c["id"] for c in CATEGORIES]
+    names = dict((c["id"], c["name"]) for c in CATEGORIES)
+    for k, image in enumerate(images):
+        rows = records[3 * k : 3 * k + 3]
+        probabilities = [r["probability"] for r in rows]
+        assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1 + 1e-6
+        assert all(names[r["id"]] == r["name"] for r in rows)
+        # the model's own prediction on the image decoded as evaluation decodes it
+        pixels = decode_for_eval(tf.io.read_file(image), IMAGE_SIZE).numpy()[None]
+        expected = setup["model"].predict(pixels, verbose=0)[0]
+        best = np.argsort(-expected)[:3]
+        assert [r["id"] for r in rows] == [ids[i] for i in best]
+        np.testing.assert_allclose(probabilities, expected[best], rtol=1e-5)
+
+
+def test_odd_formats_and_bytes_work(setup):
+    quirks = setup["quirks"]
+    given = [str(quirks["cmyk"]), str(quirks["grayscale"]), str(quirks["png"]), quirks["png"].read_bytes()]
+    records = alexnet_predict(setup["model_dir"], given, top=1)
+    assert [r["image"] for r in records] == [*given[:3], "<bytes 3>"]
+    assert records[2]["id"] == records[3]["id"]
+    assert records[2]["probability"] == pytest.approx(records[3]["probability"])
+
+
+def test_unreadable_images_are_all_named_before_predicting(setup, tmp_path):
+    quirks = setup["quirks"]
+    missing = str(tmp_path / "missing.jpg")
+    given = [setup["images"][0], str(quirks["truncated"]), missing, str(quirks["empty"])]
+    with pytest.raises(AlexnetError, match="3 of 4 image") as raised:
+        alexnet_predict(setup["model_dir"], given)
+    message = str(raised.value)
+    assert "truncated.JPEG" in message and "missing.jpg" in message and "empty.JPEG" in message
+    assert setup["images"][0] not in message
+
+
+@pytest.mark.parametrize("top", [0, 7])
+def test_top_must_be_between_1_and_the_classes(setup, top):
+    with pytest.raises(AlexnetError, match="`top` must be"):
+        alexnet_predict(setup["model_dir"], setup["images"][:1], top=top)
+
+
+def test_a_model_without_a_card_names_classes_by_number(setup, tmp_path, caplog):
+    bare = save_model_dir(setup["model"], tmp_path / "bare")
+    records = alexnet_predict(str(bare), setup["images"][:1], top=6)
+    assert sorted(r["id"] for r in records) == [str(i) for i in range(6)]
+    assert records[0]["name"] == records[0]["id"]
+    assert any("has no card" in r.getMessage() for r in caplog.records)
+    # a loaded keras model, from Python
+    direct = alexnet_predict(setup["model"], setup["images"][:1], top=6)
+    assert [r["id"] for r in direct] == [r["id"] for r in records]
+
+
+def test_the_command_line_prints_a_table_and_json(setup, capsys):
+    import json
+
+    from alexnet import cli
+
+    assert cli.main(["predict", *setup["images"][:2], "--model", setup["model_dir"], "--top", "2"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    expected = alexnet_predict(setup["model_dir"], setup["images"][:2], top=2)
+    assert table[1] == setup["images"][0] and table[4] == setup["images"][1]
+    assert table[2].split()[2] == expected[0]["id"] and " ".join(table[2].split()[3:]) == expected[0]["name"]
+    assert cli.main(["predict", setup["images"][0], "--model", setup["model_dir"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == alexnet_predict(setup["model_dir"], setup["images"][:1])
+    assert cli.main(["predict", setup["images"][0]]) == 2
+    assert "give the model either as --model MODEL" in capsys.readouterr().err
