@@ -98,3 +98,20 @@ def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
         alexnet_model(str(board), "settings", cache_dir=tmp_path / "cache")
     with pytest.raises(AlexnetError, match="has no pin 'alexnet'"):
         alexnet_model(str(board), cache_dir=tmp_path / "cache")
+
+
+def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(saved, tmp_path):
+    from servers import http_server
+
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    board = tmp_path / "served" / "board"
+    source = imagenet_synthetic(tmp_path / "imagenet", classes=2, images_per_class=2, val_per_class=0, max_side=64)
+    imagenet_upload(source["path"], board=str(board))
+    published = publish_model(str(board), "alexnet", saved["file"], saved["card"])
+    imagenet_upload(source["path"], board=str(board))  # nothing to upload: the manifest is written again
+    with http_server(tmp_path / "served") as url:
+        pin = alexnet_model(f"{url}/board", "alexnet", cache_dir=tmp_path / "cache")
+    assert pin["version"] == published["version"]
+    assert _same_weights(load_model(pin).model, saved["model"])

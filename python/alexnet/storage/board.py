@@ -68,16 +68,25 @@ class Board:
             return []
 
     def write_manifest(self, versions: Mapping[str, str]) -> None:
-        """Write ``_pins.yaml`` at the board's root, listing pin -> ``[<pin>/<version>/]``.
+        """Record ``versions`` (pin -> its current version) in ``_pins.yaml`` at the board's root.
 
-        This is the format of R pins' ``write_board_manifest()``; it lets https:// readers find the pins.
-        ``versions`` maps each pin to its current version (the writer knows them, so nothing is listed).
+        The manifest lists pin -> ``[<pin>/<version>/]``, the format of R pins' ``write_board_manifest()``;
+        it lets https:// readers find the pins. Pins already listed and not in ``versions`` stay listed, so
+        that writers of different pins (an upload, a trained model) do not drop each other's entries. The
+        writer knows the versions it wrote, so no pin is listed from the board.
         """
         import yaml
 
-        manifest = {name: [f"{name}/{version}/"] for name, version in sorted(versions.items())}
-        with self.fs.open(self.path(MANIFEST), "w") as f:
-            f.write(yaml.safe_dump(manifest, default_flow_style=False))
+        listed: dict[str, Any] = {}
+        path = self.path(MANIFEST)
+        if self.fs.exists(path):
+            try:
+                listed = dict(yaml.safe_load(self.fs.cat_file(path)) or {})
+            except (yaml.YAMLError, TypeError, ValueError):
+                listed = {}  # not a manifest: written anew
+        listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
+        with self.fs.open(path, "w") as f:
+            f.write(yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False))
 
 
 def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:

@@ -103,17 +103,19 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
                   ) -> dict[str, str]:
     """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
 
-    The pin's metadata is :func:`model_pin_metadata`. Returns ``board`` (resolved), ``name`` and ``version``.
+    The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
+    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
     """
     import os
 
     from ..storage.board import open_board
     from ..storage.publish import publish_file, quiet_pins
-    from ..storage.transfer import sha256_file
+    from ..storage.transfer import retry, sha256_file
 
     opened = open_board(board, write=True)
     metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
     with quiet_pins():
         version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
                                metadata=metadata, exists=name in opened.pin_names(), retries=retries)
+    retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
