@@ -244,7 +244,7 @@ def _checked_options(workers: Any, min_images: Any, resize: Any, quality: Any, r
     if resize is not None and resize < MIN_IMAGE_SIZE:
         raise AlexnetError(f"`resize` = {resize} would store images too small for AlexNet, which needs a side of at "
                            f"least {MIN_IMAGE_SIZE}: use resize >= {MIN_IMAGE_SIZE} (256, the paper's short side, is "
-                           "a good choice), or None to keep the original images.")
+                           "a good choice), or leave it out to keep the original images.")
     return workers, _Options(as_int(min_images, "min_images", 0), resize, quality, as_int(retries, "retries", 0))
 
 
