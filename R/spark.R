@@ -19,9 +19,9 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
   }
-  core_module("train.cluster")$tf_config_json(
-    as.list(as.character(barrier$address)), barrier$partition, base_port = base_port
-  )
+  args <- checked_args("tf_config_from_barrier", "base_port")
+  do.call(core_module("train.cluster")$tf_config_json,
+          c(list(as.list(as.character(barrier$address)), barrier$partition), args))
 }
 
 #' Train AlexNet across a Spark cluster
@@ -58,10 +58,14 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'   checkpoint of `checkpoint_dir`).
 #' @param progress Show the chief's progress while the workers train.
 #' @param probe Check the executors with a short Spark job before launching the workers.
-#' @returns A data frame with one row per worker (`worker`, `address`, `chief`, `categories`,
-#'   `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
+#' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
+#' (class `alexnet_retry`) that carries the worker's error.
+#'
+#' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address`, `chief`,
+#'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
 #'   `images_per_second`, `weights_sha256`, `attempt`, ...), whose `history` column is a list of each
-#'   worker's [alexnet_history][alexnet_history].
+#'   worker's [alexnet_history][alexnet_history]. It prints one line per worker; `as.data.frame()` gives the
+#'   rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
@@ -72,8 +76,13 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000, cache_dir = NULL,
                                 fetch_workers = 8, python = alexnet_python(), retries = 0,
                                 progress = TRUE, probe = TRUE) {
-  options <- c(given_args(c("base_port", "cache_dir", "fetch_workers", "retries", "progress")), list(...))
-  spark_train_run(sparklyr_api(), sc, workers, board, options, python = python, probe = probe)
+  args <- checked_args("alexnet_spark_train", names(formals()))
+  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
+  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
+  python <- check_arg(python, "python", "location?")
+  options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
+  spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
+                  probe = !isFALSE(args[["probe"]]))
 }
 
 #' TensorFlow version of alexnet's Python environment
@@ -81,8 +90,8 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' Like `tensorflow::tf_version()`, for code that imports TensorFlow with
 #' `reticulate::import("tensorflow")` instead of attaching the 'tensorflow' R package (as the
 #' `spark_apply()` closure of the original r-tensorflow/alexnet does): the major and minor version of
-#' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It has no
-#' other effect.
+#' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It prints
+#' nothing (TensorFlow's start-up lines are hidden unless `ALEXNET_TF_LOGS=1`) and has no other effect.
 #'
 #' `TF_CONFIG` needs no help to reach TensorFlow: once alexnet is loaded, TensorFlow imported in this
 #' R session reads `TF_CONFIG` from the process environment each time it needs it, so a
@@ -95,8 +104,12 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' @export
 tf_version <- function() {
   tryCatch({
-    use_alexnet_python()
-    version <- reticulate::import("tensorflow")$`__version__`
+    # through the core, which imports TensorFlow without its start-up lines; else TensorFlow itself
+    version <- tryCatch(core_module("tfimport")$tf$`__version__`, error = function(e) NULL)
+    if (is.null(version)) {
+      use_alexnet_python()
+      version <- reticulate::import("tensorflow")$`__version__`
+    }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
 }
@@ -150,10 +163,19 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
     list(workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
-         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python),
+         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python,
+         on_retry = retry_warning),
     options
   )))
   spark_train_result(records_to_df(rows))
+}
+
+# The core calls this when a launch failed and it launches again: an R warning with the worker's error (the
+# core's log of it does not reach an R console).
+retry_warning <- function(message) {
+  warning(structure(class = c("alexnet_retry", "warning", "condition"),
+                    list(message = paste(message, collapse = "\n"), call = NULL)))
+  invisible(NULL)
 }
 
 # `expr`, whose Python error, if any, is raised with its whole message: reticulate shortens long ones in
@@ -247,5 +269,5 @@ spark_train_result <- function(frame) {
   rownames(frame) <- NULL
   json <- reticulate::import("json", convert = TRUE)
   frame$history <- lapply(frame$history, function(text) new_alexnet_history(simplify_py(json$loads(text))))
-  frame
+  new_alexnet_spark_run(frame)
 }

@@ -52,7 +52,8 @@ fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver
 
 test_that("without sparklyr, alexnet_spark_train() says what to install", {
   skip_if(requireNamespace("sparklyr", quietly = TRUE), "sparklyr is installed")
-  expect_error(alexnet_spark_train(NULL, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
+  sc <- structure(list(), class = "spark_connection")
+  expect_error(alexnet_spark_train(sc, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
 })
 
 test_that("the closures keep only what the workers need; the probe's needs no alexnet to unserialize", {
