@@ -137,6 +137,15 @@ spark_worker_env <- function(python) {
 # The driver's part: one call into the core (alexnet.launch.spark.r_train), which makes the checks, runs
 # the probe and the barrier stage through the two R functions it is handed, shows progress and retries.
 spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
+  rows <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
+                            driver = core_module("launch.spark")$r_train, closure = spark_train_closure,
+                            columns = spark_columns())
+  spark_train_result(records_to_df(rows))
+}
+
+# A barrier job driven by the core: `driver` (r_train, r_evaluate) gets the Spark settings, `launch` (one barrier
+# stage of `closure`s, each a task with the columns `columns`) and the probe; returns what `driver` returns.
+spark_barrier_run <- function(api, sc, workers, board, options, python, probe, driver, closure, columns) {
   context <- api$spark_context(sc)
   conf <- api$invoke(context, "getConf")
   setting <- function(key, default) api$invoke(conf, "get", key, default)
@@ -147,8 +156,8 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
   launch <- function(task) {
     tryCatch({
       sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
-      applied <- api$spark_apply(sdf, spark_train_closure(task, python), barrier = TRUE,
-                                 columns = spark_columns(), packages = FALSE, env = env)
+      applied <- api$spark_apply(sdf, closure(task, python), barrier = TRUE,
+                                 columns = columns, packages = FALSE, env = env)
       frame_records(as.data.frame(api$sdf_collect(applied)))
     }, error = function(e) list(failure = conditionMessage(e)))
   }
@@ -159,7 +168,7 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
                                packages = FALSE, env = env)
     frame_records(as.data.frame(api$sdf_collect(applied)))
   }
-  rows <- whole_python_error(do.call(core_module("launch.spark")$r_train, c(
+  whole_python_error(do.call(driver, c(
     list(workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
@@ -167,7 +176,6 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
          on_retry = retry_warning),
     options
   )))
-  spark_train_result(records_to_df(rows))
 }
 
 # The core calls this when a launch failed and it launches again: an R warning with the worker's error (the
@@ -192,9 +200,9 @@ whole_python_error <- function(expr) {
   })
 }
 
-# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list.
-spark_columns <- function() {
-  types <- unlist(core_module("launch.spark")$summary_columns())
+# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list in `module`.
+spark_columns <- function(module = "launch.spark") {
+  types <- unlist(core_module(module)$summary_columns())
   r_types <- c(int = "integer", float = "numeric", str = "character", bool = "logical")
   stats::setNames(unname(r_types[types]), names(types))
 }
@@ -219,6 +227,11 @@ spark_train_closure <- function(task, python = NULL) {
 # One barrier task: point reticulate at alexnet's Python, then the core's barrier_row(); a one-row data
 # frame with the columns of spark_columns().
 spark_train_task <- function(barrier, task, python = NULL) {
+  spark_task(barrier, task, python, "launch.worker", "barrier_row")
+}
+
+# One barrier task of `module`'s `row` function (row(addresses, partition, task)), as spark_train_task().
+spark_task <- function(barrier, task, python, module, row) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
@@ -227,8 +240,7 @@ spark_train_task <- function(barrier, task, python = NULL) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
-  row <- core_module("launch.worker")$barrier_row(as.list(as.character(barrier$address)),
-                                                   barrier$partition, task)
+  row <- core_module(module)[[row]](as.list(as.character(barrier$address)), barrier$partition, task)
   if (!is.null(row$failure)) stop(row$failure, call. = FALSE)  # the worker's error, whole, for the driver
   row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
   as.data.frame(row, stringsAsFactors = FALSE)

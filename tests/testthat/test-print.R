@@ -97,3 +97,27 @@ test_that("a partition reaches the core as the plain list it is, one-element fie
   }
   expect_type(data$num_classes, "integer")
 })
+
+test_that("a model and an evaluation print their summary; an evaluation tabulates", {
+  model <- alexnet:::new_alexnet_model(list(
+    path = "/cache/models/alexnet", name = "alexnet", version = "20250101T000000Z-abc12", board = "/boards/imagenet",
+    image_size = 224L, num_classes = 1000L, class_ids = c("n01", "n02"), class_names = c("tench", "goldfish"),
+    epochs = 90L, metrics = list(loss = list(2.1, 1.8), val_accuracy = list(0.5, 0.575))
+  ))
+  expect_snapshot(print(model))
+  expect_output(print(model), "AlexNet model alexnet@20250101T000000Z-abc12: 1,000 classes, images of 224 pixels")
+  dict <- alexnet:::core_model(model)
+  expect_null(attr(dict, "class"))
+  expect_type(dict$class_ids, "list")
+
+  evaluation <- alexnet:::new_alexnet_evaluation(list(
+    images = 1000L, top1_correct = 612L, top5_correct = 850L, top1_accuracy = 0.612, top5_accuracy = 0.85,
+    top_k = 5L, crops = 10L, protocol = "ten-crop", image_size = 224L, num_classes = 1000L,
+    images_per_second = 81.25, seconds = 12.3, bad_images = list(), model = "/cache/models/alexnet"
+  ))
+  expect_snapshot(print(evaluation))
+  expect_output(print(evaluation), "Top-1 accuracy 61.2% (612 of 1,000 images), top-5 85.0% (850)", fixed = TRUE)
+  frame <- as.data.frame(evaluation)
+  expect_equal(nrow(frame), 1L)
+  expect_equal(frame$top1_accuracy, 0.612)
+})
