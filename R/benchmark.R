@@ -48,10 +48,10 @@
 #' @export
 alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
                               image_size = 224, cores = NULL, seconds = 5, output_dir = NULL, ...) {
-  if (is.list(data)) data <- as_py_lists(data, c("image", "category", "categories", "label"))
-  args <- given_args(c("images", "batch_size", "image_size", "cores", "seconds", "output_dir"))
-  if (!is.null(stages)) args$stages <- as.list(stages)
-  result <- do.call(core_function("alexnet_benchmark"), c(list(data), args, list(...)))
+  args <- checked_args("alexnet_benchmark", names(formals()))
+  if (is.list(args$data)) args$data <- as_py_lists(unclass(args$data), c("image", "category", "categories", "label"))
+  if (!is.null(args$stages)) args$stages <- as.list(args$stages)
+  result <- do.call(core_function("alexnet_benchmark"), args)
   new_alexnet_benchmark(result)
 }
 

@@ -21,8 +21,9 @@
 #'   board; `NULL` keeps every version. Readers still holding an older `categories` table then no
 #'   longer find the versions it names.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
-#' @returns A list describing the upload: categories uploaded and skipped, images, bytes, seconds,
-#'   throughput, the resolved board, and `bad_images` (a data frame of the files left out).
+#' @returns An `alexnet_upload`: a list describing the upload (categories uploaded and skipped, images,
+#'   bytes, seconds, throughput, the resolved board, and `bad_images`, a data frame of the files left out),
+#'   which prints as a short summary.
 #' @seealso [imagenet_categories()], [imagenet_partition()].
 #' @examples
 #' if (alexnet_available()) {
@@ -34,11 +35,10 @@
 #' @export
 imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,
                             quality = 90, keep_versions = NULL, ...) {
-  args <- given_args(c("board", "workers", "min_images", "resize", "quality", "keep_versions"))
-  report <- do.call(core_function("imagenet_upload"), c(list(path), args, list(...)))
-  report <- simplify_py(report)
+  args <- checked_args("imagenet_upload", names(formals()))
+  report <- simplify_py(do.call(core_function("imagenet_upload"), args))
   report$bad_images <- records_to_df(report$bad_images)
-  report
+  new_alexnet_upload(report)
 }
 
 #' The categories on a board
@@ -55,7 +55,7 @@ imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, res
 #' }
 #' @export
 imagenet_categories <- function(board = NULL) {
-  records_to_df(do.call(core_function("imagenet_categories"), given_args("board")))
+  records_to_df(do.call(core_function("imagenet_categories"), checked_args("imagenet_categories", "board")))
 }
 
 #' Fetch one worker's share of ImageNet
@@ -72,12 +72,13 @@ imagenet_categories <- function(board = NULL) {
 #' @param verify Check every cached file's CRC-32 against the one its zip recorded (reads every file),
 #'   and fetch a damaged category again; `FALSE` checks names and sizes only.
 #' @param ... Further arguments for the Python `imagenet_partition()`: `retries`, `validation`.
-#' @returns A list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
+#' @returns An `alexnet_partition`, a list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
 #'   of each image), `categories` (this partition's ids), `label` (global 0-based label of each
 #'   image), `num_classes` (the number of categories on the board), `val_image`, `val_label`,
 #'   `val_category` for this partition's validation images when the board has them, and
 #'   `partition_sizes`, `val_partition_sizes` (the images of every partition, from which the workers of a
-#'   multi-worker run agree on their steps per epoch).
+#'   multi-worker run agree on their steps per epoch). It prints as a short summary; `as.data.frame()` gives
+#'   one row per image.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, max_side = 64)
@@ -89,6 +90,6 @@ imagenet_categories <- function(board = NULL) {
 #' @export
 imagenet_partition <- function(partition = 0, total = 16, board = NULL, cache_dir = NULL,
                                workers = 8, verify = FALSE, ...) {
-  args <- given_args(c("partition", "total", "board", "cache_dir", "workers", "verify"))
-  simplify_py(do.call(core_function("imagenet_partition"), c(args, list(...))))
+  args <- checked_args("imagenet_partition", names(formals()))
+  new_alexnet_partition(simplify_py(do.call(core_function("imagenet_partition"), args)))
 }

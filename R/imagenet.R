@@ -14,8 +14,8 @@
 #'   named `.JPEG`, a truncated and an empty file (in the first category).
 #' @param max_side Scale images down so their longer side is at most this many pixels (`NULL` keeps
 #'   ImageNet's sizes); small images make quick experiments and tests.
-#' @returns A list with `path`, `classes`, `images`, `val_images`, `bytes`, `categories` and `quirks`
-#'   (the paths of the odd files, by kind).
+#' @returns An `alexnet_imagenet`: a list with `path`, `classes`, `images`, `val_images`, `bytes`,
+#'   `categories` and `quirks` (the paths of the odd files, by kind), which prints as a short summary.
 #' @examples
 #' if (alexnet_available()) {
 #'   imagenet <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4,
@@ -25,6 +25,6 @@
 #' @export
 imagenet_synthetic <- function(dest, classes = 10, images_per_class = 100, val_per_class = 10,
                                seed = 0, quirks = FALSE, max_side = NULL) {
-  args <- given_args(c("classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side"))
-  simplify_py(do.call(core_function("imagenet_synthetic"), c(list(dest = dest), args)))
+  args <- checked_args("imagenet_synthetic", names(formals()))
+  new_alexnet_imagenet(simplify_py(do.call(core_function("imagenet_synthetic"), args)))
 }

@@ -30,7 +30,7 @@
 #' @export
 install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3", "spark"),
                             constraints = TRUE, dependencies = TRUE, pip_options = character()) {
-  stopifnot(is.character(envname), length(envname) == 1L, nzchar(envname))
+  checked_args("install_alexnet", names(formals()))
   unknown <- setdiff(extras, c("s3", "spark"))
   if (length(unknown)) {
     stop("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "), "; choose from \"s3\" and \"spark\".",

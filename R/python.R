@@ -43,7 +43,7 @@ alexnet_python <- function() {
 #' }
 #' @export
 alexnet_use_python <- function(python, persist = TRUE) {
-  stopifnot(is.character(python), length(python) == 1L)
+  checked_args("alexnet_use_python", names(formals()))
   executable <- python_executable(python)
   if (is.null(executable)) {
     stop("No Python executable found at '", python, "'. Give a python binary or a virtual ",

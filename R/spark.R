@@ -19,9 +19,9 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
   }
-  core_module("train.cluster")$tf_config_json(
-    as.list(as.character(barrier$address)), barrier$partition, base_port = base_port
-  )
+  args <- checked_args("tf_config_from_barrier", "base_port")
+  do.call(core_module("train.cluster")$tf_config_json,
+          c(list(as.list(as.character(barrier$address)), barrier$partition), args))
 }
 
 #' Train AlexNet across a Spark cluster
@@ -58,10 +58,14 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'   checkpoint of `checkpoint_dir`).
 #' @param progress Show the chief's progress while the workers train.
 #' @param probe Check the executors with a short Spark job before launching the workers.
-#' @returns A data frame with one row per worker (`worker`, `address`, `chief`, `categories`,
-#'   `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
+#' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
+#' (class `alexnet_retry`) that carries the worker's error.
+#'
+#' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address`, `chief`,
+#'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
 #'   `images_per_second`, `weights_sha256`, `attempt`, ...), whose `history` column is a list of each
-#'   worker's [alexnet_history][alexnet_history].
+#'   worker's [alexnet_history][alexnet_history]. It prints one line per worker; `as.data.frame()` gives the
+#'   rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
@@ -72,8 +76,13 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000, cache_dir = NULL,
                                 fetch_workers = 8, python = alexnet_python(), retries = 0,
                                 progress = TRUE, probe = TRUE) {
-  options <- c(given_args(c("base_port", "cache_dir", "fetch_workers", "retries", "progress")), list(...))
-  spark_train_run(sparklyr_api(), sc, workers, board, options, python = python, probe = probe)
+  args <- checked_args("alexnet_spark_train", names(formals()))
+  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
+  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
+  python <- check_arg(python, "python", "location?")
+  options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
+  spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
+                  probe = !isFALSE(args[["probe"]]))
 }
 
 #' TensorFlow version of alexnet's Python environment
@@ -81,8 +90,8 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' Like `tensorflow::tf_version()`, for code that imports TensorFlow with
 #' `reticulate::import("tensorflow")` instead of attaching the 'tensorflow' R package (as the
 #' `spark_apply()` closure of the original r-tensorflow/alexnet does): the major and minor version of
-#' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It has no
-#' other effect.
+#' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It prints
+#' nothing (TensorFlow's start-up lines are hidden unless `ALEXNET_TF_LOGS=1`) and has no other effect.
 #'
 #' `TF_CONFIG` needs no help to reach TensorFlow: once alexnet is loaded, TensorFlow imported in this
 #' R session reads `TF_CONFIG` from the process environment each time it needs it, so a
@@ -95,8 +104,12 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' @export
 tf_version <- function() {
   tryCatch({
-    use_alexnet_python()
-    version <- reticulate::import("tensorflow")$`__version__`
+    # through the core, which imports TensorFlow without its start-up lines; else TensorFlow itself
+    version <- tryCatch(core_module("tfimport")$tf$`__version__`, error = function(e) NULL)
+    if (is.null(version)) {
+      use_alexnet_python()
+      version <- reticulate::import("tensorflow")$`__version__`
+    }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
 }
@@ -124,6 +137,15 @@ spark_worker_env <- function(python) {
 # The driver's part: one call into the core (alexnet.launch.spark.r_train), which makes the checks, runs
 # the probe and the barrier stage through the two R functions it is handed, shows progress and retries.
 spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
+  rows <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
+                            driver = core_module("launch.spark")$r_train, closure = spark_train_closure,
+                            columns = spark_columns())
+  spark_train_result(records_to_df(rows))
+}
+
+# A barrier job driven by the core: `driver` (r_train, r_evaluate) gets the Spark settings, `launch` (one barrier
+# stage of `closure`s, each a task with the columns `columns`) and the probe; returns what `driver` returns.
+spark_barrier_run <- function(api, sc, workers, board, options, python, probe, driver, closure, columns) {
   context <- api$spark_context(sc)
   conf <- api$invoke(context, "getConf")
   setting <- function(key, default) api$invoke(conf, "get", key, default)
@@ -134,8 +156,8 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
   launch <- function(task) {
     tryCatch({
       sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
-      applied <- api$spark_apply(sdf, spark_train_closure(task, python), barrier = TRUE,
-                                 columns = spark_columns(), packages = FALSE, env = env)
+      applied <- api$spark_apply(sdf, closure(task, python), barrier = TRUE,
+                                 columns = columns, packages = FALSE, env = env)
       frame_records(as.data.frame(api$sdf_collect(applied)))
     }, error = function(e) list(failure = conditionMessage(e)))
   }
@@ -146,14 +168,22 @@ spark_train_run <- function(api, sc, workers, board, options = list(), python = 
                                packages = FALSE, env = env)
     frame_records(as.data.frame(api$sdf_collect(applied)))
   }
-  rows <- whole_python_error(do.call(core_module("launch.spark")$r_train, c(
+  whole_python_error(do.call(driver, c(
     list(workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
-         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python),
+         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python,
+         on_retry = retry_warning),
     options
   )))
-  spark_train_result(records_to_df(rows))
+}
+
+# The core calls this when a launch failed and it launches again: an R warning with the worker's error (the
+# core's log of it does not reach an R console).
+retry_warning <- function(message) {
+  warning(structure(class = c("alexnet_retry", "warning", "condition"),
+                    list(message = paste(message, collapse = "\n"), call = NULL)))
+  invisible(NULL)
 }
 
 # `expr`, whose Python error, if any, is raised with its whole message: reticulate shortens long ones in
@@ -170,9 +200,9 @@ whole_python_error <- function(expr) {
   })
 }
 
-# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list.
-spark_columns <- function() {
-  types <- unlist(core_module("launch.spark")$summary_columns())
+# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list in `module`.
+spark_columns <- function(module = "launch.spark") {
+  types <- unlist(core_module(module)$summary_columns())
   r_types <- c(int = "integer", float = "numeric", str = "character", bool = "logical")
   stats::setNames(unname(r_types[types]), names(types))
 }
@@ -197,6 +227,11 @@ spark_train_closure <- function(task, python = NULL) {
 # One barrier task: point reticulate at alexnet's Python, then the core's barrier_row(); a one-row data
 # frame with the columns of spark_columns().
 spark_train_task <- function(barrier, task, python = NULL) {
+  spark_task(barrier, task, python, "launch.worker", "barrier_row")
+}
+
+# One barrier task of `module`'s `row` function (row(addresses, partition, task)), as spark_train_task().
+spark_task <- function(barrier, task, python, module, row) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
          "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
@@ -205,8 +240,7 @@ spark_train_task <- function(barrier, task, python = NULL) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
-  row <- core_module("launch.worker")$barrier_row(as.list(as.character(barrier$address)),
-                                                   barrier$partition, task)
+  row <- core_module(module)[[row]](as.list(as.character(barrier$address)), barrier$partition, task)
   if (!is.null(row$failure)) stop(row$failure, call. = FALSE)  # the worker's error, whole, for the driver
   row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
   as.data.frame(row, stringsAsFactors = FALSE)
@@ -247,5 +281,5 @@ spark_train_result <- function(frame) {
   rownames(frame) <- NULL
   json <- reticulate::import("json", convert = TRUE)
   frame$history <- lapply(frame$history, function(text) new_alexnet_history(simplify_py(json$loads(text))))
-  frame
+  new_alexnet_spark_run(frame)
 }

@@ -38,21 +38,22 @@
 #' @export
 alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = NULL,
                           parallel = NULL, ...) {
-  names <- c("batch_size", "epochs", "data", "strategy", "parallel")
+  names <- names(formals())
   if (!missing(batch_size) && is.list(batch_size)) {
     # the first argument is the data, as in imagenet_partition() %>% alexnet_train()
-    if (!missing(data)) stop("`data` was given twice (first argument and `data =`).", call. = FALSE)
+    if (!missing(data)) alexnet_abort("`data` was given twice (first argument and `data =`).")
     data <- batch_size
     names <- setdiff(names, "batch_size")
   }
-  args <- given_args(setdiff(names, "data"))
-  if (!is.null(data)) args$data <- train_data(data)
-  history <- do.call(core_function("alexnet_train"), c(args, list(...)))
+  args <- checked_args("alexnet_train", names)
+  if (!is.null(args$data)) args$data <- train_data(args$data)
+  history <- do.call(core_function("alexnet_train"), args)
   new_alexnet_history(simplify_py(history))
 }
 
-# The fields that hold one value per image stay lists on the Python side, even with one image.
+# A partition (an `alexnet_partition`, or a list made by hand) as the core takes it: a plain list, whose fields
+# that hold one value per image or category stay lists on the Python side, even with one element.
 train_data <- function(data) {
-  as_py_lists(data, c("image", "category", "categories", "label", "val_image", "val_label", "val_category",
-                      "partition_sizes", "val_partition_sizes"))
+  as_py_lists(unclass(data), c("image", "category", "categories", "label", "val_image", "val_label", "val_category",
+                               "partition_sizes", "val_partition_sizes", "class_ids", "class_names"))
 }

@@ -11,6 +11,11 @@ import numpy as np
 
 from .errors import AlexnetError
 
+#: The smallest image side AlexNet takes: below it, its three poolings leave no 1x1 map (see
+#: :func:`alexnet.train.geometry.feature_sizes`). Defined here, below every layer, so that the data layer (images
+#: stored with ``resize``) and the model check against the one value.
+MIN_IMAGE_SIZE = 63
+
 
 def as_int(value: Any, name: str, minimum: int | None = None) -> int:
     """``value`` as an ``int``; an :class:`AlexnetError` naming ``name`` when it is not a whole number

@@ -1,11 +1,13 @@
-"""TensorFlow, imported for the whole package here, without its CUDA probe messages on machines without GPUs.
+"""TensorFlow, imported for the whole package here, without the start-up lines nobody acts on.
 
-On a machine without a GPU, importing TensorFlow and listing its devices prints "Could not find cuda drivers
-on your machine", "failed call to cuInit" and "All log messages before absl::InitializeLog() is called are
-written to STDERR", whatever ``TF_CPP_MIN_LOG_LEVEL`` says. When this machine has no NVIDIA device,
-standard error goes to a file during the import and the first device listing, and what TensorFlow wrote
-there is passed on without those lines. Set ``ALEXNET_TF_LOGS=1`` to see everything TensorFlow prints (and
-``TF_CPP_MIN_LOG_LEVEL=0`` for its informational messages too).
+Importing TensorFlow prints, whatever ``TF_CPP_MIN_LOG_LEVEL`` says, lines a user of this package cannot act
+on: the oneDNN notice (twice per process, once per native library), the CPU instructions TensorFlow was not
+built for, "All log messages before absl::InitializeLog() is called are written to STDERR", and on a machine
+without a GPU its CUDA probe ("Could not find cuda drivers on your machine", "failed call to cuInit"). During
+the import and the first device listing, standard error goes to a file, and what TensorFlow wrote there is
+passed on without those lines (the CUDA lines are kept where an NVIDIA device is present, where they say what
+was found). Set ``ALEXNET_TF_LOGS=1`` to see everything TensorFlow prints (and ``TF_CPP_MIN_LOG_LEVEL=0`` for
+its informational messages too).
 
 Modules of the package write ``from ..tfimport import keras, tf``, never ``import tensorflow`` or ``import
 tf_keras`` themselves (tf-keras, Keras 2, because Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy).
@@ -21,36 +23,56 @@ import tempfile
 import types
 from collections.abc import Iterator
 
+#: Lines TensorFlow prints on every start, which nobody acts on.
+STARTUP_NOISE = (
+    "oneDNN custom operations are on",
+    "cpu_feature_guard.cc",
+    "rebuild TensorFlow with the appropriate compiler flags",
+    "All log messages before absl::InitializeLog() is called are written to STDERR",
+)
+
 #: Lines TensorFlow prints while probing for CUDA on a machine without a GPU.
-NOISE = (
+CUDA_NOISE = (
     "cudart_stub.cc",
     "cuda_platform.cc",
     "cuda_executor.cc",
     "cuda_diagnostics.cc",
-    "All log messages before absl::InitializeLog() is called are written to STDERR",
+    "Could not find cuda drivers",
+    "failed call to cuInit",
     "Unable to register cuDNN factory",
     "Unable to register cuFFT factory",
     "Unable to register cuBLAS factory",
     "computation placer already registered",
 )
 
+NOISE = STARTUP_NOISE + CUDA_NOISE
 
-def is_noise(line: str) -> bool:
-    """Is ``line`` one of TensorFlow's CUDA probe messages?"""
-    return any(marker in line for marker in NOISE)
+
+def is_noise(line: str, cuda: bool = True) -> bool:
+    """Is ``line`` one of TensorFlow's start-up lines (or, with ``cuda``, of its CUDA probe messages)?"""
+    return any(marker in line for marker in (NOISE if cuda else STARTUP_NOISE))
+
+
+def tf_logs_wanted() -> bool:
+    """Did the user ask for everything TensorFlow prints (``ALEXNET_TF_LOGS=1``)?"""
+    return os.environ.get("ALEXNET_TF_LOGS", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def has_gpu() -> bool:
+    """Is there an NVIDIA device on this machine (whose CUDA lines are then worth showing)?"""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def quiet_wanted() -> bool:
-    """Filter the probe messages: no NVIDIA device here, and nobody asked for TensorFlow's logs."""
-    if os.environ.get("ALEXNET_TF_LOGS", "").strip().lower() in {"1", "true", "yes", "on"}:
-        return False
-    return not glob.glob("/dev/nvidia[0-9]*")
+    """Filter the CUDA probe messages too: no NVIDIA device here, and nobody asked for TensorFlow's logs."""
+    return not tf_logs_wanted() and not has_gpu()
 
 
 @contextlib.contextmanager
-def filtered_stderr() -> Iterator[None]:
+def filtered_stderr(cuda: bool = True) -> Iterator[None]:
     """Standard error (the file descriptor, as C++ code writes to it) goes to a file for the duration, and what
-    was written there is passed on afterwards without TensorFlow's CUDA probe messages."""
+    was written there is passed on afterwards without TensorFlow's start-up lines (and, with ``cuda``, without
+    its CUDA probe messages)."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -68,22 +90,22 @@ def filtered_stderr() -> Iterator[None]:
             os.close(saved)
             capture.seek(0)
             kept = [line for line in capture.read().decode("utf-8", "replace").splitlines(keepends=True)
-                    if not is_noise(line)]
+                    if not is_noise(line, cuda)]
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
 
 
 def _import() -> tuple[types.ModuleType, types.ModuleType]:
-    """TensorFlow and tf-keras, and the first device listing (where the CUDA probe runs) with the probe
-    messages filtered; also when TensorFlow was imported before (by ``reticulate::import("tensorflow")`` in R,
-    say), if its devices were not listed yet."""
-    if not quiet_wanted():
+    """TensorFlow and tf-keras, and the first device listing (where the CUDA probe runs) with the start-up lines
+    filtered (see the module's documentation); also when TensorFlow was imported before (by
+    ``reticulate::import("tensorflow")`` in R, say), if its devices were not listed yet."""
+    if tf_logs_wanted():
         import tensorflow
         import tf_keras
 
         return tensorflow, tf_keras
-    with filtered_stderr():
+    with filtered_stderr(cuda=not has_gpu()):
         import tensorflow
         import tf_keras
 

@@ -1,4 +1,4 @@
-"""TensorFlow's CUDA probe messages are hidden on machines without GPUs, unless TensorFlow's logs are asked for."""
+"""TensorFlow's start-up lines (and, without GPUs, its CUDA probe) are hidden unless TensorFlow's logs are asked for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from alexnet.tfimport import is_noise, quiet_wanted
+from alexnet.tfimport import has_gpu, is_noise, tf_logs_wanted
 
 SCRIPT = "from alexnet.tfimport import tf; print(len(tf.config.list_physical_devices('CPU')))"
 
@@ -23,13 +23,25 @@ def _stderr(**env: str) -> list[str]:
 def test_noise_is_recognised():
     assert is_noise("E0000 00:00:17 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error")
     assert is_noise("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR")
+    onednn = "I0000 00:00:17 7365 port.cc:153] oneDNN custom operations are on. You may see slightly different"
+    assert is_noise(onednn) and is_noise(onednn, cuda=False)
+    assert not is_noise("I0000 cudart_stub.cc:31] Could not find cuda drivers on your machine", cuda=False)
     assert not is_noise("ValueError: broken on purpose")
 
 
-@pytest.mark.skipif(not quiet_wanted(), reason="this machine has a GPU, or ALEXNET_TF_LOGS asks for everything")
-def test_the_cuda_probe_messages_are_hidden_unless_asked_for():
+def test_tf_logs_wanted_reads_the_variable(monkeypatch):
+    for value, wanted in (("1", True), ("true", True), ("0", False), ("", False)):
+        monkeypatch.setenv("ALEXNET_TF_LOGS", value)
+        assert tf_logs_wanted() is wanted
+
+
+@pytest.mark.skipif(tf_logs_wanted(), reason="ALEXNET_TF_LOGS asks for everything")
+def test_the_start_up_lines_are_hidden_unless_asked_for():
     noisy = _stderr(ALEXNET_TF_LOGS="1")
     if not any(is_noise(line) for line in noisy):
-        pytest.skip("this TensorFlow prints no CUDA probe messages here")
-    quiet = _stderr()
-    assert not [line for line in quiet if is_noise(line)], quiet
+        pytest.skip("this TensorFlow prints no start-up lines here")
+    quiet = _stderr(ALEXNET_TF_LOGS="0")
+    assert not [line for line in quiet if is_noise(line, cuda=not has_gpu())], quiet
+    # everything else TensorFlow printed is still shown
+    kept = [line for line in noisy if not is_noise(line, cuda=not has_gpu())]
+    assert len(kept) == len(quiet), (kept, quiet)

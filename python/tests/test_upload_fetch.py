@@ -29,6 +29,7 @@ import pytest
 from PIL import Image
 from servers import free_port, http_server
 
+from alexnet.checks import MIN_IMAGE_SIZE
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.imagenet import read_imagenet
 from alexnet.data.images import check_image
@@ -165,14 +166,17 @@ def test_changed_category_is_the_only_one_uploaded_again(tree, tmp_path):
 def test_keep_versions_deletes_the_copies_a_changed_upload_replaced(tree, tmp_path):
     board = tmp_path / "board"
     imagenet_upload(tree["path"], board, workers=2)
-    # the same tree re-encoded: every category and the tables get a new version; by default both stay
-    imagenet_upload(tree["path"], board, workers=2, resize=24)
+    # the same tree re-encoded: the categories whose files change (the quirk category's CMYK, grayscale and PNG
+    # files become RGB JPEGs; the others are smaller than `resize` already) and the tables get a new version; by
+    # default both stay
+    imagenet_upload(tree["path"], board, workers=2, resize=64)
     pins_dir = [p for p in board.iterdir() if p.is_dir() and p.name.startswith("n")]
-    assert pins_dir and all(len([v for v in p.iterdir() if v.is_dir()]) == 2 for p in pins_dir)
+    changed = [p for p in pins_dir if len([v for v in p.iterdir() if v.is_dir()]) == 2]
+    assert changed and all(len([v for v in p.iterdir() if v.is_dir()]) in (1, 2) for p in pins_dir)
     before = {r["id"]: r for r in imagenet_categories(board)}
 
-    report = imagenet_upload(tree["path"], board, workers=2, resize=24, keep_versions=1)
-    assert report["uploaded"] == [] and report["pruned_versions"] >= len(pins_dir)
+    report = imagenet_upload(tree["path"], board, workers=2, resize=64, keep_versions=1)
+    assert report["uploaded"] == [] and report["pruned_versions"] >= len(changed)
     assert all(len([v for v in p.iterdir() if v.is_dir()]) == 1 for p in pins_dir)
     categories_pin = [v for v in (board / "categories").iterdir() if v.is_dir()]
     assert len(categories_pin) == 1
@@ -272,17 +276,26 @@ def test_min_images_leaves_small_categories_out(tree, tmp_path):
     assert report["val_images"] == VAL_PER_CLASS * len(big)
 
 
-def test_resize_reencodes_to_rgb_jpeg_with_short_side_limit(tree, tmp_path):
+def test_resize_reencodes_to_rgb_jpeg_with_short_side_limit(tmp_path):
+    # images larger than the smallest resize AlexNet allows, so that every one is re-encoded
+    info = imagenet_synthetic(tmp_path / "src", classes=2, images_per_class=3, val_per_class=1, seed=2, quirks=True,
+                              max_side=100)
     board = tmp_path / "board"
-    imagenet_upload(tree["path"], board, resize=20, quality=80)
+    report = imagenet_upload(info["path"], board, resize=MIN_IMAGE_SIZE, quality=80)
     data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
-    assert len(data["image"]) == sum(len(v) for v in tree["good"].values())
+    assert len(data["image"]) == report["images"] and len(data["val_image"]) == report["val_images"]
     for path in data["image"] + data["val_image"]:
         with Image.open(path) as img:
             assert img.format == "JPEG" and img.mode == "RGB"
-            assert min(img.size) <= 20
-    quirk = {os.path.basename(tree["info"]["quirks"][k]) for k in ("cmyk", "grayscale", "png")}
+            assert min(img.size) <= MIN_IMAGE_SIZE
+    quirk = {os.path.basename(info["quirks"][k]) for k in ("cmyk", "grayscale", "png")}
     assert quirk <= {os.path.basename(p) for p in data["image"]}
+
+
+def test_resize_below_what_alexnet_takes_is_an_error_before_anything_is_written(tree, tmp_path):
+    with pytest.raises(AlexnetError, match=rf"`resize` = {MIN_IMAGE_SIZE - 1} .* use resize >= {MIN_IMAGE_SIZE}"):
+        imagenet_upload(tree["path"], tmp_path / "b", resize=MIN_IMAGE_SIZE - 1)
+    assert not (tmp_path / "b").exists()
 
 
 def test_check_image_verdicts(tree):
@@ -300,7 +313,7 @@ def test_upload_arguments_checked_before_work(tree, tmp_path):
     with pytest.raises(AlexnetError, match=r"`workers` must be a whole number >= 1"):
         imagenet_upload(tree["path"], tmp_path / "b", workers=0)
     with pytest.raises(AlexnetError, match=r"`quality` must be in 1\.\.100"):
-        imagenet_upload(tree["path"], tmp_path / "b", resize=10, quality=0)
+        imagenet_upload(tree["path"], tmp_path / "b", resize=64, quality=0)
     with pytest.raises(BoardError, match="read only"):
         imagenet_upload(tree["path"], "https://example.invalid/board")
     assert not (tmp_path / "b").exists()

@@ -9,9 +9,9 @@ skip_if_no_alexnet <- function() {
   skip("the Python core of alexnet is not available")
 }
 
-# Runs `code` in a fresh R process with the given environment, so that Python state (which
+# Runs `code` (with `args`) in a fresh R process with the given environment, so that Python state (which
 # reticulate cannot reset) starts from nothing.
-run_fresh_r <- function(code, env = character()) {
+run_fresh_r <- function(code, env = character(), args = list()) {
   skip_if_not_installed("callr")
-  callr::r(code, env = c(callr::rcmd_safe_env(), env), show = FALSE)
+  callr::r(code, args = args, env = c(callr::rcmd_safe_env(), env), show = FALSE)
 }

@@ -52,7 +52,8 @@ fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver
 
 test_that("without sparklyr, alexnet_spark_train() says what to install", {
   skip_if(requireNamespace("sparklyr", quietly = TRUE), "sparklyr is installed")
-  expect_error(alexnet_spark_train(NULL, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
+  sc <- structure(list(), class = "spark_connection")
+  expect_error(alexnet_spark_train(sc, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
 })
 
 test_that("the closures keep only what the workers need; the probe's needs no alexnet to unserialize", {
@@ -239,4 +240,40 @@ test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with r
   seen <- jsonlite::fromJSON(out$python, simplifyVector = FALSE)
   expect_equal(seen$cluster$worker, list("127.0.0.1:8001"))
   expect_equal(seen$task$index, 0L)
+})
+
+test_that("a failed launch and the retry that follows reach R as a warning with the worker's error", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  # the first launch fails as a worker's task does; the second returns the worker's row
+  failure <- alexnet:::core_module("launch.worker")$WorkerError(0L, 1L, "OSError: lost", list(), -9L,
+                                                                "node7:/tmp/alexnet-logs/w0.log")$task_failure()
+  launches <- 0L
+  api <- fake_sparklyr(new.env())
+  api$spark_apply <- function(x, f, ...) {
+    launches <<- launches + 1L
+    if (launches == 1L) stop(failure, call. = FALSE)
+    data.frame(worker = 0L, workers = 1L, loss = 1.5, history = '{"params": {}, "metrics": {"loss": [1.5]}}')
+  }
+  warnings <- list()
+  result <- withCallingHandlers(
+    alexnet:::spark_train_run(api, "sc", 1, file.path(dir, "b"), list(retries = 2, epochs = 1), probe = FALSE),
+    warning = function(w) {
+      warnings[[length(warnings) + 1L]] <<- w
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_equal(launches, 2L)
+  expect_length(warnings, 1L)
+  expect_s3_class(warnings[[1]], "alexnet_retry")
+  message <- conditionMessage(warnings[[1]])
+  expect_match(message, "^Worker 0 of 1 failed: OSError: lost\nFull log: node7:/tmp/alexnet-logs/w0.log\n")
+  expect_match(message, "Launching the 1 workers again, starting afresh (no checkpoint_dir) (retry 1 of 2).",
+               fixed = TRUE)
+  expect_s3_class(result, "alexnet_spark_run")
+  expect_equal(result$attempt, 2L)
+  expect_equal(result$history[[1]]$metrics$loss, 1.5)
 })

@@ -35,7 +35,7 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_error(imagenet_partition(partition = 2, total = 2, board = setup$board), "0\\.\\.1")
 
   # uploading re-encoded copies, keeping one version per pin: the originals leave the board
-  again <- imagenet_upload(setup$src$path, board = setup$board, workers = 2, resize = 48, keep_versions = 1)
+  again <- imagenet_upload(setup$src$path, board = setup$board, workers = 2, resize = 64, keep_versions = 1)
   expect_setequal(again$uploaded, categories$id)
   expect_gte(again$pruned_versions, 3L)
   versions <- list.dirs(file.path(setup$board, categories$id[1]), recursive = FALSE)

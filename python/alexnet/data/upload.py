@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import as_int, as_optional_int
+from ..checks import MIN_IMAGE_SIZE, as_int, as_optional_int
 from ..errors import AlexnetError, BoardError
 from ..progress import progress_bar
 from ..scratch import scratch_folder
@@ -240,8 +240,12 @@ def _checked_options(workers: Any, min_images: Any, resize: Any, quality: Any, r
     quality = as_int(quality, "quality")
     if not 1 <= quality <= 100:
         raise AlexnetError(f"`quality` must be in 1..100, not {quality}.")
-    return workers, _Options(as_int(min_images, "min_images", 0), as_optional_int(resize, "resize", 1), quality,
-                             as_int(retries, "retries", 0))
+    resize = as_optional_int(resize, "resize", 1)
+    if resize is not None and resize < MIN_IMAGE_SIZE:
+        raise AlexnetError(f"`resize` = {resize} would store images too small for AlexNet, which needs a side of at "
+                           f"least {MIN_IMAGE_SIZE}: use resize >= {MIN_IMAGE_SIZE} (256, the paper's short side, is "
+                           "a good choice), or leave it out to keep the original images.")
+    return workers, _Options(as_int(min_images, "min_images", 0), resize, quality, as_int(retries, "retries", 0))
 
 
 def imagenet_upload(
@@ -264,7 +268,8 @@ def imagenet_upload(
         workers: categories zipped and uploaded at the same time.
         min_images: leave out categories with fewer good training images than this.
         resize: re-encode images so their short side is at most this many pixels (and CMYK, grayscale,
-            PNG become RGB JPEG); ``None`` keeps every good image byte for byte.
+            PNG become RGB JPEG), at least :data:`~alexnet.checks.MIN_IMAGE_SIZE`; ``None`` keeps every good image
+            byte for byte.
         quality: JPEG quality of re-encoded images.
         retries: attempts after the first for each transient board error.
         keep_versions: once the upload is complete, keep only this many versions (the newest) of each

@@ -159,13 +159,15 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
 
 def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
-            progress: bool = True) -> list[dict[str, Any]]:
+            progress: bool = True, on_retry: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
     """Run ``plan``: check the executors with ``probe``, then ``launch(task)`` (one barrier stage, returning one
     row per worker) until it succeeds or ``plan.retries`` relaunches have failed too.
 
     While the stage runs, the chief's progress is shown on the driver (when ``progress`` and ``driver_host``,
     the address the executors reach the driver at). Each row gets ``attempt`` (1 for the first launch). A
-    worker's failure raises its :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`.
+    worker's failure raises its :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`. Before
+    each relaunch, the failure and what follows are logged as a warning, or handed to ``on_retry`` (one string)
+    when given (R shows it as an R warning).
     """
     if probe is not None:
         check_probe(probe(), advice)
@@ -186,7 +188,7 @@ def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any
                 failure = failure_of(error, plan.workers)
             if attempt > plan.retries:
                 raise failure from None
-            _log_retry(failure, attempt, plan)
+            _log_retry(failure, attempt, plan, on_retry)
     finally:
         if monitor is not None:
             monitor.close()
@@ -196,10 +198,16 @@ def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any
     return rows
 
 
-def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan) -> None:
+def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
+               on_retry: Callable[[str], Any] | None = None) -> None:
     resume = "resuming from the last checkpoint" if plan.task["train_args"].get("checkpoint_dir") else \
         "starting afresh (no checkpoint_dir)"
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]
-    logger.warning("%s\nLaunching the %d workers again, %s (retry %d of %d).", "\n".join(shown), plan.workers,
-                   resume, attempt, plan.retries)
+    message = "{}\nLaunching the {} workers again, {} (retry {} of {}).".format(
+        "\n".join(shown), plan.workers, resume, attempt, plan.retries)
+    if on_retry is None:
+        logger.warning("%s", message)
+    else:
+        logger.info("%s", message)
+        on_retry(message)

@@ -285,10 +285,12 @@ def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: 
     row per task; ``launch(task)`` (an R function running ``spark_apply()`` whose tasks call
     :func:`alexnet.launch.worker.barrier_row` with ``task``) returns one flat row per worker, with the columns of
     :data:`~alexnet.launch.worker.SUMMARY_COLUMNS`, or ``{"failure": <the error's message>}`` when the stage
-    failed (returned, not raised: an R error reaching Python has its message shortened). Returns the rows in
-    worker order, with ``attempt``.
+    failed (returned, not raised: an R error reaching Python has its message shortened); ``on_retry(message)``,
+    when given in ``options``, is called before each relaunch with the failure (R turns it into a warning).
+    Returns the rows in worker order, with ``attempt``.
     """
     shown = {"progress": bool(options.pop("progress"))} if "progress" in options else {}
+    on_retry = options.pop("on_retry", None)  # an R function that turns the retry into an R warning
     plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), **options)
 
     def records(value: Any) -> list[dict[str, Any]]:
@@ -303,7 +305,8 @@ def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: 
         return records(value)
 
     return run_job(plan, launched, driver_host=driver_host,
-                   probe=(lambda: records(probe())) if probe is not None else None, advice=R_ADVICE, **shown)
+                   probe=(lambda: records(probe())) if probe is not None else None, advice=R_ADVICE, on_retry=on_retry,
+                   **shown)
 
 
 def summary_columns() -> dict[str, str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-#: The smallest input for which the three poolings still leave a 1x1 map.
-MIN_IMAGE_SIZE = 63
+#: The smallest input for which the three poolings still leave a 1x1 map (defined with the other checks).
+from ..checks import MIN_IMAGE_SIZE as MIN_IMAGE_SIZE
 
 
 def feature_sizes(image_size: int) -> list[int]:

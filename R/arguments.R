@@ -1,0 +1,159 @@
+# The arguments of the exported functions, checked in R before any call into the core, and turned into what the
+# core expects. Each function's arguments have a kind in `argument_kinds`:
+#
+#   count     a whole number                       number    a number
+#   flag      TRUE or FALSE                        string    one string
+#   location  one string: a path or a URL          numbers   a numeric vector (any length, no NA)
+#   strings   a character vector (no NA)           data      a list (a partition), or one string
+#   object    one string or an object (a Python strategy, say)
+#   connection  a sparklyr connection              any       not checked here
+#
+# A kind ending in "?" also takes NULL (the core's None). Ranges (`total` >= 1, ...) are the core's to check: its
+# messages say what to use; what is checked here is what the core cannot show the R way (NA, vectors, types).
+
+training_kinds <- c(
+  image_size = "count", learning_rate = "number", momentum = "number", weight_decay = "number",
+  lr_drop_epochs = "numbers", checkpoint_dir = "location?", model_dir = "location?", log_dir = "location?",
+  checkpoint_every = "count?", steps_per_epoch = "count?", validation = "flag", validation_steps = "count?",
+  cache = "flag", max_bad_fraction = "number", check_images = "flag", seed = "count?", verbose = "count",
+  dense_units = "count", dropout = "number", grouped = "flag", area_range = "numbers",
+  mixed_precision = "flag?", jit_compile = "flag?", callbacks = "any", collective_timeout = "number?",
+  progress_file = "location?", profile_steps = "numbers?", label_smoothing = "number", output_dir = "location?"
+)
+
+evaluation_kinds <- c(
+  model = "object", data = "data?", board = "location?", crops = "count", batch_size = "count",
+  parallel = "count?", image_size = "count?", top_k = "count", cache_dir = "location?", seed = "count?",
+  verbose = "count"
+)
+
+argument_kinds <- list(
+  `%>%` = character(),
+  alexnet_available = character(),
+  alexnet_python = character(),
+  tf_version = character(),
+  alexnet_use_python = c(python = "location", persist = "flag"),
+  install_alexnet = c(envname = "location", python = "location?", extras = "strings", constraints = "flag",
+                      dependencies = "flag", pip_options = "strings"),
+  imagenet_synthetic = c(dest = "location", classes = "count", images_per_class = "count", val_per_class = "count",
+                         seed = "count", quirks = "flag", max_side = "count?"),
+  imagenet_upload = c(path = "location", board = "location?", workers = "count", min_images = "count",
+                      resize = "count?", quality = "count", keep_versions = "count?", retries = "count"),
+  imagenet_categories = c(board = "location?"),
+  imagenet_partition = c(partition = "count", total = "count", board = "location?", cache_dir = "location?",
+                         workers = "count", verify = "flag", retries = "count", validation = "flag"),
+  alexnet_train = c(batch_size = "count", epochs = "count", data = "data?", strategy = "object?",
+                    parallel = "count?", training_kinds),
+  alexnet_benchmark = c(data = "data?", stages = "strings?", images = "count", batch_size = "count",
+                        image_size = "count", cores = "count?", seconds = "number", output_dir = "location?",
+                        parallel = "count?", cache = "flag", resize = "count?", quality = "count",
+                        model_steps = "count", dense_units = "count", board = "location?", fetch_partition = "count",
+                        fetch_total = "count", fetch_workers = "count", isolation = "string?", seed = "count"),
+  tf_config_from_barrier = c(barrier = "any", base_port = "count"),
+  alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", base_port = "count",
+                          cache_dir = "location?", fetch_workers = "count", python = "location?", retries = "count",
+                          progress = "flag", probe = "flag", env = "any", training_kinds),
+  alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?"),
+  alexnet_evaluate = evaluation_kinds,
+  alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
+  alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count",
+                             evaluation_kinds[setdiff(names(evaluation_kinds), c("model", "data"))],
+                             base_port = "count", fetch_workers = "count", python = "location?", retries = "count",
+                             progress = "flag", probe = "flag", env = "any")
+)
+
+# The arguments of the calling exported function that its caller gave (its formals, from `names`, and whatever
+# `...` holds), checked against its row of `argument_kinds` and converted (whole numbers to integers), as a list
+# for one call into the core. The arguments left out are not passed on, so that the core's defaults apply (see
+# given_args()). A bad value is an `alexnet_error` naming the argument, before anything else runs.
+checked_args <- function(fun, names, env = parent.frame()) {
+  kinds <- argument_kinds[[fun]]
+  if (is.null(kinds)) stop("internal: no argument kinds for ", fun, "()", call. = FALSE)
+  args <- given_args(setdiff(names, "..."), env)
+  if ("..." %in% names) {
+    dots <- eval(quote(list(...)), env)
+    args <- c(args, dots)
+  }
+  for (i in seq_along(args)) {
+    name <- names(args)[i]
+    if (is.null(name) || !nzchar(name)) next
+    kind <- kinds[name]
+    if (is.na(kind)) next  # not one of ours: the core names it when it does not know it
+    value <- check_arg(args[[i]], name, kind, fun)
+    args[i] <- list(value)
+  }
+  args
+}
+
+# `value` checked against `kind` (see above); returned as the core wants it.
+check_arg <- function(value, name, kind, fun = NULL) {
+  optional <- endsWith(kind, "?")
+  kind <- sub("?", "", kind, fixed = TRUE)
+  if (is.null(value)) {
+    if (optional || kind == "any") return(NULL)
+    argument_error(name, kind, value, optional)
+  }
+  ok <- switch(kind,
+    any = TRUE,
+    count = is_scalar(value, is.numeric) && is.finite(value) && value == round(value),
+    number = is_scalar(value, is.numeric),
+    flag = is_scalar(value, is.logical),
+    string = , location = is_scalar(value, is.character),
+    numbers = is.numeric(value) && !anyNA(value) && is.null(dim(value)),
+    strings = is.character(value) && !anyNA(value) && is.null(dim(value)),
+    data = is.list(value) || is_scalar(value, is.character),
+    object = !is.atomic(value) || is_scalar(value, is.character),
+    connection = inherits(value, "spark_connection"),
+    stop("internal: unknown argument kind ", kind, call. = FALSE)
+  )
+  if (!isTRUE(ok)) argument_error(name, kind, value, optional, fun)
+  if (kind == "count" && abs(value) <= .Machine$integer.max) return(as.integer(value))
+  if (kind == "number") return(as.numeric(value))
+  if (kind %in% c("string", "location")) return(as.character(value))
+  value
+}
+
+is_scalar <- function(value, type) {
+  type(value) && length(value) == 1L && !is.na(value) && is.null(dim(value))
+}
+
+argument_wants <- c(
+  count = "a whole number", number = "a number", flag = "TRUE or FALSE", string = "one string",
+  location = "one path or URL (a string)", numbers = "numbers without NA", strings = "strings without NA",
+  data = "a partition (a list such as imagenet_partition() returns) or one path",
+  object = "one string or an object"
+)
+
+argument_error <- function(name, kind, value, optional, fun = NULL) {
+  if (kind == "connection") {
+    alexnet_abort("`", name, "` must be a Spark connection, not ", show_value(value), ": pass the connection ",
+                  "sparklyr::spark_connect(...) returns, as in ", fun %||% "alexnet_spark_train",
+                  "(sc = sparklyr::spark_connect(master = \"yarn\"), ...).")
+  }
+  alexnet_abort("`", name, "` must be ", argument_wants[[kind]], if (optional) " or NULL", ", not ",
+                show_value(value), ".")
+}
+
+# `value` as R shows it, on one short line: NA, "x", c("a", "b"), 2.5, NULL; longer values by type and length.
+show_value <- function(value) {
+  if (is.null(value)) return("NULL")
+  if (is.atomic(value) && length(value) == 1L && is.na(value)) return("NA")
+  if (is.atomic(value) && is.null(dim(value)) && length(value) <= 6L) {
+    shown <- paste(deparse(unname(value), width.cutoff = 200L), collapse = " ")
+    if (nchar(shown) <= 80L) return(shown)
+  }
+  if (is.atomic(value)) {
+    type <- typeof(value)
+    return(sprintf("%s %s vector of length %d", if (type == "integer") "an" else "a", type, length(value)))
+  }
+  if (is.list(value) && !is.object(value)) return(sprintf("a list of length %d", length(value)))
+  if (is.function(value)) return("a function")
+  paste("an object of class", class(value)[[1L]])
+}
+
+# An error of class `alexnet_error` (also `error` and `condition`) with the message pasted from `...`, without
+# the call: the message names the argument and says what it must be.
+alexnet_abort <- function(...) {
+  stop(structure(class = c("alexnet_error", "error", "condition"),
+                 list(message = paste0(...), call = NULL)))
+}

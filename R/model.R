@@ -1,0 +1,217 @@
+#' A trained AlexNet model
+#'
+#' Finds a model that [alexnet_train()] saved (with `model_dir`) or pinned on a board, downloads it into the
+#' cache when needed, and reads its card: what it was trained on (class ids and names, image size), how long
+#' and how well.
+#'
+#' @param board The board the model is pinned on (see [imagenet_upload()]); `NULL` for the default.
+#' @param name The model's pin name.
+#' @param version A pin version; `NULL` for the newest.
+#' @param cache_dir Where the model is downloaded; `NULL` uses a folder under the user's cache directory.
+#' @returns An `alexnet_model`: a list with `path`, `name`, `version`, `board`, `sha256`, `image_size`,
+#'   `num_classes`, `class_ids`, `class_names`, `epochs`, `metrics`, ..., which prints as a short summary.
+#'   Pass it to [alexnet_evaluate()] or [alexnet_predict()].
+#' @seealso [alexnet_evaluate()], [alexnet_predict()].
+#' @examples
+#' if (alexnet_available()) {
+#'   model <- tryCatch(alexnet_model(board = tempfile("board-")), error = conditionMessage)
+#'   model
+#' }
+#' @export
+alexnet_model <- function(board = NULL, name = "alexnet", version = NULL, cache_dir = NULL) {
+  args <- checked_args("alexnet_model", names(formals()))
+  new_alexnet_model(do.call(core_function("alexnet_model"), args))
+}
+
+new_alexnet_model <- function(model) structure(simplify_py(model), class = "alexnet_model")
+
+#' @rdname alexnet_model
+#' @param x An `alexnet_model`.
+#' @param ... Ignored.
+#' @export
+print.alexnet_model <- function(x, ...) {
+  version <- if (!is.null(x$version)) paste0("@", x$version) else ""
+  cat("AlexNet model ", x$name %||% basename(x$path %||% "?"), version, ": ",
+      count_of(x$num_classes %||% length(x$class_ids), "class", "classes"),
+      if (!is.null(x$image_size)) paste0(", images of ", x$image_size, " pixels"), "\n", sep = "")
+  metrics <- final_metrics(x$metrics)
+  if (length(metrics) || !is.null(x$epochs)) {
+    cat("Trained", if (!is.null(x$epochs)) paste0(" ", count_of(x$epochs, "epoch")),
+        if (length(metrics)) paste0("; final ", paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
+        "\n", sep = "")
+  }
+  where <- x$board %||% x$path
+  if (!is.null(where)) cat("From ", where, "\n", sep = "")
+  invisible(x)
+}
+
+# The last value of each numeric metric (a history's lists, or final values already).
+final_metrics <- function(metrics) {
+  if (!length(metrics)) return(numeric())
+  last <- vapply(metrics, function(m) {
+    m <- suppressWarnings(as.numeric(unlist(m)))
+    if (length(m)) m[[length(m)]] else NA_real_
+  }, numeric(1))
+  last[!is.na(last)]
+}
+
+# A model as the core takes it: a path or location as it is, an `alexnet_model` as the plain list (a dict) it
+# came from.
+core_model <- function(model) {
+  if (inherits(model, "alexnet_model")) {
+    model <- unclass(model)
+    model <- as_py_lists(model, c("class_ids", "class_names"))
+  }
+  model
+}
+
+#' Evaluate a trained AlexNet
+#'
+#' Measures top-1 and top-5 accuracy of a model on a partition's validation images (or on `data`), with one
+#' centre crop or ten crops (the paper's protocol: four corners and the centre, and their mirror images).
+#'
+#' @param model An [alexnet_model()], or the path or location of a saved model.
+#' @param data A partition ([imagenet_partition()]) whose validation images are used; `NULL` fetches them
+#'   from `board`.
+#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param crops `1` (centre crop) or `10` (ten crops, averaged).
+#' @param batch_size Images per batch.
+#' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
+#' @param ... Further arguments for the Python `alexnet_evaluate()`.
+#' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
+#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
+#'   `bad_images` and `model`, which prints as a line or two; `as.data.frame()` gives one row (one per worker
+#'   for [alexnet_spark_evaluate()]).
+#' @seealso [alexnet_model()], [alexnet_spark_evaluate()].
+#' @examples
+#' if (alexnet_available()) {
+#'   result <- tryCatch(alexnet_evaluate(file.path(tempdir(), "no-model"), crops = 1), error = conditionMessage)
+#'   result
+#' }
+#' @export
+alexnet_evaluate <- function(model, data = NULL, board = NULL, crops = 1, batch_size = 64, parallel = NULL, ...) {
+  args <- checked_args("alexnet_evaluate", names(formals()))
+  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  args$model <- core_model(args$model)
+  if (!is.null(args[["data"]])) args$data <- train_data(args$data)
+  new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
+}
+
+new_alexnet_evaluation <- function(result) {
+  bad <- result$bad_images
+  workers <- result$workers
+  result <- simplify_py(result)
+  if (!is.null(bad)) result$bad_images <- records_to_df(bad)
+  if (is.list(workers) && length(workers) && is.list(workers[[1L]])) result$workers <- records_to_df(workers)
+  structure(result, class = "alexnet_evaluation")
+}
+
+#' @rdname alexnet_evaluate
+#' @param x An `alexnet_evaluation`.
+#' @export
+print.alexnet_evaluation <- function(x, ...) {
+  percent <- function(v) if (is.null(v)) "n/a" else paste0(formatC(100 * v, digits = 1, format = "f"), "%")
+  cat("Top-1 accuracy ", percent(x$top1_accuracy), " (", format(x$top1_correct %||% NA, big.mark = ","), " of ",
+      count_of(x$images, "image"), "), top-", x$top_k %||% 5, " ", percent(x$top5_accuracy), " (",
+      format(x$top5_correct %||% NA, big.mark = ","), ")\n", sep = "")
+  details <- c(
+    if (!is.null(x$crops)) paste0(count_of(x$crops, "crop"), if (!is.null(x$protocol)) paste0(" (", x$protocol, ")")),
+    if (!is.null(x$image_size)) paste(x$image_size, "pixels"),
+    if (!is.null(x$num_classes)) count_of(x$num_classes, "class", "classes"),
+    if (is.numeric(x$images_per_second)) paste(format(round(x$images_per_second, 1), nsmall = 1), "images/s"),
+    if (is.data.frame(x$workers)) count_of(nrow(x$workers), "worker"),
+    if (is.data.frame(x$bad_images) && nrow(x$bad_images)) paste(count_of(nrow(x$bad_images), "bad image"),
+                                                                 "left out")
+  )
+  if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname alexnet_evaluate
+#' @param row.names,optional Passed to [as.data.frame()].
+#' @export
+as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FALSE, ...) {
+  if (is.data.frame(x$workers)) return(x$workers)
+  scalar <- Filter(function(v) is.atomic(v) && length(v) == 1L, unclass(x))
+  as.data.frame(scalar, row.names = row.names, optional = optional, stringsAsFactors = FALSE)
+}
+
+#' Classify images with a trained AlexNet
+#'
+#' @param model An [alexnet_model()], or the path or location of a saved model.
+#' @param images Paths of image files (JPEG, PNG, ...).
+#' @param top How many classes to give for each image, the most probable first.
+#' @param batch_size Images per batch.
+#' @returns A data frame with `top` rows per image: `image`, `rank` (1 for the most probable), `id` (the
+#'   class's WordNet id), `name` and `probability`.
+#' @examples
+#' if (alexnet_available()) {
+#'   tryCatch(alexnet_predict(file.path(tempdir(), "no-model"), "cat.jpg"), error = conditionMessage)
+#' }
+#' @export
+alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
+  args <- checked_args("alexnet_predict", names(formals()))
+  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (missing(images)) alexnet_abort("`images` is missing: give the paths of the images to classify.")
+  args$model <- core_model(args$model)
+  args$images <- as.list(args$images)
+  records_to_df(do.call(core_function("alexnet_predict"), args))
+}
+
+#' Evaluate a trained AlexNet across a Spark cluster
+#'
+#' Like [alexnet_spark_train()]: one Spark barrier task per worker, each evaluating the model on its
+#' partition of the board's validation images; the counts are added up into one evaluation.
+#'
+#' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
+#' @param model An [alexnet_model()], or the location of a saved model every worker reaches.
+#' @param workers Number of workers, one barrier task each.
+#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param crops `1` (centre crop) or `10` (ten crops, averaged).
+#' @param ... Further arguments for the evaluation on every worker (`batch_size`, `cache_dir`, ...) and for
+#'   the launch (`base_port`, `retries`, `progress`, ...).
+#' @param python The Python executable on the workers (by default the one alexnet uses here).
+#' @param probe Check the executors with a short Spark job before launching the workers.
+#' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
+#'   per worker.
+#' @examples
+#' \dontrun{
+#' sc <- sparklyr::spark_connect(master = "yarn")
+#' model <- alexnet_model(board = "gs://my-bucket/imagenet")
+#' alexnet_spark_evaluate(sc, model, workers = 16, board = "gs://my-bucket/imagenet", crops = 10)
+#' }
+#' @export
+alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, crops = 1, ..., python = alexnet_python(),
+                                   probe = TRUE) {
+  args <- checked_args("alexnet_spark_evaluate", names(formals()))
+  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
+  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the location of a saved model.")
+  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
+  python <- check_arg(python, "python", "location?")
+  options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
+  options$model <- core_model(options$model)
+  spark_evaluate_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
+                     probe = !isFALSE(args[["probe"]]))
+}
+
+# The driver's part of an evaluation: alexnet.launch.evaluate.r_evaluate, with tasks running
+# alexnet.launch.evaluate.evaluate_row (see spark_barrier_run()).
+spark_evaluate_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
+  result <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
+                              driver = core_module("launch.evaluate")$r_evaluate, closure = spark_evaluate_closure,
+                              columns = spark_columns("launch.evaluate"))
+  new_alexnet_evaluation(result)
+}
+
+# The evaluation's barrier closure, as spark_train_closure(): the task and the Python travel with it.
+spark_evaluate_closure <- function(task, python = NULL) {
+  force(task)
+  force(python)
+  function(df, barrier) {
+    spark_evaluate_task(barrier, task, python)
+  }
+}
+
+spark_evaluate_task <- function(barrier, task, python = NULL) {
+  spark_task(barrier, task, python, "launch.evaluate", "evaluate_row")
+}

@@ -1,0 +1,158 @@
+# The results of imagenet_synthetic(), imagenet_upload(), imagenet_partition() and alexnet_spark_train() as
+# classed objects: the same lists (and data frame) as before, read with `$` and `[[`, that print a few lines.
+
+new_alexnet_imagenet <- function(x) structure(x, class = "alexnet_imagenet")
+
+new_alexnet_upload <- function(x) structure(x, class = "alexnet_upload")
+
+new_alexnet_partition <- function(x) structure(x, class = "alexnet_partition")
+
+new_alexnet_spark_run <- function(frame) {
+  class(frame) <- c("alexnet_spark_run", "data.frame")
+  frame
+}
+
+#' Print and tabulate the results of the data functions and of a Spark run
+#'
+#' The results of [imagenet_synthetic()], [imagenet_upload()], [imagenet_partition()] and
+#' [alexnet_spark_train()] are the lists (or, for a Spark run, the data frame) they always were, whose
+#' fields are read with `$` and `[[`; they print as a few lines that say what was done, how much and where.
+#'
+#' @param x An `alexnet_imagenet`, `alexnet_upload`, `alexnet_partition` or `alexnet_spark_run`.
+#' @param row.names,optional Passed to [as.data.frame()].
+#' @param ... Ignored.
+#' @returns `print()` returns `x` invisibly. `as.data.frame()` of a partition has one row per image
+#'   (`image`, `category`, `label`, `split`: `"train"` or `"validation"`); of a Spark run, one row per
+#'   worker without the `history` column.
+#' @name alexnet_results
+#' @examples
+#' part <- structure(list(
+#'   image = c("/cache/n01/a.JPEG", "/cache/n01/b.JPEG", "/cache/n02/c.JPEG"),
+#'   category = c("n01", "n01", "n02"), categories = c("n01", "n02"), label = c(0L, 0L, 1L),
+#'   num_classes = 4L, partition = 0L, total = 2L, board = "/boards/imagenet", cache_dir = "/cache"
+#' ), class = "alexnet_partition")
+#' part
+#' as.data.frame(part)
+NULL
+
+#' @rdname alexnet_results
+#' @export
+print.alexnet_imagenet <- function(x, ...) {
+  cat("Synthetic ImageNet at ", x$path, ": ", count_of(x$classes, "category", "categories"), ", ",
+      count_of(x$images, "training image"), " and ", count_of(x$val_images, "validation image"),
+      if (!is.null(x$bytes)) paste0(", ", format_bytes(x$bytes)), "\n", sep = "")
+  quirks <- names(Filter(length, as.list(x$quirks)))
+  if (length(quirks)) cat("Odd files as real ImageNet has them: ", paste(quirks, collapse = ", "), "\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname alexnet_results
+#' @export
+print.alexnet_upload <- function(x, ...) {
+  uploaded <- length(x$uploaded)
+  skipped <- length(x$skipped)
+  cat("ImageNet on board ", x$board, ": ", count_of(x$categories, "category", "categories"), " (",
+      uploaded, " uploaded, ", skipped, " already there), ", count_of(x$images, "training image"), " and ",
+      count_of(x$val_images, "validation image"), ", ", format_bytes(x$bytes), "\n", sep = "")
+  if (!is.null(x$seconds)) {
+    cat("Wrote ", format_bytes(x$uploaded_bytes), " in ", format(round(x$seconds, 1), nsmall = 1), " s", sep = "")
+    if (is.numeric(x$mb_per_s) && is.finite(x$mb_per_s)) cat(" (", format(signif(x$mb_per_s, 3)), " MB/s)", sep = "")
+    cat("\n")
+  }
+  bad <- if (is.data.frame(x$bad_images)) nrow(x$bad_images) else length(x$bad_images)
+  notes <- c(
+    if (bad) paste0(count_of(bad, "bad image"), " left out (see $bad_images)"),
+    if (length(x$excluded)) paste0(count_of(length(x$excluded), "category", "categories"),
+                                   " left out under min_images (see $excluded)"),
+    if (isTRUE(x$pruned_versions > 0)) paste0(count_of(x$pruned_versions, "older version"), " deleted")
+  )
+  if (length(notes)) cat(paste(notes, collapse = "; "), "\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname alexnet_results
+#' @export
+print.alexnet_partition <- function(x, ...) {
+  which <- if (!is.null(x$partition) && !is.null(x$total)) {
+    paste0("Partition ", x$partition, " of ", x$total, " (0-based)")
+  } else {
+    "Partition"
+  }
+  of <- if (!is.null(x$num_classes)) paste0(" of ", x$num_classes) else ""
+  cat(which, ": ", count_of(length(x$categories), "category", "categories"), of, ", ",
+      count_of(length(x$image), "training image"), " and ", count_of(length(x$val_image), "validation image"),
+      "\n", sep = "")
+  where <- c(if (!is.null(x$board)) paste("board", x$board), if (!is.null(x$cache_dir)) paste("cache", x$cache_dir))
+  if (length(where)) cat("From ", paste(where, collapse = ", "), "\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname alexnet_results
+#' @export
+as.data.frame.alexnet_partition <- function(x, row.names = NULL, optional = FALSE, ...) {
+  part <- function(images, categories, labels, split) {
+    n <- length(images)
+    data.frame(image = as.character(unlist(images)),
+               category = if (length(categories) == n) as.character(unlist(categories)) else rep(NA_character_, n),
+               label = if (length(labels) == n) as.integer(unlist(labels)) else rep(NA_integer_, n),
+               split = rep(split, n), stringsAsFactors = FALSE)
+  }
+  frame <- rbind(part(x$image, x$category, x$label, "train"),
+                 part(x$val_image, x$val_category, x$val_label, "validation"))
+  as.data.frame(frame, row.names = row.names, optional = optional)
+}
+
+#' @rdname alexnet_results
+#' @export
+print.alexnet_spark_run <- function(x, ...) {
+  if (!"worker" %in% names(x) || !nrow(x)) return(print(as.data.frame(x), ...))
+  attempt <- if ("attempt" %in% names(x)) paste0(" (attempt ", max(x$attempt), ")") else ""
+  cat("AlexNet trained on ", count_of(nrow(x), "Spark worker"), attempt, "\n", sep = "")
+  for (i in seq_len(nrow(x))) {
+    row <- x[i, , drop = FALSE]
+    field <- function(name) if (name %in% names(row)) row[[name]] else NA
+    categories <- field("categories")
+    categories <- if (is.na(categories)) NA else length(strsplit(categories, ",", fixed = TRUE)[[1L]])
+    metrics <- c(loss = field("loss"), accuracy = field("accuracy"), val_accuracy = field("val_accuracy"))
+    metrics <- metrics[!is.na(metrics)]
+    parts <- c(
+      if (!is.na(categories)) count_of(categories, "category", "categories"),
+      if (!is.na(field("train_images"))) count_of(field("train_images"), "image"),
+      if (!is.na(field("epochs"))) count_of(field("epochs"), "epoch"),
+      if (length(metrics)) paste0(names(metrics), " ", format_metric(metrics), collapse = ", "),
+      if (!is.na(field("images_per_second"))) paste(format(round(field("images_per_second"), 1), nsmall = 1),
+                                                    "images/s")
+    )
+    cat("  worker ", field("worker"), if (isTRUE(field("chief"))) " (chief)" else "",
+        if (!is.na(field("address"))) paste0(" at ", field("address")), ": ", paste(parts, collapse = ", "), "\n",
+        sep = "")
+  }
+  if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
+    same <- length(unique(x$weights_sha256)) == 1L
+    cat(if (same) "Every worker holds the same weights\n" else "The workers' weights differ\n")
+  }
+  invisible(x)
+}
+
+#' @rdname alexnet_results
+#' @export
+as.data.frame.alexnet_spark_run <- function(x, row.names = NULL, optional = FALSE, ...) {
+  frame <- x[setdiff(names(x), "history")]
+  class(frame) <- "data.frame"
+  frame
+}
+
+count_of <- function(n, singular, plural = paste0(singular, "s")) {
+  n <- if (is.null(n) || !length(n)) 0L else n
+  paste(format(n, big.mark = ","), if (identical(as.numeric(n), 1)) singular else plural)
+}
+
+format_bytes <- function(bytes) {
+  if (is.null(bytes) || !length(bytes) || is.na(bytes)) return("size unknown")
+  units <- c("bytes", "kB", "MB", "GB", "TB")
+  power <- max(0L, min(length(units) - 1L, floor(log(max(bytes, 1), 1000))))
+  if (power == 0L) return(paste(bytes, "bytes"))
+  paste(format(round(bytes / 1000^power, 1), nsmall = 1), units[[power + 1L]])
+}
+
+format_metric <- function(values) formatC(values, digits = 3, format = "f")

@@ -1,0 +1,151 @@
+# Every exported function checks its arguments in R, from the table in R/arguments.R, before any call into the
+# core: NA of any type, a vector where one value is meant and a wrong type are errors of class `alexnet_error`
+# whose one-line message names the argument and shows the value as R does.
+
+# A fake connection: sparklyr's connections have this class, and the check needs no sparklyr.
+fake_connection <- structure(list(master = "local[2]"), class = c("spark_shell_connection", "spark_connection"))
+
+# Valid values of the arguments without defaults, so that each call differs from a good one in one argument.
+required_args <- list(
+  imagenet_synthetic = list(dest = "/nowhere/imagenet"),
+  imagenet_upload = list(path = "/nowhere/imagenet"),
+  alexnet_use_python = list(python = "/nowhere/python"),
+  tf_config_from_barrier = list(barrier = list(address = "10.0.0.1:4040", partition = 0)),
+  alexnet_spark_train = list(sc = fake_connection, workers = 1),
+  alexnet_evaluate = list(model = "/nowhere/model"),
+  alexnet_predict = list(model = "/nowhere/model", images = "/nowhere/a.JPEG"),
+  alexnet_spark_evaluate = list(sc = fake_connection, model = "/nowhere/model", workers = 1)
+)
+
+# The bad values tried for each kind of scalar argument: every NA, two values, and a value of the wrong type.
+bad_values <- function(kind) {
+  two <- switch(kind, count = c(1, 2), number = c(0.5, 1), flag = c(TRUE, FALSE), c("a", "b"))
+  wrong <- switch(kind, count = , number = "x", flag = 1, 1)
+  list(`NA` = NA, `NA_integer_` = NA_integer_, `NA_real_` = NA_real_, `NA_character_` = NA_character_,
+       `length 2` = two, `wrong type` = wrong)
+}
+
+scalar_kinds <- c("count", "number", "flag", "string", "location", "object", "connection")
+
+argument_cases <- function() {
+  kinds <- alexnet:::argument_kinds
+  exports <- setdiff(getNamespaceExports("alexnet"), "%>%")
+  cases <- list()
+  for (fun in intersect(names(kinds), exports)) {
+    for (name in names(kinds[[fun]])) {
+      kind <- sub("?", "", kinds[[fun]][[name]], fixed = TRUE)
+      if (!kind %in% scalar_kinds) next
+      for (label in names(bad_values(kind))) {
+        cases[[length(cases) + 1L]] <- list(fun = fun, name = name, label = label, value = bad_values(kind)[[label]])
+      }
+    }
+  }
+  cases
+}
+
+test_that("every export has a row in the argument table, which covers each of its arguments", {
+  kinds <- alexnet:::argument_kinds
+  exports <- getNamespaceExports("alexnet")
+  expect_equal(setdiff(exports, names(kinds)), character(), label = "exports without a row")
+  for (fun in setdiff(exports, "%>%")) {
+    formals <- names(formals(getExportedValue("alexnet", fun)))
+    formal <- setdiff(formals, "...")
+    if (!"..." %in% formals) {  # no row for an argument the function does not take
+      expect_equal(as.character(setdiff(names(kinds[[fun]]), formal)), character(),
+                   label = paste0(fun, "()'s extra rows"))
+    }
+    expect_equal(as.character(setdiff(formal, names(kinds[[fun]]))), character(), label = paste0(fun, "()'s missing rows"))
+  }
+  known <- c("count", "number", "flag", "string", "location", "numbers", "strings", "data", "object", "connection",
+             "any")
+  expect_true(all(sub("?", "", unlist(kinds), fixed = TRUE) %in% known))
+})
+
+test_that("NA, two values or a wrong type is an alexnet_error naming the argument, before any Python", {
+  cases <- argument_cases()
+  expect_gt(length(cases), 300L)
+  # in an R without any Python for alexnet: a check that let a bad value through would reach the core, whose
+  # absence is another error
+  config <- withr::local_tempdir()
+  results <- run_fresh_r(function(cases, required) {
+    library(alexnet)
+    lapply(cases, function(case) {
+      args <- required[[case$fun]]
+      args[case$name] <- list(case$value)
+      error <- tryCatch({
+        do.call(getExportedValue("alexnet", case$fun), args)
+        NULL
+      }, error = identity)
+      list(class = class(error), message = if (is.null(error)) "" else conditionMessage(error),
+           python = reticulate::py_available(initialize = FALSE))
+    })
+  }, args = list(cases, required_args), env = c(ALEXNET_PYTHON = file.path(config, "no-python"), RETICULATE_PYTHON = "",
+             R_USER_CONFIG_DIR = config, WORKON_HOME = config))
+  for (i in seq_along(cases)) {
+    case <- cases[[i]]
+    result <- results[[i]]
+    label <- sprintf("%s(%s = <%s>)", case$fun, case$name, case$label)
+    expect_true(all(c("alexnet_error", "error", "condition") %in% result$class),
+                label = paste(label, "gives an alexnet_error:", result$message))
+    expect_match(result$message, paste0("`", case$name, "`"), fixed = TRUE, label = label)
+    expect_no_match(result$message, "\n", fixed = TRUE, label = label)
+    expect_no_match(result$message, "TypeError|Traceback|None|nan|True|-2147483648", label = label)
+    if (startsWith(case$label, "NA")) expect_match(result$message, "not NA", fixed = TRUE, label = label)
+    if (case$label == "length 2") {
+      expect_match(result$message, paste0("not ", paste(deparse(case$value), collapse = "")), fixed = TRUE,
+                   label = label)
+    }
+    expect_false(result$python, label = label)
+  }
+})
+
+test_that("values shown as R shows them", {
+  show <- alexnet:::show_value
+  expect_equal(show(NA_real_), "NA")
+  expect_equal(show(c("a", "b")), 'c("a", "b")')
+  expect_equal(show("x"), '"x"')
+  expect_equal(show(NULL), "NULL")
+  expect_equal(show(c(TRUE, FALSE)), "c(TRUE, FALSE)")
+  expect_equal(show(1:100), "an integer vector of length 100")
+  expect_equal(show(runif(50)), "a double vector of length 50")
+  expect_equal(show(list(1, 2)), "a list of length 2")
+})
+
+test_that("good values pass and reach the core converted: whole numbers as integers, NULL where allowed", {
+  check <- alexnet:::check_arg
+  expect_identical(check(2, "total", "count"), 2L)
+  expect_identical(check(1e12, "seed", "count?"), 1e12)
+  expect_identical(check(NULL, "resize", "count?"), NULL)
+  expect_identical(check(0.5, "dropout", "number"), 0.5)
+  expect_identical(check(c(30, 60), "lr_drop_epochs", "numbers"), c(30, 60))
+  expect_identical(check(c("decode", "io"), "stages", "strings?"), c("decode", "io"))
+  expect_identical(check(character(), "extras", "strings"), character())
+  strategy <- structure(list(), class = "python.builtin.object")
+  expect_identical(check(strategy, "strategy", "object?"), strategy)
+  expect_error(check(2.5, "total", "count"), "`total` must be a whole number, not 2.5", class = "alexnet_error")
+  expect_error(check(NULL, "total", "count"), "`total` must be a whole number, not NULL", class = "alexnet_error")
+  expect_error(check(c(1, NA), "area_range", "numbers"), "`area_range` must be numbers without NA, not c\\(1, NA\\)",
+               class = "alexnet_error")
+  expect_error(check(list(a = 1), "board", "location?"), "`board` must be one path or URL \\(a string\\) or NULL",
+               class = "alexnet_error")
+})
+
+test_that("arguments given through ... are checked by name; unknown ones are left to the core", {
+  args <- local({
+    f <- function(batch_size = 32, ...) alexnet:::checked_args("alexnet_train", names(formals()))
+    f(image_size = 96, something_new = NA, checkpoint_dir = "/tmp/ckpt")
+  })
+  expect_identical(args, list(image_size = 96L, something_new = NA, checkpoint_dir = "/tmp/ckpt"))
+  expect_error(alexnet_train(epochs = 1, model_dir = c("a", "b")), '`model_dir` .* not c\\("a", "b"\\)',
+               class = "alexnet_error")
+  expect_error(alexnet_spark_train(fake_connection, workers = 1, image_size = NA), "`image_size` .* not NA",
+               class = "alexnet_error")
+})
+
+test_that("alexnet_spark_train() without a Spark connection says to pass sparklyr::spark_connect()", {
+  for (sc in list("local", NULL, list(master = "local"))) {
+    expect_error(alexnet_spark_train(sc, workers = 2), "`sc` must be a Spark connection.*sparklyr::spark_connect",
+                 class = "alexnet_error")
+  }
+  expect_error(alexnet_spark_train(workers = 2), "`sc` is missing", class = "alexnet_error")
+})

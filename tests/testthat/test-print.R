@@ -1,0 +1,123 @@
+# The results of the data functions and of a Spark run print a few lines, and stay the lists (and data frame)
+# they were: `$`, `[[`, nrow(), and a partition still trains. Built here by hand: no Python needed.
+
+synthetic_result <- function() {
+  alexnet:::new_alexnet_imagenet(list(
+    path = "/data/imagenet", classes = 3L, images = 30L, val_images = 6L, bytes = 1234567,
+    categories = c("n01440764", "n01443537", "n01484850"),
+    quirks = list(cmyk = "/data/imagenet/a.JPEG", grayscale = "/data/imagenet/b.JPEG", empty = "/data/imagenet/e.JPEG")
+  ))
+}
+
+upload_result <- function() {
+  alexnet:::new_alexnet_upload(list(
+    board = "/boards/imagenet", path = "/data/imagenet", layout = "kaggle", categories = 3L,
+    uploaded = c("n01440764", "n01443537"), skipped = "n01484850", excluded = list(),
+    images = 28L, val_images = 6L, bytes = 2500000, uploaded_bytes = 1700000, seconds = 2.34, mb_per_s = 0.726,
+    bad_images = data.frame(category = c("n01440764", "n01440764"), split = "train",
+                            file = c("/data/imagenet/t.JPEG", "/data/imagenet/e.JPEG"),
+                            reason = c("truncated or corrupt", "empty file")),
+    pruned_versions = 0L
+  ))
+}
+
+partition_result <- function() {
+  alexnet:::new_alexnet_partition(list(
+    image = c("/cache/n01/a.JPEG", "/cache/n01/b.JPEG", "/cache/n02/c.JPEG"), category = c("n01", "n01", "n02"),
+    categories = c("n01", "n02"), label = c(0L, 0L, 2L), num_classes = 4L, val_image = "/cache/n02/v.JPEG",
+    val_label = 2L, val_category = "n02", partition = 0L, total = 2L, partition_sizes = c(3L, 4L),
+    board = "/boards/imagenet", cache_dir = "/cache", downloaded_bytes = 1000, seconds = 0.1
+  ))
+}
+
+spark_result <- function() {
+  history <- structure(list(params = list(), metrics = list(loss = c(2, 1.5))), class = "alexnet_history")
+  frame <- data.frame(worker = c(1L, 0L), workers = 2L, address = c("10.0.0.2:4040", "10.0.0.1:4040"),
+                      chief = c(FALSE, TRUE), categories = c("n03,n04", "n01,n02"), train_images = c(40L, 42L),
+                      epochs = 2L, loss = c(1.51, 1.4987), accuracy = c(0.4, 0.45), val_accuracy = NA_real_,
+                      images_per_second = c(12.34, 12.5), weights_sha256 = "abc", attempt = 2L)
+  frame$history <- list(history, history)
+  alexnet:::new_alexnet_spark_run(frame[order(frame$worker), ])
+}
+
+test_that("a synthetic ImageNet, an upload and a partition print what was done, how much and where", {
+  expect_snapshot(print(synthetic_result()))
+  expect_snapshot(print(upload_result()))
+  expect_snapshot(print(partition_result()))
+  expect_output(print(upload_result()), "2 bad images left out \\(see \\$bad_images\\)")
+  expect_output(print(partition_result()), "Partition 0 of 2 \\(0-based\\): 2 categories of 4, 3 training images")
+})
+
+test_that("a Spark run prints one line per worker, not the nested histories", {
+  expect_snapshot(print(spark_result()))
+  out <- capture.output(print(spark_result()))
+  expect_length(out, 4L)
+  expect_match(out[[2]], "^  worker 0 \\(chief\\) at 10.0.0.1:4040: 2 categories, 42 images, 2 epochs, loss 1.499")
+  expect_no_match(paste(out, collapse = "\n"), "params|metrics")
+})
+
+test_that("the results are the lists and data frame they were", {
+  upload <- upload_result()
+  expect_equal(nrow(upload$bad_images), 2L)
+  expect_equal(upload[["uploaded"]], c("n01440764", "n01443537"))
+  expect_equal(synthetic_result()$categories[[2]], "n01443537")
+  part <- partition_result()
+  expect_true(is.list(part))
+  expect_equal(part$image[[3]], "/cache/n02/c.JPEG")
+
+  run <- spark_result()
+  expect_s3_class(run, "data.frame")
+  expect_equal(nrow(run), 2L)
+  expect_equal(run$worker, c(0L, 1L))
+  expect_s3_class(run$history[[1]], "alexnet_history")
+  frame <- as.data.frame(run)
+  expect_identical(class(frame), "data.frame")
+  expect_false("history" %in% names(frame))
+  expect_equal(frame$loss, c(1.4987, 1.51))
+})
+
+test_that("as.data.frame() of a partition has one row per image, training then validation", {
+  frame <- as.data.frame(partition_result())
+  expect_equal(frame$image, c("/cache/n01/a.JPEG", "/cache/n01/b.JPEG", "/cache/n02/c.JPEG", "/cache/n02/v.JPEG"))
+  expect_equal(frame$label, c(0L, 0L, 2L, 2L))
+  expect_equal(frame$split, c("train", "train", "train", "validation"))
+  hand_made <- as.data.frame(alexnet:::new_alexnet_partition(list(image = "a.JPEG", category = "n01",
+                                                                  categories = "n01")))
+  expect_equal(hand_made$label, NA_integer_)
+})
+
+test_that("a partition reaches the core as the plain list it is, one-element fields as lists", {
+  data <- alexnet:::train_data(alexnet:::new_alexnet_partition(list(
+    image = "a.JPEG", category = "n01", categories = "n01", label = 0L, num_classes = 1L,
+    class_ids = "n01", class_names = "tench"
+  )))
+  expect_null(attr(data, "class"))
+  for (field in c("image", "category", "categories", "label", "class_ids", "class_names")) {
+    expect_type(data[[field]], "list")
+  }
+  expect_type(data$num_classes, "integer")
+})
+
+test_that("a model and an evaluation print their summary; an evaluation tabulates", {
+  model <- alexnet:::new_alexnet_model(list(
+    path = "/cache/models/alexnet", name = "alexnet", version = "20250101T000000Z-abc12", board = "/boards/imagenet",
+    image_size = 224L, num_classes = 1000L, class_ids = c("n01", "n02"), class_names = c("tench", "goldfish"),
+    epochs = 90L, metrics = list(loss = list(2.1, 1.8), val_accuracy = list(0.5, 0.575))
+  ))
+  expect_snapshot(print(model))
+  expect_output(print(model), "AlexNet model alexnet@20250101T000000Z-abc12: 1,000 classes, images of 224 pixels")
+  dict <- alexnet:::core_model(model)
+  expect_null(attr(dict, "class"))
+  expect_type(dict$class_ids, "list")
+
+  evaluation <- alexnet:::new_alexnet_evaluation(list(
+    images = 1000L, top1_correct = 612L, top5_correct = 850L, top1_accuracy = 0.612, top5_accuracy = 0.85,
+    top_k = 5L, crops = 10L, protocol = "ten-crop", image_size = 224L, num_classes = 1000L,
+    images_per_second = 81.25, seconds = 12.3, bad_images = list(), model = "/cache/models/alexnet"
+  ))
+  expect_snapshot(print(evaluation))
+  expect_output(print(evaluation), "Top-1 accuracy 61.2% (612 of 1,000 images), top-5 85.0% (850)", fixed = TRUE)
+  frame <- as.data.frame(evaluation)
+  expect_equal(nrow(frame), 1L)
+  expect_equal(frame$top1_accuracy, 0.612)
+})
