@@ -55,7 +55,7 @@ test-python: setup
 	$(VENV)/bin/ruff check python
 
 test-r: setup
-	cd tests && ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 Rscript testthat.R
+	cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 Rscript testthat.R
 
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 check: setup

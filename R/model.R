@@ -97,12 +97,14 @@ alexnet_evaluate <- function(model, data = NULL, board = NULL, crops = 1, batch_
   new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
 }
 
+# The core's evaluation as an R object: `bad_images` a character vector, and for a Spark evaluation `workers` a
+# data frame with one row per worker (the core's `per_worker`).
 new_alexnet_evaluation <- function(result) {
-  bad <- result$bad_images
-  workers <- result$workers
+  per_worker <- result$per_worker
+  result$per_worker <- NULL
   result <- simplify_py(result)
-  if (!is.null(bad)) result$bad_images <- records_to_df(bad)
-  if (is.list(workers) && length(workers) && is.list(workers[[1L]])) result$workers <- records_to_df(workers)
+  result$bad_images <- as.character(unlist(result$bad_images))
+  if (length(per_worker)) result$workers <- records_to_df(per_worker)
   structure(result, class = "alexnet_evaluation")
 }
 
@@ -120,8 +122,7 @@ print.alexnet_evaluation <- function(x, ...) {
     if (!is.null(x$num_classes)) count_of(x$num_classes, "class", "classes"),
     if (is.numeric(x$images_per_second)) paste(format(round(x$images_per_second, 1), nsmall = 1), "images/s"),
     if (is.data.frame(x$workers)) count_of(nrow(x$workers), "worker"),
-    if (is.data.frame(x$bad_images) && nrow(x$bad_images)) paste(count_of(nrow(x$bad_images), "bad image"),
-                                                                 "left out")
+    if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out")
   )
   if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
   invisible(x)
@@ -199,7 +200,7 @@ alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, crops = 1, 
 spark_evaluate_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
   result <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
                               driver = core_module("launch.evaluate")$r_evaluate, closure = spark_evaluate_closure,
-                              columns = spark_columns("launch.evaluate"))
+                              columns = spark_columns("launch.evaluate", "evaluate_columns"))
   new_alexnet_evaluation(result)
 }
 

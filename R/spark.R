@@ -200,9 +200,10 @@ whole_python_error <- function(expr) {
   })
 }
 
-# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list in `module`.
-spark_columns <- function(module = "launch.spark") {
-  types <- unlist(core_module(module)$summary_columns())
+# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list (`columns` of
+# `module`).
+spark_columns <- function(module = "launch.spark", columns = "summary_columns") {
+  types <- unlist(core_module(module)[[columns]]())
   r_types <- c(int = "integer", float = "numeric", str = "character", bool = "logical")
   stats::setNames(unname(r_types[types]), names(types))
 }

@@ -78,11 +78,12 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
                                      "num_classes": CLASSES, "seconds": 1.0, "model": "m", "bad_images": [f"b{k}"]})
                 for k in (1, 0)]
 
-    result = launcher.r_evaluate(setup["model_dir"], 2, setup["board"], 2, "1", "false", "local[2]", launch)
+    result = launcher.r_evaluate(2, setup["board"], 2, "1", "false", None, launch, model=setup["model_dir"],
+                                 on_retry=lambda message: None, python=None)
     assert handed[0]["board"] == setup["board"] and handed[0]["workers"] == 2 and handed[0]["crops"] == 1
     assert (result["images"], result["top1_correct"], result["top5_correct"]) == (7, 1, 4)
     assert result["bad_images"] == ["b0", "b1"] and [w["worker"] for w in result["per_worker"]] == [0, 1]
     assert list(launcher.evaluate_columns()) == list(launcher.EVALUATE_COLUMNS)
     with pytest.raises(AlexnetError, match="boom"):
-        launcher.r_evaluate(setup["model_dir"], 2, setup["board"], 2, "1", "false", "local[2]",
-                            lambda task: {"failure": "RuntimeError: boom"})
+        launcher.r_evaluate(2, setup["board"], 2, "1", "false", None, lambda task: {"failure": "RuntimeError: boom"},
+                            model=setup["model_dir"])

@@ -228,16 +228,18 @@ def evaluate_columns() -> dict[str, str]:
     return {name: kind.__name__ for name, kind in EVALUATE_COLUMNS.items()}
 
 
-def r_evaluate(model: Any, workers: int, board: str | os.PathLike | None, default_parallelism: int,
-               task_cpus: int | str, dynamic_allocation: bool | str, master: str,
-               launch: Callable[[dict[str, Any]], Any], probe: Callable[[], Any] | None = None,
-               **options: Any) -> dict[str, Any]:
+def r_evaluate(workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
+               dynamic_allocation: bool | str, driver_host: str | None, launch: Callable[[dict[str, Any]], Any],
+               probe: Callable[[], Any] | None = None, *, model: Any, local_master: bool = True,
+               on_retry: Callable[[str], Any] | None = None, **options: Any) -> dict[str, Any]:
     """The driver's part of a Spark evaluation launched from R with ``sparklyr::spark_apply(barrier = TRUE)``.
 
-    What the R side passes: ``model`` (a location string, or the list ``alexnet_model()`` returned), ``workers``,
-    ``board``; ``default_parallelism``, ``task_cpus`` (``spark.task.cpus``) and ``dynamic_allocation``
-    (``spark.dynamicAllocation.enabled``) as sparklyr reads them; ``master`` (``sc$master``: a ``local[...]``
-    master shares this machine's files, so a model path gets no warning); ``launch``, an R
+    The same call as :func:`alexnet.launch.spark.r_train`, so that R drives both through one function. What the R
+    side passes: ``workers``, ``board``; ``default_parallelism``, ``task_cpus`` (``spark.task.cpus``) and
+    ``dynamic_allocation`` (``spark.dynamicAllocation.enabled``) as sparklyr reads them; ``driver_host`` (not
+    used: the evaluation shows no progress); ``model`` (a location string, or the list ``alexnet_model()``
+    returned); ``local_master`` (false on a cluster, where a model path on this machine gets a warning);
+    ``on_retry`` (not used: an evaluation is not relaunched, it is quick to run again); ``launch``, an R
     function of one argument, ``task`` (a list), that runs ``spark_apply()`` with ``workers`` barrier tasks whose
     closure calls ``evaluate_row(barrier$address, barrier$partition, task)`` with ``columns =
     evaluate_columns()``, and returns the collected rows (a data frame), or ``list(failure = <the error's
@@ -251,9 +253,8 @@ def r_evaluate(model: Any, workers: int, board: str | os.PathLike | None, defaul
     """
     from .spark import R_ADVICE, slots_from
 
-    local = str(master or "").strip().startswith("local")
     task = plan_evaluation(model, workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation),
-                           local_master=local, **options)
+                           local_master=bool(local_master), **options)
 
     def records(value: Any) -> list[dict[str, Any]]:
         if hasattr(value, "to_dict"):  # a data frame, as pandas
