@@ -1,5 +1,6 @@
 # The main job on the embedded default: a synthetic ImageNet, uploaded to a local folder board,
-# split into two partitions, and a short training run on one of them, all from R.
+# split into two partitions, a short training run on one of them, its model evaluated, used and
+# shared as a pin; then two workers through Spark and the whole validation set, all from R.
 # Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
 library(alexnet)
 options(width = 120)
@@ -37,13 +38,28 @@ for (p in 0:1) {
 }
 
 step("Train AlexNet on partition 0 of 2 (small images, a few epochs; labels are global)")
-history <- imagenet_partition(partition = 0, total = 2, board = board, cache_dir = cache) %>%
+logs <- file.path(out, "logs")
+data <- imagenet_partition(partition = 0, total = 2, board = board, cache_dir = cache)
+history <- data %>%
   alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2, seed = 0,
-                model_dir = file.path(out, "model"), verbose = 2)
+                model_dir = file.path(out, "model"), model_pin = "alexnet-partition-0", log_dir = logs,
+                log_every = 5, verbose = 2)
 print(history)
 png(file.path(out, "history.png"), width = 800, height = 900, res = 110)
 plot(history)
 invisible(dev.off())
+
+step("The model as a versioned pin beside its data, read back with its SHA-256 checked")
+model <- alexnet_model(board, "alexnet-partition-0")
+print(model)
+
+step("Evaluate on the partition's validation images: the centre crop, then the paper's 10 crops")
+print(alexnet_evaluate(model, data = data))
+print(alexnet_evaluate(model, data = data, crops = 10))
+
+step("Predict: three validation images to category names")
+print(alexnet_predict(model, data$val_image[c(1, 11, 21)], top = 3), row.names = FALSE)
+cat("(their categories:", paste(data$val_category[c(1, 11, 21)], collapse = ", "), ")\n")
 
 step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
 # The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does
@@ -52,9 +68,8 @@ launcher <- reticulate::import("alexnet.launch.spark")
 worker <- reticulate::import("alexnet.launch.worker")
 spark <- launcher$spark_session("local[2]", "alexnet demo")
 rows <- launcher$alexnet_spark_train(spark, 2L, board, cache_dir = file.path(out, "spark-cache"),
-                                     model_dir = file.path(out, "spark-model"), epochs = 2L,
-                                     batch_size = 16L, image_size = 96L, verbose = 0L)
-spark$stop()
+                                     model_dir = file.path(out, "spark-model"), model_pin = "alexnet",
+                                     epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L)
 workers <- do.call(rbind, lapply(rows, function(row) {
   s <- worker$worker_summary(row)
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
@@ -65,7 +80,20 @@ print(workers, row.names = FALSE)
 cat(if (length(unique(workers$weights)) == 1L) "Both workers ended with the same weights.\n" else
   "The workers' weights differ!\n")
 
+step("The whole validation set: the two-worker model evaluated on every validation image of the board")
+whole <- alexnet_model(board, "alexnet")
+one_machine <- alexnet_evaluate(whole, board = board, cache_dir = file.path(out, "val-cache"))
+print(one_machine)
+# split over two Spark tasks, each scoring its share; the counts add up to the one-machine result
+evaluation <- reticulate::import("alexnet.launch.evaluate")
+split <- evaluation$alexnet_spark_evaluate(spark, unclass(whole), 2L, board,
+                                           cache_dir = file.path(out, "spark-val-cache"))
+spark$stop()
+cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 correct (one machine:",
+    one_machine$top1_correct, "of", one_machine$images, ")\n")
+
 step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
     "\n  plot:    ", file.path(out, "history.png"),
+    "\n  logs:    ", logs, " (tensorboard --logdir ", logs, ")",
     "\n  spark:   ", file.path(out, "spark-model"), "\n")

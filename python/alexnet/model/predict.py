@@ -81,7 +81,7 @@ def alexnet_predict(model: Any, images: Any, top: int = 5, *, batch_size: int = 
     ``model``: a model pin from :func:`alexnet.alexnet_model`, a ``model_dir`` or ``alexnet.keras`` location,
     or (Python) a ``keras.Model``. ``images``: file paths or locations (folder files, ``file://``, ``gs://``,
     ``s3://``, ``https://``) or, from Python, ``bytes``. Each is decoded as evaluation does, at the card's image
-    size, and scored ``batch_size`` at a time. ``top`` is between 1 and the model's number of classes.
+    size, and scored ``batch_size`` at a time. ``top`` is at least 1; a model with fewer classes gives all of them.
 
     Returns one record per image and rank: ``image`` (as given, or ``<bytes i>`` for the ``i``-th image given
     as bytes, 0-based), ``rank`` (1 = most probable), ``id`` (the class's WordNet id, from the model's card),
@@ -92,9 +92,7 @@ def alexnet_predict(model: Any, images: Any, top: int = 5, *, batch_size: int = 
     batch_size = as_int(batch_size, "batch_size", 1)
     loaded = load_model(model)
     card = loaded.card
-    top = as_int(top, "top", 1)
-    if top > card.num_classes:
-        raise AlexnetError(f"`top` must be between 1 and the model's {card.num_classes} classes, not {top}.")
+    top = min(as_int(top, "top", 1), card.num_classes)
     names = [f"<bytes {i}>" if isinstance(item, bytes) else item for i, item in enumerate(items)]
     pixels = _decode_all(items, names, card.image_size)
     records: list[dict[str, Any]] = []
