@@ -117,7 +117,7 @@ print.alexnet_evaluation <- function(x, ...) {
       count_of(x$images, "image"), "), top-", x$top_k %||% 5, " ", percent(x$top5_accuracy), " (",
       format(x$top5_correct %||% NA, big.mark = ","), ")\n", sep = "")
   details <- c(
-    if (!is.null(x$crops)) paste0(count_of(x$crops, "crop"), if (!is.null(x$protocol)) paste0(" (", x$protocol, ")")),
+    if (!is.null(x$protocol)) x$protocol else if (!is.null(x$crops)) count_of(x$crops, "crop"),
     if (!is.null(x$image_size)) paste(x$image_size, "pixels"),
     if (!is.null(x$num_classes)) count_of(x$num_classes, "class", "classes"),
     if (is.numeric(x$images_per_second)) paste(format(round(x$images_per_second, 1), nsmall = 1), "images/s"),

@@ -58,7 +58,10 @@ print(alexnet_evaluate(model, data = data))
 print(alexnet_evaluate(model, data = data, crops = 10))
 
 step("Predict: three validation images to category names")
-print(alexnet_predict(model, data$val_image[c(1, 11, 21)], top = 3), row.names = FALSE)
+named <- alexnet_predict(model, data$val_image[c(1, 11, 21)], top = 3)
+named$image <- basename(named$image)
+named$probability <- round(named$probability, 4)
+print(named, row.names = FALSE)
 cat("(their categories:", paste(data$val_category[c(1, 11, 21)], collapse = ", "), ")\n")
 
 step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")

@@ -14,9 +14,29 @@ def progress_enabled() -> bool:
     return os.environ.get("ALEXNET_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
+class _Bar(tqdm):  # type: ignore[misc]
+    """A tqdm bar whose closing does not print its last line again when that line already showed it complete.
+
+    Closing a tqdm bar redraws it once more (to show the final rate); where carriage returns do not overwrite a
+    line (R's console through reticulate, a log file) that would print the finished bar twice.
+    """
+
+    def close(self) -> None:
+        """End the bar's line, without redrawing it when its last drawing already showed every step done."""
+        if not getattr(self, "disable", True) and self.n > 0 and getattr(self, "last_print_n", -1) == self.n:
+            self._drawn_complete = True
+        super().close()
+
+    def display(self, *args: Any, **kwargs: Any) -> Any:
+        """Draw the bar (not again once closing found it drawn complete)."""
+        if getattr(self, "_drawn_complete", False):
+            return True
+        return super().display(*args, **kwargs)
+
+
 def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
     """A tqdm bar on stderr; works when stderr is not a terminal (R's console through reticulate)."""
-    return tqdm(
+    return _Bar(
         total=total,
         desc=desc,
         unit=unit,

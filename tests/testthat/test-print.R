@@ -112,7 +112,7 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
 
   evaluation <- alexnet:::new_alexnet_evaluation(list(
     images = 1000L, top1_correct = 612L, top5_correct = 850L, top1_accuracy = 0.612, top5_accuracy = 0.85,
-    top_k = 5L, crops = 10L, protocol = "ten-crop", image_size = 224L, num_classes = 1000L,
+    top_k = 5L, crops = 10L, protocol = "10 crops: corners, centre and their mirrors", image_size = 224L, num_classes = 1000L,
     images_per_second = 81.25, seconds = 12.3, bad_images = list(), model = "/cache/models/alexnet"
   ))
   expect_snapshot(print(evaluation))

@@ -1,0 +1,47 @@
+"""Progress bars: shown unless ALEXNET_PROGRESS=0, each finished bar's last line printed once."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from alexnet.progress import progress_bar
+
+
+def _run(monkeypatch, pause_before_last: float) -> str:
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    bar = progress_bar(30, "work", "img")
+    bar.update(29)
+    time.sleep(pause_before_last)  # past the bar's minimum interval, the last update is drawn
+    bar.update(1)
+    bar.close()
+    return stream.getvalue()
+
+
+def test_a_finished_bar_prints_its_last_line_once(monkeypatch):
+    for pause in (0.0, 0.7):
+        text = _run(monkeypatch, pause)
+        assert text.count("30/30") == 1, text
+        assert text.endswith("\n")
+
+
+def test_an_unfinished_bar_shows_where_it_stopped(monkeypatch):
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    bar = progress_bar(40, "work", "img")
+    bar.update(15)
+    bar.close()
+    assert "15/40" in stream.getvalue()
+
+
+def test_progress_off(monkeypatch):
+    monkeypatch.setenv("ALEXNET_PROGRESS", "0")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    bar = progress_bar(5, "work")
+    bar.update(5)
+    bar.close()
+    assert stream.getvalue() == ""
