@@ -132,6 +132,17 @@ def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     assert model.output.shape[-1] == 4 and model.input.dtype == tf.uint8
     json.dumps(history)  # plain Python values only: it crosses to R
 
+    # the trained model names its training images: the saved model_dir carries the categories in its card
+    from alexnet.model.predict import alexnet_predict
+
+    data = _data(synthetic)
+    sample = [i for i, path in enumerate(data["image"]) if path not in history["bad_images"]][::6]
+    named = alexnet_predict(str(tmp_path), [data["image"][i] for i in sample], top=1)
+    assert [r["image"] for r in named] == [data["image"][i] for i in sample]
+    assert {r["id"] for r in named} <= set(data["categories"]) and all(r["name"] == r["id"] for r in named)
+    right = sum(r["id"] == data["category"][i] for r, i in zip(named, sample, strict=True))
+    assert right / len(sample) >= 0.6, (right, len(sample))
+
 
 @pytest.mark.slow
 def test_mirrored_over_two_cpu_devices_learns_too(tmp_path):
