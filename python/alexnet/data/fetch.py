@@ -46,19 +46,35 @@ def _categories_version(board: Board) -> str | None:
     return str(version) if version else None
 
 
-def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool
-           ) -> list[ZipItem]:
+def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool,
+           training: bool = True) -> list[ZipItem]:
     items = []
     for wnid in wnids:
         row = rows[wnid]
-        items.append(ZipItem(f"train/{wnid}", layout.zip_path(board, wnid, row["version"]), row["sha256"],
-                             row["bytes"], os.path.join(root, "train", wnid), f"category {wnid}"))
+        if training:
+            items.append(ZipItem(f"train/{wnid}", layout.zip_path(board, wnid, row["version"]), row["sha256"],
+                                 row["bytes"], os.path.join(root, "train", wnid), f"category {wnid}"))
         if validation and row["val_images"] > 0 and row["val_version"]:
             pin = layout.val_pin_name(wnid)
             items.append(ZipItem(f"val/{wnid}", layout.zip_path(board, pin, row["val_version"]), row["val_sha256"],
                                  row["val_bytes"], os.path.join(root, "val", wnid),
                                  f"category {wnid} (validation images)"))
     return items
+
+
+def _listing(items: list[ZipItem], files: dict[str, list[str]], rows: dict[str, dict[str, Any]]
+             ) -> dict[str, list[Any]]:
+    """The fetched images of ``items`` (``files``: item key -> file names), with their category and global label:
+    ``image``, ``category``, ``label`` for training images and the same with ``val_`` for validation ones."""
+    listing: dict[str, list[Any]] = {f"{p}{k}": [] for p in ("", "val_") for k in ("image", "category", "label")}
+    for item in items:
+        split, wnid = item.key.split("/", 1)
+        prefix = "" if split == "train" else "val_"
+        for name in files[item.key]:
+            listing[f"{prefix}image"].append(os.path.join(item.dest, name))
+            listing[f"{prefix}category"].append(wnid)
+            listing[f"{prefix}label"].append(rows[wnid]["index"])
+    return listing
 
 
 def imagenet_partition(
@@ -103,15 +119,11 @@ def imagenet_partition(
     fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
                          desc=f"fetch {partition}/{total}")
 
-    result: dict[str, Any] = {"image": [], "category": [], "categories": list(wnids), "label": [],
-                              "num_classes": len(rows), "val_image": [], "val_label": [], "val_category": []}
-    for item in items:
-        split, wnid = item.key.split("/", 1)
-        prefix = "" if split == "train" else "val_"
-        for name in fetched.files[item.key]:
-            result[f"{prefix}image"].append(os.path.join(item.dest, name))
-            result[f"{prefix}category"].append(wnid)
-            result[f"{prefix}label"].append(by_id[wnid]["index"])
+    listing = _listing(items, fetched.files, by_id)
+    result: dict[str, Any] = {"image": listing["image"], "category": listing["category"],
+                              "categories": list(wnids), "label": listing["label"], "num_classes": len(rows),
+                              "val_image": listing["val_image"], "val_label": listing["val_label"],
+                              "val_category": listing["val_category"]}
     val_counts = {r["id"]: r["val_images"] if validation and r["val_version"] else 0 for r in rows}
     result.update({
         "partition": partition, "total": total,
@@ -174,16 +186,11 @@ def imagenet_validation(
         )
     wnids = partition_categories(counts, partition, total)
     root = cache.open_cache(cache_dir, opened.location)
-    items = [item for item in _items(opened, by_id, wnids, root, True) if item.key.startswith("val/")]
+    items = _items(opened, by_id, wnids, root, True, training=False)
     fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
                          desc=f"fetch validation {partition}/{total}")
-    result: dict[str, Any] = {"val_image": [], "val_label": [], "val_category": []}
-    for item in items:
-        wnid = item.key.split("/", 1)[1]
-        for name in fetched.files[item.key]:
-            result["val_image"].append(os.path.join(item.dest, name))
-            result["val_label"].append(by_id[wnid]["index"])
-            result["val_category"].append(wnid)
+    listing = _listing(items, fetched.files, by_id)
+    result: dict[str, Any] = {name: listing[name] for name in ("val_image", "val_label", "val_category")}
     result.update({"categories": list(wnids), "num_classes": len(rows), "board": opened.location, "cache_dir": root,
                    "partition": partition, "total": total})
     return result
