@@ -93,10 +93,9 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It prints
 #' nothing (TensorFlow's start-up lines are hidden unless `ALEXNET_TF_LOGS=1`) and has no other effect.
 #'
-#' `TF_CONFIG` needs no help to reach TensorFlow: once alexnet is loaded, TensorFlow imported in this
-#' R session reads `TF_CONFIG` from the process environment each time it needs it, so a
-#' `Sys.setenv(TF_CONFIG = ...)` made in R is seen by a strategy created after it, even within one
-#' function such as a `spark_apply()` closure.
+#' `TF_CONFIG` set with `Sys.setenv()` reaches TensorFlow at the next call into alexnet (this one
+#' included) and after each top-level call, so a strategy created after `tf_version()`, or on a line of
+#' its own, sees it.
 #'
 #' @returns A [numeric_version], or `NULL`.
 #' @examples

@@ -125,6 +125,20 @@ test_that("after each top-level call, variables set in R reach Python without a 
   expect_null(os$environ$get("TF_CONFIG"))
 })
 
+test_that("a one-worker TF_CONFIG written by jsonlite reaches Python with its worker as a list", {
+  skip_if_no_alexnet()
+  alexnet:::alexnet_core()
+  os <- reticulate::import("os", convert = TRUE)
+  withr::with_envvar(c(TF_CONFIG = '{"cluster":{"worker":"127.0.0.1:1"},"task":{"type":"worker","index":0}}'), {
+    alexnet:::sync_environment_callback(quote(x), NULL, TRUE, FALSE)
+    seen <- jsonlite::fromJSON(os$environ$get("TF_CONFIG"), simplifyVector = FALSE)
+    expect_equal(seen$cluster$worker, list("127.0.0.1:1"))  # what TensorFlow needs
+    expect_equal(Sys.getenv("TF_CONFIG"), os$environ$get("TF_CONFIG"))  # R and Python agree
+  })
+  alexnet:::sync_environment_callback(quote(x), NULL, TRUE, FALSE)
+  expect_null(os$environ$get("TF_CONFIG"))
+})
+
 test_that("the R functions show the core's defaults, which are defined once, in the core", {
   skip_if_no_alexnet()
   alexnet:::alexnet_core()

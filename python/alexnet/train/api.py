@@ -304,10 +304,9 @@ def alexnet_train(
             "with `image`, `category` and `categories`."
         )
     settings = check_settings(arguments)
-    from .strategy import check_strategy_object, resolve_strategy, topology
+    from .strategy import resolve_strategy, topology
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
-    check_strategy_object(resolved)
     return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
 
 
