@@ -41,16 +41,20 @@ CORE = {
 }
 
 
-def core(command: str) -> Callable[..., Any]:
-    """The core function behind ``command``, found through the package's one map of public functions."""
+def _public(command: str) -> Callable[..., Any]:
     import alexnet
 
     return getattr(alexnet, CORE[command])
 
 
+def core(command: str) -> Callable[..., Any]:
+    """The core function behind ``command``, found through the package's one map of public functions."""
+    return _public(command)
+
+
 def default(command: str, name: str) -> Any:
     """The default of argument ``name`` of the core function behind ``command`` (read from its signature)."""
-    return inspect.signature(core(command)).parameters[name].default
+    return inspect.signature(_public(command)).parameters[name].default
 
 
 def _positive(value: str) -> int:
