@@ -184,7 +184,7 @@ test_that("a worker's failure leads with its own Python error and says where its
                               probe = FALSE),
     error = function(e) conditionMessage(e)
   )
-  expect_match(error, "Worker 0 of 1 failed: AlexnetError")
+  expect_match(error, "Worker 0 of 1 failed: alexnet.errors.AlexnetError", fixed = TRUE)
   expect_match(error, "learning_rate")
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
