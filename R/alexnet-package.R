@@ -21,15 +21,11 @@
   # environment variables set in R reach Python after each top-level call (see sync_environment_callback)
   if (environment_callback %in% getTaskCallbackNames()) removeTaskCallback(environment_callback)
   addTaskCallback(sync_environment_callback, name = environment_callback)
-  # TensorFlow, once imported, reads TF_CONFIG as R last set it (see register_tensorflow_hook)
-  register_tensorflow_hook()
   invisible()
 }
 
 .onUnload <- function(libpath) {
   if (environment_callback %in% getTaskCallbackNames()) removeTaskCallback(environment_callback)
-  kept <- Filter(function(hook) !identical(hook, tensorflow_loaded), getHook(tensorflow_hook))
-  setHook(tensorflow_hook, if (length(kept)) kept else NULL, "replace")
 }
 
 environment_callback <- "alexnet-environment"

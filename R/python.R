@@ -189,48 +189,46 @@ core_module <- function(name, convert = TRUE) {
 }
 
 # Python copies the environment once, when it starts: a Sys.setenv() made in R after that would not
-# reach the core. Before each call, the variables the core and its storage libraries read are copied
-# over when they changed, and those copied before and since unset in R are removed.
+# reach the core. This is the one way R's environment reaches Python: before each call into the core, and
+# after each top-level call (sync_environment_callback), the variables the core and its storage libraries
+# read are copied over when they changed, and those copied before and since unset in R are removed.
+# TF_CONFIG goes through the core's normalise_tf_config(), the one place that turns the bare string
+# jsonlite::toJSON(auto_unbox = TRUE) writes for a one-worker cluster into the list TensorFlow needs, so
+# that a strategy created after the copy (tf$distribute$MultiWorkerMirroredStrategy()) reads it as is.
 synced_variables <- "^(ALEXNET_|TF_CONFIG$|STORAGE_EMULATOR_HOST$|GOOGLE_APPLICATION_CREDENTIALS$|AWS_)"
 
-sync_python_environment <- function() {
+synced_environment <- function() {
   env <- Sys.getenv()
   env <- env[grepl(synced_variables, names(env))]
-  env <- env[order(names(env))]
+  env[order(names(env))]
+}
+
+sync_python_environment <- function() {
+  env <- synced_environment()
   if (identical(env, .alexnet$synced_values)) return(invisible())
   gone <- setdiff(names(.alexnet$synced_values), names(env))
   os <- reticulate::import("os", convert = FALSE)
   for (name in gone) os$environ$pop(name, NULL)
-  if (length(env)) os$environ$update(reticulate::dict(as.list(env)))
-  .alexnet$synced_values <- env
+  values <- as.list(env)
+  if (!is.null(values$TF_CONFIG)) values$TF_CONFIG <- normalised_tf_config(values$TF_CONFIG)
+  if (length(values)) os$environ$update(reticulate::dict(values))
+  # os.environ writes through to the process environment: R now reads the normalised TF_CONFIG too
+  .alexnet$synced_values <- synced_environment()
   invisible()
 }
 
+normalised_tf_config <- function(value) {
+  tryCatch(reticulate::import("alexnet.train.cluster")$normalise_tf_config(value), error = function(e) value)
+}
+
 # The same after every top-level call, once Python runs (registered by .onLoad), so that variables set in
-# R reach Python code called directly through reticulate. Starts no Python and imports no core.
+# R reach Python code called directly through reticulate: the original r-tensorflow/alexnet's stand-alone
+# multi-worker script sets TF_CONFIG at top level and creates its MultiWorkerMirroredStrategy with
+# reticulate on the next line, with no alexnet call in between. Starts no Python; imports the core's
+# cluster module (no TensorFlow) only when TF_CONFIG changed.
 sync_environment_callback <- function(expr, value, ok, visible) {
   if (isNamespaceLoaded("reticulate") && reticulate::py_available(initialize = FALSE)) {
     try(sync_python_environment(), silent = TRUE)
   }
   TRUE
-}
-
-# When TensorFlow is imported in this session (by the core, or by reticulate::import("tensorflow") as the
-# original walkthrough does), TensorFlow is made to read TF_CONFIG from the process environment each time
-# it reads it (alexnet.train.cluster.install_tf_config_sync). A multi-worker strategy created right after
-# Sys.setenv(TF_CONFIG = ...), even inside one function such as a spark_apply() closure, then sees the
-# cluster. Registered by .onLoad; starts no Python.
-register_tensorflow_hook <- function() {
-  if (isNamespaceLoaded("reticulate") && reticulate::py_available(initialize = FALSE)) {
-    modules <- reticulate::import("sys", convert = FALSE)$modules
-    if (reticulate::py_to_r(modules$`__contains__`("tensorflow"))) return(invisible(tensorflow_loaded()))
-  }
-  setHook(tensorflow_hook, tensorflow_loaded)
-  invisible()
-}
-
-tensorflow_hook <- "reticulate::tensorflow::load"
-
-tensorflow_loaded <- function() {
-  tryCatch(core_module("train.cluster")$install_tf_config_sync(), error = function(e) FALSE)
 }

@@ -35,8 +35,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'
 #' The driver makes one call into the core, which checks first: more workers than Spark task slots (a
 #' barrier stage starts all its tasks at once, or waits), than categories on the board, a board that
-#' cannot be read, or a `checkpoint_dir` or `model_dir` that cannot be written are errors before
-#' anything starts. With `probe`, a short Spark job then checks that every R worker finds alexnet and a
+#' cannot be read, a training argument [alexnet_train()] does not take, or a `checkpoint_dir` or
+#' `model_dir` that cannot be written are errors before anything starts. With `probe`, a short Spark job then checks that every R worker finds alexnet and a
 #' Python that imports the core and TensorFlow, and names the executors that do not. While the workers
 #' train, the chief's progress (epoch, step, loss, accuracy, images per second) is shown here. When one
 #' task fails, Spark stops the others; the error leads with the worker's own Python error and says
@@ -53,6 +53,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' @param base_port Worker `k` listens on `base_port + k`.
 #' @param cache_dir Where each worker extracts its partition; `NULL` for the user cache.
 #' @param fetch_workers Downloads at once on each worker.
+#' @param timeout Seconds each launch may take; a worker still running then is stopped and the launch
+#'   fails saying so (`NULL`: no bound).
 #' @param python The Python executable on the workers (by default the one alexnet uses here).
 #' @param retries Relaunches of the barrier stage after a failure (each resumes from the last
 #'   checkpoint of `checkpoint_dir`).
@@ -74,7 +76,7 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' }
 #' @export
 alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000, cache_dir = NULL,
-                                fetch_workers = 8, python = alexnet_python(), retries = 0,
+                                fetch_workers = 8, timeout = NULL, python = alexnet_python(), retries = 0,
                                 progress = TRUE, probe = TRUE) {
   args <- checked_args("alexnet_spark_train", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
@@ -93,10 +95,9 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
 #' the TensorFlow that alexnet's Python environment imports, or `NULL` when there is none. It prints
 #' nothing (TensorFlow's start-up lines are hidden unless `ALEXNET_TF_LOGS=1`) and has no other effect.
 #'
-#' `TF_CONFIG` needs no help to reach TensorFlow: once alexnet is loaded, TensorFlow imported in this
-#' R session reads `TF_CONFIG` from the process environment each time it needs it, so a
-#' `Sys.setenv(TF_CONFIG = ...)` made in R is seen by a strategy created after it, even within one
-#' function such as a `spark_apply()` closure.
+#' `TF_CONFIG` set with `Sys.setenv()` reaches TensorFlow at the next call into alexnet (this one
+#' included) and after each top-level call, so a strategy created after `tf_version()`, or on a line of
+#' its own, sees it.
 #'
 #' @returns A [numeric_version], or `NULL`.
 #' @examples

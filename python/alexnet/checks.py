@@ -1,5 +1,6 @@
-"""Argument checks shared by every layer. R sends whole numbers as doubles (``32`` arrives as ``32.0``)
-and length-one vectors as scalars or one-element lists, so numbers are accepted in any of those forms."""
+"""Every argument check of the package, once, shared by every layer. R sends whole numbers as doubles (``32``
+arrives as ``32.0``) and length-one vectors as scalars or one-element lists, so numbers are accepted in any
+of those forms. Each check returns the converted value or raises an :class:`AlexnetError` naming the argument."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ import numpy as np
 
 from .errors import AlexnetError
 
-#: The smallest image side AlexNet takes: below it, its three poolings leave no 1x1 map (see
-#: :func:`alexnet.train.geometry.feature_sizes`). Defined here, below every layer, so that the data layer (images
-#: stored with ``resize``) and the model check against the one value.
+#: The smallest image side AlexNet takes: below it, its three poolings leave no 1x1 map (conv1 of 11 with
+#: stride 4 and padding 2, then three 3x3 poolings of stride 2). Defined here, below every layer, so that the
+#: data layer (images stored with ``resize``) and the model check against the one value.
 MIN_IMAGE_SIZE = 63
 
 
-def as_int(value: Any, name: str, minimum: int | None = None) -> int:
+def as_int(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as an ``int``; an :class:`AlexnetError` naming ``name`` when it is not a whole number
-    (at least ``minimum`` when given)."""
+    (at least ``minimum`` and at most ``maximum`` when given)."""
     if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1:
         value = np.asarray(value).reshape(-1)[0].item()
     wanted = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
@@ -28,6 +29,9 @@ def as_int(value: Any, name: str, minimum: int | None = None) -> int:
     number = float(value)
     if not np.isfinite(number) or not number.is_integer():
         raise AlexnetError(f"`{name}` must be {wanted}, not {value!r}.")
+    if maximum is not None and (number > maximum or (minimum is not None and number < minimum)):
+        low = "" if minimum is None else minimum
+        raise AlexnetError(f"`{name}` must be in {low}..{maximum}, not {int(number)}.")
     if minimum is not None and number < minimum:
         raise AlexnetError(f"`{name}` must be {wanted}, not {int(number)}.")
     return int(number)
@@ -81,3 +85,81 @@ def as_seconds(value: Any, name: str, *, allow_none: bool = True, allow_zero: bo
         wanted = "a number of seconds >= 0" if allow_zero else "a positive number of seconds"
         raise AlexnetError(f"`{name}` must be {wanted}{' or None' if allow_none else ''}, not {value!r}.")
     return number
+
+
+def as_parallel(value: Any) -> int | None:
+    """``parallel`` (images decoded at once): a positive whole number, or ``None`` for autotune."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1:
+        value = np.asarray(value).reshape(-1)[0].item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or value != int(value) or value < 1:
+        raise AlexnetError(f"`parallel` must be a positive whole number or None (autotune), not {value!r}.")
+    return int(value)
+
+
+def as_number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
+    """``value`` as a float, between ``low`` and ``high`` when given."""
+    try:
+        number = float(value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if number != number or (low is not None and number < low) or (high is not None and number > high):
+        bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else \
+            f" >= {low:g}" if low is not None else ""
+        raise AlexnetError(f"`{name}` must be a number{bounds}, not {value!r}.")
+    return number
+
+
+def as_learning_rate(value: Any) -> float:
+    """``learning_rate``: a number > 0."""
+    rate = as_number(value, "learning_rate")
+    if rate <= 0:
+        raise AlexnetError(
+            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}."
+        )
+    return rate
+
+
+def as_optional_bool(value: Any, name: str) -> bool | None:
+    """``value`` as a flag, with ``None`` (R's ``NULL``) passed through."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, (bool, int)):
+        raise AlexnetError(f"`{name}` must be TRUE/True, FALSE/False or NULL/None, not {value!r}.")
+    return bool(value)
+
+
+def as_area_range(value: Any) -> tuple[float, float]:
+    """``area_range``: the least and most share of an image a training crop covers, ``0 < low <= high <= 1``."""
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise AlexnetError(
+            f"`area_range` must be two numbers, the least and most share of an image, not {value!r}."
+        ) from None
+    if not 0 < low <= high <= 1:
+        raise AlexnetError(f"`area_range` must be two shares with 0 < low <= high <= 1, not {value!r}.")
+    return low, high
+
+
+def as_step_range(value: Any, name: str) -> tuple[int, int] | None:
+    """``value`` as two step numbers ``(first, last)``, counted from 1, ``first <= last``; ``None`` passed through."""
+    if value is None:
+        return None
+    try:
+        first, last = (as_int(v, name, minimum=1) for v in value)
+    except (TypeError, ValueError):
+        raise AlexnetError(
+            f"`{name}` must be two step numbers (first, last), as c(10, 20) or (10, 20), not {value!r}."
+        ) from None
+    if last < first:
+        raise AlexnetError(f"`{name}` must be (first, last) with first <= last, not ({first}, {last}).")
+    return first, last
+
+
+def as_image_size(value: Any, name: str = "image_size") -> int:
+    """An image side AlexNet takes: a whole number >= :data:`MIN_IMAGE_SIZE`."""
+    return as_int(value, name, minimum=MIN_IMAGE_SIZE)

@@ -131,7 +131,7 @@ def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
 
 def run_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
               env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
-              prefix: str = "alexnet-child-", advice: str = "") -> Any:
+              prefix: str = "alexnet-child-", advice: str = "", timeout: float | None = None) -> Any:
     """``function(*args)`` run in a fresh Python process; its result (which must be JSON-serialisable).
 
     The child runs ``python`` (default: this interpreter) with this process's environment as Python outside
@@ -139,7 +139,7 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
     ``ALEXNET_PROGRESS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, pinned to ``cpus`` when given (before
     it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
     it). A failure raises :class:`ChildError` naming ``what``, with the child's own error, the last lines of
-    its log and ``advice``.
+    its log and ``advice``; so does a child still running after ``timeout`` seconds, which is killed.
     """
     child_env = python_environment()
     child_env.pop("TF_CONFIG", None)
@@ -159,7 +159,14 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
         with open(log_path, "wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
             try:
-                code = process.wait()
+                code = process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise ChildError(what, f"TimeoutError: it did not finish within timeout = {timeout:g} s and was "
+                                 "stopped: raise `timeout`, or train less per run (with `checkpoint_dir` a new run "
+                                 "resumes)", log_tail(log_path), None, str(log_path) if log else None, advice
+                                 ) from None
             finally:
                 if process.poll() is None:
                     process.kill()

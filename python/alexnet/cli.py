@@ -7,7 +7,6 @@ read from the functions' signatures.
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import json
 import logging
@@ -26,32 +25,36 @@ BOARD_HELP = (
 )
 OUTPUT_HELP = "a folder, file://, gs:// or s3:// location"
 
-#: The core function behind each command, as "module:function" (imported when the command runs).
+#: The public function (a name of ``alexnet.__all__``) behind each command, imported when the command runs.
 CORE = {
-    "synth": "alexnet.data.synthetic:imagenet_synthetic",
-    "upload": "alexnet.data.upload:imagenet_upload",
-    "categories": "alexnet.data.fetch:imagenet_categories",
-    "fetch": "alexnet.data.fetch:imagenet_partition",
-    "train": "alexnet.train.api:alexnet_train",
-    "spark-train": "alexnet.launch.spark:alexnet_spark_train",
-    "bench": "alexnet.bench.run:alexnet_benchmark",
-    "model": "alexnet.model.pin:alexnet_model",
-    "evaluate": "alexnet.model.evaluate:alexnet_evaluate",
-    "predict": "alexnet.model.predict:alexnet_predict",
-    "spark-evaluate": "alexnet.launch.evaluate:alexnet_spark_evaluate",
+    "synth": "imagenet_synthetic",
+    "upload": "imagenet_upload",
+    "categories": "imagenet_categories",
+    "fetch": "imagenet_partition",
+    "train": "alexnet_train",
+    "spark-train": "alexnet_spark_train",
+    "bench": "alexnet_benchmark",
+    "model": "alexnet_model",
+    "evaluate": "alexnet_evaluate",
+    "predict": "alexnet_predict",
+    "spark-evaluate": "alexnet_spark_evaluate",
 }
 
 
+def _public(command: str) -> Callable[..., Any]:
+    import alexnet
+
+    return getattr(alexnet, CORE[command])
+
+
 def core(command: str) -> Callable[..., Any]:
-    """The core function behind ``command``."""
-    module, name = CORE[command].split(":")
-    return getattr(importlib.import_module(module), name)
+    """The core function behind ``command``, found through the package's one map of public functions."""
+    return _public(command)
 
 
 def default(command: str, name: str) -> Any:
     """The default of argument ``name`` of the core function behind ``command`` (read from its signature)."""
-    module, function = CORE[command].split(":")
-    return inspect.signature(getattr(importlib.import_module(module), function)).parameters[name].default
+    return inspect.signature(_public(command)).parameters[name].default
 
 
 def _positive(value: str) -> int:

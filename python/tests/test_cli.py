@@ -70,19 +70,28 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert "Partition 1 of 2:" in capsys.readouterr().out
 
 
-def test_options_left_out_take_the_core_defaults(monkeypatch, capsys):
+def help_of(command: str, capsys) -> str:
+    """What ``alexnet <command> --help`` prints."""
+    with pytest.raises(SystemExit) as exit:
+        main([command, "--help"])
+    assert exit.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_shows_the_core_defaults(capsys):
     import inspect
 
-    from alexnet import cli
-    from alexnet.data.fetch import imagenet_partition
-    from alexnet.train.api import alexnet_train
+    import alexnet
 
-    args = build_parser().parse_args(["fetch"])
-    assert not hasattr(args, "total") and not hasattr(args, "workers"), "left out: the core's default applies"
-    fetch_help = build_parser()._subparsers._group_actions[0].choices["fetch"].format_help()
-    assert f"(default: {inspect.signature(imagenet_partition).parameters['total'].default})" in fetch_help
-    train_help = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
-    assert f"(default: {inspect.signature(alexnet_train).parameters['verbose'].default})" in train_help
+    assert f"(default: {inspect.signature(alexnet.imagenet_partition).parameters['total'].default})" in help_of(
+        "fetch", capsys)
+    assert f"(default: {inspect.signature(alexnet.alexnet_train).parameters['verbose'].default})" in help_of(
+        "train", capsys)
+
+
+def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch):
+    from alexnet import cli
+
     seen = {}
     monkeypatch.setattr(cli, "core", lambda command: lambda *a, **k: seen.update(k) or {
         "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})

@@ -63,12 +63,12 @@ def test_kaggle_layout_from_root_or_any_folder_inside(kaggle, sub):
     assert tree.val_labels == tuple(VAL[i] for i in ids)
 
 
-def test_category_lookup_and_unknown_wnid(kaggle):
+def test_categories_are_sorted_by_id_and_indexed_in_that_order(kaggle):
     tree = read_imagenet(kaggle)
-    assert tree.category("n01443537") is tree.categories[1]
-    assert tree.category("n01443537").name.startswith("goldfish")
-    with pytest.raises(LayoutError, match=r"n09999999.*not in the ImageNet tree"):
-        tree.category("n09999999")
+    assert [c.id for c in tree.categories] == sorted(c.id for c in tree.categories)
+    assert [c.index for c in tree.categories] == list(range(len(tree.categories)))
+    goldfish = next(c for c in tree.categories if c.id == "n01443537")
+    assert goldfish.index == 1 and goldfish.name.startswith("goldfish")
 
 
 def test_kaggle_without_val_set_or_names(tmp_path):

@@ -17,7 +17,8 @@ from alexnet.data.upload import imagenet_upload
 from alexnet.errors import AlexnetError, BoardError
 from alexnet.launch import job
 from alexnet.launch.monitor import describe, start_monitor
-from alexnet.launch.worker import WorkerError
+from alexnet.launch.task import TrainTask
+from alexnet.launch.worker import WorkerError, run_worker
 from alexnet.train.callbacks import progress_writer
 
 
@@ -49,8 +50,8 @@ def test_plan_checks_slots_categories_arguments_and_ports(board):
 def test_plan_settles_what_each_task_needs(board, tmp_path):
     plan = job.plan_job(2, board, 2, base_port=9100, checkpoint_dir=tmp_path / "ckpt", epochs=3, retries=2)
     assert plan.workers == 2 and plan.retries == 2 and plan.board == board
-    assert plan.task["base_port"] == 9100 and plan.task["board"] == board
-    assert plan.task["train_args"] == {"checkpoint_dir": str(tmp_path / "ckpt"), "epochs": 3}
+    assert plan.task.base_port == 9100 and plan.task.board == board
+    assert plan.task.train_args == {"checkpoint_dir": str(tmp_path / "ckpt"), "epochs": 3}
     assert (tmp_path / "ckpt").is_dir(), "a local checkpoint folder is created (and proven writable) on the driver"
 
 
@@ -193,7 +194,7 @@ def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capf
     seen = {}
 
     def launch(task):
-        target = task["train_args"]["progress_file"]
+        target = task.train_args["progress_file"]
         assert target.startswith("tcp://127.0.0.1:")
         send = progress_writer(target)  # what the chief's Progress callback does
         for step in (1, 2):
@@ -210,27 +211,60 @@ def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capf
     assert "alexnet: epoch 1/1, step 2/2: loss 1" in seen["shown"], seen
 
 
-def test_the_monitor_keeps_records_and_stops(tmp_path, capfd):
+def test_the_monitor_shows_each_record_and_stops_when_closed(capfd):
     monitor = start_monitor("127.0.0.1")
     assert monitor is not None
     try:
-        send = progress_writer(monitor.address)
-        send({"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25})
-        deadline = time.monotonic() + 20
-        while not monitor.records() and time.monotonic() < deadline:
+        progress_writer(monitor.address)({"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25})
+        shown, deadline = "", time.monotonic() + 20
+        while "epoch 1/2" not in shown and time.monotonic() < deadline:
+            shown += capfd.readouterr().err
             time.sleep(0.1)
-        assert monitor.records() == [{"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25}]
     finally:
         monitor.close()
+    assert "alexnet: epoch 1/2: loss 1.5, accuracy 0.25" in shown
     assert monitor.process.poll() is not None and not Path(monitor.folder).exists()
-    assert "alexnet: epoch 1/2: loss 1.5, accuracy 0.25" in capfd.readouterr().err
-    # a progress target that cannot be reached is dropped with one warning; training would go on
+
+
+def test_progress_that_cannot_be_sent_is_dropped_with_one_warning(caplog):
     unreachable = progress_writer("tcp://127.0.0.1:1")
-    unreachable({"epoch": 1})
-    unreachable({"epoch": 2})
+    with caplog.at_level(logging.WARNING, logger="alexnet.train.callbacks"):
+        unreachable({"epoch": 1})  # returns: training goes on
+        unreachable({"epoch": 2})
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "Cannot report progress to tcp://127.0.0.1:1" in warnings[0].getMessage()
+    assert "training goes on" in warnings[0].getMessage()
+
+
+def test_progress_to_a_local_file_appends_one_line_per_record(tmp_path):
     local = tmp_path / "progress.jsonl"
-    progress_writer(str(local))({"epoch": 1})
-    assert local.read_text() == '{"epoch": 1}\n'
+    send = progress_writer(str(local))
+    send({"epoch": 1})
+    send({"epoch": 2, "loss": 0.5})
+    assert local.read_text() == '{"epoch": 1}\n{"epoch": 2, "loss": 0.5}\n'
+
+
+def test_a_misspelt_training_argument_stops_the_run_on_the_driver_before_any_spark_job(board):
+    with pytest.raises(AlexnetError, match=r"does not take `epoch` \(did you mean `epochs`\?\)"):
+        job.plan_job(2, board, 2, epoch=3)
+
+
+def test_a_task_survives_the_trip_through_r_as_a_plain_list(board, tmp_path):
+    plan = job.plan_job(2, board, 2, epochs=3, timeout=60, env={"A": "1"}, cache_dir=tmp_path)
+    plain = plan.task.to_dict()
+    plain["train_args"]["epochs"] = 3.0  # R numbers are doubles
+    again = TrainTask.from_dict({**plain, "base_port": float(plain["base_port"]), "env": plain["env"]})
+    assert again.board == plan.task.board and again.base_port == plan.task.base_port
+    assert again.timeout == 60.0 and again.env == {"A": "1"} and again.cache_dir == str(tmp_path)
+    assert TrainTask.from_dict({**plain, "env": [], "train_args": []}).train_args == {}  # R's empty lists
+    function = again.worker_function()
+    assert function.keywords["board"] == board and function.keywords["epochs"] == 3.0
+
+
+def test_a_worker_that_runs_past_its_timeout_is_stopped_and_says_so():
+    with pytest.raises(WorkerError, match=r"Worker 0 of 1 failed: TimeoutError: .* within timeout = 1 s"):
+        run_worker(lambda index, addresses: time.sleep(60), 0, ["127.0.0.1:1"], timeout=1)
 
 
 R_LDPATHS = "/usr/lib/R/etc/ldpaths"

@@ -8,9 +8,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
+from alexnet.checks import MIN_IMAGE_SIZE  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import model as alexnet_model  # noqa: E402
-from alexnet.train.geometry import MIN_IMAGE_SIZE, feature_sizes  # noqa: E402
 
 
 def conv_params(size: int, in_channels: int, filters: int, groups: int = 1) -> int:
@@ -46,6 +46,15 @@ def test_parameter_count_at_224_matches_the_architecture(num_classes, grouped):
         assert expected == (60_965_224 if grouped else 62_378_344)
     # no weights hide in the normalisation layer: its mean and variance are constants
     assert sum(int(np.prod(w.shape)) for w in net.trainable_weights) == expected
+
+
+def feature_sizes(image_size: int) -> list[int]:
+    """Side of the feature maps after conv1, pool1, pool2 and pool3 for a square input of ``image_size``."""
+    conv1 = (image_size + 2 * 2 - 11) // 4 + 1
+    pool1 = (conv1 - 3) // 2 + 1
+    pool2 = (pool1 - 3) // 2 + 1
+    pool3 = (pool2 - 3) // 2 + 1
+    return [conv1, pool1, pool2, pool3]
 
 
 def test_feature_maps_have_the_paper_sizes_at_224():

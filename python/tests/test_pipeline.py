@@ -7,6 +7,7 @@ from helpers_train import make_tree, write_quirks
 
 tf = pytest.importorskip("tensorflow")
 
+from alexnet.checks import as_parallel  # noqa: E402
 from alexnet.data import pipeline  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 
@@ -107,9 +108,10 @@ def test_options_turn_auto_sharding_off_and_parallel_is_checked(tree):
     assert ds.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
     assert pipeline.num_parallel_calls(None) == tf.data.AUTOTUNE
     assert pipeline.num_parallel_calls(3) == 3
-    for wrong in (0, -1, 2.5):
+    assert as_parallel(None) is None and as_parallel(3.0) == 3  # the check, in checks.py
+    for wrong in (0, -1, 2.5, True):
         with pytest.raises(AlexnetError, match="parallel"):
-            pipeline.num_parallel_calls(wrong)
+            as_parallel(wrong)
 
 
 def test_labels_must_match_files(tree):

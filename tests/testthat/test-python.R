@@ -125,33 +125,48 @@ test_that("after each top-level call, variables set in R reach Python without a 
   expect_null(os$environ$get("TF_CONFIG"))
 })
 
+test_that("a one-worker TF_CONFIG written by jsonlite reaches Python with its worker as a list", {
+  skip_if_no_alexnet()
+  alexnet:::alexnet_core()
+  os <- reticulate::import("os", convert = TRUE)
+  withr::with_envvar(c(TF_CONFIG = '{"cluster":{"worker":"127.0.0.1:1"},"task":{"type":"worker","index":0}}'), {
+    alexnet:::sync_environment_callback(quote(x), NULL, TRUE, FALSE)
+    seen <- jsonlite::fromJSON(os$environ$get("TF_CONFIG"), simplifyVector = FALSE)
+    expect_equal(seen$cluster$worker, list("127.0.0.1:1"))  # what TensorFlow needs
+    expect_equal(Sys.getenv("TF_CONFIG"), os$environ$get("TF_CONFIG"))  # R and Python agree
+  })
+  alexnet:::sync_environment_callback(quote(x), NULL, TRUE, FALSE)
+  expect_null(os$environ$get("TF_CONFIG"))
+})
+
 test_that("the R functions show the core's defaults, which are defined once, in the core", {
   skip_if_no_alexnet()
   alexnet:::alexnet_core()
   inspect <- reticulate::py_run_string(paste(
-    "def _alexnet_defaults(module, name):",
-    "    import importlib, inspect",
-    "    function = getattr(importlib.import_module('alexnet.' + module), name)",
+    "def _alexnet_defaults(name):",
+    "    import alexnet, inspect",
+    "    function = getattr(alexnet, name)  # the package's one map of public functions",
     "    return {k: v.default for k, v in inspect.signature(function).parameters.items()",
     "            if v.default is not inspect.Parameter.empty}",
     sep = "\n"), local = TRUE)
   pairs <- list(
-    list(alexnet_train, "train.api", "alexnet_train"),
-    list(imagenet_partition, "data.fetch", "imagenet_partition"),
-    list(imagenet_upload, "data.upload", "imagenet_upload"),
-    list(imagenet_synthetic, "data.synthetic", "imagenet_synthetic"),
-    list(alexnet_benchmark, "bench.run", "alexnet_benchmark"),
-    list(alexnet_spark_train, "launch.spark", "alexnet_spark_train"),
-    list(tf_config_from_barrier, "train.cluster", "tf_config_json")
+    list(alexnet_train, "alexnet_train"),
+    list(imagenet_partition, "imagenet_partition"),
+    list(imagenet_upload, "imagenet_upload"),
+    list(imagenet_synthetic, "imagenet_synthetic"),
+    list(alexnet_benchmark, "alexnet_benchmark"),
+    list(alexnet_spark_train, "alexnet_spark_train"),
+    list(tf_config_from_barrier, "tf_config_json")
   )
+  expect_true(all(vapply(pairs, `[[`, "", 2L) %in% reticulate::import("alexnet")$`__all__`))
   compared <- 0L
   for (pair in pairs) {
-    core <- inspect$`_alexnet_defaults`(pair[[2]], pair[[3]])
+    core <- inspect$`_alexnet_defaults`(pair[[2]])
     for (name in intersect(names(formals(pair[[1]])), names(core))) {
       shown <- formals(pair[[1]])[[name]]
       if (is.call(shown) || is.symbol(shown)) next  # computed in R (the Python environment, say)
       expect_equal(unlist(shown), unlist(core[[name]]), ignore_attr = TRUE,
-                   label = paste0(pair[[3]], "(", name, ") in R"), expected.label = "the core's default")
+                   label = paste0(pair[[2]], "(", name, ") in R"), expected.label = "the core's default")
       compared <- compared + 1L
     }
   }

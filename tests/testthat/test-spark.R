@@ -179,15 +179,44 @@ test_that("a worker's failure leads with its own Python error and says where its
   calls <- new.env()
   error <- tryCatch(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
-                              list(epochs = 1, image_size = 64, no_such_argument = 1,
+                              list(epochs = 1, image_size = 64, learning_rate = 0,
                                    cache_dir = file.path(dir, "cache")),
                               probe = FALSE),
     error = function(e) conditionMessage(e)
   )
-  expect_match(error, "Worker 0 of 1 failed: TypeError")
-  expect_match(error, "no_such_argument")
+  expect_match(error, "Worker 0 of 1 failed: alexnet.errors.AlexnetError", fixed = TRUE)
+  expect_match(error, "learning_rate")
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
+})
+
+test_that("a misspelt training argument stops alexnet_spark_train() on the driver, before any Spark job", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  calls <- new.env()
+  expect_error(
+    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"), list(epoch = 1)),
+    "does not take `epoch` \\(did you mean `epochs`\\?\\)"
+  )
+  expect_null(calls$sdf_len)  # neither the probe nor the barrier stage ran
+  expect_null(calls$spark_apply)
+})
+
+test_that("a worker still running after `timeout` seconds is stopped, and the error says so", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  expect_error(
+    alexnet:::spark_train_run(fake_sparklyr(new.env()), "sc", 1, file.path(dir, "b"),
+                              list(epochs = 1, image_size = 64, timeout = 1, cache_dir = file.path(dir, "cache")),
+                              probe = FALSE),
+    "Worker 0 of 1 failed: TimeoutError: .*within timeout = 1 s"
+  )
 })
 
 test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with reticulate::import('tensorflow')", {

@@ -60,10 +60,18 @@ test_that("imagenet_partition() %>% alexnet_train() returns a history that print
   df <- as.data.frame(history)
   expect_true(all(c("loss", "accuracy") %in% df$metric))
   file <- file.path(dir, "history.png")
-  grDevices::png(file)
-  plot(history)
+  grDevices::png(file, width = 480, height = 960)
+  plot(history, metrics = c("loss", "accuracy"))
   grDevices::dev.off()
-  expect_gt(file.size(file), 2000)
+  skip_if_not_installed("png")
+  image <- png::readPNG(file)
+  expect_equal(dim(image)[1:2], c(960L, 480L))
+  for (colour in c("#1b6ca8", "#d1495b")) {  # the training and the validation curve, in both panels
+    rgb <- grDevices::col2rgb(colour)[, 1] / 255
+    hit <- abs(image[, , 1] - rgb[[1]]) < 0.03 & abs(image[, , 2] - rgb[[2]]) < 0.03 & abs(image[, , 3] - rgb[[3]]) < 0.03
+    rows <- which(rowSums(hit) > 0)
+    expect_true(any(rows < 480) && any(rows > 480), info = colour)
+  }
 })
 
 test_that("the original r-tensorflow/alexnet's hand-made data list and a strategy made through reticulate are accepted", {

@@ -46,11 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checks import as_int, as_optional_int, as_seconds, as_strings
+from ..checks import MIN_IMAGE_SIZE, as_int, as_optional_int, as_parallel, as_seconds, as_strings
 from ..errors import AlexnetError
 from ..machine import usable_cpus
 from ..scratch import make_scratch
-from ..train.geometry import MIN_IMAGE_SIZE
 from .chart import write_chart
 from .images import BenchImages, resolve_images, store_resized
 from .measure import peak_rss_mb, pipeline_measurements, reset_peak_rss, run_pinned
@@ -134,7 +133,7 @@ def _plan(arguments: Mapping[str, Any]) -> _Plan:
         raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
     return _Plan(stages, as_int(a["images"], "images", 1), as_int(a["batch_size"], "batch_size", 1), image_size,
                  cores, available, as_seconds(a["seconds"], "seconds", allow_none=False, allow_zero=True) or 0.0,
-                 as_optional_int(a["parallel"], "parallel", 1), bool(a["cache"]),
+                 as_parallel(a["parallel"]), bool(a["cache"]),
                  as_optional_int(a["resize"], "resize", 1), as_int(a["quality"], "quality", 1),
                  as_int(a["model_steps"], "model_steps", 1), as_int(a["dense_units"], "dense_units", 1),
                  _isolation(a["isolation"]), as_int(a["seed"], "seed", 0))

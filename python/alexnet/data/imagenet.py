@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import LayoutError
 
@@ -65,20 +65,6 @@ class ImageNetTree:
     categories: tuple[Category, ...]
     val_files: tuple[str, ...] = ()
     val_labels: tuple[str, ...] = ()
-    _by_id: dict[str, Category] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_id", {c.id: c for c in self.categories})
-
-    def category(self, wnid: str) -> Category:
-        """The category with WordNet id ``wnid``; a :class:`LayoutError` naming it when there is none."""
-        try:
-            return self._by_id[wnid]
-        except KeyError:
-            raise LayoutError(
-                f"Category {wnid!r} is not in the ImageNet tree at {self.root} "
-                f"({len(self.categories)} categories). Use one of the ids in `categories`."
-            ) from None
 
     @property
     def num_images(self) -> int:

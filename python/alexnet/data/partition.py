@@ -67,7 +67,11 @@ def _check_total(total: object, categories: int) -> int:
 def assign_partitions(images: ImageCounts, total: int) -> dict[str, int]:
     """Map every category id to its partition (0-based) in a split into ``total`` balanced partitions."""
     pairs = _counts(images)
-    total = _check_total(total, len(pairs))
+    return _assign(pairs, _check_total(total, len(pairs)))
+
+
+def _assign(pairs: list[tuple[str, int]], total: int) -> dict[str, int]:
+    """:func:`assign_partitions` of checked pairs and total."""
     order = sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
     heap = [(0, k) for k in range(total)]  # (images so far, partition): the lightest, then the lowest
     owner: dict[str, int] = {}
@@ -97,11 +101,13 @@ def partition_sizes(images: ImageCounts, total: int, counts: Mapping[str, int] |
     still under the split that ``images`` decides. The training layer derives "the same number of steps on
     every worker" from it: ``min(partition_sizes(images, total)) // per_worker_batch``.
     """
-    pairs = dict(_counts(images))
-    owner = assign_partitions(pairs, total)
+    checked = _counts(images)
+    total = _check_total(total, len(checked))
+    owner = _assign(checked, total)
+    pairs = dict(checked)
     summed = pairs if counts is None else {wnid: as_int(counts.get(wnid, 0), f"the count of {wnid!r}", 0)
                                            for wnid in pairs}
-    sizes = [0] * as_int(total, "total")
+    sizes = [0] * total
     for wnid, k in owner.items():
         sizes[k] += summed[wnid]
     return sizes

@@ -32,12 +32,9 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def num_parallel_calls(parallel: int | None) -> int:
-    """``parallel`` as given to ``Dataset.map``: ``None`` means autotune; otherwise a positive count."""
-    if parallel is None:
-        return AUTOTUNE
-    if isinstance(parallel, bool) or int(parallel) != parallel or parallel < 1:
-        raise AlexnetError(f"`parallel` must be a positive whole number or None (autotune), not {parallel!r}.")
-    return int(parallel)
+    """``parallel`` (checked by :func:`alexnet.checks.as_parallel`) as given to ``Dataset.map``: ``None``
+    means autotune."""
+    return AUTOTUNE if parallel is None else int(parallel)
 
 
 def dataset_options(training: bool = True) -> tf.data.Options:

@@ -237,9 +237,7 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
 def _checked_options(workers: Any, min_images: Any, resize: Any, quality: Any, retries: Any
                      ) -> tuple[int, _Options]:
     workers = as_int(workers, "workers", 1)
-    quality = as_int(quality, "quality")
-    if not 1 <= quality <= 100:
-        raise AlexnetError(f"`quality` must be in 1..100, not {quality}.")
+    quality = as_int(quality, "quality", 1, 100)
     resize = as_optional_int(resize, "resize", 1)
     if resize is not None and resize < MIN_IMAGE_SIZE:
         raise AlexnetError(f"`resize` = {resize} would store images too small for AlexNet, which needs a side of at "

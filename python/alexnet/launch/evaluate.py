@@ -19,7 +19,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from ..checks import as_int
@@ -27,6 +26,7 @@ from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..storage.location import location_kind
 from .job import check_probe, check_slots, failure_of
+from .task import EvaluateTask
 from .worker import WorkerError, run_worker
 
 logger = logging.getLogger(__name__)
@@ -121,14 +121,14 @@ def _worker_reference(model: Any, local_master: bool) -> Any:
 def plan_evaluation(model: Any, workers: Any, board: str | os.PathLike | None, slots: int | None, *,
                     crops: Any = 1, batch_size: Any = 64, cache_dir: Any = None,
                     fetch_workers: Any = DEFAULT_DOWNLOADS, python: str | None = None,
-                    env: Mapping[str, str] | None = None, local_master: bool = True) -> dict[str, Any]:
+                    env: Mapping[str, str] | None = None, local_master: bool = True) -> EvaluateTask:
     """Every check made on the driver before a Spark evaluation, and the task each worker is handed.
 
     ``workers`` must fit in ``slots`` and not exceed the board's categories with validation images; the
     board must have validation images and as many categories as the model has outputs; the model must exist
     (its card is read; a model without one is loaded here to learn its outputs) and be something every worker
-    reaches; ``crops`` must be 1 or 10. Returns the task: ``model``, ``board``, ``crops``, ``batch_size``,
-    ``cache_dir``, ``fetch_workers``, ``python``, ``env``, ``workers``.
+    reaches; ``crops`` must be 1 or 10. Returns the :class:`~alexnet.launch.task.EvaluateTask` every worker is
+    handed.
     """
     from ..data.fetch import validation_counts
     from ..model.evaluate import check_crops
@@ -150,16 +150,10 @@ def plan_evaluation(model: Any, workers: Any, board: str | os.PathLike | None, s
     if workers > len(counts):
         raise AlexnetError(f"{workers} workers need at least {workers} categories with validation images, but board "
                            f"{opened.location} has {len(counts)}: use workers <= {len(counts)}.")
-    return {"model": reference, "board": opened.location, "crops": crops, "batch_size": batch_size,
-            "cache_dir": None if cache_dir is None else os.path.abspath(os.fspath(cache_dir)),
-            "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
-            "env": {str(k): str(v) for k, v in (env or {}).items()}, "workers": workers}
-
-
-def _task_function(task: Mapping[str, Any]) -> Callable[[int, list[str]], Any]:
-    return partial(evaluate_worker, model=task["model"], board=task["board"], crops=int(task["crops"]),
-                   batch_size=int(task["batch_size"]), cache_dir=task.get("cache_dir"),
-                   fetch_workers=int(task["fetch_workers"]))
+    return EvaluateTask(model=reference, board=opened.location, crops=crops, batch_size=batch_size, workers=workers,
+                        cache_dir=None if cache_dir is None else os.path.abspath(os.fspath(cache_dir)),
+                        fetch_workers=as_int(fetch_workers, "fetch_workers", 1), python=python,
+                        env={str(k): str(v) for k, v in (env or {}).items()})
 
 
 def alexnet_spark_evaluate(
@@ -198,12 +192,12 @@ def alexnet_spark_evaluate(
     task = plan_evaluation(model, workers, board, barrier_slots(context), crops=crops, batch_size=batch_size,
                            cache_dir=cache_dir, fetch_workers=fetch_workers, python=python, env=env,
                            local_master=(context.master or "").startswith("local"))
-    count = task["workers"]
+    count = task.workers
     if probe:
         slots = barrier_slots(context) or count
-        check_probe(probe_executors(context, max(count, slots), python, task["env"]), PYTHON_ADVICE)
+        check_probe(probe_executors(context, max(count, slots), task.python, task.env), PYTHON_ADVICE)
     start = time.monotonic()
-    results = run_barrier(context, count, _task_function(task), timeout=timeout, python=python, env=task["env"])
+    results = run_barrier(context, count, task.worker_function(), timeout=timeout, python=task.python, env=task.env)
     return combine_rows([worker_row(result) for result in results], time.monotonic() - start)
 
 
@@ -215,9 +209,10 @@ def evaluate_row(addresses: Sequence[str], partition: int, task: Mapping[str, An
     ``partition`` its ``barrier$partition`` (0-based) and ``task`` the list :func:`r_evaluate` hands ``launch``,
     unchanged. When the worker fails, the row is ``{"failure": <message>}``, for the task to ``stop()`` with.
     """
+    job = EvaluateTask.from_dict(task)
     try:
-        result = run_worker(_task_function(task), as_int(partition, "barrier$partition"),
-                            [str(a) for a in addresses], python=task.get("python"), env=dict(task.get("env") or {}))
+        result = run_worker(job.worker_function(), as_int(partition, "barrier$partition"),
+                            [str(a) for a in addresses], python=job.python, env=job.env)
     except WorkerError as error:
         return {"failure": error.task_failure()}
     return worker_row(result)
@@ -265,11 +260,11 @@ def r_evaluate(workers: int, board: str | os.PathLike | None, default_parallelis
         check_probe(records(probe()), R_ADVICE)
     start = time.monotonic()
     try:
-        value = launch(task)
+        value = launch(task.to_dict())
     except AlexnetError:
         raise
     except Exception as error:  # a failure of Spark, through R
-        raise failure_of(error, task["workers"]) from None
+        raise failure_of(error, task.workers) from None
     if isinstance(value, Mapping) and "failure" in value:
-        raise failure_of(RuntimeError(str(value["failure"])), task["workers"])
+        raise failure_of(RuntimeError(str(value["failure"])), task.workers)
     return combine_rows(records(value), time.monotonic() - start)

@@ -18,14 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import as_int
+from ..checks import as_int, as_seconds
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..storage.location import location_kind, writable_location
 from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
 from ..train.settings import check_model_board, check_model_pin
 from .monitor import start_monitor
-from .worker import WorkerError, check_train_args
+from .task import TrainTask
+from .worker import RESERVED, WorkerError, check_train_args
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +91,30 @@ class JobPlan:
 
     workers: int
     board: str
-    task: dict[str, Any]
+    task: TrainTask
     retries: int = 0
+
+
+def check_train_names(train_args: Mapping[str, Any], where: str) -> None:
+    """Raise when ``train_args`` names an argument :func:`alexnet.alexnet_train` does not take (checked against
+    its signature, on the driver, so that a misspelt argument stops the run before any Spark job)."""
+    import difflib
+    import inspect
+
+    from ..train.api import alexnet_train
+
+    known = [name for name in inspect.signature(alexnet_train).parameters if name not in RESERVED]
+    unknown = [name for name in train_args if name not in known and name not in RESERVED]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"`{name}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+    raise AlexnetError(
+        f"{where} passes the training arguments on to alexnet_train(), which does not take {', '.join(hints)}: "
+        f"fix the name, or leave it out. alexnet_train() takes: {', '.join(known)}."
+    )
 
 
 def _check_outputs(train_args: Mapping[str, Any], local_master: bool, board: str) -> dict[str, Any]:
@@ -119,30 +142,33 @@ def _check_outputs(train_args: Mapping[str, Any], local_master: bool, board: str
 def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *, base_port: int = DEFAULT_BASE_PORT,
              cache_dir: Any = None, fetch_workers: int = DEFAULT_DOWNLOADS, python: str | None = None,
              env: Mapping[str, str] | None = None, retries: int = DEFAULT_RETRIES, local_master: bool = True,
-             where: str = "alexnet_spark_train()", **train_args: Any) -> JobPlan:
+             timeout: float | None = None, where: str = "alexnet_spark_train()", **train_args: Any) -> JobPlan:
     """Every check that can be made on the driver before a distributed run, and the plan it leads to.
 
     ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever);
-    ``train_args`` must not hold ``data`` or ``strategy``; ``base_port`` must leave room for every worker; the
-    board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir``, ``model_dir`` and
-    ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid name for a model pin.
+    ``train_args`` must be arguments of :func:`alexnet.alexnet_train` other than ``data`` and ``strategy``;
+    ``timeout`` (seconds a launch may take) must be positive or ``None``; ``base_port`` must leave room for
+    every worker; the board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir``,
+    ``model_dir`` and ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid pin name.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
 
     workers = check_slots(workers, slots)
     check_train_args(train_args, where)
+    check_train_names(train_args, where)
+    timeout = as_seconds(timeout, "timeout")
     port = check_base_port(base_port, workers)
     opened = open_board(board)
     categories = len(read_categories(opened))
     if workers > categories:
         raise AlexnetError(f"{workers} workers need at least {workers} categories, but board {opened.location} has "
                            f"{categories}: use workers <= {categories}.")
-    task = {"board": opened.location, "base_port": port,
-            "cache_dir": None if cache_dir is None else os.fspath(cache_dir),
-            "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
-            "env": {str(k): str(v) for k, v in (env or {}).items()},
-            "train_args": _check_outputs(train_args, local_master, opened.location)}
+    task = TrainTask(board=opened.location, base_port=port,
+                     cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+                     fetch_workers=as_int(fetch_workers, "fetch_workers", 1), python=python,
+                     env={str(k): str(v) for k, v in (env or {}).items()},
+                     train_args=_check_outputs(train_args, local_master, opened.location), timeout=timeout)
     return JobPlan(workers, opened.location, task, as_int(retries, "retries", 0))
 
 
@@ -157,7 +183,7 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
                        f"  {listing}\n{advice}")
 
 
-def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any]]], *, driver_host: str | None,
+def run_job(plan: JobPlan, launch: Callable[[TrainTask], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
             progress: bool = True, on_retry: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
     """Run ``plan``: check the executors with ``probe``, then ``launch(task)`` (one barrier stage, returning one
@@ -172,9 +198,7 @@ def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any
     if probe is not None:
         check_probe(probe(), advice)
     monitor = start_monitor(driver_host) if progress and driver_host else None
-    task = dict(plan.task)
-    if monitor is not None:
-        task["train_args"] = {**task["train_args"], "progress_file": monitor.address}
+    task = plan.task if monitor is None else plan.task.with_progress(monitor.address)
     try:
         for attempt in itertools.count(1):
             try:
@@ -200,7 +224,7 @@ def run_job(plan: JobPlan, launch: Callable[[dict[str, Any]], list[dict[str, Any
 
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
                on_retry: Callable[[str], Any] | None = None) -> None:
-    resume = "resuming from the last checkpoint" if plan.task["train_args"].get("checkpoint_dir") else \
+    resume = "resuming from the last checkpoint" if plan.task.train_args.get("checkpoint_dir") else \
         "starting afresh (no checkpoint_dir)"
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]

@@ -2,10 +2,10 @@
 
 The chief worker sends a line of JSON over TCP every few seconds (epoch, step, loss, accuracy, images per
 second; see :class:`alexnet.train.callbacks.Progress`). :class:`Monitor` receives them on the driver, in a
-process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), prints each
-as one line on standard error and appends it to a file, from which the driver reads them afterwards.
+process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
+as one line on standard error.
 
-Run as ``python -m alexnet.launch.monitor HOST RECORDS_FILE PORT_FILE``.
+Run as ``python -m alexnet.launch.monitor HOST PORT_FILE``.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ def describe(record: dict[str, Any]) -> str:
     return f"alexnet: {parts[0]}" + (f": {values}" if values else "") + rate_text
 
 
-def _serve(host: str, records: str, port_file: str) -> None:
-    out = open(records, "a", encoding="utf-8")  # noqa: SIM115 - open for the life of the process
+def _serve(host: str, port_file: str) -> None:
     lock = threading.Lock()
 
     class Handler(socketserver.StreamRequestHandler):
@@ -57,8 +56,6 @@ def _serve(host: str, records: str, port_file: str) -> None:
                 except ValueError:
                     continue
                 with lock:
-                    out.write(json.dumps(record) + "\n")
-                    out.flush()
                     sys.stderr.write(describe(record) + "\n")
                     sys.stderr.flush()
 
@@ -80,11 +77,10 @@ class Monitor:
     def __init__(self, host: str):
         self.host = host
         self.folder = make_scratch("alexnet-monitor-")
-        self.records_file = os.path.join(self.folder, "progress.jsonl")
         port_file = os.path.join(self.folder, "port")
         bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
         self.process = subprocess.Popen(
-            [python_executable(), "-m", "alexnet.launch.monitor", bind, self.records_file, port_file],
+            [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file],
             env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         )
         deadline = time.monotonic() + START_TIMEOUT
@@ -96,16 +92,8 @@ class Monitor:
         self.port = int(Path(port_file).read_text())
         self.address = f"tcp://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every progress record received so far."""
-        try:
-            lines = Path(self.records_file).read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return []
-        return [json.loads(line) for line in lines if line.strip()]
-
     def stop(self) -> None:
-        """Stop listening (records already received stay readable until :meth:`close`)."""
+        """Stop listening."""
         if self.process.poll() is None:
             self.process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -115,7 +103,7 @@ class Monitor:
                 self.process.wait()
 
     def close(self) -> None:
-        """Stop, and delete the records."""
+        """Stop, and delete the monitor's scratch folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -133,4 +121,4 @@ if __name__ == "__main__":
     from ..child import die_with_parent
 
     die_with_parent(os.getppid())
-    _serve(sys.argv[1], sys.argv[2], sys.argv[3])
+    _serve(sys.argv[1], sys.argv[2])

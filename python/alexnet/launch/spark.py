@@ -32,7 +32,8 @@ from ..errors import AlexnetError
 from ..train.cluster import DEFAULT_BASE_PORT
 from . import probe_task
 from .job import DEFAULT_RETRIES, SparkJobError, check_slots, failure_of, plan_job, run_job
-from .worker import SUMMARY_COLUMNS, WorkerError, run_worker, train_worker
+from .task import TrainTask
+from .worker import SUMMARY_COLUMNS, WorkerError, run_worker
 
 logger = logging.getLogger(__name__)
 
@@ -245,17 +246,17 @@ def alexnet_spark_train(
     context = _spark_context(spark)
     master = context.master or ""
     plan = plan_job(workers, board, barrier_slots(context), base_port=base_port, cache_dir=cache_dir,
-                    fetch_workers=fetch_workers, python=python, env=env, retries=retries,
+                    fetch_workers=fetch_workers, python=python, env=env, retries=retries, timeout=timeout,
                     local_master=master.startswith("local"), **train_args)
 
-    def launch(task: dict[str, Any]) -> list[dict[str, Any]]:
-        function = partial(train_worker, board=task["board"], base_port=task["base_port"],
-                           cache_dir=task["cache_dir"], fetch_workers=task["fetch_workers"], **task["train_args"])
-        return run_barrier(context, plan.workers, function, timeout=timeout, python=task["python"], env=task["env"])
+    def launch(task: TrainTask) -> list[dict[str, Any]]:
+        # the driver bounds the stage: it cancels the Spark job after task.timeout seconds
+        return run_barrier(context, plan.workers, task.worker_function(), timeout=task.timeout, python=task.python,
+                           env=task.env)
 
     def check() -> list[dict[str, Any]]:
         slots = barrier_slots(context) or plan.workers
-        return probe_executors(context, max(plan.workers, slots), python, plan.task["env"])
+        return probe_executors(context, max(plan.workers, slots), plan.task.python, plan.task.env)
 
     rows = run_job(plan, launch, driver_host=_driver_host(context), probe=check if probe else None,
                    advice=PYTHON_ADVICE, progress=bool(progress))
@@ -298,8 +299,8 @@ def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: 
             return list(value.to_dict(orient="records"))
         return [dict(row) for row in value]
 
-    def launched(task: dict[str, Any]) -> list[dict[str, Any]]:
-        value = launch(task)
+    def launched(task: TrainTask) -> list[dict[str, Any]]:
+        value = launch(task.to_dict())  # a plain list in R, made a TrainTask again by each barrier task
         if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
             raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
         return records(value)

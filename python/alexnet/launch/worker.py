@@ -220,14 +220,15 @@ def worker_log(index: int) -> str:
 
 
 def run_worker(function: Any, index: int, addresses: Sequence[str], *, python: str | None = None,
-               env: Mapping[str, str] | None = None) -> Any:
+               env: Mapping[str, str] | None = None, timeout: float | None = None) -> Any:
     """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`), its output
-    kept in :func:`worker_log`; a failure raises :class:`WorkerError`, which says where that log is."""
+    kept in :func:`worker_log`; a failure raises :class:`WorkerError`, which says where that log is. A worker
+    still running after ``timeout`` seconds is stopped, and fails saying so."""
     addresses = [str(a) for a in addresses]
     log = worker_log(index)
     try:
         return run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
-                         prefix=f"alexnet-worker{index}-")
+                         prefix=f"alexnet-worker{index}-", timeout=timeout)
     except ChildError as error:
         raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code,
                           f"{socket.gethostname()}:{log}") from None
@@ -237,19 +238,16 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
     """What an R barrier task (``spark_apply(barrier = TRUE)``) does: :func:`train_worker` for ``partition`` in a
     fresh Python process, as a flat row (:func:`worker_summary`).
 
-    ``task`` is what :func:`alexnet.launch.job.run_job` hands the launcher. When the worker fails, the row is
+    ``task`` is the :class:`~alexnet.launch.task.TrainTask` the driver planned, as the plain list R carried; its
+    ``timeout`` bounds the worker's run here (sparklyr has no way to cancel a stage). When the worker fails, the row is
     ``{"failure": <message>}`` (see :meth:`WorkerError.task_failure`), for the task to fail with.
     """
-    from functools import partial
+    from .task import TrainTask
 
-    arguments = dict(task)
-    # an empty dict comes back from R as an empty list
-    train_args = dict(arguments.pop("train_args", None) or {})
-    python, env = arguments.pop("python", None), dict(arguments.pop("env", None) or {})
-    function = partial(train_worker, **arguments, **train_args)
+    job = TrainTask.from_dict(task)
     try:
-        row = run_worker(function, as_int(partition, "barrier$partition"), [str(a) for a in addresses],
-                         python=python, env=env)
+        row = run_worker(job.worker_function(), as_int(partition, "barrier$partition"), [str(a) for a in addresses],
+                         python=job.python, env=job.env, timeout=job.timeout)
     except WorkerError as error:
         # returned, for the R task to stop() with: a Python error reaching R has its message shortened
         return {"failure": error.task_failure()}

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_strings
+from ..checks import as_int, as_parallel, as_strings
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..progress import progress_bar
@@ -171,12 +171,11 @@ def alexnet_evaluate(
     ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images`` and ``model`` (its path,
     or ``name@version`` for a pin).
     """
-    from ..data.pipeline import num_parallel_calls
     from ..data.scan import scan_images
 
     crops = check_crops(crops)
     batch_size = as_int(batch_size, "batch_size", 1)
-    num_parallel_calls(parallel)
+    parallel = as_parallel(parallel)
     if data is None and board is None:
         raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
                            "imagenet_partition() returns) or `board` (every validation image of a board).")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..data.inputs import TrainingData
     from .agreement import Steps
     from .card import ModelCard
-    from .checkpoint import CheckpointStore
+    from .checkpoint import Resume
     from .strategy import Topology
 
 logger = logging.getLogger(__name__)
@@ -104,56 +104,19 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
     return net, optimizer
 
 
-def _restore(store: CheckpointStore, net: keras.Model, optimizer: Any, model_settings: dict[str, Any]
-             ) -> tuple[tuple[int, int], dict[str, list[float]], Any, tuple[Any, Any]]:
-    """Restore the latest checkpoint of ``store`` into the model and optimizer when there is one.
-
-    Returns where training resumes ``(epoch, step)``, the metrics of the epochs done, the checkpoint manager
-    and the position variables it saves.
-    """
-    from ..tfimport import tf
-    from .checkpoint import check_resume
-
-    position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
-                tf.Variable(0, dtype=tf.int64, trainable=False, name="step"))
-    checkpoint = tf.train.Checkpoint(model=net, optimizer=optimizer, epoch=position[0], step=position[1])
-    state = store.read_state()
-    latest = store.latest()
-    metrics: dict[str, list[float]] = {}
-    if latest:
-        if state is not None:
-            check_resume(state.get("settings", {}), model_settings, store.location)
-        try:
-            checkpoint.restore(latest).assert_existing_objects_matched()
-        except (AssertionError, ValueError, tf.errors.OpError) as error:
-            raise AlexnetError(
-                f"The checkpoint {latest} of {store.location} does not fit this model ({error}): use another "
-                "`checkpoint_dir`, or the settings it was written with."
-            ) from error
-        if state is not None:
-            metrics = {k: list(v)[: int(position[0].numpy())] for k, v in state.get("metrics", {}).items()}
-        logger.info("Resuming from %s at epoch %d, step %d.", store.location, int(position[0].numpy()) + 1,
-                    int(position[1].numpy()))
-    return (int(position[0].numpy()), int(position[1].numpy())), metrics, store.manager(checkpoint), position
-
-
-def _fit(net: keras.Model, datasets: tuple[Any, Any], settings: TrainSettings, steps: Steps,
-         start: tuple[int, int], callbacks: Sequence[Any]) -> None:
-    """Fit from ``start`` = ``(epoch, step)`` to the last epoch; a run resumed mid-epoch finishes that epoch first."""
-    epoch, step = start
+def _fit(net: keras.Model, datasets: tuple[Any, Any], settings: TrainSettings, steps: Steps, start: Resume,
+         callbacks: Sequence[Any]) -> None:
+    """Fit from ``start`` to the last epoch; a run resumed mid-epoch finishes that epoch first, in a fit of the
+    steps left (which is how the callbacks know the step; see :func:`.callbacks.epoch_step`)."""
+    epoch, step = start.epoch, start.step
     train_ds, val_ds = datasets
-    with_offset = [c for c in callbacks if hasattr(c, "offset")]
 
     def fit(first: int, last: int, steps_per_epoch: int) -> None:
         net.fit(train_ds, epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch, validation_data=val_ds,
                 validation_steps=steps.validation, callbacks=list(callbacks), verbose=settings.verbose)
 
     if step > 0 and epoch < settings.epochs:
-        for callback in with_offset:
-            callback.offset = step
         fit(epoch, epoch + 1, steps.train - step)
-        for callback in with_offset:
-            callback.offset = 0
         epoch += 1
     if epoch < settings.epochs:
         fit(epoch, settings.epochs, steps.train)
@@ -162,13 +125,13 @@ def _fit(net: keras.Model, datasets: tuple[Any, Any], settings: TrainSettings, s
                     settings.checkpoint_dir)
 
 
-def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: tuple[int, int],
+def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
              metrics: dict[str, list[float]], extra: dict[str, Any]) -> dict[str, Any]:
     ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
     ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
     params = {
         **settings_params(settings),
-        "initial_epoch": start[0], "initial_step": start[1], "steps": steps.train,
+        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
         "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
         "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
         "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
@@ -304,10 +267,9 @@ def alexnet_train(
             "with `image`, `category` and `categories`."
         )
     settings = check_settings(arguments)
-    from .strategy import check_strategy_object, resolve_strategy, topology
+    from .strategy import resolve_strategy, topology
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
-    check_strategy_object(resolved)
     return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
 
 
@@ -348,7 +310,7 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
            extra_callbacks: list[Any]) -> dict[str, Any]:
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
-    from .checkpoint import CheckpointStore, save_model
+    from .checkpoint import CheckpointStore, Resume, save_model
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -368,19 +330,18 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
     datasets = _datasets(td, settings, topo, steps)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, steps.train)
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
-    recorder = cb.Recorder({}, {**model_settings, "epochs": settings.epochs, "steps": steps.train,
-                                "global_batch_size": topo.global_batch(settings.batch_size)}, steps.train,
-                           every=settings.checkpoint_every)
-    store = CheckpointStore(settings.checkpoint_dir, chief=topo.chief) if settings.checkpoint_dir else None
-    start = (0, 0)
+    store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
+                             settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
+                                       "global_batch_size": topo.global_batch(settings.batch_size)})
+             if settings.checkpoint_dir else None)
+    start = Resume()
     board_log: TensorBoardLog | None = None
     try:
         if store is not None:
-            start, recorder.metrics, recorder.manager, recorder.position = _restore(store, net, optimizer,
-                                                                                    model_settings)
-            recorder.store = store
+            start = store.restore(net, optimizer, checked=model_settings)
         if topo.workers > 1:
-            check_agreement(strategy, start, steps, settings.checkpoint_dir)
+            check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
+        recorder = cb.Recorder(steps.train, metrics=start.metrics, store=store, every=settings.checkpoint_every)
         throughput = cb.Throughput()
         callbacks: list[Any] = [recorder, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:

@@ -7,10 +7,10 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..tfimport import keras, tf
+from ..tfimport import keras
 from .checkpoint import CheckpointStore
 
 logger = logging.getLogger(__name__)
@@ -38,28 +38,34 @@ def replicas_summed(model: keras.Model | None) -> int:
     return max(1, int(getattr(strategy, "num_replicas_in_sync", 1)))
 
 
-class Recorder(keras.callbacks.Callback):
-    """Records each epoch's metrics and, with a checkpoint store, saves checkpoints and the history file.
+def epoch_step(callback: keras.callbacks.Callback, batch: int, steps: int) -> int:
+    """The step of its epoch (from 1) that Keras's ``batch`` of the current ``fit`` is, for epochs of ``steps``.
 
-    A checkpoint is saved after every epoch and, with ``every``, every ``every`` steps inside an epoch.
-    ``offset`` is the number of steps of the current epoch done before this ``fit`` started (a run resumed
-    mid-epoch finishes that epoch in a ``fit`` of its own).
+    A ``fit`` of fewer steps per epoch than ``steps`` finishes an epoch resumed mid-way (see
+    :func:`alexnet.train.api.alexnet_train`), so its first batch is step ``steps - fit's steps + 1``. Keras
+    gives every callback the fit's steps per epoch in ``params``: no callback keeps resume state of its own.
     """
+    fit_steps = (getattr(callback, "params", None) or {}).get("steps") or steps
+    return steps - int(fit_steps) + batch + 1
 
-    def __init__(self, metrics: dict[str, list[float]], settings: dict[str, Any], steps: int, *,
-                 store: CheckpointStore | None = None, manager: tf.train.CheckpointManager | None = None,
-                 position: tuple[tf.Variable, tf.Variable] | None = None, every: int | None = None):
+
+class Recorder(keras.callbacks.Callback):
+    """Records each epoch's metrics, starting from ``metrics`` (those of the epochs done), and with a
+    checkpoint ``store`` saves a checkpoint after every epoch and, with ``every``, every ``every`` steps inside
+    an epoch of ``steps`` steps."""
+
+    def __init__(self, steps: int, *, metrics: Mapping[str, list[float]] | None = None,
+                 store: CheckpointStore | None = None, every: int | None = None):
         super().__init__()
-        self.metrics, self.settings, self.steps = metrics, settings, steps
-        self.store, self.manager, self.position, self.every = store, manager, position, every
-        self.offset = 0
+        self.steps, self.store, self.every = steps, store, every
+        self.metrics: dict[str, list[float]] = {k: list(v) for k, v in (metrics or {}).items()}
         self._epoch = 0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        step = self.offset + batch + 1
+        step = epoch_step(self, batch, self.steps)
         if self.every and step % self.every == 0 and step < self.steps:
             self._save(self._epoch, step)
 
@@ -71,14 +77,8 @@ class Recorder(keras.callbacks.Callback):
         self._save(epoch + 1, 0)
 
     def _save(self, epoch: int, step: int) -> None:
-        if self.store is None or self.manager is None or self.position is None:
-            return
-        self.position[0].assign(epoch)
-        self.position[1].assign(step)
-        self.store.save(self.manager, epoch * self.steps + step)
-        self.store.write_state({"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
-                                "metrics": self.metrics})
-        logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
+        if self.store is not None:
+            self.store.save(epoch, step, self.metrics)
 
 
 class Throughput(keras.callbacks.Callback):
@@ -156,7 +156,6 @@ class Progress(keras.callbacks.Callback):
         self.send, self.epochs, self.steps = send, epochs, steps
         self.images_per_step = worker_batch * workers
         self.interval = interval
-        self.offset = 0
         self._epoch = 0
         self._last = 0.0
         self._start = 0.0
@@ -178,7 +177,7 @@ class Progress(keras.callbacks.Callback):
             self._last = now
             replicas = replicas_summed(self.model)
             mean = {name: value / replicas for name, value in numbers(logs).items()}
-            self.send(self._record(self.offset + batch + 1, mean, "step"))
+            self.send(self._record(epoch_step(self, batch, self.steps), mean, "step"))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.send(self._record(self.steps, logs, "epoch"))

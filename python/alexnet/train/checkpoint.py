@@ -14,7 +14,9 @@ Only the chief (worker 0) keeps checkpoints, the history file and the model. The
 
 A checkpoint records how far training got: ``epoch`` (epochs completed) and ``step`` (steps completed in
 the next epoch, 0 after an epoch ends), so that a run resumes where its last checkpoint was written,
-including in the middle of an epoch.
+including in the middle of an epoch. :class:`CheckpointStore` is the one owner of that position: its
+:meth:`~CheckpointStore.restore` returns a :class:`Resume`, and its :meth:`~CheckpointStore.save` takes the
+position and the metrics so far.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import os
 import posixpath
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
@@ -47,16 +50,36 @@ INDEX_FILE = "checkpoint"
 KEEP = 2
 
 
-class CheckpointStore:
-    """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker."""
+@dataclass(frozen=True)
+class Resume:
+    """Where training resumes: ``epoch`` epochs done, ``step`` steps of the next one done (0 after an epoch
+    ends), and the per-epoch ``metrics`` of the epochs done (empty for a fresh start)."""
 
-    def __init__(self, location: str, *, chief: bool):
+    epoch: int = 0
+    step: int = 0
+    metrics: Mapping[str, list[float]] = field(default_factory=dict)
+
+
+class CheckpointStore:
+    """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker.
+
+    :meth:`restore` attaches the model and its optimizer (and restores the latest checkpoint when there is
+    one); :meth:`save` then writes a checkpoint and the history file at a position. ``steps`` is the number of
+    steps of an epoch (checkpoints are numbered by the global step); ``settings`` are recorded in the
+    history file.
+    """
+
+    def __init__(self, location: str, *, chief: bool, steps: int = 1, settings: Mapping[str, Any] | None = None):
         self.location = location
         self.chief = chief
+        self.steps = steps
+        self.settings = dict(settings or {})
         self.remote = location_kind(location) != "file"
         self.fs = open_filesystem(location, write=chief)
         self.root = fs_path(location)
         self._scratch: list[str] = []
+        self._manager: tf.train.CheckpointManager | None = None
+        self._position: tuple[tf.Variable, tf.Variable] | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
             self.local = location  # TensorFlow writes in place
@@ -125,15 +148,50 @@ class CheckpointStore:
             self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
         return os.path.join(folder, name)
 
-    def manager(self, checkpoint: tf.train.Checkpoint) -> tf.train.CheckpointManager:
-        """A manager saving ``checkpoint`` where this worker writes (see the module documentation)."""
-        return tf.train.CheckpointManager(checkpoint, self.local, max_to_keep=KEEP)
+    def restore(self, model: keras.Model, optimizer: Any, checked: Collection[str] = ()) -> Resume:
+        """Attach ``model`` and ``optimizer`` to this store and restore the latest checkpoint into them when
+        there is one; where training resumes.
 
-    def save(self, manager: tf.train.CheckpointManager, number: int) -> None:
-        """Save a checkpoint numbered ``number`` (every worker must call it at the same point)."""
-        manager.save(checkpoint_number=number)
+        Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model: one
+        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit.
+        """
+        position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
+                    tf.Variable(0, dtype=tf.int64, trainable=False, name="step"))
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=position[0], step=position[1])
+        self._position = position
+        self._manager = tf.train.CheckpointManager(checkpoint, self.local, max_to_keep=KEEP)
+        latest = self.latest()
+        if not latest:
+            return Resume()
+        state = self.read_state()
+        if state is not None:
+            check_resume(state.get("settings", {}), {k: self.settings[k] for k in checked if k in self.settings},
+                         self.location)
+        try:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            raise AlexnetError(
+                f"The checkpoint {latest} of {self.location} does not fit this model ({error}): use another "
+                "`checkpoint_dir`, or the settings it was written with."
+            ) from error
+        epoch, step = int(position[0].numpy()), int(position[1].numpy())
+        metrics = {k: list(v)[:epoch] for k, v in (state or {}).get("metrics", {}).items()}
+        logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
+        return Resume(epoch, step, metrics)
+
+    def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]]) -> None:
+        """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics``
+        (every worker must call it at the same point; after :meth:`restore`)."""
+        if self._manager is None or self._position is None:
+            raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
+        self._position[0].assign(epoch)
+        self._position[1].assign(step)
+        self._manager.save(checkpoint_number=epoch * self.steps + step)
         if self.chief and self.remote:
-            self._publish(manager)
+            self._publish(self._manager)
+        self.write_state({"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
+                          "metrics": {k: list(v) for k, v in metrics.items()}})
+        logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
 
     def _publish(self, manager: tf.train.CheckpointManager) -> None:
         latest = manager.latest_checkpoint

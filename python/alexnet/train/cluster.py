@@ -5,19 +5,17 @@ every worker's ``host:port`` and this process's index. :func:`tf_config` builds 
 Spark barrier stage (worker ``i`` listens on the host of address ``i`` at ``base_port + i``, so several
 workers on one host never collide; worker 0 is the chief). :func:`read_tf_config` parses and checks it.
 
-TensorFlow reads ``os.environ``, which Python copies from the process environment once, at start-up. A host
-program that sets TF_CONFIG later (R's ``Sys.setenv()``, through reticulate) changes only the process
-environment: :func:`sync_environment` copies it over, and :func:`install_tf_config_sync` makes TensorFlow do
-so itself each time it reads TF_CONFIG. This module does not import TensorFlow.
+TensorFlow and this module read ``os.environ``, which Python copies from the process environment once, at
+start-up. A host program that sets TF_CONFIG later (R's ``Sys.setenv()``) copies it into ``os.environ``
+itself: R does, before each call into the core and after each top-level call, passing TF_CONFIG through
+:func:`normalise_tf_config`. This module does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,49 +74,6 @@ def tf_config_json(addresses: Sequence[str], index: int, base_port: int = DEFAUL
     return json.dumps(tf_config(addresses, index, base_port))
 
 
-def process_environment(name: str) -> str | None:
-    """The variable ``name`` in this process's environment as the C library sees it (``None``: unset).
-
-    Python copies the environment once, at start-up, into ``os.environ``; a variable set later by the
-    host program (R's ``Sys.setenv()`` through reticulate, say) is only visible here. On platforms
-    where the C library cannot be reached, ``os.environ``'s value.
-    """
-    if sys.platform.startswith(("linux", "darwin")):
-        try:
-            getenv = ctypes.CDLL(None).getenv
-            getenv.restype = ctypes.c_char_p
-            getenv.argtypes = [ctypes.c_char_p]
-            value = getenv(name.encode())
-            return None if value is None else value.decode()
-        except (OSError, AttributeError):
-            pass
-    return os.environ.get(name)
-
-
-#: Variables that TensorFlow reads from ``os.environ`` when a strategy is created.
-SYNCED_VARIABLES = ("TF_CONFIG",)
-
-
-def sync_environment(names: tuple[str, ...] = SYNCED_VARIABLES) -> list[str]:
-    """Copy ``names`` from the process environment into ``os.environ`` where they differ; the names copied.
-
-    For a host program that sets TF_CONFIG after Python has started (R's ``Sys.setenv()``, as in a
-    ``spark_apply()`` closure): TensorFlow reads ``os.environ``, which would not have it. TF_CONFIG is
-    also normalised (see :func:`normalise_tf_config`).
-    """
-    copied = []
-    for name in names:
-        value = process_environment(name)
-        if value is not None and os.environ.get(name) != value:
-            os.environ[name] = value
-            copied.append(name)
-    if copied:
-        logger.info("Took %s from the process environment (set after Python started).", ", ".join(copied))
-    if "TF_CONFIG" in names and os.environ.get("TF_CONFIG", "").strip():
-        os.environ["TF_CONFIG"] = normalise_tf_config(os.environ["TF_CONFIG"])
-    return copied
-
-
 def normalise_tf_config(raw: str) -> str:
     """TF_CONFIG with every job's tasks as a list: a one-task job written as a bare string becomes a list.
 
@@ -137,9 +92,13 @@ def normalise_tf_config(raw: str) -> str:
 
 
 def read_tf_config() -> dict:
-    """The parsed ``TF_CONFIG`` (synced from the process environment first); raises
-    :class:`~alexnet.errors.AlexnetError` when it is missing or unusable."""
-    sync_environment()
+    """The parsed ``TF_CONFIG`` of ``os.environ``, normalised there (see :func:`normalise_tf_config`); raises
+    :class:`~alexnet.errors.AlexnetError` when it is missing or unusable.
+
+    The one place Python reads TF_CONFIG, when a strategy is resolved. A value set by a host program after
+    Python started (R's ``Sys.setenv()``) is in ``os.environ`` because the host copies it there: R does so
+    before each call into the core and after each top-level call (see ``sync_python_environment`` in R).
+    """
     raw = os.environ.get("TF_CONFIG", "")
     if raw.strip():
         raw = os.environ["TF_CONFIG"] = normalise_tf_config(raw)
@@ -163,33 +122,3 @@ def read_tf_config() -> dict:
             f"TF_CONFIG's task index {index} is outside its {len(workers)} worker(s): use 0 to {len(workers) - 1}."
         )
     return config
-
-
-def install_tf_config_sync() -> bool:
-    """Make TensorFlow take TF_CONFIG from the process environment each time it reads it; False when it cannot.
-
-    TensorFlow's TF_CONFIG cluster resolver reads the variable through one module-level function; it is
-    wrapped so that :func:`sync_environment` runs first. A strategy created from R right after
-    ``Sys.setenv(TF_CONFIG = ...)``, even inside one function such as a ``spark_apply()`` closure, then sees
-    the cluster. Installing twice changes nothing. Imports TensorFlow's resolver module, so call it once
-    TensorFlow is (being) imported.
-    """
-    try:
-        from tensorflow.python.distribute.cluster_resolver import tfconfig_cluster_resolver as resolver
-    except ImportError:
-        return False
-    original = getattr(resolver, "_load_tf_config", None)
-    if original is None:
-        logger.warning("TensorFlow reads TF_CONFIG in a way alexnet does not know: set TF_CONFIG before Python "
-                       "starts, or call alexnet.train.cluster.sync_environment() after setting it.")
-        return False
-    if getattr(original, "alexnet_sync", False):
-        return True
-
-    def load_tf_config() -> Any:
-        sync_environment()
-        return original()
-
-    load_tf_config.alexnet_sync = True  # type: ignore[attr-defined]
-    resolver._load_tf_config = load_tf_config
-    return True

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..checks import as_image_size
 from ..errors import AlexnetError
 from ..tfimport import keras, tf
-from .geometry import MIN_IMAGE_SIZE
 
 #: ImageNet per-channel mean and standard deviation of RGB pixels in 0-255.
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -57,11 +57,7 @@ def build_alexnet(
     """
     if num_classes < 1:
         raise AlexnetError(f"`num_classes` must be at least 1, not {num_classes}.")
-    if image_size < MIN_IMAGE_SIZE:
-        raise AlexnetError(
-            f"`image_size` = {image_size} is too small for AlexNet's three poolings: use at least "
-            f"{MIN_IMAGE_SIZE} (224 as in the paper)."
-        )
+    as_image_size(image_size)
     policy = keras.mixed_precision.Policy("mixed_float16" if mixed_precision else "float32")
     groups = 2 if grouped else 1
 

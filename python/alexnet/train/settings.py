@@ -14,10 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..checks import as_int, as_optional_int, as_seconds
+from ..checks import (
+    as_area_range,
+    as_image_size,
+    as_int,
+    as_learning_rate,
+    as_number,
+    as_optional_bool,
+    as_optional_int,
+    as_parallel,
+    as_seconds,
+    as_step_range,
+)
 from ..errors import AlexnetError
 from ..storage.location import writable_location
-from .geometry import MIN_IMAGE_SIZE
 
 
 @dataclass(frozen=True)
@@ -62,65 +72,8 @@ class TrainSettings:
         return {"image_size": self.image_size, "dense_units": self.dense_units, "grouped": self.grouped}
 
 
-def _number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
-    try:
-        number = float(value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if number != number or (low is not None and number < low) or (high is not None and number > high):
-        bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else \
-            f" >= {low:g}" if low is not None else ""
-        raise AlexnetError(f"`{name}` must be a number{bounds}, not {value!r}.")
-    return number
-
-
-def _optional_bool(value: Any, name: str) -> bool | None:
-    if value is None:
-        return None
-    if isinstance(value, (list, tuple)) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, (bool, int)):
-        raise AlexnetError(f"`{name}` must be TRUE/True, FALSE/False or NULL/None, not {value!r}.")
-    return bool(value)
-
-
-def _area_range(value: Any) -> tuple[float, float]:
-    try:
-        low, high = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise AlexnetError(
-            f"`area_range` must be two numbers, the least and most share of an image, not {value!r}."
-        ) from None
-    if not 0 < low <= high <= 1:
-        raise AlexnetError(f"`area_range` must be two shares with 0 < low <= high <= 1, not {value!r}.")
-    return low, high
-
-
 def _output(value: Any, name: str) -> str | None:
     return None if value is None else writable_location(value, name)[0]
-
-
-def _learning_rate(value: Any) -> float:
-    rate = _number(value, "learning_rate")
-    if rate <= 0:
-        raise AlexnetError(
-            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}."
-        )
-    return rate
-
-
-def _profile_steps(value: Any) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    try:
-        first, last = (as_int(v, "profile_steps", minimum=1) for v in value)
-    except (TypeError, ValueError):
-        raise AlexnetError(
-            f"`profile_steps` must be two step numbers (first, last), as c(10, 20) or (10, 20), not {value!r}."
-        ) from None
-    if last < first:
-        raise AlexnetError(f"`profile_steps` must be (first, last) with first <= last, not ({first}, {last}).")
-    return first, last
 
 
 #: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
@@ -183,11 +136,11 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
     return TrainSettings(
         batch_size=as_int(a["batch_size"], "batch_size", minimum=1),
         epochs=as_int(a["epochs"], "epochs", minimum=1),
-        parallel=as_optional_int(a["parallel"], "parallel", minimum=1),
-        image_size=as_int(a["image_size"], "image_size", minimum=MIN_IMAGE_SIZE),
-        learning_rate=_learning_rate(a["learning_rate"]),
-        momentum=_number(a["momentum"], "momentum", 0.0, 1.0),
-        weight_decay=_number(a["weight_decay"], "weight_decay", 0.0),
+        parallel=as_parallel(a["parallel"]),
+        image_size=as_image_size(a["image_size"]),
+        learning_rate=as_learning_rate(a["learning_rate"]),
+        momentum=as_number(a["momentum"], "momentum", 0.0, 1.0),
+        weight_decay=as_number(a["weight_decay"], "weight_decay", 0.0),
         lr_drop_epochs=tuple(as_int(e, "lr_drop_epochs", minimum=0) for e in
                              ([drops] if isinstance(drops, (int, float)) else drops)),
         checkpoint_dir=checkpoint_dir,
@@ -197,21 +150,21 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
         validation=bool(a["validation"]),
         validation_steps=as_optional_int(a["validation_steps"], "validation_steps", minimum=1),
         cache=bool(a["cache"]),
-        max_bad_fraction=_number(a["max_bad_fraction"], "max_bad_fraction", 0.0, 1.0),
+        max_bad_fraction=as_number(a["max_bad_fraction"], "max_bad_fraction", 0.0, 1.0),
         check_images=bool(a["check_images"]),
         seed=as_optional_int(a["seed"], "seed"),
         verbose=as_int(a["verbose"], "verbose", minimum=0),
         dense_units=as_int(a["dense_units"], "dense_units", minimum=1),
-        dropout=_number(a["dropout"], "dropout", 0.0, 1.0),
+        dropout=as_number(a["dropout"], "dropout", 0.0, 1.0),
         grouped=bool(a["grouped"]),
-        area_range=_area_range(a["area_range"]),
-        mixed_precision=_optional_bool(a["mixed_precision"], "mixed_precision"),
-        jit_compile=_optional_bool(a["jit_compile"], "jit_compile"),
+        area_range=as_area_range(a["area_range"]),
+        mixed_precision=as_optional_bool(a["mixed_precision"], "mixed_precision"),
+        jit_compile=as_optional_bool(a["jit_compile"], "jit_compile"),
         collective_timeout=as_seconds(a["collective_timeout"], "collective_timeout"),
         progress_file=None if a.get("progress_file") is None else str(a["progress_file"]),
         log_dir=_output(a.get("log_dir"), "log_dir"),
         log_every=as_int(a.get("log_every", 100), "log_every", minimum=1),
-        profile_steps=_profile_steps(a.get("profile_steps")),
+        profile_steps=as_step_range(a.get("profile_steps"), "profile_steps"),
         model_pin=model_pin,
         model_board=model_board,
     )

@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from ..checks import as_seconds
 from ..errors import AlexnetError
 from ..tfimport import tf
-from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, install_tf_config_sync, process_environment, read_tf_config
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, read_tf_config
 
 logger = logging.getLogger(__name__)
 
 #: Strategy names accepted by :func:`resolve_strategy`.
 STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
-
-# a strategy made from R after Sys.setenv(TF_CONFIG = ...) must see that TF_CONFIG
-install_tf_config_sync()
 
 
 def resolve_strategy(
@@ -41,12 +39,15 @@ def resolve_strategy(
     """The :class:`tf.distribute.Strategy` that ``strategy`` names (see the module documentation).
 
     Raises :class:`~alexnet.errors.AlexnetError` for an unknown name, for ``"multi_worker"`` without a
-    usable ``TF_CONFIG``, and for objects that are not strategies. Call it before any other TensorFlow
-    work: ``MultiWorkerMirroredStrategy`` must be created at program start-up.
+    usable ``TF_CONFIG``, for a multi-worker strategy object that missed TF_CONFIG (see
+    :func:`check_strategy_object`), and for objects that are not strategies. Call it before any other
+    TensorFlow work: ``MultiWorkerMirroredStrategy`` must be created at program start-up. This is where
+    Python reads TF_CONFIG, from ``os.environ``.
     """
     if strategy is None:
         return tf.distribute.get_strategy()
     if isinstance(strategy, tf.distribute.Strategy):
+        check_strategy_object(strategy)
         return strategy
     if not isinstance(strategy, str):
         raise AlexnetError(
@@ -81,13 +82,14 @@ def resolve_strategy(
 def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
     """Raise when a multi-worker strategy object was made without this process's TF_CONFIG.
 
-    Python reads TF_CONFIG once, when it starts: a ``MultiWorkerMirroredStrategy`` created after the
-    host program set TF_CONFIG, before TensorFlow's TF_CONFIG reader was taught to look there (see
-    :func:`alexnet.train.cluster.install_tf_config_sync`), sees no cluster and would train alone.
+    TensorFlow reads TF_CONFIG from ``os.environ`` when the strategy is created. A host program that set
+    TF_CONFIG after Python started copies it there at its next call into alexnet (R: before each call and
+    after each top-level call), so a strategy created from R within one function, right after
+    ``Sys.setenv(TF_CONFIG = ...)`` and before any alexnet call, sees no cluster and would train alone.
     """
     if strategy_name(strategy) != "multi_worker" or num_workers(strategy) > 1:
         return
-    raw = process_environment("TF_CONFIG") or ""
+    raw = os.environ.get("TF_CONFIG", "")
     try:
         workers = len(json.loads(raw)["cluster"]["worker"]) if raw.strip() else 0
     except (ValueError, KeyError, TypeError):

@@ -23,7 +23,7 @@ from typing import Any
 from ..scratch import OWNER_FILE, make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
-from .callbacks import numbers, replicas_summed
+from .callbacks import epoch_step, numbers, replicas_summed
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,7 @@ class TensorBoardLog(keras.callbacks.Callback):
     :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
     run counts from where it resumed): the profiler runs from the start of step ``first`` to the end of step
-    ``last`` and writes ``plugins/profile/<run>/`` under ``log_dir``. ``offset`` is the number of steps of the
-    current epoch done before this ``fit`` started. Call :meth:`close` once training is over.
+    ``last`` and writes ``plugins/profile/<run>/`` under ``log_dir``. Call :meth:`close` once training is over.
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
@@ -119,7 +118,6 @@ class TensorBoardLog(keras.callbacks.Callback):
         self.images_per_step = images_per_step
         self.top5 = num_classes >= TOP5_MIN_CLASSES
         self.profile_steps = profile_steps
-        self.offset = 0
         self.writer = tf.summary.create_file_writer(log_dir.local)
         self._metadata = _scalar_metadata()
         self._epoch = 0
@@ -152,7 +150,7 @@ class TensorBoardLog(keras.callbacks.Callback):
         self._epoch_steps += 1
         if self._profiling and self.profile_steps is not None and self._run_steps >= self.profile_steps[1]:
             self._stop_profiler()
-        step = self._epoch * self.steps + self.offset + batch + 1
+        step = self._epoch * self.steps + epoch_step(self, batch, self.steps)
         if step % self.every:
             return
         now = time.perf_counter()
