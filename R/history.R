@@ -68,12 +68,12 @@ as.data.frame.alexnet_history <- function(x, row.names = NULL, optional = FALSE,
 #' @export
 plot.alexnet_history <- function(x, metrics = NULL, ...) {
   df <- as.data.frame(x)
-  if (!nrow(df)) stop("This history has no metrics to plot.", call. = FALSE)
+  if (!nrow(df)) alexnet_abort("This history has no metrics to plot.")
   metrics <- metrics %||% unique(df$metric)
   unknown <- setdiff(metrics, df$metric)
   if (length(unknown)) {
-    stop("No metric ", paste0("'", unknown, "'", collapse = ", "), " in this history; it has ",
-         paste0("'", unique(df$metric), "'", collapse = ", "), ".", call. = FALSE)
+    alexnet_abort("No metric ", paste0("'", unknown, "'", collapse = ", "), " in this history; it has ",
+                  paste0("'", unique(df$metric), "'", collapse = ", "), ".")
   }
   old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4.5, 1.5, 1), mgp = c(2.6, 0.7, 0),
                        las = 1)
