@@ -26,8 +26,10 @@
 #'   `checkpoint_dir` (resume after an interruption), `model_dir`, `steps_per_epoch`, `seed`,
 #'   `verbose`, ...
 #' @returns An `alexnet_history`: a list with `params` and `metrics` (`loss`, `accuracy`,
-#'   `top5_accuracy` and their `val_` counterparts, one value per epoch), with `print()`, `plot()`
-#'   and `as.data.frame()` methods.
+#'   `top5_accuracy` and their `val_` counterparts, one value per epoch) and `params` (the settings,
+#'   `num_classes`, `initial_epoch` and `initial_step` where the run started, ...), with `print()`,
+#'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
+#'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 8, max_side = 96)
@@ -47,8 +49,10 @@ alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = N
   }
   args <- checked_args("alexnet_train", names(formals()))
   if (!is.null(args$data)) args$data <- train_data(args$data)
-  history <- do.call(core_function("alexnet_train"), args)
-  new_alexnet_history(simplify_py(history))
+  history <- new_alexnet_history(simplify_py(do.call(core_function("alexnet_train"), args)))
+  note <- resume_note(history)  # a resumed run, or one that found every epoch done, says so
+  if (!is.null(note)) message(note)
+  history
 }
 
 # The arguments of an alexnet_train() `call` whose first argument given by position is a partition (a list), all
