@@ -113,9 +113,13 @@ new_alexnet_evaluation <- function(result) {
 #' @export
 print.alexnet_evaluation <- function(x, ...) {
   percent <- function(v) if (is.null(v)) "n/a" else paste0(formatC(100 * v, digits = 1, format = "f"), "%")
+  top_k <- x$top_k %||% 5
+  # top-k is always 100% when the model has k classes or fewer: shown only when it says something
+  top_k_shown <- is.null(x$num_classes) || x$num_classes > top_k
   cat("Top-1 accuracy ", percent(x$top1_accuracy), " (", format(x$top1_correct %||% NA, big.mark = ","), " of ",
-      count_of(x$images, "image"), "), top-", x$top_k %||% 5, " ", percent(x$top5_accuracy), " (",
-      format(x$top5_correct %||% NA, big.mark = ","), ")\n", sep = "")
+      count_of(x$images, "image"), ")",
+      if (top_k_shown) paste0(", top-", top_k, " ", percent(x$top5_accuracy), " (",
+                              format(x$top5_correct %||% NA, big.mark = ","), ")"), "\n", sep = "")
   details <- c(
     if (!is.null(x$protocol)) x$protocol else if (!is.null(x$crops)) count_of(x$crops, "crop"),
     if (!is.null(x$image_size)) paste(x$image_size, "pixels"),
