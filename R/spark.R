@@ -45,7 +45,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
-#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param board The board every worker reads its partition from (see [imagenet_categories()]); `NULL` for
+#'   the default. With `model_pin`, the model is pinned there too, unless `model_board` names another.
 #' @param ... Arguments for [alexnet_train()] on every worker: `epochs`, `batch_size` (per worker
 #'   without GPUs, per GPU with them), `image_size`, `checkpoint_dir` and `model_dir` (`gs://` or
 #'   `s3://` storage every node reaches), `checkpoint_every`, `collective_timeout` (seconds a worker

@@ -14,6 +14,9 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
                               model_steps = 1, output_dir = file.path(dir, "out"))
   expect_s3_class(result, "alexnet_benchmark")
   expect_s3_class(result$stages, "data.frame")
+  for (part in c("stages", "machine", "settings", "data")) expect_documented(names(result[[part]]), "alexnet_benchmark")
+  expect_documented(setdiff(names(result$summary), c()), "alexnet_benchmark")
+  expect_documented(names(result), "alexnet_benchmark")
   expect_setequal(paste(result$stages$stage, result$stages$cores),
                   c("decode 1", "io 1", paste("synthetic", result$machine$cores)))
   expect_true(all(result$stages$images_per_second > 0))
