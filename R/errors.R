@@ -62,19 +62,24 @@ core_callable <- function(fn, convert = TRUE) {
   force(fn)
   force(convert)
   function(...) {
-    result <- with_core_errors(core_caller(convert)(fn, ...))
+    caller <- core_caller(convert)
+    if (is.null(caller)) {  # a core older than r_call(): its errors are alexnet_python_error
+      return(with_core_errors(if (is.function(fn)) fn(...) else reticulate::py_call(fn, ...)))
+    }
+    result <- with_core_errors(caller(fn, ...))
     if (inherits(result, "alexnet.errors.CallFailure")) alexnet_core_error(result)
     result
   }
 }
 
-# The core's r_call(), converting its results to R (or not).
+# The core's r_call(), converting its results to R (or not); NULL for a core without it.
 core_caller <- function(convert = TRUE) {
   key <- if (convert) "r_call" else "r_call_py"
   if (is.null(.alexnet[[key]])) {
-    .alexnet[[key]] <- reticulate::import("alexnet.errors", convert = convert)$r_call
+    errors <- reticulate::import("alexnet.errors", convert = convert)
+    .alexnet[[key]] <- if (reticulate::py_has_attr(errors, "r_call")) errors$r_call else FALSE
   }
-  .alexnet[[key]]
+  if (isFALSE(.alexnet[[key]])) NULL else .alexnet[[key]]
 }
 
 # A module of the core whose functions, reached with `$` or `[[`, raise alexnet's R conditions (see
