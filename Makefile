@@ -36,7 +36,7 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 # The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` at the
 # root: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet() installs it).
 $(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_SOURCES)
-	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build --no-build-vignettes $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
 	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
 	@touch $@

@@ -18,7 +18,8 @@
 #' `decode`, `naive`, `naive_auto` and `io` run on 1 core, 2 cores and `cores` cores, each core count in a child
 #' process pinned to that many CPUs (`isolation = "process"`, Linux) or, with
 #' `isolation = "threads"`, in the R session's Python with tf.data's threads limited instead. Every
-#' measurement records the load average when it started: other work on the machine lowers the numbers.
+#' measurement records the load average when it started, its CPU time and the share of its CPUs it got:
+#' other work on the machine lowers the numbers.
 #'
 #' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
 #'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder.
@@ -33,10 +34,28 @@
 #' @param ... Further arguments for the Python `alexnet_benchmark()`: `parallel`, `cache`, `resize`
 #'   (pipelines read the images re-encoded as `imagenet_upload(resize = )` stores them), `quality`,
 #'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`.
-#' @returns An `alexnet_benchmark` list: `stages` (a data frame, one row per measurement: `stage`,
-#'   `cores`, `images_per_second`, `images`, `seconds`, `load_average`, `peak_rss_mb`), `summary`
-#'   (`ratios` against the targets, `comparisons` without one, `bottleneck`, `cores_to_feed_synthetic`), `machine`,
-#'   `settings`, `data`, and the paths `json` and `png`. It prints as a table.
+#' @returns An `alexnet_benchmark` list. Its print shows what was measured, in the order of `stages`,
+#'   and only the targets whose stages ran.
+#'
+#'   - `stages`: a data frame, one row per measurement (`NA` where a measurement has no such value):
+#'     `stage`; `cores` (CPUs the measurement ran on); `workers` (parallel downloads, `fetch` only);
+#'     `images_per_second`; `bytes_per_second` (`fetch` only); `images` and `seconds` measured;
+#'     `cpu_seconds` (CPU time of the measuring process); `images_per_cpu_second`; `cpu_use` (the
+#'     share of its `cores` CPUs the process got, at most 1: below 0.9 other work slowed it down);
+#'     `load_average` (1-minute load when it started); `rss_before_mb` and `peak_rss_mb` (resident
+#'     memory before and at its peak).
+#'   - `summary`: `ratios` against the targets (each with `what`, `value`, `target`, `met`; `value`
+#'     `NULL` when its stages did not run), `comparisons` without a target (`what`, `value`),
+#'     `bottleneck` and `bottleneck_detail`, `cores_to_feed_synthetic`, `train_vs_bound` (when `train`
+#'     ran), `contended` (the measurements slowed down by other work, `character(0)` when none),
+#'     `io_peak_rss_mb` and `io_rss_growth_mb` (when `io` ran).
+#'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
+#'   - `settings`: the arguments as used (`stages`, `images`, `batch_size`, `image_size`, `cores`,
+#'     `core_counts`, `seconds`, `parallel`, `cache`, `resize`, `quality`, `model_steps`,
+#'     `dense_units`, `isolation`, `seed`).
+#'   - `data`: `source`, `images`, `skipped`, `num_classes`, `compressed_bytes`,
+#'     `mean_image_bytes`, `original_bytes`, `io_reads`, `decode_and_naive_read`.
+#'   - `json`, `png`: the files written.
 #' @examples
 #' if (alexnet_available()) {
 #'   result <- alexnet_benchmark(images = 16, batch_size = 4, image_size = 64, seconds = 0,
@@ -79,7 +98,11 @@ benchmark_stages_df <- function(records) {
     bytes_per_second = column("bytes_per_second", "numeric"),
     images = column("images", "integer"),
     seconds = column("seconds", "numeric"),
+    cpu_seconds = column("cpu_seconds", "numeric"),
+    images_per_cpu_second = column("images_per_cpu_second", "numeric"),
+    cpu_use = column("cpu_use", "numeric"),
     load_average = column("load_average", "numeric"),
+    rss_before_mb = column("rss_before_mb", "numeric"),
     peak_rss_mb = column("peak_rss_mb", "numeric"),
     stringsAsFactors = FALSE
   )
@@ -99,15 +122,27 @@ coerce_to <- function(value, type) {
 print.alexnet_benchmark <- function(x, ...) {
   machine <- x$machine
   cat("AlexNet benchmark: ", x$data$images, " images on ", machine$cpu, " (", machine$cores, " cores)\n", sep = "")
-  shown <- x$stages[!is.na(x$stages$images_per_second),
-                    c("stage", "cores", "images_per_second", "peak_rss_mb", "load_average")]
-  shown$images_per_second <- round(shown$images_per_second)
-  shown$peak_rss_mb <- round(shown$peak_rss_mb)
-  print(shown, row.names = FALSE)
+  stages <- x$stages
+  # in the order of `stages =`, then by cores
+  asked <- unique(c(unlist(x$settings$stages), stages$stage))
+  stages <- stages[order(match(stages$stage, asked), stages$cores), , drop = FALSE]
+  shown <- stages[!is.na(stages$images_per_second),
+                  c("stage", "cores", "images_per_second", "cpu_use", "peak_rss_mb", "load_average")]
+  if (nrow(shown)) {
+    shown$images_per_second <- round(shown$images_per_second)
+    shown$cpu_use <- ifelse(is.na(shown$cpu_use), "", paste0(round(100 * shown$cpu_use), "%"))
+    shown$peak_rss_mb <- round(shown$peak_rss_mb)
+    print(shown, row.names = FALSE)
+  }
+  fetches <- stages[stages$stage == "fetch", , drop = FALSE]
+  for (i in seq_len(nrow(fetches))) {
+    cat(sprintf("fetch with %d worker(s): %.1f MB/s\n", fetches$workers[[i]], fetches$bytes_per_second[[i]] / 1e6))
+  }
+  # only the targets whose stages were measured
   for (ratio in x$summary$ratios) {
-    value <- if (is.null(ratio$value)) "n/a" else sprintf("%.2fx", ratio$value)
-    met <- if (is.null(ratio$met)) "" else if (isTRUE(ratio$met)) "(met)" else "(not met)"
-    cat(sprintf("%s: %s, target %sx %s\n", ratio$what, value, format(ratio$target), met))
+    if (is.null(ratio$value)) next
+    met <- if (is.null(ratio$met)) "" else if (isTRUE(ratio$met)) " (met)" else " (not met)"
+    cat(sprintf("%s: %.2fx, target %sx%s\n", ratio$what, ratio$value, format(ratio$target), met))
   }
   for (comparison in x$summary$comparisons) {
     if (!is.null(comparison$value)) cat(sprintf("%s: %.2fx (no target)\n", comparison$what, comparison$value))

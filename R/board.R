@@ -2,13 +2,13 @@
 #'
 #' Reads an ImageNet tree (Kaggle's `ILSVRC/Data/CLS-LOC` layout or a plain folder of `<wnid>/`
 #' folders) and writes one pin per category holding `<wnid>.zip`, the validation images with their
-#' labels, and last the `categories` pin (`id`, `name`, `index`, `images`, `bytes`, `sha256`), so a
+#' labels, and last the `categories` pin (see [imagenet_categories()] for its columns), so a
 #' reader never sees a half-written board as complete. Every image is checked: truncated, empty or
 #' undecodable files are left out and listed in the result. Running it again skips the categories
 #' already on the board with the same content, so an interrupted upload can simply be run again.
 #'
 #' @param path The ImageNet folder.
-#' @param board Where to write: a local folder (or `file://` URL), `gs://bucket/prefix` or
+#' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
 #' @param workers Categories uploaded at the same time.
@@ -21,9 +21,14 @@
 #'   board; `NULL` keeps every version. Readers still holding an older `categories` table then no
 #'   longer find the versions it names.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
-#' @returns An `alexnet_upload`: a list describing the upload (categories uploaded and skipped, images,
-#'   bytes, seconds, throughput, the resolved board, and `bad_images`, a data frame of the files left out),
-#'   which prints as a short summary.
+#' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
+#'   location), `path` and `layout` (`"kaggle"` or `"folders"`) of the tree read, `categories` (how
+#'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
+#'   there with the same content; `character(0)` when none), `excluded` (categories left out for
+#'   having fewer than `min_images` good images, each with `category` and `images`), `images` and
+#'   `val_images` on the board, `bytes` (of every zip on the board), `uploaded_bytes` (written now),
+#'   `seconds`, `mb_per_s`, `bad_images` (a data frame of the files left out: `category`, `split`,
+#'   `file`, `reason`) and `pruned_versions` (old pin versions deleted with `keep_versions`).
 #' @seealso [imagenet_categories()], [imagenet_partition()].
 #' @examples
 #' if (alexnet_available()) {
@@ -43,9 +48,15 @@ imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, res
 
 #' The categories on a board
 #'
-#' @inheritParams imagenet_upload
-#' @returns A data frame with one row per category: `id` (WordNet id), `name`, `index` (the global
-#'   0-based label), `images`, `bytes` and `sha256` of the category's zip.
+#' Reads the `categories` pin that [imagenet_upload()] writes last; it writes nothing.
+#'
+#' @param board The board to read from: a local folder (or `file://` URL), `gs://bucket/prefix`,
+#'   `s3://bucket/prefix` or an `https://` URL of a board. `NULL` uses the `ALEXNET_BOARD` environment
+#'   variable, else a folder under the user's cache directory.
+#' @returns A data frame with one row per category, in label order, and 11 columns: `id` (WordNet
+#'   id), `name`, `index` (the global 0-based label), `images`, `bytes`, `sha256` and `version` of
+#'   the category's training zip and pin, and `val_images`, `val_bytes`, `val_sha256`, `val_version`
+#'   of its validation images' pin (0 and `""` when it has none).
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
@@ -62,11 +73,12 @@ imagenet_categories <- function(board = NULL) {
 #'
 #' Splits the categories on the board into `total` partitions of balanced image counts and fetches
 #' partition number `partition` (0-based): its zips are downloaded in parallel, verified against the
-#' `categories` pin, and extracted into a local cache. A second call reuses the cache.
+#' `categories` pin, and extracted into a local cache. A second call reuses the cache. It only reads
+#' the board.
 #'
 #' @param partition Which partition, from `0` to `total - 1` (on Spark, `barrier$partition`).
 #' @param total How many partitions (workers) the categories are split into.
-#' @inheritParams imagenet_upload
+#' @inheritParams imagenet_categories
 #' @param cache_dir Where zips are extracted; `NULL` uses a folder under the user's cache directory.
 #' @param workers Downloads at the same time.
 #' @param verify Check every cached file's CRC-32 against the one its zip recorded (reads every file),
@@ -77,8 +89,11 @@ imagenet_categories <- function(board = NULL) {
 #'   image), `num_classes` (the number of categories on the board), `val_image`, `val_label`,
 #'   `val_category` for this partition's validation images when the board has them, and
 #'   `partition_sizes`, `val_partition_sizes` (the images of every partition, from which the workers of a
-#'   multi-worker run agree on their steps per epoch). It prints as a short summary; `as.data.frame()` gives
-#'   one row per image.
+#'   multi-worker run agree on their steps per epoch), `class_ids` and `class_names` (every category
+#'   of the board by label, which a model card records), `board` and `cache_dir` (resolved),
+#'   `categories_version` (the version of the `categories` pin read), `downloaded_bytes` and `seconds`
+#'   (of this fetch; 0 bytes when everything was cached). It prints as a short summary;
+#'   `as.data.frame()` gives one row per image.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, max_side = 64)

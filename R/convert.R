@@ -2,8 +2,10 @@
 
 # A list whose elements are all length-one atomics of one type becomes an atomic vector; named
 # lists are converted element by element. Anything else is left as it is.
+# An empty list (Python's []) becomes character(0), as R's functions return no names.
 simplify_py <- function(x) {
   if (is.list(x) && !is.data.frame(x)) {
+    if (!length(x) && is.null(names(x))) return(character())
     if (!is.null(names(x))) {
       x[] <- lapply(x, simplify_py)
       return(x)

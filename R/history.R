@@ -6,12 +6,20 @@ new_alexnet_history <- function(history) {
 #' Print, plot and tabulate a training history
 #'
 #' @param x An `alexnet_history` returned by [alexnet_train()].
-#' @param metrics Which metrics to plot (names without `val_`); by default every one recorded.
+#' @param metrics Which metrics to plot (names without `val_`); by default every one recorded,
+#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1).
+#' @param object An `alexnet_history`, for `summary()`.
 #' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
-#' @param ... Ignored.
+#' @param ... `plot()`: graphical parameters for every panel's `plot()` (`main`, `xlab`, `cex.main`,
+#'   `col.axis`, ...); ignored by the other methods.
 #' @returns `print()` returns `x` invisibly; `plot()` returns `x` invisibly after drawing one panel
-#'   per metric, training and validation over epochs; `as.data.frame()` returns a long data frame
-#'   with columns `epoch`, `value`, `metric` and `data` (`"training"` or `"validation"`).
+#'   per metric, training and validation over epochs, with the legend in a band above the curves
+#'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);
+#'   `as.data.frame()` returns a long data frame with columns `epoch`, `value`, `metric` and `data`
+#'   (`"training"` or `"validation"`); `summary()` returns a data frame of class
+#'   `summary.alexnet_history` with one row per metric: `metric`, `training` and `validation` (the
+#'   last epoch's values, `NA` without validation), `best` (the best validation value, else the best
+#'   training value: lowest loss, highest accuracy) and `best_epoch`.
 #' @name alexnet_history
 #' @examples
 #' history <- structure(list(
@@ -20,9 +28,17 @@ new_alexnet_history <- function(history) {
 #'                  val_loss = c(2.2, 2, 1.7), val_accuracy = c(0.15, 0.3, 0.45))
 #' ), class = "alexnet_history")
 #' history
-#' plot(history)
+#' plot(history, main = "A short run")
+#' summary(history)
 #' as.data.frame(history)
 NULL
+
+# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then.
+shown_metrics <- function(history, names) {
+  classes <- history$params$num_classes
+  if (is.numeric(classes) && length(classes) == 1L && classes <= 5) names <- names[!grepl("top5", names)]
+  names
+}
 
 #' @rdname alexnet_history
 #' @export
@@ -38,11 +54,62 @@ print.alexnet_history <- function(x, ...) {
   if (length(shown)) {
     cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n")
   }
+  resumed <- resume_note(x)
+  if (!is.null(resumed)) cat(resumed, "\n")
   if (epochs > 0L) {
-    last <- vapply(x$metrics, function(m) if (length(m)) m[[length(m)]] else NA_real_, numeric(1))
+    metrics <- x$metrics[shown_metrics(x, names(x$metrics))]
+    last <- vapply(metrics, function(m) if (length(m)) m[[length(m)]] else NA_real_, numeric(1))
     values <- vapply(last, function(v) format(signif(v, 4)), character(1))
     cat("Final epoch:", paste0(names(last), " = ", values, collapse = ", "), "\n")
   }
+  invisible(x)
+}
+
+# What a history says about where its run started: NULL for a run from scratch; a sentence for a resumed run
+# or one that found every epoch done.
+resume_note <- function(history) {
+  params <- history$params
+  epoch <- params$initial_epoch %||% 0
+  step <- params$initial_step %||% 0
+  if (!length(epoch) || !length(step) || (epoch == 0 && step == 0)) return(NULL)
+  where <- if (is.null(params$checkpoint_dir)) "its checkpoint" else params$checkpoint_dir
+  if (step == 0 && !is.null(params$epochs) && epoch >= params$epochs) {
+    return(paste0("All ", params$epochs, " epochs were already done in ", where,
+                  ": nothing was trained; the history is the checkpoint's."))
+  }
+  paste0("Resumed from ", where, " at epoch ", epoch + 1, ", step ", step, ".")
+}
+
+#' @rdname alexnet_history
+#' @export
+summary.alexnet_history <- function(object, ...) {
+  metrics <- object$metrics
+  names <- shown_metrics(object, names(metrics)[!startsWith(names(metrics), "val_")])
+  last <- function(m) if (length(m)) m[[length(m)]] else NA_real_
+  rows <- lapply(names, function(name) {
+    training <- metrics[[name]]
+    validation <- metrics[[paste0("val_", name)]]
+    series <- if (length(validation)) validation else training
+    lower <- grepl("loss", name)
+    best <- if (length(series)) (if (lower) which.min(series) else which.max(series)) else NA_integer_
+    data.frame(metric = name, training = last(training), validation = last(validation),
+               best = if (is.na(best)) NA_real_ else series[[best]], best_epoch = as.integer(best),
+               stringsAsFactors = FALSE)
+  })
+  table <- do.call(rbind, c(list(data.frame(metric = character(), training = numeric(), validation = numeric(),
+                                            best = numeric(), best_epoch = integer())), rows))
+  structure(table, class = c("summary.alexnet_history", "data.frame"),
+            epochs = max(lengths(metrics), 0L), note = resume_note(object))
+}
+
+#' @export
+print.summary.alexnet_history <- function(x, ...) {
+  epochs <- attr(x, "epochs")
+  cat("AlexNet training over", epochs, if (identical(epochs, 1L)) "epoch" else "epochs", "\n")
+  if (!is.null(attr(x, "note"))) cat(attr(x, "note"), "\n")
+  table <- as.data.frame(unclass(x), stringsAsFactors = FALSE)
+  for (column in c("training", "validation", "best")) table[[column]] <- signif(table[[column]], 4)
+  print(table, row.names = FALSE)
   invisible(x)
 }
 
@@ -68,31 +135,36 @@ as.data.frame.alexnet_history <- function(x, row.names = NULL, optional = FALSE,
 #' @export
 plot.alexnet_history <- function(x, metrics = NULL, ...) {
   df <- as.data.frame(x)
-  if (!nrow(df)) stop("This history has no metrics to plot.", call. = FALSE)
-  metrics <- metrics %||% unique(df$metric)
+  if (!nrow(df)) alexnet_abort("This history has no metrics to plot.")
+  metrics <- metrics %||% shown_metrics(x, unique(df$metric))
   unknown <- setdiff(metrics, df$metric)
   if (length(unknown)) {
-    stop("No metric ", paste0("'", unknown, "'", collapse = ", "), " in this history; it has ",
-         paste0("'", unique(df$metric), "'", collapse = ", "), ".", call. = FALSE)
+    alexnet_abort("No metric ", paste0("\"", unknown, "\"", collapse = ", "), " in this history; it has ",
+                  paste0("\"", unique(df$metric), "\"", collapse = ", "), ".")
   }
   old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4.5, 1.5, 1), mgp = c(2.6, 0.7, 0),
                        las = 1)
   on.exit(graphics::par(old), add = TRUE)
   colours <- c(training = "#1b6ca8", validation = "#d1495b")
+  legends <- list()
   for (metric in metrics) {
     part <- df[df$metric == metric, , drop = FALSE]
-    graphics::plot(range(part$epoch), range(part$value, finite = TRUE), type = "n",
-                   xlab = "epoch", ylab = metric, main = metric, cex.main = 0.95, xaxt = "n")
+    values <- range(part$value, finite = TRUE)
+    # a band above the curves, a fifth of the panel, holds the legend: it never covers a point
+    span <- if (diff(values) > 0) diff(values) else max(abs(values[[1]]) * 0.1, 0.1)
+    if (diff(values) == 0) values <- values + c(-0.5, 0.5) * span
+    limits <- c(values[[1]], values[[2]] + 0.25 * diff(values))
+    settings <- utils::modifyList(list(xlab = "epoch", ylab = metric, main = metric, cex.main = 0.95),
+                                  list(...))
+    do.call(graphics::plot, c(list(range(part$epoch), limits, type = "n", xaxt = "n", ylim = limits), settings))
     graphics::axis(1, at = unique(part$epoch))
     for (set in names(colours)) {
       rows <- part[part$data == set, , drop = FALSE]
       if (nrow(rows)) graphics::lines(rows$epoch, rows$value, type = "o", pch = 19, col = colours[[set]])
     }
     sets <- intersect(names(colours), unique(part$data))
-    # Keep the legend away from the curves: they fall (loss) or rise (accuracy) to the right.
-    rising <- mean(utils::tail(part$value, 2L)) > mean(utils::head(part$value, 2L))
-    graphics::legend(if (rising) "bottomright" else "topright", legend = sets, col = colours[sets], lty = 1, pch = 19, bty = "n",
-                     cex = 0.8)
+    legends[[metric]] <- graphics::legend("top", legend = sets, col = colours[sets], lty = 1, pch = 19, bty = "n",
+                                          cex = 0.8, horiz = TRUE, inset = 0.01)
   }
-  invisible(x)
+  invisible(structure(x, legends = legends))
 }

@@ -33,8 +33,8 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
   checked_args("install_alexnet", names(formals()))
   unknown <- setdiff(extras, c("s3", "spark"))
   if (length(unknown)) {
-    stop("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "), "; choose from \"s3\" and \"spark\".",
-         call. = FALSE)
+    alexnet_abort("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "),
+                  "; choose from \"s3\" and \"spark\".")
   }
   source <- core_source()
 
@@ -47,8 +47,7 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
   if (is.null(env_python)) {
     python <- python %||% Sys.which("python3")
     if (!nzchar(python)) {
-      stop("No python3 found on the PATH: install Python 3.10 or newer, or pass `python =`.",
-           call. = FALSE)
+      alexnet_abort("No python3 found on the PATH: install Python 3.10 or newer, or pass `python =`.")
     }
     message("Creating the Python environment ", envdir)
     run_checked(python, c("-m", "venv", shQuote(envdir)))
@@ -84,9 +83,9 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
 core_source <- function() {
   source <- system.file("python", package = "alexnet")
   if (!nzchar(source) || !file.exists(file.path(source, "pyproject.toml"))) {
-    stop("This installation of the alexnet R package does not carry its Python core ",
-         "(inst/python). Reinstall the package from a source tarball or, in a checkout of the ",
-         "repository, run `make setup`.", call. = FALSE)
+    alexnet_abort("This installation of the alexnet R package does not carry its Python core ",
+                  "(inst/python). Reinstall the package from a source tarball or, in a checkout of the ",
+                  "repository, run `make setup`.")
   }
   source
 }
@@ -96,8 +95,8 @@ run_checked <- function(command, args) {
   status <- attr(output, "status") %||% 0L
   if (!identical(as.integer(status), 0L)) {
     tail_lines <- utils::tail(output, 20L)
-    stop("Command failed (exit ", status, "): ", command, " ", paste(args, collapse = " "), "\n",
-         paste(tail_lines, collapse = "\n"), call. = FALSE)
+    alexnet_abort("Command failed (exit ", status, "): ", command, " ", paste(args, collapse = " "), "\n",
+                  paste(tail_lines, collapse = "\n"))
   }
   invisible(output)
 }

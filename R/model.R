@@ -4,12 +4,16 @@
 #' cache when needed, and reads its card: what it was trained on (class ids and names, image size), how long
 #' and how well.
 #'
-#' @param board The board the model is pinned on (see [imagenet_upload()]); `NULL` for the default.
+#' @param board The board the model is pinned on, read only (see [imagenet_categories()]); `NULL` for
+#'   the default.
 #' @param name The model's pin name.
 #' @param version A pin version; `NULL` for the newest.
 #' @param cache_dir Where the model is downloaded; `NULL` uses a folder under the user's cache directory.
-#' @returns An `alexnet_model`: a list with `path`, `name`, `version`, `board`, `sha256`, `image_size`,
-#'   `num_classes`, `class_ids`, `class_names`, `epochs`, `metrics`, ..., which prints as a short summary.
+#' @returns An `alexnet_model`, which prints as a short summary: a list with `path` (the local
+#'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `sha256` and `bytes` of
+#'   the model file, and its card: `image_size`, `num_classes`, `class_ids` and `class_names` (by
+#'   label), `epochs`, `metrics` (the last epoch's), `board_trained_from` and `categories_version` (the
+#'   data it was trained from), `weights_sha256` and `created`.
 #'   Pass it to [alexnet_evaluate()] or [alexnet_predict()].
 #' @seealso [alexnet_evaluate()], [alexnet_predict()].
 #' @examples
@@ -73,7 +77,8 @@ core_model <- function(model) {
 #' @param model An [alexnet_model()], or the path or location of a saved model.
 #' @param data A partition ([imagenet_partition()]) whose validation images are used; `NULL` fetches them
 #'   from `board`.
-#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
+#'   `NULL` for the default.
 #' @param crops `1` (centre crop) or `10` (ten crops, averaged).
 #' @param batch_size Images per batch.
 #' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
@@ -113,9 +118,13 @@ new_alexnet_evaluation <- function(result) {
 #' @export
 print.alexnet_evaluation <- function(x, ...) {
   percent <- function(v) if (is.null(v)) "n/a" else paste0(formatC(100 * v, digits = 1, format = "f"), "%")
+  top_k <- x$top_k %||% 5
+  # top-k is always 100% when the model has k classes or fewer: shown only when it says something
+  top_k_shown <- is.null(x$num_classes) || x$num_classes > top_k
   cat("Top-1 accuracy ", percent(x$top1_accuracy), " (", format(x$top1_correct %||% NA, big.mark = ","), " of ",
-      count_of(x$images, "image"), "), top-", x$top_k %||% 5, " ", percent(x$top5_accuracy), " (",
-      format(x$top5_correct %||% NA, big.mark = ","), ")\n", sep = "")
+      count_of(x$images, "image"), ")",
+      if (top_k_shown) paste0(", top-", top_k, " ", percent(x$top5_accuracy), " (",
+                              format(x$top5_correct %||% NA, big.mark = ","), ")"), "\n", sep = "")
   details <- c(
     if (!is.null(x$protocol)) x$protocol else if (!is.null(x$crops)) count_of(x$crops, "crop"),
     if (!is.null(x$image_size)) paste(x$image_size, "pixels"),
@@ -167,7 +176,8 @@ alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param model An [alexnet_model()], or the location of a saved model every worker reaches.
 #' @param workers Number of workers, one barrier task each.
-#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
+#'   `NULL` for the default.
 #' @param crops `1` (centre crop) or `10` (ten crops, averaged).
 #' @param ... Further arguments for the evaluation on every worker (`batch_size`, `cache_dir`, ...) and for
 #'   the launch (`base_port`, `retries`, `progress`, ...).

@@ -46,8 +46,8 @@ alexnet_use_python <- function(python, persist = TRUE) {
   checked_args("alexnet_use_python", names(formals()))
   executable <- python_executable(python)
   if (is.null(executable)) {
-    stop("No Python executable found at '", python, "'. Give a python binary or a virtual ",
-         "environment folder, or run alexnet::install_alexnet() to make one.", call. = FALSE)
+    alexnet_abort("No Python executable found at \"", python, "\". Give a python binary or a virtual ",
+                  "environment folder, or run alexnet::install_alexnet() to make one.")
   }
   if (isTRUE(persist)) {
     config <- python_config_file()
@@ -106,11 +106,13 @@ missing_core_message <- function(detail = NULL) {
   )
 }
 
+setup_error <- c("alexnet_setup_error", "alexnet_error")
+
 # Python in this session: alexnet's environment, unless Python already runs. Returns its configuration.
 use_alexnet_python <- function() {
   if (!reticulate::py_available(initialize = FALSE)) {
     python <- alexnet_python()
-    if (is.null(python)) stop(missing_core_message("no Python environment is configured"), call. = FALSE)
+    if (is.null(python)) alexnet_condition(missing_core_message("no Python environment is configured"), setup_error)
     reticulate::use_python(python, required = TRUE)
   }
   reticulate::py_config()
@@ -130,7 +132,7 @@ alexnet_core <- function() {
     } else {
       paste0("importing it with Python at ", config$python, " failed: ", imported)
     }
-    stop(missing_core_message(detail), call. = FALSE)
+    alexnet_condition(missing_core_message(detail), setup_error)
   }
   .alexnet$core <- reticulate::import("alexnet", convert = TRUE)
   .alexnet$core
@@ -174,18 +176,20 @@ alexnet_available <- function() {
 # A function of the core, callable from R. Looking it up with py_get_attr() first makes an import
 # error inside the core (a missing dependency, say) surface with its own message instead of
 # reticulate's "module has no attribute".
+# Every call into the core goes through core_function() or core_module(): its Python errors become alexnet's R
+# conditions (see with_core_errors() in errors.R).
 core_function <- function(name) {
   core <- alexnet_core()
   sync_python_environment()
-  reticulate::py_get_attr(core, name)
-  core[[name]]
+  with_core_errors(reticulate::py_get_attr(core, name))
+  core_callable(core[[name]])
 }
 
-# A submodule of the Python core (alexnet.launch.spark, ...).
+# A submodule of the Python core (alexnet.launch.spark, ...), whose functions raise R conditions (core_proxy()).
 core_module <- function(name, convert = TRUE) {
   alexnet_core()
   sync_python_environment()
-  reticulate::import(paste0("alexnet.", name), convert = convert)
+  core_proxy(with_core_errors(reticulate::import(paste0("alexnet.", name), convert = convert)), convert)
 }
 
 # Python copies the environment once, when it starts: a Sys.setenv() made in R after that would not

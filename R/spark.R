@@ -16,8 +16,8 @@
 #' @export
 tf_config_from_barrier <- function(barrier, base_port = 8000) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
-    stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
-         "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
+    alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
+                  "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
   }
   args <- checked_args("tf_config_from_barrier", "base_port")
   do.call(core_module("train.cluster")$tf_config_json,
@@ -45,7 +45,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
-#' @param board The board (see [imagenet_upload()]); `NULL` for the default.
+#' @param board The board every worker reads its partition from (see [imagenet_categories()]); `NULL` for
+#'   the default. With `model_pin`, the model is pinned there too, unless `model_board` names another.
 #' @param ... Arguments for [alexnet_train()] on every worker: `epochs`, `batch_size` (per worker
 #'   without GPUs, per GPU with them), `image_size`, `checkpoint_dir` and `model_dir` (`gs://` or
 #'   `s3://` storage every node reaches), `checkpoint_every`, `collective_timeout` (seconds a worker
@@ -118,8 +119,8 @@ tf_version <- function() {
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes.
 sparklyr_api <- function() {
   if (!requireNamespace("sparklyr", quietly = TRUE)) {
-    stop("alexnet_spark_train() needs the 'sparklyr' package, which is not installed: ",
-         "install.packages(\"sparklyr\"), then connect with sparklyr::spark_connect().", call. = FALSE)
+    alexnet_abort("alexnet_spark_train() needs the 'sparklyr' package, which is not installed: ",
+                  "install.packages(\"sparklyr\"), then connect with sparklyr::spark_connect().")
   }
   names <- c("sdf_len", "spark_apply", "sdf_collect", "spark_context", "invoke")
   stats::setNames(lapply(names, function(name) getExportedValue("sparklyr", name)), names)
@@ -169,14 +170,14 @@ spark_barrier_run <- function(api, sc, workers, board, options, python, probe, d
                                packages = FALSE, env = env)
     frame_records(as.data.frame(api$sdf_collect(applied)))
   }
-  whole_python_error(do.call(driver, c(
+  do.call(driver, c(
     list(workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
          launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python,
          on_retry = retry_warning),
     options
-  )))
+  ))
 }
 
 # The core calls this when a launch failed and it launches again: an R warning with the worker's error (the
@@ -185,20 +186,6 @@ retry_warning <- function(message) {
   warning(structure(class = c("alexnet_retry", "warning", "condition"),
                     list(message = paste(message, collapse = "\n"), call = NULL)))
   invisible(NULL)
-}
-
-# `expr`, whose Python error, if any, is raised with its whole message: reticulate shortens long ones in
-# the middle, where a worker's error says where its log is.
-whole_python_error <- function(expr) {
-  tryCatch(expr, error = function(e) {
-    last <- tryCatch(reticulate::py_last_error(), error = function(e2) NULL)
-    value <- if (is.null(last)) NULL else last$value
-    if (is.character(value) && length(value) == 1L && nzchar(value) &&
-        grepl(substr(value, 1L, 40L), conditionMessage(e), fixed = TRUE)) {
-      stop(value, call. = FALSE)
-    }
-    stop(e)
-  })
 }
 
 # The columns of a worker's row, as spark_apply() wants them (R types), from the core's list (`columns` of
@@ -235,15 +222,15 @@ spark_train_task <- function(barrier, task, python = NULL) {
 # One barrier task of `module`'s `row` function (row(addresses, partition, task)), as spark_train_task().
 spark_task <- function(barrier, task, python, module, row) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
-    stop("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
-         "list(address = <\"host:port\" of every task>, partition = <0-based index>).", call. = FALSE)
+    alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
+                  "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
   }
   if (!is.null(python) && nzchar(python)) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
   row <- core_module(module)[[row]](as.list(as.character(barrier$address)), barrier$partition, task)
-  if (!is.null(row$failure)) stop(row$failure, call. = FALSE)  # the worker's error, whole, for the driver
+  if (!is.null(row$failure)) alexnet_abort(row$failure)  # the worker's error, whole, for the driver
   row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
   as.data.frame(row, stringsAsFactors = FALSE)
 }

@@ -13,8 +13,11 @@
 #' @param batch_size Images per batch on each replica (GPU, or worker's CPU); the global batch is
 #'   `batch_size` times the number of replicas.
 #' @param epochs Passes over the data.
-#' @param data The images: see Details. When it is given as the first argument (as a pipe does),
-#'   it is taken as `data`.
+#' @param data The images: see Details. A partition (a list) given as the first argument, as a
+#'   pipe gives it, is taken as `data`, and the arguments after it given by position take the places
+#'   of the usage line from `batch_size` on: `alexnet_train(data, 8, 1)` is
+#'   `alexnet_train(data = data, batch_size = 8, epochs = 1)`. Otherwise arguments given by position
+#'   follow the usage line (`alexnet_train(64)` sets `batch_size`).
 #' @param strategy `NULL` or `"default"` (one device), `"mirrored"` (every GPU of this machine),
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`.
@@ -23,8 +26,10 @@
 #'   `checkpoint_dir` (resume after an interruption), `model_dir`, `steps_per_epoch`, `seed`,
 #'   `verbose`, ...
 #' @returns An `alexnet_history`: a list with `params` and `metrics` (`loss`, `accuracy`,
-#'   `top5_accuracy` and their `val_` counterparts, one value per epoch), with `print()`, `plot()`
-#'   and `as.data.frame()` methods.
+#'   `top5_accuracy` and their `val_` counterparts, one value per epoch) and `params` (the settings,
+#'   `num_classes`, `initial_epoch` and `initial_step` where the run started, ...), with `print()`,
+#'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
+#'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 8, max_side = 96)
@@ -38,17 +43,34 @@
 #' @export
 alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = NULL,
                           parallel = NULL, ...) {
-  names <- names(formals())
   if (!missing(batch_size) && is.list(batch_size)) {
-    # the first argument is the data, as in imagenet_partition() %>% alexnet_train()
-    if (!missing(data)) alexnet_abort("`data` was given twice (first argument and `data =`).")
-    data <- batch_size
-    names <- setdiff(names, "batch_size")
+    # the first argument is the data, as in imagenet_partition() %>% alexnet_train(): the call again, by name
+    return(do.call(alexnet_train, data_first_args(sys.call(), environment())))
   }
-  args <- checked_args("alexnet_train", names)
+  args <- checked_args("alexnet_train", names(formals()))
   if (!is.null(args$data)) args$data <- train_data(args$data)
-  history <- do.call(core_function("alexnet_train"), args)
-  new_alexnet_history(simplify_py(history))
+  history <- new_alexnet_history(simplify_py(do.call(core_function("alexnet_train"), args)))
+  note <- resume_note(history)  # a resumed run, or one that found every epoch done, says so
+  if (!is.null(note)) message(note)
+  history
+}
+
+# The arguments of an alexnet_train() `call` whose first argument given by position is a partition (a list), all
+# by name, for the rule of ?alexnet_train: that argument is `data`, and the ones after it given by position take
+# the places of the usage line from `batch_size` on (alexnet_train(data, 8, 1): batch_size 8, epochs 1). `env`
+# is the call's frame, where every argument is bound (so that none is evaluated twice).
+data_first_args <- function(call, env) {
+  slots <- c("batch_size", "epochs", "data", "strategy", "parallel")
+  given <- names(as.list(call)[-1]) %||% character(length(call) - 1L)
+  named <- slots[pmatch(given[nzchar(given)], slots, nomatch = 0L)]
+  if ("data" %in% named) {
+    alexnet_abort("`data` was given twice: as the first argument (a partition) and as `data =`. Give it once.")
+  }
+  by_position <- setdiff(slots, named)  # the places R filled by position, in order
+  n <- min(sum(!nzchar(given)), length(by_position))
+  values <- mget(by_position[seq_len(n)], envir = env)
+  names(values) <- c("data", setdiff(by_position, "data"))[seq_len(n)]
+  c(values, mget(named, envir = env), eval(quote(list(...)), env))
 }
 
 # A partition (an `alexnet_partition`, or a list made by hand) as the core takes it: a plain list, whose fields

@@ -396,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'alexnet COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
+                             "detail, -vv everyone's debugging detail")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     subs = _subparsers(parser)
 
@@ -491,12 +493,22 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")
 
 
+def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
+    """Log alexnet's INFO lines and other libraries' warnings only (pins logs a line per pin written); ``verbose``
+    1 adds the libraries' INFO lines and alexnet's DEBUG ones, 2 and more every library's DEBUG lines; ``quiet``
+    leaves warnings and errors only."""
+    others = logging.WARNING if quiet or verbose < 1 else logging.INFO if verbose == 1 else logging.DEBUG
+    own = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(others)
+    log.setLevel(own)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(args.verbose, args.quiet)
     try:
         args.run(args)
     except AlexnetError as error:

@@ -27,6 +27,12 @@ class _Bar(tqdm):  # type: ignore[misc]
             self._drawn_complete = True
         super().close()
 
+    def refresh(self, *args: Any, **kwargs: Any) -> Any:
+        """Redraw the bar, counting the drawing as the last print (a bar moved by ``n =`` and ``refresh()``)."""
+        drawn = super().refresh(*args, **kwargs)
+        self.last_print_n = self.n
+        return drawn
+
     def display(self, *args: Any, **kwargs: Any) -> Any:
         """Draw the bar (not again once closing found it drawn complete)."""
         if getattr(self, "_drawn_complete", False):

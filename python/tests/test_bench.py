@@ -150,6 +150,31 @@ def test_contention_is_a_low_cpu_share_except_for_the_sequential_naive_pipeline(
     assert bench_report.summarize(stages, cores=2)["contended"] == ["io 2c", "naive 1c"]
 
 
+def test_cpu_use_is_a_share_of_the_cores_at_most_one():
+    from alexnet.bench.measure import cpu_share
+
+    assert cpu_share(1.5, 1.0, 2) == 0.75
+    assert cpu_share(3.0, 1.0, 2) == 1.0  # a very short run also counts TensorFlow's start
+    assert cpu_share(0.1, 0.0, 2) is None
+
+
+def test_the_table_lists_stages_in_the_order_asked_and_only_the_targets_measured():
+    stages = [
+        {"stage": "decode", "cores": 1, "images_per_second": 100.0},
+        {"stage": "io", "cores": 2, "images_per_second": 170.0},
+        {"stage": "io", "cores": 1, "images_per_second": 90.0},
+    ]
+    summary = bench_report.summarize(stages, cores=2)
+    table = bench_report.benchmark_table({"stages": stages, "summary": summary,
+                                          "settings": {"stages": ["io", "decode"]}})
+    rows = [line.split("|")[1].strip() + " " + line.split("|")[2].strip() for line in table.splitlines()
+            if line.startswith("| io |") or line.startswith("| decode |")]
+    assert rows == ["io 1", "io 2", "decode 1"]
+    assert "naive" not in table  # its target was not measured
+    assert bench_run._stages_arg("io,decode") == ["io", "decode"]
+    assert bench_run._stages_arg(["train", "io", "train"]) == ["train", "io"]
+
+
 def test_wrong_arguments_say_what_to_change(tree):
     with pytest.raises(AlexnetError, match="warp"):
         bench_run.alexnet_benchmark(tree, stages="decode,warp")

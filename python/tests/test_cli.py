@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,46 @@ def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_mode
     assert "Model: /m/alexnet.keras" in out and "Model pin: alexnet version v1 on /m" in out
     with pytest.raises(SystemExit):
         main(["train", "--profile-steps", "2"])
+
+
+def _cli(*args: str, progress: str = "1") -> subprocess.CompletedProcess:
+    import os
+    env = {**os.environ, "ALEXNET_PROGRESS": progress}
+    return subprocess.run([sys.executable, "-m", "alexnet.cli", *args], capture_output=True, text=True, check=True,
+                          env=env)
+
+
+def test_upload_shows_no_library_logs_by_default_and_no_bar_when_nothing_transfers(tmp_path):
+    src, board = tmp_path / "src", str(tmp_path / "board")
+    _cli("synth", str(src), "--classes", "3", "--images-per-class", "2", "--val-per-class", "1", "--max-side", "32")
+    first = _cli("upload", str(src), "--board", board)
+    assert "pins" not in first.stderr and "Version(" not in first.stderr, first.stderr
+    assert "INFO alexnet" in first.stderr  # alexnet's own lines stay
+    bar = re.compile(r"^upload: +\d+%", re.MULTILINE)
+    assert bar.search(first.stderr.replace("\r", "\n"))  # the bar, while zips are written
+    again = _cli("upload", str(src), "--board", board)
+    assert not bar.search(again.stderr.replace("\r", "\n")), again.stderr
+    assert "0 categories uploaded, 3 already there" in again.stdout
+    verbose = _cli("-v", "upload", str(src), "--board", board)
+    assert "INFO pins." in verbose.stderr
+
+
+def test_configure_logging_levels():
+    import logging
+
+    from alexnet.cli import configure_logging
+
+    root, own = logging.getLogger(), logging.getLogger("alexnet")
+    before = root.level, own.level
+    try:
+        configure_logging()
+        assert (root.level, own.level) == (logging.WARNING, logging.INFO)
+        configure_logging(verbose=1)
+        assert (root.level, own.level) == (logging.INFO, logging.DEBUG)
+        configure_logging(verbose=2)
+        assert root.level == logging.DEBUG
+        configure_logging(quiet=True)
+        assert (root.level, own.level) == (logging.WARNING, logging.WARNING)
+    finally:
+        root.setLevel(before[0])
+        own.setLevel(before[1])

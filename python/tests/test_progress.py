@@ -45,3 +45,13 @@ def test_progress_off(monkeypatch):
     bar.update(5)
     bar.close()
     assert stream.getvalue() == ""
+
+
+def test_a_bar_moved_by_refresh_prints_its_last_line_once(monkeypatch):
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    with progress_bar(12, "Checking images", "img") as bar:  # as data/scan.py moves its bar
+        bar.n = 12
+        bar.refresh()
+    assert stream.getvalue().count("12/12") == 1, stream.getvalue()

@@ -149,3 +149,29 @@ test_that("alexnet_spark_train() without a Spark connection says to pass sparkly
   }
   expect_error(alexnet_spark_train(workers = 2), "`sc` is missing", class = "alexnet_error")
 })
+
+test_that("a partition first takes `data`, and the arguments after it the usage line's places from batch_size on", {
+  part <- list(image = "a.JPEG", category = "n1", categories = "n1")
+  # wrong values on purpose: R names the argument each one reached, before any Python runs
+  expect_error(alexnet_train(part, "eight"), "`batch_size` must be", class = "alexnet_error")
+  expect_error(alexnet_train(part, 8, "one"), "`epochs` must be", class = "alexnet_error")
+  expect_error(alexnet_train(part, 8, 1, 7), "`strategy` must be", class = "alexnet_error")
+  expect_error(alexnet_train(part, epochs = "one"), "`epochs` must be", class = "alexnet_error")
+  expect_error(alexnet_train(part, 8, image_size = "big"), "`image_size` must be", class = "alexnet_error")
+  expect_error(part %>% alexnet_train(epochs = "one"), "`epochs` must be", class = "alexnet_error")
+  expect_error(alexnet_train(part, batch_size = 8, "one"), "`epochs` must be", class = "alexnet_error")
+  # without a partition first, positions follow the usage line
+  expect_error(alexnet_train("eight"), "`batch_size` must be", class = "alexnet_error")
+  expect_error(alexnet_train(8, "one"), "`epochs` must be", class = "alexnet_error")
+  # given twice, really
+  expect_error(alexnet_train(part, data = part), "`data` was given twice", class = "alexnet_error")
+})
+
+test_that("the rule of a partition first reaches the core by name", {
+  env <- local({
+    f <- function(batch_size = 32, epochs = 2, data = NULL, strategy = NULL, parallel = NULL, ...) environment()
+    f(list(image = "a"), 8, 1, image_size = 64)
+  })
+  args <- alexnet:::data_first_args(quote(alexnet_train(d, 8, 1, image_size = 64)), env)
+  expect_equal(args, list(data = list(image = "a"), batch_size = 8, epochs = 1, image_size = 64))
+})

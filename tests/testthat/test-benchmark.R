@@ -14,6 +14,9 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
                               model_steps = 1, output_dir = file.path(dir, "out"))
   expect_s3_class(result, "alexnet_benchmark")
   expect_s3_class(result$stages, "data.frame")
+  for (part in c("stages", "machine", "settings", "data")) expect_documented(names(result[[part]]), "alexnet_benchmark")
+  expect_documented(setdiff(names(result$summary), c()), "alexnet_benchmark")
+  expect_documented(names(result), "alexnet_benchmark")
   expect_setequal(paste(result$stages$stage, result$stages$cores),
                   c("decode 1", "io 1", paste("synthetic", result$machine$cores)))
   expect_true(all(result$stages$images_per_second > 0))
@@ -24,8 +27,8 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
   saved <- jsonlite::fromJSON(result$json)
   expect_equal(saved$summary$ratios$io_vs_decode_per_core$value,
                result$summary$ratios$io_vs_decode_per_core$value)
-  expect_output(print.alexnet_benchmark(result), "AlexNet benchmark: 8 images")
-  expect_output(print.alexnet_benchmark(result), "io on 1 core / decode on 1 core: [0-9.]+x, target 1x")
+  expect_output(print(result), "AlexNet benchmark: 8 images")
+  expect_output(print(result), "io on 1 core / decode on 1 core: [0-9.]+x, target 1x")
 })
 
 test_that("alexnet_benchmark() checks its arguments before starting", {
@@ -36,4 +39,36 @@ test_that("alexnet_benchmark() checks its arguments before starting", {
   expect_error(alexnet_benchmark(stages = "nope"), "Unknown stage")
   expect_error(alexnet_benchmark(images = 0), "images")
   expect_error(alexnet_benchmark(seconds = -1), "seconds")
+})
+
+test_that("the print shows only what was measured, in the order of `stages`, with the CPU use", {
+  result <- alexnet:::new_alexnet_benchmark(list(
+    machine = list(cpu = "Test CPU", cores = 2L),
+    settings = list(stages = list("io", "decode")),
+    data = list(images = 8L, skipped = list()),
+    stages = list(
+      list(stage = "decode", cores = 1L, images_per_second = 100, cpu_use = 0.99, cpu_seconds = 1.2,
+           images_per_cpu_second = 101, peak_rss_mb = 800, load_average = 0.5),
+      list(stage = "io", cores = 2L, images_per_second = 170, cpu_use = 1, peak_rss_mb = 810, load_average = 0.6),
+      list(stage = "io", cores = 1L, images_per_second = 90, cpu_use = 0.98, peak_rss_mb = 805, load_average = 0.5)
+    ),
+    summary = list(
+      ratios = list(
+        io_vs_decode_per_core = list(what = "io on 1 core / decode on 1 core", value = 0.9, target = 1, met = FALSE),
+        io_vs_naive_2_cores = list(what = "io on 2 cores / naive on 2 cores", value = NULL, target = 2, met = NULL)
+      ),
+      comparisons = list(), contended = list()
+    ),
+    json = "a.json", png = "a.png"
+  ))
+  expect_equal(result$data$skipped, character(0))
+  expect_equal(result$summary$contended, character(0))
+  expect_equal(result$stages$cpu_use, c(0.99, 1, 0.98))
+  expect_equal(result$stages$images_per_cpu_second, c(101, NA, NA))
+  out <- capture.output(print(result))
+  rows <- grep("^ *(io|decode) +[0-9]", out, value = TRUE)
+  expect_equal(sub("^ *(\\w+) +(\\d+).*", "\\1 \\2", rows), c("io 1", "io 2", "decode 1"))
+  expect_true(any(grepl("99%", out, fixed = TRUE)))
+  expect_false(any(grepl("n/a|naive", out)))
+  expect_true(any(grepl("io on 1 core / decode on 1 core: 0.90x, target 1x (not met)", out, fixed = TRUE)))
 })

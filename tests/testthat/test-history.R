@@ -57,5 +57,67 @@ test_that("plot() draws no validation curve for a history without validation", {
 })
 
 test_that("plot() names the metrics a history has when asked for another", {
-  expect_error(plot(fake_history(), metrics = "top9"), "No metric 'top9'.*'loss', 'accuracy'")
+  expect_error(plot(fake_history(), metrics = "top9"), "No metric \"top9\"", class = "alexnet_error")
+})
+
+few_classes_history <- function(classes) {
+  h <- fake_history()
+  h$params$num_classes <- classes
+  h$metrics$top5_accuracy <- c(1, 1, 1)
+  h$metrics$val_top5_accuracy <- c(1, 1, 1)
+  h
+}
+
+test_that("top-5 accuracy is shown only when there are more than 5 classes", {
+  few <- capture.output(print(few_classes_history(4L)))
+  expect_false(any(grepl("top5", few)))
+  many <- capture.output(print(few_classes_history(10L)))
+  expect_true(any(grepl("val_top5_accuracy = 1", many, fixed = TRUE)))
+  expect_false("top5_accuracy" %in% summary(few_classes_history(5L))$metric)
+  expect_true("top5_accuracy" %in% summary(few_classes_history(6L))$metric)
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_setequal(names(attr(plot(few_classes_history(4L)), "legends")), c("loss", "accuracy"))
+  expect_setequal(names(attr(plot(few_classes_history(10L)), "legends")), c("loss", "accuracy", "top5_accuracy"))
+})
+
+test_that("plot() keeps its legend above every point and passes graphical parameters on", {
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  grDevices::dev.control("enable")
+  h <- fake_history()
+  drawn <- plot(h, main = "Run 7", col.axis = "grey40")
+  recorded <- paste(utils::capture.output(str(grDevices::recordPlot()[[1]])), collapse = "\n")
+  expect_match(recorded, "Run 7", fixed = TRUE)
+  expect_match(recorded, "grey40", fixed = TRUE)
+  df <- as.data.frame(h)
+  for (metric in c("loss", "accuracy")) {
+    box <- attr(drawn, "legends")[[metric]]$rect
+    expect_gt(box$top - box$h, max(df$value[df$metric == metric]))
+  }
+})
+
+test_that("summary() gives the last and best value of each metric", {
+  s <- summary(fake_history())
+  expect_s3_class(s, "summary.alexnet_history")
+  expect_equal(s$metric, c("loss", "accuracy"))
+  expect_equal(s$training, c(1.5, 0.5))
+  expect_equal(s$validation, c(1.7, 0.45))
+  expect_equal(s$best, c(1.7, 0.45))
+  expect_equal(s$best_epoch, c(3L, 3L))
+  out <- capture.output(print(s))
+  expect_match(out[1], "over 3 epochs")
+  h <- fake_history()
+  h$metrics$val_loss <- c(1.2, 1.4, 1.7)
+  expect_equal(summary(h)$best_epoch[[1]], 1L)
+})
+
+test_that("a resumed run, and one that found every epoch done, say so", {
+  h <- fake_history()
+  expect_null(alexnet:::resume_note(h))
+  h$params[c("initial_epoch", "initial_step", "checkpoint_dir")] <- list(1L, 5L, "/runs/1")
+  expect_equal(alexnet:::resume_note(h), "Resumed from /runs/1 at epoch 2, step 5.")
+  expect_true(any(grepl("Resumed from /runs/1", capture.output(print(h)), fixed = TRUE)))
+  h$params[c("initial_epoch", "initial_step")] <- list(3L, 0L)
+  expect_match(alexnet:::resume_note(h), "All 3 epochs were already done in /runs/1: nothing was trained")
 })

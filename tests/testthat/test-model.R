@@ -26,6 +26,8 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_equal(whole$top_k, 3L)
   expect_equal(whole$top5_correct, 6L)  # top-3 of 3 classes holds every label
   expect_output(print(whole), "Top-1 accuracy .* of 6 images")
+  expect_documented(names(model), "alexnet_model")
+  expect_documented(names(whole), "alexnet_evaluate")
   # the partition's validation images are the board's here; the saved model_dir gives the same counts
   same <- alexnet_evaluate(file.path(dir, "model"), data = data)
   expect_equal(same$top1_correct, whole$top1_correct)
@@ -37,6 +39,7 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_s3_class(named, "data.frame")
   expect_equal(nrow(named), 4L)
   expect_equal(named$rank, c(1L, 2L, 1L, 2L))
+  expect_documented(names(named), "alexnet_predict")
   expect_true(all(named$id %in% src$categories))
   expect_true(all(diff(named$probability[1:2]) <= 0))
   expect_error(alexnet_predict(model, file.path(dir, "no-such.jpg")), "no-such\\.jpg")

@@ -120,4 +120,8 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   frame <- as.data.frame(evaluation)
   expect_equal(nrow(frame), 1L)
   expect_equal(frame$top1_accuracy, 0.612)
+  few <- evaluation
+  few$num_classes <- 4L
+  expect_output(print(few), "Top-1 accuracy 61.2% (612 of 1,000 images)\n", fixed = TRUE)
+  expect_no_match(paste(capture.output(print(few)), collapse = "\n"), "top-5")
 })

@@ -12,14 +12,15 @@ test_that("without an environment, the first call says to run install_alexnet()"
   result <- run_fresh_r(function() {
     Sys.unsetenv("RETICULATE_PYTHON")
     library(alexnet)
-    message <- tryCatch({
+    error <- tryCatch({
       imagenet_synthetic(tempfile(), classes = 1, images_per_class = 1)
-      "no error"
-    }, error = conditionMessage)
-    list(message = message, available = alexnet_available())
+      NULL
+    }, error = identity)
+    list(message = conditionMessage(error), class = class(error), available = alexnet_available())
   }, env = c(ALEXNET_PYTHON = file.path(config, "nowhere"),
              R_USER_CONFIG_DIR = config, WORKON_HOME = config))
   expect_false(result$available)
+  expect_equal(result$class, c("alexnet_setup_error", "alexnet_error", "error", "condition"))
   expect_match(result$message, "install_alexnet()", fixed = TRUE)
   expect_match(result$message, "ALEXNET_PYTHON", fixed = TRUE)
 })

@@ -182,9 +182,15 @@ test_that("a worker's failure leads with its own Python error and says where its
                               list(epochs = 1, image_size = 64, learning_rate = 0,
                                    cache_dir = file.path(dir, "cache")),
                               probe = FALSE),
-    error = function(e) conditionMessage(e)
+    error = identity
   )
-  expect_match(error, "Worker 0 of 1 failed: alexnet.errors.AlexnetError", fixed = TRUE)
+  expect_s3_class(error, c("alexnet_worker_error", "alexnet_cluster_error", "alexnet_child_error", "alexnet_error"))
+  expect_equal(error$worker, 0L)
+  expect_equal(error$workers, 1L)
+  log <- error$log
+  error <- conditionMessage(error)
+  expect_match(error, paste0("\nFull log: ", log), fixed = TRUE)
+  expect_match(error, "Worker 0 of 1 failed: [a-z.]*AlexnetError")
   expect_match(error, "learning_rate")
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)

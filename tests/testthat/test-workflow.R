@@ -17,14 +17,20 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_setequal(basename(setup$report$bad_images$file),
                   basename(unlist(setup$src$quirks[c("truncated", "empty")])))
 
+  expect_documented(names(setup$report), "imagenet_upload")
+  expect_documented(names(setup$report$bad_images), "imagenet_upload")
+  expect_documented(names(setup$src), "imagenet_synthetic")
   categories <- imagenet_categories(setup$board)
   expect_s3_class(categories, "data.frame")
+  expect_equal(ncol(categories), 11L)
+  expect_documented(names(categories), "imagenet_categories")
   expect_equal(categories$id, sort(setup$src$categories))
   expect_equal(categories$index, 0:2)
 
   parts <- lapply(0:1, function(p) {
     imagenet_partition(partition = p, total = 2, board = setup$board, cache_dir = file.path(dir, "cache"))
   })
+  expect_documented(names(parts[[1]]), "imagenet_partition")
   expect_type(parts[[1]]$image, "character")
   expect_true(all(file.exists(parts[[1]]$image)))
   expect_setequal(c(parts[[1]]$categories, parts[[2]]$categories), categories$id)

@@ -140,6 +140,15 @@ def _stage_dataset(stage: str, spec: Mapping[str, Any], warmup: int) -> tuple[tf
     raise AlexnetError(f"Unknown pipeline stage {stage!r}: use one of {', '.join(PIPELINE_STAGES)}.")
 
 
+def cpu_share(cpu_seconds: float, seconds: float, cores: int) -> float | None:
+    """The share of ``cores`` CPUs a process got over ``seconds``: between 0 and 1 (the process's CPU time also
+    counts threads that worked just before the timed window, such as TensorFlow's start, which a very short
+    measurement cannot absorb); None when the run was too short to time."""
+    if not seconds or seconds <= 0 or cores <= 0:
+        return None
+    return min(1.0, round(cpu_seconds / (seconds * cores), 3))
+
+
 def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Measure the pipeline stages of ``spec`` on ``spec["cores"]`` cores, in this process.
 
@@ -149,7 +158,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     autotune), ``cache``, ``seed`` and ``pinned``. In a process pinned to ``cores`` CPUs (``pinned`` true, see
     :func:`pinned_measurements`) the datasets run as they are; otherwise each one's tf.data thread pool is
     limited to ``cores`` threads instead. Each record has ``cpu_use``: the share of the ``cores`` CPUs the
-    process got; well below 1, other work on the machine took the rest and the wall-clock rate is low.
+    process got (at most 1); well below 1, other work on the machine took the rest and the wall-clock rate is low.
     """
     cores = int(spec["cores"])
     warmup = max(2, math.ceil(4 * cores))
@@ -165,8 +174,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         del ds
         gc.collect()
         peak = peak_rss_mb()
-        # None when the run was too short to time (a few tiny images)
-        cpu_use = round(measured["cpu_seconds"] / (measured["seconds"] * cores), 3) if measured["seconds"] else None
+        cpu_use = cpu_share(measured["cpu_seconds"], measured["seconds"], cores)
         measured.update({
             "stage": stage,
             "cores": cores,

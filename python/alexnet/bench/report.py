@@ -90,10 +90,14 @@ def summarize(stages: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]
 def benchmark_table(result: Mapping[str, Any]) -> str:
     """The benchmark as Markdown tables: images per second per stage, fetch speed, ratios against the targets.
 
-    Targets whose stages were not run are left out.
+    Stages in the order they were asked for (``settings.stages``), then by cores; targets whose stages were not
+    run are left out.
     """
     lines: list[str] = []
-    order = {name: i for i, name in enumerate(STAGES)}
+    asked = list(result.get("settings", {}).get("stages") or []) + [s for s in STAGES]
+    order: dict[str, int] = {}
+    for name in asked:
+        order.setdefault(name, len(order))
     images = sorted((s for s in result["stages"] if "images_per_second" in s),
                     key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
     if images:

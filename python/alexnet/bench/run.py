@@ -70,7 +70,7 @@ def _stages_arg(stages: Sequence[str] | str | None) -> list[str]:
     unknown = [s for s in names if s not in STAGES]
     if unknown or not names:
         raise AlexnetError(f"Unknown stage(s) {unknown or names}: use some of {', '.join(STAGES)}.")
-    return [s for s in STAGES if s in names]
+    return list(dict.fromkeys(names))  # in the order asked
 
 
 @dataclass(frozen=True)

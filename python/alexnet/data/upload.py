@@ -114,8 +114,37 @@ def _fingerprint(unit: _Unit, options: _Options) -> str:
     return digest.hexdigest()
 
 
-def _process(unit: _Unit, board: Board, existing: set[str], workdir: str, options: _Options) -> _Result:
-    """Upload one unit unless the board already has it; what happened."""
+class _LazyBar:
+    """The upload's progress bar, drawn from the first unit whose images have to be read: a run that finds every
+    pin already on the board (from the same files) transfers nothing and shows no bar."""
+
+    def __init__(self, total: int):
+        self.total, self.bar, self.pending, self.lock = total, None, 0, threading.Lock()
+
+    def start(self) -> None:
+        """Show the bar (once), with the bytes of the units already settled."""
+        with self.lock:
+            if self.bar is None:
+                self.bar = progress_bar(self.total, "upload", unit="B", unit_scale=True, unit_divisor=1024)
+                self.bar.update(self.pending)
+
+    def update(self, count: int, images: int) -> None:
+        with self.lock:
+            if self.bar is None:
+                self.pending += count
+            else:
+                self.bar.update(count)
+                self.bar.set_postfix(images=images, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _process(unit: _Unit, board: Board, existing: set[str], workdir: str, options: _Options,
+             bar: _LazyBar | None = None) -> _Result:
+    """Upload one unit unless the board already has it; what happened. ``bar`` is started before any image is
+    read."""
     fingerprint = _fingerprint(unit, options)
     if unit.split == "train" and len(unit.files) < options.min_images:
         return _Result(unit, "excluded", images=len(unit.files))
@@ -125,6 +154,8 @@ def _process(unit: _Unit, board: Board, existing: set[str], workdir: str, option
         return _Result(unit, "skipped", images=int(state["images"]), bytes=int(state["bytes"]),
                        sha256=str(state["sha256"]), version=str(state["version"]),
                        bad=[dict(b) for b in state.get("bad", [])])
+    if bar is not None:
+        bar.start()
     zip_path = os.path.join(workdir, layout.zip_name(unit.pin))
     try:
         images, bad = _zip_images(unit, zip_path, options)
@@ -165,13 +196,13 @@ def _upload_units(tree: ImageNetTree, board: Board, options: _Options, workers: 
     total_source = sum(os.path.getsize(f) for u in units for f in u.files)
     total_source += sum(os.path.getsize(f) for files in val_files.values() for f in files)
 
-    with quiet_pins(), scratch_folder("alexnet-upload-") as workdir, \
-            progress_bar(total_source, "upload", unit="B", unit_scale=True, unit_divisor=1024) as bar, \
+    bar = _LazyBar(total_source)
+    with quiet_pins(), scratch_folder("alexnet-upload-") as workdir, contextlib.closing(bar), \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="alexnet-upload") as pool:
 
         def run_all(batch: Sequence[_Unit]) -> None:
             nonlocal uploaded_bytes, images_done
-            futures = {pool.submit(_process, u, board, existing, workdir, options): u for u in batch}
+            futures = {pool.submit(_process, u, board, existing, workdir, options, bar): u for u in batch}
             for future in as_completed(futures):
                 unit, error = futures[future], future.exception()
                 with lock:
@@ -182,12 +213,12 @@ def _upload_units(tree: ImageNetTree, board: Board, options: _Options, workers: 
                         result = results[(unit.wnid, unit.split)] = future.result()
                         images_done += result.images
                         uploaded_bytes += result.bytes if result.status == "uploaded" else 0
-                    bar.update(unit.source_bytes)
-                    bar.set_postfix(images=images_done, refresh=False)
+                    bar.update(unit.source_bytes, images_done)
 
         run_all(units)
         kept = {wnid for (wnid, split), r in results.items() if split == "train" and r.status != "excluded"}
-        bar.update(sum(os.path.getsize(f) for w, files in val_files.items() if w not in kept for f in files))
+        bar.update(sum(os.path.getsize(f) for w, files in val_files.items() if w not in kept for f in files),
+                   images_done)
         run_all([_Unit(w, "val", tuple(files), layout.val_pin_name(w)) for w, files in sorted(val_files.items())
                  if w in kept])
     if failures:

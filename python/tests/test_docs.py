@@ -1,0 +1,254 @@
+"""Every snippet of README.md runs, and every chunk of the articles ran when they were knitted, so that an API
+move breaks a test rather than a reader.
+
+README's Python, shell and R blocks run here with their paths moved into a temporary folder and small settings
+(a synthetic ImageNet of a few tiny images, one epoch at 64 pixels). What cannot run here is checked without
+running: Google Cloud and the Spark cluster of the R block (its calls must match the R functions' arguments;
+they run on local[2] where sparklyr is installed), the benchmark's own commands of minutes (their options must
+parse), and `make demo` / `make test` (the targets must exist).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alexnet.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+VIGNETTES = ROOT / "vignettes"
+
+#: Small settings for README's examples: (pattern, replacement) in the order applied.
+SMALL_PYTHON = [
+    (r"classes=10, quirks=True", "classes=3, images_per_class=4, val_per_class=1, max_side=64, quirks=True"),
+    (r"epochs=2", "epochs=1"),
+    (r"image_size=112", "image_size=64, batch_size=4, verbose=0"),
+]
+SMALL_SHELL = [
+    (r"--classes 10 --quirks", "--classes 3 --images-per-class 4 --val-per-class 1 --max-side 64 --quirks"),
+    (r"--epochs 2", "--epochs 1"),
+    (r"--image-size 112", "--image-size 64 --batch-size 4"),
+    (r"bench --stages decode,naive,naive_auto,io",
+     "bench --stages decode,naive,naive_auto,io --images 8 --batch-size 4 --image-size 64 --seconds 0 --cores 1"),
+]
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of a Markdown text: (language, code)."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)[^\n]*\n(.*?)^```", text, re.S | re.M)]
+
+
+def readme_blocks(language: str) -> list[str]:
+    return [code for lang, code in fenced_blocks(README.read_text()) if lang == language]
+
+
+def rewrite(code: str, tmp: Path, small: list[tuple[str, str]]) -> str:
+    for pattern, replacement in small:
+        code = re.sub(pattern, replacement, code)
+    return code.replace("/tmp/", f"{tmp}/")
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    python = str(ROOT / "python")
+    path = os.pathsep.join(filter(None, [python, os.environ.get("PYTHONPATH", "")]))
+    return {**os.environ, "PYTHONPATH": path, "ALEXNET_PROGRESS": "0", "ALEXNET_CACHE_DIR": str(tmp / "cache"),
+            "ALEXNET_BOARD": str(tmp / "default-board")}
+
+
+def test_readme_has_the_snippets_this_file_runs():
+    assert len(readme_blocks("python")) == 1
+    assert len(readme_blocks("sh")) == 3
+    assert len(readme_blocks("r")) == 1
+
+
+@pytest.fixture(scope="module")
+def python_snippet(tmp_path_factory):
+    """README's Python block, run once: its folders (the ImageNet tree and board the shell block reuses)."""
+    tmp = tmp_path_factory.mktemp("readme")
+    (code,) = readme_blocks("python")
+    code = rewrite(code, tmp, SMALL_PYTHON)
+    # each expression statement's value is shown, as a reader typing it would see it
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp), timeout=600,
+                          check=False)
+    return tmp, done
+
+
+def test_readme_python_snippet_runs(python_snippet):
+    tmp, done = python_snippet
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp / "board" / "categories").is_dir()
+    assert (tmp / "board" / "alexnet").is_dir()  # the model pin
+    assert any((tmp / "logs").rglob("events.out.tfevents.*"))
+
+
+def _run_shell_lines(lines: list[str], tmp: Path) -> None:
+    cli = f"{shlex.quote(sys.executable)} -m alexnet.cli"
+    for line in lines:
+        command = line.replace(".venv/bin/alexnet", cli)
+        if " bench " in command:
+            command += f" --output-dir {tmp}/bench"
+        ran = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=_env(tmp), timeout=600,
+                             check=False, cwd=tmp)
+        assert ran.returncode == 0, f"{line}\n{ran.stderr[-3000:]}"
+        assert "None" not in ran.stdout, f"{line}\n{ran.stdout}"
+
+
+@pytest.fixture(scope="module")
+def shell_snippet(python_snippet) -> tuple[Path, list[str], list[str]]:
+    """README's shell block after the Python one: its one-machine lines, run, and its Spark lines."""
+    tmp, done = python_snippet
+    assert done.returncode == 0
+    shutil.rmtree(tmp / "imagenet")  # `synth` writes it again
+    shutil.rmtree(tmp / "board")
+    lines = [line for line in rewrite(readme_blocks("sh")[1], tmp, SMALL_SHELL).splitlines() if line.strip()]
+    spark = [line for line in lines if " spark-" in line]
+    _run_shell_lines([line for line in lines if line not in spark], tmp)
+    return tmp, lines, spark
+
+
+def test_readme_shell_snippet_runs(shell_snippet):
+    tmp, lines, spark = shell_snippet
+    assert len(lines) >= 9 and len(spark) == 2
+    assert (tmp / "bench" / "alexnet-benchmark.json").exists()
+
+
+@pytest.mark.slow
+def test_readme_shell_spark_lines_run_on_local_2(shell_snippet):
+    tmp, _, spark = shell_snippet
+    _run_shell_lines(spark, tmp)
+
+
+def test_readme_make_targets_exist():
+    """`make demo` and `make test` are the whole demo and suite: the targets must exist."""
+    makefile = (ROOT / "Makefile").read_text()
+    for line in readme_blocks("sh")[0].splitlines():
+        target = line.split("#")[0].split()[1]
+        assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+def test_readme_benchmark_commands_parse():
+    """The benchmark section's commands take minutes: their options must still be the command line's."""
+    parser = build_parser()
+    blocks = readme_blocks("sh")[2:]
+    lines = [line for code in blocks for line in code.splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        parser.parse_args(shlex.split(line)[1:])
+
+
+R_PRELUDE = """
+suppressPackageStartupMessages(library(alexnet))
+tmp <- Sys.getenv("README_TMP")
+invisible(imagenet_synthetic(file.path(tmp, "imagenet"), classes = 3, images_per_class = 4, val_per_class = 1,
+                             max_side = 64))
+core_parameters <- function(name) {  # none for R's own functions
+  tryCatch(reticulate::py_eval(sprintf(
+    "list(__import__('inspect').signature(getattr(__import__('alexnet'), '%s')).parameters)", name)),
+    error = function(e) character())
+}
+# the calls that cannot run here must still match the functions' arguments
+check_calls <- function(code) {
+  for (expr in as.list(parse(text = code))) {
+    calls <- list(expr)
+    while (length(calls)) {
+      call <- calls[[1]]
+      calls <- calls[-1]
+      if (!is.call(call)) next
+      if (identical(call[[1]], as.name("<-"))) { calls <- c(calls, list(call[[3]])); next }
+      name <- deparse(call[[1]])
+      if (exists(name, envir = asNamespace("alexnet"), inherits = FALSE)) {
+        fn <- get(name, envir = asNamespace("alexnet"))
+        matched <- match.call(fn, call)
+        # names that `...` takes must be the core's (a Spark run's also alexnet_train()'s or alexnet_evaluate()'s)
+        known <- c(names(formals(fn)), core_parameters(name),
+                   if (grepl("^alexnet_spark_", name)) core_parameters(sub("spark_", "", name)))
+        unknown <- setdiff(names(as.list(matched)[-1]), known)
+        if (length(unknown)) stop(name, "() takes no argument ", paste(unknown, collapse = ", "))
+      }
+      calls <- c(calls, as.list(call)[-1])
+    }
+  }
+}
+"""
+
+R_SMALL = [
+    (r'install_alexnet\(\)', "invisible(NULL)"),  # make setup made the environment
+    (r'"/localssd/imagenet"', 'file.path(tmp, "imagenet")'),
+    (r'"gs://my-bucket/runs/1/logs"', 'file.path(tmp, "logs")'),
+    (r'"gs://my-bucket/runs/1"', 'file.path(tmp, "runs")'),
+    (r'"gs://my-bucket/imagenet"', 'file.path(tmp, "board")'),
+    (r"total = 16", "total = 1"),
+    (r"epochs = 10", "epochs = 1, image_size = 64, batch_size = 4, dense_units = 64, verbose = 0"),
+    (r'c\("cat.jpg", "boat.jpg"\)', "data$val_image[1:2]"),
+]
+
+
+def test_readme_r_snippet_runs(tmp_path):
+    rscript = shutil.which("Rscript")
+    if rscript is None:
+        pytest.skip("no Rscript")
+    probe = subprocess.run([rscript, "-e", "library(alexnet)"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("the R package alexnet is not installed")
+    (code,) = readme_blocks("r")
+    local, spark = re.split(r"^# or all of it across a Spark cluster.*$", code, flags=re.M)
+    for pattern, replacement in R_SMALL:
+        local = re.sub(pattern, replacement, local)
+    # Spark runs only where sparklyr is installed (then on local[2], not yarn); elsewhere its calls are checked
+    (tmp_path / "spark.R").write_text(spark)
+    spark_here = spark.replace('master = "yarn"', 'master = "local[2]"').replace("workers = 16", "workers = 2")
+    script = (R_PRELUDE + local + "\nif (requireNamespace('sparklyr', quietly = TRUE)) {\n" + spark_here
+              + "\n} else check_calls(readLines(file.path(tmp, 'spark.R')))\n")
+    for pattern, replacement in R_SMALL:
+        script = re.sub(pattern, replacement, script)
+    env = {**_env(tmp_path), "README_TMP": str(tmp_path)}
+    env.setdefault("ALEXNET_PYTHON", sys.executable)
+    done = subprocess.run([rscript, "-e", script], capture_output=True, text=True, env=env, timeout=900,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Top-1 accuracy" in done.stdout
+    assert (tmp_path / "board" / "alexnet").is_dir()
+
+
+# -- the articles ---------------------------------------------------------------------------------------------
+
+def _chunks(orig: str) -> list[tuple[str, str]]:
+    """The chunks of a .Rmd.orig: (header options, code)."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```\{(\w+[^}]*)\}\n(.*?)^```", orig, re.S | re.M)]
+
+
+@pytest.mark.parametrize("article", ["training-imagenet", "distributed-training"])
+def test_every_article_chunk_ran_when_knitted(article):
+    """The knitted article holds every chunk of its source that is evaluated, in order, each followed by what it
+    printed when it prints, and no error: it was knitted from this source and every chunk ran."""
+    orig = (VIGNETTES / f"{article}.Rmd.orig").read_text()
+    knitted = (VIGNETTES / f"{article}.Rmd").read_text()
+    assert "#> Error" not in knitted and "Traceback" not in knitted
+    position = 0
+    evaluated = 0
+    for header, code in _chunks(orig):
+        if re.search(r"include\s*=\s*FALSE", header):
+            continue
+        lines = [line for line in code.splitlines() if line.strip()]
+        start = knitted.find(lines[0], position)
+        assert start >= 0, f"{article}: chunk not knitted (or out of date): {lines[0]}"
+        position = start + len(lines[0])
+        if re.search(r"eval\s*=\s*FALSE", header):
+            continue
+        evaluated += 1
+        block_end = knitted.find("```", position)
+        printing = re.search(r"\bprint\(|^\w[\w$.\[\]\"]*$|^(summary|head|table|names|plot)\(", lines[-1])
+        if printing:
+            output = knitted[position:block_end] if not lines[-1].startswith("plot(") else knitted[position:]
+            assert "#>" in output or "![" in output, f"{article}: no output after {lines[-1]}"
+        for figure in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", knitted):
+            assert (VIGNETTES / figure).exists(), figure
+    assert evaluated >= 3

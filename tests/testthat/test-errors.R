@@ -1,0 +1,113 @@
+# Errors reach R as conditions of alexnet's classes (?alexnet_errors), in R's words.
+
+test_that("argument errors checked in R are alexnet_error conditions, before any Python", {
+  error <- tryCatch(alexnet_train(epochs = "ten"), error = identity)
+  expect_s3_class(error, "alexnet_error")
+  expect_null(conditionCall(error))
+  expect_match(conditionMessage(error), "`epochs`", fixed = TRUE)
+})
+
+test_that("a board the core cannot read is an alexnet_board_error, without the Python class name", {
+  skip_if_no_alexnet()
+  missing <- file.path(withr::local_tempdir(), "no-board")
+  caught <- tryCatch(imagenet_categories(board = missing),
+                     alexnet_board_error = function(e) e)
+  expect_s3_class(caught, c("alexnet_board_error", "alexnet_error", "error", "condition"), exact = TRUE)
+  expect_equal(caught$python_class, "BoardError")
+  expect_match(conditionMessage(caught), missing, fixed = TRUE)
+  expect_no_match(conditionMessage(caught), "alexnet.errors|BoardError|Rcpp")
+  # R's quotes in the advice the core gives
+  expect_match(conditionMessage(caught), paste0("board = \"", missing, "\""), fixed = TRUE)
+})
+
+test_that("an ImageNet tree that cannot be read is an alexnet_layout_error", {
+  skip_if_no_alexnet()
+  empty <- withr::local_tempdir()
+  expect_error(imagenet_upload(empty, board = withr::local_tempdir()), class = "alexnet_layout_error",
+               regexp = "No category folders")
+})
+
+test_that("the core's messages say NULL, TRUE and FALSE, as R users write them", {
+  skip_if_no_alexnet()
+  error <- tryCatch(alexnet_train(data = tempdir(), strategy = "nope"), error = identity)
+  expect_s3_class(error, "alexnet_error")
+  expect_match(conditionMessage(error), "use NULL, \"default\"", fixed = TRUE)
+  expect_no_match(conditionMessage(error), "None|'")
+})
+
+test_that("r_words() turns Python's words into R's and leaves prose alone", {
+  expect_equal(alexnet:::r_words("must be TRUE/True, FALSE/False or NULL/None, not None."),
+               "must be TRUE, FALSE or NULL, not NULL.")
+  expect_equal(alexnet:::r_words("got True and False"), "got TRUE and FALSE")
+  expect_equal(alexnet:::r_words("None of the 3 images is a JPEG"), "None of the 3 images is a JPEG")
+  expect_equal(alexnet:::r_words("unknown: ['n01', 'n02'], sizes [1, 2], none: []"),
+               "unknown: c(\"n01\", \"n02\"), sizes c(1, 2), none: character(0)")
+  expect_equal(alexnet:::r_words("pin 'alexnet' has the paper's ten crops"),
+               "pin \"alexnet\" has the paper's ten crops")
+  expect_equal(alexnet:::r_words("set it, e.g. to tf_config_json(addresses, index), before training"),
+               "set it, e.g. to tf_config_from_barrier(barrier), before training")
+})
+
+test_that("a worker's error is an alexnet_worker_error and alexnet_cluster_error with its worker and log", {
+  skip_if_no_alexnet()
+  reticulate::py_run_string(paste(
+    "def _alexnet_fail_worker(log):",
+    "    from alexnet.launch.worker import WorkerError",
+    "    raise WorkerError(1, 2, 'ValueError: no such file', ['line one', 'line two'], 1, log)",
+    sep = "\n"), convert = FALSE)
+  fail <- alexnet:::core_callable(reticulate::py_get_attr(reticulate::import_main(convert = FALSE), "_alexnet_fail_worker"))
+  caught <- tryCatch(fail("/tmp/worker-1.log"), alexnet_cluster_error = function(e) e)
+  expect_s3_class(caught, c("alexnet_worker_error", "alexnet_cluster_error", "alexnet_child_error",
+                            "alexnet_error"))
+  expect_equal(caught$worker, 1L)
+  expect_equal(caught$workers, 2L)
+  expect_equal(caught$log, "/tmp/worker-1.log")
+  expect_match(conditionMessage(caught), "^Worker 1 of 2 failed: ValueError: no such file")
+  expect_match(conditionMessage(caught), "line two", fixed = TRUE)
+})
+
+test_that("a long message of the core arrives whole", {
+  skip_if_no_alexnet()
+  reticulate::py_run_string(paste(
+    "def _alexnet_fail_long():",
+    "    from alexnet.errors import IntegrityError",
+    "    raise IntegrityError('start ' + 'x' * 5000 + ' end')",
+    sep = "\n"), convert = FALSE)
+  fail <- alexnet:::core_callable(reticulate::py_get_attr(reticulate::import_main(convert = FALSE), "_alexnet_fail_long"))
+  error <- tryCatch(fail(), alexnet_integrity_error = identity)
+  expect_equal(nchar(conditionMessage(error)), nchar("start  end") + 5000L)
+})
+
+test_that("an unexpected Python error is an alexnet_python_error that keeps its Python type", {
+  skip_if_no_alexnet()
+  int <- alexnet:::core_callable(reticulate::import_builtins(convert = FALSE)$int)
+  error <- tryCatch(int("ten"), error = identity)
+  expect_s3_class(error, "alexnet_python_error")
+  expect_false(inherits(error, "alexnet_error"))
+  expect_match(conditionMessage(error), "^ValueError: invalid literal")
+  # errors raised in R pass through a core call unchanged
+  r_error <- tryCatch(alexnet:::with_core_errors(stop("from R")), error = identity)
+  expect_equal(conditionMessage(r_error), "from R")
+  expect_false(inherits(r_error, "alexnet_python_error"))
+})
+
+test_that("every error class of the core has its R classes, and ?alexnet_errors lists them all", {
+  python <- system.file("python", "alexnet", package = "alexnet")
+  skip_if(!nzchar(python), "the installed package carries no Python core")
+  files <- list.files(python, pattern = "[.]py$", recursive = TRUE, full.names = TRUE)
+  lines <- unlist(lapply(files, readLines, warn = FALSE))
+  defined <- regmatches(lines, regexec("^class (\\w+)\\((\\w+)\\)", lines))
+  defined <- Filter(length, defined)
+  parents <- stats::setNames(vapply(defined, `[[`, "", 3L), vapply(defined, `[[`, "", 2L))
+  errors <- "AlexnetError"
+  repeat {  # every class deriving from AlexnetError, through any depth
+    more <- setdiff(names(parents)[parents %in% errors], errors)
+    if (!length(more)) break
+    errors <- c(errors, more)
+  }
+  expect_true(length(errors) >= 8L)
+  expect_setequal(names(alexnet:::core_error_classes), errors)
+  help <- paste(utils::capture.output(tools::Rd2txt(tools::Rd_db("alexnet")[["alexnet_errors.Rd"]])),
+                collapse = "\n")
+  for (class in unique(unlist(alexnet:::core_error_classes))) expect_match(help, class, fixed = TRUE)
+})
