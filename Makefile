@@ -16,7 +16,7 @@ export ALEXNET_PYTHON := $(VPY)
 export RETICULATE_PYTHON := $(VPY)
 export ALEXNET_PROGRESS ?= 1
 
-.PHONY: setup demo test test-python test-r test-check check lint docs vignettes constraints clean
+.PHONY: setup demo test test-python test-r test-check test-site site check lint docs vignettes constraints clean
 
 setup: $(PY_STAMP) $(R_PKG_STAMP)
 
@@ -44,14 +44,14 @@ $(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_SOURCES)
 demo: setup
 	bash tools/demo.sh
 
-test: setup test-python test-r test-check
+test: setup test-python test-r test-check test-site
 
 # R CMD check without re-running the tests (test-r ran them); warnings fail it too.
 test-check: setup
 	$(MAKE) --no-print-directory check CHECK_ARGS=--no-tests
 
 test-python: setup
-	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra
+	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py
 	$(VENV)/bin/ruff check python
 
 test-r: setup
@@ -69,6 +69,16 @@ lint: setup
 # Re-knit the articles (vignettes/*.Rmd.orig -> *.Rmd) with the installed package and its Python core.
 vignettes: setup
 	Rscript tools/precompute-vignettes.R
+
+# The documentation site (pkgdown) in docs/: home from README, the reference grouped by stage, both articles.
+site: setup
+	Rscript tools/build-site.R > $(BUILD)/site.log 2>&1 || { cat $(BUILD)/site.log; exit 1; }
+	@echo "Site in $(CURDIR)/docs/index.html"
+
+# The site as a browser shows it: headless Chromium opens every page (python/tests/test_site.py).
+test-site: site
+	bash tools/install-browser.sh
+	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra tests/test_site.py
 
 # Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/.
 docs:

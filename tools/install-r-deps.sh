@@ -2,7 +2,7 @@
 # Installs R and the R packages the project needs from Debian, only those that are missing.
 set -euo pipefail
 needed=(r-base-core r-cran-reticulate r-cran-jsonlite r-cran-magrittr r-cran-testthat
-        r-cran-roxygen2 r-cran-knitr r-cran-rmarkdown r-cran-withr r-cran-callr r-cran-png pandoc)
+        r-cran-roxygen2 r-cran-knitr r-cran-rmarkdown r-cran-withr r-cran-callr r-cran-png r-cran-pkgdown pandoc)
 missing=()
 for pkg in "${needed[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
