@@ -9,8 +9,8 @@ from helpers_train import make_tree, write_quirks
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet.data import scan  # noqa: E402
 from alexnet.errors import BadImagesError  # noqa: E402
+from alexnet.input import scan  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_scan_finds_truncated_empty_and_missing_files(tree, tmp_path):
 def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplog):
     files = tree["image"]
     bad = files[:2]
-    with caplog.at_level(logging.WARNING, logger="alexnet.data.scan"):
+    with caplog.at_level(logging.WARNING, logger="alexnet.input.scan"):
         kept, labels = scan.drop_bad_images(files, tree["label"], bad, max_bad_fraction=0.2)
     assert kept == files[2:] and labels == tree["label"][2:]
     assert "Skipping 2" in caplog.text and bad[0] in caplog.text

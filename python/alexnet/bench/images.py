@@ -15,8 +15,8 @@ from typing import Any
 from ..checks import as_strings
 from ..data.imagenet import read_imagenet
 from ..data.images import check_image, is_complete_jpeg
-from ..data.inputs import training_data
 from ..errors import AlexnetError
+from ..input.inputs import training_data
 from ..machine import usable_cpus
 
 

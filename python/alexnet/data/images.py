@@ -6,7 +6,7 @@ Real ImageNet holds a few odd files: CMYK and grayscale JPEGs and a PNG named ``
 - :func:`check_image` decodes an image fully (with Pillow), as an upload does for every file it stores.
 - :func:`is_complete_jpeg` is the cheap check: a JPEG start marker and an end-of-image marker near the end.
   The training pipeline makes the same check inside TensorFlow with :data:`JPEG_MAGIC` and
-  :data:`EOI_WINDOW` (see :mod:`alexnet.data.scan`).
+  :data:`EOI_WINDOW` (see :mod:`alexnet.input.scan`).
 """
 
 from __future__ import annotations

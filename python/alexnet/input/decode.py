@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
+from ..data.images import JPEG_MAGIC
 from ..errors import AlexnetError
 from ..tfimport import tf
-from .images import JPEG_MAGIC
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
 EVAL_RESIZE_RATIO = 256 / 224

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..data.images import EOI_WINDOW
 from ..errors import BadImagesError
 from ..progress import progress_bar
 from ..tfimport import tf
 from .decode import decode_any, is_jpeg
-from .images import EOI_WINDOW
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
 
 logger = logging.getLogger(__name__)
