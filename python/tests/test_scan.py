@@ -30,6 +30,14 @@ def test_scan_finds_truncated_empty_and_missing_files(tree, tmp_path):
     assert scan.scan_images(tree["image"], parallel=2) == []
 
 
+def test_jpeg_only_also_finds_the_files_of_other_formats(tree):
+    quirks = tree["quirks"]
+    files = [*tree["image"][:2], *(str(p) for p in quirks.values())]
+    bad = scan.scan_images(files, parallel=2, jpeg_only=True)
+    # CMYK and grayscale JPEGs are JPEGs; the PNG named .JPEG is not
+    assert bad == [str(quirks["png"]), str(quirks["truncated"]), str(quirks["empty"])]
+
+
 def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplog):
     files = tree["image"]
     bad = files[:2]

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 
-from ..data.images import JPEG_MAGIC
 from ..errors import AlexnetError
 from ..tfimport import tf
+
+#: The first bytes of every JPEG (start-of-image marker and the next marker's prefix).
+JPEG_MAGIC = b"\xff\xd8\xff"
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
 EVAL_RESIZE_RATIO = 256 / 224
