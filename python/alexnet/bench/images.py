@@ -17,7 +17,6 @@ from ..data.imagenet import read_imagenet
 from ..data.images import check_image
 from ..errors import AlexnetError
 from ..input.inputs import training_data
-from ..input.scan import scan_images
 from ..machine import usable_cpus
 
 
@@ -89,6 +88,8 @@ def resolve_images(
             f"`data` must be a partition (imagenet_partition()'s result), an ImageNet folder or None, "
             f"not a {type(data).__name__}."
         )
+    from ..input.scan import scan_images  # TensorFlow: imported when images are checked, not with the module
+
     pairs = list(zip(files, labels, strict=True))
     if len(pairs) > images:
         pairs = random.Random(seed).sample(pairs, images)
