@@ -209,20 +209,7 @@ alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, crops = 1, 
 # alexnet.launch.evaluate.evaluate_row (see spark_barrier_run()).
 spark_evaluate_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
   result <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
-                              driver = core_module("launch.evaluate")$r_evaluate, closure = spark_evaluate_closure,
-                              columns = spark_columns("launch.evaluate", "evaluate_columns"))
+                              driver = core_module("launch.evaluate")$r_evaluate, module = "launch.evaluate",
+                              row = "evaluate_row", columns = spark_columns("launch.evaluate", "evaluate_columns"))
   new_alexnet_evaluation(result)
-}
-
-# The evaluation's barrier closure, as spark_train_closure(): the task and the Python travel with it.
-spark_evaluate_closure <- function(task, python = NULL) {
-  force(task)
-  force(python)
-  function(df, barrier) {
-    spark_evaluate_task(barrier, task, python)
-  }
-}
-
-spark_evaluate_task <- function(barrier, task, python = NULL) {
-  spark_task(barrier, task, python, "launch.evaluate", "evaluate_row")
 }

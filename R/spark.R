@@ -140,14 +140,15 @@ spark_worker_env <- function(python) {
 # the probe and the barrier stage through the two R functions it is handed, shows progress and retries.
 spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
   rows <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
-                            driver = core_module("launch.spark")$r_train, closure = spark_train_closure,
-                            columns = spark_columns())
+                            driver = core_module("launch.spark")$r_train, module = "launch.worker",
+                            row = "barrier_row", columns = spark_columns())
   spark_train_result(records_to_df(rows))
 }
 
 # A barrier job driven by the core: `driver` (r_train, r_evaluate) gets the Spark settings, `launch` (one barrier
-# stage of `closure`s, each a task with the columns `columns`) and the probe; returns what `driver` returns.
-spark_barrier_run <- function(api, sc, workers, board, options, python, probe, driver, closure, columns) {
+# stage whose tasks each run `module`'s `row` function, see spark_closure(), and return the columns `columns`) and
+# the probe; returns what `driver` returns.
+spark_barrier_run <- function(api, sc, workers, board, options, python, probe, driver, module, row, columns) {
   context <- api$spark_context(sc)
   conf <- api$invoke(context, "getConf")
   setting <- function(key, default) api$invoke(conf, "get", key, default)
@@ -158,7 +159,7 @@ spark_barrier_run <- function(api, sc, workers, board, options, python, probe, d
   launch <- function(task) {
     tryCatch({
       sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
-      applied <- api$spark_apply(sdf, closure(task, python), barrier = TRUE,
+      applied <- api$spark_apply(sdf, spark_closure(task, python, module, row), barrier = TRUE,
                                  columns = columns, packages = FALSE, env = env)
       frame_records(as.data.frame(api$sdf_collect(applied)))
     }, error = function(e) list(failure = conditionMessage(e)))
@@ -203,23 +204,22 @@ frame_records <- function(frame) {
   lapply(seq_len(nrow(frame)), function(i) as.list(frame[i, , drop = FALSE]))
 }
 
-# The barrier closure: all it needs travels in its environment (the core's task, the Python), and the
-# work is spark_train_task() of the alexnet installed on the worker.
-spark_train_closure <- function(task, python = NULL) {
+# The barrier closure of a training or an evaluation: all it needs travels in its environment (the core's task,
+# the Python, the core function that does a task's work), and the work is spark_task() of the alexnet installed
+# on the worker.
+spark_closure <- function(task, python, module, row) {
   force(task)
   force(python)
+  force(module)
+  force(row)
   function(df, barrier) {
-    spark_train_task(barrier, task, python)
+    spark_task(barrier, task, python, module, row)
   }
 }
 
-# One barrier task: point reticulate at alexnet's Python, then the core's barrier_row(); a one-row data
-# frame with the columns of spark_columns().
-spark_train_task <- function(barrier, task, python = NULL) {
-  spark_task(barrier, task, python, "launch.worker", "barrier_row")
-}
-
-# One barrier task of `module`'s `row` function (row(addresses, partition, task)), as spark_train_task().
+# One barrier task: point reticulate at alexnet's Python, then the core's `module`'s `row` function
+# (row(addresses, partition, task): launch.worker's barrier_row, launch.evaluate's evaluate_row); a one-row data
+# frame with its columns, or the worker's error.
 spark_task <- function(barrier, task, python, module, row) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",

@@ -59,7 +59,7 @@ def break_in_place(path: str) -> None:
 
 def by_hand(model, files, labels, image_size: int, crops: int = 1) -> tuple[int, int]:
     """Top-1 and top-k correct counts from ``model.predict`` on each image alone, k = min(5, classes)."""
-    from alexnet.data.decode import decode_for_eval, decode_ten_crops
+    from alexnet.input.decode import decode_for_eval, decode_ten_crops
     from alexnet.tfimport import tf
 
     top1 = topk = 0

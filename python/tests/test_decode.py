@@ -15,7 +15,7 @@ from PIL import Image
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet.data import decode  # noqa: E402
+from alexnet.input import decode  # noqa: E402
 
 SIZE = 64
 

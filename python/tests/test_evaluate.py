@@ -18,9 +18,9 @@ from helpers_model import (  # noqa: E402
 )
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
 
-from alexnet.data.decode import decode_ten_crops  # noqa: E402
 from alexnet.data.fetch import imagenet_categories, imagenet_validation  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.input.decode import decode_ten_crops  # noqa: E402
 from alexnet.model.evaluate import alexnet_evaluate  # noqa: E402
 
 CLASSES = 7  # more than 5, so that top-5 is not every class
@@ -160,12 +160,12 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
 def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setup, tmp_path, monkeypatch):
     """No batch is dropped silently: a file that still fails to decode is named (the check is bypassed here to
     stand for a corruption it cannot see)."""
-    import alexnet.data.scan
+    import alexnet.input.scan
 
     files, labels = _kept(setup)
     empty = tmp_path / "empty.JPEG"
     empty.write_bytes(b"")
-    monkeypatch.setattr(alexnet.data.scan, "scan_images", lambda files, parallel=None: [])
+    monkeypatch.setattr(alexnet.input.scan, "scan_images", lambda files, parallel=None: [])
     data = {"val_image": [*files[:5], str(empty), *files[5:]], "val_label": [*labels[:5], 0, *labels[5:]]}
     with pytest.raises(AlexnetError, match=r"1 validation image\(s\) .* cannot be decoded .*empty\.JPEG"):
         alexnet_evaluate(setup["model_dir"], data, batch_size=4)

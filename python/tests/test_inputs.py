@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alexnet.data.inputs import training_data
 from alexnet.errors import AlexnetError
+from alexnet.input.inputs import training_data
 
 
 def test_hand_made_form_numbers_classes_by_sorted_category():

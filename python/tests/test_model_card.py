@@ -14,10 +14,10 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from alexnet.data.fetch import imagenet_partition  # noqa: E402
-from alexnet.data.inputs import training_data  # noqa: E402
 from alexnet.data.synthetic import imagenet_synthetic  # noqa: E402
 from alexnet.data.upload import imagenet_upload  # noqa: E402
 from alexnet.errors import AlexnetError, BoardError  # noqa: E402
+from alexnet.input.inputs import training_data  # noqa: E402
 from alexnet.launch.job import plan_job  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train.api import alexnet_train, weights_digest  # noqa: E402

@@ -8,8 +8,8 @@ from helpers_train import make_tree, write_quirks
 tf = pytest.importorskip("tensorflow")
 
 from alexnet.checks import as_parallel  # noqa: E402
-from alexnet.data import pipeline  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.input import pipeline  # noqa: E402
 
 SIZE = 64
 

@@ -10,8 +10,8 @@ tf = pytest.importorskip("tensorflow")
 from helpers_model import IMAGE_SIZE, card_for, save_model_dir, tiny_model  # noqa: E402
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
 
-from alexnet.data.decode import decode_for_eval  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.input.decode import decode_for_eval  # noqa: E402
 from alexnet.model.predict import alexnet_predict  # noqa: E402
 
 CATEGORIES = [{"id": f"n0000100{i}", "name": f"thing number {i}"} for i in range(6)]

@@ -9,8 +9,8 @@ from helpers_train import make_tree, write_quirks
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet.data import scan  # noqa: E402
 from alexnet.errors import BadImagesError  # noqa: E402
+from alexnet.input import scan  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +30,18 @@ def test_scan_finds_truncated_empty_and_missing_files(tree, tmp_path):
     assert scan.scan_images(tree["image"], parallel=2) == []
 
 
+def test_jpeg_only_also_finds_the_files_of_other_formats(tree):
+    quirks = tree["quirks"]
+    files = [*tree["image"][:2], *(str(p) for p in quirks.values())]
+    bad = scan.scan_images(files, parallel=2, jpeg_only=True)
+    # CMYK and grayscale JPEGs are JPEGs; the PNG named .JPEG is not
+    assert bad == [str(quirks["png"]), str(quirks["truncated"]), str(quirks["empty"])]
+
+
 def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplog):
     files = tree["image"]
     bad = files[:2]
-    with caplog.at_level(logging.WARNING, logger="alexnet.data.scan"):
+    with caplog.at_level(logging.WARNING, logger="alexnet.input.scan"):
         kept, labels = scan.drop_bad_images(files, tree["label"], bad, max_bad_fraction=0.2)
     assert kept == files[2:] and labels == tree["label"][2:]
     assert "Skipping 2" in caplog.text and bad[0] in caplog.text

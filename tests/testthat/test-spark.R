@@ -39,7 +39,6 @@ fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver
       shipped <- unserialize(serialize(f, NULL))
       if (isTRUE(args$barrier)) {
         calls$spark_apply <- list(x = x, ...)
-        calls$closure_variables <- ls(environment(shipped))
         shipped(data.frame(id = 1L), list(address = address, partition = 0L))
       } else {
         calls$probe <- list(x = x, ...)
@@ -56,19 +55,42 @@ test_that("without sparklyr, alexnet_spark_train() says what to install", {
   expect_error(alexnet_spark_train(sc, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
 })
 
-test_that("the closures keep only what the workers need; the probe's needs no alexnet to unserialize", {
-  task <- list(board = "/boards/b", base_port = 9000L, train_args = list(epochs = 3))
-  closure <- alexnet:::spark_train_closure(task, python = "/venv/bin/python")
-  expect_named(formals(closure), c("df", "barrier"))
-  expect_setequal(ls(environment(closure)), c("task", "python"))
-  expect_equal(environment(closure)$task, task)
-  expect_error(closure(data.frame(), list(partition = 0)), "barrier = TRUE")
+# A barrier closure as a Spark task gets it (after sparklyr's serialize() round trip), called with `barrier`.
+run_shipped_closure <- function(task, module, row, barrier) {
+  closure <- alexnet:::spark_closure(task, NULL, module, row)
+  unserialize(serialize(closure, NULL))(data.frame(id = 1L), barrier)
+}
+
+test_that("a barrier closure given a list that is not a barrier list says what it expects", {
+  task <- list(board = "/boards/b", base_port = 9000L, fetch_workers = 1L)
+  expect_error(run_shipped_closure(task, "launch.worker", "barrier_row", list(partition = 0)),
+               "`barrier` must be the barrier list of spark_apply\\(barrier = TRUE\\)")
+})
+
+test_that("the training and the evaluation closures run their barrier partition's worker and fail with its error", {
+  skip_if_no_alexnet()
+  missing <- file.path(withr::local_tempdir(), "no-board")
+  barrier <- list(address = c("127.0.0.1:41001", "127.0.0.1:41002"), partition = 1L)
+  train <- list(board = missing, base_port = 9000L, fetch_workers = 1L, train_args = list(epochs = 1))
+  evaluate <- list(model = "/models/none", board = missing, crops = 1L, batch_size = 8L, workers = 2L,
+                   fetch_workers = 1L)
+  worker_error <- alexnet:::core_module("launch.worker")$WorkerError
+  cases <- list(list(train, "launch.worker", "barrier_row", "BoardError: board folder .*no-board does not exist"),
+                list(evaluate, "launch.evaluate", "evaluate_row", "the model /models/none does not exist"))
+  for (case in cases) {
+    message <- tryCatch(run_shipped_closure(case[[1]], case[[2]], case[[3]], barrier), error = conditionMessage)
+    # the message the driver reads the worker's error from: worker 1 of 2, with its own error
+    failure <- worker_error$from_failure(message)
+    expect_false(is.null(failure), info = message)
+    expect_equal(c(failure$worker, failure$workers), c(1L, 2L))
+    expect_match(failure$error, case[[4]], info = case[[3]])
+  }
+})
+
+test_that("the Spark R workers are told where alexnet's Python is", {
   env <- alexnet:::spark_worker_env("/venv/bin/python")
   expect_equal(env[c("ALEXNET_PYTHON", "RETICULATE_PYTHON")], list(ALEXNET_PYTHON = "/venv/bin/python",
                                                                    RETICULATE_PYTHON = "/venv/bin/python"))
-  probe <- alexnet:::spark_probe_closure("/venv/bin/python")
-  expect_equal(ls(environment(probe)), "python")
-  expect_identical(parent.env(environment(probe)), baseenv())
 })
 
 test_that("on an R worker without alexnet, the probe reports it instead of failing to unserialize", {
@@ -148,7 +170,6 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_equal(apply$env$RETICULATE_PYTHON, out$python)
   expect_equal(unname(apply$columns[c("worker", "loss", "chief", "history")]),
                c("integer", "numeric", "logical", "character"))
-  expect_setequal(calls$closure_variables, c("task", "python"))
 
   result <- out$result
   expect_equal(nrow(result), 1L)

@@ -14,9 +14,9 @@ from typing import Any
 
 from ..checks import as_strings
 from ..data.imagenet import read_imagenet
-from ..data.images import check_image, is_complete_jpeg
-from ..data.inputs import training_data
+from ..data.images import check_image
 from ..errors import AlexnetError
+from ..input.inputs import training_data
 from ..machine import usable_cpus
 
 
@@ -58,8 +58,9 @@ def resolve_images(
     ``data`` is a partition (the result of ``imagenet_partition()``, or a dict with ``image`` and ``label``
     or ``category``), the folder of an ImageNet tree (either layout ``read_imagenet`` reads), or ``None``
     for a synthetic ImageNet written into ``workdir`` (10 categories, ``ceil(images / 10)`` images each).
-    Files that are not complete JPEGs (PNGs named ``.JPEG``, truncated or empty files) are left out and
-    counted in ``skipped``: the plain-decode reference cannot read them.
+    Files that training would leave out (truncated, empty or unreadable: the rule of
+    :func:`alexnet.input.scan.scan_images`) and files that are not JPEGs (a PNG named ``.JPEG``, which the
+    plain-decode reference cannot read) are left out and counted in ``skipped``.
     """
     if images < 1:
         raise AlexnetError(f"`images` must be at least 1, not {images}.")
@@ -87,10 +88,13 @@ def resolve_images(
             f"`data` must be a partition (imagenet_partition()'s result), an ImageNet folder or None, "
             f"not a {type(data).__name__}."
         )
+    from ..input.scan import scan_images  # TensorFlow: imported when images are checked, not with the module
+
     pairs = list(zip(files, labels, strict=True))
     if len(pairs) > images:
         pairs = random.Random(seed).sample(pairs, images)
-    usable = [(f, y) for f, y in pairs if is_complete_jpeg(f)]
+    bad = set(scan_images([f for f, _ in pairs], jpeg_only=True)) if pairs else set()
+    usable = [(f, y) for f, y in pairs if f not in bad]
     if not usable:
         raise AlexnetError(f"None of the {len(pairs)} images of {source} is a readable JPEG: nothing to benchmark.")
     return BenchImages([f for f, _ in usable], [y for _, y in usable], num_classes, source, len(pairs) - len(usable))

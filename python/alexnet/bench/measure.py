@@ -122,7 +122,7 @@ def _limit_threads(dataset: tf.data.Dataset, cores: int) -> tf.data.Dataset:
 
 def _stage_dataset(stage: str, spec: Mapping[str, Any], warmup: int) -> tuple[tf.data.Dataset, int]:
     """The dataset that measures ``stage``, and the batches to skip before timing it."""
-    from ..data import pipeline
+    from ..input import pipeline
 
     cores, batch_size, image_size = int(spec["cores"]), int(spec["batch_size"]), int(spec["image_size"])
     files = list(spec["files"])

@@ -28,7 +28,7 @@ def synthetic_measurement(
     The model, optimizer and compiled step are those of training (mixed precision and XLA on a GPU). Two
     warm-up steps, then at least ``steps`` steps and ``seconds`` seconds.
     """
-    from ..data.pipeline import synthetic_dataset
+    from ..input.pipeline import synthetic_dataset
     from ..tfimport import keras, tf
     from ..train import model as alexnet_model
 

@@ -12,7 +12,7 @@ Stages, all on the same images:
   parallelises stateless maps by itself (the ``map_parallelization`` optimisation), which turns the
   sequential decode into a parallel one; ``naive`` switches that rewrite off so that it runs as its code
   reads, ``naive_auto`` shows what the same code gets today;
-- ``io``: this package's training pipeline (:func:`alexnet.data.pipeline.train_dataset`) into a consumer that
+- ``io``: this package's training pipeline (:func:`alexnet.input.pipeline.train_dataset`) into a consumer that
   does nothing with the batches;
 - ``synthetic``: AlexNet training steps on one random batch that stays on the device: the compute bound;
 - ``train``: :func:`alexnet.train.api.alexnet_train`, the pipeline feeding the model;

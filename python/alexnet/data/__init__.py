@@ -1,2 +1,2 @@
-"""Data: ImageNet trees, synthetic ImageNet, the pure partition, usable images, uploads and fetches of
-partitions, and the tf.data pipelines."""
+"""Data: preparing the board: ImageNet trees, synthetic ImageNet, the pure partition, the upload's image check,
+uploads and fetches of partitions."""

@@ -2,11 +2,8 @@
 
 The categories are split by :mod:`alexnet.data.partition` (balanced image counts, deterministic), and the
 partition's zips are brought into the cache by :func:`alexnet.storage.fetch.fetch_zips` (in parallel,
-verified against the ``categories`` table's sha256, never half-written). Cache layout, under
-``cache_dir`` (by default ``<user cache dir>/alexnet/data/<hash of the board>``)::
-
-    train/<wnid>/<image files>
-    val/<wnid>/<image files>
+verified against the ``categories`` table's sha256, never half-written), each category's images in its own
+folder under ``cache_dir`` (see :mod:`alexnet.storage.cache` for the layout).
 
 The result carries the sizes of every partition, so that the workers of a multi-worker run agree on their
 steps per epoch without going back to the board.
@@ -53,11 +50,11 @@ def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root
         row = rows[wnid]
         if training:
             items.append(ZipItem(f"train/{wnid}", layout.zip_path(board, wnid, row["version"]), row["sha256"],
-                                 row["bytes"], os.path.join(root, "train", wnid), f"category {wnid}"))
+                                 row["bytes"], cache.category_folder(root, wnid), f"category {wnid}"))
         if validation and row["val_images"] > 0 and row["val_version"]:
             pin = layout.val_pin_name(wnid)
             items.append(ZipItem(f"val/{wnid}", layout.zip_path(board, pin, row["val_version"]), row["val_sha256"],
-                                 row["val_bytes"], os.path.join(root, "val", wnid),
+                                 row["val_bytes"], cache.category_folder(root, wnid, validation=True),
                                  f"category {wnid} (validation images)"))
     return items
 

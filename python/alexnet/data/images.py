@@ -1,40 +1,15 @@
-"""What counts as a usable image, in one place, for upload, training and the benchmark.
+"""An image checked as an upload stores it: decoded fully with Pillow, and re-encoded when asked.
 
 Real ImageNet holds a few odd files: CMYK and grayscale JPEGs and a PNG named ``.JPEG``, which are usable
 (they decode to RGB), and, in copies that were cut short, truncated or empty files, which are not.
-
-- :func:`check_image` decodes an image fully (with Pillow), as an upload does for every file it stores.
-- :func:`is_complete_jpeg` is the cheap check: a JPEG start marker and an end-of-image marker near the end.
-  The training pipeline makes the same check inside TensorFlow with :data:`JPEG_MAGIC` and
-  :data:`EOI_WINDOW` (see :mod:`alexnet.data.scan`).
+:func:`check_image` tells them apart by decoding each one, as ``imagenet_upload()`` does for every file it
+stores and ``alexnet_predict()`` for every image it is given. The quick rule that training, evaluation and the
+benchmark apply to files, in TensorFlow and in parallel, is :func:`alexnet.input.scan.scan_images`.
 """
 
 from __future__ import annotations
 
 import io
-import os
-
-#: The first bytes of every JPEG (start-of-image marker and the next marker's prefix).
-JPEG_MAGIC = b"\xff\xd8\xff"
-#: A complete JPEG ends with the end-of-image marker FF D9. Some writers append a few bytes after it, so the
-#: marker is looked for in this many last bytes. Inside entropy-coded data FF is always followed by 00 or a
-#: restart marker (D0-D7), so FF D9 there cannot be a false positive.
-EOI_WINDOW = 64
-_EOI = b"\xff\xd9"
-
-
-def is_complete_jpeg(path: str | os.PathLike) -> bool:
-    """Does the file start like a JPEG and end with its end-of-image marker? (False when it cannot be read.)"""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(JPEG_MAGIC))
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - EOI_WINDOW))
-            tail = f.read()
-    except OSError:
-        return False
-    return head == JPEG_MAGIC and _EOI in tail
 
 
 def check_image(data: bytes, *, resize: int | None = None, quality: int = 90) -> tuple[bytes | None, str]:

@@ -30,7 +30,7 @@ from ..progress import progress_bar
 from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board, open_board
-from ..storage.publish import pin_state, prune, publish_file, quiet_pins
+from ..storage.publish import pin_state, prune, publish_file, quiet_pins, write_table
 from ..storage.transfer import retry, sha256_file, stored_zip
 from .imagenet import ImageNetTree, read_imagenet
 from .images import check_image
@@ -250,10 +250,10 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
     """Write the ``bad_images`` table, the ``categories`` table (last but the manifest) and the manifest;
     the current version of every pin."""
     with quiet_pins():
-        bad_meta = retry("writing the bad_images pin", lambda: layout.write_table(
+        bad_meta = retry("writing the bad_images pin", lambda: write_table(
             board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
             "Images left out at upload: empty, truncated or undecodable"), retries)
-        cat_meta = retry("writing the categories pin", lambda: layout.write_table(
+        cat_meta = retry("writing the categories pin", lambda: write_table(
             board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
             "ImageNet categories: one row per category zip", summary), retries)
     current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}

@@ -3,7 +3,7 @@
 The images are a data list's validation images (``val_image`` with ``val_label``, as
 :func:`alexnet.imagenet_partition` returns them, or made by hand), or a board's (all of them, or share
 ``partition`` of ``total``, balanced by validation image count: what each Spark worker evaluates). Images that
-fail the usable-image check (:func:`alexnet.data.scan.scan_images`) are left out up front and listed; every
+fail the usable-image check (:func:`alexnet.input.scan.scan_images`) are left out up front and listed; every
 other image is counted exactly once, and an image that still fails to decode stops the evaluation with its
 name, never dropping a batch. ``crops=1`` scores the centre crop training validates with; ``crops=10``
 averages the softmax over the AlexNet paper's ten views (corners, centre and their mirrors).
@@ -85,7 +85,7 @@ def _check_classes(outputs: int, classes: int, where: str) -> None:
 
 def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]:
     """The files among ``files`` that TensorFlow cannot decode (what a failed batch held)."""
-    from ..data.decode import decode_for_eval, decode_ten_crops
+    from ..input.decode import decode_for_eval, decode_ten_crops
     from ..tfimport import tf
 
     decode = decode_for_eval if crops == 1 else decode_ten_crops
@@ -101,7 +101,7 @@ def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]
 def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, image_size: int, crops: int,
                   batch_size: int, parallel: int | None, k: int, desc: str = "evaluate") -> tuple[int, int]:
     """Top-1 and top-``k`` correct counts of ``model`` over every file (none dropped; a failure names its file)."""
-    from ..data.pipeline import exact_eval_dataset
+    from ..input.pipeline import exact_eval_dataset
     from ..tfimport import tf
 
     dataset = exact_eval_dataset(files, labels, batch_size, image_size, crops=crops, parallel=parallel)
@@ -171,7 +171,7 @@ def alexnet_evaluate(
     ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images`` and ``model`` (its path,
     or ``name@version`` for a pin).
     """
-    from ..data.scan import scan_images
+    from ..input.scan import scan_images
 
     crops = check_crops(crops)
     batch_size = as_int(batch_size, "batch_size", 1)

@@ -1,6 +1,6 @@
 """``alexnet_predict()``: the most probable classes of images, by WordNet id and name, best first.
 
-Images are decoded as evaluation decodes them (:func:`alexnet.data.decode.decode_for_eval`: the centre crop at
+Images are decoded as evaluation decodes them (:func:`alexnet.input.decode.decode_for_eval`: the centre crop at
 the card's image size), so CMYK and grayscale JPEGs and PNGs named ``.JPEG`` all work. Every image is read and
 checked before anything is predicted: the unreadable ones are named together in one error, never dropped.
 """
@@ -47,8 +47,8 @@ def read_image(location: str) -> bytes:
 
 def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int) -> np.ndarray:
     """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be."""
-    from ..data.decode import decode_for_eval
     from ..data.images import check_image
+    from ..input.decode import decode_for_eval
     from ..tfimport import tf
 
     decoded, problems = [], []

@@ -1,15 +1,17 @@
-"""A local cache of extracted zips, in which nothing half-written is ever trusted.
+"""The extraction cache's layout: where a board's cache is, where each category's files live, and the marker
+that says an extraction is complete, so that nothing half-written is ever trusted.
 
-Layout of a cache folder::
+Layout of a cache folder (by default ``<user cache dir>/alexnet/data/<hash of the board>``)::
 
-    <key>/<files>  + .alexnet-cache.json     one extracted zip per folder, with its marker
-    .tmp/                                    downloads and extractions in progress
+    train/<wnid>/<files>  + .alexnet-cache.json     a category's training zip, extracted, with its marker
+    val/<wnid>/<files>    + .alexnet-cache.json     its validation zip, likewise
+    .tmp/                                           downloads and extractions in progress
 
-An extraction is staged in ``.tmp``, described by a marker (the zip's sha256 and every file's name, size
-and CRC-32, as the zip recorded them) and only then renamed into place (:func:`install`). A cached folder
-counts when its marker names the expected sha256 and every file is there with its size
+The marker holds the zip's sha256 and every file's name, size and CRC-32, as the zip recorded them. A cached
+folder counts when its marker names the expected sha256 and every file is there with its size
 (:func:`cached_files`); with ``verify`` every file's CRC-32 is checked as well, which finds bytes changed
-in place at the cost of reading them.
+in place at the cost of reading them. Bringing zips in (staged in ``.tmp``, marked, then renamed into place)
+is :mod:`alexnet.storage.fetch`'s job.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import logging
 import os
 import shutil
 import time
-import uuid
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +53,11 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     return root
 
 
+def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:
+    """Where category ``wnid``'s training (or, with ``validation``, validation) files live in the cache ``root``."""
+    return os.path.join(root, "val" if validation else "train", wnid)
+
+
 def _clean_stale_tmp(tmp: str) -> None:
     now = time.time()
     with contextlib.suppress(OSError):
@@ -62,13 +68,6 @@ def _clean_stale_tmp(tmp: str) -> None:
                         shutil.rmtree(entry.path, ignore_errors=True)
                     else:
                         os.remove(entry.path)
-
-
-def staging_folder(root: str, name: str) -> str:
-    """A new, empty folder under the cache's ``.tmp`` for an extraction in progress."""
-    folder = os.path.join(root, TMP, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.makedirs(folder)
-    return folder
 
 
 def read_marker(folder: str) -> dict[str, Any] | None:
@@ -122,20 +121,3 @@ def cached_files(folder: str, sha256: str, *, verify: bool = False) -> list[str]
             return None
         names.append(name)
     return names
-
-
-def install(staging: str, dest: str, sha256: str) -> None:
-    """Move a finished extraction into place at ``dest``, replacing a stale or partial one."""
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    if os.path.lexists(dest):
-        old = os.path.join(os.path.dirname(staging), f"old-{uuid.uuid4().hex}")
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(dest, old)
-        shutil.rmtree(old, ignore_errors=True)
-    try:
-        os.rename(staging, dest)
-    except OSError:
-        # another process installed the same zip meanwhile: keep theirs if it is complete
-        if cached_files(dest, sha256) is None:
-            raise
-        shutil.rmtree(staging, ignore_errors=True)

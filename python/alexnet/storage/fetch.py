@@ -1,9 +1,10 @@
-"""Bring zips from a board into a local cache: in parallel, each verified against its sha256, never half-written.
+"""Bring zips from a board into the local cache: in parallel, each verified against its sha256, never half-written.
 
 Each zip is downloaded to a temporary name (:func:`alexnet.storage.transfer.download_verified`: retried on
-transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder, described by
-a marker and renamed into place (:mod:`alexnet.storage.cache`). Zips already in the cache are not
-downloaded; a second call with an intact cache moves no bytes.
+transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder under the cache's
+``.tmp``, described by its marker and only then renamed into place. Zips already in the cache are not
+downloaded; a second call with an intact cache moves no bytes. Where things live in the cache and what makes
+an extraction complete is :mod:`alexnet.storage.cache`'s.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -48,23 +51,45 @@ class Fetched:
     seconds: float
 
 
+def _staging_folder(root: str, name: str) -> str:
+    """A new, empty folder under the cache's ``.tmp`` for an extraction in progress."""
+    folder = os.path.join(root, cache.TMP, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.makedirs(folder)
+    return folder
+
+
+def _install(staging: str, dest: str, sha256: str) -> None:
+    """Move a finished extraction into place at ``dest``, replacing a stale or partial one."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if os.path.lexists(dest):
+        old = os.path.join(os.path.dirname(staging), f"old-{uuid.uuid4().hex}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(dest, old)
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.rename(staging, dest)
+    except OSError:
+        # another process installed the same zip meanwhile: keep theirs if it is complete
+        if cache.cached_files(dest, sha256) is None:
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress: Any) -> list[str]:
     """Download, verify and extract one zip into ``item.dest``; return its file names."""
-    staging = cache.staging_folder(root, os.path.basename(item.dest))
+    staging = _staging_folder(root, os.path.basename(item.dest))
     archive = f"{staging}.zip"
     try:
         download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
                           progress=progress)
         files = extract_zip(archive, staging, label=item.what)
         cache.write_marker(staging, item.sha256, files, item=item.key)
-        cache.install(staging, item.dest, item.sha256)
+        _install(staging, item.dest, item.sha256)
         return [name for name, _, _ in files]
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(archive)
         if os.path.isdir(staging):
-            import shutil
-
             shutil.rmtree(staging, ignore_errors=True)
 
 

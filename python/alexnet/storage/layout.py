@@ -1,4 +1,5 @@
-"""What a board holds, in one place: the pin names, the tables' columns, and how to read and write them.
+"""What a board holds, in one place: the pin names, the tables' columns, and how to read them (writing pins is
+:mod:`alexnet.storage.publish`'s job).
 
 All pins are pins-python versioned pins, readable by R's pins too:
 
@@ -18,9 +19,7 @@ All pins are pins-python versioned pins, readable by R's pins too:
 
 from __future__ import annotations
 
-import datetime
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BoardError
@@ -90,31 +89,3 @@ def read_categories(board: Board) -> list[dict[str, Any]]:
     rows = [{column: cell(column, record.get(column)) for column in CATEGORY_COLUMNS}
             for record in frame.to_dict(orient="records")]
     return sorted(rows, key=lambda r: r["index"])
-
-
-def next_created(board: Board, name: str, *, exists: bool | None = None) -> datetime.datetime:
-    """Now, or one second after the pin's latest version if that is not earlier.
-
-    pins names versions by creation time to the second and reads the last one in name order; two
-    versions within a second would be ordered by their hash instead, so a quick re-upload could leave
-    the older version looking current.
-    """
-    from pins.versions import Version
-
-    now = datetime.datetime.now().replace(microsecond=0)
-    if not (exists if exists is not None else name in board.pin_names()):
-        return now
-    versions = [v for v in board.pins.pin_versions(name, as_df=False) if isinstance(v, Version)]
-    if not versions:
-        return now
-    return max(now, max(v.created for v in versions) + datetime.timedelta(seconds=1))
-
-
-def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
-                metadata: dict[str, Any] | None = None) -> Any:
-    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata."""
-    import pandas as pd
-
-    frame = pd.DataFrame(list(rows), columns=list(columns))
-    return board.pins.pin_write(frame, name=name, type="csv", title=title, metadata=metadata,
-                                created=next_created(board, name))

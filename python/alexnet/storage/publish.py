@@ -2,7 +2,9 @@
 
 - :func:`pin_state` reads the metadata of a pin's latest version when that version is complete on the
   board, and deletes a version a killed upload left half-written.
-- :func:`publish_file` writes a file as a new version of a pin, named after the pin's latest version.
+- :func:`publish_file` writes a file as a new version of a pin, named after the pin's latest version, and
+  :func:`write_table` a table (the board's ``categories`` and ``bad_images``, whose columns
+  :mod:`alexnet.storage.layout` names) as a csv pin, likewise.
 - :func:`prune` keeps only the newest versions of pins once an upload is complete.
 """
 
@@ -12,11 +14,11 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .board import Board
-from .layout import FORMAT_VERSION, next_created
+from .layout import FORMAT_VERSION
 from .transfer import retry
 
 log = logging.getLogger(__name__)
@@ -73,14 +75,32 @@ def pin_state(board: Board, name: str) -> dict[str, Any] | None:
     return user
 
 
+def _next_created(board: Board, name: str, *, exists: bool | None = None) -> datetime.datetime:
+    """Now, or one second after the pin's latest version if that is not earlier.
+
+    pins names versions by creation time to the second and reads the last one in name order; two
+    versions within a second would be ordered by their hash instead, so a quick re-upload could leave
+    the older version looking current.
+    """
+    from pins.versions import Version
+
+    now = datetime.datetime.now().replace(microsecond=0)
+    if not (exists if exists is not None else name in board.pin_names()):
+        return now
+    versions = [v for v in board.pins.pin_versions(name, as_df=False) if isinstance(v, Version)]
+    if not versions:
+        return now
+    return max(now, max(v.created for v in versions) + datetime.timedelta(seconds=1))
+
+
 def _wait_for_next_second(board: Board, name: str) -> None:
-    """Sleep until a new version of pin ``name`` would be named after its latest one (see ``next_created``).
+    """Sleep until a new version of pin ``name`` would be named after its latest one (see :func:`_next_created`).
 
     ``pin_upload`` takes no creation time, so a pin uploaded again within the second of its previous
     version waits (at most a second) instead.
     """
     try:
-        target = next_created(board, name, exists=True)
+        target = _next_created(board, name, exists=True)
     except Exception:  # the pin was removed (an incomplete upload): nothing to come after
         return
     delay = (target - datetime.datetime.now()).total_seconds()
@@ -99,6 +119,16 @@ def publish_file(board: Board, path: str, name: str, *, title: str, metadata: Ma
     meta = retry(f"uploading {name}",
                  lambda: board.pins.pin_upload(path, name=name, title=title, metadata=dict(metadata)), retries)
     return str(meta.version.version)
+
+
+def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
+                metadata: dict[str, Any] | None = None) -> Any:
+    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows), columns=list(columns))
+    return board.pins.pin_write(frame, name=name, type="csv", title=title, metadata=metadata,
+                                created=_next_created(board, name))
 
 
 def prune(board: Board, current: Mapping[str, str], keep: int, retries: int) -> int:

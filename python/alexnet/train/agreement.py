@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..checks import as_int, as_ints
-from ..data.inputs import TrainingData
 from ..errors import AlexnetError
+from ..input.inputs import TrainingData
 from ..tfimport import tf
 from .strategy import Topology, num_workers
 

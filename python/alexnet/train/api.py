@@ -2,8 +2,8 @@
 
 The steps, in order, each the job of its own module: check the arguments (:mod:`.settings`); resolve the
 strategy, before any other TensorFlow work, as multi-worker training requires (:mod:`.strategy`); check every
-image once and leave bad ones out (:mod:`alexnet.data.scan`); agree with the other workers on the steps per
-epoch (:mod:`.agreement`); build the tf.data pipelines (:mod:`alexnet.data.pipeline`); build and compile
+image once and leave bad ones out (:mod:`alexnet.input.scan`); agree with the other workers on the steps per
+epoch (:mod:`.agreement`); build the tf.data pipelines (:mod:`alexnet.input.pipeline`); build and compile
 AlexNet under the strategy's scope (:mod:`.model`); restore the last checkpoint when there is one
 (:mod:`.checkpoint`); fit for the remaining epochs, checkpointing as it goes (:mod:`.callbacks`) and logging
 for TensorBoard (:mod:`.tensorboard`); save the model with its card (:mod:`.card`), and publish it as a pin;
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
-    from ..data.inputs import TrainingData
+    from ..input.inputs import TrainingData
     from .agreement import Steps
     from .card import ModelCard
     from .checkpoint import Resume
@@ -52,8 +52,8 @@ def weights_digest(model: keras.Model) -> str:
 
 def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
     """The images of ``data``, without those that cannot be decoded; and the bad ones."""
-    from ..data.inputs import training_data
-    from ..data.scan import drop_bad_images, scan_images
+    from ..input.inputs import training_data
+    from ..input.scan import drop_bad_images, scan_images
 
     td = training_data(data)
     bad: list[str] = []
@@ -72,7 +72,7 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
 
 def _datasets(td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps
               ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
-    from ..data import pipeline
+    from ..input import pipeline
 
     global_batch = topology.global_batch(settings.batch_size)
     train_ds = pipeline.train_dataset(td.files, td.labels, global_batch, settings.image_size,
@@ -183,7 +183,7 @@ def alexnet_train(
     """Train AlexNet on ``data`` and return its history.
 
     ``data`` is the result of ``imagenet_partition()`` or a dict with ``image`` (paths), ``category``
-    (one per image) and ``categories`` (see :func:`alexnet.data.inputs.training_data`); the model always has the
+    (one per image) and ``categories`` (see :func:`alexnet.input.inputs.training_data`); the model always has the
     *global* ``num_classes`` outputs. ``strategy`` is ``None``/``"default"`` (one device), ``"mirrored"`` (all
     GPUs here), ``"multi_worker"`` (all workers of ``TF_CONFIG``) or a ``tf.distribute.Strategy`` object.
     ``parallel`` is the number of images decoded at once (``None``: autotune).
@@ -196,7 +196,7 @@ def alexnet_train(
     128 with ``learning_rate = 0.01``; with a much larger global batch raise it in proportion.
     An epoch is ``steps_per_epoch`` steps, by default as many whole batches as this machine's images
     fill (each pass over the images sees each once, in a new order; see
-    :func:`alexnet.data.pipeline.train_dataset`). With several workers the default is the same on every
+    :func:`alexnet.input.pipeline.train_dataset`). With several workers the default is the same on every
     worker: the smallest partition's images (from the partition sizes ``imagenet_partition()`` returns,
     else exchanged between the workers) over this machine's share of the global batch; workers with more
     images see a different subset of them in each epoch. Validation likewise runs the same number of steps
@@ -241,7 +241,7 @@ def alexnet_train(
     ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
     ``dropout`` and ``grouped`` change the model (see :func:`alexnet.train.model.build_alexnet`);
     ``area_range`` is the share of each image that a random training crop covers (see
-    :func:`alexnet.data.decode.decode_for_training`); ``callbacks`` are extra Keras callbacks;
+    :func:`alexnet.input.decode.decode_for_training`); ``callbacks`` are extra Keras callbacks;
     ``progress_file`` is where the chief reports its progress as lines of JSON while it trains (a file path,
     or ``tcp://host:port`` of a launcher's monitor).
 

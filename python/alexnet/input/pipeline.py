@@ -5,7 +5,7 @@ bytes are read in parallel (and, with ``cache=True``, kept in memory still compr
 decoded only when its batch is built, in ``parallel`` calls at once, while the previous batch trains
 (``prefetch``). Pixels stay ``uint8`` all the way to the model, whose first layer normalises them, so a
 batch costs a quarter of the memory and host-to-device bandwidth of ``float32``. How one image is decoded
-is :mod:`alexnet.data.decode`'s job; which images are usable, :mod:`alexnet.data.scan`'s.
+is :mod:`alexnet.input.decode`'s job; which images are usable, :mod:`alexnet.input.scan`'s.
 
 As a last line of defence, the training and evaluation datasets drop any *batch* in which a decode still
 fails (``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file

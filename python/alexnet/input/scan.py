@@ -1,16 +1,18 @@
-"""Finding the images that cannot be used for training, before training starts.
+"""The one rule for a usable image file, and the images that break it, found before training starts.
 
 :func:`scan_images` reads every file once (in parallel, in tf.data) and checks that it is not empty, that a
 JPEG header parses and the JPEG ends with its end-of-image marker (a truncated JPEG does not: TensorFlow's
 decoder rejects it mid-epoch, and other decoders pad it with grey), and that other formats decode. Bad files
 are reported by name, counted and left out (:func:`drop_bad_images`); above a set fraction the run stops with
-:class:`~alexnet.errors.BadImagesError`. ``scan_images(full=True)`` decodes every image as well.
+:class:`~alexnet.errors.BadImagesError`. ``scan_images(full=True)`` decodes every image as well, and
+``scan_images(jpeg_only=True)`` (the benchmark's plain-decode reference) counts files of other formats as bad.
+Training, evaluation and the benchmark all apply this rule.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -18,10 +20,14 @@ from ..errors import BadImagesError
 from ..progress import progress_bar
 from ..tfimport import tf
 from .decode import decode_any, is_jpeg
-from .images import EOI_WINDOW
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
 
 logger = logging.getLogger(__name__)
+
+#: A complete JPEG ends with the end-of-image marker FF D9. Some writers append a few bytes after it, so the
+#: marker is looked for in this many last bytes. Inside entropy-coded data FF is always followed by 00 or a
+#: restart marker (D0-D7), so FF D9 there cannot be a false positive.
+EOI_WINDOW = 64
 
 
 def _has_end_of_image(contents: tf.Tensor) -> tf.Tensor:
@@ -55,16 +61,32 @@ def _check_image_full(contents: tf.Tensor) -> tf.Tensor:
         return tf.reduce_min(tf.shape(decode_any(contents))[:2]) * 0
 
 
-def scan_images(files: Sequence[str], parallel: int | None = None, *, full: bool = False) -> list[str]:
+def _only_jpeg(check: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], tf.Tensor]:
+    """``check``, which also fails for bytes that do not start as a JPEG does."""
+
+    def checked(contents: tf.Tensor) -> tf.Tensor:
+        jpeg = tf.debugging.assert_equal(is_jpeg(contents), True, message="not a JPEG")
+        with tf.control_dependencies([jpeg]):
+            return check(contents)
+
+    return checked
+
+
+def scan_images(
+    files: Sequence[str], parallel: int | None = None, *, full: bool = False, jpeg_only: bool = False
+) -> list[str]:
     """The files among ``files`` that cannot be used for training, in their original order.
 
     Every file is read once, ``parallel`` at a time. A file is bad when it cannot be read, is empty, is
     a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), or is another
     format that does not decode. With ``full=True`` every image is also fully decoded (slower, and
-    catches corruption inside the compressed data).
+    catches corruption inside the compressed data). With ``jpeg_only=True`` a file of another format (a PNG
+    named ``.JPEG``) is bad too, for readers that decode nothing but JPEG.
     """
     files = as_string_list(files, "files")
     check = _check_image_full if full else _check_image
+    if jpeg_only:
+        check = _only_jpeg(check)
     calls = num_parallel_calls(parallel)
     ds = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int64), tf.constant(files)))
 

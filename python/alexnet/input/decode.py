@@ -21,7 +21,9 @@ import math
 
 from ..errors import AlexnetError
 from ..tfimport import tf
-from .images import JPEG_MAGIC
+
+#: The first bytes of every JPEG (start-of-image marker and the next marker's prefix).
+JPEG_MAGIC = b"\xff\xd8\xff"
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
 EVAL_RESIZE_RATIO = 256 / 224
