@@ -74,7 +74,7 @@ test_that("the training and the evaluation closures run their barrier partition'
   train <- list(board = missing, base_port = 9000L, fetch_workers = 1L, train_args = list(epochs = 1))
   evaluate <- list(model = "/models/none", board = missing, crops = 1L, batch_size = 8L, workers = 2L,
                    fetch_workers = 1L)
-  worker_error <- alexnet:::core_module("launch.worker")$WorkerError
+  worker_error <- reticulate::import("alexnet.launch.worker")$WorkerError  # the class itself, not a wrapped call
   cases <- list(list(train, "launch.worker", "barrier_row", "BoardError: board folder .*no-board does not exist"),
                 list(evaluate, "launch.evaluate", "evaluate_row", "the model /models/none does not exist"))
   for (case in cases) {
