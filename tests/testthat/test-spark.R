@@ -56,6 +56,14 @@ test_that("without sparklyr, alexnet_spark_train() says what to install", {
 })
 
 # A barrier closure as a Spark task gets it (after sparklyr's serialize() round trip), called with `barrier`.
+# A board of two categories of two small images at `dir`/b (the workers fail or stop before training on it).
+tiny_board <- function(dir) {
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 48)
+  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  file.path(dir, "b")
+}
+
 run_shipped_closure <- function(task, module, row, barrier) {
   closure <- alexnet:::spark_closure(task, NULL, module, row)
   unserialize(serialize(closure, NULL))(data.frame(id = 1L), barrier)
@@ -194,9 +202,7 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
 test_that("a worker's failure leads with its own Python error and says where its log is", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
-                            max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  tiny_board(dir)
   calls <- new.env()
   error <- tryCatch(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
@@ -220,9 +226,7 @@ test_that("a worker's failure leads with its own Python error and says where its
 test_that("a misspelt training argument stops alexnet_spark_train() on the driver, before any Spark job", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
-                            max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  tiny_board(dir)
   calls <- new.env()
   expect_error(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"), list(epoch = 1)),
@@ -235,9 +239,7 @@ test_that("a misspelt training argument stops alexnet_spark_train() on the drive
 test_that("a worker still running after `timeout` seconds is stopped, and the error says so", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
-                            max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  tiny_board(dir)
   expect_error(
     alexnet:::spark_train_run(fake_sparklyr(new.env()), "sc", 1, file.path(dir, "b"),
                               list(epochs = 1, image_size = 64, timeout = 1, cache_dir = file.path(dir, "cache")),
@@ -301,9 +303,7 @@ test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with r
 test_that("a failed launch and the retry that follows reach R as a warning with the worker's error", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
-                            max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  tiny_board(dir)
   # the first launch fails as a worker's task does; the second returns the worker's row
   failure <- alexnet:::core_module("launch.worker")$WorkerError(0L, 1L, "OSError: lost", list(), -9L,
                                                                 "node7:/tmp/alexnet-logs/w0.log")$task_failure()
