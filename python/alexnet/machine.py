@@ -11,3 +11,17 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU (``avx512_bf16``, ``amx_bf16``, ...), from Linux's
+    ``/proc/cpuinfo``; empty where that file does not exist or says nothing."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .agreement import Steps
     from .card import ModelCard
     from .checkpoint import Resume
+    from .model import WarmupStepSchedule
+    from .precision import Precision
     from .strategy import Topology
 
 logger = logging.getLogger(__name__)
@@ -70,63 +72,89 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
     return td, bad
 
 
-def _datasets(td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps
-              ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
-    from ..input import pipeline
+class _Datasets:
+    """The training dataset at each image size of the schedule (each made when first needed) and the validation
+    dataset, at the last size."""
 
-    global_batch = topology.global_batch(settings.batch_size)
-    train_ds = pipeline.train_dataset(td.files, td.labels, global_batch, settings.image_size,
-                                      parallel=settings.parallel, cache=settings.cache, seed=settings.seed,
-                                      area_range=settings.area_range)
-    if not steps.validate:
-        return train_ds, None
-    val_ds = pipeline.eval_dataset(td.val_files, td.val_labels, global_batch, settings.image_size,
-                                   parallel=settings.parallel, cache=settings.cache,
-                                   repeat=steps.validation is not None, drop_remainder=steps.validation is not None)
-    return train_ds, val_ds
+    def __init__(self, td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps):
+        from ..input import pipeline
+
+        self.td, self.settings, self.steps = td, settings, steps
+        self.global_batch = topology.global_batch(settings.batch_size)
+        self._train: dict[int, tf.data.Dataset] = {}
+        self.validation = None
+        if steps.validate:
+            self.validation = pipeline.eval_dataset(
+                td.val_files, td.val_labels, self.global_batch, settings.image_size, parallel=settings.parallel,
+                cache=settings.cache, repeat=steps.validation is not None, drop_remainder=steps.validation is not None)
+
+    def train(self, size: int) -> tf.data.Dataset:
+        """Training batches of ``size`` pixels square."""
+        from ..input import pipeline
+
+        if size not in self._train:
+            s = self.settings
+            self._train[size] = pipeline.train_dataset(self.td.files, self.td.labels, self.global_batch, size,
+                                                       parallel=s.parallel, cache=s.cache, seed=s.seed,
+                                                       area_range=s.area_range)
+        return self._train[size]
 
 
 def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
-           steps: int) -> tuple[keras.Model, Any]:
-    """AlexNet and its optimizer, made under ``strategy``'s scope and compiled."""
+           steps: int) -> tuple[keras.Model, Any, Precision, WarmupStepSchedule]:
+    """AlexNet and its optimizer, made under ``strategy``'s scope and compiled, in the precision the hardware has
+    (or the one asked for), with the learning rate scaled to the global batch."""
     from . import model as alexnet_model
+    from .precision import choose_precision, hardware
+    from .settings import rate_plan
 
-    mixed = topology.gpu if settings.mixed_precision is None else settings.mixed_precision
+    precision = choose_precision(settings.precision, hardware(topology.gpu))
     xla = topology.gpu if settings.jit_compile is None else settings.jit_compile
+    plan = rate_plan(settings, topology.global_batch(settings.batch_size))
     with strategy.scope():
-        net = alexnet_model.build_alexnet(num_classes, settings.image_size, dense_units=settings.dense_units,
-                                          dropout=settings.dropout, grouped=settings.grouped, mixed_precision=mixed)
-        schedule = alexnet_model.step_schedule(settings.learning_rate, steps, settings.lr_drop_epochs)
+        net = alexnet_model.build_alexnet(num_classes, dense_units=settings.dense_units, dropout=settings.dropout,
+                                          grouped=settings.grouped, precision=precision.name)
+        schedule = alexnet_model.step_schedule(plan.peak, steps, plan.drop_epochs, warmup_epochs=plan.warmup_epochs,
+                                               initial=plan.base)
         optimizer = alexnet_model.make_optimizer(schedule, settings.momentum, settings.weight_decay,
-                                                 mixed_precision=mixed)
+                                                 loss_scaled=precision.loss_scaled)
         alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=xla)
         optimizer.build(net.trainable_variables)
-    return net, optimizer
+    logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s.", precision.name,
+                precision.reason, plan.peak, plan.base, plan.factor,
+                f", warmed up over {plan.warmup_epochs} epoch(s)" if plan.warmup_epochs else "")
+    return net, optimizer, precision, schedule
 
 
-def _fit(net: keras.Model, datasets: tuple[Any, Any], settings: TrainSettings, steps: Steps, start: Resume,
+def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
          callbacks: Sequence[Any]) -> None:
-    """Fit from ``start`` to the last epoch; a run resumed mid-epoch finishes that epoch first, in a fit of the
-    steps left (which is how the callbacks know the step; see :func:`.callbacks.epoch_step`)."""
+    """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
+    mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
+    see :func:`.callbacks.epoch_step`)."""
     epoch, step = start.epoch, start.step
-    train_ds, val_ds = datasets
 
-    def fit(first: int, last: int, steps_per_epoch: int) -> None:
-        net.fit(train_ds, epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch, validation_data=val_ds,
-                validation_steps=steps.validation, callbacks=list(callbacks), verbose=settings.verbose)
+    def fit(first: int, last: int, steps_per_epoch: int, size: int) -> None:
+        net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
+                validation_data=datasets.validation, validation_steps=steps.validation, callbacks=list(callbacks),
+                verbose=settings.verbose)
 
     if step > 0 and epoch < settings.epochs:
-        fit(epoch, epoch + 1, steps.train - step)
+        fit(epoch, epoch + 1, steps.train - step, settings.size_at(epoch))
         epoch += 1
-    if epoch < settings.epochs:
-        fit(epoch, settings.epochs, steps.train)
-    elif step == 0:
+    for first, last, size in settings.size_segments(epoch, settings.epochs):
+        if len(settings.image_sizes) > 1:
+            logger.info("Epochs %d to %d at %d x %d pixels.", first + 1, last, size, size)
+        fit(first, last, steps.train, size)
+    if epoch >= settings.epochs and step == 0:
         logger.info("All %d epochs are already done in %s; nothing to train.", settings.epochs,
                     settings.checkpoint_dir)
 
 
 def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
-             metrics: dict[str, list[float]], extra: dict[str, Any]) -> dict[str, Any]:
+             metrics: dict[str, list[float]], precision: Precision, extra: dict[str, Any]) -> dict[str, Any]:
+    from .settings import rate_plan
+
+    plan = rate_plan(settings, topology.global_batch(settings.batch_size))
     ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
     ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
     params = {
@@ -135,7 +163,8 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
         "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
         "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
-        "mixed_precision": topology.gpu if settings.mixed_precision is None else settings.mixed_precision,
+        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
+        "lr_factor": plan.factor, "peak_learning_rate": plan.peak, "warmup_epochs": plan.warmup_epochs,
         "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
         "seconds": extra.pop("seconds"),
     }
@@ -149,8 +178,11 @@ def alexnet_train(
     strategy: str | tf.distribute.Strategy | None = None,
     parallel: int | None = None,
     *,
-    image_size: int = 224,
+    image_size: int | Sequence[int] = 224,
+    image_size_epochs: Sequence[int] | None = None,
     learning_rate: float = 0.01,
+    lr_scaling: str = "linear",
+    warmup_epochs: int | None = None,
     momentum: float = 0.9,
     weight_decay: float = 5e-4,
     lr_drop_epochs: Sequence[int] = (30, 60, 80),
@@ -169,6 +201,7 @@ def alexnet_train(
     dropout: float = 0.5,
     grouped: bool = False,
     area_range: tuple[float, float] = (0.08, 1.0),
+    precision: str | None = None,
     mixed_precision: bool | None = None,
     jit_compile: bool | None = None,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
@@ -192,8 +225,7 @@ def alexnet_train(
     global batch ``batch_size * replicas``, where replicas count every device of every worker. With
     ``"multi_worker"`` over 16 machines of 4 GPUs and ``batch_size = 32``, a step trains on
     32 x 64 = 2048 images, 128 of them from each machine's own partition, and the gradients are
-    averaged over all of them. The learning rate is not rescaled with the batch: the paper used batch
-    128 with ``learning_rate = 0.01``; with a much larger global batch raise it in proportion.
+    averaged over all of them.
     An epoch is ``steps_per_epoch`` steps, by default as many whole batches as this machine's images
     fill (each pass over the images sees each once, in a new order; see
     :func:`alexnet.input.pipeline.train_dataset`). With several workers the default is the same on every
@@ -203,9 +235,27 @@ def alexnet_train(
     everywhere, and only when every worker has validation images.
 
     Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
-    (:class:`alexnet.train.model.DecayedSGD`), ``learning_rate`` divided by 10 at each epoch of
-    ``lr_drop_epochs``. On a GPU, mixed precision and XLA are on unless ``mixed_precision`` /
-    ``jit_compile`` say otherwise.
+    (:class:`alexnet.train.model.DecayedSGD`), the rate divided by 10 at each epoch of ``lr_drop_epochs``.
+    ``learning_rate`` is the rate for a global batch of 128, the paper's (0.01). With ``lr_scaling = "linear"``
+    (the default) the rate follows the linear scaling rule of Goyal et al. (2017): it is multiplied by
+    ``global batch / 128`` (0.04 for 16 workers of batch 32) and reached by a linear warm-up from
+    ``learning_rate`` over ``warmup_epochs`` (default: 5 when the rate grows more than twice, else none);
+    ``"none"`` keeps ``learning_rate`` whatever the batch. The history's ``learning_rate`` holds the rate of
+    each epoch's last step.
+
+    ``image_size`` is one image side (224, the paper's), or several trained in order (progressive resizing:
+    ``(128, 160, 224)``): the epochs are split evenly among them, later sizes taking any left over, unless
+    ``image_size_epochs`` gives the epochs at each size (``(4, 4, 2)``, adding up to ``epochs``). Small
+    images make the early epochs several times cheaper; the last size is the one validation uses and the model
+    card records. One model takes every size (AlexNet's last feature map is pooled to 6x6 whatever the input; see
+    :mod:`alexnet.train.model`), and the history's ``image_size`` holds each epoch's size.
+
+    ``precision`` is what the layers compute in: ``None`` (the hardware's: bfloat16 on a CPU with
+    ``avx512_bf16`` or ``amx_bf16`` and on GPUs of compute capability 8.0 or more, float16 on older GPUs,
+    float32 otherwise), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or ``"float16"`` (mixed,
+    loss-scaled); see :mod:`alexnet.train.precision`. The older ``mixed_precision`` flag maps onto it (``True``:
+    float16, ``False``: float32). The history's ``params`` say which precision was used and why. On a GPU, XLA
+    is on unless ``jit_compile`` says otherwise.
 
     Validation images (``val_image`` in ``data``, when ``validation``) are evaluated after each epoch,
     centre-cropped. Images are checked once before training (``check_images``): bad ones are skipped and
@@ -327,8 +377,8 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
     worker_batch = topo.worker_batch(settings.batch_size)
     steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
                            settings.validation_steps)
-    datasets = _datasets(td, settings, topo, steps)
-    net, optimizer = _build(strategy, td.num_classes, settings, topo, steps.train)
+    datasets = _Datasets(td, settings, topo, steps)
+    net, optimizer, precision, schedule = _build(strategy, td.num_classes, settings, topo, steps.train)
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
@@ -341,7 +391,13 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
             start = store.restore(net, optimizer, checked=model_settings)
         if topo.workers > 1:
             check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
-        recorder = cb.Recorder(steps.train, metrics=start.metrics, store=store, every=settings.checkpoint_every)
+
+        def schedule_of(epoch: int) -> dict[str, float]:  # what the epoch trained with, kept in the metrics
+            last_step = (epoch + 1) * steps.train - 1
+            return {"image_size": settings.size_at(epoch), "learning_rate": schedule.rate(last_step)}
+
+        recorder = cb.Recorder(steps.train, metrics=start.metrics, store=store, every=settings.checkpoint_every,
+                               facts=schedule_of)
         throughput = cb.Throughput()
         callbacks: list[Any] = [recorder, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
@@ -367,7 +423,7 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
     card = _card(td, data, settings, recorder.metrics, digest)
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
     model_pin = _publish(net, settings, topo, card)
-    return _history(settings, topo, td, steps, start, recorder.metrics, {
+    return _history(settings, topo, td, steps, start, recorder.metrics, precision, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
         "card": card.to_dict(), "model_pin": model_pin})

@@ -50,14 +50,16 @@ def epoch_step(callback: keras.callbacks.Callback, batch: int, steps: int) -> in
 
 
 class Recorder(keras.callbacks.Callback):
-    """Records each epoch's metrics, starting from ``metrics`` (those of the epochs done), and with a
-    checkpoint ``store`` saves a checkpoint after every epoch and, with ``every``, every ``every`` steps inside
-    an epoch of ``steps`` steps."""
+    """Records each epoch's metrics, starting from ``metrics`` (those of the epochs done), with the values
+    ``facts(epoch)`` gives (such as the epoch's image size and learning rate), and with a checkpoint ``store``
+    saves a checkpoint after every epoch and, with ``every``, every ``every`` steps inside an epoch of ``steps``
+    steps."""
 
     def __init__(self, steps: int, *, metrics: Mapping[str, list[float]] | None = None,
-                 store: CheckpointStore | None = None, every: int | None = None):
+                 store: CheckpointStore | None = None, every: int | None = None,
+                 facts: Callable[[int], Mapping[str, float]] | None = None):
         super().__init__()
-        self.steps, self.store, self.every = steps, store, every
+        self.steps, self.store, self.every, self.facts = steps, store, every, facts
         self.metrics: dict[str, list[float]] = {k: list(v) for k, v in (metrics or {}).items()}
         self._epoch = 0
 
@@ -70,7 +72,8 @@ class Recorder(keras.callbacks.Callback):
             self._save(self._epoch, step)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        for name, number in numbers(logs).items():
+        facts = dict(self.facts(epoch)) if self.facts is not None else {}
+        for name, number in {**numbers(logs), **facts}.items():
             values = self.metrics.setdefault(name, [])
             del values[epoch:]
             values.append(number)

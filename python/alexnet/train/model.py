@@ -19,10 +19,15 @@ Where this model differs from the paper, and why:
   paper's initialisation is known to stall without its exact schedule, and without batch normalisation
   Glorot's scale keeps the first steps at learning rate 0.01 stable where He-normal weights can diverge.
 - Dropout follows each of the two hidden dense layers, as in the paper.
+- An adaptive average pooling to 6x6 (:class:`AdaptiveAveragePooling2D`) before the dense layers: the identity
+  at 224 pixels, where the last feature map is already 6x6, it lets one model take images of any size from
+  :data:`~alexnet.checks.MIN_IMAGE_SIZE` on, so that training can start on small images and end on large ones
+  (see ``image_size`` in :func:`alexnet.alexnet_train`).
 
 Training follows the paper: SGD with momentum 0.9 and weight decay 5e-4 (:class:`DecayedSGD`: the decay
 ``weight_decay * w`` is added to the gradient before the momentum, exactly the paper's update rule;
-biases are not decayed), learning rate 0.01 divided by 10 at set epochs (:func:`step_schedule`).
+biases are not decayed), learning rate 0.01 for a batch of 128 divided by 10 at set epochs; for larger
+batches the rate grows in proportion, reached by a linear warm-up (:class:`WarmupStepSchedule`).
 """
 
 from __future__ import annotations
@@ -37,28 +42,79 @@ from ..tfimport import keras, tf
 #: ImageNet per-channel mean and standard deviation of RGB pixels in 0-255.
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+#: The side of the last feature map the dense layers read (the paper's, at 224 pixels).
+FEATURE_SIDE = 6
+
+
+def _pooling_matrix(size: tf.Tensor, bins: int, dtype: tf.DType) -> tf.Tensor:
+    """``[bins, size]``: row ``i`` averages positions ``floor(i * size / bins)`` to ``ceil((i + 1) * size / bins)``
+    (exclusive), the bins of an adaptive average pooling; the identity when ``size == bins``."""
+    positions = tf.range(size)
+    index = tf.range(bins)
+    start = (index * size) // bins
+    end = ((index + 1) * size + bins - 1) // bins
+    inside = (positions[None, :] >= start[:, None]) & (positions[None, :] < end[:, None])
+    weights = tf.cast(inside, tf.float32)
+    return tf.cast(weights / tf.reduce_sum(weights, axis=1, keepdims=True), dtype)
+
+
+@keras.saving.register_keras_serializable(package="alexnet")
+class AdaptiveAveragePooling2D(keras.layers.Layer):
+    """Average pooling of a ``[batch, height, width, channels]`` map to ``[batch, side, side, channels]`` for
+    any height and width: each output cell averages its share of the rows and columns, shares that overlap
+    when the map does not divide evenly and repeat the map's cells when it is smaller than ``side``. The
+    identity on a ``side`` x ``side`` map."""
+
+    def __init__(self, side: int = FEATURE_SIDE, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.side = int(side)
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Pool ``inputs`` to ``side`` x ``side``."""
+        shape = tf.shape(inputs)
+        rows = _pooling_matrix(shape[1], self.side, inputs.dtype)
+        columns = _pooling_matrix(shape[2], self.side, inputs.dtype)
+        return tf.einsum("ih,bhwc,jw->bijc", rows, inputs, columns)
+
+    def compute_output_shape(self, input_shape: Any) -> tuple[Any, ...]:
+        """``(batch, side, side, channels)``."""
+        shape = tf.TensorShape(input_shape).as_list()
+        return (shape[0], self.side, self.side, shape[-1])
+
+    def get_config(self) -> dict[str, Any]:
+        """The layer's config with ``side``."""
+        return {**super().get_config(), "side": self.side}
+
 
 def build_alexnet(
     num_classes: int,
-    image_size: int = 224,
+    image_size: int | None = None,
     *,
     dense_units: int = 4096,
     dropout: float = 0.5,
     grouped: bool = False,
-    mixed_precision: bool = False,
+    precision: str = "float32",
     name: str = "alexnet",
 ) -> keras.Model:
-    """AlexNet for ``uint8`` images ``[image_size, image_size, 3]`` and ``num_classes`` softmax outputs.
+    """AlexNet for ``uint8`` images ``[height, width, 3]`` and ``num_classes`` softmax outputs.
 
+    ``image_size`` fixes the input's side; ``None`` (the default) leaves it open, so that one model takes every
+    size from :data:`~alexnet.checks.MIN_IMAGE_SIZE` on (the weights are the same either way).
     ``num_classes`` is the global number of classes (every worker must build the same model).
     ``dense_units`` (4096 in the paper) can be reduced to train small tests quickly; ``grouped=True``
-    splits conv2, conv4 and conv5 into two groups as in the paper's two-GPU layout; ``mixed_precision``
-    computes in float16 with float32 weights (worth it on GPUs only), the softmax staying in float32.
+    splits conv2, conv4 and conv5 into two groups as in the paper's two-GPU layout; ``precision``
+    (``"float32"``, ``"bfloat16"`` or ``"float16"``, see :mod:`alexnet.train.precision`) is what the layers
+    compute in, the weights and the softmax staying in float32.
     """
+    from .precision import POLICIES
+
     if num_classes < 1:
         raise AlexnetError(f"`num_classes` must be at least 1, not {num_classes}.")
-    as_image_size(image_size)
-    policy = keras.mixed_precision.Policy("mixed_float16" if mixed_precision else "float32")
+    if image_size is not None:
+        as_image_size(image_size)
+    if precision not in POLICIES:
+        raise AlexnetError(f"`precision` must be one of {', '.join(POLICIES)}, not {precision!r}.")
+    policy = keras.mixed_precision.Policy(POLICIES[precision])
     groups = 2 if grouped else 1
 
     def conv(filters: int, size: int, layer: str, strides: int = 1, padding: str = "same", g: int = 1) -> Any:
@@ -90,6 +146,7 @@ def build_alexnet(
     x = conv(384, 3, "conv4", g=groups)(x)
     x = conv(256, 3, "conv5", g=groups)(x)
     x = pool("pool3")(x)
+    x = AdaptiveAveragePooling2D(FEATURE_SIDE, name="pool_to_6x6", dtype=policy)(x)
     x = keras.layers.Flatten(name="flatten", dtype=policy)(x)
     for index in (1, 2):
         x = keras.layers.Dense(
@@ -128,22 +185,56 @@ class DecayedSGD(keras.optimizers.SGD):
         return config
 
 
-def step_schedule(
-    learning_rate: float, steps_per_epoch: int, drop_epochs: Sequence[int] = (30, 60, 80), factor: float = 0.1
-) -> keras.optimizers.schedules.LearningRateSchedule:
-    """``learning_rate``, multiplied by ``factor`` at the start of each epoch in ``drop_epochs`` (0-based).
+@keras.saving.register_keras_serializable(package="alexnet")
+class WarmupStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A linear warm-up from ``initial`` to ``peak`` over ``warmup_epochs``, then ``peak``, multiplied by
+    ``factor`` from the first step of each epoch in ``drop_epochs`` (0-based) on.
 
-    The paper divided the rate by 10 three times in about 90 epochs, each time the validation error
-    stopped improving; fixed epochs 30, 60 and 80 are the usual stand-in. The schedule counts optimizer
-    steps, so it carries over when training resumes from a checkpoint.
+    During the warm-up the rate grows by the same amount every step and the last warm-up step is the first at
+    ``peak`` (Goyal et al., 2017: from the rate of the reference batch to the rate scaled with the batch over
+    5 epochs). The paper divided the rate by 10 three times in about 90 epochs, each time the validation error
+    stopped improving; fixed epochs 30, 60 and 80 are the usual stand-in. The schedule counts optimizer steps,
+    so it carries over when training resumes from a checkpoint.
     """
-    drops = sorted(int(e) for e in drop_epochs if int(e) > 0)
-    if not drops:
-        return keras.optimizers.schedules.PiecewiseConstantDecay([0], [learning_rate, learning_rate])
-    # PiecewiseConstantDecay switches after a boundary: step e * steps_per_epoch is the first of epoch e
-    boundaries = [e * steps_per_epoch - 1 for e in drops]
-    values = [learning_rate * factor**k for k in range(len(drops) + 1)]
-    return keras.optimizers.schedules.PiecewiseConstantDecay(boundaries, values)
+
+    def __init__(self, initial: float, peak: float, steps_per_epoch: int, warmup_epochs: int = 0,
+                 drop_epochs: Sequence[int] = (30, 60, 80), factor: float = 0.1):
+        super().__init__()
+        self.initial, self.peak, self.factor = float(initial), float(peak), float(factor)
+        self.steps_per_epoch, self.warmup_epochs = int(steps_per_epoch), int(warmup_epochs)
+        self.drop_epochs = sorted(int(e) for e in drop_epochs if int(e) > 0)
+
+    def __call__(self, step: Any) -> tf.Tensor:
+        """The rate of optimizer step ``step`` (counted from 0)."""
+        step = tf.cast(step, tf.float32)
+        rate = tf.constant(self.peak, tf.float32)
+        warmup = self.warmup_epochs * self.steps_per_epoch
+        if warmup > 0:
+            share = tf.minimum(1.0, (step + 1.0) / float(warmup))
+            rate = self.initial + (self.peak - self.initial) * share
+        for epoch in self.drop_epochs:
+            rate = tf.where(step >= float(epoch * self.steps_per_epoch), rate * self.factor, rate)
+        return rate
+
+    def rate(self, step: int) -> float:
+        """The rate of step ``step`` as a Python number."""
+        return float(self(step))
+
+    def get_config(self) -> dict[str, Any]:
+        """What rebuilds the schedule."""
+        return {"initial": self.initial, "peak": self.peak, "steps_per_epoch": self.steps_per_epoch,
+                "warmup_epochs": self.warmup_epochs, "drop_epochs": list(self.drop_epochs), "factor": self.factor}
+
+
+def step_schedule(
+    learning_rate: float, steps_per_epoch: int, drop_epochs: Sequence[int] = (30, 60, 80), factor: float = 0.1,
+    *, warmup_epochs: int = 0, initial: float | None = None,
+) -> WarmupStepSchedule:
+    """``learning_rate``, multiplied by ``factor`` at the start of each epoch in ``drop_epochs`` (0-based),
+    reached from ``initial`` (default: ``learning_rate``) by a linear warm-up over ``warmup_epochs``
+    (see :class:`WarmupStepSchedule`)."""
+    return WarmupStepSchedule(learning_rate if initial is None else initial, learning_rate, steps_per_epoch,
+                              warmup_epochs, drop_epochs, factor)
 
 
 def make_optimizer(
@@ -151,11 +242,12 @@ def make_optimizer(
     momentum: float = 0.9,
     weight_decay: float = 5e-4,
     *,
-    mixed_precision: bool = False,
+    loss_scaled: bool = False,
 ) -> keras.optimizers.Optimizer:
-    """The paper's optimizer (:class:`DecayedSGD`), wrapped for loss scaling under mixed precision."""
+    """The paper's optimizer (:class:`DecayedSGD`), wrapped for dynamic loss scaling with ``loss_scaled`` (float16
+    mixed precision)."""
     optimizer = DecayedSGD(learning_rate=learning_rate, momentum=momentum, l2_decay=weight_decay)
-    if mixed_precision:
+    if loss_scaled:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     return optimizer
 

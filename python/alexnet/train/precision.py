@@ -1,0 +1,162 @@
+"""Which number format AlexNet computes in: the one the hardware has, or the one asked for.
+
+``precision`` in :func:`alexnet.alexnet_train` is one of
+
+- ``None`` (auto): ``"bfloat16"`` on a CPU with bfloat16 instructions (``avx512_bf16`` or ``amx_bf16`` in its
+  flags) and on GPUs of compute capability 8.0 or more (Ampere and newer), ``"float16"`` on older GPUs,
+  ``"float32"`` otherwise;
+- ``"float32"``: every layer computes in float32;
+- ``"bfloat16"``: mixed precision, layers compute in bfloat16 with float32 weights (Keras' ``mixed_bfloat16``
+  policy); bfloat16 has float32's range, so no loss scaling is needed;
+- ``"float16"``: mixed precision in float16 with float32 weights (``mixed_float16``), the loss scaled
+  dynamically so that small gradients do not vanish.
+
+The softmax always computes in float32. A precision the device only emulates (bfloat16 or float16 on a CPU
+without their instructions) trains, more slowly than float32: a warning says so. bfloat16 on a GPU older than
+compute capability 8.0 is refused before training.
+
+This module does not import TensorFlow: the devices are described by :class:`Hardware`, which
+:func:`hardware` reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AlexnetError
+from ..machine import cpu_flags
+
+logger = logging.getLogger(__name__)
+
+#: The precisions ``precision`` may name.
+PRECISIONS = ("float32", "bfloat16", "float16")
+#: The Keras dtype policy of each precision.
+POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+#: CPU flags that mean bfloat16 arithmetic in hardware.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+#: CPU flags that mean float16 arithmetic in hardware.
+FP16_CPU_FLAGS = ("avx512_fp16", "amx_fp16")
+#: The first GPU compute capability with bfloat16 tensor cores (Ampere).
+BF16_GPU_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The devices a run computes on: its GPUs' compute capabilities (none: the CPU) and the CPU's flags."""
+
+    gpu_capabilities: tuple[tuple[int, int], ...] = ()
+    cpu_flags: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def gpu(self) -> bool:
+        """Does the run compute on GPUs?"""
+        return bool(self.gpu_capabilities)
+
+    def describe(self) -> str:
+        """The devices in a few words, for messages."""
+        if self.gpu:
+            lowest = min(self.gpu_capabilities)
+            return f"GPU of compute capability {lowest[0]}.{lowest[1]}"
+        bf16 = [f for f in BF16_CPU_FLAGS if f in self.cpu_flags]
+        return f"CPU with {' and '.join(bf16)}" if bf16 else "CPU without bfloat16 instructions"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The precision a run computes in, why, and whether the hardware only emulates it."""
+
+    name: str
+    reason: str
+    emulated: bool = False
+
+    @property
+    def policy(self) -> str:
+        """The Keras dtype policy: ``float32``, ``mixed_bfloat16`` or ``mixed_float16``."""
+        return POLICIES[self.name]
+
+    @property
+    def mixed(self) -> bool:
+        """Do the layers compute in a 16-bit format?"""
+        return self.name != "float32"
+
+    @property
+    def loss_scaled(self) -> bool:
+        """Does the optimizer scale the loss (float16 only)?"""
+        return self.name == "float16"
+
+
+def check_precision(precision: Any, mixed_precision: bool | None = None) -> str | None:
+    """``precision`` as one of :data:`PRECISIONS` or ``None`` (auto), with the older ``mixed_precision`` flag
+    mapped onto it (``True``: ``"float16"``, ``False``: ``"float32"``); an :class:`AlexnetError` for an unknown
+    name or when the two disagree."""
+    if isinstance(precision, (list, tuple)) and len(precision) == 1:
+        precision = precision[0]
+    if precision is not None:
+        name = str(precision).strip().lower() if isinstance(precision, str) else None
+        aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+                   "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+        name = aliases.get(name, name) if name is not None else None
+        if name not in PRECISIONS:
+            raise AlexnetError(f"`precision` must be NULL/None (the hardware's), {', '.join(map(repr, PRECISIONS))}, "
+                               f"not {precision!r}.")
+        precision = name
+    if mixed_precision is None:
+        return precision
+    mapped = "float16" if mixed_precision else "float32"
+    if precision is not None and precision != mapped:
+        raise AlexnetError(f"`mixed_precision` = {mixed_precision} means precision {mapped!r}, but `precision` is "
+                           f"{precision!r}: give only `precision`.")
+    return mapped
+
+
+def hardware(gpu: bool) -> Hardware:
+    """The :class:`Hardware` of this process: the compute capability of each visible GPU when ``gpu``, and
+    the CPU's flags."""
+    capabilities: list[tuple[int, int]] = []
+    if gpu:
+        from ..tfimport import tf
+
+        for device in tf.config.list_physical_devices("GPU"):
+            details = tf.config.experimental.get_device_details(device)
+            capability = details.get("compute_capability")
+            capabilities.append(tuple(capability) if capability else (0, 0))  # type: ignore[arg-type]
+    return Hardware(tuple(capabilities), cpu_flags())
+
+
+def _has(flags: Collection[str], wanted: Sequence[str]) -> bool:
+    return any(flag in flags for flag in wanted)
+
+
+def choose_precision(requested: str | None, device: Hardware) -> Precision:
+    """The :class:`Precision` for ``requested`` (see the module documentation) on ``device``.
+
+    Raises :class:`AlexnetError` for bfloat16 on a GPU older than compute capability 8.0, which has no
+    bfloat16 arithmetic.
+    """
+    bf16_cpu = _has(device.cpu_flags, BF16_CPU_FLAGS)
+    if device.gpu:
+        lowest = min(device.gpu_capabilities)
+        bf16_gpu = lowest >= BF16_GPU_CAPABILITY
+        if requested is None:
+            if bf16_gpu:
+                return Precision("bfloat16", f"auto: {device.describe()} (8.0 or more) computes in bfloat16")
+            return Precision("float16", f"auto: {device.describe()} (below 8.0) computes in float16, loss-scaled")
+        if requested == "bfloat16" and not bf16_gpu:
+            raise AlexnetError(f"precision = 'bfloat16' needs a GPU of compute capability 8.0 or more (Ampere or "
+                               f"newer); this run has a {device.describe()}: use 'float16' or 'float32'.")
+        return Precision(requested, f"asked for, on a {device.describe()}")
+    if requested is None:
+        if bf16_cpu:
+            return Precision("bfloat16", f"auto: {device.describe()} computes in bfloat16")
+        return Precision("float32", f"auto: {device.describe()} computes in float32")
+    emulated = (requested == "bfloat16" and not bf16_cpu) or (
+        requested == "float16" and not _has(device.cpu_flags, FP16_CPU_FLAGS))
+    if emulated:
+        logger.warning("precision = %r on a %s: the CPU emulates %s, so training will be slower than in "
+                       "float32. Leave `precision` unset to let the hardware decide.",
+                       requested, device.describe(), requested)
+    return Precision(requested, f"asked for, on a {device.describe()}" + (" (emulated)" if emulated else ""),
+                     emulated)
