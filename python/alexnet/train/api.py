@@ -115,7 +115,7 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
         net = alexnet_model.build_alexnet(num_classes, dense_units=settings.dense_units, dropout=settings.dropout,
                                           grouped=settings.grouped, precision=precision.name)
         schedule = alexnet_model.step_schedule(plan.peak, steps, plan.drop_epochs, warmup_epochs=plan.warmup_epochs,
-                                               initial=plan.base)
+                                               initial=plan.start)
         optimizer = alexnet_model.make_optimizer(schedule, settings.momentum, settings.weight_decay,
                                                  loss_scaled=precision.loss_scaled)
         alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=xla)

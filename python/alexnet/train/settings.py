@@ -110,13 +110,20 @@ class TrainSettings:
 @dataclass(frozen=True)
 class RatePlan:
     """The learning rate of a run: ``base`` (for a global batch of :data:`REFERENCE_BATCH`) times ``factor``
-    is ``peak``, reached by a linear warm-up over ``warmup_epochs``, divided by 10 at each of ``drop_epochs``."""
+    is ``peak``, reached by a linear warm-up from :attr:`start` over ``warmup_epochs``, divided by 10 at each of
+    ``drop_epochs``."""
 
     base: float
     factor: float
     peak: float
     warmup_epochs: int
     drop_epochs: tuple[int, ...]
+
+    @property
+    def start(self) -> float:
+        """Where the warm-up starts: ``base``, or ``peak`` when that is lower (a global batch below
+        :data:`REFERENCE_BATCH`), so that a warm-up never trains above the rate it leads to."""
+        return min(self.base, self.peak)
 
 
 def rate_plan(settings: TrainSettings, global_batch: int) -> RatePlan:
