@@ -204,15 +204,18 @@ def _tree(root: Path) -> tuple[dict, dict]:
 
 
 def _start(
-    workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False
+    workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
+    image_size: list[int] | None = None,
 ) -> subprocess.Popen:
-    """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index."""
+    """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
+    size with ``image_size``, a schedule of sizes)."""
     config = {
         "index": index,
         "base_port": base_port,
         "data": data,
         "checkpoint_dir": None if fresh else str(workdir / "ckpt"),
-        "epochs": 1 if fresh else 3,
+        "epochs": (len(image_size) if image_size else 1) if fresh else 3,
+        "image_size": image_size or 64,
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
         # the run that completes: a model pin and TensorBoard logs, which only the chief writes
@@ -247,6 +250,21 @@ def test_workers_seeded_differently_start_from_the_chiefs_weights(tmp_path):
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     assert [h["params"]["seed"] for h in histories] == [0, 1]
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_workers_training_over_a_size_schedule_end_with_equal_weights(tmp_path):
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96])
+               for i, d in enumerate((data0, data1))]
+    codes = [_finish(w, 240) for w in workers]
+    assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
+    histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    for history in histories:
+        assert history["metrics"]["image_size"] == [64, 96] and history["params"]["workers"] == 2
+        assert history["params"]["image_sizes"] == [64, 96] and history["card"]["image_size"] == 96
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
 
 
@@ -328,7 +346,7 @@ def _worker(config_path: str) -> None:
             config["epochs"],
             config["data"],
             "multi_worker",
-            image_size=64,
+            image_size=config.get("image_size", 64),
             dense_units=32,
             learning_rate=0.005,
             checkpoint_dir=config["checkpoint_dir"],

@@ -1,0 +1,193 @@
+"""Precision: the argument, the choice the hardware makes (CPU flags and GPUs faked), and training in each one."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from helpers_train import make_tree
+
+from alexnet.errors import AlexnetError
+from alexnet.train import precision as precisions
+from alexnet.train.precision import Hardware, check_precision, choose_precision
+
+CPU = "alexnet.train.precision"
+
+# ---------------------------------------------------------------------------------------------------------
+# the argument, without TensorFlow
+
+
+def test_precision_names_aliases_and_the_older_mixed_precision_flag():
+    assert check_precision(None) is None  # auto
+    for name in ("float32", "bfloat16", "float16"):
+        assert check_precision(name) == name
+        assert check_precision([name]) == name  # R: a character vector of length one
+    for alias, name in {"FP32": "float32", " bf16 ": "bfloat16", "half": "float16", "fp16": "float16",
+                        "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.items():
+        assert check_precision(alias) == name
+    assert check_precision(None, True) == "float16"
+    assert check_precision(None, False) == "float32"
+    assert check_precision("float16", True) == "float16"
+    assert check_precision("float32", False) == "float32"
+
+
+@pytest.mark.parametrize("precision", ["float64", "int8", "", 16, True])
+def test_an_unknown_precision_is_refused_naming_the_choices(precision):
+    with pytest.raises(AlexnetError, match=r"`precision` must be .*'float32', 'bfloat16', 'float16'"):
+        check_precision(precision)
+
+
+def test_precision_and_mixed_precision_that_disagree_are_refused():
+    with pytest.raises(AlexnetError, match=r"`mixed_precision` = True means precision 'float16'.*'bfloat16'"):
+        check_precision("bfloat16", True)
+    with pytest.raises(AlexnetError, match="`mixed_precision` = False means precision 'float32'"):
+        check_precision("float16", False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the choice, on faked hardware
+
+
+@pytest.mark.parametrize(
+    ("flags", "chosen"),
+    [({"avx512_bf16"}, "bfloat16"), ({"amx_bf16", "avx2"}, "bfloat16"), ({"avx2", "avx512f"}, "float32"),
+     (set(), "float32")],
+)
+def test_auto_on_a_cpu_follows_its_bfloat16_flags(flags, chosen):
+    chosen_precision = choose_precision(None, Hardware((), frozenset(flags)))
+    assert chosen_precision.name == chosen and not chosen_precision.emulated
+    assert chosen_precision.reason.startswith("auto:")
+    assert chosen_precision.mixed == (chosen != "float32") and not chosen_precision.loss_scaled
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "chosen", "policy"),
+    [(((8, 0),), "bfloat16", "mixed_bfloat16"), (((9, 0), (8, 6)), "bfloat16", "mixed_bfloat16"),
+     (((7, 5),), "float16", "mixed_float16"), (((8, 0), (7, 0)), "float16", "mixed_float16")],
+)
+def test_auto_on_gpus_follows_the_lowest_compute_capability(capabilities, chosen, policy):
+    chosen_precision = choose_precision(None, Hardware(capabilities, frozenset({"avx512_bf16"})))
+    assert chosen_precision.name == chosen and chosen_precision.policy == policy
+    assert chosen_precision.loss_scaled == (chosen == "float16")
+    assert "compute capability" in chosen_precision.reason
+
+
+def test_bfloat16_on_a_gpu_older_than_ampere_is_refused():
+    with pytest.raises(AlexnetError, match=r"compute capability 8\.0 or more.*7\.5.*'float16' or 'float32'"):
+        choose_precision("bfloat16", Hardware(((7, 5),)))
+    assert choose_precision("float16", Hardware(((7, 5),))).name == "float16"
+    assert choose_precision("bfloat16", Hardware(((8, 0),))).name == "bfloat16"
+
+
+def test_a_precision_the_cpu_only_emulates_trains_with_a_warning(caplog):
+    plain = Hardware((), frozenset({"avx2"}))
+    with caplog.at_level(logging.WARNING, logger=CPU):
+        chosen = choose_precision("bfloat16", plain)
+    assert chosen.name == "bfloat16" and chosen.emulated and "emulated" in chosen.reason
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "slower" in caplog.text and "bfloat16" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=CPU):
+        assert choose_precision("float16", plain).emulated
+        assert not choose_precision("bfloat16", Hardware((), frozenset({"avx512_bf16"}))).emulated
+        assert not choose_precision("float32", plain).emulated
+    assert len(caplog.records) == 1 and "float16" in caplog.text
+
+
+def test_hardware_reads_the_cpu_flags_of_proc_cpuinfo(tmp_path, monkeypatch):
+    from alexnet import machine
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\n"
+                       "processor\t: 1\nflags\t\t: fpu sse2\n")
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        return real_open(cpuinfo if str(path) == "/proc/cpuinfo" else path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert machine.cpu_flags() == frozenset({"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"})
+    assert precisions.hardware(gpu=False) == Hardware((), machine.cpu_flags())
+    assert choose_precision(None, precisions.hardware(gpu=False)).name == "bfloat16"
+    cpuinfo.unlink()
+    assert machine.cpu_flags() == frozenset()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# training in each precision
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet.train.api import alexnet_train  # noqa: E402
+
+TINY = {"image_size": 64, "dense_units": 32, "seed": 1, "verbose": 0, "validation": False, "lr_drop_epochs": []}
+
+
+@pytest.fixture(scope="module")
+def two_colours(tmp_path_factory) -> dict:
+    """Two classes of 12 images, 64 to 96 pixels: a colour each."""
+    return make_tree(tmp_path_factory.mktemp("colours"), classes=2, per_class=12, val_per_class=0, seed=0,
+                     min_side=64, max_side=96)
+
+
+class _Inspect(keras.callbacks.Callback):
+    """What the model computes in and which optimizer it has, seen from inside the run."""
+
+    def on_train_begin(self, logs=None):
+        self.compute = {layer.name: layer.compute_dtype for layer in self.model.layers}
+        self.variables = {v.dtype.name for v in self.model.trainable_variables}
+        self.optimizer = self.model.optimizer
+
+
+def _fake_cpu(monkeypatch, flags: set[str]) -> None:
+    monkeypatch.setattr(precisions, "cpu_flags", lambda: frozenset(flags))
+
+
+def test_auto_on_a_faked_bfloat16_cpu_trains_in_bfloat16(two_colours, monkeypatch):
+    _fake_cpu(monkeypatch, {"avx2", "avx512_bf16"})
+    inspect = _Inspect()
+    history = alexnet_train(8, 1, two_colours, precision=None, steps_per_epoch=2, callbacks=[inspect], **TINY)
+    params = history["params"]
+    assert params["precision"] == "bfloat16" and params["mixed_precision"] is True
+    assert params["precision_reason"] == "auto: CPU with avx512_bf16 computes in bfloat16"
+    assert inspect.compute["conv1"] == inspect.compute["fc1"] == inspect.compute["pool_to_6x6"] == "bfloat16"
+    assert inspect.compute["probabilities"] == "float32", "the softmax stays in float32"
+    assert inspect.variables == {"float32"}, "the weights stay in float32"
+    assert not isinstance(inspect.optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16", "float16"])
+def test_each_precision_trains_and_the_history_says_which(two_colours, monkeypatch, caplog, precision):
+    _fake_cpu(monkeypatch, {"avx2"})  # the same on every machine: bfloat16 and float16 are emulated
+    inspect = _Inspect()
+    with caplog.at_level(logging.WARNING, logger=CPU):
+        history = alexnet_train(8, 3, two_colours, precision=precision, learning_rate=0.01, lr_scaling="none",
+                                callbacks=[inspect], **TINY)
+    params, loss = history["params"], history["metrics"]["loss"]
+    assert loss[-1] < loss[0] - 0.1, loss
+    assert params["precision"] == precision and params["mixed_precision"] == (precision != "float32")
+    emulated = precision != "float32"
+    assert params["precision_reason"] == ("asked for, on a CPU without bfloat16 instructions"
+                                          + (" (emulated)" if emulated else ""))
+    assert ("will be slower" in caplog.text) == emulated
+    assert inspect.compute["conv1"] == precision and inspect.variables == {"float32"}
+    scaled = isinstance(inspect.optimizer, keras.mixed_precision.LossScaleOptimizer)
+    assert scaled == (precision == "float16"), "only float16 scales the loss"
+
+
+def test_the_older_mixed_precision_flag_still_means_float16(two_colours):
+    from alexnet.train.settings import check_settings
+
+    arguments = {**_defaults(), "data": two_colours}
+    assert check_settings({**arguments, "mixed_precision": True}).precision == "float16"
+    assert check_settings({**arguments, "mixed_precision": False}).precision == "float32"
+    assert check_settings(arguments).precision is None
+    with pytest.raises(AlexnetError, match="mixed_precision"):
+        alexnet_train(8, 1, two_colours, mixed_precision=True, precision="bfloat16", **TINY)
+
+
+def _defaults() -> dict:
+    import inspect
+
+    return {name: p.default for name, p in inspect.signature(alexnet_train).parameters.items()}
