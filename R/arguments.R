@@ -25,8 +25,8 @@ training_kinds <- c(
   progress_file = "location?", profile_steps = "numbers?", label_smoothing = "number", output_dir = "location?"
 )
 
-# The values a "choice" argument takes, by name; the first is the core's default (NULL, when optional, is
-# another). Given in any case, the value reaches the core in lower case.
+# The values a "choice" argument takes, by name (an optional one also takes NULL). Given in any case, the value
+# reaches the core in lower case.
 argument_choices <- list(
   precision = c("float32", "bfloat16", "float16"),
   lr_scaling = c("linear", "none")
@@ -149,7 +149,8 @@ argument_hints <- c(
   `image_size:counts` = paste("AlexNet takes one image side of 63 pixels or more (224, the paper's), or several",
                               "trained in order (c(128, 160, 224))"),
   `image_size_epochs:counts` = "the epochs at each size of `image_size`, such as c(4, 4, 2), adding up to `epochs`",
-  `warmup_epochs:count` = "the epochs over which the rate rises to its scaled value (NULL: 5 when the rate grows more than twice, else 0)",
+  `warmup_epochs:count` = paste("the epochs over which the rate rises to its scaled value (NULL: 5 when the rate",
+                                "grows more than twice, else 0)"),
   `precision:choice` = paste("NULL lets the hardware choose (bfloat16 on a CPU or GPU that has it, float16 on",
                              "older GPUs, else float32)"),
   `lr_scaling:choice` = "\"linear\" multiplies `learning_rate` by the global batch / 128, \"none\" keeps it as given"
