@@ -7,18 +7,29 @@
 #   strings   a character vector (no NA)           data      a list (a partition), or one string
 #   object    one string or an object (a Python strategy, say)
 #   connection  a sparklyr connection              any       not checked here
+#   counts    whole numbers (one or more, no NA)   choice    one string among `argument_choices[[name]]`
 #
-# A kind ending in "?" also takes NULL (the core's None). Ranges (`total` >= 1, ...) are the core's to check: its
-# messages say what to use; what is checked here is what the core cannot show the R way (NA, vectors, types).
+# A kind ending in "?" also takes NULL (the core's None). A count or counts kind may carry a least value,
+# "count>=0", checked here when a value below it could otherwise reach a Spark worker before the core sees it.
+# Other ranges (`total` >= 1, ...) are the core's to check: its messages say what to use; what is checked here is
+# what the core cannot show the R way (NA, vectors, types).
 
 training_kinds <- c(
-  image_size = "count", learning_rate = "number", momentum = "number", weight_decay = "number",
+  image_size = "counts>=63", image_size_epochs = "counts>=1?", learning_rate = "number", lr_scaling = "choice",
+  warmup_epochs = "count>=0?", precision = "choice?", momentum = "number", weight_decay = "number",
   lr_drop_epochs = "numbers", checkpoint_dir = "location?", model_dir = "location?", log_dir = "location?",
   checkpoint_every = "count?", steps_per_epoch = "count?", validation = "flag", validation_steps = "count?",
   cache = "flag", max_bad_fraction = "number", check_images = "flag", seed = "count?", verbose = "count",
   dense_units = "count", dropout = "number", grouped = "flag", area_range = "numbers",
   mixed_precision = "flag?", jit_compile = "flag?", callbacks = "any", collective_timeout = "number?",
   progress_file = "location?", profile_steps = "numbers?", label_smoothing = "number", output_dir = "location?"
+)
+
+# The values a "choice" argument takes, by name (an optional one also takes NULL). Given in any case, the value
+# reaches the core in lower case.
+argument_choices <- list(
+  precision = c("float32", "bfloat16", "float16"),
+  lr_scaling = c("linear", "none")
 )
 
 evaluation_kinds <- c(
@@ -52,7 +63,8 @@ argument_kinds <- list(
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", base_port = "count",
                           cache_dir = "location?", fetch_workers = "count", timeout = "number?", python = "location?",
-                          retries = "count", progress = "flag", probe = "flag", env = "any", training_kinds),
+                          retries = "count", progress = "flag", probe = "flag", env = "any", batch_size = "count",
+                          epochs = "count", training_kinds),
   alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?"),
   alexnet_evaluate = evaluation_kinds,
   alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
@@ -89,13 +101,19 @@ checked_args <- function(fun, names, env = parent.frame()) {
 check_arg <- function(value, name, kind, fun = NULL) {
   optional <- endsWith(kind, "?")
   kind <- sub("?", "", kind, fixed = TRUE)
+  least <- if (grepl(">=", kind, fixed = TRUE)) as.numeric(sub("^.*>=", "", kind)) else NULL
+  kind <- sub(">=.*$", "", kind)
   if (is.null(value)) {
     if (optional || kind == "any") return(NULL)
-    argument_error(name, kind, value, optional)
+    argument_error(name, kind, value, optional, least = least)
   }
   ok <- switch(kind,
     any = TRUE,
-    count = is_scalar(value, is.numeric) && is.finite(value) && value == round(value),
+    count = is_scalar(value, is.numeric) && is.finite(value) && value == round(value) &&
+      (is.null(least) || value >= least),
+    counts = is.numeric(value) && length(value) >= 1L && is.null(dim(value)) && all(is.finite(value)) &&
+      all(value == round(value)) && (is.null(least) || all(value >= least)),
+    choice = is_scalar(value, is.character) && tolower(trimws(value)) %in% argument_choices[[name]],
     number = is_scalar(value, is.numeric),
     flag = is_scalar(value, is.logical),
     string = , location = is_scalar(value, is.character),
@@ -106,8 +124,9 @@ check_arg <- function(value, name, kind, fun = NULL) {
     connection = inherits(value, "spark_connection"),
     stop("internal: unknown argument kind ", kind, call. = FALSE)
   )
-  if (!isTRUE(ok)) argument_error(name, kind, value, optional, fun)
-  if (kind == "count" && abs(value) <= .Machine$integer.max) return(as.integer(value))
+  if (!isTRUE(ok)) argument_error(name, kind, value, optional, fun, least)
+  if (kind %in% c("count", "counts") && all(abs(value) <= .Machine$integer.max)) return(as.integer(value))
+  if (kind == "choice") return(tolower(trimws(value)))
   if (kind == "number") return(as.numeric(value))
   if (kind %in% c("string", "location")) return(as.character(value))
   value
@@ -121,17 +140,39 @@ argument_wants <- c(
   count = "a whole number", number = "a number", flag = "TRUE or FALSE", string = "one string",
   location = "one path or URL (a string)", numbers = "numbers without NA", strings = "strings without NA",
   data = "a partition (a list such as imagenet_partition() returns) or one path",
-  object = "one string or an object"
+  object = "one string or an object", counts = "whole numbers"
 )
 
-argument_error <- function(name, kind, value, optional, fun = NULL) {
+# What an argument is for, after its error's first sentence, where a bare type would not say what to give; by
+# name and kind (`image_size` is one size when evaluating, several when training).
+argument_hints <- c(
+  `image_size:counts` = paste("AlexNet takes one image side of 63 pixels or more (224, the paper's), or several",
+                              "trained in order (c(128, 160, 224))"),
+  `image_size_epochs:counts` = "the epochs at each size of `image_size`, such as c(4, 4, 2), adding up to `epochs`",
+  `warmup_epochs:count` = paste("the epochs over which the rate rises to its scaled value (NULL: 5 when the rate",
+                                "grows more than twice, else 0)"),
+  `precision:choice` = paste("NULL lets the hardware choose (bfloat16 on a CPU or GPU that has it, float16 on",
+                             "older GPUs, else float32)"),
+  `lr_scaling:choice` = "\"linear\" multiplies `learning_rate` by the global batch / 128, \"none\" keeps it as given"
+)
+
+argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {
   if (kind == "connection") {
     alexnet_abort("`", name, "` must be a Spark connection, not ", show_value(value), ": pass the connection ",
                   "sparklyr::spark_connect(...) returns, as in ", fun %||% "alexnet_spark_train",
                   "(sc = sparklyr::spark_connect(master = \"yarn\"), ...).")
   }
-  alexnet_abort("`", name, "` must be ", argument_wants[[kind]], if (optional) " or NULL", ", not ",
-                show_value(value), ".")
+  wants <- if (kind == "choice") {
+    choices <- paste0("\"", argument_choices[[name]], "\"")
+    if (optional) choices <- c(choices, "NULL")
+    paste(c(if (length(choices) > 2L) "one of", paste(choices[-length(choices)], collapse = ", "), "or",
+            choices[[length(choices)]]), collapse = " ")
+  } else {
+    paste0(argument_wants[[kind]], if (!is.null(least)) paste0(" >= ", least), if (optional) " or NULL")
+  }
+  hint <- argument_hints[paste0(name, ":", kind)]
+  hint <- if (is.na(hint)) "" else paste0(": ", hint)
+  alexnet_abort("`", name, "` must be ", wants, ", not ", show_value(value), hint, ".")
 }
 
 # `value` as R shows it, on one short line: NA, "x", c("a", "b"), 2.5, NULL; longer values by type and length.

@@ -5,9 +5,18 @@ new_alexnet_history <- function(history) {
 
 #' Print, plot and tabulate a training history
 #'
+#' Besides its metrics, a history records the schedule of its run: `metrics$image_size` and
+#' `metrics$learning_rate` hold each epoch's image side and learning rate (the rate of the epoch's
+#' last step), and `params$precision` and `params$precision_reason` what the layers computed in and
+#' why. `print()` shows them as one line (`Schedule: image size 64 -> 96, learning rate 0.01 ->
+#' 0.04, precision float32 (...)`) rather than as metrics; `summary()` and `plot()` leave them out
+#' of their rows and default panels (`plot(history, metrics = "learning_rate")` draws the rate);
+#' `as.data.frame()` keeps them, with `data` `"training"`.
+#'
 #' @param x An `alexnet_history` returned by [alexnet_train()].
 #' @param metrics Which metrics to plot (names without `val_`); by default every one recorded,
-#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1).
+#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1) and the
+#'   schedule (`image_size`, `learning_rate`), which can be asked for by name.
 #' @param object An `alexnet_history`, for `summary()`.
 #' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
 #' @param ... `plot()`: graphical parameters for every panel's `plot()` (`main`, `xlab`, `cex.main`,
@@ -25,7 +34,8 @@ new_alexnet_history <- function(history) {
 #' history <- structure(list(
 #'   params = list(epochs = 3, batch_size = 32),
 #'   metrics = list(loss = c(2.3, 1.9, 1.5), accuracy = c(0.1, 0.3, 0.5),
-#'                  val_loss = c(2.2, 2, 1.7), val_accuracy = c(0.15, 0.3, 0.45))
+#'                  val_loss = c(2.2, 2, 1.7), val_accuracy = c(0.15, 0.3, 0.45),
+#'                  image_size = c(128, 160, 224), learning_rate = c(0.01, 0.01, 0.001))
 #' ), class = "alexnet_history")
 #' history
 #' plot(history, main = "A short run")
@@ -33,11 +43,47 @@ new_alexnet_history <- function(history) {
 #' as.data.frame(history)
 NULL
 
-# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then.
+# The per-epoch settings a history records beside its metrics: the schedule of the run, shown as such by print(),
+# and left out of summary()'s rows and plot()'s default panels.
+schedule_metrics <- c("image_size", "learning_rate")
+
+# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then; the schedule
+# (image size, learning rate) is not a metric.
 shown_metrics <- function(history, names) {
+  names <- setdiff(names, schedule_metrics)
   classes <- history$params$num_classes
   if (is.numeric(classes) && length(classes) == 1L && classes <= 5) names <- names[!grepl("top5", names)]
   names
+}
+
+# The schedule of a history on one line, or NULL when it records none: the image sizes in order ("image size
+# 64 -> 96"), the learning rate from its first epoch to its last, through its peak when that is neither ("learning
+# rate 0.0025 -> 0.01 -> 0.001"; every change when there are few), and the precision with why it was chosen.
+schedule_line <- function(history) {
+  metrics <- history$metrics
+  params <- history$params
+  course <- function(values, digits) {
+    values <- signif(as.numeric(values[is.finite(values)]), digits)
+    if (!length(values)) return(NULL)
+    runs <- rle(values)$values
+    if (length(runs) > 3L) {
+      peak <- max(runs)
+      runs <- unique(c(runs[[1L]], if (peak != runs[[1L]] && peak != runs[[length(runs)]]) peak, runs[[length(runs)]]))
+    }
+    shown <- vapply(runs, function(v) format(v, scientific = FALSE, drop0trailing = TRUE), character(1))
+    paste(shown, collapse = " -> ")
+  }
+  sizes <- course(metrics$image_size %||% params$image_sizes, 6L)
+  rates <- course(metrics$learning_rate, 3L)
+  parts <- c(if (!is.null(sizes)) paste("image size", sizes), if (!is.null(rates)) paste("learning rate", rates))
+  precision <- params$precision
+  if (is.character(precision) && length(precision) == 1L) {
+    reason <- params$precision_reason
+    parts <- c(parts, paste0("precision ", precision,
+                             if (is.character(reason) && length(reason) == 1L && nzchar(reason)) paste0(" (", reason, ")")))
+  }
+  if (!length(parts)) return(NULL)
+  paste0("Schedule: ", paste(parts, collapse = ", "))
 }
 
 #' @rdname alexnet_history
@@ -50,10 +96,13 @@ print.alexnet_history <- function(x, ...) {
   if (!is.null(params$replicas)) cat(",", params$replicas, if (identical(params$replicas, 1L)) "replica" else "replicas")
   cat("\n")
   shown <- c("batch_size", "global_batch_size", "steps", "image_size", "num_classes")
+  if (length(x$metrics$image_size) || length(params$image_sizes) > 1L) shown <- setdiff(shown, "image_size")
   shown <- shown[shown %in% names(params)]
   if (length(shown)) {
     cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n")
   }
+  schedule <- schedule_line(x)
+  if (!is.null(schedule)) cat(schedule, "\n")
   resumed <- resume_note(x)
   if (!is.null(resumed)) cat(resumed, "\n")
   if (epochs > 0L) {

@@ -48,9 +48,15 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' @param board The board every worker reads its partition from (see [imagenet_categories()]); `NULL` for
 #'   the default. With `model_pin`, the model is pinned there too, unless `model_board` names another.
 #' @param ... Arguments for [alexnet_train()] on every worker: `epochs`, `batch_size` (per worker
-#'   without GPUs, per GPU with them), `image_size`, `checkpoint_dir` and `model_dir` (`gs://` or
-#'   `s3://` storage every node reaches), `checkpoint_every`, `collective_timeout` (seconds a worker
-#'   waits for the others), ...
+#'   without GPUs, per GPU with them), `image_size` (one size, or several trained in order, with
+#'   `image_size_epochs`), `learning_rate`, `lr_scaling`, `warmup_epochs`, `precision`,
+#'   `checkpoint_dir` and `model_dir` (`gs://` or `s3://` storage every node reaches),
+#'   `checkpoint_every`, `collective_timeout` (seconds a worker waits for the others), ... See
+#'   "Faster training" in [alexnet_train()]: `learning_rate` is the rate for a global batch of 128,
+#'   and the global batch is `workers` times `batch_size` (times the GPUs of each), so 16 workers of
+#'   batch 32 train at 0.01 * 512 / 128 = 0.04 after a 5-epoch warm-up unless `lr_scaling = "none"`;
+#'   `precision = NULL` lets each worker's hardware choose (keep the nodes alike, or name it). The
+#'   size schedule and the precision are checked here, before any Spark job.
 #' @param base_port Worker `k` listens on `base_port + k`.
 #' @param cache_dir Where each worker extracts its partition; `NULL` for the user cache.
 #' @param fetch_workers Downloads at once on each worker.
@@ -84,6 +90,7 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   python <- check_arg(python, "python", "location?")
   options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
+  check_spark_schedule(options)
   spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
                   probe = !isFALSE(args[["probe"]]))
 }
@@ -114,6 +121,26 @@ tf_version <- function() {
     }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
+}
+
+# The image size schedule and the precision of a Spark run, checked on the driver by the core's own rules before
+# any Spark job: the workers, which check them too, would find a schedule that does not fit `epochs` only once
+# launched. Arguments left out take alexnet_train()'s defaults (read from the core's signature).
+check_spark_schedule <- function(options) {
+  given <- function(name) options[[name]]  # by the exact name: `$` would take image_size_epochs for image_size
+  if (!is.null(given("image_size_epochs")) || length(given("image_size")) > 1L) {
+    settings <- core_module("train.settings")
+    default <- function(name) {
+      signature <- reticulate::import("inspect", convert = FALSE)$signature(alexnet_core()$alexnet_train)
+      reticulate::py_to_r(reticulate::py_get_item(signature$parameters, name)$default)
+    }
+    settings$check_image_sizes(given("image_size") %||% default("image_size"), given("image_size_epochs"),
+                               given("epochs") %||% default("epochs"))
+  }
+  if (!is.null(given("precision")) || !is.null(given("mixed_precision"))) {
+    core_module("train.precision")$check_precision(given("precision"), given("mixed_precision"))
+  }
+  invisible(options)
 }
 
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes.

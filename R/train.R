@@ -22,12 +22,42 @@
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`.
 #' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
-#' @param ... Further arguments for the Python `alexnet_train()`: `image_size`, `learning_rate`,
+#' @param ... Further arguments for the Python `alexnet_train()`, by name: `image_size` (one side
+#'   in pixels, 224 by default, or several trained in order), `image_size_epochs`, `learning_rate`,
+#'   `lr_scaling`, `warmup_epochs` and `precision` (see "Faster training" below), `lr_drop_epochs`,
 #'   `checkpoint_dir` (resume after an interruption), `model_dir`, `steps_per_epoch`, `seed`,
-#'   `verbose`, ...
+#'   `dense_units`, `verbose`, ... A value of the wrong type or out of range is an `alexnet_error`
+#'   naming the argument, before any training.
+#' @section Faster training:
+#' Three arguments shorten the time to a given accuracy; their defaults use all three.
+#'
+#' * `precision`: what the layers compute in. `NULL` (the default) follows the hardware:
+#'   `"bfloat16"` on a CPU with `avx512_bf16` or `amx_bf16` instructions and on GPUs of compute
+#'   capability 8.0 or more, `"float16"` on older GPUs, `"float32"` otherwise. `"bfloat16"` and
+#'   `"float16"` are mixed precision (weights stay float32; float16 is loss-scaled). Asking for one
+#'   the CPU only emulates warns that it will be slower; bfloat16 on a GPU older than 8.0 is an
+#'   error. The older `mixed_precision = TRUE` means `"float16"`, `FALSE` `"float32"`. The history's
+#'   `params$precision` and `params$precision_reason` say what was used and why.
+#' * `image_size = c(128, 160, 224)`: progressive resizing. The sizes are trained in order, the
+#'   epochs split evenly among them (later sizes take any left over) unless `image_size_epochs`
+#'   gives the epochs at each, such as `c(4, 4, 2)` for 10 `epochs`. Small early images make those
+#'   epochs several times cheaper; the last size is used for validation and saved with the model,
+#'   which takes any size (every side is at least 63). A resumed run continues the schedule.
+#' * `learning_rate` is the rate for a global batch of 128 (the paper's 0.01). With
+#'   `lr_scaling = "linear"` (the default) it is multiplied by the global batch / 128 (the linear
+#'   scaling rule of Goyal et al., 2017) and reached by a linear warm-up over `warmup_epochs`
+#'   (`NULL`: 5 epochs when the rate grows more than twice, else none); `lr_drop_epochs` divide it
+#'   by 10 on top. `lr_scaling = "none"` keeps `learning_rate` whatever the batch. A batch of 8 on
+#'   one CPU thus trains at 0.01 * 8 / 128 = 0.000625: a small run that must learn quickly sets
+#'   `lr_scaling = "none"` or its own `learning_rate`.
+#'
+#' The history's `metrics` hold each epoch's `image_size` and `learning_rate`; `print()` shows them
+#' as the run's schedule.
 #' @returns An `alexnet_history`: a list with `params` and `metrics` (`loss`, `accuracy`,
-#'   `top5_accuracy` and their `val_` counterparts, one value per epoch) and `params` (the settings,
-#'   `num_classes`, `initial_epoch` and `initial_step` where the run started, ...), with `print()`,
+#'   `top5_accuracy` and their `val_` counterparts, and the schedule `image_size` and
+#'   `learning_rate`, one value per epoch) and `params` (the settings, `num_classes`,
+#'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
+#'   ...), with `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples

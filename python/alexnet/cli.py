@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import __version__
+from .checks import MIN_IMAGE_SIZE
 from .errors import AlexnetError
 
 log = logging.getLogger("alexnet")
@@ -135,25 +136,101 @@ def _cmd_fetch(args: argparse.Namespace) -> None:
         f"categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"))
 
 
-_TRAIN_OPTIONS = ("batch_size", "epochs", "strategy", "parallel", "image_size", "checkpoint_dir", "model_dir",
-                  "checkpoint_every", "verbose_fit", "model_pin", "model_board", "log_dir", "log_every",
-                  "profile_steps")
+_TRAIN_OPTIONS = ("batch_size", "epochs", "strategy", "parallel", "image_size", "image_size_epochs", "learning_rate",
+                  "lr_scaling", "warmup_epochs", "precision", "checkpoint_dir", "model_dir", "checkpoint_every",
+                  "verbose_fit", "model_pin", "model_board", "log_dir", "log_every", "profile_steps")
+
+
+def _whole_numbers(minimum: int) -> Callable[[str], list[int]]:
+    """The type of an option taking whole numbers >= ``minimum``, each word one (``224``) or several separated by
+    commas (``128,160,224``)."""
+
+    def parse(value: str) -> list[int]:
+        words = [word.strip() for word in value.split(",")]
+        if not all(words):
+            raise argparse.ArgumentTypeError(f"must be whole numbers separated by spaces or commas, not {value!r}")
+        numbers = []
+        for word in words:
+            try:
+                number = int(word)
+            except ValueError:
+                number = None
+            if number is None or number < minimum:
+                raise argparse.ArgumentTypeError(f"must be whole numbers >= {minimum}, not {word!r}")
+            numbers.append(number)
+        return numbers
+
+    return parse
 
 
 def _train_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The training options given, as ``alexnet_train`` takes them: several sizes as a list, one as a number."""
     given = _given(args, *_TRAIN_OPTIONS, "collective_timeout")
     if "verbose_fit" in given:
         given["verbose"] = given.pop("verbose_fit")
+    if "image_size" in given:
+        sizes = [size for word in given["image_size"] for size in word]
+        given["image_size"] = sizes[0] if len(sizes) == 1 else sizes
+    if "image_size_epochs" in given:
+        given["image_size_epochs"] = [count for word in given["image_size_epochs"] for count in word]
+    if given.get("precision") == "auto":
+        del given["precision"]
     return given
 
 
+def check_schedule(train_args: dict[str, Any]) -> None:
+    """The image sizes against the epochs, checked by the core's rule before any data is fetched or job launched
+    (options left out take the defaults of ``alexnet_train``)."""
+    if "image_size_epochs" not in train_args and not isinstance(train_args.get("image_size"), list):
+        return
+    from .train.settings import check_image_sizes
+
+    check_image_sizes(train_args.get("image_size", default("train", "image_size")),
+                      train_args.get("image_size_epochs"), train_args.get("epochs", default("train", "epochs")))
+
+
+#: The per-epoch settings a history records beside its metrics, shown as the run's schedule.
+SCHEDULE = ("image_size", "learning_rate")
+
+
+def _course(values: Sequence[float]) -> str:
+    """``values`` over the epochs, each change shown once (``64 -> 96``); a long course as first, peak and last."""
+    runs: list[float] = []
+    for value in (float(f"{v:.3g}") for v in values):
+        if not runs or runs[-1] != value:
+            runs.append(value)
+    if len(runs) > 3:
+        peak = max(runs)
+        runs = [runs[0], *([peak] if peak not in (runs[0], runs[-1]) else []), runs[-1]]
+    return " -> ".join(f"{v:g}" for v in runs)
+
+
+def schedule_line(history: dict[str, Any]) -> str | None:
+    """A history's schedule on one line (image sizes, learning rate, precision and why), or ``None``."""
+    metrics, params = history.get("metrics", {}), history.get("params", {})
+    parts = []
+    if metrics.get("image_size"):
+        parts.append(f"image size {_course(metrics['image_size'])}")
+    if metrics.get("learning_rate"):
+        parts.append(f"learning rate {_course(metrics['learning_rate'])}")
+    if params.get("precision"):
+        reason = params.get("precision_reason")
+        parts.append(f"precision {params['precision']}" + (f" ({reason})" if reason else ""))
+    return "Schedule: " + ", ".join(parts) if parts else None
+
+
 def _cmd_train(args: argparse.Namespace) -> None:
-    history = core("train")(data=_fetch(args), **_train_args(args))
+    train_args = _train_args(args)
+    check_schedule(train_args)
+    history = core("train")(data=_fetch(args), **train_args)
 
     def summary(h: dict[str, Any]) -> str:
         metrics = h["metrics"]
-        last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
+        last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v and k not in SCHEDULE)
         lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
+        schedule = schedule_line(h)
+        if schedule:
+            lines.append(schedule)
         if h.get("model_path"):
             lines.append(f"Model: {h['model_path']}")
         pin = h.get("model_pin")
@@ -169,13 +246,15 @@ def _cmd_spark_train(args: argparse.Namespace) -> None:
 
     from .launch.spark import spark_session
 
+    train_args = _train_args(args)
+    check_schedule(train_args)
     session = SparkSession.getActiveSession()
     owned = session is None
     if session is None:
         session = spark_session(args.master or f"local[{args.workers}]", "alexnet spark-train")
     try:
         rows = core("spark-train")(session, args.workers, **_given(args, "board", "base_port", "cache_dir",
-                                                                     "timeout", "retries"), **_train_args(args))
+                                                                     "timeout", "retries"), **train_args)
     finally:
         if owned:
             session.stop()
@@ -326,11 +405,29 @@ def _partition_options(p: argparse.ArgumentParser, command: str = "fetch") -> No
 def _train_options(p: argparse.ArgumentParser, command: str) -> None:
     for flag, kind, text in (("--epochs", _positive, "epochs"),
                              ("--batch-size", _positive, "images per replica in a step"),
-                             ("--image-size", _positive, "pixels of the model's square input"),
                              ("--parallel", _positive, "parallel decodes (default: autotune)"),
                              ("--checkpoint-every", _positive, "also checkpoint every this many steps")):
         name = flag[2:].replace("-", "_")
         p.add_argument(flag, type=kind, help=_with_default("train", name, text))
+    p.add_argument("--image-size", type=_whole_numbers(MIN_IMAGE_SIZE), nargs="+", metavar="SIZE",
+                   help=_with_default("train", "image_size", "pixels of the model's square input; several sizes "
+                                      "(128 160 224, or 128,160,224) are trained in order, the last one validated "
+                                      "and saved"))
+    p.add_argument("--image-size-epochs", type=_whole_numbers(1), nargs="+", metavar="N",
+                   help="epochs at each --image-size, adding up to --epochs (default: split evenly, later sizes "
+                        "taking the rest)")
+    p.add_argument("--learning-rate", type=float, metavar="RATE",
+                   help=_with_default("train", "learning_rate", "the rate for a global batch of 128"))
+    p.add_argument("--lr-scaling", choices=["linear", "none"],
+                   help=_with_default("train", "lr_scaling", "linear: the rate times global batch / 128, reached "
+                                      "by a warm-up; none: the rate as given"))
+    p.add_argument("--warmup-epochs", type=_non_negative, metavar="N",
+                   help="epochs of linear warm-up to the scaled rate (default: 5 when the rate grows more than "
+                        "twice, else 0)")
+    p.add_argument("--precision", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="what the layers compute in; bfloat16 and float16 are mixed precision (default: auto, the "
+                        "hardware's: bfloat16 on CPUs with avx512_bf16 or amx_bf16 and GPUs of compute capability "
+                        "8.0+, float16 on older GPUs, else float32)")
     p.add_argument("--checkpoint-dir", help=f"checkpoints, to resume after an interruption: {OUTPUT_HELP}")
     p.add_argument("--model-dir", help=f"where the trained model is saved: {OUTPUT_HELP}")
     p.add_argument("--model-pin", metavar="NAME",

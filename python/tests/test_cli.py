@@ -167,3 +167,113 @@ def test_configure_logging_levels():
     finally:
         root.setLevel(before[0])
         own.setLevel(before[1])
+
+
+def _recording_core(monkeypatch, history: dict | None = None) -> dict:
+    """``cli.core`` replaced: fetch returns an empty partition, training records its arguments (``seen``)."""
+    from alexnet import cli
+
+    seen: dict = {"fetched": 0}
+    result = history or {"metrics": {"loss": [1.0]}, "params": {}, "model_path": None, "model_pin": None}
+
+    def core(command):
+        if command == "fetch":
+            return lambda **k: seen.update(fetched=seen["fetched"] + 1) or {"image": [], "board": "/b"}
+        return lambda *a, **k: seen.update(k) or result
+
+    monkeypatch.setattr(cli, "core", core)
+    return seen
+
+
+@pytest.mark.parametrize(("words", "sizes"), [
+    (["--image-size", "128", "160", "224"], [128, 160, 224]),
+    (["--image-size", "128,160,224"], [128, 160, 224]),
+    (["--image-size", "128,160", "224"], [128, 160, 224]),
+    (["--image-size", "96"], 96),
+])
+def test_train_takes_one_image_size_or_several_in_order(monkeypatch, words, sizes):
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--epochs", "3", *words]) == 0
+    assert seen["image_size"] == sizes
+    assert "image_size_epochs" not in seen
+
+
+def test_train_passes_the_schedule_precision_and_rate_options(monkeypatch):
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--epochs", "5", "--image-size", "64", "96", "--image-size-epochs", "2,3",
+                 "--precision", "bfloat16", "--lr-scaling", "none", "--learning-rate", "0.02"]) == 0
+    assert {k: seen[k] for k in ("image_size", "image_size_epochs", "precision", "lr_scaling", "learning_rate")} == {
+        "image_size": [64, 96], "image_size_epochs": [2, 3], "precision": "bfloat16", "lr_scaling": "none",
+        "learning_rate": 0.02}
+    assert "warmup_epochs" not in seen
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--warmup-epochs", "0", "--precision", "auto", "--lr-scaling", "linear"]) == 0
+    assert seen["warmup_epochs"] == 0 and seen["lr_scaling"] == "linear"
+    assert "precision" not in seen, "auto is the core's default (None): not passed"
+
+
+def test_spark_train_parses_the_same_options():
+    from alexnet import cli
+
+    args = build_parser().parse_args(["spark-train", "--workers", "2", "--image-size", "64,80", "96",
+                                      "--image-size-epochs", "1", "1", "2", "--precision", "float16",
+                                      "--warmup-epochs", "2", "--lr-scaling", "linear", "--learning-rate", "0.05"])
+    assert cli._train_args(args) == {"image_size": [64, 80, 96], "image_size_epochs": [1, 1, 2],
+                                     "precision": "float16", "warmup_epochs": 2, "lr_scaling": "linear",
+                                     "learning_rate": 0.05}
+
+
+@pytest.mark.parametrize(("words", "message"), [
+    (["--image-size", "32"], "--image-size: must be whole numbers >= 63, not '32'"),
+    (["--image-size", "128,48"], "--image-size: must be whole numbers >= 63, not '48'"),
+    (["--image-size", "128,,224"], "must be whole numbers separated by spaces or commas"),
+    (["--image-size-epochs", "0"], "--image-size-epochs: must be whole numbers >= 1, not '0'"),
+    (["--precision", "float64"], "--precision: invalid choice: 'float64'"),
+    (["--lr-scaling", "cubic"], "--lr-scaling: invalid choice: 'cubic'"),
+    (["--warmup-epochs", "-1"], "--warmup-epochs: must be a whole number >= 0"),
+    (["--learning-rate", "fast"], "--learning-rate: invalid float value"),
+])
+def test_bad_training_options_are_usage_errors(monkeypatch, capsys, words, message):
+    seen = _recording_core(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *words])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert seen["fetched"] == 0
+
+
+@pytest.mark.parametrize(("command", "words", "message"), [
+    ("train", ["--epochs", "3", "--image-size", "64", "96", "--image-size-epochs", "1", "1"],
+     "`image_size_epochs` = [1, 1] does not fit"),
+    ("train", ["--epochs", "1", "--image-size", "64,96"], "`image_size` has 2 sizes but `epochs` is 1"),
+    ("train", ["--image-size-epochs", "1", "1"], "per size of `image_size` (1) adding up to `epochs` (2)"),
+    ("spark-train", ["--workers", "1", "--image-size", "64", "80", "96"], "`image_size` has 3 sizes but `epochs` is 2"),
+])
+def test_a_size_schedule_that_does_not_fit_the_epochs_fails_before_any_fetch_or_job(monkeypatch, capsys, command,
+                                                                                    words, message):
+    seen = _recording_core(monkeypatch)
+    if command == "spark-train":
+        pytest.importorskip("pyspark")
+        from alexnet.launch import spark
+
+        def no_session(*args, **kwargs):
+            raise AssertionError("a Spark session was started")
+
+        monkeypatch.setattr(spark, "spark_session", no_session)
+    assert main([command, *words]) == 2
+    err = capsys.readouterr().err
+    assert f"alexnet {command}: error: " in err and message in err, err
+    assert seen["fetched"] == 0 and "image_size" not in seen
+
+
+def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, capsys):
+    history = {"metrics": {"loss": [1.5, 1.2, 1.1, 1.0, 0.9], "image_size": [64, 64, 96, 96, 96],
+                           "learning_rate": [0.01, 0.02, 0.03, 0.04, 0.004]},
+               "params": {"precision": "float32", "precision_reason": "auto: CPU without bfloat16 instructions"},
+               "model_path": None, "model_pin": None}
+    _recording_core(monkeypatch, history)
+    assert main(["train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Trained 5 epoch(s): loss = 0.9"
+    assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
+                        "(auto: CPU without bfloat16 instructions)")

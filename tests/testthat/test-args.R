@@ -25,7 +25,10 @@ bad_values <- function(kind) {
        `length 2` = two, `wrong type` = wrong)
 }
 
-scalar_kinds <- c("count", "number", "flag", "string", "location", "object", "connection")
+scalar_kinds <- c("count", "number", "flag", "string", "location", "object", "connection", "choice")
+
+# A kind without its NULL mark and its least value: "count>=0?" is a count.
+base_kind <- function(kind) sub(">=.*$", "", sub("?", "", kind, fixed = TRUE))
 
 argument_cases <- function() {
   kinds <- alexnet:::argument_kinds
@@ -33,7 +36,7 @@ argument_cases <- function() {
   cases <- list()
   for (fun in intersect(names(kinds), exports)) {
     for (name in names(kinds[[fun]])) {
-      kind <- sub("?", "", kinds[[fun]][[name]], fixed = TRUE)
+      kind <- base_kind(kinds[[fun]][[name]])
       if (!kind %in% scalar_kinds) next
       for (label in names(bad_values(kind))) {
         cases[[length(cases) + 1L]] <- list(fun = fun, name = name, label = label, value = bad_values(kind)[[label]])
@@ -57,8 +60,16 @@ test_that("every export has a row in the argument table, which covers each of it
     expect_equal(as.character(setdiff(formal, names(kinds[[fun]]))), character(), label = paste0(fun, "()'s missing rows"))
   }
   known <- c("count", "number", "flag", "string", "location", "numbers", "strings", "data", "object", "connection",
-             "any")
-  expect_true(all(sub("?", "", unlist(kinds), fixed = TRUE) %in% known))
+             "any", "counts", "choice")
+  expect_true(all(base_kind(unlist(kinds)) %in% known))
+  # every choice has its values, and least values are only on whole numbers
+  for (fun in names(kinds)) {
+    for (name in names(kinds[[fun]])[base_kind(kinds[[fun]]) == "choice"]) {
+      expect_true(length(alexnet:::argument_choices[[name]]) >= 2L, label = paste0(fun, "(", name, ")'s choices"))
+    }
+    least <- kinds[[fun]][grepl(">=", kinds[[fun]], fixed = TRUE)]
+    expect_true(all(base_kind(least) %in% c("count", "counts")), label = paste0(fun, "()'s least values"))
+  }
 })
 
 test_that("NA, two values or a wrong type is an alexnet_error naming the argument, before any Python", {
@@ -128,6 +139,82 @@ test_that("good values pass and reach the core converted: whole numbers as integ
                class = "alexnet_error")
   expect_error(check(list(a = 1), "board", "location?"), "`board` must be one path or URL \\(a string\\) or NULL",
                class = "alexnet_error")
+})
+
+test_that("whole numbers of a vector, least values and choices are checked and converted in R", {
+  check <- alexnet:::check_arg
+  # image sizes: one, or several in order, as integers (a vector of more than one reaches Python as a list)
+  expect_identical(check(224, "image_size", "counts>=63"), 224L)
+  expect_identical(check(c(128, 160, 224), "image_size", "counts>=63"), c(128L, 160L, 224L))
+  expect_identical(check(NULL, "image_size_epochs", "counts>=1?"), NULL)
+  expect_identical(check(c(4, 4, 2), "image_size_epochs", "counts>=1?"), c(4L, 4L, 2L))
+  expect_error(check(c(32, 96), "image_size", "counts>=63"),
+               "`image_size` must be whole numbers >= 63, not c\\(32, 96\\): AlexNet takes one image side of 63",
+               class = "alexnet_error")
+  expect_error(check(c(64, 96.5), "image_size", "counts>=63"), "not c\\(64, 96.5\\)", class = "alexnet_error")
+  expect_error(check(numeric(), "image_size", "counts>=63"), "`image_size` must be whole numbers", class = "alexnet_error")
+  expect_error(check(c(2, 0), "image_size_epochs", "counts>=1?"),
+               "`image_size_epochs` must be whole numbers >= 1 or NULL, not c\\(2, 0\\): the epochs at each size",
+               class = "alexnet_error")
+  # a least value on one whole number
+  expect_identical(check(0, "warmup_epochs", "count>=0?"), 0L)
+  expect_error(check(-1, "warmup_epochs", "count>=0?"), "`warmup_epochs` must be a whole number >= 0 or NULL, not -1",
+               class = "alexnet_error")
+  # choices: any case, reaching the core in lower case; the message lists them
+  expect_identical(check("BFloat16", "precision", "choice?"), "bfloat16")
+  expect_identical(check(NULL, "precision", "choice?"), NULL)
+  expect_identical(check("none", "lr_scaling", "choice"), "none")
+  expect_error(check("float64", "precision", "choice?"),
+               '`precision` must be one of "float32", "bfloat16", "float16" or NULL, not "float64": NULL lets the',
+               class = "alexnet_error")
+  expect_error(check("cubic", "lr_scaling", "choice"), '`lr_scaling` must be "linear" or "none", not "cubic"',
+               class = "alexnet_error")
+  expect_error(check(NULL, "lr_scaling", "choice"), '`lr_scaling` must be "linear" or "none", not NULL',
+               class = "alexnet_error")
+  # an evaluation's one image size keeps its own kind and message
+  expect_error(check(c(64, 96), "image_size", "count?"), "`image_size` must be a whole number or NULL, not c\\(64, 96\\)\\.$",
+               class = "alexnet_error")
+})
+
+test_that("the new training arguments are checked in R for both training functions, before any Python", {
+  # in an R without any Python for alexnet: a check that let a bad value through would reach the core, whose
+  # absence is another error
+  config <- withr::local_tempdir()
+  calls <- list(
+    list("alexnet_train", list(epochs = 1, precision = "float64"), "`precision` must be one of"),
+    list("alexnet_train", list(epochs = 1, image_size = c(32, 64)), "`image_size` must be whole numbers >= 63"),
+    list("alexnet_train", list(epochs = 1, image_size = 48), "`image_size` must be whole numbers >= 63, not 48"),
+    list("alexnet_train", list(epochs = 2, image_size = c(64, 96), image_size_epochs = c(1, NA)),
+         "`image_size_epochs` must be whole numbers >= 1 or NULL, not c\\(1, NA\\)"),
+    list("alexnet_train", list(epochs = 1, lr_scaling = "cubic"), '`lr_scaling` must be "linear" or "none"'),
+    list("alexnet_train", list(epochs = 1, warmup_epochs = -1), "`warmup_epochs` must be a whole number >= 0"),
+    list("alexnet_train", list(epochs = 1, learning_rate = "fast"), "`learning_rate` must be a number"),
+    list("alexnet_spark_train", list(sc = fake_connection, workers = 1, precision = "double"),
+         "`precision` must be one of"),
+    list("alexnet_spark_train", list(sc = fake_connection, workers = 1, image_size = c(224, 10)),
+         "`image_size` must be whole numbers >= 63"),
+    list("alexnet_spark_train", list(sc = fake_connection, workers = 1, lr_scaling = "cubic"), "`lr_scaling` must be"),
+    list("alexnet_spark_train", list(sc = fake_connection, workers = 1, warmup_epochs = -2),
+         "`warmup_epochs` must be a whole number >= 0")
+  )
+  results <- run_fresh_r(function(calls) {
+    library(alexnet)
+    lapply(calls, function(call) {
+      error <- tryCatch({
+        do.call(getExportedValue("alexnet", call[[1]]), call[[2]])
+        NULL
+      }, error = identity)
+      list(class = class(error), message = if (is.null(error)) "" else conditionMessage(error),
+           python = reticulate::py_available(initialize = FALSE))
+    })
+  }, args = list(calls), env = c(ALEXNET_PYTHON = file.path(config, "no-python"), RETICULATE_PYTHON = "",
+                                 R_USER_CONFIG_DIR = config, WORKON_HOME = config))
+  for (i in seq_along(calls)) {
+    label <- paste0(calls[[i]][[1]], "(", paste(names(calls[[i]][[2]]), collapse = ", "), ")")
+    expect_true("alexnet_error" %in% results[[i]]$class, label = paste(label, results[[i]]$message))
+    expect_match(results[[i]]$message, calls[[i]][[3]], label = label)
+    expect_false(results[[i]]$python, label = label)
+  }
 })
 
 test_that("arguments given through ... are checked by name; unknown ones are left to the core", {
