@@ -40,10 +40,8 @@ for (p in 0:1) {
 step("Train AlexNet on partition 0 of 2 (small images, a few epochs; labels are global)")
 logs <- file.path(out, "logs")
 data <- imagenet_partition(partition = 0, total = 2, board = board, cache_dir = cache)
-# The paper's rate as given: scaled to a batch of 16 (0.01 * 16 / 128) it would learn little in 3 epochs.
 history <- data %>%
   alexnet_train(epochs = 3, batch_size = 16, image_size = 112, parallel = 2, seed = 0,
-                learning_rate = 0.01, lr_scaling = "none",
                 model_dir = file.path(out, "model"), model_pin = "alexnet-partition-0", log_dir = logs,
                 log_every = 5, verbose = 2)
 print(history)
@@ -74,8 +72,7 @@ worker <- reticulate::import("alexnet.launch.worker")
 spark <- launcher$spark_session("local[2]", "alexnet demo")
 rows <- launcher$alexnet_spark_train(spark, 2L, board, cache_dir = file.path(out, "spark-cache"),
                                      model_dir = file.path(out, "spark-model"), model_pin = "alexnet",
-                                     epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L,
-                                     learning_rate = 0.01, lr_scaling = "none")
+                                     epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L)
 workers <- do.call(rbind, lapply(rows, function(row) {
   s <- worker$worker_summary(row)
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
