@@ -18,6 +18,20 @@ def tiny_model(num_classes: int, seed: int = 0, image_size: int = IMAGE_SIZE):
     return build_alexnet(num_classes, image_size=image_size, dense_units=64)
 
 
+def model_before_pooling(num_classes: int, seed: int = 0, image_size: int = IMAGE_SIZE):
+    """An untrained AlexNet as training built it before the adaptive pooling to 6x6: the same layers without
+    ``pool_to_6x6``, its input fixed to ``image_size`` (what an ``alexnet.keras`` saved then holds)."""
+    from alexnet.tfimport import keras
+
+    current = tiny_model(num_classes, seed, image_size)
+    inputs = keras.Input(shape=(image_size, image_size, 3), dtype="uint8", name="image")
+    x = inputs
+    for layer in current.layers[1:]:
+        if layer.name != "pool_to_6x6":
+            x = type(layer).from_config(layer.get_config())(x)
+    return keras.Model(inputs, x, name="alexnet")
+
+
 def card_for(categories: list[dict], image_size: int = IMAGE_SIZE, board: str | None = None):
     """The card of a model trained on ``categories`` (a board's table)."""
     from alexnet.train.card import ModelCard, now

@@ -95,11 +95,18 @@ def test_smallest_image_size_builds_and_smaller_is_refused():
         alexnet_model.build_alexnet(0, 64)
 
 
-def test_mixed_precision_computes_in_float16_with_a_float32_softmax():
-    net = alexnet_model.build_alexnet(4, 64, dense_units=8, mixed_precision=True)
+def test_float16_precision_computes_in_float16_with_float32_weights_softmax_and_loss_scaling():
+    net = alexnet_model.build_alexnet(4, 64, dense_units=8, precision="float16")
     assert net.get_layer("conv1").compute_dtype == "float16"
     assert net.get_layer("conv1").kernel.dtype == tf.float32
     assert net.output.dtype == tf.float32
+    assert isinstance(alexnet_model.make_optimizer(0.01, loss_scaled=True), keras.mixed_precision.LossScaleOptimizer)
+    plain = alexnet_model.make_optimizer(0.01)
+    assert isinstance(plain, alexnet_model.DecayedSGD)
+    assert not isinstance(plain, keras.mixed_precision.LossScaleOptimizer)
+    assert alexnet_model.build_alexnet(4, 64, dense_units=8).get_layer("conv1").compute_dtype == "float32"
+    with pytest.raises(AlexnetError, match="precision"):
+        alexnet_model.build_alexnet(4, 64, dense_units=8, precision="float8")
 
 
 def test_weight_decay_enters_the_momentum_and_spares_biases():
@@ -121,10 +128,15 @@ def test_weight_decay_enters_the_momentum_and_spares_biases():
 
 def test_learning_rate_steps_down_by_ten_at_the_given_epochs():
     schedule = alexnet_model.step_schedule(0.01, steps_per_epoch=10, drop_epochs=(2, 4))
-    rates = [float(schedule(step)) for step in (0, 19, 20, 39, 40, 500)]
-    np.testing.assert_allclose(rates, [0.01, 0.01, 0.001, 0.001, 0.0001, 0.0001], rtol=1e-6)
+    steps = (0, 19, 20, 39, 40, 500)
+    expected = [0.01, 0.01, 0.001, 0.001, 0.0001, 0.0001]
+    np.testing.assert_allclose([schedule.rate(step) for step in steps], expected, rtol=1e-6)
+    np.testing.assert_allclose([float(schedule(step)) for step in steps], expected, rtol=1e-6)
+    # without a warm-up the rate is the same from the first step on, and the schedule is rebuilt from its config
+    again = alexnet_model.WarmupStepSchedule.from_config(schedule.get_config())
+    np.testing.assert_allclose([again.rate(step) for step in steps], expected, rtol=1e-6)
     constant = alexnet_model.step_schedule(0.05, steps_per_epoch=10, drop_epochs=())
-    assert float(constant(0)) == pytest.approx(0.05) and float(constant(10_000)) == pytest.approx(0.05)
+    assert constant.rate(0) == pytest.approx(0.05) and constant.rate(10_000) == pytest.approx(0.05)
 
 
 def test_compiled_model_reports_top1_and_top5():

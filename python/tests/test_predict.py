@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_model import IMAGE_SIZE, card_for, save_model_dir, tiny_model  # noqa: E402
+from helpers_model import IMAGE_SIZE, card_for, model_before_pooling, save_model_dir, tiny_model  # noqa: E402
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
 
 from alexnet.errors import AlexnetError  # noqa: E402
@@ -89,6 +89,53 @@ def test_a_model_without_a_card_names_classes_by_number(setup, tmp_path, caplog)
     # a loaded keras model, from Python
     direct = alexnet_predict(setup["model"], setup["images"][:1], top=6)
     assert [r["id"] for r in direct] == [r["id"] for r in records]
+
+
+def _expected_best(model, image: str, size: int, top: int) -> tuple[list[int], np.ndarray]:
+    """The ``top`` labels the model itself ranks first for ``image`` decoded at ``size``, and their probabilities."""
+    probabilities = model.predict(decode_for_eval(tf.io.read_file(image), size).numpy()[None], verbose=0)[0]
+    best = np.argsort(-probabilities, kind="stable")[:top]
+    return [int(i) for i in best], probabilities[best]
+
+
+def test_a_model_saved_before_the_adaptive_pooling_still_loads_and_predicts(setup, tmp_path, caplog):
+    from alexnet.model.load import load_model
+
+    old = model_before_pooling(len(CATEGORIES), seed=3)
+    assert "pool_to_6x6" not in [layer.name for layer in old.layers] and old.input_shape[1:3] == (IMAGE_SIZE,) * 2
+    with_card = save_model_dir(old, tmp_path / "old", card_for(CATEGORIES))
+    records = alexnet_predict(str(with_card), setup["images"][:1], top=2)
+    labels, probabilities = _expected_best(old, setup["images"][0], IMAGE_SIZE, 2)
+    assert [r["id"] for r in records] == [CATEGORIES[i]["id"] for i in labels]
+    np.testing.assert_allclose([r["probability"] for r in records], probabilities, rtol=1e-5)
+    # without its card: the fixed input size says how to decode
+    bare = save_model_dir(old, tmp_path / "old-bare")
+    assert load_model(str(bare)).card.image_size == IMAGE_SIZE
+    assert any("has no card" in r.getMessage() and f"input size, {IMAGE_SIZE}" in r.getMessage()
+               for r in caplog.records)
+    # a card that says another size belongs to another model
+    other = save_model_dir(old, tmp_path / "old-other", card_for(CATEGORIES, image_size=IMAGE_SIZE + 32))
+    with pytest.raises(AlexnetError, match="takes only 64"):
+        alexnet_predict(str(other), setup["images"][:1])
+
+
+def test_a_size_free_model_predicts_at_its_cards_size_and_at_224_without_one(setup, tmp_path, caplog):
+    from alexnet.model.load import DEFAULT_IMAGE_SIZE, load_model
+
+    free = tiny_model(len(CATEGORIES), seed=4, image_size=None)
+    assert tuple(free.input_shape) == (None, None, None, 3)
+    with_card = save_model_dir(free, tmp_path / "free", card_for(CATEGORIES, image_size=96))
+    records = alexnet_predict(str(with_card), setup["images"][:1], top=2)
+    labels, probabilities = _expected_best(free, setup["images"][0], 96, 2)
+    assert [r["id"] for r in records] == [CATEGORIES[i]["id"] for i in labels]
+    np.testing.assert_allclose([r["probability"] for r in records], probabilities, rtol=1e-5)
+    bare = save_model_dir(free, tmp_path / "free-bare")
+    assert DEFAULT_IMAGE_SIZE == 224 and load_model(str(bare)).card.image_size == DEFAULT_IMAGE_SIZE
+    assert any("has no card" in r.getMessage() and "224, the paper's size" in r.getMessage() for r in caplog.records)
+    records = alexnet_predict(str(bare), setup["images"][:1], top=2)
+    labels, probabilities = _expected_best(free, setup["images"][0], DEFAULT_IMAGE_SIZE, 2)
+    assert [r["id"] for r in records] == [str(i) for i in labels]
+    np.testing.assert_allclose([r["probability"] for r in records], probabilities, rtol=1e-5)
 
 
 def test_the_command_line_prints_a_table_and_json(setup, capsys):

@@ -11,7 +11,8 @@ A model is given as one of:
 - from Python only, a loaded ``keras.Model``.
 
 A model without a card still works: its class ids and names are then its label numbers as strings and its
-image size is its input size (with a warning). :func:`model_source` finds the model and its card without
+image size is its input size, or, for a model that takes every size (as training builds them), the paper's
+224 (:data:`DEFAULT_IMAGE_SIZE`), with a warning either way. :func:`model_source` finds the model and its card without
 loading it (no TensorFlow when the card is there); :func:`load_model` loads it, once per process for the same
 file (by path and SHA-256 or modification time).
 """
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: The model file in a ``model_dir`` (the name training saves it under).
 MODEL_FILE = "alexnet.keras"
+#: The image size of a model without a card whose input takes every size: the paper's.
+DEFAULT_IMAGE_SIZE = 224
 #: Keys a dict from ``alexnet_model()`` must have to be fetched again.
 PIN_KEYS = ("board", "name", "version")
 
@@ -199,18 +202,39 @@ def _keras_load(path: str) -> Any:
                            "alexnet.keras that training saved.") from None
 
 
+def input_size(model: Any) -> int | None:
+    """The image side ``model``'s input is fixed to, or ``None`` when it takes every size (a model built with
+    ``image_size=None``, as training builds them since the adaptive pooling to 6x6)."""
+    shape = model.input_shape
+    if isinstance(shape, list):  # a model with several inputs: AlexNet has one
+        shape = shape[0]
+    height, width = shape[1], shape[2]
+    if height is None or width is None or int(height) != int(width):
+        return None
+    return int(height)
+
+
 def card_of(model: Any, card: ModelCard | None, description: str) -> ModelCard:
-    """``card`` checked against the loaded ``model``, or, without one, a card made from the model itself."""
+    """``card`` checked against the loaded ``model``, or, without one, a card made from the model itself: its
+    classes named by their label numbers and its image size its input's, or :data:`DEFAULT_IMAGE_SIZE` when the
+    input takes every size."""
     outputs = int(model.output_shape[-1])
-    size = int(model.input_shape[1])
+    fixed = input_size(model)
     if card is None:
+        size = DEFAULT_IMAGE_SIZE if fixed is None else fixed
+        where = f"its input size, {size}" if fixed is not None else \
+            f"{size}, the paper's size (its input takes every size; save the model with its card to use the size it " \
+            "was trained at)"
         logger.warning("The model %s has no card (%s): its classes are named by their label numbers, and images are "
-                       "decoded at its input size, %d.", description, CARD_FILE, size)
+                       "decoded at %s.", description, CARD_FILE, where)
         names = [str(i) for i in range(outputs)]
         return ModelCard(image_size=size, num_classes=outputs, class_ids=names, class_names=list(names))
     if card.num_classes != outputs:
         raise AlexnetError(f"the card of the model {description} names {card.num_classes} classes, but the model has "
                            f"{outputs} outputs: the card belongs to another model; save them together again.")
+    if fixed is not None and fixed != card.image_size:
+        raise AlexnetError(f"the card of the model {description} says images of {card.image_size} pixels, but the "
+                           f"model takes only {fixed}: the card belongs to another model; save them together again.")
     return card
 
 
