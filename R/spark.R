@@ -90,7 +90,6 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   python <- check_arg(python, "python", "location?")
   options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
-  check_spark_schedule(options)
   spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
                   probe = !isFALSE(args[["probe"]]))
 }
@@ -121,26 +120,6 @@ tf_version <- function() {
     }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
-}
-
-# The image size schedule and the precision of a Spark run, checked on the driver by the core's own rules before
-# any Spark job: the workers, which check them too, would find a schedule that does not fit `epochs` only once
-# launched. Arguments left out take alexnet_train()'s defaults (read from the core's signature).
-check_spark_schedule <- function(options) {
-  given <- function(name) options[[name]]  # by the exact name: `$` would take image_size_epochs for image_size
-  if (!is.null(given("image_size_epochs")) || length(given("image_size")) > 1L) {
-    settings <- core_module("train.settings")
-    default <- function(name) {
-      signature <- reticulate::import("inspect", convert = FALSE)$signature(alexnet_core()$alexnet_train)
-      reticulate::py_to_r(reticulate::py_get_item(signature$parameters, name)$default)
-    }
-    settings$check_image_sizes(given("image_size") %||% default("image_size"), given("image_size_epochs"),
-                               given("epochs") %||% default("epochs"))
-  }
-  if (!is.null(given("precision")) || !is.null(given("mixed_precision"))) {
-    core_module("train.precision")$check_precision(given("precision"), given("mixed_precision"))
-  }
-  invisible(options)
 }
 
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes.

@@ -179,14 +179,11 @@ def _train_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_schedule(train_args: dict[str, Any]) -> None:
-    """The image sizes against the epochs, checked by the core's rule before any data is fetched or job launched
-    (options left out take the defaults of ``alexnet_train``)."""
-    if "image_size_epochs" not in train_args and not isinstance(train_args.get("image_size"), list):
-        return
-    from .train.settings import check_image_sizes
+    """The image sizes, epochs, learning-rate scaling and precision checked by the core's rules before any data
+    is fetched or job launched (options left out take the defaults of ``alexnet_train``)."""
+    from .train.api import check_train_schedule
 
-    check_image_sizes(train_args.get("image_size", default("train", "image_size")),
-                      train_args.get("image_size_epochs"), train_args.get("epochs", default("train", "epochs")))
+    check_train_schedule(train_args)
 
 
 #: The per-epoch settings a history records beside its metrics, shown as the run's schedule.

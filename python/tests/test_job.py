@@ -47,6 +47,22 @@ def test_plan_checks_slots_categories_arguments_and_ports(board):
     assert job.check_slots(50, None) == 50
 
 
+def test_plan_checks_the_schedule_with_alexnet_trains_defaults_before_the_board():
+    nowhere = "/nowhere/board"  # never opened: the schedule is checked first
+    with pytest.raises(AlexnetError, match="`image_size` has 3 sizes but `epochs` is 2"):
+        job.plan_job(2, nowhere, 2, image_size=[64, 96, 128])  # alexnet_train's default epochs: 2
+    with pytest.raises(AlexnetError, match="`image_size_epochs` = \\[1, 1\\] does not fit"):
+        job.plan_job(2, nowhere, 2, epochs=3, image_size=[64, 96], image_size_epochs=[1, 1])
+    with pytest.raises(AlexnetError, match="`lr_scaling` must be"):
+        job.plan_job(2, nowhere, 2, lr_scaling="cubic")
+    with pytest.raises(AlexnetError, match="`warmup_epochs` = 5 is more than `epochs` \\(2\\)"):
+        job.plan_job(2, nowhere, 2, warmup_epochs=5)
+    with pytest.raises(AlexnetError, match="`precision` must be"):
+        job.plan_job(2, nowhere, 2, precision="int8")
+    with pytest.raises(BoardError):
+        job.plan_job(2, nowhere, 2, epochs=3, image_size=[64, 96], precision="bfloat16")  # fits: the board next
+
+
 def test_plan_settles_what_each_task_needs(board, tmp_path):
     plan = job.plan_job(2, board, 2, base_port=9100, checkpoint_dir=tmp_path / "ckpt", epochs=3, retries=2)
     assert plan.workers == 2 and plan.retries == 2 and plan.board == board

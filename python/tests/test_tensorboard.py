@@ -19,7 +19,7 @@ from alexnet.train.api import alexnet_train  # noqa: E402
 # the rate as given (not scaled with the batch of 4), so that the logged rate is the one set here
 TINY = {"image_size": 64, "dense_units": 64, "learning_rate": 0.005, "lr_scaling": "none", "area_range": (0.6, 1.0),
         "verbose": 0, "check_images": False}
-EPOCH_TAGS = {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "images_per_second"}
+EPOCH_TAGS = {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "images_per_second", "image_size"}
 STEP_TAGS = {"loss", "accuracy", "learning_rate", "images_per_second"}
 
 
@@ -61,10 +61,9 @@ def test_scalars_per_epoch_and_every_log_every_steps_continue_across_a_resumed_r
         assert sorted(scalars[f"epoch/{name}"]) == [1, 2], name
     for name in STEP_TAGS:
         assert sorted(scalars[f"step/{name}"]) == [5, 10], name  # 12 steps, one point every 5
-    assert history["metrics"]["image_size"] == [64.0, 64.0]  # in the history, not a scalar of the logs
+    assert history["metrics"]["image_size"] == [64.0, 64.0]
     for name, values in history["metrics"].items():
-        if name != "image_size":
-            assert [scalars[f"epoch/{name}"][e] for e in (1, 2)] == pytest.approx(values, rel=1e-6), name
+        assert [scalars[f"epoch/{name}"][e] for e in (1, 2)] == pytest.approx(values, rel=1e-6), name
     assert scalars["epoch/learning_rate"][2] == pytest.approx(0.005)
     assert all(v > 0 for v in scalars["step/images_per_second"].values())
     traces = list((logs / "plugins" / "profile").glob("*/*.xplane.pb"))
@@ -97,7 +96,7 @@ def test_logs_on_gs_end_in_the_bucket(cloud_env, tmp_path, monkeypatch):
     gcs.get_file(events[0], str(local / Path(events[0]).name))
     scalars = read_scalars(local)
     # 2 classes: no top-5 accuracy; no validation images: no val_ scalars
-    assert tags(scalars, "epoch/") == {"loss", "accuracy", "learning_rate", "images_per_second"}
+    assert tags(scalars, "epoch/") == {"loss", "accuracy", "learning_rate", "images_per_second", "image_size"}
     assert sorted(scalars["epoch/loss"]) == [1, 2]
     assert sorted(scalars["step/loss"]) == [1, 2, 3, 4]
 

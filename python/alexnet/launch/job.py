@@ -149,14 +149,17 @@ def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *
     ``train_args`` must be arguments of :func:`alexnet.alexnet_train` other than ``data`` and ``strategy``;
     ``timeout`` (seconds a launch may take) must be positive or ``None``; ``base_port`` must leave room for
     every worker; the board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir``,
-    ``model_dir`` and ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid pin name.
+    ``model_dir`` and ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid pin name; the
+    image sizes must fit the epochs, and the learning-rate scaling and precision be ones training takes.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
+    from ..train.api import check_train_schedule
 
     workers = check_slots(workers, slots)
     check_train_args(train_args, where)
     check_train_names(train_args, where)
+    check_train_schedule(train_args)
     timeout = as_seconds(timeout, "timeout")
     port = check_base_port(base_port, workers)
     opened = open_board(board)

@@ -281,8 +281,8 @@ def alexnet_train(
 
     ``log_dir`` (same kinds of string as ``checkpoint_dir``) receives TensorBoard event files: per epoch
     ``epoch/loss``, ``epoch/accuracy``, ``epoch/top5_accuracy`` (with more than 5 classes), the ``val_`` ones,
-    ``epoch/learning_rate`` and ``epoch/images_per_second``; every ``log_every`` steps ``step/loss``,
-    ``step/accuracy``, ``step/learning_rate`` and ``step/images_per_second``, at the global step (which
+    ``epoch/learning_rate``, ``epoch/images_per_second`` and ``epoch/image_size``; every ``log_every`` steps
+    ``step/loss``, ``step/accuracy``, ``step/learning_rate`` and ``step/images_per_second``, at the global step (which
     continues across resumed runs). ``profile_steps = (first, last)`` (R: ``c(first, last)``) runs
     TensorFlow's profiler over those steps of this call (counted from 1), into ``plugins/profile/`` under
     ``log_dir``. Logs on a bucket are uploaded after each epoch and at the end (see
@@ -322,6 +322,18 @@ def alexnet_train(
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
     return _train(resolved, topology(resolved), data, settings, list(callbacks or []))
+
+
+def check_train_schedule(train_args: Mapping[str, Any]) -> None:
+    """The epochs, image sizes, learning-rate scaling and precision of ``train_args`` (arguments of
+    :func:`alexnet_train` by name, the others taking its defaults) checked together, before any data is fetched
+    or job launched: the same rules as the call itself (:func:`.settings.check_schedule`)."""
+    import inspect
+
+    from .settings import check_schedule
+
+    defaults = {name: p.default for name, p in inspect.signature(alexnet_train).parameters.items()}
+    check_schedule({**defaults, **train_args})
 
 
 def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
@@ -407,7 +419,8 @@ def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, 
         if settings.log_dir and topo.chief:
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
                                        images_per_step=topo.global_batch(settings.batch_size),
-                                       num_classes=td.num_classes, profile_steps=settings.profile_steps)
+                                       num_classes=td.num_classes, profile_steps=settings.profile_steps,
+                                       sizes=settings.size_at)
             callbacks.append(board_log)
         logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                     "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,

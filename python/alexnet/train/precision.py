@@ -55,13 +55,15 @@ class Hardware:
         """Does the run compute on GPUs?"""
         return bool(self.gpu_capabilities)
 
-    def describe(self) -> str:
-        """The devices in a few words, for messages."""
+    def describe(self, precision: str = "bfloat16") -> str:
+        """The devices in a few words, for messages: a CPU by its instructions for ``precision`` (bfloat16 or
+        float16)."""
         if self.gpu:
             lowest = min(self.gpu_capabilities)
             return f"GPU of compute capability {lowest[0]}.{lowest[1]}"
-        bf16 = [f for f in BF16_CPU_FLAGS if f in self.cpu_flags]
-        return f"CPU with {' and '.join(bf16)}" if bf16 else "CPU without bfloat16 instructions"
+        half = "float16" if precision == "float16" else "bfloat16"
+        found = [f for f in (FP16_CPU_FLAGS if half == "float16" else BF16_CPU_FLAGS) if f in self.cpu_flags]
+        return f"CPU with {' and '.join(found)}" if found else f"CPU without {half} instructions"
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,6 @@ def choose_precision(requested: str | None, device: Hardware) -> Precision:
     if emulated:
         logger.warning("precision = %r on a %s: the CPU emulates %s, so training will be slower than in "
                        "float32. Leave `precision` unset to let the hardware decide.",
-                       requested, device.describe(), requested)
-    return Precision(requested, f"asked for, on a {device.describe()}" + (" (emulated)" if emulated else ""),
+                       requested, device.describe(requested), requested)
+    return Precision(requested, f"asked for, on a {device.describe(requested)}" + (" (emulated)" if emulated else ""),
                      emulated)

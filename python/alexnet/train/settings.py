@@ -215,6 +215,28 @@ def check_model_board(model_board: str | os.PathLike | None, data_board: str | N
     return open_board(board, write=True).location
 
 
+def check_schedule(arguments: Mapping[str, Any]) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int | None,
+                                                         str | None]:
+    """The schedule of ``arguments`` (``alexnet_train``'s, by name: ``epochs``, ``image_size``,
+    ``image_size_epochs``, ``lr_scaling``, ``warmup_epochs``, ``precision``, ``mixed_precision``) checked
+    against itself: ``(epochs, sizes, epochs at each size, lr_scaling, warmup_epochs, precision)``. A launcher
+    checks it on the driver before any job (:func:`alexnet.launch.job.plan_job`), with the defaults of
+    ``alexnet_train`` filled in."""
+    a = arguments
+    epochs = as_int(a["epochs"], "epochs", minimum=1)
+    sizes, size_epochs = check_image_sizes(a["image_size"], a.get("image_size_epochs"), epochs)
+    lr_scaling = _lr_scaling(a.get("lr_scaling", "linear"))
+    warmup = as_optional_int(a.get("warmup_epochs"), "warmup_epochs", minimum=0)
+    if warmup is not None and warmup > epochs:
+        raise AlexnetError(f"`warmup_epochs` = {warmup} is more than `epochs` ({epochs}): the rate would never "
+                           "reach its peak; give fewer warm-up epochs.")
+    if warmup and lr_scaling == "none":
+        raise AlexnetError("`warmup_epochs` warms up to the rate scaled with the batch, and lr_scaling = 'none' "
+                           "scales nothing: use lr_scaling = 'linear', or leave out `warmup_epochs`.")
+    precision = check_precision(a.get("precision"), as_optional_bool(a.get("mixed_precision"), "mixed_precision"))
+    return epochs, sizes, size_epochs, lr_scaling, warmup, precision
+
+
 def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
     """``arguments`` (``alexnet_train``'s, by name) checked and converted: a :class:`TrainSettings`.
 
@@ -232,16 +254,7 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
     model_board = check_model_board(a.get("model_board"), data_board) if model_pin is not None else None
     if checkpoint_every is not None and checkpoint_dir is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
-    epochs = as_int(a["epochs"], "epochs", minimum=1)
-    sizes, size_epochs = check_image_sizes(a["image_size"], a.get("image_size_epochs"), epochs)
-    lr_scaling = _lr_scaling(a.get("lr_scaling", "linear"))
-    warmup = as_optional_int(a.get("warmup_epochs"), "warmup_epochs", minimum=0)
-    if warmup is not None and warmup > epochs:
-        raise AlexnetError(f"`warmup_epochs` = {warmup} is more than `epochs` ({epochs}): the rate would never "
-                           "reach its peak; give fewer warm-up epochs.")
-    if warmup and lr_scaling == "none":
-        raise AlexnetError("`warmup_epochs` warms up to the rate scaled with the batch, and lr_scaling = 'none' "
-                           "scales nothing: use lr_scaling = 'linear', or leave out `warmup_epochs`.")
+    epochs, sizes, size_epochs, lr_scaling, warmup, precision = check_schedule(a)
     return TrainSettings(
         batch_size=as_int(a["batch_size"], "batch_size", minimum=1),
         epochs=epochs,
@@ -271,7 +284,7 @@ def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
         dropout=as_number(a["dropout"], "dropout", 0.0, 1.0),
         grouped=bool(a["grouped"]),
         area_range=as_area_range(a["area_range"]),
-        precision=check_precision(a.get("precision"), as_optional_bool(a.get("mixed_precision"), "mixed_precision")),
+        precision=precision,
         jit_compile=as_optional_bool(a["jit_compile"], "jit_compile"),
         collective_timeout=as_seconds(a["collective_timeout"], "collective_timeout"),
         progress_file=None if a.get("progress_file") is None else str(a["progress_file"]),

@@ -17,7 +17,7 @@ import os
 import posixpath
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..scratch import OWNER_FILE, make_scratch
@@ -103,8 +103,9 @@ class TensorBoardLog(keras.callbacks.Callback):
 
     Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs
     (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
-    ones), ``learning_rate`` and ``images_per_second`` (training images of every worker per second, validation
-    excluded). Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
+    ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
+    excluded) and, with ``sizes`` (epoch -> image side), ``image_size``.
+    Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
     :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
     run counts from where it resumed): the profiler runs from the start of step ``first`` to the end of step
@@ -112,9 +113,9 @@ class TensorBoardLog(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
-                 profile_steps: tuple[int, int] | None = None):
+                 profile_steps: tuple[int, int] | None = None, sizes: Callable[[int], int] | None = None):
         super().__init__()
-        self.log_dir, self.steps, self.every = log_dir, steps, every
+        self.log_dir, self.steps, self.every, self.sizes = log_dir, steps, every, sizes
         self.images_per_step = images_per_step
         self.top5 = num_classes >= TOP5_MIN_CLASSES
         self.profile_steps = profile_steps
@@ -173,6 +174,8 @@ class TensorBoardLog(keras.callbacks.Callback):
         values = {name: value for name, value in numbers(logs).items() if self.top5 or "top5" not in name}
         values["learning_rate"] = current_learning_rate(self.model)
         values["images_per_second"] = self._epoch_steps * self.images_per_step / seconds if seconds > 0 else 0.0
+        if self.sizes is not None:
+            values["image_size"] = float(self.sizes(epoch))
         self._write(values, EPOCH_PREFIX, epoch + 1)
         self.writer.flush()
         self.log_dir.sync()
