@@ -306,7 +306,8 @@ def alexnet_benchmark(
         if plan.resize is not None and bench.files:
             stored = store_resized(bench.files, plan.resize, workdir / "stored", quality=plan.quality)
             bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
-        logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
+        if bench.files:
+            logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
         measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench)
         if "fetch" in plan.stages:
             assert board is not None
