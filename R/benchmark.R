@@ -195,16 +195,14 @@ print_time_to_accuracy <- function(stage, targets) {
   cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each):\n",
               format(settings$target_accuracy), stage$data$source, as.integer(stage$data$train_images),
               as.integer(stage$data$val_images), as.integer(settings$max_epochs)))
-  seconds <- function(value) if (is.null(value)) "never" else sprintf("%.0f s", value)
+  reached <- function(r) {
+    if (is.null(r$seconds_to_target)) "never" else sprintf("%.0f s (epoch %d)", r$seconds_to_target,
+                                                           as.integer(r$epochs_to_target))
+  }
   rows <- lapply(stage$recipes, function(r) {
-    data.frame(recipe = r$recipe, precision = r$precision,
-               sizes = paste(unlist(r$image_sizes), collapse = "/"),
-               learning_rate = r$learning_rate,
-               time_to_target = seconds(r$seconds_to_target),
-               epochs_to_target = if (is.null(r$epochs_to_target)) NA_integer_ else as.integer(r$epochs_to_target),
-               final_accuracy = round(r$final_accuracy, 3),
-               total_seconds = round(utils::tail(unlist(r$seconds), 1L)),
-               stringsAsFactors = FALSE)
+    data.frame(recipe = r$recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
+               rate = r$learning_rate, to_target = reached(r), final_accuracy = round(r$final_accuracy, 3),
+               seconds = round(utils::tail(unlist(r$seconds), 1L)), stringsAsFactors = FALSE)
   })
   print(do.call(rbind, unname(rows)), row.names = FALSE)
   for (target in targets) {
