@@ -224,12 +224,12 @@ def alexnet_benchmark(
     output_dir: str | os.PathLike | None = None,
     seed: int = 0,
     precision: str | None = None,
-    target_accuracy: float = 0.6,
+    target_accuracy: float = 0.75,
     max_epochs: int = 8,
     accuracy_classes: int = 10,
-    accuracy_images_per_class: int = 100,
-    accuracy_val_per_class: int = 30,
-    accuracy_image_size: int = 128,
+    accuracy_images_per_class: int = 150,
+    accuracy_val_per_class: int = 50,
+    accuracy_image_size: int = 176,
     accuracy_batch_size: int = 128,
     accuracy_dense_units: int = 512,
 ) -> dict[str, Any]:
@@ -277,7 +277,10 @@ def alexnet_benchmark(
     the defaults then train at the same 0.01, so that the comparison is about precision and image sizes alone
     (a smaller batch would also lower the defaults' rate, by ``batch / 128``, and with it their accuracy per
     epoch: what the linear rule is for is larger batches, on clusters). Ten categories put chance at 0.1 and
-    the target of 0.6 well above it.
+    the target of 0.75 well above it; 1,500 training images make 11 steps an epoch, enough for the paper's
+    recipe to pass the target after about half of its 8 epochs; 500 validation images measure accuracy to
+    about 2 points. The final size of 176 pixels (and dense layers of 512 units) keeps an epoch near half a
+    minute there, while the defaults' smallest size (88) is still well above AlexNet's minimum.
 
     Returns a dict: ``machine``, ``settings``, ``data`` (source, images, compressed bytes), ``stages``
     (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``, ``seconds``,
