@@ -58,7 +58,7 @@
 #'     `cpu_seconds` (CPU time of the measuring process); `images_per_cpu_second`; `cpu_use` (the
 #'     share of its `cores` CPUs the process got, at most 1: below 0.9 other work slowed it down);
 #'     `load_average` (1-minute load when it started); `rss_before_mb` and `peak_rss_mb` (resident
-#'     memory before and at its peak).
+#'     memory before and at its peak); `precision` (what `synthetic` and `train` computed in).
 #'   - `summary`: `ratios` against the targets (each with `what`, `value`, `target`, `met`; `value`
 #'     `NULL` when its stages did not run), `comparisons` without a target (`what`, `value`),
 #'     `bottleneck` and `bottleneck_detail`, `cores_to_feed_synthetic`, `train_vs_bound` (when `train`
@@ -67,13 +67,16 @@
 #'     `time_ratio` and `accuracy_difference`, each with `what`, `value`, `target`, `bound` and `met`; the
 #'     time ratio's `value` is `NULL` when a recipe never reached the target, and `met` then says whether the
 #'     defaults did).
-#'   - `time_to_accuracy`: `NULL`, or when it ran: `settings`, `data` (`source`, `num_classes`,
+#'   - `time_to_accuracy`: `NULL`, or when it ran (its print shows each recipe's time to the target, and
+#'     its `final` and `best` validation accuracy): `settings`, `data` (`source`, `num_classes`,
 #'     `train_images`, `val_images`, `skipped`, `chance_accuracy`), `recipes` (`paper` and `defaults`, each
 #'     with `recipe`, `precision`, `precision_reason`, `image_sizes`, `image_size_epochs`, `lr_scaling`,
-#'     `learning_rate`, and per epoch `epoch_image_size`, `val_accuracy` and `seconds` (cumulative wall
-#'     time), then `epochs_to_target` and `seconds_to_target` (`NULL` when never reached),
-#'     `final_accuracy`, `training_seconds`, `images_per_second`), `time_ratio` (defaults / paper, time to
-#'     the target), `accuracy_difference` (defaults - paper, after `max_epochs`), `targets`, `seconds`.
+#'     `learning_rate`, and per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy` and
+#'     `seconds` (cumulative wall time), then `epochs_to_target` and `seconds_to_target` (`NULL` when
+#'     never reached), `final_accuracy`, `best_accuracy` (of any epoch), `training_seconds`,
+#'     `images_per_second`), `time_ratio` (defaults / paper, time to the target), `accuracy_difference`
+#'     (defaults - paper, after `max_epochs`), `targets`, `seconds`. On small data the validation accuracy
+#'     swings from epoch to epoch: read `accuracy_difference` over several runs.
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
 #'   - `settings`: the arguments as used (`stages`, `images`, `batch_size`, `image_size`, `cores`,
 #'     `core_counts`, `seconds`, `parallel`, `cache`, `resize`, `quality`, `model_steps`,
@@ -134,6 +137,7 @@ benchmark_stages_df <- function(records) {
     load_average = column("load_average", "numeric"),
     rss_before_mb = column("rss_before_mb", "numeric"),
     peak_rss_mb = column("peak_rss_mb", "numeric"),
+    precision = column("precision", "character"),
     stringsAsFactors = FALSE
   )
 }
@@ -201,8 +205,9 @@ print_time_to_accuracy <- function(stage, targets) {
   }
   rows <- lapply(stage$recipes, function(r) {
     data.frame(recipe = r$recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
-               rate = r$learning_rate, to_target = reached(r), final_accuracy = round(r$final_accuracy, 3),
-               seconds = round(utils::tail(unlist(r$seconds), 1L)), stringsAsFactors = FALSE)
+               rate = r$learning_rate, to_target = reached(r), final = round(r$final_accuracy, 3),
+               best = round(r$best_accuracy, 3), seconds = round(utils::tail(unlist(r$seconds), 1L)),
+               stringsAsFactors = FALSE)
   })
   print(do.call(rbind, unname(rows)), row.names = FALSE)
   for (target in targets) {

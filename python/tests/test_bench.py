@@ -219,12 +219,11 @@ def test_time_to_accuracy_trains_both_recipes_and_compares_them(tmp_path):
         assert all(0.0 <= a <= 1.0 for a in recipe["val_accuracy"])
         assert 0 < recipe["seconds"][0] < recipe["seconds"][1] <= recipe["training_seconds"]
         assert recipe["epoch_image_size"] == [64, 64]
-        # both divide the rate by 10 for the last quarter of the epochs: here the second
-        assert recipe["lr_drop_epochs"] == [1]
-        assert recipe["epoch_learning_rate"] == pytest.approx([recipe["learning_rate"], recipe["learning_rate"] / 10])
+        assert recipe["epoch_learning_rate"] == pytest.approx([recipe["learning_rate"]] * 2)  # fixed, no warm-up
         # a target of 0 is reached by the first epoch's validation
         assert recipe["epochs_to_target"] == 1 and recipe["seconds_to_target"] == recipe["seconds"][0]
         assert recipe["final_accuracy"] == recipe["val_accuracy"][-1]
+        assert recipe["best_accuracy"] == max(recipe["val_accuracy"])
     assert stage["time_ratio"] == pytest.approx(defaults["seconds"][0] / paper["seconds"][0], abs=1e-3)
     assert stage["accuracy_difference"] == pytest.approx(defaults["final_accuracy"] - paper["final_accuracy"],
                                                          abs=1e-4)
@@ -243,8 +242,6 @@ def test_the_defaults_sizes_grow_to_the_final_size_one_per_epoch_at_most():
     assert bench_accuracy.progressive_sizes(224, 2) == [168, 224]
     assert bench_accuracy.progressive_sizes(96, 6) == [64, 72, 96]  # never below AlexNet's smallest input
     assert bench_accuracy.progressive_sizes(64, 3) == [64]
-    assert bench_accuracy.final_drop(8) == (6,) and bench_accuracy.final_drop(3) == (2,)
-    assert bench_accuracy.final_drop(1) == ()
 
 
 def _recipe(seconds, accuracies, target):

@@ -9,9 +9,9 @@ from the same seed (so from the same initial weights, over the same batches in t
   (:func:`progressive_sizes`), and the rate scaled linearly with the global batch (``lr_scaling = "linear"``).
 
 Each runs ``max_epochs`` epochs in full, with no early stop, so that their accuracies after the same number of
-epochs compare. Both divide the rate by 10 for the last quarter of the epochs (:func:`final_drop`), the paper's
-step schedule in miniature: at a fixed 0.01 the validation accuracy of a short run swings by 10 points or more
-from one epoch to the next, and the accuracy "after the same epochs" would compare those swings.
+epochs compare. On a small data set the validation accuracy of such short runs swings from one epoch to the next
+(by 10 to 30 points on the default synthetic data), so each recipe's best accuracy is reported beside its final
+one, and the accuracy difference after the same epochs is best read over several runs.
 
 A Keras callback (:class:`alexnet.bench.clock.EpochClock`) records the wall time from the start of training to the
 end of each epoch (validation included); the validation accuracy of each epoch comes from the history. The wall
@@ -89,13 +89,6 @@ def check_accuracy_plan(arguments: Mapping[str, Any], precision: str | None, see
                         as_int(a["accuracy_classes"], "accuracy_classes", 2),
                         as_int(a["accuracy_images_per_class"], "accuracy_images_per_class", 1),
                         as_int(a["accuracy_val_per_class"], "accuracy_val_per_class", 1), precision, seed)
-
-
-def final_drop(epochs: int) -> tuple[int, ...]:
-    """The (0-based) epoch from which both recipes train at a tenth of the rate: the last quarter of ``epochs``
-    (at least the last epoch); none for a single epoch."""
-    drop = epochs - max(1, epochs // 4)
-    return (drop,) if drop > 0 else ()
 
 
 def progressive_sizes(final: int, epochs: int) -> list[int]:
@@ -194,11 +187,10 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
 
     Returns ``recipe``, ``precision`` and ``precision_reason`` (as the history reports them), ``image_sizes``
     and ``image_size_epochs``, ``lr_scaling``, ``learning_rate`` (the rate reached after any warm-up),
-    ``lr_drop_epochs`` (:func:`final_drop`), ``epoch_image_size``, ``epoch_learning_rate``, ``val_accuracy`` and
-    ``seconds`` (cumulative wall time) per epoch,
-    ``seconds_to_target`` and ``epochs_to_target`` (``None`` when the target was never reached),
-    ``final_accuracy`` (after ``max_epochs``), ``training_seconds`` (the whole ``alexnet_train`` call, setup
-    included) and ``images_per_second``.
+    ``epoch_image_size``, ``epoch_learning_rate``, ``val_accuracy`` and ``seconds`` (cumulative wall time) per
+    epoch, ``seconds_to_target`` and ``epochs_to_target`` (``None`` when the target was never reached),
+    ``final_accuracy`` (after ``max_epochs``), ``best_accuracy`` (of any epoch), ``training_seconds`` (the whole
+    ``alexnet_train`` call, setup included) and ``images_per_second``.
     """
     from ..tfimport import keras
     from ..train.api import alexnet_train
@@ -217,7 +209,6 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
     began = time.perf_counter()
     history = alexnet_train(batch_size=plan.batch_size, epochs=plan.max_epochs, data=data, parallel=parallel,
                             image_size=sizes, learning_rate=PAPER_LEARNING_RATE, lr_scaling=scaling,
-                            lr_drop_epochs=final_drop(plan.max_epochs),
                             precision=precision, validation=True, cache=True, check_images=False, seed=plan.seed,
                             verbose=0, dense_units=plan.dense_units, callbacks=[clock])
     total = time.perf_counter() - began
@@ -236,7 +227,6 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "image_size_epochs": [int(e) for e in params["image_size_epochs"]],
         "lr_scaling": scaling,
         "learning_rate": float(params["peak_learning_rate"]),
-        "lr_drop_epochs": [int(e) for e in params["lr_drop_epochs"]],
         "epoch_image_size": [int(s) for s in metrics.get("image_size", [])],
         "epoch_learning_rate": [float(r) for r in metrics.get("learning_rate", [])],
         "val_accuracy": accuracies,
@@ -244,6 +234,7 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "epochs_to_target": epoch,
         "seconds_to_target": None if epoch is None else seconds[epoch - 1],
         "final_accuracy": accuracies[-1],
+        "best_accuracy": max(accuracies),
         "training_seconds": round(total, 3),
         "images_per_second": float(history["images_per_second"]),
     }

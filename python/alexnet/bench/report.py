@@ -100,13 +100,14 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
     """The ``time_to_accuracy`` stage as Markdown: one row per recipe, then its targets."""
     target = accuracy["settings"]["target_accuracy"]
     lines = [f"| recipe | precision | image sizes (epochs) | learning rate | time to {target:g} | epochs to "
-             f"{target:g} | accuracy after {accuracy['settings']['max_epochs']} epochs | total time |",
-             "| --- | --- | --- | --: | --: | --: | --: | --: |"]
+             f"{target:g} | accuracy after {accuracy['settings']['max_epochs']} epochs | best accuracy | total time |",
+             "| --- | --- | --- | --: | --: | --: | --: | --: | --: |"]
     for r in accuracy["recipes"].values():
         sizes = ", ".join(f"{s} ({e})" for s, e in zip(r["image_sizes"], r["image_size_epochs"], strict=True))
         lines.append(f"| {r['recipe']} | {r['precision']} | {sizes} | {r['learning_rate']:g} "
                      f"| {_seconds(r['seconds_to_target'])} | {r['epochs_to_target'] or 'never'} "
-                     f"| {r['final_accuracy']:.3f} | {_seconds(r['seconds'][-1] if r['seconds'] else None)} |")
+                     f"| {r['final_accuracy']:.3f} | {r['best_accuracy']:.3f} "
+                     f"| {_seconds(r['seconds'][-1] if r['seconds'] else None)} |")
     lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
     for name, t in accuracy["targets"].items():
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}x" if name == "time_ratio" else f"{t['value']:+.3f}"
