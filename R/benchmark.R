@@ -13,7 +13,12 @@
 #' - `synthetic`: AlexNet training steps on a random batch kept on the device (the compute bound);
 #' - `train`: [alexnet_train()] itself;
 #' - `fetch` (only when asked, with `board`): a partition downloaded one category at a time, then in
-#'   parallel.
+#'   parallel;
+#' - `time_to_accuracy` (only when asked: it trains for minutes): the paper's recipe (float32, one image
+#'   size, the rate fixed at 0.01) and the package's defaults (the hardware's precision, progressive image
+#'   sizes, the rate scaled with the batch) trained one after the other on the same images, from the same
+#'   seed, for `max_epochs` epochs each: the wall time each takes to reach `target_accuracy` top-1
+#'   validation accuracy, their ratio, and their accuracies after the same epochs.
 #'
 #' `decode`, `naive`, `naive_auto` and `io` run on 1 core, 2 cores and `cores` cores, each core count in a child
 #' process pinned to that many CPUs (`isolation = "process"`, Linux) or, with
@@ -24,16 +29,26 @@
 #' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
 #'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder.
 #' @param stages Stages to run, among `"decode"`, `"naive"`, `"naive_auto"`, `"io"`, `"synthetic"`,
-#'   `"train"` and `"fetch"`; `NULL` runs all but `"fetch"`.
+#'   `"train"`, `"fetch"` and `"time_to_accuracy"`; `NULL` runs all but `"fetch"` and `"time_to_accuracy"`.
 #' @param images Images used; each measurement also runs over at least this many.
 #' @param batch_size,image_size Batches of `batch_size` images of `image_size` pixels square.
 #' @param cores Most cores measured (`NULL`: every CPU available).
 #' @param seconds Least seconds each measurement runs, after its warm-up.
 #' @param output_dir Folder for `alexnet-benchmark.json` and `alexnet-benchmark.png` (`NULL`: a new
 #'   temporary folder).
+#' @param precision What `synthetic`, `train` and the defaults recipe of `time_to_accuracy` compute in:
+#'   `NULL` (what the hardware has, as [alexnet_train()] picks it), `"float32"`, `"bfloat16"` or
+#'   `"float16"`. Each record names the precision used.
+#' @param target_accuracy,max_epochs `time_to_accuracy`: the top-1 validation accuracy (between 0 and 1) to
+#'   reach, and the epochs each recipe trains in full (no early stop).
 #' @param ... Further arguments for the Python `alexnet_benchmark()`: `parallel`, `cache`, `resize`
 #'   (pipelines read the images re-encoded as `imagenet_upload(resize = )` stores them), `quality`,
-#'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`.
+#'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`; for `time_to_accuracy`
+#'   (whose defaults take about ten minutes on 2 cores without bfloat16), its synthetic ImageNet's
+#'   `accuracy_classes`, `accuracy_images_per_class` and `accuracy_val_per_class` (used when `data` is
+#'   `NULL`; otherwise `data` needs validation images), and `accuracy_image_size` (the final size),
+#'   `accuracy_batch_size` and `accuracy_dense_units` (`batch_size`, `image_size` and `dense_units` are
+#'   the other stages').
 #' @returns An `alexnet_benchmark` list. Its print shows what was measured, in the order of `stages`,
 #'   and only the targets whose stages ran.
 #'
@@ -43,16 +58,29 @@
 #'     `cpu_seconds` (CPU time of the measuring process); `images_per_cpu_second`; `cpu_use` (the
 #'     share of its `cores` CPUs the process got, at most 1: below 0.9 other work slowed it down);
 #'     `load_average` (1-minute load when it started); `rss_before_mb` and `peak_rss_mb` (resident
-#'     memory before and at its peak).
+#'     memory before and at its peak); `precision` (what `synthetic` and `train` computed in).
 #'   - `summary`: `ratios` against the targets (each with `what`, `value`, `target`, `met`; `value`
 #'     `NULL` when its stages did not run), `comparisons` without a target (`what`, `value`),
 #'     `bottleneck` and `bottleneck_detail`, `cores_to_feed_synthetic`, `train_vs_bound` (when `train`
 #'     ran), `contended` (the measurements slowed down by other work, `character(0)` when none),
-#'     `io_peak_rss_mb` and `io_rss_growth_mb` (when `io` ran).
+#'     `io_peak_rss_mb` and `io_rss_growth_mb` (when `io` ran), `time_to_accuracy` (when it ran: its
+#'     `time_ratio` and `accuracy_difference`, each with `what`, `value`, `target`, `bound` and `met`; the
+#'     time ratio's `value` is `NULL` when a recipe never reached the target, and `met` then says whether the
+#'     defaults did).
+#'   - `time_to_accuracy`: `NULL`, or when it ran (its print shows each recipe's time to the target, and
+#'     its `final` and `best` validation accuracy): `settings`, `data` (`source`, `num_classes`,
+#'     `train_images`, `val_images`, `skipped`, `chance_accuracy`), `recipes` (`paper` and `defaults`, each
+#'     with `recipe`, `precision`, `precision_reason`, `image_sizes`, `image_size_epochs`, `lr_scaling`,
+#'     `learning_rate`, and per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy` and
+#'     `seconds` (cumulative wall time), then `epochs_to_target` and `seconds_to_target` (`NULL` when
+#'     never reached), `final_accuracy`, `best_accuracy` (of any epoch), `training_seconds`,
+#'     `images_per_second`), `time_ratio` (defaults / paper, time to the target), `accuracy_difference`
+#'     (defaults - paper, after `max_epochs`), `targets`, `seconds`. On small data the validation accuracy
+#'     swings from epoch to epoch: read `accuracy_difference` over several runs.
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
 #'   - `settings`: the arguments as used (`stages`, `images`, `batch_size`, `image_size`, `cores`,
 #'     `core_counts`, `seconds`, `parallel`, `cache`, `resize`, `quality`, `model_steps`,
-#'     `dense_units`, `isolation`, `seed`).
+#'     `dense_units`, `isolation`, `seed`, `precision`, `time_to_accuracy`: that stage's settings or `NULL`).
 #'   - `data`: `source`, `images`, `skipped`, `num_classes`, `compressed_bytes`,
 #'     `mean_image_bytes`, `original_bytes`, `io_reads`, `decode_and_naive_read`.
 #'   - `json`, `png`: the files written.
@@ -64,9 +92,14 @@
 #'   result
 #'   result$stages
 #' }
+#' \dontrun{
+#' # the paper's recipe against the defaults, in wall time to 75% validation accuracy (minutes)
+#' alexnet_benchmark(stages = "time_to_accuracy")
+#' }
 #' @export
 alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
-                              image_size = 224, cores = NULL, seconds = 5, output_dir = NULL, ...) {
+                              image_size = 224, cores = NULL, seconds = 5, output_dir = NULL,
+                              precision = NULL, target_accuracy = 0.75, max_epochs = 8, ...) {
   args <- checked_args("alexnet_benchmark", names(formals()))
   if (is.list(args$data)) args$data <- as_py_lists(unclass(args$data), c("image", "category", "categories", "label"))
   if (!is.null(args$stages)) args$stages <- as.list(args$stages)
@@ -104,6 +137,7 @@ benchmark_stages_df <- function(records) {
     load_average = column("load_average", "numeric"),
     rss_before_mb = column("rss_before_mb", "numeric"),
     peak_rss_mb = column("peak_rss_mb", "numeric"),
+    precision = column("precision", "character"),
     stringsAsFactors = FALSE
   )
 }
@@ -154,6 +188,32 @@ print.alexnet_benchmark <- function(x, ...) {
   if (!is.null(x$summary$bottleneck)) {
     cat("Bottleneck:", x$summary$bottleneck, "-", x$summary$bottleneck_detail, "\n")
   }
+  if (!is.null(x$time_to_accuracy)) print_time_to_accuracy(x$time_to_accuracy, x$summary$time_to_accuracy)
   cat("Files:", x$json, x$png, "\n")
   invisible(x)
+}
+
+# The time_to_accuracy stage: a row per recipe, then its targets.
+print_time_to_accuracy <- function(stage, targets) {
+  settings <- stage$settings
+  cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each):\n",
+              format(settings$target_accuracy), stage$data$source, as.integer(stage$data$train_images),
+              as.integer(stage$data$val_images), as.integer(settings$max_epochs)))
+  reached <- function(r) {
+    if (is.null(r$seconds_to_target)) "never" else sprintf("%.0f s (epoch %d)", r$seconds_to_target,
+                                                           as.integer(r$epochs_to_target))
+  }
+  rows <- lapply(stage$recipes, function(r) {
+    data.frame(recipe = r$recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
+               rate = r$learning_rate, to_target = reached(r), final = round(r$final_accuracy, 3),
+               best = round(r$best_accuracy, 3), seconds = round(utils::tail(unlist(r$seconds), 1L)),
+               stringsAsFactors = FALSE)
+  })
+  print(do.call(rbind, unname(rows)), row.names = FALSE)
+  for (target in targets) {
+    met <- if (is.null(target$met)) "" else if (isTRUE(target$met)) " (met)" else " (not met)"
+    value <- if (is.null(target$value)) "n/a" else format(round(target$value, 3))
+    cat(sprintf("%s: %s, target %s %s%s\n", target$what, value, target$bound, format(target$target), met))
+  }
+  invisible(stage)
 }

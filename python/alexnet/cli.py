@@ -277,7 +277,9 @@ def _cmd_bench(args: argparse.Namespace) -> None:
         data = _fetch(args)
     given = _given(args, "stages", "images", "batch_size", "image_size", "cores", "seconds", "parallel", "resize",
                    "quality", "model_steps", "dense_units", "board", "fetch_workers", "isolation", "output_dir",
-                   "seed")
+                   "seed", "precision", "target_accuracy", "max_epochs", "accuracy_classes",
+                   "accuracy_images_per_class", "accuracy_val_per_class", "accuracy_image_size",
+                   "accuracy_batch_size", "accuracy_dense_units")
     given.update({f"fetch_{name}": getattr(args, name) for name in ("partition", "total") if hasattr(args, name)})
     if args.no_cache:
         given["cache"] = False
@@ -564,8 +566,8 @@ def _spark_options(spark: argparse.ArgumentParser) -> None:
 def _bench_options(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--data", help="ImageNet folder to take the images from (default: a synthetic one)")
     _partition_options(bench)
-    bench.add_argument("--stages", help="comma-separated among decode,naive,naive_auto,io,synthetic,train,fetch "
-                       "(default: all but fetch)")
+    bench.add_argument("--stages", help="comma-separated among decode,naive,naive_auto,io,synthetic,train,fetch,"
+                       "time_to_accuracy (default: all but fetch and time_to_accuracy)")
     for flag, kind, text in (("--images", _positive, "images used, and timed per measurement"),
                              ("--batch-size", _positive, "images per batch"),
                              ("--image-size", _positive, "pixels of the model's square input"),
@@ -574,7 +576,17 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
                              ("--model-steps", _positive, "training steps timed"),
                              ("--dense-units", _positive, "units of the dense layers"),
                              ("--fetch-workers", _positive, "parallel downloads of the fetch stage"),
-                             ("--seed", _non_negative, "random seed")):
+                             ("--seed", _non_negative, "random seed"),
+                             ("--target-accuracy", float, "time_to_accuracy: top-1 validation accuracy to reach"),
+                             ("--max-epochs", _positive, "time_to_accuracy: epochs each recipe trains"),
+                             ("--accuracy-classes", _positive, "time_to_accuracy: categories of its synthetic data"),
+                             ("--accuracy-images-per-class", _positive,
+                              "time_to_accuracy: training images per category"),
+                             ("--accuracy-val-per-class", _positive,
+                              "time_to_accuracy: validation images per category"),
+                             ("--accuracy-image-size", _positive, "time_to_accuracy: final image size"),
+                             ("--accuracy-batch-size", _positive, "time_to_accuracy: images per batch"),
+                             ("--accuracy-dense-units", _positive, "time_to_accuracy: units of the dense layers")):
         bench.add_argument(flag, type=kind, help=_with_default("bench", flag[2:].replace("-", "_"), text))
     bench.add_argument("--cores", type=_positive, help="most cores measured (default: all)")
     bench.add_argument("--parallel", type=_positive, help="parallel decodes (default: autotune)")
@@ -584,6 +596,9 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
                        help="pipelines read the images re-encoded to this short side (as upload --resize)")
     bench.add_argument("--isolation", choices=["process", "threads"],
                        help="pin a child process per core count (default on Linux) or limit threads in-process")
+    bench.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
+                       help="what synthetic, train and the time_to_accuracy defaults compute in (default: what the "
+                            "hardware has)")
     bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")
 
 

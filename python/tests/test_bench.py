@@ -15,6 +15,7 @@ from PIL import Image
 tf = pytest.importorskip("tensorflow")
 
 from alexnet import cli  # noqa: E402
+from alexnet.bench import accuracy as bench_accuracy  # noqa: E402
 from alexnet.bench import images as bench_images  # noqa: E402
 from alexnet.bench import models as bench_models  # noqa: E402
 from alexnet.bench import pipelines as bench_pipelines  # noqa: E402
@@ -22,6 +23,7 @@ from alexnet.bench import report as bench_report  # noqa: E402
 from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.train.precision import choose_precision, hardware  # noqa: E402
 
 STAGE_FIELDS = {"stage", "cores", "images_per_second", "images", "seconds", "load_average", "load_after"}
 PIPELINE_FIELDS = STAGE_FIELDS | {"peak_rss_mb", "rss_before_mb", "peak_rss_scope"}
@@ -55,6 +57,10 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
         assert fields <= set(record), record
         assert record["images_per_second"] > 0 and record["images"] >= 4
     assert {"synthetic", "train"} <= {s["stage"] for s in saved["stages"]}
+    # both compute in the precision training would pick here, and say so
+    auto = choose_precision(None, hardware(bool(tf.config.list_logical_devices("GPU")))).name
+    assert [s["precision"] for s in saved["stages"] if s["stage"] in ("synthetic", "train")] == [auto, auto]
+    assert saved["settings"]["precision"] is None and saved["time_to_accuracy"] is None
     # the child really ran pinned to as many CPUs as it says (its peak memory is its own, not this process's)
     assert all(s["peak_rss_mb"] > 50 for s in saved["stages"] if s["stage"] == "io")
 
@@ -184,6 +190,114 @@ def test_wrong_arguments_say_what_to_change(tree):
         bench_run.alexnet_benchmark(tree, stages="decode", cores=10_000)
     with pytest.raises(AlexnetError, match="ImageNet folder"):
         bench_run.alexnet_benchmark(42, stages="decode")
+
+
+# -- time to accuracy ------------------------------------------------------------------------------------------
+
+TINY_ACCURACY = {"accuracy_classes": 2, "accuracy_images_per_class": 6, "accuracy_val_per_class": 2,
+                 "accuracy_image_size": 64, "accuracy_batch_size": 4, "accuracy_dense_units": 16}
+
+
+def test_time_to_accuracy_trains_both_recipes_and_compares_them(tmp_path):
+    result = bench_run.alexnet_benchmark(stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2,
+                                         output_dir=tmp_path, **TINY_ACCURACY)
+    saved = json.loads((tmp_path / bench_run.JSON_FILE).read_text())
+    assert saved == json.loads(json.dumps(result))
+    assert saved["stages"] == [] and saved["data"]["images"] == 0  # no other stage ran
+    stage = saved["time_to_accuracy"]
+    assert stage["data"]["num_classes"] == 2 and stage["data"]["train_images"] == 12
+    assert stage["data"]["val_images"] == 4
+    paper, defaults = stage["recipes"]["paper"], stage["recipes"]["defaults"]
+    auto = choose_precision(None, hardware(bool(tf.config.list_logical_devices("GPU")))).name
+    assert (paper["precision"], defaults["precision"]) == ("float32", auto)
+    assert (paper["lr_scaling"], defaults["lr_scaling"]) == ("none", "linear")
+    # the paper's fixed rate; the defaults' scaled to the batch of 4
+    assert paper["learning_rate"] == pytest.approx(0.01) and defaults["learning_rate"] == pytest.approx(0.01 * 4 / 128)
+    assert paper["image_sizes"] == [64] and defaults["image_sizes"] == [64]  # 64 is already AlexNet's smallest
+    for recipe in (paper, defaults):
+        assert len(recipe["val_accuracy"]) == len(recipe["seconds"]) == 2
+        assert all(0.0 <= a <= 1.0 for a in recipe["val_accuracy"])
+        assert 0 < recipe["seconds"][0] < recipe["seconds"][1] <= recipe["training_seconds"]
+        assert recipe["epoch_image_size"] == [64, 64]
+        assert recipe["epoch_learning_rate"] == pytest.approx([recipe["learning_rate"]] * 2)  # fixed, no warm-up
+        # a target of 0 is reached by the first epoch's validation
+        assert recipe["epochs_to_target"] == 1 and recipe["seconds_to_target"] == recipe["seconds"][0]
+        assert recipe["final_accuracy"] == recipe["val_accuracy"][-1]
+        assert recipe["best_accuracy"] == max(recipe["val_accuracy"])
+    assert stage["time_ratio"] == pytest.approx(defaults["seconds"][0] / paper["seconds"][0], abs=1e-3)
+    assert stage["accuracy_difference"] == pytest.approx(defaults["final_accuracy"] - paper["final_accuracy"],
+                                                         abs=1e-4)
+    targets = saved["summary"]["time_to_accuracy"]
+    assert targets["time_ratio"]["value"] == stage["time_ratio"]
+    assert targets["time_ratio"]["met"] == (stage["time_ratio"] <= targets["time_ratio"]["target"])
+    assert targets["accuracy_difference"]["met"] == (stage["accuracy_difference"] >= -0.02)
+    assert (tmp_path / bench_run.PNG_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = bench_report.benchmark_table(saved)
+    assert "| paper | float32 | 64 (2) |" in table and "| defaults |" in table
+
+
+def test_the_defaults_sizes_grow_to_the_final_size_one_per_epoch_at_most():
+    assert bench_accuracy.progressive_sizes(224, 9) == [112, 168, 224]
+    assert bench_accuracy.progressive_sizes(176, 8) == [88, 128, 176]
+    assert bench_accuracy.progressive_sizes(224, 2) == [168, 224]
+    assert bench_accuracy.progressive_sizes(96, 6) == [64, 72, 96]  # never below AlexNet's smallest input
+    assert bench_accuracy.progressive_sizes(64, 3) == [64]
+
+
+def _recipe(seconds, accuracies, target):
+    epoch = bench_accuracy._reached(accuracies, target)
+    return {"seconds": seconds, "val_accuracy": accuracies, "final_accuracy": accuracies[-1],
+            "epochs_to_target": epoch, "seconds_to_target": None if epoch is None else seconds[epoch - 1]}
+
+
+def test_the_comparison_follows_the_hardware_and_the_recipes_that_reached_the_target():
+    plan = bench_accuracy.AccuracyPlan(0.6, 3, 128, 128, 64, 10, 10, 2, None, 0)
+    paper = _recipe([10.0, 20.0, 30.0], [0.3, 0.65, 0.8], 0.6)
+    defaults = _recipe([6.0, 13.0, 21.0], [0.35, 0.7, 0.79], 0.6)
+    assert paper["epochs_to_target"] == 2 and defaults["seconds_to_target"] == 13.0
+    without = bench_accuracy.compare(paper, defaults, plan, bfloat16=False)
+    assert without["time_ratio"]["value"] == pytest.approx(0.65) and without["time_ratio"]["met"] is True
+    assert without["accuracy_difference"]["value"] == pytest.approx(-0.01)
+    assert without["accuracy_difference"]["met"] is True
+    with_bf16 = bench_accuracy.compare(paper, defaults, plan, bfloat16=True)
+    assert with_bf16["time_ratio"]["target"] == 0.5 and with_bf16["time_ratio"]["met"] is False
+    never = _recipe([6.0, 13.0, 21.0], [0.2, 0.3, 0.5], 0.6)
+    lost = bench_accuracy.compare(paper, never, plan, bfloat16=False)
+    assert lost["time_ratio"]["value"] is None and lost["time_ratio"]["met"] is False
+    assert lost["accuracy_difference"]["met"] is False
+    assert bench_accuracy.compare(never, defaults, plan, bfloat16=False)["time_ratio"]["met"] is True
+    assert bench_accuracy.compare(never, never, plan, bfloat16=False)["time_ratio"]["met"] is None
+
+
+def test_time_to_accuracy_arguments_are_checked_before_any_work(tmp_path):
+    for bad in (1.5, -0.1):
+        with pytest.raises(AlexnetError, match="target_accuracy"):
+            bench_run.alexnet_benchmark(stages="time_to_accuracy", target_accuracy=bad, output_dir=tmp_path)
+    with pytest.raises(AlexnetError, match="max_epochs"):
+        bench_run.alexnet_benchmark(stages="time_to_accuracy", max_epochs=0, output_dir=tmp_path)
+    with pytest.raises(AlexnetError, match="accuracy_image_size"):
+        bench_run.alexnet_benchmark(stages="time_to_accuracy", accuracy_image_size=32, output_dir=tmp_path)
+    with pytest.raises(AlexnetError, match="precision"):
+        bench_run.alexnet_benchmark(stages="time_to_accuracy", precision="float8", output_dir=tmp_path)
+    with pytest.raises(AlexnetError, match="no validation images"):
+        bench_run.alexnet_benchmark({"image": ["a.JPEG", "b.JPEG"], "category": ["x", "y"]},
+                                    stages="time_to_accuracy", output_dir=tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_bench_command_passes_the_time_to_accuracy_options(monkeypatch, capsys):
+    seen = {}
+
+    def fake(data, **kwargs):
+        seen.update(kwargs)
+        raise AlexnetError("stop here")
+
+    monkeypatch.setattr(cli, "core", lambda command: fake)
+    code = cli.main(["-q", "bench", "--stages", "time_to_accuracy", "--target-accuracy", "0.7", "--max-epochs", "5",
+                     "--precision", "float32", "--accuracy-image-size", "96"])
+    assert code == 2 and "stop here" in capsys.readouterr().err
+    assert seen == {"stages": "time_to_accuracy", "target_accuracy": 0.7, "max_epochs": 5, "precision": "float32",
+                    "accuracy_image_size": 96}
 
 
 # -- the compared pipelines -----------------------------------------------------------------------------------

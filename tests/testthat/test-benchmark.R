@@ -11,7 +11,7 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
 
   result <- alexnet_benchmark(data, stages = c("decode", "io", "synthetic"), images = 8, batch_size = 4,
                               image_size = 64, cores = 1, seconds = 0, dense_units = 16,
-                              model_steps = 1, output_dir = file.path(dir, "out"))
+                              model_steps = 1, precision = "float32", output_dir = file.path(dir, "out"))
   expect_s3_class(result, "alexnet_benchmark")
   expect_s3_class(result$stages, "data.frame")
   for (part in c("stages", "machine", "settings", "data")) expect_documented(names(result[[part]]), "alexnet_benchmark")
@@ -20,6 +20,10 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
   expect_setequal(paste(result$stages$stage, result$stages$cores),
                   c("decode 1", "io 1", paste("synthetic", result$machine$cores)))
   expect_true(all(result$stages$images_per_second > 0))
+  expect_equal(result$stages$precision[result$stages$stage == "synthetic"], "float32")
+  expect_true(all(is.na(result$stages$precision[result$stages$stage != "synthetic"])))
+  expect_equal(result$settings$precision, "float32")
+  expect_null(result$time_to_accuracy)
   expect_true(all(!is.na(result$stages$peak_rss_mb[result$stages$stage != "synthetic"])))
   expect_equal(result$data$images, 8L)
   expect_true(file.exists(result$json))
@@ -71,4 +75,58 @@ test_that("the print shows only what was measured, in the order of `stages`, wit
   expect_true(any(grepl("99%", out, fixed = TRUE)))
   expect_false(any(grepl("n/a|naive", out)))
   expect_true(any(grepl("io on 1 core / decode on 1 core: 0.90x, target 1x (not met)", out, fixed = TRUE)))
+})
+
+test_that("the time_to_accuracy stage's arguments are checked before any work", {
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", target_accuracy = "high"), "target_accuracy",
+               class = "alexnet_error")
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", precision = 16), "precision", class = "alexnet_error")
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", accuracy_classes = 2.5), "accuracy_classes",
+               class = "alexnet_error")
+  skip_if_no_alexnet()
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", target_accuracy = 1.5), "between 0 and 1")
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", max_epochs = 0), "max_epochs")
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", precision = "float8"), "precision")
+})
+
+test_that("the print shows each recipe's time to the target and the targets of time_to_accuracy", {
+  recipe <- function(name, precision, sizes, lr, accuracy, seconds, epoch) {
+    list(recipe = name, precision = precision, precision_reason = "test", image_sizes = as.list(sizes),
+         image_size_epochs = as.list(rep(1L, length(sizes))), lr_scaling = "none", learning_rate = lr,
+         epoch_image_size = as.list(sizes), val_accuracy = as.list(accuracy), seconds = as.list(seconds),
+         epochs_to_target = epoch, seconds_to_target = if (is.null(epoch)) NULL else seconds[[epoch]],
+         final_accuracy = accuracy[[length(accuracy)]], best_accuracy = max(accuracy), training_seconds = 99,
+         images_per_second = 10)
+  }
+  targets <- list(
+    time_ratio = list(what = "defaults / paper: wall time to 0.6 validation accuracy (hardware without bfloat16)",
+                      value = NULL, target = 0.8, bound = "at most", met = TRUE),
+    accuracy_difference = list(what = "defaults - paper: validation accuracy after 3 epochs", value = 0.05,
+                               target = -0.02, bound = "at least", met = TRUE))
+  result <- alexnet:::new_alexnet_benchmark(list(
+    machine = list(cpu = "Test CPU", cores = 2L),
+    settings = list(stages = list("time_to_accuracy")),
+    data = list(images = 0L, skipped = 0L),
+    stages = list(),
+    time_to_accuracy = list(
+      settings = list(target_accuracy = 0.6, max_epochs = 3L),
+      data = list(source = "synthetic ImageNet", num_classes = 10L, train_images = 100L, val_images = 20L),
+      recipes = list(paper = recipe("paper", "float32", 128L, 0.01, c(0.2, 0.4, 0.55), c(10, 20, 30), NULL),
+                     defaults = recipe("defaults", "float32", c(64L, 96L, 128L), 0.01, c(0.3, 0.62, 0.6),
+                                       c(4, 10, 20), 2L)),
+      time_ratio = NULL, accuracy_difference = 0.05, targets = targets, seconds = 60),
+    summary = list(ratios = list(), comparisons = list(), contended = list(), time_to_accuracy = targets),
+    json = "a.json", png = "a.png"
+  ))
+  expect_equal(nrow(result$stages), 0L)
+  expect_equal(result$time_to_accuracy$recipes$defaults$val_accuracy, c(0.3, 0.62, 0.6))
+  out <- capture.output(print(result))
+  expect_true(any(grepl("Time to 0.6 validation accuracy", out, fixed = TRUE)))
+  paper <- grep("^ *paper +float32", out, value = TRUE)
+  defaults <- grep("^ *defaults +float32", out, value = TRUE)
+  expect_match(paper, "float32 +128 +0.01 +never +0.55 +0.55 +30$")
+  expect_match(defaults, "64/96/128 +0.01 +10 s \\(epoch 2\\) +0.60? +0.62 +20$")
+  expect_true(any(grepl("wall time to 0.6 validation accuracy (hardware without bfloat16): n/a, target at most 0.8 (met)",
+                        out, fixed = TRUE)))
+  expect_true(any(grepl("after 3 epochs: 0.05, target at least -0.02 (met)", out, fixed = TRUE)))
 })

@@ -12,7 +12,9 @@ from .stages import STAGES, TARGETS, label, rate
 def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
     """A bar chart of images per second per stage, with the targets marked, as a PNG at ``path``.
 
-    A fetch measurement adds a second panel: megabytes per second, one download at a time and in parallel.
+    A fetch measurement adds a panel: megabytes per second, one download at a time and in parallel. The
+    ``time_to_accuracy`` stage adds one too: each recipe's validation accuracy against its cumulative wall time,
+    epoch by epoch, with the target accuracy as a horizontal line.
     """
     import matplotlib
 
@@ -23,18 +25,22 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
     stages = sorted((s for s in result["stages"] if "images_per_second" in s),
                     key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
     fetches = [s for s in result["stages"] if s.get("stage") == "fetch" and s.get("bytes_per_second")]
+    accuracy = result.get("time_to_accuracy")
     panels = [p for p in (stages, fetches) if p]
-    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] or [6.0]
-    figure, axes_list = plt.subplots(1, max(1, len(panels)), figsize=(sum(widths), 4.8),
+    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] + ([6.0] if accuracy else [])
+    widths = widths or [6.0]
+    figure, axes_list = plt.subplots(1, len(widths), figsize=(sum(widths), 4.8),
                                      gridspec_kw={"width_ratios": widths}, squeeze=False)
     axes_iter = iter(axes_list[0])
     if stages:
         _images_panel(next(axes_iter), stages)
     if fetches:
         _fetch_panel(next(axes_iter), fetches)
+    if accuracy:
+        _accuracy_panel(next(axes_iter), accuracy)
     machine, summary = result["machine"], result["summary"]
     title = f"{machine['cpu']}, {machine['cores']} core(s)"
-    if result["data"]["images"]:
+    if result["data"]["images"] and (stages or fetches):
         title += f"; {result['data']['images']} images"
     if result["settings"].get("resize"):
         title += f" stored at short side {result['settings']['resize']} (decode: originals)"
@@ -102,3 +108,23 @@ def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
                 _mark(axes, bar, factor * serial / 1e6, f"target: {factor:g}x one at a time", "--")
         axes.legend(loc="upper left", fontsize=8)
     axes.set_ylabel("fetch, MB / second")
+
+
+def _accuracy_panel(axes: Any, accuracy: Mapping[str, Any]) -> None:
+    colours = {"paper": "#7f7f7f", "defaults": "#2ca02c"}
+    target = accuracy["settings"]["target_accuracy"]
+    for name, recipe in accuracy["recipes"].items():
+        sizes = "/".join(str(s) for s in recipe["image_sizes"])
+        axes.plot(recipe["seconds"], recipe["val_accuracy"], marker="o", markersize=3,
+                  color=colours.get(name), label=f"{name}: {recipe['precision']}, {sizes} px")
+        if recipe["seconds_to_target"] is not None:
+            axes.axvline(recipe["seconds_to_target"], color=colours.get(name), linestyle=":", linewidth=1)
+    axes.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ratio = accuracy.get("time_ratio")
+    title = f"time to {target:g}: defaults / paper = " + ("n/a" if ratio is None else f"{ratio:.2f}x")
+    axes.set_title(title, fontsize=9)
+    axes.set_xlabel("wall time (s)")
+    axes.set_ylabel("validation accuracy (top-1)")
+    axes.set_ylim(0, 1.05)
+    axes.set_xlim(left=0)
+    axes.legend(loc="lower right", fontsize=8)

@@ -21,21 +21,26 @@ def synthetic_measurement(
     steps: int = 5,
     seconds: float = 5.0,
     dense_units: int = 4096,
+    precision: str | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """AlexNet training steps on one random uint8 batch kept on the device: the model's images per second.
 
-    The model, optimizer and compiled step are those of training (mixed precision and XLA on a GPU). Two
-    warm-up steps, then at least ``steps`` steps and ``seconds`` seconds.
+    The model, optimizer and compiled step are those of training: in ``precision`` (``None``: the one
+    :func:`alexnet.train.precision.choose_precision` picks for this hardware, as training does; the record's
+    ``precision`` and ``precision_reason`` say which and why), with XLA on a GPU. Two warm-up steps, then at
+    least ``steps`` steps and ``seconds`` seconds.
     """
     from ..input.pipeline import synthetic_dataset
     from ..tfimport import keras, tf
     from ..train import model as alexnet_model
+    from ..train.precision import choose_precision, hardware
 
     gpu = bool(tf.config.list_logical_devices("GPU"))
+    chosen = choose_precision(precision, hardware(gpu))
     keras.utils.set_random_seed(seed)
-    net = alexnet_model.build_alexnet(num_classes, image_size, dense_units=dense_units, mixed_precision=gpu)
-    optimizer = alexnet_model.make_optimizer(0.01, mixed_precision=gpu)
+    net = alexnet_model.build_alexnet(num_classes, image_size, dense_units=dense_units, precision=chosen.name)
+    optimizer = alexnet_model.make_optimizer(0.01, loss_scaled=chosen.loss_scaled)
     alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=gpu)
     x, y = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=seed, distinct_batches=1)))
     step = tf.function(net.train_step, jit_compile=gpu)
@@ -60,6 +65,8 @@ def synthetic_measurement(
         "load_average": load,
         "load_after": load_average(),
         "device": "GPU" if gpu else "CPU",
+        "precision": chosen.name,
+        "precision_reason": chosen.reason,
     }
 
 
@@ -72,9 +79,14 @@ def train_measurement(
     parallel: int | None = None,
     cache: bool = True,
     dense_units: int = 4096,
+    precision: str | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """:func:`alexnet.train.api.alexnet_train` for two epochs of ``steps`` steps; images per second of the second."""
+    """:func:`alexnet.train.api.alexnet_train` for two epochs of ``steps`` steps; images per second of the second.
+
+    Trains in ``precision`` (``None``: the hardware's, as ``alexnet_train`` picks it); the record's ``precision``
+    and ``precision_reason`` are those the history's ``params`` report.
+    """
     from ..train.api import alexnet_train
 
     data = {"image": bench.files, "label": bench.labels, "num_classes": bench.num_classes,
@@ -83,7 +95,7 @@ def train_measurement(
     start = time.perf_counter()
     history = alexnet_train(batch_size=batch_size, epochs=2, data=data, parallel=parallel, image_size=image_size,
                             steps_per_epoch=steps, validation=False, check_images=False, cache=cache, seed=seed,
-                            verbose=0, dense_units=dense_units)
+                            verbose=0, dense_units=dense_units, precision=precision)
     return {
         "stage": "train",
         "cores": usable_cpus(),
@@ -93,6 +105,8 @@ def train_measurement(
         "load_average": load,
         "load_after": load_average(),
         "loss": [float(v) for v in history["metrics"].get("loss", [])],
+        "precision": history["params"]["precision"],
+        "precision_reason": history["params"]["precision_reason"],
     }
 
 

@@ -44,8 +44,11 @@ def _ratio(numerator: float | None, denominator: float | None, target: str) -> d
     return {"what": what, "value": round(value, 3), "target": minimum, "met": bool(value >= minimum)}
 
 
-def summarize(stages: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]:
-    """Ratios against the targets, the bottleneck and the cores the pipeline needs, from measured ``stages``."""
+def summarize(stages: Sequence[Mapping[str, Any]], cores: int,
+              accuracy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Ratios against the targets, the bottleneck and the cores the pipeline needs, from measured ``stages``;
+    with the ``time_to_accuracy`` stage's result (``accuracy``), its ``time_ratio`` and ``accuracy_difference``
+    against their targets under ``time_to_accuracy``."""
     io1, io2, ion = rate(stages, "io", 1), rate(stages, "io", 2), rate(stages, "io", cores)
     fetch = {s["workers"]: s.get("bytes_per_second") for s in stages if s.get("stage") == "fetch"}
     serial = fetch.get(1)
@@ -84,7 +87,34 @@ def summarize(stages: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]
         worst = max(peaks, key=lambda s: s["peak_rss_mb"])
         summary["io_peak_rss_mb"] = worst["peak_rss_mb"]
         summary["io_rss_growth_mb"] = round(worst["peak_rss_mb"] - (worst.get("rss_before_mb") or 0.0), 1)
+    if accuracy is not None:
+        summary["time_to_accuracy"] = dict(accuracy["targets"])
     return summary
+
+
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.0f} s"
+
+
+def accuracy_table(accuracy: Mapping[str, Any]) -> str:
+    """The ``time_to_accuracy`` stage as Markdown: one row per recipe, then its targets."""
+    target = accuracy["settings"]["target_accuracy"]
+    lines = [f"| recipe | precision | image sizes (epochs) | learning rate | time to {target:g} | epochs to "
+             f"{target:g} | accuracy after {accuracy['settings']['max_epochs']} epochs | best accuracy | total time |",
+             "| --- | --- | --- | --: | --: | --: | --: | --: | --: |"]
+    for r in accuracy["recipes"].values():
+        sizes = ", ".join(f"{s} ({e})" for s, e in zip(r["image_sizes"], r["image_size_epochs"], strict=True))
+        lines.append(f"| {r['recipe']} | {r['precision']} | {sizes} | {r['learning_rate']:g} "
+                     f"| {_seconds(r['seconds_to_target'])} | {r['epochs_to_target'] or 'never'} "
+                     f"| {r['final_accuracy']:.3f} | {r['best_accuracy']:.3f} "
+                     f"| {_seconds(r['seconds'][-1] if r['seconds'] else None)} |")
+    lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
+    for name, t in accuracy["targets"].items():
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}x" if name == "time_ratio" else f"{t['value']:+.3f}"
+        needed = f"{t['bound']} {t['target']:g}" + ("x" if name == "time_ratio" else "")
+        met = "" if t["met"] is None else "yes" if t["met"] else "no"
+        lines.append(f"| {t['what']} | {value} | {needed} | {met} |")
+    return "\n".join(lines)
 
 
 def benchmark_table(result: Mapping[str, Any]) -> str:
@@ -130,6 +160,8 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
     if summary.get("contended"):
         lines += ["", f"Slowed down by other work on the machine (less than {CONTENDED:.0%} of their CPUs): "
                       f"{', '.join(summary['contended'])}."]
+    if result.get("time_to_accuracy"):
+        lines += ["", accuracy_table(result["time_to_accuracy"])]
     if summary.get("bottleneck"):
         lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
                       f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]

@@ -17,7 +17,13 @@ Stages, all on the same images:
 - ``synthetic``: AlexNet training steps on one random batch that stays on the device: the compute bound;
 - ``train``: :func:`alexnet.train.api.alexnet_train`, the pipeline feeding the model;
 - ``fetch`` (only when asked, with a board): a partition downloaded one category at a time, then with
-  parallel downloads.
+  parallel downloads;
+- ``time_to_accuracy`` (only when asked: it trains for minutes): the paper's recipe and the package's defaults
+  trained one after the other on the same images with a validation set, the wall time each takes to reach a
+  validation accuracy, and their accuracies after the same epochs (see :mod:`alexnet.bench.accuracy`).
+
+``synthetic``, ``train`` and the defaults recipe of ``time_to_accuracy`` compute in ``precision`` (``None``: the
+one the hardware has, as ``alexnet_train`` picks it; each record names the precision used).
 
 ``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, on 2 and on every core given (see
 :mod:`alexnet.bench.measure` for how). Peak resident memory is measured per stage (Linux: the peak is reset
@@ -50,12 +56,13 @@ from ..checks import MIN_IMAGE_SIZE, as_int, as_optional_int, as_parallel, as_se
 from ..errors import AlexnetError
 from ..machine import usable_cpus
 from ..scratch import make_scratch
+from .accuracy import AccuracyPlan, accuracy_data, check_accuracy_plan, time_to_accuracy
 from .chart import write_chart
 from .images import BenchImages, resolve_images, store_resized
 from .measure import peak_rss_mb, pipeline_measurements, reset_peak_rss, run_pinned
 from .models import fetch_measurement, synthetic_measurement, train_measurement
 from .report import machine_info, summarize
-from .stages import DEFAULT_STAGES, PIPELINE_STAGES, STAGES, contended
+from .stages import DEFAULT_STAGES, IMAGE_STAGES, PIPELINE_STAGES, STAGES, contended
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +99,8 @@ class _Plan:
     dense_units: int
     isolation: str
     seed: int
+    precision: str | None
+    accuracy: AccuracyPlan
 
     def settings(self) -> dict[str, Any]:
         """The settings recorded in the result."""
@@ -99,7 +108,9 @@ class _Plan:
                 "image_size": self.image_size, "cores": self.cores, "core_counts": self.core_counts(),
                 "seconds": self.seconds, "parallel": self.parallel, "cache": self.cache, "resize": self.resize,
                 "quality": self.quality if self.resize else None, "model_steps": self.model_steps,
-                "dense_units": self.dense_units, "isolation": self.isolation, "seed": self.seed}
+                "dense_units": self.dense_units, "isolation": self.isolation, "seed": self.seed,
+                "precision": self.precision,
+                "time_to_accuracy": self.accuracy.settings() if "time_to_accuracy" in self.stages else None}
 
     def core_counts(self) -> list[int]:
         """The core counts the pipelines are measured on: 1, 2 and all."""
@@ -118,6 +129,8 @@ def _isolation(isolation: str | None) -> str:
 
 
 def _plan(arguments: Mapping[str, Any]) -> _Plan:
+    from ..train.precision import check_precision
+
     a = arguments
     stages = _stages_arg(a["stages"])
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(usable_cpus()))
@@ -131,12 +144,13 @@ def _plan(arguments: Mapping[str, Any]) -> _Plan:
                            "(224 as in the paper), or leave out the synthetic and train stages.")
     if "fetch" in stages and not a["board"]:
         raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
+    precision, seed = check_precision(a["precision"]), as_int(a["seed"], "seed", 0)
     return _Plan(stages, as_int(a["images"], "images", 1), as_int(a["batch_size"], "batch_size", 1), image_size,
                  cores, available, as_seconds(a["seconds"], "seconds", allow_none=False, allow_zero=True) or 0.0,
                  as_parallel(a["parallel"]), bool(a["cache"]),
                  as_optional_int(a["resize"], "resize", 1), as_int(a["quality"], "quality", 1),
                  as_int(a["model_steps"], "model_steps", 1), as_int(a["dense_units"], "dense_units", 1),
-                 _isolation(a["isolation"]), as_int(a["seed"], "seed", 0))
+                 _isolation(a["isolation"]), seed, precision, check_accuracy_plan(a, precision, seed))
 
 
 def _pipeline_records(plan: _Plan, bench: BenchImages, originals: list[str]) -> list[dict[str, Any]]:
@@ -163,13 +177,14 @@ def _model_records(plan: _Plan, bench: BenchImages) -> list[dict[str, Any]]:
     if "synthetic" in plan.stages:
         measured.append(synthetic_measurement(bench.num_classes, plan.batch_size, plan.image_size,
                                               steps=plan.model_steps, seconds=plan.seconds,
-                                              dense_units=plan.dense_units, seed=plan.seed))
+                                              dense_units=plan.dense_units, precision=plan.precision,
+                                              seed=plan.seed))
     if "train" in plan.stages:
         gc.collect()
         scoped = reset_peak_rss()
         record = train_measurement(bench, plan.batch_size, plan.image_size, steps=plan.model_steps,
                                    parallel=plan.parallel, cache=plan.cache, dense_units=plan.dense_units,
-                                   seed=plan.seed)
+                                   precision=plan.precision, seed=plan.seed)
         record["peak_rss_mb"] = peak_rss_mb()
         record["peak_rss_scope"] = "stage" if scoped else "process"
         measured.append(record)
@@ -208,15 +223,24 @@ def alexnet_benchmark(
     isolation: str | None = None,
     output_dir: str | os.PathLike | None = None,
     seed: int = 0,
+    precision: str | None = None,
+    target_accuracy: float = 0.75,
+    max_epochs: int = 8,
+    accuracy_classes: int = 10,
+    accuracy_images_per_class: int = 150,
+    accuracy_val_per_class: int = 50,
+    accuracy_image_size: int = 176,
+    accuracy_batch_size: int = 128,
+    accuracy_dense_units: int = 512,
 ) -> dict[str, Any]:
     """Benchmark the input pipeline against a plain decode, the original pipeline and the model; name the bottleneck.
 
     ``data`` is a partition (``imagenet_partition()``'s result), an ImageNet folder, or ``None`` for a
     synthetic ImageNet of ``images`` images written to a temporary folder; at most ``images`` of its
     images are used. ``stages`` picks among ``decode``, ``naive``, ``naive_auto``, ``io``, ``synthetic``,
-    ``train`` (the default: all six) and ``fetch`` (serial against parallel download of partition
-    ``fetch_partition`` of ``fetch_total`` from ``board``, with ``fetch_workers`` downloads at once). See the
-    module documentation for what each stage measures.
+    ``train`` (the default: all six), ``fetch`` (serial against parallel download of partition
+    ``fetch_partition`` of ``fetch_total`` from ``board``, with ``fetch_workers`` downloads at once) and
+    ``time_to_accuracy`` (below). See the module documentation for what each stage measures.
 
     ``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, 2 cores and ``cores`` (default:
     every CPU this process may use); ``isolation`` is ``"process"`` (a child pinned to those CPUs; the default
@@ -233,32 +257,69 @@ def alexnet_benchmark(
     measurement that got less than 90% of its CPUs is listed in ``summary$contended``); ``synthetic``
     and ``train`` run ``model_steps`` steps (``train``: two epochs of them, timed over the second) of
     AlexNet with ``dense_units`` units in its dense layers, on batches of ``batch_size`` images of
-    ``image_size`` pixels.
+    ``image_size`` pixels, computing in ``precision`` (``None``: the hardware's; ``"float32"``, ``"bfloat16"``,
+    ``"float16"``: see :mod:`alexnet.train.precision`).
+
+    ``time_to_accuracy`` trains two recipes one after the other, each for ``max_epochs`` epochs in full, on the
+    same images from the same seed: the paper's (float32, every epoch at ``accuracy_image_size``, the rate fixed at
+    0.01) and the package's defaults (``precision``, sizes of about half, three quarters and all of
+    ``accuracy_image_size`` over equal shares of the epochs, the rate scaled linearly with the batch); it
+    reports the wall time each takes to reach ``target_accuracy`` top-1 validation accuracy, their ratio, and
+    their accuracies after ``max_epochs`` (see :mod:`alexnet.bench.accuracy`). Its images are ``data``'s
+    (with validation images), or a synthetic ImageNet of ``accuracy_classes`` categories of
+    ``accuracy_images_per_class`` training and ``accuracy_val_per_class`` validation images; its batches
+    are of ``accuracy_batch_size`` images, its dense layers of ``accuracy_dense_units`` units (``batch_size``,
+    ``image_size`` and ``dense_units`` keep their meaning for the other stages).
+
+    The defaults of ``time_to_accuracy`` are calibrated for a small CPU (2 cores without bfloat16): the whole
+    stage takes about ten minutes there, and the paper's recipe reaches the target near the middle of its
+    epochs. ``accuracy_batch_size`` is 128, the batch the paper's rate is for: with ``lr_scaling = "linear"``
+    the defaults then train at the same 0.01, so that the comparison is about precision and image sizes alone
+    (a smaller batch would also lower the defaults' rate, by ``batch / 128``, and with it their accuracy per
+    epoch: what the linear rule is for is larger batches, on clusters). Ten categories put chance at 0.1 and
+    the target of 0.75 well above it; 1,500 training images make 11 steps an epoch, and the paper's recipe
+    passed the target after 3 to 5 of its 8 epochs in the calibration runs; 500 validation images measure
+    accuracy to about 2 points. The final size of 176 pixels (and dense layers of 512 units) keeps a paper
+    epoch near 35 seconds there, while the defaults' smallest size (88) is still above AlexNet's minimum.
 
     Returns a dict: ``machine``, ``settings``, ``data`` (source, images, compressed bytes), ``stages``
     (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``, ``seconds``,
     ``load_average``, ``peak_rss_mb``, ...), ``summary`` (``ratios`` against the targets, ``comparisons``
     without a target, ``bottleneck``,
-    ``cores_to_feed_synthetic``, ``io_peak_rss_mb``), ``json`` and ``png`` (the files written into
-    ``output_dir``, by default a new temporary folder).
+    ``cores_to_feed_synthetic``, ``io_peak_rss_mb``, and with ``time_to_accuracy`` its ``time_ratio`` and
+    ``accuracy_difference`` against their targets, each with ``what``, ``value``, ``target``, ``bound`` and
+    ``met``), ``time_to_accuracy`` (``None`` unless asked for: ``settings``, ``data``, ``recipes`` (``paper``
+    and ``defaults``, each with ``precision``, ``image_sizes``, ``val_accuracy`` and ``seconds`` per epoch,
+    ``seconds_to_target``, ``epochs_to_target``, ``final_accuracy``, ...: see
+    :func:`alexnet.bench.accuracy.run_recipe`), ``time_ratio``, ``accuracy_difference``, ``targets``,
+    ``seconds``), ``json`` and ``png`` (the files written into ``output_dir``, by default a new temporary
+    folder).
     """
     plan = _plan(dict(locals()))
     workdir = Path(make_scratch("alexnet-bench-data-"))
     try:
-        if plan.stages == ["fetch"]:  # no images needed: only the board is measured
-            bench = BenchImages([], [], 0, "none (fetch only)")
+        accuracy = None
+        if "time_to_accuracy" in plan.stages:  # its images first: a missing validation set is an error before work
+            accuracy = accuracy_data(data, plan.accuracy, workdir)
+        if not set(plan.stages) & set(IMAGE_STAGES):  # no images needed: only the board or the recipes
+            bench = BenchImages([], [], 0, "none (only " + ", ".join(plan.stages) + ")")
         else:
             bench = resolve_images(data, plan.images, seed=plan.seed, workdir=workdir)
         originals = bench.files
         if plan.resize is not None and bench.files:
             stored = store_resized(bench.files, plan.resize, workdir / "stored", quality=plan.quality)
             bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
-        logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
+        if bench.files:
+            logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
         measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench)
         if "fetch" in plan.stages:
             assert board is not None
             measured += fetch_measurement(board, partition=fetch_partition, total=fetch_total,
                                           workers=as_int(fetch_workers, "fetch_workers", 2), workdir=workdir)
+        reached = None
+        if accuracy is not None:
+            gc.collect()
+            reached = time_to_accuracy(*accuracy, plan.accuracy, parallel=plan.parallel)
         resize = plan.resize
         result: dict[str, Any] = {
             "machine": machine_info(),
@@ -270,7 +331,8 @@ def alexnet_benchmark(
                      "decode_and_naive_read": "the original files" if resize else "the same files as io",
                      "original_bytes": sum(os.path.getsize(f) for f in originals)},
             "stages": measured,
-            "summary": summarize(measured, plan.cores),
+            "time_to_accuracy": reached,
+            "summary": summarize(measured, plan.cores, reached),
         }
         return _write(result, output_dir)
     finally:

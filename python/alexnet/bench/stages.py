@@ -6,9 +6,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: Every stage, in the order they run.
-STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch")
-#: Stages run when none are named (``fetch`` needs a board and is asked for explicitly).
+STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy")
+#: Stages run when none are named (``fetch`` needs a board, ``time_to_accuracy`` takes minutes: both are asked
+#: for explicitly).
 DEFAULT_STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train")
+#: Stages that measure the benchmark's images (``images`` of ``data``, or a synthetic ImageNet).
+IMAGE_STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train")
 #: Stages measured on 1, 2 and all cores.
 PIPELINE_STAGES = ("decode", "naive", "naive_auto", "io")
 # Order in which a pinned child runs them: `io` first, so that its memory is measured from a fresh process
@@ -21,6 +24,15 @@ TARGETS: dict[str, tuple[str, float]] = {
     "io_2_cores_vs_1": ("io on 2 cores / io on 1 core", 1.8),
     "io_vs_naive_2_cores": ("io on 2 cores / naive on 2 cores", 2.0),
     "fetch_parallel_vs_serial": ("parallel fetch / one download at a time (bytes/s)", 5.0),
+}
+#: The ``time_to_accuracy`` targets: name -> (what is compared, bound, "at most" or "at least"). The time ratio's
+#: target depends on the hardware: bfloat16 arithmetic (a CPU with ``avx512_bf16`` or ``amx_bf16``, a GPU of
+#: compute capability 8.0 or more) or not.
+ACCURACY_TARGETS: dict[str, tuple[str, float, str]] = {
+    "time_ratio_bfloat16": ("defaults / paper recipe: wall time to the target accuracy, on bfloat16 hardware",
+                            0.5, "at most"),
+    "time_ratio": ("defaults / paper recipe: wall time to the target accuracy, without bfloat16", 0.8, "at most"),
+    "accuracy_difference": ("defaults - paper recipe: validation accuracy after the same epochs", -0.02, "at least"),
 }
 #: Ratios reported without a target: name -> what is compared.
 COMPARISONS: dict[str, str] = {

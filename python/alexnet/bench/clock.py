@@ -1,0 +1,36 @@
+"""A Keras callback that times a training run epoch by epoch (TensorFlow is imported with this module)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..tfimport import keras
+
+logger = logging.getLogger(__name__)
+
+
+class EpochClock(keras.callbacks.Callback):
+    """The wall seconds from the start of the first ``fit`` to the end of each epoch, in ``seconds``.
+
+    ``alexnet_train`` runs one ``fit`` per image size; the clock starts once, at the first, so the times are
+    cumulative over the whole run, the validation after each epoch and the tracing of each new size included
+    (Keras calls ``on_epoch_end`` after the epoch's validation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start: float | None = None
+        self.seconds: list[float] = []
+
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self.start is None:
+            self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self.start is None:  # an epoch ended without a fit beginning: time it from here
+            self.start = time.perf_counter()
+        self.seconds.append(time.perf_counter() - self.start)
+        logger.info("Epoch %d: validation accuracy %.3f at %.1f s.", epoch + 1,
+                    float((logs or {}).get("val_accuracy", float("nan"))), self.seconds[-1])
