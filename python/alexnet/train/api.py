@@ -133,7 +133,14 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
     see :func:`.callbacks.epoch_step`)."""
     epoch, step = start.epoch, start.step
 
+    traced: list[int] = []
+
     def fit(first: int, last: int, steps_per_epoch: int, size: int) -> None:
+        if traced and traced[-1] != size:
+            # a step traced for this size alone: Keras would otherwise relax the third shape it sees to any
+            # size, a graph that runs slower than one of known shapes
+            net.train_function = None
+        traced.append(size)
         net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
                 validation_data=datasets.validation, validation_steps=steps.validation, callbacks=list(callbacks),
                 verbose=settings.verbose)
