@@ -77,7 +77,7 @@ def _wait_for_executors(context, count: int, timeout: float = 120) -> None:
     raise AssertionError(f"{count} executors did not register within {timeout:.0f} s")
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch):  # noqa: F811
     from pyspark.sql import SparkSession
 
