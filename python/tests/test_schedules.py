@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers_train import make_tree
+from helpers_train import Interrupted, make_tree, stop_after_first_epoch
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
@@ -123,16 +123,6 @@ def test_adaptive_pooling_round_trips_through_its_config_and_a_saved_model(tmp_p
 # image sizes: a run over 64 then 96 pixels, interrupted after its first epoch and resumed
 
 
-class Interrupted(Exception):
-    pass
-
-
-class _StopAfterFirstEpoch(keras.callbacks.Callback):
-    def on_epoch_end(self, epoch, logs=None):
-        self.logs = dict(logs)
-        raise Interrupted("interrupted on purpose")
-
-
 class _Epochs(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
@@ -155,7 +145,7 @@ def sized(colours, tmp_path_factory) -> dict:
            "lr_scaling": "none", "seed": 2, "verbose": 0}
     fed: list[list[Any]] = [[], []]
     original = api._Datasets.train
-    stop, epochs = _StopAfterFirstEpoch(), _Epochs()
+    stop, epochs = stop_after_first_epoch(), _Epochs()
     with pytest.MonkeyPatch.context() as patch:
         def train(self, size):
             dataset = original(self, size)

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers_train import synthetic_data
+from helpers_train import Interrupted, stop_after_first_epoch, synthetic_data
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
@@ -172,16 +172,6 @@ def test_mirrored_over_two_cpu_devices_learns_too(tmp_path):
     assert history["metrics"]["val_accuracy"][-1] >= 0.55, history["metrics"]["val_accuracy"]
 
 
-class Interrupted(Exception):
-    pass
-
-
-class _StopAfterFirstEpoch(keras.callbacks.Callback):
-    def on_epoch_end(self, epoch, logs=None):
-        self.logs = dict(logs)
-        raise Interrupted("interrupted on purpose")
-
-
 class _Record(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
@@ -205,7 +195,7 @@ def test_resume_from_a_checkpoint_continues_at_the_next_epoch(synthetic, tmp_pat
         "categories": data["categories"][:2],
     }
     settings = dict(FAST, dense_units=32, max_bad_fraction=0.1, checkpoint_dir=tmp_path / "ckpt")
-    stop = _StopAfterFirstEpoch()
+    stop = stop_after_first_epoch()
     with pytest.raises(Interrupted):
         alexnet_train(8, 3, small, callbacks=[stop], **settings)
     record = _Record()
