@@ -73,8 +73,8 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
 
 
 class _Datasets:
-    """The training dataset at each image size of the schedule (each made when first needed) and the validation
-    dataset, at the last size."""
+    """The training dataset of the image size being trained (made when first needed, dropped when the schedule
+    moves on) and the validation dataset, at the last size."""
 
     def __init__(self, td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps):
         from ..input import pipeline
@@ -94,9 +94,10 @@ class _Datasets:
 
         if size not in self._train:
             s = self.settings
-            self._train[size] = pipeline.train_dataset(self.td.files, self.td.labels, self.global_batch, size,
+            # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
+            self._train = {size: pipeline.train_dataset(self.td.files, self.td.labels, self.global_batch, size,
                                                        parallel=s.parallel, cache=s.cache, seed=s.seed,
-                                                       area_range=s.area_range)
+                                                       area_range=s.area_range)}
         return self._train[size]
 
 
