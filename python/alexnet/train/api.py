@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy")
+#: What each epoch trained with, kept in the history beside the metrics but not a result of the model (not in its card).
+SCHEDULE = ("image_size", "learning_rate")
 
 
 def weights_digest(model: keras.Model) -> str:
@@ -357,7 +359,8 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
 
     return ModelCard(image_size=settings.image_size, num_classes=td.num_classes, class_ids=list(td.class_ids),
                      class_names=list(td.class_names), epochs=len(metrics.get("loss") or []) or settings.epochs,
-                     metrics={name: float(values[-1]) for name, values in metrics.items() if values},
+                     metrics={name: float(values[-1]) for name, values in metrics.items()
+                              if values and name not in SCHEDULE},
                      board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
                      created=now())
 
