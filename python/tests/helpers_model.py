@@ -11,8 +11,8 @@ IMAGE_SIZE = 64
 
 def tiny_model(num_classes: int, seed: int = 0, image_size: int = IMAGE_SIZE):
     """An untrained AlexNet small enough to load and run in a second, its weights fixed by ``seed``."""
+    from alexnet.model.network import build_alexnet
     from alexnet.tfimport import keras
-    from alexnet.train.model import build_alexnet
 
     keras.utils.set_random_seed(seed)
     return build_alexnet(num_classes, image_size=image_size, dense_units=64)
@@ -34,7 +34,7 @@ def model_before_pooling(num_classes: int, seed: int = 0, image_size: int = IMAG
 
 def card_for(categories: list[dict], image_size: int = IMAGE_SIZE, board: str | None = None):
     """The card of a model trained on ``categories`` (a board's table)."""
-    from alexnet.train.card import ModelCard, now
+    from alexnet.model.card import ModelCard, now
 
     return ModelCard(image_size=image_size, num_classes=len(categories), class_ids=[c["id"] for c in categories],
                      class_names=[c["name"] for c in categories], epochs=1, metrics={"accuracy": 0.5},
@@ -43,7 +43,7 @@ def card_for(categories: list[dict], image_size: int = IMAGE_SIZE, board: str | 
 
 def save_model_dir(model, folder: Path, card=None) -> Path:
     """Save ``model`` for inference as ``folder/alexnet.keras``, with ``card`` beside it when given."""
-    from alexnet.train.card import CARD_FILE
+    from alexnet.model.card import CARD_FILE
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "alexnet.keras"

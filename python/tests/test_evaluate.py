@@ -137,7 +137,7 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     import json
 
     from alexnet import cli
-    from alexnet.train.card import publish_model
+    from alexnet.model.pin import publish_model
 
     expected = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"])
     common = ["--board", setup["board"], "--cache-dir", setup["cache"], "--json"]
@@ -147,7 +147,7 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
         {k: expected[k] for k in ("images", "top1_correct", "top5_correct")}
     from pathlib import Path
 
-    from alexnet.train.card import ModelCard
+    from alexnet.model.card import ModelCard
 
     card = ModelCard.from_json(Path(setup["model_dir"], "alexnet-model.json").read_text(), "the test's card")
     publish_model(setup["board"], "cli-model", f"{setup['model_dir']}/alexnet.keras", card)

@@ -10,6 +10,7 @@ keras = pytest.importorskip("tf_keras")
 
 from alexnet.checks import MIN_IMAGE_SIZE  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.model.network import build_alexnet  # noqa: E402
 from alexnet.train import model as alexnet_model  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def paper_parameter_count(num_classes: int, grouped: bool) -> int:
 
 @pytest.mark.parametrize(("num_classes", "grouped"), [(1000, False), (1000, True), (37, False)])
 def test_parameter_count_at_224_matches_the_architecture(num_classes, grouped):
-    net = alexnet_model.build_alexnet(num_classes, 224, grouped=grouped)
+    net = build_alexnet(num_classes, 224, grouped=grouped)
     expected = paper_parameter_count(num_classes, grouped)
     assert net.count_params() == expected
     if num_classes == 1000:  # the figures usually quoted for the two variants
@@ -58,7 +59,7 @@ def feature_sizes(image_size: int) -> list[int]:
 
 
 def test_feature_maps_have_the_paper_sizes_at_224():
-    net = alexnet_model.build_alexnet(10, 224, dense_units=8)
+    net = build_alexnet(10, 224, dense_units=8)
     sides = {name: net.get_layer(name).output.shape[1] for name in ("conv1", "pool1", "pool2", "pool3")}
     assert sides == {"conv1": 55, "pool1": 27, "pool2": 13, "pool3": 6}
     assert [net.get_layer(n).output.shape[-1] for n in ("conv1", "conv2", "conv3", "conv4", "conv5")] == [
@@ -74,7 +75,7 @@ def test_feature_maps_have_the_paper_sizes_at_224():
 
 
 def test_takes_uint8_pixels_and_returns_probabilities():
-    net = alexnet_model.build_alexnet(5, 64, dense_units=16)
+    net = build_alexnet(5, 64, dense_units=16)
     assert net.input.dtype == tf.uint8
     images = np.random.default_rng(0).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
     out = net(images, training=False).numpy()
@@ -87,16 +88,16 @@ def test_takes_uint8_pixels_and_returns_probabilities():
 
 
 def test_smallest_image_size_builds_and_smaller_is_refused():
-    net = alexnet_model.build_alexnet(3, MIN_IMAGE_SIZE, dense_units=8)
+    net = build_alexnet(3, MIN_IMAGE_SIZE, dense_units=8)
     assert net.get_layer("pool3").output.shape[1] == 1
     with pytest.raises(AlexnetError, match="image_size"):
-        alexnet_model.build_alexnet(3, MIN_IMAGE_SIZE - 1)
+        build_alexnet(3, MIN_IMAGE_SIZE - 1)
     with pytest.raises(AlexnetError, match="num_classes"):
-        alexnet_model.build_alexnet(0, 64)
+        build_alexnet(0, 64)
 
 
 def test_float16_precision_computes_in_float16_with_float32_weights_softmax_and_loss_scaling():
-    net = alexnet_model.build_alexnet(4, 64, dense_units=8, precision="float16")
+    net = build_alexnet(4, 64, dense_units=8, policy="mixed_float16")
     assert net.get_layer("conv1").compute_dtype == "float16"
     assert net.get_layer("conv1").kernel.dtype == tf.float32
     assert net.output.dtype == tf.float32
@@ -104,9 +105,9 @@ def test_float16_precision_computes_in_float16_with_float32_weights_softmax_and_
     plain = alexnet_model.make_optimizer(0.01)
     assert isinstance(plain, alexnet_model.DecayedSGD)
     assert not isinstance(plain, keras.mixed_precision.LossScaleOptimizer)
-    assert alexnet_model.build_alexnet(4, 64, dense_units=8).get_layer("conv1").compute_dtype == "float32"
-    with pytest.raises(AlexnetError, match="precision"):
-        alexnet_model.build_alexnet(4, 64, dense_units=8, precision="float8")
+    assert build_alexnet(4, 64, dense_units=8).get_layer("conv1").compute_dtype == "float32"
+    with pytest.raises(AlexnetError, match="policy"):
+        build_alexnet(4, 64, dense_units=8, policy="float8")
 
 
 def test_weight_decay_enters_the_momentum_and_spares_biases():
@@ -140,7 +141,7 @@ def test_learning_rate_steps_down_by_ten_at_the_given_epochs():
 
 
 def test_compiled_model_reports_top1_and_top5():
-    net = alexnet_model.build_alexnet(6, 64, dense_units=8)
+    net = build_alexnet(6, 64, dense_units=8)
     alexnet_model.compile_alexnet(net, alexnet_model.make_optimizer(0.01), 6)
     images = np.random.default_rng(1).integers(0, 256, (4, 64, 64, 3), dtype=np.uint8)
     result = net.evaluate(images, np.array([0, 1, 2, 3]), verbose=0, return_dict=True)

@@ -19,10 +19,11 @@ from alexnet.data.upload import imagenet_upload  # noqa: E402
 from alexnet.errors import AlexnetError, BoardError  # noqa: E402
 from alexnet.input.inputs import training_data  # noqa: E402
 from alexnet.launch.job import plan_job  # noqa: E402
+from alexnet.model.card import CARD_FILE, ModelCard  # noqa: E402
+from alexnet.model.pin import MODEL_PIN_KIND  # noqa: E402
+from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train.api import alexnet_train, weights_digest  # noqa: E402
-from alexnet.train.card import CARD_FILE, MODEL_PIN_KIND, ModelCard  # noqa: E402
-from alexnet.train.checkpoint import MODEL_FILE  # noqa: E402
 
 TINY = {"image_size": 64, "dense_units": 64, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}

@@ -14,9 +14,8 @@ pytest.importorskip("tensorflow")
 from helpers_model import card_for, save_model_dir, tiny_model
 
 from alexnet.errors import AlexnetError, IntegrityError
-from alexnet.model.load import load_model
-from alexnet.model.pin import alexnet_model
-from alexnet.train.card import publish_model
+from alexnet.model.pin import alexnet_model, publish_model
+from alexnet.model.saved import load_model
 
 CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
 

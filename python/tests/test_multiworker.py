@@ -27,11 +27,11 @@ from helpers_train import make_tree  # noqa: E402
 
 from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.model.card import CARD_FILE  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train import agreement, cluster  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
-from alexnet.train.card import CARD_FILE  # noqa: E402
 from alexnet.train.checkpoint import STATE_FILE  # noqa: E402
 from alexnet.train.cluster import tf_config_json  # noqa: E402
 from alexnet.train.strategy import resolve_strategy  # noqa: E402

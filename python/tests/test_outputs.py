@@ -16,8 +16,8 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError, BoardError  # noqa: E402
+from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.checkpoint import MODEL_FILE  # noqa: E402
 
 BUCKET = "alexnet-outputs"
 SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}

@@ -99,7 +99,7 @@ def _expected_best(model, image: str, size: int, top: int) -> tuple[list[int], n
 
 
 def test_a_model_saved_before_the_adaptive_pooling_still_loads_and_predicts(setup, tmp_path, caplog):
-    from alexnet.model.load import load_model
+    from alexnet.model.saved import load_model
 
     old = model_before_pooling(len(CATEGORIES), seed=3)
     assert "pool_to_6x6" not in [layer.name for layer in old.layers] and old.input_shape[1:3] == (IMAGE_SIZE,) * 2
@@ -120,7 +120,7 @@ def test_a_model_saved_before_the_adaptive_pooling_still_loads_and_predicts(setu
 
 
 def test_a_size_free_model_predicts_at_its_cards_size_and_at_224_without_one(setup, tmp_path, caplog):
-    from alexnet.model.load import DEFAULT_IMAGE_SIZE, load_model
+    from alexnet.model.saved import DEFAULT_IMAGE_SIZE, load_model
 
     free = tiny_model(len(CATEGORIES), seed=4, image_size=None)
     assert tuple(free.input_shape) == (None, None, None, 3)

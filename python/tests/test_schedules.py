@@ -16,10 +16,10 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.model.network import AdaptiveAveragePooling2D  # noqa: E402
 from alexnet.train import api  # noqa: E402
 from alexnet.train import precision as precisions  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.model import AdaptiveAveragePooling2D  # noqa: E402
 from alexnet.train.settings import TrainSettings, check_image_sizes, check_settings, rate_plan  # noqa: E402
 from alexnet.train.strategy import Topology  # noqa: E402
 
@@ -175,8 +175,8 @@ def test_a_run_resumed_mid_schedule_continues_it(sized):
 
 def test_a_model_trained_over_64_then_96_saves_loads_and_predicts_at_96(sized, colours):
     from alexnet.input.decode import decode_for_eval
-    from alexnet.model.load import load_model
     from alexnet.model.predict import alexnet_predict
+    from alexnet.model.saved import load_model
 
     history = sized["history"]
     model_dir = sized["folder"] / "ckpt"

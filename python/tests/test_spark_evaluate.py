@@ -14,8 +14,7 @@ from alexnet.data.fetch import imagenet_categories
 from alexnet.errors import AlexnetError
 from alexnet.launch import evaluate as launcher
 from alexnet.model.evaluate import alexnet_evaluate
-from alexnet.model.pin import alexnet_model
-from alexnet.train.card import publish_model
+from alexnet.model.pin import alexnet_model, publish_model
 
 CLASSES = 6
 

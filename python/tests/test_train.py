@@ -16,9 +16,9 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError, BadImagesError  # noqa: E402
+from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.checkpoint import MODEL_FILE  # noqa: E402
 
 HELPER = Path(__file__).with_name("helpers_train.py")
 # Settings under which a short run on the synthetic ImageNet learns at 64 pixels (see the learning test): the rate

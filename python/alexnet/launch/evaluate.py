@@ -100,7 +100,7 @@ def combine_rows(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str,
 
 def _worker_reference(model: Any, local_master: bool) -> Any:
     """What each worker is given to find the model: the location, or the pin's dict; a loaded model is refused."""
-    from ..model.load import model_source
+    from ..model.saved import model_source
 
     if not isinstance(model, (str, os.PathLike, Mapping)):
         raise AlexnetError(
@@ -132,7 +132,7 @@ def plan_evaluation(model: Any, workers: Any, board: str | os.PathLike | None, s
     """
     from ..data.fetch import validation_counts
     from ..model.evaluate import check_crops
-    from ..model.load import load_model
+    from ..model.saved import load_model
     from ..storage.board import open_board
     from ..storage.layout import read_categories
 

@@ -21,9 +21,9 @@ from typing import Any
 from ..checks import as_int, as_seconds
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
+from ..model.pin import check_model_board, check_model_pin
 from ..storage.location import location_kind, writable_location
 from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
-from ..train.settings import check_model_board, check_model_pin
 from .monitor import start_monitor
 from .task import TrainTask
 from .worker import RESERVED, WorkerError, check_train_args

@@ -23,7 +23,7 @@ from ..checks import as_int, as_parallel, as_strings
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..progress import progress_bar
-from .load import load_model, model_source
+from .saved import load_model, model_source
 
 logger = logging.getLogger(__name__)
 

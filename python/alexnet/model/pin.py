@@ -1,7 +1,7 @@
-"""``alexnet_model()``: a model pin read from a board, its file brought into a local cache and checked.
+"""The model pin, written and read here only: :func:`publish_model` after training, ``alexnet_model()`` to use it.
 
-A model pin (written by :func:`alexnet.train.card.publish_model`) holds one ``alexnet.keras``; its metadata
-is the model card plus ``kind: model`` and the file's ``sha256`` and ``bytes``. Reading it downloads the
+A model pin holds one ``alexnet.keras``; its metadata is the model card (:mod:`.card`) plus ``kind: model`` and
+the file's ``sha256`` and ``bytes`` (:func:`model_pin_metadata`). Reading it downloads the
 file to a temporary name beside its place in the cache, checks the SHA-256 against the metadata and only then
 renames it into place, so a damaged or tampered file is never loaded, and never left where a later call
 would find it. Cache layout, under ``cache_dir`` (default ``<user cache dir>/alexnet/models``)::
@@ -16,18 +16,85 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import uuid
 from typing import Any
 
 from ..errors import AlexnetError, IntegrityError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download, retry, sha256_file
-from ..train.card import MODEL_PIN_KIND, ModelCard
+from .card import ModelCard
 
 logger = logging.getLogger(__name__)
 
 #: Downloads of a model file whose SHA-256 does not match before :class:`IntegrityError` is raised.
 DOWNLOAD_ATTEMPTS = 2
+
+#: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
+MODEL_PIN_KIND = "model"
+
+
+#: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
+_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: The names of a data board's own pins: category pins are WordNet ids.
+_WNID = re.compile(r"n[0-9]{8}")
+
+
+def check_model_pin(name: Any) -> str:
+    """``name`` as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a data board's own pins
+    (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
+    from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
+
+    if isinstance(name, (list, tuple)) and len(name) == 1:
+        name = name[0]
+    if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
+        raise AlexnetError(
+            f"`model_pin` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
+            f"not {name!r}: e.g. model_pin = 'alexnet'."
+        )
+    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
+        raise AlexnetError(
+            f"`model_pin` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
+            "the categories' WordNet ids, val-<wnid>): choose another name, e.g. 'alexnet'."
+        )
+    return name
+
+
+def check_model_board(model_board: str | os.PathLike | None, data_board: str | None) -> str:
+    """The board a model pin goes to (``model_board``, else the data's board), opened for writing to prove it can
+    be; an :class:`AlexnetError` saying what to pass when there is none, a ``BoardError`` when it cannot be written."""
+    board = model_board if model_board is not None else data_board
+    if board is None:
+        raise AlexnetError(
+            "`model_pin` needs a board to write the model to, and `data` comes from no board: pass `model_board` "
+            "(a folder, gs:// or s3:// board)."
+        )
+    return open_board(board, write=True).location
+
+
+def model_pin_metadata(card: ModelCard, sha256: str, size: int) -> dict[str, Any]:
+    """The pins metadata of a model pin: the card, the kind, and the SHA-256 and size of its model file."""
+    from ..storage.layout import FORMAT_VERSION
+
+    return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size), **card.to_dict()}
+
+
+def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3
+                  ) -> dict[str, str]:
+    """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
+
+    The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
+    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
+    """
+    from ..storage.publish import publish_file, quiet_pins
+
+    opened = open_board(board, write=True)
+    metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
+    with quiet_pins():
+        version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
+                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
+    retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
+    return {"board": opened.location, "name": name, "version": version}
 
 
 def default_model_cache() -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..checks import as_int
 from ..errors import AlexnetError
-from .load import load_model
+from .saved import load_model
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import tf_keras as keras
 
     from ..input.inputs import TrainingData
+    from ..model.card import ModelCard
     from .agreement import Steps
-    from .card import ModelCard
     from .checkpoint import Resume
     from .model import WarmupStepSchedule
     from .precision import Precision
@@ -107,6 +107,7 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
            steps: int) -> tuple[keras.Model, Any, Precision, WarmupStepSchedule]:
     """AlexNet and its optimizer, made under ``strategy``'s scope and compiled, in the precision the hardware has
     (or the one asked for), with the learning rate scaled to the global batch."""
+    from ..model.network import build_alexnet
     from . import model as alexnet_model
     from .precision import choose_precision, hardware
     from .settings import rate_plan
@@ -115,8 +116,8 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
     xla = topology.gpu if settings.jit_compile is None else settings.jit_compile
     plan = rate_plan(settings, topology.global_batch(settings.batch_size))
     with strategy.scope():
-        net = alexnet_model.build_alexnet(num_classes, dense_units=settings.dense_units, dropout=settings.dropout,
-                                          grouped=settings.grouped, precision=precision.name)
+        net = build_alexnet(num_classes, dense_units=settings.dense_units, dropout=settings.dropout,
+                            grouped=settings.grouped, policy=precision.policy)
         schedule = alexnet_model.step_schedule(plan.peak, steps, plan.drop_epochs, warmup_epochs=plan.warmup_epochs,
                                                initial=plan.start)
         optimizer = alexnet_model.make_optimizer(schedule, settings.momentum, settings.weight_decay,
@@ -278,7 +279,7 @@ def alexnet_train(
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
     covers every epoch. ``model_dir`` (same kinds of string; default: ``checkpoint_dir``) receives the trained
     model as ``alexnet.keras``, with its card beside it as ``alexnet-model.json``
-    (:class:`alexnet.train.card.ModelCard`: image size, the id and name of every class by label, epochs done,
+    (:class:`alexnet.model.card.ModelCard`: image size, the id and name of every class by label, epochs done,
     final metrics, the data's board and ``categories`` version, weights digest, creation time). A location
     that cannot be written is an error before any training.
 
@@ -300,7 +301,7 @@ def alexnet_train(
     ``tensorboard --logdir <log_dir>`` (TensorBoard reads a folder and ``gs://``; copy ``s3://`` logs to a folder).
 
     ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
-    ``dropout`` and ``grouped`` change the model (see :func:`alexnet.train.model.build_alexnet`);
+    ``dropout`` and ``grouped`` change the model (see :func:`alexnet.model.network.build_alexnet`);
     ``area_range`` is the share of each image that a random training crop covers (see
     :func:`alexnet.input.decode.decode_for_training`); ``callbacks`` are extra Keras callbacks;
     ``progress_file`` is where the chief reports its progress as lines of JSON while it trains (a file path,
@@ -349,7 +350,7 @@ def check_train_schedule(train_args: Mapping[str, Any]) -> None:
 def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
           metrics: Mapping[str, list[float]], digest: str) -> ModelCard:
     """The card of the model trained on ``td``: its classes, input size, training and data."""
-    from .card import ModelCard, now
+    from ..model.card import ModelCard, now
 
     def text(name: str) -> str | None:
         value = data.get(name)
@@ -367,8 +368,8 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
 
 def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
     """Publish ``net`` without its optimizer state as pin ``settings.model_pin`` (the chief; every worker saves)."""
-    from .card import publish_model
-    from .checkpoint import inference_copy
+    from ..model.pin import publish_model
+    from ..model.saved import inference_copy
 
     if settings.model_pin is None or (not topo.chief and topo.workers == 1):
         return None
@@ -382,9 +383,10 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
 
 def _train(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
            extra_callbacks: list[Any]) -> dict[str, Any]:
+    from ..model.saved import save_model
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
-    from .checkpoint import CheckpointStore, Resume, save_model
+    from .checkpoint import CheckpointStore, Resume
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 

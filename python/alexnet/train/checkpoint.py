@@ -1,15 +1,13 @@
-"""Checkpoints, the history file and the trained model, on any storage a board can be on.
+"""Checkpoints and the history file, on any storage a board can be on.
 
-``checkpoint_dir`` and ``model_dir`` take the same strings as a board (see :mod:`alexnet.storage.location`):
+``checkpoint_dir`` takes the same strings as a board (see :mod:`alexnet.storage.location`):
 a folder, ``file://``, ``gs://`` or ``s3://``. On a local (or shared) file system TensorFlow writes the
 checkpoints in place. On a bucket it writes them to a local staging folder, and each checkpoint is then
 uploaded through fsspec: its data files first, TensorFlow's ``checkpoint`` index last, so that the index
 never names files that are not there yet; older checkpoints are deleted after. Restoring downloads the
 checkpoint the index names.
 
-The model is saved with its model card (:mod:`.card`) beside it as ``alexnet-model.json``.
-
-Only the chief (worker 0) keeps checkpoints, the history file and the model. The other workers save too
+Only the chief (worker 0) keeps checkpoints and the history file. The other workers save too
 (saving takes every worker of a multi-worker run), into a scratch folder that is deleted at the end.
 
 A checkpoint records how far training got: ``epoch`` (epochs completed) and ``step`` (steps completed in
@@ -21,14 +19,13 @@ position and the metrics so far.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import posixpath
 import re
 import shutil
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +33,9 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
-from .card import CARD_FILE, ModelCard
 
 logger = logging.getLogger(__name__)
 
-#: Name of the saved model file in ``model_dir``.
-MODEL_FILE = "alexnet.keras"
 #: Per-epoch metrics and settings kept next to the checkpoints, so that a resumed run returns them all.
 STATE_FILE = "alexnet-history.json"
 #: TensorFlow's index of the checkpoints in a folder.
@@ -212,59 +206,6 @@ class CheckpointStore:
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
-
-
-def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int,
-               card: ModelCard | None = None) -> str | None:
-    """Save ``model`` as ``<location>/alexnet.keras`` on the chief, with ``card`` beside it as
-    ``<location>/alexnet-model.json``; the model's location (None elsewhere, or without one).
-
-    Every worker of a multi-worker run takes part in saving; the others write to a scratch folder that is
-    deleted at once. The card is written after the model, so a card names a model that is there.
-    """
-    if location is None or (not chief and workers == 1):
-        return None
-    remote = location_kind(location) != "file"
-    if chief and not remote:
-        os.makedirs(location, exist_ok=True)
-        path = os.path.join(location, MODEL_FILE)
-        model.save(path)
-        if card is not None:
-            temporary = os.path.join(location, CARD_FILE + ".tmp")
-            with open(temporary, "w", encoding="utf-8") as f:
-                f.write(card.to_json())
-            os.replace(temporary, os.path.join(location, CARD_FILE))
-        return path
-    scratch = make_scratch("alexnet-model-")
-    try:
-        local = os.path.join(scratch, MODEL_FILE)
-        model.save(local)
-        if not chief:
-            return None
-        fs = open_filesystem(location, write=True)
-        fs.put_file(local, posixpath.join(fs_path(location), MODEL_FILE))
-        if card is not None:
-            fs.pipe_file(posixpath.join(fs_path(location), CARD_FILE), card.to_json().encode())
-        return f"{location}/{MODEL_FILE}"
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def inference_copy(model: keras.Model) -> Iterator[str]:
-    """``model`` saved without its optimizer state (what inference needs, half the size), as a local
-    ``alexnet.keras`` in a scratch folder deleted on exit; its path.
-
-    Every worker of a multi-worker run must enter it at the same point, as saving takes all of them.
-    """
-    scratch = make_scratch("alexnet-model-")
-    try:
-        local = os.path.join(scratch, MODEL_FILE)
-        # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
-        keras.Model(model.inputs, model.outputs, name=model.name).save(local)
-        yield local
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:

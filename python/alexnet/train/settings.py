@@ -8,8 +8,6 @@ This module does not import TensorFlow.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,6 +26,7 @@ from ..checks import (
     as_step_range,
 )
 from ..errors import AlexnetError
+from ..model.pin import check_model_board, check_model_pin
 from ..storage.location import writable_location
 from .precision import check_precision
 
@@ -173,46 +172,6 @@ def _lr_scaling(value: Any) -> str:
 
 def _output(value: Any, name: str) -> str | None:
     return None if value is None else writable_location(value, name)[0]
-
-
-#: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
-_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-#: The names of a data board's own pins: category pins are WordNet ids.
-_WNID = re.compile(r"n[0-9]{8}")
-
-
-def check_model_pin(name: Any) -> str:
-    """``name`` as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a data board's own pins
-    (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
-    from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
-
-    if isinstance(name, (list, tuple)) and len(name) == 1:
-        name = name[0]
-    if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
-        raise AlexnetError(
-            f"`model_pin` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
-            f"not {name!r}: e.g. model_pin = 'alexnet'."
-        )
-    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
-        raise AlexnetError(
-            f"`model_pin` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
-            "the categories' WordNet ids, val-<wnid>): choose another name, e.g. 'alexnet'."
-        )
-    return name
-
-
-def check_model_board(model_board: str | os.PathLike | None, data_board: str | None) -> str:
-    """The board a model pin goes to (``model_board``, else the data's board), opened for writing to prove it can
-    be; an :class:`AlexnetError` saying what to pass when there is none, a ``BoardError`` when it cannot be written."""
-    from ..storage.board import open_board
-
-    board = model_board if model_board is not None else data_board
-    if board is None:
-        raise AlexnetError(
-            "`model_pin` needs a board to write the model to, and `data` comes from no board: pass `model_board` "
-            "(a folder, gs:// or s3:// board)."
-        )
-    return open_board(board, write=True).location
 
 
 def check_schedule(arguments: Mapping[str, Any]) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int | None,

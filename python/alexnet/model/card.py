@@ -1,10 +1,10 @@
 """The model card: what a trained model needs beside its weights to be used without the data it came from.
 
-A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`` in ``model_dir``, and as the
-metadata of a model pin. It names every output of the model (``class_ids`` and ``class_names``, by label),
-the image size the model was trained and validated at, how long it trained and its final metrics, and where
-its data came from (the board and the version of its ``categories`` pin). This module does not import
-TensorFlow.
+A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`` in ``model_dir``
+(:mod:`.saved`), and as the metadata of a model pin (:mod:`.pin`). It names every output of the model
+(``class_ids`` and ``class_names``, by label), the image size the model was trained and validated at, how long
+it trained and its final metrics, and where its data came from (the board and the version of its ``categories``
+pin). This module does not import TensorFlow.
 """
 
 from __future__ import annotations
@@ -86,36 +86,3 @@ class ModelCard:
 def now() -> str:
     """The time a card is written, in UTC, to the second (ISO 8601)."""
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-
-
-#: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
-MODEL_PIN_KIND = "model"
-
-
-def model_pin_metadata(card: ModelCard, sha256: str, size: int) -> dict[str, Any]:
-    """The pins metadata of a model pin: the card, the kind, and the SHA-256 and size of its model file."""
-    from ..storage.layout import FORMAT_VERSION
-
-    return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size), **card.to_dict()}
-
-
-def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3
-                  ) -> dict[str, str]:
-    """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
-
-    The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
-    """
-    import os
-
-    from ..storage.board import open_board
-    from ..storage.publish import publish_file, quiet_pins
-    from ..storage.transfer import retry, sha256_file
-
-    opened = open_board(board, write=True)
-    metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
-    with quiet_pins():
-        version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
-                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
-    retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
-    return {"board": opened.location, "name": name, "version": version}

@@ -1,6 +1,8 @@
-"""The ``model`` argument of evaluation and prediction, resolved in one place.
+"""The saved model, written and read here only: ``alexnet.keras`` with its card beside it as ``alexnet-model.json``.
 
-A model is given as one of:
+Training writes a ``model_dir`` with :func:`save_model` (and a copy without the optimizer state for a pin with
+:func:`inference_copy`). Evaluation, prediction and export take a ``model`` argument, resolved here, given as one
+of:
 
 - a dict from :func:`alexnet.alexnet_model` (a model pin): its ``path`` when that file is on this machine,
   else the pin is fetched again from its ``board``, ``name`` and ``version`` (how a Spark worker on another
@@ -19,23 +21,29 @@ file (by path and SHA-256 or modification time).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import posixpath
+import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
+from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
-from ..train.card import CARD_FILE, ModelCard
+from .card import CARD_FILE, ModelCard
+
+if TYPE_CHECKING:
+    import tf_keras as keras
 
 logger = logging.getLogger(__name__)
 
-#: The model file in a ``model_dir`` (the name training saves it under).
+#: The model file in a ``model_dir``.
 MODEL_FILE = "alexnet.keras"
 #: The image size of a model without a card whose input takes every size: the paper's.
 DEFAULT_IMAGE_SIZE = 224
@@ -193,7 +201,7 @@ def _local_file(source: ModelSource) -> tuple[str, str]:
 
 def _keras_load(path: str) -> Any:
     from ..tfimport import keras
-    from ..train import model as _registers_custom_objects  # noqa: F401  (DecayedSGD)
+    from . import network as _registers_custom_objects  # noqa: F401  (AdaptiveAveragePooling2D)
 
     try:
         return keras.models.load_model(path, compile=False)
@@ -256,3 +264,58 @@ def load_model(model: Any) -> LoadedModel:
             loaded = _keras_load(path)
             _loaded[key] = loaded
     return LoadedModel(loaded, card_of(loaded, source.card, source.description), source.description)
+
+
+def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int,
+               card: ModelCard | None = None) -> str | None:
+    """Save ``model`` as ``<location>/alexnet.keras`` on the chief, with ``card`` beside it as
+    ``<location>/alexnet-model.json``; the model's location (None elsewhere, or without one).
+
+    Every worker of a multi-worker run takes part in saving; the others write to a scratch folder that is
+    deleted at once. The card is written after the model, so a card names a model that is there.
+    """
+    if location is None or (not chief and workers == 1):
+        return None
+    remote = location_kind(location) != "file"
+    if chief and not remote:
+        os.makedirs(location, exist_ok=True)
+        path = os.path.join(location, MODEL_FILE)
+        model.save(path)
+        if card is not None:
+            temporary = os.path.join(location, CARD_FILE + ".tmp")
+            with open(temporary, "w", encoding="utf-8") as f:
+                f.write(card.to_json())
+            os.replace(temporary, os.path.join(location, CARD_FILE))
+        return path
+    scratch = make_scratch("alexnet-model-")
+    try:
+        local = os.path.join(scratch, MODEL_FILE)
+        model.save(local)
+        if not chief:
+            return None
+        fs = open_filesystem(location, write=True)
+        fs.put_file(local, posixpath.join(fs_path(location), MODEL_FILE))
+        if card is not None:
+            fs.pipe_file(posixpath.join(fs_path(location), CARD_FILE), card.to_json().encode())
+        return f"{location}/{MODEL_FILE}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def inference_copy(model: keras.Model) -> Iterator[str]:
+    """``model`` saved without its optimizer state (what inference needs, half the size), as a local
+    ``alexnet.keras`` in a scratch folder deleted on exit; its path.
+
+    Every worker of a multi-worker run must enter it at the same point, as saving takes all of them.
+    """
+    from ..tfimport import keras
+
+    scratch = make_scratch("alexnet-model-")
+    try:
+        local = os.path.join(scratch, MODEL_FILE)
+        # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
+        keras.Model(model.inputs, model.outputs, name=model.name).save(local)
+        yield local
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
