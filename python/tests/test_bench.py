@@ -236,14 +236,6 @@ def test_time_to_accuracy_trains_both_recipes_and_compares_them(tmp_path):
     assert "| paper | float32 | 64 (2) |" in table and "| defaults |" in table
 
 
-def test_the_defaults_sizes_grow_to_the_final_size_one_per_epoch_at_most():
-    assert bench_accuracy.progressive_sizes(224, 9) == [112, 168, 224]
-    assert bench_accuracy.progressive_sizes(176, 8) == [88, 128, 176]
-    assert bench_accuracy.progressive_sizes(224, 2) == [168, 224]
-    assert bench_accuracy.progressive_sizes(96, 6) == [64, 72, 96]  # never below AlexNet's smallest input
-    assert bench_accuracy.progressive_sizes(64, 3) == [64]
-
-
 def _recipe(seconds, accuracies, target):
     epoch = bench_accuracy._reached(accuracies, target)
     return {"seconds": seconds, "val_accuracy": accuracies, "final_accuracy": accuracies[-1],
@@ -292,7 +284,7 @@ def test_bench_command_passes_the_time_to_accuracy_options(monkeypatch, capsys):
         seen.update(kwargs)
         raise AlexnetError("stop here")
 
-    monkeypatch.setattr(cli, "core", lambda command: fake)
+    monkeypatch.setattr(cli.common, "core", lambda command: fake)
     code = cli.main(["-q", "bench", "--stages", "time_to_accuracy", "--target-accuracy", "0.7", "--max-epochs", "5",
                      "--precision", "float32", "--accuracy-image-size", "96"])
     assert code == 2 and "stop here" in capsys.readouterr().err

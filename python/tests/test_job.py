@@ -67,7 +67,9 @@ def test_plan_settles_what_each_task_needs(board, tmp_path):
     plan = job.plan_job(2, board, 2, base_port=9100, checkpoint_dir=tmp_path / "ckpt", epochs=3, retries=2)
     assert plan.workers == 2 and plan.retries == 2 and plan.board == board
     assert plan.task.base_port == 9100 and plan.task.board == board
-    assert plan.task.train_args == {"checkpoint_dir": str(tmp_path / "ckpt"), "epochs": 3}
+    settings = plan.task.settings
+    assert (settings.checkpoint_dir, settings.model_dir, settings.epochs) == (str(tmp_path / "ckpt"),) * 2 + (3,)
+    assert settings.verbose == 2, "a worker logs one line per epoch unless told otherwise"
     assert (tmp_path / "ckpt").is_dir(), "a local checkpoint folder is created (and proven writable) on the driver"
 
 
@@ -210,7 +212,7 @@ def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capf
     seen = {}
 
     def launch(task):
-        target = task.train_args["progress_file"]
+        target = task.settings.progress_file
         assert target.startswith("tcp://127.0.0.1:")
         send = progress_writer(target)  # what the chief's Progress callback does
         for step in (1, 2):
@@ -269,13 +271,17 @@ def test_a_misspelt_training_argument_stops_the_run_on_the_driver_before_any_spa
 def test_a_task_survives_the_trip_through_r_as_a_plain_list(board, tmp_path):
     plan = job.plan_job(2, board, 2, epochs=3, timeout=60, env={"A": "1"}, cache_dir=tmp_path)
     plain = plan.task.to_dict()
-    plain["train_args"]["epochs"] = 3.0  # R numbers are doubles
+    plain["settings"]["epochs"] = 3.0  # R numbers are doubles, and vectors of one are scalars
+    plain["settings"]["image_size"] = 224.0
+    plain["settings"]["lr_drop_epochs"] = [30.0, 60.0, 80.0]
     again = TrainTask.from_dict({**plain, "base_port": float(plain["base_port"]), "env": plain["env"]})
     assert again.board == plan.task.board and again.base_port == plan.task.base_port
     assert again.timeout == 60.0 and again.env == {"A": "1"} and again.cache_dir == str(tmp_path)
-    assert TrainTask.from_dict({**plain, "env": [], "train_args": []}).train_args == {}  # R's empty lists
+    assert again.settings == plan.task.settings, "typed again, equal to what the driver checked"
+    assert again.settings.epochs == 3 and type(again.settings.epochs) is int and again.settings.image_size == (224,)
+    assert TrainTask.from_dict({**plain, "env": []}).env == {}  # R's empty list
     function = again.worker_function()
-    assert function.keywords["board"] == board and function.keywords["epochs"] == 3.0
+    assert function.keywords["board"] == board and function.keywords["settings"] == plan.task.settings
 
 
 def test_a_worker_that_runs_past_its_timeout_is_stopped_and_says_so():

@@ -23,7 +23,8 @@ from alexnet.model.card import CARD_FILE, ModelCard  # noqa: E402
 from alexnet.model.pin import MODEL_PIN_KIND  # noqa: E402
 from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
-from alexnet.train.api import alexnet_train, weights_digest  # noqa: E402
+from alexnet.train.api import alexnet_train  # noqa: E402
+from alexnet.train.run import weights_digest  # noqa: E402
 
 TINY = {"image_size": 64, "dense_units": 64, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}
@@ -66,9 +67,8 @@ def test_the_card_beside_the_model_and_the_model_pin(board, tmp_path):
     assert ModelCard.from_json(card_path.read_text(), str(card_path)).to_dict() == card
     assert card["class_ids"] == data["class_ids"] and card["class_names"] == data["class_names"]
     assert card["image_size"] == 64 and card["num_classes"] == 3 and card["epochs"] == 2
-    schedule = ("image_size", "learning_rate")  # in the history, not results of the model
-    assert card["metrics"] == {name: values[-1] for name, values in history["metrics"].items() if name not in schedule}
-    assert history["metrics"]["image_size"] == [64, 64] and not set(schedule) & set(card["metrics"])
+    assert card["metrics"] == {name: values[-1] for name, values in history["metrics"].items()}
+    assert history["schedule"]["image_size"] == [64, 64] and not set(history["schedule"]) & set(card["metrics"])
     assert set(card["metrics"]) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
     assert card["board"] == data["board"] and card["categories_version"] == data["categories_version"]
     assert card["weights_sha256"] == history["weights_sha256"] and card["created"]
@@ -133,5 +133,5 @@ def test_the_driver_checks_the_model_pin_and_its_board(board, tmp_path):
     with pytest.raises(BoardError, match="read only"):
         plan_job(2, board, None, model_pin="alexnet", model_board="https://example.invalid/board")
     plan = plan_job(2, board, None, model_pin="alexnet", log_dir=tmp_path / "logs")
-    assert plan.task.train_args["model_board"] == open_board(board).location
-    assert plan.task.train_args["log_dir"] == str(tmp_path / "logs")
+    assert plan.task.settings.model_board == open_board(board).location
+    assert plan.task.settings.log_dir == str(tmp_path / "logs")

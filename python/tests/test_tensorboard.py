@@ -61,10 +61,13 @@ def test_scalars_per_epoch_and_every_log_every_steps_continue_across_a_resumed_r
         assert sorted(scalars[f"epoch/{name}"]) == [1, 2], name
     for name in STEP_TAGS:
         assert sorted(scalars[f"step/{name}"]) == [5, 10], name  # 12 steps, one point every 5
-    assert history["metrics"]["image_size"] == [64.0, 64.0]
-    for name, values in history["metrics"].items():
+    schedule = history["schedule"]
+    assert schedule["image_size"] == [64, 64]
+    for name, values in [*history["metrics"].items(), ("image_size", schedule["image_size"]),
+                         ("learning_rate", schedule["learning_rate"])]:
         assert [scalars[f"epoch/{name}"][e] for e in (1, 2)] == pytest.approx(values, rel=1e-6), name
     assert scalars["epoch/learning_rate"][2] == pytest.approx(0.005)
+    assert [scalars["step/learning_rate"][s] for s in (5, 10)] == pytest.approx([0.005, 0.005]), "the schedule's"
     assert all(v > 0 for v in scalars["step/images_per_second"].values())
     traces = list((logs / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 0

@@ -118,11 +118,12 @@ def test_bad_images_above_the_threshold_stop_the_run_naming_them(synthetic):
 def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     history = alexnet_train(16, 8, _data(synthetic), None, 2, seed=1, model_dir=tmp_path, max_bad_fraction=0.05, **FAST)
     metrics, params = history["metrics"], history["params"]
-    assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy",
-                            "image_size", "learning_rate"}
+    assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy"}
     assert all(len(values) == 8 and all(type(v) is float for v in values) for values in metrics.values())
-    assert metrics["image_size"] == [64.0] * 8
-    assert metrics["learning_rate"] == pytest.approx([0.005] * 6 + [0.0005] * 2)  # divided by 10 at epoch 6
+    schedule = history["schedule"]  # apart from the metrics: what each epoch trained with
+    assert schedule["image_size"] == [64] * 8 and all(type(v) is int for v in schedule["image_size"])
+    assert schedule["learning_rate"] == pytest.approx([0.005] * 6 + [0.0005] * 2)  # divided by 10 at epoch 6
+    assert schedule["summary"].startswith("image size 64, learning rate 0.005 -> 0.0005, precision ")
     assert params["lr_factor"] == 1.0 and params["peak_learning_rate"] == pytest.approx(0.005)
     assert params["warmup_epochs"] == 0
     # 4 classes: chance is 0.25
@@ -215,5 +216,5 @@ def test_resume_from_a_checkpoint_continues_at_the_next_epoch(synthetic, tmp_pat
         alexnet_train(8, 3, small, **dict(settings, dense_units=16))
     longer = alexnet_train(8, 4, small, **dict(settings, image_size=72))
     assert longer["params"]["initial_epoch"] == 3
-    assert longer["metrics"]["image_size"] == [64.0, 64.0, 64.0, 72.0]
+    assert longer["schedule"]["image_size"] == [64, 64, 64, 72], "what each epoch trained with, kept across resumes"
     assert longer["metrics"]["loss"][:3] == history["metrics"]["loss"]

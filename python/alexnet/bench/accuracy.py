@@ -6,7 +6,8 @@ from the same seed (so from the same initial weights, over the same batches in t
 - ``paper``: float32, every epoch at the final image size, the rate fixed at 0.01 (``lr_scaling = "none"``);
 - ``defaults``: what ``alexnet_train`` does when left alone: the precision the hardware has (``precision``
   ``None``, unless the benchmark is given one), progressive image sizes ending at the final size
-  (:func:`progressive_sizes`), and the rate scaled linearly with the global batch (``lr_scaling = "linear"``).
+  (:func:`alexnet.train.schedule.progressive_sizes`), and the rate scaled linearly with the global batch
+  (``lr_scaling = "linear"``).
 
 Each runs ``max_epochs`` epochs in full, with no early stop, so that their accuracies after the same number of
 epochs compare. On a small data set the validation accuracy of such short runs swings from one epoch to the next
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE, as_int, as_number, as_strings
+from ..checks import MIN_IMAGE_SIZE, as_image_size, as_int, as_number, as_strings
 from ..errors import AlexnetError
 from .stages import ACCURACY_TARGETS
 
@@ -80,29 +80,12 @@ def check_accuracy_plan(arguments: Mapping[str, Any], precision: str | None, see
         raise AlexnetError(f"`target_accuracy` = {target} is not an accuracy: give a share of the validation images "
                            "between 0 and 1 (0.6 for 60% top-1).")
     max_epochs = as_int(a["max_epochs"], "max_epochs", 1)
-    image_size = as_int(a["accuracy_image_size"], "accuracy_image_size", 1)
-    if image_size < MIN_IMAGE_SIZE:
-        raise AlexnetError(f"`accuracy_image_size` = {image_size} is too small for AlexNet: use at least "
-                           f"{MIN_IMAGE_SIZE}.")
+    image_size = as_image_size(a["accuracy_image_size"], "accuracy_image_size")
     return AccuracyPlan(target, max_epochs, image_size, as_int(a["accuracy_batch_size"], "accuracy_batch_size", 1),
                         as_int(a["accuracy_dense_units"], "accuracy_dense_units", 1),
                         as_int(a["accuracy_classes"], "accuracy_classes", 2),
                         as_int(a["accuracy_images_per_class"], "accuracy_images_per_class", 1),
                         as_int(a["accuracy_val_per_class"], "accuracy_val_per_class", 1), precision, seed)
-
-
-def progressive_sizes(final: int, epochs: int) -> list[int]:
-    """The defaults recipe's image sizes: about half, then three quarters, then all of ``final`` (rounded to
-    multiples of 8, at least AlexNet's smallest input), at most one size per epoch (the last ones kept), each
-    used once. ``alexnet_train`` splits the epochs evenly among them, the later sizes taking any left over."""
-    smallest = 8 * math.ceil(MIN_IMAGE_SIZE / 8)
-    sizes: list[int] = []
-    for share in (0.5, 0.75):
-        size = max(smallest, 8 * round(final * share / 8))
-        if size < final and size not in sizes:
-            sizes.append(size)
-    sizes.append(final)
-    return sizes[-epochs:]
 
 
 # -- the images -----------------------------------------------------------------------------------------------
@@ -194,12 +177,13 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
     """
     from ..tfimport import keras
     from ..train.api import alexnet_train
+    from ..train.schedule import progressive_sizes
     from .clock import EpochClock
 
     if recipe == "paper":
         sizes, precision, scaling = [plan.image_size], "float32", "none"
     elif recipe == "defaults":
-        sizes, precision, scaling = progressive_sizes(plan.image_size, plan.max_epochs), plan.precision, "linear"
+        sizes, precision, scaling = list(progressive_sizes(plan.image_size, plan.max_epochs)), plan.precision, "linear"
     else:
         raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
     keras.backend.clear_session()
@@ -212,7 +196,7 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
                             precision=precision, validation=True, cache=True, check_images=False, seed=plan.seed,
                             verbose=0, dense_units=plan.dense_units, callbacks=[clock])
     total = time.perf_counter() - began
-    params, metrics = history["params"], history["metrics"]
+    params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
     accuracies = [float(v) for v in metrics.get("val_accuracy", [])]
     seconds = [round(s, 3) for s in clock.seconds]
     if len(accuracies) != plan.max_epochs or len(seconds) != plan.max_epochs:
@@ -223,12 +207,12 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "recipe": recipe,
         "precision": params["precision"],
         "precision_reason": params["precision_reason"],
-        "image_sizes": [int(s) for s in params["image_sizes"]],
+        "image_sizes": [int(s) for s in params["image_size"]],
         "image_size_epochs": [int(e) for e in params["image_size_epochs"]],
         "lr_scaling": scaling,
         "learning_rate": float(params["peak_learning_rate"]),
-        "epoch_image_size": [int(s) for s in metrics.get("image_size", [])],
-        "epoch_learning_rate": [float(r) for r in metrics.get("learning_rate", [])],
+        "epoch_image_size": [int(s) for s in schedule["image_size"]],
+        "epoch_learning_rate": [float(r) for r in schedule["learning_rate"]],
         "val_accuracy": accuracies,
         "seconds": seconds,
         "epochs_to_target": epoch,
@@ -241,14 +225,11 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
 
 
 def _bfloat16_hardware() -> bool:
-    """Does this process's hardware compute bfloat16 natively (a CPU with its instructions, a GPU of 8.0+)?"""
+    """Does training here compute in bfloat16 when left to choose (:func:`alexnet.train.precision.choose_precision`)?"""
     from ..tfimport import tf
-    from ..train.precision import BF16_CPU_FLAGS, BF16_GPU_CAPABILITY, hardware
+    from ..train.precision import choose_precision, hardware
 
-    device = hardware(bool(tf.config.list_logical_devices("GPU")))
-    if device.gpu:
-        return min(device.gpu_capabilities) >= BF16_GPU_CAPABILITY
-    return any(flag in device.cpu_flags for flag in BF16_CPU_FLAGS)
+    return choose_precision(None, hardware(bool(tf.config.list_logical_devices("GPU")))).name == "bfloat16"
 
 
 def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracyPlan, *,

@@ -32,17 +32,14 @@ def synthetic_measurement(
     least ``steps`` steps and ``seconds`` seconds.
     """
     from ..input.pipeline import synthetic_dataset
-    from ..model.network import build_alexnet
     from ..tfimport import keras, tf
-    from ..train import model as alexnet_model
+    from ..train.model import training_model
     from ..train.precision import choose_precision, hardware
 
     gpu = bool(tf.config.list_logical_devices("GPU"))
     chosen = choose_precision(precision, hardware(gpu))
     keras.utils.set_random_seed(seed)
-    net = build_alexnet(num_classes, image_size, dense_units=dense_units, policy=chosen.policy)
-    optimizer = alexnet_model.make_optimizer(0.01, loss_scaled=chosen.loss_scaled)
-    alexnet_model.compile_alexnet(net, optimizer, num_classes, jit_compile=gpu)
+    net, _ = training_model(num_classes, chosen, image_size=image_size, dense_units=dense_units, jit_compile=gpu)
     x, y = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=seed, distinct_batches=1)))
     step = tf.function(net.train_step, jit_compile=gpu)
     for _ in range(2):

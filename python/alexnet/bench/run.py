@@ -129,7 +129,7 @@ def _isolation(isolation: str | None) -> str:
 
 
 def _plan(arguments: Mapping[str, Any]) -> _Plan:
-    from ..train.precision import check_precision
+    from ..train.settings import specs
 
     a = arguments
     stages = _stages_arg(a["stages"])
@@ -144,7 +144,7 @@ def _plan(arguments: Mapping[str, Any]) -> _Plan:
                            "(224 as in the paper), or leave out the synthetic and train stages.")
     if "fetch" in stages and not a["board"]:
         raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
-    precision, seed = check_precision(a["precision"]), as_int(a["seed"], "seed", 0)
+    precision, seed = specs()["precision"].convert(a["precision"], "precision"), as_int(a["seed"], "seed", 0)
     return _Plan(stages, as_int(a["images"], "images", 1), as_int(a["batch_size"], "batch_size", 1), image_size,
                  cores, available, as_seconds(a["seconds"], "seconds", allow_none=False, allow_zero=True) or 0.0,
                  as_parallel(a["parallel"]), bool(a["cache"]),

@@ -21,12 +21,11 @@ from typing import Any
 from ..checks import as_int, as_seconds
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
-from ..model.pin import check_model_board, check_model_pin
-from ..storage.location import location_kind, writable_location
 from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
+from ..train.settings import TrainSettings
 from .monitor import start_monitor
 from .task import TrainTask
-from .worker import RESERVED, WorkerError, check_train_args
+from .worker import RESERVED, WORKER_VERBOSE, WorkerError
 
 logger = logging.getLogger(__name__)
 
@@ -95,71 +94,43 @@ class JobPlan:
     retries: int = 0
 
 
-def check_train_names(train_args: Mapping[str, Any], where: str) -> None:
-    """Raise when ``train_args`` names an argument :func:`alexnet.alexnet_train` does not take (checked against
-    its signature, on the driver, so that a misspelt argument stops the run before any Spark job)."""
-    import difflib
-    import inspect
+def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | None, *, local_master: bool = True,
+                    where: str = "alexnet_spark_train()") -> TrainSettings:
+    """The training settings every worker of a distributed run gets, checked once on the driver
+    (:func:`alexnet.train.settings.check_settings`: names, values, output locations writable, the board of
+    ``model_pin``, by default ``board``): not ``data`` or ``strategy``, which the workers set; Keras prints one line
+    per epoch unless ``verbose`` says otherwise (a worker's output goes to its log)."""
+    from ..storage.board import default_board
+    from ..train.settings import check_settings
 
-    from ..train.api import alexnet_train
-
-    known = [name for name in inspect.signature(alexnet_train).parameters if name not in RESERVED]
-    unknown = [name for name in train_args if name not in known and name not in RESERVED]
-    if not unknown:
-        return
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=1)
-        hints.append(f"`{name}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
-    raise AlexnetError(
-        f"{where} passes the training arguments on to alexnet_train(), which does not take {', '.join(hints)}: "
-        f"fix the name, or leave it out. alexnet_train() takes: {', '.join(known)}."
-    )
-
-
-def _check_outputs(train_args: Mapping[str, Any], local_master: bool, board: str) -> dict[str, Any]:
-    """Output locations resolved and proven writable from the driver; a warning for local paths on a cluster.
-
-    With ``model_pin``: its name is checked, and its board (``model_board``, else the data's ``board``, where
-    the chief publishes it) is proven writable and passed on resolved.
-    """
-    resolved = dict(train_args)
-    if resolved.get("model_pin") is not None:
-        resolved["model_pin"] = check_model_pin(resolved["model_pin"])
-        resolved["model_board"] = check_model_board(resolved.get("model_board"), board)
-    elif resolved.get("model_board") is not None:
-        logger.warning("`model_board` is only used with `model_pin`: no model pin is written.")
-    for name in ("checkpoint_dir", "model_dir", "log_dir"):
-        if resolved.get(name) is None:
-            continue
-        resolved[name] = writable_location(resolved[name], name)[0]
-        if location_kind(resolved[name]) == "file" and not local_master:
-            logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
-                           "system; use gs:// or s3:// storage every worker reaches.", name, resolved[name])
-    return resolved
+    arguments = dict(train_args)
+    if arguments.get("strategy", "multi_worker") in (None, "multi_worker"):
+        arguments.pop("strategy", None)
+    arguments.setdefault("verbose", WORKER_VERBOSE)
+    return check_settings(arguments, data_board=os.fspath(board) if board is not None else default_board(),
+                          shared=not local_master, where=where, reserved=RESERVED)
 
 
 def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *, base_port: int = DEFAULT_BASE_PORT,
              cache_dir: Any = None, fetch_workers: int = DEFAULT_DOWNLOADS, python: str | None = None,
              env: Mapping[str, str] | None = None, retries: int = DEFAULT_RETRIES, local_master: bool = True,
-             timeout: float | None = None, where: str = "alexnet_spark_train()", **train_args: Any) -> JobPlan:
+             timeout: float | None = None, where: str = "alexnet_spark_train()", settings: TrainSettings | None = None,
+             **train_args: Any) -> JobPlan:
     """Every check that can be made on the driver before a distributed run, and the plan it leads to.
 
     ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever);
-    ``train_args`` must be arguments of :func:`alexnet.alexnet_train` other than ``data`` and ``strategy``;
-    ``timeout`` (seconds a launch may take) must be positive or ``None``; ``base_port`` must leave room for
-    every worker; the board must be reachable and hold at least ``workers`` categories; ``checkpoint_dir``,
-    ``model_dir`` and ``log_dir`` must be writable, and so must the board of ``model_pin``, a valid pin name; the
-    image sizes must fit the epochs, and the learning-rate scaling and precision be ones training takes.
+    ``train_args`` are the training settings (:func:`worker_settings`), or ``settings`` holds them already checked;
+    ``timeout`` (seconds a launch may take) must be positive or ``None``; ``base_port`` must leave room for every
+    worker; the board must be reachable and hold at least ``workers`` categories.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
-    from ..train.api import check_train_schedule
 
     workers = check_slots(workers, slots)
-    check_train_args(train_args, where)
-    check_train_names(train_args, where)
-    check_train_schedule(train_args)
+    if settings is None:
+        settings = worker_settings(train_args, board, local_master=local_master, where=where)
+    elif train_args:
+        raise AlexnetError(f"{where}: give the training settings either checked (`settings`) or by name, not both.")
     timeout = as_seconds(timeout, "timeout")
     port = check_base_port(base_port, workers)
     opened = open_board(board)
@@ -171,7 +142,7 @@ def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *
                      cache_dir=None if cache_dir is None else os.fspath(cache_dir),
                      fetch_workers=as_int(fetch_workers, "fetch_workers", 1), python=python,
                      env={str(k): str(v) for k, v in (env or {}).items()},
-                     train_args=_check_outputs(train_args, local_master, opened.location), timeout=timeout)
+                     settings=settings, timeout=timeout)
     return JobPlan(workers, opened.location, task, as_int(retries, "retries", 0))
 
 
@@ -227,7 +198,7 @@ def run_job(plan: JobPlan, launch: Callable[[TrainTask], list[dict[str, Any]]], 
 
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
                on_retry: Callable[[str], Any] | None = None) -> None:
-    resume = "resuming from the last checkpoint" if plan.task.train_args.get("checkpoint_dir") else \
+    resume = "resuming from the last checkpoint" if plan.task.settings.checkpoint_dir else \
         "starting afresh (no checkpoint_dir)"
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]

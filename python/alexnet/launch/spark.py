@@ -30,6 +30,7 @@ from ..checks import as_seconds
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..train.cluster import DEFAULT_BASE_PORT
+from ..train.settings import TrainSettings
 from . import probe_task
 from .job import DEFAULT_RETRIES, SparkJobError, check_slots, failure_of, plan_job, run_job
 from .task import TrainTask
@@ -217,6 +218,7 @@ def alexnet_spark_train(
     retries: int = DEFAULT_RETRIES,
     progress: bool = True,
     probe: bool = True,
+    settings: TrainSettings | None = None,
     **train_args: Any,
 ) -> list[dict[str, Any]]:
     """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``.
@@ -224,12 +226,13 @@ def alexnet_spark_train(
     One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
     :func:`alexnet.launch.worker.train_worker` in a fresh Python process, which fetches partition ``k`` of
     ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
-    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` go to
-    :func:`alexnet.alexnet_train` (``epochs``, ``batch_size`` per worker, ``image_size``, ``checkpoint_dir`` and
-    ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``), ``checkpoint_every``,
-    ``collective_timeout``, ...). ``spark`` is a SparkSession or SparkContext; ``python`` the worker's Python
-    (default: the executor's); ``env`` extra environment variables for the worker processes; ``timeout`` bounds
-    each launch in seconds.
+    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` are its training settings
+    (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker, ``image_size``,
+    ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
+    ``checkpoint_every``, ``collective_timeout``, ...), or ``settings`` holds them already checked
+    (:func:`alexnet.launch.job.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
+    worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
+    ``timeout`` bounds each launch in seconds.
 
     Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
     unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
@@ -247,7 +250,7 @@ def alexnet_spark_train(
     master = context.master or ""
     plan = plan_job(workers, board, barrier_slots(context), base_port=base_port, cache_dir=cache_dir,
                     fetch_workers=fetch_workers, python=python, env=env, retries=retries, timeout=timeout,
-                    local_master=master.startswith("local"), **train_args)
+                    local_master=master.startswith("local"), settings=settings, **train_args)
 
     def launch(task: TrainTask) -> list[dict[str, Any]]:
         # the driver bounds the stage: it cancels the Spark job after task.timeout seconds

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ..checks import as_int, as_seconds
+from ..train.settings import TrainSettings, defaults
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -27,8 +28,8 @@ def _mapping(value: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class TrainTask:
     """One worker's part of a training run: the ``board`` (resolved), ``base_port``, ``cache_dir``,
-    ``fetch_workers``, the worker's ``python`` and extra ``env``, the checked ``train_args`` for
-    :func:`alexnet.alexnet_train`, and ``timeout`` (seconds a worker may run; ``None``: no bound)."""
+    ``fetch_workers``, the worker's ``python`` and extra ``env``, the checked training ``settings``, and
+    ``timeout`` (seconds a worker may run; ``None``: no bound)."""
 
     board: str
     base_port: int
@@ -36,23 +37,23 @@ class TrainTask:
     fetch_workers: int = 8
     python: str | None = None
     env: dict[str, str] = field(default_factory=dict)
-    train_args: dict[str, Any] = field(default_factory=dict)
+    settings: TrainSettings = field(default_factory=lambda: TrainSettings.from_dict(defaults()))
     timeout: float | None = None
 
     def with_progress(self, address: str) -> TrainTask:
         """This task with the chief's progress sent to ``address`` (the driver's monitor)."""
-        return dataclasses.replace(self, train_args={**self.train_args, "progress_file": address})
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, progress_file=address))
 
     def worker_function(self) -> Callable[[int, list[str]], Any]:
         """``function(index, addresses)``: :func:`alexnet.launch.worker.train_worker` with this task's arguments."""
         from .worker import train_worker
 
         return partial(train_worker, board=self.board, base_port=self.base_port, cache_dir=self.cache_dir,
-                       fetch_workers=self.fetch_workers, **self.train_args)
+                       fetch_workers=self.fetch_workers, settings=self.settings)
 
     def to_dict(self) -> dict[str, Any]:
         """The task as plain values, for a launcher that carries it through R."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "settings": self.settings.to_dict()}
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> TrainTask:
@@ -62,7 +63,7 @@ class TrainTask:
                    fetch_workers=as_int(value["fetch_workers"], "fetch_workers"),
                    python=None if value.get("python") is None else str(value["python"]),
                    env={str(k): str(v) for k, v in _mapping(value.get("env")).items()},
-                   train_args=_mapping(value.get("train_args")),
+                   settings=TrainSettings.from_dict(_mapping(value.get("settings"))),
                    timeout=as_seconds(value.get("timeout"), "timeout"))
 
 

@@ -20,8 +20,8 @@ from typing import Any
 from ..checks import as_int
 from ..child import ChildError, run_child
 from ..data.fetch import DEFAULT_DOWNLOADS
-from ..errors import AlexnetError
 from ..train.cluster import DEFAULT_BASE_PORT, tf_config
+from ..train.settings import TrainSettings
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,9 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "model_path": str,
     "history": str,
 }
-#: Arguments a worker sets itself, which callers must not give.
-RESERVED = ("data", "strategy")
+#: Arguments a worker sets itself, which callers must not give, and what to say when they do.
+RESERVED = {name: "each worker trains on its own partition with strategy = 'multi_worker'. Leave it out."
+            for name in ("data", "strategy")}
 #: Worker logs kept on each host.
 KEPT_LOGS = 50
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
@@ -63,16 +64,6 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_train_args(train_args: Mapping[str, Any], where: str) -> None:
-    """Raise when ``train_args`` holds an argument the worker sets itself (``data``, ``strategy``)."""
-    for name in RESERVED:
-        if name in train_args and not (name == "strategy" and train_args[name] in (None, "multi_worker")):
-            raise AlexnetError(
-                f"`{name}` cannot be given to {where}: each worker trains on its own partition with "
-                "strategy = 'multi_worker'. Leave it out."
-            )
-
-
 def train_worker(
     index: int,
     addresses: Sequence[str],
@@ -81,14 +72,15 @@ def train_worker(
     base_port: int = DEFAULT_BASE_PORT,
     cache_dir: str | os.PathLike | None = None,
     fetch_workers: int = DEFAULT_DOWNLOADS,
-    **train_args: Any,
+    settings: TrainSettings | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One worker's part of a multi-worker run: fetch its partition, set TF_CONFIG, train.
 
     Worker ``index`` of ``len(addresses)`` (the barrier addresses, in partition order) fetches partition
     ``index`` of ``len(addresses)`` from ``board`` (into ``cache_dir``, ``fetch_workers`` downloads at
     once), sets ``TF_CONFIG`` from the addresses (see :func:`alexnet.train.cluster.tf_config`) and calls
-    :func:`alexnet.alexnet_train` with ``strategy = "multi_worker"`` and ``train_args``. It must run in a
+    :func:`alexnet.train.api.train` with ``strategy = "multi_worker"`` and ``settings`` (checked on the driver; a
+    dict is what :meth:`~alexnet.train.settings.TrainSettings.to_dict` gave; ``None``: the defaults). It must run in a
     process where TensorFlow has not started yet. Every worker of the job calls it at about the same
     time (each blocks until all have joined).
 
@@ -99,18 +91,20 @@ def train_worker(
     """
     addresses = [addresses] if isinstance(addresses, str) else [str(a) for a in addresses]
     index = as_int(index, "index")
-    check_train_args(train_args, "a Spark worker")
-    train_args.pop("strategy", None)
     config = tf_config(addresses, index, base_port)
     os.environ["TF_CONFIG"] = json.dumps(config)
     logger.info("Worker %d of %d: TF_CONFIG %s", index, len(addresses), os.environ["TF_CONFIG"])
 
     from ..data.fetch import imagenet_partition
-    from ..train.api import alexnet_train
+    from ..train.api import train
+    from ..train.settings import check_settings
 
     data = imagenet_partition(index, len(addresses), board, cache_dir=cache_dir, workers=fetch_workers)
-    train_args.setdefault("verbose", WORKER_VERBOSE)
-    history = alexnet_train(data=data, strategy="multi_worker", **train_args)
+    if settings is None:
+        settings = check_settings({"verbose": WORKER_VERBOSE})
+    elif not isinstance(settings, TrainSettings):
+        settings = TrainSettings.from_dict(settings)
+    history = train(settings, data, "multi_worker")
     return {
         "worker": index,
         "workers": len(addresses),
@@ -162,8 +156,7 @@ def worker_summary(row: Mapping[str, Any]) -> dict[str, Any]:
         "model_path": str(history.get("model_path") or ""),
         "history": json.dumps(history),
     }
-    assert list(summary) == list(SUMMARY_COLUMNS)
-    return summary
+    return {name: summary[name] for name in SUMMARY_COLUMNS}  # in the columns' order, as spark_apply() wants
 
 
 class WorkerError(ChildError):

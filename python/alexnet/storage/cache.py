@@ -27,6 +27,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import AlexnetError
+
 log = logging.getLogger(__name__)
 
 MARKER = ".alexnet-cache.json"
@@ -48,7 +50,12 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
         else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
-    os.makedirs(tmp, exist_ok=True)
+    try:
+        os.makedirs(tmp, exist_ok=True)
+    except OSError as error:
+        raise AlexnetError(f"`cache_dir` = {root} cannot hold the cache ({type(error).__name__}: {error.strerror}): "
+                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
+            from None
     _clean_stale_tmp(tmp)
     return root
 

@@ -68,10 +68,11 @@ def _install(staging: str, dest: str, sha256: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
     try:
         os.rename(staging, dest)
-    except OSError:
+    except OSError as error:
         # another process installed the same zip meanwhile: keep theirs if it is complete
         if cache.cached_files(dest, sha256) is None:
             raise
+        log.debug("%s was installed by another process meanwhile (%s): keeping it.", dest, error)
         shutil.rmtree(staging, ignore_errors=True)
 
 

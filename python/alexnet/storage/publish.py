@@ -99,9 +99,12 @@ def _wait_for_next_second(board: Board, name: str) -> None:
     ``pin_upload`` takes no creation time, so a pin uploaded again within the second of its previous
     version waits (at most a second) instead.
     """
+    from pins.errors import PinsError
+
     try:
         target = _next_created(board, name, exists=True)
-    except Exception:  # the pin was removed (an incomplete upload): nothing to come after
+    except (PinsError, FileNotFoundError) as error:  # the pin was removed (an incomplete upload)
+        log.debug("Pin %s has no version to come after (%s): no wait.", name, error)
         return
     delay = (target - datetime.datetime.now()).total_seconds()
     if delay > 0:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tfimport import keras
-from .checkpoint import CheckpointStore
+from .checkpoint import CheckpointStore, Resume
+from .schedule import RateSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -49,18 +50,36 @@ def epoch_step(callback: keras.callbacks.Callback, batch: int, steps: int) -> in
     return steps - int(fit_steps) + batch + 1
 
 
-class Recorder(keras.callbacks.Callback):
-    """Records each epoch's metrics, starting from ``metrics`` (those of the epochs done), with the values
-    ``facts(epoch)`` gives (such as the epoch's image size and learning rate), and with a checkpoint ``store``
-    saves a checkpoint after every epoch and, with ``every``, every ``every`` steps inside an epoch of ``steps``
-    steps."""
+class RateSetter(keras.callbacks.Callback):
+    """Sets ``optimizer``'s learning rate before every step to ``rates.at(step)``, the run's global step counted
+    over every epoch (so a resumed run continues the same curve)."""
 
-    def __init__(self, steps: int, *, metrics: Mapping[str, list[float]] | None = None,
-                 store: CheckpointStore | None = None, every: int | None = None,
-                 facts: Callable[[int], Mapping[str, float]] | None = None):
+    def __init__(self, rates: RateSchedule, optimizer: Any):
         super().__init__()
-        self.steps, self.store, self.every, self.facts = steps, store, every, facts
-        self.metrics: dict[str, list[float]] = {k: list(v) for k, v in (metrics or {}).items()}
+        self.rates, self.optimizer = rates, optimizer
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._epoch = epoch
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        steps = self.rates.steps_per_epoch
+        step = self._epoch * steps + epoch_step(self, batch, steps) - 1
+        self.optimizer.learning_rate.assign(self.rates.at(step))
+
+
+class Recorder(keras.callbacks.Callback):
+    """Records each epoch's metrics and, apart from them, what it trained with (``schedule_of(epoch)``: its image
+    size and learning rate), starting from ``start`` (the epochs done), and with a checkpoint ``store`` saves a
+    checkpoint after every epoch and, with ``every``, every ``every`` steps inside an epoch of ``steps`` steps."""
+
+    def __init__(self, steps: int, schedule_of: Callable[[int], Mapping[str, Any]], *, start: Resume | None = None,
+                 store: CheckpointStore | None = None, every: int | None = None):
+        super().__init__()
+        self.steps, self.store, self.every, self.schedule_of = steps, store, every, schedule_of
+        start = start or Resume()
+        self.metrics: dict[str, list[float]] = {k: list(v) for k, v in start.metrics.items()}
+        self.schedule: dict[str, list[Any]] = {k: list(v) for k, v in start.schedule.items()}
         self._epoch = 0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -72,16 +91,16 @@ class Recorder(keras.callbacks.Callback):
             self._save(self._epoch, step)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        facts = dict(self.facts(epoch)) if self.facts is not None else {}
-        for name, number in {**numbers(logs), **facts}.items():
-            values = self.metrics.setdefault(name, [])
-            del values[epoch:]
-            values.append(number)
+        for record, values in ((self.metrics, numbers(logs)), (self.schedule, self.schedule_of(epoch))):
+            for name, value in values.items():
+                kept = record.setdefault(name, [])
+                del kept[epoch:]
+                kept.append(value)
         self._save(epoch + 1, 0)
 
     def _save(self, epoch: int, step: int) -> None:
         if self.store is not None:
-            self.store.save(epoch, step, self.metrics)
+            self.store.save(epoch, step, self.metrics, self.schedule)
 
 
 class Throughput(keras.callbacks.Callback):

@@ -33,6 +33,7 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
+from .schedule import SCHEDULE_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +48,13 @@ KEEP = 2
 @dataclass(frozen=True)
 class Resume:
     """Where training resumes: ``epoch`` epochs done, ``step`` steps of the next one done (0 after an epoch
-    ends), and the per-epoch ``metrics`` of the epochs done (empty for a fresh start)."""
+    ends), and the per-epoch ``metrics`` and ``schedule`` (what each trained with) of the epochs done (empty for a
+    fresh start)."""
 
     epoch: int = 0
     step: int = 0
     metrics: Mapping[str, list[float]] = field(default_factory=dict)
+    schedule: Mapping[str, list[float]] = field(default_factory=dict)
 
 
 class CheckpointStore:
@@ -170,12 +173,17 @@ class CheckpointStore:
             ) from error
         epoch, step = int(position[0].numpy()), int(position[1].numpy())
         metrics = {k: list(v)[:epoch] for k, v in (state or {}).get("metrics", {}).items()}
+        schedule = {k: list(v)[:epoch] for k, v in (state or {}).get("schedule", {}).items()}
+        for name in SCHEDULE_KEYS:  # a history file of an older version kept the schedule among the metrics
+            if name in metrics:
+                schedule.setdefault(name, metrics.pop(name))
         logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
-        return Resume(epoch, step, metrics)
+        return Resume(epoch, step, metrics, schedule)
 
-    def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]]) -> None:
-        """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics``
-        (every worker must call it at the same point; after :meth:`restore`)."""
+    def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
+             schedule: Mapping[str, list[float]] | None = None) -> None:
+        """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics`` and
+        ``schedule`` (every worker must call it at the same point; after :meth:`restore`)."""
         if self._manager is None or self._position is None:
             raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
         self._position[0].assign(epoch)
@@ -184,12 +192,14 @@ class CheckpointStore:
         if self.chief and self.remote:
             self._publish(self._manager)
         self.write_state({"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
-                          "metrics": {k: list(v) for k, v in metrics.items()}})
+                          "metrics": {k: list(v) for k, v in metrics.items()},
+                          "schedule": {k: list(v) for k, v in (schedule or {}).items()}})
         logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
 
     def _publish(self, manager: tf.train.CheckpointManager) -> None:
         latest = manager.latest_checkpoint
-        assert latest is not None
+        if latest is None:
+            raise AlexnetError(f"Internal error: no checkpoint was written in {self.local} to upload.")
         name = os.path.basename(latest)
         for entry in os.listdir(self.local):
             if entry.startswith(name + "."):

@@ -1,17 +1,20 @@
-"""How AlexNet (:mod:`alexnet.model.network`) is trained: its optimizer, learning rate and compiled metrics.
+"""How AlexNet (:mod:`alexnet.model.network`) is trained: its optimizer and compiled loss and metrics.
 
 Training follows the paper: SGD with momentum 0.9 and weight decay 5e-4 (:class:`DecayedSGD`: the decay
 ``weight_decay * w`` is added to the gradient before the momentum, exactly the paper's update rule;
-biases are not decayed), learning rate 0.01 for a batch of 128 divided by 10 at set epochs; for larger
-batches the rate grows in proportion, reached by a linear warm-up (:class:`WarmupStepSchedule`).
+biases are not decayed). The optimizer's learning rate is a variable that training sets before every step from
+the run's schedule (:mod:`.schedule`). :func:`training_model` makes the model, optimizer and compiled step every
+run trains with, the benchmark's included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tfimport import keras, tf
+
+if TYPE_CHECKING:
+    from .precision import Precision
 
 
 @keras.saving.register_keras_serializable(package="alexnet")
@@ -41,60 +44,8 @@ class DecayedSGD(keras.optimizers.SGD):
         return config
 
 
-@keras.saving.register_keras_serializable(package="alexnet")
-class WarmupStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """A linear warm-up from ``initial`` to ``peak`` over ``warmup_epochs``, then ``peak``, multiplied by
-    ``factor`` from the first step of each epoch in ``drop_epochs`` (0-based) on.
-
-    During the warm-up the rate grows by the same amount every step and the last warm-up step is the first at
-    ``peak`` (Goyal et al., 2017: from the rate of the reference batch to the rate scaled with the batch over
-    5 epochs). The paper divided the rate by 10 three times in about 90 epochs, each time the validation error
-    stopped improving; fixed epochs 30, 60 and 80 are the usual stand-in. The schedule counts optimizer steps,
-    so it carries over when training resumes from a checkpoint.
-    """
-
-    def __init__(self, initial: float, peak: float, steps_per_epoch: int, warmup_epochs: int = 0,
-                 drop_epochs: Sequence[int] = (30, 60, 80), factor: float = 0.1):
-        super().__init__()
-        self.initial, self.peak, self.factor = float(initial), float(peak), float(factor)
-        self.steps_per_epoch, self.warmup_epochs = int(steps_per_epoch), int(warmup_epochs)
-        self.drop_epochs = sorted(int(e) for e in drop_epochs if int(e) > 0)
-
-    def __call__(self, step: Any) -> tf.Tensor:
-        """The rate of optimizer step ``step`` (counted from 0)."""
-        step = tf.cast(step, tf.float32)
-        rate = tf.constant(self.peak, tf.float32)
-        warmup = self.warmup_epochs * self.steps_per_epoch
-        if warmup > 0:
-            share = tf.minimum(1.0, (step + 1.0) / float(warmup))
-            rate = self.initial + (self.peak - self.initial) * share
-        for epoch in self.drop_epochs:
-            rate = tf.where(step >= float(epoch * self.steps_per_epoch), rate * self.factor, rate)
-        return rate
-
-    def rate(self, step: int) -> float:
-        """The rate of step ``step`` as a Python number."""
-        return float(self(step))
-
-    def get_config(self) -> dict[str, Any]:
-        """What rebuilds the schedule."""
-        return {"initial": self.initial, "peak": self.peak, "steps_per_epoch": self.steps_per_epoch,
-                "warmup_epochs": self.warmup_epochs, "drop_epochs": list(self.drop_epochs), "factor": self.factor}
-
-
-def step_schedule(
-    learning_rate: float, steps_per_epoch: int, drop_epochs: Sequence[int] = (30, 60, 80), factor: float = 0.1,
-    *, warmup_epochs: int = 0, initial: float | None = None,
-) -> WarmupStepSchedule:
-    """``learning_rate``, multiplied by ``factor`` at the start of each epoch in ``drop_epochs`` (0-based),
-    reached from ``initial`` (default: ``learning_rate``) by a linear warm-up over ``warmup_epochs``
-    (see :class:`WarmupStepSchedule`)."""
-    return WarmupStepSchedule(learning_rate if initial is None else initial, learning_rate, steps_per_epoch,
-                              warmup_epochs, drop_epochs, factor)
-
-
 def make_optimizer(
-    learning_rate: float | keras.optimizers.schedules.LearningRateSchedule = 0.01,
+    learning_rate: float = 0.01,
     momentum: float = 0.9,
     weight_decay: float = 5e-4,
     *,
@@ -129,3 +80,19 @@ def compile_alexnet(
         jit_compile=jit_compile,
     )
     return model
+
+
+def training_model(num_classes: int, precision: Precision, learning_rate: float = 0.01, momentum: float = 0.9,
+                   weight_decay: float = 5e-4, *, image_size: int | None = None, dense_units: int = 4096,
+                   dropout: float = 0.5, grouped: bool = False, jit_compile: bool = False) -> tuple[keras.Model, Any]:
+    """AlexNet (:func:`alexnet.model.network.build_alexnet`) in ``precision``, with the paper's optimizer at
+    ``learning_rate`` (loss-scaled for float16), compiled and with its optimizer built: what every run trains.
+    Call it under the strategy's scope."""
+    from ..model.network import build_alexnet
+
+    net = build_alexnet(num_classes, image_size, dense_units=dense_units, dropout=dropout, grouped=grouped,
+                        policy=precision.policy)
+    optimizer = make_optimizer(learning_rate, momentum, weight_decay, loss_scaled=precision.loss_scaled)
+    compile_alexnet(net, optimizer, num_classes, jit_compile=jit_compile)
+    optimizer.build(net.trainable_variables)
+    return net, optimizer

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import AlexnetError
 from ..machine import cpu_flags
@@ -88,30 +87,6 @@ class Precision:
     def loss_scaled(self) -> bool:
         """Does the optimizer scale the loss (float16 only)?"""
         return self.name == "float16"
-
-
-def check_precision(precision: Any, mixed_precision: bool | None = None) -> str | None:
-    """``precision`` as one of :data:`PRECISIONS` or ``None`` (auto), with the older ``mixed_precision`` flag
-    mapped onto it (``True``: ``"float16"``, ``False``: ``"float32"``); an :class:`AlexnetError` for an unknown
-    name or when the two disagree."""
-    if isinstance(precision, (list, tuple)) and len(precision) == 1:
-        precision = precision[0]
-    if precision is not None:
-        name = str(precision).strip().lower() if isinstance(precision, str) else None
-        aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
-                   "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
-        name = aliases.get(name, name) if name is not None else None
-        if name not in PRECISIONS:
-            raise AlexnetError(f"`precision` must be NULL/None (the hardware's), {', '.join(map(repr, PRECISIONS))}, "
-                               f"not {precision!r}.")
-        precision = name
-    if mixed_precision is None:
-        return precision
-    mapped = "float16" if mixed_precision else "float32"
-    if precision is not None and precision != mapped:
-        raise AlexnetError(f"`mixed_precision` = {mixed_precision} means precision {mapped!r}, but `precision` is "
-                           f"{precision!r}: give only `precision`.")
-    return mapped
 
 
 def hardware(gpu: bool) -> Hardware:

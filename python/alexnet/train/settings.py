@@ -1,266 +1,249 @@
-"""The arguments of ``alexnet_train()``, checked once and kept together, with the run's facts they lead to.
+"""The training settings, declared once: name, type, default, limits and help of every setting of a run.
 
-The defaults are those of :func:`alexnet.train.api.alexnet_train`'s signature, and only there;
-:func:`check_settings` turns whatever reached it (from Python, the command line or R through reticulate)
-into a :class:`TrainSettings`, or raises an :class:`~alexnet.errors.AlexnetError` that names the argument.
-This module does not import TensorFlow.
+:class:`TrainSettings` is the declaration. Each field is a setting of ``alexnet_train()``, in the order of its
+signature, with its Python type and, through :func:`setting`, a :class:`Spec`: the default a caller sees, the kind
+of value (:data:`KINDS`), its limits or choices, its help text, and its command-line option. Everything else is
+derived from it (:mod:`.declared`): the signature and help of :func:`alexnet.alexnet_train`, the command line's
+options, the argument kinds R checks ``alexnet_train()`` and ``alexnet_spark_train()`` with, the checks, and the
+typed settings a Spark worker receives.
+
+:func:`check_settings` is the one check: every value converted and held to its limits, the settings checked
+against each other, output locations proven writable and a model pin's board opened, before any data is fetched
+or Spark job launched. Its result travels as plain values (:meth:`TrainSettings.to_dict`) and comes back typed
+(:meth:`TrainSettings.from_dict`) without being checked again. This module does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import (
-    as_area_range,
-    as_image_size,
-    as_int,
-    as_ints,
-    as_learning_rate,
-    as_number,
-    as_optional_bool,
-    as_optional_int,
-    as_parallel,
-    as_seconds,
-    as_step_range,
-)
+from ..checks import MIN_IMAGE_SIZE
 from ..errors import AlexnetError
-from ..model.pin import check_model_board, check_model_pin
-from ..storage.location import writable_location
-from .precision import check_precision
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
+from .kinds import KINDS, Spec
+from .precision import PRECISIONS
+from .schedule import LR_SCALINGS, RateSchedule, SizeSchedule, rate_schedule, split_epochs
 
-#: The global batch the paper's learning rate is for: ``learning_rate`` is the rate of a batch of this size.
-REFERENCE_BATCH = 128
-#: The ways ``lr_scaling`` may scale the learning rate with the global batch.
-LR_SCALINGS = ("linear", "none")
-#: The warm-up when ``warmup_epochs`` is not given and the rate grows more than :data:`WARMUP_ABOVE` times.
-DEFAULT_WARMUP_EPOCHS = 5
-WARMUP_ABOVE = 2.0
+logger = logging.getLogger(__name__)
+
+
+def setting(default: Any, kind: str, help: str, **spec: Any) -> Any:
+    """A field of :class:`TrainSettings`: a setting with ``default`` (as a caller gives it), of ``kind`` (a name of
+    :data:`KINDS`), described by ``help``; ``spec`` holds the rest of its :class:`Spec`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    return field(metadata={"spec": Spec(default=default, kind=kind, help=help, **spec)})
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Every setting of a training run, checked (see :func:`alexnet.train.api.alexnet_train` for each)."""
+    """Every setting of a training run, checked (the declaration: see the module documentation)."""
 
-    batch_size: int
-    epochs: int
-    parallel: int | None
-    image_size: int  # the last (or only) size: validation, the saved model
-    image_sizes: tuple[int, ...]  # the sizes trained, in order
-    image_size_epochs: tuple[int, ...]  # epochs at each size, adding up to `epochs`
-    learning_rate: float  # for a global batch of REFERENCE_BATCH
-    lr_scaling: str
-    warmup_epochs: int | None  # None: by the factor
-    momentum: float
-    weight_decay: float
-    lr_drop_epochs: tuple[int, ...]
-    checkpoint_dir: str | None  # resolved location
-    model_dir: str | None  # resolved location; checkpoint_dir when not given
-    checkpoint_every: int | None
-    steps_per_epoch: int | None
-    validation: bool
-    validation_steps: int | None
-    cache: bool
-    max_bad_fraction: float
-    check_images: bool
-    seed: int | None
-    verbose: int
-    dense_units: int
-    dropout: float
-    grouped: bool
-    area_range: tuple[float, float]
-    precision: str | None  # None: the hardware's
-    jit_compile: bool | None
-    collective_timeout: float | None
-    progress_file: str | None
-    log_dir: str | None  # resolved location
-    log_every: int
-    profile_steps: tuple[int, int] | None
-    model_pin: str | None
-    model_board: str | None  # resolved board location, with model_pin only
+    batch_size: int = setting(32, "count", "images per batch on each replica (GPU, or worker without GPUs); the "
+                              "global batch is this times the replicas", minimum=1)
+    epochs: int = setting(2, "count", "passes over the data", minimum=1)
+    parallel: int | None = setting(None, "count", "images decoded at once (unset: tf.data tunes it)", minimum=1,
+                                   optional=True)
+    image_size: tuple[int, ...] = setting(
+        224, "sizes", f"image side in pixels (at least {MIN_IMAGE_SIZE}; 224, the paper's), or several trained in "
+        "order (128, 160, 224)", minimum=MIN_IMAGE_SIZE, metavar="PIXELS")
+    image_size_epochs: tuple[int, ...] | None = setting(
+        None, "counts", "epochs at each size of `image_size`, adding up to `epochs` (unset: split evenly, later "
+        "sizes taking the epochs left over)", minimum=1, optional=True, metavar="N")
+    learning_rate: float = setting(0.01, "number", "the learning rate for a global batch of 128 (the paper's 0.01), "
+                                   "scaled with the batch by `lr_scaling`", above=0.0)
+    lr_scaling: str = setting("linear", "choice", "how the rate follows the global batch: \"linear\" multiplies "
+                              "`learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it",
+                              choices=LR_SCALINGS)
+    warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: 5 "
+                                        "when the rate grows more than twice, else 0)", minimum=0, optional=True)
+    momentum: float = setting(0.9, "number", "SGD momentum", minimum=0.0, maximum=1.0)
+    weight_decay: float = setting(5e-4, "number", "L2 weight decay added to the gradient of every kernel",
+                                  minimum=0.0)
+    lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "epochs (0-based) at whose start the rate is "
+                                              "divided by 10", minimum=0, metavar="EPOCH")
+    checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption",
+                                         optional=True, output=True)
+    model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
+                                    "`checkpoint_dir`)", optional=True, output=True)
+    checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "
+                                           "(needs `checkpoint_dir`)", minimum=1, optional=True)
+    steps_per_epoch: int | None = setting(None, "count", "training steps per epoch (unset: as many whole batches "
+                                          "as the images fill)", minimum=1, optional=True)
+    validation: bool = setting(True, "flag", "evaluate the validation images (centre crop) after each epoch")
+    validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: one pass)",
+                                           minimum=1, optional=True)
+    cache: bool = setting(False, "flag", "keep the compressed image bytes in memory after the first epoch")
+    max_bad_fraction: float = setting(0.01, "number", "the share of images that may be unusable (skipped) before "
+                                      "training stops with an error naming them", minimum=0.0, maximum=1.0)
+    check_images: bool = setting(True, "flag", "check every image once before training and skip the bad ones")
+    seed: int | None = setting(None, "count", "random seed of the weights and of the order and crops of the images",
+                               minimum=0, optional=True)
+    verbose: int = setting(1, "count", "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch)",
+                           minimum=0, maximum=2, option="--verbose-fit")
+    dense_units: int = setting(4096, "count", "units of each of the two hidden dense layers (the paper's 4096)",
+                               minimum=1)
+    dropout: float = setting(0.5, "number", "dropout rate after each hidden dense layer", minimum=0.0, maximum=1.0)
+    grouped: bool = setting(False, "flag", "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs")
+    area_range: tuple[float, float] = setting((0.08, 1.0), "shares", "the least and most share of an image that a "
+                                              "random training crop covers", metavar="SHARE")
+    precision: str | None = setting(None, "choice", "what the layers compute in (unset: the hardware's; "
+                                    "bfloat16 and float16 are mixed precision)", choices=PRECISIONS, optional=True,
+                                    none_word="auto", aliases={"fp32": "float32", "bf16": "bfloat16",
+                                                               "fp16": "float16", "half": "float16",
+                                                               "mixed_bfloat16": "bfloat16",
+                                                               "mixed_float16": "float16"})
+    mixed_precision: bool | None = setting(None, "flag", "the older form of `precision`: true means \"float16\", "
+                                           "false \"float32\"", optional=True, option=None)
+    jit_compile: bool | None = setting(None, "flag", "compile the training step with XLA (unset: on GPUs)",
+                                       optional=True)
+    collective_timeout: float | None = setting(
+        DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation "
+        "before failing (unset: for ever)", optional=True)
+    progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
+                                        "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
+    log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
+                                  optional=True, output=True)
+    log_every: int = setting(100, "count", "write step scalars to `log_dir` every this many steps", minimum=1)
+    profile_steps: tuple[int, int] | None = setting(None, "steps", "profile these training steps (first, last; "
+                                                    "counted from 1) into `log_dir`", optional=True,
+                                                    metavar=("FIRST", "LAST"))
+    model_pin: str | None = setting(None, "pin", "after training, publish the model (without optimizer state) as "
+                                    "a new version of this pin", optional=True, metavar="NAME")
+    model_board: str | None = setting(None, "location", "board of `model_pin` (unset: the board the data came "
+                                      "from)", optional=True, metavar="BOARD")
+
+    @property
+    def sizes(self) -> SizeSchedule:
+        """The image sizes of the run and the epochs at each."""
+        counts = self.image_size_epochs or split_epochs(len(self.image_size), self.epochs)
+        return SizeSchedule(tuple(self.image_size), tuple(counts))
+
+    def rates(self, global_batch: int, steps_per_epoch: int) -> RateSchedule:
+        """The learning rate of every step, for ``global_batch`` images a step and ``steps_per_epoch`` steps."""
+        return rate_schedule(self.learning_rate, self.lr_scaling, self.warmup_epochs, self.lr_drop_epochs,
+                             epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch)
 
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model: a checkpoint written with other values cannot be resumed.
         (The image size does not: one model takes every size.)"""
         return {"dense_units": self.dense_units, "grouped": self.grouped}
 
-    def size_at(self, epoch: int) -> int:
-        """The image size of epoch ``epoch`` (0-based) of the schedule; the last size past its end."""
-        end = 0
-        for size, count in zip(self.image_sizes, self.image_size_epochs, strict=True):
-            end += count
-            if epoch < end:
-                return size
-        return self.image_size
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in dataclasses.asdict(self).items()}
 
-    def size_segments(self, first: int, last: int) -> list[tuple[int, int, int]]:
-        """Epochs ``first`` to ``last`` (exclusive) as runs of one size: ``(first, last, size)`` each."""
-        segments: list[tuple[int, int, int]] = []
-        for epoch in range(first, last):
-            size = self.size_at(epoch)
-            if segments and segments[-1][2] == size:
-                segments[-1] = (segments[-1][0], epoch + 1, size)
-            else:
-                segments.append((epoch, epoch + 1, size))
-        return segments
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:
+        """The settings :meth:`to_dict` gave, typed again (after a trip through R or JSON), not checked again; a
+        setting missing from ``values`` takes its default."""
+        return cls(**{name: spec.restore(values.get(name, spec.default)) for name, spec in specs().items()})
 
 
-@dataclass(frozen=True)
-class RatePlan:
-    """The learning rate of a run: ``base`` (for a global batch of :data:`REFERENCE_BATCH`) times ``factor``
-    is ``peak``, reached by a linear warm-up from :attr:`start` over ``warmup_epochs``, divided by 10 at each of
-    ``drop_epochs``."""
-
-    base: float
-    factor: float
-    peak: float
-    warmup_epochs: int
-    drop_epochs: tuple[int, ...]
-
-    @property
-    def start(self) -> float:
-        """Where the warm-up starts: ``base``, or ``peak`` when that is lower (a global batch below
-        :data:`REFERENCE_BATCH`), so that a warm-up never trains above the rate it leads to."""
-        return min(self.base, self.peak)
+def specs() -> dict[str, Spec]:
+    """Every setting's :class:`Spec`, by name, in the declaration's order."""
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(TrainSettings)}
 
 
-def rate_plan(settings: TrainSettings, global_batch: int) -> RatePlan:
-    """The :class:`RatePlan` of ``settings`` for ``global_batch`` images a step (``lr_scaling``, ``warmup_epochs``:
-    see :func:`alexnet.train.api.alexnet_train`)."""
-    factor = global_batch / REFERENCE_BATCH if settings.lr_scaling == "linear" else 1.0
-    warmup = settings.warmup_epochs
-    if warmup is None:
-        warmup = min(DEFAULT_WARMUP_EPOCHS, settings.epochs) if factor > WARMUP_ABOVE else 0
-    return RatePlan(settings.learning_rate, factor, settings.learning_rate * factor, warmup, settings.lr_drop_epochs)
+def defaults() -> dict[str, Any]:
+    """Every setting's default, as a caller gives it."""
+    return {name: spec.default for name, spec in specs().items()}
 
 
-def check_image_sizes(image_size: Any, image_size_epochs: Any, epochs: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``image_size`` (one size or several, trained in order) and ``image_size_epochs`` (epochs at each size;
-    ``None``: ``epochs`` split evenly, the later sizes taking the epochs left over) checked against ``epochs``."""
-    if isinstance(image_size, (int, float)) and not isinstance(image_size, bool):
-        sizes = (as_image_size(image_size),)
-    else:
-        sizes = tuple(as_ints(image_size, "image_size"))
-        if not sizes:
-            raise AlexnetError("`image_size` is empty: give one size (224) or several trained in order "
-                               "(c(128, 160, 224)).")
-        for size in sizes:
-            as_image_size(size)
-    if image_size_epochs is None:
-        if len(sizes) > epochs:
-            raise AlexnetError(f"`image_size` has {len(sizes)} sizes but `epochs` is {epochs}: every size needs at "
-                               "least one epoch; give more epochs or fewer sizes.")
-        share, extra = divmod(epochs, len(sizes))
-        counts = tuple(share + (1 if index >= len(sizes) - extra else 0) for index in range(len(sizes)))
-        return sizes, counts
-    counts = tuple(as_ints(image_size_epochs, "image_size_epochs"))
-    if len(counts) != len(sizes) or any(c < 1 for c in counts) or sum(counts) != epochs:
+def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping[str, str] | None = None) -> None:
+    """Raise when ``names`` holds one that is not a setting (with the closest setting when one is close);
+    ``reserved`` maps names a caller must not give to what to say instead."""
+    import difflib
+
+    known = list(specs())
+    for name in names:
+        if reserved and name in reserved:
+            raise AlexnetError(f"`{name}` cannot be given to {where}: {reserved[name]}")
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"`{name}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+    raise AlexnetError(f"{where} does not take {', '.join(hints)}: fix the name, or leave it out. The training "
+                       f"settings are: {', '.join(known)}.")
+
+
+def _together(values: dict[str, Any]) -> None:
+    """The settings checked against each other (in place: the defaults that follow from others filled in)."""
+    epochs = values["epochs"]
+    sizes, counts = values["image_size"], values["image_size_epochs"]
+    if counts is None and len(sizes) > epochs:
+        raise AlexnetError(f"`image_size` has {len(sizes)} sizes but `epochs` is {epochs}: every size needs at "
+                           "least one epoch; give more epochs or fewer sizes.")
+    if counts is not None and (len(counts) != len(sizes) or sum(counts) != epochs):
         raise AlexnetError(
             f"`image_size_epochs` = {list(counts)} does not fit: it needs one whole number >= 1 per size of "
             f"`image_size` ({len(sizes)}) adding up to `epochs` ({epochs}).")
-    return sizes, counts
-
-
-def _lr_scaling(value: Any) -> str:
-    if isinstance(value, (list, tuple)) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, str) or value.strip().lower() not in LR_SCALINGS:
-        raise AlexnetError(f"`lr_scaling` must be {' or '.join(map(repr, LR_SCALINGS))}, not {value!r}.")
-    return value.strip().lower()
-
-
-def _output(value: Any, name: str) -> str | None:
-    return None if value is None else writable_location(value, name)[0]
-
-
-def check_schedule(arguments: Mapping[str, Any]) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int | None,
-                                                         str | None]:
-    """The schedule of ``arguments`` (``alexnet_train``'s, by name: ``epochs``, ``image_size``,
-    ``image_size_epochs``, ``lr_scaling``, ``warmup_epochs``, ``precision``, ``mixed_precision``) checked
-    against itself: ``(epochs, sizes, epochs at each size, lr_scaling, warmup_epochs, precision)``. A launcher
-    checks it on the driver before any job (:func:`alexnet.launch.job.plan_job`), with the defaults of
-    ``alexnet_train`` filled in."""
-    a = arguments
-    epochs = as_int(a["epochs"], "epochs", minimum=1)
-    sizes, size_epochs = check_image_sizes(a["image_size"], a.get("image_size_epochs"), epochs)
-    lr_scaling = _lr_scaling(a.get("lr_scaling", "linear"))
-    warmup = as_optional_int(a.get("warmup_epochs"), "warmup_epochs", minimum=0)
+    warmup = values["warmup_epochs"]
     if warmup is not None and warmup > epochs:
         raise AlexnetError(f"`warmup_epochs` = {warmup} is more than `epochs` ({epochs}): the rate would never "
                            "reach its peak; give fewer warm-up epochs.")
-    if warmup and lr_scaling == "none":
+    if warmup and values["lr_scaling"] == "none":
         raise AlexnetError("`warmup_epochs` warms up to the rate scaled with the batch, and lr_scaling = 'none' "
                            "scales nothing: use lr_scaling = 'linear', or leave out `warmup_epochs`.")
-    precision = check_precision(a.get("precision"), as_optional_bool(a.get("mixed_precision"), "mixed_precision"))
-    return epochs, sizes, size_epochs, lr_scaling, warmup, precision
-
-
-def check_settings(arguments: Mapping[str, Any]) -> TrainSettings:
-    """``arguments`` (``alexnet_train``'s, by name) checked and converted: a :class:`TrainSettings`.
-
-    Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable here,
-    before any training work; so is the board of ``model_pin``, whose name is checked too.
-    """
-    a = arguments
-    drops: Sequence[Any] = a["lr_drop_epochs"] if a["lr_drop_epochs"] is not None else ()
-    checkpoint_dir = _output(a["checkpoint_dir"], "checkpoint_dir")
-    model_dir = _output(a["model_dir"], "model_dir") if a["model_dir"] is not None else checkpoint_dir
-    checkpoint_every = as_optional_int(a["checkpoint_every"], "checkpoint_every", minimum=1)
-    model_pin = None if a.get("model_pin") is None else check_model_pin(a["model_pin"])
-    data = a.get("data")
-    data_board = data.get("board") if isinstance(data, Mapping) else None
-    model_board = check_model_board(a.get("model_board"), data_board) if model_pin is not None else None
-    if checkpoint_every is not None and checkpoint_dir is None:
+    mixed = values.pop("mixed_precision")
+    if mixed is not None:
+        mapped = "float16" if mixed else "float32"
+        if values["precision"] is not None and values["precision"] != mapped:
+            raise AlexnetError(f"`mixed_precision` = {mixed} means precision {mapped!r}, but `precision` is "
+                               f"{values['precision']!r}: give only `precision`.")
+        values["precision"] = mapped
+    values["mixed_precision"] = None
+    if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
-    epochs, sizes, size_epochs, lr_scaling, warmup, precision = check_schedule(a)
-    return TrainSettings(
-        batch_size=as_int(a["batch_size"], "batch_size", minimum=1),
-        epochs=epochs,
-        parallel=as_parallel(a["parallel"]),
-        image_size=sizes[-1],
-        image_sizes=sizes,
-        image_size_epochs=size_epochs,
-        learning_rate=as_learning_rate(a["learning_rate"]),
-        lr_scaling=lr_scaling,
-        warmup_epochs=warmup,
-        momentum=as_number(a["momentum"], "momentum", 0.0, 1.0),
-        weight_decay=as_number(a["weight_decay"], "weight_decay", 0.0),
-        lr_drop_epochs=tuple(as_int(e, "lr_drop_epochs", minimum=0) for e in
-                             ([drops] if isinstance(drops, (int, float)) else drops)),
-        checkpoint_dir=checkpoint_dir,
-        model_dir=model_dir,
-        checkpoint_every=checkpoint_every,
-        steps_per_epoch=as_optional_int(a["steps_per_epoch"], "steps_per_epoch", minimum=1),
-        validation=bool(a["validation"]),
-        validation_steps=as_optional_int(a["validation_steps"], "validation_steps", minimum=1),
-        cache=bool(a["cache"]),
-        max_bad_fraction=as_number(a["max_bad_fraction"], "max_bad_fraction", 0.0, 1.0),
-        check_images=bool(a["check_images"]),
-        seed=as_optional_int(a["seed"], "seed"),
-        verbose=as_int(a["verbose"], "verbose", minimum=0),
-        dense_units=as_int(a["dense_units"], "dense_units", minimum=1),
-        dropout=as_number(a["dropout"], "dropout", 0.0, 1.0),
-        grouped=bool(a["grouped"]),
-        area_range=as_area_range(a["area_range"]),
-        precision=precision,
-        jit_compile=as_optional_bool(a["jit_compile"], "jit_compile"),
-        collective_timeout=as_seconds(a["collective_timeout"], "collective_timeout"),
-        progress_file=None if a.get("progress_file") is None else str(a["progress_file"]),
-        log_dir=_output(a.get("log_dir"), "log_dir"),
-        log_every=as_int(a.get("log_every", 100), "log_every", minimum=1),
-        profile_steps=as_step_range(a.get("profile_steps"), "profile_steps"),
-        model_pin=model_pin,
-        model_board=model_board,
-    )
+    if values["model_dir"] is None:
+        values["model_dir"] = values["checkpoint_dir"]
 
 
-def settings_params(settings: TrainSettings) -> dict[str, Any]:
-    """The settings as plain values for the returned history's ``params``."""
-    params = asdict(settings)
-    params["lr_drop_epochs"] = list(settings.lr_drop_epochs)
-    params["area_range"] = list(settings.area_range)
-    params["image_sizes"] = list(settings.image_sizes)
-    params["image_size_epochs"] = list(settings.image_size_epochs)
-    params["profile_steps"] = None if settings.profile_steps is None else list(settings.profile_steps)
-    return params
+def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = None, shared: bool = False,
+                   where: str = "alexnet_train()",
+                   reserved: Mapping[str, str] | None = None) -> TrainSettings:
+    """``arguments`` (settings by name; the others take their defaults) checked and converted: a
+    :class:`TrainSettings`, or an :class:`AlexnetError` naming the setting to change.
+
+    Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable; with
+    ``shared`` (a cluster, where every node has its own folders) a local path gets a warning. ``model_pin``'s
+    board (``model_board``, else ``data_board``, the board the data comes from) is opened for writing.
+    """
+    from ..model.pin import check_model_board
+    from ..storage.location import location_kind, writable_location
+
+    check_names(list(arguments), where, reserved=reserved)
+    table = specs()
+    values = {name: spec.convert(arguments.get(name, spec.default), name) for name, spec in table.items()}
+    _together(values)
+    for name, spec in table.items():
+        if not spec.output or values[name] is None:
+            continue
+        values[name] = writable_location(values[name], name)[0]
+        if shared and location_kind(values[name]) == "file":
+            logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
+                           "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
+    if values["model_pin"] is not None:
+        values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
+    elif arguments.get("model_board") is not None:
+        logger.warning("`model_board` is only used with `model_pin`: no model pin is written.")
+        values["model_board"] = None
+    return TrainSettings(**values)
+
+
+def with_defaults(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with every setting left out at its default (as a caller gives it)."""
+    return {**defaults(), **arguments}
+
+
+def derived(on: Callable[[str, Spec], Any]) -> dict[str, Any]:
+    """``on(name, spec)`` for every setting, by name: how a front end derives its own table from the declaration."""
+    return {name: on(name, spec) for name, spec in specs().items()}

@@ -17,13 +17,14 @@ import os
 import posixpath
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..scratch import OWNER_FILE, make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
 from .callbacks import epoch_step, numbers, replicas_summed
+from .schedule import RateSchedule, SizeSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -89,22 +90,13 @@ class LogDir:
             shutil.rmtree(self.local, ignore_errors=True)
 
 
-def current_learning_rate(model: keras.Model) -> float:
-    """The learning rate of the optimizer's last step (its schedule's value at ``iterations - 1``)."""
-    optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
-    schedule = getattr(optimizer, "_learning_rate", None)
-    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
-        return float(schedule(tf.maximum(optimizer.iterations - 1, 0)))
-    return float(keras.backend.get_value(optimizer.learning_rate))
-
-
 class TensorBoardLog(keras.callbacks.Callback):
     """Writes a run's scalars to ``log_dir`` and profiles steps ``profile_steps``.
 
     Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs
     (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
-    excluded) and, with ``sizes`` (epoch -> image side), ``image_size``.
+    excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``).
     Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
     :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
@@ -113,9 +105,10 @@ class TensorBoardLog(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
-                 profile_steps: tuple[int, int] | None = None, sizes: Callable[[int], int] | None = None):
+                 sizes: SizeSchedule, rates: RateSchedule, profile_steps: tuple[int, int] | None = None):
         super().__init__()
-        self.log_dir, self.steps, self.every, self.sizes = log_dir, steps, every, sizes
+        self.log_dir, self.steps, self.every = log_dir, steps, every
+        self.sizes, self.rates = sizes, rates
         self.images_per_step = images_per_step
         self.top5 = num_classes >= TOP5_MIN_CLASSES
         self.profile_steps = profile_steps
@@ -160,7 +153,7 @@ class TensorBoardLog(keras.callbacks.Callback):
         self._mark, self._mark_steps = now, self._epoch_steps
         replicas = replicas_summed(self.model)
         values = {name: value / replicas for name, value in numbers(logs).items() if name in ("loss", "accuracy")}
-        values.update(learning_rate=current_learning_rate(self.model), images_per_second=rate)
+        values.update(learning_rate=self.rates.at(step - 1), images_per_second=rate)
         self._write(values, STEP_PREFIX, step)
 
     # -- epochs --------------------------------------------------------------------------------------------
@@ -172,10 +165,9 @@ class TensorBoardLog(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         seconds = self._epoch_seconds if self._epoch_seconds is not None else time.perf_counter() - self._epoch_start
         values = {name: value for name, value in numbers(logs).items() if self.top5 or "top5" not in name}
-        values["learning_rate"] = current_learning_rate(self.model)
+        values["learning_rate"] = self.rates.of_epoch(epoch)
         values["images_per_second"] = self._epoch_steps * self.images_per_step / seconds if seconds > 0 else 0.0
-        if self.sizes is not None:
-            values["image_size"] = float(self.sizes(epoch))
+        values["image_size"] = float(self.sizes.at(epoch))
         self._write(values, EPOCH_PREFIX, epoch + 1)
         self.writer.flush()
         self.log_dir.sync()

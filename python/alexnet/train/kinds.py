@@ -1,0 +1,235 @@
+"""The kinds of value a training setting takes, and a setting's :class:`Spec`: what the declaration says of it.
+
+A kind knows how to check and convert a value from any caller (Python, the command line, R through reticulate,
+which sends whole numbers as doubles and vectors as lists), how to restore a value that travelled as plain
+values, what R calls it (the argument kinds of ``R/arguments.R``) and how the command line reads it. The checks
+themselves are those of :mod:`alexnet.checks`, shared with every other function of the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checks import (
+    as_area_range,
+    as_int,
+    as_ints,
+    as_number,
+    as_optional_bool,
+    as_seconds,
+    as_step_range,
+)
+from ..errors import AlexnetError
+
+
+def _one(value: Any) -> Any:
+    """A length-one list or tuple (as R sends a scalar) as its element."""
+    return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the declaration says of one setting.
+
+    ``default`` is the value a caller sees (in the signature, the help, R); ``kind`` a name of :data:`KINDS`;
+    ``help`` one phrase; ``minimum`` and ``maximum`` bound a number (``above``: strictly above); ``choices`` the
+    values of a choice, ``aliases`` other spellings of them; ``optional`` that ``None`` (R's ``NULL``) is taken;
+    ``output`` that the value is a location written to (proven writable before training); ``option`` the command
+    line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
+    stands for ``None`` there, and ``metavar`` its placeholder.
+    """
+
+    default: Any
+    kind: str
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    choices: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    optional: bool = False
+    output: bool = False
+    option: str | None = ""
+    none_word: str | None = None
+    metavar: str | tuple[str, ...] | None = None
+
+    def convert(self, value: Any, name: str) -> Any:
+        """``value`` of setting ``name`` checked and converted; an :class:`AlexnetError` naming it otherwise."""
+        value = _one(value) if KINDS[self.kind].scalar else value
+        if value is None and (self.optional or self.kind == "counts"):
+            return None if self.optional else ()
+        return KINDS[self.kind].convert(value, name, self)
+
+    def restore(self, value: Any) -> Any:
+        """A value this setting converted, after a trip as plain values (JSON, R), typed again without checks."""
+        if value is None:
+            return None
+        return KINDS[self.kind].restore(_one(value) if KINDS[self.kind].scalar else value)
+
+    @property
+    def r_kind(self) -> str:
+        """The argument kind R checks this setting with (see ``R/arguments.R``): ``count>=1?`` and the like."""
+        base = KINDS[self.kind].r_kind
+        least = f">={self.minimum:g}" if self.minimum is not None and base in ("count", "counts") else ""
+        optional = "?" if self.optional or self.kind == "counts" else ""
+        return base + least + optional
+
+    @property
+    def flag(self) -> str | None:
+        """The command-line option, or ``None`` when the setting is not on the command line."""
+        return self.option
+
+    def shown_default(self) -> str:
+        """The default as the help shows it."""
+        value = self.default
+        if value is None:
+            return self.none_word or "none"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, (tuple, list)):
+            return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of value is checked (``convert``), typed again (``restore``), named in R (``r_kind``) and read
+    from the command line (``parse``, one word to a value, with ``nargs`` words)."""
+
+    convert: Callable[[Any, str, Spec], Any]
+    restore: Callable[[Any], Any]
+    r_kind: str
+    parse: Callable[[str], Any] | None = None
+    nargs: str | int | None = None
+    scalar: bool = True
+
+
+def _count(value: Any, name: str, spec: Spec) -> int:
+    least = None if spec.minimum is None else int(spec.minimum)
+    return as_int(value, name, minimum=least, maximum=None if spec.maximum is None else int(spec.maximum))
+
+
+def _number(value: Any, name: str, spec: Spec) -> float:
+    number = as_number(value, name, spec.minimum, spec.maximum)
+    if spec.above is not None and not number > spec.above:
+        raise AlexnetError(f"`{name}` must be a number > {spec.above:g}, not {value!r}.")
+    return number
+
+
+def _flag(value: Any, name: str, spec: Spec) -> bool:
+    import numpy as np
+
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    checked = as_optional_bool(value, name)
+    if checked is None:
+        raise AlexnetError(f"`{name}` must be TRUE/True or FALSE/False, not None.")
+    return checked
+
+
+def _choice(value: Any, name: str, spec: Spec) -> str:
+    word = value.strip().lower() if isinstance(value, str) else None
+    word = spec.aliases.get(word, word) if word is not None else None
+    if word not in spec.choices:
+        shown = ", ".join(map(repr, spec.choices))
+        none = " or NULL/None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
+        raise AlexnetError(f"`{name}` must be one of {shown}{none}, not {value!r}.")
+    return word
+
+
+def _whole_numbers(value: Any, name: str, spec: Spec) -> tuple[int, ...]:
+    numbers = tuple(as_ints(value, name))
+    least = spec.minimum
+    for number in numbers:
+        if least is not None and number < least:
+            raise AlexnetError(f"`{name}` must be whole numbers >= {least:g}, not {number} in {list(numbers)}.")
+    return numbers
+
+
+def _sizes(value: Any, name: str, spec: Spec) -> tuple[int, ...]:
+    sizes = _whole_numbers(value, name, spec)
+    if not sizes:
+        raise AlexnetError(f"`{name}` is empty: give one size (224) or several trained in order (c(128, 160, 224)).")
+    return sizes
+
+
+def _counts(value: Any, name: str, spec: Spec) -> tuple[int, ...]:
+    return _whole_numbers(value, name, spec)
+
+
+def _text(value: Any, name: str, spec: Spec) -> str:
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise AlexnetError(f"`{name}` must be one string (a path or URL), not {value!r}.")
+    return value
+
+
+def _pin(value: Any, name: str, spec: Spec) -> str:
+    from ..model.pin import check_model_pin
+
+    return check_model_pin(value)
+
+
+def _seconds(value: Any, name: str, spec: Spec) -> float:
+    seconds = as_seconds(value, name, allow_none=spec.optional)
+    return float(seconds) if seconds is not None else seconds  # type: ignore[return-value]
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in ([value] if isinstance(value, (int, float)) else value))
+
+
+def _floats(value: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in value)
+
+
+def _word_numbers(value: str) -> list[int]:
+    """A command-line word of whole numbers: one (``224``) or several separated by commas (``128,160,224``)."""
+    words = [word.strip() for word in value.split(",")]
+    try:
+        return [int(word) for word in words]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be whole numbers separated by spaces or commas, not {value!r}") \
+            from None
+
+
+#: Every kind of setting, by name.
+KINDS: dict[str, Kind] = {
+    "count": Kind(_count, int, "count", int),
+    "number": Kind(_number, float, "number", float),
+    "seconds": Kind(_seconds, float, "number", float),
+    "flag": Kind(_flag, bool, "flag"),
+    "choice": Kind(_choice, str, "choice", str),
+    "sizes": Kind(_sizes, _ints, "counts", _word_numbers, "+", scalar=False),
+    "counts": Kind(_counts, _ints, "counts", _word_numbers, "+", scalar=False),
+    "shares": Kind(lambda v, n, s: as_area_range(v), _floats, "numbers", float, 2, scalar=False),
+    "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False),
+    "location": Kind(_text, str, "location", str),
+    "string": Kind(_text, str, "location", str),
+    "pin": Kind(_pin, str, "string", str),
+}
+
+
+def option_name(name: str, spec: Spec) -> str | None:
+    """The command-line option of setting ``name``: ``--<name with dashes>`` unless the spec names another or none."""
+    if spec.option is None:
+        return None
+    return spec.option or "--" + name.replace("_", "-")
+
+
+def flatten_words(value: Any) -> Any:
+    """Options of several words that each hold numbers (``--image-size 128,160 224``) as one list."""
+    if isinstance(value, list) and value and all(isinstance(word, list) for word in value):
+        return [number for word in value for number in word]
+    return value
+
+
+def describe_choices(choices: Sequence[str]) -> str:
+    """``"a", "b" or "c"``."""
+    quoted = [f'"{c}"' for c in choices]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

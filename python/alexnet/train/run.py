@@ -1,0 +1,279 @@
+"""One training run: the steps of :func:`alexnet.train.api.train`, in order, each the job of its own module.
+
+Resolve nothing here that the settings already say: check every image once and leave bad ones out
+(:mod:`alexnet.input.scan`); agree with the other workers on the steps per epoch (:mod:`.agreement`); build the
+tf.data pipelines (:mod:`alexnet.input.pipeline`); build and compile AlexNet under the strategy's scope
+(:mod:`.model`); restore the last checkpoint when there is one (:mod:`.checkpoint`); fit for the remaining
+epochs, the image size and learning rate of each epoch and step from the schedule (:mod:`.schedule`),
+checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard (:mod:`.tensorboard`); save the model
+with its card and publish it as a pin (:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the
+history as a plain dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .schedule import describe, one_epoch
+from .settings import TrainSettings
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ..input.inputs import TrainingData
+    from ..model.card import ModelCard
+    from .agreement import Steps
+    from .callbacks import Recorder
+    from .checkpoint import Resume
+    from .precision import Precision
+    from .schedule import RateSchedule
+    from .strategy import Topology
+
+logger = logging.getLogger(__name__)
+
+_METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy")
+
+
+def weights_digest(model: keras.Model) -> str:
+    """sha256 of every weight of ``model``, in order: equal on the workers of a synchronous run."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        array = np.ascontiguousarray(weight)
+        digest.update(str((array.dtype.str, array.shape)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
+    """The images of ``data``, without those that cannot be decoded; and the bad ones."""
+    from ..input.inputs import training_data
+    from ..input.scan import drop_bad_images, scan_images
+
+    td = training_data(data)
+    bad: list[str] = []
+    if not settings.check_images:
+        return td, bad
+    found = scan_images(td.files, settings.parallel)
+    td.files, td.labels = drop_bad_images(td.files, td.labels, found, settings.max_bad_fraction)
+    bad += found
+    if settings.validation and td.val_files:
+        found = scan_images(td.val_files, settings.parallel)
+        td.val_files, td.val_labels = drop_bad_images(td.val_files, td.val_labels, found, settings.max_bad_fraction,
+                                                      what="validation")
+        bad += found
+    return td, bad
+
+
+class _Datasets:
+    """The training dataset of the image size being trained (made when first needed, dropped when the schedule
+    moves on) and the validation dataset, at the last size."""
+
+    def __init__(self, td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps):
+        from ..input import pipeline
+
+        self.td, self.settings, self.steps = td, settings, steps
+        self.global_batch = topology.global_batch(settings.batch_size)
+        self._train: dict[int, tf.data.Dataset] = {}
+        self.validation = None
+        if steps.validate:
+            self.validation = pipeline.eval_dataset(
+                td.val_files, td.val_labels, self.global_batch, settings.sizes.final, parallel=settings.parallel,
+                cache=settings.cache, repeat=steps.validation is not None, drop_remainder=steps.validation is not None)
+
+    def train(self, size: int) -> tf.data.Dataset:
+        """Training batches of ``size`` pixels square."""
+        from ..input import pipeline
+
+        if size not in self._train:
+            s = self.settings
+            # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
+            self._train = {size: pipeline.train_dataset(self.td.files, self.td.labels, self.global_batch, size,
+                                                       parallel=s.parallel, cache=s.cache, seed=s.seed,
+                                                       area_range=s.area_range)}
+        return self._train[size]
+
+
+def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
+           rates: RateSchedule) -> tuple[keras.Model, Any, Precision]:
+    """AlexNet and its optimizer, made under ``strategy``'s scope and compiled, in the precision the hardware has
+    (or the one asked for); the optimizer's rate is set before every step from ``rates``."""
+    from .model import training_model
+    from .precision import choose_precision, hardware
+
+    precision = choose_precision(settings.precision, hardware(topology.gpu))
+    with strategy.scope():
+        net, optimizer = training_model(num_classes, precision, rates.at(0), settings.momentum,
+                                        settings.weight_decay, dense_units=settings.dense_units,
+                                        dropout=settings.dropout, grouped=settings.grouped,
+                                        jit_compile=topology.gpu if settings.jit_compile is None else
+                                        settings.jit_compile)
+    logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s.", precision.name,
+                precision.reason, rates.peak, rates.base, rates.factor,
+                f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "")
+    return net, optimizer, precision
+
+
+def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
+         callbacks: Sequence[Any]) -> None:
+    """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
+    mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
+    see :func:`.callbacks.epoch_step`)."""
+    epoch, step = start.epoch, start.step
+
+    traced: list[int] = []
+
+    def fit(first: int, last: int, steps_per_epoch: int, size: int) -> None:
+        if traced and traced[-1] != size:
+            # a step traced for this size alone: Keras would otherwise relax the third shape it sees to any
+            # size, a graph that runs slower than one of known shapes
+            net.train_function = None
+        traced.append(size)
+        net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
+                validation_data=datasets.validation, validation_steps=steps.validation, callbacks=list(callbacks),
+                verbose=settings.verbose)
+
+    if step > 0 and epoch < settings.epochs:
+        fit(epoch, epoch + 1, steps.train - step, settings.sizes.at(epoch))
+        epoch += 1
+    for first, last, size in settings.sizes.segments(epoch, settings.epochs):
+        if len(settings.sizes.sizes) > 1:
+            logger.info("Epochs %d to %d at %d x %d pixels.", first + 1, last, size, size)
+        fit(first, last, steps.train, size)
+    if epoch >= settings.epochs and step == 0:
+        logger.info("All %d epochs are already done in %s; nothing to train.", settings.epochs,
+                    settings.checkpoint_dir)
+
+
+def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
+             recorder: Recorder, precision: Precision, rates: RateSchedule, extra: dict[str, Any]) -> dict[str, Any]:
+    metrics = recorder.metrics
+    ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
+    ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
+    schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
+    schedule["summary"] = describe(schedule, precision.name, precision.reason)
+    params = {
+        **settings.to_dict(),
+        "image_size_epochs": list(settings.sizes.epochs),
+        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
+        "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
+        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
+        "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
+        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
+        "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
+        "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
+        "seconds": extra.pop("seconds"),
+    }
+    return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
+
+
+def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
+          metrics: Mapping[str, list[float]], digest: str) -> ModelCard:
+    """The card of the model trained on ``td``: its classes, input size, training and data."""
+    from ..model.card import ModelCard, now
+
+    def text(name: str) -> str | None:
+        value = data.get(name)
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        return None if value is None else str(value)
+
+    return ModelCard(image_size=settings.sizes.final, num_classes=td.num_classes, class_ids=list(td.class_ids),
+                     class_names=list(td.class_names), epochs=len(metrics.get("loss") or []) or settings.epochs,
+                     metrics={name: float(values[-1]) for name, values in metrics.items() if values},
+                     board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
+                     created=now())
+
+
+def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
+    """Publish ``net`` without its optimizer state as pin ``settings.model_pin`` (the chief; every worker saves)."""
+    from ..model.pin import publish_model
+    from ..model.saved import inference_copy
+
+    if settings.model_pin is None or (not topo.chief and topo.workers == 1):
+        return None
+    with inference_copy(net) as local:
+        if not topo.chief:
+            return None
+        pin = publish_model(settings.model_board, settings.model_pin, local, card)
+    logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
+    return pin
+
+
+def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
+        extra_callbacks: list[Any]) -> dict[str, Any]:
+    """Train on ``data`` under ``strategy`` (of ``topo``) with ``settings``; the history (see
+    :func:`alexnet.alexnet_train`)."""
+    from ..model.saved import save_model
+    from . import callbacks as cb
+    from .agreement import agree_on_steps, check_agreement
+    from .checkpoint import CheckpointStore, Resume
+    from .strategy import collective_timeout_of
+    from .tensorboard import LogDir, TensorBoardLog
+
+    if topo.workers > 1 and collective_timeout_of(strategy) is None:
+        logger.warning(
+            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
+            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
+            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+    td, bad = _usable_data(data, settings)
+    if settings.seed is not None:
+        from ..tfimport import keras
+
+        keras.utils.set_random_seed(settings.seed)
+    worker_batch = topo.worker_batch(settings.batch_size)
+    steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
+                           settings.validation_steps)
+    datasets = _Datasets(td, settings, topo, steps)
+    rates = settings.rates(topo.global_batch(settings.batch_size), steps.train)
+    net, optimizer, precision = _build(strategy, td.num_classes, settings, topo, rates)
+    model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
+    store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
+                             settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
+                                       "global_batch_size": topo.global_batch(settings.batch_size)})
+             if settings.checkpoint_dir else None)
+    start = Resume()
+    board_log: TensorBoardLog | None = None
+    try:
+        if store is not None:
+            start = store.restore(net, optimizer, checked=model_settings)
+        if topo.workers > 1:
+            check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
+        recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, rates, epoch), start=start,
+                               store=store, every=settings.checkpoint_every)
+        throughput = cb.Throughput()
+        callbacks: list[Any] = [cb.RateSetter(rates, optimizer), recorder, throughput, *extra_callbacks]
+        if settings.progress_file and topo.chief:
+            callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
+                                         steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
+        if settings.log_dir and topo.chief:
+            board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
+                                       images_per_step=topo.global_batch(settings.batch_size),
+                                       num_classes=td.num_classes, profile_steps=settings.profile_steps,
+                                       sizes=settings.sizes, rates=rates)
+            callbacks.append(board_log)
+        logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
+                    "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
+                    topo.global_batch(settings.batch_size), topo.replicas, topo.name)
+        began = time.perf_counter()
+        _fit(net, datasets, settings, steps, start, callbacks)
+        seconds = time.perf_counter() - began
+    finally:
+        if store is not None:
+            store.close()
+        if board_log is not None:
+            board_log.close()
+    digest = weights_digest(net)
+    card = _card(td, data, settings, recorder.metrics, digest)
+    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
+    model_pin = _publish(net, settings, topo, card)
+    return _history(settings, topo, td, steps, start, recorder, precision, rates, {
+        "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+        "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
+        "card": card.to_dict(), "model_pin": model_pin})

@@ -1,0 +1,181 @@
+"""The schedule of a training run: the image size of each epoch and the learning rate of each step.
+
+Pure functions of the epoch and the step, and nothing else: no TensorFlow, no state. Training sets the rate
+before every step from :meth:`RateSchedule.at` (:class:`alexnet.train.callbacks.RateSetter`) and trains each
+run of equal sizes at :meth:`SizeSchedule.at`; the history, TensorBoard, the command line's summary and the
+benchmark's recipes read the same functions, so what they report is what trained.
+
+Image sizes: ``image_size`` is one side or several trained in order; the epochs are split evenly among them,
+the later sizes taking any left over (:func:`split_epochs`), unless the epochs at each size are given.
+
+Learning rate: ``learning_rate`` is the rate for a global batch of :data:`REFERENCE_BATCH` (the paper's 0.01 for
+128). With ``lr_scaling = "linear"`` it is multiplied by ``global batch / 128`` (the linear scaling rule of Goyal
+et al., 2017) and reached by a linear warm-up over ``warmup_epochs`` (default :data:`DEFAULT_WARMUP_EPOCHS` when
+the rate grows more than :data:`WARMUP_ABOVE` times, else none); the warm-up starts at the lower of the two rates,
+so that a batch below 128 never trains above the rate it leads to. The rate is divided by 10 at each epoch of
+``drop_epochs``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..checks import MIN_IMAGE_SIZE
+
+#: The global batch the paper's learning rate is for: ``learning_rate`` is the rate of a batch of this size.
+REFERENCE_BATCH = 128
+#: The ways ``lr_scaling`` may scale the learning rate with the global batch.
+LR_SCALINGS = ("linear", "none")
+#: The warm-up when ``warmup_epochs`` is not given and the rate grows more than :data:`WARMUP_ABOVE` times.
+DEFAULT_WARMUP_EPOCHS = 5
+WARMUP_ABOVE = 2.0
+#: What each drop of the rate multiplies it by.
+DROP_FACTOR = 0.1
+#: What a history's ``schedule`` holds per epoch.
+SCHEDULE_KEYS = ("image_size", "learning_rate")
+
+
+def split_epochs(sizes: int, epochs: int) -> tuple[int, ...]:
+    """``epochs`` split evenly among ``sizes`` image sizes, the later sizes taking the epochs left over."""
+    share, extra = divmod(epochs, sizes)
+    return tuple(share + (1 if index >= sizes - extra else 0) for index in range(sizes))
+
+
+def progressive_sizes(final: int, epochs: int) -> tuple[int, ...]:
+    """Image sizes that end at ``final``: about half, then three quarters, then all of it (multiples of 8, at least
+    AlexNet's smallest input), at most one size per epoch (the last ones kept), each used once."""
+    smallest = 8 * math.ceil(MIN_IMAGE_SIZE / 8)
+    sizes: list[int] = []
+    for share in (0.5, 0.75):
+        size = max(smallest, 8 * round(final * share / 8))
+        if size < final and size not in sizes:
+            sizes.append(size)
+    sizes.append(final)
+    return tuple(sizes[-epochs:])
+
+
+@dataclass(frozen=True)
+class SizeSchedule:
+    """The image sizes of a run, in order, and the epochs trained at each (adding up to the run's epochs)."""
+
+    sizes: tuple[int, ...]
+    epochs: tuple[int, ...]
+
+    @property
+    def final(self) -> int:
+        """The last size: the one validation uses and the model card records."""
+        return self.sizes[-1]
+
+    def at(self, epoch: int) -> int:
+        """The image size of epoch ``epoch`` (0-based); the last size past the schedule's end."""
+        end = 0
+        for size, count in zip(self.sizes, self.epochs, strict=True):
+            end += count
+            if epoch < end:
+                return size
+        return self.final
+
+    def segments(self, first: int, last: int) -> list[tuple[int, int, int]]:
+        """Epochs ``first`` to ``last`` (exclusive) as runs of one size: ``(first, last, size)`` each."""
+        runs: list[tuple[int, int, int]] = []
+        for epoch in range(first, last):
+            size = self.at(epoch)
+            if runs and runs[-1][2] == size:
+                runs[-1] = (runs[-1][0], epoch + 1, size)
+            else:
+                runs.append((epoch, epoch + 1, size))
+        return runs
+
+
+@dataclass(frozen=True)
+class RateSchedule:
+    """The learning rate of every step of a run of ``epochs`` epochs of ``steps_per_epoch`` steps.
+
+    ``base`` (the rate for a global batch of :data:`REFERENCE_BATCH`) times ``factor`` is :attr:`peak`, reached by
+    a linear warm-up from :attr:`start` over ``warmup_epochs``, multiplied by :data:`DROP_FACTOR` from the first
+    step of each epoch in ``drop_epochs`` (0-based) on.
+    """
+
+    base: float
+    factor: float
+    warmup_epochs: int
+    drop_epochs: tuple[int, ...]
+    steps_per_epoch: int
+    epochs: int
+
+    @property
+    def peak(self) -> float:
+        """The rate after the warm-up, before any drop."""
+        return self.base * self.factor
+
+    @property
+    def start(self) -> float:
+        """Where the warm-up starts: ``base``, or :attr:`peak` when that is lower (a global batch below
+        :data:`REFERENCE_BATCH`), so that a warm-up never trains above the rate it leads to."""
+        return min(self.base, self.peak)
+
+    def at(self, step: int) -> float:
+        """The rate of optimizer step ``step`` (0-based, counted over the whole run): during the warm-up it grows
+        by the same amount every step, and the last warm-up step is the first at :attr:`peak`."""
+        warmup = self.warmup_epochs * self.steps_per_epoch
+        rate = self.peak
+        if warmup > 0:
+            rate = self.start + (self.peak - self.start) * min(1.0, (step + 1) / warmup)
+        epoch = step // self.steps_per_epoch
+        return rate * DROP_FACTOR ** sum(1 for drop in self.drop_epochs if 0 < drop <= epoch)
+
+    def of_epoch(self, epoch: int) -> float:
+        """The rate of epoch ``epoch``'s last step: what the history records for it."""
+        return self.at((epoch + 1) * self.steps_per_epoch - 1)
+
+
+def rate_schedule(learning_rate: float, lr_scaling: str, warmup_epochs: int | None, drop_epochs: Sequence[int],
+                  *, epochs: int, global_batch: int, steps_per_epoch: int) -> RateSchedule:
+    """The :class:`RateSchedule` of a run's settings for ``global_batch`` images a step (see the module
+    documentation for ``lr_scaling`` and the default warm-up)."""
+    factor = global_batch / REFERENCE_BATCH if lr_scaling == "linear" else 1.0
+    if warmup_epochs is None:
+        warmup_epochs = min(DEFAULT_WARMUP_EPOCHS, epochs) if factor > WARMUP_ABOVE else 0
+    return RateSchedule(float(learning_rate), factor, int(warmup_epochs), tuple(int(e) for e in drop_epochs),
+                        max(1, int(steps_per_epoch)), int(epochs))
+
+
+def one_epoch(sizes: SizeSchedule, rates: RateSchedule, epoch: int) -> dict[str, Any]:
+    """What epoch ``epoch`` trains with: ``image_size`` (a whole number) and ``learning_rate`` (the rate of its last
+    step). The history's ``schedule`` holds one of each per epoch."""
+    image_size, learning_rate = SCHEDULE_KEYS
+    return {image_size: sizes.at(epoch), learning_rate: rates.of_epoch(epoch)}
+
+
+def per_epoch(sizes: SizeSchedule, rates: RateSchedule, epochs: int) -> dict[str, list[Any]]:
+    """:func:`one_epoch` of each of the first ``epochs`` epochs, as lists by name."""
+    rows = [one_epoch(sizes, rates, epoch) for epoch in range(epochs)]
+    return {name: [row[name] for row in rows] for name in SCHEDULE_KEYS}
+
+
+def course(values: Sequence[float]) -> str:
+    """``values`` over the epochs, each change shown once (``64 -> 96``); a long course as first, peak and last."""
+    runs: list[float] = []
+    for value in (float(f"{v:.3g}") for v in values):
+        if not runs or runs[-1] != value:
+            runs.append(value)
+    if len(runs) > 3:
+        peak = max(runs)
+        runs = [runs[0], *([peak] if peak not in (runs[0], runs[-1]) else []), runs[-1]]
+    return " -> ".join(f"{v:g}" for v in runs)
+
+
+def describe(schedule: Mapping[str, Sequence[float]], precision: str | None = None, reason: str | None = None) -> str:
+    """A run's schedule on one line: ``image size 64 -> 96, learning rate 0.0025 -> 0.01, precision float32
+    (why)``; empty when there is nothing to say."""
+    parts = []
+    if schedule.get("image_size"):
+        parts.append(f"image size {course(schedule['image_size'])}")
+    if schedule.get("learning_rate"):
+        parts.append(f"learning rate {course(schedule['learning_rate'])}")
+    if precision:
+        parts.append(f"precision {precision}" + (f" ({reason})" if reason else ""))
+    return ", ".join(parts)

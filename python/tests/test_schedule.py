@@ -1,0 +1,112 @@
+"""The schedule module on its own: image sizes per epoch and learning rates per step as pure functions (no
+TensorFlow), and the settings that build them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from alexnet.train.schedule import (
+    RateSchedule,
+    SizeSchedule,
+    course,
+    describe,
+    per_epoch,
+    progressive_sizes,
+    rate_schedule,
+    split_epochs,
+)
+from alexnet.train.settings import check_settings
+
+
+def test_the_module_imports_no_tensorflow():
+    code = "import sys, alexnet.train.schedule, alexnet.train.settings; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_epochs_split_evenly_among_sizes_the_later_ones_taking_what_is_left():
+    assert split_epochs(1, 90) == (90,)
+    assert split_epochs(2, 2) == (1, 1)
+    assert split_epochs(3, 5) == (1, 2, 2)
+    assert split_epochs(3, 7) == (2, 2, 3)
+
+
+def test_a_size_schedule_gives_each_epochs_size_and_its_runs_of_one_size():
+    sizes = SizeSchedule((64, 80, 96), (1, 2, 2))
+    assert sizes.final == 96
+    assert [sizes.at(e) for e in range(6)] == [64, 80, 80, 96, 96, 96], "past its end: the last size"
+    assert sizes.segments(0, 5) == [(0, 1, 64), (1, 3, 80), (3, 5, 96)]
+    assert sizes.segments(2, 5) == [(2, 3, 80), (3, 5, 96)], "a resumed run continues the schedule"
+    assert sizes.segments(5, 5) == []
+
+
+def test_settings_build_the_size_schedule_as_whole_numbers():
+    s = check_settings({"image_size": [64.0, 80.0, 96.0], "epochs": 5})  # R sends doubles
+    assert s.image_size == (64, 80, 96) and all(type(v) is int for v in s.image_size)
+    assert s.sizes == SizeSchedule((64, 80, 96), (1, 2, 2))
+    assert check_settings({"image_size": [64, 96], "epochs": 4, "image_size_epochs": [3, 1]}).sizes.epochs == (3, 1)
+    assert check_settings({}).sizes == SizeSchedule((224,), (2,))
+
+
+def test_progressive_sizes_end_at_the_final_size_in_multiples_of_8():
+    assert progressive_sizes(224, 10) == (112, 168, 224)
+    assert progressive_sizes(176, 8) == (88, 128, 176)
+    assert progressive_sizes(224, 2) == (168, 224), "at most one size per epoch, the last ones kept"
+    assert progressive_sizes(96, 6) == (64, 72, 96), "never below AlexNet's smallest input"
+    assert progressive_sizes(64, 5) == (64,)
+
+
+def test_a_global_batch_of_512_warms_up_over_5_epochs_to_4_times_the_rate_then_drops():
+    steps = 10
+    rates = rate_schedule(0.01, "linear", None, (30, 60, 80), epochs=90, global_batch=512, steps_per_epoch=steps)
+    assert (rates.base, rates.factor, rates.peak, rates.start, rates.warmup_epochs) == (
+        0.01, 4.0, pytest.approx(0.04), 0.01, 5)
+    warmup = [rates.at(step) for step in range(5 * steps)]
+    increment = (0.04 - 0.01) / (5 * steps)
+    assert warmup[0] == pytest.approx(0.01 + increment), "from the batch of 128's rate, one step up"
+    assert rates.at(24) == pytest.approx(0.025), "half-way: half-way up"
+    np.testing.assert_allclose(np.diff(warmup), increment, rtol=1e-9)  # linear
+    assert rates.at(5 * steps - 1) == pytest.approx(0.04), "the last warm-up step is at the peak"
+    for step in (5 * steps, 17 * steps, 30 * steps - 1):
+        assert rates.at(step) == pytest.approx(0.04)
+    assert rates.at(30 * steps) == pytest.approx(0.004)
+    assert rates.at(60 * steps - 1) == pytest.approx(0.004) and rates.at(60 * steps) == pytest.approx(0.0004)
+    assert rates.at(80 * steps) == pytest.approx(0.00004) and rates.at(90 * steps - 1) == pytest.approx(0.00004)
+    assert rates.of_epoch(29) == pytest.approx(0.04) and rates.of_epoch(30) == pytest.approx(0.004)
+
+
+def test_a_rate_that_grows_at_most_twice_needs_no_warm_up_and_none_keeps_it():
+    rates = rate_schedule(0.01, "linear", None, (8,), epochs=10, global_batch=256, steps_per_epoch=4)
+    assert (rates.factor, rates.peak, rates.warmup_epochs) == (2.0, pytest.approx(0.02), 0)
+    assert [rates.at(step) for step in (0, 1, 31)] == [pytest.approx(0.02)] * 3 and rates.at(32) == pytest.approx(0.002)
+    fixed = [rate_schedule(0.01, "none", None, (8,), epochs=10, global_batch=batch, steps_per_epoch=4)
+             for batch in (512, 8)]
+    assert fixed[0] == fixed[1] and (fixed[0].peak, fixed[0].warmup_epochs) == (0.01, 0)
+    # fewer epochs than 5 warm up over all of them; an explicit 0 means none
+    assert rate_schedule(0.01, "linear", None, (), epochs=3, global_batch=512, steps_per_epoch=1).warmup_epochs == 3
+    assert rate_schedule(0.01, "linear", 0, (), epochs=10, global_batch=512, steps_per_epoch=1).warmup_epochs == 0
+
+
+def test_a_warm_up_never_starts_above_the_rate_it_reaches():
+    # a global batch below 128 scales the rate down: an explicit warm-up must not start at the larger rate
+    rates = rate_schedule(0.01, "linear", 2, (), epochs=4, global_batch=32, steps_per_epoch=5)
+    values = [rates.at(step) for step in range(20)]
+    assert max(values) == pytest.approx(0.0025) and values[-1] == pytest.approx(0.0025)
+
+
+def test_a_drop_at_epoch_0_is_no_drop():
+    assert RateSchedule(0.01, 1.0, 0, (0, 2), 3, 4).at(0) == pytest.approx(0.01)
+
+
+def test_the_history_schedule_and_its_line():
+    sizes, rates = SizeSchedule((64, 96), (1, 2)), RateSchedule(0.01, 1.0, 0, (2,), 3, 3)
+    schedule = per_epoch(sizes, rates, 3)
+    assert schedule == {"image_size": [64, 96, 96], "learning_rate": [pytest.approx(0.01)] * 2 + [pytest.approx(0.001)]}
+    assert describe(schedule, "float32", "auto: CPU") == (
+        "image size 64 -> 96, learning rate 0.01 -> 0.001, precision float32 (auto: CPU)")
+    assert course([0.0025, 0.005, 0.0075, 0.01, 0.001]) == "0.0025 -> 0.01 -> 0.001", "first, peak and last"
+    assert describe({}) == ""

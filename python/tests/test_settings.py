@@ -1,0 +1,151 @@
+"""The training settings' declaration reaches every front end: each setting is in ``alexnet_train``'s signature
+and help, on the command line, in R's table and in the typed settings a Spark worker receives, with the same
+default, and a bad value of it is refused with the same message by the call, the command line and the driver of a
+Spark job, before any data is fetched or job launched. The walk is over the declaration itself, so a setting added
+there alone is covered.
+
+(R's side of the walk is tests/testthat/test-settings.R.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import alexnet
+from alexnet.cli import build_parser, main
+from alexnet.errors import AlexnetError
+from alexnet.launch.job import plan_job
+from alexnet.launch.task import TrainTask
+from alexnet.train import to_r
+from alexnet.train.kinds import Spec, option_name
+from alexnet.train.settings import TrainSettings, check_settings, defaults, specs
+
+ROOT = Path(__file__).resolve().parents[2]
+NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}
+SETTINGS = list(specs().items())
+IDS = [name for name, _ in SETTINGS]
+
+
+def bad_value(name: str, spec: Spec) -> Any:
+    """A value of the right type that the declaration refuses: below its least value, a choice it does not have,
+    a range the wrong way round, an empty location. ``None`` for a flag, which has no such value."""
+    least = spec.minimum if spec.minimum is not None else spec.above
+    if spec.kind in ("count", "number", "seconds"):
+        if least is not None:
+            return least - 1 if spec.kind == "count" else least - 0.5
+        return -1 if spec.kind == "seconds" else 1.5  # a number that is not a whole one
+    if spec.kind in ("sizes", "counts"):
+        return [int(least or 0) - 1]
+    return {"choice": "nonsense", "shares": [0.9, 0.2], "steps": [5, 2], "location": "", "string": "",
+            "pin": "categories"}.get(spec.kind)
+
+
+def cli_words(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def other_value(name: str, spec: Spec) -> Any:
+    """A value of the setting other than its default, typed as the settings hold it (not checked)."""
+    converted = spec.restore(spec.default)
+    kind = spec.kind
+    if kind == "flag":
+        return not converted if converted is not None else True
+    if kind == "count":
+        return int(spec.minimum or 0) + 1 if converted != int(spec.minimum or 0) + 1 else int(spec.minimum or 0) + 2
+    if kind in ("number", "seconds"):
+        return 0.25 if converted != 0.25 else 0.5
+    if kind == "choice":
+        return next(c for c in spec.choices if c != converted)
+    if kind in ("sizes", "counts"):
+        return (int(spec.minimum or 0) + 1, int(spec.minimum or 0) + 3)
+    if kind == "shares":
+        return (0.25, 0.75)
+    if kind == "steps":
+        return (3, 7)
+    return f"gs://bucket/{name}" if kind == "location" else "alexnet-other"
+
+
+@pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
+def test_every_setting_is_in_the_signature_and_the_help_with_its_default(name, spec):
+    parameter = inspect.signature(alexnet.alexnet_train).parameters[name]
+    assert parameter.default == spec.default
+    assert f"``{name}`` (default ``{spec.default!r}``)" in alexnet.alexnet_train.__doc__
+
+
+def test_the_signature_has_the_settings_and_nothing_else_but_what_training_is_on():
+    parameters = list(inspect.signature(alexnet.alexnet_train).parameters)
+    assert parameters[:5] == ["batch_size", "epochs", "data", "strategy", "parallel"]
+    assert sorted(set(parameters) - set(specs())) == ["callbacks", "data", "strategy"]
+
+
+@pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
+def test_every_setting_on_the_command_line_has_its_default_in_the_help(name, spec):
+    flag = option_name(name, spec)
+    if flag is None:
+        pytest.skip(f"{name} is not on the command line (the declaration says so)")
+    for command in ("train", "spark-train"):
+        sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        action = next(a for a in sub._actions if flag in a.option_strings)
+        assert action.dest == name and spec.help in action.help
+        if spec.default is not None:
+            assert f"(default: {spec.shown_default()})" in action.help
+
+
+@pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
+def test_a_value_given_on_the_command_line_reaches_the_settings(name, spec):
+    from alexnet.cli.train import training_args
+
+    flag = option_name(name, spec)
+    if flag is None:
+        pytest.skip(f"{name} is not on the command line (the declaration says so)")
+    value = other_value(name, spec)
+    if spec.kind == "flag":
+        words = [flag if value else "--no-" + flag[2:]]
+    else:
+        words = [flag, *cli_words(list(value) if isinstance(value, tuple) else value)]
+    args = build_parser().parse_args(["train", *words])
+    assert spec.convert(training_args(args)[name], name) == spec.convert(
+        list(value) if isinstance(value, tuple) else value, name)
+
+
+@pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
+def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark_driver(name, spec, tmp_path,
+                                                                                       capsys):
+    bad = bad_value(name, spec)
+    if bad is None:
+        pytest.skip(f"{name} ({spec.kind}) takes every value of its type")
+    with pytest.raises(AlexnetError) as checked:
+        check_settings({name: bad})
+    message = str(checked.value)
+    assert f"`{name}`" in message or name == "model_pin"
+    with pytest.raises(AlexnetError) as called:
+        alexnet.alexnet_train(data=NOWHERE, **{name: bad})
+    assert str(called.value) == message
+    with pytest.raises(AlexnetError) as planned:
+        plan_job(1, tmp_path / "no-board", 1, **{name: bad})  # refused before the board is opened
+    assert str(planned.value) == message
+    flag = option_name(name, spec)
+    if flag is not None:
+        assert main(["train", "--board", str(tmp_path / "no-board"), flag, *cli_words(bad)]) == 2
+        assert f"alexnet train: error: {message}" in capsys.readouterr().err
+
+
+def test_a_worker_receives_every_setting_typed_as_the_driver_checked_it():
+    # every setting at a value other than its default, through the task as R carries it (plain values)
+    changed = dataclasses.replace(check_settings({}), **{name: other_value(name, spec) for name, spec in SETTINGS})
+    task = TrainTask(board="/boards/b", base_port=9000, settings=changed)
+    again = TrainTask.from_dict(task.to_dict())
+    assert again.settings == changed
+    assert again.worker_function().keywords["settings"] == changed
+    default_task = TrainTask(board="/boards/b", base_port=9000)
+    assert default_task.settings == TrainSettings.from_dict(defaults()) == check_settings({})
+
+
+def test_r_reads_the_declaration_as_it_is():
+    assert (ROOT / "R" / "settings.R").read_text() == to_r.r_source(), (
+        "R/settings.R is not what the declaration gives: run `make R/settings.R docs` (make setup does it too)")
