@@ -33,9 +33,14 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 	bash tools/install-r-suggests.sh
 	@touch $@
 
+# R's table of the training settings, generated from the core's declaration whenever it changes (a test checks that
+# the committed file is what the declaration gives).
+R/settings.R: python/alexnet/train/settings.py python/alexnet/train/kinds.py python/alexnet/train/to_r.py $(PY_STAMP)
+	$(VPY) -m alexnet.train.to_r $@
+
 # The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` at the
 # root: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet() installs it).
-$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_SOURCES)
+$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) R/settings.R $(R_SOURCES)
 	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
 	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
@@ -84,8 +89,8 @@ test-site: site
 	bash tools/install-browser.sh
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra tests/test_site.py
 
-# Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/.
-docs:
+# Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/ or the training settings' declaration.
+docs: R/settings.R
 	Rscript -e 'roxygen2::roxygenise()'
 
 constraints: $(PY_STAMP)

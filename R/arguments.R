@@ -1,3 +1,6 @@
+#' @include settings.R
+NULL
+
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
 # core expects. Each function's arguments have a kind in `argument_kinds`:
 #
@@ -14,23 +17,13 @@
 # Other ranges (`total` >= 1, ...) are the core's to check: its messages say what to use; what is checked here is
 # what the core cannot show the R way (NA, vectors, types).
 
-training_kinds <- c(
-  image_size = "counts>=63", image_size_epochs = "counts>=1?", learning_rate = "number", lr_scaling = "choice",
-  warmup_epochs = "count>=0?", precision = "choice?", momentum = "number", weight_decay = "number",
-  lr_drop_epochs = "numbers", checkpoint_dir = "location?", model_dir = "location?", log_dir = "location?",
-  checkpoint_every = "count?", steps_per_epoch = "count?", validation = "flag", validation_steps = "count?",
-  cache = "flag", max_bad_fraction = "number", check_images = "flag", seed = "count?", verbose = "count",
-  dense_units = "count", dropout = "number", grouped = "flag", area_range = "numbers",
-  mixed_precision = "flag?", jit_compile = "flag?", callbacks = "any", collective_timeout = "number?",
-  progress_file = "location?", profile_steps = "numbers?", label_smoothing = "number", output_dir = "location?"
-)
+# The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
+# R/settings.R (generated from it): their kinds, their choices and what each is for.
+training_kinds <- vapply(training_settings, function(setting) setting$kind, character(1))
 
 # The values a "choice" argument takes, by name (an optional one also takes NULL). Given in any case, the value
 # reaches the core in lower case.
-argument_choices <- list(
-  precision = c("float32", "bfloat16", "float16"),
-  lr_scaling = c("linear", "none")
-)
+argument_choices <- Filter(Negate(is.null), lapply(training_settings, function(setting) setting$choices))
 
 evaluation_kinds <- c(
   model = "object", data = "data?", board = "location?", crops = "count", batch_size = "count",
@@ -53,8 +46,7 @@ argument_kinds <- list(
   imagenet_categories = c(board = "location?"),
   imagenet_partition = c(partition = "count", total = "count", board = "location?", cache_dir = "location?",
                          workers = "count", verify = "flag", retries = "count", validation = "flag"),
-  alexnet_train = c(batch_size = "count", epochs = "count", data = "data?", strategy = "object?",
-                    parallel = "count?", training_kinds),
+  alexnet_train = c(data = "data?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", stages = "strings?", images = "count", batch_size = "count",
                         image_size = "count", cores = "count?", seconds = "number", output_dir = "location?",
                         parallel = "count?", cache = "flag", resize = "count?", quality = "count",
@@ -67,8 +59,7 @@ argument_kinds <- list(
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", base_port = "count",
                           cache_dir = "location?", fetch_workers = "count", timeout = "number?", python = "location?",
-                          retries = "count", progress = "flag", probe = "flag", env = "any", batch_size = "count",
-                          epochs = "count", training_kinds),
+                          retries = "count", progress = "flag", probe = "flag", env = "any", training_kinds),
   alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?"),
   alexnet_evaluate = evaluation_kinds,
   alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
@@ -147,18 +138,14 @@ argument_wants <- c(
   object = "one string or an object", counts = "whole numbers"
 )
 
-# What an argument is for, after its error's first sentence, where a bare type would not say what to give; by
-# name and kind (`image_size` is one size when evaluating, several when training).
-argument_hints <- c(
-  `image_size:counts` = paste("AlexNet takes one image side of 63 pixels or more (224, the paper's), or several",
-                              "trained in order (c(128, 160, 224))"),
-  `image_size_epochs:counts` = "the epochs at each size of `image_size`, such as c(4, 4, 2), adding up to `epochs`",
-  `warmup_epochs:count` = paste("the epochs over which the rate rises to its scaled value (NULL: 5 when the rate",
-                                "grows more than twice, else 0)"),
-  `precision:choice` = paste("NULL lets the hardware choose (bfloat16 on a CPU or GPU that has it, float16 on",
-                             "older GPUs, else float32)"),
-  `lr_scaling:choice` = "\"linear\" multiplies `learning_rate` by the global batch / 128, \"none\" keeps it as given"
-)
+# What an argument is for, after its error's first sentence, where a bare type would not say what to give: a
+# training setting's help from the declaration, when the argument is that setting (`image_size` is one size when
+# evaluating, several when training).
+argument_hint <- function(name, kind) {
+  setting <- training_settings[[name]]
+  if (is.null(setting) || sub("[>?].*$", "", setting$kind) != kind) return("")
+  paste0(": ", setting$help)
+}
 
 argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {
   if (kind == "connection") {
@@ -174,9 +161,7 @@ argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL
   } else {
     paste0(argument_wants[[kind]], if (!is.null(least)) paste0(" >= ", least), if (optional) " or NULL")
   }
-  hint <- argument_hints[paste0(name, ":", kind)]
-  hint <- if (is.na(hint)) "" else paste0(": ", hint)
-  alexnet_abort("`", name, "` must be ", wants, ", not ", show_value(value), hint, ".")
+  alexnet_abort("`", name, "` must be ", wants, ", not ", show_value(value), argument_hint(name, kind), ".")
 }
 
 # `value` as R shows it, on one short line: NA, "x", c("a", "b"), 2.5, NULL; longer values by type and length.

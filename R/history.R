@@ -1,22 +1,30 @@
 new_alexnet_history <- function(history) {
   history$metrics <- lapply(history$metrics, function(m) as.numeric(unlist(m)))
+  schedule <- history$schedule
+  if (!is.null(schedule)) {
+    schedule$image_size <- as.integer(unlist(schedule$image_size))
+    schedule$learning_rate <- as.numeric(unlist(schedule$learning_rate))
+    history$schedule <- schedule
+  }
   structure(history, class = "alexnet_history")
 }
 
 #' Print, plot and tabulate a training history
 #'
-#' Besides its metrics, a history records the schedule of its run: `metrics$image_size` and
-#' `metrics$learning_rate` hold each epoch's image side and learning rate (the rate of the epoch's
-#' last step), and `params$precision` and `params$precision_reason` what the layers computed in and
-#' why. `print()` shows them as one line (`Schedule: image size 64 -> 96, learning rate 0.01 ->
-#' 0.04, precision float32 (...)`) rather than as metrics; `summary()` and `plot()` leave them out
-#' of their rows and default panels (`plot(history, metrics = "learning_rate")` draws the rate);
-#' `as.data.frame()` keeps them, with `data` `"training"`.
+#' A history keeps what the model reached apart from what each epoch trained with. `metrics` holds
+#' the results (`loss`, `accuracy`, `top5_accuracy` and their `val_` counterparts, one value per
+#' epoch); `schedule` holds the run's schedule: `image_size` (whole numbers) and `learning_rate`
+#' (the rate of the epoch's last step) per epoch, and `summary`, the schedule on one line with the
+#' precision and why it was chosen (`params$precision`, `params$precision_reason`). `print()` shows
+#' the schedule on a line of its own (`Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04,
+#' precision float32 (...)`) and the final metrics on another; `summary()` and `plot()` show the
+#' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
+#' `as.data.frame()` has both, the schedule's rows with `data` `"schedule"`.
 #'
 #' @param x An `alexnet_history` returned by [alexnet_train()].
 #' @param metrics Which metrics to plot (names without `val_`); by default every one recorded,
-#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1) and the
-#'   schedule (`image_size`, `learning_rate`), which can be asked for by name.
+#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1). The
+#'   schedule's `image_size` and `learning_rate` can be asked for by name.
 #' @param object An `alexnet_history`, for `summary()`.
 #' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
 #' @param ... `plot()`: graphical parameters for every panel's `plot()` (`main`, `xlab`, `cex.main`,
@@ -25,7 +33,7 @@ new_alexnet_history <- function(history) {
 #'   per metric, training and validation over epochs, with the legend in a band above the curves
 #'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);
 #'   `as.data.frame()` returns a long data frame with columns `epoch`, `value`, `metric` and `data`
-#'   (`"training"` or `"validation"`); `summary()` returns a data frame of class
+#'   (`"training"`, `"validation"` or `"schedule"`); `summary()` returns a data frame of class
 #'   `summary.alexnet_history` with one row per metric: `metric`, `training` and `validation` (the
 #'   last epoch's values, `NA` without validation), `best` (the best validation value, else the best
 #'   training value: lowest loss, highest accuracy) and `best_epoch`.
@@ -34,8 +42,9 @@ new_alexnet_history <- function(history) {
 #' history <- structure(list(
 #'   params = list(epochs = 3, batch_size = 32),
 #'   metrics = list(loss = c(2.3, 1.9, 1.5), accuracy = c(0.1, 0.3, 0.5),
-#'                  val_loss = c(2.2, 2, 1.7), val_accuracy = c(0.15, 0.3, 0.45),
-#'                  image_size = c(128, 160, 224), learning_rate = c(0.01, 0.01, 0.001))
+#'                  val_loss = c(2.2, 2, 1.7), val_accuracy = c(0.15, 0.3, 0.45)),
+#'   schedule = list(image_size = c(128L, 160L, 224L), learning_rate = c(0.01, 0.01, 0.001),
+#'                   summary = "image size 128 -> 160 -> 224, learning rate 0.01 -> 0.001")
 #' ), class = "alexnet_history")
 #' history
 #' plot(history, main = "A short run")
@@ -43,47 +52,17 @@ new_alexnet_history <- function(history) {
 #' as.data.frame(history)
 NULL
 
-# The per-epoch settings a history records beside its metrics: the schedule of the run, shown as such by print(),
-# and left out of summary()'s rows and plot()'s default panels.
-schedule_metrics <- c("image_size", "learning_rate")
-
-# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then; the schedule
-# (image size, learning rate) is not a metric.
+# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then.
 shown_metrics <- function(history, names) {
-  names <- setdiff(names, schedule_metrics)
   classes <- history$params$num_classes
   if (is.numeric(classes) && length(classes) == 1L && classes <= 5) names <- names[!grepl("top5", names)]
   names
 }
 
-# The schedule of a history on one line, or NULL when it records none: the image sizes in order ("image size
-# 64 -> 96"), the learning rate from its first epoch to its last, through its peak when that is neither ("learning
-# rate 0.0025 -> 0.01 -> 0.001"; every change when there are few), and the precision with why it was chosen.
-schedule_line <- function(history) {
-  metrics <- history$metrics
-  params <- history$params
-  course <- function(values, digits) {
-    values <- signif(as.numeric(values[is.finite(values)]), digits)
-    if (!length(values)) return(NULL)
-    runs <- rle(values)$values
-    if (length(runs) > 3L) {
-      peak <- max(runs)
-      runs <- unique(c(runs[[1L]], if (peak != runs[[1L]] && peak != runs[[length(runs)]]) peak, runs[[length(runs)]]))
-    }
-    shown <- vapply(runs, function(v) format(v, scientific = FALSE, drop0trailing = TRUE), character(1))
-    paste(shown, collapse = " -> ")
-  }
-  sizes <- course(metrics$image_size %||% params$image_sizes, 6L)
-  rates <- course(metrics$learning_rate, 3L)
-  parts <- c(if (!is.null(sizes)) paste("image size", sizes), if (!is.null(rates)) paste("learning rate", rates))
-  precision <- params$precision
-  if (is.character(precision) && length(precision) == 1L) {
-    reason <- params$precision_reason
-    parts <- c(parts, paste0("precision ", precision,
-                             if (is.character(reason) && length(reason) == 1L && nzchar(reason)) paste0(" (", reason, ")")))
-  }
-  if (!length(parts)) return(NULL)
-  paste0("Schedule: ", paste(parts, collapse = ", "))
+# The per-epoch series of a history's schedule (image sizes, learning rates), without its one-line summary.
+schedule_series <- function(history) {
+  schedule <- history$schedule
+  schedule[vapply(schedule, function(values) is.numeric(values) && length(values) > 0L, logical(1))]
 }
 
 #' @rdname alexnet_history
@@ -96,13 +75,12 @@ print.alexnet_history <- function(x, ...) {
   if (!is.null(params$replicas)) cat(",", params$replicas, if (identical(params$replicas, 1L)) "replica" else "replicas")
   cat("\n")
   shown <- c("batch_size", "global_batch_size", "steps", "image_size", "num_classes")
-  if (length(x$metrics$image_size) || length(params$image_sizes) > 1L) shown <- setdiff(shown, "image_size")
-  shown <- shown[shown %in% names(params)]
+  shown <- shown[shown %in% names(params) & lengths(params[shown]) == 1L]
   if (length(shown)) {
     cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n")
   }
-  schedule <- schedule_line(x)
-  if (!is.null(schedule)) cat(schedule, "\n")
+  summary <- x$schedule$summary
+  if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule:", summary, "\n")
   resumed <- resume_note(x)
   if (!is.null(resumed)) cat(resumed, "\n")
   if (epochs > 0L) {
@@ -165,14 +143,16 @@ print.summary.alexnet_history <- function(x, ...) {
 #' @rdname alexnet_history
 #' @export
 as.data.frame.alexnet_history <- function(x, row.names = NULL, optional = FALSE, ...) {
-  rows <- lapply(names(x$metrics), function(name) {
-    values <- x$metrics[[name]]
+  series <- c(x$metrics, schedule_series(x))
+  rows <- lapply(seq_along(series), function(i) {
+    name <- names(series)[[i]]
+    values <- series[[i]]
     validation <- startsWith(name, "val_")
     data.frame(
       epoch = seq_along(values),
       value = as.numeric(values),
       metric = if (validation) sub("^val_", "", name) else name,
-      data = if (validation) "validation" else "training",
+      data = if (i > length(x$metrics)) "schedule" else if (validation) "validation" else "training",
       stringsAsFactors = FALSE
     )
   })
@@ -185,7 +165,7 @@ as.data.frame.alexnet_history <- function(x, row.names = NULL, optional = FALSE,
 plot.alexnet_history <- function(x, metrics = NULL, ...) {
   df <- as.data.frame(x)
   if (!nrow(df)) alexnet_abort("This history has no metrics to plot.")
-  metrics <- metrics %||% shown_metrics(x, unique(df$metric))
+  metrics <- metrics %||% shown_metrics(x, unique(df$metric[df$data != "schedule"]))
   unknown <- setdiff(metrics, df$metric)
   if (length(unknown)) {
     alexnet_abort("No metric ", paste0("\"", unknown, "\"", collapse = ", "), " in this history; it has ",
@@ -194,7 +174,7 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
   old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4.5, 1.5, 1), mgp = c(2.6, 0.7, 0),
                        las = 1)
   on.exit(graphics::par(old), add = TRUE)
-  colours <- c(training = "#1b6ca8", validation = "#d1495b")
+  colours <- c(training = "#1b6ca8", validation = "#d1495b", schedule = "#4f772d")
   legends <- list()
   for (metric in metrics) {
     part <- df[df$metric == metric, , drop = FALSE]

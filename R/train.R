@@ -22,12 +22,11 @@
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`.
 #' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
-#' @param ... Further arguments for the Python `alexnet_train()`, by name: `image_size` (one side
-#'   in pixels, 224 by default, or several trained in order), `image_size_epochs`, `learning_rate`,
-#'   `lr_scaling`, `warmup_epochs` and `precision` (see "Faster training" below), `lr_drop_epochs`,
-#'   `checkpoint_dir` (resume after an interruption), `model_dir`, `steps_per_epoch`, `seed`,
-#'   `dense_units`, `verbose`, ... A value of the wrong type or out of range is an `alexnet_error`
-#'   naming the argument, before any training.
+#' @param ... Further training settings, by name: every one is listed under "Training settings"
+#'   below with its default (`image_size`, `learning_rate`, `precision`, `checkpoint_dir`,
+#'   `model_pin`, ...), and `callbacks` (Keras callbacks, from Python objects). A value of the
+#'   wrong type or out of range is an `alexnet_error` naming the setting, before any training.
+#' @eval settings_rd()
 #' @section Faster training:
 #' Three arguments shorten the time to a given accuracy; their defaults use all three.
 #'
@@ -51,11 +50,11 @@
 #'   one CPU thus trains at 0.01 * 8 / 128 = 0.000625: a small run that must learn quickly sets
 #'   `lr_scaling = "none"` or its own `learning_rate`.
 #'
-#' The history's `metrics` hold each epoch's `image_size` and `learning_rate`; `print()` shows them
-#' as the run's schedule.
-#' @returns An `alexnet_history`: a list with `params` and `metrics` (`loss`, `accuracy`,
-#'   `top5_accuracy` and their `val_` counterparts, and the schedule `image_size` and
-#'   `learning_rate`, one value per epoch) and `params` (the settings, `num_classes`,
+#' The history's `schedule` holds each epoch's `image_size` and `learning_rate`, apart from its
+#' `metrics`; `print()` shows it as the run's schedule.
+#' @returns An `alexnet_history`: a list with `metrics` (`loss`, `accuracy`, `top5_accuracy` and
+#'   their `val_` counterparts, one value per epoch), `schedule` (`image_size` and
+#'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
 #'   ...), with `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
@@ -108,4 +107,17 @@ data_first_args <- function(call, env) {
 train_data <- function(data) {
   as_py_lists(unclass(data), c("image", "category", "categories", "label", "val_image", "val_label", "val_category",
                                "partition_sizes", "val_partition_sizes", "class_ids", "class_names"))
+}
+
+# The training settings as a section of ?alexnet_train, from the declaration (R/settings.R): each one's name,
+# default and help. roxygen2 inserts it through `@eval settings_rd()`.
+settings_rd <- function() {
+  items <- vapply(names(training_settings), function(name) {
+    setting <- training_settings[[name]]
+    default <- paste(deparse(setting$default, width.cutoff = 500L), collapse = " ")
+    sprintf("* `%s` (default `%s`): %s.", name, default, setting$help)
+  }, character(1))
+  c("@section Training settings:",
+    paste("Every setting of a run, declared once in the core: the same names, defaults and checks from R,",
+          "Python (`alexnet.alexnet_train`) and the command line (`alexnet train --help`)."), "", items)
 }

@@ -149,12 +149,12 @@ test_that("whole numbers of a vector, least values and choices are checked and c
   expect_identical(check(NULL, "image_size_epochs", "counts>=1?"), NULL)
   expect_identical(check(c(4, 4, 2), "image_size_epochs", "counts>=1?"), c(4L, 4L, 2L))
   expect_error(check(c(32, 96), "image_size", "counts>=63"),
-               "`image_size` must be whole numbers >= 63, not c\\(32, 96\\): AlexNet takes one image side of 63",
+               "`image_size` must be whole numbers >= 63, not c\\(32, 96\\): image side in pixels \\(at least 63",
                class = "alexnet_error")
   expect_error(check(c(64, 96.5), "image_size", "counts>=63"), "not c\\(64, 96.5\\)", class = "alexnet_error")
   expect_error(check(numeric(), "image_size", "counts>=63"), "`image_size` must be whole numbers", class = "alexnet_error")
   expect_error(check(c(2, 0), "image_size_epochs", "counts>=1?"),
-               "`image_size_epochs` must be whole numbers >= 1 or NULL, not c\\(2, 0\\): the epochs at each size",
+               "`image_size_epochs` must be whole numbers >= 1 or NULL, not c\\(2, 0\\): epochs at each size",
                class = "alexnet_error")
   # a least value on one whole number
   expect_identical(check(0, "warmup_epochs", "count>=0?"), 0L)
@@ -165,7 +165,7 @@ test_that("whole numbers of a vector, least values and choices are checked and c
   expect_identical(check(NULL, "precision", "choice?"), NULL)
   expect_identical(check("none", "lr_scaling", "choice"), "none")
   expect_error(check("float64", "precision", "choice?"),
-               '`precision` must be one of "float32", "bfloat16", "float16" or NULL, not "float64": NULL lets the',
+               '`precision` must be one of "float32", "bfloat16", "float16" or NULL, not "float64": what the layers',
                class = "alexnet_error")
   expect_error(check("cubic", "lr_scaling", "choice"), '`lr_scaling` must be "linear" or "none", not "cubic"',
                class = "alexnet_error")

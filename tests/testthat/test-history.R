@@ -122,45 +122,43 @@ test_that("a resumed run, and one that found every epoch done, say so", {
   expect_match(alexnet:::resume_note(h), "All 3 epochs were already done in /runs/1: nothing was trained")
 })
 
-# A history as alexnet_train() returns it since its runs have a schedule: per epoch the image size and the learning
-# rate beside the metrics, the precision and why in the params.
+# A history as alexnet_train() returns it: the metrics, and apart from them the schedule (per epoch the image size
+# and the learning rate, and the core's one-line summary of it with the precision).
 scheduled_history <- function() {
   h <- fake_history()
   h$metrics$loss <- c(h$metrics$loss, 1.3)
   h$metrics$accuracy <- c(h$metrics$accuracy, 0.55)
   h$metrics$val_loss <- c(h$metrics$val_loss, 1.6)
   h$metrics$val_accuracy <- c(h$metrics$val_accuracy, 0.5)
-  h$metrics$image_size <- c(64, 64, 96, 96)
-  h$metrics$learning_rate <- c(0.02, 0.03, 0.04, 0.04)
-  h$params[c("epochs", "image_size", "image_sizes", "precision", "precision_reason")] <-
-    list(4L, 96L, c(64, 96), "bfloat16", "auto: the CPU has avx512_bf16")
-  h
+  h$schedule <- list(image_size = c(64L, 64L, 96L, 96L), learning_rate = c(0.02, 0.03, 0.04, 0.04),
+                     summary = paste("image size 64 -> 96, learning rate 0.02 -> 0.03 -> 0.04, precision bfloat16",
+                                     "(auto: the CPU has avx512_bf16)"))
+  h$params[c("epochs", "image_size", "precision", "precision_reason")] <-
+    list(4L, c(64, 96), "bfloat16", "auto: the CPU has avx512_bf16")
+  alexnet:::new_alexnet_history(h)
 }
 
-test_that("print() shows the image sizes, the learning rate and the precision as the run's schedule", {
-  out <- capture.output(print(scheduled_history()))
+test_that("print() shows the schedule on a line of its own, apart from the final metrics", {
+  h <- scheduled_history()
+  expect_identical(h$schedule$image_size, c(64L, 64L, 96L, 96L))
+  out <- capture.output(print(h))
   expect_true(any(out == paste("Schedule: image size 64 -> 96, learning rate 0.02 -> 0.03 -> 0.04,",
                                "precision bfloat16 (auto: the CPU has avx512_bf16) ")), info = out)
   final <- grep("^Final epoch:", out, value = TRUE)
   expect_match(final, "val_accuracy = 0.5")
   expect_no_match(final, "image_size|learning_rate")
-  # a warm-up and a drop: first, peak and last rate
-  h <- scheduled_history()
-  h$metrics$learning_rate <- c(0.01, 0.02, 0.03, 0.04, 0.004)
-  h$metrics$image_size <- rep(224, 5)
-  out <- capture.output(print(h))
-  expect_true(any(grepl("image size 224, learning rate 0.01 -> 0.04 -> 0.004, precision bfloat16", out,
-                        fixed = TRUE)), info = out)
-  # an older history, without a schedule, prints as before
+  expect_false(any(grepl("^image_size:", out)), info = "several sizes: shown in the schedule, not as one size")
+  # a history without a schedule prints no schedule line
   expect_false(any(grepl("Schedule", capture.output(print(fake_history())))))
 })
 
-test_that("summary() and plot() leave the schedule out of the metrics; as.data.frame() keeps it", {
+test_that("summary() and plot() show the metrics; as.data.frame() has the schedule too, as such", {
   h <- scheduled_history()
   expect_equal(summary(h)$metric, c("loss", "accuracy"))
   df <- as.data.frame(h)
   expect_equal(df$value[df$metric == "learning_rate"], c(0.02, 0.03, 0.04, 0.04))
   expect_equal(df$value[df$metric == "image_size"], c(64, 64, 96, 96))
+  expect_equal(unique(df$data[df$metric %in% c("image_size", "learning_rate")]), "schedule")
   pdf(NULL)
   on.exit(grDevices::dev.off())
   expect_setequal(names(attr(plot(h), "legends")), c("loss", "accuracy"))

@@ -91,18 +91,16 @@ test_that("alexnet_spark_train() hands the new training arguments to every worke
                                    precision = "BFloat16", lr_scaling = "linear", warmup_epochs = 2,
                                    learning_rate = 0.02),
                "stopped before the workers start")
-  args <- calls$task$train_args
+  args <- calls$task$settings
   expect_equal(unlist(args$image_size), c(64, 80, 96))
   expect_equal(unlist(args$image_size_epochs), c(1, 2, 2))
   expect_equal(args[c("precision", "lr_scaling", "warmup_epochs", "learning_rate", "epochs")],
                list(precision = "bfloat16", lr_scaling = "linear", warmup_epochs = 2L, learning_rate = 0.02,
                     epochs = 5L))
-  # what a worker makes of the task after its trip through R: the settings alexnet_train() would check
+  # what a worker makes of the task after its trip through R: the typed settings the driver checked
   task <- reticulate::import("alexnet.launch.task", convert = FALSE)$TrainTask$from_dict(calls$task)
-  worker_args <- reticulate::py_to_r(task$train_args)
-  settings <- reticulate::import("alexnet.train.settings")
-  checked <- settings$check_image_sizes(worker_args$image_size, worker_args$image_size_epochs, worker_args$epochs)
-  expect_equal(lapply(checked, unlist), list(c(64L, 80L, 96L), c(1L, 2L, 2L)))
+  sizes <- reticulate::py_to_r(task$settings$sizes)
+  expect_identical(list(unlist(sizes$sizes), unlist(sizes$epochs)), list(c(64L, 80L, 96L), c(1L, 2L, 2L)))
 })
 
 test_that("a run over two image sizes from R records each epoch's size, its rate and its precision", {
@@ -111,15 +109,16 @@ test_that("a run over two image sizes from R records each epoch's size, its rate
   data <- hand_partition(dir)
   history <- alexnet_train(data = data, batch_size = 4, epochs = 2, image_size = c(64, 96), dense_units = 16,
                            parallel = 2, verbose = 0)
-  expect_equal(history$metrics$image_size, c(64, 96))
-  expect_length(history$metrics$learning_rate, 2L)
+  expect_identical(history$schedule$image_size, c(64L, 96L))
+  expect_length(history$schedule$learning_rate, 2L)
   # the rate for a global batch of 4, scaled linearly from 0.01 for 128, without warm-up (the factor is below 2)
-  expect_equal(history$metrics$learning_rate, rep(0.01 * 4 / 128, 2), tolerance = 1e-6)
+  expect_equal(history$schedule$learning_rate, rep(0.01 * 4 / 128, 2), tolerance = 1e-6)
+  expect_false(any(c("image_size", "learning_rate") %in% names(history$metrics)))
   expect_true(history$params$precision %in% c("float32", "bfloat16", "float16"))
   expect_match(history$params$precision_reason, "^auto: ")
-  expect_equal(unlist(history$params$image_sizes), c(64, 96))
+  expect_equal(unlist(history$params$image_size), c(64, 96))
   out <- capture.output(print(history))
-  expect_true(any(grepl(paste0("Schedule: image size 64 -> 96, learning rate 0.000312, precision ",
+  expect_true(any(grepl(paste0("Schedule: image size 64 -> 96, learning rate 0.000313, precision ",
                                history$params$precision, " (auto: "), out, fixed = TRUE)), info = out)
   expect_false("image_size" %in% summary(history)$metric)
 })

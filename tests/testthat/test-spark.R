@@ -79,7 +79,7 @@ test_that("the training and the evaluation closures run their barrier partition'
   skip_if_no_alexnet()
   missing <- file.path(withr::local_tempdir(), "no-board")
   barrier <- list(address = c("127.0.0.1:41001", "127.0.0.1:41002"), partition = 1L)
-  train <- list(board = missing, base_port = 9000L, fetch_workers = 1L, train_args = list(epochs = 1))
+  train <- list(board = missing, base_port = 9000L, fetch_workers = 1L, settings = list(epochs = 1))
   evaluate <- list(model = "/models/none", board = missing, crops = 1L, batch_size = 8L, workers = 2L,
                    fetch_workers = 1L)
   worker_error <- reticulate::import("alexnet.launch.worker")$WorkerError  # the class itself, not a wrapped call
@@ -204,10 +204,11 @@ test_that("a worker's failure leads with its own Python error and says where its
   dir <- withr::local_tempdir()
   tiny_board(dir)
   calls <- new.env()
+  # a cache folder that is a file: the driver does not write there, the worker does, and fails
+  writeLines("not a folder", file.path(dir, "cache"))
   error <- tryCatch(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
-                              list(epochs = 1, image_size = 64, learning_rate = 0,
-                                   cache_dir = file.path(dir, "cache")),
+                              list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache")),
                               probe = FALSE),
     error = identity
   )
@@ -218,7 +219,7 @@ test_that("a worker's failure leads with its own Python error and says where its
   error <- conditionMessage(error)
   expect_match(error, paste0("\nFull log: ", log), fixed = TRUE)
   expect_match(error, "Worker 0 of 1 failed: [a-z.]*AlexnetError")
-  expect_match(error, "learning_rate")
+  expect_match(error, "`cache_dir` = .*cannot hold the cache")
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
 })
