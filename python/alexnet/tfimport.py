@@ -63,11 +63,6 @@ def has_gpu() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
-def quiet_wanted() -> bool:
-    """Filter the CUDA probe messages too: no NVIDIA device here, and nobody asked for TensorFlow's logs."""
-    return not tf_logs_wanted() and not has_gpu()
-
-
 @contextlib.contextmanager
 def filtered_stderr(cuda: bool = True) -> Iterator[None]:
     """Standard error (the file descriptor, as C++ code writes to it) goes to a file for the duration, and what

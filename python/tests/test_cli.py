@@ -91,27 +91,18 @@ def test_help_shows_the_core_defaults(capsys):
 
 
 def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch):
-    from alexnet import cli
+    from alexnet.cli import common
 
     seen = {}
-    monkeypatch.setattr(cli, "core", lambda command: lambda *a, **k: seen.update(k) or {
+    monkeypatch.setattr(common, "core", lambda command: lambda *a, **k: seen.update(k) or {
         "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})
     assert main(["fetch", "--board", "/b"]) == 0
     assert seen == {"board": "/b"}, "only what was given reaches the core"
 
 
 def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_model(monkeypatch, capsys):
-    from alexnet import cli
-
-    seen: dict = {}
     history = {"metrics": {"loss": [1.5, 1.2]}, "model_path": None, "model_pin": None}
-
-    def core(command):
-        if command == "fetch":
-            return lambda **k: {"image": [], "board": "/b"}
-        return lambda **k: seen.update(k) or history
-
-    monkeypatch.setattr(cli, "core", core)
+    seen = _recording_core(monkeypatch, history)
     assert main(["train", "--model-pin", "alexnet", "--model-board", "/m", "--log-dir", "/l", "--log-every", "5",
                  "--profile-steps", "2", "4"]) == 0
     assert {k: seen[k] for k in ("model_pin", "model_board", "log_dir", "log_every", "profile_steps")} == {
@@ -170,8 +161,10 @@ def test_configure_logging_levels():
 
 
 def _recording_core(monkeypatch, history: dict | None = None) -> dict:
-    """``cli.core`` replaced: fetch returns an empty partition, training records its arguments (``seen``)."""
-    from alexnet import cli
+    """The core replaced: fetch returns an empty partition, training records the checked settings it was given and
+    the strategy (``seen``) and returns ``history``."""
+    from alexnet.cli import common
+    from alexnet.train import api
 
     seen: dict = {"fetched": 0}
     result = history or {"metrics": {"loss": [1.0]}, "params": {}, "model_path": None, "model_pin": None}
@@ -181,7 +174,12 @@ def _recording_core(monkeypatch, history: dict | None = None) -> dict:
             return lambda **k: seen.update(fetched=seen["fetched"] + 1) or {"image": [], "board": "/b"}
         return lambda *a, **k: seen.update(k) or result
 
-    monkeypatch.setattr(cli, "core", core)
+    def train(settings, data, strategy=None):
+        seen.update(settings.to_dict(), strategy=strategy, trained=True)
+        return result
+
+    monkeypatch.setattr(common, "core", core)
+    monkeypatch.setattr(api, "train", train)
     return seen
 
 
@@ -189,13 +187,13 @@ def _recording_core(monkeypatch, history: dict | None = None) -> dict:
     (["--image-size", "128", "160", "224"], [128, 160, 224]),
     (["--image-size", "128,160,224"], [128, 160, 224]),
     (["--image-size", "128,160", "224"], [128, 160, 224]),
-    (["--image-size", "96"], 96),
+    (["--image-size", "96"], [96]),
 ])
 def test_train_takes_one_image_size_or_several_in_order(monkeypatch, words, sizes):
     seen = _recording_core(monkeypatch)
     assert main(["train", "--epochs", "3", *words]) == 0
     assert seen["image_size"] == sizes
-    assert "image_size_epochs" not in seen
+    assert seen["image_size_epochs"] is None, "left out: the default (split evenly)"
 
 
 def test_train_passes_the_schedule_precision_and_rate_options(monkeypatch):
@@ -205,20 +203,20 @@ def test_train_passes_the_schedule_precision_and_rate_options(monkeypatch):
     assert {k: seen[k] for k in ("image_size", "image_size_epochs", "precision", "lr_scaling", "learning_rate")} == {
         "image_size": [64, 96], "image_size_epochs": [2, 3], "precision": "bfloat16", "lr_scaling": "none",
         "learning_rate": 0.02}
-    assert "warmup_epochs" not in seen
+    assert seen["warmup_epochs"] is None
     seen = _recording_core(monkeypatch)
     assert main(["train", "--warmup-epochs", "0", "--precision", "auto", "--lr-scaling", "linear"]) == 0
     assert seen["warmup_epochs"] == 0 and seen["lr_scaling"] == "linear"
-    assert "precision" not in seen, "auto is the core's default (None): not passed"
+    assert seen["precision"] is None, "auto is the core's default (None)"
 
 
 def test_spark_train_parses_the_same_options():
-    from alexnet import cli
+    from alexnet.cli.train import training_args
 
     args = build_parser().parse_args(["spark-train", "--workers", "2", "--image-size", "64,80", "96",
                                       "--image-size-epochs", "1", "1", "2", "--precision", "float16",
                                       "--warmup-epochs", "2", "--lr-scaling", "linear", "--learning-rate", "0.05"])
-    assert cli._train_args(args) == {"image_size": [64, 80, 96], "image_size_epochs": [1, 1, 2],
+    assert training_args(args) == {"image_size": [64, 80, 96], "image_size_epochs": [1, 1, 2],
                                      "precision": "float16", "warmup_epochs": 2, "lr_scaling": "linear",
                                      "learning_rate": 0.05}
 
@@ -263,17 +261,21 @@ def test_a_size_schedule_that_does_not_fit_the_epochs_fails_before_any_fetch_or_
     assert main([command, *words]) == 2
     err = capsys.readouterr().err
     assert f"alexnet {command}: error: " in err and message in err, err
-    assert seen["fetched"] == 0 and "image_size" not in seen
+    assert seen["fetched"] == 0 and "trained" not in seen
 
 
 def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, capsys):
-    history = {"metrics": {"loss": [1.5, 1.2, 1.1, 1.0, 0.9], "image_size": [64, 64, 96, 96, 96],
-                           "learning_rate": [0.01, 0.02, 0.03, 0.04, 0.004]},
+    from alexnet.train.schedule import describe
+
+    schedule = {"epoch": [0, 1, 2, 3, 4], "image_size": [64, 64, 96, 96, 96],
+                "learning_rate": [0.01, 0.02, 0.03, 0.04, 0.004]}
+    schedule["summary"] = describe(schedule, "float32", "auto: CPU without bfloat16 instructions")
+    history = {"metrics": {"loss": [1.5, 1.2, 1.1, 1.0, 0.9]}, "schedule": schedule,
                "params": {"precision": "float32", "precision_reason": "auto: CPU without bfloat16 instructions"},
                "model_path": None, "model_pin": None}
     _recording_core(monkeypatch, history)
     assert main(["train"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Trained 5 epoch(s): loss = 0.9"
+    assert lines[0] == "Trained 5 epoch(s): loss = 0.9", "the schedule is not among the metrics"
     assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
                         "(auto: CPU without bfloat16 instructions)")

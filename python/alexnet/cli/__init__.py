@@ -1,0 +1,74 @@
+"""The ``alexnet`` command line: each command checks its arguments and makes one call into the core.
+
+One module per stage adds its commands: :mod:`.data` (synth, upload, categories, fetch), :mod:`.train` (train),
+:mod:`.model` (evaluate, predict), :mod:`.cluster` (spark-train, spark-evaluate) and :mod:`.bench` (bench);
+:mod:`.common` holds what they share. An option left out is not passed on, so the core's own default applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from .. import __version__
+from ..errors import AlexnetError
+from . import bench, cluster, data, model, train
+
+log = logging.getLogger("alexnet")
+
+#: The modules adding commands, in the order of the help's list.
+STAGES = (data, train, cluster, model, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``alexnet`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="alexnet",
+        description="Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
+                    "worker's balanced share, train with TensorFlow.",
+        epilog="Run 'alexnet COMMAND --help' for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
+                             "detail, -vv everyone's debugging detail")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, run: Callable[[argparse.Namespace], None], help_text: str, description: str = ""
+            ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=description or help_text,
+                                  argument_default=argparse.SUPPRESS)
+        sub.set_defaults(run=run)
+        sub.add_argument("--json", action="store_true", default=False, help="print the result as JSON")
+        return sub
+
+    for stage in STAGES:
+        stage.register(add)
+    return parser
+
+
+def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
+    """Log alexnet's INFO lines and other libraries' warnings only (pins logs a line per pin written); ``verbose``
+    1 adds the libraries' INFO lines and alexnet's DEBUG ones, 2 and more every library's DEBUG lines; ``quiet``
+    leaves warnings and errors only."""
+    others = logging.WARNING if quiet or verbose < 1 else logging.INFO if verbose == 1 else logging.DEBUG
+    own = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(others)
+    log.setLevel(own)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.verbose, args.quiet)
+    try:
+        args.run(args)
+    except AlexnetError as error:
+        sys.stderr.write(f"alexnet {args.command}: error: {error}\n")
+        return 2
+    return 0

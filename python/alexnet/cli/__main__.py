@@ -1,0 +1,7 @@
+"""``python -m alexnet.cli``: the ``alexnet`` command line."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,133 @@
+"""What every command of the ``alexnet`` command line shares: the core function behind a command, option types
+and help texts that show the core's defaults, printing a result, and a Spark session for the cluster commands.
+
+A command's options left out are not passed on, so the core's own defaults apply; help texts read those
+defaults from the functions' signatures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+BOARD_HELP = (
+    "board to use: a folder or file:// URL, gs://bucket/prefix, s3://bucket/prefix or https:// (read-only); "
+    "default: $ALEXNET_BOARD, else a folder under the user's cache directory"
+)
+
+#: The public function (a name of ``alexnet.__all__``) behind each command, imported when the command runs.
+CORE = {
+    "synth": "imagenet_synthetic",
+    "upload": "imagenet_upload",
+    "categories": "imagenet_categories",
+    "fetch": "imagenet_partition",
+    "train": "alexnet_train",
+    "spark-train": "alexnet_spark_train",
+    "bench": "alexnet_benchmark",
+    "model": "alexnet_model",
+    "evaluate": "alexnet_evaluate",
+    "predict": "alexnet_predict",
+    "spark-evaluate": "alexnet_spark_evaluate",
+}
+
+#: Adds a command: its name, the function that runs it, a one-line help and an optional longer description.
+AddCommand = Callable[..., argparse.ArgumentParser]
+
+
+def core(command: str) -> Callable[..., Any]:
+    """The public function behind ``command`` (found through :data:`CORE` when the command runs)."""
+    import alexnet
+
+    return getattr(alexnet, CORE[command])
+
+
+def default(command: str, name: str) -> Any:
+    """The default of argument ``name`` of the core function behind ``command`` (read from its signature)."""
+    return inspect.signature(core(command)).parameters[name].default
+
+
+def with_default(command: str, name: str, text: str) -> str:
+    """``text`` followed by the default of argument ``name`` of ``command``'s core function, when it has one."""
+    value = default(command, name)
+    return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
+
+
+def positive(value: str) -> int:
+    """An option's whole number of at least 1."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value}")
+    return number
+
+
+def non_negative(value: str) -> int:
+    """An option's whole number of at least 0."""
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value}")
+    return number
+
+
+def given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options among ``names`` given on the command line (the others keep the core's defaults)."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
+    """Print ``result``: as JSON, or as the lines ``summary`` makes of it."""
+    sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")
+
+
+#: The options that choose a partition of a board (``fetch``, ``train`` and ``bench`` take them).
+PARTITION_OPTIONS = ("partition", "total", "board", "cache_dir", "workers", "verify")
+
+
+def partition_options(p: argparse.ArgumentParser) -> None:
+    """The options of :func:`alexnet.imagenet_partition`: which partition of which board, fetched how."""
+    p.add_argument("--partition", type=non_negative, help=with_default("fetch", "partition", "0-based partition"))
+    p.add_argument("--total", type=positive, help=with_default("fetch", "total", "number of partitions"))
+    p.add_argument("--board", help=BOARD_HELP)
+    p.add_argument("--cache-dir", help="where zips are extracted (default: under the user cache directory)")
+    p.add_argument("--workers", type=positive, help=with_default("fetch", "workers", "parallel downloads"))
+    p.add_argument("--verify", action="store_true",
+                   help="check every cached file's CRC-32 and fetch damaged categories again")
+
+
+def fetch(args: argparse.Namespace) -> dict[str, Any]:
+    """The partition the options of :func:`partition_options` name, fetched into the local cache."""
+    return core("fetch")(**given(args, *PARTITION_OPTIONS))
+
+
+def default_board(args: argparse.Namespace) -> str:
+    """``--board``, else the default board."""
+    from ..storage.board import default_board as board
+
+    return getattr(args, "board", None) or board()
+
+
+@contextlib.contextmanager
+def spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
+    """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) stopped afterwards."""
+    from pyspark.sql import SparkSession
+
+    from ..launch.spark import spark_session
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        yield session
+        return
+    session = spark_session(master(args), app_name)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def master(args: argparse.Namespace) -> str:
+    """The Spark master of a cluster command: ``--master``, else ``local[WORKERS]``."""
+    return args.master or f"local[{args.workers}]"

@@ -1,0 +1,107 @@
+"""Commands of a trained model: ``evaluate`` and ``predict`` (and the options naming a model, which the cluster's
+``spark-evaluate`` shares)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import AlexnetError
+from . import common
+from .common import BOARD_HELP, given, non_negative, positive, with_default
+
+
+def model_of(args: argparse.Namespace) -> Any:
+    """The model a command names: the location given, or the model pin ``--model-pin`` read from ``--board``."""
+    location = getattr(args, "model", None)
+    pin = getattr(args, "model_pin", None)
+    if (location is None) == (pin is None):
+        flag = "MODEL" if args.command == "evaluate" else "--model MODEL"
+        raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as "
+                           "--model-pin NAME (a model pin on --board), not both or neither.")
+    if location is not None:
+        return location
+    return common.core("model")(getattr(args, "board", None), pin, getattr(args, "pin_version", None))
+
+
+def evaluation_summary(r: dict[str, Any]) -> str:
+    """The lines printed for an evaluation (one machine's or a cluster's)."""
+    lines = [
+        f"{r['model']}, {r['protocol']}, {r['image_size']} pixels: top-1 {r['top1_accuracy']:.2%} "
+        f"({r['top1_correct']}/{r['images']}), top-{r['top_k']} {r['top5_accuracy']:.2%} "
+        f"({r['top5_correct']}/{r['images']}); {r['images_per_second']:.1f} images/s"
+    ]
+    for w in r.get("per_worker") or []:
+        lines.append(f"  worker {w['worker']}: {w['images']} images, top-1 {w['top1_correct']}, "
+                     f"top-{r['top_k']} {w['top5_correct']}, {w['seconds']:.1f} s")
+    bad = r.get("bad_images") or []
+    if bad:
+        lines.append(f"{len(bad)} unusable image(s) left out:")
+        lines += [f"  {b}" for b in bad]
+    return "\n".join(lines)
+
+
+def model_options(p: argparse.ArgumentParser, command: str, positional: bool) -> None:
+    """The options naming a model (a location, or a pin on a board) and the batch it is run with."""
+    if positional:
+        p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
+                       "location (or give --model-pin)")
+    else:
+        p.add_argument("--model", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location")
+    p.add_argument("--model-pin", help="the name of a model pin on --board (instead of a model location)")
+    p.add_argument("--pin-version", help="the version of --model-pin (default: its latest)")
+    p.add_argument("--board", help=BOARD_HELP)
+    p.add_argument("--batch-size", type=positive, help=with_default(command, "batch_size", "images scored at once"))
+
+
+def evaluation_options(p: argparse.ArgumentParser, command: str) -> None:
+    """The options of an evaluation: crops, and where and how its validation images are fetched."""
+    p.add_argument("--crops", type=int, choices=[1, 10],
+                   help=with_default(command, "crops", "1: the centre crop; 10: corners, centre and their mirrors"))
+    p.add_argument("--cache-dir", help="where validation images are extracted (default: under the user cache "
+                   "directory)")
+    p.add_argument("--fetch-workers", type=positive, help=with_default(command, "fetch_workers",
+                                                                        "parallel downloads"))
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    result = common.core("evaluate")(model_of(args), board=common.default_board(args),
+                                     **given(args, "crops", "batch_size", "parallel", "partition", "total",
+                                             "cache_dir", "fetch_workers"))
+    common.emit(result, args.json, evaluation_summary)
+
+
+def _predict_summary(records: list[dict[str, Any]]) -> str:
+    lines = [f"{'rank':>4}  {'probability':>11}  {'id':<10}  name"]
+    image = None
+    for r in records:
+        if r["image"] != image:
+            image = r["image"]
+            lines.append(str(image))
+        lines.append(f"{r['rank']:>4}  {r['probability']:>11.4f}  {r['id']:<10}  {r['name']}")
+    return "\n".join(lines)
+
+
+def _predict(args: argparse.Namespace) -> None:
+    records = common.core("predict")(model_of(args), args.images, **given(args, "top", "batch_size"))
+    common.emit(records, args.json, _predict_summary)
+
+
+def register(add: common.AddCommand) -> None:
+    """Add ``evaluate`` and ``predict`` to the parser."""
+    evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
+                   "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
+                   "--partition of --total of them, with 1 or 10 crops.")
+    model_options(evaluate, "evaluate", positional=True)
+    evaluation_options(evaluate, "evaluate")
+    evaluate.add_argument("--parallel", type=positive, help="parallel decodes (default: autotune)")
+    evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
+                                                                              "0-based share of the images"))
+    evaluate.add_argument("--total", type=positive, help=with_default("evaluate", "total", "number of shares"))
+
+    predict = add("predict", _predict, "the most probable classes of images",
+                  "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")
+    predict.add_argument("images", nargs="+", metavar="IMAGE",
+                         help="image files or locations (file://, gs://, s3://, https://)")
+    model_options(predict, "predict", positional=False)
+    predict.add_argument("--top", type=positive, help=with_default("predict", "top", "classes shown per image"))

@@ -1,0 +1,81 @@
+"""The ``train`` command, and the training options every training command takes (one per setting the
+declaration of :mod:`alexnet.train.settings` puts on the command line)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import common
+
+
+def training_options(p: argparse.ArgumentParser) -> None:
+    """An option for every training setting the declaration puts on the command line, with its help and default;
+    values are only converted here, and checked by the core's one check."""
+    from ..train.kinds import KINDS, option_name
+    from ..train.settings import specs
+
+    for name, spec in specs().items():
+        flag = option_name(name, spec)
+        if flag is None:
+            continue
+        kind = KINDS[spec.kind]
+        shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
+        options: dict[str, Any] = {"dest": name,
+                                   "help": spec.help + (f" (default: {spec.shown_default()})" if shown else "")}
+        if spec.kind == "flag":
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["type"] = kind.parse
+            if kind.nargs is not None:
+                options["nargs"] = kind.nargs
+            words = [*spec.choices, *([spec.none_word] if spec.none_word else [])]
+            options["metavar"] = "{" + ",".join(words) + "}" if words else spec.metavar
+        p.add_argument(flag, **options)
+
+
+def training_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The training settings given on the command line, as ``alexnet_train`` takes them (the options left out are
+    not passed, so their defaults apply)."""
+    from ..train.kinds import flatten_words
+    from ..train.settings import specs
+
+    chosen = {}
+    for name, spec in specs().items():
+        if hasattr(args, name):
+            value = flatten_words(getattr(args, name))
+            chosen[name] = None if spec.none_word is not None and value == spec.none_word else value
+    return chosen
+
+
+def _summary(h: dict[str, Any]) -> str:
+    metrics = h["metrics"]
+    last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
+    lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
+    schedule = (h.get("schedule") or {}).get("summary")
+    if schedule:
+        lines.append(f"Schedule: {schedule}")
+    if h.get("model_path"):
+        lines.append(f"Model: {h['model_path']}")
+    pin = h.get("model_pin")
+    if pin:
+        lines.append(f"Model pin: {pin['name']} version {pin['version']} on {pin['board']}")
+    return "\n".join(lines)
+
+
+def _train(args: argparse.Namespace) -> None:
+    from ..train.api import train
+    from ..train.settings import check_settings
+
+    # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
+    settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
+    emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
+    common.emit(emit_history, args.json, _summary)
+
+
+def register(add: common.AddCommand) -> None:
+    """Add the ``train`` command to the parser."""
+    p = add("train", _train, "fetch a partition and train AlexNet on it")
+    common.partition_options(p)
+    training_options(p)
+    p.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"])
