@@ -14,6 +14,8 @@ from PIL import Image
 
 tf = pytest.importorskip("tensorflow")
 
+from helpers_cli import fake_core  # noqa: E402
+
 from alexnet import cli  # noqa: E402
 from alexnet.bench import accuracy as bench_accuracy  # noqa: E402
 from alexnet.bench import images as bench_images  # noqa: E402
@@ -284,7 +286,7 @@ def test_bench_command_passes_the_time_to_accuracy_options(monkeypatch, capsys):
         seen.update(kwargs)
         raise AlexnetError("stop here")
 
-    monkeypatch.setattr(cli.common, "core", lambda command: fake)
+    fake_core(monkeypatch, lambda command: fake)
     code = cli.main(["-q", "bench", "--stages", "time_to_accuracy", "--target-accuracy", "0.7", "--max-epochs", "5",
                      "--precision", "float32", "--accuracy-image-size", "96"])
     assert code == 2 and "stop here" in capsys.readouterr().err

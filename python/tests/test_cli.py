@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_cli import fake_core
 
 from alexnet.cli import build_parser, main
 
@@ -91,10 +92,9 @@ def test_help_shows_the_core_defaults(capsys):
 
 
 def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch):
-    from alexnet.cli import common
 
     seen = {}
-    monkeypatch.setattr(common, "core", lambda command: lambda *a, **k: seen.update(k) or {
+    fake_core(monkeypatch, lambda command: lambda *a, **k: seen.update(k) or {
         "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})
     assert main(["fetch", "--board", "/b"]) == 0
     assert seen == {"board": "/b"}, "only what was given reaches the core"
@@ -163,7 +163,6 @@ def test_configure_logging_levels():
 def _recording_core(monkeypatch, history: dict | None = None) -> dict:
     """The core replaced: fetch returns an empty partition, training records the checked settings it was given and
     the strategy (``seen``) and returns ``history``."""
-    from alexnet.cli import common
     from alexnet.train import api
 
     seen: dict = {"fetched": 0}
@@ -178,7 +177,7 @@ def _recording_core(monkeypatch, history: dict | None = None) -> dict:
         seen.update(settings.to_dict(), strategy=strategy, trained=True)
         return result
 
-    monkeypatch.setattr(common, "core", core)
+    fake_core(monkeypatch, core)
     monkeypatch.setattr(api, "train", train)
     return seen
 
@@ -222,16 +221,25 @@ def test_spark_train_parses_the_same_options():
 
 
 @pytest.mark.parametrize(("words", "message"), [
-    (["--image-size", "32"], "--image-size: must be whole numbers >= 63, not '32'"),
-    (["--image-size", "128,48"], "--image-size: must be whole numbers >= 63, not '48'"),
+    (["--image-size", "32"], "`image_size` must be whole numbers >= 63, not 32 in [32]"),
+    (["--image-size", "128,48"], "`image_size` must be whole numbers >= 63, not 48 in [128, 48]"),
+    (["--image-size-epochs", "0"], "`image_size_epochs` must be whole numbers >= 1, not 0 in [0]"),
+    (["--precision", "float64"], "`precision` must be one of 'float32', 'bfloat16', 'float16' or NULL/None (auto)"),
+    (["--lr-scaling", "cubic"], "`lr_scaling` must be one of 'linear', 'none', not 'cubic'"),
+    (["--warmup-epochs", "-1"], "`warmup_epochs` must be a whole number >= 0, not -1"),
+])
+def test_bad_training_values_are_refused_by_the_core_check_before_any_fetch(monkeypatch, capsys, words, message):
+    seen = _recording_core(monkeypatch)
+    assert main(["train", *words]) == 2
+    assert f"alexnet train: error: {message}" in capsys.readouterr().err
+    assert seen["fetched"] == 0 and "trained" not in seen
+
+
+@pytest.mark.parametrize(("words", "message"), [
     (["--image-size", "128,,224"], "must be whole numbers separated by spaces or commas"),
-    (["--image-size-epochs", "0"], "--image-size-epochs: must be whole numbers >= 1, not '0'"),
-    (["--precision", "float64"], "--precision: invalid choice: 'float64'"),
-    (["--lr-scaling", "cubic"], "--lr-scaling: invalid choice: 'cubic'"),
-    (["--warmup-epochs", "-1"], "--warmup-epochs: must be a whole number >= 0"),
     (["--learning-rate", "fast"], "--learning-rate: invalid float value"),
 ])
-def test_bad_training_options_are_usage_errors(monkeypatch, capsys, words, message):
+def test_words_that_are_not_values_are_usage_errors(monkeypatch, capsys, words, message):
     seen = _recording_core(monkeypatch)
     with pytest.raises(SystemExit) as exit_info:
         main(["train", *words])
@@ -262,6 +270,18 @@ def test_a_size_schedule_that_does_not_fit_the_epochs_fails_before_any_fetch_or_
     err = capsys.readouterr().err
     assert f"alexnet {command}: error: " in err and message in err, err
     assert seen["fetched"] == 0 and "trained" not in seen
+
+
+def test_the_fit_verbosity_setting_is_not_the_logging_option(monkeypatch):
+    from alexnet.cli.train import training_args
+
+    args = build_parser().parse_args(["-v", "train", "--verbose-fit", "2"])
+    assert args.verbose == 1 and training_args(args) == {"verbose": 2}
+    seen = _recording_core(monkeypatch)
+    assert main(["-q", "train", "--verbose-fit", "0"]) == 0
+    assert seen["verbose"] == 0
+    assert main(["-vv", "train"]) == 0
+    assert seen["verbose"] == 1, "-vv is logging, not Keras' verbosity (its default stays)"
 
 
 def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, capsys):

@@ -85,13 +85,15 @@ def test_the_signature_has_the_settings_and_nothing_else_but_what_training_is_on
 
 @pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
 def test_every_setting_on_the_command_line_has_its_default_in_the_help(name, spec):
+    from alexnet.cli.train import setting_dest
+
     flag = option_name(name, spec)
     if flag is None:
         pytest.skip(f"{name} is not on the command line (the declaration says so)")
     for command in ("train", "spark-train"):
         sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
         action = next(a for a in sub._actions if flag in a.option_strings)
-        assert action.dest == name and spec.help in action.help
+        assert action.dest == setting_dest(name) and spec.help in action.help
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

@@ -9,6 +9,12 @@ from typing import Any
 from . import common
 
 
+def setting_dest(name: str) -> str:
+    """Where the parsed value of setting ``name`` is kept: apart from the command line's own options (the setting
+    ``verbose``, Keras' verbosity, is not the logging option ``-v``)."""
+    return f"setting_{name}"
+
+
 def training_options(p: argparse.ArgumentParser) -> None:
     """An option for every training setting the declaration puts on the command line, with its help and default;
     values are only converted here, and checked by the core's one check."""
@@ -21,7 +27,7 @@ def training_options(p: argparse.ArgumentParser) -> None:
             continue
         kind = KINDS[spec.kind]
         shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
-        options: dict[str, Any] = {"dest": name,
+        options: dict[str, Any] = {"dest": setting_dest(name),
                                    "help": spec.help + (f" (default: {spec.shown_default()})" if shown else "")}
         if spec.kind == "flag":
             options["action"] = argparse.BooleanOptionalAction
@@ -42,8 +48,8 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
 
     chosen = {}
     for name, spec in specs().items():
-        if hasattr(args, name):
-            value = flatten_words(getattr(args, name))
+        if hasattr(args, setting_dest(name)):
+            value = flatten_words(getattr(args, setting_dest(name)))
             chosen[name] = None if spec.none_word is not None and value == spec.none_word else value
     return chosen
 
