@@ -176,12 +176,10 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):
-    start = time.monotonic()
     with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
         launcher.alexnet_spark_train(spark, 3, board, epochs=1)
     with pytest.raises(AlexnetError, match="task slots"):
         launcher.run_barrier(spark, 5, _sleeper)
-    assert time.monotonic() - start < 10
     assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "nothing was launched"
     # the slot count: cores over cores per task; unknown (no check) with dynamic allocation
     assert launcher.barrier_slots(spark) == 2
@@ -219,6 +217,7 @@ def _failing(index, addresses, folder, how):
             os._exit(9)
         raise ValueError("broken on purpose on worker 1")
     time.sleep(120)
+    Path(folder, f"done-{index}").write_text("finished")
     return {"index": index}
 
 
@@ -237,10 +236,8 @@ def _pid_alive(pid: int) -> bool:
 def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path, how):
     from functools import partial
 
-    start = time.monotonic()
     with pytest.raises(workers.WorkerError) as caught:
-        launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how=how), timeout=90)
-    elapsed = time.monotonic() - start
+        launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how=how), timeout=150)
     error = caught.value
     assert error.worker == 1 and error.workers == 2
     if how == "raise":
@@ -248,8 +245,9 @@ def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path,
     else:
         assert error.exit_code == 9 and "exit code 9" in str(error)
     assert any("about to fail" in line for line in error.log_tail), error.log_tail
-    assert elapsed < 60, f"the job took {elapsed:.0f} s to fail: the other worker was not stopped"
-    # Spark stopped the other task, and its worker process went with it
+    # the job failed before worker 0's two minutes were up: Spark stopped the other task, and its worker process
+    # went with it (a timeout of 150 s would have named the timeout instead)
+    assert not (tmp_path / "done-0").exists(), "worker 0 ran to its end: it was not stopped"
     survivor = int((tmp_path / "pid-0").read_text())
     deadline = time.monotonic() + 20
     while _pid_alive(survivor) and time.monotonic() < deadline:
@@ -260,10 +258,9 @@ def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path,
 def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path):
     from functools import partial
 
-    start = time.monotonic()
     with pytest.raises(AlexnetError, match="did not finish within timeout = 3"):
         launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how="sleep"), timeout=3)
-    assert time.monotonic() - start < 40
+    assert not list(tmp_path.glob("done-*")), "a worker ran to its end: the job was not cancelled"
     for index in (0, 1):
         pid_file = tmp_path / f"pid-{index}"
         if pid_file.exists():
@@ -380,11 +377,10 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = str(bare / "bin" / "python")
-    start = time.monotonic()
     with pytest.raises(AlexnetError) as caught:
         launcher.alexnet_spark_train(spark, 2, board, python=python, epochs=1)
     message = str(caught.value)
-    assert time.monotonic() - start < 60
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "no job is left running"
     assert "cannot run alexnet on 1 executor(s)" in message and python in message
     assert "ModuleNotFoundError: No module named" in message
     assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
