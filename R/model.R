@@ -41,7 +41,8 @@ print.alexnet_model <- function(x, ...) {
   metrics <- final_metrics(x$metrics)
   if (length(metrics) || !is.null(x$epochs)) {
     cat("Trained", if (!is.null(x$epochs)) paste0(" ", count_of(x$epochs, "epoch")),
-        if (length(metrics)) paste0("; final ", paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
+        if (length(metrics)) paste0(if (is.null(x$best_epoch)) "; final " else paste0("; best epoch ", x$best_epoch, ": "),
+                                    paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
         "\n", sep = "")
   }
   where <- x$board %||% x$path

@@ -32,6 +32,10 @@ training_settings <- list(
     kind = "choice", default = "linear", choices = c("linear", "none"),
     help = "how the rate follows the global batch: \"linear\" multiplies `learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it"
   ),
+  lr_schedule = list(
+    kind = "choice", default = "linear", choices = c("linear", "cosine", "step", "plateau"),
+    help = "how the rate ends after the warm-up: \"linear\" straight down to zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has not improved for `patience` epochs (the paper)"
+  ),
   warmup_epochs = list(
     kind = "count>=0?", default = NULL, choices = NULL,
     help = "epochs of linear warm-up to the scaled rate (unset: 5 when the rate grows more than twice, else 0)"
@@ -46,7 +50,15 @@ training_settings <- list(
   ),
   lr_drop_epochs = list(
     kind = "counts>=0?", default = c(30, 60, 80), choices = NULL,
-    help = "epochs (0-based) at whose start the rate is divided by 10"
+    help = "with lr_schedule = \"step\": epochs (0-based) at whose start the rate is divided by 10"
+  ),
+  patience = list(
+    kind = "count>=1", default = 2, choices = NULL,
+    help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10"
+  ),
+  label_smoothing = list(
+    kind = "number", default = 0.1, choices = NULL,
+    help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"
   ),
   checkpoint_dir = list(
     kind = "location?", default = NULL, choices = NULL,
@@ -71,6 +83,10 @@ training_settings <- list(
   validation_steps = list(
     kind = "count>=1?", default = NULL, choices = NULL,
     help = "validation steps per epoch (unset: one pass)"
+  ),
+  keep_best = list(
+    kind = "flag", default = FALSE, choices = NULL,
+    help = "save, and publish, the weights of the epoch with the best validation top-1 rather than the last epoch's (the model card says which epoch)"
   ),
   cache = list(
     kind = "flag", default = FALSE, choices = NULL,

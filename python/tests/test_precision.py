@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 from helpers_train import make_tree
 
 from alexnet.errors import AlexnetError
+from alexnet.train import measure
 from alexnet.train import precision as precisions
 from alexnet.train.precision import Hardware, choose_precision
 from alexnet.train.settings import check_settings
@@ -56,27 +58,95 @@ def test_precision_and_mixed_precision_that_disagree_are_refused():
 
 
 @pytest.mark.parametrize(
-    ("flags", "chosen"),
-    [({"avx512_bf16"}, "bfloat16"), ({"amx_bf16", "avx2"}, "bfloat16"), ({"avx2", "avx512f"}, "float32"),
-     (set(), "float32")],
+    ("device", "candidates"),
+    [(Hardware((), frozenset({"avx512_bf16"})), ("float32", "bfloat16")),
+     (Hardware((), frozenset({"amx_bf16", "amx_fp16"})), ("float32", "bfloat16", "float16")),
+     (Hardware((), frozenset({"avx2", "avx512f"})), ("float32",)), (Hardware(), ("float32",)),
+     (Hardware(((8, 0),)), ("float32", "bfloat16", "float16")),
+     (Hardware(((9, 0), (7, 5))), ("float32", "float16"))],
 )
-def test_auto_on_a_cpu_follows_its_bfloat16_flags(flags, chosen):
-    chosen_precision = choose_precision(None, Hardware((), frozenset(flags)))
-    assert chosen_precision.name == chosen and not chosen_precision.emulated
-    assert chosen_precision.reason.startswith("auto:")
-    assert chosen_precision.mixed == (chosen != "float32") and not chosen_precision.loss_scaled
+def test_the_formats_measured_are_those_the_hardware_computes(device, candidates):
+    assert measure.candidates(device) == candidates
 
 
-@pytest.mark.parametrize(
-    ("capabilities", "chosen", "policy"),
-    [(((8, 0),), "bfloat16", "mixed_bfloat16"), (((9, 0), (8, 6)), "bfloat16", "mixed_bfloat16"),
-     (((7, 5),), "float16", "mixed_float16"), (((8, 0), (7, 0)), "float16", "mixed_float16")],
-)
-def test_auto_on_gpus_follows_the_lowest_compute_capability(capabilities, chosen, policy):
-    chosen_precision = choose_precision(None, Hardware(capabilities, frozenset({"avx512_bf16"})))
-    assert chosen_precision.name == chosen and chosen_precision.policy == policy
-    assert chosen_precision.loss_scaled == (chosen == "float16")
-    assert "compute capability" in chosen_precision.reason
+@pytest.fixture
+def remembered(tmp_path, monkeypatch):
+    """Measurements remembered in a file of this test's own."""
+    path = tmp_path / "cache" / "precision.json"
+    monkeypatch.setenv(measure.CACHE_ENV, str(path))
+    return path
+
+
+class FakeTimer:
+    """Images per second of each format, as given; counts the measurements."""
+
+    def __init__(self, **rates: float):
+        self.rates, self.calls = rates, []
+
+    def __call__(self, name: str) -> float:
+        self.calls.append(name)
+        return self.rates[name]
+
+
+BF16_CPU = Hardware((), frozenset({"avx2", "avx512_bf16"}))
+SHAPE = {"classes": 10, "batch": 32, "image_size": 224, "dense_units": 4096, "grouped": False, "jit": False}
+
+
+@pytest.mark.parametrize(("rates", "chosen"), [
+    ({"float32": 38.0, "bfloat16": 22.3}, "float32"),  # an Intel Xeon's flags, slower in bfloat16
+    ({"float32": 28.0, "bfloat16": 48.0}, "bfloat16"),  # an AMD EPYC's, faster
+    ({"float32": 30.0, "bfloat16": 31.5}, "float32"),  # no clear margin
+])
+def test_auto_takes_the_format_measured_faster_by_a_clear_margin(remembered, rates, chosen):
+    timer = FakeTimer(**rates)
+    precision = measure.resolve_precision(None, BF16_CPU, SHAPE, timer)
+    assert precision.name == chosen and precision.rates == rates
+    assert sorted(timer.calls) == ["bfloat16", "float32"]
+    shown = ", ".join(f"{name} {rate:.1f}" for name, rate in rates.items())
+    assert precision.reason == f"measured: {shown} images/s"
+
+
+def test_a_measurement_is_remembered_and_reused(remembered):
+    first = FakeTimer(float32=28.0, bfloat16=48.0)
+    assert measure.resolve_precision(None, BF16_CPU, SHAPE, first).name == "bfloat16"
+    assert remembered.exists() and len(first.calls) == 2
+    again = FakeTimer(float32=1.0, bfloat16=1.0)
+    precision = measure.resolve_precision(None, BF16_CPU, SHAPE, again)
+    assert again.calls == [], "read from the file, not measured again"
+    assert precision.name == "bfloat16" and precision.reason.startswith("measured earlier: float32 28.0, bfloat16 48.0")
+    other = FakeTimer(float32=40.0, bfloat16=20.0)
+    assert measure.resolve_precision(None, BF16_CPU, {**SHAPE, "image_size": 128}, other).name == "float32"
+    assert len(other.calls) == 2, "another model shape is measured on its own"
+    kept = json.loads(remembered.read_text())
+    assert len(kept) == 2 and all("tensorflow" in key for key in kept)
+
+
+def test_the_memory_can_be_turned_off(monkeypatch, tmp_path):
+    monkeypatch.setenv(measure.CACHE_ENV, "off")
+    assert measure.cache_file() is None
+    for _ in range(2):
+        timer = FakeTimer(float32=28.0, bfloat16=48.0)
+        assert measure.resolve_precision(None, BF16_CPU, SHAPE, timer).name == "bfloat16"
+        assert len(timer.calls) == 2
+    monkeypatch.delenv(measure.CACHE_ENV)
+    assert measure.cache_file().name == "precision.json"
+
+
+def test_an_explicit_precision_or_float32_only_hardware_skips_the_measurement(remembered):
+    timer = FakeTimer(float32=28.0, bfloat16=48.0)
+    assert measure.resolve_precision("float32", BF16_CPU, SHAPE, timer).reason.startswith("asked for")
+    assert measure.resolve_precision("bfloat16", BF16_CPU, SHAPE, timer).name == "bfloat16"
+    plain = measure.resolve_precision(None, Hardware((), frozenset({"avx2"})), SHAPE, timer)
+    assert plain.name == "float32" and plain.reason == "auto: CPU without bfloat16 instructions computes in float32"
+    assert timer.calls == [] and not remembered.exists()
+
+
+def test_workers_that_chose_differently_all_take_float32():
+    fast = precisions.Precision("bfloat16", "measured: float32 28.0, bfloat16 48.0 images/s",
+                                rates={"float32": 28.0, "bfloat16": 48.0})
+    assert measure.agree(fast, lambda values: [values, values]) is fast
+    mixed = measure.agree(fast, lambda values: [values, [precisions.PRECISIONS.index("float32")]])
+    assert mixed.name == "float32" and "workers differ (bfloat16, float32)" in mixed.reason
 
 
 def test_bfloat16_on_a_gpu_older_than_ampere_is_refused():
@@ -115,7 +185,7 @@ def test_hardware_reads_the_cpu_flags_of_proc_cpuinfo(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", fake_open)
     assert machine.cpu_flags() == frozenset({"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"})
     assert precisions.hardware(gpu=False) == Hardware((), machine.cpu_flags())
-    assert choose_precision(None, precisions.hardware(gpu=False)).name == "bfloat16"
+    assert measure.candidates(precisions.hardware(gpu=False)) == ("float32", "bfloat16")
     cpuinfo.unlink()
     assert machine.cpu_flags() == frozenset()
 
@@ -151,17 +221,31 @@ def _fake_cpu(monkeypatch, flags: set[str]) -> None:
     monkeypatch.setattr(precisions, "cpu_flags", lambda: frozenset(flags))
 
 
-def test_auto_on_a_faked_bfloat16_cpu_trains_in_bfloat16(two_colours, monkeypatch):
+def test_auto_on_a_faked_bfloat16_cpu_trains_in_the_format_measured_faster(two_colours, monkeypatch, remembered):
     _fake_cpu(monkeypatch, {"avx2", "avx512_bf16"})
+    measured: list[tuple[str, int]] = []
+
+    def fake_timer(num_classes, batch_size, image_size, **kwargs):
+        return lambda name: measured.append((name, image_size)) or {"float32": 20.0, "bfloat16": 35.0}[name]
+
+    monkeypatch.setattr(measure, "model_timer", fake_timer)
     inspect = _Inspect()
     history = alexnet_train(8, 1, two_colours, precision=None, steps_per_epoch=2, callbacks=[inspect], **TINY)
     params = history["params"]
+    assert sorted(measured) == [("bfloat16", 64), ("float32", 64)], "the model about to train, at its size"
     assert params["precision"] == "bfloat16" and params["mixed_precision"] is True
-    assert params["precision_reason"] == "auto: CPU with avx512_bf16 computes in bfloat16"
+    assert params["precision_reason"] == "measured: float32 20.0, bfloat16 35.0 images/s"
+    assert params["precision_rates"] == {"float32": 20.0, "bfloat16": 35.0}
     assert inspect.compute["conv1"] == inspect.compute["fc1"] == inspect.compute["pool_to_6x6"] == "bfloat16"
     assert inspect.compute["probabilities"] == "float32", "the softmax stays in float32"
     assert inspect.variables == {"float32"}, "the weights stay in float32"
     assert not isinstance(inspect.optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+
+def test_the_real_timer_measures_the_model_in_each_format(remembered):
+    timer = measure.model_timer(2, 4, 64, dense_units=16, grouped=False, jit_compile=False)
+    rates = {name: timer(name) for name in ("float32", "bfloat16")}
+    assert all(rate > 0 for rate in rates.values()), rates
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16", "float16"])

@@ -9,12 +9,14 @@ import sys
 import numpy as np
 import pytest
 
+from alexnet.errors import AlexnetError
 from alexnet.train.schedule import (
     RateSchedule,
     SizeSchedule,
     course,
     describe,
     per_epoch,
+    plateau_drops,
     progressive_sizes,
     rate_schedule,
     split_epochs,
@@ -62,7 +64,8 @@ def test_progressive_sizes_end_at_the_final_size_in_multiples_of_8():
 
 def test_a_global_batch_of_512_warms_up_over_5_epochs_to_4_times_the_rate_then_drops():
     steps = 10
-    rates = rate_schedule(0.01, "linear", None, (30, 60, 80), epochs=90, global_batch=512, steps_per_epoch=steps)
+    rates = rate_schedule(0.01, "linear", None, (30, 60, 80), epochs=90, global_batch=512, steps_per_epoch=steps,
+                          kind="step")
     assert (rates.base, rates.factor, rates.peak, rates.start, rates.warmup_epochs) == (
         0.01, 4.0, pytest.approx(0.04), 0.01, 5)
     warmup = [rates.at(step) for step in range(5 * steps)]
@@ -110,3 +113,61 @@ def test_the_history_schedule_and_its_line():
         "image size 64 -> 96, learning rate 0.01 -> 0.001, precision float32 (auto: CPU)")
     assert course([0.0025, 0.005, 0.0075, 0.01, 0.001]) == "0.0025 -> 0.01 -> 0.001", "first, peak and last"
     assert describe({}) == ""
+
+
+def test_the_default_linear_schedule_goes_straight_to_zero_at_the_last_step_after_its_warm_up():
+    steps = 10
+    rates = rate_schedule(0.01, "linear", None, (30,), epochs=10, global_batch=512, steps_per_epoch=steps,
+                          kind="linear")
+    assert rates.drop_epochs == (), "only a step schedule drops at lr_drop_epochs"
+    values = [rates.at(step) for step in range(rates.total_steps)]
+    assert values[5 * steps - 1] == pytest.approx(0.04), "the warm-up ends at the peak"
+    assert values[-1] == 0.0, "zero at the last step"
+    down = np.diff(values[5 * steps - 1:])
+    np.testing.assert_allclose(down, -0.04 / (5 * steps), rtol=1e-9)  # straight
+    assert rates.of_epoch(9) == 0.0 and rates.of_epoch(7) == pytest.approx(0.04 * 20 / 50)
+    plain = rate_schedule(0.01, "none", None, (), epochs=2, global_batch=128, steps_per_epoch=3, kind="linear")
+    assert [plain.at(step) for step in range(6)] == [pytest.approx(0.01 * left / 5) for left in (5, 4, 3, 2, 1, 0)]
+
+
+def test_the_cosine_schedule_follows_half_a_cosine_to_zero():
+    rates = rate_schedule(0.01, "none", None, (), epochs=4, global_batch=128, steps_per_epoch=5, kind="cosine")
+    values = [rates.at(step) for step in range(20)]
+    assert values[0] == pytest.approx(0.01) and values[-1] == pytest.approx(0.0, abs=1e-12)
+    assert rates.at(19 / 2) == pytest.approx(0.005), "half-way: half the rate"
+    assert (np.diff(values) <= 0).all(), "never up"
+
+
+def test_plateau_drops_after_patience_epochs_without_a_better_accuracy():
+    accuracies = [0.2, 0.4, 0.4, 0.39, 0.5, 0.45, 0.45, 0.45, 0.6]
+    assert plateau_drops(accuracies, 2) == (4, 7)
+    assert plateau_drops(accuracies, 1) == (3, 4, 6, 7, 8)
+    assert plateau_drops(accuracies, 5) == ()
+    assert plateau_drops([], 2) == () and plateau_drops([0.5], 1) == ()
+    rates = rate_schedule(0.01, "none", None, (30,), epochs=9, global_batch=128, steps_per_epoch=2,
+                          kind="plateau")
+    assert rates.drop_epochs == (), "a plateau schedule starts without drops"
+    decided = rates.with_drops(plateau_drops(accuracies, 2))
+    assert [decided.of_epoch(epoch) for epoch in range(9)] == [pytest.approx(r) for r in (
+        [0.01] * 4 + [0.001] * 3 + [0.0001] * 2)]
+
+
+def test_settings_choose_the_rate_schedule_and_refuse_what_cannot_work():
+    assert check_settings({}).lr_schedule == "linear" and check_settings({}).label_smoothing == 0.1
+    settings = check_settings({"lr_schedule": "step", "lr_drop_epochs": [1], "epochs": 3})
+    assert settings.rates(128, 2).drop_epochs == (1,) and settings.rates(128, 2).kind == "step"
+    assert check_settings({"lr_schedule": "plateau", "patience": 3}).patience == 3
+    refused = {
+        "lr_schedule": ({"lr_schedule": "exponential"}, "`lr_schedule` must be one of 'linear', 'cosine', 'step', "
+                        "'plateau', not 'exponential'"),
+        "plateau": ({"lr_schedule": "plateau", "validation": False}, "lr_schedule = 'plateau' decides on the "
+                    "validation top-1 of every epoch, but `validation` is off"),
+        "keep_best": ({"keep_best": True, "validation": False}, "keep_best = TRUE decides on the validation top-1"),
+        "smoothing": ({"label_smoothing": 1}, "`label_smoothing` must be a number >= 0 and < 1, not 1"),
+        "negative": ({"label_smoothing": -0.1}, "`label_smoothing` must be a number >= 0, not -0.1"),
+        "patience": ({"patience": 0}, "`patience` must be"),
+    }
+    for arguments, message in refused.values():
+        with pytest.raises(AlexnetError) as error:
+            check_settings(arguments)
+        assert message in str(error.value)

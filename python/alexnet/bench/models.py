@@ -26,45 +26,39 @@ def synthetic_measurement(
 ) -> dict[str, Any]:
     """AlexNet training steps on one random uint8 batch kept on the device: the model's images per second.
 
-    The model, optimizer and compiled step are those of training: in ``precision`` (``None``: the one
-    :func:`alexnet.train.precision.choose_precision` picks for this hardware, as training does; the record's
-    ``precision`` and ``precision_reason`` say which and why), with XLA on a GPU. Two warm-up steps, then at
-    least ``steps`` steps and ``seconds`` seconds.
+    The model, optimizer and compiled step are those of training: in ``precision`` (``None``: the one training
+    would take here, measured by :func:`alexnet.train.measure.resolve_precision`; the record's ``precision``,
+    ``precision_reason`` and ``precision_rates`` say which and why), with XLA on a GPU. One warm-up step, then at
+    least ``steps`` steps and ``seconds`` seconds (:func:`alexnet.train.measure.step_rate`).
     """
     from ..input.pipeline import synthetic_dataset
     from ..tfimport import keras, tf
+    from ..train.measure import precision_for, step_rate
     from ..train.model import training_model
-    from ..train.precision import choose_precision, hardware
 
     gpu = bool(tf.config.list_logical_devices("GPU"))
-    chosen = choose_precision(precision, hardware(gpu))
+    chosen = precision_for(precision, gpu=gpu, num_classes=num_classes, batch_size=batch_size, image_size=image_size,
+                           dense_units=dense_units, grouped=False, jit_compile=gpu)
     keras.utils.set_random_seed(seed)
     net, _ = training_model(num_classes, chosen, image_size=image_size, dense_units=dense_units, jit_compile=gpu)
-    x, y = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=seed, distinct_batches=1)))
-    step = tf.function(net.train_step, jit_compile=gpu)
-    for _ in range(2):
-        float(step((x, y))["loss"])
+    batch = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=seed,
+                                        distinct_batches=1)))
     load = load_average()
-    count, start, elapsed = 0, time.perf_counter(), 0.0
-    while count < steps or elapsed < seconds:
-        logs = step((x, y))
-        count += 1
-        if count % 5 == 0 or count >= steps:
-            float(logs["loss"])  # wait for the device
-            elapsed = time.perf_counter() - start
-    float(logs["loss"])
+    start = time.perf_counter()
+    rate = step_rate(net, batch, steps=steps, seconds=seconds, jit_compile=gpu, warmup=2)
     elapsed = time.perf_counter() - start
     return {
         "stage": "synthetic",
         "cores": usable_cpus(),
-        "images_per_second": count * batch_size / elapsed,
-        "images": count * batch_size,
+        "images_per_second": rate,
+        "images": round(rate * elapsed),
         "seconds": round(elapsed, 3),
         "load_average": load,
         "load_after": load_average(),
         "device": "GPU" if gpu else "CPU",
         "precision": chosen.name,
         "precision_reason": chosen.reason,
+        "precision_rates": chosen.rates,
     }
 
 

@@ -3,7 +3,8 @@
 A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`` in ``model_dir``
 (:mod:`.saved`), and as the metadata of a model pin (:mod:`.pin`). It names every output of the model
 (``class_ids`` and ``class_names``, by label), the image size the model was trained and validated at, how long
-it trained and its final metrics, and where its data came from (the board and the version of its ``categories``
+it trained and its final metrics (with ``keep_best``, ``best_epoch``: the 1-based epoch the model and its metrics are
+from), and where its data came from (the board and the version of its ``categories``
 pin). This module does not import TensorFlow.
 """
 
@@ -33,6 +34,7 @@ class ModelCard:
     class_names: list[str]
     epochs: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+    best_epoch: int | None = None
     board: str | None = None
     categories_version: str | None = None
     weights_sha256: str = ""
@@ -57,6 +59,7 @@ class ModelCard:
                 image_size=int(values["image_size"]), num_classes=int(values["num_classes"]),
                 class_ids=[str(v) for v in values["class_ids"]], class_names=[str(v) for v in values["class_names"]],
                 epochs=int(values.get("epochs") or 0),
+                best_epoch=None if values.get("best_epoch") is None else int(values["best_epoch"]),
                 metrics={str(k): float(v) for k, v in (values.get("metrics") or {}).items()},
                 board=values.get("board"), categories_version=values.get("categories_version"),
                 weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),

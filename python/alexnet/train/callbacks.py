@@ -12,7 +12,7 @@ from typing import Any
 
 from ..tfimport import keras
 from .checkpoint import CheckpointStore, Resume
-from .schedule import RateSchedule
+from .schedule import RateSchedule, plateau_drops
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +52,30 @@ def epoch_step(callback: keras.callbacks.Callback, batch: int, steps: int) -> in
 
 class RateSetter(keras.callbacks.Callback):
     """Sets ``optimizer``'s learning rate before every step to ``rates.at(step)``, the run's global step counted
-    over every epoch (so a resumed run continues the same curve)."""
+    over every epoch (so a resumed run continues the same curve).
 
-    def __init__(self, rates: RateSchedule, optimizer: Any):
+    A ``"plateau"`` schedule's drops are decided at the start of every epoch from the validation top-1 of the
+    epochs before it (``accuracies()``: the history's, restored ones included) and ``patience``
+    (:func:`.schedule.plateau_drops`). :attr:`rates` is the schedule as decided so far: what the history and
+    TensorBoard record.
+    """
+
+    def __init__(self, rates: RateSchedule, optimizer: Any, *, patience: int = 1,
+                 accuracies: Callable[[], list[float]] = list):
         super().__init__()
         self.rates, self.optimizer = rates, optimizer
+        self.patience, self.accuracies = patience, accuracies
         self._epoch = 0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
+        if self.rates.kind == "plateau":
+            drops = plateau_drops(self.accuracies()[:epoch], self.patience)
+            if drops != self.rates.drop_epochs:
+                if drops and drops[-1] == epoch:
+                    logger.info("Validation top-1 flat for %d epoch(s): the rate drops to %g from epoch %d.",
+                                self.patience, self.rates.with_drops(drops).of_epoch(epoch), epoch + 1)
+                self.rates = self.rates.with_drops(drops)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         steps = self.rates.steps_per_epoch
@@ -101,6 +116,30 @@ class Recorder(keras.callbacks.Callback):
     def _save(self, epoch: int, step: int) -> None:
         if self.store is not None:
             self.store.save(epoch, step, self.metrics, self.schedule)
+
+
+class BestWeights(keras.callbacks.Callback):
+    """Keeps a copy of the weights of the epoch with the best validation top-1 (``val_accuracy``; the first of
+    equals), for ``keep_best``, and with a checkpoint ``store`` keeps them beside the checkpoints too, so that a
+    resumed run (whose ``start`` holds the accuracies of the epochs done) still knows them."""
+
+    def __init__(self, store: CheckpointStore | None = None, start: Resume | None = None):
+        super().__init__()
+        self.store = store
+        self.best, self.epoch, self.weights = -math.inf, None, None
+        kept = store.read_best() if store is not None and start is not None and start.epoch > 0 else None
+        accuracies = list((start.metrics if start is not None else {}).get("val_accuracy", []))
+        if kept is not None and kept[0] < len(accuracies):
+            self.epoch, self.weights = kept
+            self.best = float(accuracies[kept[0]])
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        accuracy = numbers(logs).get("val_accuracy")
+        if accuracy is not None and accuracy > self.best:
+            self.best, self.epoch = accuracy, epoch
+            self.weights = [w.copy() for w in self.model.get_weights()]
+            if self.store is not None:
+                self.store.save_best(epoch, self.weights)
 
 
 class Throughput(keras.callbacks.Callback):

@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "alexnet-history.json"
 #: TensorFlow's index of the checkpoints in a folder.
 INDEX_FILE = "checkpoint"
+#: The weights of the best epoch so far (``keep_best``), with that epoch, kept next to the checkpoints.
+BEST_FILE = "alexnet-best-weights.npz"
 #: Checkpoints kept.
 KEEP = 2
 
@@ -195,6 +197,33 @@ class CheckpointStore:
                           "metrics": {k: list(v) for k, v in metrics.items()},
                           "schedule": {k: list(v) for k, v in (schedule or {}).items()}})
         logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
+
+    # -- the best epoch's weights (keep_best) --------------------------------------------------------------
+
+    def save_best(self, epoch: int, weights: list[Any]) -> None:
+        """Keep ``weights``, of epoch ``epoch`` (0-based), as the best so far (the chief only; a no-op elsewhere)."""
+        if not self.chief:
+            return
+        import io
+
+        import numpy as np
+
+        buffer = io.BytesIO()
+        np.savez(buffer, epoch=np.int64(epoch), **{f"w{i}": w for i, w in enumerate(weights)})
+        self.fs.pipe_file(self._remote(BEST_FILE), buffer.getvalue())
+
+    def read_best(self) -> tuple[int, list[Any]] | None:
+        """The best epoch's number and weights kept by :meth:`save_best`, or None when there are none."""
+        import io
+
+        import numpy as np
+
+        path = self._remote(BEST_FILE)
+        if not self.fs.exists(path):
+            return None
+        with np.load(io.BytesIO(self.fs.cat_file(path))) as saved:
+            weights = [saved[f"w{i}"] for i in range(len(saved.files) - 1)]
+            return int(saved["epoch"]), weights
 
     def _publish(self, manager: tf.train.CheckpointManager) -> None:
         latest = manager.latest_checkpoint

@@ -36,7 +36,7 @@ class Spec:
     """What the declaration says of one setting.
 
     ``default`` is the value a caller sees (in the signature, the help, R); ``kind`` a name of :data:`KINDS`;
-    ``help`` one phrase; ``minimum`` and ``maximum`` bound a number (``above``: strictly above); ``choices`` the
+    ``help`` one phrase; ``minimum`` and ``maximum`` bound a number (``above`` and ``below``: strictly); ``choices`` the
     values of a choice, ``aliases`` other spellings of them; ``optional`` that ``None`` (R's ``NULL``) is taken;
     ``output`` that the value is a location written to (proven writable before training); ``option`` the command
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
@@ -49,6 +49,7 @@ class Spec:
     minimum: float | None = None
     maximum: float | None = None
     above: float | None = None
+    below: float | None = None
     choices: tuple[str, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
     optional: bool = False
@@ -117,6 +118,9 @@ def _number(value: Any, name: str, spec: Spec) -> float:
     number = as_number(value, name, spec.minimum, spec.maximum)
     if spec.above is not None and not number > spec.above:
         raise AlexnetError(f"`{name}` must be a number > {spec.above:g}, not {value!r}.")
+    if spec.below is not None and not number < spec.below:
+        low = "" if spec.minimum is None else f" >= {spec.minimum:g} and"
+        raise AlexnetError(f"`{name}` must be a number{low} < {spec.below:g}, not {value!r}.")
     return number
 
 

@@ -44,6 +44,29 @@ class DecayedSGD(keras.optimizers.SGD):
         return config
 
 
+@keras.saving.register_keras_serializable(package="alexnet")
+class SmoothedSparseCrossentropy(keras.losses.Loss):
+    """Cross-entropy of class indices against labels smoothed by ``label_smoothing``: the true class gets
+    ``1 - label_smoothing + label_smoothing / classes`` and every other class ``label_smoothing / classes``
+    (Szegedy et al., 2016). With 0 it is the sparse cross-entropy of hard labels. The labels stay indices, so the
+    accuracy metrics read them as they are."""
+
+    def __init__(self, label_smoothing: float = 0.0, name: str = "smoothed_sparse_crossentropy", **kwargs: Any):
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true: Any, y_pred: Any) -> Any:
+        """The loss of each example: ``y_true`` class indices, ``y_pred`` probabilities."""
+        classes = tf.shape(y_pred)[-1]
+        indices = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
+        target = tf.one_hot(indices, classes, dtype=y_pred.dtype)
+        return keras.losses.categorical_crossentropy(target, y_pred, label_smoothing=self.label_smoothing)
+
+    def get_config(self) -> dict[str, Any]:
+        """The loss's config with ``label_smoothing``."""
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
 def make_optimizer(
     learning_rate: float = 0.01,
     momentum: float = 0.9,
@@ -64,15 +87,17 @@ def compile_alexnet(
     optimizer: keras.optimizers.Optimizer,
     num_classes: int,
     *,
+    label_smoothing: float = 0.0,
     jit_compile: bool = False,
 ) -> keras.Model:
-    """Compile with sparse cross-entropy and top-1 (``accuracy``) and top-5 (``top5_accuracy``) accuracy.
+    """Compile with cross-entropy (of labels smoothed by ``label_smoothing``:
+    :class:`SmoothedSparseCrossentropy`) and top-1 (``accuracy``) and top-5 (``top5_accuracy``) accuracy.
 
     With fewer than 5 classes, ``top5_accuracy`` counts the top ``num_classes`` (and is then always 1).
     """
     model.compile(
         optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(),
+        loss=SmoothedSparseCrossentropy(label_smoothing),
         metrics=[
             keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
             keras.metrics.SparseTopKCategoricalAccuracy(k=min(5, num_classes), name="top5_accuracy"),
@@ -84,15 +109,16 @@ def compile_alexnet(
 
 def training_model(num_classes: int, precision: Precision, learning_rate: float = 0.01, momentum: float = 0.9,
                    weight_decay: float = 5e-4, *, image_size: int | None = None, dense_units: int = 4096,
-                   dropout: float = 0.5, grouped: bool = False, jit_compile: bool = False) -> tuple[keras.Model, Any]:
+                   dropout: float = 0.5, grouped: bool = False, label_smoothing: float = 0.0,
+                   jit_compile: bool = False) -> tuple[keras.Model, Any]:
     """AlexNet (:func:`alexnet.model.network.build_alexnet`) in ``precision``, with the paper's optimizer at
-    ``learning_rate`` (loss-scaled for float16), compiled and with its optimizer built: what every run trains.
-    Call it under the strategy's scope."""
+    ``learning_rate`` (loss-scaled for float16), compiled (labels smoothed by ``label_smoothing``) and with its
+    optimizer built: what every run trains. Call it under the strategy's scope."""
     from ..model.network import build_alexnet
 
     net = build_alexnet(num_classes, image_size, dense_units=dense_units, dropout=dropout, grouped=grouped,
                         policy=precision.policy)
     optimizer = make_optimizer(learning_rate, momentum, weight_decay, loss_scaled=precision.loss_scaled)
-    compile_alexnet(net, optimizer, num_classes, jit_compile=jit_compile)
+    compile_alexnet(net, optimizer, num_classes, label_smoothing=label_smoothing, jit_compile=jit_compile)
     optimizer.build(net.trainable_variables)
     return net, optimizer

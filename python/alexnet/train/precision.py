@@ -2,9 +2,8 @@
 
 ``precision`` in :func:`alexnet.alexnet_train` is one of
 
-- ``None`` (auto): ``"bfloat16"`` on a CPU with bfloat16 instructions (``avx512_bf16`` or ``amx_bf16`` in its
-  flags) and on GPUs of compute capability 8.0 or more (Ampere and newer), ``"float16"`` on older GPUs,
-  ``"float32"`` otherwise;
+- ``None`` (auto): float32 on a CPU without bfloat16 or float16 instructions; elsewhere the format that trains
+  fastest here, measured (see :mod:`.measure`);
 - ``"float32"``: every layer computes in float32;
 - ``"bfloat16"``: mixed precision, layers compute in bfloat16 with float32 weights (Keras' ``mixed_bfloat16``
   policy); bfloat16 has float32's range, so no loss scaling is needed;
@@ -72,6 +71,7 @@ class Precision:
     name: str
     reason: str
     emulated: bool = False
+    rates: dict[str, float] | None = None
 
     @property
     def policy(self) -> str:
@@ -107,28 +107,19 @@ def _has(flags: Collection[str], wanted: Sequence[str]) -> bool:
     return any(flag in flags for flag in wanted)
 
 
-def choose_precision(requested: str | None, device: Hardware) -> Precision:
-    """The :class:`Precision` for ``requested`` (see the module documentation) on ``device``.
+def choose_precision(requested: str, device: Hardware) -> Precision:
+    """The :class:`Precision` asked for (a name of :data:`PRECISIONS`) on ``device``; precision left to choose is
+    :func:`alexnet.train.measure.resolve_precision`'s.
 
     Raises :class:`AlexnetError` for bfloat16 on a GPU older than compute capability 8.0, which has no
     bfloat16 arithmetic.
     """
     bf16_cpu = _has(device.cpu_flags, BF16_CPU_FLAGS)
     if device.gpu:
-        lowest = min(device.gpu_capabilities)
-        bf16_gpu = lowest >= BF16_GPU_CAPABILITY
-        if requested is None:
-            if bf16_gpu:
-                return Precision("bfloat16", f"auto: {device.describe()} (8.0 or more) computes in bfloat16")
-            return Precision("float16", f"auto: {device.describe()} (below 8.0) computes in float16, loss-scaled")
-        if requested == "bfloat16" and not bf16_gpu:
+        if requested == "bfloat16" and min(device.gpu_capabilities) < BF16_GPU_CAPABILITY:
             raise AlexnetError(f"precision = 'bfloat16' needs a GPU of compute capability 8.0 or more (Ampere or "
                                f"newer); this run has a {device.describe()}: use 'float16' or 'float32'.")
         return Precision(requested, f"asked for, on a {device.describe()}")
-    if requested is None:
-        if bf16_cpu:
-            return Precision("bfloat16", f"auto: {device.describe()} computes in bfloat16")
-        return Precision("float32", f"auto: {device.describe()} computes in float32")
     emulated = (requested == "bfloat16" and not bf16_cpu) or (
         requested == "float16" and not _has(device.cpu_flags, FP16_CPU_FLAGS))
     if emulated:

@@ -100,24 +100,39 @@ class _Datasets:
         return self._train[size]
 
 
-def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
-           rates: RateSchedule) -> tuple[keras.Model, Any, Precision]:
-    """AlexNet and its optimizer, made under ``strategy``'s scope and compiled, in the precision the hardware has
-    (or the one asked for); the optimizer's rate is set before every step from ``rates``."""
-    from .model import training_model
-    from .precision import choose_precision, hardware
+def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings,
+               topology: Topology) -> Precision:
+    """The precision asked for, or the one measured fastest here for this model (:mod:`.measure`); the workers of
+    a multi-worker run agree on one before the model is built."""
+    from .agreement import all_gather_ints
+    from .measure import agree, precision_for
 
-    precision = choose_precision(settings.precision, hardware(topology.gpu))
+    precision = precision_for(settings.precision, gpu=topology.gpu, num_classes=num_classes,
+                              batch_size=settings.batch_size, image_size=settings.sizes.final,
+                              dense_units=settings.dense_units, grouped=settings.grouped,
+                              jit_compile=topology.gpu if settings.jit_compile is None else settings.jit_compile)
+    if topology.workers > 1 and settings.precision is None:
+        precision = agree(precision, lambda values: all_gather_ints(strategy, values))
+    return precision
+
+
+def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
+           rates: RateSchedule, precision: Precision) -> tuple[keras.Model, Any]:
+    """AlexNet and its optimizer in ``precision``, made under ``strategy``'s scope and compiled; the optimizer's
+    rate is set before every step from ``rates``."""
+    from .model import training_model
+
     with strategy.scope():
         net, optimizer = training_model(num_classes, precision, rates.at(0), settings.momentum,
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
+                                        label_smoothing=settings.label_smoothing,
                                         jit_compile=topology.gpu if settings.jit_compile is None else
                                         settings.jit_compile)
-    logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s.", precision.name,
+    logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s, %s schedule.", precision.name,
                 precision.reason, rates.peak, rates.base, rates.factor,
-                f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "")
-    return net, optimizer, precision
+                f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "", rates.kind)
+    return net, optimizer
 
 
 def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
@@ -153,6 +168,7 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
 
 def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
              recorder: Recorder, precision: Precision, rates: RateSchedule, extra: dict[str, Any]) -> dict[str, Any]:
+    """The run's history: its settings and what they resolved to (``params``), ``metrics`` and ``schedule``."""
     metrics = recorder.metrics
     ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
     ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
@@ -166,6 +182,8 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
         "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
         "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
+        "precision_rates": precision.rates,
+        "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
         "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
         "seconds": extra.pop("seconds"),
@@ -174,8 +192,9 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
 
 
 def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
-          metrics: Mapping[str, list[float]], digest: str) -> ModelCard:
-    """The card of the model trained on ``td``: its classes, input size, training and data."""
+          metrics: Mapping[str, list[float]], digest: str, epoch: int | None = None) -> ModelCard:
+    """The card of the model trained on ``td``: its classes, input size, training and data; with ``epoch``
+    (0-based, ``keep_best``), the model is that epoch's and its metrics are that epoch's."""
     from ..model.card import ModelCard, now
 
     def text(name: str) -> str | None:
@@ -184,9 +203,11 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
             value = value[0]
         return None if value is None else str(value)
 
+    at = -1 if epoch is None else epoch
     return ModelCard(image_size=settings.sizes.final, num_classes=td.num_classes, class_ids=list(td.class_ids),
                      class_names=list(td.class_names), epochs=len(metrics.get("loss") or []) or settings.epochs,
-                     metrics={name: float(values[-1]) for name, values in metrics.items() if values},
+                     best_epoch=None if epoch is None else epoch + 1,
+                     metrics={name: float(values[at]) for name, values in metrics.items() if len(values) > at},
                      board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
                      created=now())
 
@@ -206,6 +227,30 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     return pin
 
 
+def _check_validation(td: TrainingData, settings: TrainSettings) -> None:
+    """Refuse, before any model is built, what needs validation images when ``data`` has none."""
+    from ..errors import AlexnetError
+
+    if td.val_files:
+        return
+    for needed, what in ((settings.lr_schedule == "plateau", "lr_schedule = 'plateau'"),
+                         (settings.keep_best, "keep_best = TRUE")):
+        if needed:
+            raise AlexnetError(f"{what} decides on the validation top-1 of every epoch, but `data` has no validation "
+                               "images: fetch the partition with its validation images (val_image), or choose "
+                               "another `lr_schedule` / leave out `keep_best`.")
+
+
+def _keep_best(net: keras.Model, best: Any) -> int | None:
+    """With ``keep_best`` (``best``, a :class:`.callbacks.BestWeights`), ``net`` takes the weights of the best
+    epoch; that epoch (0-based), or None."""
+    if best is None or best.weights is None:
+        return None
+    net.set_weights(best.weights)
+    logger.info("keep_best: the model is epoch %d's, of validation top-1 %.4f.", best.epoch + 1, best.best)
+    return int(best.epoch)
+
+
 def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
         extra_callbacks: list[Any]) -> dict[str, Any]:
     """Train on ``data`` under ``strategy`` (of ``topo``) with ``settings``; the history (see
@@ -223,6 +268,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
     td, bad = _usable_data(data, settings)
+    _check_validation(td, settings)
     if settings.seed is not None:
         from ..tfimport import keras
 
@@ -232,7 +278,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                            settings.validation_steps)
     datasets = _Datasets(td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.batch_size), steps.train)
-    net, optimizer, precision = _build(strategy, td.num_classes, settings, topo, rates)
+    precision = _precision(strategy, td.num_classes, settings, topo)
+    net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
@@ -245,10 +292,13 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             start = store.restore(net, optimizer, checked=model_settings)
         if topo.workers > 1:
             check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
-        recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, rates, epoch), start=start,
-                               store=store, every=settings.checkpoint_every)
+        setter = cb.RateSetter(rates, optimizer, patience=settings.patience,
+                               accuracies=lambda: recorder.metrics.get("val_accuracy", []))
+        recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, setter.rates, epoch),
+                               start=start, store=store, every=settings.checkpoint_every)
+        best = cb.BestWeights(store, start) if settings.keep_best else None
         throughput = cb.Throughput()
-        callbacks: list[Any] = [cb.RateSetter(rates, optimizer), recorder, throughput, *extra_callbacks]
+        callbacks: list[Any] = [setter, *([best] if best else []), recorder, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
@@ -256,7 +306,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
                                        images_per_step=topo.global_batch(settings.batch_size),
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
-                                       sizes=settings.sizes, rates=rates)
+                                       sizes=settings.sizes, rates=setter)
             callbacks.append(board_log)
         logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                     "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
@@ -269,11 +319,12 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             store.close()
         if board_log is not None:
             board_log.close()
+    best_epoch = _keep_best(net, best)
     digest = weights_digest(net)
-    card = _card(td, data, settings, recorder.metrics, digest)
+    card = _card(td, data, settings, recorder.metrics, digest, best_epoch)
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
     model_pin = _publish(net, settings, topo, card)
-    return _history(settings, topo, td, steps, start, recorder, precision, rates, {
+    return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
-        "card": card.to_dict(), "model_pin": model_pin})
+        "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})

@@ -12,12 +12,21 @@ Learning rate: ``learning_rate`` is the rate for a global batch of :data:`REFERE
 128). With ``lr_scaling = "linear"`` it is multiplied by ``global batch / 128`` (the linear scaling rule of Goyal
 et al., 2017) and reached by a linear warm-up over ``warmup_epochs`` (default :data:`DEFAULT_WARMUP_EPOCHS` when
 the rate grows more than :data:`WARMUP_ABOVE` times, else none); the warm-up starts at the lower of the two rates,
-so that a batch below 128 never trains above the rate it leads to. The rate is divided by 10 at each epoch of
-``drop_epochs``.
+so that a batch below 128 never trains above the rate it leads to. After the warm-up, ``lr_schedule`` says how the
+rate ends (:data:`LR_SCHEDULES`):
+
+- ``"linear"``: straight down from the peak to zero at the run's last step (FFCV's ramp);
+- ``"cosine"``: down to zero at the last step along half a cosine (timm's default);
+- ``"step"``: divided by 10 at the start of each epoch of ``lr_drop_epochs``;
+- ``"plateau"``: divided by 10 when the validation top-1 accuracy has not improved for ``patience`` epochs (the
+  paper's rule), decided from the accuracies of the epochs done (:func:`plateau_drops`): every worker of a run
+  sees the same all-reduced accuracies, so every worker takes the same decision, and a resumed run, whose history
+  holds them, continues the same curve.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +38,8 @@ from ..checks import MIN_IMAGE_SIZE
 REFERENCE_BATCH = 128
 #: The ways ``lr_scaling`` may scale the learning rate with the global batch.
 LR_SCALINGS = ("linear", "none")
+#: How the rate may end after its warm-up (see the module documentation).
+LR_SCHEDULES = ("linear", "cosine", "step", "plateau")
 #: The warm-up when ``warmup_epochs`` is not given and the rate grows more than :data:`WARMUP_ABOVE` times.
 DEFAULT_WARMUP_EPOCHS = 5
 WARMUP_ABOVE = 2.0
@@ -90,13 +101,32 @@ class SizeSchedule:
         return runs
 
 
+def plateau_drops(accuracies: Sequence[float], patience: int) -> tuple[int, ...]:
+    """The epochs (0-based) at whose start a ``"plateau"`` schedule divides the rate by 10, from the validation
+    top-1 accuracy of each epoch done: after ``patience`` epochs in a row without a new best, the next epoch starts
+    lower, and the count starts again."""
+    drops: list[int] = []
+    best, flat = -math.inf, 0
+    for epoch, accuracy in enumerate(accuracies):
+        if accuracy > best:
+            best, flat = accuracy, 0
+            continue
+        flat += 1
+        if flat >= patience:
+            drops.append(epoch + 1)
+            flat = 0
+    return tuple(drops)
+
+
 @dataclass(frozen=True)
 class RateSchedule:
     """The learning rate of every step of a run of ``epochs`` epochs of ``steps_per_epoch`` steps.
 
     ``base`` (the rate for a global batch of :data:`REFERENCE_BATCH`) times ``factor`` is :attr:`peak`, reached by
-    a linear warm-up from :attr:`start` over ``warmup_epochs``, multiplied by :data:`DROP_FACTOR` from the first
-    step of each epoch in ``drop_epochs`` (0-based) on.
+    a linear warm-up from :attr:`start` over ``warmup_epochs``; then ``kind`` (a name of :data:`LR_SCHEDULES`)
+    takes it down: ``"linear"`` and ``"cosine"`` to zero at the last step, ``"step"`` and ``"plateau"`` by
+    :data:`DROP_FACTOR` from the first step of each epoch in ``drop_epochs`` (0-based) on (for ``"plateau"``, the
+    drops decided so far: see :meth:`with_drops`).
     """
 
     base: float
@@ -105,6 +135,16 @@ class RateSchedule:
     drop_epochs: tuple[int, ...]
     steps_per_epoch: int
     epochs: int
+    kind: str = "step"
+
+    @property
+    def total_steps(self) -> int:
+        """The run's optimizer steps."""
+        return self.epochs * self.steps_per_epoch
+
+    def with_drops(self, drops: Sequence[int]) -> RateSchedule:
+        """The same schedule dropping at the start of ``drops`` (a ``"plateau"`` schedule's decisions so far)."""
+        return dataclasses.replace(self, drop_epochs=tuple(int(d) for d in drops))
 
     @property
     def peak(self) -> float:
@@ -119,13 +159,19 @@ class RateSchedule:
 
     def at(self, step: int) -> float:
         """The rate of optimizer step ``step`` (0-based, counted over the whole run): during the warm-up it grows
-        by the same amount every step, and the last warm-up step is the first at :attr:`peak`."""
+        by the same amount every step, and the last warm-up step is the first at :attr:`peak`; a ``"linear"`` or
+        ``"cosine"`` schedule is at zero on the last step."""
         warmup = self.warmup_epochs * self.steps_per_epoch
-        rate = self.peak
-        if warmup > 0:
-            rate = self.start + (self.peak - self.start) * min(1.0, (step + 1) / warmup)
+        if warmup > 0 and step < warmup:
+            return self.start + (self.peak - self.start) * (step + 1) / warmup
+        if self.kind in ("linear", "cosine"):
+            top = max(warmup - 1, 0)  # the step at the peak, where the way down starts
+            span = self.total_steps - 1 - top
+            done = min(1.0, max(0.0, (step - top) / span)) if span > 0 else 0.0
+            left = 1.0 - done if self.kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * done))
+            return self.peak * left
         epoch = step // self.steps_per_epoch
-        return rate * DROP_FACTOR ** sum(1 for drop in self.drop_epochs if 0 < drop <= epoch)
+        return self.peak * DROP_FACTOR ** sum(1 for drop in self.drop_epochs if 0 < drop <= epoch)
 
     def of_epoch(self, epoch: int) -> float:
         """The rate of epoch ``epoch``'s last step: what the history records for it."""
@@ -133,14 +179,16 @@ class RateSchedule:
 
 
 def rate_schedule(learning_rate: float, lr_scaling: str, warmup_epochs: int | None, drop_epochs: Sequence[int],
-                  *, epochs: int, global_batch: int, steps_per_epoch: int) -> RateSchedule:
+                  *, epochs: int, global_batch: int, steps_per_epoch: int, kind: str = "step") -> RateSchedule:
     """The :class:`RateSchedule` of a run's settings for ``global_batch`` images a step (see the module
-    documentation for ``lr_scaling`` and the default warm-up)."""
+    documentation for ``lr_scaling``, the default warm-up and ``kind``, ``lr_schedule``); ``drop_epochs`` are a
+    ``"step"`` schedule's (a ``"plateau"`` schedule starts without drops)."""
     factor = global_batch / REFERENCE_BATCH if lr_scaling == "linear" else 1.0
     if warmup_epochs is None:
         warmup_epochs = min(DEFAULT_WARMUP_EPOCHS, epochs) if factor > WARMUP_ABOVE else 0
-    return RateSchedule(float(learning_rate), factor, int(warmup_epochs), tuple(int(e) for e in drop_epochs),
-                        max(1, int(steps_per_epoch)), int(epochs))
+    drops = tuple(int(e) for e in drop_epochs) if kind == "step" else ()
+    return RateSchedule(float(learning_rate), factor, int(warmup_epochs), drops, max(1, int(steps_per_epoch)),
+                        int(epochs), kind)
 
 
 def one_epoch(sizes: SizeSchedule, rates: RateSchedule, epoch: int) -> dict[str, Any]:

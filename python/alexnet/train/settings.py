@@ -26,7 +26,7 @@ from ..errors import AlexnetError
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .kinds import KINDS, Spec
 from .precision import PRECISIONS
-from .schedule import LR_SCALINGS, RateSchedule, SizeSchedule, rate_schedule, split_epochs
+from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rate_schedule, split_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +59,21 @@ class TrainSettings:
     lr_scaling: str = setting("linear", "choice", "how the rate follows the global batch: \"linear\" multiplies "
                               "`learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it",
                               choices=LR_SCALINGS)
+    lr_schedule: str = setting("linear", "choice", "how the rate ends after the warm-up: \"linear\" straight down to "
+                               "zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided "
+                               "by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has "
+                               "not improved for `patience` epochs (the paper)", choices=LR_SCHEDULES)
     warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: 5 "
                                         "when the rate grows more than twice, else 0)", minimum=0, optional=True)
     momentum: float = setting(0.9, "number", "SGD momentum", minimum=0.0, maximum=1.0)
     weight_decay: float = setting(5e-4, "number", "L2 weight decay added to the gradient of every kernel",
                                   minimum=0.0)
-    lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "epochs (0-based) at whose start the rate is "
-                                              "divided by 10", minimum=0, metavar="EPOCH")
+    lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "with lr_schedule = \"step\": epochs (0-based) "
+                                              "at whose start the rate is divided by 10", minimum=0, metavar="EPOCH")
+    patience: int = setting(2, "count", "with lr_schedule = \"plateau\": epochs without a better validation top-1 "
+                            "before the rate is divided by 10", minimum=1)
+    label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
+                                     "classes (0: the paper's hard labels)", minimum=0.0, below=1.0)
     checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption",
                                          optional=True, output=True)
     model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
@@ -77,6 +85,8 @@ class TrainSettings:
     validation: bool = setting(True, "flag", "evaluate the validation images (centre crop) after each epoch")
     validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: one pass)",
                                            minimum=1, optional=True)
+    keep_best: bool = setting(False, "flag", "save, and publish, the weights of the epoch with the best validation "
+                              "top-1 rather than the last epoch's (the model card says which epoch)")
     cache: bool = setting(False, "flag", "keep the compressed image bytes in memory after the first epoch")
     max_bad_fraction: float = setting(0.01, "number", "the share of images that may be unusable (skipped) before "
                                       "training stops with an error naming them", minimum=0.0, maximum=1.0)
@@ -126,7 +136,8 @@ class TrainSettings:
     def rates(self, global_batch: int, steps_per_epoch: int) -> RateSchedule:
         """The learning rate of every step, for ``global_batch`` images a step and ``steps_per_epoch`` steps."""
         return rate_schedule(self.learning_rate, self.lr_scaling, self.warmup_epochs, self.lr_drop_epochs,
-                             epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch)
+                             epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch,
+                             kind=self.lr_schedule)
 
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model: a checkpoint written with other values cannot be resumed.
@@ -201,6 +212,11 @@ def _together(values: dict[str, Any]) -> None:
                                f"{values['precision']!r}: give only `precision`.")
         values["precision"] = mapped
     values["mixed_precision"] = None
+    for name, needs in (("lr_schedule", values["lr_schedule"] == "plateau"), ("keep_best", values["keep_best"])):
+        if needs and not values["validation"]:
+            shown = "lr_schedule = 'plateau'" if name == "lr_schedule" else "keep_best = TRUE"
+            raise AlexnetError(f"{shown} decides on the validation top-1 of every epoch, but `validation` is off: "
+                               "set validation = TRUE (with validation images in `data`), or leave it out.")
     if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     if values["model_dir"] is None:

@@ -1,0 +1,219 @@
+"""``precision`` left to choose, decided by a measurement: which number format trains faster on this machine.
+
+The CPU's flags do not say it: an Intel Xeon whose flags list ``avx512_bf16`` (without AMX) trained AlexNet at 22
+images/s in bfloat16 against 38 in float32, an AMD EPYC with the same flag 1.5 to 1.8 times faster in bfloat16.
+So where the hardware offers more than one format (:func:`candidates`: a CPU with bfloat16 or float16
+instructions, a GPU), a few training steps of the model about to train are timed in each, after a warm-up step
+(:func:`step_rate`), and a 16-bit format is taken only when it is at least :data:`MARGIN` times as fast as
+float32. Hardware with float32 alone is not measured.
+
+The rates are remembered per machine (CPU model and flags, GPUs), TensorFlow version and model shape in one JSON
+file, ``precision.json`` in the user's cache folder (``~/.cache/alexnet`` on Linux), so each is measured once. The
+environment variable ``ALEXNET_PRECISION_CACHE`` names another file, or with ``0`` / ``off`` turns the memory off
+(every run measures). Asking for a precision skips all of it.
+
+Workers of one run must compute alike: each measures (or reads its cache), then they agree (:func:`agree`): the
+format every worker chose, else float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..machine import cpu_flags
+from .precision import BF16_CPU_FLAGS, BF16_GPU_CAPABILITY, FP16_CPU_FLAGS, Hardware, Precision
+
+logger = logging.getLogger(__name__)
+
+#: How much faster than float32 a 16-bit format must train to be chosen.
+MARGIN = 1.1
+#: The environment variable naming the file of remembered measurements (``0``, ``off``: none kept).
+CACHE_ENV = "ALEXNET_PRECISION_CACHE"
+#: Timed training steps per format (after one warm-up step), and the least seconds.
+STEPS, SECONDS = 3, 1.0
+
+
+def candidates(device: Hardware) -> tuple[str, ...]:
+    """The formats worth measuring on ``device``: float32, and the 16-bit formats it computes in hardware."""
+    if device.gpu:
+        if min(device.gpu_capabilities) >= BF16_GPU_CAPABILITY:
+            return ("float32", "bfloat16", "float16")
+        return ("float32", "float16")
+    found = ["float32"]
+    if any(flag in device.cpu_flags for flag in BF16_CPU_FLAGS):
+        found.append("bfloat16")
+    if any(flag in device.cpu_flags for flag in FP16_CPU_FLAGS):
+        found.append("float16")
+    return tuple(found)
+
+
+def cache_file() -> Path | None:
+    """Where measurements are remembered (see the module documentation); ``None`` when they are not."""
+    value = os.environ.get(CACHE_ENV, "").strip()
+    if value.lower() in ("0", "off", "false", "no", "none"):
+        return None
+    if value:
+        return Path(value).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("alexnet")) / "precision.json"
+
+
+def machine_key(device: Hardware, model: Mapping[str, Any]) -> str:
+    """The key of a measurement: this CPU (model name and flags), the GPUs, TensorFlow's version and ``model``
+    (what decides the cost of a step: classes, image size, batch, dense units, grouping)."""
+    from ..tfimport import tf
+
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        cpu = next((line.partition(":")[2].strip() for line in f if line.startswith("model name")), "")
+    flags = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
+    gpus = ",".join(f"{a}.{b}" for a, b in device.gpu_capabilities) or "none"
+    shape = ",".join(f"{k}={model[k]}" for k in sorted(model))
+    return f"cpu {cpu} flags {flags}; gpu {gpus}; tensorflow {tf.__version__}; {shape}"
+
+
+def _read(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.exists():
+        return {}
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError) as error:
+        logger.warning("Cannot read the remembered precision measurements in %s (%s): measuring again.", path, error)
+        return {}
+
+
+def _write(path: Path | None, key: str, rates: Mapping[str, float]) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = _read(path)
+        kept[key] = {name: round(rate, 2) for name, rate in rates.items()}
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(kept, indent=1))
+        os.replace(temporary, path)
+    except OSError as error:
+        logger.warning("Cannot remember the precision measurement in %s (%s); the next run measures again. Set %s "
+                       "to another file, or to 0 to stop remembering.", path, error, CACHE_ENV)
+
+
+def describe_rates(rates: Mapping[str, float]) -> str:
+    """``float32 38.0, bfloat16 22.3 images/s``."""
+    return ", ".join(f"{name} {rate:.1f}" for name, rate in rates.items()) + " images/s"
+
+
+def pick(rates: Mapping[str, float]) -> str:
+    """The format to train in from measured ``rates``: the fastest, if it beats float32 by :data:`MARGIN`."""
+    fastest = max(rates, key=lambda name: rates[name])
+    if fastest != "float32" and rates[fastest] < MARGIN * rates.get("float32", 0.0):
+        return "float32"
+    return fastest
+
+
+def measured_precision(device: Hardware, model: Mapping[str, Any],
+                       timer: Callable[[str], float]) -> Precision:
+    """The precision chosen by measurement on ``device`` for ``model`` (see :func:`machine_key`): the remembered
+    rates when there are some, else ``timer(name)`` (images per second) of each of :func:`candidates`; hardware
+    with float32 alone is not measured."""
+    names = candidates(device)
+    if names == ("float32",):
+        return Precision("float32", f"auto: {device.describe()} computes in float32")
+    path, key = cache_file(), machine_key(device, model)
+    rates = _read(path).get(key)
+    remembered = bool(rates) and set(rates) == set(names)
+    if not remembered:
+        logger.info("Measuring which precision trains faster here: %s.", ", ".join(names))
+        rates = {name: float(timer(name)) for name in names}
+        _write(path, key, rates)
+    chosen = pick(rates)
+    reason = f"measured{' earlier' if remembered else ''}: {describe_rates(rates)}"
+    return Precision(chosen, reason, rates={name: float(rate) for name, rate in rates.items()})
+
+
+def resolve_precision(requested: str | None, device: Hardware, model: Mapping[str, Any],
+                      timer: Callable[[str], float]) -> Precision:
+    """The precision of a run: the one ``requested`` (:func:`.precision.choose_precision`), or, left to choose
+    (``None``), the measured one (:func:`measured_precision`)."""
+    from .precision import choose_precision
+
+    if requested is not None:
+        return choose_precision(requested, device)
+    return measured_precision(device, model, timer)
+
+
+def precision_for(requested: str | None, *, gpu: bool, num_classes: int, batch_size: int, image_size: int,
+                  dense_units: int, grouped: bool, jit_compile: bool) -> Precision:
+    """:func:`resolve_precision` for AlexNet of these settings on this machine's hardware (its GPUs with ``gpu``),
+    timed with :func:`model_timer` when it must be measured."""
+    from .precision import hardware
+
+    shape = {"classes": num_classes, "batch": batch_size, "image_size": image_size, "dense_units": dense_units,
+             "grouped": grouped, "jit": jit_compile}
+    timer = model_timer(num_classes, batch_size, image_size, dense_units=dense_units, grouped=grouped,
+                        jit_compile=jit_compile)
+    return resolve_precision(requested, hardware(gpu), shape, timer)
+
+
+def agree(precision: Precision, gather: Callable[[list[int]], Any]) -> Precision:
+    """The precision of every worker of a run: ``precision`` when all of them chose it, else float32. ``gather``
+    is a collective that returns every worker's list of whole numbers (as rows)."""
+    from .precision import PRECISIONS
+
+    chosen = {PRECISIONS[int(row[0])] for row in gather([PRECISIONS.index(precision.name)])}
+    if chosen == {precision.name}:
+        return precision
+    logger.warning("The workers chose different precisions (%s): all of them train in float32.",
+                   ", ".join(sorted(chosen)))
+    return Precision("float32", f"workers differ ({', '.join(sorted(chosen))}): float32 on every worker",
+                     rates=precision.rates)
+
+
+def step_rate(net: Any, batch: tuple[Any, Any], *, steps: int = STEPS, seconds: float = SECONDS,
+              jit_compile: bool = False, warmup: int = 1) -> float:
+    """Images per second of ``net``'s compiled training step on one in-memory ``batch``, after ``warmup`` steps:
+    at least ``steps`` steps and ``seconds`` seconds, waiting for the device at the end."""
+    from ..tfimport import tf
+
+    step = tf.function(net.train_step, jit_compile=jit_compile)
+    for _ in range(warmup):
+        float(step(batch)["loss"])
+    count, start, elapsed = 0, time.perf_counter(), 0.0
+    logs: Any = None
+    while count < steps or elapsed < seconds:
+        logs = step(batch)
+        count += 1
+        if count % 5 == 0 or count >= steps:
+            float(logs["loss"])  # wait for the device
+            elapsed = time.perf_counter() - start
+    float(logs["loss"])
+    elapsed = time.perf_counter() - start
+    return count * int(batch[0].shape[0]) / elapsed
+
+
+def model_timer(num_classes: int, batch_size: int, image_size: int, *, dense_units: int, grouped: bool,
+                jit_compile: bool) -> Callable[[str], float]:
+    """A timer of the model about to train: AlexNet of these settings, in a given format, trained on one random
+    batch (outside any strategy's scope); its images per second."""
+    def timer(name: str) -> float:
+        from ..input.pipeline import synthetic_dataset
+        from .model import training_model
+
+        net, _ = training_model(num_classes, Precision(name, "measuring"), image_size=image_size,
+                                dense_units=dense_units, grouped=grouped, jit_compile=jit_compile)
+        batch = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=0,
+                                            distinct_batches=1)))
+        rate = step_rate(net, batch, jit_compile=jit_compile)
+        logger.info("precision %s: %.1f images/s", name, rate)
+        del net
+        return rate
+
+    return timer
