@@ -89,6 +89,11 @@ print.alexnet_history <- function(x, ...) {
     values <- vapply(last, function(v) format(signif(v, 4)), character(1))
     cat("Final epoch:", paste0(names(last), " = ", values, collapse = ", "), "\n")
   }
+  best <- x$best_epoch
+  if (is.numeric(best) && length(best) == 1L) {
+    cat("Kept the best epoch: ", best, " (val_accuracy = ", format(signif(x$metrics$val_accuracy[[best]], 4)),
+        ")\n", sep = "")
+  }
   invisible(x)
 }
 

@@ -30,13 +30,20 @@
 #' @section Faster training:
 #' Three arguments shorten the time to a given accuracy; their defaults use all three.
 #'
-#' * `precision`: what the layers compute in. `NULL` (the default) follows the hardware:
-#'   `"bfloat16"` on a CPU with `avx512_bf16` or `amx_bf16` instructions and on GPUs of compute
-#'   capability 8.0 or more, `"float16"` on older GPUs, `"float32"` otherwise. `"bfloat16"` and
-#'   `"float16"` are mixed precision (weights stay float32; float16 is loss-scaled). Asking for one
-#'   the CPU only emulates warns that it will be slower; bfloat16 on a GPU older than 8.0 is an
-#'   error. The older `mixed_precision = TRUE` means `"float16"`, `FALSE` `"float32"`. The history's
-#'   `params$precision` and `params$precision_reason` say what was used and why.
+#' * `precision`: what the layers compute in. `NULL` (the default) takes the format that trains
+#'   fastest here: on a CPU without bfloat16 or float16 instructions that is `"float32"`; where the
+#'   hardware offers more (a CPU with `avx512_bf16` or `amx_bf16`, a GPU), a few training steps of
+#'   the model about to train are timed in each format and a 16-bit one is taken only when it is at
+#'   least 1.1 times as fast as float32 (CPU flags do not decide it: an Intel Xeon listing
+#'   `avx512_bf16` trained 0.6 times as fast in bfloat16, an AMD EPYC 1.5 to 1.8 times as fast). The
+#'   result is remembered per machine, TensorFlow version and model shape in `precision.json` in the
+#'   user's cache folder; the environment variable `ALEXNET_PRECISION_CACHE` names another file, or
+#'   with `0` turns the memory off. The workers of a cluster agree: the format all of them chose, else
+#'   `"float32"`. `"bfloat16"` and `"float16"` are mixed precision (weights stay float32; float16 is
+#'   loss-scaled). Asking for one the CPU only emulates warns that it will be slower; bfloat16 on a GPU
+#'   older than 8.0 is an error. The older `mixed_precision = TRUE` means `"float16"`, `FALSE`
+#'   `"float32"`. The history's `params$precision`, `params$precision_reason` and
+#'   `params$precision_rates` say what was used, why, and what was measured.
 #' * `image_size = c(128, 160, 224)`: progressive resizing. The sizes are trained in order, the
 #'   epochs split evenly among them (later sizes take any left over) unless `image_size_epochs`
 #'   gives the epochs at each, such as `c(4, 4, 2)` for 10 `epochs`. Small early images make those
@@ -45,10 +52,24 @@
 #' * `learning_rate` is the rate for a global batch of 128 (the paper's 0.01). With
 #'   `lr_scaling = "linear"` (the default) it is multiplied by the global batch / 128 (the linear
 #'   scaling rule of Goyal et al., 2017) and reached by a linear warm-up over `warmup_epochs`
-#'   (`NULL`: 5 epochs when the rate grows more than twice, else none); `lr_drop_epochs` divide it
-#'   by 10 on top. `lr_scaling = "none"` keeps `learning_rate` whatever the batch. A batch of 8 on
-#'   one CPU thus trains at 0.01 * 8 / 128 = 0.000625: a small run that must learn quickly sets
-#'   `lr_scaling = "none"` or its own `learning_rate`.
+#'   (`NULL`: 5 epochs when the rate grows more than twice, else none). `lr_scaling = "none"` keeps
+#'   `learning_rate` whatever the batch. A batch of 8 on one CPU thus trains at
+#'   0.01 * 8 / 128 = 0.000625: a small run that must learn quickly sets `lr_scaling = "none"` or its
+#'   own `learning_rate`.
+#'
+#' @section A model at its best:
+#' * `lr_schedule` says how the rate ends after its warm-up: `"linear"` (the default) straight down
+#'   to zero at the last step, `"cosine"` down to zero along half a cosine, `"step"` divided by 10 at
+#'   the epochs of `lr_drop_epochs`, `"plateau"` (the paper's rule) divided by 10 whenever the
+#'   validation top-1 has not improved for `patience` epochs. An annealed rate ends on a settled
+#'   model instead of wherever the last epoch's swing left it. The plateau decision is taken from the
+#'   history's accuracies, the same on every worker, and a resumed run continues the same curve.
+#' * `label_smoothing` (0.1) trains towards labels that give the true class 0.9 plus an even share
+#'   of 0.1 over every class; 0 is the paper's hard labels.
+#' * `keep_best = TRUE` saves (and publishes as `model_pin`) the weights of the epoch with the best
+#'   validation top-1 instead of the last epoch's; the model card's `best_epoch` says which. With
+#'   `checkpoint_dir` the best weights are kept beside the checkpoints, so a resumed run still has
+#'   them. `lr_schedule = "plateau"` and `keep_best` need validation images.
 #'
 #' The history's `schedule` holds each epoch's `image_size` and `learning_rate`, apart from its
 #' `metrics`; `print()` shows it as the run's schedule.

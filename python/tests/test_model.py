@@ -127,19 +127,6 @@ def test_weight_decay_enters_the_momentum_and_spares_biases():
     assert opt.get_config()["l2_decay"] == decay
 
 
-def test_learning_rate_steps_down_by_ten_at_the_given_epochs():
-    schedule = alexnet_model.step_schedule(0.01, steps_per_epoch=10, drop_epochs=(2, 4))
-    steps = (0, 19, 20, 39, 40, 500)
-    expected = [0.01, 0.01, 0.001, 0.001, 0.0001, 0.0001]
-    np.testing.assert_allclose([schedule.rate(step) for step in steps], expected, rtol=1e-6)
-    np.testing.assert_allclose([float(schedule(step)) for step in steps], expected, rtol=1e-6)
-    # without a warm-up the rate is the same from the first step on, and the schedule is rebuilt from its config
-    again = alexnet_model.WarmupStepSchedule.from_config(schedule.get_config())
-    np.testing.assert_allclose([again.rate(step) for step in steps], expected, rtol=1e-6)
-    constant = alexnet_model.step_schedule(0.05, steps_per_epoch=10, drop_epochs=())
-    assert constant.rate(0) == pytest.approx(0.05) and constant.rate(10_000) == pytest.approx(0.05)
-
-
 def test_compiled_model_reports_top1_and_top5():
     net = build_alexnet(6, 64, dense_units=8)
     alexnet_model.compile_alexnet(net, alexnet_model.make_optimizer(0.01), 6)

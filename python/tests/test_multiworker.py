@@ -205,11 +205,13 @@ def _tree(root: Path) -> tuple[dict, dict]:
 
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
-    image_size: list[int] | None = None,
+    image_size: list[int] | None = None, fake_bfloat16: bool = False,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
-    size with ``image_size``, a schedule of sizes)."""
+    size with ``image_size``, a schedule of sizes); ``fake_bfloat16``: its CPU claims bfloat16 instructions and
+    measures bfloat16 faster."""
     config = {
+        "fake_bfloat16": fake_bfloat16,
         "index": index,
         "base_port": base_port,
         "data": data,
@@ -246,15 +248,19 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     # every worker trains the same image sizes in the same epochs
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96])
+    # and although worker 1 measures bfloat16 faster, both compute in float32: the workers agree on one precision
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_bfloat16=i == 1)
                for i, d in enumerate((data0, data1))]
     codes = [_finish(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     assert [h["params"]["seed"] for h in histories] == [0, 1]
     for history in histories:
-        assert history["metrics"]["image_size"] == [64, 96] and history["params"]["workers"] == 2
-        assert history["params"]["image_sizes"] == [64, 96] and history["card"]["image_size"] == 96
+        assert history["schedule"]["image_size"] == [64, 96] and history["params"]["workers"] == 2
+        assert history["params"]["image_size"] == [64, 96] and history["card"]["image_size"] == 96
+        assert history["params"]["precision"] == "float32"
+        assert "workers differ (bfloat16, float32)" in history["params"]["precision_reason"]
+    assert histories[1]["params"]["precision_rates"] == {"float32": 10.0, "bfloat16": 30.0}
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
 
 
@@ -329,6 +335,13 @@ def _worker(config_path: str) -> None:
     index = config["index"]
     os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, config["base_port"])
     callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
+    if config.get("fake_bfloat16"):
+        from alexnet.train import measure
+        from alexnet.train import precision as precisions
+
+        os.environ[measure.CACHE_ENV] = "off"
+        precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
+        measure.model_timer = lambda *args, **kwargs: {"float32": 10.0, "bfloat16": 30.0}.__getitem__
     out = Path(config["out"])
     try:
         history = training.alexnet_train(

@@ -19,6 +19,7 @@ from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.network import AdaptiveAveragePooling2D  # noqa: E402
 from alexnet.train import run as runs  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
+from alexnet.train.settings import check_settings  # noqa: E402
 
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}
 
@@ -104,28 +105,36 @@ def test_adaptive_pooling_round_trips_through_its_config_and_a_saved_model(tmp_p
 
 
 class _Epochs(keras.callbacks.Callback):
+    """The epochs a run trained, the rate each epoch's last step used, and each epoch's weights (their digest) and
+    validation accuracy, by epoch."""
+
     def __init__(self):
         super().__init__()
         self.epochs: list[int] = []
         self.rates: list[float] = []
+        self.digests: dict[int, str] = {}
+        self.accuracies: dict[int, float] = {}
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epochs.append(epoch)
 
     def on_epoch_end(self, epoch, logs=None):
         self.rates.append(float(self.model.optimizer.learning_rate))  # the rate the epoch's last step used
+        self.digests[epoch] = runs.weights_digest(self.model)
+        if logs and "val_accuracy" in logs:
+            self.accuracies[epoch] = float(logs["val_accuracy"])
 
 
 @pytest.fixture(scope="module")
 def sized(colours, tmp_path_factory) -> dict:
-    """Sizes (64, 96) over 2 epochs with checkpoints: a run stopped after epoch 1, then the same call again.
-    Records the sizes of the training datasets each run fed to Keras."""
+    """Sizes (64, 96) over 2 epochs with checkpoints, keeping the best epoch: a run stopped after epoch 1, then the
+    same call again. Records the sizes of the training datasets each run fed to Keras, and each epoch's weights."""
     folder = tmp_path_factory.mktemp("sized")
     run = {"image_size": (64, 96), "checkpoint_dir": folder / "ckpt", "dense_units": 16, "learning_rate": 0.01,
-           "lr_scaling": "none", "seed": 2, "verbose": 0}
+           "lr_scaling": "none", "seed": 2, "verbose": 0, "keep_best": True}
     fed: list[list[Any]] = [[], []]
     original = runs._Datasets.train
-    stop, epochs = stop_after_first_epoch(), _Epochs()
+    stop, epochs, first = stop_after_first_epoch(), _Epochs(), _Epochs()
     with pytest.MonkeyPatch.context() as patch:
         def train(self, size):
             dataset = original(self, size)
@@ -135,10 +144,11 @@ def sized(colours, tmp_path_factory) -> dict:
         patch.setattr(runs._Datasets, "train", train)
         current = 0
         with pytest.raises(Interrupted):
-            alexnet_train(8, 2, colours, callbacks=[stop], **run)
+            alexnet_train(8, 2, colours, callbacks=[first, stop], **run)
         current = 1
         history = alexnet_train(8, 2, colours, callbacks=[epochs], **run)
-    return {"history": history, "fed": fed, "stop": stop, "epochs": epochs, "folder": folder}
+    return {"history": history, "fed": fed, "stop": stop, "epochs": epochs, "first": first, "folder": folder,
+            "run": run}
 
 
 def test_a_run_resumed_mid_schedule_continues_it(sized):
@@ -150,8 +160,23 @@ def test_a_run_resumed_mid_schedule_continues_it(sized):
     assert params["initial_epoch"] == 1 and params["image_size"] == [64, 96] and params["image_size_epochs"] == [1, 1]
     assert schedule["image_size"] == [64, 96], "both epochs, the one done before the interruption too"
     assert len(metrics["loss"]) == 2 and metrics["loss"][0] == pytest.approx(sized["stop"].logs["loss"])
-    assert schedule["learning_rate"] == [pytest.approx(0.01)] * 2
     assert "image_size" not in metrics and "learning_rate" not in metrics
+    # the default linear schedule continues its curve across the interruption, to zero at the last step
+    rates = check_settings({**sized["run"], "epochs": 2}).rates(8, params["steps"])
+    assert rates.kind == "linear" and rates.of_epoch(1) == 0.0
+    assert schedule["learning_rate"] == [pytest.approx(rates.of_epoch(0)), 0.0]
+    assert sized["first"].rates == [pytest.approx(rates.of_epoch(0))] and sized["epochs"].rates == [0.0]
+
+
+def test_keep_best_saves_the_best_epochs_weights_even_across_a_resume(sized):
+    history = sized["history"]
+    accuracies = history["metrics"]["val_accuracy"]
+    best = accuracies.index(max(accuracies))  # the first of equals
+    digests = {**sized["first"].digests, **sized["epochs"].digests}
+    assert history["best_epoch"] == best + 1 and history["card"]["best_epoch"] == best + 1
+    assert history["weights_sha256"] == digests[best], "the model is the best epoch's"
+    assert history["card"]["metrics"]["val_accuracy"] == pytest.approx(accuracies[best])
+    assert (sized["folder"] / "ckpt" / "alexnet-best-weights.npz").exists()
 
 
 def test_a_model_trained_over_64_then_96_saves_loads_and_predicts_at_96(sized, colours):
@@ -201,7 +226,8 @@ def test_a_run_records_each_epochs_learning_rate_as_it_trained(colours):
     # then divided by 10 at the third epoch
     epochs = _Epochs()
     history = alexnet_train(136, 3, colours, image_size=64, dense_units=16, learning_rate=0.16, warmup_epochs=2,
-                            lr_drop_epochs=[2], steps_per_epoch=1, validation=False, seed=4, verbose=0,
+                            lr_schedule="step", lr_drop_epochs=[2], steps_per_epoch=1, validation=False, seed=4,
+                            verbose=0,
                             callbacks=[epochs])
     params = history["params"]
     assert (params["lr_factor"], params["peak_learning_rate"], params["warmup_epochs"]) == (
@@ -210,3 +236,47 @@ def test_a_run_records_each_epochs_learning_rate_as_it_trained(colours):
     assert history["schedule"]["learning_rate"] == [pytest.approx(r) for r in expected]
     assert epochs.rates == [pytest.approx(r) for r in expected], "what the optimizer used"
     assert history["schedule"]["image_size"] == [64] * 3
+
+
+def test_the_rate_setter_drops_a_plateau_schedule_from_the_history_it_is_given():
+    from types import SimpleNamespace
+
+    from alexnet.train.callbacks import RateSetter
+    from alexnet.train.schedule import rate_schedule
+
+    rates = rate_schedule(0.01, "none", None, (), epochs=6, global_batch=128, steps_per_epoch=2, kind="plateau")
+    optimizer = SimpleNamespace(learning_rate=tf.Variable(0.0))
+    history: list[float] = []
+    setter = RateSetter(rates, optimizer, patience=2, accuracies=lambda: history)
+    used = []
+    for epoch, accuracy in enumerate([0.5, 0.6, 0.6, 0.55, 0.7, 0.7]):
+        setter.on_epoch_begin(epoch)
+        for batch in range(2):
+            setter.on_train_batch_begin(batch)
+            used.append(float(optimizer.learning_rate.numpy()))
+        history.append(accuracy)
+    # epochs 2 and 3 without a better accuracy: epoch 4 starts at a tenth
+    assert used == [pytest.approx(r) for r in [0.01] * 8 + [0.001] * 4]
+    assert setter.rates.drop_epochs == (4,)
+    # a resumed run (a new setter, the history of the epochs done) takes the same decision
+    resumed = RateSetter(rates, optimizer, patience=2, accuracies=lambda: history[:5])
+    resumed.on_epoch_begin(5)
+    resumed.on_train_batch_begin(0)
+    assert float(optimizer.learning_rate.numpy()) == pytest.approx(0.001)
+
+
+def test_label_smoothing_spreads_the_share_over_every_class():
+    from alexnet.train.model import SmoothedSparseCrossentropy
+
+    probabilities = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], dtype=np.float32)
+    labels = np.array([0, 1])
+    for smoothing in (0.0, 0.1, 0.3):
+        target = np.full((2, 3), smoothing / 3)
+        target[np.arange(2), labels] += 1 - smoothing
+        expected = -(target * np.log(probabilities)).sum(axis=1).mean()
+        loss = SmoothedSparseCrossentropy(smoothing)(labels, probabilities)
+        assert float(loss) == pytest.approx(expected, rel=1e-5)
+    hard = keras.losses.SparseCategoricalCrossentropy()(labels, probabilities)
+    assert float(SmoothedSparseCrossentropy(0.0)(labels, probabilities)) == pytest.approx(float(hard), rel=1e-5)
+    config = SmoothedSparseCrossentropy(0.1).get_config()
+    assert SmoothedSparseCrossentropy.from_config(config).label_smoothing == 0.1

@@ -292,7 +292,8 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
     assert code == 0
     (session, workers, used_board, kwargs) = calls[0]
     assert workers == 2 and used_board == board and session.sparkContext is spark.sparkContext
-    assert kwargs["epochs"] == 1 and kwargs["batch_size"] == 4 and kwargs["image_size"] == 64
+    settings = kwargs["settings"]  # checked once by the command, before Spark work
+    assert (settings.epochs, settings.batch_size, settings.image_size) == (1, 4, (64,))
     assert kwargs["base_port"] == 9100
     rows = json.loads(capsys.readouterr().out)
     assert [r["worker"] for r in rows] == [0, 1]

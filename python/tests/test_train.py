@@ -116,7 +116,8 @@ def test_bad_images_above_the_threshold_stop_the_run_naming_them(synthetic):
 
 @pytest.mark.slow
 def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
-    history = alexnet_train(16, 8, _data(synthetic), None, 2, seed=1, model_dir=tmp_path, max_bad_fraction=0.05, **FAST)
+    history = alexnet_train(16, 8, _data(synthetic), None, 2, seed=1, lr_schedule="step", model_dir=tmp_path,
+                            max_bad_fraction=0.05, **FAST)
     metrics, params = history["metrics"], history["params"]
     assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy"}
     assert all(len(values) == 8 and all(type(v) is float for v in values) for values in metrics.values())

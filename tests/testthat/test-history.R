@@ -18,6 +18,15 @@ test_that("print() shows the epochs and the last values", {
   out <- capture.output(print(fake_history()))
   expect_match(out[1], "3 epochs")
   expect_true(any(grepl("val_accuracy = 0.45", out, fixed = TRUE)))
+  expect_false(any(grepl("best epoch", out)))
+})
+
+test_that("print() says which epoch a run kept with keep_best", {
+  h <- fake_history()
+  h$metrics$val_accuracy <- c(0.15, 0.5, 0.45)
+  h$best_epoch <- 2L
+  out <- capture.output(print(h))
+  expect_true(any(out == "Kept the best epoch: 2 (val_accuracy = 0.5)"), info = out)
 })
 
 # The pixels of `history` plotted into a 600 x 600 PNG, and where each series' colour is.

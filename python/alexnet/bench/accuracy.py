@@ -180,21 +180,25 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
     from ..train.schedule import progressive_sizes
     from .clock import EpochClock
 
+    recipe_settings: dict[str, Any]
     if recipe == "paper":
-        sizes, precision, scaling = [plan.image_size], "float32", "none"
+        recipe_settings = {"image_size": [plan.image_size], "precision": "float32", "lr_scaling": "none",
+                           "lr_schedule": "plateau", "label_smoothing": 0.0}
     elif recipe == "defaults":
-        sizes, precision, scaling = list(progressive_sizes(plan.image_size, plan.max_epochs)), plan.precision, "linear"
+        recipe_settings = {"image_size": list(progressive_sizes(plan.image_size, plan.max_epochs)),
+                           "precision": plan.precision}
     else:
         raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
     keras.backend.clear_session()
     gc.collect()
     clock = EpochClock()
-    logger.info("time_to_accuracy: the %s recipe, %d epochs at sizes %s.", recipe, plan.max_epochs, sizes)
+    logger.info("time_to_accuracy: the %s recipe, %d epochs at sizes %s.", recipe, plan.max_epochs,
+                recipe_settings["image_size"])
     began = time.perf_counter()
     history = alexnet_train(batch_size=plan.batch_size, epochs=plan.max_epochs, data=data, parallel=parallel,
-                            image_size=sizes, learning_rate=PAPER_LEARNING_RATE, lr_scaling=scaling,
-                            precision=precision, validation=True, cache=True, check_images=False, seed=plan.seed,
-                            verbose=0, dense_units=plan.dense_units, callbacks=[clock])
+                            learning_rate=PAPER_LEARNING_RATE, validation=True, cache=True, check_images=False,
+                            seed=plan.seed, verbose=0, dense_units=plan.dense_units, callbacks=[clock],
+                            **recipe_settings)
     total = time.perf_counter() - began
     params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
     accuracies = [float(v) for v in metrics.get("val_accuracy", [])]
@@ -209,7 +213,9 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "precision_reason": params["precision_reason"],
         "image_sizes": [int(s) for s in params["image_size"]],
         "image_size_epochs": [int(e) for e in params["image_size_epochs"]],
-        "lr_scaling": scaling,
+        "lr_scaling": params["lr_scaling"],
+        "lr_schedule": params["lr_schedule"],
+        "label_smoothing": float(params["label_smoothing"]),
         "learning_rate": float(params["peak_learning_rate"]),
         "epoch_image_size": [int(s) for s in schedule["image_size"]],
         "epoch_learning_rate": [float(r) for r in schedule["learning_rate"]],
@@ -222,14 +228,6 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "training_seconds": round(total, 3),
         "images_per_second": float(history["images_per_second"]),
     }
-
-
-def _bfloat16_hardware() -> bool:
-    """Does training here compute in bfloat16 when left to choose (:func:`alexnet.train.precision.choose_precision`)?"""
-    from ..tfimport import tf
-    from ..train.precision import choose_precision, hardware
-
-    return choose_precision(None, hardware(bool(tf.config.list_logical_devices("GPU")))).name == "bfloat16"
 
 
 def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracyPlan, *,
@@ -272,7 +270,8 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
     """
     began = time.perf_counter()
     recipes = {name: run_recipe(name, data, plan, parallel=parallel) for name in RECIPES}
-    targets = compare(recipes["paper"], recipes["defaults"], plan, bfloat16=_bfloat16_hardware())
+    targets = compare(recipes["paper"], recipes["defaults"], plan,
+                      bfloat16=recipes["defaults"]["precision"] == "bfloat16")
     for name, record in recipes.items():
         logger.info("time_to_accuracy, %s: %s to %.2f, final accuracy %.3f after %d epochs (%s, sizes %s).", name,
                     "never" if record["seconds_to_target"] is None else f"{record['seconds_to_target']:.0f} s",

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -219,6 +219,7 @@ def alexnet_spark_train(
     progress: bool = True,
     probe: bool = True,
     settings: TrainSettings | None = None,
+    callbacks: Sequence[Any] | None = None,
     **train_args: Any,
 ) -> list[dict[str, Any]]:
     """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``.
@@ -232,7 +233,8 @@ def alexnet_spark_train(
     ``checkpoint_every``, ``collective_timeout``, ...), or ``settings`` holds them already checked
     (:func:`alexnet.launch.job.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
     worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
-    ``timeout`` bounds each launch in seconds.
+    ``timeout`` bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they
+    travel to the workers pickled).
 
     Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
     unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
@@ -254,8 +256,8 @@ def alexnet_spark_train(
 
     def launch(task: TrainTask) -> list[dict[str, Any]]:
         # the driver bounds the stage: it cancels the Spark job after task.timeout seconds
-        return run_barrier(context, plan.workers, task.worker_function(), timeout=task.timeout, python=task.python,
-                           env=task.env)
+        function = partial(task.worker_function(), callbacks=list(callbacks or []))
+        return run_barrier(context, plan.workers, function, timeout=task.timeout, python=task.python, env=task.env)
 
     def check() -> list[dict[str, Any]]:
         slots = barrier_slots(context) or plan.workers

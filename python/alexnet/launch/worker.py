@@ -73,6 +73,7 @@ def train_worker(
     cache_dir: str | os.PathLike | None = None,
     fetch_workers: int = DEFAULT_DOWNLOADS,
     settings: TrainSettings | Mapping[str, Any] | None = None,
+    callbacks: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """One worker's part of a multi-worker run: fetch its partition, set TF_CONFIG, train.
 
@@ -104,7 +105,7 @@ def train_worker(
         settings = check_settings({"verbose": WORKER_VERBOSE})
     elif not isinstance(settings, TrainSettings):
         settings = TrainSettings.from_dict(settings)
-    history = train(settings, data, "multi_worker")
+    history = train(settings, data, "multi_worker", callbacks)
     return {
         "worker": index,
         "workers": len(addresses),

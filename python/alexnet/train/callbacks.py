@@ -67,6 +67,14 @@ class RateSetter(keras.callbacks.Callback):
         self.patience, self.accuracies = patience, accuracies
         self._epoch = 0
 
+    def at(self, step: int) -> float:
+        """The rate of step ``step`` (0-based, over the run) as the schedule stands now."""
+        return self.rates.at(step)
+
+    def of_epoch(self, epoch: int) -> float:
+        """The rate of epoch ``epoch``'s last step as the schedule stands now."""
+        return self.rates.of_epoch(epoch)
+
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
         if self.rates.kind == "plateau":

@@ -30,7 +30,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..checks import MIN_IMAGE_SIZE
 
@@ -99,6 +99,18 @@ class SizeSchedule:
             else:
                 runs.append((epoch, epoch + 1, size))
         return runs
+
+
+class Rates(Protocol):
+    """What reports a run's rate: a :class:`RateSchedule`, or the callback that holds one being decided."""
+
+    def at(self, step: int) -> float:
+        """The rate of step ``step`` (0-based, over the run)."""
+        ...
+
+    def of_epoch(self, epoch: int) -> float:
+        """The rate of epoch ``epoch``'s last step."""
+        ...
 
 
 def plateau_drops(accuracies: Sequence[float], patience: int) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ from ..scratch import OWNER_FILE, make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
 from .callbacks import epoch_step, numbers, replicas_summed
-from .schedule import RateSchedule, SizeSchedule
+from .schedule import Rates, SizeSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class TensorBoardLog(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
-                 sizes: SizeSchedule, rates: RateSchedule, profile_steps: tuple[int, int] | None = None):
+                 sizes: SizeSchedule, rates: Rates, profile_steps: tuple[int, int] | None = None):
         super().__init__()
         self.log_dir, self.steps, self.every = log_dir, steps, every
         self.sizes, self.rates = sizes, rates
