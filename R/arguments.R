@@ -52,7 +52,7 @@ argument_kinds <- list(
                         parallel = "count?", cache = "flag", resize = "count?", quality = "count",
                         model_steps = "count", dense_units = "count", board = "location?", fetch_partition = "count",
                         fetch_total = "count", fetch_workers = "count", isolation = "string?", seed = "count",
-                        precision = "string?", target_accuracy = "number", max_epochs = "count",
+                        precision = "string?", target_accuracy = "number", max_epochs = "count", repeats = "count",
                         accuracy_classes = "count", accuracy_images_per_class = "count",
                         accuracy_val_per_class = "count", accuracy_image_size = "count",
                         accuracy_batch_size = "count", accuracy_dense_units = "count"),

@@ -15,10 +15,13 @@
 #' - `fetch` (only when asked, with `board`): a partition downloaded one category at a time, then in
 #'   parallel;
 #' - `time_to_accuracy` (only when asked: it trains for minutes): the paper's recipe (float32, one image
-#'   size, the rate fixed at 0.01) and the package's defaults (the hardware's precision, progressive image
-#'   sizes, the rate scaled with the batch) trained one after the other on the same images, from the same
-#'   seed, for `max_epochs` epochs each: the wall time each takes to reach `target_accuracy` top-1
-#'   validation accuracy, their ratio, and their accuracies after the same epochs.
+#'   size, the rate 0.01 divided by 10 on a plateau, hard labels) and the package's defaults (the precision
+#'   measured to be faster, progressive image sizes, the rate scaled with the batch and brought down to zero,
+#'   labels smoothed by 0.1) trained on the same images from each of `repeats` seeds, the recipes
+#'   alternating, for `max_epochs` epochs each: the median and range over the seeds of the wall time each
+#'   takes to reach `target_accuracy` top-1 validation accuracy, of the final and best accuracy and of the
+#'   largest fall from one epoch to the next in the second half, each final model scored at its training size
+#'   and 32 pixels above, and the verdict on the medians.
 #'
 #' `decode`, `naive`, `naive_auto` and `io` run on 1 core, 2 cores and `cores` cores, each core count in a child
 #' process pinned to that many CPUs (`isolation = "process"`, Linux) or, with
@@ -39,12 +42,13 @@
 #' @param precision What `synthetic`, `train` and the defaults recipe of `time_to_accuracy` compute in:
 #'   `NULL` (what the hardware has, as [alexnet_train()] picks it), `"float32"`, `"bfloat16"` or
 #'   `"float16"`. Each record names the precision used.
-#' @param target_accuracy,max_epochs `time_to_accuracy`: the top-1 validation accuracy (between 0 and 1) to
-#'   reach, and the epochs each recipe trains in full (no early stop).
+#' @param target_accuracy,max_epochs,repeats `time_to_accuracy`: the top-1 validation accuracy (between 0 and
+#'   1) to reach, the epochs each recipe trains in full (no early stop), and the seeds each recipe trains from
+#'   (`seed` and those after it).
 #' @param ... Further arguments for the Python `alexnet_benchmark()`: `parallel`, `cache`, `resize`
 #'   (pipelines read the images re-encoded as `imagenet_upload(resize = )` stores them), `quality`,
 #'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`; for `time_to_accuracy`
-#'   (whose defaults take about ten minutes on 2 cores without bfloat16), its synthetic ImageNet's
+#'   (whose defaults take about ten minutes a seed on 2 cores without bfloat16), its synthetic ImageNet's
 #'   `accuracy_classes`, `accuracy_images_per_class` and `accuracy_val_per_class` (used when `data` is
 #'   `NULL`; otherwise `data` needs validation images), and `accuracy_image_size` (the final size),
 #'   `accuracy_batch_size` and `accuracy_dense_units` (`batch_size`, `image_size` and `dense_units` are
@@ -64,19 +68,20 @@
 #'     `bottleneck` and `bottleneck_detail`, `cores_to_feed_synthetic`, `train_vs_bound` (when `train`
 #'     ran), `contended` (the measurements slowed down by other work, `character(0)` when none),
 #'     `io_peak_rss_mb` and `io_rss_growth_mb` (when `io` ran), `time_to_accuracy` (when it ran: its
-#'     `time_ratio` and `accuracy_difference`, each with `what`, `value`, `target`, `bound` and `met`; the
-#'     time ratio's `value` is `NULL` when a recipe never reached the target, and `met` then says whether the
-#'     defaults did).
-#'   - `time_to_accuracy`: `NULL`, or when it ran (its print shows each recipe's time to the target, and
-#'     its `final` and `best` validation accuracy): `settings`, `data` (`source`, `num_classes`,
-#'     `train_images`, `val_images`, `skipped`, `chance_accuracy`), `recipes` (`paper` and `defaults`, each
-#'     with `recipe`, `precision`, `precision_reason`, `image_sizes`, `image_size_epochs`, `lr_scaling`,
-#'     `learning_rate`, and per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy` and
-#'     `seconds` (cumulative wall time), then `epochs_to_target` and `seconds_to_target` (`NULL` when
-#'     never reached), `final_accuracy`, `best_accuracy` (of any epoch), `training_seconds`,
-#'     `images_per_second`), `time_ratio` (defaults / paper, time to the target), `accuracy_difference`
-#'     (defaults - paper, after `max_epochs`), `targets`, `seconds`. On small data the validation accuracy
-#'     swings from epoch to epoch: read `accuracy_difference` over several runs.
+#'     `time_ratio`, `accuracy_difference` and `final_vs_best`, each with `what`, `value`, `target`, `bound`
+#'     and `met`; the time ratio's `value` is `NULL` when a recipe's median never reached the target, and `met`
+#'     then says whether the defaults did).
+#'   - `time_to_accuracy`: `NULL`, or when it ran (its print shows each recipe's medians and ranges):
+#'     `settings`, `data` (`source`, `num_classes`, `train_images`, `val_images`, `skipped`,
+#'     `chance_accuracy`), `recipes` (`paper` and `defaults`, each with `recipe`, `precision`,
+#'     `precision_reason`, `image_sizes`, `image_size_epochs`, `lr_scaling`, `lr_schedule`, `label_smoothing`,
+#'     `learning_rate`, `seeds`; `seconds_to_target`, `final_accuracy`, `best_accuracy`, `late_drop`,
+#'     `best_minus_final`, `final_eval_accuracy` and `final_eval_accuracy_plus32`, each a list of `median`,
+#'     `min`, `max` and `count` (seeds with a value; a target never reached counts as the slowest); and
+#'     `runs`, one list per seed with per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy`
+#'     and `seconds` (cumulative wall time)), `time_ratio` (defaults / paper, median time to the target),
+#'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
+#'     final - best accuracy), `targets`, `seconds`.
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
 #'   - `settings`: the arguments as used (`stages`, `images`, `batch_size`, `image_size`, `cores`,
 #'     `core_counts`, `seconds`, `parallel`, `cache`, `resize`, `quality`, `model_steps`,
@@ -99,7 +104,7 @@
 #' @export
 alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
                               image_size = 224, cores = NULL, seconds = 5, output_dir = NULL,
-                              precision = NULL, target_accuracy = 0.75, max_epochs = 8, ...) {
+                              precision = NULL, target_accuracy = 0.75, max_epochs = 8, repeats = 3, ...) {
   args <- checked_args("alexnet_benchmark", names(formals()))
   if (is.list(args$data)) args$data <- as_py_lists(unclass(args$data), c("image", "category", "categories", "label"))
   if (!is.null(args$stages)) args$stages <- as.list(args$stages)
@@ -193,23 +198,31 @@ print.alexnet_benchmark <- function(x, ...) {
   invisible(x)
 }
 
-# The time_to_accuracy stage: a row per recipe, then its targets.
+# The time_to_accuracy stage: a row per recipe (medians over the seeds, ranges in brackets), then its targets.
 print_time_to_accuracy <- function(stage, targets) {
   settings <- stage$settings
-  cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each):\n",
+  seeds <- if (is.null(settings$repeats)) 1L else as.integer(settings$repeats)
+  cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each, %d seed(s)):\n",
               format(settings$target_accuracy), stage$data$source, as.integer(stage$data$train_images),
-              as.integer(stage$data$val_images), as.integer(settings$max_epochs)))
-  reached <- function(r) {
-    if (is.null(r$seconds_to_target)) "never" else sprintf("%.0f s (epoch %d)", r$seconds_to_target,
-                                                           as.integer(r$epochs_to_target))
+              as.integer(stage$data$val_images), as.integer(settings$max_epochs), seeds))
+  spread <- function(value, show) {
+    if (is.null(value)) return("n/a")
+    shown <- function(v) if (is.null(v)) "never" else show(v)
+    if (identical(value$min, value$max)) return(shown(value$median))
+    sprintf("%s (%s-%s)", shown(value$median), shown(value$min), shown(value$max))
   }
+  seconds <- function(v) sprintf("%.0f s", v)
+  accuracy <- function(v) sprintf("%.3f", v)
   rows <- lapply(stage$recipes, function(r) {
     data.frame(recipe = r$recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
-               rate = r$learning_rate, to_target = reached(r), final = round(r$final_accuracy, 3),
-               best = round(r$best_accuracy, 3), seconds = round(utils::tail(unlist(r$seconds), 1L)),
+               rate = paste(format(r$learning_rate), r$lr_schedule), to_target = spread(r$seconds_to_target, seconds),
+               final = spread(r$final_accuracy, accuracy), best = spread(r$best_accuracy, accuracy),
+               late_fall = spread(r$late_drop, accuracy), at_plus32 = spread(r$final_eval_accuracy_plus32, accuracy),
                stringsAsFactors = FALSE)
   })
   print(do.call(rbind, unname(rows)), row.names = FALSE)
+  cat("Medians over the seeds, ranges in brackets; late_fall: the largest fall from one epoch to the next in the",
+      "second half; at_plus32: the final model scored 32 pixels above its training size.\n")
   for (target in targets) {
     met <- if (is.null(target$met)) "" else if (isTRUE(target$met)) " (met)" else " (not met)"
     value <- if (is.null(target$value)) "n/a" else format(round(target$value, 3))

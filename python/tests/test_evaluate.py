@@ -169,3 +169,27 @@ def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setu
     data = {"val_image": [*files[:5], str(empty), *files[5:]], "val_label": [*labels[:5], 0, *labels[5:]]}
     with pytest.raises(AlexnetError, match=r"1 validation image\(s\) .* cannot be decoded .*empty\.JPEG"):
         alexnet_evaluate(setup["model_dir"], data, batch_size=4)
+
+
+def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its_own(setup, tmp_path, capsys):
+    from alexnet import cli
+
+    free = tiny_model(CLASSES, seed=5, image_size=None)
+    free_dir = tmp_path / "free"
+    save_model_dir(free, free_dir, card_for(imagenet_categories(setup["board"]), board=setup["board"]))
+    files, labels = _kept(setup)
+    common = {"board": setup["board"], "cache_dir": setup["cache"], "batch_size": 4}
+    at_96 = alexnet_evaluate(str(free_dir), image_size=96, **common)
+    assert at_96["image_size"] == 96
+    assert (at_96["top1_correct"], at_96["top5_correct"]) == by_hand(free, files, labels, 96)
+    at_card = alexnet_evaluate(str(free_dir), **common)
+    assert at_card["image_size"] == IMAGE_SIZE
+    assert (at_card["top1_correct"], at_card["top5_correct"]) == by_hand(free, files, labels, IMAGE_SIZE)
+    # the command line passes the size on
+    assert cli.main(["evaluate", str(free_dir), "--board", setup["board"], "--cache-dir", setup["cache"],
+                     "--image-size", "96"]) == 0
+    assert ", 96 pixels: top-1" in capsys.readouterr().out
+    with pytest.raises(AlexnetError, match="takes only images of 64 pixels"):
+        alexnet_evaluate(setup["model_dir"], image_size=96, **common)
+    with pytest.raises(AlexnetError, match="image_size"):
+        alexnet_evaluate(str(free_dir), image_size=16, **common)

@@ -81,6 +81,7 @@ test_that("the time_to_accuracy stage's arguments are checked before any work", 
   expect_error(alexnet_benchmark(stages = "time_to_accuracy", target_accuracy = "high"), "target_accuracy",
                class = "alexnet_error")
   expect_error(alexnet_benchmark(stages = "time_to_accuracy", precision = 16), "precision", class = "alexnet_error")
+  expect_error(alexnet_benchmark(stages = "time_to_accuracy", repeats = 1.5), "repeats", class = "alexnet_error")
   expect_error(alexnet_benchmark(stages = "time_to_accuracy", accuracy_classes = 2.5), "accuracy_classes",
                class = "alexnet_error")
   skip_if_no_alexnet()
@@ -89,44 +90,62 @@ test_that("the time_to_accuracy stage's arguments are checked before any work", 
   expect_error(alexnet_benchmark(stages = "time_to_accuracy", precision = "float8"), "precision")
 })
 
-test_that("the print shows each recipe's time to the target and the targets of time_to_accuracy", {
-  recipe <- function(name, precision, sizes, lr, accuracy, seconds, epoch) {
+test_that("the print shows each recipe's medians and ranges over the seeds and the targets of time_to_accuracy", {
+  spread <- function(values) {
+    known <- Filter(Negate(is.null), values)
+    list(median = stats::median(unlist(known)), min = min(unlist(known)),
+         max = if (length(known) < length(values)) NULL else max(unlist(known)), count = length(known))
+  }
+  run <- function(seed, accuracy, seconds, epoch) {
+    list(seed = seed, val_accuracy = as.list(accuracy), seconds = as.list(seconds), epochs_to_target = epoch,
+         seconds_to_target = if (is.null(epoch)) NULL else seconds[[epoch]],
+         final_accuracy = accuracy[[length(accuracy)]], best_accuracy = max(accuracy))
+  }
+  recipe <- function(name, precision, sizes, schedule, runs) {
     list(recipe = name, precision = precision, precision_reason = "test", image_sizes = as.list(sizes),
-         image_size_epochs = as.list(rep(1L, length(sizes))), lr_scaling = "none", learning_rate = lr,
-         epoch_image_size = as.list(sizes), val_accuracy = as.list(accuracy), seconds = as.list(seconds),
-         epochs_to_target = epoch, seconds_to_target = if (is.null(epoch)) NULL else seconds[[epoch]],
-         final_accuracy = accuracy[[length(accuracy)]], best_accuracy = max(accuracy), training_seconds = 99,
-         images_per_second = 10)
+         image_size_epochs = as.list(rep(1L, length(sizes))), lr_scaling = "none", lr_schedule = schedule,
+         label_smoothing = 0, learning_rate = 0.01, seeds = list(0L, 1L),
+         seconds_to_target = spread(lapply(runs, `[[`, "seconds_to_target")),
+         final_accuracy = spread(lapply(runs, `[[`, "final_accuracy")),
+         best_accuracy = spread(lapply(runs, `[[`, "best_accuracy")),
+         late_drop = list(median = 0.05, min = 0, max = 0.1, count = 2L), runs = runs)
   }
   targets <- list(
-    time_ratio = list(what = "defaults / paper: wall time to 0.6 validation accuracy (hardware without bfloat16)",
-                      value = NULL, target = 0.8, bound = "at most", met = TRUE),
-    accuracy_difference = list(what = "defaults - paper: validation accuracy after 3 epochs", value = 0.05,
-                               target = -0.02, bound = "at least", met = TRUE))
+    time_ratio = list(what = "defaults / paper: median wall time to 0.6 accuracy (2 seeds)", value = 0.5,
+                      target = 0.4, bound = "at most", met = FALSE),
+    accuracy_difference = list(what = "defaults - paper: median validation accuracy after 3 epochs", value = 0.05,
+                               target = 0, bound = "at least", met = TRUE))
+  paper <- recipe("paper", "float32", 128L, "plateau",
+                  list(run(0L, c(0.2, 0.4, 0.62), c(10, 20, 30), 3L), run(1L, c(0.2, 0.6, 0.58), c(10, 20, 30), 2L)))
+  defaults <- recipe("defaults", "float32", c(64L, 96L, 128L), "linear",
+                     list(run(0L, c(0.3, 0.62, 0.6), c(4, 10, 20), 2L), run(1L, c(0.3, 0.5, 0.55), c(4, 10, 20), NULL)))
   result <- alexnet:::new_alexnet_benchmark(list(
     machine = list(cpu = "Test CPU", cores = 2L),
     settings = list(stages = list("time_to_accuracy")),
     data = list(images = 0L, skipped = 0L),
     stages = list(),
     time_to_accuracy = list(
-      settings = list(target_accuracy = 0.6, max_epochs = 3L),
+      settings = list(target_accuracy = 0.6, max_epochs = 3L, repeats = 2L),
       data = list(source = "synthetic ImageNet", num_classes = 10L, train_images = 100L, val_images = 20L),
-      recipes = list(paper = recipe("paper", "float32", 128L, 0.01, c(0.2, 0.4, 0.55), c(10, 20, 30), NULL),
-                     defaults = recipe("defaults", "float32", c(64L, 96L, 128L), 0.01, c(0.3, 0.62, 0.6),
-                                       c(4, 10, 20), 2L)),
-      time_ratio = NULL, accuracy_difference = 0.05, targets = targets, seconds = 60),
+      recipes = list(paper = paper, defaults = defaults),
+      time_ratio = 0.5, accuracy_difference = 0.05, targets = targets, seconds = 60),
     summary = list(ratios = list(), comparisons = list(), contended = list(), time_to_accuracy = targets),
     json = "a.json", png = "a.png"
   ))
   expect_equal(nrow(result$stages), 0L)
-  expect_equal(result$time_to_accuracy$recipes$defaults$val_accuracy, c(0.3, 0.62, 0.6))
+  expect_equal(result$time_to_accuracy$recipes$defaults$runs[[1]]$val_accuracy, c(0.3, 0.62, 0.6))
+  width <- options(width = 200)
+  on.exit(options(width), add = TRUE)
   out <- capture.output(print(result))
   expect_true(any(grepl("Time to 0.6 validation accuracy", out, fixed = TRUE)))
-  paper <- grep("^ *paper +float32", out, value = TRUE)
-  defaults <- grep("^ *defaults +float32", out, value = TRUE)
-  expect_match(paper, "float32 +128 +0.01 +never +0.55 +0.55 +30$")
-  expect_match(defaults, "64/96/128 +0.01 +10 s \\(epoch 2\\) +0.60? +0.62 +20$")
-  expect_true(any(grepl("wall time to 0.6 validation accuracy (hardware without bfloat16): n/a, target at most 0.8 (met)",
+  expect_true(any(grepl("3 epochs each, 2 seed(s)", out, fixed = TRUE)))
+  paper_row <- grep("^ *paper +float32", out, value = TRUE)
+  defaults_row <- grep("^ *defaults +float32", out, value = TRUE)
+  # median (min-max); a seed that never reached the target makes the range open-ended
+  expect_match(paper_row, "128 +0.01 plateau +25 s \\(20 s-30 s\\) +0.600 \\(0.580-0.620\\) +0.610 \\(0.600-0.620\\)")
+  expect_match(defaults_row, "64/96/128 +0.01 linear +10 s \\(10 s-never\\) +0.575 \\(0.550-0.600\\)")
+  expect_match(defaults_row, "0.050 \\(0.000-0.100\\) +n/a$")
+  expect_true(any(grepl("median wall time to 0.6 accuracy (2 seeds): 0.5, target at most 0.4 (not met)",
                         out, fixed = TRUE)))
-  expect_true(any(grepl("after 3 epochs: 0.05, target at least -0.02 (met)", out, fixed = TRUE)))
+  expect_true(any(grepl("after 3 epochs: 0.05, target at least 0 (met)", out, fixed = TRUE)))
 })

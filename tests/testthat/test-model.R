@@ -34,6 +34,11 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   ten <- alexnet_evaluate(model, data = data, crops = 10)
   expect_equal(ten$crops, 10L)
   expect_equal(ten$images, 6L)
+  # scored 32 pixels above the size it trained at: the model takes every size
+  bigger <- alexnet_evaluate(model, data = data, image_size = 96)
+  expect_equal(bigger$image_size, 96L)
+  expect_equal(bigger$images, 6L)
+  expect_error(alexnet_evaluate(model, data = data, image_size = 2.5), "image_size", class = "alexnet_error")
 
   named <- alexnet_predict(model, data$val_image[1:2], top = 2)
   expect_s3_class(named, "data.frame")

@@ -1,22 +1,26 @@
 """The ``time_to_accuracy`` stage: the paper's recipe against the package's defaults, in wall time to an accuracy.
 
-Two recipes train AlexNet one after the other with :func:`alexnet.train.api.alexnet_train`, on the same images,
-from the same seed (so from the same initial weights, over the same batches in the same order):
+Two recipes train AlexNet with :func:`alexnet.train.api.alexnet_train`, on the same images, from the same seeds
+(so from the same initial weights, over the same batches in the same order):
 
-- ``paper``: float32, every epoch at the final image size, the rate fixed at 0.01 (``lr_scaling = "none"``);
-- ``defaults``: what ``alexnet_train`` does when left alone: the precision the hardware has (``precision``
-  ``None``, unless the benchmark is given one), progressive image sizes ending at the final size
-  (:func:`alexnet.train.schedule.progressive_sizes`), and the rate scaled linearly with the global batch
-  (``lr_scaling = "linear"``).
+- ``paper``: as the AlexNet paper trained: float32, every epoch at the final image size, the rate 0.01
+  (``lr_scaling = "none"``) divided by 10 when validation accuracy stops improving (``lr_schedule =
+  "plateau"``), hard labels (``label_smoothing = 0``);
+- ``defaults``: what ``alexnet_train`` does when left alone: the precision measured to train faster here
+  (``precision`` ``None``, unless the benchmark is given one), progressive image sizes ending at the final size
+  (:func:`alexnet.train.schedule.progressive_sizes`), the rate scaled linearly with the global batch and brought
+  down to zero at the last step, labels smoothed by 0.1.
 
 Each runs ``max_epochs`` epochs in full, with no early stop, so that their accuracies after the same number of
-epochs compare. On a small data set the validation accuracy of such short runs swings from one epoch to the next
-(by 10 to 30 points on the default synthetic data), so each recipe's best accuracy is reported beside its final
-one, and the accuracy difference after the same epochs is best read over several runs.
+epochs compare. One run of a small data set is a lottery (validation accuracy of short runs swings by 10 to 30
+points from epoch to epoch, more with a constant rate), so each recipe trains from ``repeats`` seeds, the two
+recipes alternating, and the verdict is on the medians; the range and every seed's curve are kept beside them,
+with each run's largest epoch-to-epoch fall in the second half (:func:`late_drop`).
 
 A Keras callback (:class:`alexnet.bench.clock.EpochClock`) records the wall time from the start of training to the
 end of each epoch (validation included); the validation accuracy of each epoch comes from the history. The wall
 time to ``target_accuracy`` is the clock at the end of the first epoch whose top-1 validation accuracy reaches it.
+Each final model is then scored on every validation image at its training size and 32 pixels above.
 
 The images: those of ``data`` with its validation images, or a synthetic ImageNet written for the stage (see
 :func:`accuracy_data`).
@@ -62,6 +66,7 @@ class AccuracyPlan:
     val_per_class: int
     precision: str | None
     seed: int
+    repeats: int = 3
 
     def settings(self) -> dict[str, Any]:
         """The settings recorded in the result."""
@@ -69,6 +74,7 @@ class AccuracyPlan:
                 "image_size": self.image_size, "batch_size": self.batch_size, "dense_units": self.dense_units,
                 "classes": self.classes, "images_per_class": self.images_per_class,
                 "val_per_class": self.val_per_class, "precision": self.precision, "seed": self.seed,
+                "repeats": self.repeats,
                 "learning_rate": PAPER_LEARNING_RATE}
 
 
@@ -85,7 +91,8 @@ def check_accuracy_plan(arguments: Mapping[str, Any], precision: str | None, see
                         as_int(a["accuracy_dense_units"], "accuracy_dense_units", 1),
                         as_int(a["accuracy_classes"], "accuracy_classes", 2),
                         as_int(a["accuracy_images_per_class"], "accuracy_images_per_class", 1),
-                        as_int(a["accuracy_val_per_class"], "accuracy_val_per_class", 1), precision, seed)
+                        as_int(a["accuracy_val_per_class"], "accuracy_val_per_class", 1), precision, seed,
+                        as_int(a["repeats"], "repeats", 1))
 
 
 # -- the images -----------------------------------------------------------------------------------------------
@@ -164,41 +171,56 @@ def _reached(accuracies: Sequence[float], target: float) -> int | None:
     return next((epoch for epoch, value in enumerate(accuracies, 1) if value >= target), None)
 
 
-def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, parallel: int | None = None
-               ) -> dict[str, Any]:
-    """Train one recipe (``"paper"`` or ``"defaults"``) for ``plan.max_epochs`` epochs; what it reached, when.
+def late_drop(accuracies: Sequence[float]) -> float:
+    """The largest fall of validation accuracy from one epoch to the next in the second half of the epochs (from
+    the epoch before the half onwards); 0 when it never falls."""
+    half = len(accuracies) // 2
+    falls = [before - after for before, after in zip(accuracies[max(half - 1, 0):], accuracies[half:], strict=False)]
+    return round(max([0.0, *falls]), 4)
 
-    Returns ``recipe``, ``precision`` and ``precision_reason`` (as the history reports them), ``image_sizes``
-    and ``image_size_epochs``, ``lr_scaling``, ``learning_rate`` (the rate reached after any warm-up),
-    ``epoch_image_size``, ``epoch_learning_rate``, ``val_accuracy`` and ``seconds`` (cumulative wall time) per
-    epoch, ``seconds_to_target`` and ``epochs_to_target`` (``None`` when the target was never reached),
-    ``final_accuracy`` (after ``max_epochs``), ``best_accuracy`` (of any epoch), ``training_seconds`` (the whole
-    ``alexnet_train`` call, setup included) and ``images_per_second``.
+
+def recipe_settings(recipe: str, plan: AccuracyPlan) -> dict[str, Any]:
+    """``alexnet_train``'s settings of ``recipe`` beyond those both recipes share."""
+    from ..train.schedule import progressive_sizes
+
+    if recipe == "paper":  # as the paper trained: float32, one size, 0.01 divided by 10 on a plateau, hard labels
+        return {"image_size": [plan.image_size], "precision": "float32", "lr_scaling": "none",
+                "lr_schedule": "plateau", "label_smoothing": 0.0}
+    if recipe == "defaults":  # what alexnet_train does when left alone
+        return {"image_size": list(progressive_sizes(plan.image_size, plan.max_epochs)), "precision": plan.precision}
+    raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
+
+
+def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, seed: int | None = None,
+               parallel: int | None = None, model_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Train one recipe (``"paper"`` or ``"defaults"``) for ``plan.max_epochs`` epochs from ``seed`` (default:
+    the plan's); what it reached, when.
+
+    Returns ``recipe``, ``seed``, ``precision`` and ``precision_reason`` (as the history reports them),
+    ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``, ``label_smoothing``,
+    ``learning_rate`` (the peak), ``epoch_image_size``, ``epoch_learning_rate``, ``val_accuracy`` and ``seconds``
+    (cumulative wall time) per epoch, ``seconds_to_target`` and ``epochs_to_target`` (``None`` when the target was
+    never reached), ``final_accuracy`` (after ``max_epochs``), ``best_accuracy`` (of any epoch), ``late_drop``
+    (:func:`late_drop`), ``training_seconds`` (the whole ``alexnet_train`` call, setup included) and
+    ``images_per_second``. With ``model_dir`` the final model is saved there and scored on every validation image
+    at its training size and 32 pixels above (``final_eval_accuracy``, ``final_eval_accuracy_plus32``).
     """
     from ..tfimport import keras
     from ..train.api import alexnet_train
-    from ..train.schedule import progressive_sizes
     from .clock import EpochClock
 
-    recipe_settings: dict[str, Any]
-    if recipe == "paper":
-        recipe_settings = {"image_size": [plan.image_size], "precision": "float32", "lr_scaling": "none",
-                           "lr_schedule": "plateau", "label_smoothing": 0.0}
-    elif recipe == "defaults":
-        recipe_settings = {"image_size": list(progressive_sizes(plan.image_size, plan.max_epochs)),
-                           "precision": plan.precision}
-    else:
-        raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
+    chosen = recipe_settings(recipe, plan)
+    seed = plan.seed if seed is None else seed
     keras.backend.clear_session()
     gc.collect()
     clock = EpochClock()
-    logger.info("time_to_accuracy: the %s recipe, %d epochs at sizes %s.", recipe, plan.max_epochs,
-                recipe_settings["image_size"])
+    logger.info("time_to_accuracy: the %s recipe from seed %d, %d epochs at sizes %s.", recipe, seed,
+                plan.max_epochs, chosen["image_size"])
     began = time.perf_counter()
     history = alexnet_train(batch_size=plan.batch_size, epochs=plan.max_epochs, data=data, parallel=parallel,
                             learning_rate=PAPER_LEARNING_RATE, validation=True, cache=True, check_images=False,
-                            seed=plan.seed, verbose=0, dense_units=plan.dense_units, callbacks=[clock],
-                            **recipe_settings)
+                            seed=seed, verbose=0, dense_units=plan.dense_units, callbacks=[clock],
+                            model_dir=None if model_dir is None else os.fspath(model_dir), **chosen)
     total = time.perf_counter() - began
     params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
     accuracies = [float(v) for v in metrics.get("val_accuracy", [])]
@@ -207,8 +229,9 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         raise AlexnetError(f"The {recipe} recipe recorded {len(accuracies)} validation accuracies and {len(seconds)} "
                            f"epoch times for {plan.max_epochs} epochs: it did not validate after every epoch.")
     epoch = _reached(accuracies, plan.target_accuracy)
-    return {
+    record = {
         "recipe": recipe,
+        "seed": seed,
         "precision": params["precision"],
         "precision_reason": params["precision_reason"],
         "image_sizes": [int(s) for s in params["image_size"]],
@@ -225,59 +248,126 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, para
         "seconds_to_target": None if epoch is None else seconds[epoch - 1],
         "final_accuracy": accuracies[-1],
         "best_accuracy": max(accuracies),
+        "late_drop": late_drop(accuracies),
         "training_seconds": round(total, 3),
         "images_per_second": float(history["images_per_second"]),
     }
+    if model_dir is not None:
+        record.update(_final_scores(model_dir, data, record["image_sizes"][-1], parallel))
+    return record
 
 
-def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracyPlan, *,
-            bfloat16: bool) -> dict[str, Any]:
-    """The defaults against the paper: the time ratio and the accuracy difference, each against its target.
+def _final_scores(model_dir: str | os.PathLike, data: Mapping[str, Any], size: int,
+                  parallel: int | None) -> dict[str, float]:
+    """The saved final model's top-1 accuracy on every validation image, at ``size`` and 32 pixels above."""
+    from ..model.evaluate import alexnet_evaluate
 
-    ``time_ratio``: defaults' wall time to the target over the paper's, against the target for hardware with
-    bfloat16 (``bfloat16``) or without (:data:`alexnet.bench.stages.ACCURACY_TARGETS`). When only one recipe
-    reached the target its ``value`` is ``None`` and ``met`` says whether it was the defaults; when neither did,
-    both are ``None``. ``accuracy_difference``: the defaults' validation accuracy after ``max_epochs`` minus the
-    paper's.
+    scores = {}
+    for key, side in (("final_eval_accuracy", size), ("final_eval_accuracy_plus32", size + 32)):
+        scores[key] = round(float(alexnet_evaluate(model_dir, data, image_size=side, parallel=parallel,
+                                                   batch_size=64)["top1_accuracy"]), 4)
+    return scores
+
+
+#: What :func:`summarize` condenses over the seeds of a recipe.
+SUMMED = ("seconds_to_target", "final_accuracy", "best_accuracy", "late_drop", "final_eval_accuracy",
+          "final_eval_accuracy_plus32")
+
+
+def spread(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """``median``, ``min`` and ``max`` of ``values`` (``None``, a target never reached, counts as the slowest),
+    and ``count``, how many are not ``None``; a ``median`` or ``max`` that falls on a ``None`` is ``None``."""
+    import math
+
+    known = [v for v in values if v is not None]
+    ordered = sorted(math.inf if v is None else float(v) for v in values)
+    if not ordered:
+        return {"median": None, "min": None, "max": None, "count": 0}
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+    def finite(value: float) -> float | None:
+        return None if math.isinf(value) else round(value, 4)
+
+    return {"median": finite(median), "min": finite(ordered[0]), "max": finite(ordered[-1]), "count": len(known)}
+
+
+def summarize(recipe: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A recipe over its seeds: what it trained with (from the first run), each of :data:`SUMMED` as
+    :func:`spread`, and ``runs``, every seed's :func:`run_recipe` record."""
+    first = runs[0]
+    kept = ("precision", "precision_reason", "image_sizes", "image_size_epochs", "lr_scaling", "lr_schedule",
+            "label_smoothing", "learning_rate")
+    summary: dict[str, Any] = {"recipe": recipe, **{k: first[k] for k in kept}, "seeds": [r["seed"] for r in runs]}
+    for name in SUMMED:
+        if all(name in r for r in runs):
+            summary[name] = spread([r[name] for r in runs])
+    summary["best_minus_final"] = spread([r["best_accuracy"] - r["final_accuracy"] for r in runs])
+    summary["runs"] = [dict(r) for r in runs]
+    return summary
+
+
+def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracyPlan) -> dict[str, Any]:
+    """The defaults against the paper recipe, on the medians over the seeds (:func:`summarize`'s), each against
+    its target (:data:`alexnet.bench.stages.ACCURACY_TARGETS`).
+
+    ``time_ratio``: the defaults' median wall time to the target over the paper recipe's; when only one recipe
+    reached it (in the median) its ``value`` is ``None`` and ``met`` says whether it was the defaults; when
+    neither did, both are ``None``. ``accuracy_difference``: the defaults' median final accuracy minus the paper
+    recipe's. ``final_vs_best``: the defaults' median of (final accuracy minus best accuracy), per seed.
     """
-    name = "time_ratio_bfloat16" if bfloat16 else "time_ratio"
-    _, bound, time_bound = ACCURACY_TARGETS[name]
-    fast, slow = defaults["seconds_to_target"], paper["seconds_to_target"]
+    def target(name: str, value: float | None, what: str, met: bool | None = None) -> dict[str, Any]:
+        _, bound, side = ACCURACY_TARGETS[name]
+        if met is None and value is not None:
+            met = value <= bound if side == "at most" else value >= bound
+        return {"what": what, "value": value, "target": bound, "bound": side, "met": met}
+
+    fast, slow = defaults["seconds_to_target"]["median"], paper["seconds_to_target"]["median"]
+    seeds = len(defaults["runs"])
     if fast is not None and slow:
-        value: float | None = round(fast / slow, 3)
-        met: bool | None = value <= bound
+        ratio = target("time_ratio", round(fast / slow, 3),
+                       f"defaults / paper: median wall time to {plan.target_accuracy:g} accuracy ({seeds} seeds)")
     else:
-        value, met = None, (None if fast is None and slow is None else fast is not None)
-    difference = round(defaults["final_accuracy"] - paper["final_accuracy"], 4)
-    _, minimum, difference_bound = ACCURACY_TARGETS["accuracy_difference"]
-    hardware = "bfloat16 hardware" if bfloat16 else "hardware without bfloat16"
+        ratio = target("time_ratio", None, f"defaults / paper: median wall time to {plan.target_accuracy:g} "
+                       f"accuracy ({seeds} seeds)", None if fast is None and slow is None else fast is not None)
+    difference = round(defaults["final_accuracy"]["median"] - paper["final_accuracy"]["median"], 4)
+    kept = -defaults["best_minus_final"]["median"]
     return {
-        "time_ratio": {"what": f"defaults / paper: wall time to {plan.target_accuracy:g} validation accuracy "
-                               f"({hardware})", "value": value, "target": bound, "bound": time_bound, "met": met},
-        "accuracy_difference": {"what": f"defaults - paper: validation accuracy after {plan.max_epochs} epochs",
-                                "value": difference, "target": minimum, "bound": difference_bound,
-                                "met": difference >= minimum},
+        "time_ratio": ratio,
+        "accuracy_difference": target("accuracy_difference", difference, "defaults - paper: median validation "
+                                      f"accuracy after {plan.max_epochs} epochs"),
+        "final_vs_best": target("final_vs_best", round(kept, 4), "defaults: median of final - best validation "
+                                "accuracy"),
     }
 
 
 def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan: AccuracyPlan, *,
-                     parallel: int | None = None) -> dict[str, Any]:
-    """Both recipes on ``data`` (from :func:`accuracy_data`), one after the other; the stage's result.
+                     parallel: int | None = None, workdir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Both recipes on ``data`` (from :func:`accuracy_data`) from each of ``plan.repeats`` seeds (the plan's seed
+    and those after it), the recipes alternating so that both meet the same machine; the stage's result.
 
     Returns ``settings`` (:meth:`AccuracyPlan.settings`), ``data`` (``described``), ``recipes`` (``paper`` and
-    ``defaults``, each as :func:`run_recipe` returns it), ``time_ratio`` and ``accuracy_difference`` (the values
-    of :func:`compare`'s), ``targets`` (:func:`compare`'s result) and ``seconds`` (the whole stage).
+    ``defaults``, each as :func:`summarize` returns it), ``time_ratio``, ``accuracy_difference`` and
+    ``final_vs_best`` (the values of :func:`compare`'s), ``targets`` (:func:`compare`'s result) and ``seconds``
+    (the whole stage). With ``workdir`` every final model is saved under it and scored at two sizes
+    (:func:`run_recipe`).
     """
     began = time.perf_counter()
-    recipes = {name: run_recipe(name, data, plan, parallel=parallel) for name in RECIPES}
-    targets = compare(recipes["paper"], recipes["defaults"], plan,
-                      bfloat16=recipes["defaults"]["precision"] == "bfloat16")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in RECIPES}
+    for repeat in range(plan.repeats):
+        for name in RECIPES:
+            model_dir = None if workdir is None else Path(workdir) / f"model-{name}-{repeat}"
+            runs[name].append(run_recipe(name, data, plan, seed=plan.seed + repeat, parallel=parallel,
+                                         model_dir=model_dir))
+    recipes = {name: summarize(name, records) for name, records in runs.items()}
+    targets = compare(recipes["paper"], recipes["defaults"], plan)
     for name, record in recipes.items():
-        logger.info("time_to_accuracy, %s: %s to %.2f, final accuracy %.3f after %d epochs (%s, sizes %s).", name,
-                    "never" if record["seconds_to_target"] is None else f"{record['seconds_to_target']:.0f} s",
-                    plan.target_accuracy, record["final_accuracy"], plan.max_epochs, record["precision"],
-                    record["image_sizes"])
+        reached = record["seconds_to_target"]
+        logger.info("time_to_accuracy, %s (%d seeds): median %s to %.2f, final accuracy %.3f (best %.3f) after %d "
+                    "epochs (%s, sizes %s).", name, plan.repeats,
+                    "never" if reached["median"] is None else f"{reached['median']:.0f} s", plan.target_accuracy,
+                    record["final_accuracy"]["median"], record["best_accuracy"]["median"], plan.max_epochs,
+                    record["precision"], record["image_sizes"])
     return {"settings": plan.settings(), "data": dict(described), "recipes": recipes,
-            "time_ratio": targets["time_ratio"]["value"],
-            "accuracy_difference": targets["accuracy_difference"]["value"], "targets": targets,
+            **{name: t["value"] for name, t in targets.items()}, "targets": targets,
             "seconds": round(time.perf_counter() - began, 3)}

@@ -14,7 +14,8 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
 
     A fetch measurement adds a panel: megabytes per second, one download at a time and in parallel. The
     ``time_to_accuracy`` stage adds one too: each recipe's validation accuracy against its cumulative wall time,
-    epoch by epoch, with the target accuracy as a horizontal line.
+    epoch by epoch, one curve per seed, with the target accuracy as a horizontal line and each recipe's median
+    time to it as a dotted one.
     """
     import matplotlib
 
@@ -115,13 +116,18 @@ def _accuracy_panel(axes: Any, accuracy: Mapping[str, Any]) -> None:
     target = accuracy["settings"]["target_accuracy"]
     for name, recipe in accuracy["recipes"].items():
         sizes = "/".join(str(s) for s in recipe["image_sizes"])
-        axes.plot(recipe["seconds"], recipe["val_accuracy"], marker="o", markersize=3,
-                  color=colours.get(name), label=f"{name}: {recipe['precision']}, {sizes} px")
-        if recipe["seconds_to_target"] is not None:
-            axes.axvline(recipe["seconds_to_target"], color=colours.get(name), linestyle=":", linewidth=1)
+        legend = f"{name}: {recipe['precision']}, {sizes} px, {recipe['lr_schedule']}"
+        for index, run in enumerate(recipe["runs"]):  # every seed's curve
+            axes.plot(run["seconds"], run["val_accuracy"], marker="o", markersize=3, linewidth=1, alpha=0.8,
+                      color=colours.get(name), label=None if index else legend)
+        median = recipe["seconds_to_target"]["median"]
+        if median is not None:
+            axes.axvline(median, color=colours.get(name), linestyle=":", linewidth=1)
     axes.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
     ratio = accuracy.get("time_ratio")
-    title = f"time to {target:g}: defaults / paper = " + ("n/a" if ratio is None else f"{ratio:.2f}x")
+    seeds = accuracy["settings"].get("repeats", 1)
+    title = (f"time to {target:g}, median of {seeds} seed(s): defaults / paper = "
+             + ("n/a" if ratio is None else f"{ratio:.2f}x"))
     axes.set_title(title, fontsize=9)
     axes.set_xlabel("wall time (s)")
     axes.set_ylabel("validation accuracy (top-1)")

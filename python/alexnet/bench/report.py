@@ -96,19 +96,38 @@ def _seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.0f} s"
 
 
+def _spread(value: Mapping[str, Any] | None, show: Any) -> str:
+    """A :func:`alexnet.bench.accuracy.spread` as ``median (min-max)``."""
+    if value is None:
+        return ""
+    if value["min"] == value["max"]:
+        return show(value["median"])
+    return f"{show(value['median'])} ({show(value['min'])}-{show(value['max'])})"
+
+
+def _accuracy(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def accuracy_table(accuracy: Mapping[str, Any]) -> str:
-    """The ``time_to_accuracy`` stage as Markdown: one row per recipe, then its targets."""
-    target = accuracy["settings"]["target_accuracy"]
-    lines = [f"| recipe | precision | image sizes (epochs) | learning rate | time to {target:g} | epochs to "
-             f"{target:g} | accuracy after {accuracy['settings']['max_epochs']} epochs | best accuracy | total time |",
-             "| --- | --- | --- | --: | --: | --: | --: | --: | --: |"]
+    """The ``time_to_accuracy`` stage as Markdown: one row per recipe (medians over the seeds, ranges in
+    brackets), then its targets."""
+    settings = accuracy["settings"]
+    target, epochs = settings["target_accuracy"], settings["max_epochs"]
+    seeds = settings.get("repeats", 1)
+    lines = [f"| recipe | precision | image sizes (epochs) | learning rate | time to {target:g} | accuracy after "
+             f"{epochs} epochs | best accuracy | largest fall, 2nd half | final model at +32 px |",
+             "| --- | --- | --- | --- | --: | --: | --: | --: | --: |"]
     for r in accuracy["recipes"].values():
         sizes = ", ".join(f"{s} ({e})" for s, e in zip(r["image_sizes"], r["image_size_epochs"], strict=True))
-        lines.append(f"| {r['recipe']} | {r['precision']} | {sizes} | {r['learning_rate']:g} "
-                     f"| {_seconds(r['seconds_to_target'])} | {r['epochs_to_target'] or 'never'} "
-                     f"| {r['final_accuracy']:.3f} | {r['best_accuracy']:.3f} "
-                     f"| {_seconds(r['seconds'][-1] if r['seconds'] else None)} |")
-    lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
+        rate = f"{r['learning_rate']:g}, {r['lr_schedule']}"
+        plus = r.get("final_eval_accuracy_plus32")
+        lines.append(f"| {r['recipe']} | {r['precision']} | {sizes} | {rate} "
+                     f"| {_spread(r['seconds_to_target'], _seconds)} | {_spread(r['final_accuracy'], _accuracy)} "
+                     f"| {_spread(r['best_accuracy'], _accuracy)} | {_spread(r['late_drop'], _accuracy)} "
+                     f"| {_spread(plus, _accuracy) if plus else 'n/a'} |")
+    lines += ["", f"Medians over {seeds} seed(s), ranges in brackets.", "",
+              "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
     for name, t in accuracy["targets"].items():
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}x" if name == "time_ratio" else f"{t['value']:+.3f}"
         needed = f"{t['bound']} {t['target']:g}" + ("x" if name == "time_ratio" else "")

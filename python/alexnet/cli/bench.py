@@ -11,7 +11,7 @@ from .common import non_negative, positive, with_default
 #: Options passed on to :func:`alexnet.alexnet_benchmark` as they are.
 _PASSED = ("stages", "images", "batch_size", "image_size", "cores", "seconds", "parallel", "resize", "quality",
            "model_steps", "dense_units", "board", "fetch_workers", "isolation", "output_dir", "seed", "precision",
-           "target_accuracy", "max_epochs", "accuracy_classes", "accuracy_images_per_class",
+           "target_accuracy", "max_epochs", "repeats", "accuracy_classes", "accuracy_images_per_class",
            "accuracy_val_per_class", "accuracy_image_size", "accuracy_batch_size", "accuracy_dense_units")
 
 #: Options of a number: flag, type, help.
@@ -26,6 +26,7 @@ _NUMBERS = (("--images", positive, "images used, and timed per measurement"),
             ("--seed", non_negative, "random seed"),
             ("--target-accuracy", float, "time_to_accuracy: top-1 validation accuracy to reach"),
             ("--max-epochs", positive, "time_to_accuracy: epochs each recipe trains"),
+            ("--repeats", positive, "time_to_accuracy: seeds each recipe trains from (the verdict is on medians)"),
             ("--accuracy-classes", positive, "time_to_accuracy: categories of its synthetic data"),
             ("--accuracy-images-per-class", positive, "time_to_accuracy: training images per category"),
             ("--accuracy-val-per-class", positive, "time_to_accuracy: validation images per category"),

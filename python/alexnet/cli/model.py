@@ -67,7 +67,7 @@ def evaluation_options(p: argparse.ArgumentParser, command: str) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     result = common.core("evaluate")(model_of(args), board=common.default_board(args),
                                      **given(args, "crops", "batch_size", "parallel", "partition", "total",
-                                             "cache_dir", "fetch_workers"))
+                                             "cache_dir", "fetch_workers", "image_size"))
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -98,6 +98,8 @@ def register(add: common.AddCommand) -> None:
     evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
                                                                               "0-based share of the images"))
     evaluate.add_argument("--total", type=positive, help=with_default("evaluate", "total", "number of shares"))
+    evaluate.add_argument("--image-size", type=positive, help="the side of the crop scored (default: the size the "
+                          "model trained at last; a model trained at a lower size often scores better 32 above it)")
 
     predict = add("predict", _predict, "the most probable classes of images",
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_parallel, as_strings
+from ..checks import as_image_size, as_int, as_parallel, as_strings
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
 from ..progress import progress_bar
@@ -81,6 +81,21 @@ def _check_classes(outputs: int, classes: int, where: str) -> None:
     if outputs != classes:
         raise AlexnetError(f"the model has {outputs} outputs but {where} has {classes} classes: evaluate it on the "
                            "board (or data) it was trained for.")
+
+
+def _scored_size(model: Any, trained: int, wanted: int | None, description: str) -> int:
+    """The side ``model`` is scored at: ``wanted``, or the size it ``trained`` at; a model whose input is fixed
+    takes only its own size (an :class:`AlexnetError` otherwise)."""
+    from .saved import input_size
+
+    if wanted is None:
+        return trained
+    fixed = input_size(model)
+    if fixed is not None and fixed != wanted:
+        raise AlexnetError(f"the model {description} takes only images of {fixed} pixels, not image_size = {wanted}: "
+                           "leave image_size unset, or evaluate a model trained as alexnet_train() builds them "
+                           "(its input takes every size).")
+    return wanted
 
 
 def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]:
@@ -150,6 +165,7 @@ def alexnet_evaluate(
     total: int = 1,
     cache_dir: str | os.PathLike | None = None,
     fetch_workers: int = DEFAULT_DOWNLOADS,
+    image_size: int | None = None,
 ) -> dict[str, Any]:
     """Top-1 and top-5 accuracy of ``model`` over validation images, counted exactly.
 
@@ -160,6 +176,10 @@ def alexnet_evaluate(
     ``fetch_workers`` downloads at once). ``crops=1`` scores the centre crop; ``crops=10`` the softmax averaged
     over the four corner and the centre squares of the image resized to ``image_size * 256 / 224`` and their
     mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: autotune) and scored together.
+    ``image_size``: the side of the crop scored; ``None`` is the size the model trained at last (its card's). A
+    model whose input takes every size (as training builds them) can be scored at another size: a model trained
+    at a lower size than it is tested at often scores better a little above it (FixRes), so try ``image_size``
+    32 pixels above the card's. A model whose input is fixed takes only its own size.
 
     Before any work: neither ``data`` nor ``board``, ``crops`` not 1 or 10, a missing model, data or a board
     without validation images, or a model whose outputs differ from the data's or board's number of classes
@@ -175,6 +195,7 @@ def alexnet_evaluate(
 
     crops = check_crops(crops)
     batch_size = as_int(batch_size, "batch_size", 1)
+    size = None if image_size is None else as_image_size(image_size, "image_size")
     parallel = as_parallel(parallel)
     if data is None and board is None:
         raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
@@ -198,6 +219,7 @@ def alexnet_evaluate(
     card = loaded.card
     if classes is not None:
         _check_classes(card.num_classes, classes, where)
+    size = _scored_size(loaded.model, card.image_size, size, loaded.description)
     if data is None:
         from ..data.fetch import imagenet_validation
 
@@ -214,18 +236,18 @@ def alexnet_evaluate(
     start = time.monotonic()
     top1 = topk = 0
     if files:
-        top1, topk = count_correct(loaded.model, files, labels, image_size=card.image_size, crops=crops,
+        top1, topk = count_correct(loaded.model, files, labels, image_size=size, crops=crops,
                                    batch_size=batch_size, parallel=parallel, k=k,
                                    desc=f"evaluate ({PROTOCOLS[crops]})")
     seconds = time.monotonic() - start
     images = len(files)
-    logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s) in %.1f s", loaded.description, top1, images, k, topk, images,
-                PROTOCOLS[crops], seconds)
+    logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s, %d pixels) in %.1f s", loaded.description, top1, images, k,
+                topk, images, PROTOCOLS[crops], size, seconds)
     return {
         "images": images, "top1_correct": top1, "top5_correct": topk,
         "top1_accuracy": top1 / images if images else float("nan"),
         "top5_accuracy": topk / images if images else float("nan"),
-        "top_k": k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": card.image_size,
+        "top_k": k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": size,
         "num_classes": card.num_classes, "images_per_second": images / seconds if seconds > 0 else float("nan"),
         "seconds": round(seconds, 3), "bad_images": list(bad), "model": loaded.description,
     }
