@@ -317,8 +317,7 @@ def alexnet_benchmark(
             logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
         measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench)
         if "fetch" in plan.stages:
-            assert board is not None
-            measured += fetch_measurement(board, partition=fetch_partition, total=fetch_total,
+            measured += fetch_measurement(str(board), partition=fetch_partition, total=fetch_total,  # _plan checked it
                                           workers=as_int(fetch_workers, "fetch_workers", 2), workdir=workdir)
         reached = None
         if accuracy is not None:

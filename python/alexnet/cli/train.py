@@ -36,7 +36,7 @@ def training_options(p: argparse.ArgumentParser) -> None:
             if kind.nargs is not None:
                 options["nargs"] = kind.nargs
             words = [*spec.choices, *([spec.none_word] if spec.none_word else [])]
-            options["metavar"] = "{" + ",".join(words) + "}" if words else spec.metavar
+            options["metavar"] = "{" + ",".join(words) + "}" if words else spec.metavar or name.upper()
         p.add_argument(flag, **options)
 
 

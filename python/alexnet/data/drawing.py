@@ -132,12 +132,14 @@ def _texture(rng: np.random.Generator, w: int, h: int, scale: float) -> np.ndarr
     Each octave is added at its own grid size and the running sum is upsampled to the next, so only the last
     step works at full size.
     """
-    total: np.ndarray | None = None
-    for cells, amplitude in _OCTAVES:
+    def octave(cells: float, amplitude: float) -> tuple[np.ndarray, tuple[int, int]]:
         gw, gh = _grid_size(w, h, max(cells * scale, 1.0))
-        octave = amplitude * rng.standard_normal((gh, gw), dtype=np.float32)
-        total = octave if total is None else _upsample(total, (gw, gh)) + octave
-    assert total is not None
+        return amplitude * rng.standard_normal((gh, gw), dtype=np.float32), (gw, gh)
+
+    total, _ = octave(*_OCTAVES[0])
+    for cells, amplitude in _OCTAVES[1:]:
+        noise, grid = octave(cells, amplitude)
+        total = _upsample(total, grid) + noise
     return _upsample(total, (w, h)) + np.float32(1.0)
 
 

@@ -26,15 +26,13 @@ def check_image(data: bytes, *, resize: int | None = None, quality: int = 90) ->
     try:
         with Image.open(io.BytesIO(data)) as img:
             fmt, mode, (width, height) = img.format, img.mode, img.size
-            reencode = resize is not None and (fmt != "JPEG" or mode != "RGB" or min(width, height) > resize)
-            if not reencode:
+            if resize is None or (fmt == "JPEG" and mode == "RGB" and min(width, height) <= resize):
                 if fmt == "JPEG":
                     # Decode at 1/8 scale: every entropy-coded byte is still read, so truncation shows,
                     # at a fraction of the cost of a full decode.
                     img.draft(mode, (max(1, width // 8), max(1, height // 8)))
                 img.load()
                 return data, ""
-            assert resize is not None
             scale = min(1.0, resize / min(width, height))
             target = (max(1, round(width * scale)), max(1, round(height * scale)))
             if fmt == "JPEG":

@@ -81,7 +81,12 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     everywhere, and only when every worker has validation images.
 
     Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
-    (:class:`alexnet.train.model.DecayedSGD`), the rate divided by 10 at each epoch of ``lr_drop_epochs``.
+    (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by ``label_smoothing`` (0.1; 0 is the paper's
+    hard labels). After any warm-up the rate follows ``lr_schedule``: ``"linear"`` (the default) straight down to
+    zero at the last step, ``"cosine"`` down to zero along half a cosine, ``"step"`` divided by 10 at each epoch
+    of ``lr_drop_epochs``, ``"plateau"`` divided by 10 when validation top-1 has not improved for ``patience``
+    epochs (the paper's rule; every worker decides alike, from the history, and a resumed run continues the same
+    curve; see :mod:`alexnet.train.schedule`).
     ``learning_rate`` is the rate for a global batch of 128, the paper's (0.01). With ``lr_scaling = "linear"``
     (the default) the rate follows the linear scaling rule of Goyal et al. (2017): it is multiplied by
     ``global batch / 128`` (0.04 for 16 workers of batch 32) and reached by a linear warm-up from
@@ -98,12 +103,13 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     :mod:`alexnet.model.network`), and the history's ``schedule`` holds each epoch's size
     (:mod:`alexnet.train.schedule`).
 
-    ``precision`` is what the layers compute in: ``None`` (the hardware's: bfloat16 on a CPU with
-    ``avx512_bf16`` or ``amx_bf16`` and on GPUs of compute capability 8.0 or more, float16 on older GPUs,
-    float32 otherwise), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or ``"float16"`` (mixed,
+    ``precision`` is what the layers compute in: ``None`` (measured: where the hardware has more than float32,
+    a few training steps of this model are timed in each format and a 16-bit one is taken only when it is at
+    least 1.1 times as fast; remembered per machine, see :mod:`alexnet.train.measure`; the workers of a cluster
+    agree on one, else float32), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or ``"float16"`` (mixed,
     loss-scaled); see :mod:`alexnet.train.precision`. The older ``mixed_precision`` flag maps onto it (``True``:
-    float16, ``False``: float32). The history's ``params`` say which precision was used and why. On a GPU, XLA
-    is on unless ``jit_compile`` says otherwise.
+    float16, ``False``: float32). The history's ``params`` say which precision was used, why, and the rates
+    measured. On a GPU, XLA is on unless ``jit_compile`` says otherwise.
 
     Validation images (``val_image`` in ``data``, when ``validation``) are evaluated after each epoch,
     centre-cropped. Images are checked once before training (``check_images``): bad ones are skipped and
@@ -124,7 +130,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     that pin on ``model_board`` (default: the board ``data`` came from), with the card, its kind (``model``),
     and the file's SHA-256 and size as the pin's metadata. The name must not be one of the data board's own
     pins (``categories``, ``bad_images``, a WordNet id, ``val-<wnid>``), and the board must be writable:
-    both are checked before training.
+    both are checked before training. With ``keep_best`` (it needs validation images) the model saved, its card
+    (``best_epoch``) and its pin are those of the epoch with the best validation top-1, kept beside the
+    checkpoints so that a resumed run still knows it; without, the last epoch's.
 
     ``log_dir`` (same kinds of string as ``checkpoint_dir``) receives TensorBoard event files: per epoch
     ``epoch/loss``, ``epoch/accuracy``, ``epoch/top5_accuracy`` (with more than 5 classes), the ``val_`` ones,
