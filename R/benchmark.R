@@ -40,7 +40,7 @@
 #' @param output_dir Folder for `alexnet-benchmark.json` and `alexnet-benchmark.png` (`NULL`: a new
 #'   temporary folder).
 #' @param precision What `synthetic`, `train` and the defaults recipe of `time_to_accuracy` compute in:
-#'   `NULL` (what the hardware has, as [alexnet_train()] picks it), `"float32"`, `"bfloat16"` or
+#'   `NULL` (measured to train faster here, as [alexnet_train()] picks it), `"float32"`, `"bfloat16"` or
 #'   `"float16"`. Each record names the precision used.
 #' @param target_accuracy,max_epochs,repeats `time_to_accuracy`: the top-1 validation accuracy (between 0 and
 #'   1) to reach, the epochs each recipe trains in full (no early stop), and the seeds each recipe trains from

@@ -23,7 +23,7 @@ Stages, all on the same images:
   validation accuracy, and their accuracies after the same epochs (see :mod:`alexnet.bench.accuracy`).
 
 ``synthetic``, ``train`` and the defaults recipe of ``time_to_accuracy`` compute in ``precision`` (``None``: the
-one the hardware has, as ``alexnet_train`` picks it; each record names the precision used).
+one measured to train faster here, as ``alexnet_train`` picks it; each record names the precision used).
 
 ``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, on 2 and on every core given (see
 :mod:`alexnet.bench.measure` for how). Peak resident memory is measured per stage (Linux: the peak is reset

@@ -71,6 +71,6 @@ def register(add: common.AddCommand) -> None:
     bench.add_argument("--isolation", choices=["process", "threads"],
                        help="pin a child process per core count (default on Linux) or limit threads in-process")
     bench.add_argument("--precision", choices=["float32", "bfloat16", "float16"],
-                       help="what synthetic, train and the time_to_accuracy defaults compute in (default: what the "
-                            "hardware has)")
+                       help="what synthetic, train and the time_to_accuracy defaults compute in (default: the one "
+                            "measured to train faster here)")
     bench.add_argument("--output-dir", help="where the JSON and PNG go (default: a new temporary folder)")

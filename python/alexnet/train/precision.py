@@ -1,4 +1,4 @@
-"""Which number format AlexNet computes in: the one the hardware has, or the one asked for.
+"""Which number formats the hardware computes in, and the one asked for (left to choose, see :mod:`.measure`).
 
 ``precision`` in :func:`alexnet.alexnet_train` is one of
 
