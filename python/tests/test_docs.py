@@ -4,8 +4,8 @@ move breaks a test rather than a reader.
 README's Python, shell and R blocks run here with their paths moved into a temporary folder and small settings
 (a synthetic ImageNet of a few tiny images, one epoch at 64 pixels). What cannot run here is checked without
 running: Google Cloud and the Spark cluster of the R block (its calls must match the R functions' arguments;
-they run on local[2] where sparklyr is installed), the benchmark's own commands of minutes (their options must
-parse), and `make demo` / `make test` (the targets must exist).
+they run on local[2] where sparklyr and a Spark home it drives are found, see helpers_spark.py), the
+benchmark's own commands of minutes (their options must parse), and `make demo` / `make test` (the targets must exist).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_spark import sparklyr_spark_home
 
 from alexnet.cli import build_parser
 
@@ -144,9 +145,12 @@ def test_readme_benchmark_commands_parse():
         parser.parse_args(shlex.split(line)[1:])
 
 
-R_PRELUDE = """
+R_START = """
 suppressPackageStartupMessages(library(alexnet))
 tmp <- Sys.getenv("README_TMP")
+"""
+
+R_PRELUDE = R_START + """
 invisible(imagenet_synthetic(file.path(tmp, "imagenet"), classes = 3, images_per_class = 4, val_per_class = 1,
                              max_side = 64))
 core_parameters <- function(name) {  # none for R's own functions
@@ -191,31 +195,55 @@ R_SMALL = [
 ]
 
 
-def test_readme_r_snippet_runs(tmp_path):
+def _readme_r_env(tmp: Path) -> dict[str, str]:
+    env = {**_env(tmp), "README_TMP": str(tmp)}
+    env.setdefault("ALEXNET_PYTHON", sys.executable)
+    return env
+
+
+@pytest.fixture(scope="module")
+def r_snippet(tmp_path_factory) -> tuple[str, Path, subprocess.CompletedProcess[str], str]:
+    """README's R block run up to its Spark lines, whose calls are checked against the functions' arguments:
+    (Rscript, the folder it ran in, the finished run, the Spark lines as they run on local[2])."""
     rscript = shutil.which("Rscript")
     if rscript is None:
         pytest.skip("no Rscript")
     probe = subprocess.run([rscript, "-e", "library(alexnet)"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         pytest.skip("the R package alexnet is not installed")
+    tmp = tmp_path_factory.mktemp("readme-r")
     (code,) = readme_blocks("r")
     local, spark = re.split(r"^# or all of it across a Spark cluster.*$", code, flags=re.M)
     for pattern, replacement in R_SMALL:
         local = re.sub(pattern, replacement, local)
-    # Spark runs only where sparklyr is installed (then on local[2], not yarn); elsewhere its calls are checked
-    (tmp_path / "spark.R").write_text(spark)
-    spark_here = spark.replace('master = "yarn"', 'master = "local[2]"').replace("workers = 16", "workers = 2")
-    script = (R_PRELUDE + local + "\nif (requireNamespace('sparklyr', quietly = TRUE)) {\n" + spark_here
-              + "\n} else check_calls(readLines(file.path(tmp, 'spark.R')))\n")
-    for pattern, replacement in R_SMALL:
-        script = re.sub(pattern, replacement, script)
-    env = {**_env(tmp_path), "README_TMP": str(tmp_path)}
-    env.setdefault("ALEXNET_PYTHON", sys.executable)
-    done = subprocess.run([rscript, "-e", script], capture_output=True, text=True, env=env, timeout=900,
-                          check=False, cwd=tmp_path)
+        spark = re.sub(pattern, replacement, spark)
+    (tmp / "spark.R").write_text(spark)
+    script = R_PRELUDE + local + "\ncheck_calls(readLines(file.path(tmp, 'spark.R')))\n"
+    done = subprocess.run([rscript, "-e", script], capture_output=True, text=True, env=_readme_r_env(tmp),
+                          timeout=900, check=False, cwd=tmp)
+    spark_here = spark.replace('master = "yarn"', 'master = "local[2]", spark_home = Sys.getenv("README_SPARK_HOME")')
+    return rscript, tmp, done, spark_here.replace("workers = 16", "workers = 2")
+
+
+def test_readme_r_snippet_runs(r_snippet):
+    _, tmp, done, _ = r_snippet
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Top-1 accuracy" in done.stdout
-    assert (tmp_path / "board" / "alexnet").is_dir()
+    assert (tmp / "board" / "alexnet").is_dir()
+
+
+def test_readme_r_spark_lines_run_on_local_2(r_snippet):
+    """README's Spark lines on local[2] through sparklyr, with the Spark home a user's session would find."""
+    rscript, tmp, done, spark = r_snippet
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = _readme_r_env(tmp)
+    env["README_SPARK_HOME"] = sparklyr_spark_home(rscript, env)
+    versions = {p.name for p in (tmp / "board" / "alexnet").iterdir()}
+    ran = subprocess.run([rscript, "-e", R_START + spark], capture_output=True, text=True, env=env, timeout=900,
+                         check=False, cwd=tmp)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "Top-1 accuracy" in ran.stdout
+    assert {p.name for p in (tmp / "board" / "alexnet").iterdir()} > versions  # the Spark run pinned its model
 
 
 # -- the articles ---------------------------------------------------------------------------------------------

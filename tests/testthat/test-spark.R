@@ -334,3 +334,26 @@ test_that("a failed launch and the retry that follows reach R as a warning with 
   expect_equal(result$attempt, 2L)
   expect_equal(result$history[[1]]$metrics$loss, 1.5)
 })
+
+test_that("on a real local[2] connection, the barrier list is what fake_sparklyr() hands in, and slots are checked", {
+  skip_if_no_alexnet()
+  home <- skip_if_no_spark_home()
+  sc <- sparklyr::spark_connect(master = "local[2]", spark_home = home)
+  on.exit(sparklyr::spark_disconnect(sc), add = TRUE)
+  sdf <- sparklyr::sdf_len(sc, 2L, repartition = 2L)
+  tasks <- sparklyr::spark_apply(sdf, function(df, barrier) {
+    data.frame(partition = as.integer(barrier$partition), address = paste(barrier$address, collapse = " "))
+  }, barrier = TRUE, columns = c(partition = "integer", address = "character"), packages = FALSE)
+  tasks <- as.data.frame(sparklyr::sdf_collect(tasks))
+  expect_setequal(tasks$partition, 0:1)
+  addresses <- strsplit(tasks$address[[1]], " ")[[1]]
+  expect_length(addresses, 2L)
+  expect_match(addresses, "^[^:]+:[0-9]+$")
+  expect_identical(tasks$address[[2]], tasks$address[[1]])  # every task sees every task's address
+  config <- jsonlite::fromJSON(tf_config_from_barrier(list(address = addresses, partition = tasks$partition[[2]])))
+  expect_identical(config$task$index, tasks$partition[[2]])
+  expect_length(config$cluster$worker, 2L)
+  # the slot check reads local[2]'s parallelism from the connection, before any job
+  expect_error(alexnet_spark_train(sc, workers = 3, board = tempdir(), probe = FALSE),
+               "3 workers need 3 task slots.*use workers <= 2")
+})
