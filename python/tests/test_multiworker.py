@@ -209,7 +209,7 @@ def _start(
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_bfloat16``: its CPU claims bfloat16 instructions and
-    measures bfloat16 faster."""
+    measures bfloat16 faster (else its CPU claims float32 alone, whatever this machine has)."""
     config = {
         "fake_bfloat16": fake_bfloat16,
         "index": index,
@@ -335,13 +335,16 @@ def _worker(config_path: str) -> None:
     index = config["index"]
     os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, config["base_port"])
     callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
-    if config.get("fake_bfloat16"):
-        from alexnet.train import measure
-        from alexnet.train import precision as precisions
+    from alexnet.train import measure
+    from alexnet.train import precision as precisions
 
+    # the same on every machine: a CPU of float32 alone, unless the worker fakes one that trains bfloat16 faster
+    if config.get("fake_bfloat16"):
         os.environ[measure.CACHE_ENV] = "off"
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
         measure.model_timer = lambda *args, **kwargs: {"float32": 10.0, "bfloat16": 30.0}.__getitem__
+    else:
+        precisions.cpu_flags = lambda: frozenset({"avx2"})
     out = Path(config["out"])
     try:
         history = training.alexnet_train(

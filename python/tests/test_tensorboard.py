@@ -66,8 +66,11 @@ def test_scalars_per_epoch_and_every_log_every_steps_continue_across_a_resumed_r
     for name, values in [*history["metrics"].items(), ("image_size", schedule["image_size"]),
                          ("learning_rate", schedule["learning_rate"])]:
         assert [scalars[f"epoch/{name}"][e] for e in (1, 2)] == pytest.approx(values, rel=1e-6), name
-    assert scalars["epoch/learning_rate"][2] == pytest.approx(0.005)
-    assert [scalars["step/learning_rate"][s] for s in (5, 10)] == pytest.approx([0.005, 0.005]), "the schedule's"
+    # the default linear schedule: 0.005 at the first of the 12 steps, down to zero at the last
+    assert scalars["epoch/learning_rate"][1] == pytest.approx(0.005 * (1 - 5 / 11), rel=1e-6)
+    assert scalars["epoch/learning_rate"][2] == 0.0
+    assert [scalars["step/learning_rate"][s] for s in (5, 10)] == pytest.approx(
+        [0.005 * (1 - 4 / 11), 0.005 * (1 - 9 / 11)], rel=1e-6), "the rate of each logged step"
     assert all(v > 0 for v in scalars["step/images_per_second"].values())
     traces = list((logs / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 0
