@@ -99,11 +99,12 @@ cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 corr
 metrics <- rows[[1]]$history$metrics
 validated <- metrics$val_images[[length(metrics$val_images)]]
 accuracy <- metrics$val_accuracy[[length(metrics$val_accuracy)]]
-cat("The two-worker run's last validation: val_accuracy", format(accuracy, digits = 4), "over", validated,
-    "images, both workers' (", round(accuracy * validated), "correct ); the whole board:",
-    format(one_machine$top1_accuracy, digits = 4), "over", one_machine$images, "images.\n")
-cat(if (validated == one_machine$images && round(accuracy * validated) == one_machine$top1_correct)
-  "Training's validation and the whole-board evaluation agree.\n" else "Training's validation and the whole-board evaluation differ!\n")
+cat("The two-worker run's last validation: val_accuracy ", format(accuracy, digits = 4), " (",
+    round(accuracy * validated), " of ", validated, " images, both workers' validation images); the whole board: ",
+    format(one_machine$top1_accuracy, digits = 4), " (", one_machine$top1_correct, " of ", one_machine$images,
+    " images).\n", sep = "")
+agree <- validated == one_machine$images && round(accuracy * validated) == one_machine$top1_correct
+cat("Training's validation and the whole-board evaluation", if (agree) "agree.\n" else "differ!\n")
 
 step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
