@@ -13,17 +13,20 @@ new_alexnet_history <- function(history) {
 #'
 #' A history keeps what the model reached apart from what each epoch trained with. `metrics` holds
 #' the results (`loss`, `accuracy`, `top5_accuracy` and their `val_` counterparts, one value per
-#' epoch); `schedule` holds the run's schedule: `image_size` (whole numbers) and `learning_rate`
+#' epoch, and `val_images`, how many validation images each epoch's `val_` metrics count: every
+#' worker's, each once); `schedule` holds the run's schedule: `image_size` (whole numbers) and `learning_rate`
 #' (the rate of the epoch's last step) per epoch, and `summary`, the schedule on one line with the
 #' precision and why it was chosen (`params$precision`, `params$precision_reason`). `print()` shows
 #' the schedule on a line of its own (`Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04,
-#' precision float32 (...)`) and the final metrics on another; `summary()` and `plot()` show the
+#' precision float32 (...)`) and the final metrics on another, with the validation images they
+#' cover; `summary()` and `plot()` show the
 #' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
 #' `as.data.frame()` has both, the schedule's rows with `data` `"schedule"`.
 #'
 #' @param x An `alexnet_history` returned by [alexnet_train()].
 #' @param metrics Which metrics to plot (names without `val_`); by default every one recorded,
-#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1). The
+#'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1) and the
+#'   count of validation images (`"images"`, which can be asked for). The
 #'   schedule's `image_size` and `learning_rate` can be asked for by name.
 #' @param object An `alexnet_history`, for `summary()`.
 #' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
@@ -33,7 +36,8 @@ new_alexnet_history <- function(history) {
 #'   per metric, training and validation over epochs, with the legend in a band above the curves
 #'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);
 #'   `as.data.frame()` returns a long data frame with columns `epoch`, `value`, `metric` and `data`
-#'   (`"training"`, `"validation"` or `"schedule"`); `summary()` returns a data frame of class
+#'   (`"training"`, `"validation"` or `"schedule"`; `val_images` is metric `"images"` of the
+#'   validation data); `summary()` returns a data frame of class
 #'   `summary.alexnet_history` with one row per metric: `metric`, `training` and `validation` (the
 #'   last epoch's values, `NA` without validation), `best` (the best validation value, else the best
 #'   training value: lowest loss, highest accuracy) and `best_epoch`.
@@ -52,11 +56,19 @@ new_alexnet_history <- function(history) {
 #' as.data.frame(history)
 NULL
 
-# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then.
+# Metrics worth showing: top-5 accuracy is always 1 with 5 classes or fewer, so it is left out then; and
+# `val_images` (the images validation counted: "images" in the long form) is a count, told apart from the metrics.
 shown_metrics <- function(history, names) {
   classes <- history$params$num_classes
   if (is.numeric(classes) && length(classes) == 1L && classes <= 5) names <- names[!grepl("top5", names)]
-  names
+  names[!names %in% c("val_images", "images")]
+}
+
+# " (validation over N images)" for a history whose metrics say how many images validation counted, else "".
+validated_note <- function(history) {
+  images <- history$metrics$val_images
+  if (!length(images)) return("")
+  paste0(" (validation over ", format(images[[length(images)]], big.mark = ","), " images)")
 }
 
 # The per-epoch series of a history's schedule (image sizes, learning rates), without its one-line summary.
@@ -87,7 +99,7 @@ print.alexnet_history <- function(x, ...) {
     metrics <- x$metrics[shown_metrics(x, names(x$metrics))]
     last <- vapply(metrics, function(m) if (length(m)) m[[length(m)]] else NA_real_, numeric(1))
     values <- vapply(last, function(v) format(signif(v, 4)), character(1))
-    cat("Final epoch:", paste0(names(last), " = ", values, collapse = ", "), "\n")
+    cat("Final epoch: ", paste0(names(last), " = ", values, collapse = ", "), validated_note(x), "\n", sep = "")
   }
   best <- x$best_epoch
   if (is.numeric(best) && length(best) == 1L) {

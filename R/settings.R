@@ -78,11 +78,11 @@ training_settings <- list(
   ),
   validation = list(
     kind = "flag", default = TRUE, choices = NULL,
-    help = "evaluate the validation images (centre crop) after each epoch"
+    help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"
   ),
   validation_steps = list(
     kind = "count>=1?", default = NULL, choices = NULL,
-    help = "validation steps per epoch (unset: one pass)"
+    help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"
   ),
   keep_best = list(
     kind = "flag", default = FALSE, choices = NULL,

@@ -73,8 +73,23 @@
 #'
 #' The history's `schedule` holds each epoch's `image_size` and `learning_rate`, apart from its
 #' `metrics`; `print()` shows it as the run's schedule.
+#'
+#' @section Validation:
+#' After every epoch the validation images (`val_image` of `data`) are scored as
+#' [alexnet_evaluate()] scores them with `crops = 1`: the centre crop at the last image size, in
+#' order, every image once. With several workers each scores its own validation images and the
+#' counts are added over all of them, so `val_accuracy`, `val_top5_accuracy` and `val_loss` (the
+#' mean loss per image) are over every worker's validation images, each counted once, the same
+#' numbers on every worker: a worker with fewer images pads its last steps with images that count
+#' for nothing, so that every worker runs as many steps as the largest share fills (at most one
+#' batch of padding beyond it). The same holds on one machine over several replicas: no batch is
+#' dropped, none repeated. `metrics$val_images` says how many images each epoch's `val_` metrics
+#' cover, and `params$val_images` the same (`params$worker_val_images` is this worker's share).
+#' `validation_steps` caps the steps; each worker then scores the first `validation_steps` times
+#' its batch of its images.
 #' @returns An `alexnet_history`: a list with `metrics` (`loss`, `accuracy`, `top5_accuracy` and
-#'   their `val_` counterparts, one value per epoch), `schedule` (`image_size` and
+#'   their `val_` counterparts, one value per epoch, and with validation `val_images`, the
+#'   validation images each epoch counted over every worker), `schedule` (`image_size` and
 #'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
 #'   ...), with `print()`,

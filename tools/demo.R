@@ -77,6 +77,7 @@ workers <- do.call(rbind, lapply(rows, function(row) {
   s <- worker$worker_summary(row)
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
              steps = s$steps, loss = round(s$loss, 3), accuracy = round(s$accuracy, 3),
+             val_share = s$val_images, val_accuracy = round(s$val_accuracy, 4),
              weights = substr(row$history$weights_sha256, 1, 12))
 }))
 print(workers, row.names = FALSE)
@@ -94,6 +95,16 @@ split <- evaluation$alexnet_spark_evaluate(spark, unclass(whole), 2L, board,
 spark$stop()
 cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 correct (one machine:",
     one_machine$top1_correct, "of", one_machine$images, ")\n")
+# training's last validation counted every worker's validation images once: the same images, the same weights
+metrics <- rows[[1]]$history$metrics
+validated <- metrics$val_images[[length(metrics$val_images)]]
+accuracy <- metrics$val_accuracy[[length(metrics$val_accuracy)]]
+cat("The two-worker run's last validation: val_accuracy ", format(accuracy, digits = 4), " (",
+    round(accuracy * validated), " of ", validated, " images, both workers' validation images); the whole board: ",
+    format(one_machine$top1_accuracy, digits = 4), " (", one_machine$top1_correct, " of ", one_machine$images,
+    " images).\n", sep = "")
+agree <- validated == one_machine$images && round(accuracy * validated) == one_machine$top1_correct
+cat("Training's validation and the whole-board evaluation", if (agree) "agree.\n" else "differ!\n")
 
 step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,

@@ -120,8 +120,53 @@ def synthetic_data(
     }
 
 
-def _mirrored_main(root: str, out: str) -> None:
-    """Train over two logical CPU devices; write the history as JSON (run in a fresh process)."""
+# -- validation: each epoch's weights, scored again ------------------------------------------------------------
+
+
+def keep_epoch_weights(folder: Path):
+    """A Keras callback writing every epoch's weights to ``<folder>/epoch-<n>.npz`` (n from 1).
+
+    Among ``alexnet_train``'s extra callbacks it runs after the run's validation, so the weights are those the
+    epoch's ``val_`` metrics scored (reading them involves no other worker)."""
+    from alexnet.tfimport import keras
+
+    class KeepEpochWeights(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            folder.mkdir(parents=True, exist_ok=True)
+            np.savez(folder / f"epoch-{epoch + 1}.npz", *self.model.get_weights())
+
+    return KeepEpochWeights()
+
+
+def score_epochs(folder: Path, data: dict, image_size: int, *, num_classes: int, dense_units: int,
+                 label_smoothing: float = 0.1) -> list[dict]:
+    """Each epoch's weights of :func:`keep_epoch_weights` scored on ``data``'s validation images, centre crop at
+    ``image_size``: ``alexnet_evaluate()``'s result, with ``loss`` (the mean loss over the images) added."""
+    from alexnet.input.pipeline import exact_eval_dataset
+    from alexnet.model.evaluate import alexnet_evaluate
+    from alexnet.model.network import build_alexnet
+    from alexnet.train.model import SmoothedSparseCrossentropy
+
+    net = build_alexnet(num_classes, dense_units=dense_units)
+    loss = SmoothedSparseCrossentropy(label_smoothing)
+    scores = []
+    for epoch in range(1, len(list(folder.glob("epoch-*.npz"))) + 1):
+        with np.load(folder / f"epoch-{epoch}.npz") as saved:
+            net.set_weights([saved[f"arr_{i}"] for i in range(len(saved.files))])
+        score = alexnet_evaluate(net, data=data, image_size=image_size, batch_size=16)
+        losses = [loss.call(labels, net.predict_on_batch(images)).numpy()
+                  for images, labels in exact_eval_dataset(data["val_image"], data["val_label"], 16, image_size)]
+        scores.append({**score, "loss": float(np.concatenate(losses).mean())})
+    return scores
+
+
+#: Validation images per class of :func:`_mirrored_main`: 4 x 13 = 52, which batches of 16 do not divide.
+MIRRORED_VAL_PER_CLASS = 13
+
+
+def _mirrored_main(root: str, out: str, weights: str) -> None:
+    """Train over two logical CPU devices, keeping every epoch's weights in ``weights``; write the history as JSON
+    (run in a fresh process)."""
     import json
 
     import tensorflow as tf
@@ -133,7 +178,7 @@ def _mirrored_main(root: str, out: str) -> None:
     from alexnet.train.strategy import resolve_strategy
 
     by_name = resolve_strategy("mirrored").num_replicas_in_sync
-    data = synthetic_data(Path(root), classes=4, per_class=48, val_per_class=16, seed=0)
+    data = synthetic_data(Path(root), classes=4, per_class=48, val_per_class=MIRRORED_VAL_PER_CLASS, seed=0)
     data.pop("quirks")
     # a strategy object, as tf$distribute$MirroredStrategy() hands it over from R
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -151,15 +196,18 @@ def _mirrored_main(root: str, out: str) -> None:
         area_range=(0.6, 1.0),
         seed=1,
         verbose=0,
+        precision="float32",
+        callbacks=[keep_epoch_weights(Path(weights))],
     )
     history["replicas_by_name"] = by_name
+    history["data"] = data
     Path(out).write_text(json.dumps(history))
 
 
 if __name__ == "__main__":
     import sys
 
-    _mirrored_main(sys.argv[1], sys.argv[2])
+    _mirrored_main(sys.argv[1], sys.argv[2], sys.argv[3])
 
 
 def marker_image(height: int, width: int, box: tuple[int, int, int, int]) -> bytes:

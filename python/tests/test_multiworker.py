@@ -23,7 +23,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from helpers_train import make_tree  # noqa: E402
+from helpers_train import keep_epoch_weights, make_tree, score_epochs  # noqa: E402
 
 from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
@@ -88,10 +88,22 @@ def test_steps_come_from_the_smallest_partition_whatever_the_workers_files(tmp_p
         for partition in range(total):
             data = imagenet_partition(partition, float(total), board, cache_dir=tmp_path / "cache")  # R: doubles
             assert data["partition_sizes"] == sizes and len(data["image"]) == sizes[partition]
-            train_steps, val_steps = agreement.partition_steps(data, batch)
-            assert train_steps == min(sizes) // batch
-            assert val_steps == 0, "no partition has validation images"
+            assert agreement.partition_steps(data, batch) == min(sizes) // batch
     assert agreement.partition_steps({"image": ["a"]}, 4) is None
+
+
+def test_validation_steps_cover_the_largest_share_and_every_image_once():
+    # 13 and 29 images, 4 a step from each worker: 8 steps (29 = 7 * 4 + 1), worker 0 pads 19 places
+    assert agreement.validation_plan([13, 29], 4) == (8, 42)
+    assert agreement.validation_plan([29, 13, 0], 4) == (8, 42), "a worker without images pads every step"
+    assert agreement.validation_plan([16, 16], 4) == (4, 32), "no padding when every share fills whole steps"
+    assert agreement.validation_plan([13, 29], 4, limit=3) == (3, 24), "validation_steps: the first 3 * 4 of each"
+    assert agreement.validation_plan([13, 29], 4, limit=50) == (8, 42), "never an image twice"
+    assert agreement.validation_plan([0, 0], 4) == (0, 0) and agreement.validation_plan([], 4) == (0, 0)
+    # padding is at most one step's share per worker beyond the largest share
+    for shares in ([1, 2, 3], [7], [5, 40, 39]):
+        steps, images = agreement.validation_plan(shares, 8)
+        assert images == sum(shares) and steps * 8 - max(shares) < 8
 
 
 def test_workers_that_disagree_all_fail_instead_of_hanging(monkeypatch):
@@ -102,7 +114,7 @@ def test_workers_that_disagree_all_fail_instead_of_hanging(monkeypatch):
         "steps": np.array([[0, 0, 5, 2], [0, 0, 6, 2]]),
         "same": np.array([[1, 2, 5, 2], [1, 2, 5, 2]]),
     }
-    steps = agreement.Steps(5, True, 2)
+    steps = agreement.Steps(5, True, 2, 16, 8)
     for name, table in tables.items():
         monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, values, table=table: table)
         if name == "same":
@@ -182,14 +194,20 @@ def test_a_real_strategy_built_without_tf_config_stays_one_worker():
 # two worker processes
 
 
+#: Validation images of worker 0 and worker 1: unequal shares, neither a whole number of steps of 4.
+VAL_SHARES = (13, 29)
+
+
 def _tree(root: Path) -> tuple[dict, dict]:
-    """Worker 0: classes 0 and 1, 8 images each; worker 1: classes 2 and 3, 6 images each (fewer steps)."""
-    big = make_tree(root / "w0", classes=4, per_class=8, val_per_class=2, seed=0, min_side=48, max_side=72)
-    small = make_tree(root / "w1", classes=4, per_class=6, val_per_class=2, seed=1, min_side=48, max_side=72)
+    """Worker 0: classes 0 and 1, 8 images each; worker 1: classes 2 and 3, 6 images each (fewer steps).
+    Validation: 13 images on worker 0, 29 on worker 1 (:data:`VAL_SHARES`)."""
+    big = make_tree(root / "w0", classes=4, per_class=8, val_per_class=8, seed=0, min_side=48, max_side=72)
+    small = make_tree(root / "w1", classes=4, per_class=6, val_per_class=15, seed=1, min_side=48, max_side=72)
 
     def subset(data: dict, labels: set[int]) -> dict:
         keep = [i for i, y in enumerate(data["label"]) if y in labels]
-        vkeep = [i for i, y in enumerate(data["val_label"]) if y in labels]
+        share = VAL_SHARES[0] if 0 in labels else VAL_SHARES[1]
+        vkeep = [i for i, y in enumerate(data["val_label"]) if y in labels][:share]
         return {
             "image": [data["image"][i] for i in keep],
             "label": [data["label"][i] for i in keep],
@@ -205,13 +223,13 @@ def _tree(root: Path) -> tuple[dict, dict]:
 
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
-    image_size: list[int] | None = None, fake_bfloat16: bool = False,
+    image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
-    size with ``image_size``, a schedule of sizes); ``fake_bfloat16``: its CPU claims bfloat16 instructions and
-    measures bfloat16 faster (else its CPU claims float32 alone, whatever this machine has)."""
+    size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
+    measures these images per second in each precision (whatever this machine's CPU)."""
     config = {
-        "fake_bfloat16": fake_bfloat16,
+        "fake_rates": fake_rates,
         "index": index,
         "base_port": base_port,
         "data": data,
@@ -223,6 +241,10 @@ def _start(
         # the run that completes: a model pin and TensorBoard logs, which only the chief writes
         "model_board": None if fresh or kill else str(workdir / "models"),
         "log_dir": None if fresh or kill else str(workdir / "logs"),
+        # each epoch's weights, to score them again (the fresh run)
+        "epoch_weights": str(workdir / f"weights-{index}") if fresh else None,
+        # the fresh run learns enough in its few steps for its predictions to differ from image to image
+        **({"learning_rate": 0.02, "lr_scaling": "none"} if fresh else {}),
     }
     path = workdir / f"config-{index}.json"
     path.write_text(json.dumps(config))
@@ -245,11 +267,14 @@ def _finish(process: subprocess.Popen, limit: float) -> int:
 def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(tmp_path):
     # each worker initialises the model with its own seed; MultiWorkerMirroredStrategy broadcasts the
     # chief's initial values, or the workers would apply the same averaged updates to different weights; and
-    # every worker trains the same image sizes in the same epochs
+    # every worker trains the same image sizes in the same epochs. Validation, after each epoch, counts the
+    # 13 + 29 validation images of both workers once each (test below, on the same run)
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
-    # and although worker 1 measures bfloat16 faster, both compute in float32: the workers agree on one precision
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_bfloat16=i == 1)
+    # and although worker 1 measures bfloat16 faster (worker 0 float32), both compute in float32: the workers
+    # agree on one precision
+    rates = ({"float32": 30.0, "bfloat16": 10.0}, {"float32": 10.0, "bfloat16": 30.0})
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_rates=rates[i])
                for i, d in enumerate((data0, data1))]
     codes = [_finish(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
@@ -262,6 +287,29 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
         assert "workers differ (bfloat16, float32)" in history["params"]["precision_reason"]
     assert histories[1]["params"]["precision_rates"] == {"float32": 10.0, "bfloat16": 30.0}
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    _validation_counts_every_image_once(tmp_path, histories, data0, data1)
+
+
+def _validation_counts_every_image_once(tmp_path: Path, histories: list[dict], data0: dict, data1: dict) -> None:
+    """Each epoch's val_ metrics, on both workers, are alexnet_evaluate()'s (centre crop, at the last size, 96)
+    of that epoch's weights over the 42 validation images of both workers: none missed, none counted twice, the
+    padding of the smaller share (8 steps of 4 each: worker 0 pads 19 places) counted for nothing."""
+    both = {"val_image": data0["val_image"] + data1["val_image"], "val_label": data0["val_label"] + data1["val_label"],
+            "num_classes": 4}
+    assert len(both["val_image"]) == sum(VAL_SHARES) == 42
+    scores = score_epochs(tmp_path / "weights-0", both, 96, num_classes=4, dense_units=32)
+    assert len(scores) == 2
+    for index, history in enumerate(histories):
+        metrics, params = history["metrics"], history["params"]
+        assert params["val_images"] == 42 and params["worker_val_images"] == VAL_SHARES[index]
+        assert metrics["val_images"] == [42.0, 42.0]
+        for epoch, score in enumerate(scores):
+            assert score["images"] == 42 and score["bad_images"] == []
+            assert metrics["val_accuracy"][epoch] == score["top1_correct"] / 42, (epoch, score)
+            assert metrics["val_top5_accuracy"][epoch] == score["top5_correct"] / 42  # top 4 of 4: always 1
+            assert metrics["val_loss"][epoch] == pytest.approx(score["loss"], rel=1e-5), "the mean over 42 images"
+    for name in ("val_loss", "val_accuracy", "val_top5_accuracy"):  # all-reduced: the same on every worker
+        assert histories[0]["metrics"][name] == histories[1]["metrics"][name], name
 
 
 @pytest.mark.slow
@@ -335,16 +383,15 @@ def _worker(config_path: str) -> None:
     index = config["index"]
     os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, config["base_port"])
     callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
-    from alexnet.train import measure
-    from alexnet.train import precision as precisions
+    if config.get("epoch_weights"):
+        callbacks.append(keep_epoch_weights(Path(config["epoch_weights"])))
+    if config.get("fake_rates"):
+        from alexnet.train import measure
+        from alexnet.train import precision as precisions
 
-    # the same on every machine: a CPU of float32 alone, unless the worker fakes one that trains bfloat16 faster
-    if config.get("fake_bfloat16"):
         os.environ[measure.CACHE_ENV] = "off"
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
-        measure.model_timer = lambda *args, **kwargs: {"float32": 10.0, "bfloat16": 30.0}.__getitem__
-    else:
-        precisions.cpu_flags = lambda: frozenset({"avx2"})
+        measure.model_timer = lambda *args, **kwargs: dict(config["fake_rates"]).__getitem__
     out = Path(config["out"])
     try:
         history = training.alexnet_train(
@@ -354,7 +401,8 @@ def _worker(config_path: str) -> None:
             "multi_worker",
             image_size=config.get("image_size", 64),
             dense_units=32,
-            learning_rate=0.005,
+            learning_rate=config.get("learning_rate", 0.005),
+            lr_scaling=config.get("lr_scaling", "linear"),
             checkpoint_dir=config["checkpoint_dir"],
             collective_timeout=TIMEOUT,
             seed=index,

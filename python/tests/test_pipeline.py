@@ -40,14 +40,26 @@ def test_train_batches_have_the_model_input_shape_and_dtype(tree):
     assert ds.element_spec[0].shape.as_list() == [4, SIZE, SIZE, 3]
 
 
-def test_eval_keeps_every_image_in_order_with_a_smaller_last_batch(tree):
-    files, labels = tree["image"], list(range(len(tree["image"])))
-    ds = pipeline.eval_dataset(files, labels, batch_size=5, image_size=SIZE, parallel=2)
-    shapes = [tuple(x.shape) for x, _ in ds]
-    assert shapes[0] == (5, SIZE, SIZE, 3)
-    assert shapes[-1] == (len(files) % 5 or 5, SIZE, SIZE, 3)
-    assert _labels(ds) == labels
-    assert next(iter(ds))[0].dtype == tf.uint8
+@pytest.mark.parametrize("cache", [False, True])
+def test_validation_pads_every_pass_to_whole_batches_with_images_that_count_for_nothing(tree, cache):
+    files, labels = tree["image"][:7], list(range(1, 8))
+    ds = pipeline.validation_dataset(files, labels, batch_size=4, image_size=SIZE, length=12, parallel=2, cache=cache)
+    assert ds.element_spec[0].shape.as_list() == [4, SIZE, SIZE, 3]  # whole batches: every worker steps alike
+    batches = list(ds.take(6))  # two passes of 12
+    images = tf.concat([b[0] for b in batches], 0).numpy()
+    got = [int(v) for b in batches for v in b[1].numpy()]
+    weights = [float(v) for b in batches for v in b[2].numpy()]
+    assert got == (labels + [0] * 5) * 2, "in order, each pass starting where the last one ended"
+    assert weights == ([1.0] * 7 + [0.0] * 5) * 2
+    assert images[7:12].max() == 0 and images[:7].max() > 0
+    # the centre crop alexnet_evaluate() scores
+    exact = next(iter(pipeline.exact_eval_dataset(files, labels, 7, SIZE)))[0].numpy()
+    assert (images[:7] == exact).all() and (images[12:19] == exact).all()
+    # a worker whose share is empty pads all of it
+    empty = list(pipeline.validation_dataset([], [], batch_size=4, image_size=SIZE, length=8).take(2))
+    assert [float(w) for b in empty for w in b[2].numpy()] == [0.0] * 8
+    with pytest.raises(AlexnetError, match="do not fit"):
+        pipeline.validation_dataset(files, labels, batch_size=4, image_size=SIZE, length=4)
 
 
 def test_synthetic_twin_matches_the_training_batches():

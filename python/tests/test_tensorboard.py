@@ -16,10 +16,12 @@ tf = pytest.importorskip("tensorflow")
 from alexnet.errors import AlexnetError, BoardError  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 
-# the rate as given (not scaled with the batch of 4), so that the logged rate is the one set here
+# the rate as given (not scaled with the batch of 4), so that the logged rate is the one set here, brought down
+# to zero at the last step by the default linear schedule
 TINY = {"image_size": 64, "dense_units": 64, "learning_rate": 0.005, "lr_scaling": "none", "area_range": (0.6, 1.0),
         "verbose": 0, "check_images": False}
-EPOCH_TAGS = {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate", "images_per_second", "image_size"}
+EPOCH_TAGS = {"loss", "accuracy", "val_loss", "val_accuracy", "val_images", "learning_rate", "images_per_second",
+              "image_size"}
 STEP_TAGS = {"loss", "accuracy", "learning_rate", "images_per_second"}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers_train import Interrupted, stop_after_first_epoch, synthetic_data
+from helpers_train import MIRRORED_VAL_PER_CLASS, Interrupted, score_epochs, stop_after_first_epoch, synthetic_data
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
@@ -119,7 +119,8 @@ def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     history = alexnet_train(16, 8, _data(synthetic), None, 2, seed=1, lr_schedule="step", model_dir=tmp_path,
                             max_bad_fraction=0.05, **FAST)
     metrics, params = history["metrics"], history["params"]
-    assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy"}
+    assert set(metrics) == {"loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy",
+                            "val_images"}
     assert all(len(values) == 8 and all(type(v) is float for v in values) for values in metrics.values())
     schedule = history["schedule"]  # apart from the metrics: what each epoch trained with
     assert schedule["image_size"] == [64] * 8 and all(type(v) is int for v in schedule["image_size"])
@@ -134,6 +135,8 @@ def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     # the truncated and empty files were skipped and reported; the CMYK, grayscale and PNG ones were used
     assert sorted(history["bad_images"]) == sorted([synthetic["quirks"]["truncated"], synthetic["quirks"]["empty"]])
     assert params["train_images"] == 4 * 48 + 5 - 2
+    validated = [f for f in synthetic["val_image"] if f not in history["bad_images"]]
+    assert params["val_images"] == len(validated) and metrics["val_images"] == [float(len(validated))] * 8
     assert params["num_classes"] == 4 and params["replicas"] == 1 and params["strategy"] == "default"
     assert params["steps"] == params["train_images"] // 16 and params["global_batch_size"] == 16
     assert history["images_per_second"] > 0
@@ -154,11 +157,11 @@ def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_over_two_cpu_devices_learns_too(tmp_path):
+def test_mirrored_over_two_cpu_devices_learns_too_and_validates_every_image_once(tmp_path):
     out = tmp_path / "history.json"
     env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     run = subprocess.run(
-        [sys.executable, str(HELPER), str(tmp_path / "imagenet"), str(out)],
+        [sys.executable, str(HELPER), str(tmp_path / "imagenet"), str(out), str(tmp_path / "weights")],
         env=env,
         capture_output=True,
         text=True,
@@ -172,6 +175,19 @@ def test_mirrored_over_two_cpu_devices_learns_too(tmp_path):
     assert params["batch_size"] == 8 and params["global_batch_size"] == 16
     assert len(history["metrics"]["val_accuracy"]) == 8
     assert history["metrics"]["val_accuracy"][-1] >= 0.55, history["metrics"]["val_accuracy"]
+    # validation: 52 images in 4 steps of 16 (8 a replica), the last step's second replica padded with 4 images that
+    # count for nothing, none dropped or seen twice: each epoch's numbers are alexnet_evaluate()'s of its weights
+    data = history["data"]
+    images = 4 * MIRRORED_VAL_PER_CLASS
+    assert params["val_images"] == images and history["metrics"]["val_images"] == [float(images)] * 8
+    data["val_label"] = [sorted(data["categories"]).index(c) for c in data["val_category"]]
+    scores = score_epochs(tmp_path / "weights", data, 64, num_classes=4, dense_units=256)
+    assert len(scores) == 8
+    for epoch, score in enumerate(scores):
+        assert score["images"] == images
+        assert history["metrics"]["val_accuracy"][epoch] == score["top1_correct"] / images, (epoch, score)
+        assert history["metrics"]["val_loss"][epoch] == pytest.approx(score["loss"], rel=1e-5), epoch
+    assert len({score["top1_correct"] for score in scores}) > 1, "the epochs' predictions differ"
 
 
 class _Record(keras.callbacks.Callback):

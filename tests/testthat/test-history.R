@@ -173,3 +173,20 @@ test_that("summary() and plot() show the metrics; as.data.frame() has the schedu
   expect_setequal(names(attr(plot(h), "legends")), c("loss", "accuracy"))
   expect_named(attr(plot(h, metrics = "learning_rate"), "legends"), "learning_rate")
 })
+
+test_that("the count of validation images is told with the final metrics, not drawn or summarised as one", {
+  h <- fake_history()
+  h$metrics$val_images <- c(42, 42, 42)
+  final <- grep("^Final epoch:", capture.output(print(h)), value = TRUE)
+  expect_match(final, "val_accuracy = 0.45 (validation over 42 images)", fixed = TRUE)
+  expect_no_match(final, "val_images")
+  expect_equal(summary(h)$metric, c("loss", "accuracy"))
+  df <- as.data.frame(h)
+  expect_equal(df$value[df$metric == "images" & df$data == "validation"], c(42, 42, 42))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_setequal(names(attr(plot(h), "legends")), c("loss", "accuracy"))
+  expect_named(attr(plot(h, metrics = "images"), "legends"), "images")
+  # a history from before validation counted its images prints as it did
+  expect_no_match(grep("^Final epoch:", capture.output(print(fake_history())), value = TRUE), "validation over")
+})

@@ -7,11 +7,11 @@ decoded only when its batch is built, in ``parallel`` calls at once, while the p
 batch costs a quarter of the memory and host-to-device bandwidth of ``float32``. How one image is decoded
 is :mod:`alexnet.input.decode`'s job; which images are usable, :mod:`alexnet.input.scan`'s.
 
-As a last line of defence, the training and evaluation datasets drop any *batch* in which a decode still
-fails (``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file
-that passes the quick check but is corrupt inside costs one batch, never the epoch. The exact evaluation
-dataset (:func:`exact_eval_dataset`) drops nothing: its counts must be exact, so a decode that fails there
-stops the iteration, and the caller names the file.
+As a last line of defence, the training dataset drops any *batch* in which a decode still fails
+(``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file that passes
+the quick check but is corrupt inside costs one batch, never the epoch. The evaluation datasets, a training
+run's validation (:func:`validation_dataset`) and :func:`exact_eval_dataset`, drop nothing: their counts must
+be exact, so a decode that fails there stops the iteration.
 
 :func:`synthetic_dataset` is a twin of :func:`train_dataset` made of random ``uint8`` batches of the same
 shape, for tests and for measuring the model's speed without the input pipeline.
@@ -131,33 +131,42 @@ def train_dataset(
     return ds.with_options(dataset_options(training=True))
 
 
-def eval_dataset(
+def validation_dataset(
     files: Sequence[str],
     labels: Sequence[int],
     batch_size: int,
     image_size: int = 224,
     *,
+    length: int,
     parallel: int | None = None,
     cache: bool = False,
-    repeat: bool = False,
-    drop_remainder: bool = False,
 ) -> tf.data.Dataset:
-    """The evaluation dataset: every file once, in order, decoded with :func:`decode_for_eval`.
+    """The validation of a training run: ``files`` once, in order, padded to ``length`` images, without end.
 
-    Batches are ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``, the last one
-    smaller unless ``drop_remainder``. ``cache=True`` keeps the compressed bytes in memory.
+    Batches are ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size], float32 [batch_size])``:
+    :func:`decode_for_eval`'s centre crops, labels, and weights, 1 for an image of ``files`` and 0 for the
+    padding after them (black images of label 0), so that sums weighted by them count every file exactly once.
+    The ``length`` images (``files`` first; ``files`` may be empty) repeat without end and every batch is whole:
+    a run whose workers take ``length / steps`` images a step runs ``steps`` steps per pass, the same on every
+    worker, and each pass starts where the last one ended. Nothing is shuffled, and nothing dropped: an image
+    that cannot be decoded raises a TensorFlow error when its batch is reached. ``cache=True`` keeps the
+    compressed bytes in memory.
     """
+    files = list(files)
+    if len(files) > length:
+        raise AlexnetError(f"{len(files)} validation images do not fit in a pass of {length}; this is a bug.")
     calls = num_parallel_calls(parallel)
-    ds = _file_dataset(files, labels)
-    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls)
-    if cache:
-        ds = ds.cache()
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.map(lambda contents, label: (decode_for_eval(contents, image_size), label), num_parallel_calls=calls)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.ignore_errors()
-    ds = ds.prefetch(AUTOTUNE)
+    blank = (tf.zeros([image_size, image_size, 3], tf.uint8), tf.constant(0, tf.int32), tf.constant(0.0))
+    ds = tf.data.Dataset.from_tensors(blank).repeat(length - len(files))
+    if files:
+        real = _file_dataset(files, labels).map(lambda path, label: (tf.io.read_file(path), label),
+                                                num_parallel_calls=calls)
+        if cache:
+            real = real.cache()
+        real = real.map(lambda contents, label: (decode_for_eval(contents, image_size), label, tf.constant(1.0)),
+                        num_parallel_calls=calls)
+        ds = real.concatenate(ds)
+    ds = ds.repeat().batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=False))
 
 
@@ -178,7 +187,7 @@ def exact_eval_dataset(
 
     With ``crops=1`` the images are :func:`decode_for_eval`'s centre crops, ``uint8 [batch, image_size,
     image_size, 3]``; with ``crops=10`` :func:`decode_ten_crops`'s views, ``uint8 [batch, 10, image_size,
-    image_size, 3]``. Labels are ``int32 [batch]``. Unlike :func:`eval_dataset` no batch is ever dropped: a
+    image_size, 3]``. Labels are ``int32 [batch]``. No batch is ever dropped: a
     file that cannot be decoded raises a TensorFlow error when its batch is reached (batch ``k`` holds files
     ``k * batch_size`` onwards), so counts made over it are exact.
     """

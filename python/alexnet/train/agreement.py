@@ -3,9 +3,10 @@
 Under ``MultiWorkerMirroredStrategy`` every worker trains on its own partition (tf.data auto-sharding is
 off), and every training and validation step is an all-reduce that all workers must join: a worker that runs
 one step more waits for ever. So before the model is built the workers settle on one number of steps per
-epoch and on whether to validate (:func:`agree_on_steps`), and after a checkpoint is restored they check that
-they all resume at the same point (:func:`check_agreement`). Both raise on every worker at once, never on one
-alone, so that no worker is left waiting.
+epoch and on how to validate (:func:`agree_on_steps`: every worker's validation images, each counted once, in
+the same number of steps everywhere, the smaller shares padded; :func:`validation_plan`), and after a
+checkpoint is restored they check that they all resume at the same point (:func:`check_agreement`). Both raise
+on every worker at once, never on one alone, so that no worker is left waiting.
 """
 
 from __future__ import annotations
@@ -52,28 +53,56 @@ def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> 
 
 @dataclass(frozen=True)
 class Steps:
-    """Steps per epoch of training, whether to validate, and validation steps (``None``: one full pass)."""
+    """Steps per epoch of training, whether to validate, and how: the same on every worker.
+
+    ``validation`` steps (``None`` without validation) take ``worker_batch`` images from every worker each;
+    they cover ``val_images`` validation images of the whole run, each once, of which the first ``val_share``
+    of this worker's (see :func:`validation_plan`)."""
 
     train: int
     validate: bool
     validation: int | None
+    val_images: int = 0
+    val_share: int = 0
 
 
-def partition_steps(data: Mapping[str, Any], worker_batch: int) -> tuple[int, int] | None:
-    """Steps per epoch ``(training, validation)`` every worker of a partitioned run can take, from ``data``.
+def validation_plan(shares: Sequence[int], worker_batch: int, limit: int | None = None) -> tuple[int, int]:
+    """Validation steps per epoch for workers holding ``shares`` validation images, and the images they cover.
 
-    ``data`` from ``imagenet_partition()`` carries the image counts of every partition
-    (``partition_sizes``, ``val_partition_sizes``): the smallest one over ``worker_batch`` is the same number on
-    every worker, whatever its own files. ``None`` when ``data`` does not carry them; validation steps are 0
-    when some partition has no validation images.
+    Every worker runs as many steps as the largest share fills, the last one padded: ``ceil(max(shares) /
+    worker_batch)``, or ``limit`` when that is fewer. A worker covers its first ``min(share, steps *
+    worker_batch)`` images and pads the rest of its steps with images that count for nothing, so the steps
+    cover every image (up to ``limit``) exactly once. ``(0, 0)`` when no worker has validation images.
+    """
+    most = max(shares, default=0)
+    if most <= 0:
+        return 0, 0
+    steps = math.ceil(most / worker_batch)
+    if limit is not None:
+        steps = min(steps, int(limit))
+    return steps, sum(min(int(share), steps * worker_batch) for share in shares)
+
+
+def partition_steps(data: Mapping[str, Any], worker_batch: int) -> int | None:
+    """Training steps per epoch every worker of a partitioned run can take, from ``data``.
+
+    ``data`` from ``imagenet_partition()`` carries the image counts of every partition (``partition_sizes``):
+    the smallest one over ``worker_batch`` is the same number on every worker, whatever its own files.
+    ``None`` when ``data`` does not carry them.
     """
     sizes = as_ints(data.get("partition_sizes"), "data$partition_sizes")
     if not sizes:
         return None
-    val_sizes = as_ints(data.get("val_partition_sizes"), "data$val_partition_sizes") or [0]
-    train = steps_for(min(sizes), worker_batch)
-    val = steps_for(min(val_sizes), worker_batch) if min(val_sizes) > 0 else 0
-    return train, val
+    return steps_for(min(sizes), worker_batch)
+
+
+def _validation(shares: Sequence[int], own: int, worker_batch: int, limit: int | None) -> tuple[bool, int | None,
+                                                                                               int, int]:
+    """Whether to validate, the validation steps, the images they cover and this worker's share of them."""
+    steps, images = validation_plan(shares, worker_batch, limit)
+    if not steps:
+        return False, None, 0, 0
+    return True, steps, images, min(own, steps * worker_batch)
 
 
 def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: Mapping[str, Any],
@@ -81,36 +110,40 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
                    validation_steps: int | None) -> Steps:
     """Steps per epoch, whether to validate and validation steps: the same on every worker.
 
-    From the partition sizes in ``data`` when it has them (see :func:`partition_steps`), else from the
-    smallest worker's image counts, exchanged with an all-gather (which also makes every worker wait here
-    until all have checked their images). One worker: its own image count.
+    Training steps come from the partition sizes in ``data`` when it has them (see :func:`partition_steps`),
+    else from the smallest worker's image count. Validation covers every worker's validation images, each
+    once (see :func:`validation_plan`), and runs when any worker has some. The workers' image counts are
+    exchanged with an all-gather (which also makes every worker wait here until all have checked their
+    images). One worker: its own image counts.
     """
+    own_val = len(td.val_files) if validation else 0
     if topology.workers == 1:
         steps = steps_per_epoch or steps_for(len(td.files), worker_batch)
-        return Steps(steps, validation and bool(td.val_files), validation_steps)
-    counts = all_gather_ints(strategy, [len(td.files), len(td.val_files) if validation else 0])
-    fewest_train, fewest_val = (int(v) for v in counts.min(axis=0))
-    from_sizes = partition_steps(data, worker_batch)
-    if from_sizes is not None:
+        return Steps(steps, *_validation([own_val], own_val, worker_batch, validation_steps))
+    counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index])
+    # one row per replica: a worker's counts once, however many replicas it has
+    per_worker = {int(row[2]): (int(row[0]), int(row[1])) for row in counts}
+    fewest_train = min(train for train, _ in per_worker.values())
+    table_train = partition_steps(data, worker_batch)
+    if table_train is not None:
         total = as_int(data.get("total"), "data$total") if data.get("total") is not None else len(
             data["partition_sizes"])
         if total != topology.workers:
             logger.warning(
                 "`data` is partition %s of %s, but %d workers train: each worker should train on its own "
                 "partition of total = %d.", data.get("partition"), total, topology.workers, topology.workers)
-        table_train, table_val = from_sizes
     else:
         table_train = steps_for(fewest_train, worker_batch)
-        table_val = steps_for(fewest_val, worker_batch) if fewest_val > 0 else 0
-    validate = validation and fewest_val > 0
-    if validation and not validate and counts[:, 1].max() > 0:
-        logger.warning("Some workers have no validation images: no worker validates (they must all run alike).")
-    if validate and validation_steps is None:
-        validation_steps = table_val or steps_for(fewest_val, worker_batch)
     steps = steps_per_epoch or table_train
+    shares = [val for _, val in per_worker.values()]
+    validate, val_steps, val_images, val_share = _validation(shares, own_val, worker_batch, validation_steps)
     logger.info("Worker %d of %d: %d training steps per epoch (fewest images on a worker: %d, %d here).",
                 topology.worker_index, topology.workers, steps, fewest_train, len(td.files))
-    return Steps(steps, validate, validation_steps if validate else None)
+    if validate:
+        logger.info("Worker %d of %d: %d validation steps per epoch over %d validation images (%d of them here, "
+                    "%d on the largest share).", topology.worker_index, topology.workers, val_steps, val_images,
+                    val_share, max(shares))
+    return Steps(steps, validate, val_steps, val_images, val_share)
 
 
 def check_agreement(strategy: tf.distribute.Strategy, position: tuple[int, int], steps: Steps,

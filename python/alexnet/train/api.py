@@ -77,8 +77,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     :func:`alexnet.input.pipeline.train_dataset`). With several workers the default is the same on every
     worker: the smallest partition's images (from the partition sizes ``imagenet_partition()`` returns,
     else exchanged between the workers) over this machine's share of the global batch; workers with more
-    images see a different subset of them in each epoch. Validation likewise runs the same number of steps
-    everywhere, and only when every worker has validation images.
+    images see a different subset of them in each epoch.
 
     Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
     (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by ``label_smoothing`` (0.1; 0 is the paper's
@@ -111,10 +110,18 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     float16, ``False``: float32). The history's ``params`` say which precision was used, why, and the rates
     measured. On a GPU, XLA is on unless ``jit_compile`` says otherwise.
 
-    Validation images (``val_image`` in ``data``, when ``validation``) are evaluated after each epoch,
-    centre-cropped. Images are checked once before training (``check_images``): bad ones are skipped and
-    listed in ``bad_images``; more than ``max_bad_fraction`` of them raises
-    :class:`~alexnet.errors.BadImagesError` naming them.
+    Validation images (``val_image`` in ``data``, when ``validation``) are scored after each epoch as
+    :func:`alexnet.alexnet_evaluate` scores them with ``crops = 1``: the centre crop at the last image size, in
+    order, every image once (see :mod:`alexnet.train.validation`). With several workers, or several replicas,
+    every worker scores its own validation images and the counts are added over all of them: ``val_accuracy``,
+    ``val_top5_accuracy`` and ``val_loss`` (the mean loss per image) are over every worker's validation images,
+    each counted once, the same on every worker. Every worker runs as many validation steps as the largest
+    share fills, the smaller shares padded with images that count for nothing (at most one batch of padding
+    beyond the largest share); ``validation_steps`` caps the steps, each worker then scoring its first
+    ``validation_steps * batch_size * replicas here`` images. Validation runs when any worker has validation
+    images. Images are checked once before training (``check_images``): bad ones are skipped and listed in
+    ``bad_images``; more than ``max_bad_fraction`` of them raises :class:`~alexnet.errors.BadImagesError` naming
+    them. Validation never skips an image: one that still cannot be decoded stops the run, naming the problem.
 
     ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
@@ -158,13 +165,14 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     and TensorBoard logs; for a resumable multi-worker run, ``checkpoint_dir`` must be storage every worker
     reaches (a bucket, or the same path on a shared file system), as every worker restores from it.
 
-    Returns a dict: ``params`` (settings and sizes), ``metrics`` (per-epoch lists: ``loss``,
-    ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``, ``val_accuracy``,
-    ``val_top5_accuracy``), ``schedule`` (what each epoch trained with, apart from the metrics: ``image_size``
-    and ``learning_rate`` per epoch, and ``summary``, the schedule on one line), ``model_path`` (or ``None``),
-    ``bad_images`` (paths) and
-    ``images_per_second`` (training images per second on this machine, over the epochs after the first
-    when there are several), ``weights_sha256`` (a digest of the final weights, the same on every
+    Returns a dict: ``params`` (settings and sizes; ``train_images`` this worker's, ``val_images`` the
+    validation images each epoch counts over every worker, ``worker_val_images`` this worker's share of them),
+    ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,
+    ``val_accuracy``, ``val_top5_accuracy`` and ``val_images``, the images they cover), ``schedule`` (what each
+    epoch trained with, apart from the metrics: ``image_size`` and ``learning_rate`` per epoch, and ``summary``,
+    the schedule on one line), ``model_path`` (or ``None``), ``bad_images`` (paths) and ``images_per_second``
+    (training images per second on this machine, over the epochs after the first when there are several,
+    validation left out), ``weights_sha256`` (a digest of the final weights, the same on every
     worker of a multi-worker run), ``card`` (the model card as a dict) and ``model_pin`` (``board``,
     ``name`` and ``version`` of the pin written, or ``None``).
 

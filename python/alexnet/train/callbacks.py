@@ -151,31 +151,25 @@ class BestWeights(keras.callbacks.Callback):
 
 
 class Throughput(keras.callbacks.Callback):
-    """Training steps and the seconds they took, per epoch (validation excluded)."""
+    """Training steps and the seconds they took, per epoch: from the epoch's start to the end of its last step, so
+    the validation after it (:mod:`.validation`, a callback at the epoch's end) is left out."""
 
     def __init__(self) -> None:
         super().__init__()
         self.epochs: list[tuple[int, float]] = []
-        self._start = 0.0
+        self._start = self._last = 0.0
         self._steps = 0
-        self._open = False
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self._start, self._steps, self._open = time.perf_counter(), 0, True
+        self._start, self._steps = time.perf_counter(), 0
+        self._last = self._start
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._steps += 1
-
-    def _close(self) -> None:
-        if self._open:
-            self.epochs.append((self._steps, time.perf_counter() - self._start))
-            self._open = False
-
-    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
-        self._close()
+        self._last = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self._close()
+        self.epochs.append((self._steps, self._last - self._start))
 
     def images_per_second(self, worker_batch: int) -> float:
         """Training images per second on this worker, over the epochs after the first when there are several."""

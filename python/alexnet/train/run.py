@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy")
+_METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
 
 
 def weights_digest(model: keras.Model) -> str:
@@ -73,7 +73,8 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
 
 class _Datasets:
     """The training dataset of the image size being trained (made when first needed, dropped when the schedule
-    moves on) and the validation dataset, at the last size."""
+    moves on) and the validation dataset, at the last size: this worker's share of the validation images the
+    workers agreed on, padded to their validation steps (see :mod:`.validation`)."""
 
     def __init__(self, td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps):
         from ..input import pipeline
@@ -82,10 +83,12 @@ class _Datasets:
         self.global_batch = topology.global_batch(settings.batch_size)
         self._train: dict[int, tf.data.Dataset] = {}
         self.validation = None
-        if steps.validate:
-            self.validation = pipeline.eval_dataset(
-                td.val_files, td.val_labels, self.global_batch, settings.sizes.final, parallel=settings.parallel,
-                cache=settings.cache, repeat=steps.validation is not None, drop_remainder=steps.validation is not None)
+        if steps.validate and steps.validation:
+            share = steps.val_share
+            self.validation = pipeline.validation_dataset(
+                td.val_files[:share], td.val_labels[:share], self.global_batch, settings.sizes.final,
+                length=steps.validation * topology.worker_batch(settings.batch_size), parallel=settings.parallel,
+                cache=settings.cache)
 
     def train(self, size: int) -> tf.data.Dataset:
         """Training batches of ``size`` pixels square."""
@@ -139,7 +142,8 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
          callbacks: Sequence[Any]) -> None:
     """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
     mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
-    see :func:`.callbacks.epoch_step`)."""
+    see :func:`.callbacks.epoch_step`). Validation is a callback among ``callbacks`` (:mod:`.validation`), not
+    Keras's own."""
     epoch, step = start.epoch, start.step
 
     traced: list[int] = []
@@ -151,8 +155,7 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
             net.train_function = None
         traced.append(size)
         net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
-                validation_data=datasets.validation, validation_steps=steps.validation, callbacks=list(callbacks),
-                verbose=settings.verbose)
+                callbacks=list(callbacks), verbose=settings.verbose)
 
     if step > 0 and epoch < settings.epochs:
         fit(epoch, epoch + 1, steps.train - step, settings.sizes.at(epoch))
@@ -180,7 +183,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
         "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
         "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
-        "train_images": len(td.files), "val_images": len(td.val_files) if steps.validate else 0,
+        "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
         "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
         "precision_rates": precision.rates,
         "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
@@ -227,11 +230,12 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     return pin
 
 
-def _check_validation(td: TrainingData, settings: TrainSettings) -> None:
-    """Refuse, before any model is built, what needs validation images when ``data`` has none."""
+def _check_validation(steps: Steps, settings: TrainSettings) -> None:
+    """Refuse, before any model is built, what needs validation images when no worker has any (every worker
+    refuses alike: they all agreed on ``steps``)."""
     from ..errors import AlexnetError
 
-    if td.val_files:
+    if steps.validate:
         return
     for needed, what in ((settings.lr_schedule == "plateau", "lr_schedule = 'plateau'"),
                          (settings.keep_best, "keep_best = TRUE")):
@@ -239,6 +243,18 @@ def _check_validation(td: TrainingData, settings: TrainSettings) -> None:
             raise AlexnetError(f"{what} decides on the validation top-1 of every epoch, but `data` has no validation "
                                "images: fetch the partition with its validation images (val_image), or choose "
                                "another `lr_schedule` / leave out `keep_best`.")
+
+
+def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: _Datasets, steps: Steps,
+                num_classes: int) -> list[Any]:
+    """The callback that validates after every epoch (:class:`.validation.Validation`), in a list; empty without
+    validation."""
+    from .validation import Validation
+
+    if datasets.validation is None or not steps.validation:
+        return []
+    return [Validation(strategy, datasets.validation, steps=steps.validation, images=steps.val_images,
+                       k=min(5, num_classes), loss=net.loss)]
 
 
 def _keep_best(net: keras.Model, best: Any) -> int | None:
@@ -268,7 +284,6 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
     td, bad = _usable_data(data, settings)
-    _check_validation(td, settings)
     if settings.seed is not None:
         from ..tfimport import keras
 
@@ -276,6 +291,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     worker_batch = topo.worker_batch(settings.batch_size)
     steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
                            settings.validation_steps)
+    _check_validation(steps, settings)
     datasets = _Datasets(td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.batch_size), steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)
@@ -298,7 +314,9 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                start=start, store=store, every=settings.checkpoint_every)
         best = cb.BestWeights(store, start) if settings.keep_best else None
         throughput = cb.Throughput()
-        callbacks: list[Any] = [setter, *([best] if best else []), recorder, throughput, *extra_callbacks]
+        # validation first: every callback after it sees the epoch's validation metrics in the same logs
+        callbacks: list[Any] = [*_validation(strategy, net, datasets, steps, td.num_classes), setter,
+                                *([best] if best else []), recorder, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))

@@ -82,8 +82,11 @@ class TrainSettings:
                                            "(needs `checkpoint_dir`)", minimum=1, optional=True)
     steps_per_epoch: int | None = setting(None, "count", "training steps per epoch (unset: as many whole batches "
                                           "as the images fill)", minimum=1, optional=True)
-    validation: bool = setting(True, "flag", "evaluate the validation images (centre crop) after each epoch")
-    validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: one pass)",
+    validation: bool = setting(True, "flag", "evaluate the validation images (centre crop at the last image size) "
+                               "after each epoch, every worker's, each once")
+    validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: as many as every "
+                                           "validation image once takes; set: at most this many, covering the first "
+                                           "`validation_steps` x `batch_size` x its replicas of each worker's images)",
                                            minimum=1, optional=True)
     keep_best: bool = setting(False, "flag", "save, and publish, the weights of the epoch with the best validation "
                               "top-1 rather than the last epoch's (the model card says which epoch)")

@@ -142,6 +142,7 @@ class TensorBoardLog(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._run_steps += 1
         self._epoch_steps += 1
+        self._epoch_seconds = time.perf_counter() - self._epoch_start
         if self._profiling and self.profile_steps is not None and self._run_steps >= self.profile_steps[1]:
             self._stop_profiler()
         step = self._epoch * self.steps + epoch_step(self, batch, self.steps)
@@ -158,11 +159,8 @@ class TensorBoardLog(keras.callbacks.Callback):
 
     # -- epochs --------------------------------------------------------------------------------------------
 
-    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
-        if self._epoch_seconds is None:
-            self._epoch_seconds = time.perf_counter() - self._epoch_start
-
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        # up to the end of the epoch's last step: the validation at the epoch's end is left out
         seconds = self._epoch_seconds if self._epoch_seconds is not None else time.perf_counter() - self._epoch_start
         values = {name: value for name, value in numbers(logs).items() if self.top5 or "top5" not in name}
         values["learning_rate"] = self.rates.of_epoch(epoch)
