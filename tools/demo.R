@@ -77,9 +77,14 @@ three_lines <- paste(
   "                                        [n.decode().split(',')[0] for n in answer['names'][i].numpy()])",
   sep = "\n")
 cat(three_lines, "\n")
-system2(alexnet_python(), c("-I", "-c", shQuote(three_lines), shQuote(served$path),
-                            shQuote(data$val_image[c(1, 11, 21)])),
-        env = "TF_CPP_MIN_LOG_LEVEL=3")
+# (started from R, a Python needs the library path it would have outside R; TensorFlow's start-up lines go to a log)
+library_path <- reticulate::import("alexnet.child")$python_environment()[["LD_LIBRARY_PATH"]]
+if (is.null(library_path)) library_path <- ""
+log <- file.path(out, "served.log")
+status <- system2(alexnet_python(), c("-I", "-c", shQuote(three_lines), shQuote(served$path),
+                                      shQuote(data$val_image[c(1, 11, 21)])),
+                  stderr = log, env = paste0("LD_LIBRARY_PATH=", shQuote(library_path)))
+if (!identical(status, 0L)) stop("the served signature failed:\n", paste(readLines(log), collapse = "\n"))
 
 step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
 # The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does

@@ -132,11 +132,13 @@ test_that("an export prints what it is, where it went and its signatures", {
     bytes = 250224850, model = "alexnet@20250101T000000Z-abcde", image_size = 224L, num_classes = 1000L, top = 5L,
     signatures = list(serving_default = list(inputs = list(images = "string[?]"),
                                              outputs = list(ids = "string[?,5]", ok = "bool[?]")),
-                      pixels = list(inputs = list(pixels = "float32[?,224,224,3]"), outputs = list(ids = "string[?,5]"))),
+                      pixels = list(inputs = list(pixels = "float32[?,224,224,3]"),
+                                    outputs = list(ids = "string[?,5]"))),
     pin = list(board = "/boards/imagenet", name = "alexnet", version = "20250102T000000Z-fghij")
   ))
   out <- capture.output(print(export))
-  expect_equal(out[[1]], "SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes, images of 224 pixels, top 5")
+  expect_equal(out[[1]], paste("SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes,",
+                               "images of 224 pixels, top 5"))
   expect_equal(out[[2]], "At /serving/alexnet/1 (2 files, 250.2 MB)")
   expect_equal(out[[3]], "Pinned as alexnet version 20250102T000000Z-fghij on /boards/imagenet")
   expect_equal(out[[4]], "Signature serving_default: images string[?] -> ids, ok")
