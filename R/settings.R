@@ -163,5 +163,9 @@ training_settings <- list(
   model_board = list(
     kind = "location?", default = NULL, choices = NULL,
     help = "board of `model_pin` (unset: the board the data came from)"
+  ),
+  model_format = list(
+    kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"),
+    help = "what `model_pin` carries: \"keras\", alexnet.keras (what alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package"
   )
 )

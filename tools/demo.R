@@ -1,6 +1,7 @@
 # The main job on the embedded default: a synthetic ImageNet, uploaded to a local folder board,
 # split into two partitions, a short training run on one of them, its model evaluated, used and
-# shared as a pin; then two workers through Spark and the whole validation set, all from R.
+# shared as a pin, exported for serving without alexnet; then two workers through Spark and the whole
+# validation set, all from R.
 # Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
 library(alexnet)
 options(width = 120)
@@ -64,6 +65,27 @@ named$probability <- round(named$probability, 4)
 print(named, row.names = FALSE)
 cat("(their categories:", paste(data$val_category[c(1, 11, 21)], collapse = ", "), ")\n")
 
+step("Exported for serving: a float32 SavedModel that TensorFlow alone loads, without alexnet or Keras")
+served <- alexnet_export(model, file.path(out, "served"), top = 3, overwrite = TRUE)
+print(served)
+# one call of the served signature: the Python three-liner, in a Python that never imports alexnet
+three_lines <- paste(
+  "import sys, tensorflow as tf",
+  "served = tf.saved_model.load(sys.argv[1]).signatures['serving_default']",
+  "answer = served(images=tf.constant([open(p, 'rb').read() for p in sys.argv[2:]] + [b'not an image']))",
+  "for i in range(len(sys.argv) - 1): print(answer['ok'][i].numpy(), answer['error'][i].numpy().decode() or '-',",
+  "                                        [n.decode().split(',')[0] for n in answer['names'][i].numpy()])",
+  sep = "\n")
+cat(three_lines, "\n")
+# (started from R, a Python needs the library path it would have outside R; TensorFlow's start-up lines go to a log)
+library_path <- reticulate::import("alexnet.child")$python_environment()[["LD_LIBRARY_PATH"]]
+if (is.null(library_path)) library_path <- ""
+log <- file.path(out, "served.log")
+status <- system2(alexnet_python(), c("-I", "-c", shQuote(three_lines), shQuote(served$path),
+                                      shQuote(data$val_image[c(1, 11, 21)])),
+                  stderr = log, env = paste0("LD_LIBRARY_PATH=", shQuote(library_path)))
+if (!identical(status, 0L)) stop("the served signature failed:\n", paste(readLines(log), collapse = "\n"))
+
 step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
 # The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does
 # the same through sparklyr::spark_apply(barrier = TRUE).
@@ -110,4 +132,5 @@ step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
     "\n  plot:    ", file.path(out, "history.png"),
     "\n  logs:    ", logs, " (tensorboard --logdir ", logs, ")",
+    "\n  served:  ", served$path, " (saved_model_cli show --dir ", served$path, " --all)",
     "\n  spark:   ", file.path(out, "spark-model"), "\n")

@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "alexnet_model": "model.pin",
     "alexnet_evaluate": "model.evaluate",
     "alexnet_predict": "model.predict",
+    "alexnet_export": "model.export",
     "alexnet_spark_evaluate": "launch.evaluate",
     "tf_config": "train.cluster",
     "tf_config_json": "train.cluster",

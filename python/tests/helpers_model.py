@@ -32,6 +32,25 @@ def model_before_pooling(num_classes: int, seed: int = 0, image_size: int = IMAG
     return keras.Model(inputs, x, name="alexnet")
 
 
+def model_with_old_pooling(num_classes: int, seed: int = 0):
+    """An untrained AlexNet as training built it with the custom ``AdaptiveAveragePooling2D`` layer, before the pooling
+    of built-in ops replaced it (what an ``alexnet.keras`` saved then holds), with :func:`tiny_model`'s weights."""
+    from alexnet.model.network import FEATURE_SIDE, AdaptiveAveragePooling2D
+    from alexnet.tfimport import keras
+
+    current = tiny_model(num_classes, seed, image_size=None)
+    inputs = keras.Input(shape=(None, None, 3), dtype="uint8", name="image")
+    x = inputs
+    for layer in current.layers[1:]:
+        if layer.name == "pool_to_6x6":
+            x = AdaptiveAveragePooling2D(FEATURE_SIDE, name="pool_to_6x6")(x)
+        else:
+            x = type(layer).from_config(layer.get_config())(x)
+    old = keras.Model(inputs, x, name="alexnet")
+    old.set_weights(current.get_weights())
+    return old
+
+
 def card_for(categories: list[dict], image_size: int = IMAGE_SIZE, board: str | None = None):
     """The card of a model trained on ``categories`` (a board's table)."""
     from alexnet.model.card import ModelCard, now

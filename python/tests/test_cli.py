@@ -12,7 +12,7 @@ from alexnet.cli import build_parser, main
 
 def test_help_lists_only_the_commands_that_exist():
     help_text = build_parser().format_help()
-    for command in ("synth", "upload", "categories", "fetch", "train"):
+    for command in ("synth", "upload", "categories", "fetch", "train", "evaluate", "predict", "export"):
         assert command in help_text
 
 
@@ -103,10 +103,12 @@ def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch)
 def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_model(monkeypatch, capsys):
     history = {"metrics": {"loss": [1.5, 1.2]}, "model_path": None, "model_pin": None}
     seen = _recording_core(monkeypatch, history)
-    assert main(["train", "--model-pin", "alexnet", "--model-board", "/m", "--log-dir", "/l", "--log-every", "5",
-                 "--profile-steps", "2", "4"]) == 0
-    assert {k: seen[k] for k in ("model_pin", "model_board", "log_dir", "log_every", "profile_steps")} == {
-        "model_pin": "alexnet", "model_board": "/m", "log_dir": "/l", "log_every": 5, "profile_steps": [2, 4]}
+    assert main(["train", "--model-pin", "alexnet", "--model-board", "/m", "--model-format", "keras+savedmodel",
+                 "--log-dir", "/l", "--log-every", "5", "--profile-steps", "2", "4"]) == 0
+    names = ("model_pin", "model_board", "model_format", "log_dir", "log_every", "profile_steps")
+    assert {k: seen[k] for k in names} == {"model_pin": "alexnet", "model_board": "/m",
+                                           "model_format": "keras+savedmodel", "log_dir": "/l", "log_every": 5,
+                                           "profile_steps": [2, 4]}
     out = capsys.readouterr().out
     assert "Trained 2 epoch(s)" in out and "Model" not in out
     history.update(model_path="/m/alexnet.keras", model_pin={"board": "/m", "name": "alexnet", "version": "v1"})

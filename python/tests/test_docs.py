@@ -88,6 +88,7 @@ def test_readme_python_snippet_runs(python_snippet):
     assert (tmp / "board" / "categories").is_dir()
     assert (tmp / "board" / "alexnet").is_dir()  # the model pin
     assert any((tmp / "logs").rglob("events.out.tfevents.*"))
+    assert (tmp / "served" / "saved_model.pb").exists()  # the export
 
 
 def _run_shell_lines(lines: list[str], tmp: Path) -> None:
@@ -119,6 +120,7 @@ def test_readme_shell_snippet_runs(shell_snippet):
     tmp, lines, spark = shell_snippet
     assert len(lines) >= 9 and len(spark) == 2
     assert (tmp / "bench" / "alexnet-benchmark.json").exists()
+    assert (tmp / "served-cli" / "saved_model.pb").exists()
 
 
 @pytest.mark.slow
@@ -189,6 +191,7 @@ R_SMALL = [
     (r'"gs://my-bucket/runs/1/logs"', 'file.path(tmp, "logs")'),
     (r'"gs://my-bucket/runs/1"', 'file.path(tmp, "runs")'),
     (r'"gs://my-bucket/imagenet"', 'file.path(tmp, "board")'),
+    (r'"gs://my-bucket/serving/alexnet/1"', 'file.path(tmp, "served")'),
     (r"total = 16", "total = 1"),
     (r"epochs = 10", "epochs = 1, image_size = 64, batch_size = 4, dense_units = 64, verbose = 0"),
     (r'c\("cat.jpg", "boat.jpg"\)', "data$val_image[1:2]"),
@@ -228,8 +231,8 @@ def r_snippet(tmp_path_factory) -> tuple[str, Path, subprocess.CompletedProcess[
 def test_readme_r_snippet_runs(r_snippet):
     _, tmp, done, _ = r_snippet
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Top-1 accuracy" in done.stdout
-    assert (tmp / "board" / "alexnet").is_dir()
+    assert "Top-1 accuracy" in done.stdout and "SavedModel export of alexnet@" in done.stdout
+    assert (tmp / "board" / "alexnet").is_dir() and (tmp / "served" / "saved_model.pb").exists()
 
 
 def test_readme_r_spark_lines_run_on_local_2(r_snippet):

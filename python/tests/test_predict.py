@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_model import IMAGE_SIZE, card_for, model_before_pooling, save_model_dir, tiny_model  # noqa: E402
+from helpers_model import (  # noqa: E402
+    IMAGE_SIZE,
+    card_for,
+    model_before_pooling,
+    model_with_old_pooling,
+    save_model_dir,
+    tiny_model,
+)
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
 
 from alexnet.errors import AlexnetError  # noqa: E402
@@ -152,3 +161,21 @@ def test_the_command_line_prints_a_table_and_json(setup, capsys):
     assert json.loads(capsys.readouterr().out) == alexnet_predict(setup["model_dir"], setup["images"][:1])
     assert cli.main(["predict", setup["images"][0]]) == 2
     assert "give the model either as --model MODEL" in capsys.readouterr().err
+
+
+def test_a_model_saved_with_the_old_pooling_layer_still_loads_predicts_and_exports(setup, tmp_path):
+    from alexnet.model.export import alexnet_export
+    from alexnet.model.network import AdaptiveAveragePooling2D
+    from alexnet.model.saved import load_model
+
+    old = model_with_old_pooling(len(CATEGORIES), seed=2)
+    folder = save_model_dir(old, tmp_path / "old", card_for(CATEGORIES)).parent
+    assert isinstance(load_model(str(folder)).model.get_layer("pool_to_6x6"), AdaptiveAveragePooling2D)
+    records = alexnet_predict(str(folder), setup["images"], top=2)
+    now = alexnet_predict(setup["model_dir"], setup["images"], top=2)  # the same weights, the pooling of today
+    assert [r["id"] for r in records] == [r["id"] for r in now]
+    np.testing.assert_allclose([r["probability"] for r in records], [r["probability"] for r in now], rtol=1e-5)
+    exported = alexnet_export(str(folder), str(tmp_path / "export"), top=2)
+    served = tf.saved_model.load(exported["path"]).signatures["serving_default"]
+    answer = served(images=tf.constant([Path(p).read_bytes() for p in setup["images"]]))
+    assert [s.decode() for s in answer["ids"].numpy().reshape(-1)] == [r["id"] for r in records]

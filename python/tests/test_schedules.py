@@ -16,7 +16,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError  # noqa: E402
-from alexnet.model.network import AdaptiveAveragePooling2D  # noqa: E402
+from alexnet.model.network import AdaptiveAveragePooling2D, adaptive_pooling  # noqa: E402
 from alexnet.train import run as runs  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
@@ -70,20 +70,45 @@ def _reference_pooling(x: np.ndarray, side: int) -> np.ndarray:
     return out
 
 
-def test_adaptive_pooling_is_the_identity_on_a_6x6_map():
+def _new_pooling(side: int = 6):
+    return lambda x: adaptive_pooling(x.shape[-1], side)(x)
+
+
+#: The pooling the network uses (built-in ops) and the layer of models saved before it (kept for reading them).
+POOLINGS = {"built-in ops": _new_pooling, "old layer": lambda side=6: AdaptiveAveragePooling2D(side)}
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_adaptive_pooling_is_the_identity_on_a_6x6_map(pooling):
     x = np.random.default_rng(0).normal(size=(2, 6, 6, 5)).astype(np.float32)
-    out = AdaptiveAveragePooling2D(6)(x).numpy()
+    out = POOLINGS[pooling]()(x).numpy()
     assert out.dtype == np.float32 and np.array_equal(out, x)
 
 
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("shape", [(13, 13), (1, 1), (7, 11), (3, 20)])
-def test_adaptive_pooling_averages_the_share_of_each_cell(shape):
+def test_adaptive_pooling_averages_the_share_of_each_cell(shape, pooling):
     x = np.random.default_rng(1).normal(size=(2, *shape, 4)).astype(np.float32)
-    out = AdaptiveAveragePooling2D(6)(x).numpy()
+    out = POOLINGS[pooling]()(x).numpy()
     assert out.shape == (2, 6, 6, 4)
     np.testing.assert_allclose(out, _reference_pooling(x.astype(np.float64), 6), rtol=1e-5, atol=1e-6)
     if shape == (1, 1):
         assert np.array_equal(out, np.broadcast_to(x, out.shape))
+
+
+def test_the_built_in_pooling_has_the_old_layers_gradients_and_computes_in_float32():
+    x = tf.constant(np.random.default_rng(4).normal(size=(2, 9, 14, 3)).astype(np.float32))
+    weights = tf.constant(np.random.default_rng(5).normal(size=(2, 6, 6, 3)).astype(np.float32))
+    gradients = []
+    for pooling in POOLINGS.values():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(pooling()(x) * weights)
+        gradients.append(tape.gradient(loss, x).numpy())
+    assert np.abs(gradients[0]).sum() > 0
+    np.testing.assert_allclose(gradients[0], gradients[1], rtol=1e-5, atol=1e-6)
+    half = adaptive_pooling(3)(tf.cast(x, tf.bfloat16))
+    assert half.dtype == tf.float32 and half.shape == (2, 6, 6, 3)
 
 
 def test_adaptive_pooling_round_trips_through_its_config_and_a_saved_model(tmp_path):

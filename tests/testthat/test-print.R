@@ -125,3 +125,23 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   expect_output(print(few), "Top-1 accuracy 61.2% (612 of 1,000 images)\n", fixed = TRUE)
   expect_no_match(paste(capture.output(print(few)), collapse = "\n"), "top-5")
 })
+
+test_that("an export prints what it is, where it went and its signatures", {
+  export <- alexnet:::new_alexnet_export(list(
+    path = "/serving/alexnet/1", format = "savedmodel", files = list("saved_model.pb", "alexnet-model.json"),
+    bytes = 250224850, model = "alexnet@20250101T000000Z-abcde", image_size = 224L, num_classes = 1000L, top = 5L,
+    signatures = list(serving_default = list(inputs = list(images = "string[?]"),
+                                             outputs = list(ids = "string[?,5]", ok = "bool[?]")),
+                      pixels = list(inputs = list(pixels = "float32[?,224,224,3]"),
+                                    outputs = list(ids = "string[?,5]"))),
+    pin = list(board = "/boards/imagenet", name = "alexnet", version = "20250102T000000Z-fghij")
+  ))
+  out <- capture.output(print(export))
+  expect_equal(out[[1]], paste("SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes,",
+                               "images of 224 pixels, top 5"))
+  expect_equal(out[[2]], "At /serving/alexnet/1 (2 files, 250.2 MB)")
+  expect_equal(out[[3]], "Pinned as alexnet version 20250102T000000Z-fghij on /boards/imagenet")
+  expect_equal(out[[4]], "Signature serving_default: images string[?] -> ids, ok")
+  expect_equal(out[[5]], "Signature pixels: pixels float32[?,224,224,3] -> ids")
+  expect_equal(export$files, c("saved_model.pb", "alexnet-model.json"))
+})

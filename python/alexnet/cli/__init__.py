@@ -1,7 +1,7 @@
 """The ``alexnet`` command line: each command checks its arguments and makes one call into the core.
 
 One module per stage adds its commands: :mod:`.data` (synth, upload, categories, fetch), :mod:`.train` (train),
-:mod:`.model` (evaluate, predict), :mod:`.cluster` (spark-train, spark-evaluate) and :mod:`.bench` (bench);
+:mod:`.model` (evaluate, predict, export), :mod:`.cluster` (spark-train, spark-evaluate) and :mod:`.bench` (bench);
 :mod:`.common` holds what they share. An option left out is not passed on, so the core's own default applies.
 """
 

@@ -32,6 +32,7 @@ CORE = {
     "model": "alexnet_model",
     "evaluate": "alexnet_evaluate",
     "predict": "alexnet_predict",
+    "export": "alexnet_export",
     "spark-evaluate": "alexnet_spark_evaluate",
 }
 

@@ -1,5 +1,5 @@
-"""Commands of a trained model: ``evaluate`` and ``predict`` (and the options naming a model, which the cluster's
-``spark-evaluate`` shares)."""
+"""Commands of a trained model: ``evaluate``, ``predict`` and ``export`` (and the options naming a model, which the
+cluster's ``spark-evaluate`` shares)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def model_of(args: argparse.Namespace) -> Any:
     location = getattr(args, "model", None)
     pin = getattr(args, "model_pin", None)
     if (location is None) == (pin is None):
-        flag = "MODEL" if args.command == "evaluate" else "--model MODEL"
+        flag = "MODEL" if args.command in ("evaluate", "export") else "--model MODEL"
         raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as "
                            "--model-pin NAME (a model pin on --board), not both or neither.")
     if location is not None:
@@ -41,8 +41,8 @@ def evaluation_summary(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def model_options(p: argparse.ArgumentParser, command: str, positional: bool) -> None:
-    """The options naming a model (a location, or a pin on a board) and the batch it is run with."""
+def model_options(p: argparse.ArgumentParser, command: str, positional: bool, batch: bool = True) -> None:
+    """The options naming a model (a location, or a pin on a board) and, with ``batch``, the batch it is run with."""
     if positional:
         p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
                        "location (or give --model-pin)")
@@ -51,7 +51,8 @@ def model_options(p: argparse.ArgumentParser, command: str, positional: bool) ->
     p.add_argument("--model-pin", help="the name of a model pin on --board (instead of a model location)")
     p.add_argument("--pin-version", help="the version of --model-pin (default: its latest)")
     p.add_argument("--board", help=BOARD_HELP)
-    p.add_argument("--batch-size", type=positive, help=with_default(command, "batch_size", "images scored at once"))
+    if batch:
+        p.add_argument("--batch-size", type=positive, help=with_default(command, "batch_size", "images scored at once"))
 
 
 def evaluation_options(p: argparse.ArgumentParser, command: str) -> None:
@@ -87,8 +88,29 @@ def _predict(args: argparse.Namespace) -> None:
     common.emit(records, args.json, _predict_summary)
 
 
+def export_summary(r: dict[str, Any]) -> str:
+    """The lines printed for an export."""
+    lines = [f"{r['format']} export of {r['model']}: {r['num_classes']} classes, images of {r['image_size']} pixels, "
+             f"top {r['top']}"]
+    if r.get("path"):
+        lines.append(f"  written to {r['path']} ({len(r['files'])} files, {r['bytes'] / 1e6:.1f} MB)")
+    if r.get("pin"):
+        lines.append(f"  pinned as {r['pin']['name']} version {r['pin']['version']} on {r['pin']['board']}")
+    for name, signature in r["signatures"].items():
+        shown = [", ".join(f"{k} {v}" for k, v in signature[part].items()) for part in ("inputs", "outputs")]
+        lines.append(f"  signature {name}: {shown[0]} -> {shown[1]}")
+    return "\n".join(lines)
+
+
+def _export(args: argparse.Namespace) -> None:
+    pin = getattr(args, "pin", None)
+    publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}
+    result = common.core("export")(model_of(args), **given(args, "path", "format", "top", "overwrite"), **publish)
+    common.emit(result, args.json, export_summary)
+
+
 def register(add: common.AddCommand) -> None:
-    """Add ``evaluate`` and ``predict`` to the parser."""
+    """Add ``evaluate``, ``predict`` and ``export`` to the parser."""
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
@@ -107,3 +129,19 @@ def register(add: common.AddCommand) -> None:
                          help="image files or locations (file://, gs://, s3://, https://)")
     model_options(predict, "predict", positional=False)
     predict.add_argument("--top", type=positive, help=with_default("predict", "top", "classes shown per image"))
+
+    export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
+                 "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "
+                 "into the model pin --pin (beside its alexnet.keras): a SavedModel whose serving_default signature "
+                 "takes encoded images and returns the --top classes' indices, ids, names and probabilities, in "
+                 "float32, loadable with tf.saved_model.load alone.")
+    model_options(export, "export", positional=True, batch=False)
+    export.add_argument("--path", help="the folder to write: a path, file://, gs:// or s3:// location")
+    export.add_argument("--format", choices=["savedmodel", "tflite"],
+                        help=with_default("export", "format", "a TensorFlow SavedModel, or its pixels signature as TF "
+                                          "Lite"))
+    export.add_argument("--top", type=positive, help=with_default("export", "top", "classes returned per image"))
+    export.add_argument("--overwrite", action="store_true", help="replace an earlier export at --path")
+    export.add_argument("--pin", metavar="NAME", help="also publish the export in model pin NAME, beside its "
+                        "alexnet.keras")
+    export.add_argument("--pin-board", metavar="BOARD", help="the board of --pin (default: --board)")

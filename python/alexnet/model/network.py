@@ -19,10 +19,11 @@ Where this network differs from the paper, and why:
   paper's initialisation is known to stall without its exact schedule, and without batch normalisation
   Glorot's scale keeps the first steps at learning rate 0.01 stable where He-normal weights can diverge.
 - Dropout follows each of the two hidden dense layers, as in the paper.
-- An adaptive average pooling to 6x6 (:class:`AdaptiveAveragePooling2D`) before the dense layers: the identity
+- An adaptive average pooling to 6x6 (:func:`adaptive_pooling`) before the dense layers: the identity
   at 224 pixels, where the last feature map is already 6x6, it lets one model take images of any size from
   :data:`~alexnet.checks.MIN_IMAGE_SIZE` on, so that training can start on small images and end on large ones
-  (see ``image_size`` in :func:`alexnet.alexnet_train`).
+  (see ``image_size`` in :func:`alexnet.alexnet_train`). It is built from TensorFlow ops that Keras saves as
+  its own layers, so an ``alexnet.keras`` loads with ``tf_keras.models.load_model`` alone, without this package.
 
 How the network is trained (optimizer, learning rate) is :mod:`alexnet.train.model`'s.
 """
@@ -56,10 +57,13 @@ def _pooling_matrix(size: tf.Tensor, bins: int, dtype: tf.DType) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="alexnet")
 class AdaptiveAveragePooling2D(keras.layers.Layer):
-    """Average pooling of a ``[batch, height, width, channels]`` map to ``[batch, side, side, channels]`` for
-    any height and width: each output cell averages its share of the rows and columns, shares that overlap
-    when the map does not divide evenly and repeat the map's cells when it is smaller than ``side``. The
-    identity on a ``side`` x ``side`` map."""
+    """The pooling of models saved before :func:`adaptive_pooling` replaced it, kept so that they still load (as
+    ``alexnet>AdaptiveAveragePooling2D``) and predict; new models do not use it.
+
+    Average pooling of a ``[batch, height, width, channels]`` map to ``[batch, side, side, channels]`` for any
+    height and width: each output cell averages its share of the rows and columns, shares that overlap when the
+    map does not divide evenly and repeat the map's cells when it is smaller than ``side``. The identity on a
+    ``side`` x ``side`` map."""
 
     def __init__(self, side: int = FEATURE_SIDE, **kwargs: Any):
         super().__init__(**kwargs)
@@ -80,6 +84,38 @@ class AdaptiveAveragePooling2D(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         """The layer's config with ``side``."""
         return {**super().get_config(), "side": self.side}
+
+
+def _bins(size: Any, side: int) -> Any:
+    """``[side, size]`` float32 on Keras tensors: row ``i`` averages positions ``floor(i * size / side)`` to
+    ``ceil((i + 1) * size / side)`` (exclusive), 1 / their count each; the identity when ``size == side``.
+
+    Only ops Keras serialises as its own ``TFOpLambda`` layers (no ``*args``, as ``tf.einsum`` has)."""
+    index = tf.range(side)
+    start = (index * size) // side
+    end = ((index + 1) * size + side - 1) // side
+    inside = tf.cast(tf.sequence_mask(end, size), tf.float32) - tf.cast(tf.sequence_mask(start, size), tf.float32)
+    return inside / tf.cast(end - start, tf.float32)[:, None]
+
+
+def adaptive_pooling(channels: int, side: int = FEATURE_SIDE, name: str = "pool_to_6x6") -> keras.Model:
+    """Adaptive average pooling of ``[batch, height, width, channels]`` maps to ``[batch, side, side, channels]``,
+    for any height and width, as a small functional model of built-in TensorFlow ops (a layer of the network).
+
+    Each output cell averages its share of the rows and columns (shares overlap when the map does not divide
+    evenly, and repeat the map's cells when it is smaller than ``side``): the rows and then the columns are
+    multiplied by :func:`_bins`' matrices. On a ``side`` x ``side`` map those are the identity, so the result is
+    exactly the input. It computes in float32 whatever the network's policy (the dense layer after it casts back
+    to its own), which keeps the model free of a dtype baked into its saved ops. Gradients flow through the two
+    matrix products; ``tf.image.resize(method="area")``, which looks similar, has none (and weighs pixels
+    by fractions where this pooling takes whole ones)."""
+    inputs = keras.Input((None, None, channels), name=f"{name}_input")
+    x = tf.cast(inputs, tf.float32)
+    shape = tf.shape(x)
+    rows, columns = _bins(shape[1], side), _bins(shape[2], side)
+    channels_first = tf.transpose(x, [0, 3, 1, 2])
+    pooled = tf.matmul(tf.matmul(rows, channels_first), columns, transpose_b=True)
+    return keras.Model(inputs, tf.transpose(pooled, [0, 2, 3, 1]), name=name)
 
 
 def build_alexnet(
@@ -142,7 +178,7 @@ def build_alexnet(
     x = conv(384, 3, "conv4", g=groups)(x)
     x = conv(256, 3, "conv5", g=groups)(x)
     x = pool("pool3")(x)
-    x = AdaptiveAveragePooling2D(FEATURE_SIDE, name="pool_to_6x6", dtype=dtype)(x)
+    x = adaptive_pooling(256)(x)
     x = keras.layers.Flatten(name="flatten", dtype=dtype)(x)
     for index in (1, 2):
         x = keras.layers.Dense(

@@ -1,12 +1,17 @@
-"""The model pin, written and read here only: :func:`publish_model` after training, ``alexnet_model()`` to use it.
+"""The model pin, written and read here only: :func:`publish_model` after training or export, ``alexnet_model()`` to
+use it.
 
 A model pin holds one ``alexnet.keras``; its metadata is the model card (:mod:`.card`) plus ``kind: model`` and
-the file's ``sha256`` and ``bytes`` (:func:`model_pin_metadata`). Reading it downloads the
-file to a temporary name beside its place in the cache, checks the SHA-256 against the metadata and only then
-renames it into place, so a damaged or tampered file is never loaded, and never left where a later call
-would find it. Cache layout, under ``cache_dir`` (default ``<user cache dir>/alexnet/models``)::
+the file's ``sha256`` and ``bytes`` (:func:`model_pin_metadata`). It may also carry an export of the same model
+beside it (``alexnet_train(model_format = "keras+savedmodel")``, or ``alexnet_export()`` with a board): the
+SavedModel zipped as ``alexnet-savedmodel.zip`` (or ``alexnet.tflite``), described by the metadata's ``export``
+(``format``, ``file``, ``sha256``, ``bytes``). Reading a file downloads it to a temporary name beside its place in
+the cache, checks the SHA-256 against the metadata and only then renames it into place, so a damaged or tampered
+file is never loaded, and never left where a later call would find it. Cache layout, under ``cache_dir`` (default
+``<user cache dir>/alexnet/models``)::
 
     <sha256 of the file>/<file name>
+    <sha256 of the zip>/savedmodel/       (a SavedModel export, extracted)
 
 A file already there is reused when its SHA-256 still matches.
 """
@@ -17,12 +22,13 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import uuid
 from typing import Any
 
 from ..errors import AlexnetError, IntegrityError
 from ..storage.board import Board, open_board
-from ..storage.transfer import download, retry, sha256_file
+from ..storage.transfer import download, extract_zip, retry, sha256_file
 from .card import ModelCard
 
 logger = logging.getLogger(__name__)
@@ -32,6 +38,11 @@ DOWNLOAD_ATTEMPTS = 2
 
 #: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
 MODEL_PIN_KIND = "model"
+
+#: The file of each export format in a model pin, beside ``alexnet.keras``.
+EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
+#: What a model pin carries (the training setting ``model_format``): the Keras file alone, or an export beside it.
+MODEL_FORMATS = ("keras", *(f"keras+{name}" for name in EXPORT_FILES))
 
 
 #: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
@@ -72,16 +83,21 @@ def check_model_board(model_board: str | os.PathLike | None, data_board: str | N
     return open_board(board, write=True).location
 
 
-def model_pin_metadata(card: ModelCard, sha256: str, size: int) -> dict[str, Any]:
-    """The pins metadata of a model pin: the card, the kind, and the SHA-256 and size of its model file."""
+def model_pin_metadata(card: ModelCard, sha256: str, size: int, export: dict[str, Any] | None = None
+                       ) -> dict[str, Any]:
+    """The pins metadata of a model pin: the card, the kind, the SHA-256 and size of its model file and, when it
+    carries one, its ``export`` (``format``, ``file``, ``sha256``, ``bytes``)."""
     from ..storage.layout import FORMAT_VERSION
 
-    return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size), **card.to_dict()}
+    extra = {"export": export} if export else {}
+    return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size),
+            **card.to_dict(), **extra}
 
 
-def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3
-                  ) -> dict[str, str]:
-    """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
+def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3,
+                  export_file: str | None = None, export_format: str | None = None) -> dict[str, str]:
+    """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``,
+    with ``export_file`` beside it when given (named :data:`EXPORT_FILES` ``[export_format]``).
 
     The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
     can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
@@ -89,9 +105,17 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     from ..storage.publish import publish_file, quiet_pins
 
     opened = open_board(board, write=True)
-    metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
+    files, export = [model_file], None
+    if export_file is not None:
+        wanted = EXPORT_FILES[str(export_format)]
+        if os.path.basename(export_file) != wanted:
+            raise AlexnetError(f"internal: a {export_format} export is pinned as {wanted}, not {export_file}")
+        files.append(export_file)
+        export = {"format": export_format, "file": wanted, "sha256": sha256_file(export_file),
+                  "bytes": os.path.getsize(export_file)}
+    metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file), export)
     with quiet_pins():
-        version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
+        version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
                                metadata=metadata, exists=name in opened.pin_names(), retries=retries)
     retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
@@ -171,12 +195,45 @@ def _fetch_verified(opened: Board, remote: str, local: str, sha256: str, what: s
     )
 
 
+def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, where: str) -> None:
+    """``remote`` at ``local``, SHA-256 checked: the cached copy when it still matches, else downloaded."""
+    if os.path.isfile(local) and sha256_file(local) == sha256:
+        logger.info("%s: using the cached %s", where, local)
+        return
+    logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
+    _fetch_verified(opened, remote, local, sha256, where)
+
+
+def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:
+    """The pin's export brought into the cache (SHA-256 checked); a SavedModel is extracted next to its zip. Its
+    local path: the SavedModel's folder, or the ``.tflite`` file."""
+    sha256, file = str(export["sha256"]), str(export["file"])
+    local = os.path.join(root, sha256, file)
+    what = f"the {export.get('format')} export of {where}"
+    _cached(opened, opened.path(name, version, file), local, sha256, int(export.get("bytes") or 0), what)
+    if export.get("format") != "savedmodel":
+        return local
+    folder = os.path.join(root, sha256, "savedmodel")
+    if not os.path.isdir(folder):  # extracted once, whole: staged beside it, then renamed into place
+        staged = f"{folder}.partial-{uuid.uuid4().hex[:8]}"
+        try:
+            extract_zip(local, staged, label=what)
+            os.replace(staged, folder)
+        except OSError:
+            if not os.path.isdir(folder):
+                raise
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+    return folder
+
+
 def alexnet_model(
     board: str | os.PathLike | None = None,
     name: str = "alexnet",
     version: str | None = None,
     *,
     cache_dir: str | os.PathLike | None = None,
+    export: bool = False,
 ) -> dict[str, Any]:
     """Read model pin ``name`` (its latest version, or ``version``) from ``board`` and bring its file here.
 
@@ -185,13 +242,17 @@ def alexnet_model(
     against the SHA-256 in the pin's metadata and renamed into place; a file already cached is reused when its
     SHA-256 matches. A mismatch raises :class:`~alexnet.errors.IntegrityError` ("tampered or damaged") and
     leaves nothing to load. A pin that does not exist, or is not a model pin (no ``kind: model`` in its
-    metadata), raises :class:`~alexnet.errors.AlexnetError`.
+    metadata), raises :class:`~alexnet.errors.AlexnetError`. With ``export=True`` the export the pin carries
+    beside the model (``alexnet_train(model_format = "keras+savedmodel")``, :func:`alexnet.alexnet_export` with a
+    board) is brought here too, checked the same way, a SavedModel extracted; a pin without one is an error.
 
     Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``,
-    ``sha256``, ``bytes``, and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
+    ``sha256``, ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it
+    has an export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
+    None), and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
     ``class_names``, ``epochs``, ``metrics``, ``board_trained_from`` (the board the model was trained from),
     ``categories_version``, ``weights_sha256`` and ``created``. Give the dict as ``model`` to
-    :func:`alexnet.alexnet_evaluate` or :func:`alexnet.alexnet_predict`.
+    :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
     """
     if not isinstance(name, str) or not name.strip():
         raise AlexnetError(f"`name` must be the name of a model pin, not {name!r}.")
@@ -206,16 +267,22 @@ def alexnet_model(
         )
     card = ModelCard.from_dict(user, where)
     sha256 = str(user["sha256"])
-    file = meta.file if isinstance(meta.file, str) else next(iter(meta.file))
+    carried = dict(user.get("export") or {})
+    files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
+    file = next(f for f in files if f != carried.get("file"))
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
     local = os.path.join(root, sha256, os.path.basename(file))
-    if os.path.isfile(local) and sha256_file(local) == sha256:
-        logger.info("%s: using the cached %s", where, local)
-    else:
-        logger.info("%s: downloading %s (%.1f MB)", where, file, int(user.get("bytes") or 0) / 1e6)
-        _fetch_verified(opened, opened.path(name, version, file), local, sha256, where)
+    _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where)
+    export_path = None
+    if export:
+        if not carried.get("file") or not carried.get("sha256"):
+            raise AlexnetError(f"{where} carries no export: publish one with alexnet_export(model, board = ..., name "
+                               f"= {name!r}), or train with model_format = 'keras+savedmodel'.")
+        export_path = _export_here(opened, name, version, carried, root, where)
     values = card.to_dict()
     values.pop("format", None)
     values["board_trained_from"] = values.pop("board")
     return {"path": local, "name": name, "version": version, "board": opened.location, "sha256": sha256,
-            "bytes": int(user.get("bytes") or os.path.getsize(local)), **values}
+            "bytes": int(user.get("bytes") or os.path.getsize(local)),
+            "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
+            "export_path": export_path, **values}

@@ -111,16 +111,18 @@ def _wait_for_next_second(board: Board, name: str) -> None:
         time.sleep(delay + 0.01)
 
 
-def publish_file(board: Board, path: str, name: str, *, title: str, metadata: Mapping[str, Any], exists: bool,
-                 retries: int) -> str:
-    """Upload the local file ``path`` as a new version of pin ``name`` (retried); its version name.
+def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: str, metadata: Mapping[str, Any],
+                 exists: bool, retries: int) -> str:
+    """Upload the local file ``path`` (or files, each by its name) as a new version of pin ``name`` (retried); its
+    version name.
 
     ``exists`` says whether the pin is already on the board, whose latest version this one must follow.
     """
     if exists:
         _wait_for_next_second(board, name)
+    paths = path if isinstance(path, str) else list(path)
     meta = retry(f"uploading {name}",
-                 lambda: board.pins.pin_upload(path, name=name, title=title, metadata=dict(metadata)), retries)
+                 lambda: board.pins.pin_upload(paths, name=name, title=title, metadata=dict(metadata)), retries)
     return str(meta.version.version)
 
 

@@ -139,7 +139,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     pins (``categories``, ``bad_images``, a WordNet id, ``val-<wnid>``), and the board must be writable:
     both are checked before training. With ``keep_best`` (it needs validation images) the model saved, its card
     (``best_epoch``) and its pin are those of the epoch with the best validation top-1, kept beside the
-    checkpoints so that a resumed run still knows it; without, the last epoch's.
+    checkpoints so that a resumed run still knows it; without, the last epoch's. ``model_format =
+    "keras+savedmodel"`` (or ``"keras+tflite"``) puts the model's :func:`alexnet.alexnet_export` (the top 5 classes
+    per image, in float32) into the same pin version, beside ``alexnet.keras``: what serves it without this package.
 
     ``log_dir`` (same kinds of string as ``checkpoint_dir``) receives TensorBoard event files: per epoch
     ``epoch/loss``, ``epoch/accuracy``, ``epoch/top5_accuracy`` (with more than 5 classes), the ``val_`` ones,

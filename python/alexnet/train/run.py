@@ -216,8 +216,9 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
 
 
 def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
-    """Publish ``net`` without its optimizer state as pin ``settings.model_pin`` (the chief; every worker saves)."""
-    from ..model.pin import publish_model
+    """Publish ``net`` without its optimizer state as pin ``settings.model_pin``, with the export ``model_format`` asks
+    for beside it (the chief; every worker saves)."""
+    from ..model.export import publish_with_export
     from ..model.saved import inference_copy
 
     if settings.model_pin is None or (not topo.chief and topo.workers == 1):
@@ -225,7 +226,7 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     with inference_copy(net) as local:
         if not topo.chief:
             return None
-        pin = publish_model(settings.model_board, settings.model_pin, local, card)
+        pin = publish_with_export(settings.model_board, settings.model_pin, local, card, settings.model_format, net)
     logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
     return pin
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
 from ..errors import AlexnetError
+from ..model.pin import MODEL_FORMATS
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .kinds import KINDS, Spec
 from .precision import PRECISIONS
@@ -129,6 +130,10 @@ class TrainSettings:
                                     "a new version of this pin", optional=True, metavar="NAME")
     model_board: str | None = setting(None, "location", "board of `model_pin` (unset: the board the data came "
                                       "from)", optional=True, metavar="BOARD")
+    model_format: str = setting("keras", "choice", "what `model_pin` carries: \"keras\", alexnet.keras (what "
+                                "alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or "
+                                "\"keras+tflite\", also its alexnet_export() beside it, for serving without this "
+                                "package", choices=MODEL_FORMATS)
 
     @property
     def sizes(self) -> SizeSchedule:
@@ -252,8 +257,10 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
     if values["model_pin"] is not None:
         values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
-    elif arguments.get("model_board") is not None:
-        logger.warning("`model_board` is only used with `model_pin`: no model pin is written.")
+    else:
+        for name in ("model_board", "model_format"):
+            if arguments.get(name) not in (None, table[name].default):
+                logger.warning("`%s` is only used with `model_pin`: no model pin is written.", name)
         values["model_board"] = None
     return TrainSettings(**values)
 

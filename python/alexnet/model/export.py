@@ -1,0 +1,240 @@
+"""``alexnet_export()``: a trained model as a TensorFlow SavedModel (or a TF Lite file) that needs neither this
+package nor Keras, written to a folder, ``gs://`` or ``s3://``, and/or carried by its model pin.
+
+What the SavedModel's signatures take and return, and how an image that cannot be decoded is reported, is
+:mod:`.serving`'s. An export folder holds the SavedModel (``saved_model.pb``, ``variables/``, ``assets/``,
+``fingerprint.pb``) or ``alexnet.tflite``, and the model card beside it as ``alexnet-model.json`` (the same JSON as a
+``model_dir``'s), written last. A model pin carries the export beside its ``alexnet.keras``, as one more file of
+the same version (:mod:`.pin`): the SavedModel zipped as ``alexnet-savedmodel.zip``, or ``alexnet.tflite``.
+
+Refused before any work: a model without a card (its classes' names and its image size would be unknown), and a
+``path`` that exists and is not empty, unless ``overwrite`` is true and what is there is an earlier export (a
+folder holding anything else is never emptied).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shutil
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+from ..checks import as_int
+from ..errors import AlexnetError
+from ..scratch import make_scratch
+from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
+from .card import CARD_FILE, ModelCard
+from .pin import EXPORT_FILES, check_model_board, check_model_pin, publish_model
+from .saved import inference_copy, load_model, model_source
+
+logger = logging.getLogger(__name__)
+
+#: The export formats: a TensorFlow SavedModel, or a TF Lite flatbuffer of its pixels signature.
+FORMATS = tuple(EXPORT_FILES)
+#: The TF Lite file of a ``tflite`` export (the same name in a folder and in a model pin).
+TFLITE_FILE = EXPORT_FILES["tflite"]
+#: Files that mark a folder as an earlier export, which ``overwrite`` may replace.
+_EXPORT_MARKS = ("saved_model.pb", TFLITE_FILE)
+
+
+def _check_format(value: Any) -> str:
+    text = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
+    if not isinstance(text, str) or text.strip().lower() not in FORMATS:
+        raise AlexnetError(f"`format` must be {' or '.join(repr(f) for f in FORMATS)}, not {text!r}.")
+    return text.strip().lower()
+
+
+def _entries(fs: Any, path: str, local: bool) -> list[str]:
+    """The names in the folder ``path`` (empty when it does not exist); an error when it is a file."""
+    if local:
+        if os.path.isfile(path):
+            raise AlexnetError(f"`path` = {path} is a file: give a folder for the export.")
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    try:
+        if fs.isfile(path):
+            raise AlexnetError(f"`path` = {path} is a file: give a folder for the export.")
+        return sorted(posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False))
+    except FileNotFoundError:
+        return []
+
+
+def _check_target(path: Any, overwrite: bool) -> str:
+    """``path`` resolved, refused when it holds something (anything but an earlier export with ``overwrite``),
+    then proven writable."""
+    resolved = resolve_location(path, "path")
+    local = location_kind(resolved) == "file"
+    fs = None if local else open_filesystem(resolved, write=True, what="`path`")
+    entries = _entries(fs, fs_path(resolved), local)
+    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    if entries and not overwrite:
+        raise AlexnetError(f"`path` = {resolved} exists and is not empty ({len(entries)} entries: {shown}): give a new "
+                           "or empty folder, or overwrite = TRUE to replace an earlier export there.")
+    if entries and not any(mark in entries for mark in _EXPORT_MARKS):
+        raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({shown}): overwrite only "
+                           "replaces an earlier export, and this folder is not emptied. Give a new or empty folder.")
+    return writable_location(resolved, "path")[0]
+
+
+def _files(folder: str) -> Iterator[str]:
+    """The files under ``folder``, as relative paths with ``/``, the card last."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            found.append(os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/"))
+    yield from sorted(found, key=lambda rel: (rel == CARD_FILE, rel))
+
+
+def _write(folder: str, target: str) -> None:
+    """Copy the export in the local ``folder`` to ``target`` (checked by :func:`_check_target`), replacing what is
+    there; the card is written last."""
+    if location_kind(target) == "file":
+        staged = make_scratch("alexnet-export-", os.path.dirname(target))
+        try:
+            copy = os.path.join(staged, "export")
+            shutil.copytree(folder, copy)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(copy, target)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+        return
+    fs = open_filesystem(target, write=True, what="`path`")
+    root = fs_path(target)
+    for name in _entries(fs, root, False):
+        fs.rm(posixpath.join(root, name), recursive=True)
+    for rel in _files(folder):
+        fs.put_file(os.path.join(folder, *rel.split("/")), posixpath.join(root, rel))
+
+
+def build_export(model: Any, card: ModelCard, top: int, folder: str, format: str) -> dict[str, Any]:
+    """Write the export of ``model`` (with ``card``) in ``format`` into the new local ``folder``, with the card beside
+    it; the signatures it offers (see :func:`.serving.signature_summary`)."""
+    from .serving import PIXELS_SIGNATURE, save_serving, tflite_bytes
+
+    if format == "savedmodel":
+        signatures = save_serving(model, card, top, folder)
+    else:
+        saved = f"{folder}-savedmodel"
+        signatures = {PIXELS_SIGNATURE: save_serving(model, card, top, saved)[PIXELS_SIGNATURE]}
+        os.makedirs(folder)
+        with open(os.path.join(folder, TFLITE_FILE), "wb") as f:
+            f.write(tflite_bytes(saved))
+        shutil.rmtree(saved, ignore_errors=True)
+    with open(os.path.join(folder, CARD_FILE), "w", encoding="utf-8") as f:
+        f.write(card.to_json())
+    return signatures
+
+
+def _pinned_file(folder: str, format: str, scratch: str) -> str:
+    """The file a model pin carries for the export in ``folder``: the SavedModel zipped (stored: its weights do
+    not compress), or the ``.tflite``."""
+    if format == "tflite":
+        return os.path.join(folder, TFLITE_FILE)
+    archive = os.path.join(scratch, EXPORT_FILES[format])
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:
+        for rel in _files(folder):
+            zf.write(os.path.join(folder, *rel.split("/")), rel)
+    return archive
+
+
+def publish_with_export(board: str | None, name: str, model_file: str, card: ModelCard, model_format: str,
+                        model: Any) -> dict[str, str]:
+    """Publish the model pin ``name`` on ``board``: ``model_file`` (an ``alexnet.keras`` saved for inference) and,
+    when ``model_format`` (:data:`~.pin.MODEL_FORMATS`) asks for it, the export of ``model`` beside it (the top 5
+    classes per image)."""
+    if model_format == "keras":
+        return publish_model(board, name, model_file, card)
+    format = model_format.split("+", 1)[1]
+    scratch = make_scratch("alexnet-export-")
+    try:
+        folder = os.path.join(scratch, "export")
+        build_export(model, card, 5, folder, format)
+        return publish_model(board, name, model_file, card, export_file=_pinned_file(folder, format, scratch),
+                             export_format=format)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def alexnet_export(
+    model: Any,
+    path: str | os.PathLike | None = None,
+    format: str = "savedmodel",
+    *,
+    top: int = 5,
+    board: str | os.PathLike | None = None,
+    name: str | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Export ``model`` for serving without this package: a TensorFlow SavedModel, or a TF Lite file.
+
+    ``model``: a model pin from :func:`alexnet.alexnet_model` or a ``model_dir`` / ``alexnet.keras`` location with
+    its card (a model without a card is refused: its classes' names and image size would be unknown). ``path``: the
+    folder to write, a path, ``file://``, ``gs://`` or ``s3://`` location; one that exists and is not empty is
+    refused unless ``overwrite`` is true and it holds an earlier export, which is then replaced. ``format``:
+    ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
+    ``tf.lite.TFLiteConverter.from_saved_model``: TF Lite has no image decoding). ``top``: the classes returned per
+    image (at most the model's). ``board``: also publish the export in a model pin there, beside the model's
+    ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``);
+    :func:`alexnet.alexnet_model` reads it back with ``export=True``, SHA-256 checked. Give ``path``, ``board`` or
+    both.
+
+    The SavedModel computes in float32 whatever precision the model trained in. Its ``serving_default`` signature
+    takes ``images``, a batch of encoded images as strings, decodes and crops them inside the graph as
+    :func:`alexnet.alexnet_predict` does, and returns per image ``indices``, ``ids``, ``names`` and
+    ``probabilities`` of the ``top`` classes, best first, with ``ok`` and ``error``: an image that cannot be
+    decoded gets ``ok`` false and its reason, -1 indices, empty ids and names and zero probabilities, and the
+    other images their answers. The ``pixels`` signature takes float32 ``[batch, size, size, 3]`` pixels (0-255,
+    already cropped to the card's size) and returns the four rankings. From plain TensorFlow::
+
+        served = tf.saved_model.load(path).signatures["serving_default"]
+        answer = served(images=tf.constant([open("cat.jpg", "rb").read()]))
+        answer["names"][0], answer["probabilities"][0]
+
+    Returns a dict: ``path`` (the location written, or None), ``format``, ``files`` (relative paths) and ``bytes``
+    of the export, ``model`` (what was exported), ``image_size``, ``num_classes``, ``top``, ``signatures`` (by
+    name: ``inputs`` and ``outputs``, each name to ``dtype[dims]``) and ``pin`` (``board``, ``name``, ``version``
+    of the model pin published, or None).
+    """
+    format = _check_format(format)
+    top = as_int(top, "top", 1)
+    if not isinstance(overwrite, bool):
+        raise AlexnetError(f"`overwrite` must be TRUE or FALSE, not {overwrite!r}.")
+    if path is None and board is None:
+        raise AlexnetError("give `path` (a folder, gs:// or s3:// location to write the export to), `board` (to "
+                           "publish it in a model pin), or both.")
+    source = model_source(model)
+    if source.card is None:
+        raise AlexnetError(f"the model {source.description} has no card ({CARD_FILE} beside it): its classes' names "
+                           "and its image size would be unknown. Export a model pin (alexnet_model()) or a model_dir "
+                           "that alexnet_train() saved.")
+    target = _check_target(path, overwrite) if path is not None else None
+    pin_name = None
+    if board is not None:
+        board = check_model_board(board, None)
+        default = source.reference.get("name") if source.kind == "pin" else None
+        pin_name = check_model_pin(name if name is not None else default or "alexnet")
+    loaded = load_model(source)
+    scratch = make_scratch("alexnet-export-")
+    try:
+        folder = os.path.join(scratch, "export")
+        logger.info("Exporting the model %s as a %s", loaded.description, format)
+        signatures = build_export(loaded.model, loaded.card, top, folder, format)
+        files = list(_files(folder))
+        size = sum(os.path.getsize(os.path.join(folder, *rel.split("/"))) for rel in files)
+        if target is not None:
+            _write(folder, target)
+            logger.info("Wrote the %s export (%.1f MB) to %s", format, size / 1e6, target)
+        pin = None
+        if pin_name is not None:
+            with inference_copy(loaded.model) as model_file:
+                pin = publish_model(board, pin_name, model_file, loaded.card,
+                                    export_file=_pinned_file(folder, format, scratch), export_format=format)
+            logger.info("Published the model with its %s export as pin %s version %s on %s.", format, pin["name"],
+                        pin["version"], pin["board"])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"path": target, "format": format, "files": files, "bytes": size, "model": loaded.description,
+            "image_size": loaded.card.image_size, "num_classes": loaded.card.num_classes,
+            "top": min(top, loaded.card.num_classes), "signatures": signatures, "pin": pin}
