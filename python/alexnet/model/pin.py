@@ -79,12 +79,13 @@ def model_pin_metadata(card: ModelCard, sha256: str, size: int) -> dict[str, Any
     return {"alexnet": FORMAT_VERSION, "kind": MODEL_PIN_KIND, "sha256": sha256, "bytes": int(size), **card.to_dict()}
 
 
-def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3
-                  ) -> dict[str, str]:
+def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3,
+                  same_file: bool = False) -> dict[str, str]:
     """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``.
 
     The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
+    can also be read over https://. ``same_file``: the file is the pin's latest, published again with another
+    card. Returns ``board`` (resolved), ``name`` and ``version``.
     """
     from ..storage.publish import publish_file, quiet_pins
 
@@ -92,9 +93,18 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file))
     with quiet_pins():
         version = publish_file(opened, model_file, name, title=f"AlexNet, {card.num_classes} classes",
-                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
+                               metadata=metadata, exists=name in opened.pin_names(), retries=retries,
+                               same_file=same_file)
     retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
+
+
+def republish_model(board: str | None, name: str, version: str, card: ModelCard) -> dict[str, str]:
+    """A new version of model pin ``name`` on ``board`` holding the file of its version ``version`` (fetched and
+    checked by SHA-256, see :func:`alexnet_model`) with ``card`` as its card: how a card that records the model's
+    evaluation replaces the one published at the end of training. Returns what :func:`publish_model` returns."""
+    fetched = alexnet_model(board, name, version)
+    return publish_model(board, name, fetched["path"], card, same_file=True)
 
 
 def default_model_cache() -> str:
@@ -190,7 +200,8 @@ def alexnet_model(
     Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``,
     ``sha256``, ``bytes``, and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
     ``class_names``, ``epochs``, ``metrics``, ``board_trained_from`` (the board the model was trained from),
-    ``categories_version``, ``weights_sha256`` and ``created``. Give the dict as ``model`` to
+    ``categories_version``, ``weights_sha256``, ``created`` and ``evaluation`` (``None``, or the evaluation the
+    model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``). Give the dict as ``model`` to
     :func:`alexnet.alexnet_evaluate` or :func:`alexnet.alexnet_predict`.
     """
     if not isinstance(name, str) or not name.strip():
