@@ -21,7 +21,7 @@ def progress_enabled() -> bool:
     return os.environ.get("ALEXNET_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
-#: What :func:`watch_progress` listeners are called with: the bar's description, the steps just done, the total.
+#: What :func:`watch_progress` listeners are called with: the bar's ``desc``, the steps just done, the total.
 Listener = Callable[[str, float, "float | None"], None]
 _listeners: list[Listener] = []
 _listeners_lock = threading.Lock()
@@ -47,10 +47,13 @@ class _Bar(tqdm):  # type: ignore[misc]
     line (R's console through reticulate, a log file) that would print the finished bar twice.
     """
 
+    #: The description the bar was made with (what :func:`watch_progress` listeners get).
+    label: str = ""
+
     def update(self, n: float | None = 1) -> bool | None:
         """Move the bar ``n`` steps, and tell the listeners of :func:`watch_progress`."""
         for listener in list(_listeners):
-            listener(str(getattr(self, "desc", "") or ""), 1 if n is None else n, getattr(self, "total", None))
+            listener(getattr(self, "label", ""), 1 if n is None else n, getattr(self, "total", None))
         return super().update(n)
 
     def close(self) -> None:
@@ -74,7 +77,7 @@ class _Bar(tqdm):  # type: ignore[misc]
 
 def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
     """A tqdm bar on stderr; works when stderr is not a terminal (R's console through reticulate)."""
-    return _Bar(
+    bar = _Bar(
         total=total,
         desc=desc,
         unit=unit,
@@ -84,3 +87,5 @@ def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any
         mininterval=0.5,
         **kwargs,
     )
+    bar.label = desc  # what listeners are told, also when the bar is not shown (tqdm then keeps no desc)
+    return bar

@@ -206,6 +206,8 @@ def test_describe_makes_a_line_of_a_progress_record():
     assert describe(step) == "alexnet: epoch 2/3, step 14/20: loss 1.235, accuracy 0.5, 812 images/s"
     epoch = {"kind": "epoch", "epoch": 3, "epochs": 3, "loss": 1.0, "val_accuracy": 0.25}
     assert describe(epoch) == "alexnet: epoch 3/3: loss 1, val_accuracy 0.25"
+    scored = {"kind": "evaluate", "worker": 1, "workers": 2, "images": 120, "total": 500, "images_per_second": 40.2}
+    assert describe(scored) == "alexnet: evaluation, worker 1 of 2: 120/500 images, 40 images/s"
 
 
 def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capfd):

@@ -296,10 +296,28 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
     assert workers == 2 and used_board == board and session.sparkContext is spark.sparkContext
     settings = kwargs["settings"]  # checked once by the command, before Spark work
     assert (settings.epochs, settings.batch_size, settings.image_size) == (1, 4, (64,))
-    assert kwargs["base_port"] == 9100
+    assert kwargs["base_port"] == 9100 and "evaluate" not in kwargs
     rows = json.loads(capsys.readouterr().out)
     assert [r["worker"] for r in rows] == [0, 1]
     assert not spark.sparkContext._jsc.sc().isStopped(), "the command must not stop a session it did not start"
+
+    # --evaluate: the run's evaluation after the workers (and with --json, an object of both)
+    def evaluated(session, workers, board, **kwargs):
+        run = api.SparkRun(fake(session, workers, board, **kwargs))
+        run.evaluation = {"model": "alexnet@v2", "protocol": "10 crops", "image_size": 64, "top1_accuracy": 0.5,
+                          "top1_correct": 3, "images": 6, "top_k": 5, "top5_accuracy": 1.0, "top5_correct": 6,
+                          "images_per_second": 2.0, "per_worker": [], "bad_images": []}
+        return run
+
+    monkeypatch.setattr(alexnet, "alexnet_spark_train", functools.wraps(api.alexnet_spark_train)(evaluated),
+                        raising=False)
+    words = ["spark-train", "--workers", "2", "--board", board, "--epochs", "1", "--evaluate", "--crops", "10"]
+    assert cli.main([*words, "--json"]) == 0
+    assert (calls[-1][3]["evaluate"], calls[-1][3]["crops"]) == (True, 10)
+    shown = json.loads(capsys.readouterr().out)
+    assert [r["worker"] for r in shown["workers"]] == [0, 1] and shown["evaluation"]["top1_correct"] == 3
+    assert cli.main(words) == 0
+    assert "evaluation of alexnet@v2, 10 crops, 64 pixels: top-1 50.00% (3/6)" in capsys.readouterr().out
     args = cli.build_parser().parse_args(["spark-train", "--workers", "3"])
     assert args.master is None, "the master defaults to local[workers]"
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +20,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("tensorflow")
 
 from helpers_model import card_for, save_model_dir, synthetic_board, tiny_model
+from helpers_spark import HELPER
 from test_multiworker import free_base_port
 from test_spark import spark, worker_pids  # noqa: F401  (the module's local[2] Spark application)
 
@@ -53,13 +57,15 @@ def setup(tmp_path_factory):
 
 def kill_worker_once(index: int, ready: Callable[[], bool] = lambda: True, within: float = 300) -> dict:
     """Kills the processes of worker ``index`` (SIGKILL) the first time they are seen once ``ready()``, from a
-    thread; the returned dict gets ``pids`` when it did."""
+    thread, but not those already there (a previous job's, still exiting); the returned dict gets ``pids`` when it
+    did."""
     killed: dict = {}
+    before = set(worker_pids(index))
 
     def watch() -> None:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            pids = worker_pids(index) if ready() else []
+            pids = [pid for pid in worker_pids(index) if pid not in before] if ready() else []
             if pids:
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
@@ -71,8 +77,38 @@ def kill_worker_once(index: int, ready: Callable[[], bool] = lambda: True, withi
     return killed
 
 
+#: The evaluation job launched from R, as alexnet_spark_evaluate() does it, through the stand-in for sparklyr of the R
+#: tests (its two barrier tasks run one after the other): its counts as JSON.
+R_EVALUATION = """
+args <- commandArgs(TRUE)
+source(args[[1]])
+suppressPackageStartupMessages(library(alexnet))
+api <- fake_sparklyr(new.env(), address = c("127.0.0.1:41001", "127.0.0.1:41002"))
+result <- alexnet:::spark_evaluate_run(api, "sc", 2, args[[2]], list(model = args[[3]], cache_dir = args[[4]],
+                                                                     batch_size = 4), probe = FALSE)
+cat(jsonlite::toJSON(list(images = result$images, top1_correct = result$top1_correct,
+                          top5_correct = result$top5_correct, per_worker = result$workers$images,
+                          class = class(result)), auto_unbox = TRUE), "\n")
+"""
+
+
+def r_evaluation(board: str, model: str, cache: str) -> dict:
+    """The counts of :data:`R_EVALUATION` (skips without R and the R package)."""
+    rscript = shutil.which("Rscript")
+    if rscript is None:
+        pytest.skip("no Rscript")
+    env = {**os.environ, "ALEXNET_PYTHON": sys.executable, "ALEXNET_PROGRESS": "0"}
+    if subprocess.run([rscript, "-e", "library(alexnet)"], capture_output=True, env=env, check=False).returncode:
+        pytest.skip("the R package alexnet is not installed")
+    done = subprocess.run([rscript, "-e", R_EVALUATION, str(HELPER), board, model, cache], capture_output=True,
+                          text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
-def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_worker(spark, setup, capfd):  # noqa: F811
+def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_worker_and_from_r(
+        spark, setup, capfd):  # noqa: F811
     pin = alexnet_model(setup["board"], "alexnet", cache_dir=setup["root"] / "models")
     for model in (pin, setup["model_dir"]):
         # the second evaluation loses worker 1 as it starts, and is launched again whole
@@ -96,6 +132,12 @@ def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_wo
     shown = capfd.readouterr().err
     for worker in (0, 1):  # 3 of the 6 categories each, 9 images
         assert f"alexnet: evaluation, worker {worker} of 2: 9/9 images" in shown, shown[-3000:]
+    # the same job launched from R (sparklyr's stand-in) gives the same numbers as the Python launcher's
+    from_r = r_evaluation(setup["board"], setup["model_dir"], str(setup["root"] / "r-cache"))
+    assert (from_r["images"], from_r["top1_correct"], from_r["top5_correct"]) == \
+        (result["images"], result["top1_correct"], result["top5_correct"])
+    assert from_r["per_worker"] == [w["images"] for w in result["per_worker"]]
+    assert from_r["class"] == "alexnet_evaluation"
 
 
 def test_an_evaluation_past_its_timeout_is_cancelled_and_the_error_names_it(spark, setup):  # noqa: F811

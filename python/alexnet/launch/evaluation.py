@@ -46,6 +46,8 @@ EVALUATE_COLUMNS: dict[str, type] = {
 }
 #: The arguments of an evaluation job besides those of every job (see :func:`alexnet.launch.job.plan_job`).
 EVALUATION_ARGUMENTS = ("model", "crops", "batch_size")
+#: How the progress bar of :func:`alexnet.alexnet_evaluate`'s scoring starts its description.
+SCORING = "evaluate"
 #: Seconds between two progress reports of one worker.
 PROGRESS_INTERVAL = 5.0
 
@@ -121,22 +123,28 @@ def _scored_model(task: Task) -> Any:
 
 
 class _Reporter:
-    """Sends one worker's evaluation progress (images scored of its share) to ``send``, at most every
-    :data:`PROGRESS_INTERVAL` seconds, and when its share is done."""
+    """Sends one worker's evaluation progress (images scored of its share, as the evaluation's progress bar counts
+    them) to ``send``, at most every :data:`PROGRESS_INTERVAL` seconds, and when its share is done."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None], worker: int, workers: int):
         self.send, self.worker, self.workers = send, worker, workers
-        self.done, self.start, self.last = 0.0, time.monotonic(), 0.0
+        self.done, self.start, self.last = 0.0, 0.0, 0.0
 
     def __call__(self, desc: str, steps: float, total: float | None) -> None:
-        self.done += steps
+        if not desc.startswith(SCORING):  # the bars of fetching and checking the images
+            return
         now = time.monotonic()
+        if not self.done:
+            self.start = now
+        self.done += steps
         finished = total is not None and self.done >= total
         if now - self.last >= PROGRESS_INTERVAL or finished:
             self.last = now
-            rate = self.done / (now - self.start) if now > self.start else 0.0
-            self.send({"kind": "evaluate", "worker": self.worker, "workers": self.workers, "images": int(self.done),
-                       "total": None if total is None else int(total), "images_per_second": round(rate, 2)})
+            record = {"kind": "evaluate", "worker": self.worker, "workers": self.workers, "images": int(self.done),
+                      "total": None if total is None else int(total)}
+            if now > self.start:
+                record["images_per_second"] = round((self.done - steps) / (now - self.start), 2)
+            self.send(record)
 
 
 def score_share(model: Any, index: int, workers: int, task: Task, *, data: Mapping[str, Any] | None = None
