@@ -85,7 +85,6 @@ def check_evaluation(workers: int, board: Any, *, local_master: bool = True, whe
         raise AlexnetError(f"{where} does not take {hints}: fix the name, or leave it out.")
     if model is None:
         raise AlexnetError(f"{where} needs `model`: an alexnet_model() pin or the location of a saved model.")
-
     crops = check_crops(crops)
     batch_size = as_int(batch_size, "batch_size", 1)
     return {"evaluation": Evaluation(model=_worker_reference(model, local_master), crops=crops,
@@ -128,14 +127,14 @@ class _Reporter:
 
     def __init__(self, send: Callable[[dict[str, Any]], None], worker: int, workers: int):
         self.send, self.worker, self.workers = send, worker, workers
-        self.done, self.start, self.last = 0.0, 0.0, 0.0
+        self.done = self.first = self.start = self.last = 0.0
 
     def __call__(self, desc: str, steps: float, total: float | None) -> None:
         if not desc.startswith(SCORING):  # the bars of fetching and checking the images
             return
         now = time.monotonic()
-        if not self.done:
-            self.start = now
+        if not self.done:  # the rate counts from the first batch scored (the model loaded, the graph traced)
+            self.first, self.start = steps, now
         self.done += steps
         finished = total is not None and self.done >= total
         if now - self.last >= PROGRESS_INTERVAL or finished:
@@ -143,7 +142,7 @@ class _Reporter:
             record = {"kind": "evaluate", "worker": self.worker, "workers": self.workers, "images": int(self.done),
                       "total": None if total is None else int(total)}
             if now > self.start:
-                record["images_per_second"] = round((self.done - steps) / (now - self.start), 2)
+                record["images_per_second"] = round((self.done - self.first) / (now - self.start), 2)
             self.send(record)
 
 

@@ -179,8 +179,8 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     rows = sorted(rows, key=lambda row: int(row["worker"]))
     for row in rows:
         row["attempt"] = attempt
-    logger.info("The %s on %d worker(s) finished in %.1f s (attempt %d).", plan.work.noun, plan.workers, seconds,
-                attempt)
+    logger.debug("The %s on %d worker(s) finished in %.1f s (attempt %d).", plan.work.noun, plan.workers, seconds,
+                 attempt)
     return JobRun(rows, attempt, seconds)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..checks import as_int
+from ..errors import AlexnetError
 from ..train.cluster import tf_config
 from ..train.settings import TrainSettings
 from .evaluation import EVALUATE_COLUMNS, combine_shares, evaluate_row, score_share
@@ -83,7 +84,6 @@ def check_training(workers: int, board: Any, *, local_master: bool = True, where
     """The driver's checks of a training before the board is read: the training settings (``train_args`` by
     name, see :func:`worker_settings`, or ``settings`` already checked), and, with ``evaluate``, ``crops``. The
     :class:`~alexnet.launch.task.Task` fields they settle."""
-    from ..errors import AlexnetError
     from ..model.evaluate import check_crops
 
     if not isinstance(evaluate, bool):
@@ -100,7 +100,6 @@ def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
     """The driver's checks of a training against the board's categories ``rows``: one category at least per
     worker; with an evaluation, validation images on the board."""
     from ..data.fetch import validation_counts
-    from ..errors import AlexnetError
 
     if task.workers > len(rows):
         raise AlexnetError(f"{task.workers} workers need at least {task.workers} categories, but board {task.board} "
@@ -259,13 +258,18 @@ def record_evaluation(history: Mapping[str, Any], evaluation: dict[str, Any], bo
     card = dataclasses.replace(card, evaluation=card_evaluation(evaluation, board))
     evaluation = {**evaluation, "model": str(history.get("model_path") or "the model trained over Spark"),
                   "model_pin": None}
-    if history.get("model_path"):
-        write_card(str(history["model_path"]), card)
-        logger.info("Recorded the evaluation in the card of %s.", history["model_path"])
     pin = history.get("model_pin")
-    if pin:
-        republished = republish_model(pin["board"], pin["name"], pin["version"], card)
-        logger.info("Recorded the evaluation in pin %s version %s on %s.", republished["name"],
-                    republished["version"], republished["board"])
-        evaluation.update(model=f"{republished['name']}@{republished['version']}", model_pin=republished)
+    try:
+        if history.get("model_path"):
+            write_card(str(history["model_path"]), card)
+            logger.info("Recorded the evaluation in the card of %s.", history["model_path"])
+        if pin:
+            republished = republish_model(pin["board"], pin["name"], pin["version"], card)
+            logger.info("Recorded the evaluation in pin %s version %s on %s.", republished["name"],
+                        republished["version"], republished["board"])
+            evaluation.update(model=f"{republished['name']}@{republished['version']}", model_pin=republished)
+    except Exception as error:  # storage of any kind: the run and its evaluation are returned all the same
+        where = f"pin {pin['name']} on {pin['board']}" if pin else str(history.get("model_path"))
+        logger.warning("The evaluation could not be recorded in the card of %s (%s: %s); the run's result holds it.",
+                       where, type(error).__name__, error)
     return evaluation
