@@ -57,9 +57,10 @@ argument_kinds <- list(
                         accuracy_val_per_class = "count", accuracy_image_size = "count",
                         accuracy_batch_size = "count", accuracy_dense_units = "count"),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
-  alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", base_port = "count",
-                          cache_dir = "location?", fetch_workers = "count", timeout = "number?", python = "location?",
-                          retries = "count", progress = "flag", probe = "flag", env = "any", training_kinds),
+  alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", evaluate = "flag",
+                          crops = "count", base_port = "count", cache_dir = "location?", fetch_workers = "count",
+                          timeout = "number?", python = "location?", retries = "count", progress = "flag",
+                          probe = "flag", env = "any", training_kinds),
   alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?",
                     export = "flag"),
   alexnet_export = c(model = "object", path = "location?", format = "string", top = "count", board = "location?",
@@ -68,8 +69,8 @@ argument_kinds <- list(
   alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
   alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count",
                              evaluation_kinds[setdiff(names(evaluation_kinds), c("model", "data"))],
-                             base_port = "count", fetch_workers = "count", python = "location?", retries = "count",
-                             progress = "flag", probe = "flag", env = "any")
+                             base_port = "count", fetch_workers = "count", timeout = "number?",
+                             python = "location?", retries = "count", progress = "flag", probe = "flag", env = "any")
 )
 
 # The arguments of the calling exported function that its caller gave (its formals, from `names`, and whatever

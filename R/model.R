@@ -18,8 +18,10 @@
 #'   and its card: `image_size`, `num_classes`, `class_ids` and `class_names` (by
 #'   label), `epochs`, `metrics` (the saved epoch's), `best_epoch` (with `keep_best = TRUE` in training: the
 #'   1-based epoch whose weights were saved, the one of best validation top-1; `NULL` for the last epoch),
-#'   `board_trained_from` and `categories_version` (the data it was trained from), `weights_sha256` and
-#'   `created`.
+#'   `board_trained_from` and `categories_version` (the data it was trained from), `weights_sha256`,
+#'   `created`, and `evaluation` when the model was evaluated as its training ended
+#'   (`alexnet_spark_train(..., evaluate = TRUE)`: `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
+#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `bad_images` (a count) and `board`).
 #'   Pass it to [alexnet_evaluate()], [alexnet_predict()] or [alexnet_export()].
 #' @seealso [alexnet_evaluate()], [alexnet_predict()], [alexnet_export()].
 #' @examples
@@ -50,6 +52,12 @@ print.alexnet_model <- function(x, ...) {
         if (length(metrics)) paste0(if (is.null(x$best_epoch)) "; final " else paste0("; best epoch ", x$best_epoch, ": "),
                                     paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
         "\n", sep = "")
+  }
+  evaluation <- x$evaluation
+  if (is.list(evaluation) && !is.null(evaluation$top1_accuracy)) {
+    cat("Evaluated on ", count_of(evaluation$images, "validation image"), " (", evaluation$protocol %||% "", "): top-1 ",
+        format_metric(evaluation$top1_accuracy), ", top-", evaluation$top_k %||% 5, " ",
+        format_metric(evaluation$top5_accuracy), "\n", sep = "")
   }
   where <- x$board %||% x$path
   if (!is.null(where)) cat("From ", where, "\n", sep = "")
@@ -268,8 +276,13 @@ print.alexnet_export <- function(x, ...) {
 
 #' Evaluate a trained AlexNet across a Spark cluster
 #'
-#' Like [alexnet_spark_train()]: one Spark barrier task per worker, each evaluating the model on its
-#' partition of the board's validation images; the counts are added up into one evaluation.
+#' The same barrier job as [alexnet_spark_train()]: one Spark barrier task per worker, each evaluating the model
+#' on its share of the board's validation images; the counts are added up into one evaluation, equal to
+#' [alexnet_evaluate()] on one machine. The same care too: every check before any Spark job, the executors'
+#' probe, each worker's progress shown here, `timeout`, and `retries` (an evaluation is idempotent: a failed one
+#' is launched again whole, with an R warning of class `alexnet_retry` that carries the worker's error).
+#' To evaluate a model as its training ends, in the training's own job, use
+#' `alexnet_spark_train(..., evaluate = TRUE)`.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param model An [alexnet_model()], or the location of a saved model every worker reaches.
@@ -277,12 +290,14 @@ print.alexnet_export <- function(x, ...) {
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
 #'   `NULL` for the default.
 #' @param crops `1` (centre crop) or `10` (ten crops, averaged).
-#' @param ... Further arguments for the evaluation on every worker (`batch_size`, `cache_dir`, ...) and for
-#'   the launch (`base_port`, `retries`, `progress`, ...).
+#' @param ... Further arguments for the evaluation on every worker (`batch_size`, `cache_dir`,
+#'   `fetch_workers`) and for the launch: `timeout` (seconds each launch may take; a worker still running then
+#'   is stopped and the launch fails saying so), `retries` (relaunches after a failure), `progress` (show each
+#'   worker's progress), `env`.
 #' @param python The Python executable on the workers (by default the one alexnet uses here).
 #' @param probe Check the executors with a short Spark job before launching the workers.
 #' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
-#'   per worker.
+#'   per worker, and `attempt` the launch that succeeded (1 for the first).
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
@@ -303,11 +318,9 @@ alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, crops = 1, 
                      probe = !isFALSE(args[["probe"]]))
 }
 
-# The driver's part of an evaluation: alexnet.launch.evaluate.r_evaluate, with tasks running
-# alexnet.launch.evaluate.evaluate_row (see spark_barrier_run()).
+# The driver's part of an evaluation: the one barrier job of the core (alexnet.launch.r.r_job, see
+# spark_barrier_run()), of kind "evaluate"; the workers' counts added up, with the launch that succeeded.
 spark_evaluate_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
-  result <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
-                              driver = core_module("launch.evaluate")$r_evaluate, module = "launch.evaluate",
-                              row = "evaluate_row", columns = spark_columns("launch.evaluate", "evaluate_columns"))
-  new_alexnet_evaluation(result)
+  result <- spark_barrier_run(api, sc, "evaluate", workers, board, options, python = python, probe = probe)
+  new_alexnet_evaluation(c(result$evaluation, list(attempt = result$attempt)))
 }

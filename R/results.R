@@ -7,8 +7,11 @@ new_alexnet_upload <- function(x) structure(x, class = "alexnet_upload")
 
 new_alexnet_partition <- function(x) structure(x, class = "alexnet_partition")
 
-new_alexnet_spark_run <- function(frame) {
+# A Spark run's data frame of workers; `evaluation` (an alexnet_evaluation, or NULL) rides along as an attribute,
+# read as `run$evaluation`.
+new_alexnet_spark_run <- function(frame, evaluation = NULL) {
   class(frame) <- c("alexnet_spark_run", "data.frame")
+  attr(frame, "evaluation") <- evaluation
   frame
 }
 
@@ -17,13 +20,17 @@ new_alexnet_spark_run <- function(frame) {
 #' The results of [imagenet_synthetic()], [imagenet_upload()], [imagenet_partition()] and
 #' [alexnet_spark_train()] are the lists (or, for a Spark run, the data frame) they always were, whose
 #' fields are read with `$` and `[[`; they print as a few lines that say what was done, how much and where.
+#' A Spark run that ended with its evaluation (`alexnet_spark_train(..., evaluate = TRUE)`) also has
+#' `$evaluation`, an `alexnet_evaluation` (see [alexnet_evaluate()]), printed after the workers.
 #'
 #' @param x An `alexnet_imagenet`, `alexnet_upload`, `alexnet_partition` or `alexnet_spark_run`.
+#' @param name A column of a Spark run, or `"evaluation"`.
 #' @param row.names,optional Passed to [as.data.frame()].
 #' @param ... Ignored.
 #' @returns `print()` returns `x` invisibly. `as.data.frame()` of a partition has one row per image
 #'   (`image`, `category`, `label`, `split`: `"train"` or `"validation"`); of a Spark run, one row per
-#'   worker without the `history` column.
+#'   worker without the `history` column. `$` of a Spark run is its column `name`, or its evaluation (`NULL`
+#'   when it has none).
 #' @name alexnet_results
 #' @examples
 #' part <- structure(list(
@@ -131,7 +138,20 @@ print.alexnet_spark_run <- function(x, ...) {
     same <- length(unique(x$weights_sha256)) == 1L
     cat(if (same) "Every worker holds the same weights\n" else "The workers' weights differ\n")
   }
+  evaluation <- attr(x, "evaluation")
+  if (!is.null(evaluation)) {
+    cat("Evaluation of the model on every validation image of the board",
+        if (!is.null(evaluation$model)) paste0(" (", evaluation$model, ")"), ":\n", sep = "")
+    print(evaluation)
+  }
   invisible(x)
+}
+
+#' @rdname alexnet_results
+#' @export
+`$.alexnet_spark_run` <- function(x, name) {
+  if (identical(name, "evaluation") && !"evaluation" %in% names(x)) return(attr(x, "evaluation"))
+  NextMethod()
 }
 
 #' @rdname alexnet_results

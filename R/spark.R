@@ -36,12 +36,20 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' The driver makes one call into the core, which checks first: more workers than Spark task slots (a
 #' barrier stage starts all its tasks at once, or waits), than categories on the board, a board that
 #' cannot be read, a training argument [alexnet_train()] does not take, or a `checkpoint_dir` or
-#' `model_dir` that cannot be written are errors before anything starts. With `probe`, a short Spark job then checks that every R worker finds alexnet and a
-#' Python that imports the core and TensorFlow, and names the executors that do not. While the workers
-#' train, the chief's progress (epoch, step, loss, accuracy, images per second) is shown here. When one
-#' task fails, Spark stops the others; the error leads with the worker's own Python error and says
-#' where its whole log is. With `retries`, the barrier stage is launched again, and training resumes
-#' from the last checkpoint in `checkpoint_dir`.
+#' `model_dir` that cannot be written are errors before anything starts. With `probe`, a short Spark job then
+#' checks that every R worker finds alexnet and a Python that imports the core and TensorFlow, and names the
+#' executors that do not. While the workers train, the chief's progress (epoch, step, loss, accuracy, images per
+#' second) is shown here. When one task fails, Spark stops the others; the error leads with the worker's own
+#' Python error and says where its whole log is. With `retries`, the barrier stage is launched again, and training
+#' resumes from the last checkpoint in `checkpoint_dir`.
+#'
+#' With `evaluate = TRUE`, the same job ends with the model's evaluation: after the last epoch each worker scores
+#' the validation images of its partition with the model it holds (`crops` as asked), and the driver adds the
+#' counts. Every category is in one partition, so the result equals [alexnet_evaluate()] of the saved model on
+#' one machine over every validation image of the board, without a second job that loads the model again on every
+#' worker. The evaluation is recorded in the model card: `model_dir`'s `alexnet-model.json` is written again
+#' with it, and with `model_pin` the pin gets a new version (the same file) whose card has it, so
+#' `alexnet_model(board, model_pin)$evaluation` reads it back.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
@@ -57,6 +65,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'   batch 32 train at 0.01 * 512 / 128 = 0.04 after a 5-epoch warm-up unless `lr_scaling = "none"`;
 #'   `precision = NULL` lets each worker's hardware choose (keep the nodes alike, or name it). The
 #'   size schedule and the precision are checked here, before any Spark job.
+#' @param evaluate End with the model's evaluation on every validation image of the board, in the same job.
+#' @param crops With `evaluate`, `1` (the centre crop) or `10` (corners, centre and their mirrors, averaged).
 #' @param base_port Worker `k` listens on `base_port + k`.
 #' @param cache_dir Where each worker extracts its partition; `NULL` for the user cache.
 #' @param fetch_workers Downloads at once on each worker.
@@ -65,7 +75,7 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' @param python The Python executable on the workers (by default the one alexnet uses here).
 #' @param retries Relaunches of the barrier stage after a failure (each resumes from the last
 #'   checkpoint of `checkpoint_dir`).
-#' @param progress Show the chief's progress while the workers train.
+#' @param progress Show the chief's progress while the workers train (and each worker's while it evaluates).
 #' @param probe Check the executors with a short Spark job before launching the workers.
 #' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
 #' (class `alexnet_retry`) that carries the worker's error.
@@ -73,18 +83,23 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address`, `chief`,
 #'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
 #'   `images_per_second`, `weights_sha256`, `attempt`, ...), whose `history` column is a list of each
-#'   worker's [alexnet_history][alexnet_history]. It prints one line per worker; `as.data.frame()` gives the
-#'   rows without the `history` column.
+#'   worker's [alexnet_history][alexnet_history]. With `evaluate = TRUE`, `$evaluation` is the
+#'   [alexnet_evaluation][alexnet_evaluate] of the model over every validation image of the board (with `workers`,
+#'   one row per worker, and `model_pin`, the pin version that records it), and the rows have each worker's
+#'   share (`eval_images`, `eval_top1_correct`, ...). It prints one line per worker (and the evaluation);
+#'   `as.data.frame()` gives the rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
-#' alexnet_spark_train(sc, workers = 16, board = "gs://my-bucket/imagenet", epochs = 10,
-#'                     checkpoint_dir = "gs://my-bucket/runs/1", retries = 2)
+#' run <- alexnet_spark_train(sc, workers = 16, board = "gs://my-bucket/imagenet", epochs = 10,
+#'                            checkpoint_dir = "gs://my-bucket/runs/1", model_pin = "alexnet", retries = 2,
+#'                            evaluate = TRUE, crops = 10)
+#' run$evaluation
 #' }
 #' @export
-alexnet_spark_train <- function(sc, workers, board = NULL, ..., base_port = 8000, cache_dir = NULL,
-                                fetch_workers = 8, timeout = NULL, python = alexnet_python(), retries = 0,
-                                progress = TRUE, probe = TRUE) {
+alexnet_spark_train <- function(sc, workers, board = NULL, ..., evaluate = FALSE, crops = 1, base_port = 8000,
+                                cache_dir = NULL, fetch_workers = 8, timeout = NULL, python = alexnet_python(),
+                                retries = 0, progress = TRUE, probe = TRUE) {
   args <- checked_args("alexnet_spark_train", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
@@ -142,19 +157,18 @@ spark_worker_env <- function(python) {
   env
 }
 
-# The driver's part: one call into the core (alexnet.launch.spark.r_train), which makes the checks, runs
-# the probe and the barrier stage through the two R functions it is handed, shows progress and retries.
+# The driver's part of a training: one call into the core (alexnet.launch.r.r_job), which makes the checks, runs
+# the probe and the barrier stage through the two R functions it is handed, shows progress, retries and adds up
+# the evaluation.
 spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
-  rows <- spark_barrier_run(api, sc, workers, board, options, python = python, probe = probe,
-                            driver = core_module("launch.spark")$r_train, module = "launch.worker",
-                            row = "barrier_row", columns = spark_columns())
-  spark_train_result(records_to_df(rows))
+  result <- spark_barrier_run(api, sc, "train", workers, board, options, python = python, probe = probe)
+  spark_train_result(records_to_df(result$rows), result$evaluation)
 }
 
-# A barrier job driven by the core: `driver` (r_train, r_evaluate) gets the Spark settings, `launch` (one barrier
-# stage whose tasks each run `module`'s `row` function, see spark_closure(), and return the columns `columns`) and
-# the probe; returns what `driver` returns.
-spark_barrier_run <- function(api, sc, workers, board, options, python, probe, driver, module, row, columns) {
+# A barrier job of `kind` ("train", "evaluate") driven by the core: r_job() gets the Spark settings, `launch` (one
+# barrier stage whose tasks each run the core's barrier_row(), see spark_closure(), and return the columns the core
+# names) and the probe; returns what r_job() returns (`rows`, `evaluation`, `attempt`).
+spark_barrier_run <- function(api, sc, kind, workers, board, options, python, probe) {
   context <- api$spark_context(sc)
   conf <- api$invoke(context, "getConf")
   setting <- function(key, default) api$invoke(conf, "get", key, default)
@@ -162,11 +176,11 @@ spark_barrier_run <- function(api, sc, workers, board, options, python, probe, d
   driver_host <- setting("spark.driver.host", "")
   env <- spark_worker_env(python)
   # a failed stage's error is returned to the core, whole (an R error reaching Python is shortened)
-  launch <- function(task) {
+  launch <- function(task, columns) {
     tryCatch({
       sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
-      applied <- api$spark_apply(sdf, spark_closure(task, python, module, row), barrier = TRUE,
-                                 columns = columns, packages = FALSE, env = env)
+      applied <- api$spark_apply(sdf, spark_closure(task, python), barrier = TRUE, columns = spark_columns(columns),
+                                 packages = FALSE, env = env)
       frame_records(as.data.frame(api$sdf_collect(applied)))
     }, error = function(e) list(failure = conditionMessage(e)))
   }
@@ -177,8 +191,8 @@ spark_barrier_run <- function(api, sc, workers, board, options, python, probe, d
                                packages = FALSE, env = env)
     frame_records(as.data.frame(api$sdf_collect(applied)))
   }
-  do.call(driver, c(
-    list(workers, board, parallelism, setting("spark.task.cpus", "1"),
+  do.call(core_module("launch.r")$r_job, c(
+    list(kind, workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
          launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python,
@@ -195,10 +209,9 @@ retry_warning <- function(message) {
   invisible(NULL)
 }
 
-# The columns of a worker's row, as spark_apply() wants them (R types), from the core's list (`columns` of
-# `module`).
-spark_columns <- function(module = "launch.spark", columns = "summary_columns") {
-  types <- unlist(core_module(module)[[columns]]())
+# The columns of a worker's row as spark_apply() wants them (R types), from the core's names and Python types.
+spark_columns <- function(columns) {
+  types <- unlist(columns)
   r_types <- c(int = "integer", float = "numeric", str = "character", bool = "logical")
   stats::setNames(unname(r_types[types]), names(types))
 }
@@ -210,23 +223,20 @@ frame_records <- function(frame) {
   lapply(seq_len(nrow(frame)), function(i) as.list(frame[i, , drop = FALSE]))
 }
 
-# The barrier closure of a training or an evaluation: all it needs travels in its environment (the core's task,
-# the Python, the core function that does a task's work), and the work is spark_task() of the alexnet installed
-# on the worker.
-spark_closure <- function(task, python, module, row) {
+# The barrier closure of every job, whatever its kind: all it needs travels in its environment (the core's task,
+# which names its kind, and the Python), and the work is spark_task() of the alexnet installed on the worker.
+spark_closure <- function(task, python) {
   force(task)
   force(python)
-  force(module)
-  force(row)
   function(df, barrier) {
-    spark_task(barrier, task, python, module, row)
+    spark_task(barrier, task, python)
   }
 }
 
-# One barrier task: point reticulate at alexnet's Python, then the core's `module`'s `row` function
-# (row(addresses, partition, task): launch.worker's barrier_row, launch.evaluate's evaluate_row); a one-row data
-# frame with its columns, or the worker's error.
-spark_task <- function(barrier, task, python, module, row) {
+# One barrier task: point reticulate at alexnet's Python, then the core's barrier_row(addresses, partition, task),
+# which runs the task's kind of work in a fresh Python process; a one-row data frame with its columns, or the
+# worker's error.
+spark_task <- function(barrier, task, python) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
@@ -235,7 +245,7 @@ spark_task <- function(barrier, task, python, module, row) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
   if (!nzchar(Sys.getenv("ALEXNET_PROGRESS"))) Sys.setenv(ALEXNET_PROGRESS = "0")
-  row <- core_module(module)[[row]](as.list(as.character(barrier$address)), barrier$partition, task)
+  row <- core_module("launch.r")$barrier_row(as.list(as.character(barrier$address)), barrier$partition, task)
   if (!is.null(row$failure)) alexnet_abort(row$failure)  # the worker's error, whole, for the driver
   row[] <- lapply(row, function(value) if (is.null(value)) NA else value)
   as.data.frame(row, stringsAsFactors = FALSE)
@@ -270,11 +280,11 @@ spark_probe_row <- function(python = NULL) {
              error = if (is.null(row$error)) "" else as.character(row$error), stringsAsFactors = FALSE)
 }
 
-# Rows collected from the workers, in worker order, with each history parsed.
-spark_train_result <- function(frame) {
+# Rows collected from the workers, in worker order, with each history parsed; with the job's evaluation (or NULL).
+spark_train_result <- function(frame, evaluation = NULL) {
   frame <- frame[order(frame$worker), , drop = FALSE]
   rownames(frame) <- NULL
   json <- reticulate::import("json", convert = TRUE)
   frame$history <- lapply(frame$history, function(text) new_alexnet_history(simplify_py(json$loads(text))))
-  new_alexnet_spark_run(frame)
+  new_alexnet_spark_run(frame, if (!is.null(evaluation)) new_alexnet_evaluation(evaluation))
 }

@@ -1,7 +1,7 @@
 # The main job on the embedded default: a synthetic ImageNet, uploaded to a local folder board,
 # split into two partitions, a short training run on one of them, its model evaluated, used and
-# shared as a pin, exported for serving without alexnet; then two workers through Spark and the whole
-# validation set, all from R.
+# shared as a pin, exported for serving without alexnet; then two workers through Spark, ending with the
+# evaluation of the whole validation set in the same job, and that model evaluated again, all from R.
 # Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
 library(alexnet)
 options(width = 120)
@@ -86,37 +86,43 @@ status <- system2(alexnet_python(), c("-I", "-c", shQuote(three_lines), shQuote(
                   stderr = log, env = paste0("LD_LIBRARY_PATH=", shQuote(library_path)))
 if (!identical(status, 0L)) stop("the served signature failed:\n", paste(readLines(log), collapse = "\n"))
 
-step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each")
-# The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ...) does
-# the same through sparklyr::spark_apply(barrier = TRUE).
-launcher <- reticulate::import("alexnet.launch.spark")
-worker <- reticulate::import("alexnet.launch.worker")
-spark <- launcher$spark_session("local[2]", "alexnet demo")
-rows <- launcher$alexnet_spark_train(spark, 2L, board, cache_dir = file.path(out, "spark-cache"),
-                                     model_dir = file.path(out, "spark-model"), model_pin = "alexnet",
-                                     epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L)
+step("Two workers at once: Spark barrier tasks in local[2], MultiWorkerMirroredStrategy, one partition each,",
+     "ending with the model's evaluation on every validation image of the board, in the same job")
+# The Python launcher, called from R; with a cluster and sparklyr, alexnet_spark_train(sc, ..., evaluate = TRUE)
+# does the same through sparklyr::spark_apply(barrier = TRUE).
+launcher <- reticulate::import("alexnet.launch.api")
+training <- reticulate::import("alexnet.launch.training")
+spark <- reticulate::import("alexnet.launch.spark")$spark_session("local[2]", "alexnet demo")
+run <- launcher$alexnet_spark_train(spark, 2L, board, evaluate = TRUE, cache_dir = file.path(out, "spark-cache"),
+                                    model_dir = file.path(out, "spark-model"), model_pin = "alexnet",
+                                    epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L)
+rows <- reticulate::import_builtins()$list(run)  # the workers, as an R list (the run keeps its evaluation)
 workers <- do.call(rbind, lapply(rows, function(row) {
-  s <- worker$worker_summary(row)
+  s <- training$train_row(row)
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
              steps = s$steps, loss = round(s$loss, 3), accuracy = round(s$accuracy, 3),
              val_share = s$val_images, val_accuracy = round(s$val_accuracy, 4),
-             weights = substr(row$history$weights_sha256, 1, 12))
+             weights = substr(row$history$weights_sha256, 1, 12), scored = s$eval_images,
+             top1 = s$eval_top1_correct)
 }))
 print(workers, row.names = FALSE)
 cat(if (length(unique(workers$weights)) == 1L) "Both workers ended with the same weights.\n" else
   "The workers' weights differ!\n")
+in_job <- run$evaluation
+cat("Evaluated in the same job:", in_job$top1_correct, "of", in_job$images, "top-1 correct, recorded in pin",
+    in_job$model, "\n")
 
-step("The whole validation set: the two-worker model evaluated on every validation image of the board")
+step("The whole validation set: the pinned two-worker model evaluated again, on one machine and over two Spark tasks")
 whole <- alexnet_model(board, "alexnet")
+print(whole)
 one_machine <- alexnet_evaluate(whole, board = board, cache_dir = file.path(out, "val-cache"))
 print(one_machine)
 # split over two Spark tasks, each scoring its share; the counts add up to the one-machine result
-evaluation <- reticulate::import("alexnet.launch.evaluate")
-split <- evaluation$alexnet_spark_evaluate(spark, unclass(whole), 2L, board,
-                                           cache_dir = file.path(out, "spark-val-cache"))
+split <- launcher$alexnet_spark_evaluate(spark, unclass(whole), 2L, board,
+                                         cache_dir = file.path(out, "spark-val-cache"))
 spark$stop()
-cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 correct (one machine:",
-    one_machine$top1_correct, "of", one_machine$images, ")\n")
+cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 correct; in the training's job:",
+    in_job$top1_correct, "; one machine:", one_machine$top1_correct, "of", one_machine$images, "\n")
 # training's last validation counted every worker's validation images once: the same images, the same weights
 metrics <- rows[[1]]$history$metrics
 validated <- metrics$val_images[[length(metrics$val_images)]]

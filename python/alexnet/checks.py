@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -163,3 +164,15 @@ def as_step_range(value: Any, name: str) -> tuple[int, int] | None:
 def as_image_size(value: Any, name: str = "image_size") -> int:
     """An image side AlexNet takes: a whole number >= :data:`MIN_IMAGE_SIZE`."""
     return as_int(value, name, minimum=MIN_IMAGE_SIZE)
+
+
+def name_hints(unknown: Sequence[str], known: Sequence[str]) -> str:
+    """The names in ``unknown`` as an error shows them, each with the closest of ``known`` when one is close, e.g.
+    ``"`epoch` (did you mean `epochs`?)"``."""
+    import difflib
+
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hints.append(f"`{name}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+    return ", ".join(hints)

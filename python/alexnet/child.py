@@ -164,9 +164,8 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
                 process.kill()
                 process.wait()
                 raise ChildError(what, f"TimeoutError: it did not finish within timeout = {timeout:g} s and was "
-                                 "stopped: raise `timeout`, or train less per run (with `checkpoint_dir` a new run "
-                                 "resumes)", log_tail(log_path), None, str(log_path) if log else None, advice
-                                 ) from None
+                                 "stopped: raise `timeout`", log_tail(log_path), None, str(log_path) if log else None,
+                                 advice) from None
             finally:
                 if process.poll() is None:
                     process.kill()

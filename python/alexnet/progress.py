@@ -1,9 +1,16 @@
-"""Progress bars for long work, shown the same from a terminal, a notebook or R (through reticulate)."""
+"""Progress bars for long work, shown the same from a terminal, a notebook or R (through reticulate).
+
+Code that runs the work of others can also follow their bars: :func:`watch_progress` hands every step of every
+bar to a listener (a Spark worker's evaluation reports its images to the driver that way), shown or not.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -14,12 +21,40 @@ def progress_enabled() -> bool:
     return os.environ.get("ALEXNET_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
+#: What :func:`watch_progress` listeners are called with: the bar's ``desc``, the steps just done, the total.
+Listener = Callable[[str, float, "float | None"], None]
+_listeners: list[Listener] = []
+_listeners_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def watch_progress(listener: Listener) -> Iterator[None]:
+    """While in the block, every bar of this process calls ``listener(desc, steps, total)`` as it moves (also when
+    bars are not shown, see :func:`progress_enabled`)."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    try:
+        yield
+    finally:
+        with _listeners_lock:
+            _listeners.remove(listener)
+
+
 class _Bar(tqdm):  # type: ignore[misc]
     """A tqdm bar whose closing does not print its last line again when that line already showed it complete.
 
     Closing a tqdm bar redraws it once more (to show the final rate); where carriage returns do not overwrite a
     line (R's console through reticulate, a log file) that would print the finished bar twice.
     """
+
+    #: The description the bar was made with (what :func:`watch_progress` listeners get).
+    label: str = ""
+
+    def update(self, n: float | None = 1) -> bool | None:
+        """Move the bar ``n`` steps, and tell the listeners of :func:`watch_progress`."""
+        for listener in list(_listeners):
+            listener(getattr(self, "label", ""), 1 if n is None else n, getattr(self, "total", None))
+        return super().update(n)
 
     def close(self) -> None:
         """End the bar's line, without redrawing it when its last drawing already showed every step done."""
@@ -42,7 +77,7 @@ class _Bar(tqdm):  # type: ignore[misc]
 
 def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
     """A tqdm bar on stderr; works when stderr is not a terminal (R's console through reticulate)."""
-    return _Bar(
+    bar = _Bar(
         total=total,
         desc=desc,
         unit=unit,
@@ -52,3 +87,5 @@ def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any
         mininterval=0.5,
         **kwargs,
     )
+    bar.label = desc  # what listeners are told, also when the bar is not shown (tqdm then keeps no desc)
+    return bar

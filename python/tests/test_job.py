@@ -17,7 +17,8 @@ from alexnet.data.upload import imagenet_upload
 from alexnet.errors import AlexnetError, BoardError
 from alexnet.launch import job
 from alexnet.launch.monitor import describe, start_monitor
-from alexnet.launch.task import TrainTask
+from alexnet.launch.task import Task
+from alexnet.launch.work import worker_function
 from alexnet.launch.worker import WorkerError, run_worker
 from alexnet.train.callbacks import progress_writer
 
@@ -173,9 +174,9 @@ def test_a_failed_stage_is_launched_again_up_to_retries_times(board, tmp_path, c
     plan = job.plan_job(2, board, 2, retries=2, checkpoint_dir=tmp_path / "ckpt")
     calls: list = []
     with caplog.at_level(logging.WARNING, logger="alexnet"):
-        rows = job.run_job(plan, _failing_launch(2, calls), driver_host=None)
-    assert len(calls) == 3
-    assert [row["worker"] for row in rows] == [0, 1] and {row["attempt"] for row in rows} == {3}
+        run = job.run_job(plan, _failing_launch(2, calls), driver_host=None)
+    assert len(calls) == 3 and run.attempt == 3
+    assert [row["worker"] for row in run.rows] == [0, 1] and {row["attempt"] for row in run.rows} == {3}
     retries = [r.getMessage() for r in caplog.records if "Launching the 2 workers again" in r.getMessage()]
     assert len(retries) == 2 and "resuming from the last checkpoint (retry 2 of 2)" in retries[1]
     assert retries[0].startswith("Worker 1 of 2 failed: OSError: lost\nFull log: h:/log\nLaunching")
@@ -205,6 +206,8 @@ def test_describe_makes_a_line_of_a_progress_record():
     assert describe(step) == "alexnet: epoch 2/3, step 14/20: loss 1.235, accuracy 0.5, 812 images/s"
     epoch = {"kind": "epoch", "epoch": 3, "epochs": 3, "loss": 1.0, "val_accuracy": 0.25}
     assert describe(epoch) == "alexnet: epoch 3/3: loss 1, val_accuracy 0.25"
+    scored = {"kind": "evaluate", "worker": 1, "workers": 2, "images": 120, "total": 500, "images_per_second": 40.2}
+    assert describe(scored) == "alexnet: evaluation, worker 1 of 2: 120/500 images, 40 images/s"
 
 
 def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capfd):
@@ -274,14 +277,16 @@ def test_a_task_survives_the_trip_through_r_as_a_plain_list(board, tmp_path):
     plain["settings"]["epochs"] = 3.0  # R numbers are doubles, and vectors of one are scalars
     plain["settings"]["image_size"] = 224.0
     plain["settings"]["lr_drop_epochs"] = [30.0, 60.0, 80.0]
-    again = TrainTask.from_dict({**plain, "base_port": float(plain["base_port"]), "env": plain["env"]})
+    again = Task.from_dict({**plain, "base_port": float(plain["base_port"]), "workers": 2.0, "env": plain["env"]})
+    assert again.kind == "train" and again.workers == 2 and again.evaluation is None
     assert again.board == plan.task.board and again.base_port == plan.task.base_port
     assert again.timeout == 60.0 and again.env == {"A": "1"} and again.cache_dir == str(tmp_path)
     assert again.settings == plan.task.settings, "typed again, equal to what the driver checked"
     assert again.settings.epochs == 3 and type(again.settings.epochs) is int and again.settings.image_size == (224,)
-    assert TrainTask.from_dict({**plain, "env": []}).env == {}  # R's empty list
-    function = again.worker_function()
-    assert function.keywords["board"] == board and function.keywords["settings"] == plan.task.settings
+    assert Task.from_dict({**plain, "env": []}).env == {}  # R's empty list
+    assert again == plan.task
+    function = worker_function(again)
+    assert function.func.__name__ == "train_work" and function.keywords["task"] == plan.task
 
 
 def test_a_worker_that_runs_past_its_timeout_is_stopped_and_says_so():

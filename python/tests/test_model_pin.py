@@ -14,8 +14,8 @@ pytest.importorskip("tensorflow")
 from helpers_model import card_for, save_model_dir, tiny_model
 
 from alexnet.errors import AlexnetError, IntegrityError
-from alexnet.model.pin import alexnet_model, publish_model
-from alexnet.model.saved import load_model
+from alexnet.model.pin import alexnet_model, publish_model, republish_model
+from alexnet.model.saved import load_model, write_card
 
 CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
 
@@ -114,3 +114,27 @@ def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(s
         pin = alexnet_model(f"{url}/board", "alexnet", cache_dir=tmp_path / "cache")
     assert pin["version"] == published["version"]
     assert _same_weights(load_model(pin).model, saved["model"])
+
+
+def test_an_evaluation_recorded_later_is_a_new_version_of_the_same_file_and_a_card_beside_the_model(saved, tmp_path):
+    import dataclasses
+    import json
+
+    from alexnet.model.card import CARD_FILE
+
+    board = str(tmp_path / "board")
+    first = publish_model(board, "alexnet", saved["file"], saved["card"])
+    evaluation = {"images": 6, "top1_correct": 4, "top5_correct": 6, "top1_accuracy": 4 / 6, "crops": 10}
+    card = dataclasses.replace(saved["card"], evaluation=evaluation)
+    again = republish_model(board, "alexnet", first["version"], card)
+    assert again["version"] > first["version"], "a new version, although the file is the same"
+    latest = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
+    earlier = alexnet_model(board, "alexnet", first["version"], cache_dir=tmp_path / "cache")
+    assert latest["version"] == again["version"] and latest["sha256"] == earlier["sha256"]
+    assert latest["evaluation"] == evaluation and earlier["evaluation"] is None
+    # the card beside a saved model, written again
+    model_dir = tmp_path / "model"
+    model_file = save_model_dir(saved["model"], model_dir, saved["card"])
+    write_card(str(model_file), card)
+    assert json.loads((model_dir / CARD_FILE).read_text())["evaluation"] == evaluation
+    assert load_model(str(model_dir)).card.evaluation == evaluation

@@ -55,3 +55,17 @@ def test_a_bar_moved_by_refresh_prints_its_last_line_once(monkeypatch):
         bar.n = 12
         bar.refresh()
     assert stream.getvalue().count("12/12") == 1, stream.getvalue()
+
+
+def test_a_watcher_hears_every_bar_even_when_bars_are_not_shown(monkeypatch):
+    from alexnet.progress import watch_progress
+
+    monkeypatch.setenv("ALEXNET_PROGRESS", "0")
+    heard: list = []
+    listener = lambda desc, steps, total: heard.append((desc, steps, total))  # noqa: E731
+    with watch_progress(listener), progress_bar(10, "evaluate (centre crop)") as bar:
+        bar.update(4)
+        bar.update(6)
+    with progress_bar(3, "after") as bar:
+        bar.update(3)  # no longer watched
+    assert heard == [("evaluate (centre crop)", 4, 10), ("evaluate (centre crop)", 6, 10)]

@@ -20,7 +20,8 @@ import alexnet
 from alexnet.cli import build_parser, main
 from alexnet.errors import AlexnetError
 from alexnet.launch.job import plan_job
-from alexnet.launch.task import TrainTask
+from alexnet.launch.task import Task
+from alexnet.launch.work import worker_function
 from alexnet.train import to_r
 from alexnet.train.kinds import Spec, option_name
 from alexnet.train.settings import TrainSettings, check_settings, defaults, specs
@@ -140,12 +141,11 @@ def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark
 def test_a_worker_receives_every_setting_typed_as_the_driver_checked_it():
     # every setting at a value other than its default, through the task as R carries it (plain values)
     changed = dataclasses.replace(check_settings({}), **{name: other_value(name, spec) for name, spec in SETTINGS})
-    task = TrainTask(board="/boards/b", base_port=9000, settings=changed)
-    again = TrainTask.from_dict(task.to_dict())
+    task = Task(kind="train", board="/boards/b", workers=2, base_port=9000, settings=changed)
+    again = Task.from_dict(task.to_dict())
     assert again.settings == changed
-    assert again.worker_function().keywords["settings"] == changed
-    default_task = TrainTask(board="/boards/b", base_port=9000)
-    assert default_task.settings == TrainSettings.from_dict(defaults()) == check_settings({})
+    assert worker_function(again).keywords["task"].settings == changed
+    assert TrainSettings.from_dict(defaults()) == check_settings({})
 
 
 def test_r_reads_the_declaration_as_it_is():

@@ -26,6 +26,7 @@ from alexnet.data.fetch import imagenet_categories  # noqa: E402
 from alexnet.data.partition import partition_categories  # noqa: E402
 from alexnet.data.upload import imagenet_upload  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.launch import api, training  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 from alexnet.launch import worker as workers  # noqa: E402
 
@@ -119,7 +120,7 @@ class LabelRecorder(keras.callbacks.Callback):
 def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path):
     base = free_base_port(2)
     epochs = 3
-    rows = launcher.alexnet_spark_train(
+    rows = api.alexnet_spark_train(
         spark,
         2,
         board,
@@ -170,14 +171,15 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     # only the chief saved the model
     assert histories[0]["model_path"] == str(tmp_path / "model" / "alexnet.keras")
     assert Path(histories[0]["model_path"]).exists() and histories[1]["model_path"] is None
-    summary = workers.worker_summary(rows[1])
-    assert list(summary) == list(workers.SUMMARY_COLUMNS)
+    assert rows.evaluation is None, "no evaluation unless asked for"
+    summary = training.train_row(rows[1])
+    assert list(summary) == list(training.TRAIN_COLUMNS)
     assert summary["loss"] == histories[1]["metrics"]["loss"][-1] and json.loads(summary["history"]) == histories[1]
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):
     with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
-        launcher.alexnet_spark_train(spark, 3, board, epochs=1)
+        api.alexnet_spark_train(spark, 3, board, epochs=1)
     with pytest.raises(AlexnetError, match="task slots"):
         launcher.run_barrier(spark, 5, _sleeper)
     assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "nothing was launched"
@@ -189,9 +191,9 @@ def test_more_workers_than_slots_is_refused_before_launching(spark, board):
 
 def test_arguments_the_launcher_sets_itself_are_refused(spark, board):
     with pytest.raises(AlexnetError, match="`strategy` cannot be given"):
-        launcher.alexnet_spark_train(spark, 2, board, strategy="mirrored")
+        api.alexnet_spark_train(spark, 2, board, strategy="mirrored")
     with pytest.raises(AlexnetError, match="SparkSession or SparkContext"):
-        launcher.alexnet_spark_train("local[2]", 2, board)
+        api.alexnet_spark_train("local[2]", 2, board)
 
 
 def _sleeper(index, addresses):
@@ -285,7 +287,7 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
 
     # the help texts show the core's defaults, read from the signature
     # the command reaches the core through the package's public map: alexnet.alexnet_spark_train
-    monkeypatch.setattr(alexnet, "alexnet_spark_train", functools.wraps(launcher.alexnet_spark_train)(fake),
+    monkeypatch.setattr(alexnet, "alexnet_spark_train", functools.wraps(api.alexnet_spark_train)(fake),
                         raising=False)
     code = cli.main(["spark-train", "--workers", "2", "--board", board, "--epochs", "1", "--batch-size", "4",
                      "--image-size", "64", "--base-port", "9100", "--json"])
@@ -294,10 +296,28 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
     assert workers == 2 and used_board == board and session.sparkContext is spark.sparkContext
     settings = kwargs["settings"]  # checked once by the command, before Spark work
     assert (settings.epochs, settings.batch_size, settings.image_size) == (1, 4, (64,))
-    assert kwargs["base_port"] == 9100
+    assert kwargs["base_port"] == 9100 and "evaluate" not in kwargs
     rows = json.loads(capsys.readouterr().out)
     assert [r["worker"] for r in rows] == [0, 1]
     assert not spark.sparkContext._jsc.sc().isStopped(), "the command must not stop a session it did not start"
+
+    # --evaluate: the run's evaluation after the workers (and with --json, an object of both)
+    def evaluated(session, workers, board, **kwargs):
+        run = api.SparkRun(fake(session, workers, board, **kwargs))
+        run.evaluation = {"model": "alexnet@v2", "protocol": "10 crops", "image_size": 64, "top1_accuracy": 0.5,
+                          "top1_correct": 3, "images": 6, "top_k": 5, "top5_accuracy": 1.0, "top5_correct": 6,
+                          "images_per_second": 2.0, "per_worker": [], "bad_images": []}
+        return run
+
+    monkeypatch.setattr(alexnet, "alexnet_spark_train", functools.wraps(api.alexnet_spark_train)(evaluated),
+                        raising=False)
+    words = ["spark-train", "--workers", "2", "--board", board, "--epochs", "1", "--evaluate", "--crops", "10"]
+    assert cli.main([*words, "--json"]) == 0
+    assert (calls[-1][3]["evaluate"], calls[-1][3]["crops"]) == (True, 10)
+    shown = json.loads(capsys.readouterr().out)
+    assert [r["worker"] for r in shown["workers"]] == [0, 1] and shown["evaluation"]["top1_correct"] == 3
+    assert cli.main(words) == 0
+    assert "evaluation of alexnet@v2, 10 crops, 64 pixels: top-1 50.00% (3/6)" in capsys.readouterr().out
     args = cli.build_parser().parse_args(["spark-train", "--workers", "3"])
     assert args.master is None, "the master defaults to local[workers]"
 
@@ -313,7 +333,7 @@ class SlowSteps(keras.callbacks.Callback):
         time.sleep(self.seconds)
 
 
-def _worker_pids(index: int) -> list[int]:
+def worker_pids(index: int) -> list[int]:
     """Process ids of worker ``index``'s Python processes on this machine (their command line names its folder)."""
     pids = []
     for entry in Path("/proc").iterdir():
@@ -345,7 +365,7 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
                 done = json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"]
             except (OSError, ValueError, KeyError):
                 done = 0
-            pids = _worker_pids(1) if done >= 1 else []
+            pids = worker_pids(1) if done >= 1 else []
             if pids:
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
@@ -355,7 +375,7 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
 
     killer = threading.Thread(target=kill_worker_1_in_epoch_2, daemon=True)
     killer.start()
-    rows = launcher.alexnet_spark_train(
+    rows = api.alexnet_spark_train(
         spark, 2, board, base_port=free_base_port(2), cache_dir=tmp_path / "cache", timeout=400, retries=1,
         batch_size=BATCH, epochs=3, image_size=64, dense_units=32, seed=1, checkpoint_dir=str(checkpoints),
         collective_timeout=30, callbacks=[SlowSteps(0.4)],
@@ -379,7 +399,7 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = str(bare / "bin" / "python")
     with pytest.raises(AlexnetError) as caught:
-        launcher.alexnet_spark_train(spark, 2, board, python=python, epochs=1)
+        api.alexnet_spark_train(spark, 2, board, python=python, epochs=1)
     message = str(caught.value)
     assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "no job is left running"
     assert "cannot run alexnet on 1 executor(s)" in message and python in message

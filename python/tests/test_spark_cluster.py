@@ -21,6 +21,7 @@ from servers import free_port  # noqa: E402
 from test_multiworker import free_base_port  # noqa: E402
 from test_spark import BATCH, board  # noqa: E402, F401 - the board fixture of the local-mode tests
 
+from alexnet.launch import api  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -99,7 +100,7 @@ def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch)
             _wait_for_executors(context, 2)
             assert launcher.barrier_slots(context) == 2
             base = free_base_port(2)
-            rows = launcher.alexnet_spark_train(
+            rows = api.alexnet_spark_train(
                 session, 2, board, base_port=base, cache_dir=tmp_path / "cache", timeout=300, batch_size=BATCH,
                 epochs=2, image_size=64, dense_units=32, seed=1, collective_timeout=60,
             )

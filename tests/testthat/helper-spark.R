@@ -65,3 +65,39 @@ skip_if_no_spark_home <- function() {
   if (is.character(home)) return(home)
   skip(attr(home, "why"))
 }
+
+# A stand-in for the sparklyr functions alexnet_spark_train() and alexnet_spark_evaluate() call: it records the
+# calls, and its spark_apply() runs the closure the way the tasks would, after a serialize() round trip (which is
+# how sparklyr ships it to the workers): a barrier closure once per address, one after the other, with the barrier
+# list of that task (a job of several tasks that need not run at once: an evaluation's); the probe closure once.
+fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver_host = "") {
+  settings <- list(spark.driver.host = driver_host)
+  list(
+    spark_context = function(sc) list(connection = sc),
+    invoke = function(obj, method, ...) {
+      args <- list(...)
+      switch(method, getConf = "conf", defaultParallelism = slots,
+             get = if (is.null(settings[[args[[1]]]])) args[[2]] else settings[[args[[1]]]])
+    },
+    sdf_len = function(sc, n, repartition) {
+      calls$sdf_len <- c(calls$sdf_len, list(list(sc = sc, n = n, repartition = repartition)))
+      "sdf"
+    },
+    spark_apply = function(x, f, ...) {
+      args <- list(...)
+      shipped <- unserialize(serialize(f, NULL))
+      if (isTRUE(args$barrier)) {
+        calls$spark_apply <- list(x = x, ...)
+        calls$launches <- c(calls$launches, length(address))
+        do.call(rbind, lapply(seq_along(address) - 1L, function(partition) {
+          shipped(data.frame(id = 1L), list(address = address, partition = partition))
+        }))
+      } else {
+        calls$probe <- list(x = x, ...)
+        shipped(data.frame(id = 1L))
+      }
+    },
+    sdf_collect = function(x) x
+  )
+}
+

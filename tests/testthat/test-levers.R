@@ -98,7 +98,7 @@ test_that("alexnet_spark_train() hands the new training arguments to every worke
                list(precision = "bfloat16", lr_scaling = "linear", warmup_epochs = 2L, learning_rate = 0.02,
                     epochs = 5L))
   # what a worker makes of the task after its trip through R: the typed settings the driver checked
-  task <- reticulate::import("alexnet.launch.task", convert = FALSE)$TrainTask$from_dict(calls$task)
+  task <- reticulate::import("alexnet.launch.task", convert = FALSE)$Task$from_dict(calls$task)
   sizes <- reticulate::py_to_r(task$settings$sizes)
   expect_identical(list(unlist(sizes$sizes), unlist(sizes$epochs)), list(c(64L, 80L, 96L), c(1L, 2L, 2L)))
 })

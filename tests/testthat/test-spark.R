@@ -18,37 +18,6 @@ test_that("a malformed barrier list gets an error that shows the expected shape"
   expect_error(tf_config_from_barrier(list(address = "h:1", partition = 3)), "0\\.\\.0")
 })
 
-# A stand-in for the sparklyr functions alexnet_spark_train() calls: it records the calls, and its
-# spark_apply() runs the closure the way a task would, after a serialize() round trip (which is how
-# sparklyr ships it to the workers): a barrier closure with the barrier list of a one-task job.
-fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver_host = "") {
-  settings <- list(spark.driver.host = driver_host)
-  list(
-    spark_context = function(sc) list(connection = sc),
-    invoke = function(obj, method, ...) {
-      args <- list(...)
-      switch(method, getConf = "conf", defaultParallelism = slots,
-             get = if (is.null(settings[[args[[1]]]])) args[[2]] else settings[[args[[1]]]])
-    },
-    sdf_len = function(sc, n, repartition) {
-      calls$sdf_len <- c(calls$sdf_len, list(list(sc = sc, n = n, repartition = repartition)))
-      "sdf"
-    },
-    spark_apply = function(x, f, ...) {
-      args <- list(...)
-      shipped <- unserialize(serialize(f, NULL))
-      if (isTRUE(args$barrier)) {
-        calls$spark_apply <- list(x = x, ...)
-        shipped(data.frame(id = 1L), list(address = address, partition = 0L))
-      } else {
-        calls$probe <- list(x = x, ...)
-        shipped(data.frame(id = 1L))
-      }
-    },
-    sdf_collect = function(x) x
-  )
-}
-
 test_that("without sparklyr, alexnet_spark_train() says what to install", {
   skip_if(requireNamespace("sparklyr", quietly = TRUE), "sparklyr is installed")
   sc <- structure(list(), class = "spark_connection")
@@ -64,14 +33,14 @@ tiny_board <- function(dir) {
   file.path(dir, "b")
 }
 
-run_shipped_closure <- function(task, module, row, barrier) {
-  closure <- alexnet:::spark_closure(task, NULL, module, row)
+run_shipped_closure <- function(task, barrier) {
+  closure <- alexnet:::spark_closure(task, NULL)
   unserialize(serialize(closure, NULL))(data.frame(id = 1L), barrier)
 }
 
 test_that("a barrier closure given a list that is not a barrier list says what it expects", {
-  task <- list(board = "/boards/b", base_port = 9000L, fetch_workers = 1L)
-  expect_error(run_shipped_closure(task, "launch.worker", "barrier_row", list(partition = 0)),
+  task <- list(kind = "train", board = "/boards/b", workers = 1L, base_port = 9000L, fetch_workers = 1L)
+  expect_error(run_shipped_closure(task, list(partition = 0)),
                "`barrier` must be the barrier list of spark_apply\\(barrier = TRUE\\)")
 })
 
@@ -79,19 +48,20 @@ test_that("the training and the evaluation closures run their barrier partition'
   skip_if_no_alexnet()
   missing <- file.path(withr::local_tempdir(), "no-board")
   barrier <- list(address = c("127.0.0.1:41001", "127.0.0.1:41002"), partition = 1L)
-  train <- list(board = missing, base_port = 9000L, fetch_workers = 1L, settings = list(epochs = 1))
-  evaluate <- list(model = "/models/none", board = missing, crops = 1L, batch_size = 8L, workers = 2L,
-                   fetch_workers = 1L)
+  train <- list(kind = "train", board = missing, workers = 2L, base_port = 9000L, fetch_workers = 1L,
+                settings = list(epochs = 1))
+  evaluate <- list(kind = "evaluate", board = missing, workers = 2L, fetch_workers = 1L,
+                   evaluation = list(model = "/models/none", crops = 1L, batch_size = 8L))
   worker_error <- reticulate::import("alexnet.launch.worker")$WorkerError  # the class itself, not a wrapped call
-  cases <- list(list(train, "launch.worker", "barrier_row", "BoardError: board folder .*no-board does not exist"),
-                list(evaluate, "launch.evaluate", "evaluate_row", "the model /models/none does not exist"))
+  cases <- list(list(train, "BoardError: board folder .*no-board does not exist"),
+                list(evaluate, "the model /models/none does not exist"))
   for (case in cases) {
-    message <- tryCatch(run_shipped_closure(case[[1]], case[[2]], case[[3]], barrier), error = conditionMessage)
+    message <- tryCatch(run_shipped_closure(case[[1]], barrier), error = conditionMessage)
     # the message the driver reads the worker's error from: worker 1 of 2, with its own error
     failure <- worker_error$from_failure(message)
     expect_false(is.null(failure), info = message)
     expect_equal(c(failure$worker, failure$workers), c(1L, 2L))
-    expect_match(failure$error, case[[4]], info = case[[3]])
+    expect_match(failure$error, case[[2]], info = case[[1]]$kind)
   }
 })
 
@@ -144,7 +114,7 @@ test_that("an executor whose Python lacks the core fails the probe, which names 
   expect_null(calls$spark_apply)
 })
 
-test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job, with progress", {
+test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job, with progress, ending with its evaluation", {
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   dir <- withr::local_tempdir()
@@ -152,18 +122,44 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   stderr <- file.path(dir, "stderr.txt")
   out <- callr::r(function(dir, port, fake_sparklyr) {
     library(alexnet)
-    src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 8, val_per_class = 0,
+    src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 8, val_per_class = 3,
                               max_side = 64)
     board <- file.path(dir, "board")
     imagenet_upload(src$path, board = board, workers = 2)
     calls <- new.env()
+    model_dir <- file.path(dir, "model")
     result <- alexnet:::spark_train_run(
       fake_sparklyr(calls, driver_host = "127.0.0.1"), "fake-connection", 1, board,
       list(epochs = 2, batch_size = 4, image_size = 64, dense_units = 16, base_port = port,
-           cache_dir = file.path(dir, "cache"), progress = TRUE),
+           cache_dir = file.path(dir, "cache"), progress = TRUE, evaluate = TRUE, model_dir = model_dir),
       python = alexnet_python()
     )
-    list(result = result, calls = as.list(calls), categories = src$categories, python = alexnet_python())
+    alone <- alexnet_evaluate(model_dir, board = board, cache_dir = file.path(dir, "alone"))
+    # the saved model scored again by the evaluation job: two barrier tasks (run one after the other here), whose
+    # first launch fails as a lost task does and is launched again whole
+    again <- new.env()
+    api <- fake_sparklyr(again, address = c("127.0.0.1:41001", "127.0.0.1:41002"))
+    apply <- api$spark_apply
+    api$spark_apply <- function(x, f, ...) {
+      if (isTRUE(list(...)$barrier) && is.null(again$failed)) {
+        again$failed <- TRUE
+        stop("Job aborted due to stage failure: a barrier task was lost", call. = FALSE)
+      }
+      apply(x, f, ...)
+    }
+    warnings <- character()
+    split <- withCallingHandlers(
+      alexnet:::spark_evaluate_run(api, "sc", 2, board, list(model = model_dir, cache_dir = file.path(dir, "split"),
+                                                             retries = 1, timeout = 300), probe = FALSE),
+      alexnet_retry = function(w) {
+        warnings <<- c(warnings, conditionMessage(w))
+        invokeRestart("muffleWarning")
+      }
+    )
+    list(result = result, printed = utils::capture.output(print(result)), calls = as.list(calls),
+         categories = src$categories, python = alexnet_python(), alone = unclass(alone), split = unclass(split),
+         warnings = warnings, evaluation_columns = names(again$spark_apply$columns), launches = again$launches,
+         card = jsonlite::fromJSON(file.path(model_dir, "alexnet-model.json")))
   }, args = list(dir, port, fake_sparklyr), stderr = stderr,
   env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
 
@@ -176,8 +172,8 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_false(apply$packages)
   expect_equal(apply$env$ALEXNET_PYTHON, out$python)
   expect_equal(apply$env$RETICULATE_PYTHON, out$python)
-  expect_equal(unname(apply$columns[c("worker", "loss", "chief", "history")]),
-               c("integer", "numeric", "logical", "character"))
+  expect_equal(unname(apply$columns[c("worker", "loss", "chief", "history", "eval_images", "eval_protocol")]),
+               c("integer", "numeric", "logical", "character", "integer", "character"))
 
   result <- out$result
   expect_equal(nrow(result), 1L)
@@ -194,9 +190,46 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_equal(history$params$strategy, "multi_worker")
   expect_equal(history$params$workers, 1L)
   expect_equal(history$weights_sha256, result$weights_sha256)
-  # the chief's progress reached the driver while it trained
+  # the chief's progress reached the driver while it trained, and its evaluation's
   shown <- readLines(stderr)
   expect_true(any(grepl("epoch 2/2", shown)), info = paste(shown, collapse = "\n"))
+  expect_true(any(grepl("alexnet: evaluation, worker 0 of 1: 6/6 images", shown, fixed = TRUE)),
+              info = paste(shown, collapse = "\n"))
+
+  # the evaluation the job ended with: the counts of alexnet_evaluate() of the saved model, on one machine
+  evaluation <- result$evaluation
+  expect_s3_class(evaluation, "alexnet_evaluation")
+  for (key in c("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy", "protocol", "crops")) {
+    expect_equal(evaluation[[key]], out$alone[[key]], label = key)
+  }
+  expect_equal(evaluation$images, 6L)
+  expect_equal(result$eval_images, 6L)
+  expect_equal(out$card$evaluation$top1_correct, out$alone$top1_correct)
+  expect_true(any(grepl("^Evaluation of the model on every validation image", out$printed)))
+  expect_true(any(grepl("^Top-1 accuracy", out$printed)))
+  expect_null(as.data.frame(result)$evaluation)
+
+  # the same model over the evaluation job of two tasks: the same counts, after one retry with its R warning
+  split <- out$split
+  for (key in c("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy")) {
+    expect_equal(split[[key]], out$alone[[key]], label = key)
+  }
+  expect_equal(split$attempt, 2L)
+  expect_equal(nrow(split$workers), 2L)
+  expect_equal(sum(split$workers$images), 6L)
+  expect_equal(out$launches, 2L)  # the second launch: two barrier tasks
+  expect_equal(out$evaluation_columns[1:3], c("worker", "workers", "images"))
+  expect_length(out$warnings, 1L)
+  expect_match(out$warnings, "^The Spark job of 2 worker\\(s\\) failed before a worker reported an error")
+  expect_match(out$warnings, "Launching the 2 workers again, scoring every image again (retry 1 of 1).", fixed = TRUE)
+
+  # and an evaluation past its timeout stops, saying so (the R launcher bounds each task's worker)
+  expect_error(
+    alexnet:::spark_evaluate_run(fake_sparklyr(new.env(), address = c("127.0.0.1:1", "127.0.0.1:2")), "sc", 2,
+                                 file.path(dir, "board"), list(model = file.path(dir, "model"), timeout = 1),
+                                 probe = FALSE),
+    "Worker 0 of 2 failed: TimeoutError: it did not finish within timeout = 1 s"
+  )
 })
 
 test_that("a worker's failure leads with its own Python error and says where its log is", {

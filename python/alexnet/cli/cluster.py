@@ -22,16 +22,25 @@ def _train_summary(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _spark_train_summary(result: Any) -> str:
+    evaluation = getattr(result, "evaluation", None)
+    lines = _train_summary(list(result))
+    return lines if evaluation is None else f"{lines}\nevaluation of {evaluation_summary(evaluation)}"
+
+
 def _spark_train(args: argparse.Namespace) -> None:
-    from ..launch.job import worker_settings
+    from ..launch.training import worker_settings
 
     # checked once, before Spark starts: the driver's plan takes the checked settings
     settings = worker_settings(training_args(args), getattr(args, "board", None),
                                local_master=common.master(args).startswith("local"), where="alexnet spark-train")
     with common.spark(args, "alexnet spark-train") as session:
         rows = common.core("spark-train")(session, args.workers, settings=settings,
-                                          **given(args, "board", "base_port", "cache_dir", "timeout", "retries"))
-    common.emit(rows, args.json, _train_summary)
+                                          **given(args, "board", "base_port", "cache_dir", "timeout", "retries",
+                                                  "evaluate", "crops"))
+    evaluation = getattr(rows, "evaluation", None)
+    shown = rows if evaluation is None or not args.json else {"workers": list(rows), "evaluation": evaluation}
+    common.emit(shown, args.json, _spark_train_summary)
 
 
 def _spark_evaluate(args: argparse.Namespace) -> None:
@@ -39,7 +48,7 @@ def _spark_evaluate(args: argparse.Namespace) -> None:
     with common.spark(args, "alexnet spark-evaluate") as session:
         result = common.core("spark-evaluate")(session, model, args.workers, common.default_board(args),
                                                **given(args, "crops", "batch_size", "cache_dir", "fetch_workers",
-                                                       "timeout"))
+                                                       "timeout", "retries"))
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -63,6 +72,13 @@ def register(add: common.AddCommand) -> None:
     train.add_argument("--retries", type=non_negative,
                        help=with_default("spark-train", "retries", "relaunches after a failure, resuming from the "
                                          "last checkpoint"))
+    train.add_argument("--evaluate", action="store_true", default=argparse.SUPPRESS,
+                       help="after the last epoch, each worker scores its partition's validation images with the "
+                       "model it holds; prints the evaluation of every validation image of the board (with --json: "
+                       "an object with the workers and the evaluation) and records it in the model card and pin")
+    train.add_argument("--crops", type=int, choices=[1, 10],
+                       help=with_default("spark-train", "crops", "with --evaluate, 1: the centre crop; 10: corners, "
+                                         "centre and their mirrors"))
 
     evaluate = add("spark-evaluate", _spark_evaluate, "evaluate on several workers at once, one Spark barrier task "
                    "each", "Evaluate a model on every validation image of --board, split over WORKERS Spark barrier "
@@ -71,3 +87,6 @@ def register(add: common.AddCommand) -> None:
     model_options(evaluate, "spark-evaluate", positional=False)
     evaluation_options(evaluate, "spark-evaluate")
     evaluate.add_argument("--timeout", type=float, help="cancel the whole job after these seconds")
+    evaluate.add_argument("--retries", type=non_negative,
+                          help=with_default("spark-evaluate", "retries", "relaunches of the whole evaluation after "
+                                            "a failure"))

@@ -1,11 +1,13 @@
-"""A distributed run as the driver sees it, the same from Python and from R.
+"""A barrier job as the driver sees it, the same for every kind of work and from Python and from R.
 
-:func:`plan_job` makes every check that can be made before anything runs on the cluster (task slots, the
-board, the arguments, output locations). :func:`run_job` then checks the executors (a short probe job: does
-the Python that would run a worker import alexnet and TensorFlow?), starts the progress monitor, and launches
-the barrier stage; after a failure it launches it again, up to ``retries`` times, and the workers resume from
-the last checkpoint on the shared ``checkpoint_dir``. How a stage is launched is the front end's part:
-:mod:`alexnet.launch.spark` with pyspark, ``sparklyr::spark_apply()`` from R.
+One path for every job: :func:`plan_job` makes every check that can be made before anything runs on the cluster
+(task slots, the kind's arguments, the board, output locations); :func:`run_job` checks the executors (a short
+probe job: does the Python that would run a worker import alexnet and TensorFlow?), starts the progress
+monitor, and launches the barrier stage; after a failure it launches it again, up to ``retries`` times (a
+training resumes from the last checkpoint on the shared ``checkpoint_dir``; an evaluation, idempotent, is run
+again whole); :func:`combine_job` makes the job's evaluation of the workers' rows. What the workers do is the
+kind's (:mod:`alexnet.launch.work`); how a stage is launched, the front end's: :mod:`alexnet.launch.spark` with
+pyspark, ``sparklyr::spark_apply()`` from R (:mod:`alexnet.launch.r`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ import itertools
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import as_int, as_seconds
+from ..checks import as_int
 from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
-from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
-from ..train.settings import TrainSettings
+from ..train.cluster import DEFAULT_BASE_PORT
 from .monitor import start_monitor
-from .task import TrainTask
-from .worker import RESERVED, WORKER_VERBOSE, WorkerError
+from .task import Task, check_slots, launch_fields
+from .work import Work, work_of
+from .worker import WorkerError
 
 logger = logging.getLogger(__name__)
 
@@ -69,81 +72,63 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
     return SparkJobError(workers, lead, detail)
 
 
-def check_slots(workers: object, slots: int | None) -> int:
-    """``workers`` as an int that fits in ``slots`` barrier task slots (``None``: unknown, not checked).
-
-    A barrier stage starts all its tasks at once: with fewer slots it would wait for ever.
-    """
-    workers = as_int(workers, "workers", 1)
-    if slots is not None and workers > int(slots):
-        raise AlexnetError(
-            f"{workers} workers need {workers} task slots at once (one barrier task each), but this Spark "
-            f"application has {int(slots)}: use workers <= {int(slots)}, or give Spark more executors or "
-            f"cores (e.g. master 'local[{workers}]' on one machine)."
-        )
-    return workers
-
-
 @dataclass
 class JobPlan:
-    """What the checks of :func:`plan_job` settled: the workers, the board, what each task needs, the retries."""
+    """What the checks of :func:`plan_job` settled: the workers, the board, the task each worker is handed, the
+    retries."""
 
     workers: int
     board: str
-    task: TrainTask
+    task: Task
     retries: int = 0
 
-
-def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | None, *, local_master: bool = True,
-                    where: str = "alexnet_spark_train()") -> TrainSettings:
-    """The training settings every worker of a distributed run gets, checked once on the driver
-    (:func:`alexnet.train.settings.check_settings`: names, values, output locations writable, the board of
-    ``model_pin``, by default ``board``): not ``data`` or ``strategy``, which the workers set; Keras prints one line
-    per epoch unless ``verbose`` says otherwise (a worker's output goes to its log)."""
-    from ..storage.board import default_board
-    from ..train.settings import check_settings
-
-    arguments = dict(train_args)
-    if arguments.get("strategy", "multi_worker") in (None, "multi_worker"):
-        arguments.pop("strategy", None)
-    arguments.setdefault("verbose", WORKER_VERBOSE)
-    return check_settings(arguments, data_board=os.fspath(board) if board is not None else default_board(),
-                          shared=not local_master, where=where, reserved=RESERVED)
+    @property
+    def work(self) -> Work:
+        """The kind of work of this job (see :data:`alexnet.launch.work.WORK`)."""
+        return work_of(self.task.kind)
 
 
-def plan_job(workers: int, board: str | os.PathLike | None, slots: int | None, *, base_port: int = DEFAULT_BASE_PORT,
-             cache_dir: Any = None, fetch_workers: int = DEFAULT_DOWNLOADS, python: str | None = None,
-             env: Mapping[str, str] | None = None, retries: int = DEFAULT_RETRIES, local_master: bool = True,
-             timeout: float | None = None, where: str = "alexnet_spark_train()", settings: TrainSettings | None = None,
-             **train_args: Any) -> JobPlan:
-    """Every check that can be made on the driver before a distributed run, and the plan it leads to.
+@dataclass
+class JobRun:
+    """A job that ran: one row per worker, in worker order (each with ``attempt``), the launch that succeeded
+    (``attempt``, 1 for the first) and its wall time in ``seconds``."""
 
-    ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever);
-    ``train_args`` are the training settings (:func:`worker_settings`), or ``settings`` holds them already checked;
-    ``timeout`` (seconds a launch may take) must be positive or ``None``; ``base_port`` must leave room for every
-    worker; the board must be reachable and hold at least ``workers`` categories.
+    rows: list[dict[str, Any]]
+    attempt: int
+    seconds: float
+
+
+#: How each kind of job is named in the errors of its arguments.
+WHERE = {"train": "alexnet_spark_train()", "evaluate": "alexnet_spark_evaluate()"}
+
+
+def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | None, *, kind: str = "train",
+             base_port: Any = DEFAULT_BASE_PORT, cache_dir: Any = None, fetch_workers: Any = DEFAULT_DOWNLOADS,
+             python: str | None = None, env: Mapping[str, str] | None = None, retries: Any = DEFAULT_RETRIES,
+             local_master: bool = True, timeout: Any = None, where: str | None = None, **arguments: Any) -> JobPlan:
+    """Every check that can be made on the driver before a barrier job of ``kind``, and the plan it leads to.
+
+    ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever); the
+    kind's own ``arguments`` are checked next (a training's settings, see
+    :func:`alexnet.launch.training.check_training`; an evaluation's model and crops, see
+    :func:`alexnet.launch.evaluation.check_evaluation`), before the board is read; then what every kind has:
+    ``timeout`` (seconds a launch may take) positive or ``None``, ``base_port`` leaving room for every worker,
+    ``retries``; then the board must be reachable and fit the work (categories, validation images). ``where``
+    names the call in errors.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
 
+    work = work_of(kind)
     workers = check_slots(workers, slots)
-    if settings is None:
-        settings = worker_settings(train_args, board, local_master=local_master, where=where)
-    elif train_args:
-        raise AlexnetError(f"{where}: give the training settings either checked (`settings`) or by name, not both.")
-    timeout = as_seconds(timeout, "timeout")
-    port = check_base_port(base_port, workers)
+    fields = work.check(workers, board, local_master=bool(local_master), where=where or WHERE[kind], **arguments)
+    common = launch_fields(workers, base_port=base_port, cache_dir=cache_dir, fetch_workers=fetch_workers,
+                           python=python, env=env, timeout=timeout)
+    retries = as_int(retries, "retries", 0)
     opened = open_board(board)
-    categories = len(read_categories(opened))
-    if workers > categories:
-        raise AlexnetError(f"{workers} workers need at least {workers} categories, but board {opened.location} has "
-                           f"{categories}: use workers <= {categories}.")
-    task = TrainTask(board=opened.location, base_port=port,
-                     cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-                     fetch_workers=as_int(fetch_workers, "fetch_workers", 1), python=python,
-                     env={str(k): str(v) for k, v in (env or {}).items()},
-                     settings=settings, timeout=timeout)
-    return JobPlan(workers, opened.location, task, as_int(retries, "retries", 0))
+    task = Task(kind=kind, board=opened.location, workers=workers, **common, **fields)
+    work.fit(task, read_categories(opened))
+    return JobPlan(workers, opened.location, task, retries)
 
 
 def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
@@ -157,17 +142,16 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
                        f"  {listing}\n{advice}")
 
 
-def run_job(plan: JobPlan, launch: Callable[[TrainTask], list[dict[str, Any]]], *, driver_host: str | None,
+def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
-            progress: bool = True, on_retry: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
+            progress: bool = True, on_retry: Callable[[str], Any] | None = None) -> JobRun:
     """Run ``plan``: check the executors with ``probe``, then ``launch(task)`` (one barrier stage, returning one
     row per worker) until it succeeds or ``plan.retries`` relaunches have failed too.
 
-    While the stage runs, the chief's progress is shown on the driver (when ``progress`` and ``driver_host``,
-    the address the executors reach the driver at). Each row gets ``attempt`` (1 for the first launch). A
-    worker's failure raises its :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`. Before
-    each relaunch, the failure and what follows are logged as a warning, or handed to ``on_retry`` (one string)
-    when given (R shows it as an R warning).
+    While the stage runs, the workers' progress is shown on the driver (when ``progress`` and ``driver_host``,
+    the address the executors reach the driver at). A worker's failure raises its :class:`WorkerError`; a failure
+    of Spark itself, a :class:`SparkJobError`. Before each relaunch, the failure and what follows are logged as a
+    warning, or handed to ``on_retry`` (one string) when given (R shows it as an R warning).
     """
     if probe is not None:
         check_probe(probe(), advice)
@@ -175,6 +159,7 @@ def run_job(plan: JobPlan, launch: Callable[[TrainTask], list[dict[str, Any]]], 
     task = plan.task if monitor is None else plan.task.with_progress(monitor.address)
     try:
         for attempt in itertools.count(1):
+            start = time.monotonic()
             try:
                 rows = launch(task)
                 break
@@ -190,20 +175,27 @@ def run_job(plan: JobPlan, launch: Callable[[TrainTask], list[dict[str, Any]]], 
     finally:
         if monitor is not None:
             monitor.close()
+    seconds = time.monotonic() - start
     rows = sorted(rows, key=lambda row: int(row["worker"]))
     for row in rows:
         row["attempt"] = attempt
-    return rows
+    logger.debug("The %s on %d worker(s) finished in %.1f s (attempt %d).", plan.work.noun, plan.workers, seconds,
+                 attempt)
+    return JobRun(rows, attempt, seconds)
+
+
+def combine_job(plan: JobPlan, rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any] | None:
+    """The driver's end of a job that ran: the evaluation the workers' flat rows add up to (an evaluation, or a
+    training that ends with one, recorded in the model's card), or ``None``."""
+    return plan.work.combine(plan.task, rows, seconds)
 
 
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
                on_retry: Callable[[str], Any] | None = None) -> None:
-    resume = "resuming from the last checkpoint" if plan.task.settings.checkpoint_dir else \
-        "starting afresh (no checkpoint_dir)"
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]
     message = "{}\nLaunching the {} workers again, {} (retry {} of {}).".format(
-        "\n".join(shown), plan.workers, resume, attempt, plan.retries)
+        "\n".join(shown), plan.workers, plan.work.relaunch(plan.task), attempt, plan.retries)
     if on_retry is None:
         logger.warning("%s", message)
     else:

@@ -1,7 +1,8 @@
 """Progress of a distributed run, shown on the driver while the workers train.
 
-The chief worker sends a line of JSON over TCP every few seconds (epoch, step, loss, accuracy, images per
-second; see :class:`alexnet.train.callbacks.Progress`). :class:`Monitor` receives them on the driver, in a
+The chief worker of a training sends a line of JSON over TCP every few seconds (epoch, step, loss, accuracy,
+images per second; see :class:`alexnet.train.callbacks.Progress`), and every worker of an evaluation the images it
+has scored (see :func:`alexnet.launch.evaluation.score_share`). :class:`Monitor` receives them on the driver, in a
 process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
 as one line on standard error.
 
@@ -34,7 +35,14 @@ START_TIMEOUT = 30.0
 
 
 def describe(record: dict[str, Any]) -> str:
-    """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...``."""
+    """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...`` for a
+    training's chief, ``evaluation, worker 1 of 2: 120/500 images, 40 images/s`` for an evaluating worker."""
+    if record.get("kind") == "evaluate":
+        total = record.get("total")
+        rate = record.get("images_per_second")
+        return (f"alexnet: evaluation, worker {record.get('worker', '?')} of {record.get('workers', '?')}: "
+                f"{record.get('images', '?')}{'' if total is None else f'/{total}'} images"
+                + (f", {rate:.0f} images/s" if isinstance(rate, (int, float)) and rate > 0 else ""))
     parts = [f"epoch {record.get('epoch', '?')}/{record.get('epochs', '?')}"]
     if record.get("kind") == "step":
         parts[0] += f", step {record.get('step', '?')}/{record.get('steps', '?')}"

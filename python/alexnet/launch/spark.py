@@ -1,16 +1,11 @@
-"""Spark barrier execution from Python: one training task per worker, all started together.
+"""Spark barrier execution from Python: one task per worker, all started together, each running any function.
 
-:func:`alexnet_spark_train` runs one barrier task per worker (``rdd.barrier().mapPartitions``). Each task
-starts a fresh Python process for its worker (TensorFlow's multi-worker set-up must come before any other
-TensorFlow work, and Spark reuses its Python workers), which fetches the worker's partition of the board,
-sets TF_CONFIG from the barrier addresses and trains with ``MultiWorkerMirroredStrategy``
-(:func:`alexnet.launch.worker.train_worker`). Spark starts all tasks of a barrier stage together or none,
-and when one fails it stops the others. The process of a task that Spark stops is killed with it (on Linux),
-so no TensorFlow process outlives its task. Checks, the executors' probe, progress and retries are
-:mod:`alexnet.launch.job`'s, shared with the R launcher.
-
-From R, ``sparklyr::spark_apply(barrier = TRUE)`` launches the tasks; :func:`r_train` is the driver's one
-call into the core and :func:`alexnet.launch.worker.barrier_row` each task's.
+:func:`run_barrier` is the runner: ``function(index, addresses)`` once per worker in one barrier stage
+(``rdd.barrier().mapPartitions``), each in a fresh Python process (:func:`alexnet.launch.worker.run_worker`);
+what the function does is the caller's. Spark starts all tasks of a barrier stage together or none, and when
+one fails it stops the others; the process of a task that Spark stops is killed with it (on Linux), so no
+TensorFlow process outlives its task. :func:`probe_executors` is the check before a job, and :func:`launch_job`
+runs a planned job (:mod:`alexnet.launch.job`: probe, progress, retries) with this runner, whatever its kind.
 """
 
 from __future__ import annotations
@@ -22,19 +17,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
 from ..checks import as_seconds
-from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
-from ..train.cluster import DEFAULT_BASE_PORT
-from ..train.settings import TrainSettings
 from . import probe_task
-from .job import DEFAULT_RETRIES, SparkJobError, check_slots, failure_of, plan_job, run_job
-from .task import TrainTask
-from .worker import SUMMARY_COLUMNS, WorkerError, run_worker
+from .job import JobPlan, JobRun, failure_of, run_job
+from .task import Task, check_slots
+from .work import worker_function
+from .worker import WorkerError, run_worker
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +78,8 @@ def slots_from(
     return max(1, int(default_parallelism) // max(1, int(task_cpus)))
 
 
-def _spark_context(spark: Any) -> Any:
+def spark_context(spark: Any) -> Any:
+    """The SparkContext of ``spark`` (a SparkSession or a SparkContext); an :class:`AlexnetError` otherwise."""
     context = getattr(spark, "sparkContext", spark)
     if not hasattr(context, "parallelize"):
         raise AlexnetError(
@@ -97,7 +91,7 @@ def _spark_context(spark: Any) -> Any:
 
 def barrier_slots(spark: Any) -> int | None:
     """:func:`slots_from` for a SparkSession or SparkContext."""
-    context = _spark_context(spark)
+    context = spark_context(spark)
     conf = context.getConf()
     return slots_from(
         context.defaultParallelism,
@@ -131,6 +125,8 @@ def run_barrier(
     timeout: float | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
+    what: str | None = None,
+    advice: str = "raise `timeout`",
 ) -> list[Any]:
     """Run ``function(index, addresses)`` once per worker, in one Spark barrier stage; results in worker order.
 
@@ -139,9 +135,9 @@ def run_barrier(
     ``host:port`` in partition order. Raises :class:`~alexnet.launch.worker.WorkerError` (the worker's own
     error, where its log is, and the log's last lines) when a worker fails, which makes Spark stop the others;
     :class:`~alexnet.launch.job.SparkJobError` when Spark fails otherwise; AlexnetError when the job takes longer
-    than ``timeout`` seconds (then it is cancelled).
+    than ``timeout`` seconds (then it is cancelled), naming the job as ``what`` and ending with ``advice``.
     """
-    context = _spark_context(spark)
+    context = spark_context(spark)
     workers = check_slots(workers, barrier_slots(context))
     timeout = as_seconds(timeout, "timeout")
     task = partial(_barrier_task, function, python, {str(k): str(v) for k, v in (env or {}).items()})
@@ -166,8 +162,8 @@ def run_barrier(
     except Exception as error:
         if expired.is_set():
             raise AlexnetError(
-                f"The {workers} worker(s) did not finish within timeout = {timeout} s, so the Spark job was "
-                "cancelled: raise `timeout`, or train less per run (with `checkpoint_dir` a new run resumes)."
+                f"{what or f'The {workers} worker(s)'} did not finish within timeout = {timeout:g} s, so the Spark "
+                f"job was cancelled: {advice}."
             ) from None
         raise failure_of(error, workers) from None
     finally:
@@ -188,7 +184,7 @@ def probe_executors(spark: Any, tasks: int, python: str | None = None, env: Mapp
     """
     from pyspark import cloudpickle
 
-    context = _spark_context(spark)
+    context = spark_context(spark)
     cloudpickle.register_pickle_by_value(probe_task)
     try:
         body = partial(probe_task.probe_partition, python, {str(k): str(v) for k, v in (env or {}).items()})
@@ -200,125 +196,27 @@ def probe_executors(spark: Any, tasks: int, python: str | None = None, env: Mapp
     return [json.loads(line) for line in lines]
 
 
-def _driver_host(context: Any) -> str | None:
+def driver_host(context: Any) -> str | None:
+    """The address the executors reach the driver of ``context`` at (``spark.driver.host``), if known."""
     return context.getConf().get("spark.driver.host", None)
 
 
-def alexnet_spark_train(
-    spark: Any,
-    workers: int,
-    board: str | os.PathLike | None = None,
-    *,
-    base_port: int = DEFAULT_BASE_PORT,
-    cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = DEFAULT_DOWNLOADS,
-    timeout: float | None = None,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = DEFAULT_RETRIES,
-    progress: bool = True,
-    probe: bool = True,
-    settings: TrainSettings | None = None,
-    callbacks: Sequence[Any] | None = None,
-    **train_args: Any,
-) -> list[dict[str, Any]]:
-    """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``.
+def launch_job(spark: Any, plan: JobPlan, *, probe: bool = True, progress: bool = True, **extra: Any) -> JobRun:
+    """Run ``plan`` (:func:`alexnet.launch.job.plan_job`) on ``spark`` with :func:`run_barrier`: the executors'
+    probe (with ``probe``), the workers' progress here (with ``progress``), the barrier stage (each worker runs
+    what its kind's entry of :data:`alexnet.launch.work.WORK` says, with ``extra`` keyword arguments), bounded by
+    the task's ``timeout`` (the driver cancels the Spark job), relaunched up to ``plan.retries`` times."""
+    context = spark_context(spark)
+    work = plan.work
 
-    One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
-    :func:`alexnet.launch.worker.train_worker` in a fresh Python process, which fetches partition ``k`` of
-    ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
-    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` are its training settings
-    (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker, ``image_size``,
-    ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
-    ``checkpoint_every``, ``collective_timeout``, ...), or ``settings`` holds them already checked
-    (:func:`alexnet.launch.job.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
-    worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
-    ``timeout`` bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they
-    travel to the workers pickled).
-
-    Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
-    unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
-    then checks that the executors' Python imports alexnet and TensorFlow, and names those that do not. While
-    the workers train, the chief's progress is shown here (``progress``). When a worker fails, Spark stops the
-    others; with ``retries``, the stage is launched again (up to that many times) and training resumes from the
-    last checkpoint of ``checkpoint_dir``. The error of the last failure leads with the worker's own Python
-    error and says where its whole log is.
-
-    Returns one dict per worker, in worker order (see :func:`alexnet.launch.worker.train_worker`), with
-    ``attempt`` (1 when the first launch succeeded); every worker ends with the same weights
-    (``history["weights_sha256"]``).
-    """
-    context = _spark_context(spark)
-    master = context.master or ""
-    plan = plan_job(workers, board, barrier_slots(context), base_port=base_port, cache_dir=cache_dir,
-                    fetch_workers=fetch_workers, python=python, env=env, retries=retries, timeout=timeout,
-                    local_master=master.startswith("local"), settings=settings, **train_args)
-
-    def launch(task: TrainTask) -> list[dict[str, Any]]:
-        # the driver bounds the stage: it cancels the Spark job after task.timeout seconds
-        function = partial(task.worker_function(), callbacks=list(callbacks or []))
-        return run_barrier(context, plan.workers, function, timeout=task.timeout, python=task.python, env=task.env)
+    def launch(task: Task) -> list[dict[str, Any]]:
+        return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=task.timeout,
+                           python=task.python, env=task.env, what=f"The {work.noun} on {plan.workers} worker(s)",
+                           advice=work.timeout_advice)
 
     def check() -> list[dict[str, Any]]:
         slots = barrier_slots(context) or plan.workers
         return probe_executors(context, max(plan.workers, slots), plan.task.python, plan.task.env)
 
-    rows = run_job(plan, launch, driver_host=_driver_host(context), probe=check if probe else None,
+    return run_job(plan, launch, driver_host=driver_host(context), probe=check if probe else None,
                    advice=PYTHON_ADVICE, progress=bool(progress))
-    digests = {row["history"].get("weights_sha256") for row in rows}
-    if len(digests) > 1:
-        logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
-    return rows
-
-
-#: What to do when the R workers cannot run alexnet (R launcher).
-R_ADVICE = (
-    "Install alexnet on every node (the R package, then alexnet::install_alexnet()), or point the Spark R "
-    "workers at a Python that has the core: pass python = '/path/to/python' to alexnet_spark_train(), or set "
-    "ALEXNET_PYTHON for them with spark_config() (sparklyr.apply.env.ALEXNET_PYTHON)."
-)
-
-
-def r_train(workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
-            dynamic_allocation: bool | str, driver_host: str | None, launch: Callable[[dict[str, Any]], Any],
-            probe: Callable[[], Any] | None = None, **options: Any) -> list[dict[str, Any]]:
-    """The driver's part of a run launched from R with ``sparklyr::spark_apply(barrier = TRUE)``: one call.
-
-    Makes the checks of :func:`alexnet.launch.job.plan_job` (the slots come from ``default_parallelism``,
-    ``spark.task.cpus`` and dynamic allocation, as sparklyr reads them; ``options`` are those of
-    :func:`alexnet_spark_train` and the training arguments), then runs the job
-    (:func:`alexnet.launch.job.run_job`): ``probe()`` (an R function running the R workers' check) returns one
-    row per task; ``launch(task)`` (an R function running ``spark_apply()`` whose tasks call
-    :func:`alexnet.launch.worker.barrier_row` with ``task``) returns one flat row per worker, with the columns of
-    :data:`~alexnet.launch.worker.SUMMARY_COLUMNS`, or ``{"failure": <the error's message>}`` when the stage
-    failed (returned, not raised: an R error reaching Python has its message shortened); ``on_retry(message)``,
-    when given in ``options``, is called before each relaunch with the failure (R turns it into a warning).
-    Returns the rows in worker order, with ``attempt``.
-    """
-    shown = {"progress": bool(options.pop("progress"))} if "progress" in options else {}
-    on_retry = options.pop("on_retry", None)  # an R function that turns the retry into an R warning
-    plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), **options)
-
-    def records(value: Any) -> list[dict[str, Any]]:
-        if hasattr(value, "to_dict"):  # a data frame, as pandas
-            return list(value.to_dict(orient="records"))
-        return [dict(row) for row in value]
-
-    def launched(task: TrainTask) -> list[dict[str, Any]]:
-        value = launch(task.to_dict())  # a plain list in R, made a TrainTask again by each barrier task
-        if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
-            raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
-        return records(value)
-
-    return run_job(plan, launched, driver_host=driver_host,
-                   probe=(lambda: records(probe())) if probe is not None else None, advice=R_ADVICE, on_retry=on_retry,
-                   **shown)
-
-
-def summary_columns() -> dict[str, str]:
-    """The columns of a worker's flat row and their Python types (``int``, ``float``, ``str``, ``bool``)."""
-    return {name: kind.__name__ for name, kind in SUMMARY_COLUMNS.items()}
-
-
-__all__ = ["SparkJobError", "alexnet_spark_train", "barrier_slots", "check_slots", "probe_executors", "r_train",
-           "run_barrier", "slots_from", "spark_session"]

@@ -4,8 +4,10 @@ A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`
 (:mod:`.saved`), and as the metadata of a model pin (:mod:`.pin`). It names every output of the model
 (``class_ids`` and ``class_names``, by label), the image size the model was trained and validated at, how long
 it trained and its final metrics (with ``keep_best``, ``best_epoch``: the 1-based epoch the model and its metrics are
-from), and where its data came from (the board and the version of its ``categories``
-pin). This module does not import TensorFlow.
+from), where its data came from (the board and the version of its ``categories``
+pin) and, when the model was evaluated as it was saved (``alexnet_spark_train(evaluate = TRUE)``), that
+``evaluation`` (counts, top-1 and top-5 accuracy, crops, image size, board). This module does not import
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class ModelCard:
     categories_version: str | None = None
     weights_sha256: str = ""
     created: str = ""
+    evaluation: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if len(self.class_ids) != self.num_classes or len(self.class_names) != self.num_classes:
@@ -63,6 +66,7 @@ class ModelCard:
                 metrics={str(k): float(v) for k, v in (values.get("metrics") or {}).items()},
                 board=values.get("board"), categories_version=values.get("categories_version"),
                 weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),
+                evaluation=dict(values["evaluation"]) if values.get("evaluation") else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise AlexnetError(

@@ -319,3 +319,18 @@ def inference_copy(model: keras.Model) -> Iterator[str]:
         yield local
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_card(model_path: str, card: ModelCard) -> None:
+    """Write ``card`` as ``alexnet-model.json`` beside the model file ``model_path`` (a path, ``file://``, ``gs://``
+    or ``s3://``), in place of the card there (a card recording the model's evaluation, say)."""
+    model_path = resolve_location(model_path, "model")
+    if location_kind(model_path) == "file":
+        folder = os.path.dirname(model_path)
+        temporary = os.path.join(folder, CARD_FILE + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(card.to_json())
+        os.replace(temporary, os.path.join(folder, CARD_FILE))
+        return
+    fs = open_filesystem(model_path, write=True)
+    fs.pipe_file(posixpath.join(posixpath.dirname(fs_path(model_path)), CARD_FILE), card.to_json().encode())

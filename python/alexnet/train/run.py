@@ -339,6 +339,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         if board_log is not None:
             board_log.close()
     best_epoch = _keep_best(net, best)
+    for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
+        callback.set_model(net)
     digest = weights_digest(net)
     card = _card(td, data, settings, recorder.metrics, digest, best_epoch)
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)

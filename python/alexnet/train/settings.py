@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE
+from ..checks import MIN_IMAGE_SIZE, name_hints
 from ..errors import AlexnetError
 from ..model.pin import MODEL_FORMATS
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
@@ -177,8 +177,6 @@ def defaults() -> dict[str, Any]:
 def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping[str, str] | None = None) -> None:
     """Raise when ``names`` holds one that is not a setting (with the closest setting when one is close);
     ``reserved`` maps names a caller must not give to what to say instead."""
-    import difflib
-
     known = list(specs())
     for name in names:
         if reserved and name in reserved:
@@ -186,12 +184,8 @@ def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping
     unknown = [name for name in names if name not in known]
     if not unknown:
         return
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=1)
-        hints.append(f"`{name}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
-    raise AlexnetError(f"{where} does not take {', '.join(hints)}: fix the name, or leave it out. The training "
-                       f"settings are: {', '.join(known)}.")
+    raise AlexnetError(f"{where} does not take {name_hints(unknown, known)}: fix the name, or leave it out. The "
+                       f"training settings are: {', '.join(known)}.")
 
 
 def _together(values: dict[str, Any]) -> None:

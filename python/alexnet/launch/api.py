@@ -1,0 +1,142 @@
+"""``alexnet_spark_train()`` and ``alexnet_spark_evaluate()`` from Python: one barrier job each, planned, launched
+with pyspark and combined by the one path of :mod:`alexnet.launch.job`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..data.fetch import DEFAULT_DOWNLOADS
+from ..train.cluster import DEFAULT_BASE_PORT
+from ..train.settings import TrainSettings
+from .job import DEFAULT_RETRIES, combine_job, plan_job
+from .spark import barrier_slots, launch_job, spark_context
+from .work import row_of
+
+logger = logging.getLogger(__name__)
+
+
+class SparkRun(list):  # type: ignore[type-arg]
+    """What :func:`alexnet_spark_train` returns: one dict per worker, in worker order (a list, as it always was),
+    and ``evaluation``, the model's evaluation when the training ended with one (else ``None``)."""
+
+    evaluation: dict[str, Any] | None = None
+
+
+def _local(context: Any) -> bool:
+    return (context.master or "").startswith("local")
+
+
+def alexnet_spark_train(
+    spark: Any,
+    workers: int,
+    board: str | os.PathLike | None = None,
+    *,
+    evaluate: bool = False,
+    crops: int = 1,
+    base_port: int = DEFAULT_BASE_PORT,
+    cache_dir: str | os.PathLike | None = None,
+    fetch_workers: int = DEFAULT_DOWNLOADS,
+    timeout: float | None = None,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = DEFAULT_RETRIES,
+    progress: bool = True,
+    probe: bool = True,
+    settings: TrainSettings | None = None,
+    callbacks: Sequence[Any] | None = None,
+    **train_args: Any,
+) -> SparkRun:
+    """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``; with
+    ``evaluate``, end with the model's evaluation on every validation image of the board, in the same job.
+
+    One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
+    :func:`alexnet.launch.training.train_work` in a fresh Python process, which fetches partition ``k`` of
+    ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
+    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` are its training settings
+    (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker, ``image_size``,
+    ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
+    ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds them already checked
+    (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
+    worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
+    ``timeout`` bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they
+    travel to the workers pickled).
+
+    With ``evaluate``, after the last epoch each worker scores the validation images of its partition with the
+    model it holds (``crops``: 1, the centre crop, or 10), and the driver adds the counts: every category is in
+    one partition, so the evaluation equals :func:`alexnet.alexnet_evaluate` of the saved model on one machine
+    over every validation image of the board. The evaluation is recorded in the model card: in ``model_dir``'s
+    ``alexnet-model.json``, and, with ``model_pin``, in a new version of the pin (the same file, its card with the
+    evaluation), which the evaluation's ``model_pin`` names.
+
+    Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
+    unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
+    then checks that the executors' Python imports alexnet and TensorFlow, and names those that do not. While
+    the workers train, the chief's progress is shown here (``progress``), and each worker's while it evaluates.
+    When a worker fails, Spark stops the others; with ``retries``, the stage is launched again (up to that many
+    times) and training resumes from the last checkpoint of ``checkpoint_dir``. The error of the last failure
+    leads with the worker's own Python error and says where its whole log is.
+
+    Returns a :class:`SparkRun`: a list of one dict per worker, in worker order (see
+    :func:`alexnet.launch.training.train_work`), each with ``attempt`` (1 when the first launch succeeded); every
+    worker ends with the same weights (``history["weights_sha256"]``). Its ``evaluation`` is the dict of
+    :func:`alexnet.alexnet_evaluate` with ``workers``, ``per_worker`` and ``model_pin`` (with ``evaluate``; else
+    ``None``).
+    """
+    context = spark_context(spark)
+    plan = plan_job(workers, board, barrier_slots(context), kind="train", evaluate=evaluate, crops=crops,
+                    base_port=base_port, cache_dir=cache_dir, fetch_workers=fetch_workers, python=python, env=env,
+                    retries=retries, timeout=timeout, local_master=_local(context), settings=settings, **train_args)
+    run = launch_job(context, plan, probe=probe, progress=progress, callbacks=list(callbacks or []))
+    digests = {row["history"].get("weights_sha256") for row in run.rows}
+    if len(digests) > 1:
+        logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
+    result = SparkRun(run.rows)
+    result.evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds)
+    return result
+
+
+def alexnet_spark_evaluate(
+    spark: Any,
+    model: Any,
+    workers: int,
+    board: str | os.PathLike | None = None,
+    *,
+    crops: int = 1,
+    batch_size: int = 64,
+    cache_dir: str | os.PathLike | None = None,
+    fetch_workers: int = DEFAULT_DOWNLOADS,
+    timeout: float | None = None,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = DEFAULT_RETRIES,
+    progress: bool = True,
+    probe: bool = True,
+) -> dict[str, Any]:
+    """Top-1 and top-5 accuracy of ``model`` over every validation image of ``board``, split over ``workers``
+    Spark barrier tasks; the same result as a one-machine :func:`alexnet.alexnet_evaluate`.
+
+    Task ``k`` evaluates share ``k`` of ``workers`` of the validation images in a fresh Python process
+    (:func:`alexnet.launch.evaluation.evaluate_work`; ``python``, default the executor's; ``env`` extra environment
+    variables; fetched into ``cache_dir``, ``fetch_workers`` downloads at once); the driver adds the correct
+    counts. ``model`` must be something every worker reaches: a ``model_dir`` or ``alexnet.keras`` location
+    (``gs://``, ``s3://``; a local path with a non-local master gets a warning) or a model pin from
+    :func:`alexnet.alexnet_model` (each worker fetches it from its board); a loaded ``keras.Model`` is an error.
+    ``spark`` is a SparkSession or SparkContext.
+
+    The same job as a training's: before anything runs, the checks of :func:`alexnet.launch.job.plan_job`, then,
+    with ``probe``, a short job checks that the executors' Python imports alexnet and TensorFlow. While the
+    workers score, their progress is shown here (``progress``). ``timeout`` bounds each launch in seconds (the
+    Spark job is cancelled, and the error says so). An evaluation is idempotent: when a worker fails, the job is
+    launched again whole, up to ``retries`` times. Returns the dict of :func:`alexnet.alexnet_evaluate`
+    (``seconds``: the stage's wall time) plus ``workers``, ``per_worker`` and ``attempt``.
+    """
+    context = spark_context(spark)
+    plan = plan_job(workers, board, barrier_slots(context), kind="evaluate", model=model, crops=crops,
+                    batch_size=batch_size, cache_dir=cache_dir, fetch_workers=fetch_workers, python=python, env=env,
+                    retries=retries, timeout=timeout, local_master=_local(context))
+    run = launch_job(context, plan, probe=probe, progress=progress)
+    evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds) or {}
+    return {**evaluation, "attempt": run.attempt}

@@ -1,0 +1,222 @@
+"""The evaluation kind of barrier job: each worker scores its share of the board's validation images; the driver adds.
+
+On the driver, :func:`check_evaluation` and :func:`fit_evaluation` make every check before any Spark job (the
+model reachable by every worker, ``crops``, the board's validation images and classes). Task ``k`` of
+``workers`` runs :func:`evaluate_work` in a fresh Python process: it fetches share ``k`` of the board's validation
+images (balanced by validation image count, see :func:`alexnet.data.fetch.imagenet_validation`), loads the
+model (a location, or a model pin each worker fetches from its board) and counts its correct top-1 and top-5
+predictions with :func:`alexnet.alexnet_evaluate`, the one definition of the counts. A training that ends with
+its evaluation scores with :func:`score_share` too, on the validation images its partition already holds.
+:func:`combine_shares` adds the workers' counts: the shares cover every validation image exactly once, so the
+result equals a one-machine ``alexnet_evaluate(model, board = board)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..checks import as_int
+from ..errors import AlexnetError
+from ..storage.location import location_kind
+from .task import JOB_ARGUMENTS, Evaluation, Task
+
+logger = logging.getLogger(__name__)
+
+#: Columns of a worker's flat row (:func:`evaluate_row`), in order, with their Python types.
+EVALUATE_COLUMNS: dict[str, type] = {
+    "worker": int,
+    "workers": int,
+    "images": int,
+    "top1_correct": int,
+    "top5_correct": int,
+    "top_k": int,
+    "crops": int,
+    "protocol": str,
+    "image_size": int,
+    "num_classes": int,
+    "seconds": float,
+    "model": str,
+    "bad_images": str,
+}
+#: The arguments of an evaluation job besides those of every job (see :func:`alexnet.launch.job.plan_job`).
+EVALUATION_ARGUMENTS = ("model", "crops", "batch_size")
+#: How the progress bar of :func:`alexnet.alexnet_evaluate`'s scoring starts its description.
+SCORING = "evaluate"
+#: Seconds between two progress reports of one worker.
+PROGRESS_INTERVAL = 5.0
+
+
+def _worker_reference(model: Any, local_master: bool) -> Any:
+    """What each worker is given to find the model: the location, or the pin's dict; a loaded model is refused."""
+    from ..model.saved import model_source
+
+    if not isinstance(model, (str, os.PathLike, Mapping)):
+        raise AlexnetError(
+            f"a Spark evaluation needs a model every worker can reach: a model_dir or alexnet.keras location "
+            f"(gs://, s3://, or a shared folder) or a model pin from alexnet_model(), not a {type(model).__name__} "
+            "(save it, or publish it as a pin, first)."
+        )
+    source = model_source(model)
+    if source.kind == "location":
+        if location_kind(source.reference) == "file" and not local_master:
+            logger.warning("The model %s is a path: on a cluster every node has its own, unless it is on a shared "
+                           "file system; use gs:// or s3:// storage every worker reaches, or a model pin.",
+                           source.reference)
+        return source.reference
+    return dict(source.reference)
+
+
+def check_evaluation(workers: int, board: Any, *, local_master: bool = True, where: str = "alexnet_spark_evaluate()",
+                     model: Any = None, crops: Any = 1, batch_size: Any = 64, **unknown: Any) -> dict[str, Any]:
+    """The driver's checks of an evaluation before the board is read: no argument it does not take (``where``
+    names the call), ``crops`` 1 or 10, ``batch_size``, and a ``model`` that exists (its card is read) and that
+    every worker reaches. The :class:`~alexnet.launch.task.Task` fields they settle."""
+    from ..checks import name_hints
+    from ..model.evaluate import check_crops
+
+    if unknown:
+        hints = name_hints(list(unknown), EVALUATION_ARGUMENTS + JOB_ARGUMENTS)
+        raise AlexnetError(f"{where} does not take {hints}: fix the name, or leave it out.")
+    if model is None:
+        raise AlexnetError(f"{where} needs `model`: an alexnet_model() pin or the location of a saved model.")
+    crops = check_crops(crops)
+    batch_size = as_int(batch_size, "batch_size", 1)
+    return {"evaluation": Evaluation(model=_worker_reference(model, local_master), crops=crops,
+                                     batch_size=batch_size)}
+
+
+def check_validation_shares(workers: int, rows: list[dict[str, Any]], location: str) -> None:
+    """The board has validation images, in at least ``workers`` categories (one share each)."""
+    from ..data.fetch import validation_counts
+
+    counts = validation_counts(rows, location)
+    if workers > len(counts):
+        raise AlexnetError(f"{workers} workers need at least {workers} categories with validation images, but board "
+                           f"{location} has {len(counts)}: use workers <= {len(counts)}.")
+
+
+def fit_evaluation(task: Task, rows: list[dict[str, Any]]) -> None:
+    """The driver's checks of an evaluation against the board's categories ``rows``: validation images for every
+    worker, and as many classes as the model has outputs (a model without a card is loaded here to learn them)."""
+    from ..model.saved import load_model, model_source
+
+    source = model_source(_scored_model(task))
+    outputs = source.card.num_classes if source.card is not None else load_model(source).card.num_classes
+    if outputs != len(rows):
+        raise AlexnetError(f"the model has {outputs} outputs but board {task.board} has {len(rows)} classes: "
+                           "evaluate it on the board it was trained for.")
+    check_validation_shares(task.workers, rows, task.board)
+
+
+def _scored_model(task: Task) -> Any:
+    """The model an evaluation task names (a training's evaluation scores the model it trained instead)."""
+    if task.evaluation is None or task.evaluation.model is None:
+        raise AlexnetError(f"a task of kind {task.kind!r} names no model to evaluate; plan it with plan_job().")
+    return task.evaluation.model
+
+
+class _Reporter:
+    """Sends one worker's evaluation progress (images scored of its share, as the evaluation's progress bar counts
+    them) to ``send``, at most every :data:`PROGRESS_INTERVAL` seconds, and when its share is done."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None], worker: int, workers: int):
+        self.send, self.worker, self.workers = send, worker, workers
+        self.done = self.first = self.start = self.last = 0.0
+
+    def __call__(self, desc: str, steps: float, total: float | None) -> None:
+        if not desc.startswith(SCORING):  # the bars of fetching and checking the images
+            return
+        now = time.monotonic()
+        if not self.done:  # the rate counts from the first batch scored (the model loaded, the graph traced)
+            self.first, self.start = steps, now
+        self.done += steps
+        finished = total is not None and self.done >= total
+        if now - self.last >= PROGRESS_INTERVAL or finished:
+            self.last = now
+            record = {"kind": "evaluate", "worker": self.worker, "workers": self.workers, "images": int(self.done),
+                      "total": None if total is None else int(total)}
+            if now > self.start:
+                record["images_per_second"] = round((self.done - self.first) / (now - self.start), 2)
+            self.send(record)
+
+
+def score_share(model: Any, index: int, workers: int, task: Task, *, data: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """Worker ``index`` of ``workers`` scores ``model`` with :func:`alexnet.alexnet_evaluate` as ``task.evaluation``
+    says: on ``data``'s validation images (none: nothing to count), or else on share ``index`` of the board's;
+    its progress goes to ``task.progress``. The result with ``worker`` and ``workers``."""
+    from ..model.evaluate import alexnet_evaluate
+    from ..progress import watch_progress
+    from ..train.callbacks import progress_writer
+
+    evaluation = task.evaluation or Evaluation()
+    where: dict[str, Any] = {"data": data} if data is not None else {
+        "board": task.board, "partition": index, "total": workers, "cache_dir": task.cache_dir,
+        "fetch_workers": task.fetch_workers}
+    if data is not None and not len(data.get("val_image") or []):
+        logger.info("Worker %d of %d holds no validation images: nothing to score.", index, workers)
+        return {"worker": int(index), "workers": int(workers), **empty_share(evaluation.crops)}
+    reporter = _Reporter(progress_writer(task.progress), index, workers) if task.progress else None
+    with watch_progress(reporter) if reporter is not None else contextlib.nullcontext():
+        result = alexnet_evaluate(model, crops=evaluation.crops, batch_size=evaluation.batch_size, **where)
+    return {"worker": int(index), "workers": int(workers), **result}
+
+
+def empty_share(crops: int) -> dict[str, Any]:
+    """The counts of a worker without validation images (which :func:`combine_shares` adds as nothing)."""
+    from ..model.evaluate import PROTOCOLS
+
+    return {"images": 0, "top1_correct": 0, "top5_correct": 0, "top_k": 0, "crops": crops,
+            "protocol": PROTOCOLS[crops], "image_size": 0, "num_classes": 0, "seconds": 0.0, "model": "",
+            "bad_images": []}
+
+
+def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str, Any]:
+    """What each worker of an evaluation runs: :func:`score_share` of ``task.evaluation.model`` on share ``index``
+    of ``len(addresses)`` of the board's validation images."""
+    addresses = [addresses] if isinstance(addresses, str) else list(addresses)
+    return score_share(_scored_model(task), as_int(index, "index"), len(addresses), task)
+
+
+def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat row of scalars (the columns of :data:`EVALUATE_COLUMNS`) from a :func:`score_share` result;
+    ``bad_images`` as a JSON list."""
+    row = {name: kind(result[name]) for name, kind in EVALUATE_COLUMNS.items() if name != "bad_images"}
+    bad = result.get("bad_images") or []
+    row["bad_images"] = bad if isinstance(bad, str) else json.dumps(list(bad))
+    return {name: row[name] for name in EVALUATE_COLUMNS}
+
+
+def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
+    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums.
+
+    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
+    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
+    had no images to score adds nothing.
+    """
+    rows = sorted(rows, key=lambda row: int(row["worker"]))
+    images = sum(int(r["images"]) for r in rows)
+    top1 = sum(int(r["top1_correct"]) for r in rows)
+    topk = sum(int(r["top5_correct"]) for r in rows)
+    bad: list[str] = []
+    for row in rows:
+        value = row.get("bad_images") or []
+        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
+    first = next((r for r in rows if int(r["images"]) > 0), rows[0])
+    return {
+        "images": images, "top1_correct": top1, "top5_correct": topk,
+        "top1_accuracy": top1 / images if images else float("nan"),
+        "top5_accuracy": topk / images if images else float("nan"),
+        "top_k": int(first["top_k"]), "crops": int(first["crops"]), "protocol": str(first["protocol"]),
+        "image_size": int(first["image_size"]), "num_classes": int(first["num_classes"]),
+        "images_per_second": images / seconds if seconds > 0 else float("nan"), "seconds": round(seconds, 3),
+        "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
+        "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
+                        "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
+    }
