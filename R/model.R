@@ -102,7 +102,7 @@ core_model <- function(model) {
 #'   `NULL` for the default.
 #' @param crops `1` (centre crop) or `10` (ten crops, averaged).
 #' @param batch_size Images per batch.
-#' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
+#' @param parallel Images decoded at the same time; `NULL`: one per CPU this process may use.
 #' @param image_size The side of the crop scored; `NULL` is the size the model trained at last (its card's). A
 #'   model trained at a lower size than it is tested at often scores better a little above it: try 32 pixels
 #'   more. Only a model whose input takes every size (as [alexnet_train()] builds them) takes another size.

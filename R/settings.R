@@ -14,7 +14,7 @@ training_settings <- list(
   ),
   parallel = list(
     kind = "count>=1?", default = NULL, choices = NULL,
-    help = "images decoded at once (unset: tf.data tunes it)"
+    help = "images decoded at once (unset: one per CPU this process may use)"
   ),
   image_size = list(
     kind = "counts>=63", default = 224, choices = NULL,

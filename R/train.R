@@ -21,7 +21,7 @@
 #' @param strategy `NULL` or `"default"` (one device), `"mirrored"` (every GPU of this machine),
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`.
-#' @param parallel Images decoded at the same time; `NULL` lets tf.data tune it.
+#' @param parallel Images decoded at the same time; `NULL`: one per CPU this process may use.
 #' @param ... Further training settings, by name: every one is listed under "Training settings"
 #'   below with its default (`image_size`, `learning_rate`, `precision`, `checkpoint_dir`,
 #'   `model_pin`, ...), and `callbacks` (Keras callbacks, from Python objects). A value of the

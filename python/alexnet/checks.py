@@ -89,13 +89,13 @@ def as_seconds(value: Any, name: str, *, allow_none: bool = True, allow_zero: bo
 
 
 def as_parallel(value: Any) -> int | None:
-    """``parallel`` (images decoded at once): a positive whole number, or ``None`` for autotune."""
+    """``parallel`` (images decoded at once): a positive whole number, or ``None`` for one per usable CPU."""
     if value is None:
         return None
     if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1:
         value = np.asarray(value).reshape(-1)[0].item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or value != int(value) or value < 1:
-        raise AlexnetError(f"`parallel` must be a positive whole number or None (autotune), not {value!r}.")
+        raise AlexnetError(f"`parallel` must be a positive whole number or None (one per CPU), not {value!r}.")
     return int(value)
 
 

@@ -115,9 +115,14 @@ def test_an_undecodable_file_costs_its_batch_not_the_epoch(tree):
         assert len(seen) >= 3 and len(seen) % 3 == 0
 
 
-def test_options_turn_auto_sharding_off_and_parallel_is_checked(tree):
-    ds = pipeline.train_dataset(tree["image"], tree["label"], batch_size=2, image_size=SIZE)
-    assert ds.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
+def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is_checked(tree):
+    files, labels = tree["image"], tree["label"]
+    for ds in (pipeline.train_dataset(files, labels, batch_size=2, image_size=SIZE),
+               pipeline.validation_dataset(files, labels, 2, SIZE, length=len(files)),
+               pipeline.exact_eval_dataset(files, labels, 2, SIZE)):
+        assert ds.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
+        # with the model on, the end of an iterator fit consumed waited for its thread's next wake-up (up to a minute)
+        assert ds.options().autotune.enabled is False
     assert pipeline.num_parallel_calls(None) == tf.data.AUTOTUNE
     assert pipeline.num_parallel_calls(3) == 3
     assert as_parallel(None) is None and as_parallel(3.0) == 3  # the check, in checks.py

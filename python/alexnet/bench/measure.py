@@ -155,7 +155,7 @@ def pipeline_measurements(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ``spec`` holds ``stages`` (among :data:`~alexnet.bench.stages.PIPELINE_STAGES`), ``files``, ``labels``,
     ``cores`` (``original_files``, when given, are the files ``decode`` and the naive pipelines read instead of
     ``files``), ``batch_size``, ``image_size``, ``images``, ``seconds``, ``parallel`` (for ``io``; ``None``:
-    autotune), ``cache``, ``seed`` and ``pinned``. In a process pinned to ``cores`` CPUs (``pinned`` true, see
+    one per usable CPU), ``cache``, ``seed`` and ``pinned``. In a process pinned to ``cores`` CPUs (``pinned`` true, see
     :func:`pinned_measurements`) the datasets run as they are; otherwise each one's tf.data thread pool is
     limited to ``cores`` threads instead. Each record has ``cpu_use``: the share of the ``cores`` CPUs the
     process got (at most 1); well below 1, other work on the machine took the rest and the wall-clock rate is low.

@@ -246,8 +246,8 @@ def alexnet_benchmark(
     ``decode``, ``naive``, ``naive_auto`` and ``io`` are measured on 1 core, 2 cores and ``cores`` (default:
     every CPU this process may use); ``isolation`` is ``"process"`` (a child pinned to those CPUs; the default
     on Linux) or ``"threads"`` (this process, tf.data's thread pool limited instead). ``io`` uses ``parallel``
-    decodes (``None``: autotune, as in training) and, with ``cache``, keeps the compressed bytes in memory as the
-    ``decode`` reference does.
+    decodes (``None``: one per usable CPU, as in training) and, with ``cache``, keeps the compressed bytes in
+    memory as the ``decode`` reference does.
 
     ``resize`` measures pre-resized storage: ``io`` and ``train`` then read copies of the images
     re-encoded as ``imagenet_upload(resize = resize, quality = quality)`` stores them, while ``decode`` and

@@ -63,7 +63,7 @@ def register(add: common.AddCommand) -> None:
     for flag, kind, text in _NUMBERS:
         bench.add_argument(flag, type=kind, help=with_default("bench", flag[2:].replace("-", "_"), text))
     bench.add_argument("--cores", type=positive, help="most cores measured (default: all)")
-    bench.add_argument("--parallel", type=positive, help="parallel decodes (default: autotune)")
+    bench.add_argument("--parallel", type=positive, help="parallel decodes (default: one per CPU)")
     bench.add_argument("--no-cache", action="store_true", default=False,
                        help="read the files every pass instead of caching bytes")
     bench.add_argument("--resize", type=positive,

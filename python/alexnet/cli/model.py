@@ -116,7 +116,7 @@ def register(add: common.AddCommand) -> None:
                    "--partition of --total of them, with 1 or 10 crops.")
     model_options(evaluate, "evaluate", positional=True)
     evaluation_options(evaluate, "evaluate")
-    evaluate.add_argument("--parallel", type=positive, help="parallel decodes (default: autotune)")
+    evaluate.add_argument("--parallel", type=positive, help="parallel decodes (default: one per CPU)")
     evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
                                                                               "0-based share of the images"))
     evaluate.add_argument("--total", type=positive, help=with_default("evaluate", "total", "number of shares"))

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import AlexnetError
-from ..machine import usable_cpus
 from ..tfimport import tf
 from .decode import decode_for_eval, decode_for_training, decode_ten_crops
 
@@ -33,7 +32,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 def num_parallel_calls(parallel: int | None) -> int:
     """``parallel`` (checked by :func:`alexnet.checks.as_parallel`) as given to ``Dataset.map``: ``None``
-    means autotune."""
+    means ``AUTOTUNE``, one call per usable CPU (see :func:`dataset_options`)."""
     return AUTOTUNE if parallel is None else int(parallel)
 
 
@@ -41,17 +40,20 @@ def dataset_options(training: bool = True) -> tf.data.Options:
     """tf.data options shared by every dataset of the package.
 
     Auto-sharding is off because the data is already partitioned per worker (each worker reads its own
-    files); training datasets are non-deterministic (elements come out as soon as they are decoded);
-    autotuning picks the parallelism and prefetch depth left at ``AUTOTUNE``, but never fewer parallel
-    calls than the CPUs this process may use (left to itself it starts low and climbs slowly, which costs
-    throughput on few cores; the README's benchmark section has the numbers).
+    files); training datasets are non-deterministic (elements come out as soon as they are decoded).
+
+    tf.data's autotuning model is off: a map left at ``AUTOTUNE`` then runs one call per CPU this process may use,
+    and a prefetch left at ``AUTOTUNE`` grows its buffer whenever its consumer has to wait. With the model on, the
+    end of an iterator that Keras's ``fit`` consumed waited for the model's thread to wake from its sleep, which
+    doubles in length as the iterator lives: 9 to 33 s after a ``fit`` in the runs measured here, paid at every
+    change of image size and at the end of every training run. The model gained nothing on these pipelines:
+    decoding for training went as fast on one core and as fast or faster on two without it (the README's
+    benchmark section has the numbers).
     """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     options.deterministic = not training
-    options.autotune.enabled = True
-    if hasattr(type(options.autotune), "min_parallelism"):  # TensorFlow >= 2.17
-        options.autotune.min_parallelism = usable_cpus()
+    options.autotune.enabled = False
     options.experimental_optimization.map_parallelization = True
     return options
 
@@ -93,7 +95,7 @@ def train_dataset(
     Every pass over the data visits every file exactly once, in a new random order (the file list is
     shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
     reproducible). Files are read with ``parallel`` parallel calls and decoded with
-    :func:`decode_for_training` in ``parallel`` parallel calls (``None``: autotune); batches are
+    :func:`decode_for_training` in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
     prefetched. ``batch_size`` here is the *global* batch (what one training step consumes on this
     machine). With ``repeat=True`` the passes follow one another without end (Keras then needs
     ``steps_per_epoch``), so a batch may straddle two passes.

@@ -175,7 +175,7 @@ def alexnet_evaluate(
     see :func:`alexnet.data.fetch.imagenet_validation`, which fetches them into ``cache_dir``,
     ``fetch_workers`` downloads at once). ``crops=1`` scores the centre crop; ``crops=10`` the softmax averaged
     over the four corner and the centre squares of the image resized to ``image_size * 256 / 224`` and their
-    mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: autotune) and scored together.
+    mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: one per usable CPU) and scored together.
     ``image_size``: the side of the crop scored; ``None`` is the size the model trained at last (its card's). A
     model whose input takes every size (as training builds them) can be scored at another size: a model trained
     at a lower size than it is tested at often scores better a little above it (FixRes), so try ``image_size``

@@ -65,7 +65,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     (one per image) and ``categories`` (see :func:`alexnet.input.inputs.training_data`); the model always has the
     *global* ``num_classes`` outputs. ``strategy`` is ``None``/``"default"`` (one device), ``"mirrored"`` (all
     GPUs here), ``"multi_worker"`` (all workers of ``TF_CONFIG``) or a ``tf.distribute.Strategy`` object.
-    ``parallel`` is the number of images decoded at once (``None``: autotune).
+    ``parallel`` is the number of images decoded at once (``None``: one per CPU this process may use).
 
     Batches: ``batch_size`` is per replica (per GPU, or per machine without GPUs); one step trains on the
     global batch ``batch_size * replicas``, where replicas count every device of every worker. With

@@ -47,8 +47,8 @@ class TrainSettings:
     batch_size: int = setting(32, "count", "images per batch on each replica (GPU, or worker without GPUs); the "
                               "global batch is this times the replicas", minimum=1)
     epochs: int = setting(2, "count", "passes over the data", minimum=1)
-    parallel: int | None = setting(None, "count", "images decoded at once (unset: tf.data tunes it)", minimum=1,
-                                   optional=True)
+    parallel: int | None = setting(None, "count", "images decoded at once (unset: one per CPU this process may use)",
+                                   minimum=1, optional=True)
     image_size: tuple[int, ...] = setting(
         224, "sizes", f"image side in pixels (at least {MIN_IMAGE_SIZE}; 224, the paper's), or several trained in "
         "order (128, 160, 224)", minimum=MIN_IMAGE_SIZE, metavar="PIXELS")
