@@ -47,10 +47,13 @@ print.alexnet_model <- function(x, ...) {
       count_of(x$num_classes %||% length(x$class_ids), "class", "classes"),
       if (!is.null(x$image_size)) paste0(", images of ", x$image_size, " pixels"), "\n", sep = "")
   metrics <- final_metrics(x$metrics)
+  validated <- if ("val_images" %in% names(metrics)) metrics[["val_images"]]  # a count, not a metric: said after them
+  metrics <- metrics[setdiff(names(metrics), "val_images")]
   if (length(metrics) || !is.null(x$epochs)) {
     cat("Trained", if (!is.null(x$epochs)) paste0(" ", count_of(x$epochs, "epoch")),
         if (length(metrics)) paste0(if (is.null(x$best_epoch)) "; final " else paste0("; best epoch ", x$best_epoch, ": "),
                                     paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
+        if (!is.null(validated)) paste0(" (validation over ", count_of(validated, "image"), ")"),
         "\n", sep = "")
   }
   evaluation <- x$evaluation

@@ -106,6 +106,11 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   ))
   expect_snapshot(print(model))
   expect_output(print(model), "AlexNet model alexnet@20250101T000000Z-abc12: 1,000 classes, images of 224 pixels")
+  # the count of validation images the card holds is said after the metrics, as a count
+  counted <- model
+  counted$metrics$val_images <- list(40, 40)
+  expect_output(print(counted), "val_accuracy 0.575 (validation over 40 images)", fixed = TRUE)
+  expect_no_match(paste(capture.output(print(counted)), collapse = "\n"), "val_images")
   dict <- alexnet:::core_model(model)
   expect_null(attr(dict, "class"))
   expect_type(dict$class_ids, "list")
