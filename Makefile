@@ -38,10 +38,11 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 R/settings.R: python/alexnet/train/settings.py python/alexnet/train/kinds.py python/alexnet/train/to_r.py $(PY_STAMP)
 	$(VPY) -m alexnet.train.to_r $@
 
-# The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` at the
-# root: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet() installs it).
+# The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` of the
+# root's sources: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet()
+# installs it).
 $(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) R/settings.R $(R_SOURCES)
-	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	bash tools/build-r-package.sh $(CURDIR) $(BUILD)
 	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
 	@touch $@
@@ -59,7 +60,8 @@ test-python: setup
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m "not long"
 	$(VENV)/bin/ruff check python
 
-# Tests too long for make test's budget (a Spark standalone cluster of two workers training): CI runs them after it.
+# Tests too long for make test's budget (a Spark standalone cluster of two workers training, a Spark training job
+# relaunched after a killed worker, README's spark-train and spark-evaluate lines): CI runs them after it.
 test-long: setup
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m long
 
@@ -68,7 +70,7 @@ test-r: setup
 
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 check: setup
-	cd $(BUILD) && rm -f alexnet_*.tar.gz && R CMD build $(CURDIR) > r-build.log 2>&1 || { cat r-build.log; exit 1; }
+	bash tools/build-r-package.sh $(CURDIR) $(BUILD)
 	cd $(BUILD) && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual $(CHECK_ARGS) alexnet_*.tar.gz
 	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 

@@ -123,7 +123,7 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert (tmp / "served-cli" / "saved_model.pb").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # about a minute of Spark jobs: make test-long (CI) runs it
 def test_readme_shell_spark_lines_run_on_local_2(shell_snippet):
     tmp, _, spark = shell_snippet
     _run_shell_lines(spark, tmp)
