@@ -9,7 +9,7 @@ BUILD := $(CURDIR)/build
 PY_STAMP := $(VENV)/.alexnet-setup
 R_DEPS_STAMP := $(BUILD)/.r-deps
 R_PKG_STAMP := $(BUILD)/.r-package
-R_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) $(wildcard man/*.Rd) $(shell find inst tests vignettes python/alexnet -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' 2>/dev/null) python/pyproject.toml python/constraints.txt
+R_SOURCES := DESCRIPTION NAMESPACE $(wildcard R/*.R) $(wildcard man/*.Rd) $(shell find inst tests vignettes python/alexnet -type f -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' -not -path 'tests/testthat/_snaps/*' 2>/dev/null) python/pyproject.toml python/constraints.txt
 
 # Everything make runs uses the checkout's Python environment.
 export ALEXNET_PYTHON := $(VPY)
