@@ -140,6 +140,22 @@ training_settings <- list(
     kind = "number?", default = 1800.0, choices = NULL,
     help = "seconds a worker waits for the others in a collective operation before failing (unset: for ever)"
   ),
+  allreduce_precision = list(
+    kind = "choice", default = "float32", choices = c("float32", "bfloat16", "float16"),
+    help = "the number format of the gradients on the wire between workers: \"float32\", or \"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial sum of the all-reduce rounded again; the sum comes back as float32)"
+  ),
+  allreduce_pack_mb = list(
+    kind = "number", default = 0.0, choices = NULL,
+    help = "all-reduce the gradients in packs of about this many megabytes, last layer first, so that packs travel while the backward pass computes the rest (0: one all-reduce of every gradient after the backward pass)"
+  ),
+  accumulate_steps = list(
+    kind = "count>=1", default = 1, choices = NULL,
+    help = "micro-batches of `batch_size` whose gradients are added up before one all-reduce and optimizer step: a step trains `accumulate_steps` x `batch_size` images a replica, and the rate and schedules count these steps"
+  ),
+  sync_every = list(
+    kind = "count>=1", default = 1, choices = NULL,
+    help = "local SGD: each worker takes this many optimizer steps alone, then the workers average their weights and momentum (1: synchronous training, the gradients all-reduced every step; one worker: nothing to average)"
+  ),
   progress_file = list(
     kind = "location?", default = NULL, choices = NULL,
     help = "where the chief reports progress as lines of JSON (a file, or tcp://host:port of a launcher's monitor)"

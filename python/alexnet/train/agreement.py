@@ -107,19 +107,21 @@ def _validation(shares: Sequence[int], own: int, worker_batch: int, limit: int |
 
 def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: Mapping[str, Any],
                    td: TrainingData, worker_batch: int, steps_per_epoch: int | None, validation: bool,
-                   validation_steps: int | None) -> Steps:
+                   validation_steps: int | None, *, val_batch: int | None = None) -> Steps:
     """Steps per epoch, whether to validate and validation steps: the same on every worker.
 
     Training steps come from the partition sizes in ``data`` when it has them (see :func:`partition_steps`),
     else from the smallest worker's image count. Validation covers every worker's validation images, each
-    once (see :func:`validation_plan`), and runs when any worker has some. The workers' image counts are
+    once (see :func:`validation_plan`) in steps of ``val_batch`` images a worker (default: ``worker_batch``,
+    the training step's), and runs when any worker has some. The workers' image counts are
     exchanged with an all-gather (which also makes every worker wait here until all have checked their
     images). One worker: its own image counts.
     """
     own_val = len(td.val_files) if validation else 0
+    val_batch = val_batch or worker_batch
     if topology.workers == 1:
         steps = steps_per_epoch or steps_for(len(td.files), worker_batch)
-        return Steps(steps, *_validation([own_val], own_val, worker_batch, validation_steps))
+        return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps))
     counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index])
     # one row per replica: a worker's counts once, however many replicas it has
     per_worker = {int(row[2]): (int(row[0]), int(row[1])) for row in counts}
@@ -136,7 +138,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
         table_train = steps_for(fewest_train, worker_batch)
     steps = steps_per_epoch or table_train
     shares = [val for _, val in per_worker.values()]
-    validate, val_steps, val_images, val_share = _validation(shares, own_val, worker_batch, validation_steps)
+    validate, val_steps, val_images, val_share = _validation(shares, own_val, val_batch, validation_steps)
     logger.info("Worker %d of %d: %d training steps per epoch (fewest images on a worker: %d, %d here).",
                 topology.worker_index, topology.workers, steps, fewest_train, len(td.files))
     if validate:

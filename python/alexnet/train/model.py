@@ -9,6 +9,7 @@ run trains with, the benchmark's included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..tfimport import keras, tf
@@ -30,6 +31,19 @@ class DecayedSGD(keras.optimizers.SGD):
     def __init__(self, learning_rate: Any = 0.01, momentum: float = 0.9, l2_decay: float = 5e-4, **kwargs: Any):
         super().__init__(learning_rate=learning_rate, momentum=momentum, **kwargs)
         self.l2_decay = float(l2_decay)
+
+    #: What :meth:`aggregate_gradients` does with this replica's gradients, in order, when set: a function returning
+    #: the gradients to apply (see :meth:`alexnet.train.communication.Communication.gradient_reducer`); unset,
+    #: Keras's own all-reduce. Not part of the optimizer's config: a run sets it.
+    gradient_reducer: Callable[[list[Any]], list[Any]] | None = None
+
+    def aggregate_gradients(self, grads_and_vars: Any) -> Any:
+        """The gradients summed over the replicas, by :attr:`gradient_reducer` when set."""
+        if self.gradient_reducer is None:
+            return super().aggregate_gradients(grads_and_vars)
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        reduced = self.gradient_reducer([g for g, _ in pairs])
+        return list(zip(reduced, [v for _, v in pairs], strict=True))
 
     def update_step(self, gradient: Any, variable: tf.Variable) -> Any:
         """Add ``l2_decay * variable`` to a kernel's gradient, then take the momentum step."""

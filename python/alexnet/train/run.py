@@ -80,13 +80,14 @@ class _Datasets:
         from ..input import pipeline
 
         self.td, self.settings, self.steps = td, settings, steps
-        self.global_batch = topology.global_batch(settings.batch_size)
+        self.global_batch = topology.global_batch(settings.step_batch)
         self._train: dict[int, tf.data.Dataset] = {}
         self.validation = None
         if steps.validate and steps.validation:
             share = steps.val_share
             self.validation = pipeline.validation_dataset(
-                td.val_files[:share], td.val_labels[:share], self.global_batch, settings.sizes.final,
+                td.val_files[:share], td.val_labels[:share], topology.global_batch(settings.batch_size),
+                settings.sizes.final,
                 length=steps.validation * topology.worker_batch(settings.batch_size), parallel=settings.parallel,
                 cache=settings.cache)
 
@@ -181,7 +182,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         **settings.to_dict(),
         "image_size_epochs": list(settings.sizes.epochs),
         "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
-        "global_batch_size": topology.global_batch(settings.batch_size), "num_classes": td.num_classes,
+        "global_batch_size": topology.global_batch(settings.step_batch), "num_classes": td.num_classes,
         "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
         "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
         "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
@@ -276,6 +277,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
     from .checkpoint import CheckpointStore, Resume
+    from .levers import check_levers, install_levers
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -284,23 +286,25 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
             "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+    communication = check_levers(settings, topo)
     td, bad = _usable_data(data, settings)
     if settings.seed is not None:
         from ..tfimport import keras
 
         keras.utils.set_random_seed(settings.seed)
-    worker_batch = topo.worker_batch(settings.batch_size)
+    worker_batch = topo.worker_batch(settings.step_batch)
     steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
-                           settings.validation_steps)
+                           settings.validation_steps, val_batch=topo.worker_batch(settings.batch_size))
     _check_validation(steps, settings)
     datasets = _Datasets(td, settings, topo, steps)
-    rates = settings.rates(topo.global_batch(settings.batch_size), steps.train)
+    rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)
+    lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
-                                       "global_batch_size": topo.global_batch(settings.batch_size)})
+                                       "global_batch_size": topo.global_batch(settings.step_batch)})
              if settings.checkpoint_dir else None)
     start = Resume()
     board_log: TensorBoardLog | None = None
@@ -316,20 +320,21 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         best = cb.BestWeights(store, start) if settings.keep_best else None
         throughput = cb.Throughput()
         # validation first: every callback after it sees the epoch's validation metrics in the same logs
-        callbacks: list[Any] = [*_validation(strategy, net, datasets, steps, td.num_classes), setter,
+        # local SGD's averages before validation and checkpoints, which must see the averaged model
+        callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
                                 *([best] if best else []), recorder, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
         if settings.log_dir and topo.chief:
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
-                                       images_per_step=topo.global_batch(settings.batch_size),
+                                       images_per_step=topo.global_batch(settings.step_batch),
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
                                        sizes=settings.sizes, rates=setter)
             callbacks.append(board_log)
         logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                     "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
-                    topo.global_batch(settings.batch_size), topo.replicas, topo.name)
+                    topo.global_batch(settings.step_batch), topo.replicas, topo.name)
         began = time.perf_counter()
         _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began

@@ -25,6 +25,7 @@ from ..checks import MIN_IMAGE_SIZE, name_hints
 from ..errors import AlexnetError
 from ..model.pin import MODEL_FORMATS
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
+from .communication import WIRE_FORMATS
 from .kinds import KINDS, Spec
 from .precision import PRECISIONS
 from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rate_schedule, split_epochs
@@ -118,6 +119,22 @@ class TrainSettings:
     collective_timeout: float | None = setting(
         DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation "
         "before failing (unset: for ever)", optional=True)
+    allreduce_precision: str = setting(
+        "float32", "choice", "the number format of the gradients on the wire between workers: \"float32\", or "
+        "\"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial "
+        "sum of the all-reduce rounded again; the sum comes back as float32)", choices=WIRE_FORMATS,
+        aliases={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"})
+    allreduce_pack_mb: float = setting(0.0, "number", "all-reduce the gradients in packs of about this many megabytes, "
+                                       "last layer first, so that packs travel while the backward pass computes the "
+                                       "rest (0: one all-reduce of every gradient after the backward pass)",
+                                       minimum=0.0, metavar="MB")
+    accumulate_steps: int = setting(1, "count", "micro-batches of `batch_size` whose gradients are added up before "
+                                    "one all-reduce and optimizer step: a step trains `accumulate_steps` x "
+                                    "`batch_size` images a replica, and the rate and schedules count these steps",
+                                    minimum=1)
+    sync_every: int = setting(1, "count", "local SGD: each worker takes this many optimizer steps alone, then the "
+                              "workers average their weights and momentum (1: synchronous training, the gradients "
+                              "all-reduced every step; one worker: nothing to average)", minimum=1)
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
@@ -140,6 +157,11 @@ class TrainSettings:
         """The image sizes of the run and the epochs at each."""
         counts = self.image_size_epochs or split_epochs(len(self.image_size), self.epochs)
         return SizeSchedule(tuple(self.image_size), tuple(counts))
+
+    @property
+    def step_batch(self) -> int:
+        """Images of one optimizer step on one replica: ``batch_size`` times ``accumulate_steps``."""
+        return self.batch_size * self.accumulate_steps
 
     def rates(self, global_batch: int, steps_per_epoch: int) -> RateSchedule:
         """The learning rate of every step, for ``global_batch`` images a step and ``steps_per_epoch`` steps."""

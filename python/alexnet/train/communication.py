@@ -1,0 +1,137 @@
+"""What the workers of a run send each other, and the settings that make it less or hide it.
+
+Synchronous training all-reduces every gradient after every step: for AlexNet 62.4 million numbers, 250 MB in
+float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out of every worker. Four settings of
+:mod:`.settings` change that, each off unless asked for:
+
+- ``allreduce_precision``: the gradients cast to ``bfloat16`` or ``float16`` before the all-reduce, the sum cast
+  back to float32 before the optimizer uses it: half the bytes. Where the sums are rounded: each worker's gradient
+  once, to 16 bits; then TensorFlow's ring all-reduce adds the chunks in that format, so each of the ``N - 1``
+  partial sums of a chunk is rounded again. The error of the sum grows with ``N``: at most about ``N x 2^-9`` of
+  its size in bfloat16 (8 bits of mantissa) and ``N x 2^-12`` in float16 (11 bits), less on average (rounding
+  errors of both signs cancel). float16 also narrows the range: a gradient below 6e-8 becomes 0 and a sum above
+  65504 infinity; bfloat16 keeps float32's range.
+- ``allreduce_pack_mb``: the gradients grouped in packs of about that many megabytes, last layer first (TensorFlow's
+  collective all-reduce reverses the list before packing), each pack one all-reduce that starts as soon as its
+  gradients exist: the fully connected layers' gradients (94% of AlexNet's bytes, computed first by the backward
+  pass) travel while the convolutions' are still being computed. ``0``: one all-reduce of every gradient once
+  the backward pass has ended.
+- ``accumulate_steps`` (:mod:`.accumulate`): the gradients of ``k`` micro-batches added up on each replica before
+  one all-reduce and one optimizer step, the same mathematics as a ``k`` times larger batch.
+- ``sync_every`` (:mod:`.local_sgd`): local SGD: each worker takes that many optimizer steps alone, then the
+  workers average their weights and momentum.
+
+:class:`Communication` holds the four for one run and says how many bytes a step all-reduces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AlexnetError
+
+if TYPE_CHECKING:
+    from .precision import Hardware
+
+#: Number formats of the gradients on the wire.
+WIRE_FORMATS = ("float32", "bfloat16", "float16")
+#: Bytes per number of each wire format.
+WIRE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+#: The first GPU compute capability whose collectives sum bfloat16 (Ampere).
+BF16_WIRE_CAPABILITY = (8, 0)
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Communication:
+    """How a run of ``workers`` workers exchanges gradients or weights: the four settings of the module
+    documentation."""
+
+    wire: str = "float32"
+    pack_mb: float = 0.0
+    accumulate: int = 1
+    sync_every: int = 1
+    workers: int = 1
+
+    @classmethod
+    def of(cls, settings: Any, workers: int) -> Communication:
+        """The communication of a run of ``workers`` workers with :class:`~.settings.TrainSettings` ``settings``."""
+        return cls(settings.allreduce_precision, float(settings.allreduce_pack_mb), settings.accumulate_steps,
+                   settings.sync_every, workers)
+
+    @property
+    def local_sgd(self) -> bool:
+        """Do the workers take steps alone between averages (``sync_every`` > 1 with several workers)?"""
+        return self.sync_every > 1 and self.workers > 1
+
+    @property
+    def pack_bytes(self) -> int:
+        """``allreduce_pack_mb`` in bytes (0: one pack)."""
+        return round(self.pack_mb * MB)
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes per number on the wire."""
+        return WIRE_BYTES[self.wire]
+
+    def options(self, timeout: float | None = None) -> Any:
+        """TensorFlow's ``CommunicationOptions`` for these packs (and a collective ``timeout``, seconds)."""
+        from ..tfimport import tf
+
+        return tf.distribute.experimental.CommunicationOptions(bytes_per_pack=self.pack_bytes,
+                                                               timeout_seconds=timeout)
+
+    def gradient_reducer(self, timeout: float | None = None) -> Callable[[list[Any]], list[Any]] | None:
+        """What the optimizer does with each replica's gradients before applying them (see
+        :class:`alexnet.train.model.DecayedSGD`): ``None`` for TensorFlow's own all-reduce (float32, one pack,
+        every step); with local SGD, nothing (each worker applies its own); else :func:`all_reduce` in the wire
+        format and packs."""
+        if self.local_sgd:
+            return list
+        if self.wire == "float32" and not self.pack_bytes:
+            return None
+        options = self.options(timeout)
+        return lambda gradients: all_reduce(gradients, self.wire, options)
+
+    def bytes_per_step(self, parameters: int) -> float:
+        """Bytes one worker puts into the all-reduce per optimizer step, for a model of ``parameters`` numbers: the
+        gradients every step, or with local SGD the weights and momentum every ``sync_every`` steps (0 alone)."""
+        if self.workers <= 1:
+            return 0.0
+        if self.local_sgd:
+            return 2.0 * parameters * self.wire_bytes / self.sync_every
+        return float(parameters * self.wire_bytes)
+
+    def describe(self) -> str:
+        """The settings in a few words, for logs and the history."""
+        if self.workers <= 1:
+            return "one worker: nothing to all-reduce" + (
+                f"; {self.accumulate} micro-batches a step" if self.accumulate > 1 else "")
+        parts = [f"{self.wire} on the wire", f"packs of {self.pack_mb:g} MB" if self.pack_bytes else "one pack"]
+        if self.accumulate > 1:
+            parts.append(f"{self.accumulate} micro-batches a step")
+        parts.append(f"weights and momentum averaged every {self.sync_every} steps" if self.local_sgd else
+                     "gradients all-reduced every step")
+        return ", ".join(parts)
+
+
+def all_reduce(gradients: Sequence[Any], wire: str, options: Any) -> list[Any]:
+    """The sum over every replica of each of ``gradients`` (in the replica context of a training step), sent in
+    the ``wire`` format in the packs of ``options``, returned in the gradients' own formats."""
+    from ..tfimport import tf
+
+    dtype = tf.as_dtype(wire)
+    sent = [g if g.dtype == dtype else tf.cast(g, dtype) for g in gradients]
+    summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, sent, options=options)
+    return [s if s.dtype == g.dtype else tf.cast(s, g.dtype) for s, g in zip(summed, gradients, strict=True)]
+
+
+def check_wire(wire: str, device: Hardware) -> None:
+    """Raise when ``device`` cannot sum numbers of the ``wire`` format: GPUs older than compute capability 8.0
+    have no bfloat16 arithmetic for their collectives (CPUs sum either format)."""
+    if wire == "bfloat16" and device.gpu and min(device.gpu_capabilities) < BF16_WIRE_CAPABILITY:
+        raise AlexnetError(f"allreduce_precision = 'bfloat16' needs GPUs of compute capability 8.0 or more (Ampere or "
+                           f"newer) to add up bfloat16 gradients; this run has a {device.describe()}: use "
+                           "allreduce_precision = 'float16' (the same bytes, summed by every GPU) or 'float32'.")

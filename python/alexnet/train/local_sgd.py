@@ -1,0 +1,93 @@
+"""Local SGD: workers that train alone for ``sync_every`` steps, then average their models.
+
+SparkNet trained this way on Spark (each worker ``tau`` steps on its own data, then the parameters averaged);
+Lin et al. (2018, "Don't use large mini-batches, use local SGD") call it local SGD. With ``sync_every = tau`` > 1
+on several workers the optimizer applies each replica's own gradients (no all-reduce: see
+:meth:`alexnet.train.communication.Communication.gradient_reducer`), so the workers' weights drift apart; then
+:class:`LocalSGD` averages the weights and the momentum over every replica, after which every worker holds the
+same model again. It averages after every ``tau``-th step of an epoch, after the epoch's last step, and after
+every step at which a checkpoint is written (``checkpoint_every``): validation, checkpoints, ``keep_best`` and
+the saved model always see one model, the same everywhere. Steps are counted from the start of the epoch, so a
+run resumed mid-epoch averages at the steps an uninterrupted run would.
+
+What travels is the change of each weight since the last average (so that a 16-bit ``allreduce_precision``
+rounds the change, not the weight) and the momentum, in the run's wire format and packs: ``2 x parameters``
+numbers every ``tau`` steps, where synchronous training sends ``parameters`` every step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..tfimport import keras, tf
+from .callbacks import epoch_step
+from .communication import Communication, all_reduce
+
+
+class ModelAverage:
+    """Averages ``model``'s weights and ``optimizer``'s momentum over every replica of ``strategy``; made under the
+    strategy's scope after the model is built (it keeps a copy of the weights: the last average)."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer: Any,
+                 communication: Communication):
+        self.strategy, self.communication = strategy, communication
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        self.weights = [v for v in model.weights if v.dtype.is_floating]
+        self.momenta = [v for v in getattr(inner, "momentums", []) if v is not None]
+        with strategy.scope():
+            self.anchors = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="last_average")
+                            for v in self.weights]
+        self._average = tf.function(self._average_replicas)
+        self._reset = tf.function(lambda: strategy.run(self._reset_replicas))
+
+    def reset(self) -> None:
+        """Take the current weights (the same on every worker) as the last average."""
+        self._reset()
+
+    def average(self) -> None:
+        """Average the weights and momentum of every replica (a collective: every worker calls it at the same
+        step)."""
+        self._average()
+
+    def _assign(self, pairs: list[tuple[Any, Any]]) -> None:
+        def update(strategy: tf.distribute.Strategy, pairs: list[tuple[Any, Any]]) -> None:
+            for variable, value in pairs:
+                strategy.extended.update(variable, lambda v, x: v.assign(x), args=(value,), group=False)
+
+        tf.distribute.get_replica_context().merge_call(update, args=(pairs,))
+
+    def _reset_replicas(self) -> None:
+        self._assign([(a, tf.identity(w)) for a, w in zip(self.anchors, self.weights, strict=True)])
+
+    def _average_replicas(self) -> None:
+        def replica() -> None:
+            replicas = float(self.strategy.num_replicas_in_sync)
+            changes = [w - a for w, a in zip(self.weights, self.anchors, strict=True)]
+            momenta = [tf.identity(m) for m in self.momenta]
+            summed = all_reduce(changes + momenta, self.communication.wire, self.communication.options())
+            weights = [a + s / replicas for a, s in zip(self.anchors, summed[:len(changes)], strict=True)]
+            self._assign([*zip(self.weights, weights, strict=True), *zip(self.anchors, weights, strict=True),
+                          *((m, s / replicas) for m, s in zip(self.momenta, summed[len(changes):], strict=True))])
+
+        self.strategy.run(replica)
+
+
+class LocalSGD(keras.callbacks.Callback):
+    """Averages the workers' models (``average``, a :class:`ModelAverage`) after every ``every``-th step of an epoch
+    of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step. Place it before the
+    callbacks that checkpoint or validate."""
+
+    def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None):
+        super().__init__()
+        self.average, self.every, self.steps, self.checkpoint_every = average, every, steps, checkpoint_every
+        self.averages = 0
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self.average.reset()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        step = epoch_step(self, batch, self.steps)
+        if step % self.every == 0 or step == self.steps or (
+                self.checkpoint_every and step % self.checkpoint_every == 0):
+            self.average.average()
+            self.averages += 1
