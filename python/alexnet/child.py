@@ -129,6 +129,79 @@ def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
     return kept[-lines:]
 
 
+class Child:
+    """A running child process (see :func:`start_child`): :meth:`result` waits for it, :meth:`stop` ends it. Use it
+    as a context manager: leaving the block stops the process if it still runs and removes its scratch folder."""
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...], *, what: str, python: str | None,
+                 env: Mapping[str, str] | None, cpus: Sequence[int] | None, log: str | None, prefix: str,
+                 advice: str, command: Sequence[str]):
+        self.what, self.advice = what, advice
+        child_env = python_environment()
+        child_env.pop("TF_CONFIG", None)
+        child_env.update({str(k): str(v) for k, v in (env or {}).items()})
+        child_env.setdefault("ALEXNET_PROGRESS", "0")
+        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        child_env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [child_env.get("PYTHONPATH")])])
+        self._stack = contextlib.ExitStack()
+        folder = self._stack.enter_context(scratch_folder(prefix, family=prefix))
+        self.work = Path(folder)
+        (self.work / _TASK_FILE).write_bytes(_dumps((function, args)))
+        (self.work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
+        self.kept_log = log
+        self.log_path = Path(log) if log else self.work / _LOG_FILE
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [*command, python or python_executable(), "-c", "from alexnet.child import main; main()", folder,
+                str(os.getpid())]
+        with open(self.log_path, "wb") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self._stack.close()
+
+    def stop(self) -> None:
+        """Kill the process if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def _error(self, message: str, code: int | None) -> ChildError:
+        return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The function's result once the process has ended; :class:`ChildError` when it failed or still ran
+        after ``timeout`` seconds (it is then killed)."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise self._error(f"TimeoutError: it did not finish within timeout = {timeout:g} s and was stopped: "
+                              "raise `timeout`", None) from None
+        if code == 0 and (self.work / _RESULT_FILE).exists():
+            return json.loads((self.work / _RESULT_FILE).read_text())
+        try:
+            error = json.loads((self.work / _ERROR_FILE).read_text())
+            message = f"{error['type']}: {error['message']}"
+        except (OSError, ValueError, KeyError):
+            message = f"its process ended with exit code {code} without a result"
+        raise self._error(message, code)
+
+
+def start_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
+                env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
+                prefix: str = "alexnet-child-", advice: str = "", command: Sequence[str] = ()) -> Child:
+    """Start ``function(*args)`` in a fresh Python process and return at once: a :class:`Child` (see
+    :func:`run_child` for the environment, ``cpus``, ``log`` and the errors). ``command`` goes before the Python
+    command line (``["ip", "netns", "exec", "name"]`` runs the child in a network namespace)."""
+    return Child(function, args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
+                 advice=advice, command=command)
+
+
 def run_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
               env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
               prefix: str = "alexnet-child-", advice: str = "", timeout: float | None = None) -> Any:
@@ -141,43 +214,9 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
     it). A failure raises :class:`ChildError` naming ``what``, with the child's own error, the last lines of
     its log and ``advice``; so does a child still running after ``timeout`` seconds, which is killed.
     """
-    child_env = python_environment()
-    child_env.pop("TF_CONFIG", None)
-    child_env.update({str(k): str(v) for k, v in (env or {}).items()})
-    child_env.setdefault("ALEXNET_PROGRESS", "0")
-    child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    child_env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [child_env.get("PYTHONPATH")])])
-    with scratch_folder(prefix, family=prefix) as folder:
-        work = Path(folder)
-        (work / _TASK_FILE).write_bytes(_dumps((function, args)))
-        (work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
-        log_path = Path(log) if log else work / _LOG_FILE
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [python or python_executable(), "-c", "from alexnet.child import main; main()", folder,
-                   str(os.getpid())]
-        with open(log_path, "wb") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
-            try:
-                code = process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise ChildError(what, f"TimeoutError: it did not finish within timeout = {timeout:g} s and was "
-                                 "stopped: raise `timeout`", log_tail(log_path), None, str(log_path) if log else None,
-                                 advice) from None
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-        if code == 0 and (work / _RESULT_FILE).exists():
-            return json.loads((work / _RESULT_FILE).read_text())
-        try:
-            error = json.loads((work / _ERROR_FILE).read_text())
-            message = f"{error['type']}: {error['message']}"
-        except (OSError, ValueError, KeyError):
-            message = f"its process ended with exit code {code} without a result"
-        raise ChildError(what, message, log_tail(log_path), code, str(log_path) if log else None, advice)
+    with start_child(function, *args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
+                     advice=advice) as child:
+        return child.result(timeout)
 
 
 def die_with_parent(parent: int) -> None:

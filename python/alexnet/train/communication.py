@@ -95,6 +95,11 @@ class Communication:
         options = self.options(timeout)
         return lambda gradients: all_reduce(gradients, self.wire, options)
 
+    def exchanged(self, shapes: Sequence[Sequence[int]]) -> list[Sequence[int]]:
+        """The shapes of what one exchange all-reduces, for a model of trainable weights of ``shapes``: the
+        gradients, or with local SGD the weights' changes and the momentum."""
+        return list(shapes) * (2 if self.local_sgd else 1)
+
     def bytes_per_step(self, parameters: int) -> float:
         """Bytes one worker puts into the all-reduce per optimizer step, for a model of ``parameters`` numbers: the
         gradients every step, or with local SGD the weights and momentum every ``sync_every`` steps (0 alone)."""
@@ -126,6 +131,36 @@ def all_reduce(gradients: Sequence[Any], wire: str, options: Any) -> list[Any]:
     sent = [g if g.dtype == dtype else tf.cast(g, dtype) for g in gradients]
     summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, sent, options=options)
     return [s if s.dtype == g.dtype else tf.cast(s, g.dtype) for s, g in zip(summed, gradients, strict=True)]
+
+
+def time_all_reduce(strategy: Any, shapes: Sequence[Sequence[int]], wire: str, options: Any,
+                    repeats: int = 3) -> float:
+    """Seconds one all-reduce of float32 tensors of ``shapes`` takes over every replica of ``strategy``, sent as
+    :func:`all_reduce` sends them (``wire``, the packs of ``options``): the median of ``repeats`` after one warm-up.
+    A collective: every worker calls it at the same point. 0 with one worker."""
+    import statistics
+    import time
+
+    from ..tfimport import tf
+
+    if strategy.num_replicas_in_sync <= 1:
+        return 0.0
+    tensors = [tf.zeros(shape, tf.float32) for shape in shapes]
+
+    @tf.function
+    def once() -> Any:
+        def replica() -> Any:
+            summed = all_reduce(tensors, wire, options)
+            return tf.add_n([tf.reshape(s, [-1])[0] for s in summed])
+
+        return strategy.run(replica)
+
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        float(strategy.experimental_local_results(once())[0])
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times[1:]))
 
 
 def check_wire(wire: str, device: Hardware) -> None:

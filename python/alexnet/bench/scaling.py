@@ -1,0 +1,240 @@
+"""The ``scaling`` stage: the same training on one worker and on N, over links of set bandwidth, with each lever.
+
+For every set of training settings compared (a *lever set*: today's training, 16-bit gradients on the wire,
+packs, accumulation, local SGD; see :data:`LEVER_SETS`) the stage trains the same model and recipe for the same
+steps:
+
+- on one worker, alone on ``cores_per_worker`` CPUs (its step time is the compute time ``t1`` of a step);
+- on ``workers`` workers, each a process of its own with its ``TF_CONFIG``, each on as many CPUs of its own (N
+  workers have N times the compute of one), joined by each link asked for: ``loopback`` (127.0.0.1) or a shaped
+  link (``"1gbit"``...: one network namespace per worker on a switch, :mod:`.link`; needs root, and without it
+  only loopback is measured, said once).
+
+Every worker times each step after ``warmup_steps`` (the median counts) and then times one all-reduce of what a
+step exchanges, alone on the same link. A row of the result, per lever set and link, has the images per second
+of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) / (N x throughput(1)): the same images per step
+everywhere), the step split into compute (``t1``) and the communication left exposed (``tN - t1``), the all-reduce
+alone, the share of it hidden behind computation, and the bytes all-reduced per step. From the shaped links'
+rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given
+(``step_seconds``: a GPU's, say) beside MXNet's published AlexNet scaling.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AlexnetError
+from .link import LinkSpec, can_shape, parse_links
+from .measure import load_average
+from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
+
+logger = logging.getLogger(__name__)
+
+#: The lever sets the stage knows by name: training settings on top of the stage's own.
+LEVER_SETS: dict[str, dict[str, Any]] = {
+    "today": {},
+    "bfloat16": {"allreduce_precision": "bfloat16"},
+    "packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25},
+    "accumulate": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 16},
+    "local_sgd": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "sync_every": 4},
+}
+#: The lever sets measured unless others are named.
+DEFAULT_LEVERS = tuple(LEVER_SETS)
+#: Settings a lever set may not change: the stage decides them.
+FIXED = ("epochs", "steps_per_epoch", "validation", "check_images", "cache", "verbose", "image_size", "batch_size",
+         "dense_units", "precision", "seed")
+#: Classes of the model trained: ImageNet's, so that AlexNet has its 62.4 million weights (250 MB of gradients).
+MODEL_CLASSES = 1000
+
+
+def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
+    """A lever set by name (:data:`LEVER_SETS`) or written ``setting=value+setting=value``; its name and settings,
+    checked against the training settings' declaration."""
+    from ..train.settings import check_names, specs
+
+    word = str(word).strip()
+    if word in LEVER_SETS:
+        return word, dict(LEVER_SETS[word])
+    if "=" not in word:
+        raise AlexnetError(f"Unknown lever set {word!r}: use {', '.join(LEVER_SETS)}, or training settings written "
+                           "setting=value+setting=value (\"accumulate_steps=8+allreduce_precision=bfloat16\").")
+    pairs = [part.split("=", 1) for part in word.split("+")]
+    names = [name.strip() for name, _ in pairs]
+    check_names(names, "a lever set of the scaling stage")
+    fixed = [name for name in names if name in FIXED]
+    if fixed:
+        raise AlexnetError(f"A lever set cannot change {', '.join(fixed)}: the scaling stage sets it for every lever "
+                           "set alike (see its own settings).")
+    table = specs()
+    settings = {}
+    for name, value in pairs:
+        name = name.strip()
+        settings[name] = table[name].convert(value.strip() if table[name].kind in ("choice", "string", "location")
+                                             else _number(value), name)
+    return word, settings
+
+
+def _number(text: str) -> float | int:
+    try:
+        number = float(text)
+    except ValueError:
+        raise AlexnetError(f"{text!r} is not a number.") from None
+    return int(number) if number.is_integer() else number
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """The stage's settings, checked."""
+
+    workers: int
+    links: tuple[LinkSpec, ...]
+    levers: tuple[tuple[str, Mapping[str, Any]], ...]
+    steps: int
+    warmup_steps: int
+    batch_size: int
+    image_size: int
+    dense_units: int
+    precision: str | None
+    step_seconds: tuple[float, ...]
+    classes: int
+    images_per_class: int
+    seed: int
+    timeout: float | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The settings recorded in the result."""
+        return {"workers": self.workers, "links": [link.name for link in self.links],
+                "levers": {name: dict(values) for name, values in self.levers}, "steps": self.steps,
+                "warmup_steps": self.warmup_steps, "batch_size": self.batch_size, "image_size": self.image_size,
+                "dense_units": self.dense_units, "precision": self.precision,
+                "step_seconds": list(self.step_seconds), "classes": self.classes,
+                "images_per_class": self.images_per_class, "seed": self.seed}
+
+    def training(self, levers: Mapping[str, Any]) -> dict[str, Any]:
+        """``alexnet_train``'s keyword arguments for ``levers``."""
+        return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": self.warmup_steps + self.steps,
+                "image_size": self.image_size, "dense_units": self.dense_units, "precision": self.precision,
+                "validation": False, "check_images": False, "cache": True, "seed": self.seed, "verbose": 0,
+                **levers}
+
+
+def usable_links(links: Sequence[LinkSpec]) -> tuple[list[LinkSpec], str | None]:
+    """The links this process can make: every one as root, else loopback alone; and why not, when not."""
+    reason = can_shape()
+    if reason is None or not any(link.shaped for link in links):
+        return list(links), None
+    kept = [link for link in links if not link.shaped] or list(parse_links("loopback"))
+    return kept, reason
+
+
+def scaling_data(plan: ScalingPlan, workdir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Each worker's ``data``: a synthetic ImageNet written for the stage (photographs' sizes for the image size),
+    its categories shared out among the workers, every label one of the model's :data:`MODEL_CLASSES` outputs."""
+    from ..data.imagenet import read_imagenet
+    from ..data.synthetic import imagenet_synthetic
+    from .accuracy import SOURCE_SIDE_FACTOR
+
+    root = Path(workdir) / "scaling-imagenet"
+    if not root.exists():
+        imagenet_synthetic(root, classes=plan.classes, images_per_class=plan.images_per_class, val_per_class=0,
+                           seed=plan.seed, max_side=round(plan.image_size * SOURCE_SIDE_FACTOR))
+    tree = read_imagenet(root)
+    files, labels = tree.training_files()
+    shares = []
+    for worker in range(plan.workers):
+        keep = [i for i, label in enumerate(labels) if label % plan.workers == worker]
+        shares.append({"image": [files[i] for i in keep], "label": [labels[i] for i in keep],
+                       "num_classes": MODEL_CLASSES})
+    return shares
+
+
+def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]], link: LinkSpec, workers: int,
+         cpus: list[list[int]], log_dir: Path) -> dict[str, Any]:
+    """One training of ``workers`` workers on ``link``: the workers' results and the load around it."""
+    from .cluster import run_workers
+    from .scaling_worker import train_worker
+
+    tasks = [{"settings": plan.training(levers), "data": data[i], "warmup_steps": plan.warmup_steps,
+              "threads": len(cpus[i]), "collective_timeout": plan.timeout} for i in range(workers)]
+    before = load_average()
+    results = run_workers(train_worker, tasks, link=link, cpus=cpus[:workers], timeout=plan.timeout,
+                          log_dir=log_dir)
+    for result in results:  # the step times and what they mean; the rest of each history is not kept
+        history = result.pop("history")
+        result["precision"] = history["params"]["precision"]
+        result["images_per_step"] = history["params"]["global_batch_size"] // workers
+    return {"workers": results, "load_before": before, "load_after": load_average()}
+
+
+def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str, Any], many: Mapping[str, Any],
+         workers: int) -> dict[str, Any]:
+    """The table row of lever set ``name`` (``levers``) on ``link``, from the run alone (``one``) and of ``workers``
+    (``many``)."""
+    t1 = float(one["workers"][0]["median_step_seconds"])
+    tn = max(float(w["median_step_seconds"]) for w in many["workers"])
+    images = int(many["workers"][0]["images_per_step"])
+    alone = statistics.median(float(w["allreduce_seconds"]) for w in many["workers"])
+    exposed = max(0.0, tn - t1)
+    return {"levers": name, "link": link.name, "rate": link.rate, "workers": workers,
+            "images_per_step": images, "micro_batches": int(levers.get("accumulate_steps", 1)),
+            "precision": many["workers"][0]["precision"],
+            "images_per_second_1": round(images / t1, 2), "images_per_second": round(workers * images / tn, 2),
+            "efficiency": round(t1 / tn, 4), "step_seconds": round(tn, 4), "compute_seconds": round(t1, 4),
+            "exposed_seconds": round(exposed, 4), "allreduce_seconds": round(alone, 4),
+            "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
+            "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
+            "load_before": many["load_before"], "load_after": many["load_after"]}
+
+
+def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int]) -> dict[str, Any]:
+    """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (every
+    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet`` and ``skipped`` (why
+    shaped links were left out, if they were)."""
+    from .cluster import split_cpus
+
+    if len(cpus) < plan.workers:
+        raise AlexnetError(f"The scaling stage gives each of its {plan.workers} workers CPUs of its own, and this "
+                           f"process may use {len(cpus)}: use workers <= {len(cpus)}, or give it more cores.")
+    links, skipped = usable_links(plan.links)
+    if skipped:
+        logger.warning("The scaling stage measures loopback only: %s (run it as root to measure %s).", skipped,
+                       ", ".join(link.name for link in plan.links if link.shaped))
+    shares = split_cpus(cpus, plan.workers)
+    data = scaling_data(plan, workdir)
+    log_dir = Path(workdir) / "scaling-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    rows, runs = [], []
+    for name, levers in plan.levers:
+        one = _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
+        runs.append({"levers": name, "link": None, "workers": 1, **one})
+        logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["median_step_seconds"])
+        for link in links:
+            many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
+            runs.append({"levers": name, "link": link.name, "workers": plan.workers, **many})
+            rows.append(_row(name, levers, link, one, many, plan.workers))
+            logger.info("scaling %s, %d workers over %s: efficiency %.2f.", name, plan.workers, link.name,
+                        rows[-1]["efficiency"])
+    return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
+            "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped}
+
+
+def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]) -> list[dict[str, Any]]:
+    """The projection of every shaped link's row (:func:`.projection.project`), at its measured compute time and
+    at each of ``step_seconds`` (per micro-batch: a lever set that accumulates ``k`` of them computes ``k`` times
+    as long per step)."""
+    out = []
+    for row in rows:
+        measured = measured_from(row)
+        if measured is None:
+            continue
+        times = [measured.compute, *(s * int(row.get("micro_batches", 1)) for s in step_seconds)]
+        for record in project(measured, times, WORKER_COUNTS):
+            out.append({"levers": row["levers"], "link": row["link"], "share": round(measured.share, 4),
+                        "hidden": round(measured.hidden, 4), **record})
+    return out

@@ -1,0 +1,84 @@
+"""One worker of a benchmark run over several processes, in its own process (see :mod:`.cluster`).
+
+:func:`train_worker` trains with :func:`alexnet.train.api.alexnet_train` under ``MultiWorkerMirroredStrategy``
+(from the ``TF_CONFIG`` its process was started with; the default strategy when it trains alone) and returns what
+the ``scaling`` and ``time_to_accuracy`` stages read: the seconds of every training step, the history, and the
+seconds one exchange of the run's all-reduce takes alone on the same link (:func:`time_all_reduce`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def _clock() -> Any:
+    from ..tfimport import keras
+
+    class StepClock(keras.callbacks.Callback):
+        """The time at the end of every training step, from the start of training."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.ends: list[float] = []
+            self.start = 0.0
+
+        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+            self.start = time.perf_counter()
+
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+            self.ends.append(time.perf_counter())
+
+    return StepClock()
+
+
+def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
+    """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
+    ``warmup_steps``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every step after the
+    first ``warmup_steps``), ``history``, ``parameters`` (the model's trainable numbers), ``allreduce_seconds`` (one
+    exchange alone, per optimizer step: the gradients every step, or with local SGD the weights and momentum once
+    every ``sync_every`` steps; 0 alone)."""
+    from ..tfimport import tf
+    from ..train.api import alexnet_train
+    from ..train.communication import Communication, time_all_reduce
+    from ..train.strategy import resolve_strategy
+
+    threads = int(task.get("threads") or 0)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    workers = int(task["workers"])
+    strategy = resolve_strategy("multi_worker" if workers > 1 else None,
+                                collective_timeout=task.get("collective_timeout"))
+    clock = _clock()
+    history = alexnet_train(data=dict(task["data"]), strategy=strategy, callbacks=[clock], **dict(task["settings"]))
+    marks = [clock.start, *clock.ends]
+    intervals = [b - a for a, b in itertools.pairwise(marks)]
+    warmup = min(int(task.get("warmup_steps", 1)), max(0, len(intervals) - 1))
+    steps = intervals[warmup:]
+    model = clock.model
+    shapes = [tuple(int(d) for d in w.shape) for w in model.trainable_weights]
+    parameters = int(sum(int(tf.size(w)) for w in model.trainable_weights))
+    params = history["params"]
+    communication = Communication(params["allreduce_precision"], float(params["allreduce_pack_mb"]),
+                                  int(params["accumulate_steps"]), int(params["sync_every"]), workers)
+    alone = 0.0
+    if workers > 1 and task.get("probe", True):
+        exchange = time_all_reduce(strategy, communication.exchanged(shapes), communication.wire,
+                                   communication.options())
+        alone = exchange / (communication.sync_every if communication.local_sgd else 1)
+    return {
+        "index": int(task.get("index", 0)),
+        "step_seconds": steps,
+        "median_step_seconds": statistics.median(steps) if steps else None,
+        "history": history,
+        "parameters": parameters,
+        "bytes_per_step": communication.bytes_per_step(parameters),
+        "allreduce_seconds": alone,
+    }
