@@ -190,6 +190,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
         "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
+        "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
         "seconds": extra.pop("seconds"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
@@ -352,5 +353,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+        "communication": communication.describe(),
+        "allreduce_bytes_per_step": communication.bytes_per_step(int(sum(w.shape.num_elements()
+                                                                             for w in net.trainable_weights))),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
         "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})

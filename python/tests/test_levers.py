@@ -1,0 +1,225 @@
+"""The communication settings: 16-bit gradients on the wire, packs, gradient accumulation and local SGD.
+
+The cheap checks run here; the two-worker run is this file started twice as a script (see the bottom), two
+processes with their own TF_CONFIG on 127.0.0.1, each training one model after another with the same strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from helpers_train import make_tree  # noqa: E402
+
+from alexnet.cli import main as cli_main  # noqa: E402
+from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.train import api as training  # noqa: E402
+from alexnet.train.communication import Communication, check_wire  # noqa: E402
+from alexnet.train.precision import Hardware  # noqa: E402
+from alexnet.train.settings import check_settings  # noqa: E402
+
+HERE = Path(__file__).resolve()
+AlexNet_PARAMETERS = 62_378_344  # AlexNet at 1000 classes and 4096 units (ungrouped)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("allreduce_pack_mb", -1, "`allreduce_pack_mb` must be a number >= 0"),
+    ("accumulate_steps", 0, "`accumulate_steps` must be a whole number >= 1"),
+    ("sync_every", 0, "`sync_every` must be a whole number >= 1"),
+    ("allreduce_precision", "int8", "`allreduce_precision` must be one of 'float32', 'bfloat16', 'float16'"),
+])
+def test_bad_lever_values_are_refused_by_the_call_and_the_command_line(name, value, message, tmp_path, capsys):
+    with pytest.raises(AlexnetError, match=message.replace("(", r"\(")):
+        check_settings({name: value})
+    with pytest.raises(AlexnetError, match=message.replace("(", r"\(")):
+        training.alexnet_train(data={"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]},
+                               **{name: value})
+    option = "--" + name.replace("_", "-")
+    assert cli_main(["train", "--board", str(tmp_path / "no-board"), option, str(value)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_spellings_of_the_wire_format_and_sync_every_with_one_worker_are_taken():
+    settings = check_settings({"allreduce_precision": "BF16", "sync_every": 4})
+    assert settings.allreduce_precision == "bfloat16"
+    alone = Communication.of(settings, workers=1)
+    assert not alone.local_sgd and alone.bytes_per_step(1000) == 0.0
+    assert "nothing to all-reduce" in alone.describe()
+
+
+def test_bfloat16_on_the_wire_needs_gpus_that_sum_it():
+    old = Hardware(gpu_capabilities=((7, 0), (8, 0)))
+    with pytest.raises(AlexnetError, match=r"compute capability 8\.0.*use allreduce_precision = 'float16'"):
+        check_wire("bfloat16", old)
+    check_wire("float16", old)
+    check_wire("bfloat16", Hardware(gpu_capabilities=((8, 0),)))
+    check_wire("bfloat16", Hardware())  # a CPU sums either format
+
+
+def test_what_a_step_sends_for_each_lever():
+    def comm(**kw):
+        return Communication(**{"workers": 2, **kw})
+
+    assert comm().bytes_per_step(AlexNet_PARAMETERS) == 4 * AlexNet_PARAMETERS  # 249.5 MB a step
+    assert comm(wire="bfloat16").bytes_per_step(AlexNet_PARAMETERS) == 2 * AlexNet_PARAMETERS
+    # local SGD: weights and momentum, once every 4 steps
+    assert comm(sync_every=4).bytes_per_step(100) == 2 * 100 * 4 / 4
+    assert comm(accumulate=8).bytes_per_step(100) == 400  # one all-reduce per optimizer step, whatever k
+    assert comm().gradient_reducer() is None  # today's training: Keras's own all-reduce
+    assert comm(pack_mb=25).pack_bytes == 25_000_000 and comm(pack_mb=25).gradient_reducer() is not None
+    assert comm(sync_every=4).gradient_reducer()([1, 2]) == [1, 2]  # each worker applies its own gradients
+    assert comm(sync_every=4).exchanged([(3, 3), (3,)]) == [(3, 3), (3,), (3, 3), (3,)]
+    assert comm(wire="bfloat16", pack_mb=25, accumulate=16).describe() == (
+        "bfloat16 on the wire, packs of 25 MB, 16 micro-batches a step, gradients all-reduced every step")
+
+
+def _weights(model_dir: Path) -> list[np.ndarray]:
+    from alexnet.model.saved import load_model
+
+    return load_model(str(model_dir)).model.get_weights()
+
+
+def test_accumulated_micro_batches_train_as_one_batch_of_their_images(tmp_path):
+    # 4 micro-batches of 2 images and one optimizer step, against batches of 8: the same images in the same order,
+    # the same rate (it counts optimizer steps), so the same weights up to the order of float additions
+    data = make_tree(tmp_path / "images", classes=4, per_class=16, val_per_class=0, min_side=48, max_side=72)
+    common = {"epochs": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32, "dropout": 0.0, "seed": 3,
+              "validation": False, "precision": "float32", "verbose": 0, "check_images": False, "parallel": 1,
+              "learning_rate": 0.05}
+    one = training.alexnet_train(data=data, batch_size=8, model_dir=str(tmp_path / "one"), **common)
+    micro = training.alexnet_train(data=data, batch_size=2, accumulate_steps=4, model_dir=str(tmp_path / "micro"),
+                                   **common)
+    for history in (one, micro):
+        assert history["params"]["global_batch_size"] == 8 and history["params"]["steps"] == 3
+    assert micro["schedule"]["learning_rate"] == one["schedule"]["learning_rate"]
+    assert micro["metrics"]["loss"] == pytest.approx(one["metrics"]["loss"], rel=1e-5)
+    training.alexnet_train(data=data, batch_size=8, model_dir=str(tmp_path / "first"),
+                           **{**common, "learning_rate": 1e-12})
+    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(_weights(tmp_path / "one"),
+                                                               _weights(tmp_path / "first"), strict=True))
+    apart = max(float(np.max(np.abs(a - b))) for a, b in zip(_weights(tmp_path / "one"),
+                                                               _weights(tmp_path / "micro"), strict=True))
+    assert moved > 1e-3, "the steps changed the weights"
+    assert apart <= 1e-4 * moved, (apart, moved)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# two workers
+
+
+def _free_base_port() -> int:
+    from alexnet.bench.cluster import free_base_port
+
+    return free_base_port(2)
+
+
+RUNS = {
+    # name: (settings on top of the common ones, checkpoint folder or None)
+    "float32": {},
+    "bfloat16_packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 1},
+    "float16_packed": {"allreduce_precision": "float16", "allreduce_pack_mb": 1},
+    "accumulate": {"accumulate_steps": 2, "batch_size": 2},
+    "local_sgd": {"sync_every": 2, "epochs": 2, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
+    "local_sgd_resumed": {"sync_every": 2, "epochs": 3, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
+}
+
+
+@pytest.mark.slow
+def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
+    base = _free_base_port()
+    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
+    workers = [subprocess.Popen([sys.executable, str(HERE), str(tmp_path), str(i), str(base)], stdout=logs[i],
+                                stderr=subprocess.STDOUT, env=env) for i in range(2)]
+    try:
+        codes = [w.wait(timeout=600) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+        for log in logs:
+            log.close()
+    assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
+    results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    for name in RUNS:
+        assert results[0][name]["digest"] == results[1][name]["digest"], f"{name}: the workers' weights differ"
+
+    def weights(name: str) -> list[np.ndarray]:
+        with np.load(tmp_path / f"{name}-0.npz") as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+    start, plain = weights("start"), weights("float32")
+    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(plain, start, strict=True))
+    assert moved > 0
+    # the stated tolerance: within 1% (bfloat16) and 0.2% (float16) of the largest change a weight made
+    for name, share in (("bfloat16_packed", 0.01), ("float16_packed", 0.002)):
+        apart = max(float(np.max(np.abs(a - b))) for a, b in zip(weights(name), plain, strict=True))
+        assert apart <= share * moved, (name, apart, moved)
+    first = results[0]
+    assert first["float32"]["bytes_per_step"] == 2 * first["bfloat16_packed"]["bytes_per_step"]
+    assert first["accumulate"]["global_batch_size"] == 8
+    # local SGD: the workers trained apart between averages (different data), yet end, validate and checkpoint with
+    # one model; every validation image of both counted once; the resumed run went on from the third epoch
+    local, resumed = first["local_sgd"], first["local_sgd_resumed"]
+    assert local["val_images"] == [24.0, 24.0]
+    assert local["best_epoch"] in (1, 2) and local["communication"].endswith("averaged every 2 steps")
+    assert resumed["initial_epoch"] == 2 and len(resumed["val_images"]) == 3
+    assert local["digest"] != first["float32"]["digest"]
+
+
+def _worker(folder: str, index: int, base: int) -> None:
+    from alexnet.tfimport import keras
+    from alexnet.train.cluster import tf_config_json
+
+    os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, base)
+    from alexnet.train.strategy import resolve_strategy
+
+    strategy = resolve_strategy("multi_worker", collective_timeout=120)
+    root = Path(folder)
+    data = make_tree(root / f"images-{index}", classes=4, per_class=12, val_per_class=3, seed=index, min_side=48,
+                     max_side=72)
+
+    class Keep(keras.callbacks.Callback):
+        def __init__(self, name: str):
+            super().__init__()
+            self.name = name
+
+        def on_train_begin(self, logs=None):
+            if self.name == "float32":
+                np.savez(root / f"start-{index}.npz", *self.model.get_weights())
+
+        def on_train_end(self, logs=None):
+            np.savez(root / f"{self.name}-{index}.npz", *self.model.get_weights())
+
+    results = {}
+    for name, extra in RUNS.items():
+        extra = dict(extra)
+        checkpoint = str(root / "checkpoints") if extra.pop("checkpoint", False) else None
+        settings = {"batch_size": 4, "epochs": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32,
+                    "dropout": 0.0, "seed": 0, "precision": "float32", "verbose": 0, "parallel": 1,
+                    "learning_rate": 0.05, "checkpoint_dir": checkpoint, **extra}
+        history = training.alexnet_train(data=data, strategy=strategy, callbacks=[Keep(name)], **settings)
+        results[name] = {"digest": history["weights_sha256"], "val_images": history["metrics"].get("val_images"),
+                         "bytes_per_step": history["params"]["allreduce_bytes_per_step"],
+                         "communication": history["params"]["communication"],
+                         "global_batch_size": history["params"]["global_batch_size"],
+                         "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"]}
+    (root / f"result-{index}.json").write_text(json.dumps(results))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(level=logging.INFO)
+    _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
