@@ -106,3 +106,10 @@ def test_r_reads_every_declaration_as_it_is():
     for file in to_r.TABLES:
         assert (ROOT / "R" / file).read_text() == to_r.r_source(file), (
             f"R/{file} is not what its declaration gives: run `make docs` (make setup writes it too)")
+
+
+def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
+    unset = check_settings({})
+    assert (unset.xla(gpu=True), unset.xla(gpu=False)) == (True, False)
+    for asked in (True, False):
+        assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}

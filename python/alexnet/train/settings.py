@@ -140,6 +140,10 @@ class TrainSettings:
                              epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch,
                              kind=self.lr_schedule)
 
+    def xla(self, gpu: bool) -> bool:
+        """Is the training step compiled with XLA: ``jit_compile``, or, unset, on ``gpu``s only."""
+        return gpu if self.jit_compile is None else self.jit_compile
+
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model: a checkpoint written with other values cannot be resumed.
         (The image size does not: one model takes every size.)"""
