@@ -33,15 +33,18 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 	bash tools/install-r-suggests.sh
 	@touch $@
 
-# R's table of the training settings, generated from the core's declaration whenever it changes (a test checks that
-# the committed file is what the declaration gives).
-R/settings.R: python/alexnet/train/settings.py python/alexnet/train/kinds.py python/alexnet/train/to_r.py $(PY_STAMP)
-	$(VPY) -m alexnet.train.to_r $@
+# R's tables of the core's declarations (the training settings, the benchmark's), generated whenever a declaration
+# changes (a test checks that the committed files are what the declarations give).
+R_TABLES := R/settings.R R/bench-settings.R
+DECLARATIONS := python/alexnet/train/settings.py python/alexnet/bench/plan.py python/alexnet/bench/accuracy.py \
+	python/alexnet/declare/kinds.py python/alexnet/cli/to_r.py
+$(R_TABLES) &: $(DECLARATIONS) $(PY_STAMP)
+	$(VPY) -m alexnet.cli.to_r R
 
 # The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` of the
 # root's sources: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet()
 # installs it).
-$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) R/settings.R $(R_SOURCES)
+$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_TABLES) $(R_SOURCES)
 	bash tools/build-r-package.sh $(CURDIR) $(BUILD)
 	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
@@ -91,8 +94,8 @@ test-site: site
 	bash tools/install-browser.sh
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra tests/test_site.py
 
-# Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/ or the training settings' declaration.
-docs: R/settings.R
+# Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/ or a declaration of the core.
+docs: $(R_TABLES)
 	Rscript -e 'roxygen2::roxygenise()'
 
 constraints: $(PY_STAMP)

@@ -1,4 +1,4 @@
-#' @include settings.R
+#' @include settings.R bench-settings.R
 NULL
 
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
@@ -17,13 +17,43 @@ NULL
 # Other ranges (`total` >= 1, ...) are the core's to check: its messages say what to use; what is checked here is
 # what the core cannot show the R way (NA, vectors, types).
 
+# The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
+# R/bench-settings.R for the benchmark's), by name: their kinds.
+declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
+
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
 # R/settings.R (generated from it): their kinds, their choices and what each is for.
-training_kinds <- vapply(training_settings, function(setting) setting$kind, character(1))
+training_kinds <- declared_kinds(training_settings)
 
-# The values a "choice" argument takes, by name (an optional one also takes NULL). Given in any case, the value
-# reaches the core in lower case.
-argument_choices <- Filter(Negate(is.null), lapply(training_settings, function(setting) setting$choices))
+# The values a "choice" argument takes, by name (an optional one also takes NULL), from every declaration: a name
+# is the same setting wherever it is declared (`precision`). Given in any case, the value reaches the core in lower
+# case.
+argument_choices <- local({
+  choices <- lapply(c(training_settings, benchmark_settings), function(setting) {
+    if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
+  })
+  Filter(Negate(is.null), choices[!duplicated(names(choices))])
+})
+
+# A declaration's settings as the formals of an R function: each with its declared default (`defaults` replaces
+# some by R expressions, such as `python = alexnet_python()`).
+declared_formals <- function(table, defaults = list()) {
+  values <- lapply(table, function(setting) setting$default)
+  values[names(defaults)] <- defaults
+  values
+}
+
+# A declaration's settings as roxygen2 `@param` lines (through `@eval`): each one's help and default, with the stage
+# it is for when it is one stage's.
+declared_params <- function(table) {
+  vapply(names(table), function(name) {
+    setting <- table[[name]]
+    default <- paste(deparse(setting$default, width.cutoff = 500L), collapse = " ")
+    stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("For the `", setting$stage, "` stage: ")
+    help <- paste0(stage, setting$help)
+    sprintf("@param %s %s%s. Default `%s`.", name, toupper(substr(help, 1, 1)), substring(help, 2), default)
+  }, character(1), USE.NAMES = FALSE)
+}
 
 evaluation_kinds <- c(
   model = "object", data = "data?", board = "location?", crops = "count", batch_size = "count",
@@ -47,15 +77,7 @@ argument_kinds <- list(
   imagenet_partition = c(partition = "count", total = "count", board = "location?", cache_dir = "location?",
                          workers = "count", verify = "flag", retries = "count", validation = "flag"),
   alexnet_train = c(data = "data?", strategy = "object?", callbacks = "any", training_kinds),
-  alexnet_benchmark = c(data = "data?", stages = "strings?", images = "count", batch_size = "count",
-                        image_size = "count", cores = "count?", seconds = "number", output_dir = "location?",
-                        parallel = "count?", cache = "flag", resize = "count?", quality = "count",
-                        model_steps = "count", dense_units = "count", board = "location?", fetch_partition = "count",
-                        fetch_total = "count", fetch_workers = "count", isolation = "string?", seed = "count",
-                        precision = "string?", target_accuracy = "number", max_epochs = "count", repeats = "count",
-                        accuracy_classes = "count", accuracy_images_per_class = "count",
-                        accuracy_val_per_class = "count", accuracy_image_size = "count",
-                        accuracy_batch_size = "count", accuracy_dense_units = "count"),
+  alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", evaluate = "flag",
                           crops = "count", base_port = "count", cache_dir = "location?", fetch_workers = "count",
@@ -104,7 +126,7 @@ check_arg <- function(value, name, kind, fun = NULL) {
   kind <- sub(">=.*$", "", kind)
   if (is.null(value)) {
     if (optional || kind == "any") return(NULL)
-    argument_error(name, kind, value, optional, least = least)
+    argument_error(name, kind, value, optional, fun, least)
   }
   ok <- switch(kind,
     any = TRUE,
@@ -142,14 +164,18 @@ argument_wants <- c(
   object = "one string or an object", counts = "whole numbers"
 )
 
-# What an argument is for, after its error's first sentence, where a bare type would not say what to give: a
-# training setting's help from the declaration, when the argument is that setting (`image_size` is one size when
-# evaluating, several when training).
-argument_hint <- function(name, kind) {
-  setting <- training_settings[[name]]
+# What an argument is for, after its error's first sentence, where a bare type would not say what to give: the help
+# of the setting of that name in the declaration of `fun`'s settings (the training settings' when no function is
+# named; `image_size` is one size when evaluating, several when training).
+argument_hint <- function(name, kind, fun = NULL) {
+  setting <- declared_tables[[fun %||% "alexnet_train"]][[name]]
   if (is.null(setting) || sub("[>?].*$", "", setting$kind) != kind) return("")
   paste0(": ", setting$help)
 }
+
+# The declaration of each function's settings, by function.
+declared_tables <- list(alexnet_train = training_settings, alexnet_spark_train = training_settings,
+                        alexnet_benchmark = benchmark_settings)
 
 argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {
   if (kind == "connection") {
@@ -165,7 +191,7 @@ argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL
   } else {
     paste0(argument_wants[[kind]], if (!is.null(least)) paste0(" >= ", least), if (optional) " or NULL")
   }
-  alexnet_abort("`", name, "` must be ", wants, ", not ", show_value(value), argument_hint(name, kind), ".")
+  alexnet_abort("`", name, "` must be ", wants, ", not ", show_value(value), argument_hint(name, kind, fun), ".")
 }
 
 # `value` as R shows it, on one short line: NA, "x", c("a", "b"), 2.5, NULL; longer values by type and length.

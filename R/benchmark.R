@@ -29,30 +29,14 @@
 #' measurement records the load average when it started, its CPU time and the share of its CPUs it got:
 #' other work on the machine lowers the numbers.
 #'
+#' Every setting is declared once in the core (`alexnet.bench.plan`), in groups: those every stage shares, then
+#' each stage's own (`fetch`'s, then `time_to_accuracy`'s); the arguments below, their defaults and their checks
+#' come from it, as do the options of `alexnet bench` on the command line.
+#'
 #' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
-#'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder.
-#' @param stages Stages to run, among `"decode"`, `"naive"`, `"naive_auto"`, `"io"`, `"synthetic"`,
-#'   `"train"`, `"fetch"` and `"time_to_accuracy"`; `NULL` runs all but `"fetch"` and `"time_to_accuracy"`.
-#' @param images Images used; each measurement also runs over at least this many.
-#' @param batch_size,image_size Batches of `batch_size` images of `image_size` pixels square.
-#' @param cores Most cores measured (`NULL`: every CPU available).
-#' @param seconds Least seconds each measurement runs, after its warm-up.
-#' @param output_dir Folder for `alexnet-benchmark.json` and `alexnet-benchmark.png` (`NULL`: a new
-#'   temporary folder).
-#' @param precision What `synthetic`, `train` and the defaults recipe of `time_to_accuracy` compute in:
-#'   `NULL` (measured to train faster here, as [alexnet_train()] picks it), `"float32"`, `"bfloat16"` or
-#'   `"float16"`. Each record names the precision used.
-#' @param target_accuracy,max_epochs,repeats `time_to_accuracy`: the top-1 validation accuracy (between 0 and
-#'   1) to reach, the epochs each recipe trains in full (no early stop), and the seeds each recipe trains from
-#'   (`seed` and those after it).
-#' @param ... Further arguments for the Python `alexnet_benchmark()`: `parallel`, `cache`, `resize`
-#'   (pipelines read the images re-encoded as `imagenet_upload(resize = )` stores them), `quality`,
-#'   `model_steps`, `dense_units`, `board`, `fetch_workers`, `isolation`, `seed`; for `time_to_accuracy`
-#'   (whose defaults take about ten minutes a seed on 2 cores without bfloat16), its synthetic ImageNet's
-#'   `accuracy_classes`, `accuracy_images_per_class` and `accuracy_val_per_class` (used when `data` is
-#'   `NULL`; otherwise `data` needs validation images), and `accuracy_image_size` (the final size),
-#'   `accuracy_batch_size` and `accuracy_dense_units` (`batch_size`, `image_size` and `dense_units` are
-#'   the other stages').
+#'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder (for `time_to_accuracy`,
+#'   `data` needs validation images; `NULL` makes its own synthetic ImageNet, of `accuracy_classes` categories).
+#' @eval declared_params(benchmark_settings)
 #' @returns An `alexnet_benchmark` list. Its print shows what was measured, in the order of `stages`,
 #'   and only the targets whose stages ran.
 #'
@@ -83,9 +67,10 @@
 #'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
 #'     final - best accuracy), `targets`, `seconds`.
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
-#'   - `settings`: the arguments as used (`stages`, `images`, `batch_size`, `image_size`, `cores`,
-#'     `core_counts`, `seconds`, `parallel`, `cache`, `resize`, `quality`, `model_steps`,
-#'     `dense_units`, `isolation`, `seed`, `precision`, `time_to_accuracy`: that stage's settings or `NULL`).
+#'   - `settings`: the settings as used, those every stage shares (`stages`, `images`, `batch_size`,
+#'     `image_size`, `cores`, `seconds`, `parallel`, `cache`, `resize`, `quality` (`NULL` without `resize`),
+#'     `model_steps`, `dense_units`, `isolation`, `output_dir`, `seed`, `precision`) and `core_counts`, then each
+#'     stage's own under its name (`fetch`, `time_to_accuracy`: `NULL` when the stage did not run).
 #'   - `data`: `source`, `images`, `skipped`, `num_classes`, `compressed_bytes`,
 #'     `mean_image_bytes`, `original_bytes`, `io_reads`, `decode_and_naive_read`.
 #'   - `json`, `png`: the files written.
@@ -102,15 +87,15 @@
 #' alexnet_benchmark(stages = "time_to_accuracy")
 #' }
 #' @export
-alexnet_benchmark <- function(data = NULL, stages = NULL, images = 2000, batch_size = 32,
-                              image_size = 224, cores = NULL, seconds = 5, output_dir = NULL,
-                              precision = NULL, target_accuracy = 0.75, max_epochs = 8, repeats = 3, ...) {
+alexnet_benchmark <- function(data = NULL) {
   args <- checked_args("alexnet_benchmark", names(formals()))
   if (is.list(args$data)) args$data <- as_py_lists(unclass(args$data), c("image", "category", "categories", "label"))
   if (!is.null(args$stages)) args$stages <- as.list(args$stages)
   result <- do.call(core_function("alexnet_benchmark"), args)
   new_alexnet_benchmark(result)
 }
+# every setting of the declaration is an argument, with its default
+formals(alexnet_benchmark) <- c(formals(alexnet_benchmark), declared_formals(benchmark_settings))
 
 new_alexnet_benchmark <- function(result) {
   stages <- result$stages

@@ -1,187 +1,52 @@
-# Generated from the training settings' declaration (python/alexnet/train/settings.py) by
-# `python -m alexnet.train.to_r R/settings.R`, which `make setup` runs when the declaration changes: do not edit.
-
-# Every training setting of alexnet_train() and alexnet_spark_train(), in the declaration's order: its argument
-# kind (see R/arguments.R), its default, its values when it is a choice, and its help.
+# Generated from the training settings' declaration (python/alexnet/train/settings.py): do not edit.
+# `make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.
+#
+# Every training setting of alexnet_train() and alexnet_spark_train(), in the declaration's order: each one's argument
+# kind (see R/arguments.R), default, values when it is a choice, and help.
 training_settings <- list(
-  batch_size = list(
-    kind = "count>=1", default = 32, choices = NULL,
-    help = "images per batch on each replica (GPU, or worker without GPUs); the global batch is this times the replicas"
-  ),
-  epochs = list(
-    kind = "count>=1", default = 2, choices = NULL,
-    help = "passes over the data"
-  ),
-  parallel = list(
-    kind = "count>=1?", default = NULL, choices = NULL,
-    help = "images decoded at once (unset: one per CPU this process may use)"
-  ),
-  image_size = list(
-    kind = "counts>=63", default = 224, choices = NULL,
-    help = "image side in pixels (at least 63; 224, the paper's), or several trained in order (128, 160, 224)"
-  ),
-  image_size_epochs = list(
-    kind = "counts>=1?", default = NULL, choices = NULL,
-    help = "epochs at each size of `image_size`, adding up to `epochs` (unset: split evenly, later sizes taking the epochs left over)"
-  ),
-  learning_rate = list(
-    kind = "number", default = 0.01, choices = NULL,
-    help = "the learning rate for a global batch of 128 (the paper's 0.01), scaled with the batch by `lr_scaling`"
-  ),
-  lr_scaling = list(
-    kind = "choice", default = "linear", choices = c("linear", "none"),
-    help = "how the rate follows the global batch: \"linear\" multiplies `learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it"
-  ),
-  lr_schedule = list(
-    kind = "choice", default = "linear", choices = c("linear", "cosine", "step", "plateau"),
-    help = "how the rate ends after the warm-up: \"linear\" straight down to zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has not improved for `patience` epochs (the paper)"
-  ),
-  warmup_epochs = list(
-    kind = "count>=0?", default = NULL, choices = NULL,
-    help = "epochs of linear warm-up to the scaled rate (unset: 5 when the rate grows more than twice, else 0)"
-  ),
-  momentum = list(
-    kind = "number", default = 0.9, choices = NULL,
-    help = "SGD momentum"
-  ),
-  weight_decay = list(
-    kind = "number", default = 0.0005, choices = NULL,
-    help = "L2 weight decay added to the gradient of every kernel"
-  ),
-  lr_drop_epochs = list(
-    kind = "counts>=0?", default = c(30, 60, 80), choices = NULL,
-    help = "with lr_schedule = \"step\": epochs (0-based) at whose start the rate is divided by 10"
-  ),
-  patience = list(
-    kind = "count>=1", default = 2, choices = NULL,
-    help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10"
-  ),
-  label_smoothing = list(
-    kind = "number", default = 0.1, choices = NULL,
-    help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"
-  ),
-  checkpoint_dir = list(
-    kind = "location?", default = NULL, choices = NULL,
-    help = "checkpoints, to resume after an interruption"
-  ),
-  model_dir = list(
-    kind = "location?", default = NULL, choices = NULL,
-    help = "where the trained model is saved (unset: `checkpoint_dir`)"
-  ),
-  checkpoint_every = list(
-    kind = "count>=1?", default = NULL, choices = NULL,
-    help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`)"
-  ),
-  steps_per_epoch = list(
-    kind = "count>=1?", default = NULL, choices = NULL,
-    help = "training steps per epoch (unset: as many whole batches as the images fill)"
-  ),
-  validation = list(
-    kind = "flag", default = TRUE, choices = NULL,
-    help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"
-  ),
-  validation_steps = list(
-    kind = "count>=1?", default = NULL, choices = NULL,
-    help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"
-  ),
-  keep_best = list(
-    kind = "flag", default = FALSE, choices = NULL,
-    help = "save, and publish, the weights of the epoch with the best validation top-1 rather than the last epoch's (the model card says which epoch)"
-  ),
-  cache = list(
-    kind = "flag", default = FALSE, choices = NULL,
-    help = "keep the compressed image bytes in memory after the first epoch"
-  ),
-  max_bad_fraction = list(
-    kind = "number", default = 0.01, choices = NULL,
-    help = "the share of images that may be unusable (skipped) before training stops with an error naming them"
-  ),
-  check_images = list(
-    kind = "flag", default = TRUE, choices = NULL,
-    help = "check every image once before training and skip the bad ones"
-  ),
-  seed = list(
-    kind = "count>=0?", default = NULL, choices = NULL,
-    help = "random seed of the weights and of the order and crops of the images"
-  ),
-  verbose = list(
-    kind = "count>=0", default = 1, choices = NULL,
-    help = "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch)"
-  ),
-  dense_units = list(
-    kind = "count>=1", default = 4096, choices = NULL,
-    help = "units of each of the two hidden dense layers (the paper's 4096)"
-  ),
-  dropout = list(
-    kind = "number", default = 0.5, choices = NULL,
-    help = "dropout rate after each hidden dense layer"
-  ),
-  grouped = list(
-    kind = "flag", default = FALSE, choices = NULL,
-    help = "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs"
-  ),
-  area_range = list(
-    kind = "numbers", default = c(0.08, 1.0), choices = NULL,
-    help = "the least and most share of an image that a random training crop covers"
-  ),
-  precision = list(
-    kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"),
-    help = "what the layers compute in (unset: the hardware's; bfloat16 and float16 are mixed precision)"
-  ),
-  mixed_precision = list(
-    kind = "flag?", default = NULL, choices = NULL,
-    help = "the older form of `precision`: true means \"float16\", false \"float32\""
-  ),
-  jit_compile = list(
-    kind = "flag?", default = NULL, choices = NULL,
-    help = "compile the training step with XLA (unset: on GPUs)"
-  ),
-  collective_timeout = list(
-    kind = "number?", default = 1800.0, choices = NULL,
-    help = "seconds a worker waits for the others in a collective operation before failing (unset: for ever)"
-  ),
-  allreduce_precision = list(
-    kind = "choice", default = "float32", choices = c("float32", "bfloat16", "float16"),
-    help = "the number format of the gradients on the wire between workers: \"float32\", or \"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial sum of the all-reduce rounded again; the sum comes back as float32)"
-  ),
-  allreduce_pack_mb = list(
-    kind = "number", default = 0.0, choices = NULL,
-    help = "all-reduce the gradients in packs of about this many megabytes, last layer first, so that packs travel while the backward pass computes the rest (0: one all-reduce of every gradient after the backward pass)"
-  ),
-  accumulate_steps = list(
-    kind = "count>=1", default = 1, choices = NULL,
-    help = "micro-batches of `batch_size` whose gradients are added up before one all-reduce and optimizer step: a step trains `accumulate_steps` x `batch_size` images a replica, and the rate and schedules count these steps"
-  ),
-  sync_every = list(
-    kind = "count>=1", default = 1, choices = NULL,
-    help = "local SGD: each worker takes this many optimizer steps alone, then the workers average their weights and momentum (1: synchronous training, the gradients all-reduced every step; one worker: nothing to average)"
-  ),
-  progress_file = list(
-    kind = "location?", default = NULL, choices = NULL,
-    help = "where the chief reports progress as lines of JSON (a file, or tcp://host:port of a launcher's monitor)"
-  ),
-  log_dir = list(
-    kind = "location?", default = NULL, choices = NULL,
-    help = "TensorBoard logs, watched with tensorboard --logdir"
-  ),
-  log_every = list(
-    kind = "count>=1", default = 100, choices = NULL,
-    help = "write step scalars to `log_dir` every this many steps"
-  ),
-  profile_steps = list(
-    kind = "numbers?", default = NULL, choices = NULL,
-    help = "profile these training steps (first, last; counted from 1) into `log_dir`"
-  ),
-  model_pin = list(
-    kind = "string?", default = NULL, choices = NULL,
-    help = "after training, publish the model (without optimizer state) as a new version of this pin"
-  ),
-  model_board = list(
-    kind = "location?", default = NULL, choices = NULL,
-    help = "board of `model_pin` (unset: the board the data came from)"
-  ),
-  model_format = list(
-    kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"),
-    help = "what `model_pin` carries: \"keras\", alexnet.keras (what alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package"
-  )
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images per batch on each replica (GPU, or worker without GPUs); the global batch is this times the replicas"),
+  epochs = list(kind = "count>=1", default = 2, choices = NULL, help = "passes over the data"),
+  parallel = list(kind = "count>=1?", default = NULL, choices = NULL, help = "images decoded at once (unset: one per CPU this process may use)"),
+  image_size = list(kind = "counts>=63", default = 224, choices = NULL, help = "image side in pixels (at least 63; 224, the paper's), or several trained in order (128, 160, 224)"),
+  image_size_epochs = list(kind = "counts>=1?", default = NULL, choices = NULL, help = "epochs at each size of `image_size`, adding up to `epochs` (unset: split evenly, later sizes taking the epochs left over)"),
+  learning_rate = list(kind = "number", default = 0.01, choices = NULL, help = "the learning rate for a global batch of 128 (the paper's 0.01), scaled with the batch by `lr_scaling`"),
+  lr_scaling = list(kind = "choice", default = "linear", choices = c("linear", "none"), help = "how the rate follows the global batch: \"linear\" multiplies `learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it"),
+  lr_schedule = list(kind = "choice", default = "linear", choices = c("linear", "cosine", "step", "plateau"), help = "how the rate ends after the warm-up: \"linear\" straight down to zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has not improved for `patience` epochs (the paper)"),
+  warmup_epochs = list(kind = "count>=0?", default = NULL, choices = NULL, help = "epochs of linear warm-up to the scaled rate (unset: 5 when the rate grows more than twice, else 0)"),
+  momentum = list(kind = "number", default = 0.9, choices = NULL, help = "SGD momentum"),
+  weight_decay = list(kind = "number", default = 0.0005, choices = NULL, help = "L2 weight decay added to the gradient of every kernel"),
+  lr_drop_epochs = list(kind = "counts>=0?", default = c(30, 60, 80), choices = NULL, help = "with lr_schedule = \"step\": epochs (0-based) at whose start the rate is divided by 10"),
+  patience = list(kind = "count>=1", default = 2, choices = NULL, help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10"),
+  label_smoothing = list(kind = "number", default = 0.1, choices = NULL, help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"),
+  checkpoint_dir = list(kind = "location?", default = NULL, choices = NULL, help = "checkpoints, to resume after an interruption"),
+  model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`)"),
+  checkpoint_every = list(kind = "count>=1?", default = NULL, choices = NULL, help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`)"),
+  steps_per_epoch = list(kind = "count>=1?", default = NULL, choices = NULL, help = "training steps per epoch (unset: as many whole batches as the images fill)"),
+  validation = list(kind = "flag", default = TRUE, choices = NULL, help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"),
+  validation_steps = list(kind = "count>=1?", default = NULL, choices = NULL, help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"),
+  keep_best = list(kind = "flag", default = FALSE, choices = NULL, help = "save, and publish, the weights of the epoch with the best validation top-1 rather than the last epoch's (the model card says which epoch)"),
+  cache = list(kind = "flag", default = FALSE, choices = NULL, help = "keep the compressed image bytes in memory after the first epoch"),
+  max_bad_fraction = list(kind = "number", default = 0.01, choices = NULL, help = "the share of images that may be unusable (skipped) before training stops with an error naming them"),
+  check_images = list(kind = "flag", default = TRUE, choices = NULL, help = "check every image once before training and skip the bad ones"),
+  seed = list(kind = "count>=0?", default = NULL, choices = NULL, help = "random seed of the weights and of the order and crops of the images"),
+  verbose = list(kind = "count>=0", default = 1, choices = NULL, help = "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch)"),
+  dense_units = list(kind = "count>=1", default = 4096, choices = NULL, help = "units of each of the two hidden dense layers (the paper's 4096)"),
+  dropout = list(kind = "number", default = 0.5, choices = NULL, help = "dropout rate after each hidden dense layer"),
+  grouped = list(kind = "flag", default = FALSE, choices = NULL, help = "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs"),
+  area_range = list(kind = "numbers", default = c(0.08, 1.0), choices = NULL, help = "the least and most share of an image that a random training crop covers"),
+  precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), help = "what the layers compute in (unset: the hardware's; bfloat16 and float16 are mixed precision)"),
+  mixed_precision = list(kind = "flag?", default = NULL, choices = NULL, help = "the older form of `precision`: true means \"float16\", false \"float32\""),
+  jit_compile = list(kind = "flag?", default = NULL, choices = NULL, help = "compile the training step with XLA (unset: on GPUs)"),
+  collective_timeout = list(kind = "number?", default = 1800.0, choices = NULL, help = "seconds a worker waits for the others in a collective operation before failing (unset: for ever)"),
+  allreduce_precision = list(kind = "choice", default = "float32", choices = c("float32", "bfloat16", "float16"), help = "the number format of the gradients on the wire between workers: \"float32\", or \"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial sum of the all-reduce rounded again; the sum comes back as float32)"),
+  allreduce_pack_mb = list(kind = "number", default = 0.0, choices = NULL, help = "all-reduce the gradients in packs of about this many megabytes, last layer first, so that packs travel while the backward pass computes the rest (0: one all-reduce of every gradient after the backward pass)"),
+  accumulate_steps = list(kind = "count>=1", default = 1, choices = NULL, help = "micro-batches of `batch_size` whose gradients are added up before one all-reduce and optimizer step: a step trains `accumulate_steps` x `batch_size` images a replica, and the rate and schedules count these steps"),
+  sync_every = list(kind = "count>=1", default = 1, choices = NULL, help = "local SGD: each worker takes this many optimizer steps alone, then the workers average their weights and momentum (1: synchronous training, the gradients all-reduced every step; one worker: nothing to average)"),
+  progress_file = list(kind = "location?", default = NULL, choices = NULL, help = "where the chief reports progress as lines of JSON (a file, or tcp://host:port of a launcher's monitor)"),
+  log_dir = list(kind = "location?", default = NULL, choices = NULL, help = "TensorBoard logs, watched with tensorboard --logdir"),
+  log_every = list(kind = "count>=1", default = 100, choices = NULL, help = "write step scalars to `log_dir` every this many steps"),
+  profile_steps = list(kind = "numbers?", default = NULL, choices = NULL, help = "profile these training steps (first, last; counted from 1) into `log_dir`"),
+  model_pin = list(kind = "string?", default = NULL, choices = NULL, help = "after training, publish the model (without optimizer state) as a new version of this pin"),
+  model_board = list(kind = "location?", default = NULL, choices = NULL, help = "board of `model_pin` (unset: the board the data came from)"),
+  model_format = list(kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"), help = "what `model_pin` carries: \"keras\", alexnet.keras (what alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package")
 )

@@ -14,7 +14,6 @@ from PIL import Image
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_cli import fake_core  # noqa: E402
 
 from alexnet import cli  # noqa: E402
 from alexnet.bench import accuracy as bench_accuracy  # noqa: E402
@@ -24,6 +23,7 @@ from alexnet.bench import pipelines as bench_pipelines  # noqa: E402
 from alexnet.bench import report as bench_report  # noqa: E402
 from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
+from alexnet.bench.plan import check_plan  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train.measure import candidates  # noqa: E402
 from alexnet.train.precision import hardware  # noqa: E402
@@ -185,8 +185,8 @@ def test_the_table_lists_stages_in_the_order_asked_and_only_the_targets_measured
             if line.startswith("| io |") or line.startswith("| decode |")]
     assert rows == ["io 1", "io 2", "decode 1"]
     assert "naive" not in table  # its target was not measured
-    assert bench_run._stages_arg("io,decode") == ["io", "decode"]
-    assert bench_run._stages_arg(["train", "io", "train"]) == ["train", "io"]
+    assert check_plan({"stages": "io,decode"}).common.stages == ("io", "decode")
+    assert check_plan({"stages": ["train", "io", "train"]}).common.stages == ("train", "io")
 
 
 def test_wrong_arguments_say_what_to_change(tree):
@@ -288,7 +288,9 @@ def test_medians_count_a_target_never_reached_as_the_slowest():
 
 
 def test_the_comparison_uses_the_medians_and_the_recipes_that_reached_the_target():
-    plan = bench_accuracy.AccuracyPlan(0.6, 3, 128, 128, 64, 10, 10, 2, None, 0, 3)
+    plan = bench_accuracy.AccuracySettings(target_accuracy=0.6, max_epochs=3, repeats=3, accuracy_classes=10,
+                                           accuracy_images_per_class=10, accuracy_val_per_class=2,
+                                           accuracy_image_size=128, accuracy_batch_size=128, accuracy_dense_units=64)
     paper = _recipe("paper", _run([10.0, 20.0, 30.0], [0.3, 0.65, 0.8], 0.6),
                     _run([10.0, 20.0, 30.0], [0.3, 0.5, 0.7], 0.6),  # 30 s: the median
                     _run([10.0, 20.0, 30.0], [0.6, 0.65, 0.9], 0.6))
@@ -333,16 +335,18 @@ def test_time_to_accuracy_arguments_are_checked_before_any_work(tmp_path):
 def test_bench_command_passes_the_time_to_accuracy_options(monkeypatch, capsys):
     seen = {}
 
-    def fake(data, **kwargs):
-        seen.update(kwargs)
+    def fake(plan, data):
+        seen["plan"] = plan
         raise AlexnetError("stop here")
 
-    fake_core(monkeypatch, lambda command: fake)
+    monkeypatch.setattr(bench_run, "run", fake)
     code = cli.main(["-q", "bench", "--stages", "time_to_accuracy", "--target-accuracy", "0.7", "--max-epochs", "5",
                      "--precision", "float32", "--accuracy-image-size", "96"])
     assert code == 2 and "stop here" in capsys.readouterr().err
-    assert seen == {"stages": "time_to_accuracy", "target_accuracy": 0.7, "max_epochs": 5, "precision": "float32",
-                    "accuracy_image_size": 96}
+    plan = seen["plan"]
+    assert plan.common.stages == ("time_to_accuracy",) and plan.common.precision == "float32"
+    assert (plan.accuracy.target_accuracy, plan.accuracy.max_epochs, plan.accuracy.accuracy_image_size) == (0.7, 5, 96)
+    assert plan.accuracy.repeats == 3, "the options left out keep their defaults"
 
 
 # -- the compared pipelines -----------------------------------------------------------------------------------

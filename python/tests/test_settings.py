@@ -12,63 +12,23 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
-from alexnet.cli import build_parser, main
+from alexnet.cli import build_parser, main, to_r
+from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
 from alexnet.launch.job import plan_job
 from alexnet.launch.task import Task
 from alexnet.launch.work import worker_function
-from alexnet.train import to_r
-from alexnet.train.kinds import Spec, option_name
 from alexnet.train.settings import TrainSettings, check_settings, defaults, specs
 
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}
 SETTINGS = list(specs().items())
 IDS = [name for name, _ in SETTINGS]
-
-
-def bad_value(name: str, spec: Spec) -> Any:
-    """A value of the right type that the declaration refuses: below its least value, a choice it does not have,
-    a range the wrong way round, an empty location. ``None`` for a flag, which has no such value."""
-    least = spec.minimum if spec.minimum is not None else spec.above
-    if spec.kind in ("count", "number", "seconds"):
-        if least is not None:
-            return least - 1 if spec.kind == "count" else least - 0.5
-        return -1 if spec.kind == "seconds" else 1.5  # a number that is not a whole one
-    if spec.kind in ("sizes", "counts"):
-        return [int(least or 0) - 1]
-    return {"choice": "nonsense", "shares": [0.9, 0.2], "steps": [5, 2], "location": "", "string": "",
-            "pin": "categories"}.get(spec.kind)
-
-
-def cli_words(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
-
-
-def other_value(name: str, spec: Spec) -> Any:
-    """A value of the setting other than its default, typed as the settings hold it (not checked)."""
-    converted = spec.restore(spec.default)
-    kind = spec.kind
-    if kind == "flag":
-        return not converted if converted is not None else True
-    if kind == "count":
-        return int(spec.minimum or 0) + 1 if converted != int(spec.minimum or 0) + 1 else int(spec.minimum or 0) + 2
-    if kind in ("number", "seconds"):
-        return 0.25 if converted != 0.25 else 0.5
-    if kind == "choice":
-        return next(c for c in spec.choices if c != converted)
-    if kind in ("sizes", "counts"):
-        return (int(spec.minimum or 0) + 1, int(spec.minimum or 0) + 3)
-    if kind == "shares":
-        return (0.25, 0.75)
-    if kind == "steps":
-        return (3, 7)
-    return f"gs://bucket/{name}" if kind == "location" else "alexnet-other"
 
 
 @pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
@@ -119,13 +79,7 @@ def test_a_value_given_on_the_command_line_reaches_the_settings(name, spec):
 @pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
 def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark_driver(name, spec, tmp_path,
                                                                                        capsys):
-    bad = bad_value(name, spec)
-    if bad is None:
-        pytest.skip(f"{name} ({spec.kind}) takes every value of its type")
-    with pytest.raises(AlexnetError) as checked:
-        check_settings({name: bad})
-    message = str(checked.value)
-    assert f"`{name}`" in message or name == "model_pin"
+    bad, message = refusal(check_settings, name, spec)
     with pytest.raises(AlexnetError) as called:
         alexnet.alexnet_train(data=NOWHERE, **{name: bad})
     assert str(called.value) == message
@@ -148,6 +102,14 @@ def test_a_worker_receives_every_setting_typed_as_the_driver_checked_it():
     assert TrainSettings.from_dict(defaults()) == check_settings({})
 
 
-def test_r_reads_the_declaration_as_it_is():
-    assert (ROOT / "R" / "settings.R").read_text() == to_r.r_source(), (
-        "R/settings.R is not what the declaration gives: run `make R/settings.R docs` (make setup does it too)")
+def test_r_reads_every_declaration_as_it_is():
+    for file in to_r.TABLES:
+        assert (ROOT / "R" / file).read_text() == to_r.r_source(file), (
+            f"R/{file} is not what its declaration gives: run `make docs` (make setup writes it too)")
+
+
+def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
+    unset = check_settings({})
+    assert (unset.xla(gpu=True), unset.xla(gpu=False)) == (True, False)
+    for asked in (True, False):
+        assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}

@@ -28,3 +28,52 @@ expect_documented <- function(fields, topic) {
   testthat::expect(length(missing) == 0L,
                    sprintf("?%s does not document %s", topic, paste(missing, collapse = ", ")))
 }
+
+# Every name in `arguments` has an item of its own among the arguments of the installed help page `topic`.
+expect_arguments_documented <- function(arguments, topic) {
+  rd <- tools::Rd_db("alexnet")[[paste0(topic, ".Rd")]]
+  items <- unlist(strsplit(tools:::.Rd_get_argument_names(rd), ",\\s*"))
+  missing <- setdiff(arguments, items)
+  testthat::expect(length(missing) == 0L, sprintf("?%s has no argument %s", topic, paste(missing, collapse = ", ")))
+}
+
+# A value of a declared setting (a row of a table generated from the core's declarations: R/settings.R,
+# R/bench-settings.R) that the declaration refuses, NULL where every value of its type is taken.
+bad_setting <- function(setting) {
+  kind <- sub("\\?$", "", setting$kind)
+  least <- if (grepl(">=", kind, fixed = TRUE)) as.numeric(sub("^.*>=", "", kind)) else NULL
+  base <- sub(">=.*$", "", kind)
+  switch(base,
+    count = if (!is.null(least)) least - 1 else 1.5,
+    counts = c(if (is.null(least)) -1 else least - 1),
+    number = -1,
+    choice = "nonsense",
+    location = "",
+    string = "categories",
+    strings = if (!is.null(setting$choices)) "nonsense",
+    numbers = c(5, 2),
+    NULL
+  )
+}
+
+# A bad value of every setting of `table` (bad_setting()) given to `fun` with `args` stops it with an alexnet_error
+# naming the setting (a pin's names what a pin may be called); `after(name, args)` runs after each. How many were tried.
+expect_settings_refused <- function(fun, table, args = list(), after = function(name, args) NULL) {
+  tried <- 0L
+  for (name in names(table)) {
+    bad <- bad_setting(table[[name]])
+    if (is.null(bad)) next
+    given <- args
+    given[[name]] <- bad
+    error <- tryCatch({
+      do.call(fun, given)
+      NULL
+    }, error = identity)
+    expect_s3_class(error, "alexnet_error")
+    expect_match(conditionMessage(error), if (name == "model_pin") "model_pin" else paste0("`", name, "`"),
+                 fixed = TRUE, label = name)
+    after(name, given)
+    tried <- tried + 1L
+  }
+  tried
+}

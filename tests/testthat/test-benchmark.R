@@ -37,10 +37,10 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
 
 test_that("alexnet_benchmark() checks its arguments before starting", {
   expect_error(alexnet_benchmark(list(label = 1)), "`data\\$image` is missing or empty")
-  expect_error(alexnet_benchmark(stages = 3), "`stages` must be strings without NA or NULL, not 3",
+  expect_error(alexnet_benchmark(stages = 3), "`stages` must be strings without NA, not 3",
                class = "alexnet_error")
   skip_if_no_alexnet()
-  expect_error(alexnet_benchmark(stages = "nope"), "Unknown stage")
+  expect_error(alexnet_benchmark(stages = "nope"), "`stages` must be some of decode, naive")
   expect_error(alexnet_benchmark(images = 0), "images")
   expect_error(alexnet_benchmark(seconds = -1), "seconds")
 })
@@ -148,4 +148,27 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
   expect_true(any(grepl("median wall time to 0.6 accuracy (2 seeds): 0.5, target at most 0.4 (not met)",
                         out, fixed = TRUE)))
   expect_true(any(grepl("after 3 epochs: 0.05, target at least 0 (met)", out, fixed = TRUE)))
+})
+
+# The benchmark's settings reach R from the core's declaration (R/bench-settings.R, generated from it): each one is an
+# argument of alexnet_benchmark() with the declared kind and default, is documented on ?alexnet_benchmark, and a bad
+# value of it stops alexnet_benchmark() with an alexnet_error naming it. The walk is over the declaration, so a
+# setting added there alone is covered. (Python's side: python/tests/test_bench_settings.py.)
+test_that("every setting of the benchmark's declaration is an argument of alexnet_benchmark(), with its default", {
+  settings <- alexnet:::benchmark_settings
+  formals <- formals(alexnet_benchmark)
+  expect_identical(names(formals), c("data", names(settings)))
+  for (name in names(settings)) {
+    expect_identical(eval(formals[[name]]), settings[[name]]$default, label = name)
+    expect_identical(unname(alexnet:::argument_kinds$alexnet_benchmark[name]), settings[[name]]$kind, label = name)
+  }
+  expect_arguments_documented(names(settings), "alexnet_benchmark")
+})
+
+test_that("a bad value of every benchmark setting stops alexnet_benchmark() with an alexnet_error naming it", {
+  skip_if_no_alexnet()
+  out <- tempfile("never-written")
+  tried <- expect_settings_refused(alexnet_benchmark, alexnet:::benchmark_settings, list(output_dir = out),
+                                   after = function(name, args) expect_false(file.exists(out), label = name))
+  expect_gt(tried, 25L)
 })

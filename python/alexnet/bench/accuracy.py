@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE, as_image_size, as_int, as_number, as_strings
+from ..checks import MIN_IMAGE_SIZE, as_strings
+from ..declare import declaration
+from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .stages import ACCURACY_TARGETS
 
@@ -53,46 +55,33 @@ SOURCE_SIDE_FACTOR = 500 / 224
 
 
 @dataclass(frozen=True)
-class AccuracyPlan:
-    """The ``time_to_accuracy`` stage's settings, checked."""
+class AccuracySettings:
+    """The ``time_to_accuracy`` stage's own settings (a group of the benchmark's declaration, see
+    :mod:`alexnet.bench.plan`): what it trains towards, for how long, and its synthetic images."""
 
-    target_accuracy: float
-    max_epochs: int
-    image_size: int
-    batch_size: int
-    dense_units: int
-    classes: int
-    images_per_class: int
-    val_per_class: int
-    precision: str | None
-    seed: int
-    repeats: int = 3
+    target_accuracy: float = setting(0.75, "number", "the top-1 validation accuracy to reach (a "
+                                     "share between 0 and 1)", minimum=0.0, maximum=1.0)
+    max_epochs: int = setting(8, "count", "epochs each recipe trains in full (no early stop)",
+                              minimum=1)
+    repeats: int = setting(3, "count", "seeds each recipe trains from (`seed` and those after "
+                           "it); the verdict is on the medians", minimum=1)
+    accuracy_classes: int = setting(10, "count", "categories of its synthetic ImageNet (used "
+                                    "when `data` is unset)", minimum=2)
+    accuracy_images_per_class: int = setting(150, "count", "training images per category of its "
+                                             "synthetic ImageNet", minimum=1)
+    accuracy_val_per_class: int = setting(50, "count", "validation images per category of its "
+                                          "synthetic ImageNet", minimum=1)
+    accuracy_image_size: int = setting(176, "count", "the final image size (the defaults train "
+                                       "at about half, three quarters and all of it)", minimum=MIN_IMAGE_SIZE)
+    accuracy_batch_size: int = setting(128, "count", "images per batch (128: the batch the "
+                                       "paper's rate is for)", minimum=1)
+    accuracy_dense_units: int = setting(512, "count", "units of the two hidden dense layers",
+                                        minimum=1)
 
-    def settings(self) -> dict[str, Any]:
-        """The settings recorded in the result."""
-        return {"target_accuracy": self.target_accuracy, "max_epochs": self.max_epochs,
-                "image_size": self.image_size, "batch_size": self.batch_size, "dense_units": self.dense_units,
-                "classes": self.classes, "images_per_class": self.images_per_class,
-                "val_per_class": self.val_per_class, "precision": self.precision, "seed": self.seed,
-                "repeats": self.repeats,
+    def record(self, precision: str | None, seed: int) -> dict[str, Any]:
+        """The settings recorded in the stage's result, with the ``precision`` and first ``seed`` it trained from."""
+        return {**declaration.to_dict(self), "precision": precision, "seed": seed,
                 "learning_rate": PAPER_LEARNING_RATE}
-
-
-def check_accuracy_plan(arguments: Mapping[str, Any], precision: str | None, seed: int) -> AccuracyPlan:
-    """The stage's arguments of ``alexnet_benchmark`` checked: an :class:`AlexnetError` naming the one to change."""
-    a = arguments
-    target = as_number(a["target_accuracy"], "target_accuracy")
-    if not 0.0 <= target <= 1.0:
-        raise AlexnetError(f"`target_accuracy` = {target} is not an accuracy: give a share of the validation images "
-                           "between 0 and 1 (0.6 for 60% top-1).")
-    max_epochs = as_int(a["max_epochs"], "max_epochs", 1)
-    image_size = as_image_size(a["accuracy_image_size"], "accuracy_image_size")
-    return AccuracyPlan(target, max_epochs, image_size, as_int(a["accuracy_batch_size"], "accuracy_batch_size", 1),
-                        as_int(a["accuracy_dense_units"], "accuracy_dense_units", 1),
-                        as_int(a["accuracy_classes"], "accuracy_classes", 2),
-                        as_int(a["accuracy_images_per_class"], "accuracy_images_per_class", 1),
-                        as_int(a["accuracy_val_per_class"], "accuracy_val_per_class", 1), precision, seed,
-                        as_int(a["repeats"], "repeats", 1))
 
 
 # -- the images -----------------------------------------------------------------------------------------------
@@ -109,13 +98,14 @@ def _tree_data(root: str | os.PathLike) -> dict[str, Any]:
             "class_ids": [c.id for c in tree.categories], "class_names": [c.name or c.id for c in tree.categories]}
 
 
-def accuracy_data(data: Mapping[str, Any] | str | os.PathLike | None, plan: AccuracyPlan,
+def accuracy_data(data: Mapping[str, Any] | str | os.PathLike | None, plan: AccuracySettings, seed: int,
                   workdir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The stage's images as ``alexnet_train``'s ``data``, and their description.
 
     ``data`` is a partition with validation images (``val_image`` and ``val_label`` or ``val_category``), an
-    ImageNet folder with a validation set, or ``None``: a synthetic ImageNet of ``plan.classes`` categories,
-    ``plan.images_per_class`` training and ``plan.val_per_class`` validation images each, drawn with their long
+    ImageNet folder with a validation set, or ``None``: a synthetic ImageNet (from ``seed``) of
+    ``plan.accuracy_classes`` categories, ``plan.accuracy_images_per_class`` training and
+    ``plan.accuracy_val_per_class`` validation images each, drawn with their long
     side at :data:`SOURCE_SIDE_FACTOR` times the final size. Every image of ``data`` is used; those a plain
     ``decode_jpeg`` cannot read are left out (and counted in ``skipped``). Raises :class:`AlexnetError` when
     there are no validation images.
@@ -127,12 +117,12 @@ def accuracy_data(data: Mapping[str, Any] | str | os.PathLike | None, plan: Accu
         from ..data.synthetic import imagenet_synthetic
 
         dest = Path(workdir) / "accuracy-imagenet"
-        side = max(MIN_IMAGE_SIZE, round(plan.image_size * SOURCE_SIDE_FACTOR))
-        imagenet_synthetic(dest, classes=plan.classes, images_per_class=plan.images_per_class,
-                           val_per_class=plan.val_per_class, seed=plan.seed, max_side=side)
+        side = max(MIN_IMAGE_SIZE, round(plan.accuracy_image_size * SOURCE_SIDE_FACTOR))
+        imagenet_synthetic(dest, classes=plan.accuracy_classes, images_per_class=plan.accuracy_images_per_class,
+                           val_per_class=plan.accuracy_val_per_class, seed=seed, max_side=side)
         train_data: Mapping[str, Any] = _tree_data(dest)
-        source = (f"synthetic ImageNet: {plan.classes} categories of {plan.images_per_class} training and "
-                  f"{plan.val_per_class} validation images, long side {side} pixels")
+        source = (f"synthetic ImageNet: {plan.accuracy_classes} categories of {plan.accuracy_images_per_class} "
+                  f"training and {plan.accuracy_val_per_class} validation images, long side {side} pixels")
     elif isinstance(data, (str, os.PathLike)):
         train_data, source = _tree_data(data), f"ImageNet tree in {os.fspath(data)}"
     elif isinstance(data, Mapping):
@@ -179,22 +169,25 @@ def late_drop(accuracies: Sequence[float]) -> float:
     return round(max([0.0, *falls]), 4)
 
 
-def recipe_settings(recipe: str, plan: AccuracyPlan) -> dict[str, Any]:
-    """``alexnet_train``'s settings of ``recipe`` beyond those both recipes share."""
+def recipe_settings(recipe: str, plan: AccuracySettings, precision: str | None = None) -> dict[str, Any]:
+    """``alexnet_train``'s settings of ``recipe`` beyond those both recipes share (the defaults compute in
+    ``precision``)."""
     from ..train.schedule import progressive_sizes
 
     if recipe == "paper":  # as the paper trained: float32, one size, 0.01 divided by 10 on a plateau, hard labels
-        return {"image_size": [plan.image_size], "precision": "float32", "lr_scaling": "none",
+        return {"image_size": [plan.accuracy_image_size], "precision": "float32", "lr_scaling": "none",
                 "lr_schedule": "plateau", "label_smoothing": 0.0}
     if recipe == "defaults":  # what alexnet_train does when left alone
-        return {"image_size": list(progressive_sizes(plan.image_size, plan.max_epochs)), "precision": plan.precision}
+        return {"image_size": list(progressive_sizes(plan.accuracy_image_size, plan.max_epochs)),
+                "precision": precision}
     raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
 
 
-def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, seed: int | None = None,
-               parallel: int | None = None, model_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Train one recipe (``"paper"`` or ``"defaults"``) for ``plan.max_epochs`` epochs from ``seed`` (default:
-    the plan's); what it reached, when.
+def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracySettings, *, seed: int = 0,
+               precision: str | None = None, parallel: int | None = None,
+               model_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Train one recipe (``"paper"`` or ``"defaults"``, which computes in ``precision``) for ``plan.max_epochs``
+    epochs from ``seed``; what it reached, when.
 
     Returns ``recipe``, ``seed``, ``precision`` and ``precision_reason`` (as the history reports them),
     ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``, ``label_smoothing``,
@@ -209,17 +202,17 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracyPlan, *, seed
     from ..train.api import alexnet_train
     from .clock import EpochClock
 
-    chosen = recipe_settings(recipe, plan)
-    seed = plan.seed if seed is None else seed
+    chosen = recipe_settings(recipe, plan, precision)
     keras.backend.clear_session()
     gc.collect()
     clock = EpochClock()
-    logger.info("time_to_accuracy: the %s recipe from seed %d, %d epochs at sizes %s.", recipe, seed,
+    logger.info("the %s recipe from seed %d, %d epochs at sizes %s.", recipe, seed,
                 plan.max_epochs, chosen["image_size"])
     began = time.perf_counter()
-    history = alexnet_train(batch_size=plan.batch_size, epochs=plan.max_epochs, data=data, parallel=parallel,
-                            learning_rate=PAPER_LEARNING_RATE, validation=True, cache=True, check_images=False,
-                            seed=seed, verbose=0, dense_units=plan.dense_units, callbacks=[clock],
+    history = alexnet_train(batch_size=plan.accuracy_batch_size, epochs=plan.max_epochs, data=data,
+                            parallel=parallel, learning_rate=PAPER_LEARNING_RATE, validation=True, cache=True,
+                            check_images=False, seed=seed, verbose=0, dense_units=plan.accuracy_dense_units,
+                            callbacks=[clock],
                             model_dir=None if model_dir is None else os.fspath(model_dir), **chosen)
     total = time.perf_counter() - began
     params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
@@ -307,7 +300,7 @@ def summarize(recipe: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracyPlan) -> dict[str, Any]:
+def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: AccuracySettings) -> dict[str, Any]:
     """The defaults against the paper recipe, on the medians over the seeds (:func:`summarize`'s), each against
     its target (:data:`alexnet.bench.stages.ACCURACY_TARGETS`).
 
@@ -341,12 +334,13 @@ def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: Accurac
     }
 
 
-def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan: AccuracyPlan, *,
-                     parallel: int | None = None, workdir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Both recipes on ``data`` (from :func:`accuracy_data`) from each of ``plan.repeats`` seeds (the plan's seed
-    and those after it), the recipes alternating so that both meet the same machine; the stage's result.
+def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan: AccuracySettings, *, seed: int = 0,
+                     precision: str | None = None, parallel: int | None = None,
+                     workdir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Both recipes on ``data`` (from :func:`accuracy_data`) from each of ``plan.repeats`` seeds (``seed`` and those
+    after it), the recipes alternating so that both meet the same machine; the stage's result.
 
-    Returns ``settings`` (:meth:`AccuracyPlan.settings`), ``data`` (``described``), ``recipes`` (``paper`` and
+    Returns ``settings`` (:meth:`AccuracySettings.record`), ``data`` (``described``), ``recipes`` (``paper`` and
     ``defaults``, each as :func:`summarize` returns it), ``time_ratio``, ``accuracy_difference`` and
     ``final_vs_best`` (the values of :func:`compare`'s), ``targets`` (:func:`compare`'s result) and ``seconds``
     (the whole stage). With ``workdir`` every final model is saved under it and scored at two sizes
@@ -357,8 +351,8 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
     for repeat in range(plan.repeats):
         for name in RECIPES:
             model_dir = None if workdir is None else Path(workdir) / f"model-{name}-{repeat}"
-            runs[name].append(run_recipe(name, data, plan, seed=plan.seed + repeat, parallel=parallel,
-                                         model_dir=model_dir))
+            runs[name].append(run_recipe(name, data, plan, seed=seed + repeat, precision=precision,
+                                         parallel=parallel, model_dir=model_dir))
     recipes = {name: summarize(name, records) for name, records in runs.items()}
     targets = compare(recipes["paper"], recipes["defaults"], plan)
     for name, record in recipes.items():
@@ -368,6 +362,6 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
                     "never" if reached["median"] is None else f"{reached['median']:.0f} s", plan.target_accuracy,
                     record["final_accuracy"]["median"], record["best_accuracy"]["median"], plan.max_epochs,
                     record["precision"], record["image_sizes"])
-    return {"settings": plan.settings(), "data": dict(described), "recipes": recipes,
+    return {"settings": plan.record(precision, seed), "data": dict(described), "recipes": recipes,
             **{name: t["value"] for name, t in targets.items()}, "targets": targets,
             "seconds": round(time.perf_counter() - began, 3)}

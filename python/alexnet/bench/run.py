@@ -42,27 +42,27 @@ cores the pipeline needs to feed the measured ``synthetic`` rate, and the ratios
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE, as_int, as_optional_int, as_parallel, as_seconds, as_strings
+from ..declare import declaration
 from ..errors import AlexnetError
-from ..machine import usable_cpus
 from ..scratch import make_scratch
-from .accuracy import AccuracyPlan, accuracy_data, check_accuracy_plan, time_to_accuracy
+from .accuracy import accuracy_data, time_to_accuracy
 from .chart import write_chart
 from .images import BenchImages, resolve_images, store_resized
 from .measure import peak_rss_mb, pipeline_measurements, reset_peak_rss, run_pinned
 from .models import fetch_measurement, synthetic_measurement, train_measurement
+from .plan import GROUPS, BenchPlan, check_names, check_plan
 from .report import machine_info, summarize
-from .stages import DEFAULT_STAGES, IMAGE_STAGES, PIPELINE_STAGES, STAGES, contended
+from .stages import IMAGE_STAGES, PIPELINE_STAGES, contended
 
 logger = logging.getLogger(__name__)
 
@@ -70,98 +70,18 @@ JSON_FILE = "alexnet-benchmark.json"
 PNG_FILE = "alexnet-benchmark.png"
 
 
-def _stages_arg(stages: Sequence[str] | str | None) -> list[str]:
-    if stages is None:
-        return list(DEFAULT_STAGES)
-    names = [s.strip().lower() for s in (stages.split(",") if isinstance(stages, str) else as_strings(stages))]
-    unknown = [s for s in names if s not in STAGES]
-    if unknown or not names:
-        raise AlexnetError(f"Unknown stage(s) {unknown or names}: use some of {', '.join(STAGES)}.")
-    return list(dict.fromkeys(names))  # in the order asked
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The benchmark's arguments, checked."""
-
-    stages: list[str]
-    images: int
-    batch_size: int
-    image_size: int
-    cores: int
-    cpus: list[int]
-    seconds: float
-    parallel: int | None
-    cache: bool
-    resize: int | None
-    quality: int
-    model_steps: int
-    dense_units: int
-    isolation: str
-    seed: int
-    precision: str | None
-    accuracy: AccuracyPlan
-
-    def settings(self) -> dict[str, Any]:
-        """The settings recorded in the result."""
-        return {"stages": self.stages, "images": self.images, "batch_size": self.batch_size,
-                "image_size": self.image_size, "cores": self.cores, "core_counts": self.core_counts(),
-                "seconds": self.seconds, "parallel": self.parallel, "cache": self.cache, "resize": self.resize,
-                "quality": self.quality if self.resize else None, "model_steps": self.model_steps,
-                "dense_units": self.dense_units, "isolation": self.isolation, "seed": self.seed,
-                "precision": self.precision,
-                "time_to_accuracy": self.accuracy.settings() if "time_to_accuracy" in self.stages else None}
-
-    def core_counts(self) -> list[int]:
-        """The core counts the pipelines are measured on: 1, 2 and all."""
-        return sorted({1, min(2, self.cores), self.cores})
-
-
-def _isolation(isolation: str | None) -> str:
-    pinning = hasattr(os, "sched_setaffinity")
-    isolation = isolation if isolation is not None else "process" if pinning else "threads"
-    if isolation not in ("process", "threads"):
-        raise AlexnetError(f"`isolation` must be \"process\" or \"threads\", not {isolation!r}.")
-    if isolation == "process" and not pinning:
-        raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "
-                           "use isolation = \"threads\".")
-    return isolation
-
-
-def _plan(arguments: Mapping[str, Any]) -> _Plan:
-    from ..train.settings import specs
-
-    a = arguments
-    stages = _stages_arg(a["stages"])
-    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(usable_cpus()))
-    cores = len(available) if a["cores"] is None else as_int(a["cores"], "cores", 1)
-    if cores > len(available):
-        raise AlexnetError(f"`cores` = {cores} but this process may use only {len(available)} CPU(s): use at most "
-                           f"{len(available)}.")
-    image_size = as_int(a["image_size"], "image_size", 1)
-    if image_size < MIN_IMAGE_SIZE and ({"synthetic", "train"} & set(stages)):
-        raise AlexnetError(f"`image_size` = {image_size} is too small for AlexNet: use at least {MIN_IMAGE_SIZE} "
-                           "(224 as in the paper), or leave out the synthetic and train stages.")
-    if "fetch" in stages and not a["board"]:
-        raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
-    precision, seed = specs()["precision"].convert(a["precision"], "precision"), as_int(a["seed"], "seed", 0)
-    return _Plan(stages, as_int(a["images"], "images", 1), as_int(a["batch_size"], "batch_size", 1), image_size,
-                 cores, available, as_seconds(a["seconds"], "seconds", allow_none=False, allow_zero=True) or 0.0,
-                 as_parallel(a["parallel"]), bool(a["cache"]),
-                 as_optional_int(a["resize"], "resize", 1), as_int(a["quality"], "quality", 1),
-                 as_int(a["model_steps"], "model_steps", 1), as_int(a["dense_units"], "dense_units", 1),
-                 _isolation(a["isolation"]), seed, precision, check_accuracy_plan(a, precision, seed))
-
-
-def _pipeline_records(plan: _Plan, bench: BenchImages, originals: list[str]) -> list[dict[str, Any]]:
+def _pipeline_records(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> list[dict[str, Any]]:
     """The pipeline stages on every core count, each in a pinned child (or in this process)."""
-    stages = [s for s in plan.stages if s in PIPELINE_STAGES]
+    common = plan.common
+    stages = [s for s in common.stages if s in PIPELINE_STAGES]
     measured: list[dict[str, Any]] = []
     for count in plan.core_counts() if stages else []:
         spec = {"stages": stages, "files": bench.files, "original_files": originals, "labels": bench.labels,
-                "cores": count, "batch_size": plan.batch_size, "image_size": plan.image_size, "images": plan.images,
-                "seconds": plan.seconds, "parallel": plan.parallel, "cache": plan.cache, "seed": plan.seed}
-        records = run_pinned(spec, plan.cpus[:count]) if plan.isolation == "process" else pipeline_measurements(spec)
+                "cores": count, "batch_size": common.batch_size, "image_size": common.image_size,
+                "images": common.images, "seconds": common.seconds, "parallel": common.parallel,
+                "cache": common.cache, "seed": common.seed}
+        pinned = common.isolation == "process"
+        records = run_pinned(spec, plan.cpus[:count]) if pinned else pipeline_measurements(spec)
         for record in records:
             if contended(record):
                 logger.warning(
@@ -172,23 +92,55 @@ def _pipeline_records(plan: _Plan, bench: BenchImages, originals: list[str]) -> 
     return measured
 
 
-def _model_records(plan: _Plan, bench: BenchImages) -> list[dict[str, Any]]:
+def _model_records(plan: BenchPlan, bench: BenchImages, workdir: Path) -> list[dict[str, Any]]:
+    common = plan.common
     measured = []
-    if "synthetic" in plan.stages:
-        measured.append(synthetic_measurement(bench.num_classes, plan.batch_size, plan.image_size,
-                                              steps=plan.model_steps, seconds=plan.seconds,
-                                              dense_units=plan.dense_units, precision=plan.precision,
-                                              seed=plan.seed))
-    if "train" in plan.stages:
+    if "synthetic" in common.stages:
+        measured.append(synthetic_measurement(bench.num_classes, common.batch_size, common.image_size,
+                                              steps=common.model_steps, seconds=common.seconds,
+                                              dense_units=common.dense_units, precision=common.precision,
+                                              seed=common.seed))
+    if "train" in common.stages:
         gc.collect()
         scoped = reset_peak_rss()
-        record = train_measurement(bench, plan.batch_size, plan.image_size, steps=plan.model_steps,
-                                   parallel=plan.parallel, cache=plan.cache, dense_units=plan.dense_units,
-                                   precision=plan.precision, seed=plan.seed)
+        record = train_measurement(bench, common.batch_size, common.image_size, steps=common.model_steps,
+                                   parallel=common.parallel, cache=common.cache, dense_units=common.dense_units,
+                                   precision=common.precision, seed=common.seed)
         record["peak_rss_mb"] = peak_rss_mb()
         record["peak_rss_scope"] = "stage" if scoped else "process"
         measured.append(record)
+    if "fetch" in common.stages:
+        fetch = plan.fetch
+        measured += fetch_measurement(str(fetch.board), partition=fetch.fetch_partition, total=fetch.fetch_total,
+                                      workers=fetch.fetch_workers, workdir=workdir)
     return measured
+
+
+def _images(plan: BenchPlan, data: Any, workdir: Path) -> tuple[BenchImages, list[str]]:
+    """The images the image stages measure (as ``io`` and ``train`` read them: re-encoded with ``resize``), and the
+    original files (which ``decode`` and the naive pipelines read)."""
+    common = plan.common
+    if not set(common.stages) & set(IMAGE_STAGES):  # no images needed: only the board or the recipes
+        return BenchImages([], [], 0, "none (only " + ", ".join(common.stages) + ")"), []
+    bench = resolve_images(data, common.images, seed=common.seed, workdir=workdir)
+    originals = bench.files
+    if common.resize is not None and bench.files:
+        stored = store_resized(bench.files, common.resize, workdir / "stored", quality=common.quality)
+        bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
+    if bench.files:
+        logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(common.stages))
+    return bench, originals
+
+
+def _described(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> dict[str, Any]:
+    """What the result says of the images measured."""
+    resize = plan.common.resize
+    return {"source": bench.source, "images": len(bench.files), "skipped": bench.skipped,
+            "num_classes": bench.num_classes, "compressed_bytes": bench.compressed_bytes,
+            "mean_image_bytes": round(bench.compressed_bytes / max(1, len(bench.files))),
+            "io_reads": f"the images re-encoded with short side {resize}" if resize else "the files",
+            "decode_and_naive_read": "the original files" if resize else "the same files as io",
+            "original_bytes": sum(os.path.getsize(f) for f in originals)}
 
 
 def _write(result: dict[str, Any], output_dir: str | os.PathLike | None) -> dict[str, Any]:
@@ -201,39 +153,30 @@ def _write(result: dict[str, Any], output_dir: str | os.PathLike | None) -> dict
     return result
 
 
-def alexnet_benchmark(
-    data: Mapping[str, Any] | str | os.PathLike | None = None,
-    *,
-    stages: Sequence[str] | str | None = None,
-    images: int = 2000,
-    batch_size: int = 32,
-    image_size: int = 224,
-    cores: int | None = None,
-    seconds: float = 5.0,
-    parallel: int | None = None,
-    cache: bool = True,
-    resize: int | None = None,
-    quality: int = 90,
-    model_steps: int = 5,
-    dense_units: int = 4096,
-    board: str | None = None,
-    fetch_partition: int = 0,
-    fetch_total: int = 1,
-    fetch_workers: int = 8,
-    isolation: str | None = None,
-    output_dir: str | os.PathLike | None = None,
-    seed: int = 0,
-    precision: str | None = None,
-    target_accuracy: float = 0.75,
-    max_epochs: int = 8,
-    repeats: int = 3,
-    accuracy_classes: int = 10,
-    accuracy_images_per_class: int = 150,
-    accuracy_val_per_class: int = 50,
-    accuracy_image_size: int = 176,
-    accuracy_batch_size: int = 128,
-    accuracy_dense_units: int = 512,
-) -> dict[str, Any]:
+def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
+    """The benchmark of ``plan`` (checked by :func:`alexnet.bench.plan.check_plan`) on ``data``: its result, written."""
+    common = plan.common
+    workdir = Path(make_scratch("alexnet-bench-data-"))
+    try:
+        accuracy = None
+        if "time_to_accuracy" in common.stages:  # its images first: a missing validation set is an error before work
+            accuracy = accuracy_data(data, plan.accuracy, common.seed, workdir)
+        bench, originals = _images(plan, data, workdir)
+        measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench, workdir)
+        reached = None
+        if accuracy is not None:
+            gc.collect()
+            reached = time_to_accuracy(*accuracy, plan.accuracy, seed=common.seed, precision=common.precision,
+                                       parallel=common.parallel, workdir=workdir / "models")
+        result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
+                                  "data": _described(plan, bench, originals), "stages": measured,
+                                  "time_to_accuracy": reached, "summary": summarize(measured, common.cores, reached)}
+        return _write(result, common.output_dir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def alexnet_benchmark(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Benchmark the input pipeline against a plain decode, the original pipeline and the model; name the bottleneck.
 
     ``data`` is a partition (``imagenet_partition()``'s result), an ImageNet folder, or ``None`` for a
@@ -286,57 +229,38 @@ def alexnet_benchmark(
     final size of 176 pixels (and dense layers of 512 units) keeps a paper epoch near 35 seconds there, while the
     defaults' smallest size (88) is still above AlexNet's minimum.
 
-    Returns a dict: ``machine``, ``settings``, ``data`` (source, images, compressed bytes), ``stages`` (one record
-    per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``, ``seconds``, ``load_average``,
-    ``peak_rss_mb``, ...), ``summary`` (``ratios`` against the targets, ``comparisons`` without a target,
-    ``bottleneck``, ``cores_to_feed_synthetic``, ``io_peak_rss_mb``, and with ``time_to_accuracy`` its
-    ``time_ratio``, ``accuracy_difference`` and ``final_vs_best`` against their targets, each with ``what``,
-    ``value``, ``target``, ``bound`` and ``met``), ``time_to_accuracy`` (``None`` unless asked for: ``settings``,
-    ``data``, ``recipes`` (``paper`` and ``defaults``, each with what it trained with, ``seconds_to_target``,
-    ``final_accuracy``, ``best_accuracy``, ``late_drop``, ... as median, min and max over the seeds, and ``runs``,
-    one record per seed with ``val_accuracy`` and ``seconds`` per epoch: see
+    Every setting is checked before any work (:func:`alexnet.bench.plan.check_plan`). Returns a dict: ``machine``,
+    ``settings`` (the settings as used, each stage's own under its name), ``data`` (source, images, compressed
+    bytes), ``stages`` (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``,
+    ``seconds``, ``load_average``, ``peak_rss_mb``, ...), ``summary`` (``ratios`` against the targets,
+    ``comparisons`` without a target, ``bottleneck``, ``cores_to_feed_synthetic``, ``io_peak_rss_mb``, and with
+    ``time_to_accuracy`` its ``time_ratio``, ``accuracy_difference`` and ``final_vs_best`` against their targets,
+    each with ``what``, ``value``, ``target``, ``bound`` and ``met``), ``time_to_accuracy`` (``None`` unless asked
+    for: ``settings``, ``data``, ``recipes`` (``paper`` and ``defaults``, each with what it trained with,
+    ``seconds_to_target``, ``final_accuracy``, ``best_accuracy``, ``late_drop``, ... as median, min and max over
+    the seeds, and ``runs``, one record per seed with ``val_accuracy`` and ``seconds`` per epoch: see
     :func:`alexnet.bench.accuracy.summarize`), ``time_ratio``, ``accuracy_difference``, ``final_vs_best``,
     ``targets``, ``seconds``), ``json`` and ``png`` (the files written into ``output_dir``, by default a new
     temporary folder).
+
+    Every setting, with its default (the declaration, :mod:`alexnet.bench.plan`), first those every stage shares:
     """
-    plan = _plan(dict(locals()))
-    workdir = Path(make_scratch("alexnet-bench-data-"))
     try:
-        accuracy = None
-        if "time_to_accuracy" in plan.stages:  # its images first: a missing validation set is an error before work
-            accuracy = accuracy_data(data, plan.accuracy, workdir)
-        if not set(plan.stages) & set(IMAGE_STAGES):  # no images needed: only the board or the recipes
-            bench = BenchImages([], [], 0, "none (only " + ", ".join(plan.stages) + ")")
-        else:
-            bench = resolve_images(data, plan.images, seed=plan.seed, workdir=workdir)
-        originals = bench.files
-        if plan.resize is not None and bench.files:
-            stored = store_resized(bench.files, plan.resize, workdir / "stored", quality=plan.quality)
-            bench = BenchImages(stored, bench.labels, bench.num_classes, bench.source, bench.skipped)
-        if bench.files:
-            logger.info("Benchmarking on %d images (%s), %s", len(bench.files), bench.source, ", ".join(plan.stages))
-        measured = _pipeline_records(plan, bench, originals) + _model_records(plan, bench)
-        if "fetch" in plan.stages:
-            measured += fetch_measurement(str(board), partition=fetch_partition, total=fetch_total,  # _plan checked it
-                                          workers=as_int(fetch_workers, "fetch_workers", 2), workdir=workdir)
-        reached = None
-        if accuracy is not None:
-            gc.collect()
-            reached = time_to_accuracy(*accuracy, plan.accuracy, parallel=plan.parallel, workdir=workdir / "models")
-        resize = plan.resize
-        result: dict[str, Any] = {
-            "machine": machine_info(),
-            "settings": plan.settings(),
-            "data": {"source": bench.source, "images": len(bench.files), "skipped": bench.skipped,
-                     "num_classes": bench.num_classes, "compressed_bytes": bench.compressed_bytes,
-                     "mean_image_bytes": round(bench.compressed_bytes / max(1, len(bench.files))),
-                     "io_reads": f"the images re-encoded with short side {resize}" if resize else "the files",
-                     "decode_and_naive_read": "the original files" if resize else "the same files as io",
-                     "original_bytes": sum(os.path.getsize(f) for f in originals)},
-            "stages": measured,
-            "time_to_accuracy": reached,
-            "summary": summarize(measured, plan.cores, reached),
-        }
-        return _write(result, output_dir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        bound = SIGNATURE.bind(*args, **kwargs)
+    except TypeError as error:
+        check_names([name for name in kwargs if name != "data"], "alexnet_benchmark()")
+        raise AlexnetError(f"alexnet_benchmark(): {error}.") from None
+    arguments = dict(bound.arguments)
+    data = arguments.pop("data", None)
+    return run(check_plan(arguments), data)
+
+
+SIGNATURE = inspect.Signature(
+    [inspect.Parameter("data", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                       annotation="Mapping[str, Any] | str | os.PathLike | None"),
+     *(parameter for group in GROUPS.values() for parameter in declaration.parameters(group))],
+    return_annotation="dict[str, Any]")
+alexnet_benchmark.__signature__ = SIGNATURE  # type: ignore[attr-defined]
+alexnet_benchmark.__doc__ = (alexnet_benchmark.__doc__ or "").rstrip() + "\n\n" + "\n\n".join(
+    declaration.help_lines(group, title=f"The {stage} stage's own:" if stage else "") for stage, group in GROUPS.items()
+) + "\n"

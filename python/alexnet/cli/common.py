@@ -12,8 +12,11 @@ import contextlib
 import inspect
 import json
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..declare.kinds import Spec
 
 BOARD_HELP = (
     "board to use: a folder or file:// URL, gs://bucket/prefix, s3://bucket/prefix or https:// (read-only); "
@@ -56,6 +59,44 @@ def with_default(command: str, name: str, text: str) -> str:
     """``text`` followed by the default of argument ``name`` of ``command``'s core function, when it has one."""
     value = default(command, name)
     return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
+
+
+def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
+    """An option for every setting of ``table`` (a declaration's specs) that the declaration puts on the command
+    line, with its help and default, its value kept at ``dest(name)``; values are only converted here, and checked by
+    the core's one check of the declaration."""
+    from ..declare.kinds import KINDS, option_name
+
+    for name, spec in table.items():
+        flag = option_name(name, spec)
+        if flag is None:
+            continue
+        kind = KINDS[spec.kind]
+        shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
+        options: dict[str, Any] = {"dest": dest(name),
+                                   "help": spec.help + (f" (default: {spec.shown_default()})" if shown else "")}
+        if spec.kind == "flag":
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["type"] = kind.parse
+            if kind.nargs is not None:
+                options["nargs"] = kind.nargs
+            words = [*map(str, spec.choices), *([spec.none_word] if spec.none_word else [])]
+            options["metavar"] = spec.metavar or ("{" + ",".join(words) + "}" if words else name.upper())
+        p.add_argument(flag, **options)
+
+
+def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Callable[[str], str]) -> dict[str, Any]:
+    """The settings of ``table`` given on the command line (see :func:`declared_options`), by name, as the core takes
+    them; the options left out are not passed, so their defaults apply."""
+    from ..declare.kinds import flatten_words
+
+    chosen = {}
+    for name, spec in table.items():
+        if hasattr(args, dest(name)):
+            value = flatten_words(getattr(args, dest(name)))
+            chosen[name] = None if spec.none_word is not None and value == spec.none_word else value
+    return chosen
 
 
 def positive(value: str) -> int:

@@ -16,42 +16,18 @@ def setting_dest(name: str) -> str:
 
 
 def training_options(p: argparse.ArgumentParser) -> None:
-    """An option for every training setting the declaration puts on the command line, with its help and default;
-    values are only converted here, and checked by the core's one check."""
-    from ..train.kinds import KINDS, option_name
+    """An option for every training setting the declaration puts on the command line, with its help and default."""
     from ..train.settings import specs
 
-    for name, spec in specs().items():
-        flag = option_name(name, spec)
-        if flag is None:
-            continue
-        kind = KINDS[spec.kind]
-        shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
-        options: dict[str, Any] = {"dest": setting_dest(name),
-                                   "help": spec.help + (f" (default: {spec.shown_default()})" if shown else "")}
-        if spec.kind == "flag":
-            options["action"] = argparse.BooleanOptionalAction
-        else:
-            options["type"] = kind.parse
-            if kind.nargs is not None:
-                options["nargs"] = kind.nargs
-            words = [*spec.choices, *([spec.none_word] if spec.none_word else [])]
-            options["metavar"] = "{" + ",".join(words) + "}" if words else spec.metavar or name.upper()
-        p.add_argument(flag, **options)
+    common.declared_options(p, specs(), setting_dest)
 
 
 def training_args(args: argparse.Namespace) -> dict[str, Any]:
     """The training settings given on the command line, as ``alexnet_train`` takes them (the options left out are
     not passed, so their defaults apply)."""
-    from ..train.kinds import flatten_words
     from ..train.settings import specs
 
-    chosen = {}
-    for name, spec in specs().items():
-        if hasattr(args, setting_dest(name)):
-            value = flatten_words(getattr(args, setting_dest(name)))
-            chosen[name] = None if spec.none_word is not None and value == spec.none_word else value
-    return chosen
+    return common.declared_args(args, specs(), setting_dest)
 
 
 def _summary(h: dict[str, Any]) -> str:

@@ -8,12 +8,11 @@ module.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..declare import declaration
 from ..errors import AlexnetError
 from .settings import TrainSettings, check_names, check_settings, specs
 
@@ -30,32 +29,19 @@ POSITIONAL = ("batch_size", "epochs", "data", "strategy", "parallel")
 def _signature() -> inspect.Signature:
     """``alexnet_train``'s signature: :data:`POSITIONAL` first, then every other setting by keyword, then
     ``callbacks``; each setting with the declaration's default and type."""
-    table = specs()
-    types = {f.name: f.type for f in dataclasses.fields(TrainSettings)}
+    settings = {p.name: p for p in declaration.parameters(TrainSettings, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     extra = {"data": ("Mapping[str, Any] | None", None), "strategy": ("str | tf.distribute.Strategy | None", None),
              "callbacks": ("Sequence[keras.callbacks.Callback] | None", None)}
-
-    def parameter(name: str, kind: inspect._ParameterKind) -> inspect.Parameter:
-        if name in extra:
-            return inspect.Parameter(name, kind, default=extra[name][1], annotation=extra[name][0])
-        return inspect.Parameter(name, kind, default=table[name].default, annotation=types[name])
-
-    positional = [parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in POSITIONAL]
-    keywords = [parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in table if name not in POSITIONAL]
-    return inspect.Signature([*positional, *keywords, parameter("callbacks", inspect.Parameter.KEYWORD_ONLY)],
-                             return_annotation="dict[str, Any]")
+    for name, (annotation, default) in extra.items():
+        settings[name] = inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                           annotation=annotation)
+    positional = [settings[name] for name in POSITIONAL]
+    keywords = [settings[name].replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                for name in (*specs(), "callbacks") if name not in POSITIONAL]
+    return inspect.Signature([*positional, *keywords], return_annotation="dict[str, Any]")
 
 
 SIGNATURE = _signature()
-
-
-def settings_help(indent: str = "    ") -> str:
-    """One line per setting: its name, default and help, as ``alexnet_train``'s docstring lists them."""
-    lines = []
-    for name, spec in specs().items():
-        text = f"``{name}`` (default ``{spec.default!r}``): {spec.help}."
-        lines.append(textwrap.fill(text, 116, initial_indent=indent + "- ", subsequent_indent=indent + "  "))
-    return "\n".join(lines)
 
 
 def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -203,7 +189,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
 
 alexnet_train.__signature__ = SIGNATURE  # type: ignore[attr-defined]
-alexnet_train.__doc__ = (alexnet_train.__doc__ or "").rstrip() + "\n\n" + settings_help() + "\n"
+alexnet_train.__doc__ = (alexnet_train.__doc__ or "").rstrip() + "\n\n" + declaration.help_lines(TrainSettings) + "\n"
 
 
 def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.distribute.Strategy | None = None,

@@ -114,7 +114,7 @@ def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: Tra
     precision = precision_for(settings.precision, gpu=topology.gpu, num_classes=num_classes,
                               batch_size=settings.batch_size, image_size=settings.sizes.final,
                               dense_units=settings.dense_units, grouped=settings.grouped,
-                              jit_compile=topology.gpu if settings.jit_compile is None else settings.jit_compile)
+                              jit_compile=settings.xla(topology.gpu))
     if topology.workers > 1 and settings.precision is None:
         precision = agree(precision, lambda values: all_gather_ints(strategy, values))
     return precision
@@ -131,8 +131,7 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
                                         label_smoothing=settings.label_smoothing,
-                                        jit_compile=topology.gpu if settings.jit_compile is None else
-                                        settings.jit_compile)
+                                        jit_compile=settings.xla(topology.gpu))
     logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s, %s schedule.", precision.name,
                 precision.reason, rates.peak, rates.base, rates.factor,
                 f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "", rates.kind)
@@ -189,7 +188,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "precision_rates": precision.rates,
         "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
-        "jit_compile": topology.gpu if settings.jit_compile is None else settings.jit_compile,
+        "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
         "seconds": extra.pop("seconds"),
     }

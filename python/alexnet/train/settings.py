@@ -1,11 +1,11 @@
 """The training settings, declared once: name, type, default, limits and help of every setting of a run.
 
 :class:`TrainSettings` is the declaration. Each field is a setting of ``alexnet_train()``, in the order of its
-signature, with its Python type and, through :func:`setting`, a :class:`Spec`: the default a caller sees, the kind
-of value (:data:`KINDS`), its limits or choices, its help text, and its command-line option. Everything else is
-derived from it (:mod:`.declared`): the signature and help of :func:`alexnet.alexnet_train`, the command line's
-options, the argument kinds R checks ``alexnet_train()`` and ``alexnet_spark_train()`` with, the checks, and the
-typed settings a Spark worker receives.
+signature, with its Python type and, through :func:`~alexnet.declare.declaration.setting`, a
+:class:`~alexnet.declare.kinds.Spec`: the default a caller sees, the kind of value, its limits or choices, its help
+text, and its command-line option. Everything else is derived from it (:mod:`alexnet.declare.declaration`): the
+signature and help of :func:`alexnet.alexnet_train`, the command line's options, the argument kinds R checks
+``alexnet_train()`` and ``alexnet_spark_train()`` with, the checks, and the typed settings a Spark worker receives.
 
 :func:`check_settings` is the one check: every value converted and held to its limits, the settings checked
 against each other, output locations proven writable and a model pin's board opened, before any data is fetched
@@ -15,30 +15,23 @@ or Spark job launched. Its result travels as plain values (:meth:`TrainSettings.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE, name_hints
+from ..checks import MIN_IMAGE_SIZE
+from ..declare import declaration
+from ..declare.declaration import setting
+from ..declare.kinds import Spec
 from ..errors import AlexnetError
-from ..model.pin import MODEL_FORMATS
+from ..model.pin import MODEL_FORMATS, check_model_pin
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .communication import WIRE_FORMATS
-from .kinds import KINDS, Spec
 from .precision import PRECISIONS
 from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rate_schedule, split_epochs
 
 logger = logging.getLogger(__name__)
-
-
-def setting(default: Any, kind: str, help: str, **spec: Any) -> Any:
-    """A field of :class:`TrainSettings`: a setting with ``default`` (as a caller gives it), of ``kind`` (a name of
-    :data:`KINDS`), described by ``help``; ``spec`` holds the rest of its :class:`Spec`."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}")
-    return field(metadata={"spec": Spec(default=default, kind=kind, help=help, **spec)})
 
 
 @dataclass(frozen=True)
@@ -144,7 +137,7 @@ class TrainSettings:
                                                     "counted from 1) into `log_dir`", optional=True,
                                                     metavar=("FIRST", "LAST"))
     model_pin: str | None = setting(None, "pin", "after training, publish the model (without optimizer state) as "
-                                    "a new version of this pin", optional=True, metavar="NAME")
+                                    "a new version of this pin", optional=True, metavar="NAME", check=check_model_pin)
     model_board: str | None = setting(None, "location", "board of `model_pin` (unset: the board the data came "
                                       "from)", optional=True, metavar="BOARD")
     model_format: str = setting("keras", "choice", "what `model_pin` carries: \"keras\", alexnet.keras (what "
@@ -169,6 +162,10 @@ class TrainSettings:
                              epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch,
                              kind=self.lr_schedule)
 
+    def xla(self, gpu: bool) -> bool:
+        """Is the training step compiled with XLA: ``jit_compile``, or, unset, on ``gpu``s only."""
+        return gpu if self.jit_compile is None else self.jit_compile
+
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model: a checkpoint written with other values cannot be resumed.
         (The image size does not: one model takes every size.)"""
@@ -176,38 +173,29 @@ class TrainSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
-        return {name: list(value) if isinstance(value, tuple) else value
-                for name, value in dataclasses.asdict(self).items()}
+        return declaration.to_dict(self)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:
         """The settings :meth:`to_dict` gave, typed again (after a trip through R or JSON), not checked again; a
         setting missing from ``values`` takes its default."""
-        return cls(**{name: spec.restore(values.get(name, spec.default)) for name, spec in specs().items()})
+        return declaration.restore(cls, values)
 
 
 def specs() -> dict[str, Spec]:
-    """Every setting's :class:`Spec`, by name, in the declaration's order."""
-    return {f.name: f.metadata["spec"] for f in dataclasses.fields(TrainSettings)}
+    """Every setting's :class:`~alexnet.declare.kinds.Spec`, by name, in the declaration's order."""
+    return declaration.specs(TrainSettings)
 
 
 def defaults() -> dict[str, Any]:
     """Every setting's default, as a caller gives it."""
-    return {name: spec.default for name, spec in specs().items()}
+    return declaration.defaults(TrainSettings)
 
 
 def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping[str, str] | None = None) -> None:
     """Raise when ``names`` holds one that is not a setting (with the closest setting when one is close);
     ``reserved`` maps names a caller must not give to what to say instead."""
-    known = list(specs())
-    for name in names:
-        if reserved and name in reserved:
-            raise AlexnetError(f"`{name}` cannot be given to {where}: {reserved[name]}")
-    unknown = [name for name in names if name not in known]
-    if not unknown:
-        return
-    raise AlexnetError(f"{where} does not take {name_hints(unknown, known)}: fix the name, or leave it out. The "
-                       f"training settings are: {', '.join(known)}.")
+    declaration.check_names(names, specs(), where, "The training settings", reserved=reserved)
 
 
 def _together(values: dict[str, Any]) -> None:
@@ -262,7 +250,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
 
     check_names(list(arguments), where, reserved=reserved)
     table = specs()
-    values = {name: spec.convert(arguments.get(name, spec.default), name) for name, spec in table.items()}
+    values = declaration.convert(TrainSettings, arguments)
     _together(values)
     for name, spec in table.items():
         if not spec.output or values[name] is None:
@@ -280,12 +268,3 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         values["model_board"] = None
     return TrainSettings(**values)
 
-
-def with_defaults(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """``arguments`` with every setting left out at its default (as a caller gives it)."""
-    return {**defaults(), **arguments}
-
-
-def derived(on: Callable[[str, Spec], Any]) -> dict[str, Any]:
-    """``on(name, spec)`` for every setting, by name: how a front end derives its own table from the declaration."""
-    return {name: on(name, spec) for name, spec in specs().items()}

@@ -1,4 +1,4 @@
-"""The kinds of value a training setting takes, and a setting's :class:`Spec`: what the declaration says of it.
+"""The kinds of value a setting takes, and a setting's :class:`Spec`: what a declaration says of it.
 
 A kind knows how to check and convert a value from any caller (Python, the command line, R through reticulate,
 which sends whole numbers as doubles and vectors as lists), how to restore a value that travelled as plain
@@ -40,7 +40,8 @@ class Spec:
     values of a choice, ``aliases`` other spellings of them; ``optional`` that ``None`` (R's ``NULL``) is taken;
     ``output`` that the value is a location written to (proven writable before training); ``option`` the command
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
-    stands for ``None`` there, and ``metavar`` its placeholder.
+    stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a further check of the converted value,
+    ``check(value)`` returning it or raising (a pin name: :func:`alexnet.model.pin.check_model_pin`).
     """
 
     default: Any
@@ -57,13 +58,15 @@ class Spec:
     option: str | None = ""
     none_word: str | None = None
     metavar: str | tuple[str, ...] | None = None
+    check: Callable[[Any], Any] | None = None
 
     def convert(self, value: Any, name: str) -> Any:
         """``value`` of setting ``name`` checked and converted; an :class:`AlexnetError` naming it otherwise."""
         value = _one(value) if KINDS[self.kind].scalar else value
         if value is None and (self.optional or self.kind == "counts"):
             return None if self.optional else ()
-        return KINDS[self.kind].convert(value, name, self)
+        converted = KINDS[self.kind].convert(value, name, self)
+        return converted if self.check is None else self.check(converted)
 
     def restore(self, value: Any) -> Any:
         """A value this setting converted, after a trip as plain values (JSON, R), typed again without checks."""
@@ -112,6 +115,34 @@ class Kind:
 def _count(value: Any, name: str, spec: Spec) -> int:
     least = None if spec.minimum is None else int(spec.minimum)
     return as_int(value, name, minimum=least, maximum=None if spec.maximum is None else int(spec.maximum))
+
+
+def _words(value: Any, name: str, spec: Spec) -> tuple[str, ...]:
+    """Strings: a list, or one string of words separated by commas; with ``choices``, each one of them (in the
+    order given, each once)."""
+    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else None
+    if words is None:
+        if isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value):
+            words = [w.strip() for w in value]
+        else:
+            raise AlexnetError(f"`{name}` must be strings (or one string of words separated by commas), not "
+                               f"{value!r}.")
+    words = [w.lower() for w in words if w] if spec.choices else [w for w in words if w]
+    unknown = [w for w in words if spec.choices and w not in spec.choices]
+    if unknown or not words:
+        shown = ", ".join(map(repr, unknown)) if unknown else repr(value)
+        wanted = f"some of {', '.join(spec.choices)}" if spec.choices else "one word at least"
+        raise AlexnetError(f"`{name}` must be {wanted}, not {shown}.")
+    return tuple(dict.fromkeys(words))
+
+
+def _mapping(value: Any, name: str, spec: Spec) -> dict[str, str]:
+    """Names and values (environment variables): a dict, or R's named list (an empty one arrives as a list)."""
+    if isinstance(value, (list, tuple)) and not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AlexnetError(f"`{name}` must be names and values (a dict, or an R named list), not {value!r}.")
+    return {str(k): str(_one(v)) for k, v in value.items()}
 
 
 def _number(value: Any, name: str, spec: Spec) -> float:
@@ -173,10 +204,9 @@ def _text(value: Any, name: str, spec: Spec) -> str:
     return value
 
 
-def _pin(value: Any, name: str, spec: Spec) -> str:
-    from ..model.pin import check_model_pin
-
-    return check_model_pin(value)
+def _pin(value: Any, name: str, spec: Spec) -> Any:
+    """A pin name: as it is for the spec's ``check`` to judge (it names what a pin may be called), else a string."""
+    return value if spec.check is not None else _text(value, name, spec)
 
 
 def _seconds(value: Any, name: str, spec: Spec) -> float:
@@ -216,6 +246,8 @@ KINDS: dict[str, Kind] = {
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
     "pin": Kind(_pin, str, "string", str),
+    "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
+    "mapping": Kind(_mapping, dict, "any", scalar=False),
 }
 
 
@@ -227,7 +259,7 @@ def option_name(name: str, spec: Spec) -> str | None:
 
 
 def flatten_words(value: Any) -> Any:
-    """Options of several words that each hold numbers (``--image-size 128,160 224``) as one list."""
+    """Options of several words that each hold several values (``--image-size 128,160 224``) as one list."""
     if isinstance(value, list) and value and all(isinstance(word, list) for word in value):
         return [number for word in value for number in word]
     return value

@@ -1,0 +1,189 @@
+"""The benchmark's settings, declared once, and its plan: the settings checked, for every stage to read.
+
+The declaration is in groups: :class:`BenchSettings`, what every stage shares, then one group per stage that has
+settings of its own (:data:`STAGE_SETTINGS`: ``fetch``'s :class:`FetchSettings`, ``time_to_accuracy``'s
+:class:`alexnet.bench.accuracy.AccuracySettings`), each a frozen dataclass whose fields are made with
+:func:`alexnet.declare.declaration.setting` as the training settings' are. Everything else derives from the groups:
+the signature and help of :func:`alexnet.alexnet_benchmark`, the options of ``alexnet bench``, the arguments of R's
+``alexnet_benchmark()`` (``R/bench-settings.R``), and :func:`check_plan`, the one check, which gives the
+:class:`BenchPlan` every stage reads. A stage's settings are added by declaring its group (with a ``check(common)``
+method when they are checked against the shared ones) and naming it in :data:`STAGE_SETTINGS`. This module does not
+import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..checks import MIN_IMAGE_SIZE
+from ..declare import declaration
+from ..declare.declaration import like, setting
+from ..declare.kinds import Spec
+from ..errors import AlexnetError
+from ..machine import usable_cpus
+from ..train.settings import specs as training_specs
+from .accuracy import AccuracySettings
+from .stages import DEFAULT_STAGES, STAGES
+
+#: Stages that build AlexNet on the benchmark's images (so their ``image_size`` must be one it takes).
+MODEL_STAGES = ("synthetic", "train")
+#: The ways the pipeline stages are isolated on their cores.
+ISOLATIONS = ("process", "threads")
+
+
+def _pinning() -> bool:
+    """Can this system pin a process to CPUs (what ``isolation = "process"`` needs)?"""
+    return hasattr(os, "sched_setaffinity")
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may use, by number."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(usable_cpus()))
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """The settings every stage shares (the first group of the benchmark's declaration)."""
+
+    stages: tuple[str, ...] = setting(DEFAULT_STAGES, "words", "the stages to run, in this order, among "
+                                      f"{', '.join(STAGES)} (fetch needs `board`; time_to_accuracy trains for "
+                                      "minutes)", choices=STAGES, metavar="STAGE")
+    images: int = setting(2000, "count", "images used; each measurement also runs over at least this many",
+                          minimum=1)
+    batch_size: int = setting(32, "count", "images per batch", minimum=1)
+    image_size: int = setting(224, "count", "pixels of the model's square input (at least "
+                              f"{MIN_IMAGE_SIZE} when synthetic or train runs)", minimum=1)
+    cores: int | None = setting(None, "count", "most cores the pipelines are measured on (unset: every CPU this "
+                                "process may use); they run on 1, 2 and this many", minimum=1, optional=True)
+    seconds: float = setting(5.0, "number", "least seconds each measurement runs, after its warm-up", minimum=0.0)
+    parallel: int | None = setting(None, "count", "images the pipeline decodes at once (unset: one per CPU, as in "
+                                   "training)", minimum=1, optional=True)
+    cache: bool = setting(True, "flag", "keep the compressed bytes in memory after the first pass, as the decode "
+                          "reference does")
+    resize: int | None = setting(None, "count", "the io and train stages read the images re-encoded to this short "
+                                 "side, as imagenet_upload(resize = ) stores them (decode and naive still read the "
+                                 "originals)",
+                                 minimum=1, optional=True, metavar="PIXELS")
+    quality: int = setting(90, "count", "JPEG quality of the images re-encoded for `resize`", minimum=1, maximum=100)
+    model_steps: int = setting(5, "count", "training steps synthetic and train time", minimum=1)
+    dense_units: int = setting(4096, "count", "units of the model's two hidden dense layers", minimum=1)
+    isolation: str | None = setting(None, "choice", "each core count measured in a child process pinned to that "
+                                    "many CPUs (\"process\"), or in this process with tf.data's threads limited "
+                                    "(\"threads\"); unset: process where CPUs can be pinned (Linux)",
+                                    choices=ISOLATIONS, optional=True, none_word="auto")
+    output_dir: str | None = setting(None, "location", "the folder of alexnet-benchmark.json and "
+                                     "alexnet-benchmark.png (unset: a new temporary folder)", optional=True)
+    seed: int = setting(0, "count", "random seed of the images' sample, the synthetic data and the models",
+                        minimum=0)
+    precision: str | None = like(training_specs()["precision"], help="what synthetic, train and the defaults recipe "
+                                 "of time_to_accuracy compute in (unset: the one measured to train faster here, as "
+                                 "alexnet_train() picks it)")
+
+    def check(self, cpus: list[int]) -> BenchSettings:
+        """These settings checked against each other and the ``cpus`` this process may use; ``cores`` and
+        ``isolation`` left unset are filled in."""
+        cores = len(cpus) if self.cores is None else self.cores
+        if cores > len(cpus):
+            raise AlexnetError(f"`cores` = {cores} but this process may use only {len(cpus)} CPU(s): use at most "
+                               f"{len(cpus)}.")
+        if self.image_size < MIN_IMAGE_SIZE and set(MODEL_STAGES) & set(self.stages):
+            raise AlexnetError(f"`image_size` = {self.image_size} is too small for AlexNet: use at least "
+                               f"{MIN_IMAGE_SIZE} (224 as in the paper), or leave out the synthetic and train stages.")
+        isolation = self.isolation or ("process" if _pinning() else "threads")
+        if isolation == "process" and not _pinning():
+            raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "
+                               "use isolation = \"threads\".")
+        return dataclasses.replace(self, cores=cores, isolation=isolation)
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """The ``fetch`` stage's own settings: which partition of which board it downloads, how many at once."""
+
+    board: str | None = setting(None, "location", "the board a partition is downloaded from (the command "
+                                "line's --board)", optional=True, option=None)
+    fetch_partition: int = setting(0, "count", "the 0-based partition downloaded (the command line's "
+                                   "--partition)", minimum=0, option=None)
+    fetch_total: int = setting(1, "count", "the number of partitions (the command line's --total)", minimum=1,
+                               option=None)
+    fetch_workers: int = setting(8, "count", "parallel downloads, against one at a time", minimum=2)
+
+    def check(self, common: BenchSettings) -> None:
+        """The board the stage needs, when it runs."""
+        if "fetch" in common.stages and not self.board:
+            raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
+
+
+#: The groups of settings of the stages that have their own, by stage, in the declaration's order.
+STAGE_SETTINGS: dict[str, type] = {"fetch": FetchSettings, "time_to_accuracy": AccuracySettings}
+#: Every group of the declaration, by stage (``""``: the settings every stage shares).
+GROUPS: dict[str, type] = {"": BenchSettings, **STAGE_SETTINGS}
+
+
+def specs() -> dict[str, Spec]:
+    """Every setting of the benchmark, by name, group after group in the declaration's order."""
+    return {name: spec for group in GROUPS.values() for name, spec in declaration.specs(group).items()}
+
+
+def stage_of(name: str) -> str:
+    """The stage setting ``name`` belongs to (``""``: every stage's)."""
+    return next(stage for stage, group in GROUPS.items() if name in declaration.specs(group))
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """The benchmark's settings, checked: ``common`` (every stage's), ``stage`` (each stage's own group, by stage,
+    whether it runs or not) and ``cpus`` (those this process may use, in order)."""
+
+    common: BenchSettings
+    stage: dict[str, Any]
+    cpus: list[int]
+
+    @property
+    def fetch(self) -> FetchSettings:
+        """The ``fetch`` stage's settings."""
+        return self.stage["fetch"]
+
+    @property
+    def accuracy(self) -> AccuracySettings:
+        """The ``time_to_accuracy`` stage's settings."""
+        return self.stage["time_to_accuracy"]
+
+    def core_counts(self) -> list[int]:
+        """The core counts the pipelines are measured on: 1, 2 and all."""
+        cores = int(self.common.cores or 1)
+        return sorted({1, min(2, cores), cores})
+
+    def record(self) -> dict[str, Any]:
+        """The settings recorded in the result: every shared one (``quality`` only with ``resize``), the core counts,
+        and each stage's group by its stage's name (``None`` when the stage does not run)."""
+        common = self.common
+        values = {**declaration.to_dict(common), "core_counts": self.core_counts(),
+                  "quality": common.quality if common.resize else None}
+        for stage, group in self.stage.items():
+            runs = stage in common.stages
+            values[stage] = None if not runs else group.record(common.precision, common.seed) \
+                if hasattr(group, "record") else declaration.to_dict(group)
+        return values
+
+
+def check_names(names: Any, where: str = "alexnet_benchmark()") -> None:
+    """Raise when ``names`` holds one that is not a setting of the benchmark (with the closest when one is close)."""
+    declaration.check_names(names, specs(), where, "The benchmark's settings")
+
+
+def check_plan(arguments: Mapping[str, Any], where: str = "alexnet_benchmark()") -> BenchPlan:
+    """``arguments`` (settings by name; the others take their defaults) checked and converted, before any work: a
+    :class:`BenchPlan`, or an :class:`AlexnetError` naming the setting to change."""
+    check_names(arguments, where)
+    cpus = available_cpus()
+    common = BenchSettings(**declaration.convert(BenchSettings, arguments)).check(cpus)
+    stage = {name: group(**declaration.convert(group, arguments)) for name, group in STAGE_SETTINGS.items()}
+    for group in stage.values():
+        if hasattr(group, "check"):
+            group.check(common)
+    return BenchPlan(common, stage, cpus)

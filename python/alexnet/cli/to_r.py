@@ -1,0 +1,114 @@
+"""The core's declarations as R source: the tables R checks its arguments with, and builds its functions from.
+
+R checks the arguments of its functions before any call into Python (so that a bad value is an R error even where
+Python is missing), and takes the settings of ``alexnet_benchmark()`` and the options of the Spark functions as
+their formals, so it needs the declarations as R code. This module writes one R file per declaration
+(:data:`TABLES`): ``make setup`` runs ``python -m alexnet.cli.to_r R`` whenever a declaration changed, and a test
+fails when a file in the repository is not what its declaration gives.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..declare.kinds import Spec
+
+HEADER = ("Generated from {what} ({source}): do not edit.\n"
+          "`make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.\n\n"
+          "{purpose}, in the declaration's order: each one's argument kind (see R/arguments.R), default, values when "
+          "it is a choice, and help{more}.")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One generated R file: ``variable`` holds a list of ``rows()`` (a declaration's specs, by name), described as
+    ``what`` declared in ``source``; ``extra(name)`` adds fields to a row (``more`` says which)."""
+
+    variable: str
+    what: str
+    source: str
+    purpose: str
+    rows: Callable[[], dict[str, Spec]]
+    extra: Callable[[str], dict[str, Any]] | None = None
+    more: str = ""
+
+
+def _training() -> dict[str, Spec]:
+    from ..train.settings import specs
+
+    return specs()
+
+
+def _benchmark() -> dict[str, Spec]:
+    from ..bench.plan import specs
+
+    return specs()
+
+
+def _benchmark_stage(name: str) -> dict[str, Any]:
+    from ..bench.plan import stage_of
+
+    return {"stage": stage_of(name)}
+
+
+#: Every generated file of ``R/``, by name.
+TABLES: dict[str, Table] = {
+    "settings.R": Table("training_settings", "the training settings' declaration", "python/alexnet/train/settings.py",
+                        "Every training setting of alexnet_train() and alexnet_spark_train()", _training),
+    "bench-settings.R": Table("benchmark_settings", "the benchmark's declaration", "python/alexnet/bench/plan.py",
+                              "Every setting of alexnet_benchmark()", _benchmark, _benchmark_stage,
+                              "; and the stage it belongs to (\"\": every stage's)"),
+}
+
+
+def r_value(value: Any) -> str:
+    """``value`` (a default: None, a flag, a number, a string or a tuple of them) as R code."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "c(" + ", ".join(r_value(v) for v in value) + ")"
+
+
+def r_source(file: str) -> str:
+    """The text of ``R/<file>``, one of :data:`TABLES`: one line per setting."""
+    table = TABLES[file]
+    rows = []
+    for name, spec in table.rows().items():
+        fields = {"kind": json.dumps(spec.r_kind), "default": r_value(spec.default),
+                  "choices": r_value(tuple(spec.choices)) if spec.choices else "NULL",
+                  **{key: r_value(value) for key, value in (table.extra(name) if table.extra else {}).items()},
+                  "help": json.dumps(spec.help)}
+        rows.append(f"  {name} = list(" + ", ".join(f"{key} = {value}" for key, value in fields.items()) + ")")
+    header = HEADER.format(what=table.what, source=table.source, purpose=table.purpose, more=table.more)
+    comments = "\n".join(textwrap.fill(part, 118, initial_indent="# ", subsequent_indent="# ") if part else "#"
+                          for part in header.split("\n"))
+    return comments + f"\n{table.variable} <- list(\n" + ",\n".join(rows) + "\n)\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write every file of :data:`TABLES` into the folder named by the one argument (``-``: standard output)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m alexnet.cli.to_r R\n")
+        return 2
+    for file in TABLES:
+        if args[0] == "-":
+            sys.stdout.write(r_source(file))
+        else:
+            Path(args[0], file).write_text(r_source(file), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

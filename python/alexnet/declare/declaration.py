@@ -1,0 +1,109 @@
+"""A declaration of settings, and what every front end derives from one.
+
+A declaration is a frozen dataclass whose fields are made with :func:`setting`: each field is one setting, with its
+Python type and a :class:`~.kinds.Spec` (the default a caller sees, the kind of value, its limits or choices, its
+help, its command-line option). The training settings (:class:`alexnet.train.settings.TrainSettings`), the
+benchmark's (:mod:`alexnet.bench.plan`), the launch options of a Spark job (:mod:`alexnet.launch.options`) and the
+options of an evaluation (:mod:`alexnet.model.options`) are declared so; from a declaration come a function's
+signature and the lines of its help (:func:`parameters`, :func:`help_lines`), the checked and typed values
+(:func:`convert`, :func:`restore`), the command line's options (:func:`alexnet.cli.common.declared_options`) and the
+R tables the R functions check their arguments with (:mod:`alexnet.cli.to_r`). This module does not import
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import field
+from typing import Any, TypeVar
+
+from ..checks import name_hints
+from ..errors import AlexnetError
+from .kinds import KINDS, Spec
+
+D = TypeVar("D")
+
+
+def setting(default: Any, kind: str, help: str, **spec: Any) -> Any:
+    """A field of a declaration: a setting with ``default`` (as a caller gives it), of ``kind`` (a name of
+    :data:`~.kinds.KINDS`), described by ``help``; ``spec`` holds the rest of its :class:`~.kinds.Spec`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    return field(metadata={"spec": Spec(default=default, kind=kind, help=help, **spec)})
+
+
+def like(other: Spec, **changes: Any) -> Any:
+    """A field of a declaration whose setting is ``other`` (another declaration's) with ``changes``: the same kind,
+    choices and limits, so that the two are checked alike."""
+    return field(metadata={"spec": dataclasses.replace(other, **changes)})
+
+
+def specs(declaration: type) -> dict[str, Spec]:
+    """Every setting's :class:`~.kinds.Spec` of ``declaration``, by name, in the declaration's order."""
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(declaration)}
+
+
+def types(declaration: type) -> dict[str, Any]:
+    """The Python type of every setting of ``declaration`` (as written in the declaration), by name."""
+    return {f.name: f.type for f in dataclasses.fields(declaration)}
+
+
+def defaults(declaration: type) -> dict[str, Any]:
+    """Every setting's default of ``declaration``, as a caller gives it."""
+    return {name: spec.default for name, spec in specs(declaration).items()}
+
+
+def check_names(names: Iterable[str], known: Iterable[str], where: str, listing: str, *,
+                reserved: Mapping[str, str] | None = None) -> None:
+    """Raise when ``names`` holds one not in ``known`` (with the closest name when one is close); ``where`` names the
+    call, ``listing`` what the known names are (``"The training settings"``); ``reserved`` maps names a caller must
+    not give to what to say instead."""
+    names, known = list(names), list(known)
+    for name in names:
+        if reserved and name in reserved:
+            raise AlexnetError(f"`{name}` cannot be given to {where}: {reserved[name]}")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise AlexnetError(f"{where} does not take {name_hints(unknown, known)}: fix the name, or leave it out. "
+                           f"{listing} are: {', '.join(known)}.")
+
+
+def convert(declaration: type, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Every setting of ``declaration`` from ``arguments`` (by name; those left out at their default), checked and
+    converted one by one: an :class:`AlexnetError` naming the first that is refused."""
+    return {name: spec.convert(arguments.get(name, spec.default), name)
+            for name, spec in specs(declaration).items()}
+
+
+def to_dict(values: Any) -> dict[str, Any]:
+    """A declaration's values as plain values (lists for tuples): what JSON, R and a Spark task carry."""
+    return {name: list(value) if isinstance(value, tuple) else value
+            for name, value in dataclasses.asdict(values).items()}
+
+
+def restore(declaration: type[D], values: Mapping[str, Any]) -> D:
+    """The values :func:`to_dict` gave, typed again (after a trip through R or JSON), not checked again; a setting
+    missing from ``values`` takes its default."""
+    return declaration(**{name: spec.restore(values.get(name, spec.default))
+                          for name, spec in specs(declaration).items()})
+
+
+def parameters(declaration: type, kind: inspect._ParameterKind = inspect.Parameter.KEYWORD_ONLY,
+               skip: Iterable[str] = ()) -> list[inspect.Parameter]:
+    """The settings of ``declaration`` as parameters of a signature, of ``kind``, with their defaults and types."""
+    typed, left_out = types(declaration), set(skip)
+    return [inspect.Parameter(name, kind, default=spec.default, annotation=typed[name])
+            for name, spec in specs(declaration).items() if name not in left_out]
+
+
+def help_lines(declaration: type, indent: str = "    ", title: str = "") -> str:
+    """One bullet per setting of ``declaration``: its name, default and help, as a docstring lists them (after
+    ``title`` when given)."""
+    lines = [indent + title] if title else []
+    for name, spec in specs(declaration).items():
+        text = f"``{name}`` (default ``{spec.default!r}``): {spec.help}."
+        lines.append(textwrap.fill(text, 116, initial_indent=indent + "- ", subsequent_indent=indent + "  "))
+    return "\n".join(lines)
