@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .scaling_chart import measured_panel, projection_panel
 from .stages import STAGES, TARGETS, label, rate
 
 
@@ -15,7 +16,8 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
     A fetch measurement adds a panel: megabytes per second, one download at a time and in parallel. The
     ``time_to_accuracy`` stage adds one too: each recipe's validation accuracy against its cumulative wall time,
     epoch by epoch, one curve per seed, with the target accuracy as a horizontal line and each recipe's median
-    time to it as a dotted one.
+    time to it as a dotted one. The ``scaling`` stage adds two (:mod:`.scaling_chart`): the measured efficiency of
+    each lever set on each link, and its projection to 256 workers beside MXNet's AlexNet.
     """
     import matplotlib
 
@@ -27,8 +29,10 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
                     key=lambda s: (order.get(s["stage"], len(order)), s.get("cores", 0)))
     fetches = [s for s in result["stages"] if s.get("stage") == "fetch" and s.get("bytes_per_second")]
     accuracy = result.get("time_to_accuracy")
+    scaling = result.get("scaling")
     panels = [p for p in (stages, fetches) if p]
-    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] + ([6.0] if accuracy else [])
+    widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] + ([6.0] if accuracy else []) + (
+        [6.0, 6.0] if scaling and scaling.get("rows") else [])
     widths = widths or [6.0]
     figure, axes_list = plt.subplots(1, len(widths), figsize=(sum(widths), 4.8),
                                      gridspec_kw={"width_ratios": widths}, squeeze=False)
@@ -39,6 +43,9 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
         _fetch_panel(next(axes_iter), fetches)
     if accuracy:
         _accuracy_panel(next(axes_iter), accuracy)
+    if scaling and scaling.get("rows"):
+        measured_panel(next(axes_iter), scaling)
+        projection_panel(next(axes_iter), scaling)
     machine, summary = result["machine"], result["summary"]
     title = f"{machine['cpu']}, {machine['cores']} core(s)"
     if result["data"]["images"] and (stages or fetches):

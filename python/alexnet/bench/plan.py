@@ -27,6 +27,7 @@ from ..errors import AlexnetError
 from ..machine import usable_cpus
 from ..train.settings import specs as training_specs
 from .accuracy import AccuracySettings
+from .scaling import ScalingSettings
 from .stages import DEFAULT_STAGES, STAGES
 
 #: Stages that build AlexNet on the benchmark's images (so their ``image_size`` must be one it takes).
@@ -119,7 +120,8 @@ class FetchSettings:
 
 
 #: The groups of settings of the stages that have their own, by stage, in the declaration's order.
-STAGE_SETTINGS: dict[str, type] = {"fetch": FetchSettings, "time_to_accuracy": AccuracySettings}
+STAGE_SETTINGS: dict[str, type] = {"fetch": FetchSettings, "time_to_accuracy": AccuracySettings,
+                                   "scaling": ScalingSettings}
 #: Every group of the declaration, by stage (``""``: the settings every stage shares).
 GROUPS: dict[str, type] = {"": BenchSettings, **STAGE_SETTINGS}
 
@@ -147,6 +149,11 @@ class BenchPlan:
     def fetch(self) -> FetchSettings:
         """The ``fetch`` stage's settings."""
         return self.stage["fetch"]
+
+    @property
+    def scaling(self) -> ScalingSettings:
+        """The ``scaling`` stage's settings."""
+        return self.stage["scaling"]
 
     @property
     def accuracy(self) -> AccuracySettings:

@@ -62,6 +62,7 @@ from .measure import peak_rss_mb, pipeline_measurements, reset_peak_rss, run_pin
 from .models import fetch_measurement, synthetic_measurement, train_measurement
 from .plan import GROUPS, BenchPlan, check_names, check_plan
 from .report import machine_info, summarize
+from .scaling import measure_scaling
 from .stages import IMAGE_STAGES, PIPELINE_STAGES, contended
 
 logger = logging.getLogger(__name__)
@@ -168,9 +169,16 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
             gc.collect()
             reached = time_to_accuracy(*accuracy, plan.accuracy, seed=common.seed, precision=common.precision,
                                        parallel=common.parallel, workdir=workdir / "models")
+        scaled = None
+        if "scaling" in common.stages:
+            gc.collect()
+            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores])
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
                                   "data": _described(plan, bench, originals), "stages": measured,
-                                  "time_to_accuracy": reached, "summary": summarize(measured, common.cores, reached)}
+                                  "time_to_accuracy": reached, "scaling": scaled,
+                                  "summary": summarize(measured, common.cores, reached)}
+        if scaled is not None:
+            result["summary"]["scaling"] = scaled["summary"]["targets"]
         return _write(result, common.output_dir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

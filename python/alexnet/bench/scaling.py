@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..declare import declaration
+from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .link import LinkSpec, can_shape, parse_links
 from .measure import load_average
@@ -86,6 +88,56 @@ def _number(text: str) -> float | int:
     except ValueError:
         raise AlexnetError(f"{text!r} is not a number.") from None
     return int(number) if number.is_integer() else number
+
+
+@dataclass(frozen=True)
+class ScalingSettings:
+    """The ``scaling`` stage's own settings (a group of the benchmark's declaration, see :mod:`alexnet.bench.plan`);
+    it trains the model of the shared settings (``batch_size``, ``image_size``, ``dense_units``, ``precision``,
+    ``seed``) at ImageNet's 1000 classes."""
+
+    scaling_workers: int = setting(2, "count", "workers trained together, each on CPUs of its own (at most the "
+                                   "cores this process may use)", minimum=2)
+    links: tuple[str, ...] = setting(("loopback", "1gbit", "10gbit"), "words", "the links joining the workers: "
+                                     "loopback (127.0.0.1), or a rate as tc writes it (1gbit, 10gbit, 200mbit; "
+                                     "/0.5ms adds a round trip), each worker in a network namespace of its own (root "
+                                     "only; without root, loopback alone)", metavar="LINK")
+    levers: tuple[str, ...] = setting(DEFAULT_LEVERS, "words", f"the lever sets compared: {', '.join(LEVER_SETS)}, "
+                                      "or training settings written setting=value+setting=value", metavar="LEVERS")
+    scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts)",
+                                 minimum=1)
+    scaling_warmup_steps: int = setting(2, "count", "steps of each run left out of the timing", minimum=1)
+    step_seconds: tuple[float, ...] = setting((0.15,), "numbers", "seconds a step of `batch_size` images computes "
+                                              "on the hardware the projection is for (a GPU's)", above=0.0,
+                                              metavar="SECONDS")
+    scaling_classes: int = setting(8, "count", "categories of the stage's synthetic images (shared out among the "
+                                   "workers; the model has 1000 outputs whatever this is)", minimum=1)
+    scaling_images_per_class: int = setting(40, "count", "training images per category of them", minimum=1)
+    scaling_timeout: float = setting(3600.0, "number", "seconds a run of the workers may take before it is stopped",
+                                     above=0.0)
+
+    def check(self, common: Any) -> None:
+        """The links and lever sets readable, and a CPU of its own for every worker, when the stage runs."""
+        if "scaling" not in common.stages:
+            return
+        parse_links(self.links)
+        for word in self.levers:
+            parse_lever_set(word)
+        if self.scaling_workers > int(common.cores or 1):
+            raise AlexnetError(f"`scaling_workers` = {self.scaling_workers} but the benchmark has {common.cores} "
+                               "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")
+
+    def plan(self, common: Any) -> ScalingPlan:
+        """The stage's plan from these settings and the ``common`` ones."""
+        return ScalingPlan(self.scaling_workers, tuple(parse_links(self.links)),
+                           tuple(parse_lever_set(word) for word in self.levers), self.scaling_steps,
+                           self.scaling_warmup_steps, common.batch_size, common.image_size, common.dense_units,
+                           common.precision, tuple(self.step_seconds), self.scaling_classes,
+                           self.scaling_images_per_class, common.seed, self.scaling_timeout)
+
+    def record(self, precision: str | None, seed: int) -> dict[str, Any]:
+        """The settings recorded in the result."""
+        return {**declaration.to_dict(self), "precision": precision, "seed": seed}
 
 
 @dataclass(frozen=True)
@@ -221,7 +273,8 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             logger.info("scaling %s, %d workers over %s: efficiency %.2f.", name, plan.workers, link.name,
                         rows[-1]["efficiency"])
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
-            "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped}
+            "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped,
+            "summary": summarize_scaling(rows)}
 
 
 def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]) -> list[dict[str, Any]]:
@@ -238,3 +291,26 @@ def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]
             out.append({"levers": row["levers"], "link": row["link"], "share": round(measured.share, 4),
                         "hidden": round(measured.hidden, 4), **record})
     return out
+
+
+#: The stage's targets, for two workers: link -> (what is compared, least efficiency).
+SCALING_TARGETS: dict[str, tuple[str, float]] = {
+    "1gbit": ("the best lever set's efficiency, 2 workers over a 1 Gbit/s link", 0.85),
+    "loopback": ("the best lever set's efficiency, 2 workers over loopback", 0.95),
+}
+
+
+def summarize_scaling(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per link: today's efficiency and the best lever set's, and the targets (:data:`SCALING_TARGETS`) of the links
+    that were measured, each with ``what``, ``value``, ``target`` and ``met``."""
+    links: dict[str, Any] = {}
+    for row in rows:
+        entry = links.setdefault(row["link"], {"today": None, "best": None, "best_levers": None})
+        if row["levers"] == "today":
+            entry["today"] = row["efficiency"]
+        if entry["best"] is None or row["efficiency"] > entry["best"]:
+            entry["best"], entry["best_levers"] = row["efficiency"], row["levers"]
+    targets = {link: {"what": what, "value": links[link]["best"], "levers": links[link]["best_levers"],
+                      "target": bound, "met": links[link]["best"] >= bound}
+               for link, (what, bound) in SCALING_TARGETS.items() if link in links}
+    return {"links": links, "targets": targets}

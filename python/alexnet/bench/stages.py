@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: Every stage, in the order they run.
-STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy")
-#: Stages run when none are named (``fetch`` needs a board, ``time_to_accuracy`` takes minutes: both are asked
-#: for explicitly).
+STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy", "scaling")
+#: Stages run when none are named (``fetch`` needs a board, ``time_to_accuracy`` and ``scaling`` take minutes: they
+#: are asked for explicitly).
 DEFAULT_STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train")
 #: Stages that measure the benchmark's images (``images`` of ``data``, or a synthetic ImageNet).
 IMAGE_STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train")

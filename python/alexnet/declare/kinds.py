@@ -232,6 +232,26 @@ def _word_numbers(value: str) -> list[int]:
             from None
 
 
+def _positive_numbers(value: Any, name: str, spec: Spec) -> tuple[float, ...]:
+    values = [value] if isinstance(value, (int, float)) else value
+    try:
+        numbers = tuple(as_number(v, name, spec.minimum, spec.maximum) for v in values)
+    except TypeError:
+        raise AlexnetError(f"`{name}` must be numbers, not {value!r}.") from None
+    if not numbers or (spec.above is not None and any(n <= spec.above for n in numbers)):
+        above = "" if spec.above is None else f" > {spec.above:g}"
+        raise AlexnetError(f"`{name}` must be one or more numbers{above}, not {value!r}.")
+    return numbers
+
+
+def _word_floats(value: str) -> list[float]:
+    """A command-line word of numbers: one (``0.15``) or several separated by commas (``0.15,1.1``)."""
+    try:
+        return [float(word) for word in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be numbers separated by spaces or commas, not {value!r}") from None
+
+
 #: Every kind of setting, by name.
 KINDS: dict[str, Kind] = {
     "count": Kind(_count, int, "count", int),
@@ -246,6 +266,7 @@ KINDS: dict[str, Kind] = {
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
     "pin": Kind(_pin, str, "string", str),
+    "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False),
     "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
     "mapping": Kind(_mapping, dict, "any", scalar=False),
 }
