@@ -4,7 +4,7 @@
 # Every setting of alexnet_benchmark(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help; and the stage it belongs to ("": every stage's).
 benchmark_settings <- list(
-  stages = list(kind = "strings", default = c("decode", "naive", "naive_auto", "io", "synthetic", "train"), choices = c("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy"), stage = "", help = "the stages to run, in this order, among decode, naive, naive_auto, io, synthetic, train, fetch, time_to_accuracy (fetch needs `board`; time_to_accuracy trains for minutes)"),
+  stages = list(kind = "strings", default = c("decode", "naive", "naive_auto", "io", "synthetic", "train"), choices = c("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy", "scaling"), stage = "", help = "the stages to run, in this order, among decode, naive, naive_auto, io, synthetic, train, fetch, time_to_accuracy, scaling (fetch needs `board`; time_to_accuracy trains for minutes)"),
   images = list(kind = "count>=1", default = 2000, choices = NULL, stage = "", help = "images used; each measurement also runs over at least this many"),
   batch_size = list(kind = "count>=1", default = 32, choices = NULL, stage = "", help = "images per batch"),
   image_size = list(kind = "count>=1", default = 224, choices = NULL, stage = "", help = "pixels of the model's square input (at least 63 when synthetic or train runs)"),
@@ -32,5 +32,14 @@ benchmark_settings <- list(
   accuracy_val_per_class = list(kind = "count>=1", default = 50, choices = NULL, stage = "time_to_accuracy", help = "validation images per category of its synthetic ImageNet"),
   accuracy_image_size = list(kind = "count>=63", default = 176, choices = NULL, stage = "time_to_accuracy", help = "the final image size (the defaults train at about half, three quarters and all of it)"),
   accuracy_batch_size = list(kind = "count>=1", default = 128, choices = NULL, stage = "time_to_accuracy", help = "images per batch (128: the batch the paper's rate is for)"),
-  accuracy_dense_units = list(kind = "count>=1", default = 512, choices = NULL, stage = "time_to_accuracy", help = "units of the two hidden dense layers")
+  accuracy_dense_units = list(kind = "count>=1", default = 512, choices = NULL, stage = "time_to_accuracy", help = "units of the two hidden dense layers"),
+  scaling_workers = list(kind = "count>=2", default = 2, choices = NULL, stage = "scaling", help = "workers trained together, each on CPUs of its own (at most the cores this process may use)"),
+  links = list(kind = "strings", default = c("loopback", "1gbit", "10gbit"), choices = NULL, stage = "scaling", help = "the links joining the workers: loopback (127.0.0.1), or a rate as tc writes it (1gbit, 10gbit, 200mbit; /0.5ms adds a round trip), each worker in a network namespace of its own (root only; without root, loopback alone)"),
+  levers = list(kind = "strings", default = c("today", "bfloat16", "packed", "accumulate", "local_sgd"), choices = NULL, stage = "scaling", help = "the lever sets compared: today, bfloat16, packed, accumulate, local_sgd, or training settings written setting=value+setting=value"),
+  scaling_steps = list(kind = "count>=1", default = 5, choices = NULL, stage = "scaling", help = "steps timed in each run, after its warm-up (the median counts)"),
+  scaling_warmup_steps = list(kind = "count>=1", default = 2, choices = NULL, stage = "scaling", help = "steps of each run left out of the timing"),
+  step_seconds = list(kind = "numbers", default = c(0.15), choices = NULL, stage = "scaling", help = "seconds a step of `batch_size` images computes on the hardware the projection is for (a GPU's)"),
+  scaling_classes = list(kind = "count>=1", default = 8, choices = NULL, stage = "scaling", help = "categories of the stage's synthetic images (shared out among the workers; the model has 1000 outputs whatever this is)"),
+  scaling_images_per_class = list(kind = "count>=1", default = 40, choices = NULL, stage = "scaling", help = "training images per category of them"),
+  scaling_timeout = list(kind = "number", default = 3600.0, choices = NULL, stage = "scaling", help = "seconds a run of the workers may take before it is stopped")
 )

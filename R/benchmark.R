@@ -21,7 +21,15 @@
 #'   alternating, for `max_epochs` epochs each: the median and range over the seeds of the wall time each
 #'   takes to reach `target_accuracy` top-1 validation accuracy, of the final and best accuracy and of the
 #'   largest fall from one epoch to the next in the second half, each final model scored at its training size
-#'   and 32 pixels above, and the verdict on the medians.
+#'   and 32 pixels above, and the verdict on the medians;
+#' - `scaling` (only when asked: it trains for minutes): the same training on one worker and on
+#'   `scaling_workers` workers, each a process on CPUs of its own, joined by each of `links` (loopback, or a link
+#'   shaped to a rate such as `"1gbit"`, each worker in a network namespace of its own: root only), once per lever
+#'   set of `levers` (today's training, 16-bit gradients on the wire, packs, gradient accumulation, local SGD, or
+#'   training settings written `"setting=value+setting=value"`): images per second, the scaling efficiency, the
+#'   step split into compute and the communication left exposed, the all-reduce alone, the share of it hidden and
+#'   the bytes all-reduced per step; then the efficiency projected to 256 workers for `step_seconds` of compute a
+#'   step (a GPU's), beside MXNet's published AlexNet scaling.
 #'
 #' `decode`, `naive`, `naive_auto` and `io` run on 1 core, 2 cores and `cores` cores, each core count in a child
 #' process pinned to that many CPUs (`isolation = "process"`, Linux) or, with
@@ -30,7 +38,7 @@
 #' other work on the machine lowers the numbers.
 #'
 #' Every setting is declared once in the core (`alexnet.bench.plan`), in groups: those every stage shares, then
-#' each stage's own (`fetch`'s, then `time_to_accuracy`'s); the arguments below, their defaults and their checks
+#' each stage's own (`fetch`'s, `time_to_accuracy`'s, then `scaling`'s); the arguments below, their defaults and their checks
 #' come from it, as do the options of `alexnet bench` on the command line.
 #'
 #' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
@@ -66,11 +74,18 @@
 #'     and `seconds` (cumulative wall time)), `time_ratio` (defaults / paper, median time to the target),
 #'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
 #'     final - best accuracy), `targets`, `seconds`.
+#'   - `scaling`: `NULL`, or when it ran (its print shows the table): `rows`, one per lever set and link
+#'     (`levers`, `link`, `rate`, `workers`, `images_per_step`, `micro_batches`, `precision`,
+#'     `images_per_second_1` (one worker), `images_per_second`, `efficiency`, `step_seconds`, `compute_seconds`,
+#'     `exposed_seconds`, `allreduce_seconds`, `hidden_fraction`, `bytes_per_step`, `load_before`, `load_after`),
+#'     `runs` (every worker's step times), `projection` (per lever set, shaped link and step time: `workers` and
+#'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
+#'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
 #'   - `settings`: the settings as used, those every stage shares (`stages`, `images`, `batch_size`,
 #'     `image_size`, `cores`, `seconds`, `parallel`, `cache`, `resize`, `quality` (`NULL` without `resize`),
 #'     `model_steps`, `dense_units`, `isolation`, `output_dir`, `seed`, `precision`) and `core_counts`, then each
-#'     stage's own under its name (`fetch`, `time_to_accuracy`: `NULL` when the stage did not run).
+#'     stage's own under its name (`fetch`, `time_to_accuracy`, `scaling`: `NULL` when the stage did not run).
 #'   - `data`: `source`, `images`, `skipped`, `num_classes`, `compressed_bytes`,
 #'     `mean_image_bytes`, `original_bytes`, `io_reads`, `decode_and_naive_read`.
 #'   - `json`, `png`: the files written.
@@ -85,6 +100,8 @@
 #' \dontrun{
 #' # the paper's recipe against the defaults, in wall time to 75% validation accuracy (minutes)
 #' alexnet_benchmark(stages = "time_to_accuracy")
+#' # two workers against one over loopback and a 1 Gbit/s link (as root), today's training and each lever
+#' alexnet_benchmark(stages = "scaling", links = c("loopback", "1gbit"))
 #' }
 #' @export
 alexnet_benchmark <- function(data = NULL) {
@@ -179,6 +196,7 @@ print.alexnet_benchmark <- function(x, ...) {
     cat("Bottleneck:", x$summary$bottleneck, "-", x$summary$bottleneck_detail, "\n")
   }
   if (!is.null(x$time_to_accuracy)) print_time_to_accuracy(x$time_to_accuracy, x$summary$time_to_accuracy)
+  if (!is.null(x$scaling)) print_scaling(x$scaling)
   cat("Files:", x$json, x$png, "\n")
   invisible(x)
 }
@@ -213,5 +231,33 @@ print_time_to_accuracy <- function(stage, targets) {
     value <- if (is.null(target$value)) "n/a" else format(round(target$value, 3))
     cat(sprintf("%s: %s, target %s %s%s\n", target$what, value, target$bound, format(target$target), met))
   }
+  invisible(stage)
+}
+
+# The scaling stage: a row per lever set and link (the efficiency, and the step split into compute and the
+# communication left exposed), then its targets and the projection's model.
+print_scaling <- function(stage) {
+  rows <- stage$rows
+  if (is.data.frame(rows)) rows <- split(rows, seq_len(nrow(rows)))
+  if (!length(rows)) return(invisible(stage))
+  number <- function(v, digits) if (is.null(v) || (length(v) == 1 && is.na(v))) NA_real_ else round(as.numeric(v), digits)
+  table <- do.call(rbind, lapply(unname(rows), function(r) {
+    data.frame(levers = r$levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
+               images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3),
+               step_s = number(r$step_seconds, 2), compute_s = number(r$compute_seconds, 2),
+               exposed_s = number(r$exposed_seconds, 2), allreduce_s = number(r$allreduce_seconds, 2),
+               hidden = number(r$hidden_fraction, 2), mb_step = number(as.numeric(r$bytes_per_step) / 1e6, 1),
+               stringsAsFactors = FALSE)
+  }))
+  workers <- rows[[1]]$workers
+  cat(sprintf("Scaling: %s workers against 1, each on its own CPUs (images_s_1: one worker alone):\n", workers))
+  print(table, row.names = FALSE)
+  if (!is.null(stage$skipped)) cat("Shaped links left out:", stage$skipped, "\n")
+  for (target in stage$summary$targets) {
+    met <- if (isTRUE(target$met)) " (met)" else " (not met)"
+    cat(sprintf("%s: %.3f (%s), target %s%s\n", target$what, as.numeric(target$value), target$levers,
+                format(target$target), met))
+  }
+  cat("Projection to 256 workers:", stage$model, "\n")
   invisible(stage)
 }
