@@ -1,0 +1,225 @@
+"""The scaling stage: links, lever sets, the projection, the workers' processes and what they leave behind.
+
+The shaped links need root (network namespaces and tc); those tests are skipped without it. Every test that makes
+namespaces checks that ``ip netns list`` is as before once it ends, also after a killed worker, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from alexnet.bench import link as links
+from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
+from alexnet.bench.scaling import LEVER_SETS, parse_lever_set, summarize_scaling
+from alexnet.errors import AlexnetError
+
+HERE = Path(__file__).resolve()
+ROOT = links.can_shape() is None
+needs_root = pytest.mark.skipif(not ROOT, reason=links.can_shape() or "")
+
+
+def test_links_are_read_as_tc_writes_rates():
+    assert links.parse_link("1gbit") == links.LinkSpec("1gbit", 1e9, None)
+    assert links.parse_link("10Gbit/0.5ms") == links.LinkSpec("10gbit/0.5ms", 1e10, 0.5)
+    assert links.parse_link("200mbit/250us").rtt_ms == 0.25
+    assert not links.parse_link("loopback").shaped
+    assert [link.name for link in links.parse_links("10gbit,loopback,1gbit")] == ["loopback", "10gbit", "1gbit"]
+    for bad in ("fast", "1gb", "0gbit", "1gbit/5s"):
+        with pytest.raises(AlexnetError, match="give \"loopback\" or a rate as tc writes it"):
+            links.parse_link(bad)
+
+
+def test_lever_sets_by_name_or_as_checked_training_settings():
+    assert parse_lever_set("today") == ("today", {})
+    assert parse_lever_set("packed")[1] == LEVER_SETS["packed"]
+    _, settings = parse_lever_set("accumulate_steps=8+allreduce_precision=bf16+allreduce_pack_mb=2.5")
+    assert settings == {"accumulate_steps": 8, "allreduce_precision": "bfloat16", "allreduce_pack_mb": 2.5}
+    with pytest.raises(AlexnetError, match="Unknown lever set 'fastest'"):
+        parse_lever_set("fastest")
+    with pytest.raises(AlexnetError, match=r"sync_evrey.*sync_every"):
+        parse_lever_set("sync_evrey=4")
+    with pytest.raises(AlexnetError, match="`accumulate_steps` must be a whole number >= 1"):
+        parse_lever_set("accumulate_steps=0")
+    with pytest.raises(AlexnetError, match="cannot change batch_size"):
+        parse_lever_set("batch_size=64")
+
+
+def test_the_projection_is_the_ring_all_reduce_model():
+    # 250 MB a step over two workers on 1 Gbit/s: each sends and receives 250 MB, 2 s
+    assert ring_seconds(250e6, 2, 1e9) == pytest.approx(2.0)
+    assert ring_seconds(250e6, 256, 1e9) == pytest.approx(2 * 255 / 256 * 2.0)
+    assert ring_seconds(250e6, 4, 1e9, latency=0.001) == pytest.approx(1.5 * 2.0 + 0.006)
+    assert efficiency(1.0, 250e6, 2, 1e9) == pytest.approx(1 / 3)
+    assert efficiency(1.0, 250e6, 2, 1e9, hidden=0.5) == pytest.approx(1 / 2.5)
+    assert efficiency(4.0, 125e6, 2, 1e10) == pytest.approx(4 / 4.1)
+    # measured: 1 s of compute, 2 workers took 1.6 s a step; the all-reduce alone 1 s where the link allows 0.8 s
+    measured = Measured(compute=1.0, step=1.6, alone=1.0, step_bytes=100e6, rate=1e9)
+    assert measured.share == pytest.approx(0.8)
+    assert measured.hidden == pytest.approx(0.4)
+    (record,) = project(measured, [1.0], workers=[2])
+    assert record["efficiency"] == [pytest.approx(1 / 1.6, abs=1e-4)]
+    table = dict(mxnet_efficiency())
+    assert table[1] == 1.0 and table[256] == pytest.approx(0.5294, abs=1e-3)
+
+
+def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():
+    rows = [{"levers": "today", "link": "1gbit", "efficiency": 0.3},
+            {"levers": "accumulate", "link": "1gbit", "efficiency": 0.9},
+            {"levers": "today", "link": "loopback", "efficiency": 0.5},
+            {"levers": "packed", "link": "loopback", "efficiency": 0.94}]
+    summary = summarize_scaling(rows)
+    assert summary["links"]["1gbit"] == {"today": 0.3, "best": 0.9, "best_levers": "accumulate"}
+    assert summary["targets"]["1gbit"]["met"] and not summary["targets"]["loopback"]["met"]
+    assert summary["targets"]["loopback"]["levers"] == "packed"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# namespaces, links and processes (root)
+
+
+def _received(network: links.Network, megabytes: int) -> float:
+    """Bits per second from worker 0 to worker 1 over ``network``."""
+    server = textwrap.dedent("""
+        import socket, sys, time
+        s = socket.socket(); s.bind(("0.0.0.0", 5999)); s.listen(); c, _ = s.accept(); n = 0; t = time.time()
+        while True:
+            d = c.recv(1 << 20)
+            if not d: break
+            n += len(d)
+        print(n * 8 / (time.time() - t))
+    """)
+    client = textwrap.dedent(f"""
+        import socket, time
+        for _ in range(100):
+            try:
+                c = socket.create_connection(("{network.addresses[1]}", 5999)); break
+            except OSError:
+                time.sleep(0.05)
+        block = b"x" * (1 << 20)
+        for _ in range({megabytes}): c.sendall(block)
+        c.close()
+    """)
+    receiver = subprocess.Popen([*network.command(1), sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
+    subprocess.run([*network.command(0), sys.executable, "-c", client], check=True, timeout=60)
+    return float(receiver.communicate(timeout=60)[0])
+
+
+@needs_root
+def test_a_shaped_link_carries_its_rate_and_leaves_nothing_behind():
+    before = links.namespaces()
+    with links.Network(2, links.parse_link("200mbit")) as network:
+        assert set(network.names) <= set(links.namespaces())
+        rate = _received(network, 10)
+    assert 0.6 * 200e6 < rate < 1.1 * 200e6, rate
+    assert links.namespaces() == before
+
+
+def _sleep(task: dict) -> int:
+    time.sleep(float(task["seconds"]))
+    return int(task["index"])
+
+
+@needs_root
+def test_a_killed_worker_stops_the_others_and_its_network_is_removed():
+    from alexnet.bench.cluster import run_workers
+    from alexnet.child import ChildError
+
+    before = links.namespaces()
+    killed = []
+
+    def kill_one(children):
+        time.sleep(1.0)
+        children[1].process.kill()
+        killed.append(children)
+
+    env = {"PYTHONPATH": str(HERE.parent)}
+    began = time.monotonic()
+    with pytest.raises(ChildError, match="worker 1 of 2 \\(1gbit\\)"):
+        run_workers(_sleep, [{"seconds": 60}, {"seconds": 60}], link=links.parse_link("1gbit"), cpus=[[0], [0]],
+                    env=env, started=kill_one)
+    assert time.monotonic() - began < 30, "the other worker was left running"
+    assert all(child.process.poll() is not None for child in killed[0])
+    assert links.namespaces() == before
+    # the same on loopback: results in order when nobody fails
+    assert run_workers(_sleep, [{"seconds": 0}, {"seconds": 0}], link=links.parse_link("loopback"),
+                       cpus=[[0], [0]], env=env) == [0, 1]
+
+
+@needs_root
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_removes_the_namespaces_and_the_workers(stop, tmp_path):
+    before = links.namespaces()
+    pids = tmp_path / "pids.json"
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(HERE.parent)!r})
+        from alexnet.bench.cluster import run_workers
+        from alexnet.bench.link import parse_link
+        from test_scaling import _sleep
+
+        def started(children):
+            open({str(pids)!r}, "w").write(json.dumps([c.process.pid for c in children]))
+
+        run_workers(_sleep, [{{"seconds": 120}}, {{"seconds": 120}}], link=parse_link("1gbit"), cpus=[[0], [0]],
+                    env={{"PYTHONPATH": {str(HERE.parent)!r}}}, started=started)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.exists(), "the workers never started"
+    workers = json.loads(pids.read_text())
+    assert set(links.namespaces()) > set(before)
+    process.send_signal(stop)
+    process.wait(timeout=60)
+    assert links.namespaces() == before
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+@needs_root
+@pytest.mark.slow
+def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path):
+    import alexnet
+
+    before = links.namespaces()
+    result = alexnet.alexnet_benchmark(stages="scaling", links="loopback,1gbit", levers="bfloat16", batch_size=4,
+                                       image_size=64, dense_units=32, precision="float32", scaling_steps=2,
+                                       scaling_warmup_steps=1, scaling_classes=4, scaling_images_per_class=8,
+                                       step_seconds=[0.1, 1.0], output_dir=str(tmp_path / "out"))
+    assert links.namespaces() == before
+    scaling = result["scaling"]
+    assert [(row["levers"], row["link"]) for row in scaling["rows"]] == [("bfloat16", "loopback"),
+                                                                         ("bfloat16", "1gbit")]
+    parameters = scaling["runs"][1]["workers"][0]["parameters"]
+    for row in scaling["rows"]:
+        assert row["workers"] == 2 and row["images_per_step"] == 4 and row["precision"] == "float32"
+        assert 0 < row["efficiency"] == pytest.approx(row["compute_seconds"] / row["step_seconds"], abs=1e-3)
+        assert row["bytes_per_step"] == 2 * parameters  # bfloat16 on the wire
+        assert row["allreduce_seconds"] > 0 and row["images_per_second_1"] > 0
+    for run in scaling["runs"]:
+        assert all(len(worker["step_seconds"]) == 2 for worker in run["workers"])
+    # the projection: the shaped link's row at its own compute time and the two given, 2 to 256 workers
+    assert [p["compute_seconds"] for p in scaling["projection"]][1:] == [0.1, 1.0]
+    assert scaling["projection"][0]["workers"][-1] == 256 and scaling["mxnet"][-1]["workers"] == 256
+    assert set(result["summary"]["scaling"]) == {"1gbit", "loopback"}
+    saved = json.loads(Path(result["json"]).read_text())
+    assert saved["scaling"]["rows"] == scaling["rows"] and Path(result["png"]).stat().st_size > 10_000
+
+
+def test_without_root_the_stage_keeps_loopback_and_says_why(monkeypatch):
+    from alexnet.bench import scaling
+
+    monkeypatch.setattr(scaling, "can_shape", lambda: "shaped links need root (network namespaces and tc)")
+    kept, why = scaling.usable_links(links.parse_links("loopback,1gbit"))
+    assert [link.name for link in kept] == ["loopback"] and "need root" in why
+    kept, why = scaling.usable_links(links.parse_links("1gbit"))
+    assert [link.name for link in kept] == ["loopback"]
