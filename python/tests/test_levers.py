@@ -18,6 +18,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from helpers_train import make_tree  # noqa: E402
+from test_tensorboard import read_scalars  # noqa: E402
 
 from alexnet.cli import main as cli_main  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
@@ -124,7 +125,7 @@ def _free_base_port() -> int:
 RUNS = {
     # name: (settings on top of the common ones, checkpoint folder or None)
     "float32": {},
-    "bfloat16_packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 1},
+    "bfloat16_packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 1, "logs": True},
     "float16_packed": {"allreduce_precision": "float16", "allreduce_pack_mb": 1},
     "accumulate": {"accumulate_steps": 2, "batch_size": 2},
     "local_sgd": {"sync_every": 2, "epochs": 2, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
@@ -167,6 +168,11 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     first = results[0]
     assert first["float32"]["bytes_per_step"] == 2 * first["bfloat16_packed"]["bytes_per_step"]
     assert first["accumulate"]["global_batch_size"] == 8
+    # TensorBoard (the chief's): the bytes a step all-reduces, the exchange alone and the share of it hidden
+    scalars = read_scalars(tmp_path / "logs-bfloat16_packed")
+    assert scalars["epoch/allreduce_mb_per_step"][1] == pytest.approx(first["bfloat16_packed"]["bytes_per_step"] / 1e6)
+    assert scalars["epoch/allreduce_seconds"][1] == pytest.approx(first["bfloat16_packed"]["allreduce_seconds"])
+    assert 0.0 <= scalars["epoch/hidden_fraction"][1] <= 1.0
     # local SGD: the workers trained apart between averages (different data), yet end, validate and checkpoint with
     # one model; every validation image of both counted once; the resumed run went on from the third epoch
     local, resumed = first["local_sgd"], first["local_sgd_resumed"]
@@ -204,13 +210,15 @@ def _worker(folder: str, index: int, base: int) -> None:
     for name, extra in RUNS.items():
         extra = dict(extra)
         checkpoint = str(root / "checkpoints") if extra.pop("checkpoint", False) else None
+        logs = str(root / f"logs-{name}") if extra.pop("logs", False) else None
         settings = {"batch_size": 4, "epochs": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32,
                     "dropout": 0.0, "seed": 0, "precision": "float32", "verbose": 0, "parallel": 1,
-                    "learning_rate": 0.05, "checkpoint_dir": checkpoint, **extra}
+                    "learning_rate": 0.05, "checkpoint_dir": checkpoint, "log_dir": logs, **extra}
         history = training.alexnet_train(data=data, strategy=strategy, callbacks=[Keep(name)], **settings)
         results[name] = {"digest": history["weights_sha256"], "val_images": history["metrics"].get("val_images"),
                          "bytes_per_step": history["params"]["allreduce_bytes_per_step"],
                          "communication": history["params"]["communication"],
+                         "allreduce_seconds": history["params"]["allreduce_seconds"],
                          "global_batch_size": history["params"]["global_batch_size"],
                          "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"]}
     (root / f"result-{index}.json").write_text(json.dumps(results))

@@ -47,3 +47,49 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
         return []
     return [LocalSGD(ModelAverage(strategy, net, optimizer, communication), communication.sync_every,
                      steps_per_epoch, settings.checkpoint_every)]
+
+
+def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
+                        topology: Topology, *, batch: int, image_size: int, compute: bool) -> dict[str, float]:
+    """What one optimizer step exchanges and how long that takes alone, measured once before training on a
+    multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
+    step; a collective, so every worker measures it) and, with ``compute`` (the chief that logs for TensorBoard),
+    ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at ``image_size`` pixels, times
+    ``accumulate_steps``, without any exchange (TensorBoard's hidden share is estimated from them)."""
+    import time
+
+    from ..tfimport import tf
+    from .communication import time_all_reduce
+
+    if topology.workers <= 1:
+        return {}
+    shapes = [tuple(int(d) for d in w.shape) for w in net.trainable_weights]
+    parameters = sum(int(w.shape.num_elements()) for w in net.trainable_weights)
+    exchange = time_all_reduce(strategy, communication.exchanged(shapes), communication.wire, communication.options(),
+                               repeats=2)
+    timing = {"bytes_per_step": communication.bytes_per_step(parameters),
+              "allreduce_seconds": exchange / (communication.sync_every if communication.local_sgd else 1)}
+    if compute:
+        images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
+
+        @tf.function
+        def backward() -> Any:
+            def replica() -> Any:
+                with tf.GradientTape() as tape:
+                    # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
+                    loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
+                grads = tape.gradient(loss, net.trainable_variables)
+                return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
+
+            return strategy.run(replica)
+
+        seconds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            float(strategy.experimental_local_results(backward())[0])
+            seconds.append(time.perf_counter() - start)
+        timing["compute_seconds"] = min(seconds[1:]) * communication.accumulate
+    logger.info("Communication: %.1f MB a step, %.3f s alone%s.", timing["bytes_per_step"] / 1e6,
+                timing["allreduce_seconds"], f"; compute {timing['compute_seconds']:.3f} s a step"
+                if "compute_seconds" in timing else "")
+    return timing

@@ -190,6 +190,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
         "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
+        "allreduce_seconds": extra.pop("allreduce_seconds"),
         "seconds": extra.pop("seconds"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
@@ -277,7 +278,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
     from .checkpoint import CheckpointStore, Resume
-    from .levers import check_levers, install_levers
+    from .levers import check_levers, install_levers, probe_communication
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -301,6 +302,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
+    timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
+                                 image_size=settings.sizes.final, compute=bool(settings.log_dir and topo.chief))
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
@@ -330,7 +333,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
                                        images_per_step=topo.global_batch(settings.step_batch),
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
-                                       sizes=settings.sizes, rates=setter)
+                                       sizes=settings.sizes, rates=setter, communication=timing)
             callbacks.append(board_log)
         logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                     "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
@@ -352,7 +355,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
-        "communication": communication.describe(),
+        "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
         "allreduce_bytes_per_step": communication.bytes_per_step(int(sum(w.shape.num_elements()
                                                                              for w in net.trainable_weights))),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,

@@ -96,7 +96,11 @@ class TensorBoardLog(keras.callbacks.Callback):
     Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs
     (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
-    excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``).
+    excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``); with
+    ``communication`` (a multi-worker run's probe, :func:`alexnet.train.levers.probe_communication`), also
+    ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone) and ``hidden_fraction``: the share
+    of it hidden behind computation, estimated from the epoch's seconds a step, the compute seconds a step measured
+    alone and the exchange alone (``1 - max(0, step - compute) / exchange``, between 0 and 1).
     Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
     :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
@@ -105,13 +109,15 @@ class TensorBoardLog(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
-                 sizes: SizeSchedule, rates: Rates, profile_steps: tuple[int, int] | None = None):
+                 sizes: SizeSchedule, rates: Rates, profile_steps: tuple[int, int] | None = None,
+                 communication: Mapping[str, float] | None = None):
         super().__init__()
         self.log_dir, self.steps, self.every = log_dir, steps, every
         self.sizes, self.rates = sizes, rates
         self.images_per_step = images_per_step
         self.top5 = num_classes >= TOP5_MIN_CLASSES
         self.profile_steps = profile_steps
+        self.communication = dict(communication or {})
         self.writer = tf.summary.create_file_writer(log_dir.local)
         self._metadata = _scalar_metadata()
         self._epoch = 0
@@ -166,9 +172,21 @@ class TensorBoardLog(keras.callbacks.Callback):
         values["learning_rate"] = self.rates.of_epoch(epoch)
         values["images_per_second"] = self._epoch_steps * self.images_per_step / seconds if seconds > 0 else 0.0
         values["image_size"] = float(self.sizes.at(epoch))
+        values.update(self._communication(seconds / self._epoch_steps if self._epoch_steps else None))
         self._write(values, EPOCH_PREFIX, epoch + 1)
         self.writer.flush()
         self.log_dir.sync()
+
+    def _communication(self, step_seconds: float | None) -> dict[str, float]:
+        timing = self.communication
+        if not timing:
+            return {}
+        values = {"allreduce_mb_per_step": timing["bytes_per_step"] / 1e6,
+                  "allreduce_seconds": timing["allreduce_seconds"]}
+        alone, compute = timing["allreduce_seconds"], timing.get("compute_seconds")
+        if step_seconds is not None and compute is not None and alone > 0:
+            values["hidden_fraction"] = min(1.0, max(0.0, 1.0 - max(0.0, step_seconds - compute) / alone))
+        return values
 
     # -- the profiler --------------------------------------------------------------------------------------
 
