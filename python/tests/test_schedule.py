@@ -3,6 +3,7 @@ TensorFlow), and the settings that build them."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -173,3 +174,19 @@ def test_settings_choose_the_rate_schedule_and_refuse_what_cannot_work():
         with pytest.raises(AlexnetError) as error:
             check_settings(arguments)
         assert message in str(error.value)
+
+
+def test_what_needs_validation_is_refused_alike_before_training_and_when_the_data_has_none():
+    from alexnet.train.agreement import Steps
+    from alexnet.train.run import _check_validation
+
+    for arguments, shown in (({"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
+                             ({"keep_best": True}, "keep_best = TRUE")):
+        with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
+                           "but `validation` is off"):
+            check_settings({**arguments, "validation": False})
+        with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
+                           "but `data` has no validation images: fetch the partition"):
+            _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))
+        _check_validation(Steps(train=2, validate=True, validation=1), check_settings(arguments))
+    _check_validation(Steps(train=2, validate=False, validation=None), check_settings({}))
