@@ -25,8 +25,7 @@ from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
 from alexnet.bench.plan import check_plan  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
-from alexnet.train.measure import candidates  # noqa: E402
-from alexnet.train.precision import hardware  # noqa: E402
+from alexnet.train.precision import candidates, hardware  # noqa: E402
 
 STAGE_FIELDS = {"stage", "cores", "images_per_second", "images", "seconds", "load_average", "load_after"}
 PIPELINE_FIELDS = STAGE_FIELDS | {"peak_rss_mb", "rss_before_mb", "peak_rss_scope"}

@@ -66,7 +66,7 @@ def test_precision_and_mixed_precision_that_disagree_are_refused():
      (Hardware(((9, 0), (7, 5))), ("float32", "float16"))],
 )
 def test_the_formats_measured_are_those_the_hardware_computes(device, candidates):
-    assert measure.candidates(device) == candidates
+    assert precisions.candidates(device) == candidates
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_hardware_reads_the_cpu_flags_of_proc_cpuinfo(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", fake_open)
     assert machine.cpu_flags() == frozenset({"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"})
     assert precisions.hardware(gpu=False) == Hardware((), machine.cpu_flags())
-    assert measure.candidates(precisions.hardware(gpu=False)) == ("float32", "bfloat16")
+    assert precisions.candidates(precisions.hardware(gpu=False)) == ("float32", "bfloat16")
     cpuinfo.unlink()
     assert machine.cpu_flags() == frozenset()
 

@@ -3,6 +3,7 @@ TensorFlow), and the settings that build them."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -83,30 +84,32 @@ def test_a_global_batch_of_512_warms_up_over_5_epochs_to_4_times_the_rate_then_d
 
 
 def test_a_rate_that_grows_at_most_twice_needs_no_warm_up_and_none_keeps_it():
-    rates = rate_schedule(0.01, "linear", None, (8,), epochs=10, global_batch=256, steps_per_epoch=4)
+    rates = rate_schedule(0.01, "linear", None, (8,), epochs=10, global_batch=256, steps_per_epoch=4, kind="step")
     assert (rates.factor, rates.peak, rates.warmup_epochs) == (2.0, pytest.approx(0.02), 0)
     assert [rates.at(step) for step in (0, 1, 31)] == [pytest.approx(0.02)] * 3 and rates.at(32) == pytest.approx(0.002)
-    fixed = [rate_schedule(0.01, "none", None, (8,), epochs=10, global_batch=batch, steps_per_epoch=4)
+    fixed = [rate_schedule(0.01, "none", None, (8,), epochs=10, global_batch=batch, steps_per_epoch=4, kind="step")
              for batch in (512, 8)]
     assert fixed[0] == fixed[1] and (fixed[0].peak, fixed[0].warmup_epochs) == (0.01, 0)
     # fewer epochs than 5 warm up over all of them; an explicit 0 means none
-    assert rate_schedule(0.01, "linear", None, (), epochs=3, global_batch=512, steps_per_epoch=1).warmup_epochs == 3
-    assert rate_schedule(0.01, "linear", 0, (), epochs=10, global_batch=512, steps_per_epoch=1).warmup_epochs == 0
+    assert rate_schedule(0.01, "linear", None, (), epochs=3, global_batch=512, steps_per_epoch=1,
+                         kind="linear").warmup_epochs == 3
+    assert rate_schedule(0.01, "linear", 0, (), epochs=10, global_batch=512, steps_per_epoch=1,
+                         kind="linear").warmup_epochs == 0
 
 
 def test_a_warm_up_never_starts_above_the_rate_it_reaches():
     # a global batch below 128 scales the rate down: an explicit warm-up must not start at the larger rate
-    rates = rate_schedule(0.01, "linear", 2, (), epochs=4, global_batch=32, steps_per_epoch=5)
+    rates = rate_schedule(0.01, "linear", 2, (), epochs=4, global_batch=32, steps_per_epoch=5, kind="step")
     values = [rates.at(step) for step in range(20)]
     assert max(values) == pytest.approx(0.0025) and values[-1] == pytest.approx(0.0025)
 
 
 def test_a_drop_at_epoch_0_is_no_drop():
-    assert RateSchedule(0.01, 1.0, 0, (0, 2), 3, 4).at(0) == pytest.approx(0.01)
+    assert RateSchedule(0.01, 1.0, 0, (0, 2), 3, 4, "step").at(0) == pytest.approx(0.01)
 
 
 def test_the_history_schedule_and_its_line():
-    sizes, rates = SizeSchedule((64, 96), (1, 2)), RateSchedule(0.01, 1.0, 0, (2,), 3, 3)
+    sizes, rates = SizeSchedule((64, 96), (1, 2)), RateSchedule(0.01, 1.0, 0, (2,), 3, 3, "step")
     schedule = per_epoch(sizes, rates, 3)
     assert schedule == {"image_size": [64, 96, 96], "learning_rate": [pytest.approx(0.01)] * 2 + [pytest.approx(0.001)]}
     assert describe(schedule, "float32", "auto: CPU") == (
@@ -171,3 +174,19 @@ def test_settings_choose_the_rate_schedule_and_refuse_what_cannot_work():
         with pytest.raises(AlexnetError) as error:
             check_settings(arguments)
         assert message in str(error.value)
+
+
+def test_what_needs_validation_is_refused_alike_before_training_and_when_the_data_has_none():
+    from alexnet.train.agreement import Steps
+    from alexnet.train.run import _check_validation
+
+    for arguments, shown in (({"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
+                             ({"keep_best": True}, "keep_best = TRUE")):
+        with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
+                           "but `validation` is off"):
+            check_settings({**arguments, "validation": False})
+        with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
+                           "but `data` has no validation images: fetch the partition"):
+            _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))
+        _check_validation(Steps(train=2, validate=True, validation=1), check_settings(arguments))
+    _check_validation(Steps(train=2, validate=False, validation=None), check_settings({}))

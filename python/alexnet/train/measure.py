@@ -1,8 +1,8 @@
-"""``precision`` left to choose, decided by a measurement: which number format trains faster on this machine.
+"""The precision of a run: the one asked for, or, left to choose, the one a measurement finds to train faster here.
 
 The CPU's flags do not say it: an Intel Xeon whose flags list ``avx512_bf16`` (without AMX) trained AlexNet at 22
 images/s in bfloat16 against 38 in float32, an AMD EPYC with the same flag 1.5 to 1.8 times faster in bfloat16.
-So where the hardware offers more than one format (:func:`candidates`: a CPU with bfloat16 or float16
+So where the hardware offers more than one format (:func:`.precision.candidates`: a CPU with bfloat16 or float16
 instructions, a GPU), a few training steps of the model about to train are timed in each, after a warm-up step
 (:func:`step_rate`), and a 16-bit format is taken only when it is at least :data:`MARGIN` times as fast as
 float32. Hardware with float32 alone is not measured.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..machine import cpu_flags
-from .precision import BF16_CPU_FLAGS, BF16_GPU_CAPABILITY, FP16_CPU_FLAGS, Hardware, Precision
+from .precision import PRECISIONS, Hardware, Precision, candidates, choose_precision, hardware
 
 logger = logging.getLogger(__name__)
 
@@ -39,20 +39,6 @@ MARGIN = 1.1
 CACHE_ENV = "ALEXNET_PRECISION_CACHE"
 #: Timed training steps per format (after one warm-up step), and the least seconds.
 STEPS, SECONDS = 3, 1.0
-
-
-def candidates(device: Hardware) -> tuple[str, ...]:
-    """The formats worth measuring on ``device``: float32, and the 16-bit formats it computes in hardware."""
-    if device.gpu:
-        if min(device.gpu_capabilities) >= BF16_GPU_CAPABILITY:
-            return ("float32", "bfloat16", "float16")
-        return ("float32", "float16")
-    found = ["float32"]
-    if any(flag in device.cpu_flags for flag in BF16_CPU_FLAGS):
-        found.append("bfloat16")
-    if any(flag in device.cpu_flags for flag in FP16_CPU_FLAGS):
-        found.append("float16")
-    return tuple(found)
 
 
 def cache_file() -> Path | None:
@@ -122,7 +108,8 @@ def pick(rates: Mapping[str, float]) -> str:
 def measured_precision(device: Hardware, model: Mapping[str, Any],
                        timer: Callable[[str], float]) -> Precision:
     """The precision chosen by measurement on ``device`` for ``model`` (see :func:`machine_key`): the remembered
-    rates when there are some, else ``timer(name)`` (images per second) of each of :func:`candidates`; hardware
+    rates when there are some, else ``timer(name)`` (images per second) of each of the device's
+    :func:`.precision.candidates`; hardware
     with float32 alone is not measured."""
     names = candidates(device)
     if names == ("float32",):
@@ -143,8 +130,6 @@ def resolve_precision(requested: str | None, device: Hardware, model: Mapping[st
                       timer: Callable[[str], float]) -> Precision:
     """The precision of a run: the one ``requested`` (:func:`.precision.choose_precision`), or, left to choose
     (``None``), the measured one (:func:`measured_precision`)."""
-    from .precision import choose_precision
-
     if requested is not None:
         return choose_precision(requested, device)
     return measured_precision(device, model, timer)
@@ -154,8 +139,6 @@ def precision_for(requested: str | None, *, gpu: bool, num_classes: int, batch_s
                   dense_units: int, grouped: bool, jit_compile: bool) -> Precision:
     """:func:`resolve_precision` for AlexNet of these settings on this machine's hardware (its GPUs with ``gpu``),
     timed with :func:`model_timer` when it must be measured."""
-    from .precision import hardware
-
     shape = {"classes": num_classes, "batch": batch_size, "image_size": image_size, "dense_units": dense_units,
              "grouped": grouped, "jit": jit_compile}
     timer = model_timer(num_classes, batch_size, image_size, dense_units=dense_units, grouped=grouped,
@@ -166,8 +149,6 @@ def precision_for(requested: str | None, *, gpu: bool, num_classes: int, batch_s
 def agree(precision: Precision, gather: Callable[[list[int]], Any]) -> Precision:
     """The precision of every worker of a run: ``precision`` when all of them chose it, else float32. ``gather``
     is a collective that returns every worker's list of whole numbers (as rows)."""
-    from .precision import PRECISIONS
-
     chosen = {PRECISIONS[int(row[0])] for row in gather([PRECISIONS.index(precision.name)])}
     if chosen == {precision.name}:
         return precision

@@ -1,9 +1,10 @@
-"""Which number formats the hardware computes in, and the one asked for (left to choose, see :mod:`.measure`).
+"""The number formats: which the hardware computes in (:func:`candidates`), and one asked for
+(:func:`choose_precision`).
 
 ``precision`` in :func:`alexnet.alexnet_train` is one of
 
-- ``None`` (auto): float32 on a CPU without bfloat16 or float16 instructions; elsewhere the format that trains
-  fastest here, measured (see :mod:`.measure`);
+- ``None`` (auto): float32 on hardware that computes in float32 alone; elsewhere the format among
+  :func:`candidates` that trains fastest here, measured (the decision is :mod:`.measure`'s, from these facts);
 - ``"float32"``: every layer computes in float32;
 - ``"bfloat16"``: mixed precision, layers compute in bfloat16 with float32 weights (Keras' ``mixed_bfloat16``
   policy); bfloat16 has float32's range, so no loss scaling is needed;
@@ -107,21 +108,34 @@ def _has(flags: Collection[str], wanted: Sequence[str]) -> bool:
     return any(flag in flags for flag in wanted)
 
 
+def candidates(device: Hardware) -> tuple[str, ...]:
+    """The formats ``device`` computes in hardware: float32, and the 16-bit formats of its GPUs or CPU
+    instructions (what precision left to choose is measured among)."""
+    if device.gpu:
+        if min(device.gpu_capabilities) >= BF16_GPU_CAPABILITY:
+            return ("float32", "bfloat16", "float16")
+        return ("float32", "float16")
+    found = ["float32"]
+    if _has(device.cpu_flags, BF16_CPU_FLAGS):
+        found.append("bfloat16")
+    if _has(device.cpu_flags, FP16_CPU_FLAGS):
+        found.append("float16")
+    return tuple(found)
+
+
 def choose_precision(requested: str, device: Hardware) -> Precision:
-    """The :class:`Precision` asked for (a name of :data:`PRECISIONS`) on ``device``; precision left to choose is
-    :func:`alexnet.train.measure.resolve_precision`'s.
+    """The :class:`Precision` asked for (a name of :data:`PRECISIONS`) on ``device``: emulated, with a warning, on a
+    CPU without its instructions (not among :func:`candidates`).
 
     Raises :class:`AlexnetError` for bfloat16 on a GPU older than compute capability 8.0, which has no
     bfloat16 arithmetic.
     """
-    bf16_cpu = _has(device.cpu_flags, BF16_CPU_FLAGS)
     if device.gpu:
         if requested == "bfloat16" and min(device.gpu_capabilities) < BF16_GPU_CAPABILITY:
             raise AlexnetError(f"precision = 'bfloat16' needs a GPU of compute capability 8.0 or more (Ampere or "
                                f"newer); this run has a {device.describe()}: use 'float16' or 'float32'.")
         return Precision(requested, f"asked for, on a {device.describe()}")
-    emulated = (requested == "bfloat16" and not bf16_cpu) or (
-        requested == "float16" and not _has(device.cpu_flags, FP16_CPU_FLAGS))
+    emulated = requested not in candidates(device)
     if emulated:
         logger.warning("precision = %r on a %s: the CPU emulates %s, so training will be slower than in "
                        "float32. Leave `precision` unset to let the hardware decide.",

@@ -236,16 +236,12 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
     """Refuse, before any model is built, what needs validation images when no worker has any (every worker
     refuses alike: they all agreed on ``steps``)."""
-    from ..errors import AlexnetError
+    from .settings import need_validation
 
-    if steps.validate:
-        return
-    for needed, what in ((settings.lr_schedule == "plateau", "lr_schedule = 'plateau'"),
-                         (settings.keep_best, "keep_best = TRUE")):
-        if needed:
-            raise AlexnetError(f"{what} decides on the validation top-1 of every epoch, but `data` has no validation "
-                               "images: fetch the partition with its validation images (val_image), or choose "
-                               "another `lr_schedule` / leave out `keep_best`.")
+    if not steps.validate:
+        need_validation(settings.lr_schedule, settings.keep_best, "`data` has no validation images",
+                        "fetch the partition with its validation images (val_image), or choose another "
+                        "`lr_schedule` / leave out `keep_best`.")
 
 
 def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: _Datasets, steps: Steps,

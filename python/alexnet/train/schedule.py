@@ -147,7 +147,7 @@ class RateSchedule:
     drop_epochs: tuple[int, ...]
     steps_per_epoch: int
     epochs: int
-    kind: str = "step"
+    kind: str
 
     @property
     def total_steps(self) -> int:
@@ -191,7 +191,7 @@ class RateSchedule:
 
 
 def rate_schedule(learning_rate: float, lr_scaling: str, warmup_epochs: int | None, drop_epochs: Sequence[int],
-                  *, epochs: int, global_batch: int, steps_per_epoch: int, kind: str = "step") -> RateSchedule:
+                  *, epochs: int, global_batch: int, steps_per_epoch: int, kind: str) -> RateSchedule:
     """The :class:`RateSchedule` of a run's settings for ``global_batch`` images a step (see the module
     documentation for ``lr_scaling``, the default warm-up and ``kind``, ``lr_schedule``); ``drop_epochs`` are a
     ``"step"`` schedule's (a ``"plateau"`` schedule starts without drops)."""

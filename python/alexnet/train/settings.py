@@ -198,6 +198,14 @@ def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping
     declaration.check_names(names, specs(), where, "The training settings", reserved=reserved)
 
 
+def need_validation(lr_schedule: str, keep_best: bool, missing: str, fix: str) -> None:
+    """Refuse what decides on the validation top-1 of every epoch (``lr_schedule = "plateau"``, ``keep_best``) in a
+    run without validation: the error says why there is none (``missing``) and what to do (``fix``)."""
+    for needed, shown in ((lr_schedule == "plateau", "lr_schedule = 'plateau'"), (keep_best, "keep_best = TRUE")):
+        if needed:
+            raise AlexnetError(f"{shown} decides on the validation top-1 of every epoch, but {missing}: {fix}")
+
+
 def _together(values: dict[str, Any]) -> None:
     """The settings checked against each other (in place: the defaults that follow from others filled in)."""
     epochs = values["epochs"]
@@ -224,11 +232,9 @@ def _together(values: dict[str, Any]) -> None:
                                f"{values['precision']!r}: give only `precision`.")
         values["precision"] = mapped
     values["mixed_precision"] = None
-    for name, needs in (("lr_schedule", values["lr_schedule"] == "plateau"), ("keep_best", values["keep_best"])):
-        if needs and not values["validation"]:
-            shown = "lr_schedule = 'plateau'" if name == "lr_schedule" else "keep_best = TRUE"
-            raise AlexnetError(f"{shown} decides on the validation top-1 of every epoch, but `validation` is off: "
-                               "set validation = TRUE (with validation images in `data`), or leave it out.")
+    if not values["validation"]:
+        need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
+                        "set validation = TRUE (with validation images in `data`), or leave it out.")
     if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     if values["model_dir"] is None:
