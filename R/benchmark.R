@@ -38,8 +38,8 @@
 #' other work on the machine lowers the numbers.
 #'
 #' Every setting is declared once in the core (`alexnet.bench.plan`), in groups: those every stage shares, then
-#' each stage's own (`fetch`'s, `time_to_accuracy`'s, then `scaling`'s); the arguments below, their defaults and their checks
-#' come from it, as do the options of `alexnet bench` on the command line.
+#' each stage's own (`fetch`'s, `time_to_accuracy`'s, then `scaling`'s); the arguments below, their defaults and
+#' their checks come from it, as do the options of `alexnet bench` on the command line.
 #'
 #' @param data The images: the result of [imagenet_partition()], the folder of an ImageNet tree, or
 #'   `NULL` for a synthetic ImageNet of `images` images written to a temporary folder (for `time_to_accuracy`,
@@ -73,7 +73,10 @@
 #'     `runs`, one list per seed with per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy`
 #'     and `seconds` (cumulative wall time)), `time_ratio` (defaults / paper, median time to the target),
 #'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
-#'     final - best accuracy), `targets`, `seconds`.
+#'     final - best accuracy), `targets`, `levers` (each recipe that adds a lever set of `accuracy_levers` to
+#'     the defaults, against the defaults: `epochs_to_target`, `seconds_to_target` and `final_accuracy` of both
+#'     (medians), and `same_epochs_or_fewer`), `seconds`. With `accuracy_workers` above 1 every recipe trains
+#'     over that many worker processes joined over loopback, each with its share of the categories.
 #'   - `scaling`: `NULL`, or when it ran (its print shows the table): `rows`, one per lever set and link
 #'     (`levers`, `link`, `rate`, `workers`, `images_per_step`, `micro_batches`, `precision`,
 #'     `images_per_second_1` (one worker), `images_per_second`, `efficiency`, `step_seconds`, `compute_seconds`,
@@ -231,6 +234,17 @@ print_time_to_accuracy <- function(stage, targets) {
     value <- if (is.null(target$value)) "n/a" else format(round(target$value, 3))
     cat(sprintf("%s: %s, target %s %s%s\n", target$what, value, target$bound, format(target$target), met))
   }
+  shown <- function(v, unit = "") if (is.null(v)) "never" else paste0(format(round(as.numeric(v), 3)), unit)
+  for (name in names(stage$levers)) {
+    lever <- stage$levers[[name]]
+    same <- if (is.null(lever$same_epochs_or_fewer)) "" else if (isTRUE(lever$same_epochs_or_fewer))
+      ", the same epochs or fewer" else ", more epochs"
+    cat(sprintf(paste("%s against defaults: %s epochs (defaults %s) and %s (defaults %s) to the target,",
+                      "final %s (defaults %s)%s\n"),
+                name, shown(lever$epochs_to_target), shown(lever$defaults_epochs_to_target),
+                shown(lever$seconds_to_target, " s"), shown(lever$defaults_seconds_to_target, " s"),
+                shown(lever$final_accuracy), shown(lever$defaults_final_accuracy), same))
+  }
   invisible(stage)
 }
 
@@ -240,7 +254,9 @@ print_scaling <- function(stage) {
   rows <- stage$rows
   if (is.data.frame(rows)) rows <- split(rows, seq_len(nrow(rows)))
   if (!length(rows)) return(invisible(stage))
-  number <- function(v, digits) if (is.null(v) || (length(v) == 1 && is.na(v))) NA_real_ else round(as.numeric(v), digits)
+  number <- function(v, digits) {
+    if (is.null(v) || (length(v) == 1 && is.na(v))) NA_real_ else round(as.numeric(v), digits)
+  }
   table <- do.call(rbind, lapply(unname(rows), function(r) {
     data.frame(levers = r$levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
                images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3),

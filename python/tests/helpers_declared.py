@@ -25,6 +25,8 @@ def bad_value(name: str, spec: Spec) -> Any:
         return -1 if spec.kind == "seconds" else 1.5  # a number that is not a whole one
     if spec.kind in ("sizes", "counts"):
         return [int(least or 0) - 1]
+    if spec.kind == "numbers":
+        return [float(least or 0) - 0.5]
     if spec.kind == "words":
         return "nonsense" if spec.choices else None
     return {"choice": "nonsense", "shares": [0.9, 0.2], "steps": [5, 2], "location": "", "string": "",
@@ -55,6 +57,8 @@ def other_value(name: str, spec: Spec) -> Any:
         return (int(spec.minimum or 0) + 1, int(spec.minimum or 0) + 3)
     if kind == "shares":
         return (0.25, 0.75)
+    if kind == "numbers":
+        return (0.5, 2.0)
     if kind == "steps":
         return (3, 7)
     if kind == "words":

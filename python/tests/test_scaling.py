@@ -223,3 +223,26 @@ def test_without_root_the_stage_keeps_loopback_and_says_why(monkeypatch):
     assert [link.name for link in kept] == ["loopback"] and "need root" in why
     kept, why = scaling.usable_links(links.parse_links("1gbit"))
     assert [link.name for link in kept] == ["loopback"]
+
+
+@pytest.mark.long
+def test_time_to_accuracy_over_two_workers_with_a_lever_set_as_a_recipe_of_its_own(tmp_path):
+    import alexnet
+
+    result = alexnet.alexnet_benchmark(
+        stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2, repeats=1, accuracy_workers=2,
+        accuracy_levers="sync_every=2", accuracy_classes=4, accuracy_images_per_class=8, accuracy_val_per_class=3,
+        accuracy_image_size=64, accuracy_batch_size=4, accuracy_dense_units=32, precision="float32",
+        output_dir=str(tmp_path / "out"))
+    stage = result["time_to_accuracy"]
+    assert list(stage["recipes"]) == ["paper", "defaults", "defaults+sync_every=2"]
+    for recipe in stage["recipes"].values():
+        assert recipe["workers"] == 2
+        (run,) = recipe["runs"]
+        # every validation image of both workers, each once, after each epoch: 12 images
+        assert len(run["val_accuracy"]) == 2 and all(a * 12 == round(a * 12) for a in run["val_accuracy"])
+        assert run["epochs_to_target"] == 1
+    assert stage["recipes"]["defaults+sync_every=2"]["communication"].endswith("averaged every 2 steps")
+    assert stage["recipes"]["defaults"]["communication"].endswith("gradients all-reduced every step")
+    lever = stage["levers"]["defaults+sync_every=2"]
+    assert lever["epochs_to_target"] == lever["defaults_epochs_to_target"] == 1 and lever["same_epochs_or_fewer"]

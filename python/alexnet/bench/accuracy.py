@@ -28,7 +28,6 @@ The images: those of ``data`` with its validation images, or a synthetic ImageNe
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -41,14 +40,16 @@ from ..checks import MIN_IMAGE_SIZE, as_strings
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
+from .recipes import LEVERED, PAPER_LEARNING_RATE, _reached, late_drop, run_recipe
 from .stages import ACCURACY_TARGETS
+
+__all__ = ["PAPER_LEARNING_RATE", "RECIPES", "AccuracySettings", "_reached", "accuracy_data", "compare", "late_drop",
+           "spread", "summarize", "time_to_accuracy"]
 
 logger = logging.getLogger(__name__)
 
-#: The recipes, in the order they train.
+#: The recipes every run of the stage trains, in the order they train (then one per lever set asked for).
 RECIPES = ("paper", "defaults")
-#: The learning rate both recipes start from: the paper's, for a batch of 128.
-PAPER_LEARNING_RATE = 0.01
 #: A synthetic image's long side, as a multiple of the final training size: ImageNet's photos are about 500
 #: pixels for the paper's 224, so decoding weighs against the model here as it does on ImageNet.
 SOURCE_SIDE_FACTOR = 500 / 224
@@ -77,6 +78,27 @@ class AccuracySettings:
                                        "paper's rate is for)", minimum=1)
     accuracy_dense_units: int = setting(512, "count", "units of the two hidden dense layers",
                                         minimum=1)
+    accuracy_workers: int = setting(1, "count", "workers each recipe trains on: with more than one, each a process "
+                                    "on CPUs of its own with its share of the categories, over loopback", minimum=1)
+    accuracy_levers: tuple[str, ...] | None = setting(
+        None, "words", "lever sets (as the scaling stage's `levers`) each trained as a recipe of its own: the "
+        "defaults with those settings (\"packed\", \"sync_every=4\")", optional=True, metavar="LEVERS")
+
+    def recipes(self) -> tuple[str, ...]:
+        """The recipes trained, in order: the paper's, the defaults, then the defaults with each lever set."""
+        return (*RECIPES, *(LEVERED + word for word in self.accuracy_levers or ()))
+
+    def check(self, common: Any) -> None:
+        """The lever sets readable and a CPU for every worker, when the stage runs."""
+        from .scaling import parse_lever_set
+
+        if "time_to_accuracy" not in common.stages:
+            return
+        for word in self.accuracy_levers or ():
+            parse_lever_set(word)
+        if self.accuracy_workers > int(common.cores or 1):
+            raise AlexnetError(f"`accuracy_workers` = {self.accuracy_workers} but the benchmark has {common.cores} "
+                               "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")
 
     def record(self, precision: str | None, seed: int) -> dict[str, Any]:
         """The settings recorded in the stage's result, with the ``precision`` and first ``seed`` it trained from."""
@@ -156,115 +178,9 @@ def accuracy_data(data: Mapping[str, Any] | str | os.PathLike | None, plan: Accu
 # -- the recipes ----------------------------------------------------------------------------------------------
 
 
-def _reached(accuracies: Sequence[float], target: float) -> int | None:
-    """The 1-based epoch at which ``accuracies`` first reach ``target``; None when they never do."""
-    return next((epoch for epoch, value in enumerate(accuracies, 1) if value >= target), None)
-
-
-def late_drop(accuracies: Sequence[float]) -> float:
-    """The largest fall of validation accuracy from one epoch to the next in the second half of the epochs (from
-    the epoch before the half onwards); 0 when it never falls."""
-    half = len(accuracies) // 2
-    falls = [before - after for before, after in zip(accuracies[max(half - 1, 0):], accuracies[half:], strict=False)]
-    return round(max([0.0, *falls]), 4)
-
-
-def recipe_settings(recipe: str, plan: AccuracySettings, precision: str | None = None) -> dict[str, Any]:
-    """``alexnet_train``'s settings of ``recipe`` beyond those both recipes share (the defaults compute in
-    ``precision``)."""
-    from ..train.schedule import progressive_sizes
-
-    if recipe == "paper":  # as the paper trained: float32, one size, 0.01 divided by 10 on a plateau, hard labels
-        return {"image_size": [plan.accuracy_image_size], "precision": "float32", "lr_scaling": "none",
-                "lr_schedule": "plateau", "label_smoothing": 0.0}
-    if recipe == "defaults":  # what alexnet_train does when left alone
-        return {"image_size": list(progressive_sizes(plan.accuracy_image_size, plan.max_epochs)),
-                "precision": precision}
-    raise AlexnetError(f"Unknown recipe {recipe!r}: use one of {', '.join(RECIPES)}.")
-
-
-def run_recipe(recipe: str, data: Mapping[str, Any], plan: AccuracySettings, *, seed: int = 0,
-               precision: str | None = None, parallel: int | None = None,
-               model_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Train one recipe (``"paper"`` or ``"defaults"``, which computes in ``precision``) for ``plan.max_epochs``
-    epochs from ``seed``; what it reached, when.
-
-    Returns ``recipe``, ``seed``, ``precision`` and ``precision_reason`` (as the history reports them),
-    ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``, ``label_smoothing``,
-    ``learning_rate`` (the peak), ``epoch_image_size``, ``epoch_learning_rate``, ``val_accuracy`` and ``seconds``
-    (cumulative wall time) per epoch, ``seconds_to_target`` and ``epochs_to_target`` (``None`` when the target was
-    never reached), ``final_accuracy`` (after ``max_epochs``), ``best_accuracy`` (of any epoch), ``late_drop``
-    (:func:`late_drop`), ``training_seconds`` (the whole ``alexnet_train`` call, setup included) and
-    ``images_per_second``. With ``model_dir`` the final model is saved there and scored on every validation image
-    at its training size and 32 pixels above (``final_eval_accuracy``, ``final_eval_accuracy_plus32``).
-    """
-    from ..tfimport import keras
-    from ..train.api import alexnet_train
-    from .clock import EpochClock
-
-    chosen = recipe_settings(recipe, plan, precision)
-    keras.backend.clear_session()
-    gc.collect()
-    clock = EpochClock()
-    logger.info("the %s recipe from seed %d, %d epochs at sizes %s.", recipe, seed,
-                plan.max_epochs, chosen["image_size"])
-    began = time.perf_counter()
-    history = alexnet_train(batch_size=plan.accuracy_batch_size, epochs=plan.max_epochs, data=data,
-                            parallel=parallel, learning_rate=PAPER_LEARNING_RATE, validation=True, cache=True,
-                            check_images=False, seed=seed, verbose=0, dense_units=plan.accuracy_dense_units,
-                            callbacks=[clock],
-                            model_dir=None if model_dir is None else os.fspath(model_dir), **chosen)
-    total = time.perf_counter() - began
-    params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
-    accuracies = [float(v) for v in metrics.get("val_accuracy", [])]
-    seconds = [round(s, 3) for s in clock.seconds]
-    if len(accuracies) != plan.max_epochs or len(seconds) != plan.max_epochs:
-        raise AlexnetError(f"The {recipe} recipe recorded {len(accuracies)} validation accuracies and {len(seconds)} "
-                           f"epoch times for {plan.max_epochs} epochs: it did not validate after every epoch.")
-    epoch = _reached(accuracies, plan.target_accuracy)
-    record = {
-        "recipe": recipe,
-        "seed": seed,
-        "precision": params["precision"],
-        "precision_reason": params["precision_reason"],
-        "image_sizes": [int(s) for s in params["image_size"]],
-        "image_size_epochs": [int(e) for e in params["image_size_epochs"]],
-        "lr_scaling": params["lr_scaling"],
-        "lr_schedule": params["lr_schedule"],
-        "label_smoothing": float(params["label_smoothing"]),
-        "learning_rate": float(params["peak_learning_rate"]),
-        "epoch_image_size": [int(s) for s in schedule["image_size"]],
-        "epoch_learning_rate": [float(r) for r in schedule["learning_rate"]],
-        "val_accuracy": accuracies,
-        "seconds": seconds,
-        "epochs_to_target": epoch,
-        "seconds_to_target": None if epoch is None else seconds[epoch - 1],
-        "final_accuracy": accuracies[-1],
-        "best_accuracy": max(accuracies),
-        "late_drop": late_drop(accuracies),
-        "training_seconds": round(total, 3),
-        "images_per_second": float(history["images_per_second"]),
-    }
-    if model_dir is not None:
-        record.update(_final_scores(model_dir, data, record["image_sizes"][-1], parallel))
-    return record
-
-
-def _final_scores(model_dir: str | os.PathLike, data: Mapping[str, Any], size: int,
-                  parallel: int | None) -> dict[str, float]:
-    """The saved final model's top-1 accuracy on every validation image, at ``size`` and 32 pixels above."""
-    from ..model.evaluate import alexnet_evaluate
-
-    scores = {}
-    for key, side in (("final_eval_accuracy", size), ("final_eval_accuracy_plus32", size + 32)):
-        scores[key] = round(float(alexnet_evaluate(model_dir, data, image_size=side, parallel=parallel,
-                                                   batch_size=64)["top1_accuracy"]), 4)
-    return scores
-
-
 #: What :func:`summarize` condenses over the seeds of a recipe.
-SUMMED = ("seconds_to_target", "final_accuracy", "best_accuracy", "late_drop", "final_eval_accuracy",
-          "final_eval_accuracy_plus32")
+SUMMED = ("seconds_to_target", "epochs_to_target", "final_accuracy", "best_accuracy", "late_drop",
+          "final_eval_accuracy", "final_eval_accuracy_plus32")
 
 
 def spread(values: Sequence[float | None]) -> dict[str, float | int | None]:
@@ -290,8 +206,8 @@ def summarize(recipe: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :func:`spread`, and ``runs``, every seed's :func:`run_recipe` record."""
     first = runs[0]
     kept = ("precision", "precision_reason", "image_sizes", "image_size_epochs", "lr_scaling", "lr_schedule",
-            "label_smoothing", "learning_rate")
-    summary: dict[str, Any] = {"recipe": recipe, **{k: first[k] for k in kept}, "seeds": [r["seed"] for r in runs]}
+            "label_smoothing", "learning_rate", "workers", "communication")
+    summary: dict[str, Any] = {"recipe": recipe, **{k: first.get(k) for k in kept}, "seeds": [r["seed"] for r in runs]}
     for name in SUMMED:
         if all(name in r for r in runs):
             summary[name] = spread([r[name] for r in runs])
@@ -336,7 +252,7 @@ def compare(paper: Mapping[str, Any], defaults: Mapping[str, Any], plan: Accurac
 
 def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan: AccuracySettings, *, seed: int = 0,
                      precision: str | None = None, parallel: int | None = None,
-                     workdir: str | os.PathLike | None = None) -> dict[str, Any]:
+                     workdir: str | os.PathLike | None = None, cpus: Sequence[int] = ()) -> dict[str, Any]:
     """Both recipes on ``data`` (from :func:`accuracy_data`) from each of ``plan.repeats`` seeds (``seed`` and those
     after it), the recipes alternating so that both meet the same machine; the stage's result.
 
@@ -347,14 +263,16 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
     (:func:`run_recipe`).
     """
     began = time.perf_counter()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in RECIPES}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan.recipes()}
     for repeat in range(plan.repeats):
-        for name in RECIPES:
-            model_dir = None if workdir is None else Path(workdir) / f"model-{name}-{repeat}"
+        for number, name in enumerate(plan.recipes()):
+            model_dir = None if workdir is None else Path(workdir) / f"model-{number}-{repeat}"
             runs[name].append(run_recipe(name, data, plan, seed=seed + repeat, precision=precision,
-                                         parallel=parallel, model_dir=model_dir))
+                                         parallel=parallel, model_dir=model_dir, cpus=cpus))
     recipes = {name: summarize(name, records) for name, records in runs.items()}
     targets = compare(recipes["paper"], recipes["defaults"], plan)
+    levers = {name: against_defaults(recipes[name], recipes["defaults"])
+              for name in recipes if name.startswith(LEVERED)}
     for name, record in recipes.items():
         reached = record["seconds_to_target"]
         logger.info("time_to_accuracy, %s (%d seeds): median %s to %.2f, final accuracy %.3f (best %.3f) after %d "
@@ -363,5 +281,21 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
                     record["final_accuracy"]["median"], record["best_accuracy"]["median"], plan.max_epochs,
                     record["precision"], record["image_sizes"])
     return {"settings": plan.record(precision, seed), "data": dict(described), "recipes": recipes,
-            **{name: t["value"] for name, t in targets.items()}, "targets": targets,
+            **{name: t["value"] for name, t in targets.items()}, "targets": targets, "levers": levers,
             "seconds": round(time.perf_counter() - began, 3)}
+
+
+def against_defaults(levered: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A recipe that adds a lever set to the defaults, against the defaults, on the medians over the seeds: the epochs
+    and seconds to the target of both, their final accuracies, and ``same_epochs_or_fewer``: whether the lever set
+    reached the target in no more epochs than the defaults did (``None`` when the defaults never reached it)."""
+    def median(record: Mapping[str, Any], name: str) -> Any:
+        return (record.get(name) or {}).get("median")
+
+    epochs, baseline = median(levered, "epochs_to_target"), median(defaults, "epochs_to_target")
+    return {"epochs_to_target": epochs, "defaults_epochs_to_target": baseline,
+            "seconds_to_target": median(levered, "seconds_to_target"),
+            "defaults_seconds_to_target": median(defaults, "seconds_to_target"),
+            "final_accuracy": median(levered, "final_accuracy"),
+            "defaults_final_accuracy": median(defaults, "final_accuracy"),
+            "same_epochs_or_fewer": None if baseline is None else epochs is not None and epochs <= baseline}

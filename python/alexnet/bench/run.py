@@ -168,7 +168,8 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
         if accuracy is not None:
             gc.collect()
             reached = time_to_accuracy(*accuracy, plan.accuracy, seed=common.seed, precision=common.precision,
-                                       parallel=common.parallel, workdir=workdir / "models")
+                                       parallel=common.parallel, workdir=workdir / "models",
+                                       cpus=plan.cpus[:common.cores])
         scaled = None
         if "scaling" in common.stages:
             gc.collect()

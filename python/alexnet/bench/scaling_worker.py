@@ -41,7 +41,8 @@ def _clock() -> Any:
 def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
     ``warmup_steps``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every step after the
-    first ``warmup_steps``), ``history``, ``parameters`` (the model's trainable numbers), ``allreduce_seconds`` (one
+    first ``warmup_steps``), ``epoch_seconds`` (from the start of training to the end of each epoch, its validation
+    included), ``history``, ``parameters`` (the model's trainable numbers), ``allreduce_seconds`` (one
     exchange alone, per optimizer step: the gradients every step, or with local SGD the weights and momentum once
     every ``sync_every`` steps; 0 alone)."""
     from ..tfimport import tf
@@ -56,8 +57,11 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     workers = int(task["workers"])
     strategy = resolve_strategy("multi_worker" if workers > 1 else None,
                                 collective_timeout=task.get("collective_timeout"))
-    clock = _clock()
-    history = alexnet_train(data=dict(task["data"]), strategy=strategy, callbacks=[clock], **dict(task["settings"]))
+    from .clock import EpochClock
+
+    clock, epochs = _clock(), EpochClock()
+    history = alexnet_train(data=dict(task["data"]), strategy=strategy, callbacks=[clock, epochs],
+                            **dict(task["settings"]))
     marks = [clock.start, *clock.ends]
     intervals = [b - a for a, b in itertools.pairwise(marks)]
     warmup = min(int(task.get("warmup_steps", 1)), max(0, len(intervals) - 1))
@@ -81,4 +85,5 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
         "parameters": parameters,
         "bytes_per_step": communication.bytes_per_step(parameters),
         "allreduce_seconds": alone,
+        "epoch_seconds": list(epochs.seconds),
     }
