@@ -379,6 +379,8 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
         spark, 2, board, base_port=free_base_port(2), cache_dir=tmp_path / "cache", timeout=400, retries=1,
         batch_size=BATCH, epochs=3, image_size=64, dense_units=32, seed=1, checkpoint_dir=str(checkpoints),
         collective_timeout=30, callbacks=[SlowSteps(0.4)],
+        # the levers of a slow link go through the launch, the retry and the resume like any other setting
+        allreduce_precision="bfloat16", allreduce_pack_mb=0.5, sync_every=2,
     )
     killer.join(timeout=5)
     assert killed, "worker 1 was never seen in its second epoch"
@@ -388,7 +390,9 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
     # the relaunched workers resumed from the last checkpoint, not from epoch 0, and finished the run
     assert all(h["params"]["initial_epoch"] >= 1 for h in histories), [h["params"] for h in histories]
     assert all(len(h["metrics"]["loss"]) == 3 for h in histories)
-    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]  # local SGD averaged at the end
+    assert all(h["params"]["communication"] == "bfloat16 on the wire, packs of 0.5 MB, weights and momentum "
+               "averaged every 2 steps" for h in histories)
     assert json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"] == 3
 
 
