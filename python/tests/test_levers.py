@@ -20,6 +20,7 @@ tf = pytest.importorskip("tensorflow")
 from helpers_train import make_tree  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.cli import main as cli_main  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
@@ -116,12 +117,6 @@ def test_accumulated_micro_batches_train_as_one_batch_of_their_images(tmp_path):
 # two workers
 
 
-def _free_base_port() -> int:
-    from alexnet.bench.cluster import free_base_port
-
-    return free_base_port(2)
-
-
 RUNS = {
     # name: (settings on top of the common ones, checkpoint folder or None)
     "float32": {},
@@ -135,7 +130,7 @@ RUNS = {
 
 @pytest.mark.slow
 def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
-    base = _free_base_port()
+    base = free_base_port(2)
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
     logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ keras = pytest.importorskip("tf_keras")
 
 from helpers_train import keep_epoch_weights, make_tree, score_epochs  # noqa: E402
 
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.card import CARD_FILE  # noqa: E402
@@ -39,29 +39,6 @@ from alexnet.train.strategy import resolve_strategy  # noqa: E402
 HERE = Path(__file__).resolve()
 TIMEOUT = 20.0  # collective timeout of the worker-death test, seconds
 KILL_EPOCH, KILL_STEP = 1, 1  # worker 1 dies after this step (0-based) of this epoch (0-based)
-
-
-def free_base_port(count: int) -> int:
-    """A port p such that p .. p + count - 1 are free on 127.0.0.1 right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free port range found")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
 from helpers_train import class_image, jpeg_bytes  # noqa: E402
-from test_multiworker import free_base_port  # noqa: E402
 
 from alexnet import cli  # noqa: E402
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.data.fetch import imagenet_categories  # noqa: E402
 from alexnet.data.partition import partition_categories  # noqa: E402
 from alexnet.data.upload import imagenet_upload  # noqa: E402

@@ -18,9 +18,9 @@ pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("tensorflow")
 
 from servers import free_port  # noqa: E402
-from test_multiworker import free_base_port  # noqa: E402
 from test_spark import BATCH, board  # noqa: E402, F401 - the board fixture of the local-mode tests
 
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.launch import api  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 

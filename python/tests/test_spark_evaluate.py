@@ -21,9 +21,9 @@ pytest.importorskip("tensorflow")
 
 from helpers_model import card_for, save_model_dir, synthetic_board, tiny_model
 from helpers_spark import HELPER
-from test_multiworker import free_base_port
 from test_spark import spark, worker_pids  # noqa: F401  (the module's local[2] Spark application)
 
+from alexnet.bench.cluster import free_base_port
 from alexnet.data.fetch import imagenet_categories
 from alexnet.errors import AlexnetError
 from alexnet.launch import api as launcher
