@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from alexnet.bench import link as links
+from alexnet.bench.lever_sets import LEVER_SETS, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
-from alexnet.bench.scaling import LEVER_SETS, parse_lever_set, summarize_scaling
+from alexnet.bench.scaling import summarize_scaling
 from alexnet.errors import AlexnetError
 
 HERE = Path(__file__).resolve()

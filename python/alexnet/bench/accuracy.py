@@ -40,6 +40,7 @@ from ..checks import MIN_IMAGE_SIZE, as_strings
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
+from .images import SOURCE_SIDE_FACTOR
 from .recipes import LEVERED, PAPER_LEARNING_RATE, _reached, late_drop, run_recipe
 from .stages import ACCURACY_TARGETS
 
@@ -50,9 +51,6 @@ logger = logging.getLogger(__name__)
 
 #: The recipes every run of the stage trains, in the order they train (then one per lever set asked for).
 RECIPES = ("paper", "defaults")
-#: A synthetic image's long side, as a multiple of the final training size: ImageNet's photos are about 500
-#: pixels for the paper's 224, so decoding weighs against the model here as it does on ImageNet.
-SOURCE_SIDE_FACTOR = 500 / 224
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ class AccuracySettings:
 
     def check(self, common: Any) -> None:
         """The lever sets readable and a CPU for every worker, when the stage runs."""
-        from .scaling import parse_lever_set
+        from .lever_sets import parse_lever_set
 
         if "time_to_accuracy" not in common.stages:
             return

@@ -1,7 +1,7 @@
 """The recipes of the ``time_to_accuracy`` stage, each trained once from one seed (see :mod:`.accuracy`).
 
 A recipe is ``"paper"``, ``"defaults"`` or ``"defaults+<lever set>"``: the defaults with the training settings of a
-lever set of the scaling stage (:func:`alexnet.bench.scaling.parse_lever_set`: ``"defaults+local_sgd"``,
+lever set (:func:`alexnet.bench.lever_sets.parse_lever_set`: ``"defaults+local_sgd"``,
 ``"defaults+sync_every=4"``). With ``accuracy_workers`` above one, a recipe trains as that many workers, each a
 process on CPUs of its own with its share of the categories (training and validation images), joined over
 loopback with ``MultiWorkerMirroredStrategy`` (:func:`alexnet.bench.cluster.run_workers`): the chief's history and
@@ -32,7 +32,7 @@ def recipe_settings(recipe: str, final_size: int, max_epochs: int, precision: st
     """``alexnet_train``'s settings of ``recipe`` beyond those every recipe shares (the defaults compute in
     ``precision``), for ``final_size`` pixels after ``max_epochs`` epochs."""
     from ..train.schedule import progressive_sizes
-    from .scaling import parse_lever_set
+    from .lever_sets import parse_lever_set
 
     if recipe == "paper":  # as the paper trained: float32, one size, 0.01 divided by 10 on a plateau, hard labels
         return {"image_size": [final_size], "precision": "float32", "lr_scaling": "none",

@@ -32,62 +32,15 @@ from typing import Any
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
+from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, parse_lever_set
 from .link import LinkSpec, can_shape, parse_links
 from .measure import load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
 
 logger = logging.getLogger(__name__)
 
-#: The lever sets the stage knows by name: training settings on top of the stage's own.
-LEVER_SETS: dict[str, dict[str, Any]] = {
-    "today": {},
-    "bfloat16": {"allreduce_precision": "bfloat16"},
-    "packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25},
-    "accumulate": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 16},
-    "local_sgd": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "sync_every": 4},
-}
-#: The lever sets measured unless others are named.
-DEFAULT_LEVERS = tuple(LEVER_SETS)
-#: Settings a lever set may not change: the stage decides them.
-FIXED = ("epochs", "steps_per_epoch", "validation", "check_images", "cache", "verbose", "image_size", "batch_size",
-         "dense_units", "precision", "seed")
 #: Classes of the model trained: ImageNet's, so that AlexNet has its 62.4 million weights (250 MB of gradients).
 MODEL_CLASSES = 1000
-
-
-def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
-    """A lever set by name (:data:`LEVER_SETS`) or written ``setting=value+setting=value``; its name and settings,
-    checked against the training settings' declaration."""
-    from ..train.settings import check_names, specs
-
-    word = str(word).strip()
-    if word in LEVER_SETS:
-        return word, dict(LEVER_SETS[word])
-    if "=" not in word:
-        raise AlexnetError(f"Unknown lever set {word!r}: use {', '.join(LEVER_SETS)}, or training settings written "
-                           "setting=value+setting=value (\"accumulate_steps=8+allreduce_precision=bfloat16\").")
-    pairs = [part.split("=", 1) for part in word.split("+")]
-    names = [name.strip() for name, _ in pairs]
-    check_names(names, "a lever set of the scaling stage")
-    fixed = [name for name in names if name in FIXED]
-    if fixed:
-        raise AlexnetError(f"A lever set cannot change {', '.join(fixed)}: the scaling stage sets it for every lever "
-                           "set alike (see its own settings).")
-    table = specs()
-    settings = {}
-    for name, value in pairs:
-        name = name.strip()
-        settings[name] = table[name].convert(value.strip() if table[name].kind in ("choice", "string", "location")
-                                             else _number(value), name)
-    return word, settings
-
-
-def _number(text: str) -> float | int:
-    try:
-        number = float(text)
-    except ValueError:
-        raise AlexnetError(f"{text!r} is not a number.") from None
-    return int(number) if number.is_integer() else number
 
 
 @dataclass(frozen=True)
@@ -190,7 +143,7 @@ def scaling_data(plan: ScalingPlan, workdir: str | os.PathLike) -> list[dict[str
     its categories shared out among the workers, every label one of the model's :data:`MODEL_CLASSES` outputs."""
     from ..data.imagenet import read_imagenet
     from ..data.synthetic import imagenet_synthetic
-    from .accuracy import SOURCE_SIDE_FACTOR
+    from .images import SOURCE_SIDE_FACTOR
 
     root = Path(workdir) / "scaling-imagenet"
     if not root.exists():

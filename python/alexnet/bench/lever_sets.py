@@ -1,0 +1,63 @@
+"""Lever sets: named groups of training settings that the ``scaling`` and ``time_to_accuracy`` stages compare.
+
+A lever set is one of :data:`LEVER_SETS` by name, or training settings written ``setting=value+setting=value``,
+checked against the training settings' declaration (:mod:`alexnet.train.settings`). This module does not import
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import AlexnetError
+
+#: The lever sets the stage knows by name: training settings on top of the stage's own.
+LEVER_SETS: dict[str, dict[str, Any]] = {
+    "today": {},
+    "bfloat16": {"allreduce_precision": "bfloat16"},
+    "packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25},
+    "accumulate": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 16},
+    "local_sgd": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "sync_every": 4},
+}
+#: The lever sets measured unless others are named.
+DEFAULT_LEVERS = tuple(LEVER_SETS)
+#: Settings a lever set may not change: the stages decide them.
+FIXED = ("epochs", "steps_per_epoch", "validation", "check_images", "cache", "verbose", "image_size", "batch_size",
+         "dense_units", "precision", "seed")
+
+
+def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
+    """A lever set by name (:data:`LEVER_SETS`) or written ``setting=value+setting=value``; its name and settings,
+    checked against the training settings' declaration."""
+    from ..train.settings import check_names, specs
+
+    word = str(word).strip()
+    if word in LEVER_SETS:
+        return word, dict(LEVER_SETS[word])
+    if "=" not in word:
+        raise AlexnetError(f"Unknown lever set {word!r}: use {', '.join(LEVER_SETS)}, or training settings written "
+                           "setting=value+setting=value (\"accumulate_steps=8+allreduce_precision=bfloat16\").")
+    pairs = [part.split("=", 1) for part in word.split("+")]
+    names = [name.strip() for name, _ in pairs]
+    check_names(names, "a lever set of the scaling stage")
+    fixed = [name for name in names if name in FIXED]
+    if fixed:
+        raise AlexnetError(f"A lever set cannot change {', '.join(fixed)}: the stage sets it for every lever set "
+                           "alike (see its own settings).")
+    table = specs()
+    settings = {}
+    for name, value in pairs:
+        name = name.strip()
+        settings[name] = table[name].convert(value.strip() if table[name].kind in ("choice", "string", "location")
+                                             else _number(value), name)
+    return word, settings
+
+
+def _number(text: str) -> float | int:
+    try:
+        number = float(text)
+    except ValueError:
+        raise AlexnetError(f"{text!r} is not a number.") from None
+    return int(number) if number.is_integer() else number
+
+
