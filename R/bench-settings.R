@@ -4,7 +4,7 @@
 # Every setting of alexnet_benchmark(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help; and the stage it belongs to ("": every stage's).
 benchmark_settings <- list(
-  stages = list(kind = "strings", default = c("decode", "naive", "naive_auto", "io", "synthetic", "train"), choices = c("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy", "scaling"), stage = "", help = "the stages to run, in this order, among decode, naive, naive_auto, io, synthetic, train, fetch, time_to_accuracy, scaling (fetch needs `board`; time_to_accuracy trains for minutes)"),
+  stages = list(kind = "strings", default = c("decode", "naive", "naive_auto", "io", "synthetic", "train"), choices = c("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy", "scaling"), stage = "", help = "the stages to run, in this order, among decode, naive, naive_auto, io, synthetic, train, fetch, time_to_accuracy, scaling (fetch needs `board`; time_to_accuracy and scaling train for minutes)"),
   images = list(kind = "count>=1", default = 2000, choices = NULL, stage = "", help = "images used; each measurement also runs over at least this many"),
   batch_size = list(kind = "count>=1", default = 32, choices = NULL, stage = "", help = "images per batch"),
   image_size = list(kind = "count>=1", default = 224, choices = NULL, stage = "", help = "pixels of the model's square input (at least 63 when synthetic or train runs)"),

@@ -51,8 +51,8 @@ class BenchSettings:
     """The settings every stage shares (the first group of the benchmark's declaration)."""
 
     stages: tuple[str, ...] = setting(DEFAULT_STAGES, "words", "the stages to run, in this order, among "
-                                      f"{', '.join(STAGES)} (fetch needs `board`; time_to_accuracy trains for "
-                                      "minutes)", choices=STAGES, metavar="STAGE")
+                                      f"{', '.join(STAGES)} (fetch needs `board`; time_to_accuracy and scaling "
+                                      "train for minutes)", choices=STAGES, metavar="STAGE")
     images: int = setting(2000, "count", "images used; each measurement also runs over at least this many",
                           minimum=1)
     batch_size: int = setting(32, "count", "images per batch", minimum=1)
