@@ -100,7 +100,8 @@ class TensorBoardLog(keras.callbacks.Callback):
     ``communication`` (a multi-worker run's probe, :func:`alexnet.train.levers.probe_communication`), also
     ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone) and ``hidden_fraction``: the share
     of it hidden behind computation, estimated from the epoch's seconds a step, the compute seconds a step measured
-    alone and the exchange alone (``1 - max(0, step - compute) / exchange``, between 0 and 1).
+    alone at the final image size and the exchange alone (``1 - max(0, step - compute) / exchange``, between 0 and
+    1; written for the epochs at the final size).
     Every ``every`` steps (tags ``step/<name>``, at the global step ``epoch * steps + step``):
     :data:`STEP_SCALARS`, where loss and accuracy are the epoch's running means up to that step, as Keras
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
@@ -172,7 +173,9 @@ class TensorBoardLog(keras.callbacks.Callback):
         values["learning_rate"] = self.rates.of_epoch(epoch)
         values["images_per_second"] = self._epoch_steps * self.images_per_step / seconds if seconds > 0 else 0.0
         values["image_size"] = float(self.sizes.at(epoch))
-        values.update(self._communication(seconds / self._epoch_steps if self._epoch_steps else None))
+        # the compute probe is at the final size: the hidden share is estimated for the epochs at that size only
+        at_final = self.sizes.at(epoch) == self.sizes.final
+        values.update(self._communication(seconds / self._epoch_steps if self._epoch_steps and at_final else None))
         self._write(values, EPOCH_PREFIX, epoch + 1)
         self.writer.flush()
         self.log_dir.sync()
