@@ -193,7 +193,7 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
                               on_retry=warned.append, python=None, retries=1, timeout=60)
     task, columns = handed[0]
     assert task["kind"] == "evaluate" and task["board"] == setup["board"] and task["workers"] == 2
-    assert task["evaluation"]["crops"] == 1 and task["timeout"] == 60
+    assert task["evaluation"]["options"]["crops"] == 1 and task["options"]["timeout"] == 60
     assert list(columns) == list(EVALUATE_COLUMNS) and columns["images"] == "int"
     assert len(warned) == 1 and "Launching the 2 workers again, scoring every image again (retry 1 of 1)" in warned[0]
     evaluation = result["evaluation"]

@@ -79,20 +79,22 @@ def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | No
 
 
 def check_training(workers: int, board: Any, *, local_master: bool = True, where: str = "alexnet_spark_train()",
-                   settings: TrainSettings | None = None, evaluate: Any = False, crops: Any = 1,
-                   **train_args: Any) -> dict[str, Any]:
-    """The driver's checks of a training before the board is read: the training settings (``train_args`` by
-    name, see :func:`worker_settings`, or ``settings`` already checked), and, with ``evaluate``, ``crops``. The
+                   settings: TrainSettings | None = None, **arguments: Any) -> dict[str, Any]:
+    """The driver's checks of a training before the board is read: the training job's own options
+    (:class:`alexnet.launch.options.TrainingJobOptions`: ``evaluate``, ``crops``) and the training settings (the
+    rest of ``arguments``, by name, see :func:`worker_settings`, or ``settings`` already checked). The
     :class:`~alexnet.launch.task.Task` fields they settle."""
-    from ..model.evaluate import check_crops
+    from ..declare import declaration
+    from ..model.options import check_options
+    from .options import TrainingJobOptions
 
-    if not isinstance(evaluate, bool):
-        raise AlexnetError(f"`evaluate` must be TRUE or FALSE, not {evaluate!r}.")
+    own = {name: arguments.pop(name) for name in declaration.specs(TrainingJobOptions) if name in arguments}
+    job = TrainingJobOptions(**declaration.convert(TrainingJobOptions, own))
     if settings is None:
-        settings = worker_settings(train_args, board, local_master=local_master, where=where)
-    elif train_args:
+        settings = worker_settings(arguments, board, local_master=local_master, where=where)
+    elif arguments:
         raise AlexnetError(f"{where}: give the training settings either checked (`settings`) or by name, not both.")
-    evaluation = Evaluation(crops=check_crops(crops)) if evaluate else None
+    evaluation = Evaluation(options=check_options({"crops": job.crops})) if job.evaluate else None
     return {"settings": settings, "evaluation": evaluation}
 
 
@@ -114,8 +116,8 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     ``task.evaluation``, score its partition's validation images with the model it trained.
 
     Worker ``index`` of ``len(addresses)`` (the barrier addresses, in partition order) fetches partition
-    ``index`` of ``len(addresses)`` from ``task.board`` (into ``task.cache_dir``, ``task.fetch_workers`` downloads at
-    once), sets ``TF_CONFIG`` from the addresses and ``task.base_port`` and calls
+    ``index`` of ``len(addresses)`` from ``task.board`` (into the options' ``cache_dir``, ``fetch_workers``
+    downloads at once), sets ``TF_CONFIG`` from the addresses and the options' ``base_port`` and calls
     :func:`alexnet.train.api.train` with ``strategy = "multi_worker"``, ``task.settings`` (checked on the driver)
     and ``callbacks``. It must run in a process where TensorFlow has not started yet. Every worker of the job calls
     it at about the same time (each blocks until all have joined).
@@ -128,7 +130,7 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     """
     addresses = [addresses] if isinstance(addresses, str) else [str(a) for a in addresses]
     index = as_int(index, "index")
-    config = tf_config(addresses, index, task.base_port)
+    config = tf_config(addresses, index, task.options.base_port)
     os.environ["TF_CONFIG"] = json.dumps(config)
     logger.info("Worker %d of %d: TF_CONFIG %s", index, len(addresses), os.environ["TF_CONFIG"])
 
@@ -137,8 +139,8 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     from ..train.api import train
     from ..train.settings import check_settings
 
-    data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.cache_dir,
-                              workers=task.fetch_workers)
+    data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
+                              workers=task.options.fetch_workers)
     settings = task.settings if task.settings is not None else check_settings({"verbose": WORKER_VERBOSE})
     holder = keras.callbacks.Callback()  # given the model the run ends with
     history = train(settings, data, "multi_worker", [*(callbacks or []), holder])
