@@ -47,9 +47,9 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' the validation images of its partition with the model it holds (`crops` as asked), and the driver adds the
 #' counts. Every category is in one partition, so the result equals [alexnet_evaluate()] of the saved model on
 #' one machine over every validation image of the board, without a second job that loads the model again on every
-#' worker. The evaluation is recorded in the model card: `model_dir`'s `alexnet-model.json` is written again
-#' with it, and with `model_pin` the pin gets a new version (the same file) whose card has it, so
-#' `alexnet_model(board, model_pin)$evaluation` reads it back.
+#' worker. The workers add their counts among themselves before the model is saved, so the chief writes the model
+#' card (`model_dir`'s `alexnet-model.json`) and, with `model_pin`, the pin's one new version once, with the
+#' evaluation in the card: `alexnet_model(board, model_pin)$evaluation` reads it back.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.

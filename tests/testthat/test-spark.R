@@ -131,8 +131,11 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
       fake_sparklyr(calls, driver_host = "127.0.0.1"), "fake-connection", 1, board,
       list(epochs = 2, batch_size = 4, image_size = 64, dense_units = 16, base_port = port,
            cache_dir = file.path(dir, "cache"), progress = TRUE, evaluate = TRUE, model_dir = model_dir,
-           python = alexnet_python())
+           model_pin = "alexnet", python = alexnet_python())
     )
+    pinned <- alexnet_model(board, "alexnet", cache_dir = file.path(dir, "models"))
+    versions <- reticulate::import("alexnet.storage.board")$open_board(board)$pins$pin_versions("alexnet",
+                                                                                                as_df = FALSE)
     alone <- alexnet_evaluate(model_dir, board = board, cache_dir = file.path(dir, "alone"))
     # the saved model scored again by the evaluation job: two barrier tasks (run one after the other here), whose
     # first launch fails as a lost task does and is launched again whole
@@ -158,7 +161,8 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
     list(result = result, printed = utils::capture.output(print(result)), calls = as.list(calls),
          categories = src$categories, python = alexnet_python(), alone = unclass(alone), split = unclass(split),
          warnings = warnings, evaluation_columns = names(again$spark_apply$columns), launches = again$launches,
-         card = jsonlite::fromJSON(file.path(model_dir, "alexnet-model.json")))
+         card = jsonlite::fromJSON(file.path(model_dir, "alexnet-model.json")),
+         pinned = unclass(pinned), versions = length(versions))
   }, args = list(dir, port, fake_sparklyr), stderr = stderr,
   env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
 
@@ -204,6 +208,10 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_equal(evaluation$images, 6L)
   expect_equal(result$eval_images, 6L)
   expect_equal(out$card$evaluation$top1_correct, out$alone$top1_correct)
+  # the model pin: one version, written after the evaluation, whose card holds it (as the card beside the model)
+  expect_equal(out$versions, 1L)
+  expect_equal(out$pinned$evaluation$top1_correct, out$alone$top1_correct)
+  expect_equal(evaluation$model_pin$version, out$pinned$version)
   expect_true(any(grepl("^Evaluation of the model on every validation image", out$printed)))
   expect_true(any(grepl("^Top-1 accuracy", out$printed)))
   expect_null(as.data.frame(result)$evaluation)

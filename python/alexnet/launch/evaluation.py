@@ -189,21 +189,13 @@ def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
     return {name: row[name] for name in EVALUATE_COLUMNS}
 
 
-def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
-    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums.
-
-    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
-    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
-    had no images to score adds nothing.
-    """
-    rows = sorted(rows, key=lambda row: int(row["worker"]))
+def added_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The counts of the workers' ``rows`` added (``images``, ``top1_correct``, ``top5_correct``), the accuracies of
+    the sums, and how the images were scored (``top_k``, ``crops``, ``protocol``, ``image_size``, ``num_classes``: the
+    first worker's that had images to score)."""
     images = sum(int(r["images"]) for r in rows)
     top1 = sum(int(r["top1_correct"]) for r in rows)
     topk = sum(int(r["top5_correct"]) for r in rows)
-    bad: list[str] = []
-    for row in rows:
-        value = row.get("bad_images") or []
-        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
     return {
         "images": images, "top1_correct": top1, "top5_correct": topk,
@@ -211,8 +203,27 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
         "top5_accuracy": topk / images if images else float("nan"),
         "top_k": int(first["top_k"]), "crops": int(first["crops"]), "protocol": str(first["protocol"]),
         "image_size": int(first["image_size"]), "num_classes": int(first["num_classes"]),
-        "images_per_second": images / seconds if seconds > 0 else float("nan"), "seconds": round(seconds, 3),
-        "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
+    }
+
+
+def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
+    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums
+    (:func:`added_counts`).
+
+    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
+    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
+    had no images to score adds nothing.
+    """
+    rows = sorted(rows, key=lambda row: int(row["worker"]))
+    added = added_counts(rows)
+    bad: list[str] = []
+    for row in rows:
+        value = row.get("bad_images") or []
+        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
+    first = next((r for r in rows if int(r["images"]) > 0), rows[0])
+    return {
+        **added, "images_per_second": added["images"] / seconds if seconds > 0 else float("nan"),
+        "seconds": round(seconds, 3), "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
                         "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
     }
