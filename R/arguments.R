@@ -1,4 +1,4 @@
-#' @include settings.R bench-settings.R
+#' @include settings.R bench-settings.R launch-options.R evaluation-options.R
 NULL
 
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
@@ -18,7 +18,8 @@ NULL
 # what the core cannot show the R way (NA, vectors, types).
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
-# R/bench-settings.R for the benchmark's), by name: their kinds.
+# R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/evaluation-options.R for an
+# evaluation's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
@@ -29,7 +30,8 @@ training_kinds <- declared_kinds(training_settings)
 # is the same setting wherever it is declared (`precision`). Given in any case, the value reaches the core in lower
 # case.
 argument_choices <- local({
-  choices <- lapply(c(training_settings, benchmark_settings), function(setting) {
+  choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
+                      evaluation_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -43,23 +45,37 @@ declared_formals <- function(table, defaults = list()) {
   values
 }
 
-# A declaration's settings as roxygen2 `@param` lines (through `@eval`): each one's help and default, with the stage
-# it is for when it is one stage's.
-declared_params <- function(table) {
+# `fun` with `declared` (declared_formals()) as formals of its own: after its other formals, before its `...` (or
+# after it, with `after_dots`, for options that must be named in full, so that a setting passed through `...`
+# never matches one of them by a prefix: `cache` is not `cache_dir`).
+with_declared <- function(fun, declared, after_dots = FALSE) {
+  own <- as.list(formals(fun))
+  at <- if (after_dots) length(own) + 1L else match("...", names(own), nomatch = length(own) + 1L)
+  formals(fun) <- c(own[seq_len(at - 1L)], declared, own[seq_along(own) >= at])
+  fun
+}
+
+# The value of the calling function's formal `name`: its default when its caller left it out (a formal that comes
+# from a declaration is not a name the function's body shows).
+formal_value <- function(name, env = parent.frame()) get(name, envir = env)
+
+# The R session's defaults of the launch options where they differ from the core's: the workers run the Python
+# alexnet uses here.
+launch_defaults <- list(python = quote(alexnet_python()))
+
+# A declaration's settings as roxygen2 `@param` lines (through `@eval`): each one's help and default (R's, where
+# `defaults` has one, as declared_formals() takes them), with the stage it is for when it is one stage's.
+declared_params <- function(table, defaults = list()) {
   vapply(names(table), function(name) {
     setting <- table[[name]]
-    default <- paste(deparse(setting$default, width.cutoff = 500L), collapse = " ")
+    value <- if (name %in% names(defaults)) defaults[[name]] else setting$default
+    default <- paste(deparse(value, width.cutoff = 500L), collapse = " ")
     stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("For the `", setting$stage, "` stage: ")
     help <- paste0(stage, setting$help)
     sprintf("@param %s %s%s. Default `%s`.", name, toupper(substr(help, 1, 1)), substring(help, 2), default)
   }, character(1), USE.NAMES = FALSE)
 }
 
-evaluation_kinds <- c(
-  model = "object", data = "data?", board = "location?", crops = "count", batch_size = "count",
-  parallel = "count?", image_size = "count?", top_k = "count", cache_dir = "location?", seed = "count?",
-  verbose = "count"
-)
 
 argument_kinds <- list(
   `%>%` = character(),
@@ -79,20 +95,17 @@ argument_kinds <- list(
   alexnet_train = c(data = "data?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
-  alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?", evaluate = "flag",
-                          crops = "count", base_port = "count", cache_dir = "location?", fetch_workers = "count",
-                          timeout = "number?", python = "location?", retries = "count", progress = "flag",
-                          probe = "flag", env = "any", training_kinds),
+  alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",
+                          declared_kinds(training_job_options), declared_kinds(launch_options), training_kinds),
   alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?",
                     export = "flag"),
   alexnet_export = c(model = "object", path = "location?", format = "string", top = "count", board = "location?",
                      name = "string?", overwrite = "flag"),
-  alexnet_evaluate = evaluation_kinds,
+  alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
+                       partition = "count", total = "count", cache_dir = "location?", fetch_workers = "count"),
   alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
-  alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count",
-                             evaluation_kinds[setdiff(names(evaluation_kinds), c("model", "data"))],
-                             base_port = "count", fetch_workers = "count", timeout = "number?",
-                             python = "location?", retries = "count", progress = "flag", probe = "flag", env = "any")
+  alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count", board = "location?",
+                             declared_kinds(evaluation_options), declared_kinds(launch_options))
 )
 
 # The arguments of the calling exported function that its caller gave (its formals, from `names`, and whatever
@@ -174,8 +187,10 @@ argument_hint <- function(name, kind, fun = NULL) {
 }
 
 # The declaration of each function's settings, by function.
-declared_tables <- list(alexnet_train = training_settings, alexnet_spark_train = training_settings,
-                        alexnet_benchmark = benchmark_settings)
+declared_tables <- list(alexnet_train = training_settings,
+                        alexnet_spark_train = c(training_settings, training_job_options, launch_options),
+                        alexnet_benchmark = benchmark_settings, alexnet_evaluate = evaluation_options,
+                        alexnet_spark_evaluate = c(evaluation_options, launch_options))
 
 argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {
   if (kind == "connection") {

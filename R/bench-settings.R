@@ -1,6 +1,6 @@
 # Generated from the benchmark's declaration (python/alexnet/bench/plan.py): do not edit.
 # `make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.
-#
+
 # Every setting of alexnet_benchmark(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help; and the stage it belongs to ("": every stage's).
 benchmark_settings <- list(

@@ -115,7 +115,7 @@ alexnet_benchmark <- function(data = NULL) {
   new_alexnet_benchmark(result)
 }
 # every setting of the declaration is an argument, with its default
-formals(alexnet_benchmark) <- c(formals(alexnet_benchmark), declared_formals(benchmark_settings))
+alexnet_benchmark <- with_declared(alexnet_benchmark, declared_formals(benchmark_settings))
 
 new_alexnet_benchmark <- function(result) {
   stages <- result$stages

@@ -103,13 +103,12 @@ core_model <- function(model) {
 #'   from `board`.
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
 #'   `NULL` for the default.
-#' @param crops `1` (centre crop) or `10` (ten crops, averaged).
-#' @param batch_size Images per batch.
-#' @param parallel Images decoded at the same time; `NULL`: one per CPU this process may use.
-#' @param image_size The side of the crop scored; `NULL` is the size the model trained at last (its card's). A
-#'   model trained at a lower size than it is tested at often scores better a little above it: try 32 pixels
-#'   more. Only a model whose input takes every size (as [alexnet_train()] builds them) takes another size.
-#' @param ... Further arguments for the Python `alexnet_evaluate()`.
+#' @eval declared_params(evaluation_options)
+#' @param ... Further arguments for the Python `alexnet_evaluate()`: how the board's validation images are
+#'   fetched (`partition` and `total`, a share of them; `cache_dir`; `fetch_workers`, downloads at once).
+#' @details The options of an evaluation (`crops`, `batch_size`, `parallel`, `image_size`) are declared once in the
+#'   core (`alexnet.model.options`), with their defaults and checks, as are [alexnet_spark_evaluate()]'s. Only a
+#'   model whose input takes every size (as [alexnet_train()] builds them) takes an `image_size` of its own.
 #' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
 #'   `bad_images` and `model`, which prints as a line or two; `as.data.frame()` gives one row (one per worker
@@ -121,14 +120,15 @@ core_model <- function(model) {
 #'   result
 #' }
 #' @export
-alexnet_evaluate <- function(model, data = NULL, board = NULL, crops = 1, batch_size = 64, parallel = NULL,
-                             image_size = NULL, ...) {
+alexnet_evaluate <- function(model, data = NULL, board = NULL, ...) {
   args <- checked_args("alexnet_evaluate", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
   args$model <- core_model(args$model)
   if (!is.null(args[["data"]])) args$data <- train_data(args$data)
   new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
 }
+# the options of an evaluation from the core's declaration, before `...`
+alexnet_evaluate <- with_declared(alexnet_evaluate, declared_formals(evaluation_options))
 
 # The core's evaluation as an R object: `bad_images` a character vector, and for a Spark evaluation `workers` a
 # data frame with one row per worker (the core's `per_worker`).
@@ -292,13 +292,12 @@ print.alexnet_export <- function(x, ...) {
 #' @param workers Number of workers, one barrier task each.
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
 #'   `NULL` for the default.
-#' @param crops `1` (centre crop) or `10` (ten crops, averaged).
-#' @param ... Further arguments for the evaluation on every worker (`batch_size`, `cache_dir`,
-#'   `fetch_workers`) and for the launch: `timeout` (seconds each launch may take; a worker still running then
-#'   is stopped and the launch fails saying so), `retries` (relaunches after a failure), `progress` (show each
-#'   worker's progress), `env`.
-#' @param python The Python executable on the workers (by default the one alexnet uses here).
-#' @param probe Check the executors with a short Spark job before launching the workers.
+#' @eval declared_params(evaluation_options)
+#' @eval declared_params(launch_options, launch_defaults)
+#' @details Its options are named like [alexnet_spark_train()]'s: the options of an evaluation (`crops` to
+#'   `image_size`, as [alexnet_evaluate()] takes them), then the launch options every Spark job takes (`base_port`
+#'   to `probe`), all declared once in the core (`alexnet.model.options`, `alexnet.launch.options`). From R,
+#'   `python` defaults to the Python alexnet uses here ([alexnet_python()]).
 #' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
 #'   per worker, and `attempt` the launch that succeeded (1 for the first).
 #' @examples
@@ -308,22 +307,23 @@ print.alexnet_export <- function(x, ...) {
 #' alexnet_spark_evaluate(sc, model, workers = 16, board = "gs://my-bucket/imagenet", crops = 10)
 #' }
 #' @export
-alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, crops = 1, ..., python = alexnet_python(),
-                                   probe = TRUE) {
+alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
   args <- checked_args("alexnet_spark_evaluate", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the location of a saved model.")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
-  python <- check_arg(python, "python", "location?")
-  options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
+  python <- check_arg(formal_value("python"), "python", "location?")
+  options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
   options$model <- core_model(options$model)
-  spark_evaluate_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
-                     probe = !isFALSE(args[["probe"]]))
+  spark_evaluate_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
+# the options of an evaluation, then the launch options, from the core's declarations
+alexnet_spark_evaluate <- with_declared(alexnet_spark_evaluate, c(declared_formals(evaluation_options),
+                                                                  declared_formals(launch_options, launch_defaults)))
 
 # The driver's part of an evaluation: the one barrier job of the core (alexnet.launch.r.r_job, see
 # spark_barrier_run()), of kind "evaluate"; the workers' counts added up, with the launch that succeeded.
-spark_evaluate_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
-  result <- spark_barrier_run(api, sc, "evaluate", workers, board, options, python = python, probe = probe)
+spark_evaluate_run <- function(api, sc, workers, board, options = list()) {
+  result <- spark_barrier_run(api, sc, "evaluate", workers, board, options)
   new_alexnet_evaluation(c(result$evaluation, list(attempt = result$attempt)))
 }

@@ -1,6 +1,6 @@
 # Generated from the training settings' declaration (python/alexnet/train/settings.py): do not edit.
 # `make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.
-#
+
 # Every training setting of alexnet_train() and alexnet_spark_train(), in the declaration's order: each one's argument
 # kind (see R/arguments.R), default, values when it is a choice, and help.
 training_settings <- list(

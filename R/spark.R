@@ -47,9 +47,9 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' the validation images of its partition with the model it holds (`crops` as asked), and the driver adds the
 #' counts. Every category is in one partition, so the result equals [alexnet_evaluate()] of the saved model on
 #' one machine over every validation image of the board, without a second job that loads the model again on every
-#' worker. The evaluation is recorded in the model card: `model_dir`'s `alexnet-model.json` is written again
-#' with it, and with `model_pin` the pin gets a new version (the same file) whose card has it, so
-#' `alexnet_model(board, model_pin)$evaluation` reads it back.
+#' worker. The workers add their counts among themselves before the model is saved, so the chief writes the model
+#' card (`model_dir`'s `alexnet-model.json`) and, with `model_pin`, the pin's one new version once, with the
+#' evaluation in the card: `alexnet_model(board, model_pin)$evaluation` reads it back.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
@@ -65,18 +65,13 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'   batch 32 train at 0.01 * 512 / 128 = 0.04 after a 5-epoch warm-up unless `lr_scaling = "none"`;
 #'   `precision = NULL` lets each worker's hardware choose (keep the nodes alike, or name it). The
 #'   size schedule and the precision are checked here, before any Spark job.
-#' @param evaluate End with the model's evaluation on every validation image of the board, in the same job.
-#' @param crops With `evaluate`, `1` (the centre crop) or `10` (corners, centre and their mirrors, averaged).
-#' @param base_port Worker `k` listens on `base_port + k`.
-#' @param cache_dir Where each worker extracts its partition; `NULL` for the user cache.
-#' @param fetch_workers Downloads at once on each worker.
-#' @param timeout Seconds each launch may take; a worker still running then is stopped and the launch
-#'   fails saying so (`NULL`: no bound).
-#' @param python The Python executable on the workers (by default the one alexnet uses here).
-#' @param retries Relaunches of the barrier stage after a failure (each resumes from the last
-#'   checkpoint of `checkpoint_dir`).
-#' @param progress Show the chief's progress while the workers train (and each worker's while it evaluates).
-#' @param probe Check the executors with a short Spark job before launching the workers.
+#' @eval declared_params(training_job_options)
+#' @eval declared_params(launch_options, launch_defaults)
+#' @details The job's options (`evaluate`, `crops`, then the launch options from `base_port` to `probe`) are
+#'   declared once in the core (`alexnet.launch.options`), as [alexnet_spark_evaluate()]'s launch options are; from
+#'   R, `python` defaults to the Python alexnet uses here ([alexnet_python()]). They come after `...`, so they are
+#'   named in full.
+#'
 #' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
 #' (class `alexnet_retry`) that carries the worker's error.
 #'
@@ -97,17 +92,18 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' run$evaluation
 #' }
 #' @export
-alexnet_spark_train <- function(sc, workers, board = NULL, ..., evaluate = FALSE, crops = 1, base_port = 8000,
-                                cache_dir = NULL, fetch_workers = 8, timeout = NULL, python = alexnet_python(),
-                                retries = 0, progress = TRUE, probe = TRUE) {
+alexnet_spark_train <- function(sc, workers, board = NULL, ...) {
   args <- checked_args("alexnet_spark_train", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
-  python <- check_arg(python, "python", "location?")
-  options <- args[setdiff(names(args), c("sc", "workers", "board", "python", "probe"))]
-  spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options, python = python,
-                  probe = !isFALSE(args[["probe"]]))
+  python <- check_arg(formal_value("python"), "python", "location?")
+  options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
+  spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
+# the job's options of the core's declaration, after `...` (see with_declared())
+alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(training_job_options),
+                                                            declared_formals(launch_options, launch_defaults)),
+                                     after_dots = TRUE)
 
 #' TensorFlow version of alexnet's Python environment
 #'
@@ -160,15 +156,18 @@ spark_worker_env <- function(python) {
 # The driver's part of a training: one call into the core (alexnet.launch.r.r_job), which makes the checks, runs
 # the probe and the barrier stage through the two R functions it is handed, shows progress, retries and adds up
 # the evaluation.
-spark_train_run <- function(api, sc, workers, board, options = list(), python = NULL, probe = TRUE) {
-  result <- spark_barrier_run(api, sc, "train", workers, board, options, python = python, probe = probe)
+spark_train_run <- function(api, sc, workers, board, options = list()) {
+  result <- spark_barrier_run(api, sc, "train", workers, board, options)
   spark_train_result(records_to_df(result$rows), result$evaluation)
 }
 
 # A barrier job of `kind` ("train", "evaluate") driven by the core: r_job() gets the Spark settings, `launch` (one
 # barrier stage whose tasks each run the core's barrier_row(), see spark_closure(), and return the columns the core
-# names) and the probe; returns what r_job() returns (`rows`, `evaluation`, `attempt`).
-spark_barrier_run <- function(api, sc, kind, workers, board, options, python, probe) {
+# names), `check` (the executors' probe, which the core runs unless the options say `probe = FALSE`) and the job's
+# `options` (their `python` is also the R workers' Python, named in their environment); returns what r_job()
+# returns (`rows`, `evaluation`, `attempt`).
+spark_barrier_run <- function(api, sc, kind, workers, board, options) {
+  python <- options[["python"]]
   context <- api$spark_context(sc)
   conf <- api$invoke(context, "getConf")
   setting <- function(key, default) api$invoke(conf, "get", key, default)
@@ -195,8 +194,7 @@ spark_barrier_run <- function(api, sc, kind, workers, board, options, python, pr
     list(kind, workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
-         launch = launch, probe = if (isTRUE(probe)) check else NULL, python = python,
-         on_retry = retry_warning),
+         launch = launch, check = check, on_retry = retry_warning),
     options
   ))
 }

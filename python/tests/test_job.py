@@ -67,7 +67,7 @@ def test_plan_checks_the_schedule_with_alexnet_trains_defaults_before_the_board(
 def test_plan_settles_what_each_task_needs(board, tmp_path):
     plan = job.plan_job(2, board, 2, base_port=9100, checkpoint_dir=tmp_path / "ckpt", epochs=3, retries=2)
     assert plan.workers == 2 and plan.retries == 2 and plan.board == board
-    assert plan.task.base_port == 9100 and plan.task.board == board
+    assert plan.task.options.base_port == 9100 and plan.task.board == board
     settings = plan.task.settings
     assert (settings.checkpoint_dir, settings.model_dir, settings.epochs) == (str(tmp_path / "ckpt"),) * 2 + (3,)
     assert settings.verbose == 2, "a worker logs one line per epoch unless told otherwise"
@@ -277,13 +277,15 @@ def test_a_task_survives_the_trip_through_r_as_a_plain_list(board, tmp_path):
     plain["settings"]["epochs"] = 3.0  # R numbers are doubles, and vectors of one are scalars
     plain["settings"]["image_size"] = 224.0
     plain["settings"]["lr_drop_epochs"] = [30.0, 60.0, 80.0]
-    again = Task.from_dict({**plain, "base_port": float(plain["base_port"]), "workers": 2.0, "env": plain["env"]})
+    plain["options"]["base_port"] = float(plain["options"]["base_port"])
+    again = Task.from_dict({**plain, "workers": 2.0})
     assert again.kind == "train" and again.workers == 2 and again.evaluation is None
-    assert again.board == plan.task.board and again.base_port == plan.task.base_port
-    assert again.timeout == 60.0 and again.env == {"A": "1"} and again.cache_dir == str(tmp_path)
+    assert again.board == plan.task.board and again.options.base_port == plan.task.options.base_port
+    options = again.options
+    assert options.timeout == 60.0 and options.env == {"A": "1"} and options.cache_dir == str(tmp_path)
     assert again.settings == plan.task.settings, "typed again, equal to what the driver checked"
     assert again.settings.epochs == 3 and type(again.settings.epochs) is int and again.settings.image_size == (224,)
-    assert Task.from_dict({**plain, "env": []}).env == {}  # R's empty list
+    assert Task.from_dict({**plain, "options": {**plain["options"], "env": []}}).options.env == {}  # R's empty list
     assert again == plan.task
     function = worker_function(again)
     assert function.func.__name__ == "train_work" and function.keywords["task"] == plan.task

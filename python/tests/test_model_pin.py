@@ -14,7 +14,7 @@ pytest.importorskip("tensorflow")
 from helpers_model import card_for, save_model_dir, tiny_model
 
 from alexnet.errors import AlexnetError, IntegrityError
-from alexnet.model.pin import alexnet_model, publish_model, republish_model
+from alexnet.model.pin import alexnet_model, publish_model
 from alexnet.model.saved import load_model, write_card
 
 CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
@@ -116,23 +116,57 @@ def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(s
     assert _same_weights(load_model(pin).model, saved["model"])
 
 
-def test_an_evaluation_recorded_later_is_a_new_version_of_the_same_file_and_a_card_beside_the_model(saved, tmp_path):
+def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_with_it(tmp_path, monkeypatch):
+    import json
+
+    from helpers_train import synthetic_data
+
+    from alexnet.model import saved as saved_module
+    from alexnet.model.card import CARD_FILE
+    from alexnet.storage.board import open_board
+    from alexnet.train.api import train
+    from alexnet.train.settings import check_settings
+
+    board = str(tmp_path / "board")
+    first = publish_model(board, "alexnet", *_earlier_model(tmp_path))["version"]  # the pin has a version already
+    written, seen = [], []
+    real = saved_module.write_card
+    monkeypatch.setattr(saved_module, "write_card", lambda path, card: written.append(card) or real(path, card))
+
+    def evaluate(strategy, model, card):  # what a Spark training's workers add up (alexnet.launch.training)
+        seen.append((model, card))
+        return {"images": 4, "top1_correct": 3, "top5_correct": 4, "crops": 1, "board": "the data's board"}
+
+    data = synthetic_data(tmp_path / "imagenet", classes=2, per_class=4, val_per_class=2)
+    settings = check_settings({"epochs": 1, "batch_size": 4, "image_size": 64, "dense_units": 8, "verbose": 0,
+                               "precision": "float32", "model_dir": str(tmp_path / "model"), "model_pin": "alexnet",
+                               "model_board": board})
+    history = train(settings, data, None, evaluate=evaluate)
+    assert len(seen) == 1 and seen[0][1].evaluation is None, "called once, with the card before it records anything"
+    recorded = history["card"]["evaluation"]
+    assert recorded["top1_correct"] == 3
+    assert [card.evaluation for card in written] == [recorded], "the card beside the model: written once, with it"
+    assert json.loads((tmp_path / "model" / CARD_FILE).read_text())["evaluation"] == recorded
+    versions = [v.version for v in open_board(board).pins.pin_versions("alexnet", as_df=False)]
+    assert len(versions) == 2 and versions[0] == first, "one new version of the pin"
+    pinned = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
+    assert pinned["version"] == versions[-1] == history["model_pin"]["version"] and pinned["evaluation"] == recorded
+
+
+def _earlier_model(tmp_path: Path) -> tuple[str, object]:
+    """An earlier model of the same classes, saved, and its card."""
+    model = tiny_model(2, seed=3)
+    return str(save_model_dir(model, tmp_path / "earlier")), card_for(CATEGORIES[:2], board="/data/board")
+
+
+def test_a_card_written_again_beside_a_saved_model_is_what_loading_it_reads(saved, tmp_path):
     import dataclasses
     import json
 
     from alexnet.model.card import CARD_FILE
 
-    board = str(tmp_path / "board")
-    first = publish_model(board, "alexnet", saved["file"], saved["card"])
     evaluation = {"images": 6, "top1_correct": 4, "top5_correct": 6, "top1_accuracy": 4 / 6, "crops": 10}
     card = dataclasses.replace(saved["card"], evaluation=evaluation)
-    again = republish_model(board, "alexnet", first["version"], card)
-    assert again["version"] > first["version"], "a new version, although the file is the same"
-    latest = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
-    earlier = alexnet_model(board, "alexnet", first["version"], cache_dir=tmp_path / "cache")
-    assert latest["version"] == again["version"] and latest["sha256"] == earlier["sha256"]
-    assert latest["evaluation"] == evaluation and earlier["evaluation"] is None
-    # the card beside a saved model, written again
     model_dir = tmp_path / "model"
     model_file = save_model_dir(saved["model"], model_dir, saved["card"])
     write_card(str(model_file), card)

@@ -95,7 +95,7 @@ def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark
 def test_a_worker_receives_every_setting_typed_as_the_driver_checked_it():
     # every setting at a value other than its default, through the task as R carries it (plain values)
     changed = dataclasses.replace(check_settings({}), **{name: other_value(name, spec) for name, spec in SETTINGS})
-    task = Task(kind="train", board="/boards/b", workers=2, base_port=9000, settings=changed)
+    task = Task(kind="train", board="/boards/b", workers=2, settings=changed)
     again = Task.from_dict(task.to_dict())
     assert again.settings == changed
     assert worker_function(again).keywords["task"].settings == changed

@@ -34,6 +34,7 @@ from alexnet.launch.training import SHARE_COLUMNS, TRAIN_COLUMNS, train_row
 from alexnet.model.card import CARD_FILE
 from alexnet.model.evaluate import alexnet_evaluate
 from alexnet.model.pin import alexnet_model, publish_model
+from alexnet.storage.board import open_board
 
 CLASSES = 6
 #: What an evaluation over workers must give exactly as one machine does.
@@ -193,7 +194,7 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
                               on_retry=warned.append, python=None, retries=1, timeout=60)
     task, columns = handed[0]
     assert task["kind"] == "evaluate" and task["board"] == setup["board"] and task["workers"] == 2
-    assert task["evaluation"]["crops"] == 1 and task["timeout"] == 60
+    assert task["evaluation"]["options"]["crops"] == 1 and task["options"]["timeout"] == 60
     assert list(columns) == list(EVALUATE_COLUMNS) and columns["images"] == "int"
     assert len(warned) == 1 and "Launching the 2 workers again, scoring every image again (retry 1 of 1)" in warned[0]
     evaluation = result["evaluation"]
@@ -221,6 +222,7 @@ def test_a_training_that_ends_with_its_evaluation_counts_as_one_machine_counts_t
             return False
 
     before = alexnet_model(board, "alexnet", cache_dir=tmp_path / "models")
+    versions = len(open_board(board).pins.pin_versions("alexnet", as_df=False))
     killed = kill_worker_once(1, trained)
     run = launcher.alexnet_spark_train(
         spark, 2, board, evaluate=True, crops=10, base_port=free_base_port(2), cache_dir=tmp_path / "cache",
@@ -241,7 +243,8 @@ def test_a_training_that_ends_with_its_evaluation_counts_as_one_machine_counts_t
     rows = [train_row(row) for row in run]
     assert list(rows[0]) == [*TRAIN_COLUMNS, *(f"eval_{name}" for name in SHARE_COLUMNS)]
     assert sum(row["eval_top1_correct"] for row in rows) == alone["top1_correct"]
-    # the card beside the model and a new version of the pin record the evaluation; the pin's file is the same
+    # the card beside the model and the pin's one new version, written once after the evaluation, record it
+    assert len(open_board(board).pins.pin_versions("alexnet", as_df=False)) == versions + 1
     recorded = json.loads((model_dir / CARD_FILE).read_text())["evaluation"]
     assert (recorded["images"], recorded["top1_correct"], recorded["top5_correct"], recorded["crops"]) == \
         (alone["images"], alone["top1_correct"], alone["top5_correct"], 10)

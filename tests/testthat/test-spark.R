@@ -105,8 +105,7 @@ test_that("an executor whose Python lacks the core fails the probe, which names 
   imagenet_upload(src$path, board = file.path(board, "b"), workers = 1)
   python <- Sys.which("true")  # an executable that is not a Python with alexnet
   expect_error(
-    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(board, "b"), list(epochs = 1),
-                              python = python),
+    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(board, "b"), list(epochs = 1, python = python)),
     paste0("cannot run alexnet on 1 executor.*", python, ".*install_alexnet\\(\\).*ALEXNET_PYTHON")
   )
   expect_null(calls$probe$barrier)
@@ -131,9 +130,12 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
     result <- alexnet:::spark_train_run(
       fake_sparklyr(calls, driver_host = "127.0.0.1"), "fake-connection", 1, board,
       list(epochs = 2, batch_size = 4, image_size = 64, dense_units = 16, base_port = port,
-           cache_dir = file.path(dir, "cache"), progress = TRUE, evaluate = TRUE, model_dir = model_dir),
-      python = alexnet_python()
+           cache_dir = file.path(dir, "cache"), progress = TRUE, evaluate = TRUE, model_dir = model_dir,
+           model_pin = "alexnet", python = alexnet_python())
     )
+    pinned <- alexnet_model(board, "alexnet", cache_dir = file.path(dir, "models"))
+    versions <- reticulate::import("alexnet.storage.board")$open_board(board)$pins$pin_versions("alexnet",
+                                                                                                as_df = FALSE)
     alone <- alexnet_evaluate(model_dir, board = board, cache_dir = file.path(dir, "alone"))
     # the saved model scored again by the evaluation job: two barrier tasks (run one after the other here), whose
     # first launch fails as a lost task does and is launched again whole
@@ -150,7 +152,7 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
     warnings <- character()
     split <- withCallingHandlers(
       alexnet:::spark_evaluate_run(api, "sc", 2, board, list(model = model_dir, cache_dir = file.path(dir, "split"),
-                                                             retries = 1, timeout = 300), probe = FALSE),
+                                                             retries = 1, timeout = 300, probe = FALSE)),
       alexnet_retry = function(w) {
         warnings <<- c(warnings, conditionMessage(w))
         invokeRestart("muffleWarning")
@@ -159,7 +161,8 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
     list(result = result, printed = utils::capture.output(print(result)), calls = as.list(calls),
          categories = src$categories, python = alexnet_python(), alone = unclass(alone), split = unclass(split),
          warnings = warnings, evaluation_columns = names(again$spark_apply$columns), launches = again$launches,
-         card = jsonlite::fromJSON(file.path(model_dir, "alexnet-model.json")))
+         card = jsonlite::fromJSON(file.path(model_dir, "alexnet-model.json")),
+         pinned = unclass(pinned), versions = length(versions))
   }, args = list(dir, port, fake_sparklyr), stderr = stderr,
   env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
 
@@ -205,6 +208,10 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   expect_equal(evaluation$images, 6L)
   expect_equal(result$eval_images, 6L)
   expect_equal(out$card$evaluation$top1_correct, out$alone$top1_correct)
+  # the model pin: one version, written after the evaluation, whose card holds it (as the card beside the model)
+  expect_equal(out$versions, 1L)
+  expect_equal(out$pinned$evaluation$top1_correct, out$alone$top1_correct)
+  expect_equal(evaluation$model_pin$version, out$pinned$version)
   expect_true(any(grepl("^Evaluation of the model on every validation image", out$printed)))
   expect_true(any(grepl("^Top-1 accuracy", out$printed)))
   expect_null(as.data.frame(result)$evaluation)
@@ -226,8 +233,8 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   # and an evaluation past its timeout stops, saying so (the R launcher bounds each task's worker)
   expect_error(
     alexnet:::spark_evaluate_run(fake_sparklyr(new.env(), address = c("127.0.0.1:1", "127.0.0.1:2")), "sc", 2,
-                                 file.path(dir, "board"), list(model = file.path(dir, "model"), timeout = 1),
-                                 probe = FALSE),
+                                 file.path(dir, "board"), list(model = file.path(dir, "model"), timeout = 1,
+                                                               probe = FALSE)),
     "Worker 0 of 2 failed: TimeoutError: it did not finish within timeout = 1 s"
   )
 })
@@ -241,8 +248,7 @@ test_that("a worker's failure leads with its own Python error and says where its
   writeLines("not a folder", file.path(dir, "cache"))
   error <- tryCatch(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
-                              list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache")),
-                              probe = FALSE),
+                              list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache"), probe = FALSE)),
     error = identity
   )
   expect_s3_class(error, c("alexnet_worker_error", "alexnet_cluster_error", "alexnet_child_error", "alexnet_error"))
@@ -276,8 +282,8 @@ test_that("a worker still running after `timeout` seconds is stopped, and the er
   tiny_board(dir)
   expect_error(
     alexnet:::spark_train_run(fake_sparklyr(new.env()), "sc", 1, file.path(dir, "b"),
-                              list(epochs = 1, image_size = 64, timeout = 1, cache_dir = file.path(dir, "cache")),
-                              probe = FALSE),
+                              list(epochs = 1, image_size = 64, timeout = 1, cache_dir = file.path(dir, "cache"),
+                                   probe = FALSE)),
     "Worker 0 of 1 failed: TimeoutError: .*within timeout = 1 s"
   )
 })
@@ -350,7 +356,7 @@ test_that("a failed launch and the retry that follows reach R as a warning with 
   }
   warnings <- list()
   result <- withCallingHandlers(
-    alexnet:::spark_train_run(api, "sc", 1, file.path(dir, "b"), list(retries = 2, epochs = 1), probe = FALSE),
+    alexnet:::spark_train_run(api, "sc", 1, file.path(dir, "b"), list(retries = 2, epochs = 1, probe = FALSE)),
     warning = function(w) {
       warnings[[length(warnings) + 1L]] <<- w
       invokeRestart("muffleWarning")
@@ -389,4 +395,47 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
   # the slot check reads local[2]'s parallelism from the connection, before any job
   expect_error(alexnet_spark_train(sc, workers = 3, board = tempdir(), probe = FALSE),
                "3 workers need 3 task slots.*use workers <= 2")
+})
+
+# The options of a Spark job and of an evaluation reach R from the core's declarations (R/launch-options.R,
+# R/evaluation-options.R, generated from them): each one is a formal, with the declared kind and default, of every
+# function that takes it, documented there, and a bad value of it stops the job on the driver, before any Spark job.
+# The walk is over the declarations, so an option added to one of them alone is covered. (Python's side:
+# python/tests/test_launch_options.py.)
+declared_users <- function() {
+  list(alexnet_spark_train = c(alexnet:::training_job_options, alexnet:::launch_options),
+       alexnet_spark_evaluate = c(alexnet:::evaluation_options, alexnet:::launch_options),
+       alexnet_evaluate = alexnet:::evaluation_options)
+}
+
+test_that("every declared option is a formal of the functions that take it, with its default, kind and docs", {
+  for (fun in names(users <- declared_users())) {
+    formals <- formals(getExportedValue("alexnet", fun))
+    for (name in names(users[[fun]])) {
+      label <- paste0(fun, "(", name, ")")
+      expect_true(name %in% names(formals), label = label)
+      default <- if (name == "python") quote(alexnet_python()) else users[[fun]][[name]]$default
+      expect_identical(formals[[name]], default, label = label)
+      expect_identical(unname(alexnet:::argument_kinds[[fun]][name]), users[[fun]][[name]]$kind, label = label)
+    }
+    expect_arguments_documented(names(users[[fun]]), fun)
+  }
+  # a training's options are named in full, after `...`: `cache` (a training setting) is never `cache_dir`
+  train <- names(formals(alexnet_spark_train))
+  expect_true(all(match(names(alexnet:::launch_options), train) > match("...", train)))
+})
+
+test_that("a bad value of every declared option stops the Spark job on the driver, naming it", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  board <- tiny_board(dir)
+  calls <- new.env()
+  jobs <- list(
+    train = function(...) alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, board, list(...)),
+    evaluate = function(...) alexnet:::spark_evaluate_run(fake_sparklyr(calls), "sc", 1, board,
+                                                           list(model = file.path(dir, "model"), ...)))
+  tried <- expect_settings_refused(jobs$train, c(alexnet:::training_job_options, alexnet:::launch_options)) +
+    expect_settings_refused(jobs$evaluate, c(alexnet:::evaluation_options, alexnet:::launch_options))
+  expect_gt(tried, 10L)
+  expect_null(calls$sdf_len)  # neither the probe nor a barrier stage ran
 })

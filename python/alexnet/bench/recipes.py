@@ -169,6 +169,6 @@ def _final_scores(model_dir: str | os.PathLike, data: Mapping[str, Any], size: i
 
     scores = {}
     for key, side in (("final_eval_accuracy", size), ("final_eval_accuracy_plus32", size + 32)):
-        scores[key] = round(float(alexnet_evaluate(model_dir, data, image_size=side, parallel=parallel,
-                                                   batch_size=64)["top1_accuracy"]), 4)
+        scores[key] = round(float(alexnet_evaluate(model_dir, data, image_size=side, parallel=parallel)
+                                  ["top1_accuracy"]), 4)
     return scores

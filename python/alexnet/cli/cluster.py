@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from . import common
-from .common import BOARD_HELP, given, non_negative, positive, with_default
-from .model import evaluation_options, evaluation_summary, model_of, model_options
+from .common import BOARD_HELP, positive
+from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
 from .train import training_args, training_options
 
 
@@ -28,6 +28,18 @@ def _spark_train_summary(result: Any) -> str:
     return lines if evaluation is None else f"{lines}\nevaluation of {evaluation_summary(evaluation)}"
 
 
+def launch_dest(name: str) -> str:
+    """Where the parsed value of a job's option ``name`` is kept."""
+    return f"launch_{name}"
+
+
+def _job_specs(training: bool) -> dict[str, Any]:
+    """The options of a job (:mod:`alexnet.launch.options`): a training job's own first, then the launch options."""
+    from ..launch.options import specs, training_job_specs
+
+    return {**(training_job_specs() if training else {}), **specs()}
+
+
 def _spark_train(args: argparse.Namespace) -> None:
     from ..launch.training import worker_settings
 
@@ -35,9 +47,8 @@ def _spark_train(args: argparse.Namespace) -> None:
     settings = worker_settings(training_args(args), getattr(args, "board", None),
                                local_master=common.master(args).startswith("local"), where="alexnet spark-train")
     with common.spark(args, "alexnet spark-train") as session:
-        rows = common.core("spark-train")(session, args.workers, settings=settings,
-                                          **given(args, "board", "base_port", "cache_dir", "timeout", "retries",
-                                                  "evaluate", "crops"))
+        rows = common.core("spark-train")(session, args.workers, getattr(args, "board", None), settings=settings,
+                                          **common.declared_args(args, _job_specs(True), launch_dest))
     evaluation = getattr(rows, "evaluation", None)
     shown = rows if evaluation is None or not args.json else {"workers": list(rows), "evaluation": evaluation}
     common.emit(shown, args.json, _spark_train_summary)
@@ -47,8 +58,8 @@ def _spark_evaluate(args: argparse.Namespace) -> None:
     model = model_of(args)
     with common.spark(args, "alexnet spark-evaluate") as session:
         result = common.core("spark-evaluate")(session, model, args.workers, common.default_board(args),
-                                               **given(args, "crops", "batch_size", "cache_dir", "fetch_workers",
-                                                       "timeout", "retries"))
+                                               **evaluation_args(args),
+                                               **common.declared_args(args, _job_specs(False), launch_dest))
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -64,29 +75,13 @@ def register(add: common.AddCommand) -> None:
                 "partition of the board; prints one row per worker.")
     _cluster_options(train)
     train.add_argument("--board", help=BOARD_HELP)
-    train.add_argument("--cache-dir", help="where each worker extracts its partition (default: user cache)")
     training_options(train)
-    train.add_argument("--base-port", type=positive,
-                       help=with_default("spark-train", "base_port", "worker k listens on this + k"))
-    train.add_argument("--timeout", type=float, help="cancel the whole job after these seconds")
-    train.add_argument("--retries", type=non_negative,
-                       help=with_default("spark-train", "retries", "relaunches after a failure, resuming from the "
-                                         "last checkpoint"))
-    train.add_argument("--evaluate", action="store_true", default=argparse.SUPPRESS,
-                       help="after the last epoch, each worker scores its partition's validation images with the "
-                       "model it holds; prints the evaluation of every validation image of the board (with --json: "
-                       "an object with the workers and the evaluation) and records it in the model card and pin")
-    train.add_argument("--crops", type=int, choices=[1, 10],
-                       help=with_default("spark-train", "crops", "with --evaluate, 1: the centre crop; 10: corners, "
-                                         "centre and their mirrors"))
+    common.declared_options(train.add_argument_group("the job's options"), _job_specs(True), launch_dest)
 
     evaluate = add("spark-evaluate", _spark_evaluate, "evaluate on several workers at once, one Spark barrier task "
                    "each", "Evaluate a model on every validation image of --board, split over WORKERS Spark barrier "
                    "tasks; the counts add up to a one-machine evaluation.")
     _cluster_options(evaluate)
-    model_options(evaluate, "spark-evaluate", positional=False)
-    evaluation_options(evaluate, "spark-evaluate")
-    evaluate.add_argument("--timeout", type=float, help="cancel the whole job after these seconds")
-    evaluate.add_argument("--retries", type=non_negative,
-                          help=with_default("spark-evaluate", "retries", "relaunches of the whole evaluation after "
-                                            "a failure"))
+    model_options(evaluate, "spark-evaluate", positional=False, batch=False)
+    evaluation_options(evaluate)
+    common.declared_options(evaluate.add_argument_group("the job's options"), _job_specs(False), launch_dest)

@@ -55,20 +55,28 @@ def model_options(p: argparse.ArgumentParser, command: str, positional: bool, ba
         p.add_argument("--batch-size", type=positive, help=with_default(command, "batch_size", "images scored at once"))
 
 
-def evaluation_options(p: argparse.ArgumentParser, command: str) -> None:
-    """The options of an evaluation: crops, and where and how its validation images are fetched."""
-    p.add_argument("--crops", type=int, choices=[1, 10],
-                   help=with_default(command, "crops", "1: the centre crop; 10: corners, centre and their mirrors"))
-    p.add_argument("--cache-dir", help="where validation images are extracted (default: under the user cache "
-                   "directory)")
-    p.add_argument("--fetch-workers", type=positive, help=with_default(command, "fetch_workers",
-                                                                        "parallel downloads"))
+def evaluation_dest(name: str) -> str:
+    """Where the parsed value of evaluation option ``name`` is kept."""
+    return f"evaluation_{name}"
+
+
+def evaluation_options(p: argparse.ArgumentParser) -> None:
+    """An option for every option of an evaluation (its declaration, :mod:`alexnet.model.options`)."""
+    from ..model.options import specs
+
+    common.declared_options(p, specs(), evaluation_dest)
+
+
+def evaluation_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of an evaluation given on the command line, by name (those left out keep their defaults)."""
+    from ..model.options import specs
+
+    return common.declared_args(args, specs(), evaluation_dest)
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    result = common.core("evaluate")(model_of(args), board=common.default_board(args),
-                                     **given(args, "crops", "batch_size", "parallel", "partition", "total",
-                                             "cache_dir", "fetch_workers", "image_size"))
+    result = common.core("evaluate")(model_of(args), board=common.default_board(args), **evaluation_args(args),
+                                     **given(args, "partition", "total", "cache_dir", "fetch_workers"))
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -114,14 +122,15 @@ def register(add: common.AddCommand) -> None:
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
-    model_options(evaluate, "evaluate", positional=True)
-    evaluation_options(evaluate, "evaluate")
-    evaluate.add_argument("--parallel", type=positive, help="parallel decodes (default: one per CPU)")
+    model_options(evaluate, "evaluate", positional=True, batch=False)
+    evaluation_options(evaluate)
     evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
                                                                               "0-based share of the images"))
     evaluate.add_argument("--total", type=positive, help=with_default("evaluate", "total", "number of shares"))
-    evaluate.add_argument("--image-size", type=positive, help="the side of the crop scored (default: the size the "
-                          "model trained at last; a model trained at a lower size often scores better 32 above it)")
+    evaluate.add_argument("--cache-dir", help="where validation images are extracted (default: under the user cache "
+                          "directory)")
+    evaluate.add_argument("--fetch-workers", type=positive, help=with_default("evaluate", "fetch_workers",
+                                                                               "parallel downloads"))
 
     predict = add("predict", _predict, "the most probable classes of images",
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")

@@ -20,23 +20,30 @@ from typing import Any
 from ..declare.kinds import Spec
 
 HEADER = ("Generated from {what} ({source}): do not edit.\n"
-          "`make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.\n\n"
-          "{purpose}, in the declaration's order: each one's argument kind (see R/arguments.R), default, values when "
-          "it is a choice, and help{more}.")
+          "`make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.")
+PURPOSE = ("{purpose}, in the declaration's order: each one's argument kind (see R/arguments.R), default, values when "
+           "it is a choice, and help{more}.")
 
 
 @dataclass(frozen=True)
 class Table:
-    """One generated R file: ``variable`` holds a list of ``rows()`` (a declaration's specs, by name), described as
-    ``what`` declared in ``source``; ``extra(name)`` adds fields to a row (``more`` says which)."""
+    """One R variable: a list of ``rows()`` (a declaration's specs, by name), described by ``purpose``;
+    ``extra(name)`` adds fields to a row (``more`` says which)."""
 
     variable: str
-    what: str
-    source: str
     purpose: str
     rows: Callable[[], dict[str, Spec]]
     extra: Callable[[str], dict[str, Any]] | None = None
     more: str = ""
+
+
+@dataclass(frozen=True)
+class RFile:
+    """One generated R file: the ``tables`` of a declaration, described as ``what`` declared in ``source``."""
+
+    what: str
+    source: str
+    tables: tuple[Table, ...]
 
 
 def _training() -> dict[str, Spec]:
@@ -57,14 +64,45 @@ def _benchmark_stage(name: str) -> dict[str, Any]:
     return {"stage": stage_of(name)}
 
 
+def _launch() -> dict[str, Spec]:
+    from ..launch.options import specs
+
+    return specs()
+
+
+def _training_job() -> dict[str, Spec]:
+    from ..launch.options import training_job_specs
+
+    return training_job_specs()
+
+
+def _evaluation() -> dict[str, Spec]:
+    from ..model.options import specs
+
+    return specs()
+
+
 #: Every generated file of ``R/``, by name.
-TABLES: dict[str, Table] = {
-    "settings.R": Table("training_settings", "the training settings' declaration", "python/alexnet/train/settings.py",
-                        "Every training setting of alexnet_train() and alexnet_spark_train()", _training),
-    "bench-settings.R": Table("benchmark_settings", "the benchmark's declaration", "python/alexnet/bench/plan.py",
-                              "Every setting of alexnet_benchmark()", _benchmark, _benchmark_stage,
-                              "; and the stage it belongs to (\"\": every stage's)"),
+TABLES: dict[str, RFile] = {
+    "settings.R": RFile("the training settings' declaration", "python/alexnet/train/settings.py", (
+        Table("training_settings", "Every training setting of alexnet_train() and alexnet_spark_train()", _training),)),
+    "bench-settings.R": RFile("the benchmark's declaration", "python/alexnet/bench/plan.py", (
+        Table("benchmark_settings", "Every setting of alexnet_benchmark()", _benchmark, _benchmark_stage,
+              "; and the stage it belongs to (\"\": every stage's)"),)),
+    "launch-options.R": RFile("the declaration of a Spark job's options", "python/alexnet/launch/options.py", (
+        Table("launch_options", "The options of every Spark job (alexnet_spark_train(), alexnet_spark_evaluate())",
+              _launch),
+        Table("training_job_options", "The options of a training job's own (alexnet_spark_train())",
+              _training_job))),
+    "evaluation-options.R": RFile("the evaluation options' declaration", "python/alexnet/model/options.py", (
+        Table("evaluation_options", "The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate())",
+              _evaluation),)),
 }
+
+
+def _comments(text: str) -> str:
+    return "\n".join(textwrap.fill(part, 118, initial_indent="# ", subsequent_indent="# ") if part else "#"
+                     for part in text.split("\n"))
 
 
 def r_value(value: Any) -> str:
@@ -80,9 +118,8 @@ def r_value(value: Any) -> str:
     return "c(" + ", ".join(r_value(v) for v in value) + ")"
 
 
-def r_source(file: str) -> str:
-    """The text of ``R/<file>``, one of :data:`TABLES`: one line per setting."""
-    table = TABLES[file]
+def r_table(table: Table) -> str:
+    """One table as R: a comment, then the variable, one line per setting."""
     rows = []
     for name, spec in table.rows().items():
         fields = {"kind": json.dumps(spec.r_kind), "default": r_value(spec.default),
@@ -90,10 +127,15 @@ def r_source(file: str) -> str:
                   **{key: r_value(value) for key, value in (table.extra(name) if table.extra else {}).items()},
                   "help": json.dumps(spec.help)}
         rows.append(f"  {name} = list(" + ", ".join(f"{key} = {value}" for key, value in fields.items()) + ")")
-    header = HEADER.format(what=table.what, source=table.source, purpose=table.purpose, more=table.more)
-    comments = "\n".join(textwrap.fill(part, 118, initial_indent="# ", subsequent_indent="# ") if part else "#"
-                          for part in header.split("\n"))
-    return comments + f"\n{table.variable} <- list(\n" + ",\n".join(rows) + "\n)\n"
+    comment = _comments(PURPOSE.format(purpose=table.purpose, more=table.more))
+    return comment + f"\n{table.variable} <- list(\n" + ",\n".join(rows) + "\n)\n"
+
+
+def r_source(file: str) -> str:
+    """The text of ``R/<file>``, one of :data:`TABLES`."""
+    generated = TABLES[file]
+    return "\n".join([_comments(HEADER.format(what=generated.what, source=generated.source)) + "\n",
+                      *(r_table(table) for table in generated.tables)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,6 +91,11 @@ def restore(declaration: type[D], values: Mapping[str, Any]) -> D:
                           for name, spec in specs(declaration).items()})
 
 
+def at_defaults(declaration: type[D]) -> D:
+    """The settings of ``declaration``, every one at its default."""
+    return restore(declaration, {})
+
+
 def parameters(declaration: type, kind: inspect._ParameterKind = inspect.Parameter.KEYWORD_ONLY,
                skip: Iterable[str] = ()) -> list[inspect.Parameter]:
     """The settings of ``declaration`` as parameters of a signature, of ``kind``, with their defaults and types."""

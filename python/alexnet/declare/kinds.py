@@ -40,8 +40,9 @@ class Spec:
     values of a choice, ``aliases`` other spellings of them; ``optional`` that ``None`` (R's ``NULL``) is taken;
     ``output`` that the value is a location written to (proven writable before training); ``option`` the command
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
-    stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a further check of the converted value,
-    ``check(value)`` returning it or raising (a pin name: :func:`alexnet.model.pin.check_model_pin`).
+    stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a check of its own in place of the kind's,
+    ``check(value)`` returning the value converted or raising (a pin name:
+    :func:`alexnet.model.pin.check_model_pin`; ``crops``: 1 or 10).
     """
 
     default: Any
@@ -65,8 +66,7 @@ class Spec:
         value = _one(value) if KINDS[self.kind].scalar else value
         if value is None and (self.optional or self.kind == "counts"):
             return None if self.optional else ()
-        converted = KINDS[self.kind].convert(value, name, self)
-        return converted if self.check is None else self.check(converted)
+        return KINDS[self.kind].convert(value, name, self) if self.check is None else self.check(value)
 
     def restore(self, value: Any) -> Any:
         """A value this setting converted, after a trip as plain values (JSON, R), typed again without checks."""
@@ -204,11 +204,6 @@ def _text(value: Any, name: str, spec: Spec) -> str:
     return value
 
 
-def _pin(value: Any, name: str, spec: Spec) -> Any:
-    """A pin name: as it is for the spec's ``check`` to judge (it names what a pin may be called), else a string."""
-    return value if spec.check is not None else _text(value, name, spec)
-
-
 def _seconds(value: Any, name: str, spec: Spec) -> float:
     seconds = as_seconds(value, name, allow_none=spec.optional)
     return float(seconds) if seconds is not None else seconds  # type: ignore[return-value]
@@ -265,7 +260,7 @@ KINDS: dict[str, Kind] = {
     "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False),
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
-    "pin": Kind(_pin, str, "string", str),
+    "pin": Kind(_text, str, "string", str),
     "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False),
     "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
     "mapping": Kind(_mapping, dict, "any", scalar=False),

@@ -3,15 +3,17 @@ with pyspark and combined by the one path of :mod:`alexnet.launch.job`."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..data.fetch import DEFAULT_DOWNLOADS
-from ..train.cluster import DEFAULT_BASE_PORT
+from ..declare import declaration
+from ..model.options import EvaluationOptions
 from ..train.settings import TrainSettings
-from .job import DEFAULT_RETRIES, combine_job, plan_job
+from .job import combine_job, plan_job
+from .options import LaunchOptions, TrainingJobOptions
 from .spark import barrier_slots, launch_job, spark_context
 from .work import row_of
 
@@ -29,36 +31,21 @@ def _local(context: Any) -> bool:
     return (context.master or "").startswith("local")
 
 
-def alexnet_spark_train(
-    spark: Any,
-    workers: int,
-    board: str | os.PathLike | None = None,
-    *,
-    evaluate: bool = False,
-    crops: int = 1,
-    base_port: int = DEFAULT_BASE_PORT,
-    cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = DEFAULT_DOWNLOADS,
-    timeout: float | None = None,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = DEFAULT_RETRIES,
-    progress: bool = True,
-    probe: bool = True,
-    settings: TrainSettings | None = None,
-    callbacks: Sequence[Any] | None = None,
-    **train_args: Any,
-) -> SparkRun:
+def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | None = None, *,
+                        settings: TrainSettings | None = None, callbacks: Sequence[Any] | None = None,
+                        **arguments: Any) -> SparkRun:
     """Train AlexNet on ``workers`` Spark tasks at once, each on its own partition of ``board``; with
     ``evaluate``, end with the model's evaluation on every validation image of the board, in the same job.
 
     One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
     :func:`alexnet.launch.training.train_work` in a fresh Python process, which fetches partition ``k`` of
     ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
-    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``; ``train_args`` are its training settings
-    (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker, ``image_size``,
-    ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
-    ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds them already checked
+    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``. ``arguments`` are, by name, the job's
+    options (the launch options of :class:`alexnet.launch.options.LaunchOptions`, and the training job's own,
+    :class:`alexnet.launch.options.TrainingJobOptions`: ``evaluate``, ``crops``; listed with their defaults below)
+    and its training settings (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker,
+    ``image_size``, ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
+    ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds those already checked
     (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
     worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
     ``timeout`` bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they
@@ -68,8 +55,8 @@ def alexnet_spark_train(
     model it holds (``crops``: 1, the centre crop, or 10), and the driver adds the counts: every category is in
     one partition, so the evaluation equals :func:`alexnet.alexnet_evaluate` of the saved model on one machine
     over every validation image of the board. The evaluation is recorded in the model card: in ``model_dir``'s
-    ``alexnet-model.json``, and, with ``model_pin``, in a new version of the pin (the same file, its card with the
-    evaluation), which the evaluation's ``model_pin`` names.
+    ``alexnet-model.json``, and, with ``model_pin``, in the pin's one new version, which the evaluation's
+    ``model_pin`` names.
 
     Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
     unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
@@ -84,12 +71,13 @@ def alexnet_spark_train(
     worker ends with the same weights (``history["weights_sha256"]``). Its ``evaluation`` is the dict of
     :func:`alexnet.alexnet_evaluate` with ``workers``, ``per_worker`` and ``model_pin`` (with ``evaluate``; else
     ``None``).
+
+    The job's options, with their defaults:
     """
     context = spark_context(spark)
-    plan = plan_job(workers, board, barrier_slots(context), kind="train", evaluate=evaluate, crops=crops,
-                    base_port=base_port, cache_dir=cache_dir, fetch_workers=fetch_workers, python=python, env=env,
-                    retries=retries, timeout=timeout, local_master=_local(context), settings=settings, **train_args)
-    run = launch_job(context, plan, probe=probe, progress=progress, callbacks=list(callbacks or []))
+    plan = plan_job(workers, board, barrier_slots(context), kind="train", local_master=_local(context),
+                    settings=settings, **arguments)
+    run = launch_job(context, plan, callbacks=list(callbacks or []))
     digests = {row["history"].get("weights_sha256") for row in run.rows}
     if len(digests) > 1:
         logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
@@ -98,23 +86,8 @@ def alexnet_spark_train(
     return result
 
 
-def alexnet_spark_evaluate(
-    spark: Any,
-    model: Any,
-    workers: int,
-    board: str | os.PathLike | None = None,
-    *,
-    crops: int = 1,
-    batch_size: int = 64,
-    cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = DEFAULT_DOWNLOADS,
-    timeout: float | None = None,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = DEFAULT_RETRIES,
-    progress: bool = True,
-    probe: bool = True,
-) -> dict[str, Any]:
+def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os.PathLike | None = None,
+                           **options: Any) -> dict[str, Any]:
     """Top-1 and top-5 accuracy of ``model`` over every validation image of ``board``, split over ``workers``
     Spark barrier tasks; the same result as a one-machine :func:`alexnet.alexnet_evaluate`.
 
@@ -132,11 +105,33 @@ def alexnet_spark_evaluate(
     Spark job is cancelled, and the error says so). An evaluation is idempotent: when a worker fails, the job is
     launched again whole, up to ``retries`` times. Returns the dict of :func:`alexnet.alexnet_evaluate`
     (``seconds``: the stage's wall time) plus ``workers``, ``per_worker`` and ``attempt``.
+
+    ``options`` are, by name, the evaluation's (:class:`alexnet.model.options.EvaluationOptions`) and the launch
+    options (:class:`alexnet.launch.options.LaunchOptions`), with their defaults:
     """
     context = spark_context(spark)
-    plan = plan_job(workers, board, barrier_slots(context), kind="evaluate", model=model, crops=crops,
-                    batch_size=batch_size, cache_dir=cache_dir, fetch_workers=fetch_workers, python=python, env=env,
-                    retries=retries, timeout=timeout, local_master=_local(context))
-    run = launch_job(context, plan, probe=probe, progress=progress)
+    plan = plan_job(workers, board, barrier_slots(context), kind="evaluate", model=model,
+                    local_master=_local(context), **options)
+    run = launch_job(context, plan)
     evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds) or {}
     return {**evaluation, "attempt": run.attempt}
+
+
+def _signature(function: Any, *declarations: type, more: bool) -> inspect.Signature:
+    """``function``'s signature with the options of ``declarations`` by keyword after its own positional
+    parameters, before its other keywords (and its ``**`` ones only when it takes ``more``: a training's settings)."""
+    written = inspect.signature(function)
+    first = [p for p in written.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    rest = [p for p in written.parameters.values() if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]
+    declared = [p for group in declarations for p in declaration.parameters(group)]
+    return inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
+
+
+def _options_help(*declarations: type) -> str:
+    return "\n".join(declaration.help_lines(group) for group in declarations) + "\n"
+
+
+for _function, _declarations, _more in ((alexnet_spark_train, (TrainingJobOptions, LaunchOptions), True),
+                                        (alexnet_spark_evaluate, (EvaluationOptions, LaunchOptions), False)):
+    _function.__signature__ = _signature(_function, *_declarations, more=_more)  # type: ignore[attr-defined]
+    _function.__doc__ = (_function.__doc__ or "").rstrip() + "\n\n" + _options_help(*_declarations)

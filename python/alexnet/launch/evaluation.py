@@ -14,6 +14,7 @@ result equals a one-machine ``alexnet_evaluate(model, board = board)``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from typing import Any
 from ..checks import as_int
 from ..errors import AlexnetError
 from ..storage.location import location_kind
-from .task import JOB_ARGUMENTS, Evaluation, Task
+from .task import Evaluation, Task
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ EVALUATE_COLUMNS: dict[str, type] = {
     "model": str,
     "bad_images": str,
 }
-#: The arguments of an evaluation job besides those of every job (see :func:`alexnet.launch.job.plan_job`).
-EVALUATION_ARGUMENTS = ("model", "crops", "batch_size")
 #: How the progress bar of :func:`alexnet.alexnet_evaluate`'s scoring starts its description.
 SCORING = "evaluate"
 #: Seconds between two progress reports of one worker.
@@ -73,22 +72,19 @@ def _worker_reference(model: Any, local_master: bool) -> Any:
 
 
 def check_evaluation(workers: int, board: Any, *, local_master: bool = True, where: str = "alexnet_spark_evaluate()",
-                     model: Any = None, crops: Any = 1, batch_size: Any = 64, **unknown: Any) -> dict[str, Any]:
+                     model: Any = None, **options: Any) -> dict[str, Any]:
     """The driver's checks of an evaluation before the board is read: no argument it does not take (``where``
-    names the call), ``crops`` 1 or 10, ``batch_size``, and a ``model`` that exists (its card is read) and that
-    every worker reaches. The :class:`~alexnet.launch.task.Task` fields they settle."""
-    from ..checks import name_hints
-    from ..model.evaluate import check_crops
+    names the call), its ``options`` (:func:`alexnet.model.options.check_options`), and a ``model`` that exists (its
+    card is read) and that every worker reaches. The :class:`~alexnet.launch.task.Task` fields they settle."""
+    from ..declare.declaration import check_names
+    from ..model.options import check_options, specs
+    from .options import specs as launch_specs
 
-    if unknown:
-        hints = name_hints(list(unknown), EVALUATION_ARGUMENTS + JOB_ARGUMENTS)
-        raise AlexnetError(f"{where} does not take {hints}: fix the name, or leave it out.")
+    check_names(options, [*specs(), *launch_specs()], where, "Its options besides `model`")
     if model is None:
         raise AlexnetError(f"{where} needs `model`: an alexnet_model() pin or the location of a saved model.")
-    crops = check_crops(crops)
-    batch_size = as_int(batch_size, "batch_size", 1)
-    return {"evaluation": Evaluation(model=_worker_reference(model, local_master), crops=crops,
-                                     batch_size=batch_size)}
+    checked = check_options(options)
+    return {"evaluation": Evaluation(model=_worker_reference(model, local_master), options=checked)}
 
 
 def check_validation_shares(workers: int, rows: list[dict[str, Any]], location: str) -> None:
@@ -155,22 +151,22 @@ def score_share(model: Any, index: int, workers: int, task: Task, *, data: Mappi
     from ..progress import watch_progress
     from ..train.callbacks import progress_writer
 
-    evaluation = task.evaluation or Evaluation()
+    options = (task.evaluation or Evaluation()).options
     where: dict[str, Any] = {"data": data} if data is not None else {
-        "board": task.board, "partition": index, "total": workers, "cache_dir": task.cache_dir,
-        "fetch_workers": task.fetch_workers}
+        "board": task.board, "partition": index, "total": workers, "cache_dir": task.options.cache_dir,
+        "fetch_workers": task.options.fetch_workers}
     if data is not None and not len(data.get("val_image") or []):
         logger.info("Worker %d of %d holds no validation images: nothing to score.", index, workers)
-        return {"worker": int(index), "workers": int(workers), **empty_share(evaluation.crops)}
+        return {"worker": int(index), "workers": int(workers), **empty_share(options.crops)}
     reporter = _Reporter(progress_writer(task.progress), index, workers) if task.progress else None
     with watch_progress(reporter) if reporter is not None else contextlib.nullcontext():
-        result = alexnet_evaluate(model, crops=evaluation.crops, batch_size=evaluation.batch_size, **where)
+        result = alexnet_evaluate(model, **where, **dataclasses.asdict(options))
     return {"worker": int(index), "workers": int(workers), **result}
 
 
 def empty_share(crops: int) -> dict[str, Any]:
     """The counts of a worker without validation images (which :func:`combine_shares` adds as nothing)."""
-    from ..model.evaluate import PROTOCOLS
+    from ..model.options import PROTOCOLS
 
     return {"images": 0, "top1_correct": 0, "top5_correct": 0, "top_k": 0, "crops": crops,
             "protocol": PROTOCOLS[crops], "image_size": 0, "num_classes": 0, "seconds": 0.0, "model": "",
@@ -193,21 +189,13 @@ def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
     return {name: row[name] for name in EVALUATE_COLUMNS}
 
 
-def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
-    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums.
-
-    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
-    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
-    had no images to score adds nothing.
-    """
-    rows = sorted(rows, key=lambda row: int(row["worker"]))
+def added_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The counts of the workers' ``rows`` added (``images``, ``top1_correct``, ``top5_correct``), the accuracies of
+    the sums, and how the images were scored (``top_k``, ``crops``, ``protocol``, ``image_size``, ``num_classes``: the
+    first worker's that had images to score)."""
     images = sum(int(r["images"]) for r in rows)
     top1 = sum(int(r["top1_correct"]) for r in rows)
     topk = sum(int(r["top5_correct"]) for r in rows)
-    bad: list[str] = []
-    for row in rows:
-        value = row.get("bad_images") or []
-        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
     return {
         "images": images, "top1_correct": top1, "top5_correct": topk,
@@ -215,8 +203,27 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
         "top5_accuracy": topk / images if images else float("nan"),
         "top_k": int(first["top_k"]), "crops": int(first["crops"]), "protocol": str(first["protocol"]),
         "image_size": int(first["image_size"]), "num_classes": int(first["num_classes"]),
-        "images_per_second": images / seconds if seconds > 0 else float("nan"), "seconds": round(seconds, 3),
-        "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
+    }
+
+
+def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
+    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums
+    (:func:`added_counts`).
+
+    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
+    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
+    had no images to score adds nothing.
+    """
+    rows = sorted(rows, key=lambda row: int(row["worker"]))
+    added = added_counts(rows)
+    bad: list[str] = []
+    for row in rows:
+        value = row.get("bad_images") or []
+        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
+    first = next((r for r in rows if int(r["images"]) > 0), rows[0])
+    return {
+        **added, "images_per_second": added["images"] / seconds if seconds > 0 else float("nan"),
+        "seconds": round(seconds, 3), "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
                         "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
     }

@@ -21,19 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import as_int
-from ..data.fetch import DEFAULT_DOWNLOADS
 from ..errors import AlexnetError
-from ..train.cluster import DEFAULT_BASE_PORT
 from .monitor import start_monitor
-from .task import Task, check_slots, launch_fields
+from .options import check_launch, specs
+from .task import Task, check_slots
 from .work import Work, work_of
 from .worker import WorkerError
 
 logger = logging.getLogger(__name__)
-
-#: Relaunches of a failed barrier stage.
-DEFAULT_RETRIES = 0
 
 #: Lines of a Spark failure shown when no worker reported its own error.
 SPARK_LINES = 12
@@ -74,13 +69,17 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
 
 @dataclass
 class JobPlan:
-    """What the checks of :func:`plan_job` settled: the workers, the board, the task each worker is handed, the
-    retries."""
+    """What the checks of :func:`plan_job` settled: the workers, the board, the task each worker is handed (with
+    the job's launch options)."""
 
     workers: int
     board: str
     task: Task
-    retries: int = 0
+
+    @property
+    def retries(self) -> int:
+        """Launches of the job again after a failure."""
+        return self.task.options.retries
 
     @property
     def work(self) -> Work:
@@ -103,32 +102,27 @@ WHERE = {"train": "alexnet_spark_train()", "evaluate": "alexnet_spark_evaluate()
 
 
 def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | None, *, kind: str = "train",
-             base_port: Any = DEFAULT_BASE_PORT, cache_dir: Any = None, fetch_workers: Any = DEFAULT_DOWNLOADS,
-             python: str | None = None, env: Mapping[str, str] | None = None, retries: Any = DEFAULT_RETRIES,
-             local_master: bool = True, timeout: Any = None, where: str | None = None, **arguments: Any) -> JobPlan:
+             local_master: bool = True, where: str | None = None, **arguments: Any) -> JobPlan:
     """Every check that can be made on the driver before a barrier job of ``kind``, and the plan it leads to.
 
-    ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever); the
-    kind's own ``arguments`` are checked next (a training's settings, see
-    :func:`alexnet.launch.training.check_training`; an evaluation's model and crops, see
-    :func:`alexnet.launch.evaluation.check_evaluation`), before the board is read; then what every kind has:
-    ``timeout`` (seconds a launch may take) positive or ``None``, ``base_port`` leaving room for every worker,
-    ``retries``; then the board must be reachable and fit the work (categories, validation images). ``where``
-    names the call in errors.
+    ``workers`` must fit in ``slots`` (a barrier stage starts all its tasks at once, or waits for ever); the launch
+    options among ``arguments`` are checked next (:class:`alexnet.launch.options.LaunchOptions`: ``base_port``
+    leaving room for every worker, ``timeout`` positive or unset, ...), then the kind's own arguments (a training's
+    settings and options, see :func:`alexnet.launch.training.check_training`; an evaluation's model and options, see
+    :func:`alexnet.launch.evaluation.check_evaluation`), before the board is read; then the board must be reachable
+    and fit the work (categories, validation images). ``where`` names the call in errors.
     """
     from ..storage.board import open_board
     from ..storage.layout import read_categories
 
     work = work_of(kind)
     workers = check_slots(workers, slots)
+    options = check_launch({name: arguments.pop(name) for name in specs() if name in arguments}, workers)
     fields = work.check(workers, board, local_master=bool(local_master), where=where or WHERE[kind], **arguments)
-    common = launch_fields(workers, base_port=base_port, cache_dir=cache_dir, fetch_workers=fetch_workers,
-                           python=python, env=env, timeout=timeout)
-    retries = as_int(retries, "retries", 0)
     opened = open_board(board)
-    task = Task(kind=kind, board=opened.location, workers=workers, **common, **fields)
+    task = Task(kind=kind, board=opened.location, workers=workers, options=options, **fields)
     work.fit(task, read_categories(opened))
-    return JobPlan(workers, opened.location, task, retries)
+    return JobPlan(workers, opened.location, task)
 
 
 def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
@@ -144,18 +138,21 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
 
 def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
-            progress: bool = True, on_retry: Callable[[str], Any] | None = None) -> JobRun:
-    """Run ``plan``: check the executors with ``probe``, then ``launch(task)`` (one barrier stage, returning one
-    row per worker) until it succeeds or ``plan.retries`` relaunches have failed too.
+            on_retry: Callable[[str], Any] | None = None) -> JobRun:
+    """Run ``plan``: check the executors with ``probe`` (when the plan's options say ``probe``), then
+    ``launch(task)`` (one barrier stage, returning one row per worker) until it succeeds or ``plan.retries``
+    relaunches have failed too.
 
-    While the stage runs, the workers' progress is shown on the driver (when ``progress`` and ``driver_host``,
-    the address the executors reach the driver at). A worker's failure raises its :class:`WorkerError`; a failure
-    of Spark itself, a :class:`SparkJobError`. Before each relaunch, the failure and what follows are logged as a
-    warning, or handed to ``on_retry`` (one string) when given (R shows it as an R warning).
+    While the stage runs, the workers' progress is shown on the driver (when the plan's options say ``progress``,
+    and ``driver_host``, the address the executors reach the driver at, is known). A worker's failure raises its
+    :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`. Before each relaunch, the failure and
+    what follows are logged as a warning, or handed to ``on_retry`` (one string) when given (R shows it as an R
+    warning).
     """
-    if probe is not None:
+    options = plan.task.options
+    if probe is not None and options.probe:
         check_probe(probe(), advice)
-    monitor = start_monitor(driver_host) if progress and driver_host else None
+    monitor = start_monitor(driver_host) if options.progress and driver_host else None
     task = plan.task if monitor is None else plan.task.with_progress(monitor.address)
     try:
         for attempt in itertools.count(1):

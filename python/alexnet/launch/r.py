@@ -2,7 +2,7 @@
 task, whatever the kind of work.
 
 The R package (``R/spark.R``) calls :func:`r_job` on the driver, handing it two R functions: ``launch``, which runs
-one barrier stage with ``spark_apply()``, and ``probe``, which runs the executors' check. Every barrier task calls
+one barrier stage with ``spark_apply()``, and ``check``, which runs the executors' check. Every barrier task calls
 :func:`barrier_row` with its ``barrier`` list and the task the driver planned. The plan, probe, progress, retries
 and the job's evaluation are :mod:`alexnet.launch.job`'s, the same as from Python.
 """
@@ -41,21 +41,22 @@ Launch = Callable[[dict[str, Any], dict[str, str]], Any]
 
 def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
           dynamic_allocation: bool | str, driver_host: str | None, launch: Launch,
-          probe: Callable[[], Any] | None = None, *, on_retry: Callable[[str], Any] | None = None,
-          progress: Any = True, **options: Any) -> dict[str, Any]:
+          check: Callable[[], Any] | None = None, *, on_retry: Callable[[str], Any] | None = None,
+          **options: Any) -> dict[str, Any]:
     """The driver's part of a barrier job of ``kind`` (``"train"``, ``"evaluate"``) launched from R: one call.
 
     Makes the checks of :func:`alexnet.launch.job.plan_job` (the slots come from ``default_parallelism``,
     ``task_cpus`` (``spark.task.cpus``) and ``dynamic_allocation`` (``spark.dynamicAllocation.enabled``), as
-    sparklyr reads them; ``options`` are the launch's and the kind's arguments), then runs the job
-    (:func:`alexnet.launch.job.run_job`): ``probe()`` (an R function running the R workers' check) returns one
+    sparklyr reads them; ``options`` are the launch options and the kind's arguments), then runs the job
+    (:func:`alexnet.launch.job.run_job`): ``check()`` (an R function running the R workers' check, run unless the
+    launch options say ``probe = FALSE``) returns one
     row per task, as :func:`alexnet.launch.probe_task.check_python` makes them; ``launch(task, columns)`` (an R
     function running ``spark_apply()`` with ``workers`` barrier tasks whose closure calls :func:`barrier_row` with
     ``task``, a plain list, and ``columns``, the rows' column names and Python types) returns one flat row per
     worker, or ``{"failure": <the error's message>}`` when the stage failed (returned, not raised: an R error
     reaching Python has its message shortened); ``on_retry(message)`` is called before each relaunch with the
-    failure (R turns it into a warning); ``driver_host`` is where the workers' progress is sent (with
-    ``progress``).
+    failure (R turns it into a warning); ``driver_host`` is where the workers' progress is sent (unless the launch
+    options say ``progress = FALSE``).
 
     Returns ``rows`` (in worker order, each with ``attempt``) and ``evaluation`` (see
     :func:`alexnet.launch.job.combine_job`; ``None`` for a training without one).
@@ -70,8 +71,8 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
         return _records(value)
 
     run = run_job(plan, launched, driver_host=driver_host,
-                  probe=(lambda: _records(probe())) if probe is not None else None, advice=R_ADVICE,
-                  on_retry=on_retry, progress=bool(progress))
+                  probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
+                  on_retry=on_retry)
     return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds), "attempt": run.attempt}
 
 
@@ -81,14 +82,15 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
 
     ``addresses`` is the closure's ``barrier$address`` (every task's ``"host:port"``, in partition order),
     ``partition`` its ``barrier$partition`` (0-based) and ``task`` the :class:`~alexnet.launch.task.Task` the driver
-    planned, as the plain list R carried; its ``timeout`` bounds the worker's run here (sparklyr has no way to
+    planned, as the plain list R carried; its options' ``timeout`` bounds the worker's run here (sparklyr has no way to
     cancel a stage). When the worker fails, the row is ``{"failure": <message>}`` (see
     :meth:`~alexnet.launch.worker.WorkerError.task_failure`), for the task to ``stop()`` with.
     """
     job = Task.from_dict(task)
     try:
+        options = job.options
         result = run_worker(worker_function(job), as_int(partition, "barrier$partition"), [str(a) for a in addresses],
-                            python=job.python, env=job.env, timeout=job.timeout)
+                            python=options.python, env=options.env, timeout=options.timeout)
     except WorkerError as error:
         # returned, for the R task to stop() with: a Python error reaching R has its message shortened
         return {"failure": error.task_failure()}

@@ -201,22 +201,21 @@ def driver_host(context: Any) -> str | None:
     return context.getConf().get("spark.driver.host", None)
 
 
-def launch_job(spark: Any, plan: JobPlan, *, probe: bool = True, progress: bool = True, **extra: Any) -> JobRun:
+def launch_job(spark: Any, plan: JobPlan, **extra: Any) -> JobRun:
     """Run ``plan`` (:func:`alexnet.launch.job.plan_job`) on ``spark`` with :func:`run_barrier`: the executors'
-    probe (with ``probe``), the workers' progress here (with ``progress``), the barrier stage (each worker runs
-    what its kind's entry of :data:`alexnet.launch.work.WORK` says, with ``extra`` keyword arguments), bounded by
-    the task's ``timeout`` (the driver cancels the Spark job), relaunched up to ``plan.retries`` times."""
+    probe and the workers' progress here (as the plan's options say), the barrier stage (each worker runs what its
+    kind's entry of :data:`alexnet.launch.work.WORK` says, with ``extra`` keyword arguments), bounded by the
+    options' ``timeout`` (the driver cancels the Spark job), relaunched up to ``plan.retries`` times."""
     context = spark_context(spark)
-    work = plan.work
+    work, options = plan.work, plan.task.options
 
     def launch(task: Task) -> list[dict[str, Any]]:
-        return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=task.timeout,
-                           python=task.python, env=task.env, what=f"The {work.noun} on {plan.workers} worker(s)",
+        return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=options.timeout,
+                           python=options.python, env=options.env, what=f"The {work.noun} on {plan.workers} worker(s)",
                            advice=work.timeout_advice)
 
     def check() -> list[dict[str, Any]]:
         slots = barrier_slots(context) or plan.workers
-        return probe_executors(context, max(plan.workers, slots), plan.task.python, plan.task.env)
+        return probe_executors(context, max(plan.workers, slots), options.python, options.env)
 
-    return run_job(plan, launch, driver_host=driver_host(context), probe=check if probe else None,
-                   advice=PYTHON_ADVICE, progress=bool(progress))
+    return run_job(plan, launch, driver_host=driver_host(context), probe=check, advice=PYTHON_ADVICE)

@@ -1,35 +1,32 @@
 """The task every barrier task of a Spark job is handed: one type for each kind of job, built once on the driver.
 
 A :class:`Task` says which kind of work its workers do (``kind``, an entry of :data:`alexnet.launch.work.WORK`:
-``"train"`` or ``"evaluate"``), where they read (``board``, ``cache_dir``), how their processes start
-(``python``, ``env``, ``timeout``) and where they report progress, plus the work's own part: the checked training
-``settings`` and, for an evaluation or a training that ends with one, an :class:`Evaluation`. The pyspark
-launcher hands it to the workers as it is; the R launcher (``sparklyr::spark_apply()``) carries it as a plain list
-(:meth:`Task.to_dict`), made a :class:`Task` again in each barrier task (:meth:`Task.from_dict`).
+``"train"`` or ``"evaluate"``), where they read (``board``), how they are launched (``options``, the checked
+:class:`~alexnet.launch.options.LaunchOptions`: their Python and environment, the bound on a launch, where they
+fetch to, ...) and where they report progress, plus the work's own part: the checked training ``settings`` and, for
+an evaluation or a training that ends with one, an :class:`Evaluation`. The pyspark launcher hands it to the
+workers as it is; the R launcher (``sparklyr::spark_apply()``) carries it as a plain list (:meth:`Task.to_dict`),
+made a :class:`Task` again in each barrier task (:meth:`Task.from_dict`).
 
-The checks of the fields every kind shares are here too: :func:`check_slots` and :func:`launch_fields`.
+:func:`check_slots`, the check of the workers against Spark's task slots, is here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import as_int, as_seconds
-from ..data.fetch import DEFAULT_DOWNLOADS
+from ..checks import as_int
+from ..declare import declaration
 from ..errors import AlexnetError
-from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
+from ..model.options import EvaluationOptions
 from ..train.settings import TrainSettings
+from .options import LaunchOptions
 
 #: The kinds of job, as :data:`alexnet.launch.work.WORK` names them.
 KINDS = ("train", "evaluate")
-#: The arguments every kind of job takes (see :func:`launch_fields` and :func:`alexnet.launch.job.plan_job`), and
-#: those of the launchers around it.
-JOB_ARGUMENTS = ("base_port", "cache_dir", "fetch_workers", "python", "env", "timeout", "retries", "progress",
-                 "probe")
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -44,39 +41,34 @@ def _text(value: Any) -> str | None:
 @dataclass(frozen=True)
 class Evaluation:
     """What each worker scores: its share of the board's validation images with ``model`` (a location or a model
-    pin's dict; ``None``: the model the workers of a training have just trained), ``crops`` (1 or 10) at a time
-    ``batch_size`` images."""
+    pin's dict; ``None``: the model the workers of a training have just trained), scored as ``options`` say (the
+    checked :class:`~alexnet.model.options.EvaluationOptions`)."""
 
     model: Any = None
-    crops: int = 1
-    batch_size: int = 64
+    options: EvaluationOptions = field(default_factory=lambda: declaration.at_defaults(EvaluationOptions))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The evaluation as plain values."""
+        return {"model": self.model, "options": declaration.to_dict(self.options)}
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Evaluation:
-        """The evaluation :func:`dataclasses.asdict` gave (after a trip through R)."""
+        """The evaluation :meth:`to_dict` gave (after a trip through R)."""
         model = value.get("model")
         return cls(model=dict(model) if isinstance(model, Mapping) else model,
-                   crops=as_int(value.get("crops", 1), "crops"), batch_size=as_int(value.get("batch_size", 64),
-                                                                                    "batch_size"))
+                   options=declaration.restore(EvaluationOptions, _mapping(value.get("options"))))
 
 
 @dataclass(frozen=True)
 class Task:
-    """One worker's part of a barrier job of ``workers`` tasks: the ``kind`` of work, the ``board`` (resolved),
-    ``base_port`` (worker ``k`` of a training listens on ``base_port + k``), ``cache_dir``, ``fetch_workers``, the
-    worker's ``python`` and extra ``env``, ``timeout`` (seconds a worker may run; ``None``: no bound),
-    ``progress`` (where workers report, the driver's monitor; ``None``: nowhere), the training ``settings`` and the
-    ``evaluation``."""
+    """One worker's part of a barrier job of ``workers`` tasks: the ``kind`` of work, the ``board`` (resolved), the
+    launch ``options`` (worker ``k`` of a training listens on ``options.base_port + k``), ``progress`` (where workers
+    report, the driver's monitor; ``None``: nowhere), the training ``settings`` and the ``evaluation``."""
 
     kind: str
     board: str
     workers: int
-    base_port: int = DEFAULT_BASE_PORT
-    cache_dir: str | None = None
-    fetch_workers: int = DEFAULT_DOWNLOADS
-    python: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    timeout: float | None = None
+    options: LaunchOptions = field(default_factory=lambda: declaration.at_defaults(LaunchOptions))
     progress: str | None = None
     settings: TrainSettings | None = None
     evaluation: Evaluation | None = None
@@ -89,19 +81,18 @@ class Task:
 
     def to_dict(self) -> dict[str, Any]:
         """The task as plain values, for a launcher that carries it through R."""
-        return {**dataclasses.asdict(self), "settings": None if self.settings is None else self.settings.to_dict()}
+        return {"kind": self.kind, "board": self.board, "workers": self.workers,
+                "options": declaration.to_dict(self.options), "progress": self.progress,
+                "settings": None if self.settings is None else self.settings.to_dict(),
+                "evaluation": None if self.evaluation is None else self.evaluation.to_dict()}
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Task:
         """The task :meth:`to_dict` gave (after a trip through R, whose numbers are doubles)."""
         settings, evaluation = value.get("settings"), value.get("evaluation")
         return cls(kind=str(value["kind"]), board=str(value["board"]), workers=as_int(value["workers"], "workers"),
-                   base_port=as_int(value.get("base_port", DEFAULT_BASE_PORT), "base_port"),
-                   cache_dir=_text(value.get("cache_dir")),
-                   fetch_workers=as_int(value.get("fetch_workers", DEFAULT_DOWNLOADS), "fetch_workers"),
-                   python=_text(value.get("python")),
-                   env={str(k): str(v) for k, v in _mapping(value.get("env")).items()},
-                   timeout=as_seconds(value.get("timeout"), "timeout"), progress=_text(value.get("progress")),
+                   options=declaration.restore(LaunchOptions, _mapping(value.get("options"))),
+                   progress=_text(value.get("progress")),
                    settings=None if settings is None else TrainSettings.from_dict(_mapping(settings)),
                    evaluation=None if evaluation is None else Evaluation.from_dict(_mapping(evaluation)))
 
@@ -119,15 +110,3 @@ def check_slots(workers: object, slots: int | None) -> int:
             f"cores (e.g. master 'local[{workers}]' on one machine)."
         )
     return workers
-
-
-def launch_fields(workers: int, *, base_port: Any = DEFAULT_BASE_PORT, cache_dir: Any = None,
-                  fetch_workers: Any = DEFAULT_DOWNLOADS, python: str | None = None,
-                  env: Mapping[str, Any] | None = None, timeout: Any = None) -> dict[str, Any]:
-    """The fields of a :class:`Task` that every kind of job has, checked: ``timeout`` positive or ``None``,
-    ``base_port`` leaving room for every worker, ``fetch_workers`` at least 1; ``cache_dir`` made absolute (a task
-    may run in another folder)."""
-    return {"timeout": as_seconds(timeout, "timeout"), "base_port": check_base_port(base_port, workers),
-            "cache_dir": None if cache_dir is None else os.path.abspath(os.fspath(cache_dir)),
-            "fetch_workers": as_int(fetch_workers, "fetch_workers", 1), "python": python,
-            "env": {str(k): str(v) for k, v in (env or {}).items()}}

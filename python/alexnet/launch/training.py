@@ -6,25 +6,29 @@ fetches partition ``k`` of the board, sets TF_CONFIG from the barrier addresses
 (:func:`alexnet.train.cluster.tf_config`) and trains with ``MultiWorkerMirroredStrategy``. A training asked to end
 with its evaluation (``evaluate``) then scores, on each worker, the validation images of its partition with the
 model it holds (:func:`alexnet.launch.evaluation.score_share`): every category is in one partition, so the
-workers' counts add up to the one-machine evaluation of the saved model. The driver adds them
-(:func:`combine_training`) and records the evaluation in the model card (:func:`record_evaluation`).
+workers' counts add up to the one-machine evaluation of the saved model. The workers add them up among themselves,
+in the training's own collective (:func:`added_up`), before the model is saved: the card beside the model and the
+model pin, written once by the chief, record the evaluation. The driver adds the same counts from the workers' rows,
+with each worker's share (:func:`combine_training`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks import as_int
 from ..errors import AlexnetError
 from ..train.cluster import tf_config
 from ..train.settings import TrainSettings
-from .evaluation import EVALUATE_COLUMNS, combine_shares, evaluate_row, score_share
+from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share
 from .task import Evaluation, Task
+
+if TYPE_CHECKING:
+    from ..model.card import ModelCard
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +61,8 @@ SHARE_COLUMNS = [name for name in EVALUATE_COLUMNS if name not in ("worker", "wo
 #: Arguments a worker sets itself, which callers must not give, and what to say when they do.
 RESERVED = {name: "each worker trains on its own partition with strategy = 'multi_worker'. Leave it out."
             for name in ("data", "strategy")}
+#: The counts of a worker's share of an evaluation its workers add up among themselves (see :func:`added_up`).
+GATHERED = ("images", "top1_correct", "top5_correct", "top_k", "image_size", "num_classes")
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
 WORKER_VERBOSE = 2
 
@@ -79,20 +85,22 @@ def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | No
 
 
 def check_training(workers: int, board: Any, *, local_master: bool = True, where: str = "alexnet_spark_train()",
-                   settings: TrainSettings | None = None, evaluate: Any = False, crops: Any = 1,
-                   **train_args: Any) -> dict[str, Any]:
-    """The driver's checks of a training before the board is read: the training settings (``train_args`` by
-    name, see :func:`worker_settings`, or ``settings`` already checked), and, with ``evaluate``, ``crops``. The
+                   settings: TrainSettings | None = None, **arguments: Any) -> dict[str, Any]:
+    """The driver's checks of a training before the board is read: the training job's own options
+    (:class:`alexnet.launch.options.TrainingJobOptions`: ``evaluate``, ``crops``) and the training settings (the
+    rest of ``arguments``, by name, see :func:`worker_settings`, or ``settings`` already checked). The
     :class:`~alexnet.launch.task.Task` fields they settle."""
-    from ..model.evaluate import check_crops
+    from ..declare import declaration
+    from ..model.options import check_options
+    from .options import TrainingJobOptions
 
-    if not isinstance(evaluate, bool):
-        raise AlexnetError(f"`evaluate` must be TRUE or FALSE, not {evaluate!r}.")
+    own = {name: arguments.pop(name) for name in declaration.specs(TrainingJobOptions) if name in arguments}
+    job = TrainingJobOptions(**declaration.convert(TrainingJobOptions, own))
     if settings is None:
-        settings = worker_settings(train_args, board, local_master=local_master, where=where)
-    elif train_args:
+        settings = worker_settings(arguments, board, local_master=local_master, where=where)
+    elif arguments:
         raise AlexnetError(f"{where}: give the training settings either checked (`settings`) or by name, not both.")
-    evaluation = Evaluation(crops=check_crops(crops)) if evaluate else None
+    evaluation = Evaluation(options=check_options({"crops": job.crops})) if job.evaluate else None
     return {"settings": settings, "evaluation": evaluation}
 
 
@@ -114,8 +122,8 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     ``task.evaluation``, score its partition's validation images with the model it trained.
 
     Worker ``index`` of ``len(addresses)`` (the barrier addresses, in partition order) fetches partition
-    ``index`` of ``len(addresses)`` from ``task.board`` (into ``task.cache_dir``, ``task.fetch_workers`` downloads at
-    once), sets ``TF_CONFIG`` from the addresses and ``task.base_port`` and calls
+    ``index`` of ``len(addresses)`` from ``task.board`` (into the options' ``cache_dir``, ``fetch_workers``
+    downloads at once), sets ``TF_CONFIG`` from the addresses and the options' ``base_port`` and calls
     :func:`alexnet.train.api.train` with ``strategy = "multi_worker"``, ``task.settings`` (checked on the driver)
     and ``callbacks``. It must run in a process where TensorFlow has not started yet. Every worker of the job calls
     it at about the same time (each blocks until all have joined).
@@ -128,20 +136,24 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     """
     addresses = [addresses] if isinstance(addresses, str) else [str(a) for a in addresses]
     index = as_int(index, "index")
-    config = tf_config(addresses, index, task.base_port)
+    config = tf_config(addresses, index, task.options.base_port)
     os.environ["TF_CONFIG"] = json.dumps(config)
     logger.info("Worker %d of %d: TF_CONFIG %s", index, len(addresses), os.environ["TF_CONFIG"])
 
     from ..data.fetch import imagenet_partition
-    from ..tfimport import keras
     from ..train.api import train
     from ..train.settings import check_settings
 
-    data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.cache_dir,
-                              workers=task.fetch_workers)
+    data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
+                              workers=task.options.fetch_workers)
     settings = task.settings if task.settings is not None else check_settings({"verbose": WORKER_VERBOSE})
-    holder = keras.callbacks.Callback()  # given the model the run ends with
-    history = train(settings, data, "multi_worker", [*(callbacks or []), holder])
+    shares: list[dict[str, Any]] = []  # this worker's share of the evaluation, when there is one
+
+    def evaluate(strategy: Any, model: Any, card: ModelCard) -> dict[str, Any]:
+        shares.append(_score_trained(model, card, data, index, len(addresses), task))
+        return card_evaluation(added_up(strategy, shares[0], index, len(addresses)), task.board)
+
+    history = train(settings, data, "multi_worker", callbacks, evaluate if task.evaluation is not None else None)
     result = {
         "worker": index,
         "workers": len(addresses),
@@ -155,24 +167,37 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
         "fetch_seconds": float(data.get("seconds", 0.0)),
         "history": history,
     }
-    if task.evaluation is not None:
-        result["evaluation"] = _score_trained(holder.model, history, data, index, len(addresses), task)
+    if shares:
+        result["evaluation"] = shares[0]
     return result
 
 
-def _score_trained(model: Any, history: Mapping[str, Any], data: Mapping[str, Any], index: int, workers: int,
+def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: int, workers: int,
                    task: Task) -> dict[str, Any]:
     """This worker's counts of the model it trained on its partition's validation images, scored as the saved
-    model is: its copy for inference with its card beside it (every worker makes the copy at the same point)."""
-    from ..model.card import ModelCard
+    model is: its copy for inference with its ``card`` beside it (every worker makes the copy at the same point)."""
     from ..model.saved import inference_copy, write_card
 
-    card = ModelCard.from_dict(history["card"], "the card of the model just trained")
     validation = {"val_image": list(data["val_image"]), "val_label": list(data["val_label"]),
                   "num_classes": data["num_classes"]}
     with inference_copy(model) as local:
         write_card(local, card)
         return score_share(local, index, workers, task, data=validation)
+
+
+def added_up(strategy: Any, share: Mapping[str, Any], index: int, workers: int) -> dict[str, Any]:
+    """Every worker's ``share`` of an evaluation added up, on every worker: the counts gathered in one collective of
+    the training's ``strategy`` (every worker calls it at the same point), then added as the driver adds the rows
+    (:func:`alexnet.launch.evaluation.added_counts`); ``bad_images`` is their number."""
+    from ..train.agreement import all_gather_ints
+
+    values = [index, *(int(share[name]) for name in GATHERED), len(share.get("bad_images") or [])]
+    by_worker = {int(row[0]): row for row in all_gather_ints(strategy, values)}  # a row per replica: one per worker
+    if sorted(by_worker) != list(range(workers)):
+        raise AlexnetError(f"internal: the evaluation's counts came from workers {sorted(by_worker)} of {workers}.")
+    rows = [{"worker": k, **dict(zip(GATHERED, (int(v) for v in row[1:-1]), strict=True)), "crops": share["crops"],
+             "protocol": share["protocol"]} for k, row in sorted(by_worker.items())]
+    return {**added_counts(rows), "bad_images": sum(int(row[-1]) for row in by_worker.values())}
 
 
 def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,52 +249,25 @@ def train_columns(task: Task) -> dict[str, type]:
 
 def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any] | None:
     """The driver's end of a training: without an evaluation, nothing; with one, the workers' shares added
-    (:func:`combine_shares`, ``seconds`` the slowest share's) and recorded in the model card
-    (:func:`record_evaluation`), from the workers' flat rows."""
+    (:func:`combine_shares`, ``seconds`` the slowest share's), from the workers' flat rows, with ``model`` (the pin's
+    ``name@version`` when the chief published one, else the model's path) and ``model_pin`` (the version whose card
+    records this evaluation, or ``None``)."""
     if task.evaluation is None:
         return None
     shares = [{"worker": row["worker"], "workers": row["workers"],
                **{name: row[f"eval_{name}"] for name in SHARE_COLUMNS}} for row in rows]
     evaluation = combine_shares(shares, max(float(share["seconds"]) for share in shares))
     chief = min(rows, key=lambda row: int(row["worker"]))
-    history = chief["history"]
-    return record_evaluation(json.loads(history) if isinstance(history, str) else history, evaluation, task.board)
+    history = json.loads(chief["history"]) if isinstance(chief["history"], str) else chief["history"]
+    pin = history.get("model_pin")
+    model = f"{pin['name']}@{pin['version']}" if pin else str(history.get("model_path") or "the model trained over "
+                                                               "Spark")
+    return {**evaluation, "model": model, "model_pin": pin}
 
 
 def card_evaluation(evaluation: Mapping[str, Any], board: str) -> dict[str, Any]:
-    """What a model card records of an evaluation: the counts, the accuracies, how it was scored, and on what."""
+    """What a model card records of an evaluation (:func:`added_up`'s): the counts, the accuracies, how it was
+    scored, and on what."""
     kept = ("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy", "top_k", "crops", "protocol",
-            "image_size")
-    return {**{name: evaluation[name] for name in kept}, "bad_images": len(evaluation.get("bad_images") or []),
-            "board": board}
-
-
-def record_evaluation(history: Mapping[str, Any], evaluation: dict[str, Any], board: str) -> dict[str, Any]:
-    """``evaluation`` of the model a training saved (``history`` is its chief's), recorded where the model is: the
-    card beside it in ``model_dir`` is written again with the evaluation, and the model pin gets a new version
-    whose card has it (the same file: see :func:`alexnet.model.pin.republish_model`). Returns ``evaluation`` with
-    ``model`` (the pin's ``name@version``, else the model's path) and ``model_pin`` (the new version, or ``None``).
-    """
-    from ..model.card import ModelCard
-    from ..model.pin import republish_model
-    from ..model.saved import write_card
-
-    card = ModelCard.from_dict(history["card"], "the card of the model just trained")
-    card = dataclasses.replace(card, evaluation=card_evaluation(evaluation, board))
-    evaluation = {**evaluation, "model": str(history.get("model_path") or "the model trained over Spark"),
-                  "model_pin": None}
-    pin = history.get("model_pin")
-    try:
-        if history.get("model_path"):
-            write_card(str(history["model_path"]), card)
-            logger.info("Recorded the evaluation in the card of %s.", history["model_path"])
-        if pin:
-            republished = republish_model(pin["board"], pin["name"], pin["version"], card)
-            logger.info("Recorded the evaluation in pin %s version %s on %s.", republished["name"],
-                        republished["version"], republished["board"])
-            evaluation.update(model=f"{republished['name']}@{republished['version']}", model_pin=republished)
-    except Exception as error:  # storage of any kind: the run and its evaluation are returned all the same
-        where = f"pin {pin['name']} on {pin['board']}" if pin else str(history.get("model_path"))
-        logger.warning("The evaluation could not be recorded in the card of %s (%s: %s); the run's result holds it.",
-                       where, type(error).__name__, error)
-    return evaluation
+            "image_size", "bad_images")
+    return {**{name: evaluation[name] for name in kept}, "board": board}

@@ -11,6 +11,7 @@ averages the softmax over the AlexNet paper's ten views (corners, centre and the
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -19,31 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_image_size, as_int, as_parallel, as_strings
+from ..checks import as_int, as_strings
 from ..data.fetch import DEFAULT_DOWNLOADS
+from ..declare import declaration
 from ..errors import AlexnetError
 from ..progress import progress_bar
+from .options import PROTOCOLS, EvaluationOptions, check_options, specs
 from .saved import load_model, model_source
 
 logger = logging.getLogger(__name__)
 
-#: How each ``crops`` value evaluates, as the result's ``protocol`` says.
-PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
 #: The largest k of top-k accuracy (smaller when the model has fewer classes).
 TOP_K = 5
-
-
-def check_crops(crops: Any) -> int:
-    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` otherwise."""
-    try:
-        value: int | None = as_int(int(crops) if isinstance(crops, str) and crops.strip().isdigit() else crops,
-                                   "crops")
-    except AlexnetError:
-        value = None
-    if value not in PROTOCOLS:
-        raise AlexnetError(f"`crops` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
-                           f"not {crops!r}.")
-    return int(value)
 
 
 def top_counts(probabilities: np.ndarray, labels: np.ndarray, k: int) -> tuple[int, int]:
@@ -158,14 +146,11 @@ def alexnet_evaluate(
     data: Mapping[str, Any] | None = None,
     board: str | os.PathLike | None = None,
     *,
-    crops: int = 1,
-    batch_size: int = 64,
-    parallel: int | None = None,
     partition: int = 0,
     total: int = 1,
     cache_dir: str | os.PathLike | None = None,
     fetch_workers: int = DEFAULT_DOWNLOADS,
-    image_size: int | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Top-1 and top-5 accuracy of ``model`` over validation images, counted exactly.
 
@@ -176,6 +161,8 @@ def alexnet_evaluate(
     ``fetch_workers`` downloads at once). ``crops=1`` scores the centre crop; ``crops=10`` the softmax averaged
     over the four corner and the centre squares of the image resized to ``image_size * 256 / 224`` and their
     mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: one per usable CPU) and scored together.
+    ``crops``, ``batch_size``, ``parallel`` and ``image_size`` are the options of an evaluation, declared once with
+    their defaults (:mod:`alexnet.model.options`).
     ``image_size``: the side of the crop scored; ``None`` is the size the model trained at last (its card's). A
     model whose input takes every size (as training builds them) can be scored at another size: a model trained
     at a lower size than it is tested at often scores better a little above it (FixRes), so try ``image_size``
@@ -193,10 +180,10 @@ def alexnet_evaluate(
     """
     from ..input.scan import scan_images
 
-    crops = check_crops(crops)
-    batch_size = as_int(batch_size, "batch_size", 1)
-    size = None if image_size is None else as_image_size(image_size, "image_size")
-    parallel = as_parallel(parallel)
+    declaration.check_names(options, specs(), "alexnet_evaluate()", "Its options besides the images' (`partition`, "
+                            "`total`, `cache_dir`, `fetch_workers`)")
+    checked = check_options(options)
+    crops, batch_size, parallel, size = checked.crops, checked.batch_size, checked.parallel, checked.image_size
     if data is None and board is None:
         raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
                            "imagenet_partition() returns) or `board` (every validation image of a board).")
@@ -251,3 +238,19 @@ def alexnet_evaluate(
         "num_classes": card.num_classes, "images_per_second": images / seconds if seconds > 0 else float("nan"),
         "seconds": round(seconds, 3), "bad_images": list(bad), "model": loaded.description,
     }
+
+
+def _signature() -> inspect.Signature:
+    """``alexnet_evaluate``'s signature: the model and the images, then the declared options, then how a board's
+    images are fetched."""
+    written = list(inspect.signature(alexnet_evaluate).parameters.values())
+    images = [p for p in written if p.kind is p.POSITIONAL_OR_KEYWORD]
+    fetching = [p for p in written if p.kind is p.KEYWORD_ONLY]
+    return inspect.Signature([*images, *declaration.parameters(EvaluationOptions), *fetching],
+                             return_annotation="dict[str, Any]")
+
+
+alexnet_evaluate.__signature__ = _signature()  # type: ignore[attr-defined]
+alexnet_evaluate.__doc__ = "\n\n".join([(alexnet_evaluate.__doc__ or "").rstrip(),
+                                        "    The options of an evaluation, with their defaults:",
+                                        declaration.help_lines(EvaluationOptions) + "\n"])

@@ -95,14 +95,12 @@ def model_pin_metadata(card: ModelCard, sha256: str, size: int, export: dict[str
 
 
 def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3,
-                  export_file: str | None = None, export_format: str | None = None,
-                  same_file: bool = False) -> dict[str, str]:
+                  export_file: str | None = None, export_format: str | None = None) -> dict[str, str]:
     """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``,
     with ``export_file`` beside it when given (named :data:`EXPORT_FILES` ``[export_format]``).
 
     The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. ``same_file``: the files are the pin's latest, published again with another
-    card. Returns ``board`` (resolved), ``name`` and ``version``.
+    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
     """
     from ..storage.publish import publish_file, quiet_pins
 
@@ -118,27 +116,9 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file), export)
     with quiet_pins():
         version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
-                               metadata=metadata, exists=name in opened.pin_names(), retries=retries,
-                               same_file=same_file)
+                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
     retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
-
-
-def republish_model(board: str | None, name: str, version: str, card: ModelCard) -> dict[str, str]:
-    """A new version of model pin ``name`` on ``board`` holding the file of its version ``version`` (fetched and
-    checked by SHA-256, see :func:`alexnet_model`), and the export it carries if any, with ``card`` as its card:
-    how a card that records the model's evaluation replaces the one published at the end of training. Returns what
-    :func:`publish_model` returns."""
-    fetched = alexnet_model(board, name, version)
-    export_file = export_format = None
-    if len(fetched["formats"]) > 1:
-        export_format = str(fetched["formats"][1])
-        exported = str(alexnet_model(board, name, version, export=True)["export_path"])
-        # the file the pin holds: a .tflite as it is, a SavedModel's zip beside the folder it was extracted to
-        export_file = exported if export_format == "tflite" else os.path.join(os.path.dirname(exported),
-                                                                              EXPORT_FILES[export_format])
-    return publish_model(board, name, fetched["path"], card, export_file=export_file, export_format=export_format,
-                         same_file=True)
 
 
 def default_model_cache() -> str:

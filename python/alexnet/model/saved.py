@@ -282,10 +282,7 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
         path = os.path.join(location, MODEL_FILE)
         model.save(path)
         if card is not None:
-            temporary = os.path.join(location, CARD_FILE + ".tmp")
-            with open(temporary, "w", encoding="utf-8") as f:
-                f.write(card.to_json())
-            os.replace(temporary, os.path.join(location, CARD_FILE))
+            write_card(path, card)
         return path
     scratch = make_scratch("alexnet-model-")
     try:
@@ -296,7 +293,7 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
         fs = open_filesystem(location, write=True)
         fs.put_file(local, posixpath.join(fs_path(location), MODEL_FILE))
         if card is not None:
-            fs.pipe_file(posixpath.join(fs_path(location), CARD_FILE), card.to_json().encode())
+            write_card(f"{location}/{MODEL_FILE}", card)
         return f"{location}/{MODEL_FILE}"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -323,7 +320,7 @@ def inference_copy(model: keras.Model) -> Iterator[str]:
 
 def write_card(model_path: str, card: ModelCard) -> None:
     """Write ``card`` as ``alexnet-model.json`` beside the model file ``model_path`` (a path, ``file://``, ``gs://``
-    or ``s3://``), in place of the card there (a card recording the model's evaluation, say)."""
+    or ``s3://``): whole or not at all (a local card is written to a temporary name, then renamed)."""
     model_path = resolve_location(model_path, "model")
     if location_kind(model_path) == "file":
         folder = os.path.dirname(model_path)

@@ -112,26 +112,17 @@ def _wait_for_next_second(board: Board, name: str) -> None:
 
 
 def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: str, metadata: Mapping[str, Any],
-                 exists: bool, retries: int, same_file: bool = False) -> str:
-    """Upload the local file ``path`` (or files, each by its name) as a new version of pin ``name`` (retried); its
-    version name.
+                 exists: bool, retries: int) -> str:
+    """Upload the local file ``path`` (or files, each by its name) as a new version of pin ``name`` (retried), through
+    pins' ``pin_upload()``; its version name.
 
     ``exists`` says whether the pin is already on the board, whose latest version this one must follow.
-    ``same_file``: the files are those the latest version holds, published again with other ``metadata`` (pins
-    keeps the latest version instead when only the metadata differs).
     """
     if exists:
         _wait_for_next_second(board, name)
     paths = path if isinstance(path, str) else list(path)
-
-    def upload() -> Any:
-        if same_file:
-            # pin_upload() takes no force_identical_write; pins 0.9's own store behind it does
-            return board.pins._pin_store(paths, name, type="file", title=title, metadata=dict(metadata),
-                                         force_identical_write=True)
-        return board.pins.pin_upload(paths, name=name, title=title, metadata=dict(metadata))
-
-    meta = retry(f"uploading {name}", upload, retries)
+    meta = retry(f"uploading {name}", lambda: board.pins.pin_upload(paths, name=name, title=title,
+                                                                     metadata=dict(metadata)), retries)
     return str(meta.version.version)
 
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
+    from .run import Evaluate
+
 #: The arguments of ``alexnet_train`` that are not settings: what it trains on, how, and extra callbacks.
 NOT_SETTINGS = ("data", "strategy", "callbacks")
 #: The arguments that may be given by position, in order (the original r-tensorflow/alexnet's).
@@ -193,11 +195,13 @@ alexnet_train.__doc__ = (alexnet_train.__doc__ or "").rstrip() + "\n\n" + declar
 
 
 def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.distribute.Strategy | None = None,
-          callbacks: Sequence[keras.callbacks.Callback] | None = None) -> dict[str, Any]:
+          callbacks: Sequence[keras.callbacks.Callback] | None = None, evaluate: Evaluate | None = None
+          ) -> dict[str, Any]:
     """:func:`alexnet_train` with its settings already checked (:func:`.settings.check_settings`): what the command
-    line and the Spark workers call, so that nothing is checked twice."""
+    line and the Spark workers call, so that nothing is checked twice. ``evaluate`` (a Spark training that ends with
+    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`)."""
     from .run import run
     from .strategy import resolve_strategy, topology
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
-    return run(resolved, topology(resolved), data, settings, list(callbacks or []))
+    return run(resolved, topology(resolved), data, settings, list(callbacks or []), evaluate)

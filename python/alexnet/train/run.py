@@ -12,10 +12,11 @@ history as a plain dict.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .schedule import describe, one_epoch
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from .strategy import Topology
 
 logger = logging.getLogger(__name__)
+
+#: What a run calls once training is over, before saving: ``evaluate(strategy, model, card)``, the evaluation the card
+#: records (see :func:`run`).
+Evaluate = Callable[[Any, Any, "ModelCard"], "dict[str, Any] | None"]
 
 _METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
 
@@ -267,9 +272,11 @@ def _keep_best(net: keras.Model, best: Any) -> int | None:
 
 
 def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
-        extra_callbacks: list[Any]) -> dict[str, Any]:
+        extra_callbacks: list[Any], evaluate: Evaluate | None = None) -> dict[str, Any]:
     """Train on ``data`` under ``strategy`` (of ``topo``) with ``settings``; the history (see
-    :func:`alexnet.alexnet_train`)."""
+    :func:`alexnet.alexnet_train`). ``evaluate(strategy, model, card)``, called on every worker once training is
+    over, before the model is saved and published, gives the evaluation its card records (``None``: none), so that
+    the card and the pin are written once, with it."""
     from ..model.saved import save_model
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
@@ -347,6 +354,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         callback.set_model(net)
     digest = weights_digest(net)
     card = _card(td, data, settings, recorder.metrics, digest, best_epoch)
+    if evaluate is not None:
+        card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
     model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {

@@ -1,0 +1,62 @@
+"""The options of an evaluation, declared once: how the images are cropped and scored.
+
+:class:`EvaluationOptions` is the declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting`
+fields, as the training settings are). :func:`alexnet.alexnet_evaluate` and :func:`alexnet.alexnet_spark_evaluate`
+take these options by name, with these defaults; the command line's ``evaluate`` and ``spark-evaluate`` have an
+option for each, R's ``alexnet_evaluate()`` and ``alexnet_spark_evaluate()`` a formal (``R/evaluation-options.R``,
+generated from this declaration); :func:`check_options` is their one check, and a Spark evaluation hands the
+result to every worker as it is. This module does not import TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..checks import MIN_IMAGE_SIZE, as_int
+from ..declare import declaration
+from ..declare.declaration import setting
+from ..declare.kinds import Spec
+from ..errors import AlexnetError
+
+#: How each ``crops`` value evaluates, as the result's ``protocol`` says.
+PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
+
+
+def check_crops(crops: Any) -> int:
+    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` otherwise."""
+    try:
+        value: int | None = as_int(int(crops) if isinstance(crops, str) and crops.strip().isdigit() else crops,
+                                   "crops")
+    except AlexnetError:
+        value = None
+    if value not in PROTOCOLS:
+        raise AlexnetError(f"`crops` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
+                           f"not {crops!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """How an evaluation scores its images (the declaration: see the module documentation)."""
+
+    crops: int = setting(1, "count", "1: the centre crop; 10: the four corners and the centre of the image resized "
+                         "to 256/224 of the crop, and their mirrors (the paper's)", choices=tuple(PROTOCOLS),
+                         check=check_crops)
+    batch_size: int = setting(64, "count", "images scored at once", minimum=1)
+    parallel: int | None = setting(None, "count", "images decoded at once (unset: one per CPU this process may use)",
+                                   minimum=1, optional=True)
+    image_size: int | None = setting(None, "count", "the side of the crop scored (unset: the size the model trained "
+                                     "at last; a model trained at a lower size often scores better 32 pixels above "
+                                     "it)", minimum=MIN_IMAGE_SIZE, optional=True, metavar="PIXELS")
+
+
+def specs() -> dict[str, Spec]:
+    """Every option's spec, by name, in the declaration's order."""
+    return declaration.specs(EvaluationOptions)
+
+
+def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:
+    """The options among ``arguments`` (by name; the others at their defaults) checked and converted."""
+    return EvaluationOptions(**declaration.convert(EvaluationOptions, arguments))

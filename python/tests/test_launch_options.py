@@ -1,0 +1,140 @@
+"""The declarations of a Spark job's options (launch options, a training job's own) and of an evaluation's reach
+every front end: each option is in the signatures and help of ``alexnet_spark_train`` / ``alexnet_spark_evaluate``
+(and ``alexnet_evaluate`` for an evaluation's), on the command line's ``spark-train`` / ``spark-evaluate``
+(``evaluate``) with its help and default, and, typed, in the task every worker is handed; a bad value is refused
+with a message naming it before the board is read. The walk is over the declarations, so an option added to one
+of them alone is covered. (R's side: tests/testthat/test-spark.R; the generated R tables: tests/test_settings.py.)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from helpers_declared import cli_words, other_value, refusal
+
+import alexnet
+from alexnet.cli import build_parser
+from alexnet.cli.cluster import launch_dest
+from alexnet.cli.common import declared_args
+from alexnet.cli.model import evaluation_args, evaluation_dest
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
+from alexnet.declare.kinds import option_name
+from alexnet.launch.job import plan_job
+from alexnet.launch.options import specs as launch_specs
+from alexnet.launch.options import training_job_specs
+from alexnet.launch.task import Task
+from alexnet.model.card import CARD_FILE, ModelCard
+from alexnet.model.options import specs as evaluation_specs
+
+LAUNCH = list(launch_specs().items())
+TRAINING_JOB = list(training_job_specs().items())
+EVALUATION = list(evaluation_specs().items())
+#: Which functions and commands take each group of options.
+TAKEN_BY = {
+    "launch": (("alexnet_spark_train", "spark-train"), ("alexnet_spark_evaluate", "spark-evaluate")),
+    "training job": (("alexnet_spark_train", "spark-train"),),
+    "evaluation": (("alexnet_spark_evaluate", "spark-evaluate"), ("alexnet_evaluate", "evaluate")),
+}
+CASES = [("launch", name, spec) for name, spec in LAUNCH] + \
+    [("training job", name, spec) for name, spec in TRAINING_JOB] + \
+    [("evaluation", name, spec) for name, spec in EVALUATION]
+IDS = [f"{group}:{name}" for group, name, _ in CASES]
+CLASSES = 3
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """A board of three categories with validation images, and a model of three outputs for it (its card is all a
+    plan reads of it)."""
+    root = tmp_path_factory.mktemp("options")
+    src = imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=1, val_per_class=1, max_side=48)
+    imagenet_upload(src["path"], board=root / "board", workers=2)
+    model = root / "model"
+    model.mkdir()
+    (model / "alexnet.keras").write_bytes(b"not read by a plan")
+    ids = [f"n{k:08d}" for k in range(CLASSES)]
+    (model / CARD_FILE).write_text(ModelCard(image_size=64, num_classes=CLASSES, class_ids=ids,
+                                             class_names=ids).to_json())
+    return {"board": str(root / "board"), "model": str(model)}
+
+
+def _parser(command: str):
+    return build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+
+
+def _dest(group: str):
+    return evaluation_dest if group == "evaluation" else launch_dest
+
+
+def _planned(plan, group: str, name: str):
+    """Where the task a worker is handed keeps option ``name`` of ``group``."""
+    if group == "launch":
+        return getattr(plan.task.options, name)
+    if group == "evaluation":
+        return getattr(plan.task.evaluation.options, name)
+    return plan.task.evaluation is not None if name == "evaluate" else plan.task.evaluation.options.crops
+
+
+@pytest.mark.parametrize(("group", "name", "spec"), CASES, ids=IDS)
+def test_every_option_is_in_the_signatures_help_and_commands_with_its_default(group, name, spec):
+    for function, command in TAKEN_BY[group]:
+        core = getattr(alexnet, function)
+        parameter = inspect.signature(core).parameters[name]
+        assert parameter.default == spec.default and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert f"``{name}`` (default ``{spec.default!r}``)" in core.__doc__, function
+        flag = option_name(name, spec)
+        if flag is None:
+            continue
+        action = next(a for a in _parser(command)._actions if flag in a.option_strings)
+        assert action.dest == _dest(group)(name) and spec.help in action.help, command
+        if spec.default is not None:
+            assert f"(default: {spec.shown_default()})" in action.help
+
+
+@pytest.mark.parametrize(("group", "name", "spec"), CASES, ids=IDS)
+def test_a_value_on_the_command_line_reaches_the_task_of_every_worker(group, name, spec, job, tmp_path):
+    value = {"base_port": 9100, "evaluate": True}.get(name, other_value(name, spec))
+    if spec.kind == "location":
+        value = str(tmp_path / name)
+    for function, command in TAKEN_BY[group]:
+        if function == "alexnet_evaluate":
+            continue  # one machine: no task (tests/test_evaluate.py scores with these options)
+        kind = "train" if command == "spark-train" else "evaluate"
+        given = {"evaluate": True} if name == "crops" and kind == "train" else {}
+        flag = option_name(name, spec)
+        if flag is not None:
+            words = [flag if value else "--no-" + flag[2:]] if spec.kind == "flag" else [flag, *cli_words(value)]
+            args = build_parser().parse_args([command, "--workers", "2", *words])
+            parsed = {**declared_args(args, {**training_job_specs(), **launch_specs()}, launch_dest),
+                      **evaluation_args(args)}
+            assert parsed[name] == value or spec.convert(parsed[name], name) == spec.convert(value, name)
+        extra = {"model": job["model"]} if kind == "evaluate" else {"epochs": 1}
+        plan = plan_job(2, job["board"], 2, kind=kind, **{**extra, **given, name: value})
+        assert _planned(plan, group, name) == spec.convert(value, name)
+        again = Task.from_dict(json.loads(json.dumps(plan.task.to_dict())))  # as R and JSON carry it
+        assert again == plan.task
+
+
+@pytest.mark.parametrize(("group", "name", "spec"), CASES, ids=IDS)
+def test_a_bad_value_is_refused_before_the_board_is_read(group, name, spec, tmp_path):
+    nowhere = str(tmp_path / "no-board")
+    for function, _ in TAKEN_BY[group]:
+        if function == "alexnet_evaluate":
+            check = lambda values: alexnet.alexnet_evaluate(str(tmp_path / "no-model"), board=nowhere, **values)  # noqa: E731
+        else:
+            kind = "train" if function == "alexnet_spark_train" else "evaluate"
+            extra = {"model": str(tmp_path / "no-model")} if kind == "evaluate" else {}
+            check = lambda values, kind=kind, extra=extra: plan_job(2, nowhere, 2, kind=kind, **extra, **values)  # noqa: E731
+        refusal(check, name, spec)
+
+
+def test_options_not_taken_are_named_with_the_closest(job):
+    from alexnet.errors import AlexnetError
+
+    with pytest.raises(AlexnetError, match=r"does not take `retry` \(did you mean `retries`\?\)"):
+        plan_job(2, job["board"], 2, kind="evaluate", model=job["model"], retry=1)
+    with pytest.raises(AlexnetError, match=r"does not take `crop` \(did you mean `crops`\?\)"):
+        alexnet.alexnet_evaluate(job["model"], board=job["board"], crop=10)
