@@ -205,13 +205,14 @@ def test_killed_upload_completes_when_run_again(tree, tmp_path, monkeypatch):
     scratch.mkdir()
     script = textwrap.dedent(f"""
         import time
+        import alexnet.data.packing as packing
         import alexnet.data.upload as upload
-        original = upload._process
+        original = packing._publish
         def slow(*args, **kwargs):
             result = original(*args, **kwargs)
             time.sleep(0.5)
             return result
-        upload._process = slow
+        packing._publish = slow
         upload.imagenet_upload({str(tree["path"])!r}, {str(board)!r}, workers=1)
         """)
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TMPDIR": str(scratch)}
