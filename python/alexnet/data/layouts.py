@@ -31,9 +31,10 @@ from .classes import class_ids
 from .ilsvrc import DEVKIT, GROUND_TRUTH, META, TRAIN_TAR, VAL_TAR
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
 from .kaggle_zip import KAGGLE_ZIP
+from .parts import LAYOUT_NAMES
 
 #: ``layout =`` values of :func:`~alexnet.data.synthetic.imagenet_synthetic`.
-SYNTHETIC_LAYOUTS = ("kaggle", "archives", "kaggle_zip", "parquet", "folders")
+SYNTHETIC_LAYOUTS = LAYOUT_NAMES
 #: Files or folders a layout writes at the top of ``dest`` (a second synthetic set there is refused).
 LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, "data",
                 "synset_words.txt")

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 from .imagenet import IMAGE_EXTENSIONS
 
+#: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by
+#: :func:`~alexnet.data.synthetic.imagenet_synthetic`.
+LAYOUT_NAMES = ("kaggle", "archives", "kaggle_zip", "parquet", "folders")
 #: A member of a part: its file name, its bytes (None when it cannot be used) and why not.
 Member = tuple[str, "bytes | None", str]
 #: What ``Part.open()`` returns: a call that yields the members, in name order.
