@@ -13,12 +13,7 @@ import io
 import logging
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tarfile
-import textwrap
-import time
 from pathlib import Path
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -26,6 +21,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers_imagenet import killed_upload
 
 from alexnet.data import archive_io
 from alexnet.data.classes import imagenet_classes
@@ -166,41 +162,14 @@ def test_from_a_bucket(kind, layout, made, cloud_env, tmp_path):
 # -- an interrupted upload from the training tar ----------------------------------------------------------------
 
 
-def killed_upload(source: str, board: Path, env: dict) -> list[str]:
-    """Start an upload of ``source`` in a child process, kill it once 2 categories are on ``board``; those."""
-    script = textwrap.dedent(f"""
-        import time
-        import alexnet.data.packing as packing
-        import alexnet.data.upload as upload
-        original = packing._publish
-        def slow(*args, **kwargs):
-            result = original(*args, **kwargs)
-            time.sleep(0.4)
-            return result
-        packing._publish = slow
-        upload.imagenet_upload({source!r}, {str(board)!r}, workers=1)
-        """)
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(list(board.glob("n*/*/*.zip"))) < 2:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
-    return sorted(p.parent.parent.name for p in board.glob("n*/*/*.zip"))
-
-
 @pytest.mark.parametrize("kind", ["local", "gs", "s3"])
 def test_killed_upload_from_the_training_tar_skips_what_is_done(kind, made, cloud_env, tmp_path, monkeypatch):
     source = made["paths"]["archives"]
     if kind != "local":
         source = put_in_bucket(kind, source, f"{tmp_path.name}-killed")
     board = tmp_path / "board"
-    done = killed_upload(source, board, {**os.environ, "ALEXNET_PROGRESS": "0"})
+    killed_upload(source, board, dict(os.environ))
+    done = sorted(p.parent.parent.name for p in board.glob("n*/*/*.zip"))
     assert 2 <= len(done) < CLASSES and not (board / "categories").exists()
 
     # the second run reads no byte of a finished category's tar

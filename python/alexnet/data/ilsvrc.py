@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..errors import LayoutError
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, tar_index, tar_members
 from .classes import check_classes, class_names
-from .parts import Member, Members, Part, Source, Wanted, identity_of, in_memory
+from .parts import Member, Members, Part, Source, Wanted, identity_of, in_memory, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -200,12 +200,7 @@ class ArchivesSource(Source):
                     if wanted(part):
                         yield part
             return
-        for wnid in sorted(self.val):
-            if keep is not None and wnid not in keep:
-                continue
-            part = self._val_part(wnid, self.val[wnid])
-            if wanted(part):
-                yield part
+        yield from wanted_parts(self.val, split, wanted, keep, lambda wnid: self._val_part(wnid, self.val[wnid]))
 
     def _val_part(self, wnid: str, entries: list[TarEntry]) -> Part:
         assert self.val_path is not None

@@ -18,7 +18,7 @@ from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
+from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +120,4 @@ class KaggleZipSource(Source):
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
         groups = self.train if split == "train" else self.val
-        for wnid in sorted(groups):
-            if split == "val" and keep is not None and wnid not in keep:
-                continue
-            part = self._part(wnid, split, groups[wnid])
-            if wanted(part):
-                yield part
+        yield from wanted_parts(groups, split, wanted, keep, lambda wnid: self._part(wnid, split, groups[wnid]))

@@ -85,6 +85,17 @@ def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
     return (head + "".join(f"\0{name}\0{size}" for name, size in sorted(entries))).encode()
 
 
+def wanted_parts(wnids: Iterable[str], split: str, wanted: Wanted, keep: frozenset[str] | None,
+                 make: Callable[[str], Part]) -> Iterator[Part]:
+    """The parts ``make(wnid)`` of ``wnids`` in sorted order that ``wanted`` wants (for validation, of ``keep``)."""
+    for wnid in sorted(wnids):
+        if split == "val" and keep is not None and wnid not in keep:
+            continue
+        part = make(wnid)
+        if wanted(part):
+            yield part
+
+
 class Source:
     """An ImageNet source read for an upload. Subclasses set the attributes and yield parts.
 

@@ -29,7 +29,7 @@ from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
 from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
 from .parquet import ParquetSource, shard_folder
-from .parts import Member, Part, Source, Wanted
+from .parts import Member, Part, Source, Wanted, wanted_parts
 
 #: The layouts read, as the error for an unrecognised source lists them.
 LAYOUTS: tuple[tuple[str, str], ...] = (
@@ -78,12 +78,7 @@ class FolderSource(Source):
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
         groups = self.train if split == "train" else self.val
-        for wnid in sorted(groups):
-            if split == "val" and keep is not None and wnid not in keep:
-                continue
-            part = self._part(wnid, split, groups[wnid])
-            if wanted(part):
-                yield part
+        yield from wanted_parts(groups, split, wanted, keep, lambda wnid: self._part(wnid, split, groups[wnid]))
 
 
 def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> LayoutError:
