@@ -119,9 +119,14 @@ class _LazyBar:
                 self.bar.update(min(count, self.total - self.bar.n))
                 self.bar.set_postfix(images=images, refresh=False)
 
+    def finish(self) -> None:
+        """Fill the bar: the bytes of the parts left out (validation images of excluded categories) count as done."""
+        with self.lock:
+            if self.bar is not None:
+                self.bar.update(max(0, self.total - self.bar.n))
+
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.update(max(0, self.total - self.bar.n))
             self.bar.close()
 
 
@@ -229,6 +234,8 @@ class Uploader:
             self._run(pool, workdir, "train", None)
             kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
             self._run(pool, workdir, "val", kept)
+            if not self.failures:
+                self.bar.finish()
         if self.failures:
             layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
             if layout_errors:

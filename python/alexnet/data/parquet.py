@@ -16,6 +16,7 @@ until the last shard (the docs say so).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -74,37 +75,43 @@ class ParquetSource(Source):
         self.names = {self.ids[k]: class_names()[self.ids[k]] for k in self._present("train")}
         self.total_bytes = sum(files.size(s) for split in self.splits.values() for s in split.shards)
 
-    def _open(self, shard: str) -> Any:
-        try:
-            return self.pq.ParquetFile(self.files.open(shard, SMALL_MEMBERS_BLOCK))
-        except Exception as err:  # pyarrow raises ArrowInvalid, OSError...
-            raise LayoutError(f"{self.files.url(shard)} cannot be read as parquet ({type(err).__name__}: {err}): it "
-                              "is damaged or cut short; download it again") from None
+    @contextlib.contextmanager
+    def _open(self, shard: str) -> Iterator[Any]:
+        with self.files.open(shard, SMALL_MEMBERS_BLOCK) as f:
+            try:
+                pf = self.pq.ParquetFile(f)
+            except Exception as err:  # pyarrow raises ArrowInvalid, OSError...
+                raise LayoutError(f"{self.files.url(shard)} cannot be read as parquet ({type(err).__name__}: {err}): "
+                                  "it is damaged or cut short; download it again") from None
+            yield pf
 
     def _scan(self, shards: list[str]) -> _Split:
         split = _Split(shards)
         for shard in shards:
-            pf = self._open(shard)
-            columns = set(pf.schema_arrow.names)
-            if not {"image", "label"} <= columns:
-                raise LayoutError(f"{self.files.url(shard)} has the columns {sorted(columns)}; imagenet-1k's shards "
-                                  "have `image` and `label`")
-            groups = []
-            size = self.files.size(shard)
-            for g in range(pf.num_row_groups):
-                labels = pf.read_row_group(g, columns=["label"]).column("label").to_pylist()
-                bad = next((v for v in labels if v is None or not 0 <= int(v) < NUM_CLASSES), "ok")
-                if bad != "ok":
-                    raise LayoutError(
-                        f"{self.files.url(shard)}, row group {g}, holds the label {bad}, outside 0..{NUM_CLASSES - 1}: "
-                        "it is not labelled as imagenet-1k; remove the shard or fix its labels (nothing was "
-                        "uploaded)")
-                groups.append([int(v) for v in labels])
-                key = f"{os.path.basename(shard)}:{size}:{g}"
-                for label, count in Counter(groups[-1]).items():
-                    split.where.setdefault(label, []).append((key, count))
-            split.labels.append(groups)
+            with self._open(shard) as pf:
+                self._scan_shard(split, shard, pf)
         return split
+
+    def _scan_shard(self, split: _Split, shard: str, pf: Any) -> None:
+        columns = set(pf.schema_arrow.names)
+        if not {"image", "label"} <= columns:
+            raise LayoutError(f"{self.files.url(shard)} has the columns {sorted(columns)}; imagenet-1k's shards "
+                              "have `image` and `label`")
+        groups = []
+        size = self.files.size(shard)
+        for g in range(pf.num_row_groups):
+            labels = pf.read_row_group(g, columns=["label"]).column("label").to_pylist()
+            bad = next((v for v in labels if v is None or not 0 <= int(v) < NUM_CLASSES), "ok")
+            if bad != "ok":
+                raise LayoutError(
+                    f"{self.files.url(shard)}, row group {g}, holds the label {bad}, outside 0..{NUM_CLASSES - 1}: "
+                    "it is not labelled as imagenet-1k; remove the shard or fix its labels (nothing was "
+                    "uploaded)")
+            groups.append([int(v) for v in labels])
+            key = f"{os.path.basename(shard)}:{size}:{g}"
+            for label, count in Counter(groups[-1]).items():
+                split.where.setdefault(label, []).append((key, count))
+        split.labels.append(groups)
 
     def _present(self, split: str) -> list[int]:
         return sorted(self.splits[split].where)
@@ -132,12 +139,12 @@ class ParquetSource(Source):
         for s, (shard, groups) in enumerate(zip(data.shards, data.labels, strict=True)):
             if not any(set(labels) & set(todo) for labels in groups):
                 continue
-            pf = self._open(shard)
-            for g, labels in enumerate(groups):
-                if set(labels) & set(todo):
-                    self._spool_group(pf, shard, g, todo, spools)
-                    for label in sorted(k for k, at in last.items() if at == (s, g)):
-                        yield todo[label]
+            with self._open(shard) as pf:
+                for g, labels in enumerate(groups):
+                    if set(labels) & set(todo):
+                        self._spool_group(pf, shard, g, todo, spools)
+                        for label in sorted(k for k, at in last.items() if at == (s, g)):
+                            yield todo[label]
 
     def _spool_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], spools: dict[int, str]) -> None:
         table = pf.read_row_group(group, columns=["image", "label"])
