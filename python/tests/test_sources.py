@@ -320,3 +320,14 @@ def test_synthetic_layout_is_checked(tmp_path):
         imagenet_synthetic(tmp_path / "x", layout="parket")
     with pytest.raises(LayoutError, match="classes <= 1000"):
         imagenet_synthetic(tmp_path / "y", classes=1001, layout="archives")
+
+
+def test_min_images_and_resize_hold_for_an_archive(made, tmp_path):
+    """The upload's options act on an archive as on the extracted tree: the same categories left out, the same
+    re-encoded zips."""
+    options = {"min_images": 5, "resize": 64, "workers": 2}
+    archive = imagenet_upload(made["paths"]["archives"], tmp_path / "archives", **options)
+    extracted = imagenet_upload(made["paths"]["kaggle"], tmp_path / "kaggle", **options)
+    assert archive["excluded"] == extracted["excluded"] and len(archive["excluded"]) == CLASSES - 1
+    assert table(tmp_path / "archives") == table(tmp_path / "kaggle")
+    assert table(tmp_path / "archives")[0]["sha256"] != made["table"][0]["sha256"], "CMYK, grayscale, PNG re-encoded"
