@@ -331,3 +331,16 @@ def test_min_images_and_resize_hold_for_an_archive(made, tmp_path):
     assert archive["excluded"] == extracted["excluded"] and len(archive["excluded"]) == CLASSES - 1
     assert table(tmp_path / "archives") == table(tmp_path / "kaggle")
     assert table(tmp_path / "archives")[0]["sha256"] != made["table"][0]["sha256"], "CMYK, grayscale, PNG re-encoded"
+
+
+def test_command_line_writes_and_uploads_a_layout(tmp_path, capsys):
+    from alexnet.cli import main
+
+    dest, board = tmp_path / "hf", tmp_path / "board"
+    assert main(["synth", str(dest), "--classes", "2", "--images-per-class", "2", "--val-per-class", "1",
+                 "--max-side", "24", "--layout", "parquet"]) == 0
+    assert "(parquet layout)" in capsys.readouterr().out
+    assert sorted(p.name for p in (dest / "data").iterdir())[-1].startswith("validation-")
+    assert main(["upload", str(dest), "--board", str(board)]) == 0
+    out = capsys.readouterr().out
+    assert "2 categories uploaded" in out and f"Read {dest / 'data'} (parquet layout)" in out
