@@ -20,8 +20,32 @@
 #' images, are left out and listed in the result. A damaged archive, a devkit that does not label every
 #' validation image or a shard with a label outside 0..999 stops the upload with an error that names the
 #' file, before anything is uploaded. Running it again skips the categories already on the board with
-#' the same content, so an interrupted upload can simply be run again: from the training tar, a
-#' zip or parquet shards, the finished categories are not even read again.
+#' the same content, so an interrupted upload can simply be run again: from the training tar or
+#' Kaggle's zip, the finished categories are not even read again.
+#'
+#' @section Each layout from R, Python and the shell:
+#' ```
+#' # the official ILSVRC2012 archives: the folder holding the training tar, the validation tar, the devkit
+#' imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/ilsvrc2012", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/ilsvrc2012 --board gs://my-bucket/imagenet
+#' # Kaggle's zip as downloaded
+#' imagenet_upload("/data/imagenet-object-localization-challenge.zip", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/imagenet-object-localization-challenge.zip", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/imagenet-object-localization-challenge.zip --board gs://my-bucket/imagenet
+#' # Hugging Face's imagenet-1k parquet shards
+#' imagenet_upload("/data/imagenet-1k/data", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/imagenet-1k/data", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/imagenet-1k/data --board gs://my-bucket/imagenet
+#' # Kaggle's download, extracted
+#' imagenet_upload("/data/kaggle", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/kaggle", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/kaggle --board gs://my-bucket/imagenet
+#' # a folder of <wnid>/ folders
+#' imagenet_upload("/data/fall11", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/fall11", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/fall11 --board gs://my-bucket/imagenet
+#' ```
 #'
 #' @param path The ImageNet source: a local path, or a `gs://` or `s3://` URL for the archives, Kaggle's
 #'   zip and the parquet shards (see above).

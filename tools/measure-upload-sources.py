@@ -1,5 +1,5 @@
 """Upload the same synthetic ImageNet from each layout to a local folder board, side by side: wall time, the
-extra disk the upload uses while it runs (the peak of its scratch folder, sampled every 10 ms), and its peak
+extra disk the upload uses while it runs (the peak of its scratch folder, sampled every 25 ms), and its peak
 memory. Each upload runs in a child process with a temporary folder of its own, the layouts taking turns in a
 rotating order, several rounds; medians are printed with the range.
 
@@ -51,7 +51,7 @@ def upload(source: str, work: Path) -> dict:
     def sample() -> None:
         while not done.is_set():
             peak[0] = max(peak[0], folder_bytes(scratch))
-            time.sleep(0.01)
+            time.sleep(0.025)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -349,3 +349,19 @@ def test_every_article_chunk_ran_when_knitted(article):
         for figure in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", knitted):
             assert (VIGNETTES / figure).exists(), figure
     assert evaluated >= 3
+
+
+def test_upload_help_shows_the_readme_layout_lines():
+    """imagenet_upload()'s help shows each layout with README's lines (which the test above runs), in R, Python
+    and the shell."""
+    rd = (ROOT / "man" / "imagenet_upload.Rd").read_text()
+    section = rd.split(r"\section{Each layout from R, Python and the shell}", 1)[1].split(r"\preformatted{", 1)[1]
+    lines = [line for line in section.split("}", 1)[0].splitlines() if line and not line.startswith("#")]
+    squeeze = lambda text: {re.sub(r"\s+#.*$", "", line).strip() for line in text.splitlines()}  # noqa: E731
+    readme = {language: squeeze(readme_blocks(f"{language} layouts")[0]) for language in ("r", "python", "sh")}
+    shown = {"r": [line for line in lines if line.startswith("imagenet_upload(")],
+             "python": [line for line in lines if line.startswith("alexnet.imagenet_upload(")],
+             "sh": [".venv/bin/" + line for line in lines if line.startswith("alexnet upload ")]}
+    for language, found in shown.items():
+        assert len(found) == 5, (language, found)
+        assert set(found) <= readme[language], (language, set(found) - readme[language])
