@@ -1,9 +1,11 @@
-"""Upload the same synthetic ImageNet from each layout to a local folder board, side by side: wall time, the
-extra disk the upload uses while it runs (the peak of its scratch folder, sampled every 25 ms), and its peak
-memory. Each upload runs in a child process with a temporary folder of its own, the layouts taking turns in a
-rotating order, several rounds; medians are printed with the range.
+"""Upload the same synthetic ImageNet from each layout to a local folder board, side by side: wall time (from the
+call of imagenet_upload() to its return), the CPU time of the whole child process, the extra disk the upload uses
+while it runs (the peak of its scratch folder, sampled every 25 ms) and its peak memory. Each upload runs in a
+child process with a temporary folder of its own, the layouts taking turns in a rotating order, several rounds;
+medians are printed with the range.
 
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
+        [--workers 8,2]
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ CHILD = """
 import json, resource, sys, time
 import alexnet
 start = time.monotonic()
-report = alexnet.imagenet_upload(sys.argv[1], sys.argv[2])
-print(json.dumps({"seconds": time.monotonic() - start, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+report = alexnet.imagenet_upload(sys.argv[1], sys.argv[2], workers=int(sys.argv[3]))
+# the peak resident memory of this program (VmHWM starts again at exec; ru_maxrss would count the parent's)
+rss_kb = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": time.monotonic() - start, "rss_kb": rss_kb, "cpu": usage.ru_utime + usage.ru_stime,
                   "images": report["images"], "val_images": report["val_images"], "layout": report["layout"]}))
 """
 
@@ -41,7 +46,7 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def upload(source: str, work: Path) -> dict:
+def upload(source: str, work: Path, workers: int) -> dict:
     scratch, board = work / "tmp", work / "board"
     shutil.rmtree(work, ignore_errors=True)
     scratch.mkdir(parents=True)
@@ -56,7 +61,7 @@ def upload(source: str, work: Path) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, source, str(board)], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", CHILD, source, str(board), str(workers)], env=env, capture_output=True,
                              text=True, check=True).stdout
     finally:
         done.set()
@@ -73,6 +78,7 @@ def main() -> None:
     parser.add_argument("--val", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--layouts", default="kaggle,archives,kaggle_zip,parquet")
+    parser.add_argument("--workers", default="8", help="workers of the upload, one table for each (e.g. 8,2)")
     args = parser.parse_args()
     import alexnet
 
@@ -86,20 +92,23 @@ def main() -> None:
             sources[layout] = info["path"]
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
               f"{info['bytes'] / 1e6:.0f} MB of JPEG; {os.cpu_count()} CPUs")
-        runs: dict[str, list[dict]] = {layout: [] for layout in layouts}
-        for round_ in range(args.repeats):
-            order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
-            for layout in order:
-                runs[layout].append(upload(sources[layout], root / "work"))
-        print(f"{'layout':<12} {'seconds (median, range)':<28} {'peak scratch MB':<20} {'largest zip MB':<15} "
-              f"{'peak RSS MB':<12}")
-        for layout, results in runs.items():
-            seconds = [r["seconds"] for r in results]
-            scratch = [r["peak_scratch"] / 1e6 for r in results]
-            rss = [r["rss_kb"] / 1024 for r in results]
-            print(f"{layout:<12} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f}){'':<12} "
-                  f"{statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
-                  f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}")
+        for workers in [int(w) for w in args.workers.split(",")]:
+            runs: dict[str, list[dict]] = {layout: [] for layout in layouts}
+            for round_ in range(args.repeats):
+                order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
+                for layout in order:
+                    runs[layout].append(upload(sources[layout], root / "work", workers))
+            print(f"workers = {workers}, {args.repeats} rounds")
+            print(f"{'layout':<12} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
+                  f"{'largest zip MB':<15} {'peak RSS MB':<12}")
+            for layout, results in runs.items():
+                seconds = [r["seconds"] for r in results]
+                scratch = [r["peak_scratch"] / 1e6 for r in results]
+                rss = [r["rss_kb"] / 1024 for r in results]
+                cpu = statistics.median(r["cpu"] for r in results)
+                print(f"{layout:<12} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
+                      f"{'':<12} {cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
+                      f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
