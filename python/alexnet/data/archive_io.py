@@ -198,7 +198,7 @@ def zip_member(blob: bytes, base: int, entry: ZipEntry, label: str) -> Member:
         if entry.info.compress_type == zipfile.ZIP_STORED:
             data = raw
         elif entry.info.compress_type == zipfile.ZIP_DEFLATED:
-            data = zlib.decompress(raw, -15)
+            data = zlib.decompress(raw, -15, max(entry.info.file_size, 1))
         else:
             return name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not read"
     except zlib.error as err:
