@@ -1,17 +1,59 @@
 #' Upload ImageNet to a board, one zip per category
 #'
-#' Reads an ImageNet tree (Kaggle's `ILSVRC/Data/CLS-LOC` layout or a plain folder of `<wnid>/`
-#' folders) and writes one pin per category holding `<wnid>.zip`, the validation images with their
-#' labels, and last the `categories` pin (see [imagenet_categories()] for its columns), so a
-#' reader never sees a half-written board as complete. Every image is checked: truncated, empty or
-#' undecodable files are left out and listed in the result. Running it again skips the categories
-#' already on the board with the same content, so an interrupted upload can simply be run again.
+#' Reads ImageNet in place, in the layout you have it, without an extracted copy, and writes one pin per
+#' category holding `<wnid>.zip`, the validation images with their labels, and last the `categories` pin
+#' (see [imagenet_categories()] for its columns), so a reader never sees a half-written board as
+#' complete. The layout is recognised from what `path` holds:
 #'
-#' @param path The ImageNet folder.
+#' * the official ILSVRC2012 archives: `ILSVRC2012_img_train.tar`, with `ILSVRC2012_img_val.tar` and
+#'   `ILSVRC2012_devkit_t12.tar.gz` beside it for validation (the devkit's ground truth and `meta.mat`
+#'   label the validation images); `path` is the folder that holds them or the training tar:
+#'   `imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")`;
+#' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`;
+#' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split
+#'   has no labels and is left out): `imagenet_upload("/data/imagenet-1k/data")`;
+#' * Kaggle's download extracted (`ILSVRC/Data/CLS-LOC`): `imagenet_upload("/localssd/imagenet")`;
+#' * a folder of `<wnid>/` folders: `imagenet_upload("/data/fall11")`.
+#'
+#' The first three are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
+#' Every image is checked: truncated, empty or undecodable files, and files of an archive that are not
+#' images, are left out and listed in the result. A damaged archive, a devkit that does not label every
+#' validation image or a shard with a label outside 0..999 stops the upload with an error that names the
+#' file, before anything is uploaded. Running it again skips the categories already on the board with
+#' the same content, so an interrupted upload can simply be run again: from the training tar or
+#' Kaggle's zip, the finished categories are not even read again.
+#'
+#' @section Each layout from R, Python and the shell:
+#' ```
+#' # the official ILSVRC2012 archives: the folder holding the training tar, the validation tar, the devkit
+#' imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/ilsvrc2012", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/ilsvrc2012 --board gs://my-bucket/imagenet
+#' # Kaggle's zip as downloaded
+#' imagenet_upload("/data/imagenet-object-localization-challenge.zip", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/imagenet-object-localization-challenge.zip", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/imagenet-object-localization-challenge.zip --board gs://my-bucket/imagenet
+#' # Hugging Face's imagenet-1k parquet shards
+#' imagenet_upload("/data/imagenet-1k/data", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/imagenet-1k/data", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/imagenet-1k/data --board gs://my-bucket/imagenet
+#' # Kaggle's download, extracted
+#' imagenet_upload("/data/kaggle", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/kaggle", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/kaggle --board gs://my-bucket/imagenet
+#' # a folder of <wnid>/ folders
+#' imagenet_upload("/data/fall11", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/fall11", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/fall11 --board gs://my-bucket/imagenet
+#' ```
+#'
+#' @param path The ImageNet source: a local path, or a `gs://` or `s3://` URL for the archives, Kaggle's
+#'   zip and the parquet shards (see above).
 #' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
-#' @param workers Categories uploaded at the same time.
+#' @param workers Categories packed and uploaded at the same time, while one thread reads the source
+#'   in order.
 #' @param min_images Leave out categories with fewer training images than this.
 #' @param resize Re-encode images so their short side is at most this many pixels (`NULL` keeps the
 #'   original bytes): a smaller bucket and faster decoding when training.
@@ -22,20 +64,25 @@
 #'   longer find the versions it names.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
-#'   location), `path` and `layout` (`"kaggle"` or `"folders"`) of the tree read, `categories` (how
+#'   location), `path` and `layout` (`"archives"`, `"kaggle_zip"`, `"parquet"`, `"kaggle"` or
+#'   `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
 #'   there with the same content; `character(0)` when none), `excluded` (categories left out for
 #'   having fewer than `min_images` good images, each with `category` and `images`), `images` and
 #'   `val_images` on the board, `bytes` (of every zip on the board), `uploaded_bytes` (written now),
 #'   `seconds`, `mb_per_s`, `bad_images` (a data frame of the files left out: `category`, `split`,
 #'   `file`, `reason`) and `pruned_versions` (old pin versions deleted with `keep_versions`).
-#' @seealso [imagenet_categories()], [imagenet_partition()].
+#' @seealso [imagenet_categories()], [imagenet_partition()], [imagenet_synthetic()] to try each layout.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
 #'   board <- tempfile("board-")
 #'   report <- imagenet_upload(src$path, board = board)
 #'   imagenet_categories(board)
+#'   # the same images as the official archives: the same board
+#'   archives <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64,
+#'                                  layout = "archives")
+#'   imagenet_upload(archives$path, board = tempfile("board-"))
 #' }
 #' @export
 imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,

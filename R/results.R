@@ -45,7 +45,8 @@ NULL
 #' @rdname alexnet_results
 #' @export
 print.alexnet_imagenet <- function(x, ...) {
-  cat("Synthetic ImageNet at ", x$path, ": ", count_of(x$classes, "category", "categories"), ", ",
+  layout <- if (!is.null(x$layout) && x$layout != "kaggle") paste0(" (", x$layout, " layout)") else ""
+  cat("Synthetic ImageNet at ", x$path, layout, ": ", count_of(x$classes, "category", "categories"), ", ",
       count_of(x$images, "training image"), " and ", count_of(x$val_images, "validation image"),
       if (!is.null(x$bytes)) paste0(", ", format_bytes(x$bytes)), "\n", sep = "")
   quirks <- names(Filter(length, as.list(x$quirks)))
@@ -61,6 +62,7 @@ print.alexnet_upload <- function(x, ...) {
   cat("ImageNet on board ", x$board, ": ", count_of(x$categories, "category", "categories"), " (",
       uploaded, " uploaded, ", skipped, " already there), ", count_of(x$images, "training image"), " and ",
       count_of(x$val_images, "validation image"), ", ", format_bytes(x$bytes), "\n", sep = "")
+  if (!is.null(x$path)) cat("Read ", x$path, if (!is.null(x$layout)) paste0(" (", x$layout, " layout)"), "\n", sep = "")
   if (!is.null(x$seconds)) {
     cat("Wrote ", format_bytes(x$uploaded_bytes), " in ", format(round(x$seconds, 1), nsmall = 1), " s", sep = "")
     if (is.numeric(x$mb_per_s) && is.finite(x$mb_per_s)) cat(" (", format(signif(x$mb_per_s, 3)), " MB/s)", sep = "")

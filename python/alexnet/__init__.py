@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "read_imagenet": "data.imagenet",
     "imagenet_synthetic": "data.synthetic",
     "imagenet_upload": "data.upload",
+    "imagenet_classes": "data.classes",
     "imagenet_categories": "data.fetch",
     "imagenet_partition": "data.fetch",
     "partition_categories": "data.partition",

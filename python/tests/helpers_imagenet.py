@@ -1,7 +1,13 @@
-"""Hand-made ImageNet trees for the layout tests: a few placeholder files, written fast, no decoding needed."""
+"""Hand-made ImageNet trees for the layout tests (a few placeholder files, written fast, no decoding needed), and an
+upload killed half way."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -55,3 +61,32 @@ def write_folders(root: Path, train: Mapping[str, Iterable[str]]) -> Path:
     for wnid, files in train.items():
         write_category(root / wnid, files)
     return root
+
+
+def killed_upload(source: str | Path, board: Path, env: dict[str, str], done: int = 2, timeout: float = 90) -> None:
+    """Upload ``source`` to ``board`` in a child process, one category at a time and slowed down, and kill it
+    (SIGKILL) once ``done`` category zips are on the board."""
+    script = textwrap.dedent(f"""
+        import time
+        import alexnet.data.packing as packing
+        import alexnet.data.upload as upload
+        original = packing._publish
+        def slow(*args, **kwargs):
+            result = original(*args, **kwargs)
+            time.sleep(0.4)
+            return result
+        packing._publish = slow
+        upload.imagenet_upload({str(source)!r}, {str(board)!r}, workers=1)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**env, "ALEXNET_PROGRESS": "0"},
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(list(board.glob("n*/*/*.zip"))) < done:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()

@@ -22,6 +22,9 @@ import pytest
 from helpers_spark import sparklyr_spark_home
 
 from alexnet.cli import build_parser
+from alexnet.data.fetch import imagenet_categories
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -43,12 +46,13 @@ SMALL_SHELL = [
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
-    """The fenced code blocks of a Markdown text: (language, code)."""
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)[^\n]*\n(.*?)^```", text, re.S | re.M)]
+    """The fenced code blocks of a Markdown text: (info string, e.g. ``sh`` or ``r layouts``; code)."""
+    return [(m.group(1).strip(), m.group(2)) for m in re.finditer(r"^```([^\n]*)\n(.*?)^```", text, re.S | re.M)]
 
 
 def readme_blocks(language: str) -> list[str]:
-    return [code for lang, code in fenced_blocks(README.read_text()) if lang == language]
+    """README's blocks of ``language`` (the info string exactly: ``"sh"``, or ``"sh layouts"`` for the layouts')."""
+    return [code for info, code in fenced_blocks(README.read_text()) if info == language]
 
 
 def rewrite(code: str, tmp: Path, small: list[tuple[str, str]]) -> str:
@@ -68,6 +72,68 @@ def test_readme_has_the_snippets_this_file_runs():
     assert len(readme_blocks("python")) == 1
     assert len(readme_blocks("sh")) == 3
     assert len(readme_blocks("r")) == 1
+    for language in ("r", "python", "sh"):
+        assert len(readme_blocks(f"{language} layouts")) == 1
+    languages = {info.split()[0] for info, _ in fenced_blocks(README.read_text()) if info}
+    assert languages == {"r", "python", "sh"}, "a block this file does not run"
+
+
+#: Where README's layouts section reads ImageNet from, and the layout written there (the board is a folder here).
+LAYOUT_SOURCES = {"ilsvrc2012": "archives", "imagenet-object-localization-challenge.zip": "kaggle_zip",
+                  "imagenet-1k": "parquet", "kaggle": "kaggle", "fall11": "folders"}
+
+
+@pytest.fixture(scope="module")
+def layout_sources(tmp_path_factory):
+    """The synthetic ImageNet in each layout where README's layouts section looks for it, and the board the
+    extracted tree gives."""
+    tmp = tmp_path_factory.mktemp("layouts")
+    small = {"classes": 3, "images_per_class": 2, "val_per_class": 1, "max_side": 32}
+    for name, layout in LAYOUT_SOURCES.items():
+        dest = tmp / "data" / (name if layout != "kaggle_zip" else "zip")
+        imagenet_synthetic(dest, layout=layout, **small)
+        if layout == "kaggle_zip":
+            (dest / name).rename(tmp / "data" / name)
+    imagenet_upload(tmp / "data" / "fall11", tmp / "expected")
+    return tmp, board_table(imagenet_categories(tmp / "expected"))
+
+
+def board_table(rows: list[dict]) -> list[dict]:
+    """What boards from the same images agree on (pin versions are times of writing)."""
+    return [{k: v for k, v in row.items() if not k.endswith("version")} for row in rows]
+
+
+def layout_snippet(language: str, tmp: Path) -> str:
+    (code,) = readme_blocks(f"{language} layouts")
+    return code.replace("gs://my-bucket/imagenet", str(tmp / f"board-{language}")).replace("/data/", f"{tmp}/data/")
+
+
+@pytest.mark.parametrize("language", ["python", "sh", "r"])
+def test_readme_layout_snippets_run(language, layout_sources):
+    """Each line of the layouts section uploads its layout; the board ends as the last line (<wnid>/ folders)
+    leaves it, the same as uploading those folders alone."""
+    tmp, expected = layout_sources
+    code = layout_snippet(language, tmp)
+    if language == "python":
+        ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp), timeout=600,
+                             check=False)
+    elif language == "sh":
+        code = code.replace(".venv/bin/alexnet", f"{shlex.quote(sys.executable)} -m alexnet.cli")
+        ran = subprocess.run(["bash", "-e", "-c", code], capture_output=True, text=True, env=_env(tmp),
+                             timeout=600, check=False)
+    else:
+        rscript = shutil.which("Rscript")
+        if rscript is None:
+            pytest.skip("no Rscript")
+        env = {**_env(tmp), "ALEXNET_PYTHON": os.environ.get("ALEXNET_PYTHON", sys.executable)}
+        ran = subprocess.run([rscript, "-e", "suppressPackageStartupMessages(library(alexnet))\n" + code],
+                             capture_output=True, text=True, env=env, timeout=600, check=False)
+        if ran.returncode != 0 and "there is no package called" in ran.stderr:
+            pytest.skip("the R package alexnet is not installed")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    if language == "r":
+        assert "tench, Tinca tinca" in ran.stdout and "(archives layout)" in ran.stdout  # what R prints
+    assert board_table(imagenet_categories(tmp / f"board-{language}")) == expected
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +349,19 @@ def test_every_article_chunk_ran_when_knitted(article):
         for figure in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", knitted):
             assert (VIGNETTES / figure).exists(), figure
     assert evaluated >= 3
+
+
+def test_upload_help_shows_the_readme_layout_lines():
+    """imagenet_upload()'s help shows each layout with README's lines (which the test above runs), in R, Python
+    and the shell."""
+    rd = (ROOT / "man" / "imagenet_upload.Rd").read_text()
+    section = rd.split(r"\section{Each layout from R, Python and the shell}", 1)[1].split(r"\preformatted{", 1)[1]
+    lines = [line for line in section.split("}", 1)[0].splitlines() if line and not line.startswith("#")]
+    squeeze = lambda text: {re.sub(r"\s+#.*$", "", line).strip() for line in text.splitlines()}  # noqa: E731
+    readme = {language: squeeze(readme_blocks(f"{language} layouts")[0]) for language in ("r", "python", "sh")}
+    shown = {"r": [line for line in lines if line.startswith("imagenet_upload(")],
+             "python": [line for line in lines if line.startswith("alexnet.imagenet_upload(")],
+             "sh": [".venv/bin/" + line for line in lines if line.startswith("alexnet upload ")]}
+    for language, found in shown.items():
+        assert len(found) == 5, (language, found)
+        assert set(found) <= readme[language], (language, set(found) - readme[language])

@@ -13,11 +13,7 @@ import io
 import logging
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import textwrap
 import time
 import zipfile
 import zlib
@@ -26,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
+from helpers_imagenet import killed_upload
 from PIL import Image
 from servers import free_port, http_server
 
@@ -203,29 +200,7 @@ def test_killed_upload_completes_when_run_again(tree, tmp_path, monkeypatch):
     board = tmp_path / "board"
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    script = textwrap.dedent(f"""
-        import time
-        import alexnet.data.upload as upload
-        original = upload._process
-        def slow(*args, **kwargs):
-            result = original(*args, **kwargs)
-            time.sleep(0.5)
-            return result
-        upload._process = slow
-        upload.imagenet_upload({str(tree["path"])!r}, {str(board)!r}, workers=1)
-        """)
-    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TMPDIR": str(scratch)}
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(list(board.glob("n*/*/*.zip"))) < 2:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        if proc.stderr:
-            proc.stderr.close()
+    killed_upload(tree["path"], board, {**os.environ, "TMPDIR": str(scratch)})
     done = sorted(p.parent.parent.name for p in board.glob("n*/*/*.zip"))
     assert 2 <= len(done) < CLASSES
     assert not (board / "categories").exists(), "the categories pin must only be written when all is uploaded"

@@ -23,8 +23,9 @@ test_that("a board the core cannot read is an alexnet_board_error, without the P
 test_that("an ImageNet tree that cannot be read is an alexnet_layout_error", {
   skip_if_no_alexnet()
   empty <- withr::local_tempdir()
+  # one error that says what was found and lists the layouts read
   expect_error(imagenet_upload(empty, board = withr::local_tempdir()), class = "alexnet_layout_error",
-               regexp = "No category folders")
+               regexp = "is empty: it is none of the layouts read.*- archives: .*- folders: ")
 })
 
 test_that("the core's messages say NULL, TRUE and FALSE, as R users write them", {

@@ -5,23 +5,25 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..data.parts import LAYOUT_NAMES
 from . import common
 from .common import BOARD_HELP, emit, given, non_negative, positive, with_default
 
 
 def _synth(args: argparse.Namespace) -> None:
     result = common.core("synth")(args.dest, **given(args, "classes", "images_per_class", "val_per_class", "seed",
-                                                      "quirks", "max_side"))
+                                                      "quirks", "max_side", "layout"))
     emit(result, args.json, lambda r: (
         f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
-        f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']}"
+        f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']} ({r['layout']} layout)"
         + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
 
 
 def _upload_summary(r: dict[str, Any]) -> str:
     lines = [
         f"Board {r['board']}: {len(r['uploaded'])} categories uploaded, {len(r['skipped'])} already there; "
-        f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s"
+        f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s",
+        f"Read {r['path']} ({r['layout']} layout)",
     ]
     if r.get("pruned_versions"):
         lines.append(f"{r['pruned_versions']} old pin version(s) deleted")
@@ -57,8 +59,8 @@ def _fetch(args: argparse.Namespace) -> None:
 
 def register(add: common.AddCommand) -> None:
     """Add the data stage's commands to the parser (``add`` as in :func:`alexnet.cli.build_parser`)."""
-    synth = add("synth", _synth, "write a synthetic ImageNet (Kaggle layout)",
-                "Write a synthetic ImageNet in Kaggle's layout, deterministic for a seed.")
+    synth = add("synth", _synth, "write a synthetic ImageNet (Kaggle's layout or another)",
+                "Write a synthetic ImageNet, deterministic for a seed, in the layout people have ImageNet in.")
     synth.add_argument("dest", help="folder to write into")
     synth.add_argument("--classes", type=positive, help=with_default("synth", "classes", "categories"))
     synth.add_argument("--images-per-class", type=positive,
@@ -68,10 +70,16 @@ def register(add: common.AddCommand) -> None:
     synth.add_argument("--seed", type=non_negative, help=with_default("synth", "seed", "random seed"))
     synth.add_argument("--quirks", action="store_true", help="add CMYK, grayscale, PNG, truncated and empty files")
     synth.add_argument("--max-side", type=positive, help="longest image side in pixels (default: ImageNet's)")
+    synth.add_argument("--layout", choices=LAYOUT_NAMES,
+                       help=with_default("synth", "layout", "kaggle: extracted Kaggle tree; archives: the official "
+                                         "ILSVRC2012 tars and devkit; kaggle_zip: Kaggle's zip; parquet: Hugging "
+                                         "Face's shards; folders: <wnid>/ folders"))
 
     upload = add("upload", _upload, "upload ImageNet to a board, one zip per category",
-                 "Upload an ImageNet tree to a board: one pin per category, validation pins, categories last.")
-    upload.add_argument("path", help="ImageNet folder (Kaggle layout or <wnid>/ folders)")
+                 "Upload ImageNet to a board, read in place: one pin per category, validation pins, categories last.")
+    upload.add_argument("path", help="the ImageNet source, a path or a gs:// or s3:// URL: the official ILSVRC2012 "
+                                     "archives' folder, Kaggle's zip, Hugging Face's parquet folder, or a local "
+                                     "Kaggle tree or folder of <wnid>/ folders")
     upload.add_argument("--board", help=BOARD_HELP)
     upload.add_argument("--workers", type=positive, help=with_default("upload", "workers", "categories at once"))
     upload.add_argument("--min-images", type=non_negative,

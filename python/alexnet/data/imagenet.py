@@ -18,11 +18,15 @@ from __future__ import annotations
 import csv
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import LayoutError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpeg", ".jpg", ".png"})
 MAPPING_FILE = "LOC_synset_mapping.txt"
@@ -147,6 +151,63 @@ def _kaggle_cls_loc(root: str) -> str | None:
     return None
 
 
+def read_val_solution(lines: Iterable[str], where: str) -> list[tuple[str, str]]:
+    """``(ImageId, wnid)`` of each row of a ``LOC_val_solution.csv`` given as text lines (``where`` names it).
+
+    The first wnid of a row's prediction string is the image's label; ``LayoutError`` for a wrong header or row.
+    """
+    reader = csv.DictReader(lines)
+    header = reader.fieldnames or []
+    if "ImageId" not in header or "PredictionString" not in header:
+        raise LayoutError(
+            f"{where} has header {','.join(header) or '(none)'}; expected ImageId,PredictionString "
+            "as in Kaggle's LOC_val_solution.csv."
+        )
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        image_id = (row["ImageId"] or "").strip()
+        prediction = (row["PredictionString"] or "").split()
+        if not image_id or not prediction:
+            raise LayoutError(
+                f"{where}, line {line}: expected `<ImageId>,<wnid> x1 y1 x2 y2 ...`, got {row!r}. "
+                "Fix or remove that line."
+            )
+        rows.append((image_id, prediction[0]))
+    return rows
+
+
+def label_val_images(on_disk: Mapping[str, T], solution: list[tuple[str, str]], known: set[str], val_where: str,
+                     solution_where: str) -> list[tuple[T, str]]:
+    """Each validation image of ``on_disk`` (ImageId -> what locates it) that ``solution`` labels, with its wnid.
+
+    ``LayoutError`` when a label is not a training category or a listed image is missing; images the solution
+    does not list are left out with a warning.
+    """
+    labelled: list[tuple[T, str]] = []
+    missing: list[str] = []
+    for image_id, wnid in solution:
+        if wnid not in known:
+            raise LayoutError(
+                f"Validation image {image_id} is labelled {wnid} in {solution_where}, but {wnid} is not a "
+                "training category (no folder train/" + wnid + "). Add that category's training images "
+                "or remove its validation images from the solution file."
+            )
+        found = on_disk.get(image_id)
+        if found is None:
+            missing.append(image_id)
+        else:
+            labelled.append((found, wnid))
+    if missing:
+        raise LayoutError(
+            f"{len(missing)} validation images listed in {solution_where} are missing from {val_where}, e.g. "
+            f"{', '.join(missing[:3])}. Restore them, or remove the solution file to train without validation."
+        )
+    unlabelled = len(on_disk) - len(labelled)
+    if unlabelled > 0:
+        log.warning("%d images in %s are not in %s; they are left out", unlabelled, val_where, solution_where)
+    return labelled
+
+
 def _read_val(
     val_dir: str, solution: str | None, categories: tuple[Category, ...]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -154,7 +215,7 @@ def _read_val(
     on_disk: dict[str, str] = {}
     if has_dir:
         for name in _list_images(val_dir):
-            on_disk.setdefault(os.path.splitext(name)[0], name)
+            on_disk.setdefault(os.path.splitext(name)[0], os.path.join(val_dir, name))
     if solution is None:
         if on_disk:
             raise LayoutError(
@@ -163,48 +224,10 @@ def _read_val(
                 "folder to train without validation."
             )
         return (), ()
-
-    known = {c.id for c in categories}
-    labelled: list[tuple[str, str]] = []
-    missing: list[str] = []
     with open(solution, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        if "ImageId" not in header or "PredictionString" not in header:
-            raise LayoutError(
-                f"{solution} has header {','.join(header) or '(none)'}; expected ImageId,PredictionString "
-                "as in Kaggle's LOC_val_solution.csv."
-            )
-        for line, row in enumerate(reader, start=2):
-            image_id = (row["ImageId"] or "").strip()
-            prediction = (row["PredictionString"] or "").split()
-            if not image_id or not prediction:
-                raise LayoutError(
-                    f"{solution}, line {line}: expected `<ImageId>,<wnid> x1 y1 x2 y2 ...`, got {row!r}. "
-                    "Fix or remove that line."
-                )
-            wnid = prediction[0]
-            if wnid not in known:
-                raise LayoutError(
-                    f"Validation image {image_id} is labelled {wnid} in {solution}, but {wnid} is not a "
-                    "training category (no folder train/" + wnid + "). Add that category's training images "
-                    "or remove its validation images from the solution file."
-                )
-            name = on_disk.get(image_id)
-            if name is None:
-                missing.append(image_id)
-            else:
-                labelled.append((os.path.join(val_dir, name), wnid))
-    if missing:
-        where = val_dir if has_dir else f"{val_dir} (the folder does not exist)"
-        raise LayoutError(
-            f"{len(missing)} validation images listed in {solution} are missing from {where}, e.g. "
-            f"{', '.join(missing[:3])}. Restore them, or remove the solution file to train without validation."
-        )
-    unlabelled = len(on_disk) - len(labelled)
-    if unlabelled > 0:
-        log.warning("%d images in %s are not in %s; they are left out", unlabelled, val_dir, solution)
-    labelled.sort()
+        rows = read_val_solution(f, solution)
+    where = val_dir if has_dir else f"{val_dir} (the folder does not exist)"
+    labelled = sorted(label_val_images(on_disk, rows, {c.id for c in categories}, where, solution))
     return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
 
 
@@ -271,4 +294,4 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
     return tree
 
 
-__all__ = ["Category", "ImageNetTree", "read_imagenet"]
+__all__ = ["Category", "ImageNetTree", "label_val_images", "read_imagenet", "read_val_solution"]

@@ -1,7 +1,8 @@
-"""Synthetic ImageNet: a small tree in Kaggle's layout that looks and weighs like the real thing.
+"""Synthetic ImageNet: a small ImageNet that looks and weighs like the real thing, in any layout people have it.
 
 The images are drawn by :mod:`alexnet.data.drawing`. Every image is drawn from its own random stream keyed
-by (seed, split, category, number), so the same arguments give byte-identical files.
+by (seed, split, category, number), so the same arguments give byte-identical files. The tree is drawn in
+Kaggle's layout and, for another ``layout``, packed as that layout packs it (:mod:`alexnet.data.layouts`).
 """
 
 from __future__ import annotations
@@ -14,60 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int
+from ..checks import as_int, name_hints
 from ..errors import LayoutError
 from ..progress import progress_bar
+from ..scratch import scratch_folder
+from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
+from .layouts import LAYOUT_FILES, MEMBER_PATHS, SYNTHETIC_LAYOUTS, write_layout
 
 log = logging.getLogger(__name__)
 
-# Real ImageNet-1k wnids and names (the first ones of the sorted list); further categories get made-up ids
-# above WordNet's range (n2xxxxxxx) so they never collide with a real one and sort after them.
-_REAL_SYNSETS: tuple[tuple[str, str], ...] = (
-    ("n01440764", "tench, Tinca tinca"),
-    ("n01443537", "goldfish, Carassius auratus"),
-    ("n01484850", "great white shark, white shark, man-eater, man-eating shark, Carcharodon carcharias"),
-    ("n01491361", "tiger shark, Galeocerdo cuvieri"),
-    ("n01494475", "hammerhead, hammerhead shark"),
-    ("n01496331", "electric ray, crampfish, numbfish, torpedo"),
-    ("n01498041", "stingray"),
-    ("n01514668", "cock"),
-    ("n01514859", "hen"),
-    ("n01518878", "ostrich, Struthio camelus"),
-    ("n01530575", "brambling, Fringilla montifringilla"),
-    ("n01531178", "goldfinch, Carduelis carduelis"),
-    ("n01532829", "house finch, linnet, Carpodacus mexicanus"),
-    ("n01534433", "junco, snowbird"),
-    ("n01537544", "indigo bunting, indigo finch, indigo bird, Passerina cyanea"),
-    ("n01558993", "robin, American robin, Turdus migratorius"),
-    ("n01560419", "bulbul"),
-    ("n01580077", "jay"),
-    ("n01582220", "magpie"),
-    ("n01592084", "chickadee"),
-    ("n01601694", "water ouzel, dipper"),
-    ("n01608432", "kite"),
-    ("n01614925", "bald eagle, American eagle, Haliaeetus leucocephalus"),
-    ("n01616318", "vulture"),
-    ("n01622779", "great grey owl, great gray owl, Strix nebulosa"),
-    ("n01629819", "European fire salamander, Salamandra salamandra"),
-    ("n01630670", "common newt, Triturus vulgaris"),
-    ("n01631663", "eft"),
-    ("n01632458", "spotted salamander, Ambystoma maculatum"),
-    ("n01632777", "axolotl, mud puppy, Ambystoma mexicanum"),
-    ("n01641577", "bullfrog, Rana catesbeiana"),
-    ("n01644373", "tree frog, tree-frog"),
-    ("n01644900", "tailed frog, bell toad, ribbed toad, tailed toad, Ascaphus trui"),
-    ("n01664065", "loggerhead, loggerhead turtle, Caretta caretta"),
-    ("n01665541", "leatherback turtle, leatherback, leathery turtle, Dermochelys coriacea"),
-    ("n01667114", "mud turtle"),
-    ("n01667778", "terrapin"),
-    ("n01669191", "box turtle, box tortoise"),
-)
+# The ILSVRC2012 classes, in label order, then made-up ids above WordNet's range (n2xxxxxxx) so they never
+# collide with a real one and sort after them.
 _SYNTHETIC_ID_BASE = 20_000_000
 
 
 def _synsets(classes: int) -> list[tuple[str, str]]:
-    out = list(_REAL_SYNSETS[:classes])
+    out = [(c["id"], c["name"]) for c in imagenet_classes()[:classes]]
     for k in range(len(out), classes):
         out.append((f"n{_SYNTHETIC_ID_BASE + k:08d}", f"synthetic category {k}"))
     return out
@@ -133,6 +97,25 @@ def _write_val(val_dir: Path, wnids: list[str], per_class: int, seed: int, max_s
     return rows, total_bytes
 
 
+def _write_kaggle(root: Path, synsets: list[tuple[str, str]], images_per_class: int, val_per_class: int,
+                  seed: int, quirks: bool, max_side: int | None) -> tuple[int, int, int, dict[str, str]]:
+    """Kaggle's tree in ``root``: training images, validation images, bytes of images, quirk paths."""
+    wnids = [wnid for wnid, _ in synsets]
+    cls_loc = root / "ILSVRC" / "Data" / "CLS-LOC"
+    extra = len(QUIRK_KINDS) if quirks else 0
+    total_files = len(wnids) * (images_per_class + val_per_class) + extra
+    with progress_bar(total_files, "synthetic ImageNet", unit="img") as bar:
+        images, train_bytes, quirk_paths = _write_train(cls_loc / "train", wnids, images_per_class, seed, quirks,
+                                                        max_side, bar.update)
+        rows, val_bytes = _write_val(cls_loc / "val", wnids, val_per_class, seed, max_side, bar.update)
+    (root / "LOC_synset_mapping.txt").write_text("".join(f"{w} {n}\n" for w, n in synsets), encoding="utf-8")
+    if rows:
+        (root / "LOC_val_solution.csv").write_text(
+            "ImageId,PredictionString\n" + "".join(r + "\n" for r in rows), encoding="utf-8"
+        )
+    return images, len(rows), train_bytes + val_bytes, quirk_paths
+
+
 def imagenet_synthetic(
     dest: str | os.PathLike[str],
     classes: int = 10,
@@ -141,30 +124,37 @@ def imagenet_synthetic(
     seed: int = 0,
     quirks: bool = False,
     max_side: int | None = None,
+    layout: str = "kaggle",
 ) -> dict[str, Any]:
-    """Write a synthetic ImageNet in Kaggle's layout into ``dest`` and describe it.
+    """Write a synthetic ImageNet into ``dest``, in Kaggle's layout or another one people have ImageNet in.
 
-    Writes ``ILSVRC/Data/CLS-LOC/train/<wnid>/<wnid>_<n>.JPEG``, ``ILSVRC/Data/CLS-LOC/val/
+    In Kaggle's layout it writes ``ILSVRC/Data/CLS-LOC/train/<wnid>/<wnid>_<n>.JPEG``, ``ILSVRC/Data/CLS-LOC/val/
     ILSVRC2012_val_<8 digits>.JPEG``, ``LOC_synset_mapping.txt`` and ``LOC_val_solution.csv`` (one box per
-    validation image: the drawn object). Categories use real ImageNet wnids and names for the first 38, then
-    made-up ids ``n2xxxxxxx``.
+    validation image: the drawn object). Categories are the ILSVRC2012 classes in label order (the first
+    ``classes`` of :func:`~alexnet.data.classes.imagenet_classes`), then made-up ids ``n2xxxxxxx``. The other
+    layouts hold the same images byte for byte (:mod:`alexnet.data.layouts`).
 
     Args:
-        dest: folder to write into; it must not already hold an ImageNet tree.
-        classes: number of categories.
+        dest: folder to write into; it must not already hold a synthetic ImageNet.
+        classes: number of categories (at most 1000 in the ``archives``, ``kaggle_zip`` and ``parquet`` layouts).
         images_per_class: training images per category.
-        val_per_class: validation images per category (0 for none).
+        val_per_class: validation images per category (0 for none; the ``folders`` layout has none).
         seed: the same seed and arguments give byte-identical files.
         quirks: add the odd files real ImageNet has to the first category's training set: a CMYK JPEG,
             a grayscale JPEG, a PNG named ``.JPEG``, a JPEG cut off mid-scan and an empty file. They come on
             top of ``images_per_class``.
         max_side: shrink every image so its longer side is at most this many pixels (fast tests).
+        layout: ``"kaggle"`` (Kaggle's extracted download), ``"archives"`` (the official ILSVRC2012 training tar,
+            validation tar and devkit), ``"kaggle_zip"`` (Kaggle's zip as downloaded), ``"parquet"`` (Hugging
+            Face's imagenet-1k shards) or ``"folders"`` (``<wnid>/`` folders). Each is what
+            :func:`~alexnet.data.upload.imagenet_upload` reads from ``dest``.
 
     Returns:
-        ``{"path", "classes", "images", "val_images", "bytes", "categories", "quirks"}``: the absolute path
-        of ``dest``; ``images`` counts every training file written (quirk files included); ``bytes`` is the
+        ``{"path", "layout", "classes", "images", "val_images", "bytes", "categories", "quirks"}``: the absolute
+        path of ``dest``; ``images`` counts every training file written (quirk files included); ``bytes`` is the
         size of all image files; ``categories`` the sorted wnids; ``quirks`` maps each kind (``cmyk``,
-        ``grayscale``, ``png``, ``truncated``, ``empty``) to its file path, empty when ``quirks`` is false.
+        ``grayscale``, ``png``, ``truncated``, ``empty``) to its file path (inside its archive for an archive
+        layout: ``<archive>/<member>``), empty when ``quirks`` is false.
     """
     classes = as_int(classes, "classes", 1)
     images_per_class = as_int(images_per_class, "images_per_class", 1)
@@ -173,37 +163,40 @@ def imagenet_synthetic(
     if max_side is not None:
         max_side = as_int(max_side, "max_side", 8)
     quirks = bool(quirks)
+    if layout not in SYNTHETIC_LAYOUTS:
+        raise LayoutError(f"layout {name_hints([str(layout)], SYNTHETIC_LAYOUTS)} is not one of "
+                          f"{', '.join(SYNTHETIC_LAYOUTS)}")
 
     root = Path(os.fspath(dest)).expanduser().absolute()
     if root.exists() and not root.is_dir():
         raise LayoutError(f"Cannot write a synthetic ImageNet to {root}: it is a file. Pass a folder path.")
-    existing = [p for p in ("ILSVRC", "LOC_synset_mapping.txt", "LOC_val_solution.csv") if (root / p).exists()]
+    existing = [p for p in LAYOUT_FILES if (root / p).exists()]
     if existing:
         raise LayoutError(
             f"{root} already holds an ImageNet tree ({', '.join(existing)}). "
             "Remove it or pass an empty or new folder as `dest`."
         )
+    if layout != "kaggle" and classes > len(imagenet_classes()) and layout != "folders":
+        raise LayoutError(f"the {layout} layout holds ILSVRC2012's classes only: use classes <= "
+                          f"{len(imagenet_classes())}")
 
     synsets = _synsets(classes)
-    wnids = [wnid for wnid, _ in synsets]
-    cls_loc = root / "ILSVRC" / "Data" / "CLS-LOC"
-    train_dir, val_dir = cls_loc / "train", cls_loc / "val"
-    extra = len(QUIRK_KINDS) if quirks else 0
-    total_files = classes * images_per_class + extra + classes * val_per_class
-
-    with progress_bar(total_files, "synthetic ImageNet", unit="img") as bar:
-        images, train_bytes, quirk_paths = _write_train(train_dir, wnids, images_per_class, seed, quirks, max_side,
-                                                        bar.update)
-        rows, val_bytes = _write_val(val_dir, wnids, val_per_class, seed, max_side, bar.update)
-    val_images, total_bytes = len(rows), train_bytes + val_bytes
-
-    (root / "LOC_synset_mapping.txt").write_text("".join(f"{w} {n}\n" for w, n in synsets), encoding="utf-8")
-    if rows:
-        (root / "LOC_val_solution.csv").write_text(
-            "ImageId,PredictionString\n" + "".join(r + "\n" for r in rows), encoding="utf-8"
-        )
+    if layout == "kaggle":
+        images, val_images, total_bytes, quirk_paths = _write_kaggle(root, synsets, images_per_class, val_per_class,
+                                                                     seed, quirks, max_side)
+    else:
+        with scratch_folder("alexnet-synthetic-") as scratch:
+            kaggle = Path(scratch)
+            images, val_images, total_bytes, quirk_paths = _write_kaggle(
+                kaggle, synsets, images_per_class, 0 if layout == "folders" else val_per_class, seed, quirks,
+                max_side)
+            train = write_layout(layout, kaggle, root, synsets)["train"]
+        quirk_paths = {kind: f"{train}/" + MEMBER_PATHS[layout].format(wnid=synsets[0][0], name=os.path.basename(p))
+                       for kind, p in quirk_paths.items()}
     log.info(
-        "synthetic ImageNet at %s: %d categories, %d training and %d validation images, %.1f MB (%.1f KB/image)",
+        "synthetic ImageNet (%s layout) at %s: %d categories, %d training and %d validation images, %.1f MB "
+        "(%.1f KB/image)",
+        layout,
         root,
         classes,
         images,
@@ -213,11 +206,12 @@ def imagenet_synthetic(
     )
     return {
         "path": str(root),
+        "layout": layout,
         "classes": classes,
         "images": images,
         "val_images": val_images,
         "bytes": total_bytes,
-        "categories": wnids,
+        "categories": [wnid for wnid, _ in synsets],
         "quirks": quirk_paths,
     }
 

@@ -1,0 +1,208 @@
+"""Reading archives in place, from a local path or a bucket (through fsspec): tar and zip indexes, byte ranges.
+
+An index lists where each member's bytes lie in the archive, so that a part of an upload reads exactly its own
+bytes (one range for a category's tar inside the training tar or a category's run of a zip; a few ranges for
+validation images spread over their archive), from any thread, and a finished category is not read at all.
+Reading an index touches only headers: tar headers are spread through the file (from a bucket they are read
+in blocks), a zip's central directory sits at its end.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import struct
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import LayoutError
+from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+from .parts import Member, is_image_name, not_an_image
+
+log = logging.getLogger(__name__)
+
+#: Bytes fetched at a time while reading headers from a bucket, by how large the members are.
+SMALL_MEMBERS_BLOCK = 8 << 20
+LARGE_MEMBERS_BLOCK = 64 << 10
+_TAR_BLOCK = 512
+_ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where a source lives: a file system and the resolved location (a local path or a bucket URL)."""
+
+    fs: Any
+    location: str
+
+    @classmethod
+    def at(cls, source: str | os.PathLike) -> Files:
+        location = resolve_location(source, "ImageNet source")
+        if location_kind(location) == "http":
+            raise LayoutError(f"ImageNet source {location}: read from a local path, gs:// or s3://, not https://")
+        return cls(open_filesystem(location, what="ImageNet source"), location)
+
+    @property
+    def local(self) -> bool:
+        return location_kind(self.location) == "file"
+
+    def path(self, name: str = "") -> str:
+        """The file system path of ``name`` under the location (the location itself for ``""``)."""
+        base = fs_path(self.location)
+        return f"{base.rstrip('/')}/{name}" if name else base
+
+    def url(self, path: str) -> str:
+        """``path`` as the user names it: a local path, or ``gs://``/``s3://`` plus the path."""
+        return path if self.local else f"{self.location.split('://', 1)[0]}://{path}"
+
+    def names(self, path: str) -> list[str]:
+        """The names directly in the folder ``path`` (empty when it is not a folder)."""
+        try:
+            return sorted(os.path.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def isfile(self, path: str) -> bool:
+        return bool(self.fs.isfile(path))
+
+    def size(self, path: str) -> int:
+        return int(self.fs.size(path))
+
+    def open(self, path: str, block_size: int) -> Any:
+        """A seekable binary file; from a bucket, fetched ``block_size`` bytes at a time ahead of reads."""
+        if self.local:
+            return open(path, "rb")
+        return self.fs.open(path, "rb", block_size=block_size, cache_type="readahead")
+
+    def read(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of ``path`` (one request from a bucket)."""
+        return bytes(self.fs.cat_file(path, start=start, end=end))
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Several byte ranges of ``path`` (requested together from a bucket)."""
+        if not ranges:
+            return []
+        if self.local:
+            out = []
+            with open(path, "rb") as f:
+                for start, end in ranges:
+                    f.seek(start)
+                    out.append(f.read(end - start))
+            return out
+        n = len(ranges)
+        return [bytes(b) for b in self.fs.cat_ranges([path] * n, [s for s, _ in ranges], [e for _, e in ranges])]
+
+
+@dataclass(frozen=True)
+class TarEntry:
+    """A regular file in a tar: its name, where its bytes start, their size, its modification time."""
+
+    name: str
+    offset: int
+    size: int
+    mtime: int
+
+
+def tar_index(f: Any, label: str, total: int) -> list[TarEntry]:
+    """The regular files of the tar ``f`` (seekable; ``total`` bytes long), read from their headers only.
+
+    ``LayoutError`` naming ``label`` when it is not a tar or ends before its last member does.
+    """
+    entries: list[TarEntry] = []
+    try:
+        with tarfile.open(fileobj=f, mode="r:") as tar:
+            for member in tar:
+                if member.isfile():
+                    entries.append(TarEntry(member.name, member.offset_data, member.size, int(member.mtime)))
+    except (tarfile.TarError, EOFError) as err:
+        cut = f" after {entries[-1].name}" if entries else ""
+        raise LayoutError(f"{label} cannot be read as a tar{cut} ({err}): it is damaged or cut short; download it "
+                          "again") from None
+    end = max((e.offset + e.size for e in entries), default=0)
+    # a complete tar ends with two zero blocks after its last member's padded data
+    if total < -(-end // _TAR_BLOCK) * _TAR_BLOCK + 2 * _TAR_BLOCK:
+        last = max(entries, key=lambda e: e.offset).name if entries else "its first member"
+        raise LayoutError(f"{label} is cut short: it ends inside or right after {last} ({total} bytes); download it "
+                          "again")
+    return entries
+
+
+def tar_members(blob: bytes, label: str) -> Iterator[Member]:
+    """The files of the tar held in ``blob`` (a category's tar), images as members, others with a reason."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                name = os.path.basename(member.name)
+                if not is_image_name(name):
+                    yield name, None, not_an_image(label)
+                    continue
+                handle = tar.extractfile(member)
+                yield name, handle.read() if handle is not None else b"", ""
+    except (tarfile.TarError, EOFError) as err:
+        raise LayoutError(f"{label} is not a readable tar ({err}): the archive is damaged; download it again") \
+            from None
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    """A file in a zip: its zipfile info and the byte range from its local header to the next record."""
+
+    info: zipfile.ZipInfo
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return self.info.filename
+
+
+def zip_index(f: Any, label: str) -> list[ZipEntry]:
+    """The files of the zip ``f`` (seekable), from its central directory, in the order they lie in the file.
+
+    ``LayoutError`` naming ``label`` when it is not a complete zip (its central directory is at its end, so a
+    zip cut short has none).
+    """
+    try:
+        with zipfile.ZipFile(f) as zf:
+            infos = sorted(zf.infolist(), key=lambda i: i.header_offset)
+            directory = int(zf.start_dir)
+    except (zipfile.BadZipFile, EOFError, OSError) as err:
+        raise LayoutError(f"{label} is not a complete zip ({err}): it was cut short or damaged; download it "
+                          "again") from None
+    entries = []
+    for k, info in enumerate(infos):
+        end = infos[k + 1].header_offset if k + 1 < len(infos) else directory
+        if not info.is_dir():
+            entries.append(ZipEntry(info, info.header_offset, end))
+    return entries
+
+
+def zip_member(blob: bytes, base: int, entry: ZipEntry, label: str) -> Member:
+    """The member ``entry`` out of ``blob``, the bytes of its zip from offset ``base``: decompressed, CRC checked."""
+    name = os.path.basename(entry.name)
+    at = entry.start - base
+    header = blob[at:at + _ZIP_LOCAL_HEADER.size]
+    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        return name, None, f"its record in {label} is damaged (no local header); download the archive again"
+    fields = _ZIP_LOCAL_HEADER.unpack(header)
+    start = at + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    raw = blob[start:start + entry.info.compress_size]
+    try:
+        if entry.info.compress_type == zipfile.ZIP_STORED:
+            data = raw
+        elif entry.info.compress_type == zipfile.ZIP_DEFLATED:
+            data = zlib.decompress(raw, -15, max(entry.info.file_size, 1))
+        else:
+            return name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not read"
+    except zlib.error as err:
+        return name, None, f"cannot be decompressed from {label} ({err}); download the archive again"
+    if zlib.crc32(data) != entry.info.CRC:
+        return name, None, f"its bytes in {label} do not match their CRC; download the archive again"
+    return name, data, ""

@@ -1,0 +1,215 @@
+"""The official ILSVRC2012 archives, read in place: the training tar of per-category tars, the validation tar and
+the devkit that labels it.
+
+* ``ILSVRC2012_img_train.tar`` holds one tar per category (``n01440764.tar``, ...), each holding that category's
+  images. Its headers are indexed first, so each category's tar is read as one byte range, by the thread that
+  packs it, and a category already on the board is not read at all. A training tar that cannot seek (compressed,
+  ``.tar.gz``) is read front to back as a stream instead: a finished category's bytes are then read again, but
+  not decoded.
+* ``ILSVRC2012_img_val.tar`` holds the 50,000 validation images in one folder (``ILSVRC2012_val_00000001.JPEG``
+  ...); ``data/ILSVRC2012_validation_ground_truth.txt`` in ``ILSVRC2012_devkit_t12.tar.gz`` gives each image's
+  ILSVRC2012 id, in image-number order, and ``data/meta.mat`` maps those ids to WordNet ids and names (read with
+  ``scipy.io.loadmat``, keeping the synsets without children: the 1000 classes). Each category's validation
+  images are read as their byte ranges.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import LayoutError
+from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, tar_index, tar_members
+from .classes import check_classes, class_names
+from .parts import Member, Members, Part, Source, Wanted, identity_of, in_memory, wanted_parts
+
+log = logging.getLogger(__name__)
+
+TRAIN_TAR = "ILSVRC2012_img_train.tar"
+VAL_TAR = "ILSVRC2012_img_val.tar"
+DEVKIT = "ILSVRC2012_devkit_t12.tar.gz"
+GROUND_TRUTH = "data/ILSVRC2012_validation_ground_truth.txt"
+META = "data/meta.mat"
+#: Names the training tar is recognised by (compressed copies are read as a stream).
+TRAIN_NAMES = (TRAIN_TAR, f"{TRAIN_TAR}.gz")
+_CATEGORY_TAR = re.compile(r"^(n\d{8})\.tar$")
+_VAL_IMAGE = re.compile(r"^ILSVRC2012_val_(\d{8})\.[A-Za-z]+$")
+
+
+@dataclass(frozen=True)
+class Devkit:
+    """What the devkit says: ILSVRC2012 id -> WordNet id, WordNet id -> name, and each validation image's id."""
+
+    wnid_of: dict[int, str]
+    names: dict[str, str]
+    ground_truth: tuple[int, ...]
+
+
+def _meta(data: bytes, where: str) -> tuple[dict[int, str], dict[str, str]]:
+    import scipy.io
+
+    try:
+        synsets = scipy.io.loadmat(io.BytesIO(data), squeeze_me=True)["synsets"]
+        leaves = [s for s in synsets.ravel() if int(s["num_children"]) == 0]
+        wnid_of = {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in leaves}
+        names = {str(s["WNID"]): str(s["words"]) for s in leaves}
+    except (KeyError, ValueError, TypeError, IndexError, NotImplementedError) as err:
+        raise LayoutError(f"{where} is not the devkit's meta.mat (a `synsets` struct with ILSVRC2012_ID, WNID, "
+                          f"words and num_children): {type(err).__name__}: {err}; use ILSVRC2012's devkit") from None
+    if not leaves:
+        raise LayoutError(f"{where} lists no class (no synset without children); use the devkit of ILSVRC2012")
+    return wnid_of, names
+
+
+def read_devkit(files: Files, path: str) -> Devkit:
+    """The devkit at ``path``: its ``meta.mat`` and validation ground truth (``LayoutError`` when either is missing
+    or unreadable)."""
+    label = files.url(path)
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(files.read(path, 0, files.size(path))), mode="r:*") as tar:
+            for member in tar:
+                for wanted in (META, GROUND_TRUTH):
+                    if member.isfile() and member.name.endswith(wanted):
+                        handle = tar.extractfile(member)
+                        found[wanted] = handle.read() if handle is not None else b""
+    except (tarfile.TarError, EOFError, OSError) as err:
+        raise LayoutError(f"{label} cannot be read as a tar.gz ({err}): download the devkit again") from None
+    missing = [m for m in (META, GROUND_TRUTH) if m not in found]
+    if missing:
+        raise LayoutError(f"{label} holds no {' and no '.join(missing)}: it is not ILSVRC2012's devkit "
+                          "(ILSVRC2012_devkit_t12.tar.gz)")
+    wnid_of, names = _meta(found[META], f"{label}: {META}")
+    lines = found[GROUND_TRUTH].decode("utf-8", "replace").split()
+    try:
+        truth = tuple(int(x) for x in lines)
+    except ValueError:
+        raise LayoutError(f"{label}: {GROUND_TRUTH} holds something other than class ids, one a line; download "
+                          "the devkit again") from None
+    unknown = sorted({t for t in truth if t not in wnid_of})
+    if unknown:
+        raise LayoutError(f"{label}: {GROUND_TRUTH} uses ids that meta.mat does not define ({unknown[:5]}); use "
+                          "the devkit's own meta.mat")
+    return Devkit(wnid_of, names, truth)
+
+
+class ArchivesSource(Source):
+    """The official archives in ``folder``: the training tar, and for validation the val tar and the devkit."""
+
+    layout = "archives"
+
+    def __init__(self, files: Files, folder: str, train: str):
+        self.files, self.root = files, files.url(folder)
+        present = set(files.names(folder))
+        self.train_path = f"{folder}/{train}"
+        val_path = f"{folder}/{VAL_TAR}" if VAL_TAR in present else None
+        devkit = read_devkit(files, f"{folder}/{DEVKIT}") if DEVKIT in present else None
+        if val_path and devkit is None:
+            raise LayoutError(f"{files.url(val_path)} has no {DEVKIT} beside it to label its images: put the devkit "
+                              "in the same folder, or move the validation tar away to upload without validation")
+        if devkit is not None:
+            check_classes(devkit.names, files.url(f"{folder}/{DEVKIT}"), strict=True)
+        self.names = devkit.names if devkit is not None else class_names()
+        self.train_size = files.size(self.train_path)
+        self.index: list[TarEntry] | None = None
+        if not train.endswith(".gz"):
+            with files.open(self.train_path, LARGE_MEMBERS_BLOCK) as f:
+                self.index = tar_index(f, files.url(self.train_path), self.train_size)
+            self._check_categories([os.path.basename(e.name) for e in self.index])
+        self.val: dict[str, list[TarEntry]] = {}
+        self.val_path = val_path
+        if val_path is not None and devkit is not None:
+            self.val = self._label_val(val_path, devkit)
+        self.total_bytes = self.train_size + sum(e.size for entries in self.val.values() for e in entries)
+
+    def _check_categories(self, names: list[str]) -> None:
+        wnids = {m.group(1): "" for m in map(_CATEGORY_TAR.match, names) if m}
+        check_classes(wnids, self.files.url(self.train_path), strict=True)
+        for other in sorted(n for n in names if not _CATEGORY_TAR.match(n)):
+            log.warning("%s holds %s, which is not a category's tar (<wnid>.tar): it is left out; remove it from "
+                        "the archive to silence this", self.files.url(self.train_path), other)
+
+    def _label_val(self, val_path: str, devkit: Devkit) -> dict[str, list[TarEntry]]:
+        label = self.files.url(val_path)
+        with self.files.open(val_path, SMALL_MEMBERS_BLOCK) as f:
+            entries = tar_index(f, label, self.files.size(val_path))
+        images = sorted((int(m.group(1)), e) for e in entries if (m := _VAL_IMAGE.match(os.path.basename(e.name))))
+        for other in sorted(e.name for e in entries if not _VAL_IMAGE.match(os.path.basename(e.name))):
+            log.warning("%s holds %s, which is not a validation image (ILSVRC2012_val_<8 digits>.JPEG): it is left "
+                        "out", label, other)
+        truth = devkit.ground_truth
+        if len(truth) != len(images) or (images and images[-1][0] > len(truth)):
+            raise LayoutError(
+                f"{label} holds {len(images)} validation images but the ground truth of its devkit "
+                f"({GROUND_TRUTH}) labels {len(truth)}: they are not of the same release. Use the devkit that goes "
+                "with this validation tar (ILSVRC2012_devkit_t12.tar.gz); nothing was uploaded")
+        groups: dict[str, list[TarEntry]] = {}
+        for number, entry in images:
+            groups.setdefault(devkit.wnid_of[truth[number - 1]], []).append(entry)
+        return groups
+
+    def _train_part(self, name: str, size: int, mtime: int, read_at: int) -> Part:
+        wnid = name[:-4]
+
+        def open_part() -> Members:
+            label = f"{name} in {self.files.url(self.train_path)}"
+            return lambda: sorted(tar_members(self.files.read(self.train_path, read_at, read_at + size), label))
+
+        return Part(wnid, "train", identity_of([], "ilsvrc2012-train", name, size, mtime), size, open_part)
+
+    def _stream(self, wanted: Wanted) -> Iterator[Part]:
+        label = self.files.url(self.train_path)
+        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, \
+                tarfile.open(fileobj=raw, mode="r|*") as tar:
+            try:
+                for member in tar:
+                    name = os.path.basename(member.name)
+                    if not member.isfile():
+                        continue
+                    if not _CATEGORY_TAR.match(name):
+                        self._check_categories([name])
+                        continue
+                    check_classes({name[:-4]: ""}, label, strict=True)
+                    part = self._train_part(name, member.size, int(member.mtime), 0)
+                    if wanted(part):
+                        handle = tar.extractfile(member)
+                        blob = handle.read() if handle is not None else b""
+                        members = in_memory(list(tar_members(blob, f"{name} in {label}")))
+                        part.open = lambda members=members: members
+                        yield part
+            except (tarfile.TarError, EOFError, OSError) as err:
+                raise LayoutError(f"{label} cannot be read to its end ({err}): it is damaged or cut short; download "
+                                  "it again (the categories read so far are on the board and are skipped next "
+                                  "time)") from None
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
+        if split == "train":
+            if self.index is None:
+                yield from self._stream(wanted)
+                return
+            for entry in self.index:
+                name = os.path.basename(entry.name)
+                if _CATEGORY_TAR.match(name):
+                    part = self._train_part(name, entry.size, entry.mtime, entry.offset)
+                    if wanted(part):
+                        yield part
+            return
+        yield from wanted_parts(self.val, split, wanted, keep, lambda wnid: self._val_part(wnid, self.val[wnid]))
+
+    def _val_part(self, wnid: str, entries: list[TarEntry]) -> Part:
+        assert self.val_path is not None
+        path = self.val_path
+
+        def members() -> list[Member]:
+            ordered = sorted(entries, key=lambda e: e.offset)
+            blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
+            return sorted((os.path.basename(e.name), blob, "") for e, blob in zip(ordered, blobs, strict=True))
+
+        identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
+        return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))

@@ -1,0 +1,123 @@
+"""Kaggle's ImageNet download as it comes, ``imagenet-object-localization-challenge.zip``, read without unzipping.
+
+The zip holds Kaggle's tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/}``, ``LOC_synset_mapping.txt``,
+``LOC_val_solution.csv``; the test images and the annotations are not read). Its central directory, at the end
+of the file, says where every member lies; a category's members lie together, so each category is read as one
+byte range (or a few) by the thread that packs it, and a category already on the board is not read at all.
+Members are decompressed and their CRC checked.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Iterator
+
+from ..errors import LayoutError
+from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member
+from .classes import check_classes
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
+from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
+
+log = logging.getLogger(__name__)
+
+KAGGLE_ZIP = "imagenet-object-localization-challenge.zip"
+_CLS_LOC = "ILSVRC/Data/CLS-LOC/"
+
+
+def _runs(entries: list[ZipEntry]) -> list[list[ZipEntry]]:
+    """``entries`` (in file order) cut into runs that lie back to back in the zip."""
+    runs: list[list[ZipEntry]] = []
+    for entry in entries:
+        if runs and runs[-1][-1].end == entry.start:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    return runs
+
+
+class KaggleZipSource(Source):
+    """Kaggle's zip at ``path``."""
+
+    layout = "kaggle_zip"
+
+    def __init__(self, files: Files, path: str):
+        self.files, self.path = files, path
+        self.root = self.label = files.url(path)
+        with files.open(path, SMALL_MEMBERS_BLOCK) as f:
+            entries = zip_index(f, self.label)
+        cls_loc = next((e.name[:e.name.index(_CLS_LOC) + len(_CLS_LOC)] for e in entries if _CLS_LOC in e.name), None)
+        if cls_loc is None:
+            raise LayoutError(f"{self.label} holds no {_CLS_LOC}train/ folder: it is not Kaggle's ImageNet download "
+                              f"({KAGGLE_ZIP})")
+        top = cls_loc[:-len(_CLS_LOC)]
+        self.train: dict[str, list[ZipEntry]] = {}
+        val_on_disk: dict[str, ZipEntry] = {}
+        small: dict[str, ZipEntry] = {}
+        for entry in entries:
+            rest = entry.name[len(cls_loc):] if entry.name.startswith(cls_loc) else None
+            if rest is not None and rest.startswith("train/"):
+                parts = rest.split("/")
+                if len(parts) == 3:
+                    self.train.setdefault(parts[1], []).append(entry)
+                else:
+                    log.warning("%s: %s is not in a category folder (train/<wnid>/): it is left out", self.label,
+                                entry.name)
+            elif rest is not None and rest.startswith("val/") and is_image_name(rest):
+                val_on_disk.setdefault(os.path.splitext(os.path.basename(rest))[0], entry)
+            elif entry.name in (top + MAPPING_FILE, top + VAL_SOLUTION_FILE):
+                small[os.path.basename(entry.name)] = entry
+        if not self.train:
+            raise LayoutError(f"{self.label} holds no category folder under {cls_loc}train/: the zip is incomplete; "
+                              "download it again")
+        self.names = dict.fromkeys(sorted(self.train), "")
+        if MAPPING_FILE in small:
+            for line in self._text(small[MAPPING_FILE]).splitlines():
+                wnid, _, name = line.strip().partition(" ")
+                if wnid in self.names:
+                    self.names[wnid] = name.strip()
+        else:
+            log.warning("%s holds no %s: category names are left empty", self.label, MAPPING_FILE)
+        check_classes(self.names, self.label, strict=True)
+        self.val: dict[str, list[ZipEntry]] = {}
+        if VAL_SOLUTION_FILE in small:
+            where = f"{self.label}: {VAL_SOLUTION_FILE}"
+            rows = read_val_solution(io.StringIO(self._text(small[VAL_SOLUTION_FILE])), where)
+            for entry, wnid in label_val_images(val_on_disk, rows, set(self.train), f"{self.label}: {cls_loc}val/",
+                                                where):
+                self.val.setdefault(wnid, []).append(entry)
+        elif val_on_disk:
+            raise LayoutError(f"{self.label} holds {len(val_on_disk)} validation images but no {VAL_SOLUTION_FILE} "
+                              "to label them: it is incomplete; download it again")
+        self.total_bytes = sum(e.end - e.start for group in (*self.train.values(), *self.val.values()) for e in group)
+
+    def _text(self, entry: ZipEntry) -> str:
+        _, data, reason = zip_member(self.files.read(self.path, entry.start, entry.end), entry.start, entry,
+                                     self.label)
+        if data is None:
+            raise LayoutError(f"{self.label}: {entry.name} {reason}")
+        return data.decode("utf-8", "replace")
+
+    def _members(self, entries: list[ZipEntry]) -> list[Member]:
+        runs = _runs(sorted(entries, key=lambda e: e.start))
+        blobs = self.files.read_ranges(self.path, [(run[0].start, run[-1].end) for run in runs])
+        members: list[Member] = []
+        for run, blob in zip(runs, blobs, strict=True):
+            for entry in run:
+                if is_image_name(entry.name):
+                    members.append(zip_member(blob, run[0].start, entry, self.label))
+                else:
+                    members.append((os.path.basename(entry.name), None, not_an_image(self.label)))
+        return sorted(members, key=lambda m: m[0])
+
+    def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
+        identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,
+                               sum(e.info.file_size for e in entries))
+        return Part(wnid, split, identity, sum(e.end - e.start for e in entries),
+                    lambda: (lambda: self._members(entries)), count=len(entries))
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
+        groups = self.train if split == "train" else self.val
+        yield from wanted_parts(groups, split, wanted, keep, lambda wnid: self._part(wnid, split, groups[wnid]))

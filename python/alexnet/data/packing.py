@@ -1,0 +1,247 @@
+"""The upload's engine: a source's parts packed into stored zips, checked image by image, and published as pins.
+
+One thread reads the source in order (:mod:`alexnet.data.parts`); a pool of ``workers`` threads packs the parts it
+hands over, decoding every image (:func:`alexnet.data.images.check_image`) and publishing each zip. At most
+``workers + 2`` parts are in flight, so a source read as a stream holds a bounded number of categories in memory
+and the scratch folder a bounded number of zips.
+
+Resuming: a part whose pin on the board has the same fingerprint (its identity in the source and the options)
+is skipped before it is read; otherwise its zip is rebuilt and uploaded only when its sha256 differs from the
+board's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import BoardError, LayoutError
+from ..progress import progress_bar
+from ..scratch import scratch_folder
+from ..storage import layout
+from ..storage.board import Board
+from ..storage.publish import pin_state, publish_file, quiet_pins
+from ..storage.transfer import retry, sha256_file, stored_zip
+from .images import check_image
+from .parts import Members, Part, Source
+
+log = logging.getLogger(__name__)
+
+_CATEGORY_PIN = re.compile(r"^(val-)?n\d+$")
+
+
+@dataclass
+class Result:
+    """What happened to one part: ``status`` is ``"uploaded"``, ``"skipped"`` or ``"excluded"``."""
+
+    wnid: str
+    split: str
+    status: str
+    images: int = 0
+    bytes: int = 0
+    sha256: str = ""
+    version: str = ""
+    bad: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Options:
+    min_images: int
+    resize: int | None
+    quality: int
+    retries: int
+
+    def settings(self, split: str) -> dict[str, Any]:
+        return {"format": layout.FORMAT_VERSION, "split": split, "resize": self.resize,
+                "quality": self.quality if self.resize is not None else None}
+
+
+def fingerprint(part: Part, options: Options) -> str:
+    """A hash of what the part's zip is made from: its identity in the source and the options."""
+    digest = hashlib.sha256(json.dumps(options.settings(part.split), sort_keys=True).encode())
+    digest.update(part.identity)
+    return digest.hexdigest()
+
+
+def _zip_images(part: Part, members: Members, dest: str, options: Options) -> tuple[int, list[dict[str, str]]]:
+    """Write the good images of ``members`` to the zip ``dest``; return (good count, bad images)."""
+    bad: list[dict[str, str]] = []
+    good = 0
+    names: set[str] = set()
+
+    def reject(name: str, reason: str) -> None:
+        bad.append({"category": part.wnid, "split": part.split, "file": name, "reason": reason})
+
+    with stored_zip(dest) as add:
+        for name, data, reason in members():
+            if name in names:
+                reject(name, "duplicate file name in the category")
+                continue
+            names.add(name)
+            if data is None:
+                reject(name, reason)
+                continue
+            stored, reason = check_image(data, resize=options.resize, quality=options.quality)
+            if stored is None:
+                reject(name, reason)
+                continue
+            add(name, stored)
+            good += 1
+    return good, bad
+
+
+class _LazyBar:
+    """The upload's progress bar in bytes of the source, drawn from the first part that has to be read: a run that
+    finds every pin already on the board transfers nothing and shows no bar."""
+
+    def __init__(self, total: int):
+        self.total, self.bar, self.pending, self.lock = total, None, 0, threading.Lock()
+
+    def start(self) -> None:
+        with self.lock:
+            if self.bar is None:
+                self.bar = progress_bar(self.total, "upload", unit="B", unit_scale=True, unit_divisor=1024)
+                self.bar.update(self.pending)
+
+    def update(self, count: int, images: int) -> None:
+        with self.lock:
+            if self.bar is None:
+                self.pending += count
+            else:
+                self.bar.update(min(count, self.total - self.bar.n))
+                self.bar.set_postfix(images=images, refresh=False)
+
+    def finish(self) -> None:
+        """Fill the bar: the bytes of the parts left out (validation images of excluded categories) count as done."""
+        with self.lock:
+            if self.bar is not None:
+                self.bar.update(max(0, self.total - self.bar.n))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | None, board: Board, exists: bool,
+             workdir: str, options: Options) -> Result:
+    """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same."""
+    zip_path = os.path.join(workdir, layout.zip_name(part.pin))
+    try:
+        images, bad = _zip_images(part, members, zip_path, options)
+        if part.split == "train" and images < options.min_images:
+            return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
+        size, sha = os.path.getsize(zip_path), sha256_file(zip_path)
+        if state is not None and state.get("sha256") == sha:
+            return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
+        metadata = {"alexnet": layout.FORMAT_VERSION, "category": part.wnid, "split": part.split, "images": images,
+                    "bytes": size, "sha256": sha, "source": print_, "resize": options.resize,
+                    "quality": options.quality if options.resize is not None else None, "bad": bad}
+        version = publish_file(board, zip_path, part.pin, title=f"ImageNet {part.split} images of {part.wnid}",
+                               metadata=metadata, exists=exists, retries=options.retries)
+        return Result(part.wnid, part.split, "uploaded", images, size, sha, version, bad)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(zip_path)
+
+
+class Uploader:
+    """Packs and publishes the parts of one source to one board (see the module's docstring)."""
+
+    def __init__(self, source: Source, board: Board, options: Options, workers: int):
+        self.source, self.board, self.options, self.workers = source, board, options, workers
+        self.results: dict[tuple[str, str], Result] = {}
+        self.failures: dict[str, BaseException] = {}
+        self.uploaded_bytes = self.images = 0
+        self.lock = threading.Lock()
+        self.bar = _LazyBar(source.total_bytes)
+        self.states: dict[str, dict[str, Any] | None] = {}
+        self.existing: set[str] = set()
+        self.prints: dict[str, str] = {}
+
+    def _record(self, part: Part, result: Result, source_bytes: int) -> None:
+        with self.lock:
+            self.results[(part.wnid, part.split)] = result
+            self.images += result.images
+            self.uploaded_bytes += result.bytes if result.status == "uploaded" else 0
+            self.bar.update(source_bytes, self.images)
+
+    def _wanted(self, part: Part) -> bool:
+        """Whether ``part`` must be read: False (with its result recorded) when it is too small or on the board."""
+        self.prints[part.pin] = print_ = fingerprint(part, self.options)
+        if part.split == "train" and part.count is not None and part.count < self.options.min_images:
+            self._record(part, Result(part.wnid, part.split, "excluded", images=part.count), part.source_bytes)
+            return False
+        state = self.states.get(part.pin)
+        if state is not None and state.get("source") == print_:
+            self._record(part, Result(part.wnid, part.split, "skipped", int(state["images"]), int(state["bytes"]),
+                                      str(state["sha256"]), str(state["version"]),
+                                      [dict(b) for b in state.get("bad", [])]), part.source_bytes)
+            return False
+        return True
+
+    def _done(self, part: Part, future: Future[Result]) -> None:
+        error = future.exception()
+        if error is None:
+            self._record(part, future.result(), part.source_bytes)
+            return
+        with self.lock:
+            self.failures[part.pin] = error
+            self.bar.update(part.source_bytes, self.images)
+        log.error("category %s (%s) failed: %s", part.wnid, part.split, error)
+
+    def _run(self, pool: ThreadPoolExecutor, workdir: str, split: str, keep: frozenset[str] | None) -> None:
+        slots = threading.BoundedSemaphore(self.workers + 2)
+        futures = []
+        for part in self.source.parts(split, self._wanted, keep, workdir):
+            slots.acquire()
+            try:
+                self.bar.start()
+                members = part.open()
+                state = self.states.get(part.pin)
+                future = pool.submit(_publish, part, members, self.prints[part.pin], state, self.board,
+                                     part.pin in self.existing, workdir, self.options)
+            except BaseException:
+                slots.release()
+                raise
+            future.add_done_callback(lambda f, part=part: (self._done(part, f), slots.release()))
+            futures.append(future)
+        for future in futures:
+            future.exception()  # wait
+
+    def _states(self, pool: ThreadPoolExecutor) -> None:
+        """The board's state of every category pin it holds, read in parallel before anything is decided."""
+        self.existing = set(self.board.pin_names())
+        names = sorted(n for n in self.existing if _CATEGORY_PIN.match(n))
+
+        def state(name: str) -> dict[str, Any] | None:
+            return retry(f"reading pin {name}", lambda: pin_state(self.board, name), self.options.retries)
+
+        self.states = dict(zip(names, pool.map(state, names), strict=True))
+
+    def run(self) -> None:
+        """Upload every training part, then the validation parts of the categories kept."""
+        with quiet_pins(), scratch_folder("alexnet-upload-") as workdir, contextlib.closing(self.bar), \
+                ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
+            self._states(pool)
+            self._run(pool, workdir, "train", None)
+            kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
+            self._run(pool, workdir, "val", kept)
+            if not self.failures:
+                self.bar.finish()
+        if self.failures:
+            layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
+            if layout_errors:
+                raise layout_errors[0]
+            listing = "; ".join(f"{name}: {type(e).__name__}: {e}" for name, e in sorted(self.failures.items()))
+            raise BoardError(
+                f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
+                "categories pin was not written, so the board is not yet complete; run imagenet_upload again to "
+                "finish")

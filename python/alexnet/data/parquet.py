@@ -1,0 +1,182 @@
+"""Hugging Face's ``imagenet-1k`` as parquet shards, read in place with pyarrow, a row group at a time.
+
+The folder (or bucket prefix, or its ``data/`` folder) holds ``train-*.parquet`` and ``validation-*.parquet``
+(the ``test-*`` shards have no labels and are left out). Each row has ``image`` (a struct of the encoded
+``bytes`` and the original file ``path``, or plain bytes) and ``label``, 0..999 in sorted WordNet-id order: the
+package's list of the ILSVRC2012 classes gives each label its id and name.
+
+The ``label`` column is read first, for every row group of every shard: a label outside 0..999 stops the upload
+before anything is written, and it tells which row groups hold which categories. Then the row groups that hold a
+category not yet on the board are read once, in order; each image goes to its category's spool file in the
+upload's scratch folder, and a category is packed as soon as the last row group that holds it has been read. When
+the shards hold the categories one after another, as a conversion from the training tar does, only a few
+categories are spooled at a time; when they are shuffled, every unfinished category waits in the scratch folder
+until the last shard (the docs say so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import struct
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import LayoutError
+from .archive_io import SMALL_MEMBERS_BLOCK, Files
+from .classes import NUM_CLASSES, class_ids, class_names
+from .parts import Member, Part, Source, Wanted, identity_of
+
+log = logging.getLogger(__name__)
+
+SPLITS = {"train": "train", "val": "validation"}
+_SHARD = re.compile(r"^(train|validation|test)-.*\.parquet$")
+_RECORD = struct.Struct("<II")
+
+
+def shard_folder(files: Files, folder: str) -> str | None:
+    """``folder`` or its ``data/`` folder, whichever holds ``train-*``/``validation-*`` parquet shards."""
+    for candidate in (folder, f"{folder}/data"):
+        if any(_SHARD.match(n) and not n.startswith("test-") for n in files.names(candidate)):
+            return candidate
+    return None
+
+
+@dataclass
+class _Split:
+    shards: list[str] = field(default_factory=list)
+    # per shard, per row group: the label of each row
+    labels: list[list[list[int]]] = field(default_factory=list)
+    # per label: ("<shard>:<size>:<row group>", rows of that label there)
+    where: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
+
+class ParquetSource(Source):
+    """The parquet shards in ``folder``."""
+
+    layout = "parquet"
+
+    def __init__(self, files: Files, folder: str):
+        import pyarrow.parquet as pq
+
+        self.pq = pq
+        self.files, self.folder, self.root = files, folder, files.url(folder)
+        names = files.names(folder)
+        if any(n.startswith("test-") for n in names if _SHARD.match(n)):
+            log.info("%s: the test shards have no labels and are left out", self.root)
+        self.splits = {split: self._scan(sorted(f"{folder}/{n}" for n in names if _SHARD.match(n)
+                                                and n.startswith(f"{prefix}-")))
+                       for split, prefix in SPLITS.items()}
+        self.ids = class_ids()
+        self.names = {self.ids[k]: class_names()[self.ids[k]] for k in self._present("train")}
+        self.total_bytes = sum(files.size(s) for split in self.splits.values() for s in split.shards)
+
+    @contextlib.contextmanager
+    def _open(self, shard: str) -> Iterator[Any]:
+        with self.files.open(shard, SMALL_MEMBERS_BLOCK) as f:
+            try:
+                pf = self.pq.ParquetFile(f)
+            except Exception as err:  # pyarrow raises ArrowInvalid, OSError...
+                raise LayoutError(f"{self.files.url(shard)} cannot be read as parquet ({type(err).__name__}: {err}): "
+                                  "it is damaged or cut short; download it again") from None
+            yield pf
+
+    def _scan(self, shards: list[str]) -> _Split:
+        split = _Split(shards)
+        for shard in shards:
+            with self._open(shard) as pf:
+                self._scan_shard(split, shard, pf)
+        return split
+
+    def _scan_shard(self, split: _Split, shard: str, pf: Any) -> None:
+        columns = set(pf.schema_arrow.names)
+        if not {"image", "label"} <= columns:
+            raise LayoutError(f"{self.files.url(shard)} has the columns {sorted(columns)}; imagenet-1k's shards "
+                              "have `image` and `label`")
+        groups = []
+        size = self.files.size(shard)
+        for g in range(pf.num_row_groups):
+            labels = pf.read_row_group(g, columns=["label"]).column("label").to_pylist()
+            bad = next((v for v in labels if v is None or not 0 <= int(v) < NUM_CLASSES), "ok")
+            if bad != "ok":
+                raise LayoutError(
+                    f"{self.files.url(shard)}, row group {g}, holds the label {bad}, outside 0..{NUM_CLASSES - 1}: "
+                    "it is not labelled as imagenet-1k; remove the shard or fix its labels (nothing was "
+                    "uploaded)")
+            groups.append([int(v) for v in labels])
+            key = f"{os.path.basename(shard)}:{size}:{g}"
+            for label, count in Counter(groups[-1]).items():
+                split.where.setdefault(label, []).append((key, count))
+        split.labels.append(groups)
+
+    def _present(self, split: str) -> list[int]:
+        return sorted(self.splits[split].where)
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
+        data = self.splits[split]
+        spools: dict[int, str] = {}
+        todo: dict[int, Part] = {}
+        for label in self._present(split):
+            wnid = self.ids[label]
+            if keep is not None and wnid not in keep:
+                continue
+            entries = data.where[label]
+            identity, rows = identity_of(entries, "hf-parquet", split, label), sum(c for _, c in entries)
+            spool = os.path.join(workdir, f"spool-{split}-{wnid}")
+            part = Part(wnid, split, identity, 0, (lambda spool=spool: (lambda: _read_spool(spool))), count=rows)
+            if wanted(part):
+                todo[label], spools[label] = part, spool
+        last: dict[int, tuple[int, int]] = {}
+        for s, groups in enumerate(data.labels):
+            for g, labels in enumerate(groups):
+                for label in set(labels) & set(todo):
+                    last[label] = (s, g)
+        for s, (shard, groups) in enumerate(zip(data.shards, data.labels, strict=True)):
+            if not any(set(labels) & set(todo) for labels in groups):
+                continue
+            with self._open(shard) as pf:
+                for g, labels in enumerate(groups):
+                    if set(labels) & set(todo):
+                        self._spool_group(pf, shard, g, todo, spools)
+                        for label in sorted(k for k, at in last.items() if at == (s, g)):
+                            yield todo[label]
+
+    def _spool_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], spools: dict[int, str]) -> None:
+        table = pf.read_row_group(group, columns=["image", "label"])
+        images = table.column("image").to_pylist()
+        stem = os.path.basename(shard).split(".")[0]
+        handles: dict[int, Any] = {}
+        try:
+            for row, (image, label) in enumerate(zip(images, table.column("label").to_pylist(), strict=True)):
+                if label not in todo:
+                    continue
+                data, path = (image.get("bytes"), image.get("path")) if isinstance(image, dict) else (image, None)
+                name = os.path.basename(path) if path else f"{self.ids[label]}_{stem}_{group}_{row}.JPEG"
+                blob = bytes(data or b"")
+                if label not in handles:
+                    handles[label] = open(spools[label], "ab")  # noqa: SIM115 - closed below
+                encoded = name.encode()
+                handles[label].write(_RECORD.pack(len(encoded), len(blob)) + encoded + blob)
+                todo[label].source_bytes += len(blob)
+        finally:
+            for handle in handles.values():
+                handle.close()
+
+
+def _read_spool(path: str) -> list[Member]:
+    """The members a spool file holds, sorted by name; the file is removed."""
+    members: list[Member] = []
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            while header := f.read(_RECORD.size):
+                size_name, size_data = _RECORD.unpack(header)
+                name = f.read(size_name).decode()
+                data = f.read(size_data)
+                members.append((name, data, ""))
+        os.remove(path)
+    return sorted(members, key=lambda m: m[0])

@@ -1,0 +1,120 @@
+"""What an upload reads from an ImageNet source, whatever its layout: parts, each one pin's images.
+
+A *part* is one category's training images or its validation images. A source (:mod:`alexnet.data.sources`)
+yields its parts in the order it reads them; for each it first asks the upload whether the part is wanted
+(a part already on the board with the same identity is not), so that a source read as a stream skips the
+bytes of a finished category without decoding them, and a seekable one does not read them at all.
+
+``Part.open()`` is called by the upload's reading thread, in order: a streamed source reads the part's bytes
+there (the archive is read once, front to back); a seekable source or a folder returns at once, and the bytes
+are read by the packing thread that calls the result. Either way the result yields the part's members in
+name order: ``(name, data, "")`` for a file, or ``(name, None, reason)`` for one that cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from .imagenet import IMAGE_EXTENSIONS
+
+#: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by
+#: :func:`~alexnet.data.synthetic.imagenet_synthetic`.
+LAYOUT_NAMES = ("kaggle", "archives", "kaggle_zip", "parquet", "folders")
+#: A member of a part: its file name, its bytes (None when it cannot be used) and why not.
+Member = tuple[str, "bytes | None", str]
+#: What ``Part.open()`` returns: a call that yields the members, in name order.
+Members = Callable[[], Iterable[Member]]
+
+
+@dataclass
+class Part:
+    """One pin's images in a source.
+
+    Attributes:
+        wnid: the category's WordNet id.
+        split: ``"train"`` or ``"val"``.
+        identity: what the part is made from (member names and sizes, or an archive member's header), without
+            reading the images: the upload hashes it with its options into the fingerprint it compares with
+            the board's.
+        source_bytes: bytes of the source this part covers (the progress bar counts them).
+        open: called once, in source order, when the part is wanted; returns its :data:`Members`.
+        count: members known before reading (None when only reading tells), for ``min_images``.
+    """
+
+    wnid: str
+    split: str
+    identity: bytes
+    source_bytes: int
+    open: Callable[[], Members]
+    count: int | None = None
+
+    @property
+    def pin(self) -> str:
+        from ..storage.layout import val_pin_name
+
+        return self.wnid if self.split == "train" else val_pin_name(self.wnid)
+
+
+#: Asked by a source for each of its parts before it reads it: False skips the part.
+Wanted = Callable[[Part], bool]
+
+
+def is_image_name(name: str) -> bool:
+    """A file name with an image extension (.JPEG, .jpg, .jpeg, .png), not hidden."""
+    base = os.path.basename(name)
+    return not base.startswith(".") and os.path.splitext(base)[1].lower() in IMAGE_EXTENSIONS
+
+
+def not_an_image(where: str) -> str:
+    """The reason given for a file of an archive that is not an image."""
+    return (f"not an image file (in {where}: only .JPEG, .jpg, .jpeg and .png files are read); remove it from the "
+            "archive if it belongs elsewhere")
+
+
+def in_memory(members: list[Member]) -> Members:
+    """:data:`Members` over members already read, sorted by name."""
+    members.sort(key=lambda m: m[0])
+    return lambda: iter(members)
+
+
+def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
+    """An identity from ``(name, size)`` pairs (in any order) and a few more fields."""
+    head = "\0".join(str(e) for e in extra)
+    return (head + "".join(f"\0{name}\0{size}" for name, size in sorted(entries))).encode()
+
+
+def wanted_parts(wnids: Iterable[str], split: str, wanted: Wanted, keep: frozenset[str] | None,
+                 make: Callable[[str], Part]) -> Iterator[Part]:
+    """The parts ``make(wnid)`` of ``wnids`` in sorted order that ``wanted`` wants (for validation, of ``keep``)."""
+    for wnid in sorted(wnids):
+        if split == "val" and keep is not None and wnid not in keep:
+            continue
+        part = make(wnid)
+        if wanted(part):
+            yield part
+
+
+class Source:
+    """An ImageNet source read for an upload. Subclasses set the attributes and yield parts.
+
+    Attributes:
+        layout: ``"kaggle"``, ``"folders"``, ``"archives"``, ``"kaggle_zip"`` or ``"parquet"``.
+        root: where it was read from (a path or URL), for messages and the report.
+        names: WordNet id -> name of every category the source has.
+        total_bytes: bytes of the source the upload reads, for the progress bar.
+    """
+
+    layout: str = ""
+    root: str = ""
+    names: dict[str, str]
+    total_bytes: int = 0
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None) -> Iterator[Part]:
+        """The parts of ``split`` (``"train"`` or ``"val"``; for val only the categories in ``keep``), in reading
+        order, each asked of ``wanted`` before it is read; only the wanted ones are yielded."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the source holds open (files, scratch space)."""

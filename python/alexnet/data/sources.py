@@ -1,0 +1,130 @@
+"""ImageNet as people have it: the layout of a source is recognised from what it holds, and read in place.
+
+==============  =====================================================================================
+layout          what ``source`` is (a local path, or a ``gs://``/``s3://`` URL for the first three)
+==============  =====================================================================================
+``archives``    the official ILSVRC2012 archives: ``ILSVRC2012_img_train.tar``, with
+                ``ILSVRC2012_img_val.tar`` and ``ILSVRC2012_devkit_t12.tar.gz`` beside it for validation
+                (:mod:`alexnet.data.ilsvrc`); the folder that holds them, or the training tar itself
+``kaggle_zip``  Kaggle's ``imagenet-object-localization-challenge.zip``, or the folder that holds it
+                (:mod:`alexnet.data.kaggle_zip`)
+``parquet``     Hugging Face's ``imagenet-1k``: a folder of ``train-*.parquet`` and
+                ``validation-*.parquet`` shards, or the folder above its ``data/`` (:mod:`alexnet.data.parquet`)
+``kaggle``      Kaggle's download extracted: ``ILSVRC/Data/CLS-LOC/train/<wnid>/``, ``LOC_*`` files
+``folders``     a folder of ``<wnid>/`` folders of images
+==============  =====================================================================================
+
+The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
+``LayoutError`` that lists these layouts and what the source holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from ..errors import LayoutError
+from .archive_io import Files
+from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
+from .imagenet import ImageNetTree, read_imagenet
+from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
+from .parquet import ParquetSource, shard_folder
+from .parts import Member, Part, Source, Wanted, wanted_parts
+
+#: The layouts read, as the error for an unrecognised source lists them.
+LAYOUTS: tuple[tuple[str, str], ...] = (
+    ("archives", f"the official ILSVRC2012 archives: {TRAIN_NAMES[0]} (with {VAL_TAR} and "
+                 "ILSVRC2012_devkit_t12.tar.gz beside it for validation), or the folder that holds them"),
+    ("kaggle_zip", f"Kaggle's {KAGGLE_ZIP}, or the folder that holds it"),
+    ("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
+                "(or the folder above its data/)"),
+    ("kaggle", "Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
+               "LOC_synset_mapping.txt and LOC_val_solution.csv"),
+    ("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)"),
+)
+
+
+def _read_files(files: tuple[str, ...]) -> Iterator[Member]:
+    for path in sorted(files, key=os.path.basename):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            yield os.path.basename(path), None, f"cannot be read ({err})"
+            continue
+        yield os.path.basename(path), data, ""
+
+
+class FolderSource(Source):
+    """An extracted tree (Kaggle's or a folder of ``<wnid>/`` folders), read file by file."""
+
+    def __init__(self, tree: ImageNetTree):
+        self.tree, self.layout, self.root = tree, tree.layout, tree.root
+        self.names = {c.id: c.name for c in tree.categories}
+        self.train = {c.id: tuple(c.files) for c in tree.categories}
+        self.val: dict[str, tuple[str, ...]] = {}
+        for path, label in zip(tree.val_files, tree.val_labels, strict=True):
+            self.val[label] = (*self.val.get(label, ()), path)
+        self.stats = {p: os.stat(p) for files in (*self.train.values(), *self.val.values()) for p in files}
+        self.total_bytes = sum(st.st_size for st in self.stats.values())
+
+    def _part(self, wnid: str, split: str, files: tuple[str, ...]) -> Part:
+        ordered = sorted(files)
+        identity = "".join(f"\0{os.path.basename(p)}\0{self.stats[p].st_size}\0{self.stats[p].st_mtime_ns}"
+                           for p in ordered).encode()
+        return Part(wnid, split, identity, sum(self.stats[p].st_size for p in ordered),
+                    lambda: (lambda: _read_files(files)), count=len(files))
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
+        groups = self.train if split == "train" else self.val
+        yield from wanted_parts(groups, split, wanted, keep, lambda wnid: self._part(wnid, split, groups[wnid]))
+
+
+def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> LayoutError:
+    shown = ", ".join(found[:8]) + (f", ... ({len(found)} entries)" if len(found) > 8 else "")
+    accepted = "\n".join(f"  - {name}: {what}" for name, what in LAYOUTS)
+    what = f"holds {shown}" if found else ("is empty" if files.fs.exists(path) else "does not exist")
+    return LayoutError(f"ImageNet source {files.url(path)} {what}{why}: it is none of the layouts read, which are\n"
+                       f"{accepted}\nPass one of these.")
+
+
+def open_source(source: str | os.PathLike) -> Source:
+    """The ImageNet source at ``source`` (a path or a ``gs://``/``s3://`` URL), its layout recognised from what it
+    holds. Indexes and labels are read here, so that a damaged or mislabelled source fails before any upload."""
+    files = Files.at(source)
+    path = files.path()
+    if files.isfile(path):
+        folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
+        folder = folder or "/"
+        if name in TRAIN_NAMES:
+            return ArchivesSource(files, folder, name)
+        if name.endswith(".zip"):
+            return KaggleZipSource(files, path)
+        if name.endswith(".parquet") and shard_folder(files, folder):
+            return ParquetSource(files, folder)
+        raise _unrecognised(files, path, [name], " (a single file)")
+    names = files.names(path)
+    train = next((n for n in TRAIN_NAMES if n in names), None)
+    if train is not None:
+        return ArchivesSource(files, path, train)
+    if VAL_TAR in names:
+        raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
+                          "it (the validation images are uploaded with the training categories)")
+    if KAGGLE_ZIP in names:
+        return KaggleZipSource(files, f"{path}/{KAGGLE_ZIP}")
+    shards = shard_folder(files, path)
+    if shards is not None:
+        return ParquetSource(files, shards)
+    if not files.local or not os.path.isdir(path):
+        why = "" if files.local else " (an extracted tree is read from a local folder)"
+        raise _unrecognised(files, path, names, why)
+    try:
+        return FolderSource(read_imagenet(path))
+    except LayoutError as err:
+        if not str(err).startswith("No category folders"):
+            raise
+        raise _unrecognised(files, path, names) from None
+
+
+__all__ = ["LAYOUTS", "FolderSource", "Source", "open_source"]

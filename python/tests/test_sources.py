@@ -1,0 +1,346 @@
+"""ImageNet as people have it: each layout written by imagenet_synthetic(layout =) and uploaded in place gives the
+board the extracted tree gives; from a local path, gs:// (emulator) and s3:// (moto); resumable; and damaged or
+mislabelled sources get one clear error before anything is uploaded.
+
+The synthetic set is tiny (6 categories of 4 images at most 40 pixels, 2 validation images each, the quirk files)
+so that the module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import logging
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers_imagenet import killed_upload
+
+from alexnet.data import archive_io
+from alexnet.data.classes import imagenet_classes
+from alexnet.data.fetch import imagenet_categories
+from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
+from alexnet.data.kaggle_zip import KAGGLE_ZIP
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
+from alexnet.errors import LayoutError
+from alexnet.storage.board import open_board
+
+BUCKET = "alexnet-test"
+CLASSES = 6
+SMALL = {"classes": CLASSES, "images_per_class": 4, "val_per_class": 2, "seed": 3, "quirks": True, "max_side": 40}
+ARCHIVE_LAYOUTS = ("archives", "kaggle_zip", "parquet")
+#: What a board's categories table must agree on across layouts.
+COMPARED = ("id", "name", "index", "images", "bytes", "sha256", "val_images", "val_bytes", "val_sha256")
+
+
+def table(board) -> list[dict]:
+    return [{k: row[k] for k in COMPARED} for row in imagenet_categories(board)]
+
+
+def bad_files(board) -> set[tuple[str, str]]:
+    frame = open_board(board).pins.pin_read("bad_images")
+    return set(zip(frame["category"], frame["file"], strict=True))
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """The synthetic ImageNet in every layout, and the board of its extracted (Kaggle) tree."""
+    root = tmp_path_factory.mktemp("layouts")
+    paths = {layout: imagenet_synthetic(root / layout, layout=layout, **SMALL)["path"]
+             for layout in ("kaggle", *ARCHIVE_LAYOUTS, "folders")}
+    reference = root / "reference-board"
+    imagenet_upload(paths["kaggle"], reference, workers=2)
+    return {"root": root, "paths": paths, "reference": reference, "table": table(reference),
+            "bad": bad_files(reference)}
+
+
+def without_val(rows: list[dict]) -> list[dict]:
+    return [{**row, "val_images": 0, "val_bytes": 0, "val_sha256": ""} for row in rows]
+
+
+# -- every layout gives the same board -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", [*ARCHIVE_LAYOUTS, "folders"])
+def test_each_layout_uploads_the_board_of_the_extracted_tree(layout, made, tmp_path):
+    board = tmp_path / "board"
+    report = imagenet_upload(made["paths"][layout], board, workers=2)
+    assert report["layout"] == layout and sorted(report["uploaded"]) == [r["id"] for r in made["table"]]
+    # same categories, names, labels, image counts and zips byte for byte (sha256), validation included
+    expected = made["table"] if layout != "folders" else without_val(made["table"])
+    assert table(board) == expected
+    assert bad_files(board) == made["bad"] and {b["file"].split("_")[0] for b in report["bad_images"]} == {
+        made["table"][0]["id"]}
+    again = imagenet_upload(made["paths"][layout], board, workers=2)
+    assert again["uploaded"] == [] and len(again["skipped"]) == CLASSES and again["uploaded_bytes"] == 0
+
+
+def test_names_come_from_the_standard_list_and_the_devkit(made):
+    classes = imagenet_classes()
+    assert [r["name"] for r in made["table"]] == [c["name"] for c in classes[:CLASSES]]
+    assert [r["id"] for r in made["table"]] == [c["id"] for c in classes[:CLASSES]]
+
+
+def test_the_class_list_is_ilsvrc2012():
+    classes = imagenet_classes()
+    ids = [c["id"] for c in classes]
+    assert len(classes) == 1000 and ids == sorted(ids) and len(set(ids)) == 1000
+    assert [c["index"] for c in classes] == list(range(1000))
+    assert classes[0] == {"index": 0, "id": "n01440764", "name": "tench, Tinca tinca"}
+    assert classes[999] == {"index": 999, "id": "n15075141", "name": "toilet tissue, toilet paper, bathroom tissue"}
+    by_id = {c["id"]: c for c in classes}
+    # the two cranes (bird and machine) and the two maillots of the devkit keep their own ids
+    assert by_id["n02012849"]["name"] == by_id["n03126707"]["name"] == "crane"
+    assert by_id["n03710637"]["name"] == "maillot" and by_id["n03710721"]["name"] == "maillot, tank suit"
+    assert all(c["name"] and "\t" not in c["name"] for c in classes)
+
+
+def test_a_compressed_training_tar_is_read_as_a_stream(made, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(made["paths"]["archives"], src)
+    (src / f"{TRAIN_TAR}.gz").write_bytes(gzip.compress((src / TRAIN_TAR).read_bytes()))
+    (src / TRAIN_TAR).unlink()
+    board = tmp_path / "board"
+    imagenet_upload(src, board, workers=2)
+    assert table(board) == made["table"]
+    assert imagenet_upload(src, board, workers=2)["uploaded"] == []
+
+
+def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
+    """While a category is packed, the scratch folder holds the zips in flight and nothing else."""
+    from alexnet.data import packing
+
+    seen: list[tuple[int, int]] = []
+    original = packing.sha256_file
+
+    def measure(path):
+        folder = Path(path).parent
+        seen.append((sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()), os.path.getsize(path)))
+        return original(path)
+
+    monkeypatch.setattr(packing, "sha256_file", measure)
+    for layout in ("archives", "kaggle_zip"):
+        seen.clear()
+        imagenet_upload(made["paths"][layout], tmp_path / f"board-{layout}", workers=1)
+        assert len(seen) == 2 * CLASSES
+        # one worker: the zip being packed is all there is (the owner marker aside)
+        assert all(total - own < 1024 for total, own in seen), seen
+
+
+# -- from buckets --------------------------------------------------------------------------------------------
+
+
+def put_in_bucket(kind: str, local: str, name: str) -> str:
+    from alexnet.storage.location import open_filesystem
+
+    url = f"{kind}://{BUCKET}/{name}"
+    fs = open_filesystem(url, write=True)
+    for path in sorted(Path(local).rglob("*")):
+        if path.is_file():
+            fs.pipe_file(f"{BUCKET}/{name}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return url
+
+
+@pytest.mark.parametrize("kind", ["gs", "s3"])
+@pytest.mark.parametrize("layout", ARCHIVE_LAYOUTS)
+def test_from_a_bucket(kind, layout, made, cloud_env, tmp_path):
+    url = put_in_bucket(kind, made["paths"][layout], f"{tmp_path.name}-{layout}")
+    board = tmp_path / "board"
+    report = imagenet_upload(url, board, workers=2)
+    assert report["path"].startswith(url) and report["layout"] == layout
+    assert table(board) == made["table"]
+
+
+# -- an interrupted upload from the training tar ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["local", "gs", "s3"])
+def test_killed_upload_from_the_training_tar_skips_what_is_done(kind, made, cloud_env, tmp_path, monkeypatch):
+    source = made["paths"]["archives"]
+    if kind != "local":
+        source = put_in_bucket(kind, source, f"{tmp_path.name}-killed")
+    board = tmp_path / "board"
+    killed_upload(source, board, dict(os.environ))
+    done = sorted(p.parent.parent.name for p in board.glob("n*/*/*.zip"))
+    assert 2 <= len(done) < CLASSES and not (board / "categories").exists()
+
+    # the second run reads no byte of a finished category's tar
+    ranges: list[tuple[str, int, int]] = []
+    original = archive_io.Files.read
+
+    def read(self, path, start, end):
+        ranges.append((os.path.basename(path), start, end))
+        return original(self, path, start, end)
+
+    monkeypatch.setattr(archive_io.Files, "read", read)
+    report = imagenet_upload(source, board, workers=2)
+    assert sorted(report["skipped"]) == done, "the finished categories are skipped, and only they"
+    assert sorted(report["uploaded"]) == sorted(set(r["id"] for r in made["table"]) - set(done))
+    assert table(board) == made["table"], "the board of one uninterrupted upload"
+    with tarfile.open(Path(made["paths"]["archives"]) / TRAIN_TAR) as tar:
+        finished = [(m.offset_data, m.offset_data + m.size) for m in tar if m.name[:-4] in done]
+    train_reads = [(s, e) for name, s, e in ranges if name == TRAIN_TAR]
+    assert len(train_reads) == CLASSES - len(done)
+    assert not [r for r in train_reads for f in finished if r[0] < f[1] and f[0] < r[1]]
+
+
+# -- damaged and mislabelled sources: one clear error, nothing uploaded -------------------------------------------
+
+
+def copy_layout(made, layout: str, tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(made["paths"][layout], src)
+    return src
+
+
+def assert_nothing_uploaded(board: Path) -> None:
+    assert not board.exists() or not [p for p in board.iterdir() if p.name.startswith(("n", "val-", "categories"))]
+
+
+def test_truncated_training_tar(made, tmp_path):
+    src = copy_layout(made, "archives", tmp_path)
+    data = (src / TRAIN_TAR).read_bytes()
+    (src / TRAIN_TAR).write_bytes(data[:len(data) // 2])
+    with pytest.raises(LayoutError, match=rf"{TRAIN_TAR} .*(cut short|damaged).*download it again") as err:
+        imagenet_upload(src, tmp_path / "board")
+    assert "\n" not in str(err.value)
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_truncated_kaggle_zip(made, tmp_path):
+    src = copy_layout(made, "kaggle_zip", tmp_path)
+    data = (src / KAGGLE_ZIP).read_bytes()
+    (src / KAGGLE_ZIP).write_bytes(data[:len(data) - 200])
+    with pytest.raises(LayoutError, match=rf"{KAGGLE_ZIP} is not a complete zip .*download it again"):
+        imagenet_upload(src, tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def rewrite_devkit(src: Path, change) -> None:
+    with tarfile.open(src / DEVKIT) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+    files = change(files)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (src / DEVKIT).write_bytes(out.getvalue())
+
+
+def test_devkit_with_fewer_labels_than_validation_images(made, tmp_path):
+    src = copy_layout(made, "archives", tmp_path)
+
+    def drop_last_line(files):
+        name = next(n for n in files if n.endswith(GROUND_TRUTH))
+        files[name] = b"".join(files[name].splitlines(keepends=True)[:-1])
+        return files
+
+    rewrite_devkit(src, drop_last_line)
+    n = CLASSES * SMALL["val_per_class"]
+    with pytest.raises(LayoutError, match=rf"{VAL_TAR} holds {n} validation images but the ground truth .* labels "
+                                          rf"{n - 1}.*nothing was uploaded"):
+        imagenet_upload(src, tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_validation_tar_without_devkit(made, tmp_path):
+    src = copy_layout(made, "archives", tmp_path)
+    (src / DEVKIT).unlink()
+    with pytest.raises(LayoutError, match=rf"{VAL_TAR} has no {DEVKIT} beside it"):
+        imagenet_upload(src, tmp_path / "board")
+
+
+def test_parquet_label_outside_the_1000_classes(made, tmp_path):
+    src = copy_layout(made, "parquet", tmp_path)
+    shard = sorted((src / "data").glob("train-*.parquet"))[-1]
+    frame = pq.read_table(shard)
+    labels = frame.column("label").to_pylist()
+    labels[-1] = 1000
+    pq.write_table(frame.set_column(1, "label", pa.array(labels, pa.int64())), shard, row_group_size=8)
+    with pytest.raises(LayoutError, match=rf"{shard.name}, row group \d+, holds the label 1000, outside 0..999"):
+        imagenet_upload(src, tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_a_file_in_a_tar_that_is_not_an_image(made, tmp_path, caplog):
+    src = copy_layout(made, "archives", tmp_path)
+    wnid = made["table"][1]["id"]
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w") as tar:
+        with tarfile.open(fileobj=io.BytesIO(members[f"{wnid}.tar"])) as old:
+            for m in old:
+                tar.addfile(m, old.extractfile(m))
+        info = tarfile.TarInfo("notes.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"notes"))
+    members[f"{wnid}.tar"] = inner.getvalue()
+    members["README.txt"] = b"not a category"
+    with tarfile.open(src / TRAIN_TAR, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        report = imagenet_upload(src, tmp_path / "board", workers=2)
+    notes = [b for b in report["bad_images"] if b["file"] == "notes.txt"]
+    assert len(notes) == 1 and notes[0]["category"] == wnid
+    assert "not an image file" in notes[0]["reason"] and "remove it" in notes[0]["reason"]
+    assert any("README.txt" in r.getMessage() and "not a category's tar" in r.getMessage() for r in caplog.records)
+    # the other images are all there, labelled as before
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_unrecognised_source_lists_the_layouts(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "photos.tar").write_bytes(b"x")
+    (tmp_path / "src" / "notes.txt").write_text("x")
+    with pytest.raises(LayoutError) as err:
+        imagenet_upload(tmp_path / "src", tmp_path / "board")
+    message = str(err.value)
+    assert "holds notes.txt, photos.tar" in message
+    for layout in ("archives", "kaggle_zip", "parquet", "kaggle", "folders"):
+        assert f"  - {layout}: " in message
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_synthetic_layout_is_checked(tmp_path):
+    with pytest.raises(LayoutError, match="did you mean `parquet`"):
+        imagenet_synthetic(tmp_path / "x", layout="parket")
+    with pytest.raises(LayoutError, match="classes <= 1000"):
+        imagenet_synthetic(tmp_path / "y", classes=1001, layout="archives")
+
+
+def test_min_images_and_resize_hold_for_an_archive(made, tmp_path):
+    """The upload's options act on an archive as on the extracted tree: the same categories left out, the same
+    re-encoded zips."""
+    options = {"min_images": 5, "resize": 64, "workers": 2}
+    archive = imagenet_upload(made["paths"]["archives"], tmp_path / "archives", **options)
+    extracted = imagenet_upload(made["paths"]["kaggle"], tmp_path / "kaggle", **options)
+    assert archive["excluded"] == extracted["excluded"] and len(archive["excluded"]) == CLASSES - 1
+    assert table(tmp_path / "archives") == table(tmp_path / "kaggle")
+    assert table(tmp_path / "archives")[0]["sha256"] != made["table"][0]["sha256"], "CMYK, grayscale, PNG re-encoded"
+
+
+def test_command_line_writes_and_uploads_a_layout(tmp_path, capsys):
+    from alexnet.cli import main
+
+    dest, board = tmp_path / "hf", tmp_path / "board"
+    assert main(["synth", str(dest), "--classes", "2", "--images-per-class", "2", "--val-per-class", "1",
+                 "--max-side", "24", "--layout", "parquet"]) == 0
+    assert "(parquet layout)" in capsys.readouterr().out
+    assert sorted(p.name for p in (dest / "data").iterdir())[-1].startswith("validation-")
+    assert main(["upload", str(dest), "--board", str(board)]) == 0
+    out = capsys.readouterr().out
+    assert "2 categories uploaded" in out and f"Read {dest / 'data'} (parquet layout)" in out
