@@ -193,14 +193,14 @@ print.alexnet_benchmark <- function(x, ...) {
   }
   contended <- unlist(x$summary$contended)
   if (length(contended)) {
-    cat("Slowed down by other work on the machine:", paste(contended, collapse = ", "), "\n")
+    cat("Slowed down by other work on the machine: ", paste(contended, collapse = ", "), "\n", sep = "")
   }
   if (!is.null(x$summary$bottleneck)) {
-    cat("Bottleneck:", x$summary$bottleneck, "-", x$summary$bottleneck_detail, "\n")
+    cat("Bottleneck: ", x$summary$bottleneck, " - ", x$summary$bottleneck_detail, "\n", sep = "")
   }
   if (!is.null(x$time_to_accuracy)) print_time_to_accuracy(x$time_to_accuracy, x$summary$time_to_accuracy)
   if (!is.null(x$scaling)) print_scaling(x$scaling)
-  cat("Files:", x$json, x$png, "\n")
+  cat("Files: ", x$json, ", ", x$png, "\n", sep = "")
   invisible(x)
 }
 

@@ -89,12 +89,12 @@ print.alexnet_history <- function(x, ...) {
   shown <- c("batch_size", "global_batch_size", "steps", "image_size", "num_classes")
   shown <- shown[shown %in% names(params) & lengths(params[shown]) == 1L]
   if (length(shown)) {
-    cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n")
+    cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n", sep = "")
   }
   summary <- x$schedule$summary
-  if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule:", summary, "\n")
+  if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule: ", summary, "\n", sep = "")
   resumed <- resume_note(x)
-  if (!is.null(resumed)) cat(resumed, "\n")
+  if (!is.null(resumed)) cat(resumed, "\n", sep = "")
   if (epochs > 0L) {
     metrics <- x$metrics[shown_metrics(x, names(x$metrics))]
     last <- vapply(metrics, function(m) if (length(m)) m[[length(m)]] else NA_real_, numeric(1))
@@ -149,8 +149,8 @@ summary.alexnet_history <- function(object, ...) {
 #' @export
 print.summary.alexnet_history <- function(x, ...) {
   epochs <- attr(x, "epochs")
-  cat("AlexNet training over", epochs, if (identical(epochs, 1L)) "epoch" else "epochs", "\n")
-  if (!is.null(attr(x, "note"))) cat(attr(x, "note"), "\n")
+  cat("AlexNet training over ", count_of(epochs, "epoch"), "\n", sep = "")
+  if (!is.null(attr(x, "note"))) cat(attr(x, "note"), "\n", sep = "")
   table <- as.data.frame(unclass(x), stringsAsFactors = FALSE)
   for (column in c("training", "validation", "best")) table[[column]] <- signif(table[[column]], 4)
   print(table, row.names = FALSE)
@@ -188,7 +188,8 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
     alexnet_abort("No metric ", paste0("\"", unknown, "\"", collapse = ", "), " in this history; it has ",
                   paste0("\"", unique(df$metric), "\"", collapse = ", "), ".")
   }
-  old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(3.5, 4.5, 1.5, 1), mgp = c(2.6, 0.7, 0),
+  # the bottom margin holds the tick labels and the x-axis title whole (a title one line high, below its line)
+  old <- graphics::par(mfrow = c(length(metrics), 1L), mar = c(4.4, 4.5, 1.8, 1), mgp = c(2.6, 0.7, 0),
                        las = 1)
   on.exit(graphics::par(old), add = TRUE)
   colours <- c(training = "#1b6ca8", validation = "#d1495b", schedule = "#4f772d")

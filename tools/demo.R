@@ -10,18 +10,19 @@ out <- Sys.getenv("ALEXNET_DEMO_DIR", "demo-output")
 dir.create(out, recursive = TRUE, showWarnings = FALSE)
 out <- normalizePath(out)
 board <- Sys.getenv("ALEXNET_BOARD", file.path(out, "board"))
-step <- function(...) cat("\n==>", ..., "\n")
+step <- function(...) cat("\n==> ", paste(...), "\n", sep = "")
 
 step("Synthetic ImageNet (Kaggle layout, with the odd files real ImageNet has)")
+unlink(file.path(out, "imagenet"), recursive = TRUE)  # drawn again on every run (the same images: the same seed)
 imagenet <- imagenet_synthetic(file.path(out, "imagenet"), classes = 8, images_per_class = 60,
                                val_per_class = 10, quirks = TRUE, max_side = 160)
-cat(imagenet$images, "training and", imagenet$val_images, "validation images,",
-    round(imagenet$bytes / 2^20, 1), "MB in", imagenet$path, "\n")
+cat(imagenet$images, " training and ", imagenet$val_images, " validation images, ",
+    round(imagenet$bytes / 2^20, 1), " MB in ", imagenet$path, "\n", sep = "")
 
 step("Upload: one zip per category to the board", board)
 report <- imagenet_upload(imagenet$path, board = board)
-cat(length(report$uploaded), "categories uploaded,", length(report$skipped), "already on the board,",
-    nrow(report$bad_images), "bad images left out:\n")
+cat(length(report$uploaded), " categories uploaded, ", length(report$skipped), " already on the board, ",
+    nrow(report$bad_images), " bad images left out:\n", sep = "")
 if (nrow(report$bad_images)) print(report$bad_images[, c("category", "file", "reason")], row.names = FALSE)
 
 step("Categories on the board")
@@ -34,8 +35,8 @@ step("Two balanced partitions, fetched in parallel into the local cache")
 cache <- file.path(out, "cache")
 parts <- lapply(0:1, function(p) imagenet_partition(partition = p, total = 2, board = board, cache_dir = cache))
 for (p in 0:1) {
-  cat("partition", p, ":", length(parts[[p + 1]]$image), "images of",
-      paste(parts[[p + 1]]$categories, collapse = " "), "\n")
+  cat("partition ", p, ": ", length(parts[[p + 1]]$image), " images of ",
+      paste(parts[[p + 1]]$categories, collapse = " "), "\n", sep = "")
 }
 
 step("Train AlexNet on partition 0 of 2 (small images, a few epochs; labels are global)")
@@ -63,7 +64,7 @@ named <- alexnet_predict(model, data$val_image[c(1, 11, 21)], top = 3)
 named$image <- basename(named$image)
 named$probability <- round(named$probability, 4)
 print(named, row.names = FALSE)
-cat("(their categories:", paste(data$val_category[c(1, 11, 21)], collapse = ", "), ")\n")
+cat("(their categories: ", paste(data$val_category[c(1, 11, 21)], collapse = ", "), ")\n", sep = "")
 
 step("Exported for serving: a float32 SavedModel that TensorFlow alone loads, without alexnet or Keras")
 served <- alexnet_export(model, file.path(out, "served"), top = 3, overwrite = TRUE)
@@ -76,7 +77,7 @@ three_lines <- paste(
   "for i in range(len(sys.argv) - 1): print(answer['ok'][i].numpy(), answer['error'][i].numpy().decode() or '-',",
   "                                        [n.decode().split(',')[0] for n in answer['names'][i].numpy()])",
   sep = "\n")
-cat(three_lines, "\n")
+cat(three_lines, "\n", sep = "")
 # (started from R, a Python needs the library path it would have outside R; TensorFlow's start-up lines go to a log)
 library_path <- reticulate::import("alexnet.child")$python_environment()[["LD_LIBRARY_PATH"]]
 if (is.null(library_path)) library_path <- ""
@@ -97,20 +98,24 @@ run <- launcher$alexnet_spark_train(spark, 2L, board, evaluate = TRUE, cache_dir
                                     model_dir = file.path(out, "spark-model"), model_pin = "alexnet",
                                     epochs = 2L, batch_size = 16L, image_size = 96L, verbose = 0L)
 rows <- reticulate::import_builtins()$list(run)  # the workers, as an R list (the run keeps its evaluation)
-workers <- do.call(rbind, lapply(rows, function(row) {
-  s <- training$train_row(row)
+flat <- lapply(rows, function(row) training$train_row(row))
+cat("Training, one row per worker:\n")
+print(do.call(rbind, lapply(flat, function(s) {
   data.frame(worker = s$worker, chief = s$chief, categories = s$categories, images = s$train_images,
              steps = s$steps, loss = round(s$loss, 3), accuracy = round(s$accuracy, 3),
-             val_share = s$val_images, val_accuracy = round(s$val_accuracy, 4),
-             weights = substr(row$history$weights_sha256, 1, 12), scored = s$eval_images,
-             top1 = s$eval_top1_correct)
-}))
-print(workers, row.names = FALSE)
-cat(if (length(unique(workers$weights)) == 1L) "Both workers ended with the same weights.\n" else
-  "The workers' weights differ!\n")
+             val_images = s$val_images, val_accuracy = round(s$val_accuracy, 4))
+})), row.names = FALSE)
+weights <- vapply(flat, function(s) substr(s$weights_sha256, 1, 12), character(1))
+cat(if (length(unique(weights)) == 1L) paste0("Both workers ended with the same weights (", weights[[1]], "...).\n")
+    else "The workers' weights differ!\n")
+cat("The evaluation at the end of the job, one row per worker (each scores its partition's validation images):\n")
+print(do.call(rbind, lapply(flat, function(s) {
+  data.frame(worker = s$worker, images_scored = s$eval_images, top1_correct = s$eval_top1_correct,
+             top5_correct = s$eval_top5_correct)
+})), row.names = FALSE)
 in_job <- run$evaluation
-cat("Evaluated in the same job:", in_job$top1_correct, "of", in_job$images, "top-1 correct, recorded in pin",
-    in_job$model, "\n")
+cat("Added up: ", in_job$top1_correct, " of ", in_job$images, " top-1 correct, recorded in the card of pin ",
+    in_job$model, ", written once\n", sep = "")
 
 step("The whole validation set: the pinned two-worker model evaluated again, on one machine and over two Spark tasks")
 whole <- alexnet_model(board, "alexnet")
@@ -121,8 +126,9 @@ print(one_machine)
 split <- launcher$alexnet_spark_evaluate(spark, unclass(whole), 2L, board,
                                          cache_dir = file.path(out, "spark-val-cache"))
 spark$stop()
-cat("Over 2 Spark workers:", split$top1_correct, "of", split$images, "top-1 correct; in the training's job:",
-    in_job$top1_correct, "; one machine:", one_machine$top1_correct, "of", one_machine$images, "\n")
+cat("Top-1 correct over 2 Spark workers: ", split$top1_correct, " of ", split$images, "; in the training's job: ",
+    in_job$top1_correct, " of ", in_job$images, "; on one machine: ", one_machine$top1_correct, " of ",
+    one_machine$images, "\n", sep = "")
 # training's last validation counted every worker's validation images once: the same images, the same weights
 metrics <- rows[[1]]$history$metrics
 validated <- metrics$val_images[[length(metrics$val_images)]]
@@ -132,11 +138,11 @@ cat("The two-worker run's last validation: val_accuracy ", format(accuracy, digi
     format(one_machine$top1_accuracy, digits = 4), " (", one_machine$top1_correct, " of ", one_machine$images,
     " images).\n", sep = "")
 agree <- validated == one_machine$images && round(accuracy * validated) == one_machine$top1_correct
-cat("Training's validation and the whole-board evaluation", if (agree) "agree.\n" else "differ!\n")
+cat("Training's validation and the whole-board evaluation ", if (agree) "agree.\n" else "differ!\n", sep = "")
 
 step("Done. Outputs in", out)
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
     "\n  plot:    ", file.path(out, "history.png"),
     "\n  logs:    ", logs, " (tensorboard --logdir ", logs, ")",
     "\n  served:  ", served$path, " (saved_model_cli show --dir ", served$path, " --all)",
-    "\n  spark:   ", file.path(out, "spark-model"), "\n")
+    "\n  spark:   ", file.path(out, "spark-model"), "\n", sep = "")

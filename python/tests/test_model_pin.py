@@ -83,9 +83,12 @@ def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
     data[len(data) // 2] ^= 0xFF
     on_board.write_bytes(bytes(data))
     cache = tmp_path / "cache"
-    with pytest.raises(IntegrityError, match="tampered with or damaged"):
+    with pytest.raises(IntegrityError, match="tampered with or damaged") as refused:
         alexnet_model(str(board), "alexnet", cache_dir=cache)
     assert not [p for p in cache.rglob("*") if p.is_file()], "a file that failed its check was kept"
+    # the one checked download of every pin: its message names the pin it read, and what to do
+    assert f"but the metadata of pin 'alexnet' version {version} says " in str(refused.value)
+    assert "publish the model again" in str(refused.value) and "categories pin" not in str(refused.value)
 
 
 def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):

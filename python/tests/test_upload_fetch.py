@@ -332,7 +332,8 @@ def test_corrupted_object_is_fetched_again_then_named(uploaded, tmp_path, monkey
     zip_path.write_bytes(bytes(data))
     calls = count_downloads(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="alexnet.storage.transfer"), \
-            pytest.raises(IntegrityError, match=f"category {wnid}: the zip at .* has sha256") as err:
+            pytest.raises(IntegrityError, match=f"category {wnid}: .*/{wnid}.zip has SHA-256 .*, but the categories "
+                          "pin says") as err:
         imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
     assert "upload the category again" in str(err.value)
     assert calls[f"{wnid}.zip"] == 2

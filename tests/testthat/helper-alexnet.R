@@ -77,3 +77,10 @@ expect_settings_refused <- function(fun, table, args = list(), after = function(
   }
   tried
 }
+
+# Printed `lines` have no stray spaces: none at a line's end, none before a closing bracket, a comma or a semicolon
+# (what cat() leaves between its arguments when a separator is not wanted).
+expect_tidy_lines <- function(lines) {
+  stray <- grep(" $| [),;]", lines, value = TRUE)
+  testthat::expect(length(stray) == 0L, paste("stray spaces in:", paste0("'", stray, "'", collapse = ", ")))
+}

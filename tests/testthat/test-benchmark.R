@@ -70,6 +70,7 @@ test_that("the print shows only what was measured, in the order of `stages`, wit
   expect_equal(result$stages$cpu_use, c(0.99, 1, 0.98))
   expect_equal(result$stages$images_per_cpu_second, c(101, NA, NA))
   out <- capture.output(print(result))
+  expect_tidy_lines(out)
   rows <- grep("^ *(io|decode) +[0-9]", out, value = TRUE)
   expect_equal(sub("^ *(\\w+) +(\\d+).*", "\\1 \\2", rows), c("io 1", "io 2", "decode 1"))
   expect_true(any(grepl("99%", out, fixed = TRUE)))

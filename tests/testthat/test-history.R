@@ -152,7 +152,9 @@ test_that("print() shows the schedule on a line of its own, apart from the final
   expect_identical(h$schedule$image_size, c(64L, 64L, 96L, 96L))
   out <- capture.output(print(h))
   expect_true(any(out == paste("Schedule: image size 64 -> 96, learning rate 0.02 -> 0.03 -> 0.04,",
-                               "precision bfloat16 (auto: the CPU has avx512_bf16) ")), info = out)
+                               "precision bfloat16 (auto: the CPU has avx512_bf16)")), info = out)
+  expect_tidy_lines(out)
+  expect_tidy_lines(capture.output(print(summary(h))))
   final <- grep("^Final epoch:", out, value = TRUE)
   expect_match(final, "val_accuracy = 0.5")
   expect_no_match(final, "image_size|learning_rate")

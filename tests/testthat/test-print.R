@@ -44,12 +44,14 @@ test_that("a synthetic ImageNet, an upload and a partition print what was done, 
   expect_snapshot(print(synthetic_result()))
   expect_snapshot(print(upload_result()))
   expect_snapshot(print(partition_result()))
+  expect_tidy_lines(capture.output(print(synthetic_result()), print(upload_result()), print(partition_result())))
   expect_output(print(upload_result()), "2 bad images left out \\(see \\$bad_images\\)")
   expect_output(print(partition_result()), "Partition 0 of 2 \\(0-based\\): 2 categories of 4, 3 training images")
 })
 
 test_that("a Spark run prints one line per worker, not the nested histories", {
   expect_snapshot(print(spark_result()))
+  expect_tidy_lines(capture.output(print(spark_result())))
   out <- capture.output(print(spark_result()))
   expect_length(out, 4L)
   expect_match(out[[2]], "^  worker 0 \\(chief\\) at 10.0.0.1:4040: 2 categories, 42 images, 2 epochs, loss 1.499")
@@ -121,6 +123,7 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
     images_per_second = 81.25, seconds = 12.3, bad_images = list(), model = "/cache/models/alexnet"
   ))
   expect_snapshot(print(evaluation))
+  expect_tidy_lines(c(capture.output(print(model)), capture.output(print(evaluation))))
   expect_output(print(evaluation), "Top-1 accuracy 61.2% (612 of 1,000 images), top-5 85.0% (850)", fixed = TRUE)
   frame <- as.data.frame(evaluation)
   expect_equal(nrow(frame), 1L)

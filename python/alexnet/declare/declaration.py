@@ -96,12 +96,12 @@ def at_defaults(declaration: type[D]) -> D:
     return restore(declaration, {})
 
 
-def parameters(declaration: type, kind: inspect._ParameterKind = inspect.Parameter.KEYWORD_ONLY,
-               skip: Iterable[str] = ()) -> list[inspect.Parameter]:
+def parameters(declaration: type, kind: inspect._ParameterKind = inspect.Parameter.KEYWORD_ONLY
+               ) -> list[inspect.Parameter]:
     """The settings of ``declaration`` as parameters of a signature, of ``kind``, with their defaults and types."""
-    typed, left_out = types(declaration), set(skip)
+    typed = types(declaration)
     return [inspect.Parameter(name, kind, default=spec.default, annotation=typed[name])
-            for name, spec in specs(declaration).items() if name not in left_out]
+            for name, spec in specs(declaration).items()]
 
 
 def help_lines(declaration: type, indent: str = "    ", title: str = "") -> str:

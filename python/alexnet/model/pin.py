@@ -18,7 +18,6 @@ A file already there is reused when its SHA-256 still matches.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -26,15 +25,15 @@ import shutil
 import uuid
 from typing import Any
 
-from ..errors import AlexnetError, IntegrityError
+from ..errors import AlexnetError
 from ..storage.board import Board, open_board
-from ..storage.transfer import download, extract_zip, retry, sha256_file
+from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 
 logger = logging.getLogger(__name__)
 
-#: Downloads of a model file whose SHA-256 does not match before :class:`IntegrityError` is raised.
-DOWNLOAD_ATTEMPTS = 2
+#: Attempts after the first of a download of a model pin's file that fails (a network error, say).
+DOWNLOAD_RETRIES = 3
 
 #: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
 MODEL_PIN_KIND = "model"
@@ -169,39 +168,20 @@ def _read_meta(opened: Board, name: str, version: str | None) -> tuple[Any, str]
     return meta, wanted
 
 
-def _fetch_verified(opened: Board, remote: str, local: str, sha256: str, what: str) -> None:
-    """Download ``remote`` to ``local`` only if its SHA-256 is ``sha256`` (fetched again once on a mismatch)."""
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    for attempt in range(DOWNLOAD_ATTEMPTS):
-        staged = f"{local}.unverified-{uuid.uuid4().hex[:8]}"
-        try:
-            try:
-                retry(f"downloading {what}", lambda staged=staged: download(opened.fs, remote, staged), 3)
-            except (FileNotFoundError, PermissionError) as error:
-                raise AlexnetError(f"{what}: its file {remote} cannot be read ({type(error).__name__}: {error}); "
-                                   "publish the model again.") from None
-            actual = sha256_file(staged)
-            if actual == sha256:
-                os.replace(staged, local)
-                return
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(staged)
-        if attempt + 1 < DOWNLOAD_ATTEMPTS:
-            logger.warning("%s: SHA-256 %s does not match the pin's %s; fetching it again", what, actual, sha256)
-    raise IntegrityError(
-        f"{what}: the file {remote} has SHA-256 {actual}, but the pin's metadata says {sha256}: it was tampered with "
-        "or damaged, so it is not loaded. Publish the model again (train with model_pin), or use another version."
-    )
+def _metadata_of(name: str, version: str) -> str:
+    """How the checked download names where a model pin's SHA-256 comes from."""
+    return f"the metadata of pin {name!r} version {version}"
 
 
-def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, where: str) -> None:
-    """``remote`` at ``local``, SHA-256 checked: the cached copy when it still matches, else downloaded."""
+def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, where: str, pin: str) -> None:
+    """``remote`` at ``local``, SHA-256 checked against what ``pin`` says: the cached copy when it still matches, else
+    downloaded by the one checked download (:func:`alexnet.storage.transfer.download_verified`)."""
     if os.path.isfile(local) and sha256_file(local) == sha256:
         logger.info("%s: using the cached %s", where, local)
         return
     logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
-    _fetch_verified(opened, remote, local, sha256, where)
+    download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin,
+                      remedy="publish the model again (train with model_pin), or use another version")
 
 
 def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:
@@ -210,7 +190,8 @@ def _export_here(opened: Board, name: str, version: str, export: dict[str, Any],
     sha256, file = str(export["sha256"]), str(export["file"])
     local = os.path.join(root, sha256, file)
     what = f"the {export.get('format')} export of {where}"
-    _cached(opened, opened.path(name, version, file), local, sha256, int(export.get("bytes") or 0), what)
+    _cached(opened, opened.path(name, version, file), local, sha256, int(export.get("bytes") or 0), what,
+            _metadata_of(name, version))
     if export.get("format") != "savedmodel":
         return local
     folder = os.path.join(root, sha256, "savedmodel")
@@ -273,7 +254,8 @@ def alexnet_model(
     file = next(f for f in files if f != carried.get("file"))
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
     local = os.path.join(root, sha256, os.path.basename(file))
-    _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where)
+    _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
+            _metadata_of(name, version))
     export_path = None
     if export:
         if not carried.get("file") or not carried.get("sha256"):

@@ -94,29 +94,38 @@ def download(fs: Any, remote: str, local: str, progress: Callable[[int], None] |
 
 
 def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: str, retries: int,
-                      progress: Callable[[int], None] | None = None) -> None:
-    """:func:`download` with :func:`retry`, then check the file's sha256; fetched once more on a mismatch.
+                      progress: Callable[[int], None] | None = None, pin: str = "the categories pin",
+                      remedy: str = "upload the category again: run imagenet_upload to this board again") -> None:
+    """The one checked download of a pin's file: :func:`download` (with :func:`retry`) to a temporary name beside
+    ``local``, renamed to ``local`` only once its SHA-256 is ``sha256``, what ``pin`` (the pin whose metadata lists
+    the file) says; fetched once more on a mismatch. A damaged or replaced file is never left where a later call
+    would find it.
 
-    ``BoardError`` when ``remote`` cannot be read (it names ``what``), :class:`IntegrityError` when the
-    sha256 differs twice in a row.
+    ``BoardError`` when ``remote`` cannot be read, :class:`IntegrityError` when the SHA-256 differs twice in a row;
+    both name ``what`` and ``pin``, and say what to do (``remedy``).
     """
+    os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
     for check in range(INTEGRITY_ATTEMPTS):
+        staged = f"{local}.unverified-{uuid.uuid4().hex[:8]}"
         try:
-            retry(f"downloading {what} from {remote}", lambda: download(fs, remote, local, progress), retries)
-        except (FileNotFoundError, PermissionError) as err:
-            raise BoardError(
-                f"{what} is listed in the categories pin but {remote} cannot be read ({type(err).__name__}: "
-                f"{err}); run imagenet_upload to this board again"
-            ) from None
-        actual = sha256_file(local)
-        if actual == sha256:
-            return
+            try:
+                retry(f"downloading {what} from {remote}", lambda staged=staged: download(fs, remote, staged, progress),
+                      retries)
+            except (FileNotFoundError, PermissionError) as err:
+                raise BoardError(f"{what} is listed in {pin} but {remote} cannot be read ({type(err).__name__}: "
+                                 f"{err}); {remedy}") from None
+            actual = sha256_file(staged)
+            if actual == sha256:
+                os.replace(staged, local)
+                return
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staged)
         if check + 1 < INTEGRITY_ATTEMPTS:
-            log.warning("%s: sha256 %s does not match the categories pin (%s); fetching it again", what, actual,
-                        sha256)
+            log.warning("%s: SHA-256 %s does not match %s (%s); fetching it again", what, actual, pin, sha256)
     raise IntegrityError(
-        f"{what}: the zip at {remote} has sha256 {actual}, but the categories pin says {sha256}, twice in a "
-        "row. The object on the board is corrupt or was replaced; upload the category again with imagenet_upload"
+        f"{what}: {remote} has SHA-256 {actual}, but {pin} says {sha256}, twice in a row: it was tampered with or "
+        f"damaged (or replaced), so it is not used; {remedy}"
     )
 
 

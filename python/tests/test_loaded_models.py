@@ -1,0 +1,83 @@
+"""The models a process has loaded are let go when nothing uses them: a session that evaluates checkpoint after
+checkpoint stays flat, while a model in use, or asked for again at once, is not loaded twice."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from helpers_model import card_for, save_model_dir
+
+from alexnet.model.saved import LoadedModels
+
+CHECKPOINTS = 20
+
+
+class _Model:
+    """Stands for a Keras model: an object with a reference cycle, as a model's layers make."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.cycle = name, self
+
+
+def test_a_model_is_kept_while_used_or_last_asked_for_and_let_go_after():
+    loaded, loads = LoadedModels(), []
+
+    def load(name):
+        def make():
+            loads.append(name)
+            return _Model(name)
+        return make
+
+    first = loaded.get(("a", "1"), load("a"))
+    assert loaded.get(("a", "1"), load("a")) is first and loads == ["a"], "asked for again at once: not loaded again"
+    second = loaded.get(("b", "1"), load("b"))
+    assert loaded.get(("a", "1"), load("a")) is first and loads == ["a", "b"], "still used here: kept"
+    del first
+    loaded.get(("b", "1"), load("b"))
+    gc.collect()
+    assert loaded.get(("a", "1"), load("a")).name == "a" and loads == ["a", "b", "a"], "no longer used: let go"
+    assert loaded.get(("b", "1"), load("b")) is second, "the one held here is kept"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident memory from /proc")
+def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_path):
+    from alexnet.data.imagenet import read_imagenet
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.model.evaluate import alexnet_evaluate
+    from alexnet.model.network import build_alexnet
+
+    imagenet_synthetic(tmp_path / "imagenet", classes=2, images_per_class=1, val_per_class=1, max_side=64)
+    tree = read_imagenet(tmp_path / "imagenet")
+    index = {c.id: c.index for c in tree.categories}
+    data = {"val_image": list(tree.val_files), "val_label": [index[w] for w in tree.val_labels], "num_classes": 2}
+    card = card_for([{"id": c.id, "name": c.name or c.id} for c in tree.categories])
+    # 20 checkpoints of a small AlexNet (dense layers of 32 units: about 16 MB of weights each), each its own file
+    model = build_alexnet(2, image_size=None, dense_units=32)
+    folders: list[Path] = []
+    for k in range(CHECKPOINTS):
+        model.set_weights([w + 0.01 for w in model.get_weights()])
+        folders.append(save_model_dir(model, tmp_path / f"checkpoint-{k}", card).parent)
+    size = os.path.getsize(folders[0] / "alexnet.keras") / 2**20
+    del model
+    gc.collect()
+    resident = []
+    for folder in folders:
+        assert alexnet_evaluate(str(folder), data, batch_size=2)["images"] == 2
+        gc.collect()
+        resident.append(_rss_mb())
+    grown = [mb - resident[0] for mb in resident]
+    assert max(grown) <= 2 * size, (f"resident memory grew by up to {max(grown):.0f} MB over {CHECKPOINTS} "
+                                    f"evaluations of models of {size:.1f} MB: {[round(g) for g in grown]}")
