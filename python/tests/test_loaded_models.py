@@ -4,7 +4,9 @@ checkpoint stays flat, while a model in use, or asked for again at once, is not 
 from __future__ import annotations
 
 import gc
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,9 +48,22 @@ def test_a_model_is_kept_while_used_or_last_asked_for_and_let_go_after():
     assert loaded.get(("b", "1"), load("b")) is second, "the one held here is kept"
 
 
-def _rss_mb() -> float:
+#: The session: ``alexnet_evaluate()`` of each checkpoint folder given, one after another, in one fresh Python
+#: process, its resident memory read after each (freed heap handed back first, so that only what is held counts).
+SESSION = """
+import ctypes, gc, json, os, sys
+from alexnet.model.evaluate import alexnet_evaluate
+
+trim = ctypes.CDLL("libc.so.6").malloc_trim
+data, resident = json.loads(sys.argv[1]), []
+for folder in sys.argv[2:]:
+    assert alexnet_evaluate(folder, data, batch_size=2)["images"] == 2
+    gc.collect()
+    trim(0)
     with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        resident.append(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
+print(json.dumps(resident))
+"""
 
 
 @pytest.mark.slow
@@ -56,7 +71,6 @@ def _rss_mb() -> float:
 def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_path):
     from alexnet.data.imagenet import read_imagenet
     from alexnet.data.synthetic import imagenet_synthetic
-    from alexnet.model.evaluate import alexnet_evaluate
     from alexnet.model.network import build_alexnet
 
     imagenet_synthetic(tmp_path / "imagenet", classes=2, images_per_class=1, val_per_class=1, max_side=64)
@@ -66,18 +80,16 @@ def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_p
     card = card_for([{"id": c.id, "name": c.name or c.id} for c in tree.categories])
     # 20 checkpoints of a small AlexNet (dense layers of 32 units: about 16 MB of weights each), each its own file
     model = build_alexnet(2, image_size=None, dense_units=32)
-    folders: list[Path] = []
+    folders: list[str] = []
     for k in range(CHECKPOINTS):
         model.set_weights([w + 0.01 for w in model.get_weights()])
-        folders.append(save_model_dir(model, tmp_path / f"checkpoint-{k}", card).parent)
-    size = os.path.getsize(folders[0] / "alexnet.keras") / 2**20
-    del model
-    gc.collect()
-    resident = []
-    for folder in folders:
-        assert alexnet_evaluate(str(folder), data, batch_size=2)["images"] == 2
-        gc.collect()
-        resident.append(_rss_mb())
+        folders.append(str(save_model_dir(model, tmp_path / f"checkpoint-{k}", card).parent))
+    size = os.path.getsize(Path(folders[0]) / "alexnet.keras") / 2**20
+    done = subprocess.run([sys.executable, "-c", SESSION, json.dumps(data), *folders], capture_output=True,
+                          text=True, env={**os.environ, "ALEXNET_PROGRESS": "0"}, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resident = json.loads(done.stdout.strip().splitlines()[-1])
     grown = [mb - resident[0] for mb in resident]
+    assert len(grown) == CHECKPOINTS
     assert max(grown) <= 2 * size, (f"resident memory grew by up to {max(grown):.0f} MB over {CHECKPOINTS} "
                                     f"evaluations of models of {size:.1f} MB: {[round(g) for g in grown]}")

@@ -86,7 +86,7 @@ source(args[[1]])
 suppressPackageStartupMessages(library(alexnet))
 api <- fake_sparklyr(new.env(), address = c("127.0.0.1:41001", "127.0.0.1:41002"))
 result <- alexnet:::spark_evaluate_run(api, "sc", 2, args[[2]], list(model = args[[3]], cache_dir = args[[4]],
-                                                                     batch_size = 4), probe = FALSE)
+                                                                     batch_size = 4, probe = FALSE))
 cat(jsonlite::toJSON(list(images = result$images, top1_correct = result$top1_correct,
                           top5_correct = result$top5_correct, per_worker = result$workers$images,
                           class = class(result)), auto_unbox = TRUE), "\n")
