@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 from helpers_train import make_tree
@@ -273,3 +274,28 @@ def test_the_older_mixed_precision_flag_still_means_float16(two_colours):
     with pytest.raises(AlexnetError, match="mixed_precision"):
         alexnet_train(8, 1, two_colours, mixed_precision=True, precision="bfloat16", **TINY)
 
+
+
+def test_a_format_far_slower_than_the_first_stops_at_its_time_budget():
+    # a step that takes 0.3 s measured with a budget of 0.5 s: the warm-up and one timed step, not the 3 asked for
+    tf = pytest.importorskip("tensorflow")
+    calls = []
+
+    def slow() -> float:
+        calls.append(1)
+        time.sleep(0.3)
+        return 1.0
+
+    class Slow:
+        def train_step(self, batch):
+            return {"loss": tf.py_function(slow, [], tf.float32)}
+
+    batch = (tf.zeros([4, 8, 8, 3]), tf.zeros([4]))
+    began = time.perf_counter()
+    rate = measure.step_rate(Slow(), batch, steps=3, seconds=0.0, budget=0.5)
+    assert time.perf_counter() - began < 1.5 and len(calls) == 2
+    assert rate == pytest.approx(4 / 0.3, rel=0.3)
+    # a warm-up alone over the budget: its own rate, too low rather than too high
+    calls.clear()
+    assert measure.step_rate(Slow(), batch, steps=3, seconds=0.0, budget=0.1) == pytest.approx(4 / 0.3, rel=0.5)
+    assert len(calls) == 1

@@ -39,6 +39,10 @@ MARGIN = 1.1
 CACHE_ENV = "ALEXNET_PRECISION_CACHE"
 #: Timed training steps per format (after one warm-up step), and the least seconds.
 STEPS, SECONDS = 3, 1.0
+#: A format measured after the first stops being timed once it has taken this many times as long as the first
+#: took (at least :data:`BUDGET_FLOOR` seconds): a format the hardware runs far slower (float16 on some CPUs that
+#: list its instructions took minutes a step) is then known to lose without waiting for its steps.
+BUDGET_FACTOR, BUDGET_FLOOR = 3.0, 10.0
 
 
 def cache_file() -> Path | None:
@@ -159,41 +163,56 @@ def agree(precision: Precision, gather: Callable[[list[int]], Any]) -> Precision
 
 
 def step_rate(net: Any, batch: tuple[Any, Any], *, steps: int = STEPS, seconds: float = SECONDS,
-              jit_compile: bool = False, warmup: int = 1) -> float:
+              jit_compile: bool = False, warmup: int = 1, budget: float | None = None) -> float:
     """Images per second of ``net``'s compiled training step on one in-memory ``batch``, after ``warmup`` steps:
-    at least ``steps`` steps and ``seconds`` seconds, waiting for the device at the end."""
+    at least ``steps`` steps and ``seconds`` seconds, waiting for the device at the end. With ``budget``, the
+    measurement stops once it has taken that many seconds, warm-up included: the rate of the steps timed by then,
+    or of the warm-up when it alone took longer (a rate too low, never too high)."""
     from ..tfimport import tf
 
+    images = int(batch[0].shape[0])
+    began = time.perf_counter()
     step = tf.function(net.train_step, jit_compile=jit_compile)
     for _ in range(warmup):
         float(step(batch)["loss"])
     count, start, elapsed = 0, time.perf_counter(), 0.0
+    if budget is not None and start - began > budget:
+        return warmup * images / (start - began)
     logs: Any = None
     while count < steps or elapsed < seconds:
         logs = step(batch)
         count += 1
-        if count % 5 == 0 or count >= steps:
+        if count % 5 == 0 or count >= steps or budget is not None:
             float(logs["loss"])  # wait for the device
             elapsed = time.perf_counter() - start
+            if budget is not None and time.perf_counter() - began > budget:
+                break
     float(logs["loss"])
     elapsed = time.perf_counter() - start
-    return count * int(batch[0].shape[0]) / elapsed
+    return count * images / elapsed
 
 
 def model_timer(num_classes: int, batch_size: int, image_size: int, *, dense_units: int, grouped: bool,
                 jit_compile: bool) -> Callable[[str], float]:
     """A timer of the model about to train: AlexNet of these settings, in a given format, trained on one random
-    batch (outside any strategy's scope); its images per second."""
+    batch (outside any strategy's scope); its images per second. Every format after the first is measured within
+    :data:`BUDGET_FACTOR` times the seconds the first took (:func:`step_rate`'s ``budget``)."""
+    spent: list[float] = []
+
     def timer(name: str) -> float:
         from ..input.pipeline import synthetic_dataset
         from .model import training_model
 
+        began = time.perf_counter()
         net, _ = training_model(num_classes, Precision(name, "measuring"), image_size=image_size,
                                 dense_units=dense_units, grouped=grouped, jit_compile=jit_compile)
         batch = next(iter(synthetic_dataset(batch_size, image_size, num_classes, steps=1, seed=0,
                                             distinct_batches=1)))
-        rate = step_rate(net, batch, jit_compile=jit_compile)
-        logger.info("precision %s: %.1f images/s", name, rate)
+        budget = max(BUDGET_FLOOR, BUDGET_FACTOR * spent[0]) if spent else None
+        rate = step_rate(net, batch, jit_compile=jit_compile, budget=budget)
+        spent.append(time.perf_counter() - began)
+        logger.info("precision %s: %.1f images/s%s", name, rate,
+                    " (stopped at its time budget)" if budget is not None and spent[-1] > budget else "")
         del net
         return rate
 
