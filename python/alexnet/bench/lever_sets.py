@@ -18,6 +18,7 @@ LEVER_SETS: dict[str, dict[str, Any]] = {
     "packed": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25},
     "accumulate": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 16},
     "local_sgd": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "sync_every": 4},
+    "combined": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 32, "sync_every": 4},
 }
 #: The lever sets measured unless others are named.
 DEFAULT_LEVERS = tuple(LEVER_SETS)

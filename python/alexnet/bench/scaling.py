@@ -10,7 +10,8 @@ steps:
   link (``"1gbit"``...: one network namespace per worker on a switch, :mod:`.link`; needs root, and without it
   only loopback is measured, said once).
 
-Every worker times each step after ``warmup_steps`` (the median counts) and then times one all-reduce of what a
+Every worker times each step after ``warmup_steps`` (the median counts; with local SGD, whose steps between two
+averages take less time than the one that averages, the mean over whole periods of ``sync_every`` steps) and then times one all-reduce of what a
 step exchanges, alone on the same link. A row of the result, per lever set and link, has the images per second
 of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) / (N x throughput(1)): the same images per step
 everywhere), the step split into compute (``t1``) and the communication left exposed (``tN - t1``), the all-reduce
@@ -57,7 +58,7 @@ class ScalingSettings:
                                      "only; without root, loopback alone)", metavar="LINK")
     levers: tuple[str, ...] = setting(DEFAULT_LEVERS, "words", f"the lever sets compared: {', '.join(LEVER_SETS)}, "
                                       "or training settings written setting=value+setting=value", metavar="LEVERS")
-    scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts)",
+    scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts; with local SGD, rounded up to whole periods of sync_every steps, whose mean counts)",
                                  minimum=1)
     scaling_warmup_steps: int = setting(2, "count", "steps of each run left out of the timing", minimum=1)
     step_seconds: tuple[float, ...] = setting((0.15,), "numbers", "seconds a step of `batch_size` images computes "
@@ -121,9 +122,20 @@ class ScalingPlan:
                 "step_seconds": list(self.step_seconds), "classes": self.classes,
                 "images_per_class": self.images_per_class, "seed": self.seed}
 
+    def period(self, levers: Mapping[str, Any]) -> int:
+        """The steps between two exchanges of ``levers``: ``sync_every`` with local SGD, else 1."""
+        return max(1, int(levers.get("sync_every", 1)))
+
+    def timing(self, levers: Mapping[str, Any]) -> tuple[int, int]:
+        """The warm-up steps and timed steps of a run with ``levers``: each a whole number of periods
+        (:meth:`period`), so that the timed steps hold exactly one exchange per period (with local SGD the models
+        are also averaged after an epoch's last step, which ends the last timed period)."""
+        period = self.period(levers)
+        return -(-self.warmup_steps // period) * period, -(-self.steps // period) * period
+
     def training(self, levers: Mapping[str, Any]) -> dict[str, Any]:
         """``alexnet_train``'s keyword arguments for ``levers``."""
-        return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": self.warmup_steps + self.steps,
+        return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": sum(self.timing(levers)),
                 "image_size": self.image_size, "dense_units": self.dense_units, "precision": self.precision,
                 "validation": False, "check_images": False, "cache": True, "seed": self.seed, "verbose": 0,
                 **levers}
@@ -165,7 +177,8 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
     from .cluster import run_workers
     from .scaling_worker import train_worker
 
-    tasks = [{"settings": plan.training(levers), "data": data[i], "warmup_steps": plan.warmup_steps,
+    tasks = [{"settings": plan.training(levers), "data": data[i], "warmup_steps": plan.timing(levers)[0],
+              "period": plan.period(levers),
               "threads": len(cpus[i]), "collective_timeout": plan.timeout} for i in range(workers)]
     before = load_average()
     results = run_workers(train_worker, tasks, link=link, cpus=cpus[:workers], timeout=plan.timeout,
@@ -181,8 +194,8 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
          workers: int) -> dict[str, Any]:
     """The table row of lever set ``name`` (``levers``) on ``link``, from the run alone (``one``) and of ``workers``
     (``many``)."""
-    t1 = float(one["workers"][0]["median_step_seconds"])
-    tn = max(float(w["median_step_seconds"]) for w in many["workers"])
+    t1 = float(one["workers"][0]["typical_step_seconds"])
+    tn = max(float(w["typical_step_seconds"]) for w in many["workers"])
     images = int(many["workers"][0]["images_per_step"])
     alone = statistics.median(float(w["allreduce_seconds"]) for w in many["workers"])
     exposed = max(0.0, tn - t1)
@@ -218,7 +231,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     for name, levers in plan.levers:
         one = _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
         runs.append({"levers": name, "link": None, "workers": 1, **one})
-        logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["median_step_seconds"])
+        logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["typical_step_seconds"])
         for link in links:
             many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
             runs.append({"levers": name, "link": link.name, "workers": plan.workers, **many})

@@ -38,10 +38,18 @@ def _clock() -> Any:
     return StepClock()
 
 
+def typical_step(steps: list[float], period: int = 1) -> float | None:
+    """The seconds a step of ``steps`` takes: their median, or with an exchange every ``period`` steps (local SGD)
+    their mean, which then holds one exchange per ``period`` steps when ``steps`` are whole periods."""
+    if not steps:
+        return None
+    return statistics.fmean(steps) if period > 1 else statistics.median(steps)
+
+
 def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
-    ``warmup_steps``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every step after the
-    first ``warmup_steps``), ``epoch_seconds`` (from the start of training to the end of each epoch, its validation
+    ``warmup_steps``, ``period``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every
+    step after the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from the start of training to the end of each epoch, its validation
     included), ``history``, ``parameters`` (the model's trainable numbers), ``allreduce_seconds`` (one
     exchange alone, per optimizer step: the gradients every step, or with local SGD the weights and momentum once
     every ``sync_every`` steps; 0 alone)."""
@@ -80,7 +88,7 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "index": int(task.get("index", 0)),
         "step_seconds": steps,
-        "median_step_seconds": statistics.median(steps) if steps else None,
+        "typical_step_seconds": typical_step(steps, int(task.get("period", 1))),
         "history": history,
         "parameters": parameters,
         "bytes_per_step": communication.bytes_per_step(parameters),
