@@ -88,7 +88,7 @@ argument_kinds <- list(
   imagenet_synthetic = c(dest = "location", classes = "count", images_per_class = "count", val_per_class = "count",
                          seed = "count", quirks = "flag", max_side = "count?", layout = "string"),
   imagenet_classes = character(),
-  imagenet_upload = c(path = "location", board = "location?", workers = "count", min_images = "count",
+  imagenet_upload = c(source = "location", board = "location?", workers = "count", min_images = "count",
                       resize = "count?", quality = "count", keep_versions = "count?", retries = "count"),
   imagenet_categories = c(board = "location?"),
   imagenet_partition = c(partition = "count", total = "count", board = "location?", cache_dir = "location?",
@@ -112,8 +112,10 @@ argument_kinds <- list(
 # The arguments of the calling exported function that its caller gave (its formals, from `names`, and whatever
 # `...` holds), checked against its row of `argument_kinds` and converted (whole numbers to integers), as a list
 # for one call into the core. The arguments left out are not passed on, so that the core's defaults apply (see
-# given_args()). A bad value is an `alexnet_error` naming the argument, before anything else runs.
-checked_args <- function(fun, names, env = parent.frame()) {
+# given_args()). A bad value is an `alexnet_error` naming the argument, before anything else runs. `renamed`
+# maps an argument's old name to its new one: given by its old name (through `...`), it is passed on under the
+# new one, with a warning (see renamed_args()).
+checked_args <- function(fun, names, env = parent.frame(), renamed = character()) {
   kinds <- argument_kinds[[fun]]
   if (is.null(kinds)) stop("internal: no argument kinds for ", fun, "()", call. = FALSE)
   args <- given_args(setdiff(names, "..."), env)
@@ -121,6 +123,7 @@ checked_args <- function(fun, names, env = parent.frame()) {
     dots <- eval(quote(list(...)), env)
     args <- c(args, dots)
   }
+  args <- renamed_args(args, renamed, fun)
   for (i in seq_along(args)) {
     name <- names(args)[i]
     if (is.null(name) || !nzchar(name)) next
@@ -128,6 +131,20 @@ checked_args <- function(fun, names, env = parent.frame()) {
     if (is.na(kind)) next  # not one of ours: the core names it when it does not know it
     value <- check_arg(args[[i]], name, kind, fun)
     args[i] <- list(value)
+  }
+  args
+}
+
+# `args` with those given by an old name (a name of `renamed`) under their new name (its value), each with a
+# warning that says the new name; both names at once are an `alexnet_error`.
+renamed_args <- function(args, renamed, fun) {
+  for (old in intersect(names(renamed), names(args))) {
+    new <- renamed[[old]]
+    if (new %in% names(args)) {
+      alexnet_abort("Give `", new, "` only: `", old, "` is its old name (", fun, "(", new, " = ...)).")
+    }
+    warning("`", old, "` is now `", new, "`: write ", fun, "(", new, " = ...).", call. = FALSE)
+    names(args)[names(args) == old] <- new
   }
   args
 }

@@ -3,11 +3,11 @@
 #' Reads ImageNet in place, in the layout you have it, without an extracted copy, and writes one pin per
 #' category holding `<wnid>.zip`, the validation images with their labels, and last the `categories` pin
 #' (see [imagenet_categories()] for its columns), so a reader never sees a half-written board as
-#' complete. The layout is recognised from what `path` holds:
+#' complete. The layout is recognised from what `source` holds:
 #'
 #' * the official ILSVRC2012 archives: `ILSVRC2012_img_train.tar`, with `ILSVRC2012_img_val.tar` and
 #'   `ILSVRC2012_devkit_t12.tar.gz` beside it for validation (the devkit's ground truth and `meta.mat`
-#'   label the validation images); `path` is the folder that holds them or the training tar:
+#'   label the validation images); `source` is the folder that holds them or the training tar:
 #'   `imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")`;
 #' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`;
 #' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split
@@ -47,8 +47,8 @@
 #' alexnet upload /data/fall11 --board gs://my-bucket/imagenet
 #' ```
 #'
-#' @param path The ImageNet source: a local path, or a `gs://` or `s3://` URL for the archives, Kaggle's
-#'   zip and the parquet shards (see above).
+#' @param source The ImageNet source: a local path, or a `gs://` or `s3://` URL for the archives, Kaggle's
+#'   zip and the parquet shards (see above). Its old name, `path`, still works given by name, with a warning.
 #' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
@@ -64,7 +64,7 @@
 #'   longer find the versions it names.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
-#'   location), `path` and `layout` (`"archives"`, `"kaggle_zip"`, `"parquet"`, `"kaggle"` or
+#'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"parquet"`, `"kaggle"` or
 #'   `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
 #'   there with the same content; `character(0)` when none), `excluded` (categories left out for
@@ -85,9 +85,9 @@
 #'   imagenet_upload(archives$path, board = tempfile("board-"))
 #' }
 #' @export
-imagenet_upload <- function(path, board = NULL, workers = 8, min_images = 0, resize = NULL,
+imagenet_upload <- function(source, board = NULL, workers = 8, min_images = 0, resize = NULL,
                             quality = 90, keep_versions = NULL, ...) {
-  args <- checked_args("imagenet_upload", names(formals()))
+  args <- checked_args("imagenet_upload", names(formals()), renamed = c(path = "source"))
   report <- simplify_py(do.call(core_function("imagenet_upload"), args))
   report$bad_images <- records_to_df(report$bad_images)
   new_alexnet_upload(report)

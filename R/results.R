@@ -62,7 +62,9 @@ print.alexnet_upload <- function(x, ...) {
   cat("ImageNet on board ", x$board, ": ", count_of(x$categories, "category", "categories"), " (",
       uploaded, " uploaded, ", skipped, " already there), ", count_of(x$images, "training image"), " and ",
       count_of(x$val_images, "validation image"), ", ", format_bytes(x$bytes), "\n", sep = "")
-  if (!is.null(x$path)) cat("Read ", x$path, if (!is.null(x$layout)) paste0(" (", x$layout, " layout)"), "\n", sep = "")
+  if (!is.null(x$source)) {
+    cat("Read ", x$source, if (!is.null(x$layout)) paste0(" (", x$layout, " layout)"), "\n", sep = "")
+  }
   if (!is.null(x$seconds)) {
     cat("Wrote ", format_bytes(x$uploaded_bytes), " in ", format(round(x$seconds, 1), nsmall = 1), " s", sep = "")
     if (is.numeric(x$mb_per_s) && is.finite(x$mb_per_s)) cat(" (", format(signif(x$mb_per_s, 3)), " MB/s)", sep = "")

@@ -155,7 +155,7 @@ def test_from_a_bucket(kind, layout, made, cloud_env, tmp_path):
     url = put_in_bucket(kind, made["paths"][layout], f"{tmp_path.name}-{layout}")
     board = tmp_path / "board"
     report = imagenet_upload(url, board, workers=2)
-    assert report["path"].startswith(url) and report["layout"] == layout
+    assert report["source"].startswith(url) and report["layout"] == layout
     assert table(board) == made["table"]
 
 

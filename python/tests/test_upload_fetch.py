@@ -294,6 +294,28 @@ def test_upload_arguments_checked_before_work(tree, tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_path_is_the_old_name_of_source(tree, tmp_path):
+    board = tmp_path / "board"
+    first = imagenet_upload(source=tree["path"], board=board, workers=2)
+    assert first["source"] == os.path.abspath(tree["path"]) and "path" not in first
+    with pytest.warns(DeprecationWarning, match="`path` is now `source`") as warned:
+        again = imagenet_upload(path=tree["path"], board=board, workers=2)
+    assert [w.filename for w in warned if "`path` is now" in str(w.message)] == [__file__]  # points at the caller
+    # the same upload: the same source read, every category already on the board
+    same = ("board", "source", "layout", "categories", "images", "val_images", "bytes", "excluded")
+    assert {k: again[k] for k in same} == {k: first[k] for k in same}
+    assert {b["file"] for b in again["bad_images"]} == {b["file"] for b in first["bad_images"]} == tree["bad"]
+    assert again["uploaded"] == [] and again["skipped"] == first["uploaded"]
+    # both names: an error before anything is written, whether `source` is given by name or by position
+    with pytest.raises(AlexnetError, match="`source` only: `path` is its old name"):
+        imagenet_upload(source=tree["path"], board=tmp_path / "b", path=tree["path"])
+    with pytest.raises(AlexnetError, match="`source` only: `path` is its old name"):
+        imagenet_upload(tree["path"], tmp_path / "b", path=tree["path"])
+    with pytest.raises(AlexnetError, match="`source` is missing"):
+        imagenet_upload(board=tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
 # -- fetch: integrity, cache, archive safety ------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ fake_connection <- structure(list(master = "local[2]"), class = c("spark_shell_c
 # Valid values of the arguments without defaults, so that each call differs from a good one in one argument.
 required_args <- list(
   imagenet_synthetic = list(dest = "/nowhere/imagenet"),
-  imagenet_upload = list(path = "/nowhere/imagenet"),
+  imagenet_upload = list(source = "/nowhere/imagenet"),
   alexnet_use_python = list(python = "/nowhere/python"),
   tf_config_from_barrier = list(barrier = list(address = "10.0.0.1:4040", partition = 0)),
   alexnet_spark_train = list(sc = fake_connection, workers = 1),

@@ -11,7 +11,7 @@ synthetic_result <- function() {
 
 upload_result <- function() {
   alexnet:::new_alexnet_upload(list(
-    board = "/boards/imagenet", path = "/data/imagenet", layout = "kaggle", categories = 3L,
+    board = "/boards/imagenet", source = "/data/imagenet", layout = "kaggle", categories = 3L,
     uploaded = c("n01440764", "n01443537"), skipped = "n01484850", excluded = list(),
     images = 28L, val_images = 6L, bytes = 2500000, uploaded_bytes = 1700000, seconds = 2.34, mb_per_s = 0.726,
     bad_images = data.frame(category = c("n01440764", "n01440764"), split = "train",

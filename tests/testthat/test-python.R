@@ -164,6 +164,8 @@ test_that("the R functions show the core's defaults, which are defined once, in 
   for (pair in pairs) {
     core <- inspect$`_alexnet_defaults`(pair[[2]])
     for (name in intersect(names(formals(pair[[1]])), names(core))) {
+      # none in R: an argument to give (imagenet_upload()'s `source`, whose None in the core stands for its old name)
+      if (identical(formals(pair[[1]])[[name]], quote(expr = ))) next
       shown <- formals(pair[[1]])[[name]]
       if (is.call(shown) || is.symbol(shown)) next  # computed in R (the Python environment, say)
       expect_equal(unlist(shown), unlist(core[[name]]), ignore_attr = TRUE,

@@ -40,6 +40,15 @@ test_that("upload, categories and partition work from R and give R types", {
 
   expect_error(imagenet_partition(partition = 2, total = 2, board = setup$board), "0\\.\\.1")
 
+  # the report names the source read as `source`; given by its old name, `path`, the same upload, with a warning
+  expect_equal(normalizePath(setup$report$source), normalizePath(setup$src$path))
+  expect_null(setup$report$path)
+  expect_warning(renamed <- imagenet_upload(path = setup$src$path, board = setup$board, workers = 2),
+                 "`path` is now `source`", fixed = TRUE)
+  expect_equal(renamed$source, setup$report$source)
+  expect_length(renamed$uploaded, 0L)
+  expect_setequal(renamed$skipped, categories$id)
+
   # uploading re-encoded copies, keeping one version per pin: the originals leave the board
   again <- imagenet_upload(setup$src$path, board = setup$board, workers = 2, resize = 64, keep_versions = 1)
   expect_setequal(again$uploaded, categories$id)
@@ -47,6 +56,19 @@ test_that("upload, categories and partition work from R and give R types", {
   versions <- list.dirs(file.path(setup$board, categories$id[1]), recursive = FALSE)
   expect_length(versions, 1L)
   expect_error(imagenet_upload(setup$src$path, board = setup$board, keep_versions = 0), "keep_versions")
+})
+
+test_that("imagenet_upload()'s `source`, given by its old name `path`, warns; both names are an error", {
+  # checked in R, before any Python: the value given as `path` is checked as `source`
+  expect_warning(
+    expect_error(imagenet_upload(path = NA_character_), "`source` must be one path or URL", class = "alexnet_error"),
+    "`path` is now `source`: write imagenet_upload(source = ...).", fixed = TRUE
+  )
+  both <- "Give `source` only: `path` is its old name"
+  expect_error(imagenet_upload("/nowhere/imagenet", path = "/nowhere/imagenet"), both, fixed = TRUE,
+               class = "alexnet_error")
+  expect_error(imagenet_upload(source = "/nowhere/imagenet", path = "/nowhere/imagenet"), both, fixed = TRUE,
+               class = "alexnet_error")
 })
 
 test_that("imagenet_partition() %>% alexnet_train() returns a history that prints and plots", {

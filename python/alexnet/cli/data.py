@@ -23,7 +23,7 @@ def _upload_summary(r: dict[str, Any]) -> str:
     lines = [
         f"Board {r['board']}: {len(r['uploaded'])} categories uploaded, {len(r['skipped'])} already there; "
         f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s",
-        f"Read {r['path']} ({r['layout']} layout)",
+        f"Read {r['source']} ({r['layout']} layout)",
     ]
     if r.get("pruned_versions"):
         lines.append(f"{r['pruned_versions']} old pin version(s) deleted")
@@ -35,8 +35,8 @@ def _upload_summary(r: dict[str, Any]) -> str:
 
 
 def _upload(args: argparse.Namespace) -> None:
-    result = common.core("upload")(args.path, **given(args, "board", "workers", "min_images", "resize", "quality",
-                                                       "keep_versions"))
+    result = common.core("upload")(args.source, **given(args, "board", "workers", "min_images", "resize",
+                                                         "quality", "keep_versions"))
     emit(result, args.json, _upload_summary)
 
 
@@ -77,9 +77,9 @@ def register(add: common.AddCommand) -> None:
 
     upload = add("upload", _upload, "upload ImageNet to a board, one zip per category",
                  "Upload ImageNet to a board, read in place: one pin per category, validation pins, categories last.")
-    upload.add_argument("path", help="the ImageNet source, a path or a gs:// or s3:// URL: the official ILSVRC2012 "
-                                     "archives' folder, Kaggle's zip, Hugging Face's parquet folder, or a local "
-                                     "Kaggle tree or folder of <wnid>/ folders")
+    upload.add_argument("source", help="the ImageNet source, a path or a gs:// or s3:// URL: the official "
+                                       "ILSVRC2012 archives' folder, Kaggle's zip, Hugging Face's parquet folder, or "
+                                       "a local Kaggle tree or folder of <wnid>/ folders")
     upload.add_argument("--board", help=BOARD_HELP)
     upload.add_argument("--workers", type=positive, help=with_default("upload", "workers", "categories at once"))
     upload.add_argument("--min-images", type=non_negative,

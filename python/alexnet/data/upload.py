@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -80,8 +81,21 @@ def _checked_options(workers: Any, min_images: Any, resize: Any, quality: Any, r
     return workers, Options(as_int(min_images, "min_images", 0), resize, quality, as_int(retries, "retries", 0))
 
 
+def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | None) -> str | os.PathLike:
+    """The ImageNet source given as ``source``, or by its old name ``path`` (with a ``DeprecationWarning``)."""
+    if path is not None:
+        if source is not None:
+            raise AlexnetError("give the ImageNet source once, as `source` only: `path` is its old name")
+        warnings.warn("`path` is now `source`: give the ImageNet source as imagenet_upload(source=...)",
+                      DeprecationWarning, stacklevel=3)  # the caller of imagenet_upload()
+        return path
+    if source is None:
+        raise AlexnetError("`source` is missing: give the ImageNet source, a local path or a gs:// or s3:// URL")
+    return source
+
+
 def imagenet_upload(
-    path: str | os.PathLike,
+    source: str | os.PathLike | None = None,
     board: str | os.PathLike | None = None,
     *,
     workers: int = 8,
@@ -90,11 +104,12 @@ def imagenet_upload(
     quality: int = 90,
     retries: int = 3,
     keep_versions: int | None = None,
+    path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Upload the ImageNet at ``path`` to ``board``, one zip per category, read in place, resumably.
+    """Upload the ImageNet at ``source`` to ``board``, one zip per category, read in place, resumably.
 
     Args:
-        path: the ImageNet source, a local path or a ``gs://``/``s3://`` URL, in any layout of
+        source: the ImageNet source, a local path or a ``gs://``/``s3://`` URL, in any layout of
             :mod:`alexnet.data.sources`: the official ILSVRC2012 archives (or the folder holding them), Kaggle's
             zip (or its folder), Hugging Face's parquet shards' folder; or, locally, Kaggle's extracted tree or a
             folder of ``<wnid>/`` folders.
@@ -111,39 +126,42 @@ def imagenet_upload(
             pin it wrote or kept, so that re-uploading changed data (say with ``resize``) does not keep
             the old copy on the board; ``None`` keeps every version. A reader still using an older
             ``categories`` table then no longer finds the versions it names.
+        path: the old name of ``source``, still accepted by name with a ``DeprecationWarning``; giving both is an
+            :class:`~alexnet.errors.AlexnetError`.
 
     Returns:
-        A report: ``board``, ``path``, ``layout`` (the source's, as :mod:`alexnet.data.sources` names it),
+        A report: ``board``, ``source``, ``layout`` (the source's, as :mod:`alexnet.data.sources` names it),
         ``categories`` (count on the board), ``uploaded``/``skipped``
         (category ids), ``excluded`` (``{"category", "images"}`` under ``min_images``), ``images``,
         ``val_images``, ``bytes`` (of all zips), ``uploaded_bytes``, ``seconds``, ``mb_per_s`` (uploaded
         MB per second), ``bad_images`` (``{"category", "split", "file", "reason"}``), ``pruned_versions``
         (old versions deleted under ``keep_versions``).
     """
+    given = _given_source(source, path)
     workers, options = _checked_options(workers, min_images, resize, quality, retries)
     keep_versions = as_optional_int(keep_versions, "keep_versions", 1)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
-    source = open_source(path)  # a layout not read, a damaged archive, labels that disagree: before any upload
+    read = open_source(given)  # a layout not read, a damaged archive, labels that disagree: before any upload
     start = time.monotonic()
-    uploader = Uploader(source, opened, options, workers)
+    uploader = Uploader(read, opened, options, workers)
     uploader.run()
     results, uploaded_bytes = uploader.results, uploader.uploaded_bytes
     train = sorted((r for (w, s), r in results.items() if s == "train" and r.status != "excluded"),
                    key=lambda r: r.wnid)
     if not train:
         raise AlexnetError(
-            f"no category of {source.root} has at least min_images = {options.min_images} good images; lower "
+            f"no category of {read.root} has at least min_images = {options.min_images} good images; lower "
             "min_images"
         )
-    rows = _category_rows(source.names, train, results)
+    rows = _category_rows(read.names, train, results)
     bad = sorted((b for r in results.values() for b in r.bad), key=lambda b: (b["category"], b["split"], b["file"]))
     summary = {"alexnet": layout.FORMAT_VERSION, "num_classes": len(rows), "images": sum(r["images"] for r in rows),
-               "val_images": sum(r["val_images"] for r in rows), "layout": source.layout,
+               "val_images": sum(r["val_images"] for r in rows), "layout": read.layout,
                "min_images": options.min_images, "resize": options.resize,
                "quality": options.quality if options.resize is not None else None}
     current = _write_tables(opened, rows, bad, summary, options.retries)
     pruned = prune(opened, current, keep_versions, options.retries) if keep_versions is not None else 0
-    return _report(opened, source, results, train, rows, bad, summary, uploaded_bytes, pruned,
+    return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
 
 
@@ -155,7 +173,7 @@ def _report(board: Board, source: Source, results: dict[tuple[str, str], Result]
 
     report = {
         "board": board.location,
-        "path": source.root,
+        "source": source.root,
         "layout": source.layout,
         "categories": len(rows),
         "uploaded": with_status("uploaded"),
