@@ -11,9 +11,9 @@ steps:
   only loopback is measured, said once).
 
 Every worker times each step after ``warmup_steps`` (the median counts; with local SGD, whose steps between two
-averages take less time than the one that averages, the mean over whole periods of ``sync_every`` steps) and then times one all-reduce of what a
-step exchanges, alone on the same link. A row of the result, per lever set and link, has the images per second
-of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) / (N x throughput(1)): the same images per step
+averages take less time than the one that averages, the mean over whole periods of ``sync_every`` steps) and
+then times one all-reduce of what a step exchanges, alone on the same link. A row of the result, per lever set
+and link, has the images per second of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) / (N x throughput(1)): the same images per step
 everywhere), the step split into compute (``t1``) and the communication left exposed (``tN - t1``), the all-reduce
 alone, the share of it hidden behind computation, and the bytes all-reduced per step. From the shaped links'
 rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given
@@ -58,7 +58,8 @@ class ScalingSettings:
                                      "only; without root, loopback alone)", metavar="LINK")
     levers: tuple[str, ...] = setting(DEFAULT_LEVERS, "words", f"the lever sets compared: {', '.join(LEVER_SETS)}, "
                                       "or training settings written setting=value+setting=value", metavar="LEVERS")
-    scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts; with local SGD, rounded up to whole periods of sync_every steps, whose mean counts)",
+    scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts; with "
+                                 "local SGD, rounded up to whole periods of sync_every steps, whose mean counts)",
                                  minimum=1)
     scaling_warmup_steps: int = setting(2, "count", "steps of each run left out of the timing", minimum=1)
     step_seconds: tuple[float, ...] = setting((0.15,), "numbers", "seconds a step of `batch_size` images computes "
