@@ -47,12 +47,12 @@ def typical_step(steps: list[float], period: int = 1) -> float | None:
 
 
 def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
-    """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``, ``warmup_steps``,
-    ``period``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every step after the first
-    ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from the start of training to
-    the end of each epoch, its validation included), ``history``, ``parameters`` (the model's trainable numbers),
-    ``allreduce_seconds`` (one exchange alone, per optimizer step: the gradients every step, or with local SGD the
-    weights and momentum once every ``sync_every`` steps; 0 alone)."""
+    """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
+    ``warmup_steps``, ``period``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every
+    step after the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from
+    the start of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the
+    model's trainable numbers), ``allreduce_seconds`` (one exchange alone, per optimizer step: the gradients every
+    step, or with local SGD the weights and momentum once every ``sync_every`` steps; 0 alone)."""
     from ..tfimport import tf
     from ..train.api import alexnet_train
     from ..train.communication import Communication, time_all_reduce
