@@ -19,7 +19,9 @@ import pytest
 from alexnet.bench import link as links
 from alexnet.bench.lever_sets import LEVER_SETS, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
-from alexnet.bench.scaling import summarize_scaling
+from alexnet.bench.report import accuracy_table, scaling_table
+from alexnet.bench.scaling import ScalingPlan, summarize_scaling
+from alexnet.bench.scaling_worker import typical_step
 from alexnet.errors import AlexnetError
 
 HERE = Path(__file__).resolve()
@@ -80,6 +82,34 @@ def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():
     assert summary["links"]["1gbit"] == {"today": 0.3, "best": 0.9, "best_levers": "accumulate"}
     assert summary["targets"]["1gbit"]["met"] and not summary["targets"]["loopback"]["met"]
     assert summary["targets"]["loopback"]["levers"] == "packed"
+    full = [{**row, "workers": 2, "images_per_second_1": 40.0, "images_per_second": 80 * row["efficiency"],
+             "step_seconds": 1 / row["efficiency"], "compute_seconds": 1.0,
+             "exposed_seconds": 1 / row["efficiency"] - 1, "allreduce_seconds": 0.5,
+             "bytes_per_step": 124_756_688.0} for row in rows]
+    table = scaling_table({"rows": full, "summary": summary}).splitlines()
+    assert table[0].startswith("| levers | link | images/s, 1 worker | images/s, 2 workers | efficiency |")
+    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.50 | 124.8 |" in table
+    assert "over loopback (packed) | 0.94 | at least 0.95 | no |" in table[-1]
+
+
+def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
+    plan = ScalingPlan(workers=2, links=(), levers=(), steps=5, warmup_steps=2, batch_size=4, image_size=64,
+                       dense_units=32, precision=None, step_seconds=(0.15,), classes=4, images_per_class=8, seed=0)
+    assert plan.timing({}) == (2, 5) and plan.training({})["steps_per_epoch"] == 7
+    assert plan.timing({"sync_every": 4}) == (4, 8) and plan.training({"sync_every": 4})["steps_per_epoch"] == 12
+    # the step that averages counts once per period: the mean, not the median that would leave it out
+    assert typical_step([1.0, 1.0, 1.0, 5.0], period=4) == 2.0
+    assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None
+
+
+def test_the_lever_recipes_are_tabled_against_the_defaults():
+    accuracy = {"settings": {"target_accuracy": 0.75, "max_epochs": 8, "repeats": 3}, "recipes": {}, "targets": {},
+                "levers": {"defaults+sync_every=4": {
+                    "epochs_to_target": 3, "defaults_epochs_to_target": 2, "seconds_to_target": 40.0,
+                    "defaults_seconds_to_target": 50.0, "final_accuracy": 0.9, "defaults_final_accuracy": 0.95,
+                    "same_epochs_or_fewer": False}}}
+    rows = accuracy_table(accuracy).splitlines()
+    assert "| defaults+sync_every=4 | 3 | 2 | 40 s | 50 s | 0.900 | 0.950 | no |" in rows
 
 
 # ---------------------------------------------------------------------------------------------------------------

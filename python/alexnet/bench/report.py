@@ -133,6 +133,41 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
         needed = f"{t['bound']} {t['target']:g}" + ("x" if name == "time_ratio" else "")
         met = "" if t["met"] is None else "yes" if t["met"] else "no"
         lines.append(f"| {t['what']} | {value} | {needed} | {met} |")
+    levers = accuracy.get("levers") or {}
+    if levers:
+        lines += ["", f"| recipe | epochs to {target:g} | defaults | time to {target:g} | defaults | accuracy after "
+                      f"{epochs} epochs | defaults | same epochs or fewer |",
+                  "| --- | --: | --: | --: | --: | --: | --: | :-: |"]
+        for name, r in levers.items():
+            same = "" if r["same_epochs_or_fewer"] is None else "yes" if r["same_epochs_or_fewer"] else "no"
+            shown = ["never" if r[key] is None else f"{r[key]:g}" for key in ("epochs_to_target",
+                                                                           "defaults_epochs_to_target")]
+            lines.append(f"| {name} | {shown[0]} | {shown[1]} | {_seconds(r['seconds_to_target'])} "
+                         f"| {_seconds(r['defaults_seconds_to_target'])} | {_accuracy(r['final_accuracy'])} "
+                         f"| {_accuracy(r['defaults_final_accuracy'])} | {same} |")
+    return "\n".join(lines)
+
+
+def scaling_table(scaling: Mapping[str, Any]) -> str:
+    """The ``scaling`` stage as Markdown: one row per lever set and link, then its targets."""
+    rows = scaling.get("rows") or []
+    if not rows:
+        return ""
+    workers = rows[0]["workers"]
+    lines = [f"| levers | link | images/s, 1 worker | images/s, {workers} workers | efficiency | step (s) "
+             "| compute (s) | exposed (s) | all-reduce alone (s) | MB all-reduced per step |",
+             "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"]
+    for r in rows:
+        lines.append(f"| {r['levers']} | {r['link']} | {r['images_per_second_1']:.1f} | {r['images_per_second']:.1f} "
+                     f"| {r['efficiency']:.2f} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
+                     f"| {r['exposed_seconds']:.2f} | {r['allreduce_seconds']:.2f} | {r['bytes_per_step'] / 1e6:.1f} |")
+    targets = (scaling.get("summary") or {}).get("targets") or {}
+    if targets:
+        lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
+        lines += [f"| {t['what']} ({t['levers']}) | {t['value']:.2f} | at least {t['target']:g} "
+                  f"| {'yes' if t['met'] else 'no'} |" for t in targets.values()]
+    if scaling.get("skipped"):
+        lines += ["", f"Shaped links left out: {scaling['skipped']}."]
     return "\n".join(lines)
 
 
@@ -181,6 +216,8 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
                       f"{', '.join(summary['contended'])}."]
     if result.get("time_to_accuracy"):
         lines += ["", accuracy_table(result["time_to_accuracy"])]
+    if result.get("scaling"):
+        lines += ["", scaling_table(result["scaling"])]
     if summary.get("bottleneck"):
         lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
                       f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]
