@@ -74,6 +74,19 @@ def _listing(items: list[ZipItem], files: dict[str, list[str]], rows: dict[str, 
     return listing
 
 
+def _checked(partition: Any, total: Any, workers: Any, retries: Any) -> tuple[int, int, int, int]:
+    """A partition's arguments checked: ``partition``, ``total``, ``workers`` and ``retries`` as whole numbers."""
+    partition, total = check_partition(partition, total)
+    return partition, total, as_int(workers, "workers", 1), as_int(retries, "retries", 0)
+
+
+def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``board`` opened, its ``categories`` rows and those rows by WordNet id."""
+    opened = open_board(board)
+    rows = layout.read_categories(opened)
+    return opened, rows, {r["id"]: r for r in rows}
+
+
 def imagenet_partition(
     partition: int = 0,
     total: int = 16,
@@ -103,12 +116,8 @@ def imagenet_partition(
     name of every category of the board, by global index) and ``categories_version`` (the version of the board's
     ``categories`` pin, ``None`` when the board does not tell it).
     """
-    partition, total = check_partition(partition, total)
-    workers = as_int(workers, "workers", 1)
-    retries = as_int(retries, "retries", 0)
-    opened = open_board(board)
-    rows = layout.read_categories(opened)
-    by_id = {r["id"]: r for r in rows}
+    partition, total, workers, retries = _checked(partition, total, workers, retries)
+    opened, rows, by_id = _board_categories(board)
     images = {r["id"]: r["images"] for r in rows}
     wnids = partition_categories(images, partition, total)
     root = cache.open_cache(cache_dir, opened.location)
@@ -169,12 +178,8 @@ def imagenet_validation(
     ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
     validation images.
     """
-    partition, total = check_partition(partition, total)
-    workers = as_int(workers, "workers", 1)
-    retries = as_int(retries, "retries", 0)
-    opened = open_board(board)
-    rows = layout.read_categories(opened)
-    by_id = {r["id"]: r for r in rows}
+    partition, total, workers, retries = _checked(partition, total, workers, retries)
+    opened, rows, by_id = _board_categories(board)
     counts = validation_counts(rows, opened.location)
     if total > len(counts):
         raise AlexnetError(
