@@ -120,6 +120,10 @@ def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
 
 def _accuracy_panel(axes: Any, accuracy: Mapping[str, Any]) -> None:
     colours = {"paper": "#7f7f7f", "defaults": "#2ca02c"}
+    others = iter(["#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"])
+    for name in accuracy["recipes"]:  # a lever recipe's seeds share one colour of its own
+        if name not in colours:
+            colours[name] = next(others, "#000000")
     target = accuracy["settings"]["target_accuracy"]
     for name, recipe in accuracy["recipes"].items():
         sizes = "/".join(str(s) for s in recipe["image_sizes"])
