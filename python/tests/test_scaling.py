@@ -190,7 +190,10 @@ def test_ctrl_c_or_sigterm_removes_the_namespaces_and_the_workers(stop, tmp_path
     before = links.namespaces()
     pids = tmp_path / "pids.json"
     script = textwrap.dedent(f"""
-        import json, sys
+        import json, signal, sys
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, also when the suite runs as a background job of a
+        # shell (which starts it with SIGINT ignored, and Python then keeps it ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(HERE.parent)!r})
         from alexnet.bench.cluster import run_workers
         from alexnet.bench.link import parse_link
