@@ -51,7 +51,7 @@ bad_setting <- function(setting) {
     location = "",
     string = "categories",
     strings = if (!is.null(setting$choices)) "nonsense",
-    numbers = c(5, 2),
+    numbers = c(5, -2),
     NULL
   )
 }
