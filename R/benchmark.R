@@ -162,6 +162,7 @@ coerce_to <- function(value, type) {
 
 #' @rdname alexnet_benchmark
 #' @param x An `alexnet_benchmark`.
+#' @param ... Not used.
 #' @export
 print.alexnet_benchmark <- function(x, ...) {
   machine <- x$machine
