@@ -77,7 +77,7 @@ def _train(settings: Mapping[str, Any], data: Mapping[str, Any], workers: int, c
     from .link import parse_link
     from .scaling_worker import train_worker
 
-    tasks = [{"settings": dict(settings), "data": share, "probe": False} for share in split_data(data, workers)]
+    tasks = [{"settings": dict(settings), "data": share} for share in split_data(data, workers)]
     results = run_workers(train_worker, tasks, link=parse_link("loopback"), cpus=split_cpus(cpus, workers),
                           log_dir=log_dir)
     return results[0]["history"], list(results[0]["epoch_seconds"])

@@ -10,14 +10,14 @@ steps:
   link (``"1gbit"``...: one network namespace per worker on a switch, :mod:`.link`; needs root, and without it
   only loopback is measured, said once).
 
-Every worker times each step after ``warmup_steps`` (the median counts; with local SGD, whose steps between two averages
-take less time than the one that averages, the mean over whole periods of ``sync_every`` steps) and then times one
-all-reduce of what a step exchanges, alone on the same link. A row of the result, per lever set and link, has the images
-per second of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) / (N x throughput(1)): the same images per
-step everywhere), the step split into compute (``t1``) and the communication left exposed (``tN - t1``), the all-reduce
-alone, the share of it hidden behind computation, and the bytes all-reduced per step. From the shaped links' rows,
-:mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given (``step_seconds``: a GPU's, say)
-beside MXNet's published AlexNet scaling.
+Every worker times each step after ``warmup_steps`` (the median counts; with local SGD, whose steps between two
+averages take less time than the one that averages, the mean over whole periods of ``sync_every`` steps); the run's
+own probe times one all-reduce of what a step exchanges, alone on the same link, before training. A row of the result,
+per lever set and link, has the images per second of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) /
+(N x throughput(1)): the same images per step everywhere), the step split into compute (``t1``) and the communication
+left exposed (``tN - t1``), the all-reduce alone, the share of it hidden behind computation, and the bytes all-reduced
+per step. From the shaped links' rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step
+times given (``step_seconds``: a GPU's, say) beside MXNet's published AlexNet scaling.
 """
 
 from __future__ import annotations

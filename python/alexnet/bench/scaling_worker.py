@@ -3,7 +3,8 @@
 :func:`train_worker` trains with :func:`alexnet.train.api.alexnet_train` under ``MultiWorkerMirroredStrategy``
 (from the ``TF_CONFIG`` its process was started with; the default strategy when it trains alone) and returns what
 the ``scaling`` and ``time_to_accuracy`` stages read: the seconds of every training step, the history, and the
-seconds one exchange of the run's all-reduce takes alone on the same link (:func:`time_all_reduce`).
+seconds one exchange of the run's all-reduce takes alone on the same link, as the run's own probe timed it before
+training (:func:`alexnet.train.levers.probe_communication`).
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ def typical_step(steps: list[float], period: int = 1) -> float | None:
 
 def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
-    ``warmup_steps``, ``period``, ``collective_timeout``, ``threads``, ``probe``) and return ``step_seconds`` (every
-    step after the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from
-    the start of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the
-    model's trainable numbers), ``allreduce_seconds`` (one exchange alone, per optimizer step: the gradients every
-    step, or with local SGD the weights and momentum once every ``sync_every`` steps; 0 alone)."""
+    ``warmup_steps``, ``period``, ``collective_timeout``, ``threads``) and return ``step_seconds`` (every step after
+    the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from the start
+    of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the model's
+    trainable numbers), ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, timed before training, per
+    optimizer step: the gradients every step, or with local SGD the weights and momentum once every ``sync_every``
+    steps; 0 alone)."""
     from ..tfimport import tf
     from ..train.api import alexnet_train
-    from ..train.communication import Communication, time_all_reduce
     from ..train.strategy import resolve_strategy
 
     threads = int(task.get("threads") or 0)
@@ -75,23 +76,15 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     warmup = min(int(task.get("warmup_steps", 1)), max(0, len(intervals) - 1))
     steps = intervals[warmup:]
     model = clock.model
-    shapes = [tuple(int(d) for d in w.shape) for w in model.trainable_weights]
     parameters = int(sum(int(tf.size(w)) for w in model.trainable_weights))
-    params = history["params"]
-    communication = Communication(params["allreduce_precision"], float(params["allreduce_pack_mb"]),
-                                  int(params["accumulate_steps"]), int(params["sync_every"]), workers)
-    alone = 0.0
-    if workers > 1 and task.get("probe", True):
-        exchange = time_all_reduce(strategy, communication.exchanged(shapes), communication.wire,
-                                   communication.options())
-        alone = exchange / (communication.sync_every if communication.local_sgd else 1)
+    params = history["params"]  # the run's own probe timed one exchange alone before training (multi-worker runs)
     return {
         "index": int(task.get("index", 0)),
         "step_seconds": steps,
         "typical_step_seconds": typical_step(steps, int(task.get("period", 1))),
         "history": history,
         "parameters": parameters,
-        "bytes_per_step": communication.bytes_per_step(parameters),
-        "allreduce_seconds": alone,
+        "bytes_per_step": float(params["allreduce_bytes_per_step"]),
+        "allreduce_seconds": float(params.get("allreduce_seconds") or 0.0),
         "epoch_seconds": list(epochs.seconds),
     }
