@@ -1,4 +1,5 @@
-"""A Keras callback that times a training run epoch by epoch (TensorFlow is imported with this module)."""
+"""Keras callbacks that time a training run, step by step and epoch by epoch (TensorFlow is imported with this
+module)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,18 @@ class EpochClock(keras.callbacks.Callback):
         self.seconds.append(time.perf_counter() - self.start)
         logger.info("Epoch %d: validation accuracy %.3f at %.1f s.", epoch + 1,
                     float((logs or {}).get("val_accuracy", float("nan"))), self.seconds[-1])
+
+
+class StepClock(keras.callbacks.Callback):
+    """The time at the end of every training step (``ends``), from the start of training (``start``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[float] = []
+        self.start = 0.0
+
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self.ends.append(time.perf_counter())

@@ -12,31 +12,10 @@ from __future__ import annotations
 import itertools
 import logging
 import statistics
-import time
 from collections.abc import Mapping
 from typing import Any
 
 logger = logging.getLogger(__name__)
-
-
-def _clock() -> Any:
-    from ..tfimport import keras
-
-    class StepClock(keras.callbacks.Callback):
-        """The time at the end of every training step, from the start of training."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.ends: list[float] = []
-            self.start = 0.0
-
-        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-            self.start = time.perf_counter()
-
-        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-            self.ends.append(time.perf_counter())
-
-    return StepClock()
 
 
 def typical_step(steps: list[float], period: int = 1) -> float | None:
@@ -66,9 +45,9 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     workers = int(task["workers"])
     strategy = resolve_strategy("multi_worker" if workers > 1 else None,
                                 collective_timeout=task.get("collective_timeout"))
-    from .clock import EpochClock
+    from .clock import EpochClock, StepClock
 
-    clock, epochs = _clock(), EpochClock()
+    clock, epochs = StepClock(), EpochClock()
     history = alexnet_train(data=dict(task["data"]), strategy=strategy, callbacks=[clock, epochs],
                             **dict(task["settings"]))
     marks = [clock.start, *clock.ends]
