@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tarfile
+import zipfile
 from pathlib import Path
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -119,14 +120,14 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
     from alexnet.data import packing
 
     seen: list[tuple[int, int]] = []
-    original = packing.sha256_file
+    original = packing.publish_file
 
-    def measure(path):
+    def measure(board, path, *args, **kwargs):
         folder = Path(path).parent
         seen.append((sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()), os.path.getsize(path)))
-        return original(path)
+        return original(board, path, *args, **kwargs)
 
-    monkeypatch.setattr(packing, "sha256_file", measure)
+    monkeypatch.setattr(packing, "publish_file", measure)
     for layout in ("archives", "kaggle_zip"):
         seen.clear()
         imagenet_upload(made["paths"][layout], tmp_path / f"board-{layout}", workers=1)
@@ -222,6 +223,37 @@ def test_truncated_kaggle_zip(made, tmp_path):
     with pytest.raises(LayoutError, match=rf"{KAGGLE_ZIP} is not a complete zip .*download it again"):
         imagenet_upload(src, tmp_path / "board")
     assert_nothing_uploaded(tmp_path / "board")
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_a_damaged_image_in_kaggle_zip_is_named(made, tmp_path, stored):
+    """One image's bytes changed inside the zip (stored: its CRC no longer matches; deflated: it no longer
+    inflates to its size, or its CRC fails): that image is named as bad, the rest is uploaded as from the tree."""
+    src = copy_layout(made, "kaggle_zip", tmp_path)
+    wnid = made["table"][2]["id"]
+    rewritten, target = tmp_path / "rewritten.zip", None
+    with zipfile.ZipFile(src / KAGGLE_ZIP) as old, zipfile.ZipFile(rewritten, "w") as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if f"/train/{wnid}/" in info.filename and info.filename.endswith(".JPEG") and target is None:
+                target, info.compress_type = info.filename, zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+            new.writestr(info, data)
+    with zipfile.ZipFile(rewritten) as zf:
+        info = zf.getinfo(target)
+    data = bytearray(rewritten.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0x55
+    (src / KAGGLE_ZIP).write_bytes(bytes(data))
+    report = imagenet_upload(src, tmp_path / "board", workers=2)
+    named = [b for b in report["bad_images"] if b["file"] == os.path.basename(target)]
+    assert len(named) == 1 and named[0]["category"] == wnid
+    assert "download" in named[0]["reason"] and ("CRC-32" in named[0]["reason"] or "decompressed" in
+                                                 named[0]["reason"])
+    if stored:
+        assert "CRC-32" in named[0]["reason"]
+    rows = {r["id"]: r for r in table(tmp_path / "board")}
+    assert rows.pop(wnid)["images"] == next(r for r in made["table"] if r["id"] == wnid)["images"] - 1
+    assert list(rows.values()) == [r for r in made["table"] if r["id"] != wnid]
 
 
 def rewrite_devkit(src: Path, change) -> None:

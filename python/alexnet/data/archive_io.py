@@ -15,14 +15,14 @@ import os
 import struct
 import tarfile
 import zipfile
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LayoutError
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
-from .parts import Member, is_image_name, not_an_image
+from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw
+from .parts import CRC_MISMATCH, Member, is_image_name, not_an_image
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +141,16 @@ def tar_members(blob: bytes, label: str) -> Iterator[Member]:
                     continue
                 name = os.path.basename(member.name)
                 if not is_image_name(name):
-                    yield name, None, not_an_image(label)
+                    yield Member(name, None, not_an_image(label))
                     continue
-                handle = tar.extractfile(member)
-                yield name, handle.read() if handle is not None else b"", ""
+                if member.issparse():
+                    handle = tar.extractfile(member)
+                    yield Member(name, handle.read() if handle is not None else b"")
+                    continue
+                data = blob[member.offset_data:member.offset_data + member.size]
+                if len(data) != member.size:
+                    raise EOFError(f"{member.name} is cut short")
+                yield Member(name, data)
     except (tarfile.TarError, EOFError) as err:
         raise LayoutError(f"{label} is not a readable tar ({err}): the archive is damaged; download it again") \
             from None
@@ -185,24 +191,34 @@ def zip_index(f: Any, label: str) -> list[ZipEntry]:
 
 
 def zip_member(blob: bytes, base: int, entry: ZipEntry, label: str) -> Member:
-    """The member ``entry`` out of ``blob``, the bytes of its zip from offset ``base``: decompressed, CRC checked."""
+    """The member ``entry`` out of ``blob``, the bytes of its zip from offset ``base``, inflated. Its ``crc`` is the
+    one the zip records, not yet compared: the upload compares it as it stores the image (see :func:`zip_text`)."""
     name = os.path.basename(entry.name)
     at = entry.start - base
     header = blob[at:at + _ZIP_LOCAL_HEADER.size]
     if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
-        return name, None, f"its record in {label} is damaged (no local header); download the archive again"
+        return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
     fields = _ZIP_LOCAL_HEADER.unpack(header)
     start = at + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
-    raw = blob[start:start + entry.info.compress_size]
+    raw = memoryview(blob)[start:start + entry.info.compress_size]
     try:
         if entry.info.compress_type == zipfile.ZIP_STORED:
-            data = raw
+            data = bytes(raw)
         elif entry.info.compress_type == zipfile.ZIP_DEFLATED:
-            data = zlib.decompress(raw, -15, max(entry.info.file_size, 1))
+            data = inflate_raw(raw, entry.info.file_size)
         else:
-            return name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not read"
-    except zlib.error as err:
-        return name, None, f"cannot be decompressed from {label} ({err}); download the archive again"
-    if zlib.crc32(data) != entry.info.CRC:
-        return name, None, f"its bytes in {label} do not match their CRC; download the archive again"
-    return name, data, ""
+            return Member(name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not "
+                                      "read")
+    except INFLATE_ERRORS as err:
+        return Member(name, None, f"cannot be decompressed from {label} ({err}); download the archive again")
+    return Member(name, data, crc=entry.info.CRC)
+
+
+def zip_text(blob: bytes, base: int, entry: ZipEntry, label: str) -> str:
+    """The text file ``entry`` out of ``blob`` (as :func:`zip_member`), its CRC checked; ``LayoutError`` if damaged."""
+    member = zip_member(blob, base, entry, label)
+    if member.data is not None and crc32(member.data) != member.crc:
+        member = member._replace(data=None, reason=CRC_MISMATCH)
+    if member.data is None:
+        raise LayoutError(f"{label}: {entry.name} {member.reason}")
+    return member.data.decode("utf-8", "replace")

@@ -158,7 +158,8 @@ class ArchivesSource(Source):
 
         def open_part() -> Members:
             label = f"{name} in {self.files.url(self.train_path)}"
-            return lambda: sorted(tar_members(self.files.read(self.train_path, read_at, read_at + size), label))
+            return lambda: sorted(tar_members(self.files.read(self.train_path, read_at, read_at + size), label),
+                                  key=lambda m: m.name)
 
         return Part(wnid, "train", identity_of([], "ilsvrc2012-train", name, size, mtime), size, open_part)
 
@@ -209,7 +210,8 @@ class ArchivesSource(Source):
         def members() -> list[Member]:
             ordered = sorted(entries, key=lambda e: e.offset)
             blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
-            return sorted((os.path.basename(e.name), blob, "") for e, blob in zip(ordered, blobs, strict=True))
+            return sorted((Member(os.path.basename(e.name), blob) for e, blob in zip(ordered, blobs, strict=True)),
+                          key=lambda m: m.name)
 
         identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
         return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))

@@ -4,7 +4,7 @@ The zip holds Kaggle's tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/}``, ``LO
 ``LOC_val_solution.csv``; the test images and the annotations are not read). Its central directory, at the end
 of the file, says where every member lies; a category's members lie together, so each category is read as one
 byte range (or a few) by the thread that packs it, and a category already on the board is not read at all.
-Members are decompressed and their CRC checked.
+Members are inflated here; their CRC is checked as the upload stores them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 
 from ..errors import LayoutError
-from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member
+from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
@@ -93,11 +93,7 @@ class KaggleZipSource(Source):
         self.total_bytes = sum(e.end - e.start for group in (*self.train.values(), *self.val.values()) for e in group)
 
     def _text(self, entry: ZipEntry) -> str:
-        _, data, reason = zip_member(self.files.read(self.path, entry.start, entry.end), entry.start, entry,
-                                     self.label)
-        if data is None:
-            raise LayoutError(f"{self.label}: {entry.name} {reason}")
-        return data.decode("utf-8", "replace")
+        return zip_text(self.files.read(self.path, entry.start, entry.end), entry.start, entry, self.label)
 
     def _members(self, entries: list[ZipEntry]) -> list[Member]:
         runs = _runs(sorted(entries, key=lambda e: e.start))
@@ -108,8 +104,8 @@ class KaggleZipSource(Source):
                 if is_image_name(entry.name):
                     members.append(zip_member(blob, run[0].start, entry, self.label))
                 else:
-                    members.append((os.path.basename(entry.name), None, not_an_image(self.label)))
-        return sorted(members, key=lambda m: m[0])
+                    members.append(Member(os.path.basename(entry.name), None, not_an_image(self.label)))
+        return sorted(members, key=lambda m: m.name)
 
     def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
         identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,

@@ -29,9 +29,10 @@ from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board
 from ..storage.publish import pin_state, publish_file, quiet_pins
-from ..storage.transfer import retry, sha256_file, stored_zip
+from ..storage.transfer import retry
+from ..storage.zipformat import crc32, stored_zip
 from .images import check_image
-from .parts import Members, Part, Source
+from .parts import CRC_MISMATCH, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,18 @@ def fingerprint(part: Part, options: Options) -> str:
     return digest.hexdigest()
 
 
-def _zip_images(part: Part, members: Members, dest: str, options: Options) -> tuple[int, list[dict[str, str]]]:
-    """Write the good images of ``members`` to the zip ``dest``; return (good count, bad images)."""
+@dataclass(frozen=True)
+class Packed:
+    """A part's zip as written: its good images, the bad ones, its size and sha256."""
+
+    images: int
+    bad: list[dict[str, str]]
+    size: int
+    sha256: str
+
+
+def _zip_images(part: Part, members: Members, dest: str, options: Options) -> Packed:
+    """Write the good images of ``members`` to the zip ``dest``."""
     bad: list[dict[str, str]] = []
     good = 0
     names: set[str] = set()
@@ -80,8 +91,8 @@ def _zip_images(part: Part, members: Members, dest: str, options: Options) -> tu
     def reject(name: str, reason: str) -> None:
         bad.append({"category": part.wnid, "split": part.split, "file": name, "reason": reason})
 
-    with stored_zip(dest) as add:
-        for name, data, reason in members():
+    with stored_zip(dest) as zip_file:
+        for name, data, reason, recorded in members():
             if name in names:
                 reject(name, "duplicate file name in the category")
                 continue
@@ -89,13 +100,18 @@ def _zip_images(part: Part, members: Members, dest: str, options: Options) -> tu
             if data is None:
                 reject(name, reason)
                 continue
+            # the CRC the stored member needs is the one to check against the archive's (computed once)
+            crc = crc32(data) if recorded is not None else None
+            if crc is not None and crc != recorded:
+                reject(name, CRC_MISMATCH)
+                continue
             stored, reason = check_image(data, resize=options.resize, quality=options.quality)
             if stored is None:
                 reject(name, reason)
                 continue
-            add(name, stored)
+            zip_file.add(name, stored, crc if stored is data else None)
             good += 1
-    return good, bad
+    return Packed(good, bad, zip_file.size, zip_file.sha256)
 
 
 class _LazyBar:
@@ -135,10 +151,10 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
     """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
-        images, bad = _zip_images(part, members, zip_path, options)
+        packed = _zip_images(part, members, zip_path, options)
+        images, bad, size, sha = packed.images, packed.bad, packed.size, packed.sha256
         if part.split == "train" and images < options.min_images:
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
-        size, sha = os.path.getsize(zip_path), sha256_file(zip_path)
         if state is not None and state.get("sha256") == sha:
             return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
         metadata = {"alexnet": layout.FORMAT_VERSION, "category": part.wnid, "split": part.split, "images": images,

@@ -177,6 +177,6 @@ def _read_spool(path: str) -> list[Member]:
                 size_name, size_data = _RECORD.unpack(header)
                 name = f.read(size_name).decode()
                 data = f.read(size_data)
-                members.append((name, data, ""))
+                members.append(Member(name, data))
         os.remove(path)
-    return sorted(members, key=lambda m: m[0])
+    return sorted(members, key=lambda m: m.name)

@@ -8,7 +8,7 @@ bytes of a finished category without decoding them, and a seekable one does not 
 ``Part.open()`` is called by the upload's reading thread, in order: a streamed source reads the part's bytes
 there (the archive is read once, front to back); a seekable source or a folder returns at once, and the bytes
 are read by the packing thread that calls the result. Either way the result yields the part's members in
-name order: ``(name, data, "")`` for a file, or ``(name, None, reason)`` for one that cannot be used.
+name order: ``Member(name, data)`` for a file, or ``Member(name, None, reason)`` for one that cannot be used.
 """
 
 from __future__ import annotations
@@ -16,14 +16,27 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .imagenet import IMAGE_EXTENSIONS
 
 #: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by
 #: :func:`~alexnet.data.synthetic.imagenet_synthetic`.
 LAYOUT_NAMES = ("kaggle", "archives", "kaggle_zip", "parquet", "folders")
-#: A member of a part: its file name, its bytes (None when it cannot be used) and why not.
-Member = tuple[str, "bytes | None", str]
+
+
+class Member(NamedTuple):
+    """A member of a part: its file name, its bytes (None when it cannot be used) and why not.
+
+    ``crc`` is the CRC-32 the archive records for ``data`` when the source has not checked it yet (a zip
+    member): the upload computes the CRC of every image it stores anyway, and compares it with this one.
+    """
+
+    name: str
+    data: bytes | None
+    reason: str = ""
+    crc: int | None = None
+
 #: What ``Part.open()`` returns: a call that yields the members, in name order.
 Members = Callable[[], Iterable[Member]]
 
@@ -67,6 +80,10 @@ def is_image_name(name: str) -> bool:
     return not base.startswith(".") and os.path.splitext(base)[1].lower() in IMAGE_EXTENSIONS
 
 
+#: The reason given for an image whose bytes do not match the CRC-32 its archive records.
+CRC_MISMATCH = "its bytes do not match the CRC-32 its archive records: the archive is damaged; download it again"
+
+
 def not_an_image(where: str) -> str:
     """The reason given for a file of an archive that is not an image."""
     return (f"not an image file (in {where}: only .JPEG, .jpg, .jpeg and .png files are read); remove it from the "
@@ -75,7 +92,7 @@ def not_an_image(where: str) -> str:
 
 def in_memory(members: list[Member]) -> Members:
     """:data:`Members` over members already read, sorted by name."""
-    members.sort(key=lambda m: m[0])
+    members.sort(key=lambda m: m.name)
     return lambda: iter(members)
 
 

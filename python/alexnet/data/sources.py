@@ -50,9 +50,9 @@ def _read_files(files: tuple[str, ...]) -> Iterator[Member]:
             with open(path, "rb") as f:
                 data = f.read()
         except OSError as err:
-            yield os.path.basename(path), None, f"cannot be read ({err})"
+            yield Member(os.path.basename(path), None, f"cannot be read ({err})")
             continue
-        yield os.path.basename(path), data, ""
+        yield Member(os.path.basename(path), data)
 
 
 class FolderSource(Source):

@@ -23,11 +23,11 @@ import logging
 import os
 import shutil
 import time
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AlexnetError
+from .zipformat import crc32
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def crc32_file(path: str) -> int:
     crc = 0
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
-            crc = zlib.crc32(block, crc)
+            crc = crc32(block, crc)
     return crc
 
 

@@ -1,4 +1,5 @@
-"""Moving bytes safely: one retry policy, atomic downloads, sha256, reproducible zips and safe extraction."""
+"""Moving bytes safely: one retry policy, atomic downloads, sha256 and safe extraction (zips are written by
+:mod:`alexnet.storage.zipformat`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import shutil
 import time
 import uuid
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import AlexnetError, BoardError, IntegrityError
@@ -22,8 +23,6 @@ T = TypeVar("T")
 
 #: Errors that another attempt cannot fix: they are raised at once.
 PERMANENT_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, AlexnetError)
-#: Zip members are dated 1980-01-01 00:00, so that the same files always give the same bytes.
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 #: Downloads of a zip whose sha256 does not match before :class:`IntegrityError` is raised.
 INTEGRITY_ATTEMPTS = 2
 
@@ -127,21 +126,6 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
         f"{what}: {remote} has SHA-256 {actual}, but {pin} says {sha256}, twice in a row: it was tampered with or "
         f"damaged (or replaced), so it is not used; {remedy}"
     )
-
-
-@contextlib.contextmanager
-def stored_zip(dest: str | os.PathLike) -> Iterator[Callable[[str, bytes], None]]:
-    """Write the zip ``dest``: yields ``add(name, data)``; members are stored (not deflated) and dated :data:`ZIP_DATE`,
-    so that the same members in the same order always give the same bytes."""
-    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-
-        def add(name: str, data: bytes) -> None:
-            info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
-            info.compress_type = zipfile.ZIP_STORED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
-
-        yield add
 
 
 def safe_member(name: str) -> str | None:
