@@ -4,8 +4,12 @@ while it runs (the peak of its scratch folder, sampled every 25 ms) and its peak
 child process with a temporary folder of its own, the layouts taking turns in a rotating order, several rounds;
 medians are printed with the range.
 
+With ``--cold`` the source's files are dropped from the page cache before each upload (``posix_fadvise``
+``DONTNEED`` on each of them, nothing else), so that every upload reads its source from the disk, as an upload of
+a real ImageNet (150 GB, more than the memory of most machines) does; without it the source is read from memory.
+
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2]
+        [--workers 8,2] [--cold]
 """
 
 from __future__ import annotations
@@ -46,10 +50,25 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def upload(source: str, work: Path, workers: int) -> dict:
+def evict(source: str) -> None:
+    """Drop the files under ``source`` from the page cache (written back first, so that the pages are clean)."""
+    os.sync()
+    paths = [source] if os.path.isfile(source) else [os.path.join(root, name) for root, _, names in os.walk(source)
+                                                      for name in names]
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def upload(source: str, work: Path, workers: int, cold: bool = False) -> dict:
     scratch, board = work / "tmp", work / "board"
     shutil.rmtree(work, ignore_errors=True)
     scratch.mkdir(parents=True)
+    if cold:
+        evict(source)
     env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
     peak, done = [0], threading.Event()
 
@@ -79,17 +98,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--layouts", default="kaggle,archives,kaggle_zip,parquet")
     parser.add_argument("--workers", default="8", help="workers of the upload, one table for each (e.g. 8,2)")
+    parser.add_argument("--cold", action="store_true", help="read every source from the disk, not the page cache")
+    parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
     args = parser.parse_args()
     import alexnet
 
     layouts = args.layouts.split(",")
-    root = Path(tempfile.mkdtemp(prefix="alexnet-measure-"))
+    root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="alexnet-measure-"))
     try:
         sources = {}
+        shape = {"classes": args.classes, "images": args.images, "val": args.val}
         for layout in layouts:
+            kept = root / f"{layout}.json"
+            if kept.is_file() and json.loads(kept.read_text())["shape"] == shape:
+                info = json.loads(kept.read_text())
+                sources[layout] = info["path"]
+                continue
+            shutil.rmtree(root / layout, ignore_errors=True)
             info = alexnet.imagenet_synthetic(root / layout, classes=args.classes, images_per_class=args.images,
                                               val_per_class=args.val, seed=7, layout=layout)
             sources[layout] = info["path"]
+            kept.write_text(json.dumps({"shape": shape, "path": str(info["path"]), "bytes": info["bytes"]}))
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
               f"{info['bytes'] / 1e6:.0f} MB of JPEG; {os.cpu_count()} CPUs")
         for workers in [int(w) for w in args.workers.split(",")]:
@@ -97,8 +126,9 @@ def main() -> None:
             for round_ in range(args.repeats):
                 order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
                 for layout in order:
-                    runs[layout].append(upload(sources[layout], root / "work", workers))
-            print(f"workers = {workers}, {args.repeats} rounds")
+                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold))
+            print(f"workers = {workers}, {args.repeats} rounds, source read from "
+                  f"{'the disk (--cold)' if args.cold else 'the page cache'}")
             print(f"{'layout':<12} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
                   f"{'largest zip MB':<15} {'peak RSS MB':<12}")
             for layout, results in runs.items():
@@ -110,7 +140,10 @@ def main() -> None:
                       f"{'':<12} {cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
                       f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}", flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.root:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            shutil.rmtree(root / "work", ignore_errors=True)
 
 
 if __name__ == "__main__":
