@@ -4,7 +4,8 @@ checked images, resumable.
 The source's layout is recognised by :func:`alexnet.data.sources.open_source` and read in place, without an
 extracted copy; :mod:`alexnet.data.packing` packs and publishes its parts. What ends up on the board is described
 in :mod:`alexnet.storage.layout`. Every image is decoded on the way (:func:`alexnet.data.images.check_image`):
-empty, truncated and undecodable files are left out and listed.
+empty, truncated and undecodable files, and images of an archive whose bytes do not match the CRC-32 it records, are
+left out and listed.
 
 Resuming: a category whose pin on the board has the same source fingerprint (file names and sizes, or the
 archive's record of them, and the options) is skipped without reading its images; otherwise its zip is rebuilt
