@@ -58,11 +58,13 @@ test_that("the original r-tensorflow/alexnet's stand-alone multi-worker snippet 
     "saveRDS(list(refused = refused, accuracy = history$metrics$accuracy, params = history$params,",
     "             weights = history$weights_sha256), args[4])"
   ), script)
-  # each machine fetches into a cache of its own (the default cache folder is under XDG_CACHE_HOME)
+  # each machine fetches into a cache of its own (the default cache folder is under XDG_CACHE_HOME); the
+  # sessions inherit this one's environment ("current": its library paths and configuration) and its Python
   rscript <- file.path(R.home("bin"), "Rscript")
   sessions <- lapply(0:1, function(partition) {
     out <- file.path(dir, paste0("result-", partition, ".rds"))
-    env <- c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0", TF_CPP_MIN_LOG_LEVEL = "2",
+    env <- c("current", callr::rcmd_safe_env(), ALEXNET_PYTHON = alexnet_python(), ALEXNET_PROGRESS = "0",
+             TF_CPP_MIN_LOG_LEVEL = "2",
              XDG_CACHE_HOME = file.path(dir, paste0("cache", partition)))
     process <- processx::process$new(
       rscript, c(script, board, paste(addresses, collapse = ","), partition, out),
