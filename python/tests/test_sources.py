@@ -292,6 +292,34 @@ def test_validation_tar_without_devkit(made, tmp_path):
         imagenet_upload(src, tmp_path / "board")
 
 
+@pytest.mark.parametrize("budget", [None, 1])
+def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch, budget):
+    """Rows shuffled across the shards, so that every category is unfinished until the last row groups: held in
+    memory (the default budget) or moved to spool files (a budget of 1 byte), the board is the tree's."""
+    from alexnet.data import parquet
+
+    if budget is not None:
+        monkeypatch.setattr(parquet, "MEMORY_BUDGET", budget)
+    spooled: list[str] = []
+    read_spool = parquet._read_spool
+    monkeypatch.setattr(parquet, "_read_spool", lambda path: spooled.append(path) or read_spool(path))
+    src = copy_layout(made, "parquet", tmp_path)
+    shards = sorted((src / "data").glob("train-*.parquet"))
+    rows = pa.concat_tables([pq.read_table(shard) for shard in shards])
+    order = list(range(rows.num_rows))
+    import random
+
+    random.Random(5).shuffle(order)
+    rows = rows.take(pa.array(order))
+    per_shard = -(-rows.num_rows // len(shards))
+    for k, shard in enumerate(shards):
+        pq.write_table(rows.slice(k * per_shard, per_shard), shard, row_group_size=5)
+    imagenet_upload(src, tmp_path / "board", workers=2)
+    assert table(tmp_path / "board") == made["table"]
+    # every category spooled with a budget of 1 byte (training and validation), none with the default
+    assert len(spooled) == (2 * CLASSES if budget == 1 else 0)
+
+
 def test_parquet_label_outside_the_1000_classes(made, tmp_path):
     src = copy_layout(made, "parquet", tmp_path)
     shard = sorted((src / "data").glob("train-*.parquet"))[-1]

@@ -7,11 +7,12 @@ package's list of the ILSVRC2012 classes gives each label its id and name.
 
 The ``label`` column is read first, for every row group of every shard: a label outside 0..999 stops the upload
 before anything is written, and it tells which row groups hold which categories. Then the row groups that hold a
-category not yet on the board are read once, in order; each image goes to its category's spool file in the
-upload's scratch folder, and a category is packed as soon as the last row group that holds it has been read. When
-the shards hold the categories one after another, as a conversion from the training tar does, only a few
-categories are spooled at a time; when they are shuffled, every unfinished category waits in the scratch folder
-until the last shard (the docs say so).
+category not yet on the board are read once, in order; each image is held in memory with its category's others,
+and a category is packed as soon as the last row group that holds it has been read. When the shards hold the
+categories one after another, as a conversion from the training tar does, only a few categories are unfinished at
+a time and they stay in memory; when they are shuffled, the unfinished categories outgrow :data:`MEMORY_BUDGET`
+and the largest are moved to spool files in the upload's scratch folder, where they wait until the last shard that
+holds them (the docs say so).
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ from typing import Any
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import NUM_CLASSES, class_ids, class_names
-from .parts import Member, Part, Source, Wanted, identity_of
+from .parts import Member, Members, Part, Source, Wanted, identity_of
 
 log = logging.getLogger(__name__)
 
 SPLITS = {"train": "train", "val": "validation"}
 _SHARD = re.compile(r"^(train|validation|test)-.*\.parquet$")
 _RECORD = struct.Struct("<II")
+#: Bytes of images of unfinished categories held in memory before the largest categories go to spool files.
+MEMORY_BUDGET = 256 << 20
 
 
 def shard_folder(files: Files, folder: str) -> str | None:
@@ -119,7 +122,7 @@ class ParquetSource(Source):
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
         data = self.splits[split]
-        spools: dict[int, str] = {}
+        held = _Held(workdir, split)
         todo: dict[int, Part] = {}
         for label in self._present(split):
             wnid = self.ids[label]
@@ -127,10 +130,9 @@ class ParquetSource(Source):
                 continue
             entries = data.where[label]
             identity, rows = identity_of(entries, "hf-parquet", split, label), sum(c for _, c in entries)
-            spool = os.path.join(workdir, f"spool-{split}-{wnid}")
-            part = Part(wnid, split, identity, 0, (lambda spool=spool: (lambda: _read_spool(spool))), count=rows)
+            part = Part(wnid, split, identity, 0, (lambda label=label: held.take(label)), count=rows)
             if wanted(part):
-                todo[label], spools[label] = part, spool
+                todo[label] = part
         last: dict[int, tuple[int, int]] = {}
         for s, groups in enumerate(data.labels):
             for g, labels in enumerate(groups):
@@ -142,30 +144,62 @@ class ParquetSource(Source):
             with self._open(shard) as pf:
                 for g, labels in enumerate(groups):
                     if set(labels) & set(todo):
-                        self._spool_group(pf, shard, g, todo, spools)
+                        self._read_group(pf, shard, g, todo, held)
                         for label in sorted(k for k, at in last.items() if at == (s, g)):
                             yield todo[label]
 
-    def _spool_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], spools: dict[int, str]) -> None:
+    def _read_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], held: _Held) -> None:
         table = pf.read_row_group(group, columns=["image", "label"])
         images = table.column("image").to_pylist()
         stem = os.path.basename(shard).split(".")[0]
-        handles: dict[int, Any] = {}
-        try:
-            for row, (image, label) in enumerate(zip(images, table.column("label").to_pylist(), strict=True)):
-                if label not in todo:
-                    continue
-                data, path = (image.get("bytes"), image.get("path")) if isinstance(image, dict) else (image, None)
-                name = os.path.basename(path) if path else f"{self.ids[label]}_{stem}_{group}_{row}.JPEG"
-                blob = bytes(data or b"")
-                if label not in handles:
-                    handles[label] = open(spools[label], "ab")  # noqa: SIM115 - closed below
-                encoded = name.encode()
-                handles[label].write(_RECORD.pack(len(encoded), len(blob)) + encoded + blob)
-                todo[label].source_bytes += len(blob)
-        finally:
-            for handle in handles.values():
-                handle.close()
+        for row, (image, label) in enumerate(zip(images, table.column("label").to_pylist(), strict=True)):
+            if label not in todo:
+                continue
+            data, path = (image.get("bytes"), image.get("path")) if isinstance(image, dict) else (image, None)
+            name = os.path.basename(path) if path else f"{self.ids[label]}_{stem}_{group}_{row}.JPEG"
+            blob = bytes(data or b"")
+            held.add(label, Member(name, blob))
+            todo[label].source_bytes += len(blob)
+        held.spill()
+
+
+class _Held:
+    """The images of unfinished categories: in memory up to :data:`MEMORY_BUDGET`, the largest categories beyond it
+    appended to spool files in ``workdir``. Used by the reading thread only (``take`` is a part's ``open``)."""
+
+    def __init__(self, workdir: str, split: str):
+        self.workdir, self.split = workdir, split
+        self.members: dict[int, list[Member]] = {}
+        self.sizes: dict[int, int] = {}
+        self.bytes = 0
+        self.spools: dict[int, str] = {}
+
+    def add(self, label: int, member: Member) -> None:
+        self.members.setdefault(label, []).append(member)
+        size = len(member.data or b"")
+        self.sizes[label] = self.sizes.get(label, 0) + size
+        self.bytes += size
+
+    def spill(self) -> None:
+        """Move the largest categories to their spool files until half the budget is left in memory."""
+        if self.bytes <= MEMORY_BUDGET:
+            return
+        for label in sorted(self.sizes, key=self.sizes.__getitem__, reverse=True):
+            if self.bytes <= MEMORY_BUDGET // 2:
+                break
+            path = self.spools.setdefault(label, os.path.join(self.workdir, f"spool-{self.split}-{label}"))
+            with open(path, "ab") as f:
+                for name, data, _, _ in self.members.pop(label, []):
+                    encoded = name.encode()
+                    f.write(_RECORD.pack(len(encoded), len(data or b"")) + encoded + (data or b""))
+            self.bytes -= self.sizes.pop(label)
+
+    def take(self, label: int) -> Members:
+        """The members of a finished category: those in memory now, those spooled when the packer reads them."""
+        members = self.members.pop(label, [])
+        self.bytes -= self.sizes.pop(label, 0)
+        spool = self.spools.pop(label, None)
+        return lambda: sorted(members + (_read_spool(spool) if spool else []), key=lambda m: m.name)
 
 
 def _read_spool(path: str) -> list[Member]:
