@@ -217,8 +217,8 @@ def zip_member(blob: bytes, base: int, entry: ZipEntry, label: str) -> Member:
 def zip_text(blob: bytes, base: int, entry: ZipEntry, label: str) -> str:
     """The text file ``entry`` out of ``blob`` (as :func:`zip_member`), its CRC checked; ``LayoutError`` if damaged."""
     member = zip_member(blob, base, entry, label)
-    if member.data is not None and crc32(member.data) != member.crc:
-        member = member._replace(data=None, reason=CRC_MISMATCH)
     if member.data is None:
         raise LayoutError(f"{label}: {entry.name} {member.reason}")
+    if crc32(member.data) != member.crc:
+        raise LayoutError(f"{label}: {entry.name} {CRC_MISMATCH}")
     return member.data.decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..errors import LayoutError
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, tar_index, tar_members
 from .classes import check_classes, class_names
-from .parts import Member, Members, Part, Source, Wanted, identity_of, in_memory, wanted_parts
+from .parts import Member, Members, Part, Source, Wanted, by_name, identity_of, in_memory, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +158,7 @@ class ArchivesSource(Source):
 
         def open_part() -> Members:
             label = f"{name} in {self.files.url(self.train_path)}"
-            return lambda: sorted(tar_members(self.files.read(self.train_path, read_at, read_at + size), label),
-                                  key=lambda m: m.name)
+            return lambda: by_name(tar_members(self.files.read(self.train_path, read_at, read_at + size), label))
 
         return Part(wnid, "train", identity_of([], "ilsvrc2012-train", name, size, mtime), size, open_part)
 
@@ -210,8 +209,7 @@ class ArchivesSource(Source):
         def members() -> list[Member]:
             ordered = sorted(entries, key=lambda e: e.offset)
             blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
-            return sorted((Member(os.path.basename(e.name), blob) for e, blob in zip(ordered, blobs, strict=True)),
-                          key=lambda m: m.name)
+            return by_name(Member(os.path.basename(e.name), blob) for e, blob in zip(ordered, blobs, strict=True))
 
         identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
         return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))

@@ -18,7 +18,7 @@ from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
+from .parts import Member, Part, Source, Wanted, by_name, identity_of, is_image_name, not_an_image, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class KaggleZipSource(Source):
                     members.append(zip_member(blob, run[0].start, entry, self.label))
                 else:
                     members.append(Member(os.path.basename(entry.name), None, not_an_image(self.label)))
-        return sorted(members, key=lambda m: m.name)
+        return by_name(members)
 
     def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
         identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,

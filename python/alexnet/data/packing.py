@@ -21,7 +21,7 @@ import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import BoardError, LayoutError
 from ..progress import progress_bar
@@ -72,8 +72,7 @@ def fingerprint(part: Part, options: Options) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class Packed:
+class Packed(NamedTuple):
     """A part's zip as written: its good images, the bad ones, its size and sha256."""
 
     images: int
@@ -151,8 +150,7 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
     """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
-        packed = _zip_images(part, members, zip_path, options)
-        images, bad, size, sha = packed.images, packed.bad, packed.size, packed.sha256
+        images, bad, size, sha = _zip_images(part, members, zip_path, options)
         if part.split == "train" and images < options.min_images:
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import NUM_CLASSES, class_ids, class_names
-from .parts import Member, Members, Part, Source, Wanted, identity_of
+from .parts import Member, Members, Part, Source, Wanted, by_name, identity_of
 
 log = logging.getLogger(__name__)
 
@@ -199,11 +199,11 @@ class _Held:
         members = self.members.pop(label, [])
         self.bytes -= self.sizes.pop(label, 0)
         spool = self.spools.pop(label, None)
-        return lambda: sorted(members + (_read_spool(spool) if spool else []), key=lambda m: m.name)
+        return lambda: by_name(members + (_read_spool(spool) if spool else []))
 
 
 def _read_spool(path: str) -> list[Member]:
-    """The members a spool file holds, sorted by name; the file is removed."""
+    """The members a spool file holds, in the order they were written; the file is removed."""
     members: list[Member] = []
     if os.path.exists(path):
         with open(path, "rb") as f:
@@ -213,4 +213,4 @@ def _read_spool(path: str) -> list[Member]:
                 data = f.read(size_data)
                 members.append(Member(name, data))
         os.remove(path)
-    return sorted(members, key=lambda m: m.name)
+    return members

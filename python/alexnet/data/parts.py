@@ -90,10 +90,15 @@ def not_an_image(where: str) -> str:
             "archive if it belongs elsewhere")
 
 
+def by_name(members: Iterable[Member]) -> list[Member]:
+    """``members`` in name order, the order a part yields them in (members of the same name keep theirs)."""
+    return sorted(members, key=lambda m: m.name)
+
+
 def in_memory(members: list[Member]) -> Members:
     """:data:`Members` over members already read, sorted by name."""
-    members.sort(key=lambda m: m.name)
-    return lambda: iter(members)
+    ordered = by_name(members)
+    return lambda: iter(ordered)
 
 
 def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
