@@ -136,6 +136,70 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
         assert all(total - own < 1024 for total, own in seen), seen
 
 
+# -- a category read in place: mapped, and one image at a time ---------------------------------------------------
+
+
+def first_part(path, split: str = "train"):
+    from alexnet.data.sources import open_source
+
+    return next(open_source(path).parts(split, lambda part: True))
+
+
+def test_zip_members_are_inflated_one_at_a_time(made, monkeypatch):
+    inflated: list[int] = []
+    original = archive_io.inflate_raw
+
+    def count(data, size):
+        inflated.append(size)
+        return original(data, size)
+
+    monkeypatch.setattr(archive_io, "inflate_raw", count)
+    for split in ("train", "val"):
+        part = first_part(made["paths"]["kaggle_zip"], split)
+        members = iter(part.open()())
+        inflated.clear()
+        first = next(members)
+        assert len(inflated) <= 1, "only the first member is inflated before it is packed"
+        rest = list(members)
+        names = [m.name for m in (first, *rest)]
+        assert names == sorted(names) and len(names) == part.count
+        assert len(inflated) >= 2
+
+
+def test_tar_members_are_copied_out_when_reached(made):
+    with tarfile.open(Path(made["paths"]["archives"]) / TRAIN_TAR) as outer:
+        inner = next(m for m in outer if m.name.endswith(".tar"))
+        blob = bytearray(outer.extractfile(inner).read())
+    with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
+        images = sorted((m for m in tar if m.isfile() and m.size > 0), key=lambda m: os.path.basename(m.name))
+    members = archive_io.tar_members(blob, "a category's tar")  # headers read here, no image yet
+    last = images[-1]
+    blob[last.offset_data:last.offset_data + 4] = b"LAZY"
+    by_name = {m.name: m for m in members}
+    assert by_name[os.path.basename(last.name)].data[:4] == b"LAZY"
+    assert list(by_name) == sorted(by_name)
+    with pytest.raises(LayoutError, match="not a readable tar"):
+        archive_io.tar_members(bytes(blob[:last.offset_data + 10]), "a category's tar")
+
+
+@pytest.mark.parametrize("mapped", [True, False], ids=["mapped", "read"])
+def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped):
+    data = os.urandom(300_000)
+    path = tmp_path / "archive"
+    path.write_bytes(data)
+    if not mapped:
+        def refuse(*args, **kwargs):
+            raise OSError("this file system cannot map files")
+
+        monkeypatch.setattr(archive_io.mmap, "mmap", refuse)
+    files = archive_io.Files.at(tmp_path)
+    ranges = [(70_001, 140_000), (0, 10), (5, 5), (299_990, 300_000), (299_995, 310_000), (4_097, 200_000)]
+    got = files.read_ranges(str(path), ranges)
+    assert [bytes(b) for b in got] == [data[s:e] for s, e in ranges]
+    assert all(isinstance(b, memoryview) == mapped for b in got)
+    assert bytes(files.view(str(path), 12_345, 67_890)) == data[12_345:67_890]
+
+
 # -- from buckets --------------------------------------------------------------------------------------------
 
 
@@ -175,13 +239,13 @@ def test_killed_upload_from_the_training_tar_skips_what_is_done(kind, made, clou
 
     # the second run reads no byte of a finished category's tar
     ranges: list[tuple[str, int, int]] = []
-    original = archive_io.Files.read
+    original = archive_io.Files.view
 
-    def read(self, path, start, end):
+    def view(self, path, start, end):
         ranges.append((os.path.basename(path), start, end))
         return original(self, path, start, end)
 
-    monkeypatch.setattr(archive_io.Files, "read", read)
+    monkeypatch.setattr(archive_io.Files, "view", view)
     report = imagenet_upload(source, board, workers=2)
     assert sorted(report["skipped"]) == done, "the finished categories are skipped, and only they"
     assert sorted(report["uploaded"]) == sorted(set(r["id"] for r in made["table"]) - set(done))

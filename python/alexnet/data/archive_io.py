@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import io
 import logging
+import mmap
 import os
 import struct
 import tarfile
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..errors import LayoutError
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
@@ -31,6 +32,9 @@ SMALL_MEMBERS_BLOCK = 8 << 20
 LARGE_MEMBERS_BLOCK = 64 << 10
 _TAR_BLOCK = 512
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
+
+#: Bytes of a source: read (``bytes``) or a view of a local file mapped in memory.
+Buffer: TypeAlias = bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -83,12 +87,16 @@ class Files:
         """Bytes ``start`` to ``end`` of ``path`` (one request from a bucket)."""
         return bytes(self.fs.cat_file(path, start=start, end=end))
 
-    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """Several byte ranges of ``path`` (requested together from a bucket)."""
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[Buffer]:
+        """Several byte ranges of ``path``: from a bucket, requested together; from a local file, views of the file
+        mapped in memory (see :func:`mapped_ranges`), or its bytes read where it cannot be mapped."""
         if not ranges:
             return []
         if self.local:
-            out = []
+            views = mapped_ranges(path, ranges)
+            if views is not None:
+                return list(views)
+            out: list[Buffer] = []
             with open(path, "rb") as f:
                 for start, end in ranges:
                     f.seek(start)
@@ -96,6 +104,63 @@ class Files:
             return out
         n = len(ranges)
         return [bytes(b) for b in self.fs.cat_ranges([path] * n, [s for s, _ in ranges], [e for _, e in ranges])]
+
+    def view(self, path: str, start: int, end: int) -> Buffer:
+        """Bytes ``start`` to ``end`` of ``path``, as :meth:`read_ranges` gives them."""
+        return self.read_ranges(path, [(start, end)])[0]
+
+
+def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+    """Views of byte ranges of the local file ``path``, mapped in memory; None when it cannot be mapped.
+
+    A category's bytes are then used where the kernel holds them (no copy into a buffer of their own, no fresh
+    memory to fault in), the kernel is asked to read the ranges ahead at once (so that packing starts on the first
+    images while the others come from the disk), and each image is copied out only when it is packed. A range
+    past the end of the file gives a shorter view, as a read would. The file must not shrink while a view is used.
+    """
+    low = min(start for start, _ in ranges)
+    base = low - low % mmap.ALLOCATIONGRANULARITY
+    try:
+        with open(path, "rb") as f:
+            high = min(max(end for _, end in ranges), os.fstat(f.fileno()).st_size)
+            if high <= base:
+                return None
+            mapped = mmap.mmap(f.fileno(), high - base, access=mmap.ACCESS_READ, offset=base)
+    except (OSError, ValueError):
+        return None
+    for start, end in ranges:
+        at = start - base - (start - base) % mmap.PAGESIZE
+        if at < high - base and end > start:
+            mapped.madvise(mmap.MADV_WILLNEED, at, min(end, high) - base - at)
+    whole = memoryview(mapped)
+    return [whole[start - base:max(start, end) - base] for start, end in ranges]
+
+
+class _ViewFile(io.RawIOBase):
+    """A read-only, seekable file over a buffer, so that tarfile reads headers out of a mapped file without a copy."""
+
+    def __init__(self, data: Buffer):
+        super().__init__()
+        self.data, self.pos = memoryview(data), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self.data[self.pos:self.pos + len(buffer)]
+        buffer[:len(chunk)] = chunk
+        self.pos += len(chunk)
+        return len(chunk)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = max(0, offset + (0, self.pos, len(self.data))[whence])
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
 
 
 @dataclass(frozen=True)
@@ -132,28 +197,33 @@ def tar_index(f: Any, label: str, total: int) -> list[TarEntry]:
     return entries
 
 
-def tar_members(blob: bytes, label: str) -> Iterator[Member]:
-    """The files of the tar held in ``blob`` (a category's tar), images as members, others with a reason."""
+def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
+    """The files of the tar held in ``blob`` (a category's tar), in name order: images as members, others with a reason.
+
+    The headers are all read here (``LayoutError`` for a damaged tar, before any member is given); each image's bytes
+    are copied out of ``blob`` only when the iterator reaches it.
+    """
+    found: list[tuple[str, int, int, Member | None]] = []
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+        with tarfile.open(fileobj=_ViewFile(blob), mode="r:") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
                 name = os.path.basename(member.name)
                 if not is_image_name(name):
-                    yield Member(name, None, not_an_image(label))
-                    continue
-                if member.issparse():
+                    found.append((name, 0, 0, Member(name, None, not_an_image(label))))
+                elif member.issparse():
                     handle = tar.extractfile(member)
-                    yield Member(name, handle.read() if handle is not None else b"")
-                    continue
-                data = blob[member.offset_data:member.offset_data + member.size]
-                if len(data) != member.size:
+                    found.append((name, 0, 0, Member(name, handle.read() if handle is not None else b"")))
+                elif member.offset_data + member.size > len(blob):
                     raise EOFError(f"{member.name} is cut short")
-                yield Member(name, data)
+                else:
+                    found.append((name, member.offset_data, member.size, None))
     except (tarfile.TarError, EOFError) as err:
         raise LayoutError(f"{label} is not a readable tar ({err}): the archive is damaged; download it again") \
             from None
+    found.sort(key=lambda f: f[0])
+    return (ready or Member(name, bytes(blob[at:at + size])) for name, at, size, ready in found)
 
 
 @dataclass(frozen=True)
@@ -190,7 +260,7 @@ def zip_index(f: Any, label: str) -> list[ZipEntry]:
     return entries
 
 
-def zip_member(blob: bytes, base: int, entry: ZipEntry, label: str) -> Member:
+def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
     """The member ``entry`` out of ``blob``, the bytes of its zip from offset ``base``, inflated. Its ``crc`` is the
     one the zip records, not yet compared: the upload compares it as it stores the image (see :func:`zip_text`)."""
     name = os.path.basename(entry.name)

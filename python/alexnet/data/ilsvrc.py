@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..errors import LayoutError
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, tar_index, tar_members
 from .classes import check_classes, class_names
-from .parts import Member, Members, Part, Source, Wanted, by_name, identity_of, in_memory, wanted_parts
+from .parts import Member, Members, Part, Source, Wanted, identity_of, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class ArchivesSource(Source):
 
         def open_part() -> Members:
             label = f"{name} in {self.files.url(self.train_path)}"
-            return lambda: by_name(tar_members(self.files.read(self.train_path, read_at, read_at + size), label))
+            return lambda: tar_members(self.files.view(self.train_path, read_at, read_at + size), label)
 
         return Part(wnid, "train", identity_of([], "ilsvrc2012-train", name, size, mtime), size, open_part)
 
@@ -179,8 +179,8 @@ class ArchivesSource(Source):
                     if wanted(part):
                         handle = tar.extractfile(member)
                         blob = handle.read() if handle is not None else b""
-                        members = in_memory(list(tar_members(blob, f"{name} in {label}")))
-                        part.open = lambda members=members: members
+                        members = tar_members(blob, f"{name} in {label}")
+                        part.open = lambda members=members: lambda: members
                         yield part
             except (tarfile.TarError, EOFError, OSError) as err:
                 raise LayoutError(f"{label} cannot be read to its end ({err}): it is damaged or cut short; download "
@@ -206,10 +206,11 @@ class ArchivesSource(Source):
         assert self.val_path is not None
         path = self.val_path
 
-        def members() -> list[Member]:
+        def members() -> Iterator[Member]:
             ordered = sorted(entries, key=lambda e: e.offset)
             blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
-            return by_name(Member(os.path.basename(e.name), blob) for e, blob in zip(ordered, blobs, strict=True))
+            named = sorted(zip(ordered, blobs, strict=True), key=lambda held: os.path.basename(held[0].name))
+            return (Member(os.path.basename(e.name), bytes(blob)) for e, blob in named)
 
         identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
         return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))

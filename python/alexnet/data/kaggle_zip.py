@@ -18,7 +18,7 @@ from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .parts import Member, Part, Source, Wanted, by_name, identity_of, is_image_name, not_an_image, wanted_parts
+from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +95,18 @@ class KaggleZipSource(Source):
     def _text(self, entry: ZipEntry) -> str:
         return zip_text(self.files.read(self.path, entry.start, entry.end), entry.start, entry, self.label)
 
-    def _members(self, entries: list[ZipEntry]) -> list[Member]:
+    def _members(self, entries: list[ZipEntry]) -> Iterator[Member]:
+        """The members of ``entries`` in name order, each inflated only when it is reached: the category's bytes are
+        read at once (a byte range for each run of members), but its images are not all held inflated together."""
         runs = _runs(sorted(entries, key=lambda e: e.start))
         blobs = self.files.read_ranges(self.path, [(run[0].start, run[-1].end) for run in runs])
-        members: list[Member] = []
-        for run, blob in zip(runs, blobs, strict=True):
-            for entry in run:
-                if is_image_name(entry.name):
-                    members.append(zip_member(blob, run[0].start, entry, self.label))
-                else:
-                    members.append(Member(os.path.basename(entry.name), None, not_an_image(self.label)))
-        return by_name(members)
+        held = {id(entry): (blob, run[0].start) for run, blob in zip(runs, blobs, strict=True) for entry in run}
+        for entry in sorted(entries, key=lambda e: (os.path.basename(e.name), e.start)):
+            if is_image_name(entry.name):
+                blob, base = held[id(entry)]
+                yield zip_member(blob, base, entry, self.label)
+            else:
+                yield Member(os.path.basename(entry.name), None, not_an_image(self.label))
 
     def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
         identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,

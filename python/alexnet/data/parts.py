@@ -95,12 +95,6 @@ def by_name(members: Iterable[Member]) -> list[Member]:
     return sorted(members, key=lambda m: m.name)
 
 
-def in_memory(members: list[Member]) -> Members:
-    """:data:`Members` over members already read, sorted by name."""
-    ordered = by_name(members)
-    return lambda: iter(ordered)
-
-
 def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
     """An identity from ``(name, size)`` pairs (in any order) and a few more fields."""
     head = "\0".join(str(e) for e in extra)
