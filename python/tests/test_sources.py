@@ -182,8 +182,9 @@ def test_tar_members_are_copied_out_when_reached(made):
         archive_io.tar_members(bytes(blob[:last.offset_data + 10]), "a category's tar")
 
 
-@pytest.mark.parametrize("mapped", [True, False], ids=["mapped", "read"])
-def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped):
+@pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
+                         ids=["mapped", "mapped-without-madvise", "read"])
+def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
     data = os.urandom(300_000)
     path = tmp_path / "archive"
     path.write_bytes(data)
@@ -192,6 +193,8 @@ def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped):
             raise OSError("this file system cannot map files")
 
         monkeypatch.setattr(archive_io.mmap, "mmap", refuse)
+    if not advised:
+        monkeypatch.delattr(archive_io.mmap, "MADV_WILLNEED")
     files = archive_io.Files.at(tmp_path)
     ranges = [(70_001, 140_000), (0, 10), (5, 5), (299_990, 300_000), (299_995, 310_000), (4_097, 200_000)]
     got = files.read_ranges(str(path), ranges)

@@ -130,7 +130,7 @@ def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryvi
         return None
     for start, end in ranges:
         at = start - base - (start - base) % mmap.PAGESIZE
-        if at < high - base and end > start:
+        if at < high - base and end > start and hasattr(mmap, "MADV_WILLNEED"):  # not on Windows
             mapped.madvise(mmap.MADV_WILLNEED, at, min(end, high) - base - at)
     whole = memoryview(mapped)
     return [whole[start - base:max(start, end) - base] for start, end in ranges]
