@@ -95,7 +95,7 @@ class Files:
         if self.local:
             views = mapped_ranges(path, ranges)
             if views is not None:
-                return list(views)
+                return views
             out: list[Buffer] = []
             with open(path, "rb") as f:
                 for start, end in ranges:
@@ -110,7 +110,7 @@ class Files:
         return self.read_ranges(path, [(start, end)])[0]
 
 
-def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[Buffer] | None:
     """Views of byte ranges of the local file ``path``, mapped in memory; None when it cannot be mapped.
 
     A category's bytes are then used where the kernel holds them (no copy into a buffer of their own, no fresh
@@ -128,12 +128,13 @@ def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryvi
             mapped = mmap.mmap(f.fileno(), high - base, access=mmap.ACCESS_READ, offset=base)
     except (OSError, ValueError):
         return None
-    for start, end in ranges:
-        at = start - base - (start - base) % mmap.PAGESIZE
-        if at < high - base and end > start and hasattr(mmap, "MADV_WILLNEED"):  # not on Windows
-            mapped.madvise(mmap.MADV_WILLNEED, at, min(end, high) - base - at)
+    if hasattr(mmap, "MADV_WILLNEED"):  # not on Windows
+        for start, end in ranges:
+            at = start - base - (start - base) % mmap.PAGESIZE
+            if at < high - base and end > start:
+                mapped.madvise(mmap.MADV_WILLNEED, at, min(end, high) - base - at)
     whole = memoryview(mapped)
-    return [whole[start - base:max(start, end) - base] for start, end in ranges]
+    return [whole[start - base:end - base] for start, end in ranges]
 
 
 class _ViewFile(io.RawIOBase):

@@ -100,10 +100,9 @@ class KaggleZipSource(Source):
         read at once (a byte range for each run of members), but its images are not all held inflated together."""
         runs = _runs(sorted(entries, key=lambda e: e.start))
         blobs = self.files.read_ranges(self.path, [(run[0].start, run[-1].end) for run in runs])
-        held = {entry.start: (blob, run[0].start) for run, blob in zip(runs, blobs, strict=True) for entry in run}
-        for entry in sorted(entries, key=lambda e: (os.path.basename(e.name), e.start)):
+        located = [(entry, blob, run[0].start) for run, blob in zip(runs, blobs, strict=True) for entry in run]
+        for entry, blob, base in sorted(located, key=lambda held: os.path.basename(held[0].name)):
             if is_image_name(entry.name):
-                blob, base = held[entry.start]
                 yield zip_member(blob, base, entry, self.label)
             else:
                 yield Member(os.path.basename(entry.name), None, not_an_image(self.label))
