@@ -257,7 +257,8 @@ def test_each_precision_trains_and_the_history_says_which(two_colours, monkeypat
     _fake_cpu(monkeypatch, {"avx2"})  # the same on every machine: bfloat16 and float16 are emulated
     inspect = _Inspect()
     with caplog.at_level(logging.WARNING, logger=CPU):
-        history = alexnet_train(8, 3, two_colours, precision=precision, learning_rate=0.01, lr_scaling="none",
+        # 4 epochs at 0.005: the loss falls by 0.16-0.20 in each format (at 0.01 it falls faster, then bounces)
+        history = alexnet_train(8, 4, two_colours, precision=precision, learning_rate=0.005, lr_scaling="none",
                                 callbacks=[inspect], **TINY)
     params, loss = history["params"], history["metrics"]["loss"]
     assert loss[-1] < loss[0] - 0.1, loss
