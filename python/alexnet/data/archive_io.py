@@ -16,14 +16,15 @@ import os
 import struct
 import tarfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeAlias
 
 from ..errors import LayoutError
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
 from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw
-from .parts import CRC_MISMATCH, Member, is_image_name, not_an_image
+from .parts import CRC_MISMATCH, Member, in_name_order, is_image_name, not_an_image
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,8 @@ def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
     The headers are all read here (``LayoutError`` for a damaged tar, before any member is given); each image's bytes
     are copied out of ``blob`` only when the iterator reaches it.
     """
-    found: list[tuple[str, int, int, Member | None]] = []
+    found: list[tuple[str, Callable[[], Member]]] = []
+    view = memoryview(blob)
     try:
         with tarfile.open(fileobj=_ViewFile(blob), mode="r:") as tar:
             for member in tar:
@@ -212,19 +214,24 @@ def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
                     continue
                 name = os.path.basename(member.name)
                 if not is_image_name(name):
-                    found.append((name, 0, 0, Member(name, None, not_an_image(label))))
+                    found.append((name, partial(Member, name, None, not_an_image(label))))
                 elif member.issparse():
                     handle = tar.extractfile(member)
-                    found.append((name, 0, 0, Member(name, handle.read() if handle is not None else b"")))
+                    found.append((name, partial(Member, name, handle.read() if handle is not None else b"")))
                 elif member.offset_data + member.size > len(blob):
                     raise EOFError(f"{member.name} is cut short")
                 else:
-                    found.append((name, member.offset_data, member.size, None))
+                    at = member.offset_data
+                    found.append((name, partial(copied_member, name, view[at:at + member.size])))
     except (tarfile.TarError, EOFError) as err:
         raise LayoutError(f"{label} is not a readable tar ({err}): the archive is damaged; download it again") \
             from None
-    found.sort(key=lambda f: f[0])
-    return (ready or Member(name, bytes(blob[at:at + size])) for name, at, size, ready in found)
+    return in_name_order(found)
+
+
+def copied_member(name: str, data: Buffer) -> Member:
+    """The member ``name`` holding a copy of ``data``, a view of the bytes of its archive (see :func:`tar_members`)."""
+    return Member(name, bytes(data))
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ import re
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import LayoutError
-from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, tar_index, tar_members
+from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, copied_member, tar_index, tar_members
 from .classes import check_classes, class_names
-from .parts import Member, Members, Part, Source, Wanted, identity_of, wanted_parts
+from .parts import Member, Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +210,8 @@ class ArchivesSource(Source):
         def members() -> Iterator[Member]:
             ordered = sorted(entries, key=lambda e: e.offset)
             blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
-            named = sorted(zip(ordered, blobs, strict=True), key=lambda held: os.path.basename(held[0].name))
-            return (Member(os.path.basename(e.name), bytes(blob)) for e, blob in named)
+            names = [os.path.basename(e.name) for e in ordered]
+            return in_name_order((n, partial(copied_member, n, blob)) for n, blob in zip(names, blobs, strict=True))
 
         identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
         return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))

@@ -12,13 +12,14 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image, wanted_parts
+from .parts import Member, Part, Source, Wanted, identity_of, in_name_order, is_image_name, not_an_image, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +101,15 @@ class KaggleZipSource(Source):
         read at once (a byte range for each run of members), but its images are not all held inflated together."""
         runs = _runs(sorted(entries, key=lambda e: e.start))
         blobs = self.files.read_ranges(self.path, [(run[0].start, run[-1].end) for run in runs])
-        located = [(entry, blob, run[0].start) for run, blob in zip(runs, blobs, strict=True) for entry in run]
-        for entry, blob, base in sorted(located, key=lambda held: os.path.basename(held[0].name)):
-            if is_image_name(entry.name):
-                yield zip_member(blob, base, entry, self.label)
-            else:
-                yield Member(os.path.basename(entry.name), None, not_an_image(self.label))
+        pending: list[tuple[str, Callable[[], Member]]] = []
+        for run, blob in zip(runs, blobs, strict=True):
+            for entry in run:
+                name = os.path.basename(entry.name)
+                if is_image_name(entry.name):
+                    pending.append((name, partial(zip_member, blob, run[0].start, entry, self.label)))
+                else:
+                    pending.append((name, partial(Member, name, None, not_an_image(self.label))))
+        return in_name_order(pending)
 
     def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
         identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,

@@ -95,6 +95,12 @@ def by_name(members: Iterable[Member]) -> list[Member]:
     return sorted(members, key=lambda m: m.name)
 
 
+def in_name_order(pending: Iterable[tuple[str, Callable[[], Member]]]) -> Iterator[Member]:
+    """Members in name order, each made (its bytes copied or inflated) only when it is reached: ``pending`` pairs a
+    member's name with the call that makes it; they are sorted here, members of the same name keeping their order."""
+    return (make() for _, make in sorted(pending, key=lambda held: held[0]))
+
+
 def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
     """An identity from ``(name, size)`` pairs (in any order) and a few more fields."""
     head = "\0".join(str(e) for e in extra)
