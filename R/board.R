@@ -53,8 +53,8 @@
 #' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
-#' @param workers Categories packed and uploaded at the same time, while one thread reads the source
-#'   in order.
+#' @param workers Categories fetched, packed and uploaded at the same time, while one thread reads the
+#'   source in order; at most one of them is packed per CPU at a time, the others fetching or uploading.
 #' @param min_images Leave out categories with fewer training images than this.
 #' @param resize Re-encode images so their short side is at most this many pixels (`NULL` keeps the
 #'   original bytes): a smaller bucket and faster decoding when training.

@@ -14,6 +14,8 @@ import logging
 import os
 import shutil
 import tarfile
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -136,6 +138,47 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
         assert all(total - own < 1024 for total, own in seen), seen
 
 
+def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made, tmp_path, monkeypatch):
+    """On one CPU with 4 workers, one category is zipped at a time, while other threads fetch their category's bytes
+    (two at once) and publish their zips (three at once): each barrier below breaks, and the upload with it, if
+    fetching or publishing waited for the CPU's turn; and the board is the one of the extracted tree."""
+    from alexnet.data import packing
+
+    monkeypatch.setattr(packing, "usable_cpus", lambda: 1)
+    lock = threading.Lock()
+    now = {"fetching": 0, "packing": 0, "publishing": 0}
+    most = dict(now)
+    together = {"fetching": threading.Barrier(2, timeout=30), "publishing": threading.Barrier(3, timeout=30)}
+
+    def tracked(kind, call):
+        def run(*args, **kwargs):
+            with lock:
+                now[kind] += 1
+                most[kind] = max(most[kind], now[kind])
+                calls = most.setdefault(f"{kind} calls", 0) + 1
+                most[f"{kind} calls"] = calls
+            try:
+                if kind in together and calls <= together[kind].parties:
+                    together[kind].wait()
+                elif kind == "packing":
+                    time.sleep(0.05)  # time for a second packer to start, were there one
+                return call(*args, **kwargs)
+            finally:
+                with lock:
+                    now[kind] -= 1
+        return run
+
+    monkeypatch.setattr(archive_io.Files, "read_ranges", tracked("fetching", archive_io.Files.read_ranges))
+    monkeypatch.setattr(packing, "_zip_images", tracked("packing", packing._zip_images))
+    monkeypatch.setattr(packing, "publish_file", tracked("publishing", packing.publish_file))
+    board = tmp_path / "board"
+    imagenet_upload(made["paths"]["kaggle_zip"], board, workers=4)
+    assert most["packing"] == 1
+    assert most["fetching"] >= 2 and most["publishing"] >= 3
+    assert most["packing calls"] == most["publishing calls"] == 2 * CLASSES
+    assert table(board) == made["table"]
+
+
 # -- a category read in place: mapped, and one image at a time ---------------------------------------------------
 
 
@@ -164,6 +207,31 @@ def test_zip_members_are_inflated_one_at_a_time(made, monkeypatch):
         names = [m.name for m in (first, *rest)]
         assert names == sorted(names) and len(names) == part.count
         assert len(inflated) >= 2
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
+def test_a_folder_category_is_read_ahead_before_its_first_file_is_read(made, monkeypatch):
+    """An extracted tree's category: the kernel is asked for all its files when the packer takes it (so the disk
+    reads them while the categories before it are packed), and each file is read only when it is reached."""
+    asked: list[tuple[str, int]] = []
+    original = os.posix_fadvise
+
+    def record(fd, offset, length, advice):
+        asked.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
+        return original(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    for split in ("train", "val"):
+        part = first_part(made["paths"]["kaggle"], split)
+        asked.clear()
+        members = part.open()()
+        assert len(asked) == part.count and {advice for _, advice in asked} == {os.POSIX_FADV_WILLNEED}
+        names = [os.path.basename(path) for path, _ in asked]
+        assert names == sorted(names)
+        got = list(members)
+        assert [m.name for m in got] == names
+        assert all(m.data == Path(path).read_bytes() for m, (path, _) in zip(got, asked, strict=True))
+        assert len(asked) == part.count, "nothing more is asked while reading"
 
 
 def test_tar_members_are_copied_out_when_reached(made):

@@ -81,7 +81,8 @@ def register(add: common.AddCommand) -> None:
                                        "ILSVRC2012 archives' folder, Kaggle's zip, Hugging Face's parquet folder, or "
                                        "a local Kaggle tree or folder of <wnid>/ folders")
     upload.add_argument("--board", help=BOARD_HELP)
-    upload.add_argument("--workers", type=positive, help=with_default("upload", "workers", "categories at once"))
+    upload.add_argument("--workers", type=positive, help=with_default(
+        "upload", "workers", "categories in flight (at most one packed per CPU at a time)"))
     upload.add_argument("--min-images", type=non_negative,
                         help=with_default("upload", "min_images", "leave out smaller categories"))
     upload.add_argument("--resize", type=positive, help="re-encode to this short side (default: keep the bytes)")

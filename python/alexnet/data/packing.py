@@ -3,7 +3,9 @@
 One thread reads the source in order (:mod:`alexnet.data.parts`); a pool of ``workers`` threads packs the parts it
 hands over, decoding every image (:func:`alexnet.data.images.check_image`) and publishing each zip. At most
 ``workers + 2`` parts are in flight, so a source read as a stream holds a bounded number of categories in memory
-and the scratch folder a bounded number of zips.
+and the scratch folder a bounded number of zips. Packing is work for a CPU, publishing mostly waiting for the
+board: at most one part per usable CPU is packed at a time (more threads decoding than cores only take turns and
+spoil each other's caches), while the other threads fetch their part's bytes from a bucket or publish their zips.
 
 Resuming: a part whose pin on the board has the same fingerprint (its identity in the source and the options)
 is skipped before it is read; otherwise its zip is rebuilt and uploaded only when its sha256 differs from the
@@ -19,11 +21,13 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import BoardError, LayoutError
+from ..machine import usable_cpus
 from ..progress import progress_bar
 from ..scratch import scratch_folder
 from ..storage import layout
@@ -32,7 +36,7 @@ from ..storage.publish import pin_state, publish_file, quiet_pins
 from ..storage.transfer import retry
 from ..storage.zipformat import crc32, stored_zip
 from .images import check_image
-from .parts import CRC_MISMATCH, Members, Part, Source
+from .parts import CRC_MISMATCH, Member, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,7 @@ class Packed(NamedTuple):
     sha256: str
 
 
-def _zip_images(part: Part, members: Members, dest: str, options: Options) -> Packed:
+def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Options) -> Packed:
     """Write the good images of ``members`` to the zip ``dest``."""
     bad: list[dict[str, str]] = []
     good = 0
@@ -91,7 +95,7 @@ def _zip_images(part: Part, members: Members, dest: str, options: Options) -> Pa
         bad.append({"category": part.wnid, "split": part.split, "file": name, "reason": reason})
 
     with stored_zip(dest) as zip_file:
-        for name, data, reason, recorded in members():
+        for name, data, reason, recorded in members:
             if name in names:
                 reject(name, "duplicate file name in the category")
                 continue
@@ -146,11 +150,16 @@ class _LazyBar:
 
 
 def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | None, board: Board, exists: bool,
-             workdir: str, options: Options) -> Result:
-    """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same."""
+             workdir: str, options: Options, packing: threading.Semaphore) -> Result:
+    """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same.
+
+    ``members()`` is called before one of the ``packing`` slots is taken (a source in a bucket fetches the part's
+    bytes then), and the zip is published after it is given back."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
-        images, bad, size, sha = _zip_images(part, members, zip_path, options)
+        items = members()
+        with packing:
+            images, bad, size, sha = _zip_images(part, items, zip_path, options)
         if part.split == "train" and images < options.min_images:
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:
@@ -169,8 +178,11 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
 class Uploader:
     """Packs and publishes the parts of one source to one board (see the module's docstring)."""
 
-    def __init__(self, source: Source, board: Board, options: Options, workers: int):
+    def __init__(self, source: Source, board: Board, options: Options, workers: int, packers: int | None = None):
         self.source, self.board, self.options, self.workers = source, board, options, workers
+        #: parts packed at the same time: one per usable CPU, never more than ``workers``
+        self.packers = max(1, min(workers, usable_cpus() if packers is None else packers))
+        self.packing = threading.BoundedSemaphore(self.packers)
         self.results: dict[tuple[str, str], Result] = {}
         self.failures: dict[str, BaseException] = {}
         self.uploaded_bytes = self.images = 0
@@ -221,7 +233,7 @@ class Uploader:
                 members = part.open()
                 state = self.states.get(part.pin)
                 future = pool.submit(_publish, part, members, self.prints[part.pin], state, self.board,
-                                     part.pin in self.existing, workdir, self.options)
+                                     part.pin in self.existing, workdir, self.options, self.packing)
             except BaseException:
                 slots.release()
                 raise

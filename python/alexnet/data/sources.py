@@ -21,7 +21,7 @@ The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anythi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ..errors import LayoutError
 from .archive_io import Files
@@ -44,8 +44,34 @@ LAYOUTS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _read_ahead(paths: Iterable[str]) -> None:
+    """Ask the kernel to read ``paths`` into the page cache now, without waiting for it, so that a category's files
+    come from the disk while the categories before it are packed (a category read from an archive is asked for the
+    same way: :func:`alexnet.data.archive_io.mapped_ranges`)."""
+    if not hasattr(os, "posix_fadvise"):  # not on Windows or macOS
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # said when the file is read
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def _read_files(files: tuple[str, ...]) -> Iterator[Member]:
-    for path in sorted(files, key=os.path.basename):
+    """The files, read ahead at once (see :func:`_read_ahead`) and each read only when it is reached."""
+    ordered = sorted(files, key=os.path.basename)
+    _read_ahead(ordered)
+    return _each_file(ordered)
+
+
+def _each_file(ordered: list[str]) -> Iterator[Member]:
+    for path in ordered:
         try:
             with open(path, "rb") as f:
                 data = f.read()

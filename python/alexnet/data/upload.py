@@ -116,7 +116,8 @@ def imagenet_upload(
             folder of ``<wnid>/`` folders.
         board: where to upload (see :mod:`alexnet.storage.board`); ``None`` is ``$ALEXNET_BOARD`` or the
             local default.
-        workers: categories zipped and uploaded at the same time (while one thread reads the source in order).
+        workers: categories fetched, zipped and published at the same time (while one thread reads the source in
+            order); at most one of them is zipped per usable CPU at a time, the others fetching or publishing.
         min_images: leave out categories with fewer good training images than this.
         resize: re-encode images so their short side is at most this many pixels (and CMYK, grayscale,
             PNG become RGB JPEG), at least :data:`~alexnet.checks.MIN_IMAGE_SIZE`; ``None`` keeps every good image
