@@ -138,12 +138,13 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
         assert all(total - own < 1024 for total, own in seen), seen
 
 
-def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made, tmp_path, monkeypatch):
+def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made, cloud_env, tmp_path, monkeypatch):
     """On one CPU with 4 workers, one category is zipped at a time, while other threads fetch their category's bytes
-    (two at once) and publish their zips (three at once): each barrier below breaks, and the upload with it, if
-    fetching or publishing waited for the CPU's turn; and the board is the one of the extracted tree."""
+    from a bucket (two at once) and publish their zips (three at once): each barrier below breaks, and the upload
+    with it, if fetching or publishing waited for the CPU's turn; and the board is the one of the extracted tree."""
     from alexnet.data import packing
 
+    url = put_in_bucket("gs", made["paths"]["kaggle_zip"], f"{tmp_path.name}-zip")
     monkeypatch.setattr(packing, "usable_cpus", lambda: 1)
     lock = threading.Lock()
     now = {"fetching": 0, "packing": 0, "publishing": 0}
@@ -172,7 +173,7 @@ def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made,
     monkeypatch.setattr(packing, "_zip_images", tracked("packing", packing._zip_images))
     monkeypatch.setattr(packing, "publish_file", tracked("publishing", packing.publish_file))
     board = tmp_path / "board"
-    imagenet_upload(made["paths"]["kaggle_zip"], board, workers=4)
+    imagenet_upload(url, board, workers=4)
     assert most["packing"] == 1
     assert most["fetching"] >= 2 and most["publishing"] >= 3
     assert most["packing calls"] == most["publishing calls"] == 2 * CLASSES
@@ -209,29 +210,78 @@ def test_zip_members_are_inflated_one_at_a_time(made, monkeypatch):
         assert len(inflated) >= 2
 
 
-@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
-def test_a_folder_category_is_read_ahead_before_its_first_file_is_read(made, monkeypatch):
-    """An extracted tree's category: the kernel is asked for all its files when the packer takes it (so the disk
-    reads them while the categories before it are packed), and each file is read only when it is reached."""
-    asked: list[tuple[str, int]] = []
+def record_read_ahead(monkeypatch) -> list[tuple[str, int, int]]:
+    """Where the kernel is asked to read ahead, as (path, start, end), once os.posix_fadvise is patched to say so."""
+    asked: list[tuple[str, int, int]] = []
     original = os.posix_fadvise
 
     def record(fd, offset, length, advice):
-        asked.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
+        assert advice == os.POSIX_FADV_WILLNEED
+        asked.append((os.readlink(f"/proc/self/fd/{fd}"), offset, offset + length))
         return original(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "posix_fadvise", record)
+    return asked
+
+
+def covered(asked: list[tuple[str, int, int]], path: str) -> list[tuple[int, int]]:
+    """The byte ranges of ``path`` asked for, pieces that follow one another joined."""
+    joined: list[tuple[int, int]] = []
+    for _, start, end in sorted(a for a in asked if a[0] == path):
+        assert 0 < end - start <= archive_io.READ_AHEAD_PIECE
+        if joined and joined[-1][1] == start:
+            joined[-1] = (joined[-1][0], end)
+        else:
+            joined.append((start, end))
+    return joined
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
+@pytest.mark.parametrize("layout", ["kaggle", "archives", "kaggle_zip"])
+def test_a_local_part_is_asked_of_the_kernel_when_it_is_opened(layout, made, monkeypatch):
+    """Opening a part (which the thread reading the source does, up to ``workers + 2`` parts ahead of packing) asks
+    the kernel for all of its bytes, so that the disk reads them while the parts before it are packed."""
+    asked = record_read_ahead(monkeypatch)
+    for split in ("train", "val"):
+        part = first_part(made["paths"][layout], split)
+        asked.clear()
+        part.open()
+        paths = dict.fromkeys(path for path, _, _ in asked)
+        assert sum(e - s for path in paths for s, e in covered(asked, path)) == part.source_bytes
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
+def test_a_folder_category_is_read_ahead_before_its_first_file_is_read(made, monkeypatch):
+    """An extracted tree's category: the kernel is asked for all its files when the part is opened, and each file
+    is read only when it is reached."""
+    asked = record_read_ahead(monkeypatch)
     for split in ("train", "val"):
         part = first_part(made["paths"]["kaggle"], split)
         asked.clear()
         members = part.open()()
-        assert len(asked) == part.count and {advice for _, advice in asked} == {os.POSIX_FADV_WILLNEED}
-        names = [os.path.basename(path) for path, _ in asked]
-        assert names == sorted(names)
+        before = list(asked)
         got = list(members)
-        assert [m.name for m in got] == names
-        assert all(m.data == Path(path).read_bytes() for m, (path, _) in zip(got, asked, strict=True))
-        assert len(asked) == part.count, "nothing more is asked while reading"
+        assert len(asked) == len(before), "nothing more is asked while the files are read"
+        names = [m.name for m in got]
+        assert names == sorted(names) and len(got) == part.count
+        paths = list(dict.fromkeys(path for path, _, _ in before))
+        # every file with bytes, whole, in the order they are read (an empty file has nothing to read ahead)
+        assert [os.path.basename(path) for path in paths] == [m.name for m in got if m.data]
+        assert all(covered(before, path) == [(0, os.path.getsize(path))] for path in paths)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
+def test_a_mapped_range_is_read_ahead_whole_in_pieces(tmp_path, monkeypatch):
+    """The kernel reads at most its read-ahead window for one request: a category's range longer than that is asked
+    for piece by piece, to its end (clipped at the end of the file)."""
+    size = 5 * archive_io.READ_AHEAD_PIECE + 1234
+    path = tmp_path / "archive"
+    path.write_bytes(os.urandom(size))
+    asked = record_read_ahead(monkeypatch)
+    ranges = [(100, 3 * archive_io.READ_AHEAD_PIECE + 7), (4 * archive_io.READ_AHEAD_PIECE, size + 999)]
+    archive_io.Files.at(tmp_path).read_ranges(str(path), ranges)
+    assert covered(asked, str(path)) == [(100, 3 * archive_io.READ_AHEAD_PIECE + 7),
+                                         (4 * archive_io.READ_AHEAD_PIECE, size)]
 
 
 def test_tar_members_are_copied_out_when_reached(made):
@@ -251,7 +301,7 @@ def test_tar_members_are_copied_out_when_reached(made):
 
 
 @pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
-                         ids=["mapped", "mapped-without-madvise", "read"])
+                         ids=["mapped", "mapped-without-fadvise", "read"])
 def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
     data = os.urandom(300_000)
     path = tmp_path / "archive"
@@ -262,13 +312,14 @@ def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
 
         monkeypatch.setattr(archive_io.mmap, "mmap", refuse)
     if not advised:
-        monkeypatch.delattr(archive_io.mmap, "MADV_WILLNEED")
+        monkeypatch.delattr(os, "posix_fadvise", raising=False)
     files = archive_io.Files.at(tmp_path)
     ranges = [(70_001, 140_000), (0, 10), (5, 5), (299_990, 300_000), (299_995, 310_000), (4_097, 200_000)]
     got = files.read_ranges(str(path), ranges)
     assert [bytes(b) for b in got] == [data[s:e] for s, e in ranges]
     assert all(isinstance(b, memoryview) == mapped for b in got)
-    assert bytes(files.view(str(path), 12_345, 67_890)) == data[12_345:67_890]
+    ahead = files.read_ranges_ahead(str(path), [(12_345, 67_890)])
+    assert bytes(ahead()[0]) == data[12_345:67_890]
 
 
 # -- from buckets --------------------------------------------------------------------------------------------
@@ -310,13 +361,13 @@ def test_killed_upload_from_the_training_tar_skips_what_is_done(kind, made, clou
 
     # the second run reads no byte of a finished category's tar
     ranges: list[tuple[str, int, int]] = []
-    original = archive_io.Files.view
+    original = archive_io.Files.read_ranges
 
-    def view(self, path, start, end):
-        ranges.append((os.path.basename(path), start, end))
-        return original(self, path, start, end)
+    def read_ranges(self, path, asked):
+        ranges.extend((os.path.basename(path), start, end) for start, end in asked)
+        return original(self, path, asked)
 
-    monkeypatch.setattr(archive_io.Files, "view", view)
+    monkeypatch.setattr(archive_io.Files, "read_ranges", read_ranges)
     report = imagenet_upload(source, board, workers=2)
     assert sorted(report["skipped"]) == done, "the finished categories are skipped, and only they"
     assert sorted(report["uploaded"]) == sorted(set(r["id"] for r in made["table"]) - set(done))

@@ -106,18 +106,42 @@ class Files:
         n = len(ranges)
         return [bytes(b) for b in self.fs.cat_ranges([path] * n, [s for s, _ in ranges], [e for _, e in ranges])]
 
-    def view(self, path: str, start: int, end: int) -> Buffer:
-        """Bytes ``start`` to ``end`` of ``path``, as :meth:`read_ranges` gives them."""
-        return self.read_ranges(path, [(start, end)])[0]
+    def read_ranges_ahead(self, path: str, ranges: Sequence[tuple[int, int]]) -> Callable[[], list[Buffer]]:
+        """:meth:`read_ranges` in two steps, for a part opened (by the thread that reads the source in order) before
+        it is packed: a local file is mapped and asked of the kernel now, so that the disk reads it while the parts
+        before it are packed; a bucket's ranges are fetched only when the call returned is made, by the thread that
+        packs the part."""
+        if self.local:
+            views = self.read_ranges(path, ranges)
+            return lambda: views
+        return lambda: self.read_ranges(path, ranges)
+
+
+#: One request to read ahead makes the kernel read at most its read-ahead window (``read_ahead_kb``, 128 KB unless
+#: raised) or the device's largest request, whichever is larger: a longer range is asked for in pieces this long.
+READ_AHEAD_PIECE = 128 << 10
+
+
+def read_ahead(fd: int, start: int, end: int) -> None:
+    """Ask the kernel to read bytes ``start`` to ``end`` of the open file ``fd`` into the page cache now, without
+    waiting for them (``posix_fadvise``, where the system has it; a file system that refuses is left alone)."""
+    if not hasattr(os, "posix_fadvise"):  # not on Windows or macOS
+        return
+    try:
+        for at in range(start, end, READ_AHEAD_PIECE):
+            os.posix_fadvise(fd, at, min(READ_AHEAD_PIECE, end - at), os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
 
 
 def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[Buffer] | None:
     """Views of byte ranges of the local file ``path``, mapped in memory; None when it cannot be mapped.
 
     A category's bytes are then used where the kernel holds them (no copy into a buffer of their own, no fresh
-    memory to fault in), the kernel is asked to read the ranges ahead at once (so that packing starts on the first
-    images while the others come from the disk), and each image is copied out only when it is packed. A range
-    past the end of the file gives a shorter view, as a read would. The file must not shrink while a view is used.
+    memory to fault in), the kernel is asked to read the whole of each range ahead at once (:func:`read_ahead`, so
+    that packing starts on the first images while the others come from the disk), and each image is copied out
+    only when it is packed. A range past the end of the file gives a shorter view, as a read would. The file must
+    not shrink while a view is used.
     """
     low = min(start for start, _ in ranges)
     base = low - low % mmap.ALLOCATIONGRANULARITY
@@ -127,13 +151,10 @@ def mapped_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[Buffer] 
             if high <= base:
                 return None
             mapped = mmap.mmap(f.fileno(), high - base, access=mmap.ACCESS_READ, offset=base)
+            for start, end in ranges:
+                read_ahead(f.fileno(), start, min(end, high))
     except (OSError, ValueError):
         return None
-    if hasattr(mmap, "MADV_WILLNEED"):  # not on Windows
-        for start, end in ranges:
-            at = start - base - (start - base) % mmap.PAGESIZE
-            if at < high - base and end > start:
-                mapped.madvise(mmap.MADV_WILLNEED, at, min(end, high) - base - at)
     whole = memoryview(mapped)
     return [whole[start - base:end - base] for start, end in ranges]
 

@@ -27,7 +27,7 @@ from functools import partial
 from ..errors import LayoutError
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, copied_member, tar_index, tar_members
 from .classes import check_classes, class_names
-from .parts import Member, Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
+from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,8 @@ class ArchivesSource(Source):
 
         def open_part() -> Members:
             label = f"{name} in {self.files.url(self.train_path)}"
-            return lambda: tar_members(self.files.view(self.train_path, read_at, read_at + size), label)
+            fetch = self.files.read_ranges_ahead(self.train_path, [(read_at, read_at + size)])
+            return lambda: tar_members(fetch()[0], label)
 
         return Part(wnid, "train", identity_of([], "ilsvrc2012-train", name, size, mtime), size, open_part)
 
@@ -207,11 +208,12 @@ class ArchivesSource(Source):
         assert self.val_path is not None
         path = self.val_path
 
-        def members() -> Iterator[Member]:
+        def open_part() -> Members:
             ordered = sorted(entries, key=lambda e: e.offset)
-            blobs = self.files.read_ranges(path, [(e.offset, e.offset + e.size) for e in ordered])
+            fetch = self.files.read_ranges_ahead(path, [(e.offset, e.offset + e.size) for e in ordered])
             names = [os.path.basename(e.name) for e in ordered]
-            return in_name_order((n, partial(copied_member, n, blob)) for n, blob in zip(names, blobs, strict=True))
+            return lambda: in_name_order((n, partial(copied_member, n, blob))
+                                         for n, blob in zip(names, fetch(), strict=True))
 
         identity = identity_of([(os.path.basename(e.name), e.size) for e in entries], "ilsvrc2012-val", wnid)
-        return Part(wnid, "val", identity, sum(e.size for e in entries), lambda: members, count=len(entries))
+        return Part(wnid, "val", identity, sum(e.size for e in entries), open_part, count=len(entries))

@@ -16,10 +16,21 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from ..errors import LayoutError
-from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_index, zip_member, zip_text
+from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .parts import Member, Part, Source, Wanted, identity_of, in_name_order, is_image_name, not_an_image, wanted_parts
+from .parts import (
+    Member,
+    Members,
+    Part,
+    Source,
+    Wanted,
+    identity_of,
+    in_name_order,
+    is_image_name,
+    not_an_image,
+    wanted_parts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +107,16 @@ class KaggleZipSource(Source):
     def _text(self, entry: ZipEntry) -> str:
         return zip_text(self.files.read(self.path, entry.start, entry.end), entry.start, entry, self.label)
 
-    def _members(self, entries: list[ZipEntry]) -> Iterator[Member]:
-        """The members of ``entries`` in name order, each inflated only when it is reached: the category's bytes are
-        read at once (a byte range for each run of members), but its images are not all held inflated together."""
+    def _open(self, entries: list[ZipEntry]) -> Members:
+        """The category's bytes asked for at once, a byte range for each run of members (see
+        :meth:`~alexnet.data.archive_io.Files.read_ranges_ahead`), and its members made when they are packed."""
         runs = _runs(sorted(entries, key=lambda e: e.start))
-        blobs = self.files.read_ranges(self.path, [(run[0].start, run[-1].end) for run in runs])
+        fetch = self.files.read_ranges_ahead(self.path, [(run[0].start, run[-1].end) for run in runs])
+        return lambda: self._members(runs, fetch())
+
+    def _members(self, runs: list[list[ZipEntry]], blobs: list[Buffer]) -> Iterator[Member]:
+        """The members of ``runs`` (held in ``blobs``) in name order, each inflated only when it is reached, so that
+        a category's images are not all held inflated together."""
         pending: list[tuple[str, Callable[[], Member]]] = []
         for run, blob in zip(runs, blobs, strict=True):
             for entry in run:
@@ -115,7 +131,7 @@ class KaggleZipSource(Source):
         identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,
                                sum(e.info.file_size for e in entries))
         return Part(wnid, split, identity, sum(e.end - e.start for e in entries),
-                    lambda: (lambda: self._members(entries)), count=len(entries))
+                    lambda: self._open(entries), count=len(entries))
 
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:

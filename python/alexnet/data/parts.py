@@ -52,7 +52,10 @@ class Part:
             reading the images: the upload hashes it with its options into the fingerprint it compares with
             the board's.
         source_bytes: bytes of the source this part covers (the progress bar counts them).
-        open: called once, in source order, when the part is wanted; returns its :data:`Members`.
+        open: called once, in source order, when the part is wanted, by the thread that reads the source (up to
+            ``workers + 2`` parts ahead of packing); returns its :data:`Members`. A local source asks the kernel
+            for the part's bytes here; a bucket's are fetched when the members are asked for, by the thread that
+            packs the part.
         count: members known before reading (None when only reading tells), for ``min_images``.
     """
 

@@ -24,12 +24,12 @@ import os
 from collections.abc import Iterable, Iterator
 
 from ..errors import LayoutError
-from .archive_io import Files
+from .archive_io import Files, read_ahead
 from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
 from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
 from .parquet import ParquetSource, shard_folder
-from .parts import Member, Part, Source, Wanted, wanted_parts
+from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
 #: The layouts read, as the error for an unrecognised source lists them.
 LAYOUTS: tuple[tuple[str, str], ...] = (
@@ -45,29 +45,25 @@ LAYOUTS: tuple[tuple[str, str], ...] = (
 
 
 def _read_ahead(paths: Iterable[str]) -> None:
-    """Ask the kernel to read ``paths`` into the page cache now, without waiting for it, so that a category's files
-    come from the disk while the categories before it are packed (a category read from an archive is asked for the
-    same way: :func:`alexnet.data.archive_io.mapped_ranges`)."""
-    if not hasattr(os, "posix_fadvise"):  # not on Windows or macOS
-        return
+    """Ask the kernel to read ``paths`` into the page cache now, without waiting for them, so that a category's files
+    come from the disk while the categories before it are packed (:func:`alexnet.data.archive_io.read_ahead`, as
+    for a category read from an archive)."""
     for path in paths:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             continue  # said when the file is read
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        except OSError:
-            pass
+            read_ahead(fd, 0, os.fstat(fd).st_size)
         finally:
             os.close(fd)
 
 
-def _read_files(files: tuple[str, ...]) -> Iterator[Member]:
-    """The files, read ahead at once (see :func:`_read_ahead`) and each read only when it is reached."""
+def _open_files(files: tuple[str, ...]) -> Members:
+    """The files of a part opened: asked of the kernel now (see :func:`_read_ahead`), each read when it is reached."""
     ordered = sorted(files, key=os.path.basename)
     _read_ahead(ordered)
-    return _each_file(ordered)
+    return lambda: _each_file(ordered)
 
 
 def _each_file(ordered: list[str]) -> Iterator[Member]:
@@ -99,7 +95,7 @@ class FolderSource(Source):
         identity = "".join(f"\0{os.path.basename(p)}\0{self.stats[p].st_size}\0{self.stats[p].st_mtime_ns}"
                            for p in ordered).encode()
         return Part(wnid, split, identity, sum(self.stats[p].st_size for p in ordered),
-                    lambda: (lambda: _read_files(files)), count=len(files))
+                    lambda: _open_files(files), count=len(files))
 
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
