@@ -4,8 +4,9 @@ One thread reads the source in order (:mod:`alexnet.data.parts`); a pool of ``wo
 hands over, decoding every image (:func:`alexnet.data.images.check_image`) and publishing each zip. At most
 ``workers + 2`` parts are in flight, so a source read as a stream holds a bounded number of categories in memory
 and the scratch folder a bounded number of zips. Packing is work for a CPU, publishing mostly waiting for the
-board: at most one part per usable CPU is packed at a time (more threads decoding than cores only take turns and
-spoil each other's caches), while the other threads fetch their part's bytes from a bucket or publish their zips.
+board: at most one part per usable CPU is packed at a time (more threads decoding than cores only take turns: 8
+workers on 2 cores were 4-5% slower than 2), while the other threads fetch their part's bytes from a bucket or
+publish their zips.
 
 Resuming: a part whose pin on the board has the same fingerprint (its identity in the source and the options)
 is skipped before it is read; otherwise its zip is rebuilt and uploaded only when its sha256 differs from the
