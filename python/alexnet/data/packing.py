@@ -179,11 +179,10 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
 class Uploader:
     """Packs and publishes the parts of one source to one board (see the module's docstring)."""
 
-    def __init__(self, source: Source, board: Board, options: Options, workers: int, packers: int | None = None):
+    def __init__(self, source: Source, board: Board, options: Options, workers: int):
         self.source, self.board, self.options, self.workers = source, board, options, workers
-        #: parts packed at the same time: one per usable CPU, never more than ``workers``
-        self.packers = max(1, min(workers, usable_cpus() if packers is None else packers))
-        self.packing = threading.BoundedSemaphore(self.packers)
+        #: slots of the parts packed at the same time: one per usable CPU, never more than ``workers``
+        self.packing = threading.BoundedSemaphore(min(workers, usable_cpus()))
         self.results: dict[tuple[str, str], Result] = {}
         self.failures: dict[str, BaseException] = {}
         self.uploaded_bytes = self.images = 0

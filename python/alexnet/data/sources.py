@@ -21,10 +21,10 @@ The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anythi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from ..errors import LayoutError
-from .archive_io import Files, read_ahead
+from .archive_io import Files, read_files_ahead
 from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
 from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
@@ -44,25 +44,12 @@ LAYOUTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _read_ahead(paths: Iterable[str]) -> None:
-    """Ask the kernel to read ``paths`` into the page cache now, without waiting for them, so that a category's files
-    come from the disk while the categories before it are packed (:func:`alexnet.data.archive_io.read_ahead`, as
-    for a category read from an archive)."""
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue  # said when the file is read
-        try:
-            read_ahead(fd, 0, os.fstat(fd).st_size)
-        finally:
-            os.close(fd)
-
-
 def _open_files(files: tuple[str, ...]) -> Members:
-    """The files of a part opened: asked of the kernel now (see :func:`_read_ahead`), each read when it is reached."""
+    """The files of a part opened: asked of the kernel now, so that the disk reads them while the categories before
+    them are packed (:func:`~alexnet.data.archive_io.read_files_ahead`, as for an archive's category), and each read
+    when it is reached."""
     ordered = sorted(files, key=os.path.basename)
-    _read_ahead(ordered)
+    read_files_ahead(ordered)
     return lambda: _each_file(ordered)
 
 
