@@ -300,6 +300,92 @@ def test_tar_members_are_copied_out_when_reached(made):
         archive_io.tar_members(bytes(blob[:last.offset_data + 10]), "a category's tar")
 
 
+def a_tar(fmt: int, *names: str, link: bool = False) -> bytes:
+    """A tar in ``fmt`` holding a folder, ``names`` with a few bytes each (one empty) and, with ``link``, a symlink."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        folder = tarfile.TarInfo("photos")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        for k, name in enumerate(names):
+            data = os.urandom(700 * k)
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_300_000_000 + k
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo("photos/link.JPEG")
+            info.type, info.linkname = tarfile.SYMTYPE, "b.JPEG"
+            tar.addfile(info)
+    return out.getvalue()
+
+
+def as_tarfile_reads(data: bytes) -> list[archive_io.TarEntry]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        return [archive_io.TarEntry(m.name, m.offset_data, m.size, int(m.mtime)) for m in tar if m.isfile()]
+
+
+PLAIN_NAMES = ("empty.JPEG", "photos/a.JPEG", "b.JPEG", "notes.txt", "photos/été.JPEG")
+LONG_NAME = "photos/" + "x" * 120 + ".JPEG"
+
+
+@pytest.mark.parametrize(("fmt", "names", "link", "plain"), [
+    (tarfile.GNU_FORMAT, PLAIN_NAMES, False, True),
+    (tarfile.USTAR_FORMAT, PLAIN_NAMES, False, True),
+    (tarfile.PAX_FORMAT, PLAIN_NAMES[:4], False, True),
+    (tarfile.USTAR_FORMAT, (*PLAIN_NAMES, "p" * 90 + "/" + "q" * 60 + ".JPEG"), False, True),  # ustar's prefix
+    (tarfile.GNU_FORMAT, (*PLAIN_NAMES, LONG_NAME), False, False),  # a GNU long-name record
+    (tarfile.PAX_FORMAT, PLAIN_NAMES, False, False),  # a pax record for the name that is not ASCII
+    (tarfile.PAX_FORMAT, (*PLAIN_NAMES[:4], LONG_NAME), False, False),
+    (tarfile.GNU_FORMAT, PLAIN_NAMES, True, False),
+], ids=["gnu", "ustar", "pax-plain", "ustar-prefix", "gnu-long-name", "pax-utf8", "pax-long-name", "symlink"])
+def test_tar_headers_are_read_as_tarfile_reads_them(fmt, names, link, plain, monkeypatch):
+    """Plain headers are read without tarfile, anything else with it; the files found are the same either way."""
+    data = a_tar(fmt, *names, link=link)
+    expected = as_tarfile_reads(data)
+    assert [os.path.basename(e.name) for e in expected] == [os.path.basename(n) for n in names]
+    view = memoryview(data)
+    read = archive_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data))
+    assert read == (expected if plain else None)
+    if plain:  # tarfile is not needed at all
+        monkeypatch.setattr(archive_io.tarfile, "open", lambda *a, **k: pytest.fail("tarfile read a plain tar"))
+    assert archive_io.tar_index(io.BytesIO(data), "a tar", len(data)) == expected
+    members = {m.name: m for m in archive_io.tar_members(data, "a tar")}
+    assert sorted(members) == sorted(os.path.basename(n) for n in names)
+    for entry in expected:
+        member = members[os.path.basename(entry.name)]
+        if entry.name.endswith(".JPEG"):
+            assert member.data == data[entry.offset:entry.offset + entry.size]
+        else:
+            assert member.data is None and "not an image" in member.reason
+
+
+def test_every_synthetic_category_tar_is_read_without_tarfile(made):
+    """The category tars imagenet_synthetic() writes (plain headers, as in ImageNet's) take the quick way."""
+    with tarfile.open(Path(made["paths"]["archives"]) / TRAIN_TAR) as outer:
+        blobs = [outer.extractfile(m).read() for m in outer if m.name.endswith(".tar")]
+    assert len(blobs) == CLASSES
+    for blob in blobs:
+        view = memoryview(blob)
+        assert archive_io.plain_tar_entries(lambda at, v=view: bytes(v[at:at + 512]), len(blob)) \
+            == as_tarfile_reads(blob)
+
+
+@pytest.mark.parametrize("damage", ["checksum", "cut-in-a-header", "cut-in-data"])
+def test_a_damaged_tar_is_left_to_tarfile_which_says_so(damage):
+    data = bytearray(a_tar(tarfile.GNU_FORMAT, *PLAIN_NAMES))
+    second = as_tarfile_reads(bytes(data))[2].offset - 512  # the header of the third file
+    if damage == "checksum":
+        data[second] ^= 0x01
+    cut = {"checksum": len(data), "cut-in-a-header": second + 100, "cut-in-data": second + 600}[damage]
+    data = bytes(data[:cut])
+    view = memoryview(data)
+    assert archive_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data)) is None
+    with pytest.raises(LayoutError, match=r"(cut short|damaged header at byte \d+).*download it again"):
+        archive_io.tar_index(io.BytesIO(data), "a tar", len(data))
+    with pytest.raises(LayoutError, match=r"not a readable tar.*download it again"):
+        archive_io.tar_members(data, "a tar")
+
+
 @pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
                          ids=["mapped", "mapped-without-fadvise", "read"])
 def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
