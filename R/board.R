@@ -9,7 +9,9 @@
 #'   `ILSVRC2012_devkit_t12.tar.gz` beside it for validation (the devkit's ground truth and `meta.mat`
 #'   label the validation images); `source` is the folder that holds them or the training tar:
 #'   `imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")`;
-#' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`;
+#' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`
+#'   (its earlier form, the tree in one `imagenet_object_localization_patched2019.tar.gz`, is a gzip stream
+#'   that is not read in place: extract it beside the `LOC_*` files and upload that folder);
 #' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split
 #'   has no labels and is left out): `imagenet_upload("/data/imagenet-1k/data")`;
 #' * Kaggle's download extracted (`ILSVRC/Data/CLS-LOC`): `imagenet_upload("/localssd/imagenet")`;

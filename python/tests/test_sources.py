@@ -30,7 +30,9 @@ from alexnet.data import archive_io
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
-from alexnet.data.kaggle_zip import KAGGLE_ZIP
+from alexnet.data.imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
+from alexnet.data.kaggle_zip import KAGGLE_TARGZ, KAGGLE_ZIP
+from alexnet.data.sources import open_source
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
 from alexnet.errors import LayoutError
@@ -645,6 +647,42 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
     for layout in ("archives", "kaggle_zip", "parquet", "kaggle", "folders"):
         assert f"  - {layout}: " in message
     assert_nothing_uploaded(tmp_path / "board")
+
+
+@pytest.mark.parametrize("form", ["the-tar-gz", "its-folder", "in-the-zip"])
+def test_kaggles_tree_in_a_tar_gz_is_named_with_what_to_do(form, tmp_path):
+    """Kaggle's earlier download (its tree in one tar.gz, inside the zip beside the LOC files): one line that says to
+    extract it and upload the folder, not the list of layouts."""
+    folder = tmp_path / "kaggle"
+    folder.mkdir()
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("ILSVRC/Data/CLS-LOC/train/n01440764/n01440764_1.JPEG"), io.BytesIO())
+    loc = {MAPPING_FILE: "n01440764 tench, Tinca tinca\n", VAL_SOLUTION_FILE: "ImageId,PredictionString\n"}
+    if form == "in-the-zip":
+        source = folder / KAGGLE_ZIP
+        with zipfile.ZipFile(source, "w") as zf:
+            zf.writestr(KAGGLE_TARGZ, packed.getvalue())
+            for name, text in loc.items():
+                zf.writestr(name, text)
+    else:
+        (folder / KAGGLE_TARGZ).write_bytes(packed.getvalue())
+        for name, text in loc.items():
+            (folder / name).write_text(text)
+        source = folder / KAGGLE_TARGZ if form == "the-tar-gz" else folder
+    with pytest.raises(LayoutError) as err:
+        imagenet_upload(source, tmp_path / "board")
+    message = str(err.value)
+    assert message.startswith(f"{source} {'is' if form == 'the-tar-gz' else 'holds'} {KAGGLE_TARGZ}: ")
+    assert f"tar -xzf {KAGGLE_TARGZ}" in message and "upload that folder" in message and "\n" not in message
+    assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_a_tar_gz_beside_the_tree_it_was_extracted_to_is_left_alone(made, tmp_path):
+    tree = tmp_path / "kaggle"
+    shutil.copytree(made["paths"]["kaggle"], tree)
+    (tree / KAGGLE_TARGZ).write_bytes(b"not read")
+    assert open_source(tree).layout == "kaggle"
 
 
 def test_synthetic_layout_is_checked(tmp_path):

@@ -27,7 +27,7 @@ from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
-from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
+from .kaggle_zip import KAGGLE_TARGZ, KAGGLE_ZIP, KaggleZipSource, targz_error
 from .parquet import ParquetSource, shard_folder
 from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
@@ -112,6 +112,8 @@ def open_source(source: str | os.PathLike) -> Source:
             return KaggleZipSource(files, path)
         if name.endswith(".parquet") and shard_folder(files, folder):
             return ParquetSource(files, folder)
+        if name == KAGGLE_TARGZ:
+            raise targz_error(f"{files.url(path)} is")
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
     train = next((n for n in TRAIN_NAMES if n in names), None)
@@ -125,6 +127,8 @@ def open_source(source: str | os.PathLike) -> Source:
     shards = shard_folder(files, path)
     if shards is not None:
         return ParquetSource(files, shards)
+    if KAGGLE_TARGZ in names and "ILSVRC" not in names:  # once extracted beside it, the tree is read
+        raise targz_error(f"{files.url(path)} holds")
     if not files.local or not os.path.isdir(path):
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)
