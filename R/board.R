@@ -9,15 +9,16 @@
 #'   `ILSVRC2012_devkit_t12.tar.gz` beside it for validation (the devkit's ground truth and `meta.mat`
 #'   label the validation images); `source` is the folder that holds them or the training tar:
 #'   `imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")`;
-#' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`
-#'   (its earlier form, the tree in one `imagenet_object_localization_patched2019.tar.gz`, is a gzip stream
-#'   that is not read in place: extract it beside the `LOC_*` files and upload that folder);
+#' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`;
+#' * Kaggle's earlier download, its tree in one tar.gz with the `LOC_*` files beside it (as it unzips):
+#'   `imagenet_upload("/data/imagenet_object_localization_patched2019.tar.gz")`, read as a stream (an upload
+#'   run again reads it all again, decoding only what is not on the board);
 #' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split
 #'   has no labels and is left out): `imagenet_upload("/data/imagenet-1k/data")`;
 #' * Kaggle's download extracted (`ILSVRC/Data/CLS-LOC`): `imagenet_upload("/localssd/imagenet")`;
 #' * a folder of `<wnid>/` folders: `imagenet_upload("/data/fall11")`.
 #'
-#' The first three are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
+#' The first four are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
 #' images, and images whose bytes in an archive do not match the CRC-32 it records, are left out and listed
 #' in the result. A damaged archive, a devkit that does not label every
@@ -67,7 +68,7 @@
 #'   longer find the versions it names.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
-#'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"parquet"`, `"kaggle"` or
+#'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"` or
 #'   `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
 #'   there with the same content; `character(0)` when none), `excluded` (categories left out for

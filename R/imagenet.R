@@ -5,7 +5,8 @@
 #' [imagenet_upload()] reads: Kaggle's extracted download (`ILSVRC/Data/CLS-LOC/{train,val}`,
 #' `LOC_synset_mapping.txt`, `LOC_val_solution.csv`), the official ILSVRC2012 archives (the training tar
 #' of per-category tars, the validation tar and the devkit with its `meta.mat` and ground truth), Kaggle's
-#' zip as downloaded, Hugging Face's `imagenet-1k` parquet shards, or a folder of `<wnid>/` folders. Every
+#' zip as downloaded, Kaggle's earlier download (its tree in one tar.gz), Hugging Face's `imagenet-1k`
+#' parquet shards, or a folder of `<wnid>/` folders. Every
 #' layout holds the same images, byte for byte. Its categories are the ILSVRC2012 classes in label order
 #' (see [imagenet_classes()]). The same arguments always give the same files. Use it to try the whole
 #' workflow without the real data set, which cannot be redistributed.
@@ -21,7 +22,9 @@
 #'   ImageNet's sizes); small images make quick experiments and tests.
 #' @param layout `"kaggle"` (Kaggle's download extracted), `"archives"` (`ILSVRC2012_img_train.tar`,
 #'   `ILSVRC2012_img_val.tar`, `ILSVRC2012_devkit_t12.tar.gz`), `"kaggle_zip"`
-#'   (`imagenet-object-localization-challenge.zip`), `"parquet"` (`data/train-*.parquet`,
+#'   (`imagenet-object-localization-challenge.zip`), `"kaggle_targz"`
+#'   (`imagenet_object_localization_patched2019.tar.gz` with the `LOC_*` files beside it), `"parquet"`
+#'   (`data/train-*.parquet`,
 #'   `data/validation-*.parquet`) or `"folders"` (`<wnid>/` folders, without validation images). All but
 #'   `"kaggle"` and `"folders"` take at most 1000 classes.
 #' @returns An `alexnet_imagenet`: a list with `path`, `layout`, `classes`, `images`, `val_images`,

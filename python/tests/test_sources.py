@@ -26,12 +26,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
 
-from alexnet.data import archive_io
+from alexnet.data import archive_io, packing, parquet
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
-from alexnet.data.imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
-from alexnet.data.kaggle_zip import KAGGLE_TARGZ, KAGGLE_ZIP
+from alexnet.data.imagenet import VAL_SOLUTION_FILE
+from alexnet.data.kaggle_targz import KAGGLE_TARGZ
+from alexnet.data.kaggle_zip import KAGGLE_ZIP
 from alexnet.data.sources import open_source
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
@@ -41,7 +42,7 @@ from alexnet.storage.board import open_board
 BUCKET = "alexnet-test"
 CLASSES = 6
 SMALL = {"classes": CLASSES, "images_per_class": 4, "val_per_class": 2, "seed": 3, "quirks": True, "max_side": 40}
-ARCHIVE_LAYOUTS = ("archives", "kaggle_zip", "parquet")
+ARCHIVE_LAYOUTS = ("archives", "kaggle_zip", "kaggle_targz", "parquet")
 #: What a board's categories table must agree on across layouts.
 COMPARED = ("id", "name", "index", "images", "bytes", "sha256", "val_images", "val_bytes", "val_sha256")
 
@@ -570,7 +571,6 @@ def test_validation_tar_without_devkit(made, tmp_path):
 def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch, budget):
     """Rows shuffled across the shards, so that every category is unfinished until the last row groups: held in
     memory (the default budget) or moved to spool files (a budget of 1 byte), the board is the tree's."""
-    from alexnet.data import parquet
 
     if budget is not None:
         monkeypatch.setattr(parquet, "MEMORY_BUDGET", budget)
@@ -649,33 +649,95 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
-@pytest.mark.parametrize("form", ["the-tar-gz", "its-folder", "in-the-zip"])
-def test_kaggles_tree_in_a_tar_gz_is_named_with_what_to_do(form, tmp_path):
-    """Kaggle's earlier download (its tree in one tar.gz, inside the zip beside the LOC files): one line that says to
-    extract it and upload the folder, not the list of layouts."""
-    folder = tmp_path / "kaggle"
-    folder.mkdir()
-    packed = io.BytesIO()
-    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
-        tar.addfile(tarfile.TarInfo("ILSVRC/Data/CLS-LOC/train/n01440764/n01440764_1.JPEG"), io.BytesIO())
-    loc = {MAPPING_FILE: "n01440764 tench, Tinca tinca\n", VAL_SOLUTION_FILE: "ImageId,PredictionString\n"}
-    if form == "in-the-zip":
-        source = folder / KAGGLE_ZIP
-        with zipfile.ZipFile(source, "w") as zf:
-            zf.writestr(KAGGLE_TARGZ, packed.getvalue())
-            for name, text in loc.items():
-                zf.writestr(name, text)
-    else:
-        (folder / KAGGLE_TARGZ).write_bytes(packed.getvalue())
-        for name, text in loc.items():
-            (folder / name).write_text(text)
-        source = folder / KAGGLE_TARGZ if form == "the-tar-gz" else folder
+def test_kaggles_tar_gz_inside_its_zip_says_to_unzip_it(made, tmp_path):
+    """Kaggle's earlier zip holds the tree as one tar.gz: one line that says to unzip it and upload the folder."""
+    folder = Path(made["paths"]["kaggle_targz"])
+    source = tmp_path / KAGGLE_ZIP
+    with zipfile.ZipFile(source, "w") as zf:
+        for path in sorted(folder.iterdir()):
+            zf.write(path, path.name)
     with pytest.raises(LayoutError) as err:
         imagenet_upload(source, tmp_path / "board")
     message = str(err.value)
-    assert message.startswith(f"{source} {'is' if form == 'the-tar-gz' else 'holds'} {KAGGLE_TARGZ}: ")
-    assert f"tar -xzf {KAGGLE_TARGZ}" in message and "upload that folder" in message and "\n" not in message
+    assert message.startswith(f"{source} holds {KAGGLE_TARGZ}: ") and "unzip it" in message and "\n" not in message
     assert_nothing_uploaded(tmp_path / "board")
+
+
+@pytest.mark.parametrize("form", ["the-tar-gz", "a-mirror-s-name"])
+def test_kaggles_tar_gz_is_read_from_its_own_path(form, made, tmp_path):
+    folder = tmp_path / "kaggle-2019"
+    shutil.copytree(made["paths"]["kaggle_targz"], folder)
+    name = KAGGLE_TARGZ if form == "the-tar-gz" else KAGGLE_TARGZ.replace(".tar.gz", " (1).tar.gz")
+    if name != KAGGLE_TARGZ:
+        (folder / KAGGLE_TARGZ).rename(folder / name)
+    report = imagenet_upload(folder / name, tmp_path / "board", workers=2)
+    assert report["layout"] == "kaggle_targz"
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_kaggles_tar_gz_validation_images_wait_in_spool_files(made, tmp_path, monkeypatch):
+    """Beyond the memory budget (here 1 byte) the validation images wait in spool files: the same board."""
+    monkeypatch.setattr(parquet, "MEMORY_BUDGET", 1)
+    spooled = []
+    real_open = open
+
+    def watched(path, *args, **kwargs):
+        if "spool-val-" in str(path):
+            spooled.append(os.path.basename(str(path)))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", watched)
+    imagenet_upload(made["paths"]["kaggle_targz"], tmp_path / "board", workers=2)
+    assert len(set(spooled)) == CLASSES
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_an_upload_from_kaggles_tar_gz_run_again_decodes_nothing(made, tmp_path, monkeypatch):
+    """A stream is read again on a second run, but a category already on the board is not decoded."""
+    source = made["paths"]["kaggle_targz"]
+    imagenet_upload(source, tmp_path / "board", workers=2)
+    monkeypatch.setattr(packing, "check_image", lambda *a, **k: pytest.fail("a finished category was decoded"))
+    report = imagenet_upload(source, tmp_path / "board", workers=2)
+    assert report["uploaded"] == [] and len(report["skipped"]) == CLASSES
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_a_truncated_kaggle_tar_gz_names_the_file(made, tmp_path):
+    folder = tmp_path / "kaggle-2019"
+    shutil.copytree(made["paths"]["kaggle_targz"], folder)
+    packed = folder / KAGGLE_TARGZ
+    packed.write_bytes(packed.read_bytes()[:packed.stat().st_size * 2 // 3])
+    with pytest.raises(LayoutError, match=f"{KAGGLE_TARGZ} cannot be read to its end.*download it again"):
+        imagenet_upload(folder, tmp_path / "board", workers=2)
+    assert not (tmp_path / "board" / "categories").exists()
+
+
+def test_a_val_solution_that_lists_images_kaggles_tar_gz_lacks(made, tmp_path):
+    folder = tmp_path / "kaggle-2019"
+    shutil.copytree(made["paths"]["kaggle_targz"], folder)
+    solution = folder / VAL_SOLUTION_FILE
+    solution.write_text(solution.read_text() + f"ILSVRC2012_val_09999999,{made['table'][0]['id']} 1 2 3 4\n")
+    with pytest.raises(LayoutError, match=r"holds 12 of them.*no validation image was uploaded"):
+        imagenet_upload(folder, tmp_path / "board", workers=2)
+    board = open_board(tmp_path / "board")
+    assert not [n for n in board.pin_names() if n.startswith("val-") or n == "categories"]
+
+
+def test_a_category_in_two_places_of_kaggles_tar_gz(made, tmp_path):
+    """A category's images apart from each other cannot be packed from a stream: said, with what to do."""
+    folder = tmp_path / "kaggle-2019"
+    folder.mkdir()
+    first, second = made["table"][0]["id"], made["table"][1]["id"]
+    with tarfile.open(Path(made["paths"]["kaggle_targz"]) / KAGGLE_TARGZ) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    moved = next(k for k, (m, _) in enumerate(members) if f"/train/{first}/" in m.name)
+    later = max(k for k, (m, _) in enumerate(members) if f"/train/{second}/" in m.name)
+    members.insert(later + 1, members.pop(moved))
+    with tarfile.open(folder / KAGGLE_TARGZ, "w:gz") as tar:
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data))
+    with pytest.raises(LayoutError, match=f"the training images of {first} are not all together.*extract it"):
+        imagenet_upload(folder / KAGGLE_TARGZ, tmp_path / "board", workers=2)
 
 
 def test_a_tar_gz_beside_the_tree_it_was_extracted_to_is_left_alone(made, tmp_path):

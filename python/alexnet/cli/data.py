@@ -72,14 +72,14 @@ def register(add: common.AddCommand) -> None:
     synth.add_argument("--max-side", type=positive, help="longest image side in pixels (default: ImageNet's)")
     synth.add_argument("--layout", choices=LAYOUT_NAMES,
                        help=with_default("synth", "layout", "kaggle: extracted Kaggle tree; archives: the official "
-                                         "ILSVRC2012 tars and devkit; kaggle_zip: Kaggle's zip; parquet: Hugging "
-                                         "Face's shards; folders: <wnid>/ folders"))
+                                         "ILSVRC2012 tars and devkit; kaggle_zip: Kaggle's zip; kaggle_targz: its "
+                                         "earlier tar.gz; parquet: Hugging Face's shards; folders: <wnid>/ folders"))
 
     upload = add("upload", _upload, "upload ImageNet to a board, one zip per category",
                  "Upload ImageNet to a board, read in place: one pin per category, validation pins, categories last.")
     upload.add_argument("source", help="the ImageNet source, a path or a gs:// or s3:// URL: the official "
-                                       "ILSVRC2012 archives' folder, Kaggle's zip, Hugging Face's parquet folder, or "
-                                       "a local Kaggle tree or folder of <wnid>/ folders")
+                                       "ILSVRC2012 archives' folder, Kaggle's zip (or its earlier tar.gz), Hugging "
+                                       "Face's parquet folder, or a local Kaggle tree or folder of <wnid>/ folders")
     upload.add_argument("--board", help=BOARD_HELP)
     upload.add_argument("--workers", type=positive, help=with_default(
         "upload", "workers", "categories in flight (at most one packed per CPU at a time)"))

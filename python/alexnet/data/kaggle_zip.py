@@ -19,6 +19,7 @@ from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
+from .kaggle_targz import is_kaggle_targz
 from .parts import (
     Member,
     Members,
@@ -35,20 +36,7 @@ from .parts import (
 log = logging.getLogger(__name__)
 
 KAGGLE_ZIP = "imagenet-object-localization-challenge.zip"
-#: Kaggle's tree as one compressed tar, an earlier form of its download (inside the zip, beside the ``LOC_*``
-#: files): not read in place.
-KAGGLE_TARGZ = "imagenet_object_localization_patched2019.tar.gz"
 _CLS_LOC = "ILSVRC/Data/CLS-LOC/"
-
-
-def targz_error(found: str) -> LayoutError:
-    """The error for Kaggle's tree packed in :data:`KAGGLE_TARGZ`: ``found`` says where (``"<path> holds"``, or
-    ``"<path> is"``); the message says what to do instead."""
-    return LayoutError(
-        f"{found} {KAGGLE_TARGZ}: Kaggle's ImageNet packed as one compressed tar (an earlier form of its download), "
-        f"which is not read in place. Extract it with `tar -xzf {KAGGLE_TARGZ}` in the folder that holds "
-        f"{MAPPING_FILE} and {VAL_SOLUTION_FILE} (unzip {KAGGLE_ZIP} first if they are in it), then upload that "
-        "folder: Kaggle's extracted tree")
 
 
 def _runs(entries: list[ZipEntry]) -> list[list[ZipEntry]]:
@@ -73,8 +61,11 @@ class KaggleZipSource(Source):
         with files.open(path, SMALL_MEMBERS_BLOCK) as f:
             entries = zip_index(f, self.label)
         cls_loc = next((e.name[:e.name.index(_CLS_LOC) + len(_CLS_LOC)] for e in entries if _CLS_LOC in e.name), None)
-        if cls_loc is None and any(os.path.basename(e.name) == KAGGLE_TARGZ for e in entries):
-            raise targz_error(f"{self.label} holds")
+        packed = next((os.path.basename(e.name) for e in entries if is_kaggle_targz(os.path.basename(e.name))), None)
+        if cls_loc is None and packed is not None:
+            raise LayoutError(f"{self.label} holds {packed}: Kaggle's earlier download, its tree in one tar.gz, "
+                              "which is read as it is but not inside a zip: unzip it (the tar.gz needs no "
+                              f"extracting) and upload the folder that holds {packed} and the LOC_* files")
         if cls_loc is None:
             raise LayoutError(f"{self.label} holds no {_CLS_LOC}train/ folder: it is not Kaggle's ImageNet download "
                               f"({KAGGLE_ZIP})")

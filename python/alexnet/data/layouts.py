@@ -10,6 +10,8 @@ release packs them.
   per validation image, in image-number order.
 * ``kaggle_zip``: ``imagenet-object-localization-challenge.zip``, deflated, with the tree, the ``LOC_`` files and
   a test image and sample submission that the upload does not read.
+* ``kaggle_targz``: ``imagenet_object_localization_patched2019.tar.gz`` holding the tree (GNU tar, gzip) and a test
+  image, with the ``LOC_`` files beside it, as Kaggle's earlier download unzipped.
 * ``parquet``: ``data/train-*.parquet`` (rows in category order, as a conversion of the training tar writes
   them, several row groups a shard), ``data/validation-*.parquet`` (in image-number order) and a
   ``data/test-*.parquet`` whose labels are -1, as Hugging Face's; ``image`` is a struct of ``bytes`` and ``path``.
@@ -30,14 +32,15 @@ import numpy as np
 from .classes import class_ids
 from .ilsvrc import DEVKIT, GROUND_TRUTH, META, TRAIN_TAR, VAL_TAR
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
+from .kaggle_targz import KAGGLE_TARGZ
 from .kaggle_zip import KAGGLE_ZIP
 from .parts import LAYOUT_NAMES
 
 #: ``layout =`` values of :func:`~alexnet.data.synthetic.imagenet_synthetic`.
 SYNTHETIC_LAYOUTS = LAYOUT_NAMES
 #: Files or folders a layout writes at the top of ``dest`` (a second synthetic set there is refused).
-LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, "data",
-                "synset_words.txt")
+LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, KAGGLE_TARGZ,
+                "data", "synset_words.txt")
 _ROWS_PER_GROUP = 8
 _SHARDS = 2
 _DATE = 1_335_830_400  # 2012-05-01, the release's month
@@ -128,6 +131,23 @@ def _kaggle_zip(kaggle: Path, dest: Path) -> dict[str, str]:
     return {"train": str(dest / KAGGLE_ZIP)}
 
 
+def _kaggle_targz(kaggle: Path, dest: Path) -> dict[str, str]:
+    val = kaggle / "ILSVRC" / "Data" / "CLS-LOC" / "val"
+    first = next((p for p in sorted(val.glob("*.JPEG"))), None) if val.is_dir() else None
+    with tarfile.open(dest / KAGGLE_TARGZ, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        for path in sorted(kaggle.rglob("*")):
+            if path.is_file() and path.relative_to(kaggle).parts[0] == "ILSVRC":
+                tar.add(path, path.relative_to(kaggle).as_posix())
+            if first is not None and path.name == "CLS-LOC":  # a test image, which an upload does not read
+                info = tarfile.TarInfo("ILSVRC/Data/CLS-LOC/test/ILSVRC2012_test_00000001.JPEG")
+                info.size, info.mtime = first.stat().st_size, _DATE
+                tar.addfile(info, io.BytesIO(first.read_bytes()))
+    for name in (MAPPING_FILE, VAL_SOLUTION_FILE):
+        if (kaggle / name).exists():
+            shutil.copy(kaggle / name, dest / name)
+    return {"train": str(dest / KAGGLE_TARGZ)}
+
+
 def _parquet(kaggle: Path, dest: Path, synsets: list[tuple[str, str]]) -> dict[str, str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -161,6 +181,7 @@ def _folders(kaggle: Path, dest: Path, synsets: list[tuple[str, str]]) -> dict[s
 
 #: Where a training image ``{name}`` of category ``{wnid}`` lies inside what :func:`write_layout` returns.
 MEMBER_PATHS = {"archives": "{wnid}.tar/{name}", "kaggle_zip": "ILSVRC/Data/CLS-LOC/train/{wnid}/{name}",
+                "kaggle_targz": "ILSVRC/Data/CLS-LOC/train/{wnid}/{name}",
                 "parquet": "{name}", "folders": "{wnid}/{name}"}
 
 
@@ -172,6 +193,8 @@ def write_layout(layout: str, kaggle: Path, dest: Path, synsets: list[tuple[str,
         return _archives(kaggle, dest, synsets)
     if layout == "kaggle_zip":
         return _kaggle_zip(kaggle, dest)
+    if layout == "kaggle_targz":
+        return _kaggle_targz(kaggle, dest)
     if layout == "parquet":
         return _parquet(kaggle, dest, synsets)
     return _folders(kaggle, dest, synsets)

@@ -1,18 +1,20 @@
 """ImageNet as people have it: the layout of a source is recognised from what it holds, and read in place.
 
-==============  =====================================================================================
-layout          what ``source`` is (a local path, or a ``gs://``/``s3://`` URL for the first three)
-==============  =====================================================================================
-``archives``    the official ILSVRC2012 archives: ``ILSVRC2012_img_train.tar``, with
-                ``ILSVRC2012_img_val.tar`` and ``ILSVRC2012_devkit_t12.tar.gz`` beside it for validation
-                (:mod:`alexnet.data.ilsvrc`); the folder that holds them, or the training tar itself
-``kaggle_zip``  Kaggle's ``imagenet-object-localization-challenge.zip``, or the folder that holds it
-                (:mod:`alexnet.data.kaggle_zip`)
-``parquet``     Hugging Face's ``imagenet-1k``: a folder of ``train-*.parquet`` and
-                ``validation-*.parquet`` shards, or the folder above its ``data/`` (:mod:`alexnet.data.parquet`)
-``kaggle``      Kaggle's download extracted: ``ILSVRC/Data/CLS-LOC/train/<wnid>/``, ``LOC_*`` files
-``folders``     a folder of ``<wnid>/`` folders of images
-==============  =====================================================================================
+================  =====================================================================================
+layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL for the first four)
+================  =====================================================================================
+``archives``      the official ILSVRC2012 archives: ``ILSVRC2012_img_train.tar``, with
+                  ``ILSVRC2012_img_val.tar`` and ``ILSVRC2012_devkit_t12.tar.gz`` beside it for validation
+                  (:mod:`alexnet.data.ilsvrc`); the folder that holds them, or the training tar itself
+``kaggle_zip``    Kaggle's ``imagenet-object-localization-challenge.zip``, or the folder that holds it
+                  (:mod:`alexnet.data.kaggle_zip`)
+``kaggle_targz``  Kaggle's earlier download, its tree in ``imagenet_object_localization_patched2019.tar.gz`` with
+                  the ``LOC_*`` files beside it, or the folder that holds them (:mod:`alexnet.data.kaggle_targz`)
+``parquet``       Hugging Face's ``imagenet-1k``: a folder of ``train-*.parquet`` and
+                  ``validation-*.parquet`` shards, or the folder above its ``data/`` (:mod:`alexnet.data.parquet`)
+``kaggle``        Kaggle's download extracted: ``ILSVRC/Data/CLS-LOC/train/<wnid>/``, ``LOC_*`` files
+``folders``       a folder of ``<wnid>/`` folders of images
+================  =====================================================================================
 
 The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
 ``LayoutError`` that lists these layouts and what the source holds.
@@ -27,7 +29,8 @@ from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
-from .kaggle_zip import KAGGLE_TARGZ, KAGGLE_ZIP, KaggleZipSource, targz_error
+from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
+from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
 from .parquet import ParquetSource, shard_folder
 from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
@@ -36,6 +39,8 @@ LAYOUTS: tuple[tuple[str, str], ...] = (
     ("archives", f"the official ILSVRC2012 archives: {TRAIN_NAMES[0]} (with {VAL_TAR} and "
                  "ILSVRC2012_devkit_t12.tar.gz beside it for validation), or the folder that holds them"),
     ("kaggle_zip", f"Kaggle's {KAGGLE_ZIP}, or the folder that holds it"),
+    ("kaggle_targz", f"Kaggle's earlier download, its tree in {KAGGLE_TARGZ} (with LOC_synset_mapping.txt and "
+                     "LOC_val_solution.csv beside it), or the folder that holds it"),
     ("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
                 "(or the folder above its data/)"),
     ("kaggle", "Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
@@ -112,8 +117,8 @@ def open_source(source: str | os.PathLike) -> Source:
             return KaggleZipSource(files, path)
         if name.endswith(".parquet") and shard_folder(files, folder):
             return ParquetSource(files, folder)
-        if name == KAGGLE_TARGZ:
-            raise targz_error(f"{files.url(path)} is")
+        if is_kaggle_targz(name):
+            return KaggleTarGzSource(files, folder, name)
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
     train = next((n for n in TRAIN_NAMES if n in names), None)
@@ -127,8 +132,9 @@ def open_source(source: str | os.PathLike) -> Source:
     shards = shard_folder(files, path)
     if shards is not None:
         return ParquetSource(files, shards)
-    if KAGGLE_TARGZ in names and "ILSVRC" not in names:  # once extracted beside it, the tree is read
-        raise targz_error(f"{files.url(path)} holds")
+    packed = next((n for n in names if is_kaggle_targz(n)), None)
+    if packed is not None and "ILSVRC" not in names:  # once extracted beside it, the tree is read
+        return KaggleTarGzSource(files, path, packed)
     if not files.local or not os.path.isdir(path):
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)

@@ -136,7 +136,8 @@ def imagenet_synthetic(
 
     Args:
         dest: folder to write into; it must not already hold a synthetic ImageNet.
-        classes: number of categories (at most 1000 in the ``archives``, ``kaggle_zip`` and ``parquet`` layouts).
+        classes: number of categories (at most 1000 in the ``archives``, ``kaggle_zip``, ``kaggle_targz`` and
+            ``parquet`` layouts).
         images_per_class: training images per category.
         val_per_class: validation images per category (0 for none; the ``folders`` layout has none).
         seed: the same seed and arguments give byte-identical files.
@@ -145,8 +146,9 @@ def imagenet_synthetic(
             top of ``images_per_class``.
         max_side: shrink every image so its longer side is at most this many pixels (fast tests).
         layout: ``"kaggle"`` (Kaggle's extracted download), ``"archives"`` (the official ILSVRC2012 training tar,
-            validation tar and devkit), ``"kaggle_zip"`` (Kaggle's zip as downloaded), ``"parquet"`` (Hugging
-            Face's imagenet-1k shards) or ``"folders"`` (``<wnid>/`` folders). Each is what
+            validation tar and devkit), ``"kaggle_zip"`` (Kaggle's zip as downloaded), ``"kaggle_targz"``
+            (Kaggle's earlier download: its tree in one tar.gz, the ``LOC_`` files beside it), ``"parquet"``
+            (Hugging Face's imagenet-1k shards) or ``"folders"`` (``<wnid>/`` folders). Each is what
             :func:`~alexnet.data.upload.imagenet_upload` reads from ``dest``.
 
     Returns:

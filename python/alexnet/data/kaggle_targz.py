@@ -1,0 +1,183 @@
+"""Kaggle's tree in one compressed tar, ``imagenet_object_localization_patched2019.tar.gz``, read as a stream.
+
+Kaggle's earlier download held its tree as this one tar.gz beside the ``LOC_*`` files, and mirrors still share
+it under that name. The tar holds the tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/, test/}`` and the
+annotations, which are not read); ``LOC_synset_mapping.txt`` (the categories' names) and ``LOC_val_solution.csv``
+(the validation labels) are read from beside it, in its folder.
+
+A gzip stream cannot seek, so the tar is read once, front to back, by the upload's reading thread. A category's
+training images lie together in it: the category is handed to packing as soon as the stream leaves its folder
+(a category found in two places is an error). The validation images share one folder: they are held by category,
+in memory up to :data:`~alexnet.data.parquet.MEMORY_BUDGET` and the largest categories beyond it in spool files
+in the scratch folder (up to the validation set's size, 6.4 GB for ImageNet), and packed once the stream ends,
+after their labels are checked. An upload run again reads the whole stream again and decodes only the categories
+that are not on the board.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import zlib
+from collections.abc import Iterator
+
+from ..errors import LayoutError
+from .archive_io import SMALL_MEMBERS_BLOCK, Files
+from .classes import check_classes, class_ids, class_names
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, read_val_solution
+from .parquet import _Held
+from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
+
+log = logging.getLogger(__name__)
+
+KAGGLE_TARGZ = "imagenet_object_localization_patched2019.tar.gz"
+_CLS_LOC = "Data/CLS-LOC/"
+_STREAM_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+
+
+def is_kaggle_targz(name: str) -> bool:
+    """Whether a file name is Kaggle's tar.gz (mirrors add a suffix, as in ``..._patched2019 (1).tar.gz``)."""
+    return name.startswith(KAGGLE_TARGZ[:-len(".tar.gz")]) and name.endswith(".tar.gz")
+
+
+class KaggleTarGzSource(Source):
+    """Kaggle's tar.gz ``name`` in ``folder``, with the ``LOC_*`` files beside it."""
+
+    layout = "kaggle_targz"
+
+    def __init__(self, files: Files, folder: str, name: str):
+        self.files, self.path = files, f"{folder}/{name}"
+        self.root = self.label = files.url(self.path)
+        present = set(files.names(folder))
+        self.names = class_names()
+        if MAPPING_FILE in present:
+            where = files.url(f"{folder}/{MAPPING_FILE}")
+            mapping = {}
+            for line in self._text(f"{folder}/{MAPPING_FILE}").splitlines():
+                wnid, _, label = line.strip().partition(" ")
+                if wnid:
+                    mapping[wnid] = label.strip()
+            check_classes(mapping, where, strict=True)
+            self.names = {**self.names, **mapping}
+        self.solution: dict[str, str] = {}
+        self.solution_where = files.url(f"{folder}/{VAL_SOLUTION_FILE}")
+        if VAL_SOLUTION_FILE in present:
+            rows = read_val_solution(io.StringIO(self._text(f"{folder}/{VAL_SOLUTION_FILE}")), self.solution_where)
+            self.solution = dict(rows)
+        else:
+            log.warning("%s has no %s beside it: its validation images are left out; put that file beside it to "
+                        "upload them", self.label, VAL_SOLUTION_FILE)
+        self.total_bytes = files.size(self.path)
+        self.held: _Held | None = None
+        self.val_found: dict[str, list[tuple[str, int]]] = {}
+        self.train_found: set[str] = set()
+
+    def _text(self, path: str) -> str:
+        return self.files.read(path, 0, self.files.size(path)).decode("utf-8", "replace")
+
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
+        if split == "train":
+            yield from self._stream(wanted, workdir)
+            return
+        if self.held is None:  # the stream is read by the training split; read it now if it was not
+            for _ in self._stream(lambda part: False, workdir):
+                pass
+        held = self.held
+        assert held is not None
+        index = {w: k for k, w in enumerate(class_ids())}
+        for wnid in sorted(self.val_found):
+            found = self.val_found[wnid]
+            if keep is not None and wnid not in keep:
+                held.take(index[wnid])
+                continue
+            part = Part(wnid, "val", identity_of(found, "kaggle-targz", "val"), 0,
+                        lambda label=index[wnid]: held.take(label), count=len(found))
+            if wanted(part):
+                yield part
+            else:
+                held.take(index[wnid])
+
+    def _stream(self, wanted: Wanted, workdir: str) -> Iterator[Part]:
+        self.held = held = _Held(workdir, "val")
+        index = {w: k for k, w in enumerate(class_ids())}
+        current: str | None = None
+        members: list[Member] = []
+        sizes: list[tuple[str, int]] = []
+        read_before = unlabelled = 0
+        with self.files.open(self.path, SMALL_MEMBERS_BLOCK) as raw:
+
+            def finish() -> Iterator[Part]:
+                nonlocal read_before
+                if current is None:
+                    return
+                here = raw.tell()
+                part = Part(current, "train", identity_of(sizes, "kaggle-targz", "train", current), here - read_before,
+                            lambda held_members=tuple(members): lambda: held_members, count=len(members))
+                read_before = here
+                if wanted(part):
+                    yield part
+
+            try:
+                with tarfile.open(fileobj=raw, mode="r|gz") as tar:
+                    for member in tar:
+                        if not member.isfile() or _CLS_LOC not in member.name:
+                            continue
+                        rest = member.name[member.name.index(_CLS_LOC) + len(_CLS_LOC):].split("/")
+                        if rest[0] == "train" and len(rest) == 3:
+                            wnid, name = rest[1], rest[2]
+                            if wnid != current:
+                                yield from finish()
+                                if wnid in self.train_found:
+                                    raise LayoutError(
+                                        f"{self.label}: the training images of {wnid} are not all together (found "
+                                        f"again at {member.name}); it cannot be read as a stream: extract it and "
+                                        "upload the extracted folder")
+                                check_classes({wnid: ""}, self.label, strict=True)
+                                self.train_found.add(wnid)
+                                current, members, sizes = wnid, [], []
+                            data = self._read(tar, member)
+                            sizes.append((name, member.size))
+                            members.append(Member(name, data) if is_image_name(name)
+                                           else Member(name, None, not_an_image(self.label)))
+                        elif rest[0] == "val" and len(rest) == 2 and is_image_name(rest[1]) and self.solution:
+                            image_id = os.path.splitext(rest[1])[0]
+                            wnid = self.solution.get(image_id)
+                            if wnid is None:
+                                unlabelled += 1
+                                continue
+                            data = self._read(tar, member)
+                            held.add(index.get(wnid, -1), Member(rest[1], data))
+                            self.val_found.setdefault(wnid, []).append((rest[1], member.size))
+                            held.spill()
+                    yield from finish()
+            except _STREAM_ERRORS as err:
+                raise LayoutError(f"{self.label} cannot be read to its end ({err}): it is damaged or cut short; "
+                                  "download it again (the categories read so far are on the board and are skipped "
+                                  "next time)") from None
+        if unlabelled:
+            log.warning("%d validation images in %s are not in %s; they are left out", unlabelled, self.label,
+                        self.solution_where)
+        self._check_val()
+
+    def _read(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+        handle = tar.extractfile(member)
+        return handle.read() if handle is not None else b""
+
+    def _check_val(self) -> None:
+        """The validation images found against the solution file: every label a training category, every listed
+        image found (``LayoutError``, before any validation image is uploaded)."""
+        if not self.solution:
+            return
+        strangers = sorted({w for w in self.val_found if w not in self.train_found})
+        if strangers:
+            raise LayoutError(f"{self.solution_where} labels validation images {strangers[0]}, but {self.label} has no "
+                              f"training images of {strangers[0]}: use the {VAL_SOLUTION_FILE} that goes with it "
+                              "(no validation image was uploaded)")
+        found = sum(len(v) for v in self.val_found.values())
+        if found < len(self.solution):
+            raise LayoutError(f"{self.solution_where} lists {len(self.solution)} validation images, but {self.label} "
+                              f"holds {found} of them: use the {VAL_SOLUTION_FILE} that goes with it, or move it "
+                              "away to upload without validation (no validation image was uploaded)")
