@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
 
-from alexnet.data import archive_io, packing, parquet
+from alexnet.data import archive_io, held, packing
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
@@ -573,10 +573,10 @@ def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch
     memory (the default budget) or moved to spool files (a budget of 1 byte), the board is the tree's."""
 
     if budget is not None:
-        monkeypatch.setattr(parquet, "MEMORY_BUDGET", budget)
+        monkeypatch.setattr(held, "MEMORY_BUDGET", budget)
     spooled: list[str] = []
-    read_spool = parquet._read_spool
-    monkeypatch.setattr(parquet, "_read_spool", lambda path: spooled.append(path) or read_spool(path))
+    read_spool = held._read_spool
+    monkeypatch.setattr(held, "_read_spool", lambda path: spooled.append(path) or read_spool(path))
     src = copy_layout(made, "parquet", tmp_path)
     shards = sorted((src / "data").glob("train-*.parquet"))
     rows = pa.concat_tables([pq.read_table(shard) for shard in shards])
@@ -677,7 +677,7 @@ def test_kaggles_tar_gz_is_read_from_its_own_path(form, made, tmp_path):
 
 def test_kaggles_tar_gz_validation_images_wait_in_spool_files(made, tmp_path, monkeypatch):
     """Beyond the memory budget (here 1 byte) the validation images wait in spool files: the same board."""
-    monkeypatch.setattr(parquet, "MEMORY_BUDGET", 1)
+    monkeypatch.setattr(held, "MEMORY_BUDGET", 1)
     spooled = []
     real_open = open
 

@@ -8,7 +8,7 @@ annotations, which are not read); ``LOC_synset_mapping.txt`` (the categories' na
 A gzip stream cannot seek, so the tar is read once, front to back, by the upload's reading thread. A category's
 training images lie together in it: the category is handed to packing as soon as the stream leaves its folder
 (a category found in two places is an error). The validation images share one folder: they are held by category,
-in memory up to :data:`~alexnet.data.parquet.MEMORY_BUDGET` and the largest categories beyond it in spool files
+in memory up to :data:`~alexnet.data.held.MEMORY_BUDGET` and the largest categories beyond it in spool files
 in the scratch folder (up to the validation set's size, 6.4 GB for ImageNet), and packed once the stream ends,
 after their labels are checked. An upload run again reads the whole stream again and decodes only the categories
 that are not on the board.
@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_ids, class_names
+from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, read_val_solution
-from .parquet import _Held
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class KaggleTarGzSource(Source):
             log.warning("%s has no %s beside it: its validation images are left out; put that file beside it to "
                         "upload them", self.label, VAL_SOLUTION_FILE)
         self.total_bytes = files.size(self.path)
-        self.held: _Held | None = None
+        self.held: Held | None = None
         self.val_found: dict[str, list[tuple[str, int]]] = {}
         self.train_found: set[str] = set()
 
@@ -101,7 +101,7 @@ class KaggleTarGzSource(Source):
                 held.take(index[wnid])
 
     def _stream(self, wanted: Wanted, workdir: str) -> Iterator[Part]:
-        self.held = held = _Held(workdir, "val")
+        self.held = held = Held(workdir, "val")
         index = {w: k for k, w in enumerate(class_ids())}
         current: str | None = None
         members: list[Member] = []

@@ -10,7 +10,8 @@ before anything is written, and it tells which row groups hold which categories.
 category not yet on the board are read once, in order; each image is held in memory with its category's others,
 and a category is packed as soon as the last row group that holds it has been read. When the shards hold the
 categories one after another, as a conversion from the training tar does, only a few categories are unfinished at
-a time and they stay in memory; when they are shuffled, the unfinished categories outgrow :data:`MEMORY_BUDGET`
+a time and they stay in memory; when they are shuffled, the unfinished categories outgrow
+:data:`~alexnet.data.held.MEMORY_BUDGET`
 and the largest are moved to spool files in the upload's scratch folder, where they wait until the last shard that
 holds them (the docs say so).
 """
@@ -21,7 +22,6 @@ import contextlib
 import logging
 import os
 import re
-import struct
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,15 +30,13 @@ from typing import Any
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import NUM_CLASSES, class_ids, class_names
-from .parts import Member, Members, Part, Source, Wanted, by_name, identity_of
+from .held import Held
+from .parts import Member, Part, Source, Wanted, identity_of
 
 log = logging.getLogger(__name__)
 
 SPLITS = {"train": "train", "val": "validation"}
 _SHARD = re.compile(r"^(train|validation|test)-.*\.parquet$")
-_RECORD = struct.Struct("<II")
-#: Bytes of images of unfinished categories held in memory before the largest categories go to spool files.
-MEMORY_BUDGET = 256 << 20
 
 
 def shard_folder(files: Files, folder: str) -> str | None:
@@ -122,7 +120,7 @@ class ParquetSource(Source):
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
         data = self.splits[split]
-        held = _Held(workdir, split)
+        held = Held(workdir, split)
         todo: dict[int, Part] = {}
         for label in self._present(split):
             wnid = self.ids[label]
@@ -148,7 +146,7 @@ class ParquetSource(Source):
                         for label in sorted(k for k, at in last.items() if at == (s, g)):
                             yield todo[label]
 
-    def _read_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], held: _Held) -> None:
+    def _read_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], held: Held) -> None:
         table = pf.read_row_group(group, columns=["image", "label"])
         images = table.column("image").to_pylist()
         stem = os.path.basename(shard).split(".")[0]
@@ -161,56 +159,3 @@ class ParquetSource(Source):
             held.add(label, Member(name, blob))
             todo[label].source_bytes += len(blob)
         held.spill()
-
-
-class _Held:
-    """The images of unfinished categories: in memory up to :data:`MEMORY_BUDGET`, the largest categories beyond it
-    appended to spool files in ``workdir``. Used by the reading thread only (``take`` is a part's ``open``)."""
-
-    def __init__(self, workdir: str, split: str):
-        self.workdir, self.split = workdir, split
-        self.members: dict[int, list[Member]] = {}
-        self.sizes: dict[int, int] = {}
-        self.bytes = 0
-        self.spools: dict[int, str] = {}
-
-    def add(self, label: int, member: Member) -> None:
-        self.members.setdefault(label, []).append(member)
-        size = len(member.data or b"")
-        self.sizes[label] = self.sizes.get(label, 0) + size
-        self.bytes += size
-
-    def spill(self) -> None:
-        """Move the largest categories to their spool files until half the budget is left in memory."""
-        if self.bytes <= MEMORY_BUDGET:
-            return
-        for label in sorted(self.sizes, key=self.sizes.__getitem__, reverse=True):
-            if self.bytes <= MEMORY_BUDGET // 2:
-                break
-            path = self.spools.setdefault(label, os.path.join(self.workdir, f"spool-{self.split}-{label}"))
-            with open(path, "ab") as f:
-                for name, data, _, _ in self.members.pop(label, []):
-                    encoded = name.encode()
-                    f.write(_RECORD.pack(len(encoded), len(data or b"")) + encoded + (data or b""))
-            self.bytes -= self.sizes.pop(label)
-
-    def take(self, label: int) -> Members:
-        """The members of a finished category: those in memory now, those spooled when the packer reads them."""
-        members = self.members.pop(label, [])
-        self.bytes -= self.sizes.pop(label, 0)
-        spool = self.spools.pop(label, None)
-        return lambda: by_name(members + (_read_spool(spool) if spool else []))
-
-
-def _read_spool(path: str) -> list[Member]:
-    """The members a spool file holds, in the order they were written; the file is removed."""
-    members: list[Member] = []
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            while header := f.read(_RECORD.size):
-                size_name, size_data = _RECORD.unpack(header)
-                name = f.read(size_name).decode()
-                data = f.read(size_data)
-                members.append(Member(name, data))
-        os.remove(path)
-    return members
