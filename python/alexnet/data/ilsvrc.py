@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..errors import LayoutError
+from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, copied_member, tar_index, tar_members
 from .classes import check_classes, class_names
 from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
@@ -166,8 +167,8 @@ class ArchivesSource(Source):
 
     def _stream(self, wanted: Wanted) -> Iterator[Part]:
         label = self.files.url(self.train_path)
-        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, \
-                tarfile.open(fileobj=raw, mode="r|*") as tar:
+        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, gunzip(raw) as unzipped, \
+                tarfile.open(fileobj=unzipped, mode="r|") as tar:
             try:
                 for member in tar:
                     name = os.path.basename(member.name)
@@ -184,7 +185,7 @@ class ArchivesSource(Source):
                         members = tar_members(blob, f"{name} in {label}")
                         part.open = lambda members=members: lambda: members
                         yield part
-            except (tarfile.TarError, EOFError, OSError) as err:
+            except (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS) as err:
                 raise LayoutError(f"{label} cannot be read to its end ({err}): it is damaged or cut short; download "
                                   "it again (the categories read so far are on the board and are skipped next "
                                   "time)") from None

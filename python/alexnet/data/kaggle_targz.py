@@ -20,10 +20,10 @@ import io
 import logging
 import os
 import tarfile
-import zlib
 from collections.abc import Iterator
 
 from ..errors import LayoutError
+from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 KAGGLE_TARGZ = "imagenet_object_localization_patched2019.tar.gz"
 _CLS_LOC = "Data/CLS-LOC/"
-_STREAM_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+_STREAM_ERRORS = (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS)
 
 
 def is_kaggle_targz(name: str) -> bool:
@@ -121,7 +121,7 @@ class KaggleTarGzSource(Source):
                     yield part
 
             try:
-                with tarfile.open(fileobj=raw, mode="r|gz") as tar:
+                with gunzip(raw) as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
                     for member in tar:
                         if not member.isfile() or _CLS_LOC not in member.name:
                             continue
