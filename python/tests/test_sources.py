@@ -16,6 +16,7 @@ import shutil
 import tarfile
 import threading
 import time
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -139,6 +140,51 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
         assert len(seen) == 2 * CLASSES
         # one worker: the zip being packed is all there is (the owner marker aside)
         assert all(total - own < 1024 for total, own in seen), seen
+
+
+def test_a_part_is_let_go_once_it_is_done(tmp_path):
+    """A part read from a stream holds its bytes until it is packed and published, and no longer: with 30 parts and
+    one worker, no more than the parts in flight are ever alive (before, every part lived until the last was done)."""
+    from PIL import Image
+
+    from alexnet.data.classes import class_ids
+    from alexnet.data.packing import Options, Uploader
+    from alexnet.data.parts import Member, Part, Source
+
+    image = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(image, format="JPEG")
+    jpeg = image.getvalue()
+    alive: set[int] = set()
+    peak = [0]
+
+    class Bytes:  # stands for a streamed category's bytes, held by its part
+        def __init__(self, wnid: str):
+            self.members = [Member(f"{wnid}_{k}.JPEG", jpeg) for k in range(2)]
+            alive.add(id(self))
+            weakref.finalize(self, alive.discard, id(self))
+
+    class Stream(Source):
+        layout, root, total_bytes = "folders", "a stream", 0
+
+        def __init__(self):
+            self.names = {}
+
+        def parts(self, split, wanted, keep=None, workdir=""):
+            if split != "train":
+                return
+            for wnid in class_ids()[:30]:
+                held = Bytes(wnid)
+                part = Part(wnid, "train", wnid.encode(), 1, lambda held=held: lambda: held.members, count=2)
+                del held
+                peak[0] = max(peak[0], len(alive))
+                if wanted(part):
+                    yield part
+
+    uploader = Uploader(Stream(), open_board(tmp_path / "board", write=True),
+                        Options(min_images=0, resize=None, quality=90, retries=0), workers=1)
+    uploader.run()
+    assert len(uploader.results) == 30 and not uploader.failures
+    assert peak[0] <= 1 + 2 + 2, peak  # a worker, the 2 parts queued ahead of it, the part just read and the next
 
 
 def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made, cloud_env, tmp_path, monkeypatch):

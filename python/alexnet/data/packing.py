@@ -224,8 +224,12 @@ class Uploader:
         log.error("category %s (%s) failed: %s", part.wnid, part.split, error)
 
     def _run(self, pool: ThreadPoolExecutor, workdir: str, split: str, keep: frozenset[str] | None) -> None:
-        slots = threading.BoundedSemaphore(self.workers + 2)
-        futures = []
+        """Hand the parts of ``split`` to the pool, at most ``workers + 2`` in flight, and wait for the last.
+
+        No part is kept once it is done (the slots, not a list of futures, tell when all are): a part read from a
+        stream holds its bytes until then."""
+        in_flight = self.workers + 2
+        slots = threading.BoundedSemaphore(in_flight)
         for part in self.source.parts(split, self._wanted, keep, workdir):
             slots.acquire()
             try:
@@ -238,9 +242,9 @@ class Uploader:
                 slots.release()
                 raise
             future.add_done_callback(lambda f, part=part: (self._done(part, f), slots.release()))
-            futures.append(future)
-        for future in futures:
-            future.exception()  # wait
+            del part, members, future
+        for _ in range(in_flight):  # every slot back: every part done
+            slots.acquire()
 
     def _states(self, pool: ThreadPoolExecutor) -> None:
         """The board's state of every category pin it holds, read in parallel before anything is decided."""
