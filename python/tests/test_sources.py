@@ -690,7 +690,7 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
         imagenet_upload(tmp_path / "src", tmp_path / "board")
     message = str(err.value)
     assert "holds notes.txt, photos.tar" in message
-    for layout in ("archives", "kaggle_zip", "parquet", "kaggle", "folders"):
+    for layout in ("archives", "kaggle_zip", "kaggle_targz", "parquet", "kaggle", "folders"):
         assert f"  - {layout}: " in message
     assert_nothing_uploaded(tmp_path / "board")
 
