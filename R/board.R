@@ -37,6 +37,10 @@
 #' imagenet_upload("/data/imagenet-object-localization-challenge.zip", board = "gs://my-bucket/imagenet")
 #' alexnet.imagenet_upload("/data/imagenet-object-localization-challenge.zip", board="gs://my-bucket/imagenet")
 #' alexnet upload /data/imagenet-object-localization-challenge.zip --board gs://my-bucket/imagenet
+#' # Kaggle's earlier download: its tree in one tar.gz, the LOC_* files beside it
+#' imagenet_upload("/data/kaggle-2019/imagenet_object_localization_patched2019.tar.gz", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/kaggle-2019/imagenet_object_localization_patched2019.tar.gz", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/kaggle-2019/imagenet_object_localization_patched2019.tar.gz --board gs://my-bucket/imagenet
 #' # Hugging Face's imagenet-1k parquet shards
 #' imagenet_upload("/data/imagenet-1k/data", board = "gs://my-bucket/imagenet")
 #' alexnet.imagenet_upload("/data/imagenet-1k/data", board="gs://my-bucket/imagenet")

@@ -364,5 +364,5 @@ def test_upload_help_shows_the_readme_layout_lines():
              "python": [line for line in lines if line.startswith("alexnet.imagenet_upload(")],
              "sh": [".venv/bin/" + line for line in lines if line.startswith("alexnet upload ")]}
     for language, found in shown.items():
-        assert len(found) == 5, (language, found)
+        assert len(found) == len(LAYOUT_SOURCES), (language, found)
         assert set(found) <= readme[language], (language, set(found) - readme[language])
