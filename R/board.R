@@ -10,7 +10,8 @@
 #'   label the validation images); `source` is the folder that holds them or the training tar:
 #'   `imagenet_upload("/data/ilsvrc2012", board = "gs://my-bucket/imagenet")`;
 #' * Kaggle's download as it comes: `imagenet_upload("/data/imagenet-object-localization-challenge.zip")`;
-#' * Kaggle's earlier download, its tree in one tar.gz with the `LOC_*` files beside it (as it unzips):
+#' * Kaggle's earlier download, its tree in one tar.gz with the `LOC_*` files, in its zip (which is read as
+#'   the zip above) or beside it:
 #'   `imagenet_upload("/data/imagenet_object_localization_patched2019.tar.gz")`, read as a stream (an upload
 #'   run again reads it all again, decoding only what is not on the board);
 #' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split

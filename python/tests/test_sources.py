@@ -695,18 +695,37 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
-def test_kaggles_tar_gz_inside_its_zip_says_to_unzip_it(made, tmp_path):
-    """Kaggle's earlier zip holds the tree as one tar.gz: one line that says to unzip it and upload the folder."""
-    folder = Path(made["paths"]["kaggle_targz"])
-    source = tmp_path / KAGGLE_ZIP
-    with zipfile.ZipFile(source, "w") as zf:
-        for path in sorted(folder.iterdir()):
+@pytest.mark.parametrize(("kind", "compression"), [("local", zipfile.ZIP_STORED), ("local", zipfile.ZIP_DEFLATED),
+                                                   ("gs", zipfile.ZIP_DEFLATED)])
+def test_kaggles_earlier_zip_is_read_without_unzipping(kind, compression, made, cloud_env, tmp_path):
+    """Kaggle's earlier zip holds the tree as one tar.gz beside the LOC files: its member is streamed in place,
+    stored or deflated, from a path or a bucket, and gives the tree's board."""
+    folder = tmp_path / "zip"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / KAGGLE_ZIP, "w", compression=compression) as zf:
+        for path in sorted(Path(made["paths"]["kaggle_targz"]).iterdir()):
             zf.write(path, path.name)
-    with pytest.raises(LayoutError) as err:
-        imagenet_upload(source, tmp_path / "board")
-    message = str(err.value)
-    assert message.startswith(f"{source} holds {KAGGLE_TARGZ}: ") and "unzip it" in message and "\n" not in message
-    assert_nothing_uploaded(tmp_path / "board")
+    where = str(folder) if kind == "local" else put_in_bucket(kind, folder, tmp_path.name)
+    source = f"{where}/{KAGGLE_ZIP}"
+    report = imagenet_upload(source, tmp_path / "board", workers=2)
+    assert report["layout"] == "kaggle_targz" and report["source"] == f"{source}: {KAGGLE_TARGZ}"
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_a_zip_member_is_streamed_and_one_cut_short_is_said(tmp_path):
+    data = os.urandom(5000)
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("member", data)
+    files = archive_io.Files.at(tmp_path)
+    with open(path, "rb") as f:
+        (entry,) = archive_io.zip_index(f, "a.zip")
+    with archive_io.zip_member_stream(files, str(path), entry) as stream:
+        assert stream.read() == data and stream.tell() == entry.info.compress_size
+    entry.info.compress_size //= 2  # a record that says less than the stream holds: the stream ends early
+    with archive_io.zip_member_stream(files, str(path), entry) as stream, \
+            pytest.raises(EOFError, match="ends before its deflate stream does"):
+        stream.read()
 
 
 @pytest.mark.parametrize("form", ["the-tar-gz", "a-mirror-s-name"])

@@ -9,6 +9,7 @@ in blocks), a zip's central directory sits at its end.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import mmap
@@ -23,7 +24,7 @@ from typing import Any, TypeAlias
 
 from ..errors import LayoutError
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
-from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw
+from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw, inflater
 from .parts import CRC_MISMATCH, Member, in_name_order, is_image_name, not_an_image
 
 log = logging.getLogger(__name__)
@@ -399,6 +400,74 @@ def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
     except INFLATE_ERRORS as err:
         return Member(name, None, f"cannot be decompressed from {label} ({err}); download the archive again")
     return Member(name, data, crc=entry.info.CRC)
+
+
+class _Window(io.RawIOBase):
+    """Bytes ``start`` to ``start + size`` of the seekable file ``f``, read front to back; ``tell()`` counts them."""
+
+    def __init__(self, f: Any, start: int, size: int):
+        super().__init__()
+        self.f, self.size, self.pos = f, size, 0
+        f.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.f.read(min(len(buffer), self.size - self.pos)) if self.pos < self.size else b""
+        buffer[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.pos
+
+
+class _Inflating(io.RawIOBase):
+    """The raw deflate stream ``raw`` (a zip member's) inflated as it is read; ``tell()`` counts ``raw``'s bytes."""
+
+    def __init__(self, raw: _Window):
+        super().__init__()
+        self.raw, self.inflater = raw, inflater()
+        self.out, self.at, self.done = b"", 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self.at == len(self.out) and not self.done:
+            chunk = self.raw.read(1 << 20)
+            if chunk:
+                self.out, self.at = self.inflater.decompress(chunk), 0
+            else:
+                self.out, self.at, self.done = self.inflater.flush(), 0, True
+                if not self.inflater.eof:
+                    raise EOFError("the member ends before its deflate stream does")
+        n = min(len(buffer), len(self.out) - self.at)
+        buffer[:n] = self.out[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+
+@contextlib.contextmanager
+def zip_member_stream(files: Files, path: str, entry: ZipEntry) -> Iterator[Any]:
+    """The member ``entry`` of the zip at ``path`` as a binary stream, read front to back (and inflated when it is
+    deflated) without reading the rest of the zip: a large member (a tar.gz in a zip) is read in place."""
+    label = f"{files.url(path)}: {entry.name}"
+    header = files.read(path, entry.start, entry.start + _ZIP_LOCAL_HEADER.size)
+    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise LayoutError(f"{label}: its record is damaged (no local header); download the archive again")
+    fields = _ZIP_LOCAL_HEADER.unpack(header)
+    start = entry.start + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    method = entry.info.compress_type
+    if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise LayoutError(f"{label} is compressed with method {method}, which is not read; unzip it first")
+    with files.open(path, SMALL_MEMBERS_BLOCK) as f:
+        window = _Window(f, start, entry.info.compress_size)
+        yield window if method == zipfile.ZIP_STORED else _Inflating(window)
 
 
 def zip_text(blob: bytes, base: int, entry: ZipEntry, label: str) -> str:

@@ -1,9 +1,10 @@
 """Kaggle's tree in one compressed tar, ``imagenet_object_localization_patched2019.tar.gz``, read as a stream.
 
-Kaggle's earlier download held its tree as this one tar.gz beside the ``LOC_*`` files, and mirrors still share
-it under that name. The tar holds the tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/, test/}`` and the
-annotations, which are not read); ``LOC_synset_mapping.txt`` (the categories' names) and ``LOC_val_solution.csv``
-(the validation labels) are read from beside it, in its folder.
+Kaggle's earlier download held its tree as this one tar.gz beside the ``LOC_*`` files, in its zip, and mirrors
+still share it under that name. The tar holds the tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/, test/}`` and
+the annotations, which are not read); ``LOC_synset_mapping.txt`` (the categories' names) and
+``LOC_val_solution.csv`` (the validation labels) are read from beside it: its folder, or the zip that holds it,
+whose member is then read in place (:func:`~alexnet.data.archive_io.zip_member_stream`).
 
 A gzip stream cannot seek, so the tar is read once, front to back, by the upload's reading thread. A category's
 training images lie together in it: the category is handed to packing as soon as the stream leaves its folder
@@ -20,11 +21,13 @@ import io
 import logging
 import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
-from .archive_io import SMALL_MEMBERS_BLOCK, Files
+from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_member_stream
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, read_val_solution
@@ -43,39 +46,53 @@ def is_kaggle_targz(name: str) -> bool:
 
 
 class KaggleTarGzSource(Source):
-    """Kaggle's tar.gz ``name`` in ``folder``, with the ``LOC_*`` files beside it."""
+    """Kaggle's tar.gz read as a stream: ``open_stream()`` opens it (a context manager of a binary file whose
+    ``tell()`` counts the bytes of the source read so far), ``texts`` holds the ``LOC_*`` files found with it (file
+    name -> (where, text)). :meth:`beside` and :meth:`in_zip` make one."""
 
     layout = "kaggle_targz"
 
-    def __init__(self, files: Files, folder: str, name: str):
-        self.files, self.path = files, f"{folder}/{name}"
-        self.root = self.label = files.url(self.path)
-        present = set(files.names(folder))
+    def __init__(self, files: Files, label: str, total_bytes: int,
+                 open_stream: Callable[[], AbstractContextManager[Any]], texts: dict[str, tuple[str, str]]):
+        self.files, self.open_stream, self.total_bytes = files, open_stream, total_bytes
+        self.root = self.label = label
         self.names = class_names()
-        if MAPPING_FILE in present:
-            where = files.url(f"{folder}/{MAPPING_FILE}")
+        if MAPPING_FILE in texts:
+            where, text = texts[MAPPING_FILE]
             mapping = {}
-            for line in self._text(f"{folder}/{MAPPING_FILE}").splitlines():
-                wnid, _, label = line.strip().partition(" ")
+            for line in text.splitlines():
+                wnid, _, name = line.strip().partition(" ")
                 if wnid:
-                    mapping[wnid] = label.strip()
+                    mapping[wnid] = name.strip()
             check_classes(mapping, where, strict=True)
             self.names = {**self.names, **mapping}
         self.solution: dict[str, str] = {}
-        self.solution_where = files.url(f"{folder}/{VAL_SOLUTION_FILE}")
-        if VAL_SOLUTION_FILE in present:
-            rows = read_val_solution(io.StringIO(self._text(f"{folder}/{VAL_SOLUTION_FILE}")), self.solution_where)
-            self.solution = dict(rows)
+        self.solution_where = texts.get(VAL_SOLUTION_FILE, (VAL_SOLUTION_FILE, ""))[0]
+        if VAL_SOLUTION_FILE in texts:
+            self.solution = dict(read_val_solution(io.StringIO(texts[VAL_SOLUTION_FILE][1]), self.solution_where))
         else:
-            log.warning("%s has no %s beside it: its validation images are left out; put that file beside it to "
+            log.warning("%s has no %s with it: its validation images are left out; put that file beside it to "
                         "upload them", self.label, VAL_SOLUTION_FILE)
-        self.total_bytes = files.size(self.path)
         self.held: Held | None = None
         self.val_found: dict[str, list[tuple[str, int]]] = {}
         self.train_found: set[str] = set()
 
-    def _text(self, path: str) -> str:
-        return self.files.read(path, 0, self.files.size(path)).decode("utf-8", "replace")
+    @classmethod
+    def beside(cls, files: Files, folder: str, name: str) -> KaggleTarGzSource:
+        """The tar.gz ``name`` in ``folder``, with the ``LOC_*`` files beside it."""
+        path = f"{folder}/{name}"
+        present = set(files.names(folder))
+        texts = {text: (files.url(f"{folder}/{text}"),
+                        files.read(f"{folder}/{text}", 0, files.size(f"{folder}/{text}")).decode("utf-8", "replace"))
+                 for text in (MAPPING_FILE, VAL_SOLUTION_FILE) if text in present}
+        return cls(files, files.url(path), files.size(path), lambda: files.open(path, SMALL_MEMBERS_BLOCK), texts)
+
+    @classmethod
+    def in_zip(cls, files: Files, path: str, entry: ZipEntry, texts: dict[str, tuple[str, str]]) -> KaggleTarGzSource:
+        """The tar.gz held by the zip at ``path`` as its member ``entry`` (Kaggle's earlier zip), read without
+        unzipping, with the ``LOC_*`` files ``texts`` found in the zip."""
+        return cls(files, f"{files.url(path)}: {entry.name}", entry.info.compress_size,
+                   lambda: zip_member_stream(files, path, entry), texts)
 
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
@@ -107,7 +124,7 @@ class KaggleTarGzSource(Source):
         members: list[Member] = []
         sizes: list[tuple[str, int]] = []
         read_before = unlabelled = 0
-        with self.files.open(self.path, SMALL_MEMBERS_BLOCK) as raw:
+        with self.open_stream() as raw:
 
             def finish() -> Iterator[Part]:
                 nonlocal read_before

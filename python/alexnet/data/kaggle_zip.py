@@ -4,7 +4,8 @@ The zip holds Kaggle's tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/}``, ``LO
 ``LOC_val_solution.csv``; the test images and the annotations are not read). Its central directory, at the end
 of the file, says where every member lies; a category's members lie together, so each category is read as one
 byte range (or a few) by the thread that packs it, and a category already on the board is not read at all.
-Members are inflated here; their CRC is checked as the upload stores them.
+Members are inflated here; their CRC is checked as the upload stores them. Kaggle's earlier zip, which holds the
+tree as one tar.gz beside the ``LOC_*`` files, is read by :mod:`alexnet.data.kaggle_targz` (:func:`open_kaggle_zip`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files, ZipEntry, zip_index, zip_member, zip_text
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
-from .kaggle_targz import is_kaggle_targz
+from .kaggle_targz import KaggleTarGzSource, is_kaggle_targz
 from .parts import (
     Member,
     Members,
@@ -39,6 +40,21 @@ KAGGLE_ZIP = "imagenet-object-localization-challenge.zip"
 _CLS_LOC = "ILSVRC/Data/CLS-LOC/"
 
 
+def open_kaggle_zip(files: Files, path: str) -> Source:
+    """Kaggle's zip at ``path``: its tree (:class:`KaggleZipSource`) or, in Kaggle's earlier zip, the tree in one
+    tar.gz beside the ``LOC_*`` files (:meth:`~alexnet.data.kaggle_targz.KaggleTarGzSource.in_zip`)."""
+    label = files.url(path)
+    with files.open(path, SMALL_MEMBERS_BLOCK) as f:
+        entries = zip_index(f, label)
+    packed = next((e for e in entries if is_kaggle_targz(os.path.basename(e.name))), None)
+    if packed is not None and not any(_CLS_LOC in e.name for e in entries):
+        texts = {os.path.basename(e.name): (f"{label}: {e.name}", zip_text(files.read(path, e.start, e.end), e.start,
+                                                                            e, label))
+                 for e in entries if os.path.basename(e.name) in (MAPPING_FILE, VAL_SOLUTION_FILE)}
+        return KaggleTarGzSource.in_zip(files, path, packed, texts)
+    return KaggleZipSource(files, path, entries)
+
+
 def _runs(entries: list[ZipEntry]) -> list[list[ZipEntry]]:
     """``entries`` (in file order) cut into runs that lie back to back in the zip."""
     runs: list[list[ZipEntry]] = []
@@ -55,17 +71,10 @@ class KaggleZipSource(Source):
 
     layout = "kaggle_zip"
 
-    def __init__(self, files: Files, path: str):
+    def __init__(self, files: Files, path: str, entries: list[ZipEntry]):
         self.files, self.path = files, path
         self.root = self.label = files.url(path)
-        with files.open(path, SMALL_MEMBERS_BLOCK) as f:
-            entries = zip_index(f, self.label)
         cls_loc = next((e.name[:e.name.index(_CLS_LOC) + len(_CLS_LOC)] for e in entries if _CLS_LOC in e.name), None)
-        packed = next((os.path.basename(e.name) for e in entries if is_kaggle_targz(os.path.basename(e.name))), None)
-        if cls_loc is None and packed is not None:
-            raise LayoutError(f"{self.label} holds {packed}: Kaggle's earlier download, its tree in one tar.gz, "
-                              "which is read as it is but not inside a zip: unzip it (the tar.gz needs no "
-                              f"extracting) and upload the folder that holds {packed} and the LOC_* files")
         if cls_loc is None:
             raise LayoutError(f"{self.label} holds no {_CLS_LOC}train/ folder: it is not Kaggle's ImageNet download "
                               f"({KAGGLE_ZIP})")

@@ -9,7 +9,8 @@ layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL
 ``kaggle_zip``    Kaggle's ``imagenet-object-localization-challenge.zip``, or the folder that holds it
                   (:mod:`alexnet.data.kaggle_zip`)
 ``kaggle_targz``  Kaggle's earlier download, its tree in ``imagenet_object_localization_patched2019.tar.gz`` with
-                  the ``LOC_*`` files beside it, or the folder that holds them (:mod:`alexnet.data.kaggle_targz`)
+                  the ``LOC_*`` files beside it, or the folder that holds them, or Kaggle's zip that holds them
+                  (:mod:`alexnet.data.kaggle_targz`)
 ``parquet``       Hugging Face's ``imagenet-1k``: a folder of ``train-*.parquet`` and
                   ``validation-*.parquet`` shards, or the folder above its ``data/`` (:mod:`alexnet.data.parquet`)
 ``kaggle``        Kaggle's download extracted: ``ILSVRC/Data/CLS-LOC/train/<wnid>/``, ``LOC_*`` files
@@ -30,7 +31,7 @@ from .archive_io import Files, read_files_ahead
 from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import ImageNetTree, read_imagenet
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
-from .kaggle_zip import KAGGLE_ZIP, KaggleZipSource
+from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
 from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
@@ -40,7 +41,8 @@ LAYOUTS: tuple[tuple[str, str], ...] = (
                  "ILSVRC2012_devkit_t12.tar.gz beside it for validation), or the folder that holds them"),
     ("kaggle_zip", f"Kaggle's {KAGGLE_ZIP}, or the folder that holds it"),
     ("kaggle_targz", f"Kaggle's earlier download, its tree in {KAGGLE_TARGZ} (with LOC_synset_mapping.txt and "
-                     "LOC_val_solution.csv beside it), or the folder that holds it"),
+                     f"LOC_val_solution.csv beside it), the folder that holds it, or the {KAGGLE_ZIP} that holds "
+                     "them"),
     ("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
                 "(or the folder above its data/)"),
     ("kaggle", "Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
@@ -114,11 +116,11 @@ def open_source(source: str | os.PathLike) -> Source:
         if name in TRAIN_NAMES:
             return ArchivesSource(files, folder, name)
         if name.endswith(".zip"):
-            return KaggleZipSource(files, path)
+            return open_kaggle_zip(files, path)
         if name.endswith(".parquet") and shard_folder(files, folder):
             return ParquetSource(files, folder)
         if is_kaggle_targz(name):
-            return KaggleTarGzSource(files, folder, name)
+            return KaggleTarGzSource.beside(files, folder, name)
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
     train = next((n for n in TRAIN_NAMES if n in names), None)
@@ -128,13 +130,13 @@ def open_source(source: str | os.PathLike) -> Source:
         raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
                           "it (the validation images are uploaded with the training categories)")
     if KAGGLE_ZIP in names:
-        return KaggleZipSource(files, f"{path}/{KAGGLE_ZIP}")
+        return open_kaggle_zip(files, f"{path}/{KAGGLE_ZIP}")
     shards = shard_folder(files, path)
     if shards is not None:
         return ParquetSource(files, shards)
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None and "ILSVRC" not in names:  # once extracted beside it, the tree is read
-        return KaggleTarGzSource(files, path, packed)
+        return KaggleTarGzSource.beside(files, path, packed)
     if not files.local or not os.path.isdir(path):
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)

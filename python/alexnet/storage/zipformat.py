@@ -63,6 +63,11 @@ def inflate_raw(data: Any, size: int) -> bytes:
     return bytes(out)
 
 
+def inflater() -> Any:
+    """An object that inflates a raw deflate stream piece by piece (``decompress``, ``flush``, ``eof``), as zlib's."""
+    return _fast.decompressobj(-15)
+
+
 def gunzip(fileobj: Any) -> Any:
     """A binary stream of the gzip ``fileobj`` decompressed as it is read (with ISA-L when it is installed: about
     twice as fast; the CRC at the end of each gzip member is checked either way)."""
