@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
 
-from alexnet.data import archive_io, held, packing
+from alexnet.data import archive_io, held, packing, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
@@ -240,13 +240,13 @@ def first_part(path, split: str = "train"):
 
 def test_zip_members_are_inflated_one_at_a_time(made, monkeypatch):
     inflated: list[int] = []
-    original = archive_io.inflate_raw
+    original = zip_io.inflate_raw
 
     def count(data, size):
         inflated.append(size)
         return original(data, size)
 
-    monkeypatch.setattr(archive_io, "inflate_raw", count)
+    monkeypatch.setattr(zip_io, "inflate_raw", count)
     for split in ("train", "val"):
         part = first_part(made["paths"]["kaggle_zip"], split)
         members = iter(part.open()())
@@ -339,14 +339,14 @@ def test_tar_members_are_copied_out_when_reached(made):
         blob = bytearray(outer.extractfile(inner).read())
     with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
         images = sorted((m for m in tar if m.isfile() and m.size > 0), key=lambda m: os.path.basename(m.name))
-    members = archive_io.tar_members(blob, "a category's tar")  # headers read here, no image yet
+    members = tar_io.tar_members(blob, "a category's tar")  # headers read here, no image yet
     last = images[-1]
     blob[last.offset_data:last.offset_data + 4] = b"LAZY"
     by_name = {m.name: m for m in members}
     assert by_name[os.path.basename(last.name)].data[:4] == b"LAZY"
     assert list(by_name) == sorted(by_name)
     with pytest.raises(LayoutError, match="not a readable tar"):
-        archive_io.tar_members(bytes(blob[:last.offset_data + 10]), "a category's tar")
+        tar_io.tar_members(bytes(blob[:last.offset_data + 10]), "a category's tar")
 
 
 def a_tar(fmt: int, *names: str, link: bool = False) -> bytes:
@@ -368,9 +368,9 @@ def a_tar(fmt: int, *names: str, link: bool = False) -> bytes:
     return out.getvalue()
 
 
-def as_tarfile_reads(data: bytes) -> list[archive_io.TarEntry]:
+def as_tarfile_reads(data: bytes) -> list[tar_io.TarEntry]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-        return [archive_io.TarEntry(m.name, m.offset_data, m.size, int(m.mtime)) for m in tar if m.isfile()]
+        return [tar_io.TarEntry(m.name, m.offset_data, m.size, int(m.mtime)) for m in tar if m.isfile()]
 
 
 PLAIN_NAMES = ("empty.JPEG", "photos/a.JPEG", "b.JPEG", "notes.txt", "photos/été.JPEG")
@@ -393,12 +393,12 @@ def test_tar_headers_are_read_as_tarfile_reads_them(fmt, names, link, plain, mon
     expected = as_tarfile_reads(data)
     assert [os.path.basename(e.name) for e in expected] == [os.path.basename(n) for n in names]
     view = memoryview(data)
-    read = archive_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data))
+    read = tar_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data))
     assert read == (expected if plain else None)
     if plain:  # tarfile is not needed at all
-        monkeypatch.setattr(archive_io.tarfile, "open", lambda *a, **k: pytest.fail("tarfile read a plain tar"))
-    assert archive_io.tar_index(io.BytesIO(data), "a tar", len(data)) == expected
-    members = {m.name: m for m in archive_io.tar_members(data, "a tar")}
+        monkeypatch.setattr(tar_io.tarfile, "open", lambda *a, **k: pytest.fail("tarfile read a plain tar"))
+    assert tar_io.tar_index(io.BytesIO(data), "a tar", len(data)) == expected
+    members = {m.name: m for m in tar_io.tar_members(data, "a tar")}
     assert sorted(members) == sorted(os.path.basename(n) for n in names)
     for entry in expected:
         member = members[os.path.basename(entry.name)]
@@ -415,7 +415,7 @@ def test_every_synthetic_category_tar_is_read_without_tarfile(made):
     assert len(blobs) == CLASSES
     for blob in blobs:
         view = memoryview(blob)
-        assert archive_io.plain_tar_entries(lambda at, v=view: bytes(v[at:at + 512]), len(blob)) \
+        assert tar_io.plain_tar_entries(lambda at, v=view: bytes(v[at:at + 512]), len(blob)) \
             == as_tarfile_reads(blob)
 
 
@@ -428,11 +428,11 @@ def test_a_damaged_tar_is_left_to_tarfile_which_says_so(damage):
     cut = {"checksum": len(data), "cut-in-a-header": second + 100, "cut-in-data": second + 600}[damage]
     data = bytes(data[:cut])
     view = memoryview(data)
-    assert archive_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data)) is None
+    assert tar_io.plain_tar_entries(lambda at: bytes(view[at:at + 512]), len(data)) is None
     with pytest.raises(LayoutError, match=r"(cut short|damaged header at byte \d+).*download it again"):
-        archive_io.tar_index(io.BytesIO(data), "a tar", len(data))
+        tar_io.tar_index(io.BytesIO(data), "a tar", len(data))
     with pytest.raises(LayoutError, match=r"not a readable tar.*download it again"):
-        archive_io.tar_members(data, "a tar")
+        tar_io.tar_members(data, "a tar")
 
 
 @pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
@@ -719,11 +719,11 @@ def test_a_zip_member_is_streamed_and_one_cut_short_is_said(tmp_path):
         zf.writestr("member", data)
     files = archive_io.Files.at(tmp_path)
     with open(path, "rb") as f:
-        (entry,) = archive_io.zip_index(f, "a.zip")
-    with archive_io.zip_member_stream(files, str(path), entry) as stream:
+        (entry,) = zip_io.zip_index(f, "a.zip")
+    with zip_io.zip_member_stream(files, str(path), entry) as stream:
         assert stream.read() == data and stream.tell() == entry.info.compress_size
     entry.info.compress_size //= 2  # a record that says less than the stream holds: the stream ends early
-    with archive_io.zip_member_stream(files, str(path), entry) as stream, \
+    with zip_io.zip_member_stream(files, str(path), entry) as stream, \
             pytest.raises(EOFError, match="ends before its deflate stream does"):
         stream.read()
 

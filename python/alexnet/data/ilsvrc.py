@@ -26,9 +26,10 @@ from functools import partial
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
-from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files, TarEntry, copied_member, tar_index, tar_members
+from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_names
 from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
+from .tar_io import TarEntry, copied_member, tar_index, tar_members
 
 log = logging.getLogger(__name__)
 

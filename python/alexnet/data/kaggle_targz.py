@@ -4,7 +4,7 @@ Kaggle's earlier download held its tree as this one tar.gz beside the ``LOC_*`` 
 still share it under that name. The tar holds the tree (``ILSVRC/Data/CLS-LOC/{train/<wnid>/, val/, test/}`` and
 the annotations, which are not read); ``LOC_synset_mapping.txt`` (the categories' names) and
 ``LOC_val_solution.csv`` (the validation labels) are read from beside it: its folder, or the zip that holds it,
-whose member is then read in place (:func:`~alexnet.data.archive_io.zip_member_stream`).
+whose member is then read in place (:func:`~alexnet.data.zip_io.zip_member_stream`).
 
 A gzip stream cannot seek, so the tar is read once, front to back, by the upload's reading thread. A category's
 training images lie together in it: the category is handed to packing as soon as the stream leaves its folder
@@ -27,11 +27,12 @@ from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
-from .archive_io import SMALL_MEMBERS_BLOCK, Files, ZipEntry, zip_member_stream
+from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, read_val_solution
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
+from .zip_io import ZipEntry, zip_member_stream
 
 log = logging.getLogger(__name__)
 

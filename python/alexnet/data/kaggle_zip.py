@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from ..errors import LayoutError
-from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files, ZipEntry, zip_index, zip_member, zip_text
+from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
 from .classes import check_classes
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
 from .kaggle_targz import KaggleTarGzSource, is_kaggle_targz
@@ -33,6 +33,7 @@ from .parts import (
     not_an_image,
     wanted_parts,
 )
+from .zip_io import ZipEntry, zip_index, zip_member, zip_text
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,156 @@
+"""Zip archives read in place: the index from the central directory, members inflated out of a category's bytes,
+and a large member (a tar.gz in a zip) streamed from its byte range."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import struct
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import LayoutError
+from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw, inflater
+from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
+from .parts import CRC_MISMATCH, Member
+
+_ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    """A file in a zip: its zipfile info and the byte range from its local header to the next record."""
+
+    info: zipfile.ZipInfo
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return self.info.filename
+
+
+def zip_index(f: Any, label: str) -> list[ZipEntry]:
+    """The files of the zip ``f`` (seekable), from its central directory, in the order they lie in the file.
+
+    ``LayoutError`` naming ``label`` when it is not a complete zip (its central directory is at its end, so a
+    zip cut short has none).
+    """
+    try:
+        with zipfile.ZipFile(f) as zf:
+            infos = sorted(zf.infolist(), key=lambda i: i.header_offset)
+            directory = int(zf.start_dir)
+    except (zipfile.BadZipFile, EOFError, OSError) as err:
+        raise LayoutError(f"{label} is not a complete zip ({err}): it was cut short or damaged; download it "
+                          "again") from None
+    entries = []
+    for k, info in enumerate(infos):
+        end = infos[k + 1].header_offset if k + 1 < len(infos) else directory
+        if not info.is_dir():
+            entries.append(ZipEntry(info, info.header_offset, end))
+    return entries
+
+
+def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
+    """The member ``entry`` out of ``blob``, the bytes of its zip from offset ``base``, inflated. Its ``crc`` is the
+    one the zip records, not yet compared: the upload compares it as it stores the image (see :func:`zip_text`)."""
+    name = os.path.basename(entry.name)
+    at = entry.start - base
+    header = blob[at:at + _ZIP_LOCAL_HEADER.size]
+    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
+    fields = _ZIP_LOCAL_HEADER.unpack(header)
+    start = at + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    raw = memoryview(blob)[start:start + entry.info.compress_size]
+    try:
+        if entry.info.compress_type == zipfile.ZIP_STORED:
+            data = bytes(raw)
+        elif entry.info.compress_type == zipfile.ZIP_DEFLATED:
+            data = inflate_raw(raw, entry.info.file_size)
+        else:
+            return Member(name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not "
+                                      "read")
+    except INFLATE_ERRORS as err:
+        return Member(name, None, f"cannot be decompressed from {label} ({err}); download the archive again")
+    return Member(name, data, crc=entry.info.CRC)
+
+
+class _Window(io.RawIOBase):
+    """Bytes ``start`` to ``start + size`` of the seekable file ``f``, read front to back; ``tell()`` counts them."""
+
+    def __init__(self, f: Any, start: int, size: int):
+        super().__init__()
+        self.f, self.size, self.pos = f, size, 0
+        f.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.f.read(min(len(buffer), self.size - self.pos)) if self.pos < self.size else b""
+        buffer[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.pos
+
+
+class _Inflating(io.RawIOBase):
+    """The raw deflate stream ``raw`` (a zip member's) inflated as it is read; ``tell()`` counts ``raw``'s bytes."""
+
+    def __init__(self, raw: _Window):
+        super().__init__()
+        self.raw, self.inflater = raw, inflater()
+        self.out, self.at, self.done = b"", 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self.at == len(self.out) and not self.done:
+            chunk = self.raw.read(1 << 20)
+            if chunk:
+                self.out, self.at = self.inflater.decompress(chunk), 0
+            else:
+                self.out, self.at, self.done = self.inflater.flush(), 0, True
+                if not self.inflater.eof:
+                    raise EOFError("the member ends before its deflate stream does")
+        n = min(len(buffer), len(self.out) - self.at)
+        buffer[:n] = self.out[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+
+@contextlib.contextmanager
+def zip_member_stream(files: Files, path: str, entry: ZipEntry) -> Iterator[Any]:
+    """The member ``entry`` of the zip at ``path`` as a binary stream, read front to back (and inflated when it is
+    deflated) without reading the rest of the zip: a large member (a tar.gz in a zip) is read in place."""
+    label = f"{files.url(path)}: {entry.name}"
+    header = files.read(path, entry.start, entry.start + _ZIP_LOCAL_HEADER.size)
+    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise LayoutError(f"{label}: its record is damaged (no local header); download the archive again")
+    fields = _ZIP_LOCAL_HEADER.unpack(header)
+    start = entry.start + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    method = entry.info.compress_type
+    if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise LayoutError(f"{label} is compressed with method {method}, which is not read; unzip it first")
+    with files.open(path, SMALL_MEMBERS_BLOCK) as f:
+        window = _Window(f, start, entry.info.compress_size)
+        yield window if method == zipfile.ZIP_STORED else _Inflating(window)
+
+
+def zip_text(blob: bytes, base: int, entry: ZipEntry, label: str) -> str:
+    """The text file ``entry`` out of ``blob`` (as :func:`zip_member`), its CRC checked; ``LayoutError`` if damaged."""
+    member = zip_member(blob, base, entry, label)
+    if member.data is None:
+        raise LayoutError(f"{label}: {entry.name} {member.reason}")
+    if crc32(member.data) != member.crc:
+        raise LayoutError(f"{label}: {entry.name} {CRC_MISMATCH}")
+    return member.data.decode("utf-8", "replace")
