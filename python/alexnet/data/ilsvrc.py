@@ -29,7 +29,7 @@ from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_names
 from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
-from .tar_io import TarEntry, copied_member, tar_index, tar_members
+from .tar_io import TarEntry, copied_member, member_bytes, tar_index, tar_members
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,7 @@ def read_devkit(files: Files, path: str) -> Devkit:
             for member in tar:
                 for wanted in (META, GROUND_TRUTH):
                     if member.isfile() and member.name.endswith(wanted):
-                        handle = tar.extractfile(member)
-                        found[wanted] = handle.read() if handle is not None else b""
+                        found[wanted] = member_bytes(tar, member)
     except (tarfile.TarError, EOFError, OSError) as err:
         raise LayoutError(f"{label} cannot be read as a tar.gz ({err}): download the devkit again") from None
     missing = [m for m in (META, GROUND_TRUTH) if m not in found]
@@ -181,9 +180,7 @@ class ArchivesSource(Source):
                     check_classes({name[:-4]: ""}, label, strict=True)
                     part = self._train_part(name, member.size, int(member.mtime), 0)
                     if wanted(part):
-                        handle = tar.extractfile(member)
-                        blob = handle.read() if handle is not None else b""
-                        members = tar_members(blob, f"{name} in {label}")
+                        members = tar_members(member_bytes(tar, member), f"{name} in {label}")
                         part.open = lambda members=members: lambda: members
                         yield part
             except (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS) as err:

@@ -96,15 +96,21 @@ def _category_dirs(folder: str) -> list[str]:
         return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_dir())
 
 
-def _read_names(path: str) -> dict[str, str]:
-    """``wnid -> name`` from a mapping file whose lines are ``<wnid><space or tab><name>``."""
+def parse_names(lines: Iterable[str]) -> dict[str, str]:
+    """``wnid -> name`` from the lines of a mapping file, ``<wnid><space or tab><name>`` (``LOC_synset_mapping.txt``,
+    ``synset_words.txt``)."""
     names: dict[str, str] = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            parts = line.strip().split(None, 1)
-            if parts:
-                names[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    for line in lines:
+        parts = line.strip().split(None, 1)
+        if parts:
+            names[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
     return names
+
+
+def _read_names(path: str) -> dict[str, str]:
+    """``wnid -> name`` from the mapping file at ``path`` (see :func:`parse_names`)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return parse_names(f)
 
 
 def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) -> tuple[Category, ...]:

@@ -30,8 +30,9 @@ from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, read_val_solution
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
+from .tar_io import member_bytes
 from .zip_io import ZipEntry, zip_member_stream
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,7 @@ class KaggleTarGzSource(Source):
         self.names = class_names()
         if MAPPING_FILE in texts:
             where, text = texts[MAPPING_FILE]
-            mapping = {}
-            for line in text.splitlines():
-                wnid, _, name = line.strip().partition(" ")
-                if wnid:
-                    mapping[wnid] = name.strip()
+            mapping = parse_names(text.splitlines())
             check_classes(mapping, where, strict=True)
             self.names = {**self.names, **mapping}
         self.solution: dict[str, str] = {}
@@ -77,6 +74,7 @@ class KaggleTarGzSource(Source):
         self.held: Held | None = None
         self.val_found: dict[str, list[tuple[str, int]]] = {}
         self.train_found: set[str] = set()
+        self.index = {w: k for k, w in enumerate(class_ids())}  # Held keys a category by its label
 
     @classmethod
     def beside(cls, files: Files, folder: str, name: str) -> KaggleTarGzSource:
@@ -105,7 +103,7 @@ class KaggleTarGzSource(Source):
                 pass
         held = self.held
         assert held is not None
-        index = {w: k for k, w in enumerate(class_ids())}
+        index = self.index
         for wnid in sorted(self.val_found):
             found = self.val_found[wnid]
             if keep is not None and wnid not in keep:
@@ -120,7 +118,7 @@ class KaggleTarGzSource(Source):
 
     def _stream(self, wanted: Wanted, workdir: str) -> Iterator[Part]:
         self.held = held = Held(workdir, "val")
-        index = {w: k for k, w in enumerate(class_ids())}
+        index = self.index
         current: str | None = None
         members: list[Member] = []
         sizes: list[tuple[str, int]] = []
@@ -156,7 +154,7 @@ class KaggleTarGzSource(Source):
                                 check_classes({wnid: ""}, self.label, strict=True)
                                 self.train_found.add(wnid)
                                 current, members, sizes = wnid, [], []
-                            data = self._read(tar, member)
+                            data = member_bytes(tar, member)
                             sizes.append((name, member.size))
                             members.append(Member(name, data) if is_image_name(name)
                                            else Member(name, None, not_an_image(self.label)))
@@ -166,7 +164,7 @@ class KaggleTarGzSource(Source):
                             if wnid is None:
                                 unlabelled += 1
                                 continue
-                            data = self._read(tar, member)
+                            data = member_bytes(tar, member)
                             held.add(index.get(wnid, -1), Member(rest[1], data))
                             self.val_found.setdefault(wnid, []).append((rest[1], member.size))
                             held.spill()
@@ -179,10 +177,6 @@ class KaggleTarGzSource(Source):
             log.warning("%d validation images in %s are not in %s; they are left out", unlabelled, self.label,
                         self.solution_where)
         self._check_val()
-
-    def _read(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-        handle = tar.extractfile(member)
-        return handle.read() if handle is not None else b""
 
     def _check_val(self) -> None:
         """The validation images found against the solution file: every label a training category, every listed

@@ -19,7 +19,7 @@ from functools import partial
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
 from .classes import check_classes
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, read_val_solution
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, parse_names, read_val_solution
 from .kaggle_targz import KaggleTarGzSource, is_kaggle_targz
 from .parts import (
     Member,
@@ -101,10 +101,8 @@ class KaggleZipSource(Source):
                               "download it again")
         self.names = dict.fromkeys(sorted(self.train), "")
         if MAPPING_FILE in small:
-            for line in self._text(small[MAPPING_FILE]).splitlines():
-                wnid, _, name = line.strip().partition(" ")
-                if wnid in self.names:
-                    self.names[wnid] = name.strip()
+            mapping = parse_names(self._text(small[MAPPING_FILE]).splitlines())
+            self.names.update((wnid, name) for wnid, name in mapping.items() if wnid in self.names)
         else:
             log.warning("%s holds no %s: category names are left empty", self.label, MAPPING_FILE)
         check_classes(self.names, self.label, strict=True)

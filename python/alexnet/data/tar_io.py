@@ -174,8 +174,7 @@ def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
                         continue
                     name = os.path.basename(member.name)
                     if is_image_name(name) and member.issparse():
-                        handle = tar.extractfile(member)
-                        found.append((name, partial(Member, name, handle.read() if handle is not None else b"")))
+                        found.append((name, partial(Member, name, member_bytes(tar, member))))
                     else:
                         found.append(_member(name, view, member.offset_data, member.size, label))
             _check_stop(bytes(view[tar.offset:tar.offset + _TAR_BLOCK]), tar.offset)
@@ -183,6 +182,12 @@ def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
         raise LayoutError(f"{label} is not a readable tar ({err}): the archive is damaged; download it again") \
             from None
     return in_name_order(found)
+
+
+def member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The bytes of the regular file ``member`` of ``tar`` (as ``tarfile`` reads them, sparse files included)."""
+    handle = tar.extractfile(member)
+    return handle.read() if handle is not None else b""
 
 
 def copied_member(name: str, data: Buffer) -> Member:
