@@ -8,6 +8,7 @@ so that the module runs in well under a minute.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import logging
@@ -435,6 +436,74 @@ def test_a_damaged_tar_is_left_to_tarfile_which_says_so(damage):
         tar_io.tar_members(data, "a tar")
 
 
+def streamed(data: bytes, read_every: int = 1) -> list[tuple[tar_io.TarEntry, bytes | None]]:
+    """The files :func:`tar_io.stream_tar` finds in ``data`` gzipped, the bytes of every ``read_every``-th read."""
+    found: list[tuple[tar_io.TarEntry, bytes | None]] = []
+    with gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(data)), mode="rb") as stream:
+        for k, (entry, read) in enumerate(tar_io.stream_tar(stream)):
+            found.append((entry, read() if k % read_every == 0 else None))
+    return found
+
+
+@pytest.mark.parametrize(("fmt", "names", "link", "plain"), [
+    (tarfile.GNU_FORMAT, PLAIN_NAMES, False, True),
+    (tarfile.USTAR_FORMAT, (*PLAIN_NAMES, "p" * 90 + "/" + "q" * 60 + ".JPEG"), False, True),
+    (tarfile.GNU_FORMAT, (*PLAIN_NAMES, LONG_NAME, "after.JPEG"), False, False),  # tarfile from the long name on
+    (tarfile.PAX_FORMAT, PLAIN_NAMES, False, False),
+    (tarfile.GNU_FORMAT, PLAIN_NAMES, True, False),
+], ids=["gnu", "ustar-prefix", "gnu-long-name", "pax-utf8", "symlink"])
+@pytest.mark.parametrize("read_every", [1, 2], ids=["all-read", "every-other-skipped"])
+def test_a_tar_streamed_is_read_as_tarfile_reads_it(fmt, names, link, plain, read_every, monkeypatch):
+    """A tar read front to back from a gzip stream: the files tarfile finds, with their bytes; those not read are
+    skipped; plain headers are read without tarfile, and tarfile takes over at the first other one."""
+    data = a_tar(fmt, *names, link=link)
+    expected = as_tarfile_reads(data)
+    if plain:
+        monkeypatch.setattr(tar_io.tarfile, "open", lambda *a, **k: pytest.fail("tarfile read a plain tar"))
+    found = streamed(data, read_every)
+    assert [entry for entry, _ in found] == expected
+    for k, (entry, content) in enumerate(found):
+        assert content == (data[entry.offset:entry.offset + entry.size] if k % read_every == 0 else None)
+
+
+def test_a_tar_streamed_by_tarfile_keeps_no_headers(monkeypatch):
+    """tarfile would keep every header it reads (about 490 bytes each, a GB for Kaggle's two million files)."""
+    names = [LONG_NAME.replace("x" * 120, f"{k:0120d}") for k in range(300)]  # long names: tarfile reads them
+    data = a_tar(tarfile.GNU_FORMAT, *names)
+    alive = []
+    with gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(data)), mode="rb") as stream:
+        for _entry, read in tar_io.stream_tar(stream):
+            read()
+            alive.append(sum(isinstance(o, tarfile.TarInfo) for o in gc.get_objects()))
+    assert len(alive) == len(names)
+    assert max(alive) <= 3, alive
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT], ids=["plain", "tarfile"])
+@pytest.mark.parametrize("damage", ["checksum", "cut-in-data"])
+def test_a_damaged_tar_streamed_is_an_error_not_its_end(fmt, damage):
+    """tarfile ends a tar quietly at a header it cannot read: in a stream that lost every file after it."""
+    data = bytearray(a_tar(fmt, *PLAIN_NAMES))
+    third = as_tarfile_reads(bytes(data))[2].offset - 512
+    if damage == "checksum":
+        data[third] ^= 0x01
+    else:
+        data = data[:third + 600]
+    with pytest.raises((tarfile.ReadError, EOFError), match=rf"damaged header at byte {third}|ends inside"):
+        streamed(bytes(data))
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT], ids=["plain", "tarfile"])
+def test_a_gzip_stream_is_read_to_its_end_so_its_crc_is_checked(fmt):
+    """Even past zero blocks beyond the tar's end (a tar written in large records has them)."""
+    data = bytearray(gzip.compress(a_tar(fmt, *PLAIN_NAMES) + bytes(1 << 20)))
+    data[-6] ^= 0x01  # the CRC-32 in the gzip trailer
+    with gzip.GzipFile(fileobj=io.BytesIO(bytes(data)), mode="rb") as stream, \
+            pytest.raises(gzip.BadGzipFile, match="CRC check failed"):
+        for _entry, read in tar_io.stream_tar(stream):
+            read()
+
+
 @pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
                          ids=["mapped", "mapped-without-fadvise", "read"])
 def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
@@ -774,6 +843,46 @@ def test_a_truncated_kaggle_tar_gz_names_the_file(made, tmp_path):
     packed.write_bytes(packed.read_bytes()[:packed.stat().st_size * 2 // 3])
     with pytest.raises(LayoutError, match=f"{KAGGLE_TARGZ} cannot be read to its end.*download it again"):
         imagenet_upload(folder, tmp_path / "board", workers=2)
+    assert not (tmp_path / "board" / "categories").exists()
+
+
+@pytest.mark.parametrize("layout", ["kaggle_targz", "archives"])
+def test_a_damaged_header_in_a_tar_gz_is_said_not_taken_for_its_end(layout, made, tmp_path):
+    """Kaggle's tar.gz and a compressed training tar with a header damaged half way (the gzip stream intact): one
+    error naming the byte, no categories pin (tarfile alone would end the tar there and lose what follows)."""
+    src = tmp_path / "src"
+    shutil.copytree(made["paths"][layout], src)
+    if layout == "archives":
+        packed, data = src / f"{TRAIN_TAR}.gz", bytearray((src / TRAIN_TAR).read_bytes())
+        (src / TRAIN_TAR).unlink()
+    else:
+        packed = src / KAGGLE_TARGZ
+        data = bytearray(gzip.decompress(packed.read_bytes()))
+    entries = as_tarfile_reads(bytes(data))
+    header = entries[len(entries) // 2].offset - 512
+    data[header + 150] ^= 0x01  # its checksum
+    packed.write_bytes(gzip.compress(bytes(data)))
+    with pytest.raises(LayoutError, match=rf"cannot be read to its end \(a damaged header at byte {header}\)"):
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert not (tmp_path / "board" / "categories").exists()
+
+
+@pytest.mark.parametrize("layout", ["kaggle_targz", "archives"])
+def test_a_tar_gz_whose_crc_is_wrong_is_said(layout, made, tmp_path):
+    """The stream is read to its end after the tar's, where gzip checks the CRC of everything decompressed."""
+    src = tmp_path / "src"
+    shutil.copytree(made["paths"][layout], src)
+    if layout == "archives":
+        packed = src / f"{TRAIN_TAR}.gz"
+        packed.write_bytes(gzip.compress((src / TRAIN_TAR).read_bytes()))
+        (src / TRAIN_TAR).unlink()
+    else:
+        packed = src / KAGGLE_TARGZ
+    data = bytearray(packed.read_bytes())
+    data[-6] ^= 0x01  # the CRC-32 in the gzip trailer
+    packed.write_bytes(bytes(data))
+    with pytest.raises(LayoutError, match=r"cannot be read to its end \(CRC check failed.*download it again"):
+        imagenet_upload(src, tmp_path / "board", workers=2)
     assert not (tmp_path / "board" / "categories").exists()
 
 

@@ -29,7 +29,7 @@ from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_names
 from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
-from .tar_io import TarEntry, copied_member, member_bytes, tar_index, tar_members
+from .tar_io import TarEntry, copied_member, member_bytes, stream_tar, tar_index, tar_members
 
 log = logging.getLogger(__name__)
 
@@ -167,20 +167,17 @@ class ArchivesSource(Source):
 
     def _stream(self, wanted: Wanted) -> Iterator[Part]:
         label = self.files.url(self.train_path)
-        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, gunzip(raw) as unzipped, \
-                tarfile.open(fileobj=unzipped, mode="r|") as tar:
+        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, gunzip(raw) as unzipped:
             try:
-                for member in tar:
-                    name = os.path.basename(member.name)
-                    if not member.isfile():
-                        continue
+                for entry, read in stream_tar(unzipped):
+                    name = os.path.basename(entry.name)
                     if not _CATEGORY_TAR.match(name):
                         self._check_categories([name])
                         continue
                     check_classes({name[:-4]: ""}, label, strict=True)
-                    part = self._train_part(name, member.size, int(member.mtime), 0)
+                    part = self._train_part(name, entry.size, entry.mtime, 0)
                     if wanted(part):
-                        members = tar_members(member_bytes(tar, member), f"{name} in {label}")
+                        members = tar_members(read(), f"{name} in {label}")
                         part.open = lambda members=members: lambda: members
                         yield part
             except (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS) as err:

@@ -32,7 +32,7 @@ from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
-from .tar_io import member_bytes
+from .tar_io import stream_tar
 from .zip_io import ZipEntry, zip_member_stream
 
 log = logging.getLogger(__name__)
@@ -137,11 +137,11 @@ class KaggleTarGzSource(Source):
                     yield part
 
             try:
-                with gunzip(raw) as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
-                    for member in tar:
-                        if not member.isfile() or _CLS_LOC not in member.name:
+                with gunzip(raw) as unzipped:
+                    for entry, read in stream_tar(unzipped):
+                        if _CLS_LOC not in entry.name:
                             continue
-                        rest = member.name[member.name.index(_CLS_LOC) + len(_CLS_LOC):].split("/")
+                        rest = entry.name[entry.name.index(_CLS_LOC) + len(_CLS_LOC):].split("/")
                         if rest[0] == "train" and len(rest) == 3:
                             wnid, name = rest[1], rest[2]
                             if wnid != current:
@@ -149,13 +149,13 @@ class KaggleTarGzSource(Source):
                                 if wnid in self.train_found:
                                     raise LayoutError(
                                         f"{self.label}: the training images of {wnid} are not all together (found "
-                                        f"again at {member.name}); it cannot be read as a stream: extract it and "
+                                        f"again at {entry.name}); it cannot be read as a stream: extract it and "
                                         "upload the extracted folder")
                                 check_classes({wnid: ""}, self.label, strict=True)
                                 self.train_found.add(wnid)
                                 current, members, sizes = wnid, [], []
-                            data = member_bytes(tar, member)
-                            sizes.append((name, member.size))
+                            data = read()
+                            sizes.append((name, entry.size))
                             members.append(Member(name, data) if is_image_name(name)
                                            else Member(name, None, not_an_image(self.label)))
                         elif rest[0] == "val" and len(rest) == 2 and is_image_name(rest[1]) and self.solution:
@@ -164,9 +164,8 @@ class KaggleTarGzSource(Source):
                             if wnid is None:
                                 unlabelled += 1
                                 continue
-                            data = member_bytes(tar, member)
-                            held.add(index.get(wnid, -1), Member(rest[1], data))
-                            self.val_found.setdefault(wnid, []).append((rest[1], member.size))
+                            held.add(index.get(wnid, -1), Member(rest[1], read()))
+                            self.val_found.setdefault(wnid, []).append((rest[1], entry.size))
                             held.spill()
                     yield from finish()
             except _STREAM_ERRORS as err:

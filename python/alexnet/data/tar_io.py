@@ -1,7 +1,8 @@
-"""Tar archives read in place: indexes from their headers, a category's tar held in memory read as its members.
+"""Tar archives read in place: indexes from their headers, a category's tar held in memory read as its members, a
+compressed tar read as a stream.
 
-Plain headers (ustar or GNU, as ImageNet's tars are written) are read here (:func:`plain_tar_entries`), anything
-else by Python's ``tarfile``.
+Plain headers (ustar or GNU, as ImageNet's tars are written) are read here (:func:`plain_tar_entries`, and
+:func:`stream_tar` for a tar read as a stream), anything else by Python's ``tarfile``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import LayoutError
 from .archive_io import Buffer
@@ -68,6 +69,38 @@ def _octal(field: bytes) -> int:
     return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
 
 
+class _Plain(NamedTuple):
+    """What a plain header says: the file's name, size and modification time, and whether it is a folder."""
+
+    name: str
+    size: int
+    mtime: int
+    folder: bool
+
+
+def _plain_header(header: bytes) -> _Plain | None:
+    """The 512-byte ``header`` if it is a plain one (a regular file or a folder; ustar or GNU; a short name; numbers
+    in octal; its checksum right), else None (the end-of-archive zero block included)."""
+    kind = header[156:157]
+    if len(header) < _TAR_BLOCK or kind not in _PLAIN_TYPES:
+        return None
+    try:
+        recorded, size, mtime = _octal(header[148:156]), _octal(header[124:136]), _octal(header[136:148])
+    except ValueError:
+        return None
+    if recorded != 256 + sum(header) - sum(header[148:156]):  # the checksum field counts as 8 spaces
+        return None
+    name = os.fsdecode(header[:100].split(b"\0", 1)[0])
+    prefix = header[345:500].split(b"\0", 1)[0]
+    folder = kind == b"5" or (kind == b"\0" and name.endswith("/"))  # no data follows a folder's header
+    return _Plain(f"{os.fsdecode(prefix)}/{name}" if prefix else name, size, mtime, folder)
+
+
+def _padded(size: int) -> int:
+    """The bytes a file of ``size`` bytes takes in a tar: whole blocks."""
+    return -(-size // _TAR_BLOCK) * _TAR_BLOCK
+
+
 def plain_tar_entries(block: Callable[[int], bytes], end: int) -> list[TarEntry] | None:
     """The regular files of a tar ``end`` bytes long whose headers are all plain ones, as ``tarfile`` reads them;
     ``block(offset)`` gives the 512 bytes of the header at ``offset``.
@@ -83,22 +116,14 @@ def plain_tar_entries(block: Callable[[int], bytes], end: int) -> list[TarEntry]
         header = block(at)
         if header == _ZERO_BLOCK:  # the end of the archive
             return entries if entries else None
-        kind = header[156:157]
-        if len(header) < _TAR_BLOCK or kind not in _PLAIN_TYPES:
+        plain = _plain_header(header)
+        if plain is None:
             return None
-        try:
-            recorded, size, mtime = _octal(header[148:156]), _octal(header[124:136]), _octal(header[136:148])
-        except ValueError:
-            return None
-        if recorded != 256 + sum(header) - sum(header[148:156]):  # the checksum field counts as 8 spaces
-            return None
-        name = os.fsdecode(header[:100].split(b"\0", 1)[0])
-        prefix = header[345:500].split(b"\0", 1)[0]
-        if kind == b"5" or (kind == b"\0" and name.endswith("/")):  # a folder: no data follows
+        if plain.folder:
             at += _TAR_BLOCK
             continue
-        entries.append(TarEntry(f"{os.fsdecode(prefix)}/{name}" if prefix else name, at + _TAR_BLOCK, size, mtime))
-        at += _TAR_BLOCK + -(-size // _TAR_BLOCK) * _TAR_BLOCK
+        entries.append(TarEntry(plain.name, at + _TAR_BLOCK, plain.size, plain.mtime))
+        at += _TAR_BLOCK + _padded(plain.size)
     return entries if at == end and entries else None
 
 
@@ -143,6 +168,121 @@ def tar_index(f: Any, label: str, total: int) -> list[TarEntry]:
         raise LayoutError(f"{label} is cut short: it ends inside or right after {last} ({total} bytes); download it "
                           "again")
     return entries
+
+
+#: The bytes a stream read by :class:`_Forward` keeps to go back into: a header and the byte before it.
+_KEPT = 2 * _TAR_BLOCK
+
+
+class _Forward:
+    """A stream read front to back (a gzip stream), as a file ``tarfile`` can read: a seek forward skips bytes, a
+    seek back goes only into the last :data:`_KEPT` bytes read (``tarfile`` steps back a byte before a header)."""
+
+    def __init__(self, raw: Any):
+        self.raw, self.pos = raw, 0
+        self.kept = b""  # the last bytes read from the stream, up to where it has been read
+        self.replay = b""  # bytes of ``kept`` to give again after a seek back
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def _raw(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the stream (all that is left when negative), fewer only at its end."""
+        if size < 0:
+            return bytes(self.raw.read())
+        pieces, got = [], 0
+        while got < size:
+            piece = self.raw.read(size - got)
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
+
+    def read(self, size: int = -1) -> bytes:
+        head, self.replay = (self.replay, b"") if size < 0 else (self.replay[:size], self.replay[size:])
+        new = self._raw(-1 if size < 0 else size - len(head)) if size < 0 or len(head) < size else b""
+        self.kept = new[-_KEPT:] if len(new) >= _KEPT else (self.kept + new)[-_KEPT:]
+        data = head + new if head else new
+        self.pos += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence not in (io.SEEK_SET, io.SEEK_CUR):
+            raise io.UnsupportedOperation("a stream has no end to seek from")
+        target = offset if whence == io.SEEK_SET else self.pos + offset
+        if target < self.pos:
+            back = self.pos + len(self.replay) - target  # bytes before where the stream has been read to
+            if back > len(self.kept):
+                raise io.UnsupportedOperation(f"a stream cannot go back to byte {target}")
+            self.replay, self.pos = self.kept[len(self.kept) - back:], target
+        while self.pos < target and self.read(min(target - self.pos, 1 << 20)):
+            pass
+        return self.pos
+
+    def take(self, entry: TarEntry) -> bytes:
+        """The bytes of the file ``entry`` (the stream at its start or before it)."""
+        self.seek(entry.offset)
+        data = self.read(entry.size)
+        if len(data) < entry.size:
+            raise EOFError(f"the tar ends inside {entry.name}")
+        return data
+
+    def drain(self) -> None:
+        """Read the stream to its end: a gzip stream checks its CRC there."""
+        while self.read(1 << 20):
+            pass
+
+
+def stream_tar(f: Any) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
+    """The regular files of the tar read front to back from the stream ``f`` (a gzip stream, which cannot seek), each
+    with a call that gives its bytes, to be made before the next file is asked for (a file not read is skipped).
+
+    Plain headers are read here (as :func:`plain_tar_entries` does); from the first other one on (a long name, a pax
+    record, a link), the rest of the tar is read by ``tarfile``, kept from holding every header it reads (about 490
+    bytes each: a GB for the two million files of Kaggle's tar.gz). A header that cannot be read is an error
+    (``tarfile.ReadError`` naming the byte where it lies), not the quiet end of the tar that ``tarfile`` makes of it,
+    and the stream is read to its end after the tar's end, so that a gzip stream's CRC is checked.
+    """
+    source = _Forward(f)
+    while True:
+        at = source.pos
+        header = source.read(_TAR_BLOCK)
+        if not header or header == _ZERO_BLOCK:  # the end of the archive (or a tar that lacks its end blocks)
+            source.drain()
+            return
+        plain = _plain_header(header)
+        if plain is None:
+            source.seek(at)
+            yield from _tarfile_stream(source)
+            return
+        if plain.folder:
+            continue
+        entry = TarEntry(plain.name, at + _TAR_BLOCK, plain.size, plain.mtime)
+        yield entry, partial(source.take, entry)
+        source.seek(entry.offset + _padded(entry.size))
+
+
+def _tarfile_stream(source: _Forward) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
+    """The rest of :func:`stream_tar` read by ``tarfile``, from the header ``source`` is at."""
+    with tarfile.open(fileobj=source, mode="r:") as tar:
+        while True:
+            member = tar.next()
+            tar.members.clear()  # tarfile keeps every header it reads; nothing here looks one up again
+            if member is None:
+                break
+            if member.isfile():
+                yield (TarEntry(member.name, member.offset_data, member.size, int(member.mtime)),
+                       partial(member_bytes, tar, member))
+    source.seek(tar.offset)
+    _check_stop(source.read(_TAR_BLOCK), tar.offset)
+    source.drain()
 
 
 def _member(name: str, view: memoryview, at: int, size: int, label: str) -> tuple[str, Callable[[], Member]]:
