@@ -334,6 +334,31 @@ def test_a_mapped_range_is_read_ahead_whole_in_pieces(tmp_path, monkeypatch):
                                          (4 * archive_io.READ_AHEAD_PIECE, size)]
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this system")
+def test_a_stream_is_asked_of_the_kernel_ahead_of_its_reads(tmp_path, monkeypatch):
+    """A local tar.gz read front to back: when a byte is read, the kernel has been asked for it and for at least
+    half of STREAM_AHEAD beyond, each byte once; a seek back asks again from there."""
+    piece = archive_io.READ_AHEAD_PIECE
+    monkeypatch.setattr(archive_io, "STREAM_AHEAD", 4 * piece)
+    size = 10 * piece + 77
+    path = tmp_path / "stream.tar.gz"
+    path.write_bytes(content := os.urandom(size))
+    asked = record_read_ahead(monkeypatch)
+    read = bytearray()
+    with archive_io.Files.at(tmp_path).open_stream(str(path)) as f:
+        while chunk := f.read(50_000):
+            read += chunk
+            (start, end), = covered(asked, str(path))
+            assert start == 0 and end >= min(len(read) + 2 * piece, size)
+        assert bytes(read) == content
+        once = sum(e - s for _, s, e in asked)
+        assert once == covered(asked, str(path))[0][1], "no byte asked for twice"
+        before = len(asked)
+        f.seek(piece)
+        assert f.read(10) == content[piece:piece + 10]
+        assert covered(asked[before:], str(path)) == [(piece, 5 * piece)]
+
+
 def test_tar_members_are_copied_out_when_reached(made):
     with tarfile.open(Path(made["paths"]["archives"]) / TRAIN_TAR) as outer:
         inner = next(m for m in outer if m.name.endswith(".tar"))

@@ -9,6 +9,7 @@ through the file (from a bucket they are read in blocks), a zip's central direct
 
 from __future__ import annotations
 
+import io
 import logging
 import mmap
 import os
@@ -75,6 +76,14 @@ class Files:
             return open(path, "rb")
         return self.fs.open(path, "rb", block_size=block_size, cache_type="readahead")
 
+    def open_stream(self, path: str) -> Any:
+        """A binary file to read front to back (a tar.gz): a local one asks the kernel for the next
+        :data:`STREAM_AHEAD` bytes before they are read (:class:`StreamAhead`), a bucket's is fetched in
+        :data:`SMALL_MEMBERS_BLOCK` blocks ahead of reads."""
+        if self.local:
+            return io.BufferedReader(StreamAhead(path))
+        return self.open(path, SMALL_MEMBERS_BLOCK)
+
     def read(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of ``path`` (one request from a bucket)."""
         return bytes(self.fs.cat_file(path, start=start, end=end))
@@ -123,6 +132,29 @@ def read_ahead(fd: int, start: int, end: int) -> None:
             os.posix_fadvise(fd, at, min(READ_AHEAD_PIECE, end - at), os.POSIX_FADV_WILLNEED)
     except OSError:
         pass
+
+
+#: How far ahead of where a stream is read the kernel is asked to read it (see :class:`StreamAhead`).
+STREAM_AHEAD = 16 << 20
+
+
+class StreamAhead(io.FileIO):
+    """A local file read front to back (a gzip stream, decompressed as it is read) that asks the kernel for the next
+    :data:`STREAM_AHEAD` bytes (:func:`read_ahead`) each time half of them have been read: the disk reads them while
+    the bytes before are decompressed, instead of each read waiting for its own (Kaggle's tar.gz took 5.55 s from
+    the disk without it, 5.23 s with it, and 5.30 s from the page cache). A seek elsewhere asks again from there."""
+
+    def __init__(self, path: str):
+        super().__init__(path, "r")
+        self.asked = (0, 0)  # the bytes asked for last
+
+    def readinto(self, buffer: Any) -> int | None:
+        at = self.tell()
+        start, end = self.asked
+        if not start <= at <= end - STREAM_AHEAD // 2:
+            read_ahead(self.fileno(), max(at, end) if start <= at <= end else at, at + STREAM_AHEAD)
+            self.asked = (at, at + STREAM_AHEAD)
+        return super().readinto(buffer)
 
 
 def read_files_ahead(paths: Iterable[str]) -> None:

@@ -167,7 +167,7 @@ class ArchivesSource(Source):
 
     def _stream(self, wanted: Wanted) -> Iterator[Part]:
         label = self.files.url(self.train_path)
-        with self.files.open(self.train_path, SMALL_MEMBERS_BLOCK) as raw, gunzip(raw) as unzipped:
+        with self.files.open_stream(self.train_path) as raw, gunzip(raw) as unzipped:
             try:
                 for entry, read in stream_tar(unzipped):
                     name = os.path.basename(entry.name)

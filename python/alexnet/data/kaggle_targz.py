@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
-from .archive_io import SMALL_MEMBERS_BLOCK, Files
+from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution
@@ -84,7 +84,7 @@ class KaggleTarGzSource(Source):
         texts = {text: (files.url(f"{folder}/{text}"),
                         files.read(f"{folder}/{text}", 0, files.size(f"{folder}/{text}")).decode("utf-8", "replace"))
                  for text in (MAPPING_FILE, VAL_SOLUTION_FILE) if text in present}
-        return cls(files, files.url(path), files.size(path), lambda: files.open(path, SMALL_MEMBERS_BLOCK), texts)
+        return cls(files, files.url(path), files.size(path), lambda: files.open_stream(path), texts)
 
     @classmethod
     def in_zip(cls, files: Files, path: str, entry: ZipEntry, texts: dict[str, tuple[str, str]]) -> KaggleTarGzSource:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw, inflater
-from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
+from .archive_io import Buffer, Files
 from .parts import CRC_MISMATCH, Member
 
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
@@ -141,7 +141,7 @@ def zip_member_stream(files: Files, path: str, entry: ZipEntry) -> Iterator[Any]
     method = entry.info.compress_type
     if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise LayoutError(f"{label} is compressed with method {method}, which is not read; unzip it first")
-    with files.open(path, SMALL_MEMBERS_BLOCK) as f:
+    with files.open_stream(path) as f:
         window = _Window(f, start, entry.info.compress_size)
         yield window if method == zipfile.ZIP_STORED else _Inflating(window)
 
