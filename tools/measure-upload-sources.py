@@ -8,8 +8,15 @@ With ``--cold`` the source's files are dropped from the page cache before each u
 ``DONTNEED`` on each of them, nothing else), so that every upload reads its source from the disk, as an upload of
 a real ImageNet (150 GB, more than the memory of most machines) does; without it the source is read from memory.
 
+With ``--disk IOPS,MIBPS`` (as root, cgroup v1's blkio controller) the upload also reads from a disk as slow as a
+cloud volume: each child runs in a cgroup whose reads from the source's disk are limited to IOPS requests and MIBPS
+MiB a second (``3000,125`` is an EBS gp3 volume's default), and before each upload the kernel's cached directories
+and inodes are dropped as well (``/proc/sys/vm/drop_caches``), so that a tree's folders and files are looked up
+on the disk as on a disk just attached. It implies ``--cold``; the table then also gives the read requests and MB
+the disk served to each upload (Python's libraries are read again before it, outside the cgroup).
+
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold]
+        [--workers 8,2] [--cold] [--disk 3000,125]
 """
 
 from __future__ import annotations
@@ -63,12 +70,79 @@ def evict(source: str) -> None:
             os.close(fd)
 
 
-def upload(source: str, work: Path, workers: int, cold: bool = False) -> dict:
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+def whole_disk(path: str) -> str:
+    """``major:minor`` of the disk that holds ``path`` (the disk, not its partition: blkio limits whole disks)."""
+    dev = os.stat(path).st_dev
+    sysfs = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+    if (sysfs / "partition").exists():
+        sysfs = sysfs.parent
+    return (sysfs / "dev").read_text().strip()
+
+
+class DiskLimit:
+    """A blkio cgroup (cgroup v1) whose reads from one disk are limited to ``iops`` requests and ``mibps`` MiB a
+    second; :meth:`command` runs a command in it, :meth:`served` reads the requests and bytes that the disk has served
+    to the cgroup (counted since the cgroup was made: ``blkio.reset_stats`` leaves them)."""
+
+    def __init__(self, path: str, iops: int, mibps: float):
+        if not (BLKIO / "blkio.throttle.read_iops_device").exists():
+            raise SystemExit("--disk needs cgroup v1's blkio controller at /sys/fs/cgroup/blkio and root")
+        self.disk = whole_disk(path)
+        self.group = BLKIO / f"alexnet-measure-{os.getpid()}"
+        self.group.mkdir()
+        (self.group / "blkio.throttle.read_iops_device").write_text(f"{self.disk} {iops}")
+        (self.group / "blkio.throttle.read_bps_device").write_text(f"{self.disk} {int(mibps * 2**20)}")
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run by a shell that first moves itself into the cgroup (a child then reads nothing outside it)."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.group / "cgroup.procs"), *argv]
+
+    def served(self) -> tuple[int, int]:
+        def read_count(name: str) -> int:
+            for line in (self.group / name).read_text().splitlines():
+                fields = line.split()
+                if len(fields) == 3 and fields[0] == self.disk and fields[1] == "Read":
+                    return int(fields[2])
+            return 0
+
+        return (read_count("blkio.throttle.io_serviced_recursive"),
+                read_count("blkio.throttle.io_service_bytes_recursive"))
+
+    def close(self) -> None:
+        if self.group.exists():
+            self.group.rmdir()
+
+
+# what an upload imports, read again after drop_lookups() (outside the cgroup) so that the disk's limits fall on the
+# source, not on Python's libraries
+WARM = """
+import importlib, pkgutil
+import alexnet, alexnet.data, PIL.Image, PIL.JpegImagePlugin, scipy.io, pins, fsspec
+for module in pkgutil.iter_modules(alexnet.data.__path__):
+    importlib.import_module("alexnet.data." + module.name)
+"""
+
+
+def drop_lookups() -> None:
+    """Drop the kernel's cached directory entries and inodes (all of them: nothing narrower exists; the files of
+    the inodes dropped leave the page cache with them), then read Python's libraries again."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("2")
+    subprocess.run([sys.executable, "-c", WARM], check=True)
+
+
+def upload(source: str, work: Path, workers: int, cold: bool = False, disk: DiskLimit | None = None) -> dict:
     scratch, board = work / "tmp", work / "board"
     shutil.rmtree(work, ignore_errors=True)
     scratch.mkdir(parents=True)
-    if cold:
+    if cold or disk is not None:
         evict(source)
+    if disk is not None:
+        drop_lookups()
+        before = disk.served()
     env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
     peak, done = [0], threading.Event()
 
@@ -80,12 +154,16 @@ def upload(source: str, work: Path, workers: int, cold: bool = False) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, source, str(board), str(workers)], env=env, capture_output=True,
-                             text=True, check=True).stdout
+        argv = [sys.executable, "-c", CHILD, source, str(board), str(workers)]
+        out = subprocess.run(disk.command(argv) if disk is not None else argv, env=env, capture_output=True, text=True,
+                             check=True).stdout
     finally:
         done.set()
         sampler.join()
     result = json.loads(out.strip().splitlines()[-1])
+    if disk is not None:
+        after = disk.served()
+        result["disk_reads"], result["disk_bytes"] = after[0] - before[0], after[1] - before[1]
     zips = sorted(p.stat().st_size for p in board.glob("n*/*/*.zip"))
     return {**result, "peak_scratch": peak[0], "largest_zip": zips[-1], "median_zip": statistics.median(zips)}
 
@@ -99,12 +177,15 @@ def main() -> None:
     parser.add_argument("--layouts", default="kaggle,archives,kaggle_zip,parquet")
     parser.add_argument("--workers", default="8", help="workers of the upload, one table for each (e.g. 8,2)")
     parser.add_argument("--cold", action="store_true", help="read every source from the disk, not the page cache")
+    parser.add_argument("--disk", help="IOPS,MIBPS: read the source from a disk limited to these (as root; implies "
+                                       "--cold), e.g. 3000,125 for an EBS gp3 volume's default")
     parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
     args = parser.parse_args()
     import alexnet
 
     layouts = args.layouts.split(",")
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="alexnet-measure-"))
+    disk = None
     try:
         sources = {}
         shape = {"classes": args.classes, "images": args.images, "val": args.val}
@@ -121,16 +202,21 @@ def main() -> None:
             kept.write_text(json.dumps({"shape": shape, "path": str(info["path"]), "bytes": info["bytes"]}))
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
               f"{info['bytes'] / 1e6:.0f} MB of JPEG; {os.cpu_count()} CPUs")
+        if args.disk:
+            iops, mibps = args.disk.split(",")
+            disk = DiskLimit(str(root), int(iops), float(mibps))
+            read_from = f"a disk limited to {iops} reads and {mibps} MiB a second (--disk)"
+        else:
+            read_from = "the disk (--cold)" if args.cold else "the page cache"
         for workers in [int(w) for w in args.workers.split(",")]:
             runs: dict[str, list[dict]] = {layout: [] for layout in layouts}
             for round_ in range(args.repeats):
                 order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
                 for layout in order:
-                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold))
-            print(f"workers = {workers}, {args.repeats} rounds, source read from "
-                  f"{'the disk (--cold)' if args.cold else 'the page cache'}")
+                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold, disk))
+            print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}")
             print(f"{'layout':<12} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
-                  f"{'largest zip MB':<15} {'peak RSS MB':<12}")
+                  f"{'largest zip MB':<15} {'peak RSS MB':<12}" + ("  disk reads    disk MB" if disk else ""))
             for layout, results in runs.items():
                 seconds = [r["seconds"] for r in results]
                 scratch = [r["peak_scratch"] / 1e6 for r in results]
@@ -138,8 +224,13 @@ def main() -> None:
                 cpu = statistics.median(r["cpu"] for r in results)
                 print(f"{layout:<12} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
                       f"{'':<12} {cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
-                      f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}", flush=True)
+                      f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}"
+                      + (f"{'':<8}{statistics.median(r['disk_reads'] for r in results):10.0f}"
+                         f"{statistics.median(r['disk_bytes'] for r in results) / 1e6:10.0f}" if disk else ""),
+                      flush=True)
     finally:
+        if disk is not None:
+            disk.close()
         if not args.root:
             shutil.rmtree(root, ignore_errors=True)
         else:
