@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -562,6 +565,70 @@ def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
     assert all(isinstance(b, memoryview) == mapped for b in got)
     ahead = files.read_ranges_ahead(str(path), [(12_345, 67_890)])
     assert bytes(ahead()[0]) == data[12_345:67_890]
+
+
+SLOW_READER = """
+import json, sys, threading, time
+from alexnet.data import archive_io
+path, size = sys.argv[1], int(sys.argv[2])
+gaps, done = [], threading.Event()
+
+def tick():  # wakes every millisecond, and needs the GIL each time
+    last = time.monotonic()
+    while not done.is_set():
+        time.sleep(0.001)
+        now = time.monotonic()
+        gaps.append(now - last)
+        last = now
+
+ticker = threading.Thread(target=tick)
+ticker.start()
+time.sleep(0.05)
+start = time.monotonic()
+view = archive_io.Files.at(path).read_ranges_ahead(path, [(0, size)])()[0]
+total = sum(view[k] for k in range(0, size, 4096))  # a page at a time, as headers are parsed
+elapsed = time.monotonic() - start
+done.set()
+ticker.join()
+print(json.dumps({"elapsed": elapsed, "longest": max(gaps), "sum": total}))
+"""
+
+
+def test_a_mapped_range_is_waited_for_without_holding_the_gil(tmp_path):
+    """A thread that touches a mapped page the disk has not read yet holds the GIL while it waits, stopping every
+    other thread of the upload: a part's bytes are waited for by reads instead, before they are used. Read here
+    from a disk slowed to 1 MB/s (a blkio cgroup, as root) a page at a time, the other thread of the reading
+    process never stops for long (without the wait it stopped for each 128 KB piece the disk read: 0.1-0.2 s)."""
+    blkio = Path("/sys/fs/cgroup/blkio")
+    if os.geteuid() != 0 or not (blkio / "blkio.throttle.read_bps_device").exists():
+        pytest.skip("needs root and cgroup v1's blkio controller to slow a disk")
+    path = tmp_path / "archive"
+    size = 2 << 20
+    data = os.urandom(size)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    dev = os.stat(path).st_dev
+    sysfs = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+    if not (sysfs / "dev").exists():
+        pytest.skip(f"{tmp_path} is not on a block device")
+    disk = (sysfs.parent if (sysfs / "partition").exists() else sysfs) / "dev"
+    group = blkio / f"alexnet-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "blkio.throttle.read_bps_device").write_text(f"{disk.read_text().strip()} {1 << 20}")
+        ran = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs"),
+                              sys.executable, "-c", SLOW_READER, str(path), str(size)],
+                             capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        group.rmdir()
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert seen["sum"] == sum(data[k] for k in range(0, size, 4096))
+    assert seen["elapsed"] >= 1.5, seen  # the disk was slow: 2 MB at 1 MB/s
+    assert seen["longest"] < 0.06, seen  # without the wait: a piece's 0.125 s, or more, with the GIL held
 
 
 # -- from buckets --------------------------------------------------------------------------------------------

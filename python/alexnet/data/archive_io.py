@@ -113,7 +113,7 @@ class Files:
         packs the part."""
         if self.local:
             views = self.read_ranges(path, ranges)
-            return lambda: views
+            return lambda: (await_ranges(path, ranges), views)[1]
         return lambda: self.read_ranges(path, ranges)
 
 
@@ -132,6 +132,31 @@ def read_ahead(fd: int, start: int, end: int) -> None:
             os.posix_fadvise(fd, at, min(READ_AHEAD_PIECE, end - at), os.POSIX_FADV_WILLNEED)
     except OSError:
         pass
+
+
+def await_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> None:
+    """Wait until the kernel holds the byte ranges of ``path`` asked for by :func:`read_ahead`, reading one byte at
+    the end of each of its pieces.
+
+    The thread that touches a page of a mapped file that the disk has not read yet waits for it holding Python's
+    GIL, and every other thread of the upload with it, the one that reads the source among them; a read waits
+    without it. From a disk limited to 125 MiB/s and 3000 reads a second (3 rounds taking turns, 735 MB, 8
+    workers), the official archives took 6.84 s without this wait and 6.19 s with it, the extracted tree 6.1-6.2 s;
+    from the page cache it costs 5 ms for 640 MB."""
+    if not hasattr(os, "pread"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # said when the bytes are used
+    try:
+        for start, end in ranges:
+            for at in range(start, end, READ_AHEAD_PIECE):
+                os.pread(fd, 1, min(at + READ_AHEAD_PIECE, end) - 1)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 #: How far ahead of where a stream is read the kernel is asked to read it (see :class:`StreamAhead`).
