@@ -109,12 +109,19 @@ class Files:
     def read_ranges_ahead(self, path: str, ranges: Sequence[tuple[int, int]]) -> Callable[[], list[Buffer]]:
         """:meth:`read_ranges` in two steps, for a part opened (by the thread that reads the source in order) before
         it is packed: a local file is mapped and asked of the kernel now, so that the disk reads it while the parts
-        before it are packed; a bucket's ranges are fetched only when the call returned is made, by the thread that
-        packs the part."""
-        if self.local:
-            views = self.read_ranges(path, ranges)
-            return lambda: (await_ranges(path, ranges), views)[1]
-        return lambda: self.read_ranges(path, ranges)
+        before it are packed, and the call returned waits for the mapped bytes (:func:`await_ranges`); a bucket's
+        ranges are fetched only when the call returned is made, by the thread that packs the part."""
+        if not self.local:
+            return lambda: self.read_ranges(path, ranges)
+        views = self.read_ranges(path, ranges)
+        if not any(isinstance(view, memoryview) for view in views):
+            return lambda: views  # read already: nothing left to wait for
+
+        def mapped() -> list[Buffer]:
+            await_ranges(path, ranges)
+            return views
+
+        return mapped
 
 
 #: One request to read ahead makes the kernel read at most its read-ahead window (``read_ahead_kb``, 128 KB unless
