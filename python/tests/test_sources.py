@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
 
-from alexnet.data import archive_io, held, packing, tar_io, zip_io
+from alexnet.data import archive_io, held, ilsvrc, packing, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
@@ -764,20 +764,124 @@ def rewrite_devkit(src: Path, change) -> None:
     (src / DEVKIT).write_bytes(out.getvalue())
 
 
+def drop_last_label(files: dict[str, bytes]) -> dict[str, bytes]:
+    name = next(n for n in files if n.endswith(GROUND_TRUTH))
+    files[name] = b"".join(files[name].splitlines(keepends=True)[:-1])
+    return files
+
+
+FEWER_LABELS = (rf"{VAL_TAR} holds {CLASSES * SMALL['val_per_class']} validation images but the ground truth .* "
+                rf"labels {CLASSES * SMALL['val_per_class'] - 1}.*nothing was uploaded")
+
+
 def test_devkit_with_fewer_labels_than_validation_images(made, tmp_path):
     src = copy_layout(made, "archives", tmp_path)
-
-    def drop_last_line(files):
-        name = next(n for n in files if n.endswith(GROUND_TRUTH))
-        files[name] = b"".join(files[name].splitlines(keepends=True)[:-1])
-        return files
-
-    rewrite_devkit(src, drop_last_line)
-    n = CLASSES * SMALL["val_per_class"]
-    with pytest.raises(LayoutError, match=rf"{VAL_TAR} holds {n} validation images but the ground truth .* labels "
-                                          rf"{n - 1}.*nothing was uploaded"):
+    rewrite_devkit(src, drop_last_label)
+    with pytest.raises(LayoutError, match=FEWER_LABELS):
         imagenet_upload(src, tmp_path / "board")
     assert_nothing_uploaded(tmp_path / "board")
+
+
+def index_val_after_first_pack(monkeypatch, linger: float = 0.0) -> tuple[list[str], dict[str, object]]:
+    """Make the validation tar's index wait until a training category has been packed (10 s at most), and ``linger``
+    seconds more; return the categories packed, and what the index saw ("packed first", the categories "packed
+    meanwhile") and when it ended ("indexed", an Event)."""
+    packed, indexed, seen = threading.Event(), threading.Event(), {}
+    seen["indexed"] = indexed
+    parts: list[str] = []
+    index, zip_images = ilsvrc.tar_index, packing._zip_images
+
+    def slow_index(f, label, total):
+        if not label.endswith(VAL_TAR):
+            return index(f, label, total)
+        seen["packed first"] = packed.wait(timeout=10)
+        time.sleep(linger)
+        seen["packed meanwhile"] = len(parts)
+        try:
+            return index(f, label, total)
+        finally:
+            indexed.set()
+
+    def zipped(part, members, dest, options):
+        out = zip_images(part, members, dest, options)
+        parts.append(part.wnid)
+        packed.set()
+        return out
+
+    monkeypatch.setattr(ilsvrc, "tar_index", slow_index)
+    monkeypatch.setattr(packing, "_zip_images", zipped)
+    return parts, seen
+
+
+def test_validation_tar_is_indexed_while_training_categories_are_packed(made, tmp_path, monkeypatch):
+    """The validation tar's headers (50,000, read one after another) do not hold back the first training categories;
+    no pin is published before they have been checked."""
+    parts, seen = index_val_after_first_pack(monkeypatch)
+    published: list[bool] = []
+    publish = packing.publish_file
+    monkeypatch.setattr(packing, "publish_file",
+                        lambda *a, **k: published.append(seen["indexed"].is_set()) or publish(*a, **k))
+    imagenet_upload(made["paths"]["archives"], tmp_path / "board", workers=2)
+    assert seen["packed first"] is True and len(parts) == 2 * CLASSES
+    assert len(published) == 2 * CLASSES and all(published)
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_while_labels_are_checked_one_zip_a_packing_slot_waits(made, tmp_path, monkeypatch):
+    """The zips packed before the validation labels are checked wait in the scratch folder: one per part packed at
+    a time (here one), not one per part in flight (here all six)."""
+    monkeypatch.setattr(packing, "usable_cpus", lambda: 1)
+    parts, seen = index_val_after_first_pack(monkeypatch, linger=1.0)
+    imagenet_upload(made["paths"]["archives"], tmp_path / "board", workers=8)
+    assert seen["packed first"] is True and seen["packed meanwhile"] == 1 and len(parts) == 2 * CLASSES
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_labels_found_wrong_while_training_is_packed_stop_the_upload(made, tmp_path, monkeypatch, caplog):
+    """Labels that disagree, found once training categories are being packed: the reading stops, nothing is
+    published, and the error is said once (not again for each category packed meanwhile)."""
+    src = copy_layout(made, "archives", tmp_path)
+    rewrite_devkit(src, drop_last_label)
+    parts, seen = index_val_after_first_pack(monkeypatch)
+    with caplog.at_level(logging.ERROR), pytest.raises(LayoutError, match=FEWER_LABELS):
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert seen["packed first"] is True
+    assert_nothing_uploaded(tmp_path / "board")
+    # at most workers + 2 categories in flight, and one more read before the failure was known
+    assert 1 <= len(parts) < CLASSES
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_closing_an_archives_source_stops_its_validation_index(made, monkeypatch):
+    class Slow:
+        """A file whose reads take half a second."""
+
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, size=-1):
+            time.sleep(0.5)
+            return self.f.read(size)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    real_open = archive_io.Files.open
+    monkeypatch.setattr(archive_io.Files, "open", lambda self, path, block: Slow(real_open(self, path, block))
+                        if path.endswith(VAL_TAR) else real_open(self, path, block))
+    source = open_source(made["paths"]["archives"])
+    indexing = [t for t in threading.enumerate() if t.name.startswith("alexnet-val-index")]
+    assert indexing  # a header each half second: still reading
+    source.close()
+    for thread in indexing:
+        thread.join(timeout=1.5)
+    assert not any(t.is_alive() for t in indexing)
 
 
 def test_validation_tar_without_devkit(made, tmp_path):

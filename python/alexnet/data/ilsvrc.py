@@ -10,7 +10,9 @@ the devkit that labels it.
   ...); ``data/ILSVRC2012_validation_ground_truth.txt`` in ``ILSVRC2012_devkit_t12.tar.gz`` gives each image's
   ILSVRC2012 id, in image-number order, and ``data/meta.mat`` maps those ids to WordNet ids and names (read with
   ``scipy.io.loadmat``, keeping the synsets without children: the 1000 classes). Each category's validation
-  images are read as their byte ranges.
+  images are read as their byte ranges. The validation tar's headers, read one after another, are indexed and
+  checked against the ground truth while the first training categories are read and packed; no category is
+  published before they have been.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import logging
 import os
 import re
 import tarfile
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
@@ -100,6 +105,25 @@ def read_devkit(files: Files, path: str) -> Devkit:
     return Devkit(wnid_of, names, truth)
 
 
+class _Stopped(Exception):
+    """Reading an index was stopped: the upload has ended without it."""
+
+
+class _Stoppable:
+    """The file ``f``, whose reads raise :class:`_Stopped` once ``stop`` is set."""
+
+    def __init__(self, f: Any, stop: threading.Event):
+        self.f, self.stop = f, stop
+
+    def read(self, size: int = -1) -> bytes:
+        if self.stop.is_set():
+            raise _Stopped
+        return bytes(self.f.read(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
+
+
 class ArchivesSource(Source):
     """The official archives in ``folder``: the training tar, and for validation the val tar and the devkit."""
 
@@ -123,11 +147,32 @@ class ArchivesSource(Source):
             with files.open(self.train_path, LARGE_MEMBERS_BLOCK) as f:
                 self.index = tar_index(f, files.url(self.train_path), self.train_size)
             self._check_categories([os.path.basename(e.name) for e in self.index])
-        self.val: dict[str, list[TarEntry]] = {}
         self.val_path = val_path
+        self._stop = threading.Event()
+        self._indexing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alexnet-val-index")
+        self._val: Future[dict[str, list[TarEntry]]] | None = None
         if val_path is not None and devkit is not None:
-            self.val = self._label_val(val_path, devkit)
-        self.total_bytes = self.train_size + sum(e.size for entries in self.val.values() for e in entries)
+            # its 50,000 headers are read one after another: while the first training categories are read and packed
+            self._val = self._indexing.submit(self._label_val, val_path, devkit)
+        # the images and their headers: the bar is filled at the end (the validation images of excluded categories)
+        self.total_bytes = self.train_size + (files.size(val_path) if self._val is not None else 0)
+
+    @property
+    def val(self) -> dict[str, list[TarEntry]]:
+        """The validation tar's images of each category (waiting for its index, read in the background)."""
+        return self._val.result() if self._val is not None else {}
+
+    def ready(self, wait: bool = True) -> bool:
+        if self._val is None:
+            return True
+        if not wait and not self._val.done():
+            return False
+        self._val.result()
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        self._indexing.shutdown(wait=False)
 
     def _check_categories(self, names: list[str]) -> None:
         wnids = {m.group(1): "" for m in map(_CATEGORY_TAR.match, names) if m}
@@ -139,7 +184,7 @@ class ArchivesSource(Source):
     def _label_val(self, val_path: str, devkit: Devkit) -> dict[str, list[TarEntry]]:
         label = self.files.url(val_path)
         with self.files.open(val_path, SMALL_MEMBERS_BLOCK) as f:
-            entries = tar_index(f, label, self.files.size(val_path))
+            entries = tar_index(_Stoppable(f, self._stop), label, self.files.size(val_path))
         images = sorted((int(m.group(1)), e) for e in entries if (m := _VAL_IMAGE.match(os.path.basename(e.name))))
         for other in sorted(e.name for e in entries if not _VAL_IMAGE.match(os.path.basename(e.name))):
             log.warning("%s holds %s, which is not a validation image (ILSVRC2012_val_<8 digits>.JPEG): it is left "

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -150,16 +150,23 @@ class _LazyBar:
             self.bar.close()
 
 
+class _Unpublished(Exception):
+    """A part packed while the source's checks failed: not published, and not reported on its own (the upload
+    raises the source's error once)."""
+
+
 def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | None, board: Board, exists: bool,
-             workdir: str, options: Options, packing: threading.Semaphore) -> Result:
+             workdir: str, options: Options, packing: threading.Semaphore,
+             checked: Callable[[], contextlib.AbstractContextManager[None]]) -> Result:
     """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same.
 
     ``members()`` is called before one of the ``packing`` slots is taken (a source in a bucket fetches the part's
-    bytes then), and the zip is published after it is given back."""
+    bytes then), and the zip is published after it is given back, once the source's checks have passed (the zip
+    is packed inside ``checked()``)."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
         items = members()
-        with packing:
+        with checked(), packing:
             images, bad, size, sha = _zip_images(part, items, zip_path, options)
         if part.split == "train" and images < options.min_images:
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
@@ -183,6 +190,8 @@ class Uploader:
         self.source, self.board, self.options, self.workers = source, board, options, workers
         #: slots of the parts packed at the same time: one per usable CPU, never more than ``workers``
         self.packing = threading.BoundedSemaphore(min(workers, usable_cpus()))
+        #: zips packed while the source's checks still run, waiting for them: as many as parts packed at a time
+        self.unchecked = threading.BoundedSemaphore(min(workers, usable_cpus()))
         self.results: dict[tuple[str, str], Result] = {}
         self.failures: dict[str, BaseException] = {}
         self.uploaded_bytes = self.images = 0
@@ -213,10 +222,30 @@ class Uploader:
             return False
         return True
 
+    def _ready(self, wait: bool) -> bool:
+        try:
+            return self.source.ready(wait)
+        except LayoutError as err:
+            raise _Unpublished from err
+
+    @contextlib.contextmanager
+    def _checked(self) -> Iterator[None]:
+        """Around the packing of a part: no zip leaves before the source's checks have passed (the part ends with
+        :class:`_Unpublished` when they failed), and while they run, at most one packed zip per packing slot waits
+        for them (the other parts wait before packing), so that the scratch space stays a few zips."""
+        if self._ready(wait=False):
+            yield
+            return
+        with self.unchecked:
+            yield
+            self._ready(wait=True)
+
     def _done(self, part: Part, future: Future[Result]) -> None:
         error = future.exception()
         if error is None:
             self._record(part, future.result(), part.source_bytes)
+            return
+        if isinstance(error, _Unpublished):
             return
         with self.lock:
             self.failures[part.pin] = error
@@ -231,13 +260,14 @@ class Uploader:
         in_flight = self.workers + 2
         slots = threading.BoundedSemaphore(in_flight)
         for part in self.source.parts(split, self._wanted, keep, workdir):
+            self.source.ready(wait=False)  # a check that failed in the background stops the reading
             slots.acquire()
             try:
                 self.bar.start()
                 members = part.open()
                 state = self.states.get(part.pin)
                 future = pool.submit(_publish, part, members, self.prints[part.pin], state, self.board,
-                                     part.pin in self.existing, workdir, self.options, self.packing)
+                                     part.pin in self.existing, workdir, self.options, self.packing, self._checked)
             except BaseException:
                 slots.release()
                 raise
@@ -264,6 +294,7 @@ class Uploader:
             self._run(pool, workdir, "train", None)
             kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
             self._run(pool, workdir, "val", kept)
+            self.source.ready()
             if not self.failures:
                 self.bar.finish()
         if self.failures:

@@ -141,5 +141,12 @@ class Source:
         order, each asked of ``wanted`` before it is read; only the wanted ones are yielded."""
         raise NotImplementedError
 
+    def ready(self, wait: bool = True) -> bool:
+        """Whether the checks the source runs in the background have ended (the official validation tar's labels
+        are checked while the first training categories are read), raising the
+        :class:`~alexnet.errors.LayoutError` they found; with ``wait``, wait for them to end. The upload publishes
+        no part before this has returned True."""
+        return True
+
     def close(self) -> None:
-        """Release what the source holds open (files, scratch space)."""
+        """Release what the source holds open (files, scratch space, checks running in the background)."""

@@ -107,7 +107,9 @@ def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> L
 
 def open_source(source: str | os.PathLike) -> Source:
     """The ImageNet source at ``source`` (a path or a ``gs://``/``s3://`` URL), its layout recognised from what it
-    holds. Indexes and labels are read here, so that a damaged or mislabelled source fails before any upload."""
+    holds. Indexes and labels are read here (the official validation tar's in the background: the upload publishes
+    nothing before :meth:`~alexnet.data.parts.Source.ready`), so that a damaged or mislabelled source fails before
+    any upload."""
     files = Files.at(source)
     path = files.path()
     if files.isfile(path):

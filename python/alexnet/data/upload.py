@@ -143,10 +143,13 @@ def imagenet_upload(
     workers, options = _checked_options(workers, min_images, resize, quality, retries)
     keep_versions = as_optional_int(keep_versions, "keep_versions", 1)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
-    read = open_source(given)  # a layout not read, a damaged archive, labels that disagree: before any upload
+    read = open_source(given)  # a layout not read, a damaged archive: before any work; labels: before any publish
     start = time.monotonic()
     uploader = Uploader(read, opened, options, workers)
-    uploader.run()
+    try:
+        uploader.run()
+    finally:
+        read.close()
     results, uploaded_bytes = uploader.results, uploader.uploaded_bytes
     train = sorted((r for (w, s), r in results.items() if s == "train" and r.status != "excluded"),
                    key=lambda r: r.wnid)
