@@ -876,12 +876,25 @@ def test_closing_an_archives_source_stops_its_validation_index(made, monkeypatch
     monkeypatch.setattr(archive_io.Files, "open", lambda self, path, block: Slow(real_open(self, path, block))
                         if path.endswith(VAL_TAR) else real_open(self, path, block))
     source = open_source(made["paths"]["archives"])
-    indexing = [t for t in threading.enumerate() if t.name.startswith("alexnet-val-index")]
+    indexing = [t for t in threading.enumerate() if t.name.startswith("alexnet-labels")]
     assert indexing  # a header each half second: still reading
     source.close()
     for thread in indexing:
         thread.join(timeout=1.5)
     assert not any(t.is_alive() for t in indexing)
+
+
+def test_damaged_devkit(made, tmp_path, caplog):
+    """The devkit is read in the background: found damaged, it stops the upload before anything is published, in
+    one line."""
+    src = copy_layout(made, "archives", tmp_path)
+    (src / DEVKIT).write_bytes((src / DEVKIT).read_bytes()[:100])
+    with caplog.at_level(logging.ERROR), pytest.raises(LayoutError, match=rf"{DEVKIT} cannot be read as a tar.gz "
+                                                                          r".*download the devkit again") as err:
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert "\n" not in str(err.value)
+    assert_nothing_uploaded(tmp_path / "board")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_validation_tar_without_devkit(made, tmp_path):

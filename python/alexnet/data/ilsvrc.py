@@ -10,9 +10,9 @@ the devkit that labels it.
   ...); ``data/ILSVRC2012_validation_ground_truth.txt`` in ``ILSVRC2012_devkit_t12.tar.gz`` gives each image's
   ILSVRC2012 id, in image-number order, and ``data/meta.mat`` maps those ids to WordNet ids and names (read with
   ``scipy.io.loadmat``, keeping the synsets without children: the 1000 classes). Each category's validation
-  images are read as their byte ranges. The validation tar's headers, read one after another, are indexed and
-  checked against the ground truth while the first training categories are read and packed; no category is
-  published before they have been.
+  images are read as their byte ranges. The devkit is read, and the validation tar's headers (read one after
+  another) are indexed and checked against its ground truth, while the first training categories are read and
+  packed; no category is published before they have been.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 import tarfile
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -133,46 +133,53 @@ class ArchivesSource(Source):
         self.files, self.root = files, files.url(folder)
         present = set(files.names(folder))
         self.train_path = f"{folder}/{train}"
-        val_path = f"{folder}/{VAL_TAR}" if VAL_TAR in present else None
-        devkit = read_devkit(files, f"{folder}/{DEVKIT}") if DEVKIT in present else None
-        if val_path and devkit is None:
-            raise LayoutError(f"{files.url(val_path)} has no {DEVKIT} beside it to label its images: put the devkit "
-                              "in the same folder, or move the validation tar away to upload without validation")
-        if devkit is not None:
-            check_classes(devkit.names, files.url(f"{folder}/{DEVKIT}"), strict=True)
-        self.names = devkit.names if devkit is not None else class_names()
+        self.val_path = f"{folder}/{VAL_TAR}" if VAL_TAR in present else None
+        devkit = f"{folder}/{DEVKIT}" if DEVKIT in present else None
+        if self.val_path and devkit is None:
+            raise LayoutError(f"{files.url(self.val_path)} has no {DEVKIT} beside it to label its images: put the "
+                              "devkit in the same folder, or move the validation tar away to upload without validation")
         self.train_size = files.size(self.train_path)
         self.index: list[TarEntry] | None = None
         if not train.endswith(".gz"):
             with files.open(self.train_path, LARGE_MEMBERS_BLOCK) as f:
                 self.index = tar_index(f, files.url(self.train_path), self.train_size)
             self._check_categories([os.path.basename(e.name) for e in self.index])
-        self.val_path = val_path
+        # the devkit (scipy's import, 0.15 s) and the validation tar's headers (50,000, read one after another) are
+        # read while the first training categories are read and packed
         self._stop = threading.Event()
-        self._indexing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alexnet-val-index")
-        self._val: Future[dict[str, list[TarEntry]]] | None = None
-        if val_path is not None and devkit is not None:
-            # its 50,000 headers are read one after another: while the first training categories are read and packed
-            self._val = self._indexing.submit(self._label_val, val_path, devkit)
+        self._reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alexnet-labels")
+        self._labels = self._reading.submit(self._read_labels, devkit)
         # the images and their headers: the bar is filled at the end (the validation images of excluded categories)
-        self.total_bytes = self.train_size + (files.size(val_path) if self._val is not None else 0)
+        self.total_bytes = self.train_size + (files.size(self.val_path) if self.val_path is not None else 0)
+
+    def _read_labels(self, devkit_path: str | None) -> tuple[dict[str, str], dict[str, list[TarEntry]]]:
+        """The class names (the devkit's, or the standard list's without it) and the validation images of each
+        category."""
+        if devkit_path is None:
+            return class_names(), {}
+        devkit = read_devkit(self.files, devkit_path)
+        check_classes(devkit.names, self.files.url(devkit_path), strict=True)
+        return devkit.names, self._label_val(self.val_path, devkit) if self.val_path is not None else {}
+
+    @property
+    def names(self) -> dict[str, str]:  # type: ignore[override]
+        """The names of the classes (waiting for the devkit, read in the background)."""
+        return self._labels.result()[0]
 
     @property
     def val(self) -> dict[str, list[TarEntry]]:
         """The validation tar's images of each category (waiting for its index, read in the background)."""
-        return self._val.result() if self._val is not None else {}
+        return self._labels.result()[1]
 
     def ready(self, wait: bool = True) -> bool:
-        if self._val is None:
-            return True
-        if not wait and not self._val.done():
+        if not wait and not self._labels.done():
             return False
-        self._val.result()
+        self._labels.result()
         return True
 
     def close(self) -> None:
         self._stop.set()
-        self._indexing.shutdown(wait=False)
+        self._reading.shutdown(wait=False)
 
     def _check_categories(self, names: list[str]) -> None:
         wnids = {m.group(1): "" for m in map(_CATEGORY_TAR.match, names) if m}
