@@ -118,7 +118,7 @@ class _Stoppable:
     def read(self, size: int = -1) -> bytes:
         if self.stop.is_set():
             raise _Stopped
-        return bytes(self.f.read(size))
+        return self.f.read(size)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.f, name)

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -156,18 +156,21 @@ class _Unpublished(Exception):
 
 
 def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | None, board: Board, exists: bool,
-             workdir: str, options: Options, packing: threading.Semaphore,
-             checked: Callable[[], contextlib.AbstractContextManager[None]]) -> Result:
+             workdir: str, options: Options, packing: threading.Semaphore, ready: Callable[[bool], bool]) -> Result:
     """Zip ``members`` and publish the zip as a new version of the part's pin unless the board holds the same.
 
     ``members()`` is called before one of the ``packing`` slots is taken (a source in a bucket fetches the part's
-    bytes then), and the zip is published after it is given back, once the source's checks have passed (the zip
-    is packed inside ``checked()``)."""
+    bytes then), and the zip is published after it is given back. ``ready(wait)`` is the source's
+    :meth:`~alexnet.data.parts.Source.ready`, raising :class:`_Unpublished` for the error its checks found."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
         items = members()
-        with checked(), packing:
+        with packing:
+            ready(False)  # the source's checks failed already: not packed
             images, bad, size, sha = _zip_images(part, items, zip_path, options)
+            # no zip leaves before the source's checks have passed: while they run, this slot waits with its zip (the
+            # other parts wait for a slot), so that the scratch space stays a few zips
+            ready(True)
         if part.split == "train" and images < options.min_images:
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:
@@ -190,8 +193,6 @@ class Uploader:
         self.source, self.board, self.options, self.workers = source, board, options, workers
         #: slots of the parts packed at the same time: one per usable CPU, never more than ``workers``
         self.packing = threading.BoundedSemaphore(min(workers, usable_cpus()))
-        #: zips packed while the source's checks still run, waiting for them: as many as parts packed at a time
-        self.unchecked = threading.BoundedSemaphore(min(workers, usable_cpus()))
         self.results: dict[tuple[str, str], Result] = {}
         self.failures: dict[str, BaseException] = {}
         self.uploaded_bytes = self.images = 0
@@ -223,22 +224,12 @@ class Uploader:
         return True
 
     def _ready(self, wait: bool) -> bool:
+        """The source's :meth:`~alexnet.data.parts.Source.ready` for a packing thread: its error ends the part as
+        :class:`_Unpublished` (the reading thread raises it, once)."""
         try:
             return self.source.ready(wait)
         except LayoutError as err:
             raise _Unpublished from err
-
-    @contextlib.contextmanager
-    def _checked(self) -> Iterator[None]:
-        """Around the packing of a part: no zip leaves before the source's checks have passed (the part ends with
-        :class:`_Unpublished` when they failed), and while they run, at most one packed zip per packing slot waits
-        for them (the other parts wait before packing), so that the scratch space stays a few zips."""
-        if self._ready(wait=False):
-            yield
-            return
-        with self.unchecked:
-            yield
-            self._ready(wait=True)
 
     def _done(self, part: Part, future: Future[Result]) -> None:
         error = future.exception()
@@ -267,7 +258,7 @@ class Uploader:
                 members = part.open()
                 state = self.states.get(part.pin)
                 future = pool.submit(_publish, part, members, self.prints[part.pin], state, self.board,
-                                     part.pin in self.existing, workdir, self.options, self.packing, self._checked)
+                                     part.pin in self.existing, workdir, self.options, self.packing, self._ready)
             except BaseException:
                 slots.release()
                 raise
