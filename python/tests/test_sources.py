@@ -655,6 +655,72 @@ def test_from_a_bucket(kind, layout, made, cloud_env, tmp_path):
     assert table(board) == made["table"]
 
 
+class SlowBucket:
+    """A bucket file system's ``cat_file``: each request takes 50 ms; the requests in flight are counted."""
+
+    def __init__(self, data: bytes, served: int | None = None):
+        self.data, self.served = data, len(data) if served is None else served
+        self.lock, self.in_flight, self.most, self.asked = threading.Lock(), 0, 0, []
+
+    def cat_file(self, path, start, end):
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            self.asked.append((start, end))
+        try:
+            time.sleep(0.05)
+            return self.data[start:min(end, self.served)]
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def test_a_bucket_stream_is_fetched_several_blocks_at_a_time():
+    data = os.urandom(10 * 4096 + 100)
+    bucket = SlowBucket(data)
+    with io.BufferedReader(archive_io.BlocksAhead(bucket, "b/f", len(data), block=4096, depth=3)) as f:
+        got = b"".join(iter(lambda: f.read(1000), b""))
+    assert got == data
+    assert 2 <= bucket.most <= 3, "several requests in flight, never more than depth"
+    assert sorted(bucket.asked) == [(i * 4096, min(len(data), (i + 1) * 4096)) for i in range(11)], "each block once"
+
+
+def test_a_bucket_stream_seeks_anywhere_and_ends_where_its_bytes_do():
+    data = os.urandom(5 * 1024 + 7)
+    f = io.BufferedReader(archive_io.BlocksAhead(SlowBucket(data), "b/f", len(data), block=1024, depth=2))
+    for at, size in [(4000, 300), (10, 2000), (1023, 2), (5 * 1024, 100), (0, 10), (len(data) + 5, 10)]:
+        f.seek(at)
+        assert f.read(size) == data[at:at + size]
+        assert f.tell() == at + len(data[at:at + size])
+    f.seek(-7, io.SEEK_END)
+    assert f.read() == data[-7:]
+    f.close()
+    with pytest.raises(ValueError):
+        f.read(1)
+    # an object shorter than its size (replaced while it is read): it ends where its bytes do, as a file would
+    short = io.BufferedReader(archive_io.BlocksAhead(SlowBucket(data, served=3000), "b/f", len(data), block=1024))
+    assert short.read() == data[:3000]
+
+
+@pytest.mark.parametrize("kind", ["gs", "s3"])
+def test_from_a_bucket_streams_and_validation_index_are_read_blocks_ahead(kind, made, cloud_env, tmp_path,
+                                                                         monkeypatch):
+    opened: list[str] = []
+    original = archive_io.BlocksAhead.__init__
+
+    def init(self, fs, path, size, *args, **kwargs):
+        opened.append(os.path.basename(path))
+        original(self, fs, path, size, *args, **kwargs)
+
+    monkeypatch.setattr(archive_io.BlocksAhead, "__init__", init)
+    for layout, streamed in [("archives", VAL_TAR), ("kaggle_targz", KAGGLE_TARGZ)]:
+        url = put_in_bucket(kind, made["paths"][layout], f"{tmp_path.name}-{layout}")
+        board = tmp_path / f"board-{layout}"
+        imagenet_upload(url, board, workers=2)
+        assert streamed in opened, (layout, opened)
+        assert table(board) == made["table"]
+
+
 # -- an interrupted upload from the training tar ----------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import logging
 import mmap
 import os
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 #: Bytes fetched at a time while reading headers from a bucket, by how large the members are.
 SMALL_MEMBERS_BLOCK = 8 << 20
 LARGE_MEMBERS_BLOCK = 64 << 10
+#: Requests in flight ahead of a bucket's file read front to back (:class:`BlocksAhead`).
+REQUESTS_AHEAD = 4
 
 #: Bytes of a source: read (``bytes``) or a view of a local file mapped in memory.
 Buffer: TypeAlias = bytes | memoryview
@@ -79,10 +82,18 @@ class Files:
     def open_stream(self, path: str) -> Any:
         """A binary file to read front to back (a tar.gz): a local one asks the kernel for the next
         :data:`STREAM_AHEAD` bytes before they are read (:class:`StreamAhead`), a bucket's is fetched in
-        :data:`SMALL_MEMBERS_BLOCK` blocks ahead of reads."""
+        :data:`SMALL_MEMBERS_BLOCK` blocks, :data:`REQUESTS_AHEAD` at a time ahead of reads (:class:`BlocksAhead`)."""
         if self.local:
             return io.BufferedReader(StreamAhead(path))
-        return self.open(path, SMALL_MEMBERS_BLOCK)
+        return io.BufferedReader(BlocksAhead(self.fs, path, self.size(path)), 1 << 20)
+
+    def open_headers(self, path: str) -> Any:
+        """A seekable binary file whose small members' headers are read front to back, skipping the members (a
+        validation tar's index): a local one reads only the headers; a bucket's is all fetched, as a stream
+        (:class:`BlocksAhead`), since a request for each header would take longer than its bytes."""
+        if self.local:
+            return open(path, "rb")
+        return io.BufferedReader(BlocksAhead(self.fs, path, self.size(path)))
 
     def read(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of ``path`` (one request from a bucket)."""
@@ -122,6 +133,71 @@ class Files:
             return views
 
         return mapped
+
+
+class BlocksAhead(io.RawIOBase):
+    """The file ``path`` (``size`` bytes) of the bucket file system ``fs``, read front to back (a seek elsewhere
+    starts again from there): its ``block``-byte blocks are fetched ``depth`` at a time ahead of the reads, each by
+    a request of its own, so that a stream is not read one request after another, each waiting for its first byte
+    (``tools/measure-bucket-reads.py``: through a round trip of 30 ms to a local S3 server, a 128 MB stream took
+    1.68 s one 8 MB request at a time and 1.16 s with 4 ahead, a 68 MB validation tar's index 0.77 and 0.43 s).
+    At most ``depth`` blocks are held."""
+
+    def __init__(self, fs: Any, path: str, size: int, block: int = SMALL_MEMBERS_BLOCK, depth: int = REQUESTS_AHEAD):
+        super().__init__()
+        self.fs, self.path, self.size, self.block, self.depth = fs, path, size, block, depth
+        self.pos = 0
+        self.blocks: dict[int, Future[bytes]] = {}
+        self.pool = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="alexnet-ahead")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self.pos = base + offset
+        return self.pos
+
+    def _fetch(self, index: int) -> bytes:
+        start = index * self.block
+        return bytes(self.fs.cat_file(self.path, start=start, end=min(self.size, start + self.block)))
+
+    def readinto(self, buffer: Any) -> int:
+        if self.closed:
+            raise ValueError("read of a closed file")
+        if self.pos >= self.size:
+            return 0
+        index = self.pos // self.block
+        ahead = range(index, min(index + self.depth, -(-self.size // self.block)))
+        for stale in [i for i in self.blocks if i not in ahead]:
+            self.blocks.pop(stale).cancel()
+        for i in ahead:
+            if i not in self.blocks:
+                self.blocks[i] = self.pool.submit(self._fetch, i)
+        data = self.blocks[index].result()
+        at = self.pos - index * self.block
+        count = min(len(buffer), len(data) - at)
+        if count <= 0:
+            return 0  # the object is shorter than it was (replaced while read): it ends here, as a file cut short
+        memoryview(buffer).cast("B")[:count] = data[at:at + count]
+        self.pos += count
+        return count
+
+    def close(self) -> None:
+        if not self.closed:
+            for future in self.blocks.values():
+                future.cancel()
+            self.blocks.clear()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        super().close()
 
 
 #: One request to read ahead makes the kernel read at most its read-ahead window (``read_ahead_kb``, 128 KB unless

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
-from .archive_io import LARGE_MEMBERS_BLOCK, SMALL_MEMBERS_BLOCK, Files
+from .archive_io import LARGE_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_names
 from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
 from .tar_io import TarEntry, copied_member, member_bytes, stream_tar, tar_index, tar_members
@@ -190,7 +190,7 @@ class ArchivesSource(Source):
 
     def _label_val(self, val_path: str, devkit: Devkit) -> dict[str, list[TarEntry]]:
         label = self.files.url(val_path)
-        with self.files.open(val_path, SMALL_MEMBERS_BLOCK) as f:
+        with self.files.open_headers(val_path) as f:
             entries = tar_index(_Stoppable(f, self._stop), label, self.files.size(val_path))
         images = sorted((int(m.group(1)), e) for e in entries if (m := _VAL_IMAGE.match(os.path.basename(e.name))))
         for other in sorted(e.name for e in entries if not _VAL_IMAGE.match(os.path.basename(e.name))):
