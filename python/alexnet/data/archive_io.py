@@ -135,7 +135,22 @@ class Files:
         return mapped
 
 
-class BlocksAhead(io.RawIOBase):
+class AtPosition:
+    """What a readable, seekable file read from its attribute ``pos`` says of itself."""
+
+    pos: int
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+
+class BlocksAhead(AtPosition, io.RawIOBase):
     """The file ``path`` (``size`` bytes) of the bucket file system ``fs``, read front to back (a seek elsewhere
     starts again from there): its ``block``-byte blocks are fetched ``depth`` at a time ahead of the reads, each by
     a request of its own, so that a stream is not read one request after another, each waiting for its first byte
@@ -149,15 +164,6 @@ class BlocksAhead(io.RawIOBase):
         self.pos = 0
         self.blocks: dict[int, Future[bytes]] = {}
         self.pool = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="alexnet-ahead")
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]

@@ -16,24 +16,18 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ..errors import LayoutError
-from .archive_io import Buffer
+from .archive_io import AtPosition, Buffer
 from .parts import Member, in_name_order, is_image_name, not_an_image
 
 _TAR_BLOCK = 512
 
 
-class _ViewFile(io.RawIOBase):
+class _ViewFile(AtPosition, io.RawIOBase):
     """A read-only, seekable file over a buffer, so that tarfile reads headers out of a mapped file without a copy."""
 
     def __init__(self, data: Buffer):
         super().__init__()
         self.data, self.pos = memoryview(data), 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
 
     def readinto(self, buffer: Any) -> int:
         chunk = self.data[self.pos:self.pos + len(buffer)]
@@ -43,9 +37,6 @@ class _ViewFile(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self.pos = max(0, offset + (0, self.pos, len(self.data))[whence])
-        return self.pos
-
-    def tell(self) -> int:
         return self.pos
 
 
@@ -174,7 +165,7 @@ def tar_index(f: Any, label: str, total: int) -> list[TarEntry]:
 _KEPT = 2 * _TAR_BLOCK
 
 
-class _Forward:
+class _Forward(AtPosition):
     """A stream read front to back (a gzip stream), as a file ``tarfile`` can read: a seek forward skips bytes, a
     seek back goes only into the last :data:`_KEPT` bytes read (``tarfile`` steps back a byte before a header)."""
 
@@ -182,15 +173,6 @@ class _Forward:
         self.raw, self.pos = raw, 0
         self.kept = b""  # the last bytes read from the stream, up to where it has been read
         self.replay = b""  # bytes of ``kept`` to give again after a seek back
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
 
     def _raw(self, size: int) -> bytes:
         """Up to ``size`` bytes of the stream (all that is left when negative), fewer only at its end."""
