@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gcsfs is imported
 # precision measurements of the tests' small models are remembered for the session only, not in the user's cache
-os.environ.setdefault("ALEXNET_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="alexnet-precision-"),
-                                                              "precision.json"))
+if "ALEXNET_PRECISION_CACHE" not in os.environ:
+    _PRECISION_FOLDER = tempfile.mkdtemp(prefix="alexnet-precision-")
+    atexit.register(shutil.rmtree, _PRECISION_FOLDER, True)
+    os.environ["ALEXNET_PRECISION_CACHE"] = os.path.join(_PRECISION_FOLDER, "precision.json")
 
 import pytest
 from servers import gcs_emulator, moto_s3_server, point_at_local_clouds
