@@ -2,7 +2,7 @@
 tar's index and a stream (a tar.gz), through fsspec's read-ahead file (one 8 MB request after another) and through
 the package's reader (the same blocks, several requests in flight ahead of the reads).
 
-The server is moto's (started here on 127.0.0.1, stopped after); each request reaches it through a delay line
+The server is moto's (started on 127.0.0.1 as the tests start it, stopped after); each request reaches it through a delay line
 (also started here, on 127.0.0.1) that holds every byte half a round trip each way without limiting the rate, as
 a bucket's network does. The two readers take turns, several rounds; medians are printed with the range.
 """
@@ -13,22 +13,16 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: The package, and its tests' local servers (moto's S3 server, started as the tests start it).
+PYTHON = Path(__file__).resolve().parent.parent / "python"
 
 
 def delay_line(listen: int, target: int, rtt_ms: float) -> None:
@@ -73,83 +67,68 @@ def delay_line(listen: int, target: int, rtt_ms: float) -> None:
     asyncio.run(serve())
 
 
-def wait_for(url: str, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.2)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rtt", default="0,30", help="round trips in ms to measure, e.g. 0,30")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--stream-mb", type=int, default=128, help="size of the stream read front to back")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+    sys.path[:0] = [str(PYTHON), str(PYTHON / "tests")]
     import alexnet
     from alexnet.data.archive_io import SMALL_MEMBERS_BLOCK, Files
     from alexnet.data.ilsvrc import VAL_TAR
     from alexnet.data.tar_io import tar_index
+    from servers import free_port, moto_s3_server
 
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                      ALEXNET_PROGRESS="0")
     work = Path(tempfile.mkdtemp(prefix="alexnet-bucket-reads-"))
-    moto = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(moto)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
-                          ALEXNET_PROGRESS="0")
         made = alexnet.imagenet_synthetic(work / "archives", classes=40, images_per_class=2, val_per_class=15, seed=7,
                                           layout="archives")
         val = Path(made["path"]) / VAL_TAR
-        wait_for(f"http://127.0.0.1:{moto}/moto-api/")
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{moto}/src", method="PUT")).close()
-        os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{moto}"
-        files = Files.at("s3://src")
-        files.fs.put_file(str(val), "src/val.tar")
-        files.fs.pipe_file("src/stream", os.urandom(args.stream_mb << 20))
         with open(val, "rb") as f:
             images = len(tar_index(f, str(val), val.stat().st_size))
-        print(f"the validation tar of {images} images, {val.stat().st_size / 1e6:.0f} MB; a stream of "
-              f"{args.stream_mb} MB; {args.rounds} rounds, the readers taking turns")
-
-        def index(ahead: bool) -> None:
-            size = files.size("src/val.tar")
-            with files.open_headers("src/val.tar") if ahead else files.open("src/val.tar", SMALL_MEMBERS_BLOCK) as f:
-                assert len(tar_index(f, "val.tar", size)) == images
-
-        def stream(ahead: bool) -> None:
-            with files.open_stream("src/stream") if ahead else files.open("src/stream", SMALL_MEMBERS_BLOCK) as f:
-                assert sum(len(b) for b in iter(lambda: f.read(1 << 20), b"")) == args.stream_mb << 20
-
-        jobs: dict[str, Callable[[bool], None]] = {"the validation tar's index": index, "a stream": stream}
-        for rtt in [float(r) for r in args.rtt.split(",")]:
-            line = free_port()
-            threading.Thread(target=delay_line, args=(line, moto, rtt), daemon=True).start()
-            os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
+        with moto_s3_server(("src",)) as server:
+            os.environ["AWS_ENDPOINT_URL"] = server
             files = Files.at("s3://src")
-            times: dict[tuple[str, bool], list[float]] = {}
-            for round_ in range(args.rounds):
-                for ahead in (False, True) if round_ % 2 == 0 else (True, False):
-                    for name, job in jobs.items():
-                        start = time.perf_counter()
-                        job(ahead)
-                        times.setdefault((name, ahead), []).append(time.perf_counter() - start)
-            print(f"round trip {rtt:g} ms")
-            for name in jobs:
-                line_ = [f"  {name:28}"]
-                for ahead, label in ((False, "one request at a time"), (True, "blocks ahead")):
-                    t = times[(name, ahead)]
-                    line_.append(f"{label} {statistics.median(t):5.2f} s ({min(t):.2f}-{max(t):.2f})")
-                print("   ".join(line_), flush=True)
+            files.fs.put_file(str(val), "src/val.tar")
+            files.fs.pipe_file("src/stream", os.urandom(args.stream_mb << 20))
+            print(f"the validation tar of {images} images, {val.stat().st_size / 1e6:.0f} MB; a stream of "
+                  f"{args.stream_mb} MB; {args.rounds} rounds, the readers taking turns")
+
+            def index(ahead: bool) -> None:
+                size = files.size("src/val.tar")
+                with files.open_headers("src/val.tar") if ahead else files.open("src/val.tar", SMALL_MEMBERS_BLOCK) \
+                        as f:
+                    assert len(tar_index(f, "val.tar", size)) == images
+
+            def stream(ahead: bool) -> None:
+                with files.open_stream("src/stream") if ahead else files.open("src/stream", SMALL_MEMBERS_BLOCK) as f:
+                    assert sum(len(b) for b in iter(lambda: f.read(1 << 20), b"")) == args.stream_mb << 20
+
+            jobs: dict[str, Callable[[bool], None]] = {"the validation tar's index": index, "a stream": stream}
+            for rtt in [float(r) for r in args.rtt.split(",")]:
+                line = free_port()
+                target = int(server.rsplit(":", 1)[1])
+                threading.Thread(target=delay_line, args=(line, target, rtt), daemon=True).start()
+                os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
+                files = Files.at("s3://src")
+                times: dict[tuple[str, bool], list[float]] = {}
+                for round_ in range(args.rounds):
+                    for ahead in (False, True) if round_ % 2 == 0 else (True, False):
+                        for name, job in jobs.items():
+                            start = time.perf_counter()
+                            job(ahead)
+                            times.setdefault((name, ahead), []).append(time.perf_counter() - start)
+                print(f"round trip {rtt:g} ms")
+                for name in jobs:
+                    cells = [f"  {name:28}"]
+                    for ahead, label in ((False, "one request at a time"), (True, "blocks ahead")):
+                        t = times[(name, ahead)]
+                        cells.append(f"{label} {statistics.median(t):5.2f} s ({min(t):.2f}-{max(t):.2f})")
+                    print("   ".join(cells), flush=True)
     finally:
-        server.terminate()
-        server.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 
