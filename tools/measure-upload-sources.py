@@ -15,8 +15,12 @@ and inodes are dropped as well (``/proc/sys/vm/drop_caches``), so that a tree's 
 on the disk as on a disk just attached. It implies ``--cold``; the table then also gives the read requests and MB
 the disk served to each upload (Python's libraries are read again before it, outside the cgroup).
 
+The layouts are those of ``imagenet_synthetic()``, and ``kaggle_zip_stored``: Kaggle's zip of the same images with
+its members stored instead of deflated (as ``zip -0`` writes them), which tells the cost of inflating them apart from
+the rest of reading a zip.
+
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold] [--disk 3000,125]
+        [--workers 8,2] [--cold] [--disk 3000,125] [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,parquet]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 CHILD = """
@@ -55,6 +60,21 @@ def folder_bytes(folder: Path) -> int:
             except OSError:
                 pass
     return total
+
+
+#: The measured layout that is Kaggle's zip with its members stored (see :func:`store_members`).
+STORED_ZIP = "kaggle_zip_stored"
+
+
+def store_members(path: str) -> None:
+    """Rewrite the zip ``path`` with each member stored instead of deflated (its name, date and mode kept)."""
+    stored = f"{path}.stored"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dest:
+        for info in src.infolist():
+            copy = zipfile.ZipInfo(info.filename, info.date_time)
+            copy.external_attr = info.external_attr
+            dest.writestr(copy, src.read(info))
+    os.replace(stored, path)
 
 
 def evict(source: str) -> None:
@@ -182,6 +202,7 @@ def main() -> None:
     parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
     args = parser.parse_args()
     import alexnet
+    from alexnet.data.kaggle_zip import KAGGLE_ZIP
 
     layouts = args.layouts.split(",")
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="alexnet-measure-"))
@@ -197,7 +218,10 @@ def main() -> None:
                 continue
             shutil.rmtree(root / layout, ignore_errors=True)
             info = alexnet.imagenet_synthetic(root / layout, classes=args.classes, images_per_class=args.images,
-                                              val_per_class=args.val, seed=7, layout=layout)
+                                              val_per_class=args.val, seed=7,
+                                              layout="kaggle_zip" if layout == STORED_ZIP else layout)
+            if layout == STORED_ZIP:
+                store_members(os.path.join(info["path"], KAGGLE_ZIP))
             sources[layout] = info["path"]
             kept.write_text(json.dumps({"shape": shape, "path": str(info["path"]), "bytes": info["bytes"]}))
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
@@ -215,14 +239,14 @@ def main() -> None:
                 for layout in order:
                     runs[layout].append(upload(sources[layout], root / "work", workers, args.cold, disk))
             print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}")
-            print(f"{'layout':<12} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
+            print(f"{'layout':<18} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
                   f"{'largest zip MB':<15} {'peak RSS MB':<12}" + ("  disk reads    disk MB" if disk else ""))
             for layout, results in runs.items():
                 seconds = [r["seconds"] for r in results]
                 scratch = [r["peak_scratch"] / 1e6 for r in results]
                 rss = [r["rss_kb"] / 1024 for r in results]
                 cpu = statistics.median(r["cpu"] for r in results)
-                print(f"{layout:<12} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
+                print(f"{layout:<18} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
                       f"{'':<12} {cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
                       f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}"
                       + (f"{'':<8}{statistics.median(r['disk_reads'] for r in results):10.0f}"
