@@ -60,10 +60,15 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     capsys.readouterr()
     assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "2 categories uploaded, 0 already there" in out
+    # 3 images a category and the odd files: 2 of them (the empty and the truncated one) left out
+    assert "2 categories uploaded, 0 already there; 9 training and 2 validation images" in out
     assert "2 image(s) left out" in out
+    written = re.search(r"^Wrote (\d+\.\d) kB in ", out, re.MULTILINE)
+    assert written and float(written.group(1)) > 1, out
     assert main(["upload", str(dest), "--board", str(board)]) == 0
-    assert "0 categories uploaded, 2 already there" in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert "0 categories uploaded, 2 already there; 9 training and 2 validation images" in again
+    assert re.search(r"^Wrote 0 bytes in ", again, re.MULTILINE), again  # nothing transferred the second time
     assert main(["categories", "--board", str(board), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["index"] for r in rows] == [0, 1]
@@ -139,6 +144,13 @@ def test_upload_shows_no_library_logs_by_default_and_no_bar_when_nothing_transfe
     assert "0 categories uploaded, 3 already there" in again.stdout
     verbose = _cli("-v", "upload", str(src), "--board", board)
     assert "INFO pins." in verbose.stderr
+
+
+def test_sizes_are_said_in_powers_of_1000_as_r_says_them():
+    from alexnet.cli.common import size_text
+
+    assert [size_text(n) for n in (0, 999, 1000, 15_972, 4_700_000, 2.5e9, 3e15)] == [
+        "0 bytes", "999 bytes", "1.0 kB", "16.0 kB", "4.7 MB", "2.5 GB", "3000.0 TB"]
 
 
 def test_configure_logging_levels():

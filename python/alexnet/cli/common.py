@@ -120,6 +120,15 @@ def given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
+def size_text(count: float) -> str:
+    """A number of bytes as people read it, in powers of 1000 (``"4.7 MB"``, ``"912.0 kB"``), as R's prints say it."""
+    units = ("bytes", "kB", "MB", "GB", "TB")
+    power = 0
+    while power < len(units) - 1 and count >= 1000 ** (power + 1):
+        power += 1
+    return f"{int(count)} bytes" if power == 0 else f"{count / 1000 ** power:.1f} {units[power]}"
+
+
 def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
     """Print ``result``: as JSON, or as the lines ``summary`` makes of it."""
     sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..data.parts import LAYOUT_NAMES
 from . import common
-from .common import BOARD_HELP, emit, given, non_negative, positive, with_default
+from .common import BOARD_HELP, emit, given, non_negative, positive, size_text, with_default
 
 
 def _synth(args: argparse.Namespace) -> None:
@@ -15,15 +15,18 @@ def _synth(args: argparse.Namespace) -> None:
                                                       "quirks", "max_side", "layout"))
     emit(result, args.json, lambda r: (
         f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
-        f"categories ({r['bytes'] / 2**20:.1f} MB) to {r['path']} ({r['layout']} layout)"
+        f"categories ({size_text(r['bytes'])}) to {r['path']} ({r['layout']} layout)"
         + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
 
 
 def _upload_summary(r: dict[str, Any]) -> str:
+    # the same facts, in the same order, as R's print of an upload
     lines = [
         f"Board {r['board']}: {len(r['uploaded'])} categories uploaded, {len(r['skipped'])} already there; "
-        f"{r['images']} images, {r['bytes'] / 2**20:.1f} MB in {r['seconds']:.1f} s",
+        f"{r['images']} training and {r['val_images']} validation images, {size_text(r['bytes'])}",
         f"Read {r['source']} ({r['layout']} layout)",
+        f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
+        + (f" ({r['mb_per_s']:.3g} MB/s)" if r.get("mb_per_s") else ""),
     ]
     if r.get("pruned_versions"):
         lines.append(f"{r['pruned_versions']} old pin version(s) deleted")
