@@ -20,6 +20,9 @@
 #' * a folder of `<wnid>/` folders: `imagenet_upload("/data/fall11")`.
 #'
 #' The first four are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
+#' A folder that holds more than one of them reads the official archives first, then Kaggle's zip, the
+#' parquet shards, the extracted tree and last the earlier tar.gz, with a warning that names the ones left
+#' alone; to read another, pass the path of its own file or folder.
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
 #' images, and images whose bytes in an archive do not match the CRC-32 it records, are left out and listed
 #' in the result. A damaged archive, a devkit that does not label every

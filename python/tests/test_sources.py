@@ -1202,6 +1202,31 @@ def test_a_category_in_two_places_of_kaggles_tar_gz(made, tmp_path):
         imagenet_upload(folder / KAGGLE_TARGZ, tmp_path / "board", workers=2)
 
 
+def test_a_folder_holding_several_layouts_reads_one_and_names_the_others(made, tmp_path, caplog):
+    """Kaggle's zip, Hugging Face's shards and the extracted tree in one folder: the zip is read, then, each moved
+    away in turn, the shards and the tree; each time one warning names what is read and what is left alone."""
+    both = tmp_path / "several"
+    shutil.copytree(made["paths"]["kaggle"], both)
+    shutil.copy(Path(made["paths"]["kaggle_zip"]) / KAGGLE_ZIP, both)
+    shutil.copytree(Path(made["paths"]["parquet"]) / "data", both / "data")
+
+    def recognised() -> tuple[str, list[str]]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="alexnet.data.sources"):
+            layout = open_source(both).layout
+        return layout, [r.getMessage() for r in caplog.records]
+
+    layout, said = recognised()
+    assert layout == "kaggle_zip" and len(said) == 1, said
+    assert (f"reading the kaggle_zip layout ({KAGGLE_ZIP}), leaving alone the parquet layout (data/), the kaggle "
+            "layout (ILSVRC)") in said[0]
+    (both / KAGGLE_ZIP).unlink()
+    layout, said = recognised()
+    assert layout == "parquet" and len(said) == 1 and "leaving alone the kaggle layout (ILSVRC);" in said[0], said
+    shutil.rmtree(both / "data")
+    assert recognised() == ("kaggle", [])
+
+
 def test_a_tar_gz_beside_the_tree_it_was_extracted_to_is_left_alone(made, tmp_path):
     tree = tmp_path / "kaggle"
     shutil.copytree(made["paths"]["kaggle"], tree)

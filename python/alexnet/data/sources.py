@@ -18,11 +18,14 @@ layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL
 ================  =====================================================================================
 
 The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
-``LayoutError`` that lists these layouts and what the source holds.
+``LayoutError`` that lists these layouts and what the source holds. A folder that holds several reads the
+archives, then Kaggle's zip, the shards, the extracted tree and last the tar.gz (:func:`_found`), with one warning
+naming the others.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -34,6 +37,8 @@ from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
 from .parts import Member, Members, Part, Source, Wanted, wanted_parts
+
+log = logging.getLogger(__name__)
 
 #: The layouts read, as the error for an unrecognised source lists them.
 LAYOUTS: tuple[tuple[str, str], ...] = (
@@ -105,6 +110,27 @@ def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> L
                        f"{accepted}\nPass one of these.")
 
 
+def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str]]:
+    """The layouts whose files the folder ``path`` (holding ``names``) holds, each with the file or folder that
+    shows it, the one read first: the archives, Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``),
+    then Kaggle's tar.gz (once extracted beside it, the tree is read)."""
+    found: list[tuple[str, str]] = []
+    train = next((n for n in TRAIN_NAMES if n in names), None)
+    if train is not None:
+        found.append(("archives", train))
+    if KAGGLE_ZIP in names:
+        found.append(("kaggle_zip", KAGGLE_ZIP))
+    shards = shard_folder(files, path)
+    if shards is not None:
+        found.append(("parquet", "data/" if shards != path else "its parquet shards"))
+    if "ILSVRC" in names:
+        found.append(("kaggle", "ILSVRC"))
+    packed = next((n for n in names if is_kaggle_targz(n)), None)
+    if packed is not None:
+        found.append(("kaggle_targz", packed))
+    return found
+
+
 def open_source(source: str | os.PathLike) -> Source:
     """The ImageNet source at ``source`` (a path or a ``gs://``/``s3://`` URL), its layout recognised from what it
     holds. Indexes and labels are read here (the official validation tar's in the background: the upload publishes
@@ -125,20 +151,24 @@ def open_source(source: str | os.PathLike) -> Source:
             return KaggleTarGzSource.beside(files, folder, name)
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
-    train = next((n for n in TRAIN_NAMES if n in names), None)
-    if train is not None:
-        return ArchivesSource(files, path, train)
-    if VAL_TAR in names:
+    found = _found(files, path, names)
+    if VAL_TAR in names and not any(layout == "archives" for layout, _ in found):
         raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
                           "it (the validation images are uploaded with the training categories)")
-    if KAGGLE_ZIP in names:
-        return open_kaggle_zip(files, f"{path}/{KAGGLE_ZIP}")
-    shards = shard_folder(files, path)
-    if shards is not None:
-        return ParquetSource(files, shards)
-    packed = next((n for n in names if is_kaggle_targz(n)), None)
-    if packed is not None and "ILSVRC" not in names:  # once extracted beside it, the tree is read
-        return KaggleTarGzSource.beside(files, path, packed)
+    if len(found) > 1:
+        (layout, entry), others = found[0], found[1:]
+        log.warning("%s holds ImageNet in more than one layout: reading the %s layout (%s), leaving alone %s; to "
+                    "read another, pass the path of its own file or folder, or move the others away",
+                    files.url(path), layout, entry, ", ".join(f"the {o} layout ({e})" for o, e in others))
+    if found and found[0][0] != "kaggle":
+        layout, entry = found[0]
+        if layout == "archives":
+            return ArchivesSource(files, path, entry)
+        if layout == "kaggle_zip":
+            return open_kaggle_zip(files, f"{path}/{entry}")
+        if layout == "parquet":
+            return ParquetSource(files, path if entry != "data/" else f"{path}/data")
+        return KaggleTarGzSource.beside(files, path, entry)
     if not files.local or not os.path.isdir(path):
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)
