@@ -24,13 +24,21 @@ OWNER_FILE = ".alexnet-owner"
 
 
 def _alive(pid: int) -> bool:
+    """Whether the process ``pid`` is running. A zombie is not: a process killed but not yet waited for by its
+    parent, which lasts when its parent was killed too and the container's first process does not wait for
+    orphans (``timeout -s KILL`` in a container left one, and the next upload kept its zips)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: it exists
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (not Linux), or it has just ended
+        return True
+    # "pid (command) state ...": the command may hold spaces and parentheses, the state follows the last ")"
+    return stat[stat.rfind(")") + 2:][:1] != "Z"
 
 
 def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[str]:

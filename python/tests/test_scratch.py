@@ -7,7 +7,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 from alexnet import scratch
 
@@ -44,6 +47,34 @@ def test_folders_of_killed_owners_are_swept_and_live_ones_kept(tmp_path):
     assert live.is_dir() and newest.is_dir() and elsewhere.is_dir() and foreign.is_dir()
     assert unrelated.is_dir(), "only the family asked for is swept"
     assert (newest / scratch.OWNER_FILE).read_text().split("\n")[1] == str(os.getpid())
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux's /proc")
+def test_the_folder_of_a_killed_owner_nobody_has_waited_for_is_swept(tmp_path):
+    """A zombie (killed, its exit not yet collected by its parent) owns nothing any more: its folder goes."""
+    code = textwrap.dedent(f"""
+        import time
+        from alexnet.scratch import make_scratch
+        print(make_scratch("alexnet-upload-", {str(tmp_path)!r}), flush=True)
+        time.sleep(120)
+        """)
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        folder = Path(owner.stdout.readline().strip())
+        assert folder.is_dir()
+        assert scratch.sweep_stale("alexnet-upload-", tmp_path) == [], "a running owner keeps its folder"
+        owner.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{owner.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)  # killed, and not waited for (by this process, its parent): a zombie
+        os.kill(owner.pid, 0)  # which the signal test alone takes for a live process
+        assert scratch.sweep_stale("alexnet-upload-", tmp_path) == [str(folder)]
+        assert not folder.exists()
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)
+        owner.stdout.close()
 
 
 def test_the_context_manager_removes_its_folder(tmp_path):
