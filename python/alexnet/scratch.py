@@ -25,8 +25,9 @@ OWNER_FILE = ".alexnet-owner"
 
 def _alive(pid: int) -> bool:
     """Whether the process ``pid`` is running. A zombie is not: a process killed but not yet waited for by its
-    parent, which lasts when its parent was killed too and the container's first process does not wait for
-    orphans (``timeout -s KILL`` in a container left one, and the next upload kept its zips)."""
+    parent (an upload killed by ``timeout -s KILL`` goes to the first process of the machine, which collects it
+    only later, or never in a container whose first process does not; an upload started in between kept the
+    killed one's zips)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
