@@ -8,14 +8,19 @@ import shutil
 import tempfile
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gcsfs is imported
-# precision measurements of the tests' small models are remembered for the session only, not in the user's cache
-if "ALEXNET_PRECISION_CACHE" not in os.environ:
-    _PRECISION_FOLDER = tempfile.mkdtemp(prefix="alexnet-precision-")
-    atexit.register(shutil.rmtree, _PRECISION_FOLDER, True)
-    os.environ["ALEXNET_PRECISION_CACHE"] = os.path.join(_PRECISION_FOLDER, "precision.json")
 
 import pytest
 from servers import gcs_emulator, moto_s3_server, point_at_local_clouds
+
+# The session's temporary files, its own and its child processes' (TMPDIR), go into a folder removed when it ends:
+# TensorFlow's autograph writes a file for each function it converts and leaves it (about 900 a run of the suite).
+# pytest's own folders (tmp_path) stay where they were, kept for a look after a failure.
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+_SESSION_FOLDER = tempfile.mkdtemp(prefix="alexnet-tests-")
+atexit.register(shutil.rmtree, _SESSION_FOLDER, True)
+os.environ["TMPDIR"] = tempfile.tempdir = _SESSION_FOLDER
+# precision measurements of the tests' small models are remembered for the session only, not in the user's cache
+os.environ.setdefault("ALEXNET_PRECISION_CACHE", os.path.join(_SESSION_FOLDER, "precision.json"))
 
 #: Buckets made on both servers: the storage tests' and the training outputs'.
 BUCKETS = ("alexnet-test", "alexnet-outputs")
