@@ -24,6 +24,11 @@
 #' | `alexnet_setup_error` | no Python environment with the core is configured, or it cannot be imported: run [install_alexnet()] | `alexnet_error` |
 #' | `alexnet_python_error` | an unexpected Python error in the core or a library it uses (the message starts with its Python type) | |
 #'
+#' Warnings of the core (a file of an archive left out, one of several layouts in a folder left alone, a
+#' setting that cannot be used on this machine, ...) arrive as R warnings of class `alexnet_warning` (and
+#' `warning`, `condition`), in R's words, when the call returns:
+#' `withCallingHandlers(imagenet_upload(...), alexnet_warning = function(w) ...)` sees each of them.
+#'
 #' The conditions carry `python_class` (the core's class name; absent for errors raised in R);
 #' worker errors also carry `worker` and `workers` (0-based index and count) and `log` (where the
 #' worker's whole log is kept, or `NULL`). An `alexnet_python_error` is not an `alexnet_error`: it is
@@ -67,9 +72,25 @@ core_callable <- function(fn, convert = TRUE) {
       return(with_core_errors(if (is.function(fn)) fn(...) else reticulate::py_call(fn, ...)))
     }
     result <- with_core_errors(caller(fn, ...))
+    core_warnings()
     if (inherits(result, "alexnet.errors.CallFailure")) alexnet_core_error(result)
     result
   }
+}
+
+# The warnings the core logged during its calls (see core_callable()), raised as R warnings of class
+# `alexnet_warning`, in R's words; nothing for a core that does not keep them.
+core_warnings <- function() {
+  if (is.null(.alexnet$r_warnings)) {
+    errors <- reticulate::import("alexnet.errors")
+    .alexnet$r_warnings <- if (reticulate::py_has_attr(errors, "r_warnings")) errors$r_warnings else FALSE
+  }
+  if (isFALSE(.alexnet$r_warnings)) return(invisible())
+  for (message in unlist(.alexnet$r_warnings())) {
+    warning(structure(class = c("alexnet_warning", "warning", "condition"),
+                      list(message = r_words(message), call = NULL)))
+  }
+  invisible()
 }
 
 # The core's r_call(), converting its results to R (or not); NULL for a core without it.

@@ -7,7 +7,6 @@ gcsfs or pyspark are installed; each backend's library is imported by the first 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 from typing import Any
 
@@ -18,7 +17,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 
-logging.getLogger(__name__).addHandler(logging.NullHandler())
+# No handler of the package's own: where a program has not configured logging, Python prints its warnings (and
+# worse) on standard error, so that what was left out of an upload is seen; the command line and the R package
+# (as R warnings, see alexnet.errors.r_call) show them their own way.
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -43,10 +44,42 @@ class CallFailure:
         self.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
+class _Warnings(logging.Handler):
+    """The messages of the warnings (and worse) logged to it, from any thread."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+#: The warnings logged during calls of :func:`r_call`, until :func:`r_warnings` takes them.
+_taken_by_r: list[str] = []
+
+
 def r_call(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)``, or a :class:`CallFailure` for the exception it raised, so that the R package
-    can raise the R condition of its kind with the whole message (reticulate shortens long messages)."""
+    can raise the R condition of its kind with the whole message (reticulate shortens long messages).
+
+    The warnings the package logs meanwhile, from any of its threads, are kept for :func:`r_warnings` (instead of
+    standard error, where nobody configured logging), which the R package raises as R warnings once it returns."""
+    logger = logging.getLogger("alexnet")
+    kept = _Warnings()
+    logger.addHandler(kept)
     try:
         return function(*args, **kwargs)
     except Exception as error:  # every kind goes back to R, which raises it
         return CallFailure(error)
+    finally:
+        logger.removeHandler(kept)
+        _taken_by_r.extend(kept.messages)
+
+
+def r_warnings() -> list[str]:
+    """The messages of the warnings logged during :func:`r_call` since the last time this was called, oldest
+    first."""
+    messages = list(_taken_by_r)
+    del _taken_by_r[:len(messages)]
+    return messages

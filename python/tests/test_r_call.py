@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
-from alexnet.errors import BoardError, CallFailure, r_call
+from alexnet.errors import BoardError, CallFailure, LayoutError, r_call, r_warnings
 from alexnet.launch.worker import WorkerError
 
 
@@ -47,3 +50,37 @@ def test_interrupts_are_not_turned_into_values() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         r_call(interrupted)
+
+
+def test_the_warnings_logged_during_a_call_are_kept_for_r_from_every_thread_once() -> None:
+    def work(fail: bool) -> int:
+        log = logging.getLogger("alexnet.data.upload")
+        log.info("said at INFO: not kept")
+        log.warning("%s left out", "a.JPEG")
+        thread = threading.Thread(target=log.error, args=("from a packing thread",))
+        thread.start()
+        thread.join()
+        logging.getLogger("elsewhere").warning("not the package's")
+        if fail:
+            raise LayoutError("damaged")
+        return 1
+
+    r_warnings()  # whatever earlier calls left
+    assert r_call(work, False) == 1
+    assert r_warnings() == ["a.JPEG left out", "from a packing thread"]
+    assert r_warnings() == []
+    assert isinstance(r_call(work, True), CallFailure)
+    assert r_warnings() == ["a.JPEG left out", "from a packing thread"]
+    logging.getLogger("alexnet.data").warning("outside a call")
+    assert r_warnings() == []
+    assert not any(type(h).__name__ == "_Warnings" for h in logging.getLogger("alexnet").handlers)
+
+
+def test_without_logging_configured_the_package_warnings_reach_standard_error() -> None:
+    import subprocess
+    import sys
+
+    code = ("import alexnet, logging; logging.getLogger('alexnet.data.upload').warning('left out: a.JPEG'); "
+            "logging.getLogger('alexnet.data.upload').info('not shown')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr == "left out: a.JPEG\n"

@@ -67,6 +67,46 @@ test_that("a worker's error is an alexnet_worker_error and alexnet_cluster_error
   expect_match(conditionMessage(caught), "line two", fixed = TRUE)
 })
 
+test_that("the core's warnings, from any of its threads, are R warnings of class alexnet_warning in R's words", {
+  skip_if_no_alexnet()
+  reticulate::py_run_string(paste(
+    "def _alexnet_warn(fail):",
+    "    import logging, threading",
+    "    log = logging.getLogger('alexnet.data.upload')",
+    "    log.info('an info line, not a warning')",
+    "    log.warning('%s was left out: set keep=None to keep it', 'a.JPEG')",
+    "    worker = threading.Thread(target=log.error, args=('a packing thread says so too',))",
+    "    worker.start()",
+    "    worker.join()",
+    "    other = logging.getLogger('somebody.else')",
+    "    other.addHandler(logging.NullHandler())",
+    "    other.warning('not the core')",
+    "    if fail:",
+    "        from alexnet.errors import LayoutError",
+    "        raise LayoutError('and then it failed')",
+    "    return 7",
+    sep = "\n"), convert = FALSE)
+  warn <- alexnet:::core_callable(reticulate::py_get_attr(reticulate::import_main(convert = FALSE), "_alexnet_warn"))
+  seen <- list()
+  keep <- function(w) {
+    seen[[length(seen) + 1L]] <<- w
+    invokeRestart("muffleWarning")
+  }
+  value <- withCallingHandlers(warn(FALSE), warning = keep)
+  expect_equal(value, 7L)
+  expect_length(seen, 2L)
+  for (w in seen) expect_s3_class(w, c("alexnet_warning", "warning", "condition"), exact = TRUE)
+  expect_equal(vapply(seen, conditionMessage, ""),
+               c("a.JPEG was left out: set keep=NULL to keep it", "a packing thread says so too"))
+  # said once: the next call has nothing left to say
+  expect_silent(alexnet:::core_callable(reticulate::py_eval("lambda: 1", convert = FALSE))())
+  # a call that fails says its warnings first, then raises its error
+  seen <- list()
+  expect_error(withCallingHandlers(warn(TRUE), warning = keep), class = "alexnet_layout_error",
+               regexp = "and then it failed")
+  expect_length(seen, 2L)
+})
+
 test_that("a long message of the core arrives whole", {
   skip_if_no_alexnet()
   reticulate::py_run_string(paste(
