@@ -110,24 +110,24 @@ def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> L
                        f"{accepted}\nPass one of these.")
 
 
-def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str]]:
-    """The layouts whose files the folder ``path`` (holding ``names``) holds, each with the file or folder that
-    shows it, the one read first: the archives, Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``),
-    then Kaggle's tar.gz (once extracted beside it, the tree is read)."""
-    found: list[tuple[str, str]] = []
+def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, str]]:
+    """The layouts whose files the folder ``path`` (holding ``names``) holds, the one read first: the archives,
+    Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``), then Kaggle's tar.gz (once extracted beside
+    it, the tree is read). Each with what shows it, as said, and the path to read it from."""
+    found: list[tuple[str, str, str]] = []
     train = next((n for n in TRAIN_NAMES if n in names), None)
     if train is not None:
-        found.append(("archives", train))
+        found.append(("archives", train, train))
     if KAGGLE_ZIP in names:
-        found.append(("kaggle_zip", KAGGLE_ZIP))
+        found.append(("kaggle_zip", KAGGLE_ZIP, f"{path}/{KAGGLE_ZIP}"))
     shards = shard_folder(files, path)
     if shards is not None:
-        found.append(("parquet", "data/" if shards != path else "its parquet shards"))
+        found.append(("parquet", "data/" if shards != path else "its parquet shards", shards))
     if "ILSVRC" in names:
-        found.append(("kaggle", "ILSVRC"))
+        found.append(("kaggle", "ILSVRC", path))
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None:
-        found.append(("kaggle_targz", packed))
+        found.append(("kaggle_targz", packed, packed))
     return found
 
 
@@ -152,23 +152,23 @@ def open_source(source: str | os.PathLike) -> Source:
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
     found = _found(files, path, names)
-    if VAL_TAR in names and not any(layout == "archives" for layout, _ in found):
+    if VAL_TAR in names and not any(layout == "archives" for layout, _, _ in found):
         raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
                           "it (the validation images are uploaded with the training categories)")
     if len(found) > 1:
-        (layout, entry), others = found[0], found[1:]
         log.warning("%s holds ImageNet in more than one layout: reading the %s layout (%s), leaving alone %s; to "
                     "read another, pass the path of its own file or folder, or move the others away",
-                    files.url(path), layout, entry, ", ".join(f"the {o} layout ({e})" for o, e in others))
-    if found and found[0][0] != "kaggle":
-        layout, entry = found[0]
-        if layout == "archives":
-            return ArchivesSource(files, path, entry)
-        if layout == "kaggle_zip":
-            return open_kaggle_zip(files, f"{path}/{entry}")
-        if layout == "parquet":
-            return ParquetSource(files, path if entry != "data/" else f"{path}/data")
-        return KaggleTarGzSource.beside(files, path, entry)
+                    files.url(path), found[0][0], found[0][1],
+                    ", ".join(f"the {layout} layout ({shown})" for layout, shown, _ in found[1:]))
+    layout, _, target = found[0] if found else ("", "", "")
+    if layout == "archives":
+        return ArchivesSource(files, path, target)
+    if layout == "kaggle_zip":
+        return open_kaggle_zip(files, target)
+    if layout == "parquet":
+        return ParquetSource(files, target)
+    if layout == "kaggle_targz":
+        return KaggleTarGzSource.beside(files, path, target)
     if not files.local or not os.path.isdir(path):
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)
