@@ -147,6 +147,11 @@ class Child:
         self._stack = contextlib.ExitStack()
         folder = self._stack.enter_context(scratch_folder(prefix, family=prefix))
         self.work = Path(folder)
+        if "TMPDIR" not in (env or {}):
+            # the child's temporary files go with its folder: TensorFlow's autograph writes one for each function it
+            # converts and removes it only when the interpreter ends normally, which a child does not (os._exit)
+            (self.work / "tmp").mkdir()
+            child_env["TMPDIR"] = str(self.work / "tmp")
         (self.work / _TASK_FILE).write_bytes(_dumps((function, args)))
         (self.work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
         self.kept_log = log
@@ -211,8 +216,9 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
     R would have it (:func:`python_environment`) plus ``env``, without ``TF_CONFIG`` unless ``env`` has one,
     ``ALEXNET_PROGRESS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, pinned to ``cpus`` when given (before
     it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
-    it). A failure raises :class:`ChildError` naming ``what``, with the child's own error, the last lines of
-    its log and ``advice``; so does a child still running after ``timeout`` seconds, which is killed.
+    it), its temporary files to its scratch folder too (``TMPDIR``, unless ``env`` sets it). A failure raises
+    :class:`ChildError` naming ``what``, with the child's own error, the last lines of its log and ``advice``;
+    so does a child still running after ``timeout`` seconds, which is killed.
     """
     with start_child(function, *args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
                      advice=advice) as child:
