@@ -81,12 +81,9 @@ core_callable <- function(fn, convert = TRUE) {
 # The warnings the core logged during its calls (see core_callable()), raised as R warnings of class
 # `alexnet_warning`, in R's words; nothing for a core that does not keep them.
 core_warnings <- function() {
-  if (is.null(.alexnet$r_warnings)) {
-    errors <- reticulate::import("alexnet.errors")
-    .alexnet$r_warnings <- if (reticulate::py_has_attr(errors, "r_warnings")) errors$r_warnings else FALSE
-  }
-  if (isFALSE(.alexnet$r_warnings)) return(invisible())
-  for (message in unlist(.alexnet$r_warnings())) {
+  taken <- core_errors_function("r_warnings")
+  if (is.null(taken)) return(invisible())
+  for (message in unlist(taken())) {
     warning(structure(class = c("alexnet_warning", "warning", "condition"),
                       list(message = r_words(message), call = NULL)))
   }
@@ -94,11 +91,15 @@ core_warnings <- function() {
 }
 
 # The core's r_call(), converting its results to R (or not); NULL for a core without it.
-core_caller <- function(convert = TRUE) {
-  key <- if (convert) "r_call" else "r_call_py"
+core_caller <- function(convert = TRUE) core_errors_function("r_call", convert)
+
+# The function `name` of the core's alexnet.errors, converting its results to R (or not), looked up once; NULL for
+# a core without it.
+core_errors_function <- function(name, convert = TRUE) {
+  key <- if (convert) name else paste0(name, "_py")
   if (is.null(.alexnet[[key]])) {
     errors <- reticulate::import("alexnet.errors", convert = convert)
-    .alexnet[[key]] <- if (reticulate::py_has_attr(errors, "r_call")) errors$r_call else FALSE
+    .alexnet[[key]] <- if (reticulate::py_has_attr(errors, name)) errors[[name]] else FALSE
   }
   if (isFALSE(.alexnet[[key]])) NULL else .alexnet[[key]]
 }
