@@ -220,6 +220,113 @@ def test_killed_upload_completes_when_run_again(tree, tmp_path, monkeypatch):
     assert seen == {w: set(v) for w, v in tree["good"].items()}
 
 
+def copies_of_zips(monkeypatch) -> list[tuple[str, str]]:
+    """The copies of a ``.zip`` file made from now on (``shutil.copyfile``, which pins and fsspec's local file
+    system copy with; a copy of a file onto itself, which pins asks for and ``copyfile`` refuses, is not one)."""
+    made: list[tuple[str, str]] = []
+    original = shutil.copyfile
+
+    def copyfile(src, dst, *args, **kwargs):
+        result = original(src, dst, *args, **kwargs)
+        if str(src).endswith(".zip"):
+            made.append((str(src), str(dst)))
+        return result
+
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    return made
+
+
+def test_a_folder_board_takes_each_zip_as_it_was_written(tree, tmp_path, monkeypatch):
+    """On a folder board on the scratch folder's file system, each zip is renamed into its version folder: not copied
+    into a temporary folder for pins and then again onto the board (as pins' pin_upload() does). The version folders
+    have the mode folders made under the umask have, as pins' own."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    copies = copies_of_zips(monkeypatch)
+    umask = os.umask(0o027)
+    try:
+        report = imagenet_upload(tree["path"], tmp_path / "board", workers=2)
+    finally:
+        os.umask(umask)
+    assert sorted(report["uploaded"]) == sorted(tree["good"])
+    assert copies == []
+    versions = [*(tmp_path / "board").glob("n*/*/"), *(tmp_path / "board").glob("val-n*/*/")]
+    assert len(versions) == 2 * CLASSES
+    assert {v.stat().st_mode & 0o777 for v in versions} == {0o750}
+    assert [p.name for p in scratch.iterdir()] == [], "the scratch folder and the version folders are gone"
+    seen: dict[str, set[str]] = {}
+    check_partition(imagenet_partition(0, 1, tmp_path / "board", cache_dir=tmp_path / "cache"), tree, seen)
+    assert seen == {w: set(v) for w, v in tree["good"].items()}
+
+
+def test_a_folder_board_on_another_file_system_gets_a_copy_of_each_zip(tree, tmp_path, monkeypatch):
+    """When the version folder cannot be renamed onto the board (another file system: EXDEV), it is copied there,
+    once."""
+    import errno
+
+    from alexnet.storage import publish
+
+    class OtherFileSystem:
+        @staticmethod
+        def rename(src, dst):
+            if os.path.basename(str(src)).startswith(".pin-") and Path(dst).parent.parent == tmp_path / "board":
+                raise OSError(errno.EXDEV, "Invalid cross-device link")
+            os.rename(src, dst)
+
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+    monkeypatch.setattr(publish, "os", OtherFileSystem())
+    copies = copies_of_zips(monkeypatch)
+    report = imagenet_upload(tree["path"], tmp_path / "board", workers=2)
+    assert sorted(report["uploaded"]) == sorted(tree["good"])
+    assert len(copies) == 2 * CLASSES
+    assert all(Path(dst).parent.parent.parent == tmp_path / "board" for _, dst in copies)
+    assert imagenet_upload(tree["path"], tmp_path / "board", workers=2)["uploaded"] == []
+    seen: dict[str, set[str]] = {}
+    check_partition(imagenet_partition(0, 1, tmp_path / "board", cache_dir=tmp_path / "cache"), tree, seen)
+    assert seen == {w: set(v) for w, v in tree["good"].items()}
+
+
+@pytest.mark.parametrize("kind", ["folder", "gs"])
+def test_a_moved_file_gets_the_version_pins_would_write(kind, cloud_env, tmp_path):
+    """A file published by moving it gets the version folder and data.txt that pins' pin_upload() writes for it (the
+    same file name, size, hash, title and metadata), pins reads it, and the file and its folder are gone."""
+    import yaml
+
+    from alexnet.storage.publish import publish_file
+
+    def version(board, moved: bool) -> dict:
+        source = tmp_path / f"work-{moved}" / "n01440764.zip"
+        source.parent.mkdir()
+        source.write_bytes(payload)
+        opened = open_board(board, write=True)
+        publish_file(opened, str(source), "n01440764", title="a title", metadata={"alexnet": 1, "images": 3},
+                     exists=False, retries=0, move=moved)
+        assert source.exists() is not moved
+        assert [p.name for p in source.parent.iterdir()] == ([] if moved else [source.name])
+        (found,) = opened.pins.pin_versions("n01440764", as_df=False)
+        path = opened.pins.construct_path(["n01440764", found.version, "data.txt"])
+        meta = yaml.safe_load(opened.fs.cat_file(path))
+        files = sorted(opened.fs.ls(opened.pins.construct_path(["n01440764", found.version]), detail=False))
+        assert [f.rsplit("/", 1)[-1] for f in files] == ["data.txt", "n01440764.zip"]
+        assert opened.pins.pin_meta("n01440764").file == "n01440764.zip"
+        assert opened.fs.cat_file(files[1]) == payload
+        del meta["created"]
+        return meta
+
+    payload = os.urandom(3000)
+    if kind == "folder":
+        boards = [str(tmp_path / "copied"), str(tmp_path / "moved")]
+    else:
+        boards = [f"gs://{BUCKET}/{tmp_path.name}/copied", f"gs://{BUCKET}/{tmp_path.name}/moved"]
+    copied, moved = version(boards[0], False), version(boards[1], True)
+    assert moved == copied
+    assert moved["file"] == "n01440764.zip" and moved["file_size"] == 3000
+    assert moved["user"] == {"alexnet": 1, "images": 3} and moved["title"] == "a title"
+
+
 @pytest.mark.parametrize("damage", ["zip cut short", "no data.txt", "empty pin folder"])
 def test_partially_written_pin_on_board_is_written_again(tree, tmp_path, damage):
     board = tmp_path / "board"

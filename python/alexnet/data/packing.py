@@ -179,7 +179,7 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
                     "bytes": size, "sha256": sha, "source": print_, "resize": options.resize,
                     "quality": options.quality if options.resize is not None else None, "bad": bad}
         version = publish_file(board, zip_path, part.pin, title=f"ImageNet {part.split} images of {part.wnid}",
-                               metadata=metadata, exists=exists, retries=options.retries)
+                               metadata=metadata, exists=exists, retries=options.retries, move=True)
         return Result(part.wnid, part.split, "uploaded", images, size, sha, version, bad)
     finally:
         with contextlib.suppress(FileNotFoundError):

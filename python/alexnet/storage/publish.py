@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import logging
+import os
+import shutil
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .board import Board
@@ -112,18 +117,81 @@ def _wait_for_next_second(board: Board, name: str) -> None:
 
 
 def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: str, metadata: Mapping[str, Any],
-                 exists: bool, retries: int) -> str:
-    """Upload the local file ``path`` (or files, each by its name) as a new version of pin ``name`` (retried), through
-    pins' ``pin_upload()``; its version name.
+                 exists: bool, retries: int, move: bool = False) -> str:
+    """Upload the local file ``path`` (or files, each by its name) as a new version of pin ``name`` (retried); its
+    version name.
 
-    ``exists`` says whether the pin is already on the board, whose latest version this one must follow.
+    ``exists`` says whether the pin is already on the board, whose latest version this one must follow. With
+    ``move=False`` the files are left as they are and written through pins' ``pin_upload()``, which copies them into
+    a temporary folder first. With ``move=True``, ``path`` is one file of the caller's scratch space, gone afterwards:
+    the version folder is made around it where it lies (:func:`_version_folder`) and, on a folder board on the same
+    file system, renamed into place, so that the file is written once (pins' way, a zip of an upload was written
+    three times: packed, copied into the system's temporary folder, copied onto the board).
     """
     if exists:
         _wait_for_next_second(board, name)
-    paths = path if isinstance(path, str) else list(path)
-    meta = retry(f"uploading {name}", lambda: board.pins.pin_upload(paths, name=name, title=title,
-                                                                     metadata=dict(metadata)), retries)
-    return str(meta.version.version)
+    if not move:
+        files = path if isinstance(path, str) else list(path)
+        meta = retry(f"uploading {name}", lambda: board.pins.pin_upload(files, name=name, title=title,
+                                                                         metadata=dict(metadata)), retries)
+        return str(meta.version.version)
+    if not isinstance(path, str):
+        raise TypeError("publish_file(move=True) takes one file")
+    with _version_folder(path) as (folder, moved):
+        return retry(f"uploading {name}", lambda: _put_version(board, folder, moved, name, title, metadata), retries)
+
+
+@contextlib.contextmanager
+def _version_folder(path: str) -> Iterator[tuple[str, str]]:
+    """A new folder beside the file ``path`` with the file moved into it, and the file's new path; removed at the end
+    with whatever is still in it.
+
+    The folder is made with the mode of the folders pins makes on a board (``mkdir`` under the umask, not
+    ``mkdtemp``'s owner-only mode): on a folder board it becomes the version's folder."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), f".pin-{uuid.uuid4().hex[:16]}")
+    os.mkdir(folder)
+    try:
+        moved = os.path.join(folder, os.path.basename(path))
+        os.rename(path, moved)
+        yield folder, moved
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any]) -> str:
+    """Write pins' ``data.txt`` for ``file`` into ``folder`` (which holds it and nothing else) and put the folder on
+    the board as the pin's new version: renamed into place on a folder board on the same file system, copied
+    otherwise; the version's name.
+
+    The version folder and its ``data.txt`` are those of pins' ``pin_upload()``, made by the same pins functions;
+    only the copy of the file into a folder of pins' own is left out, since it lies in one already.
+    """
+    pins = board.pins
+    name = pins.path_to_pin(name)
+    base = os.path.basename(file)
+    stem = base[:len(base) - len("".join(Path(base).suffixes))]  # pins names a file pin's object so
+    meta = pins.prepare_pin_version(folder, file, name, "file", title, None, dict(metadata), None, None,
+                                    object_name=stem)
+    version = str(meta.version.version)
+    pin_path, version_path = pins.construct_path([name]), pins.path_to_deploy_version(name, version)
+    fs = board.fs
+    if not fs.exists(pin_path):
+        with contextlib.suppress(FileExistsError):
+            fs.mkdir(pin_path)
+    if fs.exists(version_path):
+        from pins.errors import PinsError
+
+        raise PinsError(f"version {version} of pin {name} is already on the board")
+    if board.kind == "file":
+        try:
+            os.rename(folder, version_path)
+        except OSError as err:
+            if err.errno != errno.EXDEV:
+                raise
+        else:
+            return version
+    fs.put(folder, version_path, recursive=True)
+    return version
 
 
 def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
