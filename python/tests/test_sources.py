@@ -590,7 +590,10 @@ total = sum(view[k] for k in range(0, size, 4096))  # a page at a time, as heade
 elapsed = time.monotonic() - start
 done.set()
 ticker.join()
-print(json.dumps({"elapsed": elapsed, "longest": max(gaps), "sum": total}))
+# the reading thread held the GIL while the disk read: the ticker stopped for 0.1 s or more, many times over
+stalls = [gap for gap in gaps if gap >= 0.1]
+print(json.dumps({"elapsed": elapsed, "longest": max(gaps), "stalls": len(stalls), "stalled": sum(stalls),
+                  "sum": total}))
 """
 
 
@@ -598,7 +601,8 @@ def test_a_mapped_range_is_waited_for_without_holding_the_gil(tmp_path):
     """A thread that touches a mapped page the disk has not read yet holds the GIL while it waits, stopping every
     other thread of the upload: a part's bytes are waited for by reads instead, before they are used. Read here
     from a disk slowed to 1 MB/s (a blkio cgroup, as root) a page at a time, the other thread of the reading
-    process never stops for long (without the wait it stopped for each 128 KB piece the disk read: 0.1-0.2 s)."""
+    process is not stopped again and again (without the wait it stopped for each 128 KB piece the disk read, 0.1-0.2 s
+    each time)."""
     blkio = Path("/sys/fs/cgroup/blkio")
     if os.geteuid() != 0 or not (blkio / "blkio.throttle.read_bps_device").exists():
         pytest.skip("needs root and cgroup v1's blkio controller to slow a disk")
@@ -628,7 +632,9 @@ def test_a_mapped_range_is_waited_for_without_holding_the_gil(tmp_path):
     seen = json.loads(ran.stdout.strip().splitlines()[-1])
     assert seen["sum"] == sum(data[k] for k in range(0, size, 4096))
     assert seen["elapsed"] >= 1.5, seen  # the disk was slow: 2 MB at 1 MB/s
-    assert seen["longest"] < 0.06, seen  # without the wait: a piece's 0.125 s, or more, with the GIL held
+    # without the wait, each 128 KB piece the disk reads stops the ticker for 0.125 s or more: about 16 stalls,
+    # 2 s in all; a busy machine may hold the ticker back once in a while (76 ms seen under the whole suite)
+    assert seen["stalls"] <= 1 and seen["stalled"] < 0.3, seen
 
 
 # -- from buckets --------------------------------------------------------------------------------------------
