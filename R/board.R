@@ -74,6 +74,11 @@
 #'   pin, so that uploading changed data again (with `resize`, say) does not leave the old copy on the
 #'   board; `NULL` keeps every version. Readers still holding an older `categories` table then no
 #'   longer find the versions it names.
+#' @param scratch A local folder (made if missing) in which the upload makes its scratch folder: the zips on
+#'   their way to the board, and the categories of Kaggle's tar.gz or of shuffled parquet shards waiting to be
+#'   packed. `NULL` uses the system's temporary folder (`TMPDIR` when the core started). Give a folder on a disk
+#'   with room for a few categories' zips; on the disk of a folder board, each zip is moved onto the board
+#'   instead of copied.
 #' @param ... Further arguments for the Python `imagenet_upload()`.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
 #'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"` or
@@ -98,7 +103,7 @@
 #' }
 #' @export
 imagenet_upload <- function(source, board = NULL, workers = 8, min_images = 0, resize = NULL,
-                            quality = 90, keep_versions = NULL, ...) {
+                            quality = 90, keep_versions = NULL, scratch = NULL, ...) {
   args <- checked_args("imagenet_upload", names(formals()), renamed = c(path = "source"))
   report <- simplify_py(do.call(core_function("imagenet_upload"), args))
   report$bad_images <- records_to_df(report$bad_images)

@@ -46,6 +46,17 @@ def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_upload_takes_a_scratch_folder(tmp_path):
+    src, scratch = tmp_path / "src", tmp_path / "scratch"
+    _cli("synth", str(src), "--classes", "2", "--images-per-class", "2", "--val-per-class", "1", "--max-side", "32")
+    done = _cli("upload", str(src), "--board", str(tmp_path / "board"), "--scratch", str(scratch))
+    assert "2 categories uploaded" in done.stdout and scratch.is_dir() and list(scratch.iterdir()) == []
+    proc = subprocess.run([sys.executable, "-m", "alexnet.cli", "upload", str(src), "--board", str(tmp_path / "b"),
+                           "--scratch", "s3://bucket/tmp"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "`scratch` = 's3://bucket/tmp' is not a local folder" in proc.stderr
+
+
 def test_console_script_is_installed():
     script = Path(sys.executable).parent / "alexnet"
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=True)

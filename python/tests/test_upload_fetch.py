@@ -289,6 +289,69 @@ def test_a_folder_board_on_another_file_system_gets_a_copy_of_each_zip(tree, tmp
     assert seen == {w: set(v) for w, v in tree["good"].items()}
 
 
+def test_the_scratch_folder_is_made_where_scratch_says(tree, tmp_path, monkeypatch):
+    """``scratch`` (made when missing) holds the upload's scratch folder and every zip on its way to the board; the
+    system's temporary folder holds none of them, and both are left empty."""
+    from alexnet.data import packing
+
+    elsewhere, scratch = tmp_path / "tmp", tmp_path / "disk" / "scratch"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    zips: list[str] = []
+    original = packing.publish_file
+
+    def publish(board, path, *args, **kwargs):
+        zips.append(path)
+        assert not list(elsewhere.glob("alexnet-upload-*"))
+        return original(board, path, *args, **kwargs)
+
+    monkeypatch.setattr(packing, "publish_file", publish)
+    report = imagenet_upload(tree["path"], tmp_path / "board", workers=2, scratch=scratch)
+    assert sorted(report["uploaded"]) == sorted(tree["good"])
+    assert len(zips) == 2 * CLASSES
+    assert all(Path(z).parent.parent == scratch and Path(z).parent.name.startswith("alexnet-upload-") for z in zips)
+    assert list(scratch.iterdir()) == [] and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("scratch, message", [
+    ("gs://bucket/scratch", "is not a local folder"),
+    ("", "is not a local folder"),
+    ("a-file/below", "cannot be made a folder"),
+])
+def test_a_scratch_that_is_not_a_local_folder_is_refused_before_any_work(tree, tmp_path, monkeypatch, scratch,
+                                                                         message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(AlexnetError, match=message) as raised:
+        imagenet_upload(tree["path"], tmp_path / "board", scratch=scratch)
+    assert "scratch" in str(raised.value)
+    assert not (tmp_path / "board").exists()
+
+
+def test_a_full_disk_names_the_scratch_folder_and_the_option(tree, tmp_path, monkeypatch):
+    """A disk that fills up (ENOSPC) while a category is packed, or while the source is read, ends the upload with
+    one error that says where the scratch folder was and how to give another."""
+    import errno
+
+    from alexnet.data import packing
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    scratch = tmp_path / "small-disk"
+    monkeypatch.setattr(packing, "_zip_images", full)
+    with pytest.raises(BoardError, match="a disk is full") as packing_full:
+        imagenet_upload(tree["path"], tmp_path / "board", workers=2, scratch=scratch)
+    assert str(scratch) in str(packing_full.value) and "`scratch`, --scratch" in str(packing_full.value)
+    monkeypatch.undo()
+
+    monkeypatch.setattr(packing.Uploader, "_run", full)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(AlexnetError, match=r"No space left on device.*a disk is full") as reading_full:
+        imagenet_upload(tree["path"], tmp_path / "board", workers=2)
+    assert f"the system's temporary folder, {tmp_path}" in str(reading_full.value)
+
+
 @pytest.mark.parametrize("kind", ["folder", "gs"])
 def test_a_moved_file_gets_the_version_pins_would_write(kind, cloud_env, tmp_path):
     """A file published by moving it gets the version folder and data.txt that pins' pin_upload() writes for it (the

@@ -9,6 +9,21 @@ workflow_board <- function(dir) {
   list(src = src, board = board, report = report)
 }
 
+test_that("imagenet_upload() makes its scratch folder where `scratch` says, and refuses one that is not local", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 3, val_per_class = 1,
+                            max_side = 48)
+  scratch <- file.path(dir, "disk", "scratch")
+  report <- imagenet_upload(src$path, board = file.path(dir, "board"), workers = 2, scratch = scratch)
+  expect_equal(report$categories, 2)
+  expect_true(dir.exists(scratch))
+  expect_length(list.files(scratch, all.files = TRUE, no.. = TRUE), 0)
+  expect_error(imagenet_upload(src$path, board = file.path(dir, "other"), scratch = "gs://bucket/tmp"),
+               '`scratch` = "gs://bucket/tmp" is not a local folder', class = "alexnet_error", fixed = TRUE)
+  expect_false(dir.exists(file.path(dir, "other")))
+})
+
 test_that("upload, categories and partition work from R and give R types", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()

@@ -39,7 +39,7 @@ def _upload_summary(r: dict[str, Any]) -> str:
 
 def _upload(args: argparse.Namespace) -> None:
     result = common.core("upload")(args.source, **given(args, "board", "workers", "min_images", "resize",
-                                                         "quality", "keep_versions"))
+                                                         "quality", "keep_versions", "scratch"))
     emit(result, args.json, _upload_summary)
 
 
@@ -92,6 +92,8 @@ def register(add: common.AddCommand) -> None:
     upload.add_argument("--quality", type=positive, help=with_default("upload", "quality", "JPEG quality"))
     upload.add_argument("--keep-versions", type=positive,
                         help="afterwards keep only this many versions of each pin (default: all)")
+    upload.add_argument("--scratch", help="local folder for the upload's scratch folder: the zips on their way to "
+                        "the board, categories waiting to be packed (default: the system's temporary folder, TMPDIR)")
 
     add("categories", _categories, "list the categories on a board").add_argument("--board", help=BOARD_HELP)
     common.partition_options(add("fetch", _fetch, "fetch one partition of the categories into the local cache"))

@@ -16,11 +16,13 @@ board's.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -189,8 +191,10 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
 class Uploader:
     """Packs and publishes the parts of one source to one board (see the module's docstring)."""
 
-    def __init__(self, source: Source, board: Board, options: Options, workers: int):
+    def __init__(self, source: Source, board: Board, options: Options, workers: int, *, scratch: str | None = None):
         self.source, self.board, self.options, self.workers = source, board, options, workers
+        #: where the scratch folder is made (None: the system's temporary folder)
+        self.scratch = scratch
         #: slots of the parts packed at the same time: one per usable CPU, never more than ``workers``
         self.packing = threading.BoundedSemaphore(min(workers, usable_cpus()))
         self.results: dict[tuple[str, str], Result] = {}
@@ -279,7 +283,7 @@ class Uploader:
 
     def run(self) -> None:
         """Upload every training part, then the validation parts of the categories kept."""
-        with quiet_pins(), scratch_folder("alexnet-upload-") as workdir, contextlib.closing(self.bar), \
+        with quiet_pins(), scratch_folder("alexnet-upload-", self.scratch) as workdir, contextlib.closing(self.bar), \
                 ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
             self._states(pool)
             self._run(pool, workdir, "train", None)
@@ -293,7 +297,15 @@ class Uploader:
             if layout_errors:
                 raise layout_errors[0]
             listing = "; ".join(f"{name}: {type(e).__name__}: {e}" for name, e in sorted(self.failures.items()))
+            full = any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in self.failures.values())
             raise BoardError(
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
-                "categories pin was not written, so the board is not yet complete; run imagenet_upload again to "
-                "finish")
+                "categories pin was not written, so the board is not yet complete; "
+                + (f"{no_space(self.scratch)}, then " if full else "") + "run imagenet_upload again to finish")
+
+
+def no_space(scratch: str | None) -> str:
+    """What to do when a disk filled up during an upload whose scratch folder is made in ``scratch``."""
+    where = scratch if scratch is not None else f"the system's temporary folder, {tempfile.gettempdir()}"
+    return (f"a disk is full: the scratch folder's (in {where}) or a folder board's. Give the upload a scratch "
+            "folder on a disk with room for a few categories' zips (`scratch`, --scratch), or free some space")

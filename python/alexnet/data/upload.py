@@ -15,6 +15,7 @@ missing. The ``categories`` table is written last, so a board that has one is co
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -29,7 +30,7 @@ from ..storage import layout
 from ..storage.board import Board, open_board
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
-from .packing import Options, Result, Uploader
+from .packing import Options, Result, Uploader, no_space
 from .parts import Source
 from .sources import open_source
 
@@ -95,6 +96,27 @@ def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | No
     return source
 
 
+def _scratch_parent(scratch: str | os.PathLike | None) -> str | None:
+    """The folder ``scratch`` names, made if missing, checked to be a local folder that can be written; None for the
+    system's temporary folder. An :class:`~alexnet.errors.AlexnetError` saying what to give otherwise."""
+    if scratch is None:
+        return None
+    text = os.fspath(scratch)
+    if not isinstance(text, str) or not text.strip() or "://" in text:
+        raise AlexnetError(f"`scratch` = {text!r} is not a local folder: give a folder on this machine's disk with "
+                           "room for a few categories' zips, or None for the system's temporary folder")
+    folder = os.path.abspath(os.path.expanduser(text))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise AlexnetError(f"`scratch` = {folder!r} cannot be made a folder ({err.strerror}): give a folder that "
+                           "can be written, or None for the system's temporary folder") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise AlexnetError(f"`scratch` = {folder!r} cannot be written: give a folder that can be, or None for the "
+                           "system's temporary folder")
+    return folder
+
+
 def imagenet_upload(
     source: str | os.PathLike | None = None,
     board: str | os.PathLike | None = None,
@@ -105,6 +127,7 @@ def imagenet_upload(
     quality: int = 90,
     retries: int = 3,
     keep_versions: int | None = None,
+    scratch: str | os.PathLike | None = None,
     path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Upload the ImageNet at ``source`` to ``board``, one zip per category, read in place, resumably.
@@ -128,6 +151,10 @@ def imagenet_upload(
             pin it wrote or kept, so that re-uploading changed data (say with ``resize``) does not keep
             the old copy on the board; ``None`` keeps every version. A reader still using an older
             ``categories`` table then no longer finds the versions it names.
+        scratch: the local folder (made if missing) in which the upload makes its scratch folder: the zips on their
+            way to the board, and the validation images of Kaggle's tar.gz or the categories of shuffled parquet
+            shards while they wait to be packed; ``None`` is the system's temporary folder (``TMPDIR``). On the file
+            system of a folder board, each zip is renamed onto the board instead of copied.
         path: the old name of ``source``, still accepted by name with a ``DeprecationWarning``; giving both is an
             :class:`~alexnet.errors.AlexnetError`.
 
@@ -142,12 +169,18 @@ def imagenet_upload(
     given = _given_source(source, path)
     workers, options = _checked_options(workers, min_images, resize, quality, retries)
     keep_versions = as_optional_int(keep_versions, "keep_versions", 1)
+    parent = _scratch_parent(scratch)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
     read = open_source(given)  # a layout not read, a damaged archive: before any work; labels: before any publish
     start = time.monotonic()
-    uploader = Uploader(read, opened, options, workers)
+    uploader = Uploader(read, opened, options, workers, scratch=parent)
     try:
         uploader.run()
+    except OSError as err:  # the source's reading thread: a category or spool file written to a full disk
+        if err.errno != errno.ENOSPC:
+            raise
+        raise AlexnetError(f"the upload stopped ({err}): {no_space(parent)}; then run imagenet_upload again to "
+                           "finish") from err
     finally:
         read.close()
     results, uploaded_bytes = uploader.results, uploader.uploaded_bytes
