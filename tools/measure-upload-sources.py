@@ -15,17 +15,22 @@ and inodes are dropped as well (``/proc/sys/vm/drop_caches``), so that a tree's 
 on the disk as on a disk just attached. It implies ``--cold``; the table then also gives the read requests and MB
 the disk served to each upload (Python's libraries are read again before it, outside the cgroup).
 
+With ``--board s3`` the uploads go to a bucket of moto's S3 server (started on 127.0.0.1 as the tests start it, on
+the same CPUs, and stopped after; each board is deleted once measured) instead of a local folder board.
+
 The layouts are those of ``imagenet_synthetic()``, and ``kaggle_zip_stored``: Kaggle's zip of the same images with
 its members stored instead of deflated (as ``zip -0`` writes them), which tells the cost of inflating them apart from
 the rest of reading a zip.
 
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
         [--workers 8,2] [--cold] [--disk 3000,125] [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,parquet]
+        [--board folder|s3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -43,11 +48,15 @@ import json, resource, sys, time
 import alexnet
 start = time.monotonic()
 report = alexnet.imagenet_upload(sys.argv[1], sys.argv[2], workers=int(sys.argv[3]))
+seconds = time.monotonic() - start
 # the peak resident memory of this program (VmHWM starts again at exec; ru_maxrss would count the parent's)
 rss_kb = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": time.monotonic() - start, "rss_kb": rss_kb, "cpu": usage.ru_utime + usage.ru_stime,
-                  "images": report["images"], "val_images": report["val_images"], "layout": report["layout"]}))
+rows = alexnet.imagenet_categories(sys.argv[2])  # after the upload's numbers: the sizes of its zips
+zips = sorted([r["bytes"] for r in rows] + [r["val_bytes"] for r in rows if r["val_bytes"]])
+print(json.dumps({"seconds": seconds, "rss_kb": rss_kb, "cpu": usage.ru_utime + usage.ru_stime,
+                  "images": report["images"], "val_images": report["val_images"], "layout": report["layout"],
+                  "largest_zip": zips[-1], "median_zip": zips[len(zips) // 2]}))
 """
 
 
@@ -154,8 +163,12 @@ def drop_lookups() -> None:
     subprocess.run([sys.executable, "-c", WARM], check=True)
 
 
-def upload(source: str, work: Path, workers: int, cold: bool = False, disk: DiskLimit | None = None) -> dict:
-    scratch, board = work / "tmp", work / "board"
+def upload(source: str, work: Path, workers: int, cold: bool = False, disk: DiskLimit | None = None,
+           bucket: str | None = None) -> dict:
+    """One upload of ``source`` in a child process, to a folder board in ``work`` or to a new board in the S3 bucket
+    ``bucket`` (deleted after)."""
+    scratch = work / "tmp"
+    board = f"s3://{bucket}/board-{time.monotonic_ns()}" if bucket else str(work / "board")
     shutil.rmtree(work, ignore_errors=True)
     scratch.mkdir(parents=True)
     if cold or disk is not None:
@@ -174,7 +187,7 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        argv = [sys.executable, "-c", CHILD, source, str(board), str(workers)]
+        argv = [sys.executable, "-c", CHILD, source, board, str(workers)]
         out = subprocess.run(disk.command(argv) if disk is not None else argv, env=env, capture_output=True, text=True,
                              check=True).stdout
     finally:
@@ -184,8 +197,11 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
     if disk is not None:
         after = disk.served()
         result["disk_reads"], result["disk_bytes"] = after[0] - before[0], after[1] - before[1]
-    zips = sorted(p.stat().st_size for p in board.glob("n*/*/*.zip"))
-    return {**result, "peak_scratch": peak[0], "largest_zip": zips[-1], "median_zip": statistics.median(zips)}
+    if bucket:
+        import s3fs
+
+        s3fs.S3FileSystem().rm(board.removeprefix("s3://"), recursive=True)
+    return {**result, "peak_scratch": peak[0]}
 
 
 def main() -> None:
@@ -200,7 +216,24 @@ def main() -> None:
     parser.add_argument("--disk", help="IOPS,MIBPS: read the source from a disk limited to these (as root; implies "
                                        "--cold), e.g. 3000,125 for an EBS gp3 volume's default")
     parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
+    parser.add_argument("--board", choices=("folder", "s3"), default="folder",
+                        help="upload to a local folder board (default) or to moto's S3 server on 127.0.0.1")
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        bucket = None
+        if args.board == "s3":
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python" / "tests"))
+            from servers import moto_s3_server
+
+            os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                              AWS_DEFAULT_REGION="us-east-1")
+            os.environ["AWS_ENDPOINT_URL"] = stack.enter_context(moto_s3_server(("boards",)))
+            bucket = "boards"
+        measure(args, bucket)
+
+
+def measure(args: argparse.Namespace, bucket: str | None) -> None:
+    """Write the synthetic sets (or find them under ``--root``), then upload each layout, taking turns."""
     import alexnet
     from alexnet.data.kaggle_zip import KAGGLE_ZIP
 
@@ -237,8 +270,9 @@ def main() -> None:
             for round_ in range(args.repeats):
                 order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
                 for layout in order:
-                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold, disk))
-            print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}")
+                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold, disk, bucket))
+            print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}, to "
+                  + ("moto's S3 server" if bucket else "a local folder board"))
             print(f"{'layout':<18} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
                   f"{'largest zip MB':<15} {'peak RSS MB':<12}" + ("  disk reads    disk MB" if disk else ""))
             for layout, results in runs.items():
