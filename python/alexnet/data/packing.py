@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import BoardError, LayoutError
+from ..errors import AlexnetError, BoardError, LayoutError
 from ..machine import usable_cpus
 from ..progress import progress_bar
 from ..scratch import scratch_folder
@@ -282,16 +282,27 @@ class Uploader:
         self.states = dict(zip(names, pool.map(state, names), strict=True))
 
     def run(self) -> None:
-        """Upload every training part, then the validation parts of the categories kept."""
-        with quiet_pins(), scratch_folder("alexnet-upload-", self.scratch) as workdir, contextlib.closing(self.bar), \
-                ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
-            self._states(pool)
-            self._run(pool, workdir, "train", None)
-            kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
-            self._run(pool, workdir, "val", kept)
-            self.source.ready()
-            if not self.failures:
-                self.bar.finish()
+        """Upload every training part, then the validation parts of the categories kept.
+
+        A disk that fills up ends it with one error saying where the scratch folder was and what to give: an
+        :class:`~alexnet.errors.AlexnetError` when the scratch folder or the source's reading stopped, a
+        :class:`~alexnet.errors.BoardError` listing the parts when packing or publishing them did."""
+        try:
+            with quiet_pins(), scratch_folder("alexnet-upload-", self.scratch) as workdir, \
+                    contextlib.closing(self.bar), \
+                    ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
+                self._states(pool)
+                self._run(pool, workdir, "train", None)
+                kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
+                self._run(pool, workdir, "val", kept)
+                self.source.ready()
+                if not self.failures:
+                    self.bar.finish()
+        except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
+            if err.errno != errno.ENOSPC:
+                raise
+            raise AlexnetError(f"the upload stopped ({err}): {_no_space(self.scratch)}; then run imagenet_upload "
+                               "again to finish") from err
         if self.failures:
             layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
             if layout_errors:
@@ -301,10 +312,10 @@ class Uploader:
             raise BoardError(
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
                 "categories pin was not written, so the board is not yet complete; "
-                + (f"{no_space(self.scratch)}, then " if full else "") + "run imagenet_upload again to finish")
+                + (f"{_no_space(self.scratch)}, then " if full else "") + "run imagenet_upload again to finish")
 
 
-def no_space(scratch: str | None) -> str:
+def _no_space(scratch: str | None) -> str:
     """What to do when a disk filled up during an upload whose scratch folder is made in ``scratch``."""
     where = scratch if scratch is not None else f"the system's temporary folder, {tempfile.gettempdir()}"
     return (f"a disk is full: the scratch folder's (in {where}) or a folder board's. Give the upload a scratch "

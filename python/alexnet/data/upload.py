@@ -15,7 +15,6 @@ missing. The ``categories`` table is written last, so a board that has one is co
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
 import os
@@ -30,7 +29,7 @@ from ..storage import layout
 from ..storage.board import Board, open_board
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
-from .packing import Options, Result, Uploader, no_space
+from .packing import Options, Result, Uploader
 from .parts import Source
 from .sources import open_source
 
@@ -176,11 +175,6 @@ def imagenet_upload(
     uploader = Uploader(read, opened, options, workers, scratch=parent)
     try:
         uploader.run()
-    except OSError as err:  # the source's reading thread: a category or spool file written to a full disk
-        if err.errno != errno.ENOSPC:
-            raise
-        raise AlexnetError(f"the upload stopped ({err}): {no_space(parent)}; then run imagenet_upload again to "
-                           "finish") from err
     finally:
         read.close()
     results, uploaded_bytes = uploader.results, uploader.uploaded_bytes
