@@ -792,6 +792,17 @@ def test_truncated_kaggle_zip(made, tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
+def test_kaggles_archives_hold_only_kaggles_files(made):
+    """Kaggle's zip and tar.gz as written by imagenet_synthetic() hold its tree and LOC_* files, and nothing of the
+    folder they were made in (its owner file once slipped in)."""
+    with zipfile.ZipFile(Path(made["paths"]["kaggle_zip"]) / KAGGLE_ZIP) as zf:
+        zipped = zf.namelist()
+    with tarfile.open(Path(made["paths"]["kaggle_targz"]) / KAGGLE_TARGZ) as tar:
+        tarred = tar.getnames()
+    for names in (zipped, tarred):
+        assert names and all(name.startswith(("ILSVRC/", "LOC_")) for name in names), names[:5]
+
+
 @pytest.mark.parametrize("stored", [True, False])
 def test_a_damaged_image_in_kaggle_zip_is_named(made, tmp_path, stored):
     """One image's bytes changed inside the zip (stored: its CRC no longer matches; deflated: it no longer

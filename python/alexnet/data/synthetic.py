@@ -188,7 +188,7 @@ def imagenet_synthetic(
                                                                      seed, quirks, max_side)
     else:
         with scratch_folder("alexnet-synthetic-") as scratch:
-            kaggle = Path(scratch)
+            kaggle = Path(scratch) / "kaggle"  # beside the scratch folder's owner file, which no layout holds
             images, val_images, total_bytes, quirk_paths = _write_kaggle(
                 kaggle, synsets, images_per_class, 0 if layout == "folders" else val_per_class, seed, quirks,
                 max_side)
