@@ -8,6 +8,7 @@ so that the module runs in well under a minute.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -803,6 +804,29 @@ def test_kaggles_archives_hold_only_kaggles_files(made):
         assert names and all(name.startswith(("ILSVRC/", "LOC_")) for name in names), names[:5]
 
 
+def test_kaggles_zip_index_keeps_only_the_files_the_upload_reads(made, tmp_path):
+    """The real download lists two million files, half of them test images and annotations: the index keeps the
+    training and validation images and the LOC_* files it reads, and nothing else; the upload is unchanged."""
+    src = copy_layout(made, "kaggle_zip", tmp_path)
+    with zipfile.ZipFile(src / KAGGLE_ZIP) as zf:
+        read = [i.filename for i in zf.infolist() if "/test/" not in i.filename and "sample" not in i.filename]
+        train = [name for name in read if "/train/" in name]
+    with zipfile.ZipFile(src / KAGGLE_ZIP, "a") as zf:
+        for name in train[:20]:
+            wnid, image = name.split("/")[-2:]
+            zf.writestr(f"ILSVRC/Annotations/CLS-LOC/train/{wnid}/{image[:-5]}.xml", "<annotation></annotation>")
+        for k in range(20):
+            zf.writestr(f"ILSVRC/Data/CLS-LOC/test/ILSVRC2012_test_{k + 2:08d}.JPEG", b"\xff\xd8 a test image")
+            zf.writestr(f"ILSVRC/Annotations/CLS-LOC/val/ILSVRC2012_val_{k + 1:08d}.xml", "<annotation/>")
+        zf.writestr("LOC_train_solution.csv", "ImageId,PredictionString\n")
+    source = open_source(src / KAGGLE_ZIP)
+    assert sorted(source.index.names) == sorted(read) and len(read) > len(train) > 0
+    assert not any("/test/" in name or "Annotations" in name for name in source.index.names)
+    assert {e.name for e in source.index} == set(read)
+    report = imagenet_upload(src, tmp_path / "board", workers=2)
+    assert report["layout"] == "kaggle_zip" and table(tmp_path / "board") == made["table"]
+
+
 @pytest.mark.parametrize("stored", [True, False])
 def test_a_damaged_image_in_kaggle_zip_is_named(made, tmp_path, stored):
     """One image's bytes changed inside the zip (stored: its CRC no longer matches; deflated: it no longer
@@ -1095,8 +1119,9 @@ def test_a_zip_member_is_streamed_and_one_cut_short_is_said(tmp_path):
     with open(path, "rb") as f:
         (entry,) = zip_io.zip_index(f, "a.zip")
     with zip_io.zip_member_stream(files, str(path), entry) as stream:
-        assert stream.read() == data and stream.tell() == entry.info.compress_size
-    entry.info.compress_size //= 2  # a record that says less than the stream holds: the stream ends early
+        assert stream.read() == data and stream.tell() == entry.compressed
+    # a record that says less than the stream holds: the stream ends early
+    entry = dataclasses.replace(entry, compressed=entry.compressed // 2)
     with zip_io.zip_member_stream(files, str(path), entry) as stream, \
             pytest.raises(EOFError, match="ends before its deflate stream does"):
         stream.read()

@@ -90,7 +90,7 @@ class KaggleTarGzSource(Source):
     def in_zip(cls, files: Files, path: str, entry: ZipEntry, texts: dict[str, tuple[str, str]]) -> KaggleTarGzSource:
         """The tar.gz held by the zip at ``path`` as its member ``entry`` (Kaggle's earlier zip), read without
         unzipping, with the ``LOC_*`` files ``texts`` found in the zip."""
-        return cls(files, f"{files.url(path)}: {entry.name}", entry.info.compress_size,
+        return cls(files, f"{files.url(path)}: {entry.name}", entry.compressed,
                    lambda: zip_member_stream(files, path, entry), texts)
 
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+from array import array
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -33,7 +34,7 @@ from .parts import (
     not_an_image,
     wanted_parts,
 )
-from .zip_io import ZipEntry, zip_index, zip_member, zip_text
+from .zip_io import ZipEntry, ZipIndex, zip_index, zip_member, zip_text
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,25 @@ def open_kaggle_zip(files: Files, path: str) -> Source:
     tar.gz beside the ``LOC_*`` files (:meth:`~alexnet.data.kaggle_targz.KaggleTarGzSource.in_zip`)."""
     label = files.url(path)
     with files.open(path, SMALL_MEMBERS_BLOCK) as f:
-        entries = zip_index(f, label)
-    packed = next((e for e in entries if is_kaggle_targz(os.path.basename(e.name))), None)
-    if packed is not None and not any(_CLS_LOC in e.name for e in entries):
+        index = zip_index(f, label, _read)
+    packed = None if any(_CLS_LOC in name for name in index.names) else \
+        next((e for e in index if is_kaggle_targz(os.path.basename(e.name))), None)
+    if packed is not None:
         texts = {os.path.basename(e.name): (f"{label}: {e.name}", zip_text(files.read(path, e.start, e.end), e.start,
                                                                             e, label))
-                 for e in entries if os.path.basename(e.name) in (MAPPING_FILE, VAL_SOLUTION_FILE)}
+                 for e in index if os.path.basename(e.name) in (MAPPING_FILE, VAL_SOLUTION_FILE)}
         return KaggleTarGzSource.in_zip(files, path, packed, texts)
-    return KaggleZipSource(files, path, entries)
+    return KaggleZipSource(files, path, index)
+
+
+def _read(name: str) -> bool:
+    """Whether the upload reads the zip's file ``name``: the training and validation images (and what else lies in
+    their folders), the ``LOC_*`` files it needs and the earlier zip's tar.gz; not the test images nor the
+    annotations, half of the download's two million files."""
+    if _CLS_LOC in name:
+        return f"{_CLS_LOC}train/" in name or f"{_CLS_LOC}val/" in name
+    base = name.rsplit("/", 1)[-1]
+    return base in (MAPPING_FILE, VAL_SOLUTION_FILE) or is_kaggle_targz(base)
 
 
 def _runs(entries: list[ZipEntry]) -> list[list[ZipEntry]]:
@@ -72,30 +84,31 @@ class KaggleZipSource(Source):
 
     layout = "kaggle_zip"
 
-    def __init__(self, files: Files, path: str, entries: list[ZipEntry]):
-        self.files, self.path = files, path
+    def __init__(self, files: Files, path: str, index: ZipIndex):
+        self.files, self.path, self.index = files, path, index
         self.root = self.label = files.url(path)
-        cls_loc = next((e.name[:e.name.index(_CLS_LOC) + len(_CLS_LOC)] for e in entries if _CLS_LOC in e.name), None)
+        cls_loc = next((name[:name.index(_CLS_LOC) + len(_CLS_LOC)] for name in index.names if _CLS_LOC in name), None)
         if cls_loc is None:
             raise LayoutError(f"{self.label} holds no {_CLS_LOC}train/ folder: it is not Kaggle's ImageNet download "
                               f"({KAGGLE_ZIP})")
         top = cls_loc[:-len(_CLS_LOC)]
-        self.train: dict[str, list[ZipEntry]] = {}
-        val_on_disk: dict[str, ZipEntry] = {}
+        # each category's files as their numbers in the index: 8 bytes each, not an object
+        self.train: dict[str, array[int]] = {}
+        val_on_disk: dict[str, int] = {}
         small: dict[str, ZipEntry] = {}
-        for entry in entries:
-            rest = entry.name[len(cls_loc):] if entry.name.startswith(cls_loc) else None
+        for k, name in enumerate(index.names):
+            rest = name[len(cls_loc):] if name.startswith(cls_loc) else None
             if rest is not None and rest.startswith("train/"):
                 parts = rest.split("/")
                 if len(parts) == 3:
-                    self.train.setdefault(parts[1], []).append(entry)
+                    self.train.setdefault(parts[1], array("q")).append(k)
                 else:
                     log.warning("%s: %s is not in a category folder (train/<wnid>/): it is left out", self.label,
-                                entry.name)
+                                name)
             elif rest is not None and rest.startswith("val/") and is_image_name(rest):
-                val_on_disk.setdefault(os.path.splitext(os.path.basename(rest))[0], entry)
-            elif entry.name in (top + MAPPING_FILE, top + VAL_SOLUTION_FILE):
-                small[os.path.basename(entry.name)] = entry
+                val_on_disk.setdefault(os.path.splitext(os.path.basename(rest))[0], k)
+            elif name in (top + MAPPING_FILE, top + VAL_SOLUTION_FILE):
+                small[os.path.basename(name)] = index[k]
         if not self.train:
             raise LayoutError(f"{self.label} holds no category folder under {cls_loc}train/: the zip is incomplete; "
                               "download it again")
@@ -106,17 +119,17 @@ class KaggleZipSource(Source):
         else:
             log.warning("%s holds no %s: category names are left empty", self.label, MAPPING_FILE)
         check_classes(self.names, self.label, strict=True)
-        self.val: dict[str, list[ZipEntry]] = {}
+        self.val: dict[str, array[int]] = {}
         if VAL_SOLUTION_FILE in small:
             where = f"{self.label}: {VAL_SOLUTION_FILE}"
             rows = read_val_solution(io.StringIO(self._text(small[VAL_SOLUTION_FILE])), where)
-            for entry, wnid in label_val_images(val_on_disk, rows, set(self.train), f"{self.label}: {cls_loc}val/",
-                                                where):
-                self.val.setdefault(wnid, []).append(entry)
+            for k, wnid in label_val_images(val_on_disk, rows, set(self.train), f"{self.label}: {cls_loc}val/", where):
+                self.val.setdefault(wnid, array("q")).append(k)
         elif val_on_disk:
             raise LayoutError(f"{self.label} holds {len(val_on_disk)} validation images but no {VAL_SOLUTION_FILE} "
                               "to label them: it is incomplete; download it again")
-        self.total_bytes = sum(e.end - e.start for group in (*self.train.values(), *self.val.values()) for e in group)
+        self.total_bytes = sum(index.record_bytes(k) for group in (*self.train.values(), *self.val.values())
+                               for k in group)
 
     def _text(self, entry: ZipEntry) -> str:
         return zip_text(self.files.read(self.path, entry.start, entry.end), entry.start, entry, self.label)
@@ -141,9 +154,9 @@ class KaggleZipSource(Source):
                     pending.append((name, partial(Member, name, None, not_an_image(self.label))))
         return in_name_order(pending)
 
-    def _part(self, wnid: str, split: str, entries: list[ZipEntry]) -> Part:
-        identity = identity_of([(e.name, e.info.CRC) for e in entries], "kaggle-zip", split,
-                               sum(e.info.file_size for e in entries))
+    def _part(self, wnid: str, split: str, numbers: array[int]) -> Part:
+        entries = [self.index[k] for k in numbers]
+        identity = identity_of([(e.name, e.crc) for e in entries], "kaggle-zip", split, sum(e.size for e in entries))
         return Part(wnid, split, identity, sum(e.end - e.start for e in entries),
                     lambda: self._open(entries), count=len(entries))
 

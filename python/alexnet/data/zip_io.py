@@ -8,50 +8,81 @@ import io
 import os
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from ..errors import LayoutError
-from ..storage.zipformat import INFLATE_ERRORS, crc32, inflate_raw, inflater
+from ..storage.zipformat import (
+    FIELDS,
+    INFLATE_ERRORS,
+    DamagedZip,
+    Directory,
+    crc32,
+    inflate_raw,
+    inflater,
+    read_directory,
+)
 from .archive_io import Buffer, Files
 from .parts import CRC_MISMATCH, Member
 
 _ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ZipEntry:
-    """A file in a zip: its zipfile info and the byte range from its local header to the next record."""
+    """A file in a zip: its name, the byte range from its local header to the next record, and what its central
+    directory record says of it."""
 
-    info: zipfile.ZipInfo
+    name: str
     start: int
     end: int
+    method: int
+    compressed: int
+    size: int
+    crc: int
 
-    @property
-    def name(self) -> str:
-        return self.info.filename
+
+class ZipIndex(Sequence[ZipEntry]):
+    """The files of a zip kept by :func:`zip_index`, in the order they lie in the file, held as one list of names and
+    one array of numbers; each :class:`ZipEntry` is made when it is asked for."""
+
+    def __init__(self, directory: Directory):
+        self.names, self.table = directory.names, directory.table
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, k: int) -> ZipEntry: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[ZipEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> ZipEntry | list[ZipEntry]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        at = len(FIELDS) * range(len(self))[k]
+        return ZipEntry(self.names[k], *self.table[at:at + len(FIELDS)])
+
+    def record_bytes(self, k: int) -> int:
+        """The bytes of file ``k``'s record in the zip (its local header, name and data)."""
+        at = len(FIELDS) * k
+        return self.table[at + 1] - self.table[at]
 
 
-def zip_index(f: Any, label: str) -> list[ZipEntry]:
-    """The files of the zip ``f`` (seekable), from its central directory, in the order they lie in the file.
+def zip_index(f: Any, label: str, keep: Callable[[str], bool] | None = None) -> ZipIndex:
+    """The files of the zip ``f`` (seekable), from its central directory, in the order they lie in the file: those
+    whose name ``keep`` accepts (all when it is None), folders left out.
 
     ``LayoutError`` naming ``label`` when it is not a complete zip (its central directory is at its end, so a
     zip cut short has none).
     """
     try:
-        with zipfile.ZipFile(f) as zf:
-            infos = sorted(zf.infolist(), key=lambda i: i.header_offset)
-            directory = int(zf.start_dir)
-    except (zipfile.BadZipFile, EOFError, OSError) as err:
+        return ZipIndex(read_directory(f, keep))
+    except (DamagedZip, UnicodeDecodeError, EOFError, OSError) as err:
         raise LayoutError(f"{label} is not a complete zip ({err}): it was cut short or damaged; download it "
                           "again") from None
-    entries = []
-    for k, info in enumerate(infos):
-        end = infos[k + 1].header_offset if k + 1 < len(infos) else directory
-        if not info.is_dir():
-            entries.append(ZipEntry(info, info.header_offset, end))
-    return entries
 
 
 def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
@@ -64,18 +95,17 @@ def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
         return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
     fields = _ZIP_LOCAL_HEADER.unpack(header)
     start = at + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
-    raw = memoryview(blob)[start:start + entry.info.compress_size]
+    raw = memoryview(blob)[start:start + entry.compressed]
     try:
-        if entry.info.compress_type == zipfile.ZIP_STORED:
+        if entry.method == zipfile.ZIP_STORED:
             data = bytes(raw)
-        elif entry.info.compress_type == zipfile.ZIP_DEFLATED:
-            data = inflate_raw(raw, entry.info.file_size)
+        elif entry.method == zipfile.ZIP_DEFLATED:
+            data = inflate_raw(raw, entry.size)
         else:
-            return Member(name, None, f"compressed with method {entry.info.compress_type} in {label}, which is not "
-                                      "read")
+            return Member(name, None, f"compressed with method {entry.method} in {label}, which is not read")
     except INFLATE_ERRORS as err:
         return Member(name, None, f"cannot be decompressed from {label} ({err}); download the archive again")
-    return Member(name, data, crc=entry.info.CRC)
+    return Member(name, data, crc=entry.crc)
 
 
 class _Window(io.RawIOBase):
@@ -138,11 +168,11 @@ def zip_member_stream(files: Files, path: str, entry: ZipEntry) -> Iterator[Any]
         raise LayoutError(f"{label}: its record is damaged (no local header); download the archive again")
     fields = _ZIP_LOCAL_HEADER.unpack(header)
     start = entry.start + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
-    method = entry.info.compress_type
+    method = entry.method
     if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise LayoutError(f"{label} is compressed with method {method}, which is not read; unzip it first")
     with files.open_stream(path) as f:
-        window = _Window(f, start, entry.info.compress_size)
+        window = _Window(f, start, entry.compressed)
         yield window if method == zipfile.ZIP_STORED else _Inflating(window)
 
 
