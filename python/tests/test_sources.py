@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
 
-from alexnet.data import archive_io, held, ilsvrc, packing, tar_io, zip_io
+from alexnet.data import archive_io, held, ilsvrc, packing, parquet, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
@@ -1048,6 +1048,65 @@ def test_parquet_label_outside_the_1000_classes(made, tmp_path):
     with pytest.raises(LayoutError, match=rf"{shard.name}, row group \d+, holds the label 1000, outside 0..999"):
         imagenet_upload(src, tmp_path / "board")
     assert_nothing_uploaded(tmp_path / "board")
+
+
+def test_parquet_labels_are_read_from_a_bucket_without_the_images_around_them(cloud_env, tmp_path, monkeypatch):
+    """Each row group's `label` chunk lies after its images: read one row group after another through the bucket's
+    read-ahead file, every label fetched the 8 MB after it too (nearly the whole shard). The labels alone are
+    fetched, and they are the shards' labels."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    labels = {}
+    for s in range(2):
+        rows = [{"bytes": os.urandom(200_000), "path": f"image_{s}_{k}.JPEG"} for k in range(24)]
+        labels[s] = [(7 * k + s) % 1000 for k in range(24)]
+        pq.write_table(pa.table({"image": rows, "label": labels[s]}), folder / f"train-0000{s}-of-00002.parquet",
+                       row_group_size=4)
+    url = put_in_bucket("s3", folder, tmp_path.name)
+    fetched: list[int] = []
+    opened, read_ranges = archive_io.Files.open, archive_io.Files.read_ranges
+
+    def counted_open(self, path, block_size):
+        f = opened(self, path, block_size)
+        fetch = f.cache.fetcher
+
+        def counted(start, end):
+            data = fetch(start, end)
+            fetched.append(len(data))
+            return data
+
+        f.cache.fetcher = counted
+        return f
+
+    def counted_ranges(self, path, ranges):
+        blobs = read_ranges(self, path, ranges)
+        fetched.extend(len(b) for b in blobs)
+        return blobs
+
+    monkeypatch.setattr(archive_io.Files, "open", counted_open)
+    monkeypatch.setattr(archive_io.Files, "read_ranges", counted_ranges)
+    source = open_source(url)
+    shard_bytes = sum(p.stat().st_size for p in folder.iterdir())
+    # pyarrow reads the last 64 KB of each shard for its footer; then 24 labels a shard, a few hundred bytes
+    assert 0 < sum(fetched) < 2 * 65536 + 5000 < shard_bytes // 50, (sum(fetched), shard_bytes)
+    assert source.splits["train"].labels == [[labels[s][k:k + 4] for k in range(0, 24, 4)] for s in range(2)]
+
+
+def test_the_held_ranges_serve_what_they_hold_and_fetch_the_rest():
+    data = bytes(range(256)) * 40
+    asked = []
+
+    def fetch(start, end):
+        asked.append((start, end))
+        return data[start:end]
+
+    ranges = [(100, 300), (5000, 5100)]
+    held = io.BufferedReader(parquet._Ranges(ranges, [data[a:b] for a, b in ranges], len(data), fetch), 16)
+    for at, size in [(120, 50), (5000, 100), (290, 20), (4990, 20), (len(data) - 5, 10), (0, 10)]:
+        held.seek(at)
+        assert held.read(size) == data[at:at + size]
+    assert not [(a, b) for a, b in asked for start, end in ranges if start <= a and b <= end], asked
+    assert asked, "reads outside the held ranges are fetched"
 
 
 def test_a_file_in_a_tar_that_is_not_an_image(made, tmp_path, caplog):

@@ -5,8 +5,9 @@ The folder (or bucket prefix, or its ``data/`` folder) holds ``train-*.parquet``
 ``bytes`` and the original file ``path``, or plain bytes) and ``label``, 0..999 in sorted WordNet-id order: the
 package's list of the ILSVRC2012 classes gives each label its id and name.
 
-The ``label`` column is read first, for every row group of every shard: a label outside 0..999 stops the upload
-before anything is written, and it tells which row groups hold which categories. Then the row groups that hold a
+The ``label`` column is read first, for every row group of every shard, its bytes alone fetched at once (they lie
+between the row groups' images): a label outside 0..999 stops the upload before anything is written, and it tells
+which row groups hold which categories. Then the row groups that hold a
 category not yet on the board are read once, in order; each image is held in memory with its category's others,
 and a category is packed as soon as the last row group that holds it has been read. When the shards hold the
 categories one after another, as a conversion from the training tar does, only a few categories are unfinished at
@@ -19,11 +20,13 @@ holds them (the docs say so).
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +57,44 @@ class _Split:
     labels: list[list[list[int]]] = field(default_factory=list)
     # per label: ("<shard>:<size>:<row group>", rows of that label there)
     where: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
+
+class _Ranges(io.RawIOBase):
+    """A file of ``size`` bytes of which ``ranges`` are held (``blobs``): reads inside them are served from memory,
+    any other from ``read(start, end)``."""
+
+    def __init__(self, ranges: list[tuple[int, int]], blobs: list[Any], size: int, read: Callable[[int, int], bytes]):
+        super().__init__()
+        self.held = sorted(zip((start for start, _ in ranges), (end for _, end in ranges), blobs, strict=True))
+        self.starts = [start for start, _, _ in self.held]
+        self.size, self.fetch, self.at = size, read, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self.at = offset + (0 if whence == os.SEEK_SET else self.at if whence == os.SEEK_CUR else self.size)
+        return self.at
+
+    def tell(self) -> int:
+        return self.at
+
+    def readinto(self, buffer: Any) -> int:
+        end = min(self.size, self.at + len(buffer))
+        if end <= self.at:
+            return 0
+        k = bisect_right(self.starts, self.at) - 1
+        if k >= 0 and self.held[k][1] >= end:
+            start, _, blob = self.held[k]
+            data = memoryview(blob)[self.at - start:end - start]
+        else:
+            data = memoryview(self.fetch(self.at, end))
+        buffer[:len(data)] = data
+        self.at += len(data)
+        return len(data)
 
 
 class ParquetSource(Source):
@@ -100,8 +141,9 @@ class ParquetSource(Source):
                               "have `image` and `label`")
         groups = []
         size = self.files.size(shard)
+        labels_only = self._labels_only(shard, pf, size)
         for g in range(pf.num_row_groups):
-            labels = pf.read_row_group(g, columns=["label"]).column("label").to_pylist()
+            labels = labels_only.read_row_group(g, columns=["label"]).column("label").to_pylist()
             bad = next((v for v in labels if v is None or not 0 <= int(v) < NUM_CLASSES), "ok")
             if bad != "ok":
                 raise LayoutError(
@@ -113,6 +155,22 @@ class ParquetSource(Source):
             for label, count in Counter(groups[-1]).items():
                 split.where.setdefault(label, []).append((key, count))
         split.labels.append(groups)
+
+    def _labels_only(self, shard: str, pf: Any, size: int) -> Any:
+        """``pf`` over the bytes of its ``label`` column alone, fetched at once (together from a bucket, mapped from
+        a local file) rather than a row group after another: each of those reads, from a bucket, was a request of
+        its own that also fetched the next 8 MB of images (Hugging Face's shards hold 100 rows a row group)."""
+        metadata = pf.metadata
+        leaf = next(k for k in range(metadata.num_columns) if metadata.schema.column(k).path == "label")
+        ranges = []
+        for g in range(metadata.num_row_groups):
+            chunk = metadata.row_group(g).column(leaf)
+            start = chunk.dictionary_page_offset if chunk.has_dictionary_page and chunk.dictionary_page_offset \
+                else chunk.data_page_offset
+            ranges.append((start, min(size, start + chunk.total_compressed_size)))
+        held = _Ranges(ranges, self.files.read_ranges(shard, ranges), size,
+                       lambda start, end: self.files.read(shard, start, end))
+        return self.pq.ParquetFile(held, metadata=metadata)
 
     def _present(self, split: str) -> list[int]:
         return sorted(self.splits[split].where)
