@@ -2,9 +2,17 @@
 tar's index and a stream (a tar.gz), through fsspec's read-ahead file (one 8 MB request after another) and through
 the package's reader (the same blocks, several requests in flight ahead of the reads).
 
-The server is moto's (started on 127.0.0.1 as the tests start it, stopped after); each request reaches it through a delay line
-(also started here, on 127.0.0.1) that holds every byte half a round trip each way without limiting the rate, as
+The server is moto's (started on 127.0.0.1 as the tests start it, stopped after); each request reaches it through a
+delay line (also started here, on 127.0.0.1) that holds every byte half a round trip each way without limiting the rate, as
 a bucket's network does. The two readers take turns, several rounds; medians are printed with the range.
+
+With ``--parquet ROW_GROUPS`` it measures instead what opening Hugging Face's parquet shards in the bucket costs (the
+upload reads their ``label`` column first): the seconds, and the bytes and requests fetched, for one shard laid out as
+theirs (100 rows a row group, each row an image of 100 KB and its label). Run it with the code before and after a
+change (``PYTHONPATH`` set to its ``python`` folder). moto takes about 0.15 s a request from a shard this large, far
+more than a bucket's service does: the bytes and the requests say more than the seconds.
+
+    .venv/bin/python tools/measure-bucket-reads.py [--rtt 0,30] [--rounds 4] [--stream-mb 128] [--parquet 30]
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -67,13 +76,33 @@ def delay_line(listen: int, target: int, rtt_ms: float) -> None:
     asyncio.run(serve())
 
 
+def listening(port: int) -> None:
+    """Wait until 127.0.0.1:``port`` takes connections (a delay line just started)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rtt", default="0,30", help="round trips in ms to measure, e.g. 0,30")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--stream-mb", type=int, default=128, help="size of the stream read front to back")
+    parser.add_argument("--parquet", type=int, default=0, metavar="ROW_GROUPS",
+                        help="measure opening a parquet shard of this many row groups instead")
     args = parser.parse_args()
-    sys.path[:0] = [str(PYTHON), str(PYTHON / "tests")]
+    if "alexnet" not in sys.modules and not os.environ.get("PYTHONPATH"):
+        sys.path[:0] = [str(PYTHON)]
+    sys.path.append(str(PYTHON / "tests"))
+    if args.parquet:
+        parquet_labels(args)
+        return
     import alexnet
     from alexnet.data.archive_io import SMALL_MEMBERS_BLOCK, Files
     from alexnet.data.ilsvrc import VAL_TAR
@@ -112,6 +141,7 @@ def main() -> None:
                 line = free_port()
                 target = int(server.rsplit(":", 1)[1])
                 threading.Thread(target=delay_line, args=(line, target, rtt), daemon=True).start()
+                listening(line)
                 os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
                 files = Files.at("s3://src")
                 times: dict[tuple[str, bool], list[float]] = {}
@@ -130,6 +160,61 @@ def main() -> None:
                     print("   ".join(cells), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def parquet_labels(args: argparse.Namespace) -> None:
+    """Open a parquet shard of ``args.parquet`` row groups in moto's bucket through each round trip: seconds and
+    bytes fetched (counted in s3fs's two ways of fetching: a file's blocks and ranges asked for directly)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import s3fs
+    from alexnet.data.sources import open_source
+    from servers import free_port, moto_s3_server
+
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                      ALEXNET_PROGRESS="0")
+    rows = 100 * args.parquet
+    table = pa.table({"image": [{"bytes": os.urandom(100_000), "path": f"n01440764_{k}.JPEG"} for k in range(rows)],
+                      "label": [k % 1000 for k in range(rows)]})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=100)
+    shard = sink.getvalue().to_pybytes()
+    fetched = [0, 0]  # bytes, requests
+    block, ranges = s3fs.core.S3File._fetch_range, s3fs.S3FileSystem._cat_file
+
+    def count_block(self, start, end):
+        data = block(self, start, end)
+        fetched[0] += len(data)
+        fetched[1] += 1
+        return data
+
+    async def count_range(self, path, *a, **k):
+        data = await ranges(self, path, *a, **k)
+        fetched[0] += len(data)
+        fetched[1] += 1
+        return data
+
+    s3fs.core.S3File._fetch_range, s3fs.S3FileSystem._cat_file = count_block, count_range
+    with moto_s3_server(("src",)) as server:
+        os.environ["AWS_ENDPOINT_URL"] = server
+        s3fs.S3FileSystem(anon=False).pipe_file("src/data/train-00000-of-00001.parquet", shard)
+        print(f"one shard of {args.parquet} row groups, {len(shard) / 1e6:.0f} MB; {args.rounds} rounds")
+        for rtt in [float(r) for r in args.rtt.split(",")]:
+            line = free_port()
+            threading.Thread(target=delay_line, args=(line, int(server.rsplit(":", 1)[1]), rtt), daemon=True).start()
+            listening(line)
+            os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
+            times, sizes, requests = [], [], []
+            for _ in range(args.rounds):
+                s3fs.S3FileSystem.clear_instance_cache()
+                fetched[:], start = [0, 0], time.perf_counter()
+                open_source("s3://src/data")
+                times.append(time.perf_counter() - start)
+                sizes.append(fetched[0] / 1e6)
+                requests.append(fetched[1])
+            print(f"round trip {rtt:g} ms: {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}), "
+                  f"{statistics.median(sizes):.1f} MB fetched in {statistics.median(requests):.0f} requests",
+                  flush=True)
 
 
 if __name__ == "__main__":
