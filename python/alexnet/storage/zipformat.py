@@ -12,8 +12,9 @@ before the zip), but into one list of names and one array of numbers, leaving ou
 want before any object is made for them: Kaggle's ImageNet download lists two million files, which ``zipfile``
 holds as 1.3 GB of ``ZipInfo`` objects.
 
-:func:`crc32`, :func:`inflate_raw` and :func:`gunzip` use ISA-L (the ``isal`` package, several times faster at
-CRC-32 and about twice as fast at inflating) when it is installed, and ``zlib`` otherwise; the results are the same.
+:func:`crc32`, :func:`inflate_raw` and :func:`gunzip` use ISA-L (the ``isal`` package: several times faster at
+CRC-32; about twice as fast at inflating compressible data, but only some 5% on deflated JPEGs, which are almost all
+literals) when it is installed, and ``zlib`` otherwise; the results are the same.
 """
 
 from __future__ import annotations
