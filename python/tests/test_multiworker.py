@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -108,6 +109,20 @@ def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch)
         resolve_strategy("multi_worker", collective_timeout=0)
     with pytest.raises(AlexnetError, match="collective_timeout"):
         resolve_strategy("multi_worker", collective_timeout=-5)
+
+
+def test_a_port_taken_by_another_training_is_told_before_tensorflow_listens(monkeypatch):
+    """Two jobs on one host with the same ports: TensorFlow's server would fail with "Could not start gRPC server";
+    the strategy is refused first, naming the port and what to change (even a listener that lets others share it)."""
+    monkeypatch.setattr(cluster, "_OWN_PORTS", set())
+    base = free_base_port(2)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("", base))
+        other.listen()
+        monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 0, base))
+        with pytest.raises(AlexnetError, match=rf"Port {base} .* already in use.*`base_port`"):
+            resolve_strategy("multi_worker")
 
 
 class MultiWorkerMirroredStrategy:

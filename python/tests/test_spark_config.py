@@ -1,8 +1,11 @@
 import json
+import socket
 
 import pytest
 
+from alexnet.bench.cluster import free_base_port
 from alexnet.errors import AlexnetError
+from alexnet.train import cluster
 from alexnet.train.cluster import tf_config, tf_config_json
 
 
@@ -36,3 +39,26 @@ def test_json_is_what_tensorflow_reads():
 def test_bad_input_says_what_is_wrong(addresses, index, message):
     with pytest.raises(AlexnetError, match=message):
         tf_config(addresses, index)
+
+
+def listener(port: int) -> socket.socket:
+    """A socket listening on every address at ``port``, one that lets others share it (``SO_REUSEPORT``) at that."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    held.bind(("", port))
+    held.listen()
+    return held
+
+
+def test_a_port_another_process_listens_on_is_told_before_tensorflow_tries_it(monkeypatch):
+    monkeypatch.setattr(cluster, "_OWN_PORTS", set())
+    base = free_base_port(2)
+    with listener(base + 1):
+        cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 0, base))  # worker 0's port is free
+        with pytest.raises(AlexnetError, match=rf"Port {base + 1} on this host, .*127.0.0.1:{base + 1} in TF_CONFIG"
+                                               r".* already in use.*`base_port`"):
+            cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
+    # once free, it passes; this process's own server then holds it, which a later check does not count
+    cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
+    with listener(base + 1):
+        cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))

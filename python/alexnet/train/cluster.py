@@ -13,9 +13,11 @@ itself: R does, before each call into the core and after each top-level call, pa
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: Worker ``i`` of a job listens on port ``DEFAULT_BASE_PORT + i`` unless told otherwise.
 DEFAULT_BASE_PORT = 8000
+#: The ports :func:`check_port_free` found free in this process, which its TensorFlow server then took.
+_OWN_PORTS: set[int] = set()
 #: Seconds a collective operation may wait for the other workers before the run fails.
 DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
 
@@ -122,3 +126,37 @@ def read_tf_config() -> dict:
             f"TF_CONFIG's task index {index} is outside its {len(workers)} worker(s): use 0 to {len(workers) - 1}."
         )
     return config
+
+
+def check_port_free(config: dict) -> None:
+    """Raise :class:`~alexnet.errors.AlexnetError` when the port this worker of ``config`` (a parsed TF_CONFIG) is
+    to listen on is already listened on, on this host: by another training, most likely.
+
+    TensorFlow's server would fail to start with "UnknownError: Could not start gRPC server", which names neither
+    the port nor what to change. A port this
+    process has passed before is not checked again: its own server (which lives as long as the process) holds it."""
+    task = config.get("task", {})
+    if task.get("type", "worker") != "worker":
+        return
+    address = str(config["cluster"]["worker"][int(task["index"])])
+    host, _, port_text = address.rpartition(":")
+    if not port_text.isdigit():
+        return
+    port = int(port_text)
+    if port in _OWN_PORTS:
+        return
+    family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no owner
+        try:
+            probe.bind(("", port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                return
+            raise AlexnetError(
+                f"Port {port} on this host, where this worker is to listen ({address} in TF_CONFIG), is already in "
+                "use, by another training on this host perhaps. Give the job other ports: `base_port` (worker k "
+                "listens on base_port + k) in a Spark job, the workers' addresses in TF_CONFIG otherwise; or end "
+                "the process that holds the port."
+            ) from None
+    _OWN_PORTS.add(port)

@@ -23,7 +23,7 @@ from typing import Any
 from ..checks import as_seconds
 from ..errors import AlexnetError
 from ..tfimport import tf
-from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, read_tf_config
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ def resolve_strategy(
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
-        read_tf_config()
+        config = read_tf_config()
         timeout = as_seconds(collective_timeout, "collective_timeout")
+        check_port_free(config)
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         logger.info(
