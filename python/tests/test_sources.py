@@ -1050,6 +1050,51 @@ def test_parquet_label_outside_the_1000_classes(made, tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
+def count_fetches(monkeypatch) -> dict[str, list]:
+    """What sources fetch from now on: ``read_ahead``, the bytes of each block a read-ahead file
+    (:meth:`~alexnet.data.archive_io.Files.open`) fetches; ``ranges``, the sizes of each call's ranges fetched
+    together (:meth:`~alexnet.data.archive_io.Files.read_ranges`)."""
+    fetches: dict[str, list] = {"read_ahead": [], "ranges": []}
+    opened, read_ranges = archive_io.Files.open, archive_io.Files.read_ranges
+
+    def counted_open(self, path, block_size):
+        f = opened(self, path, block_size)
+        if hasattr(f, "cache"):
+            fetch = f.cache.fetcher
+
+            def counted(start, end):
+                data = fetch(start, end)
+                fetches["read_ahead"].append(len(data))
+                return data
+
+            f.cache.fetcher = counted
+        return f
+
+    def counted_ranges(self, path, ranges):
+        blobs = read_ranges(self, path, ranges)
+        fetches["ranges"].append([len(b) for b in blobs])
+        return blobs
+
+    monkeypatch.setattr(archive_io.Files, "open", counted_open)
+    monkeypatch.setattr(archive_io.Files, "read_ranges", counted_ranges)
+    return fetches
+
+
+def test_parquet_row_groups_are_fetched_from_a_bucket_several_at_a_time(made, cloud_env, tmp_path, monkeypatch):
+    """A row group after another through the read-ahead file, the reading thread waited for each request; they are
+    fetched REQUESTS_AHEAD together, each once, and the board is the tree's."""
+    url = put_in_bucket("s3", made["paths"]["parquet"], tmp_path.name)
+    source = open_source(url)
+    groups = sum(len(shard) for split in source.splits.values() for shard in split.labels)
+    fetches = count_fetches(monkeypatch)
+    imagenet_upload(url, tmp_path / "board", workers=2)
+    assert table(tmp_path / "board") == made["table"]
+    windows = [sizes for sizes in fetches["ranges"] if sum(sizes) > 10_000]  # the row groups, not the labels
+    assert sum(len(w) for w in windows) == groups
+    assert max(len(w) for w in windows) > 1 and all(len(w) <= archive_io.REQUESTS_AHEAD for w in windows), windows
+    assert sum(fetches["read_ahead"]) < (groups // 2) * 65536, "only footers through the read-ahead file"
+
+
 def test_parquet_labels_are_read_from_a_bucket_without_the_images_around_them(cloud_env, tmp_path, monkeypatch):
     """Each row group's `label` chunk lies after its images: read one row group after another through the bucket's
     read-ahead file, every label fetched the 8 MB after it too (nearly the whole shard). The labels alone are
@@ -1063,32 +1108,12 @@ def test_parquet_labels_are_read_from_a_bucket_without_the_images_around_them(cl
         pq.write_table(pa.table({"image": rows, "label": labels[s]}), folder / f"train-0000{s}-of-00002.parquet",
                        row_group_size=4)
     url = put_in_bucket("s3", folder, tmp_path.name)
-    fetched: list[int] = []
-    opened, read_ranges = archive_io.Files.open, archive_io.Files.read_ranges
-
-    def counted_open(self, path, block_size):
-        f = opened(self, path, block_size)
-        fetch = f.cache.fetcher
-
-        def counted(start, end):
-            data = fetch(start, end)
-            fetched.append(len(data))
-            return data
-
-        f.cache.fetcher = counted
-        return f
-
-    def counted_ranges(self, path, ranges):
-        blobs = read_ranges(self, path, ranges)
-        fetched.extend(len(b) for b in blobs)
-        return blobs
-
-    monkeypatch.setattr(archive_io.Files, "open", counted_open)
-    monkeypatch.setattr(archive_io.Files, "read_ranges", counted_ranges)
+    fetches = count_fetches(monkeypatch)
     source = open_source(url)
     shard_bytes = sum(p.stat().st_size for p in folder.iterdir())
     # pyarrow reads the last 64 KB of each shard for its footer; then 24 labels a shard, a few hundred bytes
-    assert 0 < sum(fetched) < 2 * 65536 + 5000 < shard_bytes // 50, (sum(fetched), shard_bytes)
+    fetched = sum(fetches["read_ahead"]) + sum(map(sum, fetches["ranges"]))
+    assert 0 < fetched < 2 * 65536 + 5000 < shard_bytes // 50, (fetched, shard_bytes)
     assert source.splits["train"].labels == [[labels[s][k:k + 4] for k in range(0, 24, 4)] for s in range(2)]
 
 

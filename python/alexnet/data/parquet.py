@@ -27,11 +27,12 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LayoutError
-from .archive_io import SMALL_MEMBERS_BLOCK, Files
+from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, Files
 from .classes import NUM_CLASSES, class_ids, class_names
 from .held import Held
 from .parts import Member, Part, Source, Wanted, identity_of
@@ -57,6 +58,14 @@ class _Split:
     labels: list[list[list[int]]] = field(default_factory=list)
     # per label: ("<shard>:<size>:<row group>", rows of that label there)
     where: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
+
+def _chunk_range(chunk: Any, size: int) -> tuple[int, int]:
+    """The bytes of a column chunk (pyarrow's ``ColumnChunkMetaData``) in a file of ``size`` bytes: its dictionary
+    page, when it has one, and its data pages."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page and chunk.dictionary_page_offset \
+        else chunk.data_page_offset
+    return start, min(size, start + chunk.total_compressed_size)
 
 
 class _Ranges(io.RawIOBase):
@@ -162,15 +171,8 @@ class ParquetSource(Source):
         its own that also fetched the next 8 MB of images (Hugging Face's shards hold 100 rows a row group)."""
         metadata = pf.metadata
         leaf = next(k for k in range(metadata.num_columns) if metadata.schema.column(k).path == "label")
-        ranges = []
-        for g in range(metadata.num_row_groups):
-            chunk = metadata.row_group(g).column(leaf)
-            start = chunk.dictionary_page_offset if chunk.has_dictionary_page and chunk.dictionary_page_offset \
-                else chunk.data_page_offset
-            ranges.append((start, min(size, start + chunk.total_compressed_size)))
-        held = _Ranges(ranges, self.files.read_ranges(shard, ranges), size,
-                       lambda start, end: self.files.read(shard, start, end))
-        return self.pq.ParquetFile(held, metadata=metadata)
+        ranges = [_chunk_range(metadata.row_group(g).column(leaf), size) for g in range(metadata.num_row_groups)]
+        return self._held(shard, ranges, size, metadata)
 
     def _present(self, split: str) -> list[int]:
         return sorted(self.splits[split].where)
@@ -197,12 +199,46 @@ class ParquetSource(Source):
         for s, (shard, groups) in enumerate(zip(data.shards, data.labels, strict=True)):
             if not any(set(labels) & set(todo) for labels in groups):
                 continue
+            wanted_groups = [g for g, labels in enumerate(groups) if set(labels) & set(todo)]
             with self._open(shard) as pf:
-                for g, labels in enumerate(groups):
-                    if set(labels) & set(todo):
-                        self._read_group(pf, shard, g, todo, held)
-                        for label in sorted(k for k, at in last.items() if at == (s, g)):
-                            yield todo[label]
+                for g, source in self._groups(shard, pf, wanted_groups):
+                    self._read_group(source, shard, g, todo, held)
+                    for label in sorted(k for k, at in last.items() if at == (s, g)):
+                        yield todo[label]
+
+    def _groups(self, shard: str, pf: Any, groups: list[int]) -> Iterator[tuple[int, Any]]:
+        """Each of ``groups`` with the parquet file to read it from. A local shard is read in place. A bucket's row
+        groups are fetched :data:`~alexnet.data.archive_io.REQUESTS_AHEAD` at a time, each a request of its own,
+        together, and the next ones while these are read: one request after another, the reading thread waited
+        for each, and at a bucket's rate for one stream it would set the pace of the upload."""
+        if self.files.local:
+            for g in groups:
+                yield g, pf
+            return
+        metadata, size = pf.metadata, self.files.size(shard)
+        windows = [groups[k:k + REQUESTS_AHEAD] for k in range(0, len(groups), REQUESTS_AHEAD)]
+
+        def fetch(window: list[int]) -> Any:
+            ranges = []
+            for g in window:
+                chunks = [_chunk_range(metadata.row_group(g).column(c), size) for c in range(metadata.num_columns)]
+                ranges.append((min(start for start, _ in chunks), max(end for _, end in chunks)))
+            return self._held(shard, ranges, size, metadata)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="alexnet-parquet") as pool:
+            ahead = pool.submit(fetch, windows[0]) if windows else None
+            for k, window in enumerate(windows):
+                fetched = ahead.result() if ahead is not None else None
+                ahead = pool.submit(fetch, windows[k + 1]) if k + 1 < len(windows) else None
+                for g in window:
+                    yield g, fetched
+
+    def _held(self, shard: str, ranges: list[tuple[int, int]], size: int, metadata: Any) -> Any:
+        """The shard as a parquet file of which ``ranges`` are fetched now (together, from a bucket; mapped, from a
+        local file); any other read is fetched when it is made."""
+        held = _Ranges(ranges, self.files.read_ranges(shard, ranges), size,
+                       lambda start, end: self.files.read(shard, start, end))
+        return self.pq.ParquetFile(held, metadata=metadata)
 
     def _read_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], held: Held) -> None:
         table = pf.read_row_group(group, columns=["image", "label"])
