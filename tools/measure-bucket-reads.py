@@ -7,8 +7,9 @@ delay line (also started here, on 127.0.0.1) that holds every byte half a round 
 a bucket's network does. The two readers take turns, several rounds; medians are printed with the range.
 
 With ``--parquet ROW_GROUPS`` it measures instead what opening Hugging Face's parquet shards in the bucket costs (the
-upload reads their ``label`` column first): the seconds, and the bytes and requests fetched, for one shard laid out as
-theirs (100 rows a row group, each row an image of 100 KB and its label). Run it with the code before and after a
+upload reads their ``label`` column first), and reading all their images as the upload does (without packing them):
+the seconds, and the bytes and requests fetched, for one shard laid out as theirs (100 rows a row group, each row
+an image of 100 KB and its label). Run it with the code before and after a
 change (``PYTHONPATH`` set to its ``python`` folder). moto takes about 0.15 s a request from a shard this large, far
 more than a bucket's service does: the bytes and the requests say more than the seconds.
 
@@ -162,6 +163,17 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def read_all(source: str) -> None:
+    """Read every image of ``source`` as an upload does (its parts, in order, each drained), without packing."""
+    from alexnet.data.sources import open_source
+
+    opened = open_source(source)
+    with tempfile.TemporaryDirectory(prefix="alexnet-measure-") as workdir:
+        for part in opened.parts("train", lambda part: True, None, workdir):
+            for _ in part.open()():
+                pass
+
+
 def parquet_labels(args: argparse.Namespace) -> None:
     """Open a parquet shard of ``args.parquet`` row groups in moto's bucket through each round trip: seconds and
     bytes fetched (counted in s3fs's two ways of fetching: a file's blocks and ranges asked for directly)."""
@@ -175,7 +187,7 @@ def parquet_labels(args: argparse.Namespace) -> None:
                       ALEXNET_PROGRESS="0")
     rows = 100 * args.parquet
     table = pa.table({"image": [{"bytes": os.urandom(100_000), "path": f"n01440764_{k}.JPEG"} for k in range(rows)],
-                      "label": [k % 1000 for k in range(rows)]})
+                      "label": [k % 10 for k in range(rows)]})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=100)
     shard = sink.getvalue().to_pybytes()
@@ -204,17 +216,19 @@ def parquet_labels(args: argparse.Namespace) -> None:
             threading.Thread(target=delay_line, args=(line, int(server.rsplit(":", 1)[1]), rtt), daemon=True).start()
             listening(line)
             os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
-            times, sizes, requests = [], [], []
-            for _ in range(args.rounds):
-                s3fs.S3FileSystem.clear_instance_cache()
-                fetched[:], start = [0, 0], time.perf_counter()
-                open_source("s3://src/data")
-                times.append(time.perf_counter() - start)
-                sizes.append(fetched[0] / 1e6)
-                requests.append(fetched[1])
-            print(f"round trip {rtt:g} ms: {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}), "
-                  f"{statistics.median(sizes):.1f} MB fetched in {statistics.median(requests):.0f} requests",
-                  flush=True)
+            for what, job in (("opening it", lambda: open_source("s3://src/data")),
+                              ("reading it all", lambda: read_all("s3://src/data"))):
+                times, sizes, requests = [], [], []
+                for _ in range(args.rounds):
+                    s3fs.S3FileSystem.clear_instance_cache()
+                    fetched[:], start = [0, 0], time.perf_counter()
+                    job()
+                    times.append(time.perf_counter() - start)
+                    sizes.append(fetched[0] / 1e6)
+                    requests.append(fetched[1])
+                print(f"round trip {rtt:g} ms, {what}: {statistics.median(times):.2f} s ({min(times):.2f}-"
+                      f"{max(times):.2f}), {statistics.median(sizes):.1f} MB fetched in "
+                      f"{statistics.median(requests):.0f} requests", flush=True)
 
 
 if __name__ == "__main__":
