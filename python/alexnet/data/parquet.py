@@ -168,7 +168,7 @@ class ParquetSource(Source):
     def _labels_only(self, shard: str, pf: Any, size: int) -> Any:
         """``pf`` over the bytes of its ``label`` column alone, fetched at once (together from a bucket, mapped from
         a local file) rather than a row group after another: each of those reads, from a bucket, was a request of
-        its own that also fetched the next 8 MB of images (Hugging Face's shards hold 100 rows a row group)."""
+        its own that also fetched the next 8 MB of images (Hugging Face's ``datasets`` writes 100 rows a row group)."""
         metadata = pf.metadata
         leaf = next(k for k in range(metadata.num_columns) if metadata.schema.column(k).path == "label")
         ranges = [_chunk_range(metadata.row_group(g).column(leaf), size) for g in range(metadata.num_row_groups)]
