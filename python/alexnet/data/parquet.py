@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LayoutError
-from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, Files
+from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files
 from .classes import NUM_CLASSES, class_ids, class_names
 from .held import Held
 from .parts import Member, Part, Source, Wanted, identity_of
@@ -68,7 +68,7 @@ def _chunk_range(chunk: Any, size: int) -> tuple[int, int]:
     return start, min(size, start + chunk.total_compressed_size)
 
 
-class _Ranges(io.RawIOBase):
+class _Ranges(AtPosition, io.RawIOBase):
     """A file of ``size`` bytes of which ``ranges`` are held (``blobs``): reads inside them are served from memory,
     any other from ``read(start, end)``."""
 
@@ -76,33 +76,24 @@ class _Ranges(io.RawIOBase):
         super().__init__()
         self.held = sorted(zip((start for start, _ in ranges), (end for _, end in ranges), blobs, strict=True))
         self.starts = [start for start, _, _ in self.held]
-        self.size, self.fetch, self.at = size, read, 0
+        self.size, self.fetch, self.pos = size, read, 0
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        self.at = offset + (0 if whence == os.SEEK_SET else self.at if whence == os.SEEK_CUR else self.size)
-        return self.at
-
-    def tell(self) -> int:
-        return self.at
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = offset + (0, self.pos, self.size)[whence]
+        return self.pos
 
     def readinto(self, buffer: Any) -> int:
-        end = min(self.size, self.at + len(buffer))
-        if end <= self.at:
+        end = min(self.size, self.pos + len(buffer))
+        if end <= self.pos:
             return 0
-        k = bisect_right(self.starts, self.at) - 1
+        k = bisect_right(self.starts, self.pos) - 1
         if k >= 0 and self.held[k][1] >= end:
             start, _, blob = self.held[k]
-            data = memoryview(blob)[self.at - start:end - start]
+            data = memoryview(blob)[self.pos - start:end - start]
         else:
-            data = memoryview(self.fetch(self.at, end))
+            data = memoryview(self.fetch(self.pos, end))
         buffer[:len(data)] = data
-        self.at += len(data)
+        self.pos += len(data)
         return len(data)
 
 

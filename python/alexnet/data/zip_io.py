@@ -6,27 +6,26 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import struct
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from ..errors import LayoutError
 from ..storage.zipformat import (
     FIELDS,
     INFLATE_ERRORS,
+    LOCAL_HEADER_SIZE,
     DamagedZip,
     Directory,
     crc32,
+    data_offset,
     inflate_raw,
     inflater,
     read_directory,
 )
 from .archive_io import Buffer, Files
 from .parts import CRC_MISMATCH, Member
-
-_ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip format's local file header (30 bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +42,7 @@ class ZipEntry:
     crc: int
 
 
-class ZipIndex(Sequence[ZipEntry]):
+class ZipIndex:
     """The files of a zip kept by :func:`zip_index`, in the order they lie in the file, held as one list of names and
     one array of numbers; each :class:`ZipEntry` is made when it is asked for."""
 
@@ -53,17 +52,12 @@ class ZipIndex(Sequence[ZipEntry]):
     def __len__(self) -> int:
         return len(self.names)
 
-    @overload
-    def __getitem__(self, k: int) -> ZipEntry: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[ZipEntry]: ...
-
-    def __getitem__(self, k: int | slice) -> ZipEntry | list[ZipEntry]:
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
+    def __getitem__(self, k: int) -> ZipEntry:
         at = len(FIELDS) * range(len(self))[k]
         return ZipEntry(self.names[k], *self.table[at:at + len(FIELDS)])
+
+    def __iter__(self) -> Iterator[ZipEntry]:
+        return (self[k] for k in range(len(self)))
 
     def record_bytes(self, k: int) -> int:
         """The bytes of file ``k``'s record in the zip (its local header, name and data)."""
@@ -90,11 +84,10 @@ def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
     one the zip records, not yet compared: the upload compares it as it stores the image (see :func:`zip_text`)."""
     name = os.path.basename(entry.name)
     at = entry.start - base
-    header = blob[at:at + _ZIP_LOCAL_HEADER.size]
-    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+    offset = data_offset(blob[at:at + LOCAL_HEADER_SIZE])
+    if offset is None:
         return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
-    fields = _ZIP_LOCAL_HEADER.unpack(header)
-    start = at + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    start = at + offset
     raw = memoryview(blob)[start:start + entry.compressed]
     try:
         if entry.method == zipfile.ZIP_STORED:
@@ -163,11 +156,10 @@ def zip_member_stream(files: Files, path: str, entry: ZipEntry) -> Iterator[Any]
     """The member ``entry`` of the zip at ``path`` as a binary stream, read front to back (and inflated when it is
     deflated) without reading the rest of the zip: a large member (a tar.gz in a zip) is read in place."""
     label = f"{files.url(path)}: {entry.name}"
-    header = files.read(path, entry.start, entry.start + _ZIP_LOCAL_HEADER.size)
-    if len(header) < _ZIP_LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+    offset = data_offset(files.read(path, entry.start, entry.start + LOCAL_HEADER_SIZE))
+    if offset is None:
         raise LayoutError(f"{label}: its record is damaged (no local header); download the archive again")
-    fields = _ZIP_LOCAL_HEADER.unpack(header)
-    start = entry.start + _ZIP_LOCAL_HEADER.size + fields[10] + fields[11]
+    start = entry.start + offset
     method = entry.method
     if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise LayoutError(f"{label} is compressed with method {method}, which is not read; unzip it first")

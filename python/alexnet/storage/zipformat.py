@@ -93,6 +93,19 @@ def gunzip(fileobj: Any) -> Any:
     return IGzipFile(fileobj=fileobj, mode="rb")
 
 
+#: The bytes of a local file header before its name and extra field.
+LOCAL_HEADER_SIZE = _LOCAL.size
+
+
+def data_offset(header: Any) -> int | None:
+    """Where a member's data starts, counted from its local header, of which ``header`` holds the first
+    :data:`LOCAL_HEADER_SIZE` bytes; None when they are not a local header (cut short, or another record)."""
+    if len(header) < _LOCAL.size or header[:4] != b"PK\x03\x04":
+        return None
+    fields = _LOCAL.unpack(header[:_LOCAL.size])
+    return _LOCAL.size + fields[10] + fields[11]
+
+
 def _name_bytes(name: str) -> tuple[bytes, int]:
     try:
         return name.encode("ascii"), 0

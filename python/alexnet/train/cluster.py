@@ -133,8 +133,8 @@ def check_port_free(config: dict) -> None:
     to listen on is already listened on, on this host: by another training, most likely.
 
     TensorFlow's server would fail to start with "UnknownError: Could not start gRPC server", which names neither
-    the port nor what to change. A port this
-    process has passed before is not checked again: its own server (which lives as long as the process) holds it."""
+    the port nor what to change. A port this process has passed before is not checked again: its own server (which
+    lives as long as the process) holds it."""
     task = config.get("task", {})
     if task.get("type", "worker") != "worker":
         return
