@@ -127,6 +127,42 @@ def test_weight_decay_enters_the_momentum_and_spares_biases():
     assert opt.get_config()["l2_decay"] == decay
 
 
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_at_a_constant_rate_the_steps_are_keras_sgds(nesterov):
+    rng = np.random.default_rng(3)
+    gradients = [rng.normal(size=(3, 2)).astype(np.float32) for _ in range(5)]
+    ours, theirs = (tf.Variable(np.ones((3, 2), np.float32)) for _ in range(2))
+    decayed = alexnet_model.DecayedSGD(learning_rate=0.05, momentum=0.9, l2_decay=0.0, nesterov=nesterov)
+    plain = keras.optimizers.SGD(learning_rate=0.05, momentum=0.9, nesterov=nesterov)
+    for g in gradients:
+        decayed.apply_gradients([(tf.constant(g), ours)])
+        plain.apply_gradients([(tf.constant(g), theirs)])
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(ours.numpy(), 1.0)
+
+
+def test_a_changed_rate_scales_the_whole_step_at_once():
+    # the same gradient every step: the momentum sum after n steps is g * (1 + m + ... + m^(n-1))
+    momentum, g = 0.9, 1.0
+    weight = tf.Variable(np.zeros((2, 2), np.float32))
+    opt = alexnet_model.DecayedSGD(learning_rate=0.1, momentum=momentum, l2_decay=0.0)
+    gradient = [(tf.constant(np.full((2, 2), g, np.float32)), weight)]
+    before = weight.numpy().copy()
+    for _ in range(10):
+        before = weight.numpy().copy()
+        opt.apply_gradients(gradient)
+    fast = before - weight.numpy()
+    opt.learning_rate.assign(0.01)  # a drop by 10, as a step schedule's
+    before = weight.numpy().copy()
+    opt.apply_gradients(gradient)
+    slow = before - weight.numpy()
+    total = sum(momentum**k for k in range(11)) * g
+    np.testing.assert_allclose(slow, 0.01 * total, rtol=1e-5)
+    # a tenth of the step the old rate would take now (Keras' own form would move 0.1 * m * (sum of 10) + 0.01 * g:
+    # 8.7 times this step, nearly the old speed)
+    np.testing.assert_allclose(fast / slow, 10 * sum(momentum**k for k in range(10)) / total, rtol=1e-5)
+
+
 def test_compiled_model_reports_top1_and_top5():
     net = build_alexnet(6, 64, dense_units=8)
     alexnet_model.compile_alexnet(net, alexnet_model.make_optimizer(0.01), 6)

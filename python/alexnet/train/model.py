@@ -1,10 +1,10 @@
 """How AlexNet (:mod:`alexnet.model.network`) is trained: its optimizer and compiled loss and metrics.
 
 Training follows the paper: SGD with momentum 0.9 and weight decay 5e-4 (:class:`DecayedSGD`: the decay
-``weight_decay * w`` is added to the gradient before the momentum, exactly the paper's update rule;
-biases are not decayed). The optimizer's learning rate is a variable that training sets before every step from
-the run's schedule (:mod:`.schedule`). :func:`training_model` makes the model, optimizer and compiled step every
-run trains with, the benchmark's included.
+``weight_decay * w`` is added to the gradient before the momentum, the paper's update rule while the rate holds,
+and a changed rate scales the whole step at once; biases are not decayed). The optimizer's learning rate is a
+variable that training sets before every step from the run's schedule (:mod:`.schedule`). :func:`training_model`
+makes the model, optimizer and compiled step every run trains with, the benchmark's included.
 """
 
 from __future__ import annotations
@@ -20,12 +20,21 @@ if TYPE_CHECKING:
 
 @keras.saving.register_keras_serializable(package="alexnet")
 class DecayedSGD(keras.optimizers.SGD):
-    """SGD with momentum whose weight decay enters the momentum, as in the AlexNet paper.
+    """SGD with momentum whose weight decay enters the momentum, as in the AlexNet paper, and whose rate changes
+    take effect at once.
 
     The paper's update is ``v <- momentum * v - weight_decay * lr * w - lr * grad; w <- w + v``: the decay
     term is added to the gradient. (Keras' own ``weight_decay`` argument is decoupled, applied outside the
     momentum, which with momentum 0.9 decays ten times less; ``decay`` in old Keras was a learning-rate
     decay.) Only kernels (variables of rank 2 or more) are decayed, not biases.
+
+    The momentum slot holds the rate-free sum ``u <- momentum * u + weight_decay * w + grad`` and the step is
+    ``w <- w - lr * u`` (with Nesterov, ``w <- w - lr * (weight_decay * w + grad + momentum * u)``). At a constant
+    rate this is the paper's update (``v = -lr * u``). When the rate changes, Keras' form keeps the velocity of the
+    old rate for about ``1 / (1 - momentum)`` steps while the gradient already pulls at the new one: after a drop by
+    10 the weights coast on at the old speed with a tenth of the pull back, and the loss rises before it falls.
+    This form scales the whole step with the rate: the momentum correction of Goyal et al. (2017, section 2.1), and
+    the form PyTorch's SGD takes. A warm-up's rising rate scales the velocity with it as well.
     """
 
     def __init__(self, learning_rate: Any = 0.01, momentum: float = 0.9, l2_decay: float = 5e-4, **kwargs: Any):
@@ -46,10 +55,18 @@ class DecayedSGD(keras.optimizers.SGD):
         return list(zip(reduced, [v for _, v in pairs], strict=True))
 
     def update_step(self, gradient: Any, variable: tf.Variable) -> Any:
-        """Add ``l2_decay * variable`` to a kernel's gradient, then take the momentum step."""
-        if self.l2_decay and len(variable.shape) >= 2 and not isinstance(gradient, tf.IndexedSlices):
+        """One step of ``variable``: ``l2_decay * variable`` added to a kernel's gradient, the momentum sum updated,
+        and the variable moved by the rate times it (see the class documentation)."""
+        if isinstance(gradient, tf.IndexedSlices):
+            gradient = tf.convert_to_tensor(gradient)
+        if self.l2_decay and len(variable.shape) >= 2:
             gradient = gradient + tf.cast(self.l2_decay, gradient.dtype) * tf.cast(variable, gradient.dtype)
-        return super().update_step(gradient, variable)
+        rate = tf.cast(self.learning_rate, variable.dtype)
+        momentum = tf.cast(self.momentum, variable.dtype)
+        total = self.momentums[self._index_dict[self._var_key(variable)]]
+        total.assign(momentum * total + gradient)
+        step = gradient + momentum * total if self.nesterov else total
+        return variable.assign_sub(rate * step)
 
     def get_config(self) -> dict[str, Any]:
         """The optimizer's config with ``l2_decay``."""
