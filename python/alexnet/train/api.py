@@ -67,8 +67,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     else exchanged between the workers) over this machine's share of the global batch; workers with more
     images see a different subset of them in each epoch.
 
-    Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient
-    (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by ``label_smoothing`` (0.1; 0 is the paper's
+    Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient, a change
+    of rate taking effect at once (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by ``label_smoothing`` (0.1; 0 is the paper's
     hard labels). After any warm-up the rate follows ``lr_schedule``: ``"linear"`` (the default) straight down to
     zero at the last step, ``"cosine"`` down to zero along half a cosine, ``"step"`` divided by 10 at each epoch
     of ``lr_drop_epochs``, ``"plateau"`` divided by 10 when validation top-1 has not improved for ``patience``
