@@ -68,12 +68,12 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     images see a different subset of them in each epoch.
 
     Optimisation is the paper's: SGD, ``momentum`` 0.9, ``weight_decay`` 5e-4 added to the gradient, a change
-    of rate taking effect at once (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by ``label_smoothing`` (0.1; 0 is the paper's
-    hard labels). After any warm-up the rate follows ``lr_schedule``: ``"linear"`` (the default) straight down to
-    zero at the last step, ``"cosine"`` down to zero along half a cosine, ``"step"`` divided by 10 at each epoch
-    of ``lr_drop_epochs``, ``"plateau"`` divided by 10 when validation top-1 has not improved for ``patience``
-    epochs (the paper's rule; every worker decides alike, from the history, and a resumed run continues the same
-    curve; see :mod:`alexnet.train.schedule`).
+    of rate taking effect at once (:class:`alexnet.train.model.DecayedSGD`), on labels smoothed by
+    ``label_smoothing`` (0.1; 0 is the paper's hard labels). After any warm-up the rate follows ``lr_schedule``:
+    ``"linear"`` (the default) straight down to zero at the last step, ``"cosine"`` down to zero along half a
+    cosine, ``"step"`` divided by 10 at each epoch of ``lr_drop_epochs``, ``"plateau"`` divided by 10 when
+    validation top-1 has not improved for ``patience`` epochs (the paper's rule; every worker decides alike, from
+    the history, and a resumed run continues the same curve; see :mod:`alexnet.train.schedule`).
     ``learning_rate`` is the rate for a global batch of 128, the paper's (0.01). With ``lr_scaling = "linear"``
     (the default) the rate follows the linear scaling rule of Goyal et al. (2017): it is multiplied by
     ``global batch / 128`` (0.04 for 16 workers of batch 32) and reached by a linear warm-up from
