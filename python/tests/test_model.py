@@ -147,15 +147,15 @@ def test_a_changed_rate_scales_the_whole_step_at_once():
     weight = tf.Variable(np.zeros((2, 2), np.float32))
     opt = alexnet_model.DecayedSGD(learning_rate=0.1, momentum=momentum, l2_decay=0.0)
     gradient = [(tf.constant(np.full((2, 2), g, np.float32)), weight)]
-    before = weight.numpy().copy()
-    for _ in range(10):
+
+    def step() -> np.ndarray:
         before = weight.numpy().copy()
         opt.apply_gradients(gradient)
-    fast = before - weight.numpy()
+        return before - weight.numpy()
+
+    fast = [step() for _ in range(10)][-1]
     opt.learning_rate.assign(0.01)  # a drop by 10, as a step schedule's
-    before = weight.numpy().copy()
-    opt.apply_gradients(gradient)
-    slow = before - weight.numpy()
+    slow = step()
     total = sum(momentum**k for k in range(11)) * g
     np.testing.assert_allclose(slow, 0.01 * total, rtol=1e-5)
     # a tenth of the step the old rate would take now (Keras' own form would move 0.1 * m * (sum of 10) + 0.01 * g:
