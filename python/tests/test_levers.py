@@ -6,6 +6,7 @@ processes with their own TF_CONFIG on 127.0.0.1, each training one model after a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ AlexNet_PARAMETERS = 62_378_344  # AlexNet at 1000 classes and 4096 units (ungro
     ("allreduce_pack_mb", -1, "`allreduce_pack_mb` must be a number >= 0"),
     ("accumulate_steps", 0, "`accumulate_steps` must be a whole number >= 1"),
     ("sync_every", 0, "`sync_every` must be a whole number >= 1"),
+    ("local_sgd_after", -1, "`local_sgd_after` must be a whole number >= 0"),
     ("allreduce_precision", "int8", "`allreduce_precision` must be one of 'float32', 'bfloat16', 'float16'"),
 ])
 def test_bad_lever_values_are_refused_by_the_call_and_the_command_line(name, value, message, tmp_path, capsys):
@@ -81,6 +83,12 @@ def test_what_a_step_sends_for_each_lever():
     assert comm(sync_every=4).exchanged([(3, 3), (3,)]) == [(3, 3), (3,), (3, 3), (3,)]
     assert comm(wire="bfloat16", pack_mb=25, accumulate=16).describe() == (
         "bfloat16 on the wire, packs of 25 MB, 16 micro-batches a step, gradients all-reduced every step")
+    # post-local SGD: the synchronous reducer of the same wire format and packs first, then each worker's own
+    post = comm(wire="bfloat16", pack_mb=25, sync_every=4, local_after=3)
+    assert post.gradient_reducer()([1, 2]) == [1, 2] and post.synchronous_reducer() is not None
+    assert comm(sync_every=4, local_after=3).synchronous_reducer() is None  # Keras's own float32 all-reduce
+    assert post.describe().endswith("weights and momentum averaged every 4 steps after 3 synchronous epoch(s)")
+    assert Communication.of(check_settings({"sync_every": 4, "local_sgd_after": 3}), workers=2).local_after == 3
 
 
 def _weights(model_dir: Path) -> list[np.ndarray]:
@@ -125,6 +133,7 @@ RUNS = {
     "accumulate": {"accumulate_steps": 2, "batch_size": 2},
     "local_sgd": {"sync_every": 2, "epochs": 2, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
     "local_sgd_resumed": {"sync_every": 2, "epochs": 3, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
+    "post_local": {"sync_every": 2, "local_sgd_after": 1, "epochs": 2, "steps_per_epoch": 3},
 }
 
 
@@ -175,6 +184,13 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert local["best_epoch"] in (1, 2) and local["communication"].endswith("averaged every 2 steps")
     assert resumed["initial_epoch"] == 2 and len(resumed["val_images"]) == 3
     assert local["digest"] != first["float32"]["digest"]
+    # post-local SGD: the first epoch synchronous (one model after every step), then alone between averages (two
+    # models after the second epoch's first step, one again after its second)
+    post = [result["post_local"] for result in results]
+    assert post[0]["communication"].endswith("averaged every 2 steps after 1 synchronous epoch(s)")
+    assert [len(p["steps"]) for p in post] == [6, 6]
+    same = [a == b for a, b in zip(post[0]["steps"], post[1]["steps"], strict=True)]
+    assert same == [True, True, True, False, True, True], same
 
 
 def _worker(folder: str, index: int, base: int) -> None:
@@ -201,6 +217,16 @@ def _worker(folder: str, index: int, base: int) -> None:
         def on_train_end(self, logs=None):
             np.savez(root / f"{self.name}-{index}.npz", *self.model.get_weights())
 
+    class StepDigests(keras.callbacks.Callback):
+        """The weights' digest after every step (placed after the run's own callbacks: after local SGD's average)."""
+
+        def __init__(self):
+            super().__init__()
+            self.digests = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.digests.append(hashlib.sha256(b"".join(w.tobytes() for w in self.model.get_weights())).hexdigest())
+
     results = {}
     for name, extra in RUNS.items():
         extra = dict(extra)
@@ -209,13 +235,15 @@ def _worker(folder: str, index: int, base: int) -> None:
         settings = {"batch_size": 4, "epochs": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32,
                     "dropout": 0.0, "seed": 0, "precision": "float32", "verbose": 0, "parallel": 1,
                     "learning_rate": 0.05, "checkpoint_dir": checkpoint, "log_dir": logs, **extra}
-        history = training.alexnet_train(data=data, strategy=strategy, callbacks=[Keep(name)], **settings)
+        steps = StepDigests()
+        history = training.alexnet_train(data=data, strategy=strategy, callbacks=[Keep(name), steps], **settings)
         results[name] = {"digest": history["weights_sha256"], "val_images": history["metrics"].get("val_images"),
                          "bytes_per_step": history["params"]["allreduce_bytes_per_step"],
                          "communication": history["params"]["communication"],
                          "allreduce_seconds": history["params"]["allreduce_seconds"],
                          "global_batch_size": history["params"]["global_batch_size"],
-                         "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"]}
+                         "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"],
+                         "steps": steps.digests}
     (root / f"result-{index}.json").write_text(json.dumps(results))
     sys.stdout.flush()
     os._exit(0)

@@ -55,6 +55,15 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
         parse_lever_set("batch_size=64")
 
 
+def test_post_local_sgd_is_a_lever_set_of_the_accuracy_stage_only():
+    # the scaling stage times a few steps of one epoch: with local_sgd_after they would all be synchronous
+    import alexnet
+
+    assert parse_lever_set("sync_every=4+local_sgd_after=2")[1] == {"sync_every": 4, "local_sgd_after": 2}
+    with pytest.raises(AlexnetError, match=r"sets local_sgd_after.*time_to_accuracy stage"):
+        alexnet.alexnet_benchmark(stages="scaling", levers="sync_every=4+local_sgd_after=2")
+
+
 def test_the_projection_is_the_ring_all_reduce_model():
     # 250 MB a step over two workers on 1 Gbit/s: each sends and receives 250 MB, 2 s
     assert ring_seconds(250e6, 2, 1e9) == pytest.approx(2.0)

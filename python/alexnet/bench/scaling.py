@@ -77,7 +77,10 @@ class ScalingSettings:
             return
         parse_links(self.links)
         for word in self.levers:
-            parse_lever_set(word)
+            if parse_lever_set(word)[1].get("local_sgd_after"):
+                raise AlexnetError(f"The lever set {word!r} sets local_sgd_after, but the scaling stage times a few "
+                                   "steps of one epoch, all of them synchronous then: leave it out here, and measure "
+                                   "its cost in accuracy with the time_to_accuracy stage (`accuracy_levers`).")
         if self.scaling_workers > int(common.cores or 1):
             raise AlexnetError(f"`scaling_workers` = {self.scaling_workers} but the benchmark has {common.cores} "
                                "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")

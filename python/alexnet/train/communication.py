@@ -19,7 +19,8 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
 - ``accumulate_steps`` (:mod:`.accumulate`): the gradients of ``k`` micro-batches added up on each replica before
   one all-reduce and one optimizer step, the same mathematics as a ``k`` times larger batch.
 - ``sync_every`` (:mod:`.local_sgd`): local SGD: each worker takes that many optimizer steps alone, then the
-  workers average their weights and momentum.
+  workers average their weights and momentum; with ``local_sgd_after``, only after that many epochs of synchronous
+  training (post-local SGD).
 
 :class:`Communication` holds the four for one run and says how many bytes a step all-reduces.
 """
@@ -54,12 +55,14 @@ class Communication:
     accumulate: int = 1
     sync_every: int = 1
     workers: int = 1
+    #: with local SGD: the epochs trained synchronously before it begins
+    local_after: int = 0
 
     @classmethod
     def of(cls, settings: Any, workers: int) -> Communication:
         """The communication of a run of ``workers`` workers with :class:`~.settings.TrainSettings` ``settings``."""
         return cls(settings.allreduce_precision, float(settings.allreduce_pack_mb), settings.accumulate_steps,
-                   settings.sync_every, workers)
+                   settings.sync_every, workers, int(getattr(settings, "local_sgd_after", 0) or 0))
 
     @property
     def local_sgd(self) -> bool:
@@ -90,6 +93,11 @@ class Communication:
         format and packs."""
         if self.local_sgd:
             return list
+        return self.synchronous_reducer(timeout)
+
+    def synchronous_reducer(self, timeout: float | None = None) -> Callable[[list[Any]], list[Any]] | None:
+        """The :meth:`gradient_reducer` of synchronous training in this wire format and packs: the one of local SGD's
+        first ``local_after`` epochs."""
         if self.wire == "float32" and not self.pack_bytes:
             return None
         options = self.options(timeout)
@@ -119,6 +127,8 @@ class Communication:
             parts.append(f"{self.accumulate} micro-batches a step")
         parts.append(f"weights and momentum averaged every {self.sync_every} steps" if self.local_sgd else
                      "gradients all-reduced every step")
+        if self.local_sgd and self.local_after:
+            parts[-1] += f" after {self.local_after} synchronous epoch(s)"
         return ", ".join(parts)
 
 

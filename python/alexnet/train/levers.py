@@ -28,6 +28,9 @@ def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
         check_wire(communication.wire, hardware(topology.gpu))
     if settings.sync_every > 1 and topology.workers == 1:
         logger.info("sync_every = %d with one worker: there is nothing to average.", settings.sync_every)
+    if settings.local_sgd_after and settings.sync_every == 1:
+        logger.info("local_sgd_after = %d with sync_every = 1: training is synchronous throughout.",
+                    settings.local_sgd_after)
     return communication
 
 
@@ -39,14 +42,17 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
     from .local_sgd import LocalSGD, ModelAverage
 
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    inner.gradient_reducer = communication.gradient_reducer()
+    # post-local SGD starts synchronous: LocalSGD sets the local reducer when its first local epoch begins
+    inner.gradient_reducer = communication.synchronous_reducer() if communication.local_after else \
+        communication.gradient_reducer()
     if communication.accumulate > 1:
         net.train_step = accumulating_step(net, communication.accumulate)
     logger.info("Communication: %s.", communication.describe())
     if not communication.local_sgd:
         return []
     return [LocalSGD(ModelAverage(strategy, net, optimizer, communication), communication.sync_every,
-                     steps_per_epoch, settings.checkpoint_every)]
+                     steps_per_epoch, settings.checkpoint_every, local_after=communication.local_after,
+                     local_reducer=communication.gradient_reducer())]
 
 
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,

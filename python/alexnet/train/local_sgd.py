@@ -13,6 +13,13 @@ run resumed mid-epoch averages at the steps an uninterrupted run would.
 What travels is the change of each weight since the last average (so that a 16-bit ``allreduce_precision``
 rounds the change, not the weight) and the momentum, in the run's wire format and packs: ``2 x parameters``
 numbers every ``tau`` steps, where synchronous training sends ``parameters`` every step.
+
+Post-local SGD (Lin et al., 2020, "Don't use large mini-batches, use local SGD"): with ``local_sgd_after = e`` the
+first ``e`` epochs train synchronously (the gradients all-reduced every step, as with ``sync_every = 1``) and local
+SGD begins with epoch ``e + 1``. Early in training, while the rate is high and the weights move fast, the workers'
+models drift furthest apart between averages; later local steps cost little. :class:`LocalSGD` switches the
+optimizer's reducer when that epoch begins (a run resumed later switches at once) and has Keras trace the training
+step again.
 """
 
 from __future__ import annotations
@@ -77,15 +84,30 @@ class LocalSGD(keras.callbacks.Callback):
     of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step. Place it before the
     callbacks that checkpoint or validate."""
 
-    def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None):
+    def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None, *,
+                 local_after: int = 0, local_reducer: Any = list):
         super().__init__()
         self.average, self.every, self.steps, self.checkpoint_every = average, every, steps, checkpoint_every
         self.averages = 0
+        #: the epochs (0-based) before local SGD begins, and the optimizer's reducer from then on
+        self.local_after, self.local_reducer = local_after, local_reducer
+        self.local = local_after == 0
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.average.reset()
 
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.local or epoch < self.local_after:
+            return
+        self.local = True
+        optimizer = self.model.optimizer
+        getattr(optimizer, "inner_optimizer", optimizer).gradient_reducer = self.local_reducer
+        self.average.reset()  # the weights are the same everywhere after synchronous steps
+        self.model.train_function = self.model.make_train_function(force=True)
+
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if not self.local:
+            return
         step = epoch_step(self, batch, self.steps)
         if step % self.every == 0 or step == self.steps or (
                 self.checkpoint_every and step % self.checkpoint_every == 0):

@@ -128,6 +128,9 @@ class TrainSettings:
     sync_every: int = setting(1, "count", "local SGD: each worker takes this many optimizer steps alone, then the "
                               "workers average their weights and momentum (1: synchronous training, the gradients "
                               "all-reduced every step; one worker: nothing to average)", minimum=1)
+    local_sgd_after: int = setting(0, "count", "with `sync_every` above 1: epochs trained synchronously before local "
+                                   "SGD begins (post-local SGD: the models the workers train alone drift apart most "
+                                   "while the rate is high, early in training)", minimum=0, metavar="EPOCHS")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
