@@ -62,7 +62,7 @@ class Communication:
     def of(cls, settings: Any, workers: int) -> Communication:
         """The communication of a run of ``workers`` workers with :class:`~.settings.TrainSettings` ``settings``."""
         return cls(settings.allreduce_precision, float(settings.allreduce_pack_mb), settings.accumulate_steps,
-                   settings.sync_every, workers, int(getattr(settings, "local_sgd_after", 0) or 0))
+                   settings.sync_every, workers, settings.local_sgd_after)
 
     @property
     def local_sgd(self) -> bool:

@@ -51,8 +51,7 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
     if not communication.local_sgd:
         return []
     return [LocalSGD(ModelAverage(strategy, net, optimizer, communication), communication.sync_every,
-                     steps_per_epoch, settings.checkpoint_every, local_after=communication.local_after,
-                     local_reducer=communication.gradient_reducer())]
+                     steps_per_epoch, settings.checkpoint_every)]
 
 
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,

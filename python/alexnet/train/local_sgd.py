@@ -84,24 +84,23 @@ class LocalSGD(keras.callbacks.Callback):
     of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step. Place it before the
     callbacks that checkpoint or validate."""
 
-    def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None, *,
-                 local_after: int = 0, local_reducer: Any = list):
+    def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None):
         super().__init__()
         self.average, self.every, self.steps, self.checkpoint_every = average, every, steps, checkpoint_every
         self.averages = 0
-        #: the epochs (0-based) before local SGD begins, and the optimizer's reducer from then on
-        self.local_after, self.local_reducer = local_after, local_reducer
-        self.local = local_after == 0
+        #: whether the workers train alone yet (post-local SGD: not before epoch ``local_after``, counted from 0)
+        self.local = average.communication.local_after == 0
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.average.reset()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        if self.local or epoch < self.local_after:
+        communication = self.average.communication
+        if self.local or epoch < communication.local_after:
             return
         self.local = True
         optimizer = self.model.optimizer
-        getattr(optimizer, "inner_optimizer", optimizer).gradient_reducer = self.local_reducer
+        getattr(optimizer, "inner_optimizer", optimizer).gradient_reducer = communication.gradient_reducer()
         self.average.reset()  # the weights are the same everywhere after synchronous steps
         self.model.train_function = self.model.make_train_function(force=True)
 
