@@ -279,6 +279,11 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
         assert "workers differ (bfloat16, float32)" in history["params"]["precision_reason"]
     assert histories[1]["params"]["precision_rates"] == {"float32": 10.0, "bfloat16": 30.0}
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    # each worker's pipelines batch what one replica takes a step (4 images), not the cluster's step (8): given
+    # the cluster's, TensorFlow would cut it in two and feed this worker both halves, one step after the other
+    for history in histories:
+        assert history["params"]["global_batch_size"] == 8
+        assert history["pipeline_batches"] == {"train": [4, 4], "validation": [4]}
     _validation_counts_every_image_once(tmp_path, histories, data0, data1)
 
 
@@ -384,6 +389,7 @@ def _worker(config_path: str) -> None:
         os.environ[measure.CACHE_ENV] = "off"
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
         measure.model_timer = lambda *args, **kwargs: dict(config["fake_rates"]).__getitem__
+    batches = _record_batches() if config.get("epoch_weights") else None
     out = Path(config["out"])
     try:
         history = training.alexnet_train(
@@ -410,9 +416,25 @@ def _worker(config_path: str) -> None:
         sys.stderr.write(f"worker {index} failed: {type(error).__name__}: {error}\n")
         sys.stderr.flush()
         os._exit(1)
-    out.write_text(json.dumps(history))
+    out.write_text(json.dumps({**history, "pipeline_batches": batches}))
     sys.stdout.flush()
     os._exit(0)
+
+
+def _record_batches() -> dict[str, list[int]]:
+    """The batch size each input pipeline of this worker is built with, by kind (``train``, ``validation``)."""
+    from alexnet.input import pipeline
+
+    batches: dict[str, list[int]] = {"train": [], "validation": []}
+    for kind in batches:
+        made = getattr(pipeline, f"{kind}_dataset")
+
+        def recording(files, labels, batch_size, *args, _made=made, _kind=kind, **kwargs):
+            batches[_kind].append(int(batch_size))
+            return _made(files, labels, batch_size, *args, **kwargs)
+
+        setattr(pipeline, f"{kind}_dataset", recording)
+    return batches
 
 
 if __name__ == "__main__":

@@ -79,33 +79,44 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
 class _Datasets:
     """The training dataset of the image size being trained (made when first needed, dropped when the schedule
     moves on) and the validation dataset, at the last size: this worker's share of the validation images the
-    workers agreed on, padded to their validation steps (see :mod:`.validation`)."""
+    workers agreed on, padded to their validation steps (see :mod:`.validation`).
 
-    def __init__(self, td: TrainingData, settings: TrainSettings, topology: Topology, steps: Steps):
+    Both are made by ``strategy`` from this worker's pipeline batched per replica, one batch for each of this
+    worker's replicas a step (``distribute_datasets_from_function``). Handed a batch of the whole cluster's step
+    instead, TensorFlow would cut each of this worker's batches into a piece for every replica of every worker and
+    feed them to this worker's replicas one step after another: each worker would decode W steps' images at once
+    every W steps (W workers), holding W times the images it trains on in memory, and wait for all of them before
+    its first step."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, td: TrainingData, settings: TrainSettings,
+                 topology: Topology, steps: Steps):
         from ..input import pipeline
 
-        self.td, self.settings, self.steps = td, settings, steps
-        self.global_batch = topology.global_batch(settings.step_batch)
-        self._train: dict[int, tf.data.Dataset] = {}
+        self.strategy, self.td, self.settings, self.steps = strategy, td, settings, steps
+        self._train: dict[int, Any] = {}
         self.validation = None
         if steps.validate and steps.validation:
             share = steps.val_share
-            self.validation = pipeline.validation_dataset(
-                td.val_files[:share], td.val_labels[:share], topology.global_batch(settings.batch_size),
-                settings.sizes.final,
+            self.validation = self._per_replica(lambda: pipeline.validation_dataset(
+                td.val_files[:share], td.val_labels[:share], settings.batch_size, settings.sizes.final,
                 length=steps.validation * topology.worker_batch(settings.batch_size), parallel=settings.parallel,
-                cache=settings.cache)
+                cache=settings.cache))
 
-    def train(self, size: int) -> tf.data.Dataset:
+    def _per_replica(self, make: Callable[[], tf.data.Dataset]) -> Any:
+        """``make()``'s dataset, batched per replica, as ``strategy`` hands it to this worker's replicas (the
+        dataset itself under the default strategy)."""
+        return self.strategy.distribute_datasets_from_function(lambda _: make())
+
+    def train(self, size: int) -> Any:
         """Training batches of ``size`` pixels square."""
         from ..input import pipeline
 
         if size not in self._train:
             s = self.settings
             # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
-            self._train = {size: pipeline.train_dataset(self.td.files, self.td.labels, self.global_batch, size,
-                                                       parallel=s.parallel, cache=s.cache, seed=s.seed,
-                                                       area_range=s.area_range)}
+            self._train = {size: self._per_replica(lambda: pipeline.train_dataset(
+                self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
+                area_range=s.area_range))}
         return self._train[size]
 
 
@@ -300,7 +311,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
                            settings.validation_steps, val_batch=topo.worker_batch(settings.batch_size))
     _check_validation(steps, settings)
-    datasets = _Datasets(td, settings, topo, steps)
+    datasets = _Datasets(strategy, td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)

@@ -49,8 +49,8 @@ def _replica_sums(model: keras.Model, loss: Any, k: int, images: tf.Tensor, labe
 
 
 class Validation(keras.callbacks.Callback):
-    """Scores ``dataset`` (this worker's validation share, padded and repeated: see
-    :func:`alexnet.input.pipeline.validation_dataset`) for ``steps`` steps under ``strategy`` at the end of every
+    """Scores ``dataset`` (this worker's validation share, padded and repeated, as ``strategy`` hands it to this
+    worker's replicas: see :func:`alexnet.input.pipeline.validation_dataset`) for ``steps`` steps at the end of every
     epoch, and adds ``val_loss`` (mean loss, ``loss``'s per-image values), ``val_accuracy``, ``val_top5_accuracy``
     (top ``k``) and ``val_images`` (the images counted, over every worker) to the epoch's logs.
 
@@ -59,7 +59,7 @@ class Validation(keras.callbacks.Callback):
     raises, since it would mean the workers do not validate what they agreed to.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, dataset: tf.data.Dataset, *, steps: int, images: int,
+    def __init__(self, strategy: tf.distribute.Strategy, dataset: Any, *, steps: int, images: int,
                  k: int, loss: Any):
         super().__init__()
         self.strategy, self.dataset = strategy, dataset
@@ -81,7 +81,7 @@ class Validation(keras.callbacks.Callback):
         """One pass: the validation metrics of the model's weights now (every worker must call it together)."""
         if self._iterator is None:
             with self.strategy.scope():
-                self._iterator = iter(self.strategy.experimental_distribute_dataset(self.dataset))
+                self._iterator = iter(self.dataset)
             self._step = self._make_step()
         totals = np.zeros(4, dtype=np.float64)
         try:
