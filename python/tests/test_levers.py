@@ -89,6 +89,10 @@ def test_what_a_step_sends_for_each_lever():
     assert comm(sync_every=4, local_after=3).synchronous_reducer() is None  # Keras's own float32 all-reduce
     assert post.describe().endswith("weights and momentum averaged every 4 steps after 3 synchronous epoch(s)")
     assert Communication.of(check_settings({"sync_every": 4, "local_sgd_after": 3}), workers=2).local_after == 3
+    # what each epoch sends: the gradients every step in the synchronous epochs, then local SGD's averages
+    assert post.at_epoch(2).bytes_per_step(100) == 2 * 100 and post.at_epoch(2).gradient_reducer() is not None
+    assert post.at_epoch(3) == post and post.at_epoch(3).bytes_per_step(100) == 2 * 2 * 100 / 4
+    assert comm(sync_every=4).at_epoch(0) == comm(sync_every=4)  # local SGD from the first step
 
 
 def _weights(model_dir: Path) -> list[np.ndarray]:
@@ -133,7 +137,7 @@ RUNS = {
     "accumulate": {"accumulate_steps": 2, "batch_size": 2},
     "local_sgd": {"sync_every": 2, "epochs": 2, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
     "local_sgd_resumed": {"sync_every": 2, "epochs": 3, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
-    "post_local": {"sync_every": 2, "local_sgd_after": 1, "epochs": 2, "steps_per_epoch": 3},
+    "post_local": {"sync_every": 3, "local_sgd_after": 1, "epochs": 2, "steps_per_epoch": 3, "logs": True},
 }
 
 
@@ -185,12 +189,19 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert resumed["initial_epoch"] == 2 and len(resumed["val_images"]) == 3
     assert local["digest"] != first["float32"]["digest"]
     # post-local SGD: the first epoch synchronous (one model after every step), then alone between averages (two
-    # models after the second epoch's first step, one again after its second)
+    # models after the second epoch's first and second steps, one again after its third)
     post = [result["post_local"] for result in results]
-    assert post[0]["communication"].endswith("averaged every 2 steps after 1 synchronous epoch(s)")
+    assert post[0]["communication"].endswith("averaged every 3 steps after 1 synchronous epoch(s)")
     assert [len(p["steps"]) for p in post] == [6, 6]
     same = [a == b for a, b in zip(post[0]["steps"], post[1]["steps"], strict=True)]
-    assert same == [True, True, True, False, True, True], same
+    assert same == [True, True, True, False, False, True], same
+    # and TensorBoard tells each epoch's exchange: the gradients every step in the synchronous epoch, then weights
+    # and momentum every 3 steps (2/3 of those bytes a step), each timed alone
+    scalars = read_scalars(tmp_path / "logs-post_local")
+    gradients = first["float32"]["bytes_per_step"] / 1e6
+    assert scalars["epoch/allreduce_mb_per_step"] == {1: pytest.approx(gradients), 2: pytest.approx(gradients * 2 / 3)}
+    assert post[0]["bytes_per_step"] == pytest.approx(gradients * 1e6 * 2 / 3)
+    assert all(seconds > 0 for seconds in scalars["epoch/allreduce_seconds"].values())
 
 
 def _worker(folder: str, index: int, base: int) -> None:

@@ -28,7 +28,7 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
@@ -102,6 +102,13 @@ class Communication:
             return None
         options = self.options(timeout)
         return lambda gradients: all_reduce(gradients, self.wire, options)
+
+    def at_epoch(self, epoch: int) -> Communication:
+        """The communication of the 0-based ``epoch``: with post-local SGD, synchronous training's (gradients every
+        step) before epoch ``local_after``; else this one."""
+        if self.local_sgd and epoch < self.local_after:
+            return replace(self, sync_every=1, local_after=0)
+        return self
 
     def exchanged(self, shapes: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         """The shapes of what one exchange all-reduces, for a model of trainable weights of ``shapes``: the

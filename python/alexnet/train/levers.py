@@ -58,7 +58,9 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
                         topology: Topology, *, batch: int, image_size: int, compute: bool) -> dict[str, float]:
     """What one optimizer step exchanges and how long that takes alone, measured once before training on a
     multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
-    step; a collective, so every worker measures it) and, with ``compute`` (the chief that logs for TensorBoard),
+    step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
+    ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
+    before them; and, with ``compute`` (the chief that logs for TensorBoard),
     ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at ``image_size`` pixels, times
     ``accumulate_steps``, without any exchange (TensorBoard's hidden share is estimated from them)."""
     import time
@@ -70,10 +72,16 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
         return {}
     shapes = [tuple(int(d) for d in w.shape) for w in net.trainable_weights]
     parameters = sum(int(w.shape.num_elements()) for w in net.trainable_weights)
-    exchange = time_all_reduce(strategy, communication.exchanged(shapes), communication.wire, communication.options(),
-                               repeats=2)
-    timing = {"bytes_per_step": communication.bytes_per_step(parameters),
-              "allreduce_seconds": exchange / (communication.sync_every if communication.local_sgd else 1)}
+
+    def timed(prefix: str, phase: Communication) -> dict[str, float]:
+        exchange = time_all_reduce(strategy, phase.exchanged(shapes), phase.wire, phase.options(), repeats=2)
+        return {f"{prefix}bytes_per_step": phase.bytes_per_step(parameters),
+                f"{prefix}allreduce_seconds": exchange / (phase.sync_every if phase.local_sgd else 1)}
+
+    timing = timed("", communication)
+    first = communication.at_epoch(0)
+    if first != communication:  # post-local SGD: synchronous epochs first
+        timing.update(timed("synchronous_", first), synchronous_epochs=float(communication.local_after))
     if compute:
         images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
 

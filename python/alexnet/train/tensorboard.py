@@ -98,7 +98,8 @@ class TensorBoardLog(keras.callbacks.Callback):
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
     excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``); with
     ``communication`` (a multi-worker run's probe, :func:`alexnet.train.levers.probe_communication`), also
-    ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone) and ``hidden_fraction``: the share
+    ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone; with post-local SGD, synchronous
+    training's in its epochs, local SGD's after them) and ``hidden_fraction``: the share
     of it hidden behind computation, estimated from the epoch's seconds a step, the compute seconds a step measured
     alone at the final image size and the exchange alone (``1 - max(0, step - compute) / exchange``, between 0 and
     1; written for the epochs at the final size).
@@ -175,18 +176,19 @@ class TensorBoardLog(keras.callbacks.Callback):
         values["image_size"] = float(self.sizes.at(epoch))
         # the compute probe is at the final size: the hidden share is estimated for the epochs at that size only
         at_final = self.sizes.at(epoch) == self.sizes.final
-        values.update(self._communication(seconds / self._epoch_steps if self._epoch_steps and at_final else None))
+        values.update(self._communication(epoch, seconds / self._epoch_steps if self._epoch_steps and at_final
+                                          else None))
         self._write(values, EPOCH_PREFIX, epoch + 1)
         self.writer.flush()
         self.log_dir.sync()
 
-    def _communication(self, step_seconds: float | None) -> dict[str, float]:
+    def _communication(self, epoch: int, step_seconds: float | None) -> dict[str, float]:
         timing = self.communication
         if not timing:
             return {}
-        values = {"allreduce_mb_per_step": timing["bytes_per_step"] / 1e6,
-                  "allreduce_seconds": timing["allreduce_seconds"]}
-        alone, compute = timing["allreduce_seconds"], timing.get("compute_seconds")
+        phase = "synchronous_" if epoch < timing.get("synchronous_epochs", 0) else ""
+        alone, compute = timing[f"{phase}allreduce_seconds"], timing.get("compute_seconds")
+        values = {"allreduce_mb_per_step": timing[f"{phase}bytes_per_step"] / 1e6, "allreduce_seconds": alone}
         if step_seconds is not None and compute is not None and alone > 0:
             values["hidden_fraction"] = min(1.0, max(0.0, 1.0 - max(0.0, step_seconds - compute) / alone))
         return values
