@@ -80,8 +80,10 @@
 #'   - `scaling`: `NULL`, or when it ran (its print shows the table): `rows`, one per lever set and link
 #'     (`levers`, `link`, `rate`, `workers`, `images_per_step`, `micro_batches`, `precision`,
 #'     `images_per_second_1` (one worker), `images_per_second`, `efficiency`, `step_seconds`, `compute_seconds`,
-#'     `exposed_seconds`, `allreduce_seconds`, `hidden_fraction`, `bytes_per_step`, `load_before`, `load_after`),
-#'     `runs` (every worker's step times), `projection` (per lever set, shaped link and step time: `workers` and
+#'     `exposed_seconds`, `extra_cpu_seconds` (the CPU seconds a worker's step took beyond a lone worker's: the
+#'     collective's own work, what of `exposed_seconds` is not waiting for the link), `allreduce_seconds`,
+#'     `hidden_fraction`, `bytes_per_step`, `load_before`, `load_after`), `runs` (every worker's step times and
+#'     CPU seconds), `projection` (per lever set, shaped link and step time: `workers` and
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
 #'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`.
@@ -262,7 +264,8 @@ print_scaling <- function(stage) {
     data.frame(levers = r$levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
                images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3),
                step_s = number(r$step_seconds, 2), compute_s = number(r$compute_seconds, 2),
-               exposed_s = number(r$exposed_seconds, 2), allreduce_s = number(r$allreduce_seconds, 2),
+               exposed_s = number(r$exposed_seconds, 2), extra_cpu_s = number(r$extra_cpu_seconds, 2),
+               allreduce_s = number(r$allreduce_seconds, 2),
                hidden = number(r$hidden_fraction, 2), mb_step = number(as.numeric(r$bytes_per_step) / 1e6, 1),
                stringsAsFactors = FALSE)
   }))

@@ -93,11 +93,11 @@ def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():
     assert summary["targets"]["loopback"]["levers"] == "packed"
     full = [{**row, "workers": 2, "images_per_second_1": 40.0, "images_per_second": 80 * row["efficiency"],
              "step_seconds": 1 / row["efficiency"], "compute_seconds": 1.0,
-             "exposed_seconds": 1 / row["efficiency"] - 1, "allreduce_seconds": 0.5,
+             "exposed_seconds": 1 / row["efficiency"] - 1, "extra_cpu_seconds": 0.04, "allreduce_seconds": 0.5,
              "bytes_per_step": 124_756_688.0} for row in rows]
     table = scaling_table({"rows": full, "summary": summary}).splitlines()
     assert table[0].startswith("| levers | link | images/s, 1 worker | images/s, 2 workers | efficiency |")
-    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.50 | 124.8 |" in table
+    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.04 | 0.50 | 124.8 |" in table
     assert "over loopback (packed) | 0.94 | at least 0.95 | no |" in table[-1]
 
 
@@ -248,8 +248,20 @@ def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path
         assert 0 < row["efficiency"] == pytest.approx(row["compute_seconds"] / row["step_seconds"], abs=1e-3)
         assert row["bytes_per_step"] == 2 * parameters  # bfloat16 on the wire
         assert row["allreduce_seconds"] > 0 and row["images_per_second_1"] > 0
+        # the CPU a worker's step took beyond the lone worker's, from the runs' own CPU times
+        one, many = (run for run in scaling["runs"] if run["levers"] == row["levers"]
+                     and run["link"] in (None, row["link"]))
+        extra = max(w["typical_step_cpu_seconds"] for w in many["workers"]) - \
+            one["workers"][0]["typical_step_cpu_seconds"]
+        assert row["extra_cpu_seconds"] == pytest.approx(max(0.0, extra), abs=1e-4)
     for run in scaling["runs"]:
         assert all(len(worker["step_seconds"]) == 2 for worker in run["workers"])
+        # a worker's CPU seconds each step: its process was at work, on the CPUs it is pinned to
+        cpus = result["settings"]["cores"] // 2
+        for worker in run["workers"]:
+            assert len(worker["step_cpu_seconds"]) == 2
+            assert all(0 < cpu <= cpus * wall + 0.05 for cpu, wall in zip(worker["step_cpu_seconds"],
+                                                                          worker["step_seconds"], strict=True))
     # the projection: the shaped link's row at its own compute time and the two given, 2 to 256 workers
     assert [p["compute_seconds"] for p in scaling["projection"]][1:] == [0.1, 1.0]
     assert scaling["projection"][0]["workers"][-1] == 256 and scaling["mxnet"][-1]["workers"] == 256

@@ -38,15 +38,18 @@ class EpochClock(keras.callbacks.Callback):
 
 
 class StepClock(keras.callbacks.Callback):
-    """The time at the end of every training step (``ends``), from the start of training (``start``)."""
+    """The time at the end of every training step (``ends``), from the start of training (``start``), and the CPU
+    seconds this process had used by then, all its threads together (``cpu_ends``, from ``cpu_start``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ends: list[float] = []
-        self.start = 0.0
+        self.cpu_ends: list[float] = []
+        self.start = self.cpu_start = 0.0
 
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self.ends.append(time.perf_counter())
+        self.cpu_ends.append(time.process_time())

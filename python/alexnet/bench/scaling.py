@@ -15,9 +15,11 @@ averages take less time than the one that averages, the mean over whole periods 
 own probe times one all-reduce of what a step exchanges, alone on the same link, before training. A row of the result,
 per lever set and link, has the images per second of N workers, the scaling efficiency ``t1 / tN`` (= throughput(N) /
 (N x throughput(1)): the same images per step everywhere), the step split into compute (``t1``) and the communication
-left exposed (``tN - t1``), the all-reduce alone, the share of it hidden behind computation, and the bytes all-reduced
-per step. From the shaped links' rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step
-times given (``step_seconds``: a GPU's, say) beside MXNet's published AlexNet scaling.
+left exposed (``tN - t1``), the CPU seconds a worker's step took beyond a lone worker's (the collective's own work on
+the worker's CPUs: what of the exposed time is not waiting for the link), the all-reduce alone, the share of it hidden
+behind computation, and the bytes all-reduced per step. From the shaped links' rows, :mod:`.projection` projects the
+efficiency at 2 to 256 workers for the step times given (``step_seconds``: a GPU's, say) beside MXNet's published
+AlexNet scaling.
 """
 
 from __future__ import annotations
@@ -203,12 +205,16 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
     images = int(many["workers"][0]["images_per_step"])
     alone = statistics.median(float(w["allreduce_seconds"]) for w in many["workers"])
     exposed = max(0.0, tn - t1)
+    # the CPU a worker's step takes beyond a lone worker's: the collective's own work (copies, casts, sums, messages)
+    extra_cpu = max(0.0, max(float(w["typical_step_cpu_seconds"]) for w in many["workers"])
+                    - float(one["workers"][0]["typical_step_cpu_seconds"]))
     return {"levers": name, "link": link.name, "rate": link.rate, "workers": workers,
             "images_per_step": images, "micro_batches": int(levers.get("accumulate_steps", 1)),
             "precision": many["workers"][0]["precision"],
             "images_per_second_1": round(images / t1, 2), "images_per_second": round(workers * images / tn, 2),
             "efficiency": round(t1 / tn, 4), "step_seconds": round(tn, 4), "compute_seconds": round(t1, 4),
-            "exposed_seconds": round(exposed, 4), "allreduce_seconds": round(alone, 4),
+            "exposed_seconds": round(exposed, 4), "extra_cpu_seconds": round(extra_cpu, 4),
+            "allreduce_seconds": round(alone, 4),
             "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
             "load_before": many["load_before"], "load_after": many["load_after"]}

@@ -29,8 +29,9 @@ def typical_step(steps: list[float], period: int = 1) -> float | None:
 def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     """Train as ``task`` says (``settings``: keyword arguments of ``alexnet_train``, ``data``, ``workers``,
     ``warmup_steps``, ``period``, ``collective_timeout``, ``threads``) and return ``step_seconds`` (every step after
-    the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``epoch_seconds`` (from the start
-    of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the model's
+    the first ``warmup_steps``), ``typical_step_seconds`` (:func:`typical_step`), ``step_cpu_seconds`` and
+    ``typical_step_cpu_seconds`` (the same for the CPU seconds of the worker's process), ``epoch_seconds`` (from the
+    start of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the model's
     trainable numbers), ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, timed before training, per
     optimizer step: the gradients every step, or with local SGD the weights and momentum once every ``sync_every``
     steps; 0 alone)."""
@@ -50,17 +51,20 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     clock, epochs = StepClock(), EpochClock()
     history = alexnet_train(data=dict(task["data"]), strategy=strategy, callbacks=[clock, epochs],
                             **dict(task["settings"]))
-    marks = [clock.start, *clock.ends]
-    intervals = [b - a for a, b in itertools.pairwise(marks)]
+    intervals = [b - a for a, b in itertools.pairwise([clock.start, *clock.ends])]
+    cpu = [b - a for a, b in itertools.pairwise([clock.cpu_start, *clock.cpu_ends])]
     warmup = min(int(task.get("warmup_steps", 1)), max(0, len(intervals) - 1))
-    steps = intervals[warmup:]
+    steps, cpu_steps = intervals[warmup:], cpu[warmup:]
+    period = int(task.get("period", 1))
     model = clock.model
     parameters = int(sum(int(tf.size(w)) for w in model.trainable_weights))
     params = history["params"]  # the run's own probe timed one exchange alone before training (multi-worker runs)
     return {
         "index": int(task.get("index", 0)),
         "step_seconds": steps,
-        "typical_step_seconds": typical_step(steps, int(task.get("period", 1))),
+        "typical_step_seconds": typical_step(steps, period),
+        "step_cpu_seconds": cpu_steps,
+        "typical_step_cpu_seconds": typical_step(cpu_steps, period),
         "history": history,
         "parameters": parameters,
         "bytes_per_step": float(params["allreduce_bytes_per_step"]),
