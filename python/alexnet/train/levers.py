@@ -42,9 +42,9 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
     from .local_sgd import LocalSGD, ModelAverage
 
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    # post-local SGD starts synchronous: LocalSGD sets the local reducer when its first local epoch begins
-    inner.gradient_reducer = communication.synchronous_reducer() if communication.local_after else \
-        communication.gradient_reducer()
+    # the first epoch's (post-local SGD starts synchronous: LocalSGD sets the local reducer when its first local
+    # epoch begins)
+    inner.gradient_reducer = communication.at_epoch(0).gradient_reducer()
     if communication.accumulate > 1:
         net.train_step = accumulating_step(net, communication.accumulate)
     logger.info("Communication: %s.", communication.describe())

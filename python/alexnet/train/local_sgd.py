@@ -88,19 +88,19 @@ class LocalSGD(keras.callbacks.Callback):
         super().__init__()
         self.average, self.every, self.steps, self.checkpoint_every = average, every, steps, checkpoint_every
         self.averages = 0
-        #: whether the workers train alone yet (post-local SGD: not before epoch ``local_after``, counted from 0)
-        self.local = average.communication.local_after == 0
+        #: whether the workers train alone yet (post-local SGD: not in its synchronous epochs)
+        self.local = average.communication.at_epoch(0).local_sgd
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.average.reset()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        communication = self.average.communication
-        if self.local or epoch < communication.local_after:
+        phase = self.average.communication.at_epoch(epoch)
+        if self.local or not phase.local_sgd:
             return
         self.local = True
         optimizer = self.model.optimizer
-        getattr(optimizer, "inner_optimizer", optimizer).gradient_reducer = communication.gradient_reducer()
+        getattr(optimizer, "inner_optimizer", optimizer).gradient_reducer = phase.gradient_reducer()
         self.average.reset()  # the weights are the same everywhere after synchronous steps
         self.model.train_function = self.model.make_train_function(force=True)
 
