@@ -1,4 +1,4 @@
-#' @include settings.R bench-settings.R launch-options.R evaluation-options.R
+#' @include settings.R bench-settings.R launch-options.R evaluation-options.R data-options.R
 NULL
 
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
@@ -19,7 +19,7 @@ NULL
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
 # R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/evaluation-options.R for an
-# evaluation's), by name: their kinds.
+# evaluation's, R/data-options.R for the data stage's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
@@ -31,7 +31,7 @@ training_kinds <- declared_kinds(training_settings)
 # case.
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options), function(setting) {
+                      evaluation_options, synthetic_options, upload_options, fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -85,15 +85,11 @@ argument_kinds <- list(
   alexnet_use_python = c(python = "location", persist = "flag"),
   install_alexnet = c(envname = "location", python = "location?", extras = "strings", constraints = "flag",
                       dependencies = "flag", pip_options = "strings"),
-  imagenet_synthetic = c(dest = "location", classes = "count", images_per_class = "count", val_per_class = "count",
-                         seed = "count", quirks = "flag", max_side = "count?", layout = "string"),
+  imagenet_synthetic = c(dest = "location", declared_kinds(synthetic_options)),
   imagenet_classes = character(),
-  imagenet_upload = c(source = "location", board = "location?", workers = "count", min_images = "count",
-                      resize = "count?", quality = "count", keep_versions = "count?", retries = "count",
-                      scratch = "location?"),
+  imagenet_upload = c(source = "location", board = "location?", declared_kinds(upload_options)),
   imagenet_categories = c(board = "location?"),
-  imagenet_partition = c(partition = "count", total = "count", board = "location?", cache_dir = "location?",
-                         workers = "count", verify = "flag", retries = "count", validation = "flag"),
+  imagenet_partition = c(partition = "count", total = "count", board = "location?", declared_kinds(fetch_options)),
   alexnet_train = c(data = "data?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
@@ -206,7 +202,8 @@ argument_hint <- function(name, kind, fun = NULL) {
 }
 
 # The declaration of each function's settings, by function.
-declared_tables <- list(alexnet_train = training_settings,
+declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload = upload_options,
+                        imagenet_partition = fetch_options, alexnet_train = training_settings,
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
                         alexnet_benchmark = benchmark_settings, alexnet_evaluate = evaluation_options,
                         alexnet_spark_evaluate = c(evaluation_options, launch_options))

@@ -64,22 +64,11 @@
 #' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
-#' @param workers Categories fetched, packed and uploaded at the same time, while one thread reads the
-#'   source in order; at most one of them is packed per CPU at a time, the others fetching or uploading.
-#' @param min_images Leave out categories with fewer training images than this.
-#' @param resize Re-encode images so their short side is at most this many pixels (`NULL` keeps the
-#'   original bytes): a smaller bucket and faster decoding when training.
-#' @param quality JPEG quality used when re-encoding.
-#' @param keep_versions Once the upload is complete, keep only this many versions (the newest) of each
-#'   pin, so that uploading changed data again (with `resize`, say) does not leave the old copy on the
-#'   board; `NULL` keeps every version. Readers still holding an older `categories` table then no
-#'   longer find the versions it names.
-#' @param scratch A local folder (made if missing) in which the upload makes its scratch folder: the zips on
-#'   their way to the board, and the categories of Kaggle's tar.gz or of shuffled parquet shards waiting to be
-#'   packed. `NULL` uses the system's temporary folder (`TMPDIR` when the core started). Give a folder on a disk
-#'   with room for a few categories' zips; on the disk of a folder board, each zip is moved onto the board
-#'   instead of copied.
-#' @param ... Further arguments for the Python `imagenet_upload()`.
+#' @eval declared_params(upload_options)
+#' @param ... Only `path`, the old name of `source` (with a warning): any other name is refused, naming the closest
+#'   option.
+#' @details The options (all but `source` and `board`) are declared once in the core (`alexnet.data.options`), with
+#'   their defaults and checks, as are the command line's `alexnet upload` options.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
 #'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"` or
 #'   `"folders"`) of the source read, `categories` (how
@@ -102,13 +91,14 @@
 #'   imagenet_upload(archives$path, board = tempfile("board-"))
 #' }
 #' @export
-imagenet_upload <- function(source, board = NULL, workers = 8, min_images = 0, resize = NULL,
-                            quality = 90, keep_versions = NULL, scratch = NULL, ...) {
+imagenet_upload <- function(source, board = NULL, ...) {
   args <- checked_args("imagenet_upload", names(formals()), renamed = c(path = "source"))
   report <- simplify_py(do.call(core_function("imagenet_upload"), args))
   report$bad_images <- records_to_df(report$bad_images)
   new_alexnet_upload(report)
 }
+# the options from the core's declaration, before `...`
+imagenet_upload <- with_declared(imagenet_upload, declared_formals(upload_options))
 
 #' The categories on a board
 #'
@@ -143,11 +133,10 @@ imagenet_categories <- function(board = NULL) {
 #' @param partition Which partition, from `0` to `total - 1` (on Spark, `barrier$partition`).
 #' @param total How many partitions (workers) the categories are split into.
 #' @inheritParams imagenet_categories
-#' @param cache_dir Where zips are extracted; `NULL` uses a folder under the user's cache directory.
-#' @param workers Downloads at the same time.
-#' @param verify Check every cached file's CRC-32 against the one its zip recorded (reads every file),
-#'   and fetch a damaged category again; `FALSE` checks names and sizes only.
-#' @param ... Further arguments for the Python `imagenet_partition()`: `retries`, `validation`.
+#' @eval declared_params(fetch_options)
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
+#' @details The options (all but `partition`, `total` and `board`) are declared once in the core
+#'   (`alexnet.data.options`), with their defaults and checks, as are the command line's `alexnet fetch` options.
 #' @returns An `alexnet_partition`, a list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
 #'   of each image), `categories` (this partition's ids), `label` (global 0-based label of each
 #'   image), `num_classes` (the number of categories on the board), `val_image`, `val_label`,
@@ -167,8 +156,9 @@ imagenet_categories <- function(board = NULL) {
 #'   table(data$category)
 #' }
 #' @export
-imagenet_partition <- function(partition = 0, total = 16, board = NULL, cache_dir = NULL,
-                               workers = 8, verify = FALSE, ...) {
+imagenet_partition <- function(partition = 0, total = 16, board = NULL, ...) {
   args <- checked_args("imagenet_partition", names(formals()))
   new_alexnet_partition(simplify_py(do.call(core_function("imagenet_partition"), args)))
 }
+# the options from the core's declaration, before `...`
+imagenet_partition <- with_declared(imagenet_partition, declared_formals(fetch_options))

@@ -12,21 +12,16 @@
 #' workflow without the real data set, which cannot be redistributed.
 #'
 #' @param dest Folder to write into (created if needed).
-#' @param classes Number of categories.
-#' @param images_per_class Training images per category.
-#' @param val_per_class Validation images per category.
-#' @param seed Random seed: the same seed gives byte-identical files.
-#' @param quirks Also write the odd files real ImageNet has: a CMYK JPEG, a grayscale JPEG, a PNG
-#'   named `.JPEG`, a truncated and an empty file (in the first category).
-#' @param max_side Scale images down so their longer side is at most this many pixels (`NULL` keeps
-#'   ImageNet's sizes); small images make quick experiments and tests.
-#' @param layout `"kaggle"` (Kaggle's download extracted), `"archives"` (`ILSVRC2012_img_train.tar`,
-#'   `ILSVRC2012_img_val.tar`, `ILSVRC2012_devkit_t12.tar.gz`), `"kaggle_zip"`
-#'   (`imagenet-object-localization-challenge.zip`), `"kaggle_targz"`
-#'   (`imagenet_object_localization_patched2019.tar.gz` with the `LOC_*` files beside it), `"parquet"`
-#'   (`data/train-*.parquet`,
-#'   `data/validation-*.parquet`) or `"folders"` (`<wnid>/` folders, without validation images). All but
-#'   `"kaggle"` and `"folders"` take at most 1000 classes.
+#' @eval declared_params(synthetic_options)
+#' @details The files of each `layout`: `"kaggle"`, `ILSVRC/Data/CLS-LOC/{train,val}`, `LOC_synset_mapping.txt`
+#'   and `LOC_val_solution.csv`; `"archives"`, `ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar` and
+#'   `ILSVRC2012_devkit_t12.tar.gz`; `"kaggle_zip"`, `imagenet-object-localization-challenge.zip`;
+#'   `"kaggle_targz"`, `imagenet_object_localization_patched2019.tar.gz` with the `LOC_*` files beside it;
+#'   `"parquet"`, `data/train-*.parquet` and `data/validation-*.parquet`; `"folders"`, `<wnid>/` folders. All
+#'   layouts but `"kaggle"` and `"folders"` hold ILSVRC2012's classes only, at most 1000.
+#'
+#'   The options (all but `dest`) are declared once in the core (`alexnet.data.options`), with their defaults and
+#'   checks, as are the command line's `alexnet synth` options.
 #' @returns An `alexnet_imagenet`: a list with `path`, `layout`, `classes`, `images`, `val_images`,
 #'   `bytes`, `categories` and `quirks` (the paths of the odd files, by kind; inside their archive for an
 #'   archive layout, as `<archive>/<member>`), which prints as a short summary.
@@ -41,11 +36,12 @@
 #'   list.files(archives$path)
 #' }
 #' @export
-imagenet_synthetic <- function(dest, classes = 10, images_per_class = 100, val_per_class = 10,
-                               seed = 0, quirks = FALSE, max_side = NULL, layout = "kaggle") {
+imagenet_synthetic <- function(dest) {
   args <- checked_args("imagenet_synthetic", names(formals()))
   new_alexnet_imagenet(simplify_py(do.call(core_function("imagenet_synthetic"), args)))
 }
+# the options from the core's declaration, after `dest`
+imagenet_synthetic <- with_declared(imagenet_synthetic, declared_formals(synthetic_options))
 
 #' The 1000 classes of ILSVRC2012
 #'

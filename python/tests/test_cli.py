@@ -29,11 +29,15 @@ def test_synth_writes_the_kaggle_layout_and_reports_json(tmp_path, capsys):
     assert (dest / "LOC_val_solution.csv").exists()
 
 
-def test_bad_arguments_exit_with_a_usage_error(capsys):
+def test_bad_arguments_exit_with_a_usage_error(capsys, tmp_path):
+    # a value of the wrong kind is the parser's to refuse; one out of range, the declaration's one check in the core
     with pytest.raises(SystemExit) as exit_info:
-        main(["synth", "/tmp/x", "--classes", "0"])
+        main(["synth", str(tmp_path / "x"), "--classes", "two"])
     assert exit_info.value.code == 2
-    assert "must be a whole number >= 1" in capsys.readouterr().err
+    assert "invalid int value: 'two'" in capsys.readouterr().err
+    assert main(["synth", str(tmp_path / "x"), "--classes", "0"]) == 2
+    assert "alexnet synth: error: `classes` must be a whole number >= 1, not 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # refused before anything is written
 
 
 def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):

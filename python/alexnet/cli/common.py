@@ -134,24 +134,37 @@ def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
     sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")
 
 
-#: The options that choose a partition of a board (``fetch``, ``train`` and ``bench`` take them).
-PARTITION_OPTIONS = ("partition", "total", "board", "cache_dir", "workers", "verify")
+def options_of(p: argparse.ArgumentParser, declaration: type) -> None:
+    """An option for every option of ``declaration`` (one of the data stage's, :mod:`alexnet.data.options`) that it
+    puts on the command line, kept under its own name."""
+    from ..declare.declaration import specs
+
+    declared_options(p, specs(declaration), str)
+
+
+def options_given(args: argparse.Namespace, declaration: type) -> dict[str, Any]:
+    """The options of ``declaration`` given on the command line (see :func:`options_of`), by name."""
+    from ..declare.declaration import specs
+
+    return declared_args(args, specs(declaration), str)
 
 
 def partition_options(p: argparse.ArgumentParser) -> None:
-    """The options of :func:`alexnet.imagenet_partition`: which partition of which board, fetched how."""
+    """The options of :func:`alexnet.imagenet_partition`: which partition of which board, and how it is fetched
+    (:class:`alexnet.data.options.FetchOptions`)."""
+    from ..data.options import FetchOptions
+
     p.add_argument("--partition", type=non_negative, help=with_default("fetch", "partition", "0-based partition"))
     p.add_argument("--total", type=positive, help=with_default("fetch", "total", "number of partitions"))
     p.add_argument("--board", help=BOARD_HELP)
-    p.add_argument("--cache-dir", help="where zips are extracted (default: under the user cache directory)")
-    p.add_argument("--workers", type=positive, help=with_default("fetch", "workers", "parallel downloads"))
-    p.add_argument("--verify", action="store_true",
-                   help="check every cached file's CRC-32 and fetch damaged categories again")
+    options_of(p, FetchOptions)
 
 
 def fetch(args: argparse.Namespace) -> dict[str, Any]:
     """The partition the options of :func:`partition_options` name, fetched into the local cache."""
-    return core("fetch")(**given(args, *PARTITION_OPTIONS))
+    from ..data.options import FetchOptions
+
+    return core("fetch")(**given(args, "partition", "total", "board"), **options_given(args, FetchOptions))
 
 
 def default_board(args: argparse.Namespace) -> str:

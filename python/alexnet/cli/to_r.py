@@ -1,10 +1,10 @@
 """The core's declarations as R source: the tables R checks its arguments with, and builds its functions from.
 
 R checks the arguments of its functions before any call into Python (so that a bad value is an R error even where
-Python is missing), and takes the settings of ``alexnet_benchmark()`` and the options of the Spark functions as
-their formals, so it needs the declarations as R code. This module writes one R file per declaration
-(:data:`TABLES`): ``make setup`` runs ``python -m alexnet.cli.to_r R`` whenever a declaration changed, and a test
-fails when a file in the repository is not what its declaration gives.
+Python is missing), and takes the settings of ``alexnet_benchmark()``, the options of the Spark functions, of an
+evaluation and of the data stage as their formals, so it needs the declarations as R code. This module writes one R
+file per declaration (:data:`TABLES`): ``make setup`` runs ``python -m alexnet.cli.to_r R`` whenever a declaration
+changed, and a test fails when a file in the repository is not what its declaration gives.
 """
 
 from __future__ import annotations
@@ -82,6 +82,15 @@ def _evaluation() -> dict[str, Spec]:
     return specs()
 
 
+def _data(name: str) -> Callable[[], dict[str, Spec]]:
+    def rows() -> dict[str, Spec]:
+        from ..data import options
+
+        return options.specs(getattr(options, name))
+
+    return rows
+
+
 #: Every generated file of ``R/``, by name.
 TABLES: dict[str, RFile] = {
     "settings.R": RFile("the training settings' declaration", "python/alexnet/train/settings.py", (
@@ -97,6 +106,10 @@ TABLES: dict[str, RFile] = {
     "evaluation-options.R": RFile("the evaluation options' declaration", "python/alexnet/model/options.py", (
         Table("evaluation_options", "The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate())",
               _evaluation),)),
+    "data-options.R": RFile("the declarations of the data stage's options", "python/alexnet/data/options.py", (
+        Table("synthetic_options", "The options of imagenet_synthetic()", _data("SyntheticOptions")),
+        Table("upload_options", "The options of imagenet_upload()", _data("UploadOptions")),
+        Table("fetch_options", "The options of imagenet_partition()", _data("FetchOptions")))),
 }
 
 

@@ -15,14 +15,13 @@ import os
 from typing import Any
 
 from ..checks import as_int
+from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
+from .options import DEFAULT_DOWNLOADS, FetchOptions, check_options
 from .partition import check_partition, partition_categories, partition_sizes
-
-#: Downloads at the same time when fetching a partition.
-DEFAULT_DOWNLOADS = 8
 
 
 def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str, Any]]:
@@ -87,17 +86,8 @@ def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict
     return opened, rows, {r["id"]: r for r in rows}
 
 
-def imagenet_partition(
-    partition: int = 0,
-    total: int = 16,
-    board: str | os.PathLike | None = None,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    workers: int = DEFAULT_DOWNLOADS,
-    retries: int = 3,
-    validation: bool = True,
-    verify: bool = False,
-) -> dict[str, Any]:
+def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.PathLike | None = None, **options: Any
+                       ) -> dict[str, Any]:
     """Fetch partition ``partition`` (0-based) of ``total`` from ``board`` into a local cache.
 
     Categories are split by :func:`alexnet.data.partition.partition_categories` (balanced image counts,
@@ -105,7 +95,8 @@ def imagenet_partition(
     transient errors, checked against the sha256 in the ``categories`` pin and extracted into
     ``cache_dir``; cached categories are reused without any download. A cached category counts when every
     file is there with its size; with ``verify``, every file's CRC-32 is checked too (which reads them all),
-    and a damaged category is fetched again.
+    and a damaged category is fetched again. The options of a fetch
+    (:class:`~alexnet.data.options.FetchOptions`) are listed below.
 
     Returns a dict: ``image`` (absolute paths), ``category`` (wnid per image), ``categories`` (this
     partition's wnids), ``label`` (global index per image), ``num_classes`` (global count), ``val_image``,
@@ -116,13 +107,15 @@ def imagenet_partition(
     name of every category of the board, by global index) and ``categories_version`` (the version of the board's
     ``categories`` pin, ``None`` when the board does not tell it).
     """
-    partition, total, workers, retries = _checked(partition, total, workers, retries)
+    partition, total = check_partition(partition, total)
+    chosen = check_options(FetchOptions, options, "imagenet_partition()")
+    validation = chosen.validation
     opened, rows, by_id = _board_categories(board)
     images = {r["id"]: r["images"] for r in rows}
     wnids = partition_categories(images, partition, total)
-    root = cache.open_cache(cache_dir, opened.location)
-    items = _items(opened, by_id, wnids, root, bool(validation))
-    fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
+    root = cache.open_cache(chosen.cache_dir, opened.location)
+    items = _items(opened, by_id, wnids, root, validation)
+    fetched = fetch_zips(opened, items, root, workers=chosen.workers, retries=chosen.retries, verify=chosen.verify,
                          desc=f"fetch {partition}/{total}")
 
     listing = _listing(items, fetched.files, by_id)
@@ -141,6 +134,9 @@ def imagenet_partition(
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
     })
     return result
+
+
+declaration.take_declared(imagenet_partition, FetchOptions, title="Its options, with their defaults:")
 
 
 def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, int]:

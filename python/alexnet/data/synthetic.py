@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, name_hints
+from ..declare import declaration
 from ..errors import LayoutError
 from ..progress import progress_bar
 from ..scratch import scratch_folder
 from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
-from .layouts import LAYOUT_FILES, MEMBER_PATHS, SYNTHETIC_LAYOUTS, write_layout
+from .layouts import LAYOUT_FILES, MEMBER_PATHS, write_layout
+from .options import SyntheticOptions, check_options
 
 log = logging.getLogger(__name__)
 
@@ -116,40 +117,17 @@ def _write_kaggle(root: Path, synsets: list[tuple[str, str]], images_per_class: 
     return images, len(rows), train_bytes + val_bytes, quirk_paths
 
 
-def imagenet_synthetic(
-    dest: str | os.PathLike[str],
-    classes: int = 10,
-    images_per_class: int = 100,
-    val_per_class: int = 10,
-    seed: int = 0,
-    quirks: bool = False,
-    max_side: int | None = None,
-    layout: str = "kaggle",
-) -> dict[str, Any]:
+def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Write a synthetic ImageNet into ``dest``, in Kaggle's layout or another one people have ImageNet in.
 
     In Kaggle's layout it writes ``ILSVRC/Data/CLS-LOC/train/<wnid>/<wnid>_<n>.JPEG``, ``ILSVRC/Data/CLS-LOC/val/
     ILSVRC2012_val_<8 digits>.JPEG``, ``LOC_synset_mapping.txt`` and ``LOC_val_solution.csv`` (one box per
     validation image: the drawn object). Categories are the ILSVRC2012 classes in label order (the first
     ``classes`` of :func:`~alexnet.data.classes.imagenet_classes`), then made-up ids ``n2xxxxxxx``. The other
-    layouts hold the same images byte for byte (:mod:`alexnet.data.layouts`).
-
-    Args:
-        dest: folder to write into; it must not already hold a synthetic ImageNet.
-        classes: number of categories (at most 1000 in the ``archives``, ``kaggle_zip``, ``kaggle_targz`` and
-            ``parquet`` layouts).
-        images_per_class: training images per category.
-        val_per_class: validation images per category (0 for none; the ``folders`` layout has none).
-        seed: the same seed and arguments give byte-identical files.
-        quirks: add the odd files real ImageNet has to the first category's training set: a CMYK JPEG,
-            a grayscale JPEG, a PNG named ``.JPEG``, a JPEG cut off mid-scan and an empty file. They come on
-            top of ``images_per_class``.
-        max_side: shrink every image so its longer side is at most this many pixels (fast tests).
-        layout: ``"kaggle"`` (Kaggle's extracted download), ``"archives"`` (the official ILSVRC2012 training tar,
-            validation tar and devkit), ``"kaggle_zip"`` (Kaggle's zip as downloaded), ``"kaggle_targz"``
-            (Kaggle's earlier download: its tree in one tar.gz, the ``LOC_`` files beside it), ``"parquet"``
-            (Hugging Face's imagenet-1k shards) or ``"folders"`` (``<wnid>/`` folders). Each is what
-            :func:`~alexnet.data.upload.imagenet_upload` reads from ``dest``.
+    layouts hold the same images byte for byte (:mod:`alexnet.data.layouts`), each what
+    :func:`~alexnet.data.upload.imagenet_upload` reads from ``dest``. ``dest``, a folder to write into, must not
+    already hold a synthetic ImageNet. Its options (:class:`~alexnet.data.options.SyntheticOptions`) are listed
+    below; the same options give byte-identical files.
 
     Returns:
         ``{"path", "layout", "classes", "images", "val_images", "bytes", "categories", "quirks"}``: the absolute
@@ -158,16 +136,9 @@ def imagenet_synthetic(
         ``grayscale``, ``png``, ``truncated``, ``empty``) to its file path (inside its archive for an archive
         layout: ``<archive>/<member>``), empty when ``quirks`` is false.
     """
-    classes = as_int(classes, "classes", 1)
-    images_per_class = as_int(images_per_class, "images_per_class", 1)
-    val_per_class = as_int(val_per_class, "val_per_class", 0)
-    seed = as_int(seed, "seed", 0)
-    if max_side is not None:
-        max_side = as_int(max_side, "max_side", 8)
-    quirks = bool(quirks)
-    if layout not in SYNTHETIC_LAYOUTS:
-        raise LayoutError(f"layout {name_hints([str(layout)], SYNTHETIC_LAYOUTS)} is not one of "
-                          f"{', '.join(SYNTHETIC_LAYOUTS)}")
+    chosen = check_options(SyntheticOptions, options, "imagenet_synthetic()")
+    classes, images_per_class, val_per_class = chosen.classes, chosen.images_per_class, chosen.val_per_class
+    seed, quirks, max_side, layout = chosen.seed, chosen.quirks, chosen.max_side, chosen.layout
 
     root = Path(os.fspath(dest)).expanduser().absolute()
     if root.exists() and not root.is_dir():
@@ -217,5 +188,7 @@ def imagenet_synthetic(
         "quirks": quirk_paths,
     }
 
+
+declaration.take_declared(imagenet_synthetic, SyntheticOptions, title="Its options, with their defaults:")
 
 __all__ = ["COMMON_SIZES", "QUALITY_RANGE", "imagenet_synthetic"]

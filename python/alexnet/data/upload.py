@@ -23,12 +23,13 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE, as_int, as_optional_int
+from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage import layout
 from ..storage.board import Board, open_board
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
+from .options import UploadOptions, check_options
 from .packing import Options, Result, Uploader
 from .parts import Source
 from .sources import open_source
@@ -70,18 +71,6 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
     return current
 
 
-def _checked_options(workers: Any, min_images: Any, resize: Any, quality: Any, retries: Any
-                     ) -> tuple[int, Options]:
-    workers = as_int(workers, "workers", 1)
-    quality = as_int(quality, "quality", 1, 100)
-    resize = as_optional_int(resize, "resize", 1)
-    if resize is not None and resize < MIN_IMAGE_SIZE:
-        raise AlexnetError(f"`resize` = {resize} would store images too small for AlexNet, which needs a side of at "
-                           f"least {MIN_IMAGE_SIZE}: use resize >= {MIN_IMAGE_SIZE} (256, the paper's short side, is "
-                           "a good choice), or leave it out to keep the original images.")
-    return workers, Options(as_int(min_images, "min_images", 0), resize, quality, as_int(retries, "retries", 0))
-
-
 def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | None) -> str | os.PathLike:
     """The ImageNet source given as ``source``, or by its old name ``path`` (with a ``DeprecationWarning``)."""
     if path is not None:
@@ -95,16 +84,13 @@ def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | No
     return source
 
 
-def _scratch_parent(scratch: str | os.PathLike | None) -> str | None:
-    """The folder ``scratch`` names, made if missing, checked to be a local folder that can be written; None for the
-    system's temporary folder. An :class:`~alexnet.errors.AlexnetError` saying what to give otherwise."""
+def _scratch_parent(scratch: str | None) -> str | None:
+    """The folder ``scratch`` names (checked by :func:`~alexnet.data.options.check_scratch`), made if missing, checked
+    to be a folder that can be written; None for the system's temporary folder. An
+    :class:`~alexnet.errors.AlexnetError` saying what to give otherwise."""
     if scratch is None:
         return None
-    text = os.fspath(scratch)
-    if not isinstance(text, str) or not text.strip() or "://" in text:
-        raise AlexnetError(f"`scratch` = {text!r} is not a local folder: give a folder on this machine's disk with "
-                           "room for a few categories' zips, or None for the system's temporary folder")
-    folder = os.path.abspath(os.path.expanduser(text))
+    folder = os.path.abspath(os.path.expanduser(scratch))
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:
@@ -116,19 +102,8 @@ def _scratch_parent(scratch: str | os.PathLike | None) -> str | None:
     return folder
 
 
-def imagenet_upload(
-    source: str | os.PathLike | None = None,
-    board: str | os.PathLike | None = None,
-    *,
-    workers: int = 8,
-    min_images: int = 0,
-    resize: int | None = None,
-    quality: int = 90,
-    retries: int = 3,
-    keep_versions: int | None = None,
-    scratch: str | os.PathLike | None = None,
-    path: str | os.PathLike | None = None,
-) -> dict[str, Any]:
+def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.PathLike | None = None, *,
+                    path: str | os.PathLike | None = None, **options: Any) -> dict[str, Any]:
     """Upload the ImageNet at ``source`` to ``board``, one zip per category, read in place, resumably.
 
     Args:
@@ -138,24 +113,9 @@ def imagenet_upload(
             folder of ``<wnid>/`` folders.
         board: where to upload (see :mod:`alexnet.storage.board`); ``None`` is ``$ALEXNET_BOARD`` or the
             local default.
-        workers: categories fetched, zipped and published at the same time (while one thread reads the source in
-            order); at most one of them is zipped per usable CPU at a time, the others fetching or publishing.
-        min_images: leave out categories with fewer good training images than this.
-        resize: re-encode images so their short side is at most this many pixels (and CMYK, grayscale,
-            PNG become RGB JPEG), at least :data:`~alexnet.checks.MIN_IMAGE_SIZE`; ``None`` keeps every good image
-            byte for byte.
-        quality: JPEG quality of re-encoded images.
-        retries: attempts after the first for each transient board error.
-        keep_versions: once the upload is complete, keep only this many versions (the newest) of each
-            pin it wrote or kept, so that re-uploading changed data (say with ``resize``) does not keep
-            the old copy on the board; ``None`` keeps every version. A reader still using an older
-            ``categories`` table then no longer finds the versions it names.
-        scratch: the local folder (made if missing) in which the upload makes its scratch folder: the zips on their
-            way to the board, and the validation images of Kaggle's tar.gz or the categories of shuffled parquet
-            shards while they wait to be packed; ``None`` is the system's temporary folder (``TMPDIR``). On the file
-            system of a folder board, each zip is renamed onto the board instead of copied.
         path: the old name of ``source``, still accepted by name with a ``DeprecationWarning``; giving both is an
             :class:`~alexnet.errors.AlexnetError`.
+        options: how the images are uploaded (:class:`~alexnet.data.options.UploadOptions`, listed below).
 
     Returns:
         A report: ``board``, ``source``, ``layout`` (the source's, as :mod:`alexnet.data.sources` names it),
@@ -166,13 +126,13 @@ def imagenet_upload(
         (old versions deleted under ``keep_versions``).
     """
     given = _given_source(source, path)
-    workers, options = _checked_options(workers, min_images, resize, quality, retries)
-    keep_versions = as_optional_int(keep_versions, "keep_versions", 1)
-    parent = _scratch_parent(scratch)
+    chosen = check_options(UploadOptions, options, "imagenet_upload()")
+    packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
+    parent = _scratch_parent(chosen.scratch)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
     read = open_source(given)  # a layout not read, a damaged archive: before any work; labels: before any publish
     start = time.monotonic()
-    uploader = Uploader(read, opened, options, workers, scratch=parent)
+    uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:
         uploader.run()
     finally:
@@ -182,17 +142,18 @@ def imagenet_upload(
                    key=lambda r: r.wnid)
     if not train:
         raise AlexnetError(
-            f"no category of {read.root} has at least min_images = {options.min_images} good images; lower "
+            f"no category of {read.root} has at least min_images = {packing.min_images} good images; lower "
             "min_images"
         )
     rows = _category_rows(read.names, train, results)
     bad = sorted((b for r in results.values() for b in r.bad), key=lambda b: (b["category"], b["split"], b["file"]))
     summary = {"alexnet": layout.FORMAT_VERSION, "num_classes": len(rows), "images": sum(r["images"] for r in rows),
                "val_images": sum(r["val_images"] for r in rows), "layout": read.layout,
-               "min_images": options.min_images, "resize": options.resize,
-               "quality": options.quality if options.resize is not None else None}
-    current = _write_tables(opened, rows, bad, summary, options.retries)
-    pruned = prune(opened, current, keep_versions, options.retries) if keep_versions is not None else 0
+               "min_images": packing.min_images, "resize": packing.resize,
+               "quality": packing.quality if packing.resize is not None else None}
+    current = _write_tables(opened, rows, bad, summary, packing.retries)
+    keep = chosen.keep_versions
+    pruned = prune(opened, current, keep, packing.retries) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
 
@@ -226,5 +187,7 @@ def _report(board: Board, source: Source, results: dict[tuple[str, str], Result]
              report["mb_per_s"], len(bad))
     return report
 
+
+declaration.take_declared(imagenet_upload, UploadOptions, title="Its options, with their defaults:")
 
 __all__ = ["imagenet_upload"]

@@ -4,8 +4,9 @@ A declaration is a frozen dataclass whose fields are made with :func:`setting`: 
 Python type and a :class:`~.kinds.Spec` (the default a caller sees, the kind of value, its limits or choices, its
 help, its command-line option). The training settings (:class:`alexnet.train.settings.TrainSettings`), the
 benchmark's (:mod:`alexnet.bench.plan`), the launch options of a Spark job (:mod:`alexnet.launch.options`) and the
-options of an evaluation (:mod:`alexnet.model.options`) are declared so; from a declaration come a function's
-signature and the lines of its help (:func:`parameters`, :func:`help_lines`), the checked and typed values
+options of an evaluation (:mod:`alexnet.model.options`) and the options of the data stage (:mod:`alexnet.data.options`)
+are declared so; from a declaration come a function's signature and the lines of its help (:func:`parameters`,
+:func:`help_lines`, :func:`take_declared`), the checked and typed values
 (:func:`convert`, :func:`restore`), the command line's options (:func:`alexnet.cli.common.declared_options`) and the
 R tables the R functions check their arguments with (:mod:`alexnet.cli.to_r`). This module does not import
 TensorFlow.
@@ -112,3 +113,19 @@ def help_lines(declaration: type, indent: str = "    ", title: str = "") -> str:
         text = f"``{name}`` (default ``{spec.default!r}``): {spec.help}."
         lines.append(textwrap.fill(text, 116, initial_indent=indent + "- ", subsequent_indent=indent + "  "))
     return "\n".join(lines)
+
+
+def take_declared(function: Any, *declarations: type, more: bool = False, title: str = "") -> None:
+    """Give ``function``, which takes the settings of ``declarations`` through its ``**`` keywords, their signature and
+    help: its own positional parameters, then every declared setting by keyword with its default and type, then its
+    own keyword-only parameters (and its ``**`` ones only with ``more``: a training's settings); after its docstring,
+    one bullet per setting (under ``title`` when given)."""
+    written = inspect.signature(function)
+    own = list(written.parameters.values())
+    first = [p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD]
+    rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]
+    declared = [p for group in declarations for p in parameters(group)]
+    function.__signature__ = inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
+    helps = "\n".join(help_lines(group) for group in declarations)
+    function.__doc__ = "\n\n".join([(function.__doc__ or "").rstrip(), *([f"    {title}"] if title else []),
+                                     helps + "\n"])

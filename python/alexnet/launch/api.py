@@ -3,7 +3,6 @@ with pyspark and combined by the one path of :mod:`alexnet.launch.job`."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -117,21 +116,6 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     return {**evaluation, "attempt": run.attempt}
 
 
-def _signature(function: Any, *declarations: type, more: bool) -> inspect.Signature:
-    """``function``'s signature with the options of ``declarations`` by keyword after its own positional
-    parameters, before its other keywords (and its ``**`` ones only when it takes ``more``: a training's settings)."""
-    written = inspect.signature(function)
-    first = [p for p in written.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    rest = [p for p in written.parameters.values() if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]
-    declared = [p for group in declarations for p in declaration.parameters(group)]
-    return inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
-
-
-def _options_help(*declarations: type) -> str:
-    return "\n".join(declaration.help_lines(group) for group in declarations) + "\n"
-
-
-for _function, _declarations, _more in ((alexnet_spark_train, (TrainingJobOptions, LaunchOptions), True),
-                                        (alexnet_spark_evaluate, (EvaluationOptions, LaunchOptions), False)):
-    _function.__signature__ = _signature(_function, *_declarations, more=_more)  # type: ignore[attr-defined]
-    _function.__doc__ = (_function.__doc__ or "").rstrip() + "\n\n" + _options_help(*_declarations)
+# the job's own arguments, then its options by keyword, then its other keywords (a training's settings last)
+declaration.take_declared(alexnet_spark_train, TrainingJobOptions, LaunchOptions, more=True)
+declaration.take_declared(alexnet_spark_evaluate, EvaluationOptions, LaunchOptions)

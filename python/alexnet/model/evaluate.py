@@ -11,7 +11,6 @@ averages the softmax over the AlexNet paper's ten views (corners, centre and the
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..checks import as_int, as_strings
-from ..data.fetch import DEFAULT_DOWNLOADS
+from ..data.options import DEFAULT_DOWNLOADS
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..progress import progress_bar
@@ -240,17 +239,6 @@ def alexnet_evaluate(
     }
 
 
-def _signature() -> inspect.Signature:
-    """``alexnet_evaluate``'s signature: the model and the images, then the declared options, then how a board's
-    images are fetched."""
-    written = list(inspect.signature(alexnet_evaluate).parameters.values())
-    images = [p for p in written if p.kind is p.POSITIONAL_OR_KEYWORD]
-    fetching = [p for p in written if p.kind is p.KEYWORD_ONLY]
-    return inspect.Signature([*images, *declaration.parameters(EvaluationOptions), *fetching],
-                             return_annotation="dict[str, Any]")
-
-
-alexnet_evaluate.__signature__ = _signature()  # type: ignore[attr-defined]
-alexnet_evaluate.__doc__ = "\n\n".join([(alexnet_evaluate.__doc__ or "").rstrip(),
-                                        "    The options of an evaluation, with their defaults:",
-                                        declaration.help_lines(EvaluationOptions) + "\n"])
+# the model and the images, then the declared options, then how a board's images are fetched
+declaration.take_declared(alexnet_evaluate, EvaluationOptions,
+                          title="The options of an evaluation, with their defaults:")

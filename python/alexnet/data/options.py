@@ -1,0 +1,141 @@
+"""The options of the data stage, declared once: how a synthetic ImageNet is written, how ImageNet is uploaded to a
+board and how a partition of a board is fetched.
+
+Each is a declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting` fields, as the training
+settings are): :class:`SyntheticOptions` of :func:`alexnet.imagenet_synthetic`, :class:`UploadOptions` of
+:func:`alexnet.imagenet_upload` and :class:`FetchOptions` of :func:`alexnet.imagenet_partition`. Those functions
+take these options by name, with these defaults, and check them with :func:`check_options`; the command line's
+``synth``, ``upload`` and ``fetch`` (and ``train`` and ``bench``, which fetch a partition) have an option for each,
+R's ``imagenet_synthetic()``, ``imagenet_upload()`` and ``imagenet_partition()`` a formal (``R/data-options.R``,
+generated from these declarations). This module does not import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
+from ..declare import declaration
+from ..declare.declaration import setting
+from ..declare.kinds import Spec
+from ..errors import AlexnetError, LayoutError
+from .parts import LAYOUT_NAMES
+
+#: Downloads at the same time of a fetch, unless told otherwise (a Spark job's ``fetch_workers`` too).
+DEFAULT_DOWNLOADS = 8
+
+D = TypeVar("D")
+
+
+def check_layout(layout: Any) -> str:
+    """``layout`` as one of :data:`~alexnet.data.parts.LAYOUT_NAMES`; a :class:`LayoutError` naming the closest
+    otherwise."""
+    if isinstance(layout, (list, tuple)) and len(layout) == 1:
+        layout = layout[0]
+    if layout not in LAYOUT_NAMES:
+        raise LayoutError(f"`layout` must be one of {', '.join(LAYOUT_NAMES)}, not "
+                          f"{name_hints([str(layout)], LAYOUT_NAMES)}")
+    return str(layout)
+
+
+def check_resize(resize: Any) -> int | None:
+    """``resize`` as a whole number AlexNet can train on, or ``None``; an :class:`AlexnetError` saying what to use."""
+    value = as_optional_int(resize, "resize", 1)
+    if value is not None and value < MIN_IMAGE_SIZE:
+        raise AlexnetError(f"`resize` = {value} would store images too small for AlexNet, which needs a side of at "
+                           f"least {MIN_IMAGE_SIZE}: use resize >= {MIN_IMAGE_SIZE} (256, the paper's short side, is "
+                           "a good choice), or leave it out to keep the original images.")
+    return value
+
+
+def check_scratch(scratch: Any) -> str | None:
+    """``scratch`` as the path of a local folder, or ``None``; an :class:`AlexnetError` saying what to give otherwise
+    (the folder is made by the upload)."""
+    if scratch is None:
+        return None
+    text = os.fspath(scratch) if isinstance(scratch, (str, os.PathLike)) else scratch
+    if not isinstance(text, str) or not text.strip() or "://" in text:
+        raise AlexnetError(f"`scratch` = {text!r} is not a local folder: give a folder on this machine's disk with "
+                           "room for a few categories' zips, or None for the system's temporary folder")
+    return text
+
+
+@dataclass(frozen=True)
+class SyntheticOptions:
+    """How a synthetic ImageNet is written (the declaration: see the module documentation)."""
+
+    classes: int = setting(10, "count", "number of categories (at most 1000 in every layout but kaggle and folders)",
+                           minimum=1)
+    images_per_class: int = setting(100, "count", "training images per category", minimum=1)
+    val_per_class: int = setting(10, "count", "validation images per category (0: none; the folders layout has none)",
+                                 minimum=0)
+    seed: int = setting(0, "count", "random seed: the same seed and options give byte-identical files", minimum=0)
+    quirks: bool = setting(False, "flag", "also write the odd files real ImageNet has, in the first category and on "
+                           "top of images_per_class: a CMYK JPEG, a grayscale JPEG, a PNG named .JPEG, a JPEG cut off "
+                           "mid-scan and an empty file")
+    max_side: int | None = setting(None, "count", "shrink every image so that its longer side is at most this many "
+                                   "pixels (unset: ImageNet's sizes); small images make quick experiments and tests",
+                                   minimum=8, optional=True, metavar="PIXELS")
+    layout: str = setting("kaggle", "choice", "the layout written: kaggle (Kaggle's download extracted), archives (the "
+                          "official ILSVRC2012 training tar, validation tar and devkit), kaggle_zip (Kaggle's zip as "
+                          "downloaded), kaggle_targz (Kaggle's earlier download: its tree in one tar.gz, the LOC_ "
+                          "files beside it), parquet (Hugging Face's imagenet-1k shards) or folders (one folder per "
+                          "WordNet id, without validation images)", choices=LAYOUT_NAMES, check=check_layout)
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    """How ImageNet is uploaded to a board (the declaration: see the module documentation)."""
+
+    workers: int = setting(8, "count", "categories fetched, packed and published at the same time while one thread "
+                           "reads the source in order; at most one of them is packed per CPU at a time, the others "
+                           "fetching or publishing", minimum=1)
+    min_images: int = setting(0, "count", "leave out categories with fewer good training images than this", minimum=0)
+    resize: int | None = setting(None, "count", f"re-encode images so that their short side is at most this many "
+                                 f"pixels, at least {MIN_IMAGE_SIZE} (CMYK, grayscale and PNG images become RGB "
+                                 "JPEGs): a smaller bucket and faster decoding when training (unset: keep every good "
+                                 "image byte for byte)", minimum=MIN_IMAGE_SIZE, optional=True, check=check_resize,
+                                 metavar="PIXELS")
+    quality: int = setting(90, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
+    keep_versions: int | None = setting(None, "count", "once the upload is complete, keep only this many versions "
+                                        "(the newest) of each pin it wrote or kept, so that uploading changed data "
+                                        "again (with resize, say) does not leave the old copy on the board (unset: "
+                                        "every version); a reader still holding an older categories table then no "
+                                        "longer finds the versions it names", minimum=1, optional=True)
+    scratch: str | None = setting(None, "location", "a local folder (made if missing), on a disk with room for a few "
+                                  "categories' zips, in which the upload makes its scratch folder: the zips on their "
+                                  "way to the board (moved onto a folder board on the same disk instead of copied) and "
+                                  "the categories of Kaggle's tar.gz or of shuffled parquet shards waiting to be "
+                                  "packed (unset: the system's temporary folder, TMPDIR)", optional=True,
+                                  check=check_scratch, metavar="FOLDER")
+    retries: int = setting(3, "count", "attempts after the first for each transient error of the board", minimum=0)
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How a partition of a board is fetched into the local cache (the declaration: see the module documentation)."""
+
+    cache_dir: str | None = setting(None, "location", "where the zips are extracted (unset: a folder under the user's "
+                                    "cache directory)", optional=True, metavar="FOLDER")
+    workers: int = setting(DEFAULT_DOWNLOADS, "count", "downloads at the same time", minimum=1)
+    verify: bool = setting(False, "flag", "check every cached file's CRC-32 against the one its zip recorded (which "
+                           "reads every file) and fetch a damaged category again; off, names and sizes are checked")
+    retries: int = setting(3, "count", "attempts after the first for each download that fails for a transient reason",
+                           minimum=0)
+    validation: bool = setting(True, "flag", "also fetch the partition's validation images", option=None)
+
+
+def specs(options: type) -> dict[str, Spec]:
+    """Every option's spec of ``options`` (one of the declarations above), by name, in the declaration's order."""
+    return declaration.specs(options)
+
+
+def check_options(options: type[D], arguments: Mapping[str, Any], where: str) -> D:
+    """The options of declaration ``options`` among ``arguments`` (by name; those left out at their defaults),
+    checked and converted; an :class:`AlexnetError` naming an unknown one (``where``: the function given it) or the
+    first refused."""
+    declaration.check_names(arguments, specs(options), where, "Its options")
+    return options(**declaration.convert(options, arguments))

@@ -1,0 +1,109 @@
+"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's) reach every front
+end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
+``imagenet_partition``, on the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which
+fetch a partition) with its help and default, and a value given there reaches the core; a bad value is refused with
+a message naming it before anything is written or read. The walk is over the declarations, so an option added to
+one of them alone is covered. (R's side: tests/testthat/test-data-options.R; the generated R tables:
+tests/test_settings.py.)
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+from helpers_declared import cli_words, other_value, refusal
+
+import alexnet
+from alexnet.cli import build_parser, main
+from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, specs
+from alexnet.declare.kinds import option_name
+from alexnet.errors import AlexnetError
+
+#: Which function and commands take each declaration's options.
+TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
+    SyntheticOptions: ("imagenet_synthetic", ("synth",)),
+    UploadOptions: ("imagenet_upload", ("upload",)),
+    FetchOptions: ("imagenet_partition", ("fetch", "train", "bench")),
+}
+CASES = [(declaration, name, spec) for declaration in TAKEN_BY for name, spec in specs(declaration).items()]
+IDS = [f"{declaration.__name__}:{name}" for declaration, name, _ in CASES]
+#: The words before the options of each command: what it needs besides them.
+LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
+           "bench": ["bench", "--board", "board"]}  # bench fetches a partition when given a board
+
+
+def _parser(command: str):
+    return build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("declaration", "name", "spec"), CASES, ids=IDS)
+def test_every_option_is_in_the_signature_help_and_commands_with_its_default(declaration, name, spec):
+    function, commands = TAKEN_BY[declaration]
+    core = getattr(alexnet, function)
+    parameter = inspect.signature(core).parameters[name]
+    assert parameter.default == spec.default and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    assert f"``{name}`` (default ``{spec.default!r}``)" in core.__doc__
+    flag = option_name(name, spec)
+    if flag is None:
+        return
+    for command in commands:
+        action = next(a for a in _parser(command)._actions if flag in a.option_strings)
+        assert action.dest == name and spec.help in action.help, command
+        if spec.default is not None:
+            assert f"(default: {spec.shown_default()})" in action.help
+
+
+@pytest.mark.parametrize(("declaration", "name", "spec"), CASES, ids=IDS)
+def test_a_value_on_the_command_line_reaches_the_core(declaration, name, spec, monkeypatch, tmp_path):
+    function, commands = TAKEN_BY[declaration]
+    flag = option_name(name, spec)
+    if flag is None:
+        pytest.skip(f"{name} is not on the command line")
+    value = str(tmp_path / name) if spec.kind == "location" else other_value(name, spec)
+    calls: list[dict[str, Any]] = []
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        raise AlexnetError("recorded")  # the command stops here, before any work
+
+    record.__signature__ = inspect.signature(getattr(alexnet, function))  # type: ignore[attr-defined]  # help's defaults
+    monkeypatch.setattr(alexnet, function, record)
+    words = [flag if value else "--no-" + flag[2:]] if spec.kind == "flag" else [flag, *cli_words(value)]
+    for command in commands:
+        assert main([*LEADING[command], *words]) == 2, command
+        assert spec.convert(calls[-1][name], name) == spec.convert(value, name), command
+    assert len(calls) == len(commands)
+
+
+@pytest.mark.parametrize(("declaration", "name", "spec"), CASES, ids=IDS)
+def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, name, spec, tmp_path):
+    dest, board = tmp_path / "synthetic", tmp_path / "board"
+    calls = {
+        SyntheticOptions: lambda values: alexnet.imagenet_synthetic(dest, **values),
+        UploadOptions: lambda values: alexnet.imagenet_upload(tmp_path / "no-source", board=board, **values),
+        FetchOptions: lambda values: alexnet.imagenet_partition(0, 2, board=board, **values),
+    }
+    refusal(calls[declaration], name, spec)
+    assert not dest.exists() and not board.exists()
+
+
+def test_options_not_taken_are_named_with_the_closest(tmp_path):
+    with pytest.raises(AlexnetError, match=r"imagenet_partition\(\) does not take `worker` \(did you mean `workers`"):
+        alexnet.imagenet_partition(0, 2, board=tmp_path, worker=2)
+    with pytest.raises(AlexnetError, match=r"imagenet_upload\(\) does not take `min_image` \(did you mean"):
+        alexnet.imagenet_upload(tmp_path, board=tmp_path / "board", min_image=2)
+    with pytest.raises(AlexnetError, match=r"imagenet_synthetic\(\) does not take `class` \(did you mean `classes`"):
+        alexnet.imagenet_synthetic(tmp_path / "x", **{"class": 2})
+    assert not (tmp_path / "board").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_spark_worker_fetches_with_the_options_of_a_fetch():
+    # a Spark job's cache_dir and fetch_workers are the fetch's own options, said for a worker
+    from alexnet.launch.options import specs as launch_specs
+
+    launch, fetch = launch_specs(), specs(FetchOptions)
+    for job, own in (("cache_dir", "cache_dir"), ("fetch_workers", "workers")):
+        assert (launch[job].kind, launch[job].default, launch[job].minimum, launch[job].optional) == \
+            (fetch[own].kind, fetch[own].default, fetch[own].minimum, fetch[own].optional)

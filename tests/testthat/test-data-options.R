@@ -1,0 +1,62 @@
+# The options of the data stage reach R from the core's declarations (R/data-options.R, generated from
+# python/alexnet/data/options.py): each one is a formal of the function that takes it, with the declared kind and
+# default, documented there, and a bad value of it stops the call before anything is written or read. The walk is
+# over the declarations, so an option added to one of them alone is covered. (Python's side:
+# python/tests/test_data_options.py.)
+data_users <- function() {
+  list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
+       imagenet_partition = alexnet:::fetch_options)
+}
+
+test_that("every option of the data stage is a formal of its function, with its declared default, kind and docs", {
+  for (fun in names(users <- data_users())) {
+    formals <- formals(getExportedValue("alexnet", fun))
+    for (name in names(users[[fun]])) {
+      label <- paste0(fun, "(", name, ")")
+      expect_true(name %in% names(formals), label = label)
+      expect_identical(formals[[name]], users[[fun]][[name]]$default, label = label)
+      expect_identical(unname(alexnet:::argument_kinds[[fun]][name]), users[[fun]][[name]]$kind, label = label)
+    }
+    expect_arguments_documented(names(users[[fun]]), fun)
+  }
+  # the arguments keep their places, so that calls by position still work
+  expect_identical(names(formals(imagenet_synthetic)),
+                   c("dest", "classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side", "layout"))
+  expect_identical(names(formals(imagenet_upload))[1:8],
+                   c("source", "board", "workers", "min_images", "resize", "quality", "keep_versions", "scratch"))
+  expect_identical(names(formals(imagenet_partition))[1:6],
+                   c("partition", "total", "board", "cache_dir", "workers", "verify"))
+})
+
+test_that("R checks the data options it can before any call into the core", {
+  expect_error(imagenet_upload("src", retries = -1), "`retries` must be a whole number >= 0, not -1",
+               class = "alexnet_error")
+  expect_error(imagenet_partition(validation = NA), "`validation` must be TRUE or FALSE, not NA",
+               class = "alexnet_error")
+  expect_error(imagenet_synthetic("dest", layout = "tarball"), "`layout` must be one of \"kaggle\", .* not \"tarball\"",
+               class = "alexnet_error")
+})
+
+test_that("a bad value of every data option is refused, naming it, before anything is written or read", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  dest <- file.path(dir, "synthetic")
+  board <- file.path(dir, "board")
+  untouched <- function(name, args) expect_false(file.exists(dest) || file.exists(board), label = name)
+  tried <- expect_settings_refused(function(...) imagenet_synthetic(dest, ...), alexnet:::synthetic_options,
+                                   after = untouched) +
+    expect_settings_refused(function(...) imagenet_upload(file.path(dir, "no-source"), board = board, ...),
+                            alexnet:::upload_options, after = untouched) +
+    expect_settings_refused(function(...) imagenet_partition(0, 2, board = board, ...), alexnet:::fetch_options,
+                            after = untouched)
+  expect_gt(tried, 14L)
+})
+
+test_that("a name the data functions do not take is refused with the closest option", {
+  skip_if_no_alexnet()
+  # (R itself completes a prefix of a formal: `work` is `workers`)
+  expect_error(imagenet_partition(0, 2, board = tempfile(), verfy = TRUE),
+               "does not take `verfy` \\(did you mean `verify`\\?\\)", class = "alexnet_error")
+  expect_error(imagenet_upload(tempfile(), board = tempfile(), qualty = 80),
+               "does not take `qualty` \\(did you mean `quality`\\?\\)", class = "alexnet_error")
+})
