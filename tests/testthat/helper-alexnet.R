@@ -37,6 +37,24 @@ expect_arguments_documented <- function(arguments, topic) {
   testthat::expect(length(missing) == 0L, sprintf("?%s has no argument %s", topic, paste(missing, collapse = ", ")))
 }
 
+# Every option of the declared tables in `users` (a list: function name -> a table generated from the core's
+# declarations) is a formal of that function, with its declared default (R's own where `defaults` names one) and
+# kind, and is documented in its help.
+expect_declared_formals <- function(users, defaults = list()) {
+  for (fun in names(users)) {
+    formals <- formals(getExportedValue("alexnet", fun))
+    for (name in names(users[[fun]])) {
+      label <- paste0(fun, "(", name, ")")
+      testthat::expect_true(name %in% names(formals), label = label)
+      default <- if (name %in% names(defaults)) defaults[[name]] else users[[fun]][[name]]$default
+      testthat::expect_identical(formals[[name]], default, label = label)
+      testthat::expect_identical(unname(alexnet:::argument_kinds[[fun]][name]), users[[fun]][[name]]$kind,
+                                 label = label)
+    }
+    expect_arguments_documented(names(users[[fun]]), fun)
+  }
+}
+
 # A value of a declared setting (a row of a table generated from the core's declarations: R/settings.R,
 # R/bench-settings.R) that the declaration refuses, NULL where every value of its type is taken.
 bad_setting <- function(setting) {

@@ -9,16 +9,7 @@ data_users <- function() {
 }
 
 test_that("every option of the data stage is a formal of its function, with its declared default, kind and docs", {
-  for (fun in names(users <- data_users())) {
-    formals <- formals(getExportedValue("alexnet", fun))
-    for (name in names(users[[fun]])) {
-      label <- paste0(fun, "(", name, ")")
-      expect_true(name %in% names(formals), label = label)
-      expect_identical(formals[[name]], users[[fun]][[name]]$default, label = label)
-      expect_identical(unname(alexnet:::argument_kinds[[fun]][name]), users[[fun]][[name]]$kind, label = label)
-    }
-    expect_arguments_documented(names(users[[fun]]), fun)
-  }
+  expect_declared_formals(data_users())
   # the arguments keep their places, so that calls by position still work
   expect_identical(names(formals(imagenet_synthetic)),
                    c("dest", "classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side", "layout"))

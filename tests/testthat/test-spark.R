@@ -409,17 +409,7 @@ declared_users <- function() {
 }
 
 test_that("every declared option is a formal of the functions that take it, with its default, kind and docs", {
-  for (fun in names(users <- declared_users())) {
-    formals <- formals(getExportedValue("alexnet", fun))
-    for (name in names(users[[fun]])) {
-      label <- paste0(fun, "(", name, ")")
-      expect_true(name %in% names(formals), label = label)
-      default <- if (name == "python") quote(alexnet_python()) else users[[fun]][[name]]$default
-      expect_identical(formals[[name]], default, label = label)
-      expect_identical(unname(alexnet:::argument_kinds[[fun]][name]), users[[fun]][[name]]$kind, label = label)
-    }
-    expect_arguments_documented(names(users[[fun]]), fun)
-  }
+  expect_declared_formals(declared_users(), defaults = list(python = quote(alexnet_python())))
   # a training's options are named in full, after `...`: `cache` (a training setting) is never `cache_dir`
   train <- names(formals(alexnet_spark_train))
   expect_true(all(match(names(alexnet:::launch_options), train) > match("...", train)))

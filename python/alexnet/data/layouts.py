@@ -34,10 +34,7 @@ from .ilsvrc import DEVKIT, GROUND_TRUTH, META, TRAIN_TAR, VAL_TAR
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
 from .kaggle_targz import KAGGLE_TARGZ
 from .kaggle_zip import KAGGLE_ZIP
-from .parts import LAYOUT_NAMES
 
-#: ``layout =`` values of :func:`~alexnet.data.synthetic.imagenet_synthetic`.
-SYNTHETIC_LAYOUTS = LAYOUT_NAMES
 #: Files or folders a layout writes at the top of ``dest`` (a second synthetic set there is refused).
 LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, KAGGLE_TARGZ,
                 "data", "synset_words.txt")
@@ -200,4 +197,4 @@ def write_layout(layout: str, kaggle: Path, dest: Path, synsets: list[tuple[str,
     return _folders(kaggle, dest, synsets)
 
 
-__all__ = ["LAYOUT_FILES", "MEMBER_PATHS", "SYNTHETIC_LAYOUTS", "write_layout"]
+__all__ = ["LAYOUT_FILES", "MEMBER_PATHS", "write_layout"]
