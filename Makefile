@@ -34,9 +34,9 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 	@touch $@
 
 # R's tables of the core's declarations (the training settings, the benchmark's, a Spark job's options, an
-# evaluation's, the data stage's), generated whenever a declaration
+# model's (evaluation, prediction, export), the data stage's), generated whenever a declaration
 # changes (a test checks that the committed files are what the declarations give).
-R_TABLES := R/settings.R R/bench-settings.R R/launch-options.R R/evaluation-options.R R/data-options.R
+R_TABLES := R/settings.R R/bench-settings.R R/launch-options.R R/model-options.R R/data-options.R
 DECLARATIONS := python/alexnet/train/settings.py python/alexnet/bench/plan.py python/alexnet/bench/accuracy.py \
 	python/alexnet/launch/options.py python/alexnet/model/options.py python/alexnet/data/options.py \
 	python/alexnet/declare/kinds.py \

@@ -1,4 +1,4 @@
-#' @include settings.R bench-settings.R launch-options.R evaluation-options.R data-options.R
+#' @include settings.R bench-settings.R launch-options.R model-options.R data-options.R
 NULL
 
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
@@ -18,8 +18,8 @@ NULL
 # what the core cannot show the R way (NA, vectors, types).
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
-# R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/evaluation-options.R for an
-# evaluation's, R/data-options.R for the data stage's), by name: their kinds.
+# R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/model-options.R for an
+# evaluation's, a prediction's and an export's, R/data-options.R for the data stage's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
@@ -31,7 +31,8 @@ training_kinds <- declared_kinds(training_settings)
 # case.
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, synthetic_options, upload_options, fetch_options), function(setting) {
+                      evaluation_options, predict_options, export_options, synthetic_options, upload_options,
+                      fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -47,10 +48,11 @@ declared_formals <- function(table, defaults = list()) {
 
 # `fun` with `declared` (declared_formals()) as formals of its own: after its other formals, before its `...` (or
 # after it, with `after_dots`, for options that must be named in full, so that a setting passed through `...`
-# never matches one of them by a prefix: `cache` is not `cache_dir`).
-with_declared <- function(fun, declared, after_dots = FALSE) {
+# never matches one of them by a prefix: `cache` is not `cache_dir`), or right after its formal `after`.
+with_declared <- function(fun, declared, after_dots = FALSE, after = NULL) {
   own <- as.list(formals(fun))
-  at <- if (after_dots) length(own) + 1L else match("...", names(own), nomatch = length(own) + 1L)
+  at <- if (!is.null(after)) match(after, names(own)) + 1L else if (after_dots) length(own) + 1L else
+    match("...", names(own), nomatch = length(own) + 1L)
   formals(fun) <- c(own[seq_len(at - 1L)], declared, own[seq_along(own) >= at])
   fun
 }
@@ -97,11 +99,11 @@ argument_kinds <- list(
                           declared_kinds(training_job_options), declared_kinds(launch_options), training_kinds),
   alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?",
                     export = "flag"),
-  alexnet_export = c(model = "object", path = "location?", format = "string", top = "count", board = "location?",
-                     name = "string?", overwrite = "flag"),
+  alexnet_export = c(model = "object", path = "location?", declared_kinds(export_options), board = "location?",
+                     name = "string?"),
   alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
                        partition = "count", total = "count", cache_dir = "location?", fetch_workers = "count"),
-  alexnet_predict = c(model = "object", images = "strings", top = "count", batch_size = "count"),
+  alexnet_predict = c(model = "object", images = "strings", declared_kinds(predict_options)),
   alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count", board = "location?",
                              declared_kinds(evaluation_options), declared_kinds(launch_options))
 )
@@ -206,6 +208,7 @@ declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload 
                         imagenet_partition = fetch_options, alexnet_train = training_settings,
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
                         alexnet_benchmark = benchmark_settings, alexnet_evaluate = evaluation_options,
+                        alexnet_predict = predict_options, alexnet_export = export_options,
                         alexnet_spark_evaluate = c(evaluation_options, launch_options))
 
 argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {

@@ -178,8 +178,10 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 #'
 #' @param model An [alexnet_model()], or the path or location of a saved model.
 #' @param images Paths of image files (JPEG, PNG, ...).
-#' @param top How many classes to give for each image, the most probable first.
-#' @param batch_size Images per batch.
+#' @eval declared_params(predict_options)
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
+#' @details The options (`top`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their
+#'   defaults and checks, as are the command line's `alexnet predict` options.
 #' @returns A data frame with `top` rows per image: `image`, `rank` (1 for the most probable), `id` (the
 #'   class's WordNet id), `name` and `probability`.
 #' @examples
@@ -187,7 +189,7 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 #'   tryCatch(alexnet_predict(file.path(tempdir(), "no-model"), "cat.jpg"), error = conditionMessage)
 #' }
 #' @export
-alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
+alexnet_predict <- function(model, images, ...) {
   args <- checked_args("alexnet_predict", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
   if (missing(images)) alexnet_abort("`images` is missing: give the paths of the images to classify.")
@@ -195,6 +197,8 @@ alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
   args$images <- as.list(args$images)
   records_to_df(do.call(core_function("alexnet_predict"), args))
 }
+# the options from the core's declaration (alexnet.model.options), after `images`
+alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_options))
 
 #' Export a trained AlexNet for serving without this package
 #'
@@ -220,12 +224,12 @@ alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
 #' @param path The folder to write: a path, `file://`, `gs://` or `s3://` location. One that exists and is not
 #'   empty is refused, unless `overwrite = TRUE` and it holds an earlier export, which is then replaced (a
 #'   folder holding anything else is never emptied). `NULL` with a `board`: publish only.
-#' @param format `"savedmodel"` or `"tflite"`.
-#' @param top Classes returned per image (at most the model's).
+#' @eval declared_params(export_options)
 #' @param board A board to also publish the export on, in a model pin beside the model's `alexnet.keras` (a new
 #'   version of pin `name`); [alexnet_model()] with `export = TRUE` reads it back, checked against its SHA-256.
 #' @param name The model pin's name; `NULL` is the pin `model` came from, else `"alexnet"`.
-#' @param overwrite Replace an earlier export at `path`.
+#' @param ... Nothing more for `alexnet_export()`: a name that is not an option is refused, naming the closest;
+#'   ignored by `print()`.
 #' @returns An `alexnet_export`, which prints as a short summary: a list with `path` (the location written, or
 #'   `NULL`), `format`, `files` (relative paths) and `bytes` of the export, `model` (what was exported),
 #'   `image_size`, `num_classes`, `top`, `signatures` (by name, their `inputs` and `outputs`, each name with its
@@ -244,13 +248,14 @@ alexnet_predict <- function(model, images, top = 5, batch_size = 32) {
 #' #   served(images=tf.constant([open("cat.jpg", "rb").read()]))["names"]
 #' }
 #' @export
-alexnet_export <- function(model, path = NULL, format = "savedmodel", top = 5, board = NULL, name = NULL,
-                           overwrite = FALSE) {
+alexnet_export <- function(model, path = NULL, board = NULL, name = NULL, ...) {
   args <- checked_args("alexnet_export", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
   args$model <- core_model(args$model)
   new_alexnet_export(do.call(core_function("alexnet_export"), args))
 }
+# the options from the core's declaration (alexnet.model.options), after `path`: `format` is the third argument
+alexnet_export <- with_declared(alexnet_export, declared_formals(export_options), after = "path")
 
 new_alexnet_export <- function(result) {
   result <- simplify_py(result)
@@ -260,7 +265,6 @@ new_alexnet_export <- function(result) {
 
 #' @rdname alexnet_export
 #' @param x An `alexnet_export`.
-#' @param ... Ignored.
 #' @export
 print.alexnet_export <- function(x, ...) {
   kind <- if (identical(x$format, "tflite")) "TF Lite" else "SavedModel"

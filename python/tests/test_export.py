@@ -156,7 +156,7 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
         alexnet_export(str(bare.parent), str(tmp_path / "out"))
     with pytest.raises(AlexnetError, match="has no card"):
         alexnet_export(exported["model"], str(tmp_path / "out"))
-    with pytest.raises(AlexnetError, match="`format` must be 'savedmodel' or 'tflite', not 'onnx'"):
+    with pytest.raises(AlexnetError, match="`format` must be one of 'savedmodel', 'tflite', not 'onnx'"):
         alexnet_export(model_dir, str(tmp_path / "out"), "onnx")
     with pytest.raises(AlexnetError, match="give `path`"):
         alexnet_export(model_dir)

@@ -398,7 +398,7 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
 })
 
 # The options of a Spark job and of an evaluation reach R from the core's declarations (R/launch-options.R,
-# R/evaluation-options.R, generated from them): each one is a formal, with the declared kind and default, of every
+# R/model-options.R, generated from them): each one is a formal, with the declared kind and default, of every
 # function that takes it, documented there, and a bad value of it stops the job on the driver, before any Spark job.
 # The walk is over the declarations, so an option added to one of them alone is covered. (Python's side:
 # python/tests/test_launch_options.py.)

@@ -135,8 +135,8 @@ def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
 
 
 def options_of(p: argparse.ArgumentParser, declaration: type) -> None:
-    """An option for every option of ``declaration`` (one of the data stage's, :mod:`alexnet.data.options`) that it
-    puts on the command line, kept under its own name."""
+    """An option for every option of ``declaration`` (the data stage's, :mod:`alexnet.data.options`; a prediction's
+    or an export's, :mod:`alexnet.model.options`) that it puts on the command line, kept under its own name."""
     from ..declare.declaration import specs
 
     declared_options(p, specs(declaration), str)

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from ..errors import AlexnetError
+from ..model.options import ExportOptions, PredictOptions
 from . import common
 from .common import BOARD_HELP, given, non_negative, positive, with_default
 
@@ -41,8 +42,8 @@ def evaluation_summary(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def model_options(p: argparse.ArgumentParser, command: str, positional: bool, batch: bool = True) -> None:
-    """The options naming a model (a location, or a pin on a board) and, with ``batch``, the batch it is run with."""
+def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
+    """The options naming a model (a location, or a pin on a board)."""
     if positional:
         p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
                        "location (or give --model-pin)")
@@ -51,8 +52,6 @@ def model_options(p: argparse.ArgumentParser, command: str, positional: bool, ba
     p.add_argument("--model-pin", help="the name of a model pin on --board (instead of a model location)")
     p.add_argument("--pin-version", help="the version of --model-pin (default: its latest)")
     p.add_argument("--board", help=BOARD_HELP)
-    if batch:
-        p.add_argument("--batch-size", type=positive, help=with_default(command, "batch_size", "images scored at once"))
 
 
 def evaluation_dest(name: str) -> str:
@@ -92,7 +91,7 @@ def _predict_summary(records: list[dict[str, Any]]) -> str:
 
 
 def _predict(args: argparse.Namespace) -> None:
-    records = common.core("predict")(model_of(args), args.images, **given(args, "top", "batch_size"))
+    records = common.core("predict")(model_of(args), args.images, **common.options_given(args, PredictOptions))
     common.emit(records, args.json, _predict_summary)
 
 
@@ -113,7 +112,8 @@ def export_summary(r: dict[str, Any]) -> str:
 def _export(args: argparse.Namespace) -> None:
     pin = getattr(args, "pin", None)
     publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}
-    result = common.core("export")(model_of(args), **given(args, "path", "format", "top", "overwrite"), **publish)
+    result = common.core("export")(model_of(args), **given(args, "path"), **common.options_given(args, ExportOptions),
+                                   **publish)
     common.emit(result, args.json, export_summary)
 
 
@@ -122,7 +122,7 @@ def register(add: common.AddCommand) -> None:
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
-    model_options(evaluate, "evaluate", positional=True, batch=False)
+    model_options(evaluate, positional=True)
     evaluation_options(evaluate)
     evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
                                                                               "0-based share of the images"))
@@ -136,21 +136,17 @@ def register(add: common.AddCommand) -> None:
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")
     predict.add_argument("images", nargs="+", metavar="IMAGE",
                          help="image files or locations (file://, gs://, s3://, https://)")
-    model_options(predict, "predict", positional=False)
-    predict.add_argument("--top", type=positive, help=with_default("predict", "top", "classes shown per image"))
+    model_options(predict, positional=False)
+    common.options_of(predict, PredictOptions)
 
     export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
                  "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "
                  "into the model pin --pin (beside its alexnet.keras): a SavedModel whose serving_default signature "
                  "takes encoded images and returns the --top classes' indices, ids, names and probabilities, in "
                  "float32, loadable with tf.saved_model.load alone.")
-    model_options(export, "export", positional=True, batch=False)
+    model_options(export, positional=True)
     export.add_argument("--path", help="the folder to write: a path, file://, gs:// or s3:// location")
-    export.add_argument("--format", choices=["savedmodel", "tflite"],
-                        help=with_default("export", "format", "a TensorFlow SavedModel, or its pixels signature as TF "
-                                          "Lite"))
-    export.add_argument("--top", type=positive, help=with_default("export", "top", "classes returned per image"))
-    export.add_argument("--overwrite", action="store_true", help="replace an earlier export at --path")
+    common.options_of(export, ExportOptions)
     export.add_argument("--pin", metavar="NAME", help="also publish the export in model pin NAME, beside its "
                         "alexnet.keras")
     export.add_argument("--pin-board", metavar="BOARD", help="the board of --pin (default: --board)")

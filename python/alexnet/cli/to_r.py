@@ -2,9 +2,9 @@
 
 R checks the arguments of its functions before any call into Python (so that a bad value is an R error even where
 Python is missing), and takes the settings of ``alexnet_benchmark()``, the options of the Spark functions, of an
-evaluation and of the data stage as their formals, so it needs the declarations as R code. This module writes one R
-file per declaration (:data:`TABLES`): ``make setup`` runs ``python -m alexnet.cli.to_r R`` whenever a declaration
-changed, and a test fails when a file in the repository is not what its declaration gives.
+evaluation, a prediction, an export and the data stage as their formals, so it needs the declarations as R code.
+This module writes one R file per declaration (:data:`TABLES`): ``make setup`` runs ``python -m alexnet.cli.to_r R``
+whenever a declaration changed, and a test fails when a file in the repository is not what its declaration gives.
 """
 
 from __future__ import annotations
@@ -76,10 +76,13 @@ def _training_job() -> dict[str, Spec]:
     return training_job_specs()
 
 
-def _evaluation() -> dict[str, Spec]:
-    from ..model.options import specs
+def _model(name: str) -> Callable[[], dict[str, Spec]]:
+    def rows() -> dict[str, Spec]:
+        from ..model import options
 
-    return specs()
+        return options.specs(getattr(options, name))
+
+    return rows
 
 
 def _data(name: str) -> Callable[[], dict[str, Spec]]:
@@ -103,9 +106,11 @@ TABLES: dict[str, RFile] = {
               _launch),
         Table("training_job_options", "The options of a training job's own (alexnet_spark_train())",
               _training_job))),
-    "evaluation-options.R": RFile("the evaluation options' declaration", "python/alexnet/model/options.py", (
+    "model-options.R": RFile("the declarations of a model's options", "python/alexnet/model/options.py", (
         Table("evaluation_options", "The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate())",
-              _evaluation),)),
+              _model("EvaluationOptions")),
+        Table("predict_options", "The options of alexnet_predict()", _model("PredictOptions")),
+        Table("export_options", "The options of alexnet_export()", _model("ExportOptions")))),
     "data-options.R": RFile("the declarations of the data stage's options", "python/alexnet/data/options.py", (
         Table("synthetic_options", "The options of imagenet_synthetic()", _data("SyntheticOptions")),
         Table("upload_options", "The options of imagenet_upload()", _data("UploadOptions")),

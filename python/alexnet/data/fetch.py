@@ -20,7 +20,7 @@ from ..errors import AlexnetError
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
-from .options import DEFAULT_DOWNLOADS, FetchOptions, check_options
+from .options import DEFAULT_DOWNLOADS, FetchOptions
 from .partition import check_partition, partition_categories, partition_sizes
 
 
@@ -108,7 +108,7 @@ def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.Path
     ``categories`` pin, ``None`` when the board does not tell it).
     """
     partition, total = check_partition(partition, total)
-    chosen = check_options(FetchOptions, options, "imagenet_partition()")
+    chosen = declaration.check(FetchOptions, options, "imagenet_partition()")
     validation = chosen.validation
     opened, rows, by_id = _board_categories(board)
     images = {r["id"]: r["images"] for r in rows}

@@ -4,18 +4,17 @@ board and how a partition of a board is fetched.
 Each is a declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting` fields, as the training
 settings are): :class:`SyntheticOptions` of :func:`alexnet.imagenet_synthetic`, :class:`UploadOptions` of
 :func:`alexnet.imagenet_upload` and :class:`FetchOptions` of :func:`alexnet.imagenet_partition`. Those functions
-take these options by name, with these defaults, and check them with :func:`check_options`; the command line's
-``synth``, ``upload`` and ``fetch`` (and ``train`` and ``bench``, which fetch a partition) have an option for each,
-R's ``imagenet_synthetic()``, ``imagenet_upload()`` and ``imagenet_partition()`` a formal (``R/data-options.R``,
-generated from these declarations). This module does not import TensorFlow.
+take these options by name, with these defaults, and check them with :func:`alexnet.declare.declaration.check`;
+the command line's ``synth``, ``upload`` and ``fetch`` (and ``train`` and ``bench``, which fetch a partition) have
+an option for each, R's ``imagenet_synthetic()``, ``imagenet_upload()`` and ``imagenet_partition()`` a formal
+(``R/data-options.R``, generated from these declarations). This module does not import TensorFlow.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
 from ..declare import declaration
@@ -26,8 +25,6 @@ from .parts import LAYOUT_NAMES
 
 #: Downloads at the same time of a fetch, unless told otherwise (a Spark job's ``fetch_workers`` too).
 DEFAULT_DOWNLOADS = 8
-
-D = TypeVar("D")
 
 
 def check_layout(layout: Any) -> str:
@@ -132,10 +129,3 @@ def specs(options: type) -> dict[str, Spec]:
     """Every option's spec of ``options`` (one of the declarations above), by name, in the declaration's order."""
     return declaration.specs(options)
 
-
-def check_options(options: type[D], arguments: Mapping[str, Any], where: str) -> D:
-    """The options of declaration ``options`` among ``arguments`` (by name; those left out at their defaults),
-    checked and converted; an :class:`AlexnetError` naming an unknown one (``where``: the function given it) or the
-    first refused."""
-    declaration.check_names(arguments, specs(options), where, "Its options")
-    return options(**declaration.convert(options, arguments))

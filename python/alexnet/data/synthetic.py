@@ -22,7 +22,7 @@ from ..scratch import scratch_folder
 from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
 from .layouts import LAYOUT_FILES, MEMBER_PATHS, write_layout
-from .options import SyntheticOptions, check_options
+from .options import SyntheticOptions
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
         ``grayscale``, ``png``, ``truncated``, ``empty``) to its file path (inside its archive for an archive
         layout: ``<archive>/<member>``), empty when ``quirks`` is false.
     """
-    chosen = check_options(SyntheticOptions, options, "imagenet_synthetic()")
+    chosen = declaration.check(SyntheticOptions, options, "imagenet_synthetic()")
     classes, images_per_class, val_per_class = chosen.classes, chosen.images_per_class, chosen.val_per_class
     seed, quirks, max_side, layout = chosen.seed, chosen.quirks, chosen.max_side, chosen.layout
 

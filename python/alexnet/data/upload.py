@@ -29,7 +29,7 @@ from ..storage import layout
 from ..storage.board import Board, open_board
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
-from .options import UploadOptions, check_options
+from .options import UploadOptions
 from .packing import Options, Result, Uploader
 from .parts import Source
 from .sources import open_source
@@ -126,7 +126,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
         (old versions deleted under ``keep_versions``).
     """
     given = _given_source(source, path)
-    chosen = check_options(UploadOptions, options, "imagenet_upload()")
+    chosen = declaration.check(UploadOptions, options, "imagenet_upload()")
     packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
     parent = _scratch_parent(chosen.scratch)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work

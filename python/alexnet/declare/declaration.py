@@ -79,6 +79,14 @@ def convert(declaration: type, arguments: Mapping[str, Any]) -> dict[str, Any]:
             for name, spec in specs(declaration).items()}
 
 
+def check(declaration: type[D], arguments: Mapping[str, Any], where: str) -> D:
+    """The settings of ``declaration`` among ``arguments`` (by name; those left out at their defaults), checked and
+    converted; an :class:`AlexnetError` naming one that ``where`` (the function given them) does not take, with the
+    closest, or the first refused."""
+    check_names(arguments, specs(declaration), where, "Its options")
+    return declaration(**convert(declaration, arguments))
+
+
 def to_dict(values: Any) -> dict[str, Any]:
     """A declaration's values as plain values (lists for tuples): what JSON, R and a Spark task carry."""
     return {name: list(value) if isinstance(value, tuple) else value
@@ -119,12 +127,14 @@ def take_declared(function: Any, *declarations: type, more: bool = False, title:
     """Give ``function``, which takes the settings of ``declarations`` through its ``**`` keywords, their signature and
     help: its own positional parameters, then every declared setting by keyword with its default and type, then its
     own keyword-only parameters (and its ``**`` ones only with ``more``: a training's settings); after its docstring,
-    one bullet per setting (under ``title`` when given)."""
+    one bullet per setting (under ``title`` when given). A setting that ``function`` names among its own parameters
+    (so that it may be given by position; its default should be the declaration's, :func:`defaults`) keeps its
+    place."""
     written = inspect.signature(function)
     own = list(written.parameters.values())
     first = [p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD]
     rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]
-    declared = [p for group in declarations for p in parameters(group)]
+    declared = [p for group in declarations for p in parameters(group) if p.name not in written.parameters]
     function.__signature__ = inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
     helps = "\n".join(help_lines(group) for group in declarations)
     function.__doc__ = "\n\n".join([(function.__doc__ or "").rstrip(), *([f"    {title}"] if title else []),

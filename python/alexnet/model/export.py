@@ -22,29 +22,21 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
-from ..checks import as_int
+from ..declare import declaration
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
+from .options import ExportOptions
 from .pin import EXPORT_FILES, check_model_board, check_model_pin, publish_model
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)
 
-#: The export formats: a TensorFlow SavedModel, or a TF Lite flatbuffer of its pixels signature.
-FORMATS = tuple(EXPORT_FILES)
 #: The TF Lite file of a ``tflite`` export (the same name in a folder and in a model pin).
 TFLITE_FILE = EXPORT_FILES["tflite"]
 #: Files that mark a folder as an earlier export, which ``overwrite`` may replace.
 _EXPORT_MARKS = ("saved_model.pb", TFLITE_FILE)
-
-
-def _check_format(value: Any) -> str:
-    text = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
-    if not isinstance(text, str) or text.strip().lower() not in FORMATS:
-        raise AlexnetError(f"`format` must be {' or '.join(repr(f) for f in FORMATS)}, not {text!r}.")
-    return text.strip().lower()
 
 
 def _entries(fs: Any, path: str, local: bool) -> list[str]:
@@ -157,16 +149,12 @@ def publish_with_export(board: str | None, name: str, model_file: str, card: Mod
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def alexnet_export(
-    model: Any,
-    path: str | os.PathLike | None = None,
-    format: str = "savedmodel",
-    *,
-    top: int = 5,
-    board: str | os.PathLike | None = None,
-    name: str | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
+#: The defaults of an export's options: ``format`` is also given by position.
+_DEFAULTS = declaration.defaults(ExportOptions)
+
+
+def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: str = _DEFAULTS["format"], *,
+                   board: str | os.PathLike | None = None, name: str | None = None, **options: Any) -> dict[str, Any]:
     """Export ``model`` for serving without this package: a TensorFlow SavedModel, or a TF Lite file.
 
     ``model``: a model pin from :func:`alexnet.alexnet_model` or a ``model_dir`` / ``alexnet.keras`` location with
@@ -197,10 +185,8 @@ def alexnet_export(
     name: ``inputs`` and ``outputs``, each name to ``dtype[dims]``) and ``pin`` (``board``, ``name``, ``version``
     of the model pin published, or None).
     """
-    format = _check_format(format)
-    top = as_int(top, "top", 1)
-    if not isinstance(overwrite, bool):
-        raise AlexnetError(f"`overwrite` must be TRUE or FALSE, not {overwrite!r}.")
+    chosen = declaration.check(ExportOptions, {"format": format, **options}, "alexnet_export()")
+    format, top, overwrite = chosen.format, chosen.top, chosen.overwrite
     if path is None and board is None:
         raise AlexnetError("give `path` (a folder, gs:// or s3:// location to write the export to), `board` (to "
                            "publish it in a model pin), or both.")
@@ -238,3 +224,6 @@ def alexnet_export(
     return {"path": target, "format": format, "files": files, "bytes": size, "model": loaded.description,
             "image_size": loaded.card.image_size, "num_classes": loaded.card.num_classes,
             "top": min(top, loaded.card.num_classes), "signatures": signatures, "pin": pin}
+
+
+declaration.take_declared(alexnet_export, ExportOptions, title="Its options, with their defaults:")

@@ -1,11 +1,15 @@
-"""The options of an evaluation, declared once: how the images are cropped and scored.
+"""The options of what is done with a trained model, declared once: an evaluation's (how the images are cropped
+and scored), a prediction's and an export's.
 
-:class:`EvaluationOptions` is the declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting`
-fields, as the training settings are). :func:`alexnet.alexnet_evaluate` and :func:`alexnet.alexnet_spark_evaluate`
-take these options by name, with these defaults; the command line's ``evaluate`` and ``spark-evaluate`` have an
-option for each, R's ``alexnet_evaluate()`` and ``alexnet_spark_evaluate()`` a formal (``R/evaluation-options.R``,
-generated from this declaration); :func:`check_options` is their one check, and a Spark evaluation hands the
-result to every worker as it is. This module does not import TensorFlow.
+:class:`EvaluationOptions` is the declaration of an evaluation's (a frozen dataclass of
+:func:`alexnet.declare.declaration.setting` fields, as the training settings are). :func:`alexnet.alexnet_evaluate`
+and :func:`alexnet.alexnet_spark_evaluate` take these options by name, with these defaults; the command line's
+``evaluate`` and ``spark-evaluate`` have an option for each, R's ``alexnet_evaluate()`` and
+``alexnet_spark_evaluate()`` a formal (``R/model-options.R``, generated from these declarations);
+:func:`check_options` is their one check, and a Spark evaluation hands the result to every worker as it is.
+:class:`PredictOptions` and :class:`ExportOptions` are those of :func:`alexnet.alexnet_predict` and
+:func:`alexnet.alexnet_export`, taken alike by the commands ``predict`` and ``export`` and R's functions. This
+module does not import TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_int
 from ..declare import declaration
-from ..declare.declaration import setting
+from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
 from ..errors import AlexnetError
+from .pin import EXPORT_FILES
 
 #: How each ``crops`` value evaluates, as the result's ``protocol`` says.
 PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
@@ -52,9 +57,32 @@ class EvaluationOptions:
                                      "it)", minimum=MIN_IMAGE_SIZE, optional=True, metavar="PIXELS")
 
 
-def specs() -> dict[str, Spec]:
-    """Every option's spec, by name, in the declaration's order."""
-    return declaration.specs(EvaluationOptions)
+@dataclass(frozen=True)
+class PredictOptions:
+    """How :func:`alexnet.alexnet_predict` ranks the classes of its images (the declaration: see the module
+    documentation)."""
+
+    top: int = setting(5, "count", "classes given for each image, the most probable first (a model with fewer "
+                       "classes gives all of them)", minimum=1)
+    batch_size: int = setting(32, "count", "images scored at once", minimum=1)
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What :func:`alexnet.alexnet_export` writes (the declaration: see the module documentation)."""
+
+    format: str = setting("savedmodel", "choice", "savedmodel: a TensorFlow SavedModel; tflite: its pixels "
+                          "signature as a TF Lite file", choices=tuple(EXPORT_FILES))
+    top: int = like(declaration.specs(PredictOptions)["top"], help="classes the export returns for each image, the "
+                    "most probable first (at most the model's)")
+    overwrite: bool = setting(False, "flag", "replace an earlier export at path (a folder holding anything else is "
+                              "never emptied)")
+
+
+def specs(options: type = EvaluationOptions) -> dict[str, Spec]:
+    """Every option's spec of ``options`` (an evaluation's unless another declaration of this module is named), by
+    name, in the declaration's order."""
+    return declaration.specs(options)
 
 
 def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:

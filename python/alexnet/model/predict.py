@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int
+from ..declare import declaration
 from ..errors import AlexnetError
+from .options import PredictOptions
 from .saved import load_model
 
 logger = logging.getLogger(__name__)
@@ -75,13 +76,18 @@ def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: 
     return np.stack(decoded)
 
 
-def alexnet_predict(model: Any, images: Any, top: int = 5, *, batch_size: int = 32) -> list[dict[str, Any]]:
+#: The defaults of a prediction's options: ``top`` is also given by position.
+_DEFAULTS = declaration.defaults(PredictOptions)
+
+
+def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **options: Any) -> list[dict[str, Any]]:
     """The ``top`` most probable classes of each image, in the order the images are given.
 
     ``model``: a model pin from :func:`alexnet.alexnet_model`, a ``model_dir`` or ``alexnet.keras`` location,
     or (Python) a ``keras.Model``. ``images``: file paths or locations (folder files, ``file://``, ``gs://``,
     ``s3://``, ``https://``) or, from Python, ``bytes``. Each is decoded as evaluation does, at the card's image
-    size, and scored ``batch_size`` at a time. ``top`` is at least 1; a model with fewer classes gives all of them.
+    size, and scored ``batch_size`` at a time. Its options (:class:`~alexnet.model.options.PredictOptions`) are
+    listed below.
 
     Returns one record per image and rank: ``image`` (as given, or ``<bytes i>`` for the ``i``-th image given
     as bytes, 0-based), ``rank`` (1 = most probable), ``id`` (the class's WordNet id, from the model's card),
@@ -89,10 +95,11 @@ def alexnet_predict(model: Any, images: Any, top: int = 5, *, batch_size: int = 
     raise one :class:`AlexnetError` naming each of them, before anything is predicted.
     """
     items = _image_list(images)
-    batch_size = as_int(batch_size, "batch_size", 1)
+    chosen = declaration.check(PredictOptions, {"top": top, **options}, "alexnet_predict()")
+    batch_size = chosen.batch_size
     loaded = load_model(model)
     card = loaded.card
-    top = min(as_int(top, "top", 1), card.num_classes)
+    top = min(chosen.top, card.num_classes)
     names = [f"<bytes {i}>" if isinstance(item, bytes) else item for i, item in enumerate(items)]
     pixels = _decode_all(items, names, card.image_size)
     records: list[dict[str, Any]] = []
@@ -104,3 +111,6 @@ def alexnet_predict(model: Any, images: Any, top: int = 5, *, batch_size: int = 
                 records.append({"image": names[start + offset], "rank": rank, "id": card.class_ids[label],
                                 "name": card.class_names[label], "probability": float(row[label])})
     return records
+
+
+declaration.take_declared(alexnet_predict, PredictOptions, title="Its options, with their defaults:")

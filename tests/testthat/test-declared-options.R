@@ -1,11 +1,13 @@
-# The options of the data stage reach R from the core's declarations (R/data-options.R, generated from
-# python/alexnet/data/options.py): each one is a formal of the function that takes it, with the declared kind and
+# The options of the data stage and of a prediction and an export reach R from the core's declarations
+# (R/data-options.R, R/model-options.R, generated from python/alexnet/data/options.py and
+# python/alexnet/model/options.py): each one is a formal of the function that takes it, with the declared kind and
 # default, documented there, and a bad value of it stops the call before anything is written or read. The walk is
 # over the declarations, so an option added to one of them alone is covered. (Python's side:
-# python/tests/test_data_options.py.)
+# python/tests/test_declared_options.py.)
 data_users <- function() {
   list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
-       imagenet_partition = alexnet:::fetch_options)
+       imagenet_partition = alexnet:::fetch_options, alexnet_predict = alexnet:::predict_options,
+       alexnet_export = alexnet:::export_options)
 }
 
 test_that("every option of the data stage is a formal of its function, with its declared default, kind and docs", {
@@ -17,6 +19,8 @@ test_that("every option of the data stage is a formal of its function, with its 
                    c("source", "board", "workers", "min_images", "resize", "quality", "keep_versions", "scratch"))
   expect_identical(names(formals(imagenet_partition))[1:6],
                    c("partition", "total", "board", "cache_dir", "workers", "verify"))
+  expect_identical(names(formals(alexnet_predict)), c("model", "images", "top", "batch_size", "..."))
+  expect_identical(names(formals(alexnet_export))[1:4], c("model", "path", "format", "top"))
 })
 
 test_that("R checks the data options it can before any call into the core", {
@@ -39,8 +43,12 @@ test_that("a bad value of every data option is refused, naming it, before anythi
     expect_settings_refused(function(...) imagenet_upload(file.path(dir, "no-source"), board = board, ...),
                             alexnet:::upload_options, after = untouched) +
     expect_settings_refused(function(...) imagenet_partition(0, 2, board = board, ...), alexnet:::fetch_options,
-                            after = untouched)
-  expect_gt(tried, 14L)
+                            after = untouched) +
+    expect_settings_refused(function(...) alexnet_predict(file.path(dir, "no-model"), "cat.jpg", ...),
+                            alexnet:::predict_options, after = untouched) +
+    expect_settings_refused(function(...) alexnet_export(file.path(dir, "no-model"), dest, ...),
+                            alexnet:::export_options, after = untouched)
+  expect_gt(tried, 17L)
 })
 
 test_that("a name the data functions do not take is refused with the closest option", {
@@ -50,4 +58,6 @@ test_that("a name the data functions do not take is refused with the closest opt
                "does not take `verfy` \\(did you mean `verify`\\?\\)", class = "alexnet_error")
   expect_error(imagenet_upload(tempfile(), board = tempfile(), qualty = 80),
                "does not take `qualty` \\(did you mean `quality`\\?\\)", class = "alexnet_error")
+  expect_error(alexnet_predict(tempfile(), "cat.jpg", batchsize = 2),
+               "does not take `batchsize` \\(did you mean `batch_size`\\?\\)", class = "alexnet_error")
 })

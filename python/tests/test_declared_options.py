@@ -1,10 +1,11 @@
-"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's) reach every front
-end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
-``imagenet_partition``, on the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which
-fetch a partition) with its help and default, and a value given there reaches the core; a bad value is refused with
-a message naming it before anything is written or read. The walk is over the declarations, so an option added to
-one of them alone is covered. (R's side: tests/testthat/test-data-options.R; the generated R tables:
-tests/test_settings.py.)
+"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's) and of a model's
+(a prediction's, an export's) reach every front end: each option is in the signature and help of
+``imagenet_synthetic`` / ``imagenet_upload`` / ``imagenet_partition`` / ``alexnet_predict`` / ``alexnet_export``, on
+the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch a partition) /
+``predict`` / ``export`` with its help and default, and a value given there reaches the core; a bad value is refused
+with a message naming it before anything is written or read. The walk is over the declarations, so an option added
+to one of them alone is covered. (R's side: tests/testthat/test-declared-options.R; the generated R tables:
+tests/test_settings.py; an evaluation's and a Spark job's options: tests/test_launch_options.py.)
 """
 
 from __future__ import annotations
@@ -20,18 +21,24 @@ from alexnet.cli import build_parser, main
 from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
+from alexnet.model.options import ExportOptions, PredictOptions
 
 #: Which function and commands take each declaration's options.
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     SyntheticOptions: ("imagenet_synthetic", ("synth",)),
     UploadOptions: ("imagenet_upload", ("upload",)),
     FetchOptions: ("imagenet_partition", ("fetch", "train", "bench")),
+    PredictOptions: ("alexnet_predict", ("predict",)),
+    ExportOptions: ("alexnet_export", ("export",)),
 }
 CASES = [(declaration, name, spec) for declaration in TAKEN_BY for name, spec in specs(declaration).items()]
 IDS = [f"{declaration.__name__}:{name}" for declaration, name, _ in CASES]
+#: The options also given by position, after the function's own arguments.
+POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top")}
 #: The words before the options of each command: what it needs besides them.
 LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
-           "bench": ["bench", "--board", "board"]}  # bench fetches a partition when given a board
+           "bench": ["bench", "--board", "board"],  # bench fetches a partition when given a board
+           "predict": ["predict", "cat.jpg", "--model", "model"], "export": ["export", "model", "--path", "out"]}
 
 
 def _parser(command: str):
@@ -43,7 +50,9 @@ def test_every_option_is_in_the_signature_help_and_commands_with_its_default(dec
     function, commands = TAKEN_BY[declaration]
     core = getattr(alexnet, function)
     parameter = inspect.signature(core).parameters[name]
-    assert parameter.default == spec.default and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameter.default == spec.default
+    # by keyword, or also by position where it was before (an export's `format`, a prediction's `top`)
+    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY or (function, name) in POSITIONAL
     assert f"``{name}`` (default ``{spec.default!r}``)" in core.__doc__
     flag = option_name(name, spec)
     if flag is None:
@@ -84,6 +93,8 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
         SyntheticOptions: lambda values: alexnet.imagenet_synthetic(dest, **values),
         UploadOptions: lambda values: alexnet.imagenet_upload(tmp_path / "no-source", board=board, **values),
         FetchOptions: lambda values: alexnet.imagenet_partition(0, 2, board=board, **values),
+        PredictOptions: lambda values: alexnet.alexnet_predict(str(dest), [str(tmp_path / "cat.jpg")], **values),
+        ExportOptions: lambda values: alexnet.alexnet_export(str(board), str(dest), **values),
     }
     refusal(calls[declaration], name, spec)
     assert not dest.exists() and not board.exists()
@@ -96,7 +107,9 @@ def test_options_not_taken_are_named_with_the_closest(tmp_path):
         alexnet.imagenet_upload(tmp_path, board=tmp_path / "board", min_image=2)
     with pytest.raises(AlexnetError, match=r"imagenet_synthetic\(\) does not take `class` \(did you mean `classes`"):
         alexnet.imagenet_synthetic(tmp_path / "x", **{"class": 2})
-    assert not (tmp_path / "board").exists() and not (tmp_path / "x").exists()
+    with pytest.raises(AlexnetError, match=r"alexnet_export\(\) does not take `formats` \(did you mean `format`"):
+        alexnet.alexnet_export(str(tmp_path / "model"), str(tmp_path / "out"), formats="tflite")
+    assert not (tmp_path / "board").exists() and not (tmp_path / "x").exists() and not (tmp_path / "out").exists()
 
 
 def test_a_spark_worker_fetches_with_the_options_of_a_fetch():

@@ -1,0 +1,26 @@
+# Generated from the declarations of a model's options (python/alexnet/model/options.py): do not edit.
+# `make setup` writes it again, with `python -m alexnet.cli.to_r R`, when a declaration changes.
+
+# The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate()), in the declaration's order: each one's
+# argument kind (see R/arguments.R), default, values when it is a choice, and help.
+evaluation_options <- list(
+  crops = list(kind = "count", default = 1, choices = c(1, 10), help = "1: the centre crop; 10: the four corners and the centre of the image resized to 256/224 of the crop, and their mirrors (the paper's)"),
+  batch_size = list(kind = "count>=1", default = 64, choices = NULL, help = "images scored at once"),
+  parallel = list(kind = "count>=1?", default = NULL, choices = NULL, help = "images decoded at once (unset: one per CPU this process may use)"),
+  image_size = list(kind = "count>=63?", default = NULL, choices = NULL, help = "the side of the crop scored (unset: the size the model trained at last; a model trained at a lower size often scores better 32 pixels above it)")
+)
+
+# The options of alexnet_predict(), in the declaration's order: each one's argument kind (see R/arguments.R), default,
+# values when it is a choice, and help.
+predict_options <- list(
+  top = list(kind = "count>=1", default = 5, choices = NULL, help = "classes given for each image, the most probable first (a model with fewer classes gives all of them)"),
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once")
+)
+
+# The options of alexnet_export(), in the declaration's order: each one's argument kind (see R/arguments.R), default,
+# values when it is a choice, and help.
+export_options <- list(
+  format = list(kind = "choice", default = "savedmodel", choices = c("savedmodel", "tflite"), help = "savedmodel: a TensorFlow SavedModel; tflite: its pixels signature as a TF Lite file"),
+  top = list(kind = "count>=1", default = 5, choices = NULL, help = "classes the export returns for each image, the most probable first (at most the model's)"),
+  overwrite = list(kind = "flag", default = FALSE, choices = NULL, help = "replace an earlier export at path (a folder holding anything else is never emptied)")
+)
