@@ -18,7 +18,8 @@ from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, main
-from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, specs
+from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions
+from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
 from alexnet.model.options import ExportOptions, PredictOptions

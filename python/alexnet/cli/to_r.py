@@ -9,6 +9,7 @@ whenever a declaration changed, and a test fails when a file in the repository i
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import textwrap
@@ -76,20 +77,12 @@ def _training_job() -> dict[str, Spec]:
     return training_job_specs()
 
 
-def _model(name: str) -> Callable[[], dict[str, Spec]]:
+def _declared(module: str, name: str) -> Callable[[], dict[str, Spec]]:
+    """The rows of declaration ``name`` of ``alexnet.<module>``, imported when the table is written."""
     def rows() -> dict[str, Spec]:
-        from ..model import options
+        from ..declare.declaration import specs
 
-        return options.specs(getattr(options, name))
-
-    return rows
-
-
-def _data(name: str) -> Callable[[], dict[str, Spec]]:
-    def rows() -> dict[str, Spec]:
-        from ..data import options
-
-        return options.specs(getattr(options, name))
+        return specs(getattr(importlib.import_module(f"alexnet.{module}"), name))
 
     return rows
 
@@ -108,13 +101,15 @@ TABLES: dict[str, RFile] = {
               _training_job))),
     "model-options.R": RFile("the declarations of a model's options", "python/alexnet/model/options.py", (
         Table("evaluation_options", "The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate())",
-              _model("EvaluationOptions")),
-        Table("predict_options", "The options of alexnet_predict()", _model("PredictOptions")),
-        Table("export_options", "The options of alexnet_export()", _model("ExportOptions")))),
+              _declared("model.options", "EvaluationOptions")),
+        Table("predict_options", "The options of alexnet_predict()",
+              _declared("model.options", "PredictOptions")),
+        Table("export_options", "The options of alexnet_export()", _declared("model.options", "ExportOptions")))),
     "data-options.R": RFile("the declarations of the data stage's options", "python/alexnet/data/options.py", (
-        Table("synthetic_options", "The options of imagenet_synthetic()", _data("SyntheticOptions")),
-        Table("upload_options", "The options of imagenet_upload()", _data("UploadOptions")),
-        Table("fetch_options", "The options of imagenet_partition()", _data("FetchOptions")))),
+        Table("synthetic_options", "The options of imagenet_synthetic()",
+              _declared("data.options", "SyntheticOptions")),
+        Table("upload_options", "The options of imagenet_upload()", _declared("data.options", "UploadOptions")),
+        Table("fetch_options", "The options of imagenet_partition()", _declared("data.options", "FetchOptions")))),
 }
 
 

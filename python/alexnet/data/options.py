@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
-from ..declare import declaration
 from ..declare.declaration import setting
-from ..declare.kinds import Spec
 from ..errors import AlexnetError, LayoutError
 from .parts import LAYOUT_NAMES
 
@@ -30,8 +28,6 @@ DEFAULT_DOWNLOADS = 8
 def check_layout(layout: Any) -> str:
     """``layout`` as one of :data:`~alexnet.data.parts.LAYOUT_NAMES`; a :class:`LayoutError` naming the closest
     otherwise."""
-    if isinstance(layout, (list, tuple)) and len(layout) == 1:
-        layout = layout[0]
     if layout not in LAYOUT_NAMES:
         raise LayoutError(f"`layout` must be one of {', '.join(LAYOUT_NAMES)}, not "
                           f"{name_hints([str(layout)], LAYOUT_NAMES)}")
@@ -123,9 +119,4 @@ class FetchOptions:
     retries: int = setting(3, "count", "attempts after the first for each download that fails for a transient reason",
                            minimum=0)
     validation: bool = setting(True, "flag", "also fetch the partition's validation images", option=None)
-
-
-def specs(options: type) -> dict[str, Spec]:
-    """Every option's spec of ``options`` (one of the declarations above), by name, in the declaration's order."""
-    return declaration.specs(options)
 

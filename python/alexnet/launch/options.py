@@ -20,17 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.options import FetchOptions
-from ..data.options import specs as data_specs
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
 from ..model.options import specs as evaluation_specs
 from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
 
-
-def fetch_specs() -> dict[str, Spec]:
-    """The options of a fetch (:class:`~alexnet.data.options.FetchOptions`), which a worker's own follow."""
-    return data_specs(FetchOptions)
+#: The options of a fetch (:class:`~alexnet.data.options.FetchOptions`), which a worker's own follow.
+FETCH = declaration.specs(FetchOptions)
 
 
 @dataclass(frozen=True)
@@ -39,9 +36,9 @@ class LaunchOptions:
 
     base_port: int = setting(DEFAULT_BASE_PORT, "count", "worker k of a training listens on its host at this port "
                              "+ k (tasks on one host must not collide)", minimum=1, maximum=65535, metavar="PORT")
-    cache_dir: str | None = like(fetch_specs()["cache_dir"], help="where each worker extracts its share of the board "
+    cache_dir: str | None = like(FETCH["cache_dir"], help="where each worker extracts its share of the board "
                                  "(unset: under the user cache directory)")
-    fetch_workers: int = like(fetch_specs()["workers"], help="parallel downloads of each worker")
+    fetch_workers: int = like(FETCH["workers"], help="parallel downloads of each worker")
     timeout: float | None = setting(None, "seconds", "seconds a launch may take before the whole job is cancelled "
                                     "(unset: no bound)", optional=True)
     python: str | None = setting(None, "string", "the Python each worker runs (unset: the executor's; from R, the "

@@ -79,10 +79,9 @@ class ExportOptions:
                               "never emptied)")
 
 
-def specs(options: type = EvaluationOptions) -> dict[str, Spec]:
-    """Every option's spec of ``options`` (an evaluation's unless another declaration of this module is named), by
-    name, in the declaration's order."""
-    return declaration.specs(options)
+def specs() -> dict[str, Spec]:
+    """Every option's spec of an evaluation, by name, in the declaration's order."""
+    return declaration.specs(EvaluationOptions)
 
 
 def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:
