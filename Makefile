@@ -66,10 +66,13 @@ test-python: setup
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m "not long"
 	$(VENV)/bin/ruff check python
 
-# Tests too long for make test's budget (a Spark standalone cluster of two workers training, a Spark training job
-# relaunched after a killed worker, README's spark-train and spark-evaluate lines): CI runs them after it.
+# Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
+# the runs of several workers that resume, agree under every lever or evaluate after a killed worker, a Spark
+# standalone cluster, README's shell block, the benchmark's end to end, R's install from a plain build and its
+# real Spark and multi-worker jobs. CI runs them after make test.
 test-long: setup
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m long
+	cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 ALEXNET_TESTS=long Rscript testthat.R
 
 test-r: setup
 	cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 Rscript testthat.R

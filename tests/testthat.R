@@ -7,4 +7,14 @@ library(alexnet)
 Sys.setenv(TMPDIR = file.path(tempdir(), "python"))
 dir.create(Sys.getenv("TMPDIR"))
 
-test_check("alexnet")
+# With ALEXNET_TESTS=long (make test-long), only the files holding tests kept out of `make test` for time run (see
+# skip_unless_long()); otherwise every file runs, and those tests skip.
+long_files <- function(folder = "testthat") {
+  files <- list.files(folder, "^test-.*\\.R$")
+  holds <- vapply(files, function(f) any(grepl("skip_unless_long()", readLines(file.path(folder, f)), fixed = TRUE)),
+                  logical(1))
+  sub("^test-(.*)\\.R$", "\\1", files[holds])
+}
+filter <- if (identical(Sys.getenv("ALEXNET_TESTS"), "long")) paste0("^(", paste(long_files(), collapse = "|"), ")$")
+
+test_check("alexnet", filter = filter)

@@ -348,7 +348,7 @@ def worker_pids(index: int) -> list[int]:
     return pids
 
 
-@pytest.mark.long  # a relaunched training job: make test-long (CI) runs it; evaluation's retry stays in make test
+@pytest.mark.long  # a relaunched training job: make test-long (CI) runs it, and the relaunched evaluation too
 def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_checkpoint(spark, board, tmp_path):
     import signal
     import threading

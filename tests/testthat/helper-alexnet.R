@@ -9,6 +9,12 @@ skip_if_no_alexnet <- function() {
   skip("the Python core of alexnet is not available")
 }
 
+# A test kept out of `make test` for time skips unless ALEXNET_TESTS=long, which `make test-long` sets (CI runs it
+# after `make test`); testthat.R then runs only the files that call this.
+skip_unless_long <- function() {
+  skip_if_not(identical(Sys.getenv("ALEXNET_TESTS"), "long"), "kept out of make test for time: make test-long runs it")
+}
+
 # Runs `code` (with `args`) in a fresh R process with the given environment, so that Python state (which
 # reticulate cannot reset) starts from nothing.
 run_fresh_r <- function(code, env = character(), args = list()) {

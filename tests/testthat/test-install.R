@@ -4,6 +4,7 @@
 # small imagenet_partition() through it. Runs in a checkout only (R CMD check tests a copy without git).
 
 test_that("a package built by plain R CMD build carries the core, and install_alexnet() works from it", {
+  skip_unless_long()
   root <- normalizePath(file.path(testthat::test_path(), "..", ".."), mustWork = FALSE)
   skip_if_not(dir.exists(file.path(root, ".git")), "not in a git checkout")
   skip_if(!nzchar(Sys.which("git")) || !nzchar(Sys.which("python3")), "git or python3 is missing")

@@ -14,6 +14,7 @@ free_port <- function() {
 }
 
 test_that("the original r-tensorflow/alexnet's stand-alone multi-worker snippet trains in two R sessions", {
+  skip_unless_long()
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   skip_if_not_installed("jsonlite")

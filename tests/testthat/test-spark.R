@@ -114,6 +114,7 @@ test_that("an executor whose Python lacks the core fails the probe, which names 
 })
 
 test_that("alexnet_spark_train's spark_apply() call and closure run a real one-worker job, with progress, ending with its evaluation", {
+  skip_unless_long()
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   dir <- withr::local_tempdir()
@@ -289,6 +290,7 @@ test_that("a worker still running after `timeout` seconds is stopped, and the er
 })
 
 test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with reticulate::import('tensorflow')", {
+  skip_unless_long()
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   skip_if_not_installed("jsonlite")
