@@ -62,8 +62,12 @@ test: setup test-python test-r test-check test-site
 test-check: setup
 	$(MAKE) --no-print-directory check CHECK_ARGS=--no-tests
 
+# The Python and R test runs of make test and make test-long: the same command, a different selection.
+PYTEST := cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py
+TESTTHAT := cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1
+
 test-python: setup
-	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m "not long"
+	$(PYTEST) -m "not long"
 	$(VENV)/bin/ruff check python
 
 # Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
@@ -71,11 +75,11 @@ test-python: setup
 # standalone cluster, README's shell block, the benchmark's end to end, R's install from a plain build and its
 # real Spark and multi-worker jobs. CI runs them after make test.
 test-long: setup
-	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py -m long
-	cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 ALEXNET_TESTS=long Rscript testthat.R
+	$(PYTEST) -m long
+	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R
 
 test-r: setup
-	cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1 Rscript testthat.R
+	$(TESTTHAT) Rscript testthat.R
 
 # R CMD check on the built tarball (sparklyr is only suggested and is not installable here).
 # Their temporary files go to $(BUILD)/tmp, made anew each time: the vignettes train in an embedded Python, which

@@ -182,7 +182,7 @@ def shell_snippet(python_snippet) -> tuple[Path, list[str], list[str]]:
     return tmp, lines, spark
 
 
-@pytest.mark.long  # kept out of make test for time: make test-long (CI) runs it
+@pytest.mark.long
 def test_readme_shell_snippet_runs(shell_snippet):
     tmp, lines, spark = shell_snippet
     assert len(lines) >= 9 and len(spark) == 2

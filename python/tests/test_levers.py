@@ -141,7 +141,7 @@ RUNS = {
 }
 
 
-@pytest.mark.long  # kept out of make test for time: make test-long (CI) runs it
+@pytest.mark.long
 def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
     base = free_base_port(2)
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -66,7 +66,7 @@ print(json.dumps(resident))
 """
 
 
-@pytest.mark.long  # kept out of make test for time: make test-long (CI) runs it
+@pytest.mark.long
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident memory from /proc")
 def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_path):
     from alexnet.data.imagenet import read_imagenet

@@ -309,7 +309,7 @@ def _validation_counts_every_image_once(tmp_path: Path, histories: list[dict], d
         assert histories[0]["metrics"][name] == histories[1]["metrics"][name], name
 
 
-@pytest.mark.long  # kept out of make test for time: make test-long (CI) runs it
+@pytest.mark.long
 def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)

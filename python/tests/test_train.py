@@ -158,7 +158,7 @@ def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     assert right / len(sample) >= 0.6, (right, len(sample))
 
 
-@pytest.mark.long  # kept out of make test for time: make test-long (CI) runs it
+@pytest.mark.long
 def test_mirrored_over_two_cpu_devices_learns_too_and_validates_every_image_once(tmp_path):
     out = tmp_path / "history.json"
     env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
