@@ -19,7 +19,7 @@ NULL
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
 # R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/model-options.R for an
-# evaluation's, a prediction's and an export's, R/data-options.R for the data stage's), by name: their kinds.
+# evaluation's (and which of a board's images), a prediction's and an export's, R/data-options.R for the data stage's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
@@ -31,8 +31,8 @@ training_kinds <- declared_kinds(training_settings)
 # case.
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, predict_options, export_options, synthetic_options, upload_options,
-                      fetch_options), function(setting) {
+                      evaluation_options, board_images_options, predict_options, export_options, synthetic_options,
+                      upload_options, fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -102,7 +102,7 @@ argument_kinds <- list(
   alexnet_export = c(model = "object", path = "location?", declared_kinds(export_options), board = "location?",
                      name = "string?"),
   alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
-                       partition = "count", total = "count", cache_dir = "location?", fetch_workers = "count"),
+                       declared_kinds(board_images_options)),
   alexnet_predict = c(model = "object", images = "strings", declared_kinds(predict_options)),
   alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count", board = "location?",
                              declared_kinds(evaluation_options), declared_kinds(launch_options))

@@ -10,6 +10,15 @@ evaluation_options <- list(
   image_size = list(kind = "count>=63?", default = NULL, choices = NULL, help = "the side of the crop scored (unset: the size the model trained at last; a model trained at a lower size often scores better 32 pixels above it)")
 )
 
+# Which of a board's validation images alexnet_evaluate() scores, and how they are fetched, in the declaration's
+# order: each one's argument kind (see R/arguments.R), default, values when it is a choice, and help.
+board_images_options <- list(
+  partition = list(kind = "count>=0", default = 0, choices = NULL, help = "the 0-based share of the board's validation images scored"),
+  total = list(kind = "count>=1", default = 1, choices = NULL, help = "the number of shares the board's validation images are split into (1: all of them)"),
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the validation images are extracted (unset: a folder under the user's cache directory)"),
+  fetch_workers = list(kind = "count>=1", default = 8, choices = NULL, help = "parallel downloads of the validation images")
+)
+
 # The options of alexnet_predict(), in the declaration's order: each one's argument kind (see R/arguments.R), default,
 # values when it is a choice, and help.
 predict_options <- list(

@@ -104,10 +104,12 @@ core_model <- function(model) {
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
 #'   `NULL` for the default.
 #' @eval declared_params(evaluation_options)
-#' @param ... Further arguments for the Python `alexnet_evaluate()`: how the board's validation images are
-#'   fetched (`partition` and `total`, a share of them; `cache_dir`; `fetch_workers`, downloads at once).
+#' @eval declared_params(board_images_options)
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details The options of an evaluation (`crops`, `batch_size`, `parallel`, `image_size`) are declared once in the
-#'   core (`alexnet.model.options`), with their defaults and checks, as are [alexnet_spark_evaluate()]'s. Only a
+#'   core (`alexnet.model.options`), with their defaults and checks, as are [alexnet_spark_evaluate()]'s, and so are
+#'   those that say which of a board's validation images are scored and how they are fetched (`partition`, `total`,
+#'   `cache_dir`, `fetch_workers`), which apply only when `data` is `NULL`. Only a
 #'   model whose input takes every size (as [alexnet_train()] builds them) takes an `image_size` of its own.
 #' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
@@ -127,8 +129,9 @@ alexnet_evaluate <- function(model, data = NULL, board = NULL, ...) {
   if (!is.null(args[["data"]])) args$data <- train_data(args$data)
   new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
 }
-# the options of an evaluation from the core's declaration, before `...`
-alexnet_evaluate <- with_declared(alexnet_evaluate, declared_formals(evaluation_options))
+# the options of an evaluation, then which of a board's images, from the core's declarations, before `...`
+alexnet_evaluate <- with_declared(alexnet_evaluate, c(declared_formals(evaluation_options),
+                                                      declared_formals(board_images_options)))
 
 # The core's evaluation as an R object: `bad_images` a character vector, and for a Spark evaluation `workers` a
 # data frame with one row per worker (the core's `per_worker`).

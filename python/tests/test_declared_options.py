@@ -1,11 +1,12 @@
-"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's) and of a model's
-(a prediction's, an export's) reach every front end: each option is in the signature and help of
-``imagenet_synthetic`` / ``imagenet_upload`` / ``imagenet_partition`` / ``alexnet_predict`` / ``alexnet_export``, on
+"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's, a validation
+fetch's) and of a model's (which of a board's images an evaluation scores, a prediction's, an export's) reach every
+front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
+``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export``, on
 the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch a partition) /
-``predict`` / ``export`` with its help and default, and a value given there reaches the core; a bad value is refused
-with a message naming it before anything is written or read. The walk is over the declarations, so an option added
-to one of them alone is covered. (R's side: tests/testthat/test-declared-options.R; the generated R tables:
-tests/test_settings.py; an evaluation's and a Spark job's options: tests/test_launch_options.py.)
+``evaluate`` / ``predict`` / ``export`` with its help and default, and a value given there reaches the core; a bad
+value is refused with a message naming it before anything is written or read. The walk is over the declarations, so
+an option added to one of them alone is covered. (R's side: tests/testthat/test-declared-options.R; the generated R
+tables: tests/test_settings.py; an evaluation's and a Spark job's options: tests/test_launch_options.py.)
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, main
-from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions
+from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, ValidationFetchOptions
 from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
-from alexnet.model.options import ExportOptions, PredictOptions
+from alexnet.model.options import BoardImagesOptions, ExportOptions, PredictOptions
 
 #: Which function and commands take each declaration's options.
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     SyntheticOptions: ("imagenet_synthetic", ("synth",)),
     UploadOptions: ("imagenet_upload", ("upload",)),
     FetchOptions: ("imagenet_partition", ("fetch", "train", "bench")),
+    ValidationFetchOptions: ("imagenet_validation", ()),
+    BoardImagesOptions: ("alexnet_evaluate", ("evaluate",)),
     PredictOptions: ("alexnet_predict", ("predict",)),
     ExportOptions: ("alexnet_export", ("export",)),
 }
@@ -39,6 +42,7 @@ POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top")}
 #: The words before the options of each command: what it needs besides them.
 LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
            "bench": ["bench", "--board", "board"],  # bench fetches a partition when given a board
+           "evaluate": ["evaluate", "model", "--board", "board"],
            "predict": ["predict", "cat.jpg", "--model", "model"], "export": ["export", "model", "--path", "out"]}
 
 
@@ -69,8 +73,8 @@ def test_every_option_is_in_the_signature_help_and_commands_with_its_default(dec
 def test_a_value_on_the_command_line_reaches_the_core(declaration, name, spec, monkeypatch, tmp_path):
     function, commands = TAKEN_BY[declaration]
     flag = option_name(name, spec)
-    if flag is None:
-        pytest.skip(f"{name} is not on the command line")
+    if flag is None or not commands:
+        pytest.skip(f"{name} is not on the command line" if commands else f"{function}() has no command")
     value = str(tmp_path / name) if spec.kind == "location" else other_value(name, spec)
     calls: list[dict[str, Any]] = []
 
@@ -94,6 +98,8 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
         SyntheticOptions: lambda values: alexnet.imagenet_synthetic(dest, **values),
         UploadOptions: lambda values: alexnet.imagenet_upload(tmp_path / "no-source", board=board, **values),
         FetchOptions: lambda values: alexnet.imagenet_partition(0, 2, board=board, **values),
+        ValidationFetchOptions: lambda values: alexnet.imagenet_validation(board, **values),
+        BoardImagesOptions: lambda values: alexnet.alexnet_evaluate(str(dest), board=board, **values),
         PredictOptions: lambda values: alexnet.alexnet_predict(str(dest), [str(tmp_path / "cat.jpg")], **values),
         ExportOptions: lambda values: alexnet.alexnet_export(str(board), str(dest), **values),
     }
@@ -108,9 +114,21 @@ def test_options_not_taken_are_named_with_the_closest(tmp_path):
         alexnet.imagenet_upload(tmp_path, board=tmp_path / "board", min_image=2)
     with pytest.raises(AlexnetError, match=r"imagenet_synthetic\(\) does not take `class` \(did you mean `classes`"):
         alexnet.imagenet_synthetic(tmp_path / "x", **{"class": 2})
+    with pytest.raises(AlexnetError, match=r"imagenet_validation\(\) does not take `worker` \(did you mean `workers`"):
+        alexnet.imagenet_validation(tmp_path / "board", worker=2)
+    with pytest.raises(AlexnetError, match=r"alexnet_evaluate\(\) does not take `fetch_worker` \(did you mean "
+                       r"`fetch_workers`"):
+        alexnet.alexnet_evaluate(str(tmp_path / "model"), board=tmp_path / "board", fetch_worker=2)
     with pytest.raises(AlexnetError, match=r"alexnet_export\(\) does not take `formats` \(did you mean `format`"):
         alexnet.alexnet_export(str(tmp_path / "model"), str(tmp_path / "out"), formats="tflite")
     assert not (tmp_path / "board").exists() and not (tmp_path / "x").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_evaluation_refuses_a_share_past_its_total_before_any_work(tmp_path):
+    # checked with the options, before the model (missing here) or the board is looked at
+    with pytest.raises(AlexnetError, match=r"`partition` must be in 0\.\.1 \(0-based, with total = 2\), not 2"):
+        alexnet.alexnet_evaluate(str(tmp_path / "no-model"), board=tmp_path / "board", partition=2, total=2)
+    assert not (tmp_path / "board").exists()
 
 
 def test_a_spark_worker_fetches_with_the_options_of_a_fetch():

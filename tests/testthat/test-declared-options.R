@@ -1,4 +1,5 @@
-# The options of the data stage and of a prediction and an export reach R from the core's declarations
+# The options of the data stage, of which of a board's images an evaluation scores, and of a prediction and an
+# export reach R from the core's declarations
 # (R/data-options.R, R/model-options.R, generated from python/alexnet/data/options.py and
 # python/alexnet/model/options.py): each one is a formal of the function that takes it, with the declared kind and
 # default, documented there, and a bad value of it stops the call before anything is written or read. The walk is
@@ -7,7 +8,7 @@
 data_users <- function() {
   list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
        imagenet_partition = alexnet:::fetch_options, alexnet_predict = alexnet:::predict_options,
-       alexnet_export = alexnet:::export_options)
+       alexnet_export = alexnet:::export_options, alexnet_evaluate = alexnet:::board_images_options)
 }
 
 test_that("every option of the data stage is a formal of its function, with its declared default, kind and docs", {
@@ -21,6 +22,9 @@ test_that("every option of the data stage is a formal of its function, with its 
                    c("partition", "total", "board", "cache_dir", "workers", "verify"))
   expect_identical(names(formals(alexnet_predict)), c("model", "images", "top", "batch_size", "..."))
   expect_identical(names(formals(alexnet_export))[1:4], c("model", "path", "format", "top"))
+  expect_identical(names(formals(alexnet_evaluate)),
+                   c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",
+                     "cache_dir", "fetch_workers", "..."))
 })
 
 test_that("R checks the data options it can before any call into the core", {
@@ -47,8 +51,10 @@ test_that("a bad value of every data option is refused, naming it, before anythi
     expect_settings_refused(function(...) alexnet_predict(file.path(dir, "no-model"), "cat.jpg", ...),
                             alexnet:::predict_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_export(file.path(dir, "no-model"), dest, ...),
-                            alexnet:::export_options, after = untouched)
-  expect_gt(tried, 17L)
+                            alexnet:::export_options, after = untouched) +
+    expect_settings_refused(function(...) alexnet_evaluate(file.path(dir, "no-model"), board = board, ...),
+                            alexnet:::board_images_options, after = untouched)
+  expect_gt(tried, 20L)
 })
 
 test_that("a name the data functions do not take is refused with the closest option", {
@@ -60,4 +66,6 @@ test_that("a name the data functions do not take is refused with the closest opt
                "does not take `qualty` \\(did you mean `quality`\\?\\)", class = "alexnet_error")
   expect_error(alexnet_predict(tempfile(), "cat.jpg", batchsize = 2),
                "does not take `batchsize` \\(did you mean `batch_size`\\?\\)", class = "alexnet_error")
+  expect_error(alexnet_evaluate(tempfile(), board = tempfile(), fetch_wokers = 2),
+               "does not take `fetch_wokers` \\(did you mean `fetch_workers`\\?\\)", class = "alexnet_error")
 })

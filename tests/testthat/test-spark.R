@@ -407,7 +407,7 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
 declared_users <- function() {
   list(alexnet_spark_train = c(alexnet:::training_job_options, alexnet:::launch_options),
        alexnet_spark_evaluate = c(alexnet:::evaluation_options, alexnet:::launch_options),
-       alexnet_evaluate = alexnet:::evaluation_options)
+       alexnet_evaluate = c(alexnet:::evaluation_options, alexnet:::board_images_options))
 }
 
 test_that("every declared option is a formal of the functions that take it, with its default, kind and docs", {

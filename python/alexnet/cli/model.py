@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from ..errors import AlexnetError
-from ..model.options import ExportOptions, PredictOptions
+from ..model.options import BoardImagesOptions, ExportOptions, PredictOptions
 from . import common
-from .common import BOARD_HELP, given, non_negative, positive, with_default
+from .common import BOARD_HELP, given
 
 
 def model_of(args: argparse.Namespace) -> Any:
@@ -75,7 +75,7 @@ def evaluation_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def _evaluate(args: argparse.Namespace) -> None:
     result = common.core("evaluate")(model_of(args), board=common.default_board(args), **evaluation_args(args),
-                                     **given(args, "partition", "total", "cache_dir", "fetch_workers"))
+                                     **common.options_given(args, BoardImagesOptions))
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -124,13 +124,7 @@ def register(add: common.AddCommand) -> None:
                    "--partition of --total of them, with 1 or 10 crops.")
     model_options(evaluate, positional=True)
     evaluation_options(evaluate)
-    evaluate.add_argument("--partition", type=non_negative, help=with_default("evaluate", "partition",
-                                                                              "0-based share of the images"))
-    evaluate.add_argument("--total", type=positive, help=with_default("evaluate", "total", "number of shares"))
-    evaluate.add_argument("--cache-dir", help="where validation images are extracted (default: under the user cache "
-                          "directory)")
-    evaluate.add_argument("--fetch-workers", type=positive, help=with_default("evaluate", "fetch_workers",
-                                                                               "parallel downloads"))
+    common.options_of(evaluate, BoardImagesOptions)
 
     predict = add("predict", _predict, "the most probable classes of images",
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")

@@ -102,6 +102,8 @@ TABLES: dict[str, RFile] = {
     "model-options.R": RFile("the declarations of a model's options", "python/alexnet/model/options.py", (
         Table("evaluation_options", "The options of an evaluation (alexnet_evaluate(), alexnet_spark_evaluate())",
               _declared("model.options", "EvaluationOptions")),
+        Table("board_images_options", "Which of a board's validation images alexnet_evaluate() scores, and how they "
+              "are fetched", _declared("model.options", "BoardImagesOptions")),
         Table("predict_options", "The options of alexnet_predict()",
               _declared("model.options", "PredictOptions")),
         Table("export_options", "The options of alexnet_export()", _declared("model.options", "ExportOptions")))),

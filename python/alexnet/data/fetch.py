@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..checks import as_int
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
-from .options import DEFAULT_DOWNLOADS, FetchOptions
+from .options import FetchOptions, ValidationFetchOptions
 from .partition import check_partition, partition_categories, partition_sizes
 
 
@@ -71,12 +70,6 @@ def _listing(items: list[ZipItem], files: dict[str, list[str]], rows: dict[str, 
             listing[f"{prefix}category"].append(wnid)
             listing[f"{prefix}label"].append(rows[wnid]["index"])
     return listing
-
-
-def _checked(partition: Any, total: Any, workers: Any, retries: Any) -> tuple[int, int, int, int]:
-    """A partition's arguments checked: ``partition``, ``total``, ``workers`` and ``retries`` as whole numbers."""
-    partition, total = check_partition(partition, total)
-    return partition, total, as_int(workers, "workers", 1), as_int(retries, "retries", 0)
 
 
 def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -151,30 +144,25 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
     return counts
 
 
-def imagenet_validation(
-    board: str | os.PathLike | None = None,
-    partition: int = 0,
-    total: int = 1,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    workers: int = DEFAULT_DOWNLOADS,
-    retries: int = 3,
-    verify: bool = False,
-) -> dict[str, Any]:
+def imagenet_validation(board: str | os.PathLike | None = None, partition: int = 0, total: int = 1, **options: Any
+                        ) -> dict[str, Any]:
     """Fetch the validation images of ``board`` (all of them, or share ``partition`` of ``total``) into a local cache.
 
     Only the ``val-<wnid>`` pins are fetched, into the cache :func:`imagenet_partition` uses (downloads,
     checks and reuse are the same). The categories that have validation images are split by
     :func:`alexnet.data.partition.partition_categories` on their validation image counts, so that every share
     holds about as many images; every such category lands in exactly one share, and the shares of ``total``
-    together hold every validation image once. ``total`` may not exceed the number of those categories.
+    together hold every validation image once. ``total`` may not exceed the number of those categories. The
+    options of a validation fetch (:class:`~alexnet.data.options.ValidationFetchOptions`: a fetch's, but for
+    ``validation``) are listed below.
 
     Returns a dict: ``val_image`` (absolute paths), ``val_label`` (global index per image), ``val_category``
     (wnid per image), ``categories`` (this share's wnids), ``num_classes`` (every category on the board),
     ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
     validation images.
     """
-    partition, total, workers, retries = _checked(partition, total, workers, retries)
+    partition, total = check_partition(partition, total)
+    chosen = declaration.check(ValidationFetchOptions, options, "imagenet_validation()")
     opened, rows, by_id = _board_categories(board)
     counts = validation_counts(rows, opened.location)
     if total > len(counts):
@@ -183,12 +171,15 @@ def imagenet_validation(
             f"validation images: use total <= {len(counts)}."
         )
     wnids = partition_categories(counts, partition, total)
-    root = cache.open_cache(cache_dir, opened.location)
+    root = cache.open_cache(chosen.cache_dir, opened.location)
     items = _items(opened, by_id, wnids, root, True, training=False)
-    fetched = fetch_zips(opened, items, root, workers=workers, retries=retries, verify=bool(verify),
+    fetched = fetch_zips(opened, items, root, workers=chosen.workers, retries=chosen.retries, verify=chosen.verify,
                          desc=f"fetch validation {partition}/{total}")
     listing = _listing(items, fetched.files, by_id)
     result: dict[str, Any] = {name: listing[name] for name in ("val_image", "val_label", "val_category")}
     result.update({"categories": list(wnids), "num_classes": len(rows), "board": opened.location, "cache_dir": root,
                    "partition": partition, "total": total})
     return result
+
+
+declaration.take_declared(imagenet_validation, ValidationFetchOptions, title="Its options, with their defaults:")

@@ -1,13 +1,15 @@
 """The options of the data stage, declared once: how a synthetic ImageNet is written, how ImageNet is uploaded to a
-board and how a partition of a board is fetched.
+board and how a partition of a board, or its validation images alone, are fetched.
 
 Each is a declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting` fields, as the training
 settings are): :class:`SyntheticOptions` of :func:`alexnet.imagenet_synthetic`, :class:`UploadOptions` of
-:func:`alexnet.imagenet_upload` and :class:`FetchOptions` of :func:`alexnet.imagenet_partition`. Those functions
-take these options by name, with these defaults, and check them with :func:`alexnet.declare.declaration.check`;
-the command line's ``synth``, ``upload`` and ``fetch`` (and ``train`` and ``bench``, which fetch a partition) have
-an option for each, R's ``imagenet_synthetic()``, ``imagenet_upload()`` and ``imagenet_partition()`` a formal
-(``R/data-options.R``, generated from these declarations). This module does not import TensorFlow.
+:func:`alexnet.imagenet_upload`, :class:`FetchOptions` of :func:`alexnet.imagenet_partition` and
+:class:`ValidationFetchOptions` of :func:`alexnet.imagenet_validation` (a fetch's, but for ``validation``). Those
+functions take these options by name, with these defaults, and check them with
+:func:`alexnet.declare.declaration.check`; the command line's ``synth``, ``upload`` and ``fetch`` (and ``train`` and
+``bench``, which fetch a partition) have an option for each, R's ``imagenet_synthetic()``, ``imagenet_upload()`` and
+``imagenet_partition()`` a formal (``R/data-options.R``, generated from these declarations). This module does not
+import TensorFlow.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
-from ..declare.declaration import setting
+from ..declare import declaration
+from ..declare.declaration import like, setting
 from ..errors import AlexnetError, LayoutError
 from .parts import LAYOUT_NAMES
 
@@ -120,3 +123,16 @@ class FetchOptions:
                            minimum=0)
     validation: bool = setting(True, "flag", "also fetch the partition's validation images", option=None)
 
+
+_FETCH = declaration.specs(FetchOptions)
+
+
+@dataclass(frozen=True)
+class ValidationFetchOptions:
+    """How a board's validation images alone are fetched into the local cache: a fetch's options, but for
+    ``validation`` (the declaration: see the module documentation)."""
+
+    cache_dir: str | None = like(_FETCH["cache_dir"])
+    workers: int = like(_FETCH["workers"])
+    verify: bool = like(_FETCH["verify"])
+    retries: int = like(_FETCH["retries"])

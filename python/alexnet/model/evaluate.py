@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..checks import as_int, as_strings
-from ..data.options import DEFAULT_DOWNLOADS
+from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..progress import progress_bar
-from .options import PROTOCOLS, EvaluationOptions, check_options, specs
+from .options import PROTOCOLS, BoardImagesOptions, EvaluationOptions, check_options, specs
 from .saved import load_model, model_source
 
 logger = logging.getLogger(__name__)
@@ -144,11 +144,6 @@ def alexnet_evaluate(
     model: Any,
     data: Mapping[str, Any] | None = None,
     board: str | os.PathLike | None = None,
-    *,
-    partition: int = 0,
-    total: int = 1,
-    cache_dir: str | os.PathLike | None = None,
-    fetch_workers: int = DEFAULT_DOWNLOADS,
     **options: Any,
 ) -> dict[str, Any]:
     """Top-1 and top-5 accuracy of ``model`` over validation images, counted exactly.
@@ -160,17 +155,18 @@ def alexnet_evaluate(
     ``fetch_workers`` downloads at once). ``crops=1`` scores the centre crop; ``crops=10`` the softmax averaged
     over the four corner and the centre squares of the image resized to ``image_size * 256 / 224`` and their
     mirrors. ``batch_size`` images are decoded ``parallel`` at a time (None: one per usable CPU) and scored together.
-    ``crops``, ``batch_size``, ``parallel`` and ``image_size`` are the options of an evaluation, declared once with
-    their defaults (:mod:`alexnet.model.options`).
+    ``crops``, ``batch_size``, ``parallel`` and ``image_size`` are the options of an evaluation, and ``partition``,
+    ``total``, ``cache_dir`` and ``fetch_workers`` those of a board's images, each declared once with its default
+    (:mod:`alexnet.model.options`) and listed below.
     ``image_size``: the side of the crop scored; ``None`` is the size the model trained at last (its card's). A
     model whose input takes every size (as training builds them) can be scored at another size: a model trained
     at a lower size than it is tested at often scores better a little above it (FixRes), so try ``image_size``
     32 pixels above the card's. A model whose input is fixed takes only its own size.
 
-    Before any work: neither ``data`` nor ``board``, ``crops`` not 1 or 10, a missing model, data or a board
-    without validation images, or a model whose outputs differ from the data's or board's number of classes
-    raise :class:`AlexnetError`. Images that fail the usable-image check are left out, listed in
-    ``bad_images`` and logged; an image that still cannot be decoded raises, naming it.
+    Before any work: neither ``data`` nor ``board``, ``crops`` not 1 or 10, ``partition`` not below ``total``, a
+    missing model, data or a board without validation images, or a model whose outputs differ from the data's or
+    board's number of classes raise :class:`AlexnetError`. Images that fail the usable-image check are left out,
+    listed in ``bad_images`` and logged; an image that still cannot be decoded raises, naming it.
 
     Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
     ``top5_accuracy``, ``top_k`` (min(5, classes): what "top-5" counts), ``crops``, ``protocol``,
@@ -179,9 +175,11 @@ def alexnet_evaluate(
     """
     from ..input.scan import scan_images
 
-    declaration.check_names(options, specs(), "alexnet_evaluate()", "Its options besides the images' (`partition`, "
-                            "`total`, `cache_dir`, `fetch_workers`)")
+    declaration.check_names(options, [*specs(), *declaration.specs(BoardImagesOptions)], "alexnet_evaluate()",
+                            "Its options")
     checked = check_options(options)
+    images = BoardImagesOptions(**declaration.convert(BoardImagesOptions, options))
+    check_partition(images.partition, images.total)
     crops, batch_size, parallel, size = checked.crops, checked.batch_size, checked.parallel, checked.image_size
     if data is None and board is None:
         raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
@@ -209,7 +207,8 @@ def alexnet_evaluate(
     if data is None:
         from ..data.fetch import imagenet_validation
 
-        fetched = imagenet_validation(board, partition, total, cache_dir=cache_dir, workers=fetch_workers)
+        fetched = imagenet_validation(board, images.partition, images.total, cache_dir=images.cache_dir,
+                                      workers=images.fetch_workers)
         files, labels = fetched["val_image"], fetched["val_label"]
     bad = scan_images(files, parallel)
     if bad:
@@ -239,6 +238,6 @@ def alexnet_evaluate(
     }
 
 
-# the model and the images, then the declared options, then how a board's images are fetched
-declaration.take_declared(alexnet_evaluate, EvaluationOptions,
-                          title="The options of an evaluation, with their defaults:")
+# the model and the images, then the declared options: an evaluation's, then which of a board's images and how fetched
+declaration.take_declared(alexnet_evaluate, EvaluationOptions, BoardImagesOptions,
+                          title="Its options, with their defaults:")

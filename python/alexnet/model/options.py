@@ -1,5 +1,5 @@
 """The options of what is done with a trained model, declared once: an evaluation's (how the images are cropped
-and scored), a prediction's and an export's.
+and scored, and which of a board's validation images), a prediction's and an export's.
 
 :class:`EvaluationOptions` is the declaration of an evaluation's (a frozen dataclass of
 :func:`alexnet.declare.declaration.setting` fields, as the training settings are). :func:`alexnet.alexnet_evaluate`
@@ -7,6 +7,9 @@ and :func:`alexnet.alexnet_spark_evaluate` take these options by name, with thes
 ``evaluate`` and ``spark-evaluate`` have an option for each, R's ``alexnet_evaluate()`` and
 ``alexnet_spark_evaluate()`` a formal (``R/model-options.R``, generated from these declarations);
 :func:`check_options` is their one check, and a Spark evaluation hands the result to every worker as it is.
+:class:`BoardImagesOptions` says which of a board's validation images :func:`alexnet.alexnet_evaluate` scores (a
+share of them) and how they are fetched; the command ``evaluate`` and R's ``alexnet_evaluate()`` take them too (a
+Spark evaluation shares the images among its workers itself, and fetches them with its launch options).
 :class:`PredictOptions` and :class:`ExportOptions` are those of :func:`alexnet.alexnet_predict` and
 :func:`alexnet.alexnet_export`, taken alike by the commands ``predict`` and ``export`` and R's functions. This
 module does not import TensorFlow.
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_int
+from ..data.options import FetchOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
@@ -55,6 +59,22 @@ class EvaluationOptions:
     image_size: int | None = setting(None, "count", "the side of the crop scored (unset: the size the model trained "
                                      "at last; a model trained at a lower size often scores better 32 pixels above "
                                      "it)", minimum=MIN_IMAGE_SIZE, optional=True, metavar="PIXELS")
+
+
+_FETCH = declaration.specs(FetchOptions)
+
+
+@dataclass(frozen=True)
+class BoardImagesOptions:
+    """Which of a board's validation images :func:`alexnet.alexnet_evaluate` scores, and how they are fetched (the
+    declaration: see the module documentation)."""
+
+    partition: int = setting(0, "count", "the 0-based share of the board's validation images scored", minimum=0)
+    total: int = setting(1, "count", "the number of shares the board's validation images are split into (1: all of "
+                         "them)", minimum=1)
+    cache_dir: str | None = like(_FETCH["cache_dir"], help="where the validation images are extracted (unset: a "
+                                 "folder under the user's cache directory)")
+    fetch_workers: int = like(_FETCH["workers"], help="parallel downloads of the validation images")
 
 
 @dataclass(frozen=True)
