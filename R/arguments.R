@@ -19,7 +19,8 @@ NULL
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
 # R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/model-options.R for an
-# evaluation's (and which of a board's images), a prediction's and an export's, R/data-options.R for the data stage's), by name: their kinds.
+# evaluation's (and which of a board's images), a prediction's and an export's, R/data-options.R for the data
+# stage's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through

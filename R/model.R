@@ -109,8 +109,8 @@ core_model <- function(model) {
 #' @details The options of an evaluation (`crops`, `batch_size`, `parallel`, `image_size`) are declared once in the
 #'   core (`alexnet.model.options`), with their defaults and checks, as are [alexnet_spark_evaluate()]'s, and so are
 #'   those that say which of a board's validation images are scored and how they are fetched (`partition`, `total`,
-#'   `cache_dir`, `fetch_workers`), which apply only when `data` is `NULL`. Only a
-#'   model whose input takes every size (as [alexnet_train()] builds them) takes an `image_size` of its own.
+#'   `cache_dir`, `fetch_workers`), which apply only when `data` is `NULL`. Only a model whose input takes every size
+#'   (as [alexnet_train()] builds them) takes an `image_size` of its own.
 #' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
 #'   `bad_images` and `model`, which prints as a line or two; `as.data.frame()` gives one row (one per worker
