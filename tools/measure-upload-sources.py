@@ -20,10 +20,11 @@ the same CPUs, and stopped after; each board is deleted once measured) instead o
 
 The layouts are those of ``imagenet_synthetic()``, and ``kaggle_zip_stored``: Kaggle's zip of the same images with
 its members stored instead of deflated (as ``zip -0`` writes them), which tells the cost of inflating them apart from
-the rest of reading a zip.
+the rest of reading a zip; and ``kaggle_zip_isal``: Kaggle's zip uploaded with libdeflate (the ``deflate`` package)
+hidden from the child, so that its members are inflated as they are without it, by ISA-L.
 
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold] [--disk 3000,125] [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,parquet]
+        [--workers 8,2] [--cold] [--disk 3000,125] [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,kaggle_zip_isal,parquet]
         [--board folder|s3]
 """
 
@@ -46,6 +47,7 @@ from pathlib import Path
 CHILD = """
 import json, resource, sys, time
 import alexnet
+from alexnet.storage import zipformat
 start = time.monotonic()
 report = alexnet.imagenet_upload(sys.argv[1], sys.argv[2], workers=int(sys.argv[3]))
 seconds = time.monotonic() - start
@@ -56,7 +58,8 @@ rows = alexnet.imagenet_categories(sys.argv[2])  # after the upload's numbers: t
 zips = sorted([r["bytes"] for r in rows] + [r["val_bytes"] for r in rows if r["val_bytes"]])
 print(json.dumps({"seconds": seconds, "rss_kb": rss_kb, "cpu": usage.ru_utime + usage.ru_stime,
                   "images": report["images"], "val_images": report["val_images"], "layout": report["layout"],
-                  "largest_zip": zips[-1], "median_zip": zips[len(zips) // 2]}))
+                  "largest_zip": zips[-1], "median_zip": zips[len(zips) // 2],
+                  "libdeflate": zipformat._whole is not None}))
 """
 
 
@@ -73,6 +76,12 @@ def folder_bytes(folder: Path) -> int:
 
 #: The measured layout that is Kaggle's zip with its members stored (see :func:`store_members`).
 STORED_ZIP = "kaggle_zip_stored"
+#: The measured layout that is Kaggle's zip (the same file as ``kaggle_zip``) inflated without libdeflate.
+ISAL_ZIP = "kaggle_zip_isal"
+ZIP = "kaggle_zip"
+#: A module that stands for the ``deflate`` package and cannot be imported: put first on the child's path, it hides
+#: libdeflate from :mod:`alexnet.storage.zipformat`.
+NO_LIBDEFLATE = 'raise ImportError("libdeflate is left out of this measurement")\n'
 
 
 def store_members(path: str) -> None:
@@ -164,9 +173,9 @@ def drop_lookups() -> None:
 
 
 def upload(source: str, work: Path, workers: int, cold: bool = False, disk: DiskLimit | None = None,
-           bucket: str | None = None) -> dict:
+           bucket: str | None = None, without_libdeflate: bool = False) -> dict:
     """One upload of ``source`` in a child process, to a folder board in ``work`` or to a new board in the S3 bucket
-    ``bucket`` (deleted after)."""
+    ``bucket`` (deleted after); ``without_libdeflate`` hides the ``deflate`` package from the child."""
     scratch = work / "tmp"
     board = f"s3://{bucket}/board-{time.monotonic_ns()}" if bucket else str(work / "board")
     shutil.rmtree(work, ignore_errors=True)
@@ -177,6 +186,11 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
         drop_lookups()
         before = disk.served()
     env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
+    if without_libdeflate:
+        hidden = work / "no-libdeflate"
+        hidden.mkdir()
+        (hidden / "deflate.py").write_text(NO_LIBDEFLATE)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hidden), env.get("PYTHONPATH")]))
     peak, done = [0], threading.Event()
 
     def sample() -> None:
@@ -194,6 +208,8 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
         done.set()
         sampler.join()
     result = json.loads(out.strip().splitlines()[-1])
+    if result["libdeflate"] == without_libdeflate:
+        raise SystemExit(f"the upload of {source} {'used' if without_libdeflate else 'did not use'} libdeflate")
     if disk is not None:
         after = disk.served()
         result["disk_reads"], result["disk_bytes"] = after[0] - before[0], after[1] - before[1]
@@ -243,7 +259,7 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
     try:
         sources = {}
         shape = {"classes": args.classes, "images": args.images, "val": args.val}
-        for layout in layouts:
+        for layout in dict.fromkeys(ZIP if layout == ISAL_ZIP else layout for layout in layouts):
             kept = root / f"{layout}.json"
             if kept.is_file() and json.loads(kept.read_text())["shape"] == shape:
                 info = json.loads(kept.read_text())
@@ -270,7 +286,8 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
             for round_ in range(args.repeats):
                 order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
                 for layout in order:
-                    runs[layout].append(upload(sources[layout], root / "work", workers, args.cold, disk, bucket))
+                    runs[layout].append(upload(sources[ZIP if layout == ISAL_ZIP else layout], root / "work", workers,
+                                               args.cold, disk, bucket, without_libdeflate=layout == ISAL_ZIP))
             print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}, to "
                   + ("moto's S3 server" if bucket else "a local folder board"))
             print(f"{'layout':<18} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "

@@ -74,9 +74,13 @@ def test_a_failed_block_leaves_no_complete_zip(tmp_path):
         zipfile.ZipFile(dest)
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_crc_and_inflate_agree_with_zlib(monkeypatch, fast):
-    if not fast:
+@pytest.mark.parametrize("inflater", ["libdeflate", "isal", "zlib"])
+def test_crc_and_inflate_agree_with_zlib(monkeypatch, inflater):
+    if inflater == "libdeflate":
+        pytest.importorskip("deflate")
+    else:
+        monkeypatch.setattr(zipformat, "_whole", None)
+    if inflater == "zlib":
         monkeypatch.setattr(zipformat, "_fast", zlib)
     data = b"".join(bytes([i % 251]) * (i % 97) for i in range(5000))
     compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
@@ -84,13 +88,20 @@ def test_crc_and_inflate_agree_with_zlib(monkeypatch, fast):
     assert crc32(data) == zlib.crc32(data) and crc32(data[100:], crc32(data[:100])) == zlib.crc32(data)
     assert inflate_raw(raw, len(data)) == data and inflate_raw(memoryview(raw), len(data)) == data
     damaged = raw[:len(raw) // 3] + b"\xff" * 40
-    with pytest.raises(zipformat.INFLATE_ERRORS):
-        inflate_raw(damaged, len(data))
+    for stream, size in [(damaged, len(data)), (raw, len(data) - 1), (raw, len(data) + 1), (raw, 0)]:
+        with pytest.raises(zipformat.INFLATE_ERRORS):
+            inflate_raw(stream, size)
+    empty = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert inflate_raw(empty.compress(b"") + empty.flush(), 0) == b""
 
 
-def test_isal_is_used_where_installed():
+def test_isal_and_libdeflate_are_used_where_installed(monkeypatch):
     pytest.importorskip("isal")
-    assert zipformat._fast is not zlib
+    deflate = pytest.importorskip("deflate")
+    assert zipformat._fast is not zlib and zipformat._whole is deflate
+    calls = []
+    monkeypatch.setattr(deflate, "deflate_decompress", lambda data, size: calls.append(size) or bytearray(size))
+    assert inflate_raw(b"\x03\x00", 5) == bytes(5) and calls == [5]
 
 
 def directory_of(data: bytes, keep=None):

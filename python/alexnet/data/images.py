@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 
 
-def check_image(data: bytes, *, resize: int | None = None, quality: int = 90) -> tuple[bytes | None, str]:
+def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = 90) \
+        -> tuple[bytes | bytearray | None, str]:
     """Decode ``data`` fully; return ``(bytes to store, "")`` or ``(None, reason)`` for a bad image.
 
     CMYK, grayscale and PNG-in-JPEG files decode and are kept as they are. With ``resize``, images whose

@@ -33,7 +33,7 @@ class Member(NamedTuple):
     """
 
     name: str
-    data: bytes | None
+    data: bytes | bytearray | None
     reason: str = ""
     crc: int | None = None
 

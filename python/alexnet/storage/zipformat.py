@@ -12,9 +12,11 @@ before the zip), but into one list of names and one array of numbers, leaving ou
 want before any object is made for them: Kaggle's ImageNet download lists two million files, which ``zipfile``
 holds as 1.3 GB of ``ZipInfo`` objects.
 
-:func:`crc32`, :func:`inflate_raw` and :func:`gunzip` use ISA-L (the ``isal`` package: several times faster at
-CRC-32; about twice as fast at inflating compressible data, but only some 5% on deflated JPEGs, which are almost all
-literals) when it is installed, and ``zlib`` otherwise; the results are the same.
+:func:`crc32` and :func:`gunzip` use ISA-L (the ``isal`` package: several times faster at CRC-32, about twice as
+fast at gunzipping) when it is installed, and ``zlib`` otherwise. :func:`inflate_raw`, which inflates a whole zip
+member whose size the zip records, uses libdeflate (the ``deflate`` package), made for that case: on deflated JPEGs,
+which are almost all literals, it inflates 1.5 to 2 times as fast as zlib or ISA-L (which were each the faster on one
+kind of CPU). Without it, ISA-L's inflate or zlib's does. The results are the same.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ try:  # the same functions as zlib's, faster
     from isal import isal_zlib as _fast
 except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback where it has no wheel
     _fast = zlib  # type: ignore[assignment]
+
+try:  # a whole deflate stream inflated into a buffer of the size it is known to have
+    import deflate as _whole
+except ImportError:  # pragma: no cover - deflate is a dependency; ISA-L or zlib is the fallback where it has no wheel
+    _whole = None
 
 #: Zip members are dated 1980-01-01 00:00, so that the same files always give the same bytes.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -66,14 +73,22 @@ def crc32(data: Any, value: int = 0) -> int:
 INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _fast.error)
 
 
-def inflate_raw(data: Any, size: int) -> bytes:
-    """``data``, a raw deflate stream (a zip member's), inflated; ``size`` is the expected length.
+def inflate_raw(data: Any, size: int) -> bytes | bytearray:
+    """``data``, a raw deflate stream (a zip member's), inflated; ``size`` is the expected length. The result is
+    the buffer the inflater filled, not copied (a ``bytearray`` from libdeflate).
 
     Raises one of :data:`INFLATE_ERRORS` when the stream is damaged or inflates to another length."""
-    out = _fast.decompress(data, -15, max(size, 1))
+    if _whole is not None and size > 0:
+        try:
+            out = _whole.deflate_decompress(data, size)
+        except _whole.DeflateError:
+            # libdeflate says no more than that it failed: the stream is damaged or longer than the record says
+            raise zlib.error(f"it is damaged, or does not inflate to the {size} bytes its record gives") from None
+    else:
+        out = _fast.decompress(data, -15, max(size, 1))
     if len(out) != size:
         raise zlib.error(f"it inflates to {len(out)} bytes, not the {size} its record gives")
-    return bytes(out)
+    return out
 
 
 def inflater() -> Any:
