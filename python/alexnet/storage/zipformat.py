@@ -14,9 +14,10 @@ holds as 1.3 GB of ``ZipInfo`` objects.
 
 :func:`crc32` and :func:`gunzip` use ISA-L (the ``isal`` package: several times faster at CRC-32, about twice as
 fast at gunzipping) when it is installed, and ``zlib`` otherwise. :func:`inflate_raw`, which inflates a whole zip
-member whose size the zip records, uses libdeflate (the ``deflate`` package), made for that case: on deflated JPEGs,
-which are almost all literals, it inflates 1.5 to 2 times as fast as zlib or ISA-L (which were each the faster on one
-kind of CPU). Without it, ISA-L's inflate or zlib's does. The results are the same.
+member whose size the zip records, uses libdeflate (the ``deflate`` package), made for that case. On deflated JPEGs,
+which are almost all literals, it was the fastest of the three on both CPUs measured: 17% less CPU than ISA-L on an
+AMD EPYC; on an Intel Xeon, 1,550 MB/s against zlib's 1,030 and ISA-L's 790. Without it, ISA-L's inflate or zlib's
+does. The results are the same.
 """
 
 from __future__ import annotations
