@@ -24,8 +24,8 @@ the rest of reading a zip; and ``kaggle_zip_isal``: Kaggle's zip uploaded with l
 hidden from the child, so that its members are inflated as they are without it, by ISA-L.
 
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold] [--disk 3000,125] [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,kaggle_zip_isal,parquet]
-        [--board folder|s3]
+        [--workers 8,2] [--cold] [--disk 3000,125] [--board folder|s3]
+        [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,kaggle_zip_isal,parquet]
 """
 
 from __future__ import annotations
@@ -78,10 +78,14 @@ def folder_bytes(folder: Path) -> int:
 STORED_ZIP = "kaggle_zip_stored"
 #: The measured layout that is Kaggle's zip (the same file as ``kaggle_zip``) inflated without libdeflate.
 ISAL_ZIP = "kaggle_zip_isal"
-ZIP = "kaggle_zip"
 #: A module that stands for the ``deflate`` package and cannot be imported: put first on the child's path, it hides
 #: libdeflate from :mod:`alexnet.storage.zipformat`.
 NO_LIBDEFLATE = 'raise ImportError("libdeflate is left out of this measurement")\n'
+
+
+def source_layout(layout: str) -> str:
+    """The layout whose synthetic set the measured ``layout`` uploads (its own, but for :data:`ISAL_ZIP`)."""
+    return "kaggle_zip" if layout == ISAL_ZIP else layout
 
 
 def store_members(path: str) -> None:
@@ -259,7 +263,7 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
     try:
         sources = {}
         shape = {"classes": args.classes, "images": args.images, "val": args.val}
-        for layout in dict.fromkeys(ZIP if layout == ISAL_ZIP else layout for layout in layouts):
+        for layout in dict.fromkeys(map(source_layout, layouts)):
             kept = root / f"{layout}.json"
             if kept.is_file() and json.loads(kept.read_text())["shape"] == shape:
                 info = json.loads(kept.read_text())
@@ -286,8 +290,8 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
             for round_ in range(args.repeats):
                 order = layouts[round_ % len(layouts):] + layouts[:round_ % len(layouts)]
                 for layout in order:
-                    runs[layout].append(upload(sources[ZIP if layout == ISAL_ZIP else layout], root / "work", workers,
-                                               args.cold, disk, bucket, without_libdeflate=layout == ISAL_ZIP))
+                    runs[layout].append(upload(sources[source_layout(layout)], root / "work", workers, args.cold,
+                                               disk, bucket, without_libdeflate=layout == ISAL_ZIP))
             print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}, to "
                   + ("moto's S3 server" if bucket else "a local folder board"))
             print(f"{'layout':<18} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
