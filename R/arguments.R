@@ -19,8 +19,8 @@ NULL
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
 # R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/model-options.R for an
-# evaluation's (and which of a board's images), a prediction's and an export's, R/data-options.R for the data
-# stage's), by name: their kinds.
+# evaluation's (and which of a board's images), a prediction's, an export's and the model pin read,
+# R/data-options.R for the data stage's), by name: their kinds.
 declared_kinds <- function(table) vapply(table, function(setting) setting$kind, character(1))
 
 # The training settings of alexnet_train() and alexnet_spark_train() come from the core's declaration, through
@@ -32,8 +32,8 @@ training_kinds <- declared_kinds(training_settings)
 # case.
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, board_images_options, predict_options, export_options, synthetic_options,
-                      upload_options, fetch_options), function(setting) {
+                      evaluation_options, board_images_options, predict_options, export_options, model_pin_options,
+                      synthetic_options, upload_options, fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -98,8 +98,7 @@ argument_kinds <- list(
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",
                           declared_kinds(training_job_options), declared_kinds(launch_options), training_kinds),
-  alexnet_model = c(board = "location?", name = "string", version = "string?", cache_dir = "location?",
-                    export = "flag"),
+  alexnet_model = c(board = "location?", declared_kinds(model_pin_options)),
   alexnet_export = c(model = "object", path = "location?", declared_kinds(export_options), board = "location?",
                      name = "string?"),
   alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
@@ -208,8 +207,10 @@ argument_hint <- function(name, kind, fun = NULL) {
 declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload = upload_options,
                         imagenet_partition = fetch_options, alexnet_train = training_settings,
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
-                        alexnet_benchmark = benchmark_settings, alexnet_evaluate = evaluation_options,
+                        alexnet_benchmark = benchmark_settings,
+                        alexnet_evaluate = c(evaluation_options, board_images_options),
                         alexnet_predict = predict_options, alexnet_export = export_options,
+                        alexnet_model = model_pin_options,
                         alexnet_spark_evaluate = c(evaluation_options, launch_options))
 
 argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL) {

@@ -33,3 +33,12 @@ export_options <- list(
   top = list(kind = "count>=1", default = 5, choices = NULL, help = "classes the export returns for each image, the most probable first (at most the model's)"),
   overwrite = list(kind = "flag", default = FALSE, choices = NULL, help = "replace an earlier export at path (a folder holding anything else is never emptied)")
 )
+
+# Which model pin alexnet_model() reads and where it brings it, in the declaration's order: each one's argument kind
+# (see R/arguments.R), default, values when it is a choice, and help.
+model_pin_options <- list(
+  name = list(kind = "string", default = "alexnet", choices = NULL, help = "the name of the model pin read"),
+  version = list(kind = "string?", default = NULL, choices = NULL, help = "the version of the pin read (unset: its latest)"),
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the model's files are brought (unset: a folder under the user's cache directory)"),
+  export = list(kind = "flag", default = FALSE, choices = NULL, help = "bring the export the pin carries beside the model too (a SavedModel extracted)")
+)

@@ -6,11 +6,12 @@
 #'
 #' @param board The board the model is pinned on, read only (see [imagenet_categories()]); `NULL` for
 #'   the default.
-#' @param name The model's pin name.
-#' @param version A pin version; `NULL` for the newest.
-#' @param cache_dir Where the model is downloaded; `NULL` uses a folder under the user's cache directory.
-#' @param export `TRUE` also downloads the export the pin carries beside the model (see [alexnet_export()]),
-#'   checked against its SHA-256 like the model file, a SavedModel extracted; a pin without one is an error.
+#' @eval declared_params(model_pin_options)
+#' @details Which pin is read and where it is brought (`name`, `version`, `cache_dir`, `export`) are declared once in
+#'   the core (`alexnet.model.options`), with their defaults and checks; the command line's `--model-pin`,
+#'   `--pin-version` and `--model-cache` are the same options. The model file is checked against the SHA-256 in the
+#'   pin's metadata before it is used. With `export = TRUE` the export the pin carries beside the model (see
+#'   [alexnet_export()]) is checked the same way, a SavedModel extracted; a pin without one is an error.
 #' @returns An `alexnet_model`, which prints as a short summary: a list with `path` (the local
 #'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `sha256` and `bytes` of
 #'   the model file, `formats` (what the pin carries: `"keras"`, and `"savedmodel"` or `"tflite"` when it has
@@ -30,10 +31,12 @@
 #'   model
 #' }
 #' @export
-alexnet_model <- function(board = NULL, name = "alexnet", version = NULL, cache_dir = NULL, export = FALSE) {
+alexnet_model <- function(board = NULL) {
   args <- checked_args("alexnet_model", names(formals()))
   new_alexnet_model(do.call(core_function("alexnet_model"), args))
 }
+# which pin and where it is brought, from the core's declaration (alexnet.model.options), after `board`
+alexnet_model <- with_declared(alexnet_model, declared_formals(model_pin_options))
 
 new_alexnet_model <- function(model) structure(simplify_py(model), class = "alexnet_model")
 

@@ -1,9 +1,10 @@
 """The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's, a validation
-fetch's) and of a model's (which of a board's images an evaluation scores, a prediction's, an export's) reach every
-front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
-``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export``, on
-the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch a partition) /
-``evaluate`` / ``predict`` / ``export`` with its help and default, and a value given there reaches the core; a bad
+fetch's) and of a model's (which of a board's images an evaluation scores, a prediction's, an export's, the model pin
+read) reach every front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload``
+/ ``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export`` /
+``alexnet_model``, on the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch
+a partition) / ``evaluate`` / ``predict`` / ``export`` (and ``spark-evaluate``, which reads a model pin too) with its
+help and default, and a value given there reaches the core; a bad
 value is refused with a message naming it before anything is written or read. The walk is over the declarations, so
 an option added to one of them alone is covered. (R's side: tests/testthat/test-declared-options.R; the generated R
 tables: tests/test_settings.py; an evaluation's and a Spark job's options: tests/test_launch_options.py.)
@@ -19,11 +20,12 @@ from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, main
+from alexnet.cli.model import model_pin_dest
 from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, ValidationFetchOptions
 from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
-from alexnet.model.options import BoardImagesOptions, ExportOptions, PredictOptions
+from alexnet.model.options import BoardImagesOptions, ExportOptions, ModelPinOptions, PredictOptions
 
 #: Which function and commands take each declaration's options.
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -34,16 +36,23 @@ TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     BoardImagesOptions: ("alexnet_evaluate", ("evaluate",)),
     PredictOptions: ("alexnet_predict", ("predict",)),
     ExportOptions: ("alexnet_export", ("export",)),
+    ModelPinOptions: ("alexnet_model", ("evaluate", "predict", "export", "spark-evaluate")),
 }
 CASES = [(declaration, name, spec) for declaration in TAKEN_BY for name, spec in specs(declaration).items()]
 IDS = [f"{declaration.__name__}:{name}" for declaration, name, _ in CASES]
 #: The options also given by position, after the function's own arguments.
-POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top")}
+POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top"), ("alexnet_model", "name"),
+              ("alexnet_model", "version")}
+#: Where a command keeps each declaration's options, by name (under their own names unless said here).
+DESTS = {ModelPinOptions: model_pin_dest}
 #: The words before the options of each command: what it needs besides them.
 LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
            "bench": ["bench", "--board", "board"],  # bench fetches a partition when given a board
            "evaluate": ["evaluate", "model", "--board", "board"],
            "predict": ["predict", "cat.jpg", "--model", "model"], "export": ["export", "model", "--path", "out"]}
+#: The words before a model pin's options: the commands without a model location, which read the pin instead.
+PIN_LEADING = {"evaluate": ["evaluate", "--board", "board"], "predict": ["predict", "cat.jpg"],
+               "export": ["export", "--path", "out"], "spark-evaluate": ["spark-evaluate", "--workers", "2"]}
 
 
 def _parser(command: str):
@@ -64,7 +73,7 @@ def test_every_option_is_in_the_signature_help_and_commands_with_its_default(dec
         return
     for command in commands:
         action = next(a for a in _parser(command)._actions if flag in a.option_strings)
-        assert action.dest == name and spec.help in action.help, command
+        assert action.dest == DESTS.get(declaration, str)(name) and spec.help in action.help, command
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 
@@ -85,8 +94,9 @@ def test_a_value_on_the_command_line_reaches_the_core(declaration, name, spec, m
     record.__signature__ = inspect.signature(getattr(alexnet, function))  # type: ignore[attr-defined]  # help's defaults
     monkeypatch.setattr(alexnet, function, record)
     words = [flag if value else "--no-" + flag[2:]] if spec.kind == "flag" else [flag, *cli_words(value)]
+    leading = PIN_LEADING if declaration is ModelPinOptions else LEADING
     for command in commands:
-        assert main([*LEADING[command], *words]) == 2, command
+        assert main([*leading[command], *words]) == 2, command
         assert spec.convert(calls[-1][name], name) == spec.convert(value, name), command
     assert len(calls) == len(commands)
 
@@ -102,6 +112,7 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
         BoardImagesOptions: lambda values: alexnet.alexnet_evaluate(str(dest), board=board, **values),
         PredictOptions: lambda values: alexnet.alexnet_predict(str(dest), [str(tmp_path / "cat.jpg")], **values),
         ExportOptions: lambda values: alexnet.alexnet_export(str(board), str(dest), **values),
+        ModelPinOptions: lambda values: alexnet.alexnet_model(board, **{"cache_dir": str(dest), **values}),
     }
     refusal(calls[declaration], name, spec)
     assert not dest.exists() and not board.exists()
@@ -121,6 +132,8 @@ def test_options_not_taken_are_named_with_the_closest(tmp_path):
         alexnet.alexnet_evaluate(str(tmp_path / "model"), board=tmp_path / "board", fetch_worker=2)
     with pytest.raises(AlexnetError, match=r"alexnet_export\(\) does not take `formats` \(did you mean `format`"):
         alexnet.alexnet_export(str(tmp_path / "model"), str(tmp_path / "out"), formats="tflite")
+    with pytest.raises(AlexnetError, match=r"alexnet_model\(\) does not take `cache` \(did you mean `cache_dir`"):
+        alexnet.alexnet_model(tmp_path / "board", cache=str(tmp_path / "x"))
     assert not (tmp_path / "board").exists() and not (tmp_path / "x").exists() and not (tmp_path / "out").exists()
 
 
@@ -139,3 +152,25 @@ def test_a_spark_worker_fetches_with_the_options_of_a_fetch():
     for job, own in (("cache_dir", "cache_dir"), ("fetch_workers", "workers")):
         assert (launch[job].kind, launch[job].default, launch[job].minimum, launch[job].optional) == \
             (fetch[own].kind, fetch[own].default, fetch[own].minimum, fetch[own].optional)
+
+
+
+def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model_does(monkeypatch, tmp_path, capsys):
+    calls: list[tuple[Any, ...]] = []
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        raise AlexnetError("recorded")
+
+    monkeypatch.setattr(alexnet, "alexnet_model", record)
+    board = str(tmp_path / "board")
+    # neither a location nor --model-pin: the pin alexnet_model() reads by default, from --board
+    assert main(["predict", "cat.jpg", "--board", board]) == 2
+    assert calls[-1] == ((board,), {})
+    assert main(["evaluate", "--board", board, "--model-pin", "served", "--pin-version", "20261128T101500Z-1a2b3"]) == 2
+    assert calls[-1] == ((board,), {"name": "served", "version": "20261128T101500Z-1a2b3"})
+    # both a location and a pin: refused, naming the pin's options given, before the pin is read
+    capsys.readouterr()
+    assert main(["predict", "cat.jpg", "--model", "m", "--model-cache", str(tmp_path / "c")]) == 2
+    assert "or as a model pin on --board (--model-cache), not both" in capsys.readouterr().err
+    assert len(calls) == 2

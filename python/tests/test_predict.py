@@ -160,7 +160,9 @@ def test_the_command_line_prints_a_table_and_json(setup, capsys):
     assert cli.main(["predict", setup["images"][0], "--model", setup["model_dir"], "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == alexnet_predict(setup["model_dir"], setup["images"][:1])
     assert cli.main(["predict", setup["images"][0]]) == 2
-    assert "give the model either as --model MODEL" in capsys.readouterr().err
+    # neither a location nor a pin: the default pin of the default board, which does not exist here
+    assert "give the model as --model MODEL (a model_dir or alexnet.keras location) or as --model-pin NAME" in \
+        capsys.readouterr().err
 
 
 def test_a_model_saved_with_the_old_pooling_layer_still_loads_predicts_and_exports(setup, tmp_path):

@@ -73,7 +73,7 @@ bad_setting <- function(setting) {
     number = -1,
     choice = "nonsense",
     location = "",
-    string = "categories",
+    string = "",
     strings = if (!is.null(setting$choices)) "nonsense",
     numbers = c(5, -2),
     NULL
@@ -81,7 +81,7 @@ bad_setting <- function(setting) {
 }
 
 # A bad value of every setting of `table` (bad_setting()) given to `fun` with `args` stops it with an alexnet_error
-# naming the setting (a pin's names what a pin may be called); `after(name, args)` runs after each. How many were tried.
+# naming the setting; `after(name, args)` runs after each. How many were tried.
 expect_settings_refused <- function(fun, table, args = list(), after = function(name, args) NULL) {
   tried <- 0L
   for (name in names(table)) {
@@ -94,8 +94,7 @@ expect_settings_refused <- function(fun, table, args = list(), after = function(
       NULL
     }, error = identity)
     expect_s3_class(error, "alexnet_error")
-    expect_match(conditionMessage(error), if (name == "model_pin") "model_pin" else paste0("`", name, "`"),
-                 fixed = TRUE, label = name)
+    expect_match(conditionMessage(error), paste0("`", name, "`"), fixed = TRUE, label = name)
     after(name, given)
     tried <- tried + 1L
   }

@@ -1,5 +1,5 @@
-# The options of the data stage, of which of a board's images an evaluation scores, and of a prediction and an
-# export reach R from the core's declarations
+# The options of the data stage, of which of a board's images an evaluation scores, of a prediction and an export,
+# and of the model pin read reach R from the core's declarations
 # (R/data-options.R, R/model-options.R, generated from python/alexnet/data/options.py and
 # python/alexnet/model/options.py): each one is a formal of the function that takes it, with the declared kind and
 # default, documented there, and a bad value of it stops the call before anything is written or read. The walk is
@@ -8,7 +8,8 @@
 data_users <- function() {
   list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
        imagenet_partition = alexnet:::fetch_options, alexnet_predict = alexnet:::predict_options,
-       alexnet_export = alexnet:::export_options, alexnet_evaluate = alexnet:::board_images_options)
+       alexnet_export = alexnet:::export_options, alexnet_evaluate = alexnet:::board_images_options,
+       alexnet_model = alexnet:::model_pin_options)
 }
 
 test_that("every option of the data stage is a formal of its function, with its declared default, kind and docs", {
@@ -25,6 +26,7 @@ test_that("every option of the data stage is a formal of its function, with its 
   expect_identical(names(formals(alexnet_evaluate)),
                    c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",
                      "cache_dir", "fetch_workers", "..."))
+  expect_identical(names(formals(alexnet_model)), c("board", "name", "version", "cache_dir", "export"))
 })
 
 test_that("R checks the data options it can before any call into the core", {
@@ -53,8 +55,9 @@ test_that("a bad value of every data option is refused, naming it, before anythi
     expect_settings_refused(function(...) alexnet_export(file.path(dir, "no-model"), dest, ...),
                             alexnet:::export_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_evaluate(file.path(dir, "no-model"), board = board, ...),
-                            alexnet:::board_images_options, after = untouched)
-  expect_gt(tried, 20L)
+                            alexnet:::board_images_options, after = untouched) +
+    expect_settings_refused(function(...) alexnet_model(board, ...), alexnet:::model_pin_options, after = untouched)
+  expect_gt(tried, 24L)
 })
 
 test_that("a name the data functions do not take is refused with the closest option", {
@@ -68,4 +71,6 @@ test_that("a name the data functions do not take is refused with the closest opt
                "does not take `batchsize` \\(did you mean `batch_size`\\?\\)", class = "alexnet_error")
   expect_error(alexnet_evaluate(tempfile(), board = tempfile(), fetch_wokers = 2),
                "does not take `fetch_wokers` \\(did you mean `fetch_workers`\\?\\)", class = "alexnet_error")
+  # alexnet_model() has no `...`: R refuses a name it does not take
+  expect_error(alexnet_model(tempfile(), cahce_dir = tempfile()), "unused argument")
 })

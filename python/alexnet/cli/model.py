@@ -6,23 +6,46 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..declare import declaration
 from ..errors import AlexnetError
-from ..model.options import BoardImagesOptions, ExportOptions, PredictOptions
+from ..model.options import BoardImagesOptions, ExportOptions, ModelPinOptions, PredictOptions
 from . import common
 from .common import BOARD_HELP, given
 
 
+def model_pin_dest(name: str) -> str:
+    """Where the parsed value of the option ``name`` of the model pin read (:class:`ModelPinOptions`) is kept."""
+    return f"model_pin_{name}"
+
+
 def model_of(args: argparse.Namespace) -> Any:
-    """The model a command names: the location given, or the model pin ``--model-pin`` read from ``--board``."""
+    """The model a command names: the location given, or else the model pin read from ``--board`` as
+    :func:`alexnet.alexnet_model` reads it (``--model-pin``, default ``alexnet``, and the other options of
+    :class:`ModelPinOptions` given)."""
     location = getattr(args, "model", None)
-    pin = getattr(args, "model_pin", None)
-    if (location is None) == (pin is None):
-        flag = "MODEL" if args.command in ("evaluate", "export") else "--model MODEL"
-        raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as "
-                           "--model-pin NAME (a model pin on --board), not both or neither.")
+    pin = common.declared_args(args, declaration.specs(ModelPinOptions), model_pin_dest)
+    flag = "MODEL" if args.command in ("evaluate", "export") else "--model MODEL"
+    if location is not None and pin:
+        raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as a model "
+                           f"pin on --board ({', '.join(map(option_of, pin))}), not both.")
     if location is not None:
         return location
-    return common.core("model")(getattr(args, "board", None), pin, getattr(args, "pin_version", None))
+    try:
+        return common.core("model")(getattr(args, "board", None), **pin)
+    except AlexnetError as err:
+        if "name" in pin:
+            raise
+        default = declaration.specs(ModelPinOptions)["name"].default
+        raise AlexnetError(f"give the model as {flag} (a model_dir or alexnet.keras location) or as --model-pin NAME "
+                           f"(a model pin on --board): without either, the model pin {default!r} was read, and {err}"
+                           ) from None
+
+
+def option_of(name: str) -> str:
+    """The command line's option of setting ``name`` of the model pin read."""
+    from ..declare.kinds import option_name
+
+    return str(option_name(name, declaration.specs(ModelPinOptions)[name]))
 
 
 def evaluation_summary(r: dict[str, Any]) -> str:
@@ -46,11 +69,12 @@ def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
     """The options naming a model (a location, or a pin on a board)."""
     if positional:
         p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
-                       "location (or give --model-pin)")
+                       "location (unset: the model pin --model-pin on --board)")
     else:
-        p.add_argument("--model", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location")
-    p.add_argument("--model-pin", help="the name of a model pin on --board (instead of a model location)")
-    p.add_argument("--pin-version", help="the version of --model-pin (default: its latest)")
+        p.add_argument("--model", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location "
+                       "(unset: the model pin --model-pin on --board)")
+    # the model pin read instead (its name, version and where it is brought), from the declaration
+    common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest)
     p.add_argument("--board", help=BOARD_HELP)
 
 

@@ -106,7 +106,9 @@ TABLES: dict[str, RFile] = {
               "are fetched", _declared("model.options", "BoardImagesOptions")),
         Table("predict_options", "The options of alexnet_predict()",
               _declared("model.options", "PredictOptions")),
-        Table("export_options", "The options of alexnet_export()", _declared("model.options", "ExportOptions")))),
+        Table("export_options", "The options of alexnet_export()", _declared("model.options", "ExportOptions")),
+        Table("model_pin_options", "Which model pin alexnet_model() reads and where it brings it",
+              _declared("model.options", "ModelPinOptions")))),
     "data-options.R": RFile("the declarations of the data stage's options", "python/alexnet/data/options.py", (
         Table("synthetic_options", "The options of imagenet_synthetic()",
               _declared("data.options", "SyntheticOptions")),

@@ -1,15 +1,14 @@
 """A declaration of settings, and what every front end derives from one.
 
 A declaration is a frozen dataclass whose fields are made with :func:`setting`: each field is one setting, with its
-Python type and a :class:`~.kinds.Spec` (the default a caller sees, the kind of value, its limits or choices, its
-help, its command-line option). The training settings (:class:`alexnet.train.settings.TrainSettings`), the
-benchmark's (:mod:`alexnet.bench.plan`), the launch options of a Spark job (:mod:`alexnet.launch.options`), the
-options of an evaluation, a prediction and an export (:mod:`alexnet.model.options`) and those of the data stage
-(:mod:`alexnet.data.options`) are declared so; from a declaration come a function's signature and the lines of its
-help (:func:`parameters`, :func:`help_lines`, :func:`take_declared`), the checked and typed values (:func:`convert`,
+Python type and a :class:`~.kinds.Spec` (the default a caller sees, the kind of value, its limits or choices, its help,
+its command-line option). The training settings (:class:`alexnet.train.settings.TrainSettings`), the benchmark's
+(:mod:`alexnet.bench.plan`), the launch options of a Spark job (:mod:`alexnet.launch.options`), the options of an
+evaluation, a prediction, an export and the model pin read (:mod:`alexnet.model.options`) and those of the data stage
+(:mod:`alexnet.data.options`) are declared so; from a declaration come a function's signature and the lines of its help
+(:func:`parameters`, :func:`help_lines`, :func:`take_declared`), the checked and typed values (:func:`convert`,
 :func:`restore`, :func:`check`), the command line's options (:func:`alexnet.cli.common.declared_options`) and the R
-tables the R functions check their arguments with (:mod:`alexnet.cli.to_r`). This module does not import
-TensorFlow.
+tables the R functions check their arguments with (:mod:`alexnet.cli.to_r`). This module does not import TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The options of what is done with a trained model, declared once: an evaluation's (how the images are cropped
-and scored, and which of a board's validation images), a prediction's and an export's.
+"""The options of what is done with a trained model, declared once: which model pin is read, an evaluation's (how
+the images are cropped and scored, and which of a board's validation images), a prediction's and an export's.
 
 :class:`EvaluationOptions` is the declaration of an evaluation's (a frozen dataclass of
 :func:`alexnet.declare.declaration.setting` fields, as the training settings are). :func:`alexnet.alexnet_evaluate`
@@ -11,8 +11,10 @@ and :func:`alexnet.alexnet_spark_evaluate` take these options by name, with thes
 share of them) and how they are fetched; the command ``evaluate`` and R's ``alexnet_evaluate()`` take them too (a
 Spark evaluation shares the images among its workers itself, and fetches them with its launch options).
 :class:`PredictOptions` and :class:`ExportOptions` are those of :func:`alexnet.alexnet_predict` and
-:func:`alexnet.alexnet_export`, taken alike by the commands ``predict`` and ``export`` and R's functions. This
-module does not import TensorFlow.
+:func:`alexnet.alexnet_export`, taken alike by the commands ``predict`` and ``export`` and R's functions.
+:class:`ModelPinOptions` says which model pin :func:`alexnet.alexnet_model` reads and where it brings it; the commands
+that take a model read it with them (``--model-pin``, ``--pin-version``, ``--model-cache``) when no model location is
+given, and R's ``alexnet_model()`` has a formal for each. This module does not import TensorFlow.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
 from ..errors import AlexnetError
-from .pin import EXPORT_FILES
+
+#: The file of each export format in a model pin, beside ``alexnet.keras``.
+EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
 
 #: How each ``crops`` value evaluates, as the result's ``protocol`` says.
 PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
@@ -107,3 +111,37 @@ def specs() -> dict[str, Spec]:
 def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:
     """The options among ``arguments`` (by name; the others at their defaults) checked and converted."""
     return EvaluationOptions(**declaration.convert(EvaluationOptions, arguments))
+
+
+def _model_pin_name(value: Any) -> str:
+    """``value`` as the name of the model pin read (:func:`alexnet.model.pin.check_model_pin`)."""
+    from .pin import check_model_pin  # the module that reads model pins imports this one
+
+    return check_model_pin(value, "name")
+
+
+def _pin_version(value: Any) -> str:
+    """``value`` as a version of the model pin read: a string that is not blank (R's one-element vectors too); the
+    board says which versions it has when it has not this one."""
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, str) or not value.strip():
+        raise AlexnetError(f"`version` must be a version of the pin (a string such as 20261128T101500Z-1a2b3), not "
+                           f"{value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class ModelPinOptions:
+    """Which model pin :func:`alexnet.alexnet_model` reads and where it brings it (the declaration: see the module
+    documentation)."""
+
+    name: str = setting("alexnet", "pin", "the name of the model pin read", option="--model-pin", metavar="NAME",
+                        check=_model_pin_name)
+    version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
+                                  option="--pin-version", metavar="VERSION", check=_pin_version)
+    cache_dir: str | None = setting(None, "location", "where the model's files are brought (unset: a folder under "
+                                    "the user's cache directory)", optional=True, option="--model-cache",
+                                    metavar="FOLDER")
+    export: bool = setting(False, "flag", "bring the export the pin carries beside the model too (a SavedModel "
+                           "extracted)", option=None)

@@ -14,6 +14,9 @@ file is never loaded, and never left where a later call would find it. Cache lay
     <sha256 of the zip>/savedmodel/       (a SavedModel export, extracted)
 
 A file already there is reused when its SHA-256 still matches.
+
+Which model pin ``alexnet_model()`` reads and where it brings it is declared once:
+:class:`~alexnet.model.options.ModelPinOptions`.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import shutil
 import uuid
 from typing import Any
 
+from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
+from .options import EXPORT_FILES, ModelPinOptions
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +43,6 @@ DOWNLOAD_RETRIES = 3
 #: What a model pin's metadata says it is (``kind``), beside the board's format version (``alexnet``).
 MODEL_PIN_KIND = "model"
 
-#: The file of each export format in a model pin, beside ``alexnet.keras``.
-EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
 #: What a model pin carries (the training setting ``model_format``): the Keras file alone, or an export beside it.
 MODEL_FORMATS = ("keras", *(f"keras+{name}" for name in EXPORT_FILES))
 
@@ -50,22 +53,22 @@ _PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _WNID = re.compile(r"n[0-9]{8}")
 
 
-def check_model_pin(name: Any) -> str:
-    """``name`` as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a data board's own pins
-    (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
+def check_model_pin(name: Any, setting: str = "model_pin") -> str:
+    """``name``, the value of ``setting``, as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a
+    data board's own pins (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
     from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
 
     if isinstance(name, (list, tuple)) and len(name) == 1:
         name = name[0]
     if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
         raise AlexnetError(
-            f"`model_pin` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
-            f"not {name!r}: e.g. model_pin = 'alexnet'."
+            f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
+            f"not {name!r}: e.g. {setting} = 'alexnet'."
         )
     if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
         raise AlexnetError(
-            f"`model_pin` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
-            "the categories' WordNet ids, val-<wnid>): choose another name, e.g. 'alexnet'."
+            f"`{setting}` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
+            f"the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. {setting} = 'alexnet'."
         )
     return name
 
@@ -212,9 +215,7 @@ def alexnet_model(
     board: str | os.PathLike | None = None,
     name: str = "alexnet",
     version: str | None = None,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    export: bool = False,
+    **options: Any,
 ) -> dict[str, Any]:
     """Read model pin ``name`` (its latest version, or ``version``) from ``board`` and bring its file here.
 
@@ -236,10 +237,10 @@ def alexnet_model(
     model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``). Give the dict as ``model``
     to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
     """
-    if not isinstance(name, str) or not name.strip():
-        raise AlexnetError(f"`name` must be the name of a model pin, not {name!r}.")
+    pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")
+    name, cache_dir, export = pin.name, pin.cache_dir, pin.export
     opened = open_board(board)
-    meta, version = _read_meta(opened, name, None if version is None else str(version))
+    meta, version = _read_meta(opened, name, pin.version)
     user = dict(meta.user or {})
     where = f"pin {name!r} version {version} of board {opened.location}"
     if user.get("kind") != MODEL_PIN_KIND or not user.get("sha256"):
@@ -269,3 +270,7 @@ def alexnet_model(
             "bytes": int(user.get("bytes") or os.path.getsize(local)),
             "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
             "export_path": export_path, **values}
+
+
+# the board, then the pin's name and version (by position too), then where it is brought and whether with its export
+declaration.take_declared(alexnet_model, ModelPinOptions, title="Its options, with their defaults:")
