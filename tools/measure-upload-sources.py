@@ -2,7 +2,8 @@
 call of imagenet_upload() to its return), the CPU time of the whole child process, the extra disk the upload uses
 while it runs (the peak of its scratch folder, sampled every 25 ms) and its peak memory. Each upload runs in a
 child process with a temporary folder of its own, the layouts taking turns in a rotating order, several rounds;
-medians are printed with the range.
+medians are printed with the range, and each layout's time over the first layout's in the same round (a machine
+whose speed drifts between rounds changes both alike).
 
 With ``--cold`` the source's files are dropped from the page cache before each upload (``posix_fadvise``
 ``DONTNEED`` on each of them, nothing else), so that every upload reads its source from the disk, as an upload of
@@ -294,15 +295,20 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
                                                disk, bucket, without_libdeflate=layout == ISAL_ZIP))
             print(f"workers = {workers}, {args.repeats} rounds, source read from {read_from}, to "
                   + ("moto's S3 server" if bucket else "a local folder board"))
-            print(f"{'layout':<18} {'seconds (median, range)':<28} {'CPU s':<8} {'peak scratch MB':<20} "
-                  f"{'largest zip MB':<15} {'peak RSS MB':<12}" + ("  disk reads    disk MB" if disk else ""))
+            print(f"{'layout':<18} {'seconds (median, range)':<28} {'x ' + layouts[0] + ' (median, range)':<28} "
+                  f"{'CPU s':<8} {'peak scratch MB':<20} {'largest zip MB':<15} {'peak RSS MB':<12}"
+                  + ("  disk reads    disk MB" if disk else ""))
             for layout, results in runs.items():
                 seconds = [r["seconds"] for r in results]
+                # each round's time over the first layout's in the same round: the machine's drift between rounds
+                # leaves it alone
+                ratios = [r["seconds"] / first["seconds"] for r, first in zip(results, runs[layouts[0]], strict=True)]
                 scratch = [r["peak_scratch"] / 1e6 for r in results]
                 rss = [r["rss_kb"] / 1024 for r in results]
                 cpu = statistics.median(r["cpu"] for r in results)
                 print(f"{layout:<18} {statistics.median(seconds):6.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
-                      f"{'':<12} {cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
+                      f"{'':<12} {statistics.median(ratios):6.3f} ({min(ratios):.3f}-{max(ratios):.3f}){'':<9} "
+                      f"{cpu:6.2f}   {statistics.median(scratch):6.1f} (max {max(scratch):.1f}){'':<4} "
                       f"{results[0]['largest_zip'] / 1e6:6.1f}{'':<9} {statistics.median(rss):6.0f}"
                       + (f"{'':<8}{statistics.median(r['disk_reads'] for r in results):10.0f}"
                          f"{statistics.median(r['disk_bytes'] for r in results) / 1e6:10.0f}" if disk else ""),

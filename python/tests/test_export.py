@@ -162,7 +162,7 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
         alexnet_export(model_dir)
     with pytest.raises(AlexnetError, match="`top` must be"):
         alexnet_export(model_dir, str(tmp_path / "out"), top=0)
-    with pytest.raises(AlexnetError, match="`model_pin` = 'categories' is the name of one of the data board"):
+    with pytest.raises(AlexnetError, match="`name` = 'categories' is the name of one of the data board"):
         alexnet_export(model_dir, board=str(tmp_path / "board"), name="categories")
     assert not (tmp_path / "out").exists()
 

@@ -200,7 +200,7 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
     if board is not None:
         board = check_model_board(board, None)
         default = source.reference.get("name") if source.kind == "pin" else None
-        pin_name = check_model_pin(name if name is not None else default or "alexnet")
+        pin_name = check_model_pin(name if name is not None else default or "alexnet", "name")
     loaded = load_model(source)
     scratch = make_scratch("alexnet-export-")
     try:
