@@ -1,13 +1,13 @@
-"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's, a validation
-fetch's) and of a model's (which of a board's images an evaluation scores, a prediction's, an export's, the model pin
-read) reach every front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload``
-/ ``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export`` /
+"""The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's, a validation fetch's)
+and of a model's (which of a board's images an evaluation scores, a prediction's, an export's, the model pin read)
+reach every front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
+``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export`` /
 ``alexnet_model``, on the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch
 a partition) / ``evaluate`` / ``predict`` / ``export`` (and ``spark-evaluate``, which reads a model pin too) with its
-help and default, and a value given there reaches the core; a bad
-value is refused with a message naming it before anything is written or read. The walk is over the declarations, so
-an option added to one of them alone is covered. (R's side: tests/testthat/test-declared-options.R; the generated R
-tables: tests/test_settings.py; an evaluation's and a Spark job's options: tests/test_launch_options.py.)
+help and default, and a value given there reaches the core; a bad value is refused with a message naming it before
+anything is written or read. The walk is over the declarations, so an option added to one of them alone is covered.
+(R's side: tests/testthat/test-declared-options.R; the generated R tables: tests/test_settings.py; an evaluation's
+and a Spark job's options: tests/test_launch_options.py.)
 """
 
 from __future__ import annotations
@@ -152,7 +152,6 @@ def test_a_spark_worker_fetches_with_the_options_of_a_fetch():
     for job, own in (("cache_dir", "cache_dir"), ("fetch_workers", "workers")):
         assert (launch[job].kind, launch[job].default, launch[job].minimum, launch[job].optional) == \
             (fetch[own].kind, fetch[own].default, fetch[own].minimum, fetch[own].optional)
-
 
 
 def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model_does(monkeypatch, tmp_path, capsys):

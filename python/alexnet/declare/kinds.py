@@ -204,6 +204,14 @@ def _text(value: Any, name: str, spec: Spec) -> str:
     return value
 
 
+def _pin_text(value: Any, name: str, spec: Spec) -> str:
+    """A pin's name or version: one string that is not blank (a setting with a ``check`` of its own, such as a
+    model pin's name, says which names a pin may have)."""
+    if not isinstance(value, str) or not value.strip():
+        raise AlexnetError(f"`{name}` must be one string (a pin's name or version), not {value!r}.")
+    return value
+
+
 def _seconds(value: Any, name: str, spec: Spec) -> float:
     seconds = as_seconds(value, name, allow_none=spec.optional)
     return float(seconds) if seconds is not None else seconds  # type: ignore[return-value]
@@ -260,7 +268,7 @@ KINDS: dict[str, Kind] = {
     "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False),
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
-    "pin": Kind(_text, str, "string", str),
+    "pin": Kind(_pin_text, str, "string", str),
     "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False),
     "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
     "mapping": Kind(_mapping, dict, "any", scalar=False),

@@ -120,17 +120,6 @@ def _model_pin_name(value: Any) -> str:
     return check_model_pin(value, "name")
 
 
-def _pin_version(value: Any) -> str:
-    """``value`` as a version of the model pin read: a string that is not blank (R's one-element vectors too); the
-    board says which versions it has when it has not this one."""
-    if isinstance(value, (list, tuple)) and len(value) == 1:
-        value = value[0]
-    if not isinstance(value, str) or not value.strip():
-        raise AlexnetError(f"`version` must be a version of the pin (a string such as 20261128T101500Z-1a2b3), not "
-                           f"{value!r}.")
-    return value
-
-
 @dataclass(frozen=True)
 class ModelPinOptions:
     """Which model pin :func:`alexnet.alexnet_model` reads and where it brings it (the declaration: see the module
@@ -139,7 +128,7 @@ class ModelPinOptions:
     name: str = setting("alexnet", "pin", "the name of the model pin read", option="--model-pin", metavar="NAME",
                         check=_model_pin_name)
     version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
-                                  option="--pin-version", metavar="VERSION", check=_pin_version)
+                                  option="--pin-version", metavar="VERSION")
     cache_dir: str | None = setting(None, "location", "where the model's files are brought (unset: a folder under "
                                     "the user's cache directory)", optional=True, option="--model-cache",
                                     metavar="FOLDER")
