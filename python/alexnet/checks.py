@@ -133,16 +133,17 @@ def as_optional_bool(value: Any, name: str) -> bool | None:
     return bool(value)
 
 
-def as_area_range(value: Any) -> tuple[float, float]:
-    """``area_range``: the least and most share of an image a training crop covers, ``0 < low <= high <= 1``."""
+def as_area_range(value: Any, name: str = "area_range") -> tuple[float, float]:
+    """``value`` of setting ``name`` (``area_range``): the least and most share of an image a training crop covers,
+    ``0 < low <= high <= 1``."""
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
         raise AlexnetError(
-            f"`area_range` must be two numbers, the least and most share of an image, not {value!r}."
+            f"`{name}` must be two numbers, the least and most share of an image, not {value!r}."
         ) from None
     if not 0 < low <= high <= 1:
-        raise AlexnetError(f"`area_range` must be two shares with 0 < low <= high <= 1, not {value!r}.")
+        raise AlexnetError(f"`{name}` must be two shares with 0 < low <= high <= 1, not {value!r}.")
     return low, high
 
 

@@ -79,3 +79,17 @@ def refusal(check: Callable[[dict[str, Any]], Any], name: str, spec: Spec) -> tu
     message = str(checked.value)
     assert f"`{name}`" in message, message
     return bad, message
+
+
+def option_refusal(name: str, spec: Spec, bad: Any) -> str:
+    """The message a command refuses ``bad`` with when it is given as setting ``name``'s option: the setting's own
+    check, naming the option typed (``--min-images``, not the core's ``min_images``)."""
+    from alexnet.declare.kinds import option_name
+
+    flag = option_name(name, spec)
+    assert flag is not None, f"{name} is not on the command line"
+    with pytest.raises(AlexnetError) as checked:
+        spec.convert(bad, flag)
+    message = str(checked.value)
+    assert f"`{flag}`" in message and f"`{name}`" not in message, message
+    return message

@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 
 import pytest
-from helpers_declared import cli_words, other_value, refusal
+from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
 from alexnet.bench.plan import GROUPS, STAGE_SETTINGS, BenchSettings, check_plan, specs, stage_of
@@ -93,7 +93,7 @@ def test_a_bad_value_is_refused_alike_by_the_call_and_the_command_line(name, spe
     if flag is None:
         return  # given by the options of a partition (--board, --partition, --total), which check their own
     assert main(["bench", flag, *cli_words(bad)]) == 2
-    assert f"alexnet bench: error: {message}" in capsys.readouterr().err
+    assert f"alexnet bench: error: {option_refusal(name, spec, bad)}" in capsys.readouterr().err
 
 
 def test_settings_are_checked_against_each_other_and_recorded_by_stage():

@@ -30,13 +30,14 @@ def test_synth_writes_the_kaggle_layout_and_reports_json(tmp_path, capsys):
 
 
 def test_bad_arguments_exit_with_a_usage_error(capsys, tmp_path):
-    # a value of the wrong kind is the parser's to refuse; one out of range, the declaration's one check in the core
+    # a value of the wrong kind is the parser's to refuse; one out of range, the declaration's check of the setting,
+    # naming the option typed
     with pytest.raises(SystemExit) as exit_info:
         main(["synth", str(tmp_path / "x"), "--classes", "two"])
     assert exit_info.value.code == 2
     assert "invalid int value: 'two'" in capsys.readouterr().err
     assert main(["synth", str(tmp_path / "x"), "--classes", "0"]) == 2
-    assert "alexnet synth: error: `classes` must be a whole number >= 1, not 0" in capsys.readouterr().err
+    assert "alexnet synth: error: `--classes` must be a whole number >= 1, not 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # refused before anything is written
 
 
@@ -58,7 +59,8 @@ def test_upload_takes_a_scratch_folder(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "alexnet.cli", "upload", str(src), "--board", str(tmp_path / "b"),
                            "--scratch", "s3://bucket/tmp"], capture_output=True, text=True, check=False)
     assert proc.returncode == 2
-    assert "`scratch` = 's3://bucket/tmp' is not a local folder" in proc.stderr
+    # named as the option typed, not as the core's `scratch`
+    assert "`--scratch` 's3://bucket/tmp' is not a local folder" in proc.stderr
 
 
 def test_console_script_is_installed():
@@ -250,14 +252,14 @@ def test_spark_train_parses_the_same_options():
 
 
 @pytest.mark.parametrize(("words", "message"), [
-    (["--image-size", "32"], "`image_size` must be whole numbers >= 63, not 32 in [32]"),
-    (["--image-size", "128,48"], "`image_size` must be whole numbers >= 63, not 48 in [128, 48]"),
-    (["--image-size-epochs", "0"], "`image_size_epochs` must be whole numbers >= 1, not 0 in [0]"),
-    (["--precision", "float64"], "`precision` must be one of 'float32', 'bfloat16', 'float16' or NULL/None (auto)"),
-    (["--lr-scaling", "cubic"], "`lr_scaling` must be one of 'linear', 'none', not 'cubic'"),
-    (["--warmup-epochs", "-1"], "`warmup_epochs` must be a whole number >= 0, not -1"),
+    (["--image-size", "32"], "`--image-size` must be whole numbers >= 63, not 32 in [32]"),
+    (["--image-size", "128,48"], "`--image-size` must be whole numbers >= 63, not 48 in [128, 48]"),
+    (["--image-size-epochs", "0"], "`--image-size-epochs` must be whole numbers >= 1, not 0 in [0]"),
+    (["--precision", "float64"], "`--precision` must be one of 'float32', 'bfloat16', 'float16' or 'auto', not 'float64'"),
+    (["--lr-scaling", "cubic"], "`--lr-scaling` must be one of 'linear', 'none', not 'cubic'"),
+    (["--warmup-epochs", "-1"], "`--warmup-epochs` must be a whole number >= 0, not -1"),
 ])
-def test_bad_training_values_are_refused_by_the_core_check_before_any_fetch(monkeypatch, capsys, words, message):
+def test_bad_training_values_are_refused_naming_the_option_before_any_fetch(monkeypatch, capsys, words, message):
     seen = _recording_core(monkeypatch)
     assert main(["train", *words]) == 2
     assert f"alexnet train: error: {message}" in capsys.readouterr().err

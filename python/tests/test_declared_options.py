@@ -16,7 +16,7 @@ import inspect
 from typing import Any
 
 import pytest
-from helpers_declared import cli_words, other_value, refusal
+from helpers_declared import bad_value, cli_words, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, main
@@ -173,3 +173,60 @@ def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model
     assert main(["predict", "cat.jpg", "--model", "m", "--model-cache", str(tmp_path / "c")]) == 2
     assert "or as a model pin on --board (--model-cache), not both" in capsys.readouterr().err
     assert len(calls) == 2
+
+
+def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
+    """Every command's declared options, table by table (two may have a setting of the same name, one of them not on
+    the command line), each with the words before its options: what the command needs besides them (a model pin's
+    options come without a model location: the commands then read the pin)."""
+    from alexnet.bench.plan import specs as plan_specs
+    from alexnet.launch.options import specs as launch_specs
+    from alexnet.launch.options import training_job_specs
+    from alexnet.model.options import specs as evaluation_specs
+    from alexnet.train.settings import specs as training_specs
+
+    pin = specs(ModelPinOptions)
+    spark_train = ["spark-train", "--workers", "2", "--board", "board"]
+    spark_evaluate = ["spark-evaluate", "--workers", "2", "--model", "model"]
+    return {
+        "synth": [(LEADING["synth"], specs(SyntheticOptions))],
+        "upload": [(LEADING["upload"], specs(UploadOptions))],
+        "fetch": [(LEADING["fetch"], specs(FetchOptions))],
+        "train": [(LEADING["train"], training_specs()), (LEADING["train"], specs(FetchOptions))],
+        "bench": [(LEADING["bench"], plan_specs()), (LEADING["bench"], specs(FetchOptions))],
+        "evaluate": [(LEADING["evaluate"], evaluation_specs()), (LEADING["evaluate"], specs(BoardImagesOptions)),
+                     (PIN_LEADING["evaluate"], pin)],
+        "predict": [(LEADING["predict"], specs(PredictOptions)), (PIN_LEADING["predict"], pin)],
+        "export": [(LEADING["export"], specs(ExportOptions)), (PIN_LEADING["export"], pin)],
+        "spark-train": [(spark_train, training_specs()), (spark_train, training_job_specs()),
+                        (spark_train, launch_specs())],
+        "spark-evaluate": [(spark_evaluate, evaluation_specs()), (spark_evaluate, launch_specs()),
+                           (PIN_LEADING["spark-evaluate"], pin)],
+    }
+
+
+#: The options the commands write by hand, not from a declaration.
+OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--partition", "--total", "--workers", "--master", "--model",
+               "--path", "--pin", "--pin-board", "--data", "--strategy"}
+
+
+@pytest.mark.parametrize("command", sorted(_command_tables()))
+def test_a_command_refuses_a_bad_value_naming_the_option_typed(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the relative board, model and folders of the leading words are made up here
+    tables = _command_tables()[command]
+    declared = {option_name(name, spec) for _, table in tables for name, spec in table.items()}
+    flags = {flag for action in _parser(command)._actions for flag in action.option_strings
+             if not flag.startswith("--no-")}
+    assert flags - declared <= OWN_OPTIONS, f"neither declared nor the command's own: {flags - declared - OWN_OPTIONS}"
+    tried = 0
+    for leading, table in tables:
+        for name, spec in table.items():
+            flag, bad = option_name(name, spec), bad_value(name, spec)
+            if flag is None or bad is None or spec.kind == "flag":
+                continue
+            assert main([*leading, flag, *cli_words(bad)]) == 2, (command, flag)
+            message = capsys.readouterr().err
+            # said as typed (`--model-pin`, `--min-images`), not as the core's name (`name`, `min_images`)
+            assert f"`{flag}`" in message and f"`{name}`" not in message, (command, flag, message)
+            tried += 1
+    assert tried and list(tmp_path.iterdir()) == [], "refused before anything is written"

@@ -14,7 +14,7 @@ import inspect
 from pathlib import Path
 
 import pytest
-from helpers_declared import cli_words, other_value, refusal
+from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, main, to_r
@@ -89,7 +89,7 @@ def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark
     flag = option_name(name, spec)
     if flag is not None:
         assert main(["train", "--board", str(tmp_path / "no-board"), flag, *cli_words(bad)]) == 2
-        assert f"alexnet train: error: {message}" in capsys.readouterr().err
+        assert f"alexnet train: error: {option_refusal(name, spec, bad)}" in capsys.readouterr().err
 
 
 def test_a_worker_receives_every_setting_typed_as_the_driver_checked_it():

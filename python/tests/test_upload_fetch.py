@@ -438,7 +438,8 @@ def test_resize_reencodes_to_rgb_jpeg_with_short_side_limit(tmp_path):
 
 
 def test_resize_below_what_alexnet_takes_is_an_error_before_anything_is_written(tree, tmp_path):
-    with pytest.raises(AlexnetError, match=rf"`resize` = {MIN_IMAGE_SIZE - 1} .* use resize >= {MIN_IMAGE_SIZE}"):
+    with pytest.raises(AlexnetError,
+                       match=rf"`resize` = {MIN_IMAGE_SIZE - 1} .* use resize = 256 .* at least {MIN_IMAGE_SIZE}"):
         imagenet_upload(tree["path"], tmp_path / "b", resize=MIN_IMAGE_SIZE - 1)
     assert not (tmp_path / "b").exists()
 

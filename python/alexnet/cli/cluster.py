@@ -46,20 +46,21 @@ def _spark_train(args: argparse.Namespace) -> None:
     # checked once, before Spark starts: the driver's plan takes the checked settings
     settings = worker_settings(training_args(args), getattr(args, "board", None),
                                local_master=common.master(args).startswith("local"), where="alexnet spark-train")
+    job = common.declared_args(args, _job_specs(True), launch_dest)  # each checked before Spark starts too
     with common.spark(args, "alexnet spark-train") as session:
         rows = common.core("spark-train")(session, args.workers, getattr(args, "board", None), settings=settings,
-                                          **common.declared_args(args, _job_specs(True), launch_dest))
+                                          **job)
     evaluation = getattr(rows, "evaluation", None)
     shown = rows if evaluation is None or not args.json else {"workers": list(rows), "evaluation": evaluation}
     common.emit(shown, args.json, _spark_train_summary)
 
 
 def _spark_evaluate(args: argparse.Namespace) -> None:
+    # checked before a model pin is read and before Spark starts
+    job = {**evaluation_args(args), **common.declared_args(args, _job_specs(False), launch_dest)}
     model = model_of(args)
     with common.spark(args, "alexnet spark-evaluate") as session:
-        result = common.core("spark-evaluate")(session, model, args.workers, common.default_board(args),
-                                               **evaluation_args(args),
-                                               **common.declared_args(args, _job_specs(False), launch_dest))
+        result = common.core("spark-evaluate")(session, model, args.workers, common.default_board(args), **job)
     common.emit(result, args.json, evaluation_summary)
 
 

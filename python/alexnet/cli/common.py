@@ -63,8 +63,8 @@ def with_default(command: str, name: str, text: str) -> str:
 
 def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
     """An option for every setting of ``table`` (a declaration's specs) that the declaration puts on the command
-    line, with its help and default, its value kept at ``dest(name)``; values are only converted here, and checked by
-    the core's one check of the declaration."""
+    line, with its help and default, its value kept at ``dest(name)``; values are only converted here (words to
+    numbers), and checked by the declaration's checks (:func:`declared_args`)."""
     from ..declare.kinds import KINDS, option_name
 
     for name, spec in table.items():
@@ -88,14 +88,20 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
 
 def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Callable[[str], str]) -> dict[str, Any]:
     """The settings of ``table`` given on the command line (see :func:`declared_options`), by name, as the core takes
-    them; the options left out are not passed, so their defaults apply."""
-    from ..declare.kinds import flatten_words
+    them; the options left out are not passed, so their defaults apply.
+
+    Each value given is put through its setting's own check here first, the one the core runs, named as the option
+    typed: a refused value is told as ``--model-pin`` and ``--min-images`` are, not as the core's ``name`` and
+    ``min_images``. The core checks the values again, with what it checks of them together."""
+    from ..declare.kinds import flatten_words, option_name
 
     chosen = {}
     for name, spec in table.items():
         if hasattr(args, dest(name)):
             value = flatten_words(getattr(args, dest(name)))
-            chosen[name] = None if spec.none_word is not None and value == spec.none_word else value
+            value = None if spec.none_word is not None and value == spec.none_word else value
+            spec.convert(value, option_name(name, spec) or name)
+            chosen[name] = value
     return chosen
 
 

@@ -98,8 +98,8 @@ def evaluation_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    result = common.core("evaluate")(model_of(args), board=common.default_board(args), **evaluation_args(args),
-                                     **common.options_given(args, BoardImagesOptions))
+    options = {**evaluation_args(args), **common.options_given(args, BoardImagesOptions)}  # before a pin is read
+    result = common.core("evaluate")(model_of(args), board=common.default_board(args), **options)
     common.emit(result, args.json, evaluation_summary)
 
 
@@ -115,7 +115,8 @@ def _predict_summary(records: list[dict[str, Any]]) -> str:
 
 
 def _predict(args: argparse.Namespace) -> None:
-    records = common.core("predict")(model_of(args), args.images, **common.options_given(args, PredictOptions))
+    options = common.options_given(args, PredictOptions)  # checked before a model pin is read
+    records = common.core("predict")(model_of(args), args.images, **options)
     common.emit(records, args.json, _predict_summary)
 
 
@@ -135,9 +136,13 @@ def export_summary(r: dict[str, Any]) -> str:
 
 def _export(args: argparse.Namespace) -> None:
     pin = getattr(args, "pin", None)
+    if pin is not None:  # refused as the option typed, before the model is read (the core names it `name`)
+        from ..model.pin import check_model_pin
+
+        check_model_pin(pin, "--pin")
     publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}
-    result = common.core("export")(model_of(args), **given(args, "path"), **common.options_given(args, ExportOptions),
-                                   **publish)
+    options = common.options_given(args, ExportOptions)  # checked before a model pin is read
+    result = common.core("export")(model_of(args), **given(args, "path"), **options, **publish)
     common.emit(result, args.json, export_summary)
 
 

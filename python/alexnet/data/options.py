@@ -21,6 +21,7 @@ from typing import Any
 from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
 from ..declare import declaration
 from ..declare.declaration import like, setting
+from ..declare.kinds import given_as
 from ..errors import AlexnetError, LayoutError
 from .parts import LAYOUT_NAMES
 
@@ -28,34 +29,37 @@ from .parts import LAYOUT_NAMES
 DEFAULT_DOWNLOADS = 8
 
 
-def check_layout(layout: Any) -> str:
-    """``layout`` as one of :data:`~alexnet.data.parts.LAYOUT_NAMES`; a :class:`LayoutError` naming the closest
-    otherwise."""
+def check_layout(layout: Any, name: str = "layout") -> str:
+    """``layout`` as one of :data:`~alexnet.data.parts.LAYOUT_NAMES`; a :class:`LayoutError` naming it as ``name``,
+    and the closest layout, otherwise."""
     if layout not in LAYOUT_NAMES:
-        raise LayoutError(f"`layout` must be one of {', '.join(LAYOUT_NAMES)}, not "
+        raise LayoutError(f"`{name}` must be one of {', '.join(LAYOUT_NAMES)}, not "
                           f"{name_hints([str(layout)], LAYOUT_NAMES)}")
     return str(layout)
 
 
-def check_resize(resize: Any) -> int | None:
-    """``resize`` as a whole number AlexNet can train on, or ``None``; an :class:`AlexnetError` saying what to use."""
-    value = as_optional_int(resize, "resize", 1)
+def check_resize(resize: Any, name: str = "resize") -> int | None:
+    """``resize`` as a whole number AlexNet can train on, or ``None``; an :class:`AlexnetError` naming it as ``name``
+    and saying what to use otherwise."""
+    value = as_optional_int(resize, name, 1)
     if value is not None and value < MIN_IMAGE_SIZE:
-        raise AlexnetError(f"`resize` = {value} would store images too small for AlexNet, which needs a side of at "
-                           f"least {MIN_IMAGE_SIZE}: use resize >= {MIN_IMAGE_SIZE} (256, the paper's short side, is "
-                           "a good choice), or leave it out to keep the original images.")
+        raise AlexnetError(f"{given_as(f'`{name}`', str(value))} would store images too small for AlexNet, which "
+                           f"needs a side of at least {MIN_IMAGE_SIZE}: use {given_as(name, str(256))} (the paper's "
+                           f"short side) or another size of at least {MIN_IMAGE_SIZE}, or leave it out to keep the "
+                           "original images.")
     return value
 
 
-def check_scratch(scratch: Any) -> str | None:
-    """``scratch`` as the path of a local folder, or ``None``; an :class:`AlexnetError` saying what to give otherwise
-    (the folder is made by the upload)."""
+def check_scratch(scratch: Any, name: str = "scratch") -> str | None:
+    """``scratch`` as the path of a local folder, or ``None``; an :class:`AlexnetError` naming it as ``name`` and
+    saying what to give otherwise (the folder is made by the upload)."""
     if scratch is None:
         return None
     text = os.fspath(scratch) if isinstance(scratch, (str, os.PathLike)) else scratch
     if not isinstance(text, str) or not text.strip() or "://" in text:
-        raise AlexnetError(f"`scratch` = {text!r} is not a local folder: give a folder on this machine's disk with "
-                           "room for a few categories' zips, or None for the system's temporary folder")
+        raise AlexnetError(f"{given_as(f'`{name}`', repr(text))} is not a local folder: give a folder on this "
+                           "machine's disk with room for a few categories' zips, or None for the system's temporary "
+                           "folder")
     return text
 
 

@@ -41,8 +41,8 @@ class Spec:
     ``output`` that the value is a location written to (proven writable before training); ``option`` the command
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
     stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a check of its own in place of the kind's,
-    ``check(value)`` returning the value converted or raising (a pin name:
-    :func:`alexnet.model.pin.check_model_pin`; ``crops``: 1 or 10).
+    ``check(value, name)`` returning the value converted or raising an error that names the setting as ``name``
+    says (a pin name: :func:`alexnet.model.pin.check_model_pin`; ``crops``: 1 or 10).
     """
 
     default: Any
@@ -59,14 +59,15 @@ class Spec:
     option: str | None = ""
     none_word: str | None = None
     metavar: str | tuple[str, ...] | None = None
-    check: Callable[[Any], Any] | None = None
+    check: Callable[[Any, str], Any] | None = None
 
     def convert(self, value: Any, name: str) -> Any:
-        """``value`` of setting ``name`` checked and converted; an :class:`AlexnetError` naming it otherwise."""
+        """``value`` of setting ``name`` checked and converted; an :class:`AlexnetError` naming it otherwise (as
+        ``name``: the core's name of the setting, or its command-line option)."""
         value = _one(value) if KINDS[self.kind].scalar else value
         if value is None and (self.optional or self.kind == "counts"):
             return None if self.optional else ()
-        return KINDS[self.kind].convert(value, name, self) if self.check is None else self.check(value)
+        return KINDS[self.kind].convert(value, name, self) if self.check is None else self.check(value, name)
 
     def restore(self, value: Any) -> Any:
         """A value this setting converted, after a trip as plain values (JSON, R), typed again without checks."""
@@ -171,7 +172,10 @@ def _choice(value: Any, name: str, spec: Spec) -> str:
     word = spec.aliases.get(word, word) if word is not None else None
     if word not in spec.choices:
         shown = ", ".join(map(repr, spec.choices))
-        none = " or NULL/None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
+        if name.startswith("--"):  # the command line's option: None is its word, if it has one
+            none = f" or {spec.none_word!r}" if spec.optional and spec.none_word else ""
+        else:
+            none = " or NULL/None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
         raise AlexnetError(f"`{name}` must be one of {shown}{none}, not {value!r}.")
     return word
 
@@ -264,7 +268,7 @@ KINDS: dict[str, Kind] = {
     "choice": Kind(_choice, str, "choice", str),
     "sizes": Kind(_sizes, _ints, "counts", _word_numbers, "+", scalar=False),
     "counts": Kind(_counts, _ints, "counts", _word_numbers, "+", scalar=False),
-    "shares": Kind(lambda v, n, s: as_area_range(v), _floats, "numbers", float, 2, scalar=False),
+    "shares": Kind(lambda v, n, s: as_area_range(v, n), _floats, "numbers", float, 2, scalar=False),
     "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False),
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
@@ -280,6 +284,13 @@ def option_name(name: str, spec: Spec) -> str | None:
     if spec.option is None:
         return None
     return spec.option or "--" + name.replace("_", "-")
+
+
+def given_as(name: str, value: str) -> str:
+    """Setting ``name`` given ``value`` (already as it is written) the way its user writes it, for messages:
+    ``name = value`` in R and Python, ``--option value`` on the command line, where ``name`` is the option (either
+    may be in backquotes)."""
+    return f"{name} {value}" if name.strip("`").startswith("--") else f"{name} = {value}"
 
 
 def flatten_words(value: Any) -> Any:

@@ -37,15 +37,16 @@ EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflit
 PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}
 
 
-def check_crops(crops: Any) -> int:
-    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` otherwise."""
+def check_crops(crops: Any, name: str = "crops") -> int:
+    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` naming it as
+    ``name`` otherwise."""
     try:
         value: int | None = as_int(int(crops) if isinstance(crops, str) and crops.strip().isdigit() else crops,
-                                   "crops")
+                                   name)
     except AlexnetError:
         value = None
     if value not in PROTOCOLS:
-        raise AlexnetError(f"`crops` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
+        raise AlexnetError(f"`{name}` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
                            f"not {crops!r}.")
     return int(value)
 
@@ -113,11 +114,11 @@ def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:
     return EvaluationOptions(**declaration.convert(EvaluationOptions, arguments))
 
 
-def _model_pin_name(value: Any) -> str:
-    """``value`` as the name of the model pin read (:func:`alexnet.model.pin.check_model_pin`)."""
+def _model_pin_name(value: Any, name: str) -> str:
+    """``value`` as the name of the model pin read (:func:`alexnet.model.pin.check_model_pin`), named ``name``."""
     from .pin import check_model_pin  # the module that reads model pins imports this one
 
-    return check_model_pin(value, "name")
+    return check_model_pin(value, name)
 
 
 @dataclass(frozen=True)

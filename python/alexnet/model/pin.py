@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 from ..declare import declaration
+from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
@@ -63,12 +64,13 @@ def check_model_pin(name: Any, setting: str = "model_pin") -> str:
     if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
         raise AlexnetError(
             f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
-            f"not {name!r}: e.g. {setting} = 'alexnet'."
+            f"not {name!r}: e.g. {given_as(setting, repr('alexnet'))}."
         )
     if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
         raise AlexnetError(
-            f"`{setting}` = {name!r} is the name of one of the data board's own pins (categories, bad_images, "
-            f"the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. {setting} = 'alexnet'."
+            f"{given_as(f'`{setting}`', repr(name))} is the name of one of the data board's own pins (categories, "
+            f"bad_images, the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. "
+            f"{given_as(setting, repr('alexnet'))}."
         )
     return name
 
