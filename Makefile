@@ -68,7 +68,7 @@ TESTTHAT := cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=
 
 test-python: setup
 	$(PYTEST) -m "not long"
-	$(VENV)/bin/ruff check python
+	$(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools
 
 # Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
 # the runs of several workers that resume, agree under every lever or evaluate after a killed worker, a Spark
@@ -91,7 +91,7 @@ check: setup
 	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 
 lint: setup
-	$(VENV)/bin/ruff check python
+	$(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools
 
 # Re-knit the articles (vignettes/*.Rmd.orig -> *.Rmd) with the installed package and its Python core.
 vignettes: setup

@@ -3,8 +3,8 @@ tar's index and a stream (a tar.gz), through fsspec's read-ahead file (one 8 MB 
 the package's reader (the same blocks, several requests in flight ahead of the reads).
 
 The server is moto's (started on 127.0.0.1 as the tests start it, stopped after); each request reaches it through a
-delay line (also started here, on 127.0.0.1) that holds every byte half a round trip each way without limiting the rate, as
-a bucket's network does. The two readers take turns, several rounds; medians are printed with the range.
+delay line (also started here, on 127.0.0.1) that holds every byte half a round trip each way without limiting the
+rate, as a bucket's network does. The two readers take turns, several rounds; medians are printed with the range.
 
 With ``--parquet ROW_GROUPS`` it measures instead what opening Hugging Face's parquet shards in the bucket costs (the
 upload reads their ``label`` column first), and reading all their images as the upload does (without packing them):
@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: The package, and its tests' local servers (moto's S3 server, started as the tests start it).
 PYTHON = Path(__file__).resolve().parent.parent / "python"
@@ -194,13 +195,13 @@ def parquet_labels(args: argparse.Namespace) -> None:
     fetched = [0, 0]  # bytes, requests
     block, ranges = s3fs.core.S3File._fetch_range, s3fs.S3FileSystem._cat_file
 
-    def count_block(self, start, end):
+    def count_block(self: Any, start: int, end: int) -> bytes:
         data = block(self, start, end)
         fetched[0] += len(data)
         fetched[1] += 1
         return data
 
-    async def count_range(self, path, *a, **k):
+    async def count_range(self: Any, path: str, *a: Any, **k: Any) -> bytes:
         data = await ranges(self, path, *a, **k)
         fetched[0] += len(data)
         fetched[1] += 1

@@ -48,7 +48,8 @@ print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mb": status("VmHWM:") - 
 def write_zip(path: str) -> None:
     """Kaggle's download at its real counts of files, each holding one byte."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-    from alexnet.data.classes import class_ids  # the package's table of the 1000 classes
+    # the package's table of the 1000 classes
+    from alexnet.data.classes import class_ids
 
     wnids = list(class_ids())
     per_class = [TRAIN // len(wnids) + (k < TRAIN % len(wnids)) for k in range(len(wnids))]

@@ -255,7 +255,8 @@ def test_spark_train_parses_the_same_options():
     (["--image-size", "32"], "`--image-size` must be whole numbers >= 63, not 32 in [32]"),
     (["--image-size", "128,48"], "`--image-size` must be whole numbers >= 63, not 48 in [128, 48]"),
     (["--image-size-epochs", "0"], "`--image-size-epochs` must be whole numbers >= 1, not 0 in [0]"),
-    (["--precision", "float64"], "`--precision` must be one of 'float32', 'bfloat16', 'float16' or 'auto', not 'float64'"),
+    (["--precision", "float64"],
+     "`--precision` must be one of 'float32', 'bfloat16', 'float16' or 'auto', not 'float64'"),
     (["--lr-scaling", "cubic"], "`--lr-scaling` must be one of 'linear', 'none', not 'cubic'"),
     (["--warmup-epochs", "-1"], "`--warmup-epochs` must be a whole number >= 0, not -1"),
 ])
