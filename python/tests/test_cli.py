@@ -282,10 +282,11 @@ def test_words_that_are_not_values_are_usage_errors(monkeypatch, capsys, words, 
 
 @pytest.mark.parametrize(("command", "words", "message"), [
     ("train", ["--epochs", "3", "--image-size", "64", "96", "--image-size-epochs", "1", "1"],
-     "`image_size_epochs` = [1, 1] does not fit"),
-    ("train", ["--epochs", "1", "--image-size", "64,96"], "`image_size` has 2 sizes but `epochs` is 1"),
-    ("train", ["--image-size-epochs", "1", "1"], "per size of `image_size` (1) adding up to `epochs` (2)"),
-    ("spark-train", ["--workers", "1", "--image-size", "64", "80", "96"], "`image_size` has 3 sizes but `epochs` is 2"),
+     "`--image-size-epochs` [1, 1] does not fit"),
+    ("train", ["--epochs", "1", "--image-size", "64,96"], "`--image-size` has 2 sizes but `--epochs` is 1"),
+    ("train", ["--image-size-epochs", "1", "1"], "per size of `--image-size` (1) adding up to `--epochs` (2)"),
+    ("spark-train", ["--workers", "1", "--image-size", "64", "80", "96"],
+     "`--image-size` has 3 sizes but `--epochs` is 2"),
 ])
 def test_a_size_schedule_that_does_not_fit_the_epochs_fails_before_any_fetch_or_job(monkeypatch, capsys, command,
                                                                                     words, message):
@@ -331,3 +332,35 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     assert lines[0] == "Trained 5 epoch(s): loss = 0.9", "the schedule is not among the metrics"
     assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
                         "(auto: CPU without bfloat16 instructions)")
+
+
+def test_settings_refused_together_are_named_as_the_options_typed(capsys, tmp_path):
+    # the core's checks of several settings at once; each named as its option, an on/off one as the switch
+    board = str(tmp_path / "no-board")
+    assert main(["train", "--board", board, "--warmup-epochs", "2", "--lr-scaling", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "`--warmup-epochs` warms up" in err and "use --lr-scaling 'linear', or leave out `--warmup-epochs`" in err
+    assert "lr_scaling" not in err and "warmup_epochs" not in err
+    assert main(["train", "--board", board, "--keep-best", "--no-validation"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("alexnet train: error: --keep-best decides") and "set --validation (" in err
+    assert main(["fetch", "--board", board, "--partition", "3", "--total", "2"]) == 2
+    assert "`--partition` must be in 0..1 (0-based, with --total 2), not 3" in capsys.readouterr().err
+    assert not (tmp_path / "no-board").exists()
+
+
+def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
+    from alexnet.cli.common import OPTION_NAMES, as_typed
+
+    options = {"image_size": ("--image-size", False), "image_size_epochs": ("--image-size-epochs", False),
+               "keep_best": ("--keep-best", True), "validation": ("--validation", True), "board": ("--board", False),
+               "name": None}
+    said = as_typed("`image_size_epochs` = [1] needs a size of `image_size` each; keep_best = TRUE needs "
+                    "validation = FALSE turned on (data$image_size, x.board, f(..., board = 'b')), `name` = 'x'",
+                    options)
+    assert said == ("`--image-size-epochs` [1] needs a size of `--image-size` each; --keep-best needs --no-validation "
+                    "turned on (data$image_size, x.board, f(..., board = 'b')), `name` = 'x'")
+    # a core name two options of one command give (export's --pin and --model-pin are both the core's `name`)
+    export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
+    known = export.get_default(OPTION_NAMES)
+    assert known["name"] is None and known["path"] == ("--path", False) and known["top"] == ("--top", False)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import AlexnetError
-from . import bench, cluster, data, model, train
+from . import bench, cluster, common, data, model, train
 
 log = logging.getLogger("alexnet")
 
@@ -69,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.run(args)
     except AlexnetError as error:
-        sys.stderr.write(f"alexnet {args.command}: error: {error}\n")
+        message = common.as_typed(str(error), getattr(args, common.OPTION_NAMES, {}))
+        sys.stderr.write(f"alexnet {args.command}: error: {message}\n")
         return 2
     return 0

@@ -65,7 +65,7 @@ def _spark_evaluate(args: argparse.Namespace) -> None:
 
 
 def _cluster_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=positive, required=True, help="workers (barrier tasks)")
+    common.core_option(p, "workers", "--workers", type=positive, required=True, help="workers (barrier tasks)")
     p.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
 
 
@@ -75,7 +75,7 @@ def register(add: common.AddCommand) -> None:
                 "Train AlexNet with MultiWorkerMirroredStrategy on WORKERS Spark barrier tasks, each on its own "
                 "partition of the board; prints one row per worker.")
     _cluster_options(train)
-    train.add_argument("--board", help=BOARD_HELP)
+    common.core_option(train, "board", "--board", help=BOARD_HELP)
     training_options(train)
     common.declared_options(train.add_argument_group("the job's options"), _job_specs(True), launch_dest)
 

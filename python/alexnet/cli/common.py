@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,48 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
             words = [*map(str, spec.choices), *([spec.none_word] if spec.none_word else [])]
             options["metavar"] = spec.metavar or ("{" + ",".join(words) + "}" if words else name.upper())
         p.add_argument(flag, **options)
+        _name_option(p, name, flag, spec.kind == "flag")
+
+
+#: Where a command's parser keeps its declared options by the core's names (see :func:`as_typed`).
+OPTION_NAMES = "declared_option_names"
+
+
+def core_option(p: argparse.ArgumentParser, name: str, flag: str, **options: Any) -> None:
+    """The option ``flag`` (``options`` as ``add_argument`` takes them), written by a command rather than declared,
+    that gives the core's argument ``name``: messages of the core naming ``name`` name the option instead."""
+    p.add_argument(flag, **options)
+    _name_option(p, name, flag, False)
+
+
+def _name_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool) -> None:
+    """Record that the core's setting ``name`` is given as ``flag`` on this command (``switch``: an on/off option,
+    ``--no-...`` turning it off); a name given by two options of one command is recorded as neither."""
+    known = dict(p.get_default(OPTION_NAMES) or {})
+    known[name] = (flag, switch) if known.get(name, (flag, switch)) == (flag, switch) else None
+    p.set_defaults(**{OPTION_NAMES: known})
+
+
+def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None]) -> str:
+    """A message of the core as the command line's user reads it: each of the command's declared settings that it
+    names (``options``, as :func:`declared_options` recorded them) said as its option. ```warmup_epochs``` becomes
+    ```--warmup-epochs```, ``lr_scaling = 'linear'`` becomes ``--lr-scaling 'linear'``, and an on/off setting's
+    ``keep_best = TRUE`` and ``validation = FALSE`` become ``--keep-best`` and ``--no-validation``. Messages about
+    several settings at once are the core's checks of them together; a single setting's refusal already names the
+    option (:func:`declared_args`)."""
+    for name, option in options.items():
+        if option is None:
+            continue
+        flag, switch = option
+        # the name alone: not part of another (`data$image`, x.name), nor an argument of a call shown (f(a, name = 1))
+        bare = rf"(?<![\w`$.(-])(?<!, ){re.escape(name)}"
+        if switch:
+            message = re.sub(rf"{bare} = (?:TRUE|True)\b", flag, message)
+            message = re.sub(rf"{bare} = (?:FALSE|False)\b", "--no-" + flag[2:], message)
+        message = re.sub(rf"`{re.escape(name)}` = ", f"`{flag}` ", message)
+        message = re.sub(rf"{bare} = ", f"{flag} ", message)
+        message = message.replace(f"`{name}`", f"`{flag}`")
+    return message
 
 
 def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Callable[[str], str]) -> dict[str, Any]:
@@ -160,9 +203,10 @@ def partition_options(p: argparse.ArgumentParser) -> None:
     (:class:`alexnet.data.options.FetchOptions`)."""
     from ..data.options import FetchOptions
 
-    p.add_argument("--partition", type=non_negative, help=with_default("fetch", "partition", "0-based partition"))
-    p.add_argument("--total", type=positive, help=with_default("fetch", "total", "number of partitions"))
-    p.add_argument("--board", help=BOARD_HELP)
+    core_option(p, "partition", "--partition", type=non_negative,
+                help=with_default("fetch", "partition", "0-based partition"))
+    core_option(p, "total", "--total", type=positive, help=with_default("fetch", "total", "number of partitions"))
+    core_option(p, "board", "--board", help=BOARD_HELP)
     options_of(p, FetchOptions)
 
 

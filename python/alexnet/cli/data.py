@@ -70,8 +70,9 @@ def register(add: common.AddCommand) -> None:
     upload.add_argument("source", help="the ImageNet source, a path or a gs:// or s3:// URL: the official "
                                        "ILSVRC2012 archives' folder, Kaggle's zip (or its earlier tar.gz), Hugging "
                                        "Face's parquet folder, or a local Kaggle tree or folder of <wnid>/ folders")
-    upload.add_argument("--board", help=BOARD_HELP)
+    common.core_option(upload, "board", "--board", help=BOARD_HELP)
     common.options_of(upload, UploadOptions)
 
-    add("categories", _categories, "list the categories on a board").add_argument("--board", help=BOARD_HELP)
+    common.core_option(add("categories", _categories, "list the categories on a board"), "board", "--board",
+                       help=BOARD_HELP)
     common.partition_options(add("fetch", _fetch, "fetch one partition of the categories into the local cache"))

@@ -75,7 +75,7 @@ def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
                        "(unset: the model pin --model-pin on --board)")
     # the model pin read instead (its name, version and where it is brought), from the declaration
     common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest)
-    p.add_argument("--board", help=BOARD_HELP)
+    common.core_option(p, "board", "--board", help=BOARD_HELP)
 
 
 def evaluation_dest(name: str) -> str:
@@ -168,8 +168,8 @@ def register(add: common.AddCommand) -> None:
                  "takes encoded images and returns the --top classes' indices, ids, names and probabilities, in "
                  "float32, loadable with tf.saved_model.load alone.")
     model_options(export, positional=True)
-    export.add_argument("--path", help="the folder to write: a path, file://, gs:// or s3:// location")
+    common.core_option(export, "path", "--path", help="the folder to write: a path, file://, gs:// or s3:// location")
     common.options_of(export, ExportOptions)
-    export.add_argument("--pin", metavar="NAME", help="also publish the export in model pin NAME, beside its "
-                        "alexnet.keras")
+    common.core_option(export, "name", "--pin", metavar="NAME",  # the core's `name`, as the model pin's (neither)
+                       help="also publish the export in model pin NAME, beside its alexnet.keras")
     export.add_argument("--pin-board", metavar="BOARD", help="the board of --pin (default: --board)")
