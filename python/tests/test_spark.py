@@ -405,7 +405,12 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     with pytest.raises(AlexnetError) as caught:
         api.alexnet_spark_train(spark, 2, board, python=python, epochs=1)
     message = str(caught.value)
-    assert not spark.sparkContext.statusTracker().getActiveJobsIds(), "no job is left running"
+    # no job is left running; Spark's status of a finished job (the probe's) follows its listener events, which may
+    # arrive a moment after collect() returned
+    tracker, deadline = spark.sparkContext.statusTracker(), time.monotonic() + 30
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not tracker.getActiveJobsIds(), "no job is left running"
     assert "cannot run alexnet on 1 executor(s)" in message and python in message
     assert "ModuleNotFoundError: No module named" in message
     assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
