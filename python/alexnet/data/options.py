@@ -44,7 +44,7 @@ def check_resize(resize: Any, name: str = "resize") -> int | None:
     value = as_optional_int(resize, name, 1)
     if value is not None and value < MIN_IMAGE_SIZE:
         raise AlexnetError(f"{given_as(f'`{name}`', str(value))} would store images too small for AlexNet, which "
-                           f"needs a side of at least {MIN_IMAGE_SIZE}: use {given_as(name, str(256))} (the paper's "
+                           f"needs a side of at least {MIN_IMAGE_SIZE}: use {given_as(name, '256')} (the paper's "
                            f"short side) or another size of at least {MIN_IMAGE_SIZE}, or leave it out to keep the "
                            "original images.")
     return value

@@ -172,7 +172,7 @@ def _choice(value: Any, name: str, spec: Spec) -> str:
     word = spec.aliases.get(word, word) if word is not None else None
     if word not in spec.choices:
         shown = ", ".join(map(repr, spec.choices))
-        if name.startswith("--"):  # the command line's option: None is its word, if it has one
+        if on_command_line(name):  # None is the option's word, if it has one
             none = f" or {spec.none_word!r}" if spec.optional and spec.none_word else ""
         else:
             none = " or NULL/None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
@@ -286,11 +286,16 @@ def option_name(name: str, spec: Spec) -> str | None:
     return spec.option or "--" + name.replace("_", "-")
 
 
+def on_command_line(name: str) -> bool:
+    """Whether ``name``, as a check was given it to name its setting, is a command-line option (``--min-images``,
+    in backquotes or not) rather than the core's name of the setting (``min_images``)."""
+    return name.strip("`").startswith("--")
+
+
 def given_as(name: str, value: str) -> str:
     """Setting ``name`` given ``value`` (already as it is written) the way its user writes it, for messages:
-    ``name = value`` in R and Python, ``--option value`` on the command line, where ``name`` is the option (either
-    may be in backquotes)."""
-    return f"{name} {value}" if name.strip("`").startswith("--") else f"{name} = {value}"
+    ``name = value`` in R and Python, ``--option value`` on the command line (see :func:`on_command_line`)."""
+    return f"{name} {value}" if on_command_line(name) else f"{name} = {value}"
 
 
 def flatten_words(value: Any) -> Any:
