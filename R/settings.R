@@ -49,5 +49,5 @@ training_settings <- list(
   profile_steps = list(kind = "numbers?", default = NULL, choices = NULL, help = "profile these training steps (first, last; counted from 1) into `log_dir`"),
   model_pin = list(kind = "string?", default = NULL, choices = NULL, help = "after training, publish the model (without optimizer state) as a new version of this pin"),
   model_board = list(kind = "location?", default = NULL, choices = NULL, help = "board of `model_pin` (unset: the board the data came from)"),
-  model_format = list(kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"), help = "what `model_pin` carries: \"keras\", alexnet.keras (what alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package")
+  model_format = list(kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"), help = "what `model_pin` carries: \"keras\", alexnet.keras (what evaluation and prediction read); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package")
 )

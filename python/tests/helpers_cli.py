@@ -18,3 +18,18 @@ def fake_core(monkeypatch: Any, fake_for: Callable[[str], Callable[..., Any]]) -
         return functools.wraps(real(command))(fake_for(command))
 
     monkeypatch.setattr(common, "core", core)
+
+
+@functools.cache
+def _parsers() -> tuple[Any, dict[str, Any]]:
+    from alexnet.cli import build_parser
+
+    parser = build_parser()
+    return parser.get_default(common.COMMAND_CALLS), parser._subparsers._group_actions[0].choices  # type: ignore
+
+
+def help_as_said(command: str, text: str) -> str:
+    """``text``, a declared help, as ``alexnet COMMAND --help`` says it: in the command's own options and the
+    commands of the command line (:func:`alexnet.cli.common.help_as_typed`)."""
+    calls, commands = _parsers()
+    return common.as_typed(text, commands[command].get_default(common.OPTION_NAMES) or {}, calls)

@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 
 import pytest
+from helpers_cli import help_as_said
 from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
@@ -71,7 +72,7 @@ def test_a_value_on_the_command_line_reaches_the_stages_plan(name, spec):
     flag = option_name(name, spec) or PARTITION_OPTIONS[name]
     action = next(a for a in _bench_parser()._actions if flag in a.option_strings)
     if option_name(name, spec) is not None:
-        assert action.dest == bench_dest(name) and spec.help in action.help
+        assert action.dest == bench_dest(name) and help_as_said("bench", spec.help) in action.help
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
     value = 1 if name == "cores" else other_value(name, spec)

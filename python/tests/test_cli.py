@@ -349,6 +349,49 @@ def test_settings_refused_together_are_named_as_the_options_typed(capsys, tmp_pa
     assert not (tmp_path / "no-board").exists()
 
 
+def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
+    from alexnet.cli.common import COMMAND_CALLS, as_typed
+
+    calls = build_parser().get_default(COMMAND_CALLS)
+    said = as_typed("upload with imagenet_upload(..., board = '/tmp/b') first; export a model pin (alexnet_model()) or "
+                    "a model_dir that alexnet_train() saved, sizes in order (c(128, 160, 224)); imagenet_classes() "
+                    "lists them, data$c(1)", {"board": ("--board", False)}, calls)
+    assert said == ("upload with `alexnet upload ... --board '/tmp/b'` first; export a model pin (`--model-pin NAME`) "
+                    "or a model_dir that `alexnet train` saved, sizes in order (128 160 224); imagenet_classes() "
+                    "lists them, data$c(1)")
+    assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
+                          "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
+                          "alexnet_predict", "alexnet_export", "alexnet_spark_evaluate"}
+
+
+def test_a_missing_board_is_said_with_the_command_that_makes_it(capsys, tmp_path):
+    board = str(tmp_path / "no-board")
+    assert main(["train", "--board", board]) == 2
+    err = capsys.readouterr().err
+    assert f"upload with `alexnet upload ... --board {board!r}` first" in err and "imagenet_upload" not in err
+    assert not (tmp_path / "no-board").exists()
+
+
+def test_every_command_s_help_names_its_own_options_and_commands():
+    from alexnet.cli.common import CORE, OPTION_NAMES
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    core_calls = re.compile(r"\b(?:" + "|".join(CORE.values()) + r")\(")
+    checked = 0
+    for command, parser in commands.items():
+        text = " ".join(parser.format_help().split())
+        for name, option in (parser.get_default(OPTION_NAMES) or {}).items():
+            if option is not None:
+                checked += 1
+                assert f"`{name}`" not in text and not re.search(rf"(?<![\w-]){name} = ", text), (command, name)
+        assert not core_calls.search(text), (command, core_calls.search(text))
+        assert not re.search(r"\bc\(", text), command
+    assert checked > 100
+    train = " ".join(commands["train"].format_help().split())
+    assert "epochs at each size of `--image-size`, adding up to `--epochs`" in train
+    assert 'with --lr-schedule "step"' in train and "also its `alexnet export` beside it" in train
+
+
 def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
     from alexnet.cli.common import OPTION_NAMES, as_typed
 

@@ -16,6 +16,7 @@ import inspect
 from typing import Any
 
 import pytest
+from helpers_cli import help_as_said
 from helpers_declared import bad_value, cli_words, other_value, refusal
 
 import alexnet
@@ -73,7 +74,8 @@ def test_every_option_is_in_the_signature_help_and_commands_with_its_default(dec
         return
     for command in commands:
         action = next(a for a in _parser(command)._actions if flag in a.option_strings)
-        assert action.dest == DESTS.get(declaration, str)(name) and spec.help in action.help, command
+        assert action.dest == DESTS.get(declaration, str)(name), command
+        assert help_as_said(command, spec.help) in action.help, command
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

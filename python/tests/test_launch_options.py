@@ -12,6 +12,7 @@ import inspect
 import json
 
 import pytest
+from helpers_cli import help_as_said
 from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
@@ -89,7 +90,7 @@ def test_every_option_is_in_the_signatures_help_and_commands_with_its_default(gr
         if flag is None:
             continue
         action = next(a for a in _parser(command)._actions if flag in a.option_strings)
-        assert action.dest == _dest(group)(name) and spec.help in action.help, command
+        assert action.dest == _dest(group)(name) and help_as_said(command, spec.help) in action.help, command
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

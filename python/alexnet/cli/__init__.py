@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for stage in STAGES:
         stage.register(add)
+    calls = common.command_calls(commands.choices)
+    for sub in commands.choices.values():
+        common.help_as_typed(sub, calls)
+    parser.set_defaults(**{common.COMMAND_CALLS: calls})
     return parser
 
 
@@ -69,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.run(args)
     except AlexnetError as error:
-        message = common.as_typed(str(error), getattr(args, common.OPTION_NAMES, {}))
+        message = common.as_typed(str(error), getattr(args, common.OPTION_NAMES, {}),
+                                  getattr(args, common.COMMAND_CALLS, {}))
         sys.stderr.write(f"alexnet {args.command}: error: {message}\n")
         return 2
     return 0

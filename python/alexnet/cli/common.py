@@ -107,13 +107,31 @@ def _name_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool)
     p.set_defaults(**{OPTION_NAMES: known})
 
 
-def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None]) -> str:
+#: Where the top parser keeps, for each core function a command runs, the command and its options by the core's names
+#: (see :func:`as_typed`).
+COMMAND_CALLS = "command_calls"
+
+#: Calls of the core in its messages, found to be said as commands: ``name(arguments)``.
+_CALL = re.compile(r"\b([a-z]+_[a-z_]+)\(([^()]*)\)")
+#: R's vectors in the core's messages, ``c(128, 160, 224)``: a list option takes its values one after another.
+_VECTOR = re.compile(r"(?<![\w$.])c\(([^()]*)\)")
+
+
+def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None],
+             calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]] | None = None) -> str:
     """A message of the core as the command line's user reads it: each of the command's declared settings that it
     names (``options``, as :func:`declared_options` recorded them) said as its option. ```warmup_epochs``` becomes
     ```--warmup-epochs```, ``lr_scaling = 'linear'`` becomes ``--lr-scaling 'linear'``, and an on/off setting's
     ``keep_best = TRUE`` and ``validation = FALSE`` become ``--keep-best`` and ``--no-validation``. Messages about
     several settings at once are the core's checks of them together; a single setting's refusal already names the
-    option (:func:`declared_args`)."""
+    option (:func:`declared_args`).
+
+    A call of the core that a command runs (``calls``: the function's command and that command's options) is said
+    as the command, its arguments as that command's options: ``imagenet_upload(..., board = 'b')`` becomes
+    ```alexnet upload ... --board 'b'```. ``alexnet_model()``, which reads a model pin, becomes ```--model-pin
+    NAME```, the option of every command that reads one, and R's ``c(128, 160, 224)`` becomes ``128 160 224``."""
+    message = _CALL.sub(lambda match: _as_command(match, calls or {}), message)
+    message = _VECTOR.sub(lambda match: " ".join(value.strip() for value in match[1].split(",")), message)
     for name, option in options.items():
         if option is None:
             continue
@@ -127,6 +145,39 @@ def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None]) -> st
         message = re.sub(rf"{bare} = ", f"{flag} ", message)
         message = message.replace(f"`{name}`", f"`{flag}`")
     return message
+
+
+def _as_command(match: re.Match[str], calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]) -> str:
+    """The call ``match`` (of :data:`_CALL`) as a command line, or as it is when no command runs that function."""
+    function, arguments = match[1], match[2]
+    if function == CORE["model"]:
+        return "`--model-pin NAME`"
+    if function not in calls:
+        return match[0]
+    command, options = calls[function]
+    words = ["alexnet", command, *(as_typed(argument.strip(), options) for argument in arguments.split(",")
+                                   if argument.strip())]
+    return "`" + " ".join(words) + "`"
+
+
+def command_calls(commands: Mapping[str, argparse.ArgumentParser]) \
+        -> dict[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]:
+    """For each core function a command runs (:data:`CORE`), the command and its options by the core's names."""
+    return {CORE[name]: (name, parser.get_default(OPTION_NAMES) or {}) for name, parser in commands.items()
+            if name in CORE}
+
+
+def help_as_typed(parser: argparse.ArgumentParser,
+                  calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]) -> None:
+    """Say the help of a command's options and its description with its own options (:func:`as_typed`): the
+    declared help names the settings as the core does (``image_size``, ``lr_schedule = "step"``,
+    ``alexnet_export()``)."""
+    options = parser.get_default(OPTION_NAMES) or {}
+    if parser.description:
+        parser.description = as_typed(parser.description, options, calls)
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = as_typed(action.help, options, calls)
 
 
 def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Callable[[str], str]) -> dict[str, Any]:

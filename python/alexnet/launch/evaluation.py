@@ -82,7 +82,7 @@ def check_evaluation(workers: int, board: Any, *, local_master: bool = True, whe
 
     check_names(options, [*specs(), *launch_specs()], where, "Its options besides `model`")
     if model is None:
-        raise AlexnetError(f"{where} needs `model`: an alexnet_model() pin or the location of a saved model.")
+        raise AlexnetError(f"{where} needs `model`: a model pin (alexnet_model()) or the location of a saved model.")
     checked = check_options(options)
     return {"evaluation": Evaluation(model=_worker_reference(model, local_master), options=checked)}
 

@@ -136,5 +136,5 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
     fs = open_filesystem(resolved, write=write)
     if kind == "http":
         return Board(resolved, kind, BoardManual(resolved, fs, versioned=False, pin_paths=_read_manifest(fs, resolved)))
-    check_bucket(fs, resolved, write, empty_hint="check the location, or upload with imagenet_upload first")
+    check_bucket(fs, resolved, write, empty_hint="check the location, or upload with imagenet_upload() first")
     return Board(resolved, kind, BaseBoard(bucket_path(resolved)[1], fs, versioned=True))

@@ -144,7 +144,7 @@ class TrainSettings:
     model_board: str | None = setting(None, "location", "board of `model_pin` (unset: the board the data came "
                                       "from)", optional=True, metavar="BOARD")
     model_format: str = setting("keras", "choice", "what `model_pin` carries: \"keras\", alexnet.keras (what "
-                                "alexnet_model() gives evaluation and prediction); \"keras+savedmodel\" or "
+                                "evaluation and prediction read); \"keras+savedmodel\" or "
                                 "\"keras+tflite\", also its alexnet_export() beside it, for serving without this "
                                 "package", choices=MODEL_FORMATS)
 
