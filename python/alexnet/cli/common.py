@@ -115,6 +115,11 @@ COMMAND_CALLS = "command_calls"
 _CALL = re.compile(r"\b([a-z]+_[a-z_]+)\(([^()]*)\)")
 #: R's vectors in the core's messages, ``c(128, 160, 224)``: a list option takes its values one after another.
 _VECTOR = re.compile(r"(?<![\w$.])c\(([^()]*)\)")
+#: A name the core may give a setting by, in a message: ```name```, with `` = `` after it or not, or the name alone
+#: followed by `` = `` and, for a switch, its value; the name alone not part of another (`data$image`, x.name) nor
+#: an argument of a call shown (f(a, name = 1)).
+_SETTING = re.compile(r"`(?P<quoted>[a-z_][a-z0-9_]*)`(?P<given> = )?"
+                      r"|(?<![\w`$.(-])(?<!, )(?P<bare>[a-z_][a-z0-9_]*) = (?:(?P<value>TRUE|True|FALSE|False)\b)?")
 
 
 def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None],
@@ -132,19 +137,21 @@ def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None],
     NAME```, the option of every command that reads one, and R's ``c(128, 160, 224)`` becomes ``128 160 224``."""
     message = _CALL.sub(lambda match: _as_command(match, calls or {}), message)
     message = _VECTOR.sub(lambda match: " ".join(value.strip() for value in match[1].split(",")), message)
-    for name, option in options.items():
-        if option is None:
-            continue
-        flag, switch = option
-        # the name alone: not part of another (`data$image`, x.name), nor an argument of a call shown (f(a, name = 1))
-        bare = rf"(?<![\w`$.(-])(?<!, ){re.escape(name)}"
-        if switch:
-            message = re.sub(rf"{bare} = (?:TRUE|True)\b", flag, message)
-            message = re.sub(rf"{bare} = (?:FALSE|False)\b", "--no-" + flag[2:], message)
-        message = re.sub(rf"`{re.escape(name)}` = ", f"`{flag}` ", message)
-        message = re.sub(rf"{bare} = ", f"{flag} ", message)
-        message = message.replace(f"`{name}`", f"`{flag}`")
-    return message
+    return _SETTING.sub(lambda match: _as_option(match, options), message)
+
+
+def _as_option(match: re.Match[str], options: Mapping[str, tuple[str, bool] | None]) -> str:
+    """The name ``match`` (of :data:`_SETTING`) as its option, or as it is when it is none of ``options``."""
+    option = options.get(match["quoted"] or match["bare"])
+    if option is None:
+        return match[0]
+    flag, switch = option
+    if match["quoted"]:
+        return f"`{flag}`" + (" " if match["given"] else "")
+    value = match["value"]
+    if switch and value:
+        return flag if value in ("TRUE", "True") else "--no-" + flag[2:]
+    return f"{flag} {value or ''}"
 
 
 def _as_command(match: re.Match[str], calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]) -> str:
