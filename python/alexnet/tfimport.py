@@ -108,6 +108,19 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
     return tensorflow, tf_keras
 
 
+def cpu_allocator() -> str:
+    """Which allocator gives TensorFlow's tensors in the machine's memory, as TensorFlow reports it: "bfc" (its
+    BFC allocator, which the package asks for, see ``alexnet/__init__.py``) or "default" (its pool over malloc,
+    where ``TF_CPU_ALLOCATOR_USE_BFC=false`` was set, or TensorFlow computed something before the package was
+    imported: it takes its allocator then)."""
+    tf = sys.modules[__name__].tf  # imported on first use (see __getattr__)
+    try:
+        tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available": only the BFC allocator keeps them
+        return "default"
+    return "bfc"
+
+
 def __getattr__(name: str) -> types.ModuleType:
     """``tf`` and ``keras``, imported on first use (so that :func:`is_noise` can be used without TensorFlow)."""
     if name in ("tf", "keras"):

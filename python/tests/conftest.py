@@ -12,6 +12,8 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gc
 import pytest
 from servers import gcs_emulator, moto_s3_server, point_at_local_clouds
 
+import alexnet  # noqa: F401  (its environment for TensorFlow, before a test module imports TensorFlow itself)
+
 # The session's temporary files, its own and its child processes' (TMPDIR), go into a folder removed when it ends:
 # TensorFlow's autograph writes a file for each function it converts and leaves it (about 900 a run of the suite).
 # pytest's own folders (tmp_path) stay where they were, kept for a look after a failure.

@@ -54,6 +54,7 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     assert saved == json.loads(json.dumps(result))
     assert {"machine", "settings", "data", "stages", "summary", "json", "png"} <= set(saved)
     assert {"cpu", "cores", "gpus", "tensorflow"} <= set(saved["machine"])
+    assert saved["machine"]["cpu_allocator"] == "bfc"  # the package's choice (conftest imports it before TensorFlow)
     assert saved["data"]["images"] == 12 and saved["data"]["compressed_bytes"] > 0
     assert saved["settings"]["isolation"] == "process"
 

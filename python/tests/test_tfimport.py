@@ -1,4 +1,5 @@
-"""TensorFlow's start-up lines (and, without GPUs, its CUDA probe) are hidden unless TensorFlow's logs are asked for."""
+"""TensorFlow's start-up lines (and, without GPUs, its CUDA probe) are hidden unless TensorFlow's logs are asked for;
+its tensors in the machine's memory come from its BFC allocator unless the user chose otherwise."""
 
 from __future__ import annotations
 
@@ -45,3 +46,22 @@ def test_the_start_up_lines_are_hidden_unless_asked_for():
     # everything else TensorFlow printed is still shown
     kept = [line for line in noisy if not is_noise(line, cuda=not has_gpu())]
     assert len(kept) == len(quiet), (kept, quiet)
+
+
+ALLOCATOR = "import alexnet; from alexnet.tfimport import cpu_allocator; print(cpu_allocator())"
+
+
+def _allocator(script: str, **env: str) -> str:
+    base = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,
+                          env={**base, **env})
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_tensors_come_from_tensorflow_s_bfc_allocator_unless_the_user_chose_otherwise():
+    assert _allocator(ALLOCATOR) == "bfc"
+    assert _allocator(ALLOCATOR, TF_CPU_ALLOCATOR_USE_BFC="false") == "default"
+    # TensorFlow imported before the package takes its allocator when it first computes: the package's, set by then
+    assert _allocator("import tensorflow; " + ALLOCATOR) == "bfc"
+    # and one that computed before keeps the allocator it started with, as cpu_allocator() says
+    assert _allocator("import tensorflow; tensorflow.ones(1); " + ALLOCATOR) == "default"

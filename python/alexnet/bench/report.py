@@ -23,8 +23,9 @@ def _cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on."""
-    from ..tfimport import tf
+    """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on, and TensorFlow's allocator of the
+    machine's memory."""
+    from ..tfimport import cpu_allocator, tf
 
     return {
         "cpu": _cpu_model(),
@@ -33,6 +34,7 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
+        "cpu_allocator": cpu_allocator(),
     }
 
 
