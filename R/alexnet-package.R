@@ -9,9 +9,10 @@
 "_PACKAGE"
 
 .onLoad <- function(libname, pkgname) {
-  # The core trains with tf-keras (Keras 2): Keras 3's fit() fails under MultiWorkerMirroredStrategy.
-  # Python reads this when TensorFlow is first imported, also by reticulate::import("tensorflow").
-  if (!nzchar(Sys.getenv("TF_USE_LEGACY_KERAS"))) Sys.setenv(TF_USE_LEGACY_KERAS = "1")
+  # The environment TensorFlow starts in (tf-keras for tf.keras, its C++ log quiet, its BFC allocator), declared
+  # once in the core's tensorflow.env, which says why each. Set before Python starts, so that it holds also for
+  # TensorFlow imported and used before the core, by reticulate::import("tensorflow") or library(tensorflow).
+  set_tensorflow_environment(system.file("python", "alexnet", "tensorflow.env", package = pkgname))
   # Only a preference, so that a later reticulate::import("tensorflow") in this session picks the
   # environment that has the core; no Python is started here.
   python <- tryCatch(alexnet_python(), error = function(e) NULL)
@@ -29,6 +30,22 @@
 }
 
 environment_callback <- "alexnet-environment"
+
+# The variables of the core's tensorflow.env (one NAME=value a line, `#` comments): a named character vector.
+tensorflow_environment <- function(file) {
+  if (!nzchar(file) || !file.exists(file)) return(stats::setNames(character(), character()))
+  lines <- trimws(readLines(file, warn = FALSE))
+  lines <- lines[nzchar(lines) & !startsWith(lines, "#")]
+  stats::setNames(sub("^[^=]*=", "", lines), sub("=.*$", "", lines))
+}
+
+# Sets each variable of `file` that is not set already (a user's choice wins); those it set, invisibly.
+set_tensorflow_environment <- function(file) {
+  values <- tensorflow_environment(file)
+  unset <- values[!nzchar(Sys.getenv(names(values)))]
+  if (length(unset)) do.call(Sys.setenv, as.list(unset))
+  invisible(unset)
+}
 
 #' Pipe operator
 #'

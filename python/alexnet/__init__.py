@@ -7,18 +7,13 @@ gcsfs or pyspark are installed; each backend's library is imported by the first 
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
-# tf.keras must mean Keras 2 (tf-keras): Keras 3's model.fit fails under MultiWorkerMirroredStrategy
-# (keras-team/keras#20585). Set before anything imports TensorFlow; an explicit user choice wins.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# Tensors in the machine's memory come from TensorFlow's BFC allocator, which keeps what a step freed for the next
-# one. TensorFlow's default hands each tensor above malloc's 32 MB threshold (AlexNet's fully connected weights, their
-# gradients, a batch's activations) back to the system and takes it again, page by page, at every step: 20-40% more
-# images a second when training on a CPU (README, "Training on CPUs"). An explicit user choice wins here too.
-os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+from .environment import set_tensorflow_environment
+
+# Before anything imports TensorFlow: tf-keras for tf.keras, its C++ log quiet, its BFC allocator (tensorflow.env
+# says why each).
+set_tensorflow_environment()
 
 __version__ = "0.1.0"
 

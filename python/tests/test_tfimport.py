@@ -3,6 +3,7 @@ its tensors in the machine's memory come from its BFC allocator unless the user 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,3 +66,15 @@ def test_tensors_come_from_tensorflow_s_bfc_allocator_unless_the_user_chose_othe
     assert _allocator("import tensorflow; " + ALLOCATOR) == "bfc"
     # and one that computed before keeps the allocator it started with, as cpu_allocator() says
     assert _allocator("import tensorflow; tensorflow.ones(1); " + ALLOCATOR) == "default"
+
+
+def test_import_alexnet_sets_tensorflow_env_where_nothing_is_set():
+    from alexnet.environment import tensorflow_environment
+
+    declared = tensorflow_environment()
+    assert declared["TF_USE_LEGACY_KERAS"] == "1" and declared["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    script = f"import json, os, alexnet; print(json.dumps({{k: os.environ.get(k) for k in {sorted(declared)!r}}}))"
+    base = {k: v for k, v in os.environ.items() if k not in declared}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+                          env={**base, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert json.loads(done.stdout) == {**declared, "TF_CPP_MIN_LOG_LEVEL": "0"}  # a variable set is left alone

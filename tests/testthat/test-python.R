@@ -175,3 +175,33 @@ test_that("the R functions show the core's defaults, which are defined once, in 
   }
   expect_gt(compared, 30L)
 })
+
+test_that("library(alexnet) sets the core's tensorflow.env, each variable only where it is not set", {
+  file <- system.file("python", "alexnet", "tensorflow.env", package = "alexnet")
+  declared <- alexnet:::tensorflow_environment(file)
+  expect_true(all(c(TF_USE_LEGACY_KERAS = "1", TF_CPU_ALLOCATOR_USE_BFC = "true") %in% declared))
+  expect_setequal(names(declared), c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC"))
+  seen <- run_fresh_r(function(names) {
+    Sys.unsetenv(names)
+    Sys.setenv(TF_CPU_ALLOCATOR_USE_BFC = "false")  # the user's choice
+    library(alexnet)
+    Sys.getenv(names)
+  }, args = list(names(declared)))
+  expect_equal(seen[["TF_CPU_ALLOCATOR_USE_BFC"]], "false")
+  others <- setdiff(names(declared), "TF_CPU_ALLOCATOR_USE_BFC")
+  expect_equal(seen[others], declared[others])
+})
+
+test_that("TensorFlow used from R before the core trains with the allocator the core asks for", {
+  skip_if_no_alexnet()
+  # as the original r-tensorflow/alexnet's multi-worker script does: TensorFlow computes (a strategy, a tensor)
+  # before the first call of the core
+  allocator <- run_fresh_r(function() {
+    Sys.unsetenv("TF_CPU_ALLOCATOR_USE_BFC")
+    library(alexnet)
+    tf <- reticulate::import("tensorflow")
+    tf$ones(1L)
+    reticulate::import("alexnet.tfimport")$cpu_allocator()
+  }, env = c(ALEXNET_PYTHON = alexnet_python(), RETICULATE_PYTHON = alexnet_python()))
+  expect_equal(allocator, "bfc")
+})
