@@ -110,7 +110,7 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
 
 def cpu_allocator() -> str:
     """Which allocator gives TensorFlow's tensors in the machine's memory, as TensorFlow reports it: "bfc" (its
-    BFC allocator, which the package asks for, see ``alexnet/__init__.py``) or "default" (its pool over malloc,
+    BFC allocator, which the package asks for in ``tensorflow.env``) or "default" (its pool over malloc,
     where ``TF_CPU_ALLOCATOR_USE_BFC=false`` was set, or TensorFlow computed something before the package was
     imported: it takes its allocator then)."""
     tf = sys.modules[__name__].tf  # imported on first use (see __getattr__)
