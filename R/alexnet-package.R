@@ -9,9 +9,10 @@
 "_PACKAGE"
 
 .onLoad <- function(libname, pkgname) {
-  # The environment TensorFlow starts in (tf-keras for tf.keras, its C++ log quiet, its BFC allocator), declared
-  # once in the core's tensorflow.env, which says why each. Set before Python starts, so that it holds also for
-  # TensorFlow imported and used before the core, by reticulate::import("tensorflow") or library(tensorflow).
+  # The environment TensorFlow starts in (tf-keras for tf.keras, its C++ log quiet, its BFC allocator, glibc's
+  # malloc settings that the core makes when imported), declared once in the core's tensorflow.env, which says why
+  # each. Set before Python starts, so that it holds also for TensorFlow imported and used before the core, by
+  # reticulate::import("tensorflow") or library(tensorflow).
   set_tensorflow_environment(system.file("python", "alexnet", "tensorflow.env", package = pkgname))
   # Only a preference, so that a later reticulate::import("tensorflow") in this session picks the
   # environment that has the core; no Python is started here.

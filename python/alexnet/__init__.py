@@ -11,8 +11,8 @@ from typing import Any
 
 from .environment import set_tensorflow_environment
 
-# Before anything imports TensorFlow: tf-keras for tf.keras, its C++ log quiet, its BFC allocator (tensorflow.env
-# says why each).
+# Before anything imports TensorFlow: tf-keras for tf.keras, its C++ log quiet, its BFC allocator, and glibc's malloc
+# settings for the threads it starts (tensorflow.env says why each).
 set_tensorflow_environment()
 
 __version__ = "0.1.0"

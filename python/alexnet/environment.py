@@ -1,12 +1,27 @@
 """The environment TensorFlow starts in, declared once in ``tensorflow.env`` beside this file: ``import alexnet``
-sets it (see ``alexnet/__init__.py``), and so does R's ``library(alexnet)``, which reads the same file."""
+sets it (see ``alexnet/__init__.py``), and so does R's ``library(alexnet)``, which reads the same file.
+
+One of its variables, ``ALEXNET_MALLOC``, is not read by TensorFlow but here: it sets glibc's malloc of this
+process (:func:`set_malloc`), as ``GLIBC_TUNABLES=glibc.malloc.NAME=value:...`` would at the start of a process.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+
+log = logging.getLogger(__name__)
 
 #: The file: one ``NAME=value`` a line, each with the reason for it in the comment above it.
 ENVIRONMENT_FILE = os.path.join(os.path.dirname(__file__), "tensorflow.env")
+#: The variable of glibc's malloc settings: ``NAME=integer`` joined by ``:``, or ``default``.
+MALLOC_VARIABLE = "ALEXNET_MALLOC"
+#: The settings ``ALEXNET_MALLOC`` may name, as ``GLIBC_TUNABLES`` names them (``glibc.malloc.NAME``): mallopt's
+#: parameter for each (malloc.h's ``M_TRIM_THRESHOLD``, ``M_TOP_PAD``, ``M_MMAP_THRESHOLD``, ``M_MMAP_MAX``,
+#: ``M_ARENA_MAX``).
+MALLOPT = {"trim_threshold": -1, "top_pad": -2, "mmap_threshold": -3, "mmap_max": -4, "arena_max": -8}
+
+_malloc_in_effect = "default"
 
 
 def tensorflow_environment() -> dict[str, str]:
@@ -17,6 +32,75 @@ def tensorflow_environment() -> dict[str, str]:
 
 
 def set_tensorflow_environment() -> None:
-    """Set each variable of ``tensorflow.env`` that is not set already (a user's choice wins)."""
+    """Set each variable of ``tensorflow.env`` that is not set already (a user's choice wins), then this process's
+    malloc as ``ALEXNET_MALLOC`` says (:func:`set_malloc`)."""
     for name, value in tensorflow_environment().items():
         os.environ.setdefault(name, value)
+    set_malloc()
+
+
+def parse_malloc(value: str) -> dict[str, int]:
+    """The settings of an ``ALEXNET_MALLOC`` value, name -> integer (none for ``default``); ``ValueError`` saying
+    what to write when it is not ``NAME=integer`` joined by ``:`` with names of :data:`MALLOPT`."""
+    value = value.strip()
+    if value in ("", "default"):
+        return {}
+    settings: dict[str, int] = {}
+    for part in value.split(":"):
+        name, _, number = part.partition("=")
+        name = name.strip().removeprefix("glibc.malloc.")
+        try:
+            if name not in MALLOPT:
+                raise ValueError
+            settings[name] = int(number.strip())
+        except ValueError:
+            raise ValueError(f"{MALLOC_VARIABLE}={value!r}: {part!r} is not NAME=integer with NAME one of "
+                             f"{', '.join(MALLOPT)}; write them joined by ':' (\"arena_max=1:mmap_max=0\"), or "
+                             "'default' for glibc's own") from None
+        if not -2**31 <= settings[name] < 2**31:
+            raise ValueError(f"{MALLOC_VARIABLE}={value!r}: {name} must fit a C int (below 2147483648)")
+    return settings
+
+
+def set_malloc() -> str:
+    """Set glibc's malloc of this process as ``ALEXNET_MALLOC`` says (with ``mallopt``), unless it is ``default``
+    or ``GLIBC_TUNABLES`` already sets malloc (a user's choice wins); what is in effect (:func:`malloc_in_effect`).
+
+    A bad value, or a C library other than glibc, leaves malloc as it is, the first with a warning that says what
+    to write. Settings take effect from here on: memory already taken, and the arenas of threads already running,
+    stay as they are, so it is set at ``import alexnet``, before TensorFlow starts its threads.
+    """
+    global _malloc_in_effect
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        _malloc_in_effect = "GLIBC_TUNABLES"
+        return _malloc_in_effect
+    try:
+        settings = parse_malloc(os.environ.get(MALLOC_VARIABLE, "default"))
+    except ValueError as err:
+        log.warning("%s: malloc is left as it is.", err)
+        settings = {}
+    if not settings or not _is_glibc():
+        return _malloc_in_effect
+    import ctypes
+
+    mallopt = ctypes.CDLL(None).mallopt
+    failed = [name for name, value in settings.items() if mallopt(MALLOPT[name], value) != 1]
+    if failed:  # a value out of the range this glibc takes
+        log.warning("%s: glibc refused %s; the others are set.", MALLOC_VARIABLE, ", ".join(failed))
+    done = [f"{name}={value}" for name, value in settings.items() if name not in failed]
+    if done:
+        _malloc_in_effect = ":".join(done)
+    return _malloc_in_effect
+
+
+def malloc_in_effect() -> str:
+    """This process's malloc settings as the package set them: ``NAME=value`` joined by ``:``; ``default`` when it
+    set none (``ALEXNET_MALLOC=default``, or not glibc); ``GLIBC_TUNABLES`` when that variable set them."""
+    return _malloc_in_effect
+
+
+def _is_glibc() -> bool:
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError, AttributeError):  # not a GNU system
+        return False

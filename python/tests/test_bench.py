@@ -24,6 +24,7 @@ from alexnet.bench import report as bench_report  # noqa: E402
 from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
 from alexnet.bench.plan import check_plan  # noqa: E402
+from alexnet.environment import tensorflow_environment  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train.precision import candidates, hardware  # noqa: E402
 
@@ -55,6 +56,7 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     assert {"machine", "settings", "data", "stages", "summary", "json", "png"} <= set(saved)
     assert {"cpu", "cores", "gpus", "tensorflow"} <= set(saved["machine"])
     assert saved["machine"]["cpu_allocator"] == "bfc"  # the package's choice (conftest imports it before TensorFlow)
+    assert saved["machine"]["malloc"] == tensorflow_environment()["ALEXNET_MALLOC"]  # and its malloc settings
     assert saved["data"]["images"] == 12 and saved["data"]["compressed_bytes"] > 0
     assert saved["settings"]["isolation"] == "process"
 

@@ -180,7 +180,8 @@ test_that("library(alexnet) sets the core's tensorflow.env, each variable only w
   file <- system.file("python", "alexnet", "tensorflow.env", package = "alexnet")
   declared <- alexnet:::tensorflow_environment(file)
   expect_true(all(c(TF_USE_LEGACY_KERAS = "1", TF_CPU_ALLOCATOR_USE_BFC = "true") %in% declared))
-  expect_setequal(names(declared), c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC"))
+  expect_setequal(names(declared), c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC",
+                                     "ALEXNET_MALLOC"))
   seen <- run_fresh_r(function(names) {
     Sys.unsetenv(names)
     Sys.setenv(TF_CPU_ALLOCATOR_USE_BFC = "false")  # the user's choice
@@ -204,4 +205,22 @@ test_that("TensorFlow used from R before the core trains with the allocator the 
     reticulate::import("alexnet.tfimport")$cpu_allocator()
   }, env = c(ALEXNET_PYTHON = alexnet_python(), RETICULATE_PYTHON = alexnet_python()))
   expect_equal(allocator, "bfc")
+})
+
+test_that("the core sets R's own malloc as ALEXNET_MALLOC says, unless the user chose otherwise", {
+  skip_if_no_alexnet()
+  skip_if_not(Sys.info()[["sysname"]] == "Linux", "mallopt is glibc's")
+  file <- system.file("python", "alexnet", "tensorflow.env", package = "alexnet")
+  declared <- alexnet:::tensorflow_environment(file)[["ALEXNET_MALLOC"]]
+  in_effect <- function(value) {
+    run_fresh_r(function(value) {
+      Sys.unsetenv(c("ALEXNET_MALLOC", "GLIBC_TUNABLES"))
+      if (!is.null(value)) Sys.setenv(ALEXNET_MALLOC = value)
+      library(alexnet)
+      # R and its Python are one process: the core, imported by the first call, sets the malloc they share
+      reticulate::import("alexnet.environment")$malloc_in_effect()
+    }, args = list(value), env = c(ALEXNET_PYTHON = alexnet_python(), RETICULATE_PYTHON = alexnet_python()))
+  }
+  expect_equal(in_effect(NULL), declared)
+  expect_equal(in_effect("default"), "default")
 })

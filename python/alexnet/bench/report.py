@@ -23,8 +23,9 @@ def _cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on, and TensorFlow's allocator of the
-    machine's memory."""
+    """The CPU, cores, GPUs, platform, Python and TensorFlow a benchmark ran on, TensorFlow's allocator of the
+    machine's memory and glibc's malloc settings."""
+    from ..environment import malloc_in_effect
     from ..tfimport import cpu_allocator, tf
 
     return {
@@ -35,6 +36,7 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "cpu_allocator": cpu_allocator(),
+        "malloc": malloc_in_effect(),
     }
 
 

@@ -1,0 +1,87 @@
+"""glibc's malloc settings of ``ALEXNET_MALLOC`` (declared in ``tensorflow.env``): read, checked and set at
+``import alexnet``, so that blocks too large for a thread's arena are kept for the next step, not mapped anew."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from alexnet.environment import MALLOC_VARIABLE, _is_glibc, parse_malloc, tensorflow_environment
+
+# A thread takes and frees a 95 MB block (the size of a worker's half of AlexNet's first dense layer's gradient,
+# as TensorFlow's gRPC receives it) a few times, after once to warm up: the page faults of each round.
+FAULTS = """
+import ctypes, json, resource, threading
+import alexnet
+from alexnet.environment import malloc_in_effect
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+size, rounds, counts = 95 << 20, 4, []
+def work():
+    for _ in range(rounds + 1):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = libc.malloc(size)
+        ctypes.memset(block, 1, size)
+        libc.free(ctypes.c_void_p(block))
+        counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+print(json.dumps({"malloc": malloc_in_effect(), "faults": counts[1:]}))
+"""
+
+
+def _run(script: str, **env: str) -> tuple[dict, str]:
+    base = {k: v for k, v in os.environ.items() if k not in (MALLOC_VARIABLE, "GLIBC_TUNABLES")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+                          env={**base, **env})
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_the_declared_settings_parse():
+    declared = tensorflow_environment()[MALLOC_VARIABLE]
+    assert parse_malloc(declared) == {"arena_max": 1, "mmap_max": 0, "trim_threshold": 2**31 - 1}
+    assert parse_malloc("default") == parse_malloc(" ") == {}
+    assert parse_malloc("glibc.malloc.arena_max=2: top_pad = 0") == {"arena_max": 2, "top_pad": 0}
+
+
+@pytest.mark.parametrize("value, says", [
+    ("arena=1", "'arena=1' is not NAME=integer"),
+    ("arena_max=one", "'arena_max=one' is not NAME=integer"),
+    ("arena_max=1;mmap_max=0", "joined by ':'"),
+    ("trim_threshold=4294967296", "trim_threshold must fit a C int"),
+])
+def test_a_bad_value_says_what_to_write(value, says):
+    with pytest.raises(ValueError, match="ALEXNET_MALLOC=") as err:
+        parse_malloc(value)
+    assert says in str(err.value)
+    assert "one of trim_threshold, top_pad, mmap_threshold, mmap_max, arena_max" in str(err.value) or \
+        "C int" in str(err.value)
+
+
+@pytest.mark.skipif(not _is_glibc(), reason="mallopt is glibc's")
+def test_import_alexnet_keeps_large_blocks_of_threads_for_the_next_step():
+    declared = tensorflow_environment()[MALLOC_VARIABLE]
+    kept, _ = _run(FAULTS)
+    assert kept["malloc"] == declared
+    assert max(kept["faults"]) < 2000, kept  # the block's 24,320 pages are faulted in once, in the warm-up round
+    mapped, _ = _run(FAULTS, ALEXNET_MALLOC="default")
+    assert mapped["malloc"] == "default"
+    assert min(mapped["faults"]) > 20000, mapped  # glibc's default: a mapping of its own each time, faulted in anew
+
+
+@pytest.mark.skipif(not _is_glibc(), reason="mallopt is glibc's")
+def test_the_user_s_choice_wins_and_a_bad_value_is_said_once():
+    theirs, _ = _run(FAULTS, GLIBC_TUNABLES="glibc.malloc.arena_max=4")
+    assert theirs["malloc"] == "GLIBC_TUNABLES"
+    assert min(theirs["faults"]) > 20000, theirs  # the package set nothing: glibc's threshold of 32 MB holds
+    own, _ = _run(FAULTS, ALEXNET_MALLOC="arena_max=1:mmap_max=0")
+    assert own["malloc"] == "arena_max=1:mmap_max=0"
+    bad, stderr = _run(FAULTS, ALEXNET_MALLOC="arena_max=1;mmap_max=0")
+    assert bad["malloc"] == "default"
+    warned = [line for line in stderr.splitlines() if MALLOC_VARIABLE in line]
+    assert len(warned) == 1 and "malloc is left as it is" in warned[0], stderr
