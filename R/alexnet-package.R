@@ -13,7 +13,7 @@
   # malloc settings that the core makes when imported), declared once in the core's tensorflow.env, which says why
   # each. Set before Python starts, so that it holds also for TensorFlow imported and used before the core, by
   # reticulate::import("tensorflow") or library(tensorflow).
-  set_tensorflow_environment(system.file("python", "alexnet", "tensorflow.env", package = pkgname))
+  set_tensorflow_environment(tensorflow_env_file(pkgname))
   # Only a preference, so that a later reticulate::import("tensorflow") in this session picks the
   # environment that has the core; no Python is started here.
   python <- tryCatch(alexnet_python(), error = function(e) NULL)
@@ -32,8 +32,13 @@
 
 environment_callback <- "alexnet-environment"
 
+# The core's tensorflow.env as installed with `package` ("" when it is not).
+tensorflow_env_file <- function(package = "alexnet") {
+  system.file("python", "alexnet", "tensorflow.env", package = package)
+}
+
 # The variables of the core's tensorflow.env (one NAME=value a line, `#` comments): a named character vector.
-tensorflow_environment <- function(file) {
+tensorflow_environment <- function(file = tensorflow_env_file()) {
   if (!nzchar(file) || !file.exists(file)) return(stats::setNames(character(), character()))
   lines <- trimws(readLines(file, warn = FALSE))
   lines <- lines[nzchar(lines) & !startsWith(lines, "#")]
@@ -41,7 +46,7 @@ tensorflow_environment <- function(file) {
 }
 
 # Sets each variable of `file` that is not set already (a user's choice wins); those it set, invisibly.
-set_tensorflow_environment <- function(file) {
+set_tensorflow_environment <- function(file = tensorflow_env_file()) {
   values <- tensorflow_environment(file)
   unset <- values[!nzchar(Sys.getenv(names(values)))]
   if (length(unset)) do.call(Sys.setenv, as.list(unset))

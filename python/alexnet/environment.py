@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,12 @@ def parse_malloc(value: str) -> dict[str, int]:
     settings: dict[str, int] = {}
     for part in value.split(":"):
         name, _, number = part.partition("=")
-        name = name.strip().removeprefix("glibc.malloc.")
-        try:
-            if name not in MALLOPT:
-                raise ValueError
-            settings[name] = int(number.strip())
-        except ValueError:
+        name, number = name.strip().removeprefix("glibc.malloc."), number.strip()
+        if name not in MALLOPT or not re.fullmatch(r"-?[0-9]+", number):
             raise ValueError(f"{MALLOC_VARIABLE}={value!r}: {part!r} is not NAME=integer with NAME one of "
                              f"{', '.join(MALLOPT)}; write them joined by ':' (\"arena_max=1:mmap_max=0\"), or "
-                             "'default' for glibc's own") from None
+                             "'default' for glibc's own")
+        settings[name] = int(number)
         if not -2**31 <= settings[name] < 2**31:
             raise ValueError(f"{MALLOC_VARIABLE}={value!r}: {name} must fit a C int (below 2147483648)")
     return settings

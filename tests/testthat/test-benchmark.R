@@ -27,7 +27,7 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
   expect_true(all(!is.na(result$stages$peak_rss_mb[result$stages$stage != "synthetic"])))
   expect_equal(result$data$images, 8L)
   expect_equal(result$machine$cpu_allocator, "bfc")  # the core asks TensorFlow for it before it computes
-  declared <- alexnet:::tensorflow_environment(system.file("python", "alexnet", "tensorflow.env", package = "alexnet"))
+  declared <- alexnet:::tensorflow_environment()
   expect_equal(result$machine$malloc, declared[["ALEXNET_MALLOC"]])  # and glibc's malloc settings it makes
   expect_true(file.exists(result$json))
   expect_true(file.exists(result$png))

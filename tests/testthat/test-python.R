@@ -177,8 +177,7 @@ test_that("the R functions show the core's defaults, which are defined once, in 
 })
 
 test_that("library(alexnet) sets the core's tensorflow.env, each variable only where it is not set", {
-  file <- system.file("python", "alexnet", "tensorflow.env", package = "alexnet")
-  declared <- alexnet:::tensorflow_environment(file)
+  declared <- alexnet:::tensorflow_environment()
   expect_true(all(c(TF_USE_LEGACY_KERAS = "1", TF_CPU_ALLOCATOR_USE_BFC = "true") %in% declared))
   expect_setequal(names(declared), c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC",
                                      "ALEXNET_MALLOC"))
@@ -210,8 +209,7 @@ test_that("TensorFlow used from R before the core trains with the allocator the 
 test_that("the core sets R's own malloc as ALEXNET_MALLOC says, unless the user chose otherwise", {
   skip_if_no_alexnet()
   skip_if_not(Sys.info()[["sysname"]] == "Linux", "mallopt is glibc's")
-  file <- system.file("python", "alexnet", "tensorflow.env", package = "alexnet")
-  declared <- alexnet:::tensorflow_environment(file)[["ALEXNET_MALLOC"]]
+  declared <- alexnet:::tensorflow_environment()[["ALEXNET_MALLOC"]]
   in_effect <- function(value) {
     run_fresh_r(function(value) {
       Sys.unsetenv(c("ALEXNET_MALLOC", "GLIBC_TUNABLES"))
