@@ -19,7 +19,9 @@ new_alexnet_history <- function(history) {
 #' precision and why it was chosen (`params$precision`, `params$precision_reason`). `print()` shows
 #' the schedule on a line of its own (`Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04,
 #' precision float32 (...)`) and the final metrics on another, with the validation images they
-#' cover; `summary()` and `plot()` show the
+#' cover, and for a run of several workers what its exchange costs against its computation and the settings that
+#' would keep its workers busy (`Communication: ...`, `params$communication_advice`, see [alexnet_train()]);
+#' `summary()` and `plot()` show the
 #' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
 #' `as.data.frame()` has both, the schedule's rows with `data` `"schedule"`.
 #'
@@ -95,6 +97,8 @@ print.alexnet_history <- function(x, ...) {
   if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule: ", summary, "\n", sep = "")
   resumed <- resume_note(x)
   if (!is.null(resumed)) cat(resumed, "\n", sep = "")
+  communication <- communication_note(x)
+  if (!is.null(communication)) cat(communication, "\n", sep = "")
   if (epochs > 0L) {
     metrics <- x$metrics[shown_metrics(x, names(x$metrics))]
     last <- vapply(metrics, function(m) if (length(m)) m[[length(m)]] else NA_real_, numeric(1))
@@ -107,6 +111,13 @@ print.alexnet_history <- function(x, ...) {
         ")\n", sep = "")
   }
   invisible(x)
+}
+
+# What a multi-worker run's history says about its exchange against its computation, both timed before training,
+# and the settings that would keep its workers busy: "Communication: ...", or NULL (one worker).
+communication_note <- function(history) {
+  advice <- history$params$communication_advice
+  if (is.character(advice) && length(advice) == 1L && nzchar(advice)) paste0("Communication: ", advice) else NULL
 }
 
 # What a history says about where its run started: NULL for a run from scratch; a sentence for a resumed run

@@ -142,6 +142,11 @@ print.alexnet_spark_run <- function(x, ...) {
     same <- length(unique(x$weights_sha256)) == 1L
     cat(if (same) "Every worker holds the same weights\n" else "The workers' weights differ\n")
   }
+  if ("history" %in% names(x) && "chief" %in% names(x)) {
+    chief <- which(x$chief %in% TRUE)
+    communication <- if (length(chief)) communication_note(x$history[[chief[[1L]]]])
+    if (!is.null(communication)) cat(communication, "\n", sep = "")
+  }
   evaluation <- attr(x, "evaluation")
   if (!is.null(evaluation)) {
     cat("Evaluation of the model on every validation image of the board",

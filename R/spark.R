@@ -81,7 +81,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #'   worker's [alexnet_history][alexnet_history]. With `evaluate = TRUE`, `$evaluation` is the
 #'   [alexnet_evaluation][alexnet_evaluate] of the model over every validation image of the board (with `workers`,
 #'   one row per worker, and `model_pin`, the pin version that records it), and the rows have each worker's
-#'   share (`eval_images`, `eval_top1_correct`, ...). It prints one line per worker (and the evaluation);
+#'   share (`eval_images`, `eval_top1_correct`, ...). It prints one line per worker, the chief's
+#'   `Communication: ...` (its history's `params$communication_advice`) and the evaluation;
 #'   `as.data.frame()` gives the rows without the `history` column.
 #' @examples
 #' \dontrun{

@@ -92,7 +92,12 @@
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and
 #'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
-#'   ...), with `print()`,
+#'   ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
+#'   `compute_seconds`: one exchange and one step's computation, each timed alone before training,
+#'   `communication_efficiency`, the share of linear scaling they give if none of the exchange overlaps, and
+#'   below 0.9 `advised_settings`, the settings that would send less, in the order to take them
+#'   (16-bit gradients, `accumulate_steps`, then local SGD, whose cost in accuracy is to be measured
+#'   first), with `communication_advice`, the same in words, logged as a warning when training starts), with `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples

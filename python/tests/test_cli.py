@@ -332,6 +332,13 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     assert lines[0] == "Trained 5 epoch(s): loss = 0.9", "the schedule is not among the metrics"
     assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
                         "(auto: CPU without bfloat16 instructions)")
+    assert len(lines) == 2, "one worker: nothing said of communication"
+    # several workers: what the exchange costs against the computation, and the settings that would send less
+    advice = "One exchange alone takes 0.87 s a step against 0.68 s."
+    history["params"]["communication_advice"] = advice
+    _recording_core(monkeypatch, history)
+    assert main(["train"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == f"Communication: {advice}"
 
 
 def test_settings_refused_together_are_named_as_the_options_typed(capsys, tmp_path):

@@ -25,7 +25,15 @@ from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.cli import main as cli_main  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
-from alexnet.train.communication import Communication, check_wire  # noqa: E402
+from alexnet.train.communication import (  # noqa: E402
+    ADVISED_EFFICIENCY,
+    LARGE_BATCH,
+    MOST_LOCAL_STEPS,
+    Communication,
+    advise,
+    check_wire,
+    sixteen_bit_wire,
+)
 from alexnet.train.precision import Hardware  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
 
@@ -93,6 +101,75 @@ def test_what_a_step_sends_for_each_lever():
     assert post.at_epoch(2).bytes_per_step(100) == 2 * 100 and post.at_epoch(2).gradient_reducer() is not None
     assert post.at_epoch(3) == post and post.at_epoch(3).bytes_per_step(100) == 2 * 2 * 100 / 4
     assert comm(sync_every=4).at_epoch(0) == comm(sync_every=4)  # local SGD from the first step
+
+
+def _share(compute: float, exchange: float) -> float:
+    return compute / (compute + exchange)
+
+
+def test_a_run_whose_exchange_is_short_is_told_so_and_advised_nothing():
+    advice = advise(Communication(workers=2), 0.05, 0.68, global_batch=64)
+    assert advice is not None and advice.settings == {}
+    assert advice.efficiency == pytest.approx(_share(0.68, 0.05)) and advice.efficiency >= ADVISED_EFFICIENCY
+    assert advice.advised_efficiency == advice.efficiency
+    assert "0.05 s a step against 0.68 s of computation" in advice.text and "0.93 of linear" in advice.text
+    assert "To keep the workers busy" not in advice.text
+    # nothing to advise alone, or without a measurement
+    assert advise(Communication(workers=1), 1.0, 0.5, global_batch=32) is None
+    assert advise(Communication(workers=2), 1.0, 0.0, global_batch=32) is None
+
+
+@pytest.mark.parametrize(("exchange", "compute"), [(2.92, 0.68), (0.87, 0.68), (0.3, 0.68), (1.0, 0.05)])
+def test_today_s_training_is_advised_16_bits_then_the_fewest_micro_batches_that_bring_it_above_the_share(
+        exchange, compute):
+    # float32 gradients every step, micro-batches of 32 on two workers: the README's 1 Gbit/s and loopback rows
+    advice = advise(Communication(workers=2), exchange, compute, global_batch=64)
+    assert advice.efficiency == pytest.approx(_share(compute, exchange)) and advice.efficiency < ADVISED_EFFICIENCY
+    assert list(advice.settings) == ["allreduce_precision", "accumulate_steps"]  # in the order to take them
+    assert advice.settings["allreduce_precision"] == "bfloat16"
+    k = advice.settings["accumulate_steps"]
+    assert k & (k - 1) == 0 and 64 * k <= LARGE_BATCH  # a power of two, within the batches known to train well
+    # half the bytes, k times the computation: at or above the share, and half as many would not be
+    assert advice.advised_efficiency == pytest.approx(_share(k * compute, exchange / 2))
+    assert advice.advised_efficiency >= ADVISED_EFFICIENCY
+    assert _share(k // 2 * compute, exchange / 2) < ADVISED_EFFICIENCY
+    assert f"accumulate_steps = {k} (one exchange for {k} micro-batches, a global batch of {64 * k}" in advice.text
+    assert "sync_every" not in advice.settings
+
+
+def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_measurement():
+    # 64 workers, 16-bit packs already, 128 micro-batches of 32: a global batch of 262144 / 8 = 8192 already
+    comm = Communication("bfloat16", 25, 4, 1, 64)
+    advice = advise(comm, 3.0, 4 * 0.15, global_batch=8192)
+    assert "accumulate_steps" not in advice.settings and "allreduce_precision" not in advice.settings
+    local = advice.settings["sync_every"]
+    assert 2 < local <= MOST_LOCAL_STEPS
+    assert advice.advised_efficiency == pytest.approx(_share(0.6, 2 * 3.0 / local))
+    assert f"--accuracy-levers sync_every={local}+local_sgd_after=E" in advice.text
+    assert "changes what is learnt" in advice.text
+    # from micro-batches of 512 a step, accumulation is taken up to the large batch, and local SGD after it
+    advice = advise(Communication("bfloat16", 0, 1, 1, 2), 8.0, 0.5, global_batch=1024)
+    assert advice.settings["accumulate_steps"] == LARGE_BATCH // 1024
+    assert 2 < advice.settings["sync_every"] <= MOST_LOCAL_STEPS
+
+
+def test_a_run_with_every_lever_already_set_is_told_what_is_left():
+    comm = Communication("bfloat16", 25, 4, MOST_LOCAL_STEPS, 64)
+    advice = advise(comm, 3.0, 0.6, global_batch=8192)
+    assert advice.settings == {} and advice.efficiency < ADVISED_EFFICIENCY
+    assert "a faster link, or fewer workers" in advice.text
+
+
+def test_gpus_are_advised_the_16_bit_format_they_sum_and_packs():
+    assert sixteen_bit_wire(Hardware()) == "bfloat16"
+    assert sixteen_bit_wire(Hardware(gpu_capabilities=((8, 6),))) == "bfloat16"
+    old = Hardware(gpu_capabilities=((7, 0), (8, 0)))
+    assert sixteen_bit_wire(old) == "float16"
+    advice = advise(Communication(workers=4), 1.0, 0.15, global_batch=4 * 128, wire=sixteen_bit_wire(old), gpu=True)
+    assert advice.settings["allreduce_precision"] == "float16" and advice.settings["allreduce_pack_mb"] == 25
+    # a run of local SGD already: its averages count at their share of a step
+    local = advise(Communication("bfloat16", 25, 1, 4, 2), 0.3, 1.0, global_batch=64)
+    assert local.efficiency == pytest.approx(_share(1.0, 0.3)) and local.settings["accumulate_steps"] >= 2
 
 
 def _weights(model_dir: Path) -> list[np.ndarray]:
@@ -175,6 +252,19 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
         assert apart <= share * moved, (name, apart, moved)
     first = results[0]
     assert first["float32"]["bytes_per_step"] == 2 * first["bfloat16_packed"]["bytes_per_step"]
+    # every run timed its step's computation and its exchange before training; what it was advised leaves out what
+    # it already had (16 bits on the wire, packs, local SGD's steps)
+    for name, result in first.items():
+        assert result["compute_seconds"] > 0 and 0 < result["communication_efficiency"] <= 1, name
+        share = result["compute_seconds"] / (result["compute_seconds"] + result["allreduce_seconds"])
+        assert result["communication_efficiency"] == pytest.approx(share), name
+    plain = first["float32"]
+    assert bool(plain["advised_settings"]) == (plain["communication_efficiency"] < ADVISED_EFFICIENCY)
+    if plain["advised_settings"]:
+        assert next(iter(plain["advised_settings"].items())) == ("allreduce_precision", "bfloat16")  # a CPU sums it
+    for name in ("bfloat16_packed", "float16_packed"):
+        assert not {"allreduce_precision", "allreduce_pack_mb"} & set(first[name]["advised_settings"]), name
+    assert first["local_sgd"]["advised_settings"].get("sync_every", 3) > 2
     assert first["accumulate"]["global_batch_size"] == 8
     # TensorBoard (the chief's): the bytes a step all-reduces, the exchange alone and the share of it hidden
     scalars = read_scalars(tmp_path / "logs-bfloat16_packed")
@@ -252,6 +342,9 @@ def _worker(folder: str, index: int, base: int) -> None:
                          "bytes_per_step": history["params"]["allreduce_bytes_per_step"],
                          "communication": history["params"]["communication"],
                          "allreduce_seconds": history["params"]["allreduce_seconds"],
+                         "compute_seconds": history["params"]["compute_seconds"],
+                         "advised_settings": history["params"]["advised_settings"],
+                         "communication_efficiency": history["params"]["communication_efficiency"],
                          "global_batch_size": history["params"]["global_batch_size"],
                          "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"],
                          "steps": steps.digests}

@@ -22,6 +22,7 @@ from helpers_train import class_image, jpeg_bytes  # noqa: E402
 
 from alexnet import cli  # noqa: E402
 from alexnet.bench.cluster import free_base_port  # noqa: E402
+from alexnet.cli.cluster import _train_summary  # noqa: E402
 from alexnet.data.fetch import imagenet_categories  # noqa: E402
 from alexnet.data.partition import partition_categories  # noqa: E402
 from alexnet.data.upload import imagenet_upload  # noqa: E402
@@ -29,6 +30,7 @@ from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.launch import api, training  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 from alexnet.launch import worker as workers  # noqa: E402
+from alexnet.train.communication import ADVISED_EFFICIENCY  # noqa: E402
 
 IMAGES_PER_CATEGORY = (15, 12, 12, 12)
 BATCH = 5  # the two partitions (27 and 24 images) fill 5 and 4 batches: their own counts disagree
@@ -175,6 +177,21 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     summary = training.train_row(rows[1])
     assert list(summary) == list(training.TRAIN_COLUMNS)
     assert summary["loss"] == histories[1]["metrics"]["loss"][-1] and json.loads(summary["history"]) == histories[1]
+    # what the exchange costs against the computation, both timed before training on every worker, and the settings
+    # that would send less (float32 gradients every step: 16 bits first, whenever anything is advised)
+    for history in histories:
+        params = history["params"]
+        assert params["allreduce_seconds"] > 0 and params["compute_seconds"] > 0
+        share = params["compute_seconds"] / (params["compute_seconds"] + params["allreduce_seconds"])
+        assert params["communication_efficiency"] == pytest.approx(share)
+        alone = params["allreduce_seconds"]
+        assert params["communication_advice"].startswith(f"One exchange alone takes {alone:.3g} s a step")
+        advised = params["advised_settings"]
+        assert bool(advised) == (share < ADVISED_EFFICIENCY), (share, advised)
+        assert not advised or next(iter(advised)) == "allreduce_precision"
+    # the command's summary ends with the chief's
+    chief = histories[0]["params"]["communication_advice"]
+    assert _train_summary(list(rows)).splitlines()[-1] == f"Communication: {chief}"
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):

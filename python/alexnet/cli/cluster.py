@@ -8,7 +8,7 @@ from typing import Any
 from . import common
 from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
-from .train import training_args, training_options
+from .train import communication_line, training_args, training_options
 
 
 def _train_summary(rows: list[dict[str, Any]]) -> str:
@@ -19,7 +19,9 @@ def _train_summary(rows: list[dict[str, Any]]) -> str:
             f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
             f"{r['train_images']} images of {len(r['categories'])} categories, {len(loss)} epoch(s), "
             f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
-    return "\n".join(lines)
+    # the chief's (every worker timed the same exchange; its computation is a worker's like the others')
+    communication = next((communication_line(r["history"]) for r in rows if r["chief"]), None)
+    return "\n".join([*lines, communication] if communication else lines)
 
 
 def _spark_train_summary(result: Any) -> str:

@@ -30,6 +30,13 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
     return common.declared_args(args, specs(), setting_dest)
 
 
+def communication_line(history: dict[str, Any]) -> str | None:
+    """"Communication: ..." for a multi-worker run's history: what its exchange and computation, timed before
+    training, say (:func:`alexnet.train.communication.advise`); ``None`` for a run of one worker."""
+    advice = (history.get("params") or {}).get("communication_advice")
+    return f"Communication: {advice}" if advice else None
+
+
 def _summary(h: dict[str, Any]) -> str:
     metrics = h["metrics"]
     last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
@@ -37,6 +44,9 @@ def _summary(h: dict[str, Any]) -> str:
     schedule = (h.get("schedule") or {}).get("summary")
     if schedule:
         lines.append(f"Schedule: {schedule}")
+    communication = communication_line(h)
+    if communication:
+        lines.append(communication)
     if h.get("model_path"):
         lines.append(f"Model: {h['model_path']}")
     pin = h.get("model_pin")

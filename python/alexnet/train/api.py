@@ -157,7 +157,14 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     reaches (a bucket, or the same path on a shared file system), as every worker restores from it.
 
     Returns a dict: ``params`` (settings and sizes; ``train_images`` this worker's, ``val_images`` the
-    validation images each epoch counts over every worker, ``worker_val_images`` this worker's share of them),
+    validation images each epoch counts over every worker, ``worker_val_images`` this worker's share of them;
+    with several workers ``communication``, ``allreduce_bytes_per_step``, ``allreduce_seconds`` and
+    ``compute_seconds``: one exchange and one step's computation, each timed alone before training,
+    ``communication_efficiency``, the share of linear scaling they give if none of the exchange overlaps, and
+    below 0.9 ``advised_settings``, the settings that would send less in the order to take them (16-bit gradients,
+    ``accumulate_steps``, then local SGD, whose cost in accuracy is to be measured first), with
+    ``communication_advice``, the same in words, logged as a warning when training starts; see
+    :func:`alexnet.train.communication.advise`),
     ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,
     ``val_accuracy``, ``val_top5_accuracy`` and ``val_images``, the images they cover), ``schedule`` (what each
     epoch trained with, apart from the metrics: ``image_size`` and ``learning_rate`` per epoch, and ``summary``,

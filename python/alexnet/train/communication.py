@@ -22,13 +22,16 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
   workers average their weights and momentum; with ``local_sgd_after``, only after that many epochs of synchronous
   training (post-local SGD).
 
-:class:`Communication` holds the four for one run and says how many bytes a step all-reduces.
+:class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :func:`advise` turns
+the exchange and the computation a multi-worker run measured before training into the settings that would keep its
+workers busy, in the order the training article's "How to choose" gives.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
@@ -43,6 +46,14 @@ WIRE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: The first GPU compute capability whose collectives sum bfloat16 (Ampere).
 BF16_WIRE_CAPABILITY = (8, 0)
 MB = 1_000_000
+#: The share of linear scaling below which a multi-worker run is told which settings would send less: the
+#: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
+ADVISED_EFFICIENCY = 0.9
+#: The global batch above which ImageNet training is known to lose accuracy (Goyal et al., 2017): accumulation is
+#: not advised beyond it.
+LARGE_BATCH = 8192
+#: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
+MOST_LOCAL_STEPS = 16
 
 
 @dataclass(frozen=True)
@@ -180,10 +191,99 @@ def time_all_reduce(strategy: Any, shapes: Sequence[Sequence[int]], wire: str, o
     return float(statistics.median(times[1:]))
 
 
+def sixteen_bit_wire(device: Hardware) -> str:
+    """The 16-bit wire format ``device`` sums: bfloat16, but float16 on GPUs older than compute capability 8.0,
+    which have no bfloat16 arithmetic for their collectives (CPUs sum either format)."""
+    return "float16" if device.gpu and min(device.gpu_capabilities) < BF16_WIRE_CAPABILITY else "bfloat16"
+
+
 def check_wire(wire: str, device: Hardware) -> None:
-    """Raise when ``device`` cannot sum numbers of the ``wire`` format: GPUs older than compute capability 8.0
-    have no bfloat16 arithmetic for their collectives (CPUs sum either format)."""
-    if wire == "bfloat16" and device.gpu and min(device.gpu_capabilities) < BF16_WIRE_CAPABILITY:
+    """Raise when ``device`` cannot sum numbers of the ``wire`` format (see :func:`sixteen_bit_wire`)."""
+    if wire == "bfloat16" and sixteen_bit_wire(device) != wire:
         raise AlexnetError(f"allreduce_precision = 'bfloat16' needs GPUs of compute capability 8.0 or more (Ampere or "
                            f"newer) to add up bfloat16 gradients; this run has a {device.describe()}: use "
                            "allreduce_precision = 'float16' (the same bytes, summed by every GPU) or 'float32'.")
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What a multi-worker run's measurements before training say about its communication (:func:`advise`)."""
+
+    #: the share of linear scaling with the run's settings: a step's computation over the same plus one exchange
+    efficiency: float
+    #: the settings advised, in the order to take them (empty: none would help enough, or none is needed)
+    settings: dict[str, int | float | str] = field(default_factory=dict)
+    #: the share of linear with them, estimated the same way
+    advised_efficiency: float = 0.0
+    #: the advice in a few sentences, for the log and the history
+    text: str = ""
+
+
+def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
+           wire: str = "bfloat16", gpu: bool = False) -> Advice | None:
+    """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
+    (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
+    ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
+    one worker or nothing measured.
+
+    Its efficiency is ``compute / (compute + exchange)``: the share of linear scaling if no exchange overlaps any
+    computation, as on CPUs (packs hide part of it on GPUs). Below :data:`ADVISED_EFFICIENCY` it names what would
+    bring a run back above it, in the order the training article gives: the gradients in 16 bits (``wire``, the
+    format the hardware sums) for half the bytes; then ``accumulate_steps``, a power of two, for as many times
+    the computation per exchange, up to a global batch of :data:`LARGE_BATCH`; then local SGD's ``sync_every``
+    (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the measurement its
+    cost in accuracy needs; and packs on GPUs. Bytes and seconds are taken as proportional."""
+    if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
+        return None
+
+    def share(compute: float, exchange: float) -> float:
+        return compute / (compute + exchange)
+
+    efficiency = share(compute_seconds, exchange_seconds)
+    said = (f"One exchange alone takes {exchange_seconds:.3g} s a step against {compute_seconds:.3g} s of computation "
+            f"({communication.describe()}): about {efficiency:.2f} of linear scaling if none of it overlaps.")
+    if efficiency >= ADVISED_EFFICIENCY:
+        return Advice(efficiency, {}, efficiency, said)
+    settings: dict[str, int | float | str] = {}
+    reasons: list[str] = []
+    # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
+    gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
+    if communication.wire == "float32":
+        settings["allreduce_precision"] = wire
+        reasons.append("half the bytes")
+        gradients /= 2
+    micro = compute_seconds / communication.accumulate
+    micro_batch = global_batch / communication.accumulate
+    needed = max(1, math.ceil(gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
+    largest = 2 ** max(0, math.floor(math.log2(max(1.0, LARGE_BATCH / micro_batch))))
+    accumulate = min(2 ** math.ceil(math.log2(needed)), largest)
+    if accumulate > communication.accumulate:
+        settings["accumulate_steps"] = accumulate
+        reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
+                       f"{int(micro_batch * accumulate)} with the learning rate scaled to it")
+    else:
+        accumulate = communication.accumulate
+    compute = micro * accumulate
+    # local SGD sends weights and momentum (twice the gradients' bytes) once in sync_every steps
+    exchange = 2 * gradients / communication.sync_every if communication.local_sgd else gradients
+    if share(compute, exchange) < ADVISED_EFFICIENCY:
+        local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
+                                                 / compute))
+        if local > max(2, communication.sync_every):
+            settings["sync_every"] = local
+            exchange = 2 * gradients / local
+            reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
+                           "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
+                           f"--accuracy-levers sync_every={local}+local_sgd_after=E) and start it late "
+                           "(local_sgd_after)")
+    if gpu and not communication.pack_bytes:
+        settings["allreduce_pack_mb"] = 25
+        reasons.append("packs that travel while the backward pass computes the rest")
+    advised = share(compute, exchange)
+    if not settings:
+        return Advice(efficiency, {}, efficiency, said + " The settings that send less are already as far as they go "
+                      f"(a global batch of {LARGE_BATCH} at most): a faster link, or fewer workers, is what is left.")
+    named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
+                      zip(settings.items(), reasons, strict=True))
+    return Advice(efficiency, settings, advised, f"{said} To keep the workers busy: {named}; about {advised:.2f} of "
+                  "linear with them.")

@@ -4,9 +4,10 @@ local-SGD averages (see :mod:`.communication`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .communication import Communication, check_wire
+from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -55,14 +56,14 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
 
 
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
-                        topology: Topology, *, batch: int, image_size: int, compute: bool) -> dict[str, float]:
+                        topology: Topology, *, batch: int, image_size: int) -> dict[str, float]:
     """What one optimizer step exchanges and how long that takes alone, measured once before training on a
     multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
     step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
     ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
-    before them; and, with ``compute`` (the chief that logs for TensorBoard),
-    ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at ``image_size`` pixels, times
-    ``accumulate_steps``, without any exchange (TensorBoard's hidden share is estimated from them)."""
+    before them; and ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at
+    ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each worker its own; the advice of
+    :func:`advise_communication` and TensorBoard's hidden share are estimated from them)."""
     import time
 
     from ..tfimport import tf
@@ -82,27 +83,41 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     first = communication.at_epoch(0)
     if first != communication:  # post-local SGD: synchronous epochs first
         timing.update(timed("synchronous_", first), synchronous_epochs=float(communication.local_after))
-    if compute:
-        images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
+    images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
 
-        @tf.function
-        def backward() -> Any:
-            def replica() -> Any:
-                with tf.GradientTape() as tape:
-                    # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
-                    loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
-                grads = tape.gradient(loss, net.trainable_variables)
-                return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
+    @tf.function
+    def backward() -> Any:
+        def replica() -> Any:
+            with tf.GradientTape() as tape:
+                # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
+                loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
+            grads = tape.gradient(loss, net.trainable_variables)
+            return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
 
-            return strategy.run(replica)
+        return strategy.run(replica)
 
-        seconds = []
-        for _ in range(3):
-            start = time.perf_counter()
-            float(strategy.experimental_local_results(backward())[0])
-            seconds.append(time.perf_counter() - start)
-        timing["compute_seconds"] = min(seconds[1:]) * communication.accumulate
-    logger.info("Communication: %.1f MB a step, %.3f s alone%s.", timing["bytes_per_step"] / 1e6,
-                timing["allreduce_seconds"], f"; compute {timing['compute_seconds']:.3f} s a step"
-                if "compute_seconds" in timing else "")
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        float(strategy.experimental_local_results(backward())[0])
+        seconds.append(time.perf_counter() - start)
+    timing["compute_seconds"] = min(seconds[1:]) * communication.accumulate
+    logger.info("Communication: %.1f MB a step, %.3f s alone; compute %.3f s a step.", timing["bytes_per_step"] / 1e6,
+                timing["allreduce_seconds"], timing["compute_seconds"])
     return timing
+
+
+def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
+                         global_batch: int) -> Advice | None:
+    """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
+    alone), logged by the chief: a warning when settings are advised (the workers would wait for the network
+    for more than a tenth of a step), else one line."""
+    from .precision import hardware
+
+    if "compute_seconds" not in timing:
+        return None
+    advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
+                    wire=sixteen_bit_wire(hardware(topology.gpu)), gpu=topology.gpu)
+    if advice is not None and topology.chief:
+        (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
+    return advice

@@ -206,7 +206,8 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
         "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
-        "allreduce_seconds": extra.pop("allreduce_seconds"),
+        **{name: extra.pop(name) for name in ("allreduce_seconds", "compute_seconds", "communication_efficiency",
+                                              "advised_settings", "communication_advice")},
         "seconds": extra.pop("seconds"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
@@ -292,7 +293,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from . import callbacks as cb
     from .agreement import agree_on_steps, check_agreement
     from .checkpoint import CheckpointStore, Resume
-    from .levers import check_levers, install_levers, probe_communication
+    from .levers import advise_communication, check_levers, install_levers, probe_communication
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -317,7 +318,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
-                                 image_size=settings.sizes.final, compute=bool(settings.log_dir and topo.chief))
+                                 image_size=settings.sizes.final)
+    advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch))
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
@@ -372,6 +374,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
+        "compute_seconds": timing.get("compute_seconds"),
+        "communication_efficiency": None if advice is None else advice.efficiency,
+        "advised_settings": {} if advice is None else dict(advice.settings),
+        "communication_advice": None if advice is None else advice.text,
         "allreduce_bytes_per_step": communication.bytes_per_step(int(sum(w.shape.num_elements()
                                                                              for w in net.trainable_weights))),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
