@@ -82,7 +82,10 @@
 #'     `images_per_second_1` (one worker), `images_per_second`, `efficiency`, `step_seconds`, `compute_seconds`,
 #'     `exposed_seconds`, `extra_cpu_seconds` (the CPU seconds a worker's step took beyond a lone worker's: the
 #'     collective's own work, what of `exposed_seconds` is not waiting for the link), `allreduce_seconds`,
-#'     `hidden_fraction`, `bytes_per_step`, `load_before`, `load_after`), `runs` (every worker's step times and
+#'     `hidden_fraction`, `bytes_per_step`, `estimated_efficiency` (what the chief's run estimated before
+#'     training from one exchange and one step's computation, each timed alone: see [alexnet_train()]'s
+#'     `communication_efficiency`), `advised` (the lever set that run advised, the row's own settings with those
+#'     it adds, written as `levers` takes it; `""` for none), `load_before`, `load_after`), `runs` (every worker's step times and
 #'     CPU seconds), `projection` (per lever set, shaped link and step time: `workers` and
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
 #'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
@@ -269,11 +272,17 @@ print_scaling <- function(stage) {
                exposed_s = number(r$exposed_seconds, 2), extra_cpu_s = number(r$extra_cpu_seconds, 2),
                allreduce_s = number(r$allreduce_seconds, 2),
                hidden = number(r$hidden_fraction, 2), mb_step = number(as.numeric(r$bytes_per_step) / 1e6, 1),
-               stringsAsFactors = FALSE)
+               estimated = number(r$estimated_efficiency, 2), stringsAsFactors = FALSE)
   }))
   workers <- rows[[1]]$workers
-  cat(sprintf("Scaling: %s workers against 1, each on its own CPUs (images_s_1: one worker alone):\n", workers))
+  cat(sprintf(paste("Scaling: %s workers against 1, each on its own CPUs (images_s_1: one worker alone;",
+                    "estimated: the efficiency the run estimated before training):\n"), workers))
   print(table, row.names = FALSE)
+  for (r in unname(rows)) {
+    if (is.character(r$advised) && length(r$advised) == 1L && nzchar(r$advised)) {
+      cat(sprintf("Advised for %s over %s: levers = \"%s\"\n", r$levers, r$link, r$advised))
+    }
+  }
   if (!is.null(stage$skipped)) cat("Shaped links left out:", stage$skipped, "\n")
   for (target in stage$summary$targets) {
     met <- if (isTRUE(target$met)) " (met)" else " (not met)"

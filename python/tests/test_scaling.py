@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from alexnet.bench import link as links
-from alexnet.bench.lever_sets import LEVER_SETS, parse_lever_set
+from alexnet.bench.lever_sets import LEVER_SETS, lever_text, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
 from alexnet.bench.report import accuracy_table, scaling_table
 from alexnet.bench.scaling import ScalingPlan, summarize_scaling
@@ -53,6 +53,10 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
         parse_lever_set("accumulate_steps=0")
     with pytest.raises(AlexnetError, match="cannot change batch_size"):
         parse_lever_set("batch_size=64")
+    # written back as a lever set (what a run advised, in the stage's table), read again as the same settings
+    for name in LEVER_SETS:
+        assert parse_lever_set(lever_text(LEVER_SETS[name]) or "today")[1] == LEVER_SETS[name]
+    assert lever_text(settings) == "accumulate_steps=8+allreduce_precision=bfloat16+allreduce_pack_mb=2.5"
 
 
 def test_post_local_sgd_is_a_lever_set_of_the_accuracy_stage_only():
@@ -94,10 +98,14 @@ def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():
     full = [{**row, "workers": 2, "images_per_second_1": 40.0, "images_per_second": 80 * row["efficiency"],
              "step_seconds": 1 / row["efficiency"], "compute_seconds": 1.0,
              "exposed_seconds": 1 / row["efficiency"] - 1, "extra_cpu_seconds": 0.04, "allreduce_seconds": 0.5,
-             "bytes_per_step": 124_756_688.0} for row in rows]
+             "bytes_per_step": 124_756_688.0, "estimated_efficiency": 0.8,
+             "advised": "" if row["levers"] != "today" else "allreduce_precision=bfloat16+accumulate_steps=16"}
+            for row in rows]
     table = scaling_table({"rows": full, "summary": summary}).splitlines()
     assert table[0].startswith("| levers | link | images/s, 1 worker | images/s, 2 workers | efficiency |")
-    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.04 | 0.50 | 124.8 |" in table
+    assert table[0].endswith("| estimated before training | advised |")
+    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.04 | 0.50 | 124.8 | 0.80 |  |" in table
+    assert table[2].endswith("| 0.80 | allreduce_precision=bfloat16+accumulate_steps=16 |")
     assert "over loopback (packed) | 0.94 | at least 0.95 | no |" in table[-1]
 
 
@@ -248,6 +256,13 @@ def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path
         assert 0 < row["efficiency"] == pytest.approx(row["compute_seconds"] / row["step_seconds"], abs=1e-3)
         assert row["bytes_per_step"] == 2 * parameters  # bfloat16 on the wire
         assert row["allreduce_seconds"] > 0 and row["images_per_second_1"] > 0
+        # what the chief's run estimated before training, and the lever set it advised (read back as one), whole:
+        # the row's own bfloat16 with what it adds
+        assert 0 < row["estimated_efficiency"] <= 1
+        assert (row["estimated_efficiency"] < 0.9) == bool(row["advised"]), row
+        if row["advised"]:
+            advised = parse_lever_set(row["advised"])[1]
+            assert advised["allreduce_precision"] == "bfloat16" and advised["accumulate_steps"] > 1, advised
         # the CPU a worker's step took beyond the lone worker's, from the runs' own CPU times
         one, many = (run for run in scaling["runs"] if run["levers"] == row["levers"]
                      and run["link"] in (None, row["link"]))

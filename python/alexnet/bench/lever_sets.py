@@ -54,6 +54,13 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
     return word, settings
 
 
+def lever_text(settings: dict[str, Any]) -> str:
+    """``settings`` written as a lever set, ``setting=value+setting=value``, which :func:`parse_lever_set` reads back
+    (``""``: none)."""
+    return "+".join(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+                    for name, value in settings.items())
+
+
 def _number(text: str) -> float | int:
     try:
         number = float(text)

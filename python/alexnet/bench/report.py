@@ -159,13 +159,16 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
         return ""
     workers = rows[0]["workers"]
     lines = [f"| levers | link | images/s, 1 worker | images/s, {workers} workers | efficiency | step (s) "
-             "| compute (s) | exposed (s) | extra CPU (s) | all-reduce alone (s) | MB all-reduced per step |",
-             "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |"]
+             "| compute (s) | exposed (s) | extra CPU (s) | all-reduce alone (s) | MB all-reduced per step "
+             "| estimated before training | advised |",
+             "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- |"]
     for r in rows:
+        estimate = r.get("estimated_efficiency")
         lines.append(f"| {r['levers']} | {r['link']} | {r['images_per_second_1']:.1f} | {r['images_per_second']:.1f} "
                      f"| {r['efficiency']:.2f} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
                      f"| {r['exposed_seconds']:.2f} | {r['extra_cpu_seconds']:.2f} | {r['allreduce_seconds']:.2f} "
-                     f"| {r['bytes_per_step'] / 1e6:.1f} |")
+                     f"| {r['bytes_per_step'] / 1e6:.1f} | {'' if estimate is None else f'{estimate:.2f}'} "
+                     f"| {r.get('advised') or ''} |")
     targets = (scaling.get("summary") or {}).get("targets") or {}
     if targets:
         lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]

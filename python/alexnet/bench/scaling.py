@@ -35,7 +35,7 @@ from typing import Any
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
-from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, parse_lever_set
+from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, lever_text, parse_lever_set
 from .link import LinkSpec, can_shape, parse_links
 from .measure import load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
@@ -190,9 +190,14 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
     results = run_workers(train_worker, tasks, link=link, cpus=cpus[:workers], timeout=plan.timeout,
                           log_dir=log_dir)
     for result in results:  # the step times and what they mean; the rest of each history is not kept
-        history = result.pop("history")
-        result["precision"] = history["params"]["precision"]
-        result["images_per_step"] = history["params"]["global_batch_size"] // workers
+        params = result.pop("history")["params"]
+        result["precision"] = params["precision"]
+        result["images_per_step"] = params["global_batch_size"] // workers
+        # what the run's own measurement before training estimated and advised (multi-worker runs): the advised
+        # settings on top of this lever set's, a lever set of their own
+        advised = params.get("advised_settings") or {}
+        result["estimated_efficiency"] = params.get("communication_efficiency")
+        result["advised"] = lever_text({**levers, **advised}) if advised else ""
     return {"workers": results, "load_before": before, "load_after": load_average()}
 
 
@@ -216,8 +221,19 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "exposed_seconds": round(exposed, 4), "extra_cpu_seconds": round(extra_cpu, 4),
             "allreduce_seconds": round(alone, 4),
             "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
+            **_estimate(many["workers"][0]),
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
             "load_before": many["load_before"], "load_after": many["load_after"]}
+
+
+def _estimate(chief: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's ``estimated_efficiency`` (what the chief's run estimated from one exchange and one step's
+    computation, each timed alone before training, against which ``efficiency`` is measured) and ``advised`` (the
+    lever set it advised: the row's settings with those it advised, ``setting=value+...`` as ``--levers`` takes
+    it; ``""`` for none)."""
+    estimate = chief.get("estimated_efficiency")
+    return {"estimated_efficiency": None if estimate is None else round(float(estimate), 4),
+            "advised": chief.get("advised") or ""}
 
 
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int]) -> dict[str, Any]:
