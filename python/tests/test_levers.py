@@ -137,6 +137,23 @@ def test_today_s_training_is_advised_16_bits_then_the_fewest_micro_batches_that_
     assert "sync_every" not in advice.settings
 
 
+def test_16_bits_are_advised_for_what_their_exchange_timed_gains():
+    today = Communication(workers=2)
+    # over loopback the collective's work on the CPU sets the time: 16 bits timed no faster, so not advised, and the
+    # micro-batches are counted from the float32 exchange
+    same = advise(today, 0.78, 4.9, global_batch=64, sixteen_bit_seconds=0.8)
+    assert same.settings == {"accumulate_steps": 2}
+    assert same.advised_efficiency == pytest.approx(_share(2 * 4.9, 0.78))
+    # over a slow link they took a third of the time: advised, and the rest counted from what was timed
+    timed = advise(today, 4.05, 4.9, global_batch=64, sixteen_bit_seconds=1.39)
+    assert timed.settings == {"allreduce_precision": "bfloat16", "accumulate_steps": 4}
+    assert timed.advised_efficiency == pytest.approx(_share(4 * 4.9, 1.39))
+    assert "1.39 s a step alone, timed" in timed.text
+    # without the timing, half the time is assumed
+    assumed = advise(today, 4.05, 4.9, global_batch=64)
+    assert assumed.advised_efficiency == pytest.approx(_share(4 * 4.9, 4.05 / 2))
+
+
 def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_measurement():
     # 64 workers, 16-bit packs already, 128 micro-batches of 32: a global batch of 262144 / 8 = 8192 already
     comm = Communication("bfloat16", 25, 4, 1, 64)

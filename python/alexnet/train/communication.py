@@ -54,6 +54,9 @@ ADVISED_EFFICIENCY = 0.9
 LARGE_BATCH = 8192
 #: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
 MOST_LOCAL_STEPS = 16
+#: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
+#: collective's own work on the CPU, not the link, sets its time, half the bytes gain little.
+SIXTEEN_BIT_GAIN = 0.9
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,7 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           wire: str = "bfloat16", gpu: bool = False) -> Advice | None:
+           wire: str = "bfloat16", gpu: bool = False, sixteen_bit_seconds: float | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -232,7 +235,9 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     format the hardware sums) for half the bytes; then ``accumulate_steps``, a power of two, for as many times
     the computation per exchange, up to a global batch of :data:`LARGE_BATCH`; then local SGD's ``sync_every``
     (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the measurement its
-    cost in accuracy needs; and packs on GPUs. Bytes and seconds are taken as proportional."""
+    cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed in ``wire``, says
+    what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time); without it, half
+    the time is assumed. Otherwise bytes and seconds are taken as proportional."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -249,9 +254,12 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
     gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
     if communication.wire == "float32":
-        settings["allreduce_precision"] = wire
-        reasons.append("half the bytes")
-        gradients /= 2
+        halved = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
+        if halved <= SIXTEEN_BIT_GAIN * exchange_seconds:
+            settings["allreduce_precision"] = wire
+            reasons.append("half the bytes" if sixteen_bit_seconds is None else
+                           f"half the bytes: {halved:.3g} s a step alone, timed")
+            gradients *= halved / exchange_seconds
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
     needed = max(1, math.ceil(gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
@@ -61,7 +62,8 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
     step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
     ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
-    before them; and ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at
+    before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire): the same exchange in the 16-bit format
+    the devices sum; and ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at
     ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each worker its own; the advice of
     :func:`advise_communication` and TensorBoard's hidden share are estimated from them)."""
     import time
@@ -80,6 +82,11 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
                 f"{prefix}allreduce_seconds": exchange / (phase.sync_every if phase.local_sgd else 1)}
 
     timing = timed("", communication)
+    if communication.wire == "float32":  # what 16 bits would gain on this link, for the advice
+        from .precision import hardware
+
+        sixteen = replace(communication, wire=sixteen_bit_wire(hardware(topology.gpu)))
+        timing["sixteen_bit_allreduce_seconds"] = timed("", sixteen)["allreduce_seconds"]
     first = communication.at_epoch(0)
     if first != communication:  # post-local SGD: synchronous epochs first
         timing.update(timed("synchronous_", first), synchronous_epochs=float(communication.local_after))
@@ -117,7 +124,8 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
-                    wire=sixteen_bit_wire(hardware(topology.gpu)), gpu=topology.gpu)
+                    wire=sixteen_bit_wire(hardware(topology.gpu)), gpu=topology.gpu,
+                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"))
     if advice is not None and topology.chief:
         (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
     return advice
