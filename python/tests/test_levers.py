@@ -152,6 +152,9 @@ def test_16_bits_are_advised_for_what_their_exchange_timed_gains():
     # without the timing, half the time is assumed
     assumed = advise(today, 4.05, 4.9, global_batch=64)
     assert assumed.advised_efficiency == pytest.approx(_share(4 * 4.9, 4.05 / 2))
+    assert "a global batch of 256 with the learning rate scaled to it" in assumed.text
+    kept = advise(today, 4.05, 4.9, global_batch=64, rate_scaled=False).text
+    assert "a global batch of 256; lr_scaling = 'none' keeps the learning rate" in kept
 
 
 def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_measurement():

@@ -223,7 +223,8 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           wire: str = "bfloat16", gpu: bool = False, sixteen_bit_seconds: float | None = None) -> Advice | None:
+           wire: str = "bfloat16", gpu: bool = False, sixteen_bit_seconds: float | None = None,
+           rate_scaled: bool = True) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -237,7 +238,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the measurement its
     cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed in ``wire``, says
     what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time); without it, half
-    the time is assumed. Otherwise bytes and seconds are taken as proportional."""
+    the time is assumed. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
+    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -268,7 +270,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
-                       f"{int(micro_batch * accumulate)} with the learning rate scaled to it")
+                       f"{int(micro_batch * accumulate)}" + (" with the learning rate scaled to it" if rate_scaled
+                                                             else "; lr_scaling = 'none' keeps the learning rate"))
     else:
         accumulate = communication.accumulate
     compute = micro * accumulate

@@ -115,7 +115,7 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
-                         global_batch: int) -> Advice | None:
+                         global_batch: int, rate_scaled: bool = True) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), logged by the chief: a warning when settings are advised (the workers would wait for the network
     for more than a tenth of a step), else one line."""
@@ -125,7 +125,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     wire=sixteen_bit_wire(hardware(topology.gpu)), gpu=topology.gpu,
-                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"))
+                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
     return advice

@@ -319,7 +319,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
-    advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch))
+    advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
+                                  rate_scaled=settings.lr_scaling != "none")
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
