@@ -279,7 +279,7 @@ print_scaling <- function(stage) {
                     "estimated: the efficiency the run estimated before training):\n"), workers))
   print(table, row.names = FALSE)
   for (r in unname(rows)) {
-    if (is.character(r$advised) && length(r$advised) == 1L && nzchar(r$advised)) {
+    if (is_scalar(r$advised, is.character) && nzchar(r$advised)) {
       cat(sprintf("Advised for %s over %s: levers = \"%s\"\n", r$levers, r$link, r$advised))
     }
   }

@@ -117,7 +117,7 @@ print.alexnet_history <- function(x, ...) {
 # and the settings that would keep its workers busy: "Communication: ...", or NULL (one worker).
 communication_note <- function(history) {
   advice <- history$params$communication_advice
-  if (is.character(advice) && length(advice) == 1L && nzchar(advice)) paste0("Communication: ", advice) else NULL
+  if (is_scalar(advice, is.character) && nzchar(advice)) paste0("Communication: ", advice) else NULL
 }
 
 # What a history says about where its run started: NULL for a run from scratch; a sentence for a resumed run

@@ -185,7 +185,8 @@ def test_gpus_are_advised_the_16_bit_format_they_sum_and_packs():
     assert sixteen_bit_wire(Hardware(gpu_capabilities=((8, 6),))) == "bfloat16"
     old = Hardware(gpu_capabilities=((7, 0), (8, 0)))
     assert sixteen_bit_wire(old) == "float16"
-    advice = advise(Communication(workers=4), 1.0, 0.15, global_batch=4 * 128, wire=sixteen_bit_wire(old), gpu=True)
+    advice = advise(Communication(workers=4, sixteen_bit=sixteen_bit_wire(old)), 1.0, 0.15, global_batch=4 * 128,
+                    gpu=True)
     assert advice.settings["allreduce_precision"] == "float16" and advice.settings["allreduce_pack_mb"] == 25
     # a run of local SGD already: its averages count at their share of a step
     local = advise(Communication("bfloat16", 25, 1, 4, 2), 0.3, 1.0, global_batch=64)

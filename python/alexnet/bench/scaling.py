@@ -193,10 +193,10 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
         params = result.pop("history")["params"]
         result["precision"] = params["precision"]
         result["images_per_step"] = params["global_batch_size"] // workers
-        # what the run's own measurement before training estimated and advised (multi-worker runs): the advised
-        # settings on top of this lever set's, a lever set of their own
-        advised = params.get("advised_settings") or {}
-        result["estimated_efficiency"] = params.get("communication_efficiency")
+        # what the run's own measurement before training estimated (multi-worker runs) and the lever set it advised:
+        # this one's settings with those it adds, written as --levers takes it ("": none)
+        estimate, advised = params.get("communication_efficiency"), params.get("advised_settings") or {}
+        result["estimated_efficiency"] = None if estimate is None else round(float(estimate), 4)
         result["advised"] = lever_text({**levers, **advised}) if advised else ""
     return {"workers": results, "load_before": before, "load_after": load_average()}
 
@@ -221,19 +221,10 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "exposed_seconds": round(exposed, 4), "extra_cpu_seconds": round(extra_cpu, 4),
             "allreduce_seconds": round(alone, 4),
             "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
-            **_estimate(many["workers"][0]),
+            "estimated_efficiency": many["workers"][0]["estimated_efficiency"],
+            "advised": many["workers"][0]["advised"],
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
             "load_before": many["load_before"], "load_after": many["load_after"]}
-
-
-def _estimate(chief: Mapping[str, Any]) -> dict[str, Any]:
-    """A row's ``estimated_efficiency`` (what the chief's run estimated from one exchange and one step's
-    computation, each timed alone before training, against which ``efficiency`` is measured) and ``advised`` (the
-    lever set it advised: the row's settings with those it advised, ``setting=value+...`` as ``--levers`` takes
-    it; ``""`` for none)."""
-    estimate = chief.get("estimated_efficiency")
-    return {"estimated_efficiency": None if estimate is None else round(float(estimate), 4),
-            "advised": chief.get("advised") or ""}
 
 
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int]) -> dict[str, Any]:

@@ -71,6 +71,8 @@ class Communication:
     workers: int = 1
     #: with local SGD: the epochs trained synchronously before it begins
     local_after: int = 0
+    #: the 16-bit wire format the run's devices sum (:func:`sixteen_bit_wire`), timed and advised against float32
+    sixteen_bit: str = "bfloat16"
 
     @classmethod
     def of(cls, settings: Any, workers: int) -> Communication:
@@ -223,8 +225,7 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           wire: str = "bfloat16", gpu: bool = False, sixteen_bit_seconds: float | None = None,
-           rate_scaled: bool = True) -> Advice | None:
+           gpu: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -232,14 +233,14 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
 
     Its efficiency is ``compute / (compute + exchange)``: the share of linear scaling if no exchange overlaps any
     computation, as on CPUs (packs hide part of it on GPUs). Below :data:`ADVISED_EFFICIENCY` it names what would
-    bring a run back above it, in the order the training article gives: the gradients in 16 bits (``wire``, the
-    format the hardware sums) for half the bytes; then ``accumulate_steps``, a power of two, for as many times
-    the computation per exchange, up to a global batch of :data:`LARGE_BATCH`; then local SGD's ``sync_every``
-    (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the measurement its
-    cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed in ``wire``, says
-    what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time); without it, half
-    the time is assumed. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
-    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
+    bring a run back above it, in the order the training article gives: the gradients in 16 bits (the format the
+    hardware sums, ``communication.sixteen_bit``) for half the bytes; then ``accumulate_steps``, a power of two,
+    for as many times the computation per exchange, up to a global batch of :data:`LARGE_BATCH`; then local SGD's
+    ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the
+    measurement its cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed
+    in 16 bits, says what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time);
+    without it, half the time is assumed. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``:
+    does the run's learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -256,12 +257,12 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
     gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
     if communication.wire == "float32":
-        halved = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
-        if halved <= SIXTEEN_BIT_GAIN * exchange_seconds:
-            settings["allreduce_precision"] = wire
+        sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
+        if sixteen <= SIXTEEN_BIT_GAIN * exchange_seconds:
+            settings["allreduce_precision"] = communication.sixteen_bit
             reasons.append("half the bytes" if sixteen_bit_seconds is None else
-                           f"half the bytes: {halved:.3g} s a step alone, timed")
-            gradients *= halved / exchange_seconds
+                           f"half the bytes: {sixteen:.3g} s a step alone, timed")
+            gradients *= sixteen / exchange_seconds
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
     needed = max(1, math.ceil(gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))

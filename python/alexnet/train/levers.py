@@ -22,12 +22,15 @@ logger = logging.getLogger(__name__)
 
 def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
     """The run's :class:`Communication`, after checking that this worker's devices sum its wire format (before
-    any data is read)."""
+    any data is read), with the 16-bit format they sum."""
     from .precision import hardware
 
     communication = Communication.of(settings, topology.workers)
-    if topology.workers > 1 and communication.wire != "float32":
-        check_wire(communication.wire, hardware(topology.gpu))
+    if topology.workers > 1:
+        device = hardware(topology.gpu)
+        if communication.wire != "float32":
+            check_wire(communication.wire, device)
+        communication = replace(communication, sixteen_bit=sixteen_bit_wire(device))
     if settings.sync_every > 1 and topology.workers == 1:
         logger.info("sync_every = %d with one worker: there is nothing to average.", settings.sync_every)
     if settings.local_sgd_after and settings.sync_every == 1:
@@ -63,9 +66,10 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
     ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
     before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire): the same exchange in the 16-bit format
-    the devices sum; and ``compute_seconds``: a forward and backward pass of ``batch`` images a replica at
-    ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each worker its own; the advice of
-    :func:`advise_communication` and TensorBoard's hidden share are estimated from them)."""
+    the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward and backward pass of
+    ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each
+    worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share are estimated from
+    them)."""
     import time
 
     from ..tfimport import tf
@@ -83,9 +87,7 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
     timing = timed("", communication)
     if communication.wire == "float32":  # what 16 bits would gain on this link, for the advice
-        from .precision import hardware
-
-        sixteen = replace(communication, wire=sixteen_bit_wire(hardware(topology.gpu)))
+        sixteen = replace(communication, wire=communication.sixteen_bit)
         timing["sixteen_bit_allreduce_seconds"] = timed("", sixteen)["allreduce_seconds"]
     first = communication.at_epoch(0)
     if first != communication:  # post-local SGD: synchronous epochs first
@@ -119,12 +121,10 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), logged by the chief: a warning when settings are advised (the workers would wait for the network
     for more than a tenth of a step), else one line."""
-    from .precision import hardware
-
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
-                    wire=sixteen_bit_wire(hardware(topology.gpu)), gpu=topology.gpu,
+                    gpu=topology.gpu,
                     sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
