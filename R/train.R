@@ -97,7 +97,9 @@
 #'   `communication_efficiency`, the share of linear scaling they give if none of the exchange overlaps, and
 #'   below 0.9 `advised_settings`, the settings that would send less, in the order to take them
 #'   (16-bit gradients, `accumulate_steps`, then local SGD, whose cost in accuracy is to be measured
-#'   first), with `communication_advice`, the same in words, logged as a warning when training starts), with `print()`,
+#'   first), with `communication_advice`, the same in words, logged as a warning when training starts, and
+#'   `adapted_settings`, what the run took of that advice with `adapt_communication = TRUE` (the chief's decision on
+#'   every worker; the settings in `params` are those it trained with)), with `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples

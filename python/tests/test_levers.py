@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +31,13 @@ from alexnet.train.communication import (  # noqa: E402
     LARGE_BATCH,
     MOST_LOCAL_STEPS,
     Communication,
+    adaptable,
+    adaptation_text,
+    adapted_timing,
     advise,
     check_wire,
+    row_settings,
+    settings_row,
     sixteen_bit_wire,
 )
 from alexnet.train.precision import Hardware  # noqa: E402
@@ -193,6 +199,49 @@ def test_gpus_are_advised_the_16_bit_format_they_sum_and_packs():
     assert local.efficiency == pytest.approx(_share(1.0, 0.3)) and local.settings["accumulate_steps"] >= 2
 
 
+def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_no_more_micro_batches_than_steps():
+    comm = Communication(workers=2)
+    advice = advise(comm, 3.0, 0.1, global_batch=64)
+    assert {"allreduce_precision", "accumulate_steps", "sync_every"} <= set(advice.settings)
+    taken = adaptable(advice, 1, 10_000)
+    assert taken == {"allreduce_precision": "bfloat16", "accumulate_steps": advice.settings["accumulate_steps"]}
+    # an epoch of 6 steps: at most 4 micro-batches (a power of two); of 1 step: none taken
+    assert adaptable(advice, 1, 6)["accumulate_steps"] == 4
+    assert "accumulate_steps" not in adaptable(advice, 1, 1)
+    assert adaptable(None, 1, 8) == {} and adaptable(advise(comm, 0.01, 1.0, global_batch=64), 1, 8) == {}
+    gpu = advise(Communication(workers=4), 1.0, 0.15, global_batch=512, gpu=True)
+    assert adaptable(gpu, 1, 1) == {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25}
+    # what the collective carries from the chief to every worker, read back
+    for settings in ({}, taken, {"allreduce_precision": "float16", "allreduce_pack_mb": 2.5},
+                     {"accumulate_steps": 8}):
+        assert row_settings(settings_row(settings)) == settings
+    assert adaptation_text({}) == "With adapt_communication the run took nothing."
+    assert adaptation_text({"accumulate_steps": 4}) == "With adapt_communication the run took accumulate_steps = 4."
+
+
+def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):
+    assert check_settings({"adapt_communication": True}).adapt_communication is True
+    with pytest.raises(AlexnetError, match="`adapt_communication` must be TRUE/True, FALSE/False"):
+        check_settings({"adapt_communication": "sometimes"})
+    with pytest.raises(SystemExit) as exit:
+        cli_main(["train", "--help"])
+    assert exit.value.code == 0 and "--adapt-communication" in capsys.readouterr().out
+
+
+def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():
+    asked, took = Communication(workers=2), Communication("bfloat16", 0, 4, workers=2)
+    timing = {"bytes_per_step": asked.bytes_per_step(1000), "allreduce_seconds": 2.0,
+              "sixteen_bit_allreduce_seconds": 1.2, "compute_seconds": 0.5}
+    told = adapted_timing(timing, asked, took, 1000)
+    assert told == {"bytes_per_step": 2000, "allreduce_seconds": 1.2, "compute_seconds": 2.0}
+    # post-local SGD: its synchronous epochs' exchange is told alike; without a 16-bit timing the seconds stay
+    local = Communication("float32", 0, 1, 4, 2, local_after=1)
+    timing = {"bytes_per_step": local.bytes_per_step(1000), "allreduce_seconds": 1.0,
+              "synchronous_bytes_per_step": 4000, "synchronous_allreduce_seconds": 2.0, "compute_seconds": 0.5}
+    told = adapted_timing(timing, local, replace(local, accumulate=2), 1000)
+    assert told == {**timing, "compute_seconds": 1.0}
+
+
 def _weights(model_dir: Path) -> list[np.ndarray]:
     from alexnet.model.saved import load_model
 
@@ -236,6 +285,12 @@ RUNS = {
     "local_sgd": {"sync_every": 2, "epochs": 2, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
     "local_sgd_resumed": {"sync_every": 2, "epochs": 3, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
     "post_local": {"sync_every": 3, "local_sgd_after": 1, "epochs": 2, "steps_per_epoch": 3, "logs": True},
+    # one image a step computes for far less time than the exchange takes: the run takes the advised micro-batches,
+    # at most 2 (3 steps an epoch), and its resumed second part keeps them
+    "adapted": {"adapt_communication": True, "batch_size": 1, "epochs": 1, "steps_per_epoch": 3,
+                "checkpoint": "adapted-checkpoints"},
+    "adapted_resumed": {"adapt_communication": True, "batch_size": 1, "epochs": 2, "steps_per_epoch": 3,
+                        "checkpoint": "adapted-checkpoints"},
 }
 
 
@@ -313,6 +368,31 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert scalars["epoch/allreduce_mb_per_step"] == {1: pytest.approx(gradients), 2: pytest.approx(gradients * 2 / 3)}
     assert post[0]["bytes_per_step"] == pytest.approx(gradients * 1e6 * 2 / 3)
     assert all(seconds > 0 for seconds in scalars["epoch/allreduce_seconds"].values())
+    # adapt_communication: every worker took the chief's decision, the advised micro-batches as far as an epoch of 3
+    # steps allows, and 16 bits when advised (no packs on CPUs); the resumed run kept them (it says so) and went on
+    # from the checkpoint. The history tells the exchange and computation of what it trained with, and the advice
+    # for that
+    chief = first["adapted"]
+    assert chief["adapted_settings"]["accumulate_steps"] == 2
+    assert set(chief["adapted_settings"]) <= {"allreduce_precision", "accumulate_steps"}, chief
+    sixteen = "allreduce_precision" in chief["adapted_settings"]
+    assert chief["bytes_per_step"] == first["float32"]["bytes_per_step"] / (2 if sixteen else 1)
+    assert chief["communication"].startswith("bfloat16 on the wire" if sixteen else "float32 on the wire")
+    assert "2 micro-batches a step" in chief["communication"]
+    for result in results:
+        for name in ("adapted", "adapted_resumed"):
+            assert result[name]["adapted_settings"] == chief["adapted_settings"], (name, result[name])
+            assert result[name]["accumulate_steps"] == 2 and result[name]["global_batch_size"] == 4
+    assert chief["advice"].startswith(f"With adapt_communication the run took {_said(chief['adapted_settings'])}. "
+                                      "One exchange alone takes"), chief["advice"]
+    assert first["adapted_resumed"]["initial_epoch"] == 1
+    log = (tmp_path / "log-0.txt").read_text()
+    assert log.count("It resumes, and keeps what it took when it began.") == 1, log[-3000:]
+    assert first["float32"]["adapted_settings"] == {} and first["float32"]["accumulate_steps"] == 1
+
+
+def _said(settings: dict) -> str:
+    return ", ".join(f"{name} = {value!r}" for name, value in settings.items())
 
 
 def _worker(folder: str, index: int, base: int) -> None:
@@ -352,7 +432,8 @@ def _worker(folder: str, index: int, base: int) -> None:
     results = {}
     for name, extra in RUNS.items():
         extra = dict(extra)
-        checkpoint = str(root / "checkpoints") if extra.pop("checkpoint", False) else None
+        folder = extra.pop("checkpoint", False)
+        checkpoint = str(root / (folder if isinstance(folder, str) else "checkpoints")) if folder else None
         logs = str(root / f"logs-{name}") if extra.pop("logs", False) else None
         settings = {"batch_size": 4, "epochs": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32,
                     "dropout": 0.0, "seed": 0, "precision": "float32", "verbose": 0, "parallel": 1,
@@ -365,6 +446,9 @@ def _worker(folder: str, index: int, base: int) -> None:
                          "allreduce_seconds": history["params"]["allreduce_seconds"],
                          "compute_seconds": history["params"]["compute_seconds"],
                          "advised_settings": history["params"]["advised_settings"],
+                         "adapted_settings": history["params"]["adapted_settings"],
+                         "accumulate_steps": history["params"]["accumulate_steps"],
+                         "advice": history["params"]["communication_advice"],
                          "communication_efficiency": history["params"]["communication_efficiency"],
                          "global_batch_size": history["params"]["global_batch_size"],
                          "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"],

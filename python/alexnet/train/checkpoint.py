@@ -97,16 +97,7 @@ class CheckpointStore:
 
     def read_state(self) -> dict[str, Any] | None:
         """The history file of earlier runs, or None when there is none."""
-        path = self._remote(STATE_FILE)
-        try:
-            if not self.fs.exists(path):
-                return None
-            return json.loads(self.fs.cat_file(path))
-        except (OSError, ValueError) as error:
-            raise AlexnetError(
-                f"{self.location}/{STATE_FILE} cannot be read ({error}): delete it, or use another `checkpoint_dir`, "
-                "to start afresh."
-            ) from error
+        return _read_state(self.fs, self._remote(STATE_FILE), self.location)
 
     def write_state(self, state: Mapping[str, Any]) -> None:
         """Replace the history file with ``state`` (the chief only; a no-op elsewhere)."""
@@ -245,6 +236,29 @@ class CheckpointStore:
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
+
+
+def _read_state(fs: Any, path: str, location: str) -> dict[str, Any] | None:
+    """The history file at ``path`` on ``fs`` (of the checkpoints at ``location``), or None when there is none."""
+    try:
+        if not fs.exists(path):
+            return None
+        return json.loads(fs.cat_file(path))
+    except (OSError, ValueError) as error:
+        raise AlexnetError(
+            f"{location}/{STATE_FILE} cannot be read ({error}): delete it, or use another `checkpoint_dir`, "
+            "to start afresh."
+        ) from error
+
+
+def recorded_settings(location: str | None) -> dict[str, Any]:
+    """The settings the checkpoints at ``location`` (a resolved location; None: none) recorded when they were
+    written (empty: none written yet)."""
+    if not location:
+        return {}
+    state = _read_state(open_filesystem(location, what="checkpoint_dir"), posixpath.join(fs_path(location),
+                                                                                         STATE_FILE), location)
+    return dict((state or {}).get("settings", {}))
 
 
 def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:

@@ -24,13 +24,14 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
 
 :class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :func:`advise` turns
 the exchange and the computation a multi-worker run measured before training into the settings that would keep its
-workers busy, in the order the training article's "How to choose" gives.
+workers busy, in the order the training article's "How to choose" gives; with ``adapt_communication`` the run
+takes those that change how the gradients travel, not what is learnt (:func:`adaptable`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -299,3 +300,66 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
                       zip(settings.items(), reasons, strict=True))
     return Advice(efficiency, settings, advised, f"{said} To keep the workers busy: {named}; about {advised:.2f} of "
                   "linear with them.")
+
+
+#: The advised settings ``adapt_communication`` takes: those that change how the gradients travel, not what is learnt
+#: (local SGD's ``sync_every`` does, and is only advised).
+ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
+
+
+def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> dict[str, int | float | str]:
+    """What a run of ``adapt_communication`` takes of ``advice``: its settings of :data:`ADAPTABLE`, with
+    ``accumulate_steps`` at most ``most_accumulate`` (rounded down to a power of two; dropped when that is no more
+    than the run's ``accumulate``)."""
+    taken = {name: value for name, value in (advice.settings if advice else {}).items() if name in ADAPTABLE}
+    if "accumulate_steps" in taken:
+        most = 2 ** math.floor(math.log2(max(1, most_accumulate)))
+        taken["accumulate_steps"] = min(int(taken["accumulate_steps"]), most)
+        if taken["accumulate_steps"] <= accumulate:
+            del taken["accumulate_steps"]
+    return taken
+
+
+def settings_row(settings: Mapping[str, int | float | str]) -> list[int]:
+    """Settings of :data:`ADAPTABLE` as integers (0: not set), for a collective to carry; :func:`row_settings` reads
+    them back."""
+    wire = settings.get("allreduce_precision")
+    return [WIRE_FORMATS.index(str(wire)) + 1 if wire else 0, int(settings.get("accumulate_steps", 0)),
+            round(float(settings.get("allreduce_pack_mb", 0)) * 1000)]
+
+
+def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
+    """The settings :func:`settings_row` wrote as ``row``, in the order of :data:`ADAPTABLE`."""
+    wire, accumulate, pack = (int(v) for v in row)
+    settings: dict[str, int | float | str] = {}
+    if wire:
+        settings["allreduce_precision"] = WIRE_FORMATS[wire - 1]
+    if accumulate:
+        settings["accumulate_steps"] = accumulate
+    if pack:
+        settings["allreduce_pack_mb"] = pack / 1000
+    return settings
+
+
+def adaptation_text(taken: Mapping[str, int | float | str]) -> str:
+    """What a run of ``adapt_communication`` took, in a sentence."""
+    said = ", ".join(f"{name} = {value!r}" for name, value in taken.items()) or "nothing"
+    return f"With adapt_communication the run took {said}."
+
+
+def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication,
+                   parameters: int) -> dict[str, float]:
+    """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.levers.probe_communication`), told
+    for the settings ``after`` it took with ``adapt_communication``: the exchange in the 16-bit format when that was
+    taken (the probe timed it), its bytes, and the computation of ``after``'s micro-batches."""
+    told = dict(timing)
+    ratio = 1.0
+    if after.wire != before.wire and "sixteen_bit_allreduce_seconds" in told:
+        ratio = told.pop("sixteen_bit_allreduce_seconds") / told["allreduce_seconds"]
+    for prefix, phase in (("", after), ("synchronous_", after.at_epoch(0))):
+        if f"{prefix}allreduce_seconds" in told:
+            told[f"{prefix}allreduce_seconds"] *= ratio
+            told[f"{prefix}bytes_per_step"] = phase.bytes_per_step(parameters)
+    if "compute_seconds" in told:
+        told["compute_seconds"] *= after.accumulate / before.accumulate
+    return told

@@ -129,3 +129,26 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     if advice is not None and topology.chief:
         (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
     return advice
+
+
+def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
+                        topology: Topology, *, steps: int,
+                        recorded: Mapping[str, Any] | None = None) -> dict[str, int | float | str]:
+    """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
+    chief's decision, on every worker. The chief takes what a resumed run took when it began (``recorded``, from its
+    checkpoints), else the :func:`~.communication.adaptable` part of its ``advice``, with at most as many
+    micro-batches as an epoch has ``steps``. A collective: every worker calls it at the same point."""
+    from .agreement import all_gather_ints
+    from .communication import adaptable, adaptation_text, row_settings, settings_row
+
+    if not settings.adapt_communication or topology.workers <= 1:
+        return {}
+    own = (dict(recorded) if recorded is not None else
+           adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps))
+    rows = all_gather_ints(strategy, [int(topology.chief), *settings_row(own)])
+    chief = next((row for row in rows if row[0]), rows[0])
+    taken = row_settings(chief[1:])
+    if topology.chief:
+        logger.info("Communication: %s%s", adaptation_text(taken),
+                    " It resumes, and keeps what it took when it began." if recorded is not None else "")
+    return taken

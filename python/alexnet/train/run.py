@@ -137,21 +137,52 @@ def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: Tra
 
 
 def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings, topology: Topology,
-           rates: RateSchedule, precision: Precision) -> tuple[keras.Model, Any]:
+           precision: Precision) -> tuple[keras.Model, Any]:
     """AlexNet and its optimizer in ``precision``, made under ``strategy``'s scope and compiled; the optimizer's
-    rate is set before every step from ``rates``."""
+    rate is set before every step (:class:`.callbacks.RateSetter`)."""
     from .model import training_model
 
     with strategy.scope():
-        net, optimizer = training_model(num_classes, precision, rates.at(0), settings.momentum,
+        net, optimizer = training_model(num_classes, precision, settings.learning_rate, settings.momentum,
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
                                         label_smoothing=settings.label_smoothing,
                                         jit_compile=settings.xla(topology.gpu))
-    logger.info("Precision %s (%s); learning rate %g (%g for a batch of 128, x%g)%s, %s schedule.", precision.name,
-                precision.reason, rates.peak, rates.base, rates.factor,
-                f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "", rates.kind)
+    logger.info("Precision %s (%s).", precision.name, precision.reason)
     return net, optimizer
+
+
+def _parameters(net: keras.Model) -> int:
+    """The numbers ``net`` trains."""
+    return int(sum(w.shape.num_elements() for w in net.trainable_weights))
+
+
+def _log_rates(rates: RateSchedule) -> None:
+    logger.info("Learning rate %g (%g for a batch of 128, x%g)%s, %s schedule.", rates.peak, rates.base, rates.factor,
+                f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "", rates.kind)
+
+
+def _agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: Mapping[str, Any],
+                    td: TrainingData, settings: TrainSettings) -> Steps:
+    """The steps of an epoch and of validation, agreed by every worker for ``settings`` (a collective), refusing
+    what needs validation images when no worker has any."""
+    from .agreement import agree_on_steps
+
+    steps = agree_on_steps(strategy, topology, data, td, topology.worker_batch(settings.step_batch),
+                           settings.steps_per_epoch, settings.validation, settings.validation_steps,
+                           val_batch=topology.worker_batch(settings.batch_size))
+    _check_validation(steps, settings)
+    return steps
+
+
+def _recorded_adaptation(settings: TrainSettings, topology: Topology) -> dict[str, Any] | None:
+    """What a run of ``adapt_communication`` took when it began, as its checkpoints recorded it (the chief reads
+    them: its decision is every worker's); None: not recorded, or not the chief."""
+    from .checkpoint import recorded_settings
+
+    if not (settings.adapt_communication and topology.chief and topology.workers > 1):
+        return None
+    return recorded_settings(settings.checkpoint_dir).get("adapted_settings")
 
 
 def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
@@ -207,7 +238,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
         **{name: extra.pop(name) for name in ("allreduce_seconds", "compute_seconds", "communication_efficiency",
-                                              "advised_settings", "communication_advice")},
+                                              "advised_settings", "communication_advice", "adapted_settings")},
         "seconds": extra.pop("seconds"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
@@ -291,9 +322,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     the card and the pin are written once, with it."""
     from ..model.saved import save_model
     from . import callbacks as cb
-    from .agreement import agree_on_steps, check_agreement
+    from .agreement import check_agreement
     from .checkpoint import CheckpointStore, Resume
-    from .levers import advise_communication, check_levers, install_levers, probe_communication
+    from .communication import adaptation_text, adapted_timing
+    from .levers import adapt_communication, advise_communication, check_levers, install_levers, probe_communication
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -308,23 +340,33 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         from ..tfimport import keras
 
         keras.utils.set_random_seed(settings.seed)
-    worker_batch = topo.worker_batch(settings.step_batch)
-    steps = agree_on_steps(strategy, topo, data, td, worker_batch, settings.steps_per_epoch, settings.validation,
-                           settings.validation_steps, val_batch=topo.worker_batch(settings.batch_size))
-    _check_validation(steps, settings)
-    datasets = _Datasets(strategy, td, settings, topo, steps)
-    rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
+    steps = _agree_on_steps(strategy, topo, data, td, settings)
     precision = _precision(strategy, td.num_classes, settings, topo)
-    net, optimizer = _build(strategy, td.num_classes, settings, topo, rates, precision)
-    lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
+    net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
                                   rate_scaled=settings.lr_scaling != "none")
+    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train,
+                                  recorded=_recorded_adaptation(settings, topo))
+    if adapted:  # the measurement and its advice told again for the settings taken
+        settings = dataclasses.replace(settings, **adapted)
+        asked, communication = communication, check_levers(settings, topo)
+        steps = _agree_on_steps(strategy, topo, data, td, settings)
+        timing = adapted_timing(timing, asked, communication, _parameters(net))
+        advice = advise_communication(timing, communication, topo,
+                                      global_batch=topo.global_batch(settings.step_batch),
+                                      rate_scaled=settings.lr_scaling != "none")
+    worker_batch = topo.worker_batch(settings.step_batch)
+    datasets = _Datasets(strategy, td, settings, topo, steps)
+    rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
+    _log_rates(rates)
+    lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
     model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
-                                       "global_batch_size": topo.global_batch(settings.step_batch)})
+                                       "global_batch_size": topo.global_batch(settings.step_batch),
+                                       **({"adapted_settings": adapted} if settings.adapt_communication else {})})
              if settings.checkpoint_dir else None)
     start = Resume()
     board_log: TensorBoardLog | None = None
@@ -378,8 +420,9 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         "compute_seconds": timing.get("compute_seconds"),
         "communication_efficiency": None if advice is None else advice.efficiency,
         "advised_settings": {} if advice is None else dict(advice.settings),
-        "communication_advice": None if advice is None else advice.text,
-        "allreduce_bytes_per_step": communication.bytes_per_step(int(sum(w.shape.num_elements()
-                                                                             for w in net.trainable_weights))),
+        "communication_advice": None if advice is None else " ".join(
+            [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
+        "adapted_settings": adapted,
+        "allreduce_bytes_per_step": communication.bytes_per_step(_parameters(net)),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
         "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})

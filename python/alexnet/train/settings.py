@@ -131,6 +131,11 @@ class TrainSettings:
     local_sgd_after: int = setting(0, "count", "with `sync_every` above 1: epochs trained synchronously before local "
                                    "SGD begins (post-local SGD: the models the workers train alone drift apart most "
                                    "while the rate is high, early in training)", minimum=0, metavar="EPOCHS")
+    adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
+                                        "training advises of 16-bit gradients, `accumulate_steps` (at most as many "
+                                        "micro-batches as an epoch had steps) and packs on GPUs, as the chief decides, "
+                                        "on every worker (local SGD, which changes what is learnt, is only advised; a "
+                                        "resumed run keeps what it took when it began)")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
