@@ -84,8 +84,9 @@
 #'     collective's own work, what of `exposed_seconds` is not waiting for the link), `allreduce_seconds`,
 #'     `hidden_fraction`, `bytes_per_step`, `estimated_efficiency` (what the chief's run estimated before
 #'     training from one exchange and one step's computation, each timed alone: see [alexnet_train()]'s
-#'     `communication_efficiency`), `advised` (the lever set that run advised, the row's own settings with those
-#'     it adds, written as `levers` takes it; `""` for none), `load_before`, `load_after`), `runs` (every worker's step times and
+#'     `communication_efficiency`), `adapted` (what that run took of its advice with `adapt_communication`, written
+#'     as `levers` takes it; `""` for nothing), `advised` (the lever set that run advised beyond that, the row's own
+#'     settings with those it took and adds; `""` for none), `load_before`, `load_after`), `runs` (every worker's step times and
 #'     CPU seconds), `projection` (per lever set, shaped link and step time: `workers` and
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
 #'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
@@ -279,6 +280,9 @@ print_scaling <- function(stage) {
                     "estimated: the efficiency the run estimated before training):\n"), workers))
   print(table, row.names = FALSE)
   for (r in unname(rows)) {
+    if (is_scalar(r$adapted, is.character) && nzchar(r$adapted)) {
+      cat(sprintf("Took for %s over %s (adapt_communication): levers = \"%s\"\n", r$levers, r$link, r$adapted))
+    }
     if (is_scalar(r$advised, is.character) && nzchar(r$advised)) {
       cat(sprintf("Advised for %s over %s: levers = \"%s\"\n", r$levers, r$link, r$advised))
     }

@@ -57,6 +57,33 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
     for name in LEVER_SETS:
         assert parse_lever_set(lever_text(LEVER_SETS[name]) or "today")[1] == LEVER_SETS[name]
     assert lever_text(settings) == "accumulate_steps=8+allreduce_precision=bfloat16+allreduce_pack_mb=2.5"
+    # a flag, written as the lever set "adapted" takes it
+    assert parse_lever_set("adapted")[1] == {"adapt_communication": True}
+    assert parse_lever_set("adapt_communication=FALSE")[1] == {"adapt_communication": False}
+    assert lever_text({"adapt_communication": True}) == "adapt_communication=true"
+    with pytest.raises(AlexnetError, match="`adapt_communication` must be TRUE/True, FALSE/False"):
+        parse_lever_set("adapt_communication=maybe")
+
+
+def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_as_many_images():
+    from alexnet.bench.scaling import _row
+
+    def run(images: int, seconds: float, cpu: float, **more) -> dict:
+        return {"workers": [{"images_per_step": images, "typical_step_seconds": seconds,
+                             "typical_step_cpu_seconds": cpu, "allreduce_seconds": 0.5, "precision": "float32",
+                             "micro_batches": images // 32, "bytes_per_step": 1e6, "estimated_efficiency": 0.5,
+                             "adapted": more.get("adapted", ""), "advised": ""}],
+                "load_before": 0.0, "load_after": 0.0}
+
+    # adapt_communication: the two workers took 4 micro-batches of 32 images a step, the lone worker trained 1
+    many = run(128, 5.0, 9.0, adapted="accumulate_steps=4")
+    many["workers"].append(many["workers"][0])
+    row = _row("adapted", {"adapt_communication": True}, links.LinkSpec("loopback"), run(32, 1.0, 2.0), many, 2)
+    assert row["efficiency"] == pytest.approx(0.8) and row["compute_seconds"] == pytest.approx(4.0)
+    assert row["images_per_second_1"] == pytest.approx(32.0) and row["images_per_second"] == pytest.approx(51.2)
+    assert row["exposed_seconds"] == pytest.approx(1.0) and row["extra_cpu_seconds"] == pytest.approx(1.0)
+    assert row["micro_batches"] == 4 and row["adapted"] == "accumulate_steps=4"
+    assert "| adapted (took accumulate_steps=4) | loopback |" in scaling_table({"rows": [row]})
 
 
 def test_post_local_sgd_is_a_lever_set_of_the_accuracy_stage_only():

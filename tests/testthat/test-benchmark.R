@@ -182,8 +182,8 @@ test_that("the scaling stage prints a row per lever set and link, with the CPU a
               micro_batches = 16L, precision = "bfloat16", images_per_second_1 = 61.8, images_per_second = 96.5,
               efficiency = 0.78, step_seconds = 10.61, compute_seconds = 8.29, exposed_seconds = 2.32,
               extra_cpu_seconds = 0.41, allreduce_seconds = 1.4, hidden_fraction = 0, bytes_per_step = 124756688,
-              estimated_efficiency = 0.8556, advised = "allreduce_precision=bfloat16+allreduce_pack_mb=25+accumulate_steps=32",
-              load_before = 0.1, load_after = 0.9)
+              estimated_efficiency = 0.8556, adapted = "",
+              advised = "allreduce_precision=bfloat16+allreduce_pack_mb=25+accumulate_steps=32", load_before = 0.1, load_after = 0.9)
   expect_documented(names(row), "alexnet_benchmark")
   withr::local_options(width = 300)  # the table on one line
   out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "a ring all-reduce")))
@@ -194,6 +194,13 @@ test_that("the scaling stage prints a row per lever set and link, with the CPU a
   # the lever set the run advised, as `levers` takes it
   expect_true(any(out == paste0('Advised for accumulate over 1gbit: levers = ',
                                 '"allreduce_precision=bfloat16+allreduce_pack_mb=25+accumulate_steps=32"')), info = out)
+  expect_false(any(grepl("^Took", out)), info = out)
   row$advised <- ""
   expect_false(any(grepl("^Advised", capture.output(alexnet:::print_scaling(list(rows = list(row), model = "m"))))))
+  # what a run of adapt_communication took of its advice
+  row$levers <- "adapted"
+  row$adapted <- "allreduce_precision=bfloat16+accumulate_steps=4"
+  out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "m")))
+  expect_true(any(out == paste0('Took for adapted over 1gbit (adapt_communication): levers = ',
+                                '"allreduce_precision=bfloat16+accumulate_steps=4"')), info = out)
 })

@@ -19,9 +19,13 @@ LEVER_SETS: dict[str, dict[str, Any]] = {
     "accumulate": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 16},
     "local_sgd": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "sync_every": 4},
     "combined": {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 32, "sync_every": 4},
+    # what each multi-worker run's own measurement before training advises, taken
+    "adapted": {"adapt_communication": True},
 }
 #: The lever sets measured unless others are named.
-DEFAULT_LEVERS = tuple(LEVER_SETS)
+DEFAULT_LEVERS = ("today", "bfloat16", "packed", "accumulate", "local_sgd", "combined")
+#: How a lever set writes a flag's values.
+FLAG_WORDS = {"true": True, "false": False}
 #: Settings a lever set may not change: the stages decide them.
 FIXED = ("epochs", "steps_per_epoch", "validation", "check_images", "cache", "verbose", "image_size", "batch_size",
          "dense_units", "precision", "seed")
@@ -49,15 +53,18 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
     settings = {}
     for name, value in pairs:
         name = name.strip()
-        settings[name] = table[name].convert(value.strip() if table[name].kind in ("choice", "string", "location")
-                                             else _number(value), name)
+        kind, value = table[name].kind, value.strip()
+        settings[name] = table[name].convert(value if kind in ("choice", "string", "location") else
+                                             FLAG_WORDS.get(value.lower(), value) if kind == "flag" else
+                                             _number(value), name)
     return word, settings
 
 
 def lever_text(settings: dict[str, Any]) -> str:
     """``settings`` written as a lever set, ``setting=value+setting=value``, which :func:`parse_lever_set` reads back
     (``""``: none)."""
-    return "+".join(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+    return "+".join(f"{name}={str(value).lower()}" if isinstance(value, bool) else
+                    f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
                     for name, value in settings.items())
 
 

@@ -164,7 +164,9 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
              "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- |"]
     for r in rows:
         estimate = r.get("estimated_efficiency")
-        lines.append(f"| {r['levers']} | {r['link']} | {r['images_per_second_1']:.1f} | {r['images_per_second']:.1f} "
+        took = f" (took {r['adapted']})" if r.get("adapted") else ""
+        lines.append(f"| {r['levers']}{took} | {r['link']} | {r['images_per_second_1']:.1f} "
+                     f"| {r['images_per_second']:.1f} "
                      f"| {r['efficiency']:.2f} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
                      f"| {r['exposed_seconds']:.2f} | {r['extra_cpu_seconds']:.2f} | {r['allreduce_seconds']:.2f} "
                      f"| {r['bytes_per_step'] / 1e6:.1f} | {'' if estimate is None else f'{estimate:.2f}'} "

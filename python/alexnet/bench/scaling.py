@@ -193,28 +193,35 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
         params = result.pop("history")["params"]
         result["precision"] = params["precision"]
         result["images_per_step"] = params["global_batch_size"] // workers
-        # what the run's own measurement before training estimated (multi-worker runs) and the lever set it advised:
-        # this one's settings with those it adds, written as --levers takes it ("": none)
+        result["micro_batches"] = int(params["accumulate_steps"])
+        # what the run's own measurement before training estimated (multi-worker runs), what it took of its advice
+        # (adapt_communication) and the lever set it advised beyond that: this one's settings with those it took and
+        # adds, written as --levers takes it ("": none)
         estimate, advised = params.get("communication_efficiency"), params.get("advised_settings") or {}
+        adapted = params.get("adapted_settings") or {}
+        rest = {name: value for name, value in advised.items() if adapted.get(name) != value}
         result["estimated_efficiency"] = None if estimate is None else round(float(estimate), 4)
-        result["advised"] = lever_text({**levers, **advised}) if advised else ""
+        result["adapted"] = lever_text(adapted)
+        result["advised"] = lever_text({**levers, **adapted, **rest}) if rest else ""
     return {"workers": results, "load_before": before, "load_after": load_average()}
 
 
 def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str, Any], many: Mapping[str, Any],
          workers: int) -> dict[str, Any]:
     """The table row of lever set ``name`` (``levers``) on ``link``, from the run alone (``one``) and of ``workers``
-    (``many``)."""
-    t1 = float(one["workers"][0]["typical_step_seconds"])
-    tn = max(float(w["typical_step_seconds"]) for w in many["workers"])
+    (``many``). A lone worker's step is counted for as many images as a worker's step of ``many`` took: with
+    ``adapt_communication`` only the run of several workers takes more micro-batches."""
     images = int(many["workers"][0]["images_per_step"])
+    scale = images / int(one["workers"][0]["images_per_step"])
+    t1 = float(one["workers"][0]["typical_step_seconds"]) * scale
+    tn = max(float(w["typical_step_seconds"]) for w in many["workers"])
     alone = statistics.median(float(w["allreduce_seconds"]) for w in many["workers"])
     exposed = max(0.0, tn - t1)
     # the CPU a worker's step takes beyond a lone worker's: the collective's own work (copies, casts, sums, messages)
     extra_cpu = max(0.0, max(float(w["typical_step_cpu_seconds"]) for w in many["workers"])
-                    - float(one["workers"][0]["typical_step_cpu_seconds"]))
+                    - float(one["workers"][0]["typical_step_cpu_seconds"]) * scale)
     return {"levers": name, "link": link.name, "rate": link.rate, "workers": workers,
-            "images_per_step": images, "micro_batches": int(levers.get("accumulate_steps", 1)),
+            "images_per_step": images, "micro_batches": int(many["workers"][0]["micro_batches"]),
             "precision": many["workers"][0]["precision"],
             "images_per_second_1": round(images / t1, 2), "images_per_second": round(workers * images / tn, 2),
             "efficiency": round(t1 / tn, 4), "step_seconds": round(tn, 4), "compute_seconds": round(t1, 4),
@@ -222,7 +229,7 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "allreduce_seconds": round(alone, 4),
             "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
             "estimated_efficiency": many["workers"][0]["estimated_efficiency"],
-            "advised": many["workers"][0]["advised"],
+            "adapted": many["workers"][0]["adapted"], "advised": many["workers"][0]["advised"],
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
             "load_before": many["load_before"], "load_after": many["load_after"]}
 
