@@ -228,6 +228,50 @@ def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):
     assert exit.value.code == 0 and "--adapt-communication" in capsys.readouterr().out
 
 
+def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so(tmp_path, caplog):
+    import logging
+
+    from alexnet.train.checkpoint import STATE_FILE, recorded_settings
+    from alexnet.train.levers import adapt_communication, advise_communication, check_levers
+    from alexnet.train.strategy import Topology
+
+    chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
+    other = Topology("multi_worker", 2, 2, 1, False, 1, False)
+    timing = {"allreduce_seconds": 3.0, "compute_seconds": 0.1, "sixteen_bit_allreduce_seconds": 1.5}
+    comm = Communication(workers=2)
+    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    # the advice is a warning, unless the run is about to take it; only the chief says it
+    advice = advise_communication(timing, comm, chief, global_batch=64)
+    assert [r.levelname for r in caplog.records] == ["WARNING"] and advice.settings
+    caplog.clear()
+    assert advise_communication(timing, comm, chief, global_batch=64, warn=False) == advice
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    caplog.clear()
+    advise_communication(timing, comm, other, global_batch=64)
+    assert caplog.records == []
+    # adapt_communication: not asked, or one worker, takes nothing (one worker is told why)
+    strategy = tf.distribute.get_strategy()  # one worker: the collective hands back this worker's own row
+    asked = check_settings({"adapt_communication": True})
+    assert adapt_communication(strategy, check_settings({}), advice, chief, steps=100) == {}
+    assert adapt_communication(strategy, asked, advice, Topology("default", 1, 1, 0, True, 1, False), steps=9) == {}
+    check_levers(asked, Topology("default", 1, 1, 0, True, 1, False))
+    assert "adapt_communication with one worker: nothing travels between workers." in caplog.text
+    caplog.clear()
+    taken = adapt_communication(strategy, asked, advice, chief, steps=100)
+    assert taken == adaptable(advice, 1, 100) and taken["accumulate_steps"] > 1
+    assert f"With adapt_communication the run took {_said(taken)}." in caplog.text
+    assert "It resumes" not in caplog.text
+    # a resumed run: what its checkpoints recorded, whatever the advice says now
+    folder = tmp_path / "checkpoints"
+    assert recorded_settings(str(folder)) == {} and recorded_settings(None) == {}
+    folder.mkdir()
+    (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": {"accumulate_steps": 2}}}))
+    recorded = recorded_settings(str(folder))["adapted_settings"]
+    caplog.clear()
+    assert adapt_communication(strategy, asked, advice, chief, steps=100, recorded=recorded) == {"accumulate_steps": 2}
+    assert "It resumes, and keeps what it took when it began." in caplog.text
+
+
 def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():
     asked, took = Communication(workers=2), Communication("bfloat16", 0, 4, workers=2)
     timing = {"bytes_per_step": asked.bytes_per_step(1000), "allreduce_seconds": 2.0,

@@ -33,6 +33,8 @@ def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
         communication = replace(communication, sixteen_bit=sixteen_bit_wire(device))
     if settings.sync_every > 1 and topology.workers == 1:
         logger.info("sync_every = %d with one worker: there is nothing to average.", settings.sync_every)
+    if settings.adapt_communication and topology.workers == 1:
+        logger.info("adapt_communication with one worker: nothing travels between workers.")
     if settings.local_sgd_after and settings.sync_every == 1:
         logger.info("local_sgd_after = %d with sync_every = 1: training is synchronous throughout.",
                     settings.local_sgd_after)
@@ -117,17 +119,17 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
-                         global_batch: int, rate_scaled: bool = True) -> Advice | None:
+                         global_batch: int, rate_scaled: bool = True, warn: bool = True) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), logged by the chief: a warning when settings are advised (the workers would wait for the network
-    for more than a tenth of a step), else one line."""
+    for more than a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     gpu=topology.gpu,
                     sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled)
     if advice is not None and topology.chief:
-        (logger.warning if advice.settings else logger.info)("Communication: %s", advice.text)
+        (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)
     return advice
 
 

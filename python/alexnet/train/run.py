@@ -346,7 +346,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
-                                  rate_scaled=settings.lr_scaling != "none")
+                                  rate_scaled=settings.lr_scaling != "none", warn=not settings.adapt_communication)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train,
                                   recorded=_recorded_adaptation(settings, topo))
     if adapted:  # the measurement and its advice told again for the settings taken
@@ -366,7 +366,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
                                        "global_batch_size": topo.global_batch(settings.step_batch),
-                                       **({"adapted_settings": adapted} if settings.adapt_communication else {})})
+                                       **({"adapted_settings": adapted}
+                                          if settings.adapt_communication and topo.workers > 1 else {})})
              if settings.checkpoint_dir else None)
     start = Resume()
     board_log: TensorBoardLog | None = None
