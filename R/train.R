@@ -99,7 +99,8 @@
 #'   (16-bit gradients, `accumulate_steps`, then local SGD, whose cost in accuracy is to be measured
 #'   first), with `communication_advice`, the same in words, logged as a warning when training starts, and
 #'   `adapted_settings`, what the run took of that advice with `adapt_communication = TRUE` (the chief's decision on
-#'   every worker; the settings in `params` are those it trained with)), with `print()`,
+#'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)), with
+#'   `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
 #' @examples

@@ -165,8 +165,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``accumulate_steps``, then local SGD, whose cost in accuracy is to be measured first), with
     ``communication_advice``, the same in words, logged as a warning when training starts; see
     :func:`alexnet.train.communication.advise`; and ``adapted_settings``, what the run took of that advice with
-    ``adapt_communication = True``, the chief's decision on every worker, the settings in ``params`` being those
-    it trained with),
+    ``adapt_communication = True``, the chief's decision on every worker, the settings, timings, estimate and advice
+    in ``params`` being then those it trained with),
     ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,
     ``val_accuracy``, ``val_top5_accuracy`` and ``val_images``, the images they cover), ``schedule`` (what each
     epoch trained with, apart from the metrics: ``image_size`` and ``learning_rate`` per epoch, and ``summary``,
