@@ -266,9 +266,10 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     assert recorded_settings(str(folder)) == {} and recorded_settings(None) == {}
     folder.mkdir()
     (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": {"accumulate_steps": 2}}}))
-    recorded = recorded_settings(str(folder))["adapted_settings"]
+    assert recorded_settings(str(folder))["adapted_settings"] == {"accumulate_steps": 2}
+    resumed = check_settings({"adapt_communication": True, "checkpoint_dir": str(folder)})
     caplog.clear()
-    assert adapt_communication(strategy, asked, advice, chief, steps=100, recorded=recorded) == {"accumulate_steps": 2}
+    assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
     assert "It resumes, and keeps what it took when it began." in caplog.text
 
 

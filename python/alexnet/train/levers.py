@@ -61,6 +61,11 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
                      steps_per_epoch, settings.checkpoint_every)]
 
 
+def parameter_count(net: keras.Model) -> int:
+    """The numbers ``net`` trains: what a step's gradients carry."""
+    return int(sum(w.shape.num_elements() for w in net.trainable_weights))
+
+
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
                         topology: Topology, *, batch: int, image_size: int) -> dict[str, float]:
     """What one optimizer step exchanges and how long that takes alone, measured once before training on a
@@ -80,7 +85,7 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     if topology.workers <= 1:
         return {}
     shapes = [tuple(int(d) for d in w.shape) for w in net.trainable_weights]
-    parameters = sum(int(w.shape.num_elements()) for w in net.trainable_weights)
+    parameters = parameter_count(net)
 
     def timed(prefix: str, phase: Communication) -> dict[str, float]:
         exchange = time_all_reduce(strategy, phase.exchanged(shapes), phase.wire, phase.options(), repeats=2)
@@ -134,17 +139,19 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
 
 
 def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
-                        topology: Topology, *, steps: int,
-                        recorded: Mapping[str, Any] | None = None) -> dict[str, int | float | str]:
+                        topology: Topology, *, steps: int) -> dict[str, int | float | str]:
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
-    chief's decision, on every worker. The chief takes what a resumed run took when it began (``recorded``, from its
-    checkpoints), else the :func:`~.communication.adaptable` part of its ``advice``, with at most as many
-    micro-batches as an epoch has ``steps``. A collective: every worker calls it at the same point."""
+    chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
+    ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice``, with at most
+    as many micro-batches as an epoch has ``steps``. A collective: every worker calls it at the same point."""
     from .agreement import all_gather_ints
+    from .checkpoint import recorded_settings
     from .communication import adaptable, adaptation_text, row_settings, settings_row
 
     if not settings.adapt_communication or topology.workers <= 1:
         return {}
+    # the chief's decision is every worker's: only it reads the record
+    recorded = recorded_settings(settings.checkpoint_dir).get("adapted_settings") if topology.chief else None
     own = (dict(recorded) if recorded is not None else
            adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps))
     rows = all_gather_ints(strategy, [int(topology.chief), *settings_row(own)])

@@ -152,11 +152,6 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
     return net, optimizer
 
 
-def _parameters(net: keras.Model) -> int:
-    """The numbers ``net`` trains."""
-    return int(sum(w.shape.num_elements() for w in net.trainable_weights))
-
-
 def _log_rates(rates: RateSchedule) -> None:
     logger.info("Learning rate %g (%g for a batch of 128, x%g)%s, %s schedule.", rates.peak, rates.base, rates.factor,
                 f", warmed up over {rates.warmup_epochs} epoch(s)" if rates.warmup_epochs else "", rates.kind)
@@ -173,16 +168,6 @@ def _agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: 
                            val_batch=topology.worker_batch(settings.batch_size))
     _check_validation(steps, settings)
     return steps
-
-
-def _recorded_adaptation(settings: TrainSettings, topology: Topology) -> dict[str, Any] | None:
-    """What a run of ``adapt_communication`` took when it began, as its checkpoints recorded it (the chief reads
-    them: its decision is every worker's); None: not recorded, or not the chief."""
-    from .checkpoint import recorded_settings
-
-    if not (settings.adapt_communication and topology.chief and topology.workers > 1):
-        return None
-    return recorded_settings(settings.checkpoint_dir).get("adapted_settings")
 
 
 def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
@@ -325,7 +310,14 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from .agreement import check_agreement
     from .checkpoint import CheckpointStore, Resume
     from .communication import adaptation_text, adapted_timing
-    from .levers import adapt_communication, advise_communication, check_levers, install_levers, probe_communication
+    from .levers import (
+        adapt_communication,
+        advise_communication,
+        check_levers,
+        install_levers,
+        parameter_count,
+        probe_communication,
+    )
     from .strategy import collective_timeout_of
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -347,13 +339,12 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                  image_size=settings.sizes.final)
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
                                   rate_scaled=settings.lr_scaling != "none", warn=not settings.adapt_communication)
-    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train,
-                                  recorded=_recorded_adaptation(settings, topo))
+    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
         asked, communication = communication, check_levers(settings, topo)
         steps = _agree_on_steps(strategy, topo, data, td, settings)
-        timing = adapted_timing(timing, asked, communication, _parameters(net))
+        timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
                                       global_batch=topo.global_batch(settings.step_batch),
                                       rate_scaled=settings.lr_scaling != "none")
@@ -424,6 +415,6 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         "communication_advice": None if advice is None else " ".join(
             [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
         "adapted_settings": adapted,
-        "allreduce_bytes_per_step": communication.bytes_per_step(_parameters(net)),
+        "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
         "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})
