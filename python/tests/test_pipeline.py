@@ -131,6 +131,29 @@ def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is
             as_parallel(wrong)
 
 
+def _device_side_autotune(iterator) -> bool:
+    """Is tf.data's autotuning on in the dataset that ``iterator`` (of a distributed dataset on one CPU device)
+    reads its device's batches from? (Unset, it is.)"""
+    multi_device = iterator._iterators[0]._iterator  # TensorFlow's multi-device iterator of this worker
+    return multi_device._device_iterators[0]._dataset.options().autotune.enabled is not False
+
+
+def test_datasets_a_strategy_makes_per_device_run_untuned_only_inside_the_context(tree):
+    files, labels = tree["image"], tree["label"]
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    distributed = strategy.distribute_datasets_from_function(
+        lambda _: pipeline.train_dataset(files, labels, batch_size=2, image_size=SIZE))
+    assert _device_side_autotune(iter(distributed)) is True  # TensorFlow's default: the model's thread runs there
+    with pipeline.untuned_device_datasets():
+        with pipeline.untuned_device_datasets():  # nested, as fit inside fit would: the outer one restores
+            inner = iter(distributed)
+        outer = iter(distributed)
+        images, labels_ = next(inner)
+    assert _device_side_autotune(inner) is False and _device_side_autotune(outer) is False
+    assert images.shape == (2, SIZE, SIZE, 3) and labels_.shape == (2,)  # the batches are the same as without it
+    assert _device_side_autotune(iter(distributed)) is True  # TensorFlow's own function is back
+
+
 def test_labels_must_match_files(tree):
     with pytest.raises(AlexnetError, match="labels"):
         pipeline.train_dataset(tree["image"], tree["label"][:-1], batch_size=2)

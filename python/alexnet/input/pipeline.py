@@ -19,7 +19,9 @@ shape, for tests and for measuring the model's speed without the input pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -28,6 +30,8 @@ from ..tfimport import tf
 from .decode import decode_for_eval, decode_for_training, decode_ten_crops
 
 AUTOTUNE = tf.data.AUTOTUNE
+
+logger = logging.getLogger(__name__)
 
 
 def num_parallel_calls(parallel: int | None) -> int:
@@ -56,6 +60,42 @@ def dataset_options(training: bool = True) -> tf.data.Options:
     options.autotune.enabled = False
     options.experimental_optimization.map_parallelization = True
     return options
+
+
+@contextlib.contextmanager
+def untuned_device_datasets() -> Iterator[None]:
+    """While it lasts, the datasets a distribution strategy makes to hand this worker's batches to each of its
+    devices run without tf.data's autotuning model, as the package's own pipelines do (:func:`dataset_options`).
+
+    A strategy other than the default one iterates a distributed dataset through a multi-device iterator, which
+    builds a small dataset per device (a generator and a prefetch) with TensorFlow's default options: the model is
+    on there, and deleting the iterator waits for the model's thread to wake from its sleep. A ``fit`` ends by
+    deleting its iterator, so each change of image size and the end of training waited 40 to 50 s on a worker of
+    a two-worker run, the other workers waiting for it in the next collective. TensorFlow has no public setting for
+    those datasets' options; without the hook this relies on (``multi_device_iterator_ops._create_device_dataset``),
+    the datasets keep TensorFlow's defaults and training goes on as before.
+    """
+    from tensorflow.python.data.ops import multi_device_iterator_ops as devices
+
+    make = getattr(devices, "_create_device_dataset", None)
+    if make is None or getattr(make, "untuned", False):  # not there, or already untuned by an enclosing call
+        if make is None:
+            logger.debug("This TensorFlow has no multi_device_iterator_ops._create_device_dataset: the datasets "
+                         "a strategy makes per device keep tf.data's autotuning.")
+        yield
+        return
+    options = tf.data.Options()
+    options.autotune.enabled = False
+
+    def untuned(*args: object, **kwargs: object) -> tf.data.Dataset:
+        return make(*args, **kwargs).with_options(options)
+
+    untuned.untuned = True  # type: ignore[attr-defined]
+    devices._create_device_dataset = untuned
+    try:
+        yield
+    finally:
+        devices._create_device_dataset = make
 
 
 def as_string_list(files: Sequence[str] | np.ndarray, name: str) -> list[str]:

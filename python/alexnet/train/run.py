@@ -175,9 +175,11 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
     """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
     mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
     see :func:`.callbacks.epoch_step`). Validation is a callback among ``callbacks`` (:mod:`.validation`), not
-    Keras's own."""
-    epoch, step = start.epoch, start.step
+    Keras's own. The datasets a strategy makes per device run untuned, so that the end of each ``fit`` does not
+    wait (:func:`alexnet.input.pipeline.untuned_device_datasets`)."""
+    from ..input.pipeline import untuned_device_datasets
 
+    epoch, step = start.epoch, start.step
     traced: list[int] = []
 
     def fit(first: int, last: int, steps_per_epoch: int, size: int) -> None:
@@ -186,8 +188,9 @@ def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: 
             # size, a graph that runs slower than one of known shapes
             net.train_function = None
         traced.append(size)
-        net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
-                callbacks=list(callbacks), verbose=settings.verbose)
+        with untuned_device_datasets():
+            net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
+                    callbacks=list(callbacks), verbose=settings.verbose)
 
     if step > 0 and epoch < settings.epochs:
         fit(epoch, epoch + 1, steps.train - step, settings.sizes.at(epoch))
