@@ -71,7 +71,8 @@
 #'     `best_minus_final`, `final_eval_accuracy` and `final_eval_accuracy_plus32`, each a list of `median`,
 #'     `min`, `max` and `count` (seeds with a value; a target never reached counts as the slowest); and
 #'     `runs`, one list per seed with per epoch `epoch_image_size`, `epoch_learning_rate`, `val_accuracy`
-#'     and `seconds` (cumulative wall time)), `time_ratio` (defaults / paper, median time to the target),
+#'     and `seconds` (cumulative wall time), and `adapted`: with `adapt_communication`, the settings that seed's
+#'     run took, as a lever set (the print shows them after the recipe)), `time_ratio` (defaults / paper, median time to the target),
 #'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
 #'     final - best accuracy), `targets`, `levers` (each recipe that adds a lever set of `accuracy_levers` to
 #'     the defaults, against the defaults: `epochs_to_target`, `seconds_to_target` and `final_accuracy` of both
@@ -229,7 +230,10 @@ print_time_to_accuracy <- function(stage, targets) {
   seconds <- function(v) sprintf("%.0f s", v)
   accuracy <- function(v) sprintf("%.3f", v)
   rows <- lapply(stage$recipes, function(r) {
-    data.frame(recipe = r$recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
+    took <- sort(unique(unlist(lapply(r$runs, function(run) if (length(run$adapted) && nzchar(run$adapted))
+      run$adapted))))
+    recipe <- if (length(took)) sprintf("%s (took %s)", r$recipe, paste(took, collapse = ", ")) else r$recipe
+    data.frame(recipe = recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
                rate = paste(format(r$learning_rate), r$lr_schedule), to_target = spread(r$seconds_to_target, seconds),
                final = spread(r$final_accuracy, accuracy), best = spread(r$best_accuracy, accuracy),
                late_fall = spread(r$late_drop, accuracy), at_plus32 = spread(r$final_eval_accuracy_plus32, accuracy),

@@ -156,6 +156,22 @@ def test_the_lever_recipes_are_tabled_against_the_defaults():
     assert "| defaults+sync_every=4 | 3 | 2 | 40 s | 50 s | 0.900 | 0.950 | no |" in rows
 
 
+def test_a_recipe_of_adapt_communication_is_tabled_with_what_its_runs_took():
+    spread = {"median": 0.9, "min": 0.9, "max": 0.9, "count": 2}
+    recipe = {"recipe": "defaults+adapted", "precision": "float32", "image_sizes": [88, 128],
+              "image_size_epochs": [1, 1], "learning_rate": 0.02, "lr_schedule": "linear",
+              "seconds_to_target": {"median": 40.0, "min": 40.0, "max": 40.0, "count": 2}, "final_accuracy": spread,
+              "best_accuracy": spread, "late_drop": {"median": 0.0, "min": 0.0, "max": 0.0, "count": 2},
+              "runs": [{"adapted": "allreduce_precision=bfloat16"}, {"adapted": ""},
+                       {"adapted": "allreduce_precision=bfloat16+accumulate_steps=2"}]}
+    accuracy = {"settings": {"target_accuracy": 0.75, "max_epochs": 2, "repeats": 3}, "targets": {},
+                "recipes": {"defaults+adapted": recipe, "defaults": {**recipe, "recipe": "defaults", "runs": [{}]}}}
+    rows = accuracy_table(accuracy).splitlines()
+    assert rows[2].startswith("| defaults+adapted (took allreduce_precision=bfloat16, "
+                              "allreduce_precision=bfloat16+accumulate_steps=2) | float32 | 88 (1), 128 (1) |")
+    assert rows[3].startswith("| defaults | float32 |")  # took nothing: the recipe alone
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # namespaces, links and processes (root)
 

@@ -123,6 +123,11 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
                   list(run(0L, c(0.2, 0.4, 0.62), c(10, 20, 30), 3L), run(1L, c(0.2, 0.6, 0.58), c(10, 20, 30), 2L)))
   defaults <- recipe("defaults", "float32", c(64L, 96L, 128L), "linear",
                      list(run(0L, c(0.3, 0.62, 0.6), c(4, 10, 20), 2L), run(1L, c(0.3, 0.5, 0.55), c(4, 10, 20), NULL)))
+  # with adapt_communication each seed's run took what its own measurement advised: the print names it
+  taking <- list(run(0L, c(0.3, 0.62, 0.6), c(5, 11, 21), 2L), run(1L, c(0.3, 0.5, 0.55), c(5, 11, 21), NULL))
+  taking[[1]]$adapted <- "allreduce_precision=bfloat16"
+  taking[[2]]$adapted <- ""
+  adapted <- recipe("defaults+adapted", "float32", c(64L, 96L, 128L), "linear", taking)
   result <- alexnet:::new_alexnet_benchmark(list(
     machine = list(cpu = "Test CPU", cores = 2L),
     settings = list(stages = list("time_to_accuracy")),
@@ -131,7 +136,7 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
     time_to_accuracy = list(
       settings = list(target_accuracy = 0.6, max_epochs = 3L, repeats = 2L),
       data = list(source = "synthetic ImageNet", num_classes = 10L, train_images = 100L, val_images = 20L),
-      recipes = list(paper = paper, defaults = defaults),
+      recipes = list(paper = paper, defaults = defaults, "defaults+adapted" = adapted),
       time_ratio = 0.5, accuracy_difference = 0.05, targets = targets, seconds = 60),
     summary = list(ratios = list(), comparisons = list(), contended = list(), time_to_accuracy = targets),
     json = "a.json", png = "a.png"
@@ -149,6 +154,7 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
   expect_match(paper_row, "128 +0.01 plateau +25 s \\(20 s-30 s\\) +0.600 \\(0.580-0.620\\) +0.610 \\(0.600-0.620\\)")
   expect_match(defaults_row, "64/96/128 +0.01 linear +10 s \\(10 s-never\\) +0.575 \\(0.550-0.600\\)")
   expect_match(defaults_row, "0.050 \\(0.000-0.100\\) +n/a$")
+  expect_length(grep("^ *defaults\\+adapted \\(took allreduce_precision=bfloat16\\) +float32 +64/96/128", out), 1L)
   expect_true(any(grepl("median wall time to 0.6 accuracy (2 seeds): 0.5, target at most 0.4 (not met)",
                         out, fixed = TRUE)))
   expect_true(any(grepl("after 3 epochs: 0.05, target at least 0 (met)", out, fixed = TRUE)))

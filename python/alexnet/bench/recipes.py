@@ -104,7 +104,8 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
     when.
 
     Returns ``recipe``, ``seed``, ``workers``, ``precision`` and ``precision_reason`` (as the history reports them),
-    ``communication``, ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``,
+    ``communication``, ``adapted`` (with ``adapt_communication``: the settings the run took, as a lever set; else
+    empty), ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``,
     ``label_smoothing``, ``learning_rate`` (the peak), ``epoch_image_size``, ``epoch_learning_rate``,
     ``val_accuracy`` and ``seconds`` (cumulative wall time) per epoch, ``seconds_to_target`` and
     ``epochs_to_target`` (``None`` when the target was never reached), ``final_accuracy`` (after ``max_epochs``),
@@ -113,6 +114,8 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
     validation image at its training size and 32 pixels above (``final_eval_accuracy``,
     ``final_eval_accuracy_plus32``).
     """
+    from .lever_sets import lever_text
+
     workers = int(getattr(plan, "accuracy_workers", 1) or 1)
     chosen = recipe_settings(recipe, plan.accuracy_image_size, plan.max_epochs, precision)
     logger.info("the %s recipe from seed %d, %d epochs at sizes %s%s.", recipe, seed, plan.max_epochs,
@@ -139,6 +142,7 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
         "precision": params["precision"],
         "precision_reason": params["precision_reason"],
         "communication": params.get("communication"),
+        "adapted": lever_text(params.get("adapted_settings") or {}),
         "image_sizes": [int(s) for s in params["image_size"]],
         "image_size_epochs": [int(e) for e in params["image_size_epochs"]],
         "lr_scaling": params["lr_scaling"],

@@ -126,7 +126,9 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
         sizes = ", ".join(f"{s} ({e})" for s, e in zip(r["image_sizes"], r["image_size_epochs"], strict=True))
         rate = f"{r['learning_rate']:g}, {r['lr_schedule']}"
         plus = r.get("final_eval_accuracy_plus32")
-        lines.append(f"| {r['recipe']} | {r['precision']} | {sizes} | {rate} "
+        took = sorted({run["adapted"] for run in r.get("runs", ()) if run.get("adapted")})
+        recipe = r["recipe"] + (f" (took {', '.join(took)})" if took else "")
+        lines.append(f"| {recipe} | {r['precision']} | {sizes} | {rate} "
                      f"| {_spread(r['seconds_to_target'], _seconds)} | {_spread(r['final_accuracy'], _accuracy)} "
                      f"| {_spread(r['best_accuracy'], _accuracy)} | {_spread(r['late_drop'], _accuracy)} "
                      f"| {_spread(plus, _accuracy) if plus else 'n/a'} |")
