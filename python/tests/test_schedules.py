@@ -17,6 +17,7 @@ keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.network import AdaptiveAveragePooling2D, adaptive_pooling  # noqa: E402
+from alexnet.train import datasets as run_datasets  # noqa: E402
 from alexnet.train import run as runs  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
@@ -158,7 +159,7 @@ def sized(colours, tmp_path_factory) -> dict:
     run = {"image_size": (64, 96), "checkpoint_dir": folder / "ckpt", "dense_units": 16, "learning_rate": 0.01,
            "lr_scaling": "none", "seed": 2, "verbose": 0, "keep_best": True}
     fed: list[list[Any]] = [[], []]
-    original = runs._Datasets.train
+    original = run_datasets.RunDatasets.train
     stop, epochs, first = stop_after_first_epoch(), _Epochs(), _Epochs()
     with pytest.MonkeyPatch.context() as patch:
         def train(self, size):
@@ -166,7 +167,7 @@ def sized(colours, tmp_path_factory) -> dict:
             fed[current].append((size, tuple(dataset.element_spec[0].shape[1:3])))
             return dataset
 
-        patch.setattr(runs._Datasets, "train", train)
+        patch.setattr(run_datasets.RunDatasets, "train", train)
         current = 0
         with pytest.raises(Interrupted):
             alexnet_train(8, 2, colours, callbacks=[first, stop], **run)

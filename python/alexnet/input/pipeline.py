@@ -137,7 +137,7 @@ def train_dataset(
     reproducible). Files are read with ``parallel`` parallel calls and decoded with
     :func:`decode_for_training` in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
     prefetched. ``batch_size`` is the images of one batch (training batches per replica, see
-    :class:`alexnet.train.run._Datasets`). With ``repeat=True`` the passes follow one another without end
+    :class:`alexnet.train.datasets.RunDatasets`). With ``repeat=True`` the passes follow one another without end
     (Keras then needs ``steps_per_epoch``), so a batch may straddle two passes.
 
     With ``cache=True`` the compressed bytes are kept in memory after the first pass (never the decoded

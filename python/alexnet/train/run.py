@@ -2,12 +2,12 @@
 
 Resolve nothing here that the settings already say: check every image once and leave bad ones out
 (:mod:`alexnet.input.scan`); agree with the other workers on the steps per epoch (:mod:`.agreement`); build the
-tf.data pipelines (:mod:`alexnet.input.pipeline`); build and compile AlexNet under the strategy's scope
-(:mod:`.model`); restore the last checkpoint when there is one (:mod:`.checkpoint`); fit for the remaining
-epochs, the image size and learning rate of each epoch and step from the schedule (:mod:`.schedule`),
-checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard (:mod:`.tensorboard`); save the model
-with its card and publish it as a pin (:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the
-history as a plain dict.
+tf.data pipelines (:mod:`alexnet.input.pipeline`, handed to the replicas by :mod:`.datasets`); build and compile
+AlexNet under the strategy's scope (:mod:`.model`); restore the last checkpoint when there is one
+(:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
+the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
+(:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`alexnet.model.saved`,
+:mod:`alexnet.model.pin`); return the history as a plain dict.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .datasets import RunDatasets, usable_data
 from .schedule import describe, one_epoch
 from .settings import TrainSettings
 
@@ -54,70 +55,6 @@ def weights_digest(model: keras.Model) -> str:
         digest.update(str((array.dtype.str, array.shape)).encode())
         digest.update(array.tobytes())
     return digest.hexdigest()
-
-
-def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
-    """The images of ``data``, without those that cannot be decoded; and the bad ones."""
-    from ..input.inputs import training_data
-    from ..input.scan import drop_bad_images, scan_images
-
-    td = training_data(data)
-    bad: list[str] = []
-    if not settings.check_images:
-        return td, bad
-    found = scan_images(td.files, settings.parallel)
-    td.files, td.labels = drop_bad_images(td.files, td.labels, found, settings.max_bad_fraction)
-    bad += found
-    if settings.validation and td.val_files:
-        found = scan_images(td.val_files, settings.parallel)
-        td.val_files, td.val_labels = drop_bad_images(td.val_files, td.val_labels, found, settings.max_bad_fraction,
-                                                      what="validation")
-        bad += found
-    return td, bad
-
-
-class _Datasets:
-    """The training dataset of the image size being trained (made when first needed, dropped when the schedule
-    moves on) and the validation dataset, at the last size: this worker's share of the validation images the
-    workers agreed on, padded to their validation steps (see :mod:`.validation`).
-
-    Both are made by ``strategy`` from this worker's pipeline batched per replica, one batch for each of this
-    worker's replicas a step (``distribute_datasets_from_function``). Handed a batch of the whole cluster's step
-    instead, TensorFlow would cut each of this worker's batches into a piece for every replica of every worker and
-    feed them to this worker's replicas one step after another: each worker would decode W steps' images at once
-    every W steps (W workers), holding W times the images it trains on in memory, and wait for all of them before
-    its first step."""
-
-    def __init__(self, strategy: tf.distribute.Strategy, td: TrainingData, settings: TrainSettings,
-                 topology: Topology, steps: Steps):
-        from ..input import pipeline
-
-        self.strategy, self.td, self.settings, self.steps = strategy, td, settings, steps
-        self._train: dict[int, Any] = {}
-        self.validation = None
-        if steps.validate and steps.validation:
-            share = steps.val_share
-            self.validation = self._per_replica(lambda: pipeline.validation_dataset(
-                td.val_files[:share], td.val_labels[:share], settings.batch_size, settings.sizes.final,
-                length=steps.validation * topology.worker_batch(settings.batch_size), parallel=settings.parallel,
-                cache=settings.cache))
-
-    def _per_replica(self, make: Callable[[], tf.data.Dataset]) -> Any:
-        """``make()``'s dataset, batched per replica, as ``strategy`` hands it to this worker's replicas (the
-        dataset itself under the default strategy)."""
-        return self.strategy.distribute_datasets_from_function(lambda _: make())
-
-    def train(self, size: int) -> Any:
-        """Training batches of ``size`` pixels square."""
-        from ..input import pipeline
-
-        if size not in self._train:
-            s = self.settings
-            # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
-            self._train = {size: self._per_replica(lambda: pipeline.train_dataset(
-                self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
-                area_range=s.area_range))}
-        return self._train[size]
 
 
 def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings,
@@ -170,7 +107,7 @@ def _agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: 
     return steps
 
 
-def _fit(net: keras.Model, datasets: _Datasets, settings: TrainSettings, steps: Steps, start: Resume,
+def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps: Steps, start: Resume,
          callbacks: Sequence[Any]) -> None:
     """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
     mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
@@ -280,7 +217,7 @@ def _check_validation(steps: Steps, settings: TrainSettings) -> None:
                         "`lr_schedule` / leave out `keep_best`.")
 
 
-def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: _Datasets, steps: Steps,
+def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: RunDatasets, steps: Steps,
                 num_classes: int) -> list[Any]:
     """The callback that validates after every epoch (:class:`.validation.Validation`), in a list; empty without
     validation."""
@@ -330,7 +267,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
     communication = check_levers(settings, topo)
-    td, bad = _usable_data(data, settings)
+    td, bad = usable_data(data, settings)
     if settings.seed is not None:
         from ..tfimport import keras
 
@@ -352,7 +289,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                       global_batch=topo.global_batch(settings.step_batch),
                                       rate_scaled=settings.lr_scaling != "none")
     worker_batch = topo.worker_batch(settings.step_batch)
-    datasets = _Datasets(strategy, td, settings, topo, steps)
+    datasets = RunDatasets(strategy, td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     _log_rates(rates)
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
