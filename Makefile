@@ -38,6 +38,7 @@ $(R_DEPS_STAMP): tools/install-r-deps.sh tools/install-r-suggests.sh
 # changes (a test checks that the committed files are what the declarations give).
 R_TABLES := R/settings.R R/bench-settings.R R/launch-options.R R/model-options.R R/data-options.R
 DECLARATIONS := python/alexnet/train/settings.py python/alexnet/bench/plan.py python/alexnet/bench/accuracy.py \
+	python/alexnet/bench/scaling.py \
 	python/alexnet/launch/options.py python/alexnet/model/options.py python/alexnet/data/options.py \
 	python/alexnet/declare/kinds.py \
 	python/alexnet/cli/to_r.py

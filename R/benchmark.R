@@ -77,7 +77,8 @@
 #'     final - best accuracy), `targets`, `levers` (each recipe that adds a lever set of `accuracy_levers` to
 #'     the defaults, against the defaults: `epochs_to_target`, `seconds_to_target` and `final_accuracy` of both
 #'     (medians), and `same_epochs_or_fewer`), `seconds`. With `accuracy_workers` above 1 every recipe trains
-#'     over that many worker processes joined over loopback, each with its share of the categories.
+#'     over that many worker processes joined by `accuracy_link` (loopback, or a link of set bandwidth as root),
+#'     each with its share of the categories; the recipes and their runs then say which (`link`).
 #'   - `scaling`: `NULL`, or when it ran (its print shows the table): `rows`, one per lever set and link
 #'     (`levers`, `link`, `rate`, `workers`, `images_per_step`, `micro_batches`, `precision`,
 #'     `images_per_second_1` (one worker), `images_per_second`, `efficiency`, `step_seconds`, `compute_seconds`,
@@ -218,9 +219,11 @@ print.alexnet_benchmark <- function(x, ...) {
 print_time_to_accuracy <- function(stage, targets) {
   settings <- stage$settings
   seeds <- if (is.null(settings$repeats)) 1L else as.integer(settings$repeats)
-  cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each, %d seed(s)):\n",
+  workers <- if (is.null(settings$accuracy_workers)) 1L else as.integer(settings$accuracy_workers)
+  joined <- if (workers > 1) sprintf("; %d workers over %s", workers, settings$accuracy_link) else ""
+  cat(sprintf("Time to %s validation accuracy (%s; %d training, %d validation images; %d epochs each, %d seed(s)%s):\n",
               format(settings$target_accuracy), stage$data$source, as.integer(stage$data$train_images),
-              as.integer(stage$data$val_images), as.integer(settings$max_epochs), seeds))
+              as.integer(stage$data$val_images), as.integer(settings$max_epochs), seeds, joined))
   spread <- function(value, show) {
     if (is.null(value)) return("n/a")
     shown <- function(v) if (is.null(v)) "never" else show(v)

@@ -338,19 +338,71 @@ def test_without_root_the_stage_keeps_loopback_and_says_why(monkeypatch):
     assert [link.name for link in kept] == ["loopback"]
 
 
+def test_the_accuracy_stages_link_is_checked_before_any_work(monkeypatch):
+    from alexnet.bench import accuracy
+    from alexnet.bench.plan import check_plan
+
+    monkeypatch.setattr(accuracy, "can_shape", lambda: None)  # as root
+    plan = check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2, "accuracy_link": "1GBIT"})
+    assert plan.accuracy.accuracy_link == "1gbit"
+    with pytest.raises(AlexnetError, match="`accuracy_link`: Unknown link 'fast'"):
+        check_plan({"stages": "time_to_accuracy", "accuracy_link": "fast"})
+    with pytest.raises(AlexnetError, match="`accuracy_link` must be one link"):
+        check_plan({"stages": "time_to_accuracy", "accuracy_link": 3})
+    with pytest.raises(AlexnetError, match="joins workers, but `accuracy_workers` = 1"):
+        check_plan({"stages": "time_to_accuracy", "accuracy_link": "1gbit"})
+    monkeypatch.setattr(accuracy, "can_shape", lambda: "shaped links need root (network namespaces and tc)")
+    with pytest.raises(AlexnetError, match=r"need root .*: run the benchmark as root, or use `accuracy_link` = "):
+        check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2, "accuracy_link": "1gbit"})
+    # loopback needs no root, and a stage that does not run is not held to its link
+    assert check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2}).accuracy.accuracy_link == "loopback"
+    check_plan({"stages": "decode", "accuracy_link": "1gbit"})
+
+
+def test_a_recipe_over_several_workers_trains_them_on_the_accuracy_link(monkeypatch, tmp_path):
+    from alexnet.bench import accuracy, cluster, recipes
+
+    seen = {}
+
+    def workers(function, tasks, *, link, cpus, log_dir=None, **kwargs):
+        seen.update(link=link, cpus=cpus, shares=len(tasks))
+        params = {"precision": "float32", "precision_reason": "asked", "image_size": [64], "image_size_epochs": [1],
+                  "lr_scaling": "none", "lr_schedule": "plateau", "label_smoothing": 0.0, "peak_learning_rate": 0.01,
+                  "communication": "float32 on the wire", "adapted_settings": {}}
+        history = {"params": params, "metrics": {"val_accuracy": [0.5]}, "images_per_second": 3.0,
+                   "schedule": {"image_size": [64], "learning_rate": [0.01]}}
+        return [{"history": history, "epoch_seconds": [2.0]} for _ in tasks]
+
+    monkeypatch.setattr(cluster, "run_workers", workers)
+    plan = accuracy.AccuracySettings(target_accuracy=0.4, max_epochs=1, repeats=1, accuracy_classes=2,
+                                     accuracy_images_per_class=1, accuracy_val_per_class=1, accuracy_image_size=64,
+                                     accuracy_batch_size=2, accuracy_dense_units=8, accuracy_workers=2,
+                                     accuracy_levers=None, accuracy_link="100mbit/1ms")
+    data = {"image": ["a", "b"], "label": [0, 1], "val_image": ["c", "d"], "val_label": [0, 1], "num_classes": 2}
+    record = recipes.run_recipe("paper", data, plan, cpus=[0, 1])
+    assert seen == {"link": links.LinkSpec("100mbit/1ms", 1e8, 1.0), "cpus": [[0], [1]], "shares": 2}
+    assert record["link"] == "100mbit/1ms" and record["workers"] == 2 and record["seconds_to_target"] == 2.0
+    assert accuracy.summarize("paper", [record])["link"] == "100mbit/1ms"
+
+
 @pytest.mark.long
 def test_time_to_accuracy_over_two_workers_with_a_lever_set_as_a_recipe_of_its_own(tmp_path):
     import alexnet
 
+    # as root (as in CI) the workers train over a shaped link of network namespaces, else over loopback
+    link = "1gbit" if ROOT else "loopback"
+    before = links.namespaces()
     result = alexnet.alexnet_benchmark(
         stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2, repeats=1, accuracy_workers=2,
         accuracy_levers="sync_every=2", accuracy_classes=4, accuracy_images_per_class=8, accuracy_val_per_class=3,
         accuracy_image_size=64, accuracy_batch_size=4, accuracy_dense_units=32, precision="float32",
-        output_dir=str(tmp_path / "out"))
+        accuracy_link=link, output_dir=str(tmp_path / "out"))
+    assert links.namespaces() == before
     stage = result["time_to_accuracy"]
+    assert stage["settings"]["accuracy_link"] == link
     assert list(stage["recipes"]) == ["paper", "defaults", "defaults+sync_every=2"]
     for recipe in stage["recipes"].values():
-        assert recipe["workers"] == 2
+        assert recipe["workers"] == 2 and recipe["link"] == link and recipe["runs"][0]["link"] == link
         (run,) = recipe["runs"]
         # every validation image of both workers, each once, after each epoch: 12 images
         assert len(run["val_accuracy"]) == 2 and all(a * 12 == round(a * 12) for a in run["val_accuracy"])

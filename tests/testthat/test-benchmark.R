@@ -134,7 +134,8 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
     data = list(images = 0L, skipped = 0L),
     stages = list(),
     time_to_accuracy = list(
-      settings = list(target_accuracy = 0.6, max_epochs = 3L, repeats = 2L),
+      settings = list(target_accuracy = 0.6, max_epochs = 3L, repeats = 2L, accuracy_workers = 2L,
+                      accuracy_link = "1gbit"),
       data = list(source = "synthetic ImageNet", num_classes = 10L, train_images = 100L, val_images = 20L),
       recipes = list(paper = paper, defaults = defaults, "defaults+adapted" = adapted),
       time_ratio = 0.5, accuracy_difference = 0.05, targets = targets, seconds = 60),
@@ -147,7 +148,7 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
   on.exit(options(width), add = TRUE)
   out <- capture.output(print(result))
   expect_true(any(grepl("Time to 0.6 validation accuracy", out, fixed = TRUE)))
-  expect_true(any(grepl("3 epochs each, 2 seed(s)", out, fixed = TRUE)))
+  expect_true(any(grepl("3 epochs each, 2 seed(s); 2 workers over 1gbit):", out, fixed = TRUE)))
   paper_row <- grep("^ *paper +float32", out, value = TRUE)
   defaults_row <- grep("^ *defaults +float32", out, value = TRUE)
   # median (min-max); a seed that never reached the target makes the range open-ended

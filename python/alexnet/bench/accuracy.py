@@ -41,6 +41,7 @@ from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .images import SOURCE_SIDE_FACTOR
+from .link import can_shape, link_setting, parse_link
 from .recipes import LEVERED, PAPER_LEARNING_RATE, _reached, late_drop, run_recipe
 from .stages import ACCURACY_TARGETS
 
@@ -77,10 +78,15 @@ class AccuracySettings:
     accuracy_dense_units: int = setting(512, "count", "units of the two hidden dense layers",
                                         minimum=1)
     accuracy_workers: int = setting(1, "count", "workers each recipe trains on: with more than one, each a process "
-                                    "on CPUs of its own with its share of the categories, over loopback", minimum=1)
+                                    "on CPUs of its own with its share of the categories, joined by `accuracy_link`",
+                                    minimum=1)
     accuracy_levers: tuple[str, ...] | None = setting(
         None, "words", "lever sets (as the scaling stage's `levers`) each trained as a recipe of its own: the "
         "defaults with those settings (\"packed\", \"sync_every=4\")", optional=True, metavar="LEVERS")
+    accuracy_link: str = setting("loopback", "string", "the link joining the workers when there are several: "
+                                 "loopback (127.0.0.1), or a rate as tc writes it (1gbit, 100mbit; /0.5ms adds a round "
+                                 "trip), each worker in a network namespace of its own (root only)",
+                                 check=link_setting, metavar="LINK")
 
     def recipes(self) -> tuple[str, ...]:
         """The recipes trained, in order: the paper's, the defaults, then the defaults with each lever set."""
@@ -94,6 +100,14 @@ class AccuracySettings:
             return
         for word in self.accuracy_levers or ():
             parse_lever_set(word)
+        link = parse_link(self.accuracy_link)
+        if link.shaped and self.accuracy_workers < 2:
+            raise AlexnetError(f"`accuracy_link` = {link.name!r} joins workers, but `accuracy_workers` = 1: set "
+                               "`accuracy_workers` = 2 or more, or leave `accuracy_link` as \"loopback\".")
+        reason = can_shape() if link.shaped else None
+        if reason is not None:
+            raise AlexnetError(f"`accuracy_link` = {link.name!r}, but {reason}: run the benchmark as root, or use "
+                               "`accuracy_link` = \"loopback\".")
         if self.accuracy_workers > int(common.cores or 1):
             raise AlexnetError(f"`accuracy_workers` = {self.accuracy_workers} but the benchmark has {common.cores} "
                                "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")
@@ -204,7 +218,7 @@ def summarize(recipe: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :func:`spread`, and ``runs``, every seed's :func:`run_recipe` record."""
     first = runs[0]
     kept = ("precision", "precision_reason", "image_sizes", "image_size_epochs", "lr_scaling", "lr_schedule",
-            "label_smoothing", "learning_rate", "workers", "communication")
+            "label_smoothing", "learning_rate", "workers", "link", "communication")
     summary: dict[str, Any] = {"recipe": recipe, **{k: first.get(k) for k in kept}, "seeds": [r["seed"] for r in runs]}
     for name in SUMMED:
         if all(name in r for r in runs):

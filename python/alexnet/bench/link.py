@@ -82,6 +82,17 @@ def parse_link(value: str) -> LinkSpec:
     return LinkSpec(word, rate, rtt)
 
 
+def link_setting(value: Any, name: str) -> str:
+    """A setting that names one link (``value``, as :func:`parse_link` reads it) checked: its spec's name; an
+    :class:`AlexnetError` that names the setting otherwise."""
+    if not isinstance(value, str):
+        raise AlexnetError(f"`{name}` must be one link, \"loopback\" or a rate such as \"1gbit\", not {value!r}.")
+    try:
+        return parse_link(value).name
+    except AlexnetError as error:
+        raise AlexnetError(f"`{name}`: {error}") from None
+
+
 def parse_links(values: Sequence[str] | str) -> list[LinkSpec]:
     """Link specs from a list, or from one string separated by commas; loopback first, in the order given."""
     words = values.split(",") if isinstance(values, str) else [w for v in values for w in str(v).split(",")]

@@ -3,9 +3,10 @@
 A recipe is ``"paper"``, ``"defaults"`` or ``"defaults+<lever set>"``: the defaults with the training settings of a
 lever set (:func:`alexnet.bench.lever_sets.parse_lever_set`: ``"defaults+local_sgd"``,
 ``"defaults+sync_every=4"``). With ``accuracy_workers`` above one, a recipe trains as that many workers, each a
-process on CPUs of its own with its share of the categories (training and validation images), joined over
-loopback with ``MultiWorkerMirroredStrategy`` (:func:`alexnet.bench.cluster.run_workers`): the chief's history and
-clock are the recipe's, and every validation counts every worker's images once.
+process on CPUs of its own with its share of the categories (training and validation images), joined by the link
+``accuracy_link`` names (loopback, or a shaped link of network namespaces: :mod:`.link`) with
+``MultiWorkerMirroredStrategy`` (:func:`alexnet.bench.cluster.run_workers`): the chief's history and clock are the
+recipe's, and every validation counts every worker's images once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlexnetError
+from .link import LinkSpec, parse_link
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +63,9 @@ def split_data(data: Mapping[str, Any], workers: int) -> list[dict[str, Any]]:
 
 
 def _train(settings: Mapping[str, Any], data: Mapping[str, Any], workers: int, cpus: Sequence[int],
-           log_dir: str | os.PathLike | None) -> tuple[dict[str, Any], list[float]]:
-    """The history and the epoch clock of one training: in this process, or as ``workers`` workers (the chief's)."""
+           log_dir: str | os.PathLike | None, link: LinkSpec) -> tuple[dict[str, Any], list[float]]:
+    """The history and the epoch clock of one training: in this process, or as ``workers`` workers joined by
+    ``link`` (the chief's)."""
     if workers <= 1:
         from ..tfimport import keras
         from ..train.api import alexnet_train
@@ -74,11 +77,10 @@ def _train(settings: Mapping[str, Any], data: Mapping[str, Any], workers: int, c
         history = alexnet_train(data=data, callbacks=[clock], **settings)
         return history, list(clock.seconds)
     from .cluster import run_workers, split_cpus
-    from .link import parse_link
     from .scaling_worker import train_worker
 
     tasks = [{"settings": dict(settings), "data": share} for share in split_data(data, workers)]
-    results = run_workers(train_worker, tasks, link=parse_link("loopback"), cpus=split_cpus(cpus, workers),
+    results = run_workers(train_worker, tasks, link=link, cpus=split_cpus(cpus, workers),
                           log_dir=log_dir)
     return results[0]["history"], list(results[0]["epoch_seconds"])
 
@@ -100,10 +102,11 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
                parallel: int | None = None, model_dir: str | os.PathLike | None = None,
                cpus: Sequence[int] = ()) -> dict[str, Any]:
     """Train one recipe for ``plan.max_epochs`` epochs from ``seed`` (``plan``: the stage's
-    :class:`~.accuracy.AccuracySettings`), on ``plan.accuracy_workers`` workers sharing ``cpus``; what it reached,
-    when.
+    :class:`~.accuracy.AccuracySettings`), on ``plan.accuracy_workers`` workers sharing ``cpus``, joined by
+    ``plan.accuracy_link``; what it reached, when.
 
-    Returns ``recipe``, ``seed``, ``workers``, ``precision`` and ``precision_reason`` (as the history reports them),
+    Returns ``recipe``, ``seed``, ``workers``, ``link`` (what joined the workers: ``plan.accuracy_link``'s name;
+    ``None`` for one worker), ``precision`` and ``precision_reason`` (as the history reports them),
     ``communication``, ``adapted`` (with ``adapt_communication``: the settings the run took, as a lever set; else
     empty), ``image_sizes`` and ``image_size_epochs``, ``lr_scaling``, ``lr_schedule``,
     ``label_smoothing``, ``learning_rate`` (the peak), ``epoch_image_size``, ``epoch_learning_rate``,
@@ -117,16 +120,17 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
     from .lever_sets import lever_text
 
     workers = int(getattr(plan, "accuracy_workers", 1) or 1)
+    link = parse_link(getattr(plan, "accuracy_link", "loopback"))
     chosen = recipe_settings(recipe, plan.accuracy_image_size, plan.max_epochs, precision)
     logger.info("the %s recipe from seed %d, %d epochs at sizes %s%s.", recipe, seed, plan.max_epochs,
-                chosen["image_size"], f", {workers} workers" if workers > 1 else "")
+                chosen["image_size"], f", {workers} workers over {link.describe()}" if workers > 1 else "")
     settings = {"batch_size": plan.accuracy_batch_size, "epochs": plan.max_epochs, "parallel": parallel,
                 "learning_rate": PAPER_LEARNING_RATE, "validation": True, "cache": True, "check_images": False,
                 "seed": seed, "verbose": 0, "dense_units": plan.accuracy_dense_units,
                 "model_dir": None if model_dir is None else os.fspath(model_dir), **chosen}
     began = time.perf_counter()
     history, clock = _train(settings, data, workers, cpus,
-                            None if model_dir is None else Path(model_dir).parent / f"logs-{recipe}-{seed}")
+                            None if model_dir is None else Path(model_dir).parent / f"logs-{recipe}-{seed}", link)
     total = time.perf_counter() - began
     params, metrics, schedule = history["params"], history["metrics"], history["schedule"]
     accuracies = [float(v) for v in metrics.get("val_accuracy", [])]
@@ -139,6 +143,7 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
         "recipe": recipe,
         "seed": seed,
         "workers": workers,
+        "link": link.name if workers > 1 else None,
         "precision": params["precision"],
         "precision_reason": params["precision_reason"],
         "communication": params.get("communication"),
