@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from alexnet.bench.link import link_setting
 from alexnet.declare.kinds import Spec
 from alexnet.errors import AlexnetError
 
@@ -65,6 +66,8 @@ def other_value(name: str, spec: Spec) -> Any:
         return tuple(reversed(spec.choices[:2])) if spec.choices else ("a", "b")
     if kind == "mapping":
         return {"ALEXNET_TEST": "1"}
+    if spec.check is link_setting:
+        return "10gbit"
     return f"gs://bucket/{name}" if kind == "location" else "alexnet-other"
 
 

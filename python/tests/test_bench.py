@@ -295,7 +295,8 @@ def test_the_comparison_uses_the_medians_and_the_recipes_that_reached_the_target
     plan = bench_accuracy.AccuracySettings(target_accuracy=0.6, max_epochs=3, repeats=3, accuracy_classes=10,
                                            accuracy_images_per_class=10, accuracy_val_per_class=2,
                                            accuracy_image_size=128, accuracy_batch_size=128, accuracy_dense_units=64,
-                                           accuracy_workers=1, accuracy_levers=None)
+                                           accuracy_workers=1, accuracy_levers=None,
+                                           accuracy_link="loopback")
     paper = _recipe("paper", _run([10.0, 20.0, 30.0], [0.3, 0.65, 0.8], 0.6),
                     _run([10.0, 20.0, 30.0], [0.3, 0.5, 0.7], 0.6),  # 30 s: the median
                     _run([10.0, 20.0, 30.0], [0.6, 0.65, 0.9], 0.6))
