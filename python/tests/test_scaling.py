@@ -154,6 +154,9 @@ def test_the_lever_recipes_are_tabled_against_the_defaults():
                     "same_epochs_or_fewer": False}}}
     rows = accuracy_table(accuracy).splitlines()
     assert "| defaults+sync_every=4 | 3 | 2 | 40 s | 50 s | 0.900 | 0.950 | no |" in rows
+    assert "Medians over 3 seed(s), ranges in brackets." in rows  # one worker: no link to tell
+    accuracy["settings"].update(accuracy_workers=2, accuracy_link="1gbit")
+    assert "Medians over 3 seed(s), ranges in brackets; 2 workers over 1gbit." in accuracy_table(accuracy).splitlines()
 
 
 def test_a_recipe_of_adapt_communication_is_tabled_with_what_its_runs_took():

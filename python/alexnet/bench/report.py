@@ -115,7 +115,7 @@ def _accuracy(value: float | None) -> str:
 
 def accuracy_table(accuracy: Mapping[str, Any]) -> str:
     """The ``time_to_accuracy`` stage as Markdown: one row per recipe (medians over the seeds, ranges in
-    brackets), then its targets."""
+    brackets, and the workers and their link when there were several), then its targets."""
     settings = accuracy["settings"]
     target, epochs = settings["target_accuracy"], settings["max_epochs"]
     seeds = settings.get("repeats", 1)
@@ -132,7 +132,9 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
                      f"| {_spread(r['seconds_to_target'], _seconds)} | {_spread(r['final_accuracy'], _accuracy)} "
                      f"| {_spread(r['best_accuracy'], _accuracy)} | {_spread(r['late_drop'], _accuracy)} "
                      f"| {_spread(plus, _accuracy) if plus else 'n/a'} |")
-    lines += ["", f"Medians over {seeds} seed(s), ranges in brackets.", "",
+    workers = int(settings.get("accuracy_workers") or 1)
+    joined = f"; {workers} workers over {settings.get('accuracy_link') or 'loopback'}" if workers > 1 else ""
+    lines += ["", f"Medians over {seeds} seed(s), ranges in brackets{joined}.", "",
               "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
     for name, t in accuracy["targets"].items():
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}x" if name == "time_ratio" else f"{t['value']:+.3f}"
