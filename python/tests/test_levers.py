@@ -36,6 +36,7 @@ from alexnet.train.communication import (  # noqa: E402
     adapted_timing,
     advise,
     check_wire,
+    few_steps_warning,
     row_settings,
     settings_row,
     sixteen_bit_wire,
@@ -215,6 +216,13 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     for settings in ({}, taken, {"allreduce_precision": "float16", "allreduce_pack_mb": 2.5},
                      {"accumulate_steps": 8}):
         assert row_settings(settings_row(settings)) == settings
+    # how few steps an epoch its micro-batches leave: warned below ImageNet's at a global batch of 1024
+    assert few_steps_warning({"accumulate_steps": 2}, 1, 5).startswith("accumulate_steps = 2 leaves an epoch 2 "
+                                                                        "optimizer step(s) against 5")
+    assert few_steps_warning({"accumulate_steps": 4}, 2, 2502) is None  # 1251 steps left
+    assert few_steps_warning({"accumulate_steps": 4}, 2, 2500).startswith("accumulate_steps = 4 leaves an epoch 1250")
+    assert few_steps_warning({"allreduce_precision": "bfloat16"}, 1, 5) is None  # no micro-batches taken
+    assert few_steps_warning({}, 4, 1) is None
     assert adaptation_text({}) == "With adapt_communication the run took nothing."
     assert adaptation_text({"accumulate_steps": 4}) == "With adapt_communication the run took accumulate_steps = 4."
 
@@ -261,6 +269,18 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     assert taken == adaptable(advice, 1, 100) and taken["accumulate_steps"] > 1
     assert f"With adapt_communication the run took {_said(taken)}." in caplog.text
     assert "It resumes" not in caplog.text
+    # its micro-batches leave an epoch of 100 steps far fewer than ImageNet's at a batch of 1024: the chief warns
+    micro = taken["accumulate_steps"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"Communication: accumulate_steps = {micro} leaves an epoch {100 // micro} optimizer step(s) "
+                      "against 100 (ImageNet has 1251 at a global batch of 1024, the largest AlexNet has been trained "
+                      "at with the rate scaled linearly): on a data set this small a larger batch can cost accuracy. "
+                      "Measure it first (alexnet bench --stages time_to_accuracy --accuracy-levers "
+                      f"accumulate_steps={micro}), or set allreduce_precision yourself and leave adapt_communication "
+                      "off."], warned
+    caplog.clear()
+    assert adapt_communication(strategy, asked, advice, chief, steps=1_000_000)["accumulate_steps"] > 1
+    assert [r.levelname for r in caplog.records] == ["INFO"]  # 1251 steps or more left: no warning
     # a resumed run: what its checkpoints recorded, whatever the advice says now
     folder = tmp_path / "checkpoints"
     assert recorded_settings(str(folder)) == {} and recorded_settings(None) == {}
@@ -271,6 +291,7 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     caplog.clear()
     assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
     assert "It resumes, and keeps what it took when it began." in caplog.text
+    assert "leaves an epoch" not in caplog.text  # told when it began
 
 
 def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():

@@ -53,6 +53,11 @@ ADVISED_EFFICIENCY = 0.9
 #: The global batch above which ImageNet training is known to lose accuracy (Goyal et al., 2017): accumulation is
 #: not advised beyond it.
 LARGE_BATCH = 8192
+#: ImageNet's optimizer steps an epoch (1,281,167 training images) at a global batch of 1,024, the largest AlexNet
+#: has been trained at with the rate scaled linearly and warmed up (You et al., 2017): a run of
+#: ``adapt_communication`` whose micro-batches leave an epoch fewer steps than this is warned that its larger batch
+#: may cost accuracy (:func:`few_steps_warning`).
+IMAGENET_STEPS_AT_1024 = 1_281_167 // 1024
 #: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
 MOST_LOCAL_STEPS = 16
 #: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
@@ -339,6 +344,23 @@ def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
     if pack:
         settings["allreduce_pack_mb"] = pack / 1000
     return settings
+
+
+def few_steps_warning(taken: Mapping[str, int | float | str], accumulate: int, steps: int) -> str | None:
+    """What to tell a run that took ``taken`` with ``adapt_communication`` when its micro-batches leave an epoch of
+    ``steps`` optimizer steps (at ``accumulate`` micro-batches) fewer than :data:`IMAGENET_STEPS_AT_1024`; ``None``
+    when they do not, or when it took no micro-batches."""
+    micro = int(taken.get("accumulate_steps") or accumulate)
+    if micro <= accumulate:
+        return None
+    left = max(1, steps * accumulate // micro)
+    if left >= IMAGENET_STEPS_AT_1024:
+        return None
+    return (f"accumulate_steps = {micro} leaves an epoch {left} optimizer step(s) against {steps} (ImageNet has "
+            f"{IMAGENET_STEPS_AT_1024} at a global batch of 1024, the largest AlexNet has been trained at with the "
+            "rate scaled linearly): on a data set this small a larger batch can cost accuracy. Measure it "
+            f"first (alexnet bench --stages time_to_accuracy --accuracy-levers accumulate_steps={micro}), or set "
+            "allreduce_precision yourself and leave adapt_communication off.")
 
 
 def adaptation_text(taken: Mapping[str, int | float | str]) -> str:

@@ -143,10 +143,11 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
     ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice``, with at most
-    as many micro-batches as an epoch has ``steps``. A collective: every worker calls it at the same point."""
+    as many micro-batches as an epoch has ``steps``; the chief warns when they leave an epoch few steps
+    (:func:`~.communication.few_steps_warning`). A collective: every worker calls it at the same point."""
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings
-    from .communication import adaptable, adaptation_text, row_settings, settings_row
+    from .communication import adaptable, adaptation_text, few_steps_warning, row_settings, settings_row
 
     if not settings.adapt_communication or topology.workers <= 1:
         return {}
@@ -160,4 +161,7 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
     if topology.chief:
         logger.info("Communication: %s%s", adaptation_text(taken),
                     " It resumes, and keeps what it took when it began." if recorded is not None else "")
+        few = None if recorded is not None else few_steps_warning(taken, settings.accumulate_steps, steps)
+        if few is not None:
+            logger.warning("Communication: %s", few)
     return taken
