@@ -28,7 +28,8 @@ from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
 from alexnet.train.communication import (  # noqa: E402
     ADVISED_EFFICIENCY,
-    LARGE_BATCH,
+    ALEXNET_LARGEST_BATCH,
+    IMAGENET_TRAIN_IMAGES,
     MOST_LOCAL_STEPS,
     Communication,
     adaptable,
@@ -36,7 +37,7 @@ from alexnet.train.communication import (  # noqa: E402
     adapted_timing,
     advise,
     check_wire,
-    few_steps_warning,
+    largest_batch,
     row_settings,
     settings_row,
     sixteen_bit_wire,
@@ -126,22 +127,32 @@ def test_a_run_whose_exchange_is_short_is_told_so_and_advised_nothing():
     assert advise(Communication(workers=2), 1.0, 0.0, global_batch=32) is None
 
 
-@pytest.mark.parametrize(("exchange", "compute"), [(2.92, 0.68), (0.87, 0.68), (0.3, 0.68), (1.0, 0.05)])
+@pytest.mark.parametrize(("exchange", "compute"), [(0.87, 0.68), (0.3, 0.68), (0.1, 0.05)])
 def test_today_s_training_is_advised_16_bits_then_the_fewest_micro_batches_that_bring_it_above_the_share(
         exchange, compute):
-    # float32 gradients every step, micro-batches of 32 on two workers: the README's 1 Gbit/s and loopback rows
+    # float32 gradients every step, micro-batches of 32 on two workers: the README's loopback rows
     advice = advise(Communication(workers=2), exchange, compute, global_batch=64)
     assert advice.efficiency == pytest.approx(_share(compute, exchange)) and advice.efficiency < ADVISED_EFFICIENCY
     assert list(advice.settings) == ["allreduce_precision", "accumulate_steps"]  # in the order to take them
     assert advice.settings["allreduce_precision"] == "bfloat16"
     k = advice.settings["accumulate_steps"]
-    assert k & (k - 1) == 0 and 64 * k <= LARGE_BATCH  # a power of two, within the batches known to train well
+    assert k & (k - 1) == 0 and 64 * k <= ALEXNET_LARGEST_BATCH  # a power of two, within AlexNet's known batches
     # half the bytes, k times the computation: at or above the share, and half as many would not be
     assert advice.advised_efficiency == pytest.approx(_share(k * compute, exchange / 2))
     assert advice.advised_efficiency >= ADVISED_EFFICIENCY
     assert _share(k // 2 * compute, exchange / 2) < ADVISED_EFFICIENCY
     assert f"accumulate_steps = {k} (one exchange for {k} micro-batches, a global batch of {64 * k}" in advice.text
-    assert "sync_every" not in advice.settings
+    assert "sync_every" not in advice.settings and "Micro-batches stop" not in advice.text
+
+
+def test_a_run_that_needs_more_micro_batches_than_alexnets_largest_batch_is_advised_local_sgd_after_them():
+    # over 1 Gbit/s, micro-batches of 32 on two workers would need 32 micro-batches (a global batch of 2048): 16 are
+    # advised (1024), and local SGD, with the measurement of its cost, for the rest
+    advice = advise(Communication(workers=2), 2.92, 0.68, global_batch=64)
+    assert list(advice.settings) == ["allreduce_precision", "accumulate_steps", "sync_every"]
+    assert advice.settings["accumulate_steps"] == 16 and "Micro-batches stop at a global batch of 1024" in advice.text
+    assert advise(Communication(workers=2), 2.92, 0.68, global_batch=64,
+                  most_batch=2048).settings["accumulate_steps"] == 32
 
 
 def test_16_bits_are_advised_for_what_their_exchange_timed_gains():
@@ -174,10 +185,37 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
     assert advice.advised_efficiency == pytest.approx(_share(0.6, 2 * 3.0 / local))
     assert f"--accuracy-levers sync_every={local}+local_sgd_after=E" in advice.text
     assert "changes what is learnt" in advice.text
-    # from micro-batches of 512 a step, accumulation is taken up to the large batch, and local SGD after it
-    advice = advise(Communication("bfloat16", 0, 1, 1, 2), 8.0, 0.5, global_batch=1024)
-    assert advice.settings["accumulate_steps"] == LARGE_BATCH // 1024
+    # from two workers of 128 images a step, accumulation is advised up to AlexNet's largest batch, which the advice
+    # says, and local SGD after it
+    two = Communication("bfloat16", 0, 1, 1, 2)
+    advice = advise(two, 8.0, 0.5, global_batch=256)
+    assert advice.settings["accumulate_steps"] == ALEXNET_LARGEST_BATCH // 256 == 4
     assert 2 < advice.settings["sync_every"] <= MOST_LOCAL_STEPS
+    assert advice.text.endswith("Micro-batches stop at a global batch of 1024 (largest_global_batch): AlexNet loses "
+                                "accuracy at larger batches, and on fewer training images than ImageNet's at smaller "
+                                "ones."), advice.text
+    # a larger bound, asked for, lets more be advised; one at the global batch already, none
+    assert advise(two, 8.0, 0.5, global_batch=256, most_batch=8192).settings["accumulate_steps"] == 32
+    held = advise(two, 8.0, 0.5, global_batch=256, most_batch=256)
+    assert "accumulate_steps" not in held.settings and "Micro-batches stop at a global batch of 256" in held.text
+    # enough micro-batches advised within the bound: nothing held back is said
+    assert "Micro-batches stop" not in advise(two, 0.1, 0.5, global_batch=256).text
+
+
+def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_images():
+    # ImageNet, or more: You et al.'s 1024; fewer images, as many times smaller a bound (an epoch keeps 1251 steps)
+    assert largest_batch(IMAGENET_TRAIN_IMAGES) == largest_batch(14_197_122) == ALEXNET_LARGEST_BATCH == 1024
+    assert largest_batch(IMAGENET_TRAIN_IMAGES // 2) == 511 and largest_batch(128_000) == 102
+    assert largest_batch(1500) == largest_batch(0) == 1
+    # asked for (largest_global_batch): taken as it is
+    assert largest_batch(1500, 4) == 4 and largest_batch(IMAGENET_TRAIN_IMAGES, 8192) == 8192
+    # the time_to_accuracy stage's two workers over 1 Gbit/s: 1500 images, batches of 128; the exchange took 0.22 of a
+    # step. 16 bits are advised, and no micro-batches: two of them cost that run its accuracy
+    advice = advise(Communication(workers=2), 2.45, 8.9, global_batch=256, sixteen_bit_seconds=1.3,
+                    most_batch=largest_batch(1500))
+    assert "accumulate_steps" not in advice.settings and advice.settings["allreduce_precision"] == "bfloat16"
+    assert adaptable(advice, 1, 5) == {"allreduce_precision": "bfloat16"}
+    assert "Micro-batches stop at a global batch of 1 (largest_global_batch)" in advice.text
 
 
 def test_a_run_with_every_lever_already_set_is_told_what_is_left():
@@ -216,15 +254,25 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     for settings in ({}, taken, {"allreduce_precision": "float16", "allreduce_pack_mb": 2.5},
                      {"accumulate_steps": 8}):
         assert row_settings(settings_row(settings)) == settings
-    # how few steps an epoch its micro-batches leave: warned below ImageNet's at a global batch of 1024
-    assert few_steps_warning({"accumulate_steps": 2}, 1, 5).startswith("accumulate_steps = 2 leaves an epoch 2 "
-                                                                        "optimizer step(s) against 5")
-    assert few_steps_warning({"accumulate_steps": 4}, 2, 2502) is None  # 1251 steps left
-    assert few_steps_warning({"accumulate_steps": 4}, 2, 2500).startswith("accumulate_steps = 4 leaves an epoch 1250")
-    assert few_steps_warning({"allreduce_precision": "bfloat16"}, 1, 5) is None  # no micro-batches taken
-    assert few_steps_warning({}, 4, 1) is None
     assert adaptation_text({}) == "With adapt_communication the run took nothing."
     assert adaptation_text({"accumulate_steps": 4}) == "With adapt_communication the run took accumulate_steps = 4."
+
+
+def test_the_bound_counts_the_training_images_of_every_worker(monkeypatch):
+    from types import SimpleNamespace
+
+    from alexnet.train import agreement
+    from alexnet.train.strategy import Topology
+
+    td = SimpleNamespace(files=["x"] * 700, val_files=[])
+    alone = agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("default", 1, 1, 0, True, 1, False), {},
+                                     td, 128, None, False, None)
+    assert (alone.train, alone.train_images) == (5, 700)
+    # two workers of 700 and 800 images (rows: images, validation images, worker): 1500 over both, 5 steps each
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[700, 0, 0], [800, 0, 1]]))
+    two = agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("multi_worker", 2, 2, 0, True, 1, False),
+                                   {}, td, 128, None, False, None)
+    assert (two.train, two.train_images) == (5, 1500) and largest_batch(two.train_images) == 1
 
 
 def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):
@@ -249,13 +297,13 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     comm = Communication(workers=2)
     caplog.set_level(logging.INFO, logger="alexnet.train.levers")
     # the advice is a warning, unless the run is about to take it; only the chief says it
-    advice = advise_communication(timing, comm, chief, global_batch=64)
+    advice = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024)
     assert [r.levelname for r in caplog.records] == ["WARNING"] and advice.settings
     caplog.clear()
-    assert advise_communication(timing, comm, chief, global_batch=64, warn=False) == advice
+    assert advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, warn=False) == advice
     assert [r.levelname for r in caplog.records] == ["INFO"]
     caplog.clear()
-    advise_communication(timing, comm, other, global_batch=64)
+    advise_communication(timing, comm, other, global_batch=64, most_batch=1024)
     assert caplog.records == []
     # adapt_communication: not asked, or one worker, takes nothing (one worker is told why)
     strategy = tf.distribute.get_strategy()  # one worker: the collective hands back this worker's own row
@@ -269,18 +317,11 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     assert taken == adaptable(advice, 1, 100) and taken["accumulate_steps"] > 1
     assert f"With adapt_communication the run took {_said(taken)}." in caplog.text
     assert "It resumes" not in caplog.text
-    # its micro-batches leave an epoch of 100 steps far fewer than ImageNet's at a batch of 1024: the chief warns
-    micro = taken["accumulate_steps"]
-    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warned == [f"Communication: accumulate_steps = {micro} leaves an epoch {100 // micro} optimizer step(s) "
-                      "against 100 (ImageNet has 1251 at a global batch of 1024, the largest AlexNet has been trained "
-                      "at with the rate scaled linearly): on a data set this small a larger batch can cost accuracy. "
-                      "Measure it first (alexnet bench --stages time_to_accuracy --accuracy-levers "
-                      f"accumulate_steps={micro}), or set allreduce_precision yourself and leave adapt_communication "
-                      "off."], warned
-    caplog.clear()
-    assert adapt_communication(strategy, asked, advice, chief, steps=1_000_000)["accumulate_steps"] > 1
-    assert [r.levelname for r in caplog.records] == ["INFO"]  # 1251 steps or more left: no warning
+    # micro-batches up to a global batch of 1024 (16 of 64), though 256 were wanted
+    assert taken["accumulate_steps"] == 16 and "Micro-batches stop at a global batch of 1024" in advice.text
+    # on few images, advised and taken: 16 bits alone
+    small = advise_communication(timing, comm, chief, global_batch=64, most_batch=largest_batch(5000), warn=False)
+    assert adapt_communication(strategy, asked, small, chief, steps=100) == {"allreduce_precision": "bfloat16"}
     # a resumed run: what its checkpoints recorded, whatever the advice says now
     folder = tmp_path / "checkpoints"
     assert recorded_settings(str(folder)) == {} and recorded_settings(None) == {}
@@ -291,7 +332,6 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     caplog.clear()
     assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
     assert "It resumes, and keeps what it took when it began." in caplog.text
-    assert "leaves an epoch" not in caplog.text  # told when it began
 
 
 def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():
@@ -352,11 +392,12 @@ RUNS = {
     "local_sgd_resumed": {"sync_every": 2, "epochs": 3, "steps_per_epoch": 3, "checkpoint": True, "keep_best": True},
     "post_local": {"sync_every": 3, "local_sgd_after": 1, "epochs": 2, "steps_per_epoch": 3, "logs": True},
     # one image a step computes for far less time than the exchange takes: the run takes the advised micro-batches,
-    # at most 2 (3 steps an epoch), and its resumed second part keeps them
+    # at most 2 (a global batch of 4 at most, asked for: these few images alone would allow none), and its resumed
+    # second part keeps them
     "adapted": {"adapt_communication": True, "batch_size": 1, "epochs": 1, "steps_per_epoch": 3,
-                "checkpoint": "adapted-checkpoints"},
+                "largest_global_batch": 4, "checkpoint": "adapted-checkpoints"},
     "adapted_resumed": {"adapt_communication": True, "batch_size": 1, "epochs": 2, "steps_per_epoch": 3,
-                        "checkpoint": "adapted-checkpoints"},
+                        "largest_global_batch": 4, "checkpoint": "adapted-checkpoints"},
 }
 
 
@@ -434,10 +475,10 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert scalars["epoch/allreduce_mb_per_step"] == {1: pytest.approx(gradients), 2: pytest.approx(gradients * 2 / 3)}
     assert post[0]["bytes_per_step"] == pytest.approx(gradients * 1e6 * 2 / 3)
     assert all(seconds > 0 for seconds in scalars["epoch/allreduce_seconds"].values())
-    # adapt_communication: every worker took the chief's decision, the advised micro-batches as far as an epoch of 3
-    # steps allows, and 16 bits when advised (no packs on CPUs); the resumed run kept them (it says so) and went on
-    # from the checkpoint. The history tells the exchange and computation of what it trained with, and the advice
-    # for that
+    # adapt_communication: every worker took the chief's decision, the advised micro-batches as far as the global
+    # batch of 4 asked for allows, and 16 bits when advised (no packs on CPUs); the resumed run kept them (it says
+    # so) and went on from the checkpoint. The history tells the exchange and computation of what it trained with,
+    # and the advice for that
     chief = first["adapted"]
     assert chief["adapted_settings"]["accumulate_steps"] == 2
     assert set(chief["adapted_settings"]) <= {"allreduce_precision", "accumulate_steps"}, chief
@@ -455,6 +496,9 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     log = (tmp_path / "log-0.txt").read_text()
     assert log.count("It resumes, and keeps what it took when it began.") == 1, log[-3000:]
     assert first["float32"]["adapted_settings"] == {} and first["float32"]["accumulate_steps"] == 1
+    # the bound of the micro-batches: 96 training images over both workers allow none; asked for, 4 images
+    assert first["float32"]["micro_batches_up_to"] == 1 and "accumulate_steps" not in plain["advised_settings"]
+    assert chief["micro_batches_up_to"] == 4
 
 
 def _said(settings: dict) -> str:
@@ -517,6 +561,7 @@ def _worker(folder: str, index: int, base: int) -> None:
                          "advice": history["params"]["communication_advice"],
                          "communication_efficiency": history["params"]["communication_efficiency"],
                          "global_batch_size": history["params"]["global_batch_size"],
+                         "micro_batches_up_to": history["params"]["micro_batches_up_to"],
                          "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"],
                          "steps": steps.digests}
     (root / f"result-{index}.json").write_text(json.dumps(results))

@@ -141,6 +141,10 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
                        dense_units=32, precision=None, step_seconds=(0.15,), classes=4, images_per_class=8, seed=0)
     assert plan.timing({}) == (2, 5) and plan.training({})["steps_per_epoch"] == 7
     assert plan.timing({"sync_every": 4}) == (4, 8) and plan.training({"sync_every": 4})["steps_per_epoch"] == 12
+    # its few images stand in for ImageNet's: micro-batches advised and taken up to AlexNet's largest batch, unless
+    # the lever set bounds them itself
+    assert plan.training({})["largest_global_batch"] == 1024
+    assert plan.training({"largest_global_batch": 64})["largest_global_batch"] == 64
     # the step that averages counts once per period: the mean, not the median that would leave it out
     assert typical_step([1.0, 1.0, 1.0, 5.0], period=4) == 2.0
     assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None

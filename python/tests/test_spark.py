@@ -189,6 +189,8 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
         advised = params["advised_settings"]
         assert bool(advised) == (share < ADVISED_EFFICIENCY), (share, advised)
         assert not advised or next(iter(advised)) == "allreduce_precision"
+        # a few images: no micro-batches advised, whatever the exchange
+        assert params["micro_batches_up_to"] == 1 and "accumulate_steps" not in advised
     # the command's summary ends with the chief's
     chief = histories[0]["params"]["communication_advice"]
     assert _train_summary(list(rows)).splitlines()[-1] == f"Communication: {chief}"

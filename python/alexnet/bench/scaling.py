@@ -140,11 +140,15 @@ class ScalingPlan:
         return -(-self.warmup_steps // period) * period, -(-self.steps // period) * period
 
     def training(self, levers: Mapping[str, Any]) -> dict[str, Any]:
-        """``alexnet_train``'s keyword arguments for ``levers``."""
+        """``alexnet_train``'s keyword arguments for ``levers``. The stage's few images stand in for ImageNet's:
+        its runs are advised, and take, micro-batches up to the global batch a run on ImageNet would
+        (:data:`~alexnet.train.communication.ALEXNET_LARGEST_BATCH`), unless ``levers`` say otherwise."""
+        from ..train.communication import ALEXNET_LARGEST_BATCH
+
         return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": sum(self.timing(levers)),
                 "image_size": self.image_size, "dense_units": self.dense_units, "precision": self.precision,
                 "validation": False, "check_images": False, "cache": True, "seed": self.seed, "verbose": 0,
-                **levers}
+                "largest_global_batch": ALEXNET_LARGEST_BATCH, **levers}
 
 
 def usable_links(links: Sequence[LinkSpec]) -> tuple[list[LinkSpec], str | None]:

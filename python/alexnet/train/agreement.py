@@ -57,13 +57,15 @@ class Steps:
 
     ``validation`` steps (``None`` without validation) take ``worker_batch`` images from every worker each;
     they cover ``val_images`` validation images of the whole run, each once, of which the first ``val_share``
-    of this worker's (see :func:`validation_plan`)."""
+    of this worker's (see :func:`validation_plan`). ``train_images``: the training images of every worker (what
+    the micro-batches of :func:`alexnet.train.communication.largest_batch` are bounded by)."""
 
     train: int
     validate: bool
     validation: int | None
     val_images: int = 0
     val_share: int = 0
+    train_images: int = 0
 
 
 def validation_plan(shares: Sequence[int], worker_batch: int, limit: int | None = None) -> tuple[int, int]:
@@ -121,7 +123,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     val_batch = val_batch or worker_batch
     if topology.workers == 1:
         steps = steps_per_epoch or steps_for(len(td.files), worker_batch)
-        return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps))
+        return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files))
     counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index])
     # one row per replica: a worker's counts once, however many replicas it has
     per_worker = {int(row[2]): (int(row[0]), int(row[1])) for row in counts}
@@ -145,7 +147,8 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
         logger.info("Worker %d of %d: %d validation steps per epoch over %d validation images (%d of them here, "
                     "%d on the largest share).", topology.worker_index, topology.workers, val_steps, val_images,
                     val_share, max(shares))
-    return Steps(steps, validate, val_steps, val_images, val_share)
+    return Steps(steps, validate, val_steps, val_images, val_share,
+                 sum(train for train, _ in per_worker.values()))
 
 
 def check_agreement(strategy: tf.distribute.Strategy, position: tuple[int, int], steps: Steps,

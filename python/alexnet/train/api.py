@@ -162,7 +162,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``compute_seconds``: one exchange and one step's computation, each timed alone before training,
     ``communication_efficiency``, the share of linear scaling they give if none of the exchange overlaps, and
     below 0.9 ``advised_settings``, the settings that would send less in the order to take them (16-bit gradients,
-    ``accumulate_steps``, then local SGD, whose cost in accuracy is to be measured first), with
+    ``accumulate_steps`` up to a global batch of ``micro_batches_up_to`` (``largest_global_batch``, or unset
+    1,024 on ImageNet's training images and as many times fewer on fewer), then local SGD, whose cost in accuracy
+    is to be measured first), with
     ``communication_advice``, the same in words, logged as a warning when training starts; see
     :func:`alexnet.train.communication.advise`; and ``adapted_settings``, what the run took of that advice with
     ``adapt_communication = True``, the chief's decision on every worker, the settings, timings, estimate and advice

@@ -24,8 +24,9 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
 
 :class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :func:`advise` turns
 the exchange and the computation a multi-worker run measured before training into the settings that would keep its
-workers busy, in the order the training article's "How to choose" gives; with ``adapt_communication`` the run
-takes those that change how the gradients travel, not what is learnt (:func:`adaptable`).
+workers busy, in the order the training article's "How to choose" gives, micro-batches up to the global batch
+AlexNet keeps its accuracy at on the run's images (:func:`largest_batch`); with ``adapt_communication`` the run
+takes those that change how the gradients travel (:func:`adaptable`).
 """
 
 from __future__ import annotations
@@ -50,14 +51,12 @@ MB = 1_000_000
 #: The share of linear scaling below which a multi-worker run is told which settings would send less: the
 #: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
 ADVISED_EFFICIENCY = 0.9
-#: The global batch above which ImageNet training is known to lose accuracy (Goyal et al., 2017): accumulation is
-#: not advised beyond it.
-LARGE_BATCH = 8192
-#: ImageNet's optimizer steps an epoch (1,281,167 training images) at a global batch of 1,024, the largest AlexNet
-#: has been trained at with the rate scaled linearly and warmed up (You et al., 2017): a run of
-#: ``adapt_communication`` whose micro-batches leave an epoch fewer steps than this is warned that its larger batch
-#: may cost accuracy (:func:`few_steps_warning`).
-IMAGENET_STEPS_AT_1024 = 1_281_167 // 1024
+#: The largest global batch AlexNet has been trained at on ImageNet with the learning rate scaled linearly and warmed
+#: up, keeping its accuracy (You et al., 2017, who needed layer-wise rates, LARS, beyond it; ResNet-50 goes to 8,192,
+#: Goyal et al., 2017): micro-batches are advised and taken up to it (:func:`largest_batch`).
+ALEXNET_LARGEST_BATCH = 1024
+#: ImageNet's (ILSVRC2012's) training images.
+IMAGENET_TRAIN_IMAGES = 1_281_167
 #: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
 MOST_LOCAL_STEPS = 16
 #: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
@@ -231,7 +230,8 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           gpu: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True) -> Advice | None:
+           gpu: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True,
+           most_batch: int = ALEXNET_LARGEST_BATCH) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -241,7 +241,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     computation, as on CPUs (packs hide part of it on GPUs). Below :data:`ADVISED_EFFICIENCY` it names what would
     bring a run back above it, in the order the training article gives: the gradients in 16 bits (the format the
     hardware sums, ``communication.sixteen_bit``) for half the bytes; then ``accumulate_steps``, a power of two,
-    for as many times the computation per exchange, up to a global batch of :data:`LARGE_BATCH`; then local SGD's
+    for as many times the computation per exchange, up to a global batch of ``most_batch`` (:func:`largest_batch`;
+    micro-batches held back by it are said); then local SGD's
     ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the
     measurement its cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed
     in 16 bits, says what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time);
@@ -272,8 +273,12 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
     needed = max(1, math.ceil(gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
-    largest = 2 ** max(0, math.floor(math.log2(max(1.0, LARGE_BATCH / micro_batch))))
-    accumulate = min(2 ** math.ceil(math.log2(needed)), largest)
+    largest = 2 ** max(0, math.floor(math.log2(max(1.0, most_batch / micro_batch))))
+    wanted = 2 ** math.ceil(math.log2(needed))
+    accumulate = min(wanted, largest)
+    held = (f" Micro-batches stop at a global batch of {most_batch} (largest_global_batch): AlexNet loses accuracy "
+            "at larger batches, and on fewer training images than ImageNet's at smaller ones."
+            if wanted > max(largest, communication.accumulate) else "")
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
@@ -299,16 +304,17 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         reasons.append("packs that travel while the backward pass computes the rest")
     advised = share(compute, exchange)
     if not settings:
-        return Advice(efficiency, {}, efficiency, said + " The settings that send less are already as far as they go "
-                      f"(a global batch of {LARGE_BATCH} at most): a faster link, or fewer workers, is what is left.")
+        return Advice(efficiency, {}, efficiency, said + " The settings that send less are already as far as they go: "
+                      f"a faster link, or fewer workers, is what is left.{held}")
     named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))
     return Advice(efficiency, settings, advised, f"{said} To keep the workers busy: {named}; about {advised:.2f} of "
-                  "linear with them.")
+                  f"linear with them.{held}")
 
 
-#: The advised settings ``adapt_communication`` takes: those that change how the gradients travel, not what is learnt
-#: (local SGD's ``sync_every`` does, and is only advised).
+#: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches
+#: only as far as :func:`largest_batch` lets them be advised), never local SGD's ``sync_every``, which changes what
+#: the workers learn apart and is only advised.
 ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
 
 
@@ -346,21 +352,15 @@ def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
     return settings
 
 
-def few_steps_warning(taken: Mapping[str, int | float | str], accumulate: int, steps: int) -> str | None:
-    """What to tell a run that took ``taken`` with ``adapt_communication`` when its micro-batches leave an epoch of
-    ``steps`` optimizer steps (at ``accumulate`` micro-batches) fewer than :data:`IMAGENET_STEPS_AT_1024`; ``None``
-    when they do not, or when it took no micro-batches."""
-    micro = int(taken.get("accumulate_steps") or accumulate)
-    if micro <= accumulate:
-        return None
-    left = max(1, steps * accumulate // micro)
-    if left >= IMAGENET_STEPS_AT_1024:
-        return None
-    return (f"accumulate_steps = {micro} leaves an epoch {left} optimizer step(s) against {steps} (ImageNet has "
-            f"{IMAGENET_STEPS_AT_1024} at a global batch of 1024, the largest AlexNet has been trained at with the "
-            "rate scaled linearly): on a data set this small a larger batch can cost accuracy. Measure it "
-            f"first (alexnet bench --stages time_to_accuracy --accuracy-levers accumulate_steps={micro}), or set "
-            "allreduce_precision yourself and leave adapt_communication off.")
+def largest_batch(train_images: int, asked: int | None = None) -> int:
+    """The largest global batch micro-batches may make in the advice before training and in what
+    ``adapt_communication`` takes, for a run of ``train_images`` training images (over every worker): ``asked``
+    (``largest_global_batch``) when set; else :data:`ALEXNET_LARGEST_BATCH` for ImageNet's training images or more,
+    and as many times less for fewer, which keeps an epoch the optimizer steps ImageNet has at that batch (1,251):
+    on a few thousand images two micro-batches cost a run its accuracy (the README's table over 1 Gbit/s)."""
+    if asked is not None:
+        return int(asked)
+    return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
 
 
 def adaptation_text(taken: Mapping[str, int | float | str]) -> str:

@@ -124,15 +124,18 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
-                         global_batch: int, rate_scaled: bool = True, warn: bool = True) -> Advice | None:
+                         global_batch: int, most_batch: int, rate_scaled: bool = True,
+                         warn: bool = True) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
-    alone), logged by the chief: a warning when settings are advised (the workers would wait for the network
-    for more than a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
+    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.communication.largest_batch`),
+    logged by the chief: a warning when settings are advised (the workers would wait for the network for more than
+    a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     gpu=topology.gpu,
-                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled)
+                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled,
+                    most_batch=most_batch)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)
     return advice
@@ -142,12 +145,12 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
                         topology: Topology, *, steps: int) -> dict[str, int | float | str]:
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
-    ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice``, with at most
-    as many micro-batches as an epoch has ``steps``; the chief warns when they leave an epoch few steps
-    (:func:`~.communication.few_steps_warning`). A collective: every worker calls it at the same point."""
+    ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice`` (whose
+    micro-batches stop at :func:`~.communication.largest_batch`), with at most as many micro-batches as an epoch
+    has ``steps``. A collective: every worker calls it at the same point."""
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings
-    from .communication import adaptable, adaptation_text, few_steps_warning, row_settings, settings_row
+    from .communication import adaptable, adaptation_text, row_settings, settings_row
 
     if not settings.adapt_communication or topology.workers <= 1:
         return {}
@@ -161,7 +164,4 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
     if topology.chief:
         logger.info("Communication: %s%s", adaptation_text(taken),
                     " It resumes, and keeps what it took when it began." if recorded is not None else "")
-        few = None if recorded is not None else few_steps_warning(taken, settings.accumulate_steps, steps)
-        if few is not None:
-            logger.warning("Communication: %s", few)
     return taken

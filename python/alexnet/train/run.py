@@ -163,7 +163,8 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
         **{name: extra.pop(name) for name in ("allreduce_seconds", "compute_seconds", "communication_efficiency",
-                                              "advised_settings", "communication_advice", "adapted_settings")},
+                                              "advised_settings", "communication_advice", "adapted_settings",
+                                              "micro_batches_up_to")},
         "seconds": extra.pop("seconds"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
@@ -249,7 +250,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from . import callbacks as cb
     from .agreement import check_agreement
     from .checkpoint import CheckpointStore, Resume
-    from .communication import adaptation_text, adapted_timing
+    from .communication import adaptation_text, adapted_timing, largest_batch
     from .levers import (
         adapt_communication,
         advise_communication,
@@ -277,8 +278,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
+    most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
-                                  rate_scaled=settings.lr_scaling != "none", warn=not settings.adapt_communication)
+                                  most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
+                                  warn=not settings.adapt_communication)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
@@ -286,7 +289,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         steps = _agree_on_steps(strategy, topo, data, td, settings)
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
-                                      global_batch=topo.global_batch(settings.step_batch),
+                                      global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
                                       rate_scaled=settings.lr_scaling != "none")
     worker_batch = topo.worker_batch(settings.step_batch)
     datasets = RunDatasets(strategy, td, settings, topo, steps)
@@ -354,7 +357,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         "advised_settings": {} if advice is None else dict(advice.settings),
         "communication_advice": None if advice is None else " ".join(
             [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
-        "adapted_settings": adapted,
+        "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
         "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
         "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})

@@ -132,10 +132,17 @@ class TrainSettings:
                                    "SGD begins (post-local SGD: the models the workers train alone drift apart most "
                                    "while the rate is high, early in training)", minimum=0, metavar="EPOCHS")
     adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
-                                        "training advises of 16-bit gradients, `accumulate_steps` (at most as many "
-                                        "micro-batches as an epoch had steps) and packs on GPUs, as the chief decides, "
-                                        "on every worker (local SGD, which changes what is learnt, is only advised; a "
-                                        "resumed run keeps what it took when it began)")
+                                        "training advises of 16-bit gradients, `accumulate_steps` (up to "
+                                        "`largest_global_batch`, and at most as many micro-batches as an epoch had "
+                                        "steps) and packs on GPUs, as the chief decides, on every worker (local SGD, "
+                                        "which changes what is learnt, is only advised; a resumed run keeps what it "
+                                        "took when it began)")
+    largest_global_batch: int | None = setting(
+        None, "count", "with several workers: the largest global batch (images of one optimizer step over every "
+        "worker) that the micro-batches advised before training, and taken by `adapt_communication`, may make "
+        "(unset: 1024 on ImageNet's 1,281,167 training images, the largest AlexNet keeps its accuracy at with the "
+        "rate scaled linearly, and as many times fewer on fewer images, down to none; it never stops a batch you "
+        "set yourself)", minimum=1, optional=True, metavar="IMAGES")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
