@@ -258,6 +258,36 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     assert adaptation_text({"accumulate_steps": 4}) == "With adapt_communication the run took accumulate_steps = 4."
 
 
+def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_its_chief(caplog):
+    import logging
+
+    from alexnet.train.levers import check_levers
+    from alexnet.train.strategy import Topology
+
+    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    sixteen = Topology("multi_worker", 16, 16, 0, True, 1, False)
+    check_levers(check_settings({"batch_size": 128}), sixteen)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ["A step trains a global batch of 2048 images (batch_size x accumulate_steps x replicas), beyond "
+                      "the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You et al., "
+                      "2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer micro-batches keep "
+                      "it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
+                      "largest_global_batch to a batch your recipe is known to take to silence this."], warned
+    caplog.clear()
+    # at 1024 (micro-batches counted), with a bound set above it, on another worker, or told before: nothing
+    for settings, topology, told in (({"batch_size": 32, "accumulate_steps": 2}, sixteen, False),
+                                     ({"batch_size": 128, "largest_global_batch": 4096}, sixteen, False),
+                                     ({"batch_size": 128}, Topology("multi_worker", 16, 16, 3, False, 1, False), False),
+                                     ({"batch_size": 128}, sixteen, True)):
+        check_levers(check_settings(settings), topology, told=told)
+    assert [r for r in caplog.records if r.levelname == "WARNING"] == []
+    # one worker's micro-batches count too; a rate kept as it is is not said to be scaled
+    one = Topology("default", 1, 1, 0, True, 1, False)
+    check_levers(check_settings({"batch_size": 128, "accumulate_steps": 16, "lr_scaling": "none"}), one)
+    (message,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert message.startswith("A step trains a global batch of 2048 images") and "scaled linearly" not in message
+
+
 def test_the_bound_counts_the_training_images_of_every_worker(monkeypatch):
     from types import SimpleNamespace
 

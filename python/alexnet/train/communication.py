@@ -363,6 +363,20 @@ def largest_batch(train_images: int, asked: int | None = None) -> int:
     return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
 
 
+def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:
+    """What to tell a run whose own settings make a global batch of ``global_batch`` images beyond
+    :data:`ALEXNET_LARGEST_BATCH` (and beyond ``asked``, its ``largest_global_batch``: a bound set means the recipe
+    is known to take it); ``None`` when they do not."""
+    if global_batch <= max(ALEXNET_LARGEST_BATCH, asked or 0):
+        return None
+    return (f"A step trains a global batch of {global_batch} images (batch_size x accumulate_steps x replicas), "
+            f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
+            + (" with the learning rate scaled linearly" if rate_scaled else "")
+            + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
+            "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
+            "largest_global_batch to a batch your recipe is known to take to silence this.")
+
+
 def adaptation_text(taken: Mapping[str, int | float | str]) -> str:
     """What a run of ``adapt_communication`` took, in a sentence."""
     said = ", ".join(f"{name} = {value!r}" for name, value in taken.items()) or "nothing"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
+from .communication import Advice, Communication, advise, check_wire, large_batch_warning, sixteen_bit_wire
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -20,11 +20,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
+def check_levers(settings: TrainSettings, topology: Topology, *, told: bool = False) -> Communication:
     """The run's :class:`Communication`, after checking that this worker's devices sum its wire format (before
-    any data is read), with the 16-bit format they sum."""
+    any data is read), with the 16-bit format they sum. The chief warns when the run's own global batch is beyond
+    what AlexNet keeps its accuracy at (:func:`~.communication.large_batch_warning`), unless ``told`` (the settings
+    were checked before)."""
     from .precision import hardware
 
+    large = large_batch_warning(topology.global_batch(settings.step_batch), settings.largest_global_batch,
+                                settings.lr_scaling != "none")
+    if large is not None and topology.chief and not told:
+        logger.warning("%s", large)
     communication = Communication.of(settings, topology.workers)
     if topology.workers > 1:
         device = hardware(topology.gpu)

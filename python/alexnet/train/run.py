@@ -285,7 +285,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
-        asked, communication = communication, check_levers(settings, topo)
+        asked, communication = communication, check_levers(settings, topo, told=True)
         steps = _agree_on_steps(strategy, topo, data, td, settings)
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,

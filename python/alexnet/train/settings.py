@@ -142,7 +142,8 @@ class TrainSettings:
         "worker) that the micro-batches advised before training, and taken by `adapt_communication`, may make "
         "(unset: 1024 on ImageNet's 1,281,167 training images, the largest AlexNet keeps its accuracy at with the "
         "rate scaled linearly, and as many times fewer on fewer images, down to none; it never stops a batch you "
-        "set yourself)", minimum=1, optional=True, metavar="IMAGES")
+        "set yourself, which the chief warns about beyond 1024 and beyond this bound)", minimum=1, optional=True,
+        metavar="IMAGES")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
