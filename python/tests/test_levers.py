@@ -26,10 +26,9 @@ from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.cli import main as cli_main  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
+from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
 from alexnet.train.communication import (  # noqa: E402
     ADVISED_EFFICIENCY,
-    ALEXNET_LARGEST_BATCH,
-    IMAGENET_TRAIN_IMAGES,
     MOST_LOCAL_STEPS,
     Communication,
     adaptable,
@@ -37,7 +36,6 @@ from alexnet.train.communication import (  # noqa: E402
     adapted_timing,
     advise,
     check_wire,
-    largest_batch,
     row_settings,
     settings_row,
     sixteen_bit_wire,
@@ -261,12 +259,12 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
 def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_its_chief(caplog):
     import logging
 
-    from alexnet.train.levers import check_levers
+    from alexnet.train.levers import check_global_batch, check_levers
     from alexnet.train.strategy import Topology
 
     caplog.set_level(logging.INFO, logger="alexnet.train.levers")
     sixteen = Topology("multi_worker", 16, 16, 0, True, 1, False)
-    check_levers(check_settings({"batch_size": 128}), sixteen)
+    check_global_batch(check_settings({"batch_size": 128}), sixteen)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == ["A step trains a global batch of 2048 images (batch_size x accumulate_steps x replicas), beyond "
                       "the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You et al., "
@@ -274,16 +272,18 @@ def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_it
                       "it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
                       "largest_global_batch to a batch your recipe is known to take to silence this."], warned
     caplog.clear()
-    # at 1024 (micro-batches counted), with a bound set above it, on another worker, or told before: nothing
-    for settings, topology, told in (({"batch_size": 32, "accumulate_steps": 2}, sixteen, False),
-                                     ({"batch_size": 128, "largest_global_batch": 4096}, sixteen, False),
-                                     ({"batch_size": 128}, Topology("multi_worker", 16, 16, 3, False, 1, False), False),
-                                     ({"batch_size": 128}, sixteen, True)):
-        check_levers(check_settings(settings), topology, told=told)
+    # at 1024 (micro-batches counted), with a bound set above it, on another worker, or by the check of the levers
+    # (run again once adapt_communication took its settings): nothing
+    for settings, topology, check in (({"batch_size": 32, "accumulate_steps": 2}, sixteen, check_global_batch),
+                                      ({"batch_size": 128, "largest_global_batch": 4096}, sixteen, check_global_batch),
+                                      ({"batch_size": 128}, Topology("multi_worker", 16, 16, 3, False, 1, False),
+                                       check_global_batch),
+                                      ({"batch_size": 128}, sixteen, check_levers)):
+        check(check_settings(settings), topology)
     assert [r for r in caplog.records if r.levelname == "WARNING"] == []
     # one worker's micro-batches count too; a rate kept as it is is not said to be scaled
     one = Topology("default", 1, 1, 0, True, 1, False)
-    check_levers(check_settings({"batch_size": 128, "accumulate_steps": 16, "lr_scaling": "none"}), one)
+    check_global_batch(check_settings({"batch_size": 128, "accumulate_steps": 16, "lr_scaling": "none"}), one)
     (message,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert message.startswith("A step trains a global batch of 2048 images") and "scaled linearly" not in message
 

@@ -142,8 +142,8 @@ class ScalingPlan:
     def training(self, levers: Mapping[str, Any]) -> dict[str, Any]:
         """``alexnet_train``'s keyword arguments for ``levers``. The stage's few images stand in for ImageNet's:
         its runs are advised, and take, micro-batches up to the global batch a run on ImageNet would
-        (:data:`~alexnet.train.communication.ALEXNET_LARGEST_BATCH`), unless ``levers`` say otherwise."""
-        from ..train.communication import ALEXNET_LARGEST_BATCH
+        (:data:`~alexnet.train.batch_bound.ALEXNET_LARGEST_BATCH`), unless ``levers`` say otherwise."""
+        from ..train.batch_bound import ALEXNET_LARGEST_BATCH
 
         return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": sum(self.timing(levers)),
                 "image_size": self.image_size, "dense_units": self.dense_units, "precision": self.precision,

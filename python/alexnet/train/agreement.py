@@ -58,7 +58,7 @@ class Steps:
     ``validation`` steps (``None`` without validation) take ``worker_batch`` images from every worker each;
     they cover ``val_images`` validation images of the whole run, each once, of which the first ``val_share``
     of this worker's (see :func:`validation_plan`). ``train_images``: the training images of every worker (what
-    the micro-batches of :func:`alexnet.train.communication.largest_batch` are bounded by)."""
+    the micro-batches of :func:`alexnet.train.batch_bound.largest_batch` are bounded by)."""
 
     train: int
     validate: bool

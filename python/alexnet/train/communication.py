@@ -25,8 +25,8 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
 :class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :func:`advise` turns
 the exchange and the computation a multi-worker run measured before training into the settings that would keep its
 workers busy, in the order the training article's "How to choose" gives, micro-batches up to the global batch
-AlexNet keeps its accuracy at on the run's images (:func:`largest_batch`); with ``adapt_communication`` the run
-takes those that change how the gradients travel (:func:`adaptable`).
+AlexNet keeps its accuracy at on the run's images (:func:`~.batch_bound.largest_batch`); with
+``adapt_communication`` the run takes those that change how the gradients travel (:func:`adaptable`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
+from .batch_bound import ALEXNET_LARGEST_BATCH
 
 if TYPE_CHECKING:
     from .precision import Hardware
@@ -51,12 +52,6 @@ MB = 1_000_000
 #: The share of linear scaling below which a multi-worker run is told which settings would send less: the
 #: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
 ADVISED_EFFICIENCY = 0.9
-#: The largest global batch AlexNet has been trained at on ImageNet with the learning rate scaled linearly and warmed
-#: up, keeping its accuracy (You et al., 2017, who needed layer-wise rates, LARS, beyond it; ResNet-50 goes to 8,192,
-#: Goyal et al., 2017): micro-batches are advised and taken up to it (:func:`largest_batch`).
-ALEXNET_LARGEST_BATCH = 1024
-#: ImageNet's (ILSVRC2012's) training images.
-IMAGENET_TRAIN_IMAGES = 1_281_167
 #: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
 MOST_LOCAL_STEPS = 16
 #: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
@@ -241,8 +236,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     computation, as on CPUs (packs hide part of it on GPUs). Below :data:`ADVISED_EFFICIENCY` it names what would
     bring a run back above it, in the order the training article gives: the gradients in 16 bits (the format the
     hardware sums, ``communication.sixteen_bit``) for half the bytes; then ``accumulate_steps``, a power of two,
-    for as many times the computation per exchange, up to a global batch of ``most_batch`` (:func:`largest_batch`;
-    micro-batches held back by it are said); then local SGD's
+    for as many times the computation per exchange, up to a global batch of ``most_batch``
+    (:func:`~.batch_bound.largest_batch`; micro-batches held back by it are said); then local SGD's
     ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the
     measurement its cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed
     in 16 bits, says what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time);
@@ -313,8 +308,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
 
 
 #: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches
-#: only as far as :func:`largest_batch` lets them be advised), never local SGD's ``sync_every``, which changes what
-#: the workers learn apart and is only advised.
+#: only as far as :func:`~.batch_bound.largest_batch` lets them be advised), never local SGD's ``sync_every``, which
+#: changes what the workers learn apart and is only advised.
 ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
 
 
@@ -350,31 +345,6 @@ def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
     if pack:
         settings["allreduce_pack_mb"] = pack / 1000
     return settings
-
-
-def largest_batch(train_images: int, asked: int | None = None) -> int:
-    """The largest global batch micro-batches may make in the advice before training and in what
-    ``adapt_communication`` takes, for a run of ``train_images`` training images (over every worker): ``asked``
-    (``largest_global_batch``) when set; else :data:`ALEXNET_LARGEST_BATCH` for ImageNet's training images or more,
-    and as many times less for fewer, which keeps an epoch the optimizer steps ImageNet has at that batch (1,251):
-    on a few thousand images two micro-batches cost a run its accuracy (the README's table over 1 Gbit/s)."""
-    if asked is not None:
-        return int(asked)
-    return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
-
-
-def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:
-    """What to tell a run whose own settings make a global batch of ``global_batch`` images beyond
-    :data:`ALEXNET_LARGEST_BATCH` (and beyond ``asked``, its ``largest_global_batch``: a bound set means the recipe
-    is known to take it); ``None`` when they do not."""
-    if global_batch <= max(ALEXNET_LARGEST_BATCH, asked or 0):
-        return None
-    return (f"A step trains a global batch of {global_batch} images (batch_size x accumulate_steps x replicas), "
-            f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
-            + (" with the learning rate scaled linearly" if rate_scaled else "")
-            + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
-            "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
-            "largest_global_batch to a batch your recipe is known to take to silence this.")
 
 
 def adaptation_text(taken: Mapping[str, int | float | str]) -> str:

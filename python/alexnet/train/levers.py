@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .communication import Advice, Communication, advise, check_wire, large_batch_warning, sixteen_bit_wire
+from .batch_bound import large_batch_warning
+from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -20,17 +21,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def check_levers(settings: TrainSettings, topology: Topology, *, told: bool = False) -> Communication:
-    """The run's :class:`Communication`, after checking that this worker's devices sum its wire format (before
-    any data is read), with the 16-bit format they sum. The chief warns when the run's own global batch is beyond
-    what AlexNet keeps its accuracy at (:func:`~.communication.large_batch_warning`), unless ``told`` (the settings
-    were checked before)."""
-    from .precision import hardware
-
+def check_global_batch(settings: TrainSettings, topology: Topology) -> None:
+    """The chief's warning when the run's own global batch is beyond what AlexNet keeps its accuracy at
+    (:func:`~.batch_bound.large_batch_warning`)."""
     large = large_batch_warning(topology.global_batch(settings.step_batch), settings.largest_global_batch,
                                 settings.lr_scaling != "none")
-    if large is not None and topology.chief and not told:
+    if large is not None and topology.chief:
         logger.warning("%s", large)
+
+
+def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
+    """The run's :class:`Communication`, after checking that this worker's devices sum its wire format (before
+    any data is read), with the 16-bit format they sum."""
+    from .precision import hardware
+
     communication = Communication.of(settings, topology.workers)
     if topology.workers > 1:
         device = hardware(topology.gpu)
@@ -133,7 +137,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
                          warn: bool = True) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
-    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.communication.largest_batch`),
+    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`),
     logged by the chief: a warning when settings are advised (the workers would wait for the network for more than
     a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
     if "compute_seconds" not in timing:
@@ -152,7 +156,7 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
     ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice`` (whose
-    micro-batches stop at :func:`~.communication.largest_batch`), with at most as many micro-batches as an epoch
+    micro-batches stop at :func:`~.batch_bound.largest_batch`), with at most as many micro-batches as an epoch
     has ``steps``. A collective: every worker calls it at the same point."""
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings

@@ -249,11 +249,13 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from ..model.saved import save_model
     from . import callbacks as cb
     from .agreement import check_agreement
+    from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
-    from .communication import adaptation_text, adapted_timing, largest_batch
+    from .communication import adaptation_text, adapted_timing
     from .levers import (
         adapt_communication,
         advise_communication,
+        check_global_batch,
         check_levers,
         install_levers,
         parameter_count,
@@ -268,6 +270,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
             "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
     communication = check_levers(settings, topo)
+    check_global_batch(settings, topo)
     td, bad = usable_data(data, settings)
     if settings.seed is not None:
         from ..tfimport import keras
@@ -285,7 +288,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
-        asked, communication = communication, check_levers(settings, topo, told=True)
+        asked, communication = communication, check_levers(settings, topo)
         steps = _agree_on_steps(strategy, topo, data, td, settings)
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,

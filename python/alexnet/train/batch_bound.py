@@ -1,0 +1,37 @@
+"""The global batch AlexNet keeps its accuracy at: the bound of the micro-batches a multi-worker run is advised, and
+takes with ``adapt_communication`` (:func:`largest_batch`), and the warning a run whose own settings go beyond it
+gets (:func:`large_batch_warning`)."""
+
+from __future__ import annotations
+
+#: The largest global batch AlexNet has been trained at on ImageNet with the learning rate scaled linearly and warmed
+#: up, keeping its accuracy (You et al., 2017, who needed layer-wise rates, LARS, beyond it; ResNet-50 goes to 8,192,
+#: Goyal et al., 2017): micro-batches are advised and taken up to it (:func:`largest_batch`).
+ALEXNET_LARGEST_BATCH = 1024
+#: ImageNet's (ILSVRC2012's) training images.
+IMAGENET_TRAIN_IMAGES = 1_281_167
+
+
+def largest_batch(train_images: int, asked: int | None = None) -> int:
+    """The largest global batch micro-batches may make in the advice before training and in what
+    ``adapt_communication`` takes, for a run of ``train_images`` training images (over every worker): ``asked``
+    (``largest_global_batch``) when set; else :data:`ALEXNET_LARGEST_BATCH` for ImageNet's training images or more,
+    and as many times less for fewer, which keeps an epoch the optimizer steps ImageNet has at that batch (1,251):
+    on a few thousand images two micro-batches cost a run its accuracy (the README's table over 1 Gbit/s)."""
+    if asked is not None:
+        return int(asked)
+    return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
+
+
+def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:
+    """What to tell a run whose own settings make a global batch of ``global_batch`` images beyond
+    :data:`ALEXNET_LARGEST_BATCH` (and beyond ``asked``, its ``largest_global_batch``: a bound set means the recipe
+    is known to take it); ``None`` when they do not."""
+    if global_batch <= max(ALEXNET_LARGEST_BATCH, asked or 0):
+        return None
+    return (f"A step trains a global batch of {global_batch} images (batch_size x accumulate_steps x replicas), "
+            f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
+            + (" with the learning rate scaled linearly" if rate_scaled else "")
+            + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
+            "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
+            "largest_global_batch to a batch your recipe is known to take to silence this.")
