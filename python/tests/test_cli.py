@@ -1,7 +1,9 @@
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,23 @@ def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):
     assert "alexnet upload: error:" in proc.stderr
     assert str(missing) in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_exit_code_130(tmp_path):
+    dest = tmp_path / "imagenet"
+    proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", "synth", str(dest), "--classes", "1000",
+                             "--images-per-class", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (dest / "ILSVRC").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the command ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "alexnet synth: interrupted" in err and "Traceback" not in err
 
 
 def test_upload_takes_a_scratch_folder(tmp_path):

@@ -66,7 +66,7 @@ def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix)."""
+    """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix, 130 after Ctrl-C)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
@@ -77,4 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   getattr(args, common.COMMAND_CALLS, {}))
         sys.stderr.write(f"alexnet {args.command}: error: {message}\n")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
+        sys.stderr.write(f"alexnet {args.command}: interrupted\n")
+        return 130
     return 0
