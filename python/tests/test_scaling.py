@@ -6,6 +6,7 @@ namespaces checks that ``ip netns list`` is as before once it ends, also after a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from alexnet.bench.report import accuracy_table, scaling_table
 from alexnet.bench.scaling import ScalingPlan, summarize_scaling
 from alexnet.bench.scaling_worker import typical_step
 from alexnet.errors import AlexnetError
+from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, large_batch_warning
 
 HERE = Path(__file__).resolve()
 ROOT = links.can_shape() is None
@@ -145,6 +147,12 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
     # the lever set bounds them itself
     assert plan.training({})["largest_global_batch"] == 1024
     assert plan.training({"largest_global_batch": 64})["largest_global_batch"] == 64
+    # a lever set whose own micro-batches go beyond it is timed as it is, without the warning about accuracy
+    wide = dataclasses.replace(plan, batch_size=32).training(LEVER_SETS["combined"])
+    own = 32 * 2 * LEVER_SETS["combined"]["accumulate_steps"]
+    assert own > ALEXNET_LARGEST_BATCH and wide["largest_global_batch"] == own
+    assert large_batch_warning(own, wide["largest_global_batch"], True) is None
+    assert large_batch_warning(own, None, True) is not None
     # the step that averages counts once per period: the mean, not the median that would leave it out
     assert typical_step([1.0, 1.0, 1.0, 5.0], period=4) == 2.0
     assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None
