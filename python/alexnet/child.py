@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .environment import set_interop_threads
 from .errors import AlexnetError
 from .scratch import scratch_folder
 from .tfimport import is_noise
@@ -247,6 +248,7 @@ def main() -> None:
         cpus = json.loads((folder / _CPUS_FILE).read_text())
         if cpus:  # before unpickling imports anything that might start threads
             os.sched_setaffinity(0, set(cpus))
+            set_interop_threads()  # `import alexnet` saw the parent's CPUs; TensorFlow is not imported yet
         function, args = pickle.loads((folder / _TASK_FILE).read_bytes())
         result = function(*args)
         temporary = folder / (_RESULT_FILE + ".tmp")

@@ -33,11 +33,38 @@ def tensorflow_environment() -> dict[str, str]:
 
 
 def set_tensorflow_environment() -> None:
-    """Set each variable of ``tensorflow.env`` that is not set already (a user's choice wins), then this process's
-    malloc as ``ALEXNET_MALLOC`` says (:func:`set_malloc`)."""
+    """Set each variable of ``tensorflow.env`` that is not set already (a user's choice wins), TensorFlow's inter-op
+    threads in a process held to one CPU (:func:`set_interop_threads`), then this process's malloc as
+    ``ALEXNET_MALLOC`` says (:func:`set_malloc`)."""
     for name, value in tensorflow_environment().items():
         os.environ.setdefault(name, value)
+    set_interop_threads()
     set_malloc()
+
+
+#: The variable TensorFlow reads for the threads that run independent operations side by side (inter-op), when it
+#: starts computing; it defaults to the CPUs the process may run on.
+INTEROP_VARIABLE = "TF_NUM_INTEROP_THREADS"
+#: TensorFlow's inter-op threads in a process that may run on one CPU only: with one thread, an all-reduce of a pack
+#: of gradients (``allreduce_pack_mb``) is not sent until the backward pass is done, and on a worker held to one core
+#: packs hid none of the exchange; with two they hid a third to a half of it over 1 Gbit/s (README, "Training on
+#: CPUs").
+ONE_CPU_INTEROP_THREADS = 2
+
+
+def set_interop_threads(cpus: int | None = None) -> str | None:
+    """Set ``TF_NUM_INTEROP_THREADS`` to :data:`ONE_CPU_INTEROP_THREADS` when this process may run on ``cpus`` = 1
+    CPU (its affinity when not given) and the variable is not set (a user's choice wins); the value in effect, or
+    ``None`` (TensorFlow's default: one thread per CPU). Call it again after changing the process's affinity, before
+    TensorFlow computes: TensorFlow reads the variable once."""
+    if cpus is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # not Linux
+            cpus = os.cpu_count() or 1
+    if cpus == 1:
+        os.environ.setdefault(INTEROP_VARIABLE, str(ONE_CPU_INTEROP_THREADS))
+    return os.environ.get(INTEROP_VARIABLE)
 
 
 def parse_malloc(value: str) -> dict[str, int]:

@@ -10,7 +10,16 @@ import sys
 
 import pytest
 
-from alexnet.environment import MALLOC_VARIABLE, _is_glibc, parse_malloc, tensorflow_environment
+from alexnet.child import run_child
+from alexnet.environment import (
+    INTEROP_VARIABLE,
+    MALLOC_VARIABLE,
+    ONE_CPU_INTEROP_THREADS,
+    _is_glibc,
+    parse_malloc,
+    set_interop_threads,
+    tensorflow_environment,
+)
 
 # A thread takes and frees a 95 MB block (the size of a worker's half of AlexNet's first dense layer's gradient,
 # as TensorFlow's gRPC receives it) a few times, after once to warm up: the page faults of each round.
@@ -85,3 +94,36 @@ def test_the_user_s_choice_wins_and_a_bad_value_is_said_once():
     assert bad["malloc"] == "default"
     warned = [line for line in stderr.splitlines() if MALLOC_VARIABLE in line]
     assert len(warned) == 1 and "malloc is left as it is" in warned[0], stderr
+
+
+def test_a_process_held_to_one_cpu_gets_two_inter_op_threads_unless_the_user_says(monkeypatch):
+    monkeypatch.setenv(INTEROP_VARIABLE, "")  # so that the variable is removed again after the test
+    monkeypatch.delenv(INTEROP_VARIABLE)
+    assert set_interop_threads(cpus=4) is None and INTEROP_VARIABLE not in os.environ  # TensorFlow's own: 1 per CPU
+    assert set_interop_threads(cpus=1) == str(ONE_CPU_INTEROP_THREADS) == os.environ[INTEROP_VARIABLE]
+    monkeypatch.setenv(INTEROP_VARIABLE, "3")
+    assert set_interop_threads(cpus=1) == "3"
+
+
+def _inter_op_threads() -> int:
+    """The threads of TensorFlow's inter-op pool in a fresh process after its first computation, by the name
+    TensorFlow gives them on Linux."""
+    from alexnet.tfimport import tf
+
+    tf.constant(0.0) + 1.0
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/comm", encoding="utf-8") as f:
+            names.append(f.read().strip())
+    return names.count("tf_Compute")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU affinity and thread names are Linux's")
+def test_a_child_pinned_to_one_cpu_computes_with_two_inter_op_threads():
+    # what the scaling stage's workers are: each pinned to a core, where TensorFlow would run one inter-op thread and
+    # the all-reduce of a pack would wait for the backward pass
+    env = {"PYTHONPATH": os.path.dirname(__file__)}
+    base = {k: v for k, v in os.environ.items() if k == INTEROP_VARIABLE}
+    assert not base, "the tests run without TF_NUM_INTEROP_THREADS"
+    assert run_child(_inter_op_threads, cpus=[0], env=env) == ONE_CPU_INTEROP_THREADS
+    assert run_child(_inter_op_threads, cpus=[0], env={**env, INTEROP_VARIABLE: "1"}) == 1

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import statistics
 from collections.abc import Mapping
 from typing import Any
+
+from ..environment import INTEROP_VARIABLE
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +37,9 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     start of training to the end of each epoch, its validation included), ``history``, ``parameters`` (the model's
     trainable numbers), ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, timed before training, per
     optimizer step: the gradients every step, or with local SGD the weights and momentum once every ``sync_every``
-    steps; 0 alone)."""
+    steps; 0 alone), ``interop_threads`` (``TF_NUM_INTEROP_THREADS`` as TensorFlow read it, ``None`` for its
+    default of one per CPU: ``"2"`` in a worker held to one CPU, see :func:`alexnet.environment.set_interop_threads`).
+    A ``threads`` > 0 sets TensorFlow's intra-op threads (those one operation computes with) to as many."""
     from ..tfimport import tf
     from ..train.api import alexnet_train
     from ..train.strategy import resolve_strategy
@@ -42,7 +47,6 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     threads = int(task.get("threads") or 0)
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
     workers = int(task["workers"])
     strategy = resolve_strategy("multi_worker" if workers > 1 else None,
                                 collective_timeout=task.get("collective_timeout"))
@@ -70,4 +74,5 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
         "bytes_per_step": float(params["allreduce_bytes_per_step"]),
         "allreduce_seconds": float(params.get("allreduce_seconds") or 0.0),
         "epoch_seconds": list(epochs.seconds),
+        "interop_threads": os.environ.get(INTEROP_VARIABLE),
     }
