@@ -52,17 +52,27 @@ INTEROP_VARIABLE = "TF_NUM_INTEROP_THREADS"
 ONE_CPU_INTEROP_THREADS = 2
 
 
+def process_cpus() -> int:
+    """The CPUs this process may run on (its affinity; all of the machine's where that cannot be read)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def interop_threads() -> int:
+    """TensorFlow's inter-op threads in this process: ``TF_NUM_INTEROP_THREADS`` when it is a positive number, else
+    TensorFlow's default, one per CPU the process may run on."""
+    value = os.environ.get(INTEROP_VARIABLE, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else process_cpus()
+
+
 def set_interop_threads(cpus: int | None = None) -> str | None:
     """Set ``TF_NUM_INTEROP_THREADS`` to :data:`ONE_CPU_INTEROP_THREADS` when this process may run on ``cpus`` = 1
     CPU (its affinity when not given) and the variable is not set (a user's choice wins); the value in effect, or
     ``None`` (TensorFlow's default: one thread per CPU). Call it again after changing the process's affinity, before
     TensorFlow computes: TensorFlow reads the variable once."""
-    if cpus is None:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # not Linux
-            cpus = os.cpu_count() or 1
-    if cpus == 1:
+    if (process_cpus() if cpus is None else cpus) == 1:
         os.environ.setdefault(INTEROP_VARIABLE, str(ONE_CPU_INTEROP_THREADS))
     return os.environ.get(INTEROP_VARIABLE)
 

@@ -16,6 +16,7 @@ from alexnet.environment import (
     MALLOC_VARIABLE,
     ONE_CPU_INTEROP_THREADS,
     _is_glibc,
+    interop_threads,
     parse_malloc,
     set_interop_threads,
     tensorflow_environment,
@@ -102,7 +103,11 @@ def test_a_process_held_to_one_cpu_gets_two_inter_op_threads_unless_the_user_say
     assert set_interop_threads(cpus=4) is None and INTEROP_VARIABLE not in os.environ  # TensorFlow's own: 1 per CPU
     assert set_interop_threads(cpus=1) == str(ONE_CPU_INTEROP_THREADS) == os.environ[INTEROP_VARIABLE]
     monkeypatch.setenv(INTEROP_VARIABLE, "3")
-    assert set_interop_threads(cpus=1) == "3"
+    assert set_interop_threads(cpus=1) == "3" and interop_threads() == 3
+    # unset, or not a positive number: TensorFlow's default, a thread per CPU the process may run on
+    for value in ("", "0", "two"):
+        monkeypatch.setenv(INTEROP_VARIABLE, value)
+        assert interop_threads() == len(os.sched_getaffinity(0))
 
 
 def _inter_op_threads() -> int:

@@ -24,6 +24,7 @@ from test_tensorboard import read_scalars  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.cli import main as cli_main  # noqa: E402
+from alexnet.environment import INTEROP_VARIABLE, interop_threads  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
 from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
@@ -229,7 +230,7 @@ def test_gpus_are_advised_the_16_bit_format_they_sum_and_packs():
     old = Hardware(gpu_capabilities=((7, 0), (8, 0)))
     assert sixteen_bit_wire(old) == "float16"
     advice = advise(Communication(workers=4, sixteen_bit=sixteen_bit_wire(old)), 1.0, 0.15, global_batch=4 * 128,
-                    gpu=True)
+                    overlaps=True)
     assert advice.settings["allreduce_precision"] == "float16" and advice.settings["allreduce_pack_mb"] == 25
     # a run of local SGD already: its averages count at their share of a step
     local = advise(Communication("bfloat16", 25, 1, 4, 2), 0.3, 1.0, global_batch=64)
@@ -246,7 +247,7 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     assert adaptable(advice, 1, 6)["accumulate_steps"] == 4
     assert "accumulate_steps" not in adaptable(advice, 1, 1)
     assert adaptable(None, 1, 8) == {} and adaptable(advise(comm, 0.01, 1.0, global_batch=64), 1, 8) == {}
-    gpu = advise(Communication(workers=4), 1.0, 0.15, global_batch=512, gpu=True)
+    gpu = advise(Communication(workers=4), 1.0, 0.15, global_batch=512, overlaps=True)
     assert adaptable(gpu, 1, 1) == {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25}
     # what the collective carries from the chief to every worker, read back
     for settings in ({}, taken, {"allreduce_precision": "float16", "allreduce_pack_mb": 2.5},
@@ -314,7 +315,28 @@ def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):
     assert exit.value.code == 0 and "--adapt-communication" in capsys.readouterr().out
 
 
-def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so(tmp_path, caplog):
+def test_cpu_workers_are_advised_packs_when_they_run_two_inter_op_threads(monkeypatch):
+    from alexnet.train.levers import advise_communication
+    from alexnet.train.strategy import Topology
+
+    chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
+    timing = {"allreduce_seconds": 3.0, "compute_seconds": 0.1, "sixteen_bit_allreduce_seconds": 1.5}
+    # one thread starts no pack's all-reduce before the backward pass ends: packs would hide nothing
+    monkeypatch.setenv(INTEROP_VARIABLE, "1")
+    one = advise_communication(timing, Communication(workers=2), chief, global_batch=64, most_batch=1024)
+    assert "allreduce_pack_mb" not in one.settings
+    monkeypatch.setenv(INTEROP_VARIABLE, "2")
+    two = advise_communication(timing, Communication(workers=2), chief, global_batch=64, most_batch=1024)
+    assert two.settings == {**one.settings, "allreduce_pack_mb": 25}
+    assert adaptable(two, 1, 100)["allreduce_pack_mb"] == 25  # adapt_communication takes them
+    assert "packs that travel while the backward pass computes the rest" in two.text
+    # packs already: not advised again
+    packed = advise_communication(timing, Communication(pack_mb=25, workers=2), chief, global_batch=64,
+                                  most_batch=1024)
+    assert "allreduce_pack_mb" not in packed.settings
+
+
+def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so(tmp_path, caplog, monkeypatch):
     import logging
 
     from alexnet.train.checkpoint import STATE_FILE, recorded_settings
@@ -325,6 +347,7 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     other = Topology("multi_worker", 2, 2, 1, False, 1, False)
     timing = {"allreduce_seconds": 3.0, "compute_seconds": 0.1, "sixteen_bit_allreduce_seconds": 1.5}
     comm = Communication(workers=2)
+    monkeypatch.setenv(INTEROP_VARIABLE, "1")  # packs are another test's (above)
     caplog.set_level(logging.INFO, logger="alexnet.train.levers")
     # the advice is a warning, unless the run is about to take it; only the chief says it
     advice = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024)
@@ -506,12 +529,15 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert post[0]["bytes_per_step"] == pytest.approx(gradients * 1e6 * 2 / 3)
     assert all(seconds > 0 for seconds in scalars["epoch/allreduce_seconds"].values())
     # adapt_communication: every worker took the chief's decision, the advised micro-batches as far as the global
-    # batch of 4 asked for allows, and 16 bits when advised (no packs on CPUs); the resumed run kept them (it says
-    # so) and went on from the checkpoint. The history tells the exchange and computation of what it trained with,
-    # and the advice for that
+    # batch of 4 asked for allows, 16 bits when advised, and packs, since these workers run two or more inter-op
+    # threads (packs travel while the backward pass computes); the resumed run kept them (it says so) and went on
+    # from the checkpoint. The history tells the exchange and computation of what it trained with, and the advice for
+    # that
     chief = first["adapted"]
     assert chief["adapted_settings"]["accumulate_steps"] == 2
-    assert set(chief["adapted_settings"]) <= {"allreduce_precision", "accumulate_steps"}, chief
+    assert set(chief["adapted_settings"]) <= {"allreduce_precision", "accumulate_steps", "allreduce_pack_mb"}, chief
+    assert ("allreduce_pack_mb" in chief["adapted_settings"]) == (interop_threads() >= 2), chief
+    assert ("packs of 25 MB" in chief["communication"]) == (interop_threads() >= 2), chief
     sixteen = "allreduce_precision" in chief["adapted_settings"]
     assert chief["bytes_per_step"] == first["float32"]["bytes_per_step"] / (2 if sixteen else 1)
     assert chief["communication"].startswith("bfloat16 on the wire" if sixteen else "float32 on the wire")

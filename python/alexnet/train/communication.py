@@ -225,7 +225,7 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           gpu: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True,
+           overlaps: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True,
            most_batch: int = ALEXNET_LARGEST_BATCH) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
@@ -233,13 +233,15 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     one worker or nothing measured.
 
     Its efficiency is ``compute / (compute + exchange)``: the share of linear scaling if no exchange overlaps any
-    computation, as on CPUs (packs hide part of it on GPUs). Below :data:`ADVISED_EFFICIENCY` it names what would
-    bring a run back above it, in the order the training article gives: the gradients in 16 bits (the format the
-    hardware sums, ``communication.sixteen_bit``) for half the bytes; then ``accumulate_steps``, a power of two,
-    for as many times the computation per exchange, up to a global batch of ``most_batch``
-    (:func:`~.batch_bound.largest_batch`; micro-batches held back by it are said); then local SGD's
+    computation (packs hide part of it where they travel while the backward pass computes). Below
+    :data:`ADVISED_EFFICIENCY` it names what would bring a run back above it, in the order the training article
+    gives: the gradients in 16 bits (the format the hardware sums, ``communication.sixteen_bit``) for half the bytes;
+    then ``accumulate_steps``, a power of two, for as many times the computation per exchange, up to a global batch
+    of ``most_batch`` (:func:`~.batch_bound.largest_batch`; micro-batches held back by it are said); then local SGD's
     ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the
-    measurement its cost in accuracy needs; and packs on GPUs. ``sixteen_bit_seconds``, the same exchange timed
+    measurement its cost in accuracy needs; and packs where ``overlaps``: on GPUs, and on CPUs whose process runs
+    two or more inter-op threads (:func:`alexnet.environment.interop_threads`), with which a pack's all-reduce starts
+    while the backward pass computes (README, "Training on CPUs"). ``sixteen_bit_seconds``, the same exchange timed
     in 16 bits, says what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time);
     without it, half the time is assumed. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``:
     does the run's learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
@@ -294,7 +296,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
                            "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
                            f"--accuracy-levers sync_every={local}+local_sgd_after=E) and start it late "
                            "(local_sgd_after)")
-    if gpu and not communication.pack_bytes:
+    if overlaps and not communication.pack_bytes:
         settings["allreduce_pack_mb"] = 25
         reasons.append("packs that travel while the backward pass computes the rest")
     advised = share(compute, exchange)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..environment import interop_threads
 from .batch_bound import large_batch_warning
 from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
 
@@ -143,7 +144,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
-                    gpu=topology.gpu,
+                    overlaps=topology.gpu or interop_threads() >= 2,
                     sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled,
                     most_batch=most_batch)
     if advice is not None and topology.chief:

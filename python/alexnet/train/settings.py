@@ -134,7 +134,9 @@ class TrainSettings:
     adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
                                         "training advises of 16-bit gradients, `accumulate_steps` (up to "
                                         "`largest_global_batch`, and at most as many micro-batches as an epoch had "
-                                        "steps) and packs on GPUs, as the chief decides, on every worker (local SGD, "
+                                        "steps) and packs where they overlap the backward pass (on GPUs, and on "
+                                        "CPUs with two or more inter-op threads), as the chief decides, on every "
+                                        "worker (local SGD, "
                                         "which changes what is learnt, is only advised; a resumed run keeps what it "
                                         "took when it began)")
     largest_global_batch: int | None = setting(
