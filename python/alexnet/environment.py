@@ -11,6 +11,8 @@ import logging
 import os
 import re
 
+from .machine import usable_cpus
+
 log = logging.getLogger(__name__)
 
 #: The file: one ``NAME=value`` a line, each with the reason for it in the comment above it.
@@ -52,19 +54,11 @@ INTEROP_VARIABLE = "TF_NUM_INTEROP_THREADS"
 ONE_CPU_INTEROP_THREADS = 2
 
 
-def process_cpus() -> int:
-    """The CPUs this process may run on (its affinity; all of the machine's where that cannot be read)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
 def interop_threads() -> int:
     """TensorFlow's inter-op threads in this process: ``TF_NUM_INTEROP_THREADS`` when it is a positive number, else
     TensorFlow's default, one per CPU the process may run on."""
     value = os.environ.get(INTEROP_VARIABLE, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else process_cpus()
+    return int(value) if value.isdigit() and int(value) > 0 else usable_cpus()
 
 
 def set_interop_threads(cpus: int | None = None) -> str | None:
@@ -72,7 +66,7 @@ def set_interop_threads(cpus: int | None = None) -> str | None:
     CPU (its affinity when not given) and the variable is not set (a user's choice wins); the value in effect, or
     ``None`` (TensorFlow's default: one thread per CPU). Call it again after changing the process's affinity, before
     TensorFlow computes: TensorFlow reads the variable once."""
-    if (process_cpus() if cpus is None else cpus) == 1:
+    if (usable_cpus() if cpus is None else cpus) == 1:
         os.environ.setdefault(INTEROP_VARIABLE, str(ONE_CPU_INTEROP_THREADS))
     return os.environ.get(INTEROP_VARIABLE)
 
