@@ -94,10 +94,12 @@
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
 #'   ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
 #'   `compute_seconds`: one exchange and one step's computation, each timed alone before training,
+#'   `sixteen_bit_allreduce_seconds`: with float32 on the wire, the same exchange timed in 16 bits,
+#'   `hidden_seconds`: where packs overlap the backward pass, what of the exchange a step with packs hid, timed,
 #'   `communication_efficiency`, the share of linear scaling they give if none of the exchange overlaps, and
 #'   below 0.9 `advised_settings`, the settings that would send less, in the order to take them
-#'   (16-bit gradients, `accumulate_steps` up to a global batch of `micro_batches_up_to`
-#'   (`largest_global_batch`, or unset 1,024 on ImageNet's training images and as many times fewer on fewer),
+#'   (16-bit gradients where timed a tenth faster or more, `accumulate_steps` up to a global batch of
+#'   `micro_batches_up_to` (`largest_global_batch`, or unset 1,024 on ImageNet's training images and as many times fewer on fewer),
 #'   then local SGD, whose cost in accuracy is to be measured first), with `communication_advice`, the same in words, logged as a warning when training starts, and
 #'   `adapted_settings`, what the run took of that advice with `adapt_communication = TRUE` (the chief's decision on
 #'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)), with

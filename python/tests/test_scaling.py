@@ -320,7 +320,9 @@ def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path
         assert (row["estimated_efficiency"] < 0.9) == bool(row["advised"]), row
         if row["advised"]:
             advised = parse_lever_set(row["advised"])[1]
-            assert advised["allreduce_precision"] == "bfloat16" and advised["accumulate_steps"] > 1, advised
+            # micro-batches, or packs where a step with them hid enough (the workers run two inter-op threads)
+            assert advised["allreduce_precision"] == "bfloat16", advised
+            assert advised.get("accumulate_steps", 1) > 1 or advised.get("allreduce_pack_mb") == 25, advised
         # the CPU a worker's step took beyond the lone worker's, from the runs' own CPU times
         one, many = (run for run in scaling["runs"] if run["levers"] == row["levers"]
                      and run["link"] in (None, row["link"]))

@@ -210,6 +210,20 @@ def check_wire(wire: str, device: Hardware) -> None:
                            "allreduce_precision = 'float16' (the same bytes, summed by every GPU) or 'float32'.")
 
 
+def faster_wire(communication: Communication, exchange_seconds: float, sixteen_bit_seconds: float | None) -> str:
+    """The wire format :func:`advise` names for ``communication``: its 16-bit format when the run sends float32 and
+    the exchange in 16 bits, timed (``sixteen_bit_seconds``; unset: half of ``exchange_seconds`` assumed), takes
+    at most :data:`SIXTEEN_BIT_GAIN` of the float32 one's; else the run's own."""
+    if communication.wire != "float32":
+        return communication.wire
+    sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
+    return communication.sixteen_bit if sixteen <= SIXTEEN_BIT_GAIN * exchange_seconds else communication.wire
+
+
+#: The packs advised where they overlap the backward pass, megabytes.
+ADVISED_PACK_MB = 25
+
+
 @dataclass(frozen=True)
 class Advice:
     """What a multi-worker run's measurements before training say about its communication (:func:`advise`)."""
@@ -225,8 +239,8 @@ class Advice:
 
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           overlaps: bool = False, sixteen_bit_seconds: float | None = None, rate_scaled: bool = True,
-           most_batch: int = ALEXNET_LARGEST_BATCH) -> Advice | None:
+           overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
+           rate_scaled: bool = True, most_batch: int = ALEXNET_LARGEST_BATCH) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -236,15 +250,19 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     computation (packs hide part of it where they travel while the backward pass computes). Below
     :data:`ADVISED_EFFICIENCY` it names what would bring a run back above it, in the order the training article
     gives: the gradients in 16 bits (the format the hardware sums, ``communication.sixteen_bit``) for half the bytes;
-    then ``accumulate_steps``, a power of two, for as many times the computation per exchange, up to a global batch
-    of ``most_batch`` (:func:`~.batch_bound.largest_batch`; micro-batches held back by it are said); then local SGD's
-    ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which changes what is learnt and is only named with the
-    measurement its cost in accuracy needs; and packs where ``overlaps``: on GPUs, and on CPUs whose process runs
-    two or more inter-op threads (:func:`alexnet.environment.interop_threads`), with which a pack's all-reduce starts
-    while the backward pass computes (README, "Training on CPUs"). ``sixteen_bit_seconds``, the same exchange timed
-    in 16 bits, says what 16 bits gain (advised only when at most :data:`SIXTEEN_BIT_GAIN` of the float32 time);
-    without it, half the time is assumed. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``:
-    does the run's learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
+    then packs where ``overlaps``: on GPUs, and on CPUs whose process runs two or more inter-op threads
+    (:func:`alexnet.environment.interop_threads`), with which a pack's all-reduce starts while the backward pass
+    computes (README, "Training on CPUs"); then ``accumulate_steps``, a power of two, for as many times the
+    computation per exchange, up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`;
+    micro-batches held back by it are said); then local SGD's ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which
+    changes what is learnt and is only named with the measurement its cost in accuracy needs. ``sixteen_bit_seconds``,
+    the same exchange timed in 16 bits, says what 16 bits gain (:func:`faster_wire`); without it, half the time is
+    assumed. ``hidden_seconds``: the seconds of the exchange a step with packs hid behind its backward pass, timed in
+    the wire format advised (:func:`alexnet.train.levers.probe_communication`); where packs overlap (the run's own or
+    those advised) the estimate counts only the rest as exposed, so that fewer micro-batches (a smaller global batch,
+    which learns better) are advised; a step of micro-batches hides as much, behind its last. Without it packs are
+    credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
+    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -260,16 +278,22 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     reasons: list[str] = []
     # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
     gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
-    if communication.wire == "float32":
+    if faster_wire(communication, exchange_seconds, sixteen_bit_seconds) != communication.wire:
         sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
-        if sixteen <= SIXTEEN_BIT_GAIN * exchange_seconds:
-            settings["allreduce_precision"] = communication.sixteen_bit
-            reasons.append("half the bytes" if sixteen_bit_seconds is None else
-                           f"half the bytes: {sixteen:.3g} s a step alone, timed")
-            gradients *= sixteen / exchange_seconds
+        settings["allreduce_precision"] = communication.sixteen_bit
+        reasons.append("half the bytes" if sixteen_bit_seconds is None else
+                       f"half the bytes: {sixteen:.3g} s a step alone, timed")
+        gradients *= sixteen / exchange_seconds
+    # what packs hide of the synchronous exchange (local SGD's average travels after the step, behind nothing)
+    hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not communication.local_sgd else 0.0
+    if overlaps and not communication.pack_bytes:
+        settings["allreduce_pack_mb"] = ADVISED_PACK_MB
+        reasons.append("packs that travel while the backward pass computes the rest" + (
+            f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else ""))
+    exposed = gradients - hidden
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
-    needed = max(1, math.ceil(gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
+    needed = max(1, math.ceil(exposed * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
     largest = 2 ** max(0, math.floor(math.log2(max(1.0, most_batch / micro_batch))))
     wanted = 2 ** math.ceil(math.log2(needed))
     accumulate = min(wanted, largest)
@@ -285,7 +309,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         accumulate = communication.accumulate
     compute = micro * accumulate
     # local SGD sends weights and momentum (twice the gradients' bytes) once in sync_every steps
-    exchange = 2 * gradients / communication.sync_every if communication.local_sgd else gradients
+    exchange = 2 * gradients / communication.sync_every if communication.local_sgd else exposed
     if share(compute, exchange) < ADVISED_EFFICIENCY:
         local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
                                                  / compute))
@@ -296,12 +320,12 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
                            "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
                            f"--accuracy-levers sync_every={local}+local_sgd_after=E) and start it late "
                            "(local_sgd_after)")
-    if overlaps and not communication.pack_bytes:
-        settings["allreduce_pack_mb"] = 25
-        reasons.append("packs that travel while the backward pass computes the rest")
     advised = share(compute, exchange)
     if not settings:
-        return Advice(efficiency, {}, efficiency, said + " The settings that send less are already as far as they go: "
+        if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough
+            return Advice(efficiency, {}, advised, f"{said} Its packs hid {hidden:.3g} s of it behind the backward "
+                          f"pass, timed: about {advised:.2f} of linear, nothing to add.")
+        return Advice(efficiency, {}, advised, said + " The settings that send less are already as far as they go: "
                       f"a faster link, or fewer workers, is what is left.{held}")
     named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))

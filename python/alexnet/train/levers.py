@@ -4,7 +4,7 @@ local-SGD averages (see :mod:`.communication`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -87,11 +87,14 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward and backward pass of
     ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each
     worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share are estimated from
-    them)."""
+    them); where packs overlap the backward pass (:func:`overlaps`) and the workers synchronise every step,
+    ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce of its gradients in the
+    packs of the run (or those advised) and the wire format advised (:func:`~.communication.faster_wire`), hid:
+    the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
     import time
 
     from ..tfimport import tf
-    from .communication import time_all_reduce
+    from .communication import ADVISED_PACK_MB, all_reduce, faster_wire, time_all_reduce
 
     if topology.workers <= 1:
         return {}
@@ -112,26 +115,47 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
         timing.update(timed("synchronous_", first), synchronous_epochs=float(communication.local_after))
     images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
 
-    @tf.function
-    def backward() -> Any:
-        def replica() -> Any:
-            with tf.GradientTape() as tape:
-                # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
-                loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
-            grads = tape.gradient(loss, net.trainable_variables)
-            return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
+    def step(exchange: Callable[[list[Any]], list[Any]]) -> float:
+        """The shortest of two timed steps (after one warm-up) of a replica's forward and backward pass whose
+        gradients then go through ``exchange``."""
 
-        return strategy.run(replica)
+        @tf.function
+        def once() -> Any:
+            def replica() -> Any:
+                with tf.GradientTape() as tape:
+                    # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
+                    loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
+                grads = exchange(tape.gradient(loss, net.trainable_variables))
+                return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
 
-    seconds = []
-    for _ in range(3):
-        start = time.perf_counter()
-        float(strategy.experimental_local_results(backward())[0])
-        seconds.append(time.perf_counter() - start)
-    timing["compute_seconds"] = min(seconds[1:]) * communication.accumulate
-    logger.info("Communication: %.1f MB a step, %.3f s alone; compute %.3f s a step.", timing["bytes_per_step"] / 1e6,
-                timing["allreduce_seconds"], timing["compute_seconds"])
+            return strategy.run(replica)
+
+        seconds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            float(strategy.experimental_local_results(once())[0])
+            seconds.append(time.perf_counter() - start)
+        return min(seconds[1:])
+
+    backward = step(list)
+    timing["compute_seconds"] = backward * communication.accumulate
+    if overlaps(topology) and not communication.local_sgd:
+        wire = faster_wire(communication, timing["allreduce_seconds"], timing.get("sixteen_bit_allreduce_seconds"))
+        alone = timing["allreduce_seconds"] if wire == communication.wire else timing["sixteen_bit_allreduce_seconds"]
+        packed = replace(communication, wire=wire, pack_mb=communication.pack_mb or ADVISED_PACK_MB)
+        options = packed.options()
+        together = step(lambda grads: all_reduce(grads, wire, options))
+        timing["hidden_seconds"] = min(alone, max(0.0, backward + alone - together))
+    logger.info("Communication: %.1f MB a step, %.3f s alone; compute %.3f s a step%s.",
+                timing["bytes_per_step"] / 1e6, timing["allreduce_seconds"], timing["compute_seconds"],
+                f"; packs hide {timing['hidden_seconds']:.3f} s of it" if "hidden_seconds" in timing else "")
     return timing
+
+
+def overlaps(topology: Topology) -> bool:
+    """Does a pack's all-reduce run while the backward pass computes on ``topology``'s devices: on GPUs, and on CPUs
+    whose process runs two or more inter-op threads (:func:`alexnet.environment.interop_threads`)?"""
+    return topology.gpu or interop_threads() >= 2
 
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
@@ -144,8 +168,8 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
-                    overlaps=topology.gpu or interop_threads() >= 2,
-                    sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"), rate_scaled=rate_scaled,
+                    overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
+                    hidden_seconds=timing.get("hidden_seconds"), rate_scaled=rate_scaled,
                     most_batch=most_batch)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)

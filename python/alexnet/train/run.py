@@ -162,7 +162,8 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
         "jit_compile": settings.xla(topology.gpu),
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
-        **{name: extra.pop(name) for name in ("allreduce_seconds", "compute_seconds", "communication_efficiency",
+        **{name: extra.pop(name) for name in ("allreduce_seconds", "sixteen_bit_allreduce_seconds", "hidden_seconds",
+                                              "compute_seconds", "communication_efficiency",
                                               "advised_settings", "communication_advice", "adapted_settings",
                                               "micro_batches_up_to")},
         "seconds": extra.pop("seconds"),
@@ -355,6 +356,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
+        "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
+        "hidden_seconds": timing.get("hidden_seconds"),
         "compute_seconds": timing.get("compute_seconds"),
         "communication_efficiency": None if advice is None else advice.efficiency,
         "advised_settings": {} if advice is None else dict(advice.settings),
