@@ -365,6 +365,23 @@ def test_what_packs_hid_timed_comes_off_the_exposed_exchange_before_micro_batche
     assert own.advised_efficiency == pytest.approx(_share(1.0, 0.05)) and "Its packs hid 0.25 s" in own.text
 
 
+def test_what_a_step_with_packs_hid_is_counted_on_gpus_and_only_recorded_on_cpus(monkeypatch):
+    from alexnet.train.levers import advise_communication
+    from alexnet.train.strategy import Topology
+
+    monkeypatch.setenv(INTEROP_VARIABLE, "2")
+    timing = {"allreduce_seconds": 2.8, "sixteen_bit_allreduce_seconds": 1.4, "compute_seconds": 0.68,
+              "hidden_seconds": 0.8}
+    told = {}
+    for gpu in (False, True):
+        chief = Topology("multi_worker", 2, 2, 0, True, 1, gpu)
+        told[gpu] = advise_communication(timing, Communication(workers=2), chief, global_batch=64, most_batch=1024)
+    # CPU workers: what a training step hid varied from run to run, so the probe's is not counted
+    assert told[False].settings["accumulate_steps"] == 16 and "hidden, timed" not in told[False].text
+    assert told[True].settings["accumulate_steps"] == 8 and "0.8 s of the exchange hidden, timed" in told[True].text
+    assert told[True].settings["allreduce_pack_mb"] == told[False].settings["allreduce_pack_mb"] == 25
+
+
 def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so(tmp_path, caplog, monkeypatch):
     import logging
 

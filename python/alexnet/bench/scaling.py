@@ -18,10 +18,10 @@ per lever set and link, has the images per second of N workers, the scaling effi
 left exposed (``tN - t1``), the CPU seconds a worker's step took beyond a lone worker's (the collective's own work on
 the worker's CPUs: what of the exposed time is not waiting for the link), the all-reduce alone, the share of it hidden
 behind computation, the bytes all-reduced per step, and the efficiency the run estimated before training from its
-own probe (a step's computation against the same plus the exchange alone, less what a step with packs hid where the
-run has packs that overlap, :func:`alexnet.train.levers.probe_communication`). From the shaped links' rows,
-:mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given (``step_seconds``: a GPU's,
-say) beside MXNet's published AlexNet scaling.
+own probe (:func:`alexnet.train.levers.probe_communication`: a step's computation against the same plus the exchange
+alone) with what the probe's step with packs hid (``probe_hidden_seconds``, where packs overlap). From the shaped
+links' rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given
+(``step_seconds``: a GPU's, say) beside MXNet's published AlexNet scaling.
 """
 
 from __future__ import annotations
@@ -209,12 +209,11 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
         estimate, advised = params.get("communication_efficiency"), params.get("advised_settings") or {}
         adapted = params.get("adapted_settings") or {}
         rest = {name: value for name, value in advised.items() if adapted.get(name) != value}
-        hidden = params.get("hidden_seconds")
-        if estimate is not None and hidden and params.get("allreduce_pack_mb") and params.get("sync_every", 1) <= 1:
-            # its packs: what a step with them hid, timed before training, is not exposed
-            compute, alone = float(params["compute_seconds"]), float(params["allreduce_seconds"])
-            estimate = compute / (compute + max(0.0, alone - float(hidden)))
         result["estimated_efficiency"] = None if estimate is None else round(float(estimate), 4)
+        # the probe's own timings: the computation behind that estimate, and what a step with packs hid (recorded,
+        # not counted on CPUs)
+        result["probe_compute_seconds"] = params.get("compute_seconds")
+        result["hidden_seconds"] = params.get("hidden_seconds")
         result["adapted"] = lever_text(adapted)
         result["advised"] = lever_text({**levers, **adapted, **rest}) if rest else ""
     return {"workers": results, "load_before": before, "load_after": load_average()}
@@ -243,6 +242,7 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "allreduce_seconds": round(alone, 4),
             "hidden_fraction": round(max(0.0, min(1.0, 1 - exposed / alone)), 4) if alone > 0 else None,
             "estimated_efficiency": many["workers"][0]["estimated_efficiency"],
+            "probe_hidden_seconds": many["workers"][0].get("hidden_seconds"),
             "adapted": many["workers"][0]["adapted"], "advised": many["workers"][0]["advised"],
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
             "load_before": many["load_before"], "load_after": many["load_after"]}

@@ -163,13 +163,16 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                          warn: bool = True) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`),
+    what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
+    pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
+    "Every multi-worker run measures its own link"),
     logged by the chief: a warning when settings are advised (the workers would wait for the network for more than
     a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
-                    hidden_seconds=timing.get("hidden_seconds"), rate_scaled=rate_scaled,
+                    hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
                     most_batch=most_batch)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)

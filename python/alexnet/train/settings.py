@@ -132,13 +132,12 @@ class TrainSettings:
                                    "SGD begins (post-local SGD: the models the workers train alone drift apart most "
                                    "while the rate is high, early in training)", minimum=0, metavar="EPOCHS")
     adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
-                                        "training advises of 16-bit gradients, `accumulate_steps` (up to "
-                                        "`largest_global_batch`, and at most as many micro-batches as an epoch had "
-                                        "steps) and packs where they overlap the backward pass (on GPUs, and on "
-                                        "CPUs with two or more inter-op threads), as the chief decides, on every "
-                                        "worker (local SGD, "
-                                        "which changes what is learnt, is only advised; a resumed run keeps what it "
-                                        "took when it began)")
+                                        "training advises of 16-bit gradients, packs where they overlap the "
+                                        "backward pass (on GPUs, and on CPUs with two or more inter-op threads) "
+                                        "and `accumulate_steps` (up to `largest_global_batch`, and at most as many "
+                                        "micro-batches as an epoch had steps), as the chief decides, on every "
+                                        "worker (local SGD, which changes what is learnt, is only advised; a "
+                                        "resumed run keeps what it took when it began)")
     largest_global_batch: int | None = setting(
         None, "count", "with several workers: the largest global batch (images of one optimizer step over every "
         "worker) that the micro-batches advised before training, and taken by `adapt_communication`, may make "
