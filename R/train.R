@@ -99,8 +99,9 @@
 #'   (counted by the advice on GPUs only),
 #'   `communication_efficiency`, the share of linear scaling they give if none of the exchange overlaps, and
 #'   below 0.9 `advised_settings`, the settings that would send less, in the order to take them
-#'   (16-bit gradients where timed a tenth faster or more, `accumulate_steps` up to a global batch of
-#'   `micro_batches_up_to` (`largest_global_batch`, or unset 1,024 on ImageNet's training images and as many times fewer on fewer),
+#'   (16-bit gradients where timed a tenth faster or more, packs where they overlap the backward pass,
+#'   `accumulate_steps` up to a global batch of `micro_batches_up_to` (`largest_global_batch`, or unset 1,024 on
+#'   ImageNet's training images and as many times fewer on fewer),
 #'   then local SGD, whose cost in accuracy is to be measured first), with `communication_advice`, the same in words, logged as a warning when training starts, and
 #'   `adapted_settings`, what the run took of that advice with `adapt_communication = TRUE` (the chief's decision on
 #'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)), with
