@@ -337,6 +337,38 @@ def test_cpu_workers_are_advised_packs_when_they_run_two_inter_op_threads(monkey
     assert "allreduce_pack_mb" not in packed.settings
 
 
+def test_the_probes_step_with_packs_sends_the_chiefs_wire_on_every_worker_or_runs_nowhere(monkeypatch):
+    from alexnet.train import agreement, levers
+    from alexnet.train.strategy import Topology
+
+    worker = Topology("multi_worker", 2, 2, 1, False, 1, False)
+    strategy = tf.distribute.get_strategy()
+    comm = Communication(workers=2)
+    # this worker's own timing would keep float32 (1.0 s in 16 bits against 1.05 s), the chief's sends 16 bits
+    timing = {"allreduce_seconds": 1.05, "sixteen_bit_allreduce_seconds": 1.0}
+    sent = []
+
+    def gather(strategy, row):
+        sent.append(list(row))
+        return np.array(rows)
+
+    monkeypatch.setattr(agreement, "all_gather_ints", gather)
+    monkeypatch.setattr(levers, "overlaps", lambda topology: True)
+    rows = [[1, 1, 1], [0, 1, 0]]  # rows: chief, overlaps, 16 bits advised
+    assert levers.packed_step_wire(strategy, comm, worker, timing) == "bfloat16"
+    assert sent == [[0, 1, 0]]  # what this worker told the others
+    rows = [[1, 1, 0], [0, 1, 1]]
+    faster = {**timing, "sixteen_bit_allreduce_seconds": 0.5}  # this worker's would send 16 bits, the chief's not
+    assert levers.packed_step_wire(strategy, comm, worker, faster) == "float32"
+    # a worker whose packs would not overlap (one inter-op thread): no worker runs the step
+    rows = [[1, 0, 1], [0, 1, 1]]
+    assert levers.packed_step_wire(strategy, comm, worker, timing) is None
+    # local SGD averages weights, not a step's gradients: nothing to time, nothing gathered
+    sent.clear()
+    assert levers.packed_step_wire(strategy, replace(comm, sync_every=4), worker, timing) is None
+    assert sent == []
+
+
 def test_what_packs_hid_timed_comes_off_the_exposed_exchange_before_micro_batches_are_counted():
     # over 1 Gbit/s in 16 bits: 1.4 s of exchange against 0.68 s of computation a micro-batch of 32 on two workers
     comm = Communication(workers=2)

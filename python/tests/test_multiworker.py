@@ -215,13 +215,15 @@ def _tree(root: Path) -> tuple[dict, dict]:
 
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
-    image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None,
+    image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
-    measures these images per second in each precision (whatever this machine's CPU)."""
+    measures these images per second in each precision (whatever this machine's CPU); ``fake_wire``: its packs
+    overlap the backward pass and its own timing of the exchange advises this wire format."""
     config = {
         "fake_rates": fake_rates,
+        "fake_wire": fake_wire,
         "index": index,
         "base_port": base_port,
         "data": data,
@@ -266,11 +268,18 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     # and although worker 1 measures bfloat16 faster (worker 0 float32), both compute in float32: the workers
     # agree on one precision
     rates = ({"float32": 30.0, "bfloat16": 10.0}, {"float32": 10.0, "bfloat16": 30.0})
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_rates=rates[i])
+    # and although each worker's own timing of the exchange advises another wire format, the probe's step with
+    # packs sends one (the chief's): a collective of two formats fails on both workers
+    wires = ("bfloat16", "float32")
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_rates=rates[i],
+                      fake_wire=wires[i])
                for i, d in enumerate((data0, data1))]
     codes = [_finish(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    for history in histories:
+        params = history["params"]
+        assert 0.0 <= params["hidden_seconds"] <= params["sixteen_bit_allreduce_seconds"], params
     assert [h["params"]["seed"] for h in histories] == [0, 1]
     for history in histories:
         assert history["schedule"]["image_size"] == [64, 96] and history["params"]["workers"] == 2
@@ -389,6 +398,11 @@ def _worker(config_path: str) -> None:
         os.environ[measure.CACHE_ENV] = "off"
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
         measure.model_timer = lambda *args, **kwargs: dict(config["fake_rates"]).__getitem__
+    if config.get("fake_wire"):
+        from alexnet.train import communication, levers
+
+        communication.faster_wire = lambda *args: config["fake_wire"]
+        levers.overlaps = lambda topology: True
     batches = _record_batches() if config.get("epoch_weights") else None
     out = Path(config["out"])
     try:

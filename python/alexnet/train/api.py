@@ -161,8 +161,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     with several workers ``communication``, ``allreduce_bytes_per_step``, ``allreduce_seconds`` and
     ``compute_seconds``: one exchange and one step's computation, each timed alone before training,
     ``sixteen_bit_allreduce_seconds``: with float32 on the wire, the same exchange timed in 16 bits,
-    ``hidden_seconds``: where packs overlap the backward pass, what of the exchange a step with packs hid, timed
-    (counted by the advice on GPUs only),
+    ``hidden_seconds``: where packs overlap the backward pass on every worker, what of the exchange a step with
+    packs hid, timed in the wire format the chief's timing advises (counted by the advice on GPUs only),
     ``communication_efficiency``, the share of linear scaling they give if none of the exchange overlaps, and
     below 0.9 ``advised_settings``, the settings that would send less in the order to take them (16-bit gradients
     where timed a tenth faster or more, packs where they overlap the backward pass,

@@ -87,14 +87,14 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward and backward pass of
     ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each
     worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share are estimated from
-    them); where packs overlap the backward pass (:func:`overlaps`) and the workers synchronise every step,
-    ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce of its gradients in the
-    packs of the run (or those advised) and the wire format advised (:func:`~.communication.faster_wire`), hid:
-    the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
+    them); where packs overlap the backward pass on every worker and the workers synchronise every step
+    (:func:`packed_step_wire`), ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce
+    of its gradients in the packs of the run (or those advised) and the wire format the chief's timing advises,
+    hid: the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
     import time
 
     from ..tfimport import tf
-    from .communication import ADVISED_PACK_MB, all_reduce, faster_wire, time_all_reduce
+    from .communication import ADVISED_PACK_MB, all_reduce, time_all_reduce
 
     if topology.workers <= 1:
         return {}
@@ -139,8 +139,8 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
     backward = step(list)
     timing["compute_seconds"] = backward * communication.accumulate
-    if overlaps(topology) and not communication.local_sgd:
-        wire = faster_wire(communication, timing["allreduce_seconds"], timing.get("sixteen_bit_allreduce_seconds"))
+    wire = packed_step_wire(strategy, communication, topology, timing)
+    if wire is not None:
         alone = timing["allreduce_seconds"] if wire == communication.wire else timing["sixteen_bit_allreduce_seconds"]
         packed = replace(communication, wire=wire, pack_mb=communication.pack_mb or ADVISED_PACK_MB)
         options = packed.options()
@@ -150,6 +150,27 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
                 timing["bytes_per_step"] / 1e6, timing["allreduce_seconds"], timing["compute_seconds"],
                 f"; packs hide {timing['hidden_seconds']:.3f} s of it" if "hidden_seconds" in timing else "")
     return timing
+
+
+def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communication, topology: Topology,
+                     timing: Mapping[str, float]) -> str | None:
+    """The wire format of :func:`probe_communication`'s step with packs, the same on every worker (``None``: no
+    worker runs it). It runs where packs overlap the backward pass on every worker (:func:`overlaps`) and the
+    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.communication.faster_wire`):
+    each worker times the exchanges on its own, and timings a few per cent apart may fall on both sides of
+    :data:`~.communication.SIXTEEN_BIT_GAIN`, while one all-reduce must carry one format. A collective: every worker
+    calls it at the same point."""
+    from .agreement import all_gather_ints
+    from .communication import faster_wire
+
+    if communication.local_sgd:
+        return None
+    own = faster_wire(communication, timing["allreduce_seconds"], timing.get("sixteen_bit_allreduce_seconds"))
+    rows = all_gather_ints(strategy, [int(topology.chief), int(overlaps(topology)), int(own != communication.wire)])
+    if not all(row[1] for row in rows):
+        return None
+    chief = next((row for row in rows if row[0]), rows[0])
+    return communication.sixteen_bit if chief[2] else communication.wire
 
 
 def overlaps(topology: Topology) -> bool:
