@@ -369,6 +369,26 @@ def test_the_probes_step_with_packs_sends_the_chiefs_wire_on_every_worker_or_run
     assert sent == []
 
 
+def test_a_cluster_of_mixed_gpu_generations_agrees_on_float16_for_its_sixteen_bits(monkeypatch):
+    from alexnet.train import agreement
+    from alexnet.train.levers import agree_on_sixteen_bit
+    from alexnet.train.strategy import Topology
+
+    strategy = tf.distribute.get_strategy()
+    worker = Topology("multi_worker", 2, 2, 0, True, 1, True)
+    ampere = Communication(workers=2, sixteen_bit="bfloat16")
+    # the other worker's GPUs (compute capability 7.0) sum no bfloat16: every worker times and advises float16
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([row, [1]]))
+    assert agree_on_sixteen_bit(strategy, ampere, worker).sixteen_bit == "float16"
+    assert agree_on_sixteen_bit(strategy, replace(ampere, sixteen_bit="float16"), worker).sixteen_bit == "float16"
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([row, [0]]))
+    assert agree_on_sixteen_bit(strategy, ampere, worker) == ampere
+    # one worker: nothing gathered
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: pytest.fail("gathered alone"))
+    alone = Topology("default", 1, 1, 0, True, 1, True)
+    assert agree_on_sixteen_bit(strategy, ampere, alone) == ampere
+
+
 def test_what_packs_hid_timed_comes_off_the_exposed_exchange_before_micro_batches_are_counted():
     # over 1 Gbit/s in 16 bits: 1.4 s of exchange against 0.68 s of computation a micro-batch of 32 on two workers
     comm = Communication(workers=2)

@@ -52,6 +52,20 @@ def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
     return communication
 
 
+def agree_on_sixteen_bit(strategy: tf.distribute.Strategy, communication: Communication,
+                         topology: Topology) -> Communication:
+    """``communication`` with the 16-bit wire format every worker's devices sum: float16 on every worker when any
+    worker's GPUs have no bfloat16 sums (:func:`~.communication.sixteen_bit_wire`), so that a cluster of mixed GPU
+    generations times, advises and takes one format. A collective with several workers: every worker calls it at
+    the same point."""
+    from .agreement import all_gather_ints
+
+    if topology.workers <= 1:
+        return communication
+    rows = all_gather_ints(strategy, [int(communication.sixteen_bit == "float16")])
+    return replace(communication, sixteen_bit="float16") if any(row[0] for row in rows) else communication
+
+
 def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer: Any, settings: TrainSettings,
                    communication: Communication, steps_per_epoch: int) -> list[Any]:
     """Set ``net``'s training step and ``optimizer``'s all-reduce for ``communication``; the callbacks the run

@@ -256,6 +256,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from .levers import (
         adapt_communication,
         advise_communication,
+        agree_on_sixteen_bit,
         check_global_batch,
         check_levers,
         install_levers,
@@ -280,6 +281,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     steps = _agree_on_steps(strategy, topo, data, td, settings)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
+    communication = agree_on_sixteen_bit(strategy, communication, topo)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
     most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
@@ -289,7 +291,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
-        asked, communication = communication, check_levers(settings, topo)
+        asked, communication = communication, agree_on_sixteen_bit(strategy, check_levers(settings, topo), topo)
         steps = _agree_on_steps(strategy, topo, data, td, settings)
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
