@@ -179,6 +179,9 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     assert summary["loss"] == histories[1]["metrics"]["loss"][-1] and json.loads(summary["history"]) == histories[1]
     # what the exchange costs against the computation, both timed before training on every worker, and the settings
     # that would send less (float32 gradients every step: 16 bits first, whenever anything is advised)
+    # the probe's step with packs sends the format the chief's timing advises, on every worker
+    chiefs = histories[0]["params"]
+    chief_faster = chiefs["sixteen_bit_allreduce_seconds"] <= SIXTEEN_BIT_GAIN * chiefs["allreduce_seconds"]
     for history in histories:
         params = history["params"]
         assert params["allreduce_seconds"] > 0 and params["compute_seconds"] > 0
@@ -195,9 +198,9 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
         faster = sixteen <= SIXTEEN_BIT_GAIN * alone
         assert ("allreduce_precision" in advised) == (faster and bool(advised)), (alone, sixteen, advised)
         assert "allreduce_precision" not in advised or next(iter(advised)) == "allreduce_precision"
-        # what packs hid of the exchange in that format, timed where they overlap the backward pass
+        # what packs hid of the exchange in the chief's format, timed where they overlap the backward pass
         hidden = params["hidden_seconds"]
-        assert hidden is None or 0.0 <= hidden <= (sixteen if faster else alone), (hidden, alone, sixteen)
+        assert hidden is None or 0.0 <= hidden <= (sixteen if chief_faster else alone), (hidden, alone, sixteen)
         assert not advised or (hidden is not None) == ("allreduce_pack_mb" in advised), (hidden, advised)
         # a few images: no micro-batches advised, whatever the exchange
         assert params["micro_batches_up_to"] == 1 and "accumulate_steps" not in advised
