@@ -294,7 +294,7 @@ print_scaling <- function(stage) {
       cat(sprintf("Advised for %s over %s: levers = \"%s\"\n", r$levers, r$link, r$advised))
     }
   }
-  if (!is.null(stage$skipped)) cat("Shaped links left out:", stage$skipped, "\n")
+  if (!is.null(stage$skipped)) cat("Links left out:", stage$skipped, "\n")
   for (target in stage$summary$targets) {
     met <- if (isTRUE(target$met)) " (met)" else " (not met)"
     cat(sprintf("%s: %.3f (%s), target %s%s\n", target$what, as.numeric(target$value), target$levers,

@@ -352,7 +352,30 @@ def test_without_root_the_stage_keeps_loopback_and_says_why(monkeypatch):
     kept, why = scaling.usable_links(links.parse_links("loopback,1gbit"))
     assert [link.name for link in kept] == ["loopback"] and "need root" in why
     kept, why = scaling.usable_links(links.parse_links("1gbit"))
+    assert [link.name for link in kept] == ["loopback"] and why.endswith("(run it as root)")
+
+
+def test_links_with_a_round_trip_are_left_out_where_the_kernel_has_no_netem(monkeypatch):
+    from alexnet.bench import scaling
+
+    monkeypatch.setattr(scaling, "can_shape", lambda: None)  # as root
+    monkeypatch.setattr(scaling, "can_delay", lambda: links.NO_NETEM)
+    kept, why = scaling.usable_links(links.parse_links("loopback,1gbit,1gbit/10ms"))
+    assert [link.name for link in kept] == ["loopback", "1gbit"] and "no netem queue" in why and '"1gbit"' in why
+    kept, why = scaling.usable_links(links.parse_links("1gbit/10ms"))
     assert [link.name for link in kept] == ["loopback"]
+    # netem is asked about only when a link adds a round trip
+    monkeypatch.setattr(scaling, "can_delay", lambda: pytest.fail("netem tried"))
+    assert scaling.usable_links(links.parse_links("loopback,1gbit")) == (links.parse_links("loopback,1gbit"), None)
+    monkeypatch.setattr(scaling, "can_delay", lambda: None)
+    assert scaling.usable_links(links.parse_links("1gbit/10ms"))[0] == links.parse_links("1gbit/10ms")
+
+
+@needs_root
+def test_whether_a_round_trip_can_be_added_is_tried_in_a_namespace_removed_after():
+    before = links.namespaces()
+    assert links.can_delay() in (None, links.NO_NETEM)
+    assert links.namespaces() == before
 
 
 def test_the_accuracy_stages_link_is_checked_before_any_work(monkeypatch):
@@ -371,6 +394,13 @@ def test_the_accuracy_stages_link_is_checked_before_any_work(monkeypatch):
     monkeypatch.setattr(accuracy, "can_shape", lambda: "shaped links need root (network namespaces and tc)")
     with pytest.raises(AlexnetError, match=r"need root .*: run the benchmark as root, or use `accuracy_link` = "):
         check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2, "accuracy_link": "1gbit"})
+    # a round trip needs the kernel's netem, tried before any work
+    monkeypatch.setattr(accuracy, "can_shape", lambda: None)
+    monkeypatch.setattr(accuracy, "can_delay", lambda: links.NO_NETEM)
+    with pytest.raises(AlexnetError, match=r"`accuracy_link` = '1gbit/10ms', but this kernel has no netem .* alone"):
+        check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2, "accuracy_link": "1gbit/10ms"})
+    assert check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2,
+                       "accuracy_link": "1gbit"}).accuracy.accuracy_link == "1gbit"
     # loopback needs no root, and a stage that does not run is not held to its link
     assert check_plan({"stages": "time_to_accuracy", "accuracy_workers": 2}).accuracy.accuracy_link == "loopback"
     check_plan({"stages": "decode", "accuracy_link": "1gbit"})

@@ -41,7 +41,7 @@ from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .images import SOURCE_SIDE_FACTOR
-from .link import can_shape, link_setting, parse_link
+from .link import can_delay, can_shape, link_setting, parse_link
 from .recipes import LEVERED, PAPER_LEARNING_RATE, _reached, late_drop, run_recipe
 from .stages import ACCURACY_TARGETS
 
@@ -108,6 +108,9 @@ class AccuracySettings:
         if reason is not None:
             raise AlexnetError(f"`accuracy_link` = {link.name!r}, but {reason}: run the benchmark as root, or use "
                                "`accuracy_link` = \"loopback\".")
+        reason = can_delay() if link.rtt_ms is not None else None
+        if reason is not None:
+            raise AlexnetError(f"`accuracy_link` = {link.name!r}, but {reason}.")
         if self.accuracy_workers > int(common.cores or 1):
             raise AlexnetError(f"`accuracy_workers` = {self.accuracy_workers} but the benchmark has {common.cores} "
                                "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")

@@ -114,6 +114,32 @@ def can_shape() -> str | None:
     return None
 
 
+#: Why a round trip cannot be added on this machine, in words.
+NO_NETEM = ("this kernel has no netem queue (CONFIG_NET_SCH_NETEM), which adds the round trip; give the rate alone "
+            "(\"1gbit\")")
+
+
+def can_delay() -> str | None:
+    """``None`` when this process can add a round trip to a shaped link (as :func:`can_shape`, and the kernel has
+    ``netem``: tried on the loopback device of a namespace made and removed for it); else why not, in words."""
+    reason = can_shape()
+    if reason is not None:
+        return reason
+    name = f"{PREFIX}{os.getpid()}-netem"
+    try:
+        _run("ip", "netns", "add", name)
+    except AlexnetError as error:
+        return f"no network namespace could be made ({error})"
+    try:
+        _run("ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1us")
+    except AlexnetError:
+        return NO_NETEM
+    finally:
+        with contextlib.suppress(AlexnetError):
+            _run("ip", "netns", "delete", name)
+    return None
+
+
 def _run(*command: str) -> None:
     done = subprocess.run(list(command), capture_output=True, text=True, check=False, timeout=30)
     if done.returncode != 0:
@@ -162,8 +188,8 @@ def _shape(namespace: str, device: str, link: LinkSpec) -> None:
         try:
             _run(*tc, "root", "handle", "1:", "netem", "delay", f"{delay_us}us", "limit", "100000")
         except AlexnetError as error:
-            raise AlexnetError(f"Cannot add a round trip to link {link.name!r}: {error}. This kernel has no netem "
-                               "queue (CONFIG_NET_SCH_NETEM); give the rate alone (\"1gbit\").") from None
+            raise AlexnetError(f"Cannot add a round trip to link {link.name!r}: {error}. Perhaps {NO_NETEM}.") \
+                from None
         parent = ("parent", "1:")
     _run(*tc, *parent, "handle", "2:", "tbf", "rate", f"{int(rate)}bit", "burst", str(burst), "limit", str(limit))
 

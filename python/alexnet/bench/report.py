@@ -181,7 +181,7 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
         lines += [f"| {t['what']} ({t['levers']}) | {t['value']:.2f} | at least {t['target']:g} "
                   f"| {'yes' if t['met'] else 'no'} |" for t in targets.values()]
     if scaling.get("skipped"):
-        lines += ["", f"Shaped links left out: {scaling['skipped']}."]
+        lines += ["", f"Links left out: {scaling['skipped']}."]
     return "\n".join(lines)
 
 

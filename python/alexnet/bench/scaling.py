@@ -38,7 +38,7 @@ from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, lever_text, parse_lever_set
-from .link import LinkSpec, can_shape, parse_links
+from .link import LinkSpec, can_delay, can_shape, parse_links
 from .measure import load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
 
@@ -58,8 +58,9 @@ class ScalingSettings:
                                    "cores this process may use)", minimum=2)
     links: tuple[str, ...] = setting(("loopback", "1gbit", "10gbit"), "words", "the links joining the workers: "
                                      "loopback (127.0.0.1), or a rate as tc writes it (1gbit, 10gbit, 200mbit; "
-                                     "/0.5ms adds a round trip), each worker in a network namespace of its own (root "
-                                     "only; without root, loopback alone)", metavar="LINK")
+                                     "/0.5ms adds a round trip, with the kernel's netem), each worker in a network "
+                                     "namespace of its own (root only; without root, loopback alone; without netem, "
+                                     "no link with a round trip)", metavar="LINK")
     levers: tuple[str, ...] = setting(DEFAULT_LEVERS, "words", f"the lever sets compared: {', '.join(LEVER_SETS)}, "
                                       "or training settings written setting=value+setting=value", metavar="LEVERS")
     scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts; with "
@@ -157,12 +158,17 @@ class ScalingPlan:
 
 
 def usable_links(links: Sequence[LinkSpec]) -> tuple[list[LinkSpec], str | None]:
-    """The links this process can make: every one as root, else loopback alone; and why not, when not."""
-    reason = can_shape()
-    if reason is None or not any(link.shaped for link in links):
-        return list(links), None
-    kept = [link for link in links if not link.shaped] or list(parse_links("loopback"))
-    return kept, reason
+    """The links this process can make, found out before anything is measured: every one as root on a kernel with
+    ``netem``; the links without an added round trip on one without it; else loopback alone. And why the others
+    were left out, when they were."""
+    reason = can_shape() if any(link.shaped for link in links) else None
+    if reason is not None:
+        return ([link for link in links if not link.shaped] or list(parse_links("loopback")),
+                f"{reason} (run it as root)")
+    reason = can_delay() if any(link.rtt_ms is not None for link in links) else None
+    if reason is not None:
+        return [link for link in links if link.rtt_ms is None] or list(parse_links("loopback")), reason
+    return list(links), None
 
 
 def scaling_data(plan: ScalingPlan, workdir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -250,17 +256,19 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
 
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int]) -> dict[str, Any]:
     """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (every
-    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet`` and ``skipped`` (why
-    shaped links were left out, if they were)."""
+    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet`` and ``skipped`` (the
+    links left out and why, if any were)."""
     from .cluster import split_cpus
 
     if len(cpus) < plan.workers:
         raise AlexnetError(f"The scaling stage gives each of its {plan.workers} workers CPUs of its own, and this "
                            f"process may use {len(cpus)}: use workers <= {len(cpus)}, or give it more cores.")
-    links, skipped = usable_links(plan.links)
-    if skipped:
-        logger.warning("The scaling stage measures loopback only: %s (run it as root to measure %s).", skipped,
-                       ", ".join(link.name for link in plan.links if link.shaped))
+    links, why = usable_links(plan.links)
+    skipped = None
+    if why is not None:
+        skipped = f"{', '.join(link.name for link in plan.links if link not in links)}: {why}"
+        logger.warning("The scaling stage leaves out %s; it measures %s.", skipped,
+                       ", ".join(link.name for link in links))
     shares = split_cpus(cpus, plan.workers)
     data = scaling_data(plan, workdir)
     log_dir = Path(workdir) / "scaling-logs"
