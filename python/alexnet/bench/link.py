@@ -120,11 +120,8 @@ NO_NETEM = ("this kernel has no netem queue (CONFIG_NET_SCH_NETEM), which adds t
 
 
 def can_delay() -> str | None:
-    """``None`` when this process can add a round trip to a shaped link (as :func:`can_shape`, and the kernel has
-    ``netem``: tried on the loopback device of a namespace made and removed for it); else why not, in words."""
-    reason = can_shape()
-    if reason is not None:
-        return reason
+    """``None`` when this process, which can shape links (:func:`can_shape`), can also add a round trip: the kernel
+    has ``netem``, tried on the loopback device of a namespace made and removed for it; else why not, in words."""
     name = f"{PREFIX}{os.getpid()}-netem"
     try:
         _run("ip", "netns", "add", name)

@@ -291,7 +291,9 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
-        asked, communication = communication, agree_on_sixteen_bit(strategy, check_levers(settings, topo), topo)
+        # the 16-bit format the workers agreed on stays theirs: no second gather
+        asked, communication = communication, dataclasses.replace(check_levers(settings, topo),
+                                                                  sixteen_bit=communication.sixteen_bit)
         steps = _agree_on_steps(strategy, topo, data, td, settings)
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
