@@ -15,7 +15,6 @@ import contextlib
 import functools
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,14 +25,15 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from alexnet.bench.cluster import free_base_port
+
 HOST = "127.0.0.1"
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the range outgoing connections take
+    theirs from (so no connection made before a server starts can take it)."""
+    return free_base_port(1)
 
 
 def _wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:

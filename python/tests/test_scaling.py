@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from alexnet.bench import cluster
 from alexnet.bench import link as links
 from alexnet.bench.lever_sets import LEVER_SETS, lever_text, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
@@ -226,6 +228,25 @@ def test_a_shaped_link_carries_its_rate_and_leaves_nothing_behind():
         rate = _received(network, 10)
     assert 0.6 * 200e6 < rate < 1.1 * 200e6, rate
     assert links.namespaces() == before
+
+
+def test_workers_ports_are_free_and_outside_the_range_outgoing_connections_take_theirs(monkeypatch):
+    low, high = cluster.ephemeral_ports()
+    assert cluster.LOWEST_PORT <= low <= high <= 65535
+    for _ in range(20):
+        base = cluster.free_base_port(3)
+        assert base >= cluster.LOWEST_PORT and base + 2 <= 65535
+        assert base + 2 < low or base > high, (base, low, high)
+        for port in range(base, base + 3):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+    # where the ephemeral range leaves little room, the ports come from what is left, on either side
+    monkeypatch.setattr(cluster, "ephemeral_ports", lambda: (cluster.LOWEST_PORT + 4, 65530))
+    bases = {cluster.free_base_port(2) for _ in range(60)}
+    assert bases <= {cluster.LOWEST_PORT, cluster.LOWEST_PORT + 1, cluster.LOWEST_PORT + 2, 65531, 65532, 65533, 65534}
+    monkeypatch.setattr(cluster, "ephemeral_ports", lambda: (cluster.LOWEST_PORT + 1, 65535))
+    with pytest.raises(OSError, match="outside the ephemeral range"):
+        cluster.free_base_port(2)
 
 
 def _sleep(task: dict) -> int:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..child import Child, ChildError, start_child
@@ -27,14 +29,34 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 
-def free_base_port(count: int) -> int:
-    """A port ``p`` such that ``p`` .. ``p + count - 1`` are free on 127.0.0.1 now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
+#: Where :func:`free_base_port` looks when the kernel's range of ephemeral ports cannot be read.
+EPHEMERAL_PORTS = (32768, 60999)
+#: The lowest port :func:`free_base_port` hands out (below it are the well-known and registered services).
+LOWEST_PORT = 10000
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel takes the local ports of outgoing connections from (Linux's ``ip_local_port_range``)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        low, high = (int(v) for v in text.split())
+    except (OSError, ValueError):
+        return EPHEMERAL_PORTS
+    return low, high
+
+
+def free_base_port(count: int, *, tries: int = 200) -> int:
+    """A port ``p`` such that ``p`` .. ``p + count - 1`` are free on 127.0.0.1 now, all outside the kernel's
+    ephemeral range: a port from that range can be taken by any outgoing connection (Spark's, a worker's) between
+    this check and the moment a worker listens on it."""
+    low, high = ephemeral_ports()
+    spans = [(lo, hi) for lo, hi in ((LOWEST_PORT, low - 1), (high + 1, 65535)) if hi - lo + 1 >= count]
+    if not spans:
+        raise OSError(f"no ports outside the ephemeral range {low}-{high} to choose from")
+    chooser = random.SystemRandom()
+    for _ in range(tries):
+        lo, hi = chooser.choice(spans)
+        base = chooser.randint(lo, hi - count + 1)
         sockets: list[socket.socket] = []
         try:
             for port in range(base, base + count):
@@ -47,7 +69,7 @@ def free_base_port(count: int) -> int:
         finally:
             for s in sockets:
                 s.close()
-    raise OSError("no range of free ports found on 127.0.0.1")
+    raise OSError(f"no range of {count} free ports found on 127.0.0.1 outside the ephemeral range {low}-{high}")
 
 
 def split_cpus(cpus: Sequence[int], workers: int) -> list[list[int]]:
