@@ -1,9 +1,10 @@
 # The seed's stand-alone MultiWorkerMirroredStrategy snippet: the same code in two R sessions, each
 # with its own `partition` and the TF_CONFIG it writes, training together over 127.0.0.1.
 
-free_port <- function() {
+# below Linux's ephemeral range (32768 on), where an outgoing connection could take the port before a worker listens
+free_port <- function(taken = integer()) {
   for (attempt in 1:50) {
-    port <- sample(20000:40000, 1L)
+    port <- sample(setdiff(10000:32000, taken), 1L)
     socket <- tryCatch(serverSocket(port), error = function(e) NULL)
     if (!is.null(socket)) {
       close(socket)
@@ -25,7 +26,8 @@ test_that("the original r-tensorflow/alexnet's stand-alone multi-worker snippet 
                                        val_per_class = 0, max_side = 64)
     alexnet::imagenet_upload(src$path, board = board, workers = 4)
   }, args = list(dir = dir, board = board), env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0"))
-  ports <- c(free_port(), free_port())
+  ports <- free_port()
+  ports <- c(ports, free_port(taken = ports))
   addresses <- paste0("127.0.0.1:", ports)
 
   # seed lines 173-187 as a script run on each machine, with tf <- reticulate::import("tensorflow") for
