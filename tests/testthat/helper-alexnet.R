@@ -15,6 +15,20 @@ skip_unless_long <- function() {
   skip_if_not(identical(Sys.getenv("ALEXNET_TESTS"), "long"), "kept out of make test for time: make test-long runs it")
 }
 
+# A free TCP port on this host, not one of `taken`: below Linux's ephemeral range (32768 on), where an outgoing
+# connection could take the port before a worker listens on it.
+free_port <- function(taken = integer()) {
+  for (attempt in 1:50) {
+    port <- sample(setdiff(10000:32000, taken), 1L)
+    socket <- tryCatch(serverSocket(port), error = function(e) NULL)
+    if (!is.null(socket)) {
+      close(socket)
+      return(port)
+    }
+  }
+  skip("no free port found")
+}
+
 # Runs `code` (with `args`) in a fresh R process with the given environment, so that Python state (which
 # reticulate cannot reset) starts from nothing.
 run_fresh_r <- function(code, env = character(), args = list()) {

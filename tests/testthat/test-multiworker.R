@@ -1,19 +1,6 @@
 # The seed's stand-alone MultiWorkerMirroredStrategy snippet: the same code in two R sessions, each
 # with its own `partition` and the TF_CONFIG it writes, training together over 127.0.0.1.
 
-# below Linux's ephemeral range (32768 on), where an outgoing connection could take the port before a worker listens
-free_port <- function(taken = integer()) {
-  for (attempt in 1:50) {
-    port <- sample(setdiff(10000:32000, taken), 1L)
-    socket <- tryCatch(serverSocket(port), error = function(e) NULL)
-    if (!is.null(socket)) {
-      close(socket)
-      return(port)
-    }
-  }
-  skip("no free port found")
-}
-
 test_that("the original r-tensorflow/alexnet's stand-alone multi-worker snippet trains in two R sessions", {
   skip_unless_long()
   skip_if_no_alexnet()

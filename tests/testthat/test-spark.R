@@ -118,7 +118,7 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
   skip_if_no_alexnet()
   skip_if_not_installed("callr")
   dir <- withr::local_tempdir()
-  port <- sample(20000:40000, 1L)
+  port <- free_port()
   stderr <- file.path(dir, "stderr.txt")
   out <- callr::r(function(dir, port, fake_sparklyr) {
     library(alexnet)
