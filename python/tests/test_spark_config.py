@@ -62,3 +62,18 @@ def test_a_port_another_process_listens_on_is_told_before_tensorflow_tries_it(mo
     cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
     with listener(base + 1):
         cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
+
+
+def test_a_taken_port_in_the_ephemeral_range_is_told_so_with_the_port_to_stay_below(monkeypatch):
+    monkeypatch.setattr(cluster, "_OWN_PORTS", set())
+    base = free_base_port(1)
+    addresses = ["127.0.0.1:7077"]
+    with listener(base):
+        # outside the range (as free_base_port chooses): the message says nothing of it
+        with pytest.raises(AlexnetError) as error:
+            cluster.check_port_free(tf_config(addresses, 0, base))
+        assert "ephemeral" not in str(error.value)
+        monkeypatch.setattr(cluster, "ephemeral_ports", lambda: (base - 5, base + 5))
+        with pytest.raises(AlexnetError, match=rf"Port {base} lies in this host's ephemeral range \({base - 5}-"
+                                               rf"{base + 5}\).* a base_port below {base - 5} "):
+            cluster.check_port_free(tf_config(addresses, 0, base))

@@ -16,11 +16,10 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ..child import Child, ChildError, start_child
-from ..train.cluster import tf_config_json
+from ..train.cluster import ephemeral_ports, tf_config_json
 from .link import LinkSpec, joined
 
 logger = logging.getLogger(__name__)
@@ -29,20 +28,8 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 
-#: Where :func:`free_base_port` looks when the kernel's range of ephemeral ports cannot be read.
-EPHEMERAL_PORTS = (32768, 60999)
 #: The lowest port :func:`free_base_port` hands out (below it are the well-known and registered services).
 LOWEST_PORT = 10000
-
-
-def ephemeral_ports() -> tuple[int, int]:
-    """The range the kernel takes the local ports of outgoing connections from (Linux's ``ip_local_port_range``)."""
-    try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        low, high = (int(v) for v in text.split())
-    except (OSError, ValueError):
-        return EPHEMERAL_PORTS
-    return low, high
 
 
 def free_base_port(count: int, *, tries: int = 200) -> int:

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..checks import as_int
@@ -63,6 +64,20 @@ def tf_config(addresses: Sequence[str], index: int, base_port: int = DEFAULT_BAS
     port = check_base_port(base_port, len(addresses))
     workers = [f"{_host(address)}:{port + i}" for i, address in enumerate(addresses)]
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+
+
+#: Linux's default range of ephemeral ports, assumed where the kernel's cannot be read.
+EPHEMERAL_PORTS = (32768, 60999)
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range this host's kernel takes the local ports of outgoing connections from (Linux's
+    ``ip_local_port_range``): a worker listening on one of them can find it taken by any connection."""
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return EPHEMERAL_PORTS
+    return low, high
 
 
 def check_base_port(base_port: object, workers: int) -> int:
@@ -128,6 +143,14 @@ def read_tf_config() -> dict:
     return config
 
 
+def _ephemeral_hint(port: int) -> str:
+    low, high = ephemeral_ports()
+    if not low <= port <= high:
+        return ""
+    return (f" Port {port} lies in this host's ephemeral range ({low}-{high}), from which every outgoing connection "
+            f"takes its own port: a base_port below {low} cannot be taken that way.")
+
+
 def check_port_free(config: dict) -> None:
     """Raise :class:`~alexnet.errors.AlexnetError` when the port this worker of ``config`` (a parsed TF_CONFIG) is
     to listen on is already listened on, on this host: by another training, most likely.
@@ -157,6 +180,6 @@ def check_port_free(config: dict) -> None:
                 f"Port {port} on this host, where this worker is to listen ({address} in TF_CONFIG), is already in "
                 "use, by another training on this host perhaps. Give the job other ports: `base_port` (worker k "
                 "listens on base_port + k) in a Spark job, the workers' addresses in TF_CONFIG otherwise; or end "
-                "the process that holds the port."
+                f"the process that holds the port.{_ephemeral_hint(port)}"
             ) from None
     _OWN_PORTS.add(port)
