@@ -160,6 +160,43 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
     assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None
 
 
+def test_a_stopped_scaling_stage_keeps_the_rows_it_measured_in_its_output_dir(monkeypatch, tmp_path):
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+
+    runs: list[tuple[str, int]] = []
+    stop_at = [3]
+
+    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
+        runs.append((link.name, workers))
+        if len(runs) == stop_at[0]:
+            raise KeyboardInterrupt  # Ctrl-C during the second lever set's lone worker
+        seconds = 1.0 if workers == 1 else 1.25
+        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
+                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
+                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
+        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(scaling, "_run", fake_run)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    plan = check_plan({"stages": "scaling", "links": "loopback", "levers": ["today", "packed"],
+                       "output_dir": str(tmp_path)})
+    rows_file = tmp_path / bench.ROWS_FILE
+    rows_file.write_text('{"levers": "an earlier run"}\n')
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(plan)
+    kept = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [(row["levers"], row["link"], row["efficiency"]) for row in kept] == [("today", "loopback", 0.8)]
+    assert not (tmp_path / bench.JSON_FILE).exists()
+    # run to its end, the result holds every row and the file of rows is gone
+    stop_at[0] = 0
+    result = bench.run(plan)
+    assert [(row["levers"], row["efficiency"]) for row in result["scaling"]["rows"]] == [("today", 0.8),
+                                                                                         ("packed", 0.8)]
+    assert (tmp_path / bench.JSON_FILE).exists() and not rows_file.exists()
+
+
 def test_the_lever_recipes_are_tabled_against_the_defaults():
     accuracy = {"settings": {"target_accuracy": 0.75, "max_epochs": 8, "repeats": 3}, "recipes": {}, "targets": {},
                 "levers": {"defaults+sync_every=4": {

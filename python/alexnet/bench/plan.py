@@ -77,7 +77,9 @@ class BenchSettings:
                                     "(\"threads\"); unset: process where CPUs can be pinned (Linux)",
                                     choices=ISOLATIONS, optional=True, none_word="auto")
     output_dir: str | None = setting(None, "location", "the folder of alexnet-benchmark.json and "
-                                     "alexnet-benchmark.png (unset: a new temporary folder)", optional=True)
+                                     "alexnet-benchmark.png (unset: a new temporary folder); while the scaling "
+                                     "stage runs, also of scaling-rows.jsonl, its rows as they are measured, which "
+                                     "a run stopped before its end keeps", optional=True)
     seed: int = setting(0, "count", "random seed of the images' sample, the synthetic data and the models",
                         minimum=0)
     precision: str | None = like(training_specs()["precision"], help="what synthetic, train and the defaults recipe "

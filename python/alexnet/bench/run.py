@@ -69,6 +69,8 @@ logger = logging.getLogger(__name__)
 
 JSON_FILE = "alexnet-benchmark.json"
 PNG_FILE = "alexnet-benchmark.png"
+#: The scaling stage's rows, a JSON line each, written as they are measured: what a stopped run keeps.
+ROWS_FILE = "scaling-rows.jsonl"
 
 
 def _pipeline_records(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> list[dict[str, Any]]:
@@ -144,9 +146,33 @@ def _described(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> dic
             "original_bytes": sum(os.path.getsize(f) for f in originals)}
 
 
-def _write(result: dict[str, Any], output_dir: str | os.PathLike | None) -> dict[str, Any]:
+def _output(output_dir: str | os.PathLike | None) -> Path:
     out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="alexnet-benchmark-"))
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+class RowLog:
+    """The scaling stage's rows written to ``path`` as they come (a JSON line each), so that a run stopped before
+    its end keeps what it measured; removed once the whole result is written, which holds them too."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.unlink(missing_ok=True)  # an earlier, stopped run's rows are not this run's
+        self.told = False
+
+    def __call__(self, row: Mapping[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if not self.told:
+            logger.info("Each row of the scaling stage is also written to %s as it is measured.", self.path)
+            self.told = True
+
+    def done(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _write(result: dict[str, Any], out: Path) -> dict[str, Any]:
     json_path, png_path = out / JSON_FILE, out / PNG_FILE
     result["json"], result["png"] = str(json_path), str(png_path)
     json_path.write_text(json.dumps(result, indent=2))
@@ -171,16 +197,22 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
                                        parallel=common.parallel, workdir=workdir / "models",
                                        cpus=plan.cpus[:common.cores])
         scaled = None
+        rows = None
         if "scaling" in common.stages:
             gc.collect()
-            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores])
+            if common.output_dir is not None:  # a run stopped before its end keeps the rows it measured there
+                rows = RowLog(_output(common.output_dir) / ROWS_FILE)
+            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows)
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
                                   "data": _described(plan, bench, originals), "stages": measured,
                                   "time_to_accuracy": reached, "scaling": scaled,
                                   "summary": summarize(measured, common.cores, reached)}
         if scaled is not None:
             result["summary"]["scaling"] = scaled["summary"]["targets"]
-        return _write(result, common.output_dir)
+        written = _write(result, _output(common.output_dir))
+        if rows is not None:
+            rows.done()
+        return written
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,10 +254,11 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "load_before": many["load_before"], "load_after": many["load_after"]}
 
 
-def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int]) -> dict[str, Any]:
+def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
+                    on_row: Callable[[Mapping[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (every
     worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet`` and ``skipped`` (the
-    links left out and why, if any were)."""
+    links left out and why, if any were). ``on_row(row)`` is called with each row as soon as it is measured."""
     from .cluster import split_cpus
 
     if len(cpus) < plan.workers:
@@ -284,6 +285,8 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             rows.append(_row(name, levers, link, one, many, plan.workers))
             logger.info("scaling %s, %d workers over %s: efficiency %.2f.", name, plan.workers, link.name,
                         rows[-1]["efficiency"])
+            if on_row is not None:
+                on_row(rows[-1])
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
             "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped,
             "summary": summarize_scaling(rows)}
