@@ -17,7 +17,7 @@ benchmark_settings <- list(
   model_steps = list(kind = "count>=1", default = 5, choices = NULL, stage = "", help = "training steps synthetic and train time"),
   dense_units = list(kind = "count>=1", default = 4096, choices = NULL, stage = "", help = "units of the model's two hidden dense layers"),
   isolation = list(kind = "choice?", default = NULL, choices = c("process", "threads"), stage = "", help = "each core count measured in a child process pinned to that many CPUs (\"process\"), or in this process with tf.data's threads limited (\"threads\"); unset: process where CPUs can be pinned (Linux)"),
-  output_dir = list(kind = "location?", default = NULL, choices = NULL, stage = "", help = "the folder of alexnet-benchmark.json and alexnet-benchmark.png (unset: a new temporary folder); while the scaling stage runs, also of scaling-rows.jsonl, its rows as they are measured, which a run stopped before its end keeps"),
+  output_dir = list(kind = "location?", default = NULL, choices = NULL, stage = "", help = "the folder of alexnet-benchmark.json and alexnet-benchmark.png (unset: a new temporary folder); while the scaling stage runs, also of scaling-rows.jsonl, its rows as they are measured, which a run stopped before its end keeps (and `scaling_resume` takes again)"),
   seed = list(kind = "count>=0", default = 0, choices = NULL, stage = "", help = "random seed of the images' sample, the synthetic data and the models"),
   precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), stage = "", help = "what synthetic, train and the defaults recipe of time_to_accuracy compute in (unset: the one measured to train faster here, as alexnet_train() picks it)"),
   board = list(kind = "location?", default = NULL, choices = NULL, stage = "fetch", help = "the board a partition is downloaded from (the command line's --board)"),
@@ -44,5 +44,6 @@ benchmark_settings <- list(
   step_seconds = list(kind = "numbers", default = c(0.15), choices = NULL, stage = "scaling", help = "seconds a step of `batch_size` images computes on the hardware the projection is for (a GPU's)"),
   scaling_classes = list(kind = "count>=1", default = 8, choices = NULL, stage = "scaling", help = "categories of the stage's synthetic images (shared out among the workers; the model has 1000 outputs whatever this is)"),
   scaling_images_per_class = list(kind = "count>=1", default = 40, choices = NULL, stage = "scaling", help = "training images per category of them"),
-  scaling_timeout = list(kind = "number", default = 3600.0, choices = NULL, stage = "scaling", help = "seconds a run of the workers may take before it is stopped")
+  scaling_timeout = list(kind = "number", default = 3600.0, choices = NULL, stage = "scaling", help = "seconds a run of the workers may take before it is stopped"),
+  scaling_resume = list(kind = "flag", default = FALSE, choices = NULL, stage = "scaling", help = "keep the rows a stopped run wrote to scaling-rows.jsonl in `output_dir` where it measured them with the same settings, and measure only the others (needs `output_dir`)")
 )

@@ -197,6 +197,70 @@ def test_a_stopped_scaling_stage_keeps_the_rows_it_measured_in_its_output_dir(mo
     assert (tmp_path / bench.JSON_FILE).exists() and not rows_file.exists()
 
 
+def test_a_stopped_scaling_stage_resumed_measures_only_the_rows_it_lacks(monkeypatch, tmp_path):
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+
+    runs: list[tuple[str, str, int]] = []
+    stop_at = [0]
+
+    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
+        name = "packed" if levers else "today"
+        runs.append((name, link.name, workers))
+        if len(runs) == stop_at[0]:
+            raise KeyboardInterrupt
+        # every call gives other seconds, so that a row measured again cannot pass for one kept
+        seconds = (1.0 if workers == 1 else 1.25) + len(runs) / 100
+        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
+                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
+                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
+        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(scaling, "_run", fake_run)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    settings = {"stages": "scaling", "links": "loopback", "levers": ["today", "packed"], "output_dir": str(tmp_path)}
+    rows_file = tmp_path / bench.ROWS_FILE
+    # stopped during packed's two workers: today's row and packed's lone worker measured
+    stop_at[0] = 4
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(check_plan(settings))
+    stopped = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [row["levers"] for row in stopped] == ["today"]
+    with rows_file.open("a") as f:
+        f.write('{"levers": "packed", "link": "loop')  # a line cut short by the stop
+
+    # resumed: only packed is measured, its lone worker again too (no row of it was kept)
+    runs.clear()
+    stop_at[0] = 0
+    result = bench.run(check_plan({**settings, "scaling_resume": True}))
+    assert runs == [("packed", "loopback", 1), ("packed", "loopback", 2)]
+    rows = result["scaling"]["rows"]
+    assert rows[0] == {k: v for k, v in stopped[0].items() if k not in scaling.RECORD_ONLY}
+    assert [row["levers"] for row in rows] == ["today", "packed"] and result["scaling"]["kept"] == 1
+    assert [(run["levers"], len(run["workers"])) for run in result["scaling"]["runs"]] == [
+        ("today", 1), ("today", 2), ("packed", 1), ("packed", 2)]
+    assert result["scaling"]["runs"][1]["workers"] == stopped[0]["runs"]["many"]["workers"]
+    assert "Rows kept from a stopped run (`scaling_resume`): 1 of 2." in scaling_table(result["scaling"])
+    assert result["settings"]["scaling"]["scaling_resume"] is True and not rows_file.exists()
+
+    # a stopped run measured with other settings is measured again, whole
+    stop_at[0] = 3
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(check_plan(settings))
+    runs.clear()
+    stop_at[0] = 0
+    result = bench.run(check_plan({**settings, "scaling_resume": True, "scaling_steps": 6}))
+    assert [run[0] for run in runs] == ["today", "today", "packed", "packed"] and result["scaling"]["kept"] == 0
+    # resumed with no rows to take, every row is measured
+    runs.clear()
+    result = bench.run(check_plan({**settings, "scaling_resume": True}))
+    assert len(runs) == 4 and result["scaling"]["kept"] == 0
+
+    with pytest.raises(AlexnetError, match="`scaling_resume` reads the rows a stopped run wrote to its `output_dir`"):
+        check_plan({"stages": "scaling", "links": "loopback", "scaling_resume": True})
+
+
 def test_the_lever_recipes_are_tabled_against_the_defaults():
     accuracy = {"settings": {"target_accuracy": 0.75, "max_epochs": 8, "repeats": 3}, "recipes": {}, "targets": {},
                 "levers": {"defaults+sync_every=4": {

@@ -79,7 +79,8 @@ class BenchSettings:
     output_dir: str | None = setting(None, "location", "the folder of alexnet-benchmark.json and "
                                      "alexnet-benchmark.png (unset: a new temporary folder); while the scaling "
                                      "stage runs, also of scaling-rows.jsonl, its rows as they are measured, which "
-                                     "a run stopped before its end keeps", optional=True)
+                                     "a run stopped before its end keeps (and `scaling_resume` takes again)",
+                                     optional=True)
     seed: int = setting(0, "count", "random seed of the images' sample, the synthetic data and the models",
                         minimum=0)
     precision: str | None = like(training_specs()["precision"], help="what synthetic, train and the defaults recipe "

@@ -182,6 +182,8 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
                   f"| {'yes' if t['met'] else 'no'} |" for t in targets.values()]
     if scaling.get("skipped"):
         lines += ["", f"Links left out: {scaling['skipped']}."]
+    if scaling.get("kept"):
+        lines += ["", f"Rows kept from a stopped run (`scaling_resume`): {scaling['kept']} of {len(rows)}."]
     return "\n".join(lines)
 
 

@@ -153,23 +153,45 @@ def _output(output_dir: str | os.PathLike | None) -> Path:
 
 
 class RowLog:
-    """The scaling stage's rows written to ``path`` as they come (a JSON line each), so that a run stopped before
-    its end keeps what it measured; removed once the whole result is written, which holds them too."""
+    """The scaling stage's rows written to ``path`` as they come (a JSON line each, with the runs it was measured
+    from and what with: :func:`alexnet.bench.scaling.measure_scaling`'s records), so that a run stopped before its
+    end keeps what it measured; removed once the whole result is written, which holds them too.
 
-    def __init__(self, path: Path):
+    With ``resume``, the records a stopped run left there are read first (``kept``, for the stage to take again
+    where they were measured with the same settings) and written again, with the new ones after them; without it,
+    they are an earlier run's, and left out."""
+
+    def __init__(self, path: Path, resume: bool = False):
         self.path = path
-        path.unlink(missing_ok=True)  # an earlier, stopped run's rows are not this run's
-        self.told = False
+        self.kept = read_rows(path) if resume else []
+        if resume:
+            logger.info("Resuming the scaling stage: %d row(s) of a stopped run in %s, each taken again where it "
+                        "was measured with the same settings.", len(self.kept), path)
+        path.unlink(missing_ok=True)
+        logger.info("Each row of the scaling stage is also written to %s as it is measured.", path)
 
-    def __call__(self, row: Mapping[str, Any]) -> None:
+    def __call__(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        if not self.told:
-            logger.info("Each row of the scaling stage is also written to %s as it is measured.", self.path)
-            self.told = True
+            f.write(json.dumps(record) + "\n")
 
     def done(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The records of ``path`` (a :class:`RowLog`'s), if it exists: its lines that are whole records, a line cut
+    short by the stop or a row written before records kept their runs left out."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("runs"), dict) and "measured_with" in record:
+            records.append(record)
+    return records
 
 
 def _write(result: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -201,8 +223,9 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
         if "scaling" in common.stages:
             gc.collect()
             if common.output_dir is not None:  # a run stopped before its end keeps the rows it measured there
-                rows = RowLog(_output(common.output_dir) / ROWS_FILE)
-            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows)
+                rows = RowLog(_output(common.output_dir) / ROWS_FILE, resume=plan.scaling.scaling_resume)
+            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows,
+                                     kept=rows.kept if rows is not None else ())
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
                                   "data": _described(plan, bench, originals), "stages": measured,
                                   "time_to_accuracy": reached, "scaling": scaled,

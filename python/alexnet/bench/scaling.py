@@ -26,6 +26,7 @@ links' rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import statistics
@@ -44,6 +45,8 @@ from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, p
 
 logger = logging.getLogger(__name__)
 
+#: What a record of :func:`measure_scaling`'s ``on_row`` holds besides its row.
+RECORD_ONLY = ("runs", "measured_with")
 #: Classes of the model trained: ImageNet's, so that AlexNet has its 62.4 million weights (250 MB of gradients).
 MODEL_CLASSES = 1000
 
@@ -75,6 +78,9 @@ class ScalingSettings:
     scaling_images_per_class: int = setting(40, "count", "training images per category of them", minimum=1)
     scaling_timeout: float = setting(3600.0, "number", "seconds a run of the workers may take before it is stopped",
                                      above=0.0)
+    scaling_resume: bool = setting(False, "flag", "keep the rows a stopped run wrote to scaling-rows.jsonl in "
+                                   "`output_dir` where it measured them with the same settings, and measure only "
+                                   "the others (needs `output_dir`)")
 
     def check(self, common: Any) -> None:
         """The links and lever sets readable, and a CPU of its own for every worker, when the stage runs."""
@@ -86,6 +92,9 @@ class ScalingSettings:
                 raise AlexnetError(f"The lever set {word!r} sets local_sgd_after, but the scaling stage times a few "
                                    "steps of one epoch, all of them synchronous then: leave it out here, and measure "
                                    "its cost in accuracy with the time_to_accuracy stage (`accuracy_levers`).")
+        if self.scaling_resume and common.output_dir is None:
+            raise AlexnetError("`scaling_resume` reads the rows a stopped run wrote to its `output_dir`: give that "
+                               "folder as `output_dir`.")
         if self.scaling_workers > int(common.cores or 1):
             raise AlexnetError(f"`scaling_workers` = {self.scaling_workers} but the benchmark has {common.cores} "
                                "core(s): every worker gets CPUs of its own; use fewer workers or more `cores`.")
@@ -254,11 +263,27 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "load_before": many["load_before"], "load_after": many["load_after"]}
 
 
+def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything a row of the lever set ``levers`` depends on besides its link, as JSON gives it back: a row kept
+    from a stopped run is taken again only when all of it is the same."""
+    return json.loads(json.dumps({
+        "workers": plan.workers, "steps": plan.steps, "warmup_steps": plan.warmup_steps,
+        "batch_size": plan.batch_size, "image_size": plan.image_size, "dense_units": plan.dense_units,
+        "precision": plan.precision, "classes": plan.classes, "images_per_class": plan.images_per_class,
+        "seed": plan.seed, "settings": dict(levers)}))
+
+
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
-                    on_row: Callable[[Mapping[str, Any]], None] | None = None) -> dict[str, Any]:
+                    on_row: Callable[[Mapping[str, Any]], None] | None = None,
+                    kept: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (every
-    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet`` and ``skipped`` (the
-    links left out and why, if any were). ``on_row(row)`` is called with each row as soon as it is measured."""
+    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet``, ``skipped`` (the links
+    left out and why, if any were) and ``kept`` (how many rows were taken from ``kept``).
+
+    ``on_row(record)`` is called as soon as each row is measured, with the row, its runs (``runs``: ``one`` and
+    ``many``) and what it was measured with (``measured_with``, :func:`measured_with`). ``kept`` holds such records
+    of a stopped run: a row whose lever set and link are among them, measured with the same, is taken from them
+    instead of measured again, and so is the lone worker's run of a lever set that has one."""
     from .cluster import split_cpus
 
     if len(cpus) < plan.workers:
@@ -274,22 +299,36 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     data = scaling_data(plan, workdir)
     log_dir = Path(workdir) / "scaling-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    rows, runs = [], []
+    rows, runs, taken = [], [], 0
     for name, levers in plan.levers:
-        one = _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
+        key = measured_with(plan, levers)
+        earlier = {record["link"]: record for record in kept
+                   if record.get("levers") == name and record.get("measured_with") == key}
+        if earlier:
+            one = next(iter(earlier.values()))["runs"]["one"]
+            logger.info("scaling %s, 1 worker: %.3f s a step (kept from the stopped run).", name,
+                        one["workers"][0]["typical_step_seconds"])
+        else:
+            one = _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
+            logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["typical_step_seconds"])
         runs.append({"levers": name, "link": None, "workers": 1, **one})
-        logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["typical_step_seconds"])
         for link in links:
-            many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
+            record = earlier.get(link.name)
+            if record is not None:
+                many, row = record["runs"]["many"], {k: v for k, v in record.items() if k not in RECORD_ONLY}
+                taken += 1
+            else:
+                many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
+                row = _row(name, levers, link, one, many, plan.workers)
             runs.append({"levers": name, "link": link.name, "workers": plan.workers, **many})
-            rows.append(_row(name, levers, link, one, many, plan.workers))
-            logger.info("scaling %s, %d workers over %s: efficiency %.2f.", name, plan.workers, link.name,
-                        rows[-1]["efficiency"])
+            rows.append(row)
+            logger.info("scaling %s, %d workers over %s: efficiency %.2f%s.", name, plan.workers, link.name,
+                        row["efficiency"], " (kept from the stopped run)" if record is not None else "")
             if on_row is not None:
-                on_row(rows[-1])
+                on_row({**row, "runs": {"one": one, "many": many}, "measured_with": key})
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
             "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped,
-            "summary": summarize_scaling(rows)}
+            "kept": taken, "summary": summarize_scaling(rows)}
 
 
 def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]) -> list[dict[str, Any]]:
