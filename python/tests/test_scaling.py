@@ -160,19 +160,20 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
     assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None
 
 
-def test_a_stopped_scaling_stage_keeps_the_rows_it_measured_in_its_output_dir(monkeypatch, tmp_path):
-    from alexnet.bench import run as bench
+def _fake_scaling_runs(monkeypatch, stop_at: list[int], drift: float = 0.0) -> list[tuple[str, str, int]]:
+    """The scaling stage's runs of workers replaced by ones that take no time: a lone worker's step 1 s and two
+    workers' 1.25 s, each call ``drift`` s more than the one before; the call numbered ``stop_at[0]`` raises
+    ``KeyboardInterrupt`` (Ctrl-C). The list returned gets each call's lever set (today or packed), link and
+    workers."""
     from alexnet.bench import scaling
-    from alexnet.bench.plan import check_plan
 
-    runs: list[tuple[str, int]] = []
-    stop_at = [3]
+    runs: list[tuple[str, str, int]] = []
 
     def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
-        runs.append((link.name, workers))
+        runs.append(("packed" if levers else "today", link.name, workers))
         if len(runs) == stop_at[0]:
-            raise KeyboardInterrupt  # Ctrl-C during the second lever set's lone worker
-        seconds = 1.0 if workers == 1 else 1.25
+            raise KeyboardInterrupt
+        seconds = (1.0 if workers == 1 else 1.25) + drift * len(runs)
         worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
                   "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
                   "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
@@ -180,6 +181,15 @@ def test_a_stopped_scaling_stage_keeps_the_rows_it_measured_in_its_output_dir(mo
 
     monkeypatch.setattr(scaling, "_run", fake_run)
     monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    return runs
+
+
+def test_a_stopped_scaling_stage_keeps_the_rows_it_measured_in_its_output_dir(monkeypatch, tmp_path):
+    from alexnet.bench import run as bench
+    from alexnet.bench.plan import check_plan
+
+    stop_at = [3]  # Ctrl-C during the second lever set's lone worker
+    _fake_scaling_runs(monkeypatch, stop_at)
     plan = check_plan({"stages": "scaling", "links": "loopback", "levers": ["today", "packed"],
                        "output_dir": str(tmp_path)})
     rows_file = tmp_path / bench.ROWS_FILE
@@ -202,23 +212,9 @@ def test_a_stopped_scaling_stage_resumed_measures_only_the_rows_it_lacks(monkeyp
     from alexnet.bench import scaling
     from alexnet.bench.plan import check_plan
 
-    runs: list[tuple[str, str, int]] = []
     stop_at = [0]
-
-    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
-        name = "packed" if levers else "today"
-        runs.append((name, link.name, workers))
-        if len(runs) == stop_at[0]:
-            raise KeyboardInterrupt
-        # every call gives other seconds, so that a row measured again cannot pass for one kept
-        seconds = (1.0 if workers == 1 else 1.25) + len(runs) / 100
-        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
-                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
-                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
-        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
-
-    monkeypatch.setattr(scaling, "_run", fake_run)
-    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    # every call gives other seconds, so that a row measured again cannot pass for one kept
+    runs = _fake_scaling_runs(monkeypatch, stop_at, drift=0.01)
     settings = {"stages": "scaling", "links": "loopback", "levers": ["today", "packed"], "output_dir": str(tmp_path)}
     rows_file = tmp_path / bench.ROWS_FILE
     # stopped during packed's two workers: today's row and packed's lone worker measured
