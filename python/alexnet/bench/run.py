@@ -158,8 +158,9 @@ class RowLog:
     end keeps what it measured; removed once the whole result is written, which holds them too.
 
     With ``resume``, the records a stopped run left there are read first (``kept``, for the stage to take again
-    where they were measured with the same settings) and written again, with the new ones after them; without it,
-    they are an earlier run's, and left out."""
+    where they were measured with the same settings), and the file starts afresh: the stage writes each kept row
+    again when it reaches its lever set, in the order of its lever sets. Without it, they are an earlier run's, and
+    left out."""
 
     def __init__(self, path: Path, resume: bool = False):
         self.path = path
