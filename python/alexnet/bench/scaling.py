@@ -47,6 +47,11 @@ logger = logging.getLogger(__name__)
 
 #: What a record of :func:`measure_scaling`'s ``on_row`` holds besides its row.
 RECORD_ONLY = ("runs", "measured_with")
+#: The settings of a :class:`ScalingPlan` that no row depends on: which links and lever sets are measured, and the
+#: projection's step times.
+NOT_MEASURED_WITH = ("links", "levers", "step_seconds")
+#: What the log adds to a run taken from a stopped run.
+KEPT = " (kept from the stopped run)"
 #: Classes of the model trained: ImageNet's, so that AlexNet has its 62.4 million weights (250 MB of gradients).
 MODEL_CLASSES = 1000
 
@@ -264,13 +269,11 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
 
 
 def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything a row of the lever set ``levers`` depends on besides its link, as JSON gives it back: a row kept
-    from a stopped run is taken again only when all of it is the same."""
-    return json.loads(json.dumps({
-        "workers": plan.workers, "steps": plan.steps, "warmup_steps": plan.warmup_steps,
-        "batch_size": plan.batch_size, "image_size": plan.image_size, "dense_units": plan.dense_units,
-        "precision": plan.precision, "classes": plan.classes, "images_per_class": plan.images_per_class,
-        "seed": plan.seed, "settings": dict(levers)}))
+    """Everything a row of the lever set ``levers`` depends on besides its link (the plan's settings but
+    :data:`NOT_MEASURED_WITH`), as JSON gives it back: a row kept from a stopped run is taken again only when all of
+    it is the same."""
+    settings = {name: value for name, value in plan.settings().items() if name not in NOT_MEASURED_WITH}
+    return json.loads(json.dumps({**settings, "settings": dict(levers)}))
 
 
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
@@ -304,13 +307,10 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
         key = measured_with(plan, levers)
         earlier = {record["link"]: record for record in kept
                    if record.get("levers") == name and record.get("measured_with") == key}
-        if earlier:
-            one = next(iter(earlier.values()))["runs"]["one"]
-            logger.info("scaling %s, 1 worker: %.3f s a step (kept from the stopped run).", name,
-                        one["workers"][0]["typical_step_seconds"])
-        else:
-            one = _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
-            logger.info("scaling %s, 1 worker: %.3f s a step.", name, one["workers"][0]["typical_step_seconds"])
+        one = next(iter(earlier.values()))["runs"]["one"] if earlier else \
+            _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
+        logger.info("scaling %s, 1 worker: %.3f s a step%s.", name, one["workers"][0]["typical_step_seconds"],
+                    KEPT if earlier else "")
         runs.append({"levers": name, "link": None, "workers": 1, **one})
         for link in links:
             record = earlier.get(link.name)
@@ -323,7 +323,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             runs.append({"levers": name, "link": link.name, "workers": plan.workers, **many})
             rows.append(row)
             logger.info("scaling %s, %d workers over %s: efficiency %.2f%s.", name, plan.workers, link.name,
-                        row["efficiency"], " (kept from the stopped run)" if record is not None else "")
+                        row["efficiency"], KEPT if record is not None else "")
             if on_row is not None:
                 on_row({**row, "runs": {"one": one, "many": many}, "measured_with": key})
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
