@@ -570,6 +570,8 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
             log.close()
     assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
     results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    # the running strategy kept the coordination service's heartbeat timeout: a minute, within the 120 s given
+    assert [result.pop("heartbeat_ms") for result in results] == [60_000, 60_000]
     for name in RUNS:
         assert results[0][name]["digest"] == results[1][name]["digest"], f"{name}: the workers' weights differ"
 
@@ -678,6 +680,9 @@ def _worker(folder: str, index: int, base: int) -> None:
     from alexnet.train.strategy import resolve_strategy
 
     strategy = resolve_strategy("multi_worker", collective_timeout=120)
+    from tensorflow.python.eager import context
+
+    heartbeat_ms = context.context().config.experimental.coordination_config.heartbeat_timeout_in_ms
     root = Path(folder)
     data = make_tree(root / f"images-{index}", classes=4, per_class=12, val_per_class=3, seed=index, min_side=48,
                      max_side=72)
@@ -731,7 +736,7 @@ def _worker(folder: str, index: int, base: int) -> None:
                          "micro_batches_up_to": history["params"]["micro_batches_up_to"],
                          "initial_epoch": history["params"]["initial_epoch"], "best_epoch": history["best_epoch"],
                          "steps": steps.digests}
-    (root / f"result-{index}.json").write_text(json.dumps(results))
+    (root / f"result-{index}.json").write_text(json.dumps({**results, "heartbeat_ms": heartbeat_ms}))
     sys.stdout.flush()
     os._exit(0)
 

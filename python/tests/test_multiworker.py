@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from alexnet.train.strategy import resolve_strategy  # noqa: E402
 
 HERE = Path(__file__).resolve()
 TIMEOUT = 20.0  # collective timeout of the worker-death test, seconds
+PAUSED_TIMEOUT, PAUSE = 120.0, 25.0  # collective timeout and pause of the paused-worker test, seconds
 KILL_EPOCH, KILL_STEP = 1, 1  # worker 1 dies after this step (0-based) of this epoch (0-based)
 
 
@@ -109,6 +111,38 @@ def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch)
         resolve_strategy("multi_worker", collective_timeout=0)
     with pytest.raises(AlexnetError, match="collective_timeout"):
         resolve_strategy("multi_worker", collective_timeout=-5)
+
+
+def test_a_worker_may_miss_heartbeats_for_a_minute_but_never_longer_than_the_collective_timeout():
+    assert strategies.heartbeat_timeout(None) == strategies.HEARTBEAT_TIMEOUT == 60
+    assert strategies.heartbeat_timeout(1800) == 60 and strategies.heartbeat_timeout(20) == 20
+
+
+def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(tmp_path):
+    """In a fresh process (TensorFlow's context is global): the service TensorFlow would configure, with the
+    heartbeat timeout; a service configured already is left alone, and a process of no cluster gets none."""
+    script = textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        from alexnet.train.cluster import tf_config_json
+        from alexnet.train.strategy import configure_heartbeat
+        from tensorflow.python.eager import context
+
+        os.environ["TF_CONFIG"] = json.dumps({{"cluster": {{}}, "task": {{}}}})
+        alone = configure_heartbeat(20)
+        os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 1, 29000)
+        first, again = configure_heartbeat(20), configure_heartbeat(5)
+        config = context.context().config.experimental.coordination_config
+        print(json.dumps({{"alone": alone, "first": first, "again": again, "type": config.service_type,
+                           "leader": config.service_leader, "ms": config.heartbeat_timeout_in_ms,
+                           "jobs": [[job.name, job.num_tasks] for job in config.coordinated_job_list]}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said == {"alone": None, "first": 20.0, "again": None, "type": "standalone",
+                    "leader": "/job:worker/replica:0/task:0", "ms": 20000, "jobs": [["worker", 2]]}
 
 
 def test_a_port_taken_by_another_training_is_told_before_tensorflow_listens(monkeypatch):
@@ -216,11 +250,14 @@ def _tree(root: Path) -> tuple[dict, dict]:
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
+    paused: bool = False,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
     measures these images per second in each precision (whatever this machine's CPU); ``fake_wire``: its packs
-    overlap the backward pass and its own timing of the exchange advises this wire format."""
+    overlap the backward pass and its own timing of the exchange advises this wire format; ``paused``: worker 1
+    stops itself (SIGSTOP) after its second step, to be continued by the test, under a collective timeout of
+    :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -232,6 +269,8 @@ def _start(
         "image_size": image_size or 64,
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
+        "paused": str(workdir / "paused.txt") if paused else None,
+        "collective_timeout": PAUSED_TIMEOUT if paused else TIMEOUT,
         # the run that completes: a model pin and TensorBoard logs, which only the chief writes
         "model_board": None if fresh or kill else str(workdir / "models"),
         "log_dir": None if fresh or kill else str(workdir / "logs"),
@@ -244,7 +283,8 @@ def _start(
     path.write_text(json.dumps(config))
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    log = open(workdir / f"log-{index}-{'kill' if kill else 'fresh' if fresh else 'resume'}.txt", "w")  # noqa: SIM115
+    kind = "kill" if kill else "paused" if paused else "fresh" if fresh else "resume"
+    log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
     return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
@@ -365,6 +405,30 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
 
 
+@pytest.mark.long
+def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for(tmp_path):
+    """A worker silent for 25 s (stopped; a busy small machine can be late with its heartbeats too) would be
+    declared lost by TensorFlow's default heartbeat timeout of 10 s, ending the run on both workers; with the
+    heartbeat timeout of a minute both go on and end in step."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, paused=True) for i, d in enumerate((data0, data1))]
+    marker = tmp_path / "paused.txt"
+    try:
+        deadline = time.time() + 240
+        while not marker.exists() and time.time() < deadline and all(w.poll() is None for w in workers):
+            time.sleep(0.5)
+        assert marker.exists(), [(tmp_path / f"log-{i}-paused.txt").read_text()[-3000:] for i in range(2)]
+        time.sleep(PAUSE)
+    finally:
+        workers[1].send_signal(signal.SIGCONT)
+    codes = [_finish(w, 240) for w in workers]
+    assert codes == [0, 0], [(tmp_path / f"log-{i}-paused.txt").read_text()[-3000:] for i in range(2)]
+    histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert [len(h["metrics"]["loss"]) for h in histories] == [1, 1]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the worker process
 
@@ -384,11 +448,24 @@ class _Die(keras.callbacks.Callback):
             os._exit(17)
 
 
+class _Pause(keras.callbacks.Callback):
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 1:
+            Path(self.marker).write_text(repr(time.time()))
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def _worker(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     index = config["index"]
     os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, config["base_port"])
     callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
+    if config.get("paused") and index == 1:
+        callbacks.append(_Pause(config["paused"]))
     if config.get("epoch_weights"):
         callbacks.append(keep_epoch_weights(Path(config["epoch_weights"])))
     if config.get("fake_rates"):
@@ -416,7 +493,7 @@ def _worker(config_path: str) -> None:
             learning_rate=config.get("learning_rate", 0.005),
             lr_scaling=config.get("lr_scaling", "linear"),
             checkpoint_dir=config["checkpoint_dir"],
-            collective_timeout=TIMEOUT,
+            collective_timeout=config["collective_timeout"],
             seed=index,
             verbose=0,
             callbacks=callbacks,

@@ -152,9 +152,11 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
     and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
     makes the others fail instead of waiting for ever (a ``MultiWorkerMirroredStrategy`` object keeps its
-    own communication options). Only the chief (worker 0) keeps checkpoints, the model, its card and pin,
-    and TensorBoard logs; for a resumable multi-worker run, ``checkpoint_dir`` must be storage every worker
-    reaches (a bucket, or the same path on a shared file system), as every worker restores from it.
+    own communication options); a worker whose heartbeats stop for a minute (or ``collective_timeout``, if
+    less) is declared lost, where TensorFlow alone allows 10 s, which a busy worker can miss. Only the chief
+    (worker 0) keeps checkpoints, the model, its card and pin, and TensorBoard logs; for a resumable
+    multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the same path on a
+    shared file system), as every worker restores from it.
 
     Returns a dict: ``params`` (settings and sizes; ``train_images`` this worker's, ``val_images`` the
     validation images each epoch counts over every worker, ``worker_val_images`` this worker's share of them;

@@ -27,6 +27,9 @@ from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a worker of a multi-worker run may go without a heartbeat (at most ``collective_timeout``).
+HEARTBEAT_TIMEOUT = 60.0
+
 #: Strategy names accepted by :func:`resolve_strategy`.
 STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
 
@@ -65,19 +68,67 @@ def resolve_strategy(
         config = read_tf_config()
         timeout = as_seconds(collective_timeout, "collective_timeout")
         check_port_free(config)
+        heartbeat = configure_heartbeat(timeout)
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         logger.info(
-            "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s.",
+            "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
             task_index(strategy),
             num_workers(strategy),
             timeout,
+            f"{heartbeat:g} s" if heartbeat is not None else "TensorFlow's default",
         )
         return strategy
     raise AlexnetError(
         f"Unknown strategy {strategy!r}: use None, {', '.join(repr(n) for n in STRATEGY_NAMES)}, "
         "or a tf.distribute.Strategy object."
     )
+
+
+def heartbeat_timeout(collective_timeout: float | None) -> float:
+    """Seconds without a heartbeat after which the workers' coordination service declares a worker lost.
+
+    TensorFlow's own default (10 s) ends a whole run when one busy worker (a small machine decoding JPEGs on
+    every core, a long pause of its process) is late with a heartbeat; :data:`HEARTBEAT_TIMEOUT` allows for
+    that, but never more than ``collective_timeout``, the bound the run was given for waiting on a lost worker.
+    """
+    if collective_timeout is None:
+        return HEARTBEAT_TIMEOUT
+    return min(HEARTBEAT_TIMEOUT, float(collective_timeout))
+
+
+def configure_heartbeat(collective_timeout: float | None) -> float | None:
+    """Set up TensorFlow's coordination service as ``MultiWorkerMirroredStrategy`` would, with the heartbeat
+    timeout of :func:`heartbeat_timeout`; returns that timeout, or ``None`` when TensorFlow's default stays.
+
+    Call it right before the strategy is built, from TF_CONFIG of ``os.environ``. The strategy configures the
+    service only when nothing has yet, so it keeps this configuration; when the service is already configured
+    (by the host program, or by an earlier strategy of this process) it is left alone. The interfaces used are
+    TensorFlow's own, not public: when they are missing, TensorFlow's default stays and the log says so.
+    """
+    try:
+        from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+        from tensorflow.python.distribute import multi_worker_util
+        from tensorflow.python.eager import context
+    except ImportError:  # pragma: no cover - depends on TensorFlow's internals
+        logger.info("This TensorFlow does not let the coordination service's heartbeat timeout be set.")
+        return None
+    if context.context().coordination_service is not None:
+        return None
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    spec = multi_worker_util.normalize_cluster_spec(resolver.cluster_spec())
+    if resolver.task_type not in ("chief", "worker") or not spec.as_dict():
+        return None
+    seconds = heartbeat_timeout(collective_timeout)
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
+            for job in ("chief", "worker") if job in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs,
+        heartbeat_timeout_in_ms=int(seconds * 1000),
+    )
+    return seconds
 
 
 def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
