@@ -226,6 +226,15 @@ def test_a_stopped_scaling_stage_resumed_measures_only_the_rows_it_lacks(monkeyp
     with rows_file.open("a") as f:
         f.write('{"levers": "packed", "link": "loop')  # a line cut short by the stop
 
+    # resumed with packed first, and stopped again before it reaches today: the row kept is still in the file (the
+    # line cut short is not), and nothing else
+    runs.clear()
+    stop_at[0] = 1
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(check_plan({**settings, "levers": ["packed", "today"], "scaling_resume": True}))
+    assert runs == [("packed", "loopback", 1)]
+    assert [json.loads(line) for line in rows_file.read_text().splitlines()] == stopped
+
     # resumed: only packed is measured, its lone worker again too (no row of it was kept)
     runs.clear()
     stop_at[0] = 0

@@ -158,9 +158,9 @@ class RowLog:
     end keeps what it measured; removed once the whole result is written, which holds them too.
 
     With ``resume``, the records a stopped run left there are read first (``kept``, for the stage to take again
-    where they were measured with the same settings), and the file starts afresh: the stage writes each kept row
-    again when it reaches its lever set, in the order of its lever sets. Without it, they are an earlier run's, and
-    left out."""
+    where they were measured with the same settings) and stay there, written again without a line cut short by the
+    stop, so that a resumed run stopped in turn still holds them; the stage writes only the rows it measures. Without
+    it, they are an earlier run's, and left out."""
 
     def __init__(self, path: Path, resume: bool = False):
         self.path = path
@@ -168,7 +168,7 @@ class RowLog:
         if resume:
             logger.info("Resuming the scaling stage: %d row(s) of a stopped run in %s, each taken again where it "
                         "was measured with the same settings.", len(self.kept), path)
-        path.unlink(missing_ok=True)
+        path.write_text("".join(json.dumps(record) + "\n" for record in self.kept))
         logger.info("Each row of the scaling stage is also written to %s as it is measured.", path)
 
     def __call__(self, record: Mapping[str, Any]) -> None:

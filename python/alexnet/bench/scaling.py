@@ -286,7 +286,8 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     ``on_row(record)`` is called as soon as each row is measured, with the row, its runs (``runs``: ``one`` and
     ``many``) and what it was measured with (``measured_with``, :func:`measured_with`). ``kept`` holds such records
     of a stopped run: a row whose lever set and link are among them, measured with the same, is taken from them
-    instead of measured again, and so is the lone worker's run of a lever set that has one."""
+    instead of measured again (and not given to ``on_row``, whose records hold it already), and so is the lone
+    worker's run of a lever set that has one."""
     from .cluster import split_cpus
 
     if len(cpus) < plan.workers:
@@ -324,7 +325,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             rows.append(row)
             logger.info("scaling %s, %d workers over %s: efficiency %.2f%s.", name, plan.workers, link.name,
                         row["efficiency"], KEPT if record is not None else "")
-            if on_row is not None:
+            if on_row is not None and record is None:
                 on_row({**row, "runs": {"one": one, "many": many}, "measured_with": key})
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
             "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped,
