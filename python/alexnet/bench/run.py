@@ -263,8 +263,8 @@ def alexnet_benchmark(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``resize`` instead to run every stage on the stored bytes).
 
     Each measurement runs for at least ``images`` images and ``seconds`` seconds after a warm-up (a
-    measurement that got less than 90% of its CPUs is listed in ``summary$contended``); ``synthetic``
-    and ``train`` run ``model_steps`` steps (``train``: two epochs of them, timed over the second) of
+    measurement of a second or more that got less than 90% of its CPUs is listed in ``summary$contended``);
+    ``synthetic`` and ``train`` run ``model_steps`` steps (``train``: two epochs of them, timed over the second) of
     AlexNet with ``dense_units`` units in its dense layers, on batches of ``batch_size`` images of
     ``image_size`` pixels, computing in ``precision`` (``None``: the hardware's; ``"float32"``, ``"bfloat16"``,
     ``"float16"``: see :mod:`alexnet.train.precision`).

@@ -40,15 +40,21 @@ COMPARISONS: dict[str, str] = {
 
 #: A pipeline measurement that got less than this share of its CPUs was slowed down by other work.
 CONTENDED = 0.9
+#: A measurement shorter than this many seconds is not judged: a pause of its process (collecting garbage, waiting
+#: for the disk) takes a share of so short a time that other work need not have taken.
+JUDGED_SECONDS = 1.0
 
 
 def contended(record: Mapping[str, Any]) -> bool:
     """Did this measurement get less than :data:`CONTENDED` of its CPUs, so that other work slowed it down?
 
     ``naive`` on more than one core is never counted: its sequential maps cannot keep more than about one
-    core busy, so its low share of the CPUs is what it measures, not a sign of other work.
+    core busy, so its low share of the CPUs is what it measures, not a sign of other work. Nor is a measurement
+    shorter than :data:`JUDGED_SECONDS`.
     """
     if record.get("cpu_use") is None or (record.get("stage") == "naive" and record.get("cores", 1) > 1):
+        return False
+    if float(record.get("seconds", JUDGED_SECONDS)) < JUDGED_SECONDS:
         return False
     return bool(record["cpu_use"] < CONTENDED)
 
