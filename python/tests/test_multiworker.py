@@ -120,7 +120,8 @@ def test_a_worker_may_miss_heartbeats_for_a_minute_but_never_longer_than_the_col
 
 def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(tmp_path):
     """In a fresh process (TensorFlow's context is global): the service TensorFlow would configure, with the
-    heartbeat timeout; a service configured already is left alone, and a process of no cluster gets none."""
+    heartbeat timeout; a service configured already is left alone (its timeout told), and a process of no cluster
+    gets none."""
     script = textwrap.dedent(f"""
         import json, os, sys
         sys.path.insert(0, {str(HERE.parents[1])!r})
@@ -141,7 +142,7 @@ def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said == {"alone": None, "first": 20.0, "again": None, "type": "standalone",
+    assert said == {"alone": None, "first": 20.0, "again": 20.0, "type": "standalone",
                     "leader": "/job:worker/replica:0/task:0", "ms": 20000, "jobs": [["worker", 2]]}
 
 

@@ -99,12 +99,14 @@ def heartbeat_timeout(collective_timeout: float | None) -> float:
 
 def configure_heartbeat(collective_timeout: float | None) -> float | None:
     """Set up TensorFlow's coordination service as ``MultiWorkerMirroredStrategy`` would, with the heartbeat
-    timeout of :func:`heartbeat_timeout`; returns that timeout, or ``None`` when TensorFlow's default stays.
+    timeout of :func:`heartbeat_timeout`; returns the heartbeat timeout the service has, in seconds, or ``None``
+    when it keeps TensorFlow's default.
 
     Call it right before the strategy is built, from TF_CONFIG of ``os.environ``. The strategy configures the
     service only when nothing has yet, so it keeps this configuration; when the service is already configured
-    (by the host program, or by an earlier strategy of this process) it is left alone. The interfaces used are
-    TensorFlow's own, not public: when they are missing, TensorFlow's default stays and the log says so.
+    (by the host program, or by an earlier strategy of this process) it is left alone, and what it has is returned.
+    The interfaces used are TensorFlow's own, not public: when they are missing, TensorFlow's default stays and the
+    log says so.
     """
     try:
         from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -113,8 +115,9 @@ def configure_heartbeat(collective_timeout: float | None) -> float | None:
     except ImportError:  # pragma: no cover - depends on TensorFlow's internals
         logger.info("This TensorFlow does not let the coordination service's heartbeat timeout be set.")
         return None
-    if context.context().coordination_service is not None:
-        return None
+    configured = context.context().coordination_service
+    if configured is not None:
+        return configured.heartbeat_timeout_in_ms / 1000 if configured.heartbeat_timeout_in_ms else None
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     spec = multi_worker_util.normalize_cluster_spec(resolver.cluster_spec())
     if resolver.task_type not in ("chief", "worker") or not spec.as_dict():
