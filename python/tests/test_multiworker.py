@@ -129,10 +129,9 @@ def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(
         from alexnet.train.strategy import configure_heartbeat
         from tensorflow.python.eager import context
 
-        os.environ["TF_CONFIG"] = json.dumps({{"cluster": {{}}, "task": {{}}}})
-        alone = configure_heartbeat(20)
-        os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 1, 29000)
-        first, again = configure_heartbeat(20), configure_heartbeat(5)
+        alone = configure_heartbeat({{"cluster": {{}}, "task": {{}}}}, 20)
+        cluster = json.loads(tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 1, 29000))
+        first, again = configure_heartbeat(cluster, 20), configure_heartbeat(cluster, 5)
         config = context.context().config.experimental.coordination_config
         print(json.dumps({{"alone": alone, "first": first, "again": again, "type": config.service_type,
                            "leader": config.service_leader, "ms": config.heartbeat_timeout_in_ms,

@@ -68,7 +68,7 @@ def resolve_strategy(
         config = read_tf_config()
         timeout = as_seconds(collective_timeout, "collective_timeout")
         check_port_free(config)
-        heartbeat = configure_heartbeat(timeout)
+        heartbeat = configure_heartbeat(config, timeout)
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         logger.info(
@@ -97,16 +97,16 @@ def heartbeat_timeout(collective_timeout: float | None) -> float:
     return min(HEARTBEAT_TIMEOUT, float(collective_timeout))
 
 
-def configure_heartbeat(collective_timeout: float | None) -> float | None:
-    """Set up TensorFlow's coordination service as ``MultiWorkerMirroredStrategy`` would, with the heartbeat
-    timeout of :func:`heartbeat_timeout`; returns the heartbeat timeout the service has, in seconds, or ``None``
-    when it keeps TensorFlow's default.
+def configure_heartbeat(config: dict, collective_timeout: float | None) -> float | None:
+    """Set up TensorFlow's coordination service as ``MultiWorkerMirroredStrategy`` would for the cluster of
+    ``config`` (TF_CONFIG, as :func:`~alexnet.train.cluster.read_tf_config` gives it), with the heartbeat timeout of
+    :func:`heartbeat_timeout`; returns the heartbeat timeout the service has, in seconds, or ``None`` when it keeps
+    TensorFlow's default.
 
-    Call it right before the strategy is built, from TF_CONFIG of ``os.environ``. The strategy configures the
-    service only when nothing has yet, so it keeps this configuration; when the service is already configured
-    (by the host program, or by an earlier strategy of this process) it is left alone, and what it has is returned.
-    The interfaces used are TensorFlow's own, not public: when they are missing, TensorFlow's default stays and the
-    log says so.
+    Call it right before the strategy is built. The strategy configures the service only when nothing has yet, so
+    it keeps this configuration; when the service is already configured (by the host program, or by an earlier
+    strategy of this process) it is left alone, and what it has is returned. The interfaces used are TensorFlow's
+    own, not public: when they are missing, TensorFlow's default stays and the log says so.
     """
     try:
         from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -118,9 +118,8 @@ def configure_heartbeat(collective_timeout: float | None) -> float | None:
     configured = context.context().coordination_service
     if configured is not None:
         return configured.heartbeat_timeout_in_ms / 1000 if configured.heartbeat_timeout_in_ms else None
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    spec = multi_worker_util.normalize_cluster_spec(resolver.cluster_spec())
-    if resolver.task_type not in ("chief", "worker") or not spec.as_dict():
+    spec = multi_worker_util.normalize_cluster_spec(config.get("cluster") or {})
+    if (config.get("task") or {}).get("type") not in ("chief", "worker") or not spec.as_dict():
         return None
     seconds = heartbeat_timeout(collective_timeout)
     jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
