@@ -126,23 +126,66 @@ def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(
         import json, os, sys
         sys.path.insert(0, {str(HERE.parents[1])!r})
         from alexnet.train.cluster import tf_config_json
-        from alexnet.train.strategy import configure_heartbeat
+        from alexnet.train.strategy import configure_heartbeat, keeps_default_heartbeat
         from tensorflow.python.eager import context
 
         alone = configure_heartbeat({{"cluster": {{}}, "task": {{}}}}, 20)
+        none_yet = keeps_default_heartbeat()
         cluster = json.loads(tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 1, 29000))
         first, again = configure_heartbeat(cluster, 20), configure_heartbeat(cluster, 5)
         config = context.context().config.experimental.coordination_config
         print(json.dumps({{"alone": alone, "first": first, "again": again, "type": config.service_type,
                            "leader": config.service_leader, "ms": config.heartbeat_timeout_in_ms,
-                           "jobs": [[job.name, job.num_tasks] for job in config.coordinated_job_list]}}))
+                           "jobs": [[job.name, job.num_tasks] for job in config.coordinated_job_list],
+                           "default": [none_yet, keeps_default_heartbeat()]}}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     assert said == {"alone": None, "first": 20.0, "again": 20.0, "type": "standalone",
-                    "leader": "/job:worker/replica:0/task:0", "ms": 20000, "jobs": [["worker", 2]]}
+                    "leader": "/job:worker/replica:0/task:0", "ms": 20000, "jobs": [["worker", 2]],
+                    "default": [False, False]}
+
+
+def test_a_strategy_object_configured_as_tensorflow_does_is_told_to_keep_its_10_s_heartbeat(tmp_path):
+    """A MultiWorkerMirroredStrategy the host program built configures the coordination service as below (TensorFlow
+    2.21's own call, no heartbeat timeout): the run warns that a worker silent for 10 s ends it, and says what to pass
+    instead; the service a 'multi_worker' strategy configures is not warned about."""
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        from types import SimpleNamespace
+        from tensorflow.python.distribute import multi_worker_util
+        from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+        from tensorflow.python.eager import context
+        from alexnet.train.strategy import keeps_default_heartbeat, object_warnings
+
+        spec = multi_worker_util.normalize_cluster_spec({{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}})
+        context.context().configure_coordination_service(
+            service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+            coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)])
+        timed = SimpleNamespace(extended=SimpleNamespace(_communication_options=SimpleNamespace(timeout_seconds=30)))
+        print(json.dumps({{"default": keeps_default_heartbeat(), "two": object_warnings(timed, 2),
+                           "one": object_warnings(timed, 1)}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["default"] is True and said["one"] == []
+    [warning] = said["two"]
+    assert "heartbeat timeout of 10 s" in warning and "Pass strategy = 'multi_worker', which allows 60 s" in warning
+
+
+def test_a_strategy_object_without_a_collective_timeout_is_warned_about(monkeypatch):
+    monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: False)
+    untimed = SimpleNamespace(extended=SimpleNamespace(_communication_options=SimpleNamespace(timeout_seconds=None)))
+    [warning] = strategies.object_warnings(untimed, 2)
+    assert "has no collective timeout" in warning and "strategy = 'multi_worker'" in warning
+    assert strategies.object_warnings(untimed, 1) == []
+    monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: True)
+    assert len(strategies.object_warnings(untimed, 3)) == 2
 
 
 def test_a_port_taken_by_another_training_is_told_before_tensorflow_listens(monkeypatch):

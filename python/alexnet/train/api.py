@@ -151,9 +151,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
     and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
-    makes the others fail instead of waiting for ever (a ``MultiWorkerMirroredStrategy`` object keeps its
-    own communication options); a worker whose heartbeats stop for a minute (or ``collective_timeout``, if
-    less) is declared lost, where TensorFlow alone allows 10 s, which a busy worker can miss. Only the chief
+    makes the others fail instead of waiting for ever; a worker whose heartbeats stop for a minute (or
+    ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a busy worker
+    can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
+    heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. Only the chief
     (worker 0) keeps checkpoints, the model, its card and pin, and TensorBoard logs; for a resumable
     multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the same path on a
     shared file system), as every worker restores from it.

@@ -263,14 +263,11 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         parameter_count,
         probe_communication,
     )
-    from .strategy import collective_timeout_of
+    from .strategy import object_warnings
     from .tensorboard import LogDir, TensorBoardLog
 
-    if topo.workers > 1 and collective_timeout_of(strategy) is None:
-        logger.warning(
-            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
-            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
-            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+    for warning in object_warnings(strategy, topo.workers):
+        logger.warning(warning)
     communication = check_levers(settings, topo)
     check_global_batch(settings, topo)
     td, bad = usable_data(data, settings)

@@ -117,7 +117,7 @@ def configure_heartbeat(config: dict, collective_timeout: float | None) -> float
         return None
     configured = context.context().coordination_service
     if configured is not None:
-        return configured.heartbeat_timeout_in_ms / 1000 if configured.heartbeat_timeout_in_ms else None
+        return _heartbeat_seconds(configured)
     spec = multi_worker_util.normalize_cluster_spec(config.get("cluster") or {})
     if (config.get("task") or {}).get("type") not in ("chief", "worker") or not spec.as_dict():
         return None
@@ -131,6 +131,45 @@ def configure_heartbeat(config: dict, collective_timeout: float | None) -> float
         heartbeat_timeout_in_ms=int(seconds * 1000),
     )
     return seconds
+
+
+def _heartbeat_seconds(service: Any) -> float | None:
+    """The heartbeat timeout of a configured coordination service, in seconds; ``None``: TensorFlow's default."""
+    return service.heartbeat_timeout_in_ms / 1000 if service.heartbeat_timeout_in_ms else None
+
+
+def keeps_default_heartbeat() -> bool:
+    """Is this process's coordination service configured with TensorFlow's default heartbeat timeout (10 s)?
+
+    That is what a ``MultiWorkerMirroredStrategy`` object built by the host program has (see
+    :func:`object_warnings`). ``False`` when no service is configured, when its timeout was set, and when
+    TensorFlow's internals that tell it are missing."""
+    try:
+        from tensorflow.python.eager import context
+    except ImportError:  # pragma: no cover - depends on TensorFlow's internals
+        return False
+    configured = getattr(context.context(), "coordination_service", None)
+    return configured is not None and _heartbeat_seconds(configured) is None
+
+
+def object_warnings(strategy: tf.distribute.Strategy, workers: int) -> list[str]:
+    """What a run of ``workers`` workers under the strategy object the host program built lacks, in words: a
+    collective timeout (a dead worker could then hang the others) and a heartbeat timeout longer than TensorFlow's
+    10 s (a busy worker could then end the run). Empty for one worker and for a strategy ``"multi_worker"`` built."""
+    if workers <= 1:
+        return []
+    said = []
+    if collective_timeout_of(strategy) is None:
+        said.append(
+            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
+            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
+            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+    if keeps_default_heartbeat():
+        said.append(
+            "This MultiWorkerMirroredStrategy keeps TensorFlow's heartbeat timeout of 10 s: a worker busy or paused "
+            "for longer is declared lost, which ends the run on every worker. Pass strategy = 'multi_worker', "
+            f"which allows {HEARTBEAT_TIMEOUT:g} s (at most collective_timeout).")
+    return said
 
 
 def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
