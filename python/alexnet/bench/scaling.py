@@ -279,9 +279,10 @@ def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
                     on_row: Callable[[Mapping[str, Any]], None] | None = None,
                     kept: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (every
-    worker's step times), ``projection``, ``model`` (the projection's formula), ``mxnet``, ``skipped`` (the links
-    left out and why, if any were) and ``kept`` (how many rows were taken from ``kept``).
+    """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (one a
+    run: ``levers``, ``link`` (``None`` for the lone worker), ``workers``, every worker's step times and CPU seconds,
+    ``load_before`` and ``load_after``), ``projection``, ``model`` (the projection's formula), ``mxnet``,
+    ``skipped`` (the links left out and why, if any were) and ``kept`` (how many rows were taken from ``kept``).
 
     ``on_row(record)`` is called as soon as each row is measured, with the row, its runs (``runs``: ``one`` and
     ``many``) and what it was measured with (``measured_with``, :func:`measured_with`). ``kept`` holds such records
@@ -312,7 +313,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
         logger.info("scaling %s, 1 worker: %.3f s a step%s.", name, one["workers"][0]["typical_step_seconds"],
                     KEPT if earlier else "")
-        runs.append({"levers": name, "link": None, "workers": 1, **one})
+        runs.append({"levers": name, "link": None, **one})
         for link in links:
             record = earlier.get(link.name)
             if record is not None:
@@ -321,7 +322,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             else:
                 many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
                 row = _row(name, levers, link, one, many, plan.workers)
-            runs.append({"levers": name, "link": link.name, "workers": plan.workers, **many})
+            runs.append({"levers": name, "link": link.name, **many})
             rows.append(row)
             logger.info("scaling %s, %d workers over %s: efficiency %.2f%s.", name, plan.workers, link.name,
                         row["efficiency"], KEPT if record is not None else "")
