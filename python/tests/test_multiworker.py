@@ -182,7 +182,7 @@ def test_a_strategy_object_without_a_collective_timeout_is_warned_about(monkeypa
     monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: False)
     untimed = SimpleNamespace(extended=SimpleNamespace(_communication_options=SimpleNamespace(timeout_seconds=None)))
     [warning] = strategies.object_warnings(untimed, 2)
-    assert "has no collective timeout" in warning and "strategy = 'multi_worker'" in warning
+    assert "has no collective timeout" in warning and "strategy = 'multi_worker' with a collective_timeout" in warning
     assert strategies.object_warnings(untimed, 1) == []
     monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: True)
     assert len(strategies.object_warnings(untimed, 3)) == 2

@@ -155,15 +155,17 @@ def keeps_default_heartbeat() -> bool:
 def object_warnings(strategy: tf.distribute.Strategy, workers: int) -> list[str]:
     """What a run of ``workers`` workers under the strategy object the host program built lacks, in words: a
     collective timeout (a dead worker could then hang the others) and a heartbeat timeout longer than TensorFlow's
-    10 s (a busy worker could then end the run). Empty for one worker and for a strategy ``"multi_worker"`` built."""
+    10 s (a busy worker could then end the run). Empty for one worker, and for what ``"multi_worker"`` built with a
+    collective timeout."""
     if workers <= 1:
         return []
     said = []
     if collective_timeout_of(strategy) is None:
         said.append(
             "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
-            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' (timeout: "
-            "collective_timeout), or build it with communication_options=CommunicationOptions(timeout_seconds=...).")
+            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' with a collective_timeout "
+            f"({DEFAULT_COLLECTIVE_TIMEOUT:g} s unless set to none), or build it with "
+            "communication_options=CommunicationOptions(timeout_seconds=...).")
     if keeps_default_heartbeat():
         said.append(
             "This MultiWorkerMirroredStrategy keeps TensorFlow's heartbeat timeout of 10 s: a worker busy or paused "
