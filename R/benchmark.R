@@ -88,8 +88,9 @@
 #'     training from one exchange and one step's computation, each timed alone: see [alexnet_train()]'s
 #'     `communication_efficiency`), `adapted` (what that run took of its advice with `adapt_communication`, written
 #'     as `levers` takes it; `""` for nothing), `advised` (the lever set that run advised beyond that, the row's own
-#'     settings with those it took and adds; `""` for none), `load_before`, `load_after`), `runs` (one a run: `levers`, `link` (`NULL` for the lone
-#'     worker), `workers` (every worker's step times and CPU seconds), `load_before`, `load_after`), `projection` (per lever set, shaped link and step time: `workers` and
+#'     settings with those it took and adds; `""` for none), `load_before`, `load_after`), `runs` (one per run:
+#'     `levers`, `link` (`NULL` for the lone worker), `workers` (every worker's step times and CPU seconds),
+#'     `load_before`, `load_after`), `projection` (per lever set, shaped link and step time: `workers` and
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
 #'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`, `cpu_allocator` (TensorFlow's

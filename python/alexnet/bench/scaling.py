@@ -279,7 +279,7 @@ def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
                     on_row: Callable[[Mapping[str, Any]], None] | None = None,
                     kept: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (one a
+    """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (one per
     run: ``levers``, ``link`` (``None`` for the lone worker), ``workers``, every worker's step times and CPU seconds,
     ``load_before`` and ``load_after``), ``projection``, ``model`` (the projection's formula), ``mxnet``,
     ``skipped`` (the links left out and why, if any were) and ``kept`` (how many rows were taken from ``kept``).
