@@ -94,8 +94,9 @@
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
 #'     or `NULL`) and `summary` (per link today's and the best efficiency, and the `targets`).
 #'   - `machine`: `cpu`, `cores`, `gpus`, `platform`, `python`, `tensorflow`, `cpu_allocator` (TensorFlow's
-#'     allocator of the machine's memory: `"bfc"`, which the package asks for, or `"default"`), `malloc` (glibc's
-#'     malloc settings the core made, `ALEXNET_MALLOC`'s value by default; `"default"` for none).
+#'     allocator of the machine's memory: `"bfc"`, which the package asks for and which is TensorFlow's default
+#'     where oneDNN is on, or `"default"`), `malloc` (glibc's malloc settings the core made, `ALEXNET_MALLOC`'s
+#'     value by default; `"default"` for none).
 #'   - `settings`: the settings as used, those every stage shares (`stages`, `images`, `batch_size`,
 #'     `image_size`, `cores`, `seconds`, `parallel`, `cache`, `resize`, `quality` (`NULL` without `resize`),
 #'     `model_steps`, `dense_units`, `isolation`, `output_dir`, `seed`, `precision`) and `core_counts`, then each

@@ -109,10 +109,14 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
 
 
 def cpu_allocator() -> str:
-    """Which allocator gives TensorFlow's tensors in the machine's memory, as TensorFlow reports it: "bfc" (its
-    BFC allocator, which the package asks for in ``tensorflow.env``) or "default" (its pool over malloc,
-    where ``TF_CPU_ALLOCATOR_USE_BFC=false`` was set, or TensorFlow computed something before the package was
-    imported: it takes its allocator then)."""
+    """Which allocator gives TensorFlow's tensors in the machine's memory, as TensorFlow reports it: "bfc" (a BFC
+    allocator, which keeps what a step freed for the next) or "default" (TensorFlow's pool over malloc).
+
+    "bfc" is TensorFlow's BFC allocator, which the package asks for in ``tensorflow.env``, or, where oneDNN is on
+    (TensorFlow turns it on by itself on some CPUs; ``TF_ENABLE_ONEDNN_OPTS`` chooses), oneDNN's allocator, which
+    keeps every tensor of 4 KB or more in a BFC allocator of its own and is then TensorFlow's default. "default"
+    is what TensorFlow takes without oneDNN where ``TF_CPU_ALLOCATOR_USE_BFC=false`` was set, or where it computed
+    something before the package was imported (it takes its allocator then)."""
     tf = sys.modules[__name__].tf  # imported on first use (see __getattr__)
     try:
         tf.config.experimental.get_memory_info("CPU:0")

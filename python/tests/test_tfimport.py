@@ -1,5 +1,5 @@
 """TensorFlow's start-up lines (and, without GPUs, its CUDA probe) are hidden unless TensorFlow's logs are asked for;
-its tensors in the machine's memory come from its BFC allocator unless the user chose otherwise."""
+its tensors in the machine's memory come from a BFC allocator unless the user chose otherwise."""
 
 from __future__ import annotations
 
@@ -49,23 +49,39 @@ def test_the_start_up_lines_are_hidden_unless_asked_for():
     assert len(kept) == len(quiet), (kept, quiet)
 
 
-ALLOCATOR = "import alexnet; from alexnet.tfimport import cpu_allocator; print(cpu_allocator())"
+ALLOCATOR = ("import alexnet; from alexnet.tfimport import cpu_allocator; "
+             "from tensorflow.python.util import _pywrap_util_port; "
+             "print(cpu_allocator(), _pywrap_util_port.IsMklEnabled())")
 
 
-def _allocator(script: str, **env: str) -> str:
-    base = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+def _allocator(script: str, onednn: str | None, **env: str) -> tuple[str, bool]:
+    """The allocator a fresh Python reports after ``script``, and whether oneDNN is on there: turned off (``onednn``
+    "0", TF_ENABLE_ONEDNN_OPTS) or as TensorFlow chooses for the CPU (None)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_ENABLE_ONEDNN_OPTS")}
+    if onednn is not None:
+        base["TF_ENABLE_ONEDNN_OPTS"] = onednn
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,
                           env={**base, **env})
-    return done.stdout.strip().splitlines()[-1]
+    allocator, mkl = done.stdout.strip().splitlines()[-1].split()
+    return allocator, mkl == "True"
 
 
-def test_tensors_come_from_tensorflow_s_bfc_allocator_unless_the_user_chose_otherwise():
-    assert _allocator(ALLOCATOR) == "bfc"
-    assert _allocator(ALLOCATOR, TF_CPU_ALLOCATOR_USE_BFC="false") == "default"
+@pytest.mark.parametrize("onednn", ["0", None], ids=["without-onednn", "as-tensorflow-chooses"])
+def test_tensors_come_from_a_bfc_allocator_unless_the_user_chose_otherwise(onednn):
+    def default(mkl: bool) -> str:
+        # TensorFlow's default allocator: its pool over malloc, or where oneDNN is on, oneDNN's, which keeps every
+        # tensor of 4 KB or more in a BFC allocator of its own
+        assert not (mkl and onednn == "0"), "oneDNN is on where TF_ENABLE_ONEDNN_OPTS=0"
+        return "bfc" if mkl else "default"
+
+    assert _allocator(ALLOCATOR, onednn)[0] == "bfc"
+    name, mkl = _allocator(ALLOCATOR, onednn, TF_CPU_ALLOCATOR_USE_BFC="false")
+    assert name == default(mkl)
     # TensorFlow imported before the package takes its allocator when it first computes: the package's, set by then
-    assert _allocator("import tensorflow; " + ALLOCATOR) == "bfc"
+    assert _allocator("import tensorflow; " + ALLOCATOR, onednn)[0] == "bfc"
     # and one that computed before keeps the allocator it started with, as cpu_allocator() says
-    assert _allocator("import tensorflow; tensorflow.ones(1); " + ALLOCATOR) == "default"
+    name, mkl = _allocator("import tensorflow; tensorflow.ones(1); " + ALLOCATOR, onednn)
+    assert name == default(mkl)
 
 
 def test_import_alexnet_sets_tensorflow_env_where_nothing_is_set():
