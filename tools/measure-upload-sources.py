@@ -24,8 +24,16 @@ its members stored instead of deflated (as ``zip -0`` writes them), which tells 
 the rest of reading a zip; and ``kaggle_zip_isal``: Kaggle's zip uploaded with libdeflate (the ``deflate`` package)
 hidden from the child, so that its members are inflated as they are without it, by ISA-L.
 
+With ``--per-image`` no upload is made: each layout's images are read by the upload's own code (every part of the
+source opened and its members made, as a packing thread does, in a child process of its own), then each image is
+checked as the upload checks it, one after another on one thread from the page cache, best of ``--repeats``; the
+table gives the microseconds an image of each and their sum over the first layout's (and that ratio with the first
+layout's checks in every row: the images are the same, and the machine's speed drifts between children). When the
+CPU sets the pace, that sum is what an upload's CPU time is made of, and the ratio is how much faster or slower than
+the first layout another can be.
+
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold] [--disk 3000,125] [--board folder|s3]
+        [--workers 8,2] [--cold] [--disk 3000,125] [--board folder|s3] [--per-image]
         [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,kaggle_zip_isal,parquet]
 """
 
@@ -175,6 +183,37 @@ def drop_lookups() -> None:
     subprocess.run([sys.executable, "-c", WARM], check=True)
 
 
+def child_env(work: Path, scratch: Path, without_libdeflate: bool) -> dict[str, str]:
+    """The environment of a measuring child: its temporary folder ``scratch``, no progress bars, and with
+    ``without_libdeflate`` the ``deflate`` package hidden from it (by a module in ``work``)."""
+    env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
+    if without_libdeflate:
+        hidden = work / "no-libdeflate"
+        hidden.mkdir()
+        (hidden / "deflate.py").write_text(NO_LIBDEFLATE)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hidden), env.get("PYTHONPATH")]))
+    return env
+
+
+def check_libdeflate(result: dict, source: str, without_libdeflate: bool) -> None:
+    if result["libdeflate"] == without_libdeflate:
+        raise SystemExit(f"the child reading {source} {'used' if without_libdeflate else 'did not use'} libdeflate")
+
+
+def per_image(source: str, work: Path, rounds: int, without_libdeflate: bool = False) -> dict:
+    """Microseconds an image of reading ``source`` and of checking its images, in a child process (see
+    :data:`PER_IMAGE`), best of ``rounds``."""
+    scratch = work / "tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-c", PER_IMAGE, source, str(rounds)], capture_output=True, text=True,
+                         env=child_env(work, scratch, without_libdeflate), check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    check_libdeflate(result, source, without_libdeflate)
+    return {"images": result["images"], "read": result["read"] / result["images"] * 1e6,
+            "check": result["check"] / result["images"] * 1e6}
+
+
 def upload(source: str, work: Path, workers: int, cold: bool = False, disk: DiskLimit | None = None,
            bucket: str | None = None, without_libdeflate: bool = False) -> dict:
     """One upload of ``source`` in a child process, to a folder board in ``work`` or to a new board in the S3 bucket
@@ -188,12 +227,7 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
     if disk is not None:
         drop_lookups()
         before = disk.served()
-    env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
-    if without_libdeflate:
-        hidden = work / "no-libdeflate"
-        hidden.mkdir()
-        (hidden / "deflate.py").write_text(NO_LIBDEFLATE)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hidden), env.get("PYTHONPATH")]))
+    env = child_env(work, scratch, without_libdeflate)
     peak, done = [0], threading.Event()
 
     def sample() -> None:
@@ -211,8 +245,7 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
         done.set()
         sampler.join()
     result = json.loads(out.strip().splitlines()[-1])
-    if result["libdeflate"] == without_libdeflate:
-        raise SystemExit(f"the upload of {source} {'used' if without_libdeflate else 'did not use'} libdeflate")
+    check_libdeflate(result, source, without_libdeflate)
     if disk is not None:
         after = disk.served()
         result["disk_reads"], result["disk_bytes"] = after[0] - before[0], after[1] - before[1]
@@ -221,6 +254,30 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
 
         s3fs.S3FileSystem().rm(board.removeprefix("s3://"), recursive=True)
     return {**result, "peak_scratch": peak[0]}
+
+PER_IMAGE = """
+import json, sys, tempfile, time
+from alexnet.data.images import check_image
+from alexnet.data.sources import open_source
+from alexnet.storage import zipformat
+rounds, workdir = int(sys.argv[2]), tempfile.mkdtemp()
+best_read = best_check = float("inf")
+for _ in range(rounds):
+    source = open_source(sys.argv[1])  # its index read before the clock starts; opened again each round (a stream
+    start = time.perf_counter()        # is read once)
+    images = []
+    for split in ("train", "val"):  # each part opened and read as the upload's reading thread gives it out
+        for part in source.parts(split, lambda part: True, None, workdir):
+            images.extend(member.data for member in part.open()() if member.data is not None)
+    best_read = min(best_read, time.perf_counter() - start)
+    start = time.perf_counter()
+    for data in images:
+        check_image(data)
+    best_check = min(best_check, time.perf_counter() - start)
+    source.close()
+print(json.dumps({"images": len(images), "read": best_read, "check": best_check,
+                  "libdeflate": zipformat._whole is not None}))
+"""
 
 
 def main() -> None:
@@ -237,6 +294,9 @@ def main() -> None:
     parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
     parser.add_argument("--board", choices=("folder", "s3"), default="folder",
                         help="upload to a local folder board (default) or to moto's S3 server on 127.0.0.1")
+    parser.add_argument("--per-image", action="store_true",
+                        help="no upload: each image read by the upload's code and checked, on one thread (rounds: "
+                             "--repeats)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         bucket = None
@@ -249,6 +309,23 @@ def main() -> None:
             os.environ["AWS_ENDPOINT_URL"] = stack.enter_context(moto_s3_server(("boards",)))
             bucket = "boards"
         measure(args, bucket)
+
+
+def print_per_image(layouts: list[str], sources: dict[str, str], work: Path, rounds: int) -> None:
+    """The table of ``--per-image``: each layout read and its images checked (see :func:`per_image`)."""
+    costs = {layout: per_image(sources[source_layout(layout)], work, rounds, without_libdeflate=layout == ISAL_ZIP)
+             for layout in layouts}
+    first = costs[layouts[0]]
+    print(f"each image read by the upload's code, then checked; one thread, from the page cache, best of {rounds}")
+    # the same images are checked in every layout: the last column gives each layout's reading with the first
+    # layout's checks, leaving out how the machine's speed drifted between the children's checks
+    base = first["read"] + first["check"]
+    print(f"{'layout':<18} {'images':>7} {'read us':>9} {'check us':>9} {'sum us':>9} {'x ' + layouts[0]:>10} "
+          f"{'x ' + layouts[0] + ', its checks':>22}")
+    for layout, cost in costs.items():
+        total = cost["read"] + cost["check"]
+        print(f"{layout:<18} {cost['images']:7d} {cost['read']:9.1f} {cost['check']:9.1f} {total:9.1f} "
+              f"{total / base:10.3f} {(cost['read'] + first['check']) / base:22.3f}", flush=True)
 
 
 def measure(args: argparse.Namespace, bucket: str | None) -> None:
@@ -278,6 +355,9 @@ def measure(args: argparse.Namespace, bucket: str | None) -> None:
             kept.write_text(json.dumps({"shape": shape, "path": str(info["path"]), "bytes": info["bytes"]}))
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
               f"{info['bytes'] / 1e6:.0f} MB of JPEG; {os.cpu_count()} CPUs")
+        if args.per_image:
+            print_per_image(layouts, sources, root / "work", args.repeats)
+            return
         if args.disk:
             iops, mibps = args.disk.split(",")
             disk = DiskLimit(str(root), int(iops), float(mibps))
