@@ -71,6 +71,30 @@ print(json.dumps({"seconds": seconds, "rss_kb": rss_kb, "cpu": usage.ru_utime + 
                   "libdeflate": zipformat._whole is not None}))
 """
 
+PER_IMAGE = """
+import json, sys, tempfile, time
+from alexnet.data.images import check_image
+from alexnet.data.sources import open_source
+from alexnet.storage import zipformat
+rounds, workdir = int(sys.argv[2]), tempfile.mkdtemp()
+best_read = best_check = float("inf")
+for _ in range(rounds):
+    source = open_source(sys.argv[1])  # its index read before the clock starts; opened again each round (a stream
+    start = time.perf_counter()        # is read once)
+    images = []
+    for split in ("train", "val"):  # each part opened and read as the upload's reading thread gives it out
+        for part in source.parts(split, lambda part: True, None, workdir):
+            images.extend(member.data for member in part.open()() if member.data is not None)
+    best_read = min(best_read, time.perf_counter() - start)
+    start = time.perf_counter()
+    for data in images:
+        check_image(data)
+    best_check = min(best_check, time.perf_counter() - start)
+    source.close()
+print(json.dumps({"images": len(images), "read": best_read, "check": best_check,
+                  "libdeflate": zipformat._whole is not None}))
+"""
+
 
 def folder_bytes(folder: Path) -> int:
     total = 0
@@ -183,33 +207,36 @@ def drop_lookups() -> None:
     subprocess.run([sys.executable, "-c", WARM], check=True)
 
 
-def child_env(work: Path, scratch: Path, without_libdeflate: bool) -> dict[str, str]:
-    """The environment of a measuring child: its temporary folder ``scratch``, no progress bars, and with
-    ``without_libdeflate`` the ``deflate`` package hidden from it (by a module in ``work``)."""
+def new_child(work: Path, without_libdeflate: bool) -> tuple[Path, dict[str, str]]:
+    """A measuring child's folders, made anew in ``work``, and its environment: ``(scratch, env)``, its temporary
+    folder ``scratch``, no progress bars, and with ``without_libdeflate`` the ``deflate`` package hidden from it."""
+    scratch = work / "tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    scratch.mkdir(parents=True)
     env = {**os.environ, "TMPDIR": str(scratch), "ALEXNET_PROGRESS": "0"}
     if without_libdeflate:
         hidden = work / "no-libdeflate"
         hidden.mkdir()
         (hidden / "deflate.py").write_text(NO_LIBDEFLATE)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hidden), env.get("PYTHONPATH")]))
-    return env
+    return scratch, env
 
 
-def check_libdeflate(result: dict, source: str, without_libdeflate: bool) -> None:
+def child_result(out: str, source: str, without_libdeflate: bool) -> dict:
+    """The JSON a measuring child printed last, once its use of libdeflate is the one asked for."""
+    result = json.loads(out.strip().splitlines()[-1])
     if result["libdeflate"] == without_libdeflate:
         raise SystemExit(f"the child reading {source} {'used' if without_libdeflate else 'did not use'} libdeflate")
+    return result
 
 
 def per_image(source: str, work: Path, rounds: int, without_libdeflate: bool = False) -> dict:
     """Microseconds an image of reading ``source`` and of checking its images, in a child process (see
     :data:`PER_IMAGE`), best of ``rounds``."""
-    scratch = work / "tmp"
-    shutil.rmtree(work, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    _, env = new_child(work, without_libdeflate)
     out = subprocess.run([sys.executable, "-c", PER_IMAGE, source, str(rounds)], capture_output=True, text=True,
-                         env=child_env(work, scratch, without_libdeflate), check=True).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    check_libdeflate(result, source, without_libdeflate)
+                         env=env, check=True).stdout
+    result = child_result(out, source, without_libdeflate)
     return {"images": result["images"], "read": result["read"] / result["images"] * 1e6,
             "check": result["check"] / result["images"] * 1e6}
 
@@ -218,16 +245,13 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
            bucket: str | None = None, without_libdeflate: bool = False) -> dict:
     """One upload of ``source`` in a child process, to a folder board in ``work`` or to a new board in the S3 bucket
     ``bucket`` (deleted after); ``without_libdeflate`` hides the ``deflate`` package from the child."""
-    scratch = work / "tmp"
     board = f"s3://{bucket}/board-{time.monotonic_ns()}" if bucket else str(work / "board")
-    shutil.rmtree(work, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    scratch, env = new_child(work, without_libdeflate)
     if cold or disk is not None:
         evict(source)
     if disk is not None:
         drop_lookups()
         before = disk.served()
-    env = child_env(work, scratch, without_libdeflate)
     peak, done = [0], threading.Event()
 
     def sample() -> None:
@@ -244,8 +268,7 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
     finally:
         done.set()
         sampler.join()
-    result = json.loads(out.strip().splitlines()[-1])
-    check_libdeflate(result, source, without_libdeflate)
+    result = child_result(out, source, without_libdeflate)
     if disk is not None:
         after = disk.served()
         result["disk_reads"], result["disk_bytes"] = after[0] - before[0], after[1] - before[1]
@@ -254,30 +277,6 @@ def upload(source: str, work: Path, workers: int, cold: bool = False, disk: Disk
 
         s3fs.S3FileSystem().rm(board.removeprefix("s3://"), recursive=True)
     return {**result, "peak_scratch": peak[0]}
-
-PER_IMAGE = """
-import json, sys, tempfile, time
-from alexnet.data.images import check_image
-from alexnet.data.sources import open_source
-from alexnet.storage import zipformat
-rounds, workdir = int(sys.argv[2]), tempfile.mkdtemp()
-best_read = best_check = float("inf")
-for _ in range(rounds):
-    source = open_source(sys.argv[1])  # its index read before the clock starts; opened again each round (a stream
-    start = time.perf_counter()        # is read once)
-    images = []
-    for split in ("train", "val"):  # each part opened and read as the upload's reading thread gives it out
-        for part in source.parts(split, lambda part: True, None, workdir):
-            images.extend(member.data for member in part.open()() if member.data is not None)
-    best_read = min(best_read, time.perf_counter() - start)
-    start = time.perf_counter()
-    for data in images:
-        check_image(data)
-    best_check = min(best_check, time.perf_counter() - start)
-    source.close()
-print(json.dumps({"images": len(images), "read": best_read, "check": best_check,
-                  "libdeflate": zipformat._whole is not None}))
-"""
 
 
 def main() -> None:
