@@ -32,8 +32,13 @@ layout's checks in every row: the images are the same, and the machine's speed d
 CPU sets the pace, that sum is what an upload's CPU time is made of, and the ratio is how much faster or slower than
 the first layout another can be.
 
+With ``--jpegs FOLDER`` the drawn images of the synthetic set (training and validation; it has no odd files) are
+replaced by the JPEGs in ``FOLDER``, in turn, before the layouts are written from it: how much inflating a zip's
+members costs depends on how the deflater packed them, which depends on the JPEGs, so the drawn ones can be
+checked against real ones (a category of ImageNet, say).
+
     .venv/bin/python tools/measure-upload-sources.py [--classes 16] [--images 80] [--val 10] [--repeats 5]
-        [--workers 8,2] [--cold] [--disk 3000,125] [--board folder|s3] [--per-image]
+        [--workers 8,2] [--cold] [--disk 3000,125] [--board folder|s3] [--per-image] [--jpegs FOLDER]
         [--layouts kaggle,archives,kaggle_zip,kaggle_zip_stored,kaggle_zip_isal,parquet]
 """
 
@@ -128,6 +133,60 @@ def store_members(path: str) -> None:
             copy.external_attr = info.external_attr
             dest.writestr(copy, src.read(info))
     os.replace(stored, path)
+
+
+def real_jpegs(folder: str) -> list[bytes]:
+    """The bytes of every JPEG under ``folder`` (``.JPEG``, ``.jpg``, ...), in the order of their paths."""
+    paths = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix.lower() in (".jpeg", ".jpg"))
+    if not paths:
+        raise SystemExit(f"--jpegs {folder}: it holds no .JPEG or .jpg file")
+    return [p.read_bytes() for p in paths]
+
+
+def swap_images(tree: Path, jpegs: list[bytes]) -> None:
+    """Put ``jpegs`` (in turn, again from the first when they run out) in place of the drawn images of the Kaggle
+    ``tree``, training and validation alike."""
+    drawn = sorted((tree / "ILSVRC" / "Data").rglob("*.JPEG"))
+    for i, path in enumerate(drawn):
+        path.write_bytes(jpegs[i % len(jpegs)])
+
+
+def write_sets(root: Path, layouts: list[str], args: argparse.Namespace) -> tuple[dict[str, str], int]:
+    """The source of each layout under ``root`` and the bytes of their images: a synthetic Kaggle tree (its drawn
+    images replaced by those of ``--jpegs`` when it is given), then each other layout written from it, as
+    ``imagenet_synthetic()`` writes them; the sets of an earlier run with the same shape are kept."""
+    import alexnet
+    from alexnet.data.kaggle_zip import KAGGLE_ZIP
+    from alexnet.data.layouts import write_layout
+
+    shape = {"classes": args.classes, "images": args.images, "val": args.val,
+             "jpegs": str(Path(args.jpegs).resolve()) if args.jpegs else None}
+    tree, kept = root / "kaggle", root / "kaggle.json"
+    earlier = json.loads(kept.read_text()) if kept.is_file() else {}
+    if earlier.get("shape") != shape:
+        for layout in earlier.get("layouts", []):
+            shutil.rmtree(root / layout, ignore_errors=True)
+        shutil.rmtree(tree, ignore_errors=True)
+        alexnet.imagenet_synthetic(tree, classes=args.classes, images_per_class=args.images,
+                                          val_per_class=args.val, seed=7)
+        if args.jpegs:
+            swap_images(tree, real_jpegs(args.jpegs))
+        kept.write_text(json.dumps({"shape": shape, "layouts": [],
+                                    "bytes": folder_bytes(tree / "ILSVRC" / "Data")}))
+    record = json.loads(kept.read_text())
+    synsets = [tuple(line.split(" ", 1)) for line in (tree / "LOC_synset_mapping.txt").read_text().splitlines()]
+    sources = {"kaggle": str(tree)}
+    for layout in dict.fromkeys(source_layout(layout) for layout in layouts if layout != "kaggle"):
+        dest = root / layout
+        if layout not in record["layouts"]:
+            shutil.rmtree(dest, ignore_errors=True)
+            write_layout("kaggle_zip" if layout == STORED_ZIP else layout, tree, dest, synsets)
+            if layout == STORED_ZIP:
+                store_members(str(dest / KAGGLE_ZIP))
+            record["layouts"].append(layout)
+            kept.write_text(json.dumps(record))
+        sources[layout] = str(dest)
+    return sources, int(record["bytes"])
 
 
 def evict(source: str) -> None:
@@ -293,6 +352,8 @@ def main() -> None:
     parser.add_argument("--root", help="write the synthetic sets here and keep them (default: a temporary folder)")
     parser.add_argument("--board", choices=("folder", "s3"), default="folder",
                         help="upload to a local folder board (default) or to moto's S3 server on 127.0.0.1")
+    parser.add_argument("--jpegs", help="a folder of real JPEGs (ImageNet's, say) put in place of the drawn images, "
+                                        "in turn")
     parser.add_argument("--per-image", action="store_true",
                         help="no upload: each image read by the upload's code and checked, on one thread (rounds: "
                              "--repeats)")
@@ -329,31 +390,15 @@ def print_per_image(layouts: list[str], sources: dict[str, str], work: Path, rou
 
 def measure(args: argparse.Namespace, bucket: str | None) -> None:
     """Write the synthetic sets (or find them under ``--root``), then upload each layout, taking turns."""
-    import alexnet
-    from alexnet.data.kaggle_zip import KAGGLE_ZIP
-
     layouts = args.layouts.split(",")
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="alexnet-measure-"))
     disk = None
     try:
-        sources = {}
-        shape = {"classes": args.classes, "images": args.images, "val": args.val}
-        for layout in dict.fromkeys(map(source_layout, layouts)):
-            kept = root / f"{layout}.json"
-            if kept.is_file() and json.loads(kept.read_text())["shape"] == shape:
-                info = json.loads(kept.read_text())
-                sources[layout] = info["path"]
-                continue
-            shutil.rmtree(root / layout, ignore_errors=True)
-            info = alexnet.imagenet_synthetic(root / layout, classes=args.classes, images_per_class=args.images,
-                                              val_per_class=args.val, seed=7,
-                                              layout="kaggle_zip" if layout == STORED_ZIP else layout)
-            if layout == STORED_ZIP:
-                store_members(os.path.join(info["path"], KAGGLE_ZIP))
-            sources[layout] = info["path"]
-            kept.write_text(json.dumps({"shape": shape, "path": str(info["path"]), "bytes": info["bytes"]}))
+        sources, image_bytes = write_sets(root, layouts, args)
         print(f"{args.classes} categories x {args.images} training + {args.val} validation images, "
-              f"{info['bytes'] / 1e6:.0f} MB of JPEG; {os.cpu_count()} CPUs")
+              f"{image_bytes / 1e6:.0f} MB of JPEG"
+              + (f" ({args.jpegs}'s JPEGs in place of the drawn ones)" if args.jpegs else "")
+              + f"; {os.cpu_count()} CPUs")
         if args.per_image:
             print_per_image(layouts, sources, root / "work", args.repeats)
             return
