@@ -135,20 +135,20 @@ def store_members(path: str) -> None:
     os.replace(stored, path)
 
 
-def real_jpegs(folder: str) -> list[bytes]:
-    """The bytes of every JPEG under ``folder`` (``.JPEG``, ``.jpg``, ...), in the order of their paths."""
+def real_jpegs(folder: str) -> list[Path]:
+    """The paths of every JPEG under ``folder`` (``.JPEG``, ``.jpg``, ...), sorted."""
     paths = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix.lower() in (".jpeg", ".jpg"))
     if not paths:
         raise SystemExit(f"--jpegs {folder}: it holds no .JPEG or .jpg file")
-    return [p.read_bytes() for p in paths]
+    return paths
 
 
-def swap_images(tree: Path, jpegs: list[bytes]) -> None:
-    """Put ``jpegs`` (in turn, again from the first when they run out) in place of the drawn images of the Kaggle
-    ``tree``, training and validation alike."""
+def swap_images(tree: Path, jpegs: list[Path]) -> None:
+    """Copy the files ``jpegs`` (in turn, again from the first when they run out) in place of the drawn images of
+    the Kaggle ``tree``, training and validation alike; only as many are read as the tree holds images."""
     drawn = sorted((tree / "ILSVRC" / "Data").rglob("*.JPEG"))
     for i, path in enumerate(drawn):
-        path.write_bytes(jpegs[i % len(jpegs)])
+        shutil.copyfile(jpegs[i % len(jpegs)], path)
 
 
 def write_sets(root: Path, layouts: list[str], args: argparse.Namespace) -> tuple[dict[str, str], int]:
@@ -156,6 +156,7 @@ def write_sets(root: Path, layouts: list[str], args: argparse.Namespace) -> tupl
     images replaced by those of ``--jpegs`` when it is given), then each other layout written from it, as
     ``imagenet_synthetic()`` writes them; the sets of an earlier run with the same shape are kept."""
     import alexnet
+    from alexnet.data.imagenet import MAPPING_FILE, parse_names
     from alexnet.data.kaggle_zip import KAGGLE_ZIP
     from alexnet.data.layouts import write_layout
 
@@ -167,14 +168,14 @@ def write_sets(root: Path, layouts: list[str], args: argparse.Namespace) -> tupl
         for layout in earlier.get("layouts", []):
             shutil.rmtree(root / layout, ignore_errors=True)
         shutil.rmtree(tree, ignore_errors=True)
-        alexnet.imagenet_synthetic(tree, classes=args.classes, images_per_class=args.images,
-                                          val_per_class=args.val, seed=7)
+        alexnet.imagenet_synthetic(tree, classes=args.classes, images_per_class=args.images, val_per_class=args.val,
+                                   seed=7)
         if args.jpegs:
             swap_images(tree, real_jpegs(args.jpegs))
         kept.write_text(json.dumps({"shape": shape, "layouts": [],
                                     "bytes": folder_bytes(tree / "ILSVRC" / "Data")}))
     record = json.loads(kept.read_text())
-    synsets = [tuple(line.split(" ", 1)) for line in (tree / "LOC_synset_mapping.txt").read_text().splitlines()]
+    synsets = list(parse_names((tree / MAPPING_FILE).read_text(encoding="utf-8").splitlines()).items())
     sources = {"kaggle": str(tree)}
     for layout in dict.fromkeys(source_layout(layout) for layout in layouts if layout != "kaggle"):
         dest = root / layout
