@@ -786,6 +786,47 @@ def test_truncated_training_tar(made, tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
+class _Unseekable(io.RawIOBase):
+    """A file that can only be appended to, as a download written on the fly is."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        return self.f.write(b)
+
+
+@pytest.mark.parametrize("zip64", [False, True])
+def test_a_kaggle_zip_written_as_a_stream_uploads_the_board_of_the_tree(made, tmp_path, zip64):
+    """A zip written by a streaming writer leaves the CRC and sizes out of each local header and puts them in a data
+    descriptor after the member (with a zip64 extra field when the writer cannot know the size will stay small):
+    read from the central directory, its members upload as the tree's."""
+    src = copy_layout(made, "kaggle_zip", tmp_path)
+    streamed = tmp_path / "streamed.zip"
+    with zipfile.ZipFile(src / KAGGLE_ZIP) as old, open(streamed, "wb") as raw, \
+            zipfile.ZipFile(_Unseekable(raw), "w") as new:
+        for info in old.infolist():
+            member = zipfile.ZipInfo(info.filename, info.date_time)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            with old.open(info) as r, new.open(member, "w", force_zip64=zip64) as w:
+                shutil.copyfileobj(r, w)
+    with zipfile.ZipFile(streamed) as zf:
+        infos = zf.infolist()
+    assert infos and all(i.flag_bits & 0x08 for i in infos)  # every member's sizes follow it
+    data = streamed.read_bytes()
+    first = infos[0]
+    # its local header gives no CRC and no sizes (zip64: the 0xFFFFFFFF that points to the zeros of its extra field)
+    assert data[first.header_offset + 14:first.header_offset + 26] == (
+        b"\0" * 4 + b"\xff" * 8 if zip64 else b"\0" * 12)
+    shutil.move(streamed, src / KAGGLE_ZIP)
+    report = imagenet_upload(src, tmp_path / "board", workers=2)
+    assert report["layout"] == "kaggle_zip" and table(tmp_path / "board") == made["table"]
+    assert bad_files(tmp_path / "board") == made["bad"]
+
+
 def test_truncated_kaggle_zip(made, tmp_path):
     src = copy_layout(made, "kaggle_zip", tmp_path)
     data = (src / KAGGLE_ZIP).read_bytes()
