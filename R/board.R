@@ -29,7 +29,11 @@
 #' validation image or a shard with a label outside 0..999 stops the upload with an error that names the
 #' file, before anything is uploaded. Running it again skips the categories already on the board with
 #' the same content, so an interrupted upload can simply be run again: from the training tar or
-#' Kaggle's zip, the finished categories are not even read again.
+#' Kaggle's zip, the finished categories are not even read again. A source that gives no validation images
+#' (a training tar alone, parquet shards without `validation-*.parquet`, a folder of `<wnid>/` folders) is
+#' uploaded with a warning that names the files of its layout that hold them: without them training measures no
+#' validation accuracy and [alexnet_evaluate()] has nothing to measure. Add them and run it again: the
+#' training categories are skipped and the validation images uploaded.
 #'
 #' @section Each layout from R, Python and the shell:
 #' ```

@@ -112,8 +112,11 @@ def test_a_model_with_other_classes_than_the_board_is_refused(setup, tmp_path):
 def test_a_board_without_validation_images_is_refused(setup, tmp_path):
     board = synthetic_board(tmp_path, classes=2, val_per_class=0)
     model = save_model_dir(tiny_model(2), tmp_path / "two")
-    with pytest.raises(AlexnetError, match="has no validation images"):
+    with pytest.raises(AlexnetError, match="has no validation images") as refused:
         alexnet_evaluate(str(model), board=board, cache_dir=tmp_path / "cache")
+    # what to upload for them, in each layout that has them
+    for held_in in ("ILSVRC2012_img_val.tar", "LOC_val_solution.csv", "validation-*.parquet"):
+        assert held_in in str(refused.value)
 
 
 def test_a_missing_model_is_named(setup, tmp_path):

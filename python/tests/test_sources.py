@@ -1054,6 +1054,46 @@ def test_validation_tar_without_devkit(made, tmp_path):
         imagenet_upload(src, tmp_path / "board")
 
 
+#: The files that hold a layout's validation images, left out of a copy of the source and added back.
+VALIDATION_FILES = {"archives": (VAL_TAR, DEVKIT), "parquet": ("data/validation-00000-of-00001.parquet",),
+                    "kaggle": ("ILSVRC/Data/CLS-LOC/val", VAL_SOLUTION_FILE)}
+
+
+def no_validation_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and "gave no validation images" in r.getMessage()]
+
+
+@pytest.mark.parametrize("layout", sorted(VALIDATION_FILES))
+def test_a_source_without_validation_says_where_its_layout_keeps_them(layout, made, tmp_path, caplog):
+    whole, left_out = Path(made["paths"][layout]), VALIDATION_FILES[layout]
+    src, board = tmp_path / "src", tmp_path / "board"
+    shutil.copytree(whole, src, ignore=lambda folder, names: [
+        n for n in names if Path(folder, n).relative_to(whole).as_posix() in left_out])
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        first = imagenet_upload(src, board, workers=2)
+    assert first["val_images"] == 0 and table(board) == without_val(made["table"])
+    said = no_validation_warnings(caplog)
+    assert len(said) == 1 and f"the {layout} layout holds them in" in said[0]
+    assert all(Path(name).name.replace("00000-of-00001", "*") in said[0] for name in left_out), said[0]
+    # done as it says: the validation files added, the training categories are skipped and the board is whole
+    for name in left_out:
+        (shutil.copytree if (whole / name).is_dir() else shutil.copy)(whole / name, src / name)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        again = imagenet_upload(src, board, workers=2)
+    assert len(again["skipped"]) == CLASSES and again["uploaded"] == [] and not no_validation_warnings(caplog)
+    assert table(board) == made["table"]
+
+
+def test_a_layout_without_a_validation_set_names_those_with_one(made, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        imagenet_upload(made["paths"]["folders"], tmp_path / "board", workers=2)
+    said = no_validation_warnings(caplog)
+    assert len(said) == 1 and "the folders layout has no validation set" in said[0]
+    assert all(f"{layout}: " in said[0] for layout in (*ARCHIVE_LAYOUTS, "kaggle")), said[0]
+
+
 @pytest.mark.parametrize("budget", [None, 1])
 def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch, budget):
     """Rows shuffled across the shards, so that every category is unfinished until the last row groups: held in

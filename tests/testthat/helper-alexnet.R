@@ -15,6 +15,13 @@ skip_unless_long <- function() {
   skip_if_not(identical(Sys.getenv("ALEXNET_TESTS"), "long"), "kept out of make test for time: make test-long runs it")
 }
 
+# imagenet_upload(...) of a source without validation images, which warns that the board gets none (the tests
+# that need no validation images upload such sources).
+upload_without_validation <- function(...) {
+  expect_warning(report <- imagenet_upload(...), "gave no validation images", class = "alexnet_warning")
+  invisible(report)
+}
+
 # A free TCP port on this host, not one of `taken`: below Linux's ephemeral range (32768 on), where an outgoing
 # connection could take the port before a worker listens on it.
 free_port <- function(taken = integer()) {

@@ -6,7 +6,7 @@ test_that("alexnet_benchmark() runs from R on a partition and returns a table of
   src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 4,
                             val_per_class = 0, max_side = 120)
   board <- file.path(dir, "board")
-  imagenet_upload(src$path, board = board, workers = 2)
+  upload_without_validation(src$path, board = board, workers = 2)
   data <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache"))
 
   result <- alexnet_benchmark(data, stages = c("decode", "io", "synthetic"), images = 8, batch_size = 4,

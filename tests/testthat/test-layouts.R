@@ -31,3 +31,17 @@ test_that("each layout uploads the categories, labels and zips of the extracted 
   }
   expect_error(imagenet_synthetic(file.path(dir, "x"), layout = "tarball"), "layout")
 })
+
+test_that("an upload without validation images warns with where its layout keeps them", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "archives"), classes = 2, images_per_class = 2, val_per_class = 0,
+                            max_side = 32, layout = "archives")
+  expect_warning(report <- imagenet_upload(src$path, board = file.path(dir, "board")),
+                 "ILSVRC2012_img_val.tar and ILSVRC2012_devkit_t12.tar.gz beside ILSVRC2012_img_train.tar",
+                 fixed = TRUE, class = "alexnet_warning")
+  expect_equal(report$val_images, 0L)
+  with_val <- imagenet_synthetic(file.path(dir, "with-val"), classes = 2, images_per_class = 2, val_per_class = 1,
+                                 max_side = 32, layout = "archives")
+  expect_no_warning(imagenet_upload(with_val$path, board = file.path(dir, "board-val")))
+})

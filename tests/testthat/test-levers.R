@@ -82,7 +82,7 @@ test_that("alexnet_spark_train() hands the new training arguments to every worke
   dir <- withr::local_tempdir()
   src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
                             max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  upload_without_validation(src$path, board = file.path(dir, "b"), workers = 1)
   calls <- new.env()
   local_sparklyr(task_catcher(calls))
   sc <- structure(list(), class = "spark_connection")

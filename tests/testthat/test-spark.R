@@ -29,7 +29,7 @@ test_that("without sparklyr, alexnet_spark_train() says what to install", {
 tiny_board <- function(dir) {
   src <- imagenet_synthetic(file.path(dir, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
                             max_side = 48)
-  imagenet_upload(src$path, board = file.path(dir, "b"), workers = 1)
+  upload_without_validation(src$path, board = file.path(dir, "b"), workers = 1)
   file.path(dir, "b")
 }
 
@@ -102,7 +102,7 @@ test_that("an executor whose Python lacks the core fails the probe, which names 
   board <- withr::local_tempdir()
   src <- imagenet_synthetic(file.path(board, "src"), classes = 2, images_per_class = 2, val_per_class = 0,
                             max_side = 48)
-  imagenet_upload(src$path, board = file.path(board, "b"), workers = 1)
+  upload_without_validation(src$path, board = file.path(board, "b"), workers = 1)
   python <- Sys.which("true")  # an executable that is not a Python with alexnet
   expect_error(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(board, "b"), list(epochs = 1, python = python)),

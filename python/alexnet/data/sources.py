@@ -28,11 +28,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
-from .ilsvrc import TRAIN_NAMES, VAL_TAR, ArchivesSource
-from .imagenet import ImageNetTree, read_imagenet
+from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, ImageNetTree, read_imagenet
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
@@ -40,20 +41,48 @@ from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
 log = logging.getLogger(__name__)
 
+class Layout(NamedTuple):
+    """A layout read: its ``name``, ``what`` a source in it is, and where it holds its ``validation`` images (empty
+    for a layout without a validation set)."""
+
+    name: str
+    what: str
+    validation: str
+
+
+_VAL_FOLDER = "ILSVRC/Data/CLS-LOC/val/"
+
 #: The layouts read, as the error for an unrecognised source lists them.
-LAYOUTS: tuple[tuple[str, str], ...] = (
-    ("archives", f"the official ILSVRC2012 archives: {TRAIN_NAMES[0]} (with {VAL_TAR} and "
-                 "ILSVRC2012_devkit_t12.tar.gz beside it for validation), or the folder that holds them"),
-    ("kaggle_zip", f"Kaggle's {KAGGLE_ZIP}, or the folder that holds it"),
-    ("kaggle_targz", f"Kaggle's earlier download, its tree in {KAGGLE_TARGZ} (with LOC_synset_mapping.txt and "
-                     f"LOC_val_solution.csv beside it), the folder that holds it, or the {KAGGLE_ZIP} that holds "
-                     "them"),
-    ("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
-                "(or the folder above its data/)"),
-    ("kaggle", "Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
-               "LOC_synset_mapping.txt and LOC_val_solution.csv"),
-    ("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)"),
+LAYOUTS: tuple[Layout, ...] = (
+    Layout("archives", f"the official ILSVRC2012 archives: {TRAIN_NAMES[0]} (with {VAL_TAR} and {DEVKIT} beside it "
+                       "for validation), or the folder that holds them",
+           f"{VAL_TAR} and {DEVKIT} beside {TRAIN_NAMES[0]}"),
+    Layout("kaggle_zip", f"Kaggle's {KAGGLE_ZIP}, or the folder that holds it",
+           f"the zip's {_VAL_FOLDER} folder and its {VAL_SOLUTION_FILE} (a complete download has both)"),
+    Layout("kaggle_targz", f"Kaggle's earlier download, its tree in {KAGGLE_TARGZ} (with {MAPPING_FILE} and "
+                           f"{VAL_SOLUTION_FILE} beside it), the folder that holds it, or the {KAGGLE_ZIP} that holds "
+                           "them",
+           f"the tar.gz's {_VAL_FOLDER} folder, with {VAL_SOLUTION_FILE} beside the tar.gz"),
+    Layout("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
+                      "(or the folder above its data/)",
+           "validation-*.parquet shards beside the train-*.parquet ones"),
+    Layout("kaggle", f"Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
+                     f"{MAPPING_FILE} and {VAL_SOLUTION_FILE}",
+           f"{_VAL_FOLDER} with {VAL_SOLUTION_FILE} beside ILSVRC/"),
+    Layout("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)", ""),
 )
+
+
+def no_validation(layout: str) -> str:
+    """What to do when a source in ``layout`` gave no validation images: where its layout holds them, or, for a
+    layout without a validation set, which layouts have one."""
+    holds = {entry.name: entry.validation for entry in LAYOUTS}
+    if holds.get(layout):
+        return (f"the {layout} layout holds them in {holds[layout]}: add them and run imagenet_upload again (the "
+                "categories already on the board are skipped)")
+    return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one, "
+            "upload ImageNet in a layout that has it (" + "; ".join(f"{entry.name}: {entry.validation}"
+                                                                   for entry in LAYOUTS if entry.validation) + ")")
 
 
 def _open_files(files: tuple[str, ...]) -> Members:
@@ -104,7 +133,7 @@ class FolderSource(Source):
 
 def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> LayoutError:
     shown = ", ".join(found[:8]) + (f", ... ({len(found)} entries)" if len(found) > 8 else "")
-    accepted = "\n".join(f"  - {name}: {what}" for name, what in LAYOUTS)
+    accepted = "\n".join(f"  - {entry.name}: {entry.what}" for entry in LAYOUTS)
     what = f"holds {shown}" if found else ("is empty" if files.fs.exists(path) else "does not exist")
     return LayoutError(f"ImageNet source {files.url(path)} {what}{why}: it is none of the layouts read, which are\n"
                        f"{accepted}\nPass one of these.")
@@ -180,4 +209,4 @@ def open_source(source: str | os.PathLike) -> Source:
         raise _unrecognised(files, path, names) from None
 
 
-__all__ = ["LAYOUTS", "FolderSource", "Source", "open_source"]
+__all__ = ["LAYOUTS", "FolderSource", "Layout", "Source", "no_validation", "open_source"]

@@ -32,7 +32,7 @@ from ..storage.transfer import retry
 from .options import UploadOptions
 from .packing import Options, Result, Uploader
 from .parts import Source
-from .sources import open_source
+from .sources import no_validation, open_source
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,11 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
             :class:`~alexnet.errors.AlexnetError`.
         options: how the images are uploaded (:class:`~alexnet.data.options.UploadOptions`, listed below).
 
+    A source that gives no validation images (a training tar alone, parquet shards without
+    ``validation-*.parquet``, a folder of ``<wnid>/`` folders) is uploaded with a warning naming the files of its
+    layout that hold them (:func:`alexnet.data.sources.no_validation`); added, an upload run again skips the training
+    categories and uploads the validation images.
+
     Returns:
         A report: ``board``, ``source``, ``layout`` (the source's, as :mod:`alexnet.data.sources` names it),
         ``categories`` (count on the board), ``uploaded``/``skipped``
@@ -151,6 +156,10 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
                "val_images": sum(r["val_images"] for r in rows), "layout": read.layout,
                "min_images": packing.min_images, "resize": packing.resize,
                "quality": packing.quality if packing.resize is not None else None}
+    if not summary["val_images"]:
+        log.warning("%s gave no validation images, so board %s has none: training measures no val_accuracy and "
+                    "evaluation has nothing to measure; %s", read.root, opened.location,
+                    no_validation(read.layout))
     current = _write_tables(opened, rows, bad, summary, packing.retries)
     keep = chosen.keep_versions
     pruned = prune(opened, current, keep, packing.retries) if keep is not None else 0
