@@ -215,7 +215,9 @@ def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_ima
                     most_batch=largest_batch(1500))
     assert "accumulate_steps" not in advice.settings and advice.settings["allreduce_precision"] == "bfloat16"
     assert adaptable(advice, 1, 5) == {"allreduce_precision": "bfloat16"}
-    assert "Micro-batches stop at a global batch of 1 (largest_global_batch)" in advice.text
+    assert "No micro-batches: the run's global batch of 256 is already beyond the 1 its training images are " \
+           "bounded at (largest_global_batch sets the bound)" in advice.text, advice.text
+    assert "Micro-batches stop" not in advice.text
 
 
 def test_a_run_with_every_lever_already_set_is_told_what_is_left():
