@@ -105,6 +105,36 @@ def test_workers_that_disagree_all_fail_instead_of_hanging(monkeypatch):
             agreement.check_agreement(None, (0, 0), steps, "/shared/ckpt")
 
 
+def test_workers_compare_their_weights_and_name_those_apart_from_the_chief(monkeypatch, caplog):
+    """weights_agree(): each row a replica's (digest's first 60 bits, chief, worker index); replicas of one worker
+    repeat its row."""
+    digest, other = "a" * 64, "b" * 64
+    first, second = int(digest[:15], 16), int(other[:15], 16)
+
+    def agree(rows, chief=True):
+        monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, values: np.array(rows))
+        topology = strategies.Topology("multi_worker", len(rows), 3, 0, chief, 1, False)
+        return agreement.weights_agree(None, digest, topology)
+
+    with caplog.at_level("WARNING", logger=agreement.__name__):
+        assert agree([[first, 1, 0], [first, 0, 1], [first, 0, 1], [first, 0, 2]])
+        assert not caplog.records
+        assert not agree([[first, 1, 0], [second, 0, 1], [second, 0, 1], [first, 0, 2]])
+        assert "worker 1 holds weights other than the chief's, whose model is the one saved and published " \
+               "(weights_sha256 aaaaaaaaaaaa...)." in caplog.text
+        caplog.clear()
+        # told on a worker that is not the chief: the chief's weights are the reference, not its own
+        assert not agree([[second, 1, 0], [first, 0, 1], [first, 0, 2]], chief=False)
+        assert "worker 1, worker 2 hold weights other than the chief's, whose model is the one saved and " \
+               "published. Their" in caplog.text
+        caplog.clear()
+        # a cluster with a chief task besides worker 0: the chief named as such
+        assert not agree([[first, 0, 0], [second, 1, 0]], chief=False)
+        assert "worker 0 holds weights other than the chief's" in caplog.text
+    # the digest's first 60 bits fit the int64 the gather carries
+    assert int("f" * 15, 16) < 2 ** 63
+
+
 def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 0, 29000))
     with pytest.raises(AlexnetError, match="collective_timeout"):
@@ -266,6 +296,7 @@ def test_a_real_strategy_built_without_tf_config_stays_one_worker():
 #: Validation images of worker 0 and worker 1: unequal shares, neither a whole number of steps of 4.
 VAL_SHARES = (13, 29)
 FULL_SIZE_STEPS = 20  # steps of the full-size run
+NUDGE = 1e-3  # what worker 1 of the nudged run adds to its last bias after training
 
 
 def _tree(root: Path) -> tuple[dict, dict]:
@@ -294,7 +325,7 @@ def _tree(root: Path) -> tuple[dict, dict]:
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
-    paused: bool = False, full_size: bool = False,
+    paused: bool = False, full_size: bool = False, nudge: bool = False,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
@@ -302,7 +333,8 @@ def _start(
     overlap the backward pass and its own timing of the exchange advises this wire format; ``paused``: worker 1
     stops itself (SIGSTOP) after its second step, to be continued by the test, under a collective timeout of
     :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`; ``full_size``: AlexNet's own dense layers (4096 units),
-    :data:`FULL_SIZE_STEPS` steps of 16 images, without validation."""
+    :data:`FULL_SIZE_STEPS` steps of 16 images, without validation; ``nudge``: worker 1 adds :data:`NUDGE` to its
+    last bias once its training is over, before the workers compare their weights."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -315,6 +347,7 @@ def _start(
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
         "paused": str(workdir / "paused.txt") if paused else None,
+        "nudge": nudge,
         "collective_timeout": PAUSED_TIMEOUT if paused else TIMEOUT,
         # the run that completes: a model pin and TensorBoard logs, which only the chief writes
         "model_board": None if fresh or kill else str(workdir / "models"),
@@ -330,7 +363,8 @@ def _start(
     path.write_text(json.dumps(config))
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    kind = "kill" if kill else "paused" if paused else "full" if full_size else "fresh" if fresh else "resume"
+    kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
+            "fresh" if fresh else "resume")
     log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
     return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -375,6 +409,7 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
         assert "workers differ (bfloat16, float32)" in history["params"]["precision_reason"]
     assert histories[1]["params"]["precision_rates"] == {"float32": 10.0, "bfloat16": 30.0}
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert [h["weights_agree"] for h in histories] == [True, True]
     # each worker's pipelines batch what one replica takes a step (4 images), not the cluster's step (8): given
     # the cluster's, TensorFlow would cut it in two and feed this worker both halves, one step after the other
     for history in histories:
@@ -503,6 +538,26 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
         assert params["dense_units"] == 4096 and params["steps"] == FULL_SIZE_STEPS and params["workers"] == 2
         assert params["momentum"] > 0 and params["weight_decay"] > 0
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert [h["weights_agree"] for h in histories] == [True, True]
+
+
+@pytest.mark.long
+def test_workers_that_end_with_different_weights_say_so(tmp_path):
+    """Worker 1 changes its weights once training is over: both workers compare them and find them apart, both
+    histories say so (weights_agree), and both logs name worker 1 against the chief's digest."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, nudge=True) for i, d in enumerate((data0, data1))]
+    codes = [_finish(w, 240) for w in workers]
+    logs = [(tmp_path / f"log-{i}-nudge.txt").read_text() for i in range(2)]
+    assert codes == [0, 0], [log[-3000:] for log in logs]
+    histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    assert histories[0]["weights_sha256"] != histories[1]["weights_sha256"]
+    assert [h["weights_agree"] for h in histories] == [False, False]
+    chief = histories[0]["weights_sha256"][:12]
+    for log in logs:
+        assert "The workers ended with different weights: worker 1 holds weights other than the chief's" in log
+    assert f"the one saved and published (weights_sha256 {chief}...)." in logs[0], logs[0][-3000:]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -535,6 +590,12 @@ class _Pause(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGSTOP)
 
 
+class _Nudge(keras.callbacks.Callback):
+    def on_train_end(self, logs=None):
+        bias = self.model.trainable_weights[-1]
+        bias.assign(bias.numpy() + NUDGE)
+
+
 def _worker(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     index = config["index"]
@@ -542,6 +603,8 @@ def _worker(config_path: str) -> None:
     callbacks = [_Die(config["died"])] if config["died"] and index == 1 else []
     if config.get("paused") and index == 1:
         callbacks.append(_Pause(config["paused"]))
+    if config.get("nudge") and index == 1:
+        callbacks.append(_Nudge())
     if config.get("epoch_weights"):
         callbacks.append(keep_epoch_weights(Path(config["epoch_weights"])))
     if config.get("fake_rates"):

@@ -6,7 +6,8 @@ one step more waits for ever. So before the model is built the workers settle on
 epoch and on how to validate (:func:`agree_on_steps`: every worker's validation images, each counted once, in
 the same number of steps everywhere, the smaller shares padded; :func:`validation_plan`), and after a
 checkpoint is restored they check that they all resume at the same point (:func:`check_agreement`). Both raise
-on every worker at once, never on one alone, so that no worker is left waiting.
+on every worker at once, never on one alone, so that no worker is left waiting. When training ends, they compare
+their weights (:func:`weights_agree`).
 """
 
 from __future__ import annotations
@@ -170,3 +171,25 @@ def check_agreement(strategy: tf.distribute.Strategy, position: tuple[int, int],
             f"The workers would run different numbers of steps per epoch (training {train}, validation {val}, "
             "one per replica): give every worker the same `steps_per_epoch`, `validation_steps` and arguments."
         )
+
+
+def weights_agree(strategy: tf.distribute.Strategy, digest: str, topology: Topology) -> bool:
+    """Whether every worker ends with the chief's weights: the first 60 bits of each worker's ``digest``
+    (``weights_sha256``) compared, and a warning naming the workers whose weights differ.
+
+    Every update is the same on every worker, so their weights stay equal bit for bit; a worker whose weights
+    differ holds another model than the one the chief saves and publishes. A collective: every worker calls it
+    at the same point, after training. ``True`` with one worker.
+    """
+    rows = all_gather_ints(strategy, [int(digest[:15], 16), int(topology.chief), topology.worker_index])
+    chief = {int(row[0]) for row in rows if row[1]}
+    if not chief:  # no chief task: the first worker's
+        chief = {int(rows[0][0])}
+    apart = sorted({("chief" if row[1] else f"worker {int(row[2])}") for row in rows if int(row[0]) not in chief})
+    if apart:
+        own = f" (weights_sha256 {digest[:12]}...)" if topology.chief else ""
+        logger.warning("The workers ended with different weights: %s %s weights other than the chief's, whose model "
+                       "is the one saved and published%s. Their updates should have been the same bit for bit: the "
+                       "history says weights_agree = false.", ", ".join(apart), "holds" if len(apart) == 1 else "hold",
+                       own)
+    return not apart

@@ -249,7 +249,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     the card and the pin are written once, with it."""
     from ..model.saved import save_model
     from . import callbacks as cb
-    from .agreement import check_agreement
+    from .agreement import check_agreement, weights_agree
     from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
     from .communication import adaptation_text, adapted_timing
@@ -349,6 +349,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
         callback.set_model(net)
     digest = weights_digest(net)
+    agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
     card = _card(td, data, settings, recorder.metrics, digest, best_epoch)
     if evaluate is not None:
         card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
@@ -367,4 +368,5 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
         "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
         "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
-        "card": card.to_dict(), "model_pin": model_pin, "best_epoch": None if best_epoch is None else best_epoch + 1})
+        "weights_agree": agree, "card": card.to_dict(), "model_pin": model_pin,
+        "best_epoch": None if best_epoch is None else best_epoch + 1})
