@@ -110,6 +110,10 @@ print.alexnet_history <- function(x, ...) {
     cat("Kept the best epoch: ", best, " (val_accuracy = ", format(signif(x$metrics$val_accuracy[[best]], 4)),
         ")\n", sep = "")
   }
+  if (identical(x$weights_agree, FALSE)) {
+    cat("The workers ended with different weights: the chief's model is the one saved and published",
+        "(its log names the workers apart).\n")
+  }
   invisible(x)
 }
 

@@ -106,7 +106,10 @@
 #'   ImageNet's training images and as many times fewer on fewer),
 #'   then local SGD, whose cost in accuracy is to be measured first), with `communication_advice`, the same in words, logged as a warning when training starts, and
 #'   `adapted_settings`, what the run took of that advice with `adapt_communication = TRUE` (the chief's decision on
-#'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)), with
+#'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)),
+#'   `weights_sha256`, a digest of the final weights, and with several workers `weights_agree`: whether every
+#'   worker ended with the chief's weights, compared when training ends (a warning names those that did not, and
+#'   `print()` says so); with
 #'   `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.

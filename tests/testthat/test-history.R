@@ -29,6 +29,18 @@ test_that("print() says which epoch a run kept with keep_best", {
   expect_true(any(out == "Kept the best epoch: 2 (val_accuracy = 0.5)"), info = out)
 })
 
+test_that("print() says when a multi-worker run's workers ended with different weights", {
+  h <- fake_history()
+  said <- "The workers ended with different weights: the chief's model is the one saved and published"
+  for (agree in list(NULL, TRUE)) {
+    h$weights_agree <- agree
+    expect_false(any(startsWith(capture.output(print(h)), said)))
+  }
+  h$weights_agree <- FALSE
+  out <- capture.output(print(h))
+  expect_identical(out[[length(out)]], paste(said, "(its log names the workers apart)."))
+})
+
 # The pixels of `history` plotted into a 600 x 600 PNG, and where each series' colour is.
 plotted <- function(history, ...) {
   file <- withr::local_tempfile(fileext = ".png")
