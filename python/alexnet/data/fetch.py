@@ -137,12 +137,11 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
     naming the board at ``location`` when there are none."""
     counts = {r["id"]: r["val_images"] for r in rows if r["val_images"] > 0 and r["val_version"]}
     if not counts:
-        from .sources import LAYOUTS
+        from .sources import validation_files
 
-        holding = "; ".join(f"{entry.name}: {entry.validation}" for entry in LAYOUTS if entry.validation)
         raise AlexnetError(
             f"board {location} has no validation images: upload ImageNet with them with imagenet_upload (each "
-            f"layout holds them in its own files: {holding}), or give the images as `data`."
+            f"layout holds them in its own files: {validation_files()}), or give the images as `data`."
         )
     return counts
 

@@ -41,6 +41,7 @@ from .parts import Member, Members, Part, Source, Wanted, wanted_parts
 
 log = logging.getLogger(__name__)
 
+
 class Layout(NamedTuple):
     """A layout read: its ``name``, ``what`` a source in it is, and where it holds its ``validation`` images (empty
     for a layout without a validation set)."""
@@ -81,8 +82,12 @@ def no_validation(layout: str) -> str:
         return (f"the {layout} layout holds them in {holds[layout]}: add them and run imagenet_upload again (the "
                 "categories already on the board are skipped)")
     return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one, "
-            "upload ImageNet in a layout that has it (" + "; ".join(f"{entry.name}: {entry.validation}"
-                                                                   for entry in LAYOUTS if entry.validation) + ")")
+            f"upload ImageNet in a layout that has it ({validation_files()})")
+
+
+def validation_files() -> str:
+    """Where each layout with a validation set holds it, on one line."""
+    return "; ".join(f"{entry.name}: {entry.validation}" for entry in LAYOUTS if entry.validation)
 
 
 def _open_files(files: tuple[str, ...]) -> Members:
@@ -209,4 +214,4 @@ def open_source(source: str | os.PathLike) -> Source:
         raise _unrecognised(files, path, names) from None
 
 
-__all__ = ["LAYOUTS", "FolderSource", "Layout", "Source", "no_validation", "open_source"]
+__all__ = ["LAYOUTS", "FolderSource", "Layout", "Source", "no_validation", "open_source", "validation_files"]
