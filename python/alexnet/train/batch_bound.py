@@ -1,6 +1,6 @@
 """The global batch AlexNet keeps its accuracy at: the bound of the micro-batches a multi-worker run is advised, and
-takes with ``adapt_communication`` (:func:`largest_batch`), and the warning a run whose own settings go beyond it
-gets (:func:`large_batch_warning`)."""
+takes with ``adapt_communication`` (:func:`largest_batch`), what the advice says when it holds them back there
+(:func:`held_back`), and the warning a run whose own settings go beyond it gets (:func:`large_batch_warning`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,16 @@ def largest_batch(train_images: int, asked: int | None = None) -> int:
     if asked is not None:
         return int(asked)
     return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
+
+
+def held_back(most_batch: int, global_batch: float) -> str:
+    """What the advice says when it would advise more micro-batches than the bound ``most_batch``
+    (:func:`largest_batch`) allows a run whose global batch is ``global_batch``."""
+    why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
+    if most_batch >= global_batch:
+        return f"Micro-batches stop at a global batch of {most_batch} (largest_global_batch): {why}"
+    return (f"No micro-batches: the run's global batch of {int(global_batch)} is already beyond the {most_batch} its "
+            f"training images are bounded at (largest_global_batch sets the bound): {why}")
 
 
 def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:

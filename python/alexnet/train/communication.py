@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
-from .batch_bound import ALEXNET_LARGEST_BATCH
+from .batch_bound import ALEXNET_LARGEST_BATCH, held_back
 
 if TYPE_CHECKING:
     from .precision import Hardware
@@ -298,12 +298,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     largest = 2 ** max(0, math.floor(math.log2(max(1.0, most_batch / micro_batch))))
     wanted = 2 ** math.ceil(math.log2(needed))
     accumulate = min(wanted, largest)
-    why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
-    held = ("" if wanted <= max(largest, communication.accumulate) else
-            f" Micro-batches stop at a global batch of {most_batch} (largest_global_batch): {why}"
-            if most_batch >= global_batch else
-            f" No micro-batches: the run's global batch of {int(global_batch)} is already beyond the {most_batch} its "
-            f"training images are bounded at (largest_global_batch sets the bound): {why}")
+    held = "" if wanted <= max(largest, communication.accumulate) else " " + held_back(most_batch, global_batch)
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
