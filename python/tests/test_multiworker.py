@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -325,7 +326,7 @@ def _tree(root: Path) -> tuple[dict, dict]:
 def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
-    paused: bool = False, full_size: bool = False, nudge: bool = False,
+    paused: bool = False, full_size: bool = False, nudge: bool = False, levers: dict[str, Any] | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
@@ -334,7 +335,8 @@ def _start(
     stops itself (SIGSTOP) after its second step, to be continued by the test, under a collective timeout of
     :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`; ``full_size``: AlexNet's own dense layers (4096 units),
     :data:`FULL_SIZE_STEPS` steps of 16 images, without validation; ``nudge``: worker 1 adds :data:`NUDGE` to its
-    last bias once its training is over, before the workers compare their weights."""
+    last bias once its training is over, before the workers compare their weights; ``levers``: training settings
+    of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -348,6 +350,7 @@ def _start(
         "died": str(workdir / "died.txt") if kill else None,
         "paused": str(workdir / "paused.txt") if paused else None,
         "nudge": nudge,
+        "levers": levers or {},
         "collective_timeout": PAUSED_TIMEOUT if paused else TIMEOUT,
         # the run that completes: a model pin and TensorBoard logs, which only the chief writes
         "model_board": None if fresh or kill else str(workdir / "models"),
@@ -511,13 +514,19 @@ def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for
     assert [len(h["metrics"]["loss"]) for h in histories] == [1, 1]
 
 
+# the levers of a synchronous run at once: packs of 16-bit gradients and micro-batches accumulated in variables of
+# the dense layers' size (local SGD is left out: its last average would make the workers' weights equal again)
+SYNCHRONOUS_LEVERS = {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 2}
+
+
 @pytest.mark.long
-def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weights(tmp_path):
+@pytest.mark.parametrize("levers", [{}, SYNCHRONOUS_LEVERS], ids=["plain", "levers"])
+def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weights(tmp_path, levers):
     """AlexNet's largest kernel (9216 x 4096), updated with momentum and weight decay: written as separate reads
     and assignments of the kernel and its momentum, that update left the two workers' kernels a few units in the
     last place apart within these 20 steps (in each of 6 runs, though timing-dependent; never with momentum or
     decay alone), while the small models of the tests above stayed equal. One kernel per update keeps them equal
-    bit for bit."""
+    bit for bit, with 16-bit packs and micro-batches too."""
     rows = make_tree(tmp_path / "images", classes=4, per_class=8 * FULL_SIZE_STEPS, val_per_class=0, seed=0,
                      min_side=48, max_side=72)
 
@@ -528,7 +537,7 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
                 "categories": [c for i, c in enumerate(rows["categories"]) if i in labels]}
 
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, share(labels), kill=False, fresh=True, full_size=True)
+    workers = [_start(tmp_path, i, base, share(labels), kill=False, fresh=True, full_size=True, levers=levers)
                for i, labels in enumerate(({0, 1}, {2, 3}))]
     codes = [_finish(w, 300) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-full.txt").read_text()[-3000:] for i in range(2)]
@@ -537,6 +546,7 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
         params = history["params"]
         assert params["dense_units"] == 4096 and params["steps"] == FULL_SIZE_STEPS and params["workers"] == 2
         assert params["momentum"] > 0 and params["weight_decay"] > 0
+        assert {name: params[name] for name in levers} == levers
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
     assert [h["weights_agree"] for h in histories] == [True, True]
 
@@ -642,6 +652,7 @@ def _worker(config_path: str) -> None:
             model_board=config["model_board"],
             log_dir=config["log_dir"],
             log_every=1,
+            **config["levers"],
         )
     except Exception as error:  # the survivor of the kill: report what stopped it
         out.write_text(json.dumps({"error": {"type": type(error).__name__, "message": str(error)[:2000]}}))
