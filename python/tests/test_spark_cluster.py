@@ -1,10 +1,12 @@
-"""A real Spark cluster, not local mode: a standalone master and two workers on 127.0.0.1 (one core each), started
-with the installed pyspark's ``spark-class``, and a two-worker run through it. The cluster is stopped after, also
-when the test fails."""
+"""A real Spark cluster, not local mode: a standalone master and two workers (one core each), started with the
+installed pyspark's ``spark-class``, and a two-worker run through it: on 127.0.0.1, and on hosts of their own (a
+network namespace each, joined by a 1 Gbit/s link) with the driver on the master's host. The cluster is stopped
+after, also when the test fails."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +22,10 @@ pytest.importorskip("tensorflow")
 from servers import free_port  # noqa: E402
 from test_spark import BATCH, board  # noqa: E402, F401 - the board fixture of the local-mode tests
 
+from alexnet.bench import link  # noqa: E402
 from alexnet.bench.cluster import free_base_port  # noqa: E402
+from alexnet.data.synthetic import imagenet_synthetic  # noqa: E402
+from alexnet.data.upload import imagenet_upload  # noqa: E402
 from alexnet.launch import api  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 
@@ -32,9 +37,10 @@ def _spark_class() -> str:
 
 
 @contextlib.contextmanager
-def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+def _daemon(args: list[str], log: Path, env: dict[str, str], where: list[str]) -> Iterator[subprocess.Popen]:
+    """A Spark daemon started with ``where`` before its command (a network namespace's ``ip netns exec``)."""
     with open(log, "wb") as out:
-        process = subprocess.Popen([_spark_class(), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+        process = subprocess.Popen([*where, _spark_class(), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
     try:
         yield process
@@ -50,21 +56,26 @@ def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subproc
 
 
 @contextlib.contextmanager
-def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
-    """A Spark standalone master and ``workers`` workers of one core each; yields the master URL."""
-    env = {**os.environ, "SPARK_LOCAL_IP": HOST, "PYSPARK_PYTHON": sys.executable,
-           "SPARK_WORKER_DIR": str(folder / "work"), "SPARK_LOG_DIR": str(folder / "logs")}
+def standalone_cluster(folder: Path, workers: int = 2, hosts: list[str] | None = None,
+                       where: list[list[str]] | None = None) -> Iterator[str]:
+    """A Spark standalone master and ``workers`` workers of one core each; yields the master URL. ``hosts``: the
+    master's address and each worker's (default: all on 127.0.0.1); ``where``: what goes before each one's command
+    to start it on its host (default: nothing)."""
+    hosts = hosts or [HOST] * (workers + 1)
+    where = where or [[] for _ in range(workers + 1)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_WORKER_DIR": str(folder / "work"),
+           "SPARK_LOG_DIR": str(folder / "logs")}
     port = free_port()
-    master = f"spark://{HOST}:{port}"
+    master = f"spark://{hosts[0]}:{port}"
     with contextlib.ExitStack() as stack:
         stack.enter_context(_daemon(
-            ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(port), "--webui-port",
-             str(free_port())], folder / "master.log", env))
+            ["org.apache.spark.deploy.master.Master", "--host", hosts[0], "--port", str(port), "--webui-port",
+             str(free_port())], folder / "master.log", {**env, "SPARK_LOCAL_IP": hosts[0]}, where[0]))
         for k in range(workers):
             stack.enter_context(_daemon(
-                ["org.apache.spark.deploy.worker.Worker", master, "--host", HOST, "--cores", "1", "--memory", "1g",
-                 "--webui-port", str(free_port()), "--work-dir", str(folder / f"work{k}")],
-                folder / f"worker{k}.log", env))
+                ["org.apache.spark.deploy.worker.Worker", master, "--host", hosts[k + 1], "--cores", "1", "--memory",
+                 "1g", "--webui-port", str(free_port()), "--work-dir", str(folder / f"work{k}")],
+                folder / f"worker{k}.log", {**env, "SPARK_LOCAL_IP": hosts[k + 1]}, where[k + 1]))
         yield master
 
 
@@ -115,3 +126,44 @@ def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch)
     # each worker of the cluster ran an executor of its own (a JVM of its own): not local mode
     for k in (0, 1):
         assert list((tmp_path / f"work{k}").glob("app-*/*/stderr")), f"no executor ran on Spark worker {k}"
+
+
+@pytest.mark.long
+@pytest.mark.skipif(link.can_shape() is not None, reason=str(link.can_shape()))
+def test_two_workers_on_hosts_of_their_own_train_and_evaluate_through_the_command_line(tmp_path):
+    """Every other Spark test runs on 127.0.0.1, where a worker's address, the address TensorFlow listens at and the
+    driver's are one. Here the master and the driver have a host of their own and each worker another (a network
+    namespace each, 10.213.7.x, on a switch, every link shaped to 1 Gbit/s): TF_CONFIG must name each worker's own
+    host, the chief's progress must reach the driver's monitor from another host, and the evaluation job too."""
+    source = tmp_path / "imagenet"
+    imagenet_synthetic(str(source), classes=4, images_per_class=12, val_per_class=3, max_side=72, seed=3)
+    imagenet_upload(str(source), board=str(tmp_path / "board"))
+    with link.Network(3, link.parse_link("1gbit")) as network:
+        driver, hosts = network.command(0), network.addresses
+        with standalone_cluster(tmp_path, 2, hosts=hosts, where=[network.command(i) for i in range(3)]) as master:
+            base = free_base_port(2)
+            env = {**os.environ, "ALEXNET_PROGRESS": "1", "PYSPARK_PYTHON": sys.executable,
+                   "SPARK_LOCAL_IP": hosts[0], "TF_CPP_MIN_LOG_LEVEL": "2"}
+            ran = subprocess.run(
+                [*driver, sys.executable, "-m", "alexnet.cli", "spark-train", "--workers", "2", "--master", master,
+                 "--board", str(tmp_path / "board"), "--epochs", "2", "--image-size", "64", "--dense-units", "32",
+                 "--batch-size", str(BATCH), "--seed", "1", "--collective-timeout", "60", "--base-port", str(base),
+                 "--cache-dir", str(tmp_path / "cache"), "--timeout", "600", "--evaluate", "--json"],
+                capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert not [name for name in link.namespaces() if name.startswith(f"{link.PREFIX}{os.getpid()}-")]
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    result = json.loads(ran.stdout)
+    rows = result["workers"]
+    # each worker trained on its own host, where TensorFlow listened
+    assert [row["tf_address"] for row in rows] == [f"{hosts[1]}:{base}", f"{hosts[2]}:{base + 1}"] or \
+        [row["tf_address"] for row in rows] == [f"{hosts[2]}:{base}", f"{hosts[1]}:{base + 1}"]
+    histories = [row["history"] for row in rows]
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert [h["weights_agree"] for h in histories] == [True, True]
+    assert all(h["params"]["workers"] == 2 and len(h["metrics"]["loss"]) == 2 for h in histories)
+    # the chief's progress crossed from its host to the driver's monitor, every epoch
+    assert "alexnet: epoch 1/2" in ran.stderr and "alexnet: epoch 2/2" in ran.stderr, ran.stderr[-3000:]
+    # the evaluation job scored every validation image of the board, each on one host
+    evaluation = result["evaluation"]
+    assert evaluation["images"] == 4 * 3
+    assert evaluation["workers"] == 2 and [part["images"] for part in evaluation["per_worker"]] == [6, 6]
