@@ -135,7 +135,17 @@ alexnet_core <- function() {
     alexnet_condition(missing_core_message(detail), setup_error)
   }
   .alexnet$core <- reticulate::import("alexnet", convert = TRUE)
+  reg.finalizer(.alexnet, remove_autograph_files, onexit = TRUE)
   .alexnet$core
+}
+
+# At R's exit (a finalizer of .alexnet, registered when the core is imported): the source files TensorFlow's
+# autograph wrote for this session's converted functions, which Python embedded in R would leave in the temporary
+# folder (the core's remove_autograph_files() says why). Nothing when Python is no longer there to ask.
+remove_autograph_files <- function(env) {
+  if (is.null(env$core) || !reticulate::py_available(initialize = FALSE)) return(invisible())
+  try(reticulate::import("alexnet.tfimport")$remove_autograph_files(), silent = TRUE)
+  invisible()
 }
 
 # Imports the core with the working directory left off sys.path: a folder named `alexnet` there

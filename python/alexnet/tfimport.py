@@ -125,6 +125,27 @@ def cpu_allocator() -> str:
     return "bfc"
 
 
+#: The name TensorFlow's autograph gives each module it writes (and the file it writes it to).
+AUTOGRAPH_PREFIX = "__autograph_generated_file"
+
+
+def remove_autograph_files() -> int:
+    """Remove the source files TensorFlow's autograph wrote for the functions this process converted; how many.
+
+    Autograph writes each function it converts to a file in the temporary folder, loads it as a module and removes
+    the file when Python ends normally. Python embedded in R (reticulate) never ends that way, so every R session
+    that trained or evaluated would leave its files behind, a few dozen each: R removes them when it exits (see
+    ``alexnet_core()``). The modules stay loaded; only their files go."""
+    removed = 0
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
+        if path and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+                removed += 1
+    return removed
+
+
 def __getattr__(name: str) -> types.ModuleType:
     """``tf`` and ``keras``, imported on first use (so that :func:`is_noise` can be used without TensorFlow)."""
     if name in ("tf", "keras"):

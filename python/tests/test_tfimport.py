@@ -94,3 +94,40 @@ def test_import_alexnet_sets_tensorflow_env_where_nothing_is_set():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
                           env={**base, "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert json.loads(done.stdout) == {**declared, "TF_CPP_MIN_LOG_LEVEL": "0"}  # a variable set is left alone
+
+
+AUTOGRAPH_SCRIPT = """
+import glob, json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+from alexnet.tfimport import AUTOGRAPH_PREFIX, remove_autograph_files, tf
+from converted import absolute
+
+before = absolute(tf.constant(-3)).numpy()
+written = glob.glob(os.path.join(tempfile.gettempdir(), AUTOGRAPH_PREFIX + "*.py"))
+removed = remove_autograph_files()
+left = glob.glob(os.path.join(tempfile.gettempdir(), AUTOGRAPH_PREFIX + "*.py"))
+again = absolute(tf.constant(-4)).numpy()  # the converted function still runs without its file
+print(json.dumps({"written": len(written), "removed": removed, "left": len(left),
+                  "results": [int(before), int(again)]}))
+sys.stdout.flush()
+os._exit(0)  # as Python embedded in R ends: without its exit handlers, which would have removed them too
+"""
+
+
+def test_the_files_autograph_writes_are_removed_when_asked(tmp_path):
+    """Autograph writes each function it converts to the temporary folder and removes the files only at Python's
+    normal end, which Python embedded in R never reaches; remove_autograph_files() (which R calls as it exits)
+    removes this process's files, and the converted functions still run."""
+    (tmp_path / "converted.py").write_text(
+        "import tensorflow as tf\n\n\n@tf.function\ndef absolute(x):\n    if x < 0:\n        return -x\n    return x\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    stranger = temporary / "__autograph_generated_file_of_another_process.py"
+    stranger.write_text("")
+    done = subprocess.run([sys.executable, "-c", AUTOGRAPH_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          check=True, timeout=300, env={**os.environ, "TMPDIR": str(temporary)})
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["results"] == [3, 4]
+    assert result["written"] >= 2  # this process's file or files, and the other process's
+    assert result["removed"] == result["written"] - 1 and result["left"] == 1
+    assert [p.name for p in temporary.iterdir()] == [stranger.name]  # another process's file is left alone

@@ -222,3 +222,25 @@ test_that("the core sets R's own malloc as ALEXNET_MALLOC says, unless the user 
   expect_equal(in_effect(NULL), declared)
   expect_equal(in_effect("default"), "default")
 })
+
+test_that("an R session leaves none of the files TensorFlow's autograph writes in the temporary folder", {
+  skip_if_no_alexnet()
+  # Python embedded in R never ends the way that removes them: R has the core remove them as it exits
+  temporary <- withr::local_tempdir()
+  module <- withr::local_tempdir()
+  writeLines(c("import tensorflow as tf", "", "", "@tf.function", "def absolute(x):", "    if x < 0:",
+               "        return -x", "    return x"), file.path(module, "converted.py"))
+  during <- run_fresh_r(function(module) {
+    alexnet:::alexnet_core()
+    converted <- reticulate::import_from_path("converted", module)
+    tf <- reticulate::import("tensorflow")
+    value <- reticulate::import_builtins()$int(converted$absolute(tf$constant(-3L)))
+    folder <- reticulate::import("tempfile")$gettempdir()
+    list(value = as.integer(value), folder = folder,
+         files = list.files(folder, pattern = "^__autograph_generated_file"))
+  }, env = c(TMPDIR = temporary), args = list(module = module))
+  expect_equal(during$value, 3L)
+  expect_equal(normalizePath(during$folder), normalizePath(temporary))
+  expect_gte(length(during$files), 1L)  # written while the session ran
+  expect_length(list.files(temporary, pattern = "^__autograph_generated_file"), 0L)  # and gone with it
+})
