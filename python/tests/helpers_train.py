@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -244,3 +245,13 @@ def stop_after_first_epoch():
             raise Interrupted("interrupted on purpose")
 
     return StopAfterFirstEpoch()
+
+
+def worker_env(folder: Path) -> dict[str, str]:
+    """The environment of a worker process a test starts from a script in this folder: quiet, this folder importable,
+    and its temporary files in ``folder / "tmp"`` (made here): TensorFlow's autograph writes one for each function
+    it converts and removes them only when Python ends normally, which a worker ending with ``os._exit`` does not."""
+    (folder / "tmp").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(folder / "tmp")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
+    return env

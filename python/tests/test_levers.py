@@ -19,7 +19,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_train import make_tree  # noqa: E402
+from helpers_train import make_tree, worker_env  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -557,8 +557,7 @@ RUNS = {
 @pytest.mark.long
 def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
     base = free_base_port(2)
-    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    env = worker_env(tmp_path)
     logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
     workers = [subprocess.Popen([sys.executable, str(HERE), str(tmp_path), str(i), str(base)], stdout=logs[i],
                                 stderr=subprocess.STDOUT, env=env) for i in range(2)]

@@ -25,7 +25,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from helpers_train import keep_epoch_weights, make_tree, score_epochs  # noqa: E402
+from helpers_train import keep_epoch_weights, make_tree, score_epochs, worker_env  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.data.partition import partition_sizes  # noqa: E402
@@ -364,8 +364,7 @@ def _start(
     }
     path = workdir / f"config-{index}.json"
     path.write_text(json.dumps(config))
-    env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    env = worker_env(workdir)
     kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
             "fresh" if fresh else "resume")
     log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
