@@ -134,9 +134,10 @@ print.alexnet_spark_run <- function(x, ...) {
       if (!is.na(field("images_per_second"))) paste(format(round(field("images_per_second"), 1), nsmall = 1),
                                                     "images/s")
     )
+    # where its TensorFlow listened (the port the workers must reach each other at), else its Spark task's address
+    where <- if (!is.na(field("tf_address"))) field("tf_address") else field("address")
     cat("  worker ", field("worker"), if (isTRUE(field("chief"))) " (chief)" else "",
-        if (!is.na(field("address"))) paste0(" at ", field("address")), ": ", paste(parts, collapse = ", "), "\n",
-        sep = "")
+        if (!is.na(where)) paste0(" at ", where), ": ", paste(parts, collapse = ", "), "\n", sep = "")
   }
   if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
     same <- length(unique(x$weights_sha256)) == 1L

@@ -75,7 +75,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
 #' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
 #' (class `alexnet_retry`) that carries the worker's error.
 #'
-#' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address`, `chief`,
+#' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address` (its Spark task's),
+#'   `tf_address` (the host and port its TensorFlow listened at, which the printed lines give), `chief`,
 #'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
 #'   `images_per_second`, `weights_sha256`, `attempt`, ...), whose `history` column is a list of each
 #'   worker's [alexnet_history][alexnet_history]. With `evaluate = TRUE`, `$evaluation` is the

@@ -58,6 +58,15 @@ test_that("a Spark run prints one line per worker, not the nested histories", {
   expect_no_match(paste(out, collapse = "\n"), "params|metrics")
 })
 
+test_that("a Spark run's worker lines give where each worker's TensorFlow listened, as the command line does", {
+  run <- spark_result()
+  run$tf_address <- c("10.0.0.1:8000", "10.0.0.2:8001")
+  out <- capture.output(print(run))
+  expect_match(out[[2]], "^  worker 0 \\(chief\\) at 10.0.0.1:8000: 2 categories")
+  expect_match(out[[3]], "^  worker 1 at 10.0.0.2:8001: 2 categories")
+  expect_no_match(paste(out, collapse = "\n"), ":4040", fixed = TRUE)  # not the Spark tasks' addresses
+})
+
 test_that("a Spark run prints what its chief says of the exchange against the computation, once", {
   run <- spark_result()
   advice <- paste("One exchange alone takes 2.92 s a step against 0.68 s of computation: about 0.19 of linear",
