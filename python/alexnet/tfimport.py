@@ -138,8 +138,8 @@ def remove_autograph_files() -> int:
     ``alexnet_core()``). The modules stay loaded; only their files go."""
     removed = 0
     for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
-        if path and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
+        path = getattr(module, "__file__", None) or ""
+        if name.startswith(AUTOGRAPH_PREFIX) and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
             with contextlib.suppress(OSError):
                 os.remove(path)
                 removed += 1
