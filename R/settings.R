@@ -34,6 +34,7 @@ training_settings <- list(
   dropout = list(kind = "number", default = 0.5, choices = NULL, help = "dropout rate after each hidden dense layer"),
   grouped = list(kind = "flag", default = FALSE, choices = NULL, help = "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs"),
   area_range = list(kind = "numbers", default = c(0.08, 1.0), choices = NULL, help = "the least and most share of an image that a random training crop covers"),
+  lighting = list(kind = "number", default = 0.0, choices = NULL, help = "the AlexNet paper's colour augmentation: each training image's light shifted along the three principal components of ImageNet's colours, by weights drawn with this standard deviation (the paper's 0.1; 0: none)"),
   precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), help = "what the layers compute in (unset: the hardware's; bfloat16 and float16 are mixed precision)"),
   mixed_precision = list(kind = "flag?", default = NULL, choices = NULL, help = "the older form of `precision`: true means \"float16\", false \"float32\""),
   jit_compile = list(kind = "flag?", default = NULL, choices = NULL, help = "compile the training step with XLA (unset: on GPUs)"),

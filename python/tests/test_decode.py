@@ -51,6 +51,55 @@ def test_full_area_crop_is_the_decoded_image_resized():
     assert any(flipped) and not all(flipped), "about half the crops should be flipped left-right"
 
 
+def test_lighting_noise_has_the_spread_of_imagenets_principal_colour_components():
+    # the paper's augmentation: one RGB shift an image, alpha_i * lambda_i along each principal component p_i
+    shifts = np.stack([decode.lighting_shift(tf.constant([s, 3]), 0.1).numpy() for s in range(2000)])
+    assert np.array_equal(shifts[5], decode.lighting_shift(tf.constant([5, 3]), 0.1).numpy())
+    components = np.array(decode.RGB_EIGENVECTORS)
+    assert np.allclose(components.T @ components, np.eye(3), atol=2e-3), "unit, orthogonal components"
+    along = shifts @ components  # each shift's weight on each component: alpha_i * lambda_i
+    expected = 0.1 * np.array(decode.RGB_EIGENVALUES)  # 5.5, 0.48 and 0.11 of 255
+    assert np.allclose(along.std(axis=0), expected, rtol=0.08), (along.std(axis=0), expected)
+    assert np.all(np.abs(along.mean(axis=0)) < 0.1 * expected)
+    # uncorrelated weights: the covariance of the shifts is P diag(lambda^2) P^T, times 0.01
+    assert np.allclose(np.cov(shifts.T), components @ np.diag(expected**2) @ components.T, atol=0.1 * expected[0]**2)
+    assert np.allclose(decode.lighting_shift(tf.constant([5, 3]), 0.2).numpy(), 2 * shifts[5], rtol=1e-5)
+
+
+def test_lighting_shifts_every_pixel_of_a_training_image_alike_and_leaves_its_crop_and_flip():
+    rng = np.random.default_rng(4)
+    pixels = np.kron(rng.integers(40, 200, (6, 8, 3)), np.ones((10, 10, 1))).astype(np.uint8)
+    contents = tf.constant(jpeg_bytes(Image.fromarray(pixels)))
+    for s in range(4):
+        seed = tf.constant([s, 11], tf.int64)
+        plain = decode.decode_for_training(contents, SIZE, seed).numpy().astype(float)
+        lit = decode.decode_for_training(contents, SIZE, seed, lighting=0.1).numpy().astype(float)
+        shift = decode.lighting_shift(tf.constant([s + 2, 11], tf.int64), 0.1).numpy()
+        assert np.abs(shift).max() > 0.5, "a shift large enough to see"
+        # the same crop and flip, every pixel moved by the one shift (up to the rounding of each)
+        assert np.abs(lit - plain - shift).max() <= 1.0, (s, shift)
+    assert np.array_equal(decode.decode_for_training(contents, SIZE, seed, lighting=0.0).numpy(), plain)
+    # in a graph the shifted image keeps its static shape, which batching the images needs
+    traced = tf.function(lambda c: decode.decode_for_training(c, SIZE, seed, lighting=0.1))
+    assert traced.get_concrete_function(tf.TensorSpec([], tf.string)).structured_outputs.shape == (SIZE, SIZE, 3)
+
+
+def test_lighting_keeps_pixels_within_0_to_255():
+    white = tf.constant(jpeg_bytes(Image.new("RGB", (80, 80), (255, 255, 255))))
+    black = tf.constant(jpeg_bytes(Image.new("RGB", (80, 80), (0, 0, 0))))
+    # the first seed whose shift raises one channel and lowers another, each by more than 3
+    seed, shift = next((s, shift) for s in range(100)
+                       if (shift := decode.lighting_shift(tf.constant([s + 2, 2]), 1.0).numpy()).max() > 3
+                       and shift.min() < -3)
+    up, down = shift > 0, shift < 0
+    for contents, base in ((white, 255.0), (black, 0.0)):
+        out = decode.decode_for_training(contents, SIZE, tf.constant([seed, 2]), lighting=1.0).numpy().astype(float)
+        assert np.abs(out - np.clip(base + shift, 0, 255)).max() <= 1.0, (base, shift)
+        # white stays white where the shift raises it, black stays black where it lowers it
+        assert np.all(out[..., up if base else down] == base)
+        assert np.all(out[..., down if base else up] != base)
+
+
 def test_resizing_converted_pixels_gives_what_resizing_uint8_gives():
     # resize_square converts to float32 before the resize, for speed: the result must not change
     rng = np.random.default_rng(2)

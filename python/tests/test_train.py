@@ -114,6 +114,25 @@ def test_bad_images_above_the_threshold_stop_the_run_naming_them(synthetic):
     assert "max_bad_fraction" in message
 
 
+def test_the_colour_augmentation_reaches_the_training_images_and_the_history(synthetic, monkeypatch):
+    from alexnet.input import pipeline
+
+    asked: list[float] = []
+    original = pipeline.train_dataset
+
+    def train_dataset(*args, **kwargs):
+        asked.append(kwargs.get("lighting", 0.0))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "train_dataset", train_dataset)
+    history = alexnet_train(16, 1, _data(synthetic), seed=1, steps_per_epoch=1, validation=False,
+                            max_bad_fraction=0.05, precision="float32", lighting=0.1,
+                            **{**FAST, "dense_units": 16})
+    assert asked == [0.1] and history["params"]["lighting"] == 0.1
+    with pytest.raises(AlexnetError, match="lighting"):
+        alexnet_train(data=_data(synthetic), lighting=2)
+
+
 @pytest.mark.slow
 def test_a_short_run_learns_and_returns_the_history(synthetic, tmp_path):
     # float32: the thresholds below hold for it; left unset, the precision is the one measured faster, which

@@ -5,7 +5,8 @@ Training (:func:`decode_for_training`): a random crop is chosen from the JPEG he
 then resized to ``image_size`` and flipped left-right half of the time. The crop is Inception-style: 8% to
 100% of the image area, aspect ratio 3/4 to 4/3 (``area_range`` and ``aspect_ratio_range`` change it); the
 AlexNet paper instead cut fixed 224x224 patches out of images resized to 256x256, which is close to
-``area_range=(0.77, 0.77)``. Evaluation (:func:`decode_for_eval`): the short side is resized to
+``area_range=(0.77, 0.77)``. ``lighting`` adds the paper's other augmentation, its PCA colour noise
+(:func:`lighting_shift`). Evaluation (:func:`decode_for_eval`): the short side is resized to
 ``image_size * 256 / 224`` and the centre ``image_size`` square is kept. In both, a window more than twice
 the output is decoded at a reduced DCT scale (1/2, 1/4, 1/8) that still covers it, which is much cheaper than
 a full decode.
@@ -30,6 +31,15 @@ EVAL_RESIZE_RATIO = 256 / 224
 
 #: The DCT scales libjpeg decodes at directly: 1/1, 1/2, 1/4 and 1/8.
 JPEG_RATIOS = (1, 2, 4, 8)
+
+#: The principal components of ImageNet's RGB pixels (pixel values 0-255): the eigenvalues of their 3x3 covariance,
+#: largest first, and the matching unit eigenvectors as columns (R, G, B rows). These are the values widely used
+#: for AlexNet's colour augmentation (those of fb.resnet.torch's ``Lighting``, computed on ImageNet's training
+#: images, there on pixels of 0-1 and here times 255).
+RGB_EIGENVALUES = (0.2175 * 255, 0.0188 * 255, 0.0045 * 255)
+RGB_EIGENVECTORS = ((-0.5675, 0.7192, 0.4009),
+                    (-0.5808, -0.0045, -0.8140),
+                    (-0.5836, -0.6948, 0.4203))
 
 
 def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
@@ -64,11 +74,29 @@ def _crop_window(
     return begin[:2], size[:2]
 
 
-def _to_uint8(image: tf.Tensor) -> tf.Tensor:
-    """Round a float image whose values are already within 0-255 (as any bilinear resize of uint8 pixels is)."""
+def lighting_shift(seed: tf.Tensor, lighting: float) -> tf.Tensor:
+    """The AlexNet paper's PCA colour noise for one image: the ``[3]`` float32 RGB shift (pixel values 0-255) that
+    is added to every pixel of it, ``sum_i alpha_i * lambda_i * p_i`` over the principal components ``p_i`` of
+    ImageNet's pixels and their eigenvalues ``lambda_i`` (:data:`RGB_EIGENVECTORS`, :data:`RGB_EIGENVALUES`), each
+    ``alpha_i`` drawn from a normal distribution of standard deviation ``lighting`` (the paper's 0.1), from the
+    ``[2]`` int ``seed``. It changes the intensity and colour of the light, not what the image shows."""
+    alpha = tf.random.stateless_normal([3], seed=seed, stddev=lighting)
+    return tf.linalg.matvec(tf.constant(RGB_EIGENVECTORS), alpha * tf.constant(RGB_EIGENVALUES))
+
+
+def _to_uint8(image: tf.Tensor, shift: tf.Tensor | None = None) -> tf.Tensor:
+    """Round a float image whose values are already within 0-255 (as any bilinear resize of uint8 pixels is); with
+    ``shift`` (``[3]``, RGB), every pixel shifted by it first, the result kept within 0-255."""
     # A bilinear resize without antialiasing is a convex combination of input pixels, so it cannot leave 0-255;
     # adding 0.5 and truncating rounds in one pass, where round + saturate_cast would take three.
-    return tf.cast(image + 0.5, tf.uint8)
+    if shift is None:
+        return tf.cast(image + 0.5, tf.uint8)
+    # The shift and the rounding's half are added at once, then kept within what rounds to 0-255. A [3] vector
+    # added along the last axis is broadcast pixel by pixel, three to four times slower than the whole image's
+    # rounding; the same values repeated along a row ([width * 3]) and added to each row cost about as little.
+    shape = tf.shape(image)
+    rows = tf.reshape(image, [shape[0], -1]) + tf.tile(shift + 0.5, [shape[1]])
+    return tf.cast(tf.clip_by_value(tf.reshape(rows, shape), 0.0, 255.5), tf.uint8)
 
 
 def resize_square(image: tf.Tensor, size: int) -> tf.Tensor:
@@ -183,14 +211,16 @@ def decode_for_training(
     *,
     area_range: tuple[float, float] = (0.08, 1.0),
     aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+    lighting: float = 0.0,
 ) -> tf.Tensor:
     """Decode one image's bytes into an augmented ``[image_size, image_size, 3]`` uint8 training image.
 
     A random window (``area_range`` of the area, ``aspect_ratio_range`` width/height) is sampled from the
     image's size; for a JPEG only that window is decoded, straight from the compressed bytes, and at a
     reduced DCT scale when it is more than twice ``image_size`` (:func:`decode_jpeg_resized`). The crop is
-    resized to ``image_size`` squared and flipped left-right with probability 1/2. ``seed`` is a
-    ``[2]``-shaped int tensor for the stateless random ops (random when ``None``).
+    resized to ``image_size`` squared and flipped left-right with probability 1/2. With ``lighting`` above 0,
+    every pixel is shifted by the image's PCA colour noise (:func:`lighting_shift`), the result kept within 0-255.
+    ``seed`` is a ``[2]``-shaped int tensor for the stateless random ops (random when ``None``).
     """
     if seed is None:
         seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
@@ -208,7 +238,8 @@ def decode_for_training(
         begin, size = _crop_window(tf.shape(image), crop_seed, area_range, aspect_ratio_range)
         return resize_square(tf.slice(image, tf.concat([begin, [0]], 0), tf.concat([size, [3]], 0)), image_size)
 
-    image = _to_uint8(tf.cond(is_jpeg(contents), jpeg, other))
+    shift = lighting_shift(tf.stack([seed[0] + 2, seed[1]]), lighting) if lighting > 0 else None
+    image = _to_uint8(tf.cond(is_jpeg(contents), jpeg, other), shift)
     # flipping the uint8 result moves a quarter of the bytes that flipping the float image would
     return tf.image.stateless_random_flip_left_right(image, flip_seed)
 

@@ -129,13 +129,15 @@ def train_dataset(
     shuffle_buffer: int | None = None,
     area_range: tuple[float, float] = (0.08, 1.0),
     aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
+    lighting: float = 0.0,
 ) -> tf.data.Dataset:
     """The training dataset: batches ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``.
 
     Every pass over the data visits every file exactly once, in a new random order (the file list is
     shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
     reproducible). Files are read with ``parallel`` parallel calls and decoded with
-    :func:`decode_for_training` in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
+    :func:`decode_for_training` (its crop's ``area_range`` and ``aspect_ratio_range``, its colour noise's
+    ``lighting``) in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
     prefetched. ``batch_size`` is the images of one batch (training batches per replica, see
     :class:`alexnet.train.datasets.RunDatasets`). With ``repeat=True`` the passes follow one another without end
     (Keras then needs ``steps_per_epoch``), so a batch may straddle two passes.
@@ -154,14 +156,15 @@ def train_dataset(
         ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    # one independent random seed per element makes the crops and flips reproducible under ``seed``
+    # one independent random seed per element makes the crops, flips and colour noise reproducible under ``seed``
     noise = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2, drop_remainder=True)
     ds = tf.data.Dataset.zip((ds, noise))
 
     def decode(item: tuple[tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         contents, label = item
         image = decode_for_training(
-            contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range
+            contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range,
+            lighting=lighting,
         )
         return image, label
 

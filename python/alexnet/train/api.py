@@ -143,9 +143,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
     ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
     ``dropout`` and ``grouped`` change the model (see :func:`alexnet.model.network.build_alexnet`);
-    ``area_range`` is the share of each image that a random training crop covers (see
-    :func:`alexnet.input.decode.decode_for_training`); ``callbacks`` are extra Keras callbacks (each is
-    given the model the run ends with, with ``set_model``, also when no epoch was left to train);
+    ``area_range`` is the share of each image that a random training crop covers and ``lighting`` the strength of
+    the AlexNet paper's PCA colour noise (see :func:`alexnet.input.decode.decode_for_training`); ``callbacks``
+    are extra Keras callbacks (each is given the model the run ends with, with ``set_model``, also when no epoch
+    was left to train);
     ``progress_file`` is where the chief reports its progress as lines of JSON while it trains (a file path,
     or ``tcp://host:port`` of a launcher's monitor).
 

@@ -75,5 +75,5 @@ class RunDatasets:
             # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
             self._train = {size: self._per_replica(lambda: pipeline.train_dataset(
                 self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
-                area_range=s.area_range))}
+                area_range=s.area_range, lighting=s.lighting))}
         return self._train[size]

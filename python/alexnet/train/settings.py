@@ -99,6 +99,10 @@ class TrainSettings:
     grouped: bool = setting(False, "flag", "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs")
     area_range: tuple[float, float] = setting((0.08, 1.0), "shares", "the least and most share of an image that a "
                                               "random training crop covers", metavar="SHARE")
+    lighting: float = setting(0.0, "number", "the AlexNet paper's colour augmentation: each training image's light "
+                              "shifted along the three principal components of ImageNet's colours, by weights drawn "
+                              "with this standard deviation (the paper's 0.1; 0: none)", minimum=0.0, maximum=1.0,
+                              metavar="SD")
     precision: str | None = setting(None, "choice", "what the layers compute in (unset: the hardware's; "
                                     "bfloat16 and float16 are mixed precision)", choices=PRECISIONS, optional=True,
                                     none_word="auto", aliases={"fp32": "float32", "bf16": "bfloat16",
