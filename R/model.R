@@ -108,7 +108,8 @@ core_model <- function(model) {
 #'   `NULL` for the default.
 #' @eval declared_params(evaluation_options)
 #' @eval declared_params(board_images_options)
-#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest. For `plot()`,
+#'   graphical parameters passed to [graphics::plot()] (`main`, `col.axis`, ...).
 #' @details The options of an evaluation (`crops`, `batch_size`, `parallel`, `image_size`) are declared once in the
 #'   core (`alexnet.model.options`), with their defaults and checks, as are [alexnet_spark_evaluate()]'s, and so are
 #'   those that say which of a board's validation images are scored and how they are fetched (`partition`, `total`,
@@ -116,8 +117,14 @@ core_model <- function(model) {
 #'   (as [alexnet_train()] builds them) takes an `image_size` of its own.
 #' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
-#'   `bad_images` and `model`, which prints as a line or two; `as.data.frame()` gives one row (one per worker
-#'   for [alexnet_spark_evaluate()]).
+#'   `bad_images`, `model`, and the same counts class by class: `per_class`, a data frame with a row per class
+#'   that has images (`index`, `id`, `name`, `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
+#'   `top5_accuracy`, `confused_with`: the id of the class its images were most often taken for, `confused_images`:
+#'   how many), and `confusions`, a data frame with a row per pair of a class and a class its images were wrongly
+#'   taken for (`index`, `id`, `name`, `predicted_index`, `predicted_id`, `predicted_name`, `images`), the most
+#'   frequent first. It prints as a few lines: the accuracies, how they were measured, the lowest classes and the
+#'   most frequent confusions. `as.data.frame()` gives one row (one per worker for [alexnet_spark_evaluate()]);
+#'   `plot()` the accuracy of every class.
 #' @seealso [alexnet_model()], [alexnet_spark_evaluate()].
 #' @examples
 #' if (alexnet_available()) {
@@ -136,14 +143,29 @@ alexnet_evaluate <- function(model, data = NULL, board = NULL, ...) {
 alexnet_evaluate <- with_declared(alexnet_evaluate, c(declared_formals(evaluation_options),
                                                       declared_formals(board_images_options)))
 
-# The core's evaluation as an R object: `bad_images` a character vector, and for a Spark evaluation `workers` a
-# data frame with one row per worker (the core's `per_worker`).
+# The columns of an evaluation's tables by class, as the core names them: what an empty table still has.
+per_class_columns <- c(index = "integer", id = "character", name = "character", images = "integer",
+                       top1_correct = "integer", top5_correct = "integer", top1_accuracy = "double",
+                       top5_accuracy = "double", confused_with = "character", confused_images = "integer")
+confusion_columns <- c(index = "integer", id = "character", name = "character", predicted_index = "integer",
+                       predicted_id = "character", predicted_name = "character", images = "integer")
+
+# A table by class (the core's records) as a data frame with `columns`, also when it has no rows.
+class_table <- function(records, columns) {
+  if (length(records)) return(records_to_df(records)[names(columns)])
+  as.data.frame(lapply(columns, vector), stringsAsFactors = FALSE)
+}
+
+# The core's evaluation as an R object: `bad_images` a character vector, `per_class` and `confusions` data frames,
+# and for a Spark evaluation `workers` a data frame with one row per worker (the core's `per_worker`).
 new_alexnet_evaluation <- function(result) {
-  per_worker <- result$per_worker
-  result$per_worker <- NULL
+  tables <- result[c("per_worker", "per_class", "confusions")]
+  result[names(tables)] <- NULL
   result <- simplify_py(result)
   result$bad_images <- as.character(unlist(result$bad_images))
-  if (length(per_worker)) result$workers <- records_to_df(per_worker)
+  if (length(tables$per_worker)) result$workers <- records_to_df(tables$per_worker)
+  if (!is.null(tables$per_class)) result$per_class <- class_table(tables$per_class, per_class_columns)
+  if (!is.null(tables$confusions)) result$confusions <- class_table(tables$confusions, confusion_columns)
   structure(result, class = "alexnet_evaluation")
 }
 
@@ -168,7 +190,49 @@ print.alexnet_evaluation <- function(x, ...) {
     if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out")
   )
   if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
+  classes <- x$per_class
+  if (is.data.frame(classes) && nrow(classes) > 1L) {
+    lowest <- utils::head(classes[order(classes$top1_accuracy, classes$index), ], 3L)
+    cat("Lowest top-1: ", paste0(first_name(lowest$name), " ", percent(lowest$top1_accuracy), " (",
+                                 lowest$top1_correct, " of ", lowest$images, ")", collapse = ", "), "\n", sep = "")
+    confusions <- utils::head(x$confusions, 3L)
+    if (is.data.frame(confusions) && nrow(confusions)) {
+      cat("Most confused: ", paste0(first_name(confusions$name), " taken for ", first_name(confusions$predicted_name),
+                                    " (", vapply(confusions$images, count_of, "", "image"), ")", collapse = ", "), "\n", sep = "")
+    }
+  }
   invisible(x)
+}
+
+# The first of a class's synonyms ("tench" of "tench, Tinca tinca").
+first_name <- function(names) sub(",.*$", "", names)
+
+#' @rdname alexnet_evaluate
+#' @param top The number of lowest classes named on the plot.
+#' @details `plot()` draws each class's top-1 and top-k accuracy, the classes ranked from the lowest top-1 accuracy
+#'   to the highest, with the overall accuracies as lines and the `top` lowest classes named.
+#' @export
+plot.alexnet_evaluation <- function(x, top = 5L, ...) {
+  classes <- x$per_class
+  if (!is.data.frame(classes) || !nrow(classes)) {
+    alexnet_abort("this evaluation has no counts by class to plot (`per_class`): evaluate the model again.")
+  }
+  ranked <- classes[order(classes$top1_accuracy, classes$index), ]
+  rank <- seq_len(nrow(ranked))
+  top_k <- x$top_k %||% 5L
+  settings <- utils::modifyList(list(ylim = c(0, 1), xlab = "classes, by top-1 accuracy", ylab = "accuracy",
+                                     main = paste("Accuracy by class:", count_of(nrow(ranked), "class", "classes"))),
+                                list(...))
+  do.call(graphics::plot, c(list(rank, ranked$top1_accuracy, type = "n"), settings))
+  graphics::lines(rank, ranked$top5_accuracy, type = if (nrow(ranked) > 50L) "l" else "o", pch = 1, col = "grey50")
+  graphics::lines(rank, ranked$top1_accuracy, type = if (nrow(ranked) > 50L) "l" else "o", pch = 19)
+  graphics::abline(h = c(x$top1_accuracy, x$top5_accuracy), lty = 2, col = c("black", "grey50"))
+  named <- utils::head(ranked, top)
+  if (nrow(named)) graphics::text(seq_len(nrow(named)), named$top1_accuracy, first_name(named$name), pos = 4,
+                                  cex = 0.7, srt = 30)
+  graphics::legend("bottomright", legend = c("top-1", paste0("top-", top_k), "overall"), lty = c(1, 1, 2),
+                   col = c("black", "grey50", "black"), bty = "n")
+  invisible(ranked)
 }
 
 #' @rdname alexnet_evaluate

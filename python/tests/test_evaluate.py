@@ -77,6 +77,42 @@ def test_partitions_of_the_validation_images_add_up_to_the_whole(setup):
     assert all(p["images"] > 0 for p in parts)
 
 
+def test_the_counts_by_class_are_each_images_own_prediction_and_shares_of_classes_add_up(setup):
+    whole = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], batch_size=4)
+    files, labels = _kept(setup)
+    from alexnet.input.decode import decode_for_eval
+
+    pixels = np.stack([decode_for_eval(tf.io.read_file(f), IMAGE_SIZE).numpy() for f in files])
+    predicted = np.argsort(-setup["model"].predict(pixels, verbose=0), axis=1, kind="stable")[:, 0]
+    ids = [row["id"] for row in imagenet_categories(setup["board"])]
+    expected = {}
+    for label, guess in zip(labels, predicted.tolist(), strict=True):
+        expected.setdefault(label, []).append(guess)
+    per_class = whole["per_class"]
+    assert [c["index"] for c in per_class] == sorted(expected)
+    for row in per_class:
+        guesses = expected[row["index"]]
+        assert row["id"] == ids[row["index"]] and row["images"] == len(guesses)
+        assert row["top1_correct"] == guesses.count(row["index"]), row
+        wrong = [g for g in guesses if g != row["index"]]
+        assert row["confused_images"] == (max(wrong.count(g) for g in wrong) if wrong else 0)
+        assert row["confused_with"] == (ids[min(set(wrong), key=lambda g: (-wrong.count(g), g))] if wrong else "")
+    pairs = [(label, guess) for label, guess in zip(labels, predicted.tolist(), strict=True) if label != guess]
+    assert sorted((c["index"], c["predicted_index"], c["images"]) for c in whole["confusions"]) == \
+        sorted((t, p, pairs.count((t, p))) for t, p in set(pairs))
+    assert sum(c["top5_correct"] for c in per_class) == whole["top5_correct"] and whole["confusions"]
+    # shares of the board (whole categories each) hold the whole's rows between them
+    parts = [alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], partition=k,
+                              total=3) for k in range(3)]
+    assert sorted((row for p in parts for row in p["per_class"]), key=lambda r: r["index"]) == per_class
+
+
+def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):
+    data = {"val_image": setup["fetched"]["val_image"][:2], "val_label": [0, CLASSES]}
+    with pytest.raises(AlexnetError, match=rf"validation labels \[{CLASSES}\] are outside 0..{CLASSES - 1}"):
+        alexnet_evaluate(setup["model_dir"], data)
+
+
 def test_ten_crops_are_ten_distinct_views_with_their_mirrors(tmp_path):
     image = class_image(np.random.default_rng(0), 2, 90, 130)
     views = decode_ten_crops(tf.constant(jpeg_bytes(image)), IMAGE_SIZE).numpy()
@@ -148,6 +184,17 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert {k: printed[k] for k in ("images", "top1_correct", "top5_correct")} == \
         {k: expected[k] for k in ("images", "top1_correct", "top5_correct")}
+    assert printed["per_class"] == expected["per_class"] and printed["confusions"] == expected["confusions"]
+    # the summary names the lowest classes, lowest first, and the most frequent confusions
+    assert cli.main(["evaluate", setup["model_dir"], *common[:4]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    lowest = sorted(expected["per_class"], key=lambda c: (c["top1_accuracy"], c["index"]))[:3]
+    assert lines[1].startswith("lowest top-1: ") and lines[1].count("%") == 3, lines
+    positions = [lines[1].index(f"{c['id']} {c['name'].split(',')[0]} {c['top1_accuracy']:.1%}") for c in lowest]
+    assert positions == sorted(positions), lines[1]
+    first = expected["confusions"][0]
+    assert lines[2].startswith(f"most confused: {first['name'].split(',')[0]} taken for "
+                               f"{first['predicted_name'].split(',')[0]} ({first['images']})"), lines
     from pathlib import Path
 
     from alexnet.model.card import ModelCard

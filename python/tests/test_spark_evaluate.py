@@ -39,7 +39,7 @@ from alexnet.storage.board import open_board
 CLASSES = 6
 #: What an evaluation over workers must give exactly as one machine does.
 SAME = ("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy", "top_k", "crops", "protocol",
-        "image_size", "num_classes")
+        "image_size", "num_classes", "per_class", "confusions")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,8 @@ result <- alexnet:::spark_evaluate_run(api, "sc", 2, args[[2]], list(model = arg
                                                                      batch_size = 4, probe = FALSE))
 cat(jsonlite::toJSON(list(images = result$images, top1_correct = result$top1_correct,
                           top5_correct = result$top5_correct, per_worker = result$workers$images,
-                          class = class(result)), auto_unbox = TRUE), "\n")
+                          class_top1 = result$per_class$top1_correct, class_ids = result$per_class$id,
+                          confused = result$confusions$images, class = class(result)), auto_unbox = TRUE), "\n")
 """
 
 
@@ -138,6 +139,10 @@ def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_wo
     assert (from_r["images"], from_r["top1_correct"], from_r["top5_correct"]) == \
         (result["images"], result["top1_correct"], result["top5_correct"])
     assert from_r["per_worker"] == [w["images"] for w in result["per_worker"]]
+    # and the same counts by class, as data frames
+    assert from_r["class_top1"] == [c["top1_correct"] for c in result["per_class"]]
+    assert from_r["class_ids"] == [c["id"] for c in result["per_class"]]
+    assert from_r["confused"] == [c["images"] for c in result["confusions"]]
     assert from_r["class"] == "alexnet_evaluation"
 
 

@@ -28,6 +28,13 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_output(print(whole), "Top-1 accuracy .* of 6 images")
   expect_documented(names(model), "alexnet_model")
   expect_documented(names(whole), "alexnet_evaluate")
+  # the same counts class by class, as data frames
+  expect_s3_class(whole$per_class, "data.frame")
+  expect_equal(whole$per_class$id, sort(src$categories))
+  expect_equal(sum(whole$per_class$images), whole$images)
+  expect_equal(sum(whole$per_class$top1_correct), whole$top1_correct)
+  expect_equal(sum(whole$confusions$images), whole$images - whole$top1_correct)
+  expect_documented(c(names(whole$per_class), names(whole$confusions)), "alexnet_evaluate")
   # the partition's validation images are the board's here; the saved model_dir gives the same counts
   same <- alexnet_evaluate(file.path(dir, "model"), data = data)
   expect_equal(same$top1_correct, whole$top1_correct)

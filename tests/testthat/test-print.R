@@ -155,6 +155,54 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   expect_no_match(paste(capture.output(print(few)), collapse = "\n"), "top-5")
 })
 
+test_that("an evaluation's counts by class are data frames, printed as its lowest classes and plotted", {
+  class_row <- function(index, id, name, images, top1, top5, confused_with, confused) {
+    list(index = index, id = id, name = name, images = images, top1_correct = top1, top5_correct = top5,
+         top1_accuracy = top1 / images, top5_accuracy = top5 / images, confused_with = confused_with,
+         confused_images = confused)
+  }
+  evaluation <- alexnet:::new_alexnet_evaluation(list(
+    images = 12L, top1_correct = 7L, top5_correct = 11L, top1_accuracy = 7 / 12, top5_accuracy = 11 / 12,
+    top_k = 5L, crops = 1L, protocol = "centre crop", image_size = 64L, num_classes = 8L, bad_images = list(),
+    per_class = list(class_row(0L, "n01", "tench, Tinca tinca", 4L, 1L, 3L, "n02", 3L),
+                     class_row(1L, "n02", "goldfish, Carassius auratus", 4L, 4L, 4L, "", 0L),
+                     class_row(5L, "n06", "ostrich", 4L, 2L, 4L, "n01", 1L)),
+    confusions = list(
+      list(index = 0L, id = "n01", name = "tench, Tinca tinca", predicted_index = 1L, predicted_id = "n02",
+           predicted_name = "goldfish, Carassius auratus", images = 3L),
+      list(index = 5L, id = "n06", name = "ostrich", predicted_index = 0L, predicted_id = "n01",
+           predicted_name = "tench, Tinca tinca", images = 1L))
+  ))
+  expect_s3_class(evaluation$per_class, "data.frame")
+  expect_equal(evaluation$per_class$confused_with, c("n02", "", "n01"))
+  expect_type(evaluation$per_class$top1_accuracy, "double")
+  expect_equal(evaluation$confusions$predicted_index, c(1L, 0L))
+  out <- capture.output(print(evaluation))
+  expect_equal(out[[3]], "Lowest top-1: tench 25.0% (1 of 4), ostrich 50.0% (2 of 4), goldfish 100.0% (4 of 4)")
+  expect_equal(out[[4]], "Most confused: tench taken for goldfish (3 images), ostrich taken for tench (1 image)")
+  expect_tidy_lines(out)
+  # a share without images keeps the tables' columns
+  empty <- alexnet:::new_alexnet_evaluation(list(images = 0L, per_class = list(), confusions = list()))
+  expect_equal(nrow(empty$per_class), 0L)
+  expect_equal(names(empty$per_class), names(evaluation$per_class))
+  expect_equal(names(empty$confusions), names(evaluation$confusions))
+  expect_no_match(paste(capture.output(print(empty)), collapse = "\n"), "Lowest")
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  grDevices::dev.control("enable")
+  ranked <- plot(evaluation, top = 2)
+  expect_equal(ranked$id, c("n01", "n06", "n02"))
+  recorded <- paste(utils::capture.output(str(grDevices::recordPlot()[[1]])), collapse = "\n")
+  expect_match(recorded, "Accuracy by class: 3 classes", fixed = TRUE)
+  expect_match(recorded, "ostrich", fixed = TRUE)
+  expect_no_match(recorded, "goldfish", fixed = TRUE)  # only the 2 lowest are named
+  plot(evaluation, main = "Run 7", col.axis = "grey40")
+  recorded <- paste(utils::capture.output(str(grDevices::recordPlot()[[1]])), collapse = "\n")
+  expect_match(recorded, "Run 7", fixed = TRUE)
+  expect_match(recorded, "grey40", fixed = TRUE)
+  expect_error(plot(empty), "no counts by class", class = "alexnet_error")
+})
+
 test_that("an export prints what it is, where it went and its signatures", {
   export <- alexnet:::new_alexnet_export(list(
     path = "/serving/alexnet/1", format = "savedmodel", files = list("saved_model.pb", "alexnet-model.json"),

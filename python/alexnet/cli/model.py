@@ -12,6 +12,9 @@ from ..model.options import BoardImagesOptions, ExportOptions, ModelPinOptions, 
 from . import common
 from .common import BOARD_HELP, given
 
+#: How many of the lowest classes, and of the most frequent confusions, an evaluation's summary names.
+SHOWN_CLASSES = 3
+
 
 def model_pin_dest(name: str) -> str:
     """Where the parsed value of the option ``name`` of the model pin read (:class:`ModelPinOptions`) is kept."""
@@ -48,6 +51,11 @@ def option_of(name: str) -> str:
     return str(option_name(name, declaration.specs(ModelPinOptions)[name]))
 
 
+def first_name(name: str) -> str:
+    """The first of a class's synonyms (``tench`` of ``tench, Tinca tinca``)."""
+    return name.split(",")[0]
+
+
 def evaluation_summary(r: dict[str, Any]) -> str:
     """The lines printed for an evaluation (one machine's or a cluster's)."""
     lines = [
@@ -58,6 +66,16 @@ def evaluation_summary(r: dict[str, Any]) -> str:
     for w in r.get("per_worker") or []:
         lines.append(f"  worker {w['worker']}: {w['images']} images, top-1 {w['top1_correct']}, "
                      f"top-{r['top_k']} {w['top5_correct']}, {w['seconds']:.1f} s")
+    classes = r.get("per_class") or []
+    if len(classes) > 1:
+        lowest = sorted(classes, key=lambda c: (c["top1_accuracy"], c["index"]))[:SHOWN_CLASSES]
+        lines.append("lowest top-1: " + ", ".join(f"{c['id']} {first_name(c['name'])} {c['top1_accuracy']:.1%} "
+                                                  f"({c['top1_correct']}/{c['images']})" for c in lowest))
+        confusions = (r.get("confusions") or [])[:SHOWN_CLASSES]
+        if confusions:
+            lines.append("most confused: " + ", ".join(
+                f"{first_name(c['name'])} taken for {first_name(c['predicted_name'])} ({c['images']})"
+                for c in confusions))
     bad = r.get("bad_images") or []
     if bad:
         lines.append(f"{len(bad)} unusable image(s) left out:")

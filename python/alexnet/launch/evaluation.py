@@ -44,7 +44,11 @@ EVALUATE_COLUMNS: dict[str, type] = {
     "seconds": float,
     "model": str,
     "bad_images": str,
+    "per_class": str,
+    "confusions": str,
 }
+#: The columns that hold a list as JSON text (:func:`evaluate_row`).
+JSON_COLUMNS = ("bad_images", "per_class", "confusions")
 #: How the progress bar of :func:`alexnet.alexnet_evaluate`'s scoring starts its description.
 SCORING = "evaluate"
 #: Seconds between two progress reports of one worker.
@@ -170,7 +174,7 @@ def empty_share(crops: int) -> dict[str, Any]:
 
     return {"images": 0, "top1_correct": 0, "top5_correct": 0, "top_k": 0, "crops": crops,
             "protocol": PROTOCOLS[crops], "image_size": 0, "num_classes": 0, "seconds": 0.0, "model": "",
-            "bad_images": []}
+            "bad_images": [], "per_class": [], "confusions": []}
 
 
 def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str, Any]:
@@ -181,12 +185,47 @@ def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str,
 
 
 def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A flat row of scalars (the columns of :data:`EVALUATE_COLUMNS`) from a :func:`score_share` result;
-    ``bad_images`` as a JSON list."""
-    row = {name: kind(result[name]) for name, kind in EVALUATE_COLUMNS.items() if name != "bad_images"}
-    bad = result.get("bad_images") or []
-    row["bad_images"] = bad if isinstance(bad, str) else json.dumps(list(bad))
+    """A flat row of scalars (the columns of :data:`EVALUATE_COLUMNS`) from a :func:`score_share` result; the lists
+    (:data:`JSON_COLUMNS`: ``bad_images`` and the tables by class) as JSON text."""
+    row = {name: kind(result[name]) for name, kind in EVALUATE_COLUMNS.items() if name not in JSON_COLUMNS}
+    for name in JSON_COLUMNS:
+        value = result.get(name) or []
+        row[name] = value if isinstance(value, str) else json.dumps(list(value))
     return {name: row[name] for name in EVALUATE_COLUMNS}
+
+
+def _listed(row: Mapping[str, Any], name: str) -> list[Any]:
+    """Column ``name`` of a worker's row as a list (JSON text in a flat row, a list in a result)."""
+    value = row.get(name) or []
+    return json.loads(value) if isinstance(value, str) else list(value)
+
+
+def class_tables(rows: Sequence[Mapping[str, Any]], class_ids: Sequence[str], class_names: Sequence[str]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """``per_class`` and ``confusions`` of the workers' ``rows`` together: each share's counts read back
+    (:meth:`~alexnet.model.class_counts.ClassCounts.from_tables`) and added, so that a class scored by several
+    workers counts once, with all its images."""
+    from ..model.class_counts import ClassCounts
+
+    total = ClassCounts.empty(len(class_ids))
+    for row in rows:
+        total = total.add(ClassCounts.from_tables(len(class_ids), _listed(row, "per_class"),
+                                                  _listed(row, "confusions")))
+    return total.tables(class_ids, class_names)
+
+
+def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """The model's class ids and names, by index, as far as the workers' tables name them (a class no worker scored
+    is named by its index: it has no row)."""
+    classes = max((int(r["num_classes"]) for r in rows), default=0)
+    ids, names = [str(i) for i in range(classes)], [str(i) for i in range(classes)]
+    for row in rows:
+        for record in _listed(row, "per_class") + _listed(row, "confusions"):
+            ids[int(record["index"])], names[int(record["index"])] = str(record["id"]), str(record["name"])
+            if "predicted_index" in record:
+                predicted = int(record["predicted_index"])
+                ids[predicted], names[predicted] = str(record["predicted_id"]), str(record["predicted_name"])
+    return ids, names
 
 
 def added_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -211,19 +250,17 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     (:func:`added_counts`).
 
     The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
-    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each). A worker that
-    had no images to score adds nothing.
+    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each); ``per_class`` and
+    ``confusions`` are those of the whole (:func:`class_tables`). A worker that had no images to score adds nothing.
     """
     rows = sorted(rows, key=lambda row: int(row["worker"]))
     added = added_counts(rows)
-    bad: list[str] = []
-    for row in rows:
-        value = row.get("bad_images") or []
-        bad.extend(json.loads(value) if isinstance(value, str) else list(value))
+    bad = [image for row in rows for image in _listed(row, "bad_images")]
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
     return {
         **added, "images_per_second": added["images"] / seconds if seconds > 0 else float("nan"),
         "seconds": round(seconds, 3), "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
                         "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
+        **class_tables(rows, *_names(rows)),
     }

@@ -6,7 +6,8 @@ The images are a data list's validation images (``val_image`` with ``val_label``
 fail the usable-image check (:func:`alexnet.input.scan.scan_images`) are left out up front and listed; every
 other image is counted exactly once, and an image that still fails to decode stops the evaluation with its
 name, never dropping a batch. ``crops=1`` scores the centre crop training validates with; ``crops=10``
-averages the softmax over the AlexNet paper's ten views (corners, centre and their mirrors).
+averages the softmax over the AlexNet paper's ten views (corners, centre and their mirrors). The counts are also
+kept class by class (:mod:`.class_counts`): each class's accuracy and what it is most often taken for.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..progress import progress_bar
+from .class_counts import ClassCounts
 from .options import PROTOCOLS, BoardImagesOptions, EvaluationOptions, check_options, specs
 from .saved import load_model, model_source
 
@@ -31,13 +33,6 @@ logger = logging.getLogger(__name__)
 
 #: The largest k of top-k accuracy (smaller when the model has fewer classes).
 TOP_K = 5
-
-
-def top_counts(probabilities: np.ndarray, labels: np.ndarray, k: int) -> tuple[int, int]:
-    """Images whose label is the most probable class, and among the ``k`` most probable (ties by lower label)."""
-    order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k]
-    labels = labels.reshape(-1, 1)
-    return int(np.sum(order[:, :1] == labels)), int(np.sum(np.any(order == labels, axis=1)))
 
 
 def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) -> tuple[list[str], list[int], int | None]:
@@ -101,13 +96,14 @@ def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]
 
 
 def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, image_size: int, crops: int,
-                  batch_size: int, parallel: int | None, k: int, desc: str = "evaluate") -> tuple[int, int]:
-    """Top-1 and top-``k`` correct counts of ``model`` over every file (none dropped; a failure names its file)."""
+                  batch_size: int, parallel: int | None, k: int, classes: int, desc: str = "evaluate") -> ClassCounts:
+    """The top-1 predictions and top-``k`` hits of ``model`` over every file, class by class (none dropped; a
+    failure names its file), for a model of ``classes`` outputs."""
     from ..input.pipeline import exact_eval_dataset
     from ..tfimport import tf
 
     dataset = exact_eval_dataset(files, labels, batch_size, image_size, crops=crops, parallel=parallel)
-    top1 = topk = 0
+    counts = ClassCounts.empty(classes)
     done = 0
     batches = iter(dataset)
     with progress_bar(len(files), desc, unit="img") as bar:
@@ -131,13 +127,12 @@ def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, im
                 probabilities = np.asarray(model.predict_on_batch(flat)).reshape(count, 10, -1).mean(axis=1)
             else:
                 probabilities = np.asarray(model.predict_on_batch(images))
-            one, many = top_counts(probabilities, batch_labels.numpy(), k)
-            top1, topk = top1 + one, topk + many
+            counts.count(probabilities, batch_labels.numpy(), k)
             done += len(images)
             bar.update(len(images))
     if done != len(files):
         raise AlexnetError(f"{len(files) - done} of {len(files)} images were not evaluated; this is a bug.")
-    return top1, topk
+    return counts
 
 
 def alexnet_evaluate(
@@ -170,8 +165,13 @@ def alexnet_evaluate(
 
     Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
     ``top5_accuracy``, ``top_k`` (min(5, classes): what "top-5" counts), ``crops``, ``protocol``,
-    ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images`` and ``model`` (its path,
-    or ``name@version`` for a pin).
+    ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images``, ``model`` (its path,
+    or ``name@version`` for a pin), and the same counts class by class (:meth:`ClassCounts.tables`):
+    ``per_class``, a record per class with images (``index``, ``id``, ``name``, ``images``, ``top1_correct``,
+    ``top5_correct``, ``top1_accuracy``, ``top5_accuracy``, ``confused_with``: the id of the class its images were
+    most often taken for, ``confused_images``: how many), and ``confusions``, a record per pair of a class and a
+    class its images were wrongly taken for (``index``, ``id``, ``name``, ``predicted_index``, ``predicted_id``,
+    ``predicted_name``, ``images``), the most frequent first.
     """
     from ..input.scan import scan_images
 
@@ -210,6 +210,10 @@ def alexnet_evaluate(
         fetched = imagenet_validation(board, images.partition, images.total, cache_dir=images.cache_dir,
                                       workers=images.fetch_workers)
         files, labels = fetched["val_image"], fetched["val_label"]
+    outside = sorted({y for y in labels if not 0 <= y < card.num_classes})
+    if outside:
+        raise AlexnetError(f"validation labels {outside[:10]} are outside 0..{card.num_classes - 1}, the classes of "
+                           f"the model {loaded.description}: give each image its class's index among the model's.")
     bad = scan_images(files, parallel)
     if bad:
         logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated or not an image):\n  %s",
@@ -219,13 +223,13 @@ def alexnet_evaluate(
         files, labels = [f for f, _ in kept], [y for _, y in kept]
     k = min(TOP_K, card.num_classes)
     start = time.monotonic()
-    top1 = topk = 0
+    counts = ClassCounts.empty(card.num_classes)
     if files:
-        top1, topk = count_correct(loaded.model, files, labels, image_size=size, crops=crops,
-                                   batch_size=batch_size, parallel=parallel, k=k,
-                                   desc=f"evaluate ({PROTOCOLS[crops]})")
+        counts = count_correct(loaded.model, files, labels, image_size=size, crops=crops, batch_size=batch_size,
+                               parallel=parallel, k=k, classes=card.num_classes,
+                               desc=f"evaluate ({PROTOCOLS[crops]})")
     seconds = time.monotonic() - start
-    images = len(files)
+    images, top1, topk = len(files), counts.top1_correct, counts.topk_correct
     logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s, %d pixels) in %.1f s", loaded.description, top1, images, k,
                 topk, images, PROTOCOLS[crops], size, seconds)
     return {
@@ -235,6 +239,7 @@ def alexnet_evaluate(
         "top_k": k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": size,
         "num_classes": card.num_classes, "images_per_second": images / seconds if seconds > 0 else float("nan"),
         "seconds": round(seconds, 3), "bad_images": list(bad), "model": loaded.description,
+        **counts.tables(card.class_ids, card.class_names),
     }
 
 
