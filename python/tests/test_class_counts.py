@@ -30,28 +30,36 @@ def random_batch(seed: int, images: int, classes: int = 6) -> tuple[np.ndarray, 
     return probabilities, rng.integers(0, classes, images)
 
 
+def dense(counts: ClassCounts) -> np.ndarray:
+    """The confusion matrix the counts describe: the right ones on the diagonal, the wrong pairs off it."""
+    matrix = np.diag(counts.top1)
+    for (true, predicted), n in counts.wrong.items():
+        matrix[true, predicted] += n
+    return matrix
+
+
 def test_the_counts_are_each_images_prediction_with_ties_to_the_lower_class():
     counts = ClassCounts.empty(6)
     batches = [random_batch(seed, 40) for seed in range(3)]
     for probabilities, labels in batches:
         counts.count(probabilities, labels, 3)
     confusion, topk = by_hand(np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]), 3)
-    np.testing.assert_array_equal(counts.confusion, confusion)
+    np.testing.assert_array_equal(dense(counts), confusion)
+    np.testing.assert_array_equal(counts.images, confusion.sum(axis=1))
     np.testing.assert_array_equal(counts.topk, topk)
-    assert (counts.images, counts.top1_correct, counts.topk_correct) == (120, np.trace(confusion), topk.sum())
+    assert all(true != predicted and n > 0 for (true, predicted), n in counts.wrong.items())
+    assert (counts.top1_correct, counts.topk_correct) == (np.trace(confusion), topk.sum())
     # a tie for the top goes to the lower class
     tied = ClassCounts.empty(6)
     tied.count(np.array([[0.1, 0.4, 0.4, 0.1, 0, 0]]), np.array([2]), 1)
-    assert tied.confusion[2, 1] == 1 and tied.topk[2] == 0
+    assert tied.wrong == {(2, 1): 1} and tied.topk[2] == 0 and tied.images[2] == 1
 
 
 def test_the_tables_give_each_class_its_accuracy_and_what_it_is_taken_for():
-    counts = ClassCounts.empty(6)
-    # class 0: 3 images, 1 right, taken for 4 twice; class 2: 2 images, taken for 1 and 3 once each (tie: 1);
+    # class 0: 3 images, 1 right, taken for 4 twice; class 2: 2 images, taken for 3 and 1 once each (tie: 1);
     # class 5: 1 image, right; classes 1, 3 and 4 have no images
-    confusion = counts.confusion
-    confusion[0, 0], confusion[0, 4], confusion[2, 1], confusion[2, 3], confusion[5, 5] = 1, 2, 1, 1, 1
-    counts.topk[:] = [3, 0, 1, 0, 0, 1]
+    counts = ClassCounts(np.array([3, 0, 2, 0, 0, 1]), np.array([1, 0, 0, 0, 0, 1]), np.array([3, 0, 1, 0, 0, 1]),
+                         {(2, 3): 1, (0, 4): 2, (2, 1): 1})
     tables = counts.tables(IDS, NAMES)
     per_class = tables["per_class"]
     assert [c["index"] for c in per_class] == [0, 2, 5]
@@ -64,7 +72,7 @@ def test_the_tables_give_each_class_its_accuracy_and_what_it_is_taken_for():
     assert [(c["index"], c["predicted_index"], c["images"]) for c in tables["confusions"]] == \
         [(0, 4, 2), (2, 1, 1), (2, 3, 1)]
     assert tables["confusions"][0]["predicted_name"] == "hen" and tables["confusions"][0]["predicted_id"] == "n04"
-    assert sum(c["images"] for c in per_class) == counts.images
+    assert sum(c["images"] for c in per_class) == counts.images.sum()
 
 
 def test_shares_read_back_from_their_tables_add_up_to_the_whole():
@@ -77,8 +85,9 @@ def test_shares_read_back_from_their_tables_add_up_to_the_whole():
         shares.append(share.tables(IDS, NAMES))
     back = [ClassCounts.from_tables(6, s["per_class"], s["confusions"]) for s in shares]
     added = back[0].add(back[1])
-    np.testing.assert_array_equal(added.confusion, whole.confusion)
+    np.testing.assert_array_equal(dense(added), dense(whole))
     np.testing.assert_array_equal(added.topk, whole.topk)
+    np.testing.assert_array_equal(added.images, whole.images)
     # the workers' rows (their tables as JSON text) combine into the whole's tables, a class scored by both once
     rows = [evaluate_row({"worker": k, "workers": 2, "images": 30, "top1_correct": 0, "top5_correct": 0, "top_k": 5,
                           "crops": 1, "protocol": "centre crop", "image_size": 64, "num_classes": 6, "seconds": 1.0,

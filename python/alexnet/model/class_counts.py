@@ -1,18 +1,19 @@
 """An evaluation's counts class by class: which classes a model gets right, and what it takes each one for.
 
-:class:`ClassCounts` holds the confusion matrix of top-1 predictions (true class by predicted class) and, per true
-class, the images whose label is among the top k. :func:`alexnet.alexnet_evaluate` fills it batch by batch;
-:meth:`ClassCounts.tables` gives what the evaluation returns: ``per_class`` (one record per class that has images:
-its counts, accuracies and the class it is most often taken for) and ``confusions`` (one record per pair of a true
-class and a wrong top-1 prediction, the most frequent first). Workers that scored shares of the same validation
-images send these two tables; :meth:`ClassCounts.from_tables` reads them back, and the shares add up
+:class:`ClassCounts` holds, per class, its images, those whose most probable class was theirs and those whose label
+was among the top k, and, kept sparse, each pair of a class and another class its images were taken for (at most one
+pair an image: a model of 20,000 classes needs no 20,000 x 20,000 matrix). :func:`alexnet.alexnet_evaluate` fills it
+batch by batch; :meth:`ClassCounts.tables` gives what the evaluation returns: ``per_class`` (one record per class
+that has images: its counts, accuracies and the class it is most often taken for) and ``confusions`` (one record per
+pair of a true class and a wrong top-1 prediction, the most frequent first). Workers that scored shares of the same
+validation images send these two tables; :meth:`ClassCounts.from_tables` reads them back, and the shares add up
 (:meth:`ClassCounts.add`) to the counts of the whole, from which the tables are made again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,31 +23,29 @@ from ..errors import AlexnetError
 
 @dataclass
 class ClassCounts:
-    """``confusion[i, j]``: images of class ``i`` whose most probable class was ``j``; ``topk[i]``: images of class
-    ``i`` whose label was among the ``k`` most probable."""
+    """Per class ``i``: ``images[i]`` counted, ``top1[i]`` whose most probable class was ``i``, ``topk[i]`` whose
+    label was among the ``k`` most probable; ``wrong[(i, j)]``: images of class ``i`` whose most probable class was
+    ``j`` (another). The wrong pairs are kept sparse: at most one per image, however many classes the model has."""
 
-    confusion: np.ndarray
+    images: np.ndarray
+    top1: np.ndarray
     topk: np.ndarray
+    wrong: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, classes: int) -> ClassCounts:
         """No image counted yet, for a model of ``classes`` outputs."""
-        return cls(np.zeros((classes, classes), dtype=np.int64), np.zeros(classes, dtype=np.int64))
+        return cls(*(np.zeros(classes, dtype=np.int64) for _ in range(3)))
 
     @property
     def classes(self) -> int:
         """The number of classes (the model's outputs)."""
-        return int(self.topk.shape[0])
-
-    @property
-    def images(self) -> int:
-        """Images counted."""
-        return int(self.confusion.sum())
+        return int(self.images.shape[0])
 
     @property
     def top1_correct(self) -> int:
         """Images whose label was the most probable class."""
-        return int(np.trace(self.confusion))
+        return int(self.top1.sum())
 
     @property
     def topk_correct(self) -> int:
@@ -61,15 +60,24 @@ class ClassCounts:
                                "classes.")
         order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k]
         labels = np.asarray(labels, dtype=np.int64).reshape(-1)
-        np.add.at(self.confusion, (labels, order[:, 0]), 1)
-        hit = np.any(order == labels[:, None], axis=1)
-        np.add.at(self.topk, labels[hit], 1)
+        predicted = order[:, 0]
+        right = predicted == labels
+        np.add.at(self.images, labels, 1)
+        np.add.at(self.top1, labels[right], 1)
+        np.add.at(self.topk, labels[np.any(order == labels[:, None], axis=1)], 1)
+        pairs, counts = np.unique(labels[~right] * self.classes + predicted[~right], return_counts=True)
+        for pair, n in zip(pairs.tolist(), counts.tolist(), strict=True):
+            key = divmod(pair, self.classes)
+            self.wrong[key] = self.wrong.get(key, 0) + n
 
     def add(self, other: ClassCounts) -> ClassCounts:
         """The counts of both (shares of different images)."""
         if other.classes != self.classes:
             raise AlexnetError(f"internal: counts of {other.classes} classes added to counts of {self.classes}.")
-        return ClassCounts(self.confusion + other.confusion, self.topk + other.topk)
+        wrong = dict(self.wrong)
+        for key, n in other.wrong.items():
+            wrong[key] = wrong.get(key, 0) + n
+        return ClassCounts(self.images + other.images, self.top1 + other.top1, self.topk + other.topk, wrong)
 
     def tables(self, class_ids: Sequence[str], class_names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """``per_class`` and ``confusions``, naming classes by ``class_ids`` (WordNet ids) and ``class_names``.
@@ -84,28 +92,25 @@ class ClassCounts:
         if len(class_ids) != self.classes or len(class_names) != self.classes:
             raise AlexnetError(f"internal: {len(class_ids)} ids and {len(class_names)} names for {self.classes} "
                                "classes.")
-        images = self.confusion.sum(axis=1)
-        wrong = self.confusion.copy()
-        np.fill_diagonal(wrong, 0)
+        pairs = sorted(self.wrong.items(), key=lambda item: (-item[1], item[0]))
+        most: dict[int, tuple[int, int]] = {}  # class -> (predicted, images): the first of its pairs in that order
+        for (true, predicted), n in pairs:
+            most.setdefault(true, (predicted, n))
         per_class = []
-        for index in np.flatnonzero(images).tolist():
-            count, right, near = int(images[index]), int(self.confusion[index, index]), int(self.topk[index])
-            confused = int(np.argmax(wrong[index]))
-            confused_images = int(wrong[index, confused])
+        for index in np.flatnonzero(self.images).tolist():
+            count, right, near = int(self.images[index]), int(self.top1[index]), int(self.topk[index])
+            confused, confused_images = most.get(index, (None, 0))
             per_class.append({
                 "index": index, "id": str(class_ids[index]), "name": str(class_names[index]), "images": count,
                 "top1_correct": right, "top5_correct": near, "top1_accuracy": right / count,
-                "top5_accuracy": near / count, "confused_with": str(class_ids[confused]) if confused_images else "",
+                "top5_accuracy": near / count,
+                "confused_with": "" if confused is None else str(class_ids[confused]),
                 "confused_images": confused_images,
             })
-        true, predicted = np.nonzero(wrong)
-        counts = wrong[true, predicted]
-        order = np.lexsort((predicted, true, -counts))
         confusions = [{
-            "index": int(true[i]), "id": str(class_ids[true[i]]), "name": str(class_names[true[i]]),
-            "predicted_index": int(predicted[i]), "predicted_id": str(class_ids[predicted[i]]),
-            "predicted_name": str(class_names[predicted[i]]), "images": int(counts[i]),
-        } for i in order.tolist()]
+            "index": true, "id": str(class_ids[true]), "name": str(class_names[true]), "predicted_index": predicted,
+            "predicted_id": str(class_ids[predicted]), "predicted_name": str(class_names[predicted]), "images": n,
+        } for (true, predicted), n in pairs]
         return {"per_class": per_class, "confusions": confusions}
 
     @classmethod
@@ -115,13 +120,23 @@ class ClassCounts:
         counts = cls.empty(classes)
         for row in per_class:
             index = int(row["index"])
+            counts.images[index] += int(row["images"])
+            counts.top1[index] += int(row["top1_correct"])
             counts.topk[index] += int(row["top5_correct"])
-            counts.confusion[index, index] += int(row["top1_correct"])
+        wrong = np.zeros(classes, dtype=np.int64)
         for row in confusions:
-            counts.confusion[int(row["index"]), int(row["predicted_index"])] += int(row["images"])
-        for row in per_class:
-            index = int(row["index"])
-            if int(counts.confusion[index].sum()) != int(row["images"]):
-                raise AlexnetError(f"the counts of class {row['id']} do not add up: {row['images']} images, but "
-                                   f"{int(counts.confusion[index].sum())} in its confusions and top-1 count.")
+            key = (int(row["index"]), int(row["predicted_index"]))
+            counts.wrong[key] = counts.wrong.get(key, 0) + int(row["images"])
+            wrong[key[0]] += int(row["images"])
+        unequal = np.flatnonzero(counts.images != counts.top1 + wrong)
+        if unequal.size:
+            index = int(unequal[0])
+            raise AlexnetError(f"the counts of class {class_ids_of(per_class, index)} do not add up: "
+                               f"{counts.images[index]} images, but {counts.top1[index]} right and {wrong[index]} "
+                               "taken for other classes.")
         return counts
+
+
+def class_ids_of(per_class: Sequence[Mapping[str, Any]], index: int) -> str:
+    """The id a table gives class ``index`` (its index when no row names it)."""
+    return next((str(row["id"]) for row in per_class if int(row["index"]) == index), str(index))
