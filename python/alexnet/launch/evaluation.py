@@ -200,32 +200,25 @@ def _listed(row: Mapping[str, Any], name: str) -> list[Any]:
     return json.loads(value) if isinstance(value, str) else list(value)
 
 
-def class_tables(rows: Sequence[Mapping[str, Any]], class_ids: Sequence[str], class_names: Sequence[str]
-                 ) -> dict[str, list[dict[str, Any]]]:
-    """``per_class`` and ``confusions`` of the workers' ``rows`` together: each share's counts read back
-    (:meth:`~alexnet.model.class_counts.ClassCounts.from_tables`) and added, so that a class scored by several
-    workers counts once, with all its images."""
+def class_tables(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``per_class`` and ``confusions`` of the workers' ``rows`` together: each share's tables read once, its counts
+    (:meth:`~alexnet.model.class_counts.ClassCounts.from_tables`) added, so that a class scored by several workers
+    counts once, with all its images, and its classes named as the tables name them (a class no table names has no
+    row, and keeps its index as its name)."""
     from ..model.class_counts import ClassCounts
 
-    total = ClassCounts.empty(len(class_ids))
-    for row in rows:
-        total = total.add(ClassCounts.from_tables(len(class_ids), _listed(row, "per_class"),
-                                                  _listed(row, "confusions")))
-    return total.tables(class_ids, class_names)
-
-
-def _names(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
-    """The model's class ids and names, by index, as far as the workers' tables name them (a class no worker scored
-    is named by its index: it has no row)."""
     classes = max((int(r["num_classes"]) for r in rows), default=0)
     ids, names = [str(i) for i in range(classes)], [str(i) for i in range(classes)]
+    total = ClassCounts.empty(classes)
     for row in rows:
-        for record in _listed(row, "per_class") + _listed(row, "confusions"):
+        per_class, confusions = _listed(row, "per_class"), _listed(row, "confusions")
+        total = total.add(ClassCounts.from_tables(classes, per_class, confusions))
+        for record in per_class + confusions:
             ids[int(record["index"])], names[int(record["index"])] = str(record["id"]), str(record["name"])
             if "predicted_index" in record:
                 predicted = int(record["predicted_index"])
                 ids[predicted], names[predicted] = str(record["predicted_id"]), str(record["predicted_name"])
-    return ids, names
+    return total.tables(ids, names)
 
 
 def added_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -262,5 +255,5 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
         "seconds": round(seconds, 3), "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
                         "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
-        **class_tables(rows, *_names(rows)),
+        **class_tables(rows),
     }
