@@ -247,7 +247,9 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 #' Classify images with a trained AlexNet
 #'
 #' @param model An [alexnet_model()], or the path or location of a saved model.
-#' @param images Paths of image files (JPEG, PNG, ...).
+#' @param images Paths or locations (`gs://`, `s3://`, `https://`) of image files (JPEG, PNG, GIF, BMP), or folders
+#'   (local, `gs://`, `s3://`): a folder stands for its image files, in the order of their names (hidden files,
+#'   other files and subfolders left out).
 #' @eval declared_params(predict_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details The options (`top`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their

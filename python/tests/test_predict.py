@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +82,92 @@ def test_unreadable_images_are_all_named_before_predicting(setup, tmp_path):
     message = str(raised.value)
     assert "truncated.JPEG" in message and "missing.jpg" in message and "empty.JPEG" in message
     assert setup["images"][0] not in message
+
+
+def _by_image(records: list[dict]) -> dict[str, list[tuple[str, float]]]:
+    """Each image's ranked ids and probabilities, by the name the records give it."""
+    ranked: dict[str, list[tuple[str, float]]] = {}
+    for r in records:
+        ranked.setdefault(r["image"], []).append((r["id"], r["probability"]))
+    return ranked
+
+
+def _assert_same_ranking(got: list[tuple[str, float]], expected: list[tuple[str, float]], what: str) -> None:
+    assert [i for i, _ in got] == [i for i, _ in expected], what
+    np.testing.assert_allclose([p for _, p in got], [p for _, p in expected], rtol=1e-5, err_msg=what)
+
+
+def _photo_folder(setup, folder: Path, count: int) -> dict[str, str]:
+    """``folder`` with ``count`` images (copies of the setup's three, in turn, under names that sort otherwise than
+    they were written), a PNG, a text file, a hidden image and a subfolder's image; the source of each image by name."""
+    folder.mkdir()
+    sources = {}
+    for k in range(count):
+        name = f"photo-{(7 * k) % count:03d}.{'JPEG' if k % 2 else 'jpg'}"
+        sources[name] = setup["images"][k % 3]
+        shutil.copy(sources[name], folder / name)
+    sources["zz.png"] = str(setup["quirks"]["png"])
+    shutil.copy(sources["zz.png"], folder / "zz.png")
+    (folder / "notes.txt").write_text("not an image")
+    shutil.copy(setup["images"][0], folder / ".hidden.jpg")
+    (folder / "sub").mkdir()
+    shutil.copy(setup["images"][0], folder / "sub" / "deeper.jpg")
+    return sources
+
+
+def test_a_folder_stands_for_its_image_files_in_the_order_of_their_names(setup, tmp_path):
+    # more images than one chunk of reads (4 x READERS), so that chunks follow each other in order
+    from alexnet.model.predict import READERS
+
+    folder = tmp_path / "photos"
+    sources = _photo_folder(setup, folder, 4 * READERS + 3)
+    given = [f"{folder}/", setup["quirks"]["png"].read_bytes(), setup["images"][1]]
+    records = alexnet_predict(setup["model_dir"], given, top=2, batch_size=5)
+    expected_names = [f"{folder}/{name}" for name in sorted(sources)] + ["<bytes 1>", setup["images"][1]]
+    assert [r["image"] for r in records[::2]] == expected_names
+    # each image of the folder is predicted as the file itself is
+    alone = _by_image(alexnet_predict(setup["model_dir"], [*setup["images"], str(setup["quirks"]["png"])], top=2))
+    ranked = _by_image(records)
+    for name, source in sources.items():
+        _assert_same_ranking(ranked[f"{folder}/{name}"], alone[source], name)
+    _assert_same_ranking(ranked["<bytes 1>"], alone[str(setup["quirks"]["png"])], "the bytes")
+
+
+def test_a_folder_without_images_or_with_a_bad_one_is_refused_before_predicting(setup, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not an image")
+    with pytest.raises(AlexnetError) as raised:
+        alexnet_predict(setup["model_dir"], [setup["images"][0], str(empty)])
+    assert f"the folder {empty} holds no image files (.bmp, .gif, .jpeg, .jpg, .png)" in str(raised.value)
+    damaged = tmp_path / "damaged"
+    _photo_folder(setup, damaged, 3)
+    shutil.copy(setup["quirks"]["truncated"], damaged / "photo-001.jpg")
+    with pytest.raises(AlexnetError, match="1 of 5 image") as raised:
+        alexnet_predict(setup["model_dir"], str(damaged))
+    assert f"{damaged}/photo-001.jpg: truncated or corrupt" in str(raised.value)
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(setup, cloud_env, tmp_path, scheme):
+    from alexnet.storage.location import open_filesystem
+
+    prefix = f"alexnet-test/photos-{uuid.uuid4().hex[:8]}"
+    fs = open_filesystem(f"{scheme}://{prefix}")
+    local = tmp_path / "photos"
+    sources = _photo_folder(setup, local, 5)
+    for path in local.rglob("*"):
+        if path.is_file():
+            fs.pipe_file(f"{prefix}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    remote = f"{scheme}://{prefix}"
+    records = alexnet_predict(setup["model_dir"], [remote, f"{remote}/zz.png"], top=2)
+    expected = alexnet_predict(setup["model_dir"], [str(local), str(local / "zz.png")], top=2)
+    assert [r["image"] for r in records] == [r["image"].replace(str(local), remote) for r in expected]
+    assert [r["image"] for r in records[::2]] == [f"{remote}/{name}" for name in sorted(sources)] + [f"{remote}/zz.png"]
+    assert [r["id"] for r in records] == [r["id"] for r in expected]
+    np.testing.assert_allclose([r["probability"] for r in records], [r["probability"] for r in expected], rtol=1e-5)
+    with pytest.raises(AlexnetError, match=r"(?s)1 of 1 image.*/missing\.jpg: cannot be read"):
+        alexnet_predict(setup["model_dir"], [f"{remote}/missing.jpg"])
 
 
 def test_top_is_at_least_1_and_at_most_the_classes(setup):

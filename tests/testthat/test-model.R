@@ -55,6 +55,15 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_true(all(named$id %in% src$categories))
   expect_true(all(diff(named$probability[1:2]) <= 0))
   expect_error(alexnet_predict(model, file.path(dir, "no-such.jpg")), "no-such\\.jpg")
+  # a folder stands for its image files, in the order of their names
+  photos <- file.path(dir, "photos")
+  dir.create(photos)
+  file.copy(data$val_image[1:2], file.path(photos, c("b.jpg", "a.JPEG")))
+  writeLines("not an image", file.path(photos, "notes.txt"))
+  from_folder <- alexnet_predict(model, photos, top = 2)
+  expect_equal(from_folder$image, rep(file.path(photos, c("a.JPEG", "b.jpg")), each = 2))
+  expect_equal(from_folder$id, named$id[c(3, 4, 1, 2)])
+  expect_equal(from_folder$probability, named$probability[c(3, 4, 1, 2)], tolerance = 1e-5)
 
   # exported for serving without alexnet, and carried by a new version of its pin
   served <- alexnet_export(model, file.path(dir, "served"), top = 2, board = board)

@@ -176,7 +176,8 @@ def register(add: common.AddCommand) -> None:
     predict = add("predict", _predict, "the most probable classes of images",
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")
     predict.add_argument("images", nargs="+", metavar="IMAGE",
-                         help="image files or locations (file://, gs://, s3://, https://)")
+                         help="image files or locations (file://, gs://, s3://, https://), or folders of them "
+                         "(local, gs://, s3://: their image files by name)")
     model_options(predict, positional=False)
     common.options_of(predict, PredictOptions)
 

@@ -1,8 +1,11 @@
 """``alexnet_predict()``: the most probable classes of images, by WordNet id and name, best first.
 
 Images are decoded as evaluation decodes them (:func:`alexnet.input.decode.decode_for_eval`: the centre crop at
-the card's image size), so CMYK and grayscale JPEGs and PNGs named ``.JPEG`` all work. Every image is read and
-checked before anything is predicted: the unreadable ones are named together in one error, never dropped.
+the card's image size), so CMYK and grayscale JPEGs and PNGs named ``.JPEG`` all work. A folder (local, ``gs://`` or
+``s3://``) stands for its image files, in the order of their names. Images are read :data:`READERS` at a time (an
+object in a bucket is a round trip), a chunk of them before the next, so that memory holds a chunk's files and every
+image's centre crop, not every file. Every image is read and checked before anything is predicted: the unreadable
+ones are named together in one error, never dropped.
 """
 
 from __future__ import annotations
@@ -10,16 +13,23 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from ..declare import declaration
 from ..errors import AlexnetError
+from ..progress import progress_bar
 from .options import PredictOptions
 from .saved import load_model
 
 logger = logging.getLogger(__name__)
+
+#: The files of a folder given as an image: the formats :func:`~alexnet.input.decode.decode_for_eval` decodes.
+FOLDER_IMAGES: frozenset[str] = frozenset({".jpeg", ".jpg", ".png", ".gif", ".bmp"})
+#: Images read at once; each chunk of ``4 * READERS`` is read, checked and decoded before the next is read.
+READERS = 16
 
 
 def _image_list(images: Any) -> list[str | bytes]:
@@ -30,8 +40,52 @@ def _image_list(images: Any) -> list[str | bytes]:
     out: list[str | bytes] = [v if isinstance(v, bytes) else os.fspath(v) if isinstance(v, os.PathLike) else str(v)
                               for v in images]
     if not out:
-        raise AlexnetError("`images` is empty: give image files, locations or (from Python) bytes.")
+        raise AlexnetError("`images` is empty: give image files, folders, locations or (from Python) bytes.")
     return out
+
+
+def _with_names(items: Sequence[str | bytes]) -> tuple[list[str | bytes], list[str]]:
+    """``items`` with each folder replaced by its image files (:func:`_folder_files`), and the name of each in the
+    records: its path or location, or ``<bytes i>`` for bytes at position ``i`` of ``items``."""
+    files: list[str | bytes] = []
+    names: list[str] = []
+    for i, item in enumerate(items):
+        for file in _folder_files(item):
+            files.append(file)
+            names.append(f"<bytes {i}>" if isinstance(file, bytes) else file)
+    return files, names
+
+
+def _folder_files(item: str | bytes) -> list[str | bytes]:
+    """``[item]``, or the image files of the folder ``item`` (:data:`FOLDER_IMAGES`, hidden ones left out), sorted
+    by name and named ``item/name``. A bucket location is asked whether it is a folder only when its name does not
+    end as an image file's; one that cannot be resolved or reached is left to the reading, which names it."""
+    from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+
+    if isinstance(item, bytes):
+        return [item]
+    try:
+        resolved = resolve_location(item, "image")
+        kind = location_kind(resolved)
+        if kind == "file":
+            if not os.path.isdir(resolved):
+                return [item]
+            names = [entry.name for entry in os.scandir(resolved) if entry.is_file()]
+        elif kind == "http" or os.path.splitext(resolved)[1].lower() in FOLDER_IMAGES:
+            return [item]
+        else:
+            fs, path = open_filesystem(resolved, what="image"), fs_path(resolved)
+            if not fs.isdir(path):
+                return [item]
+            names = [info["name"].rsplit("/", 1)[-1] for info in fs.ls(path, detail=True) if info["type"] == "file"]
+    except (AlexnetError, OSError):
+        return [item]
+    images = sorted(n for n in names if not n.startswith(".") and os.path.splitext(n)[1].lower() in FOLDER_IMAGES)
+    if not images:
+        raise AlexnetError(f"`images`: the folder {item} holds no image files ({', '.join(sorted(FOLDER_IMAGES))}): "
+                           "give the images themselves, or a folder that holds them.")
+    base = item.rstrip("/")
+    return [f"{base}/{name}" for name in images]
 
 
 def read_image(location: str) -> bytes:
@@ -46,6 +100,18 @@ def read_image(location: str) -> bytes:
     return bytes(fs.cat_file(fs_path(resolved)))
 
 
+def _read(item: str | bytes) -> tuple[bytes | None, str]:
+    """The bytes of ``item`` (itself when it is bytes), or ``None`` and why they cannot be read."""
+    if isinstance(item, bytes):
+        return item, ""
+    try:
+        return read_image(item), ""
+    except AlexnetError as error:
+        return None, str(error)
+    except OSError as error:
+        return None, f"cannot be read ({type(error).__name__}: {error})"
+
+
 def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int) -> np.ndarray:
     """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be."""
     from ..data.images import check_image
@@ -53,23 +119,21 @@ def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: 
     from ..tfimport import tf
 
     decoded, problems = [], []
-    for item, name in zip(items, names, strict=True):
-        try:
-            data = item if isinstance(item, bytes) else read_image(item)
-        except AlexnetError as error:
-            problems.append(f"{name}: {error}")
-            continue
-        except OSError as error:
-            problems.append(f"{name}: cannot be read ({type(error).__name__}: {error})")
-            continue
-        usable, reason = check_image(data)
-        if usable is None:
-            problems.append(f"{name}: {reason}")
-            continue
-        try:
-            decoded.append(decode_for_eval(tf.constant(data), image_size).numpy())
-        except (tf.errors.OpError, ValueError) as error:
-            problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
+    chunk = 4 * READERS
+    with ThreadPoolExecutor(max_workers=min(READERS, len(items)), thread_name_prefix="alexnet-predict") as pool, \
+            progress_bar(len(items), "images", unit="img") as bar:
+        for start in range(0, len(items), chunk):
+            read = pool.map(_read, items[start : start + chunk])
+            for name, (data, reason) in zip(names[start : start + chunk], read, strict=True):
+                bar.update(1)
+                usable, reason = check_image(data) if data is not None else (None, reason)
+                if usable is None:
+                    problems.append(f"{name}: {reason}")
+                    continue
+                try:
+                    decoded.append(decode_for_eval(tf.constant(data), image_size).numpy())
+                except (tf.errors.OpError, ValueError) as error:
+                    problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
     if problems:
         raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so nothing was predicted:\n  "
                            + "\n  ".join(problems) + "\nFix or leave out these images.")
@@ -85,7 +149,8 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
 
     ``model``: a model pin from :func:`alexnet.alexnet_model`, a ``model_dir`` or ``alexnet.keras`` location,
     or (Python) a ``keras.Model``. ``images``: file paths or locations (folder files, ``file://``, ``gs://``,
-    ``s3://``, ``https://``) or, from Python, ``bytes``. Each is decoded as evaluation does, at the card's image
+    ``s3://``, ``https://``), folders (local, ``gs://``, ``s3://``: their image files, :data:`FOLDER_IMAGES`, by
+    name) or, from Python, ``bytes``. Each is decoded as evaluation does, at the card's image
     size, and scored ``batch_size`` at a time. Its options (:class:`~alexnet.model.options.PredictOptions`) are
     listed below.
 
@@ -100,16 +165,18 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     loaded = load_model(model)
     card = loaded.card
     top = min(chosen.top, card.num_classes)
-    names = [f"<bytes {i}>" if isinstance(item, bytes) else item for i, item in enumerate(items)]
-    pixels = _decode_all(items, names, card.image_size)
+    files, names = _with_names(items)
+    pixels = _decode_all(files, names, card.image_size)
     records: list[dict[str, Any]] = []
-    for start in range(0, len(pixels), batch_size):
-        probabilities = np.asarray(loaded.model.predict_on_batch(pixels[start : start + batch_size]))
-        for offset, row in enumerate(probabilities):
-            order = np.argsort(-row, kind="stable")[:top]
-            for rank, label in enumerate(order, start=1):
-                records.append({"image": names[start + offset], "rank": rank, "id": card.class_ids[label],
-                                "name": card.class_names[label], "probability": float(row[label])})
+    with progress_bar(len(pixels), "predict", unit="img") as bar:
+        for start in range(0, len(pixels), batch_size):
+            probabilities = np.asarray(loaded.model.predict_on_batch(pixels[start : start + batch_size]))
+            for offset, row in enumerate(probabilities):
+                order = np.argsort(-row, kind="stable")[:top]
+                for rank, label in enumerate(order, start=1):
+                    records.append({"image": names[start + offset], "rank": rank, "id": card.class_ids[label],
+                                    "name": card.class_names[label], "probability": float(row[label])})
+            bar.update(len(probabilities))
     return records
 
 
