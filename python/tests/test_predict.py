@@ -149,7 +149,9 @@ def test_a_folder_without_images_or_with_a_bad_one_is_refused_before_predicting(
 
 
 @pytest.mark.parametrize("scheme", ["gs", "s3"])
-def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(setup, cloud_env, tmp_path, scheme):
+def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(setup, cloud_env, tmp_path, scheme,
+                                                                                monkeypatch):
+    import alexnet.storage.location as location
     from alexnet.storage.location import open_filesystem
 
     prefix = f"alexnet-test/photos-{uuid.uuid4().hex[:8]}"
@@ -160,7 +162,10 @@ def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(
         if path.is_file():
             fs.pipe_file(f"{prefix}/{path.relative_to(local).as_posix()}", path.read_bytes())
     remote = f"{scheme}://{prefix}"
+    opened = []  # the bucket's file system is opened once for the folder and every image, not once an image
+    monkeypatch.setattr(location, "open_filesystem", lambda *a, **k: opened.append(a) or open_filesystem(*a, **k))
     records = alexnet_predict(setup["model_dir"], [remote, f"{remote}/zz.png"], top=2)
+    assert len(opened) == 1
     expected = alexnet_predict(setup["model_dir"], [str(local), str(local / "zz.png")], top=2)
     assert [r["image"] for r in records] == [r["image"].replace(str(local), remote) for r in expected]
     assert [r["image"] for r in records[::2]] == [f"{remote}/{name}" for name in sorted(sources)] + [f"{remote}/zz.png"]

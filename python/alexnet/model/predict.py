@@ -44,23 +44,24 @@ def _image_list(images: Any) -> list[str | bytes]:
     return out
 
 
-def _with_names(items: Sequence[str | bytes]) -> tuple[list[str | bytes], list[str]]:
+def _with_names(items: Sequence[str | bytes], filesystems: dict[str, Any]) \
+        -> tuple[list[str | bytes], list[str]]:
     """``items`` with each folder replaced by its image files (:func:`_folder_files`), and the name of each in the
     records: its path or location, or ``<bytes i>`` for bytes at position ``i`` of ``items``."""
     files: list[str | bytes] = []
     names: list[str] = []
     for i, item in enumerate(items):
-        for file in _folder_files(item):
+        for file in _folder_files(item, filesystems):
             files.append(file)
             names.append(f"<bytes {i}>" if isinstance(file, bytes) else file)
     return files, names
 
 
-def _folder_files(item: str | bytes) -> list[str | bytes]:
+def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | bytes]:
     """``[item]``, or the image files of the folder ``item`` (:data:`FOLDER_IMAGES`, hidden ones left out), sorted
     by name and named ``item/name``. A bucket location is asked whether it is a folder only when its name does not
     end as an image file's; one that cannot be resolved or reached is left to the reading, which names it."""
-    from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+    from ..storage.location import fs_path, location_kind, resolve_location
 
     if isinstance(item, bytes):
         return [item]
@@ -74,7 +75,7 @@ def _folder_files(item: str | bytes) -> list[str | bytes]:
         elif kind == "http" or os.path.splitext(resolved)[1].lower() in FOLDER_IMAGES:
             return [item]
         else:
-            fs, path = open_filesystem(resolved, what="image"), fs_path(resolved)
+            fs, path = _filesystem(resolved, filesystems), fs_path(resolved)
             if not fs.isdir(path):
                 return [item]
             names = [info["name"].rsplit("/", 1)[-1] for info in fs.ls(path, detail=True) if info["type"] == "file"]
@@ -88,31 +89,48 @@ def _folder_files(item: str | bytes) -> list[str | bytes]:
     return [f"{base}/{name}" for name in images]
 
 
-def read_image(location: str) -> bytes:
-    """The bytes of the image at ``location`` (a path, ``file://``, ``gs://``, ``s3://`` or ``https://``)."""
-    from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+def read_image(location: str, filesystems: dict[str, Any] | None = None) -> bytes:
+    """The bytes of the image at ``location`` (a path, ``file://``, ``gs://``, ``s3://`` or ``https://``).
+
+    ``filesystems`` keeps the file system of each kind of location once opened, so that a bucket's credentials are
+    looked up and its service reached once for every image of a prediction, not once an image."""
+    from ..storage.location import fs_path, location_kind, resolve_location
 
     resolved = resolve_location(location, "image")
     if location_kind(resolved) == "file":
         with open(resolved, "rb") as f:
             return f.read()
-    fs = open_filesystem(resolved, what="image")
-    return bytes(fs.cat_file(fs_path(resolved)))
+    return bytes(_filesystem(resolved, filesystems).cat_file(fs_path(resolved)))
 
 
-def _read(item: str | bytes) -> tuple[bytes | None, str]:
+def _filesystem(resolved: str, filesystems: dict[str, Any] | None) -> Any:
+    """The file system of the resolved bucket or URL ``resolved``: the one in ``filesystems`` for its kind, or one
+    opened now (and kept there)."""
+    from ..storage.location import location_kind, open_filesystem
+
+    kind = location_kind(resolved)
+    found = None if filesystems is None else filesystems.get(kind)
+    if found is None:
+        found = open_filesystem(resolved, what="image")
+        if filesystems is not None:
+            filesystems[kind] = found
+    return found
+
+
+def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None, str]:
     """The bytes of ``item`` (itself when it is bytes), or ``None`` and why they cannot be read."""
     if isinstance(item, bytes):
         return item, ""
     try:
-        return read_image(item), ""
+        return read_image(item, filesystems), ""
     except AlexnetError as error:
         return None, str(error)
     except OSError as error:
         return None, f"cannot be read ({type(error).__name__}: {error})"
 
 
-def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int) -> np.ndarray:
+def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int,
+                filesystems: dict[str, Any]) -> np.ndarray:
     """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be."""
     from ..data.images import check_image
     from ..input.decode import decode_for_eval
@@ -123,7 +141,7 @@ def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: 
     with ThreadPoolExecutor(max_workers=min(READERS, len(items)), thread_name_prefix="alexnet-predict") as pool, \
             progress_bar(len(items), "images", unit="img") as bar:
         for start in range(0, len(items), chunk):
-            read = pool.map(_read, items[start : start + chunk])
+            read = pool.map(_read, items[start : start + chunk], [filesystems] * chunk)
             for name, (data, reason) in zip(names[start : start + chunk], read, strict=True):
                 bar.update(1)
                 usable, reason = check_image(data) if data is not None else (None, reason)
@@ -165,8 +183,9 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     loaded = load_model(model)
     card = loaded.card
     top = min(chosen.top, card.num_classes)
-    files, names = _with_names(items)
-    pixels = _decode_all(files, names, card.image_size)
+    filesystems: dict[str, Any] = {}  # each kind of bucket opened once for every image
+    files, names = _with_names(items, filesystems)
+    pixels = _decode_all(files, names, card.image_size, filesystems)
     records: list[dict[str, Any]] = []
     with progress_bar(len(pixels), "predict", unit="img") as bar:
         for start in range(0, len(pixels), batch_size):
