@@ -51,8 +51,8 @@ def main() -> None:
 
     tool = bucket_reads_tool()
     classes = [{"id": f"n0000100{i}", "name": f"class {i}"} for i in range(6)]
-    model_dir = save_model_dir(tiny_model(len(classes), seed=2), Path(tempfile.mkdtemp()) / "model",
-                               card_for(classes))
+    scratch = tempfile.TemporaryDirectory()  # the model's folder, removed at the end
+    model_dir = save_model_dir(tiny_model(len(classes), seed=2), Path(scratch.name) / "model", card_for(classes))
     rng = np.random.default_rng(0)
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     parallel = predict.READERS
@@ -80,6 +80,7 @@ def main() -> None:
                     times[readers].append(time.perf_counter() - start)
             one, many = (float(np.median(times[r])) for r in (1, parallel))
             print(f"{rtt:7.0f} {one:10.2f} {many:11.2f} {one / many:9.2f}")
+    scratch.cleanup()
 
 
 if __name__ == "__main__":
