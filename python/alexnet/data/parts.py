@@ -77,10 +77,10 @@ class Part:
 Wanted = Callable[[Part], bool]
 
 
-def is_image_name(name: str) -> bool:
-    """A file name with an image extension (.JPEG, .jpg, .jpeg, .png), not hidden."""
+def is_image_name(name: str, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> bool:
+    """A file name with one of ``extensions`` (ImageNet's: .JPEG, .jpg, .jpeg, .png), in any case, not hidden."""
     base = os.path.basename(name)
-    return not base.startswith(".") and os.path.splitext(base)[1].lower() in IMAGE_EXTENSIONS
+    return not base.startswith(".") and os.path.splitext(base)[1].lower() in extensions
 
 
 #: The reason given for an image whose bytes do not match the CRC-32 its archive records.

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..data.imagenet import IMAGE_EXTENSIONS
+from ..data.parts import is_image_name
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..progress import progress_bar
@@ -27,7 +29,7 @@ from .saved import load_model
 logger = logging.getLogger(__name__)
 
 #: The files of a folder given as an image: the formats :func:`~alexnet.input.decode.decode_for_eval` decodes.
-FOLDER_IMAGES: frozenset[str] = frozenset({".jpeg", ".jpg", ".png", ".gif", ".bmp"})
+FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS | {".gif", ".bmp"}
 #: Images read at once; each chunk of ``4 * READERS`` is read, checked and decoded before the next is read.
 READERS = 16
 
@@ -71,8 +73,9 @@ def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | 
         if kind == "file":
             if not os.path.isdir(resolved):
                 return [item]
-            names = [entry.name for entry in os.scandir(resolved) if entry.is_file()]
-        elif kind == "http" or os.path.splitext(resolved)[1].lower() in FOLDER_IMAGES:
+            with os.scandir(resolved) as entries:
+                names = [entry.name for entry in entries if entry.is_file()]
+        elif kind == "http" or is_image_name(resolved, FOLDER_IMAGES):
             return [item]
         else:
             fs, path = _filesystem(resolved, filesystems), fs_path(resolved)
@@ -81,7 +84,7 @@ def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | 
             names = [info["name"].rsplit("/", 1)[-1] for info in fs.ls(path, detail=True) if info["type"] == "file"]
     except (AlexnetError, OSError):
         return [item]
-    images = sorted(n for n in names if not n.startswith(".") and os.path.splitext(n)[1].lower() in FOLDER_IMAGES)
+    images = sorted(name for name in names if is_image_name(name, FOLDER_IMAGES))
     if not images:
         raise AlexnetError(f"`images`: the folder {item} holds no image files ({', '.join(sorted(FOLDER_IMAGES))}): "
                            "give the images themselves, or a folder that holds them.")
@@ -89,7 +92,7 @@ def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | 
     return [f"{base}/{name}" for name in images]
 
 
-def read_image(location: str, filesystems: dict[str, Any] | None = None) -> bytes:
+def read_image(location: str, filesystems: dict[str, Any]) -> bytes:
     """The bytes of the image at ``location`` (a path, ``file://``, ``gs://``, ``s3://`` or ``https://``).
 
     ``filesystems`` keeps the file system of each kind of location once opened, so that a bucket's credentials are
@@ -103,18 +106,15 @@ def read_image(location: str, filesystems: dict[str, Any] | None = None) -> byte
     return bytes(_filesystem(resolved, filesystems).cat_file(fs_path(resolved)))
 
 
-def _filesystem(resolved: str, filesystems: dict[str, Any] | None) -> Any:
+def _filesystem(resolved: str, filesystems: dict[str, Any]) -> Any:
     """The file system of the resolved bucket or URL ``resolved``: the one in ``filesystems`` for its kind, or one
     opened now (and kept there)."""
     from ..storage.location import location_kind, open_filesystem
 
     kind = location_kind(resolved)
-    found = None if filesystems is None else filesystems.get(kind)
-    if found is None:
-        found = open_filesystem(resolved, what="image")
-        if filesystems is not None:
-            filesystems[kind] = found
-    return found
+    if kind not in filesystems:
+        filesystems[kind] = open_filesystem(resolved, what="image")
+    return filesystems[kind]
 
 
 def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None, str]:
