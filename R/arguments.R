@@ -32,8 +32,8 @@ training_kinds <- declared_kinds(training_settings)
 # case.
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, board_images_options, predict_options, export_options, model_pin_options,
-                      synthetic_options, upload_options, fetch_options), function(setting) {
+                      evaluation_options, board_images_options, predict_options, features_options, export_options,
+                      model_pin_options, synthetic_options, upload_options, fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -104,6 +104,7 @@ argument_kinds <- list(
   alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
                        declared_kinds(board_images_options)),
   alexnet_predict = c(model = "object", images = "strings", declared_kinds(predict_options)),
+  alexnet_features = c(model = "object", images = "strings", declared_kinds(features_options)),
   alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count", board = "location?",
                              declared_kinds(evaluation_options), declared_kinds(launch_options))
 )
@@ -209,7 +210,8 @@ declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload 
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
                         alexnet_benchmark = benchmark_settings,
                         alexnet_evaluate = c(evaluation_options, board_images_options),
-                        alexnet_predict = predict_options, alexnet_export = export_options,
+                        alexnet_predict = predict_options, alexnet_features = features_options,
+                        alexnet_export = export_options,
                         alexnet_model = model_pin_options,
                         alexnet_spark_evaluate = c(evaluation_options, launch_options))
 

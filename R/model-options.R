@@ -26,6 +26,13 @@ predict_options <- list(
   batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once")
 )
 
+# The options of alexnet_features(), in the declaration's order: each one's argument kind (see R/arguments.R),
+# default, values when it is a choice, and help.
+features_options <- list(
+  layer = list(kind = "choice", default = "fc2", choices = c("flatten", "fc1", "fc2", "logits"), help = "the layer whose values are returned: flatten, the last convolution's maps, max-pooled and pooled to 6x6, flattened (9216 values); fc1, the first hidden dense layer, after its ReLU (4096 values at full size); fc2, the second hidden dense layer, after its ReLU (4096 values at full size): the paper's image similarity; logits, the class scores before the softmax (one per class)"),
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once")
+)
+
 # The options of alexnet_export(), in the declaration's order: each one's argument kind (see R/arguments.R), default,
 # values when it is a choice, and help.
 export_options <- list(

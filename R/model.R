@@ -272,6 +272,50 @@ alexnet_predict <- function(model, images, ...) {
 # the options from the core's declaration (alexnet.model.options), after `images`
 alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_options))
 
+#' What a trained AlexNet's inner layers make of images
+#'
+#' A row of numbers per image: the values of one of the network's layers. Images whose values at `fc2` (the last
+#' hidden layer, 4096 values at full size) lie close in Euclidean distance look alike to the network, even where
+#' their pixels do not: that is how the paper showed what AlexNet learned, and these values are what a model trained
+#' on ImageNet lends to other tasks (a small classifier, a search, a clustering).
+#'
+#' @inheritParams alexnet_predict
+#' @eval declared_params(features_options)
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
+#' @details Images are read and decoded as [alexnet_predict()] reads them (the centre crop at the size the model
+#'   trained at last), and every image is checked before any is computed. The options (`layer`, `batch_size`) are
+#'   declared once in the core (`alexnet.model.options`), with their defaults and checks, as are the command line's
+#'   `alexnet features` options.
+#' @returns A numeric matrix with a row per image, named by the image (its path or location; a folder's files as
+#'   `folder/file`), and a column per value of the layer; its attribute `layer` names the layer.
+#' @seealso [alexnet_predict()]; [stats::dist()] for the distances between the rows.
+#' @examples
+#' if (alexnet_available()) {
+#'   tryCatch(alexnet_features(file.path(tempdir(), "no-model"), "cat.jpg"), error = conditionMessage)
+#' }
+#' \dontrun{
+#' features <- alexnet_features(model, "photos/")
+#' distances <- as.matrix(dist(features))
+#' # each photo's closest other photo, as the network sees them
+#' closest <- apply(distances + diag(Inf, nrow(distances)), 1, which.min)
+#' data.frame(photo = rownames(features), closest = rownames(features)[closest])
+#' }
+#' @export
+alexnet_features <- function(model, images, ...) {
+  args <- checked_args("alexnet_features", names(formals()))
+  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (missing(images)) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
+  args$model <- core_model(args$model)
+  args$images <- as.list(args$images)
+  result <- do.call(core_function("alexnet_features"), args)
+  features <- numpy_matrix(result$features)
+  dimnames(features) <- list(as.character(unlist(result$image)), NULL)
+  attr(features, "layer") <- result$layer
+  features
+}
+# the options from the core's declaration (alexnet.model.options), after `images`
+alexnet_features <- with_declared(alexnet_features, declared_formals(features_options))
+
 #' Export a trained AlexNet for serving without this package
 #'
 #' Writes the model as a TensorFlow SavedModel (or a TF Lite file) that plain TensorFlow loads, without alexnet,

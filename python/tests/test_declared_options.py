@@ -1,11 +1,12 @@
 """The declarations of the data stage's options (a synthetic ImageNet's, an upload's, a fetch's, a validation fetch's)
-and of a model's (which of a board's images an evaluation scores, a prediction's, an export's, the model pin read)
-reach every front end: each option is in the signature and help of ``imagenet_synthetic`` / ``imagenet_upload`` /
-``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` / ``alexnet_export`` /
-``alexnet_model``, on the command line's ``synth`` / ``upload`` / ``fetch`` (and ``train`` and ``bench``, which fetch
-a partition) / ``evaluate`` / ``predict`` / ``export`` (and ``spark-evaluate``, which reads a model pin too) with its
-help and default, and a value given there reaches the core; a bad value is refused with a message naming it before
-anything is written or read. The walk is over the declarations, so an option added to one of them alone is covered.
+and of a model's (which of a board's images an evaluation scores, a prediction's, a features', an export's, the model
+pin read) reach every front end: each option is in the signature and help of ``imagenet_synthetic`` /
+``imagenet_upload`` / ``imagenet_partition`` / ``imagenet_validation`` / ``alexnet_evaluate`` / ``alexnet_predict`` /
+``alexnet_features`` / ``alexnet_export`` / ``alexnet_model``, on the command line's ``synth`` / ``upload`` / ``fetch``
+(and ``train`` and ``bench``, which fetch a partition) / ``evaluate`` / ``predict`` / ``features`` / ``export`` (and
+``spark-evaluate``, which reads a model pin too) with its help and default, and a value given there reaches the core;
+a bad value is refused with a message naming it before anything is written or read. The walk is over the
+declarations, so an option added to one of them alone is covered.
 (R's side: tests/testthat/test-declared-options.R; the generated R tables: tests/test_settings.py; an evaluation's
 and a Spark job's options: tests/test_launch_options.py.)
 """
@@ -26,7 +27,7 @@ from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, 
 from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
-from alexnet.model.options import BoardImagesOptions, ExportOptions, ModelPinOptions, PredictOptions
+from alexnet.model.options import BoardImagesOptions, ExportOptions, FeaturesOptions, ModelPinOptions, PredictOptions
 
 #: Which function and commands take each declaration's options.
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -36,13 +37,15 @@ TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     ValidationFetchOptions: ("imagenet_validation", ()),
     BoardImagesOptions: ("alexnet_evaluate", ("evaluate",)),
     PredictOptions: ("alexnet_predict", ("predict",)),
+    FeaturesOptions: ("alexnet_features", ("features",)),
     ExportOptions: ("alexnet_export", ("export",)),
-    ModelPinOptions: ("alexnet_model", ("evaluate", "predict", "export", "spark-evaluate")),
+    ModelPinOptions: ("alexnet_model", ("evaluate", "predict", "features", "export", "spark-evaluate")),
 }
 CASES = [(declaration, name, spec) for declaration in TAKEN_BY for name, spec in specs(declaration).items()]
 IDS = [f"{declaration.__name__}:{name}" for declaration, name, _ in CASES]
 #: The options also given by position, after the function's own arguments.
-POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top"), ("alexnet_model", "name"),
+POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top"), ("alexnet_features", "layer"),
+              ("alexnet_model", "name"),
               ("alexnet_model", "version")}
 #: Where a command keeps each declaration's options, by name (under their own names unless said here).
 DESTS = {ModelPinOptions: model_pin_dest}
@@ -50,9 +53,12 @@ DESTS = {ModelPinOptions: model_pin_dest}
 LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
            "bench": ["bench", "--board", "board"],  # bench fetches a partition when given a board
            "evaluate": ["evaluate", "model", "--board", "board"],
-           "predict": ["predict", "cat.jpg", "--model", "model"], "export": ["export", "model", "--path", "out"]}
+           "predict": ["predict", "cat.jpg", "--model", "model"],
+           "features": ["features", "cat.jpg", "--model", "model"],
+           "export": ["export", "model", "--path", "out"]}
 #: The words before a model pin's options: the commands without a model location, which read the pin instead.
 PIN_LEADING = {"evaluate": ["evaluate", "--board", "board"], "predict": ["predict", "cat.jpg"],
+               "features": ["features", "cat.jpg"],
                "export": ["export", "--path", "out"], "spark-evaluate": ["spark-evaluate", "--workers", "2"]}
 
 
@@ -113,6 +119,7 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
         ValidationFetchOptions: lambda values: alexnet.imagenet_validation(board, **values),
         BoardImagesOptions: lambda values: alexnet.alexnet_evaluate(str(dest), board=board, **values),
         PredictOptions: lambda values: alexnet.alexnet_predict(str(dest), [str(tmp_path / "cat.jpg")], **values),
+        FeaturesOptions: lambda values: alexnet.alexnet_features(str(dest), [str(tmp_path / "cat.jpg")], **values),
         ExportOptions: lambda values: alexnet.alexnet_export(str(board), str(dest), **values),
         ModelPinOptions: lambda values: alexnet.alexnet_model(board, **{"cache_dir": str(dest), **values}),
     }
@@ -199,6 +206,7 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
         "evaluate": [(LEADING["evaluate"], evaluation_specs()), (LEADING["evaluate"], specs(BoardImagesOptions)),
                      (PIN_LEADING["evaluate"], pin)],
         "predict": [(LEADING["predict"], specs(PredictOptions)), (PIN_LEADING["predict"], pin)],
+        "features": [(LEADING["features"], specs(FeaturesOptions)), (PIN_LEADING["features"], pin)],
         "export": [(LEADING["export"], specs(ExportOptions)), (PIN_LEADING["export"], pin)],
         "spark-train": [(spark_train, training_specs()), (spark_train, training_job_specs()),
                         (spark_train, launch_specs())],

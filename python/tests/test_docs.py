@@ -188,6 +188,8 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert len(lines) >= 9 and len(spark) == 2
     assert (tmp / "bench" / "alexnet-benchmark.json").exists()
     assert (tmp / "served-cli" / "saved_model.pb").exists()
+    logits = (tmp / "logits.csv").read_text().splitlines()  # a row per validation image, a column per class
+    assert logits[0] == "image,logits_1,logits_2,logits_3" and len(logits) == 1 + 3
 
 
 @pytest.mark.long  # about a minute of Spark jobs: make test-long (CI) runs it
@@ -263,6 +265,7 @@ R_SMALL = [
     (r" batch_size = 32,", ""),  # the slow network's micro-batches: of 4 images, as every run's here
     (r"epochs = 10", "epochs = 1, image_size = 64, batch_size = 4, dense_units = 64, verbose = 0"),
     (r'c\("cat.jpg", "boat.jpg"\)', "data$val_image[1:2]"),
+    (r'"photos/"', 'file.path(tmp, "imagenet", "ILSVRC", "Data", "CLS-LOC", "val")'),
 ]
 
 

@@ -8,6 +8,7 @@
 data_users <- function() {
   list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
        imagenet_partition = alexnet:::fetch_options, alexnet_predict = alexnet:::predict_options,
+       alexnet_features = alexnet:::features_options,
        alexnet_export = alexnet:::export_options, alexnet_evaluate = alexnet:::board_images_options,
        alexnet_model = alexnet:::model_pin_options)
 }
@@ -22,6 +23,7 @@ test_that("every option of the data stage is a formal of its function, with its 
   expect_identical(names(formals(imagenet_partition))[1:6],
                    c("partition", "total", "board", "cache_dir", "workers", "verify"))
   expect_identical(names(formals(alexnet_predict)), c("model", "images", "top", "batch_size", "..."))
+  expect_identical(names(formals(alexnet_features)), c("model", "images", "layer", "batch_size", "..."))
   expect_identical(names(formals(alexnet_export))[1:4], c("model", "path", "format", "top"))
   expect_identical(names(formals(alexnet_evaluate)),
                    c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",
@@ -52,6 +54,8 @@ test_that("a bad value of every data option is refused, naming it, before anythi
                             after = untouched) +
     expect_settings_refused(function(...) alexnet_predict(file.path(dir, "no-model"), "cat.jpg", ...),
                             alexnet:::predict_options, after = untouched) +
+    expect_settings_refused(function(...) alexnet_features(file.path(dir, "no-model"), "cat.jpg", ...),
+                            alexnet:::features_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_export(file.path(dir, "no-model"), dest, ...),
                             alexnet:::export_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_evaluate(file.path(dir, "no-model"), board = board, ...),
@@ -69,6 +73,8 @@ test_that("a name the data functions do not take is refused with the closest opt
                "does not take `qualty` \\(did you mean `quality`\\?\\)", class = "alexnet_error")
   expect_error(alexnet_predict(tempfile(), "cat.jpg", batchsize = 2),
                "does not take `batchsize` \\(did you mean `batch_size`\\?\\)", class = "alexnet_error")
+  expect_error(alexnet_features(tempfile(), "cat.jpg", layr = "fc1"),
+               "does not take `layr` \\(did you mean `layer`\\?\\)", class = "alexnet_error")
   expect_error(alexnet_evaluate(tempfile(), board = tempfile(), fetch_wokers = 2),
                "does not take `fetch_wokers` \\(did you mean `fetch_workers`\\?\\)", class = "alexnet_error")
   # alexnet_model() has no `...`: R refuses a name it does not take

@@ -64,6 +64,23 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_equal(from_folder$image, rep(file.path(photos, c("a.JPEG", "b.jpg")), each = 2))
   expect_equal(from_folder$id, named$id[c(3, 4, 1, 2)])
   expect_equal(from_folder$probability, named$probability[c(3, 4, 1, 2)], tolerance = 1e-5)
+  # the values of an inner layer, a row per image named by it; the logits' softmax is the prediction
+  features <- alexnet_features(model, photos)
+  expect_true(is.matrix(features) && is.double(features))
+  expect_equal(dim(features), c(2L, 32L))  # dense_units = 32
+  expect_equal(rownames(features), file.path(photos, c("a.JPEG", "b.jpg")))
+  expect_equal(attr(features, "layer"), "fc2")
+  expect_true(all(features >= 0))  # after fc2's ReLU
+  logits <- alexnet_features(model, photos, layer = "logits", batch_size = 1)
+  expect_equal(dim(logits), c(2L, 3L))
+  probabilities <- exp(logits) / rowSums(exp(logits))
+  expect_equal(apply(probabilities, 1, max, simplify = TRUE), from_folder$probability[c(1, 3)],
+               tolerance = 1e-5, ignore_attr = TRUE)
+  expect_equal(model$class_ids[apply(logits, 1, which.max)], from_folder$id[c(1, 3)])
+  expect_equal(ncol(alexnet_features(model, data$val_image[1], layer = "flatten")), 9216L)
+  expect_error(alexnet_features(model, photos, layer = "conv9"), "`layer` must be one of", class = "alexnet_error")
+  expect_error(alexnet_features(model, file.path(dir, "no-such.jpg")), "no features were computed.*no-such\\.jpg",
+               class = "alexnet_error")
 
   # exported for serving without alexnet, and carried by a new version of its pin
   served <- alexnet_export(model, file.path(dir, "served"), top = 2, board = board)

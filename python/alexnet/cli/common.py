@@ -36,6 +36,7 @@ CORE = {
     "model": "alexnet_model",
     "evaluate": "alexnet_evaluate",
     "predict": "alexnet_predict",
+    "features": "alexnet_features",
     "export": "alexnet_export",
     "spark-evaluate": "alexnet_spark_evaluate",
 }

@@ -1,14 +1,16 @@
-"""Commands of a trained model: ``evaluate``, ``predict`` and ``export`` (and the options naming a model, which the
-cluster's ``spark-evaluate`` shares)."""
+"""Commands of a trained model: ``evaluate``, ``predict``, ``features`` and ``export`` (and the options naming a
+model, which the cluster's ``spark-evaluate`` shares)."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 from typing import Any
 
 from ..declare import declaration
 from ..errors import AlexnetError
-from ..model.options import BoardImagesOptions, ExportOptions, ModelPinOptions, PredictOptions
+from ..model.options import BoardImagesOptions, ExportOptions, FeaturesOptions, ModelPinOptions, PredictOptions
 from . import common
 from .common import BOARD_HELP, given
 
@@ -138,6 +140,26 @@ def _predict(args: argparse.Namespace) -> None:
     common.emit(records, args.json, _predict_summary)
 
 
+def features_table(result: dict[str, Any]) -> str:
+    """The features of :func:`alexnet.alexnet_features` as CSV: a header (``image`` and the layer's columns,
+    ``fc2_1`` to ``fc2_4096``), then a row per image, each value written so that it reads back to the same float32."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    features = result["features"]
+    writer.writerow(["image", *(f"{result['layer']}_{k}" for k in range(1, features.shape[1] + 1))])
+    for image, row in zip(result["image"], features, strict=True):
+        writer.writerow([image, *(format(value, ".9g") for value in row.tolist())])
+    return out.getvalue().rstrip("\n")
+
+
+def _features(args: argparse.Namespace) -> None:
+    options = common.options_given(args, FeaturesOptions)  # checked before a model pin is read
+    result = common.core("features")(model_of(args), args.images, **options)
+    if args.json:
+        result = {**result, "features": result["features"].tolist()}
+    common.emit(result, args.json, features_table)
+
+
 def export_summary(r: dict[str, Any]) -> str:
     """The lines printed for an export."""
     lines = [f"{r['format']} export of {r['model']}: {r['num_classes']} classes, images of {r['image_size']} pixels, "
@@ -165,7 +187,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def register(add: common.AddCommand) -> None:
-    """Add ``evaluate``, ``predict`` and ``export`` to the parser."""
+    """Add ``evaluate``, ``predict``, ``features`` and ``export`` to the parser."""
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
@@ -175,11 +197,18 @@ def register(add: common.AddCommand) -> None:
 
     predict = add("predict", _predict, "the most probable classes of images",
                   "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")
-    predict.add_argument("images", nargs="+", metavar="IMAGE",
-                         help="image files or locations (file://, gs://, s3://, https://), or folders of them "
-                         "(local, gs://, s3://: their image files by name)")
+    images_help = ("image files or locations (file://, gs://, s3://, https://), or folders of them (local, "
+                           "gs://, s3://: their image files by name)")
+    predict.add_argument("images", nargs="+", metavar="IMAGE", help=images_help)
     model_options(predict, positional=False)
     common.options_of(predict, PredictOptions)
+
+    features = add("features", _features, "the values of one of a model's layers for each image",
+                   "Print as CSV (or --json) a row for each IMAGE: its name and the values of the model's --layer "
+                   "(fc2, the default: the 4096 values whose distances tell the images the network sees as alike).")
+    features.add_argument("images", nargs="+", metavar="IMAGE", help=images_help)
+    model_options(features, positional=False)
+    common.options_of(features, FeaturesOptions)
 
     export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
                  "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "

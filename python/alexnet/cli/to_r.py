@@ -106,6 +106,8 @@ TABLES: dict[str, RFile] = {
               "are fetched", _declared("model.options", "BoardImagesOptions")),
         Table("predict_options", "The options of alexnet_predict()",
               _declared("model.options", "PredictOptions")),
+        Table("features_options", "The options of alexnet_features()",
+              _declared("model.options", "FeaturesOptions")),
         Table("export_options", "The options of alexnet_export()", _declared("model.options", "ExportOptions")),
         Table("model_pin_options", "Which model pin alexnet_model() reads and where it brings it",
               _declared("model.options", "ModelPinOptions")))),

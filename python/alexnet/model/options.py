@@ -10,8 +10,9 @@ and :func:`alexnet.alexnet_spark_evaluate` take these options by name, with thes
 :class:`BoardImagesOptions` says which of a board's validation images :func:`alexnet.alexnet_evaluate` scores (a
 share of them) and how they are fetched; the command ``evaluate`` and R's ``alexnet_evaluate()`` take them too (a
 Spark evaluation shares the images among its workers itself, and fetches them with its launch options).
-:class:`PredictOptions` and :class:`ExportOptions` are those of :func:`alexnet.alexnet_predict` and
-:func:`alexnet.alexnet_export`, taken alike by the commands ``predict`` and ``export`` and R's functions.
+:class:`PredictOptions`, :class:`FeaturesOptions` and :class:`ExportOptions` are those of
+:func:`alexnet.alexnet_predict`, :func:`alexnet.alexnet_features` and :func:`alexnet.alexnet_export`, taken alike by the
+commands ``predict``, ``features`` and ``export`` and R's functions.
 :class:`ModelPinOptions` says which model pin :func:`alexnet.alexnet_model` reads and where it brings it; the commands
 that take a model read it with them (``--model-pin``, ``--pin-version``, ``--model-cache``) when no model location is
 given, and R's ``alexnet_model()`` has a formal for each. This module does not import TensorFlow.
@@ -90,6 +91,26 @@ class PredictOptions:
     top: int = setting(5, "count", "classes given for each image, the most probable first (a model with fewer "
                        "classes gives all of them)", minimum=1)
     batch_size: int = setting(32, "count", "images scored at once", minimum=1)
+
+
+#: The layers :func:`alexnet.alexnet_features` reads, by name (the network's own, :mod:`alexnet.model.network`), and
+#: what each holds.
+FEATURE_LAYERS = {
+    "flatten": "the last convolution's maps, max-pooled and pooled to 6x6, flattened (9216 values)",
+    "fc1": "the first hidden dense layer, after its ReLU (4096 values at full size)",
+    "fc2": "the second hidden dense layer, after its ReLU (4096 values at full size): the paper's image "
+           "similarity",
+    "logits": "the class scores before the softmax (one per class)",
+}
+
+
+@dataclass(frozen=True)
+class FeaturesOptions:
+    """Which layer :func:`alexnet.alexnet_features` reads (the declaration: see the module documentation)."""
+
+    layer: str = setting("fc2", "choice", "the layer whose values are returned: " + "; ".join(
+        f"{name}, {what}" for name, what in FEATURE_LAYERS.items()), choices=tuple(FEATURE_LAYERS))
+    batch_size: int = like(declaration.specs(PredictOptions)["batch_size"])
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS | {".gif", ".bmp"}
 READERS = 16
 
 
-def _image_list(images: Any) -> list[str | bytes]:
+def image_list(images: Any) -> list[str | bytes]:
+    """``images`` as given to :func:`alexnet_predict` (one or many paths, locations, folders or ``bytes``; R's
+    character vectors and NumPy arrays too) as a list; an :class:`AlexnetError` when it is empty."""
     if isinstance(images, (str, bytes, os.PathLike)):
         images = [images]
     if isinstance(images, np.ndarray):
@@ -130,8 +132,9 @@ def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None,
 
 
 def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int,
-                filesystems: dict[str, Any]) -> np.ndarray:
-    """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be."""
+                filesystems: dict[str, Any], outcome: str) -> np.ndarray:
+    """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be, and
+    saying ``outcome`` (what was therefore not done)."""
     from ..data.images import check_image
     from ..input.decode import decode_for_eval
     from ..tfimport import tf
@@ -153,9 +156,19 @@ def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: 
                 except (tf.errors.OpError, ValueError) as error:
                     problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
     if problems:
-        raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so nothing was predicted:\n  "
+        raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so {outcome}:\n  "
                            + "\n  ".join(problems) + "\nFix or leave out these images.")
     return np.stack(decoded)
+
+
+def decoded_images(images: Sequence[str | bytes], image_size: int, outcome: str) -> tuple[list[str], np.ndarray]:
+    """The name of each image of ``images`` (as :func:`alexnet_predict` takes them, through :func:`image_list`: a
+    folder stands for its image files) in the records, and its pixels ``[n, image_size, image_size, 3]`` decoded as
+    evaluation decodes them. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of
+    them and saying ``outcome``."""
+    filesystems: dict[str, Any] = {}  # each kind of bucket opened once for every image
+    files, names = _with_names(images, filesystems)
+    return names, _decode_all(files, names, image_size, filesystems, outcome)
 
 
 #: The defaults of a prediction's options: ``top`` is also given by position.
@@ -177,15 +190,13 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     ``name`` and ``probability``; within an image, probabilities descend. Images that cannot be read or decoded
     raise one :class:`AlexnetError` naming each of them, before anything is predicted.
     """
-    items = _image_list(images)
+    items = image_list(images)
     chosen = declaration.check(PredictOptions, {"top": top, **options}, "alexnet_predict()")
     batch_size = chosen.batch_size
     loaded = load_model(model)
     card = loaded.card
     top = min(chosen.top, card.num_classes)
-    filesystems: dict[str, Any] = {}  # each kind of bucket opened once for every image
-    files, names = _with_names(items, filesystems)
-    pixels = _decode_all(files, names, card.image_size, filesystems)
+    names, pixels = decoded_images(items, card.image_size, "nothing was predicted")
     records: list[dict[str, Any]] = []
     with progress_bar(len(pixels), "predict", unit="img") as bar:
         for start in range(0, len(pixels), batch_size):

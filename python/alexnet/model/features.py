@@ -1,0 +1,78 @@
+"""``alexnet_features()``: what a trained AlexNet's inner layers make of images, a row of numbers per image.
+
+The paper judged what the network learned by its last hidden layer: images whose 4096 values there lie close (in
+Euclidean distance) look alike to the network, even where their pixels do not. Those values (the layer ``fc2`` of
+:mod:`alexnet.model.network`), or those of another layer of :data:`~alexnet.model.options.FEATURE_LAYERS`, are also
+what a model trained on ImageNet lends to other tasks: the inputs of a small classifier, a search or a clustering.
+
+Images are taken and decoded as :func:`alexnet.alexnet_predict` takes them (:func:`~alexnet.model.predict.image_list`
+and :func:`~alexnet.model.predict.decoded_images`: files, locations, folders or bytes; the centre crop at the card's
+image size), and every image is checked before any is computed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..declare import declaration
+from ..errors import AlexnetError
+from ..progress import progress_bar
+from .options import FEATURE_LAYERS, FeaturesOptions
+from .predict import decoded_images, image_list
+from .saved import load_model
+
+logger = logging.getLogger(__name__)
+
+
+def layer_model(model: Any, layer: str) -> Any:
+    """A model of ``model``'s input and the output of its layer named ``layer`` (the same weights, computed without
+    dropout); an :class:`AlexnetError` naming the layers it has when it has no such layer."""
+    from ..tfimport import keras
+
+    names = [each.name for each in model.layers]
+    if layer not in names:
+        raise AlexnetError(f"`layer`: the model has no layer {layer!r} (it has {', '.join(names)}): give one of "
+                           f"{', '.join(FEATURE_LAYERS)} with a model alexnet_train() saved.")
+    return keras.Model(model.inputs, model.get_layer(layer).output, name=f"{model.name}_{layer}")
+
+
+#: The defaults of the options: ``layer`` is also given by position.
+_DEFAULTS = declaration.defaults(FeaturesOptions)
+
+
+def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], **options: Any) -> dict[str, Any]:
+    """The values of ``layer`` for each image, in the order the images are given: a row of numbers per image.
+
+    ``model`` and ``images`` are taken as :func:`alexnet.alexnet_predict` takes them (a model pin, a ``model_dir`` or
+    ``alexnet.keras`` location or, from Python, a ``keras.Model``; image files, locations, folders or ``bytes``),
+    and each image is decoded as evaluation does, at the card's image size. ``layer`` is one of
+    :data:`~alexnet.model.options.FEATURE_LAYERS`: ``"fc2"``, the default, holds the 4096 values whose distances the
+    paper used to find images the network sees as alike. Its options
+    (:class:`~alexnet.model.options.FeaturesOptions`) are listed below.
+
+    Returns a dict: ``image`` (each image's name, as :func:`alexnet.alexnet_predict` gives it: its path or location,
+    or ``<bytes i>``), ``layer`` and ``features``, a float32 array with a row per image and a column per value of the
+    layer. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of them, before anything
+    is computed.
+    """
+    items = image_list(images)
+    chosen = declaration.check(FeaturesOptions, {"layer": layer, **options}, "alexnet_features()")
+    loaded = load_model(model)
+    inner = layer_model(loaded.model, chosen.layer)
+    names, pixels = decoded_images(items, loaded.card.image_size, "no features were computed")
+    rows: list[np.ndarray] = []
+    with progress_bar(len(pixels), "features", unit="img") as bar:
+        for start in range(0, len(pixels), chosen.batch_size):
+            # called, not predict_on_batch(): a new model's predict function traced on every call would be retraced
+            batch = np.asarray(inner(pixels[start : start + chosen.batch_size], training=False), dtype=np.float32)
+            rows.append(batch.reshape(len(batch), -1))
+            bar.update(len(batch))
+    features = np.concatenate(rows)
+    logger.info("%d values of layer %s for each of %d images", features.shape[1], chosen.layer, len(names))
+    return {"image": names, "layer": chosen.layer, "features": features}
+
+
+declaration.take_declared(alexnet_features, FeaturesOptions, title="Its options, with their defaults:")
