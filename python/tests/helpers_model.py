@@ -72,6 +72,14 @@ def save_model_dir(model, folder: Path, card=None) -> Path:
     return path
 
 
+def saved_tiny_model(folder: Path, categories: list[dict], seed: int, image_size: int | None = IMAGE_SIZE):
+    """A :func:`tiny_model` for ``categories`` saved with its card in ``folder`` (a ``model_dir``): the model and the
+    folder's path as a string."""
+    model = tiny_model(len(categories), seed=seed, image_size=image_size)
+    save_model_dir(model, folder, card_for(categories))
+    return model, str(folder)
+
+
 def synthetic_board(root: Path, classes: int = 4, val_per_class: int = 3, seed: int = 0) -> str:
     """A folder board of a synthetic ImageNet at 96 pixels, with ``val_per_class`` validation images a category."""
     from alexnet.data.synthetic import imagenet_synthetic

@@ -16,7 +16,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from helpers_export import run_without  # noqa: E402
-from helpers_model import card_for, save_model_dir, tiny_model  # noqa: E402
+from helpers_model import card_for, save_model_dir, saved_tiny_model  # noqa: E402
 from helpers_train import make_tree, write_quirks  # noqa: E402
 
 from alexnet.errors import AlexnetError, IntegrityError  # noqa: E402
@@ -45,14 +45,12 @@ print(json.dumps({**answer, **text}))
 def exported(tmp_path_factory) -> dict:
     """A tiny 4-class model saved with its card, validation JPEGs and odd images, and its SavedModel export."""
     root = tmp_path_factory.mktemp("export")
-    model = tiny_model(len(CATEGORIES), seed=7, image_size=None)
-    model_dir = root / "model"
-    save_model_dir(model, model_dir, card_for(CATEGORIES))
+    model, model_dir = saved_tiny_model(root / "model", CATEGORIES, seed=7, image_size=None)
     tree = make_tree(root / "tree", classes=2, per_class=0, val_per_class=3, seed=2, min_side=50, max_side=120)
     quirks = write_quirks(root / "quirks")
     images = [*tree["val_image"], *(str(quirks[k]) for k in ("cmyk", "grayscale", "png"))]
-    result = alexnet_export(str(model_dir), str(root / "served"), top=3)
-    return {"root": root, "model": model, "model_dir": str(model_dir), "images": images, "quirks": quirks,
+    result = alexnet_export(model_dir, str(root / "served"), top=3)
+    return {"root": root, "model": model, "model_dir": model_dir, "images": images, "quirks": quirks,
             "result": result, "path": str(root / "served")}
 
 

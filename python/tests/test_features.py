@@ -13,7 +13,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_model import IMAGE_SIZE, card_for, model_with_old_pooling, save_model_dir, tiny_model  # noqa: E402
+from helpers_model import IMAGE_SIZE, card_for, model_with_old_pooling, save_model_dir, saved_tiny_model  # noqa: E402
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
 
 import alexnet  # noqa: E402
@@ -33,16 +33,14 @@ UNITS = 64
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("features")
-    model = tiny_model(len(CATEGORIES), seed=3)
-    model_dir = root / "model"
-    save_model_dir(model, model_dir, card_for(CATEGORIES))
+    model, model_dir = saved_tiny_model(root / "model", CATEGORIES, seed=3)
     rng = np.random.default_rng(1)
     photos = root / "photos"
     photos.mkdir()
     for k in range(7):  # written in an order other than their names
         (photos / f"photo-{(3 * k) % 7}.jpg").write_bytes(jpeg_bytes(class_image(rng, k % 5, 60 + 7 * k, 90)))
     (photos / "notes.txt").write_text("not an image")
-    return {"model": model, "model_dir": str(model_dir), "photos": photos, "quirks": write_quirks(root / "quirks")}
+    return {"model": model, "model_dir": model_dir, "photos": photos, "quirks": write_quirks(root / "quirks")}
 
 
 def _expected(model, layer: str, images: list[Path]) -> np.ndarray:

@@ -17,6 +17,7 @@ from helpers_model import (  # noqa: E402
     model_before_pooling,
     model_with_old_pooling,
     save_model_dir,
+    saved_tiny_model,
     tiny_model,
 )
 from helpers_train import class_image, jpeg_bytes, write_quirks  # noqa: E402
@@ -31,16 +32,14 @@ CATEGORIES = [{"id": f"n0000100{i}", "name": f"thing number {i}"} for i in range
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
-    model = tiny_model(len(CATEGORIES), seed=2)
-    model_dir = root / "model"
-    save_model_dir(model, model_dir, card_for(CATEGORIES))
+    model, model_dir = saved_tiny_model(root / "model", CATEGORIES, seed=2)
     rng = np.random.default_rng(0)
     images = []
     for label in range(3):
         path = root / f"image{label}.jpg"
         path.write_bytes(jpeg_bytes(class_image(rng, label, 70 + 10 * label, 100)))
         images.append(str(path))
-    return {"model": model, "model_dir": str(model_dir), "images": images, "quirks": write_quirks(root / "quirks")}
+    return {"model": model, "model_dir": model_dir, "images": images, "quirks": write_quirks(root / "quirks")}
 
 
 def test_predictions_name_the_cards_classes_in_order_best_first(setup):
