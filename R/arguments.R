@@ -105,6 +105,7 @@ argument_kinds <- list(
                        declared_kinds(board_images_options)),
   alexnet_predict = c(model = "object", images = "strings", declared_kinds(predict_options)),
   alexnet_features = c(model = "object", images = "strings", declared_kinds(features_options)),
+  alexnet_filters = c(model = "object", path = "location?"),
   alexnet_spark_evaluate = c(sc = "connection", model = "object", workers = "count", board = "location?",
                              declared_kinds(evaluation_options), declared_kinds(launch_options))
 )

@@ -30,19 +30,21 @@ records_to_df <- function(records) {
   as.data.frame(df, stringsAsFactors = FALSE)
 }
 
-# A two-dimensional NumPy array of the core as a double matrix. A reticulate that converts NumPy arrays has made it
-# one already; one that cannot (reticulate before 1.36 with NumPy 2) leaves the array as it is, whose values are then
-# read as little-endian doubles, row after row, from a bytearray (which every reticulate turns into a raw vector).
-numpy_matrix <- function(x) {
-  if (is.matrix(x)) return(x + 0)
+# A NumPy array of the core as a double array of the same dimensions (a matrix for two). A reticulate that converts
+# NumPy arrays has made it one already; one that cannot (reticulate before 1.36 with NumPy 2) leaves the array as it
+# is, whose values are then read as little-endian doubles, last dimension fastest, from a bytearray (which every
+# reticulate turns into a raw vector).
+numpy_array <- function(x) {
+  if (is.array(x)) return(x + 0)
   shape <- x$shape
   if (inherits(shape, "python.builtin.object")) shape <- reticulate::py_to_r(shape)
   shape <- as.integer(unlist(shape))
   builtins <- reticulate::import_builtins(convert = FALSE)
   numpy <- reticulate::import("numpy", convert = FALSE)
   bytes <- reticulate::py_to_r(builtins$bytearray(numpy$ascontiguousarray(x, dtype = "<f8")$tobytes()))
-  matrix(readBin(bytes, "double", n = prod(shape), size = 8L, endian = "little"),
-         nrow = shape[[1L]], ncol = shape[[2L]], byrow = TRUE)
+  values <- readBin(bytes, "double", n = prod(shape), size = 8L, endian = "little")
+  if (length(shape) < 2L) return(values)
+  aperm(array(values, dim = rev(shape)), rev(seq_along(shape)))
 }
 
 # The arguments of the calling wrapper that its caller gave, by name, for one call into the core. Those

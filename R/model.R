@@ -308,13 +308,80 @@ alexnet_features <- function(model, images, ...) {
   args$model <- core_model(args$model)
   args$images <- as.list(args$images)
   result <- do.call(core_function("alexnet_features"), args)
-  features <- numpy_matrix(result$features)
+  features <- numpy_array(result$features)
   dimnames(features) <- list(as.character(unlist(result$image)), NULL)
   attr(features, "layer") <- result$layer
   features
 }
 # the options from the core's declaration (alexnet.model.options), after `images`
 alexnet_features <- with_declared(alexnet_features, declared_formals(features_options))
+
+#' The filters of a trained AlexNet's first convolution
+#'
+#' The first layer's 96 filters of 11 x 11 pixels look at colour directly, so each can be shown as a small image, as
+#' the AlexNet paper's Figure 3 shows them. A network that learned shows smooth oriented edges, stripes and blobs of
+#' colour; one that did not (too few steps, a learning rate that diverged, a broken input) shows noise much like its
+#' random start. `plot()` of the result, or of an [alexnet_model()], draws them.
+#'
+#' @inheritParams alexnet_predict
+#' @param path `NULL`, or a PNG file to draw the filters into: a path, `file://`, `gs://` or `s3://` location (its
+#'   folder is created; a bucket must be writable).
+#' @param x An `alexnet_filters` result, or (for `plot()`) an [alexnet_model()].
+#' @param main The plot's title (by default the layer, the number of filters and their size).
+#' @param ... For `plot()`, graphical parameters passed to [graphics::title()]; otherwise unused.
+#' @returns An `alexnet_filters` list: `layer` (`"conv1"`), `filters` (96 for AlexNet), `size` (height and width,
+#'   11 and 11), `kernels` (an array filters x height x width x 3: each filter scaled on its own to 0..1, its lowest
+#'   weight 0 and its highest 1), `image` (the filters side by side, 12 to a row for 96, each weight a 5-pixel
+#'   square, on white: an array rows x columns x 3 of values 0..255) and `path` (the PNG written, or `NULL`).
+#' @seealso [alexnet_model()], [alexnet_features()].
+#' @examples
+#' if (alexnet_available()) {
+#'   tryCatch(alexnet_filters(file.path(tempdir(), "no-model")), error = conditionMessage)
+#' }
+#' \dontrun{
+#' model <- alexnet_model("gs://my-bucket/imagenet", "alexnet")
+#' plot(model)                                   # the filters of conv1
+#' alexnet_filters(model, path = "conv1.png")   # the same grid as a PNG file
+#' }
+#' @export
+alexnet_filters <- function(model, path = NULL) {
+  args <- checked_args("alexnet_filters", names(formals()))
+  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  args$model <- core_model(args$model)
+  result <- do.call(core_function("alexnet_filters"), args)
+  structure(list(layer = result$layer, filters = as.integer(result$filters), size = as.integer(unlist(result$size)),
+                 kernels = numpy_array(result$kernels), image = numpy_array(result$image), path = result$path),
+            class = "alexnet_filters")
+}
+
+#' @rdname alexnet_filters
+#' @export
+print.alexnet_filters <- function(x, ...) {
+  cat(sprintf("%s: %d filters of %dx%d pixels, each scaled to its own range%s\n", x$layer, x$filters, x$size[[1]],
+              x$size[[2]], if (is.null(x$path)) "" else paste0("; drawn to ", x$path)))
+  invisible(x)
+}
+
+#' @rdname alexnet_filters
+#' @export
+plot.alexnet_filters <- function(x, main = NULL, ...) {
+  rows <- dim(x$image)[[1]]
+  columns <- dim(x$image)[[2]]
+  old <- graphics::par(mar = c(0.5, 0.5, 2.2, 0.5))
+  on.exit(graphics::par(old), add = TRUE)
+  graphics::plot.new()
+  graphics::plot.window(c(0, columns), c(0, rows), asp = 1)
+  graphics::rasterImage(grDevices::as.raster(x$image / 255), 0, 0, columns, rows, interpolate = FALSE)
+  main <- main %||% sprintf("%s: %d filters of %dx%d pixels", x$layer, x$filters, x$size[[1]], x$size[[2]])
+  graphics::title(main = main, ...)
+  invisible(x)
+}
+
+#' @rdname alexnet_filters
+#' @export
+plot.alexnet_model <- function(x, main = NULL, ...) {
+  invisible(plot(alexnet_filters(x), main = main, ...))
+}
 
 #' Export a trained AlexNet for serving without this package
 #'

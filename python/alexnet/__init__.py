@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "alexnet_evaluate": "model.evaluate",
     "alexnet_predict": "model.predict",
     "alexnet_features": "model.features",
+    "alexnet_filters": "model.filters",
     "alexnet_export": "model.export",
     "alexnet_spark_evaluate": "launch.api",
     "tf_config": "train.cluster",

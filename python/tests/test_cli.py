@@ -14,7 +14,8 @@ from alexnet.cli import build_parser, main
 
 def test_help_lists_only_the_commands_that_exist():
     help_text = build_parser().format_help()
-    for command in ("synth", "upload", "categories", "fetch", "train", "evaluate", "predict", "features", "export"):
+    for command in ("synth", "upload", "categories", "fetch", "train", "evaluate", "predict", "features", "filters",
+                    "export"):
         assert command in help_text
 
 
@@ -387,7 +388,8 @@ def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
                     "lists them, data$c(1)")
     assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
                           "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
-                          "alexnet_predict", "alexnet_features", "alexnet_export", "alexnet_spark_evaluate"}
+                          "alexnet_predict", "alexnet_features", "alexnet_filters", "alexnet_export",
+                          "alexnet_spark_evaluate"}
 
 
 def test_a_missing_board_is_said_with_the_command_that_makes_it(capsys, tmp_path):

@@ -155,6 +155,7 @@ def test_readme_python_snippet_runs(python_snippet):
     assert (tmp / "board" / "alexnet").is_dir()  # the model pin
     assert any((tmp / "logs").rglob("events.out.tfevents.*"))
     assert (tmp / "served" / "saved_model.pb").exists()  # the export
+    assert (tmp / "conv1.png").exists()  # the first layer's filters
 
 
 def _run_shell_lines(lines: list[str], tmp: Path) -> None:
@@ -188,6 +189,7 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert len(lines) >= 9 and len(spark) == 2
     assert (tmp / "bench" / "alexnet-benchmark.json").exists()
     assert (tmp / "served-cli" / "saved_model.pb").exists()
+    assert (tmp / "conv1-cli.png").exists()
     logits = (tmp / "logits.csv").read_text().splitlines()  # a row per validation image, a column per class
     assert logits[0] == "image,logits_1,logits_2,logits_3" and len(logits) == 1 + 3
 

@@ -15,6 +15,7 @@ required_args <- list(
   alexnet_evaluate = list(model = "/nowhere/model"),
   alexnet_predict = list(model = "/nowhere/model", images = "/nowhere/a.JPEG"),
   alexnet_features = list(model = "/nowhere/model", images = "/nowhere/a.JPEG"),
+  alexnet_filters = list(model = "/nowhere/model"),
   alexnet_spark_evaluate = list(sc = fake_connection, model = "/nowhere/model", workers = 1)
 )
 

@@ -81,6 +81,26 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_error(alexnet_features(model, photos, layer = "conv9"), "`layer` must be one of", class = "alexnet_error")
   expect_error(alexnet_features(model, file.path(dir, "no-such.jpg")), "no features were computed.*no-such\\.jpg",
                class = "alexnet_error")
+  # the first convolution's filters, as pictures and as a PNG grid
+  filters <- alexnet_filters(model, path = file.path(dir, "drawn", "conv1.png"))
+  expect_s3_class(filters, "alexnet_filters")
+  expect_documented(names(filters), "alexnet_filters")
+  expect_equal(dim(filters$kernels), c(96L, 11L, 11L, 3L))
+  expect_equal(filters$size, c(11L, 11L))
+  expect_equal(range(filters$kernels[7, , , ]), c(0, 1))  # each filter scaled to its own range
+  expect_equal(dim(filters$image), c(467L, 699L, 3L))    # 12 x 8 tiles of 55 pixels, 3 apart
+  # the first tile, 3 pixels in, is the first filter: its top-left weight a 5-pixel square
+  expect_equal(filters$image[4:8, 4:8, 2], matrix(round(filters$kernels[1, 1, 1, 2] * 255), 5, 5))
+  expect_equal(filters$image[62:66, 4:8, 1], matrix(round(filters$kernels[13, 1, 1, 1] * 255), 5, 5))  # row 2
+  expect_true(file.exists(file.path(dir, "drawn", "conv1.png")))
+  expect_output(print(filters), "conv1: 96 filters of 11x11 pixels, each scaled to its own range; drawn to ")
+  grDevices::pdf(file.path(dir, "filters.pdf"))
+  drawn <- plot(model, main = "first layer", col.main = "grey30")
+  grDevices::dev.off()
+  expect_equal(drawn$kernels, filters$kernels)
+  expect_null(alexnet_filters(model)$path)
+  expect_error(alexnet_filters(model, path = file.path(dir, "conv1.jpg")), "does not end in \\.png",
+               class = "alexnet_error")
 
   # exported for serving without alexnet, and carried by a new version of its pin
   served <- alexnet_export(model, file.path(dir, "served"), top = 2, board = board)

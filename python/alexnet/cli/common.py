@@ -37,6 +37,7 @@ CORE = {
     "evaluate": "alexnet_evaluate",
     "predict": "alexnet_predict",
     "features": "alexnet_features",
+    "filters": "alexnet_filters",
     "export": "alexnet_export",
     "spark-evaluate": "alexnet_spark_evaluate",
 }

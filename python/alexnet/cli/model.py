@@ -1,5 +1,5 @@
-"""Commands of a trained model: ``evaluate``, ``predict``, ``features`` and ``export`` (and the options naming a
-model, which the cluster's ``spark-evaluate`` shares)."""
+"""Commands of a trained model: ``evaluate``, ``predict``, ``features``, ``filters`` and ``export`` (and the options
+naming a model, which the cluster's ``spark-evaluate`` shares)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def model_of(args: argparse.Namespace) -> Any:
     :class:`ModelPinOptions` given)."""
     location = getattr(args, "model", None)
     pin = common.declared_args(args, declaration.specs(ModelPinOptions), model_pin_dest)
-    flag = "MODEL" if args.command in ("evaluate", "export") else "--model MODEL"
+    flag = "MODEL" if args.command in ("evaluate", "export", "filters") else "--model MODEL"
     if location is not None and pin:
         raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as a model "
                            f"pin on --board ({', '.join(map(option_of, pin))}), not both.")
@@ -160,6 +160,20 @@ def _features(args: argparse.Namespace) -> None:
     common.emit(result, args.json, features_table)
 
 
+def filters_summary(r: dict[str, Any]) -> str:
+    """The line printed for the filters of a model."""
+    height, width = r["size"]
+    where = f"drawn to {r['path']}" if r["path"] else "give --path FILE.png to draw them"
+    return f"{r['layer']}: {r['filters']} filters of {height}x{width} pixels, each scaled to its own range; {where}"
+
+
+def _filters(args: argparse.Namespace) -> None:
+    result = common.core("filters")(model_of(args), **given(args, "path"))
+    if args.json:
+        result = {**result, "kernels": result["kernels"].tolist(), "image": list(result["image"].shape)}
+    common.emit(result, args.json, filters_summary)
+
+
 def export_summary(r: dict[str, Any]) -> str:
     """The lines printed for an export."""
     lines = [f"{r['format']} export of {r['model']}: {r['num_classes']} classes, images of {r['image_size']} pixels, "
@@ -187,7 +201,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def register(add: common.AddCommand) -> None:
-    """Add ``evaluate``, ``predict``, ``features`` and ``export`` to the parser."""
+    """Add ``evaluate``, ``predict``, ``features``, ``filters`` and ``export`` to the parser."""
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
@@ -209,6 +223,14 @@ def register(add: common.AddCommand) -> None:
     features.add_argument("images", nargs="+", metavar="IMAGE", help=images_help)
     model_options(features, positional=False)
     common.options_of(features, FeaturesOptions)
+
+    filters = add("filters", _filters, "the filters of a model's first convolution, drawn as a PNG grid",
+                  "Draw the filters of the first convolution of a model (MODEL, or --model-pin NAME on --board) side "
+                  "by side into the PNG file --path, each scaled to its own range (the AlexNet paper's Figure 3); "
+                  "--json gives their values.")
+    model_options(filters, positional=True)
+    common.core_option(filters, "path", "--path",
+                       help="the PNG file to write: a path, file://, gs:// or s3:// location")
 
     export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
                  "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "
