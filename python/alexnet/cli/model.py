@@ -209,20 +209,20 @@ def register(add: common.AddCommand) -> None:
     evaluation_options(evaluate)
     common.options_of(evaluate, BoardImagesOptions)
 
-    predict = add("predict", _predict, "the most probable classes of images",
-                  "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE.")
-    images_help = ("image files or locations (file://, gs://, s3://, https://), or folders of them (local, "
-                           "gs://, s3://: their image files by name)")
-    predict.add_argument("images", nargs="+", metavar="IMAGE", help=images_help)
-    model_options(predict, positional=False)
-    common.options_of(predict, PredictOptions)
-
-    features = add("features", _features, "the values of one of a model's layers for each image",
-                   "Print as CSV (or --json) a row for each IMAGE: its name and the values of the model's --layer "
-                   "(fc2, the default: the 4096 values whose distances tell the images the network sees as alike).")
-    features.add_argument("images", nargs="+", metavar="IMAGE", help=images_help)
-    model_options(features, positional=False)
-    common.options_of(features, FeaturesOptions)
+    # the commands of images: each IMAGE given, the model as --model or a pin, and its declared options
+    for name, run, declared, summary, description in (
+        ("predict", _predict, PredictOptions, "the most probable classes of images",
+         "Print the --top most probable classes (WordNet id, name, probability) of each IMAGE."),
+        ("features", _features, FeaturesOptions, "the values of one of a model's layers for each image",
+         "Print as CSV (or --json) a row for each IMAGE: its name and the values of the model's --layer (fc2, the "
+         "default: the 4096 values whose distances tell the images the network sees as alike)."),
+    ):
+        command = add(name, run, summary, description)
+        command.add_argument("images", nargs="+", metavar="IMAGE",
+                             help="image files or locations (file://, gs://, s3://, https://), or folders of them "
+                             "(local, gs://, s3://: their image files by name)")
+        model_options(command, positional=False)
+        common.options_of(command, declared)
 
     filters = add("filters", _filters, "the filters of a model's first convolution, drawn as a PNG grid",
                   "Draw the filters of the first convolution of a model (MODEL, or --model-pin NAME on --board) side "
