@@ -252,8 +252,11 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 #'   other files and subfolders left out).
 #' @eval declared_params(predict_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
-#' @details The options (`top`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their
-#'   defaults and checks, as are the command line's `alexnet predict` options.
+#' @details Images are read 16 at a time (a bucket's objects in parallel) and predicted a chunk of 64 at a time, so
+#'   that memory holds a chunk of them however many are given. An image that cannot be read or decoded is named in an
+#'   error, with every other such image, and nothing is returned. The options (`top`, `batch_size`) are declared once
+#'   in the core (`alexnet.model.options`), with their defaults and checks, as are the command line's
+#'   `alexnet predict` options.
 #' @returns A data frame with `top` rows per image: `image`, `rank` (1 for the most probable), `id` (the
 #'   class's WordNet id), `name` and `probability`.
 #' @examples
@@ -283,9 +286,10 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 #' @eval declared_params(features_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details Images are read and decoded as [alexnet_predict()] reads them (the centre crop at the size the model
-#'   trained at last), and every image is checked before any is computed. The options (`layer`, `batch_size`) are
-#'   declared once in the core (`alexnet.model.options`), with their defaults and checks, as are the command line's
-#'   `alexnet features` options.
+#'   trained at last), a chunk of 64 at a time, so that memory holds a chunk's pixels and the values computed. An image
+#'   that cannot be read or decoded is named in an error, with every other such image, and nothing is returned. The
+#'   options (`layer`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their defaults
+#'   and checks, as are the command line's `alexnet features` options.
 #' @returns A numeric matrix with a row per image, named by the image (its path or location; a folder's files as
 #'   `folder/file`), and a column per value of the layer; its attribute `layer` names the layer.
 #' @seealso [alexnet_predict()]; [stats::dist()] for the distances between the rows.

@@ -72,7 +72,7 @@ def test_odd_formats_and_bytes_work(setup):
     assert records[2]["probability"] == pytest.approx(records[3]["probability"])
 
 
-def test_unreadable_images_are_all_named_before_predicting(setup, tmp_path):
+def test_unreadable_images_are_all_named_and_nothing_is_returned(setup, tmp_path):
     quirks = setup["quirks"]
     missing = str(tmp_path / "missing.jpg")
     given = [setup["images"][0], str(quirks["truncated"]), missing, str(quirks["empty"])]
@@ -132,7 +132,50 @@ def test_a_folder_stands_for_its_image_files_in_the_order_of_their_names(setup, 
     _assert_same_ranking(ranked["<bytes 1>"], alone[str(setup["quirks"]["png"])], "the bytes")
 
 
-def test_a_folder_without_images_or_with_a_bad_one_is_refused_before_predicting(setup, tmp_path):
+def _watched(setup, monkeypatch) -> list[tuple[str, int]]:
+    """Chunks of 2 readers (8 images), and the events of a prediction in order: ("read", 1) for each image read and
+    ("predict", n) for each batch of n images predicted."""
+    import alexnet.model.predict as predict
+    from alexnet.model.saved import load_model
+
+    events: list[tuple[str, int]] = []
+    monkeypatch.setattr(predict, "READERS", 2)
+    reader = predict._read
+    monkeypatch.setattr(predict, "_read", lambda *a: events.append(("read", 1)) or reader(*a))
+    model = load_model(setup["model_dir"]).model  # the one prediction uses: loaded once, kept while in use
+    scorer = model.predict_on_batch
+    monkeypatch.setattr(model, "predict_on_batch", lambda x: events.append(("predict", len(x))) or scorer(x))
+    return events
+
+
+def test_images_are_predicted_a_chunk_at_a_time_as_they_are_read(setup, tmp_path, monkeypatch):
+    folder = tmp_path / "photos"
+    _photo_folder(setup, folder, 19)  # and a PNG: 20 images, chunks of 8, 8 and 4
+    expected = alexnet_predict(setup["model_dir"], str(folder), top=2)
+    events = _watched(setup, monkeypatch)
+    assert alexnet_predict(setup["model_dir"], str(folder), top=2, batch_size=5) == expected
+    # each chunk read (in parallel), then predicted in batches of at most 5, before the next chunk is read
+    kinds = "".join("r" if kind == "read" else "p" for kind, _ in events)
+    assert kinds == "r" * 8 + "pp" + "r" * 8 + "pp" + "r" * 4 + "p"
+    assert [n for kind, n in events if kind == "predict"] == [5, 3, 5, 3, 4]
+
+
+def test_after_an_unusable_image_the_rest_are_only_checked_and_all_are_named(setup, tmp_path, monkeypatch):
+    folder = tmp_path / "photos"
+    _photo_folder(setup, folder, 19)
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".txt" and p.name[0] != ".")
+    for bad in (names[10], names[18]):  # in the second chunk and the third
+        shutil.copy(setup["quirks"]["truncated"], folder / bad)
+    events = _watched(setup, monkeypatch)
+    with pytest.raises(AlexnetError, match="2 of 20 image") as raised:
+        alexnet_predict(setup["model_dir"], str(folder), batch_size=8)
+    assert f"{folder}/{names[10]}: truncated" in str(raised.value) and f"{folder}/{names[18]}" in str(raised.value)
+    # the first chunk was predicted; nothing after the first unusable image, yet every image was read
+    assert [n for kind, n in events if kind == "predict"] == [8]
+    assert sum(n for kind, n in events if kind == "read") == 20
+
+
+def test_a_folder_without_images_or_with_a_bad_one_is_refused(setup, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("not an image")

@@ -6,8 +6,8 @@ Euclidean distance) look alike to the network, even where their pixels do not. T
 what a model trained on ImageNet lends to other tasks: the inputs of a small classifier, a search or a clustering.
 
 Images are taken and decoded as :func:`alexnet.alexnet_predict` takes them (:func:`~alexnet.model.predict.image_list`
-and :func:`~alexnet.model.predict.decoded_images`: files, locations, folders or bytes; the centre crop at the card's
-image size), and every image is checked before any is computed.
+and :func:`~alexnet.model.predict.decoded_chunks`: files, locations, folders or bytes; the centre crop at the card's
+image size), a chunk at a time, so that memory holds one chunk's pixels and the values computed.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import numpy as np
 
 from ..declare import declaration
 from ..errors import AlexnetError
-from ..progress import progress_bar
 from .options import FEATURE_LAYERS, FeaturesOptions
-from .predict import decoded_images, image_list
+from .predict import decoded_chunks, image_list
 from .saved import load_model
 
 logger = logging.getLogger(__name__)
@@ -55,21 +54,21 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
 
     Returns a dict: ``image`` (each image's name, as :func:`alexnet.alexnet_predict` gives it: its path or location,
     or ``<bytes i>``), ``layer`` and ``features``, a float32 array with a row per image and a column per value of the
-    layer. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of them, before anything
-    is computed.
+    layer. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of them, and nothing is
+    returned.
     """
     items = image_list(images)
     chosen = declaration.check(FeaturesOptions, {"layer": layer, **options}, "alexnet_features()")
     loaded = load_model(model)
     inner = layer_model(loaded.model, chosen.layer)
-    names, pixels = decoded_images(items, loaded.card.image_size, "no features were computed")
+    names: list[str] = []
     rows: list[np.ndarray] = []
-    with progress_bar(len(pixels), "features", unit="img") as bar:
+    for chunk_names, pixels in decoded_chunks(items, loaded.card.image_size, "no features were computed", "features"):
+        names.extend(chunk_names)
         for start in range(0, len(pixels), chosen.batch_size):
             # called, not predict_on_batch(): a new model's predict function traced on every call would be retraced
             batch = np.asarray(inner(pixels[start : start + chosen.batch_size], training=False), dtype=np.float32)
             rows.append(batch.reshape(len(batch), -1))
-            bar.update(len(batch))
     features = np.concatenate(rows)
     logger.info("%d values of layer %s for each of %d images", features.shape[1], chosen.layer, len(names))
     return {"image": names, "layer": chosen.layer, "features": features}

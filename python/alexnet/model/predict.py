@@ -3,16 +3,17 @@
 Images are decoded as evaluation decodes them (:func:`alexnet.input.decode.decode_for_eval`: the centre crop at
 the card's image size), so CMYK and grayscale JPEGs and PNGs named ``.JPEG`` all work. A folder (local, ``gs://`` or
 ``s3://``) stands for its image files, in the order of their names. Images are read :data:`READERS` at a time (an
-object in a bucket is a round trip), a chunk of them before the next, so that memory holds a chunk's files and every
-image's centre crop, not every file. Every image is read and checked before anything is predicted: the unreadable
-ones are named together in one error, never dropped.
+object in a bucket is a round trip) and predicted a chunk at a time (:func:`decoded_chunks`), so that memory holds one
+chunk's files and centre crops however many images are given. An image that cannot be used stops the predicting, and
+the rest are only read and checked: the unusable ones are named together in one error, never dropped, and nothing is
+returned.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 #: The files of a folder given as an image: the formats :func:`~alexnet.input.decode.decode_for_eval` decodes.
 FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS | {".gif", ".bmp"}
-#: Images read at once; each chunk of ``4 * READERS`` is read, checked and decoded before the next is read.
+#: Images read at once; each chunk of ``4 * READERS`` is read, checked, decoded and used before the next is read.
 READERS = 16
 
 
@@ -131,44 +132,48 @@ def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None,
         return None, f"cannot be read ({type(error).__name__}: {error})"
 
 
-def _decode_all(items: Sequence[str | bytes], names: Sequence[str], image_size: int,
-                filesystems: dict[str, Any], outcome: str) -> np.ndarray:
-    """Every image decoded at ``image_size``; one :class:`AlexnetError` naming every image that cannot be, and
-    saying ``outcome`` (what was therefore not done)."""
+def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str, what: str) \
+        -> Iterator[tuple[list[str], np.ndarray]]:
+    """The images of ``images`` (as :func:`alexnet_predict` takes them, through :func:`image_list`: a folder stands for
+    its image files) decoded as evaluation decodes them, a chunk at a time: each chunk's usable images, by their name
+    in the records, and their pixels ``[n, image_size, image_size, 3]``.
+
+    Memory holds one chunk (``4 * READERS`` images) and what the caller keeps of it, however many images are given.
+    Chunks are given while every image so far is usable; after the first that is not, the rest are only read and
+    checked, and one :class:`AlexnetError` then names every image that cannot be used and says ``outcome`` (what was
+    therefore not done), so that nothing half done is returned. The progress bar ``what`` counts the images whose
+    chunk the caller is done with."""
     from ..data.images import check_image
     from ..input.decode import decode_for_eval
     from ..tfimport import tf
 
-    decoded, problems = [], []
+    filesystems: dict[str, Any] = {}  # each kind of bucket opened once for every image
+    items, names = _with_names(images, filesystems)
+    problems: list[str] = []
     chunk = 4 * READERS
     with ThreadPoolExecutor(max_workers=min(READERS, len(items)), thread_name_prefix="alexnet-predict") as pool, \
-            progress_bar(len(items), "images", unit="img") as bar:
+            progress_bar(len(items), what, unit="img") as bar:
         for start in range(0, len(items), chunk):
             read = pool.map(_read, items[start : start + chunk], [filesystems] * chunk)
+            usable_names, pixels = [], []
             for name, (data, reason) in zip(names[start : start + chunk], read, strict=True):
-                bar.update(1)
                 usable, reason = check_image(data) if data is not None else (None, reason)
                 if usable is None:
                     problems.append(f"{name}: {reason}")
                     continue
+                if problems:
+                    continue  # nothing more is computed: the images are only checked, to be named together
                 try:
-                    decoded.append(decode_for_eval(tf.constant(data), image_size).numpy())
+                    pixels.append(decode_for_eval(tf.constant(data), image_size).numpy())
+                    usable_names.append(name)
                 except (tf.errors.OpError, ValueError) as error:
                     problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
+            if pixels and not problems:
+                yield usable_names, np.stack(pixels)
+            bar.update(len(names[start : start + chunk]))
     if problems:
         raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so {outcome}:\n  "
                            + "\n  ".join(problems) + "\nFix or leave out these images.")
-    return np.stack(decoded)
-
-
-def decoded_images(images: Sequence[str | bytes], image_size: int, outcome: str) -> tuple[list[str], np.ndarray]:
-    """The name of each image of ``images`` (as :func:`alexnet_predict` takes them, through :func:`image_list`: a
-    folder stands for its image files) in the records, and its pixels ``[n, image_size, image_size, 3]`` decoded as
-    evaluation decodes them. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of
-    them and saying ``outcome``."""
-    filesystems: dict[str, Any] = {}  # each kind of bucket opened once for every image
-    files, names = _with_names(images, filesystems)
-    return names, _decode_all(files, names, image_size, filesystems, outcome)
 
 
 #: The defaults of a prediction's options: ``top`` is also given by position.
@@ -188,7 +193,8 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     Returns one record per image and rank: ``image`` (as given, or ``<bytes i>`` for the ``i``-th image given
     as bytes, 0-based), ``rank`` (1 = most probable), ``id`` (the class's WordNet id, from the model's card),
     ``name`` and ``probability``; within an image, probabilities descend. Images that cannot be read or decoded
-    raise one :class:`AlexnetError` naming each of them, before anything is predicted.
+    raise one :class:`AlexnetError` naming each of them, and nothing is returned (images are read and predicted a
+    chunk at a time: see :func:`decoded_chunks`).
     """
     items = image_list(images)
     chosen = declaration.check(PredictOptions, {"top": top, **options}, "alexnet_predict()")
@@ -196,9 +202,8 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     loaded = load_model(model)
     card = loaded.card
     top = min(chosen.top, card.num_classes)
-    names, pixels = decoded_images(items, card.image_size, "nothing was predicted")
     records: list[dict[str, Any]] = []
-    with progress_bar(len(pixels), "predict", unit="img") as bar:
+    for names, pixels in decoded_chunks(items, card.image_size, "nothing was predicted", "predict"):
         for start in range(0, len(pixels), batch_size):
             probabilities = np.asarray(loaded.model.predict_on_batch(pixels[start : start + batch_size]))
             for offset, row in enumerate(probabilities):
@@ -206,7 +211,6 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
                 for rank, label in enumerate(order, start=1):
                     records.append({"image": names[start + offset], "rank": rank, "id": card.class_ids[label],
                                     "name": card.class_names[label], "probability": float(row[label])})
-            bar.update(len(probabilities))
     return records
 
 
