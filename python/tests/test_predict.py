@@ -160,16 +160,29 @@ def test_images_are_predicted_a_chunk_at_a_time_as_they_are_read(setup, tmp_path
     assert [n for kind, n in events if kind == "predict"] == [5, 3, 5, 3, 4]
 
 
-def test_after_an_unusable_image_the_rest_are_only_checked_and_all_are_named(setup, tmp_path, monkeypatch):
+def test_after_an_unusable_image_nothing_more_is_predicted_and_all_are_named(setup, tmp_path, monkeypatch):
     folder = tmp_path / "photos"
     _photo_folder(setup, folder, 19)
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".txt" and p.name[0] != ".")
     for bad in (names[10], names[18]):  # in the second chunk and the third
         shutil.copy(setup["quirks"]["truncated"], folder / bad)
+    # and one that passes the check but fails to decode, after them
+    import alexnet.input.decode as decode
+
+    failing = (folder / names[19]).read_bytes()
+    decoder = decode.decode_for_eval
+
+    def decode_or_fail(contents, size):
+        if contents.numpy() == failing:
+            raise ValueError("undecodable")
+        return decoder(contents, size)
+
+    monkeypatch.setattr(decode, "decode_for_eval", decode_or_fail)
     events = _watched(setup, monkeypatch)
-    with pytest.raises(AlexnetError, match="2 of 20 image") as raised:
+    with pytest.raises(AlexnetError, match="3 of 20 image") as raised:
         alexnet_predict(setup["model_dir"], str(folder), batch_size=8)
     assert f"{folder}/{names[10]}: truncated" in str(raised.value) and f"{folder}/{names[18]}" in str(raised.value)
+    assert f"{folder}/{names[19]}: cannot be decoded (ValueError)" in str(raised.value)
     # the first chunk was predicted; nothing after the first unusable image, yet every image was read
     assert [n for kind, n in events if kind == "predict"] == [8]
     assert sum(n for kind, n in events if kind == "read") == 20

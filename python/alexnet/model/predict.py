@@ -5,8 +5,8 @@ the card's image size), so CMYK and grayscale JPEGs and PNGs named ``.JPEG`` all
 ``s3://``) stands for its image files, in the order of their names. Images are read :data:`READERS` at a time (an
 object in a bucket is a round trip) and predicted a chunk at a time (:func:`decoded_chunks`), so that memory holds one
 chunk's files and centre crops however many images are given. An image that cannot be used stops the predicting, and
-the rest are only read and checked: the unusable ones are named together in one error, never dropped, and nothing is
-returned.
+the rest are only read, checked and decoded: the unusable ones are named together in one error, never dropped, and
+nothing is returned.
 """
 
 from __future__ import annotations
@@ -139,8 +139,8 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
     in the records, and their pixels ``[n, image_size, image_size, 3]``.
 
     Memory holds one chunk (``4 * READERS`` images) and what the caller keeps of it, however many images are given.
-    Chunks are given while every image so far is usable; after the first that is not, the rest are only read and
-    checked, and one :class:`AlexnetError` then names every image that cannot be used and says ``outcome`` (what was
+    Chunks are given while every image so far is usable; after the first that is not, the rest are only read, checked
+    and decoded, and one :class:`AlexnetError` then names every image that cannot be used and says ``outcome`` (what was
     therefore not done), so that nothing half done is returned. The progress bar ``what`` counts the images whose
     chunk the caller is done with."""
     from ..data.images import check_image
@@ -161,13 +161,14 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
                 if usable is None:
                     problems.append(f"{name}: {reason}")
                     continue
-                if problems:
-                    continue  # nothing more is computed: the images are only checked, to be named together
                 try:
-                    pixels.append(decode_for_eval(tf.constant(data), image_size).numpy())
-                    usable_names.append(name)
+                    decoded = decode_for_eval(tf.constant(data), image_size).numpy()
                 except (tf.errors.OpError, ValueError) as error:
                     problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
+                    continue
+                if not problems:  # after an unusable image, the rest are decoded only to be named if they fail
+                    pixels.append(decoded)
+                    usable_names.append(name)
             if pixels and not problems:
                 yield usable_names, np.stack(pixels)
             bar.update(len(names[start : start + chunk]))
