@@ -244,6 +244,19 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
   as.data.frame(scalar, row.names = row.names, optional = optional, stringsAsFactors = FALSE)
 }
 
+# The core's `fun` (alexnet_predict(), alexnet_features()) called with the arguments of the R function that calls
+# this (whose formals are `names`): checked, `model` and `images` required, the model as the core takes it and the
+# images as a list (one path stays a list of one).
+call_on_images <- function(fun, names, env = parent.frame()) {
+  args <- checked_args(fun, names, env)
+  given <- function(name) !eval(call("missing", as.name(name)), env)
+  if (!given("model")) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (!given("images")) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
+  args$model <- core_model(args$model)
+  args$images <- as.list(args$images)
+  do.call(core_function(fun), args)
+}
+
 #' Classify images with a trained AlexNet
 #'
 #' @param model An [alexnet_model()], or the path or location of a saved model.
@@ -265,12 +278,7 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 #' }
 #' @export
 alexnet_predict <- function(model, images, ...) {
-  args <- checked_args("alexnet_predict", names(formals()))
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
-  if (missing(images)) alexnet_abort("`images` is missing: give the paths of the images to classify.")
-  args$model <- core_model(args$model)
-  args$images <- as.list(args$images)
-  records_to_df(do.call(core_function("alexnet_predict"), args))
+  records_to_df(call_on_images("alexnet_predict", names(formals())))
 }
 # the options from the core's declaration (alexnet.model.options), after `images`
 alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_options))
@@ -306,12 +314,7 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 #' }
 #' @export
 alexnet_features <- function(model, images, ...) {
-  args <- checked_args("alexnet_features", names(formals()))
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
-  if (missing(images)) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
-  args$model <- core_model(args$model)
-  args$images <- as.list(args$images)
-  result <- do.call(core_function("alexnet_features"), args)
+  result <- call_on_images("alexnet_features", names(formals()))
   features <- numpy_array(result$features)
   dimnames(features) <- list(as.character(unlist(result$image)), NULL)
   attr(features, "layer") <- result$layer

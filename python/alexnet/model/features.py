@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..declare import declaration
-from ..errors import AlexnetError
 from .options import FEATURE_LAYERS, FeaturesOptions
 from .predict import decoded_chunks, image_list
-from .saved import load_model
+from .saved import load_model, named_layer
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +30,9 @@ def layer_model(model: Any, layer: str) -> Any:
     dropout); an :class:`AlexnetError` naming the layers it has when it has no such layer."""
     from ..tfimport import keras
 
-    names = [each.name for each in model.layers]
-    if layer not in names:
-        raise AlexnetError(f"`layer`: the model has no layer {layer!r} (it has {', '.join(names)}): give one of "
-                           f"{', '.join(FEATURE_LAYERS)} with a model alexnet_train() saved.")
-    return keras.Model(model.inputs, model.get_layer(layer).output, name=f"{model.name}_{layer}")
+    chosen = named_layer(model, layer, f"give `layer` as one of {', '.join(FEATURE_LAYERS)} with a model "
+                         "alexnet_train() saved.")
+    return keras.Model(model.inputs, chosen.output, name=f"{model.name}_{layer}")
 
 
 #: The defaults of the options: ``layer`` is also given by position.

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AlexnetError
-from .saved import load_model
+from .saved import load_model, named_layer
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,7 @@ def scaled_kernels(kernel: np.ndarray) -> np.ndarray:
     pictures = np.transpose(np.asarray(kernel, dtype=np.float64), (3, 0, 1, 2))
     low = pictures.min(axis=(1, 2, 3), keepdims=True)
     span = pictures.max(axis=(1, 2, 3), keepdims=True) - low
-    flat = span[:, 0, 0, 0] == 0
-    scaled = (pictures - low) / np.where(span > 0, span, 1.0)
-    scaled[flat] = 0.5
+    scaled = np.divide(pictures - low, span, out=np.full_like(pictures, 0.5), where=span > 0)
     return scaled.astype(np.float32)
 
 
@@ -97,12 +95,8 @@ def alexnet_filters(model: Any, path: Any = None) -> dict[str, Any]:
     highest 1), ``image`` (the grid as a ``uint8`` RGB array ``[rows, columns, 3]``: the filters 12 to a row for 96,
     each weight a 5-pixel square, on white) and ``path`` (the location written, or ``None``).
     """
-    loaded = load_model(model)
-    names = [layer.name for layer in loaded.model.layers]
-    if LAYER not in names:
-        raise AlexnetError(f"the model has no layer {LAYER!r} (it has {', '.join(names)}): give a model that "
-                           "alexnet_train() saved.")
-    kernel = np.asarray(loaded.model.get_layer(LAYER).get_weights()[0])
+    layer = named_layer(load_model(model).model, LAYER, "give a model that alexnet_train() saved.")
+    kernel = np.asarray(layer.get_weights()[0])
     if kernel.ndim != 4 or kernel.shape[2] != 3:
         raise AlexnetError(f"the layer {LAYER!r} of this model has a kernel of shape {list(kernel.shape)}, not "
                            "[height, width, 3, filters]: give a model that alexnet_train() saved.")

@@ -171,7 +171,7 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
                     usable_names.append(name)
             if pixels and not problems:
                 yield usable_names, np.stack(pixels)
-            bar.update(len(names[start : start + chunk]))
+            bar.update(min(chunk, len(items) - start))
     if problems:
         raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so {outcome}:\n  "
                            + "\n  ".join(problems) + "\nFix or leave out these images.")

@@ -353,6 +353,15 @@ def inference_copy(model: keras.Model) -> Iterator[str]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def named_layer(model: Any, name: str, advice: str) -> Any:
+    """The layer ``name`` of the Keras ``model``; an :class:`AlexnetError` naming the layers it has, followed by
+    ``advice``, when it has none of that name."""
+    names = [layer.name for layer in model.layers]
+    if name not in names:
+        raise AlexnetError(f"the model has no layer {name!r} (it has {', '.join(names)}): {advice}")
+    return model.get_layer(name)
+
+
 def write_card(model_path: str, card: ModelCard) -> None:
     """Write ``card`` as ``alexnet-model.json`` beside the model file ``model_path`` (a path, ``file://``, ``gs://``
     or ``s3://``): whole or not at all (a local card is written to a temporary name, then renamed)."""
