@@ -182,6 +182,7 @@ check_arg <- function(value, name, kind, fun = NULL) {
   if (kind == "choice") return(tolower(trimws(value)))
   if (kind == "number") return(as.numeric(value))
   if (kind %in% c("string", "location")) return(as.character(value))
+  if (kind == "object") return(core_model(value))  # a model pin as the plain list the core reads
   value
 }
 

@@ -22,7 +22,9 @@
 #'   `board_trained_from` and `categories_version` (the data it was trained from), `weights_sha256`,
 #'   `created`, and `evaluation` when the model was evaluated as its training ended
 #'   (`alexnet_spark_train(..., evaluate = TRUE)`: `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
-#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `bad_images` (a count) and `board`).
+#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `bad_images` (a count) and `board`), and
+#'   `initial_model`: the model its training started from (`name@version` of a pin, or a location; `NULL` for a
+#'   model trained from random weights, see `initial_model` in [alexnet_train()]).
 #'   Pass it to [alexnet_evaluate()], [alexnet_predict()] or [alexnet_export()].
 #' @seealso [alexnet_evaluate()], [alexnet_predict()], [alexnet_export()].
 #' @examples
@@ -54,6 +56,7 @@ print.alexnet_model <- function(x, ...) {
   metrics <- metrics[setdiff(names(metrics), "val_images")]
   if (length(metrics) || !is.null(x$epochs)) {
     cat("Trained", if (!is.null(x$epochs)) paste0(" ", count_of(x$epochs, "epoch")),
+        if (!is.null(x$initial_model)) paste0(" from ", x$initial_model),
         if (length(metrics)) paste0(if (is.null(x$best_epoch)) "; final " else paste0("; best epoch ", x$best_epoch, ": "),
                                     paste0(names(metrics), " ", format_metric(metrics), collapse = ", ")),
         if (!is.null(validated)) paste0(" (validation over ", count_of(validated, "image"), ")"),
@@ -87,7 +90,7 @@ final_metrics <- function(metrics) {
 }
 
 # A model as the core takes it: a path or location as it is, an `alexnet_model` as the plain list (a dict) it
-# came from.
+# came from. Every argument of kind "object" goes through it (check_arg()).
 core_model <- function(model) {
   if (inherits(model, "alexnet_model")) {
     model <- unclass(model)
@@ -135,7 +138,6 @@ core_model <- function(model) {
 alexnet_evaluate <- function(model, data = NULL, board = NULL, ...) {
   args <- checked_args("alexnet_evaluate", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
-  args$model <- core_model(args$model)
   if (!is.null(args[["data"]])) args$data <- train_data(args$data)
   new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
 }
@@ -252,7 +254,6 @@ call_on_images <- function(fun, names, env = parent.frame()) {
   given <- function(name) !eval(call("missing", as.name(name)), env)
   if (!given("model")) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
   if (!given("images")) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
-  args$model <- core_model(args$model)
   args$images <- as.list(args$images)
   do.call(core_function(fun), args)
 }
@@ -354,7 +355,6 @@ alexnet_features <- with_declared(alexnet_features, declared_formals(features_op
 alexnet_filters <- function(model, path = NULL) {
   args <- checked_args("alexnet_filters", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
-  args$model <- core_model(args$model)
   result <- do.call(core_function("alexnet_filters"), args)
   structure(list(layer = result$layer, filters = as.integer(result$filters), size = as.integer(unlist(result$size)),
                  kernels = numpy_array(result$kernels), image = numpy_array(result$image), path = result$path),
@@ -441,7 +441,6 @@ plot.alexnet_model <- function(x, main = NULL, ...) {
 alexnet_export <- function(model, path = NULL, board = NULL, name = NULL, ...) {
   args <- checked_args("alexnet_export", names(formals()))
   if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
-  args$model <- core_model(args$model)
   new_alexnet_export(do.call(core_function("alexnet_export"), args))
 }
 # the options from the core's declaration (alexnet.model.options), after `path`: `format` is the third argument
@@ -508,7 +507,6 @@ alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   python <- check_arg(formal_value("python"), "python", "location?")
   options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
-  options$model <- core_model(options$model)
   spark_evaluate_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
 # the options of an evaluation, then the launch options, from the core's declarations

@@ -89,6 +89,21 @@
 #' cover, and `params$val_images` the same (`params$worker_val_images` is this worker's share).
 #' `validation_steps` caps the steps; each worker then scores the first `validation_steps` times
 #' its batch of its images.
+#'
+#' @section Your own categories:
+#' `initial_model` starts a run from the weights of a trained model instead of random ones: a model
+#' pin ([alexnet_model()]) or the location of a `model_dir` or `alexnet.keras`. Every layer takes its
+#' weights; of the last one, the classes both models have (by category id) keep theirs and the others
+#' start afresh. A model trained on ImageNet so starts training on your own categories, uploaded as a
+#' folder of one folder per category (`imagenet_upload("photos/", board = "my-board")`, with folders
+#' such as `roses/` and `tulips/`); with few images, `train_from = "fc1"` leaves the convolutions as
+#' they are and trains the dense layers only (`"logits"`: the last layer only), which also makes each
+#' step cheaper, since the backward pass stops at the first layer that learns, and, on a cluster,
+#' sends only those layers' gradients between workers. `dense_units` and `grouped` must be the
+#' initial model's. The history's `params$started_from` says what was taken (`layers`,
+#' `classes_kept`, `classes_new`), and the model card's `initial_model` names the model. A run that
+#' resumes from `checkpoint_dir` takes the checkpoint's weights; one whose checkpoints were written
+#' with another `train_from` is refused.
 #' @returns An `alexnet_history`: a list with `metrics` (`loss`, `accuracy`, `top5_accuracy` and
 #'   their `val_` counterparts, one value per epoch, and with validation `val_images`, the
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and

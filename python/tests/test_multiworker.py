@@ -420,6 +420,59 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     _validation_counts_every_image_once(tmp_path, histories, data0, data1)
 
 
+@pytest.mark.slow
+def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(tmp_path):
+    # each worker seeds its fresh weights differently; the convolutions come from the initial model and stay as they
+    # are, the dense layers learn, the last layer keeps the model's weights of the classes both have, and both
+    # workers end with the same weights
+    from helpers_model import card_for, save_model_dir
+
+    from alexnet.model.network import build_alexnet
+    from alexnet.train.initial import frozen_layers
+
+    data0, data1 = _tree(tmp_path / "images")
+    keras.utils.set_random_seed(7)
+    initial = build_alexnet(3, dense_units=32)
+    save_model_dir(initial, tmp_path / "initial", card_for([{"id": i, "name": i} for i in
+                                                           ("n00000003", "other", "n00000001")]))
+    levers = {"initial_model": str(tmp_path / "initial"), "train_from": "fc1"}
+    # each worker's data names only its own classes (the others by their label numbers): they would find other
+    # classes of the initial model, and both refuse to train
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
+               for i, d in enumerate((data0, data1))]
+    assert [_finish(w, 240) for w in workers] == [1, 1]
+    for i in range(2):
+        error = json.loads((tmp_path / f"result-{i}.json").read_text())["error"]
+        assert "the workers name their classes differently (worker 0 and worker(s) 1 differ)" in error["message"]
+    # with the classes named alike, as imagenet_partition() names them
+    for data in (data0, data1):
+        data["class_ids"] = [f"n{index:08d}" for index in range(4)]
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
+               for i, d in enumerate((data0, data1))]
+    codes = [_finish(w, 240) for w in workers]
+    assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
+    histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    assert [h["params"]["seed"] for h in histories] == [0, 1]
+    for history in histories:
+        assert history["params"]["started_from"]["classes_kept"] == 2
+        assert history["params"]["started_from"]["classes_new"] == 2
+    assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
+    assert [h["weights_agree"] for h in histories] == [True, True]
+    # the epoch's weights, in the order of a model frozen as the run's
+    trained = build_alexnet(4, dense_units=32)
+    for name in frozen_layers("fc1"):
+        trained.get_layer(name).trainable = False
+    with np.load(tmp_path / "weights-0" / "epoch-1.npz") as saved:
+        trained.set_weights([saved[f"arr_{i}"] for i in range(len(saved.files))])
+    for name in frozen_layers("fc1"):
+        for mine, source in zip(trained.get_layer(name).get_weights(), initial.get_layer(name).get_weights(),
+                                strict=True):
+            np.testing.assert_array_equal(mine, source, err_msg=name)
+    assert not np.array_equal(trained.get_layer("fc1").get_weights()[0], initial.get_layer("fc1").get_weights()[0])
+
+
 def _validation_counts_every_image_once(tmp_path: Path, histories: list[dict], data0: dict, data1: dict) -> None:
     """Each epoch's val_ metrics, on both workers, are alexnet_evaluate()'s (centre crop, at the last size, 96)
     of that epoch's weights over the 42 validation images of both workers: none missed, none counted twice, the

@@ -123,3 +123,44 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_output(print(carried), "Carries its savedmodel export, here at")
   expect_documented(c("formats", "export_path"), "alexnet_model")
 })
+
+test_that("a run starts from a model pin, on categories of its own, and trains only from train_from", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 6, val_per_class = 1,
+                            max_side = 96)
+  board <- file.path(dir, "board")
+  imagenet_upload(src$path, board = board)
+  data <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache"))
+  alexnet_train(data = data, epochs = 1, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
+                model_pin = "base")
+  base <- alexnet_model(board, "base", cache_dir = file.path(dir, "models"))
+  # photos of one of the base's categories and of one of their own, a folder each
+  photos <- file.path(dir, "photos")
+  train <- file.path(src$path, "ILSVRC", "Data", "CLS-LOC", "train")
+  dir.create(file.path(photos, "roses"), recursive = TRUE)
+  file.copy(file.path(train, src$categories[[1]]), photos, recursive = TRUE)
+  file.copy(list.files(file.path(train, src$categories[[2]]), full.names = TRUE), file.path(photos, "roses"))
+  own <- file.path(dir, "own")
+  expect_warning(imagenet_upload(photos, board = own), "no validation images")
+  mine <- imagenet_partition(partition = 0, total = 1, board = own, cache_dir = file.path(dir, "cache-own"))
+  history <- alexnet_train(data = mine, epochs = 1, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
+                           initial_model = base, train_from = "fc1", model_dir = file.path(dir, "tuned"))
+  started <- history$params$started_from
+  expect_equal(started$model, paste0("base@", base$version))
+  expect_equal(c(started$classes_kept, started$classes_new), c(1L, 1L))
+  expect_equal(unlist(started$layers), c("conv1", "conv2", "conv3", "conv4", "conv5", "fc1", "fc2"))
+  expect_equal(history$params$train_from, "fc1")
+  # the first convolution is the base's, filter for filter
+  expect_identical(alexnet_filters(file.path(dir, "tuned"))$kernels, alexnet_filters(base)$kernels)
+  tuned <- jsonlite::read_json(file.path(dir, "tuned", "alexnet-model.json"))
+  expect_equal(unlist(tuned$class_ids), sort(c(src$categories[[1]], "roses")))
+  expect_equal(tuned$initial_model, paste0("base@", base$version))
+  pinned <- alexnet_train(data = mine, epochs = 1, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
+                          initial_model = file.path(dir, "tuned"), train_from = "logits", model_pin = "tuned")
+  expect_equal(pinned$params$started_from$classes_kept, 2L)  # the same classes: every weight taken
+  expect_output(print(alexnet_model(own, "tuned")), paste0("Trained 1 epoch from ", file.path(dir, "tuned")))
+  expect_error(alexnet_train(data = mine, train_from = "fc1"), "give `initial_model`", class = "alexnet_error")
+  expect_error(alexnet_train(data = mine, initial_model = 3), "`initial_model` must be one string or an object",
+               class = "alexnet_error")
+})

@@ -208,6 +208,19 @@ def _text(value: Any, name: str, spec: Spec) -> str:
     return value
 
 
+def _model(value: Any, name: str, spec: Spec) -> str | dict[str, Any]:
+    """A trained model as a setting names it: a location (a string) or what ``alexnet_model()`` returns (a dict, R's
+    named list); whether it exists is its setting's ``check``."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, str) or not value:
+        raise AlexnetError(f"`{name}` must be a model pin from alexnet_model() or the location of a model_dir or "
+                           f"alexnet.keras, not {value!r}.")
+    return value
+
+
 def _pin_text(value: Any, name: str, spec: Spec) -> str:
     """A pin's name or version: one string that is not blank (a setting with a ``check`` of its own, such as a
     model pin's name, says which names a pin may have)."""
@@ -273,6 +286,7 @@ KINDS: dict[str, Kind] = {
     "location": Kind(_text, str, "location", str),
     "string": Kind(_text, str, "location", str),
     "pin": Kind(_pin_text, str, "string", str),
+    "model": Kind(_model, lambda value: value, "object", str),
     "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False),
     "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
     "mapping": Kind(_mapping, dict, "any", scalar=False),

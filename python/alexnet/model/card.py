@@ -6,7 +6,8 @@ A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`
 it trained and its final metrics (with ``keep_best``, ``best_epoch``: the 1-based epoch the model and its metrics are
 from), where its data came from (the board and the version of its ``categories``
 pin) and, when the model was evaluated as it was saved (``alexnet_spark_train(evaluate = TRUE)``), that
-``evaluation`` (counts, top-1 and top-5 accuracy, crops, image size, board). This module does not import
+``evaluation`` (counts, top-1 and top-5 accuracy, crops, image size, board), and the model its training started from
+(``initial_model``: a pin's ``name@version`` or a location), when it did not start afresh. This module does not import
 TensorFlow.
 """
 
@@ -42,6 +43,7 @@ class ModelCard:
     weights_sha256: str = ""
     created: str = ""
     evaluation: dict[str, Any] | None = None
+    initial_model: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.class_ids) != self.num_classes or len(self.class_names) != self.num_classes:
@@ -67,6 +69,7 @@ class ModelCard:
                 board=values.get("board"), categories_version=values.get("categories_version"),
                 weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),
                 evaluation=dict(values["evaluation"]) if values.get("evaluation") else None,
+                initial_model=None if values.get("initial_model") is None else str(values["initial_model"]),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise AlexnetError(

@@ -186,6 +186,19 @@ def model_source(model: Any) -> ModelSource:
     )
 
 
+def model_reference(model: Any, setting: str) -> str | dict[str, Any]:
+    """``model``, the value of ``setting`` (a location or a dict from ``alexnet_model()``), found and its card read
+    (:func:`model_source`), as the plain value a Spark worker is sent: the resolved location, or the pin's dict."""
+    try:
+        source = model_source(model)
+    except AlexnetError as error:
+        raise AlexnetError(f"`{setting}`: {error}") from None
+    if source.kind == "object":
+        raise AlexnetError(f"`{setting}` must be a model pin from alexnet_model() or the location of a model_dir or "
+                           "alexnet.keras (what every worker can read), not a loaded keras model: save it first.")
+    return source.reference if isinstance(source.reference, str) else dict(source.reference)
+
+
 def _remote_copy(resolved: str) -> tuple[str, str]:
     """A local copy of the model file at ``resolved`` (remote), and the key it is cached under."""
     import platformdirs

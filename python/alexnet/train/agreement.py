@@ -12,6 +12,7 @@ their weights (:func:`weights_agree`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -193,3 +194,19 @@ def weights_agree(strategy: tf.distribute.Strategy, digest: str, topology: Topol
                        "history says weights_agree = false.", ", ".join(apart), "holds" if len(apart) == 1 else "hold",
                        own)
     return not apart
+
+
+def agree_on_classes(strategy: tf.distribute.Strategy, class_ids: Sequence[str], topology: Topology) -> None:
+    """Raise on every worker unless all of them name the classes alike (``class_ids``, by label): a run that starts
+    from a trained model (``initial_model``) finds that model's classes by id, and workers that named them
+    differently would start from different weights. A collective: every worker calls it at the same point."""
+    digest = hashlib.sha256("\n".join(class_ids).encode()).hexdigest()
+    rows = all_gather_ints(strategy, [int(digest[:15], 16), topology.worker_index])
+    apart = sorted({int(row[1]) for row in rows if int(row[0]) != int(rows[0][0])})
+    if apart:
+        raise AlexnetError(
+            f"`initial_model`: the workers name their classes differently (worker {int(rows[0][1])} and worker(s) "
+            f"{', '.join(map(str, apart))} differ), so they would take different last-layer weights from the initial "
+            "model: give every worker's data the same `class_ids`, one per class in label order, as "
+            "imagenet_partition() does."
+        )

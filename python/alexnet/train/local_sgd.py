@@ -39,7 +39,7 @@ class ModelAverage:
                  communication: Communication):
         self.strategy, self.communication = strategy, communication
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        self.weights = [v for v in model.weights if v.dtype.is_floating]
+        self.weights = list(model.trainable_weights)  # a frozen layer (train_from) is the same everywhere
         self.momenta = [v for v in getattr(inner, "momentums", []) if v is not None]
         with strategy.scope():
             self.anchors = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="last_average")

@@ -145,14 +145,19 @@ def compile_alexnet(
 def training_model(num_classes: int, precision: Precision, learning_rate: float = 0.01, momentum: float = 0.9,
                    weight_decay: float = 5e-4, *, image_size: int | None = None, dense_units: int = 4096,
                    dropout: float = 0.5, grouped: bool = False, label_smoothing: float = 0.0,
-                   jit_compile: bool = False) -> tuple[keras.Model, Any]:
+                   jit_compile: bool = False, train_from: str = "conv1") -> tuple[keras.Model, Any]:
     """AlexNet (:func:`alexnet.model.network.build_alexnet`) in ``precision``, with the paper's optimizer at
     ``learning_rate`` (loss-scaled for float16), compiled (labels smoothed by ``label_smoothing``) and with its
-    optimizer built: what every run trains. Call it under the strategy's scope."""
+    optimizer built: what every run trains. The layers before ``train_from`` do not learn (their weights are not
+    trainable, so the backward pass stops short of them and the optimizer keeps no momentum for them). Call it under
+    the strategy's scope."""
     from ..model.network import build_alexnet
+    from .initial import frozen_layers
 
     net = build_alexnet(num_classes, image_size, dense_units=dense_units, dropout=dropout, grouped=grouped,
                         policy=precision.policy)
+    for name in frozen_layers(train_from):
+        net.get_layer(name).trainable = False
     optimizer = make_optimizer(learning_rate, momentum, weight_decay, loss_scaled=precision.loss_scaled)
     compile_alexnet(net, optimizer, num_classes, label_smoothing=label_smoothing, jit_compile=jit_compile)
     optimizer.build(net.trainable_variables)

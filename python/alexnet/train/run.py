@@ -3,7 +3,8 @@
 Resolve nothing here that the settings already say: check every image once and leave bad ones out
 (:mod:`alexnet.input.scan`); agree with the other workers on the steps per epoch (:mod:`.agreement`); build the
 tf.data pipelines (:mod:`alexnet.input.pipeline`, handed to the replicas by :mod:`.datasets`); build and compile
-AlexNet under the strategy's scope (:mod:`.model`); restore the last checkpoint when there is one
+AlexNet under the strategy's scope (:mod:`.model`), starting from a trained model's weights when one is given
+(:mod:`.initial`); restore the last checkpoint when there is one
 (:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
 the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
 (:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`alexnet.model.saved`,
@@ -84,7 +85,7 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
                                         label_smoothing=settings.label_smoothing,
-                                        jit_compile=settings.xla(topology.gpu))
+                                        jit_compile=settings.xla(topology.gpu), train_from=settings.train_from)
     logger.info("Precision %s (%s).", precision.name, precision.reason)
     return net, optimizer
 
@@ -166,13 +167,14 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
                                               "compute_seconds", "communication_efficiency",
                                               "advised_settings", "communication_advice", "adapted_settings",
                                               "micro_batches_up_to")},
-        "seconds": extra.pop("seconds"),
+        "seconds": extra.pop("seconds"), "started_from": extra.pop("started_from"),
     }
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
 
 
 def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
-          metrics: Mapping[str, list[float]], digest: str, epoch: int | None = None) -> ModelCard:
+          metrics: Mapping[str, list[float]], digest: str, epoch: int | None = None,
+          started_from: str | None = None) -> ModelCard:
     """The card of the model trained on ``td``: its classes, input size, training and data; with ``epoch``
     (0-based, ``keep_best``), the model is that epoch's and its metrics are that epoch's."""
     from ..model.card import ModelCard, now
@@ -189,7 +191,7 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
                      best_epoch=None if epoch is None else epoch + 1,
                      metrics={name: float(values[at]) for name, values in metrics.items() if len(values) > at},
                      board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
-                     created=now())
+                     created=now(), initial_model=started_from)
 
 
 def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
@@ -278,6 +280,15 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     steps = _agree_on_steps(strategy, topo, data, td, settings)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
+    started = None
+    if settings.initial_model is not None:
+        from .agreement import agree_on_classes
+        from .initial import start_from
+
+        if topo.workers > 1:
+            agree_on_classes(strategy, td.class_ids, topo)
+        with strategy.scope():
+            started = start_from(net, settings.initial_model, td.class_ids)
     communication = agree_on_sixteen_bit(strategy, communication, topo)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
@@ -350,13 +361,13 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         callback.set_model(net)
     digest = weights_digest(net)
     agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
-    card = _card(td, data, settings, recorder.metrics, digest, best_epoch)
+    card = _card(td, data, settings, recorder.metrics, digest, best_epoch, started and started["model"])
     if evaluate is not None:
         card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
     model_pin = _publish(net, settings, topo, card)
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
-        "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+        "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
         "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
         "hidden_seconds": timing.get("hidden_seconds"),

@@ -28,6 +28,7 @@ from ..errors import AlexnetError
 from ..model.pin import MODEL_FORMATS, check_model_pin
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .communication import WIRE_FORMATS
+from .initial import LEARNING_LAYERS
 from .precision import PRECISIONS
 from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rate_schedule, split_epochs
 
@@ -97,6 +98,15 @@ class TrainSettings:
                                minimum=1)
     dropout: float = setting(0.5, "number", "dropout rate after each hidden dense layer", minimum=0.0, maximum=1.0)
     grouped: bool = setting(False, "flag", "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs")
+    initial_model: str | Mapping[str, Any] | None = setting(
+        None, "model", "start from the weights of this trained model: the location of a model_dir or "
+        "alexnet.keras, or, from R and Python, a model pin as alexnet_model returns it; its last layer's weights are "
+        "kept for the classes both have and the other classes start afresh, so a model trained on ImageNet starts "
+        "training on categories of your own (a resumed run takes its checkpoint's weights)", optional=True,
+        metavar="MODEL")
+    train_from: str = setting("conv1", "choice", "the first layer that learns: the layers before it keep the weights "
+                              "they start with, those of `initial_model` (\"fc1\": only the dense layers learn, "
+                              "\"logits\": only the last)", choices=LEARNING_LAYERS)
     area_range: tuple[float, float] = setting((0.08, 1.0), "shares", "the least and most share of an image that a "
                                               "random training crop covers", metavar="SHARE")
     lighting: float = setting(0.0, "number", "the AlexNet paper's colour augmentation: each training image's light "
@@ -189,9 +199,9 @@ class TrainSettings:
         return gpu if self.jit_compile is None else self.jit_compile
 
     def model_settings(self) -> dict[str, Any]:
-        """What decides the shape of the model: a checkpoint written with other values cannot be resumed.
-        (The image size does not: one model takes every size.)"""
-        return {"dense_units": self.dense_units, "grouped": self.grouped}
+        """What decides the shape of the model and of its optimizer (which layers learn): a checkpoint written with
+        other values cannot be resumed. (The image size does not: one model takes every size.)"""
+        return {"dense_units": self.dense_units, "grouped": self.grouped, "train_from": self.train_from}
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
@@ -257,6 +267,10 @@ def _together(values: dict[str, Any]) -> None:
     if not values["validation"]:
         need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
                         "set validation = TRUE (with validation images in `data`), or leave it out.")
+    if values["train_from"] != LEARNING_LAYERS[0] and values["initial_model"] is None:
+        raise AlexnetError(f"train_from = '{values['train_from']}' keeps the layers before it as they start, which "
+                           "only a trained start makes sense of: give `initial_model` (a model pin or model_dir), or "
+                           f"leave `train_from` at '{LEARNING_LAYERS[0]}'.")
     if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     if values["model_dir"] is None:
@@ -269,22 +283,27 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     """``arguments`` (settings by name; the others take their defaults) checked and converted: a
     :class:`TrainSettings`, or an :class:`AlexnetError` naming the setting to change.
 
-    Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable; with
-    ``shared`` (a cluster, where every node has its own folders) a local path gets a warning. ``model_pin``'s
-    board (``model_board``, else ``data_board``, the board the data comes from) is opened for writing.
+    Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable, and
+    ``initial_model`` is found and its card read; with ``shared`` (a cluster, where every node has its own folders)
+    a local path among them gets a warning. ``model_pin``'s board (``model_board``, else ``data_board``, the board the
+    data comes from) is opened for writing.
     """
     from ..model.pin import check_model_board
+    from ..model.saved import model_reference
     from ..storage.location import location_kind, writable_location
 
     check_names(list(arguments), where, reserved=reserved)
     table = specs()
     values = declaration.convert(TrainSettings, arguments)
     _together(values)
+    if values["initial_model"] is not None:
+        values["initial_model"] = model_reference(values["initial_model"], "initial_model")
     for name, spec in table.items():
-        if not spec.output or values[name] is None:
+        if values[name] is None or not (spec.output or spec.kind == "model"):
             continue
-        values[name] = writable_location(values[name], name)[0]
-        if shared and location_kind(values[name]) == "file":
+        if spec.output:
+            values[name] = writable_location(values[name], name)[0]
+        if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
     if values["model_pin"] is not None:

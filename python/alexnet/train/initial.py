@@ -1,0 +1,97 @@
+"""A run that starts from a trained model's weights (``initial_model``), and the layers it leaves as they are
+(``train_from``).
+
+:data:`LEARNING_LAYERS` are AlexNet's layers with weights, in order; ``train_from`` names the first that learns, and
+:func:`frozen_layers` the ones before it, which keep the weights they start with. :func:`start_from` copies a trained
+model's weights into the model a run built: every layer of the same name and shape, and of the last layer
+(``logits``) the weights of each class both models have (found by class id), the other classes keeping the run's own
+fresh weights. A model of other classes is so the start of training on new categories (fine-tuning), a model of the
+same classes the start of more training (another schedule, image size or data). A run that resumes from a checkpoint
+takes the checkpoint's weights instead. This module imports TensorFlow only in :func:`start_from`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import AlexnetError
+
+logger = logging.getLogger(__name__)
+
+#: AlexNet's layers with weights that training changes, in order: ``train_from`` is one of them.
+LEARNING_LAYERS = ("conv1", "conv2", "conv3", "conv4", "conv5", "fc1", "fc2", "logits")
+
+
+def frozen_layers(train_from: str) -> tuple[str, ...]:
+    """The layers before ``train_from``: those a run leaves with the weights it starts with."""
+    return LEARNING_LAYERS[:LEARNING_LAYERS.index(train_from)]
+
+
+def _shape_advice(layer: str, theirs: tuple[int, ...]) -> str:
+    """What to give a run so that ``layer`` takes weights of shape ``theirs``."""
+    if layer in ("fc1", "fc2"):
+        return f"dense_units = {theirs[-1]}"
+    if layer in ("conv2", "conv4", "conv5"):
+        return "the initial model's `grouped` (TRUE when it split conv2, conv4 and conv5 into two groups)"
+    return "the initial model's own settings"
+
+
+def _class_weights(ours: list[Any], theirs: list[Any], our_ids: Sequence[str], their_ids: Sequence[str],
+                   where: str) -> tuple[list[Any], int]:
+    """The last layer's ``[kernel, bias]``: ``ours`` (fresh) with the columns of the classes ``theirs`` also has
+    (by id) taken from it, and how many classes that is."""
+    kernel, bias = (w.copy() for w in ours)
+    their_kernel, their_bias = theirs
+    if their_kernel.shape[0] != kernel.shape[0]:
+        raise AlexnetError(f"{where}: its logits take {their_kernel.shape[0]} values where this run's take "
+                           f"{kernel.shape[0]}: give the run dense_units = {their_kernel.shape[0]}.")
+    position = {class_id: i for i, class_id in enumerate(their_ids)}
+    kept = 0
+    for j, class_id in enumerate(our_ids):
+        i = position.get(class_id)
+        if i is not None:
+            kernel[:, j], bias[j] = their_kernel[:, i], their_bias[i]
+            kept += 1
+    return [kernel, bias], kept
+
+
+def start_from(net: Any, initial: Any, class_ids: Sequence[str]) -> dict[str, Any]:
+    """Copy the weights of ``initial`` (a model as :func:`alexnet.model.saved.load_model` takes it) into ``net``,
+    whose classes are ``class_ids`` (by label); what was taken: ``model`` (its description), ``layers`` copied whole,
+    ``classes_kept`` (classes whose last-layer weights came from it) and ``classes_new`` (the others).
+
+    Every layer of :data:`LEARNING_LAYERS` but ``logits`` must have the same shape in both: a model of other
+    ``dense_units`` or ``grouped`` is an :class:`AlexnetError` saying which setting to give."""
+    from ..model.saved import LOADED, load_model
+
+    loaded = load_model(initial)
+    where = f"`initial_model` {loaded.description}"
+    theirs = {layer.name: layer for layer in loaded.model.layers}
+    copied: list[str] = []
+    kept = 0
+    for name in LEARNING_LAYERS:
+        layer = net.get_layer(name)
+        source = theirs.get(name)
+        if source is None or len(source.get_weights()) != len(layer.get_weights()):
+            raise AlexnetError(f"{where} has no layer {name} with a kernel and a bias: it is not an AlexNet that "
+                               "alexnet_train() saved; give a model_dir, alexnet.keras or model pin it wrote.")
+        values = source.get_weights()
+        if name == "logits":
+            values, kept = _class_weights(layer.get_weights(), values, class_ids, loaded.card.class_ids, where)
+        else:
+            for ours, their in zip(layer.get_weights(), values, strict=True):
+                if ours.shape != their.shape:
+                    raise AlexnetError(f"{where}: its {name} has weights of shape {list(their.shape)} where this "
+                                       f"run's has {list(ours.shape)}: give the run "
+                                       f"{_shape_advice(name, tuple(their.shape))}.")
+            copied.append(name)
+        layer.set_weights(values)
+    taken = {"model": loaded.description, "layers": copied, "classes_kept": kept,
+             "classes_new": len(class_ids) - kept}
+    logger.info("Starting from %s: %s copied, the last layer's weights of %d of %d classes taken from it.",
+                loaded.description, ", ".join(copied), kept, len(class_ids))
+    del loaded, theirs
+    LOADED.clear()  # the run holds the weights: the model they came from need not stay in memory
+    return taken
