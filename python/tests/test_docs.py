@@ -156,6 +156,7 @@ def test_readme_python_snippet_runs(python_snippet):
     assert any((tmp / "logs").rglob("events.out.tfevents.*"))
     assert (tmp / "served" / "saved_model.pb").exists()  # the export
     assert (tmp / "conv1.png").exists()  # the first layer's filters
+    assert (tmp / "own" / "categories").is_dir()  # categories of their own, trained from the model
 
 
 def _run_shell_lines(lines: list[str], tmp: Path) -> None:
@@ -190,6 +191,7 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert (tmp / "bench" / "alexnet-benchmark.json").exists()
     assert (tmp / "served-cli" / "saved_model.pb").exists()
     assert (tmp / "conv1-cli.png").exists()
+    assert (tmp / "own-cli" / "categories").is_dir()  # categories of their own, trained from the model pin
     logits = (tmp / "logits.csv").read_text().splitlines()  # a row per validation image, a column per class
     assert logits[0] == "image,logits_1,logits_2,logits_3" and len(logits) == 1 + 3
 
@@ -268,6 +270,8 @@ R_SMALL = [
     (r"epochs = 10", "epochs = 1, image_size = 64, batch_size = 4, dense_units = 64, verbose = 0"),
     (r'c\("cat.jpg", "boat.jpg"\)', "data$val_image[1:2]"),
     (r'"photos/"', 'file.path(tmp, "imagenet", "ILSVRC", "Data", "CLS-LOC", "val")'),
+    (r'"my-photos/"', 'file.path(tmp, "imagenet", "ILSVRC", "Data", "CLS-LOC", "train")'),  # a folder per category
+    (r'"gs://my-bucket/flowers"', 'file.path(tmp, "flowers")'),
 ]
 
 
@@ -306,6 +310,7 @@ def test_readme_r_snippet_runs(r_snippet):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Top-1 accuracy" in done.stdout and "SavedModel export of alexnet@" in done.stdout
     assert (tmp / "board" / "alexnet").is_dir() and (tmp / "served" / "saved_model.pb").exists()
+    assert (tmp / "flowers" / "categories").is_dir()  # categories of their own, trained from the model
 
 
 def test_readme_r_spark_lines_run_on_local_2(r_snippet):

@@ -129,6 +129,22 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
             np.testing.assert_array_equal(mine, source, err_msg=name)
     for name in ("fc1", "fc2"):
         assert not np.array_equal(_weights(trained, name)[0], _weights(base, name)[0]), f"{name} learnt nothing"
+    # the command line gives the pin by name, read from its board as alexnet_model() reads it
+    from alexnet.cli import build_parser
+    from alexnet.cli.train import training_args
+
+    def given(*words: str) -> dict:
+        return training_args(build_parser().parse_args(["train", "--board", str(tmp_path / "data"), *words]))
+
+    read = given("--initial-pin", f"base@{pin['version']}", "--initial-board", board, "--train-from", "fc1")
+    assert read["train_from"] == "fc1"
+    fields = ("board", "name", "version", "sha256")
+    assert [read["initial_model"][k] for k in fields] == [pin[k] for k in fields]
+    assert given("--initial-pin", "base", "--initial-board", board)["initial_model"]["version"] == pin["version"]
+    with pytest.raises(AlexnetError, match=r"either as --initial-model .* or as --initial-pin NAME, not both"):
+        given("--initial-pin", "base", "--initial-board", board, "--initial-model", "/somewhere")
+    with pytest.raises(AlexnetError, match="--initial-board is the board of --initial-pin"):
+        given("--initial-board", board)
     card = ModelCard.from_json((tmp_path / "out" / CARD_FILE).read_text(), "card")
     assert card.initial_model == f"base@{pin['version']}" and card.class_ids == ["n00000000", "n00000002", "z_own"]
     # the checkpoints hold the optimizer of the dense layers alone: resuming with every layer learning is refused

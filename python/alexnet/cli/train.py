@@ -16,18 +16,37 @@ def setting_dest(name: str) -> str:
 
 
 def training_options(p: argparse.ArgumentParser) -> None:
-    """An option for every training setting the declaration puts on the command line, with its help and default."""
+    """An option for every training setting the declaration puts on the command line, with its help and default;
+    and ``--initial-pin``, the command line's way to give ``initial_model`` as a model pin."""
     from ..train.settings import specs
 
     common.declared_options(p, specs(), setting_dest)
+    p.add_argument("--initial-pin", metavar="NAME[@VERSION]",
+                   help="start from the weights of this model pin (its newest version unless @VERSION) on "
+                        "--initial-board, in place of --initial-model")
+    p.add_argument("--initial-board", metavar="BOARD",
+                   help="the board of --initial-pin (unset: --board, the data's)")
 
 
 def training_args(args: argparse.Namespace) -> dict[str, Any]:
     """The training settings given on the command line, as ``alexnet_train`` takes them (the options left out are
-    not passed, so their defaults apply)."""
+    not passed, so their defaults apply); ``--initial-pin`` read from its board as ``alexnet_model()`` reads it, as
+    ``initial_model``."""
+    from ..errors import AlexnetError
     from ..train.settings import specs
 
-    return common.declared_args(args, specs(), setting_dest)
+    given = common.declared_args(args, specs(), setting_dest)
+    pin = getattr(args, "initial_pin", None)
+    if pin:
+        if "initial_model" in given:
+            raise AlexnetError("give the initial model either as --initial-model (a model_dir or alexnet.keras "
+                               "location) or as --initial-pin NAME, not both.")
+        name, _, version = pin.partition("@")
+        board = getattr(args, "initial_board", None) or common.default_board(args)
+        given["initial_model"] = common.core("model")(board, name=name, version=version or None)
+    elif getattr(args, "initial_board", None):
+        raise AlexnetError("--initial-board is the board of --initial-pin: give --initial-pin NAME too.")
+    return given
 
 
 def communication_line(history: dict[str, Any]) -> str | None:
