@@ -93,6 +93,8 @@ print.alexnet_history <- function(x, ...) {
   if (length(shown)) {
     cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n", sep = "")
   }
+  started <- params$started_from$text  # a run that started from a trained model (initial_model)
+  if (is_scalar(started, is.character)) cat(started, "\n", sep = "")
   summary <- x$schedule$summary
   if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule: ", summary, "\n", sep = "")
   resumed <- resume_note(x)

@@ -122,7 +122,9 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
                                     checkpoint_dir=str(tmp_path / "ckpt"), **TINY)
     started = history["params"]["started_from"]
     assert started == {"model": f"base@{pin['version']}", "layers": list(LEARNING_LAYERS[:-1]),
-                       "classes_kept": 2, "classes_new": 1}
+                       "classes_kept": 2, "classes_new": 1,
+                       "text": f"Started from base@{pin['version']}: its weights in every layer, of the last one for 2 "
+                               "of 3 classes; the layers from fc1 on learning, those before it kept."}
     trained = keras.models.load_model(str(tmp_path / "out" / "alexnet.keras"), compile=False)
     for name in frozen_layers("fc1"):
         for mine, source in zip(_weights(trained, name), _weights(base, name), strict=True):
@@ -160,6 +162,11 @@ def test_train_from_logits_leaves_every_hidden_layer_as_it_was(tmp_path):
     history = alexnet.alexnet_train(data=data, initial_model=folder, train_from="logits",
                                     model_dir=str(tmp_path / "out"), **TINY)
     assert history["params"]["train_from"] == "logits"
+    from alexnet.cli.train import _summary
+
+    assert history["params"]["started_from"]["text"] in _summary(history).splitlines()  # what `alexnet train` prints
+    assert history["params"]["started_from"]["text"].endswith("the layers from logits on learning, those before "
+                                                              "it kept.")
     assert history["card"]["initial_model"] == str(tmp_path / "m" / "alexnet.keras")
     trained = keras.models.load_model(str(tmp_path / "out" / "alexnet.keras"), compile=False)
     for name in LEARNING_LAYERS[:-1]:

@@ -151,6 +151,8 @@ test_that("a run starts from a model pin, on categories of its own, and trains o
   expect_equal(c(started$classes_kept, started$classes_new), c(1L, 1L))
   expect_equal(unlist(started$layers), c("conv1", "conv2", "conv3", "conv4", "conv5", "fc1", "fc2"))
   expect_equal(history$params$train_from, "fc1")
+  expect_output(print(history), paste0("Started from base@", base$version, ": its weights in every layer, of the ",
+                                       "last one for 1 of 2 classes; the layers from fc1 on learning"))
   # the first convolution is the base's, filter for filter
   expect_identical(alexnet_filters(file.path(dir, "tuned"))$kernels, alexnet_filters(base)$kernels)
   tuned <- jsonlite::read_json(file.path(dir, "tuned", "alexnet-model.json"))

@@ -60,6 +60,9 @@ def _summary(h: dict[str, Any]) -> str:
     metrics = h["metrics"]
     last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
     lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
+    started = (h.get("params") or {}).get("started_from")
+    if started:
+        lines.append(started["text"])
     schedule = (h.get("schedule") or {}).get("summary")
     if schedule:
         lines.append(f"Schedule: {schedule}")

@@ -29,6 +29,15 @@ def frozen_layers(train_from: str) -> tuple[str, ...]:
     return LEARNING_LAYERS[:LEARNING_LAYERS.index(train_from)]
 
 
+def describe_start(taken: dict[str, Any], train_from: str) -> str:
+    """One line on where a run started (``taken``, from :func:`start_from`) and what of it learns."""
+    classes = taken["classes_kept"] + taken["classes_new"]
+    learning = "every layer learning" if train_from == LEARNING_LAYERS[0] else \
+        f"the layers from {train_from} on learning, those before it kept"
+    return (f"Started from {taken['model']}: its weights in every layer, of the last one for "
+            f"{taken['classes_kept']} of {classes} classes; {learning}.")
+
+
 def _shape_advice(layer: str, theirs: tuple[int, ...]) -> str:
     """What to give a run so that ``layer`` takes weights of shape ``theirs``."""
     if layer in ("fc1", "fc2"):

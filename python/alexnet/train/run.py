@@ -283,12 +283,13 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     started = None
     if settings.initial_model is not None:
         from .agreement import agree_on_classes
-        from .initial import start_from
+        from .initial import describe_start, start_from
 
         if topo.workers > 1:
             agree_on_classes(strategy, td.class_ids, topo)
         with strategy.scope():
             started = start_from(net, settings.initial_model, td.class_ids)
+        started["text"] = describe_start(started, settings.train_from)
     communication = agree_on_sixteen_bit(strategy, communication, topo)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
