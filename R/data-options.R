@@ -22,7 +22,8 @@ upload_options <- list(
   quality = list(kind = "count>=1", default = 90, choices = NULL, help = "JPEG quality of re-encoded images"),
   keep_versions = list(kind = "count>=1?", default = NULL, choices = NULL, help = "once the upload is complete, keep only this many versions (the newest) of each pin it wrote or kept, so that uploading changed data again (with resize, say) does not leave the old copy on the board (unset: every version); a reader still holding an older categories table then no longer finds the versions it names"),
   scratch = list(kind = "location?", default = NULL, choices = NULL, help = "a local folder (made if missing), on a disk with room for a few categories' zips, in which the upload makes its scratch folder: the zips on their way to the board (moved onto a folder board on the same disk instead of copied) and the categories of Kaggle's tar.gz or of shuffled parquet shards waiting to be packed (unset: the system's temporary folder, TMPDIR)"),
-  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each transient error of the board")
+  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each transient error of the board"),
+  val_share = list(kind = "number", default = 0.0, choices = NULL, help = "for a folder of category folders, which holds no validation images: about this share of each category's images held out as its validation images, each image by a hash of its name, so that the same ones stay held out when photos are added, and at least one of every category of two images or more (0: none)")
 )
 
 # The options of imagenet_partition(), in the declaration's order: each one's argument kind (see R/arguments.R),

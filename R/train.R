@@ -95,8 +95,8 @@
 #' pin ([alexnet_model()]) or the location of a `model_dir` or `alexnet.keras`. Every layer takes its
 #' weights; of the last one, the classes both models have (by category id) keep theirs and the others
 #' start afresh. A model trained on ImageNet so starts training on your own categories, uploaded as a
-#' folder of one folder per category (`imagenet_upload("photos/", board = "my-board")`, with folders
-#' such as `roses/` and `tulips/`); with few images, `train_from = "fc1"` leaves the convolutions as
+#' folder of one folder per category (`imagenet_upload("photos/", board = "my-board", val_share = 0.1)`,
+#' with folders such as `roses/` and `tulips/`, a tenth of each held out for validation); with few images, `train_from = "fc1"` leaves the convolutions as
 #' they are and trains the dense layers only (`"logits"`: the last layer only), which also makes each
 #' step cheaper, since the backward pass stops at the first layer that learns (full-size AlexNet at
 #' 224 pixels on 2 CPU cores: 2.2 times as many images a second from `"fc1"`, 2.9 from `"logits"`),

@@ -217,7 +217,7 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
 
 #: The options the commands write by hand, not from a declaration.
 OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--partition", "--total", "--workers", "--master", "--model",
-               "--path", "--pin", "--pin-board", "--data", "--strategy"}
+               "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board"}
 
 
 @pytest.mark.parametrize("command", sorted(_command_tables()))

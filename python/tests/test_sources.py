@@ -33,12 +33,12 @@ from helpers_imagenet import killed_upload
 
 from alexnet.data import archive_io, held, ilsvrc, packing, parquet, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
-from alexnet.data.fetch import imagenet_categories
+from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
 from alexnet.data.imagenet import VAL_SOLUTION_FILE
 from alexnet.data.kaggle_targz import KAGGLE_TARGZ
 from alexnet.data.kaggle_zip import KAGGLE_ZIP
-from alexnet.data.sources import open_source
+from alexnet.data.sources import held_out, open_source
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
 from alexnet.errors import LayoutError
@@ -1092,6 +1092,45 @@ def test_a_layout_without_a_validation_set_names_those_with_one(made, tmp_path, 
     said = no_validation_warnings(caplog)
     assert len(said) == 1 and "the folders layout has no validation set" in said[0]
     assert all(f"{layout}: " in said[0] for layout in (*ARCHIVE_LAYOUTS, "kaggle")), said[0]
+
+
+def test_held_out_images_depend_on_their_names_alone():
+    files = tuple(f"/photos/roses/rose_{i}.jpg" for i in range(200))
+    held = held_out(files, 0.1)
+    assert 10 <= len(held) <= 30  # about a tenth
+    assert held_out(tuple(reversed(files)), 0.1) == held  # not their order
+    more = held_out((*files, *(f"/photos/roses/new_{i}.jpg" for i in range(50))), 0.1)
+    assert more & set(files) == held  # photos added: the images held out before stay held out, the others stay in
+    assert held_out(files, 0.0) == frozenset() and held_out(files[:1], 0.5) == frozenset()
+    assert len(held_out(files[:2], 1e-9)) == 1  # at least one of a category of two images or more
+    assert len(held_out(files[:3], 0.999)) == 2  # never every one
+
+
+def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_path, caplog):
+    source = tmp_path / "photos"
+    shutil.copytree(made["paths"]["folders"], source)
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        report = imagenet_upload(source, tmp_path / "board", workers=2, val_share=0.3)
+    assert not no_validation_warnings(caplog)
+    rows = {row["id"]: row for row in imagenet_categories(tmp_path / "board")}
+    data = imagenet_partition(0, 1, board=tmp_path / "board", cache_dir=tmp_path / "cache")
+    validation = {}
+    for path, label in zip(data["val_image"], data["val_label"], strict=True):
+        validation.setdefault(data["class_ids"][label], set()).add(os.path.basename(path))
+    bad = {b["file"] for b in report["bad_images"]}
+    for wnid, files in open_source(source).train.items():
+        held = {os.path.basename(p) for p in held_out(files, 0.3)}
+        assert 1 <= len(held) < len(files)
+        assert validation[wnid] == held - bad  # the held-out images, each labelled with its own category
+        assert rows[wnid]["val_images"] == len(held - bad)
+        assert rows[wnid]["images"] == len({os.path.basename(p) for p in files} - held - bad)
+    assert report["val_images"] == len(data["val_image"]) > 0
+    again = imagenet_upload(source, tmp_path / "board", workers=2, val_share=0.3)
+    assert again["uploaded"] == [] and len(again["skipped"]) == CLASSES
+    with pytest.raises(LayoutError, match="in the kaggle_zip layout, whose validation images are the zip's"):
+        imagenet_upload(made["paths"]["kaggle_zip"], tmp_path / "other", val_share=0.3)
+    with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): val_share holds out"):
+        imagenet_upload(made["paths"]["kaggle"], tmp_path / "other", val_share=0.3)
 
 
 @pytest.mark.parametrize("budget", [None, 1])

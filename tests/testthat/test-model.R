@@ -142,7 +142,8 @@ test_that("a run starts from a model pin, on categories of its own, and trains o
   file.copy(file.path(train, src$categories[[1]]), photos, recursive = TRUE)
   file.copy(list.files(file.path(train, src$categories[[2]]), full.names = TRUE), file.path(photos, "roses"))
   own <- file.path(dir, "own")
-  expect_warning(imagenet_upload(photos, board = own), "no validation images")
+  uploaded <- imagenet_upload(photos, board = own, val_share = 0.25)  # a validation set held out of the folders
+  expect_gt(uploaded$val_images, 1L)
   mine <- imagenet_partition(partition = 0, total = 1, board = own, cache_dir = file.path(dir, "cache-own"))
   history <- alexnet_train(data = mine, epochs = 1, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
                            initial_model = base, train_from = "fc1", model_dir = file.path(dir, "tuned"))
@@ -151,6 +152,7 @@ test_that("a run starts from a model pin, on categories of its own, and trains o
   expect_equal(c(started$classes_kept, started$classes_new), c(1L, 1L))
   expect_equal(unlist(started$layers), c("conv1", "conv2", "conv3", "conv4", "conv5", "fc1", "fc2"))
   expect_equal(history$params$train_from, "fc1")
+  expect_equal(history$params$val_images, uploaded$val_images)  # every held-out image validated each epoch
   expect_output(print(history), paste0("Started from base@", base$version, ": its weights in every layer, of the ",
                                        "last one for 1 of 2 classes; the layers from fc1 on learning"))
   # the first convolution is the base's, filter for filter

@@ -112,6 +112,11 @@ class UploadOptions:
                                   "packed (unset: the system's temporary folder, TMPDIR)", optional=True,
                                   check=check_scratch, metavar="FOLDER")
     retries: int = setting(3, "count", "attempts after the first for each transient error of the board", minimum=0)
+    val_share: float = setting(0.0, "number", "for a folder of category folders, which holds no validation images: "
+                               "about this share of each category's images held out as its validation images, each "
+                               "image by a hash of its name, so that the same ones stay held out when photos are "
+                               "added, and at least one of every category of two images or more (0: none)",
+                               minimum=0.0, below=1.0)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ naming the others.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Iterator
@@ -81,8 +82,9 @@ def no_validation(layout: str) -> str:
     if holds.get(layout):
         return (f"the {layout} layout holds them in {holds[layout]}: add them and run imagenet_upload again (the "
                 "categories already on the board are skipped)")
-    return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one, "
-            f"upload ImageNet in a layout that has it ({validation_files()})")
+    held = " hold out a share of each category's images with val_share (0.1, say), or" if layout == "folders" else ""
+    return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one,"
+            f"{held} upload ImageNet in a layout that has it ({validation_files()})")
 
 
 def validation_files() -> str:
@@ -110,16 +112,37 @@ def _each_file(ordered: list[str]) -> Iterator[Member]:
         yield Member(os.path.basename(path), data)
 
 
-class FolderSource(Source):
-    """An extracted tree (Kaggle's or a folder of ``<wnid>/`` folders), read file by file."""
+def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
+    """The ``files`` of one category held out as its validation images: each whose name hashes (SHA-256) below
+    ``share`` of the range, so that an image's split depends on its name alone; at least one (the lowest hash) of a
+    category of two images or more, and never every one."""
+    if share <= 0 or len(files) < 2:
+        return frozenset()
+    ranked = sorted((hashlib.sha256(os.path.basename(p).encode()).digest(), p) for p in files)
+    held = [p for digest, p in ranked if int.from_bytes(digest[:8], "big") < share * 2 ** 64]
+    return frozenset(held[:len(files) - 1] or [ranked[0][1]])
 
-    def __init__(self, tree: ImageNetTree):
+
+class FolderSource(Source):
+    """An extracted tree (Kaggle's or a folder of ``<wnid>/`` folders), read file by file; with ``val_share``, a tree
+    without validation images holds out about that share of each category's images as its validation images
+    (:func:`held_out`)."""
+
+    def __init__(self, tree: ImageNetTree, val_share: float = 0.0):
         self.tree, self.layout, self.root = tree, tree.layout, tree.root
         self.names = {c.id: c.name for c in tree.categories}
         self.train = {c.id: tuple(c.files) for c in tree.categories}
         self.val: dict[str, tuple[str, ...]] = {}
         for path, label in zip(tree.val_files, tree.val_labels, strict=True):
             self.val[label] = (*self.val.get(label, ()), path)
+        if val_share and self.val:
+            raise LayoutError(f"{tree.root} has validation images of its own ({len(tree.val_files)}): val_share holds "
+                              "out validation images of a source without them; leave it out.")
+        for wnid, files in list(self.train.items()):
+            held = held_out(files, val_share)
+            if held:
+                self.train[wnid] = tuple(p for p in files if p not in held)
+                self.val[wnid] = tuple(p for p in files if p in held)
         self.stats = {p: os.stat(p) for files in (*self.train.values(), *self.val.values()) for p in files}
         self.total_bytes = sum(st.st_size for st in self.stats.values())
 
@@ -165,11 +188,26 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
     return found
 
 
-def open_source(source: str | os.PathLike) -> Source:
+def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
     """The ImageNet source at ``source`` (a path or a ``gs://``/``s3://`` URL), its layout recognised from what it
     holds. Indexes and labels are read here (the official validation tar's in the background: the upload publishes
     nothing before :meth:`~alexnet.data.parts.Source.ready`), so that a damaged or mislabelled source fails before
-    any upload."""
+    any upload. ``val_share`` holds out validation images of an extracted tree that has none (:class:`FolderSource`);
+    any other source given one is a ``LayoutError``."""
+    read = _open_source(source, val_share)
+    if val_share and not isinstance(read, FolderSource):
+        read.close()
+        raise LayoutError(f"val_share holds out validation images of a local folder of category folders; "
+                          f"{read.root} is in the {read.layout} layout, whose validation images are "
+                          f"{_validation_of(read.layout)}: leave val_share out.")
+    return read
+
+
+def _validation_of(layout: str) -> str:
+    return next(entry.validation for entry in LAYOUTS if entry.name == layout)
+
+
+def _open_source(source: str | os.PathLike, val_share: float) -> Source:
     files = Files.at(source)
     path = files.path()
     if files.isfile(path):
@@ -207,7 +245,7 @@ def open_source(source: str | os.PathLike) -> Source:
         why = "" if files.local else " (an extracted tree is read from a local folder)"
         raise _unrecognised(files, path, names, why)
     try:
-        return FolderSource(read_imagenet(path))
+        return FolderSource(read_imagenet(path), val_share)
     except LayoutError as err:
         if not str(err).startswith("No category folders"):
             raise

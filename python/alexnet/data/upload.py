@@ -135,7 +135,8 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
     parent = _scratch_parent(chosen.scratch)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
-    read = open_source(given)  # a layout not read, a damaged archive: before any work; labels: before any publish
+    # a layout not read, a damaged archive: before any work; labels: before any publish
+    read = open_source(given, chosen.val_share)
     start = time.monotonic()
     uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:
