@@ -12,7 +12,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from helpers_model import card_for, save_model_dir, tiny_model  # noqa: E402
+from helpers_model import saved_tiny_model, tiny_model  # noqa: E402
 from helpers_train import make_tree  # noqa: E402
 
 import alexnet  # noqa: E402
@@ -33,9 +33,7 @@ def _categories(ids: list[str]) -> list[dict]:
 
 def _saved(folder: Path, ids: list[str], seed: int = 3):
     """A tiny model of the classes ``ids`` saved with its card in ``folder``: the model and the folder."""
-    model = tiny_model(len(ids), seed=seed, image_size=None)
-    save_model_dir(model, folder, card_for(_categories(ids)))
-    return model, str(folder)
+    return saved_tiny_model(folder, _categories(ids), seed, image_size=None)
 
 
 def _weights(model, name: str) -> list[np.ndarray]:

@@ -74,13 +74,16 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)", ""),
 )
 
+#: Where each layout holds its validation images, by name (empty for a layout without a validation set).
+_VALIDATION = {entry.name: entry.validation for entry in LAYOUTS}
+
 
 def no_validation(layout: str) -> str:
     """What to do when a source in ``layout`` gave no validation images: where its layout holds them, or, for a
     layout without a validation set, which layouts have one."""
-    holds = {entry.name: entry.validation for entry in LAYOUTS}
-    if holds.get(layout):
-        return (f"the {layout} layout holds them in {holds[layout]}: add them and run imagenet_upload again (the "
+    holds = _VALIDATION.get(layout)
+    if holds:
+        return (f"the {layout} layout holds them in {holds}: add them and run imagenet_upload again (the "
                 "categories already on the board are skipped)")
     held = " hold out a share of each category's images with val_share (0.1, say), or" if layout == "folders" else ""
     return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one,"
@@ -199,12 +202,8 @@ def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
         read.close()
         raise LayoutError(f"val_share holds out validation images of a local folder of category folders; "
                           f"{read.root} is in the {read.layout} layout, whose validation images are "
-                          f"{_validation_of(read.layout)}: leave val_share out.")
+                          f"{_VALIDATION[read.layout]}: leave val_share out.")
     return read
-
-
-def _validation_of(layout: str) -> str:
-    return next(entry.validation for entry in LAYOUTS if entry.name == layout)
 
 
 def _open_source(source: str | os.PathLike, val_share: float) -> Source:

@@ -73,34 +73,33 @@ def start_from(net: Any, initial: Any, class_ids: Sequence[str]) -> dict[str, An
 
     Every layer of :data:`LEARNING_LAYERS` but ``logits`` must have the same shape in both: a model of other
     ``dense_units`` or ``grouped`` is an :class:`AlexnetError` saying which setting to give."""
-    from ..model.saved import LOADED, load_model
+    from ..model.saved import LOADED, load_model, named_layer
 
     loaded = load_model(initial)
     where = f"`initial_model` {loaded.description}"
-    theirs = {layer.name: layer for layer in loaded.model.layers}
+    advice = "it is not an AlexNet that alexnet_train() saved; give a model_dir, alexnet.keras or model pin it wrote."
     copied: list[str] = []
     kept = 0
     for name in LEARNING_LAYERS:
         layer = net.get_layer(name)
-        source = theirs.get(name)
-        if source is None or len(source.get_weights()) != len(layer.get_weights()):
-            raise AlexnetError(f"{where} has no layer {name} with a kernel and a bias: it is not an AlexNet that "
-                               "alexnet_train() saved; give a model_dir, alexnet.keras or model pin it wrote.")
-        values = source.get_weights()
+        ours, values = layer.get_weights(), named_layer(loaded.model, name, advice).get_weights()
+        if len(values) != len(ours):
+            raise AlexnetError(f"{where} has no layer {name} with a kernel and a bias: {advice}")
         if name == "logits":
-            values, kept = _class_weights(layer.get_weights(), values, class_ids, loaded.card.class_ids, where)
+            values, kept = _class_weights(ours, values, class_ids, loaded.card.class_ids, where)
         else:
-            for ours, their in zip(layer.get_weights(), values, strict=True):
-                if ours.shape != their.shape:
+            for mine, their in zip(ours, values, strict=True):
+                if mine.shape != their.shape:
                     raise AlexnetError(f"{where}: its {name} has weights of shape {list(their.shape)} where this "
-                                       f"run's has {list(ours.shape)}: give the run "
+                                       f"run's has {list(mine.shape)}: give the run "
                                        f"{_shape_advice(name, tuple(their.shape))}.")
             copied.append(name)
         layer.set_weights(values)
+        del ours, values  # a full-size fc1 is 150 MB a copy: one of each at a time
     taken = {"model": loaded.description, "layers": copied, "classes_kept": kept,
              "classes_new": len(class_ids) - kept}
     logger.info("Starting from %s: %s copied, the last layer's weights of %d of %d classes taken from it.",
                 loaded.description, ", ".join(copied), kept, len(class_ids))
-    del loaded, theirs
+    del loaded
     LOADED.clear()  # the run holds the weights: the model they came from need not stay in memory
     return taken

@@ -296,13 +296,15 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     table = specs()
     values = declaration.convert(TrainSettings, arguments)
     _together(values)
-    if values["initial_model"] is not None:
-        values["initial_model"] = model_reference(values["initial_model"], "initial_model")
     for name, spec in table.items():
-        if values[name] is None or not (spec.output or spec.kind == "model"):
+        if values[name] is None:
             continue
         if spec.output:
             values[name] = writable_location(values[name], name)[0]
+        elif spec.kind == "model":
+            values[name] = model_reference(values[name], name)
+        else:
+            continue
         if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
