@@ -106,7 +106,7 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_train_from(tmp_path):
+def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_train_from(tmp_path, monkeypatch):
     # the base: a model trained on classes 0..3, published as a pin
     base_data = make_tree(tmp_path / "base", classes=4, per_class=6, val_per_class=1)
     board = str(tmp_path / "models")
@@ -151,6 +151,26 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
     with pytest.raises(AlexnetError, match="train_from: fc1 then, conv1 now"):
         alexnet.alexnet_train(data=new, initial_model=pin, model_dir=str(tmp_path / "out2"),
                               checkpoint_dir=str(tmp_path / "ckpt"), **{**TINY, "epochs": 2})
+    # so is resuming from another initial model
+    with pytest.raises(AlexnetError, match=rf"initial_model: base@{pin['version']} then, .*alexnet.keras now"):
+        alexnet.alexnet_train(data=new, initial_model=str(tmp_path / "out"), train_from="fc1",
+                              model_dir=str(tmp_path / "out2"), checkpoint_dir=str(tmp_path / "ckpt"),
+                              **{**TINY, "epochs": 2})
+    # a resumed run takes the checkpoint's weights and what they recorded, without reading the initial model again
+
+    def read_again(*args, **kwargs):
+        raise AssertionError("a resumed run read its initial model again")
+
+    monkeypatch.setattr("alexnet.train.initial.start_from", read_again)
+    resumed = alexnet.alexnet_train(data=new, initial_model=pin, train_from="fc1", model_dir=str(tmp_path / "out2"),
+                                    checkpoint_dir=str(tmp_path / "ckpt"), **{**TINY, "epochs": 2})
+    assert resumed["params"]["started_from"] == started and len(resumed["metrics"]["loss"]) == 2
+    assert resumed["card"]["initial_model"] == f"base@{pin['version']}"
+    again = keras.models.load_model(str(tmp_path / "out2" / "alexnet.keras"), compile=False)
+    for name in frozen_layers("fc1"):
+        for mine, source in zip(_weights(again, name), _weights(base, name), strict=True):
+            np.testing.assert_array_equal(mine, source, err_msg=name)
+    assert not np.array_equal(_weights(again, "fc1")[0], _weights(trained, "fc1")[0]), "the second epoch learnt nothing"
 
 
 @pytest.mark.slow

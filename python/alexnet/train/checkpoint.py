@@ -50,13 +50,16 @@ KEEP = 2
 @dataclass(frozen=True)
 class Resume:
     """Where training resumes: ``epoch`` epochs done, ``step`` steps of the next one done (0 after an epoch
-    ends), and the per-epoch ``metrics`` and ``schedule`` (what each trained with) of the epochs done (empty for a
-    fresh start)."""
+    ends), the per-epoch ``metrics`` and ``schedule`` (what each trained with) of the epochs done, and the
+    ``settings`` the checkpoints' run recorded (all empty for a fresh start)."""
 
     epoch: int = 0
     step: int = 0
     metrics: Mapping[str, list[float]] = field(default_factory=dict)
     schedule: Mapping[str, list[float]] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    #: whether a checkpoint was restored (its weights are the model's now)
+    restored: bool = False
 
 
 class CheckpointStore:
@@ -171,7 +174,7 @@ class CheckpointStore:
             if name in metrics:
                 schedule.setdefault(name, metrics.pop(name))
         logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
-        return Resume(epoch, step, metrics, schedule)
+        return Resume(epoch, step, metrics, schedule, dict((state or {}).get("settings", {})), restored=True)
 
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:

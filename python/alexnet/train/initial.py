@@ -7,16 +7,20 @@ model's weights into the model a run built: every layer of the same name and sha
 (``logits``) the weights of each class both models have (found by class id), the other classes keeping the run's own
 fresh weights. A model of other classes is so the start of training on new categories (fine-tuning), a model of the
 same classes the start of more training (another schedule, image size or data). A run that resumes from a checkpoint
-takes the checkpoint's weights instead. This module imports TensorFlow only in :func:`start_from`.
+takes the checkpoint's weights instead, without reading the initial model again (:func:`initial_weights`): the
+checkpoints record what their run started from. This module imports TensorFlow only in :func:`start_from`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointStore, Resume
 
 logger = logging.getLogger(__name__)
 
@@ -102,4 +106,41 @@ def start_from(net: Any, initial: Any, class_ids: Sequence[str]) -> dict[str, An
                 loaded.description, ", ".join(copied), kept, len(class_ids))
     del loaded
     LOADED.clear()  # the run holds the weights: the model they came from need not stay in memory
+    return taken
+
+
+def initial_description(reference: Any) -> str | None:
+    """How a run names its ``initial_model`` (a pin's ``name@version``, or the location), read from its card without
+    loading the model; None for none. A checkpoint records it, and a run that resumes must name the same."""
+    if reference is None:
+        return None
+    from ..model.saved import model_source
+
+    return model_source(reference).description
+
+
+def initial_weights(strategy: Any, net: Any, initial: Any, class_ids: Sequence[str], train_from: str,
+                    start: Resume, store: CheckpointStore | None) -> dict[str, Any] | None:
+    """Where the weights of a run with ``initial`` (its ``initial_model``; None: none) come from, called once the
+    checkpoint, if any, is restored (``start``): what the history calls ``started_from``.
+
+    A fresh start copies the initial model's weights into ``net`` (:func:`start_from`) and records what it took with
+    the checkpoints' settings (``store``). A run that resumes keeps the checkpoint's weights and returns what the
+    checkpoints recorded, without reading the initial model (a full-size AlexNet is 230 MB, from a bucket a download).
+    """
+    if initial is None:
+        return None
+    if start.restored:
+        recorded = start.settings.get("started_from")
+        if not recorded:
+            logger.warning("The checkpoints do not record what their run started from: the run resumes from their "
+                           "weights, and `initial_model` is not read.")
+            return None
+        logger.info("Resuming a run that started from %s: its weights come from the checkpoint.", recorded["model"])
+        return dict(recorded)
+    with strategy.scope():
+        taken = start_from(net, initial, class_ids)
+    taken["text"] = describe_start(taken, train_from)
+    if store is not None:
+        store.settings["started_from"] = taken
     return taken

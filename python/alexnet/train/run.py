@@ -255,6 +255,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
     from .communication import adaptation_text, adapted_timing
+    from .initial import initial_description, initial_weights
     from .levers import (
         adapt_communication,
         advise_communication,
@@ -280,16 +281,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     steps = _agree_on_steps(strategy, topo, data, td, settings)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
-    started = None
-    if settings.initial_model is not None:
+    if settings.initial_model is not None and topo.workers > 1:
         from .agreement import agree_on_classes
-        from .initial import describe_start, start_from
 
-        if topo.workers > 1:
-            agree_on_classes(strategy, td.class_ids, topo)
-        with strategy.scope():
-            started = start_from(net, settings.initial_model, td.class_ids)
-        started["text"] = describe_start(started, settings.train_from)
+        agree_on_classes(strategy, td.class_ids, topo)
     communication = agree_on_sixteen_bit(strategy, communication, topo)
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
@@ -313,7 +308,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     _log_rates(rates)
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
-    model_settings = {"num_classes": td.num_classes, **settings.model_settings()}
+    model_settings = {"num_classes": td.num_classes, **settings.model_settings(),
+                      "initial_model": initial_description(settings.initial_model)}
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
                                        "global_batch_size": topo.global_batch(settings.step_batch),
@@ -325,6 +321,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     try:
         if store is not None:
             start = store.restore(net, optimizer, checked=model_settings)
+        started = initial_weights(strategy, net, settings.initial_model, td.class_ids, settings.train_from, start,
+                                  store)
         if topo.workers > 1:
             check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
         setter = cb.RateSetter(rates, optimizer, patience=settings.patience,
