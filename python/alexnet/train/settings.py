@@ -102,7 +102,8 @@ class TrainSettings:
         None, "model", "start from the weights of this trained model: the location of a model_dir or "
         "alexnet.keras, or, from R and Python, a model pin as alexnet_model returns it; its last layer's weights are "
         "kept for the classes both have and the other classes start afresh, so a model trained on ImageNet starts "
-        "training on categories of your own (a resumed run takes its checkpoint's weights)", optional=True,
+        "training on categories of your own (a resumed run, which must name the same model, takes its checkpoint's "
+        "weights without reading it)", optional=True,
         metavar="MODEL")
     train_from: str = setting("conv1", "choice", "the first layer that learns: the layers before it keep the weights "
                               "they start with, those of `initial_model` (\"fc1\": only the dense layers learn, "
