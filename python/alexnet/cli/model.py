@@ -191,7 +191,7 @@ def export_summary(r: dict[str, Any]) -> str:
 def _export(args: argparse.Namespace) -> None:
     pin = getattr(args, "pin", None)
     if pin is not None:  # refused as the option typed, before the model is read (the core names it `name`)
-        from ..model.pin import check_model_pin
+        from ..model.options import check_model_pin
 
         check_model_pin(pin, "--pin")
     publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}

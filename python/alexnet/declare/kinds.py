@@ -42,7 +42,7 @@ class Spec:
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
     stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a check of its own in place of the kind's,
     ``check(value, name)`` returning the value converted or raising an error that names the setting as ``name``
-    says (a pin name: :func:`alexnet.model.pin.check_model_pin`; ``crops``: 1 or 10).
+    says (a pin name: :func:`alexnet.model.options.check_model_pin`; ``crops``: 1 or 10).
     """
 
     default: Any

@@ -27,8 +27,8 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
-from .options import ExportOptions
-from .pin import EXPORT_FILES, check_model_board, check_model_pin, publish_model
+from .options import ExportOptions, check_model_pin
+from .pin import EXPORT_FILES, check_model_board, publish_model
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)

@@ -15,11 +15,13 @@ Spark evaluation shares the images among its workers itself, and fetches them wi
 commands ``predict``, ``features`` and ``export`` and R's functions.
 :class:`ModelPinOptions` says which model pin :func:`alexnet.alexnet_model` reads and where it brings it; the commands
 that take a model read it with them (``--model-pin``, ``--pin-version``, ``--model-cache``) when no model location is
-given, and R's ``alexnet_model()`` has a formal for each. This module does not import TensorFlow.
+given, and R's ``alexnet_model()`` has a formal for each; :func:`check_model_pin` is the one check of a model pin's
+name, wherever one is given. This module does not import TensorFlow.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +30,9 @@ from ..checks import MIN_IMAGE_SIZE, as_int
 from ..data.options import FetchOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
-from ..declare.kinds import Spec
+from ..declare.kinds import Spec, given_as
 from ..errors import AlexnetError
+from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
 
 #: The file of each export format in a model pin, beside ``alexnet.keras``.
 EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
@@ -135,11 +138,29 @@ def check_options(arguments: Mapping[str, Any]) -> EvaluationOptions:
     return EvaluationOptions(**declaration.convert(EvaluationOptions, arguments))
 
 
-def _model_pin_name(value: Any, name: str) -> str:
-    """``value`` as the name of the model pin read (:func:`alexnet.model.pin.check_model_pin`), named ``name``."""
-    from .pin import check_model_pin  # the module that reads model pins imports this one
+#: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
+_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: The names of a data board's own pins: category pins are WordNet ids.
+_WNID = re.compile(r"n[0-9]{8}")
 
-    return check_model_pin(value, name)
+
+def check_model_pin(name: Any, setting: str = "model_pin") -> str:
+    """``name``, the value of ``setting``, as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a
+    data board's own pins (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
+    if isinstance(name, (list, tuple)) and len(name) == 1:
+        name = name[0]
+    if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
+        raise AlexnetError(
+            f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
+            f"not {name!r}: e.g. {given_as(setting, repr('alexnet'))}."
+        )
+    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
+        raise AlexnetError(
+            f"{given_as(f'`{setting}`', repr(name))} is the name of one of the data board's own pins (categories, "
+            f"bad_images, the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. "
+            f"{given_as(setting, repr('alexnet'))}."
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -148,7 +169,7 @@ class ModelPinOptions:
     documentation)."""
 
     name: str = setting("alexnet", "pin", "the name of the model pin read", option="--model-pin", metavar="NAME",
-                        check=_model_pin_name)
+                        check=check_model_pin)
     version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
                                   option="--pin-version", metavar="VERSION")
     cache_dir: str | None = setting(None, "location", "where the model's files are brought (unset: a folder under "

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import uuid
 from typing import Any
 
 from ..declare import declaration
-from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
@@ -46,33 +44,6 @@ MODEL_PIN_KIND = "model"
 
 #: What a model pin carries (the training setting ``model_format``): the Keras file alone, or an export beside it.
 MODEL_FORMATS = ("keras", *(f"keras+{name}" for name in EXPORT_FILES))
-
-
-#: What a model pin may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
-_PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-#: The names of a data board's own pins: category pins are WordNet ids.
-_WNID = re.compile(r"n[0-9]{8}")
-
-
-def check_model_pin(name: Any, setting: str = "model_pin") -> str:
-    """``name``, the value of ``setting``, as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a
-    data board's own pins (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
-    from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
-
-    if isinstance(name, (list, tuple)) and len(name) == 1:
-        name = name[0]
-    if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
-        raise AlexnetError(
-            f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
-            f"not {name!r}: e.g. {given_as(setting, repr('alexnet'))}."
-        )
-    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
-        raise AlexnetError(
-            f"{given_as(f'`{setting}`', repr(name))} is the name of one of the data board's own pins (categories, "
-            f"bad_images, the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. "
-            f"{given_as(setting, repr('alexnet'))}."
-        )
-    return name
 
 
 def check_model_board(model_board: str | os.PathLike | None, data_board: str | None) -> str:

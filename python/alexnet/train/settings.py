@@ -25,7 +25,8 @@ from ..declare import declaration
 from ..declare.declaration import setting
 from ..declare.kinds import Spec
 from ..errors import AlexnetError
-from ..model.pin import MODEL_FORMATS, check_model_pin
+from ..model.options import check_model_pin
+from ..model.pin import MODEL_FORMATS
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .communication import WIRE_FORMATS
 from .initial import LEARNING_LAYERS
