@@ -167,9 +167,40 @@ def test_crops_other_than_1_or_10_are_refused(setup, crops):
         alexnet_evaluate(setup["model_dir"], board=setup["board"], crops=crops)
 
 
-def test_neither_data_nor_board_is_refused(setup):
-    with pytest.raises(AlexnetError, match="give the images to evaluate on"):
+def test_a_model_of_as_many_other_classes_is_refused_naming_the_first_that_differs(setup, tmp_path):
+    rows = imagenet_categories(setup["board"])
+    renamed = [{**row, "id": f"z{i}"} if i >= 2 else row for i, row in enumerate(rows)]
+    other = save_model_dir(setup["model"], tmp_path / "other", card_for(renamed))
+    expected = rf"trained on other classes than board .* holds \(label 2 is z2 for the model, {rows[2]['id']} there, " \
+               rf"and {CLASSES - 3} more label\(s\) besides\)"
+    with pytest.raises(AlexnetError, match=expected):
+        alexnet_evaluate(str(other), board=setup["board"], cache_dir=setup["cache"])
+    # the same classes in another order: every label would be scored against another class
+    shuffled = save_model_dir(setup["model"], tmp_path / "shuffled", card_for([rows[1], rows[0], *rows[2:]]))
+    data = {**setup["fetched"]}
+    with pytest.raises(AlexnetError, match=r"other classes than `data` holds \(label 0 is .* and 1 more label"):
+        alexnet_evaluate(str(shuffled), data)
+    # a model without a card names its classes by number: only their number is checked
+    cardless = save_model_dir(setup["model"], tmp_path / "cardless")
+    assert alexnet_evaluate(str(cardless), data)["images"] == 2 * CLASSES - 1
+
+
+def test_without_data_the_default_board_is_scored_and_without_one_the_error_says_what_to_give(setup, tmp_path,
+                                                                                              monkeypatch, caplog):
+    monkeypatch.setenv("ALEXNET_BOARD", setup["board"])
+    whole = alexnet_evaluate(setup["model_dir"], cache_dir=setup["cache"])
+    assert whole["images"] == 2 * CLASSES - 1
+    monkeypatch.setenv("ALEXNET_BOARD", str(tmp_path / "no-board"))
+    with pytest.raises(AlexnetError, match=r"no-board does not exist.*; or give the images to evaluate on as `data`"):
         alexnet_evaluate(setup["model_dir"])
+    # with data, what says which of a board's images to score is not used, and a warning says so
+    with caplog.at_level("WARNING", logger="alexnet.model.evaluate"):
+        again = alexnet_evaluate(setup["model_dir"], setup["fetched"], board=setup["board"], total=2)
+    assert again["images"] == whole["images"]
+    assert "`board`, `total`: they say which of a board's validation images are scored; with `data`, its own " \
+           "images are scored and they are not used." in caplog.text
+    with pytest.raises(AlexnetError, match=r"`data` must be a partition as imagenet_partition\(\) .* not a str"):
+        alexnet_evaluate(setup["model_dir"], setup["board"])
 
 
 def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):

@@ -160,6 +160,7 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
 
     Returns a dict: ``val_image`` (absolute paths), ``val_label`` (global index per image), ``val_category``
     (wnid per image), ``categories`` (this share's wnids), ``num_classes`` (every category on the board),
+    ``class_ids`` and ``class_names`` (every category's, by global index, as :func:`imagenet_partition` gives them),
     ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
     validation images.
     """
@@ -179,7 +180,8 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
                          desc=f"fetch validation {partition}/{total}")
     listing = _listing(items, fetched.files, by_id)
     result: dict[str, Any] = {name: listing[name] for name in ("val_image", "val_label", "val_category")}
-    result.update({"categories": list(wnids), "num_classes": len(rows), "board": opened.location, "cache_dir": root,
+    result.update({"categories": list(wnids), "num_classes": len(rows), "class_ids": [r["id"] for r in rows],
+                   "class_names": [r["name"] or r["id"] for r in rows], "board": opened.location, "cache_dir": root,
                    "partition": partition, "total": total})
     return result
 

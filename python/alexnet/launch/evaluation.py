@@ -103,14 +103,15 @@ def check_validation_shares(workers: int, rows: list[dict[str, Any]], location: 
 
 def fit_evaluation(task: Task, rows: list[dict[str, Any]]) -> None:
     """The driver's checks of an evaluation against the board's categories ``rows``: validation images for every
-    worker, and as many classes as the model has outputs (a model without a card is loaded here to learn them)."""
+    worker, and the model's classes (:func:`alexnet.model.evaluate.check_classes`; a model without a card is loaded
+    here to learn how many it has)."""
+    from ..model.evaluate import check_classes
     from ..model.saved import load_model, model_source
 
     source = model_source(_scored_model(task))
-    outputs = source.card.num_classes if source.card is not None else load_model(source).card.num_classes
-    if outputs != len(rows):
-        raise AlexnetError(f"the model has {outputs} outputs but board {task.board} has {len(rows)} classes: "
-                           "evaluate it on the board it was trained for.")
+    # a model without a card names its classes by number: only their number can be checked
+    card, ids = (source.card, [r["id"] for r in rows]) if source.card is not None else (load_model(source).card, None)
+    check_classes(card, len(rows), ids, f"board {task.board}")
     check_validation_shares(task.workers, rows, task.board)
 
 

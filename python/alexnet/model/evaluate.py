@@ -23,8 +23,9 @@ import numpy as np
 from ..checks import as_int, as_strings
 from ..data.partition import check_partition
 from ..declare import declaration
-from ..errors import AlexnetError
+from ..errors import AlexnetError, BoardError
 from ..progress import progress_bar
+from .card import ModelCard
 from .class_counts import ClassCounts
 from .options import PROTOCOLS, BoardImagesOptions, EvaluationOptions, check_options, specs
 from .saved import load_model, model_source
@@ -59,10 +60,36 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) -> tuple[lis
     return files, labels, None if classes is None else as_int(classes, "num_classes", 1)
 
 
-def _check_classes(outputs: int, classes: int, where: str) -> None:
-    if outputs != classes:
-        raise AlexnetError(f"the model has {outputs} outputs but {where} has {classes} classes: evaluate it on the "
-                           "board (or data) it was trained for.")
+def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | None, where: str) -> None:
+    """Raise unless the model of ``card`` was trained for the classes of ``where``: as many (``classes``; None: not
+    said) and, where both name them (``ids``, by label; None: not named), the same ones in the same order, since a
+    label is a class's place among the model's outputs."""
+    if classes is not None and card.num_classes != classes:
+        raise AlexnetError(f"the model has {card.num_classes} outputs but {where} has {classes} classes: evaluate it "
+                           "on the board (or data) it was trained for.")
+    if ids is None or list(ids) == list(card.class_ids):
+        return
+    if len(ids) != card.num_classes:
+        raise AlexnetError(f"the model has {card.num_classes} outputs but {where} names {len(ids)} classes: evaluate "
+                           "it on the board (or data) it was trained for.")
+    apart = [(label, theirs, mine) for label, (theirs, mine) in enumerate(zip(card.class_ids, ids, strict=True))
+             if theirs != mine]
+    label, theirs, mine = apart[0]
+    more = f", and {len(apart) - 1} more label(s) besides" if len(apart) > 1 else ""
+    raise AlexnetError(f"the model was trained on other classes than {where} holds (label {label} is {theirs} for "
+                       f"the model, {mine} there{more}): evaluate it on the board (or data) it was trained for.")
+
+
+def _unused_board_options(data: Any, board: Any, options: Mapping[str, Any]) -> None:
+    """Warn about what says which of a board's images to score (``board`` and its options) when ``data`` gives the
+    images instead."""
+    defaults = {name: spec.default for name, spec in declaration.specs(BoardImagesOptions).items()}
+    unused = [*(["board"] if board is not None else []),
+              *(name for name, default in defaults.items() if options.get(name, default) != default)]
+    if unused:
+        logger.warning("%s: %s say which of a board's validation images are scored; with `data`, its own images are "
+                       "scored and %s not used.", ", ".join(f"`{name}`" for name in unused),
+                       "they" if len(unused) > 1 else "it", "they are" if len(unused) > 1 else "it is")
 
 
 def _scored_size(model: Any, trained: int, wanted: int | None, description: str) -> int:
@@ -158,9 +185,14 @@ def alexnet_evaluate(
     at a lower size than it is tested at often scores better a little above it (FixRes), so try ``image_size``
     32 pixels above the card's. A model whose input is fixed takes only its own size.
 
-    Before any work: neither ``data`` nor ``board``, ``crops`` not 1 or 10, ``partition`` not below ``total``, a
-    missing model, data or a board without validation images, or a model whose outputs differ from the data's or
-    board's number of classes raise :class:`AlexnetError`. Images that fail the usable-image check are left out,
+    Without ``data``, ``board`` ``None`` is the default board (``$ALEXNET_BOARD``, see
+    :mod:`alexnet.storage.board`); with ``data``, ``board`` and the options of a board's images are not used (a
+    warning says so).
+
+    Before any work: ``data`` that is not a partition, no board where one is needed, ``crops`` not 1 or 10,
+    ``partition`` not below ``total``, a missing model, data or a board without validation images, or a model trained
+    on other classes than the data's or board's (another number of them, or, when both name them, other ids or
+    another order) raise :class:`AlexnetError`. Images that fail the usable-image check are left out,
     listed in ``bad_images`` and logged; an image that still cannot be decoded raises, naming it.
 
     Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
@@ -181,28 +213,39 @@ def alexnet_evaluate(
     images = BoardImagesOptions(**declaration.convert(BoardImagesOptions, options))
     check_partition(images.partition, images.total)
     crops, batch_size, parallel, size = checked.crops, checked.batch_size, checked.parallel, checked.image_size
-    if data is None and board is None:
-        raise AlexnetError("give the images to evaluate on: `data` (with val_image and val_label, as "
-                           "imagenet_partition() returns) or `board` (every validation image of a board).")
+    if data is not None and not isinstance(data, Mapping):
+        raise AlexnetError("`data` must be a partition as imagenet_partition() returns (with val_image and val_label),"
+                           f" not a {type(data).__name__}: give the board's location as `board` to score its "
+                           "validation images.")
     source = model_source(model)
     if data is not None:
+        _unused_board_options(data, board, options)
         class_ids = source.card.class_ids if source.card is not None else None
         if class_ids is None and data.get("val_label") is None:
             class_ids = load_model(source).card.class_ids
         files, labels, classes = _data_images(data, class_ids or [])
+        ids = as_strings(data["class_ids"]) if data.get("class_ids") is not None else None
         where = "`data`"
     else:
         from ..data.fetch import imagenet_categories, validation_counts
+        from ..storage.board import resolve_board
 
-        rows = imagenet_categories(board)
-        validation_counts(rows, str(board))
-        classes, where = len(rows), f"board {board}"
-    if source.card is not None and classes is not None:
-        _check_classes(source.card.num_classes, classes, where)
+        where = f"board {resolve_board(board)}"
+        try:
+            rows = imagenet_categories(board)
+        except BoardError as error:
+            if board is not None:
+                raise
+            raise AlexnetError(f"{error}; or give the images to evaluate on as `data` (with val_image and val_label, "
+                               "as imagenet_partition() returns) or `board`.") from None
+        validation_counts(rows, where[len("board "):])
+        classes, ids = len(rows), [row["id"] for row in rows]
+    if source.card is not None:  # before the model is loaded
+        check_classes(source.card, classes, ids, where)
     loaded = load_model(source)
     card = loaded.card
-    if classes is not None:
-        _check_classes(card.num_classes, classes, where)
+    # a model without a card names its classes by their label numbers: only their number can be checked
+    check_classes(card, classes, ids if source.card is not None else None, where)
     size = _scored_size(loaded.model, card.image_size, size, loaded.description)
     if data is None:
         from ..data.fetch import imagenet_validation
