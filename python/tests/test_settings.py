@@ -77,6 +77,21 @@ def test_a_value_given_on_the_command_line_reaches_the_settings(name, spec):
         list(value) if isinstance(value, tuple) else value, name)
 
 
+BOUNDED = [(name, spec) for name, spec in SETTINGS if spec.maximum is not None or spec.below is not None]
+
+
+@pytest.mark.parametrize(("name", "spec"), BOUNDED, ids=[name for name, _ in BOUNDED])
+def test_a_value_past_a_settings_upper_bound_is_refused_before_training(name, spec):
+    past = spec.below if spec.below is not None else spec.maximum + 1
+    with pytest.raises(AlexnetError, match=rf"^`{name}` must be .*, not {past}\.$"):
+        check_settings({name: past})
+
+
+def test_a_dropout_of_one_is_refused_before_keras_fails_at_the_first_step():
+    with pytest.raises(AlexnetError, match=r"^`dropout` must be a number >= 0 and < 1, not 1\.$"):
+        check_settings({"dropout": 1})
+
+
 @pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
 def test_a_bad_value_is_refused_alike_by_the_call_the_command_line_and_the_spark_driver(name, spec, tmp_path,
                                                                                        capsys):

@@ -97,7 +97,7 @@ class TrainSettings:
                            minimum=0, maximum=2, option="--verbose-fit")
     dense_units: int = setting(4096, "count", "units of each of the two hidden dense layers (the paper's 4096)",
                                minimum=1)
-    dropout: float = setting(0.5, "number", "dropout rate after each hidden dense layer", minimum=0.0, maximum=1.0)
+    dropout: float = setting(0.5, "number", "dropout rate after each hidden dense layer", minimum=0.0, below=1.0)
     grouped: bool = setting(False, "flag", "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs")
     initial_model: str | Mapping[str, Any] | None = setting(
         None, "model", "start from the weights of this trained model: the location of a model_dir or "
