@@ -207,7 +207,21 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     if isinstance(board, (list, tuple)) and len(board) == 1:
         board = board[0]
     settings = check_settings(arguments, data_board=None if board is None else str(board))
-    return train(settings, data, strategy, callbacks)
+    return train(settings, data, strategy, check_callbacks(callbacks))
+
+
+def check_callbacks(callbacks: Any) -> list[Any]:
+    """``callbacks`` (None, one Keras callback or a sequence of them) as a list of callbacks; an :class:`AlexnetError`
+    naming what is not one, before any work (Keras would fail at the start of training)."""
+    if callbacks is None:
+        return []
+    given = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+    for i, callback in enumerate(given):
+        if not all(callable(getattr(callback, method, None)) for method in ("set_model", "on_epoch_end")):
+            where = f"`callbacks` item {i + 1}" if isinstance(callbacks, (list, tuple)) else "`callbacks`"
+            raise AlexnetError(f"{where} is a {type(callback).__name__}, not a Keras callback: give a list of "
+                               "keras.callbacks.Callback objects (from R, Python objects made with reticulate).")
+    return given
 
 
 alexnet_train.__signature__ = SIGNATURE  # type: ignore[attr-defined]
