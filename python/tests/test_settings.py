@@ -129,3 +129,22 @@ def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
     assert (unset.xla(gpu=True), unset.xla(gpu=False)) == (True, False)
     for asked in (True, False):
         assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}
+
+
+@pytest.mark.parametrize(("name", "value", "needed"), [
+    ("model_board", "/somewhere", {"model_pin": "alexnet"}),
+    ("model_format", "keras+savedmodel", {"model_pin": "alexnet"}),
+    ("log_every", 5, {"log_dir": "logs"}),
+    ("profile_steps", [2, 3], {"log_dir": "logs"}),
+    ("local_sgd_after", 1, {"sync_every": 4}),
+])
+def test_a_setting_given_without_the_one_that_uses_it_gets_a_warning(name, value, needed, tmp_path, caplog,
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("WARNING", logger="alexnet.train.settings"):
+        check_settings({name: value})
+    assert f"`{name}` is only used with `{next(iter(needed))}`" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.train.settings"):
+        check_settings({name: value, **needed}, data_board=str(tmp_path / "board"))
+    assert "is only used with" not in caplog.text

@@ -16,7 +16,7 @@ or Spark job launched. Its result travels as plain values (:meth:`TrainSettings.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,12 +310,22 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
-    if values["model_pin"] is not None:
-        values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
-    else:
-        for name in ("model_board", "model_format"):
-            if arguments.get(name) not in (None, table[name].default):
-                logger.warning("`%s` is only used with `model_pin`: no model pin is written.", name)
-        values["model_board"] = None
+    for name, (needed, missing, used) in _ONLY_WITH.items():
+        if not used(values) and arguments.get(name) not in (None, table[name].default):
+            logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
+    values["model_board"] = None if values["model_pin"] is None else \
+        check_model_board(arguments.get("model_board"), data_board)
     return TrainSettings(**values)
+
+
+#: The settings that only another one puts to use: what they need, what a run without it does not do, and whether
+#: the checked settings use them; one given without what it needs gets a warning.
+_ONLY_WITH: dict[str, tuple[str, str, Callable[[Mapping[str, Any]], bool]]] = {
+    "model_board": ("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None),
+    "model_format": ("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None),
+    "log_every": ("`log_dir`", "nothing is logged for TensorBoard", lambda v: v["log_dir"] is not None),
+    "profile_steps": ("`log_dir`", "no profile is written", lambda v: v["log_dir"] is not None),
+    "local_sgd_after": ("`sync_every` above 1 (or `adapt_communication`, which may take it)",
+                        "every step is synchronous", lambda v: v["sync_every"] > 1 or v["adapt_communication"]),
+}
 
