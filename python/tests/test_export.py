@@ -119,7 +119,7 @@ def test_saved_model_cli_lists_both_signatures(exported):
 
 
 @pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated:UserWarning")
-def test_tf_lite_converts_the_pixels_signature_and_overwrite_replaces_an_earlier_export(exported, tmp_path):
+def test_tf_lite_converts_the_pixels_signature_and_overwrite_replaces_an_earlier_export(exported, tmp_path, caplog):
     target = tmp_path / "lite"
     result = alexnet_export(exported["model_dir"], str(target), "tflite", top=2)
     assert result["files"] == ["alexnet.tflite", "alexnet-model.json"] and list(result["signatures"]) == ["pixels"]
@@ -134,7 +134,9 @@ def test_tf_lite_converts_the_pixels_signature_and_overwrite_replaces_an_earlier
         [[s.decode() for s in row] for row in expected["ids"].numpy()[:, :2]]
     with pytest.raises(AlexnetError, match=r"exists and is not empty \(2 entries: alexnet-model.json, alexnet.tflite"):
         alexnet_export(exported["model_dir"], str(target))
-    again = alexnet_export(exported["model_dir"], str(target), overwrite=True)
+    with caplog.at_level("WARNING", logger="alexnet.model.export"):
+        again = alexnet_export(exported["model_dir"], str(target), overwrite=True, name="mine")
+    assert again["pin"] is None and "no `board` is given: no pin is published" in caplog.text
     assert sorted(os.listdir(target)) == sorted({f.split("/")[0] for f in again["files"]} | {"assets"})
     assert not (target / "alexnet.tflite").exists(), "the earlier export was replaced, not added to"
 

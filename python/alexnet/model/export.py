@@ -197,6 +197,9 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
                            "that alexnet_train() saved.")
     target = _check_target(path, overwrite) if path is not None else None
     pin_name = None
+    if board is None and name is not None:
+        logger.warning("`name` is the name of the model pin published on `board`, and no `board` is given: no pin is "
+                       "published.")
     if board is not None:
         board = check_model_board(board, None)
         default = source.reference.get("name") if source.kind == "pin" else None
