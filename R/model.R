@@ -1,8 +1,8 @@
 #' A trained AlexNet model
 #'
-#' Finds a model that [alexnet_train()] saved (with `model_dir`) or pinned on a board, downloads it into the
-#' cache when needed, and reads its card: what it was trained on (class ids and names, image size), how long
-#' and how well.
+#' Reads a model that [alexnet_train()] pinned on a board (`model_pin`), downloads it into the cache when needed,
+#' and reads its card: what it was trained on (class ids and names, image size), how long and how well. A model
+#' saved with `model_dir` is no pin: give its folder (or its `alexnet.keras`) as it is wherever a model is taken.
 #'
 #' @param board The board the model is pinned on, read only (see [imagenet_categories()]); `NULL` for
 #'   the default.

@@ -102,6 +102,20 @@ def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
         alexnet_model(str(board), cache_dir=tmp_path / "cache")
 
 
+def test_a_saved_model_given_as_the_board_is_named_as_such_and_an_unwritable_cache_too(saved, tmp_path):
+    folder = os.path.dirname(saved["file"])
+    for given in (folder, saved["file"]):  # a model_dir, and its alexnet.keras
+        with pytest.raises(AlexnetError, match=r"alexnet.keras is a saved model \(a model_dir or alexnet.keras\), "
+                                               r"not a board: alexnet_model\(\) reads model pins; give the saved "
+                                               r"model as it is where a model is taken"):
+            alexnet_model(given, cache_dir=tmp_path / "cache")
+    publish_model(str(tmp_path / "board"), "alexnet", saved["file"], saved["card"])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(AlexnetError, match=r"^`cache_dir` = .*a-file/models cannot hold the model \(.*Error"):
+        alexnet_model(str(tmp_path / "board"), cache_dir=blocker / "models")
+
+
 def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(saved, tmp_path):
     from servers import http_server
 

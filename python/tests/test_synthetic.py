@@ -227,6 +227,14 @@ def test_refuses_to_overwrite_a_tree(small):
         imagenet_synthetic(dest, classes=1, images_per_class=1)
 
 
+def test_a_dest_that_cannot_be_written_is_named(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(LayoutError, match=r"Cannot write a synthetic ImageNet to .*a-file/tree \(.*Error: .*\): pass "
+                                          r"as `dest` a folder this process may write"):
+        imagenet_synthetic(blocker / "tree", classes=1, images_per_class=1)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -152,6 +152,11 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
     if layout != "kaggle" and classes > len(imagenet_classes()) and layout != "folders":
         raise LayoutError(f"the {layout} layout holds ILSVRC2012's classes only: use classes <= "
                           f"{len(imagenet_classes())}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise LayoutError(f"Cannot write a synthetic ImageNet to {root} ({type(error).__name__}: {error.strerror}): "
+                          "pass as `dest` a folder this process may write.") from None
 
     synsets = _synsets(classes)
     if layout == "kaggle":

@@ -212,8 +212,12 @@ def alexnet_model(
     """
     pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")
     name, cache_dir, export = pin.name, pin.cache_dir, pin.export
-    opened = open_board(board)
-    meta, version = _read_meta(opened, name, pin.version)
+    try:
+        opened = open_board(board)
+        meta, version = _read_meta(opened, name, pin.version)
+    except AlexnetError:
+        _refuse_a_saved_model(board)
+        raise
     user = dict(meta.user or {})
     where = f"pin {name!r} version {version} of board {opened.location}"
     if user.get("kind") != MODEL_PIN_KIND or not user.get("sha256"):
@@ -227,6 +231,12 @@ def alexnet_model(
     files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
     file = next(f for f in files if f != carried.get("file"))
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as error:
+        raise AlexnetError(f"`cache_dir` = {root} cannot hold the model ({type(error).__name__}: {error.strerror}): "
+                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
+            from None
     local = os.path.join(root, sha256, os.path.basename(file))
     _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
             _metadata_of(name, version))
@@ -243,6 +253,22 @@ def alexnet_model(
             "bytes": int(user.get("bytes") or os.path.getsize(local)),
             "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
             "export_path": export_path, **values}
+
+
+def _refuse_a_saved_model(board: str | os.PathLike | None) -> None:
+    """Raise, saying where it is taken, when ``board`` (that holds no model pin) is a saved model instead: a
+    ``model_dir`` or ``alexnet.keras``, which :func:`alexnet_model` does not read."""
+    from .saved import model_source
+
+    if board is None:
+        return
+    try:
+        source = model_source(os.fspath(board))
+    except AlexnetError:
+        return  # not a model either: the board's own error stands
+    raise AlexnetError(f"{source.description} is a saved model (a model_dir or alexnet.keras), not a board: "
+                       "alexnet_model() reads model pins; give the saved model as it is where a model is taken "
+                       "(alexnet_evaluate(), alexnet_predict(), alexnet_features(), alexnet_export(), initial_model).")
 
 
 # the board, then the pin's name and version (by position too), then where it is brought and whether with its export
