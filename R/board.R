@@ -77,8 +77,8 @@
 #'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"` or
 #'   `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
-#'   there with the same content; `character(0)` when none), `excluded` (categories left out for
-#'   having fewer than `min_images` good images, each with `category` and `images`), `images` and
+#'   there with the same content; `character(0)` when none), `excluded` (a data frame of the categories left out
+#'   for having fewer than `min_images` good images: `category` and `images`), `images` and
 #'   `val_images` on the board, `bytes` (of every zip on the board), `uploaded_bytes` (written now),
 #'   `seconds`, `mb_per_s`, `bad_images` (a data frame of the files left out: `category`, `split`,
 #'   `file`, `reason`) and `pruned_versions` (old pin versions deleted with `keep_versions`).
@@ -98,7 +98,9 @@
 imagenet_upload <- function(source, board = NULL, ...) {
   args <- checked_args("imagenet_upload", names(formals()), renamed = c(path = "source"))
   report <- simplify_py(do.call(core_function("imagenet_upload"), args))
-  report$bad_images <- records_to_df(report$bad_images)
+  report$bad_images <- records_table(report$bad_images, c(category = "character", split = "character",
+                                                          file = "character", reason = "character"))
+  report$excluded <- records_table(report$excluded, c(category = "character", images = "integer"))
   new_alexnet_upload(report)
 }
 # the options from the core's declaration, before `...`

@@ -30,6 +30,12 @@ records_to_df <- function(records) {
   as.data.frame(df, stringsAsFactors = FALSE)
 }
 
+# The core's records as a data frame with `columns` (names and types), also when there are none.
+records_table <- function(records, columns) {
+  if (length(records)) return(records_to_df(records)[names(columns)])
+  as.data.frame(lapply(columns, vector), stringsAsFactors = FALSE)
+}
+
 # A NumPy array of the core as a double array of the same dimensions (a matrix for two). A reticulate that converts
 # NumPy arrays has made it one already; one that cannot (reticulate before 1.36 with NumPy 2) leaves the array as it
 # is, whose values are then read as little-endian doubles, last dimension fastest, from a bytearray (which every

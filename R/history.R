@@ -40,7 +40,8 @@ new_alexnet_history <- function(history) {
 #'   `as.data.frame()` returns a long data frame with columns `epoch`, `value`, `metric` and `data`
 #'   (`"training"`, `"validation"` or `"schedule"`; `val_images` is metric `"images"` of the
 #'   validation data); `summary()` returns a data frame of class
-#'   `summary.alexnet_history` with one row per metric: `metric`, `training` and `validation` (the
+#'   `summary.alexnet_history` with one row per metric that `plot()` shows by default: `metric`, `training` and
+#'   `validation` (the
 #'   last epoch's values, `NA` without validation), `best` (the best validation value, else the best
 #'   training value: lowest loss, highest accuracy) and `best_epoch`.
 #' @name alexnet_history
@@ -199,6 +200,10 @@ as.data.frame.alexnet_history <- function(x, row.names = NULL, optional = FALSE,
 plot.alexnet_history <- function(x, metrics = NULL, ...) {
   df <- as.data.frame(x)
   if (!nrow(df)) alexnet_abort("This history has no metrics to plot.")
+  if (!is.null(metrics) && (!is.character(metrics) || !length(metrics) || anyNA(metrics))) {
+    alexnet_abort("`metrics` must name one or more metrics of this history (", 
+                  paste0("\"", unique(df$metric), "\"", collapse = ", "), "), or be NULL for every one shown.")
+  }
   metrics <- metrics %||% shown_metrics(x, unique(df$metric[df$data != "schedule"]))
   unknown <- setdiff(metrics, df$metric)
   if (length(unknown)) {
@@ -220,7 +225,13 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
     limits <- c(values[[1]], values[[2]] + 0.25 * diff(values))
     settings <- utils::modifyList(list(xlab = "epoch", ylab = metric, main = metric, cex.main = 0.95),
                                   list(...))
+    # the y-axis title stands left of the widest tick label (a rate of 0.00015 is wider than an accuracy)
+    widest <- max(graphics::strwidth(format(pretty(limits)), units = "inches")) / graphics::par("csi")
+    graphics::par(mar = c(4.4, max(4.5, widest + 2.2), 1.8, 1))
+    ylab <- settings$ylab
+    settings$ylab <- ""
     do.call(graphics::plot, c(list(range(part$epoch), limits, type = "n", xaxt = "n", ylim = limits), settings))
+    graphics::title(ylab = ylab, line = max(2.6, widest + 1.1))
     graphics::axis(1, at = unique(part$epoch))
     for (set in names(colours)) {
       rows <- part[part$data == set, , drop = FALSE]

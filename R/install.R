@@ -49,6 +49,10 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
     if (!nzchar(python)) {
       alexnet_abort("No python3 found on the PATH: install Python 3.10 or newer, or pass `python =`.")
     }
+    if (!nzchar(Sys.which(python))) {  # a name on the PATH, or a path, that can be run
+      alexnet_abort("`python` = \"", python, "\" does not exist or cannot be run: give the path of a Python 3.10 ",
+                    "or newer, or leave `python` unset for python3 on the PATH.")
+    }
     message("Creating the Python environment ", envdir)
     run_checked(python, c("-m", "venv", shQuote(envdir)))
     env_python <- python_executable(envdir)
@@ -91,7 +95,10 @@ core_source <- function() {
 }
 
 run_checked <- function(command, args) {
-  output <- with_python_environment(suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE)))
+  output <- tryCatch(
+    with_python_environment(suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE))),
+    error = function(e) alexnet_abort("Could not run ", command, ": ", conditionMessage(e))
+  )
   status <- attr(output, "status") %||% 0L
   if (!identical(as.integer(status), 0L)) {
     tail_lines <- utils::tail(output, 20L)

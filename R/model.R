@@ -152,12 +152,6 @@ per_class_columns <- c(index = "integer", id = "character", name = "character", 
 confusion_columns <- c(index = "integer", id = "character", name = "character", predicted_index = "integer",
                        predicted_id = "character", predicted_name = "character", images = "integer")
 
-# A table by class (the core's records) as a data frame with `columns`, also when it has no rows.
-class_table <- function(records, columns) {
-  if (length(records)) return(records_to_df(records)[names(columns)])
-  as.data.frame(lapply(columns, vector), stringsAsFactors = FALSE)
-}
-
 # The core's evaluation as an R object: `bad_images` a character vector, `per_class` and `confusions` data frames,
 # and for a Spark evaluation `workers` a data frame with one row per worker (the core's `per_worker`).
 new_alexnet_evaluation <- function(result) {
@@ -166,8 +160,8 @@ new_alexnet_evaluation <- function(result) {
   result <- simplify_py(result)
   result$bad_images <- as.character(unlist(result$bad_images))
   if (length(tables$per_worker)) result$workers <- records_to_df(tables$per_worker)
-  if (!is.null(tables$per_class)) result$per_class <- class_table(tables$per_class, per_class_columns)
-  if (!is.null(tables$confusions)) result$confusions <- class_table(tables$confusions, confusion_columns)
+  if (!is.null(tables$per_class)) result$per_class <- records_table(tables$per_class, per_class_columns)
+  if (!is.null(tables$confusions)) result$confusions <- records_table(tables$confusions, confusion_columns)
   structure(result, class = "alexnet_evaluation")
 }
 
@@ -197,11 +191,12 @@ print.alexnet_evaluation <- function(x, ...) {
     lowest <- utils::head(classes[order(classes$top1_accuracy, classes$index), ], 3L)
     cat("Lowest top-1: ", paste0(first_name(lowest$name), " ", percent(lowest$top1_accuracy), " (",
                                  lowest$top1_correct, " of ", lowest$images, ")", collapse = ", "), "\n", sep = "")
-    confusions <- utils::head(x$confusions, 3L)
-    if (is.data.frame(confusions) && nrow(confusions)) {
-      cat("Most confused: ", paste0(first_name(confusions$name), " taken for ", first_name(confusions$predicted_name),
-                                    " (", vapply(confusions$images, count_of, "", "image"), ")", collapse = ", "), "\n", sep = "")
-    }
+  }
+  # also when one class was scored: its images were taken for classes of the model it did not score
+  confusions <- utils::head(x$confusions, 3L)
+  if (is.data.frame(confusions) && nrow(confusions)) {
+    cat("Most confused: ", paste0(first_name(confusions$name), " taken for ", first_name(confusions$predicted_name),
+                                  " (", vapply(confusions$images, count_of, "", "image"), ")", collapse = ", "), "\n", sep = "")
   }
   invisible(x)
 }
@@ -215,6 +210,10 @@ first_name <- function(names) sub(",.*$", "", names)
 #'   to the highest, with the overall accuracies as lines and the `top` lowest classes named.
 #' @export
 plot.alexnet_evaluation <- function(x, top = 5L, ...) {
+  if (!is.numeric(top) || length(top) != 1L || is.na(top) || top < 0 || top != round(top)) {
+    alexnet_abort("`top` must be a whole number >= 0 (the lowest classes named on the plot), not ",
+                  paste(deparse(top), collapse = " "), ".")
+  }
   classes <- x$per_class
   if (!is.data.frame(classes) || !nrow(classes)) {
     alexnet_abort("this evaluation has no counts by class to plot (`per_class`): evaluate the model again.")
@@ -225,13 +224,17 @@ plot.alexnet_evaluation <- function(x, top = 5L, ...) {
   settings <- utils::modifyList(list(ylim = c(0, 1), xlab = "classes, by top-1 accuracy", ylab = "accuracy",
                                      main = paste("Accuracy by class:", count_of(nrow(ranked), "class", "classes"))),
                                 list(...))
-  do.call(graphics::plot, c(list(rank, ranked$top1_accuracy, type = "n"), settings))
+  do.call(graphics::plot, c(list(rank, ranked$top1_accuracy, type = "n", xaxt = "n"), settings))
+  ticks <- unique(round(pretty(rank)))  # ranks are whole numbers
+  graphics::axis(1, at = ticks[ticks >= 1 & ticks <= length(rank)])
   graphics::lines(rank, ranked$top5_accuracy, type = if (nrow(ranked) > 50L) "l" else "o", pch = 1, col = "grey50")
   graphics::lines(rank, ranked$top1_accuracy, type = if (nrow(ranked) > 50L) "l" else "o", pch = 19)
   graphics::abline(h = c(x$top1_accuracy, x$top5_accuracy), lty = 2, col = c("black", "grey50"))
   named <- utils::head(ranked, top)
-  if (nrow(named)) graphics::text(seq_len(nrow(named)), named$top1_accuracy, first_name(named$name), pos = 4,
-                                  cex = 0.7, srt = 30)
+  at <- seq_len(nrow(named))
+  # a name on the right half of the plot is written to the left of its point, so that it stays inside
+  if (nrow(named)) graphics::text(at, named$top1_accuracy, first_name(named$name),
+                                  pos = ifelse(at > (length(rank) + 1) / 2, 2, 4), cex = 0.7, srt = 30)
   graphics::legend("bottomright", legend = c("top-1", paste0("top-", top_k), "overall"), lty = c(1, 1, 2),
                    col = c("black", "grey50", "black"), bty = "n")
   invisible(ranked)

@@ -70,10 +70,10 @@ print.alexnet_upload <- function(x, ...) {
     if (is.numeric(x$mb_per_s) && is.finite(x$mb_per_s)) cat(" (", format(signif(x$mb_per_s, 3)), " MB/s)", sep = "")
     cat("\n")
   }
-  bad <- if (is.data.frame(x$bad_images)) nrow(x$bad_images) else length(x$bad_images)
+  bad <- NROW(x$bad_images)
   notes <- c(
     if (bad) paste0(count_of(bad, "bad image"), " left out (see $bad_images)"),
-    if (length(x$excluded)) paste0(count_of(length(x$excluded), "category", "categories"),
+    if (NROW(x$excluded)) paste0(count_of(NROW(x$excluded), "category", "categories"),
                                    " left out under min_images (see $excluded)"),
     if (isTRUE(x$pruned_versions > 0)) paste0(count_of(x$pruned_versions, "older version"), " deleted")
   )

@@ -214,3 +214,23 @@ test_that("the count of validation images is told with the final metrics, not dr
   # a history from before validation counted its images prints as it did
   expect_no_match(grep("^Final epoch:", capture.output(print(fake_history())), value = TRUE), "validation over")
 })
+
+test_that("plot() refuses `metrics` that name nothing, and sets a rate's axis title clear of its tick labels", {
+  for (metrics in list(character(0), NA_character_, 1)) {
+    expect_error(plot(fake_history(), metrics = metrics), "`metrics` must name one or more metrics",
+                 class = "alexnet_error")
+  }
+  h <- fake_history()
+  h$schedule <- list(image_size = c(64L, 64L, 64L), learning_rate = c(0.0001, 0.00015, 0.00005))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  grDevices::dev.control("enable")
+  plot(h, metrics = c("loss", "learning_rate"))
+  titles <- Filter(function(item) identical(item[[2]][[1]]$name, "C_title"), grDevices::recordPlot()[[1]])
+  lines <- vapply(titles, function(item) {
+    args <- item[[2]][-1]
+    if (identical(args[[4]], "learning_rate")) as.numeric(args[[5]]) else NA_real_
+  }, numeric(1))
+  # "0.00015" is seven characters wide: its title stands further out than an accuracy's ("0.4") would
+  expect_gt(max(lines, na.rm = TRUE), 2.6)
+})

@@ -45,3 +45,18 @@ test_that("an upload without validation images warns with where its layout keeps
                                  max_side = 32, layout = "archives")
   expect_no_warning(imagenet_upload(with_val$path, board = file.path(dir, "board-val")))
 })
+
+test_that("the categories left out under min_images are a data frame, as the bad images are", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "folders"), classes = 2, images_per_class = 3, max_side = 32,
+                            layout = "folders")
+  first <- sort(list.dirs(src$path, recursive = FALSE))[[1]]
+  unlink(utils::head(sort(list.files(first, full.names = TRUE)), 2L))  # one image left of the first category
+  report <- suppressWarnings(imagenet_upload(src$path, board = file.path(dir, "board"), min_images = 2))
+  expect_equal(report$excluded, data.frame(category = basename(first), images = 1L, stringsAsFactors = FALSE))
+  expect_output(print(report), "1 category left out under min_images (see $excluded)", fixed = TRUE)
+  again <- suppressWarnings(imagenet_upload(src$path, board = file.path(dir, "board-all")))
+  expect_equal(again$excluded, data.frame(category = character(), images = integer(), stringsAsFactors = FALSE))
+  expect_named(again$bad_images, c("category", "split", "file", "reason"))
+})

@@ -201,6 +201,27 @@ test_that("an evaluation's counts by class are data frames, printed as its lowes
   expect_match(recorded, "Run 7", fixed = TRUE)
   expect_match(recorded, "grey40", fixed = TRUE)
   expect_error(plot(empty), "no counts by class", class = "alexnet_error")
+  # the ranks' axis has whole numbers only, and a name right of the middle is written to the left of its point
+  plot(evaluation)
+  drawn <- function(what) {
+    calls <- Filter(function(item) identical(item[[2]][[1]]$name, what), grDevices::recordPlot()[[1]])
+    lapply(calls, function(item) item[[2]][-1])
+  }
+  expect_equal(Filter(Negate(is.null), lapply(drawn("C_axis"), function(args) if (args[[1]] == 1) args[[2]]))[[1]],
+               c(1, 2, 3))
+  expect_equal(drawn("C_text")[[1]][[4]], c(4, 4, 2))
+  for (top in list(NA, "a", -1, 1.5, c(1, 2))) {
+    expect_error(plot(evaluation, top = top), "`top` must be a whole number >= 0", class = "alexnet_error")
+  }
+  # one class scored: no lowest classes to rank, but what its images were taken for
+  one <- alexnet:::new_alexnet_evaluation(list(
+    images = 4L, top1_correct = 1L, top5_correct = 3L, top1_accuracy = 0.25, top5_accuracy = 0.75, top_k = 5L,
+    num_classes = 8L, per_class = list(class_row(0L, "n01", "tench, Tinca tinca", 4L, 1L, 3L, "n02", 3L)),
+    confusions = list(list(index = 0L, id = "n01", name = "tench, Tinca tinca", predicted_index = 1L,
+                           predicted_id = "n02", predicted_name = "goldfish, Carassius auratus", images = 3L))))
+  out <- capture.output(print(one))
+  expect_no_match(paste(out, collapse = "\n"), "Lowest")
+  expect_equal(out[[length(out)]], "Most confused: tench taken for goldfish (3 images)")
 })
 
 test_that("an export prints what it is, where it went and its signatures", {

@@ -57,6 +57,14 @@ test_that("alexnet_python() prefers ALEXNET_PYTHON, then the recorded environmen
   expect_error(alexnet_use_python(file.path(dir, "missing")), "install_alexnet")
 })
 
+test_that("install_alexnet() names a `python` that cannot be run, before creating anything", {
+  dir <- withr::local_tempdir()
+  env <- file.path(dir, "env")
+  expect_error(install_alexnet(env, python = file.path(dir, "no-python3")),
+               "`python` = \"[^\"]*no-python3\" does not exist or cannot be run", class = "alexnet_error")
+  expect_false(dir.exists(env))
+})
+
 test_that("the core is imported once, on first use", {
   skip_if_no_alexnet()
   core <- alexnet:::alexnet_core()
