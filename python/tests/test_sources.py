@@ -41,7 +41,7 @@ from alexnet.data.kaggle_zip import KAGGLE_ZIP
 from alexnet.data.sources import held_out, open_source
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
-from alexnet.errors import LayoutError
+from alexnet.errors import AlexnetError, LayoutError
 from alexnet.storage.board import open_board
 
 BUCKET = "alexnet-test"
@@ -1109,6 +1109,9 @@ def test_held_out_images_depend_on_their_names_alone():
 def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_path, caplog):
     source = tmp_path / "photos"
     shutil.copytree(made["paths"]["folders"], source)
+    # photos of one's own: the categories are named by their folders, not by WordNet ids
+    for i, folder in enumerate(sorted(p for p in source.iterdir() if p.is_dir())):
+        folder.rename(source / f"flower-{i}")
     with caplog.at_level(logging.WARNING, logger="alexnet"):
         report = imagenet_upload(source, tmp_path / "board", workers=2, val_share=0.3)
     assert not no_validation_warnings(caplog)
@@ -1126,7 +1129,17 @@ def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_
         assert rows[wnid]["images"] == len({os.path.basename(p) for p in files} - held - bad)
     assert report["val_images"] == len(data["val_image"]) > 0
     again = imagenet_upload(source, tmp_path / "board", workers=2, val_share=0.3)
-    assert again["uploaded"] == [] and len(again["skipped"]) == CLASSES
+    assert again["uploaded"] == [] and again["skipped"] == [f"flower-{i}" for i in range(CLASSES)]
+    # a model may not be published as one of them, nor a category named as one of the board's own pins
+    from alexnet.train.settings import check_settings
+
+    with pytest.raises(AlexnetError, match=r"^`model_pin` = 'flower-0': board .* has a pin 'flower-0' that holds no "
+                                           r"model .*: choose another name, e.g. model_pin = 'flower-0-model'\.$"):
+        check_settings({"model_pin": "flower-0", "model_board": str(tmp_path / "board")})
+    (source / "flower-0").rename(source / "categories")
+    with pytest.raises(LayoutError, match=r"Category folder .*categories is named as one of a board's own pins"):
+        imagenet_upload(source, tmp_path / "board", val_share=0.3)
+    (source / "categories").rename(source / "flower-0")
     with pytest.raises(LayoutError, match="in the kaggle_zip layout, whose validation images are the zip's"):
         imagenet_upload(made["paths"]["kaggle_zip"], tmp_path / "other", val_share=0.3)
     with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): val_share holds out"):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import LayoutError
+from ..storage.layout import board_own_pin
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,9 @@ def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) ->
     categories = []
     for index, wnid in enumerate(wnids):
         folder = os.path.join(train_dir, wnid)
+        if board_own_pin(wnid):
+            raise LayoutError(f"Category folder {folder} is named as one of a board's own pins (categories, "
+                              "bad_images, val-<category>): rename the folder.")
         files = _list_images(folder)
         if not files:
             raise LayoutError(

@@ -43,6 +43,7 @@ from .parts import CRC_MISMATCH, Member, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
+#: The pins of ImageNet's categories: a WordNet id, with ``val-`` for the validation images.
 _CATEGORY_PIN = re.compile(r"^(val-)?n\d+$")
 
 
@@ -274,7 +275,11 @@ class Uploader:
     def _states(self, pool: ThreadPoolExecutor) -> None:
         """The board's state of every category pin it holds, read in parallel before anything is decided."""
         self.existing = set(self.board.pin_names())
-        names = sorted(n for n in self.existing if _CATEGORY_PIN.match(n))
+        # a category's pin is named by its id: a WordNet id, or in a folder of category folders the folder's own name
+        # (known once the folders are listed; the official archives learn theirs while the first ones are packed)
+        own = set(self.source.names) if self.source.layout == "folders" else set()
+        names = sorted(n for n in self.existing
+                       if _CATEGORY_PIN.match(n) or n in own or n.removeprefix(layout.VAL_PREFIX) in own)
 
         def state(name: str) -> dict[str, Any] | None:
             return retry(f"reading pin {name}", lambda: pin_state(self.board, name), self.options.retries)

@@ -28,7 +28,7 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
 from .options import ExportOptions, check_model_pin
-from .pin import EXPORT_FILES, check_model_board, publish_model
+from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)
@@ -204,6 +204,7 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
         board = check_model_board(board, None)
         default = source.reference.get("name") if source.kind == "pin" else None
         pin_name = check_model_pin(name if name is not None else default or "alexnet", "name")
+        check_pin_holds_models(board, pin_name, "name")
     loaded = load_model(source)
     scratch = make_scratch("alexnet-export-")
     try:

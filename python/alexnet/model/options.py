@@ -32,7 +32,7 @@ from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, given_as
 from ..errors import AlexnetError
-from ..storage.layout import BAD_IMAGES_PIN, CATEGORIES_PIN, VAL_PREFIX
+from ..storage.layout import board_own_pin
 
 #: The file of each export format in a model pin, beside ``alexnet.keras``.
 EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
@@ -154,7 +154,7 @@ def check_model_pin(name: Any, setting: str = "model_pin") -> str:
             f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
             f"not {name!r}: e.g. {given_as(setting, repr('alexnet'))}."
         )
-    if name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or _WNID.fullmatch(name) or name.startswith(VAL_PREFIX):
+    if board_own_pin(name) or _WNID.fullmatch(name):
         raise AlexnetError(
             f"{given_as(f'`{setting}`', repr(name))} is the name of one of the data board's own pins (categories, "
             f"bad_images, the categories' WordNet ids, val-<wnid>), not a model pin's: e.g. "

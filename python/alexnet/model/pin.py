@@ -28,6 +28,7 @@ import uuid
 from typing import Any
 
 from ..declare import declaration
+from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
@@ -94,6 +95,19 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
                                metadata=metadata, exists=name in opened.pin_names(), retries=retries)
     retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
+
+
+def check_pin_holds_models(board: str, name: str, setting: str = "model_pin") -> None:
+    """Raise when pin ``name`` of ``board`` (resolved) is there and holds something else than models (a category's
+    images, one of the board's tables): a model published as ``name`` would be a version of it."""
+    opened = open_board(board)
+    if name not in opened.pin_names():
+        return
+    meta, _ = _read_meta(opened, name, None)
+    if (meta.user or {}).get("kind") != MODEL_PIN_KIND:
+        raise AlexnetError(f"{given_as(f'`{setting}`', repr(name))}: board {opened.location} has a pin {name!r} that "
+                           "holds no model (a category's images or one of the board's tables): choose another name, "
+                           f"e.g. {given_as(setting, repr(name + '-model'))}.")
 
 
 def default_model_cache() -> str:

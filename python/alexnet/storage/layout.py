@@ -42,6 +42,12 @@ _INTEGER_COLUMNS = frozenset({"index", "images", "bytes", "val_images", "val_byt
 BAD_IMAGE_COLUMNS = ("category", "split", "file", "reason")
 
 
+def board_own_pin(name: str) -> bool:
+    """Whether ``name`` is one of a data board's own pins besides the categories' (the ``categories`` and
+    ``bad_images`` tables, a ``val-<id>`` category's validation images): no category or model may be called so."""
+    return name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or name.startswith(VAL_PREFIX)
+
+
 def val_pin_name(wnid: str) -> str:
     """The pin holding category ``wnid``'s validation images."""
     return f"{VAL_PREFIX}{wnid}"

@@ -290,7 +290,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     a local path among them gets a warning. ``model_pin``'s board (``model_board``, else ``data_board``, the board the
     data comes from) is opened for writing.
     """
-    from ..model.pin import check_model_board
+    from ..model.pin import check_model_board, check_pin_holds_models
     from ..model.saved import model_reference
     from ..storage.location import location_kind, writable_location
 
@@ -313,8 +313,10 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     for name, (needed, missing, used) in _ONLY_WITH.items():
         if not used(values) and arguments.get(name) not in (None, table[name].default):
             logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
-    values["model_board"] = None if values["model_pin"] is None else \
-        check_model_board(arguments.get("model_board"), data_board)
+    values["model_board"] = None
+    if values["model_pin"] is not None:
+        values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
+        check_pin_holds_models(values["model_board"], values["model_pin"])
     return TrainSettings(**values)
 
 
