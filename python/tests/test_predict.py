@@ -329,3 +329,17 @@ def test_a_model_saved_with_the_old_pooling_layer_still_loads_predicts_and_expor
     served = tf.saved_model.load(exported["path"]).signatures["serving_default"]
     answer = served(images=tf.constant([Path(p).read_bytes() for p in setup["images"]]))
     assert [s.decode() for s in answer["ids"].numpy().reshape(-1)] == [r["id"] for r in records]
+
+
+@pytest.mark.parametrize(("images", "message"), [
+    (None, r"^`images` must be paths or locations of images, not a NoneType: give image files"),
+    (123, r"^`images` must be paths or locations of images, not a int: give image files"),
+    (["a.jpg", 5.0], r"^`images` holds a float \(5\.0\), not a path, location or bytes: give image files"),
+    ([], r"^`images` is empty: give image files"),
+])
+def test_images_that_are_not_paths_are_refused_for_predictions_and_features(setup, images, message):
+    from alexnet.model.features import alexnet_features
+
+    for call in (alexnet_predict, alexnet_features):
+        with pytest.raises(AlexnetError, match=message):
+            call(setup["model_dir"], images)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,6 +42,14 @@ def image_list(images: Any) -> list[str | bytes]:
         images = [images]
     if isinstance(images, np.ndarray):
         images = images.reshape(-1).tolist()
+    what = "give image files, folders, locations or (from Python) bytes"
+    if not isinstance(images, Iterable) or isinstance(images, Mapping):
+        raise AlexnetError(f"`images` must be paths or locations of images, not a {type(images).__name__}: {what}.")
+    images = list(images)
+    wrong = next((v for v in images if not isinstance(v, (str, bytes, os.PathLike))), None)
+    if wrong is not None:
+        raise AlexnetError(f"`images` holds a {type(wrong).__name__} ({wrong!r:.40}), not a path, location or bytes: "
+                           f"{what}.")
     out: list[str | bytes] = [v if isinstance(v, bytes) else os.fspath(v) if isinstance(v, os.PathLike) else str(v)
                               for v in images]
     if not out:
