@@ -193,7 +193,6 @@ def _mirrored_main(root: str, out: str, weights: str) -> None:
         dense_units=256,
         learning_rate=0.005,
         lr_scaling="none",
-        lr_drop_epochs=[6],
         area_range=(0.6, 1.0),
         seed=1,
         verbose=0,

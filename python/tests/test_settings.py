@@ -131,20 +131,26 @@ def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
         assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}
 
 
-@pytest.mark.parametrize(("name", "value", "needed"), [
-    ("model_board", "/somewhere", {"model_pin": "alexnet"}),
-    ("model_format", "keras+savedmodel", {"model_pin": "alexnet"}),
-    ("log_every", 5, {"log_dir": "logs"}),
-    ("profile_steps", [2, 3], {"log_dir": "logs"}),
-    ("local_sgd_after", 1, {"sync_every": 4}),
+@pytest.mark.parametrize(("name", "value", "without", "needed", "what"), [
+    ("model_board", "/somewhere", {}, {"model_pin": "alexnet"}, "`model_pin`"),
+    ("model_format", "keras+savedmodel", {}, {"model_pin": "alexnet"}, "`model_pin`"),
+    ("log_every", 5, {}, {"log_dir": "logs"}, "`log_dir`"),
+    ("profile_steps", [2, 3], {}, {"log_dir": "logs"}, "`log_dir`"),
+    ("local_sgd_after", 1, {}, {"sync_every": 4}, "`sync_every` above 1 (or `adapt_communication`, which may take it)"),
+    ("lr_drop_epochs", [1], {}, {"lr_schedule": "step"}, "lr_schedule = 'step'"),
+    ("patience", 5, {}, {"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
+    ("validation_steps", 2, {"validation": False}, {}, "`validation`"),
 ])
-def test_a_setting_given_without_the_one_that_uses_it_gets_a_warning(name, value, needed, tmp_path, caplog,
-                                                                     monkeypatch):
+def test_a_setting_given_without_the_one_that_uses_it_gets_a_warning(name, value, without, needed, what, tmp_path,
+                                                                     caplog, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with caplog.at_level("WARNING", logger="alexnet.train.settings"):
-        check_settings({name: value})
-    assert f"`{name}` is only used with `{next(iter(needed))}`" in caplog.text
+        check_settings({name: value, **without})
+    assert f"`{name}` is only used with {what}: " in caplog.text
     caplog.clear()
+    default = specs()[name].default
     with caplog.at_level("WARNING", logger="alexnet.train.settings"):
         check_settings({name: value, **needed}, data_board=str(tmp_path / "board"))
+        check_settings({name: default, **without})  # the default is not "given", whatever its type
+        check_settings({name: list(default) if isinstance(default, tuple) else default, **without})
     assert "is only used with" not in caplog.text

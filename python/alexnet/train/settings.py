@@ -311,7 +311,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
     for name, (needed, missing, used) in _ONLY_WITH.items():
-        if not used(values) and arguments.get(name) not in (None, table[name].default):
+        if not used(values) and values[name] not in (None, table[name].default):
             logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
     values["model_board"] = None
     if values["model_pin"] is not None:
@@ -327,6 +327,11 @@ _ONLY_WITH: dict[str, tuple[str, str, Callable[[Mapping[str, Any]], bool]]] = {
     "model_format": ("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None),
     "log_every": ("`log_dir`", "nothing is logged for TensorBoard", lambda v: v["log_dir"] is not None),
     "profile_steps": ("`log_dir`", "no profile is written", lambda v: v["log_dir"] is not None),
+    "lr_drop_epochs": ("lr_schedule = 'step'", "the rate is not dropped at set epochs",
+                       lambda v: v["lr_schedule"] == "step"),
+    "patience": ("lr_schedule = 'plateau'", "the rate is not dropped when the validation top-1 stalls",
+                 lambda v: v["lr_schedule"] == "plateau"),
+    "validation_steps": ("`validation`", "no validation is run", lambda v: v["validation"]),
     "local_sgd_after": ("`sync_every` above 1 (or `adapt_communication`, which may take it)",
                         "every step is synchronous", lambda v: v["sync_every"] > 1 or v["adapt_communication"]),
 }
