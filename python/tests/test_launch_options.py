@@ -139,3 +139,17 @@ def test_options_not_taken_are_named_with_the_closest(job):
         plan_job(2, job["board"], 2, kind="evaluate", model=job["model"], retry=1)
     with pytest.raises(AlexnetError, match=r"does not take `crop` \(did you mean `crops`\?\)"):
         alexnet.alexnet_evaluate(job["model"], board=job["board"], crop=10)
+
+
+def test_crops_without_evaluate_gets_a_warning_that_nothing_is_evaluated(tmp_path, caplog):
+    from alexnet.launch.training import check_training
+
+    with caplog.at_level("WARNING", logger="alexnet.launch.training"):
+        planned = check_training(2, str(tmp_path / "board"), crops=10)
+    assert planned["evaluation"] is None
+    assert "`crops` is only used with `evaluate`: the model is not evaluated as the training ends." in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.launch.training"):
+        planned = check_training(2, str(tmp_path / "board"), crops=10, evaluate=True)
+        check_training(2, str(tmp_path / "board"), crops=1)
+    assert planned["evaluation"].options.crops == 10 and "only used with" not in caplog.text
