@@ -231,6 +231,13 @@ def test_the_export_command_writes_and_pins(exported, tmp_path, capsys):
     assert alexnet_model(board, "served", cache_dir=tmp_path / "cache")["formats"] == ["keras", "savedmodel"]
     assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli")]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
+    # what to give is said with the options typed
+    assert main(["export", exported["model_dir"], "--board", board]) == 2
+    assert "give --path (a folder, gs:// or s3:// location to write the export to), --pin NAME (to publish it in " \
+           "a model pin), or both." in capsys.readouterr().err
+    assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli2"), "--pin-board", board]) == 2
+    assert "--pin-board is the board of --pin: give --pin NAME too" in capsys.readouterr().err
+    assert not (tmp_path / "cli2").exists()
 
 
 #: Loads a pinned alexnet.keras with tf_keras alone and prints its probabilities for the pixels saved as .npy.

@@ -12,7 +12,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from helpers_model import saved_tiny_model, tiny_model  # noqa: E402
+from helpers_model import card_for, save_model_dir, saved_tiny_model, tiny_model  # noqa: E402
 from helpers_train import make_tree  # noqa: E402
 
 import alexnet  # noqa: E402
@@ -82,8 +82,16 @@ def test_a_model_of_another_shape_is_refused_with_the_setting_to_give(tmp_path):
     with pytest.raises(AlexnetError, match=r"its fc1 has weights of shape \[9216, 64\] where this run's has "
                                            r"\[9216, 32\]: give the run dense_units = 64"):
         start_from(build_alexnet(2, dense_units=32), folder, ["a", "b"])
-    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* the initial model's `grouped`"):
+    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = FALSE\.$"):
         start_from(build_alexnet(2, dense_units=UNITS, grouped=True), folder, ["a", "b"])
+    grouped = tmp_path / "grouped"
+    save_model_dir(build_alexnet(2, dense_units=UNITS, grouped=True), grouped, card_for(_categories(["a", "b"])))
+    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = TRUE\.$"):
+        start_from(build_alexnet(2, dense_units=UNITS), str(grouped), ["a", "b"])
+    # the command line says it as the option
+    from alexnet.cli.common import as_typed
+
+    assert as_typed("give the run grouped = FALSE.", {"grouped": ("--grouped", True)}) == "give the run --no-grouped."
 
 
 def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):

@@ -190,6 +190,11 @@ def export_summary(r: dict[str, Any]) -> str:
 
 def _export(args: argparse.Namespace) -> None:
     pin = getattr(args, "pin", None)
+    if pin is None and getattr(args, "pin_board", None) is not None:
+        raise AlexnetError("--pin-board is the board of --pin: give --pin NAME too, or leave --pin-board out.")
+    if pin is None and getattr(args, "path", None) is None:
+        raise AlexnetError("give --path (a folder, gs:// or s3:// location to write the export to), --pin NAME (to "
+                           "publish it in a model pin), or both.")
     if pin is not None:  # refused as the option typed, before the model is read (the core names it `name`)
         from ..model.options import check_model_pin
 

@@ -42,12 +42,13 @@ def describe_start(taken: dict[str, Any], train_from: str) -> str:
             f"{taken['classes_kept']} of {classes} classes; {learning}.")
 
 
-def _shape_advice(layer: str, theirs: tuple[int, ...]) -> str:
-    """What to give a run so that ``layer`` takes weights of shape ``theirs``."""
+def _shape_advice(layer: str, theirs: tuple[int, ...], ours: tuple[int, ...]) -> str:
+    """What to give a run so that ``layer``, whose weights have shape ``ours``, takes weights of shape ``theirs``."""
     if layer in ("fc1", "fc2"):
         return f"dense_units = {theirs[-1]}"
-    if layer in ("conv2", "conv4", "conv5"):
-        return "the initial model's `grouped` (TRUE when it split conv2, conv4 and conv5 into two groups)"
+    if layer in ("conv2", "conv4", "conv5") and len(theirs) == len(ours) == 4 and theirs[2] != ours[2]:
+        # a grouped convolution's kernel sees half the channels: the initial model is grouped when its kernel's are
+        return f"grouped = {'TRUE' if theirs[2] < ours[2] else 'FALSE'}"
     return "the initial model's own settings"
 
 
@@ -96,7 +97,7 @@ def start_from(net: Any, initial: Any, class_ids: Sequence[str]) -> dict[str, An
                 if mine.shape != their.shape:
                     raise AlexnetError(f"{where}: its {name} has weights of shape {list(their.shape)} where this "
                                        f"run's has {list(mine.shape)}: give the run "
-                                       f"{_shape_advice(name, tuple(their.shape))}.")
+                                       f"{_shape_advice(name, tuple(their.shape), tuple(mine.shape))}.")
             copied.append(name)
         layer.set_weights(values)
         del ours, values  # a full-size fc1 is 150 MB a copy: one of each at a time
