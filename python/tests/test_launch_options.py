@@ -56,7 +56,7 @@ def job(tmp_path_factory):
     model = root / "model"
     model.mkdir()
     (model / "alexnet.keras").write_bytes(b"not read by a plan")
-    ids = [f"n{k:08d}" for k in range(CLASSES)]
+    ids = list(src["categories"])  # the board's classes, as a model trained on it names them
     (model / CARD_FILE).write_text(ModelCard(image_size=64, num_classes=CLASSES, class_ids=ids,
                                              class_names=ids).to_json())
     return {"board": str(root / "board"), "model": str(model)}

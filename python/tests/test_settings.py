@@ -154,3 +154,16 @@ def test_a_setting_given_without_the_one_that_uses_it_gets_a_warning(name, value
         check_settings({name: default, **without})  # the default is not "given", whatever its type
         check_settings({name: list(default) if isinstance(default, tuple) else default, **without})
     assert "is only used with" not in caplog.text
+
+
+def test_a_collective_timeout_of_never_is_given_on_the_command_line_as_its_word():
+    from alexnet.cli.train import training_args
+
+    def given(*words: str) -> dict:
+        return training_args(build_parser().parse_args(["train", *words]))
+
+    assert given("--collective-timeout", "never")["collective_timeout"] is None
+    assert given("--collective-timeout", "90")["collective_timeout"] == 90
+    with pytest.raises(AlexnetError, match=r"^`--collective-timeout` must be a positive number of seconds or "
+                                           r"'never', not 0\.0\.$"):
+        given("--collective-timeout", "0")

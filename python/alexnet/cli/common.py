@@ -81,13 +81,22 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
         if spec.kind == "flag":
             options["action"] = argparse.BooleanOptionalAction
         else:
-            options["type"] = kind.parse
+            options["type"] = kind.parse if spec.none_word is None else _or_word(kind.parse, spec.none_word)
             if kind.nargs is not None:
                 options["nargs"] = kind.nargs
             words = [*map(str, spec.choices), *([spec.none_word] if spec.none_word else [])]
             options["metavar"] = spec.metavar or ("{" + ",".join(words) + "}" if words else name.upper())
         p.add_argument(flag, **options)
         _name_option(p, name, flag, spec.kind == "flag")
+
+
+def _or_word(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:
+    """``parse``, but for ``word`` (a setting's word for None), which is kept as it is for :func:`declared_args`."""
+    def parsed(value: str) -> Any:
+        return value if value == word else parse(value)
+
+    parsed.__name__ = getattr(parse, "__name__", "value")  # argparse names the type in its errors
+    return parsed
 
 
 #: Where a command's parser keeps its declared options by the core's names (see :func:`as_typed`).

@@ -231,8 +231,16 @@ def _pin_text(value: Any, name: str, spec: Spec) -> str:
 
 
 def _seconds(value: Any, name: str, spec: Spec) -> float:
-    seconds = as_seconds(value, name, allow_none=spec.optional)
-    return float(seconds) if seconds is not None else seconds  # type: ignore[return-value]
+    if value is None and spec.optional:
+        return value  # type: ignore[return-value]
+    typed = on_command_line(name)  # where None is the option's word, or the option left out
+    try:
+        return float(as_seconds(value, name, allow_none=spec.optional and not typed))  # type: ignore[arg-type]
+    except AlexnetError:
+        if not (typed and spec.optional and spec.none_word):
+            raise
+        raise AlexnetError(f"`{name}` must be a positive number of seconds or {spec.none_word!r}, not {value!r}.") \
+            from None
 
 
 def _ints(value: Any) -> tuple[int, ...]:

@@ -128,7 +128,7 @@ class TrainSettings:
     collective_timeout: float | None = setting(
         DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation "
         "before failing (unset: for ever); a worker silent for as long, or for a minute if less, is declared lost",
-        optional=True)
+        optional=True, none_word="never")
     allreduce_precision: str = setting(
         "float32", "choice", "the number format of the gradients on the wire between workers: \"float32\", or "
         "\"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial "
