@@ -386,6 +386,13 @@ def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
     assert said == ("upload with `alexnet upload ... --board '/tmp/b'` first; export a model pin (`--model-pin NAME`) "
                     "or a model_dir that `alexnet train` saved, sizes in order (128 160 224); imagenet_classes() "
                     "lists them, data$c(1)")
+    # a training reads a model pin only to start from it; a board's messages name the command that writes it
+    assert as_typed("a model pin (alexnet_model()) or a model_dir", {"initial_model": ("--initial-model", False)},
+                    calls) == "a model pin (`--initial-pin NAME`) or a model_dir"
+    assert as_typed("no categories pin: run imagenet_upload() to this board", {}, calls) == \
+        "no categories pin: run `alexnet upload` to this board"
+    assert as_typed("train with alexnet_train(model_pin = 'm') to publish one", {}, calls) == \
+        "train with `alexnet train --model-pin 'm'` to publish one"
     assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
                           "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
                           "alexnet_predict", "alexnet_features", "alexnet_filters", "alexnet_export",

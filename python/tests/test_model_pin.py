@@ -189,3 +189,17 @@ def test_a_card_written_again_beside_a_saved_model_is_what_loading_it_reads(save
     write_card(str(model_file), card)
     assert json.loads((model_dir / CARD_FILE).read_text())["evaluation"] == evaluation
     assert load_model(str(model_dir)).card.evaluation == evaluation
+
+
+def test_a_new_version_of_other_classes_gets_a_warning_that_it_is_now_the_one_read(saved, tmp_path, caplog):
+    board = str(tmp_path / "board")
+    publish_model(board, "alexnet", saved["file"], saved["card"])
+    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+        publish_model(board, "alexnet", saved["file"], saved["card"])  # retrained on the same classes
+    assert "other classes" not in caplog.text
+    flowers = card_for([{"id": name, "name": name} for name in ("daisy", "roses", "tulips")])
+    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+        publish_model(board, "alexnet", saved["file"], flowers)
+    assert "Model pin alexnet on" in caplog.text and "held a model of other classes (3: n00000000, n00000001, " \
+        "n00000002) in its version" in caplog.text and "of 3 classes (daisy, roses, tulips), is now the one read" \
+        in caplog.text

@@ -1142,7 +1142,7 @@ def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_
     (source / "categories").rename(source / "flower-0")
     with pytest.raises(LayoutError, match="in the kaggle_zip layout, whose validation images are the zip's"):
         imagenet_upload(made["paths"]["kaggle_zip"], tmp_path / "other", val_share=0.3)
-    with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): val_share holds out"):
+    with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): `val_share` holds out"):
         imagenet_upload(made["paths"]["kaggle"], tmp_path / "other", val_share=0.3)
 
 

@@ -146,7 +146,7 @@ def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None],
     as the command, its arguments as that command's options: ``imagenet_upload(..., board = 'b')`` becomes
     ```alexnet upload ... --board 'b'```. ``alexnet_model()``, which reads a model pin, becomes ```--model-pin
     NAME```, the option of every command that reads one, and R's ``c(128, 160, 224)`` becomes ``128 160 224``."""
-    message = _CALL.sub(lambda match: _as_command(match, calls or {}), message)
+    message = _CALL.sub(lambda match: _as_command(match, calls or {}, options), message)
     message = _VECTOR.sub(lambda match: " ".join(value.strip() for value in match[1].split(",")), message)
     return _SETTING.sub(lambda match: _as_option(match, options), message)
 
@@ -165,11 +165,13 @@ def _as_option(match: re.Match[str], options: Mapping[str, tuple[str, bool] | No
     return f"{flag} {value or ''}"
 
 
-def _as_command(match: re.Match[str], calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]) -> str:
-    """The call ``match`` (of :data:`_CALL`) as a command line, or as it is when no command runs that function."""
+def _as_command(match: re.Match[str], calls: Mapping[str, tuple[str, Mapping[str, tuple[str, bool] | None]]],
+                options: Mapping[str, tuple[str, bool] | None] | None = None) -> str:
+    """The call ``match`` (of :data:`_CALL`) as a command line, or as it is when no command runs that function;
+    ``options``: those of the command whose message it is."""
     function, arguments = match[1], match[2]
-    if function == CORE["model"]:
-        return "`--model-pin NAME`"
+    if function == CORE["model"]:  # a training reads a model pin only to start from it
+        return "`--initial-pin NAME`" if "initial_model" in (options or {}) else "`--model-pin NAME`"
     if function not in calls:
         return match[0]
     command, options = calls[function]

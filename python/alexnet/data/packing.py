@@ -306,7 +306,7 @@ class Uploader:
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
             if err.errno != errno.ENOSPC:
                 raise
-            raise AlexnetError(f"the upload stopped ({err}): {_no_space(self.scratch)}; then run imagenet_upload "
+            raise AlexnetError(f"the upload stopped ({err}): {_no_space(self.scratch)}; then run imagenet_upload() "
                                "again to finish") from err
         if self.failures:
             layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
@@ -317,7 +317,7 @@ class Uploader:
             raise BoardError(
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
                 "categories pin was not written, so the board is not yet complete; "
-                + (f"{_no_space(self.scratch)}, then " if full else "") + "run imagenet_upload again to finish")
+                + (f"{_no_space(self.scratch)}, then " if full else "") + "run imagenet_upload() again to finish")
 
 
 def _no_space(scratch: str | None) -> str:

@@ -139,8 +139,8 @@ class FolderSource(Source):
         for path, label in zip(tree.val_files, tree.val_labels, strict=True):
             self.val[label] = (*self.val.get(label, ()), path)
         if val_share and self.val:
-            raise LayoutError(f"{tree.root} has validation images of its own ({len(tree.val_files)}): val_share holds "
-                              "out validation images of a source without them; leave it out.")
+            raise LayoutError(f"{tree.root} has validation images of its own ({len(tree.val_files)}): `val_share` "
+                              "holds out validation images of a source without them; leave it out.")
         for wnid, files in list(self.train.items()):
             held = held_out(files, val_share)
             if held:
@@ -200,7 +200,7 @@ def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
     read = _open_source(source, val_share)
     if val_share and not isinstance(read, FolderSource):
         read.close()
-        raise LayoutError(f"val_share holds out validation images of a local folder of category folders; "
+        raise LayoutError(f"`val_share` holds out validation images of a local folder of category folders; "
                           f"{read.root} is in the {read.layout} layout, whose validation images are "
                           f"{_VALIDATION[read.layout]}: leave val_share out.")
     return read

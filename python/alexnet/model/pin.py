@@ -90,11 +90,34 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
         export = {"format": export_format, "file": wanted, "sha256": sha256_file(export_file),
                   "bytes": os.path.getsize(export_file)}
     metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file), export)
+    exists = name in opened.pin_names()
+    if exists:
+        _warn_of_other_classes(opened, name, card)
     with quiet_pins():
         version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
-                               metadata=metadata, exists=name in opened.pin_names(), retries=retries)
+                               metadata=metadata, exists=exists, retries=retries)
     retry("writing the board manifest", lambda: opened.write_manifest({name: version}), retries)
     return {"board": opened.location, "name": name, "version": version}
+
+
+def _warn_of_other_classes(opened: Board, name: str, card: ModelCard) -> None:
+    """Warn when the latest version of model pin ``name`` is a model of other classes than ``card``'s: the new version
+    replaces it as the one read by default."""
+    meta, version = _read_meta(opened, name, None)
+    user = dict(meta.user or {})
+    if user.get("kind") != MODEL_PIN_KIND:
+        return
+    theirs = [str(v) for v in user.get("class_ids") or []]
+    if theirs and theirs != list(card.class_ids):
+        logger.warning("Model pin %s on %s held a model of other classes (%d: %s) in its version %s; the new version, "
+                       "of %d classes (%s), is now the one read by default: give another name to keep both in reach.",
+                       name, opened.location, len(theirs), _some(theirs), version, card.num_classes,
+                       _some(card.class_ids))
+
+
+def _some(ids: list[str]) -> str:
+    """The first few of ``ids``, for a message."""
+    return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
 
 
 def check_pin_holds_models(board: str, name: str, setting: str = "model_pin") -> None:
@@ -134,8 +157,8 @@ def _read_meta(opened: Board, name: str, version: str | None) -> tuple[Any, str]
 
     if name not in opened.pin_names():
         raise AlexnetError(
-            f"board {opened.location} has no pin {name!r}: train with model_pin = {name!r} to publish one there, "
-            "or give the board and name of an existing model pin."
+            f"board {opened.location} has no pin {name!r}: train with alexnet_train(model_pin = {name!r}) to publish "
+            "one there, or give the board and name of an existing model pin."
         )
     latest = _latest_version(opened, name)
     wanted = latest if version is None else str(version)

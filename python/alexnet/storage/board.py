@@ -97,8 +97,8 @@ def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
         text = fs.cat_file(url)
     except FileNotFoundError:
         raise BoardError(
-            f"board {resolved} has no {MANIFEST} manifest: it was not written by imagenet_upload, or the "
-            "upload has not finished; run imagenet_upload on the board this URL serves"
+            f"board {resolved} has no {MANIFEST} manifest: it was not written by imagenet_upload(), or the "
+            "upload has not finished; run imagenet_upload() on the board this URL serves"
         ) from None
     except Exception as err:
         raise BoardError(f"cannot reach board {resolved}: {type(err).__name__}: {err}") from None
@@ -106,7 +106,7 @@ def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
         manifest = yaml.safe_load(text) or {}
         return {str(name): str(list(versions)[-1]) for name, versions in manifest.items() if versions}
     except (yaml.YAMLError, AttributeError, TypeError) as err:
-        raise BoardError(f"the manifest {url} is not a pins manifest ({err}); re-run imagenet_upload") from None
+        raise BoardError(f"the manifest {url} is not a pins manifest ({err}); run imagenet_upload() again") from None
 
 
 def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board:

@@ -73,7 +73,7 @@ def read_categories(board: Board) -> list[dict[str, Any]]:
     except (PinsError, FileNotFoundError, KeyError):
         raise BoardError(
             f"board {board.location} has no categories pin: its upload has not finished (or never started); "
-            "run imagenet_upload to this board"
+            "run imagenet_upload() to this board"
         ) from None
     except Exception as err:
         raise BoardError(

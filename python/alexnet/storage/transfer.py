@@ -94,7 +94,7 @@ def download(fs: Any, remote: str, local: str, progress: Callable[[int], None] |
 
 def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: str, retries: int,
                       progress: Callable[[int], None] | None = None, pin: str = "the categories pin",
-                      remedy: str = "upload the category again: run imagenet_upload to this board again") -> None:
+                      remedy: str = "upload the category again: run imagenet_upload() to this board again") -> None:
     """The one checked download of a pin's file: :func:`download` (with :func:`retry`) to a temporary name beside
     ``local``, renamed to ``local`` only once its SHA-256 is ``sha256``, what ``pin`` (the pin whose metadata lists
     the file) says; fetched once more on a mismatch. A damaged or replaced file is never left where a later call
