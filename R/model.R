@@ -22,9 +22,11 @@
 #'   `board_trained_from` and `categories_version` (the data it was trained from), `weights_sha256`,
 #'   `created`, and `evaluation` when the model was evaluated as its training ended
 #'   (`alexnet_spark_train(..., evaluate = TRUE)`: `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
-#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `bad_images` (a count) and `board`), and
+#'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `bad_images` (a count) and `board`),
 #'   `initial_model`: the model its training started from (`name@version` of a pin, or a location; `NULL` for a
-#'   model trained from random weights, see `initial_model` in [alexnet_train()]).
+#'   model trained from random weights, see `initial_model` in [alexnet_train()]), and `architecture`: the
+#'   settings that shape its weights (`dense_units`, `grouped`), which a run started from it must have (`NULL` on
+#'   models saved before it was recorded).
 #'   Pass it to [alexnet_evaluate()], [alexnet_predict()] or [alexnet_export()].
 #' @seealso [alexnet_evaluate()], [alexnet_predict()], [alexnet_export()].
 #' @examples

@@ -111,6 +111,14 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
         check_settings({"initial_model": 3})
     with pytest.raises(AlexnetError, match=r"`train_from` must be one of 'conv1', .* 'logits', not 'conv6'"):
         check_settings({"train_from": "conv6"})
+    # a card that records the settings that shape the weights is checked against the run's before any work
+    recorded = {**pin, "architecture": {"dense_units": 64, "grouped": True}}
+    with pytest.raises(AlexnetError, match=r"^`initial_model` base@v1 was trained with dense_units = 64, and its "
+                                           r"weights fit only a run of the same: give the run dense_units = 64\.$"):
+        check_settings({"initial_model": recorded})
+    with pytest.raises(AlexnetError, match=r"trained with grouped = TRUE, .* give the run grouped = TRUE\.$"):
+        check_settings({"initial_model": recorded, "dense_units": 64})
+    assert check_settings({"initial_model": recorded, "dense_units": 64, "grouped": True}).grouped
 
 
 @pytest.mark.slow
@@ -155,6 +163,7 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
         given("--initial-board", board)
     card = ModelCard.from_json((tmp_path / "out" / CARD_FILE).read_text(), "card")
     assert card.initial_model == f"base@{pin['version']}" and card.class_ids == ["n00000000", "n00000002", "z_own"]
+    assert card.architecture == {"dense_units": UNITS, "grouped": False} == pin["architecture"]
     # the checkpoints hold the optimizer of the dense layers alone: resuming with every layer learning is refused
     with pytest.raises(AlexnetError, match="train_from: fc1 then, conv1 now"):
         alexnet.alexnet_train(data=new, initial_model=pin, model_dir=str(tmp_path / "out2"),

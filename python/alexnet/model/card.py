@@ -44,6 +44,9 @@ class ModelCard:
     created: str = ""
     evaluation: dict[str, Any] | None = None
     initial_model: str | None = None
+    #: the settings that shape the weights (``dense_units``, ``grouped``), so that a run started from the model is
+    #: checked against them before any work; None on cards written before they were recorded
+    architecture: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if len(self.class_ids) != self.num_classes or len(self.class_names) != self.num_classes:
@@ -70,6 +73,7 @@ class ModelCard:
                 weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),
                 evaluation=dict(values["evaluation"]) if values.get("evaluation") else None,
                 initial_model=None if values.get("initial_model") is None else str(values["initial_model"]),
+                architecture=dict(values["architecture"]) if values.get("architecture") else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise AlexnetError(

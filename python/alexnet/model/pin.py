@@ -243,8 +243,10 @@ def alexnet_model(
     has an export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
     None), and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
     ``class_names``, ``epochs``, ``metrics``, ``board_trained_from`` (the board the model was trained from),
-    ``categories_version``, ``weights_sha256``, ``created`` and ``evaluation`` (``None``, or the evaluation the
-    model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``). Give the dict as ``model``
+    ``categories_version``, ``weights_sha256``, ``created``, ``evaluation`` (``None``, or the evaluation the
+    model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``), ``initial_model`` (what its
+    training started from) and ``architecture`` (``dense_units`` and ``grouped``, which a run started from it must
+    have; ``None`` on older cards). Give the dict as ``model``
     to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
     """
     pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")

@@ -42,6 +42,22 @@ def describe_start(taken: dict[str, Any], train_from: str) -> str:
             f"{taken['classes_kept']} of {classes} classes; {learning}.")
 
 
+def check_architecture(reference: Any, dense_units: int, grouped: bool) -> None:
+    """Raise, before any work, when the initial model ``reference`` (a checked ``initial_model``) records on its card
+    other ``dense_units`` or ``grouped`` than the run's: its weights would not fit (a card that does not record them
+    leaves the check to :func:`start_from`)."""
+    from ..model.saved import model_source
+
+    source = model_source(reference)
+    recorded = (source.card.architecture or {}) if source.card is not None else {}
+    for name, ours in (("dense_units", dense_units), ("grouped", grouped)):
+        if name in recorded and recorded[name] != ours:
+            theirs = recorded[name]
+            said = ("TRUE" if theirs else "FALSE") if isinstance(theirs, bool) else theirs
+            raise AlexnetError(f"`initial_model` {source.description} was trained with {name} = {said}, and its "
+                               f"weights fit only a run of the same: give the run {name} = {said}.")
+
+
 def _shape_advice(layer: str, theirs: tuple[int, ...], ours: tuple[int, ...]) -> str:
     """What to give a run so that ``layer``, whose weights have shape ``ours``, takes weights of shape ``theirs``."""
     if layer in ("fc1", "fc2"):

@@ -191,7 +191,8 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
                      best_epoch=None if epoch is None else epoch + 1,
                      metrics={name: float(values[at]) for name, values in metrics.items() if len(values) > at},
                      board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
-                     created=now(), initial_model=started_from)
+                     created=now(), initial_model=started_from,
+                     architecture={"dense_units": settings.dense_units, "grouped": settings.grouped})
 
 
 def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:

@@ -310,6 +310,10 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
+    if values["initial_model"] is not None:
+        from .initial import check_architecture
+
+        check_architecture(values["initial_model"], values["dense_units"], values["grouped"])
     for name, (needed, missing, used) in _ONLY_WITH.items():
         if not used(values) and values[name] not in (None, table[name].default):
             logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
