@@ -140,8 +140,9 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
         from .sources import validation_files
 
         raise AlexnetError(
-            f"board {location} has no validation images: upload ImageNet with them with imagenet_upload (each "
-            f"layout holds them in its own files: {validation_files()}), or give the images as `data`."
+            f"board {location} has no validation images: upload ImageNet with them with imagenet_upload() (each "
+            f"layout holds them in its own files: {validation_files()}), or, from R and Python, give the images as "
+            "`data`."
         )
     return counts
 

@@ -124,7 +124,8 @@ def read_tf_config() -> dict:
     if not raw.strip():
         raise AlexnetError(
             "strategy = 'multi_worker' needs the TF_CONFIG environment variable naming every worker and "
-            "this worker's index: set it, e.g. to tf_config_json(addresses, index), before training."
+            "this worker's index: set it, e.g. to tf_config_json(addresses, index), before training, or launch the "
+            "workers with alexnet_spark_train(), which sets it."
         )
     try:
         config = json.loads(raw)

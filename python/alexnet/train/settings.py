@@ -268,7 +268,7 @@ def _together(values: dict[str, Any]) -> None:
     values["mixed_precision"] = None
     if not values["validation"]:
         need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
-                        "set validation = TRUE (with validation images in `data`), or leave it out.")
+                        "set validation = TRUE (with validation images on the board or in `data`), or leave it out.")
     if values["train_from"] != LEARNING_LAYERS[0] and values["initial_model"] is None:
         raise AlexnetError(f"train_from = '{values['train_from']}' keeps the layers before it as they start, which "
                            "only a trained start makes sense of: give `initial_model` (a model pin or model_dir), or "
