@@ -231,7 +231,10 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
     ylab <- settings$ylab
     settings$ylab <- ""
     do.call(graphics::plot, c(list(range(part$epoch), limits, type = "n", xaxt = "n", ylim = limits), settings))
-    graphics::title(ylab = ylab, line = max(2.6, widest + 1.1))
+    if (!isFALSE(settings$ann)) {  # the title drawn apart takes the panel's own label settings
+      label <- settings[intersect(names(settings), c("cex.lab", "col.lab", "font.lab", "family"))]
+      do.call(graphics::title, c(list(ylab = ylab, line = max(2.6, widest + 1.1)), label))
+    }
     graphics::axis(1, at = unique(part$epoch))
     for (set in names(colours)) {
       rows <- part[part$data == set, , drop = FALSE]

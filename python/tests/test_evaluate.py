@@ -180,6 +180,10 @@ def test_a_model_of_as_many_other_classes_is_refused_naming_the_first_that_diffe
     data = {**setup["fetched"]}
     with pytest.raises(AlexnetError, match=r"other classes than `data` holds \(label 0 is .* and 1 more label"):
         alexnet_evaluate(str(shuffled), data)
+    # images labelled by category are counted against the model's own ids: the data's order does not matter
+    by_category = {"val_image": data["val_image"], "val_category": data["val_category"],
+                   "class_ids": sorted(data["class_ids"], reverse=True)}
+    assert alexnet_evaluate(setup["model_dir"], by_category)["images"] == 2 * CLASSES - 1
     # a model without a card names its classes by number: only their number is checked
     cardless = save_model_dir(setup["model"], tmp_path / "cardless")
     assert alexnet_evaluate(str(cardless), data)["images"] == 2 * CLASSES - 1

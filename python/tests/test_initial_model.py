@@ -156,6 +156,7 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
     assert read["train_from"] == "fc1"
     fields = ("board", "name", "version", "sha256")
     assert [read["initial_model"][k] for k in fields] == [pin[k] for k in fields]
+    assert read["initial_model"]["path"] is None  # the file is brought by a run that starts from it, if any
     assert given("--initial-pin", "base", "--initial-board", board)["initial_model"]["version"] == pin["version"]
     with pytest.raises(AlexnetError, match=r"either as --initial-model .* or as --initial-pin NAME, not both"):
         given("--initial-pin", "base", "--initial-board", board, "--initial-model", "/somewhere")
@@ -182,6 +183,9 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
     resumed = alexnet.alexnet_train(data=new, initial_model=pin, train_from="fc1", model_dir=str(tmp_path / "out2"),
                                     checkpoint_dir=str(tmp_path / "ckpt"), **{**TINY, "epochs": 2})
     assert resumed["params"]["started_from"] == started and len(resumed["metrics"]["loss"]) == 2
+    # and its checkpoints say it again, for the next resume
+    state = json.loads((tmp_path / "ckpt" / "alexnet-history.json").read_text())
+    assert state["settings"]["started_from"] == started and state["epochs_done"] == 2
     assert resumed["card"]["initial_model"] == f"base@{pin['version']}"
     again = keras.models.load_model(str(tmp_path / "out2" / "alexnet.keras"), compile=False)
     for name in frozen_layers("fc1"):

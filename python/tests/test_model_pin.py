@@ -103,12 +103,15 @@ def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
 
 
 def test_a_saved_model_given_as_the_board_is_named_as_such_and_an_unwritable_cache_too(saved, tmp_path):
-    folder = os.path.dirname(saved["file"])
-    for given in (folder, saved["file"]):  # a model_dir, and its alexnet.keras
+    model_file = save_model_dir(saved["model"], tmp_path / "model_dir", saved["card"])  # as alexnet_train() saves
+    for given in (str(model_file.parent), str(model_file)):  # a model_dir, and its alexnet.keras
         with pytest.raises(AlexnetError, match=r"alexnet.keras is a saved model \(a model_dir or alexnet.keras\), "
                                                r"not a board: alexnet_model\(\) reads model pins; give the saved "
                                                r"model as it is where a model is taken"):
             alexnet_model(given, cache_dir=tmp_path / "cache")
+    # a model without its card is no proof: the board's own error stands
+    with pytest.raises(AlexnetError, match=r"has no pin 'alexnet'"):
+        alexnet_model(os.path.dirname(saved["file"]), cache_dir=tmp_path / "cache")
     publish_model(str(tmp_path / "board"), "alexnet", saved["file"], saved["card"])
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -203,3 +206,15 @@ def test_a_new_version_of_other_classes_gets_a_warning_that_it_is_now_the_one_re
     assert "Model pin alexnet on" in caplog.text and "held a model of other classes (3: n00000000, n00000001, " \
         "n00000002) in its version" in caplog.text and "of 3 classes (daisy, roses, tulips), is now the one read" \
         in caplog.text
+
+
+def test_a_pin_reference_reads_the_metadata_alone_and_loading_it_brings_the_file(saved, tmp_path, monkeypatch):
+    from alexnet.model.pin import model_pin_reference
+
+    board = str(tmp_path / "board")
+    published = publish_model(board, "alexnet", saved["file"], saved["card"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default model cache, empty
+    reference = model_pin_reference(board, "alexnet")
+    assert reference["path"] is None and reference["version"] == published["version"]
+    assert reference["class_ids"] == saved["card"].class_ids and not (tmp_path / "xdg").exists()
+    assert _same_weights(load_model(reference).model, saved["model"])

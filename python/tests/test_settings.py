@@ -132,11 +132,11 @@ def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
 
 
 @pytest.mark.parametrize(("name", "value", "without", "needed", "what"), [
-    ("model_board", "/somewhere", {}, {"model_pin": "alexnet"}, "`model_pin`"),
+    ("model_board", "models", {}, {"model_pin": "alexnet"}, "`model_pin`"),
     ("model_format", "keras+savedmodel", {}, {"model_pin": "alexnet"}, "`model_pin`"),
     ("log_every", 5, {}, {"log_dir": "logs"}, "`log_dir`"),
     ("profile_steps", [2, 3], {}, {"log_dir": "logs"}, "`log_dir`"),
-    ("local_sgd_after", 1, {}, {"sync_every": 4}, "`sync_every` above 1 (or `adapt_communication`, which may take it)"),
+    ("local_sgd_after", 1, {"adapt_communication": True}, {"sync_every": 4}, "`sync_every` above 1"),
     ("lr_drop_epochs", [1], {}, {"lr_schedule": "step"}, "lr_schedule = 'step'"),
     ("patience", 5, {}, {"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
     ("validation_steps", 2, {"validation": False}, {}, "`validation`"),

@@ -48,7 +48,7 @@ def _data(synthetic: dict) -> dict:
 # arguments
 
 
-def test_missing_data_and_bad_arguments_fail_before_any_work():
+def test_missing_data_and_bad_arguments_fail_before_any_work(tmp_path):
     with pytest.raises(AlexnetError, match="imagenet_partition"):
         alexnet_train()
     data = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}
@@ -61,7 +61,8 @@ def test_missing_data_and_bad_arguments_fail_before_any_work():
     with pytest.raises(AlexnetError, match=r"^`batch_size`, the first argument, was given a partition: pass it by "):
         alexnet_train(data)
     with pytest.raises(AlexnetError, match=r"^`callbacks` is a str, not a Keras callback: give a list of "):
-        alexnet_train(data=data, callbacks="x")
+        alexnet_train(data=data, callbacks="x", checkpoint_dir=str(tmp_path / "new" / "ckpt"))
+    assert not (tmp_path / "new").exists()  # refused before the settings' checks make the output folders
     with pytest.raises(AlexnetError, match=r"^`callbacks` item 2 is a dict, not a Keras callback"):
         alexnet_train(data=data, callbacks=[keras.callbacks.Callback(), {}])
 

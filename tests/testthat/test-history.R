@@ -233,4 +233,15 @@ test_that("plot() refuses `metrics` that name nothing, and sets a rate's axis ti
   }, numeric(1))
   # "0.00015" is seven characters wide: its title stands further out than an accuracy's ("0.4") would
   expect_gt(max(lines, na.rm = TRUE), 2.6)
+  # the title drawn apart follows the panel's label settings, and none is drawn without annotations
+  plot(h, metrics = "learning_rate", col.lab = "red")
+  drawn <- Filter(function(item) identical(item[[2]][[1]]$name, "C_title"), grDevices::recordPlot()[[1]])
+  expect_match(paste(utils::capture.output(str(drawn)), collapse = "\n"), "red", fixed = TRUE)
+  plot(h, metrics = "learning_rate", ann = FALSE)
+  drawn <- Filter(function(item) identical(item[[2]][[1]]$name, "C_title"), grDevices::recordPlot()[[1]])
+  ylabs <- vapply(drawn, function(item) {
+    label <- item[[2]][-1][[4]]
+    if (is.null(label)) "" else as.character(label)
+  }, "")
+  expect_false("learning_rate" %in% ylabs)
 })

@@ -85,7 +85,10 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
             if kind.nargs is not None:
                 options["nargs"] = kind.nargs
             words = [*map(str, spec.choices), *([spec.none_word] if spec.none_word else [])]
-            options["metavar"] = spec.metavar or ("{" + ",".join(words) + "}" if words else name.upper())
+            # a number that has a word for none: either
+            shown = "{" + ",".join(words) + "}" if spec.choices else \
+                name.upper() + (f"|{spec.none_word}" if spec.none_word else "")
+            options["metavar"] = spec.metavar or shown
         p.add_argument(flag, **options)
         _name_option(p, name, flag, spec.kind == "flag")
 

@@ -43,7 +43,10 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
                                "location) or as --initial-pin NAME, not both.")
         name, _, version = pin.partition("@")
         board = getattr(args, "initial_board", None) or common.default_board(args)
-        given["initial_model"] = common.core("model")(board, name=name, version=version or None)
+        # the pin's metadata: its file is brought only by a run that starts from it, not by one that resumes
+        from ..model.pin import model_pin_reference
+
+        given["initial_model"] = model_pin_reference(board, name, version or None)
     elif getattr(args, "initial_board", None):
         raise AlexnetError("--initial-board is the board of --initial-pin: give --initial-pin NAME too.")
     return given

@@ -36,14 +36,19 @@ logger = logging.getLogger(__name__)
 TOP_K = 5
 
 
-def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) -> tuple[list[str], list[int], int | None]:
-    """The validation files and labels of ``data``, and its number of classes (None when it does not say)."""
+def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
+        -> tuple[list[str], list[int], int | None, list[str] | None]:
+    """The validation files and labels of ``data``, its number of classes (None when it does not say) and the ids of
+    the classes its labels count (None when it does not name them, or its labels are the model's own, from
+    ``val_category`` and the model's ``class_ids``)."""
     files = as_strings(data.get("val_image"))
     if not files:
         raise AlexnetError("`data` has no validation images (`val_image` is empty): fetch a partition of a board "
                            "that has them, or give `board` to evaluate on every validation image of a board.")
+    ids = None
     if data.get("val_label") is not None and len(as_strings(data.get("val_label"))) > 0:
         labels = [as_int(v, "val_label") for v in np.asarray(data["val_label"]).reshape(-1).tolist()]
+        ids = as_strings(data["class_ids"]) if data.get("class_ids") is not None else None
     elif data.get("val_category") is not None:
         index = {wnid: label for label, wnid in enumerate(class_ids)}
         categories = as_strings(data["val_category"])
@@ -57,7 +62,7 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) -> tuple[lis
     if len(labels) != len(files):
         raise AlexnetError(f"`data` has {len(files)} validation images but {len(labels)} labels: give one per image.")
     classes = data.get("num_classes")
-    return files, labels, None if classes is None else as_int(classes, "num_classes", 1)
+    return files, labels, None if classes is None else as_int(classes, "num_classes", 1), ids
 
 
 def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | None, where: str) -> None:
@@ -223,8 +228,7 @@ def alexnet_evaluate(
         class_ids = source.card.class_ids if source.card is not None else None
         if class_ids is None and data.get("val_label") is None:
             class_ids = load_model(source).card.class_ids
-        files, labels, classes = _data_images(data, class_ids or [])
-        ids = as_strings(data["class_ids"]) if data.get("class_ids") is not None else None
+        files, labels, classes, ids = _data_images(data, class_ids or [])
         where = "`data`"
     else:
         from ..data.fetch import imagenet_categories, validation_counts

@@ -33,7 +33,7 @@ from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
-from .options import EXPORT_FILES, ModelPinOptions
+from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
 
 logger = logging.getLogger(__name__)
 
@@ -250,10 +250,22 @@ def alexnet_model(
     to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
     """
     pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")
-    name, cache_dir, export = pin.name, pin.cache_dir, pin.export
+    return _read_model_pin(board, pin.name, pin.version, cache_dir=pin.cache_dir, export=pin.export, fetch=True)
+
+
+def model_pin_reference(board: str | os.PathLike | None, name: str, version: str | None = None) -> dict[str, Any]:
+    """What :func:`alexnet_model` returns of model pin ``name`` (its latest version, or ``version``) of ``board``, read
+    from its metadata without bringing its file here (``path`` and ``export_path`` are None): a model that loading
+    fetches when it is used, and only then (a training resumed from its checkpoint never does)."""
+    return _read_model_pin(board, check_model_pin(name, "name"), version, cache_dir=None, export=False, fetch=False)
+
+
+def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | None, *, cache_dir: Any,
+                    export: bool, fetch: bool) -> dict[str, Any]:
+    """:func:`alexnet_model`'s reading of a pin; without ``fetch``, its metadata alone."""
     try:
         opened = open_board(board)
-        meta, version = _read_meta(opened, name, pin.version)
+        meta, version = _read_meta(opened, name, version)
     except AlexnetError:
         _refuse_a_saved_model(board)
         raise
@@ -267,19 +279,20 @@ def alexnet_model(
     card = ModelCard.from_dict(user, where)
     sha256 = str(user["sha256"])
     carried = dict(user.get("export") or {})
-    files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
-    file = next(f for f in files if f != carried.get("file"))
+    local = export_path = None
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
-    try:
-        os.makedirs(root, exist_ok=True)
-    except OSError as error:
-        raise AlexnetError(f"`cache_dir` = {root} cannot hold the model ({type(error).__name__}: {error.strerror}): "
-                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
-            from None
-    local = os.path.join(root, sha256, os.path.basename(file))
-    _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
-            _metadata_of(name, version))
-    export_path = None
+    if fetch:
+        files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
+        file = next(f for f in files if f != carried.get("file"))
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as error:
+            raise AlexnetError(f"`cache_dir` = {root} cannot hold the model ({type(error).__name__}: "
+                               f"{error.strerror}): give a folder this process may write, or leave `cache_dir` unset "
+                               "for the user cache.") from None
+        local = os.path.join(root, sha256, os.path.basename(file))
+        _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
+                _metadata_of(name, version))
     if export:
         if not carried.get("file") or not carried.get("sha256"):
             raise AlexnetError(f"{where} carries no export: publish one with alexnet_export(model, board = ..., name "
@@ -289,7 +302,7 @@ def alexnet_model(
     values.pop("format", None)
     values["board_trained_from"] = values.pop("board")
     return {"path": local, "name": name, "version": version, "board": opened.location, "sha256": sha256,
-            "bytes": int(user.get("bytes") or os.path.getsize(local)),
+            "bytes": int(user.get("bytes") or (os.path.getsize(local) if local else 0)),
             "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
             "export_path": export_path, **values}
 
@@ -305,6 +318,8 @@ def _refuse_a_saved_model(board: str | os.PathLike | None) -> None:
         source = model_source(os.fspath(board))
     except AlexnetError:
         return  # not a model either: the board's own error stands
+    if source.card is None:  # alexnet_train() saves a card beside each model (a URL that answers is no proof)
+        return
     raise AlexnetError(f"{source.description} is a saved model (a model_dir or alexnet.keras), not a board: "
                        "alexnet_model() reads model pins; give the saved model as it is where a model is taken "
                        "(alexnet_evaluate(), alexnet_predict(), alexnet_features(), alexnet_export(), initial_model).")

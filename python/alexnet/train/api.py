@@ -209,8 +209,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     board = data.get("board") if isinstance(data, Mapping) else None
     if isinstance(board, (list, tuple)) and len(board) == 1:
         board = board[0]
+    extra = check_callbacks(callbacks)  # before the settings' checks, which make the output folders
     settings = check_settings(arguments, data_board=None if board is None else str(board))
-    return train(settings, data, strategy, check_callbacks(callbacks))
+    return train(settings, data, strategy, extra)
 
 
 def check_callbacks(callbacks: Any) -> list[Any]:

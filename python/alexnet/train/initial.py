@@ -143,7 +143,8 @@ def initial_weights(strategy: Any, net: Any, initial: Any, class_ids: Sequence[s
 
     A fresh start copies the initial model's weights into ``net`` (:func:`start_from`) and records what it took with
     the checkpoints' settings (``store``). A run that resumes keeps the checkpoint's weights and returns what the
-    checkpoints recorded, without reading the initial model (a full-size AlexNet is 230 MB, from a bucket a download).
+    checkpoints recorded, without reading the initial model (a full-size AlexNet is 230 MB, from a bucket a download),
+    and its own checkpoints record it again.
     """
     if initial is None:
         return None
@@ -154,10 +155,11 @@ def initial_weights(strategy: Any, net: Any, initial: Any, class_ids: Sequence[s
                            "weights, and `initial_model` is not read.")
             return None
         logger.info("Resuming a run that started from %s: its weights come from the checkpoint.", recorded["model"])
-        return dict(recorded)
-    with strategy.scope():
-        taken = start_from(net, initial, class_ids)
-    taken["text"] = describe_start(taken, train_from)
-    if store is not None:
+        taken = dict(recorded)
+    else:
+        with strategy.scope():
+            taken = start_from(net, initial, class_ids)
+        taken["text"] = describe_start(taken, train_from)
+    if store is not None:  # each checkpoint records it again: the run may be resumed more than once
         store.settings["started_from"] = taken
     return taken

@@ -336,7 +336,6 @@ _ONLY_WITH: dict[str, tuple[str, str, Callable[[Mapping[str, Any]], bool]]] = {
     "patience": ("lr_schedule = 'plateau'", "the rate is not dropped when the validation top-1 stalls",
                  lambda v: v["lr_schedule"] == "plateau"),
     "validation_steps": ("`validation`", "no validation is run", lambda v: v["validation"]),
-    "local_sgd_after": ("`sync_every` above 1 (or `adapt_communication`, which may take it)",
-                        "every step is synchronous", lambda v: v["sync_every"] > 1 or v["adapt_communication"]),
+    "local_sgd_after": ("`sync_every` above 1", "every step is synchronous", lambda v: v["sync_every"] > 1),
 }
 
