@@ -102,10 +102,13 @@
 #' 224 pixels on 2 CPU cores: 2.2 times as many images a second from `"fc1"`, 2.9 from `"logits"`),
 #' and, on a cluster, sends only those layers' gradients between workers (the dense layers hold 94% of
 #' the weights: `"logits"` sends almost nothing). `dense_units` and `grouped` must be the
-#' initial model's. The history's `params$started_from` says what was taken (`layers`,
-#' `classes_kept`, `classes_new`), and the model card's `initial_model` names the model. A run that
-#' resumes from `checkpoint_dir` takes the checkpoint's weights; one whose checkpoints were written
-#' with another `train_from` is refused.
+#' initial model's (its card records them: a run of others is refused before any work). The history's
+#' `params$started_from` says what was taken (`layers`, `classes_kept`, `classes_new`), and the model
+#' card's `initial_model` names the model. The model pin is a model like any other, every layer of it
+#' trainable; the `model_dir`'s `alexnet.keras` keeps the run as it ended, its optimizer and the layers
+#' before `train_from` marked as not trainable. A run that resumes from `checkpoint_dir` takes the
+#' checkpoint's weights without reading the initial model again; one whose checkpoints were written
+#' from another initial model or with another `train_from` is refused.
 #' @returns An `alexnet_history`: a list with `metrics` (`loss`, `accuracy`, `top5_accuracy` and
 #'   their `val_` counterparts, one value per epoch, and with validation `val_images`, the
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and

@@ -199,7 +199,13 @@ def test_train_from_logits_leaves_every_hidden_layer_as_it_was(tmp_path):
     data = make_tree(tmp_path / "d", classes=2, per_class=6, val_per_class=1)
     base, folder = _saved(tmp_path / "m", data["categories"])
     history = alexnet.alexnet_train(data=data, initial_model=folder, train_from="logits",
-                                    model_dir=str(tmp_path / "out"), **TINY)
+                                    model_dir=str(tmp_path / "out"), model_pin="tuned",
+                                    model_board=str(tmp_path / "models"), **TINY)
+    # the pin is a model, every layer of it trainable; the model_dir keeps the run as it was (its optimizer too)
+    pinned = keras.models.load_model(alexnet.alexnet_model(str(tmp_path / "models"), "tuned")["path"], compile=False)
+    assert all(pinned.get_layer(name).trainable for name in LEARNING_LAYERS)
+    kept = keras.models.load_model(str(tmp_path / "out" / "alexnet.keras"), compile=False)
+    assert [kept.get_layer(name).trainable for name in LEARNING_LAYERS] == [False] * 7 + [True]
     assert history["params"]["train_from"] == "logits"
     from alexnet.cli.train import _summary
 

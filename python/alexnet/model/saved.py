@@ -349,7 +349,8 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
 
 @contextlib.contextmanager
 def inference_copy(model: keras.Model) -> Iterator[str]:
-    """``model`` saved without its optimizer state (what inference needs, half the size), as a local
+    """``model`` saved without its optimizer state (what inference needs, half the size) and with every layer
+    trainable (the layers a run kept as they were are the model's as much as the others), as a local
     ``alexnet.keras`` in a scratch folder deleted on exit; its path.
 
     Every worker of a multi-worker run must enter it at the same point, as saving takes all of them.
@@ -357,10 +358,18 @@ def inference_copy(model: keras.Model) -> Iterator[str]:
     from ..tfimport import keras
 
     scratch = make_scratch("alexnet-model-")
+    frozen = [layer for layer in model.layers if not layer.trainable]
     try:
         local = os.path.join(scratch, MODEL_FILE)
-        # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
-        keras.Model(model.inputs, model.outputs, name=model.name).save(local)
+        # the copy is a model, not a run: every layer trainable, whatever a run's train_from kept as it was
+        for layer in frozen:
+            layer.trainable = True
+        try:
+            # the .keras format has no include_optimizer: save an uncompiled model over the same layers and weights
+            keras.Model(model.inputs, model.outputs, name=model.name).save(local)
+        finally:
+            for layer in frozen:
+                layer.trainable = False
         yield local
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
