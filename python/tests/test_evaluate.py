@@ -184,6 +184,10 @@ def test_a_model_of_as_many_other_classes_is_refused_naming_the_first_that_diffe
     by_category = {"val_image": data["val_image"], "val_category": data["val_category"],
                    "class_ids": sorted(data["class_ids"], reverse=True)}
     assert alexnet_evaluate(setup["model_dir"], by_category)["images"] == 2 * CLASSES - 1
+    # a model trained on data that did not name its classes names them by their label numbers: not checked either
+    numbered = save_model_dir(setup["model"], tmp_path / "numbered",
+                              card_for([{"id": str(i), "name": str(i)} for i in range(CLASSES)]))
+    assert alexnet_evaluate(str(numbered), data)["images"] == 2 * CLASSES - 1
     # a model without a card names its classes by number: only their number is checked
     cardless = save_model_dir(setup["model"], tmp_path / "cardless")
     assert alexnet_evaluate(str(cardless), data)["images"] == 2 * CLASSES - 1

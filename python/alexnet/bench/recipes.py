@@ -49,10 +49,11 @@ def recipe_settings(recipe: str, final_size: int, max_epochs: int, precision: st
 
 def split_data(data: Mapping[str, Any], workers: int) -> list[dict[str, Any]]:
     """``data`` shared out among ``workers`` by category (label modulo the workers), training and validation
-    images alike, each share keeping every label global."""
+    images alike, each share keeping every label global (and the ids and names of every class)."""
     shares = []
     for worker in range(workers):
-        share: dict[str, Any] = {"num_classes": data["num_classes"]}
+        share: dict[str, Any] = {"num_classes": data["num_classes"],  # and the classes' ids, for the model's card
+                                 **{k: list(data[k]) for k in ("class_ids", "class_names") if data.get(k) is not None}}
         for prefix in ("", "val_"):
             labels = list(data.get(prefix + "label") or [])
             keep = [i for i, label in enumerate(labels) if int(label) % workers == worker]

@@ -72,8 +72,8 @@ def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | Non
     if classes is not None and card.num_classes != classes:
         raise AlexnetError(f"the model has {card.num_classes} outputs but {where} has {classes} classes: evaluate it "
                            "on the board (or data) it was trained for.")
-    if ids is None or list(ids) == list(card.class_ids):
-        return
+    if ids is None or list(ids) == list(card.class_ids) or card.class_ids == [str(i) for i in range(card.num_classes)]:
+        return  # (a model trained on data that did not name its classes names them by their label numbers)
     if len(ids) != card.num_classes:
         raise AlexnetError(f"the model has {card.num_classes} outputs but {where} names {len(ids)} classes: evaluate "
                            "it on the board (or data) it was trained for.")
