@@ -39,7 +39,7 @@ def recipe_settings(recipe: str, final_size: int, max_epochs: int, precision: st
     if recipe == "paper":  # as the paper trained: float32, one size, 0.01 divided by 10 on a plateau, hard labels
         return {"image_size": [final_size], "precision": "float32", "lr_scaling": "none",
                 "lr_schedule": "plateau", "label_smoothing": 0.0}
-    if recipe == "defaults":  # what alexnet_train does when left alone
+    if recipe == "defaults":  # alexnet_train's defaults, with progressive resizing given
         return {"image_size": list(progressive_sizes(final_size, max_epochs)), "precision": precision}
     if recipe.startswith(LEVERED):
         return {**recipe_settings("defaults", final_size, max_epochs, precision),
