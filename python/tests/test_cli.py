@@ -1,4 +1,5 @@
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -442,3 +443,15 @@ def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
     export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
     known = export.get_default(OPTION_NAMES)
     assert known["name"] is None and known["path"] == ("--path", False) and known["top"] == ("--top", False)
+
+
+def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsys):
+    board = str(tmp_path / "no-board")
+    with caplog.at_level("WARNING", logger="alexnet"):
+        assert main(["train", "--board", board, "--patience", "3"]) == 2
+    assert "`--patience` is only used with --lr-schedule 'plateau': the rate is not dropped" in caplog.text
+    assert "`patience`" not in caplog.text
+    assert f"upload with `alexnet upload ... --board {board!r}` first" in capsys.readouterr().err
+    # and a call of the core that is no command's keeps its words
+    logging.getLogger("alexnet.test").warning("`patience` is a setting")
+    assert "`patience` is a setting" in caplog.text

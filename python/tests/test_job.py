@@ -33,9 +33,9 @@ def board(tmp_path_factory):
 
 
 def test_plan_checks_slots_categories_arguments_and_ports(board):
-    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
+    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use `workers` <= 2"):
         job.plan_job(3, board, 2)
-    with pytest.raises(AlexnetError, match=r"4 workers need at least 4 categories.* has 3: use workers <= 3"):
+    with pytest.raises(AlexnetError, match=r"4 workers need at least 4 categories.* has 3: use `workers` <= 3"):
         job.plan_job(4, board, None)
     with pytest.raises(AlexnetError, match="`strategy` cannot be given"):
         job.plan_job(2, board, 2, strategy="mirrored")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -212,7 +213,7 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):
-    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use workers <= 2"):
+    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use `workers` <= 2"):
         api.alexnet_spark_train(spark, 3, board, epochs=1)
     with pytest.raises(AlexnetError, match="task slots"):
         launcher.run_barrier(spark, 5, _sleeper)
@@ -449,3 +450,13 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     assert "ModuleNotFoundError: No module named" in message
     assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
     assert "\tat org.apache" not in message and len(message.splitlines()) < 8, message
+
+
+def test_a_master_spark_does_not_take_is_one_line_naming_it():
+    # in a process of its own: this module's Spark application would be given back whatever the master
+    code = ("from alexnet.launch.spark import spark_session\n"
+            "try:\n    spark_session('bogus://nowhere')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    said = done.stdout.strip().splitlines()[-1]
+    assert said.startswith("AlexnetError Spark did not start on `master` = 'bogus://nowhere' (") and \
+        said.endswith("give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or 'k8s://...'.")

@@ -90,7 +90,7 @@ test_that("more workers than Spark task slots is an error before anything is lau
   skip_if_no_alexnet()
   calls <- new.env()
   api <- fake_sparklyr(calls, slots = 2L)
-  expect_error(alexnet:::spark_train_run(api, "sc", 3, tempdir(), list()), "3 workers need 3 task slots.*use workers <= 2")
+  expect_error(alexnet:::spark_train_run(api, "sc", 3, tempdir(), list()), "3 workers need 3 task slots.*use `workers` <= 2")
   expect_null(calls$sdf_len)
   expect_null(calls$spark_apply)
   expect_s3_class(tf_version(), "numeric_version")
@@ -396,7 +396,7 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
   expect_length(config$cluster$worker, 2L)
   # the slot check reads local[2]'s parallelism from the connection, before any job
   expect_error(alexnet_spark_train(sc, workers = 3, board = tempdir(), probe = FALSE),
-               "3 workers need 3 task slots.*use workers <= 2")
+               "3 workers need 3 task slots.*use `workers` <= 2")
 })
 
 # The options of a Spark job and of an evaluation reach R from the core's declarations (R/launch-options.R,

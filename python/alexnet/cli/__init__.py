@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import __version__
 from ..errors import AlexnetError
@@ -70,14 +71,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
+    typed = _AsTyped(getattr(args, common.OPTION_NAMES, {}), getattr(args, common.COMMAND_CALLS, {}))
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:  # warnings, as errors, name the options as typed
+        handler.addFilter(typed)
     try:
         args.run(args)
     except AlexnetError as error:
-        message = common.as_typed(str(error), getattr(args, common.OPTION_NAMES, {}),
-                                  getattr(args, common.COMMAND_CALLS, {}))
-        sys.stderr.write(f"alexnet {args.command}: error: {message}\n")
+        sys.stderr.write(f"alexnet {args.command}: error: {typed.said(str(error))}\n")
         return 2
     except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
         sys.stderr.write(f"alexnet {args.command}: interrupted\n")
         return 130
+    finally:
+        for handler in handlers:
+            handler.removeFilter(typed)
     return 0
+
+
+class _AsTyped(logging.Filter):
+    """Says alexnet's warnings as a command's errors are said: the core's settings as the command's options, its
+    calls as commands (:func:`alexnet.cli.common.as_typed`)."""
+
+    def __init__(self, options: Any, calls: Any) -> None:
+        super().__init__()
+        self.options, self.calls = options, calls
+
+    def said(self, message: str) -> str:
+        return common.as_typed(message, self.options, self.calls)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("alexnet") and record.levelno >= logging.WARNING:
+            record.msg, record.args = self.said(record.getMessage()), ()
+        return True

@@ -98,7 +98,7 @@ def check_validation_shares(workers: int, rows: list[dict[str, Any]], location: 
     counts = validation_counts(rows, location)
     if workers > len(counts):
         raise AlexnetError(f"{workers} workers need at least {workers} categories with validation images, but board "
-                           f"{location} has {len(counts)}: use workers <= {len(counts)}.")
+                           f"{location} has {len(counts)}: use `workers` <= {len(counts)}.")
 
 
 def fit_evaluation(task: Task, rows: list[dict[str, Any]]) -> None:

@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 PYTHON_ADVICE = (
     "Give every executor a Python with the alexnet core and TensorFlow: install it on every node "
     "(pip install 'alexnet[spark]', or install_alexnet() from R), and point Spark at it with PYSPARK_PYTHON or "
-    "the spark.pyspark.python setting, or pass python = '/path/to/python' to alexnet_spark_train()."
+    "the spark.pyspark.python setting, or pass python = '/path/to/python' to alexnet_spark_train() or "
+    "alexnet_spark_evaluate()."
 )
 
 
@@ -58,7 +59,12 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.ui.enabled", "false")
         )
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as error:  # py4j's Java error: its first line says what Spark made of the master
+        said = next((line.strip() for line in str(error).splitlines() if "Exception:" in line), str(error))
+        raise AlexnetError(f"Spark did not start on `master` = {master!r} ({said[:300]}): give a master Spark "
+                           "takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or 'k8s://...'.") from None
     if master.startswith("local"):
         # the executors are this JVM: a failed worker's Java stack would be printed here, while the error
         # alexnet raises already leads with the worker's own Python error (Spark's message: DEBUG log level)

@@ -106,7 +106,7 @@ def check_slots(workers: object, slots: int | None) -> int:
     if slots is not None and workers > int(slots):
         raise AlexnetError(
             f"{workers} workers need {workers} task slots at once (one barrier task each), but this Spark "
-            f"application has {int(slots)}: use workers <= {int(slots)}, or give Spark more executors or "
-            f"cores (e.g. master 'local[{workers}]' on one machine)."
+            f"application has {int(slots)}: use `workers` <= {int(slots)}, or give Spark more executors or "
+            f"cores (e.g. master = 'local[{workers}]' on one machine)."
         )
     return workers

@@ -113,7 +113,7 @@ def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
 
     if task.workers > len(rows):
         raise AlexnetError(f"{task.workers} workers need at least {task.workers} categories, but board {task.board} "
-                           f"has {len(rows)}: use workers <= {len(rows)}.")
+                           f"has {len(rows)}: use `workers` <= {len(rows)}.")
     if task.evaluation is not None:
         validation_counts(rows, task.board)
 
