@@ -455,3 +455,11 @@ def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsy
     # and a call of the core that is no command's keeps its words
     logging.getLogger("alexnet.test").warning("`patience` is a setting")
     assert "`patience` is a setting" in caplog.text
+
+
+def test_the_debug_log_is_said_as_the_commands_verbose_option():
+    from alexnet.cli import _AsTyped
+
+    said = _AsTyped({}, {}).said("(Spark's whole message is logged at DEBUG level: "
+                                 "logging.getLogger('alexnet').setLevel('DEBUG')).")
+    assert said == "(Spark's whole message is logged at DEBUG level: run the command again with -v)."

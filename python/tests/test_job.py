@@ -146,7 +146,11 @@ def test_a_spark_failure_leads_with_the_python_error_not_the_java_stack():
     assert failure.python_error == "ModuleNotFoundError: No module named 'alexnet'"
     text = str(failure)
     assert text.startswith("The Spark job of 2 worker(s) failed before a worker reported an error: ModuleNotFound")
-    assert "DAGScheduler" not in text and len(text.splitlines()) <= job.SPARK_LINES + 3
+    assert "DAGScheduler" not in text and "Traceback" not in text and 'File "worker.py"' not in text
+    assert len(text.splitlines()) == 2  # the lead, and where Spark's whole message is
+    # without a Python error, Spark's first lines, without its stack
+    other = str(job.failure_of(RuntimeError("Job aborted: lost executor 3\n" + JAVA_NOISE), 2))
+    assert "\n  Job aborted: lost executor 3\n" in other and "DAGScheduler" not in other
 
 
 def test_a_worker_error_survives_whatever_spark_wraps_around_it():

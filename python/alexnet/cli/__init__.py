@@ -98,6 +98,7 @@ class _AsTyped(logging.Filter):
         self.options, self.calls = options, calls
 
     def said(self, message: str) -> str:
+        message = message.replace("logging.getLogger('alexnet').setLevel('DEBUG')", "run the command again with -v")
         return common.as_typed(message, self.options, self.calls)
 
     def filter(self, record: logging.LogRecord) -> bool:

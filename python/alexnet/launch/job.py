@@ -41,9 +41,9 @@ class SparkJobError(AlexnetError):
     def __init__(self, workers: int, python_error: str | None, detail: Sequence[str]):
         self.python_error, self.detail = python_error, list(detail)
         lead = f": {python_error}" if python_error else ""
-        shown = "\n  ".join(self.detail)
+        shown = "".join(f"\n  {line}" for line in self.detail)
         super().__init__(
-            f"The Spark job of {workers} worker(s) failed before a worker reported an error{lead}\n  {shown}\n"
+            f"The Spark job of {workers} worker(s) failed before a worker reported an error{lead}{shown}\n"
             "(Spark's whole message is logged at DEBUG level: logging.getLogger('alexnet').setLevel('DEBUG'))."
         )
 
@@ -63,8 +63,9 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
     lines = [line.rstrip() for line in message.splitlines() if line.strip()]
     python = [m.group(1).strip() for m in _PYTHON_ERROR.finditer(message) if "java." not in m.group(1)]
     lead = python[-1] if python else None
-    detail = [line for line in lines if not line.lstrip().startswith("at ")][:SPARK_LINES]
-    return SparkJobError(workers, lead, detail)
+    # with the Python error in the lead, Spark's own lines add nothing; else its first lines, without stack frames
+    detail = [] if lead else [line for line in lines if not line.lstrip().startswith(("at ", "File ", "Traceback"))]
+    return SparkJobError(workers, lead, detail[:SPARK_LINES])
 
 
 @dataclass
