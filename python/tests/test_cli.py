@@ -39,7 +39,13 @@ def test_bad_arguments_exit_with_a_usage_error(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["synth", str(tmp_path / "x"), "--classes", "two"])
     assert exit_info.value.code == 2
-    assert "invalid int value: 'two'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid int value: 'two'" in err
+    assert len(err.strip().splitlines()) == 1 and err.rstrip().endswith("(see alexnet synth --help)")  # no usage
+    with pytest.raises(SystemExit):
+        main(["spark-train", "--workers", "two"])
+    assert "alexnet spark-train: error: argument --workers: must be a whole number >= 1, not 'two'" in \
+        capsys.readouterr().err
     assert main(["synth", str(tmp_path / "x"), "--classes", "0"]) == 2
     assert "alexnet synth: error: `--classes` must be a whole number >= 1, not 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # refused before anything is written

@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import AlexnetError
@@ -23,9 +23,17 @@ log = logging.getLogger("alexnet")
 STAGES = (data, train, cluster, model, bench)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, as the commands' own errors are (the usage is one
+    ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``alexnet`` argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="alexnet",
         description="Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
                     "worker's balanced share, train with TensorFlow.",

@@ -224,7 +224,10 @@ def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Cal
 
 def positive(value: str) -> int:
     """An option's whole number of at least 1."""
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value}")
     return number
@@ -232,7 +235,10 @@ def positive(value: str) -> int:
 
 def non_negative(value: str) -> int:
     """An option's whole number of at least 0."""
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value!r}") from None
     if number < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value}")
     return number
