@@ -7,7 +7,7 @@ launch_options <- list(
   base_port = list(kind = "count>=1", default = 8000, choices = NULL, help = "worker k of a training listens on its host at this port + k (tasks on one host must not collide; below the hosts' ephemeral ports, 32768 on Linux, which outgoing connections take)"),
   cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where each worker extracts its share of the board (unset: under the user cache directory)"),
   fetch_workers = list(kind = "count>=1", default = 8, choices = NULL, help = "parallel downloads of each worker"),
-  timeout = list(kind = "number?", default = NULL, choices = NULL, help = "seconds a launch may take before the whole job is cancelled (unset: no bound)"),
+  timeout = list(kind = "number?", default = NULL, choices = NULL, help = "seconds a launch may take before the whole job is cancelled, and not launched again (unset: no bound)"),
   python = list(kind = "location?", default = NULL, choices = NULL, help = "the Python each worker runs (unset: the executor's; from R, the R session's alexnet_python())"),
   env = list(kind = "any?", default = NULL, choices = NULL, help = "extra environment variables of the workers' processes"),
   retries = list(kind = "count>=0", default = 0, choices = NULL, help = "launches of the job again after a failure (a training resumes from the last checkpoint of `checkpoint_dir`, an evaluation scores every image again)"),

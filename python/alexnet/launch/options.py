@@ -41,8 +41,8 @@ class LaunchOptions:
     cache_dir: str | None = like(FETCH["cache_dir"], help="where each worker extracts its share of the board "
                                  "(unset: under the user cache directory)")
     fetch_workers: int = like(FETCH["workers"], help="parallel downloads of each worker")
-    timeout: float | None = setting(None, "seconds", "seconds a launch may take before the whole job is cancelled "
-                                    "(unset: no bound)", optional=True)
+    timeout: float | None = setting(None, "seconds", "seconds a launch may take before the whole job is cancelled, "
+                                    "and not launched again (unset: no bound)", optional=True)
     python: str | None = setting(None, "string", "the Python each worker runs (unset: the executor's; from R, the "
                                  "R session's alexnet_python())", optional=True, metavar="PATH")
     env: Mapping[str, str] | None = setting(None, "mapping", "extra environment variables of the workers' processes",
