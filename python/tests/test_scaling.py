@@ -57,6 +57,9 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
         parse_lever_set("accumulate_steps=0")
     with pytest.raises(AlexnetError, match="cannot change batch_size"):
         parse_lever_set("batch_size=64")
+    with pytest.raises(AlexnetError, match=r"^the lever set 'sync_every=four' gives `sync_every` 'four', which is "
+                                           r"not a number\.$"):
+        parse_lever_set("sync_every=four")
     # written back as a lever set (what a run advised, in the stage's table), read again as the same settings
     for name in LEVER_SETS:
         assert parse_lever_set(lever_text(LEVER_SETS[name]) or "today")[1] == LEVER_SETS[name]

@@ -54,9 +54,9 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
     for name, value in pairs:
         name = name.strip()
         kind, value = table[name].kind, value.strip()
-        settings[name] = table[name].convert(value if kind in ("choice", "string", "location") else
-                                             FLAG_WORDS.get(value.lower(), value) if kind == "flag" else
-                                             _number(value), name)
+        settings[name] = table[name].convert(FLAG_WORDS.get(value.lower(), value) if kind == "flag" else
+                                             _number(value, name, word) if kind in ("count", "number", "seconds")
+                                             else value, name)
     return word, settings
 
 
@@ -68,11 +68,12 @@ def lever_text(settings: dict[str, Any]) -> str:
                     for name, value in settings.items())
 
 
-def _number(text: str) -> float | int:
+def _number(text: str, name: str, word: str) -> float | int:
+    """``text``, the value of setting ``name`` in the lever set ``word``, as a number."""
     try:
         number = float(text)
     except ValueError:
-        raise AlexnetError(f"{text!r} is not a number.") from None
+        raise AlexnetError(f"the lever set {word!r} gives `{name}` {text!r}, which is not a number.") from None
     return int(number) if number.is_integer() else number
 
 
