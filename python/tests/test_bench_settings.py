@@ -116,3 +116,14 @@ def test_settings_are_checked_against_each_other_and_recorded_by_stage():
     assert record["time_to_accuracy"] == {**declaration.to_dict(plan.accuracy), "precision": "bfloat16", "seed": 0,
                                           "learning_rate": 0.01}
     assert dataclasses.asdict(plan.common)["cores"] == len(plan.cpus)
+
+
+def test_a_stages_settings_given_when_it_does_not_run_get_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="alexnet.bench"):
+        check_plan({"stages": "decode", "links": ["1gbit"], "accuracy_workers": 2})
+    assert "`links`: the scaling stage's, which `stages` does not run: not used." in caplog.text
+    assert "`accuracy_workers`: the time_to_accuracy stage's, which `stages` does not run: not used." in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.bench"):
+        check_plan({"stages": "decode"})
+    assert "not used" not in caplog.text

@@ -43,7 +43,7 @@ from ..errors import AlexnetError
 from .images import SOURCE_SIDE_FACTOR
 from .link import can_delay, can_shape, link_setting, parse_link
 from .recipes import LEVERED, PAPER_LEARNING_RATE, _reached, late_drop, run_recipe
-from .stages import ACCURACY_TARGETS
+from .stages import ACCURACY_TARGETS, warn_unused
 
 __all__ = ["PAPER_LEARNING_RATE", "RECIPES", "AccuracySettings", "_reached", "accuracy_data", "compare", "late_drop",
            "spread", "summarize", "time_to_accuracy"]
@@ -97,6 +97,7 @@ class AccuracySettings:
         from .lever_sets import parse_lever_set
 
         if "time_to_accuracy" not in common.stages:
+            warn_unused(self, "time_to_accuracy")
             return
         for word in self.accuracy_levers or ():
             parse_lever_set(word)

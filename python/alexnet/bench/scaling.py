@@ -42,6 +42,7 @@ from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, lever_text, parse_lever_set
 from .link import LinkSpec, can_delay, can_shape, parse_links
 from .measure import load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
+from .stages import warn_unused
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class ScalingSettings:
     def check(self, common: Any) -> None:
         """The links and lever sets readable, and a CPU of its own for every worker, when the stage runs."""
         if "scaling" not in common.stages:
+            warn_unused(self, "scaling")
             return
         parse_links(self.links)
         for word in self.levers:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ..declare import declaration
+
+logger = logging.getLogger(__name__)
 
 #: Every stage, in the order they run.
 STAGES = ("decode", "naive", "naive_auto", "io", "synthetic", "train", "fetch", "time_to_accuracy", "scaling")
@@ -74,3 +79,12 @@ def label(stage: Mapping[str, Any]) -> str:
     if stage.get("stage") in PIPELINE_STAGES:
         return f"{stage['stage']} {stage['cores']}c"
     return str(stage.get("stage"))
+
+
+def warn_unused(values: Any, stage: str) -> None:
+    """Warn about the settings of ``values`` (stage ``stage``'s declaration) given other than their defaults, when
+    the benchmark does not run the stage."""
+    given = declaration.changed(values)
+    if given:
+        logger.warning("%s: the %s stage's, which `stages` does not run: not used.",
+                       ", ".join(f"`{name}`" for name in given), stage)

@@ -46,6 +46,11 @@ def specs(declaration: type) -> dict[str, Spec]:
     return {f.name: f.metadata["spec"] for f in dataclasses.fields(declaration)}
 
 
+def changed(values: Any) -> list[str]:
+    """The names of the settings of ``values`` (an instance of a declaration) that are not at their defaults."""
+    return [name for name, spec in specs(type(values)).items() if getattr(values, name) != spec.default]
+
+
 def types(declaration: type) -> dict[str, Any]:
     """The Python type of every setting of ``declaration`` (as written in the declaration), by name."""
     return {f.name: f.type for f in dataclasses.fields(declaration)}
