@@ -151,7 +151,8 @@ def test_a_board_without_validation_images_is_refused(setup, tmp_path):
     with pytest.raises(AlexnetError, match="has no validation images") as refused:
         alexnet_evaluate(str(model), board=board, cache_dir=tmp_path / "cache")
     # what to upload for them, in each layout that has them
-    for held_in in ("ILSVRC2012_img_val.tar", "LOC_val_solution.csv", "validation-*.parquet"):
+    for held_in in ("ILSVRC2012_img_val.tar", "LOC_val_solution.csv", "validation-*.parquet",
+                    "a folder of category folders holds out a share of each category's images with `val_share`"):
         assert held_in in str(refused.value)
 
 

@@ -141,8 +141,8 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
 
         raise AlexnetError(
             f"board {location} has no validation images: upload ImageNet with them with imagenet_upload() (each "
-            f"layout holds them in its own files: {validation_files()}), or, from R and Python, give the images as "
-            "`data`."
+            f"layout holds them in its own files: {validation_files()}; a folder of category folders holds out a "
+            "share of each category's images with `val_share`), or, from R and Python, give the images as `data`."
         )
     return counts
 

@@ -83,9 +83,9 @@ def no_validation(layout: str) -> str:
     layout without a validation set, which layouts have one."""
     holds = _VALIDATION.get(layout)
     if holds:
-        return (f"the {layout} layout holds them in {holds}: add them and run imagenet_upload again (the "
+        return (f"the {layout} layout holds them in {holds}: add them and run imagenet_upload() again (the "
                 "categories already on the board are skipped)")
-    held = " hold out a share of each category's images with val_share (0.1, say), or" if layout == "folders" else ""
+    held = " hold out a share of each category's images with `val_share` (0.1, say), or" if layout == "folders" else ""
     return ("the " + (f"{layout} layout has" if layout else "source has") + " no validation set: to have one,"
             f"{held} upload ImageNet in a layout that has it ({validation_files()})")
 
