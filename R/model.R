@@ -212,10 +212,7 @@ first_name <- function(names) sub(",.*$", "", names)
 #'   to the highest, with the overall accuracies as lines and the `top` lowest classes named.
 #' @export
 plot.alexnet_evaluation <- function(x, top = 5L, ...) {
-  if (!is.numeric(top) || length(top) != 1L || is.na(top) || top < 0 || top != round(top)) {
-    alexnet_abort("`top` must be a whole number >= 0 (the lowest classes named on the plot), not ",
-                  paste(deparse(top), collapse = " "), ".")
-  }
+  top <- check_arg(top, "top", "count>=0")
   classes <- x$per_class
   if (!is.data.frame(classes) || !nrow(classes)) {
     alexnet_abort("this evaluation has no counts by class to plot (`per_class`): evaluate the model again.")

@@ -224,23 +224,22 @@ def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Cal
 
 def positive(value: str) -> int:
     """An option's whole number of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value}")
-    return number
+    return _at_least(value, 1)
 
 
 def non_negative(value: str) -> int:
     """An option's whole number of at least 0."""
+    return _at_least(value, 0)
+
+
+def _at_least(value: str, least: int) -> int:
+    """The option's word ``value`` as a whole number of at least ``least``; argparse's error otherwise."""
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {value}")
+        raise argparse.ArgumentTypeError(f"must be a whole number >= {least}, not {value!r}") from None
+    if number < least:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= {least}, not {value}")
     return number
 
 

@@ -85,12 +85,10 @@ def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | Non
                        f"the model, {mine} there{more}): evaluate it on the board (or data) it was trained for.")
 
 
-def _unused_board_options(data: Any, board: Any, options: Mapping[str, Any]) -> None:
-    """Warn about what says which of a board's images to score (``board`` and its options) when ``data`` gives the
-    images instead."""
-    defaults = {name: spec.default for name, spec in declaration.specs(BoardImagesOptions).items()}
-    unused = [*(["board"] if board is not None else []),
-              *(name for name, default in defaults.items() if options.get(name, default) != default)]
+def _unused_board_options(board: Any, images: BoardImagesOptions) -> None:
+    """Warn about what says which of a board's images to score (``board`` and its options, ``images``) when ``data``
+    gives the images instead."""
+    unused = [*(["board"] if board is not None else []), *declaration.changed(images)]
     if unused:
         logger.warning("%s: %s say which of a board's validation images are scored; with `data`, its own images are "
                        "scored and %s not used.", ", ".join(f"`{name}`" for name in unused),
@@ -224,7 +222,7 @@ def alexnet_evaluate(
                            "validation images.")
     source = model_source(model)
     if data is not None:
-        _unused_board_options(data, board, options)
+        _unused_board_options(board, images)
         class_ids = source.card.class_ids if source.card is not None else None
         if class_ids is None and data.get("val_label") is None:
             class_ids = load_model(source).card.class_ids

@@ -31,6 +31,7 @@ from ..declare import declaration
 from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
+from ..storage.cache import make_cache_folder
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
@@ -103,8 +104,7 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
 def _warn_of_other_classes(opened: Board, name: str, card: ModelCard) -> None:
     """Warn when the latest version of model pin ``name`` is a model of other classes than ``card``'s: the new version
     replaces it as the one read by default."""
-    meta, version = _read_meta(opened, name, None)
-    user = dict(meta.user or {})
+    user, version = _latest_metadata(opened, name)
     if user.get("kind") != MODEL_PIN_KIND:
         return
     theirs = [str(v) for v in user.get("class_ids") or []]
@@ -124,13 +124,16 @@ def check_pin_holds_models(board: str, name: str, setting: str = "model_pin") ->
     """Raise when pin ``name`` of ``board`` (resolved) is there and holds something else than models (a category's
     images, one of the board's tables): a model published as ``name`` would be a version of it."""
     opened = open_board(board)
-    if name not in opened.pin_names():
-        return
-    meta, _ = _read_meta(opened, name, None)
-    if (meta.user or {}).get("kind") != MODEL_PIN_KIND:
+    if name in opened.pin_names() and _latest_metadata(opened, name)[0].get("kind") != MODEL_PIN_KIND:
         raise AlexnetError(f"{given_as(f'`{setting}`', repr(name))}: board {opened.location} has a pin {name!r} that "
                            "holds no model (a category's images or one of the board's tables): choose another name, "
                            f"e.g. {given_as(setting, repr(name + '-model'))}.")
+
+
+def _latest_metadata(opened: Board, name: str) -> tuple[dict[str, Any], str]:
+    """The user metadata of the latest version of pin ``name`` (which ``opened`` holds), and that version."""
+    meta, version = _read_meta(opened, name, None)
+    return dict(meta.user or {}), version
 
 
 def default_model_cache() -> str:
@@ -284,12 +287,7 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
     if fetch:
         files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
         file = next(f for f in files if f != carried.get("file"))
-        try:
-            os.makedirs(root, exist_ok=True)
-        except OSError as error:
-            raise AlexnetError(f"`cache_dir` = {root} cannot hold the model ({type(error).__name__}: "
-                               f"{error.strerror}): give a folder this process may write, or leave `cache_dir` unset "
-                               "for the user cache.") from None
+        make_cache_folder(root, root, "the model")
         local = os.path.join(root, sha256, os.path.basename(file))
         _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
                 _metadata_of(name, version))

@@ -50,14 +50,20 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
         else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
-    try:
-        os.makedirs(tmp, exist_ok=True)
-    except OSError as error:
-        raise AlexnetError(f"`cache_dir` = {root} cannot hold the cache ({type(error).__name__}: {error.strerror}): "
-                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
-            from None
+    make_cache_folder(tmp, root, "the cache")
     _clean_stale_tmp(tmp)
     return root
+
+
+def make_cache_folder(folder: str, root: str, what: str) -> None:
+    """Make ``folder`` (in the cache ``root``, the setting ``cache_dir``); an :class:`AlexnetError` saying the folder
+    cannot hold ``what`` when it cannot be made."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise AlexnetError(f"`cache_dir` = {root} cannot hold {what} ({type(error).__name__}: {error.strerror}): "
+                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
+            from None
 
 
 def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:
