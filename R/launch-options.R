@@ -4,7 +4,7 @@
 # The options of every Spark job (alexnet_spark_train(), alexnet_spark_evaluate()), in the declaration's order: each
 # one's argument kind (see R/arguments.R), default, values when it is a choice, and help.
 launch_options <- list(
-  base_port = list(kind = "count>=1", default = 8000, choices = NULL, help = "worker k of a training listens on its host at this port + k (tasks on one host must not collide; below the hosts' ephemeral ports, 32768 on Linux, which outgoing connections take)"),
+  base_port = list(kind = "count>=1", default = 8000, choices = NULL, help = "worker k of a training listens on its host at this port + k (an evaluation's workers listen on none; tasks on one host must not collide; below the hosts' ephemeral ports, 32768 on Linux, which outgoing connections take)"),
   cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where each worker extracts its share of the board (unset: under the user cache directory)"),
   fetch_workers = list(kind = "count>=1", default = 8, choices = NULL, help = "parallel downloads of each worker"),
   timeout = list(kind = "number?", default = NULL, choices = NULL, help = "seconds a launch may take before the whole job is cancelled, and not launched again (unset: no bound)"),

@@ -184,6 +184,25 @@ def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model
     assert len(calls) == 2
 
 
+def test_the_commands_that_take_the_model_first_take_it_as_model_too(monkeypatch, tmp_path, capsys):
+    seen: list[Any] = []
+    monkeypatch.setattr(alexnet, "alexnet_filters", lambda model, **kwargs: seen.append(model) or {
+        "layer": "conv1", "filters": 96, "size": (11, 11), "path": kwargs["path"]})
+    monkeypatch.setattr(alexnet, "alexnet_model", lambda *a, **k: pytest.fail("no model pin is read"))
+    png = str(tmp_path / "f.png")
+    # --model, as predict, features and spark-evaluate spell it, or MODEL first: the same model
+    assert main(["filters", "--model", "saved", "--path", png]) == 0
+    assert main(["filters", "saved", "--path", png]) == 0
+    assert main(["filters", "saved", "--model", "saved", "--path", png]) == 0
+    assert seen == ["saved"] * 3
+    capsys.readouterr()
+    assert main(["filters", "saved", "--model", "other", "--path", png]) == 2
+    assert "give the model once, as MODEL or as --model, not both ('saved', 'other')" in capsys.readouterr().err
+    assert main(["evaluate", "--model", "saved", "--model-pin", "p"]) == 2
+    assert "give the model either as MODEL" in capsys.readouterr().err
+    assert len(seen) == 3
+
+
 def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
     """Every command's declared options, table by table (two may have a setting of the same name, one of them not on
     the command line), each with the words before its options: what the command needs besides them (a model pin's

@@ -28,6 +28,10 @@ def model_of(args: argparse.Namespace) -> Any:
     :func:`alexnet.alexnet_model` reads it (``--model-pin``, default ``alexnet``, and the other options of
     :class:`ModelPinOptions` given)."""
     location = getattr(args, "model", None)
+    spelled = getattr(args, "model_option", None)
+    if location is not None and spelled is not None and spelled != location:
+        raise AlexnetError(f"give the model once, as MODEL or as --model, not both ({location!r}, {spelled!r}).")
+    location = spelled if location is None else location
     pin = common.declared_args(args, declaration.specs(ModelPinOptions), model_pin_dest)
     flag = "MODEL" if args.command in ("evaluate", "export", "filters") else "--model MODEL"
     if location is not None and pin:
@@ -87,12 +91,12 @@ def evaluation_summary(r: dict[str, Any]) -> str:
 
 def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
     """The options naming a model (a location, or a pin on a board)."""
-    if positional:
-        p.add_argument("model", nargs="?", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// "
-                       "location (unset: the model pin --model-pin on --board)")
+    where = "a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location"
+    if positional:  # the model first, as `--model` too (the spelling of the commands that take images)
+        p.add_argument("model", nargs="?", help=f"{where} (unset: --model, else the model pin --model-pin on --board)")
+        p.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL")
     else:
-        p.add_argument("--model", help="a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location "
-                       "(unset: the model pin --model-pin on --board)")
+        p.add_argument("--model", help=f"{where} (unset: the model pin --model-pin on --board)")
     # the model pin read instead (its name, version and where it is brought), from the declaration
     common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest)
     common.core_option(p, "board", "--board", help=BOARD_HELP)

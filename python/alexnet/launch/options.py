@@ -35,7 +35,8 @@ class LaunchOptions:
     """How every worker of a job is launched (the declaration: see the module documentation)."""
 
     base_port: int = setting(DEFAULT_BASE_PORT, "count", "worker k of a training listens on its host at this port "
-                             "+ k (tasks on one host must not collide; below the hosts' ephemeral ports, "
+                             "+ k (an evaluation's workers listen on none; tasks on one host must not collide; "
+                             "below the hosts' ephemeral ports, "
                              "32768 on Linux, which outgoing connections take)", minimum=1, maximum=65535,
                              metavar="PORT")
     cache_dir: str | None = like(FETCH["cache_dir"], help="where each worker extracts its share of the board "
