@@ -116,6 +116,13 @@ def test_the_history_schedule_and_its_line():
         "image size 64 -> 96, learning rate 0.01 -> 0.001, precision float32 (auto: CPU)")
     assert course([0.0025, 0.005, 0.0075, 0.01, 0.001]) == "0.0025 -> 0.01 -> 0.001", "first, peak and last"
     assert describe({}) == ""
+    # one epoch of the linear schedule ends at 0: the line says the rate it trained at too
+    one = RateSchedule(0.01, 0.5, 0, (), 4, 1, "linear")
+    assert describe(per_epoch(SizeSchedule((64,), (1,)), one, 1), peak=one.peak) == (
+        "image size 64, learning rate 0 at the epoch's end (peak 0.005)")
+    assert describe({"learning_rate": [0.005]}, peak=0.005) == "learning rate 0.005", "the peak is the one rate"
+    assert describe(schedule, peak=0.05) == "image size 64 -> 96, learning rate 0.01 -> 0.001", (
+        "several epochs show how the rate went")
 
 
 def test_the_default_linear_schedule_goes_straight_to_zero_at_the_last_step_after_its_warm_up():

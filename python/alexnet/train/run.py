@@ -149,7 +149,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
     ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
     ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
     schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
-    schedule["summary"] = describe(schedule, precision.name, precision.reason)
+    schedule["summary"] = describe(schedule, precision.name, precision.reason, rates.peak)
     params = {
         **settings.to_dict(),
         "image_size_epochs": list(settings.sizes.epochs),

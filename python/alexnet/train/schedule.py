@@ -228,14 +228,20 @@ def course(values: Sequence[float]) -> str:
     return " -> ".join(f"{v:g}" for v in runs)
 
 
-def describe(schedule: Mapping[str, Sequence[float]], precision: str | None = None, reason: str | None = None) -> str:
+def describe(schedule: Mapping[str, Sequence[float]], precision: str | None = None, reason: str | None = None,
+             peak: float | None = None) -> str:
     """A run's schedule on one line: ``image size 64 -> 96, learning rate 0.0025 -> 0.01, precision float32
-    (why)``; empty when there is nothing to say."""
+    (why)`` (each epoch's rate is that of its last step); a run of one epoch, whose one rate (0, from a linear
+    schedule) says nothing of what it trained at, also says its ``peak``. Empty when there is nothing to say."""
     parts = []
     if schedule.get("image_size"):
         parts.append(f"image size {course(schedule['image_size'])}")
-    if schedule.get("learning_rate"):
-        parts.append(f"learning rate {course(schedule['learning_rate'])}")
+    rates = schedule.get("learning_rate")
+    if rates:
+        text = f"learning rate {course(rates)}"
+        if len(rates) == 1 and peak is not None and f"{peak:.3g}" != f"{float(rates[0]):.3g}":
+            text += f" at the epoch's end (peak {peak:.3g})"
+        parts.append(text)
     if precision:
         parts.append(f"precision {precision}" + (f" ({reason})" if reason else ""))
     return ", ".join(parts)
