@@ -184,6 +184,22 @@ def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model
     assert len(calls) == 2
 
 
+def test_a_missing_default_model_pin_says_how_to_name_the_model_unless_a_pin_was_meant(monkeypatch, capsys):
+    def missing(board: Any, name: str = "alexnet", version: str | None = None, **kwargs: Any) -> Any:
+        raise AlexnetError(f"pin {name!r} has no version {version!r}" if version else f"no pin {name!r}")
+
+    monkeypatch.setattr(alexnet, "alexnet_model", missing)
+    assert main(["evaluate", "--board", "b"]) == 2
+    err = capsys.readouterr().err
+    assert "give the model as MODEL (a model_dir or alexnet.keras location) or as --model-pin NAME" in err
+    assert err.rstrip().endswith("the model pin 'alexnet' was read, and no pin 'alexnet'")
+    # a version (or a name) given: the pin was meant, and what is wrong with it is the whole message
+    for words in (["--pin-version", "v1"], ["--model-pin", "m"]):
+        assert main(["spark-evaluate", "--workers", "2", "--board", "b", *words]) == 2
+        err = capsys.readouterr().err
+        assert "give the model as" not in err and ("no version 'v1'" in err or "no pin 'm'" in err)
+
+
 def test_the_commands_that_take_the_model_first_take_it_as_model_too(monkeypatch, tmp_path, capsys):
     seen: list[Any] = []
     monkeypatch.setattr(alexnet, "alexnet_filters", lambda model, **kwargs: seen.append(model) or {

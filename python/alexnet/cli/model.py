@@ -42,7 +42,7 @@ def model_of(args: argparse.Namespace) -> Any:
     try:
         return common.core("model")(getattr(args, "board", None), **pin)
     except AlexnetError as err:
-        if "name" in pin:
+        if {"name", "version"} & set(pin):  # a pin was meant: what is wrong with it is the whole answer
             raise
         default = declaration.specs(ModelPinOptions)["name"].default
         raise AlexnetError(f"give the model as {flag} (a model_dir or alexnet.keras location) or as --model-pin NAME "
