@@ -400,6 +400,8 @@ def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
         "no categories pin: run `alexnet upload` to this board"
     assert as_typed("train with alexnet_train(model_pin = 'm') to publish one", {}, calls) == \
         "train with `alexnet train --model-pin 'm'` to publish one"
+    assert as_typed("as imagenet_upload(resize = ) stores them", {}, calls) == \
+        "as `alexnet upload --resize` stores them", "an argument named without its value is the option alone"
     assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
                           "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
                           "alexnet_predict", "alexnet_features", "alexnet_filters", "alexnet_export",
@@ -427,6 +429,7 @@ def test_every_command_s_help_names_its_own_options_and_commands():
                 checked += 1
                 assert f"`{name}`" not in text and not re.search(rf"(?<![\w-]){name} = ", text), (command, name)
         assert not core_calls.search(text), (command, core_calls.search(text))
+        assert not re.search(r"`alexnet [^`]*\b[a-z_]+ =", text), (command, "a command shown with R's `name =`")
         assert not re.search(r"\bc\(", text), command
     assert checked > 100
     train = " ".join(commands["train"].format_help().split())

@@ -53,7 +53,8 @@ def register(add: common.AddCommand) -> None:
                 "package's pipeline (on 1, 2 and all cores), the model on in-memory batches and real training, side "
                 "by side on the same images; write JSON and a PNG chart. Images: --data, else a partition of "
                 "--board, else a synthetic ImageNet.")
-    bench.add_argument("--data", help="ImageNet folder to take the images from (default: a synthetic one)")
+    common.core_option(bench, "data", "--data",
+                       help="ImageNet folder to take the images from (default: a synthetic one)")
     common.partition_options(bench)
     for stage, group in GROUPS.items():  # each stage's own settings under its name in the help
         where = bench.add_argument_group(f"settings of the {stage} stage") if stage else bench

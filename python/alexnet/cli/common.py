@@ -178,9 +178,17 @@ def _as_command(match: re.Match[str], calls: Mapping[str, tuple[str, Mapping[str
     if function not in calls:
         return match[0]
     command, options = calls[function]
-    words = ["alexnet", command, *(as_typed(argument.strip(), options) for argument in arguments.split(",")
+    words = ["alexnet", command, *(_argument_as_typed(argument.strip(), options) for argument in arguments.split(",")
                                    if argument.strip())]
     return "`" + " ".join(words) + "`"
+
+
+def _argument_as_typed(argument: str, options: Mapping[str, tuple[str, bool] | None]) -> str:
+    """An argument of a call shown as a command's words: ``name = value`` as the option and its value, ``name =``
+    (the argument named, its value left to the reader) as the option alone."""
+    named = re.fullmatch(r"([a-z_][a-z0-9_]*) =", argument)
+    option = options.get(named[1]) if named else None
+    return option[0] if option else as_typed(argument, options)
 
 
 def command_calls(commands: Mapping[str, argparse.ArgumentParser]) \
