@@ -129,7 +129,7 @@ def as_optional_bool(value: Any, name: str) -> bool | None:
     if isinstance(value, (list, tuple)) and len(value) == 1:
         value = value[0]
     if not isinstance(value, (bool, int)):
-        raise AlexnetError(f"`{name}` must be TRUE/True, FALSE/False or NULL/None, not {value!r}.")
+        raise AlexnetError(f"`{name}` must be True, False or None, not {value!r}.")
     return bool(value)
 
 
@@ -155,7 +155,7 @@ def as_step_range(value: Any, name: str) -> tuple[int, int] | None:
         first, last = (as_int(v, name, minimum=1) for v in value)
     except (TypeError, ValueError):
         raise AlexnetError(
-            f"`{name}` must be two step numbers (first, last), as c(10, 20) or (10, 20), not {value!r}."
+            f"`{name}` must be two step numbers (first, last), as [10, 20], not {value!r}."
         ) from None
     if last < first:
         raise AlexnetError(f"`{name}` must be (first, last) with first <= last, not ({first}, {last}).")

@@ -82,11 +82,11 @@ def test_a_model_of_another_shape_is_refused_with_the_setting_to_give(tmp_path):
     with pytest.raises(AlexnetError, match=r"its fc1 has weights of shape \[9216, 64\] where this run's has "
                                            r"\[9216, 32\]: give the run dense_units = 64"):
         start_from(build_alexnet(2, dense_units=32), folder, ["a", "b"])
-    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = FALSE\.$"):
+    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = False\.$"):
         start_from(build_alexnet(2, dense_units=UNITS, grouped=True), folder, ["a", "b"])
     grouped = tmp_path / "grouped"
     save_model_dir(build_alexnet(2, dense_units=UNITS, grouped=True), grouped, card_for(_categories(["a", "b"])))
-    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = TRUE\.$"):
+    with pytest.raises(AlexnetError, match=r"its conv2 has weights .* give the run grouped = True\.$"):
         start_from(build_alexnet(2, dense_units=UNITS), str(grouped), ["a", "b"])
     # the command line says it as the option
     from alexnet.cli.common import as_typed
@@ -116,7 +116,7 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
     with pytest.raises(AlexnetError, match=r"^`initial_model` base@v1 was trained with dense_units = 64, and its "
                                            r"weights fit only a run of the same: give the run dense_units = 64\.$"):
         check_settings({"initial_model": recorded})
-    with pytest.raises(AlexnetError, match=r"trained with grouped = TRUE, .* give the run grouped = TRUE\.$"):
+    with pytest.raises(AlexnetError, match=r"trained with grouped = True, .* give the run grouped = True\.$"):
         check_settings({"initial_model": recorded, "dense_units": 64})
     assert check_settings({"initial_model": recorded, "dense_units": 64, "grouped": True}).grouped
 

@@ -68,7 +68,7 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
     assert parse_lever_set("adapted")[1] == {"adapt_communication": True}
     assert parse_lever_set("adapt_communication=FALSE")[1] == {"adapt_communication": False}
     assert lever_text({"adapt_communication": True}) == "adapt_communication=true"
-    with pytest.raises(AlexnetError, match="`adapt_communication` must be TRUE/True, FALSE/False"):
+    with pytest.raises(AlexnetError, match="`adapt_communication` must be True, False or None"):
         parse_lever_set("adapt_communication=maybe")
 
 

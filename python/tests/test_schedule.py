@@ -172,7 +172,7 @@ def test_settings_choose_the_rate_schedule_and_refuse_what_cannot_work():
                         "'plateau', not 'exponential'"),
         "plateau": ({"lr_schedule": "plateau", "validation": False}, "lr_schedule = 'plateau' decides on the "
                     "validation top-1 of every epoch, but `validation` is off"),
-        "keep_best": ({"keep_best": True, "validation": False}, "keep_best = TRUE decides on the validation top-1"),
+        "keep_best": ({"keep_best": True, "validation": False}, "keep_best = True decides on the validation top-1"),
         "smoothing": ({"label_smoothing": 1}, "`label_smoothing` must be a number >= 0 and < 1, not 1"),
         "negative": ({"label_smoothing": -0.1}, "`label_smoothing` must be a number >= 0, not -0.1"),
         "patience": ({"patience": 0}, "`patience` must be"),
@@ -188,7 +188,7 @@ def test_what_needs_validation_is_refused_alike_before_training_and_when_the_dat
     from alexnet.train.run import _check_validation
 
     for arguments, shown in (({"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
-                             ({"keep_best": True}, "keep_best = TRUE")):
+                             ({"keep_best": True}, "keep_best = True")):
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
                            "but `validation` is off"):
             check_settings({**arguments, "validation": False})

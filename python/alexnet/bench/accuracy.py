@@ -173,8 +173,8 @@ def accuracy_data(data: Mapping[str, Any] | str | os.PathLike | None, plan: Accu
     td = training_data(train_data)
     if not td.val_files:
         raise AlexnetError(f"The time_to_accuracy stage measures validation accuracy, but {source} has no "
-                           "validation images: fetch the partition with validation = TRUE, use an ImageNet folder "
-                           "with a val folder, or leave `data` NULL for a synthetic ImageNet.")
+                           "validation images: fetch the partition with validation = True, use an ImageNet folder "
+                           "with a val folder, or leave `data` unset for a synthetic ImageNet.")
     bad_train = set(scan_images(td.files, jpeg_only=True))
     bad_val = set(scan_images(td.val_files, jpeg_only=True))
     train = [(f, y) for f, y in zip(td.files, td.labels, strict=True) if f not in bad_train]

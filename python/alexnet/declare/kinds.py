@@ -163,7 +163,7 @@ def _flag(value: Any, name: str, spec: Spec) -> bool:
         value = bool(value)
     checked = as_optional_bool(value, name)
     if checked is None:
-        raise AlexnetError(f"`{name}` must be TRUE/True or FALSE/False, not None.")
+        raise AlexnetError(f"`{name}` must be True or False, not None.")
     return checked
 
 
@@ -175,7 +175,7 @@ def _choice(value: Any, name: str, spec: Spec) -> str:
         if on_command_line(name):  # None is the option's word, if it has one
             none = f" or {spec.none_word!r}" if spec.optional and spec.none_word else ""
         else:
-            none = " or NULL/None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
+            none = " or None" + (f" ({spec.none_word})" if spec.none_word else "") if spec.optional else ""
         raise AlexnetError(f"`{name}` must be one of {shown}{none}, not {value!r}.")
     return word
 
@@ -192,7 +192,7 @@ def _whole_numbers(value: Any, name: str, spec: Spec) -> tuple[int, ...]:
 def _sizes(value: Any, name: str, spec: Spec) -> tuple[int, ...]:
     sizes = _whole_numbers(value, name, spec)
     if not sizes:
-        raise AlexnetError(f"`{name}` is empty: give one size (224) or several trained in order (c(128, 160, 224)).")
+        raise AlexnetError(f"`{name}` is empty: give one size (224) or several trained in order ([128, 160, 224]).")
     return sizes
 
 

@@ -63,7 +63,7 @@ def _check_target(path: Any, overwrite: bool) -> str:
     shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
     if entries and not overwrite:
         raise AlexnetError(f"`path` = {resolved} exists and is not empty ({len(entries)} entries: {shown}): give a new "
-                           "or empty folder, or overwrite = TRUE to replace an earlier export there.")
+                           "or empty folder, or overwrite = True to replace an earlier export there.")
     if entries and not any(mark in entries for mark in _EXPORT_MARKS):
         raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({shown}): overwrite only "
                            "replaces an earlier export, and this folder is not emptied. Give a new or empty folder.")

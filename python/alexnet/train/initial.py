@@ -53,7 +53,7 @@ def check_architecture(reference: Any, dense_units: int, grouped: bool) -> None:
     for name, ours in (("dense_units", dense_units), ("grouped", grouped)):
         if name in recorded and recorded[name] != ours:
             theirs = recorded[name]
-            said = ("TRUE" if theirs else "FALSE") if isinstance(theirs, bool) else theirs
+            said = repr(theirs) if isinstance(theirs, bool) else theirs
             raise AlexnetError(f"`initial_model` {source.description} was trained with {name} = {said}, and its "
                                f"weights fit only a run of the same: give the run {name} = {said}.")
 
@@ -64,7 +64,7 @@ def _shape_advice(layer: str, theirs: tuple[int, ...], ours: tuple[int, ...]) ->
         return f"dense_units = {theirs[-1]}"
     if layer in ("conv2", "conv4", "conv5") and len(theirs) == len(ours) == 4 and theirs[2] != ours[2]:
         # a grouped convolution's kernel sees half the channels: the initial model is grouped when its kernel's are
-        return f"grouped = {'TRUE' if theirs[2] < ours[2] else 'FALSE'}"
+        return f"grouped = {theirs[2] < ours[2]}"
     return "the initial model's own settings"
 
 

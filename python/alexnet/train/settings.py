@@ -235,7 +235,7 @@ def check_names(names: Any, where: str = "alexnet_train()", *, reserved: Mapping
 def need_validation(lr_schedule: str, keep_best: bool, missing: str, fix: str) -> None:
     """Refuse what decides on the validation top-1 of every epoch (``lr_schedule = "plateau"``, ``keep_best``) in a
     run without validation: the error says why there is none (``missing``) and what to do (``fix``)."""
-    for needed, shown in ((lr_schedule == "plateau", "lr_schedule = 'plateau'"), (keep_best, "keep_best = TRUE")):
+    for needed, shown in ((lr_schedule == "plateau", "lr_schedule = 'plateau'"), (keep_best, "keep_best = True")):
         if needed:
             raise AlexnetError(f"{shown} decides on the validation top-1 of every epoch, but {missing}: {fix}")
 
@@ -268,7 +268,7 @@ def _together(values: dict[str, Any]) -> None:
     values["mixed_precision"] = None
     if not values["validation"]:
         need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
-                        "set validation = TRUE (with validation images on the board or in `data`), or leave it out.")
+                        "set validation = True (with validation images on the board or in `data`), or leave it out.")
     if values["train_from"] != LEARNING_LAYERS[0] and values["initial_model"] is None:
         raise AlexnetError(f"train_from = '{values['train_from']}' keeps the layers before it as they start, which "
                            "only a trained start makes sense of: give `initial_model` (a model pin or model_dir), or "
