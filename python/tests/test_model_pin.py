@@ -91,6 +91,33 @@ def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
     assert "publish the model again" in str(refused.value) and "categories pin" not in str(refused.value)
 
 
+def test_a_pin_whose_metadata_names_paths_writes_nothing_outside_the_cache(tmp_path):
+    import hashlib
+
+    import pins
+
+    # a board not one's own (a public one, say) whose metadata names files above the cache, with their true hashes
+    model, evil = b"not a model", b"written where it should not be\n"
+    (tmp_path / "m.keras").write_bytes(model)
+    (tmp_path / "evil.txt").write_bytes(evil)
+    board = pins.board_folder(str(tmp_path / "board"))
+    meta = {"alexnet": 1, "kind": "model", "sha256": hashlib.sha256(model).hexdigest(), "bytes": len(model),
+            "image_size": 64, "num_classes": 1, "class_ids": ["n1"], "class_names": ["x"],
+            "export": {"format": "tflite", "file": "../../../evil.txt", "sha256": hashlib.sha256(evil).hexdigest(),
+                       "bytes": len(evil)}}
+    board.pin_upload([str(tmp_path / "m.keras")], name="file", metadata=meta)
+    board.pin_upload([str(tmp_path / "m.keras")], name="hash", metadata={**meta, "sha256": "../../up", "export": None})
+    cache = tmp_path / "c" / "a" / "b"
+    with pytest.raises(AlexnetError, match=r"names its export '\.\./\.\./\.\./evil\.txt', not a file an export is "
+                       r"pinned as \(.*alexnet\.tflite.*\): it was not written by alexnet"):
+        alexnet_model(str(tmp_path / "board"), "file", cache_dir=cache, export=True)
+    with pytest.raises(AlexnetError, match=r"gives '\.\./\.\./up' as a SHA-256: it was not written by alexnet"):
+        alexnet_model(str(tmp_path / "board"), "hash", cache_dir=cache)
+    written = [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert written and all(cache in p.parents for p in written), "nothing is written outside the cache"
+    assert all(p.read_bytes() == model for p in written), "the model's file alone (its hash is its folder)"
+
+
 def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
     import pins
 

@@ -640,6 +640,31 @@ def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
     assert not (cache / "train" / wnid).exists()
 
 
+def test_a_category_id_that_is_a_path_is_refused_before_anything_is_fetched(uploaded, tmp_path):
+    """A categories pin (written by another hand) whose id climbs out of the cache: nothing is fetched, nothing
+    outside the cache is replaced."""
+    import pandas as pd
+
+    from alexnet.storage.cache import category_folder
+
+    board = open_board(uploaded)
+    frame = board.pins.pin_read("categories")
+    frame.loc[0, "id"] = "../../victim"
+    board.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                         created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("kept")
+    with pytest.raises(BoardError, match=r"names categories that are not folder names \('\.\./\.\./victim'\): it "
+                       "was not written by imagenet_upload"):
+        imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache" / "root")
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"] and not (tmp_path / "cache").exists()
+    for odd in ("..", ".", "", "a/b", "a\\b"):
+        with pytest.raises(AlexnetError, match="is not a folder name"):
+            category_folder(str(tmp_path), odd)
+    assert category_folder(str(tmp_path), "flower-0") == str(tmp_path / "train" / "flower-0")
+
+
 def test_unreachable_board_fails_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     start = time.monotonic()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import uuid
 from typing import Any
@@ -184,6 +185,15 @@ def _read_meta(opened: Board, name: str, version: str | None) -> tuple[Any, str]
     return meta, wanted
 
 
+def _checked_sha256(value: Any, where: str) -> str:
+    """A SHA-256 of a pin's metadata, which names a folder of the model cache: 64 hexadecimal digits, or refused."""
+    text = str(value)
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise AlexnetError(f"{where} gives {text[:80]!r} as a SHA-256: it was not written by alexnet; publish the "
+                           "model again (train with model_pin).")
+    return text
+
+
 def _metadata_of(name: str, version: str) -> str:
     """How the checked download names where a model pin's SHA-256 comes from."""
     return f"the metadata of pin {name!r} version {version}"
@@ -203,7 +213,11 @@ def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, wher
 def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:
     """The pin's export brought into the cache (SHA-256 checked); a SavedModel is extracted next to its zip. Its
     local path: the SavedModel's folder, or the ``.tflite`` file."""
-    sha256, file = str(export["sha256"]), str(export["file"])
+    sha256, file = _checked_sha256(export["sha256"], where), str(export["file"])
+    if file not in EXPORT_FILES.values():
+        raise AlexnetError(f"{where} names its export {file!r}, not a file an export is pinned as "
+                           f"({', '.join(sorted(EXPORT_FILES.values()))}): it was not written by alexnet; publish the "
+                           "export again (alexnet_export(model, board = ..., name = ...)).")
     local = os.path.join(root, sha256, file)
     what = f"the {export.get('format')} export of {where}"
     _cached(opened, opened.path(name, version, file), local, sha256, int(export.get("bytes") or 0), what,
@@ -280,7 +294,7 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
             "written by alexnet_train(model_pin = ...)."
         )
     card = ModelCard.from_dict(user, where)
-    sha256 = str(user["sha256"])
+    sha256 = _checked_sha256(user["sha256"], where)
     carried = dict(user.get("export") or {})
     local = export_path = None
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AlexnetError
+from .layout import is_file_name
 from .zipformat import crc32
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,11 @@ def make_cache_folder(folder: str, root: str, what: str) -> None:
 
 
 def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:
-    """Where category ``wnid``'s training (or, with ``validation``, validation) files live in the cache ``root``."""
+    """Where category ``wnid``'s training (or, with ``validation``, validation) files live in the cache ``root``;
+    an id that is not one folder's name (``../x``) is refused: nothing is written outside the cache."""
+    if not is_file_name(wnid):
+        raise AlexnetError(f"category {wnid!r} is not a folder name: a board's category ids never hold a path; "
+                           "upload the data again")
     return os.path.join(root, "val" if validation else "train", wnid)
 
 

@@ -48,6 +48,13 @@ def board_own_pin(name: str) -> bool:
     return name in (CATEGORIES_PIN, BAD_IMAGES_PIN) or name.startswith(VAL_PREFIX)
 
 
+def is_file_name(name: str) -> bool:
+    """Whether ``name`` names one file or folder, nothing above or below it: what a board's tables and metadata may
+    give as a category id or a file name that becomes part of a local path (a board read, a public one perhaps, must
+    not name ``../..`` and have a fetch write or replace files outside its cache)."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
 def val_pin_name(wnid: str) -> str:
     """The pin holding category ``wnid``'s validation images."""
     return f"{VAL_PREFIX}{wnid}"
@@ -94,4 +101,11 @@ def read_categories(board: Board) -> list[dict[str, Any]]:
 
     rows = [{column: cell(column, record.get(column)) for column in CATEGORY_COLUMNS}
             for record in frame.to_dict(orient="records")]
+    odd = [r["id"] for r in rows if not is_file_name(r["id"])]
+    if odd:
+        raise BoardError(
+            f"the categories pin of {board.location} names categories that are not folder names ({odd[0]!r}"
+            f"{f' and {len(odd) - 1} more' if len(odd) > 1 else ''}): it was not written by imagenet_upload, and "
+            "nothing is fetched from it; upload the data again"
+        )
     return sorted(rows, key=lambda r: r["index"])
