@@ -12,7 +12,7 @@ training_settings <- list(
   learning_rate = list(kind = "number", default = 0.01, choices = NULL, help = "the learning rate for a global batch of 128 (the paper's 0.01), scaled with the batch by `lr_scaling`"),
   lr_scaling = list(kind = "choice", default = "linear", choices = c("linear", "none"), help = "how the rate follows the global batch: \"linear\" multiplies `learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it"),
   lr_schedule = list(kind = "choice", default = "linear", choices = c("linear", "cosine", "step", "plateau"), help = "how the rate ends after the warm-up: \"linear\" straight down to zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has not improved for `patience` epochs (the paper)"),
-  warmup_epochs = list(kind = "count>=0?", default = NULL, choices = NULL, help = "epochs of linear warm-up to the scaled rate (unset: 5 when the rate grows more than twice, else 0)"),
+  warmup_epochs = list(kind = "count>=0?", default = NULL, choices = NULL, help = "epochs of linear warm-up to the scaled rate (unset: 5, at most half the epochs, when the rate grows more than twice, else 0)"),
   momentum = list(kind = "number", default = 0.9, choices = NULL, help = "SGD momentum"),
   weight_decay = list(kind = "number", default = 0.0005, choices = NULL, help = "L2 weight decay added to the gradient of every kernel"),
   lr_drop_epochs = list(kind = "counts>=0?", default = c(30, 60, 80), choices = NULL, help = "with lr_schedule = \"step\": epochs (0-based) at whose start the rate is divided by 10"),

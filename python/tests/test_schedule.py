@@ -90,9 +90,12 @@ def test_a_rate_that_grows_at_most_twice_needs_no_warm_up_and_none_keeps_it():
     fixed = [rate_schedule(0.01, "none", None, (8,), epochs=10, global_batch=batch, steps_per_epoch=4, kind="step")
              for batch in (512, 8)]
     assert fixed[0] == fixed[1] and (fixed[0].peak, fixed[0].warmup_epochs) == (0.01, 0)
-    # fewer epochs than 5 warm up over all of them; an explicit 0 means none
-    assert rate_schedule(0.01, "linear", None, (), epochs=3, global_batch=512, steps_per_epoch=1,
-                         kind="linear").warmup_epochs == 3
+    # a short run warms up over half its epochs at most, so that its rate comes down too; an explicit 0 means none
+    for epochs, warmup in ((1, 0), (2, 1), (3, 1), (9, 4), (10, 5), (90, 5)):
+        short = rate_schedule(0.01, "linear", None, (), epochs=epochs, global_batch=512, steps_per_epoch=4,
+                              kind="linear")
+        assert short.warmup_epochs == warmup, epochs
+        assert short.at(epochs * 4 - 1) == 0 and max(short.at(s) for s in range(epochs * 4)) == pytest.approx(0.04)
     assert rate_schedule(0.01, "linear", 0, (), epochs=10, global_batch=512, steps_per_epoch=1,
                          kind="linear").warmup_epochs == 0
 

@@ -237,6 +237,9 @@ def test_a_model_trained_over_64_then_96_saves_loads_and_predicts_at_96(sized, c
     ("changes", "message"),
     [
         ({"epochs": 3, "warmup_epochs": 4}, r"`warmup_epochs` = 4 is more than `epochs` \(3\)"),
+        ({"epochs": 3, "warmup_epochs": 3}, r"`warmup_epochs` = 3 is every epoch: the linear schedule would end at its "
+                                            "peak and never come down"),
+        ({"epochs": 3, "warmup_epochs": 3, "lr_schedule": "cosine"}, r"the cosine schedule would end at its peak"),
         ({"epochs": 3, "warmup_epochs": 2, "lr_scaling": "none"}, r"lr_scaling = 'none' scales nothing"),
         ({"warmup_epochs": -1}, r"`warmup_epochs`"),
         ({"lr_scaling": "cubic"}, r"`lr_scaling` must be one of 'linear', 'none', not 'cubic'"),

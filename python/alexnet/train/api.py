@@ -77,8 +77,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``learning_rate`` is the rate for a global batch of 128, the paper's (0.01). With ``lr_scaling = "linear"``
     (the default) the rate follows the linear scaling rule of Goyal et al. (2017): it is multiplied by
     ``global batch / 128`` (0.04 for 16 workers of batch 32) and reached by a linear warm-up from
-    ``learning_rate`` over ``warmup_epochs`` (default: 5 when the rate grows more than twice, else none; below a
-    global batch of 128 the rate only shrinks, and a warm-up stays at the scaled rate);
+    ``learning_rate`` over ``warmup_epochs`` (default: 5, at most half the epochs, when the rate grows more than
+    twice, else none; below a global batch of 128 the rate only shrinks, and a warm-up stays at the scaled rate);
     ``"none"`` keeps ``learning_rate`` whatever the batch. The rate is set before every step; the history's
     ``schedule`` holds the rate of each epoch's last step.
 

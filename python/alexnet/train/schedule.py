@@ -10,8 +10,9 @@ the later sizes taking any left over (:func:`split_epochs`), unless the epochs a
 
 Learning rate: ``learning_rate`` is the rate for a global batch of :data:`REFERENCE_BATCH` (the paper's 0.01 for
 128). With ``lr_scaling = "linear"`` it is multiplied by ``global batch / 128`` (the linear scaling rule of Goyal
-et al., 2017) and reached by a linear warm-up over ``warmup_epochs`` (default :data:`DEFAULT_WARMUP_EPOCHS` when
-the rate grows more than :data:`WARMUP_ABOVE` times, else none); the warm-up starts at the lower of the two rates,
+et al., 2017) and reached by a linear warm-up over ``warmup_epochs`` (default :data:`DEFAULT_WARMUP_EPOCHS`, at
+most half the run's epochs so that the rate also comes down, when the rate grows more than :data:`WARMUP_ABOVE`
+times, else none); the warm-up starts at the lower of the two rates,
 so that a batch below 128 never trains above the rate it leads to. After the warm-up, ``lr_schedule`` says how the
 rate ends (:data:`LR_SCHEDULES`):
 
@@ -197,7 +198,7 @@ def rate_schedule(learning_rate: float, lr_scaling: str, warmup_epochs: int | No
     ``"step"`` schedule's (a ``"plateau"`` schedule starts without drops)."""
     factor = global_batch / REFERENCE_BATCH if lr_scaling == "linear" else 1.0
     if warmup_epochs is None:
-        warmup_epochs = min(DEFAULT_WARMUP_EPOCHS, epochs) if factor > WARMUP_ABOVE else 0
+        warmup_epochs = min(DEFAULT_WARMUP_EPOCHS, epochs // 2) if factor > WARMUP_ABOVE else 0
     drops = tuple(int(e) for e in drop_epochs) if kind == "step" else ()
     return RateSchedule(float(learning_rate), factor, int(warmup_epochs), drops, max(1, int(steps_per_epoch)),
                         int(epochs), kind)

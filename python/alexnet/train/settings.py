@@ -60,8 +60,9 @@ class TrainSettings:
                                "zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided "
                                "by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has "
                                "not improved for `patience` epochs (the paper)", choices=LR_SCHEDULES)
-    warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: 5 "
-                                        "when the rate grows more than twice, else 0)", minimum=0, optional=True)
+    warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: 5, "
+                                        "at most half the epochs, when the rate grows more than twice, else 0)",
+                                        minimum=0, optional=True)
     momentum: float = setting(0.9, "number", "SGD momentum", minimum=0.0, maximum=1.0)
     weight_decay: float = setting(5e-4, "number", "L2 weight decay added to the gradient of every kernel",
                                   minimum=0.0)
@@ -258,6 +259,9 @@ def _together(values: dict[str, Any]) -> None:
     if warmup and values["lr_scaling"] == "none":
         raise AlexnetError("`warmup_epochs` warms up to the rate scaled with the batch, and lr_scaling = 'none' "
                            "scales nothing: use lr_scaling = 'linear', or leave out `warmup_epochs`.")
+    if warmup is not None and warmup == epochs and values["lr_schedule"] in ("linear", "cosine"):
+        raise AlexnetError(f"`warmup_epochs` = {warmup} is every epoch: the {values['lr_schedule']} schedule would end "
+                           "at its peak and never come down; give fewer warm-up epochs, or more `epochs`.")
     mixed = values.pop("mixed_precision")
     if mixed is not None:
         mapped = "float16" if mixed else "float32"
