@@ -346,3 +346,26 @@ def test_the_probe_starts_python_with_the_environment_it_is_given(tmp_path, monk
     assert check_python(str(script))["error"] == "ModuleNotFoundError: from os.environ"
     given = check_python(str(script), environ={"PATH": os.defpath, "ALEXNET_PROBE_SEEN": "from environ"})
     assert given["error"] == "ModuleNotFoundError: from environ"
+
+
+def test_a_worker_log_keeps_the_newest_and_takes_logs_another_worker_removed_meanwhile(tmp_path, monkeypatch):
+    from alexnet.launch import worker
+
+    monkeypatch.setenv("ALEXNET_LOG_DIR", str(tmp_path))
+    for k in range(worker.KEPT_LOGS + 3):
+        log = tmp_path / f"old{k:03d}.log"
+        log.write_text("x")
+        os.utime(log, (1000 + k, 1000 + k))
+    scandir = os.scandir
+
+    class Gone:  # an entry listed, then deleted by another worker on this host before its stat
+        path = str(tmp_path / "gone.log")
+
+        def stat(self) -> os.stat_result:
+            raise FileNotFoundError(self.path)
+
+    monkeypatch.setattr(worker.os, "scandir", lambda folder: [Gone(), *scandir(folder)])
+    path = worker.worker_log(3)
+    assert os.path.basename(path).startswith("worker3-") and os.path.dirname(path) == str(tmp_path)
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert len(kept) == worker.KEPT_LOGS - 1 and kept[0] == "old004.log", "the oldest went, room left for the new"

@@ -81,11 +81,19 @@ def worker_log(index: int) -> str:
     a new file per run; the oldest are deleted beyond :data:`KEPT_LOGS`."""
     folder = os.environ.get("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
     os.makedirs(folder, exist_ok=True)
-    logs = sorted(os.scandir(folder), key=lambda entry: entry.stat().st_mtime)
-    for entry in logs[: max(0, len(logs) - KEPT_LOGS + 1)]:
+    logs = sorted((mtime, entry.path) for entry in os.scandir(folder) if (mtime := _modified(entry)) is not None)
+    for _, path in logs[: max(0, len(logs) - KEPT_LOGS + 1)]:
         with contextlib.suppress(OSError):
-            os.remove(entry.path)
+            os.remove(path)
     return os.path.join(folder, f"worker{index}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+
+
+def _modified(entry: os.DirEntry[str]) -> float | None:
+    """When a log was last written; ``None`` when it is gone already (another worker on this host tidied it)."""
+    try:
+        return entry.stat().st_mtime
+    except OSError:
+        return None
 
 
 def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses: Sequence[str], *,
