@@ -369,3 +369,34 @@ def test_a_worker_log_keeps_the_newest_and_takes_logs_another_worker_removed_mea
     assert os.path.basename(path).startswith("worker3-") and os.path.dirname(path) == str(tmp_path)
     kept = sorted(p.name for p in tmp_path.iterdir())
     assert len(kept) == worker.KEPT_LOGS - 1 and kept[0] == "old004.log", "the oldest went, room left for the new"
+
+
+def test_a_worker_whose_evaluation_failed_says_so_in_the_collective_and_every_worker_raises(monkeypatch):
+    import numpy as np
+
+    from alexnet.launch import training
+    from alexnet.train import agreement
+
+    share = {"images": 10, "top1_correct": 4, "top5_correct": 9, "top_k": 5, "image_size": 64, "num_classes": 5,
+             "bad_images": [], "crops": 1, "protocol": "centre crop"}
+    sent: list[list[int]] = []
+
+    def gather(rows: list[list[int]]):
+        def all_gather_ints(strategy, values):  # worker 0's values and what the others sent
+            sent.append(list(values))
+            return np.asarray([list(values), *rows])
+        return all_gather_ints
+
+    other = [1, 0, 10, 5, 8, 5, 64, 5, 0]
+    monkeypatch.setattr(agreement, "all_gather_ints", gather([other]))
+    added = training.added_up(None, share, 0, 2)
+    assert (added["images"], added["top1_correct"], added["top5_correct"]) == (20, 9, 17)
+    # this worker failed: it still joins the collective (its counts zero), then raises its own error
+    with pytest.raises(ValueError, match="broken image"):
+        training.added_up(None, ValueError("broken image"), 0, 2)
+    assert sent[-1] == [0, 1] + [0] * 7
+    # another worker failed: this one does not wait for it, and names it
+    monkeypatch.setattr(agreement, "all_gather_ints", gather([[1, 1] + [0] * 7]))
+    with pytest.raises(AlexnetError, match=r"the evaluation failed on worker 1 of 2 \(its log says why\), after "
+                       "training and before the model was saved: launch again with `evaluate` off"):
+        training.added_up(None, share, 0, 2)

@@ -152,7 +152,10 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     shares: list[dict[str, Any]] = []  # this worker's share of the evaluation, when there is one
 
     def evaluate(strategy: Any, model: Any, card: ModelCard) -> dict[str, Any]:
-        shares.append(_score_trained(model, card, data, index, len(addresses), task))
+        try:
+            shares.append(_score_trained(model, card, data, index, len(addresses), task))
+        except Exception as err:  # said in the collective, so that no worker waits there for this one
+            return card_evaluation(added_up(strategy, err, index, len(addresses)), task.board)
         return card_evaluation(added_up(strategy, shares[0], index, len(addresses)), task.board)
 
     history = train(settings, data, "multi_worker", callbacks, evaluate if task.evaluation is not None else None)
@@ -187,17 +190,32 @@ def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: 
         return score_share(local, index, workers, task, data=validation)
 
 
-def added_up(strategy: Any, share: Mapping[str, Any], index: int, workers: int) -> dict[str, Any]:
+def added_up(strategy: Any, share: Mapping[str, Any] | Exception, index: int, workers: int) -> dict[str, Any]:
     """Every worker's ``share`` of an evaluation added up, on every worker: the counts gathered in one collective of
     the training's ``strategy`` (every worker calls it at the same point), then added as the driver adds the rows
-    (:func:`alexnet.launch.evaluation.added_counts`); ``bad_images`` is their number."""
+    (:func:`alexnet.launch.evaluation.added_counts`); ``bad_images`` is their number.
+
+    A worker whose scoring failed passes its error as ``share``: the collective says so to every worker, and every
+    worker raises at once (that one its own error, the others an :class:`AlexnetError` naming it) rather than
+    wait for it until the collective's timeout."""
     from ..train.agreement import all_gather_ints
 
-    values = [index, *(int(share[name]) for name in GATHERED), len(share.get("bad_images") or [])]
-    by_worker = {int(row[0]): row for row in all_gather_ints(strategy, values)}  # a row per replica: one per worker
+    failed = isinstance(share, Exception)
+    counts = [0] * (len(GATHERED) + 1) if failed else [*(int(share[name]) for name in GATHERED),
+                                                      len(share.get("bad_images") or [])]
+    gathered = all_gather_ints(strategy, [index, int(failed), *counts])
+    by_worker = {int(row[0]): row for row in gathered}  # a row per replica: one per worker
     if sorted(by_worker) != list(range(workers)):
         raise AlexnetError(f"internal: the evaluation's counts came from workers {sorted(by_worker)} of {workers}.")
-    rows = [{"worker": k, **dict(zip(GATHERED, (int(v) for v in row[1:-1]), strict=True)), "crops": share["crops"],
+    if isinstance(share, Exception):
+        raise share
+    others = [k for k, row in sorted(by_worker.items()) if row[1]]
+    if others:
+        raise AlexnetError(f"the evaluation failed on worker {', '.join(map(str, others))} of {workers} (its log "
+                           "says why), after training and before the model was saved: launch again with `evaluate` "
+                           "off (a run resumed from a checkpoint of its last epoch trains nothing more), then score "
+                           "the model with alexnet_evaluate().")
+    rows = [{"worker": k, **dict(zip(GATHERED, (int(v) for v in row[2:-1]), strict=True)), "crops": share["crops"],
              "protocol": share["protocol"]} for k, row in sorted(by_worker.items())]
     return {**added_counts(rows), "bad_images": sum(int(row[-1]) for row in by_worker.values())}
 
