@@ -207,6 +207,7 @@ def damaged_zips() -> dict[str, bytes]:
         "cut short in its members": good[:len(good) // 2],
         "cut short in its directory": good[:start + 60],
         "cut short in its end record": good[:-5],
+        **{f"{cut} byte(s) short": good[:-cut] for cut in (1, 2, 3)},  # the signature kept, no room for the record
         "not a zip": b"this is not a zip, only text " * 100,
         "an empty file": b"",
         "a damaged directory record": good[:start + 1] + b"X" + good[start + 2:],

@@ -221,7 +221,7 @@ def _end_record_at(tail: bytes) -> int:
     """Where the end record lies in ``tail``, the end of a zip: the last signature whose comment ends the file, or,
     when none does (bytes after the zip), the last one with room for a record."""
     found = -1
-    at = len(tail) - _END.size + 4
+    at = len(tail) - _END.size + 1  # the first search ends where a record's signature with room for it would end
     while (at := tail.rfind(b"PK\x05\x06", 0, at + 3)) >= 0:
         if at + _END.size + _END.unpack_from(tail, at)[-1] == len(tail):
             return at
