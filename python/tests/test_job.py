@@ -43,6 +43,9 @@ def test_plan_checks_slots_categories_arguments_and_ports(board):
         job.plan_job(2, board, 2, data={})
     with pytest.raises(AlexnetError, match="`base_port` must leave room for 2 ports"):
         job.plan_job(2, board, 2, base_port=65535)
+    from alexnet.train.cluster import check_base_port
+
+    assert check_base_port(65534, 2) == 65534, "workers at 65534 and 65535: the last port there is"
     with pytest.raises(AlexnetError, match="`retries` must be a whole number >= 0"):
         job.plan_job(2, board, 2, retries=-1)
     assert job.check_slots(50, None) == 50

@@ -109,10 +109,10 @@ class FetchSettings:
     """The ``fetch`` stage's own settings: which partition of which board it downloads, how many at once."""
 
     board: str | None = setting(None, "location", "the board a partition is downloaded from (the command "
-                                "line's --board)", optional=True, option=None)
+                                "line's `--board`)", optional=True, option=None)
     fetch_partition: int = setting(0, "count", "the 0-based partition downloaded (the command line's "
-                                   "--partition)", minimum=0, option=None)
-    fetch_total: int = setting(1, "count", "the number of partitions (the command line's --total)", minimum=1,
+                                   "`--partition`)", minimum=0, option=None)
+    fetch_total: int = setting(1, "count", "the number of partitions (the command line's `--total`)", minimum=1,
                                option=None)
     fetch_workers: int = setting(8, "count", "parallel downloads, against one at a time", minimum=2)
 

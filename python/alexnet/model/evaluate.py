@@ -90,9 +90,9 @@ def _unused_board_options(board: Any, images: BoardImagesOptions) -> None:
     gives the images instead."""
     unused = [*(["board"] if board is not None else []), *declaration.changed(images)]
     if unused:
-        logger.warning("%s: %s say which of a board's validation images are scored; with `data`, its own images are "
+        logger.warning("%s: %s which of a board's validation images are scored; with `data`, its own images are "
                        "scored and %s not used.", ", ".join(f"`{name}`" for name in unused),
-                       "they" if len(unused) > 1 else "it", "they are" if len(unused) > 1 else "it is")
+                       "they say" if len(unused) > 1 else "it says", "they are" if len(unused) > 1 else "it is")
 
 
 def _scored_size(model: Any, trained: int, wanted: int | None, description: str) -> int:

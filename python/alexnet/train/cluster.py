@@ -83,7 +83,7 @@ def ephemeral_ports() -> tuple[int, int]:
 def check_base_port(base_port: object, workers: int) -> int:
     """``base_port`` as an int that leaves room for ``workers`` ports (``base_port + i``) below 65536."""
     port = as_int(base_port, "base_port", minimum=1)
-    if port > 65535 - workers:
+    if port + workers - 1 > 65535:  # worker k listens at base_port + k
         raise AlexnetError(f"`base_port` must leave room for {workers} ports below 65536, not {port}.")
     return port
 

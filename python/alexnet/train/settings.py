@@ -67,7 +67,8 @@ class TrainSettings:
     weight_decay: float = setting(5e-4, "number", "L2 weight decay added to the gradient of every kernel",
                                   minimum=0.0)
     lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "with lr_schedule = \"step\": epochs (0-based) "
-                                              "at whose start the rate is divided by 10", minimum=0, metavar="EPOCH")
+                                              "at whose start the rate is divided by 10 (from 1: epoch 0 starts at the "
+                                              "peak)", minimum=1, metavar="EPOCH")
     patience: int = setting(2, "count", "with lr_schedule = \"plateau\": epochs without a better validation top-1 "
                             "before the rate is divided by 10", minimum=1)
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
