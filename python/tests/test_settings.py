@@ -156,6 +156,17 @@ def test_a_setting_given_without_the_one_that_uses_it_gets_a_warning(name, value
     assert "is only used with" not in caplog.text
 
 
+def test_local_sgd_that_would_never_start_gets_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="alexnet.train.settings"):
+        check_settings({"sync_every": 4, "local_sgd_after": 2, "epochs": 2})
+    assert "`local_sgd_after` = 2 is not below `epochs` (2): every epoch trains synchronously, and `sync_every` is " \
+           "not used; give local_sgd_after < 2." in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.train.settings"):
+        check_settings({"sync_every": 4, "local_sgd_after": 1, "epochs": 2})
+    assert not caplog.text
+
+
 def test_a_collective_timeout_of_never_is_given_on_the_command_line_as_its_word():
     from alexnet.cli.train import training_args
 

@@ -322,6 +322,10 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     for name, (needed, missing, used) in _ONLY_WITH.items():
         if not used(values) and values[name] not in (None, table[name].default):
             logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
+    if values["sync_every"] > 1 and values["local_sgd_after"] >= (epochs := values["epochs"]):
+        logger.warning("`local_sgd_after` = %d is not below `epochs` (%d): every epoch trains synchronously, and "
+                       "`sync_every` is not used; give local_sgd_after < %d.", values["local_sgd_after"], epochs,
+                       epochs)
     values["model_board"] = None
     if values["model_pin"] is not None:
         values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
