@@ -45,6 +45,10 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
     pairs = [part.split("=", 1) for part in word.split("+")]
     names = [name.strip() for name, _ in pairs]
     check_names(names, "a lever set of the scaling stage")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise AlexnetError(f"The lever set {word!r} gives {', '.join(twice)} more than once: give each setting "
+                           "one value.")
     fixed = [name for name in names if name in FIXED]
     if fixed:
         raise AlexnetError(f"A lever set cannot change {', '.join(fixed)}: the stage sets it for every lever set "
