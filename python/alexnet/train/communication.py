@@ -240,7 +240,8 @@ class Advice:
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
            overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
-           rate_scaled: bool = True, most_batch: int = ALEXNET_LARGEST_BATCH) -> Advice | None:
+           rate_scaled: bool = True, most_batch: int = ALEXNET_LARGEST_BATCH, micro_batches: int | None = None,
+           parameters: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -263,7 +264,12 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     those advised) the estimate counts only the rest as exposed, so that fewer micro-batches (a smaller global batch,
     which learns better) are advised; a step of micro-batches hides as much, behind its last. Without it packs are
     credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
-    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised."""
+    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised.
+
+    ``micro_batches``, what an epoch of the run holds on a worker, bounds the micro-batches of a step and local
+    SGD's steps (which average at every epoch's end anyway); ``parameters``, the numbers all-reduced, keeps packs
+    from being advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide
+    nothing)."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -287,7 +293,9 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         gradients *= sixteen / exchange_seconds
     # what packs hide of the synchronous exchange (local SGD's average travels after the step, behind nothing)
     hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not communication.local_sgd else 0.0
-    if overlaps and not communication.pack_bytes:
+    wire_bytes = 2 if "allreduce_precision" in settings else communication.wire_bytes
+    one_pack = parameters is not None and parameters * wire_bytes <= ADVISED_PACK_MB * 1e6
+    if overlaps and not communication.pack_bytes and not one_pack:
         settings["allreduce_pack_mb"] = ADVISED_PACK_MB
         reasons.append("packs that travel while the backward pass computes the rest" + (
             f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else ""))
@@ -295,10 +303,14 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
     needed = max(1, math.ceil(exposed * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
-    largest = 2 ** max(0, math.floor(math.log2(max(1.0, most_batch / micro_batch))))
+    def power(most: float) -> int:
+        return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
+
+    bound = power(most_batch / micro_batch)  # the largest global batch's
+    largest = bound if micro_batches is None else min(bound, power(micro_batches))  # and an epoch's micro-batches
     wanted = 2 ** math.ceil(math.log2(needed))
     accumulate = min(wanted, largest)
-    held = "" if wanted <= max(largest, communication.accumulate) else " " + held_back(most_batch, global_batch)
+    held = "" if wanted <= max(bound, communication.accumulate) else " " + held_back(most_batch, global_batch)
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
@@ -312,13 +324,15 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     if share(compute, exchange) < ADVISED_EFFICIENCY:
         local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
                                                  / compute))
+        if micro_batches is not None:  # an epoch's end averages the weights whatever sync_every says
+            local = min(local, micro_batches // accumulate)
         if local > max(2, communication.sync_every):
             settings["sync_every"] = local
             exchange = 2 * gradients / local
             reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
                            "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
-                           f"--accuracy-levers sync_every={local}+local_sgd_after=E) and start it late "
-                           "(local_sgd_after)")
+                           f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs "
+                           "first) and start it late (local_sgd_after)")
     advised = share(compute, exchange)
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough

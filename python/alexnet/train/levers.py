@@ -195,9 +195,11 @@ def overlaps(topology: Topology) -> bool:
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
-                         warn: bool = True) -> Advice | None:
+                         warn: bool = True, micro_batches: int | None = None,
+                         parameters: int | None = None) -> Advice | None:
     """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
-    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`),
+    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`) and
+    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced: see :func:`~.communication.advise`),
     what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
     pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
     "Every multi-worker run measures its own link"),
@@ -208,7 +210,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
                     hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
-                    most_batch=most_batch)
+                    most_batch=most_batch, micro_batches=micro_batches, parameters=parameters)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)
     return advice

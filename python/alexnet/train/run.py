@@ -290,9 +290,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
     most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
+    shape = {"micro_batches": settings.accumulate_steps * steps.train, "parameters": parameter_count(net)}
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
                                   most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
-                                  warn=not settings.adapt_communication)
+                                  warn=not settings.adapt_communication, **shape)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
@@ -303,7 +304,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
                                       global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
-                                      rate_scaled=settings.lr_scaling != "none")
+                                      rate_scaled=settings.lr_scaling != "none", **shape)
     worker_batch = topo.worker_batch(settings.step_batch)
     datasets = RunDatasets(strategy, td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
