@@ -366,6 +366,14 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     _recording_core(monkeypatch, history)
     assert main(["train"]) == 0
     assert capsys.readouterr().out.splitlines()[2] == f"Communication: {advice}"
+    # its settings said as the options of the command run
+    history["params"]["communication_advice"] = ("Settings that send less: allreduce_precision = 'bfloat16' (half the "
+                                                 "bytes). Micro-batches stop at 1024 (`largest_global_batch`).")
+    _recording_core(monkeypatch, history)
+    assert main(["train"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "Communication: Settings that send less: --allreduce-precision 'bfloat16' (half the bytes). Micro-batches stop "
+        "at 1024 (`--largest-global-batch`).")
 
 
 def test_settings_refused_together_are_named_as_the_options_typed(capsys, tmp_path):

@@ -212,7 +212,7 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
     advice = advise(two, 8.0, 0.5, global_batch=256)
     assert advice.settings["accumulate_steps"] == ALEXNET_LARGEST_BATCH // 256 == 4
     assert 2 < advice.settings["sync_every"] <= MOST_LOCAL_STEPS
-    assert advice.text.endswith("Micro-batches stop at a global batch of 1024 (largest_global_batch): AlexNet loses "
+    assert advice.text.endswith("Micro-batches stop at a global batch of 1024 (`largest_global_batch`): AlexNet loses "
                                 "accuracy at larger batches, and on fewer training images than ImageNet's at smaller "
                                 "ones."), advice.text
     # a larger bound, asked for, lets more be advised; one at the global batch already, none
@@ -236,8 +236,9 @@ def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_ima
                     most_batch=largest_batch(1500))
     assert "accumulate_steps" not in advice.settings and advice.settings["allreduce_precision"] == "bfloat16"
     assert adaptable(advice, 1, 5) == {"allreduce_precision": "bfloat16"}
-    assert "No micro-batches: the run's global batch of 256 is already beyond the 1 its training images are " \
-           "bounded at (largest_global_batch sets the bound)" in advice.text, advice.text
+    assert "No micro-batches: the run's global batch of 256 is already beyond 1, the largest its training images " \
+           "take (1024 for ImageNet's, as many times smaller for fewer; `largest_global_batch` sets another)" \
+           in advice.text, advice.text
     assert "Micro-batches stop" not in advice.text
 
 
@@ -291,11 +292,12 @@ def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_it
     sixteen = Topology("multi_worker", 16, 16, 0, True, 1, False)
     check_global_batch(check_settings({"batch_size": 128}), sixteen)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warned == ["A step trains a global batch of 2048 images (batch_size x accumulate_steps x replicas), beyond "
-                      "the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You et al., "
-                      "2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer micro-batches keep "
-                      "it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
-                      "largest_global_batch to a batch your recipe is known to take to silence this."], warned
+    assert warned == ["A step trains a global batch of 2048 images (`batch_size` x `accumulate_steps` x replicas), "
+                      "beyond the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You "
+                      "et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
+                      "micro-batches keep it there; measure the cost first (alexnet bench --stages "
+                      "time_to_accuracy), and set `largest_global_batch` to a batch your recipe is known to take to "
+                      "silence this."], warned
     caplog.clear()
     # at 1024 (micro-batches counted), with a bound set above it, on another worker, or by the check of the levers
     # (run again once adapt_communication took its settings): nothing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from . import common
@@ -11,7 +12,7 @@ from .model import evaluation_args, evaluation_options, evaluation_summary, mode
 from .train import communication_line, training_args, training_options
 
 
-def _train_summary(rows: list[dict[str, Any]]) -> str:
+def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str) -> str:
     lines = []
     for r in rows:
         loss = r["history"]["metrics"].get("loss") or [float("nan")]
@@ -20,13 +21,13 @@ def _train_summary(rows: list[dict[str, Any]]) -> str:
             f"{r['train_images']} images of {len(r['categories'])} categories, {len(loss)} epoch(s), "
             f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others')
-    communication = next((communication_line(r["history"]) for r in rows if r["chief"]), None)
+    communication = next((communication_line(r["history"], typed) for r in rows if r["chief"]), None)
     return "\n".join([*lines, communication] if communication else lines)
 
 
-def _spark_train_summary(result: Any) -> str:
+def _spark_train_summary(result: Any, typed: Callable[[str], str] = str) -> str:
     evaluation = getattr(result, "evaluation", None)
-    lines = _train_summary(list(result))
+    lines = _train_summary(list(result), typed)
     return lines if evaluation is None else f"{lines}\nevaluation of {evaluation_summary(evaluation)}"
 
 
@@ -54,7 +55,7 @@ def _spark_train(args: argparse.Namespace) -> None:
                                           **job)
     evaluation = getattr(rows, "evaluation", None)
     shown = rows if evaluation is None or not args.json else {"workers": list(rows), "evaluation": evaluation}
-    common.emit(shown, args.json, _spark_train_summary)
+    common.emit(shown, args.json, lambda result: _spark_train_summary(result, common.typed(args)))
 
 
 def _spark_evaluate(args: argparse.Namespace) -> None:

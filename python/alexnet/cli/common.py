@@ -191,6 +191,13 @@ def _argument_as_typed(argument: str, options: Mapping[str, tuple[str, bool] | N
     return option[0] if option else as_typed(argument, options)
 
 
+def typed(args: argparse.Namespace) -> Callable[[str], str]:
+    """:func:`as_typed` with the options and commands of the command ``args`` ran: for the core's words that a
+    command prints rather than logs (its logged warnings and errors are said so already)."""
+    options, calls = getattr(args, OPTION_NAMES, None) or {}, getattr(args, COMMAND_CALLS, None) or {}
+    return lambda text: as_typed(text, options, calls)
+
+
 def command_calls(commands: Mapping[str, argparse.ArgumentParser]) \
         -> dict[str, tuple[str, Mapping[str, tuple[str, bool] | None]]]:
     """For each core function a command runs (:data:`CORE`), the command and its options by the core's names."""

@@ -4,6 +4,7 @@ declaration of :mod:`alexnet.train.settings` puts on the command line)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from . import common
@@ -52,14 +53,15 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
-def communication_line(history: dict[str, Any]) -> str | None:
+def communication_line(history: dict[str, Any], typed: Callable[[str], str] = str) -> str | None:
     """"Communication: ..." for a multi-worker run's history: what its exchange and computation, timed before
-    training, say (:func:`alexnet.train.communication.advise`); ``None`` for a run of one worker."""
+    training, say (:func:`alexnet.train.communication.advise`), its settings said by ``typed`` (the options of the
+    command: :func:`common.typed`); ``None`` for a run of one worker."""
     advice = (history.get("params") or {}).get("communication_advice")
-    return f"Communication: {advice}" if advice else None
+    return f"Communication: {typed(advice)}" if advice else None
 
 
-def _summary(h: dict[str, Any]) -> str:
+def _summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str:
     metrics = h["metrics"]
     last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
     lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
@@ -69,7 +71,7 @@ def _summary(h: dict[str, Any]) -> str:
     schedule = (h.get("schedule") or {}).get("summary")
     if schedule:
         lines.append(f"Schedule: {schedule}")
-    communication = communication_line(h)
+    communication = communication_line(h, typed)
     if communication:
         lines.append(communication)
     if h.get("model_path"):
@@ -87,7 +89,7 @@ def _train(args: argparse.Namespace) -> None:
     # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
     emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
-    common.emit(emit_history, args.json, _summary)
+    common.emit(emit_history, args.json, lambda h: _summary(h, common.typed(args)))
 
 
 def register(add: common.AddCommand) -> None:

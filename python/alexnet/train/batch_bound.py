@@ -28,9 +28,10 @@ def held_back(most_batch: int, global_batch: float) -> str:
     (:func:`largest_batch`) allows a run whose global batch is ``global_batch``."""
     why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
     if most_batch >= global_batch:
-        return f"Micro-batches stop at a global batch of {most_batch} (largest_global_batch): {why}"
-    return (f"No micro-batches: the run's global batch of {int(global_batch)} is already beyond the {most_batch} its "
-            f"training images are bounded at (largest_global_batch sets the bound): {why}")
+        return f"Micro-batches stop at a global batch of {most_batch} (`largest_global_batch`): {why}"
+    return (f"No micro-batches: the run's global batch of {int(global_batch)} is already beyond {most_batch}, the "
+            f"largest its training images take ({ALEXNET_LARGEST_BATCH} for ImageNet's, as many times smaller for "
+            f"fewer; `largest_global_batch` sets another): {why}")
 
 
 def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:
@@ -39,9 +40,9 @@ def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool)
     is known to take it); ``None`` when they do not."""
     if global_batch <= max(ALEXNET_LARGEST_BATCH, asked or 0):
         return None
-    return (f"A step trains a global batch of {global_batch} images (batch_size x accumulate_steps x replicas), "
+    return (f"A step trains a global batch of {global_batch} images (`batch_size` x `accumulate_steps` x replicas), "
             f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
             + (" with the learning rate scaled linearly" if rate_scaled else "")
             + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
             "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
-            "largest_global_batch to a batch your recipe is known to take to silence this.")
+            "`largest_global_batch` to a batch your recipe is known to take to silence this.")
