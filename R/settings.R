@@ -21,7 +21,7 @@ training_settings <- list(
   checkpoint_dir = list(kind = "location?", default = NULL, choices = NULL, help = "checkpoints, to resume after an interruption"),
   model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`)"),
   checkpoint_every = list(kind = "count>=1?", default = NULL, choices = NULL, help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`)"),
-  steps_per_epoch = list(kind = "count>=1?", default = NULL, choices = NULL, help = "training steps per epoch (unset: as many whole batches as the images fill)"),
+  steps_per_epoch = list(kind = "count>=1?", default = NULL, choices = NULL, help = "training steps per epoch (unset: as many whole batches as the images fill, at least one)"),
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"),
   validation_steps = list(kind = "count>=1?", default = NULL, choices = NULL, help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"),
   keep_best = list(kind = "flag", default = FALSE, choices = NULL, help = "save, and publish, the weights of the epoch with the best validation top-1 rather than the last epoch's (the model card says which epoch)"),

@@ -332,6 +332,31 @@ def test_the_bound_counts_the_training_images_of_every_worker(monkeypatch):
     assert (two.train, two.train_images) == (5, 1500) and largest_batch(two.train_images) == 1
 
 
+def test_a_step_beyond_an_epoch_s_images_gets_a_warning(monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from alexnet.train import agreement
+    from alexnet.train.strategy import Topology
+
+    td = SimpleNamespace(files=["x"] * 40, val_files=[])
+    alone = Topology("default", 1, 1, 0, True, 1, False)
+    with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
+        assert agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 80, None, False, None).train == 1
+    assert "A step takes 80 images on each worker (`batch_size` x `accumulate_steps`), more than the 40 this run's " \
+           "images holds: every epoch repeats images" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
+        agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 40, None, False, None)
+        agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 80, 3, False, None)  # steps asked
+    assert not caplog.text
+    # several workers: the smallest partition's images, said by the chief
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[40, 0, 0], [60, 0, 1]]))
+    with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
+        agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("multi_worker", 2, 2, 0, True, 1, False),
+                                 {"partition_sizes": [40, 60], "total": 2}, td, 50, None, False, None)
+    assert "more than the 40 the smallest partition holds" in caplog.text
+
+
 def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):
     assert check_settings({"adapt_communication": True}).adapt_communication is True
     with pytest.raises(AlexnetError, match="`adapt_communication` must be True, False or None"):

@@ -125,6 +125,8 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     val_batch = val_batch or worker_batch
     if topology.workers == 1:
         steps = steps_per_epoch or steps_for(len(td.files), worker_batch)
+        if steps_per_epoch is None:
+            _warn_of_a_step_beyond_the_images(worker_batch, len(td.files), "this run's images")
         return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files))
     counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index])
     # one row per replica: a worker's counts once, however many replicas it has
@@ -141,6 +143,10 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     else:
         table_train = steps_for(fewest_train, worker_batch)
     steps = steps_per_epoch or table_train
+    if steps_per_epoch is None and topology.chief:
+        sizes = as_ints(data.get("partition_sizes"), "data$partition_sizes")
+        _warn_of_a_step_beyond_the_images(worker_batch, min(sizes) if sizes else fewest_train,
+                                          "the smallest partition")
     shares = [val for _, val in per_worker.values()]
     validate, val_steps, val_images, val_share = _validation(shares, own_val, val_batch, validation_steps)
     logger.info("Worker %d of %d: %d training steps per epoch (fewest images on a worker: %d, %d here).",
@@ -151,6 +157,14 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
                     val_share, max(shares))
     return Steps(steps, validate, val_steps, val_images, val_share,
                  sum(train for train, _ in per_worker.values()))
+
+
+def _warn_of_a_step_beyond_the_images(worker_batch: int, images: int, holder: str) -> None:
+    """Warn when one step of a worker takes more images than an epoch has: the epoch's one step repeats them."""
+    if worker_batch > images:
+        logger.warning("A step takes %d images on each worker (`batch_size` x `accumulate_steps`), more than the %d "
+                       "%s holds: every epoch repeats images to fill its one step; give a smaller `batch_size` or "
+                       "fewer `accumulate_steps`.", worker_batch, images, holder)
 
 
 def check_agreement(strategy: tf.distribute.Strategy, position: tuple[int, int], steps: Steps,

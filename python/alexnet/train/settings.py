@@ -80,7 +80,7 @@ class TrainSettings:
     checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "
                                            "(needs `checkpoint_dir`)", minimum=1, optional=True)
     steps_per_epoch: int | None = setting(None, "count", "training steps per epoch (unset: as many whole batches "
-                                          "as the images fill)", minimum=1, optional=True)
+                                          "as the images fill, at least one)", minimum=1, optional=True)
     validation: bool = setting(True, "flag", "evaluate the validation images (centre crop at the last image size) "
                                "after each epoch, every worker's, each once")
     validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: as many as every "
