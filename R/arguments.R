@@ -93,7 +93,7 @@ argument_kinds <- list(
   imagenet_upload = c(source = "location", board = "location?", declared_kinds(upload_options)),
   imagenet_categories = c(board = "location?"),
   imagenet_partition = c(partition = "count", total = "count", board = "location?", declared_kinds(fetch_options)),
-  alexnet_train = c(data = "data?", strategy = "object?", callbacks = "any", training_kinds),
+  alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",
@@ -101,7 +101,7 @@ argument_kinds <- list(
   alexnet_model = c(board = "location?", declared_kinds(model_pin_options)),
   alexnet_export = c(model = "object", path = "location?", declared_kinds(export_options), board = "location?",
                      name = "string?"),
-  alexnet_evaluate = c(model = "object", data = "data?", board = "location?", declared_kinds(evaluation_options),
+  alexnet_evaluate = c(model = "object", data = "partition?", board = "location?", declared_kinds(evaluation_options),
                        declared_kinds(board_images_options)),
   alexnet_predict = c(model = "object", images = "strings", declared_kinds(predict_options)),
   alexnet_features = c(model = "object", images = "strings", declared_kinds(features_options)),
@@ -173,6 +173,7 @@ check_arg <- function(value, name, kind, fun = NULL) {
     numbers = is.numeric(value) && !anyNA(value) && is.null(dim(value)),
     strings = is.character(value) && !anyNA(value) && is.null(dim(value)),
     data = is.list(value) || is_scalar(value, is.character),
+    partition = is.list(value),
     object = !is.atomic(value) || is_scalar(value, is.character),
     connection = inherits(value, "spark_connection"),
     stop("internal: unknown argument kind ", kind, call. = FALSE)
@@ -194,6 +195,7 @@ argument_wants <- c(
   count = "a whole number", number = "a number", flag = "TRUE or FALSE", string = "one string",
   location = "one path or URL (a string)", numbers = "numbers without NA", strings = "strings without NA",
   data = "a partition (a list such as imagenet_partition() returns) or one path",
+  partition = "a partition (a list such as imagenet_partition() returns)",
   object = "one string or an object", counts = "whole numbers"
 )
 

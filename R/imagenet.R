@@ -37,6 +37,7 @@
 #' }
 #' @export
 imagenet_synthetic <- function(dest) {
+  if (missing(dest)) alexnet_abort("`dest` is missing: give the folder to write the synthetic ImageNet into.")
   args <- checked_args("imagenet_synthetic", names(formals()))
   new_alexnet_imagenet(simplify_py(do.call(core_function("imagenet_synthetic"), args)))
 }

@@ -509,7 +509,7 @@ alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   python <- check_arg(formal_value("python"), "python", "location?")
   options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
-  spark_evaluate_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
+  spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)
 }
 # the options of an evaluation, then the launch options, from the core's declarations
 alexnet_spark_evaluate <- with_declared(alexnet_spark_evaluate, c(declared_formals(evaluation_options),

@@ -19,9 +19,15 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
   }
+  if (!is.character(barrier$address) || !length(barrier$address) || anyNA(barrier$address) ||
+      !all(grepl(":[0-9]+$", barrier$address))) {
+    alexnet_abort("`barrier$address` must be the \"host:port\" of every task, as spark_apply(barrier = TRUE) gives ",
+                  "them, not ", show_value(barrier$address), ".")
+  }
+  partition <- check_arg(barrier$partition, "barrier$partition", "count>=0")
   args <- checked_args("tf_config_from_barrier", "base_port")
   do.call(core_module("train.cluster")$tf_config_json,
-          c(list(as.list(as.character(barrier$address)), barrier$partition), args))
+          c(list(as.list(barrier$address), as.integer(partition)), args))
 }
 
 #' Train AlexNet across a Spark cluster
@@ -135,10 +141,11 @@ tf_version <- function() {
   }, error = function(e) NULL)
 }
 
-# The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes.
-sparklyr_api <- function() {
+# The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes; `what` is the call that needs
+# them.
+sparklyr_api <- function(what = "alexnet_spark_train()") {
   if (!requireNamespace("sparklyr", quietly = TRUE)) {
-    alexnet_abort("alexnet_spark_train() needs the 'sparklyr' package, which is not installed: ",
+    alexnet_abort(what, " needs the 'sparklyr' package, which is not installed: ",
                   "install.packages(\"sparklyr\"), then connect with sparklyr::spark_connect().")
   }
   names <- c("sdf_len", "spark_apply", "sdf_collect", "spark_context", "invoke")

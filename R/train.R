@@ -13,7 +13,9 @@
 #' @param batch_size Images per batch on each replica (GPU, or worker's CPU); the global batch is
 #'   `batch_size` times the number of replicas.
 #' @param epochs Passes over the data.
-#' @param data The images: see Details. A partition (a list) given as the first argument, as a
+#' @param data The images, a partition (see Details): it must be given; its `NULL` default, kept from the
+#'   original r-tensorflow/alexnet's usage line, is refused with an error that says to fetch one with
+#'   [imagenet_partition()]. A partition (a list) given as the first argument, as a
 #'   pipe gives it, is taken as `data`, and the arguments after it given by position take the places
 #'   of the usage line from `batch_size` on: `alexnet_train(data, 8, 1)` is
 #'   `alexnet_train(data = data, batch_size = 8, epochs = 1)`. Otherwise arguments given by position

@@ -55,6 +55,17 @@ class _Warnings(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+class _BelowWarnings(logging.Handler):
+    """Records below a warning, handed to the root logger's handlers as propagation would (while :func:`r_call`
+    keeps the warnings for R)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING:
+            for handler in logging.getLogger().handlers:
+                if record.levelno >= handler.level:
+                    handler.handle(record)
+
+
 #: The warnings logged during calls of :func:`r_call`, until :func:`r_warnings` takes them.
 _taken_by_r: list[str] = []
 
@@ -66,14 +77,21 @@ def r_call(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     The warnings the package logs meanwhile, from any of its threads, are kept for :func:`r_warnings` (instead of
     standard error, where nobody configured logging), which the R package raises as R warnings once it returns."""
     logger = logging.getLogger("alexnet")
-    kept = _Warnings()
+    kept, below = _Warnings(), _BelowWarnings()
+    propagate = logger.propagate
+    # warnings go to R alone: a handler that a library put on the root logger (TensorFlow's export calls
+    # logging.basicConfig) would print them a second time; what is below a warning still reaches it
+    logger.propagate = False
     logger.addHandler(kept)
+    logger.addHandler(below)
     try:
         return function(*args, **kwargs)
     except Exception as error:  # every kind goes back to R, which raises it
         return CallFailure(error)
     finally:
         logger.removeHandler(kept)
+        logger.removeHandler(below)
+        logger.propagate = propagate
         _taken_by_r.extend(kept.messages)
 
 

@@ -84,3 +84,33 @@ def test_without_logging_configured_the_package_warnings_reach_standard_error() 
             "logging.getLogger('alexnet.data.upload').info('not shown')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stderr == "left out: a.JPEG\n"
+
+
+def test_warnings_go_to_r_once_even_where_a_library_configured_the_root_logger(caplog) -> None:
+    # TensorFlow's export calls logging.basicConfig: a root handler that would print each warning a second time
+    root = logging.getLogger()
+    printed: list[str] = []
+
+    class Printed(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            printed.append(record.getMessage())
+
+    handler = Printed(logging.INFO)
+    root.addHandler(handler)
+    package = logging.getLogger("alexnet")
+    level = package.level
+    package.setLevel(logging.INFO)  # a user who asked for the package's INFO lines
+    try:
+        def work() -> None:
+            logging.getLogger("alexnet.model.export").warning("no pin is published")
+            logging.getLogger("alexnet.model.export").info("wrote the export")
+
+        r_warnings()
+        r_call(work)
+        assert r_warnings() == ["no pin is published"]
+        assert printed == ["wrote the export"], "below a warning, the root's handlers still have it"
+        logging.getLogger("alexnet.model.export").warning("outside a call")
+        assert printed[-1] == "outside a call", "outside r_call, propagation is as it was"
+    finally:
+        root.removeHandler(handler)
+        package.setLevel(level)

@@ -61,8 +61,8 @@ test_that("every export has a row in the argument table, which covers each of it
     }
     expect_equal(as.character(setdiff(formal, names(kinds[[fun]]))), character(), label = paste0(fun, "()'s missing rows"))
   }
-  known <- c("count", "number", "flag", "string", "location", "numbers", "strings", "data", "object", "connection",
-             "any", "counts", "choice")
+  known <- c("count", "number", "flag", "string", "location", "numbers", "strings", "data", "partition", "object",
+             "connection", "any", "counts", "choice")
   expect_true(all(base_kind(unlist(kinds)) %in% known))
   # every choice has its values, and least values are only on whole numbers
   for (fun in names(kinds)) {
@@ -237,6 +237,13 @@ test_that("alexnet_spark_train() without a Spark connection says to pass sparkly
                  class = "alexnet_error")
   }
   expect_error(alexnet_spark_train(workers = 2), "`sc` is missing", class = "alexnet_error")
+  expect_error(imagenet_synthetic(), "^`dest` is missing: give the folder", class = "alexnet_error")
+  # training and evaluation take a partition; the benchmark, a partition or an ImageNet folder
+  expect_error(alexnet_train(data = "/some/folder"),
+               "^`data` must be a partition \\(a list such as imagenet_partition\\(\\) returns\\) or NULL, not",
+               class = "alexnet_error")
+  expect_error(alexnet_evaluate("m", data = "/some/folder"), "`data` must be a partition .* or NULL, not",
+               class = "alexnet_error")
 })
 
 test_that("a partition first takes `data`, and the arguments after it the usage line's places from batch_size on", {

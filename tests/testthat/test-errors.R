@@ -30,7 +30,8 @@ test_that("an ImageNet tree that cannot be read is an alexnet_layout_error", {
 
 test_that("the core's messages say NULL, TRUE and FALSE, as R users write them", {
   skip_if_no_alexnet()
-  error <- tryCatch(alexnet_train(data = tempdir(), strategy = "nope"), error = identity)
+  part <- list(image = "a.JPEG", category = "n1", categories = "n1")
+  error <- tryCatch(alexnet_train(data = part, strategy = "nope"), error = identity)
   expect_s3_class(error, "alexnet_error")
   expect_match(conditionMessage(error), "use NULL, \"default\"", fixed = TRUE)
   expect_no_match(conditionMessage(error), "None|'")

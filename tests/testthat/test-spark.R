@@ -16,12 +16,25 @@ test_that("a malformed barrier list gets an error that shows the expected shape"
   expect_error(tf_config_from_barrier(list(partition = 0)), "barrier = TRUE")
   skip_if_no_alexnet()
   expect_error(tf_config_from_barrier(list(address = "h:1", partition = 3)), "0\\.\\.0")
+  # what a barrier list is made of, named as it is reached, before the core
+  for (partition in list(NA, NA_integer_, 1.5, "1", c(0, 1))) {
+    expect_error(tf_config_from_barrier(list(address = c("a:1", "b:2"), partition = partition)),
+                 "^`barrier\\$partition` must be a whole number >= 0, not ", class = "alexnet_error")
+  }
+  for (address in list(c("a:1", NA), 1:2, character(0), "a")) {
+    expect_error(tf_config_from_barrier(list(address = address, partition = 0)),
+                 "^`barrier\\$address` must be the \"host:port\" of every task", class = "alexnet_error")
+  }
+  expect_match(tf_config_from_barrier(list(address = c("a:1", "b:2"), partition = 1L)), "\"index\": 1")
 })
 
 test_that("without sparklyr, alexnet_spark_train() says what to install", {
   skip_if(requireNamespace("sparklyr", quietly = TRUE), "sparklyr is installed")
   sc <- structure(list(), class = "spark_connection")
-  expect_error(alexnet_spark_train(sc, workers = 2, board = tempdir()), "needs the 'sparklyr' package")
+  expect_error(alexnet_spark_train(sc, workers = 2, board = tempdir()),
+               "^alexnet_spark_train\\(\\) needs the 'sparklyr' package")
+  expect_error(alexnet_spark_evaluate(sc, "model", workers = 2, board = tempdir()),
+               "^alexnet_spark_evaluate\\(\\) needs the 'sparklyr' package")
 })
 
 # A barrier closure as a Spark task gets it (after sparklyr's serialize() round trip), called with `barrier`.
