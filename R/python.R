@@ -49,6 +49,14 @@ alexnet_use_python <- function(python, persist = TRUE) {
     alexnet_abort("No Python executable found at \"", python, "\". Give a python binary or a virtual ",
                   "environment folder, or run alexnet::install_alexnet() to make one.")
   }
+  ran <- tryCatch(suppressWarnings(system2(executable, c("-c", shQuote("import sys; print(sys.version_info[0])")),
+                                           stdout = TRUE, stderr = TRUE)),
+                  error = function(e) structure(conditionMessage(e), status = 1L))
+  if (!is.null(attr(ran, "status")) || !identical(trimws(ran[length(ran)]), "3")) {
+    alexnet_abort("\"", executable, "\" does not run as Python 3 here (", trimws(paste(ran, collapse = " ")),
+                  "): give a python binary or a virtual environment folder, or run alexnet::install_alexnet() ",
+                  "to make one. Nothing was recorded.")
+  }
   if (isTRUE(persist)) {
     config <- python_config_file()
     dir.create(dirname(config), recursive = TRUE, showWarnings = FALSE)
@@ -108,11 +116,22 @@ missing_core_message <- function(detail = NULL) {
 
 setup_error <- c("alexnet_setup_error", "alexnet_error")
 
+# Why no Python environment is found: one is named where alexnet looks but is not there, or none is named.
+configured_elsewhere <- function() {
+  named <- Sys.getenv("ALEXNET_PYTHON", unset = "")
+  if (nzchar(named)) return(paste0("ALEXNET_PYTHON names \"", named, "\", which has no Python"))
+  recorded <- read_python_config()
+  if (nzchar(recorded)) {
+    return(paste0("alexnet_use_python() recorded \"", recorded, "\", which is no longer there"))
+  }
+  "no Python environment is configured"
+}
+
 # Python in this session: alexnet's environment, unless Python already runs. Returns its configuration.
 use_alexnet_python <- function() {
   if (!reticulate::py_available(initialize = FALSE)) {
     python <- alexnet_python()
-    if (is.null(python)) alexnet_condition(missing_core_message("no Python environment is configured"), setup_error)
+    if (is.null(python)) alexnet_condition(missing_core_message(configured_elsewhere()), setup_error)
     reticulate::use_python(python, required = TRUE)
   }
   reticulate::py_config()

@@ -44,17 +44,33 @@ test_that("alexnet_python() prefers ALEXNET_PYTHON, then the recorded environmen
   withr::local_envvar(R_USER_CONFIG_DIR = dir, WORKON_HOME = file.path(dir, "venvs"))
   recorded <- file.path(dir, "recorded", "bin", "python")
   explicit <- file.path(dir, "explicit", "bin", "python")
-  for (p in c(recorded, explicit)) {
+  for (p in c(recorded, explicit)) {  # a stand-in that answers as Python 3 does
     dir.create(dirname(p), recursive = TRUE)
-    file.create(p)
+    writeLines(c("#!/bin/sh", "echo 3"), p)
+    Sys.chmod(p, "755")
   }
   withr::local_envvar(ALEXNET_PYTHON = "")
   expect_null(alexnet_python())
+  expect_equal(alexnet:::configured_elsewhere(), "no Python environment is configured")
   alexnet_use_python(file.path(dir, "recorded"))
   expect_equal(alexnet_python(), recorded)
   withr::local_envvar(ALEXNET_PYTHON = file.path(dir, "explicit"))
   expect_equal(alexnet_python(), explicit)
   expect_error(alexnet_use_python(file.path(dir, "missing")), "install_alexnet")
+  # a file that is not a Python is refused, and nothing is recorded
+  not_python <- file.path(dir, "notes.txt")
+  writeLines("not a program", not_python)
+  expect_error(alexnet_use_python(not_python), "does not run as Python 3 here .*Nothing was recorded",
+               class = "alexnet_error")
+  expect_equal(alexnet:::read_python_config(), recorded)
+  # an environment named where alexnet looks but gone is named as such
+  unlink(file.path(dir, "recorded"), recursive = TRUE)
+  withr::local_envvar(ALEXNET_PYTHON = "")
+  expect_null(alexnet_python())
+  expect_match(alexnet:::configured_elsewhere(), "alexnet_use_python() recorded \"", fixed = TRUE)
+  expect_match(alexnet:::configured_elsewhere(), "which is no longer there", fixed = TRUE)
+  withr::local_envvar(ALEXNET_PYTHON = file.path(dir, "gone"))
+  expect_match(alexnet:::configured_elsewhere(), "^ALEXNET_PYTHON names \".*gone\", which has no Python$")
 })
 
 test_that("install_alexnet() names a `python` that cannot be run, before creating anything", {
