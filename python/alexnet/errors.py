@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+
+def reason(error: BaseException) -> str:
+    """Why ``error`` happened, for a message that names the path itself: the system's words for a failed file
+    operation (``No such file or directory``, also where a bucket's file system raised the kind alone), else the
+    error's kind and text."""
+    if isinstance(error, OSError) and error.strerror:
+        return str(error.strerror)
+    for kind, number in _FILE_ERRORS.items():
+        if isinstance(error, kind):
+            return os.strerror(number)
+    return f"{type(error).__name__}: {error}"
+
+
+#: The system's error numbers of the file errors a bucket's file system raises without them.
+_FILE_ERRORS: dict[type[OSError], int] = {FileNotFoundError: errno.ENOENT, PermissionError: errno.EACCES,
+                                          FileExistsError: errno.EEXIST, NotADirectoryError: errno.ENOTDIR,
+                                          IsADirectoryError: errno.EISDIR}
 
 
 class AlexnetError(Exception):

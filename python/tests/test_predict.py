@@ -226,7 +226,8 @@ def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(
     assert [r["image"] for r in records[::2]] == [f"{remote}/{name}" for name in sorted(sources)] + [f"{remote}/zz.png"]
     assert [r["id"] for r in records] == [r["id"] for r in expected]
     np.testing.assert_allclose([r["probability"] for r in records], [r["probability"] for r in expected], rtol=1e-5)
-    with pytest.raises(AlexnetError, match=r"(?s)1 of 1 image.*/missing\.jpg: cannot be read"):
+    with pytest.raises(AlexnetError,
+                       match=r"(?s)1 of 1 image.*/missing\.jpg: cannot be read \(No such file or directory\)\n"):
         alexnet_predict(setup["model_dir"], [f"{remote}/missing.jpg"])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,14 @@ def test_warnings_go_to_r_once_even_where_a_library_configured_the_root_logger(c
     finally:
         root.removeHandler(handler)
         package.setLevel(level)
+
+
+def test_the_reason_of_a_file_error_is_the_system_s_words_and_of_others_their_kind() -> None:
+    from alexnet.errors import reason
+
+    with pytest.raises(OSError) as raised:
+        Path("/nonexistent/file").read_bytes()
+    assert reason(raised.value) == "No such file or directory"
+    assert reason(ValueError("bad")) == "ValueError: bad"
+    assert reason(OSError("no errno")) == "OSError: no errno", "an OSError without the system's words keeps its text"
+    assert reason(FileNotFoundError("bucket/missing.jpg")) == "No such file or directory", "as a bucket raises it"

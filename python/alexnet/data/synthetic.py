@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..declare import declaration
-from ..errors import LayoutError
+from ..errors import LayoutError, reason
 from ..progress import progress_bar
 from ..scratch import scratch_folder
 from .classes import imagenet_classes
@@ -155,7 +155,7 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise LayoutError(f"Cannot write a synthetic ImageNet to {root} ({type(error).__name__}: {error.strerror}): "
+        raise LayoutError(f"Cannot write a synthetic ImageNet to {root} ({reason(error)}): "
                           "pass as `dest` a folder this process may write.") from None
 
     synsets = _synsets(classes)

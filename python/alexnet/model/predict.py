@@ -22,7 +22,7 @@ import numpy as np
 from ..data.imagenet import IMAGE_EXTENSIONS
 from ..data.parts import is_image_name
 from ..declare import declaration
-from ..errors import AlexnetError
+from ..errors import AlexnetError, reason
 from ..progress import progress_bar
 from .options import PredictOptions
 from .saved import load_model
@@ -137,7 +137,7 @@ def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None,
     except AlexnetError as error:
         return None, str(error)
     except OSError as error:
-        return None, f"cannot be read ({type(error).__name__}: {error})"
+        return None, f"cannot be read ({reason(error)})"
 
 
 def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str, what: str) \

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BoardError
+from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 
 MANIFEST = "_pins.yaml"
@@ -101,7 +101,7 @@ def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
             "upload has not finished; run imagenet_upload() on the board this URL serves"
         ) from None
     except Exception as err:
-        raise BoardError(f"cannot reach board {resolved}: {type(err).__name__}: {err}") from None
+        raise BoardError(f"cannot reach board {resolved}: {reason(err)}") from None
     try:
         manifest = yaml.safe_load(text) or {}
         return {str(name): str(list(versions)[-1]) for name, versions in manifest.items() if versions}
@@ -126,7 +126,7 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
             try:
                 os.makedirs(resolved, exist_ok=True)
             except OSError as err:
-                raise BoardError(f"cannot create the board folder {resolved}: {err}") from None
+                raise BoardError(f"cannot create the board folder {resolved}: {reason(err)}") from None
         elif not os.path.isdir(resolved):
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "

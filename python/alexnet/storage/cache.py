@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import AlexnetError
+from ..errors import AlexnetError, reason
 from .layout import is_file_name
 from .zipformat import crc32
 
@@ -62,7 +62,7 @@ def make_cache_folder(folder: str, root: str, what: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
-        raise AlexnetError(f"`cache_dir` = {root} cannot hold {what} ({type(error).__name__}: {error.strerror}): "
+        raise AlexnetError(f"`cache_dir` = {root} cannot hold {what} ({reason(error)}): "
                            "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
             from None
 

@@ -33,7 +33,7 @@ import socket
 import urllib.parse
 from typing import Any
 
-from ..errors import BoardError
+from ..errors import BoardError, reason
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: 
     except PermissionError as err:
         raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
     except Exception as err:
-        raise BoardError(f"cannot reach {what} {resolved}: {type(err).__name__}: {err}") from None
+        raise BoardError(f"cannot reach {what} {resolved}: {reason(err)}") from None
 
 
 def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") -> Any:
@@ -238,5 +238,5 @@ def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]
     except BoardError as err:
         raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
     except Exception as err:
-        raise BoardError(f"`{what}` = {resolved} cannot be written: {type(err).__name__}: {err}") from None
+        raise BoardError(f"`{what}` = {resolved} cannot be written: {reason(err)}") from None
     return resolved, fs
