@@ -153,3 +153,30 @@ def test_crops_without_evaluate_gets_a_warning_that_nothing_is_evaluated(tmp_pat
         planned = check_training(2, str(tmp_path / "board"), crops=10, evaluate=True)
         check_training(2, str(tmp_path / "board"), crops=1)
     assert planned["evaluation"].options.crops == 10 and "only used with" not in caplog.text
+
+
+def test_checkpoints_of_another_model_are_refused_on_the_driver_before_any_launch(job, tmp_path):
+    from alexnet.errors import AlexnetError
+    from alexnet.train.checkpoint import STATE_FILE
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    written = {"num_classes": CLASSES, "dense_units": 4096, "grouped": False, "train_from": "conv1",
+               "initial_model": None, "global_batch_size": 64, "steps": 10}
+    (checkpoints / STATE_FILE).write_text(json.dumps({"settings": written}))
+    # the same model: planned (the workers resume)
+    plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints))
+    # another: refused once, on the driver, rather than by every worker of every launch
+    with pytest.raises(AlexnetError, match=r"The checkpoints in .*checkpoints were written for another model "
+                                           r"\(dense_units: 4096 then, 128 now\)"):
+        plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints), dense_units=128, retries=2)
+
+
+def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
+    from alexnet.train.checkpoint import _warn_of_another_batch
+
+    with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
+        _warn_of_another_batch({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 8, "steps": 10}, "ck")
+        _warn_of_another_batch({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 16, "steps": 5}, "ck")
+    assert caplog.text.count("written at a global batch of 16 images, and this run trains at 8") == 1
+    assert "other steps (5 then, 10 now)" in caplog.text

@@ -108,14 +108,22 @@ def check_training(workers: int, board: Any, *, local_master: bool = True, where
 
 def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
     """The driver's checks of a training against the board's categories ``rows``: one category at least per
-    worker; with an evaluation, validation images on the board."""
+    worker; with an evaluation, validation images on the board; checkpoints in ``checkpoint_dir`` that the run can
+    resume (written for the same model: every worker would refuse them, once per launch)."""
     from ..data.fetch import validation_counts
+    from ..train.checkpoint import check_resume, recorded_settings
+    from ..train.initial import initial_description
 
     if task.workers > len(rows):
         raise AlexnetError(f"{task.workers} workers need at least {task.workers} categories, but board {task.board} "
                            f"has {len(rows)}: use `workers` <= {len(rows)}.")
     if task.evaluation is not None:
         validation_counts(rows, task.board)
+    settings = task.settings
+    if settings is not None and settings.checkpoint_dir:
+        check_resume(recorded_settings(settings.checkpoint_dir),
+                     {"num_classes": len(rows), **settings.model_settings(),
+                      "initial_model": initial_description(settings.initial_model)}, settings.checkpoint_dir)
 
 
 def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequence[Any] | None = None

@@ -160,6 +160,7 @@ class CheckpointStore:
         if state is not None:
             check_resume(state.get("settings", {}), {k: self.settings[k] for k in checked if k in self.settings},
                          self.location)
+            _warn_of_another_batch(state.get("settings", {}), self.settings, self.location)
         try:
             checkpoint.restore(latest).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as error:
@@ -262,6 +263,18 @@ def recorded_settings(location: str | None) -> dict[str, Any]:
     state = _read_state(open_filesystem(location, what="checkpoint_dir"), posixpath.join(fs_path(location),
                                                                                          STATE_FILE), location)
     return dict((state or {}).get("settings", {}))
+
+
+def _warn_of_another_batch(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:
+    """Warn when a run resumes checkpoints written at another global batch (other workers, ``batch_size`` or
+    ``accumulate_steps``): what is left trains with other steps and another learning rate than the run began with."""
+    then, now = saved.get("global_batch_size"), current.get("global_batch_size")
+    if then is not None and now is not None and int(then) != int(now):
+        logger.warning("The checkpoints in %s were written at a global batch of %d images, and this run trains at "
+                       "%d (other workers, `batch_size` or `accumulate_steps`): the epochs left take other steps "
+                       "(%s then, %s now) and a learning rate scaled to the new batch; resume with the same to "
+                       "continue the run as it began.", location, int(then), int(now), saved.get("steps"),
+                       current.get("steps"))
 
 
 def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:
