@@ -455,11 +455,21 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     assert "\tat org.apache" not in message and len(message.splitlines()) < 8, message
 
 
-def test_a_master_spark_does_not_take_is_one_line_naming_it():
+def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
     # in a process of its own: this module's Spark application would be given back whatever the master
     code = ("from alexnet.launch.spark import spark_session\n"
             "try:\n    spark_session('bogus://nowhere')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     said = done.stdout.strip().splitlines()[-1]
     assert said.startswith("AlexnetError Spark did not start on `master` = 'bogus://nowhere' (") and \
-        said.endswith("give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or 'k8s://...'.")
+        said.endswith("give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or "
+                      "'k8s://https://host:443'.")
+    # a master of a kind Spark takes: what that kind needs
+    from alexnet.launch.spark import master_advice
+
+    assert master_advice("spark://127.0.0.1:7999").startswith("no Spark master answered there: start it")
+    for variable in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    assert master_advice("yarn").startswith("a YARN master needs HADOOP_CONF_DIR")
+    monkeypatch.setenv("HADOOP_CONF_DIR", "/etc/hadoop")
+    assert master_advice("yarn").startswith("give a master Spark takes")

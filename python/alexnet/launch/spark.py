@@ -63,13 +63,24 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
         session = builder.getOrCreate()
     except Exception as error:  # py4j's Java error: its first line says what Spark made of the master
         said = next((line.strip() for line in str(error).splitlines() if "Exception:" in line), str(error))
-        raise AlexnetError(f"Spark did not start on `master` = {master!r} ({said[:300]}): give a master Spark "
-                           "takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or 'k8s://...'.") from None
+        raise AlexnetError(f"Spark did not start on `master` = {master!r} ({said[:300]}): "
+                           f"{master_advice(master)}") from None
     if master.startswith("local"):
         # the executors are this JVM: a failed worker's Java stack would be printed here, while the error
         # alexnet raises already leads with the worker's own Python error (Spark's message: DEBUG log level)
         session.sparkContext.setLogLevel("FATAL")
     return session
+
+
+def master_advice(master: str) -> str:
+    """What to do when Spark did not start on ``master``: for a master of a kind Spark takes, what that kind needs;
+    else the kinds it takes."""
+    if master.startswith("spark://"):
+        return ("no Spark master answered there: start it (spark-class org.apache.spark.deploy.master.Master, or "
+                "sbin/start-master.sh), or give the URL its web UI shows.")
+    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        return "a YARN master needs HADOOP_CONF_DIR (or YARN_CONF_DIR) set to the cluster's configuration folder."
+    return "give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or 'k8s://https://host:443'."
 
 
 def slots_from(
