@@ -64,7 +64,7 @@ class CallFailure:
         self.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
-class _Warnings(logging.Handler):
+class KeptWarnings(logging.Handler):
     """The messages of the warnings (and worse) logged to it, from any thread."""
 
     def __init__(self) -> None:
@@ -97,7 +97,7 @@ def r_call(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     The warnings the package logs meanwhile, from any of its threads, are kept for :func:`r_warnings` (instead of
     standard error, where nobody configured logging), which the R package raises as R warnings once it returns."""
     logger = logging.getLogger("alexnet")
-    kept, below = _Warnings(), _BelowWarnings()
+    kept, below = KeptWarnings(), _BelowWarnings()
     propagate = logger.propagate
     # warnings go to R alone: a handler that a library put on the root logger (TensorFlow's export calls
     # logging.basicConfig) would print them a second time; what is below a warning still reaches it

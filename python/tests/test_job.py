@@ -403,3 +403,20 @@ def test_a_worker_whose_evaluation_failed_says_so_in_the_collective_and_every_wo
     with pytest.raises(AlexnetError, match=r"the evaluation failed on worker 1 of 2 \(its log says why\), after "
                        "training and before the model was saved: launch again with `evaluate` off"):
         training.added_up(None, share, 0, 2)
+
+
+def test_the_workers_warnings_are_said_on_the_driver_once_each(caplog):
+    import json
+
+    from alexnet.launch.training import relay_warnings
+
+    big = "A step trains a global batch of 2048 images, beyond the 1024 AlexNet has kept its accuracy at."
+    rows = [{"worker": 1, "history": json.dumps({"warnings": [big, "3 images left out"]})},
+            {"worker": 0, "history": {"warnings": [big]}}, {"worker": 2, "history": json.dumps({})}]
+    with caplog.at_level("WARNING", logger="alexnet.launch.training"):
+        relay_warnings(rows)
+    assert [r.getMessage() for r in caplog.records] == [f"Workers 0, 1: {big}", "Worker 1: 3 images left out"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.launch.training"):
+        relay_warnings(rows[:2])
+    assert caplog.records[0].getMessage() == f"Every worker: {big}"

@@ -294,7 +294,7 @@ def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_it
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == ["A step trains a global batch of 2048 images (`batch_size` x `accumulate_steps` x replicas), "
                       "beyond the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You "
-                      "et al., 2017, who needed layer-wise rates beyond it): a smaller batch_size or fewer "
+                      "et al., 2017, who needed layer-wise rates beyond it): a smaller `batch_size` or fewer "
                       "micro-batches keep it there; measure the cost first (alexnet bench --stages "
                       "time_to_accuracy), and set `largest_global_batch` to a batch your recipe is known to take to "
                       "silence this."], warned

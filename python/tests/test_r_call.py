@@ -74,7 +74,7 @@ def test_the_warnings_logged_during_a_call_are_kept_for_r_from_every_thread_once
     assert r_warnings() == ["a.JPEG left out", "from a packing thread"]
     logging.getLogger("alexnet.data").warning("outside a call")
     assert r_warnings() == []
-    assert not any(type(h).__name__ == "_Warnings" for h in logging.getLogger("alexnet").handlers)
+    assert not any(type(h).__name__ == "KeptWarnings" for h in logging.getLogger("alexnet").handlers)
 
 
 def test_without_logging_configured_the_package_warnings_reach_standard_error() -> None:

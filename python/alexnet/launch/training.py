@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_int
-from ..errors import AlexnetError
+from ..errors import AlexnetError, KeptWarnings
 from ..train.cluster import tf_config
 from ..train.settings import TrainSettings
 from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share
@@ -166,7 +166,14 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
             return card_evaluation(added_up(strategy, err, index, len(addresses)), task.board)
         return card_evaluation(added_up(strategy, shares[0], index, len(addresses)), task.board)
 
-    history = train(settings, data, "multi_worker", callbacks, evaluate if task.evaluation is not None else None)
+    kept = KeptWarnings()  # said again on the driver, where the user is (this worker's log is on its host)
+    logging.getLogger("alexnet").addHandler(kept)
+    try:
+        history = train(settings, data, "multi_worker", callbacks,
+                        evaluate if task.evaluation is not None else None)
+    finally:
+        logging.getLogger("alexnet").removeHandler(kept)
+    history["warnings"] = list(dict.fromkeys(kept.messages))
     result = {
         "worker": index,
         "workers": len(addresses),
@@ -280,6 +287,7 @@ def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: flo
     (:func:`combine_shares`, ``seconds`` the slowest share's), from the workers' flat rows, with ``model`` (the pin's
     ``name@version`` when the chief published one, else the model's path) and ``model_pin`` (the version whose card
     records this evaluation, or ``None``)."""
+    relay_warnings(rows)
     if task.evaluation is None:
         return None
     shares = [{"worker": row["worker"], "workers": row["workers"],
@@ -291,6 +299,21 @@ def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: flo
     model = f"{pin['name']}@{pin['version']}" if pin else str(history.get("model_path") or "the model trained over "
                                                                "Spark")
     return {**evaluation, "model": model, "model_pin": pin}
+
+
+def relay_warnings(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Log on the driver the warnings the workers logged while they trained (their histories' ``warnings``), each
+    once, with the workers that gave it: a worker's log stays on its host, and the chief's advice (a global batch
+    beyond what AlexNet keeps its accuracy at, the exchange that settings would shorten) is for the user."""
+    said: dict[str, list[int]] = {}
+    for row in sorted(rows, key=lambda row: int(row["worker"])):
+        history = json.loads(row["history"]) if isinstance(row["history"], str) else row["history"]
+        for message in history.get("warnings") or []:
+            said.setdefault(str(message), []).append(int(row["worker"]))
+    for message, workers in said.items():
+        whose = "Every worker" if len(workers) == len(rows) > 1 else (
+            f"Worker {workers[0]}" if len(workers) == 1 else f"Workers {', '.join(map(str, workers))}")
+        logger.warning("%s: %s", whose, message)
 
 
 def card_evaluation(evaluation: Mapping[str, Any], board: str) -> dict[str, Any]:
