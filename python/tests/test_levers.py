@@ -512,7 +512,17 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     assert adapt_communication(strategy, check_settings({}), advice, chief, steps=100) == {}
     assert adapt_communication(strategy, asked, advice, Topology("default", 1, 1, 0, True, 1, False), steps=9) == {}
     check_levers(asked, Topology("default", 1, 1, 0, True, 1, False))
-    assert "adapt_communication with one worker: nothing travels between workers." in caplog.text
+    assert "`adapt_communication` is only used with several workers: a run of one exchanges nothing, and it " \
+           "changes nothing." in caplog.text
+    caplog.clear()
+    several = check_settings({"sync_every": 4, "allreduce_precision": "bfloat16", "accumulate_steps": 2})
+    check_levers(several, Topology("default", 1, 1, 0, True, 1, False))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "`allreduce_precision`, `sync_every` are only used with several workers: a run of one exchanges nothing, and "
+        "they change nothing."], "micro-batches are a lone worker's too"
+    caplog.clear()
+    check_levers(check_settings({"sync_every": 4}), chief)
+    assert "only used with several workers" not in caplog.text
     caplog.clear()
     taken = adapt_communication(strategy, asked, advice, chief, steps=100)
     assert taken == adaptable(advice, 1, 100) and taken["accumulate_steps"] > 1

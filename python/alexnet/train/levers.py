@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..declare import declaration
 from ..environment import interop_threads
 from .batch_bound import large_batch_warning
 from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from .strategy import Topology
 
 logger = logging.getLogger(__name__)
+
+
+#: The settings of what travels between workers: a run of one worker does not use them.
+BETWEEN_WORKERS = ("allreduce_precision", "allreduce_pack_mb", "sync_every", "local_sgd_after", "adapt_communication")
 
 
 def check_global_batch(settings: TrainSettings, topology: Topology) -> None:
@@ -42,10 +47,11 @@ def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
         if communication.wire != "float32":
             check_wire(communication.wire, device)
         communication = replace(communication, sixteen_bit=sixteen_bit_wire(device))
-    if settings.sync_every > 1 and topology.workers == 1:
-        logger.info("sync_every = %d with one worker: there is nothing to average.", settings.sync_every)
-    if settings.adapt_communication and topology.workers == 1:
-        logger.info("adapt_communication with one worker: nothing travels between workers.")
+    given = [name for name in declaration.changed(settings) if name in BETWEEN_WORKERS]
+    if given and topology.workers == 1:
+        logger.warning("%s %s only used with several workers: a run of one exchanges nothing, and %s.",
+                       ", ".join(f"`{name}`" for name in given), "are" if len(given) > 1 else "is",
+                       "they change nothing" if len(given) > 1 else "it changes nothing")
     if settings.local_sgd_after and settings.sync_every == 1:
         logger.info("local_sgd_after = %d with sync_every = 1: training is synchronous throughout.",
                     settings.local_sgd_after)
