@@ -43,7 +43,8 @@ def test_precision_names_aliases_and_the_older_mixed_precision_flag():
 
 @pytest.mark.parametrize("precision", ["float64", "int8", "", 16, True])
 def test_an_unknown_precision_is_refused_naming_the_choices(precision):
-    with pytest.raises(AlexnetError, match=r"`precision` must be one of 'float32', 'bfloat16', 'float16' or NULL"):
+    with pytest.raises(AlexnetError,
+                       match=r"`precision` must be one of 'float32', 'bfloat16', 'float16' or None \(auto\), not "):
         check_precision(precision)
 
 
