@@ -254,6 +254,24 @@ def test_the_monitor_shows_each_record_and_stops_when_closed(capfd):
     assert monitor.process.poll() is not None and not Path(monitor.folder).exists()
 
 
+def test_a_monitor_that_does_not_start_leaves_no_folder_and_one_outliving_its_driver_ends(monkeypatch, tmp_path):
+    from alexnet.launch import monitor as monitor_module
+
+    made: list[str] = []
+    real = monitor_module.make_scratch
+    monkeypatch.setattr(monitor_module, "make_scratch", lambda prefix: made.append(real(prefix)) or made[-1])
+    monkeypatch.setattr(monitor_module, "python_executable", lambda: str(tmp_path / "no-python"))
+    assert start_monitor("127.0.0.1") is None, "a warning, and training without progress"
+    monkeypatch.setattr(monitor_module, "python_executable", lambda: sys.executable)
+    monkeypatch.setattr(monitor_module, "START_TIMEOUT", 0.0)
+    assert start_monitor("127.0.0.1") is None
+    assert len(made) == 2 and not any(Path(folder).exists() for folder in made)
+    # a monitor told of a driver that is gone already (no process has that id) ends at once
+    ended = subprocess.run([sys.executable, "-m", "alexnet.launch.monitor", "127.0.0.1", str(tmp_path / "port"),
+                            "1999999"], timeout=60, check=False)
+    assert ended.returncode == 3 and not (tmp_path / "port").exists()
+
+
 def test_progress_that_cannot_be_sent_is_dropped_with_one_warning(caplog):
     unreachable = progress_writer("tcp://127.0.0.1:1")
     with caplog.at_level(logging.WARNING, logger="alexnet.train.callbacks"):

@@ -87,14 +87,18 @@ class Monitor:
         self.folder = make_scratch("alexnet-monitor-")
         port_file = os.path.join(self.folder, "port")
         bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
-        self.process = subprocess.Popen(
-            [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file],
-            env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-        )
+        try:  # the driver's process id: the monitor ends with it, also if it is gone before the monitor starts
+            self.process = subprocess.Popen(
+                [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file, str(os.getpid())],
+                env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            )
+        except OSError:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         deadline = time.monotonic() + START_TIMEOUT
         while not os.path.exists(port_file):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
+                self.close()
                 raise RuntimeError("the progress monitor did not start")
             time.sleep(0.05)
         self.port = int(Path(port_file).read_text())
@@ -128,5 +132,5 @@ def start_monitor(host: str) -> Monitor | None:
 if __name__ == "__main__":
     from ..child import die_with_parent
 
-    die_with_parent(os.getppid())
+    die_with_parent(int(sys.argv[3]))
     _serve(sys.argv[1], sys.argv[2])
