@@ -38,7 +38,7 @@ training_settings <- list(
   area_range = list(kind = "numbers", default = c(0.08, 1.0), choices = NULL, help = "the least and most share of an image that a random training crop covers"),
   lighting = list(kind = "number", default = 0.0, choices = NULL, help = "the AlexNet paper's colour augmentation: each training image's light shifted along the three principal components of ImageNet's colours, by weights drawn with this standard deviation (the paper's 0.1; 0: none)"),
   precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), help = "what the layers compute in (unset: the hardware's; bfloat16 and float16 are mixed precision)"),
-  mixed_precision = list(kind = "flag?", default = NULL, choices = NULL, help = "the older form of `precision`: true means \"float16\", false \"float32\""),
+  mixed_precision = list(kind = "flag?", default = NULL, choices = NULL, help = "the older form of `precision`: on means \"float16\", off \"float32\""),
   jit_compile = list(kind = "flag?", default = NULL, choices = NULL, help = "compile the training step with XLA (unset: on GPUs)"),
   collective_timeout = list(kind = "number?", default = 1800.0, choices = NULL, help = "seconds a worker waits for the others in a collective operation before failing (unset: for ever); a worker silent for as long, or for a minute if less, is declared lost"),
   allreduce_precision = list(kind = "choice", default = "float32", choices = c("float32", "bfloat16", "float16"), help = "the number format of the gradients on the wire between workers: \"float32\", or \"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial sum of the all-reduce rounded again; the sum comes back as float32)"),

@@ -123,8 +123,8 @@ class TrainSettings:
                                                                "fp16": "float16", "half": "float16",
                                                                "mixed_bfloat16": "bfloat16",
                                                                "mixed_float16": "float16"})
-    mixed_precision: bool | None = setting(None, "flag", "the older form of `precision`: true means \"float16\", "
-                                           "false \"float32\"", optional=True, option=None)
+    mixed_precision: bool | None = setting(None, "flag", "the older form of `precision`: on means \"float16\", "
+                                           "off \"float32\"", optional=True, option=None)
     jit_compile: bool | None = setting(None, "flag", "compile the training step with XLA (unset: on GPUs)",
                                        optional=True)
     collective_timeout: float | None = setting(
