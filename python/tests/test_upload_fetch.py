@@ -390,6 +390,30 @@ def test_a_moved_file_gets_the_version_pins_would_write(kind, cloud_env, tmp_pat
     assert moved["user"] == {"alexnet": 1, "images": 3} and moved["title"] == "a title"
 
 
+def test_a_failed_copy_of_a_moved_file_is_retried_without_a_half_written_version(cloud_env, tmp_path, monkeypatch):
+    from alexnet.storage.publish import publish_file
+
+    source = tmp_path / "work" / "n01440764.zip"
+    source.parent.mkdir()
+    source.write_bytes(os.urandom(2000))
+    opened = open_board(f"gs://{BUCKET}/{tmp_path.name}/board", write=True)
+    put, failed = opened.fs.put, []
+
+    def cut_off(lpath, rpath, recursive=False, **kwargs):  # the copy reaches the bucket, then the link drops
+        put(lpath, rpath, recursive=recursive, **kwargs)
+        if not failed:
+            failed.append(rpath)
+            raise ConnectionResetError("connection reset by peer (injected)")
+
+    monkeypatch.setattr(opened.fs, "put", cut_off)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)  # the retry's wait
+    publish_file(opened, str(source), "n01440764", title="t", metadata={"alexnet": 1}, exists=False, retries=1,
+                 move=True)
+    assert failed, "the first copy failed"
+    versions = opened.pins.pin_versions("n01440764", as_df=False)
+    assert len(versions) == 1 and opened.pins.pin_meta("n01440764").file == "n01440764.zip"
+
+
 @pytest.mark.parametrize("damage", ["zip cut short", "no data.txt", "empty pin folder"])
 def test_partially_written_pin_on_board_is_written_again(tree, tmp_path, damage):
     board = tmp_path / "board"

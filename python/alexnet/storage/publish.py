@@ -190,7 +190,12 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
                 raise
         else:
             return version
-    fs.put(folder, version_path, recursive=True)
+    try:
+        fs.put(folder, version_path, recursive=True)
+    except BaseException:  # a retry (in another second, or this one) finds no half-written version
+        with contextlib.suppress(Exception):
+            fs.rm(version_path, recursive=True)
+        raise
     return version
 
 
