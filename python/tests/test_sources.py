@@ -1375,6 +1375,21 @@ def test_kaggles_tar_gz_validation_images_wait_in_spool_files(made, tmp_path, mo
     assert table(tmp_path / "board") == made["table"]
 
 
+def test_a_spooled_member_comes_back_whole(tmp_path, monkeypatch):
+    from alexnet.data.parts import Member
+
+    monkeypatch.setattr(held, "MEMORY_BUDGET", 1)
+    kept = held.Held(str(tmp_path), "val")
+    members = [Member("a.JPEG", b"\xff\xd8 image", "", 0x1234ABCD), Member("b.JPEG", None, "empty file"),
+               Member("c.JPEG", b"", "", None), Member("d.JPEG", b"more", "odd", 0)]
+    for member in members:
+        kept.add(7, member)
+    kept.spill()
+    assert list(tmp_path.iterdir()) == [tmp_path / "spool-val-7"] and kept.bytes == 0
+    assert kept.take(7)() == members, "bytes, None, reason and CRC as they were added"
+    assert not list(tmp_path.iterdir())
+
+
 def test_an_upload_from_kaggles_tar_gz_run_again_decodes_nothing(made, tmp_path, monkeypatch):
     """A stream is read again on a second run, but a category already on the board is not decoded."""
     source = made["paths"]["kaggle_targz"]

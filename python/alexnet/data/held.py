@@ -9,7 +9,9 @@ import struct
 
 from .parts import Member, Members, by_name
 
-_RECORD = struct.Struct("<II")
+#: A spooled member: the lengths of its name, bytes (``NO_DATA``: None) and reason, then its CRC (-1: none).
+_RECORD = struct.Struct("<IIIq")
+NO_DATA = 0xFFFFFFFF
 #: Bytes of images of unfinished categories held in memory before the largest categories go to spool files.
 MEMORY_BUDGET = 256 << 20
 
@@ -40,9 +42,10 @@ class Held:
                 break
             path = self.spools.setdefault(label, os.path.join(self.workdir, f"spool-{self.split}-{label}"))
             with open(path, "ab") as f:
-                for name, data, _, _ in self.members.pop(label, []):
-                    encoded = name.encode()
-                    f.write(_RECORD.pack(len(encoded), len(data or b"")) + encoded + (data or b""))
+                for name, data, reason, crc in self.members.pop(label, []):
+                    encoded, why = name.encode(), reason.encode()
+                    f.write(_RECORD.pack(len(encoded), NO_DATA if data is None else len(data), len(why),
+                                         -1 if crc is None else crc) + encoded + (data or b"") + why)
             self.bytes -= self.sizes.pop(label)
 
     def take(self, label: int) -> Members:
@@ -54,14 +57,16 @@ class Held:
 
 
 def _read_spool(path: str) -> list[Member]:
-    """The members a spool file holds, in the order they were written; the file is removed."""
+    """The members a spool file holds, in the order they were written, each whole (its bytes, or None, its reason
+    and its CRC); the file is removed."""
     members: list[Member] = []
     if os.path.exists(path):
         with open(path, "rb") as f:
             while header := f.read(_RECORD.size):
-                size_name, size_data = _RECORD.unpack(header)
+                size_name, size_data, size_reason, crc = _RECORD.unpack(header)
                 name = f.read(size_name).decode()
-                data = f.read(size_data)
-                members.append(Member(name, data))
+                data = None if size_data == NO_DATA else f.read(size_data)
+                reason = f.read(size_reason).decode()
+                members.append(Member(name, data, reason, None if crc < 0 else crc))
         os.remove(path)
     return members
