@@ -99,16 +99,23 @@ def as_parallel(value: Any) -> int | None:
     return int(value)
 
 
+def shown(value: Any) -> str:
+    """A value as a message shows it: a float as a number is written (R's ``-1`` arrives as ``-1.0``), else its
+    ``repr``."""
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
 def as_number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
-    """``value`` as a float, between ``low`` and ``high`` when given."""
+    """``value`` as a float, between ``low`` and ``high`` when given; a string or a flag is not a number."""
+    item = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
     try:
-        number = float(value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value)
+        number = float("nan") if isinstance(item, (str, bytes, bool)) else float(item)
     except (TypeError, ValueError):
         number = float("nan")
     if number != number or (low is not None and number < low) or (high is not None and number > high):
         bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else \
             f" >= {low:g}" if low is not None else ""
-        raise AlexnetError(f"`{name}` must be a number{bounds}, not {value!r}.")
+        raise AlexnetError(f"`{name}` must be a number{bounds}, not {shown(value)}.")
     return number
 
 
@@ -117,7 +124,7 @@ def as_learning_rate(value: Any) -> float:
     rate = as_number(value, "learning_rate")
     if rate <= 0:
         raise AlexnetError(
-            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {value!r}."
+            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {shown(value)}."
         )
     return rate
 

@@ -83,8 +83,19 @@ BOUNDED = [(name, spec) for name, spec in SETTINGS if spec.maximum is not None o
 @pytest.mark.parametrize(("name", "spec"), BOUNDED, ids=[name for name, _ in BOUNDED])
 def test_a_value_past_a_settings_upper_bound_is_refused_before_training(name, spec):
     past = spec.below if spec.below is not None else spec.maximum + 1
-    with pytest.raises(AlexnetError, match=rf"^`{name}` must be .*, not {past}\.$"):
+    with pytest.raises(AlexnetError, match=rf"^`{name}` must be .*, not {past:g}\.$"):
         check_settings({name: past})
+
+
+def test_a_number_is_said_as_written_and_a_string_is_not_one():
+    # R's -1 arrives as -1.0: said as the user wrote it
+    with pytest.raises(AlexnetError, match=r"^`learning_rate` must be a number > 0, not -1\.$"):
+        check_settings({"learning_rate": -1.0})
+    with pytest.raises(AlexnetError, match=r"^`momentum` must be a number between 0 and 1, not '0\.9'\.$"):
+        check_settings({"momentum": "0.9"})
+    for number in ("25", True):  # as whole numbers are refused as strings, so are numbers
+        with pytest.raises(AlexnetError, match=r"^`allreduce_pack_mb` must be a number >= 0, not "):
+            check_settings({"allreduce_pack_mb": number})
 
 
 def test_a_dropout_of_one_is_refused_before_keras_fails_at_the_first_step():

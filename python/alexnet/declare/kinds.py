@@ -22,6 +22,7 @@ from ..checks import (
     as_optional_bool,
     as_seconds,
     as_step_range,
+    shown,
 )
 from ..errors import AlexnetError
 
@@ -149,10 +150,10 @@ def _mapping(value: Any, name: str, spec: Spec) -> dict[str, str]:
 def _number(value: Any, name: str, spec: Spec) -> float:
     number = as_number(value, name, spec.minimum, spec.maximum)
     if spec.above is not None and not number > spec.above:
-        raise AlexnetError(f"`{name}` must be a number > {spec.above:g}, not {value!r}.")
+        raise AlexnetError(f"`{name}` must be a number > {spec.above:g}, not {shown(value)}.")
     if spec.below is not None and not number < spec.below:
         low = "" if spec.minimum is None else f" >= {spec.minimum:g} and"
-        raise AlexnetError(f"`{name}` must be a number{low} < {spec.below:g}, not {value!r}.")
+        raise AlexnetError(f"`{name}` must be a number{low} < {spec.below:g}, not {shown(value)}.")
     return number
 
 
