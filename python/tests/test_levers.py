@@ -27,22 +27,20 @@ from alexnet.cli import main as cli_main  # noqa: E402
 from alexnet.environment import INTEROP_VARIABLE, interop_threads  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
-from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
-from alexnet.train.communication import (  # noqa: E402
+from alexnet.train.advice import (  # noqa: E402
     ADVISED_EFFICIENCY,
     ADVISED_PACK_MB,
     MOST_LOCAL_STEPS,
     SIXTEEN_BIT_GAIN,
-    Communication,
     adaptable,
     adaptation_text,
     adapted_timing,
     advise,
-    check_wire,
     row_settings,
     settings_row,
-    sixteen_bit_wire,
 )
+from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
+from alexnet.train.communication import Communication, check_wire, sixteen_bit_wire  # noqa: E402
 from alexnet.train.precision import Hardware  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
 

@@ -677,9 +677,9 @@ def _worker(config_path: str) -> None:
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
         measure.model_timer = lambda *args, **kwargs: dict(config["fake_rates"]).__getitem__
     if config.get("fake_wire"):
-        from alexnet.train import communication, levers
+        from alexnet.train import advice, levers
 
-        communication.faster_wire = lambda *args: config["fake_wire"]
+        advice.faster_wire = lambda *args: config["fake_wire"]
         levers.overlaps = lambda topology: True
     batches = _record_batches() if config.get("epoch_weights") else None
     out = Path(config["out"])

@@ -31,7 +31,7 @@ from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.launch import api, training  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 from alexnet.launch import worker as workers  # noqa: E402
-from alexnet.train.communication import ADVISED_EFFICIENCY, ADVISED_PACK_MB, SIXTEEN_BIT_GAIN  # noqa: E402
+from alexnet.train.advice import ADVISED_EFFICIENCY, ADVISED_PACK_MB, SIXTEEN_BIT_GAIN  # noqa: E402
 
 IMAGES_PER_CATEGORY = (15, 12, 12, 12)
 BATCH = 5  # the two partitions (27 and 24 images) fill 5 and 4 batches: their own counts disagree

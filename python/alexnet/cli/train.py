@@ -55,7 +55,7 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def communication_line(history: dict[str, Any], typed: Callable[[str], str] = str) -> str | None:
     """"Communication: ..." for a multi-worker run's history: what its exchange and computation, timed before
-    training, say (:func:`alexnet.train.communication.advise`), its settings said by ``typed`` (the options of the
+    training, say (:func:`alexnet.train.advice.advise`), its settings said by ``typed`` (the options of the
     command: :func:`common.typed`); ``None`` for a run of one worker."""
     advice = (history.get("params") or {}).get("communication_advice")
     return f"Communication: {typed(advice)}" if advice else None

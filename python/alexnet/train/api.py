@@ -174,7 +174,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     1,024 on ImageNet's training images and as many times fewer on fewer), then local SGD, whose cost in accuracy
     is to be measured first), with
     ``communication_advice``, the same in words, logged as a warning when training starts; see
-    :func:`alexnet.train.communication.advise`; and ``adapted_settings``, what the run took of that advice with
+    :func:`alexnet.train.advice.advise`; and ``adapted_settings``, what the run took of that advice with
     ``adapt_communication = True``, the chief's decision on every worker, the settings, timings, estimate and advice
     in ``params`` being then those it trained with),
     ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,

@@ -22,22 +22,17 @@ float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out 
   workers average their weights and momentum; with ``local_sgd_after``, only after that many epochs of synchronous
   training (post-local SGD).
 
-:class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :func:`advise` turns
-the exchange and the computation a multi-worker run measured before training into the settings that would keep its
-workers busy, in the order the training article's "How to choose" gives, micro-batches up to the global batch
-AlexNet keeps its accuracy at on the run's images (:func:`~.batch_bound.largest_batch`); with
-``adapt_communication`` the run takes those that change how the gradients travel (:func:`adaptable`).
+:class:`Communication` holds the four for one run and says how many bytes a step all-reduces; :mod:`.advice`
+turns what a multi-worker run measured before training into the settings that would keep its workers busy.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
-from .batch_bound import ALEXNET_LARGEST_BATCH, held_back
 
 if TYPE_CHECKING:
     from .precision import Hardware
@@ -49,15 +44,6 @@ WIRE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: The first GPU compute capability whose collectives sum bfloat16 (Ampere).
 BF16_WIRE_CAPABILITY = (8, 0)
 MB = 1_000_000
-#: The share of linear scaling below which a multi-worker run is told which settings would send less: the
-#: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
-ADVISED_EFFICIENCY = 0.9
-#: The largest ``sync_every`` advised: beyond it the workers' models drift apart for long.
-MOST_LOCAL_STEPS = 16
-#: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
-#: collective's own work on the CPU, not the link, sets its time, half the bytes gain little.
-SIXTEEN_BIT_GAIN = 0.9
-
 
 @dataclass(frozen=True)
 class Communication:
@@ -208,203 +194,3 @@ def check_wire(wire: str, device: Hardware) -> None:
         raise AlexnetError(f"allreduce_precision = 'bfloat16' needs GPUs of compute capability 8.0 or more (Ampere or "
                            f"newer) to add up bfloat16 gradients; this run has a {device.describe()}: use "
                            "allreduce_precision = 'float16' (the same bytes, summed by every GPU) or 'float32'.")
-
-
-def faster_wire(communication: Communication, exchange_seconds: float, sixteen_bit_seconds: float | None) -> str:
-    """The wire format :func:`advise` names for ``communication``: its 16-bit format when the run sends float32 and
-    the exchange in 16 bits, timed (``sixteen_bit_seconds``; unset: half of ``exchange_seconds`` assumed), takes
-    at most :data:`SIXTEEN_BIT_GAIN` of the float32 one's; else the run's own."""
-    if communication.wire != "float32":
-        return communication.wire
-    sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
-    return communication.sixteen_bit if sixteen <= SIXTEEN_BIT_GAIN * exchange_seconds else communication.wire
-
-
-#: The packs advised where they overlap the backward pass, megabytes.
-ADVISED_PACK_MB = 25
-
-
-@dataclass(frozen=True)
-class Advice:
-    """What a multi-worker run's measurements before training say about its communication (:func:`advise`)."""
-
-    #: the share of linear scaling with the run's settings: a step's computation over the same plus one exchange
-    efficiency: float
-    #: the settings advised, in the order to take them (empty: none would help enough, or none is needed)
-    settings: dict[str, int | float | str] = field(default_factory=dict)
-    #: the share of linear with them, estimated the same way
-    advised_efficiency: float = 0.0
-    #: the advice in a few sentences, for the log and the history
-    text: str = ""
-
-
-def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
-           overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
-           rate_scaled: bool = True, most_batch: int = ALEXNET_LARGEST_BATCH, micro_batches: int | None = None,
-           parameters: int | None = None) -> Advice | None:
-    """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
-    (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
-    ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
-    one worker or nothing measured.
-
-    Its efficiency is ``compute / (compute + exchange)``: the share of linear scaling if no exchange overlaps any
-    computation (packs hide part of it where they travel while the backward pass computes). Below
-    :data:`ADVISED_EFFICIENCY` it names what would bring a run back above it, in the order the training article
-    gives: the gradients in 16 bits (the format the hardware sums, ``communication.sixteen_bit``) for half the bytes;
-    then packs where ``overlaps``: on GPUs, and on CPUs whose process runs two or more inter-op threads
-    (:func:`alexnet.environment.interop_threads`), with which a pack's all-reduce starts while the backward pass
-    computes (README, "Training on CPUs"); then ``accumulate_steps``, a power of two, for as many times the
-    computation per exchange, up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`;
-    micro-batches held back by it are said); then local SGD's ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which
-    changes what is learnt and is only named with the measurement its cost in accuracy needs. ``sixteen_bit_seconds``,
-    the same exchange timed in 16 bits, says what 16 bits gain (:func:`faster_wire`); without it, half the time is
-    assumed. ``hidden_seconds``: the seconds of the exchange a step with packs hid behind its backward pass, timed in
-    the wire format advised (:func:`alexnet.train.levers.probe_communication`; passed on GPUs only, see
-    :func:`alexnet.train.levers.advise_communication`); where packs overlap (the run's own or
-    those advised) the estimate counts only the rest as exposed, so that fewer micro-batches (a smaller global batch,
-    which learns better) are advised; a step of micro-batches hides as much, behind its last. Without it packs are
-    credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
-    learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised.
-
-    ``micro_batches``, what an epoch of the run holds on a worker, bounds the micro-batches of a step and local
-    SGD's steps (which average at every epoch's end anyway); ``parameters``, the numbers all-reduced, keeps packs
-    from being advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide
-    nothing)."""
-    if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
-        return None
-
-    def share(compute: float, exchange: float) -> float:
-        return compute / (compute + exchange)
-
-    efficiency = share(compute_seconds, exchange_seconds)
-    said = (f"One exchange alone takes {exchange_seconds:.3g} s a step against {compute_seconds:.3g} s of computation "
-            f"({communication.describe()}): about {efficiency:.2f} of linear scaling if none of it overlaps.")
-    if efficiency >= ADVISED_EFFICIENCY:
-        return Advice(efficiency, {}, efficiency, said)
-    settings: dict[str, int | float | str] = {}
-    reasons: list[str] = []
-    # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
-    gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
-    if faster_wire(communication, exchange_seconds, sixteen_bit_seconds) != communication.wire:
-        sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
-        settings["allreduce_precision"] = communication.sixteen_bit
-        reasons.append("half the bytes" if sixteen_bit_seconds is None else
-                       f"half the bytes: {sixteen:.3g} s a step alone, timed")
-        gradients *= sixteen / exchange_seconds
-    # what packs hide of the synchronous exchange (local SGD's average travels after the step, behind nothing)
-    hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not communication.local_sgd else 0.0
-    wire_bytes = 2 if "allreduce_precision" in settings else communication.wire_bytes
-    one_pack = parameters is not None and parameters * wire_bytes <= ADVISED_PACK_MB * 1e6
-    if overlaps and not communication.pack_bytes and not one_pack:
-        settings["allreduce_pack_mb"] = ADVISED_PACK_MB
-        reasons.append("packs that travel while the backward pass computes the rest" + (
-            f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else ""))
-    exposed = gradients - hidden
-    micro = compute_seconds / communication.accumulate
-    micro_batch = global_batch / communication.accumulate
-    needed = max(1, math.ceil(exposed * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
-    def power(most: float) -> int:
-        return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
-
-    bound = power(most_batch / micro_batch)  # the largest global batch's
-    largest = bound if micro_batches is None else min(bound, power(micro_batches))  # and an epoch's micro-batches
-    wanted = 2 ** math.ceil(math.log2(needed))
-    accumulate = min(wanted, largest)
-    held = "" if wanted <= max(bound, communication.accumulate) else " " + held_back(most_batch, global_batch)
-    if accumulate > communication.accumulate:
-        settings["accumulate_steps"] = accumulate
-        reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
-                       f"{int(micro_batch * accumulate)}" + (" with the learning rate scaled to it" if rate_scaled
-                                                             else "; lr_scaling = 'none' keeps the learning rate"))
-    else:
-        accumulate = communication.accumulate
-    compute = micro * accumulate
-    # local SGD sends weights and momentum (twice the gradients' bytes) once in sync_every steps
-    exchange = 2 * gradients / communication.sync_every if communication.local_sgd else exposed
-    if share(compute, exchange) < ADVISED_EFFICIENCY:
-        local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
-                                                 / compute))
-        if micro_batches is not None:  # an epoch's end averages the weights whatever sync_every says
-            local = min(local, micro_batches // accumulate)
-        if local > max(2, communication.sync_every):
-            settings["sync_every"] = local
-            exchange = 2 * gradients / local
-            reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
-                           "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
-                           f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs "
-                           "first) and start it late (local_sgd_after)")
-    advised = share(compute, exchange)
-    if not settings:
-        if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough
-            return Advice(efficiency, {}, advised, f"{said} Its packs hid {hidden:.3g} s of it behind the backward "
-                          f"pass, timed: about {advised:.2f} of linear, nothing to add.")
-        return Advice(efficiency, {}, advised, said + " The settings that send less are already as far as they go: "
-                      f"a faster link, or fewer workers, is what is left.{held}")
-    named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
-                      zip(settings.items(), reasons, strict=True))
-    return Advice(efficiency, settings, advised, f"{said} To keep the workers busy: {named}; about {advised:.2f} of "
-                  f"linear with them.{held}")
-
-
-#: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches
-#: only as far as :func:`~.batch_bound.largest_batch` lets them be advised), never local SGD's ``sync_every``, which
-#: changes what the workers learn apart and is only advised.
-ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
-
-
-def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> dict[str, int | float | str]:
-    """What a run of ``adapt_communication`` takes of ``advice``: its settings of :data:`ADAPTABLE`, with
-    ``accumulate_steps`` at most ``most_accumulate`` (rounded down to a power of two; dropped when that is no more
-    than the run's ``accumulate``)."""
-    taken = {name: value for name, value in (advice.settings if advice else {}).items() if name in ADAPTABLE}
-    if "accumulate_steps" in taken:
-        most = 2 ** math.floor(math.log2(max(1, most_accumulate)))
-        taken["accumulate_steps"] = min(int(taken["accumulate_steps"]), most)
-        if taken["accumulate_steps"] <= accumulate:
-            del taken["accumulate_steps"]
-    return taken
-
-
-def settings_row(settings: Mapping[str, int | float | str]) -> list[int]:
-    """Settings of :data:`ADAPTABLE` as integers (0: not set), for a collective to carry; :func:`row_settings` reads
-    them back."""
-    wire = settings.get("allreduce_precision")
-    return [WIRE_FORMATS.index(str(wire)) + 1 if wire else 0, int(settings.get("accumulate_steps", 0)),
-            round(float(settings.get("allreduce_pack_mb", 0)) * 1000)]
-
-
-def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
-    """The settings :func:`settings_row` wrote as ``row``, in the order of :data:`ADAPTABLE`."""
-    wire, accumulate, pack = (int(v) for v in row)
-    settings: dict[str, int | float | str] = {}
-    if wire:
-        settings["allreduce_precision"] = WIRE_FORMATS[wire - 1]
-    if accumulate:
-        settings["accumulate_steps"] = accumulate
-    if pack:
-        settings["allreduce_pack_mb"] = pack / 1000
-    return settings
-
-
-def adaptation_text(taken: Mapping[str, int | float | str]) -> str:
-    """What a run of ``adapt_communication`` took, in a sentence."""
-    said = ", ".join(f"{name} = {value!r}" for name, value in taken.items()) or "nothing"
-    return f"With adapt_communication the run took {said}."
-
-
-def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication,
-                   parameters: int) -> dict[str, float]:
-    """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.levers.probe_communication`), told
-    for the settings ``after`` it took with ``adapt_communication``: the exchange in the 16-bit format when that was
-    taken (the probe timed it), its bytes, and the computation of ``after``'s micro-batches."""
-    told = dict(timing)
-    ratio = 1.0
-    if after.wire != before.wire and "sixteen_bit_allreduce_seconds" in told:
-        ratio = told.pop("sixteen_bit_allreduce_seconds") / told["allreduce_seconds"]
-    for prefix, phase in (("", after), ("synchronous_", after.at_epoch(0))):
-        if f"{prefix}allreduce_seconds" in told:
-            told[f"{prefix}allreduce_seconds"] *= ratio
-            told[f"{prefix}bytes_per_step"] = phase.bytes_per_step(parameters)
-    if "compute_seconds" in told:
-        told["compute_seconds"] *= after.accumulate / before.accumulate
-    return told

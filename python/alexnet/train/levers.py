@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..declare import declaration
 from ..environment import interop_threads
+from .advice import Advice, advise
 from .batch_bound import large_batch_warning
-from .communication import Advice, Communication, advise, check_wire, sixteen_bit_wire
+from .communication import Communication, check_wire, sixteen_bit_wire
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -114,7 +115,8 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     import time
 
     from ..tfimport import tf
-    from .communication import ADVISED_PACK_MB, all_reduce, time_all_reduce
+    from .advice import ADVISED_PACK_MB
+    from .communication import all_reduce, time_all_reduce
 
     if topology.workers <= 1:
         return {}
@@ -176,12 +178,12 @@ def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communicat
                      timing: Mapping[str, float]) -> str | None:
     """The wire format of :func:`probe_communication`'s step with packs, the same on every worker (``None``: no
     worker runs it). It runs where packs overlap the backward pass on every worker (:func:`overlaps`) and the
-    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.communication.faster_wire`):
+    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`):
     each worker times the exchanges on its own, and timings a few per cent apart may fall on both sides of
-    :data:`~.communication.SIXTEEN_BIT_GAIN`, while one all-reduce must carry one format. A collective: every worker
+    :data:`~.advice.SIXTEEN_BIT_GAIN`, while one all-reduce must carry one format. A collective: every worker
     calls it at the same point."""
+    from .advice import faster_wire
     from .agreement import all_gather_ints
-    from .communication import faster_wire
 
     if communication.local_sgd:
         return None
@@ -203,9 +205,9 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
                          warn: bool = True, micro_batches: int | None = None,
                          parameters: int | None = None) -> Advice | None:
-    """The :func:`~.communication.advise` of a multi-worker run from its :func:`probe_communication` (``None``
+    """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`) and
-    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced: see :func:`~.communication.advise`),
+    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced: see :func:`~.advice.advise`),
     what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
     pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
     "Every multi-worker run measures its own link"),
@@ -226,12 +228,12 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
                         topology: Topology, *, steps: int) -> dict[str, int | float | str]:
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
-    ``checkpoint_dir`` recorded it), else the :func:`~.communication.adaptable` part of its ``advice`` (whose
+    ``checkpoint_dir`` recorded it), else the :func:`~.advice.adaptable` part of its ``advice`` (whose
     micro-batches stop at :func:`~.batch_bound.largest_batch`), with at most as many micro-batches as an epoch
     has ``steps``. A collective: every worker calls it at the same point."""
+    from .advice import adaptable, adaptation_text, row_settings, settings_row
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings
-    from .communication import adaptable, adaptation_text, row_settings, settings_row
 
     if not settings.adapt_communication or topology.workers <= 1:
         return {}

@@ -252,10 +252,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     the card and the pin are written once, with it."""
     from ..model.saved import save_model
     from . import callbacks as cb
+    from .advice import adaptation_text, adapted_timing
     from .agreement import check_agreement, weights_agree
     from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
-    from .communication import adaptation_text, adapted_timing
     from .initial import initial_description, initial_weights
     from .levers import (
         adapt_communication,
