@@ -1,3 +1,4 @@
+import argparse
 import json
 import logging
 import re
@@ -476,7 +477,8 @@ def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsy
 
 def test_the_debug_log_is_said_as_the_commands_verbose_option():
     from alexnet.cli import _AsTyped
+    from alexnet.cli.common import typed
 
-    said = _AsTyped({}, {}).said("(Spark's whole message is logged at DEBUG level: "
+    said = _AsTyped(typed(argparse.Namespace())).said("(Spark's whole message is logged at DEBUG level: "
                                  "logging.getLogger('alexnet').setLevel('DEBUG')).")
     assert said == "(Spark's whole message is logged at DEBUG level: run the command again with -v)."

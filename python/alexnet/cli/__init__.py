@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .. import __version__
 from ..errors import AlexnetError
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
-    typed = _AsTyped(getattr(args, common.OPTION_NAMES, {}), getattr(args, common.COMMAND_CALLS, {}))
+    typed = _AsTyped(common.typed(args))
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # warnings, as errors, name the options as typed
         handler.addFilter(typed)
@@ -101,13 +101,13 @@ class _AsTyped(logging.Filter):
     """Says alexnet's warnings as a command's errors are said: the core's settings as the command's options, its
     calls as commands (:func:`alexnet.cli.common.as_typed`)."""
 
-    def __init__(self, options: Any, calls: Any) -> None:
+    def __init__(self, typed: Callable[[str], str]) -> None:
         super().__init__()
-        self.options, self.calls = options, calls
+        self.typed = typed
 
     def said(self, message: str) -> str:
         message = message.replace("logging.getLogger('alexnet').setLevel('DEBUG')", "run the command again with -v")
-        return common.as_typed(message, self.options, self.calls)
+        return self.typed(message)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.startswith("alexnet") and record.levelno >= logging.WARNING:
