@@ -202,12 +202,12 @@ def test_without_data_the_default_board_is_scored_and_without_one_the_error_says
     monkeypatch.setenv("ALEXNET_BOARD", str(tmp_path / "no-board"))
     with pytest.raises(AlexnetError, match=r"no-board does not exist.*; or give the images to evaluate on as `data`"):
         alexnet_evaluate(setup["model_dir"])
-    # with data, what says which of a board's images to score is not used, and a warning says so
+    # with data, what says which of a board's images to score is not used (not even checked), and a warning says so
     with caplog.at_level("WARNING", logger="alexnet.model.evaluate"):
-        again = alexnet_evaluate(setup["model_dir"], setup["fetched"], board=setup["board"], total=2)
+        again = alexnet_evaluate(setup["model_dir"], setup["fetched"], board=setup["board"], total=2, partition=3)
     assert again["images"] == whole["images"]
-    assert "`board`, `total`: they say which of a board's validation images are scored; with `data`, its own " \
-           "images are scored and they are not used." in caplog.text
+    assert "`board`, `partition`, `total`: they say which of a board's validation images are scored; with `data`, " \
+           "its own images are scored and they are not used." in caplog.text
     with pytest.raises(AlexnetError, match=r"`data` must be a partition as imagenet_partition\(\) .* not a str"):
         alexnet_evaluate(setup["model_dir"], setup["board"])
 

@@ -214,7 +214,8 @@ def alexnet_evaluate(
                             "Its options")
     checked = check_options(options)
     images = BoardImagesOptions(**declaration.convert(BoardImagesOptions, options))
-    check_partition(images.partition, images.total)
+    if data is None:  # with data, the board's options are not used (a warning says so)
+        check_partition(images.partition, images.total)
     crops, batch_size, parallel, size = checked.crops, checked.batch_size, checked.parallel, checked.image_size
     if data is not None and not isinstance(data, Mapping):
         raise AlexnetError("`data` must be a partition as imagenet_partition() returns (with val_image and val_label),"
