@@ -1526,6 +1526,13 @@ def test_min_images_and_resize_hold_for_an_archive(made, tmp_path):
     assert archive["excluded"] == extracted["excluded"] and len(archive["excluded"]) == CLASSES - 1
     assert table(tmp_path / "archives") == table(tmp_path / "kaggle")
     assert table(tmp_path / "archives")[0]["sha256"] != made["table"][0]["sha256"], "CMYK, grayscale, PNG re-encoded"
+    # run again on a board that holds every category (an archive's counts are known once a category is read): the
+    # categories now too small are left out as from a fresh board, not counted as already there
+    whole = imagenet_upload(made["paths"]["archives"], tmp_path / "again", resize=64, workers=2)
+    assert not whole["excluded"]
+    again = imagenet_upload(made["paths"]["archives"], tmp_path / "again", **options)
+    assert again["excluded"] == archive["excluded"] and again["categories"] == archive["categories"]
+    assert table(tmp_path / "again") == table(tmp_path / "kaggle")
 
 
 def test_command_line_writes_and_uploads_a_layout(tmp_path, capsys):

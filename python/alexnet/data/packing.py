@@ -222,6 +222,11 @@ class Uploader:
             return False
         state = self.states.get(part.pin)
         if state is not None and state.get("source") == print_:
+            if part.split == "train" and int(state["images"]) < self.options.min_images:
+                # on the board from an upload that kept it (a source whose counts are known once read): too small now
+                self._record(part, Result(part.wnid, part.split, "excluded", images=int(state["images"])),
+                             part.source_bytes)
+                return False
             self._record(part, Result(part.wnid, part.split, "skipped", int(state["images"]), int(state["bytes"]),
                                       str(state["sha256"]), str(state["version"]),
                                       [dict(b) for b in state.get("bad", [])]), part.source_bytes)
