@@ -786,6 +786,30 @@ def test_truncated_training_tar(made, tmp_path):
     assert_nothing_uploaded(tmp_path / "board")
 
 
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_training_tar_holding_a_category_twice_is_refused(made, tmp_path, compressed):
+    """A category's tar twice in the training tar (an archive written to twice): which copy holds the category
+    cannot be told, so the upload stops on one line naming it, with several packing threads as with one."""
+    src = copy_layout(made, "archives", tmp_path)
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        first = tar.getmembers()[0]
+        data = tar.extractfile(first).read()
+    with tarfile.open(src / TRAIN_TAR, "a") as tar:
+        tar.addfile(first, io.BytesIO(data))
+    if compressed:
+        (src / f"{TRAIN_TAR}.gz").write_bytes(gzip.compress((src / TRAIN_TAR).read_bytes()))
+        (src / TRAIN_TAR).unlink()
+    with pytest.raises(LayoutError, match=rf"{TRAIN_TAR}(\.gz)? holds {first.name} more than once: .*download it "
+                                          "again") as err:
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert "\n" not in str(err.value)
+    if compressed:  # read as a stream: what came before it is on the board, and said so
+        assert "skipped next time" in str(err.value)
+    else:
+        assert "nothing was uploaded" in str(err.value)
+        assert_nothing_uploaded(tmp_path / "board")
+
+
 class _Unseekable(io.RawIOBase):
     """A file that can only be appended to, as a download written on the fly is."""
 

@@ -124,6 +124,16 @@ class _Stoppable:
         return getattr(self.f, name)
 
 
+def _twice(label: str, names: list[str], read_so_far: bool = False) -> LayoutError:
+    """The error for a training tar that holds a member more than once (an archive written to twice, or joined
+    from two): which copy is a category's cannot be told."""
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return LayoutError(f"{label} holds {shown} more than once: it is not the archive as released (written to twice, "
+                       "or two joined); download it again, or make a tar with one copy of each category's tar"
+                       + (" (the categories read so far are on the board and are skipped next time)" if read_so_far
+                          else "; nothing was uploaded"))
+
+
 class ArchivesSource(Source):
     """The official archives in ``folder``: the training tar, and for validation the val tar and the devkit."""
 
@@ -182,6 +192,9 @@ class ArchivesSource(Source):
         self._reading.shutdown(wait=False)
 
     def _check_categories(self, names: list[str]) -> None:
+        twice = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) < len(names) else []
+        if twice:
+            raise _twice(self.files.url(self.train_path), twice)
         wnids = {m.group(1): "" for m in map(_CATEGORY_TAR.match, names) if m}
         check_classes(wnids, self.files.url(self.train_path), strict=True)
         for other in sorted(n for n in names if not _CATEGORY_TAR.match(n)):
@@ -219,10 +232,14 @@ class ArchivesSource(Source):
 
     def _stream(self, wanted: Wanted) -> Iterator[Part]:
         label = self.files.url(self.train_path)
+        seen: set[str] = set()
         with self.files.open_stream(self.train_path) as raw, gunzip(raw) as unzipped:
             try:
                 for entry, read in stream_tar(unzipped):
                     name = os.path.basename(entry.name)
+                    if name in seen:
+                        raise _twice(label, [name], read_so_far=True)
+                    seen.add(name)
                     if not _CATEGORY_TAR.match(name):
                         self._check_categories([name])
                         continue
