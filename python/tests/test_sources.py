@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1321,6 +1322,31 @@ def test_a_file_in_a_tar_that_is_not_an_image(made, tmp_path, caplog):
     assert any("README.txt" in r.getMessage() and "not a category's tar" in r.getMessage() for r in caplog.records)
     # the other images are all there, labelled as before
     assert table(tmp_path / "board") == made["table"]
+
+
+def test_a_category_tar_cut_inside_an_image_is_said_once_with_what_is_on_the_board(made, tmp_path, caplog):
+    """A category's tar cut short inside an image (the training tar's index is whole): one error naming it, said
+    once, that says the categories packed are on the board and skipped when the upload runs again."""
+    src = copy_layout(made, "archives", tmp_path)
+    wnid = made["table"][1]["id"]
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    with tarfile.open(fileobj=io.BytesIO(members[f"{wnid}.tar"])) as old:
+        last = old.getmembers()[-1]
+    members[f"{wnid}.tar"] = members[f"{wnid}.tar"][:last.offset_data + last.size // 2]
+    with tarfile.open(src / TRAIN_TAR, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with caplog.at_level(logging.ERROR, logger="alexnet"), pytest.raises(LayoutError) as err:
+        imagenet_upload(src, tmp_path / "board", workers=1)
+    on_board = [p.name for p in (tmp_path / "board").iterdir() if p.name.startswith("n")]
+    assert wnid not in on_board and len(on_board) == len(made["table"]) - 1
+    assert re.fullmatch(rf"{wnid}\.tar in .*{TRAIN_TAR} is not a readable tar \({last.name} is cut short\): .*"
+                        rf"download it again \(the {len(on_board)} categories packed are on the board and skipped "
+                        r"next time\)", str(err.value)), str(err.value)
+    assert not [r for r in caplog.records if wnid in r.getMessage()], "said once, as the upload's error"
 
 
 def test_unrecognised_source_lists_the_layouts(tmp_path):

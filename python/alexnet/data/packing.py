@@ -251,7 +251,8 @@ class Uploader:
         with self.lock:
             self.failures[part.pin] = error
             self.bar.update(part.source_bytes, self.images)
-        log.error("category %s (%s) failed: %s", part.wnid, part.split, error)
+        if not isinstance(error, LayoutError):  # a damaged source is the upload's one error (run() raises it)
+            log.error("category %s (%s) failed: %s", part.wnid, part.split, error)
 
     def _run(self, pool: ThreadPoolExecutor, workdir: str, split: str, keep: frozenset[str] | None) -> None:
         """Hand the parts of ``split`` to the pool, at most ``workers + 2`` in flight, and wait for the last.
@@ -316,7 +317,11 @@ class Uploader:
         if self.failures:
             layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
             if layout_errors:
-                raise layout_errors[0]
+                done = len({w for (w, _), r in self.results.items() if r.status in ("uploaded", "skipped")})
+                if not done:
+                    raise layout_errors[0]
+                raise LayoutError(f"{layout_errors[0]} (the {done} categor{'y' if done == 1 else 'ies'} packed "
+                                  "are on the board and skipped next time)") from layout_errors[0]
             listing = "; ".join(f"{name}: {type(e).__name__}: {e}" for name, e in sorted(self.failures.items()))
             full = any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in self.failures.values())
             raise BoardError(
