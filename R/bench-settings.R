@@ -22,7 +22,7 @@ benchmark_settings <- list(
   precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), stage = "", help = "what synthetic, train and the defaults recipe of time_to_accuracy compute in (unset: the one measured to train faster here, as alexnet_train() picks it)"),
   board = list(kind = "location?", default = NULL, choices = NULL, stage = "fetch", help = "the board a partition is downloaded from (the command line's `--board`)"),
   fetch_partition = list(kind = "count>=0", default = 0, choices = NULL, stage = "fetch", help = "the 0-based partition downloaded (the command line's `--partition`)"),
-  fetch_total = list(kind = "count>=1", default = 1, choices = NULL, stage = "fetch", help = "the number of partitions (the command line's `--total`)"),
+  fetch_total = list(kind = "count>=1", default = 16, choices = NULL, stage = "fetch", help = "the number of partitions, as imagenet_partition()'s `total` (the command line's `--total`)"),
   fetch_workers = list(kind = "count>=2", default = 8, choices = NULL, stage = "fetch", help = "parallel downloads, against one at a time"),
   target_accuracy = list(kind = "number", default = 0.75, choices = NULL, stage = "time_to_accuracy", help = "the top-1 validation accuracy to reach (a share between 0 and 1)"),
   max_epochs = list(kind = "count>=1", default = 8, choices = NULL, stage = "time_to_accuracy", help = "epochs each recipe trains in full (no early stop)"),

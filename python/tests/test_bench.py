@@ -119,6 +119,31 @@ def test_fetch_stage_downloads_a_partition_one_at_a_time_then_in_parallel(tmp_pa
     assert summary["ratios"]["fetch_parallel_vs_serial"]["value"] == pytest.approx(expected, abs=1e-3)
 
 
+def test_the_command_line_fetch_stage_alone_fetches_no_other_images(tmp_path, monkeypatch, capsys):
+    """`alexnet bench --stages fetch --board B`: the stage downloads its partition (of `--total`, 16 unless given,
+    as in R and Python) twice, and no partition is fetched beforehand for stages that do not run."""
+    import json
+
+    from alexnet import cli, imagenet_synthetic, imagenet_upload
+    from alexnet.bench.plan import check_plan
+    from alexnet.cli import common
+
+    assert check_plan({}).stage["fetch"].fetch_total == 16
+    source = imagenet_synthetic(tmp_path / "src", classes=3, images_per_class=2, val_per_class=0, max_side=48)
+    board = str(tmp_path / "board")
+    imagenet_upload(source["path"], board=board, workers=2)
+
+    def refused(args):
+        raise AssertionError("a partition fetched for stages that do not run")
+
+    monkeypatch.setattr(common, "fetch", refused)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--stages", "fetch", "--board", board, "--total", "3", "--partition", "2",
+                     "--out", str(tmp_path / "out"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(s["stage"], s["images"]) for s in printed["stages"]] == [("fetch", 2), ("fetch", 2)]
+
+
 def test_images_are_sampled_and_unreadable_ones_left_out(tree, tmp_path):
     quirks = write_quirks(tmp_path / "quirks")
     files = [*tree["image"], *(str(p) for p in quirks.values())]

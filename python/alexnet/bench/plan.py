@@ -112,7 +112,8 @@ class FetchSettings:
                                 "line's `--board`)", optional=True, option=None)
     fetch_partition: int = setting(0, "count", "the 0-based partition downloaded (the command line's "
                                    "`--partition`)", minimum=0, option=None)
-    fetch_total: int = setting(1, "count", "the number of partitions (the command line's `--total`)", minimum=1,
+    fetch_total: int = setting(16, "count", "the number of partitions, as imagenet_partition()'s `total` (the "
+                               "command line's `--total`)", minimum=1,
                                option=None)
     fetch_workers: int = setting(8, "count", "parallel downloads, against one at a time", minimum=2)
 

@@ -37,8 +37,8 @@ def _bench(args: argparse.Namespace) -> None:
 
     plan = check_plan(bench_args(args), where="alexnet bench")  # checked before any partition is fetched
     data: Any = getattr(args, "data", None)
-    if data is None and getattr(args, "board", None) is not None:
-        data = common.fetch(args)
+    if data is None and getattr(args, "board", None) is not None and set(plan.common.stages) - {"fetch"}:
+        data = common.fetch(args)  # the other stages' images (the fetch stage downloads its own, twice)
     result = run(plan, data)
     common.emit(result, args.json, lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}")
 
