@@ -109,7 +109,7 @@
 #'   result <- alexnet_benchmark(images = 16, batch_size = 4, image_size = 64, seconds = 0,
 #'                               stages = c("decode", "io"), cores = 1,
 #'                               output_dir = tempfile("alexnet-benchmark"))
-#'   result
+#'   print(result)
 #'   result$stages
 #' }
 #' \dontrun{

@@ -88,7 +88,7 @@
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
 #'   board <- tempfile("board-")
 #'   report <- imagenet_upload(src$path, board = board)
-#'   imagenet_categories(board)
+#'   print(imagenet_categories(board))
 #'   # the same images as the official archives: the same board
 #'   archives <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64,
 #'                                  layout = "archives")

@@ -29,7 +29,7 @@
 #' if (alexnet_available()) {
 #'   imagenet <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4,
 #'                                  val_per_class = 1, max_side = 64)
-#'   imagenet$images
+#'   print(imagenet$images)
 #'   # the same images as the official ILSVRC2012 archives
 #'   archives <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4,
 #'                                  val_per_class = 1, max_side = 64, layout = "archives")
@@ -58,7 +58,7 @@ imagenet_synthetic <- with_declared(imagenet_synthetic, declared_formals(synthet
 #' @examples
 #' if (alexnet_available()) {
 #'   classes <- imagenet_classes()
-#'   head(classes)
+#'   print(head(classes))
 #'   classes[classes$id == "n02123045", ]
 #' }
 #' @export

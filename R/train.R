@@ -32,7 +32,8 @@
 #'   wrong type or out of range is an `alexnet_error` naming the setting, before any training.
 #' @eval settings_rd()
 #' @section Faster training:
-#' Three arguments shorten the time to a given accuracy; their defaults use all three.
+#' Three arguments shorten the time to a given accuracy; the defaults use the first and the last, and
+#' `image_size` takes several sizes to use the second.
 #'
 #' * `precision`: what the layers compute in. `NULL` (the default) takes the format that trains
 #'   fastest here: on a CPU without bfloat16 or float16 instructions that is `"float32"`; where the
@@ -56,7 +57,7 @@
 #' * `learning_rate` is the rate for a global batch of 128 (the paper's 0.01). With
 #'   `lr_scaling = "linear"` (the default) it is multiplied by the global batch / 128 (the linear
 #'   scaling rule of Goyal et al., 2017) and reached by a linear warm-up over `warmup_epochs`
-#'   (`NULL`: 5 epochs when the rate grows more than twice, else none). `lr_scaling = "none"` keeps
+#'   (`NULL`: 5 epochs, at most half of `epochs`, when the rate grows more than twice, else none). `lr_scaling = "none"` keeps
 #'   `learning_rate` whatever the batch. A batch of 8 on one CPU thus trains at
 #'   0.01 * 8 / 128 = 0.000625: a small run that must learn quickly sets `lr_scaling = "none"` or its
 #'   own `learning_rate`.
@@ -142,7 +143,7 @@
 #'   imagenet_upload(src$path, board = board)
 #'   history <- imagenet_partition(partition = 0, total = 1, board = board,
 #'                                 cache_dir = tempfile("cache-")) %>%
-#'     alexnet_train(epochs = 1, image_size = 96, verbose = 0)
+#'     alexnet_train(batch_size = 8, epochs = 1, image_size = 96, verbose = 0)
 #'   history$metrics$accuracy
 #' }
 #' @export

@@ -119,7 +119,13 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert [r["index"] for r in rows] == [0, 1]
     assert main(["fetch", "--partition", "1", "--total", "2", "--board", str(board),
                  "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert "Partition 1 of 2:" in capsys.readouterr().out
+    assert re.search(r"Partition 1 of 2: \d+ images and 1 validation images of 1 categories",
+                     capsys.readouterr().out)
+    # imagenet_partition(validation = FALSE): the training images alone
+    assert main(["fetch", "--total", "2", "--board", str(board), "--cache-dir", str(tmp_path / "cache"),
+                 "--no-validation", "--json"]) == 0
+    fetched = json.loads(capsys.readouterr().out)
+    assert fetched["image"] and fetched["val_image"] == []
 
 
 def help_of(command: str, capsys) -> str:
@@ -145,9 +151,11 @@ def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch)
 
     seen = {}
     fake_core(monkeypatch, lambda command: lambda *a, **k: seen.update(k) or {
-        "partition": 0, "total": 16, "image": [], "categories": [], "cache_dir": ""})
+        "partition": 0, "total": 16, "image": [], "val_image": [], "categories": [], "cache_dir": ""})
     assert main(["fetch", "--board", "/b"]) == 0
     assert seen == {"board": "/b"}, "only what was given reaches the core"
+    assert main(["fetch", "--board", "/b", "--no-validation"]) == 0
+    assert seen == {"board": "/b", "validation": False}
 
 
 def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_model(monkeypatch, capsys):

@@ -252,7 +252,8 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
 
 #: The options the commands write by hand, not from a declaration.
 OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--partition", "--total", "--workers", "--master", "--model",
-               "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board"}
+               "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board",
+               "--validation"}
 
 
 @pytest.mark.parametrize("command", sorted(_command_tables()))

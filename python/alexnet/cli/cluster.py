@@ -69,7 +69,7 @@ def _spark_evaluate(args: argparse.Namespace) -> None:
 
 def _cluster_options(p: argparse.ArgumentParser) -> None:
     common.core_option(p, "workers", "--workers", type=positive, required=True, help="workers (barrier tasks)")
-    p.add_argument("--master", default=None, help="Spark master (default: local[WORKERS])")
+    common.core_option(p, "master", "--master", default=None, help="Spark master (default: local[WORKERS])")
 
 
 def register(add: common.AddCommand) -> None:

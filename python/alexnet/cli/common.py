@@ -76,8 +76,10 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
             continue
         kind = KINDS[spec.kind]
         shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
+        # the declaration says a None as "unset"; here it is given as the setting's word for it
+        text = spec.help.replace("(unset: ", f"({spec.none_word}: ") if spec.none_word else spec.help
         options: dict[str, Any] = {"dest": dest(name),
-                                   "help": spec.help + (f" (default: {spec.shown_default()})" if shown else "")}
+                                   "help": text + (f" (default: {spec.shown_default()})" if shown else "")}
         if spec.kind == "flag":
             options["action"] = argparse.BooleanOptionalAction
         else:
@@ -106,11 +108,14 @@ def _or_word(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:
 OPTION_NAMES = "declared_option_names"
 
 
-def core_option(p: argparse.ArgumentParser, name: str, flag: str, **options: Any) -> None:
+def core_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool = False, **options: Any) -> None:
     """The option ``flag`` (``options`` as ``add_argument`` takes them), written by a command rather than declared,
-    that gives the core's argument ``name``: messages of the core naming ``name`` name the option instead."""
+    that gives the core's argument ``name``: messages of the core naming ``name`` name the option instead
+    (``switch``: an on/off option, ``--no-...`` turning it off)."""
+    if switch:
+        options = {"action": argparse.BooleanOptionalAction, "default": argparse.SUPPRESS, **options}
     p.add_argument(flag, **options)
-    _name_option(p, name, flag, False)
+    _name_option(p, name, flag, switch)
 
 
 def _name_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool) -> None:

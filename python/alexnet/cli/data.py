@@ -54,8 +54,8 @@ def _categories(args: argparse.Namespace) -> None:
 
 def _fetch(args: argparse.Namespace) -> None:
     emit(common.fetch(args), args.json, lambda r: (
-        f"Partition {r['partition']} of {r['total']}: {len(r['image'])} images of {len(r['categories'])} "
-        f"categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"))
+        f"Partition {r['partition']} of {r['total']}: {len(r['image'])} images and {len(r['val_image'])} validation "
+        f"images of {len(r['categories'])} categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"))
 
 
 def register(add: common.AddCommand) -> None:
@@ -75,4 +75,7 @@ def register(add: common.AddCommand) -> None:
 
     common.core_option(add("categories", _categories, "list the categories on a board"), "board", "--board",
                        help=BOARD_HELP)
-    common.partition_options(add("fetch", _fetch, "fetch one partition of the categories into the local cache"))
+    fetch = add("fetch", _fetch, "fetch one partition of the categories into the local cache")
+    common.partition_options(fetch)
+    common.core_option(fetch, "validation", "--validation", switch=True,
+                       help=common.with_default("fetch", "validation", "also fetch the partition's validation images"))

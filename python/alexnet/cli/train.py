@@ -97,4 +97,6 @@ def register(add: common.AddCommand) -> None:
     p = add("train", _train, "fetch a partition and train AlexNet on it")
     common.partition_options(p)
     training_options(p)
-    p.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"])
+    common.core_option(p, "strategy", "--strategy", choices=["default", "mirrored", "multi_worker"],
+                       help="how training is spread: default, one device (when not given); mirrored, every GPU "
+                            "of this machine; multi_worker, the workers TF_CONFIG names, this one among them")

@@ -172,7 +172,7 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     if total > len(counts):
         raise AlexnetError(
             f"`total` ({total}) must not exceed the {len(counts)} categories of board {opened.location} that have "
-            f"validation images: use total <= {len(counts)}."
+            f"validation images: use `total` <= {len(counts)}."
         )
     wnids = partition_categories(counts, partition, total)
     root = cache.open_cache(chosen.cache_dir, opened.location)

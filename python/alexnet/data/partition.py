@@ -59,7 +59,7 @@ def _check_total(total: object, categories: int) -> int:
     if total > categories:
         raise AlexnetError(
             f"`total` ({total}) must not exceed the number of categories ({categories}): "
-            f"some partitions would be empty; use total <= {categories}."
+            f"some partitions would be empty; use `total` <= {categories}."
         )
     return total
 

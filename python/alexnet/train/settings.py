@@ -166,7 +166,7 @@ class TrainSettings:
         metavar="IMAGES")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
-    log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with tensorboard --logdir",
+    log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with `tensorboard --logdir`",
                                   optional=True, output=True)
     log_every: int = setting(100, "count", "write step scalars to `log_dir` every this many steps", minimum=1)
     profile_steps: tuple[int, int] | None = setting(None, "steps", "profile these training steps (first, last; "
