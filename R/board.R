@@ -23,6 +23,10 @@
 #' A folder that holds more than one of them reads the official archives first, then Kaggle's zip, the
 #' parquet shards, the extracted tree and last the earlier tar.gz, with a warning that names the ones left
 #' alone; to read another, pass the path of its own file or folder.
+#' In the extracted trees a category's images are the `.JPEG`, `.jpg`, `.jpeg` and `.png` files directly in its
+#' folder: images in other formats, sub-folders and other files are left out with a warning that names them (hidden
+#' files without one), and a tree without a name file takes the names of ILSVRC2012's ids from
+#' [imagenet_classes()].
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
 #' images, and images whose bytes in an archive do not match the CRC-32 it records, are left out and listed
 #' in the result. A damaged archive, a devkit that does not label every
