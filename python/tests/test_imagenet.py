@@ -1,5 +1,5 @@
-"""read_imagenet: Kaggle's layout and plain <wnid>/ folders, and a clear error for each broken tree; what a category
-folder holds that is not read is said."""
+"""read_imagenet: Kaggle's layout, train/ and val/ folders, plain <wnid>/ folders, and a clear error for each broken
+tree; what a category folder holds that is not read is said."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers_imagenet import NAMES, touch, write_category, write_folders, write_kaggle
+from helpers_imagenet import NAMES, touch, write_category, write_folders, write_imagefolder, write_kaggle
 
 from alexnet.data.imagenet import ImageNetTree, read_imagenet
 from alexnet.errors import LayoutError
@@ -83,9 +83,11 @@ def test_kaggle_without_val_set_or_names(tmp_path, caplog):
     assert not caplog.records
 
 
-def test_names_missing_are_said_only_for_ids_the_shipped_list_lacks(tmp_path, caplog):
+@pytest.mark.parametrize("layout", ["kaggle", "imagefolder"])
+def test_names_missing_are_said_only_for_ids_the_shipped_list_lacks(tmp_path, layout, caplog):
     train = {**TRAIN, "n09999999": ["a.JPEG"], "n09999998": ["b.JPEG"]}
-    root = write_kaggle(tmp_path, train, names=None)
+    root = (write_kaggle(tmp_path, train, names=None) if layout == "kaggle"
+            else write_imagefolder(tmp_path, train))
     with caplog.at_level(logging.WARNING, logger="alexnet"):
         tree = read_imagenet(root)
     assert {c.id: c.name for c in tree.categories} == {**NAMES, "n09999998": "", "n09999999": ""}
@@ -148,13 +150,65 @@ def test_plain_folders_skip_hidden_folders_and_take_the_shipped_names(tmp_path, 
     assert not caplog.records  # photos of one's own have no names to miss
 
 
+# --- torchvision's ImageFolder tree: train/<wnid>/ and val/<wnid>/ ------------------------------------------------
+
+VAL_FOLDERS = {"n01440764": ["ILSVRC2012_val_00000002.JPEG"], "n01443537": ["ILSVRC2012_val_00000003.JPEG"],
+               "n01484850": ["ILSVRC2012_val_00000001.JPEG", "ILSVRC2012_val_00000004.JPEG"]}
+
+
+def test_imagefolder_layout_labels_validation_images_by_their_folder(tmp_path, caplog):
+    root = write_imagefolder(tmp_path / "imagenet", TRAIN, VAL_FOLDERS)
+    touch(root / "val" / "valprep.sh", b"mkdir -p n01440764\n")  # the script kept beside the images it moved
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        tree = read_imagenet(root)
+    assert tree.layout == "imagefolder"
+    _check_train(tree, str(root / "train"), NAMES)  # no name file: the shipped names
+    expected = sorted((str(root / "val" / w / n), w) for w, names in VAL_FOLDERS.items() for n in names)
+    assert list(zip(tree.val_files, tree.val_labels, strict=True)) == expected
+    assert not caplog.records
+
+
+def test_imagefolder_layout_without_val(tmp_path):
+    tree = read_imagenet(write_imagefolder(tmp_path, TRAIN))
+    assert tree.layout == "imagefolder" and tree.val_files == ()
+    _check_train(tree, str(tmp_path / "train"), NAMES)
+
+
+def test_imagefolder_val_folder_that_is_no_training_category(tmp_path):
+    root = write_imagefolder(tmp_path, TRAIN, {**VAL_FOLDERS, "n09999999": ["x.JPEG"], "cat": ["y.JPEG"]})
+    with pytest.raises(LayoutError, match=r"Validation folder .*val holds 2 folders not named as a training category "
+                                          r"\(cat/, n09999999/\): .* no train/cat/\. Rename the folder"):
+        read_imagenet(root)
+
+
+def test_imagefolder_val_with_unlabelled_images(tmp_path):
+    root = write_imagefolder(tmp_path, TRAIN)
+    for i in (1, 2):
+        touch(root / "val" / f"ILSVRC2012_val_0000000{i}.JPEG")
+    with pytest.raises(LayoutError, match=r"holds 2 images directly \(ILSVRC2012_val_00000001.JPEG, .*\), which "
+                                          r"nothing labels: .* val/<wnid>/\. Move each into the folder of its "
+                                          r"category \(PyTorch's valprep\.sh .*LOC_val_solution\.csv"):
+        read_imagenet(root)
+
+
+def test_kaggles_cls_loc_folder_under_another_name_is_still_kaggles(tmp_path):
+    """train/ beside a val/ of images with LOC_val_solution.csv near: Kaggle's CLS-LOC folder, moved and renamed."""
+    root = write_kaggle(tmp_path / "kaggle", TRAIN, VAL)
+    moved = tmp_path / "kaggle" / "imagenet"
+    (root / "ILSVRC" / "Data" / "CLS-LOC").rename(moved)
+    tree = read_imagenet(moved)
+    assert tree.layout == "kaggle" and tree.val_labels == tuple(VAL[i] for i in sorted(VAL))
+
+
 # --- what a category folder holds that is not read ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", ["folders", "kaggle"])
+@pytest.mark.parametrize("layout", ["folders", "kaggle", "imagefolder"])
 def test_what_category_folders_hold_that_is_not_read_is_said(tmp_path, layout, caplog):
-    root = {"folders": write_folders, "kaggle": write_kaggle}[layout](tmp_path / "src", TRAIN)
-    train = {"folders": root, "kaggle": root / "ILSVRC" / "Data" / "CLS-LOC" / "train"}[layout]
+    root = {"folders": write_folders, "kaggle": write_kaggle, "imagefolder": write_imagefolder}[layout](
+        tmp_path / "src", TRAIN)
+    train = {"folders": root, "kaggle": root / "ILSVRC" / "Data" / "CLS-LOC" / "train",
+             "imagefolder": root / "train"}[layout]
     for wnid, name in [("n01440764", "a.webp"), ("n01440764", "b.HEIC"), ("n01443537", "c.bmp"),
                        ("n01443537", "d.gif"), ("n01484850", "e.tiff")]:
         touch(train / wnid / name)
@@ -169,8 +223,8 @@ def test_what_category_folders_hold_that_is_not_read_is_said(tmp_path, layout, c
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 3, said
     formats, others, folders = said
-    assert formats.startswith(f"5 files in 3 category folders of {train} were left out: they are images in a "
-                              "format the upload does not read, only JPEG and PNG (n01440764/a.webp, "
+    assert formats.startswith(f"5 files in 3 category folders of {train} were left out: images in a format the "
+                              "upload does not read, only JPEG and PNG (n01440764/a.webp, "
                               "n01440764/b.HEIC, n01443537/c.bmp, ... (2 more)): convert them to JPEG"), formats
     assert others.startswith(f"1 file in 1 category folder of {train} was left out: not an image file "
                              "(n01440764/notes.txt)"), others

@@ -1,10 +1,12 @@
 """Read an ImageNet tree: its categories, the training files of each, and the labelled validation files.
 
-Two layouts are read:
+Three layouts are read:
 
 * Kaggle's ILSVRC download: ``ILSVRC/Data/CLS-LOC/{train/<wnid>/*.JPEG, val/*.JPEG}`` with
   ``LOC_synset_mapping.txt`` (``n01440764 tench, Tinca tinca``) and ``LOC_val_solution.csv``
   (``ImageId,PredictionString``; the first wnid of the prediction string is the label).
+* torchvision's ``ImageFolder`` tree (``imagefolder``): ``train/<wnid>/*.JPEG`` and ``val/<wnid>/*.JPEG``, a
+  validation image labelled by its folder (what PyTorch's ``valprep.sh`` makes of ImageNet's validation images).
 * A plain folder of ``<wnid>/`` folders (the full fall11 release). It has no validation set.
 
 Names come from a ``LOC_synset_mapping.txt`` (or, beside category folders, a ``synset_words.txt`` or
@@ -72,7 +74,7 @@ class ImageNetTree:
 
     Attributes:
         root: absolute path of the folder that was read.
-        layout: ``"kaggle"`` or ``"folders"``.
+        layout: ``"kaggle"``, ``"imagefolder"`` or ``"folders"``.
         categories: the categories, sorted by id (so ``categories[i].index == i``).
         val_files: absolute paths of the validation images, sorted; empty when there is no validation set.
         val_labels: the wnid of each validation image.
@@ -181,10 +183,11 @@ class LeftOut:
     def warn(self) -> None:
         """One warning per kind of entry left out: how many, a few of them, why, and what to do."""
         if self.other_images:
-            log.warning("%s %s %s left out: they are images in a format the upload does not read, only JPEG and "
-                        "PNG (%s): convert them to JPEG to have them uploaded", _count(len(self.other_images), "file"),
-                        self._in("other_images"), "was" if len(self.other_images) == 1 else "were",
-                        _some(self.other_images))
+            one = len(self.other_images) == 1
+            log.warning("%s %s %s left out: %s in a format the upload does not read, only JPEG and PNG (%s): "
+                        "convert %s to JPEG to have %s uploaded", _count(len(self.other_images), "file"),
+                        self._in("other_images"), "was" if one else "were", "an image" if one else "images",
+                        _some(self.other_images), "it" if one else "them", "it" if one else "them")
         if self.others:
             one = len(self.others) == 1
             log.warning("%s %s %s left out: %s (%s); only .JPEG, .jpg, .jpeg and .png files are read",
@@ -280,11 +283,24 @@ def _find_up(start: str, name: str, levels: int) -> str | None:
 
 def _kaggle_cls_loc(root: str) -> str | None:
     """The ``CLS-LOC`` folder when ``root`` is a Kaggle tree (or its ``ILSVRC``, ``Data`` or ``CLS-LOC`` folder)."""
-    for sub in (("ILSVRC", "Data", "CLS-LOC"), ("Data", "CLS-LOC"), ("CLS-LOC",), ()):
+    for sub in (("ILSVRC", "Data", "CLS-LOC"), ("Data", "CLS-LOC"), ("CLS-LOC",)):
         candidate = os.path.join(root, *sub)
         if os.path.isdir(os.path.join(candidate, "train")):
             return candidate
+    if os.path.isdir(os.path.join(root, "train")) and (os.path.basename(root) == "CLS-LOC" or _kaggles_val(root)):
+        return root
     return None
+
+
+def _kaggles_val(root: str) -> bool:
+    """Whether ``root/val`` holds images directly, with a ``LOC_val_solution.csv`` to label them near ``root``: Kaggle's
+    ``CLS-LOC`` folder under another name, not a ``train/``, ``val/<wnid>/`` tree."""
+    val = os.path.join(root, "val")
+    if not os.path.isdir(val) or _find_up(root, VAL_SOLUTION_FILE, 3) is None:
+        return False
+    with os.scandir(val) as entries:
+        return any(os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS and not e.name.startswith(".")
+                   and e.is_file() for e in entries)
 
 
 def _read_names_beside(folder: str, levels: int = 0) -> dict[str, str]:
@@ -377,28 +393,71 @@ def _read_val(
     return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
 
 
+def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The validation images of a ``train/``, ``val/`` tree: each in ``val/<wnid>/``, labelled by its folder.
+
+    ``LayoutError`` when a folder is not named as a training category, or when ``val/`` holds images directly
+    (unlabelled); what the folders hold that is not read is said in a warning, as for the training folders.
+    """
+    if not os.path.isdir(val_dir):
+        return (), ()
+    top = _list_folder(val_dir)
+    if top.images:
+        raise LayoutError(
+            f"Validation folder {val_dir} holds {_count(len(top.images), 'image')} directly ({_some(top.images)}), "
+            "which nothing labels: in this layout a validation image is labelled by its folder, val/<wnid>/. Move "
+            "each into the folder of its category (PyTorch's valprep.sh does so for ImageNet's validation images), "
+            f"or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
+        )
+    known = {c.id for c in categories}
+    folders = [f for f in top.folders if not f.startswith("_")]
+    strangers = [f for f in folders if f not in known]
+    if strangers:
+        raise LayoutError(
+            f"Validation folder {val_dir} holds {_count(len(strangers), 'folder')} not named as a training category "
+            f"({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and there is no "
+            f"train/{strangers[0]}/. Rename the folder to its category's, add that category's training images, or "
+            "remove the folder."
+        )
+    left_out = LeftOut(val_dir)
+    labelled: list[tuple[str, str]] = []
+    for wnid in folders:
+        folder = os.path.join(val_dir, wnid)
+        listing = _list_folder(folder)
+        left_out.add(wnid, listing)
+        labelled.extend((os.path.join(folder, name), wnid) for name in listing.images)
+    left_out.warn()
+    labelled.sort()
+    return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
+
+
 def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
-    """Read an ImageNet tree in Kaggle's layout or as a plain folder of ``<wnid>/`` folders.
+    """Read an ImageNet tree in Kaggle's layout, as ``train/`` and ``val/`` folders of ``<wnid>/`` folders, or as
+    a plain folder of ``<wnid>/`` folders.
 
     Args:
         src: for Kaggle's layout, the folder holding ``ILSVRC/`` and the ``LOC_*`` files (or the ``ILSVRC``,
-            ``Data`` or ``CLS-LOC`` folder inside it: the ``LOC_*`` files are then looked for up the tree);
-            otherwise a folder whose sub-folders are named by WordNet id and hold the images.
+            ``Data`` or ``CLS-LOC`` folder inside it: the ``LOC_*`` files are then looked for up the tree); for
+            torchvision's ``ImageFolder`` tree, the folder holding ``train/<wnid>/`` and ``val/<wnid>/`` (a
+            ``train/`` whose ``val/`` holds the images directly, with a ``LOC_val_solution.csv`` near, is Kaggle's
+            ``CLS-LOC`` folder); otherwise a folder whose sub-folders are named by WordNet id and hold the images.
 
     Returns:
         An :class:`ImageNetTree`: categories sorted by id with their global 0-based index and human name (from
         the tree's name file, else the shipped ILSVRC2012 names, else empty), the sorted training files of each,
-        and the validation files with their wnids (Kaggle layout only).
+        and the validation files with their wnids (Kaggle's and the ``train/``, ``val/`` layouts only).
 
     Raises:
         LayoutError: ``src`` is not a folder, holds no category folders, a category folder holds no images,
-            a val folder has no ``LOC_val_solution.csv``, or a validation image is labelled with a wnid that is
-            not a training category or is missing from the val folder.
+            a val folder has no ``LOC_val_solution.csv``, a validation image is labelled with a wnid that is
+            not a training category or is missing from the val folder, or, in the ``train/``, ``val/`` layout,
+            ``val/`` holds images directly or a folder named as no training category.
     """
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     if not os.path.isdir(root):
         what = "is not a folder" if os.path.exists(root) else "does not exist"
-        raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/ or the <wnid>/ folders.")
+        raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/, train/ and val/, or the "
+                          "<wnid>/ folders.")
 
     cls_loc = _kaggle_cls_loc(root)
     if cls_loc is None and os.path.isdir(os.path.join(root, "ILSVRC")):
@@ -418,6 +477,15 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
         solution = _find_up(cls_loc, VAL_SOLUTION_FILE, 3)
         val_files, val_labels = _read_val(os.path.join(cls_loc, "val"), solution, categories)
         tree = ImageNetTree(root, "kaggle", categories, val_files, val_labels)
+    elif os.path.isdir(os.path.join(root, "train")):
+        names = _read_names_beside(root)
+        categories = _read_categories(
+            os.path.join(root, "train"), names, "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"
+        )
+        if not names:
+            _unnamed(categories, MAPPING_FILE, root, "train/")
+        val_files, val_labels = _read_val_folders(os.path.join(root, "val"), categories)
+        tree = ImageNetTree(root, "imagefolder", categories, val_files, val_labels)
     else:
         categories = _read_categories(root, _read_names_beside(root),
                                       "a folder of <wnid>/ folders, or Kaggle's layout with ILSVRC/Data/CLS-LOC/train")
