@@ -17,12 +17,18 @@
 #' * Hugging Face's `imagenet-1k` parquet shards (`train-*.parquet`, `validation-*.parquet`; the test split
 #'   has no labels and is left out): `imagenet_upload("/data/imagenet-1k/data")`;
 #' * Kaggle's download extracted (`ILSVRC/Data/CLS-LOC`): `imagenet_upload("/localssd/imagenet")`;
+#' * torchvision's `ImageFolder` tree, `train/<wnid>/` and `val/<wnid>/` (each validation image in the folder of its
+#'   category, as PyTorch's `valprep.sh` leaves them): `imagenet_upload("/data/imagenet")`;
 #' * a folder of `<wnid>/` folders: `imagenet_upload("/data/fall11")`.
 #'
 #' The first four are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
 #' A folder that holds more than one of them reads the official archives first, then Kaggle's zip, the
-#' parquet shards, the extracted tree and last the earlier tar.gz, with a warning that names the ones left
-#' alone; to read another, pass the path of its own file or folder.
+#' parquet shards, the extracted tree, the `train/`, `val/` tree and last the earlier tar.gz, with a warning that
+#' names the ones left alone; to read another, pass the path of its own file or folder.
+#' In the extracted trees a category's images are the `.JPEG`, `.jpg`, `.jpeg` and `.png` files directly in its
+#' folder: images in other formats, sub-folders and other files are left out with a warning that names them (hidden
+#' files without one), and a tree without a name file takes the names of ILSVRC2012's ids from
+#' [imagenet_classes()].
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
 #' images, and images whose bytes in an archive do not match the CRC-32 it records, are left out and listed
 #' in the result. A damaged archive, a devkit that does not label every
@@ -30,7 +36,8 @@
 #' file, before anything is uploaded. Running it again skips the categories already on the board with
 #' the same content, so an interrupted upload can simply be run again: from the training tar or
 #' Kaggle's zip, the finished categories are not even read again. A source that gives no validation images
-#' (a training tar alone, parquet shards without `validation-*.parquet`, a folder of `<wnid>/` folders) is
+#' (a training tar alone, parquet shards without `validation-*.parquet`, `train/` without `val/`, a folder of
+#' `<wnid>/` folders) is
 #' uploaded with a warning that names the files of its layout that hold them: without them training measures no
 #' validation accuracy and [alexnet_evaluate()] has nothing to measure. Add them and run it again: the
 #' training categories are skipped and the validation images uploaded.
@@ -57,6 +64,10 @@
 #' imagenet_upload("/data/kaggle", board = "gs://my-bucket/imagenet")
 #' alexnet.imagenet_upload("/data/kaggle", board="gs://my-bucket/imagenet")
 #' alexnet upload /data/kaggle --board gs://my-bucket/imagenet
+#' # torchvision's ImageFolder tree: train/<wnid>/ and val/<wnid>/
+#' imagenet_upload("/data/imagenet", board = "gs://my-bucket/imagenet")
+#' alexnet.imagenet_upload("/data/imagenet", board="gs://my-bucket/imagenet")
+#' alexnet upload /data/imagenet --board gs://my-bucket/imagenet
 #' # a folder of <wnid>/ folders
 #' imagenet_upload("/data/fall11", board = "gs://my-bucket/imagenet")
 #' alexnet.imagenet_upload("/data/fall11", board="gs://my-bucket/imagenet")
@@ -74,8 +85,8 @@
 #' @details The options (all but `source` and `board`) are declared once in the core (`alexnet.data.options`), with
 #'   their defaults and checks, as are the command line's `alexnet upload` options.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
-#'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"` or
-#'   `"folders"`) of the source read, `categories` (how
+#'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"`,
+#'   `"imagefolder"` or `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
 #'   there with the same content; `character(0)` when none), `excluded` (a data frame of the categories left out
 #'   for having fewer than `min_images` good images: `category` and `images`), `images` and

@@ -6,7 +6,8 @@
 #' `LOC_synset_mapping.txt`, `LOC_val_solution.csv`), the official ILSVRC2012 archives (the training tar
 #' of per-category tars, the validation tar and the devkit with its `meta.mat` and ground truth), Kaggle's
 #' zip as downloaded, Kaggle's earlier download (its tree in one tar.gz), Hugging Face's `imagenet-1k`
-#' parquet shards, or a folder of `<wnid>/` folders. Every
+#' parquet shards, torchvision's `ImageFolder` tree (`train/<wnid>/`, `val/<wnid>/`), or a folder of `<wnid>/`
+#' folders. Every
 #' layout holds the same images, byte for byte. Its categories are the ILSVRC2012 classes in label order
 #' (see [imagenet_classes()]). The same arguments always give the same files. Use it to try the whole
 #' workflow without the real data set, which cannot be redistributed.
@@ -17,7 +18,9 @@
 #'   and `LOC_val_solution.csv`; `"archives"`, `ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar` and
 #'   `ILSVRC2012_devkit_t12.tar.gz`; `"kaggle_zip"`, `imagenet-object-localization-challenge.zip`;
 #'   `"kaggle_targz"`, `imagenet_object_localization_patched2019.tar.gz` with the `LOC_*` files beside it;
-#'   `"parquet"`, `data/train-*.parquet` and `data/validation-*.parquet`; `"folders"`, `<wnid>/` folders. All
+#'   `"parquet"`, `data/train-*.parquet` and `data/validation-*.parquet`; `"imagefolder"`, `train/<wnid>/` and
+#'   `val/<wnid>/` (each validation image in the folder of its category, no name file); `"folders"`, `<wnid>/`
+#'   folders and `synset_words.txt`. All
 #'   layouts but `"kaggle"` and `"folders"` hold ILSVRC2012's classes only, at most 1000.
 #'
 #'   The options (all but `dest`) are declared once in the core (`alexnet.data.options`), with their defaults and

@@ -63,6 +63,17 @@ def write_folders(root: Path, train: Mapping[str, Iterable[str]]) -> Path:
     return root
 
 
+def write_imagefolder(root: Path, train: Mapping[str, Iterable[str]],
+                      val: Mapping[str, Iterable[str]] | None = None) -> Path:
+    """torchvision's ImageFolder tree under ``root``: ``train/<wnid>/`` and, with ``val`` (wnid -> file names),
+    ``val/<wnid>/``."""
+    for wnid, files in train.items():
+        write_category(root / "train" / wnid, files)
+    for wnid, files in (val or {}).items():
+        write_category(root / "val" / wnid, files)
+    return root
+
+
 def killed_upload(source: str | Path, board: Path, env: dict[str, str], done: int = 2, timeout: float = 90) -> None:
     """Upload ``source`` to ``board`` in a child process, one category at a time and slowed down, and kill it
     (SIGKILL) once ``done`` category zips are on the board."""

@@ -80,7 +80,8 @@ def test_readme_has_the_snippets_this_file_runs():
 
 #: Where README's layouts section reads ImageNet from, and the layout written there (the board is a folder here).
 LAYOUT_SOURCES = {"ilsvrc2012": "archives", "imagenet-object-localization-challenge.zip": "kaggle_zip",
-                  "kaggle-2019": "kaggle_targz", "imagenet-1k": "parquet", "kaggle": "kaggle", "fall11": "folders"}
+                  "kaggle-2019": "kaggle_targz", "imagenet-1k": "parquet", "kaggle": "kaggle",
+                  "imagenet": "imagefolder", "fall11": "folders"}
 
 
 @pytest.fixture(scope="module")

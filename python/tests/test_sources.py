@@ -67,7 +67,7 @@ def made(tmp_path_factory):
     """The synthetic ImageNet in every layout, and the board of its extracted (Kaggle) tree."""
     root = tmp_path_factory.mktemp("layouts")
     paths = {layout: imagenet_synthetic(root / layout, layout=layout, **SMALL)["path"]
-             for layout in ("kaggle", *ARCHIVE_LAYOUTS, "folders")}
+             for layout in ("kaggle", *ARCHIVE_LAYOUTS, "imagefolder", "folders")}
     reference = root / "reference-board"
     imagenet_upload(paths["kaggle"], reference, workers=2)
     return {"root": root, "paths": paths, "reference": reference, "table": table(reference),
@@ -81,10 +81,14 @@ def without_val(rows: list[dict]) -> list[dict]:
 # -- every layout gives the same board -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", [*ARCHIVE_LAYOUTS, "folders"])
-def test_each_layout_uploads_the_board_of_the_extracted_tree(layout, made, tmp_path):
+@pytest.mark.parametrize("layout", [*ARCHIVE_LAYOUTS, "imagefolder", "folders"])
+def test_each_layout_uploads_the_board_of_the_extracted_tree(layout, made, tmp_path, caplog):
     board = tmp_path / "board"
-    report = imagenet_upload(made["paths"][layout], board, workers=2)
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        report = imagenet_upload(made["paths"][layout], board, workers=2)
+    # nothing but the quirk files said: no name left empty, no validation image missed, no file left out unsaid
+    assert [r.getMessage() for r in caplog.records if "bad image" not in r.getMessage()
+            and "gave no validation images" not in r.getMessage()] == []
     assert report["layout"] == layout and sorted(report["uploaded"]) == [r["id"] for r in made["table"]]
     # same categories, names, labels, image counts and zips byte for byte (sha256), validation included
     expected = made["table"] if layout != "folders" else without_val(made["table"])
@@ -1081,7 +1085,7 @@ def test_validation_tar_without_devkit(made, tmp_path):
 
 #: The files that hold a layout's validation images, left out of a copy of the source and added back.
 VALIDATION_FILES = {"archives": (VAL_TAR, DEVKIT), "parquet": ("data/validation-00000-of-00001.parquet",),
-                    "kaggle": ("ILSVRC/Data/CLS-LOC/val", VAL_SOLUTION_FILE)}
+                    "kaggle": ("ILSVRC/Data/CLS-LOC/val", VAL_SOLUTION_FILE), "imagefolder": ("val",)}
 
 
 def no_validation_warnings(caplog) -> list[str]:
@@ -1116,7 +1120,7 @@ def test_a_layout_without_a_validation_set_names_those_with_one(made, tmp_path, 
         imagenet_upload(made["paths"]["folders"], tmp_path / "board", workers=2)
     said = no_validation_warnings(caplog)
     assert len(said) == 1 and "the folders layout has no validation set" in said[0]
-    assert all(f"{layout}: " in said[0] for layout in (*ARCHIVE_LAYOUTS, "kaggle")), said[0]
+    assert all(f"{layout}: " in said[0] for layout in (*ARCHIVE_LAYOUTS, "kaggle", "imagefolder")), said[0]
 
 
 def test_held_out_images_depend_on_their_names_alone():
@@ -1169,6 +1173,26 @@ def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_
         imagenet_upload(made["paths"]["kaggle_zip"], tmp_path / "other", val_share=0.3)
     with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): `val_share` holds out"):
         imagenet_upload(made["paths"]["kaggle"], tmp_path / "other", val_share=0.3)
+
+
+def test_an_imagefolder_tree_of_categories_of_ones_own(made, tmp_path):
+    """train/ and val/ folders of categories named as one likes: validation images labelled by their folder, an
+    upload run again skips them all, and val_share is refused since the tree has validation images."""
+    source = tmp_path / "pets"
+    shutil.copytree(made["paths"]["imagefolder"], source)
+    ids = [row["id"] for row in made["table"]]
+    for i, wnid in enumerate(ids):
+        for split in ("train", "val"):
+            (source / split / wnid).rename(source / split / f"pet-{i}")
+    board = tmp_path / "board"
+    report = imagenet_upload(source, board, workers=2)
+    assert report["layout"] == "imagefolder"
+    renamed = [{**row, "id": f"pet-{i}", "name": ""} for i, row in enumerate(made["table"])]
+    assert table(board) == renamed  # the same zips, validation ones included, under the folders' names
+    again = imagenet_upload(source, board, workers=2)
+    assert again["uploaded"] == [] and again["skipped"] == [f"pet-{i}" for i in range(CLASSES)]
+    with pytest.raises(LayoutError, match=r"has validation images of its own \(12\): `val_share` holds out"):
+        imagenet_upload(source, tmp_path / "other", val_share=0.3)
 
 
 @pytest.mark.parametrize("budget", [None, 1])
@@ -1357,7 +1381,7 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
         imagenet_upload(tmp_path / "src", tmp_path / "board")
     message = str(err.value)
     assert "holds notes.txt, photos.tar" in message
-    for layout in ("archives", "kaggle_zip", "kaggle_targz", "parquet", "kaggle", "folders"):
+    for layout in ("archives", "kaggle_zip", "kaggle_targz", "parquet", "kaggle", "imagefolder", "folders"):
         assert f"  - {layout}: " in message
     assert_nothing_uploaded(tmp_path / "board")
 

@@ -21,7 +21,7 @@ test_that("each layout uploads the categories, labels and zips of the extracted 
   kaggle <- do.call(imagenet_synthetic, c(list(file.path(dir, "kaggle")), sizes))
   expected <- imagenet_categories(imagenet_upload(kaggle$path, board = file.path(dir, "board-kaggle"))$board)
   compared <- c("id", "name", "index", "images", "sha256", "val_images", "val_sha256")
-  for (layout in c("archives", "kaggle_zip", "kaggle_targz", "parquet")) {
+  for (layout in c("archives", "kaggle_zip", "kaggle_targz", "parquet", "imagefolder")) {
     src <- do.call(imagenet_synthetic, c(list(file.path(dir, layout)), sizes, layout = layout))
     expect_equal(src$layout, layout)
     expect_output(print(src), paste0("(", layout, " layout)"), fixed = TRUE)

@@ -1,13 +1,21 @@
 """Read an ImageNet tree: its categories, the training files of each, and the labelled validation files.
 
-Two layouts are read:
+Three layouts are read:
 
 * Kaggle's ILSVRC download: ``ILSVRC/Data/CLS-LOC/{train/<wnid>/*.JPEG, val/*.JPEG}`` with
   ``LOC_synset_mapping.txt`` (``n01440764 tench, Tinca tinca``) and ``LOC_val_solution.csv``
   (``ImageId,PredictionString``; the first wnid of the prediction string is the label).
-* A plain folder of ``<wnid>/`` folders (the full fall11 release), with names from a
-  ``LOC_synset_mapping.txt``, ``synset_words.txt`` or ``words.txt`` next to them when there is one. It has no
-  validation set.
+* torchvision's ``ImageFolder`` tree (``imagefolder``): ``train/<wnid>/*.JPEG`` and ``val/<wnid>/*.JPEG``, a
+  validation image labelled by its folder (what PyTorch's ``valprep.sh`` makes of ImageNet's validation images).
+* A plain folder of ``<wnid>/`` folders (the full fall11 release). It has no validation set.
+
+Names come from a ``LOC_synset_mapping.txt`` (or, beside category folders, a ``synset_words.txt`` or
+``words.txt``) when there is one; ids it does not name, or all of them without one, are named from the 1000
+ILSVRC2012 classes the package ships (:mod:`alexnet.data.classes`), and left empty when they are none of these.
+
+A category folder's images are the ``.JPEG``, ``.jpg``, ``.jpeg`` and ``.png`` files directly in it. What else it
+holds is left out with one warning per kind (:class:`LeftOut`): images in other formats, other files, sub-folders;
+hidden files are left out without a word.
 
 Listing uses one ``os.scandir`` per folder and no per-file ``stat``, so the 1.28M files of ImageNet-1k are
 listed in seconds.
@@ -24,12 +32,19 @@ from typing import TypeVar
 
 from ..errors import LayoutError
 from ..storage.layout import board_own_pin
+from .classes import class_names
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpeg", ".jpg", ".png"})
+#: Image formats met in folders of photos that the upload does not read: a file with one of these extensions is
+#: said to be an image to convert, not a stray file.
+OTHER_IMAGE_EXTENSIONS: frozenset[str] = frozenset({
+    ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif", ".avif", ".jxl", ".jp2", ".jfif", ".ico", ".svg",
+    ".dng", ".cr2", ".cr3", ".nef", ".arw", ".orf", ".rw2", ".raw",
+})
 MAPPING_FILE = "LOC_synset_mapping.txt"
 VAL_SOLUTION_FILE = "LOC_val_solution.csv"
 # Name files looked for, in this order, next to the <wnid>/ folders of the plain layout.
@@ -59,7 +74,7 @@ class ImageNetTree:
 
     Attributes:
         root: absolute path of the folder that was read.
-        layout: ``"kaggle"`` or ``"folders"``.
+        layout: ``"kaggle"``, ``"imagefolder"`` or ``"folders"``.
         categories: the categories, sorted by id (so ``categories[i].index == i``).
         val_files: absolute paths of the validation images, sorted; empty when there is no validation set.
         val_labels: the wnid of each validation image.
@@ -81,14 +96,108 @@ class ImageNetTree:
         return [f for c in self.categories for f in c.files], [c.index for c in self.categories for _ in c.files]
 
 
-def _is_image(name: str) -> bool:
-    return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+def _is_name_file(name: str) -> bool:
+    return name.startswith("LOC_") or name in NAME_FILES
 
 
-def _list_images(folder: str) -> list[str]:
-    """Sorted names of the image files directly in ``folder`` (one scandir, no stat for regular entries)."""
+@dataclass
+class Listing:
+    """What a category folder holds, from one ``os.scandir`` (a ``stat`` only where the kernel does not say what an
+    entry is): the ``images`` read, and what is left out: ``other_images`` (images in formats not read),
+    ``others`` (files that are not images) and ``folders`` (sub-folders, whose files are not read). Hidden entries
+    and the name files (``LOC_*``, ``synset_words.txt``, ``words.txt``) are in none of them. Names are sorted."""
+
+    images: list[str]
+    other_images: list[str]
+    others: list[str]
+    folders: list[str]
+
+    def held(self) -> str:
+        """What the folder holds besides images, as an error says it (empty when nothing)."""
+        said = []
+        if self.folders:
+            said.append(f"{_count(len(self.folders), 'sub-folder')} ({_some([f + '/' for f in self.folders])}), "
+                        "whose files are not read: move the images up into the folder itself")
+        if self.other_images:
+            said.append(f"{_count(len(self.other_images), 'image')} in a format not read "
+                        f"({_some(self.other_images)}): convert them to JPEG")
+        if self.others:
+            said.append(f"{_count(len(self.others), 'file')} that {'is' if len(self.others) == 1 else 'are'} not "
+                        f"an image ({_some(self.others)})")
+        return "; ".join(said)
+
+
+def _count(n: int, what: str, plural: str = "") -> str:
+    return f"{n} {what if n == 1 else plural or what + 's'}"
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names``, and how many more there are."""
+    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown} more)" if len(names) > shown else "")
+
+
+def _list_folder(folder: str) -> Listing:
+    """What ``folder`` holds (see :class:`Listing`): one scandir, no stat for regular entries."""
+    images, other_images, others, folders = [], [], [], []
     with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries if _is_image(e.name) and e.is_file())
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            extension = os.path.splitext(name)[1].lower()
+            if extension in IMAGE_EXTENSIONS and entry.is_file():
+                images.append(name)
+            elif entry.is_dir():
+                folders.append(name)
+            elif _is_name_file(name):
+                continue
+            elif extension in OTHER_IMAGE_EXTENSIONS:
+                other_images.append(name)
+            elif entry.is_file():
+                others.append(name)
+    return Listing(sorted(images), sorted(other_images), sorted(others), sorted(folders))
+
+
+class LeftOut:
+    """What the category folders of one folder hold that is not read, gathered as they are listed and said in one
+    warning per kind (:meth:`warn`), so that nothing is dropped without a word."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.other_images: list[str] = []
+        self.others: list[str] = []
+        self.folders: list[str] = []
+        self.categories: dict[str, set[str]] = {"other_images": set(), "others": set(), "folders": set()}
+
+    def add(self, category: str, listing: Listing) -> None:
+        """What the folder of ``category`` holds besides its images."""
+        for kind, names, suffix in (("other_images", listing.other_images, ""), ("others", listing.others, ""),
+                                    ("folders", listing.folders, "/")):
+            if names:
+                getattr(self, kind).extend(f"{category}/{n}{suffix}" for n in names)
+                self.categories[kind].add(category)
+
+    def _in(self, kind: str) -> str:
+        return f"in {_count(len(self.categories[kind]), 'category folder')} of {self.where}"
+
+    def warn(self) -> None:
+        """One warning per kind of entry left out: how many, a few of them, why, and what to do."""
+        if self.other_images:
+            one = len(self.other_images) == 1
+            log.warning("%s %s %s left out: %s in a format the upload does not read, only JPEG and PNG (%s): "
+                        "convert %s to JPEG to have %s uploaded", _count(len(self.other_images), "file"),
+                        self._in("other_images"), "was" if one else "were", "an image" if one else "images",
+                        _some(self.other_images), "it" if one else "them", "it" if one else "them")
+        if self.others:
+            one = len(self.others) == 1
+            log.warning("%s %s %s left out: %s (%s); only .JPEG, .jpg, .jpeg and .png files are read",
+                        _count(len(self.others), "file"), self._in("others"), "was" if one else "were",
+                        "not an image file" if one else "not image files", _some(self.others))
+        if self.folders:
+            log.warning("%s %s %s not read (%s): a category's images are read from its own folder, not from folders "
+                        "inside it; move their images up into the category folder (under names of their own) to have "
+                        "them uploaded", _count(len(self.folders), "sub-folder"), self._in("folders"),
+                        "was" if len(self.folders) == 1 else "were", _some(self.folders))
 
 
 def _category_dirs(folder: str) -> list[str]:
@@ -115,27 +224,47 @@ def _read_names(path: str) -> dict[str, str]:
 
 
 def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) -> tuple[Category, ...]:
+    """The categories of ``train_dir``, named from ``names`` or else the shipped ILSVRC2012 names; what their
+    folders hold that is not read is said in a warning."""
     wnids = _category_dirs(train_dir)
     if not wnids:
         raise LayoutError(
             f"No category folders in {train_dir}. Expected {layout_hint}: one sub-folder per category "
             "named by its WordNet id (e.g. n01440764/) holding its images."
         )
+    shipped = class_names()
+    left_out = LeftOut(train_dir)
     categories = []
     for index, wnid in enumerate(wnids):
         folder = os.path.join(train_dir, wnid)
         if board_own_pin(wnid):
             raise LayoutError(f"Category folder {folder} is named as one of a board's own pins (categories, "
                               "bad_images, val-<category>): rename the folder.")
-        files = _list_images(folder)
-        if not files:
+        listing = _list_folder(folder)
+        if not listing.images:
+            held = listing.held()
             raise LayoutError(
-                f"Category folder {folder} holds no images (.JPEG, .jpg, .jpeg or .png). "
-                "Add its images or remove the folder."
+                f"Category folder {folder} holds no images (.JPEG, .jpg, .jpeg or .png)"
+                + (f": it holds {held}. " if held else ". ") + "Add its images or remove the folder."
             )
+        left_out.add(wnid, listing)
         prefix = folder + os.sep
-        categories.append(Category(wnid, names.get(wnid, ""), index, tuple(prefix + n for n in files)))
+        name = names[wnid] if wnid in names else shipped.get(wnid, "")
+        categories.append(Category(wnid, name, index, tuple(prefix + n for n in listing.images)))
+    left_out.warn()
     return tuple(categories)
+
+
+def _unnamed(categories: tuple[Category, ...], mapping: str, near: str, beside: str) -> None:
+    """Warn of the categories left without a name when no mapping file was found: those whose ids are not among
+    the ILSVRC2012 classes the package ships (the others are named from it)."""
+    shipped = class_names()
+    unknown = [c.id for c in categories if c.id not in shipped]
+    if unknown:
+        log.warning("%s not found near %s: the names of %s (%s) are left empty, their ids being none of the 1000 "
+                    "ILSVRC2012 classes whose names the package ships (the others are named from them); put %s "
+                    "beside %s to name them", mapping, near, _count(len(unknown), "category", "categories"),
+                    _some(unknown), mapping, beside)
 
 
 def _find_up(start: str, name: str, levels: int) -> str | None:
@@ -154,11 +283,34 @@ def _find_up(start: str, name: str, levels: int) -> str | None:
 
 def _kaggle_cls_loc(root: str) -> str | None:
     """The ``CLS-LOC`` folder when ``root`` is a Kaggle tree (or its ``ILSVRC``, ``Data`` or ``CLS-LOC`` folder)."""
-    for sub in (("ILSVRC", "Data", "CLS-LOC"), ("Data", "CLS-LOC"), ("CLS-LOC",), ()):
+    for sub in (("ILSVRC", "Data", "CLS-LOC"), ("Data", "CLS-LOC"), ("CLS-LOC",)):
         candidate = os.path.join(root, *sub)
         if os.path.isdir(os.path.join(candidate, "train")):
             return candidate
+    if os.path.isdir(os.path.join(root, "train")) and (os.path.basename(root) == "CLS-LOC" or _kaggles_val(root)):
+        return root
     return None
+
+
+def _kaggles_val(root: str) -> bool:
+    """Whether ``root/val`` holds images directly, with a ``LOC_val_solution.csv`` to label them near ``root``: Kaggle's
+    ``CLS-LOC`` folder under another name, not a ``train/``, ``val/<wnid>/`` tree."""
+    val = os.path.join(root, "val")
+    if not os.path.isdir(val) or _find_up(root, VAL_SOLUTION_FILE, 3) is None:
+        return False
+    with os.scandir(val) as entries:
+        return any(os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS and not e.name.startswith(".")
+                   and e.is_file() for e in entries)
+
+
+def _read_names_beside(folder: str, levels: int = 0) -> dict[str, str]:
+    """``wnid -> name`` from the first name file of :data:`NAME_FILES` found in ``folder`` (or up to ``levels``
+    folders above it); empty when there is none."""
+    for name_file in NAME_FILES:
+        path = _find_up(folder, name_file, levels)
+        if path is not None:
+            return _read_names(path)
+    return {}
 
 
 def read_val_solution(lines: Iterable[str], where: str) -> list[tuple[str, str]]:
@@ -224,7 +376,7 @@ def _read_val(
     has_dir = os.path.isdir(val_dir)
     on_disk: dict[str, str] = {}
     if has_dir:
-        for name in _list_images(val_dir):
+        for name in _list_folder(val_dir).images:
             on_disk.setdefault(os.path.splitext(name)[0], os.path.join(val_dir, name))
     if solution is None:
         if on_disk:
@@ -241,27 +393,71 @@ def _read_val(
     return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
 
 
+def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The validation images of a ``train/``, ``val/`` tree: each in ``val/<wnid>/``, labelled by its folder.
+
+    ``LayoutError`` when a folder is not named as a training category, or when ``val/`` holds images directly
+    (unlabelled); what the folders hold that is not read is said in a warning, as for the training folders.
+    """
+    if not os.path.isdir(val_dir):
+        return (), ()
+    top = _list_folder(val_dir)
+    if top.images:
+        raise LayoutError(
+            f"Validation folder {val_dir} holds {_count(len(top.images), 'image')} directly ({_some(top.images)}), "
+            "which nothing labels: in this layout a validation image is labelled by its folder, val/<wnid>/. Move "
+            "each into the folder of its category (PyTorch's valprep.sh does so for ImageNet's validation images), "
+            f"or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
+        )
+    known = {c.id for c in categories}
+    folders = [f for f in top.folders if not f.startswith("_")]
+    strangers = [f for f in folders if f not in known]
+    if strangers:
+        raise LayoutError(
+            f"Validation folder {val_dir} holds {_count(len(strangers), 'folder')} not named as a training category "
+            f"({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and there is no "
+            f"train/{strangers[0]}/. Rename the folder to its category's, add that category's training images, or "
+            "remove the folder."
+        )
+    left_out = LeftOut(val_dir)
+    labelled: list[tuple[str, str]] = []
+    for wnid in folders:
+        folder = os.path.join(val_dir, wnid)
+        listing = _list_folder(folder)
+        left_out.add(wnid, listing)
+        labelled.extend((os.path.join(folder, name), wnid) for name in listing.images)
+    left_out.warn()
+    labelled.sort()
+    return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
+
+
 def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
-    """Read an ImageNet tree in Kaggle's layout or as a plain folder of ``<wnid>/`` folders.
+    """Read an ImageNet tree in Kaggle's layout, as ``train/`` and ``val/`` folders of ``<wnid>/`` folders, or as
+    a plain folder of ``<wnid>/`` folders.
 
     Args:
         src: for Kaggle's layout, the folder holding ``ILSVRC/`` and the ``LOC_*`` files (or the ``ILSVRC``,
-            ``Data`` or ``CLS-LOC`` folder inside it: the ``LOC_*`` files are then looked for up the tree);
-            otherwise a folder whose sub-folders are named by WordNet id and hold the images.
+            ``Data`` or ``CLS-LOC`` folder inside it: the ``LOC_*`` files are then looked for up the tree); for
+            torchvision's ``ImageFolder`` tree, the folder holding ``train/<wnid>/`` and ``val/<wnid>/`` (a
+            ``train/`` whose ``val/`` holds the images directly, with a ``LOC_val_solution.csv`` near, is Kaggle's
+            ``CLS-LOC`` folder); otherwise a folder whose sub-folders are named by WordNet id and hold the images.
 
     Returns:
-        An :class:`ImageNetTree`: categories sorted by id with their global 0-based index and human name,
-        the sorted training files of each, and the validation files with their wnids (Kaggle layout only).
+        An :class:`ImageNetTree`: categories sorted by id with their global 0-based index and human name (from
+        the tree's name file, else the shipped ILSVRC2012 names, else empty), the sorted training files of each,
+        and the validation files with their wnids (Kaggle's and the ``train/``, ``val/`` layouts only).
 
     Raises:
         LayoutError: ``src`` is not a folder, holds no category folders, a category folder holds no images,
-            a val folder has no ``LOC_val_solution.csv``, or a validation image is labelled with a wnid that is
-            not a training category or is missing from the val folder.
+            a val folder has no ``LOC_val_solution.csv``, a validation image is labelled with a wnid that is
+            not a training category or is missing from the val folder, or, in the ``train/``, ``val/`` layout,
+            ``val/`` holds images directly or a folder named as no training category.
     """
     root = os.path.abspath(os.path.expanduser(os.fspath(src)))
     if not os.path.isdir(root):
         what = "is not a folder" if os.path.exists(root) else "does not exist"
-        raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/ or the <wnid>/ folders.")
+        raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/, train/ and val/, or the "
+                          "<wnid>/ folders.")
 
     cls_loc = _kaggle_cls_loc(root)
     if cls_loc is None and os.path.isdir(os.path.join(root, "ILSVRC")):
@@ -272,25 +468,27 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
     if cls_loc is not None:
         # The LOC files sit next to ILSVRC/, three levels above CLS-LOC.
         mapping = _find_up(cls_loc, MAPPING_FILE, 3)
-        if mapping is None:
-            log.warning("%s not found near %s: category names are left empty", MAPPING_FILE, cls_loc)
         names = _read_names(mapping) if mapping else {}
         categories = _read_categories(
             os.path.join(cls_loc, "train"), names, "Kaggle's ILSVRC/Data/CLS-LOC/train/<wnid>/ layout"
         )
+        if mapping is None:
+            _unnamed(categories, MAPPING_FILE, cls_loc, "ILSVRC/")
         solution = _find_up(cls_loc, VAL_SOLUTION_FILE, 3)
         val_files, val_labels = _read_val(os.path.join(cls_loc, "val"), solution, categories)
         tree = ImageNetTree(root, "kaggle", categories, val_files, val_labels)
-    else:
-        names = {}
-        for name_file in NAME_FILES:
-            path = os.path.join(root, name_file)
-            if os.path.isfile(path):
-                names = _read_names(path)
-                break
+    elif os.path.isdir(os.path.join(root, "train")):
+        names = _read_names_beside(root)
         categories = _read_categories(
-            root, names, "a folder of <wnid>/ folders, or Kaggle's layout with ILSVRC/Data/CLS-LOC/train"
+            os.path.join(root, "train"), names, "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"
         )
+        if not names:
+            _unnamed(categories, MAPPING_FILE, root, "train/")
+        val_files, val_labels = _read_val_folders(os.path.join(root, "val"), categories)
+        tree = ImageNetTree(root, "imagefolder", categories, val_files, val_labels)
+    else:
+        categories = _read_categories(root, _read_names_beside(root),
+                                      "a folder of <wnid>/ folders, or Kaggle's layout with ILSVRC/Data/CLS-LOC/train")
         tree = ImageNetTree(root, "folders", categories)
 
     log.info(
@@ -304,4 +502,4 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
     return tree
 
 
-__all__ = ["Category", "ImageNetTree", "label_val_images", "read_imagenet", "read_val_solution"]
+__all__ = ["Category", "ImageNetTree", "LeftOut", "Listing", "label_val_images", "read_imagenet", "read_val_solution"]

@@ -15,6 +15,8 @@ release packs them.
 * ``parquet``: ``data/train-*.parquet`` (rows in category order, as a conversion of the training tar writes
   them, several row groups a shard), ``data/validation-*.parquet`` (in image-number order) and a
   ``data/test-*.parquet`` whose labels are -1, as Hugging Face's; ``image`` is a struct of ``bytes`` and ``path``.
+* ``imagefolder``: ``train/<wnid>/`` and ``val/<wnid>/``, each validation image in the folder of its label, as
+  PyTorch's ``valprep.sh`` leaves them, and no name file (the names are the shipped ILSVRC2012 ones).
 * ``folders``: the ``<wnid>/`` folders and a ``synset_words.txt``; this layout has no validation set.
 """
 
@@ -37,7 +39,7 @@ from .kaggle_zip import KAGGLE_ZIP
 
 #: Files or folders a layout writes at the top of ``dest`` (a second synthetic set there is refused).
 LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, KAGGLE_TARGZ,
-                "data", "synset_words.txt")
+                "data", "synset_words.txt", "train", "val")
 _ROWS_PER_GROUP = 8
 _SHARDS = 2
 _DATE = 1_335_830_400  # 2012-05-01, the release's month
@@ -176,10 +178,21 @@ def _folders(kaggle: Path, dest: Path, synsets: list[tuple[str, str]]) -> dict[s
     return {"train": str(dest)}
 
 
+def _imagefolder(kaggle: Path, dest: Path, synsets: list[tuple[str, str]]) -> dict[str, str]:
+    cls_loc = kaggle / "ILSVRC" / "Data" / "CLS-LOC"
+    for wnid, _ in synsets:
+        shutil.copytree(cls_loc / "train" / wnid, dest / "train" / wnid)
+    for image_id, wnid in _val_labels(kaggle):
+        folder = dest / "val" / wnid
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cls_loc / "val" / f"{image_id}.JPEG", folder)
+    return {"train": str(dest / "train")}
+
+
 #: Where a training image ``{name}`` of category ``{wnid}`` lies inside what :func:`write_layout` returns.
 MEMBER_PATHS = {"archives": "{wnid}.tar/{name}", "kaggle_zip": "ILSVRC/Data/CLS-LOC/train/{wnid}/{name}",
                 "kaggle_targz": "ILSVRC/Data/CLS-LOC/train/{wnid}/{name}",
-                "parquet": "{name}", "folders": "{wnid}/{name}"}
+                "parquet": "{name}", "imagefolder": "{wnid}/{name}", "folders": "{wnid}/{name}"}
 
 
 def write_layout(layout: str, kaggle: Path, dest: Path, synsets: list[tuple[str, str]]) -> dict[str, Any]:
@@ -194,6 +207,8 @@ def write_layout(layout: str, kaggle: Path, dest: Path, synsets: list[tuple[str,
         return _kaggle_targz(kaggle, dest)
     if layout == "parquet":
         return _parquet(kaggle, dest, synsets)
+    if layout == "imagefolder":
+        return _imagefolder(kaggle, dest, synsets)
     return _folders(kaggle, dest, synsets)
 
 

@@ -82,8 +82,9 @@ class SyntheticOptions:
     layout: str = setting("kaggle", "choice", "the layout written: kaggle (Kaggle's download extracted), archives (the "
                           "official ILSVRC2012 training tar, validation tar and devkit), kaggle_zip (Kaggle's zip as "
                           "downloaded), kaggle_targz (Kaggle's earlier download: its tree in one tar.gz, the LOC_ "
-                          "files beside it), parquet (Hugging Face's imagenet-1k shards) or folders (one folder per "
-                          "WordNet id, without validation images)", choices=LAYOUT_NAMES, check=check_layout)
+                          "files beside it), parquet (Hugging Face's imagenet-1k shards), imagefolder (train/<wnid>/ "
+                          "and val/<wnid>/ folders, as torchvision's ImageFolder reads them) or folders (one folder "
+                          "per WordNet id, without validation images)", choices=LAYOUT_NAMES, check=check_layout)
 
 
 @dataclass(frozen=True)

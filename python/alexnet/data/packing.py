@@ -281,9 +281,10 @@ class Uploader:
     def _states(self, pool: ThreadPoolExecutor) -> None:
         """The board's state of every category pin it holds, read in parallel before anything is decided."""
         self.existing = set(self.board.pin_names())
-        # a category's pin is named by its id: a WordNet id, or in a folder of category folders the folder's own name
-        # (known once the folders are listed; the official archives learn theirs while the first ones are packed)
-        own = set(self.source.names) if self.source.layout == "folders" else set()
+        # a category's pin is named by its id: a WordNet id, or in a folder of category folders (or train/ and val/
+        # folders of them) the folder's own name (known once the folders are listed; the official archives learn
+        # theirs while the first ones are packed)
+        own = set(self.source.names) if self.source.layout in ("folders", "imagefolder") else set()
         names = sorted(n for n in self.existing
                        if _CATEGORY_PIN.match(n) or n in own or n.removeprefix(layout.VAL_PREFIX) in own)
 

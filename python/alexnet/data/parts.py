@@ -22,7 +22,7 @@ from .imagenet import IMAGE_EXTENSIONS
 
 #: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by
 #: :func:`~alexnet.data.synthetic.imagenet_synthetic`.
-LAYOUT_NAMES = ("kaggle", "archives", "kaggle_zip", "kaggle_targz", "parquet", "folders")
+LAYOUT_NAMES = ("kaggle", "archives", "kaggle_zip", "kaggle_targz", "parquet", "imagefolder", "folders")
 
 
 class Member(NamedTuple):
@@ -125,7 +125,8 @@ class Source:
     """An ImageNet source read for an upload. Subclasses set the attributes and yield parts.
 
     Attributes:
-        layout: ``"kaggle"``, ``"folders"``, ``"archives"``, ``"kaggle_zip"``, ``"kaggle_targz"`` or ``"parquet"``.
+        layout: ``"kaggle"``, ``"imagefolder"``, ``"folders"``, ``"archives"``, ``"kaggle_zip"``, ``"kaggle_targz"``
+            or ``"parquet"``.
         root: where it was read from (a path or URL), for messages and the report.
         names: WordNet id -> name of every category the source has.
         total_bytes: bytes of the source the upload reads, for the progress bar.

@@ -14,13 +14,15 @@ layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL
 ``parquet``       Hugging Face's ``imagenet-1k``: a folder of ``train-*.parquet`` and
                   ``validation-*.parquet`` shards, or the folder above its ``data/`` (:mod:`alexnet.data.parquet`)
 ``kaggle``        Kaggle's download extracted: ``ILSVRC/Data/CLS-LOC/train/<wnid>/``, ``LOC_*`` files
+``imagefolder``   torchvision's ``ImageFolder`` tree: ``train/<wnid>/`` and ``val/<wnid>/`` folders of images, a
+                  validation image labelled by its folder (as PyTorch's ``valprep.sh`` leaves them)
 ``folders``       a folder of ``<wnid>/`` folders of images
 ================  =====================================================================================
 
-The last two are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
+The last three are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
 ``LayoutError`` that lists these layouts and what the source holds. A folder that holds several reads the
-archives, then Kaggle's zip, the shards, the extracted tree and last the tar.gz (:func:`_found`), with one warning
-naming the others.
+archives, then Kaggle's zip, the shards, the extracted tree, the ``train/``, ``val/`` tree and last the tar.gz
+(:func:`_found`), with one warning naming the others.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("kaggle", f"Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
                      f"{MAPPING_FILE} and {VAL_SOLUTION_FILE}",
            f"{_VAL_FOLDER} with {VAL_SOLUTION_FILE} beside ILSVRC/"),
+    Layout("imagefolder", "torchvision's ImageFolder tree (a local folder): train/<wnid>/ and val/<wnid>/ folders of "
+                          "images, as PyTorch's valprep.sh leaves ImageNet",
+           "val/<wnid>/ beside train/, each validation image in the folder of its category"),
     Layout("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)", ""),
 )
 
@@ -127,7 +132,8 @@ def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
 
 
 class FolderSource(Source):
-    """An extracted tree (Kaggle's or a folder of ``<wnid>/`` folders), read file by file; with ``val_share``, a tree
+    """An extracted tree (Kaggle's, ``train/`` and ``val/`` folders, or a folder of ``<wnid>/`` folders), read file by
+    file; with ``val_share``, a tree
     without validation images holds out about that share of each category's images as its validation images
     (:func:`held_out`)."""
 
@@ -172,8 +178,9 @@ def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> L
 
 def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, str]]:
     """The layouts whose files the folder ``path`` (holding ``names``) holds, the one read first: the archives,
-    Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``), then Kaggle's tar.gz (once extracted beside
-    it, the tree is read). Each with what shows it, as said, and the path to read it from."""
+    Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``), the ``train/``, ``val/`` tree, then Kaggle's
+    tar.gz (once extracted beside it, the tree is read). Each with what shows it, as said, and the path to read it
+    from."""
     found: list[tuple[str, str, str]] = []
     train = next((n for n in TRAIN_NAMES if n in names), None)
     if train is not None:
@@ -185,6 +192,8 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
         found.append(("parquet", "data/" if shards != path else "its parquet shards", shards))
     if "ILSVRC" in names:
         found.append(("kaggle", "ILSVRC", path))
+    if "train" in names and files.local and os.path.isdir(os.path.join(path, "train")):
+        found.append(("imagefolder", "train/", path))
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None:
         found.append(("kaggle_targz", packed, packed))
