@@ -14,7 +14,8 @@
 #'   a path to a folder.
 #' @param python The Python (>= 3.10) used to create the environment; by default `python3` on the
 #'   `PATH`.
-#' @param extras Optional parts of the core to install as well: `"s3"` (s3fs) and `"spark"` (pyspark).
+#' @param extras Optional parts of the core to install as well: `"s3"` (s3fs), `"spark"` (pyspark) and
+#'   `"tensorboard"` (TensorBoard and its profiler plugin, to watch `log_dir`).
 #' @param constraints Install the exact versions the package was tested with (`TRUE`), or let pip
 #'   choose within the declared ranges (`FALSE`).
 #' @param dependencies Install the dependencies (`TRUE`); `FALSE` installs the core alone, into an
@@ -25,16 +26,16 @@
 #' @examples
 #' \dontrun{
 #' install_alexnet()
-#' install_alexnet("~/envs/alexnet", extras = "spark")
+#' install_alexnet("~/envs/alexnet", extras = c("spark", "tensorboard"))
 #' }
 #' @export
 install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3", "spark"),
                             constraints = TRUE, dependencies = TRUE, pip_options = character()) {
   checked_args("install_alexnet", names(formals()))
-  unknown <- setdiff(extras, c("s3", "spark"))
+  unknown <- setdiff(extras, c("s3", "spark", "tensorboard"))
   if (length(unknown)) {
     alexnet_abort("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "),
-                  "; choose from \"s3\" and \"spark\".")
+                  "; choose from \"s3\", \"spark\" and \"tensorboard\".")
   }
   source <- core_source()
 

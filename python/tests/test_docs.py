@@ -174,11 +174,10 @@ def _run_shell_lines(lines: list[str], tmp: Path) -> None:
 
 @pytest.fixture(scope="module")
 def shell_snippet(python_snippet) -> tuple[Path, list[str], list[str]]:
-    """README's shell block after the Python one: its one-machine lines, run, and its Spark lines."""
+    """README's shell block after the Python one (in folders of its own, so that a reader may run both): its
+    one-machine lines, run, and its Spark lines."""
     tmp, done = python_snippet
     assert done.returncode == 0
-    shutil.rmtree(tmp / "imagenet")  # `synth` writes it again
-    shutil.rmtree(tmp / "board")
     lines = [line for line in rewrite(readme_blocks("sh")[1], tmp, SMALL_SHELL).splitlines() if line.strip()]
     spark = [line for line in lines if " spark-" in line]
     _run_shell_lines([line for line in lines if line not in spark], tmp)

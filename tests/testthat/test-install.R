@@ -46,3 +46,13 @@ test_that("a package built by plain R CMD build carries the core, and install_al
   expect_equal(out$images, 6L)
   expect_match(out$ssl, "SSL")
 })
+
+test_that("install_alexnet() takes the core's extras, TensorBoard among them, and names them for another", {
+  expect_error(install_alexnet(tempfile(), extras = c("spark", "tensorbord")),
+               "^Unknown `extras`: \"tensorbord\"; choose from \"s3\", \"spark\" and \"tensorboard\"\\.$",
+               class = "alexnet_error")
+  core <- system.file("python", "pyproject.toml", package = "alexnet")
+  skip_if_not(nzchar(core), "the core is not bundled in this installation")
+  extras <- regmatches(readLines(core), regexpr("^[a-z0-9]+(?= = \\[)", readLines(core), perl = TRUE))
+  expect_true(all(c("s3", "spark", "tensorboard") %in% extras))
+})

@@ -6,8 +6,8 @@ there is uploaded after each epoch and at the end (an event file grows as it is 
 whenever its size changed). Only the chief (worker 0) of a multi-worker run writes logs.
 
 Scalars are written with ``tf.summary.write`` and the metadata of TensorBoard's scalars plugin, so training
-needs no ``tensorboard`` package; watching does: ``pip install alexnet[tensorboard]`` and
-``tensorboard --logdir <log_dir>``.
+needs no ``tensorboard`` package; watching does: the core's ``tensorboard`` extra installs it (``make setup``
+does; from R, ``install_alexnet(extras = "tensorboard")``), then ``tensorboard --logdir <log_dir>``.
 """
 
 from __future__ import annotations
