@@ -138,8 +138,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     continues across resumed runs). ``profile_steps = (first, last)`` (R: ``c(first, last)``) runs
     TensorFlow's profiler over those steps of this call (counted from 1), into ``plugins/profile/`` under
     ``log_dir``. Logs on a bucket are uploaded after each epoch and at the end (see
-    :mod:`alexnet.train.tensorboard`). Watch with ``tensorboard --logdir <log_dir>`` (the
-    ``tensorboard`` extra of the core installs it) (TensorBoard reads a folder and ``gs://``; copy ``s3://`` logs to a folder).
+    :mod:`alexnet.train.tensorboard`). Watch with ``tensorboard --logdir <log_dir>``, which the core's
+    ``tensorboard`` extra installs (TensorBoard reads a folder and ``gs://``; copy ``s3://`` logs to a folder).
 
     ``cache`` keeps the compressed image bytes in memory after the first epoch. ``dense_units``,
     ``dropout`` and ``grouped`` change the model (see :func:`alexnet.model.network.build_alexnet`);
