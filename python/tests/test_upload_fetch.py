@@ -27,7 +27,7 @@ from PIL import Image
 from servers import free_port, http_server
 
 from alexnet.checks import MIN_IMAGE_SIZE
-from alexnet.data.fetch import imagenet_categories, imagenet_partition
+from alexnet.data.fetch import imagenet_categories, imagenet_partition, imagenet_validation
 from alexnet.data.imagenet import read_imagenet
 from alexnet.data.images import check_image
 from alexnet.data.synthetic import imagenet_synthetic
@@ -575,6 +575,24 @@ def test_transient_failure_is_retried(uploaded, tree, tmp_path, monkeypatch):
     with pytest.raises(BoardError, match=f"downloading category {wnid} .* failed after 1 attempts"):
         count_downloads(monkeypatch, fail_first=f"{wnid}.zip")
         imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache2", workers=2, retries=0)
+
+
+def test_a_cache_holds_one_boards_categories(uploaded, tree, tmp_path):
+    """Two boards may name other images by the same category id: a cache_dir given to a second board is refused
+    before anything is replaced, and the first board's partition stays whole."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, uploaded, cache_dir=cache)
+    other = tmp_path / "other"
+    imagenet_upload(imagenet_synthetic(tmp_path / "src2", classes=CLASSES, images_per_class=2, val_per_class=1,
+                                       seed=7, max_side=40)["path"], other)
+    with pytest.raises(AlexnetError, match=rf"`cache_dir` = {cache} holds the categories of board {uploaded}, and a "
+                                           "cache holds one board's .* give this board a `cache_dir` of its own"):
+        imagenet_partition(0, 1, other, cache_dir=cache)
+    with pytest.raises(AlexnetError, match="holds the categories of board"):
+        imagenet_validation(other, cache_dir=cache)
+    assert all(Path(p).exists() for p in [*first["image"], *first["val_image"]])
+    assert imagenet_partition(0, 1, uploaded, cache_dir=cache)["image"] == first["image"]  # its own board: reused
+    assert imagenet_partition(0, 1, other, cache_dir=tmp_path / "cache-other")["image"]
 
 
 def test_partial_files_in_cache_are_not_trusted(uploaded, tree, tmp_path, monkeypatch):

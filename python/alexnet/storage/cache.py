@@ -47,13 +47,43 @@ def default_cache_dir(location: str) -> str:
 
 def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     """The absolute cache folder (``cache_dir``, else :func:`default_cache_dir`), with its ``.tmp`` folder made
-    and cleared of what interrupted runs left there more than a day ago."""
+    and cleared of what interrupted runs left there more than a day ago.
+
+    A cache holds one board's categories: two boards may name different images by the same category id, and a fetch
+    from one would replace the other's files. The board a cache was first opened for is recorded in it
+    (:data:`BOARD_FILE`), and another board given the same ``cache_dir`` is an :class:`AlexnetError`."""
     root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
         else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
     make_cache_folder(tmp, root, "the cache")
+    _own_board(root, location)
     _clean_stale_tmp(tmp)
     return root
+
+
+#: The file of a cache folder that names the board its categories are from.
+BOARD_FILE = ".alexnet-board"
+
+
+def _own_board(root: str, location: str) -> None:
+    """Record ``location`` as the board of the cache ``root``, or refuse it when the cache holds another board's."""
+    path = os.path.join(root, BOARD_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            recorded = f.read().strip()
+    except FileNotFoundError:
+        recorded = ""
+    if recorded and recorded != location:
+        raise AlexnetError(f"`cache_dir` = {root} holds the categories of board {recorded}, and a cache holds one "
+                           f"board's (a category of board {location} would replace files of the same category id "
+                           "there): give this board a `cache_dir` of its own, or leave `cache_dir` unset (each "
+                           "board then has its own).")
+    if not recorded:
+        staged = f"{path}.{os.getpid()}.tmp"
+        with contextlib.suppress(OSError):  # a cache that cannot record it still works, unguarded
+            with open(staged, "w", encoding="utf-8") as f:
+                f.write(location + "\n")
+            os.replace(staged, path)
 
 
 def make_cache_folder(folder: str, root: str, what: str) -> None:
