@@ -103,7 +103,8 @@ core_model <- function(model) {
 
 #' Evaluate a trained AlexNet
 #'
-#' Measures top-1 and top-5 accuracy of a model on a partition's validation images (or on `data`), with one
+#' Measures top-1 and top-5 accuracy of a model on a board's validation images (all of them, or a partition's), or
+#' on those of `data`, with one
 #' centre crop or ten crops (the paper's protocol: four corners and the centre, and their mirror images).
 #'
 #' @param model An [alexnet_model()], or the path or location of a saved model.

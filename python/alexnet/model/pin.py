@@ -259,7 +259,8 @@ def alexnet_model(
     ``sha256``, ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it
     has an export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
     None), and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
-    ``class_names``, ``epochs``, ``metrics``, ``board_trained_from`` (the board the model was trained from),
+    ``class_names``, ``epochs``, ``metrics`` (the saved epoch's), ``best_epoch`` (with ``keep_best``: the 1-based
+    epoch the weights are from, else ``None``), ``board_trained_from`` (the board the model was trained from),
     ``categories_version``, ``weights_sha256``, ``created``, ``evaluation`` (``None``, or the evaluation the
     model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``), ``initial_model`` (what its
     training started from) and ``architecture`` (``dense_units`` and ``grouped``, which a run started from it must
