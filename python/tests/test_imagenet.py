@@ -104,13 +104,13 @@ def test_names_missing_are_said_only_for_ids_the_shipped_list_lacks(tmp_path, la
     assert {c.id: c.name for c in tree.categories} == {**NAMES, **mapping} and not caplog.records
 
 
-def test_unlabelled_val_image_is_left_out_with_a_warning(kaggle, caplog):
+def test_an_unlabelled_val_image_is_an_error_naming_it(kaggle):
+    """A validation image the solution file does not label: the two are not of one release, and nothing is read
+    half-labelled."""
     touch(kaggle / "ILSVRC" / "Data" / "CLS-LOC" / "val" / "ILSVRC2012_val_00000009.JPEG")
-    with caplog.at_level(logging.WARNING, logger="alexnet.data.imagenet"):
-        tree = read_imagenet(kaggle)
-    assert len(tree.val_files) == 3
-    assert not any("00000009" in f for f in tree.val_files)
-    assert any("1 images in" in r.getMessage() for r in caplog.records)
+    with pytest.raises(LayoutError, match=r"^1 validation images in .*val are not in .*LOC_val_solution.csv, e\.g\. "
+                                          r"ILSVRC2012_val_00000009: they are not of the same release"):
+        read_imagenet(kaggle)
 
 
 def test_summary_is_logged(kaggle, caplog):

@@ -1535,6 +1535,40 @@ def test_a_val_solution_that_lists_images_kaggles_tar_gz_lacks(made, tmp_path):
     assert not [n for n in board.pin_names() if n.startswith("val-") or n == "categories"]
 
 
+def _without_first_row(text: str) -> tuple[str, str]:
+    """A solution file's text without its first row, and the image that row labelled."""
+    lines = text.splitlines(keepends=True)
+    return "".join([lines[0], *lines[2:]]), lines[1].split(",")[0]
+
+
+@pytest.mark.parametrize("layout", ["kaggle", "kaggle_zip", "kaggle_targz"])
+def test_a_val_solution_that_leaves_an_image_unlabelled(layout, made, tmp_path):
+    """A solution file that labels fewer validation images than the source holds is not the release's: one error
+    naming both, and no validation image uploaded half-labelled (it left them out with a warning)."""
+    src = copy_layout(made, layout, tmp_path)
+    if layout == "kaggle_zip":
+        rewritten = tmp_path / "rewritten.zip"
+        with zipfile.ZipFile(src / KAGGLE_ZIP) as old, zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as new:
+            for info in old.infolist():
+                data = old.read(info)
+                if info.filename.endswith(VAL_SOLUTION_FILE):
+                    text, image = _without_first_row(data.decode())
+                    data = text.encode()
+                new.writestr(info, data)
+        shutil.move(rewritten, src / KAGGLE_ZIP)
+    else:
+        text, image = _without_first_row((src / VAL_SOLUTION_FILE).read_text())
+        (src / VAL_SOLUTION_FILE).write_text(text)
+    with pytest.raises(LayoutError, match=rf"^1 validation images in .* are not in .*{VAL_SOLUTION_FILE}"
+                                          rf"(, e\.g\. {image})?: they are not of the same release; .* \(no "
+                                          r"validation image was uploaded\)") as err:
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert layout == "kaggle_targz" or image in str(err.value)
+    assert "\n" not in str(err.value)
+    board = tmp_path / "board"
+    assert not board.exists() or not [p for p in board.iterdir() if p.name.startswith(("val-", "categories"))]
+
+
 def test_a_category_in_two_places_of_kaggles_tar_gz(made, tmp_path):
     """A category's images apart from each other cannot be packed from a stream: said, with what to do."""
     folder = tmp_path / "kaggle-2019"

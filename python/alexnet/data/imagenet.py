@@ -342,8 +342,8 @@ def label_val_images(on_disk: Mapping[str, T], solution: list[tuple[str, str]], 
                      solution_where: str) -> list[tuple[T, str]]:
     """Each validation image of ``on_disk`` (ImageId -> what locates it) that ``solution`` labels, with its wnid.
 
-    ``LayoutError`` when a label is not a training category or a listed image is missing; images the solution
-    does not list are left out with a warning.
+    ``LayoutError`` when a label is not a training category, a listed image is missing, or an image is not listed
+    (:func:`unlabelled_error`): nothing is uploaded half-labelled.
     """
     labelled: list[tuple[T, str]] = []
     missing: list[str] = []
@@ -366,8 +366,18 @@ def label_val_images(on_disk: Mapping[str, T], solution: list[tuple[str, str]], 
         )
     unlabelled = len(on_disk) - len(labelled)
     if unlabelled > 0:
-        log.warning("%d images in %s are not in %s; they are left out", unlabelled, val_where, solution_where)
+        raise unlabelled_error(unlabelled, sorted(set(on_disk) - {image_id for image_id, _ in solution}),
+                               val_where, solution_where)
     return labelled
+
+
+def unlabelled_error(count: int, examples: list[str], val_where: str, solution_where: str) -> LayoutError:
+    """The error for ``count`` validation images of ``val_where`` that ``solution_where`` does not label: the two are
+    not of one release (a complete download labels every image), and nothing is uploaded half-labelled."""
+    shown = f", e.g. {', '.join(examples[:3])}" if examples else ""
+    return LayoutError(f"{count} validation images in {val_where} are not in {solution_where}{shown}: they are not "
+                       f"of the same release; use the {VAL_SOLUTION_FILE} that goes with them, or remove those images "
+                       "(no validation image was uploaded)")
 
 
 def _read_val(

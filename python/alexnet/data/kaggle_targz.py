@@ -30,7 +30,7 @@ from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution, unlabelled_error
 from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
 from .tar_io import stream_tar
 from .zip_io import ZipEntry, zip_member_stream
@@ -173,8 +173,7 @@ class KaggleTarGzSource(Source):
                                   "download it again (the categories read so far are on the board and are skipped "
                                   "next time)") from None
         if unlabelled:
-            log.warning("%d validation images in %s are not in %s; they are left out", unlabelled, self.label,
-                        self.solution_where)
+            raise unlabelled_error(unlabelled, [], self.label, self.solution_where)
         self._check_val()
 
     def _check_val(self) -> None:
