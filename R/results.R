@@ -59,8 +59,10 @@ print.alexnet_imagenet <- function(x, ...) {
 print.alexnet_upload <- function(x, ...) {
   uploaded <- length(x$uploaded)
   skipped <- length(x$skipped)
+  added <- length(setdiff(unlist(x$val_uploaded), unlist(x$uploaded)))  # validation images of categories there
   cat("ImageNet on board ", x$board, ": ", count_of(x$categories, "category", "categories"), " (",
-      uploaded, " uploaded, ", skipped, " already there), ", count_of(x$images, "training image"), " and ",
+      uploaded, " uploaded, ", skipped, " already there", if (added) paste0(", validation images of ", added, " added"),
+      "), ", count_of(x$images, "training image"), " and ",
       count_of(x$val_images, "validation image"), ", ", format_bytes(x$bytes), "\n", sep = "")
   if (!is.null(x$source)) {
     cat("Read ", x$source, if (!is.null(x$layout)) paste0(" (", x$layout, " layout)"), "\n", sep = "")

@@ -106,13 +106,13 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
     out = capsys.readouterr().out
     # 3 images a category and the odd files: 2 of them (the empty and the truncated one) left out
-    assert "2 categories uploaded, 0 already there; 9 training and 2 validation images" in out
+    assert "2 categories uploaded, 0 already there; 9 training images and 2 validation images" in out
     assert "2 image(s) left out" in out
     written = re.search(r"^Wrote (\d+\.\d) kB in ", out, re.MULTILINE)
     assert written and float(written.group(1)) > 1, out
     assert main(["upload", str(dest), "--board", str(board)]) == 0
     again = capsys.readouterr().out
-    assert "0 categories uploaded, 2 already there; 9 training and 2 validation images" in again
+    assert "0 categories uploaded, 2 already there; 9 training images and 2 validation images" in again
     assert re.search(r"^Wrote 0 bytes in ", again, re.MULTILINE), again  # nothing transferred the second time
     assert main(["categories", "--board", str(board), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -126,6 +126,50 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
                  "--no-validation", "--json"]) == 0
     fetched = json.loads(capsys.readouterr().out)
     assert fetched["image"] and fetched["val_image"] == []
+
+
+def test_the_upload_summary_says_validation_images_added_and_categories_left_out(tmp_path, capsys):
+    import io
+    import tarfile
+
+    from alexnet.data.ilsvrc import DEVKIT, VAL_TAR
+
+    dest = tmp_path / "archives"
+    assert main(["synth", str(dest), "--classes", "3", "--images-per-class", "3", "--val-per-class", "1",
+                 "--max-side", "32", "--layout", "archives"]) == 0
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for name in (VAL_TAR, DEVKIT):
+        (dest / name).rename(aside / name)
+    board = tmp_path / "board"
+    assert main(["upload", str(dest), "--board", str(board)]) == 0
+    capsys.readouterr()
+    for name in (VAL_TAR, DEVKIT):  # the validation files come later: added to the categories already there
+        (aside / name).rename(dest / name)
+    assert main(["upload", str(dest), "--board", str(board)]) == 0
+    assert "0 categories uploaded, 3 already there, validation images of 3 added; 9 training images and 3 " \
+           "validation images" in capsys.readouterr().out
+    assert main(["upload", str(dest), "--board", str(tmp_path / "small"), "--min-images", "4"]) == 2
+    assert "no category of" in capsys.readouterr().err
+    with tarfile.open(dest / "ILSVRC2012_img_train.tar") as tar:  # one category of 2 images: left out under 3
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    name = sorted(members)[0]
+    with tarfile.open(fileobj=io.BytesIO(members[name])) as inner:
+        images = [(m, inner.extractfile(m).read()) for m in inner][:2]
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as inner:
+        for m, data in images:
+            inner.addfile(m, io.BytesIO(data))
+    members[name] = out.getvalue()
+    with tarfile.open(dest / "ILSVRC2012_img_train.tar", "w") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert main(["upload", str(dest), "--board", str(tmp_path / "kept"), "--min-images", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "2 categories uploaded" in out
+    assert f"1 category left out under `--min-images`: {name[:-4]} (2)" in out
 
 
 def help_of(command: str, capsys) -> str:

@@ -1383,7 +1383,24 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
     assert "holds notes.txt, photos.tar" in message
     for layout in ("archives", "kaggle_zip", "kaggle_targz", "parquet", "kaggle", "imagefolder", "folders"):
         assert f"  - {layout}: " in message
-    assert_nothing_uploaded(tmp_path / "board")
+    assert not (tmp_path / "board").exists(), "a refused source leaves no empty board behind"
+    # a board that is already there stays, empty or not
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(LayoutError):
+        imagenet_upload(tmp_path / "missing", tmp_path / "kept")
+    assert (tmp_path / "kept").is_dir()
+
+
+def test_a_board_inside_its_own_source_is_refused(made, tmp_path):
+    """A folder board in the source folder (or the source itself) would be read as a category folder: refused
+    before anything is made."""
+    src = copy_layout(made, "folders", tmp_path)
+    for board, said in [(src / "board", f"inside the ImageNet source {src}"), (src, "the ImageNet source")]:
+        with pytest.raises(AlexnetError, match=rf"^board {board} is {said}: the upload would read the board's own "
+                                               "files as images; give a board outside the source$"):
+            imagenet_upload(src, board)
+    assert not (src / "board").exists()
+    assert imagenet_upload(src, tmp_path / "board")["categories"] == len(made["table"])
 
 
 @pytest.mark.parametrize(("kind", "compression"), [("local", zipfile.ZIP_STORED), ("local", zipfile.ZIP_DEFLATED),

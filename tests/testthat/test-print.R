@@ -46,6 +46,10 @@ test_that("a synthetic ImageNet, an upload and a partition print what was done, 
   expect_snapshot(print(partition_result()))
   expect_tidy_lines(capture.output(print(synthetic_result()), print(upload_result()), print(partition_result())))
   expect_output(print(upload_result()), "2 bad images left out \\(see \\$bad_images\\)")
+  # validation images added to a category already there (its training images uploaded before) are said
+  added <- upload_result()
+  added$val_uploaded <- c("n01440764", "n01484850")
+  expect_output(print(added), "\\(2 uploaded, 1 already there, validation images of 1 added\\)")
   expect_output(print(partition_result()), "Partition 0 of 2 \\(0-based\\): 2 categories of 4, 3 training images")
 })
 

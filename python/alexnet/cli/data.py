@@ -18,15 +18,27 @@ def _synth(args: argparse.Namespace) -> None:
         + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
 
 
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
 def _upload_summary(r: dict[str, Any]) -> str:
     # the same facts, in the same order, as R's print of an upload
+    added = sorted(set(r.get("val_uploaded") or []) - set(r["uploaded"]))  # to categories already there
     lines = [
-        f"Board {r['board']}: {len(r['uploaded'])} categories uploaded, {len(r['skipped'])} already there; "
-        f"{r['images']} training and {r['val_images']} validation images, {size_text(r['bytes'])}",
+        f"Board {r['board']}: {_count(len(r['uploaded']), 'category', 'categories')} uploaded, "
+        f"{len(r['skipped']):,} already there" + (f", validation images of {len(added):,} added" if added else "")
+        + f"; {_count(r['images'], 'training image')} and {_count(r['val_images'], 'validation image')}, "
+        f"{size_text(r['bytes'])}",
         f"Read {r['source']} ({r['layout']} layout)",
         f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
         + (f" ({r['mb_per_s']:.3g} MB/s)" if r.get("mb_per_s") else ""),
     ]
+    excluded = r.get("excluded") or []
+    if excluded:
+        lines.append(f"{_count(len(excluded), 'category', 'categories')} left out under `min_images`: "
+                     + ", ".join(f"{e['category']} ({e['images']})" for e in excluded[:10])
+                     + (", ..." if len(excluded) > 10 else ""))
     if r.get("pruned_versions"):
         lines.append(f"{r['pruned_versions']} old pin version(s) deleted")
     bad = r.get("bad_images") or []
@@ -38,7 +50,7 @@ def _upload_summary(r: dict[str, Any]) -> str:
 
 def _upload(args: argparse.Namespace) -> None:
     result = common.core("upload")(args.source, **given(args, "board"), **common.options_given(args, UploadOptions))
-    emit(result, args.json, _upload_summary)
+    emit(result, args.json, lambda r: common.typed(args)(_upload_summary(r)))
 
 
 def _categories_summary(rows: list[dict[str, Any]]) -> str:

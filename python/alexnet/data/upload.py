@@ -15,6 +15,7 @@ missing. The ``categories`` table is written last, so a board that has one is co
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -26,7 +27,8 @@ from typing import Any
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage import layout
-from ..storage.board import Board, open_board
+from ..storage.board import Board, open_board, resolve_board
+from ..storage.location import location_kind
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
@@ -84,6 +86,19 @@ def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | No
     return source
 
 
+def _outside_the_source(source: str | os.PathLike, board: str) -> None:
+    """Refuse a folder board that is the local ImageNet source or inside it: the upload would read its own zips as
+    images (an :class:`~alexnet.errors.AlexnetError` saying what to give)."""
+    if location_kind(board) != "file" or location_kind(os.fspath(source)) != "file":
+        return
+    folder = os.path.realpath(os.path.expanduser(os.fspath(source).removeprefix("file://")))
+    inside = os.path.realpath(board)
+    if inside == folder or inside.startswith(folder.rstrip(os.sep) + os.sep):
+        where = "the ImageNet source" if inside == folder else f"inside the ImageNet source {folder}"
+        raise AlexnetError(f"board {board} is {where}: the upload would read the board's own files as images; give a "
+                           "board outside the source")
+
+
 def _scratch_parent(scratch: str | None) -> str | None:
     """The folder ``scratch`` names (checked by :func:`~alexnet.data.options.check_scratch`), made if missing, checked
     to be a folder that can be written; None for the system's temporary folder. An
@@ -124,8 +139,9 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
 
     Returns:
         A report: ``board``, ``source``, ``layout`` (the source's, as :mod:`alexnet.data.sources` names it),
-        ``categories`` (count on the board), ``uploaded``/``skipped``
-        (category ids), ``excluded`` (``{"category", "images"}`` under ``min_images``), ``images``,
+        ``categories`` (count on the board), ``uploaded``/``skipped`` (category ids), ``val_uploaded`` (the ids
+        whose validation images were uploaded), ``excluded`` (``{"category", "images"}`` under ``min_images``),
+        ``images``,
         ``val_images``, ``bytes`` (of all zips), ``uploaded_bytes``, ``seconds``, ``mb_per_s`` (uploaded
         MB per second), ``bad_images`` (``{"category", "split", "file", "reason"}``), ``pruned_versions``
         (old versions deleted under ``keep_versions``).
@@ -134,9 +150,18 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     chosen = declaration.check(UploadOptions, options, "imagenet_upload()")
     packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
     parent = _scratch_parent(chosen.scratch)
+    resolved = resolve_board(board)
+    _outside_the_source(given, resolved)
+    made = location_kind(resolved) == "file" and not os.path.exists(resolved)
     opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
-    # a layout not read, a damaged archive: before any work; labels: before any publish
-    read = open_source(given, chosen.val_share)
+    try:
+        # a layout not read, a damaged archive: before any work; labels: before any publish
+        read = open_source(given, chosen.val_share)
+    except BaseException:
+        if made:  # the board folder this call made, still empty: not left behind as a board that never was
+            with contextlib.suppress(OSError):
+                os.rmdir(resolved)
+        raise
     start = time.monotonic()
     uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:
@@ -181,6 +206,8 @@ def _report(board: Board, source: Source, results: dict[tuple[str, str], Result]
         "categories": len(rows),
         "uploaded": with_status("uploaded"),
         "skipped": with_status("skipped"),
+        # validation images uploaded this time: with their categories, or added to categories already there
+        "val_uploaded": sorted(r.wnid for (w, s), r in results.items() if s == "val" and r.status == "uploaded"),
         "excluded": sorted(({"category": r.wnid, "images": r.images} for (w, s), r in results.items()
                             if s == "train" and r.status == "excluded"), key=lambda e: e["category"]),
         "images": summary["images"],
