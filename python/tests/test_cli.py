@@ -1,6 +1,7 @@
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -189,6 +190,21 @@ def test_help_shows_the_core_defaults(capsys):
         "fetch", capsys)
     assert f"(default: {inspect.signature(alexnet.alexnet_train).parameters['verbose'].default})" in help_of(
         "train", capsys)
+
+
+def test_quiet_draws_no_progress_bars_and_gives_the_setting_back(monkeypatch):
+    from alexnet.progress import progress_enabled
+
+    seen = []
+    fake_core(monkeypatch, lambda command: lambda *a, **k: seen.append(progress_enabled()) or {
+        "partition": 0, "total": 16, "image": [], "val_image": [], "categories": [], "cache_dir": ""})
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    assert main(["-q", "fetch", "--board", "/b"]) == 0
+    assert main(["fetch", "--board", "/b"]) == 0
+    assert seen == [False, True] and os.environ["ALEXNET_PROGRESS"] == "1"
+    monkeypatch.delenv("ALEXNET_PROGRESS")
+    assert main(["--quiet", "fetch", "--board", "/b"]) == 0
+    assert seen[-1] is False and "ALEXNET_PROGRESS" not in os.environ
 
 
 def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch):

@@ -1063,17 +1063,40 @@ def test_closing_an_archives_source_stops_its_validation_index(made, monkeypatch
     assert not any(t.is_alive() for t in indexing)
 
 
-def test_damaged_devkit(made, tmp_path, caplog):
-    """The devkit is read in the background: found damaged, it stops the upload before anything is published, in
-    one line."""
+@pytest.mark.parametrize("damage", ["cut", "not gzip"])
+def test_damaged_devkit(made, tmp_path, caplog, damage):
+    """The devkit is read in the background: found damaged (cut short, or not a tar.gz at all, which tarfile says
+    in a line per compression it tried), it stops the upload before anything is published, in one line."""
     src = copy_layout(made, "archives", tmp_path)
-    (src / DEVKIT).write_bytes((src / DEVKIT).read_bytes()[:100])
+    (src / DEVKIT).write_bytes((src / DEVKIT).read_bytes()[:100] if damage == "cut" else b"<html>not found</html>")
     with caplog.at_level(logging.ERROR), pytest.raises(LayoutError, match=rf"{DEVKIT} cannot be read as a tar.gz "
                                                                           r".*download the devkit again") as err:
         imagenet_upload(src, tmp_path / "board", workers=2)
     assert "\n" not in str(err.value)
     assert_nothing_uploaded(tmp_path / "board")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_the_validation_tar_or_devkit_given_alone_says_to_give_the_folder(made, tmp_path):
+    src = copy_layout(made, "archives", tmp_path)
+    for name, which in [(VAL_TAR, "validation tar"), (DEVKIT, "devkit")]:
+        with pytest.raises(LayoutError, match=rf"{name} is the official archives' {which}: pass the folder that "
+                                              rf"holds the three archives, or {TRAIN_TAR} "):
+            imagenet_upload(src / name, tmp_path / "board")
+    assert not (tmp_path / "board").exists()
+
+
+def test_quality_without_resize_is_said_unused(made, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        imagenet_upload(made["paths"]["kaggle"], tmp_path / "board", quality=50)
+    assert "`quality` = 50 is the JPEG quality of images re-encoded under `resize`; without `resize` the images " \
+           "are stored as they are" in caplog.text
+    assert table(tmp_path / "board") == made["table"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"), pytest.raises(
+            AlexnetError, match=r"^`resize` = 0 would store images too small for AlexNet, which needs a side of at "
+                                r"least 63"):
+        imagenet_upload(made["paths"]["kaggle"], tmp_path / "other", resize=0)
 
 
 def test_validation_tar_without_devkit(made, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
                              "detail, -vv everyone's debugging detail")
-    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only, and draw no "
+                                                                   "progress bars")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, run: Callable[[argparse.Namespace], None], help_text: str, description: str = ""
@@ -83,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # warnings, as errors, name the options as typed
         handler.addFilter(typed)
+    progress = os.environ.get("ALEXNET_PROGRESS")
+    if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
+        os.environ["ALEXNET_PROGRESS"] = "0"
     try:
         args.run(args)
     except AlexnetError as error:
@@ -94,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for handler in handlers:
             handler.removeFilter(typed)
+        if args.quiet:
+            if progress is None:
+                os.environ.pop("ALEXNET_PROGRESS", None)
+            else:
+                os.environ["ALEXNET_PROGRESS"] = progress
     return 0
 
 

@@ -86,7 +86,8 @@ def read_devkit(files: Files, path: str) -> Devkit:
                     if member.isfile() and member.name.endswith(wanted):
                         found[wanted] = member_bytes(tar, member)
     except (tarfile.TarError, EOFError, OSError) as err:
-        raise LayoutError(f"{label} cannot be read as a tar.gz ({err}): download the devkit again") from None
+        said = str(err).splitlines()[0].rstrip(":")  # tarfile lists each compression it tried, a line each
+        raise LayoutError(f"{label} cannot be read as a tar.gz ({said}): download the devkit again") from None
     missing = [m for m in (META, GROUND_TRUTH) if m not in found]
     if missing:
         raise LayoutError(f"{label} holds no {' and no '.join(missing)}: it is not ILSVRC2012's devkit "

@@ -41,7 +41,7 @@ def check_layout(layout: Any, name: str = "layout") -> str:
 def check_resize(resize: Any, name: str = "resize") -> int | None:
     """``resize`` as a whole number AlexNet can train on, or ``None``; an :class:`AlexnetError` naming it as ``name``
     and saying what to use otherwise."""
-    value = as_optional_int(resize, name, 1)
+    value = as_optional_int(resize, name)  # too small, 0 and below included: said below
     if value is not None and value < MIN_IMAGE_SIZE:
         raise AlexnetError(f"{given_as(f'`{name}`', str(value))} would store images too small for AlexNet, which "
                            f"needs a side of at least {MIN_IMAGE_SIZE}: use {given_as(name, '256')} (the paper's "
@@ -58,8 +58,8 @@ def check_scratch(scratch: Any, name: str = "scratch") -> str | None:
     text = os.fspath(scratch) if isinstance(scratch, (str, os.PathLike)) else scratch
     if not isinstance(text, str) or not text.strip() or "://" in text:
         raise AlexnetError(f"{given_as(f'`{name}`', repr(text))} is not a local folder: give a folder on this "
-                           "machine's disk with room for a few categories' zips, or None for the system's temporary "
-                           "folder")
+                           "machine's disk with room for a few categories' zips, or leave it unset for the system's "
+                           "temporary folder")
     return text
 
 

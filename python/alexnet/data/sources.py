@@ -211,7 +211,7 @@ def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
         read.close()
         raise LayoutError(f"`val_share` holds out validation images of a local folder of category folders; "
                           f"{read.root} is in the {read.layout} layout, whose validation images are "
-                          f"{_VALIDATION[read.layout]}: leave val_share out.")
+                          f"{_VALIDATION[read.layout]}: leave `val_share` out.")
     return read
 
 
@@ -229,6 +229,11 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
             return ParquetSource(files, folder)
         if is_kaggle_targz(name):
             return KaggleTarGzSource.beside(files, folder, name)
+        if name in (VAL_TAR, DEVKIT):
+            which = "validation tar" if name == VAL_TAR else "devkit"
+            raise LayoutError(f"{files.url(path)} is the official archives' {which}: pass the folder that holds the "
+                              f"three archives, or {TRAIN_NAMES[0]} (the validation images are uploaded with the "
+                              "training categories, from beside it)")
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
     found = _found(files, path, names)

@@ -110,10 +110,10 @@ def _scratch_parent(scratch: str | None) -> str | None:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:
         raise AlexnetError(f"`scratch` = {folder!r} cannot be made a folder ({err.strerror}): give a folder that "
-                           "can be written, or None for the system's temporary folder") from None
+                           "can be written, or leave it unset for the system's temporary folder") from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise AlexnetError(f"`scratch` = {folder!r} cannot be written: give a folder that can be, or None for the "
-                           "system's temporary folder")
+        raise AlexnetError(f"`scratch` = {folder!r} cannot be written: give a folder that can be, or leave it "
+                           "unset for the system's temporary folder")
     return folder
 
 
@@ -149,6 +149,10 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     given = _given_source(source, path)
     chosen = declaration.check(UploadOptions, options, "imagenet_upload()")
     packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
+    if chosen.resize is None and "quality" in declaration.changed(chosen):
+        log.warning("`quality` = %s is the JPEG quality of images re-encoded under `resize`; without `resize` the "
+                    "images are stored as they are and it is not used: give `resize` too, or leave `quality` out",
+                    chosen.quality)
     parent = _scratch_parent(chosen.scratch)
     resolved = resolve_board(board)
     _outside_the_source(given, resolved)
