@@ -120,7 +120,7 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert [r["index"] for r in rows] == [0, 1]
     assert main(["fetch", "--partition", "1", "--total", "2", "--board", str(board),
                  "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert re.search(r"Partition 1 of 2: \d+ images and 1 validation images of 1 categories",
+    assert re.search(r"Partition 1 of 2: \d+ images and 1 validation image of 1 category \(",
                      capsys.readouterr().out)
     # imagenet_partition(validation = FALSE): the training images alone
     assert main(["fetch", "--total", "2", "--board", str(board), "--cache-dir", str(tmp_path / "cache"),

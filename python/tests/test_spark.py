@@ -210,9 +210,27 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
         assert not advised or packs == ("allreduce_pack_mb" in advised), (hidden, wire, advised)
         # a few images: no micro-batches advised, whatever the exchange
         assert params["micro_batches_up_to"] == 1 and "accumulate_steps" not in advised
-    # the command's summary ends with the chief's
+    # the command's summary ends with the chief's, unless the driver has just said it as the chief's warning (the
+    # advice of settings): then once
     chief = histories[0]["params"]["communication_advice"]
-    assert _train_summary(list(rows)).splitlines()[-1] == f"Communication: {chief}"
+    warned = f"Communication: {chief}" in histories[0]["warnings"]
+    summary = _train_summary(list(rows))
+    assert (summary.splitlines()[-1] == f"Communication: {chief}") != warned
+    assert "Communication: " not in summary or not warned
+
+
+def test_the_summary_says_the_chiefs_advice_once():
+    """The chief's advice of settings is a warning the driver says (relay_warnings): the command's summary then leaves
+    it out; advice that was no warning (nothing to change) ends the summary."""
+    def rows(warnings):
+        history = {"metrics": {"loss": [1.5, 1.25]}, "params": {"communication_advice": "Send less."},
+                   "warnings": warnings, "weights_sha256": "ab" * 32}
+        return [{"worker": 0, "tf_address": "h:1", "chief": True, "train_images": 8, "categories": ["n1"],
+                 "history": history}]
+
+    assert _train_summary(rows([])).splitlines()[-1] == "Communication: Send less."
+    warned = _train_summary(rows(["Communication: Send less."]))
+    assert "Communication" not in warned and warned.startswith("worker 0 (h:1, chief): 8 images of 1 category")
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):

@@ -18,10 +18,14 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
         loss = r["history"]["metrics"].get("loss") or [float("nan")]
         lines.append(
             f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
-            f"{r['train_images']} images of {len(r['categories'])} categories, {len(loss)} epoch(s), "
+            f"{common.count_text(r['train_images'], 'image')} of "
+            f"{common.count_text(len(r['categories']), 'category', 'categories')}, {len(loss)} epoch(s), "
             f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
-    # the chief's (every worker timed the same exchange; its computation is a worker's like the others')
-    communication = next((communication_line(r["history"], typed) for r in rows if r["chief"]), None)
+    # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
+    # driver has just said it, as the chief's warning that settings would keep the workers busier
+    chief = next((r["history"] for r in rows if r["chief"]), {})
+    said = any(str(w).startswith("Communication: ") for w in chief.get("warnings") or [])
+    communication = None if said else communication_line(chief, typed)
     return "\n".join([*lines, communication] if communication else lines)
 
 

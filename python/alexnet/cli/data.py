@@ -18,25 +18,21 @@ def _synth(args: argparse.Namespace) -> None:
         + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
 
 
-def _count(n: int, singular: str, plural: str | None = None) -> str:
-    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
-
-
 def _upload_summary(r: dict[str, Any]) -> str:
     # the same facts, in the same order, as R's print of an upload
     added = sorted(set(r.get("val_uploaded") or []) - set(r["uploaded"]))  # to categories already there
     lines = [
-        f"Board {r['board']}: {_count(len(r['uploaded']), 'category', 'categories')} uploaded, "
+        f"Board {r['board']}: {common.count_text(len(r['uploaded']), 'category', 'categories')} uploaded, "
         f"{len(r['skipped']):,} already there" + (f", validation images of {len(added):,} added" if added else "")
-        + f"; {_count(r['images'], 'training image')} and {_count(r['val_images'], 'validation image')}, "
-        f"{size_text(r['bytes'])}",
+        + f"; {common.count_text(r['images'], 'training image')} and "
+        f"{common.count_text(r['val_images'], 'validation image')}, {size_text(r['bytes'])}",
         f"Read {r['source']} ({r['layout']} layout)",
         f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
         + (f" ({r['mb_per_s']:.3g} MB/s)" if r.get("mb_per_s") else ""),
     ]
     excluded = r.get("excluded") or []
     if excluded:
-        lines.append(f"{_count(len(excluded), 'category', 'categories')} left out under `min_images`: "
+        lines.append(f"{common.count_text(len(excluded), 'category', 'categories')} left out under `min_images`: "
                      + ", ".join(f"{e['category']} ({e['images']})" for e in excluded[:10])
                      + (", ..." if len(excluded) > 10 else ""))
     if r.get("pruned_versions"):
@@ -66,8 +62,10 @@ def _categories(args: argparse.Namespace) -> None:
 
 def _fetch(args: argparse.Namespace) -> None:
     emit(common.fetch(args), args.json, lambda r: (
-        f"Partition {r['partition']} of {r['total']}: {len(r['image'])} images and {len(r['val_image'])} validation "
-        f"images of {len(r['categories'])} categories ({', '.join(r['categories'])}) in {r.get('cache_dir', '')}"))
+        f"Partition {r['partition']} of {r['total']}: {common.count_text(len(r['image']), 'image')} and "
+        f"{common.count_text(len(r['val_image']), 'validation image')} of "
+        f"{common.count_text(len(r['categories']), 'category', 'categories')} ({', '.join(r['categories'])}) in "
+        f"{r.get('cache_dir', '')}"))
 
 
 def register(add: common.AddCommand) -> None:
