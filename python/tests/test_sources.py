@@ -781,10 +781,13 @@ def assert_nothing_uploaded(board: Path) -> None:
     assert not board.exists() or not [p for p in board.iterdir() if p.name.startswith(("n", "val-", "categories"))]
 
 
-def test_truncated_training_tar(made, tmp_path):
+@pytest.mark.parametrize("cut", ["half way", "before its last category"])
+def test_truncated_training_tar(made, tmp_path, cut):
     src = copy_layout(made, "archives", tmp_path)
     data = (src / TRAIN_TAR).read_bytes()
-    (src / TRAIN_TAR).write_bytes(data[:len(data) // 2])
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        last = tar.getmembers()[-1].offset  # its header: a tar reader ends there quietly, one category short
+    (src / TRAIN_TAR).write_bytes(data[:len(data) // 2 if cut == "half way" else last])
     with pytest.raises(LayoutError, match=rf"{TRAIN_TAR} .*(cut short|damaged).*download it again") as err:
         imagenet_upload(src, tmp_path / "board")
     assert "\n" not in str(err.value)
@@ -1371,16 +1374,21 @@ def test_a_file_in_a_tar_that_is_not_an_image(made, tmp_path, caplog):
     assert table(tmp_path / "board") == made["table"]
 
 
-def test_a_category_tar_cut_inside_an_image_is_said_once_with_what_is_on_the_board(made, tmp_path, caplog):
-    """A category's tar cut short inside an image (the training tar's index is whole): one error naming it, said
-    once, that says the categories packed are on the board and skipped when the upload runs again."""
+@pytest.mark.parametrize("cut", ["inside an image", "between two images"])
+def test_a_category_tar_cut_short_is_said_once_with_what_is_on_the_board(made, tmp_path, caplog, cut):
+    """A category's tar cut short (the training tar's index is whole), inside an image or between two (where a tar
+    reader stops quietly, the images after the cut missing): one error naming it, said once, that says the
+    categories packed are on the board and skipped when the upload runs again."""
     src = copy_layout(made, "archives", tmp_path)
     wnid = made["table"][1]["id"]
     with tarfile.open(src / TRAIN_TAR) as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar}
     with tarfile.open(fileobj=io.BytesIO(members[f"{wnid}.tar"])) as old:
         last = old.getmembers()[-1]
-    members[f"{wnid}.tar"] = members[f"{wnid}.tar"][:last.offset_data + last.size // 2]
+    members[f"{wnid}.tar"] = members[f"{wnid}.tar"][:last.offset_data + last.size // 2 if cut == "inside an image"
+                                                    else last.offset]
+    said = rf"\({last.name} is cut short\)" if cut == "inside an image" else \
+        rf"\(it ends at byte {last.offset} without the blocks that end a tar: it is cut short\)"
     with tarfile.open(src / TRAIN_TAR, "w") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
@@ -1390,7 +1398,7 @@ def test_a_category_tar_cut_inside_an_image_is_said_once_with_what_is_on_the_boa
         imagenet_upload(src, tmp_path / "board", workers=1)
     on_board = [p.name for p in (tmp_path / "board").iterdir() if p.name.startswith("n")]
     assert wnid not in on_board and len(on_board) == len(made["table"]) - 1
-    assert re.fullmatch(rf"{wnid}\.tar in .*{TRAIN_TAR} is not a readable tar \({last.name} is cut short\): .*"
+    assert re.fullmatch(rf"{wnid}\.tar in .*{TRAIN_TAR} is not a readable tar {said}: .*"
                         rf"download it again \(the {len(on_board)} categories packed are on the board and skipped "
                         r"next time\)", str(err.value)), str(err.value)
     assert not [r for r in caplog.records if wnid in r.getMessage()], "said once, as the upload's error"

@@ -115,12 +115,15 @@ def plain_tar_entries(block: Callable[[int], bytes], end: int) -> list[TarEntry]
             continue
         entries.append(TarEntry(plain.name, at + _TAR_BLOCK, plain.size, plain.mtime))
         at += _TAR_BLOCK + _padded(plain.size)
-    return entries if at == end and entries else None
+    return None  # the end of the file without the zero block that ends a tar: tarfile reads it, _check_stop says it
 
 
 def _check_stop(block: bytes, offset: int) -> None:
-    """``tarfile`` ends a tar quietly at a header it cannot read: ``block``, where it stopped, must be the zero block
-    that ends a tar (or nothing, at the end of the file); ``tarfile.ReadError`` otherwise."""
+    """``tarfile`` ends a tar quietly at a header it cannot read, and at the end of the file: ``block``, where it
+    stopped, must be the zero block that ends a tar (a tar that ends without one was cut between two members, so
+    that the members after the cut are missing); ``tarfile.ReadError`` otherwise."""
+    if not block:
+        raise tarfile.ReadError(f"it ends at byte {offset} without the blocks that end a tar: it is cut short")
     if block.strip(b"\0"):
         raise tarfile.ReadError(f"a damaged header at byte {offset}")
 
