@@ -133,6 +133,12 @@ def test_the_command_line_fetch_stage_alone_fetches_no_other_images(tmp_path, mo
     board = str(tmp_path / "board")
     imagenet_upload(source["path"], board=board, workers=2)
 
+    with pytest.raises(AlexnetError, match=r"^`fetch_total` \(16\) must not exceed the 3 categories of board .*: "
+                                           r"some partitions would be empty; use `fetch_total` <= 3\.$"):
+        check_plan({"stages": "fetch", "board": board})  # before any stage runs
+    assert cli.main(["bench", "--stages", "fetch", "--board", board]) == 2
+    assert "use `--total` <= 3" in capsys.readouterr().err
+
     def refused(args):
         raise AssertionError("a partition fetched for stages that do not run")
 

@@ -18,7 +18,7 @@ from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
 from alexnet.bench.plan import GROUPS, STAGE_SETTINGS, BenchSettings, check_plan, specs, stage_of
-from alexnet.cli import build_parser, main
+from alexnet.cli import build_parser, common, main
 from alexnet.cli.bench import bench_args, bench_dest
 from alexnet.declare import declaration
 from alexnet.declare.kinds import option_name
@@ -72,7 +72,7 @@ def test_a_value_on_the_command_line_reaches_the_stages_plan(name, spec):
     flag = option_name(name, spec) or PARTITION_OPTIONS[name]
     action = next(a for a in _bench_parser()._actions if flag in a.option_strings)
     if option_name(name, spec) is not None:
-        assert action.dest == bench_dest(name) and help_as_said("bench", spec.help) in action.help
+        assert action.dest == bench_dest(name) and help_as_said("bench", common.declared_help(spec)) in action.help
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
     value = 1 if name == "cores" else other_value(name, spec)

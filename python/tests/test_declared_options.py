@@ -21,7 +21,7 @@ from helpers_cli import help_as_said
 from helpers_declared import bad_value, cli_words, other_value, refusal
 
 import alexnet
-from alexnet.cli import build_parser, main
+from alexnet.cli import build_parser, common, main
 from alexnet.cli.model import model_pin_dest
 from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, ValidationFetchOptions
 from alexnet.declare.declaration import specs
@@ -81,7 +81,7 @@ def test_every_option_is_in_the_signature_help_and_commands_with_its_default(dec
     for command in commands:
         action = next(a for a in _parser(command)._actions if flag in a.option_strings)
         assert action.dest == DESTS.get(declaration, str)(name), command
-        assert help_as_said(command, spec.help) in action.help, command
+        assert help_as_said(command, common.declared_help(spec)) in action.help, command
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

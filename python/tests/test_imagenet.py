@@ -321,3 +321,15 @@ def test_solution_file_with_wrong_header(tmp_path):
     (root / "LOC_val_solution.csv").write_text("image,label\nILSVRC2012_val_00000001,n01484850\n")
     with pytest.raises(LayoutError, match=r"LOC_val_solution\.csv has header image,label; expected ImageId"):
         read_imagenet(root)
+
+
+def test_a_category_named_train_is_a_category_of_a_folder_of_category_folders(tmp_path):
+    """A `train/` of images (a category so named, as in PASCAL VOC's classes) is no torchvision tree, whose train/
+    holds category folders."""
+    for category in ("boat", "car", "train"):
+        write_category(tmp_path / "photos" / category, [f"{category}_{k}.jpg" for k in range(2)])
+    tree = read_imagenet(tmp_path / "photos")
+    assert tree.layout == "folders" and [c.id for c in tree.categories] == ["boat", "car", "train"]
+    from alexnet.data.sources import open_source
+
+    assert open_source(tmp_path / "photos").layout == "folders"

@@ -16,7 +16,7 @@ from helpers_cli import help_as_said
 from helpers_declared import cli_words, other_value, refusal
 
 import alexnet
-from alexnet.cli import build_parser
+from alexnet.cli import build_parser, common
 from alexnet.cli.cluster import launch_dest
 from alexnet.cli.common import declared_args
 from alexnet.cli.model import evaluation_args, evaluation_dest
@@ -90,7 +90,8 @@ def test_every_option_is_in_the_signatures_help_and_commands_with_its_default(gr
         if flag is None:
             continue
         action = next(a for a in _parser(command)._actions if flag in a.option_strings)
-        assert action.dest == _dest(group)(name) and help_as_said(command, spec.help) in action.help, command
+        assert action.dest == _dest(group)(name), command
+        assert help_as_said(command, common.declared_help(spec)) in action.help, command
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

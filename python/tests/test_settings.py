@@ -18,7 +18,7 @@ from helpers_cli import help_as_said
 from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
-from alexnet.cli import build_parser, main, to_r
+from alexnet.cli import build_parser, common, main, to_r
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
 from alexnet.launch.job import plan_job
@@ -55,7 +55,7 @@ def test_every_setting_on_the_command_line_has_its_default_in_the_help(name, spe
     for command in ("train", "spark-train"):
         sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
         action = next(a for a in sub._actions if flag in a.option_strings)
-        assert action.dest == setting_dest(name) and help_as_said(command, spec.help) in action.help
+        assert action.dest == setting_dest(name) and help_as_said(command, common.declared_help(spec)) in action.help
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
 

@@ -781,17 +781,23 @@ def assert_nothing_uploaded(board: Path) -> None:
     assert not board.exists() or not [p for p in board.iterdir() if p.name.startswith(("n", "val-", "categories"))]
 
 
-@pytest.mark.parametrize("cut", ["half way", "before its last category"])
+@pytest.mark.parametrize("cut", ["half way", "before its last category", "gzipped, before its last category"])
 def test_truncated_training_tar(made, tmp_path, cut):
     src = copy_layout(made, "archives", tmp_path)
     data = (src / TRAIN_TAR).read_bytes()
     with tarfile.open(src / TRAIN_TAR) as tar:
         last = tar.getmembers()[-1].offset  # its header: a tar reader ends there quietly, one category short
     (src / TRAIN_TAR).write_bytes(data[:len(data) // 2 if cut == "half way" else last])
-    with pytest.raises(LayoutError, match=rf"{TRAIN_TAR} .*(cut short|damaged).*download it again") as err:
+    if cut.startswith("gzipped"):  # a whole gzip stream of a tar cut short: read as a stream, said at the cut
+        (src / f"{TRAIN_TAR}.gz").write_bytes(gzip.compress((src / TRAIN_TAR).read_bytes()))
+        (src / TRAIN_TAR).unlink()
+    with pytest.raises(LayoutError, match=rf"{TRAIN_TAR}(\.gz)? .*(cut short|damaged).*download it again") as err:
         imagenet_upload(src, tmp_path / "board")
     assert "\n" not in str(err.value)
-    assert_nothing_uploaded(tmp_path / "board")
+    if cut.startswith("gzipped"):  # read as it comes: the categories before the cut are on the board, and said so
+        assert "skipped next time" in str(err.value)
+    else:
+        assert_nothing_uploaded(tmp_path / "board")
 
 
 @pytest.mark.parametrize("compressed", [False, True])
@@ -1422,16 +1428,26 @@ def test_unrecognised_source_lists_the_layouts(tmp_path):
     assert (tmp_path / "kept").is_dir()
 
 
-def test_a_board_inside_its_own_source_is_refused(made, tmp_path):
-    """A folder board in the source folder (or the source itself) would be read as a category folder: refused
-    before anything is made."""
+def test_a_board_inside_its_own_source_is_refused_where_it_would_be_read(made, tmp_path):
+    """A folder board in a folder of category folders (or the source itself) would be read as a category: refused
+    before anything is made. In a folder of archives, which the upload reads by name, it is a board like another."""
     src = copy_layout(made, "folders", tmp_path)
     for board, said in [(src / "board", f"inside the ImageNet source {src}"), (src, "the ImageNet source")]:
-        with pytest.raises(AlexnetError, match=rf"^board {board} is {said}: the upload would read the board's own "
-                                               "files as images; give a board outside the source$"):
+        with pytest.raises(AlexnetError, match=rf"^board {board} is {said}, whose folders the folders layout reads as "
+                                               "categories: give a board outside it$"):
             imagenet_upload(src, board)
     assert not (src / "board").exists()
     assert imagenet_upload(src, tmp_path / "board")["categories"] == len(made["table"])
+    archives = copy_layout(made, "archives", tmp_path / "a")
+    assert imagenet_upload(archives, archives / "board")["categories"] == len(made["table"])
+    assert imagenet_upload(archives, archives / "board")["skipped"]  # and again, the board beside the archives
+
+
+def test_a_refused_upload_leaves_none_of_the_folders_it_made(tmp_path):
+    (tmp_path / "new").mkdir()
+    with pytest.raises(LayoutError):
+        imagenet_upload(tmp_path / "missing", tmp_path / "new" / "a" / "b")
+    assert [p.name for p in tmp_path.iterdir()] == ["new"] and not any((tmp_path / "new").iterdir())
 
 
 @pytest.mark.parametrize(("kind", "compression"), [("local", zipfile.ZIP_STORED), ("local", zipfile.ZIP_DEFLATED),

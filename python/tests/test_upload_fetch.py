@@ -592,6 +592,9 @@ def test_a_cache_holds_one_boards_categories(uploaded, tree, tmp_path):
         imagenet_validation(other, cache_dir=cache)
     assert all(Path(p).exists() for p in [*first["image"], *first["val_image"]])
     assert imagenet_partition(0, 1, uploaded, cache_dir=cache)["image"] == first["image"]  # its own board: reused
+    (tmp_path / "link").symlink_to(uploaded.parent)  # the same board by another path: the same board
+    assert imagenet_partition(0, 1, tmp_path / "link" / uploaded.name, cache_dir=cache)["categories"] == \
+        first["categories"]
     assert imagenet_partition(0, 1, other, cache_dir=tmp_path / "cache-other")["image"]
 
 

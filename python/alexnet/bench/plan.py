@@ -121,6 +121,14 @@ class FetchSettings:
         """The board the stage needs, when it runs."""
         if "fetch" in common.stages and not self.board:
             raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
+        if "fetch" in common.stages:  # before any stage runs: a partition of each category at most
+            from ..data.fetch import imagenet_categories
+
+            categories = len(imagenet_categories(self.board))
+            if self.fetch_total > categories:
+                raise AlexnetError(f"`fetch_total` ({self.fetch_total}) must not exceed the {categories} categories of "
+                                   f"board {self.board}: some partitions would be empty; use `fetch_total` <= "
+                                   f"{categories}.")
 
 
 #: The groups of settings of the stages that have their own, by stage, in the declaration's order.

@@ -56,6 +56,8 @@ def register(add: common.AddCommand) -> None:
     common.core_option(bench, "data", "--data",
                        help="ImageNet folder to take the images from (default: a synthetic one)")
     common.partition_options(bench)
+    for name, flag in (("fetch_partition", "--partition"), ("fetch_total", "--total")):  # the fetch stage's, by name
+        common._name_option(bench, name, flag, False)
     for stage, group in GROUPS.items():  # each stage's own settings under its name in the help
         where = bench.add_argument_group(f"settings of the {stage} stage") if stage else bench
         common.declared_options(where, specs(group), bench_dest)

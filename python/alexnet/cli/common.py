@@ -76,10 +76,8 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
             continue
         kind = KINDS[spec.kind]
         shown = spec.default is not None or spec.none_word is not None  # an unset default is said in the help
-        # the declaration says a None as "unset"; here it is given as the setting's word for it
-        text = spec.help.replace("(unset: ", f"({spec.none_word}: ") if spec.none_word else spec.help
-        options: dict[str, Any] = {"dest": dest(name),
-                                   "help": text + (f" (default: {spec.shown_default()})" if shown else "")}
+        options: dict[str, Any] = {"dest": dest(name), "help": declared_help(spec)
+                                   + (f" (default: {spec.shown_default()})" if shown else "")}
         if spec.kind == "flag":
             options["action"] = argparse.BooleanOptionalAction
         else:
@@ -93,6 +91,12 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
             options["metavar"] = spec.metavar or shown
         p.add_argument(flag, **options)
         _name_option(p, name, flag, spec.kind == "flag")
+
+
+def declared_help(spec: Spec) -> str:
+    """The help of a declared setting as its option says it: the declaration's "unset" (None) said as the word the
+    option takes for it (``auto``, ``never``)."""
+    return spec.help.replace("(unset: ", f"({spec.none_word}: ") if spec.none_word else spec.help
 
 
 def _or_word(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:

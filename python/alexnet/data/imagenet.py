@@ -292,6 +292,16 @@ def _kaggle_cls_loc(root: str) -> str | None:
     return None
 
 
+def is_imagefolder(root: str) -> bool:
+    """Whether ``root`` is torchvision's tree: a ``train/`` folder of category folders (a ``train/`` of images is
+    a category named so, in a folder of category folders)."""
+    train = os.path.join(root, "train")
+    if not os.path.isdir(train):
+        return False
+    with os.scandir(train) as entries:
+        return any(not e.name.startswith((".", "_")) and e.is_dir() for e in entries)
+
+
 def _kaggles_val(root: str) -> bool:
     """Whether ``root/val`` holds images directly, with a ``LOC_val_solution.csv`` to label them near ``root``: Kaggle's
     ``CLS-LOC`` folder under another name, not a ``train/``, ``val/<wnid>/`` tree."""
@@ -487,7 +497,7 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
         solution = _find_up(cls_loc, VAL_SOLUTION_FILE, 3)
         val_files, val_labels = _read_val(os.path.join(cls_loc, "val"), solution, categories)
         tree = ImageNetTree(root, "kaggle", categories, val_files, val_labels)
-    elif os.path.isdir(os.path.join(root, "train")):
+    elif is_imagefolder(root):
         names = _read_names_beside(root)
         categories = _read_categories(
             os.path.join(root, "train"), names, "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"

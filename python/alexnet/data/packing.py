@@ -321,8 +321,9 @@ class Uploader:
                 done = len({w for (w, _), r in self.results.items() if r.status in ("uploaded", "skipped")})
                 if not done:
                     raise layout_errors[0]
-                raise LayoutError(f"{layout_errors[0]} (the {done} categor{'y' if done == 1 else 'ies'} packed "
-                                  "are on the board and skipped next time)") from layout_errors[0]
+                said = "category packed is" if done == 1 else "categories packed are"
+                raise LayoutError(f"{layout_errors[0]} (the {done} {said} on the board and skipped next "
+                                  "time)") from layout_errors[0]
             listing = "; ".join(f"{name}: {type(e).__name__}: {e}" for name, e in sorted(self.failures.items()))
             full = any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in self.failures.values())
             raise BoardError(

@@ -36,7 +36,7 @@ from typing import NamedTuple
 from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, ImageNetTree, read_imagenet
+from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, ImageNetTree, is_imagefolder, read_imagenet
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
@@ -192,7 +192,7 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
         found.append(("parquet", "data/" if shards != path else "its parquet shards", shards))
     if "ILSVRC" in names:
         found.append(("kaggle", "ILSVRC", path))
-    if "train" in names and files.local and os.path.isdir(os.path.join(path, "train")):
+    if "train" in names and files.local and is_imagefolder(path):
         found.append(("imagefolder", "train/", path))
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None:

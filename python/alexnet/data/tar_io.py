@@ -239,7 +239,9 @@ def stream_tar(f: Any) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
     while True:
         at = source.pos
         header = source.read(_TAR_BLOCK)
-        if not header or header == _ZERO_BLOCK:  # the end of the archive (or a tar that lacks its end blocks)
+        if not header:  # the end of the stream without the blocks that end a tar: cut between two members
+            raise tarfile.ReadError(f"it ends at byte {at} without the blocks that end a tar: it is cut short")
+        if header == _ZERO_BLOCK:  # the end of the archive
             source.drain()
             return
         plain = _plain_header(header)

@@ -86,17 +86,40 @@ def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | No
     return source
 
 
-def _outside_the_source(source: str | os.PathLike, board: str) -> None:
-    """Refuse a folder board that is the local ImageNet source or inside it: the upload would read its own zips as
-    images (an :class:`~alexnet.errors.AlexnetError` saying what to give)."""
+def _source_holding(source: str | os.PathLike, board: str) -> str | None:
+    """The local source folder when the folder board ``board`` is that folder or lies inside it, else None."""
     if location_kind(board) != "file" or location_kind(os.fspath(source)) != "file":
-        return
+        return None
     folder = os.path.realpath(os.path.expanduser(os.fspath(source).removeprefix("file://")))
     inside = os.path.realpath(board)
-    if inside == folder or inside.startswith(folder.rstrip(os.sep) + os.sep):
+    return folder if inside == folder or inside.startswith(folder.rstrip(os.sep) + os.sep) else None
+
+
+#: The layouts that read every folder of the source as a category (or of its train/ and val/ folders).
+_FOLDERS_READ = ("folders", "imagefolder")
+
+
+def _check_outside(read: Source, folder: str, board: str) -> None:
+    """Refuse the folder board ``board`` inside the source ``folder`` where the layout ``read`` would take it for a
+    category folder (or the board is the source itself)."""
+    inside = os.path.realpath(board)
+    if inside == folder or read.layout in _FOLDERS_READ:
+        read.close()
         where = "the ImageNet source" if inside == folder else f"inside the ImageNet source {folder}"
-        raise AlexnetError(f"board {board} is {where}: the upload would read the board's own files as images; give a "
-                           "board outside the source")
+        raise AlexnetError(f"board {board} is {where}, whose folders the {read.layout} layout reads as categories: "
+                           "give a board outside it")
+
+
+def _made_folders(path: str) -> list[str]:
+    """The folders of ``path`` (itself and its parents) that do not exist yet, the deepest first."""
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _scratch_parent(scratch: str | None) -> str | None:
@@ -155,17 +178,26 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
                     chosen.quality)
     parent = _scratch_parent(chosen.scratch)
     resolved = resolve_board(board)
-    _outside_the_source(given, resolved)
-    made = location_kind(resolved) == "file" and not os.path.exists(resolved)
-    opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
-    try:
-        # a layout not read, a damaged archive: before any work; labels: before any publish
+    holder = _source_holding(given, resolved)
+    if holder is not None:  # a folder board in the source: the source read before the board's folder is made
         read = open_source(given, chosen.val_share)
-    except BaseException:
-        if made:  # the board folder this call made, still empty: not left behind as a board that never was
-            with contextlib.suppress(OSError):
-                os.rmdir(resolved)
-        raise
+        _check_outside(read, holder, resolved)
+        try:
+            opened = open_board(board, write=True)
+        except BaseException:
+            read.close()
+            raise
+    else:
+        made = _made_folders(resolved) if location_kind(resolved) == "file" else []
+        opened = open_board(board, write=True)  # unreachable board, missing credentials: fail before any work
+        try:
+            # a layout not read, a damaged archive: before any work; labels: before any publish
+            read = open_source(given, chosen.val_share)
+        except BaseException:
+            for folder in made:  # the folders this call made, still empty: no board that never was is left
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+            raise
     start = time.monotonic()
     uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:

@@ -56,7 +56,7 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
         else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
     make_cache_folder(tmp, root, "the cache")
-    _own_board(root, location)
+    _own_board(root, os.path.realpath(location) if "://" not in location else location)  # a folder by any path
     _clean_stale_tmp(tmp)
     return root
 
