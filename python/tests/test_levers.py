@@ -276,8 +276,15 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     for settings in ({}, taken, {"allreduce_precision": "float16", "allreduce_pack_mb": 2.5},
                      {"accumulate_steps": 8}):
         assert row_settings(settings_row(settings)) == settings
-    assert adaptation_text({}) == "With adapt_communication the run took nothing."
-    assert adaptation_text({"accumulate_steps": 4}) == "With adapt_communication the run took accumulate_steps = 4."
+    assert adaptation_text({}) == "With `adapt_communication` the run took nothing."
+    assert adaptation_text({"accumulate_steps": 4}) == "With `adapt_communication` the run took `accumulate_steps` = 4."
+    from alexnet.cli.common import as_typed  # the command line says each as its option
+
+    assert as_typed(adaptation_text({"allreduce_precision": "bfloat16", "accumulate_steps": 4}),
+                    {"adapt_communication": ("--adapt-communication", True),
+                     "allreduce_precision": ("--allreduce-precision", False),
+                     "accumulate_steps": ("--accumulate-steps", False)}) == \
+        "With `--adapt-communication` the run took `--allreduce-precision` 'bfloat16', `--accumulate-steps` 4."
 
 
 def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_its_chief(caplog):
@@ -524,7 +531,7 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     caplog.clear()
     taken = adapt_communication(strategy, asked, advice, chief, steps=100)
     assert taken == adaptable(advice, 1, 100) and taken["accumulate_steps"] > 1
-    assert f"With adapt_communication the run took {_said(taken)}." in caplog.text
+    assert f"With `adapt_communication` the run took {_said(taken)}." in caplog.text
     assert "It resumes" not in caplog.text
     # micro-batches up to a global batch of 1024 (16 of 64), though 256 were wanted
     assert taken["accumulate_steps"] == 16 and "Micro-batches stop at a global batch of 1024" in advice.text
@@ -715,7 +722,7 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
         for name in ("adapted", "adapted_resumed"):
             assert result[name]["adapted_settings"] == chief["adapted_settings"], (name, result[name])
             assert result[name]["accumulate_steps"] == 2 and result[name]["global_batch_size"] == 4
-    assert chief["advice"].startswith(f"With adapt_communication the run took {_said(chief['adapted_settings'])}. "
+    assert chief["advice"].startswith(f"With `adapt_communication` the run took {_said(chief['adapted_settings'])}. "
                                       "One exchange alone takes"), chief["advice"]
     assert first["adapted_resumed"]["initial_epoch"] == 1
     log = (tmp_path / "log-0.txt").read_text()
@@ -727,7 +734,7 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
 
 
 def _said(settings: dict) -> str:
-    return ", ".join(f"{name} = {value!r}" for name, value in settings.items())
+    return ", ".join(f"`{name}` = {value!r}" for name, value in settings.items())
 
 
 def _worker(folder: str, index: int, base: int) -> None:
@@ -804,3 +811,22 @@ if __name__ == "__main__":
 
     logging.basicConfig(level=logging.INFO)
     _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+
+
+def test_averages_beyond_an_epoch_are_said(caplog):
+    """`sync_every` above an epoch's steps: the epoch's end averages the weights anyway, which the estimate leaves
+    out, so the chief says so; a period within an epoch, a worker not the chief or a lone worker says nothing."""
+    from alexnet.train.levers import warn_of_averages_beyond_an_epoch
+    from alexnet.train.strategy import Topology
+
+    chief, other = (Topology("multi_worker", 2, 2, k, k == 0, 1, False) for k in (0, 1))
+    alone = Topology("default", 1, 1, 0, True, 1, False)
+    with caplog.at_level("WARNING", logger="alexnet.train.levers"):
+        for settings, topology in [({"sync_every": 10}, chief), ({"sync_every": 50}, other),
+                                   ({"sync_every": 50}, alone)]:
+            warn_of_averages_beyond_an_epoch(check_settings(settings), topology, 10)
+        assert not caplog.records
+        warn_of_averages_beyond_an_epoch(check_settings({"sync_every": 50}), chief, 10)
+    assert caplog.messages == ["`sync_every` = 50 is more steps than an epoch's 10: the weights are averaged at every "
+                               "epoch's end too, so every 10 steps, which the communication estimate does not count; "
+                               "give `sync_every` <= 10 for the period it names."]

@@ -206,8 +206,8 @@ def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
 
 def adaptation_text(taken: Mapping[str, int | float | str]) -> str:
     """What a run of ``adapt_communication`` took, in a sentence."""
-    said = ", ".join(f"{name} = {value!r}" for name, value in taken.items()) or "nothing"
-    return f"With adapt_communication the run took {said}."
+    said = ", ".join(f"`{name}` = {value!r}" for name, value in taken.items()) or "nothing"
+    return f"With `adapt_communication` the run took {said}."
 
 
 def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication,

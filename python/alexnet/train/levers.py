@@ -201,6 +201,15 @@ def overlaps(topology: Topology) -> bool:
     return topology.gpu or interop_threads() >= 2
 
 
+def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology, steps: int) -> None:
+    """Warn (the chief) when local SGD's ``sync_every`` is more steps than an epoch has: the weights are averaged at
+    every epoch's end as well, so every ``steps`` steps, and the exchange a step is more than ``sync_every`` says."""
+    if topology.workers > 1 and topology.chief and settings.sync_every > steps:
+        logger.warning("`sync_every` = %d is more steps than an epoch's %d: the weights are averaged at every epoch's "
+                       "end too, so every %d steps, which the communication estimate does not count; give `sync_every` "
+                       "<= %d for the period it names.", settings.sync_every, steps, steps, steps)
+
+
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
                          warn: bool = True, micro_batches: int | None = None,

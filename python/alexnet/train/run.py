@@ -266,6 +266,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         install_levers,
         parameter_count,
         probe_communication,
+        warn_of_averages_beyond_an_epoch,
     )
     from .strategy import object_warnings
     from .tensorboard import LogDir, TensorBoardLog
@@ -280,6 +281,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
 
         keras.utils.set_random_seed(settings.seed)
     steps = _agree_on_steps(strategy, topo, data, td, settings)
+    warn_of_averages_beyond_an_epoch(settings, topo, steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
     if settings.initial_model is not None and topo.workers > 1:
