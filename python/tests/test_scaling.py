@@ -594,3 +594,30 @@ def test_time_to_accuracy_over_two_workers_with_a_lever_set_as_a_recipe_of_its_o
     assert stage["recipes"]["defaults"]["communication"].endswith("gradients all-reduced every step")
     lever = stage["levers"]["defaults+sync_every=2"]
     assert lever["epochs_to_target"] == lever["defaults_epochs_to_target"] == 1 and lever["same_epochs_or_fewer"]
+
+
+@pytest.mark.parametrize("output_dir", [True, False])
+def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_path, output_dir):
+    """A worker's failure says where its whole log is: in the output folder's scaling-logs, or without one in the
+    workers' log folder, not in the scratch folder the run removes."""
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+    from alexnet.errors import AlexnetError
+
+    monkeypatch.setenv("ALEXNET_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+
+    def failing(plan, levers, data, link, workers, cpus, log_dir):
+        log = log_dir / f"worker0-of-{workers}.log"
+        log.write_text("Traceback: the worker's own error\n")
+        raise AlexnetError(f"worker 0 failed\nFull log: {log}")
+
+    monkeypatch.setattr(scaling, "_run", failing)
+    settings = {"stages": "scaling", "links": "loopback", "levers": ["today"],
+                **({"output_dir": str(tmp_path / "out")} if output_dir else {})}
+    with pytest.raises(AlexnetError) as err:
+        bench.run(check_plan(settings))
+    log = Path(str(err.value).rsplit("Full log: ", 1)[1])
+    assert log.read_text() == "Traceback: the worker's own error\n"
+    assert log.parent.parent == (tmp_path / "out" if output_dir else tmp_path / "logs")

@@ -48,12 +48,14 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..declare import declaration
 from ..errors import AlexnetError
+from ..launch.worker import log_folder
 from ..scratch import make_scratch
 from .accuracy import accuracy_data, time_to_accuracy
 from .chart import write_chart
@@ -225,8 +227,13 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
             gc.collect()
             if common.output_dir is not None:  # a run stopped before its end keeps the rows it measured there
                 rows = RowLog(_output(common.output_dir) / ROWS_FILE, resume=plan.scaling.scaling_resume)
+            # the workers' logs outlive the run's scratch folder, so that a failure's "Full log" can be read
+            logs = _output(common.output_dir) / "scaling-logs" if common.output_dir is not None else \
+                Path(log_folder()) / f"scaling-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
             scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows,
-                                     kept=rows.kept if rows is not None else ())
+                                     kept=rows.kept if rows is not None else (), log_dir=logs)
+            if common.output_dir is None:  # kept for a failure only: a run that ended has its results
+                shutil.rmtree(logs, ignore_errors=True)
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
                                   "data": _described(plan, bench, originals), "stages": measured,
                                   "time_to_accuracy": reached, "scaling": scaled,

@@ -280,7 +280,7 @@ def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any
 
 def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequence[int],
                     on_row: Callable[[Mapping[str, Any]], None] | None = None,
-                    kept: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                    kept: Sequence[Mapping[str, Any]] = (), log_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run the stage (see the module documentation) on ``cpus``; its result: ``rows`` (the table), ``runs`` (one per
     run: ``levers``, ``link`` (``None`` for the lone worker), ``workers``, every worker's step times and CPU seconds,
     ``load_before`` and ``load_after``), ``projection``, ``model`` (the projection's formula), ``mxnet``,
@@ -304,7 +304,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
                        ", ".join(link.name for link in links))
     shares = split_cpus(cpus, plan.workers)
     data = scaling_data(plan, workdir)
-    log_dir = Path(workdir) / "scaling-logs"
+    log_dir = Path(log_dir) if log_dir is not None else Path(workdir) / "scaling-logs"  # the workers' logs
     log_dir.mkdir(parents=True, exist_ok=True)
     rows, runs, taken = [], [], 0
     for name, levers in plan.levers:

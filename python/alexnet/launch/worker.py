@@ -76,11 +76,18 @@ class WorkerError(ChildError):
             return None
 
 
-def worker_log(index: int) -> str:
-    """Where worker ``index`` on this host keeps its log: ``$ALEXNET_LOG_DIR`` or ``<temporary folder>/alexnet-logs``,
-    a new file per run; the oldest are deleted beyond :data:`KEPT_LOGS`."""
+def log_folder() -> str:
+    """The folder of the workers' logs on this host, made if missing: ``$ALEXNET_LOG_DIR`` or
+    ``<temporary folder>/alexnet-logs``."""
     folder = os.environ.get("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
     os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def worker_log(index: int) -> str:
+    """Where worker ``index`` on this host keeps its log, in :func:`log_folder`: a new file per run; the oldest are
+    deleted beyond :data:`KEPT_LOGS`."""
+    folder = log_folder()
     logs = sorted((mtime, entry.path) for entry in os.scandir(folder) if (mtime := _modified(entry)) is not None)
     for _, path in logs[: max(0, len(logs) - KEPT_LOGS + 1)]:
         with contextlib.suppress(OSError):
