@@ -23,7 +23,7 @@ from alexnet.bench import link as links
 from alexnet.bench.lever_sets import LEVER_SETS, lever_text, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
 from alexnet.bench.report import accuracy_table, scaling_table
-from alexnet.bench.scaling import ScalingPlan, summarize_scaling
+from alexnet.bench.scaling import ScalingPlan, projections, summarize_scaling
 from alexnet.bench.scaling_worker import typical_step
 from alexnet.errors import AlexnetError
 from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, large_batch_warning
@@ -120,6 +120,21 @@ def test_the_projection_is_the_ring_all_reduce_model():
     assert record["efficiency"] == [pytest.approx(1 / 1.6, abs=1e-4)]
     table = dict(mxnet_efficiency())
     assert table[1] == 1.0 and table[256] == pytest.approx(0.5294, abs=1e-3)
+    # on a link of 10 ms one way, the two rounds of latency the pair waited are not the link's rate: the share is
+    # that of the rest, and the projection waits 2 (N - 1) rounds
+    slow = Measured(compute=1.0, step=1.62, alone=1.02, step_bytes=100e6, rate=1e9, latency=0.01)
+    assert slow.share == pytest.approx(0.8)
+    (near, far) = project(slow, [1.0], workers=[2, 256])[0]["efficiency"]
+    assert (near, far) == (pytest.approx(1 / (1 + max(0.0, 0.8 / 0.8 + 0.02 - slow.hidden)), abs=1e-4),
+                           pytest.approx(1 / (1 + max(0.0, 2 * 255 / 256 * 0.8 / 0.8 + 2 * 255 * 0.01 - slow.hidden)),
+                                         abs=1e-4))
+
+
+def test_the_projections_of_a_row_take_its_links_latency():
+    row = {"levers": "today", "link": "1gbit", "rate": 1e9, "compute_seconds": 1.0, "step_seconds": 1.6,
+           "allreduce_seconds": 1.0, "bytes_per_step": 100e6, "micro_batches": 1}
+    plain, delayed = (projections([{**row, "link": link}], []) for link in ("1gbit", "1gbit/20ms"))
+    assert plain[0]["efficiency"][-1] > delayed[0]["efficiency"][-1]  # 256 workers wait 510 rounds of 10 ms more
 
 
 def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():

@@ -64,20 +64,24 @@ def efficiency(compute: float, step_bytes: float, workers: int, rate: float, *, 
 @dataclass(frozen=True)
 class Measured:
     """What two workers measured on a shaped link: ``compute`` seconds of a step alone, ``step`` seconds of a step of
-    the two, ``alone`` seconds of one all-reduce alone, ``step_bytes`` all-reduced per step, ``rate`` of the link."""
+    the two, ``alone`` seconds of one all-reduce alone, ``step_bytes`` all-reduced per step, ``rate`` of the link and
+    its one-way ``latency`` in seconds (the round trip added, halved)."""
 
     compute: float
     step: float
     alone: float
     step_bytes: float
     rate: float
+    latency: float = 0.0
 
     @property
     def share(self) -> float:
-        """The share of the link's rate the all-reduce reached alone (``u``), at most 1."""
-        if self.alone <= 0 or self.step_bytes <= 0:
+        """The share of the link's rate the all-reduce reached alone (``u``), at most 1: its time less the two rounds
+        of latency a ring of two waits, against the time of its bytes at the link's rate."""
+        moving = self.alone - 2 * self.latency  # a ring of two waits two rounds
+        if moving <= 0 or self.step_bytes <= 0:
             return 1.0
-        return min(1.0, ring_seconds(self.step_bytes, 2, self.rate) / self.alone)
+        return min(1.0, ring_seconds(self.step_bytes, 2, self.rate) / moving)
 
     @property
     def hidden(self) -> float:
@@ -87,10 +91,11 @@ class Measured:
 
 
 def project(measured: Measured, compute_seconds: Iterable[float], workers: Sequence[int] = WORKER_COUNTS,
-            latency: float = 0.0) -> list[dict[str, Any]]:
+            latency: float | None = None) -> list[dict[str, Any]]:
     """The efficiency at every count of ``workers`` for each step time of ``compute_seconds`` (for example a GPU's),
-    with ``u`` and ``h`` as ``measured``; one record per step time: ``compute_seconds``, ``workers`` and
-    ``efficiency`` (lists)."""
+    with ``u`` and ``h`` as ``measured``, on links of ``latency`` (``None``: the measured link's); one record per step
+    time: ``compute_seconds``, ``workers`` and ``efficiency`` (lists)."""
+    latency = measured.latency if latency is None else latency
     out = []
     for compute in compute_seconds:
         values = [efficiency(compute, measured.step_bytes, n, measured.rate, latency=latency, share=measured.share,
@@ -101,9 +106,11 @@ def project(measured: Measured, compute_seconds: Iterable[float], workers: Seque
 
 
 def measured_from(record: Mapping[str, Any]) -> Measured | None:
-    """The :class:`Measured` of one row of the scaling table (None for loopback or a row without what it needs)."""
+    """The :class:`Measured` of one row of the scaling table (None for loopback or a row without what it needs); its
+    latency is half the round trip its link added (``rtt_ms``, none when the row has none)."""
     needed = ("compute_seconds", "step_seconds", "allreduce_seconds", "bytes_per_step", "rate")
     if any(record.get(name) in (None, 0) for name in needed):
         return None
     return Measured(float(record["compute_seconds"]), float(record["step_seconds"]),
-                    float(record["allreduce_seconds"]), float(record["bytes_per_step"]), float(record["rate"]))
+                    float(record["allreduce_seconds"]), float(record["bytes_per_step"]), float(record["rate"]),
+                    float(record.get("rtt_ms") or 0.0) / 2000)

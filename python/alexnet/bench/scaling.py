@@ -340,8 +340,8 @@ def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]
     at each of ``step_seconds`` (per micro-batch: a lever set that accumulates ``k`` of them computes ``k`` times
     as long per step)."""
     out = []
-    for row in rows:
-        measured = measured_from(row)
+    for row in rows:  # the latency of the row's link: the projection's rounds wait on it too
+        measured = measured_from({**row, "rtt_ms": parse_links(str(row["link"]))[0].rtt_ms})
         if measured is None:
             continue
         times = [measured.compute, *(s * int(row.get("micro_batches", 1)) for s in step_seconds)]
