@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,27 @@ def steps_for(count: int, batch_size: int) -> int:
     return max(1, math.floor(count / batch_size))
 
 
+#: The gathering function of each strategy (:func:`_gather_of`), made once: a ``tf.function`` made anew at every
+#: call is traced anew, and TensorFlow warns of the retracing from the fifth.
+_GATHERS: weakref.WeakKeyDictionary[tf.distribute.Strategy, Any] = weakref.WeakKeyDictionary()
+
+
+def _gather_of(strategy: tf.distribute.Strategy) -> Any:
+    """The ``tf.function`` that all-gathers a row of int64 over every replica of ``strategy``: traced once for rows
+    of any length."""
+    gather = _GATHERS.get(strategy)
+    if gather is None:
+        owner = weakref.ref(strategy)  # the function does not keep its strategy alive
+
+        @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int64)])
+        def gather(row: Any) -> Any:
+            # the row copied to the replica's device: a collective sends from a placed tensor
+            return owner().run(lambda: tf.distribute.get_replica_context().all_gather(tf.identity(row), axis=0))
+
+        _GATHERS[strategy] = gather
+    return gather
+
+
 def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> np.ndarray:
     """Every replica's ``values`` across the whole cluster: an int array ``[replicas, len(values)]``.
 
@@ -44,13 +66,7 @@ def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> 
     local = np.asarray([list(values)], dtype=np.int64)
     if num_workers(strategy) == 1:
         return local
-    constant = tf.constant(local)
-
-    @tf.function
-    def gather() -> Any:
-        return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(constant, axis=0))
-
-    return np.asarray(strategy.experimental_local_results(gather())[0])
+    return np.asarray(strategy.experimental_local_results(_gather_of(strategy)(tf.constant(local)))[0])
 
 
 @dataclass(frozen=True)
