@@ -1,18 +1,24 @@
 """What the workers of a run agree on before training, and what they exchange to agree: the gathers of
 :mod:`alexnet.train.agreement`.
 
-The cheap checks run in this process; the two-worker run is this file started twice as a script (see the bottom).
+The checks run in this process.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import agreement  # noqa: E402
+from alexnet.train import strategy as strategies  # noqa: E402
+from alexnet.train.levers import BETWEEN_WORKERS  # noqa: E402
+from alexnet.train.settings import SHARED_BY_WORKERS, check_settings  # noqa: E402
 
 
 class _Said(logging.Handler):
@@ -40,3 +46,70 @@ def test_gathers_of_rows_of_any_length_are_traced_once_and_tensorflow_warns_of_n
     finally:
         logging.getLogger("tensorflow").removeHandler(said)
     assert not [message for message in said.messages if "retracing" in message], said.messages
+
+
+def _settings(**given: Any) -> dict[str, Any]:
+    return check_settings({"epochs": 2, "image_size": 64, "dense_units": 32, **given}).shared_by_workers()
+
+
+def _refusal(monkeypatch, *given: dict[str, Any]) -> str | None:
+    """The error of :func:`agreement.agree_on_settings` on worker 0 when worker ``i`` is given ``given[i]`` (each
+    worker one replica, its settings gathered as the real gather orders them), ``None`` when it raises none."""
+    texts = [json.dumps({"worker": i, "settings": _settings(**settings)}) for i, settings in enumerate(given)]
+    monkeypatch.setattr(agreement, "all_gather_texts", lambda strategy, text: texts)
+    topology = strategies.Topology("multi_worker", len(given), len(given), 0, True, 1, False)
+    try:
+        agreement.agree_on_settings(None, topology, _settings(**given[0]))
+    except AlexnetError as error:
+        return str(error)
+    return None
+
+
+def test_workers_given_different_levers_are_all_told_each_setting_that_differs_and_every_workers_value(monkeypatch):
+    # the user's two workers: another sync_every on worker 0 than on worker 1 failed with TensorFlow's "Shape mismatch
+    # in the collective instance", and bfloat16 against float16 with "expected ... data_type 19 but got ... 14"
+    message = _refusal(monkeypatch, {"sync_every": 4, "allreduce_precision": "bfloat16"},
+                       {"allreduce_precision": "fp16"})
+    assert message == (
+        "The workers were given different settings: `allreduce_precision` is 'bfloat16' on worker 0, 'float16' on "
+        "worker 1; `sync_every` is 4 on worker 0, 1 on worker 1. Each of these decides what the workers exchange or "
+        "how every step updates the weights they share: give every worker the same settings.")
+    # every lever, and what else the workers' collectives or updates depend on; workers holding one value together
+    # are named together
+    apart = {"allreduce_pack_mb": 25, "accumulate_steps": 2, "adapt_communication": True, "precision": "bfloat16",
+             "dense_units": 64, "image_size": [64, 96], "epochs": 3, "learning_rate": 0.02, "batch_size": 16}
+    message = _refusal(monkeypatch, {}, apart, {})
+    for name in apart:
+        assert f"`{name}` is " in message, name
+    assert "`allreduce_pack_mb` is 0 on workers 0 and 2, 25 on worker 1" in message
+    assert "`precision` is unset on workers 0 and 2, 'bfloat16' on worker 1" in message
+    assert "`image_size` is [64] on workers 0 and 2, [64, 96] on worker 1" in message
+    assert "`epochs` is 2 on workers 0 and 2, 3 on worker 1" in message
+    # the same settings written otherwise, those that may differ, and those another setting leaves unused agree
+    assert _refusal(monkeypatch, {"allreduce_precision": "bf16", "allreduce_pack_mb": 25.0, "seed": 0, "dropout": 0.1,
+                                  "patience": 5, "lighting": 0.1},
+                    {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "seed": 1, "patience": 2}) is None
+    # with local SGD on both, the synchronous epochs before it count
+    assert _refusal(monkeypatch, {"sync_every": 2, "local_sgd_after": 1}, {"sync_every": 2}) == (
+        "The workers were given different settings: `local_sgd_after` is 1 on worker 0, 0 on worker 1. Each of these "
+        "decides what the workers exchange or how every step updates the weights they share: give every worker the "
+        "same settings.")
+
+
+def test_the_settings_every_worker_must_share_include_every_lever_and_no_setting_a_worker_may_hold_its_own():
+    shared = set(SHARED_BY_WORKERS)
+    assert set(BETWEEN_WORKERS) | {"accumulate_steps", "precision", "dense_units", "image_size"} <= shared
+    assert not {"seed", "parallel", "checkpoint_dir", "model_dir", "log_dir", "verbose", "collective_timeout",
+                "progress_file", "model_pin"} & shared
+    # but those another setting leaves unused
+    assert set(_settings()) == shared - {"lr_drop_epochs", "patience", "local_sgd_after"}
+    assert {"patience", "local_sgd_after"} <= set(_settings(lr_schedule="plateau", sync_every=2))
+
+
+def test_texts_are_gathered_whole_whatever_their_lengths(monkeypatch):
+    # each replica's row: its length, then its bytes, padded to the longest
+    monkeypatch.setattr(agreement, "num_workers", lambda strategy: 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    for text in ("", "{\"sync_every\": 4}", "é" * 40):
+        assert agreement.all_gather_texts(strategy, text) == [text]
+
