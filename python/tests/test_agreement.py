@@ -1,24 +1,33 @@
 """What the workers of a run agree on before training, and what they exchange to agree: the gathers of
 :mod:`alexnet.train.agreement`.
 
-The checks run in this process.
+The cheap checks run in this process; the two-worker run is this file started twice as a script (see the bottom).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from helpers_train import make_tree, worker_env  # noqa: E402
+
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import agreement  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
 from alexnet.train.levers import BETWEEN_WORKERS  # noqa: E402
 from alexnet.train.settings import SHARED_BY_WORKERS, check_settings  # noqa: E402
+
+HERE = Path(__file__).resolve()
 
 
 class _Said(logging.Handler):
@@ -113,3 +122,94 @@ def test_texts_are_gathered_whole_whatever_their_lengths(monkeypatch):
     for text in ("", "{\"sync_every\": 4}", "é" * 40):
         assert agreement.all_gather_texts(strategy, text) == [text]
 
+
+# ---------------------------------------------------------------------------------------------------------
+# two workers: this file run as a script twice
+
+
+#: The levers each worker of the run refused is given: another `sync_every` and another 16-bit wire format.
+APART = ({"sync_every": 4, "allreduce_precision": "bfloat16"}, {"allreduce_precision": "float16"})
+EPOCHS, STEPS = 2, 3
+
+
+@pytest.mark.slow
+def test_two_workers_refuse_different_levers_then_show_the_runs_metrics_at_every_step_without_retracing(tmp_path):
+    base = free_base_port(2)
+    env = worker_env(tmp_path)
+    logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
+    workers = [subprocess.Popen([sys.executable, str(HERE), str(tmp_path), str(i), str(base)], stdout=logs[i],
+                                stderr=subprocess.STDOUT, env=env) for i in range(2)]
+    try:
+        codes = [w.wait(timeout=300) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for log in logs:
+            log.close()
+    assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
+    results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    # both workers refused the levers apart, before any exchange of the training, in the product's words
+    for result in results:
+        assert result["refused"] == (
+            "The workers were given different settings: `allreduce_precision` is 'bfloat16' on worker 0, 'float16' on "
+            "worker 1; `sync_every` is 4 on worker 0, 1 on worker 1. Each of these decides what the workers exchange "
+            "or how every step updates the weights they share: give every worker the same settings.")
+    # the same strategy then trained: every step reported the run's metrics (what Keras's progress bar shows), never
+    # their sum over the workers, and the last step of each epoch what the history records for it
+    for result in results:
+        steps, metrics = result["steps"], result["metrics"]
+        assert len(steps) == EPOCHS * STEPS
+        for logs in steps:
+            assert 0.0 <= logs["accuracy"] <= 1.0 and 0.0 <= logs["top5_accuracy"] <= 1.0, steps
+        for epoch in range(EPOCHS):
+            last = steps[(epoch + 1) * STEPS - 1]
+            for name in ("loss", "accuracy", "top5_accuracy"):
+                assert last[name] == pytest.approx(metrics[name][epoch], rel=1e-6), (name, epoch, steps, metrics)
+    assert results[0]["steps"] == results[1]["steps"]
+    # and no worker was warned of retracing by the gathers of what they agree on
+    for result in results:
+        assert not [m for m in result["tensorflow"] if "retracing" in m], result["tensorflow"]
+
+
+def _worker(folder: str, index: int, base: int) -> None:
+    from alexnet.tfimport import keras
+    from alexnet.train import api as training
+    from alexnet.train.cluster import tf_config_json
+    from alexnet.train.strategy import resolve_strategy
+
+    said = _Said()
+    logging.getLogger("tensorflow").addHandler(said)
+    os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, base)
+    strategy = resolve_strategy("multi_worker", collective_timeout=60)
+    root = Path(folder)
+    data = make_tree(root / f"images-{index}", classes=4, per_class=8, val_per_class=2, seed=index, min_side=48,
+                     max_side=72)
+    settings = {"batch_size": 4, "epochs": EPOCHS, "steps_per_epoch": STEPS, "image_size": 64, "dense_units": 32,
+                "seed": index, "precision": "float32", "verbose": 0, "parallel": 1, "learning_rate": 0.02}
+
+    class Steps(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.logs: list[dict[str, float]] = []
+
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+            self.logs.append({name: float(value) for name, value in (logs or {}).items()})
+
+    try:
+        training.alexnet_train(data=data, strategy=strategy, **settings, **APART[index])
+        refused = None
+    except AlexnetError as error:
+        refused = str(error)
+    steps = Steps()
+    history = training.alexnet_train(data=data, strategy=strategy, callbacks=[steps], **settings)
+    (root / f"result-{index}.json").write_text(json.dumps({
+        "refused": refused, "steps": steps.logs, "metrics": history["metrics"], "tensorflow": said.messages}))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
