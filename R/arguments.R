@@ -4,9 +4,9 @@ NULL
 # The arguments of the exported functions, checked in R before any call into the core, and turned into what the
 # core expects. Each function's arguments have a kind in `argument_kinds`:
 #
-#   count     a whole number                       number    a number
+#   count     a whole number                       number    a finite number
 #   flag      TRUE or FALSE                        string    one string
-#   location  one string: a path or a URL          numbers   a numeric vector (any length, no NA)
+#   location  one string: a path or a URL          numbers   a numeric vector (any length, no NA or Inf)
 #   strings   a character vector (no NA)           data      a list (a partition), or one string
 #   object    one string or an object (a Python strategy, say)
 #   connection  a sparklyr connection              any       not checked here
@@ -167,10 +167,10 @@ check_arg <- function(value, name, kind, fun = NULL) {
     counts = is.numeric(value) && length(value) >= 1L && is.null(dim(value)) && all(is.finite(value)) &&
       all(value == round(value)) && (is.null(least) || all(value >= least)),
     choice = is_scalar(value, is.character) && tolower(trimws(value)) %in% argument_choices[[name]],
-    number = is_scalar(value, is.numeric),
+    number = is_scalar(value, is.numeric) && is.finite(value),
     flag = is_scalar(value, is.logical),
     string = , location = is_scalar(value, is.character),
-    numbers = is.numeric(value) && !anyNA(value) && is.null(dim(value)),
+    numbers = is.numeric(value) && all(is.finite(value)) && is.null(dim(value)),
     strings = is.character(value) && !anyNA(value) && is.null(dim(value)),
     data = is.list(value) || is_scalar(value, is.character),
     partition = is.list(value),
@@ -193,7 +193,7 @@ is_scalar <- function(value, type) {
 
 argument_wants <- c(
   count = "a whole number", number = "a number", flag = "TRUE or FALSE", string = "one string",
-  location = "one path or URL (a string)", numbers = "numbers without NA", strings = "strings without NA",
+  location = "one path or URL (a string)", numbers = "numbers without NA or Inf", strings = "strings without NA",
   data = "a partition (a list such as imagenet_partition() returns) or one path",
   partition = "a partition (a list such as imagenet_partition() returns)",
   object = "one string or an object", counts = "whole numbers"

@@ -24,7 +24,11 @@
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`. `"multi_worker"` bounds collectives by `collective_timeout` and
 #'   waits a minute for a silent worker's heartbeats; a `MultiWorkerMirroredStrategy` object keeps its own
-#'   options and TensorFlow's 10 s heartbeat timeout, and training warns when that may end a run.
+#'   options and TensorFlow's 10 s heartbeat timeout, and training warns when that may end a run. Every
+#'   worker must be given the same settings of what the workers exchange and of how each step updates the
+#'   weights (the communication settings, `batch_size`, `epochs`, steps, image sizes, the model, `precision`,
+#'   the learning rate and its schedule): before their first exchange the workers compare them, and every
+#'   worker stops with an `alexnet_error` naming each one that differs and every worker's value.
 #' @param parallel Images decoded at the same time; `NULL`: one per CPU this process may use.
 #' @param ... Further training settings, by name: every one is listed under "Training settings"
 #'   below with its default (`image_size`, `learning_rate`, `precision`, `checkpoint_dir`,

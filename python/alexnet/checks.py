@@ -106,13 +106,15 @@ def shown(value: Any) -> str:
 
 
 def as_number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
-    """``value`` as a float, between ``low`` and ``high`` when given; a string or a flag is not a number."""
+    """``value`` as a float, between ``low`` and ``high`` when given; a string or a flag is not a number, nor is NaN or
+    an infinity (every setting of numbers needs a finite one: an infinite size of a pack, rate or timeout is no
+    value a run can take)."""
     item = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
     try:
         number = float("nan") if isinstance(item, (str, bytes, bool)) else float(item)
     except (TypeError, ValueError):
         number = float("nan")
-    if number != number or (low is not None and number < low) or (high is not None and number > high):
+    if not np.isfinite(number) or (low is not None and number < low) or (high is not None and number > high):
         bounds = f" between {low:g} and {high:g}" if low is not None and high is not None else \
             f" >= {low:g}" if low is not None else ""
         raise AlexnetError(f"`{name}` must be a number{bounds}, not {shown(value)}.")

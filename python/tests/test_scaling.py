@@ -60,6 +60,8 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
     with pytest.raises(AlexnetError, match=r"^the lever set 'sync_every=four' gives `sync_every` 'four', which is "
                                            r"not a number\.$"):
         parse_lever_set("sync_every=four")
+    with pytest.raises(AlexnetError, match=r"^`allreduce_pack_mb` must be a number >= 0, not inf\.$"):
+        parse_lever_set("allreduce_pack_mb=inf")
     with pytest.raises(AlexnetError, match=r"'sync_every=4\+sync_every=8' gives sync_every more than once"):
         parse_lever_set("sync_every=4+sync_every=8")
     # written back as a lever set (what a run advised, in the stage's table), read again as the same settings

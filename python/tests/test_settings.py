@@ -98,6 +98,23 @@ def test_a_number_is_said_as_written_and_a_string_is_not_one():
             check_settings({"allreduce_pack_mb": number})
 
 
+NUMBERS = [(name, spec) for name, spec in SETTINGS if spec.kind == "number"]
+
+
+@pytest.mark.parametrize(("name", "spec"), NUMBERS, ids=[name for name, _ in NUMBERS])
+def test_an_infinite_number_is_refused_as_nan_is_by_the_call_and_the_command_line(name, spec, tmp_path, capsys):
+    # no setting takes an infinity: a pack of infinite megabytes overflowed when its bytes were counted
+    for value, said in ((float("inf"), "inf"), (float("-inf"), "-inf"), (float("nan"), "nan")):
+        with pytest.raises(AlexnetError, match=rf"^`{name}` must be a number[^,]*, not {said}\.$"):
+            check_settings({name: value})
+        with pytest.raises(AlexnetError, match=rf"^`{name}` must be a number[^,]*, not {said}\.$"):
+            alexnet.alexnet_train(data=NOWHERE, **{name: value})
+    flag = option_name(name, spec)
+    if flag is not None:
+        assert main(["train", "--board", str(tmp_path / "no-board"), flag, "inf"]) == 2
+        assert f"`{flag}` must be a number" in capsys.readouterr().err
+
+
 def test_a_dropout_of_one_is_refused_before_keras_fails_at_the_first_step():
     with pytest.raises(AlexnetError, match=r"^`dropout` must be a number >= 0 and < 1, not 1\.$"):
         check_settings({"dropout": 1})

@@ -137,7 +137,14 @@ test_that("good values pass and reach the core converted: whole numbers as integ
   expect_identical(check(strategy, "strategy", "object?"), strategy)
   expect_error(check(2.5, "total", "count"), "`total` must be a whole number, not 2.5", class = "alexnet_error")
   expect_error(check(NULL, "total", "count"), "`total` must be a whole number, not NULL", class = "alexnet_error")
-  expect_error(check(c(1, NA), "area_range", "numbers"), "`area_range` must be numbers without NA, not c\\(1, NA\\)",
+  expect_error(check(c(1, NA), "area_range", "numbers"),
+               "`area_range` must be numbers without NA or Inf, not c\\(1, NA\\)", class = "alexnet_error")
+  # no number a setting takes is infinite (the core refuses them too): Inf is refused as NaN is
+  for (value in c(Inf, -Inf, NaN)) {
+    expect_error(check(value, "allreduce_pack_mb", "number"), "`allreduce_pack_mb` must be a number, not ",
+                 class = "alexnet_error")
+  }
+  expect_error(check(c(0.5, Inf), "step_seconds", "numbers"), "`step_seconds` must be numbers without NA or Inf",
                class = "alexnet_error")
   expect_error(check(list(a = 1), "board", "location?"), "`board` must be one path or URL \\(a string\\) or NULL",
                class = "alexnet_error")

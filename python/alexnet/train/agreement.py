@@ -2,10 +2,12 @@
 
 Under ``MultiWorkerMirroredStrategy`` every worker trains on its own partition (tf.data auto-sharding is
 off), and every training and validation step is an all-reduce that all workers must join: a worker that runs
-one step more waits for ever. So before the model is built the workers settle on one number of steps per
+one step more waits for ever, and a collective that workers start with other shapes or number formats fails. So
+first of all the workers check that they were given the same settings of what they exchange and how they update
+the weights (:func:`agree_on_settings`), then, before the model is built, they settle on one number of steps per
 epoch and on how to validate (:func:`agree_on_steps`: every worker's validation images, each counted once, in
 the same number of steps everywhere, the smaller shares padded; :func:`validation_plan`), and after a
-checkpoint is restored they check that they all resume at the same point (:func:`check_agreement`). Both raise
+checkpoint is restored they check that they all resume at the same point (:func:`check_agreement`). Each raises
 on every worker at once, never on one alone, so that no worker is left waiting. When training ends, they compare
 their weights (:func:`weights_agree`).
 """
@@ -13,15 +15,17 @@ their weights (:func:`weights_agree`).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_ints
+from ..checks import as_int, as_ints, shown
 from ..errors import AlexnetError
 from ..input.inputs import TrainingData
 from ..tfimport import tf
@@ -35,6 +39,27 @@ def steps_for(count: int, batch_size: int) -> int:
     return max(1, math.floor(count / batch_size))
 
 
+#: The gathering function of each strategy (:func:`_gather_of`), made once: a ``tf.function`` made anew at every
+#: call is traced anew, and TensorFlow warns of the retracing from the fifth.
+_GATHERS: weakref.WeakKeyDictionary[tf.distribute.Strategy, Any] = weakref.WeakKeyDictionary()
+
+
+def _gather_of(strategy: tf.distribute.Strategy) -> Any:
+    """The ``tf.function`` that all-gathers a row of int64 over every replica of ``strategy``: traced once for rows
+    of any length."""
+    gather = _GATHERS.get(strategy)
+    if gather is None:
+        owner = weakref.ref(strategy)  # the function does not keep its strategy alive
+
+        @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int64)])
+        def gather(row: Any) -> Any:
+            # the row copied to the replica's device: a collective sends from a placed tensor
+            return owner().run(lambda: tf.distribute.get_replica_context().all_gather(tf.identity(row), axis=0))
+
+        _GATHERS[strategy] = gather
+    return gather
+
+
 def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> np.ndarray:
     """Every replica's ``values`` across the whole cluster: an int array ``[replicas, len(values)]``.
 
@@ -44,13 +69,63 @@ def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> 
     local = np.asarray([list(values)], dtype=np.int64)
     if num_workers(strategy) == 1:
         return local
-    constant = tf.constant(local)
+    return np.asarray(strategy.experimental_local_results(_gather_of(strategy)(tf.constant(local)))[0])
 
-    @tf.function
-    def gather() -> Any:
-        return strategy.run(lambda: tf.distribute.get_replica_context().all_gather(constant, axis=0))
 
-    return np.asarray(strategy.experimental_local_results(gather())[0])
+def all_gather_texts(strategy: tf.distribute.Strategy, text: str) -> list[str]:
+    """Every replica's ``text`` across the whole cluster, one per replica in the order of :func:`all_gather_ints`
+    (two gathers: the lengths, then the texts padded to the longest). A collective, as that is."""
+    encoded = list(text.encode())
+    longest = int(all_gather_ints(strategy, [len(encoded)])[:, 0].max())
+    rows = all_gather_ints(strategy, [len(encoded), *encoded, *[0] * (longest - len(encoded))])
+    return [bytes(int(b) for b in row[1:1 + int(row[0])]).decode() for row in rows]
+
+
+def _said(value: Any) -> str:
+    """A setting's value as a message shows it: ``unset`` for ``None``."""
+    return "unset" if value is None else shown(value)
+
+
+def _workers(indices: Sequence[int]) -> str:
+    """``worker 1``, ``workers 0 and 2``, ``workers 0, 1 and 3``."""
+    names = [str(i) for i in indices]
+    return f"worker {names[0]}" if len(names) == 1 else f"workers {', '.join(names[:-1])} and {names[-1]}"
+
+
+def settings_apart(given: Mapping[int, Mapping[str, Any]]) -> str | None:
+    """What differs between the settings ``given`` to each worker (by worker index): each setting whose value is not
+    the same on every worker that holds it, with those workers' values (``None``: they all hold the same ones). A
+    worker without a setting leaves it unused (another setting says so, and differs)."""
+    parts = []
+    for name in dict.fromkeys(name for worker in sorted(given) for name in given[worker]):
+        holders: dict[str, list[int]] = {}
+        values: dict[str, Any] = {}
+        for worker in sorted(worker for worker in given if name in given[worker]):
+            value = given[worker][name]
+            key = json.dumps(value, sort_keys=True)
+            holders.setdefault(key, []).append(worker)
+            values[key] = value
+        if len(holders) > 1:
+            parts.append(f"`{name}` is " + ", ".join(f"{_said(values[key])} on {_workers(workers)}"
+                                                     for key, workers in holders.items()))
+    return "; ".join(parts) or None
+
+
+def agree_on_settings(strategy: tf.distribute.Strategy, topology: Topology, shared: Mapping[str, Any]) -> None:
+    """Raise on every worker at once, naming each setting that differs and every worker's value, unless all of
+    them were given the same ``shared`` settings (plain values: :meth:`.settings.TrainSettings.shared_by_workers`).
+    Workers launched by hand with another ``sync_every`` or wire format would otherwise meet TensorFlow's errors of
+    mismatched collectives (or wait for one the others never start). A collective: every worker calls it first,
+    before any other exchange of the run. Nothing to compare with one worker."""
+    if topology.workers <= 1:
+        return
+    texts = all_gather_texts(strategy, json.dumps({"worker": topology.worker_index, "settings": dict(shared)}))
+    given = {int(row["worker"]): row["settings"] for row in map(json.loads, texts)}
+    apart = settings_apart(given)
+    if apart is not None:
+        raise AlexnetError(f"The workers were given different settings: {apart}. Each of these decides what the "
+                           "workers exchange or how every step updates the weights they share: give every worker the "
+                           "same settings.")
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,9 @@ def compile_alexnet(
     """Compile with cross-entropy (of labels smoothed by ``label_smoothing``:
     :class:`SmoothedSparseCrossentropy`) and top-1 (``accuracy``) and top-5 (``top5_accuracy``) accuracy.
 
-    With fewer than 5 classes, ``top5_accuracy`` counts the top ``num_classes`` (and is then always 1).
+    With fewer than 5 classes, ``top5_accuracy`` counts the top ``num_classes`` (and is then always 1). The metrics a
+    step reports (Keras's progress bar, a callback's ``on_train_batch_end``) are the run's so far, over every
+    replica and worker, as the history records them at the epoch's end.
     """
     model.compile(
         optimizer=optimizer,
@@ -139,6 +141,10 @@ def compile_alexnet(
         ],
         jit_compile=jit_compile,
     )
+    # every replica's step returns the metrics of the whole cluster already (Keras reads them across the replicas);
+    # Keras's own choice adds them up over the workers of a multi-worker run, so that its progress bar showed twice
+    # the loss and accuracy on two workers: the first replica's are those of the run, with no exchange to add them
+    model.distribute_reduction_method = "first"
     return model
 
 

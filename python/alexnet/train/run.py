@@ -253,7 +253,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     from ..model.saved import save_model
     from . import callbacks as cb
     from .advice import adaptation_text, adapted_timing
-    from .agreement import check_agreement, weights_agree
+    from .agreement import agree_on_settings, check_agreement, weights_agree
     from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
     from .initial import initial_description, initial_weights
@@ -280,6 +280,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         from ..tfimport import keras
 
         keras.utils.set_random_seed(settings.seed)
+    agree_on_settings(strategy, topo, settings.shared_by_workers())
     steps = _agree_on_steps(strategy, topo, data, td, settings)
     warn_of_averages_beyond_an_epoch(settings, topo, steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)

@@ -36,6 +36,22 @@ from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rat
 logger = logging.getLogger(__name__)
 
 
+#: The settings every worker of a multi-worker run must be given alike (the workers check before they train:
+#: :func:`alexnet.train.agreement.agree_on_settings`): what decides the collective operations each worker runs, in
+#: order, shape and number format (the exchange's levers, the steps and epochs, validation, the model, its
+#: precision and XLA, a trained start), and how every update follows from the gradients all-reduced (the batch,
+#: the rate and its schedule, momentum and decay, which layers learn, the weights kept): a worker given another of
+#: these would wait for ever for an exchange the others never start, fail with TensorFlow's error, or move away from
+#: the others' weights. The seed, the images' augmentation, dropout and where each worker writes may differ.
+SHARED_BY_WORKERS = (
+    "batch_size", "epochs", "image_size", "image_size_epochs", "learning_rate", "lr_scaling", "lr_schedule",
+    "warmup_epochs", "momentum", "weight_decay", "lr_drop_epochs", "patience", "checkpoint_every", "steps_per_epoch",
+    "validation", "validation_steps", "keep_best", "dense_units", "grouped", "initial_model", "train_from", "precision",
+    "jit_compile", "allreduce_precision", "allreduce_pack_mb", "accumulate_steps", "sync_every", "local_sgd_after",
+    "adapt_communication",
+)
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """Every setting of a training run, checked (the declaration: see the module documentation)."""
@@ -210,6 +226,18 @@ class TrainSettings:
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
         return declaration.to_dict(self)
+
+    def shared_by_workers(self) -> dict[str, Any]:
+        """The settings of :data:`SHARED_BY_WORKERS` as plain values, which every worker of a run must hold alike:
+        without those another setting leaves unused (``patience`` but for the plateau schedule, ``local_sgd_after``
+        without local SGD, ...), with the image sizes and the epochs of each, and ``initial_model`` as whether one
+        is given (each worker may read its own copy)."""
+        values = self.to_dict()
+        shared = {name: values[name] for name in SHARED_BY_WORKERS
+                  if name not in _ONLY_WITH or _ONLY_WITH[name][2](values)}
+        shared.update(image_size=list(self.sizes.sizes), image_size_epochs=list(self.sizes.epochs),
+                      initial_model=None if self.initial_model is None else "given")
+        return shared
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:
