@@ -88,7 +88,8 @@
 #'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"`,
 #'   `"imagefolder"` or `"folders"`) of the source read, `categories` (how
 #'   many are on the board), `uploaded` and `skipped` (the WordNet ids written now and those already
-#'   there with the same content; `character(0)` when none), `excluded` (a data frame of the categories left out
+#'   there with the same content; `character(0)` when none), `val_uploaded` (the ids whose validation images were
+#'   written now, also to categories already there), `excluded` (a data frame of the categories left out
 #'   for having fewer than `min_images` good images: `category` and `images`), `images` and
 #'   `val_images` on the board, `bytes` (of every zip on the board), `uploaded_bytes` (written now),
 #'   `seconds`, `mb_per_s`, `bad_images` (a data frame of the files left out: `category`, `split`,
