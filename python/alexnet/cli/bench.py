@@ -40,7 +40,8 @@ def _bench(args: argparse.Namespace) -> None:
     if data is None and getattr(args, "board", None) is not None and set(plan.common.stages) - {"fetch"}:
         data = common.fetch(args)  # the other stages' images (the fetch stage downloads its own, twice)
     result = run(plan, data)
-    common.emit(result, args.json, lambda r: f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}")
+    common.emit(result, args.json,
+                lambda r: common.typed(args)(f"{benchmark_table(r)}\n\nWrote {r['json']} and {r['png']}"))
 
 
 def register(add: common.AddCommand) -> None:
