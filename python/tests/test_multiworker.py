@@ -179,6 +179,30 @@ def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(
                     "default": [False, False]}
 
 
+@pytest.mark.parametrize("handler", [None, "own"])
+def test_a_multi_worker_process_stops_on_sigterm_as_it_did_before_its_strategy(handler):
+    """TensorFlow's multi-worker set-up takes SIGTERM over (its preemption notice), a handler that only records it,
+    and the worker trained on; what SIGTERM did before the strategy was built is put back: by default the process
+    ends at once, and a handler of the host program still runs (a cluster of one worker sets up as two do)."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        from alexnet.train.cluster import tf_config_json
+        from alexnet.train.strategy import resolve_strategy
+
+        if {handler!r} == "own":
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(3))
+        os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1"], 0, {free_base_port(1)})
+        resolve_strategy("multi_worker", collective_timeout=30)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+        print("still running after SIGTERM")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
+    assert done.returncode == (3 if handler else -signal.SIGTERM), (done.stdout, done.stderr[-3000:])
+
+
 def test_a_strategy_object_configured_as_tensorflow_does_is_told_to_keep_its_10_s_heartbeat(tmp_path):
     """A MultiWorkerMirroredStrategy the host program built configures the coordination service as below (TensorFlow
     2.21's own call, no heartbeat timeout): the run warns that a worker silent for 10 s ends it, and says what to pass
@@ -327,6 +351,7 @@ def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
     paused: bool = False, full_size: bool = False, nudge: bool = False, levers: dict[str, Any] | None = None,
+    epochs: int | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
@@ -336,7 +361,8 @@ def _start(
     :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`; ``full_size``: AlexNet's own dense layers (4096 units),
     :data:`FULL_SIZE_STEPS` steps of 16 images, without validation; ``nudge``: worker 1 adds :data:`NUDGE` to its
     last bias once its training is over, before the workers compare their weights; ``levers``: training settings
-    of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``."""
+    of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``;
+    ``epochs``: that many epochs, with checkpoints, in place of the 3 of a run that resumes."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -344,7 +370,7 @@ def _start(
         "base_port": base_port,
         "data": data,
         "checkpoint_dir": None if fresh else str(workdir / "ckpt"),
-        "epochs": (len(image_size) if image_size else 1) if fresh else 3,
+        "epochs": (len(image_size) if image_size else 1) if fresh else epochs or 3,
         "image_size": image_size or 64,
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
@@ -366,7 +392,7 @@ def _start(
     path.write_text(json.dumps(config))
     env = worker_env(workdir)
     kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
-            "fresh" if fresh else "resume")
+            "fresh" if fresh else "long" if epochs else "resume")
     log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
     return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -540,6 +566,38 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     assert list(board.pins.pin_versions("alexnet")["version"]) == [histories[0]["model_pin"]["version"]]
     assert board.pins.pin_meta("alexnet").user["weights_sha256"] == histories[1]["weights_sha256"]
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.slow
+def test_a_worker_sent_sigterm_stops_and_the_other_with_it(tmp_path):
+    """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
+    multi-worker set-up had taken SIGTERM over, and both trained on), its last checkpoint whole; worker 1 ends within
+    seconds."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, epochs=100) for i, d in enumerate((data0, data1))]
+    state = tmp_path / "ckpt" / STATE_FILE
+    deadline = time.time() + 120
+    while not state.exists() and time.time() < deadline and all(w.poll() is None for w in workers):
+        time.sleep(0.2)
+    logs = lambda: [(tmp_path / f"log-{i}-long.txt").read_text()[-3000:] for i in range(2)]  # noqa: E731
+    assert state.exists(), logs()
+    workers[0].send_signal(signal.SIGTERM)
+    sent = time.time()
+    try:
+        codes = [_finish(w, 30) for w in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    assert time.time() - sent < 30
+    assert codes == [-signal.SIGTERM, 1], logs()
+    # what a rerun resumes from: the checkpoint the index names, every file of it there
+    done = json.loads(state.read_text())["epochs_done"]
+    latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
+    assert done >= 1 and latest is not None
+    assert {"epoch", "step"} <= {name.split("/")[0] for name, _ in tf.train.list_variables(latest)}
 
 
 @pytest.mark.long
