@@ -203,6 +203,84 @@ def test_a_multi_worker_process_stops_on_sigterm_as_it_did_before_its_strategy(h
     assert done.returncode == (3 if handler else -signal.SIGTERM), (done.stdout, done.stderr[-3000:])
 
 
+#: What TensorFlow 2.21 raised on worker 0 when worker 1 was killed (its heartbeats stopped), and on worker 1 when
+#: worker 0 was (its connection reset), without the graph traceback in between.
+UNHEALTHY = ("Graph execution error:\n\nDetected at node CollectiveReduceV2_2 defined at (most recent call last):\n"
+             "Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy "
+             "(stopped sending heartbeats):\n/job:worker/replica:0/task:1\nThe tasks have crashed. Check the task "
+             "logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug further.\n"
+             "The error could be from a previous operation. Restart your program to reset.")
+RESET = ("Graph execution error:\n\nCollective ops is aborted by: recvmsg:Connection reset by peer\nAdditional GRPC "
+         "error information from remote target /job:worker/replica:0/task:0 while calling "
+         "/tensorflow.WorkerService/CompleteInstance:\n:UNKNOWN:Error received from peer  {grpc_message:\"recvmsg:"
+         "Connection reset by peer\", grpc_status:14}")
+
+
+def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_how_to_resume():
+    from alexnet.train.lost import WorkerLostError, lost_worker
+
+    lost = lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=2,
+                       collective_timeout=1800, checkpoint_dir="/runs/1")
+    assert isinstance(lost, WorkerLostError) and (lost.worker, lost.kind) == (1, "heartbeats")
+    said = str(lost)
+    assert said.startswith("Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending heartbeats and was "
+                           "declared lost, so the run stopped on every worker.")
+    assert "a slow or saturated link may have starved its heartbeats" in said
+    assert "give a larger `collective_timeout` (seconds; 1800 now)" in said
+    assert "with `checkpoint_dir` = '/runs/1': it resumes from the last checkpoint" in said
+    assert "Graph execution" not in said and "\n" not in said
+    # the chief killed: worker 1 sees its connection reset; a short collective_timeout shortens the heartbeats too
+    lost = lost_worker(tf.errors.UnavailableError(None, None, RESET), worker=1, workers=2, collective_timeout=20,
+                       checkpoint_dir=None)
+    assert (lost.worker, lost.kind) == (0, "connection")
+    assert "worker 0 of 2 stopped answering (its connection was reset)" in str(lost)
+    assert "after 20 s without one" in str(lost) and "give `collective_timeout` = 60 or more" in str(lost)
+    assert "This run kept no checkpoints" in str(lost)
+    lost = lost_worker(tf.errors.DeadlineExceededError(None, None, "Collective has timed out"), worker=1, workers=3,
+                       collective_timeout=30, checkpoint_dir="gs://b/runs")
+    assert (lost.worker, lost.kind) == (None, "timeout")
+    assert "a collective operation waited 30 s (`collective_timeout`) for a worker and gave up" in str(lost)
+    # not a lost worker: one worker, or another error
+    assert lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=1, collective_timeout=30,
+                       checkpoint_dir=None) is None
+    for other in (tf.errors.InvalidArgumentError(None, None, "bad image"), ConnectionResetError("reset by peer")):
+        assert lost_worker(other, worker=0, workers=2, collective_timeout=30, checkpoint_dir=None) is None
+
+
+def test_the_command_line_ends_a_run_that_lost_a_worker_with_one_line_keeping_tensorflows_error(
+        tmp_path, monkeypatch, capsys):
+    """Through the command line's path (alexnet_train()'s too): TensorFlow's error raised by the run becomes one
+    AlexnetError, TensorFlow's as its cause, said with the command's options and no traceback."""
+    from alexnet.cli import common
+    from alexnet.cli import main as cli_main
+    from alexnet.train import run as runs
+    from alexnet.train.lost import WorkerLostError
+    from alexnet.train.strategy import Topology
+
+    raised = tf.errors.UnavailableError(None, None, UNHEALTHY)
+
+    def lose(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(common, "fetch", lambda args: {})
+    monkeypatch.setattr(strategies, "resolve_strategy", lambda strategy, **kwargs: strategy)
+    monkeypatch.setattr(strategies, "topology", lambda strategy: Topology("multi_worker", 2, 2, 0, True, 1, False))
+    monkeypatch.setattr(runs, "run", lose)
+    settings = training.check_settings({"checkpoint_dir": str(tmp_path / "ck"), "collective_timeout": 20},
+                                       data_board=None)
+    with pytest.raises(WorkerLostError) as caught:
+        training.train(settings, {}, "multi_worker")
+    assert caught.value.__cause__ is raised and caught.value.worker == 1
+    assert cli_main(["train", "--board", str(tmp_path / "board"), "--strategy", "multi_worker",
+                     "--checkpoint-dir", str(tmp_path / "ck"), "--collective-timeout", "20"]) == 2
+    err = capsys.readouterr().err
+    [line] = [said for said in err.splitlines() if said.startswith("alexnet train: error:")]
+    assert line.startswith("alexnet train: error: Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending "
+                           "heartbeats and was declared lost")
+    assert "give `--collective-timeout` 60 or more" in line and f"`--checkpoint-dir` '{tmp_path / 'ck'}'" in line
+    assert "Traceback" not in err and "Graph execution" not in err
+
+
 def test_a_strategy_object_configured_as_tensorflow_does_is_told_to_keep_its_10_s_heartbeat(tmp_path):
     """A MultiWorkerMirroredStrategy the host program built configures the coordination service as below (TensorFlow
     2.21's own call, no heartbeat timeout): the run warns that a worker silent for 10 s ends it, and says what to pass
@@ -569,10 +647,10 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_sent_sigterm_stops_and_the_other_with_it(tmp_path):
+def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path):
     """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
     multi-worker set-up had taken SIGTERM over, and both trained on), its last checkpoint whole; worker 1 ends within
-    seconds."""
+    seconds with one error naming worker 0 and how to resume."""
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
     workers = [_start(tmp_path, i, base, d, kill=False, epochs=100) for i, d in enumerate((data0, data1))]
@@ -593,6 +671,10 @@ def test_a_worker_sent_sigterm_stops_and_the_other_with_it(tmp_path):
                 worker.wait()
     assert time.time() - sent < 30
     assert codes == [-signal.SIGTERM, 1], logs()
+    error = json.loads((tmp_path / "result-1.json").read_text())["error"]
+    assert error["type"] == "WorkerLostError", error
+    assert error["message"].startswith("Worker 1 of 2 cannot go on: worker 0 of 2 stopped answering"), error
+    assert f"with `checkpoint_dir` = '{tmp_path / 'ckpt'}': it resumes" in error["message"]
     # what a rerun resumes from: the checkpoint the index names, every file of it there
     done = json.loads(state.read_text())["epochs_done"]
     latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))

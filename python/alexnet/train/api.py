@@ -152,9 +152,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
     and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
-    makes the others fail instead of waiting for ever; a worker whose heartbeats stop for a minute (or
-    ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a busy worker
-    can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
+    makes the others fail instead of waiting for ever (with one :class:`~alexnet.train.lost.WorkerLostError` naming
+    the worker lost, what to give when a slow link starved it, and how to resume); a worker whose heartbeats stop
+    for a minute (or ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a
+    busy worker can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
     heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. A worker of
     ``"multi_worker"`` stops on SIGTERM as a run of one process does (TensorFlow's set-up would otherwise take the
     signal over and train on; see :func:`alexnet.train.strategy.keeping_sigterm`). Only the chief
@@ -239,9 +240,19 @@ def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.d
           ) -> dict[str, Any]:
     """:func:`alexnet_train` with its settings already checked (:func:`.settings.check_settings`): what the command
     line and the Spark workers call, so that nothing is checked twice. ``evaluate`` (a Spark training that ends with
-    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`)."""
+    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`). A run of
+    several workers that loses one ends with a :class:`.lost.WorkerLostError` saying so, TensorFlow's error as its
+    cause."""
+    from .lost import lost_in_run
     from .run import run
     from .strategy import resolve_strategy, topology
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
-    return run(resolved, topology(resolved), data, settings, list(callbacks or []), evaluate)
+    topo = topology(resolved)
+    try:
+        return run(resolved, topo, data, settings, list(callbacks or []), evaluate)
+    except Exception as error:
+        lost = lost_in_run(error, topo, settings)
+        if lost is None:
+            raise
+        raise lost from error
