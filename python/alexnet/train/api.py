@@ -114,8 +114,11 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
-    covers every epoch. ``model_dir`` (same kinds of string; default: ``checkpoint_dir``) receives the trained
-    model as ``alexnet.keras``, with its card beside it as ``alexnet-model.json``
+    covers every epoch. Once every epoch asked for is done, running again trains nothing: it returns the run as it
+    ended (its history, its model saved again, its ``model_pin`` version when the pin's newest holds these weights,
+    rather than a second one) and logs so; a larger ``epochs`` trains further. ``model_dir`` (same kinds of string;
+    default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its card beside it as
+    ``alexnet-model.json``
     (:class:`alexnet.model.card.ModelCard`: image size, the id and name of every class by label, epochs done,
     final metrics, the data's board and ``categories`` version, weights digest, creation time). A location
     that cannot be written is an error before any training.
