@@ -23,8 +23,9 @@
 #' @param strategy `NULL` or `"default"` (one device), `"mirrored"` (every GPU of this machine),
 #'   `"multi_worker"` (every worker in `TF_CONFIG`), or a `tf.distribute` strategy object such as
 #'   `tf$distribute$MirroredStrategy()`. `"multi_worker"` bounds collectives by `collective_timeout` and
-#'   waits a minute for a silent worker's heartbeats; a `MultiWorkerMirroredStrategy` object keeps its own
-#'   options and TensorFlow's 10 s heartbeat timeout, and training warns when that may end a run. Every
+#'   waits a minute for a silent worker's heartbeats, and a worker sent SIGTERM stops as a one-process run does
+#'   (TensorFlow alone would take the signal over and train on); a `MultiWorkerMirroredStrategy` object keeps
+#'   its own options and TensorFlow's 10 s heartbeat timeout, and training warns when that may end a run. Every
 #'   worker must be given the same settings of what the workers exchange and of how each step updates the
 #'   weights (the communication settings, `batch_size`, `epochs`, steps, image sizes, the model, `precision`,
 #'   the learning rate and its schedule): before their first exchange the workers compare them, and every

@@ -179,6 +179,108 @@ def test_the_coordination_service_is_configured_with_the_heartbeat_timeout_once(
                     "default": [False, False]}
 
 
+@pytest.mark.parametrize("handler", [None, "own"])
+def test_a_multi_worker_process_stops_on_sigterm_as_it_did_before_its_strategy(handler):
+    """TensorFlow's multi-worker set-up takes SIGTERM over (its preemption notice), a handler that only records it,
+    and the worker trained on; what SIGTERM did before the strategy was built is put back: by default the process
+    ends at once, and a handler of the host program still runs (a cluster of one worker sets up as two do)."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        from alexnet.train.cluster import tf_config_json
+        from alexnet.train.strategy import resolve_strategy
+
+        if {handler!r} == "own":
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(3))
+        os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1"], 0, {free_base_port(1)})
+        resolve_strategy("multi_worker", collective_timeout=30)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+        print("still running after SIGTERM")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=False)
+    assert done.returncode == (3 if handler else -signal.SIGTERM), (done.stdout, done.stderr[-3000:])
+
+
+#: What TensorFlow 2.21 raised on worker 0 when worker 1 was killed (its heartbeats stopped), and on worker 1 when
+#: worker 0 was (its connection reset), without the graph traceback in between.
+UNHEALTHY = ("Graph execution error:\n\nDetected at node CollectiveReduceV2_2 defined at (most recent call last):\n"
+             "Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy "
+             "(stopped sending heartbeats):\n/job:worker/replica:0/task:1\nThe tasks have crashed. Check the task "
+             "logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug further.\n"
+             "The error could be from a previous operation. Restart your program to reset.")
+RESET = ("Graph execution error:\n\nCollective ops is aborted by: recvmsg:Connection reset by peer\nAdditional GRPC "
+         "error information from remote target /job:worker/replica:0/task:0 while calling "
+         "/tensorflow.WorkerService/CompleteInstance:\n:UNKNOWN:Error received from peer  {grpc_message:\"recvmsg:"
+         "Connection reset by peer\", grpc_status:14}")
+
+
+def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_how_to_resume():
+    from alexnet.train.lost import WorkerLostError, lost_worker
+
+    lost = lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=2,
+                       collective_timeout=1800, checkpoint_dir="/runs/1")
+    assert isinstance(lost, WorkerLostError) and (lost.worker, lost.kind) == (1, "heartbeats")
+    said = str(lost)
+    assert said.startswith("Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending heartbeats and was "
+                           "declared lost, so the run stopped on every worker.")
+    assert "a slow or saturated link may have starved its heartbeats" in said
+    assert "give a larger `collective_timeout` (seconds; 1800 now)" in said
+    assert "with `checkpoint_dir` = '/runs/1': it resumes from the last checkpoint" in said
+    assert "Graph execution" not in said and "\n" not in said
+    # the chief killed: worker 1 sees its connection reset; a short collective_timeout shortens the heartbeats too
+    lost = lost_worker(tf.errors.UnavailableError(None, None, RESET), worker=1, workers=2, collective_timeout=20,
+                       checkpoint_dir=None)
+    assert (lost.worker, lost.kind) == (0, "connection")
+    assert "worker 0 of 2 stopped answering (its connection was reset)" in str(lost)
+    assert "after 20 s without one" in str(lost) and "give `collective_timeout` = 60 or more" in str(lost)
+    assert "This run kept no checkpoints" in str(lost)
+    lost = lost_worker(tf.errors.DeadlineExceededError(None, None, "Collective has timed out"), worker=1, workers=3,
+                       collective_timeout=30, checkpoint_dir="gs://b/runs")
+    assert (lost.worker, lost.kind) == (None, "timeout")
+    assert "a collective operation waited 30 s (`collective_timeout`) for a worker and gave up" in str(lost)
+    # not a lost worker: one worker, or another error
+    assert lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=1, collective_timeout=30,
+                       checkpoint_dir=None) is None
+    for other in (tf.errors.InvalidArgumentError(None, None, "bad image"), ConnectionResetError("reset by peer")):
+        assert lost_worker(other, worker=0, workers=2, collective_timeout=30, checkpoint_dir=None) is None
+
+
+def test_the_command_line_ends_a_run_that_lost_a_worker_with_one_line_keeping_tensorflows_error(
+        tmp_path, monkeypatch, capsys):
+    """Through the command line's path (alexnet_train()'s too): TensorFlow's error raised by the run becomes one
+    AlexnetError, TensorFlow's as its cause, said with the command's options and no traceback."""
+    from alexnet.cli import common
+    from alexnet.cli import main as cli_main
+    from alexnet.train import run as runs
+    from alexnet.train.lost import WorkerLostError
+    from alexnet.train.strategy import Topology
+
+    raised = tf.errors.UnavailableError(None, None, UNHEALTHY)
+
+    def lose(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(common, "fetch", lambda args: {})
+    monkeypatch.setattr(strategies, "resolve_strategy", lambda strategy, **kwargs: strategy)
+    monkeypatch.setattr(strategies, "topology", lambda strategy: Topology("multi_worker", 2, 2, 0, True, 1, False))
+    monkeypatch.setattr(runs, "run", lose)
+    settings = training.check_settings({"checkpoint_dir": str(tmp_path / "ck"), "collective_timeout": 20},
+                                       data_board=None)
+    with pytest.raises(WorkerLostError) as caught:
+        training.train(settings, {}, "multi_worker")
+    assert caught.value.__cause__ is raised and caught.value.worker == 1
+    assert cli_main(["train", "--board", str(tmp_path / "board"), "--strategy", "multi_worker",
+                     "--checkpoint-dir", str(tmp_path / "ck"), "--collective-timeout", "20"]) == 2
+    err = capsys.readouterr().err
+    [line] = [said for said in err.splitlines() if said.startswith("alexnet train: error:")]
+    assert line.startswith("alexnet train: error: Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending "
+                           "heartbeats and was declared lost")
+    assert "give `--collective-timeout` 60 or more" in line and f"`--checkpoint-dir` '{tmp_path / 'ck'}'" in line
+    assert "Traceback" not in err and "Graph execution" not in err
+
+
 def test_a_strategy_object_configured_as_tensorflow_does_is_told_to_keep_its_10_s_heartbeat(tmp_path):
     """A MultiWorkerMirroredStrategy the host program built configures the coordination service as below (TensorFlow
     2.21's own call, no heartbeat timeout): the run warns that a worker silent for 10 s ends it, and says what to pass
@@ -327,6 +429,7 @@ def _start(
     workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
     paused: bool = False, full_size: bool = False, nudge: bool = False, levers: dict[str, Any] | None = None,
+    epochs: int | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
     size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
@@ -336,7 +439,8 @@ def _start(
     :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`; ``full_size``: AlexNet's own dense layers (4096 units),
     :data:`FULL_SIZE_STEPS` steps of 16 images, without validation; ``nudge``: worker 1 adds :data:`NUDGE` to its
     last bias once its training is over, before the workers compare their weights; ``levers``: training settings
-    of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``."""
+    of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``;
+    ``epochs``: that many epochs, with checkpoints, in place of the 3 of a run that resumes."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -344,7 +448,7 @@ def _start(
         "base_port": base_port,
         "data": data,
         "checkpoint_dir": None if fresh else str(workdir / "ckpt"),
-        "epochs": (len(image_size) if image_size else 1) if fresh else 3,
+        "epochs": (len(image_size) if image_size else 1) if fresh else epochs or 3,
         "image_size": image_size or 64,
         "out": str(workdir / f"result-{index}.json"),
         "died": str(workdir / "died.txt") if kill else None,
@@ -366,7 +470,7 @@ def _start(
     path.write_text(json.dumps(config))
     env = worker_env(workdir)
     kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
-            "fresh" if fresh else "resume")
+            "fresh" if fresh else "long" if epochs else "resume")
     log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
     return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -540,6 +644,42 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
     assert list(board.pins.pin_versions("alexnet")["version"]) == [histories[0]["model_pin"]["version"]]
     assert board.pins.pin_meta("alexnet").user["weights_sha256"] == histories[1]["weights_sha256"]
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.slow
+def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path):
+    """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
+    multi-worker set-up had taken SIGTERM over, and both trained on), its last checkpoint whole; worker 1 ends within
+    seconds with one error naming worker 0 and how to resume."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    workers = [_start(tmp_path, i, base, d, kill=False, epochs=100) for i, d in enumerate((data0, data1))]
+    state = tmp_path / "ckpt" / STATE_FILE
+    deadline = time.time() + 120
+    while not state.exists() and time.time() < deadline and all(w.poll() is None for w in workers):
+        time.sleep(0.2)
+    logs = lambda: [(tmp_path / f"log-{i}-long.txt").read_text()[-3000:] for i in range(2)]  # noqa: E731
+    assert state.exists(), logs()
+    workers[0].send_signal(signal.SIGTERM)
+    sent = time.time()
+    try:
+        codes = [_finish(w, 30) for w in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    assert time.time() - sent < 30
+    assert codes == [-signal.SIGTERM, 1], logs()
+    error = json.loads((tmp_path / "result-1.json").read_text())["error"]
+    assert error["type"] == "WorkerLostError", error
+    assert error["message"].startswith("Worker 1 of 2 cannot go on: worker 0 of 2 stopped answering"), error
+    assert f"with `checkpoint_dir` = '{tmp_path / 'ckpt'}': it resumes" in error["message"]
+    # what a rerun resumes from: the checkpoint the index names, every file of it there
+    done = json.loads(state.read_text())["epochs_done"]
+    latest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
+    assert done >= 1 and latest is not None
+    assert {"epoch", "step"} <= {name.split("/")[0] for name, _ in tf.train.list_variables(latest)}
 
 
 @pytest.mark.long

@@ -238,6 +238,40 @@ class _Record(keras.callbacks.Callback):
         self.epochs.append(epoch)
 
 
+def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version(synthetic, tmp_path, caplog):
+    """Run again with the same checkpoint_dir once every epoch is done: no training, the run's history, model and pin
+    as it ended (no second version of the same weights), said as such rather than as a resume at an epoch past the
+    last; fewer epochs asked returns the same; the command line's summary says it too."""
+    from alexnet.cli.train import _summary
+    from alexnet.storage.board import open_board
+
+    data = _data(synthetic)
+    keep = [i for i, c in enumerate(data["category"]) if c in data["categories"][:2]][:16]
+    small = {"image": [data["image"][i] for i in keep], "category": [data["category"][i] for i in keep],
+             "categories": data["categories"][:2]}
+    settings = dict(FAST, dense_units=32, max_bad_fraction=0.1, steps_per_epoch=2, checkpoint_dir=tmp_path / "ckpt",
+                    model_pin="alexnet", model_board=str(tmp_path / "models"))
+    first = alexnet_train(8, 2, small, **settings)
+    for epochs in (2, 1):
+        record = _Record()
+        caplog.clear()
+        with caplog.at_level("INFO", logger="alexnet"):
+            again = alexnet_train(8, epochs, small, callbacks=[record], **settings)
+        assert record.epochs == [], "nothing trained"
+        assert "Resuming" not in caplog.text and "Training AlexNet" not in caplog.text
+        done = "all 2 epochs asked for" if epochs == 2 else "2, more than the 1 epochs asked for"
+        assert f"{tmp_path / 'ckpt'} holds a finished run: it trained {done}" in caplog.text
+        assert "give a larger `epochs` to train further" in caplog.text
+        assert again["metrics"] == first["metrics"] and again["weights_sha256"] == first["weights_sha256"]
+        assert again["model_pin"] == first["model_pin"], "the pin's version of these weights"
+        assert "holds this model already: no new version" in caplog.text
+    assert len(open_board(str(tmp_path / "models")).pins.pin_versions("alexnet")) == 1
+    summary = _summary(again, lambda text: text.replace("`epochs`", "`--epochs`"))
+    assert summary.startswith(f"All 2 epoch(s) were trained before, in {tmp_path / 'ckpt'}: nothing was left to "
+                              "train (a larger `--epochs` trains further).\nTrained 2 epoch(s): loss = ")
+    assert not _summary(first).startswith("All")
+
+
 @pytest.mark.slow
 def test_resume_from_a_checkpoint_continues_at_the_next_epoch(synthetic, tmp_path):
     data = _data(synthetic)

@@ -102,6 +102,18 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     return {"board": opened.location, "name": name, "version": version}
 
 
+def published_with(board: str | None, name: str, weights_sha256: str) -> dict[str, str] | None:
+    """``board`` (resolved), ``name`` and ``version`` of the newest version of model pin ``name`` when it holds a
+    model of these weights (its card's ``weights_sha256``); ``None`` when the pin is not there or holds others."""
+    opened = open_board(board)
+    if name not in opened.pin_names():
+        return None
+    user, version = _latest_metadata(opened, name)
+    if user.get("kind") != MODEL_PIN_KIND or user.get("weights_sha256") != weights_sha256:
+        return None
+    return {"board": opened.location, "name": name, "version": version}
+
+
 def _warn_of_other_classes(opened: Board, name: str, card: ModelCard) -> None:
     """Warn when the latest version of model pin ``name`` is a model of other classes than ``card``'s: the new version
     replaces it as the one read by default."""

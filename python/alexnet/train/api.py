@@ -114,8 +114,11 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
-    covers every epoch. ``model_dir`` (same kinds of string; default: ``checkpoint_dir``) receives the trained
-    model as ``alexnet.keras``, with its card beside it as ``alexnet-model.json``
+    covers every epoch. Once every epoch asked for is done, running again trains nothing: it returns the run as it
+    ended (its history, its model saved again, its ``model_pin`` version when the pin's newest holds these weights,
+    rather than a second one) and logs so; a larger ``epochs`` trains further. ``model_dir`` (same kinds of string;
+    default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its card beside it as
+    ``alexnet-model.json``
     (:class:`alexnet.model.card.ModelCard`: image size, the id and name of every class by label, epochs done,
     final metrics, the data's board and ``categories`` version, weights digest, creation time). A location
     that cannot be written is an error before any training.
@@ -152,10 +155,13 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
     and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
-    makes the others fail instead of waiting for ever; a worker whose heartbeats stop for a minute (or
-    ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a busy worker
-    can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
-    heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. Only the chief
+    makes the others fail instead of waiting for ever (with one :class:`~alexnet.train.lost.WorkerLostError` naming
+    the worker lost, what to give when a slow link starved it, and how to resume); a worker whose heartbeats stop
+    for a minute (or ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a
+    busy worker can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
+    heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. A worker of
+    ``"multi_worker"`` stops on SIGTERM as a run of one process does (TensorFlow's set-up would otherwise take the
+    signal over and train on; see :func:`alexnet.train.strategy.keeping_sigterm`). Only the chief
     (worker 0) keeps checkpoints, the model, its card and pin, and TensorBoard logs; for a resumable
     multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the same path on a
     shared file system), as every worker restores from it.
@@ -237,9 +243,19 @@ def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.d
           ) -> dict[str, Any]:
     """:func:`alexnet_train` with its settings already checked (:func:`.settings.check_settings`): what the command
     line and the Spark workers call, so that nothing is checked twice. ``evaluate`` (a Spark training that ends with
-    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`)."""
+    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`). A run of
+    several workers that loses one ends with a :class:`.lost.WorkerLostError` saying so, TensorFlow's error as its
+    cause."""
+    from .lost import lost_in_run
     from .run import run
     from .strategy import resolve_strategy, topology
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
-    return run(resolved, topology(resolved), data, settings, list(callbacks or []), evaluate)
+    topo = topology(resolved)
+    try:
+        return run(resolved, topo, data, settings, list(callbacks or []), evaluate)
+    except Exception as error:
+        lost = lost_in_run(error, topo, settings)
+        if lost is None:
+            raise
+        raise lost from error

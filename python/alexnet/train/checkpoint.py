@@ -61,6 +61,10 @@ class Resume:
     #: whether a checkpoint was restored (its weights are the model's now)
     restored: bool = False
 
+    def finished(self, epochs: int) -> bool:
+        """Did the checkpoints' run train every one of ``epochs`` epochs already (nothing left to train)?"""
+        return self.restored and self.step == 0 and self.epoch >= epochs
+
 
 class CheckpointStore:
     """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker.
@@ -174,8 +178,13 @@ class CheckpointStore:
         for name in SCHEDULE_KEYS:  # a history file of an older version kept the schedule among the metrics
             if name in metrics:
                 schedule.setdefault(name, metrics.pop(name))
-        logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
-        return Resume(epoch, step, metrics, schedule, dict((state or {}).get("settings", {})), restored=True)
+        resume = Resume(epoch, step, metrics, schedule, dict((state or {}).get("settings", {})), restored=True)
+        epochs = self.settings.get("epochs")
+        if epochs is not None and resume.finished(int(epochs)):  # said by the run, which returns it as it is
+            logger.debug("%s holds a run of %d epoch(s) done.", self.location, epoch)
+        else:
+            logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
+        return resume
 
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:

@@ -137,9 +137,6 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
         if len(settings.sizes.sizes) > 1:
             logger.info("Epochs %d to %d at %d x %d pixels.", first + 1, last, size, size)
         fit(first, last, steps.train, size)
-    if epoch >= settings.epochs and step == 0:
-        logger.info("All %d epochs are already done in %s; nothing to train.", settings.epochs,
-                    settings.checkpoint_dir)
 
 
 def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
@@ -195,10 +192,13 @@ def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
                      architecture={"dense_units": settings.dense_units, "grouped": settings.grouped})
 
 
-def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard) -> dict[str, str] | None:
+def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard, *,
+             again: bool = False) -> dict[str, str] | None:
     """Publish ``net`` without its optimizer state as pin ``settings.model_pin``, with the export ``model_format`` asks
-    for beside it (the chief; every worker saves)."""
+    for beside it (the chief; every worker saves). ``again``: the run had nothing left to train, and a pin whose newest
+    version holds these weights already (the run published it when it ended) gets no second version of them."""
     from ..model.export import publish_with_export
+    from ..model.pin import published_with
     from ..model.saved import inference_copy
 
     if settings.model_pin is None or (not topo.chief and topo.workers == 1):
@@ -206,9 +206,23 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     with inference_copy(net) as local:
         if not topo.chief:
             return None
+        pin = published_with(settings.model_board, settings.model_pin, card.weights_sha256) if again else None
+        if pin is not None:
+            logger.info("Model pin %s version %s on %s holds this model already: no new version.", pin["name"],
+                        pin["version"], pin["board"])
+            return pin
         pin = publish_with_export(settings.model_board, settings.model_pin, local, card, settings.model_format, net)
     logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
     return pin
+
+
+def _say_finished(settings: TrainSettings, start: Resume) -> None:
+    """Log that the checkpoints of ``settings.checkpoint_dir`` hold a run that trained every epoch asked for."""
+    done = (f"all {settings.epochs}" if start.epoch == settings.epochs
+            else f"{start.epoch}, more than the {settings.epochs}")
+    logger.info("%s holds a finished run: it trained %s epochs asked for, and nothing is left to train. The model "
+                "and the history are the ones it ended with; give a larger `epochs` to train further.",
+                settings.checkpoint_dir, done)
 
 
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
@@ -349,11 +363,14 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
                                        sizes=settings.sizes, rates=setter, communication=timing)
             callbacks.append(board_log)
-        logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
-                    "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
-                    topo.global_batch(settings.step_batch), topo.replicas, topo.name)
         began = time.perf_counter()
-        _fit(net, datasets, settings, steps, start, callbacks)
+        if start.finished(settings.epochs):
+            _say_finished(settings, start)
+        else:
+            logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
+                        "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
+                        topo.global_batch(settings.step_batch), topo.replicas, topo.name)
+            _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
     finally:
         if store is not None:
@@ -369,7 +386,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     if evaluate is not None:
         card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
-    model_pin = _publish(net, settings, topo, card)
+    model_pin = _publish(net, settings, topo, card, again=start.finished(settings.epochs))
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
         "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),

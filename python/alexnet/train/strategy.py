@@ -7,16 +7,22 @@
   CPU device when there is no GPU;
 - ``"multi_worker"``: :class:`tf.distribute.MultiWorkerMirroredStrategy` over the workers named in the
   ``TF_CONFIG`` environment variable (see :mod:`alexnet.train.cluster`), with a timeout on collective
-  operations so that a lost worker ends the run instead of hanging it;
+  operations so that a lost worker ends the run instead of hanging it, and SIGTERM left as it was before
+  (see :func:`keeping_sigterm`);
 - any :class:`tf.distribute.Strategy` object, such as one created from R with
   ``tf$distribute$MirroredStrategy()``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
 import os
+import signal
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +76,8 @@ def resolve_strategy(
         check_port_free(config)
         heartbeat = configure_heartbeat(config, timeout)
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        with keeping_sigterm():
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         logger.info(
             "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
             task_index(strategy),
@@ -83,6 +90,51 @@ def resolve_strategy(
         f"Unknown strategy {strategy!r}: use None, {', '.join(repr(n) for n in STRATEGY_NAMES)}, "
         "or a tf.distribute.Strategy object."
     )
+
+
+#: Bytes kept of a ``struct sigaction``: more than any C library's (glibc's is 152 on x86-64, 140 on aarch64).
+_SIGACTION_BYTES = 1024
+
+
+@contextlib.contextmanager
+def keeping_sigterm() -> Iterator[None]:
+    """Put back, on the way out, what SIGTERM did in this process on the way in.
+
+    TensorFlow's multi-worker set-up takes SIGTERM over for its preemption notice, a handler that only records the
+    signal: a worker sent SIGTERM (``kill``, ``timeout``, a scheduler ending a job) would then train on for ever.
+    With what was there before put back, a worker stops on SIGTERM as a run of one process does (by default: at once,
+    its last checkpoint whole; a handler of the host program, R's or the application's, runs as it did). The whole
+    ``struct sigaction`` is kept, as C sees it, not Python's idea of it (Python does not know of TensorFlow's
+    handler); where the C library has no ``sigaction`` (Windows), nothing is done.
+    """
+    libc = _libc()
+    if libc is None:
+        yield
+        return
+    before = ctypes.create_string_buffer(_SIGACTION_BYTES)
+    if libc.sigaction(int(signal.SIGTERM), None, before) != 0:
+        logger.debug("SIGTERM's handler could not be read (errno %d): TensorFlow may keep it.", ctypes.get_errno())
+        yield
+        return
+    try:
+        yield
+    finally:
+        if libc.sigaction(int(signal.SIGTERM), before, None) != 0:  # pragma: no cover - cannot fail with a read one
+            logger.warning("SIGTERM's handler could not be put back (errno %d): this worker ignores SIGTERM; stop "
+                           "it with SIGINT (Ctrl-C) or SIGKILL.", ctypes.get_errno())
+
+
+def _libc() -> ctypes.CDLL | None:
+    """The C library, with ``sigaction``; ``None`` where there is none."""
+    if sys.platform == "win32":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        libc.sigaction.restype = ctypes.c_int
+    except (OSError, AttributeError):  # pragma: no cover - every POSIX C library has it
+        return None
+    return libc
 
 
 def heartbeat_timeout(collective_timeout: float | None) -> float:

@@ -1,0 +1,116 @@
+"""A multi-worker run that lost a worker, said in one error instead of TensorFlow's traceback.
+
+When a worker of a multi-worker run dies (killed, its machine gone) or is declared lost by the workers' coordination
+service (its heartbeats stopped: a worker paused, or a slow or saturated link that starved them), the collective
+operations of the others fail with one of TensorFlow's errors (``UnavailableError``: "The following tasks are
+unhealthy (stopped sending heartbeats)", "Connection reset by peer"; ``DeadlineExceededError`` once
+``collective_timeout`` has passed), a hundred lines of graph traceback. :func:`lost_worker` reads such an error as
+what happened, which worker when TensorFlow says, and what to do: :class:`WorkerLostError`, which keeps
+TensorFlow's error as its cause.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..errors import AlexnetError
+from .strategy import HEARTBEAT_TIMEOUT, heartbeat_timeout
+
+if TYPE_CHECKING:
+    from .settings import TrainSettings
+    from .strategy import Topology
+
+#: The names of TensorFlow's error classes a collective fails with when a worker is gone or silent.
+LOST_ERRORS = ("UnavailableError", "DeadlineExceededError", "AbortedError")
+
+#: A task TensorFlow names in an error: ``/job:worker/replica:0/task:1`` or ``/job:worker/task:1``.
+_TASK = re.compile(r"/job:(?P<job>\w+)(?:/replica:\d+)?/task:(?P<task>\d+)")
+#: The tasks the coordination service declared unhealthy, listed after its sentence.
+_UNHEALTHY = re.compile(r"unhealthy[^\n]*\n(?P<tasks>(?:\s*/job:\S+)+)")
+#: The peer gRPC reports an error from.
+_REMOTE = re.compile(r"remote target (?P<target>/job:\w+(?:/replica:\d+)?/task:\d+)")
+
+
+class WorkerLostError(AlexnetError):
+    """A multi-worker run stopped because a worker stopped answering: ``worker`` is its index when TensorFlow named
+    it (``None`` otherwise), ``kind`` what TensorFlow saw (``"heartbeats"``, ``"connection"`` or ``"timeout"``)."""
+
+    def __init__(self, message: str, worker: int | None, kind: str):
+        super().__init__(message)
+        self.worker, self.kind = worker, kind
+
+
+def _named_task(text: str, own: int) -> tuple[str, int] | None:
+    """The task other than this worker (``own``, of job ``worker``) that ``text`` blames: the first one declared
+    unhealthy, else the peer gRPC reported the error from."""
+    found = _UNHEALTHY.search(text)
+    candidates = list(_TASK.finditer(found["tasks"])) if found else []
+    candidates += [task for m in _REMOTE.finditer(text) if (task := _TASK.search(m["target"]))]
+    for match in candidates:
+        job, task = match["job"], int(match["task"])
+        if (job, task) != ("worker", own):
+            return job, task
+    return None
+
+
+def lost_worker(error: BaseException, *, worker: int, workers: int, collective_timeout: float | None,
+                checkpoint_dir: str | None) -> WorkerLostError | None:
+    """The :class:`WorkerLostError` that TensorFlow's ``error``, raised in worker ``worker`` of a run of ``workers``,
+    stands for; ``None`` when it is not a lost worker's (another error, or a run of one worker)."""
+    if workers < 2 or type(error).__name__ not in LOST_ERRORS or not _is_tensorflows(error):
+        return None
+    text = str(getattr(error, "message", None) or error)
+    named = _named_task(text, worker)
+    who = ("a worker" if named is None else "the chief" if named[0] == "chief"
+           else f"worker {named[1]} of {workers}")
+    heartbeat = heartbeat_timeout(collective_timeout)
+    if type(error).__name__ == "DeadlineExceededError":
+        kind = "timeout"
+        what = (f"a collective operation waited {collective_timeout:g} s (`collective_timeout`) for {who} and gave up"
+                if collective_timeout else f"a collective operation gave up waiting for {who}")
+    elif "heartbeat" in text or "unhealthy" in text:
+        kind = "heartbeats"
+        what = f"{who} stopped sending heartbeats and was declared lost"
+    else:
+        kind = "connection"
+        reason = "its connection was reset" if "reset by peer" in text else "its connection failed"
+        what = f"{who} stopped answering ({reason})"
+    message = (f"Worker {worker} of {workers} cannot go on: {what}, so the run stopped on every worker. "
+               f"{_slow_link(collective_timeout, heartbeat)} {_resume(checkpoint_dir)}")
+    return WorkerLostError(message, None if named is None or named[0] == "chief" else named[1], kind)
+
+
+def _slow_link(collective_timeout: float | None, heartbeat: float) -> str:
+    """What to give when the worker was alive but its link too slow or too full: heartbeats are waited for
+    ``heartbeat`` seconds (a minute, or ``collective_timeout`` if less), collectives ``collective_timeout``."""
+    said = (f"If that worker was still running, a slow or saturated link may have starved its heartbeats (a worker "
+            f"is declared lost after {heartbeat:g} s without one: a minute, or `collective_timeout` if less) or "
+            "held up a collective")
+    if collective_timeout is not None and collective_timeout < HEARTBEAT_TIMEOUT:
+        return (f"{said}: give `collective_timeout` = {HEARTBEAT_TIMEOUT:g} or more (seconds; "
+                f"{collective_timeout:g} now), which lets the heartbeats wait a minute.")
+    return (f"{said}: give a larger `collective_timeout` (seconds; "
+            f"{'unset' if collective_timeout is None else f'{collective_timeout:g}'} now) for slow collectives, and "
+            "send less at each step for the heartbeats (`allreduce_precision` = 'bfloat16', `accumulate_steps`, "
+            "`sync_every`).")
+
+
+def _resume(checkpoint_dir: str | None) -> str:
+    """How to go on from where the run stopped."""
+    if checkpoint_dir:
+        return (f"Run the same training again on every worker, with `checkpoint_dir` = '{checkpoint_dir}': it resumes "
+                "from the last checkpoint written there.")
+    return ("This run kept no checkpoints: run it again on every worker, with `checkpoint_dir` on storage every "
+            "worker reaches, to be able to resume the next time.")
+
+
+def _is_tensorflows(error: BaseException) -> bool:
+    """Is ``error`` one of TensorFlow's own errors (``tf.errors.OpError``)?"""
+    return any(cls.__name__ == "OpError" and cls.__module__.startswith("tensorflow") for cls in type(error).__mro__)
+
+
+def lost_in_run(error: BaseException, topology: Topology, settings: TrainSettings) -> WorkerLostError | None:
+    """:func:`lost_worker` for a run of ``topology`` with ``settings``."""
+    return lost_worker(error, worker=topology.worker_index, workers=topology.workers,
+                       collective_timeout=settings.collective_timeout, checkpoint_dir=settings.checkpoint_dir)
