@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +256,22 @@ def worker_env(folder: Path) -> dict[str, str]:
     env = {**os.environ, "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(folder / "tmp")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
     return env
+
+
+def run_two_workers(script: Path, folder: Path, base: int, timeout: float) -> list[int]:
+    """Run ``script`` (a test file whose main runs one worker: its arguments the folder, the worker's index and the
+    base port) as workers 0 and 1 at once, each with its log in ``folder / "log-<index>.txt"``; their exit codes,
+    once both have ended (a worker still running after ``timeout`` seconds is killed)."""
+    env = worker_env(folder)
+    logs = [open(folder / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
+    workers = [subprocess.Popen([sys.executable, str(script), str(folder), str(i), str(base)], stdout=logs[i],
+                                stderr=subprocess.STDOUT, env=env) for i in range(2)]
+    try:
+        return [w.wait(timeout=timeout) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for log in logs:
+            log.close()

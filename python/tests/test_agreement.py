@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_train import make_tree, worker_env  # noqa: E402
+from helpers_train import make_tree, run_two_workers  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
-from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.errors import AlexnetError, KeptWarnings  # noqa: E402
 from alexnet.train import agreement  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
 from alexnet.train.levers import BETWEEN_WORKERS  # noqa: E402
@@ -30,23 +29,12 @@ from alexnet.train.settings import SHARED_BY_WORKERS, check_settings  # noqa: E4
 HERE = Path(__file__).resolve()
 
 
-class _Said(logging.Handler):
-    """What TensorFlow's logger says, kept."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 def test_gathers_of_rows_of_any_length_are_traced_once_and_tensorflow_warns_of_no_retracing(monkeypatch):
     # a run gathers rows of 1 to a dozen numbers a few times over: a function made anew at every call was traced
     # anew, and TensorFlow warned twice on every worker of "5 out of the last 5 calls ... triggered retracing"
     monkeypatch.setattr(agreement, "num_workers", lambda strategy: 2)  # gather on this process's one device
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-    said = _Said()
+    said = KeptWarnings()  # TensorFlow warns of retracing
     logging.getLogger("tensorflow").addHandler(said)
     try:
         rows = [[3, 1, 4], [1], [5, 9, 2, 6], [5, 3], [5, 8, 9], [7], [9, 3, 2, 3, 8, 4, 6], [2, 6, 4]] * 2
@@ -134,20 +122,7 @@ EPOCHS, STEPS = 2, 3
 
 @pytest.mark.slow
 def test_two_workers_refuse_different_levers_then_show_the_runs_metrics_at_every_step_without_retracing(tmp_path):
-    base = free_base_port(2)
-    env = worker_env(tmp_path)
-    logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
-    workers = [subprocess.Popen([sys.executable, str(HERE), str(tmp_path), str(i), str(base)], stdout=logs[i],
-                                stderr=subprocess.STDOUT, env=env) for i in range(2)]
-    try:
-        codes = [w.wait(timeout=300) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
-        for log in logs:
-            log.close()
+    codes = run_two_workers(HERE, tmp_path, free_base_port(2), timeout=300)
     assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
     results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     # both workers refused the levers apart, before any exchange of the training, in the product's words
@@ -179,7 +154,7 @@ def _worker(folder: str, index: int, base: int) -> None:
     from alexnet.train.cluster import tf_config_json
     from alexnet.train.strategy import resolve_strategy
 
-    said = _Said()
+    said = KeptWarnings()  # TensorFlow warns of retracing
     logging.getLogger("tensorflow").addHandler(said)
     os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, base)
     strategy = resolve_strategy("multi_worker", collective_timeout=60)

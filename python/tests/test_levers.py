@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from helpers_train import make_tree, worker_env  # noqa: E402
+from helpers_train import make_tree, run_two_workers  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -619,19 +618,7 @@ RUNS = {
 
 @pytest.mark.long
 def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
-    base = free_base_port(2)
-    env = worker_env(tmp_path)
-    logs = [open(tmp_path / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115
-    workers = [subprocess.Popen([sys.executable, str(HERE), str(tmp_path), str(i), str(base)], stdout=logs[i],
-                                stderr=subprocess.STDOUT, env=env) for i in range(2)]
-    try:
-        codes = [w.wait(timeout=600) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-        for log in logs:
-            log.close()
+    codes = run_two_workers(HERE, tmp_path, free_base_port(2), timeout=600)
     assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
     results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     # the running strategy kept the coordination service's heartbeat timeout: a minute, within the 120 s given
