@@ -20,6 +20,7 @@
 #' | `alexnet_bad_images_error` | more images than `max_bad_fraction` allows cannot be decoded | `alexnet_error` |
 #' | `alexnet_child_error` | a child process (a benchmark measurement, a worker) failed; the message ends with the last lines of its log | `alexnet_error` |
 #' | `alexnet_worker_error` | a worker of a Spark run failed; the other workers were stopped | `alexnet_cluster_error`, `alexnet_child_error`, `alexnet_error` |
+#' | `alexnet_worker_lost_error` | a worker of a multi-worker training stopped answering (its heartbeats stopped, its connection was reset or a collective timed out); the message says what to give and how to resume | `alexnet_cluster_error`, `alexnet_error` |
 #' | `alexnet_cluster_error` | a Spark job failed (before a worker reported an error of its own, or a worker's) | `alexnet_error` |
 #' | `alexnet_setup_error` | no Python environment with the core is configured, or it cannot be imported: run [install_alexnet()] | `alexnet_error` |
 #' | `alexnet_python_error` | an unexpected Python error in the core or a library it uses (the message starts with its Python type) | |
@@ -31,7 +32,8 @@
 #'
 #' The conditions carry `python_class` (the core's class name; absent for errors raised in R);
 #' worker errors also carry `worker` and `workers` (0-based index and count) and `log` (where the
-#' worker's whole log is kept, or `NULL`). An `alexnet_python_error` is not an `alexnet_error`: it is
+#' worker's whole log is kept, or `NULL`); a lost worker's error carries `worker` (the lost worker's index, `NULL`
+#' when TensorFlow did not name it) and `kind` (`"heartbeats"`, `"connection"` or `"timeout"`). An `alexnet_python_error` is not an `alexnet_error`: it is
 #' a fault, not a state the message can tell how to fix; it carries Python's `traceback`.
 #'
 #' @name alexnet_errors
@@ -51,6 +53,7 @@ core_error_classes <- list(
   BadImagesError = "alexnet_bad_images_error",
   ChildError = "alexnet_child_error",
   WorkerError = c("alexnet_worker_error", "alexnet_cluster_error"),
+  WorkerLostError = c("alexnet_worker_lost_error", "alexnet_cluster_error"),
   SparkJobError = "alexnet_cluster_error"
 )
 

@@ -52,15 +52,16 @@ class CallFailure:
     """An exception as :func:`r_call` returns it to a front end that cannot catch Python's exceptions by
     class (R through reticulate): ``classes`` are the names of its class and ancestors, most specific first
     (the package's own and Python's built-in ones by bare name, others as ``module.Name``), ``message`` its
-    whole text, ``fields`` the attributes that say more (a worker's index, count and log), ``traceback``
-    Python's formatted traceback."""
+    whole text, ``fields`` the attributes that say more (a worker's index, count and log, how it was lost),
+    ``traceback`` Python's formatted traceback."""
 
     def __init__(self, error: Exception):
         own = [cls.__module__.split(".")[0] in ("alexnet", "builtins") for cls in type(error).__mro__]
         self.classes = [cls.__name__ if mine else f"{cls.__module__}.{cls.__name__}"
                         for cls, mine in zip(type(error).__mro__, own, strict=True)]
         self.message = str(error)
-        self.fields = {name: getattr(error, name) for name in ("worker", "workers", "log") if hasattr(error, name)}
+        self.fields = {name: getattr(error, name) for name in ("worker", "workers", "log", "kind")
+                       if hasattr(error, name)}
         self.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 

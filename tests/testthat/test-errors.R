@@ -68,6 +68,22 @@ test_that("a worker's error is an alexnet_worker_error and alexnet_cluster_error
   expect_match(conditionMessage(caught), "line two", fixed = TRUE)
 })
 
+test_that("a lost worker's error is an alexnet_worker_lost_error with the worker and how it was lost", {
+  skip_if_no_alexnet()
+  reticulate::py_run_string(paste(
+    "def _alexnet_lose_worker():",
+    "    from alexnet.train.lost import WorkerLostError",
+    "    raise WorkerLostError('Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending heartbeats', 1, 'heartbeats')",
+    sep = "\n"), convert = FALSE)
+  lose <- alexnet:::core_callable(reticulate::py_get_attr(reticulate::import_main(convert = FALSE),
+                                                          "_alexnet_lose_worker"))
+  caught <- tryCatch(lose(), alexnet_cluster_error = function(e) e)
+  expect_s3_class(caught, c("alexnet_worker_lost_error", "alexnet_cluster_error", "alexnet_error"))
+  expect_equal(caught$worker, 1L)
+  expect_equal(caught$kind, "heartbeats")
+  expect_match(conditionMessage(caught), "^Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending heartbeats$")
+})
+
 test_that("the core's warnings, from any of its threads, are R warnings of class alexnet_warning in R's words", {
   skip_if_no_alexnet()
   reticulate::py_run_string(paste(
