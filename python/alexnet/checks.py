@@ -99,6 +99,11 @@ def as_parallel(value: Any) -> int | None:
     return int(value)
 
 
+def count_text(n: int, singular: str, plural: str | None = None) -> str:
+    """``n`` things, in the singular for one (``"1 category"``, ``"3 categories"``), as R's prints say them."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: a float as a number is written (R's ``-1`` arrives as ``-1.0``), else its
     ``repr``."""

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from ..checks import count_text
 from . import common
 from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
@@ -18,8 +19,8 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
         loss = r["history"]["metrics"].get("loss") or [float("nan")]
         lines.append(
             f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
-            f"{common.count_text(r['train_images'], 'image')} of "
-            f"{common.count_text(len(r['categories']), 'category', 'categories')}, {len(loss)} epoch(s), "
+            f"{count_text(r['train_images'], 'image')} of "
+            f"{count_text(len(r['categories']), 'category', 'categories')}, {len(loss)} epoch(s), "
             f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
     # driver has just said it, as the chief's warning that settings would keep the workers busier

@@ -272,11 +272,6 @@ def given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def count_text(n: int, singular: str, plural: str | None = None) -> str:
-    """``n`` things, in the singular for one (``"1 category"``, ``"3 categories"``), as R's prints say them."""
-    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
-
-
 def size_text(count: float) -> str:
     """A number of bytes as people read it, in powers of 1000 (``"4.7 MB"``, ``"912.0 kB"``), as R's prints say it."""
     units = ("bytes", "kB", "MB", "GB", "TB")

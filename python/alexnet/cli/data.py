@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..checks import count_text
 from ..data.options import SyntheticOptions, UploadOptions
 from . import common
 from .common import BOARD_HELP, emit, given, size_text
@@ -22,17 +23,17 @@ def _upload_summary(r: dict[str, Any]) -> str:
     # the same facts, in the same order, as R's print of an upload
     added = sorted(set(r.get("val_uploaded") or []) - set(r["uploaded"]))  # to categories already there
     lines = [
-        f"Board {r['board']}: {common.count_text(len(r['uploaded']), 'category', 'categories')} uploaded, "
+        f"Board {r['board']}: {count_text(len(r['uploaded']), 'category', 'categories')} uploaded, "
         f"{len(r['skipped']):,} already there" + (f", validation images of {len(added):,} added" if added else "")
-        + f"; {common.count_text(r['images'], 'training image')} and "
-        f"{common.count_text(r['val_images'], 'validation image')}, {size_text(r['bytes'])}",
+        + f"; {count_text(r['images'], 'training image')} and "
+        f"{count_text(r['val_images'], 'validation image')}, {size_text(r['bytes'])}",
         f"Read {r['source']} ({r['layout']} layout)",
         f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
         + (f" ({r['mb_per_s']:.3g} MB/s)" if r.get("mb_per_s") else ""),
     ]
     excluded = r.get("excluded") or []
     if excluded:
-        lines.append(f"{common.count_text(len(excluded), 'category', 'categories')} left out under `min_images`: "
+        lines.append(f"{count_text(len(excluded), 'category', 'categories')} left out under `min_images`: "
                      + ", ".join(f"{e['category']} ({e['images']})" for e in excluded[:10])
                      + (", ..." if len(excluded) > 10 else ""))
     if r.get("pruned_versions"):
@@ -62,9 +63,9 @@ def _categories(args: argparse.Namespace) -> None:
 
 def _fetch(args: argparse.Namespace) -> None:
     emit(common.fetch(args), args.json, lambda r: (
-        f"Partition {r['partition']} of {r['total']}: {common.count_text(len(r['image']), 'image')} and "
-        f"{common.count_text(len(r['val_image']), 'validation image')} of "
-        f"{common.count_text(len(r['categories']), 'category', 'categories')} ({', '.join(r['categories'])}) in "
+        f"Partition {r['partition']} of {r['total']}: {count_text(len(r['image']), 'image')} and "
+        f"{count_text(len(r['val_image']), 'validation image')} of "
+        f"{count_text(len(r['categories']), 'category', 'categories')} ({', '.join(r['categories'])}) in "
         f"{r.get('cache_dir', '')}"))
 
 

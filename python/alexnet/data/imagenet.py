@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..checks import count_text
 from ..errors import LayoutError
 from ..storage.layout import board_own_pin
 from .classes import class_names
@@ -116,19 +117,15 @@ class Listing:
         """What the folder holds besides images, as an error says it (empty when nothing)."""
         said = []
         if self.folders:
-            said.append(f"{_count(len(self.folders), 'sub-folder')} ({_some([f + '/' for f in self.folders])}), "
+            said.append(f"{count_text(len(self.folders), 'sub-folder')} ({_some([f + '/' for f in self.folders])}), "
                         "whose files are not read: move the images up into the folder itself")
         if self.other_images:
-            said.append(f"{_count(len(self.other_images), 'image')} in a format not read "
+            said.append(f"{count_text(len(self.other_images), 'image')} in a format not read "
                         f"({_some(self.other_images)}): convert them to JPEG")
         if self.others:
-            said.append(f"{_count(len(self.others), 'file')} that {'is' if len(self.others) == 1 else 'are'} not "
+            said.append(f"{count_text(len(self.others), 'file')} that {'is' if len(self.others) == 1 else 'are'} not "
                         f"an image ({_some(self.others)})")
         return "; ".join(said)
-
-
-def _count(n: int, what: str, plural: str = "") -> str:
-    return f"{n} {what if n == 1 else plural or what + 's'}"
 
 
 def _some(names: list[str], shown: int = 3) -> str:
@@ -178,25 +175,25 @@ class LeftOut:
                 self.categories[kind].add(category)
 
     def _in(self, kind: str) -> str:
-        return f"in {_count(len(self.categories[kind]), 'category folder')} of {self.where}"
+        return f"in {count_text(len(self.categories[kind]), 'category folder')} of {self.where}"
 
     def warn(self) -> None:
         """One warning per kind of entry left out: how many, a few of them, why, and what to do."""
         if self.other_images:
             one = len(self.other_images) == 1
             log.warning("%s %s %s left out: %s in a format the upload does not read, only JPEG and PNG (%s): "
-                        "convert %s to JPEG to have %s uploaded", _count(len(self.other_images), "file"),
+                        "convert %s to JPEG to have %s uploaded", count_text(len(self.other_images), "file"),
                         self._in("other_images"), "was" if one else "were", "an image" if one else "images",
                         _some(self.other_images), "it" if one else "them", "it" if one else "them")
         if self.others:
             one = len(self.others) == 1
             log.warning("%s %s %s left out: %s (%s); only .JPEG, .jpg, .jpeg and .png files are read",
-                        _count(len(self.others), "file"), self._in("others"), "was" if one else "were",
+                        count_text(len(self.others), "file"), self._in("others"), "was" if one else "were",
                         "not an image file" if one else "not image files", _some(self.others))
         if self.folders:
             log.warning("%s %s %s not read (%s): a category's images are read from its own folder, not from folders "
                         "inside it; move their images up into the category folder (under names of their own) to have "
-                        "them uploaded", _count(len(self.folders), "sub-folder"), self._in("folders"),
+                        "them uploaded", count_text(len(self.folders), "sub-folder"), self._in("folders"),
                         "was" if len(self.folders) == 1 else "were", _some(self.folders))
 
 
@@ -263,7 +260,7 @@ def _unnamed(categories: tuple[Category, ...], mapping: str, near: str, beside: 
     if unknown:
         log.warning("%s not found near %s: the names of %s (%s) are left empty, their ids being none of the 1000 "
                     "ILSVRC2012 classes whose names the package ships (the others are named from them); put %s "
-                    "beside %s to name them", mapping, near, _count(len(unknown), "category", "categories"),
+                    "beside %s to name them", mapping, near, count_text(len(unknown), "category", "categories"),
                     _some(unknown), mapping, beside)
 
 
@@ -424,7 +421,7 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     top = _list_folder(val_dir)
     if top.images:
         raise LayoutError(
-            f"Validation folder {val_dir} holds {_count(len(top.images), 'image')} directly ({_some(top.images)}), "
+            f"Validation folder {val_dir} holds {count_text(len(top.images), 'image')} directly ({_some(top.images)}), "
             "which nothing labels: in this layout a validation image is labelled by its folder, val/<wnid>/. Move "
             "each into the folder of its category (PyTorch's valprep.sh does so for ImageNet's validation images), "
             f"or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
@@ -434,9 +431,9 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     strangers = [f for f in folders if f not in known]
     if strangers:
         raise LayoutError(
-            f"Validation folder {val_dir} holds {_count(len(strangers), 'folder')} not named as a training category "
-            f"({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and there is no "
-            f"train/{strangers[0]}/. Rename the folder to its category's, add that category's training images, or "
+            f"Validation folder {val_dir} holds {count_text(len(strangers), 'folder')} not named as a training "
+            f"category ({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and "
+            f"there is no train/{strangers[0]}/. Rename the folder to its category's, add that category's training images, or "
             "remove the folder."
         )
     left_out = LeftOut(val_dir)
