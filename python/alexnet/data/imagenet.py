@@ -433,8 +433,8 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
         raise LayoutError(
             f"Validation folder {val_dir} holds {count_text(len(strangers), 'folder')} not named as a training "
             f"category ({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and "
-            f"there is no train/{strangers[0]}/. Rename the folder to its category's, add that category's training images, or "
-            "remove the folder."
+            f"there is no train/{strangers[0]}/. Rename the folder to its category's, add that category's training "
+            "images, or remove the folder."
         )
     left_out = LeftOut(val_dir)
     labelled: list[tuple[str, str]] = []
