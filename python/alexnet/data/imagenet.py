@@ -14,11 +14,10 @@ Names come from a ``LOC_synset_mapping.txt`` (or, beside category folders, a ``s
 ILSVRC2012 classes the package ships (:mod:`alexnet.data.classes`), and left empty when they are none of these.
 
 A category folder's images are the ``.JPEG``, ``.jpg``, ``.jpeg`` and ``.png`` files directly in it. What else it
-holds is left out with one warning per kind (:class:`LeftOut`): images in other formats, other files, sub-folders;
-hidden files are left out without a word.
+holds is left out with one warning per kind (:class:`~alexnet.data.folders.LeftOut`): images in other formats, other
+files, sub-folders; hidden files are left out without a word.
 
-Listing uses one ``os.scandir`` per folder and no per-file ``stat``, so the 1.28M files of ImageNet-1k are
-listed in seconds.
+Category folders are listed by :mod:`alexnet.data.folders`.
 """
 
 from __future__ import annotations
@@ -34,22 +33,21 @@ from ..checks import count_text
 from ..errors import LayoutError
 from ..storage.layout import board_own_pin
 from .classes import class_names
+from .folders import (
+    IMAGE_EXTENSIONS,
+    MAPPING_FILE,
+    NAME_FILES,
+    LeftOut,
+    category_dirs,
+    list_folder,
+    some_names,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpeg", ".jpg", ".png"})
-#: Image formats met in folders of photos that the upload does not read: a file with one of these extensions is
-#: said to be an image to convert, not a stray file.
-OTHER_IMAGE_EXTENSIONS: frozenset[str] = frozenset({
-    ".webp", ".bmp", ".gif", ".tif", ".tiff", ".heic", ".heif", ".avif", ".jxl", ".jp2", ".jfif", ".ico", ".svg",
-    ".dng", ".cr2", ".cr3", ".nef", ".arw", ".orf", ".rw2", ".raw",
-})
-MAPPING_FILE = "LOC_synset_mapping.txt"
 VAL_SOLUTION_FILE = "LOC_val_solution.csv"
-# Name files looked for, in this order, next to the <wnid>/ folders of the plain layout.
-NAME_FILES: tuple[str, ...] = (MAPPING_FILE, "synset_words.txt", "words.txt")
 
 
 @dataclass(frozen=True)
@@ -97,112 +95,6 @@ class ImageNetTree:
         return [f for c in self.categories for f in c.files], [c.index for c in self.categories for _ in c.files]
 
 
-def _is_name_file(name: str) -> bool:
-    return name.startswith("LOC_") or name in NAME_FILES
-
-
-@dataclass
-class Listing:
-    """What a category folder holds, from one ``os.scandir`` (a ``stat`` only where the kernel does not say what an
-    entry is): the ``images`` read, and what is left out: ``other_images`` (images in formats not read),
-    ``others`` (files that are not images) and ``folders`` (sub-folders, whose files are not read). Hidden entries
-    and the name files (``LOC_*``, ``synset_words.txt``, ``words.txt``) are in none of them. Names are sorted."""
-
-    images: list[str]
-    other_images: list[str]
-    others: list[str]
-    folders: list[str]
-
-    def held(self) -> str:
-        """What the folder holds besides images, as an error says it (empty when nothing)."""
-        said = []
-        if self.folders:
-            said.append(f"{count_text(len(self.folders), 'sub-folder')} ({_some([f + '/' for f in self.folders])}), "
-                        "whose files are not read: move the images up into the folder itself")
-        if self.other_images:
-            said.append(f"{count_text(len(self.other_images), 'image')} in a format not read "
-                        f"({_some(self.other_images)}): convert them to JPEG")
-        if self.others:
-            said.append(f"{count_text(len(self.others), 'file')} that {'is' if len(self.others) == 1 else 'are'} not "
-                        f"an image ({_some(self.others)})")
-        return "; ".join(said)
-
-
-def _some(names: list[str], shown: int = 3) -> str:
-    """The first ``shown`` of ``names``, and how many more there are."""
-    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown} more)" if len(names) > shown else "")
-
-
-def _list_folder(folder: str) -> Listing:
-    """What ``folder`` holds (see :class:`Listing`): one scandir, no stat for regular entries."""
-    images, other_images, others, folders = [], [], [], []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            extension = os.path.splitext(name)[1].lower()
-            if extension in IMAGE_EXTENSIONS and entry.is_file():
-                images.append(name)
-            elif entry.is_dir():
-                folders.append(name)
-            elif _is_name_file(name):
-                continue
-            elif extension in OTHER_IMAGE_EXTENSIONS:
-                other_images.append(name)
-            elif entry.is_file():
-                others.append(name)
-    return Listing(sorted(images), sorted(other_images), sorted(others), sorted(folders))
-
-
-class LeftOut:
-    """What the category folders of one folder hold that is not read, gathered as they are listed and said in one
-    warning per kind (:meth:`warn`), so that nothing is dropped without a word."""
-
-    def __init__(self, where: str):
-        self.where = where
-        self.other_images: list[str] = []
-        self.others: list[str] = []
-        self.folders: list[str] = []
-        self.categories: dict[str, set[str]] = {"other_images": set(), "others": set(), "folders": set()}
-
-    def add(self, category: str, listing: Listing) -> None:
-        """What the folder of ``category`` holds besides its images."""
-        for kind, names, suffix in (("other_images", listing.other_images, ""), ("others", listing.others, ""),
-                                    ("folders", listing.folders, "/")):
-            if names:
-                getattr(self, kind).extend(f"{category}/{n}{suffix}" for n in names)
-                self.categories[kind].add(category)
-
-    def _in(self, kind: str) -> str:
-        return f"in {count_text(len(self.categories[kind]), 'category folder')} of {self.where}"
-
-    def warn(self) -> None:
-        """One warning per kind of entry left out: how many, a few of them, why, and what to do."""
-        if self.other_images:
-            one = len(self.other_images) == 1
-            log.warning("%s %s %s left out: %s in a format the upload does not read, only JPEG and PNG (%s): "
-                        "convert %s to JPEG to have %s uploaded", count_text(len(self.other_images), "file"),
-                        self._in("other_images"), "was" if one else "were", "an image" if one else "images",
-                        _some(self.other_images), "it" if one else "them", "it" if one else "them")
-        if self.others:
-            one = len(self.others) == 1
-            log.warning("%s %s %s left out: %s (%s); only .JPEG, .jpg, .jpeg and .png files are read",
-                        count_text(len(self.others), "file"), self._in("others"), "was" if one else "were",
-                        "not an image file" if one else "not image files", _some(self.others))
-        if self.folders:
-            log.warning("%s %s %s not read (%s): a category's images are read from its own folder, not from folders "
-                        "inside it; move their images up into the category folder (under names of their own) to have "
-                        "them uploaded", count_text(len(self.folders), "sub-folder"), self._in("folders"),
-                        "was" if len(self.folders) == 1 else "were", _some(self.folders))
-
-
-def _category_dirs(folder: str) -> list[str]:
-    """Sorted names of the sub-folders of ``folder`` that can be categories (hidden and ``_*`` ones skipped)."""
-    with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_dir())
-
-
 def parse_names(lines: Iterable[str]) -> dict[str, str]:
     """``wnid -> name`` from the lines of a mapping file, ``<wnid><space or tab><name>`` (``LOC_synset_mapping.txt``,
     ``synset_words.txt``)."""
@@ -223,7 +115,7 @@ def _read_names(path: str) -> dict[str, str]:
 def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) -> tuple[Category, ...]:
     """The categories of ``train_dir``, named from ``names`` or else the shipped ILSVRC2012 names; what their
     folders hold that is not read is said in a warning."""
-    wnids = _category_dirs(train_dir)
+    wnids = category_dirs(train_dir)
     if not wnids:
         raise LayoutError(
             f"No category folders in {train_dir}. Expected {layout_hint}: one sub-folder per category "
@@ -237,7 +129,7 @@ def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) ->
         if board_own_pin(wnid):
             raise LayoutError(f"Category folder {folder} is named as one of a board's own pins (categories, "
                               "bad_images, val-<category>): rename the folder.")
-        listing = _list_folder(folder)
+        listing = list_folder(folder)
         if not listing.images:
             held = listing.held()
             raise LayoutError(
@@ -261,7 +153,7 @@ def _unnamed(categories: tuple[Category, ...], mapping: str, near: str, beside: 
         log.warning("%s not found near %s: the names of %s (%s) are left empty, their ids being none of the 1000 "
                     "ILSVRC2012 classes whose names the package ships (the others are named from them); put %s "
                     "beside %s to name them", mapping, near, count_text(len(unknown), "category", "categories"),
-                    _some(unknown), mapping, beside)
+                    some_names(unknown), mapping, beside)
 
 
 def _find_up(start: str, name: str, levels: int) -> str | None:
@@ -393,7 +285,7 @@ def _read_val(
     has_dir = os.path.isdir(val_dir)
     on_disk: dict[str, str] = {}
     if has_dir:
-        for name in _list_folder(val_dir).images:
+        for name in list_folder(val_dir).images:
             on_disk.setdefault(os.path.splitext(name)[0], os.path.join(val_dir, name))
     if solution is None:
         if on_disk:
@@ -418,13 +310,13 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     """
     if not os.path.isdir(val_dir):
         return (), ()
-    top = _list_folder(val_dir)
+    top = list_folder(val_dir)
     if top.images:
         raise LayoutError(
-            f"Validation folder {val_dir} holds {count_text(len(top.images), 'image')} directly ({_some(top.images)}), "
-            "which nothing labels: in this layout a validation image is labelled by its folder, val/<wnid>/. Move "
-            "each into the folder of its category (PyTorch's valprep.sh does so for ImageNet's validation images), "
-            f"or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
+            f"Validation folder {val_dir} holds {count_text(len(top.images), 'image')} directly "
+            f"({some_names(top.images)}), which nothing labels: in this layout a validation image is labelled by its "
+            "folder, val/<wnid>/. Move each into the folder of its category (PyTorch's valprep.sh does so for "
+            f"ImageNet's validation images), or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
         )
     known = {c.id for c in categories}
     folders = [f for f in top.folders if not f.startswith("_")]
@@ -432,7 +324,7 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     if strangers:
         raise LayoutError(
             f"Validation folder {val_dir} holds {count_text(len(strangers), 'folder')} not named as a training "
-            f"category ({_some([f + '/' for f in strangers])}): a validation image is labelled by its folder, and "
+            f"category ({some_names([f + '/' for f in strangers])}): a validation image is labelled by its folder, and "
             f"there is no train/{strangers[0]}/. Rename the folder to its category's, add that category's training "
             "images, or remove the folder."
         )
@@ -440,7 +332,7 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     labelled: list[tuple[str, str]] = []
     for wnid in folders:
         folder = os.path.join(val_dir, wnid)
-        listing = _list_folder(folder)
+        listing = list_folder(folder)
         left_out.add(wnid, listing)
         labelled.extend((os.path.join(folder, name), wnid) for name in listing.images)
     left_out.warn()
@@ -519,4 +411,4 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
     return tree
 
 
-__all__ = ["Category", "ImageNetTree", "LeftOut", "Listing", "label_val_images", "read_imagenet", "read_val_solution"]
+__all__ = ["Category", "ImageNetTree", "label_val_images", "read_imagenet", "read_val_solution"]
