@@ -316,7 +316,8 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
             f"Validation folder {val_dir} holds {count_text(len(top.images), 'image')} directly "
             f"({some_names(top.images)}), which nothing labels: in this layout a validation image is labelled by its "
             "folder, val/<wnid>/. Move each into the folder of its category (PyTorch's valprep.sh does so for "
-            f"ImageNet's validation images), or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ and val/."
+            f"ImageNet's validation images), or put Kaggle's {VAL_SOLUTION_FILE}, which labels them, beside train/ "
+            "and val/."
         )
     known = {c.id for c in categories}
     folders = [f for f in top.folders if not f.startswith("_")]
