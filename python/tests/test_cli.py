@@ -543,6 +543,20 @@ def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsy
     assert "`patience` is a setting" in caplog.text
 
 
+def test_notes_name_the_options_as_typed_too():
+    # a finished run's note ("give a larger `epochs`") is read on the command line as --epochs
+    from alexnet.cli import _AsTyped
+    from alexnet.cli.common import typed
+
+    filter_ = _AsTyped(typed(build_parser().parse_args(["train", "--board", "b"])))
+    record = logging.LogRecord("alexnet.train.run", logging.INFO, __file__, 1,
+                               "%s: give a larger `epochs` to train further.", ("ckpt",), None)
+    assert filter_.filter(record)
+    assert record.getMessage() == "ckpt: give a larger `--epochs` to train further."
+    other = logging.LogRecord("tensorflow", logging.INFO, __file__, 1, "`epochs`", (), None)
+    assert filter_.filter(other) and other.getMessage() == "`epochs`"
+
+
 def test_the_debug_log_is_said_as_the_commands_verbose_option():
     from alexnet.cli import _AsTyped
     from alexnet.cli.common import typed

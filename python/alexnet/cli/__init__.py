@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose, args.quiet)
     typed = _AsTyped(common.typed(args))
     handlers = list(logging.getLogger().handlers)
-    for handler in handlers:  # warnings, as errors, name the options as typed
+    for handler in handlers:  # notes and warnings, as errors, name the options as typed
         handler.addFilter(typed)
     progress = os.environ.get("ALEXNET_PROGRESS")
     if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
@@ -108,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class _AsTyped(logging.Filter):
-    """Says alexnet's warnings as a command's errors are said: the core's settings as the command's options, its
-    calls as commands (:func:`alexnet.cli.common.as_typed`)."""
+    """Says alexnet's notes and warnings as a command's errors are said: the core's settings as the command's options,
+    its calls as commands (:func:`alexnet.cli.common.as_typed`)."""
 
     def __init__(self, typed: Callable[[str], str]) -> None:
         super().__init__()
@@ -120,6 +120,6 @@ class _AsTyped(logging.Filter):
         return self.typed(message)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("alexnet") and record.levelno >= logging.WARNING:
+        if record.name.startswith("alexnet") and record.levelno >= logging.INFO:
             record.msg, record.args = self.said(record.getMessage()), ()
         return True
