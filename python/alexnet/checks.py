@@ -104,6 +104,11 @@ def count_text(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
+def some_names(names: Sequence[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names``, and how many more there are, for a message."""
+    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown} more)" if len(names) > shown else "")
+
+
 def shown(value: Any) -> str:
     """A value as a message shows it: a float as a number is written (R's ``-1`` arrives as ``-1.0``), else its
     ``repr``."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from ..checks import some_names
 from ..errors import LayoutError
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def check_classes(found: Mapping[str, str], where: str, *, strict: bool) -> None
     names = class_names()
     unknown = sorted(w for w in found if w not in names)
     if unknown:
-        listing = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        listing = some_names(unknown, 5)
         message = (f"{where} names {len(unknown)} WordNet id(s) that are not among the 1000 ILSVRC2012 classes "
                    f"({listing})")
         if strict:

@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from ..checks import count_text
+from ..checks import count_text, some_names
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,6 @@ class Listing:
             said.append(f"{count_text(len(self.others), 'file')} that {'is' if len(self.others) == 1 else 'are'} not "
                         f"an image ({some_names(self.others)})")
         return "; ".join(said)
-
-
-def some_names(names: list[str], shown: int = 3) -> str:
-    """The first ``shown`` of ``names``, and how many more there are."""
-    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown} more)" if len(names) > shown else "")
 
 
 def list_folder(folder: str) -> Listing:
@@ -133,4 +128,4 @@ def category_dirs(folder: str) -> list[str]:
         return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_dir())
 
 
-__all__ = ["IMAGE_EXTENSIONS", "NAME_FILES", "LeftOut", "Listing", "category_dirs", "list_folder", "some_names"]
+__all__ = ["IMAGE_EXTENSIONS", "NAME_FILES", "LeftOut", "Listing", "category_dirs", "list_folder"]

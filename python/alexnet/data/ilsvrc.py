@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ..checks import some_names
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS, gunzip
 from .archive_io import LARGE_MEMBERS_BLOCK, Files
@@ -128,7 +129,7 @@ class _Stoppable:
 def _twice(label: str, names: list[str], read_so_far: bool = False) -> LayoutError:
     """The error for a training tar that holds a member more than once (an archive written to twice, or joined
     from two): which copy is a category's cannot be told."""
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = some_names(names, 5)
     return LayoutError(f"{label} holds {shown} more than once: it is not the archive as released (written to twice, "
                        "or two joined); download it again, or make a tar with one copy of each category's tar"
                        + (" (the categories read so far are on the board and are skipped next time)" if read_so_far

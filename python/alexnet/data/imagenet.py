@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..checks import count_text
+from ..checks import count_text, some_names
 from ..errors import LayoutError
 from ..storage.layout import board_own_pin
 from .classes import class_names
@@ -40,7 +40,6 @@ from .folders import (
     LeftOut,
     category_dirs,
     list_folder,
-    some_names,
 )
 
 log = logging.getLogger(__name__)
@@ -261,7 +260,7 @@ def label_val_images(on_disk: Mapping[str, T], solution: list[tuple[str, str]], 
     if missing:
         raise LayoutError(
             f"{len(missing)} validation images listed in {solution_where} are missing from {val_where}, e.g. "
-            f"{', '.join(missing[:3])}. Restore them, or remove the solution file to train without validation."
+            f"{some_names(missing)}. Restore them, or remove the solution file to train without validation."
         )
     unlabelled = len(on_disk) - len(labelled)
     if unlabelled > 0:
@@ -273,7 +272,7 @@ def label_val_images(on_disk: Mapping[str, T], solution: list[tuple[str, str]], 
 def unlabelled_error(count: int, examples: list[str], val_where: str, solution_where: str) -> LayoutError:
     """The error for ``count`` validation images of ``val_where`` that ``solution_where`` does not label: the two are
     not of one release (a complete download labels every image), and nothing is uploaded half-labelled."""
-    shown = f", e.g. {', '.join(examples[:3])}" if examples else ""
+    shown = f", e.g. {some_names(examples)}" if examples else ""
     return LayoutError(f"{count} validation images in {val_where} are not in {solution_where}{shown}: they are not "
                        f"of the same release; use the {VAL_SOLUTION_FILE} that goes with them, or remove those images "
                        "(no validation image was uploaded)")

@@ -33,6 +33,7 @@ import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ..checks import some_names
 from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
@@ -169,7 +170,7 @@ class FolderSource(Source):
 
 
 def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> LayoutError:
-    shown = ", ".join(found[:8]) + (f", ... ({len(found)} entries)" if len(found) > 8 else "")
+    shown = some_names(found, 8)
     accepted = "\n".join(f"  - {entry.name}: {entry.what}" for entry in LAYOUTS)
     what = f"holds {shown}" if found else ("is empty" if files.fs.exists(path) else "does not exist")
     return LayoutError(f"ImageNet source {files.url(path)} {what}{why}: it is none of the layouts read, which are\n"

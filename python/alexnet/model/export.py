@@ -22,6 +22,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
+from ..checks import some_names
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..scratch import make_scratch
@@ -60,7 +61,7 @@ def _check_target(path: Any, overwrite: bool) -> str:
     local = location_kind(resolved) == "file"
     fs = None if local else open_filesystem(resolved, write=True, what="`path`")
     entries = _entries(fs, fs_path(resolved), local)
-    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    shown = some_names(entries, 4)
     if entries and not overwrite:
         raise AlexnetError(f"`path` = {resolved} exists and is not empty ({len(entries)} entries: {shown}): give a new "
                            "or empty folder, or overwrite = True to replace an earlier export there.")

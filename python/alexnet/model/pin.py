@@ -28,6 +28,7 @@ import shutil
 import uuid
 from typing import Any
 
+from ..checks import some_names
 from ..declare import declaration
 from ..declare.kinds import given_as
 from ..errors import AlexnetError
@@ -124,13 +125,8 @@ def _warn_of_other_classes(opened: Board, name: str, card: ModelCard) -> None:
     if theirs and theirs != list(card.class_ids):
         logger.warning("Model pin %s on %s held a model of other classes (%d: %s) in its version %s; the new version, "
                        "of %d classes (%s), is now the one read by default: give another name to keep both in reach.",
-                       name, opened.location, len(theirs), _some(theirs), version, card.num_classes,
-                       _some(card.class_ids))
-
-
-def _some(ids: list[str]) -> str:
-    """The first few of ``ids``, for a message."""
-    return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+                       name, opened.location, len(theirs), some_names(theirs), version, card.num_classes,
+                       some_names(card.class_ids))
 
 
 def check_pin_holds_models(board: str, name: str, setting: str = "model_pin") -> None:
