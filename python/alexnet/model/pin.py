@@ -33,7 +33,7 @@ from ..declare import declaration
 from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
-from ..storage.cache import make_cache_folder
+from ..storage.cache import cache_root, make_cache_folder
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
@@ -147,9 +147,7 @@ def _latest_metadata(opened: Board, name: str) -> tuple[dict[str, Any], str]:
 
 def default_model_cache() -> str:
     """``<user cache dir>/alexnet/models``: where model files are kept by their SHA-256."""
-    import platformdirs
-
-    return os.path.join(platformdirs.user_cache_dir("alexnet"), "models")
+    return cache_root("models")
 
 
 def _latest_version(opened: Board, name: str) -> str:

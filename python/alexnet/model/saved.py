@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import json
 import logging
 import os
@@ -201,14 +200,13 @@ def model_reference(model: Any, setting: str) -> str | dict[str, Any]:
 
 def _remote_copy(resolved: str) -> tuple[str, str]:
     """A local copy of the model file at ``resolved`` (remote), and the key it is cached under."""
-    import platformdirs
-
+    from ..storage.cache import location_key
     from ..storage.transfer import download
+    from .pin import default_model_cache
 
     fs, path, _ = _location_paths(resolved)
     stamp = str(fs.checksum(path))
-    folder = os.path.join(platformdirs.user_cache_dir("alexnet"), "models", "remote",
-                          hashlib.sha256(resolved.encode()).hexdigest()[:16])
+    folder = os.path.join(default_model_cache(), "remote", location_key(resolved))
     local = os.path.join(folder, MODEL_FILE)
     marker = os.path.join(folder, "source.json")
     try:

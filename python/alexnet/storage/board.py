@@ -29,9 +29,9 @@ def default_board() -> str:
     env = os.environ.get("ALEXNET_BOARD", "").strip()
     if env:
         return env
-    import platformdirs
+    from .cache import cache_root  # not at the top: the cache's module imports the board's (through layout)
 
-    return os.path.join(platformdirs.user_cache_dir("alexnet"), "board")
+    return cache_root("board")
 
 
 def resolve_board(board: str | os.PathLike | None) -> str:

@@ -37,12 +37,25 @@ TMP = ".tmp"
 _STALE_TMP_SECONDS = 24 * 3600
 
 
-def default_cache_dir(location: str) -> str:
-    """``<user cache dir>/alexnet/data/<first 16 hex digits of sha256(location)>``: one cache per board."""
+def cache_root(*parts: str) -> str:
+    """``parts`` joined under the package's folder of the user's cache directory (``~/.cache/alexnet`` on Linux),
+    the one place every default cache is: ``board`` (the default board), ``data/<key>`` (a board's extracted
+    categories), ``models`` (model pins' files; ``models/remote/<key>``, copies of models read from a bucket) and
+    ``precision.json`` (the precision measurements)."""
     import platformdirs
 
-    key = hashlib.sha256(location.encode()).hexdigest()[:16]
-    return os.path.join(platformdirs.user_cache_dir("alexnet"), "data", key)
+    return os.path.join(platformdirs.user_cache_dir("alexnet"), *parts)
+
+
+def location_key(location: str) -> str:
+    """The name of the folder of what is cached of ``location`` (a resolved location string): the first 16 hex
+    digits of its SHA-256."""
+    return hashlib.sha256(location.encode()).hexdigest()[:16]
+
+
+def default_cache_dir(location: str) -> str:
+    """``<user cache dir>/alexnet/data/<location_key(location)>``: one cache per board."""
+    return cache_root("data", location_key(location))
 
 
 def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:

@@ -52,9 +52,9 @@ def cache_file() -> Path | None:
         return None
     if value:
         return Path(value).expanduser()
-    import platformdirs
+    from ..storage.cache import cache_root
 
-    return Path(platformdirs.user_cache_dir("alexnet")) / "precision.json"
+    return Path(cache_root("precision.json"))
 
 
 def machine_key(device: Hardware, model: Mapping[str, Any]) -> str:
