@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 OWNER_FILE = ".alexnet-owner"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether the process ``pid`` is running. A zombie is not: a process killed but not yet waited for by its
     parent (an upload killed by ``timeout -s KILL`` goes to the first process of the machine, which collects it
     only later, or never in a container whose first process does not; an upload started in between kept the
@@ -55,7 +55,7 @@ def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[st
     for folder in root.glob(f"{prefix}*"):
         try:
             owner_host, pid = (folder / OWNER_FILE).read_text().split("\n")[:2]
-            if owner_host != host or _alive(int(pid)):
+            if owner_host != host or process_alive(int(pid)):
                 continue
         except (OSError, ValueError):
             continue

@@ -82,3 +82,26 @@ def test_the_context_manager_removes_its_folder(tmp_path):
         assert Path(folder).is_dir()
     assert not Path(folder).exists()
     assert scratch.sweep_stale("alexnet-upload-", tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux's /proc")
+def test_the_network_namespace_of_a_killed_owner_nobody_has_waited_for_is_removed(monkeypatch):
+    """The benchmark's network namespaces are the scratch of their process too, told alive the same way."""
+    from alexnet.bench import link
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        owner.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{owner.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)  # a zombie, which the signal test alone takes for a live process
+        names = [f"{link.PREFIX}{owner.pid}-a", f"{link.PREFIX}{os.getpid()}-b"]
+        deleted = []
+        monkeypatch.setattr(link, "namespaces", lambda: names)
+        monkeypatch.setattr(link, "_run", lambda *command: deleted.append(command[-1]))
+        assert link.sweep_stale() == names[:1]
+        assert deleted == names[:1]
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AlexnetError
+from ..scratch import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -149,22 +150,12 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale() -> list[str]:
     """Remove the namespaces this module made for processes that no longer run; those removed."""
     removed = []
     for name in namespaces():
         match = re.match(rf"^{re.escape(PREFIX)}(\d+)-", name)
-        if match and not _alive(int(match[1])):
+        if match and not process_alive(int(match[1])):
             with contextlib.suppress(AlexnetError):
                 _run("ip", "netns", "delete", name)
                 removed.append(name)
