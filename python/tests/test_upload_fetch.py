@@ -316,7 +316,7 @@ def test_the_scratch_folder_is_made_where_scratch_says(tree, tmp_path, monkeypat
 @pytest.mark.parametrize("scratch, message", [
     ("gs://bucket/scratch", "is not a local folder"),
     ("", "is not a local folder"),
-    ("a-file/below", "cannot be made a folder"),
+    ("a-file/below", "cannot hold the upload.s scratch folder \\(Not a directory\\)"),
 ])
 def test_a_scratch_that_is_not_a_local_folder_is_refused_before_any_work(tree, tmp_path, monkeypatch, scratch,
                                                                          message):

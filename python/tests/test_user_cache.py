@@ -3,12 +3,16 @@ cached per location is in a folder named by one key, :func:`location_key`."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+import pytest
+
+from alexnet.errors import AlexnetError
 from alexnet.model.pin import default_model_cache
 from alexnet.storage.board import default_board
-from alexnet.storage.cache import cache_root, default_cache_dir, location_key
+from alexnet.storage.cache import TMP, cache_root, default_cache_dir, location_key, open_cache
 from alexnet.train.measure import CACHE_ENV, cache_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "alexnet"
@@ -50,3 +54,21 @@ def test_a_model_read_from_a_bucket_is_copied_into_the_model_cache(monkeypatch, 
     folder = tmp_path / "alexnet" / "models" / "remote" / location_key("s3://bucket/model")
     assert local == str(folder / "alexnet.keras")
     assert Path(local).read_bytes() == b"the model"
+
+
+def test_a_cache_dir_that_cannot_be_written_is_refused_before_any_fetch_as_a_scratch_is(tmp_path, monkeypatch):
+    from alexnet.data.upload import _scratch_parent
+    from alexnet.storage import location
+
+    locked = tmp_path / "locked"
+    (locked / TMP).mkdir(parents=True)
+    real_access = os.access
+    # a folder this process may not write (chmod does not stop root, who runs some of the tests)
+    monkeypatch.setattr(location.os, "access", lambda path, mode: not str(path).startswith(str(locked))
+                        and real_access(path, mode))
+    with pytest.raises(AlexnetError, match=r"^`cache_dir` = .*locked cannot hold the cache \(it cannot be written\): "
+                                           r"give a folder this process may write, or leave `cache_dir` unset"):
+        open_cache(locked, "gs://bucket/board")
+    with pytest.raises(AlexnetError, match=r"^`scratch` = .*locked cannot hold the upload's scratch folder \(it "
+                                           r"cannot be written\): .* leave `scratch` unset for the system's"):
+        _scratch_parent(str(locked))

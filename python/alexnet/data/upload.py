@@ -28,7 +28,7 @@ from ..declare import declaration
 from ..errors import AlexnetError
 from ..storage import layout
 from ..storage.board import Board, open_board, resolve_board
-from ..storage.location import location_kind
+from ..storage.location import location_kind, made_folder
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
@@ -128,16 +128,8 @@ def _scratch_parent(scratch: str | None) -> str | None:
     :class:`~alexnet.errors.AlexnetError` saying what to give otherwise."""
     if scratch is None:
         return None
-    folder = os.path.abspath(os.path.expanduser(scratch))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as err:
-        raise AlexnetError(f"`scratch` = {folder!r} cannot be made a folder ({err.strerror}): give a folder that "
-                           "can be written, or leave it unset for the system's temporary folder") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise AlexnetError(f"`scratch` = {folder!r} cannot be written: give a folder that can be, or leave it "
-                           "unset for the system's temporary folder")
-    return folder
+    return made_folder(os.path.abspath(os.path.expanduser(scratch)), "scratch", "the system's temporary folder",
+                       holds="the upload's scratch folder")
 
 
 def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.PathLike | None = None, *,

@@ -33,7 +33,8 @@ from ..declare import declaration
 from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
-from ..storage.cache import cache_root, make_cache_folder
+from ..storage.cache import cache_root
+from ..storage.location import made_folder
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
@@ -308,7 +309,7 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
     if fetch:
         files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
         file = next(f for f in files if f != carried.get("file"))
-        make_cache_folder(root, root, "the model")
+        made_folder(root, "cache_dir", "the user cache", holds="the model")
         local = os.path.join(root, sha256, os.path.basename(file))
         _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
                 _metadata_of(name, version))

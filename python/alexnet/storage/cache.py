@@ -26,8 +26,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import AlexnetError, reason
+from ..errors import AlexnetError
 from .layout import is_file_name
+from .location import made_folder
 from .zipformat import crc32
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
         else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
-    make_cache_folder(tmp, root, "the cache")
+    made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
     _own_board(root, os.path.realpath(location) if "://" not in location else location)  # a folder by any path
     _clean_stale_tmp(tmp)
     return root
@@ -97,17 +98,6 @@ def _own_board(root: str, location: str) -> None:
             with open(staged, "w", encoding="utf-8") as f:
                 f.write(location + "\n")
             os.replace(staged, path)
-
-
-def make_cache_folder(folder: str, root: str, what: str) -> None:
-    """Make ``folder`` (in the cache ``root``, the setting ``cache_dir``); an :class:`AlexnetError` saying the folder
-    cannot hold ``what`` when it cannot be made."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as error:
-        raise AlexnetError(f"`cache_dir` = {root} cannot hold {what} ({reason(error)}): "
-                           "give a folder this process may write, or leave `cache_dir` unset for the user cache.") \
-            from None
 
 
 def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:

@@ -33,7 +33,7 @@ import socket
 import urllib.parse
 from typing import Any
 
-from ..errors import BoardError, reason
+from ..errors import AlexnetError, BoardError, reason
 
 log = logging.getLogger(__name__)
 
@@ -240,3 +240,18 @@ def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]
     except Exception as err:
         raise BoardError(f"`{what}` = {resolved} cannot be written: {reason(err)}") from None
     return resolved, fs
+
+
+def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str | None = None) -> str:
+    """The local ``folder`` made if missing and checked writable: the value of the setting ``setting`` (or a folder
+    in it, its value ``root``), where ``holds`` is to be kept; an :class:`AlexnetError` saying to give a folder this
+    process may write, or to leave the setting unset for ``unset``, when it cannot be."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        problem = "" if os.access(folder, os.W_OK | os.X_OK) else "it cannot be written"
+    except OSError as error:
+        problem = reason(error)
+    if problem:
+        raise AlexnetError(f"`{setting}` = {folder if root is None else root} cannot hold {holds} ({problem}): give a "
+                           f"folder this process may write, or leave `{setting}` unset for {unset}.")
+    return folder
