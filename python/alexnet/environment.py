@@ -1,8 +1,15 @@
-"""The environment TensorFlow starts in, declared once in ``tensorflow.env`` beside this file: ``import alexnet``
-sets it (see ``alexnet/__init__.py``), and so does R's ``library(alexnet)``, which reads the same file.
+"""The environment variables the package reads, declared once (:data:`VARIABLES`), and the environment TensorFlow
+starts in, declared once in ``tensorflow.env`` beside this file: ``import alexnet`` sets it (see
+``alexnet/__init__.py``), and so does R's ``library(alexnet)``, which reads the same file.
 
-One of its variables, ``ALEXNET_MALLOC``, is not read by TensorFlow but here: it sets glibc's malloc of this
-process (:func:`set_malloc`), as ``GLIBC_TUNABLES=glibc.malloc.NAME=value:...`` would at the start of a process.
+The core reads a variable through :func:`env_value` or, for one that turns something on or off, :func:`env_switch`,
+which take the same words everywhere (:data:`ON_WORDS`, :data:`OFF_WORDS`); README's "Environment variables" is
+:func:`markdown_table`. This module imports nothing of the package but :mod:`.machine`: ``progress.py`` and
+``tfimport.py`` read their variables here and stay light.
+
+One of ``tensorflow.env``'s variables, ``ALEXNET_MALLOC``, is not read by TensorFlow but here: it sets glibc's malloc
+of this process (:func:`set_malloc`), as ``GLIBC_TUNABLES=glibc.malloc.NAME=value:...`` would at the start of a
+process.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 
 from .machine import usable_cpus
 
@@ -25,6 +33,106 @@ MALLOC_VARIABLE = "ALEXNET_MALLOC"
 MALLOPT = {"trim_threshold": -1, "top_pad": -2, "mmap_threshold": -3, "mmap_max": -4, "arena_max": -8}
 
 _malloc_in_effect = "default"
+
+#: The words that turn a variable of :func:`env_switch` on, and off (in any case, spaces around ignored).
+ON_WORDS = ("1", "true", "yes", "on")
+OFF_WORDS = ("0", "false", "no", "off", "none")
+
+
+@dataclass(frozen=True)
+class Variable:
+    """An environment variable the package reads: its ``name``, its ``default`` (what holds when it is unset, said
+    for a reader), what it ``means``, and, for one that turns something on or off, its ``switch`` default."""
+
+    name: str
+    default: str
+    means: str
+    switch: bool | None = None
+
+
+_WORDS = f"on: {', '.join(ON_WORDS)}; off: {', '.join(OFF_WORDS)}"
+
+#: Every environment variable the package reads (Python's core, and R where said), in the order README shows them.
+VARIABLES: tuple[Variable, ...] = (
+    Variable("ALEXNET_BOARD", "the folder `board` of the user's cache folder",
+             "the board used when none is given: a folder, `file://`, `gs://`, `s3://` or `https://` location"),
+    Variable("ALEXNET_PROGRESS", "on", f"progress bars on standard error ({_WORDS}); the command line's `--quiet` "
+             "turns them off, and the package's child processes (a Spark job's workers, the benchmark's) take it as 0 "
+             "unless it is set", switch=True),
+    Variable("ALEXNET_TF_LOGS", "off", f"everything TensorFlow prints when it starts ({_WORDS}); off, the lines "
+             "nobody acts on (its CPU instructions, the CUDA probe of a machine without a GPU) are left out",
+             switch=False),
+    Variable("ALEXNET_PRECISION_CACHE", "`precision.json` in the user's cache folder",
+             "the file that remembers the precision measured fastest on this machine (`precision` left to `auto`); "
+             f"an off word ({', '.join(OFF_WORDS)}) remembers none, every run measures"),
+    Variable("ALEXNET_MALLOC", "`tensorflow.env`'s", "glibc's malloc settings of the process: `NAME=integer` joined by "
+             "`:` (`arena_max`, `mmap_max`, `mmap_threshold`, `top_pad`, `trim_threshold`), or `default` for glibc's "
+             "own (\"Training on CPUs\" below)"),
+    Variable("ALEXNET_LOG_DIR", "`alexnet-logs` in the temporary folder",
+             "the folder where a Spark job's workers keep their logs, on each host"),
+    Variable("ALEXNET_PYTHON", "the Python `install_alexnet()` made",
+             "R: the Python executable or virtual environment the R package uses (see `?alexnet_python`)"),
+    Variable("WORKON_HOME", "`~/.virtualenvs`", "R: where the virtual environment `r-alexnet` is looked for"),
+    Variable("LD_LIBRARY_PATH", "", "R: a Python started from R gets it as it was outside R"),
+    Variable("TF_NUM_INTEROP_THREADS", "one per CPU; 2 in a process held to one CPU",
+             "TensorFlow's threads that run independent operations side by side (\"Training on CPUs\" below)"),
+    Variable("TF_CONFIG", "", "the cluster of a multi-worker run, as TensorFlow takes it (`tf_config()` writes one)"),
+    Variable("GLIBC_TUNABLES", "", "glibc's own settings: its `glibc.malloc.*` settings win over `ALEXNET_MALLOC`"),
+    Variable("STORAGE_EMULATOR_HOST", "", "`gs://` locations are read and written, anonymously, at this Cloud Storage "
+             "emulator"),
+    Variable("AWS_ENDPOINT_URL_S3", "`AWS_ENDPOINT_URL`", "the server of `s3://` locations (an S3-compatible store)"),
+    Variable("AWS_ENDPOINT_URL", "Amazon's", "the server of `s3://` locations, unless `AWS_ENDPOINT_URL_S3` says"),
+    Variable("HADOOP_CONF_DIR", "", "a `yarn` Spark master's cluster configuration (or `YARN_CONF_DIR`)"),
+    Variable("YARN_CONF_DIR", "", "a `yarn` Spark master's cluster configuration (or `HADOOP_CONF_DIR`)"),
+)
+_DECLARED = {variable.name: variable for variable in VARIABLES}
+_warned: set[tuple[str, str]] = set()
+
+
+def declared(name: str) -> Variable:
+    """The declaration of the variable ``name``; a ``LookupError`` when :data:`VARIABLES` has none (a variable the
+    package reads is declared there)."""
+    try:
+        return _DECLARED[name]
+    except KeyError:
+        raise LookupError(f"{name} is not declared in alexnet.environment.VARIABLES") from None
+
+
+def env_value(name: str) -> str:
+    """The value of the declared variable ``name``, spaces around it removed; ``""`` when it is not set."""
+    declared(name)
+    return os.environ.get(name, "").strip()
+
+
+def switch_word(value: str) -> bool | None:
+    """``True`` for an on word (:data:`ON_WORDS`), ``False`` for an off word, in any case; ``None`` for any other."""
+    word = value.strip().lower()
+    return True if word in ON_WORDS else False if word in OFF_WORDS else None
+
+
+def env_switch(name: str) -> bool:
+    """Whether the declared switch ``name`` is on: its default when it is unset or empty; a value that is neither an
+    on nor an off word keeps the default, with a warning (once per value) that says the words: a typo in a variable
+    neither stops the work nor turns something on or off unasked."""
+    default = declared(name).switch
+    if default is None:
+        raise LookupError(f"{name} is not a switch in alexnet.environment.VARIABLES")
+    value = env_value(name)
+    word = switch_word(value) if value else default
+    if word is None:
+        if (name, value) not in _warned:
+            _warned.add((name, value))
+            log.warning("%s=%r is neither on (%s) nor off (%s): it stays %s; set it to one of those words.", name,
+                        value, ", ".join(ON_WORDS), ", ".join(OFF_WORDS), "on" if default else "off")
+        return default
+    return word
+
+
+def markdown_table() -> str:
+    """The table of README's "Environment variables": every variable of :data:`VARIABLES`, its default, its meaning."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {v.default or 'unset'} | {v.means} |" for v in VARIABLES]
+    return "\n".join(rows) + "\n"
 
 
 def tensorflow_environment() -> dict[str, str]:
@@ -57,7 +165,7 @@ ONE_CPU_INTEROP_THREADS = 2
 def interop_threads() -> int:
     """TensorFlow's inter-op threads in this process: ``TF_NUM_INTEROP_THREADS`` when it is a positive number, else
     TensorFlow's default, one per CPU the process may run on."""
-    value = os.environ.get(INTEROP_VARIABLE, "").strip()
+    value = env_value(INTEROP_VARIABLE)
     return int(value) if value.isdigit() and int(value) > 0 else usable_cpus()
 
 
@@ -100,11 +208,11 @@ def set_malloc() -> str:
     stay as they are, so it is set at ``import alexnet``, before TensorFlow starts its threads.
     """
     global _malloc_in_effect
-    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+    if "glibc.malloc." in env_value("GLIBC_TUNABLES"):
         _malloc_in_effect = "GLIBC_TUNABLES"
         return _malloc_in_effect
     try:
-        settings = parse_malloc(os.environ.get(MALLOC_VARIABLE, "default"))
+        settings = parse_malloc(env_value(MALLOC_VARIABLE) or "default")
     except ValueError as err:
         log.warning("%s: malloc is left as it is.", err)
         settings = {}

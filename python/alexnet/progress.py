@@ -7,7 +7,6 @@ bar to a listener (a Spark worker's evaluation reports its images to the driver 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -15,10 +14,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from .environment import env_switch
+
 
 def progress_enabled() -> bool:
-    """Progress bars are on unless ``ALEXNET_PROGRESS`` is ``0``/``false`` (tests and CI logs turn them off)."""
-    return os.environ.get("ALEXNET_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"}
+    """Progress bars are on unless ``ALEXNET_PROGRESS`` is an off word (``0``, ``false``, ``no``, ``off``, ``none``;
+    tests and CI logs turn them off): see :func:`alexnet.environment.env_switch`."""
+    return env_switch("ALEXNET_PROGRESS")
 
 
 #: What :func:`watch_progress` listeners are called with: the bar's ``desc``, the steps just done, the total.

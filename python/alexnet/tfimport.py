@@ -23,6 +23,8 @@ import tempfile
 import types
 from collections.abc import Iterator
 
+from .environment import env_switch
+
 #: Lines TensorFlow prints on every start, which nobody acts on.
 STARTUP_NOISE = (
     "oneDNN custom operations are on",
@@ -54,8 +56,9 @@ def is_noise(line: str, cuda: bool = True) -> bool:
 
 
 def tf_logs_wanted() -> bool:
-    """Did the user ask for everything TensorFlow prints (``ALEXNET_TF_LOGS=1``)?"""
-    return os.environ.get("ALEXNET_TF_LOGS", "").strip().lower() in {"1", "true", "yes", "on"}
+    """Did the user ask for everything TensorFlow prints (``ALEXNET_TF_LOGS=1``, or another on word: see
+    :func:`alexnet.environment.env_switch`)?"""
+    return env_switch("ALEXNET_TF_LOGS")
 
 
 def has_gpu() -> bool:

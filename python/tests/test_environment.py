@@ -1,12 +1,15 @@
 """glibc's malloc settings of ``ALEXNET_MALLOC`` (declared in ``tensorflow.env``): read, checked and set at
-``import alexnet``, so that blocks too large for a thread's arena are kept for the next step, not mapped anew."""
+``import alexnet``, so that blocks too large for a thread's arena are kept for the next step, not mapped anew; and
+every environment variable the package reads declared once, with README's table and the words of on and off."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +18,11 @@ from alexnet.environment import (
     INTEROP_VARIABLE,
     MALLOC_VARIABLE,
     ONE_CPU_INTEROP_THREADS,
+    VARIABLES,
     _is_glibc,
+    env_value,
     interop_threads,
+    markdown_table,
     parse_malloc,
     set_interop_threads,
     tensorflow_environment,
@@ -132,3 +138,83 @@ def test_a_child_pinned_to_one_cpu_computes_with_two_inter_op_threads():
     assert not base, "the tests run without TF_NUM_INTEROP_THREADS"
     assert run_child(_inter_op_threads, cpus=[0], env=env) == ONE_CPU_INTEROP_THREADS
     assert run_child(_inter_op_threads, cpus=[0], env={**env, INTEROP_VARIABLE: "1"}) == 1
+
+
+# ---- the environment variables the package reads, declared once
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A read of an environment variable: its name quoted, or the name of a constant that holds it.
+READS = re.compile(r"(?:os\.environ\.get\(|os\.environ\[|os\.getenv\(|env_value\(|env_switch\(|Sys\.getenv\()\s*"
+                   r"(\"[A-Za-z0-9_]+\"|[A-Z][A-Z0-9_]*)")
+
+
+def _read_names() -> dict[str, str]:
+    """Every environment variable read in python/alexnet and R/, found by grep: name -> the first file reading it."""
+    files = sorted((ROOT / "python" / "alexnet").rglob("*.py")) + sorted((ROOT / "R").glob("*.R"))
+    constants = {}
+    for path in files:
+        constants.update(re.findall(r"^([A-Z][A-Z0-9_]*) = \"([A-Z][A-Z0-9_]*)\"$", path.read_text(), re.M))
+    names: dict[str, str] = {}
+    for path in files:
+        text = re.sub(r"Variable\(\"\w+\"", "", path.read_text())  # the declarations themselves are no read
+        found = [constants.get(name, name).strip('"') for name in READS.findall(text)]
+        found += re.findall(r"\"(ALEXNET_[A-Z0-9_]+)\"", text)  # set for a child, passed on: read somewhere
+        for name in found:
+            names.setdefault(name, str(path.relative_to(ROOT)))
+    return names
+
+
+def test_every_environment_variable_read_is_declared():
+    names = _read_names()
+    assert {"ALEXNET_BOARD", "ALEXNET_PYTHON", "ALEXNET_PRECISION_CACHE", "TF_NUM_INTEROP_THREADS",
+            "ALEXNET_MALLOC", "TF_CONFIG", "WORKON_HOME"} <= set(names), "the grep finds the reads"
+    missing = {name: where for name, where in names.items() if name not in {v.name for v in VARIABLES}}
+    assert not missing, f"read but not declared in alexnet.environment.VARIABLES: {missing}"
+    assert not {v.name for v in VARIABLES} - set(names), "declared, and read nowhere"
+
+
+def test_readme_shows_the_declared_variables():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Environment variables\n"):]
+    section = section[:section.index("\n## ", 1)]
+    assert markdown_table() in section, "README's table differs: write alexnet.environment.markdown_table() there"
+    assert len(VARIABLES) == len({v.name for v in VARIABLES})
+
+
+@pytest.mark.parametrize("value, on", [("1", True), (" TRUE ", True), ("yes", True), ("On", True), ("0", False),
+                                       ("false", False), ("NO", False), ("off", False), ("none", False)])
+def test_every_switch_takes_the_same_words(monkeypatch, value, on):
+    from alexnet.progress import progress_enabled
+    from alexnet.tfimport import tf_logs_wanted
+    from alexnet.train.measure import CACHE_ENV, cache_file
+
+    for name in ("ALEXNET_PROGRESS", "ALEXNET_TF_LOGS", CACHE_ENV):
+        monkeypatch.setenv(name, value)
+    assert progress_enabled() is on and tf_logs_wanted() is on
+    assert (cache_file() is not None) is on, "an off word remembers no measurement, an on word the default file"
+    if on:
+        assert cache_file().name == "precision.json"
+
+
+def test_a_switch_of_another_word_keeps_its_default_and_says_so_once(monkeypatch, caplog):
+    from alexnet.progress import progress_enabled
+    from alexnet.tfimport import tf_logs_wanted
+
+    monkeypatch.setenv("ALEXNET_PROGRESS", "quiet")
+    monkeypatch.setenv("ALEXNET_TF_LOGS", "verbose")
+    with caplog.at_level("WARNING", logger="alexnet.environment"):
+        assert progress_enabled() and progress_enabled()
+        assert not tf_logs_wanted()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["ALEXNET_PROGRESS='quiet' is neither on (1, true, yes, on) nor off (0, false, no, off, none): it "
+                    "stays on; set it to one of those words.",
+                    "ALEXNET_TF_LOGS='verbose' is neither on (1, true, yes, on) nor off (0, false, no, off, none): it "
+                    "stays off; set it to one of those words."]
+    with pytest.raises(LookupError, match="ALEXNET_NOT_DECLARED is not declared"):
+        env_value("ALEXNET_NOT_DECLARED")
+
+
+def test_the_modules_that_read_switches_stay_light():
+    code = ("import sys, alexnet.progress, alexnet.tfimport, alexnet.environment; "
+            "assert 'tensorflow' not in sys.modules and 'alexnet.storage' not in sys.modules, sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

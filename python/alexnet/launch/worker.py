@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..child import ChildError, run_child
+from ..environment import env_value
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class WorkerError(ChildError):
 def log_folder() -> str:
     """The folder of the workers' logs on this host, made if missing: ``$ALEXNET_LOG_DIR`` or
     ``<temporary folder>/alexnet-logs``."""
-    folder = os.environ.get("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
+    folder = env_value("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
     os.makedirs(folder, exist_ok=True)
     return folder
 

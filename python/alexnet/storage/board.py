@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..environment import env_value
 from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 
@@ -26,7 +27,7 @@ MANIFEST = "_pins.yaml"
 
 def default_board() -> str:
     """``$ALEXNET_BOARD`` when set, else the folder ``board`` under the user's cache directory."""
-    env = os.environ.get("ALEXNET_BOARD", "").strip()
+    env = env_value("ALEXNET_BOARD")
     if env:
         return env
     from .cache import cache_root  # not at the top: the cache's module imports the board's (through layout)

@@ -33,6 +33,7 @@ import socket
 import urllib.parse
 from typing import Any
 
+from ..environment import env_value
 from ..errors import AlexnetError, BoardError, reason
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def probe_url(url: str, location: str, hint: str) -> None:
 
 
 def _open_gcs(resolved: str, write: bool, what: str) -> Any:
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    emulator = env_value("STORAGE_EMULATOR_HOST")
     if emulator and emulator != "default":
         # gcsfs's experimental bucket-type probe talks gRPC, which the emulator does not, and stalls;
         # the flag is read when gcsfs is imported, so it is set first (an explicit user choice wins).
@@ -150,7 +151,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     import botocore.session
     import s3fs
 
-    endpoint = (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "").strip()
+    endpoint = env_value("AWS_ENDPOINT_URL_S3") or env_value("AWS_ENDPOINT_URL")
     has_credentials = botocore.session.Session().get_credentials() is not None
     if not has_credentials and write:
         raise BoardError(

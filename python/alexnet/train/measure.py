@@ -9,8 +9,9 @@ float32. Hardware with float32 alone is not measured.
 
 The rates are remembered per machine (CPU model and flags, GPUs), TensorFlow version and model shape in one JSON
 file, ``precision.json`` in the user's cache folder (``~/.cache/alexnet`` on Linux), so each is measured once. The
-environment variable ``ALEXNET_PRECISION_CACHE`` names another file, or with ``0`` / ``off`` turns the memory off
-(every run measures). Asking for a precision skips all of it.
+environment variable ``ALEXNET_PRECISION_CACHE`` names another file, or with an off word (``0``, ``off``, ...: see
+:func:`alexnet.environment.switch_word`) turns the memory off (every run measures). Asking for a precision skips all
+of it.
 
 Workers of one run must compute alike: each measures (or reads its cache), then they agree (:func:`agree`): the
 format every worker chose, else float32.
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..environment import env_value, switch_word
 from ..machine import cpu_flags
 from .precision import PRECISIONS, Hardware, Precision, candidates, choose_precision, hardware
 
@@ -47,10 +49,10 @@ BUDGET_FACTOR, BUDGET_FLOOR = 3.0, 10.0
 
 def cache_file() -> Path | None:
     """Where measurements are remembered (see the module documentation); ``None`` when they are not."""
-    value = os.environ.get(CACHE_ENV, "").strip()
-    if value.lower() in ("0", "off", "false", "no", "none"):
+    value = env_value(CACHE_ENV)
+    if value and switch_word(value) is False:
         return None
-    if value:
+    if value and switch_word(value) is None:  # an on word: the default file
         return Path(value).expanduser()
     from ..storage.cache import cache_root
 
