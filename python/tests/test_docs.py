@@ -64,7 +64,11 @@ def rewrite(code: str, tmp: Path, small: list[tuple[str, str]]) -> str:
 def _env(tmp: Path) -> dict[str, str]:
     python = str(ROOT / "python")
     path = os.pathsep.join(filter(None, [python, os.environ.get("PYTHONPATH", "")]))
-    return {**os.environ, "PYTHONPATH": path, "ALEXNET_PROGRESS": "0", "ALEXNET_CACHE_DIR": str(tmp / "cache"),
+    # a cache of their own, but the machine's precision measurement kept (a fresh one takes a training's time)
+    from alexnet.train.measure import cache_file
+
+    return {**os.environ, "PYTHONPATH": path, "ALEXNET_PROGRESS": "0", "XDG_CACHE_HOME": str(tmp / "cache"),
+            "ALEXNET_PRECISION_CACHE": str(cache_file() or "off"),
             "ALEXNET_BOARD": str(tmp / "default-board")}
 
 

@@ -52,7 +52,7 @@ def cache_file() -> Path | None:
     value = env_value(CACHE_ENV)
     if value and switch_word(value) is False:
         return None
-    if value and switch_word(value) is None:  # an on word: the default file
+    if value and switch_word(value) is None:  # a file's path (an on word is the default file, below)
         return Path(value).expanduser()
     from ..storage.cache import cache_root
 
