@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
+from ..data.options import UploadOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
@@ -34,6 +35,8 @@ from .stages import DEFAULT_STAGES, STAGES
 MODEL_STAGES = ("synthetic", "train")
 #: The ways the pipeline stages are isolated on their cores.
 ISOLATIONS = ("process", "threads")
+
+_UPLOAD = declaration.specs(UploadOptions)
 
 
 def _pinning() -> bool:
@@ -65,11 +68,10 @@ class BenchSettings:
                                    "training)", minimum=1, optional=True)
     cache: bool = setting(True, "flag", "keep the compressed bytes in memory after the first pass, as the decode "
                           "reference does")
-    resize: int | None = setting(None, "count", "the io and train stages read the images re-encoded to this short "
-                                 "side, as imagenet_upload(resize = ) stores them (decode and naive still read the "
-                                 "originals)",
-                                 minimum=1, optional=True, metavar="PIXELS")
-    quality: int = setting(90, "count", "JPEG quality of the images re-encoded for `resize`", minimum=1, maximum=100)
+    resize: int | None = like(_UPLOAD["resize"], help="the io and train stages read the images re-encoded to this "
+                              f"short side, at least {MIN_IMAGE_SIZE}, as imagenet_upload(resize = ) stores them "
+                              "(decode and naive still read the originals)")
+    quality: int = like(_UPLOAD["quality"], help="JPEG quality of the images re-encoded for `resize`")
     model_steps: int = setting(5, "count", "training steps synthetic and train time", minimum=1)
     dense_units: int = setting(4096, "count", "units of the model's two hidden dense layers", minimum=1)
     isolation: str | None = setting(None, "choice", "each core count measured in a child process pinned to that "

@@ -27,6 +27,8 @@ from .parts import LAYOUT_NAMES
 
 #: Downloads at the same time of a fetch, unless told otherwise (a Spark job's ``fetch_workers`` too).
 DEFAULT_DOWNLOADS = 8
+#: The JPEG quality of the images an upload re-encodes, unless told otherwise (the benchmark's copies too).
+DEFAULT_QUALITY = 90
 
 
 def check_layout(layout: Any, name: str = "layout") -> str:
@@ -100,7 +102,7 @@ class UploadOptions:
                                  "JPEGs): a smaller bucket and faster decoding when training (unset: keep every good "
                                  "image byte for byte)", minimum=MIN_IMAGE_SIZE, optional=True, check=check_resize,
                                  metavar="PIXELS")
-    quality: int = setting(90, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
+    quality: int = setting(DEFAULT_QUALITY, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
     keep_versions: int | None = setting(None, "count", "once the upload is complete, keep only this many versions "
                                         "(the newest) of each pin it wrote or kept, so that uploading changed data "
                                         "again (with resize, say) does not leave the old copy on the board (unset: "
