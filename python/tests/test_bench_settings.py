@@ -111,6 +111,18 @@ def test_the_stored_copies_are_refused_as_the_upload_refuses_them(tmp_path, caps
     assert not (tmp_path / "board").exists()
 
 
+def test_the_fetch_stage_takes_a_partition_and_downloads_as_a_fetch_does():
+    from alexnet.data.options import FetchOptions, PartitionOptions
+
+    stage, partition, fetch = specs(), declaration.specs(PartitionOptions), declaration.specs(FetchOptions)
+    for own, declared in (("fetch_partition", partition["partition"]), ("fetch_total", partition["total"]),
+                          ("fetch_workers", fetch["workers"])):
+        assert (stage[own].kind, stage[own].default) == (declared.kind, declared.default), own
+    assert (stage["fetch_partition"].minimum, stage["fetch_total"].minimum) == (0, 1)
+    # measured against one download at a time, so at least two
+    assert stage["fetch_workers"].minimum == 2
+
+
 def test_settings_are_checked_against_each_other_and_recorded_by_stage():
     with pytest.raises(AlexnetError, match="`image_size` = 32 is too small for AlexNet"):
         check_plan({"image_size": 32, "stages": ["io", "train"]})

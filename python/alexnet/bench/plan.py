@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
-from ..data.options import UploadOptions
+from ..data.options import FetchOptions, PartitionOptions, UploadOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
@@ -37,6 +37,8 @@ MODEL_STAGES = ("synthetic", "train")
 ISOLATIONS = ("process", "threads")
 
 _UPLOAD = declaration.specs(UploadOptions)
+_PARTITION = declaration.specs(PartitionOptions)
+_FETCH = declaration.specs(FetchOptions)
 
 
 def _pinning() -> bool:
@@ -110,14 +112,14 @@ class BenchSettings:
 class FetchSettings:
     """The ``fetch`` stage's own settings: which partition of which board it downloads, how many at once."""
 
-    board: str | None = setting(None, "location", "the board a partition is downloaded from (the command "
-                                "line's `--board`)", optional=True, option=None)
-    fetch_partition: int = setting(0, "count", "the 0-based partition downloaded (the command line's "
-                                   "`--partition`)", minimum=0, option=None)
-    fetch_total: int = setting(16, "count", "the number of partitions, as imagenet_partition()'s `total` (the "
-                               "command line's `--total`)", minimum=1,
-                               option=None)
-    fetch_workers: int = setting(8, "count", "parallel downloads, against one at a time", minimum=2)
+    board: str | None = setting(None, "location", "the board a partition is downloaded from", optional=True,
+                                option=None)
+    fetch_partition: int = like(_PARTITION["partition"], help="the 0-based partition downloaded", option=None)
+    fetch_total: int = like(_PARTITION["total"], help="the number of partitions the board's categories are split "
+                            "into", option=None)
+    # measured against one download at a time: 1 would measure the same thing twice
+    fetch_workers: int = like(_FETCH["workers"], help="parallel downloads, measured against one at a time",
+                              minimum=2)
 
     def check(self, common: BenchSettings) -> None:
         """The board the stage needs, when it runs."""
