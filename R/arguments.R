@@ -13,9 +13,9 @@ NULL
 #   counts    whole numbers (one or more, no NA)   choice    one string among `argument_choices[[name]]`
 #
 # A kind ending in "?" also takes NULL (the core's None). A count or counts kind may carry a least value,
-# "count>=0", checked here when a value below it could otherwise reach a Spark worker before the core sees it.
-# Other ranges (`total` >= 1, ...) are the core's to check: its messages say what to use; what is checked here is
-# what the core cannot show the R way (NA, vectors, types).
+# "count>=0", which its declaration in the core gives (R/*-options.R, R/*settings.R). Ranges of several arguments
+# together (`partition` below `total`, ...) are the core's to check: its messages say what to use; what is checked
+# here is what the core cannot show the R way (NA, vectors, types) and each argument's least value.
 
 # The settings of a declaration of the core (a table generated from it: R/settings.R for the training settings,
 # R/bench-settings.R for the benchmark's, R/launch-options.R for a Spark job's options, R/model-options.R for an
@@ -33,7 +33,8 @@ training_kinds <- declared_kinds(training_settings)
 argument_choices <- local({
   choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
                       evaluation_options, board_images_options, predict_options, features_options, export_options,
-                      model_pin_options, synthetic_options, upload_options, fetch_options), function(setting) {
+                      model_pin_options, synthetic_options, upload_options, partition_options,
+                      fetch_options), function(setting) {
     if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
   })
   Filter(Negate(is.null), choices[!duplicated(names(choices))])
@@ -49,11 +50,12 @@ declared_formals <- function(table, defaults = list()) {
 
 # `fun` with `declared` (declared_formals()) as formals of its own: after its other formals, before its `...` (or
 # after it, with `after_dots`, for options that must be named in full, so that a setting passed through `...`
-# never matches one of them by a prefix: `cache` is not `cache_dir`), or right after its formal `after`.
-with_declared <- function(fun, declared, after_dots = FALSE, after = NULL) {
+# never matches one of them by a prefix: `cache` is not `cache_dir`), right after its formal `after`, or before
+# all of them with `first` (settings given by position: imagenet_partition()'s `partition` and `total`).
+with_declared <- function(fun, declared, after_dots = FALSE, after = NULL, first = FALSE) {
   own <- as.list(formals(fun))
-  at <- if (!is.null(after)) match(after, names(own)) + 1L else if (after_dots) length(own) + 1L else
-    match("...", names(own), nomatch = length(own) + 1L)
+  at <- if (first) 1L else if (!is.null(after)) match(after, names(own)) + 1L else
+    if (after_dots) length(own) + 1L else match("...", names(own), nomatch = length(own) + 1L)
   formals(fun) <- c(own[seq_len(at - 1L)], declared, own[seq_along(own) >= at])
   fun
 }
@@ -92,7 +94,7 @@ argument_kinds <- list(
   imagenet_classes = character(),
   imagenet_upload = c(source = "location", board = "location?", declared_kinds(upload_options)),
   imagenet_categories = c(board = "location?"),
-  imagenet_partition = c(partition = "count", total = "count", board = "location?", declared_kinds(fetch_options)),
+  imagenet_partition = c(declared_kinds(partition_options), board = "location?", declared_kinds(fetch_options)),
   alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", base_port = "count"),
@@ -210,7 +212,7 @@ argument_hint <- function(name, kind, fun = NULL) {
 
 # The declaration of each function's settings, by function.
 declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload = upload_options,
-                        imagenet_partition = fetch_options, alexnet_train = training_settings,
+                        imagenet_partition = c(partition_options, fetch_options), alexnet_train = training_settings,
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
                         alexnet_benchmark = benchmark_settings,
                         alexnet_evaluate = c(evaluation_options, board_images_options),

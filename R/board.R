@@ -148,13 +148,13 @@ imagenet_categories <- function(board = NULL) {
 #' `categories` pin, and extracted into a local cache. A second call reuses the cache. It only reads
 #' the board.
 #'
-#' @param partition Which partition, from `0` to `total - 1` (on Spark, `barrier$partition`).
-#' @param total How many partitions (workers) the categories are split into.
+#' @eval declared_params(partition_options)
 #' @inheritParams imagenet_categories
 #' @eval declared_params(fetch_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
-#' @details The options (all but `partition`, `total` and `board`) are declared once in the core
+#' @details `partition`, `total` and the options (all but `board`) are declared once in the core
 #'   (`alexnet.data.options`), with their defaults and checks, as are the command line's `alexnet fetch` options.
+#'   On Spark, a worker's `partition` is its `barrier$partition` and `total` the number of workers.
 #' @returns An `alexnet_partition`, a list ready for [alexnet_train()]: `image` (local file paths), `category` (WordNet id
 #'   of each image), `categories` (this partition's ids), `label` (global 0-based label of each
 #'   image), `num_classes` (the number of categories on the board), `val_image`, `val_label`,
@@ -174,9 +174,10 @@ imagenet_categories <- function(board = NULL) {
 #'   table(data$category)
 #' }
 #' @export
-imagenet_partition <- function(partition = 0, total = 16, board = NULL, ...) {
+imagenet_partition <- function(board = NULL, ...) {
   args <- checked_args("imagenet_partition", names(formals()))
   new_alexnet_partition(simplify_py(do.call(core_function("imagenet_partition"), args)))
 }
-# the options from the core's declaration, before `...`
-imagenet_partition <- with_declared(imagenet_partition, declared_formals(fetch_options))
+# from the core's declarations: which partition first (given by position too), the options before `...`
+imagenet_partition <- with_declared(with_declared(imagenet_partition, declared_formals(fetch_options)),
+                                    declared_formals(partition_options), first = TRUE)

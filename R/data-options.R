@@ -26,6 +26,13 @@ upload_options <- list(
   val_share = list(kind = "number", default = 0.0, choices = NULL, help = "for a folder of category folders, which holds no validation images: about this share of each category's images held out as its validation images, each image by a hash of its name, so that the same ones stay held out when photos are added, and at least one of every category of two images or more (0: none)")
 )
 
+# Which partition imagenet_partition() fetches, in the declaration's order: each one's argument kind (see
+# R/arguments.R), default, values when it is a choice, and help.
+partition_options <- list(
+  partition = list(kind = "count>=0", default = 0, choices = NULL, help = "which partition, from 0 to `total` - 1 (0-based)"),
+  total = list(kind = "count>=1", default = 16, choices = NULL, help = "how many partitions (workers) the categories are split into")
+)
+
 # The options of imagenet_partition(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help.
 fetch_options <- list(

@@ -88,17 +88,6 @@ def as_seconds(value: Any, name: str, *, allow_none: bool = True, allow_zero: bo
     return number
 
 
-def as_parallel(value: Any) -> int | None:
-    """``parallel`` (images decoded at once): a positive whole number, or ``None`` for one per usable CPU."""
-    if value is None:
-        return None
-    if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1:
-        value = np.asarray(value).reshape(-1)[0].item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or value != int(value) or value < 1:
-        raise AlexnetError(f"`parallel` must be a positive whole number or None (one per CPU), not {value!r}.")
-    return int(value)
-
-
 def count_text(n: int, singular: str, plural: str | None = None) -> str:
     """``n`` things, in the singular for one (``"1 category"``, ``"3 categories"``), as R's prints say them."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"

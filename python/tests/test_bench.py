@@ -429,10 +429,10 @@ def test_pre_resized_storage_keeps_the_picture_at_the_asked_short_side(tree, tmp
 def test_pre_resized_run_feeds_io_the_stored_copies_and_decode_the_originals(tree, tmp_path):
     data = {k: tree[k] for k in ("image", "label", "num_classes")}
     result = bench_run.alexnet_benchmark(data, stages="decode,io", images=6, batch_size=3, image_size=32, seconds=0,
-                                     cores=1, resize=40, isolation="threads", output_dir=tmp_path)
-    assert result["settings"]["resize"] == 40
-    assert "short side 40" in result["data"]["io_reads"]
+                                     cores=1, resize=64, isolation="threads", output_dir=tmp_path)
+    assert result["settings"]["resize"] == 64
+    assert "short side 64" in result["data"]["io_reads"]
     assert result["data"]["decode_and_naive_read"] == "the original files"
-    # the stored copies (short side 40) weigh less than the originals (70-120 pixels) they were made from
+    # the stored copies (short side 64; the upload stores no less than 63) weigh less than the originals (70-120 px)
     assert 0 < result["data"]["compressed_bytes"] < result["data"]["original_bytes"]
     assert {s["stage"] for s in result["stages"]} == {"decode", "io"}

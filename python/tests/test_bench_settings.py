@@ -97,6 +97,32 @@ def test_a_bad_value_is_refused_alike_by_the_call_and_the_command_line(name, spe
     assert f"alexnet bench: error: {option_refusal(name, spec, bad)}" in capsys.readouterr().err
 
 
+def test_the_stored_copies_are_refused_as_the_upload_refuses_them(tmp_path, capsys):
+    # `resize` and `quality` are the upload's (alexnet.data.options.UploadOptions), as imagenet_upload() stores images
+    for name, bad, said in (("resize", 10, "`resize` = 10 would store images too small for AlexNet"),
+                            ("quality", 101, r"`quality` must be in 1\.\.100, not 101")):
+        with pytest.raises(AlexnetError, match=said) as benchmarked:
+            check_plan({name: bad})
+        with pytest.raises(AlexnetError) as uploaded:
+            alexnet.imagenet_upload(tmp_path / "no-source", board=tmp_path / "board", **{name: bad})
+        assert str(benchmarked.value) == str(uploaded.value)
+    assert main(["bench", "--resize", "10"]) == 2
+    assert "alexnet bench: error: `--resize` 10 would store images too small for AlexNet" in capsys.readouterr().err
+    assert not (tmp_path / "board").exists()
+
+
+def test_the_fetch_stage_takes_a_partition_and_downloads_as_a_fetch_does():
+    from alexnet.data.options import FetchOptions, PartitionOptions
+
+    stage, partition, fetch = specs(), declaration.specs(PartitionOptions), declaration.specs(FetchOptions)
+    for own, declared in (("fetch_partition", partition["partition"]), ("fetch_total", partition["total"]),
+                          ("fetch_workers", fetch["workers"])):
+        assert (stage[own].kind, stage[own].default) == (declared.kind, declared.default), own
+    assert (stage["fetch_partition"].minimum, stage["fetch_total"].minimum) == (0, 1)
+    # measured against one download at a time, so at least two
+    assert stage["fetch_workers"].minimum == 2
+
+
 def test_settings_are_checked_against_each_other_and_recorded_by_stage():
     with pytest.raises(AlexnetError, match="`image_size` = 32 is too small for AlexNet"):
         check_plan({"image_size": 32, "stages": ["io", "train"]})

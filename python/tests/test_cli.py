@@ -51,6 +51,11 @@ def test_bad_arguments_exit_with_a_usage_error(capsys, tmp_path):
     assert main(["synth", str(tmp_path / "x"), "--classes", "0"]) == 2
     assert "alexnet synth: error: `--classes` must be a whole number >= 1, not 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # refused before anything is written
+    # which partition is declared (alexnet.data.options.PartitionOptions): refused as every declared option is
+    for command in ("fetch", "train"):
+        assert main([command, "--board", str(tmp_path / "board"), "--total", "0"]) == 2
+        assert f"alexnet {command}: error: `--total` must be a whole number >= 1, not 0" in capsys.readouterr().err
+    assert not (tmp_path / "board").exists()
 
 
 def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):

@@ -23,7 +23,14 @@ from helpers_declared import bad_value, cli_words, other_value, refusal
 import alexnet
 from alexnet.cli import build_parser, common, main
 from alexnet.cli.model import model_pin_dest
-from alexnet.data.options import FetchOptions, SyntheticOptions, UploadOptions, ValidationFetchOptions
+from alexnet.data.options import (
+    FetchOptions,
+    PartitionOptions,
+    SyntheticOptions,
+    UploadOptions,
+    ValidationFetchOptions,
+    ValidationPartitionOptions,
+)
 from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
@@ -33,7 +40,9 @@ from alexnet.model.options import BoardImagesOptions, ExportOptions, FeaturesOpt
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     SyntheticOptions: ("imagenet_synthetic", ("synth",)),
     UploadOptions: ("imagenet_upload", ("upload",)),
+    PartitionOptions: ("imagenet_partition", ("fetch", "train", "bench")),
     FetchOptions: ("imagenet_partition", ("fetch", "train", "bench")),
+    ValidationPartitionOptions: ("imagenet_validation", ()),
     ValidationFetchOptions: ("imagenet_validation", ()),
     BoardImagesOptions: ("alexnet_evaluate", ("evaluate",)),
     PredictOptions: ("alexnet_predict", ("predict",)),
@@ -45,8 +54,9 @@ CASES = [(declaration, name, spec) for declaration in TAKEN_BY for name, spec in
 IDS = [f"{declaration.__name__}:{name}" for declaration, name, _ in CASES]
 #: The options also given by position, after the function's own arguments.
 POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top"), ("alexnet_features", "layer"),
-              ("alexnet_model", "name"),
-              ("alexnet_model", "version")}
+              ("alexnet_model", "name"), ("alexnet_model", "version"),
+              ("imagenet_partition", "partition"), ("imagenet_partition", "total"),
+              ("imagenet_validation", "partition"), ("imagenet_validation", "total")}
 #: Where a command keeps each declaration's options, by name (under their own names unless said here).
 DESTS = {ModelPinOptions: model_pin_dest}
 #: The words before the options of each command: what it needs besides them.
@@ -115,7 +125,9 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
     calls = {
         SyntheticOptions: lambda values: alexnet.imagenet_synthetic(dest, **values),
         UploadOptions: lambda values: alexnet.imagenet_upload(tmp_path / "no-source", board=board, **values),
+        PartitionOptions: lambda values: alexnet.imagenet_partition(board=board, **values),
         FetchOptions: lambda values: alexnet.imagenet_partition(0, 2, board=board, **values),
+        ValidationPartitionOptions: lambda values: alexnet.imagenet_validation(board, **values),
         ValidationFetchOptions: lambda values: alexnet.imagenet_validation(board, **values),
         BoardImagesOptions: lambda values: alexnet.alexnet_evaluate(str(dest), board=board, **values),
         PredictOptions: lambda values: alexnet.alexnet_predict(str(dest), [str(tmp_path / "cat.jpg")], **values),
@@ -235,9 +247,11 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
     return {
         "synth": [(LEADING["synth"], specs(SyntheticOptions))],
         "upload": [(LEADING["upload"], specs(UploadOptions))],
-        "fetch": [(LEADING["fetch"], specs(FetchOptions))],
-        "train": [(LEADING["train"], training_specs()), (LEADING["train"], specs(FetchOptions))],
-        "bench": [(LEADING["bench"], plan_specs()), (LEADING["bench"], specs(FetchOptions))],
+        "fetch": [(LEADING["fetch"], specs(PartitionOptions)), (LEADING["fetch"], specs(FetchOptions))],
+        "train": [(LEADING["train"], training_specs()), (LEADING["train"], specs(PartitionOptions)),
+                  (LEADING["train"], specs(FetchOptions))],
+        "bench": [(LEADING["bench"], plan_specs()), (LEADING["bench"], specs(PartitionOptions)),
+                  (LEADING["bench"], specs(FetchOptions))],
         "evaluate": [(LEADING["evaluate"], evaluation_specs()), (LEADING["evaluate"], specs(BoardImagesOptions)),
                      (PIN_LEADING["evaluate"], pin)],
         "predict": [(LEADING["predict"], specs(PredictOptions)), (PIN_LEADING["predict"], pin)],
@@ -251,7 +265,7 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
 
 
 #: The options the commands write by hand, not from a declaration.
-OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--partition", "--total", "--workers", "--master", "--model",
+OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--workers", "--master", "--model",
                "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board",
                "--validation"}
 

@@ -114,3 +114,30 @@ def test_bad_inputs():
         partition_categories([("a", 1), ("a", 2)], 0, 1)
     with pytest.raises(AlexnetError, match="negative image count"):
         partition_categories({"a": -1}, 0, 1)
+
+
+def test_which_partition_is_declared_once_and_every_function_takes_it_from_there(tmp_path):
+    import inspect
+
+    from alexnet.data.fetch import imagenet_partition, imagenet_validation
+    from alexnet.data.options import DEFAULT_PARTITIONS, PartitionOptions, ValidationPartitionOptions
+    from alexnet.declare import declaration
+
+    for function, declared in ((imagenet_partition, PartitionOptions), (imagenet_validation,
+                                                                         ValidationPartitionOptions)):
+        parameters = inspect.signature(function).parameters
+        assert {name: parameters[name].default for name in ("partition", "total")} == declaration.defaults(declared)
+    assert declaration.defaults(PartitionOptions)["total"] == DEFAULT_PARTITIONS
+    assert declaration.defaults(ValidationPartitionOptions)["total"] == 1  # every validation image, on one worker
+    # a function that gives a declared setting a default of its own is refused when its module is imported
+    def fetch(partition: int = 0, total: int = 8, **options: object) -> None: ...
+
+    with pytest.raises(ValueError, match=r"fetch\(\) gives `total` the default 8, but PartitionOptions declares 16"):
+        declaration.take_declared(fetch, PartitionOptions)
+    # refused with the declaration's least value, before the board is read
+    for function in (imagenet_partition, imagenet_validation):
+        with pytest.raises(AlexnetError, match=r"^`total` must be a whole number >= 1, not 0"):
+            function(board=tmp_path / "board", partition=0, total=0)
+        with pytest.raises(AlexnetError, match=r"^`partition` must be in 0\.\.1 \(0-based, with total = 2\), not 2"):
+            function(board=tmp_path / "board", partition=2, total=2)
+    assert not (tmp_path / "board").exists()

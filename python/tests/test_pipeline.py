@@ -7,9 +7,9 @@ from helpers_train import make_tree, write_quirks
 
 tf = pytest.importorskip("tensorflow")
 
-from alexnet.checks import as_parallel  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.input import pipeline  # noqa: E402
+from alexnet.train.settings import specs as training_specs  # noqa: E402
 
 SIZE = 64
 
@@ -125,10 +125,11 @@ def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is
         assert ds.options().autotune.enabled is False
     assert pipeline.num_parallel_calls(None) == tf.data.AUTOTUNE
     assert pipeline.num_parallel_calls(3) == 3
-    assert as_parallel(None) is None and as_parallel(3.0) == 3  # the check, in checks.py
+    parallel = training_specs()["parallel"]  # the check, the training settings' declaration
+    assert parallel.convert(None, "parallel") is None and parallel.convert(3.0, "parallel") == 3
     for wrong in (0, -1, 2.5, True):
         with pytest.raises(AlexnetError, match="parallel"):
-            as_parallel(wrong)
+            parallel.convert(wrong, "parallel")
 
 
 def _device_side_autotune(iterator) -> bool:

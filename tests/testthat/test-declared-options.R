@@ -7,7 +7,7 @@
 # python/tests/test_declared_options.py.)
 data_users <- function() {
   list(imagenet_synthetic = alexnet:::synthetic_options, imagenet_upload = alexnet:::upload_options,
-       imagenet_partition = alexnet:::fetch_options, alexnet_predict = alexnet:::predict_options,
+       imagenet_partition = c(alexnet:::partition_options, alexnet:::fetch_options), alexnet_predict = alexnet:::predict_options,
        alexnet_features = alexnet:::features_options,
        alexnet_export = alexnet:::export_options, alexnet_evaluate = alexnet:::board_images_options,
        alexnet_model = alexnet:::model_pin_options)
@@ -36,6 +36,11 @@ test_that("R checks the data options it can before any call into the core", {
                class = "alexnet_error")
   expect_error(imagenet_partition(validation = NA), "`validation` must be TRUE or FALSE, not NA",
                class = "alexnet_error")
+  # which partition is declared too (alexnet.data.options.PartitionOptions): its least values are checked here
+  expect_error(imagenet_partition(tempfile(), partition = 0, total = 0),
+               "^`total` must be a whole number >= 1, not 0: how many partitions", class = "alexnet_error")
+  expect_error(imagenet_partition(-1, 2, board = tempfile()), "^`partition` must be a whole number >= 0, not -1",
+               class = "alexnet_error")
   expect_error(imagenet_synthetic("dest", layout = "tarball"), "`layout` must be one of \"kaggle\", .* not \"tarball\"",
                class = "alexnet_error")
 })
@@ -52,6 +57,8 @@ test_that("a bad value of every data option is refused, naming it, before anythi
                             alexnet:::upload_options, after = untouched) +
     expect_settings_refused(function(...) imagenet_partition(0, 2, board = board, ...), alexnet:::fetch_options,
                             after = untouched) +
+    expect_settings_refused(function(...) imagenet_partition(board = board, ...), alexnet:::partition_options,
+                            after = untouched) +
     expect_settings_refused(function(...) alexnet_predict(file.path(dir, "no-model"), "cat.jpg", ...),
                             alexnet:::predict_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_features(file.path(dir, "no-model"), "cat.jpg", ...),
@@ -62,6 +69,14 @@ test_that("a bad value of every data option is refused, naming it, before anythi
                             alexnet:::board_images_options, after = untouched) +
     expect_settings_refused(function(...) alexnet_model(board, ...), alexnet:::model_pin_options, after = untouched)
   expect_gt(tried, 24L)
+})
+
+test_that("a partition past its total is refused by the core, before the board is read", {
+  skip_if_no_alexnet()
+  board <- tempfile("board-")
+  expect_error(imagenet_partition(2, 2, board = board),
+               "`partition` must be in 0\\.\\.1 \\(0-based, with total = 2\\), not 2", class = "alexnet_error")
+  expect_false(file.exists(board))
 })
 
 test_that("a name the data functions do not take is refused with the closest option", {

@@ -15,6 +15,7 @@ from typing import Any
 from ..checks import as_strings
 from ..data.imagenet import read_imagenet
 from ..data.images import check_image
+from ..data.options import DEFAULT_QUALITY
 from ..errors import AlexnetError
 from ..input.inputs import training_data
 from ..machine import usable_cpus
@@ -104,7 +105,7 @@ def resolve_images(
     return BenchImages([f for f, _ in usable], [y for _, y in usable], num_classes, source, len(pairs) - len(usable))
 
 
-def store_resized(files: Sequence[str], resize: int, dest: str | os.PathLike, *, quality: int = 90,
+def store_resized(files: Sequence[str], resize: int, dest: str | os.PathLike, *, quality: int = DEFAULT_QUALITY,
                   workers: int | None = None) -> list[str]:
     """Copies of ``files`` in ``dest`` as ``imagenet_upload(resize = resize, quality = quality)`` stores them.
 

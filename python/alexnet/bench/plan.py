@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
+from ..data.options import FetchOptions, PartitionOptions, UploadOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
@@ -34,6 +35,10 @@ from .stages import DEFAULT_STAGES, STAGES
 MODEL_STAGES = ("synthetic", "train")
 #: The ways the pipeline stages are isolated on their cores.
 ISOLATIONS = ("process", "threads")
+
+_UPLOAD = declaration.specs(UploadOptions)
+_PARTITION = declaration.specs(PartitionOptions)
+_FETCH = declaration.specs(FetchOptions)
 
 
 def _pinning() -> bool:
@@ -65,11 +70,10 @@ class BenchSettings:
                                    "training)", minimum=1, optional=True)
     cache: bool = setting(True, "flag", "keep the compressed bytes in memory after the first pass, as the decode "
                           "reference does")
-    resize: int | None = setting(None, "count", "the io and train stages read the images re-encoded to this short "
-                                 "side, as imagenet_upload(resize = ) stores them (decode and naive still read the "
-                                 "originals)",
-                                 minimum=1, optional=True, metavar="PIXELS")
-    quality: int = setting(90, "count", "JPEG quality of the images re-encoded for `resize`", minimum=1, maximum=100)
+    resize: int | None = like(_UPLOAD["resize"], help="the io and train stages read the images re-encoded to this "
+                              f"short side, at least {MIN_IMAGE_SIZE}, as imagenet_upload(resize = ) stores them "
+                              "(decode and naive still read the originals)")
+    quality: int = like(_UPLOAD["quality"], help="JPEG quality of the images re-encoded for `resize`")
     model_steps: int = setting(5, "count", "training steps synthetic and train time", minimum=1)
     dense_units: int = setting(4096, "count", "units of the model's two hidden dense layers", minimum=1)
     isolation: str | None = setting(None, "choice", "each core count measured in a child process pinned to that "
@@ -108,14 +112,14 @@ class BenchSettings:
 class FetchSettings:
     """The ``fetch`` stage's own settings: which partition of which board it downloads, how many at once."""
 
-    board: str | None = setting(None, "location", "the board a partition is downloaded from (the command "
-                                "line's `--board`)", optional=True, option=None)
-    fetch_partition: int = setting(0, "count", "the 0-based partition downloaded (the command line's "
-                                   "`--partition`)", minimum=0, option=None)
-    fetch_total: int = setting(16, "count", "the number of partitions, as imagenet_partition()'s `total` (the "
-                               "command line's `--total`)", minimum=1,
-                               option=None)
-    fetch_workers: int = setting(8, "count", "parallel downloads, against one at a time", minimum=2)
+    board: str | None = setting(None, "location", "the board a partition is downloaded from", optional=True,
+                                option=None)
+    fetch_partition: int = like(_PARTITION["partition"], help="the 0-based partition downloaded", option=None)
+    fetch_total: int = like(_PARTITION["total"], help="the number of partitions the board's categories are split "
+                            "into", option=None)
+    # measured against one download at a time: 1 would measure the same thing twice
+    fetch_workers: int = like(_FETCH["workers"], help="parallel downloads, measured against one at a time",
+                              minimum=2)
 
     def check(self, common: BenchSettings) -> None:
         """The board the stage needs, when it runs."""

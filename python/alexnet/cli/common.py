@@ -247,23 +247,14 @@ def declared_args(args: argparse.Namespace, table: Mapping[str, Spec], dest: Cal
 
 
 def positive(value: str) -> int:
-    """An option's whole number of at least 1."""
-    return _at_least(value, 1)
-
-
-def non_negative(value: str) -> int:
-    """An option's whole number of at least 0."""
-    return _at_least(value, 0)
-
-
-def _at_least(value: str, least: int) -> int:
-    """The option's word ``value`` as a whole number of at least ``least``; argparse's error otherwise."""
+    """An option's whole number of at least 1 (a command's own option; a declared one is checked by its
+    declaration)."""
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= {least}, not {value!r}") from None
-    if number < least:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= {least}, not {value}")
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {value}")
     return number
 
 
@@ -302,22 +293,21 @@ def options_given(args: argparse.Namespace, declaration: type) -> dict[str, Any]
 
 
 def partition_options(p: argparse.ArgumentParser) -> None:
-    """The options of :func:`alexnet.imagenet_partition`: which partition of which board, and how it is fetched
-    (:class:`alexnet.data.options.FetchOptions`)."""
-    from ..data.options import FetchOptions
+    """The options of :func:`alexnet.imagenet_partition`: which partition (:class:`alexnet.data.options.
+    PartitionOptions`) of which board, and how it is fetched (:class:`alexnet.data.options.FetchOptions`)."""
+    from ..data.options import FetchOptions, PartitionOptions
 
-    core_option(p, "partition", "--partition", type=non_negative,
-                help=with_default("fetch", "partition", "0-based partition"))
-    core_option(p, "total", "--total", type=positive, help=with_default("fetch", "total", "number of partitions"))
+    options_of(p, PartitionOptions)
     core_option(p, "board", "--board", help=BOARD_HELP)
     options_of(p, FetchOptions)
 
 
 def fetch(args: argparse.Namespace) -> dict[str, Any]:
     """The partition the options of :func:`partition_options` name, fetched into the local cache."""
-    from ..data.options import FetchOptions
+    from ..data.options import FetchOptions, PartitionOptions
 
-    return core("fetch")(**given(args, "partition", "total", "board"), **options_given(args, FetchOptions))
+    return core("fetch")(**options_given(args, PartitionOptions), **given(args, "board"),
+                         **options_given(args, FetchOptions))
 
 
 def default_board(args: argparse.Namespace) -> str:

@@ -115,6 +115,8 @@ TABLES: dict[str, RFile] = {
         Table("synthetic_options", "The options of imagenet_synthetic()",
               _declared("data.options", "SyntheticOptions")),
         Table("upload_options", "The options of imagenet_upload()", _declared("data.options", "UploadOptions")),
+        Table("partition_options", "Which partition imagenet_partition() fetches",
+              _declared("data.options", "PartitionOptions")),
         Table("fetch_options", "The options of imagenet_partition()", _declared("data.options", "FetchOptions")))),
 }
 

@@ -19,7 +19,13 @@ from ..errors import AlexnetError
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
-from .options import FetchOptions, ValidationFetchOptions
+from .options import (
+    DEFAULT_PARTITIONS,
+    FetchOptions,
+    PartitionOptions,
+    ValidationFetchOptions,
+    ValidationPartitionOptions,
+)
 from .partition import check_partition, partition_categories, partition_sizes
 
 
@@ -79,8 +85,8 @@ def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict
     return opened, rows, {r["id"]: r for r in rows}
 
 
-def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.PathLike | None = None, **options: Any
-                       ) -> dict[str, Any]:
+def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, board: str | os.PathLike | None = None,
+                       **options: Any) -> dict[str, Any]:
     """Fetch partition ``partition`` (0-based) of ``total`` from ``board`` into a local cache.
 
     Categories are split by :func:`alexnet.data.partition.partition_categories` (balanced image counts,
@@ -88,8 +94,8 @@ def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.Path
     transient errors, checked against the sha256 in the ``categories`` pin and extracted into
     ``cache_dir``; cached categories are reused without any download. A cached category counts when every
     file is there with its size; with ``verify``, every file's CRC-32 is checked too (which reads them all),
-    and a damaged category is fetched again. The options of a fetch
-    (:class:`~alexnet.data.options.FetchOptions`) are listed below.
+    and a damaged category is fetched again. Which partition (:class:`~alexnet.data.options.PartitionOptions`)
+    and the options of a fetch (:class:`~alexnet.data.options.FetchOptions`) are listed below.
 
     Returns a dict: ``image`` (absolute paths), ``category`` (wnid per image), ``categories`` (this
     partition's wnids), ``label`` (global index per image), ``num_classes`` (global count), ``val_image``,
@@ -100,7 +106,8 @@ def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.Path
     name of every category of the board, by global index) and ``categories_version`` (the version of the board's
     ``categories`` pin, ``None`` when the board does not tell it).
     """
-    partition, total = check_partition(partition, total)
+    share = declaration.check(PartitionOptions, {"partition": partition, "total": total}, "imagenet_partition()")
+    partition, total = check_partition(share.partition, share.total)
     chosen = declaration.check(FetchOptions, options, "imagenet_partition()")
     validation = chosen.validation
     opened, rows, by_id = _board_categories(board)
@@ -129,7 +136,8 @@ def imagenet_partition(partition: int = 0, total: int = 16, board: str | os.Path
     return result
 
 
-declaration.take_declared(imagenet_partition, FetchOptions, title="Its options, with their defaults:")
+declaration.take_declared(imagenet_partition, PartitionOptions, FetchOptions,
+                          title="Its options, with their defaults:")
 
 
 def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, int]:
@@ -155,9 +163,10 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     checks and reuse are the same). The categories that have validation images are split by
     :func:`alexnet.data.partition.partition_categories` on their validation image counts, so that every share
     holds about as many images; every such category lands in exactly one share, and the shares of ``total``
-    together hold every validation image once. ``total`` may not exceed the number of those categories. The
-    options of a validation fetch (:class:`~alexnet.data.options.ValidationFetchOptions`: a fetch's, but for
-    ``validation``) are listed below.
+    together hold every validation image once. ``total`` may not exceed the number of those categories. Which
+    share (:class:`~alexnet.data.options.ValidationPartitionOptions`: a partition's, but all of them unless told
+    otherwise) and the options of a validation fetch (:class:`~alexnet.data.options.ValidationFetchOptions`: a
+    fetch's, but for ``validation``) are listed below.
 
     Returns a dict: ``val_image`` (absolute paths), ``val_label`` (global index per image), ``val_category``
     (wnid per image), ``categories`` (this share's wnids), ``num_classes`` (every category on the board),
@@ -165,7 +174,9 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
     validation images.
     """
-    partition, total = check_partition(partition, total)
+    share = declaration.check(ValidationPartitionOptions, {"partition": partition, "total": total},
+                              "imagenet_validation()")
+    partition, total = check_partition(share.partition, share.total)
     chosen = declaration.check(ValidationFetchOptions, options, "imagenet_validation()")
     opened, rows, by_id = _board_categories(board)
     counts = validation_counts(rows, opened.location)
@@ -187,4 +198,5 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     return result
 
 
-declaration.take_declared(imagenet_validation, ValidationFetchOptions, title="Its options, with their defaults:")
+declaration.take_declared(imagenet_validation, ValidationPartitionOptions, ValidationFetchOptions,
+                          title="Its options, with their defaults:")

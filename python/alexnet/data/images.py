@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import io
 
+from .options import DEFAULT_QUALITY
 
-def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = 90) \
+
+def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = DEFAULT_QUALITY) \
         -> tuple[bytes | bytearray | None, str]:
     """Decode ``data`` fully; return ``(bytes to store, "")`` or ``(None, reason)`` for a bad image.
 

@@ -1,14 +1,18 @@
 """The options of the data stage, declared once: how a synthetic ImageNet is written, how ImageNet is uploaded to a
-board and how a partition of a board, or its validation images alone, are fetched.
+board and which partition of a board, or which share of its validation images alone, is fetched and how.
 
 Each is a declaration (a frozen dataclass of :func:`alexnet.declare.declaration.setting` fields, as the training
 settings are): :class:`SyntheticOptions` of :func:`alexnet.imagenet_synthetic`, :class:`UploadOptions` of
-:func:`alexnet.imagenet_upload`, :class:`FetchOptions` of :func:`alexnet.imagenet_partition` and
-:class:`ValidationFetchOptions` of :func:`alexnet.imagenet_validation` (a fetch's, but for ``validation``). Those
-functions take these options by name, with these defaults, and check them with
+:func:`alexnet.imagenet_upload`, :class:`PartitionOptions` (which partition) and :class:`FetchOptions` (how it is
+fetched) of :func:`alexnet.imagenet_partition`, and :class:`ValidationPartitionOptions` and
+:class:`ValidationFetchOptions` of :func:`alexnet.imagenet_validation` (a partition's and a fetch's, but all the
+validation images unless told otherwise, and without ``validation``). Those functions take these options by name
+(``partition`` and ``total`` also by position), with these defaults, and check them with
 :func:`alexnet.declare.declaration.check`; the command line's ``synth``, ``upload`` and ``fetch`` (and ``train`` and
 ``bench``, which fetch a partition) have an option for each, R's ``imagenet_synthetic()``, ``imagenet_upload()`` and
-``imagenet_partition()`` a formal (``R/data-options.R``, generated from these declarations). This module does not
+``imagenet_partition()`` a formal (``R/data-options.R``, generated from these declarations). Other declarations
+derive theirs from these (:func:`alexnet.declare.declaration.like`): which of a board's validation images an
+evaluation scores, a Spark worker's fetch and the benchmark's fetch stage and stored copies. This module does not
 import TensorFlow.
 """
 
@@ -27,6 +31,10 @@ from .parts import LAYOUT_NAMES
 
 #: Downloads at the same time of a fetch, unless told otherwise (a Spark job's ``fetch_workers`` too).
 DEFAULT_DOWNLOADS = 8
+#: The partitions a board's categories are split into when ``total`` is left out: one per worker of 16.
+DEFAULT_PARTITIONS = 16
+#: The JPEG quality of the images an upload re-encodes, unless told otherwise (the benchmark's copies too).
+DEFAULT_QUALITY = 90
 
 
 def check_layout(layout: Any, name: str = "layout") -> str:
@@ -100,7 +108,7 @@ class UploadOptions:
                                  "JPEGs): a smaller bucket and faster decoding when training (unset: keep every good "
                                  "image byte for byte)", minimum=MIN_IMAGE_SIZE, optional=True, check=check_resize,
                                  metavar="PIXELS")
-    quality: int = setting(90, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
+    quality: int = setting(DEFAULT_QUALITY, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
     keep_versions: int | None = setting(None, "count", "once the upload is complete, keep only this many versions "
                                         "(the newest) of each pin it wrote or kept, so that uploading changed data "
                                         "again (with resize, say) does not leave the old copy on the board (unset: "
@@ -118,6 +126,31 @@ class UploadOptions:
                                "image by a hash of its name, so that the same ones stay held out when photos are "
                                "added, and at least one of every category of two images or more (0: none)",
                                minimum=0.0, below=1.0)
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    """Which share of a board's categories a worker fetches: partition ``partition`` of ``total`` (the declaration:
+    see the module documentation; that ``partition`` is below ``total`` is
+    :func:`alexnet.data.partition.check_partition`'s to check)."""
+
+    partition: int = setting(0, "count", "which partition, from 0 to `total` - 1 (0-based)", minimum=0)
+    total: int = setting(DEFAULT_PARTITIONS, "count", "how many partitions (workers) the categories are split into",
+                         minimum=1)
+
+
+_PARTITION = declaration.specs(PartitionOptions)
+
+
+@dataclass(frozen=True)
+class ValidationPartitionOptions:
+    """Which share of a board's validation images is fetched: a partition's, but all of them unless told otherwise
+    (the declaration: see the module documentation)."""
+
+    partition: int = like(_PARTITION["partition"], help="which share of the validation images, from 0 to `total` - 1 "
+                          "(0-based)")
+    total: int = like(_PARTITION["total"], default=1, help="how many shares the categories that have validation "
+                      "images are split into (1: all of them)")
 
 
 @dataclass(frozen=True)

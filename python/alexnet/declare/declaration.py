@@ -132,9 +132,15 @@ def take_declared(function: Any, *declarations: type, more: bool = False, title:
     help: its own positional parameters, then every declared setting by keyword with its default and type, then its
     own keyword-only parameters (and its ``**`` ones only with ``more``: a training's settings); after its docstring,
     one bullet per setting (under ``title`` when given). A setting that ``function`` names among its own parameters
-    (so that it may be given by position; its default should be the declaration's, :func:`defaults`) keeps its
-    place."""
+    (so that it may be given by position) keeps its place; its default must be the declaration's (a
+    :class:`ValueError` otherwise, when the module is imported)."""
     written = inspect.signature(function)
+    for group in declarations:
+        for name, spec in specs(group).items():
+            own_default = written.parameters[name].default if name in written.parameters else spec.default
+            if own_default != spec.default:
+                raise ValueError(f"{function.__name__}() gives `{name}` the default {own_default!r}, but "
+                                 f"{group.__name__} declares {spec.default!r}")
     own = list(written.parameters.values())
     first = [p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD]
     rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]

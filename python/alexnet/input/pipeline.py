@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 
 def num_parallel_calls(parallel: int | None) -> int:
-    """``parallel`` (checked by :func:`alexnet.checks.as_parallel`) as given to ``Dataset.map``: ``None``
+    """``parallel`` (checked by the declaration of the setting that gives it) as given to ``Dataset.map``: ``None``
     means ``AUTOTUNE``, one call per usable CPU (see :func:`dataset_options`)."""
     return AUTOTUNE if parallel is None else int(parallel)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE, as_int
-from ..data.options import FetchOptions
+from ..data.options import FetchOptions, ValidationPartitionOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, given_as
@@ -71,6 +71,7 @@ class EvaluationOptions:
 
 
 _FETCH = declaration.specs(FetchOptions)
+_SHARE = declaration.specs(ValidationPartitionOptions)
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,9 @@ class BoardImagesOptions:
     """Which of a board's validation images :func:`alexnet.alexnet_evaluate` scores, and how they are fetched (the
     declaration: see the module documentation)."""
 
-    partition: int = setting(0, "count", "the 0-based share of the board's validation images scored", minimum=0)
-    total: int = setting(1, "count", "the number of shares the board's validation images are split into (1: all of "
-                         "them)", minimum=1)
+    partition: int = like(_SHARE["partition"], help="the 0-based share of the board's validation images scored")
+    total: int = like(_SHARE["total"], help="the number of shares the board's validation images are split into (1: "
+                      "all of them)")
     cache_dir: str | None = like(_FETCH["cache_dir"], help="where the validation images are extracted (unset: a "
                                  "folder under the user's cache directory)")
     fetch_workers: int = like(_FETCH["workers"], help="parallel downloads of the validation images")
