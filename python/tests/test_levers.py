@@ -18,6 +18,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from helpers_cli import help_as_said  # noqa: E402
 from helpers_train import make_tree, run_two_workers  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
@@ -201,7 +202,11 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
     local = advice.settings["sync_every"]
     assert 2 < local <= MOST_LOCAL_STEPS
     assert advice.advised_efficiency == pytest.approx(_share(0.6, 2 * 3.0 / local))
-    assert f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs" in advice.text
+    assert f"(alexnet_benchmark(stages = \"time_to_accuracy\", accuracy_levers = \"sync_every={local}\"), with " \
+           "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs" in advice.text, advice.text
+    # the command line says the call as the command (in R and Python it is the call itself)
+    assert f"(`alexnet bench --stages \"time_to_accuracy\" --accuracy-levers \"sync_every={local}\"`, with " \
+           in help_as_said("train", advice.text)
     assert "changes what is learnt" in advice.text
     # from two workers of 128 images a step, accumulation is advised up to AlexNet's largest batch, which the advice
     # says, and local SGD after it
@@ -299,9 +304,11 @@ def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_it
     assert warned == ["A step trains a global batch of 2048 images (`batch_size` x `accumulate_steps` x replicas), "
                       "beyond the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You "
                       "et al., 2017, who needed layer-wise rates beyond it): a smaller `batch_size` or fewer "
-                      "micro-batches keep it there; measure the cost first (alexnet bench --stages "
-                      "time_to_accuracy), and set `largest_global_batch` to a batch your recipe is known to take to "
-                      "silence this."], warned
+                      "micro-batches keep it there; measure the cost first (alexnet_benchmark(stages = "
+                      "\"time_to_accuracy\")), and set `largest_global_batch` to a batch your recipe is known to take "
+                      "to silence this."], warned
+    assert "(`alexnet bench --stages \"time_to_accuracy\"`), and set `--largest-global-batch` to" in \
+        help_as_said("train", warned[0])
     caplog.clear()
     # at 1024 (micro-batches counted), with a bound set above it, on another worker, or by the check of the levers
     # (run again once adapt_communication took its settings): nothing

@@ -148,9 +148,10 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
             settings["sync_every"] = local
             exchange = 2 * gradients / local
             reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
-                           "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
-                           f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs "
-                           "first) and start it late (`local_sgd_after`)")
+                           "learnt: measure its cost in accuracy first (alexnet_benchmark(stages = "
+                           f"\"time_to_accuracy\", accuracy_levers = \"sync_every={local}\"), with "
+                           "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs first) and start "
+                           "it late (`local_sgd_after`)")
     advised = share(compute, exchange)
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough

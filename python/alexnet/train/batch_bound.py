@@ -44,5 +44,5 @@ def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool)
             f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
             + (" with the learning rate scaled linearly" if rate_scaled else "")
             + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller `batch_size` or fewer "
-            "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
-            "`largest_global_batch` to a batch your recipe is known to take to silence this.")
+            "micro-batches keep it there; measure the cost first (alexnet_benchmark(stages = \"time_to_accuracy\")), "
+            "and set `largest_global_batch` to a batch your recipe is known to take to silence this.")
