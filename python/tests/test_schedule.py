@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers_cli import help_as_said
 
 from alexnet.errors import AlexnetError
 from alexnet.train.schedule import (
@@ -197,8 +198,13 @@ def test_what_needs_validation_is_refused_alike_before_training_and_when_the_dat
     for arguments, shown in (({"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
                              ({"keep_best": True}, "keep_best = True")):
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
-                           "but `validation` is off"):
+                           "but `validation` is off") as off:
             check_settings({**arguments, "validation": False})
+        # the command line has no `data`: the images trained on are said alike for every front end
+        assert str(off.value).endswith(": set validation = True (which needs validation images among the images "
+                                       "trained on), or leave it out.")
+        assert help_as_said("train", str(off.value)).endswith(": set --validation (which needs validation images "
+                                                              "among the images trained on), or leave it out.")
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
                            "but `data` has no validation images: fetch the partition"):
             _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))

@@ -301,11 +301,13 @@ def _together(values: dict[str, Any]) -> None:
     values["mixed_precision"] = None
     if not values["validation"]:
         need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
-                        "set validation = True (with validation images on the board or in `data`), or leave it out.")
+                        "set validation = True (which needs validation images among the images trained on), or "
+                        "leave it out.")
     if values["train_from"] != LEARNING_LAYERS[0] and values["initial_model"] is None:
         raise AlexnetError(f"train_from = '{values['train_from']}' keeps the layers before it as they start, which "
-                           "only a trained start makes sense of: give `initial_model` (a model pin or model_dir), or "
-                           f"leave `train_from` at '{LEARNING_LAYERS[0]}'.")
+                           "only a trained start makes sense of: start from a trained model, `initial_model` as a "
+                           "model_dir or a model pin (alexnet_model()), or leave `train_from` at "
+                           f"'{LEARNING_LAYERS[0]}'.")
     if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     if values["model_dir"] is None:
