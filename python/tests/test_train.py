@@ -58,7 +58,8 @@ def test_missing_data_and_bad_arguments_fail_before_any_work(tmp_path):
         alexnet_train(batch_size=0, data=data)
     with pytest.raises(AlexnetError, match="image_size"):
         alexnet_train(data=data, image_size=32)
-    with pytest.raises(AlexnetError, match=r"^`batch_size`, the first argument, was given a partition: pass it by "):
+    with pytest.raises(AlexnetError, match=r"^`batch_size`, the first argument, was given a partition: pass it by "
+                       r"name, as `data`, or after `batch_size` and `epochs`\.$"):
         alexnet_train(data)
     with pytest.raises(AlexnetError, match=r"^`callbacks` is a str, not a Keras callback: give a list of "):
         alexnet_train(data=data, callbacks="x", checkpoint_dir=str(tmp_path / "new" / "ckpt"))

@@ -202,8 +202,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise AlexnetError(f"alexnet_train(): {error}.") from None
     arguments = dict(bound.arguments)
     if isinstance(arguments.get("batch_size"), Mapping):  # alexnet_train(partition): the first argument is batch_size
-        raise AlexnetError("`batch_size`, the first argument, was given a partition: pass it by name, as "
-                           "alexnet_train(data = partition), or after batch_size and epochs.")
+        raise AlexnetError("`batch_size`, the first argument, was given a partition: pass it by name, as `data`, "
+                           "or after `batch_size` and `epochs`.")
     data = arguments.pop("data", None)
     strategy = arguments.pop("strategy", None)
     callbacks = arguments.pop("callbacks", None)
