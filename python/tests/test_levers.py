@@ -39,7 +39,7 @@ from alexnet.train.advice import (  # noqa: E402
     row_settings,
     settings_row,
 )
-from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
+from alexnet.train.batch_bound import IMAGENET_TRAIN_IMAGES, LARGEST_GLOBAL_BATCH, largest_batch  # noqa: E402
 from alexnet.train.communication import Communication, check_wire, sixteen_bit_wire  # noqa: E402
 from alexnet.train.precision import Hardware  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
@@ -135,7 +135,7 @@ def test_today_s_training_is_advised_16_bits_then_the_fewest_micro_batches_that_
     assert list(advice.settings) == ["allreduce_precision", "accumulate_steps"]  # in the order to take them
     assert advice.settings["allreduce_precision"] == "bfloat16"
     k = advice.settings["accumulate_steps"]
-    assert k & (k - 1) == 0 and 64 * k <= ALEXNET_LARGEST_BATCH  # a power of two, within AlexNet's known batches
+    assert k & (k - 1) == 0 and 64 * k <= LARGEST_GLOBAL_BATCH  # a power of two, within AlexNet's known batches
     # half the bytes, k times the computation: at or above the share, and half as many would not be
     assert advice.advised_efficiency == pytest.approx(_share(k * compute, exchange / 2))
     assert advice.advised_efficiency >= ADVISED_EFFICIENCY
@@ -212,7 +212,7 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
     # says, and local SGD after it
     two = Communication("bfloat16", 0, 1, 1, 2)
     advice = advise(two, 8.0, 0.5, global_batch=256)
-    assert advice.settings["accumulate_steps"] == ALEXNET_LARGEST_BATCH // 256 == 4
+    assert advice.settings["accumulate_steps"] == LARGEST_GLOBAL_BATCH // 256 == 4
     assert 2 < advice.settings["sync_every"] <= MOST_LOCAL_STEPS
     assert advice.text.endswith("Micro-batches stop at a global batch of 1024 (`largest_global_batch`): AlexNet loses "
                                 "accuracy at larger batches, and on fewer training images than ImageNet's at smaller "
@@ -227,7 +227,7 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
 
 def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_images():
     # ImageNet, or more: You et al.'s 1024; fewer images, as many times smaller a bound (an epoch keeps 1251 steps)
-    assert largest_batch(IMAGENET_TRAIN_IMAGES) == largest_batch(14_197_122) == ALEXNET_LARGEST_BATCH == 1024
+    assert largest_batch(IMAGENET_TRAIN_IMAGES) == largest_batch(14_197_122) == LARGEST_GLOBAL_BATCH == 1024
     assert largest_batch(IMAGENET_TRAIN_IMAGES // 2) == 511 and largest_batch(128_000) == 102
     assert largest_batch(1500) == largest_batch(0) == 1
     # asked for (largest_global_batch): taken as it is

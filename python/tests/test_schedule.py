@@ -32,6 +32,31 @@ def test_the_module_imports_no_tensorflow():
     assert out.strip() == "False"
 
 
+def test_the_settings_help_says_the_schedule_s_and_the_batch_bound_s_numbers_as_the_code_has_them():
+    # today's wording, from the constants
+    from alexnet.train.settings import specs
+
+    helps = {name: spec.help for name, spec in specs().items()}
+    assert "global batch of 128 (the paper's 0.01)" in helps["learning_rate"]
+    assert "(unset: 5, at most half the epochs, when the rate grows more than twice, else 0)" in helps["warmup_epochs"]
+    assert "\"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when" in helps["lr_schedule"]
+    assert "(unset: 1024 on ImageNet's 1,281,167 training images" in helps["largest_global_batch"]
+    # other numbers in the code, other numbers in the help: the declarations read after the constants changed
+    code = ("import alexnet.train.schedule as s, alexnet.train.batch_bound as b\n"
+            "s.REFERENCE_BATCH, s.DEFAULT_WARMUP_EPOCHS, s.WARMUP_ABOVE, s.DROP_FACTOR = 256, 3, 4.0, 0.5\n"
+            "b.LARGEST_GLOBAL_BATCH, b.IMAGENET_TRAIN_IMAGES = 2048, 1_000_000\n"
+            "from alexnet.train.settings import specs\n"
+            "for name in ('learning_rate', 'lr_scaling', 'lr_schedule', 'warmup_epochs', 'lr_drop_epochs', "
+            "'patience', 'largest_global_batch'):\n    print(specs()[name].help)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    rate, scaling, schedule, warmup, drops, patience, largest = out.splitlines()
+    assert "global batch of 256 (the paper's 0.01)" in rate and "by global batch / 256 (" in scaling
+    assert "\"step\" divided by 2 at" in schedule and "\"plateau\" divided by 2 when" in schedule
+    assert "(unset: 3, at most half the epochs, when the rate grows more than 4 times, else 0)" in warmup
+    assert "the rate is divided by 2 (from 1" in drops and patience.endswith("before the rate is divided by 2")
+    assert "(unset: 2048 on ImageNet's 1,000,000 training images" in largest and "beyond 2048 and" in largest
+
+
 def test_epochs_split_evenly_among_sizes_the_later_ones_taking_what_is_left():
     assert split_epochs(1, 90) == (90,)
     assert split_epochs(2, 2) == (1, 1)
