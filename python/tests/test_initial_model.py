@@ -103,8 +103,14 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
            "image_size": 64, "num_classes": 2, "class_ids": ["a", "b"], "class_names": ["a", "b"]}
     again = TrainSettings.from_dict(json.loads(json.dumps(check_settings({"initial_model": pin}).to_dict())))
     assert again.initial_model == pin  # what a Spark worker gets
-    with pytest.raises(AlexnetError, match=r"train_from = 'fc2' keeps the layers before it .* give `initial_model`"):
+    with pytest.raises(AlexnetError, match=r"train_from = 'fc2' keeps the layers before it .* start from a trained "
+                       r"model, `initial_model` as a model_dir or a model pin \(alexnet_model\(\)\)") as no_start:
         check_settings({"train_from": "fc2"})
+    # the command line gives a pin as --initial-pin, not --initial-model
+    from helpers_cli import help_as_said
+
+    assert "`--initial-model` as a model_dir or a model pin (`--initial-pin NAME`), or leave `--train-from` at " \
+        "'conv1'." in help_as_said("train", str(no_start.value))
     with pytest.raises(AlexnetError, match=r"`initial_model`: the model .*nowhere does not exist"):
         check_settings({"initial_model": str(tmp_path / "nowhere")})
     with pytest.raises(AlexnetError, match="`initial_model` must be a model pin from alexnet_model"):

@@ -181,3 +181,14 @@ def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
         _warn_of_another_batch({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 16, "steps": 5}, "ck")
     assert caplog.text.count("written at a global batch of 16 images, and this run trains at 8") == 1
     assert "other steps (5 then, 10 now)" in caplog.text
+
+
+def test_the_base_port_s_help_says_the_ephemeral_ports_the_code_assumes():
+    import subprocess
+    import sys
+
+    assert "below the hosts' ephemeral ports, 32768 on Linux" in launch_specs()["base_port"].help
+    code = ("import alexnet.train.cluster as c\nc.EPHEMERAL_PORTS = (49152, 65535)\n"
+            "from alexnet.launch.options import specs\nprint(specs()['base_port'].help)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "below the hosts' ephemeral ports, 49152 on Linux" in out

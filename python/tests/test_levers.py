@@ -18,6 +18,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from helpers_cli import help_as_said  # noqa: E402
 from helpers_train import make_tree, run_two_workers  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
@@ -38,7 +39,7 @@ from alexnet.train.advice import (  # noqa: E402
     row_settings,
     settings_row,
 )
-from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, IMAGENET_TRAIN_IMAGES, largest_batch  # noqa: E402
+from alexnet.train.batch_bound import IMAGENET_TRAIN_IMAGES, LARGEST_GLOBAL_BATCH, largest_batch  # noqa: E402
 from alexnet.train.communication import Communication, check_wire, sixteen_bit_wire  # noqa: E402
 from alexnet.train.precision import Hardware  # noqa: E402
 from alexnet.train.settings import check_settings  # noqa: E402
@@ -134,7 +135,7 @@ def test_today_s_training_is_advised_16_bits_then_the_fewest_micro_batches_that_
     assert list(advice.settings) == ["allreduce_precision", "accumulate_steps"]  # in the order to take them
     assert advice.settings["allreduce_precision"] == "bfloat16"
     k = advice.settings["accumulate_steps"]
-    assert k & (k - 1) == 0 and 64 * k <= ALEXNET_LARGEST_BATCH  # a power of two, within AlexNet's known batches
+    assert k & (k - 1) == 0 and 64 * k <= LARGEST_GLOBAL_BATCH  # a power of two, within AlexNet's known batches
     # half the bytes, k times the computation: at or above the share, and half as many would not be
     assert advice.advised_efficiency == pytest.approx(_share(k * compute, exchange / 2))
     assert advice.advised_efficiency >= ADVISED_EFFICIENCY
@@ -201,13 +202,17 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
     local = advice.settings["sync_every"]
     assert 2 < local <= MOST_LOCAL_STEPS
     assert advice.advised_efficiency == pytest.approx(_share(0.6, 2 * 3.0 / local))
-    assert f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs" in advice.text
+    assert f"(alexnet_benchmark(stages = \"time_to_accuracy\", accuracy_levers = \"sync_every={local}\"), with " \
+           "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs" in advice.text, advice.text
+    # the command line says the call as the command (in R and Python it is the call itself)
+    assert f"(`alexnet bench --stages \"time_to_accuracy\" --accuracy-levers \"sync_every={local}\"`, with " \
+           in help_as_said("train", advice.text)
     assert "changes what is learnt" in advice.text
     # from two workers of 128 images a step, accumulation is advised up to AlexNet's largest batch, which the advice
     # says, and local SGD after it
     two = Communication("bfloat16", 0, 1, 1, 2)
     advice = advise(two, 8.0, 0.5, global_batch=256)
-    assert advice.settings["accumulate_steps"] == ALEXNET_LARGEST_BATCH // 256 == 4
+    assert advice.settings["accumulate_steps"] == LARGEST_GLOBAL_BATCH // 256 == 4
     assert 2 < advice.settings["sync_every"] <= MOST_LOCAL_STEPS
     assert advice.text.endswith("Micro-batches stop at a global batch of 1024 (`largest_global_batch`): AlexNet loses "
                                 "accuracy at larger batches, and on fewer training images than ImageNet's at smaller "
@@ -222,7 +227,7 @@ def test_accumulation_stops_at_the_large_batch_and_local_sgd_comes_with_its_meas
 
 def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_images():
     # ImageNet, or more: You et al.'s 1024; fewer images, as many times smaller a bound (an epoch keeps 1251 steps)
-    assert largest_batch(IMAGENET_TRAIN_IMAGES) == largest_batch(14_197_122) == ALEXNET_LARGEST_BATCH == 1024
+    assert largest_batch(IMAGENET_TRAIN_IMAGES) == largest_batch(14_197_122) == LARGEST_GLOBAL_BATCH == 1024
     assert largest_batch(IMAGENET_TRAIN_IMAGES // 2) == 511 and largest_batch(128_000) == 102
     assert largest_batch(1500) == largest_batch(0) == 1
     # asked for (largest_global_batch): taken as it is
@@ -299,9 +304,11 @@ def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_it
     assert warned == ["A step trains a global batch of 2048 images (`batch_size` x `accumulate_steps` x replicas), "
                       "beyond the 1024 AlexNet has kept its accuracy at with the learning rate scaled linearly (You "
                       "et al., 2017, who needed layer-wise rates beyond it): a smaller `batch_size` or fewer "
-                      "micro-batches keep it there; measure the cost first (alexnet bench --stages "
-                      "time_to_accuracy), and set `largest_global_batch` to a batch your recipe is known to take to "
-                      "silence this."], warned
+                      "micro-batches keep it there; measure the cost first (alexnet_benchmark(stages = "
+                      "\"time_to_accuracy\")), and set `largest_global_batch` to a batch your recipe is known to take "
+                      "to silence this."], warned
+    assert "(`alexnet bench --stages \"time_to_accuracy\"`), and set `--largest-global-batch` to" in \
+        help_as_said("train", warned[0])
     caplog.clear()
     # at 1024 (micro-batches counted), with a bound set above it, on another worker, or by the check of the levers
     # (run again once adapt_communication took its settings): nothing

@@ -26,7 +26,7 @@ from alexnet.bench.report import accuracy_table, scaling_table
 from alexnet.bench.scaling import ScalingPlan, projections, summarize_scaling
 from alexnet.bench.scaling_worker import typical_step
 from alexnet.errors import AlexnetError
-from alexnet.train.batch_bound import ALEXNET_LARGEST_BATCH, large_batch_warning
+from alexnet.train.batch_bound import LARGEST_GLOBAL_BATCH, large_batch_warning
 
 HERE = Path(__file__).resolve()
 ROOT = links.can_shape() is None
@@ -174,7 +174,7 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
     # a lever set whose own micro-batches go beyond it is timed as it is, without the warning about accuracy
     wide = dataclasses.replace(plan, batch_size=32).training(LEVER_SETS["combined"])
     own = 32 * 2 * LEVER_SETS["combined"]["accumulate_steps"]
-    assert own > ALEXNET_LARGEST_BATCH and wide["largest_global_batch"] == own
+    assert own > LARGEST_GLOBAL_BATCH and wide["largest_global_batch"] == own
     assert large_batch_warning(own, wide["largest_global_batch"], True) is None
     assert large_batch_warning(own, None, True) is not None
     # the step that averages counts once per period: the mean, not the median that would leave it out

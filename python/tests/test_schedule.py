@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers_cli import help_as_said
 
 from alexnet.errors import AlexnetError
 from alexnet.train.schedule import (
@@ -29,6 +30,31 @@ def test_the_module_imports_no_tensorflow():
     code = "import sys, alexnet.train.schedule, alexnet.train.settings; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_settings_help_says_the_schedule_s_and_the_batch_bound_s_numbers_as_the_code_has_them():
+    # today's wording, from the constants
+    from alexnet.train.settings import specs
+
+    helps = {name: spec.help for name, spec in specs().items()}
+    assert "global batch of 128 (the paper's 0.01)" in helps["learning_rate"]
+    assert "(unset: 5, at most half the epochs, when the rate grows more than twice, else 0)" in helps["warmup_epochs"]
+    assert "\"step\" divided by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when" in helps["lr_schedule"]
+    assert "(unset: 1024 on ImageNet's 1,281,167 training images" in helps["largest_global_batch"]
+    # other numbers in the code, other numbers in the help: the declarations read after the constants changed
+    code = ("import alexnet.train.schedule as s, alexnet.train.batch_bound as b\n"
+            "s.REFERENCE_BATCH, s.DEFAULT_WARMUP_EPOCHS, s.WARMUP_ABOVE, s.DROP_FACTOR = 256, 3, 4.0, 0.5\n"
+            "b.LARGEST_GLOBAL_BATCH, b.IMAGENET_TRAIN_IMAGES = 2048, 1_000_000\n"
+            "from alexnet.train.settings import specs\n"
+            "for name in ('learning_rate', 'lr_scaling', 'lr_schedule', 'warmup_epochs', 'lr_drop_epochs', "
+            "'patience', 'largest_global_batch'):\n    print(specs()[name].help)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    rate, scaling, schedule, warmup, drops, patience, largest = out.splitlines()
+    assert "global batch of 256 (the paper's 0.01)" in rate and "by global batch / 256 (" in scaling
+    assert "\"step\" divided by 2 at" in schedule and "\"plateau\" divided by 2 when" in schedule
+    assert "(unset: 3, at most half the epochs, when the rate grows more than 4 times, else 0)" in warmup
+    assert "the rate is divided by 2 (from 1" in drops and patience.endswith("before the rate is divided by 2")
+    assert "(unset: 2048 on ImageNet's 1,000,000 training images" in largest and "beyond 2048 and" in largest
 
 
 def test_epochs_split_evenly_among_sizes_the_later_ones_taking_what_is_left():
@@ -197,8 +223,13 @@ def test_what_needs_validation_is_refused_alike_before_training_and_when_the_dat
     for arguments, shown in (({"lr_schedule": "plateau"}, "lr_schedule = 'plateau'"),
                              ({"keep_best": True}, "keep_best = True")):
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
-                           "but `validation` is off"):
+                           "but `validation` is off") as off:
             check_settings({**arguments, "validation": False})
+        # the command line has no `data`: the images trained on are said alike for every front end
+        assert str(off.value).endswith(": set validation = True (which needs validation images among the images "
+                                       "trained on), or leave it out.")
+        assert help_as_said("train", str(off.value)).endswith(": set --validation (which needs validation images "
+                                                              "among the images trained on), or leave it out.")
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
                            "but `data` has no validation images: fetch the partition"):
             _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))

@@ -54,11 +54,16 @@ def test_missing_data_and_bad_arguments_fail_before_any_work(tmp_path):
     data = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}
     with pytest.raises(AlexnetError, match="'default', 'mirrored', 'multi_worker'"):
         alexnet_train(data=data, strategy="parameter_server")
+    # a misspelt name gets the closest, before the settings' checks make the output folders
+    with pytest.raises(AlexnetError, match=r"^`strategy` must be None, one of 'default', 'mirrored', 'multi_worker' "
+                       r"or a tf.distribute.Strategy object, not `mirored` \(did you mean `mirrored`\?\)\.$"):
+        alexnet_train(data=data, strategy="mirored", checkpoint_dir=str(tmp_path / "new" / "ckpt"))
     with pytest.raises(AlexnetError, match="batch_size"):
         alexnet_train(batch_size=0, data=data)
     with pytest.raises(AlexnetError, match="image_size"):
         alexnet_train(data=data, image_size=32)
-    with pytest.raises(AlexnetError, match=r"^`batch_size`, the first argument, was given a partition: pass it by "):
+    with pytest.raises(AlexnetError, match=r"^`batch_size`, the first argument, was given a partition: pass it by "
+                       r"name, as `data`, or after `batch_size` and `epochs`\.$"):
         alexnet_train(data)
     with pytest.raises(AlexnetError, match=r"^`callbacks` is a str, not a Keras callback: give a list of "):
         alexnet_train(data=data, callbacks="x", checkpoint_dir=str(tmp_path / "new" / "ckpt"))
@@ -76,6 +81,25 @@ def test_callbacks_are_a_list_also_when_one_is_given():
 
 # ---------------------------------------------------------------------------------------------------------
 # strategies
+
+
+def test_a_strategy_name_is_checked_before_tensorflow_is_imported_and_the_command_line_offers_the_same_names():
+    code = ("import sys\nfrom alexnet import alexnet_train\nfrom alexnet.errors import AlexnetError\n"
+            "try:\n    alexnet_train(data={'image': ['a.JPEG'], 'category': ['n1'], 'categories': ['n1']}, "
+            "strategy='Mirored')\nexcept AlexnetError as error:\n    print(error)\n"
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["`strategy` must be None, one of 'default', 'mirrored', 'multi_worker' or a "
+                                "tf.distribute.Strategy object, not `Mirored` (did you mean `mirrored`?).", "False"]
+    # one message for a name and an object alike; names in any case, with - for _
+    with pytest.raises(AlexnetError, match=r"^`strategy` must be None, .* not an object of type int\.$"):
+        strategies.check_strategy(3)
+    assert strategies.check_strategy("Multi-Worker") == "multi_worker" and strategies.check_strategy(None) is None
+    assert strategies.check_strategy(tf.distribute.get_strategy()) is None
+    from alexnet.cli import build_parser
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
+    assert next(a for a in train._actions if a.dest == "strategy").choices == strategies.STRATEGY_NAMES
 
 
 def test_strategies_by_name_and_object(monkeypatch):

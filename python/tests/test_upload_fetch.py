@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
+from helpers_cli import help_as_said
 from helpers_imagenet import killed_upload
 from PIL import Image
 from servers import free_port, http_server
@@ -342,7 +343,10 @@ def test_a_full_disk_names_the_scratch_folder_and_the_option(tree, tmp_path, mon
     monkeypatch.setattr(packing, "_zip_images", full)
     with pytest.raises(BoardError, match="a disk is full") as packing_full:
         imagenet_upload(tree["path"], tmp_path / "board", workers=2, scratch=scratch)
-    assert str(scratch) in str(packing_full.value) and "`scratch`, --scratch" in str(packing_full.value)
+    assert str(scratch) in str(packing_full.value) and "a scratch folder (`scratch`) on a disk with room " \
+        "for a few categories' zips, or free some space" in str(packing_full.value)
+    # the command line says the option as typed
+    assert "a scratch folder (`--scratch`) on a disk" in help_as_said("upload", str(packing_full.value))
     monkeypatch.undo()
 
     monkeypatch.setattr(packing.Uploader, "_run", full)

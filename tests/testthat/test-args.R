@@ -278,3 +278,16 @@ test_that("the rule of a partition first reaches the core by name", {
   args <- alexnet:::data_first_args(quote(alexnet_train(d, 8, 1, image_size = 64)), env)
   expect_equal(args, list(data = list(image = "a"), batch_size = 8, epochs = 1, image_size = 64))
 })
+
+test_that("a misspelt strategy is refused with the closest name before TensorFlow is imported", {
+  skip_if_no_alexnet()
+  got <- run_fresh_r(function() {
+    library(alexnet)
+    part <- list(image = "a.JPEG", category = "n1", categories = "n1")
+    said <- tryCatch(alexnet_train(data = part, strategy = "mirored"), alexnet_error = conditionMessage)
+    list(said = said, tensorflow = reticulate::py_eval("'tensorflow' in __import__('sys').modules"))
+  })
+  expect_identical(got$said, paste0("`strategy` must be NULL, one of \"default\", \"mirrored\", \"multi_worker\" or a ",
+                                    "tf.distribute.Strategy object, not `mirored` (did you mean `mirrored`?)."))
+  expect_false(got$tensorflow)
+})

@@ -161,16 +161,16 @@ class ScalingPlan:
     def training(self, levers: Mapping[str, Any]) -> dict[str, Any]:
         """``alexnet_train``'s keyword arguments for ``levers``. The stage's few images stand in for ImageNet's:
         its runs are advised, and take, micro-batches up to the global batch a run on ImageNet would
-        (:data:`~alexnet.train.batch_bound.ALEXNET_LARGEST_BATCH`), unless ``levers`` say otherwise. A lever set
+        (:data:`~alexnet.train.batch_bound.LARGEST_GLOBAL_BATCH`), unless ``levers`` say otherwise. A lever set
         whose own micro-batches go beyond it (``combined``) is timed as it is, without the warning about accuracy
         a training run gets: the stage measures speed, and the README says what such a batch costs."""
-        from ..train.batch_bound import ALEXNET_LARGEST_BATCH
+        from ..train.batch_bound import LARGEST_GLOBAL_BATCH
 
         own = self.batch_size * self.workers * int(levers.get("accumulate_steps", 1))
         return {"batch_size": self.batch_size, "epochs": 1, "steps_per_epoch": sum(self.timing(levers)),
                 "image_size": self.image_size, "dense_units": self.dense_units, "precision": self.precision,
                 "validation": False, "check_images": False, "cache": True, "seed": self.seed, "verbose": 0,
-                "largest_global_batch": max(ALEXNET_LARGEST_BATCH, own), **levers}
+                "largest_global_batch": max(LARGEST_GLOBAL_BATCH, own), **levers}
 
 
 def usable_links(links: Sequence[LinkSpec]) -> tuple[list[LinkSpec], str | None]:

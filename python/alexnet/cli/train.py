@@ -99,9 +99,11 @@ def _train(args: argparse.Namespace) -> None:
 
 def register(add: common.AddCommand) -> None:
     """Add the ``train`` command to the parser."""
+    from ..train.strategy import STRATEGY_NAMES
+
     p = add("train", _train, "fetch a partition and train AlexNet on it")
     common.partition_options(p)
     training_options(p)
-    common.core_option(p, "strategy", "--strategy", choices=["default", "mirrored", "multi_worker"],
+    common.core_option(p, "strategy", "--strategy", choices=STRATEGY_NAMES,
                        help="how training is spread: default, one device (when not given); mirrored, every GPU "
                             "of this machine; multi_worker, the workers TF_CONFIG names, this one among them")

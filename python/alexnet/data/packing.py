@@ -336,4 +336,4 @@ def _no_space(scratch: str | None) -> str:
     """What to do when a disk filled up during an upload whose scratch folder is made in ``scratch``."""
     where = scratch if scratch is not None else f"the system's temporary folder, {tempfile.gettempdir()}"
     return (f"a disk is full: the scratch folder's (in {where}) or a folder board's. Give the upload a scratch "
-            "folder on a disk with room for a few categories' zips (`scratch`, --scratch), or free some space")
+            "folder (`scratch`) on a disk with room for a few categories' zips, or free some space")

@@ -24,7 +24,7 @@ from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec
 from ..model.options import specs as evaluation_specs
-from ..train.cluster import DEFAULT_BASE_PORT, check_base_port
+from ..train.cluster import DEFAULT_BASE_PORT, EPHEMERAL_PORTS, check_base_port
 
 #: The options of a fetch (:class:`~alexnet.data.options.FetchOptions`), which a worker's own follow.
 FETCH = declaration.specs(FetchOptions)
@@ -36,9 +36,8 @@ class LaunchOptions:
 
     base_port: int = setting(DEFAULT_BASE_PORT, "count", "worker k of a training listens on its host at this port "
                              "+ k (an evaluation's workers listen on none; tasks on one host must not collide; "
-                             "below the hosts' ephemeral ports, "
-                             "32768 on Linux, which outgoing connections take)", minimum=1, maximum=65535,
-                             metavar="PORT")
+                             f"below the hosts' ephemeral ports, {EPHEMERAL_PORTS[0]} on Linux, which outgoing "
+                             "connections take)", minimum=1, maximum=65535, metavar="PORT")
     cache_dir: str | None = like(FETCH["cache_dir"], help="where each worker extracts its share of the board "
                                  "(unset: under the user cache directory)")
     fetch_workers: int = like(FETCH["workers"], help="parallel downloads of each worker")

@@ -237,7 +237,7 @@ def alexnet_evaluate(
         try:
             rows = imagenet_categories(board)
         except BoardError as error:
-            if board is not None:
+            if board is not None:  # the command line always gives one: `data` is offered only where it exists
                 raise
             raise AlexnetError(f"{error}; or give the images to evaluate on as `data` (with val_image and val_label, "
                                "as imagenet_partition() returns) or `board`.") from None

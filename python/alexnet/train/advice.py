@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .batch_bound import ALEXNET_LARGEST_BATCH, held_back
+from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
 from .communication import MB, WIRE_FORMATS, Communication
 
 #: The share of linear scaling below which a multi-worker run is told which settings would send less: the
@@ -58,7 +58,7 @@ class Advice:
 
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
            overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
-           rate_scaled: bool = True, most_batch: int = ALEXNET_LARGEST_BATCH, micro_batches: int | None = None,
+           rate_scaled: bool = True, most_batch: int = LARGEST_GLOBAL_BATCH, micro_batches: int | None = None,
            parameters: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
@@ -148,9 +148,10 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
             settings["sync_every"] = local
             exchange = 2 * gradients / local
             reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
-                           "learnt: measure its cost in accuracy first (alexnet bench --stages time_to_accuracy "
-                           f"--accuracy-levers sync_every={local}, and +local_sgd_after=N for N synchronous epochs "
-                           "first) and start it late (`local_sgd_after`)")
+                           "learnt: measure its cost in accuracy first (alexnet_benchmark(stages = "
+                           f"\"time_to_accuracy\", accuracy_levers = \"sync_every={local}\"), with "
+                           "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs first) and start "
+                           "it late (`local_sgd_after`)")
     advised = share(compute, exchange)
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough

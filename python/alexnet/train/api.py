@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..declare import declaration
 from ..errors import AlexnetError
 from .settings import TrainSettings, check_names, check_settings, specs
+from .strategy import check_strategy
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -202,8 +203,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise AlexnetError(f"alexnet_train(): {error}.") from None
     arguments = dict(bound.arguments)
     if isinstance(arguments.get("batch_size"), Mapping):  # alexnet_train(partition): the first argument is batch_size
-        raise AlexnetError("`batch_size`, the first argument, was given a partition: pass it by name, as "
-                           "alexnet_train(data = partition), or after batch_size and epochs.")
+        raise AlexnetError("`batch_size`, the first argument, was given a partition: pass it by name, as `data`, "
+                           "or after `batch_size` and `epochs`.")
     data = arguments.pop("data", None)
     strategy = arguments.pop("strategy", None)
     callbacks = arguments.pop("callbacks", None)
@@ -215,6 +216,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     board = data.get("board") if isinstance(data, Mapping) else None
     if isinstance(board, (list, tuple)) and len(board) == 1:
         board = board[0]
+    check_strategy(strategy)  # a name, before TensorFlow is imported to resolve it
     extra = check_callbacks(callbacks)  # before the settings' checks, which make the output folders
     settings = check_settings(arguments, data_board=None if board is None else str(board))
     return train(settings, data, strategy, extra)

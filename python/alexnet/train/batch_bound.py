@@ -7,7 +7,7 @@ from __future__ import annotations
 #: The largest global batch AlexNet has been trained at on ImageNet with the learning rate scaled linearly and warmed
 #: up, keeping its accuracy (You et al., 2017, who needed layer-wise rates, LARS, beyond it; ResNet-50 goes to 8,192,
 #: Goyal et al., 2017): micro-batches are advised and taken up to it (:func:`largest_batch`).
-ALEXNET_LARGEST_BATCH = 1024
+LARGEST_GLOBAL_BATCH = 1024
 #: ImageNet's (ILSVRC2012's) training images.
 IMAGENET_TRAIN_IMAGES = 1_281_167
 
@@ -15,12 +15,12 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 def largest_batch(train_images: int, asked: int | None = None) -> int:
     """The largest global batch micro-batches may make in the advice before training and in what
     ``adapt_communication`` takes, for a run of ``train_images`` training images (over every worker): ``asked``
-    (``largest_global_batch``) when set; else :data:`ALEXNET_LARGEST_BATCH` for ImageNet's training images or more,
+    (``largest_global_batch``) when set; else :data:`LARGEST_GLOBAL_BATCH` for ImageNet's training images or more,
     and as many times less for fewer, which keeps an epoch the optimizer steps ImageNet has at that batch (1,251):
     on a few thousand images two micro-batches cost a run its accuracy (the README's table over 1 Gbit/s)."""
     if asked is not None:
         return int(asked)
-    return max(1, min(ALEXNET_LARGEST_BATCH, ALEXNET_LARGEST_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
+    return max(1, min(LARGEST_GLOBAL_BATCH, LARGEST_GLOBAL_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
 
 
 def held_back(most_batch: int, global_batch: float) -> str:
@@ -30,19 +30,19 @@ def held_back(most_batch: int, global_batch: float) -> str:
     if most_batch >= global_batch:
         return f"Micro-batches stop at a global batch of {most_batch} (`largest_global_batch`): {why}"
     return (f"No micro-batches: the run's global batch of {int(global_batch)} is already beyond {most_batch}, the "
-            f"largest its training images take ({ALEXNET_LARGEST_BATCH} for ImageNet's, as many times smaller for "
+            f"largest its training images take ({LARGEST_GLOBAL_BATCH} for ImageNet's, as many times smaller for "
             f"fewer; `largest_global_batch` sets another): {why}")
 
 
 def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:
     """What to tell a run whose own settings make a global batch of ``global_batch`` images beyond
-    :data:`ALEXNET_LARGEST_BATCH` (and beyond ``asked``, its ``largest_global_batch``: a bound set means the recipe
+    :data:`LARGEST_GLOBAL_BATCH` (and beyond ``asked``, its ``largest_global_batch``: a bound set means the recipe
     is known to take it); ``None`` when they do not."""
-    if global_batch <= max(ALEXNET_LARGEST_BATCH, asked or 0):
+    if global_batch <= max(LARGEST_GLOBAL_BATCH, asked or 0):
         return None
     return (f"A step trains a global batch of {global_batch} images (`batch_size` x `accumulate_steps` x replicas), "
-            f"beyond the {ALEXNET_LARGEST_BATCH} AlexNet has kept its accuracy at"
+            f"beyond the {LARGEST_GLOBAL_BATCH} AlexNet has kept its accuracy at"
             + (" with the learning rate scaled linearly" if rate_scaled else "")
             + " (You et al., 2017, who needed layer-wise rates beyond it): a smaller `batch_size` or fewer "
-            "micro-batches keep it there; measure the cost first (alexnet bench --stages time_to_accuracy), and set "
-            "`largest_global_batch` to a batch your recipe is known to take to silence this.")
+            "micro-batches keep it there; measure the cost first (alexnet_benchmark(stages = \"time_to_accuracy\")), "
+            "and set `largest_global_batch` to a batch your recipe is known to take to silence this.")

@@ -27,13 +27,30 @@ from ..declare.kinds import Spec
 from ..errors import AlexnetError
 from ..model.options import check_model_pin
 from ..model.pin import MODEL_FORMATS
+from .batch_bound import IMAGENET_TRAIN_IMAGES, LARGEST_GLOBAL_BATCH
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
 from .communication import WIRE_FORMATS
 from .initial import LEARNING_LAYERS
 from .precision import PRECISIONS
-from .schedule import LR_SCALINGS, LR_SCHEDULES, RateSchedule, SizeSchedule, rate_schedule, split_epochs
+from .schedule import (
+    DEFAULT_WARMUP_EPOCHS,
+    DROP_FACTOR,
+    LR_SCALINGS,
+    LR_SCHEDULES,
+    REFERENCE_BATCH,
+    WARMUP_ABOVE,
+    RateSchedule,
+    SizeSchedule,
+    rate_schedule,
+    split_epochs,
+)
 
 logger = logging.getLogger(__name__)
+
+#: What each drop of the rate does, as the help says it ("divided by 10").
+_DROPPED = f"divided by {1 / DROP_FACTOR:g}"
+#: How many times the rate grows before a warm-up is the default, as the help says it ("twice").
+_GROWN = "twice" if WARMUP_ABOVE == 2 else f"{WARMUP_ABOVE:g} times"
 
 
 #: The settings every worker of a multi-worker run must be given alike (the workers check before they train:
@@ -67,26 +84,26 @@ class TrainSettings:
     image_size_epochs: tuple[int, ...] | None = setting(
         None, "counts", "epochs at each size of `image_size`, adding up to `epochs` (unset: split evenly, later "
         "sizes taking the epochs left over)", minimum=1, optional=True, metavar="N")
-    learning_rate: float = setting(0.01, "number", "the learning rate for a global batch of 128 (the paper's 0.01), "
-                                   "scaled with the batch by `lr_scaling`", above=0.0)
+    learning_rate: float = setting(0.01, "number", f"the learning rate for a global batch of {REFERENCE_BATCH} "
+                                   "(the paper's 0.01), scaled with the batch by `lr_scaling`", above=0.0)
     lr_scaling: str = setting("linear", "choice", "how the rate follows the global batch: \"linear\" multiplies "
-                              "`learning_rate` by global batch / 128 (reached by a warm-up), \"none\" keeps it",
-                              choices=LR_SCALINGS)
+                              f"`learning_rate` by global batch / {REFERENCE_BATCH} (reached by a warm-up), "
+                              "\"none\" keeps it", choices=LR_SCALINGS)
     lr_schedule: str = setting("linear", "choice", "how the rate ends after the warm-up: \"linear\" straight down to "
-                               "zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" divided "
-                               "by 10 at `lr_drop_epochs`, \"plateau\" divided by 10 when the validation top-1 has "
-                               "not improved for `patience` epochs (the paper)", choices=LR_SCHEDULES)
-    warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: 5, "
-                                        "at most half the epochs, when the rate grows more than twice, else 0)",
-                                        minimum=0, optional=True)
+                               "zero at the last step, \"cosine\" down to zero along half a cosine, \"step\" "
+                               f"{_DROPPED} at `lr_drop_epochs`, \"plateau\" {_DROPPED} when the validation top-1 "
+                               "has not improved for `patience` epochs (the paper)", choices=LR_SCHEDULES)
+    warmup_epochs: int | None = setting(None, "count", "epochs of linear warm-up to the scaled rate (unset: "
+                                        f"{DEFAULT_WARMUP_EPOCHS}, at most half the epochs, when the rate grows more "
+                                        f"than {_GROWN}, else 0)", minimum=0, optional=True)
     momentum: float = setting(0.9, "number", "SGD momentum", minimum=0.0, maximum=1.0)
     weight_decay: float = setting(5e-4, "number", "L2 weight decay added to the gradient of every kernel",
                                   minimum=0.0)
     lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "with lr_schedule = \"step\": epochs (0-based) "
-                                              "at whose start the rate is divided by 10 (from 1: epoch 0 starts at the "
+                                              f"at whose start the rate is {_DROPPED} (from 1: epoch 0 starts at the "
                                               "peak)", minimum=1, metavar="EPOCH")
     patience: int = setting(2, "count", "with lr_schedule = \"plateau\": epochs without a better validation top-1 "
-                            "before the rate is divided by 10", minimum=1)
+                            f"before the rate is {_DROPPED}", minimum=1)
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
                                      "classes (0: the paper's hard labels)", minimum=0.0, below=1.0)
     checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption",
@@ -176,10 +193,10 @@ class TrainSettings:
     largest_global_batch: int | None = setting(
         None, "count", "with several workers: the largest global batch (images of one optimizer step over every "
         "worker) that the micro-batches advised before training, and taken by `adapt_communication`, may make "
-        "(unset: 1024 on ImageNet's 1,281,167 training images, the largest AlexNet keeps its accuracy at with the "
-        "rate scaled linearly, and as many times fewer on fewer images, down to none; it never stops a batch you "
-        "set yourself, which the chief warns about beyond 1024 and beyond this bound)", minimum=1, optional=True,
-        metavar="IMAGES")
+        f"(unset: {LARGEST_GLOBAL_BATCH} on ImageNet's {IMAGENET_TRAIN_IMAGES:,} training images, the largest AlexNet "
+        "keeps its accuracy at with the rate scaled linearly, and as many times fewer on fewer images, down to none; "
+        f"it never stops a batch you set yourself, which the chief warns about beyond {LARGEST_GLOBAL_BATCH} and "
+        "beyond this bound)", minimum=1, optional=True, metavar="IMAGES")
     progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with `tensorboard --logdir`",
@@ -301,11 +318,13 @@ def _together(values: dict[str, Any]) -> None:
     values["mixed_precision"] = None
     if not values["validation"]:
         need_validation(values["lr_schedule"], values["keep_best"], "`validation` is off",
-                        "set validation = True (with validation images on the board or in `data`), or leave it out.")
+                        "set validation = True (which needs validation images among the images trained on), or "
+                        "leave it out.")
     if values["train_from"] != LEARNING_LAYERS[0] and values["initial_model"] is None:
         raise AlexnetError(f"train_from = '{values['train_from']}' keeps the layers before it as they start, which "
-                           "only a trained start makes sense of: give `initial_model` (a model pin or model_dir), or "
-                           f"leave `train_from` at '{LEARNING_LAYERS[0]}'.")
+                           "only a trained start makes sense of: start from a trained model, `initial_model` as a "
+                           "model_dir or a model pin (alexnet_model()), or leave `train_from` at "
+                           f"'{LEARNING_LAYERS[0]}'.")
     if values["checkpoint_every"] is not None and values["checkpoint_dir"] is None:
         raise AlexnetError("`checkpoint_every` needs `checkpoint_dir`: the storage the checkpoints are written to.")
     if values["model_dir"] is None:

@@ -11,6 +11,9 @@
   (see :func:`keeping_sigterm`);
 - any :class:`tf.distribute.Strategy` object, such as one created from R with
   ``tf$distribute$MirroredStrategy()``.
+
+A name is checked without TensorFlow (:func:`check_strategy`), so that a misspelt one is refused before any work;
+TensorFlow is imported when a strategy is resolved.
 """
 
 from __future__ import annotations
@@ -24,20 +27,42 @@ import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..checks import as_seconds
+from ..checks import as_seconds, name_hints
 from ..errors import AlexnetError
-from ..tfimport import tf
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a worker of a multi-worker run may go without a heartbeat (at most ``collective_timeout``).
 HEARTBEAT_TIMEOUT = 60.0
 
-#: Strategy names accepted by :func:`resolve_strategy`.
+#: Strategy names accepted by :func:`resolve_strategy` (and the command line's ``--strategy``).
 STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
+
+
+def check_strategy(strategy: Any) -> str | None:
+    """The name ``strategy`` gives (one of :data:`STRATEGY_NAMES`, written in any case, ``-`` for ``_``), ``None``
+    for ``None`` or a strategy object; an :class:`AlexnetError` for another name, or for an object that cannot be
+    a :class:`tf.distribute.Strategy` (TensorFlow not imported yet). Imports nothing heavy: run it before any
+    work."""
+    if strategy is None:
+        return None
+    if isinstance(strategy, str):
+        name = strategy.strip().lower().replace("-", "_")
+        if name in STRATEGY_NAMES:
+            return name
+        said = name_hints([strategy], STRATEGY_NAMES)
+    elif "tensorflow" in sys.modules and isinstance(strategy, sys.modules["tensorflow"].distribute.Strategy):
+        return None
+    else:
+        said = f"an object of type {type(strategy).__name__}"
+    raise AlexnetError(f"`strategy` must be None, one of {', '.join(repr(n) for n in STRATEGY_NAMES)} or a "
+                       f"tf.distribute.Strategy object, not {said}.")
 
 
 def resolve_strategy(
@@ -53,43 +78,36 @@ def resolve_strategy(
     TensorFlow work: ``MultiWorkerMirroredStrategy`` must be created at program start-up. This is where
     Python reads TF_CONFIG, from ``os.environ``.
     """
+    from ..tfimport import tf
+
+    name = check_strategy(strategy)
     if strategy is None:
         return tf.distribute.get_strategy()
-    if isinstance(strategy, tf.distribute.Strategy):
+    if name is None:
         check_strategy_object(strategy)
         return strategy
-    if not isinstance(strategy, str):
-        raise AlexnetError(
-            f"`strategy` must be None, one of {', '.join(repr(n) for n in STRATEGY_NAMES)} or a "
-            f"tf.distribute.Strategy object, not an object of type {type(strategy).__name__}."
-        )
-    name = strategy.strip().lower().replace("-", "_")
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
-    if name == "multi_worker":
-        config = read_tf_config()
-        timeout = as_seconds(collective_timeout, "collective_timeout")
-        check_port_free(config)
-        heartbeat = configure_heartbeat(config, timeout)
-        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
-        with keeping_sigterm():
-            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-        logger.info(
-            "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
-            task_index(strategy),
-            num_workers(strategy),
-            timeout,
-            f"{heartbeat:g} s" if heartbeat is not None else "TensorFlow's default",
-        )
-        return strategy
-    raise AlexnetError(
-        f"Unknown strategy {strategy!r}: use None, {', '.join(repr(n) for n in STRATEGY_NAMES)}, "
-        "or a tf.distribute.Strategy object."
+    # "multi_worker"
+    config = read_tf_config()
+    timeout = as_seconds(collective_timeout, "collective_timeout")
+    check_port_free(config)
+    heartbeat = configure_heartbeat(config, timeout)
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+    with keeping_sigterm():
+        built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    logger.info(
+        "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
+        task_index(built),
+        num_workers(built),
+        timeout,
+        f"{heartbeat:g} s" if heartbeat is not None else "TensorFlow's default",
     )
+    return built
 
 
 #: Bytes kept of a ``struct sigaction``: more than any C library's (glibc's is 152 on x86-64, 140 on aarch64).
@@ -335,6 +353,8 @@ def uses_gpu(strategy: tf.distribute.Strategy) -> bool:
         devices = ()
     if any("GPU" in str(d).upper() for d in devices):
         return True
+    from ..tfimport import tf
+
     return strategy_name(strategy) == "default" and bool(tf.config.list_logical_devices("GPU"))
 
 
