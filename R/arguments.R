@@ -49,9 +49,15 @@ declared_formals <- function(table, defaults = list()) {
 
 # `fun` with `declared` (declared_formals()) as formals of its own: after its other formals, before its `...` (or
 # after it, with `after_dots`, for options that must be named in full, so that a setting passed through `...`
-# never matches one of them by a prefix: `cache` is not `cache_dir`), or right after its formal `after`.
-with_declared <- function(fun, declared, after_dots = FALSE, after = NULL) {
+# never matches one of them by a prefix: `cache` is not `cache_dir`), or right after its formal `after`; or, with
+# `first` (names of its own formals and of declared ones), those first in that order, then the others.
+with_declared <- function(fun, declared, after_dots = FALSE, after = NULL, first = NULL) {
   own <- as.list(formals(fun))
+  if (!is.null(first)) {
+    every <- c(own, declared)
+    formals(fun) <- c(every[first], every[setdiff(names(every), first)])
+    return(fun)
+  }
   at <- if (!is.null(after)) match(after, names(own)) + 1L else if (after_dots) length(own) + 1L else
     match("...", names(own), nomatch = length(own) + 1L)
   formals(fun) <- c(own[seq_len(at - 1L)], declared, own[seq_along(own) >= at])
@@ -67,16 +73,20 @@ formal_value <- function(name, env = parent.frame()) get(name, envir = env)
 launch_defaults <- list(python = quote(alexnet_python()))
 
 # A declaration's settings as roxygen2 `@param` lines (through `@eval`): each one's help and default (R's, where
-# `defaults` has one, as declared_formals() takes them), with the stage it is for when it is one stage's.
-declared_params <- function(table, defaults = list()) {
-  vapply(names(table), function(name) {
+# `defaults` has one, as declared_formals() takes them), with the stage it is for when it is one stage's. With
+# `section` (its title, then the paragraphs before the list), they are instead the items of a list in a section of
+# that title: "`name` (default `value`): help".
+declared_params <- function(table, defaults = list(), section = NULL) {
+  lines <- vapply(names(table), function(name) {
     setting <- table[[name]]
     value <- if (name %in% names(defaults)) defaults[[name]] else setting$default
     default <- paste(deparse(value, width.cutoff = 500L), collapse = " ")
-    stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("For the `", setting$stage, "` stage: ")
+    stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("for the `", setting$stage, "` stage: ")
     help <- paste0(stage, setting$help)
+    if (!is.null(section)) return(sprintf("* `%s` (default `%s`): %s.", name, default, help))
     sprintf("@param %s %s%s. Default `%s`.", name, toupper(substr(help, 1, 1)), substring(help, 2), default)
   }, character(1), USE.NAMES = FALSE)
+  if (is.null(section)) lines else c(paste0("@section ", section[[1]], ":"), section[-1], "", lines)
 }
 
 
