@@ -27,16 +27,32 @@ declared_kinds <- function(table) vapply(table, function(setting) setting$kind, 
 # R/settings.R (generated from it): their kinds, their choices and what each is for.
 training_kinds <- declared_kinds(training_settings)
 
+# The values of every "choice" setting of `settings` (the rows of declared tables, joined), by name, once per
+# name. A name declared twice with other values is an error, which stops the package's installation: one name is
+# one setting, whose values R checks against one list.
+declared_choices <- function(settings) {
+  choices <- lapply(settings, function(setting) {
+    if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
+  })
+  choices <- Filter(Negate(is.null), choices)
+  for (name in unique(names(choices)[duplicated(names(choices))])) {
+    differ <- unique(choices[names(choices) == name])
+    if (length(differ) > 1L) {
+      stop("internal: `", name, "` is declared with other choices in two declarations: ",
+           paste(vapply(differ, function(values) paste(values, collapse = ", "), character(1)), collapse = " / "),
+           call. = FALSE)
+    }
+  }
+  choices[!duplicated(names(choices))]
+}
+
 # The values a "choice" argument takes, by name (an optional one also takes NULL), from every declaration: a name
 # is the same setting wherever it is declared (`precision`). Given in any case, the value reaches the core in lower
 # case.
 argument_choices <- local({
-  choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, board_images_options, predict_options, features_options, export_options,
-                      model_pin_options, synthetic_options, upload_options, fetch_options), function(setting) {
-    if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
-  })
-  Filter(Negate(is.null), choices[!duplicated(names(choices))])
+  declared_choices(c(training_settings, benchmark_settings, launch_options, training_job_options,
+                     evaluation_options, board_images_options, predict_options, features_options, export_options,
+                     model_pin_options, synthetic_options, upload_options, fetch_options))
 })
 
 # A declaration's settings as the formals of an R function: each with its declared default (`defaults` replaces

@@ -49,6 +49,15 @@ test_that("?alexnet_train documents every training setting with its default, onc
   expect_length(gregexpr(substring(help, 2L, 40L), text, fixed = TRUE)[[1]], 1L)
 })
 
+test_that("a name declared twice with other choices stops the build; with the same ones it is one setting", {
+  same <- list(precision = list(kind = "choice?", choices = c("a", "b")), crops = list(kind = "count", choices = 1),
+               precision = list(kind = "choice", choices = c("a", "b")), crops = list(kind = "count", choices = 2))
+  expect_identical(alexnet:::declared_choices(same), list(precision = c("a", "b")))
+  other <- list(precision = list(kind = "choice?", choices = c("a", "b")),
+                precision = list(kind = "choice", choices = c("a", "c")))
+  expect_error(alexnet:::declared_choices(other), "`precision` is declared with other choices")
+})
+
 test_that("a bad value of every setting stops alexnet_train() with an alexnet_error naming it", {
   skip_if_no_alexnet()
   data <- list(image = "/nowhere/a.JPEG", category = "n00000001", categories = "n00000001")
