@@ -121,7 +121,7 @@ argument_kinds <- list(
   imagenet_partition = c(partition = "count", total = "count", board = "location?", declared_kinds(fetch_options)),
   alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
-  tf_config_from_barrier = c(barrier = "any", base_port = "count"),
+  tf_config_from_barrier = c(barrier = "any", declared_kinds(launch_options["base_port"])),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",
                           declared_kinds(training_job_options), declared_kinds(launch_options), training_kinds),
   alexnet_model = c(board = "location?", declared_kinds(model_pin_options)),

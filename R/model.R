@@ -42,6 +42,11 @@ alexnet_model <- function(board = NULL) {
 # which pin and where it is brought, from the core's declaration (alexnet.model.options), after `board`
 alexnet_model <- with_declared(alexnet_model, declared_formals(model_pin_options))
 
+# The error of an exported function whose `model` was left out: `saved` is what it takes besides a model pin.
+model_missing <- function(saved = "the path of a saved model") {
+  alexnet_abort("`model` is missing: give an alexnet_model() or ", saved, ".")
+}
+
 new_alexnet_model <- function(model) structure(simplify_py(model), class = "alexnet_model")
 
 #' @rdname alexnet_model
@@ -140,7 +145,7 @@ core_model <- function(model) {
 #' @export
 alexnet_evaluate <- function(model, data = NULL, board = NULL, ...) {
   args <- checked_args("alexnet_evaluate", names(formals()))
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (missing(model)) model_missing()
   if (!is.null(args[["data"]])) args$data <- train_data(args$data)
   new_alexnet_evaluation(do.call(core_function("alexnet_evaluate"), args))
 }
@@ -255,7 +260,7 @@ as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FAL
 call_on_images <- function(fun, names, env = parent.frame()) {
   args <- checked_args(fun, names, env)
   given <- function(name) !eval(call("missing", as.name(name)), env)
-  if (!given("model")) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (!given("model")) model_missing()
   if (!given("images")) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
   args$images <- as.list(args$images)
   do.call(core_function(fun), args)
@@ -357,7 +362,7 @@ alexnet_features <- with_declared(alexnet_features, declared_formals(features_op
 #' @export
 alexnet_filters <- function(model, path = NULL) {
   args <- checked_args("alexnet_filters", names(formals()))
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (missing(model)) model_missing()
   result <- do.call(core_function("alexnet_filters"), args)
   structure(list(layer = result$layer, filters = as.integer(result$filters), size = as.integer(unlist(result$size)),
                  kernels = numpy_array(result$kernels), image = numpy_array(result$image), path = result$path),
@@ -443,7 +448,7 @@ plot.alexnet_model <- function(x, main = NULL, ...) {
 #' @export
 alexnet_export <- function(model, path = NULL, board = NULL, name = NULL, ...) {
   args <- checked_args("alexnet_export", names(formals()))
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the path of a saved model.")
+  if (missing(model)) model_missing()
   new_alexnet_export(do.call(core_function("alexnet_export"), args))
 }
 # the options from the core's declaration (alexnet.model.options), after `path`: `format` is the third argument
@@ -506,10 +511,9 @@ print.alexnet_export <- function(x, ...) {
 alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
   args <- checked_args("alexnet_spark_evaluate", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
-  if (missing(model)) alexnet_abort("`model` is missing: give an alexnet_model() or the location of a saved model.")
+  if (missing(model)) model_missing("the location of a saved model")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
-  python <- check_arg(formal_value("python"), "python", "location?")
-  options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
+  options <- spark_job_options(args)
   spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)
 }
 # the options of an evaluation, then the launch options, from the core's declarations

@@ -14,7 +14,7 @@
 #'   tf_config_from_barrier(list(address = c("10.0.0.1:4040", "10.0.0.2:4040"), partition = 1))
 #' }
 #' @export
-tf_config_from_barrier <- function(barrier, base_port = 8000) {
+tf_config_from_barrier <- function(barrier) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
@@ -29,6 +29,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
   do.call(core_module("train.cluster")$tf_config_json,
           c(list(as.list(barrier$address), as.integer(partition)), args))
 }
+# `base_port` with the default of the core's declaration of a Spark job's options (R/launch-options.R)
+tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals(launch_options["base_port"]))
 
 #' Train AlexNet across a Spark cluster
 #'
@@ -104,8 +106,7 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ...) {
   args <- checked_args("alexnet_spark_train", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
-  python <- check_arg(formal_value("python"), "python", "location?")
-  options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
+  options <- spark_job_options(args)
   spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
 # the job's options of the core's declaration, after `...` (see with_declared())
@@ -139,6 +140,15 @@ tf_version <- function() {
     }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
+}
+
+# The options of a Spark job as spark_barrier_run() takes them: the job's checked `args` but `sc`, `workers` and
+# `board` (taken apart), and `python`, the workers' Python, also where the caller left it out: R's default
+# (launch_defaults: the Python alexnet uses here), not the core's. `env` is the frame of the job's exported
+# function.
+spark_job_options <- function(args, env = parent.frame()) {
+  python <- check_arg(formal_value("python", env), "python", "location?")
+  c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
 }
 
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes; `what` is the call that needs
