@@ -27,17 +27,33 @@ declared_kinds <- function(table) vapply(table, function(setting) setting$kind, 
 # R/settings.R (generated from it): their kinds, their choices and what each is for.
 training_kinds <- declared_kinds(training_settings)
 
+# The values of every "choice" setting of `settings` (the rows of declared tables, joined), by name, once per
+# name. A name declared twice with other values is an error, which stops the package's installation: one name is
+# one setting, whose values R checks against one list.
+declared_choices <- function(settings) {
+  choices <- lapply(settings, function(setting) {
+    if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
+  })
+  choices <- Filter(Negate(is.null), choices)
+  for (name in unique(names(choices)[duplicated(names(choices))])) {
+    differ <- unique(choices[names(choices) == name])
+    if (length(differ) > 1L) {
+      stop("internal: `", name, "` is declared with other choices in two declarations: ",
+           paste(vapply(differ, function(values) paste(values, collapse = ", "), character(1)), collapse = " / "),
+           call. = FALSE)
+    }
+  }
+  choices[!duplicated(names(choices))]
+}
+
 # The values a "choice" argument takes, by name (an optional one also takes NULL), from every declaration: a name
 # is the same setting wherever it is declared (`precision`). Given in any case, the value reaches the core in lower
 # case.
 argument_choices <- local({
-  choices <- lapply(c(training_settings, benchmark_settings, launch_options, training_job_options,
-                      evaluation_options, board_images_options, predict_options, features_options, export_options,
-                      model_pin_options, synthetic_options, upload_options, partition_options,
-                      fetch_options), function(setting) {
-    if (sub("[>?].*$", "", setting$kind) == "choice") setting$choices
-  })
-  Filter(Negate(is.null), choices[!duplicated(names(choices))])
+  declared_choices(c(training_settings, benchmark_settings, launch_options, training_job_options,
+                     evaluation_options, board_images_options, predict_options, features_options, export_options,
+                     model_pin_options, synthetic_options, upload_options, partition_options,
+                     fetch_options))
 })
 
 # A declaration's settings as the formals of an R function: each with its declared default (`defaults` replaces
@@ -50,12 +66,17 @@ declared_formals <- function(table, defaults = list()) {
 
 # `fun` with `declared` (declared_formals()) as formals of its own: after its other formals, before its `...` (or
 # after it, with `after_dots`, for options that must be named in full, so that a setting passed through `...`
-# never matches one of them by a prefix: `cache` is not `cache_dir`), right after its formal `after`, or before
-# all of them with `first` (settings given by position: imagenet_partition()'s `partition` and `total`).
-with_declared <- function(fun, declared, after_dots = FALSE, after = NULL, first = FALSE) {
+# never matches one of them by a prefix: `cache` is not `cache_dir`), or right after its formal `after`; or, with
+# `first` (names of its own formals and of declared ones), those first in that order, then the others.
+with_declared <- function(fun, declared, after_dots = FALSE, after = NULL, first = NULL) {
   own <- as.list(formals(fun))
-  at <- if (first) 1L else if (!is.null(after)) match(after, names(own)) + 1L else
-    if (after_dots) length(own) + 1L else match("...", names(own), nomatch = length(own) + 1L)
+  if (!is.null(first)) {
+    every <- c(own, declared)
+    formals(fun) <- c(every[first], every[setdiff(names(every), first)])
+    return(fun)
+  }
+  at <- if (!is.null(after)) match(after, names(own)) + 1L else if (after_dots) length(own) + 1L else
+    match("...", names(own), nomatch = length(own) + 1L)
   formals(fun) <- c(own[seq_len(at - 1L)], declared, own[seq_along(own) >= at])
   fun
 }
@@ -69,16 +90,20 @@ formal_value <- function(name, env = parent.frame()) get(name, envir = env)
 launch_defaults <- list(python = quote(alexnet_python()))
 
 # A declaration's settings as roxygen2 `@param` lines (through `@eval`): each one's help and default (R's, where
-# `defaults` has one, as declared_formals() takes them), with the stage it is for when it is one stage's.
-declared_params <- function(table, defaults = list()) {
-  vapply(names(table), function(name) {
+# `defaults` has one, as declared_formals() takes them), with the stage it is for when it is one stage's. With
+# `section` (its title, then the paragraphs before the list), they are instead the items of a list in a section of
+# that title: "`name` (default `value`): help".
+declared_params <- function(table, defaults = list(), section = NULL) {
+  lines <- vapply(names(table), function(name) {
     setting <- table[[name]]
     value <- if (name %in% names(defaults)) defaults[[name]] else setting$default
     default <- paste(deparse(value, width.cutoff = 500L), collapse = " ")
-    stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("For the `", setting$stage, "` stage: ")
+    stage <- if (length(setting$stage) && nzchar(setting$stage)) paste0("for the `", setting$stage, "` stage: ")
     help <- paste0(stage, setting$help)
+    if (!is.null(section)) return(sprintf("* `%s` (default `%s`): %s.", name, default, help))
     sprintf("@param %s %s%s. Default `%s`.", name, toupper(substr(help, 1, 1)), substring(help, 2), default)
   }, character(1), USE.NAMES = FALSE)
+  if (is.null(section)) lines else c(paste0("@section ", section[[1]], ":"), section[-1], "", lines)
 }
 
 
@@ -97,7 +122,7 @@ argument_kinds <- list(
   imagenet_partition = c(declared_kinds(partition_options), board = "location?", declared_kinds(fetch_options)),
   alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
-  tf_config_from_barrier = c(barrier = "any", base_port = "count"),
+  tf_config_from_barrier = c(barrier = "any", declared_kinds(launch_options["base_port"])),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",
                           declared_kinds(training_job_options), declared_kinds(launch_options), training_kinds),
   alexnet_model = c(board = "location?", declared_kinds(model_pin_options)),

@@ -180,4 +180,5 @@ imagenet_partition <- function(board = NULL, ...) {
 }
 # from the core's declarations: which partition first (given by position too), the options before `...`
 imagenet_partition <- with_declared(with_declared(imagenet_partition, declared_formals(fetch_options)),
-                                    declared_formals(partition_options), first = TRUE)
+                                    declared_formals(partition_options),
+                                    first = names(partition_options))

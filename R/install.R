@@ -32,10 +32,10 @@
 install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3", "spark"),
                             constraints = TRUE, dependencies = TRUE, pip_options = character()) {
   checked_args("install_alexnet", names(formals()))
-  unknown <- setdiff(extras, c("s3", "spark", "tensorboard"))
+  unknown <- setdiff(extras, core_extras)
   if (length(unknown)) {
     alexnet_abort("Unknown `extras`: ", paste0("\"", unknown, "\"", collapse = ", "),
-                  "; choose from \"s3\", \"spark\" and \"tensorboard\".")
+                  "; choose from ", and_list(paste0("\"", core_extras, "\"")), ".")
   }
   source <- core_source()
 
@@ -84,6 +84,10 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
   invisible(env_python)
 }
 
+# The optional parts of the core that install_alexnet() installs on request: the extras of its pyproject.toml
+# ([project.optional-dependencies]) but the developers' (`test`, and `all`, which takes `test` too).
+core_extras <- c("s3", "spark", "tensorboard")
+
 # The Python core shipped inside the installed R package.
 core_source <- function() {
   source <- system.file("python", package = "alexnet")
@@ -110,6 +114,12 @@ run_checked <- function(command, args) {
 }
 
 `%||%` <- function(x, y) if (is.null(x)) y else x
+
+# `words` as a list in a sentence: "a", "a and b", "a, b and c".
+and_list <- function(words) {
+  if (length(words) < 2L) return(paste(words, collapse = ""))
+  paste(paste(words[-length(words)], collapse = ", "), "and", words[[length(words)]])
+}
 
 # R puts its own library folders in front of LD_LIBRARY_PATH (etc/ldpaths); a Python started from R then
 # loads the system's libpython from there instead of its own, and its compiled modules (ssl, ...) fail to

@@ -56,3 +56,7 @@ training_settings <- list(
   model_board = list(kind = "location?", default = NULL, choices = NULL, help = "board of `model_pin` (unset: the board the data came from)"),
   model_format = list(kind = "choice", default = "keras", choices = c("keras", "keras+savedmodel", "keras+tflite"), help = "what `model_pin` carries: \"keras\", alexnet.keras (what evaluation and prediction read); \"keras+savedmodel\" or \"keras+tflite\", also its alexnet_export() beside it, for serving without this package")
 )
+
+# The arguments of alexnet_train() that may be given by position, in order (the original r-tensorflow/alexnet's): its
+# first formals, training settings and others (`data`, `strategy`).
+training_positional <- c("batch_size", "epochs", "data", "strategy", "parallel")

@@ -14,7 +14,7 @@
 #'   tf_config_from_barrier(list(address = c("10.0.0.1:4040", "10.0.0.2:4040"), partition = 1))
 #' }
 #' @export
-tf_config_from_barrier <- function(barrier, base_port = 8000) {
+tf_config_from_barrier <- function(barrier) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
@@ -29,6 +29,8 @@ tf_config_from_barrier <- function(barrier, base_port = 8000) {
   do.call(core_module("train.cluster")$tf_config_json,
           c(list(as.list(barrier$address), as.integer(partition)), args))
 }
+# `base_port` with the default of the core's declaration of a Spark job's options (R/launch-options.R)
+tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals(launch_options["base_port"]))
 
 #' Train AlexNet across a Spark cluster
 #'
@@ -104,14 +106,62 @@ alexnet_spark_train <- function(sc, workers, board = NULL, ...) {
   args <- checked_args("alexnet_spark_train", names(formals()))
   if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
-  python <- check_arg(formal_value("python"), "python", "location?")
-  options <- c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
+  options <- spark_job_options(args)
   spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
 # the job's options of the core's declaration, after `...` (see with_declared())
 alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(training_job_options),
                                                             declared_formals(launch_options, launch_defaults)),
                                      after_dots = TRUE)
+
+#' Evaluate a trained AlexNet across a Spark cluster
+#'
+#' The same barrier job as [alexnet_spark_train()]: one Spark barrier task per worker, each evaluating the model
+#' on its share of the board's validation images; the counts are added up into one evaluation, equal to
+#' [alexnet_evaluate()] on one machine. The same care too: every check before any Spark job, the executors'
+#' probe, each worker's progress shown here, `timeout`, and `retries` (an evaluation is idempotent: a failed one
+#' is launched again whole, with an R warning of class `alexnet_retry` that carries the worker's error).
+#' To evaluate a model as its training ends, in the training's own job, use
+#' `alexnet_spark_train(..., evaluate = TRUE)`.
+#'
+#' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
+#' @param model An [alexnet_model()], or the location of a saved model every worker reaches.
+#' @param workers Number of workers, one barrier task each.
+#' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
+#'   `NULL` for the default.
+#' @eval declared_params(evaluation_options)
+#' @eval declared_params(launch_options, launch_defaults)
+#' @details Its options are named like [alexnet_spark_train()]'s: the options of an evaluation (`crops` to
+#'   `image_size`, as [alexnet_evaluate()] takes them), then the launch options every Spark job takes (`base_port`
+#'   to `probe`), all declared once in the core (`alexnet.model.options`, `alexnet.launch.options`). From R,
+#'   `python` defaults to the Python alexnet uses here ([alexnet_python()]).
+#' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
+#'   per worker, and `attempt` the launch that succeeded (1 for the first).
+#' @examples
+#' \dontrun{
+#' sc <- sparklyr::spark_connect(master = "yarn")
+#' model <- alexnet_model(board = "gs://my-bucket/imagenet")
+#' alexnet_spark_evaluate(sc, model, workers = 16, board = "gs://my-bucket/imagenet", crops = 10)
+#' }
+#' @export
+alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
+  args <- checked_args("alexnet_spark_evaluate", names(formals()))
+  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
+  if (missing(model)) model_missing("the location of a saved model")
+  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
+  options <- spark_job_options(args)
+  spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)
+}
+# the options of an evaluation, then the launch options, from the core's declarations
+alexnet_spark_evaluate <- with_declared(alexnet_spark_evaluate, c(declared_formals(evaluation_options),
+                                                                  declared_formals(launch_options, launch_defaults)))
+
+# The driver's part of an evaluation: the one barrier job of the core (alexnet.launch.r.r_job, see
+# spark_barrier_run()), of kind "evaluate"; the workers' counts added up, with the launch that succeeded.
+spark_evaluate_run <- function(api, sc, workers, board, options = list()) {
+  result <- spark_barrier_run(api, sc, "evaluate", workers, board, options)
+  new_alexnet_evaluation(c(result$evaluation, list(attempt = result$attempt)))
+}
 
 #' TensorFlow version of alexnet's Python environment
 #'
@@ -139,6 +189,15 @@ tf_version <- function() {
     }
     numeric_version(sub("^([0-9]+\\.[0-9]+).*$", "\\1", version))
   }, error = function(e) NULL)
+}
+
+# The options of a Spark job as spark_barrier_run() takes them: the job's checked `args` but `sc`, `workers` and
+# `board` (taken apart), and `python`, the workers' Python, also where the caller left it out: R's default
+# (launch_defaults: the Python alexnet uses here), not the core's. `env` is the frame of the job's exported
+# function.
+spark_job_options <- function(args, env = parent.frame()) {
+  python <- check_arg(formal_value("python", env), "python", "location?")
+  c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
 }
 
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes; `what` is the call that needs

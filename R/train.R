@@ -1,3 +1,7 @@
+# The training settings that are formals of alexnet_train() of their own, in the order of its usage line (the others
+# reach it through `...`).
+training_formals <- intersect(training_positional, names(training_settings))
+
 #' Train AlexNet
 #'
 #' Trains AlexNet on a partition of ImageNet with a tf.data pipeline that keeps images compressed
@@ -10,9 +14,7 @@
 #' [imagenet_partition()] returns, the call can be piped:
 #' `imagenet_partition(partition = 0) %>% alexnet_train(parallel = 6)`.
 #'
-#' @param batch_size Images per batch on each replica (GPU, or worker's CPU); the global batch is
-#'   `batch_size` times the number of replicas.
-#' @param epochs Passes over the data.
+#' @eval declared_params(training_settings[training_formals])
 #' @param data The images, a partition (see Details): it must be given; its `NULL` default, kept from the
 #'   original r-tensorflow/alexnet's usage line, is refused with an error that says to fetch one with
 #'   [imagenet_partition()]. A partition (a list) given as the first argument, as a
@@ -30,12 +32,12 @@
 #'   weights (the communication settings, `batch_size`, `epochs`, steps, image sizes, the model, `precision`,
 #'   the learning rate and its schedule): before their first exchange the workers compare them, and every
 #'   worker stops with an `alexnet_error` naming each one that differs and every worker's value.
-#' @param parallel Images decoded at the same time; `NULL`: one per CPU this process may use.
 #' @param ... Further training settings, by name: every one is listed under "Training settings"
 #'   below with its default (`image_size`, `learning_rate`, `precision`, `checkpoint_dir`,
 #'   `model_pin`, ...), and `callbacks` (Keras callbacks, from Python objects). A value of the
 #'   wrong type or out of range is an `alexnet_error` naming the setting, before any training.
-#' @eval settings_rd()
+#' @eval declared_params(training_settings[setdiff(names(training_settings), training_formals)],
+#'   section = c("Training settings", training_settings_intro()))
 #' @section Faster training:
 #' Three arguments shorten the time to a given accuracy; the defaults use the first and the last, and
 #' `image_size` takes several sizes to use the second.
@@ -152,8 +154,7 @@
 #'   history$metrics$accuracy
 #' }
 #' @export
-alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = NULL,
-                          parallel = NULL, ...) {
+alexnet_train <- function(data = NULL, strategy = NULL, ...) {
   if (!missing(batch_size) && is.list(batch_size)) {
     # the first argument is the data, as in imagenet_partition() %>% alexnet_train(): the call again, by name
     return(do.call(alexnet_train, data_first_args(sys.call(), environment())))
@@ -165,13 +166,18 @@ alexnet_train <- function(batch_size = 32, epochs = 2, data = NULL, strategy = N
   if (!is.null(note)) message(note)
   history
 }
+# the training settings that are formals of their own (`batch_size`, `epochs`, `parallel`) from the core's
+# declaration, in the places of the usage line the core declares (`training_positional`, the original
+# r-tensorflow/alexnet's): `alexnet_train(64)` sets `batch_size`
+alexnet_train <- with_declared(alexnet_train, declared_formals(training_settings[training_formals]),
+                               first = training_positional)
 
 # The arguments of an alexnet_train() `call` whose first argument given by position is a partition (a list), all
 # by name, for the rule of ?alexnet_train: that argument is `data`, and the ones after it given by position take
 # the places of the usage line from `batch_size` on (alexnet_train(data, 8, 1): batch_size 8, epochs 1). `env`
 # is the call's frame, where every argument is bound (so that none is evaluated twice).
 data_first_args <- function(call, env) {
-  slots <- c("batch_size", "epochs", "data", "strategy", "parallel")
+  slots <- training_positional
   given <- names(as.list(call)[-1]) %||% character(length(call) - 1L)
   named <- slots[pmatch(given[nzchar(given)], slots, nomatch = 0L)]
   if ("data" %in% named) {
@@ -191,15 +197,10 @@ train_data <- function(data) {
                                "partition_sizes", "val_partition_sizes", "class_ids", "class_names"))
 }
 
-# The training settings as a section of ?alexnet_train, from the declaration (R/settings.R): each one's name,
-# default and help. roxygen2 inserts it through `@eval settings_rd()`.
-settings_rd <- function() {
-  items <- vapply(names(training_settings), function(name) {
-    setting <- training_settings[[name]]
-    default <- paste(deparse(setting$default, width.cutoff = 500L), collapse = " ")
-    sprintf("* `%s` (default `%s`): %s.", name, default, setting$help)
-  }, character(1))
-  c("@section Training settings:",
-    paste("Every setting of a run, declared once in the core: the same names, defaults and checks from R,",
-          "Python (`alexnet.alexnet_train`) and the command line (`alexnet train --help`)."), "", items)
+# The first paragraph of the section of ?alexnet_train that lists the training settings (see declared_params()): all
+# but those that are formals of their own, which are documented among the arguments.
+training_settings_intro <- function() {
+  paste0("Every setting of a run besides ", and_list(paste0("`", training_formals, "`")), " (see Arguments), ",
+         "declared once in the core: the same names, defaults and checks from R, Python (`alexnet.alexnet_train`) ",
+         "and the command line (`alexnet train --help`).")
 }

@@ -52,7 +52,14 @@ test_that("install_alexnet() takes the core's extras, TensorBoard among them, an
                "^Unknown `extras`: \"tensorbord\"; choose from \"s3\", \"spark\" and \"tensorboard\"\\.$",
                class = "alexnet_error")
   core <- system.file("python", "pyproject.toml", package = "alexnet")
-  skip_if_not(nzchar(core), "the core is not bundled in this installation")
-  extras <- regmatches(readLines(core), regexpr("^[a-z0-9]+(?= = \\[)", readLines(core), perl = TRUE))
-  expect_true(all(c("s3", "spark", "tensorboard") %in% extras))
+  if (!nzchar(core)) core <- test_path("..", "..", "python", "pyproject.toml")  # a checkout's
+  skip_if_not(file.exists(core), "the core is not bundled in this installation")
+  # the extras of [project.optional-dependencies], up to the next table
+  lines <- readLines(core)
+  start <- match("[project.optional-dependencies]", lines)
+  section <- lines[seq(start + 1L, length(lines))]
+  section <- section[seq_len(match(TRUE, startsWith(section, "["), nomatch = length(section) + 1L) - 1L)]
+  extras <- regmatches(section, regexpr("^[a-z0-9-]+(?= = \\[)", section, perl = TRUE))
+  # every one but the developers'
+  expect_identical(sort(alexnet:::core_extras), sort(setdiff(extras, c("test", "all"))))
 })

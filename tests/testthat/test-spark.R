@@ -420,7 +420,8 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
 declared_users <- function() {
   list(alexnet_spark_train = c(alexnet:::training_job_options, alexnet:::launch_options),
        alexnet_spark_evaluate = c(alexnet:::evaluation_options, alexnet:::launch_options),
-       alexnet_evaluate = c(alexnet:::evaluation_options, alexnet:::board_images_options))
+       alexnet_evaluate = c(alexnet:::evaluation_options, alexnet:::board_images_options),
+       tf_config_from_barrier = alexnet:::launch_options["base_port"])
 }
 
 test_that("every declared option is a formal of the functions that take it, with its default, kind and docs", {
@@ -428,6 +429,13 @@ test_that("every declared option is a formal of the functions that take it, with
   # a training's options are named in full, after `...`: `cache` (a training setting) is never `cache_dir`
   train <- names(formals(alexnet_spark_train))
   expect_true(all(match(names(alexnet:::launch_options), train) > match("...", train)))
+})
+
+test_that("tf_config_from_barrier()'s `base_port` defaults to the core's, and says so in its usage", {
+  skip_if_no_alexnet()
+  expect_equal(formals(tf_config_from_barrier)$base_port, alexnet:::core_module("train.cluster")$DEFAULT_BASE_PORT)
+  config <- jsonlite::fromJSON(tf_config_from_barrier(list(address = c("a:1", "b:2"), partition = 1L)))
+  expect_identical(config$cluster$worker, c("a:8000", "b:8001"))
 })
 
 test_that("a bad value of every declared option stops the Spark job on the driver, naming it", {

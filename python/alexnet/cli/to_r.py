@@ -13,7 +13,7 @@ import importlib
 import json
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,18 +39,35 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Names:
+    """One R variable: a character vector of ``values()``, in order, described by ``purpose``."""
+
+    variable: str
+    purpose: str
+    values: Callable[[], Sequence[str]]
+
+
+@dataclass(frozen=True)
 class RFile:
-    """One generated R file: the ``tables`` of a declaration, described as ``what`` declared in ``source``."""
+    """One generated R file: the ``tables`` of a declaration, described as ``what`` declared in ``source``, and
+    its ``names`` (vectors of names that the declaration fixes the order of)."""
 
     what: str
     source: str
     tables: tuple[Table, ...]
+    names: tuple[Names, ...] = ()
 
 
 def _training() -> dict[str, Spec]:
     from ..train.settings import specs
 
     return specs()
+
+
+def _positional() -> Sequence[str]:
+    from ..train.api import POSITIONAL
+
+    return POSITIONAL
 
 
 def _benchmark() -> dict[str, Spec]:
@@ -90,7 +107,10 @@ def _declared(module: str, name: str) -> Callable[[], dict[str, Spec]]:
 #: Every generated file of ``R/``, by name.
 TABLES: dict[str, RFile] = {
     "settings.R": RFile("the training settings' declaration", "python/alexnet/train/settings.py", (
-        Table("training_settings", "Every training setting of alexnet_train() and alexnet_spark_train()", _training),)),
+        Table("training_settings", "Every training setting of alexnet_train() and alexnet_spark_train()", _training),),
+        (Names("training_positional", "The arguments of alexnet_train() that may be given by position, in order (the "
+               "original r-tensorflow/alexnet's): its first formals, training settings and others (`data`, "
+               "`strategy`)", _positional),)),
     "bench-settings.R": RFile("the benchmark's declaration", "python/alexnet/bench/plan.py", (
         Table("benchmark_settings", "Every setting of alexnet_benchmark()", _benchmark, _benchmark_stage,
               "; and the stage it belongs to (\"\": every stage's)"),)),
@@ -152,11 +172,17 @@ def r_table(table: Table) -> str:
     return comment + f"\n{table.variable} <- list(\n" + ",\n".join(rows) + "\n)\n"
 
 
+def r_names(names: Names) -> str:
+    """One vector of names as R: a comment, then the variable."""
+    return _comments(names.purpose + ".") + f"\n{names.variable} <- {r_value(tuple(names.values()))}\n"
+
+
 def r_source(file: str) -> str:
     """The text of ``R/<file>``, one of :data:`TABLES`."""
     generated = TABLES[file]
     return "\n".join([_comments(HEADER.format(what=generated.what, source=generated.source)) + "\n",
-                      *(r_table(table) for table in generated.tables)])
+                      *(r_table(table) for table in generated.tables),
+                      *(r_names(names) for names in generated.names)])
 
 
 def main(argv: list[str] | None = None) -> int:
