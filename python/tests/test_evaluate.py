@@ -107,6 +107,20 @@ def test_the_counts_by_class_are_each_images_own_prediction_and_shares_of_classe
     assert sorted((row for p in parts for row in p["per_class"]), key=lambda r: r["index"]) == per_class
 
 
+def test_a_cluster_adds_its_shares_into_the_dict_of_one_machine_with_its_workers_besides(setup):
+    from alexnet.launch.evaluation import combine_shares, evaluate_row
+
+    whole = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"])
+    rows = [evaluate_row({"worker": k, "workers": 2, **alexnet_evaluate(
+        setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], partition=k, total=2)}) for k in range(2)]
+    combined = combine_shares(rows, whole["seconds"])
+    # the same keys in the same order (both are evaluation_result's), the cluster's two more after them
+    assert list(combined) == [*whole, "workers", "per_worker"]
+    same = ("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy", "top_k", "crops", "protocol",
+            "image_size", "num_classes", "bad_images", "model", "per_class", "confusions")
+    assert {k: combined[k] for k in same} == {k: whole[k] for k in same}
+
+
 def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):
     data = {"val_image": setup["fetched"]["val_image"][:2], "val_label": [0, CLASSES]}
     with pytest.raises(AlexnetError, match=rf"validation labels \[{CLASSES}\] are outside 0..{CLASSES - 1}"):
