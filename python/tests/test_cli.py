@@ -525,10 +525,14 @@ def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
                     options)
     assert said == ("`--image-size-epochs` [1] needs a size of `--image-size` each; --keep-best needs --no-validation "
                     "turned on (data$image_size, x.board, f(..., board = 'b')), `name` = 'x'")
-    # a core name two options of one command give (export's --pin and --model-pin are both the core's `name`)
+    # export's core names are alexnet_export()'s: `board` and `name` are the pin it publishes, not the model's own
     export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
     known = export.get_default(OPTION_NAMES)
-    assert known["name"] is None and known["path"] == ("--path", False) and known["top"] == ("--top", False)
+    assert known["name"] == ("--pin", False) and known["board"] == ("--pin-board", False)
+    assert known["path"] == ("--path", False) and known["top"] == ("--top", False)
+    # a core name two options of one command give is said as neither (evaluate's --model-cache and --cache-dir)
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]  # type: ignore[union-attr]
+    assert evaluate.get_default(OPTION_NAMES)["cache_dir"] is None
 
 
 def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsys):

@@ -193,19 +193,17 @@ def export_summary(r: dict[str, Any]) -> str:
 
 
 def _export(args: argparse.Namespace) -> None:
-    pin = getattr(args, "pin", None)
-    if pin is None and getattr(args, "pin_board", None) is not None:
-        raise AlexnetError("--pin-board is the board of --pin: give --pin NAME too, or leave --pin-board out.")
-    if pin is None and getattr(args, "path", None) is None:
-        raise AlexnetError("give --path (a folder, gs:// or s3:// location to write the export to), --pin NAME (to "
-                           "publish it in a model pin), or both.")
-    if pin is not None:  # refused as the option typed, before the model is read (the core names it `name`)
-        from ..model.options import check_model_pin
+    from ..model.export import check_destination
+    from ..model.options import check_model_pin
 
-        check_model_pin(pin, "--pin")
-    publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}
-    options = common.options_given(args, ExportOptions)  # checked before a model pin is read
-    result = common.core("export")(model_of(args), **given(args, "path"), **options, **publish)
+    # as alexnet_export() takes them: `board` (--pin-board) publishes, in the pin `name` (--pin) or else the pin the
+    # model came from; checked before a model pin is read, with the core's words (said as typed)
+    board, name = getattr(args, "pin_board", None), getattr(args, "pin", None)
+    check_destination(getattr(args, "path", None), board)
+    if name is not None:
+        check_model_pin(name, "name")
+    options = common.options_given(args, ExportOptions)
+    result = common.core("export")(model_of(args), **given(args, "path"), **options, board=board, name=name)
     common.emit(result, args.json, export_summary)
 
 
@@ -243,12 +241,17 @@ def register(add: common.AddCommand) -> None:
 
     export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
                  "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "
-                 "into the model pin --pin (beside its alexnet.keras): a SavedModel whose serving_default signature "
-                 "takes encoded images and returns the --top classes' indices, ids, names and probabilities, in "
-                 "float32, loadable with tf.saved_model.load alone.")
+                 "into a model pin on --pin-board (beside its alexnet.keras): a SavedModel whose serving_default "
+                 "signature takes encoded images and returns the --top classes' indices, ids, names and "
+                 "probabilities, in float32, loadable with tf.saved_model.load alone.")
     model_options(export, positional=True)
     common.core_option(export, "path", "--path", help="the folder to write: a path, file://, gs:// or s3:// location")
     common.options_of(export, ExportOptions)
-    common.core_option(export, "name", "--pin", metavar="NAME",  # the core's `name`, as the model pin's (neither)
-                       help="also publish the export in model pin NAME, beside its alexnet.keras")
-    export.add_argument("--pin-board", metavar="BOARD", help="the board of --pin (default: --board)")
+    export.add_argument("--pin-board", metavar="BOARD",
+                        help="also publish the export in a model pin on this board, beside its alexnet.keras")
+    export.add_argument("--pin", metavar="NAME", help="the model pin published on --pin-board (default: the pin the "
+                                                      "model was read from, else alexnet)")
+    # the core's `board` and `name` are alexnet_export()'s, the pin published: its messages name them so (the model's
+    # own board and pin, --board and --model-pin, are read by the command before it calls the core)
+    export.set_defaults(**{common.OPTION_NAMES: {**export.get_default(common.OPTION_NAMES),
+                                                 "board": ("--pin-board", False), "name": ("--pin", False)}})
