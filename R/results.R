@@ -57,13 +57,12 @@ print.alexnet_imagenet <- function(x, ...) {
 #' @rdname alexnet_results
 #' @export
 print.alexnet_upload <- function(x, ...) {
-  uploaded <- length(x$uploaded)
-  skipped <- length(x$skipped)
   added <- length(setdiff(unlist(x$val_uploaded), unlist(x$uploaded)))  # validation images of categories there
   cat("ImageNet on board ", x$board, ": ", count_of(x$categories, "category", "categories"), " (",
-      uploaded, " uploaded, ", skipped, " already there", if (added) paste0(", validation images of ", added, " added"),
-      "), ", count_of(x$images, "training image"), " and ",
-      count_of(x$val_images, "validation image"), ", ", format_bytes(x$bytes), "\n", sep = "")
+      with_commas(length(x$uploaded)), " uploaded, ", with_commas(length(x$skipped)), " already there",
+      if (added) paste0(", validation images of ", with_commas(added), " added"), "), ",
+      count_of(x$images, "training image"), " and ", count_of(x$val_images, "validation image"), ", ",
+      format_bytes(x$bytes), "\n", sep = "")
   if (!is.null(x$source)) {
     cat("Read ", x$source, if (!is.null(x$layout)) paste0(" (", x$layout, " layout)"), "\n", sep = "")
   }
@@ -72,14 +71,13 @@ print.alexnet_upload <- function(x, ...) {
     if (is.numeric(x$mb_per_s) && is.finite(x$mb_per_s)) cat(" (", format(signif(x$mb_per_s, 3)), " MB/s)", sep = "")
     cat("\n")
   }
+  # what the command line lists, said here with the field that holds it
   bad <- NROW(x$bad_images)
-  notes <- c(
-    if (bad) paste0(count_of(bad, "bad image"), " left out (see $bad_images)"),
-    if (NROW(x$excluded)) paste0(count_of(NROW(x$excluded), "category", "categories"),
-                                   " left out under min_images (see $excluded)"),
-    if (isTRUE(x$pruned_versions > 0)) paste0(count_of(x$pruned_versions, "older version"), " deleted")
-  )
-  if (length(notes)) cat(paste(notes, collapse = "; "), "\n", sep = "")
+  if (bad) cat(count_of(bad, "bad image"), " left out (see $bad_images)\n", sep = "")
+  excluded <- NROW(x$excluded)
+  if (excluded) cat(count_of(excluded, "category", "categories"), " left out under `min_images` (see $excluded)\n",
+                    sep = "")
+  if (isTRUE(x$pruned_versions > 0)) cat(count_of(x$pruned_versions, "older version"), " deleted\n", sep = "")
   invisible(x)
 }
 
@@ -178,6 +176,8 @@ count_of <- function(n, singular, plural = paste0(singular, "s")) {
   n <- if (is.null(n) || !length(n)) 0L else n
   paste(format(n, big.mark = ","), if (identical(as.numeric(n), 1)) singular else plural)
 }
+
+with_commas <- function(n) format(n, big.mark = ",")
 
 format_bytes <- function(bytes) {
   if (is.null(bytes) || !length(bytes) || is.na(bytes)) return("size unknown")

@@ -89,7 +89,8 @@ def test_upload_takes_a_scratch_folder(tmp_path):
     src, scratch = tmp_path / "src", tmp_path / "scratch"
     _cli("synth", str(src), "--classes", "2", "--images-per-class", "2", "--val-per-class", "1", "--max-side", "32")
     done = _cli("upload", str(src), "--board", str(tmp_path / "board"), "--scratch", str(scratch))
-    assert "2 categories uploaded" in done.stdout and scratch.is_dir() and list(scratch.iterdir()) == []
+    assert "2 categories (2 uploaded, 0 already there)" in done.stdout
+    assert scratch.is_dir() and list(scratch.iterdir()) == []
     proc = subprocess.run([sys.executable, "-m", "alexnet.cli", "upload", str(src), "--board", str(tmp_path / "b"),
                            "--scratch", "s3://bucket/tmp"], capture_output=True, text=True, check=False)
     assert proc.returncode == 2
@@ -112,20 +113,21 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
     assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
     out = capsys.readouterr().out
     # 3 images a category and the odd files: 2 of them (the empty and the truncated one) left out
-    assert "2 categories uploaded, 0 already there; 9 training images and 2 validation images" in out
-    assert "2 image(s) left out" in out
+    assert "2 categories (2 uploaded, 0 already there), 9 training images and 2 validation images" in out
+    assert "2 bad images left out:" in out
     written = re.search(r"^Wrote (\d+\.\d) kB in ", out, re.MULTILINE)
     assert written and float(written.group(1)) > 1, out
     assert main(["upload", str(dest), "--board", str(board)]) == 0
     again = capsys.readouterr().out
-    assert "0 categories uploaded, 2 already there; 9 training images and 2 validation images" in again
+    assert "2 categories (0 uploaded, 2 already there), 9 training images and 2 validation images" in again
     assert re.search(r"^Wrote 0 bytes in ", again, re.MULTILINE), again  # nothing transferred the second time
     assert main(["categories", "--board", str(board), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["index"] for r in rows] == [0, 1]
     assert main(["fetch", "--partition", "1", "--total", "2", "--board", str(board),
                  "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert re.search(r"Partition 1 of 2: \d+ images and 1 validation image of 1 category \(",
+    assert re.search(r"Partition 1 of 2 \(0-based\): 1 category of 2, \d+ training images and 1 validation image\n"
+                     r"From board .*, cache .*\n",
                      capsys.readouterr().out)
     # imagenet_partition(validation = FALSE): the training images alone
     assert main(["fetch", "--total", "2", "--board", str(board), "--cache-dir", str(tmp_path / "cache"),
@@ -153,7 +155,7 @@ def test_the_upload_summary_says_validation_images_added_and_categories_left_out
     for name in (VAL_TAR, DEVKIT):  # the validation files come later: added to the categories already there
         (aside / name).rename(dest / name)
     assert main(["upload", str(dest), "--board", str(board)]) == 0
-    assert "0 categories uploaded, 3 already there, validation images of 3 added; 9 training images and 3 " \
+    assert "3 categories (0 uploaded, 3 already there, validation images of 3 added), 9 training images and 3 " \
            "validation images" in capsys.readouterr().out
     assert main(["upload", str(dest), "--board", str(tmp_path / "small"), "--min-images", "4"]) == 2
     assert "no category of" in capsys.readouterr().err
@@ -174,7 +176,7 @@ def test_the_upload_summary_says_validation_images_added_and_categories_left_out
             tar.addfile(info, io.BytesIO(data))
     assert main(["upload", str(dest), "--board", str(tmp_path / "kept"), "--min-images", "3"]) == 0
     out = capsys.readouterr().out
-    assert "2 categories uploaded" in out
+    assert "2 categories (2 uploaded, 0 already there)" in out
     assert f"1 category left out under `--min-images`: {name[:-4]} (2)" in out
 
 
@@ -233,7 +235,7 @@ def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_mode
                                            "model_format": "keras+savedmodel", "log_dir": "/l", "log_every": 5,
                                            "profile_steps": [2, 4]}
     out = capsys.readouterr().out
-    assert "Trained 2 epoch(s)" in out and "Model" not in out
+    assert "Trained 2 epochs" in out and "Model" not in out
     history.update(model_path="/m/alexnet.keras", model_pin={"board": "/m", "name": "alexnet", "version": "v1"})
     assert main(["train"]) == 0
     out = capsys.readouterr().out
@@ -259,7 +261,7 @@ def test_upload_shows_no_library_logs_by_default_and_no_bar_when_nothing_transfe
     assert bar.search(first.stderr.replace("\r", "\n"))  # the bar, while zips are written
     again = _cli("upload", str(src), "--board", board)
     assert not bar.search(again.stderr.replace("\r", "\n")), again.stderr
-    assert "0 categories uploaded, 3 already there" in again.stdout
+    assert "3 categories (0 uploaded, 3 already there)" in again.stdout
     verbose = _cli("-v", "upload", str(src), "--board", board)
     assert "INFO pins." in verbose.stderr
 
@@ -430,7 +432,7 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     _recording_core(monkeypatch, history)
     assert main(["train"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Trained 5 epoch(s): loss = 0.9", "the schedule is not among the metrics"
+    assert lines[0] == "Trained 5 epochs: loss = 0.9", "the schedule is not among the metrics"
     assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
                         "(auto: CPU without bfloat16 instructions)")
     assert len(lines) == 2, "one worker: nothing said of communication"
@@ -530,10 +532,14 @@ def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
                     options)
     assert said == ("`--image-size-epochs` [1] needs a size of `--image-size` each; --keep-best needs --no-validation "
                     "turned on (data$image_size, x.board, f(..., board = 'b')), `name` = 'x'")
-    # a core name two options of one command give (export's --pin and --model-pin are both the core's `name`)
+    # export's core names are alexnet_export()'s: `board` and `name` are the pin it publishes, not the model's own
     export = build_parser()._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
     known = export.get_default(OPTION_NAMES)
-    assert known["name"] is None and known["path"] == ("--path", False) and known["top"] == ("--top", False)
+    assert known["name"] == ("--pin", False) and known["board"] == ("--pin-board", False)
+    assert known["path"] == ("--path", False) and known["top"] == ("--top", False)
+    # a core name two options of one command give is said as neither (evaluate's --model-cache and --cache-dir)
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]  # type: ignore[union-attr]
+    assert evaluate.get_default(OPTION_NAMES)["cache_dir"] is None
 
 
 def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsys):

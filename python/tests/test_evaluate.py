@@ -107,6 +107,20 @@ def test_the_counts_by_class_are_each_images_own_prediction_and_shares_of_classe
     assert sorted((row for p in parts for row in p["per_class"]), key=lambda r: r["index"]) == per_class
 
 
+def test_a_cluster_adds_its_shares_into_the_dict_of_one_machine_with_its_workers_besides(setup):
+    from alexnet.launch.evaluation import combine_shares, evaluate_row
+
+    whole = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"])
+    rows = [evaluate_row({"worker": k, "workers": 2, **alexnet_evaluate(
+        setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], partition=k, total=2)}) for k in range(2)]
+    combined = combine_shares(rows, whole["seconds"])
+    # the same keys in the same order (both are evaluation_result's), the cluster's two more after them
+    assert list(combined) == [*whole, "workers", "per_worker"]
+    same = ("images", "top1_correct", "top5_correct", "top1_accuracy", "top5_accuracy", "top_k", "crops", "protocol",
+            "image_size", "num_classes", "bad_images", "model", "per_class", "confusions")
+    assert {k: combined[k] for k in same} == {k: whole[k] for k in same}
+
+
 def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):
     data = {"val_image": setup["fetched"]["val_image"][:2], "val_label": [0, CLASSES]}
     with pytest.raises(AlexnetError, match=rf"validation labels \[{CLASSES}\] are outside 0..{CLASSES - 1}"):
@@ -229,12 +243,14 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     assert cli.main(["evaluate", setup["model_dir"], *common[:4]]) == 0
     lines = capsys.readouterr().out.splitlines()
     lowest = sorted(expected["per_class"], key=lambda c: (c["top1_accuracy"], c["index"]))[:3]
-    assert lines[1].startswith("lowest top-1: ") and lines[1].count("%") == 3, lines
-    positions = [lines[1].index(f"{c['id']} {c['name'].split(',')[0]} {c['top1_accuracy']:.1%}") for c in lowest]
-    assert positions == sorted(positions), lines[1]
+    assert lines[2].startswith("Lowest top-1: ") and lines[2].count("%") == 3, lines
+    positions = [lines[2].index(f"{c['name'].split(',')[0]} {c['top1_accuracy']:.1%} ({c['top1_correct']} of ")
+                 for c in lowest]
+    assert positions == sorted(positions), lines[2]
     first = expected["confusions"][0]
-    assert lines[2].startswith(f"most confused: {first['name'].split(',')[0]} taken for "
-                               f"{first['predicted_name'].split(',')[0]} ({first['images']})"), lines
+    images = f"{first['images']} image{'s' if first['images'] != 1 else ''}"
+    assert lines[3].startswith(f"Most confused: {first['name'].split(',')[0]} taken for "
+                               f"{first['predicted_name'].split(',')[0]} ({images})"), lines
     from pathlib import Path
 
     from alexnet.model.card import ModelCard
@@ -244,7 +260,7 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     assert cli.main(["evaluate", "--model-pin", "cli-model", "--partition", "1", "--total", "2", "--crops", "10",
                      *common[:4]]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("cli-model@") and "10 crops" in out and "top-5" in out
+    assert out.startswith("Top-1 accuracy ") and "10 crops" in out and "top-5" in out
 
 
 def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setup, tmp_path, monkeypatch):
@@ -278,7 +294,7 @@ def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its
     # the command line passes the size on
     assert cli.main(["evaluate", str(free_dir), "--board", setup["board"], "--cache-dir", setup["cache"],
                      "--image-size", "96"]) == 0
-    assert ", 96 pixels: top-1" in capsys.readouterr().out
+    assert "; 96 pixels; " in capsys.readouterr().out
     with pytest.raises(AlexnetError, match="takes only images of 64 pixels"):
         alexnet_evaluate(setup["model_dir"], image_size=96, **common)
     with pytest.raises(AlexnetError, match="image_size"):

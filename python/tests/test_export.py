@@ -218,12 +218,12 @@ def test_a_model_pin_carries_the_export_beside_its_keras_file_checked_by_sha256(
     assert not [p for p in fresh.rglob("*.zip")] and not [p for p in fresh.rglob("saved_model.pb")]
 
 
-def test_the_export_command_writes_and_pins(exported, tmp_path, capsys):
+def test_the_export_command_writes_and_pins(exported, tmp_path, capsys, caplog):
     from alexnet.cli import main
 
     board = str(tmp_path / "board")
     code = main(["export", exported["model_dir"], "--path", str(tmp_path / "cli"), "--top", "2", "--pin", "served",
-                 "--board", board])
+                 "--pin-board", board])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert f"written to {tmp_path / 'cli'}" in printed and "pinned as served version" in printed
@@ -231,13 +231,24 @@ def test_the_export_command_writes_and_pins(exported, tmp_path, capsys):
     assert alexnet_model(board, "served", cache_dir=tmp_path / "cache")["formats"] == ["keras", "savedmodel"]
     assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli")]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
-    # what to give is said with the options typed
-    assert main(["export", exported["model_dir"], "--board", board]) == 2
-    assert "give --path (a folder, gs:// or s3:// location to write the export to), --pin NAME (to publish it in " \
-           "a model pin), or both." in capsys.readouterr().err
-    assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli2"), "--pin-board", board]) == 2
-    assert "--pin-board is the board of --pin: give --pin NAME too" in capsys.readouterr().err
-    assert not (tmp_path / "cli2").exists()
+    # --pin-board alone publishes, as alexnet_export(board = ...) does: in the pin the model was read from
+    assert main(["export", "--model-pin", "served", "--board", board, "--model-cache", str(tmp_path / "cache"),
+                 "--pin-board", board, "--format", "tflite"]) == 0
+    assert "pinned as served version" in capsys.readouterr().out
+    assert alexnet_model(board, "served", cache_dir=tmp_path / "cache")["formats"] == ["keras", "tflite"]
+    # what to give is the core's one message, said with the options typed, before the model pin is read
+    assert main(["export", "--model-pin", "missing", "--board", board]) == 2
+    assert "give `--path` (a folder, gs:// or s3:// location to write the export to), `--pin-board` (to publish it " \
+           "in a model pin), or both." in capsys.readouterr().err
+    # a pin named without a board to publish it on: the core's warning, said as typed, and nothing published
+    with caplog.at_level("WARNING", logger="alexnet"):
+        assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli2"), "--pin", "other"]) == 0
+    assert "`--pin` is the name of the model pin published on `--pin-board`, and no `--pin-board` is given" \
+        in caplog.text
+    assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli3"), "--pin", "n01440764",
+                 "--pin-board", board]) == 2
+    assert "`--pin` 'n01440764' is the name of one of the data board's own pins" in capsys.readouterr().err
+    assert not (tmp_path / "cli3").exists()
 
 
 #: Loads a pinned alexnet.keras with tf_keras alone and prints its probabilities for the pixels saved as .npy.

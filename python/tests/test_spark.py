@@ -373,7 +373,8 @@ def test_command_line_spark_train(spark, board, monkeypatch, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert [r["worker"] for r in shown["workers"]] == [0, 1] and shown["evaluation"]["top1_correct"] == 3
     assert cli.main(words) == 0
-    assert "evaluation of alexnet@v2, 10 crops, 64 pixels: top-1 50.00% (3/6)" in capsys.readouterr().out
+    assert "Evaluation of the model on every validation image of the board (alexnet@v2):\nTop-1 accuracy 50.0% (3 of " \
+           "6 images)" in capsys.readouterr().out
     args = cli.build_parser().parse_args(["spark-train", "--workers", "3"])
     assert args.master is None, "the master defaults to local[workers]"
 

@@ -291,8 +291,8 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
         assert "holds this model already: no new version" in caplog.text
     assert len(open_board(str(tmp_path / "models")).pins.pin_versions("alexnet")) == 1
     summary = _summary(again, lambda text: text.replace("`epochs`", "`--epochs`"))
-    assert summary.startswith(f"All 2 epoch(s) were trained before, in {tmp_path / 'ckpt'}: nothing was left to "
-                              "train (a larger `--epochs` trains further).\nTrained 2 epoch(s): loss = ")
+    assert summary.startswith(f"All 2 epochs were trained before, in {tmp_path / 'ckpt'}: nothing was left to "
+                              "train (a larger `--epochs` trains further).\nTrained 2 epochs: loss = ")
     assert not _summary(first).startswith("All")
 
 

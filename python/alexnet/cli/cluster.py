@@ -20,7 +20,7 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
         lines.append(
             f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
             f"{count_text(r['train_images'], 'image')} of "
-            f"{count_text(len(r['categories']), 'category', 'categories')}, {len(loss)} epoch(s), "
+            f"{count_text(len(r['categories']), 'category', 'categories')}, {count_text(len(loss), 'epoch')}, "
             f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
     # driver has just said it, as the chief's warning that settings would keep the workers busier
@@ -33,7 +33,11 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
 def _spark_train_summary(result: Any, typed: Callable[[str], str] = str) -> str:
     evaluation = getattr(result, "evaluation", None)
     lines = _train_summary(list(result), typed)
-    return lines if evaluation is None else f"{lines}\nevaluation of {evaluation_summary(evaluation)}"
+    if evaluation is None:
+        return lines
+    # as R's print of the run says it
+    return (f"{lines}\nEvaluation of the model on every validation image of the board ({evaluation['model']}):\n"
+            f"{evaluation_summary(evaluation)}")
 
 
 def launch_dest(name: str) -> str:

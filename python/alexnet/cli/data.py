@@ -3,56 +3,82 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
-from ..checks import count_text
+from ..checks import count_text, some_names
 from ..data.options import SyntheticOptions, UploadOptions
 from . import common
 from .common import BOARD_HELP, emit, given, size_text
 
+# The summaries below say what R's print methods of the same results say (R/results.R), line for line and in the
+# same words, each front end naming things its own way: the core's names (`min_images`), which the command line says
+# as its options, and what R lets be read from the object (`see $bad_images`) that the command line lists instead.
+# tests/testthat/test-summaries.R compares each with R's print of the same result.
+
+
+def synth_summary(r: dict[str, Any]) -> str:
+    """The lines printed for a synthetic ImageNet (R's ``print.alexnet_imagenet``)."""
+    layout = f" ({r['layout']} layout)" if r.get("layout") not in (None, "kaggle") else ""
+    lines = [f"Synthetic ImageNet at {r['path']}{layout}: {count_text(r['classes'], 'category', 'categories')}, "
+             f"{count_text(r['images'], 'training image')} and {count_text(r['val_images'], 'validation image')}"
+             + (f", {size_text(r['bytes'])}" if r.get("bytes") is not None else "")]
+    quirks = [name for name, paths in (r.get("quirks") or {}).items() if paths]
+    if quirks:
+        lines.append(f"Odd files as real ImageNet has them: {', '.join(quirks)}")
+    return "\n".join(lines)
+
 
 def _synth(args: argparse.Namespace) -> None:
     result = common.core("synth")(args.dest, **common.options_given(args, SyntheticOptions))
-    emit(result, args.json, lambda r: (
-        f"Wrote {r['images']} training and {r['val_images']} validation images of {r['classes']} "
-        f"categories ({size_text(r['bytes'])}) to {r['path']} ({r['layout']} layout)"
-        + (f"\nOdd files: {', '.join(sorted(r['quirks']))}" if r["quirks"] else "")))
+    emit(result, args.json, synth_summary)
 
 
-def _upload_summary(r: dict[str, Any]) -> str:
-    # the same facts, in the same order, as R's print of an upload
-    added = sorted(set(r.get("val_uploaded") or []) - set(r["uploaded"]))  # to categories already there
+def rate_text(value: float) -> str:
+    """A rate to 3 significant digits, as R's ``format(signif(x, 3))`` writes it (``1230``, ``0.726``)."""
+    return f"{float(f'{value:.3g}'):g}"
+
+
+def upload_summary(r: dict[str, Any]) -> str:
+    """The lines printed for an upload (R's ``print.alexnet_upload``): the bad images and the categories left out
+    are listed, where R says which field holds them."""
+    added = sorted(set(r.get("val_uploaded") or []) - set(r.get("uploaded") or []))  # to categories already there
     lines = [
-        f"Board {r['board']}: {count_text(len(r['uploaded']), 'category', 'categories')} uploaded, "
-        f"{len(r['skipped']):,} already there" + (f", validation images of {len(added):,} added" if added else "")
-        + f"; {count_text(r['images'], 'training image')} and "
-        f"{count_text(r['val_images'], 'validation image')}, {size_text(r['bytes'])}",
-        f"Read {r['source']} ({r['layout']} layout)",
-        f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
-        + (f" ({r['mb_per_s']:.3g} MB/s)" if r.get("mb_per_s") else ""),
+        f"ImageNet on board {r['board']}: {count_text(r['categories'], 'category', 'categories')} "
+        f"({len(r['uploaded']):,} uploaded, {len(r['skipped']):,} already there"
+        + (f", validation images of {len(added):,} added" if added else "")
+        + f"), {count_text(r['images'], 'training image')} and {count_text(r['val_images'], 'validation image')}, "
+        f"{size_text(r['bytes'])}",
     ]
+    if r.get("source") is not None:
+        lines.append(f"Read {r['source']}" + (f" ({r['layout']} layout)" if r.get("layout") is not None else ""))
+    if r.get("seconds") is not None:
+        rate = r.get("mb_per_s")
+        lines.append(f"Wrote {size_text(r['uploaded_bytes'])} in {r['seconds']:.1f} s"
+                     + (f" ({rate_text(rate)} MB/s)" if isinstance(rate, (int, float)) and math.isfinite(rate)
+                        else ""))
+    bad = r.get("bad_images") or []
+    if bad:
+        lines.append(f"{count_text(len(bad), 'bad image')} left out:")
+        lines += [f"  {b['category']}/{b['file']}: {b['reason']}" for b in bad]
     excluded = r.get("excluded") or []
     if excluded:
         lines.append(f"{count_text(len(excluded), 'category', 'categories')} left out under `min_images`: "
-                     + ", ".join(f"{e['category']} ({e['images']})" for e in excluded[:10])
-                     + (", ..." if len(excluded) > 10 else ""))
+                     + some_names([f"{e['category']} ({e['images']})" for e in excluded], 10))
     if r.get("pruned_versions"):
-        lines.append(f"{r['pruned_versions']} old pin version(s) deleted")
-    bad = r.get("bad_images") or []
-    if bad:
-        lines.append(f"{len(bad)} image(s) left out:")
-        lines += [f"  {b['category']}/{b['file']}: {b['reason']}" for b in bad]
+        lines.append(f"{count_text(r['pruned_versions'], 'older version')} deleted")
     return "\n".join(lines)
 
 
 def _upload(args: argparse.Namespace) -> None:
     result = common.core("upload")(args.source, **given(args, "board"), **common.options_given(args, UploadOptions))
-    emit(result, args.json, lambda r: common.typed(args)(_upload_summary(r)))
+    emit(result, args.json, lambda r: common.typed(args)(upload_summary(r)))
 
 
 def _categories_summary(rows: list[dict[str, Any]]) -> str:
+    # sizes in MB of 1000 kB, as every size alexnet prints (size_text, R's format_bytes)
     lines = [f"{'index':>5}  {'id':<10}  {'images':>7}  {'MB':>8}  name"]
-    lines += [f"{r['index']:>5}  {r['id']:<10}  {r['images']:>7}  {r['bytes'] / 2**20:>8.1f}  {r['name']}"
+    lines += [f"{r['index']:>5}  {r['id']:<10}  {r['images']:>7}  {r['bytes'] / 1e6:>8.1f}  {r['name']}"
               for r in rows]
     return "\n".join(lines)
 
@@ -61,12 +87,22 @@ def _categories(args: argparse.Namespace) -> None:
     emit(common.core("categories")(**given(args, "board")), args.json, _categories_summary)
 
 
+def partition_summary(r: dict[str, Any]) -> str:
+    """The lines printed for a fetched partition (R's ``print.alexnet_partition``)."""
+    which = (f"Partition {r['partition']} of {r['total']} (0-based)"
+             if r.get("partition") is not None and r.get("total") is not None else "Partition")
+    of = f" of {r['num_classes']}" if r.get("num_classes") is not None else ""
+    lines = [f"{which}: {count_text(len(r['categories']), 'category', 'categories')}{of}, "
+             f"{count_text(len(r['image']), 'training image')} and "
+             f"{count_text(len(r.get('val_image') or []), 'validation image')}"]
+    where = [f"{kind} {r[key]}" for kind, key in (("board", "board"), ("cache", "cache_dir")) if r.get(key) is not None]
+    if where:
+        lines.append(f"From {', '.join(where)}")
+    return "\n".join(lines)
+
+
 def _fetch(args: argparse.Namespace) -> None:
-    emit(common.fetch(args), args.json, lambda r: (
-        f"Partition {r['partition']} of {r['total']}: {count_text(len(r['image']), 'image')} and "
-        f"{count_text(len(r['val_image']), 'validation image')} of "
-        f"{count_text(len(r['categories']), 'category', 'categories')} ({', '.join(r['categories'])}) in "
-        f"{r.get('cache_dir', '')}"))
+    emit(common.fetch(args), args.json, partition_summary)
 
 
 def register(add: common.AddCommand) -> None:

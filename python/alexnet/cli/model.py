@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 from typing import Any
 
+from ..checks import count_text
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..model.options import BoardImagesOptions, ExportOptions, FeaturesOptions, ModelPinOptions, PredictOptions
@@ -16,6 +18,9 @@ from .common import BOARD_HELP, given
 
 #: How many of the lowest classes, and of the most frequent confusions, an evaluation's summary names.
 SHOWN_CLASSES = 3
+
+#: The k of top-k when an evaluation does not say it (R's print says 5 too).
+TOP_K = 5
 
 
 def model_pin_dest(name: str) -> str:
@@ -62,30 +67,45 @@ def first_name(name: str) -> str:
     return name.split(",")[0]
 
 
+def percent_text(value: float | None) -> str:
+    """An accuracy as R's print of an evaluation writes it: ``61.2%``, ``n/a`` when there is none."""
+    if value is None:
+        return "n/a"
+    return "NaN%" if math.isnan(value) else f"{100 * value:.1f}%"
+
+
 def evaluation_summary(r: dict[str, Any]) -> str:
-    """The lines printed for an evaluation (one machine's or a cluster's)."""
-    lines = [
-        f"{r['model']}, {r['protocol']}, {r['image_size']} pixels: top-1 {r['top1_accuracy']:.2%} "
-        f"({r['top1_correct']}/{r['images']}), top-{r['top_k']} {r['top5_accuracy']:.2%} "
-        f"({r['top5_correct']}/{r['images']}); {r['images_per_second']:.1f} images/s"
+    """The lines printed for an evaluation, one machine's or a cluster's: those of R's print of it
+    (``print.alexnet_evaluation``), then the bad images left out, listed (R has them in ``$bad_images``)."""
+    top_k = r.get("top_k") or TOP_K
+    shown = r.get("num_classes") is None or r["num_classes"] > top_k  # top-k of k classes or fewer is always 100%
+    lines = [f"Top-1 accuracy {percent_text(r.get('top1_accuracy'))} ({r['top1_correct']:,} of "
+             f"{count_text(r['images'], 'image')})"
+             + (f", top-{top_k} {percent_text(r.get('top5_accuracy'))} ({r['top5_correct']:,})" if shown else "")]
+    rate = r.get("images_per_second")
+    bad = r.get("bad_images") or []
+    details = [
+        r.get("protocol") or (count_text(r["crops"], "crop") if r.get("crops") is not None else None),
+        f"{r['image_size']} pixels" if r.get("image_size") is not None else None,
+        count_text(r["num_classes"], "class", "classes") if r.get("num_classes") is not None else None,
+        f"{rate:.1f} images/s" if isinstance(rate, (int, float)) else None,
+        count_text(len(r["per_worker"]), "worker") if r.get("per_worker") else None,
+        f"{count_text(len(bad), 'bad image')} left out" if bad else None,
     ]
-    for w in r.get("per_worker") or []:
-        lines.append(f"  worker {w['worker']}: {w['images']} images, top-1 {w['top1_correct']}, "
-                     f"top-{r['top_k']} {w['top5_correct']}, {w['seconds']:.1f} s")
+    if any(details):
+        lines.append("; ".join(d for d in details if d))
     classes = r.get("per_class") or []
     if len(classes) > 1:
         lowest = sorted(classes, key=lambda c: (c["top1_accuracy"], c["index"]))[:SHOWN_CLASSES]
-        lines.append("lowest top-1: " + ", ".join(f"{c['id']} {first_name(c['name'])} {c['top1_accuracy']:.1%} "
-                                                  f"({c['top1_correct']}/{c['images']})" for c in lowest))
-        confusions = (r.get("confusions") or [])[:SHOWN_CLASSES]
-        if confusions:
-            lines.append("most confused: " + ", ".join(
-                f"{first_name(c['name'])} taken for {first_name(c['predicted_name'])} ({c['images']})"
-                for c in confusions))
-    bad = r.get("bad_images") or []
-    if bad:
-        lines.append(f"{len(bad)} unusable image(s) left out:")
-        lines += [f"  {b}" for b in bad]
+        lines.append("Lowest top-1: " + ", ".join(f"{first_name(c['name'])} {percent_text(c['top1_accuracy'])} "
+                                                  f"({c['top1_correct']} of {c['images']})" for c in lowest))
+    confusions = (r.get("confusions") or [])[:SHOWN_CLASSES]  # also of one class: taken for classes not scored
+    if confusions:
+        lines.append("Most confused: " + ", ".join(
+            f"{first_name(c['name'])} taken for {first_name(c['predicted_name'])} ({count_text(c['images'], 'image')})"
+            for c in confusions))
+    if bad:  # said by the details above; listed here, where R has them in `$bad_images`
+        lines += ["Bad images left out:", *(f"  {b}" for b in bad)]
     return "\n".join(lines)
 
 
@@ -193,19 +213,17 @@ def export_summary(r: dict[str, Any]) -> str:
 
 
 def _export(args: argparse.Namespace) -> None:
-    pin = getattr(args, "pin", None)
-    if pin is None and getattr(args, "pin_board", None) is not None:
-        raise AlexnetError("--pin-board is the board of --pin: give --pin NAME too, or leave --pin-board out.")
-    if pin is None and getattr(args, "path", None) is None:
-        raise AlexnetError("give --path (a folder, gs:// or s3:// location to write the export to), --pin NAME (to "
-                           "publish it in a model pin), or both.")
-    if pin is not None:  # refused as the option typed, before the model is read (the core names it `name`)
-        from ..model.options import check_model_pin
+    from ..model.export import check_destination
+    from ..model.options import check_model_pin
 
-        check_model_pin(pin, "--pin")
-    publish = {"board": getattr(args, "pin_board", None) or common.default_board(args), "name": pin} if pin else {}
-    options = common.options_given(args, ExportOptions)  # checked before a model pin is read
-    result = common.core("export")(model_of(args), **given(args, "path"), **options, **publish)
+    # as alexnet_export() takes them: `board` (--pin-board) publishes, in the pin `name` (--pin) or else the pin the
+    # model came from; checked before a model pin is read, with the core's words (said as typed)
+    board, name = getattr(args, "pin_board", None), getattr(args, "pin", None)
+    check_destination(getattr(args, "path", None), board)
+    if name is not None:
+        check_model_pin(name, "name")
+    options = common.options_given(args, ExportOptions)
+    result = common.core("export")(model_of(args), **given(args, "path"), **options, board=board, name=name)
     common.emit(result, args.json, export_summary)
 
 
@@ -243,12 +261,17 @@ def register(add: common.AddCommand) -> None:
 
     export = add("export", _export, "the model as a TensorFlow SavedModel or TF Lite file, for serving without alexnet",
                  "Export a model (MODEL, or --model-pin NAME on --board) to --path (a folder, gs:// or s3://) and/or "
-                 "into the model pin --pin (beside its alexnet.keras): a SavedModel whose serving_default signature "
-                 "takes encoded images and returns the --top classes' indices, ids, names and probabilities, in "
-                 "float32, loadable with tf.saved_model.load alone.")
+                 "into a model pin on --pin-board (beside its alexnet.keras): a SavedModel whose serving_default "
+                 "signature takes encoded images and returns the --top classes' indices, ids, names and "
+                 "probabilities, in float32, loadable with tf.saved_model.load alone.")
     model_options(export, positional=True)
     common.core_option(export, "path", "--path", help="the folder to write: a path, file://, gs:// or s3:// location")
     common.options_of(export, ExportOptions)
-    common.core_option(export, "name", "--pin", metavar="NAME",  # the core's `name`, as the model pin's (neither)
-                       help="also publish the export in model pin NAME, beside its alexnet.keras")
-    export.add_argument("--pin-board", metavar="BOARD", help="the board of --pin (default: --board)")
+    export.add_argument("--pin-board", metavar="BOARD",
+                        help="also publish the export in a model pin on this board, beside its alexnet.keras")
+    export.add_argument("--pin", metavar="NAME", help="the model pin published on --pin-board (default: the pin the "
+                                                      "model was read from, else alexnet)")
+    # the core's `board` and `name` are alexnet_export()'s, the pin published: its messages name them so (the model's
+    # own board and pin, --board and --model-pin, are read by the command before it calls the core)
+    export.set_defaults(**{common.OPTION_NAMES: {**export.get_default(common.OPTION_NAMES),
+                                                 "board": ("--pin-board", False), "name": ("--pin", False)}})

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from ..checks import count_text
 from . import common
 
 
@@ -64,12 +65,13 @@ def communication_line(history: dict[str, Any], typed: Callable[[str], str] = st
 def _summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str:
     metrics = h["metrics"]
     last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
-    lines = [f"Trained {len(metrics.get('loss', []))} epoch(s): {last}"]
+    lines = [f"Trained {count_text(len(metrics.get('loss', [])), 'epoch')}: {last}"]
     params = h.get("params") or {}
     done, asked = params.get("initial_epoch") or 0, params.get("epochs")
     if done and not params.get("initial_step") and asked is not None and done >= asked:
-        lines.insert(0, typed(f"All {done} epoch(s) were trained before, in {params.get('checkpoint_dir')}: nothing "
-                              "was left to train (a larger `epochs` trains further)."))
+        lines.insert(0, typed(f"All {count_text(done, 'epoch')} were trained before, in "
+                              f"{params.get('checkpoint_dir')}: nothing was left to train (a larger `epochs` trains "
+                              "further)."))
     started = (h.get("params") or {}).get("started_from")
     if started:
         lines.append(started["text"])

@@ -225,36 +225,40 @@ def class_tables(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, 
 def added_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The counts of the workers' ``rows`` added (``images``, ``top1_correct``, ``top5_correct``), the accuracies of
     the sums, and how the images were scored (``top_k``, ``crops``, ``protocol``, ``image_size``, ``num_classes``: the
-    first worker's that had images to score)."""
-    images = sum(int(r["images"]) for r in rows)
-    top1 = sum(int(r["top1_correct"]) for r in rows)
-    topk = sum(int(r["top5_correct"]) for r in rows)
+    first worker's that had images to score): :func:`alexnet.model.evaluate.evaluation_counts` of the sums."""
+    from ..model.evaluate import evaluation_counts
+
+    return evaluation_counts(*_sums(rows), **_scoring(rows))
+
+
+def _sums(rows: Sequence[Mapping[str, Any]]) -> tuple[int, int, int]:
+    """The workers' ``images``, ``top1_correct`` and ``top5_correct`` added."""
+    return (sum(int(r["images"]) for r in rows), sum(int(r["top1_correct"]) for r in rows),
+            sum(int(r["top5_correct"]) for r in rows))
+
+
+def _scoring(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How the images were scored: the first worker's that had images to score (a worker without any names none)."""
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
-    return {
-        "images": images, "top1_correct": top1, "top5_correct": topk,
-        "top1_accuracy": top1 / images if images else float("nan"),
-        "top5_accuracy": topk / images if images else float("nan"),
-        "top_k": int(first["top_k"]), "crops": int(first["crops"]), "protocol": str(first["protocol"]),
-        "image_size": int(first["image_size"]), "num_classes": int(first["num_classes"]),
-    }
+    return {name: int(first[name]) for name in ("top_k", "crops", "image_size", "num_classes")}
 
 
 def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
-    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums
-    (:func:`added_counts`).
-
-    The dict of :func:`alexnet.alexnet_evaluate` (``seconds``: the time it took), plus ``workers`` and
-    ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each); ``per_class`` and
-    ``confusions`` are those of the whole (:func:`class_tables`). A worker that had no images to score adds nothing.
+    """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums, in the
+    dict of one machine's evaluation (:func:`alexnet.model.evaluate.evaluation_result`; ``seconds``: the time it
+    took), plus ``workers`` and ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``,
+    ``seconds`` each); ``per_class`` and ``confusions`` are those of the whole (:func:`class_tables`). A worker that
+    had no images to score adds nothing.
     """
+    from ..model.evaluate import evaluation_result
+
     rows = sorted(rows, key=lambda row: int(row["worker"]))
-    added = added_counts(rows)
     bad = [image for row in rows for image in _listed(row, "bad_images")]
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
+    result = evaluation_result(*_sums(rows), **_scoring(rows), seconds=seconds, bad_images=sorted(bad),
+                               model=str(first["model"]), tables=class_tables(rows))
     return {
-        **added, "images_per_second": added["images"] / seconds if seconds > 0 else float("nan"),
-        "seconds": round(seconds, 3), "bad_images": sorted(bad), "model": str(first["model"]), "workers": len(rows),
+        **result, "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
                         "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
-        **class_tables(rows),
     }

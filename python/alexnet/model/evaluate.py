@@ -278,14 +278,36 @@ def alexnet_evaluate(
     images, top1, topk = len(files), counts.top1_correct, counts.topk_correct
     logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s, %d pixels) in %.1f s", loaded.description, top1, images, k,
                 topk, images, PROTOCOLS[crops], size, seconds)
+    return evaluation_result(images, top1, topk, top_k=k, crops=crops, image_size=size, num_classes=card.num_classes,
+                             seconds=seconds, bad_images=bad, model=loaded.description,
+                             tables=counts.tables(card.class_ids, card.class_names))
+
+
+def evaluation_counts(images: int, top1_correct: int, topk_correct: int, *, top_k: int, crops: int, image_size: int,
+                      num_classes: int) -> dict[str, Any]:
+    """The counts of an evaluation, the accuracies they give (NaN of no image) and how its images were scored: the
+    first keys of :func:`evaluation_result`, all that a training's collective adds up."""
     return {
-        "images": images, "top1_correct": top1, "top5_correct": topk,
-        "top1_accuracy": top1 / images if images else float("nan"),
-        "top5_accuracy": topk / images if images else float("nan"),
-        "top_k": k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": size,
-        "num_classes": card.num_classes, "images_per_second": images / seconds if seconds > 0 else float("nan"),
-        "seconds": round(seconds, 3), "bad_images": list(bad), "model": loaded.description,
-        **counts.tables(card.class_ids, card.class_names),
+        "images": images, "top1_correct": top1_correct, "top5_correct": topk_correct,
+        "top1_accuracy": top1_correct / images if images else float("nan"),
+        "top5_accuracy": topk_correct / images if images else float("nan"),
+        "top_k": top_k, "crops": crops, "protocol": PROTOCOLS[crops], "image_size": image_size,
+        "num_classes": num_classes,
+    }
+
+
+def evaluation_result(images: int, top1_correct: int, topk_correct: int, *, top_k: int, crops: int, image_size: int,
+                      num_classes: int, seconds: float, bad_images: Sequence[str], model: str,
+                      tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The dict of :func:`alexnet_evaluate`, of one machine's evaluation and of a cluster's (whose workers' counts
+    are added first, :func:`alexnet.launch.evaluation.combine_shares`): :func:`evaluation_counts`, the speed over
+    ``seconds``, the ``bad_images`` left out, the ``model``'s description, and the ``tables`` by class
+    (``per_class`` and ``confusions``)."""
+    return {
+        **evaluation_counts(images, top1_correct, topk_correct, top_k=top_k, crops=crops, image_size=image_size,
+                            num_classes=num_classes),
+        "images_per_second": images / seconds if seconds > 0 else float("nan"), "seconds": round(seconds, 3),
+        "bad_images": list(bad_images), "model": model, **tables,
     }
 
 

@@ -154,6 +154,14 @@ def publish_with_export(board: str | None, name: str, model_file: str, card: Mod
 _DEFAULTS = declaration.defaults(ExportOptions)
 
 
+def check_destination(path: Any, board: Any) -> None:
+    """Raise unless an export goes somewhere: to ``path``, to a model pin on ``board``, or both (the command line
+    checks it before it reads a model pin)."""
+    if path is None and board is None:
+        raise AlexnetError("give `path` (a folder, gs:// or s3:// location to write the export to), `board` (to "
+                           "publish it in a model pin), or both.")
+
+
 def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: str = _DEFAULTS["format"], *,
                    board: str | os.PathLike | None = None, name: str | None = None, **options: Any) -> dict[str, Any]:
     """Export ``model`` for serving without this package: a TensorFlow SavedModel, or a TF Lite file.
@@ -188,9 +196,7 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
     """
     chosen = declaration.check(ExportOptions, {"format": format, **options}, "alexnet_export()")
     format, top, overwrite = chosen.format, chosen.top, chosen.overwrite
-    if path is None and board is None:
-        raise AlexnetError("give `path` (a folder, gs:// or s3:// location to write the export to), `board` (to "
-                           "publish it in a model pin), or both.")
+    check_destination(path, board)
     source = model_source(model)
     if source.card is None:
         raise AlexnetError(f"the model {source.description} has no card ({CARD_FILE} beside it): its classes' names "
