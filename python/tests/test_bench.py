@@ -138,6 +138,10 @@ def test_the_command_line_fetch_stage_alone_fetches_no_other_images(tmp_path, mo
         check_plan({"stages": "fetch", "board": board})  # before any stage runs
     assert cli.main(["bench", "--stages", "fetch", "--board", board]) == 2
     assert "use `--total` <= 3" in capsys.readouterr().err
+    # a partition beyond the total is refused before any stage too, whatever the stages (no board read)
+    with pytest.raises(AlexnetError, match=r"^`fetch_partition` must be in 0\.\.1 \(0-based, with `fetch_total` = 2\), "
+                                           r"not 2\.$"):
+        check_plan({"stages": "decode", "fetch_partition": 2, "fetch_total": 2})
 
     def refused(args):
         raise AssertionError("a partition fetched for stages that do not run")

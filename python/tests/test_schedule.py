@@ -231,7 +231,8 @@ def test_what_needs_validation_is_refused_alike_before_training_and_when_the_dat
         assert help_as_said("train", str(off.value)).endswith(": set --validation (which needs validation images "
                                                               "among the images trained on), or leave it out.")
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
-                           "but `data` has no validation images: fetch the partition"):
+                           "but the images trained on have no validation images: upload ImageNet") as none:
             _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))
+        assert "`alexnet upload ...`" in help_as_said("train", str(none.value))
         _check_validation(Steps(train=2, validate=True, validation=1), check_settings(arguments))
     _check_validation(Steps(train=2, validate=False, validation=None), check_settings({}))

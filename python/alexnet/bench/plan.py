@@ -122,7 +122,10 @@ class FetchSettings:
                               minimum=2)
 
     def check(self, common: BenchSettings) -> None:
-        """The board the stage needs, when it runs."""
+        """The partition asked for, and the board the stage needs, when it runs: before any stage."""
+        if not self.fetch_partition < self.fetch_total:
+            raise AlexnetError(f"`fetch_partition` must be in 0..{self.fetch_total - 1} (0-based, with `fetch_total` = "
+                               f"{self.fetch_total}), not {self.fetch_partition}.")
         if "fetch" in common.stages and not self.board:
             raise AlexnetError("The `fetch` stage needs `board`: the board to fetch a partition from.")
         if "fetch" in common.stages:  # before any stage runs: a partition of each category at most

@@ -231,9 +231,9 @@ def _check_validation(steps: Steps, settings: TrainSettings) -> None:
     from .settings import need_validation
 
     if not steps.validate:
-        need_validation(settings.lr_schedule, settings.keep_best, "`data` has no validation images",
-                        "fetch the partition with its validation images (val_image), or choose another "
-                        "`lr_schedule` / leave out `keep_best`.")
+        need_validation(settings.lr_schedule, settings.keep_best, "the images trained on have no validation images",
+                        "upload ImageNet with its validation images (imagenet_upload()) and fetch them with the "
+                        "partition, or choose another `lr_schedule` / leave out `keep_best`.")
 
 
 def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: RunDatasets, steps: Steps,
