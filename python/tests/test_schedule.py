@@ -233,6 +233,6 @@ def test_what_needs_validation_is_refused_alike_before_training_and_when_the_dat
         with pytest.raises(AlexnetError, match=f"^{re.escape(shown)} decides on the validation top-1 of every epoch, "
                            "but the images trained on have no validation images: upload ImageNet") as none:
             _check_validation(Steps(train=2, validate=False, validation=None), check_settings(arguments))
-        assert "`alexnet upload ...`" in help_as_said("train", str(none.value))
+        assert "(`alexnet upload`) and fetch them" in help_as_said("train", str(none.value))
         _check_validation(Steps(train=2, validate=True, validation=1), check_settings(arguments))
     _check_validation(Steps(train=2, validate=False, validation=None), check_settings({}))
