@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from helpers_model import card_for, save_model_dir
+from helpers_model import card_for, save_model_dir, tiny_model
 
 from alexnet.model.saved import LoadedModels
 
@@ -93,3 +93,29 @@ def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_p
     assert len(grown) == CHECKPOINTS
     assert max(grown) <= 2 * size, (f"resident memory grew by up to {max(grown):.0f} MB over {CHECKPOINTS} "
                                     f"evaluations of models of {size:.1f} MB: {[round(g) for g in grown]}")
+
+
+def test_a_model_is_saved_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A run killed while saving leaves the model it had before: the new one is written to a temporary name in the
+    same folder and renamed."""
+    from alexnet.model import saved
+    from alexnet.tfimport import keras
+
+    before = saved.save_model(tiny_model(3, seed=1), str(tmp_path), chief=True, workers=1)
+    assert before == str(tmp_path / "alexnet.keras")
+    kept = (tmp_path / "alexnet.keras").read_bytes()
+
+    def killed(self, path, *args, **kwargs):  # the save stops half way through its file
+        with open(path, "wb") as f:
+            f.write(b"PK\x03\x04 half a model")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(keras.Model, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        saved.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
+    assert (tmp_path / "alexnet.keras").read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.keras"]
+    monkeypatch.undo()
+    saved.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
+    assert (tmp_path / "alexnet.keras").read_bytes() != kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.keras"]

@@ -318,7 +318,9 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
     ``<location>/alexnet-model.json``; the model's location (None elsewhere, or without one).
 
     Every worker of a multi-worker run takes part in saving; the others write to a scratch folder that is
-    deleted at once. The card is written after the model, so a card names a model that is there.
+    deleted at once. The card is written after the model, so a card names a model that is there. A local model is
+    written whole or not at all (to a temporary name in the same folder, then renamed): a run killed while saving
+    leaves the model it had before, or none.
     """
     if location is None or (not chief and workers == 1):
         return None
@@ -326,7 +328,13 @@ def save_model(model: keras.Model, location: str | None, *, chief: bool, workers
     if chief and not remote:
         os.makedirs(location, exist_ok=True)
         path = os.path.join(location, MODEL_FILE)
-        model.save(path)
+        partial = os.path.join(location, f".{os.getpid()}-{MODEL_FILE}")  # Keras saves only to a .keras name
+        try:
+            model.save(partial)
+            os.replace(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial)
         if card is not None:
             write_card(path, card)
         return path
