@@ -50,3 +50,8 @@ def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplo
     message = str(error.value)
     assert all(path in message for path in bad)
     assert "2 of 18" in message and "max_bad_fraction" in message
+    # damaged cached copies of a board's partition are fetched again by a verifying fetch, as each front end says it
+    assert "fetch it again with verify = True" in message
+    from helpers_cli import help_as_said
+
+    assert "fetch it again with --verify," in help_as_said("train", message)

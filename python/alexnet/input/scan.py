@@ -127,7 +127,8 @@ def drop_bad_images(
         raise BadImagesError(
             f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are empty, truncated or cannot be "
             f"decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
-            "Replace or remove these files, or raise `max_bad_fraction` to train without them."
+            "Replace or remove these files (a board's partition in the cache: fetch it again with verify = True, "
+            "which fetches damaged categories again), or raise `max_bad_fraction` to train without them."
         )
     logger.warning("Skipping %d unreadable %s image(s) of %d:\n  %s", len(bad), what, len(files), listed)
     bad_set = set(bad)
