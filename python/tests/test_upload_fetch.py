@@ -545,7 +545,7 @@ def count_downloads(monkeypatch, corrupt_first: str | None = None, fail_first: s
     return calls
 
 
-def test_corrupted_object_is_fetched_again_then_named(uploaded, tmp_path, monkeypatch, caplog):
+def test_corrupted_object_is_fetched_again_then_named(uploaded, tree, tmp_path, monkeypatch, caplog):
     wnid = imagenet_categories(uploaded)[0]["id"]
     (zip_path,) = uploaded.glob(f"{wnid}/*/{wnid}.zip")
     data = bytearray(zip_path.read_bytes())
@@ -556,10 +556,17 @@ def test_corrupted_object_is_fetched_again_then_named(uploaded, tmp_path, monkey
             pytest.raises(IntegrityError, match=f"category {wnid}: .*/{wnid}.zip has SHA-256 .*, but the categories "
                           "pin says") as err:
         imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2)
-    assert "upload the category again" in str(err.value)
+    assert f"delete {zip_path} (an upload keeps a file that is there), then upload the category again" \
+        in str(err.value)
     assert calls[f"{wnid}.zip"] == 2
     assert any("fetching it again" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "cache" / "train" / wnid).exists()
+    # the advice mends it: an upload alone keeps the damaged zip (its size is right), deleting it first does not
+    imagenet_upload(tree["path"], uploaded, workers=2)
+    assert zip_path.read_bytes() == bytes(data)
+    zip_path.unlink()
+    imagenet_upload(tree["path"], uploaded, workers=2)
+    check_partition(imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache", workers=2), tree, {})
 
 
 def test_corruption_in_transit_is_healed_by_fetching_again(uploaded, tree, tmp_path, monkeypatch):

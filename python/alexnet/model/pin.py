@@ -214,7 +214,8 @@ def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, wher
         return
     logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
     download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin,
-                      remedy="publish the model again (train with model_pin), or use another version")
+                      remedy="publish the model again (train with model_pin), or use another version",
+                      damaged_remedy="publish the model again (train with model_pin), or use another version")
 
 
 def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:

@@ -94,14 +94,16 @@ def download(fs: Any, remote: str, local: str, progress: Callable[[int], None] |
 
 def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: str, retries: int,
                       progress: Callable[[int], None] | None = None, pin: str = "the categories pin",
-                      remedy: str = "upload the category again: run imagenet_upload() to this board again") -> None:
+                      remedy: str = "upload the category again: run imagenet_upload() to this board again",
+                      damaged_remedy: str | None = None) -> None:
     """The one checked download of a pin's file: :func:`download` (with :func:`retry`) to a temporary name beside
     ``local``, renamed to ``local`` only once its SHA-256 is ``sha256``, what ``pin`` (the pin whose metadata lists
     the file) says; fetched once more on a mismatch. A damaged or replaced file is never left where a later call
     would find it.
 
     ``BoardError`` when ``remote`` cannot be read, :class:`IntegrityError` when the SHA-256 differs twice in a row;
-    both name ``what`` and ``pin``, and say what to do (``remedy``).
+    both name ``what`` and ``pin``, and say what to do (``remedy``; for a file that differs, ``damaged_remedy``,
+    by default: delete it, then ``remedy``, since an upload keeps a file that is there whole).
     """
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
     for check in range(INTEGRITY_ATTEMPTS):
@@ -124,7 +126,8 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
             log.warning("%s: SHA-256 %s does not match %s (%s); fetching it again", what, actual, pin, sha256)
     raise IntegrityError(
         f"{what}: {remote} has SHA-256 {actual}, but {pin} says {sha256}, twice in a row: it was tampered with or "
-        f"damaged (or replaced), so it is not used; {remedy}"
+        f"damaged (or replaced), so it is not used; "
+        + (damaged_remedy or f"delete {remote} (an upload keeps a file that is there), then {remedy}")
     )
 
 
