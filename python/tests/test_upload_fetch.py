@@ -186,6 +186,25 @@ def test_keep_versions_deletes_the_copies_a_changed_upload_replaced(tree, tmp_pa
         imagenet_upload(tree["path"], board, keep_versions=0)
 
 
+def test_a_second_source_on_the_board_of_a_first_is_warned_of(tree, tmp_path, caplog):
+    """A source that gives other categories than the board's categories pin lists replaces that list: said, with
+    the categories no longer listed; a source that gives them all again (or a rerun) says nothing of it."""
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, workers=2)
+    other = imagenet_synthetic(tmp_path / "other", classes=2, images_per_class=3, val_per_class=0, seed=7,
+                               layout="folders", max_side=48)
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        imagenet_upload(tree["path"], board, workers=2)
+    assert "does not give" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        imagenet_upload(other["path"], board, workers=2)
+    listed = sorted(r["id"] for r in imagenet_categories(board))
+    unlisted = sorted(set(tree["good"]) - set(listed))
+    assert unlisted and f"listed {len(unlisted)} categories that {other['path']} does not give ({unlisted[0]}, " \
+        in caplog.text
+    assert "no longer see them (their zips stay on the board)" in caplog.text
+
+
 def test_touched_files_with_same_content_are_not_uploaded_again(tree, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(tree["path"], src)

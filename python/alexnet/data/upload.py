@@ -24,8 +24,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..checks import count_text, some_names
 from ..declare import declaration
-from ..errors import AlexnetError
+from ..errors import AlexnetError, BoardError
 from ..storage import layout
 from ..storage.board import Board, open_board, resolve_board
 from ..storage.location import location_kind, made_folder
@@ -214,11 +215,32 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
         log.warning("%s gave no validation images, so board %s has none: training measures no val_accuracy and "
                     "evaluation has nothing to measure; %s", read.root, opened.location,
                     no_validation(read.layout))
+    excluded = {w for (w, s), r in results.items() if s == "train" and r.status == "excluded"}
+    _warn_of_categories_unlisted(opened, {row["id"] for row in rows} | excluded, read.root)
     current = _write_tables(opened, rows, bad, summary, packing.retries)
     keep = chosen.keep_versions
     pruned = prune(opened, current, keep, packing.retries) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
+
+
+def _warn_of_categories_unlisted(board: Board, given: set[str], source: str) -> None:
+    """Warn when the categories pin ``board`` holds lists categories that ``source`` does not give (``given``: the
+    categories it gives, kept or left out under ``min_images``): the new pin, this source's alone, no longer lists
+    them (a second source uploaded to a board of the first)."""
+    if layout.CATEGORIES_PIN not in board.pin_names():
+        return
+    try:
+        before = [row["id"] for row in layout.read_categories(board)]
+    except BoardError:  # a table not readable is replaced, as it is by every upload
+        return
+    unlisted = sorted(set(before) - given)
+    if unlisted:
+        log.warning("board %s listed %s that %s does not give (%s): its categories pin now lists this source's "
+                    "alone, and training and evaluation no longer see them (their zips stay on the board). Give each "
+                    "source a board of its own, or upload from one source that holds every category.",
+                    board.location, count_text(len(unlisted), "category", "categories"), source,
+                    some_names(unlisted))
 
 
 def _report(board: Board, source: Source, results: dict[tuple[str, str], Result], train: Sequence[Result],
