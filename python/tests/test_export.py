@@ -167,6 +167,66 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _copy_of(export: str, folder: Path) -> Path:
+    import shutil
+
+    shutil.copytree(export, folder)
+    return folder
+
+
+def test_overwrite_replaces_only_a_folder_holding_an_export_and_nothing_else(exported, tmp_path, monkeypatch):
+    import alexnet.model.export as export_module
+
+    model_dir = exported["model_dir"]
+    # a project folder that happens to hold an export's file beside its own: refused, and all of it kept
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "analysis.R").write_text("important")
+    (project / "data.csv").write_text("x")
+    (project / "alexnet.tflite").write_bytes(b"tflite")
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(data.csv, src\): `overwrite` "
+                                           r"replaces only a folder holding an earlier export and nothing else"):
+        alexnet_export(model_dir, str(project), "tflite", overwrite=True)
+    assert (project / "src" / "analysis.R").read_text() == "important" and (project / "data.csv").read_text() == "x"
+    assert (project / "alexnet.tflite").read_bytes() == b"tflite"
+    # an earlier SavedModel with one file more, anywhere in it, is not emptied either
+    for extra, named in (("NOTES.txt", "NOTES.txt"), ("variables/extra/x.bin", "variables/extra"),
+                         ("assets/words.txt", "assets/words.txt"), ("variables/mine.txt", "variables/mine.txt")):
+        folder = _copy_of(exported["path"], tmp_path / f"with-{named.replace('/', '-')}")
+        (folder / extra).parent.mkdir(parents=True, exist_ok=True)
+        (folder / extra).write_text("mine")
+        with pytest.raises(AlexnetError, match=rf"holds files that are not an export \({named}\)"):
+            alexnet_export(model_dir, str(folder), overwrite=True)
+        assert (folder / extra).read_text() == "mine" and (folder / "saved_model.pb").exists()
+    # a folder holding the card alone holds no earlier export
+    alone = tmp_path / "card-alone"
+    alone.mkdir()
+    (alone / "alexnet-model.json").write_text("{}")
+    with pytest.raises(AlexnetError, match=r"holds no earlier export .*this folder is not emptied"):
+        alexnet_export(model_dir, str(alone), overwrite=True)
+    assert (alone / "alexnet-model.json").read_text() == "{}"
+    # a file that comes while the export is made is seen before anything is removed
+    late = _copy_of(exported["path"], tmp_path / "late")
+    build = export_module.build_export
+
+    def build_then_drop(*args, **kwargs):
+        (late / "NOTES.txt").write_text("came late")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(export_module, "build_export", build_then_drop)
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(NOTES.txt\)"):
+        alexnet_export(model_dir, str(late), overwrite=True)
+    assert (late / "NOTES.txt").read_text() == "came late" and (late / "saved_model.pb").exists()
+    monkeypatch.undo()
+    # an export and nothing else (with its empty assets/) is replaced
+    pure = _copy_of(exported["path"], tmp_path / "pure")
+    (pure / "saved_model.pb").write_bytes(b"an older export")
+    result = alexnet_export(model_dir, str(pure), overwrite=True, top=2)
+    assert (pure / "saved_model.pb").read_bytes() != b"an older export" and result["top"] == 2
+    assert sorted(os.listdir(pure)) == ["alexnet-model.json", "assets", "fingerprint.pb", "saved_model.pb",
+                                        "variables"]
+
+
 @pytest.mark.parametrize("scheme", ["gs", "s3"])
 def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env, tmp_path, scheme):
     from alexnet.storage.location import open_filesystem
@@ -180,6 +240,11 @@ def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env
     assert listed == sorted(result["files"])
     with pytest.raises(AlexnetError, match="exists and is not empty"):
         alexnet_export(exported["model_dir"], location)
+    fs.pipe_file(f"{remote}/variables/NOTES.txt", b"mine")
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(variables/NOTES.txt\)"):
+        alexnet_export(exported["model_dir"], location, overwrite=True)
+    assert fs.cat_file(f"{remote}/variables/NOTES.txt") == b"mine"
+    fs.rm_file(f"{remote}/variables/NOTES.txt")
     local = tmp_path / "copy"
     for rel in listed:
         (local / rel).parent.mkdir(parents=True, exist_ok=True)

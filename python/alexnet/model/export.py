@@ -8,8 +8,8 @@ What the SavedModel's signatures take and return, and how an image that cannot b
 the same version (:mod:`.pin`): the SavedModel zipped as ``alexnet-savedmodel.zip``, or ``alexnet.tflite``.
 
 Refused before any work: a model without a card (its classes' names and its image size would be unknown), and a
-``path`` that exists and is not empty, unless ``overwrite`` is true and what is there is an earlier export (a
-folder holding anything else is never emptied).
+``path`` that exists and is not empty, unless ``overwrite`` is true and what is there is an earlier export and
+nothing else, checked through the SavedModel's folders (a folder holding anything else is never emptied).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 import shutil
 import zipfile
 from collections.abc import Iterator
@@ -38,6 +39,11 @@ logger = logging.getLogger(__name__)
 TFLITE_FILE = EXPORT_FILES["tflite"]
 #: Files that mark a folder as an earlier export, which ``overwrite`` may replace.
 _EXPORT_MARKS = ("saved_model.pb", TFLITE_FILE)
+#: What an export writes at the top of its folder: the files, and the SavedModel's folders.
+_EXPORT_FILES_AT_TOP = frozenset({"saved_model.pb", "fingerprint.pb", CARD_FILE, TFLITE_FILE})
+_EXPORT_FOLDERS = frozenset({"variables", "assets"})
+#: The files of a SavedModel's ``variables/`` (its ``assets/`` stays empty: the export has no asset).
+_VARIABLES_FILE = re.compile(r"variables\.(index|data-[0-9]+-of-[0-9]+)")
 
 
 def _entries(fs: Any, path: str, local: bool) -> list[str]:
@@ -54,6 +60,55 @@ def _entries(fs: Any, path: str, local: bool) -> list[str]:
         return []
 
 
+def _written_by_export(parts: list[str], folder: bool) -> bool:
+    """Whether the relative path ``parts`` (a folder when ``folder``) is one an export writes."""
+    if len(parts) == 1:
+        return parts[0] in (_EXPORT_FOLDERS if folder else _EXPORT_FILES_AT_TOP)
+    return (len(parts) == 2 and parts[0] == "variables" and not folder
+            and _VARIABLES_FILE.fullmatch(parts[1]) is not None)
+
+
+def _not_an_export(fs: Any, path: str, local: bool) -> list[str]:
+    """The relative paths under the folder ``path`` that no export writes, each named by its outermost folder that
+    is not an export's (``src``, not ``src/analysis.R``); a link is never an export's."""
+    found: list[tuple[str, bool]] = []
+    strangers: set[str] = set()
+    if local:
+        for root, folders, names in os.walk(path):
+            for name in [*folders, *names]:
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, path).replace(os.sep, "/")
+                if os.path.islink(full):
+                    strangers.add(rel)
+                else:
+                    found.append((rel, name in folders))
+            folders[:] = [f for f in folders if not os.path.islink(os.path.join(root, f))]
+    else:
+        root = path.rstrip("/")
+        found = [(p.rstrip("/")[len(root) + 1:], False) for p in fs.find(root) if p.rstrip("/") != root]
+    for rel, folder in found:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            if not _written_by_export(parts[:depth], folder or depth < len(parts)):
+                strangers.add("/".join(parts[:depth]))
+                break
+    return sorted(strangers)
+
+
+def _check_replaceable(fs: Any, resolved: str, local: bool, entries: list[str]) -> None:
+    """Raise unless the folder ``resolved`` (holding ``entries``) holds an earlier export and nothing else, which
+    ``overwrite`` may replace whole."""
+    strangers = _not_an_export(fs, fs_path(resolved), local)
+    if strangers:
+        raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({some_names(strangers, 4)}): "
+                           "`overwrite` replaces only a folder holding an earlier export and nothing else, and this "
+                           "folder is not emptied. Give a new or empty folder, or move those files away.")
+    if not any(mark in entries for mark in _EXPORT_MARKS):
+        raise AlexnetError(f"`path` = {resolved} holds no earlier export (neither {' nor '.join(_EXPORT_MARKS)}): "
+                           "`overwrite` replaces only an earlier export, and this folder is not emptied. Give a new "
+                           "or empty folder.")
+
+
 def _check_target(path: Any, overwrite: bool) -> str:
     """``path`` resolved, refused when it holds something (anything but an earlier export with ``overwrite``),
     then proven writable."""
@@ -65,9 +120,8 @@ def _check_target(path: Any, overwrite: bool) -> str:
     if entries and not overwrite:
         raise AlexnetError(f"`path` = {resolved} exists and is not empty ({len(entries)} entries: {shown}): give a new "
                            "or empty folder, or overwrite = True to replace an earlier export there.")
-    if entries and not any(mark in entries for mark in _EXPORT_MARKS):
-        raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({shown}): overwrite only "
-                           "replaces an earlier export, and this folder is not emptied. Give a new or empty folder.")
+    if entries:
+        _check_replaceable(fs, resolved, local, entries)
     return writable_location(resolved, "path")[0]
 
 
@@ -82,8 +136,13 @@ def _files(folder: str) -> Iterator[str]:
 
 def _write(folder: str, target: str) -> None:
     """Copy the export in the local ``folder`` to ``target`` (checked by :func:`_check_target`), replacing what is
-    there; the card is written last."""
-    if location_kind(target) == "file":
+    there, checked again first (files may have come while the export was made); the card is written last."""
+    local = location_kind(target) == "file"
+    fs = None if local else open_filesystem(target, write=True, what="`path`")
+    entries = _entries(fs, fs_path(target), local)
+    if entries:
+        _check_replaceable(fs, target, local, entries)
+    if local:
         staged = make_scratch("alexnet-export-", os.path.dirname(target))
         try:
             copy = os.path.join(staged, "export")
@@ -93,7 +152,6 @@ def _write(folder: str, target: str) -> None:
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         return
-    fs = open_filesystem(target, write=True, what="`path`")
     root = fs_path(target)
     for name in _entries(fs, root, False):
         fs.rm(posixpath.join(root, name), recursive=True)
@@ -169,8 +227,8 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
     ``model``: a model pin from :func:`alexnet.alexnet_model` or a ``model_dir`` / ``alexnet.keras`` location with
     its card (a model without a card is refused: its classes' names and image size would be unknown). ``path``: the
     folder to write, a path, ``file://``, ``gs://`` or ``s3://`` location; one that exists and is not empty is
-    refused unless ``overwrite`` is true and it holds an earlier export, which is then replaced. ``format``:
-    ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
+    refused unless ``overwrite`` is true and it holds an earlier export and nothing else, which is then replaced.
+    ``format``: ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
     ``tf.lite.TFLiteConverter.from_saved_model``: TF Lite has no image decoding). ``top``: the classes returned per
     image (at most the model's). ``board``: also publish the export in a model pin there, beside the model's
     ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``);
