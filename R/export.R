@@ -24,7 +24,8 @@
 #'   replaced (a folder holding anything else is never emptied). `NULL` with a `board`: publish only.
 #' @eval declared_params(export_options)
 #' @param board A board to also publish the export on, in a model pin beside the model's `alexnet.keras` (a new
-#'   version of pin `name`); [alexnet_model()] with `export = TRUE` reads it back, checked against its SHA-256.
+#'   version of pin `name`, unless its newest version holds this model with the same export already: that version
+#'   is kept and returned); [alexnet_model()] with `export = TRUE` reads it back, checked against its SHA-256.
 #' @param name The model pin's name; `NULL` is the pin `model` came from, else `"alexnet"`.
 #' @param ... Nothing more for `alexnet_export()`: a name that is not an option is refused, naming the closest;
 #'   ignored by `print()`.

@@ -283,6 +283,38 @@ def test_a_model_pin_carries_the_export_beside_its_keras_file_checked_by_sha256(
     assert not [p for p in fresh.rglob("*.zip")] and not [p for p in fresh.rglob("saved_model.pb")]
 
 
+def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_path, caplog):
+    import dataclasses
+
+    from alexnet.model.export import pinned_already
+    from alexnet.storage.board import open_board
+
+    card = dataclasses.replace(card_for(CATEGORIES), weights_sha256="ab" * 32)
+    model_dir = tmp_path / "model"
+    save_model_dir(exported["model"], model_dir, card)
+    board = str(tmp_path / "board")
+    first = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    with caplog.at_level("INFO", logger="alexnet"):
+        again = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    assert again == first, "the version that holds it already, returned as what was pinned"
+    assert f"Model pin served version {first['version']} on {first['board']} holds this model with its savedmodel " \
+        "export already: no new version, that one is kept." in caplog.text
+    assert "Published the model" not in caplog.text
+    versions = open_board(board).pins.pin_versions("served", as_df=False)
+    assert [str(v.version) for v in versions] == [first["version"]]
+    # another export of it (other classes per image), or the Keras file alone, is a new version
+    assert pinned_already(board, "served", card, "savedmodel", top=4) is not None
+    assert pinned_already(board, "served", card, "savedmodel", top=2) is None
+    assert pinned_already(board, "served", card, None) is None
+    other = alexnet_export(str(model_dir), board=board, name="served", top=2)["pin"]
+    assert other["version"] != first["version"]
+    # a card that does not know its weights' SHA-256 gets a new version each time
+    unknown = tmp_path / "unknown"
+    save_model_dir(exported["model"], unknown, card_for(CATEGORIES))
+    once = alexnet_export(str(unknown), board=board, name="plain")["pin"]
+    assert alexnet_export(str(unknown), board=board, name="plain")["pin"]["version"] != once["version"]
+
+
 def test_the_export_command_writes_and_pins(exported, tmp_path, capsys, caplog):
     from alexnet.cli import main
 

@@ -30,7 +30,7 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
 from .options import ExportOptions, check_model_pin
-from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model
+from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)
@@ -190,20 +190,42 @@ def _pinned_file(folder: str, format: str, scratch: str) -> str:
     return archive
 
 
+#: The classes per image of the export a training pins beside its model (``model_format``).
+PINNED_TOP = 5
+
+
+def export_format_of(model_format: str) -> str | None:
+    """The export a ``model_format`` (:data:`~.pin.MODEL_FORMATS`) pins beside the Keras file, or None."""
+    return model_format.split("+", 1)[1] if "+" in model_format else None
+
+
+def pinned_already(board: str | None, name: str, card: ModelCard, format: str | None,
+                   top: int = PINNED_TOP) -> dict[str, str] | None:
+    """The newest version of model pin ``name`` on ``board`` when it holds this model already (``card``'s weights),
+    in the same formats (with a ``format`` export of ``top`` classes, or the Keras file alone when ``format`` is
+    None), said in one line: a new version would repeat it. Else None."""
+    pin = published_with(board, name, card.weights_sha256, format, min(top, card.num_classes) if format else None)
+    if pin is not None:
+        with_export = f" with its {format} export" if format else ""
+        logger.info("Model pin %s version %s on %s holds this model%s already: no new version, that one is kept.",
+                    pin["name"], pin["version"], pin["board"], with_export)
+    return pin
+
+
 def publish_with_export(board: str | None, name: str, model_file: str, card: ModelCard, model_format: str,
                         model: Any) -> dict[str, str]:
     """Publish the model pin ``name`` on ``board``: ``model_file`` (an ``alexnet.keras`` saved for inference) and,
-    when ``model_format`` (:data:`~.pin.MODEL_FORMATS`) asks for it, the export of ``model`` beside it (the top 5
-    classes per image)."""
-    if model_format == "keras":
+    when ``model_format`` (:data:`~.pin.MODEL_FORMATS`) asks for it, the export of ``model`` beside it (the top
+    :data:`PINNED_TOP` classes per image)."""
+    format = export_format_of(model_format)
+    if format is None:
         return publish_model(board, name, model_file, card)
-    format = model_format.split("+", 1)[1]
     scratch = make_scratch("alexnet-export-")
     try:
         folder = os.path.join(scratch, "export")
-        build_export(model, card, 5, folder, format)
+        build_export(model, card, PINNED_TOP, folder, format)
         return publish_model(board, name, model_file, card, export_file=_pinned_file(folder, format, scratch),
-                             export_format=format)
+                             export_format=format, export_top=min(PINNED_TOP, card.num_classes))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -231,7 +253,8 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
     ``format``: ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
     ``tf.lite.TFLiteConverter.from_saved_model``: TF Lite has no image decoding). ``top``: the classes returned per
     image (at most the model's). ``board``: also publish the export in a model pin there, beside the model's
-    ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``);
+    ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``),
+    unless its newest version holds this model with the same export already (that version is kept and returned);
     :func:`alexnet.alexnet_model` reads it back with ``export=True``, SHA-256 checked. Give ``path``, ``board`` or
     both.
 
@@ -281,11 +304,12 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
         if target is not None:
             _write(folder, target)
             logger.info("Wrote the %s export (%.1f MB) to %s", format, size / 1e6, target)
-        pin = None
-        if pin_name is not None:
+        pin = pinned_already(board, pin_name, loaded.card, format, top) if pin_name is not None else None
+        if pin_name is not None and pin is None:
             with inference_copy(loaded.model) as model_file:
                 pin = publish_model(board, pin_name, model_file, loaded.card,
-                                    export_file=_pinned_file(folder, format, scratch), export_format=format)
+                                    export_file=_pinned_file(folder, format, scratch), export_format=format,
+                                    export_top=min(top, loaded.card.num_classes))
             logger.info("Published the model with its %s export as pin %s version %s on %s.", format, pin["name"],
                         pin["version"], pin["board"])
     finally:
