@@ -293,7 +293,10 @@ def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_pat
     model_dir = tmp_path / "model"
     save_model_dir(exported["model"], model_dir, card)
     board = str(tmp_path / "board")
-    first = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    with caplog.at_level("WARNING", logger="alexnet"):
+        first = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    assert f"Board {board} holds no pins: model pin served makes it a new board." in caplog.text
+    caplog.clear()
     with caplog.at_level("INFO", logger="alexnet"):
         again = alexnet_export(str(model_dir), board=board, name="served")["pin"]
     assert again == first, "the version that holds it already, returned as what was pinned"

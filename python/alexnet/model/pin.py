@@ -83,7 +83,8 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     ``export_top`` classes per image, which its metadata records).
 
     The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
+    can also be read over https://. A board that holds no pins yet gets a warning that the pin makes it a new board
+    (a mistyped location would otherwise go unnoticed). Returns ``board`` (resolved), ``name`` and ``version``.
     """
     from ..storage.publish import publish_file, quiet_pins
 
@@ -101,6 +102,9 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     exists = name in names
     if exists:
         _warn_of_other_classes(opened, name, card)
+    elif not names:  # reading from a board that is not there is an error: a mistyped location is told here
+        logger.warning("Board %s holds no pins: model pin %s makes it a new board. If you meant an existing board, "
+                       "its location is mistyped.", opened.location, name)
     with quiet_pins():
         version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
                                metadata=metadata, exists=exists, retries=retries)
