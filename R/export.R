@@ -20,11 +20,12 @@
 #' @param model An [alexnet_model()], or the path or location of a saved model with its card (a model without a
 #'   card is refused: its classes' names and image size would be unknown).
 #' @param path The folder to write: a path, `file://`, `gs://` or `s3://` location. One that exists and is not
-#'   empty is refused, unless `overwrite = TRUE` and it holds an earlier export, which is then replaced (a
-#'   folder holding anything else is never emptied). `NULL` with a `board`: publish only.
+#'   empty is refused, unless `overwrite = TRUE` and it holds an earlier export and nothing else, which is then
+#'   replaced (a folder holding anything else is never emptied). `NULL` with a `board`: publish only.
 #' @eval declared_params(export_options)
 #' @param board A board to also publish the export on, in a model pin beside the model's `alexnet.keras` (a new
-#'   version of pin `name`); [alexnet_model()] with `export = TRUE` reads it back, checked against its SHA-256.
+#'   version of pin `name`, unless its newest version holds this model with the same export already: that version
+#'   is kept and returned); [alexnet_model()] with `export = TRUE` reads it back, checked against its SHA-256.
 #' @param name The model pin's name; `NULL` is the pin `model` came from, else `"alexnet"`.
 #' @param ... Nothing more for `alexnet_export()`: a name that is not an option is refused, naming the closest;
 #'   ignored by `print()`.

@@ -167,6 +167,66 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _copy_of(export: str, folder: Path) -> Path:
+    import shutil
+
+    shutil.copytree(export, folder)
+    return folder
+
+
+def test_overwrite_replaces_only_a_folder_holding_an_export_and_nothing_else(exported, tmp_path, monkeypatch):
+    import alexnet.model.export as export_module
+
+    model_dir = exported["model_dir"]
+    # a project folder that happens to hold an export's file beside its own: refused, and all of it kept
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "analysis.R").write_text("important")
+    (project / "data.csv").write_text("x")
+    (project / "alexnet.tflite").write_bytes(b"tflite")
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(data.csv, src\): `overwrite` "
+                                           r"replaces only a folder holding an earlier export and nothing else"):
+        alexnet_export(model_dir, str(project), "tflite", overwrite=True)
+    assert (project / "src" / "analysis.R").read_text() == "important" and (project / "data.csv").read_text() == "x"
+    assert (project / "alexnet.tflite").read_bytes() == b"tflite"
+    # an earlier SavedModel with one file more, anywhere in it, is not emptied either
+    for extra, named in (("NOTES.txt", "NOTES.txt"), ("variables/extra/x.bin", "variables/extra"),
+                         ("assets/words.txt", "assets/words.txt"), ("variables/mine.txt", "variables/mine.txt")):
+        folder = _copy_of(exported["path"], tmp_path / f"with-{named.replace('/', '-')}")
+        (folder / extra).parent.mkdir(parents=True, exist_ok=True)
+        (folder / extra).write_text("mine")
+        with pytest.raises(AlexnetError, match=rf"holds files that are not an export \({named}\)"):
+            alexnet_export(model_dir, str(folder), overwrite=True)
+        assert (folder / extra).read_text() == "mine" and (folder / "saved_model.pb").exists()
+    # a folder holding the card alone holds no earlier export
+    alone = tmp_path / "card-alone"
+    alone.mkdir()
+    (alone / "alexnet-model.json").write_text("{}")
+    with pytest.raises(AlexnetError, match=r"holds no earlier export .*this folder is not emptied"):
+        alexnet_export(model_dir, str(alone), overwrite=True)
+    assert (alone / "alexnet-model.json").read_text() == "{}"
+    # a file that comes while the export is made is seen before anything is removed
+    late = _copy_of(exported["path"], tmp_path / "late")
+    build = export_module.build_export
+
+    def build_then_drop(*args, **kwargs):
+        (late / "NOTES.txt").write_text("came late")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(export_module, "build_export", build_then_drop)
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(NOTES.txt\)"):
+        alexnet_export(model_dir, str(late), overwrite=True)
+    assert (late / "NOTES.txt").read_text() == "came late" and (late / "saved_model.pb").exists()
+    monkeypatch.undo()
+    # an export and nothing else (with its empty assets/) is replaced
+    pure = _copy_of(exported["path"], tmp_path / "pure")
+    (pure / "saved_model.pb").write_bytes(b"an older export")
+    result = alexnet_export(model_dir, str(pure), overwrite=True, top=2)
+    assert (pure / "saved_model.pb").read_bytes() != b"an older export" and result["top"] == 2
+    assert sorted(os.listdir(pure)) == ["alexnet-model.json", "assets", "fingerprint.pb", "saved_model.pb",
+                                        "variables"]
+
+
 @pytest.mark.parametrize("scheme", ["gs", "s3"])
 def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env, tmp_path, scheme):
     from alexnet.storage.location import open_filesystem
@@ -180,6 +240,11 @@ def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env
     assert listed == sorted(result["files"])
     with pytest.raises(AlexnetError, match="exists and is not empty"):
         alexnet_export(exported["model_dir"], location)
+    fs.pipe_file(f"{remote}/variables/NOTES.txt", b"mine")
+    with pytest.raises(AlexnetError, match=r"holds files that are not an export \(variables/NOTES.txt\)"):
+        alexnet_export(exported["model_dir"], location, overwrite=True)
+    assert fs.cat_file(f"{remote}/variables/NOTES.txt") == b"mine"
+    fs.rm_file(f"{remote}/variables/NOTES.txt")
     local = tmp_path / "copy"
     for rel in listed:
         (local / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +281,41 @@ def test_a_model_pin_carries_the_export_beside_its_keras_file_checked_by_sha256(
     with pytest.raises(IntegrityError, match=r"savedmodel export of pin 'alexnet'.*tampered with or damaged"):
         alexnet_model(board, "alexnet", cache_dir=fresh, export=True)
     assert not [p for p in fresh.rglob("*.zip")] and not [p for p in fresh.rglob("saved_model.pb")]
+
+
+def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_path, caplog):
+    import dataclasses
+
+    from alexnet.model.export import pinned_already
+    from alexnet.storage.board import open_board
+
+    card = dataclasses.replace(card_for(CATEGORIES), weights_sha256="ab" * 32)
+    model_dir = tmp_path / "model"
+    save_model_dir(exported["model"], model_dir, card)
+    board = str(tmp_path / "board")
+    with caplog.at_level("WARNING", logger="alexnet"):
+        first = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    assert f"Board {board} holds no pins: model pin served makes it a new board." in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="alexnet"):
+        again = alexnet_export(str(model_dir), board=board, name="served")["pin"]
+    assert again == first, "the version that holds it already, returned as what was pinned"
+    assert f"Model pin served version {first['version']} on {first['board']} holds this model with its savedmodel " \
+        "export already: no new version, that one is kept." in caplog.text
+    assert "Published the model" not in caplog.text
+    versions = open_board(board).pins.pin_versions("served", as_df=False)
+    assert [str(v.version) for v in versions] == [first["version"]]
+    # another export of it (other classes per image), or the Keras file alone, is a new version
+    assert pinned_already(board, "served", card, "savedmodel", top=4) is not None
+    assert pinned_already(board, "served", card, "savedmodel", top=2) is None
+    assert pinned_already(board, "served", card, None) is None
+    other = alexnet_export(str(model_dir), board=board, name="served", top=2)["pin"]
+    assert other["version"] != first["version"]
+    # a card that does not know its weights' SHA-256 gets a new version each time
+    unknown = tmp_path / "unknown"
+    save_model_dir(exported["model"], unknown, card_for(CATEGORIES))
+    once = alexnet_export(str(unknown), board=board, name="plain")["pin"]
+    assert alexnet_export(str(unknown), board=board, name="plain")["pin"]["version"] != once["version"]
 
 
 def test_the_export_command_writes_and_pins(exported, tmp_path, capsys, caplog):

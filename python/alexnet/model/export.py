@@ -8,8 +8,8 @@ What the SavedModel's signatures take and return, and how an image that cannot b
 the same version (:mod:`.pin`): the SavedModel zipped as ``alexnet-savedmodel.zip``, or ``alexnet.tflite``.
 
 Refused before any work: a model without a card (its classes' names and its image size would be unknown), and a
-``path`` that exists and is not empty, unless ``overwrite`` is true and what is there is an earlier export (a
-folder holding anything else is never emptied).
+``path`` that exists and is not empty, unless ``overwrite`` is true and what is there is an earlier export and
+nothing else, checked through the SavedModel's folders (a folder holding anything else is never emptied).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 import shutil
 import zipfile
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
 from .options import ExportOptions, check_model_pin
-from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model
+from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,11 @@ logger = logging.getLogger(__name__)
 TFLITE_FILE = EXPORT_FILES["tflite"]
 #: Files that mark a folder as an earlier export, which ``overwrite`` may replace.
 _EXPORT_MARKS = ("saved_model.pb", TFLITE_FILE)
+#: What an export writes at the top of its folder: the files, and the SavedModel's folders.
+_EXPORT_FILES_AT_TOP = frozenset({"saved_model.pb", "fingerprint.pb", CARD_FILE, TFLITE_FILE})
+_EXPORT_FOLDERS = frozenset({"variables", "assets"})
+#: The files of a SavedModel's ``variables/`` (its ``assets/`` stays empty: the export has no asset).
+_VARIABLES_FILE = re.compile(r"variables\.(index|data-[0-9]+-of-[0-9]+)")
 
 
 def _entries(fs: Any, path: str, local: bool) -> list[str]:
@@ -54,6 +60,55 @@ def _entries(fs: Any, path: str, local: bool) -> list[str]:
         return []
 
 
+def _written_by_export(parts: list[str], folder: bool) -> bool:
+    """Whether the relative path ``parts`` (a folder when ``folder``) is one an export writes."""
+    if len(parts) == 1:
+        return parts[0] in (_EXPORT_FOLDERS if folder else _EXPORT_FILES_AT_TOP)
+    return (len(parts) == 2 and parts[0] == "variables" and not folder
+            and _VARIABLES_FILE.fullmatch(parts[1]) is not None)
+
+
+def _not_an_export(fs: Any, path: str, local: bool) -> list[str]:
+    """The relative paths under the folder ``path`` that no export writes, each named by its outermost folder that
+    is not an export's (``src``, not ``src/analysis.R``); a link is never an export's."""
+    found: list[tuple[str, bool]] = []
+    strangers: set[str] = set()
+    if local:
+        for root, folders, names in os.walk(path):
+            for name in [*folders, *names]:
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, path).replace(os.sep, "/")
+                if os.path.islink(full):
+                    strangers.add(rel)
+                else:
+                    found.append((rel, name in folders))
+            folders[:] = [f for f in folders if not os.path.islink(os.path.join(root, f))]
+    else:
+        root = path.rstrip("/")
+        found = [(p.rstrip("/")[len(root) + 1:], False) for p in fs.find(root) if p.rstrip("/") != root]
+    for rel, folder in found:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            if not _written_by_export(parts[:depth], folder or depth < len(parts)):
+                strangers.add("/".join(parts[:depth]))
+                break
+    return sorted(strangers)
+
+
+def _check_replaceable(fs: Any, resolved: str, local: bool, entries: list[str]) -> None:
+    """Raise unless the folder ``resolved`` (holding ``entries``) holds an earlier export and nothing else, which
+    ``overwrite`` may replace whole."""
+    strangers = _not_an_export(fs, fs_path(resolved), local)
+    if strangers:
+        raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({some_names(strangers, 4)}): "
+                           "`overwrite` replaces only a folder holding an earlier export and nothing else, and this "
+                           "folder is not emptied. Give a new or empty folder, or move those files away.")
+    if not any(mark in entries for mark in _EXPORT_MARKS):
+        raise AlexnetError(f"`path` = {resolved} holds no earlier export (neither {' nor '.join(_EXPORT_MARKS)}): "
+                           "`overwrite` replaces only an earlier export, and this folder is not emptied. Give a new "
+                           "or empty folder.")
+
+
 def _check_target(path: Any, overwrite: bool) -> str:
     """``path`` resolved, refused when it holds something (anything but an earlier export with ``overwrite``),
     then proven writable."""
@@ -65,9 +120,8 @@ def _check_target(path: Any, overwrite: bool) -> str:
     if entries and not overwrite:
         raise AlexnetError(f"`path` = {resolved} exists and is not empty ({len(entries)} entries: {shown}): give a new "
                            "or empty folder, or overwrite = True to replace an earlier export there.")
-    if entries and not any(mark in entries for mark in _EXPORT_MARKS):
-        raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({shown}): overwrite only "
-                           "replaces an earlier export, and this folder is not emptied. Give a new or empty folder.")
+    if entries:
+        _check_replaceable(fs, resolved, local, entries)
     return writable_location(resolved, "path")[0]
 
 
@@ -82,8 +136,13 @@ def _files(folder: str) -> Iterator[str]:
 
 def _write(folder: str, target: str) -> None:
     """Copy the export in the local ``folder`` to ``target`` (checked by :func:`_check_target`), replacing what is
-    there; the card is written last."""
-    if location_kind(target) == "file":
+    there, checked again first (files may have come while the export was made); the card is written last."""
+    local = location_kind(target) == "file"
+    fs = None if local else open_filesystem(target, write=True, what="`path`")
+    entries = _entries(fs, fs_path(target), local)
+    if entries:
+        _check_replaceable(fs, target, local, entries)
+    if local:
         staged = make_scratch("alexnet-export-", os.path.dirname(target))
         try:
             copy = os.path.join(staged, "export")
@@ -93,7 +152,6 @@ def _write(folder: str, target: str) -> None:
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         return
-    fs = open_filesystem(target, write=True, what="`path`")
     root = fs_path(target)
     for name in _entries(fs, root, False):
         fs.rm(posixpath.join(root, name), recursive=True)
@@ -132,20 +190,42 @@ def _pinned_file(folder: str, format: str, scratch: str) -> str:
     return archive
 
 
+#: The classes per image of the export a training pins beside its model (``model_format``).
+PINNED_TOP = 5
+
+
+def export_format_of(model_format: str) -> str | None:
+    """The export a ``model_format`` (:data:`~.pin.MODEL_FORMATS`) pins beside the Keras file, or None."""
+    return model_format.split("+", 1)[1] if "+" in model_format else None
+
+
+def pinned_already(board: str | None, name: str, card: ModelCard, format: str | None,
+                   top: int = PINNED_TOP) -> dict[str, str] | None:
+    """The newest version of model pin ``name`` on ``board`` when it holds this model already (``card``'s weights),
+    in the same formats (with a ``format`` export of ``top`` classes, or the Keras file alone when ``format`` is
+    None), said in one line: a new version would repeat it. Else None."""
+    pin = published_with(board, name, card.weights_sha256, format, min(top, card.num_classes) if format else None)
+    if pin is not None:
+        with_export = f" with its {format} export" if format else ""
+        logger.info("Model pin %s version %s on %s holds this model%s already: no new version, that one is kept.",
+                    pin["name"], pin["version"], pin["board"], with_export)
+    return pin
+
+
 def publish_with_export(board: str | None, name: str, model_file: str, card: ModelCard, model_format: str,
                         model: Any) -> dict[str, str]:
     """Publish the model pin ``name`` on ``board``: ``model_file`` (an ``alexnet.keras`` saved for inference) and,
-    when ``model_format`` (:data:`~.pin.MODEL_FORMATS`) asks for it, the export of ``model`` beside it (the top 5
-    classes per image)."""
-    if model_format == "keras":
+    when ``model_format`` (:data:`~.pin.MODEL_FORMATS`) asks for it, the export of ``model`` beside it (the top
+    :data:`PINNED_TOP` classes per image)."""
+    format = export_format_of(model_format)
+    if format is None:
         return publish_model(board, name, model_file, card)
-    format = model_format.split("+", 1)[1]
     scratch = make_scratch("alexnet-export-")
     try:
         folder = os.path.join(scratch, "export")
-        build_export(model, card, 5, folder, format)
+        build_export(model, card, PINNED_TOP, folder, format)
         return publish_model(board, name, model_file, card, export_file=_pinned_file(folder, format, scratch),
-                             export_format=format)
+                             export_format=format, export_top=min(PINNED_TOP, card.num_classes))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -169,11 +249,12 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
     ``model``: a model pin from :func:`alexnet.alexnet_model` or a ``model_dir`` / ``alexnet.keras`` location with
     its card (a model without a card is refused: its classes' names and image size would be unknown). ``path``: the
     folder to write, a path, ``file://``, ``gs://`` or ``s3://`` location; one that exists and is not empty is
-    refused unless ``overwrite`` is true and it holds an earlier export, which is then replaced. ``format``:
-    ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
+    refused unless ``overwrite`` is true and it holds an earlier export and nothing else, which is then replaced.
+    ``format``: ``"savedmodel"`` (the default) or ``"tflite"`` (the SavedModel's ``pixels`` signature converted by
     ``tf.lite.TFLiteConverter.from_saved_model``: TF Lite has no image decoding). ``top``: the classes returned per
     image (at most the model's). ``board``: also publish the export in a model pin there, beside the model's
-    ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``);
+    ``alexnet.keras``, as a new version of pin ``name`` (default: the pin ``model`` came from, else ``"alexnet"``),
+    unless its newest version holds this model with the same export already (that version is kept and returned);
     :func:`alexnet.alexnet_model` reads it back with ``export=True``, SHA-256 checked. Give ``path``, ``board`` or
     both.
 
@@ -223,11 +304,12 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
         if target is not None:
             _write(folder, target)
             logger.info("Wrote the %s export (%.1f MB) to %s", format, size / 1e6, target)
-        pin = None
-        if pin_name is not None:
+        pin = pinned_already(board, pin_name, loaded.card, format, top) if pin_name is not None else None
+        if pin_name is not None and pin is None:
             with inference_copy(loaded.model) as model_file:
                 pin = publish_model(board, pin_name, model_file, loaded.card,
-                                    export_file=_pinned_file(folder, format, scratch), export_format=format)
+                                    export_file=_pinned_file(folder, format, scratch), export_format=format,
+                                    export_top=min(top, loaded.card.num_classes))
             logger.info("Published the model with its %s export as pin %s version %s on %s.", format, pin["name"],
                         pin["version"], pin["board"])
     finally:

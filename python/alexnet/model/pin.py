@@ -5,9 +5,10 @@ A model pin holds one ``alexnet.keras``; its metadata is the model card (:mod:`.
 the file's ``sha256`` and ``bytes`` (:func:`model_pin_metadata`). It may also carry an export of the same model
 beside it (``alexnet_train(model_format = "keras+savedmodel")``, or ``alexnet_export()`` with a board): the
 SavedModel zipped as ``alexnet-savedmodel.zip`` (or ``alexnet.tflite``), described by the metadata's ``export``
-(``format``, ``file``, ``sha256``, ``bytes``). Reading a file downloads it to a temporary name beside its place in
-the cache, checks the SHA-256 against the metadata and only then renames it into place, so a damaged or tampered
-file is never loaded, and never left where a later call would find it. Cache layout, under ``cache_dir`` (default
+(``format``, ``file``, ``sha256``, ``bytes``, and ``top``: the classes it returns per image). Reading a file
+downloads it to a temporary name beside its place in the cache, checks the SHA-256 against the metadata and only
+then renames it into place, so a damaged or tampered file is never loaded, and never left where a later call would
+find it. Cache layout, under ``cache_dir`` (default
 ``<user cache dir>/alexnet/models``)::
 
     <sha256 of the file>/<file name>
@@ -75,12 +76,15 @@ def model_pin_metadata(card: ModelCard, sha256: str, size: int, export: dict[str
 
 
 def publish_model(board: str | None, name: str, model_file: str, card: ModelCard, *, retries: int = 3,
-                  export_file: str | None = None, export_format: str | None = None) -> dict[str, str]:
+                  export_file: str | None = None, export_format: str | None = None,
+                  export_top: int | None = None) -> dict[str, str]:
     """Upload ``model_file`` (an ``alexnet.keras`` saved for inference) as a new version of pin ``name`` on ``board``,
-    with ``export_file`` beside it when given (named :data:`EXPORT_FILES` ``[export_format]``).
+    with ``export_file`` beside it when given (named :data:`EXPORT_FILES` ``[export_format]``, returning the
+    ``export_top`` classes per image, which its metadata records).
 
     The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. Returns ``board`` (resolved), ``name`` and ``version``.
+    can also be read over https://. A board that holds no pins yet gets a warning that the pin makes it a new board
+    (a mistyped location would otherwise go unnoticed). Returns ``board`` (resolved), ``name`` and ``version``.
     """
     from ..storage.publish import publish_file, quiet_pins
 
@@ -92,11 +96,15 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
             raise AlexnetError(f"internal: a {export_format} export is pinned as {wanted}, not {export_file}")
         files.append(export_file)
         export = {"format": export_format, "file": wanted, "sha256": sha256_file(export_file),
-                  "bytes": os.path.getsize(export_file)}
+                  "bytes": os.path.getsize(export_file), **({"top": int(export_top)} if export_top else {})}
     metadata = model_pin_metadata(card, sha256_file(model_file), os.path.getsize(model_file), export)
-    exists = name in opened.pin_names()
+    names = opened.pin_names()
+    exists = name in names
     if exists:
         _warn_of_other_classes(opened, name, card)
+    elif not names:  # reading from a board that is not there is an error: a mistyped location is told here
+        logger.warning("Board %s holds no pins: model pin %s makes it a new board. If you meant an existing board, "
+                       "its location is mistyped.", opened.location, name)
     with quiet_pins():
         version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
                                metadata=metadata, exists=exists, retries=retries)
@@ -104,14 +112,21 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     return {"board": opened.location, "name": name, "version": version}
 
 
-def published_with(board: str | None, name: str, weights_sha256: str) -> dict[str, str] | None:
+def published_with(board: str | None, name: str, weights_sha256: str | None, export_format: str | None = None,
+                   export_top: int | None = None) -> dict[str, str] | None:
     """``board`` (resolved), ``name`` and ``version`` of the newest version of model pin ``name`` when it holds a
-    model of these weights (its card's ``weights_sha256``); ``None`` when the pin is not there or holds others."""
+    model of these weights (its card's ``weights_sha256``) in the same formats: the Keras file alone when
+    ``export_format`` is None, else with an export of that format returning ``export_top`` classes per image.
+    ``None`` when the pin is not there, holds other weights or other formats, or the card does not know its
+    weights' SHA-256."""
     opened = open_board(board)
-    if name not in opened.pin_names():
+    if not weights_sha256 or name not in opened.pin_names():
         return None
     user, version = _latest_metadata(opened, name)
     if user.get("kind") != MODEL_PIN_KIND or user.get("weights_sha256") != weights_sha256:
+        return None
+    carried = dict(user.get("export") or {})
+    if carried.get("format") != export_format or (export_format is not None and carried.get("top") != export_top):
         return None
     return {"board": opened.location, "name": name, "version": version}
 

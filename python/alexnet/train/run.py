@@ -197,8 +197,7 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     """Publish ``net`` without its optimizer state as pin ``settings.model_pin``, with the export ``model_format`` asks
     for beside it (the chief; every worker saves). ``again``: the run had nothing left to train, and a pin whose newest
     version holds these weights already (the run published it when it ended) gets no second version of them."""
-    from ..model.export import publish_with_export
-    from ..model.pin import published_with
+    from ..model.export import export_format_of, pinned_already, publish_with_export
     from ..model.saved import inference_copy
 
     if settings.model_pin is None or (not topo.chief and topo.workers == 1):
@@ -206,10 +205,9 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     with inference_copy(net) as local:
         if not topo.chief:
             return None
-        pin = published_with(settings.model_board, settings.model_pin, card.weights_sha256) if again else None
+        format = export_format_of(settings.model_format)
+        pin = pinned_already(settings.model_board, settings.model_pin, card, format) if again else None
         if pin is not None:
-            logger.info("Model pin %s version %s on %s holds this model already: no new version.", pin["name"],
-                        pin["version"], pin["board"])
             return pin
         pin = publish_with_export(settings.model_board, settings.model_pin, local, card, settings.model_format, net)
     logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
