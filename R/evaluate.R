@@ -8,7 +8,10 @@
 #' @param data A partition ([imagenet_partition()]) whose validation images are used; `NULL` fetches them
 #'   from `board`.
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
-#'   `NULL` for the default.
+#'   `NULL` for the default. Its classes (or `data`'s) must be among the model's, by WordNet id: a board of some of
+#'   them is scored over all the model's outputs, with a row of `per_class` for each of its classes; one with
+#'   classes the model lacks is refused, naming them (give the images of the classes both hold as `data`, with
+#'   `val_image` and `val_category`).
 #' @eval declared_params(evaluation_options)
 #' @eval declared_params(board_images_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest. For `plot()`,
