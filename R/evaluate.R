@@ -8,7 +8,10 @@
 #' @param data A partition ([imagenet_partition()]) whose validation images are used; `NULL` fetches them
 #'   from `board`.
 #' @param board The board whose validation images are evaluated, read only (see [imagenet_categories()]);
-#'   `NULL` for the default.
+#'   `NULL` for the default. Its classes (or `data`'s) must be among the model's, by WordNet id: a board of some of
+#'   them is scored over all the model's outputs, with a row of `per_class` for each of its classes; one with
+#'   classes the model lacks is refused, naming them (give the images of the classes both hold as `data`, with
+#'   `val_image` and `val_category`).
 #' @eval declared_params(evaluation_options)
 #' @eval declared_params(board_images_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest. For `plot()`,
@@ -128,13 +131,24 @@ plot.alexnet_evaluation <- function(x, top = 5L, ...) {
   graphics::lines(rank, ranked$top1_accuracy, type = if (nrow(ranked) > 50L) "l" else "o", pch = 19)
   graphics::abline(h = c(x$top1_accuracy, x$top5_accuracy), lty = 2, col = c("black", "grey50"))
   named <- utils::head(ranked, top)
-  at <- seq_len(nrow(named))
-  # a name on the right half of the plot is written to the left of its point, so that it stays inside
-  if (nrow(named)) graphics::text(at, named$top1_accuracy, first_name(named$name),
-                                  pos = ifelse(at > (length(rank) + 1) / 2, 2, 4), cex = 0.7, srt = 30)
+  placed <- name_placements(seq_len(nrow(named)), named$top1_accuracy, length(rank))
+  for (i in seq_len(nrow(named))) {
+    graphics::text(i, named$top1_accuracy[[i]], paste0("  ", first_name(named$name[[i]]), "  "), cex = 0.7,
+                   srt = placed$srt[[i]], adj = c(placed$adj[[i]], 0.5), xpd = NA)
+  }
   graphics::legend("bottomright", legend = c("top-1", paste0("top-", top_k), "overall"), lty = c(1, 1, 2),
                    col = c("black", "grey50", "black"), bty = "n")
   invisible(ranked)
+}
+
+# How plot() writes the names of classes at ranks `at` of `classes`, with top-1 accuracies `accuracy`: slanted 30
+# degrees away from the point, towards the middle of the plot (rightwards on its left half, leftwards on its right
+# half; upwards from an accuracy of 0.5 or below, downwards above it), so that a name stays inside the plot. `srt` is
+# text()'s angle and `adj` its horizontal adjustment (0: the name starts at its point; 1: it ends there).
+name_placements <- function(at, accuracy, classes) {
+  right <- at > (classes + 1) / 2
+  up <- accuracy <= 0.5
+  data.frame(srt = ifelse(right == up, -30, 30), adj = ifelse(right, 1, 0))
 }
 
 #' @rdname alexnet_evaluate

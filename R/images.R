@@ -1,13 +1,31 @@
 # The core's `fun` (alexnet_predict(), alexnet_features()) called with the arguments of the R function that calls
 # this (whose formals are `names`): checked, `model` and `images` required, the model as the core takes it and the
-# images as a list (one path stays a list of one).
+# images as a list (core_images()).
 call_on_images <- function(fun, names, env = parent.frame()) {
-  args <- checked_args(fun, names, env)
+  args <- checked_args(fun, setdiff(names, "images"), env)  # `images` is checked by core_images()
   given <- function(name) !eval(call("missing", as.name(name)), env)
   if (!given("model")) model_missing()
   if (!given("images")) alexnet_abort("`images` is missing: give the paths of the images, or a folder of them.")
-  args$images <- as.list(args$images)
+  args$images <- core_images(get("images", envir = env))
   do.call(core_function(fun), args)
+}
+
+# `images` as the core takes them, a list (one path stays a list of one): the strings of a character vector, one
+# raw vector (one image's encoded bytes, as readBin() reads a file; it reaches Python as bytes), or a list of
+# strings and raw vectors. Anything else is an `alexnet_error` saying what is taken; pixels (a numeric array) also
+# how to encode them.
+core_images <- function(images) {
+  if (is.raw(images)) return(list(as.vector(images)))
+  if (is.character(images) && !anyNA(images) && is.null(dim(images))) return(as.list(images))
+  one <- function(x) is.raw(x) || (is.character(x) && length(x) == 1L && !is.na(x))
+  if (is.list(images) && !is.object(images) && all(vapply(images, one, logical(1)))) {
+    return(lapply(images, function(x) if (is.raw(x)) as.vector(x) else x))
+  }
+  pixels <- if (is.numeric(images) && length(dim(images)) %in% 2:3) {
+    "; to give pixels, encode them first, e.g. png::writePNG(pixels / 255) for values 0..255"
+  }
+  alexnet_abort("`images` must be paths, locations or folders of images (a character vector), or encoded images ",
+                "(a raw vector, or a list of raw vectors and paths), not ", show_value(images), pixels, ".")
 }
 
 #' Classify images with a trained AlexNet
@@ -15,7 +33,10 @@ call_on_images <- function(fun, names, env = parent.frame()) {
 #' @param model An [alexnet_model()], or the path or location of a saved model.
 #' @param images Paths or locations (`gs://`, `s3://`, `https://`) of image files (JPEG, PNG, GIF, BMP), or folders
 #'   (local, `gs://`, `s3://`): a folder stands for its image files, in the order of their names (hidden files,
-#'   other files and subfolders left out).
+#'   other files and subfolders left out). Or encoded images: a raw vector (one image's bytes, as
+#'   `readBin(path, "raw", file.size(path))` reads them), or a list of raw vectors and paths; such an image is named
+#'   `<bytes i>` in the result (`i` its place in the list, from 0). Pixels are not taken: encode them first (e.g.
+#'   `png::writePNG()` gives a PNG's raw vector).
 #' @eval declared_params(predict_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details Images are read 16 at a time (a bucket's objects in parallel) and predicted a chunk of 64 at a time, so
@@ -52,7 +73,9 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 #'   options (`layer`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their defaults
 #'   and checks, as are the command line's `alexnet features` options.
 #' @returns A numeric matrix with a row per image, named by the image (its path or location; a folder's files as
-#'   `folder/file`), and a column per value of the layer; its attribute `layer` names the layer.
+#'   `folder/file`), and a column per value of the layer, named as the command line's `alexnet features` names them
+#'   (`fc2_1` to `fc2_4096`; for `logits`, column `k` is the class `class_ids[k]` of the model); its attribute `layer`
+#'   names the layer.
 #' @seealso [alexnet_predict()]; [stats::dist()] for the distances between the rows.
 #' @examples
 #' if (alexnet_available()) {
@@ -69,7 +92,7 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 alexnet_features <- function(model, images, ...) {
   result <- call_on_images("alexnet_features", names(formals()))
   features <- numpy_array(result$features)
-  dimnames(features) <- list(as.character(unlist(result$image)), NULL)
+  dimnames(features) <- list(as.character(unlist(result$image)), as.character(unlist(result$columns)))
   attr(features, "layer") <- result$layer
   features
 }

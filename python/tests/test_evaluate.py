@@ -182,19 +182,23 @@ def test_crops_other_than_1_or_10_are_refused(setup, crops):
         alexnet_evaluate(setup["model_dir"], board=setup["board"], crops=crops)
 
 
-def test_a_model_of_as_many_other_classes_is_refused_naming_the_first_that_differs(setup, tmp_path):
+def test_a_board_of_classes_the_model_lacks_is_refused_naming_some_of_them(setup, tmp_path):
     rows = imagenet_categories(setup["board"])
     renamed = [{**row, "id": f"z{i}"} if i >= 2 else row for i, row in enumerate(rows)]
     other = save_model_dir(setup["model"], tmp_path / "other", card_for(renamed))
-    expected = rf"trained on other classes than board .* holds \(label 2 is z2 for the model, {rows[2]['id']} there, " \
-               rf"and {CLASSES - 3} more label\(s\) besides\)"
+    missing = ", ".join(row["id"] for row in rows[2:5])
+    expected = rf"board .* holds {CLASSES - 2} of its {CLASSES} classes that the model was not trained on " \
+               rf"\({missing}, \.\.\. \({CLASSES - 5} more\)\): .* give the images of the classes both hold as " \
+               r"`data` with `val_image` and `val_category`"
     with pytest.raises(AlexnetError, match=expected):
         alexnet_evaluate(str(other), board=setup["board"], cache_dir=setup["cache"])
-    # the same classes in another order: every label would be scored against another class
+    # the same classes in another order: each image is scored against its own class, by WordNet id
     shuffled = save_model_dir(setup["model"], tmp_path / "shuffled", card_for([rows[1], rows[0], *rows[2:]]))
     data = {**setup["fetched"]}
-    with pytest.raises(AlexnetError, match=r"other classes than `data` holds \(label 0 is .* and 1 more label"):
-        alexnet_evaluate(str(shuffled), data)
+    files, labels = _kept(setup)
+    swapped = [{0: 1, 1: 0}.get(y, y) for y in labels]
+    result = alexnet_evaluate(str(shuffled), data)
+    assert (result["top1_correct"], result["top5_correct"]) == by_hand(setup["model"], files, swapped, IMAGE_SIZE)
     # images labelled by category are counted against the model's own ids: the data's order does not matter
     by_category = {"val_image": data["val_image"], "val_category": data["val_category"],
                    "class_ids": sorted(data["class_ids"], reverse=True)}
@@ -206,6 +210,39 @@ def test_a_model_of_as_many_other_classes_is_refused_naming_the_first_that_diffe
     # a model without a card names its classes by number: only their number is checked
     cardless = save_model_dir(setup["model"], tmp_path / "cardless")
     assert alexnet_evaluate(str(cardless), data)["images"] == 2 * CLASSES - 1
+
+
+def test_a_board_of_some_of_the_models_classes_is_scored_by_wordnet_id_over_all_its_outputs(setup, tmp_path,
+                                                                                            caplog):
+    board = synthetic_board(tmp_path, classes=4, val_per_class=2, seed=5)
+    ids = [row["id"] for row in imagenet_categories(board)]
+    model_ids = [row["id"] for row in imagenet_categories(setup["board"])]
+    assert set(ids) < set(model_ids)  # the first 4 of the model's 7 classes ...
+    reordered = save_model_dir(setup["model"], tmp_path / "reordered",  # ... which are its last 4 here
+                               card_for([*imagenet_categories(setup["board"])[4:], *imagenet_categories(board)[::-1]]))
+    card_ids = [*model_ids[4:], *ids[::-1]]
+    fetched = imagenet_validation(board, cache_dir=tmp_path / "cache")
+    labels = [card_ids.index(c) for c in fetched["val_category"]]
+    with caplog.at_level("INFO", logger="alexnet.model.evaluate"):
+        result = alexnet_evaluate(str(reordered), board=board, cache_dir=tmp_path / "cache")
+    assert f"board {board} holds 4 of the model's {CLASSES} classes: its images are scored by WordNet id" in caplog.text
+    assert (result["images"], result["num_classes"], result["top_k"]) == (8, CLASSES, 5)
+    assert (result["top1_correct"], result["top5_correct"]) == \
+        by_hand(setup["model"], fetched["val_image"], labels, IMAGE_SIZE)
+    assert sorted(row["id"] for row in result["per_class"]) == sorted(ids)
+    assert all(row["index"] == card_ids.index(row["id"]) and row["images"] == 2 for row in result["per_class"])
+    # the same from data labelled by the board's own indices, and by category
+    again = alexnet_evaluate(str(reordered), fetched)
+    by_category = alexnet_evaluate(str(reordered), {"val_image": fetched["val_image"],
+                                                    "val_category": fetched["val_category"]})
+    for other in (again, by_category):
+        assert (other["top1_correct"], other["top5_correct"], other["per_class"]) == \
+            (result["top1_correct"], result["top5_correct"], result["per_class"])
+    # a model of the board's 4 classes on the model's board of 7: refused, naming what it lacks
+    four = save_model_dir(tiny_model(4), tmp_path / "four", card_for(imagenet_categories(board)))
+    with pytest.raises(AlexnetError, match=rf"holds 3 of its 7 classes that the model was not trained on "
+                                           rf"\({', '.join(model_ids[4:])}\)"):
+        alexnet_evaluate(str(four), board=setup["board"], cache_dir=setup["cache"])
 
 
 def test_without_data_the_default_board_is_scored_and_without_one_the_error_says_what_to_give(setup, tmp_path,

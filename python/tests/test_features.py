@@ -123,7 +123,7 @@ def test_the_command_prints_csv_and_json_equal_to_the_call(setup, capsys):
     called = alexnet_features(setup["model_dir"], images, layer="fc1")
     assert main(["features", *images, "--model", setup["model_dir"], "--layer", "fc1"]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
-    assert rows[0] == ["image", *(f"fc1_{k}" for k in range(1, UNITS + 1))]
+    assert rows[0] == ["image", *(f"fc1_{k}" for k in range(1, UNITS + 1))] == ["image", *called["columns"]]
     assert [row[0] for row in rows[1:]] == images
     # written so that each value reads back to the same float32
     np.testing.assert_array_equal(np.array([row[1:] for row in rows[1:]], dtype=np.float32), called["features"])
@@ -131,6 +131,7 @@ def test_the_command_prints_csv_and_json_equal_to_the_call(setup, capsys):
                  "--batch-size", "2", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["layer"] == "logits" and len(printed["image"]) == 7
+    assert printed["columns"] == [f"logits_{k}" for k in range(1, len(CATEGORIES) + 1)]
     np.testing.assert_allclose(np.array(printed["features"], dtype=np.float32),  # batches of 2 against 32
                                alexnet_features(setup["model_dir"], str(setup["photos"]), "logits")["features"],
                                rtol=1e-5, atol=1e-7)

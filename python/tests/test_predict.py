@@ -335,7 +335,8 @@ def test_a_model_saved_with_the_old_pooling_layer_still_loads_predicts_and_expor
 @pytest.mark.parametrize(("images", "message"), [
     (None, r"^`images` must be paths or locations of images, not a NoneType: give image files"),
     (123, r"^`images` must be paths or locations of images, not a int: give image files"),
-    (["a.jpg", 5.0], r"^`images` holds a float \(5\.0\), not a path, location or bytes: give image files"),
+    (["a.jpg", 5.0], r"^`images` holds a float \(5\.0\), not a path, location or encoded image bytes: give image "
+                     r"files"),
     ([], r"^`images` is empty: give image files"),
 ])
 def test_images_that_are_not_paths_are_refused_for_predictions_and_features(setup, images, message):
@@ -344,3 +345,44 @@ def test_images_that_are_not_paths_are_refused_for_predictions_and_features(setu
     for call in (alexnet_predict, alexnet_features):
         with pytest.raises(AlexnetError, match=message):
             call(setup["model_dir"], images)
+
+
+def test_encoded_images_are_taken_as_bytes_bytearray_or_memoryview(setup):
+    data = Path(setup["images"][0]).read_bytes()
+    records = alexnet_predict(setup["model_dir"], [data, bytearray(data), memoryview(data)], top=1)
+    assert [r["image"] for r in records] == ["<bytes 0>", "<bytes 1>", "<bytes 2>"]
+    assert len({r["id"] for r in records}) == 1
+    assert [r["probability"] for r in records] == pytest.approx([records[0]["probability"]] * 3, rel=1e-5)
+    # one bytearray is one image, not a list of numbers
+    one = alexnet_predict(setup["model_dir"], bytearray(data), top=1)
+    assert [(r["image"], r["id"]) for r in one] == [("<bytes 0>", records[0]["id"])]
+
+
+class _Unconverted(np.ndarray):
+    """An array that fails when converted to a list or reshaped (what refusing pixels must not do first)."""
+
+    def tolist(self):
+        raise AssertionError("converted")
+
+    def reshape(self, *args, **kwargs):
+        raise AssertionError("reshaped")
+
+
+def test_pixels_are_refused_before_any_conversion_saying_how_to_encode_them(setup):
+    from alexnet.model.features import alexnet_features
+
+    pixels = np.zeros((4000, 6000, 3), np.uint8)
+    expected = r"^`images` takes no pixels, not a NumPy array of uint8 of shape \(4000, 6000, 3\): give image " \
+               r"files, folders, locations or encoded image bytes .*; encode pixels first, e\.g\. with PIL: " \
+               r"Image\.fromarray\(pixels\)\.save\(buffer, \"PNG\"\)"
+    for call in (alexnet_predict, alexnet_features):
+        with pytest.raises(AlexnetError, match=expected):
+            call(setup["model_dir"], pixels.view(_Unconverted))
+    with pytest.raises(AlexnetError, match=r"^`images` takes no pixels, not a NumPy array of float32 of shape \(2, 2"):
+        alexnet_predict(setup["model_dir"], [setup["images"][0], np.zeros((2, 2, 3), np.float32)])
+    pil = pytest.importorskip("PIL.Image")
+    with pytest.raises(AlexnetError, match=r"^`images` takes no pixels, not a PIL image \(Image\): give image files"):
+        alexnet_predict(setup["model_dir"], pil.fromarray(pixels[:8, :8]))
+    # a NumPy array of paths (as from pandas or R) is still paths
+    records = alexnet_predict(setup["model_dir"], np.array(setup["images"][:2]), top=1)
+    assert [r["image"] for r in records] == setup["images"][:2]

@@ -177,10 +177,12 @@ def test_what_cannot_work_is_refused_on_the_driver(spark, setup):  # noqa: F811
         plan_job(7, setup["board"], 16, kind="evaluate", model=setup["model_dir"])
     with pytest.raises(AlexnetError, match=r"does not take `crop` \(did you mean `crops`\?\)"):
         plan_job(2, setup["board"], 2, kind="evaluate", model=setup["model_dir"], crop=10)
-    # a model of as many classes, but other ones
+    # a model of as many classes, but one the board holds is not among them
     rows = imagenet_categories(setup["board"])
-    other = save_model_dir(setup["model"], setup["root"] / "other-classes", card_for([*rows[1:], rows[0]]))
-    with pytest.raises(AlexnetError, match=r"the model was trained on other classes than board .* \(label 0 is "):
+    other = save_model_dir(setup["model"], setup["root"] / "other-classes",
+                           card_for([*rows[1:], {**rows[0], "id": "z"}]))
+    with pytest.raises(AlexnetError, match=rf"board .* holds 1 of its {len(rows)} classes that the model was not "
+                                           rf"trained on \({rows[0]['id']}\)"):
         plan_job(2, setup["board"], 2, kind="evaluate", model=str(other))
     with pytest.raises(AlexnetError, match="`crops` must be 1"):
         launcher.alexnet_spark_train(spark, 2, setup["board"], evaluate=True, crops=3)

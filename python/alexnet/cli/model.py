@@ -170,7 +170,7 @@ def features_table(result: dict[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     features = result["features"]
-    writer.writerow(["image", *(f"{result['layer']}_{k}" for k in range(1, features.shape[1] + 1))])
+    writer.writerow(["image", *result["columns"]])
     for image, row in zip(result["image"], features, strict=True):
         writer.writerow([image, *(format(value, ".9g") for value in row.tolist())])
     return out.getvalue().rstrip("\n")

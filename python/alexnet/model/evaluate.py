@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_strings
+from ..checks import as_int, as_strings, some_names
 from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
@@ -65,24 +65,41 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
     return files, labels, None if classes is None else as_int(classes, "num_classes", 1), ids
 
 
+def _numbered(card: ModelCard) -> bool:
+    """Whether the model of ``card`` names its classes by their label numbers (trained on data that did not name
+    them, or without a card): their ids say nothing."""
+    return card.class_ids == [str(i) for i in range(card.num_classes)]
+
+
 def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | None, where: str) -> None:
-    """Raise unless the model of ``card`` was trained for the classes of ``where``: as many (``classes``; None: not
-    said) and, where both name them (``ids``, by label; None: not named), the same ones in the same order, since a
-    label is a class's place among the model's outputs."""
-    if classes is not None and card.num_classes != classes:
-        raise AlexnetError(f"the model has {card.num_classes} outputs but {where} has {classes} classes: evaluate it "
-                           "on the board (or data) it was trained for.")
-    if ids is None or list(ids) == list(card.class_ids) or card.class_ids == [str(i) for i in range(card.num_classes)]:
-        return  # (a model trained on data that did not name its classes names them by their label numbers)
-    if len(ids) != card.num_classes:
-        raise AlexnetError(f"the model has {card.num_classes} outputs but {where} names {len(ids)} classes: evaluate "
-                           "it on the board (or data) it was trained for.")
-    apart = [(label, theirs, mine) for label, (theirs, mine) in enumerate(zip(card.class_ids, ids, strict=True))
-             if theirs != mine]
-    label, theirs, mine = apart[0]
-    more = f", and {len(apart) - 1} more label(s) besides" if len(apart) > 1 else ""
-    raise AlexnetError(f"the model was trained on other classes than {where} holds (label {label} is {theirs} for "
-                       f"the model, {mine} there{more}): evaluate it on the board (or data) it was trained for.")
+    """Raise unless the model of ``card`` can score the classes of ``where``: where both name them (``ids``, by
+    label; None: not named), each of them must be one of the model's (by WordNet id, in any order: the labels are
+    mapped to the model's, :func:`model_labels`); otherwise as many (``classes``; None: not said)."""
+    if ids is None or _numbered(card):  # (a model trained on data that did not name its classes names them by number)
+        if classes is not None and card.num_classes != classes:
+            raise AlexnetError(f"the model has {card.num_classes} outputs but {where} has {classes} classes: evaluate "
+                               "it on the board (or data) it was trained for.")
+        return
+    known = set(card.class_ids)
+    unknown = [wnid for wnid in ids if wnid not in known]
+    if unknown:
+        raise AlexnetError(f"{where} holds {len(unknown)} of its {len(ids)} classes that the model was not trained on "
+                           f"({some_names(unknown)}): evaluate it on a board (or data) of its classes, or give the "
+                           "images of the classes both hold as `data` with `val_image` and `val_category` (their "
+                           "WordNet ids).")
+
+
+def model_labels(card: ModelCard, ids: Sequence[str] | None, where: str) -> list[int] | None:
+    """The model's label of each label of ``where``, whose classes are ``ids`` (by label), all among the model's
+    (:func:`check_classes`); None when the labels are the model's own (the same ids in the same order, or not named
+    on either side). Says in one line when they are not."""
+    if ids is None or _numbered(card) or list(ids) == list(card.class_ids):
+        return None
+    index = {wnid: label for label, wnid in enumerate(card.class_ids)}
+    logger.info("%s holds %d of the model's %d classes: its images are scored by WordNet id, top-1 and top-%d over "
+                "all the model's outputs, and `per_class` has a row for each of its classes with images.", where,
+                len(ids), card.num_classes, min(TOP_K, card.num_classes))
+    return [index[wnid] for wnid in ids]
 
 
 def _unused_board_options(board: Any, images: BoardImagesOptions) -> None:
@@ -193,10 +210,12 @@ def alexnet_evaluate(
     warning says so).
 
     Before any work: ``data`` that is not a partition, no board where one is needed, ``crops`` not 1 or 10,
-    ``partition`` not below ``total``, a missing model, data or a board without validation images, or a model trained
-    on other classes than the data's or board's (another number of them, or, when both name them, other ids or
-    another order) raise :class:`AlexnetError`. Images that fail the usable-image check are left out,
-    listed in ``bad_images`` and logged; an image that still cannot be decoded raises, naming it.
+    ``partition`` not below ``total``, a missing model, data or a board without validation images, or data or a
+    board holding classes the model was not trained on (when both name them by WordNet id; else another number of
+    them) raise :class:`AlexnetError`. Data or a board of some of the model's classes (or all of them in another
+    order) is scored by WordNet id, over all the model's outputs (a line of the log says how many of its classes it
+    holds). Images that fail the usable-image check are left out, listed in ``bad_images`` and logged; an image that
+    still cannot be decoded raises, naming it.
 
     Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
     ``top5_accuracy``, ``top_k`` (min(5, classes): what "top-5" counts), ``crops``, ``protocol``,
@@ -255,7 +274,14 @@ def alexnet_evaluate(
 
         fetched = imagenet_validation(board, images.partition, images.total, cache_dir=images.cache_dir,
                                       workers=images.fetch_workers)
-        files, labels = fetched["val_image"], fetched["val_label"]
+        files, labels, ids = fetched["val_image"], fetched["val_label"], fetched["class_ids"]
+    to_model = model_labels(card, ids if source.card is not None else None, where)
+    if to_model is not None:
+        outside = sorted({y for y in labels if not 0 <= y < len(to_model)})
+        if outside:
+            raise AlexnetError(f"validation labels {outside[:10]} are outside 0..{len(to_model) - 1}, the classes "
+                               f"{where} names: give each image its class's index among them.")
+        labels = [to_model[y] for y in labels]
     outside = sorted({y for y in labels if not 0 <= y < card.num_classes})
     if outside:
         raise AlexnetError(f"validation labels {outside[:10]} are outside 0..{card.num_classes - 1}, the classes of "

@@ -43,16 +43,16 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
     """The values of ``layer`` for each image, in the order the images are given: a row of numbers per image.
 
     ``model`` and ``images`` are taken as :func:`alexnet.alexnet_predict` takes them (a model pin, a ``model_dir`` or
-    ``alexnet.keras`` location or, from Python, a ``keras.Model``; image files, locations, folders or ``bytes``),
+    ``alexnet.keras`` location or, from Python, a ``keras.Model``; image files, locations, folders or encoded images),
     and each image is decoded as evaluation does, at the card's image size. ``layer`` is one of
     :data:`~alexnet.model.options.FEATURE_LAYERS`: ``"fc2"``, the default, holds the 4096 values whose distances the
     paper used to find images the network sees as alike. Its options
     (:class:`~alexnet.model.options.FeaturesOptions`) are listed below.
 
     Returns a dict: ``image`` (each image's name, as :func:`alexnet.alexnet_predict` gives it: its path or location,
-    or ``<bytes i>``), ``layer`` and ``features``, a float32 array with a row per image and a column per value of the
-    layer. Images that cannot be read or decoded raise one :class:`AlexnetError` naming each of them, and nothing is
-    returned.
+    or ``<bytes i>``), ``layer``, ``features``, a float32 array with a row per image and a column per value of the
+    layer, and ``columns``, the names of its columns (:func:`feature_columns`). Images that cannot be read or decoded
+    raise one :class:`AlexnetError` naming each of them, and nothing is returned.
     """
     items = image_list(images)
     chosen = declaration.check(FeaturesOptions, {"layer": layer, **options}, "alexnet_features()")
@@ -68,7 +68,14 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
             rows.append(batch.reshape(len(batch), -1))
     features = np.concatenate(rows)
     logger.info("%d values of layer %s for each of %d images", features.shape[1], chosen.layer, len(names))
-    return {"image": names, "layer": chosen.layer, "features": features}
+    return {"image": names, "layer": chosen.layer, "features": features,
+            "columns": feature_columns(chosen.layer, features.shape[1])}
+
+
+def feature_columns(layer: str, values: int) -> list[str]:
+    """The names of the ``values`` columns of ``layer``'s features: ``<layer>_1`` to ``<layer>_<values>`` (for
+    ``logits``, column ``k`` is the model's class of label ``k - 1``)."""
+    return [f"{layer}_{k}" for k in range(1, values + 1)]
 
 
 declaration.take_declared(alexnet_features, FeaturesOptions, title="Its options, with their defaults:")

@@ -35,25 +35,53 @@ FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS | {".gif", ".bmp"}
 READERS = 16
 
 
+#: What ``images`` takes, for the messages that refuse something else.
+IMAGES_TAKEN = "give image files, folders, locations or encoded image bytes (a JPEG's or PNG's)"
+
+
+def _pixels_refused(value: Any) -> AlexnetError | None:
+    """The error for ``value`` when it holds pixels (a NumPy array of numbers, a PIL image), which ``images`` does
+    not take: found from the type alone, before any conversion of a large array."""
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "USO":
+        what = f"a NumPy array of {value.dtype} of shape {value.shape}"
+    elif type(value).__module__.split(".")[0] == "PIL":
+        what = f"a PIL image ({type(value).__name__})"
+    else:
+        return None
+    return AlexnetError(f"`images` takes no pixels, not {what}: {IMAGES_TAKEN}; encode pixels first, e.g. with "
+                        "PIL: Image.fromarray(pixels).save(buffer, \"PNG\") into buffer = io.BytesIO(), then give "
+                        "buffer.getvalue().")
+
+
 def image_list(images: Any) -> list[str | bytes]:
-    """``images`` as given to :func:`alexnet_predict` (one or many paths, locations, folders or ``bytes``; R's
-    character vectors and NumPy arrays too) as a list; an :class:`AlexnetError` when it is empty."""
-    if isinstance(images, (str, bytes, os.PathLike)):
+    """``images`` as given to :func:`alexnet_predict` (one or many paths, locations, folders or encoded images as
+    ``bytes``, ``bytearray`` or ``memoryview``; R's character vectors, raw vectors and NumPy arrays of strings too) as
+    a list; an :class:`AlexnetError` when it is empty or holds something else (pixels are refused before any
+    conversion, :func:`_pixels_refused`)."""
+    if isinstance(images, (str, bytes, bytearray, memoryview, os.PathLike)):
         images = [images]
+    refused = _pixels_refused(images)
+    if refused is not None:
+        raise refused
     if isinstance(images, np.ndarray):
         images = images.reshape(-1).tolist()
-    what = "give image files, folders, locations or (from Python) bytes"
     if not isinstance(images, Iterable) or isinstance(images, Mapping):
-        raise AlexnetError(f"`images` must be paths or locations of images, not a {type(images).__name__}: {what}.")
-    images = list(images)
-    wrong = next((v for v in images if not isinstance(v, (str, bytes, os.PathLike))), None)
-    if wrong is not None:
-        raise AlexnetError(f"`images` holds a {type(wrong).__name__} ({wrong!r:.40}), not a path, location or bytes: "
-                           f"{what}.")
-    out: list[str | bytes] = [v if isinstance(v, bytes) else os.fspath(v) if isinstance(v, os.PathLike) else str(v)
-                              for v in images]
+        raise AlexnetError(f"`images` must be paths or locations of images, not a {type(images).__name__}: "
+                           f"{IMAGES_TAKEN}.")
+    out: list[str | bytes] = []
+    for value in images:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            out.append(bytes(value))
+        elif isinstance(value, (str, os.PathLike)):
+            out.append(os.fspath(value))
+        else:
+            refused = _pixels_refused(value)
+            if refused is not None:
+                raise refused
+            raise AlexnetError(f"`images` holds a {type(value).__name__} ({value!r:.40}), not a path, location or "
+                               f"encoded image bytes: {IMAGES_TAKEN}.")
     if not out:
-        raise AlexnetError("`images` is empty: give image files, folders, locations or (from Python) bytes.")
+        raise AlexnetError(f"`images` is empty: {IMAGES_TAKEN}.")
     return out
 
 
@@ -195,9 +223,10 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     ``model``: a model pin from :func:`alexnet.alexnet_model`, a ``model_dir`` or ``alexnet.keras`` location,
     or (Python) a ``keras.Model``. ``images``: file paths or locations (folder files, ``file://``, ``gs://``,
     ``s3://``, ``https://``), folders (local, ``gs://``, ``s3://``: their image files, :data:`FOLDER_IMAGES`, by
-    name) or, from Python, ``bytes``. Each is decoded as evaluation does, at the card's image
-    size, and scored ``batch_size`` at a time. Its options (:class:`~alexnet.model.options.PredictOptions`) are
-    listed below.
+    name) or encoded images (a JPEG's or PNG's ``bytes``, ``bytearray`` or ``memoryview``; R's raw vectors). Pixels
+    (a NumPy array of numbers, a PIL image) are refused: encode them first. Each is decoded as evaluation does, at
+    the card's image size, and scored ``batch_size`` at a time. Its options
+    (:class:`~alexnet.model.options.PredictOptions`) are listed below.
 
     Returns one record per image and rank: ``image`` (as given, or ``<bytes i>`` for the ``i``-th image given
     as bytes, 0-based), ``rank`` (1 = most probable), ``id`` (the class's WordNet id, from the model's card),

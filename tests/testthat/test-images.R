@@ -1,0 +1,96 @@
+# Images given to alexnet_predict() and alexnet_features() as paths or as encoded bytes, the features' column
+# names, and the plot of an evaluation.
+
+# An untrained AlexNet of `classes` classes at 64 pixels, saved with its card in `dir`, and two photos beside it.
+tiny_model_and_photos <- function(dir, classes = 3L) {
+  alexnet:::alexnet_core()
+  reticulate::py_run_string(paste(
+    "def _alexnet_tiny_model(folder, classes):",
+    "    from pathlib import Path",
+    "    import numpy as np",
+    "    from PIL import Image",
+    "    from alexnet.model.card import CARD_FILE, ModelCard, now",
+    "    from alexnet.model.network import build_alexnet",
+    "    from alexnet.tfimport import keras",
+    "    keras.utils.set_random_seed(1)",
+    "    model = Path(folder) / 'model'",
+    "    model.mkdir(parents=True)",
+    "    build_alexnet(classes, image_size=64, dense_units=16).save(model / 'alexnet.keras')",
+    "    card = ModelCard(image_size=64, num_classes=classes, class_ids=[f'n0000000{i}' for i in range(classes)],",
+    "                     class_names=[f'class {i}' for i in range(classes)], epochs=1, created=now())",
+    "    (model / CARD_FILE).write_text(card.to_json())",
+    "    rng = np.random.default_rng(0)",
+    "    photos = [str(Path(folder) / f'photo{i}.jpg') for i in range(2)]",
+    "    for photo in photos:",
+    "        Image.fromarray(rng.integers(0, 256, (80, 90, 3), dtype=np.uint8)).save(photo, 'JPEG')",
+    "    return {'model': str(model), 'photos': photos}",
+    sep = "\n"), convert = FALSE)
+  made <- reticulate::import_main()[["_alexnet_tiny_model"]](dir, as.integer(classes))
+  list(model = made$model, photos = as.character(unlist(made$photos)))
+}
+
+test_that("encoded images are given as raw vectors, alone or in a list with paths, and pixels are refused", {
+  skip_if_no_alexnet()
+  made <- tiny_model_and_photos(withr::local_tempdir())
+  photo <- made$photos[[1]]
+  bytes <- readBin(photo, "raw", file.size(photo))
+  by_path <- alexnet_predict(made$model, photo, top = 2)
+  by_bytes <- alexnet_predict(made$model, bytes, top = 2)
+  expect_equal(by_bytes$image, rep("<bytes 0>", 2))
+  expect_equal(by_bytes$id, by_path$id)
+  expect_equal(by_bytes$probability, by_path$probability, tolerance = 1e-5)
+  mixed <- alexnet_predict(made$model, list(made$photos[[2]], bytes), top = 1)
+  expect_equal(mixed$image, c(made$photos[[2]], "<bytes 1>"))
+  expect_equal(mixed$id[[2]], by_path$id[[1]])
+  features <- alexnet_features(made$model, list(bytes, photo), layer = "logits")
+  expect_equal(rownames(features), c("<bytes 0>", photo))
+  expect_equal(unname(features[1, ]), unname(features[2, ]), tolerance = 1e-5)
+  # the pixels an image holds are no image: encoded images are
+  pixels <- array(0L, c(8L, 8L, 3L))
+  expect_error(alexnet_predict(made$model, pixels),
+               paste0("^`images` must be paths, locations or folders of images \\(a character vector\\), or encoded ",
+                      "images \\(a raw vector, or a list of raw vectors and paths\\), not an integer vector of length ",
+                      "192; to give pixels, encode them first, e\\.g\\. png::writePNG\\(pixels / 255\\)"),
+               class = "alexnet_error")
+  expect_error(alexnet_features(made$model, list(photo, 1)), "^`images` must be paths.*not a list of length 2\\.$",
+               class = "alexnet_error")
+  expect_error(alexnet_predict(made$model, NA_character_), "^`images` must be paths", class = "alexnet_error")
+})
+
+test_that("the columns of features are named as the command line names them (the core's `columns`)", {
+  skip_if_no_alexnet()
+  made <- tiny_model_and_photos(withr::local_tempdir())
+  fc2 <- alexnet_features(made$model, made$photos)
+  expect_equal(colnames(fc2), paste0("fc2_", 1:16))
+  expect_equal(rownames(fc2), made$photos)
+  logits <- alexnet_features(made$model, made$photos, layer = "logits")
+  expect_equal(colnames(logits), paste0("logits_", 1:3))
+})
+
+# An evaluation as alexnet_evaluate() returns it, of six classes, two of them at a top-1 accuracy of 0 and two at 1.
+evaluation_of_six <- function() {
+  per_class <- data.frame(index = 0:5, id = sprintf("n0000000%d", 0:5),
+                          name = c("tench, Tinca tinca", "goldfish, Carassius auratus", "great white shark",
+                                   "tiger shark, Galeocerdo cuvieri", "hammerhead", "electric ray"),
+                          images = 2L, top1_correct = c(0L, 0L, 1L, 1L, 2L, 2L), top5_correct = c(1L, 2L, 2L, 2L, 2L, 2L))
+  per_class$top1_accuracy <- per_class$top1_correct / per_class$images
+  per_class$top5_accuracy <- per_class$top5_correct / per_class$images
+  structure(list(images = 12L, top1_correct = 6L, top5_correct = 11L, top1_accuracy = 0.5, top5_accuracy = 11 / 12,
+                 top_k = 5L, num_classes = 6L, per_class = per_class), class = "alexnet_evaluation")
+}
+
+test_that("plot() of an evaluation writes the names of classes at 0 and at 1 towards the inside of the plot", {
+  path <- file.path(withr::local_tempdir(), "evaluation.png")
+  grDevices::png(path)
+  expect_no_warning(ranked <- plot(evaluation_of_six(), top = 6))
+  grDevices::dev.off()
+  expect_true(file.exists(path))
+  expect_equal(ranked$top1_accuracy, c(0, 0, 0.5, 0.5, 1, 1))
+  # each name runs from its point towards the middle: up from 0, down from 1, rightwards on the left half
+  placed <- alexnet:::name_placements(1:6, ranked$top1_accuracy, 6L)
+  runs <- ifelse(placed$adj == 0, 1, -1)  # a name ending at its point runs back from it
+  dx <- runs * cos(placed$srt * pi / 180)
+  dy <- runs * sin(placed$srt * pi / 180)
+  expect_equal(sign(dx), c(1, 1, 1, -1, -1, -1))
+  expect_equal(sign(dy), c(1, 1, 1, 1, -1, -1))
+})
