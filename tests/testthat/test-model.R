@@ -74,8 +74,9 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   logits <- alexnet_features(model, photos, layer = "logits", batch_size = 1)
   expect_equal(dim(logits), c(2L, 3L))
   probabilities <- exp(logits) / rowSums(exp(logits))
+  # a model trained in bfloat16 (where the machine measured it faster) gives its logits to bfloat16's precision
   expect_equal(apply(probabilities, 1, max, simplify = TRUE), from_folder$probability[c(1, 3)],
-               tolerance = 1e-5, ignore_attr = TRUE)
+               tolerance = 1e-3, ignore_attr = TRUE)
   expect_equal(model$class_ids[apply(logits, 1, which.max)], from_folder$id[c(1, 3)])
   expect_equal(ncol(alexnet_features(model, data$val_image[1], layer = "flatten")), 9216L)
   expect_error(alexnet_features(model, photos, layer = "conv9"), "`layer` must be one of", class = "alexnet_error")
@@ -164,7 +165,8 @@ test_that("a run starts from a model pin, on categories of its own, and trains o
                           initial_model = file.path(dir, "tuned"), train_from = "logits", model_pin = "tuned")
   expect_equal(pinned$params$started_from$classes_kept, 2L)  # the same classes: every weight taken
   expect_output(print(alexnet_model(own, "tuned")), paste0("Trained 1 epoch from ", file.path(dir, "tuned")))
-  expect_error(alexnet_train(data = mine, train_from = "fc1"), "give `initial_model`", class = "alexnet_error")
+  expect_error(alexnet_train(data = mine, train_from = "fc1"), "`initial_model` as a model_dir or a model pin",
+               class = "alexnet_error")
   expect_error(alexnet_train(data = mine, initial_model = 3), "`initial_model` must be one string or an object",
                class = "alexnet_error")
 })
