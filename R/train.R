@@ -124,7 +124,9 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and
 #'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
-#'   ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
+#'   `settings_changed`, where a resumed run trained on other images or learnt otherwise than its checkpoints' run
+#'   (a list of the `epoch` and `step` each change began at and what `changed`, then and now; each is also a
+#'   warning), ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
 #'   `compute_seconds`: one exchange and one step's computation, each timed alone before training,
 #'   `sixteen_bit_allreduce_seconds`: with float32 on the wire, the same exchange timed in 16 bits,
 #'   `hidden_seconds`: where packs overlap the backward pass on every worker, what of the exchange a step

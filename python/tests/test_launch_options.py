@@ -174,13 +174,56 @@ def test_checkpoints_of_another_model_are_refused_on_the_driver_before_any_launc
 
 
 def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
-    from alexnet.train.checkpoint import _warn_of_another_batch
+    from alexnet.train.checkpoint import warn_of_changes
 
     with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
-        _warn_of_another_batch({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 8, "steps": 10}, "ck")
-        _warn_of_another_batch({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 16, "steps": 5}, "ck")
-    assert caplog.text.count("written at a global batch of 16 images, and this run trains at 8") == 1
-    assert "other steps (5 then, 10 now)" in caplog.text
+        changed = warn_of_changes({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 8, "steps": 10}, "ck")
+        assert warn_of_changes({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 16, "steps": 5},
+                               "ck") == {}
+    assert changed == {"global_batch_size": [16, 8], "steps": [5, 10]}
+    assert caplog.text.count("a global batch of 16 images then, 8 now") == 1
+    assert "5 steps an epoch then, 10 now" in caplog.text
+    assert "resume with the same to continue the run as it began" in caplog.text
+
+
+def test_a_resume_on_other_images_or_learning_otherwise_gets_one_warning_naming_each_change(caplog):
+    from alexnet.train.checkpoint import warn_of_changes
+    from alexnet.train.settings import LEARNT_WITH, TrainSettings, specs
+
+    assert set(LEARNT_WITH) <= set(specs()), "every name a setting"
+    then = TrainSettings.from_dict({})
+    now = TrainSettings.from_dict({"learning_rate": 0.05, "lr_schedule": "cosine", "momentum": 0.5, "patience": 5})
+    data = {"board": "/b", "partition": 0, "total": 1, "class_ids": "aa", "train_images": 180, "val_images": 30}
+    saved = {"learnt_with": then.learnt_with(), "data": data, "epochs": 3}
+    current = {"learnt_with": now.learnt_with(), "data": dict(data, partition=1, total=2, train_images=90,
+                                                               val_images=15), "epochs": 3}
+    with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
+        changed = warn_of_changes(saved, current, "ck")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, "one line"
+    assert changed["data"] == {"partition": [0, 1], "total": [1, 2], "train_images": [180, 90],
+                               "val_images": [30, 15]}
+    assert {k: v for k, v in changed.items() if k != "data"} == {
+        "learning_rate": [0.01, 0.05], "lr_schedule": ["linear", "cosine"], "momentum": [0.9, 0.5]}, \
+        "patience, which the linear and cosine schedules leave unused, is not compared"
+    assert lines[0].startswith("The checkpoints in ck were written by a run that trained otherwise: other images "
+                               "(partition 0 then, 1 now, `total` 1 then, 2 now, training images 180 then, 90 now, "
+                               "validation images 30 then, 15 now); `learning_rate`: 0.01 then, 0.05 now; "
+                               "`lr_schedule`: 'linear' then, 'cosine' now; `momentum`: 0.9 then, 0.5 now.")
+    # another board or other classes with the same count; an older history file, which recorded none of it
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
+        other = warn_of_changes(saved, dict(saved, data=dict(data, board="/c", class_ids="bb")), "ck")
+        assert warn_of_changes({"epochs": 3}, current, "ck") == {}
+    assert other == {"data": {"board": ["/b", "/c"], "class_ids": ["aa", "bb"]}}
+    assert caplog.text.count("other images (board /b then, /c now, the class ids differ)") == 1
+    # other epochs alone: said only with what they do to the rate
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
+        assert warn_of_changes(saved, dict(saved, epochs=5), "ck") == {"epochs": [3, 5]}
+        warn_of_changes(saved, dict(saved, epochs=5), "ck", relaid="laid out again")
+    assert caplog.text.count("trained otherwise") == 1 and "`epochs`: 3 then, 5 now (laid out again)." in caplog.text
+    assert "resume with the same" not in caplog.text
 
 
 def test_the_base_port_s_help_says_the_ephemeral_ports_the_code_assumes():

@@ -294,6 +294,57 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
     assert summary.startswith(f"All 2 epochs were trained before, in {tmp_path / 'ckpt'}: nothing was left to "
                               "train (a larger `--epochs` trains further).\nTrained 2 epochs: loss = ")
     assert not _summary(first).startswith("All")
+    # a larger `epochs`: the linear schedule, which ended at 0, is laid out again over the new total, as the finished
+    # run says (4 epochs of 2 steps at 0.005: epoch 3 starts at 0.005 * 3/7) and the run extended warns
+    assert first["schedule"]["learning_rate"][-1] == 0.0
+    assert ("give a larger `epochs` to train further: the `lr_schedule` is then laid out again over the new `epochs`, "
+            "as for a run of that many from the start (with epochs = 4, epoch 3 starts at a rate of 0.00214, where "
+            "epoch 2 ended at 0)") in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="alexnet"):
+        longer = alexnet_train(8, 4, small, **settings)
+    assert (f"The checkpoints in {tmp_path / 'ckpt'} were written by a run that trained otherwise: `epochs`: 2 then, "
+            "4 now (the `lr_schedule` is laid out again over 4 epochs, as for a run of 4 from the start: epoch 3 "
+            "starts at a rate of 0.00214, where epoch 2 ended at 0). What is left trains so") in caplog.text
+    assert longer["schedule"]["learning_rate"] == pytest.approx([0.005 * 2 / 3, 0.0, 0.005 * 2 / 7, 0.0])
+    assert longer["params"]["settings_changed"] == [{"epoch": 3, "step": 0, "changed": {"epochs": [2, 4]}}]
+
+
+def test_a_resume_on_other_images_or_with_another_rate_is_warned_of_and_recorded(synthetic, tmp_path, caplog):
+    """Checkpoints of one run resumed on other classes (as many), with another rate, schedule and momentum: one
+    warning naming each change, then and now; the history's `settings_changed` says from which epoch, and keeps
+    saying it when the run resumes again (with the same, then no warning)."""
+    data = _data(synthetic)
+
+    def two(categories):
+        keep = [i for i, c in enumerate(data["category"]) if c in categories][:16]
+        return {"image": [data["image"][i] for i in keep], "category": [data["category"][i] for i in keep],
+                "categories": list(categories)}
+
+    settings = dict(FAST, dense_units=32, max_bad_fraction=0.1, steps_per_epoch=2, validation=False,
+                    checkpoint_dir=tmp_path / "ckpt")
+    with pytest.raises(Interrupted):
+        alexnet_train(8, 3, two(data["categories"][1:3]), callbacks=[stop_after_first_epoch()], **settings)
+    changed = dict(settings, learning_rate=0.05, lr_schedule="cosine", momentum=0.5)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(Interrupted):
+        alexnet_train(8, 3, two(data["categories"][2:4]), callbacks=[stop_after_first_epoch()], **changed)
+    warned = [r.getMessage() for r in caplog.records if "trained otherwise" in r.getMessage()]
+    assert warned == [f"The checkpoints in {tmp_path / 'ckpt'} were written by a run that trained otherwise: other "
+                      "images (the class ids differ); `learning_rate`: 0.005 then, 0.05 now; `lr_schedule`: 'linear' "
+                      "then, 'cosine' now; `momentum`: 0.9 then, 0.5 now. What is left trains so, and the history "
+                      "holds the metrics of both (its `settings_changed` says from which epoch); resume with the same "
+                      "to continue the run as it began."]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet"):
+        history = alexnet_train(8, 3, two(data["categories"][2:4]), **changed)
+    assert "trained otherwise" not in caplog.text, "resumed again with the same: nothing changed"
+    assert history["params"]["initial_epoch"] == 2
+    [record] = history["params"]["settings_changed"]
+    assert record["epoch"] == 2 and record["step"] == 0
+    assert record["changed"]["learning_rate"] == [0.005, 0.05] and record["changed"]["momentum"] == [0.9, 0.5]
+    assert list(record["changed"]) == ["data", "learning_rate", "lr_schedule", "momentum"]
+    assert list(record["changed"]["data"]) == ["class_ids"], "as many classes, and images: other ids only"
 
 
 @pytest.mark.slow

@@ -68,6 +68,18 @@ SHARED_BY_WORKERS = (
     "adapt_communication",
 )
 
+#: The settings that change what a run learns from its images, beyond the model itself (:meth:`TrainSettings.
+#: model_settings`, which a checkpoint must match): the image sizes, the rate and its schedule, momentum and decay, the
+#: labels' smoothing, dropout, the augmentation and local SGD. A run resumed with another of these learns what is left
+#: otherwise than it began, and is warned (:func:`alexnet.train.checkpoint.warn_of_changes`). The batch and the
+#: epochs, which change the schedule, are compared apart; those that change only how fast a run trains (precision,
+#: XLA, the exchange's levers), where it writes, what it logs or which epoch's weights it keeps are not among them.
+LEARNT_WITH = (
+    "image_size", "image_size_epochs", "learning_rate", "lr_scaling", "lr_schedule", "warmup_epochs", "momentum",
+    "weight_decay", "lr_drop_epochs", "patience", "label_smoothing", "dropout", "area_range", "lighting",
+    "sync_every", "local_sgd_after",
+)
+
 
 @dataclass(frozen=True)
 class TrainSettings:
@@ -239,6 +251,12 @@ class TrainSettings:
         """What decides the shape of the model and of its optimizer (which layers learn): a checkpoint written with
         other values cannot be resumed. (The image size does not: one model takes every size.)"""
         return {"dense_units": self.dense_units, "grouped": self.grouped, "train_from": self.train_from}
+
+    def learnt_with(self) -> dict[str, Any]:
+        """The settings of :data:`LEARNT_WITH` as plain values, as given, without those another setting leaves
+        unused (``patience`` but for the plateau schedule, ...): what a checkpoint records of how its run learnt."""
+        values = self.to_dict()
+        return {name: values[name] for name in LEARNT_WITH if name not in _ONLY_WITH or _ONLY_WITH[name][2](values)}
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
