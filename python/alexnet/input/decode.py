@@ -14,8 +14,8 @@ a full decode.
 Files that are not JPEG (ImageNet has a PNG named ``.JPEG``), CMYK and grayscale JPEGs all decode to
 3-channel RGB: the first bytes are checked in the graph and non-JPEG bytes go through
 :func:`tf.io.decode_image`. Pixels stay ``uint8``: the model's first layer normalises them. The formats read are
-:data:`IMAGE_FORMATS` (:data:`IMAGE_EXTENSIONS` by file name); :func:`header_pixels` gives an image's size from its
-first bytes, without decoding it.
+:data:`~alexnet.input.formats.IMAGE_FORMATS` (:data:`~alexnet.input.formats.IMAGE_EXTENSIONS` by file name);
+:func:`header_pixels` gives an image's size from its first bytes, without decoding it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ import math
 
 from ..errors import AlexnetError
 from ..tfimport import tf
-
-#: The first bytes of every JPEG (start-of-image marker and the next marker's prefix).
-JPEG_MAGIC = b"\xff\xd8\xff"
+from .formats import ANIMATED_WEBP, IMAGE_FORMATS, JPEG_MAGIC
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
 EVAL_RESIZE_RATIO = 256 / 224
@@ -42,44 +40,6 @@ RGB_EIGENVALUES = (0.2175 * 255, 0.0188 * 255, 0.0045 * 255)
 RGB_EIGENVECTORS = ((-0.5675, 0.7192, 0.4009),
                     (-0.5808, -0.0045, -0.8140),
                     (-0.5836, -0.6948, 0.4203))
-
-
-#: The image formats read (by :func:`decode_for_eval`, so by ``alexnet_predict()`` and an export's serving signature),
-#: each with the first bytes that mark it: ``(offset, bytes)`` pairs that all match. TensorFlow decodes more (JPEG XL),
-#: but only these are sized from their header (:func:`header_pixels`) and read; TIFF, HEIC and others are not.
-IMAGE_FORMATS: dict[str, tuple[tuple[int, bytes], ...]] = {
-    "JPEG": ((0, JPEG_MAGIC),),
-    "PNG": ((0, b"\x89PNG"),),
-    "GIF": ((0, b"GIF8"),),
-    "BMP": ((0, b"BM"),),
-    "WebP": ((0, b"RIFF"), (8, b"WEBP")),
-}
-
-#: The file name endings of :data:`IMAGE_FORMATS`: the files a folder given to ``alexnet_predict()`` stands for.
-IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpeg", ".jpg", ".png", ".gif", ".bmp", ".webp"})
-
-#: What :func:`image_format` says of an animated WebP, which TensorFlow does not decode to RGB (still WebPs are read).
-ANIMATED_WEBP = "animated WebP"
-
-
-def formats_read(last: str = "or") -> str:
-    """The names of :data:`IMAGE_FORMATS` in a sentence: ``JPEG, PNG, GIF, BMP or WebP``."""
-    names = list(IMAGE_FORMATS)
-    return f"{', '.join(names[:-1])} {last} {names[-1]}"
-
-
-def _is_animated_webp(head: bytes) -> bool:
-    """Do these first bytes of a WebP declare an animation (the ``VP8X`` chunk's animation flag)?"""
-    return head[12:16] == b"VP8X" and len(head) > 20 and bool(head[20] & 0x02)
-
-
-def image_format(data: bytes) -> str | None:
-    """The name of the format of ``data`` among :data:`IMAGE_FORMATS` by its first bytes, :data:`ANIMATED_WEBP`, or
-    ``None`` for any other (not read)."""
-    for name, marks in IMAGE_FORMATS.items():
-        if all(data[offset : offset + len(mark)] == mark for offset, mark in marks):
-            return ANIMATED_WEBP if name == "WebP" and _is_animated_webp(data[:32]) else name
-    return None
 
 
 def header_format(contents: tf.Tensor) -> tf.Tensor:

@@ -33,7 +33,7 @@ import os
 from typing import Any
 
 from ..data import images as image_checks
-from ..input.decode import ANIMATED_WEBP, IMAGE_FORMATS, formats_read
+from ..input.formats import ANIMATED_WEBP, IMAGE_FORMATS, formats_read
 from ..tfimport import keras, tf
 from .card import ModelCard
 
