@@ -240,6 +240,22 @@ def test_every_format_read_is_read_named_and_in_a_folder_and_others_are_named_as
     assert "a.png: too large to decode safely (1200 pixels, more than the limit 1199)" in str(raised.value)
 
 
+def test_exif_orientation_is_not_applied_as_the_documentation_says():
+    import io
+
+    from PIL import Image
+
+    stored = np.zeros((20, 40, 3), np.uint8)
+    stored[:, :20] = (255, 0, 0)  # red left, blue right as stored; a viewer turning it by the tag shows red on top
+    stored[:, 20:] = (0, 0, 255)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
+    buffer = io.BytesIO()
+    Image.fromarray(stored).save(buffer, "JPEG", exif=exif.tobytes(), quality=95)
+    decoded = decode_for_eval(tf.constant(buffer.getvalue()), 16).numpy().astype(int)
+    assert decoded[8, 0, 0] > 200 and decoded[8, 15, 2] > 200, "scored as stored: red left, blue right"
+
+
 def test_the_pixel_limit_is_pillows():
     from PIL import Image
 
