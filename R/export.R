@@ -7,11 +7,15 @@
 #' trained in. The model card goes beside it as `alexnet-model.json`.
 #'
 #' The SavedModel has two signatures. `serving_default` takes `images`, a batch of encoded images (JPEG, PNG, GIF,
-#' BMP) as strings, and returns for each the `top` most probable classes, best first: `indices` (label numbers),
-#' `ids` (WordNet ids), `names` and `probabilities`, and `ok` and `error`. An image it cannot decode does not fail
-#' the call: its `ok` is false and its `error` says why (`"empty"`, `"not a JPEG, PNG, GIF or BMP image"`,
-#' `"truncated or corrupt"`), its indices are -1, its ids and names empty and its probabilities 0; the other
-#' images get their answers. `pixels` takes float32 pixels `[batch, size, size, 3]` (0 to 255, already cropped
+#' BMP, WebP) as strings, and returns for each the `top` most probable classes, best first: `indices` (label
+#' numbers), `ids` (WordNet ids), `names` and `probabilities`, and `ok` and `error`. An image it cannot decode does
+#' not fail the call: its `ok` is false and its `error` says why (`"empty"`, `"not a JPEG, PNG, GIF, BMP or WebP
+#' image"`, `"an animated WebP is not read"`, `"truncated or corrupt"`, `"too large to decode safely (N pixels,
+#' more than the limit 178956970)"`), its indices are -1, its ids and names empty and its probabilities 0; the
+#' other images get their answers. An image whose header declares more pixels than that limit (Pillow's, which
+#' [alexnet_predict()] applies too) is refused before anything of it is decoded. EXIF orientation is not applied,
+#' as in [alexnet_predict()]: rotate photos stored sideways first. A model trained in bfloat16 computes in float32
+#' here but in bfloat16 in [alexnet_predict()] and [alexnet_features()]: probabilities differ by up to about 2e-4. `pixels` takes float32 pixels `[batch, size, size, 3]` (0 to 255, already cropped
 #' to the card's size) and returns the four rankings. `format = "tflite"` converts that signature with
 #' TensorFlow's `tf.lite.TFLiteConverter.from_saved_model()`: TF Lite has no image decoding, the application
 #' decodes. At full size (1000 classes, 224 pixels) the SavedModel and the TF Lite file take about 250 MB each

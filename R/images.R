@@ -31,17 +31,22 @@ core_images <- function(images) {
 #' Classify images with a trained AlexNet
 #'
 #' @param model An [alexnet_model()], or the path or location of a saved model.
-#' @param images Paths or locations (`gs://`, `s3://`, `https://`) of image files (JPEG, PNG, GIF, BMP), or folders
-#'   (local, `gs://`, `s3://`): a folder stands for its image files, in the order of their names (hidden files,
-#'   other files and subfolders left out). Or encoded images: a raw vector (one image's bytes, as
-#'   `readBin(path, "raw", file.size(path))` reads them), or a list of raw vectors and paths; such an image is named
-#'   `<bytes i>` in the result (`i` its place in the list, from 0). Pixels are not taken: encode them first (e.g.
-#'   `png::writePNG()` gives a PNG's raw vector).
+#' @param images Paths or locations (`gs://`, `s3://`, `https://`) of image files (JPEG, PNG, GIF, BMP, WebP; not
+#'   TIFF nor an animated WebP), or folders (local, `gs://`, `s3://`): a folder stands for its files of those
+#'   formats, in the order of their names (hidden files, other files and subfolders left out). Or encoded images: a
+#'   raw vector (one image's bytes, as `readBin(path, "raw", file.size(path))` reads them), or a list of raw vectors
+#'   and paths; such an image is named `<bytes i>` in the result (`i` its place in the list, from 0). Pixels are not
+#'   taken: encode them first (e.g. `png::writePNG()` gives a PNG's raw vector).
 #' @eval declared_params(predict_options)
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details Images are read 16 at a time (a bucket's objects in parallel) and predicted a chunk of 64 at a time, so
 #'   that memory holds a chunk of them however many are given. An image that cannot be read or decoded is named in an
-#'   error, with every other such image, and nothing is returned. The options (`top`, `batch_size`) are declared once
+#'   error, with every other such image, and nothing is returned; so is an image of more than 178,956,970 pixels
+#'   (Pillow's limit against decompression bombs). EXIF orientation is not applied: a phone photo stored sideways
+#'   with an `Orientation` tag is scored as stored, as the training images were read, so rotate such photos first.
+#'   The model computes in the precision it trained in: a model trained in bfloat16 predicts (and
+#'   [alexnet_features()] computes) in bfloat16, where its [alexnet_export()] computes in float32 (probabilities
+#'   differ by up to about 2e-4). The options (`top`, `batch_size`) are declared once
 #'   in the core (`alexnet.model.options`), with their defaults and checks, as are the command line's
 #'   `alexnet predict` options.
 #' @returns A data frame with `top` rows per image: `image`, `rank` (1 for the most probable), `id` (the

@@ -4,10 +4,13 @@ model pin; bad input; a bfloat16-trained model exported in float32, its Keras fi
 
 from __future__ import annotations
 
+import io
 import os
+import struct
 import subprocess
 import sys
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +22,13 @@ from helpers_export import run_without  # noqa: E402
 from helpers_model import card_for, save_model_dir, saved_tiny_model  # noqa: E402
 from helpers_train import make_tree, write_quirks  # noqa: E402
 
+from alexnet.data import images as image_checks  # noqa: E402
 from alexnet.errors import AlexnetError, IntegrityError  # noqa: E402
 from alexnet.input.decode import decode_for_eval  # noqa: E402
 from alexnet.model.export import alexnet_export  # noqa: E402
 from alexnet.model.pin import alexnet_model, publish_model  # noqa: E402
 from alexnet.model.predict import alexnet_predict  # noqa: E402
+from alexnet.model.serving import decode_images  # noqa: E402
 
 CATEGORIES = [{"id": f"n0200000{i}", "name": f"thing {i}"} for i in range(4)]
 SIZE = 64
@@ -68,7 +73,7 @@ def test_plain_tensorflow_without_alexnet_or_keras_serves_the_export_as_predict_
     ids, probabilities = _predicted(exported["model_dir"], images, top=3)
     good = len(images)
     assert answer["ok"] == [True] * good + [False] * 3 and answer["error"][:good] == [""] * good
-    assert answer["error"][good:] == ["truncated or corrupt", "empty", "not a JPEG, PNG, GIF or BMP image"]
+    assert answer["error"][good:] == ["truncated or corrupt", "empty", "not a JPEG, PNG, GIF, BMP or WebP image"]
     assert [row[0] for row in answer["ids"][:good]] == [row[0] for row in ids], "the same top-1 as alexnet_predict"
     assert answer["ids"][:good] == ids
     np.testing.assert_allclose(np.array(answer["probabilities"][:good]), probabilities, atol=1e-3)
@@ -81,6 +86,60 @@ def test_plain_tensorflow_without_alexnet_or_keras_serves_the_export_as_predict_
     for bad in range(good, good + 3):  # a bad image costs only itself
         assert answer["indices"][bad] == [-1] * 3 and answer["probabilities"][bad] == [0.0] * 3
         assert answer["ids"][bad] == [""] * 3 and answer["names"][bad] == [""] * 3
+
+
+def _encoded(image, fmt: str, **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A 1x1 grey PNG whose IHDR says ``width`` x ``height`` (with its CRC fixed): a bomb's header, cheap to build."""
+    from PIL import Image
+
+    data = bytearray(_encoded(Image.new("L", (1, 1), 128), "PNG"))
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    return bytes(data)
+
+
+def test_an_image_declaring_more_pixels_than_pillow_allows_is_refused_undecoded_and_the_rest_answered(exported):
+    served = tf.saved_model.load(exported["path"]).signatures["serving_default"]
+    good = Path(exported["images"][0]).read_bytes()
+    answer = served(images=tf.constant([_png_claiming(20000, 20000), good]))
+    limit = image_checks.MAX_PIXELS
+    assert answer["ok"].numpy().tolist() == [False, True]
+    assert [e.decode() for e in answer["error"].numpy()] == [
+        f"too large to decode safely (400000000 pixels, more than the limit {limit})", ""]
+    assert answer["indices"].numpy()[0].tolist() == [-1] * 3 and answer["indices"].numpy()[1, 0] >= 0
+
+
+def test_serving_reads_each_format_predict_reads_and_refuses_above_the_limit_from_headers(monkeypatch):
+    from PIL import Image
+
+    monkeypatch.setattr(image_checks, "MAX_PIXELS", 40 * 30)  # read when the graph is built
+    picture = Image.new("RGB", (40, 30), (200, 40, 20))
+    frames = [Image.new("RGB", (40, 30), (i * 60, 0, 0)) for i in range(3)]
+    images = {  # each format at the limit, then one pixel row above it
+        **{fmt: _encoded(picture, fmt) for fmt in ("JPEG", "PNG", "GIF", "BMP", "WEBP")},
+        "lossless transparent WebP": _encoded(picture.convert("RGBA"), "WEBP", lossless=True),
+        "transparent WebP": _encoded(picture.convert("RGBA"), "WEBP"),
+        **{f"big {fmt}": _encoded(Image.new("RGB", (40, 31)), fmt) for fmt in ("JPEG", "PNG", "GIF", "BMP", "WEBP")},
+        "big lossless WebP": _encoded(Image.new("RGB", (40, 31)), "WEBP", lossless=True),
+        "big transparent WebP": _encoded(Image.new("RGBA", (40, 31)), "WEBP"),
+        "TIFF": _encoded(picture, "TIFF"),
+        "animated WebP": _encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:]),
+    }
+    pixels, ok, error = decode_images(tf.constant(list(images.values())), 16)
+    errors = [e.decode() for e in error.numpy()]
+    answers = dict(zip(images, zip(ok.numpy().tolist(), errors, strict=True), strict=True))
+    too_large = "too large to decode safely (1240 pixels, more than the limit 1200)"
+    assert answers == {**{name: (True, "") for name in list(images)[:7]},
+                       **{name: (False, too_large) for name in list(images)[7:14]},
+                       "TIFF": (False, "not a JPEG, PNG, GIF, BMP or WebP image"),
+                       "animated WebP": (False, "an animated WebP is not read")}
+    assert pixels.numpy()[:7, 8, 8, 0].min() > 150 and pixels.numpy()[7:].max() == 0
 
 
 def test_the_pixels_signature_takes_what_decoding_gives_and_the_card_is_beside(exported):

@@ -194,13 +194,74 @@ def test_a_folder_without_images_or_with_a_bad_one_is_refused(setup, tmp_path):
     (empty / "notes.txt").write_text("not an image")
     with pytest.raises(AlexnetError) as raised:
         alexnet_predict(setup["model_dir"], [setup["images"][0], str(empty)])
-    assert f"the folder {empty} holds no image files (.bmp, .gif, .jpeg, .jpg, .png)" in str(raised.value)
+    assert f"the folder {empty} holds no image files (.bmp, .gif, .jpeg, .jpg, .png, .webp)" in str(raised.value)
     damaged = tmp_path / "damaged"
     _photo_folder(setup, damaged, 3)
     shutil.copy(setup["quirks"]["truncated"], damaged / "photo-001.jpg")
     with pytest.raises(AlexnetError, match="1 of 5 image") as raised:
         alexnet_predict(setup["model_dir"], str(damaged))
     assert f"{damaged}/photo-001.jpg: truncated or corrupt" in str(raised.value)
+
+
+def test_every_format_read_is_read_named_and_in_a_folder_and_others_are_named_as_not_read(setup, tmp_path,
+                                                                                         monkeypatch):
+    import io
+
+    from PIL import Image
+
+    import alexnet.data.images as image_checks
+
+    picture = Image.new("RGB", (40, 30), (200, 40, 20))
+
+    def save(path: Path, image, fmt: str, **options) -> str:
+        buffer = io.BytesIO()
+        image.save(buffer, fmt, **options)
+        path.write_bytes(buffer.getvalue())
+        return str(path)
+
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    for fmt, suffix in [("JPEG", "jpg"), ("PNG", "png"), ("GIF", "gif"), ("BMP", "bmp"), ("WEBP", "webp")]:
+        save(folder / f"a.{suffix}", picture, fmt)
+    save(folder / "b.webp", picture.convert("RGBA"), "WEBP", lossless=True)  # transparent
+    save(folder / "c.tiff", picture, "TIFF")  # not a format read: not one of the folder's images
+    records = alexnet_predict(setup["model_dir"], str(folder), top=1)
+    assert [Path(r["image"]).name for r in records] == ["a.bmp", "a.gif", "a.jpg", "a.png", "a.webp", "b.webp"]
+    frames = [Image.new("RGB", (40, 30), (60 * i, 0, 0)) for i in range(3)]
+    odd = [save(tmp_path / "odd.tiff", picture, "TIFF"),
+           save(tmp_path / "moving.webp", frames[0], "WEBP", save_all=True, append_images=frames[1:])]
+    with pytest.raises(AlexnetError, match="2 of 2 image") as raised:
+        alexnet_predict(setup["model_dir"], odd)
+    assert f"{odd[0]}: TIFF is not read (only JPEG, PNG, GIF, BMP or WebP images are)" in str(raised.value)
+    assert f"{odd[1]}: animated WebP is not read (only JPEG, PNG, GIF, BMP or WebP images are)" in str(raised.value)
+    monkeypatch.setattr(image_checks, "MAX_PIXELS", 40 * 30 - 1)  # the limit an export's serving signature applies too
+    with pytest.raises(AlexnetError, match="1 of 1 image") as raised:
+        alexnet_predict(setup["model_dir"], str(folder / "a.png"))
+    assert "a.png: too large to decode safely (1200 pixels, more than the limit 1199)" in str(raised.value)
+
+
+def test_exif_orientation_is_not_applied_as_the_documentation_says():
+    import io
+
+    from PIL import Image
+
+    stored = np.zeros((20, 40, 3), np.uint8)
+    stored[:, :20] = (255, 0, 0)  # red left, blue right as stored; a viewer turning it by the tag shows red on top
+    stored[:, 20:] = (0, 0, 255)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
+    buffer = io.BytesIO()
+    Image.fromarray(stored).save(buffer, "JPEG", exif=exif.tobytes(), quality=95)
+    decoded = decode_for_eval(tf.constant(buffer.getvalue()), 16).numpy().astype(int)
+    assert decoded[8, 0, 0] > 200 and decoded[8, 15, 2] > 200, "scored as stored: red left, blue right"
+
+
+def test_the_pixel_limit_is_pillows():
+    from PIL import Image
+
+    from alexnet.data.images import MAX_PIXELS
+
+    assert MAX_PIXELS == 2 * Image.MAX_IMAGE_PIXELS
 
 
 @pytest.mark.parametrize("scheme", ["gs", "s3"])

@@ -13,6 +13,14 @@ import io
 
 from .options import DEFAULT_QUALITY
 
+#: The most pixels (width times height) an image may declare: more is refused without decoding it, as a possible
+#: decompression bomb (a small file that decodes to gigabytes). Pillow's own limit (twice its ``MAX_IMAGE_PIXELS``),
+#: which :func:`check_image` and an export's serving signature both apply.
+MAX_PIXELS = 178_956_970
+
+#: Why an image above :data:`MAX_PIXELS` is refused, with its ``pixels`` and the ``limit``.
+TOO_LARGE = "too large to decode safely ({pixels} pixels, more than the limit {limit})"
+
 
 def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = DEFAULT_QUALITY) \
         -> tuple[bytes | bytearray | None, str]:
@@ -29,6 +37,8 @@ def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: 
     try:
         with Image.open(io.BytesIO(data)) as img:
             fmt, mode, (width, height) = img.format, img.mode, img.size
+            if width * height > MAX_PIXELS:
+                return None, TOO_LARGE.format(pixels=width * height, limit=MAX_PIXELS)
             if resize is None or (fmt == "JPEG" and mode == "RGB" and min(width, height) <= resize):
                 if fmt == "JPEG":
                     # Decode at 1/8 scale: every entropy-coded byte is still read, so truncation shows,

@@ -11,6 +11,7 @@ nothing is returned.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -19,18 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from ..data.imagenet import IMAGE_EXTENSIONS
 from ..data.parts import is_image_name
 from ..declare import declaration
 from ..errors import AlexnetError, reason
+from ..input.formats import IMAGE_EXTENSIONS, IMAGE_FORMATS, formats_read, image_format
 from ..progress import progress_bar
 from .options import PredictOptions
 from .saved import load_model
 
 logger = logging.getLogger(__name__)
 
-#: The files of a folder given as an image: the formats :func:`~alexnet.input.decode.decode_for_eval` decodes.
-FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS | {".gif", ".bmp"}
+#: The files of a folder given as an image: those of the formats :func:`~alexnet.input.decode.decode_for_eval` reads
+#: (:data:`~alexnet.input.decode.IMAGE_FORMATS`). An upload reads fewer (JPEG and PNG, the formats of ImageNet).
+FOLDER_IMAGES: frozenset[str] = IMAGE_EXTENSIONS
 #: Images read at once; each chunk of ``4 * READERS`` is read, checked, decoded and used before the next is read.
 READERS = 16
 
@@ -168,6 +170,24 @@ def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None,
         return None, f"cannot be read ({reason(error)})"
 
 
+def not_read(data: bytes) -> str:
+    """Why the image ``data`` is of a format that is not read (``TIFF is not read (...)``), or ``""``: for one that
+    is (:data:`~alexnet.input.decode.IMAGE_FORMATS`), and for bytes Pillow does not know either, which
+    :func:`~alexnet.data.images.check_image` names."""
+    from PIL import Image
+
+    found = image_format(data)
+    if not data or found in IMAGE_FORMATS:
+        return ""
+    if found is None:
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                found = img.format or "its format"
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+            return ""
+    return f"{found} is not read (only {formats_read()} images are)"
+
+
 def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str, what: str) \
         -> Iterator[tuple[list[str], np.ndarray]]:
     """The images of ``images`` (as :func:`alexnet_predict` takes them, through :func:`image_list`: a folder stands for
@@ -193,7 +213,11 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
             read = pool.map(_read, items[start : start + chunk], [filesystems] * chunk)
             usable_names, pixels = [], []
             for name, (data, reason) in zip(names[start : start + chunk], read, strict=True):
-                usable, reason = check_image(data) if data is not None else (None, reason)
+                if data is not None:
+                    unread = not_read(data)
+                    usable, reason = (None, unread) if unread else check_image(data)
+                else:
+                    usable = None
                 if usable is None:
                     problems.append(f"{name}: {reason}")
                     continue

@@ -4,15 +4,20 @@
 Serving, ``saved_model_cli``, other languages' bindings), without this package or Keras. Its signatures:
 
 ``serving_default``
-    ``images``: a ``[batch]`` string tensor of encoded images (JPEG, PNG, GIF, BMP; CMYK and grayscale JPEGs too).
+    ``images``: a ``[batch]`` string tensor of encoded images (JPEG, PNG, GIF, BMP, WebP; CMYK and grayscale JPEGs
+    too; not an animated WebP).
     Each is decoded and centre-cropped at the card's image size by :func:`alexnet.input.decode.decode_for_eval`,
     the function ``alexnet_predict()`` decodes with, inside the graph. Returns, per image, the ``top`` most
     probable classes, best first: ``indices`` (int32 label numbers), ``ids`` (WordNet ids), ``names`` and
     ``probabilities`` (float32), each ``[batch, top]``, and ``ok`` (bool ``[batch]``) and ``error`` (string
     ``[batch]``). An image that cannot be decoded does not fail the call: its ``ok`` is false, its ``error`` says
-    why (``empty``, ``not a JPEG, PNG, GIF or BMP image``, ``truncated or corrupt``), its ``indices`` are -1, its
-    ``ids`` and ``names`` empty and its ``probabilities`` 0. As in ``alexnet_predict()``, a JPEG is read to its
-    end first (at 1/8 scale), so a truncated one is reported even when its centre could be decoded.
+    why (``empty``, ``not a JPEG, PNG, GIF, BMP or WebP image``, ``an animated WebP is not read``, ``truncated or
+    corrupt``, ``too large to decode safely (N pixels, more than the limit 178956970)``), its ``indices`` are -1,
+    its ``ids`` and ``names`` empty and its ``probabilities`` 0. As in ``alexnet_predict()``, a JPEG is read to its
+    end first (at 1/8 scale), so a truncated one is reported even when its centre could be decoded, and an image
+    whose header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (Pillow's limit, which
+    ``alexnet_predict()`` applies too) is refused before anything of it is decoded: a small file can decode to
+    gigabytes.
 ``pixels``
     ``pixels``: float32 ``[batch, size, size, 3]``, RGB values in 0-255 already cropped to the card's size (what
     ``decode_for_eval`` gives, as floats). Returns ``indices``, ``ids``, ``names`` and ``probabilities``. This is
@@ -27,6 +32,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..data import images as image_checks
+from ..input.formats import ANIMATED_WEBP, IMAGE_FORMATS, formats_read
 from ..tfimport import keras, tf
 from .card import ModelCard
 
@@ -34,8 +41,9 @@ from .card import ModelCard
 IMAGES_SIGNATURE = "serving_default"
 PIXELS_SIGNATURE = "pixels"
 
-#: The first bytes of the formats ``decode_for_eval`` reads (JPEG, PNG, GIF, BMP).
-_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
+#: The reason given for an image of a format not read, and for an animated WebP.
+NOT_READ = f"not a {formats_read()} image"
+ANIMATED = "an animated WebP is not read"
 
 
 def float32_copy(model: keras.Model) -> keras.Model:
@@ -61,34 +69,49 @@ def decode_images(images: tf.Tensor, image_size: int) -> tuple[tf.Tensor, tf.Ten
     be decoded), ``ok`` (bool ``[batch]``) and ``error`` (string ``[batch]``, empty where ok).
 
     Each image goes through :func:`~alexnet.input.decode.decode_for_eval` in a tf.data map whose errors are
-    skipped, so one bad image costs only itself; the decoded ones are put back in place by their index."""
-    from ..input.decode import decode_for_eval, is_jpeg
+    skipped, so one bad image costs only itself; the decoded ones are put back in place by their index. An image of
+    a format not read (:data:`~alexnet.input.decode.IMAGE_FORMATS`), or whose header declares more pixels than
+    :data:`alexnet.data.images.MAX_PIXELS` (its value when the graph is built), is refused without being decoded."""
+    from ..input.decode import decode_for_eval, header_format, header_pixels, is_jpeg
 
     count = tf.shape(images)[0]
+    limit = image_checks.MAX_PIXELS
+    read = tf.constant(list(IMAGE_FORMATS))
 
-    def decode(index: tf.Tensor, contents: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def decode(index: tf.Tensor, contents: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         def read_to_the_end() -> tf.Tensor:  # every entropy-coded byte is read at 1/8 scale: truncation shows
             return tf.shape(tf.io.decode_jpeg(contents, channels=3, ratio=8))[0] > 0
 
-        with tf.control_dependencies([tf.cond(is_jpeg(contents), read_to_the_end, lambda: tf.constant(True))]):
-            return index, decode_for_eval(contents, image_size)
+        def decoded() -> tf.Tensor:
+            with tf.control_dependencies([tf.cond(is_jpeg(contents), read_to_the_end, lambda: tf.constant(True))]):
+                return decode_for_eval(contents, image_size)
+
+        pixels = header_pixels(contents)  # fails on a JPEG without a frame header: that image is then skipped
+        refused = (pixels > limit) | ~tf.reduce_any(tf.equal(header_format(contents), read))
+        image = tf.cond(refused, lambda: tf.zeros([image_size, image_size, 3], tf.uint8), decoded)
+        return index, image, pixels
 
     decoded = (tf.data.Dataset.from_tensor_slices((tf.range(count), images))
                .map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
                .ignore_errors()
                .batch(1024))
-    empty = (tf.zeros([0], tf.int32), tf.zeros([0, image_size, image_size, 3], tf.uint8))
-    index, pixels = decoded.reduce(empty, lambda kept, batch: (tf.concat([kept[0], batch[0]], 0),
-                                                               tf.concat([kept[1], batch[1]], 0)))
+    empty = (tf.zeros([0], tf.int32), tf.zeros([0, image_size, image_size, 3], tf.uint8), tf.zeros([0], tf.int64))
+    index, pixels, sizes = decoded.reduce(empty, lambda kept, batch: tuple(tf.concat([k, b], 0)
+                                                                          for k, b in zip(kept, batch, strict=True)))
     where = index[:, None]
     pixels = tf.scatter_nd(where, pixels, tf.stack([count, image_size, image_size, 3]))
-    ok = tf.scatter_nd(where, tf.ones_like(index), [count]) > 0
-    head = tf.strings.substr(images, 0, 4)
-    known = tf.zeros([count], tf.bool)
-    for magic in _MAGIC:
-        known |= tf.equal(tf.strings.substr(head, 0, len(magic)), magic)
+    sizes = tf.scatter_nd(where, sizes, [count])
+    formats = tf.map_fn(header_format, images, fn_output_signature=tf.string)
+    too_large = sizes > limit
+    before, after = image_checks.TOO_LARGE.format(pixels="\0", limit=limit).split("\0")
+    ok = (tf.scatter_nd(where, tf.ones_like(index), [count]) > 0) & ~too_large \
+        & tf.reduce_any(tf.equal(formats[:, None], read[None, :]), axis=1)
     reason = tf.where(tf.equal(tf.strings.length(images), 0), "empty",
-                      tf.where(known, "truncated or corrupt", "not a JPEG, PNG, GIF or BMP image"))
+                      tf.where(tf.equal(formats, ANIMATED_WEBP), ANIMATED,
+                               tf.where(tf.equal(formats, ""), NOT_READ,
+                                        tf.where(too_large,
+                                                 tf.strings.join([before, tf.strings.as_string(sizes), after]),
+                                                 "truncated or corrupt"))))
     return pixels, ok, tf.where(ok, "", reason)
 
 
