@@ -131,3 +131,42 @@ def test_a_history_file_deleted_or_unreadable_is_taken_from_the_checkpoint(data,
     assert "resuming with the copy of it that ckpt-8 keeps" in caplog.text
     assert history["params"]["initial_epoch"] == 2
     assert len(history["metrics"]["loss"]) == 3 and history["card"]["epochs"] == 3
+
+
+class StopAt(keras.callbacks.Callback):
+    """Raises :class:`Interrupted` after batch ``batch`` of epoch ``epoch`` (0-based)."""
+
+    def __init__(self, epoch: int, batch: int):
+        super().__init__()
+        self.epoch, self.batch, self.current = epoch, batch, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.current == self.epoch and batch == self.batch:
+            raise Interrupted(f"interrupted at epoch {self.current}, batch {batch}")
+
+
+class Epochs(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs: list[tuple[int, int]] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append((epoch, self.params["steps"]))
+
+
+def test_a_run_checkpointed_mid_epoch_resumed_at_a_larger_batch_ends_that_epoch_and_goes_on(data, tmp_path, caplog):
+    folder = tmp_path / "ckpt"
+    settings = dict(SMALL, checkpoint_dir=str(folder), checkpoint_every=2)
+    with pytest.raises(Interrupted):  # epochs of 8 steps of 4; the last checkpoint after step 6 of epoch 1
+        alexnet_train(4, 2, data, callbacks=[StopAt(epoch=0, batch=6)], **settings)
+    assert json.loads((folder / STATE_FILE).read_text())["position"] == [0, 6]
+    record = Epochs()
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 2, data, callbacks=[record], **settings)  # epochs of 4 steps
+    assert (history["params"]["initial_epoch"], history["params"]["initial_step"]) == (0, 6)
+    assert record.epochs == [(0, 1), (1, 4)], "epoch 1 ends with its last step, epoch 2 is whole"
+    assert "after step 6 of epoch 1, and an epoch has 4 steps now: epoch 1 ends with its last step" in caplog.text
+    assert len(history["metrics"]["loss"]) == 2
