@@ -29,6 +29,7 @@ import os
 import posixpath
 import re
 import shutil
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,8 @@ INDEX_FILE = "checkpoint"
 BEST_FILE = "alexnet-best-weights.npz"
 #: Checkpoints kept.
 KEEP = 2
+#: The key, in a checkpoint, of the copy of the history file it keeps.
+HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class CheckpointStore:
         self._scratch: list[str] = []
         self._manager: tf.train.CheckpointManager | None = None
         self._position: tuple[tf.Variable, tf.Variable] | None = None
+        self._history: tf.Variable | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
             self.local = location  # TensorFlow writes in place
@@ -125,51 +129,150 @@ class CheckpointStore:
 
     # -- checkpoints -------------------------------------------------------------------------------------
 
-    def latest(self) -> str | None:
-        """The newest checkpoint as a local path prefix TensorFlow can restore from (downloaded first when
-        the location is a bucket), or None when there is none."""
+    def _candidates(self) -> tuple[list[str], str | None]:
+        """The checkpoints to resume from, newest first, by name (``ckpt-N``): those TensorFlow's index names, or,
+        when the index is missing or cannot be read, every checkpoint whose files are there, by number; with why the
+        index was passed over (None: it was read)."""
+        try:
+            listed = [posixpath.basename(f) for f in self.fs.ls(self.root, detail=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            listed = []
+        numbers = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(ckpt-(\d+))\.index", f) for f in listed) if m}
+        found = sorted(numbers, key=numbers.__getitem__, reverse=True)
+        if not found:
+            return [], None
+        if INDEX_FILE not in listed:
+            return found, f"its index file {INDEX_FILE} is missing"
+        try:
+            index = self.fs.cat_file(self._remote(INDEX_FILE)).decode("utf-8", errors="replace")
+        except OSError as error:
+            return found, f"its index file {INDEX_FILE} cannot be read ({error})"
+        # the index names checkpoints by the path they were written at (for a bucket, a scratch folder of a run)
+        def name(path: str) -> str:
+            return posixpath.basename(path.replace("\\", "/"))
+
+        latest = re.search(r'^model_checkpoint_path:\s*"(.+)"\s*$', index, re.MULTILINE)
+        if latest is None:
+            return found, f"its index file {INDEX_FILE} cannot be read"
+        newest = name(latest.group(1))
+        if newest not in numbers:
+            return found, f"its index file {INDEX_FILE} names {newest}, whose files are not there"
+        kept = [name(p) for p in re.findall(r'^all_model_checkpoint_paths:\s*"(.+)"\s*$', index, re.MULTILINE)]
+        return [newest, *(n for n in reversed(kept) if n != newest and n in numbers)], None
+
+    def _fetch(self, name: str) -> str:
+        """The checkpoint ``name`` as a local path prefix TensorFlow can read (downloaded first from a bucket)."""
         if not self.remote:
-            return tf.train.latest_checkpoint(self.location)
-        if not self.fs.exists(self._remote(INDEX_FILE)):
-            return None
-        # the index names the checkpoint by the path it was written at (a scratch folder of an earlier run)
-        index = self.fs.cat_file(self._remote(INDEX_FILE)).decode("utf-8", errors="replace")
-        match = re.search(r'^model_checkpoint_path:\s*"(.+)"\s*$', index, re.MULTILINE)
-        if match is None:
-            return None
-        name = posixpath.basename(match.group(1).replace("\\", "/"))
+            return os.path.join(self.location, name)
         folder = self._new_scratch()
-        files = [f for f in self.fs.ls(self.root, detail=False) if posixpath.basename(f).startswith(name + ".")]
-        if not files:
-            raise AlexnetError(
-                f"{self.location}/{INDEX_FILE} names the checkpoint {name}, whose files are not there: delete the "
-                "folder, or use another `checkpoint_dir`, to start afresh."
-            )
-        for remote in files:
-            self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
+        for remote in self.fs.ls(self.root, detail=False):
+            if posixpath.basename(remote).startswith(name + "."):
+                self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
         return os.path.join(folder, name)
 
+    def _choose(self, state: Mapping[str, Any] | None) -> tuple[str, str, Any] | None:
+        """The newest whole checkpoint: its name, local path prefix and reader; None when there is none (a fresh
+        start). A damaged newest checkpoint gives way to the one before it, said in a warning; raises when the
+        history records epochs done but no checkpoint is there, or when every checkpoint is damaged."""
+        names, passed_over = self._candidates()
+        if not names:
+            if state is not None:
+                epoch, step = state.get("position") or (state.get("epochs_done", 0), 0)
+                raise AlexnetError(
+                    f"{self.location}/{STATE_FILE} records {epoch} epoch(s) and {step} step(s) done, but there is no "
+                    f"checkpoint in {self.location} to resume from: put its ckpt-* files back, or delete {STATE_FILE} "
+                    "there, or use another `checkpoint_dir`, to start afresh."
+                )
+            return None
+        if passed_over:
+            logger.warning("The checkpoints in %s: %s; resuming from the newest checkpoint there, %s.", self.location,
+                           passed_over, names[0])
+        damaged: list[tuple[str, str]] = []
+        for name in names:
+            prefix = self._fetch(name)
+            reader, damage = _open_whole(prefix)
+            if damage is None:
+                break
+            damaged.append((name, damage))
+        else:
+            raise AlexnetError(
+                f"The checkpoints in {self.location} are damaged ({'; '.join(f'{n}: {d}' for n, d in damaged)}): "
+                f"delete its ckpt-* files, its {INDEX_FILE} file and {STATE_FILE} to start afresh, or use another "
+                "`checkpoint_dir`."
+            )
+        if damaged:
+            logger.warning("The newest checkpoint in %s, %s, is damaged (%s): resuming from %s, the one before it.",
+                           self.location, damaged[0][0], damaged[0][1], name)
+        if self.chief and not self.remote and (passed_over or damaged):
+            # the index names the checkpoint resumed from, so that the checkpoints saved next replace it in turn
+            index = os.path.join(self.location, INDEX_FILE)
+            with open(index + ".tmp", "w") as f:
+                f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n'
+                        f"all_model_checkpoint_timestamps: {time.time()}\n")
+            os.replace(index + ".tmp", index)
+        return name, prefix, reader
+
     def restore(self, model: keras.Model, optimizer: Any, checked: Collection[str] = ()) -> Resume:
-        """Attach ``model`` and ``optimizer`` to this store and restore the latest checkpoint into them when
+        """Attach ``model`` and ``optimizer`` to this store and restore the newest whole checkpoint into them when
         there is one; where training resumes.
 
-        Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model: one
-        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit.
+        Every checkpoint keeps its own copy of the history file as it was when the checkpoint was written, so that
+        the two agree however a run stopped: the copy is what the run resumes with, also when the history file
+        lags behind (a run stopped between the two), is missing or cannot be read.
+
+        Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model (one
+        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), when every
+        checkpoint is damaged, or when the history records epochs done but no checkpoint is there.
         """
         position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
                     tf.Variable(0, dtype=tf.int64, trainable=False, name="step"))
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=position[0], step=position[1])
         self._position = position
-        self._manager = tf.train.CheckpointManager(checkpoint, self.local, max_to_keep=KEEP)
-        latest = self.latest()
-        if not latest:
+        self._history = tf.Variable("", dtype=tf.string, trainable=False, name="history")
+        trackables = {"model": model, "optimizer": optimizer, "epoch": position[0], "step": position[1]}
+        unreadable: AlexnetError | None = None
+        try:
+            state = self.read_state()
+        except AlexnetError as error:
+            state, unreadable = None, error
+        chosen = self._choose(state)
+        # created after the index may have been mended, so that the manager deletes the checkpoints it names
+        self._manager = tf.train.CheckpointManager(tf.train.Checkpoint(**trackables, history=self._history),
+                                                   self.local, max_to_keep=KEEP)
+        if chosen is None:
+            if unreadable is not None:
+                raise unreadable
             return Resume()
-        state = self.read_state()
+        name, latest, reader = chosen
+        kept = _kept_history(reader)
+        if kept is not None:
+            if unreadable is not None:
+                logger.warning("%s/%s cannot be read: resuming with the copy of it that %s keeps.", self.location,
+                               STATE_FILE, name)
+            elif state is None:
+                logger.warning("%s has no %s: resuming with the copy of it that %s keeps.", self.location,
+                               STATE_FILE, name)
+            elif state.get("position") != kept.get("position"):
+                logger.info("%s/%s was written at epoch %s, step %s, and %s at epoch %s, step %s: resuming with the "
+                            "history %s keeps.", self.location, STATE_FILE, *(state.get("position") or ["?", "?"]),
+                            name, *kept["position"], name)
+            state = kept
+        elif unreadable is not None:  # a checkpoint of an older version, without a copy
+            raise unreadable
+        elif state is None:
+            logger.warning("%s has checkpoints but no %s: the run resumes without checking the settings they were "
+                           "written with, and its history lacks the metrics of the epochs done before.",
+                           self.location, STATE_FILE)
         if state is not None:
             check_resume(state.get("settings", {}), {k: self.settings[k] for k in checked if k in self.settings},
                          self.location)
         try:
-            checkpoint.restore(latest).assert_existing_objects_matched()
+            kept_too = {"history": self._history} if kept is not None else {}
+            tf.train.Checkpoint(**trackables, **kept_too).restore(latest).assert_existing_objects_matched()
+        except (IndexError, tf.errors.DataLossError) as error:  # whole when read just before: changed since
+            raise AlexnetError(
+                f"The checkpoint {latest} of {self.location} is damaged ({error}): delete its {name}.* files, or use "
+                "another `checkpoint_dir`."
+            ) from error
         except (AssertionError, ValueError, tf.errors.OpError) as error:
             raise AlexnetError(
                 f"The checkpoint {latest} of {self.location} does not fit this model ({error}): use another "
@@ -192,17 +295,20 @@ class CheckpointStore:
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:
         """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics`` and
-        ``schedule`` (every worker must call it at the same point; after :meth:`restore`)."""
+        ``schedule`` (every worker must call it at the same point; after :meth:`restore`). The checkpoint keeps a
+        copy of the history, written with it; the history file follows it."""
         if self._manager is None or self._position is None:
             raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
+        state = {"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
+                 "metrics": {k: list(v) for k, v in metrics.items()},
+                 "schedule": {k: list(v) for k, v in (schedule or {}).items()}}
         self._position[0].assign(epoch)
         self._position[1].assign(step)
+        self._history.assign(json.dumps(state))
         self._manager.save(checkpoint_number=epoch * self.steps + step)
         if self.chief and self.remote:
             self._publish(self._manager)
-        self.write_state({"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
-                          "metrics": {k: list(v) for k, v in metrics.items()},
-                          "schedule": {k: list(v) for k, v in (schedule or {}).items()}})
+        self.write_state(state)
         logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
 
     # -- the best epoch's weights (keep_best) --------------------------------------------------------------
@@ -262,9 +368,29 @@ def _read_state(fs: Any, path: str, location: str) -> dict[str, Any] | None:
         return json.loads(fs.cat_file(path))
     except (OSError, ValueError) as error:
         raise AlexnetError(
-            f"{location}/{STATE_FILE} cannot be read ({error}): delete it, or use another `checkpoint_dir`, "
-            "to start afresh."
+            f"{location}/{STATE_FILE} cannot be read ({error}): use another `checkpoint_dir`, or delete that folder's "
+            f"ckpt-* files, its {INDEX_FILE} file and {STATE_FILE}, to start afresh."
         ) from error
+
+
+def _open_whole(prefix: str) -> tuple[Any, str | None]:
+    """A reader of the checkpoint at ``prefix`` and None when every tensor of it can be read; otherwise what is
+    damaged (a file missing, cut short or corrupt)."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)
+    except (IndexError, OSError, ValueError, tf.errors.OpError) as error:
+        return None, str(getattr(error, "message", None) or error) or type(error).__name__
+    return reader, None
+
+
+def _kept_history(reader: Any) -> dict[str, Any] | None:
+    """The copy of the history file a checkpoint keeps (None for a checkpoint of an older version, without one)."""
+    if not reader.has_tensor(HISTORY_KEY):
+        return None
+    value = reader.get_tensor(HISTORY_KEY)
+    return json.loads(value.decode() if isinstance(value, bytes) else value)
 
 
 def recorded_settings(location: str | None) -> dict[str, Any]:

@@ -112,9 +112,10 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
          callbacks: Sequence[Any]) -> None:
     """Fit from ``start`` to the last epoch, one ``fit`` per run of epochs at one image size; a run resumed
     mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
-    see :func:`.callbacks.epoch_step`). Validation is a callback among ``callbacks`` (:mod:`.validation`), not
-    Keras's own. The datasets a strategy makes per device run untuned, so that the end of each ``fit`` does not
-    wait (:func:`alexnet.input.pipeline.untuned_device_datasets`)."""
+    see :func:`.callbacks.epoch_step`); when another global batch leaves none, in a fit of the epoch's last step, so
+    that the epoch still ends with its metrics, validation and checkpoint. Validation is a callback among
+    ``callbacks`` (:mod:`.validation`), not Keras's own. The datasets a strategy makes per device run untuned, so
+    that the end of each ``fit`` does not wait (:func:`alexnet.input.pipeline.untuned_device_datasets`)."""
     from ..input.pipeline import untuned_device_datasets
 
     epoch, step = start.epoch, start.step
@@ -131,7 +132,11 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
                     callbacks=list(callbacks), verbose=settings.verbose)
 
     if step > 0 and epoch < settings.epochs:
-        fit(epoch, epoch + 1, steps.train - step, settings.sizes.at(epoch))
+        if step >= steps.train:  # checkpointed at a smaller global batch, whose epochs had more steps
+            logger.info("The checkpoint was written after step %d of epoch %d, and an epoch has %d steps now: epoch %d "
+                        "ends with its last step, and training goes on from epoch %d.", step, epoch + 1, steps.train,
+                        epoch + 1, epoch + 2)
+        fit(epoch, epoch + 1, max(1, steps.train - step), settings.sizes.at(epoch))
         epoch += 1
     for first, last, size in settings.sizes.segments(epoch, settings.epochs):
         if len(settings.sizes.sizes) > 1:

@@ -1,0 +1,172 @@
+"""Resuming from checkpoints that a stopped run, or a hand, left damaged or out of step with the history file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers_train import synthetic_data
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet.errors import AlexnetError  # noqa: E402
+from alexnet.train.api import alexnet_train  # noqa: E402
+from alexnet.train.checkpoint import STATE_FILE, CheckpointStore, recorded_settings  # noqa: E402
+
+SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0,
+         "precision": "float32"}
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """2 categories x 16 training images: 4 steps of 8 per epoch."""
+    return synthetic_data(tmp_path_factory.mktemp("resume"), classes=2, per_class=16, val_per_class=0)
+
+
+@pytest.fixture(scope="module")
+def two_epochs(data, tmp_path_factory):
+    """The checkpoint folder of a run of 2 epochs of 4 steps: ckpt-4 and ckpt-8 and the history."""
+    folder = tmp_path_factory.mktemp("two") / "ckpt"
+    alexnet_train(8, 2, data, checkpoint_dir=str(folder), **SMALL)
+    return folder
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "ckpt"
+    shutil.copytree(folder, target)
+    return target
+
+
+@pytest.mark.parametrize("damage", ["garbage", "missing"])
+def test_an_unreadable_index_resumes_from_the_newest_checkpoint_found_and_says_so(data, two_epochs, tmp_path, caplog,
+                                                                                damage):
+    folder = _copy(two_epochs, tmp_path)
+    if damage == "garbage":
+        (folder / "checkpoint").write_text("garbage\n")
+    else:
+        (folder / "checkpoint").unlink()
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert history["params"]["initial_epoch"] == 2, "not a fresh start over the old checkpoints"
+    assert len(history["metrics"]["loss"]) == 3
+    assert "resuming from the newest checkpoint there, ckpt-8" in caplog.text
+    assert "Resuming from" in caplog.text
+
+
+def test_a_history_of_epochs_done_without_any_checkpoint_is_refused(data, two_epochs, tmp_path):
+    folder = _copy(two_epochs, tmp_path)
+    for file in folder.glob("ckpt-*"):
+        file.unlink()
+    with pytest.raises(AlexnetError, match=r"records 2 epoch\(s\) and 0 step\(s\) done, but there is no checkpoint"):
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage index"])
+def test_a_damaged_newest_checkpoint_gives_way_to_the_one_before_it(data, two_epochs, tmp_path, caplog, damage):
+    folder = _copy(two_epochs, tmp_path)
+    if damage == "truncated":
+        with open(folder / "ckpt-8.data-00000-of-00001", "r+b") as f:
+            f.truncate(1_000_000)
+    else:
+        (folder / "ckpt-8.index").write_text("garbage\n")
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert history["params"]["initial_epoch"] == 1
+    assert len(history["metrics"]["loss"]) == 3
+    assert f"The newest checkpoint in {folder}, ckpt-8, is damaged" in caplog.text
+    assert "resuming from ckpt-4, the one before it" in caplog.text
+    assert "does not fit" not in caplog.text
+
+
+def test_every_checkpoint_damaged_is_refused_naming_them(data, two_epochs, tmp_path):
+    folder = _copy(two_epochs, tmp_path)
+    for name in ("ckpt-8", "ckpt-4"):
+        with open(folder / f"{name}.data-00000-of-00001", "r+b") as f:
+            f.truncate(1_000_000)
+    damaged = r"are damaged \(ckpt-8: .*; ckpt-4: .*\): delete its ckpt-\* files"
+    with pytest.raises(AlexnetError, match=damaged) as error:
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert "does not fit" not in str(error.value)
+
+
+def test_a_run_stopped_between_its_checkpoint_and_its_history_file_loses_no_epoch(data, tmp_path, monkeypatch):
+    folder = tmp_path / "ckpt"
+    write = CheckpointStore.write_state
+
+    def stop_before_the_second(self, state):
+        if state["epochs_done"] == 2:
+            raise Interrupted("stopped after the checkpoint of epoch 2, before its history file")
+        write(self, state)
+
+    monkeypatch.setattr(CheckpointStore, "write_state", stop_before_the_second)
+    with pytest.raises(Interrupted):
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    monkeypatch.setattr(CheckpointStore, "write_state", write)
+    assert json.loads((folder / STATE_FILE).read_text())["epochs_done"] == 1
+    history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert history["params"]["initial_epoch"] == 2
+    assert len(history["metrics"]["loss"]) == 3 and history["card"]["epochs"] == 3
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage"])
+def test_a_history_file_deleted_or_unreadable_is_taken_from_the_checkpoint(data, two_epochs, tmp_path, caplog, damage):
+    folder = _copy(two_epochs, tmp_path)
+    if damage == "deleted":
+        (folder / STATE_FILE).unlink()
+    else:
+        (folder / STATE_FILE).write_text("{garbage")
+        with pytest.raises(AlexnetError, match="use another `checkpoint_dir`, or delete that folder's ckpt-\\* files"):
+            recorded_settings(str(folder))
+    with pytest.raises(AlexnetError, match="dense_units"):  # the settings are still checked
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **dict(SMALL, dense_units=8))
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert "resuming with the copy of it that ckpt-8 keeps" in caplog.text
+    assert history["params"]["initial_epoch"] == 2
+    assert len(history["metrics"]["loss"]) == 3 and history["card"]["epochs"] == 3
+
+
+class StopAt(keras.callbacks.Callback):
+    """Raises :class:`Interrupted` after batch ``batch`` of epoch ``epoch`` (0-based)."""
+
+    def __init__(self, epoch: int, batch: int):
+        super().__init__()
+        self.epoch, self.batch, self.current = epoch, batch, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.current == self.epoch and batch == self.batch:
+            raise Interrupted(f"interrupted at epoch {self.current}, batch {batch}")
+
+
+class Epochs(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs: list[tuple[int, int]] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append((epoch, self.params["steps"]))
+
+
+def test_a_run_checkpointed_mid_epoch_resumed_at_a_larger_batch_ends_that_epoch_and_goes_on(data, tmp_path, caplog):
+    folder = tmp_path / "ckpt"
+    settings = dict(SMALL, checkpoint_dir=str(folder), checkpoint_every=2)
+    with pytest.raises(Interrupted):  # epochs of 8 steps of 4; the last checkpoint after step 6 of epoch 1
+        alexnet_train(4, 2, data, callbacks=[StopAt(epoch=0, batch=6)], **settings)
+    assert json.loads((folder / STATE_FILE).read_text())["position"] == [0, 6]
+    record = Epochs()
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 2, data, callbacks=[record], **settings)  # epochs of 4 steps
+    assert (history["params"]["initial_epoch"], history["params"]["initial_step"]) == (0, 6)
+    assert record.epochs == [(0, 1), (1, 4)], "epoch 1 ends with its last step, epoch 2 is whole"
+    assert "after step 6 of epoch 1, and an epoch has 4 steps now: epoch 1 ends with its last step" in caplog.text
+    assert len(history["metrics"]["loss"]) == 2
