@@ -1717,4 +1717,4 @@ def test_command_line_writes_and_uploads_a_layout(tmp_path, capsys):
     assert sorted(p.name for p in (dest / "data").iterdir())[-1].startswith("validation-")
     assert main(["upload", str(dest), "--board", str(board)]) == 0
     out = capsys.readouterr().out
-    assert "2 categories uploaded" in out and f"Read {dest / 'data'} (parquet layout)" in out
+    assert ": 2 categories (2 uploaded, 0 already there" in out and f"Read {dest / 'data'} (parquet layout)" in out

@@ -205,7 +205,7 @@ test_that("an evaluation's counts by class are data frames, printed as its lowes
   expect_match(recorded, "Run 7", fixed = TRUE)
   expect_match(recorded, "grey40", fixed = TRUE)
   expect_error(plot(empty), "no counts by class", class = "alexnet_error")
-  # the ranks' axis has whole numbers only, and a name right of the middle is written to the left of its point
+  # the ranks' axis has whole numbers only
   plot(evaluation)
   drawn <- function(what) {
     calls <- Filter(function(item) identical(item[[2]][[1]]$name, what), grDevices::recordPlot()[[1]])
@@ -213,7 +213,11 @@ test_that("an evaluation's counts by class are data frames, printed as its lowes
   }
   expect_equal(Filter(Negate(is.null), lapply(drawn("C_axis"), function(args) if (args[[1]] == 1) args[[2]]))[[1]],
                c(1, 2, 3))
-  expect_equal(drawn("C_text")[[1]][[4]], c(4, 4, 2))
+  expect_length(drawn("C_text"), 3L)  # a name for each of the 3 classes, each slanted its own way
+  # a name is slanted towards the plot's middle: rightwards left of it, leftwards right of it (ending at its point),
+  # upwards from a low accuracy, downwards from a high one
+  expect_equal(alexnet:::name_placements(c(1, 2, 3), c(0, 0.6, 1), 3),
+               data.frame(srt = c(30, -30, 30), adj = c(0, 0, 1)))
   for (top in list(NA, "a", -1, 1.5, c(1, 2))) {
     expect_error(plot(evaluation, top = top), "`top` must be a whole number >= 0", class = "alexnet_error")
   }
