@@ -24,7 +24,7 @@ from typing import Any
 
 from .board import Board
 from .layout import FORMAT_VERSION
-from .transfer import retry
+from .transfer import retry, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +192,10 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
             return version
     try:
         fs.put(folder, version_path, recursive=True)
-    except BaseException:  # a retry (in another second, or this one) finds no half-written version
-        with contextlib.suppress(Exception):
-            fs.rm(version_path, recursive=True)
+    except BaseException as err:  # a retry (in another second, or this one) finds no half-written version
+        if unreachable(err) is None:  # (a board that does not answer is not asked, for another minute, to delete it)
+            with contextlib.suppress(Exception):
+                fs.rm(version_path, recursive=True)
         raise
     return version
 
