@@ -96,6 +96,10 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress
             shutil.rmtree(staging, ignore_errors=True)
 
 
+class _NotStarted(Exception):
+    """A download not started, the board having stopped answering."""
+
+
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
                verify: bool = False, desc: str = "fetch") -> Fetched:
     """Make every item's files present in the cache folder ``root``; ``workers`` downloads at a time.
@@ -133,11 +137,22 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
 
             errors: dict[str, BaseException] = {}
             stopped: BaseException | None = None
+            stop = threading.Event()  # set by the first download that finds the board not answering
+
+            def fetch_one(item: ZipItem) -> list[str]:
+                if stop.is_set():
+                    raise _NotStarted
+                try:
+                    return _fetch_one(item, board, root, retries=retries, progress=progress)
+                except Exception as error:
+                    if unreachable(error) is not None:
+                        stop.set()
+                    raise
+
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="alexnet-fetch") as pool:
-                futures = {pool.submit(_fetch_one, item, board, root, retries=retries, progress=progress): item
-                           for item in todo}
+                futures = {pool.submit(fetch_one, item): item for item in todo}
                 for future in as_completed(futures):
-                    if future.cancelled():
+                    if future.cancelled() or isinstance(future.exception(), _NotStarted):
                         continue
                     error = future.exception()
                     if error is None:

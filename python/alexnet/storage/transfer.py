@@ -93,8 +93,10 @@ def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], f
             raise
         except Exception as err:
             cut = unreachable(err)
-            if cut is not None and first is None:
-                first = max(began, moved()) if moved is not None else began
+            if cut is not None:
+                first = began if first is None else first
+                if moved is not None:  # bytes that moved since start the window again
+                    first = max(first, moved())
             waited = time.monotonic() - first if first is not None else 0.0
             if cut is not None and waited >= UNREACHABLE_SECONDS:
                 raise BoardError(f"{what}: nothing answered for {waited:.0f} s ({brief(cut)})") from err
