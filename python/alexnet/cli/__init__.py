@@ -66,14 +66,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
-    """Log alexnet's INFO lines and other libraries' warnings only (pins logs a line per pin written); ``verbose``
-    1 adds the libraries' INFO lines and alexnet's DEBUG ones, 2 and more every library's DEBUG lines; ``quiet``
-    leaves warnings and errors only."""
+    """Log alexnet's INFO lines and other libraries' warnings only (pins logs a line per pin written), those without
+    their tracebacks; ``verbose`` 1 adds the libraries' INFO lines, their tracebacks and alexnet's DEBUG ones, 2 and
+    more every library's DEBUG lines; ``quiet`` leaves warnings and errors only."""
     others = logging.WARNING if quiet or verbose < 1 else logging.INFO if verbose == 1 else logging.DEBUG
     own = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger().setLevel(others)
     log.setLevel(own)
+    for handler in logging.getLogger().handlers:
+        for old in [f for f in handler.filters if isinstance(f, _NoLibraryTracebacks)]:
+            handler.removeFilter(old)
+        if verbose < 1:
+            handler.addFilter(_NoLibraryTracebacks())
+
+
+class _NoLibraryTracebacks(logging.Filter):
+    """Without ``-v``, another library's error is one line: its traceback is left out (gcsfs logs one with every
+    request that ran out of its retries; alexnet's own error says what failed and what to do)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("alexnet") and (record.exc_info or record.stack_info):
+            text = record.getMessage().strip().splitlines()
+            record.msg, record.args = (text[0] if text else ""), ()
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, LayoutError
 from ..machine import usable_cpus
 from ..progress import progress_bar
@@ -36,7 +37,7 @@ from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board
 from ..storage.publish import pin_state, publish_file, quiet_pins
-from ..storage.transfer import retry
+from ..storage.transfer import brief, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import check_image
 from .parts import CRC_MISMATCH, Member, Members, Part, Source
@@ -154,8 +155,8 @@ class _LazyBar:
 
 
 class _Unpublished(Exception):
-    """A part packed while the source's checks failed: not published, and not reported on its own (the upload
-    raises the source's error once)."""
+    """A part packed while the source's checks failed, or not started once the board stopped answering: not
+    published, and not reported on its own (the upload raises the source's or the board's error once)."""
 
 
 def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | None, board: Board, exists: bool,
@@ -167,6 +168,7 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
     :meth:`~alexnet.data.parts.Source.ready`, raising :class:`_Unpublished` for the error its checks found."""
     zip_path = os.path.join(workdir, layout.zip_name(part.pin))
     try:
+        ready(False)  # the board stopped answering while this part waited for a thread: not started
         items = members()
         with packing:
             ready(False)  # the source's checks failed already: not packed
@@ -206,6 +208,8 @@ class Uploader:
         self.states: dict[str, dict[str, Any] | None] = {}
         self.existing: set[str] = set()
         self.prints: dict[str, str] = {}
+        #: the first error that said the board does not answer: no part is started after it
+        self.stopped: BaseException | None = None
 
     def _record(self, part: Part, result: Result, source_bytes: int) -> None:
         with self.lock:
@@ -236,10 +240,21 @@ class Uploader:
     def _ready(self, wait: bool) -> bool:
         """The source's :meth:`~alexnet.data.parts.Source.ready` for a packing thread: its error ends the part as
         :class:`_Unpublished` (the reading thread raises it, once)."""
+        if self.stopped is not None:
+            raise _Unpublished
         try:
             return self.source.ready(wait)
         except LayoutError as err:
             raise _Unpublished from err
+
+    def _stop(self, error: BaseException) -> bool:
+        """Whether ``error`` says the board stopped answering; the first such error stops the upload's new work."""
+        if unreachable(error) is None:
+            return False
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = error
+        return True
 
     def _done(self, part: Part, future: Future[Result]) -> None:
         error = future.exception()
@@ -251,8 +266,10 @@ class Uploader:
         with self.lock:
             self.failures[part.pin] = error
             self.bar.update(part.source_bytes, self.images)
-        if not isinstance(error, LayoutError):  # a damaged source is the upload's one error (run() raises it)
-            log.error("category %s (%s) failed: %s", part.wnid, part.split, error)
+        if self._stop(error):  # the upload's one error says it (run() raises it)
+            log.debug("category %s (%s) failed: %s", part.wnid, part.split, error)
+        elif not isinstance(error, LayoutError):  # a damaged source is the upload's one error (run() raises it)
+            log.error("category %s (%s) failed: %s", part.wnid, part.split, brief(error, 300))
 
     def _run(self, pool: ThreadPoolExecutor, workdir: str, split: str, keep: frozenset[str] | None) -> None:
         """Hand the parts of ``split`` to the pool, at most ``workers + 2`` in flight, and wait for the last.
@@ -262,6 +279,8 @@ class Uploader:
         in_flight = self.workers + 2
         slots = threading.BoundedSemaphore(in_flight)
         for part in self.source.parts(split, self._wanted, keep, workdir):
+            if self.stopped is not None:  # the board stopped answering: no more parts read, none started
+                break
             self.source.ready(wait=False)  # a check that failed in the background stops the reading
             slots.acquire()
             try:
@@ -289,7 +308,13 @@ class Uploader:
                        if _CATEGORY_PIN.match(n) or n in own or n.removeprefix(layout.VAL_PREFIX) in own)
 
         def state(name: str) -> dict[str, Any] | None:
-            return retry(f"reading pin {name}", lambda: pin_state(self.board, name), self.options.retries)
+            if self.stopped is not None:
+                raise _Unpublished
+            try:
+                return retry(f"reading pin {name}", lambda: pin_state(self.board, name), self.options.retries)
+            except Exception as err:
+                self._stop(err)
+                raise
 
         self.states = dict(zip(names, pool.map(state, names), strict=True))
 
@@ -298,23 +323,40 @@ class Uploader:
 
         A disk that fills up ends it with one error saying where the scratch folder was and what to give: an
         :class:`~alexnet.errors.AlexnetError` when the scratch folder or the source's reading stopped, a
-        :class:`~alexnet.errors.BoardError` listing the parts when packing or publishing them did."""
+        :class:`~alexnet.errors.BoardError` listing the parts when packing or publishing them did. A board that stops
+        answering (see :func:`~alexnet.storage.transfer.retry` for how long a transfer tries) ends it as soon as the
+        parts under way have ended: no other part is read or started, and one ``BoardError`` names the board and how
+        many categories it holds, which a run again skips."""
         try:
             with quiet_pins(), scratch_folder("alexnet-upload-", self.scratch) as workdir, \
                     contextlib.closing(self.bar), \
                     ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
-                self._states(pool)
-                self._run(pool, workdir, "train", None)
-                kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
-                self._run(pool, workdir, "val", kept)
+                try:
+                    self._states(pool)
+                except Exception as err:
+                    if not self._stop(err):
+                        raise
+                if self.stopped is None:  # the board answered the states' reading
+                    self._run(pool, workdir, "train", None)
+                if self.stopped is None:
+                    kept = frozenset(w for (w, s), r in self.results.items()
+                                     if s == "train" and r.status != "excluded")
+                    self._run(pool, workdir, "val", kept)
                 self.source.ready()
-                if not self.failures:
+                if not self.failures and self.stopped is None:
                     self.bar.finish()
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
             if err.errno != errno.ENOSPC:
                 raise
             raise AlexnetError(f"the upload stopped ({err}): {_no_space(self.scratch)}; then run imagenet_upload() "
                                "again to finish") from err
+        if self.stopped is not None:
+            done = len({w for (w, _), r in self.results.items() if r.status in ("uploaded", "skipped")})
+            why = brief(unreachable(self.stopped) or self.stopped)
+            raise BoardError(
+                f"the board {self.board.location} stopped answering ({why}): run imagenet_upload() again to resume; "
+                f"{count_text(done, 'category', 'categories')} "
+                f"{'is' if done == 1 else 'are'} on the board") from self.stopped
         if self.failures:
             layout_errors = [e for e in self.failures.values() if isinstance(e, LayoutError)]
             if layout_errors:
@@ -324,7 +366,8 @@ class Uploader:
                 said = "category packed is" if done == 1 else "categories packed are"
                 raise LayoutError(f"{layout_errors[0]} (the {done} {said} on the board and skipped next "
                                   "time)") from layout_errors[0]
-            listing = "; ".join(f"{name}: {type(e).__name__}: {e}" for name, e in sorted(self.failures.items()))
+            names = sorted(self.failures)
+            listing = f"{some_names(names)}; {names[0]}: {brief(self.failures[names[0]])}"
             full = any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in self.failures.values())
             raise BoardError(
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "

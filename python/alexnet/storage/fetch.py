@@ -21,10 +21,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import count_text, some_names
+from ..errors import BoardError
 from ..progress import progress_bar
 from . import cache
 from .board import Board
-from .transfer import download_verified, extract_zip
+from .transfer import brief, download_verified, extract_zip, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +96,19 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress
             shutil.rmtree(staging, ignore_errors=True)
 
 
+class _NotStarted(Exception):
+    """A download not started, the board having stopped answering."""
+
+
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
                verify: bool = False, desc: str = "fetch") -> Fetched:
     """Make every item's files present in the cache folder ``root``; ``workers`` downloads at a time.
 
     Items already cached (see :func:`alexnet.storage.cache.cached_files`, with ``verify`` checking every
     file's CRC-32) are not downloaded. The first error is raised once every download has ended; the others
-    are logged.
+    are logged, a few by name. A board that stops answering (see :func:`alexnet.storage.transfer.retry` for how long
+    a download tries) starts no other download: the ones under way end, and one ``BoardError`` names the board and
+    how many zips are in the cache, which a fetch again does not download.
     """
     files: dict[str, list[str]] = {}
     todo: list[ZipItem] = []
@@ -127,20 +135,44 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                     moved += n
                     bar.update(n)
 
-            errors: list[BaseException] = []
+            errors: dict[str, BaseException] = {}
+            stopped: BaseException | None = None
+            stop = threading.Event()  # set by the first download that finds the board not answering
+
+            def fetch_one(item: ZipItem) -> list[str]:
+                if stop.is_set():
+                    raise _NotStarted
+                try:
+                    return _fetch_one(item, board, root, retries=retries, progress=progress)
+                except Exception as error:
+                    if unreachable(error) is not None:
+                        stop.set()
+                    raise
+
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="alexnet-fetch") as pool:
-                futures = {pool.submit(_fetch_one, item, board, root, retries=retries, progress=progress): item
-                           for item in todo}
+                futures = {pool.submit(fetch_one, item): item for item in todo}
                 for future in as_completed(futures):
+                    if future.cancelled() or isinstance(future.exception(), _NotStarted):
+                        continue
                     error = future.exception()
-                    if error is not None:
-                        errors.append(error)
-                    else:
+                    if error is None:
                         files[futures[future].key] = future.result()
+                        continue
+                    errors[futures[future].what] = error
+                    if stopped is None and unreachable(error) is not None:
+                        stopped = error  # the board stopped answering: no other download starts
+                        for waiting in futures:
+                            waiting.cancel()
+            if stopped is not None:
+                raise BoardError(
+                    f"the board {board.location} stopped answering ({brief(unreachable(stopped) or stopped)}): "
+                    f"fetching again resumes; {len(files)} of {count_text(len(items), 'zip')} are in the cache"
+                ) from stopped
             if errors:
                 if len(errors) > 1:
-                    log.error("%d zips failed: %s", len(errors), "; ".join(str(e) for e in errors))
-                raise errors[0]
+                    names = sorted(errors)
+                    log.error("%d zips failed: %s", len(errors), some_names(names))
+                raise next(iter(errors.values()))
     seconds = time.monotonic() - start
     if todo:
         log.info("%s: %.1f MB in %.1f s (%.1f MB/s)", desc, moved / 1e6, seconds,

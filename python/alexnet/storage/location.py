@@ -40,6 +40,13 @@ log = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 _PROBE_TIMEOUT = 10.0
+#: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
+#: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
+_SILENT_TIMEOUT = 30.0
+#: Attempts botocore makes of one S3 request ("standard" mode), and times s3fs repeats that for a dropped connection
+#: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
+#: (connections refused) or about 30 s (timed out). gcsfs makes 6 requests, about 35 s when refused.
+_S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
 
 #: Location kinds, as :func:`location_kind` names them.
 KINDS = ("file", "gs", "s3", "http")
@@ -124,7 +131,8 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         endpoint = emulator if "://" in emulator else f"http://{emulator}"
         probe_url(endpoint, f"{what} {resolved}", "start the GCS emulator or unset STORAGE_EMULATOR_HOST")
         log.info("%s: GCS emulator at %s, anonymous access", resolved, endpoint)
-        return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0)
+        return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0,
+                                        requests_timeout=_gcs_timeout())
 
     import gcsfs
     import google.auth
@@ -144,7 +152,15 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         token = "anon"
         log.info("%s: no Google credentials, reading anonymously (public buckets only)", resolved)
     probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
-    return gcsfs.GCSFileSystem(token=token, cache_timeout=0)
+    return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=_gcs_timeout())
+
+
+def _gcs_timeout() -> Any:
+    """gcsfs's timeouts of one request: ``_PROBE_TIMEOUT`` to connect, ``_SILENT_TIMEOUT`` of a silent socket, none on
+    the whole (gcsfs's default: none at all, so a stalled connection hung for ever)."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=None, sock_connect=_PROBE_TIMEOUT, sock_read=_SILENT_TIMEOUT)
 
 
 def _open_s3(resolved: str, write: bool, what: str) -> Any:
@@ -161,14 +177,17 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     options: dict[str, Any] = {
         "anon": not has_credentials,
         "listings_expiry_time": 0,
-        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "retries": {"max_attempts": 5, "mode": "standard"}},
+        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "read_timeout": _SILENT_TIMEOUT,
+                          "retries": {"max_attempts": _S3_ATTEMPTS, "mode": "standard"}},
     }
     if endpoint:
         options["client_kwargs"] = {"endpoint_url": endpoint}
         probe_url(endpoint, f"{what} {resolved}", "start the S3 server or fix AWS_ENDPOINT_URL")
     if not has_credentials:
         log.info("%s: no AWS credentials, reading anonymously (public buckets only)", resolved)
-    return s3fs.S3FileSystem(**options)
+    fs = s3fs.S3FileSystem(**options)
+    fs.retries = _S3FS_RETRIES  # s3fs's own repeats of botocore's attempts (5: 15 requests to a silent endpoint)
+    return fs
 
 
 def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: str = "board") -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .board import Board
 from .layout import FORMAT_VERSION
-from .transfer import retry
+from .transfer import retry, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,10 @@ def _version_folder(path: str) -> Iterator[tuple[str, str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Version folders whose copy a dropped connection cut off, deleted before the copy is tried again.
+_LEFT: set[str] = set()
+
+
 def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any]) -> str:
     """Write pins' ``data.txt`` for ``file`` into ``folder`` (which holds it and nothing else) and put the folder on
     the board as the pin's new version: renamed into place on a folder board on the same file system, copied
@@ -178,6 +182,10 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
     if not fs.exists(pin_path):
         with contextlib.suppress(FileExistsError):
             fs.mkdir(pin_path)
+    if version_path in _LEFT and fs.exists(version_path):  # this process's copy cut off, the board answers again
+        with contextlib.suppress(Exception):
+            fs.rm(version_path, recursive=True)
+    _LEFT.discard(version_path)
     if fs.exists(version_path):
         from pins.errors import PinsError
 
@@ -192,9 +200,12 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
             return version
     try:
         fs.put(folder, version_path, recursive=True)
-    except BaseException:  # a retry (in another second, or this one) finds no half-written version
-        with contextlib.suppress(Exception):
-            fs.rm(version_path, recursive=True)
+    except BaseException as err:  # a retry (in another second, or this one) finds no half-written version
+        if unreachable(err) is None:
+            with contextlib.suppress(Exception):
+                fs.rm(version_path, recursive=True)
+        else:  # a board that does not answer is not asked, for another half minute, to delete it: the retry does
+            _LEFT.add(version_path)
         raise
     return version
 

@@ -32,22 +32,80 @@ def backoff(attempt: int) -> float:
     return min(30.0, 0.5 * 2**attempt) * (0.5 + random.random())
 
 
-def retry(what: str, fn: Callable[[], T], retries: int) -> T:
+#: The longest a transfer keeps trying an endpoint that does not answer (connections refused, reset or timed out),
+#: in seconds: no new attempt starts once this long has passed since the first failed attempt began (or since the
+#: bytes last moved in it, for a download that made progress). The storage library's own retries count, as they run
+#: inside an attempt; :func:`alexnet.storage.location.open_filesystem` configures them so that one attempt against a
+#: dead endpoint ends within about 35 s (gcsfs: 6 requests with backoff; s3fs: 3 with a 10 s connect timeout), so
+#: that a transfer gives up within about a minute, or two when connections time out instead of being refused. A slow
+#: link that moves bytes is never cut: the clients' timeouts are for a silent socket, not for a whole transfer.
+UNREACHABLE_SECONDS = 30.0
+
+#: The exceptions, by class (module and name, matched anywhere in the error's class hierarchy), that say an endpoint
+#: did not answer: no connection, a connection dropped, a socket silent for too long. Builtin ``ConnectionError`` and
+#: ``TimeoutError`` count too.
+_UNREACHABLE_CLASSES = frozenset({
+    "aiohttp.client_exceptions.ClientConnectionError",  # refused, reset, server disconnected, socket timeouts
+    "aiohttp.client_exceptions.ClientPayloadError",  # a body cut short by a dropped connection
+    "botocore.exceptions.ConnectionError",  # EndpointConnectionError, ConnectTimeoutError
+    "botocore.exceptions.HTTPClientError",  # ReadTimeoutError, ConnectionClosedError
+    "requests.exceptions.ConnectionError",
+    "requests.exceptions.Timeout",
+    "fsspec.exceptions.FSTimeoutError",
+})
+
+
+def unreachable(error: BaseException | None) -> BaseException | None:
+    """The error in ``error``'s chain (itself, its causes and contexts) that says an endpoint did not answer, or None.
+
+    A ``BoardError`` that :func:`retry` raised after such failures is one too (through its cause)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (ConnectionError, TimeoutError)) or any(
+                f"{cls.__module__}.{cls.__name__}" in _UNREACHABLE_CLASSES for cls in type(error).__mro__):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def brief(error: BaseException, limit: int = 200) -> str:
+    """``error``'s kind and the first line of its text, at most ``limit`` characters: for a one-line message."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], float] | None = None) -> T:
     """``fn()``, attempted up to ``retries + 1`` times with :func:`backoff` between attempts.
 
     Errors in :data:`PERMANENT_ERRORS` are raised at once; after the last attempt any other error becomes a
-    ``BoardError`` naming ``what``.
+    ``BoardError`` naming ``what``. An endpoint that does not answer (see :func:`unreachable`) is tried for at most
+    :data:`UNREACHABLE_SECONDS`, counted from the start of the first attempt that failed so, or from when bytes last
+    moved in it: ``moved()`` is the :func:`time.monotonic` of that (a download's progress), when given.
     """
+    first: float | None = None
     for attempt in range(retries + 1):
+        began = time.monotonic()
         try:
             return fn()
         except PERMANENT_ERRORS:
             raise
         except Exception as err:
+            cut = unreachable(err)
+            if cut is not None:
+                first = began if first is None else first
+                if moved is not None:  # bytes that moved since start the window again
+                    first = max(first, moved())
+            waited = time.monotonic() - first if first is not None else 0.0
+            if cut is not None and waited >= UNREACHABLE_SECONDS:
+                raise BoardError(f"{what}: nothing answered for {waited:.0f} s ({brief(cut)})") from err
             if attempt == retries:
-                raise BoardError(f"{what} failed after {retries + 1} attempts: {type(err).__name__}: {err}") from err
+                raise BoardError(f"{what} failed after {retries + 1} attempts: {brief(err)}") from err
             delay = backoff(attempt)
-            log.warning("%s failed (%s: %s); retrying in %.1f s", what, type(err).__name__, err, delay)
+            if cut is not None:
+                delay = max(0.0, min(delay, UNREACHABLE_SECONDS - waited))
+            log.warning("%s failed (%s); retrying in %.1f s", what, brief(err), delay)
             time.sleep(delay)
     raise AssertionError("unreachable")
 
@@ -106,12 +164,19 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
     by default: delete it, then ``remedy``, since an upload keeps a file that is there whole).
     """
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+    last = [time.monotonic()]
+
+    def moving(count: int) -> None:  # the bytes' progress: a slow link that moves them is not given up on
+        last[0] = time.monotonic()
+        if progress is not None:
+            progress(count)
+
     for check in range(INTEGRITY_ATTEMPTS):
         staged = f"{local}.unverified-{uuid.uuid4().hex[:8]}"
         try:
             try:
-                retry(f"downloading {what} from {remote}", lambda staged=staged: download(fs, remote, staged, progress),
-                      retries)
+                retry(f"downloading {what} from {remote}", lambda staged=staged: download(fs, remote, staged, moving),
+                      retries, moved=lambda: last[0])
             except (FileNotFoundError, PermissionError) as err:
                 raise BoardError(f"{what} is listed in {pin} but {remote} cannot be read ({type(err).__name__}: "
                                  f"{err}); {remedy}") from None

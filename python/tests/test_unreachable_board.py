@@ -1,0 +1,192 @@
+"""A board whose server dies during an upload or a fetch: the transfer stops within a bound, starts nothing more and
+ends with one short error; libraries' tracebacks stay out of the default log."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import sys
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from servers import HOST, _child, create_gcs_bucket, free_port
+
+from alexnet.data import packing
+from alexnet.data.fetch import imagenet_partition
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
+from alexnet.errors import BoardError
+from alexnet.storage import fetch as fetch_module
+from alexnet.storage import transfer
+
+CLASSES = 5
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("imagenet")
+    return imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=4, val_per_class=1, seed=3,
+                              max_side=40)["path"]
+
+
+@contextlib.contextmanager
+def killable(kind: str) -> Iterator[tuple[str, object]]:
+    """A GCS emulator or a moto server of its own (with the bucket ``bkt``), and its process, to be killed."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    if kind == "gs":
+        cmd = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", HOST, "--port", str(port),
+               "--in-memory", "--quiet"]
+        ready = f"{url}/storage/v1/b"
+    else:
+        cmd = [str(Path(sys.executable).with_name("moto_server")), "-H", HOST, "-p", str(port)]
+        ready = f"{url}/moto-api/"
+    with _child(cmd, ready) as proc:
+        if kind == "gs":
+            create_gcs_bucket(url, "bkt")
+        else:
+            import urllib.request
+
+            with urllib.request.urlopen(urllib.request.Request(f"{url}/bkt", method="PUT"), timeout=10):
+                pass
+        yield url, proc
+
+
+@pytest.fixture
+def quick(monkeypatch):
+    """Bounds made small so that a dead server ends a transfer in seconds: alexnet's window, and gcsfs's sleeps
+    between its own retries (1, 2, 4, 8, 16 s) a twentieth."""
+    monkeypatch.setattr(transfer, "UNREACHABLE_SECONDS", 1.0)
+    import gcsfs.retry
+
+    real = gcsfs.retry.asyncio.sleep
+    monkeypatch.setattr(gcsfs.retry, "asyncio", types.SimpleNamespace(sleep=lambda s: real(s / 20)))
+
+
+def point_at(monkeypatch, kind: str, url: str) -> str:
+    if kind == "gs":
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+    else:
+        for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                            ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", url)):
+            monkeypatch.setenv(name, value)
+    return f"{kind}://bkt/board"
+
+
+@pytest.mark.parametrize("kind", ["gs", "s3"])
+def test_a_server_that_dies_during_an_upload_ends_it_in_seconds_with_one_line(kind, source, quick, monkeypatch,
+                                                                              caplog):
+    published = []
+    original = packing.publish_file
+
+    def publish_then_kill(*args, **kwargs):
+        if published:
+            proc.kill()
+            proc.wait()
+        published.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(packing, "publish_file", publish_then_kill)
+    with killable(kind) as (url, proc):
+        board = point_at(monkeypatch, kind, url)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING), pytest.raises(BoardError) as err:
+            imagenet_upload(source, board, workers=1)
+        seconds = time.monotonic() - started
+    message = str(err.value)
+    assert message.startswith(f"the board {board} stopped answering (")
+    assert "127.0.0.1" in message and message.endswith(
+        "run imagenet_upload() again to resume; 1 category is on the board")
+    assert "\n" not in message and len(message) < 400
+    assert len(published) == 2  # the category under way when the server died; no other one started
+    assert seconds < 25
+    assert len([r for r in caplog.records if r.name.startswith("alexnet")]) <= 3
+
+
+def test_a_server_that_dies_during_a_fetch_ends_it_in_seconds_with_one_line(source, quick, monkeypatch, tmp_path):
+    started_zips = []
+    original = fetch_module._fetch_one
+
+    def fetch_then_kill(item, *args, **kwargs):
+        if started_zips:
+            proc.kill()
+            proc.wait()
+        started_zips.append(item.key)
+        return original(item, *args, **kwargs)
+
+    with killable("gs") as (url, proc):
+        board = point_at(monkeypatch, "gs", url)
+        imagenet_upload(source, board, workers=2)
+        monkeypatch.setattr(fetch_module, "_fetch_one", fetch_then_kill)
+        started = time.monotonic()
+        with pytest.raises(BoardError) as err:
+            imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache", workers=1)
+        seconds = time.monotonic() - started
+    message = str(err.value)
+    assert message.startswith(f"the board {board} stopped answering (")
+    assert message.endswith(f"fetching again resumes; 1 of {CLASSES * 2} zips are in the cache")
+    assert len(started_zips) == 2  # the zip under way; the queued ones were not started
+    assert seconds < 25
+
+
+def test_a_dead_endpoint_is_tried_for_the_window_only(monkeypatch):
+    monkeypatch.setattr(transfer, "UNREACHABLE_SECONDS", 0.5)
+    monkeypatch.setattr(transfer, "backoff", lambda attempt: 0.05)
+    calls = []
+
+    def refused():
+        calls.append(1)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    started = time.monotonic()
+    with pytest.raises(BoardError, match=r"^reading x: nothing answered for \d+ s \(ConnectionRefusedError: "):
+        transfer.retry("reading x", refused, retries=1000)
+    assert time.monotonic() - started < 2
+    assert 2 <= len(calls) < 30
+
+
+def test_a_slow_link_that_moves_bytes_is_not_given_up_on(monkeypatch):
+    monkeypatch.setattr(transfer, "UNREACHABLE_SECONDS", 0.3)
+    monkeypatch.setattr(transfer, "backoff", lambda attempt: 0.0)
+    attempts = []
+
+    def resets_while_moving():  # each attempt moves bytes for 0.4 s, more than the window, then its link drops
+        attempts.append(1)
+        time.sleep(0.4)
+        if len(attempts) < 3:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return "done"
+
+    assert transfer.retry("downloading x", resets_while_moving, retries=5, moved=time.monotonic) == "done"
+    assert len(attempts) == 3
+
+
+def test_library_tracebacks_are_left_out_without_verbose():
+    from alexnet.cli import _NoLibraryTracebacks
+
+    def logged(filtered: bool) -> str:
+        out = io.StringIO()
+        handler = logging.StreamHandler(out)
+        if filtered:
+            handler.addFilter(_NoLibraryTracebacks())
+        library = logging.getLogger("gcsfs.test-b")
+        library.addHandler(handler)
+        library.propagate = False
+        try:
+            try:
+                raise ConnectionRefusedError("refused")
+            except ConnectionRefusedError:
+                library.exception("_request out of retries on exception: refused")
+                logging.getLogger("alexnet.test-b").addHandler(handler)
+                logging.getLogger("alexnet.test-b").warning("own warning")
+        finally:
+            library.removeHandler(handler)
+            logging.getLogger("alexnet.test-b").removeHandler(handler)
+        return out.getvalue()
+
+    assert logged(False).count("Traceback") == 1
+    assert logged(True) == "_request out of retries on exception: refused\nown warning\n"
