@@ -87,6 +87,9 @@ def test_resolve_default_is_env_then_user_cache(monkeypatch, tmp_path):
         ("http://127.0.0.1:8000/b", "http://127.0.0.1:8000/b"),
         ("file:///tmp/some%20board", "/tmp/some board"),
         ("file://localhost/tmp/b", "/tmp/b"),
+        ("s3://b//x", "s3://b/x"),
+        ("gs://b//x///y/", "gs://b/x/y"),
+        ("https://host/a//b", "https://host/a//b"),
     ],
 )
 def test_resolve_urls(given, expected):
@@ -112,6 +115,24 @@ def test_resolve_paths_become_absolute(tmp_path, monkeypatch):
 def test_resolve_rejects(bad, message):
     with pytest.raises(BoardError, match=message):
         resolve_board(bad)
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("gs:/rb/typo", "gs://rb/typo"),
+    ("s3:rev-bucket/x", "s3://rev-bucket/x"),
+    ("gs//rb/x", "gs://rb/x"),
+    ("GCS:/b", "gcs://b"),
+    ("s3a:b/x", "s3a://b/x"),
+    ("file:/tmp/b", "file:///tmp/b"),
+    ("https:/host/b", "https://host/b"),
+    ("http:host", "http://host"),
+])
+def test_resolve_refuses_a_mistyped_scheme(typo, meant, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BoardError, match=f"board '{typo}' is a mistyped URL: write '{meant}', or './{typo}'"):
+        open_board(typo, write=True)
+    assert list(tmp_path.iterdir()) == []
+    assert resolve_board(f"./{typo}") == os.path.normpath(f"{tmp_path}/{typo}")
 
 
 # -- folder ---------------------------------------------------------------------------------------------------
@@ -164,6 +185,14 @@ def test_s3_moto_write_and_read(s3):
     board = open_board(f"s3://{BUCKET}/boards/one", write=True)
     board.pins.pin_write(pd.DataFrame({"x": [4]}), name="t", type="csv")
     assert open_board(f"s3://{BUCKET}/boards/one").pins.pin_read("t")["x"].tolist() == [4]
+
+
+def test_s3_double_slash_is_one_slash_for_writes_and_reads(s3):
+    board = open_board(f"s3://{BUCKET}//dbl", write=True)
+    assert board.location == f"s3://{BUCKET}/dbl"
+    board.pins.pin_write(pd.DataFrame({"x": [7]}), name="t", type="csv")
+    assert board.fs.exists(f"{BUCKET}/dbl/t")
+    assert open_board(f"s3://{BUCKET}//dbl").pins.pin_read("t")["x"].tolist() == [7]
 
 
 def test_s3_missing_bucket(s3):

@@ -39,6 +39,9 @@ from ..errors import AlexnetError, BoardError, reason
 log = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+#: A scheme this module reads, mistyped: one slash or none after its colon (``gs:/b``, ``s3:b``), or no colon
+#: (``gs//b``).
+_MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.IGNORECASE | re.DOTALL)
 _PROBE_TIMEOUT = 10.0
 
 #: Location kinds, as :func:`location_kind` names them.
@@ -49,8 +52,10 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     """The canonical form of ``location``: an absolute local path, or a ``gs://``, ``s3://``, ``http(s)://`` URL.
 
     ``file://`` URLs and relative paths become absolute paths; ``gcs://`` is spelled ``gs://`` and ``s3a://``
-    ``s3://``; trailing slashes are dropped. Any other scheme raises ``BoardError`` naming ``what`` the
-    string was given as (``"board"``, ``"checkpoint_dir"``, ...).
+    ``s3://``; trailing slashes are dropped, and so are empty segments of a bucket URL (``s3://b//x`` is
+    ``s3://b/x``, for reads and writes alike). Any other scheme, or a mistyped one (``gs:/b``, ``s3:b``,
+    ``gs//b``: a local folder only when written ``./gs:/b``), raises ``BoardError`` naming ``what`` the string
+    was given as (``"board"``, ``"checkpoint_dir"``, ...).
     """
     text = os.fspath(location)
     if not isinstance(text, str):
@@ -59,6 +64,11 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if not text:
         raise BoardError(f"the {what} is an empty string; give a folder, gs://, s3:// or https:// location")
     match = _SCHEME.match(text)
+    typo = _MISTYPED.match(text) if match is None else None
+    if typo is not None:
+        scheme = typo.group(1).lower()
+        meant = f"{'file:///' if scheme == 'file' else f'{scheme}://'}{typo.group(2)}"
+        raise BoardError(f"{what} {text!r} is a mistyped URL: write {meant!r}, or {'./' + text!r} for a local folder")
     if match is None:
         return os.path.abspath(os.path.expanduser(text))
     scheme, rest = match.group(1).lower(), match.group(2)
@@ -70,7 +80,7 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if scheme in ("gs", "gcs", "s3", "s3a"):
         if rest.startswith("/") or not rest.strip("/"):
             raise BoardError(f"{what} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
-        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{rest.strip('/')}"
+        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{re.sub('/{2,}', '/', rest.strip('/'))}"
     if scheme in ("http", "https"):
         if not urllib.parse.urlparse(text).netloc:
             raise BoardError(f"{what} {text!r} names no host; write it as https://host/prefix")
