@@ -160,10 +160,13 @@ def test_gcs_emulator_write_and_read(gcs):
 
 
 def test_gcs_missing_bucket_and_empty_board(gcs):
-    with pytest.raises(BoardError, match="bucket 'no-such-bucket' does not exist; create it first"):
+    with pytest.raises(BoardError, match=f"bucket 'no-such-bucket' does not exist at {gcs}; create it first"):
         open_board("gs://no-such-bucket/x", write=True)
     with pytest.raises(BoardError, match=f"board gs://{BUCKET}/never/written holds nothing"):
         open_board(f"gs://{BUCKET}/never/written")
+    with pytest.raises(BoardError, match=f"cannot read board gs://nope-bucket/x: bucket 'nope-bucket' does not exist "
+                                         f"at {gcs}; check the location"):
+        open_board("gs://nope-bucket/x")
 
 
 def test_gcs_write_without_credentials_is_refused(no_google_credentials):
@@ -195,9 +198,24 @@ def test_s3_double_slash_is_one_slash_for_writes_and_reads(s3):
     assert open_board(f"s3://{BUCKET}//dbl").pins.pin_read("t")["x"].tolist() == [7]
 
 
-def test_s3_missing_bucket(s3):
+def test_s3_missing_bucket_and_empty_board(s3):
     with pytest.raises(BoardError, match="bucket 'nope' does not exist"):
         open_board("s3://nope/x", write=True)
+    with pytest.raises(BoardError, match=f"board s3://{BUCKET}/never/written holds nothing"):
+        open_board(f"s3://{BUCKET}/never/written")
+    with pytest.raises(BoardError, match=f"cannot read board s3://nope/x: bucket 'nope' does not exist at {s3}; check "
+                                         "the location"):
+        open_board("s3://nope/x")
+
+
+@pytest.mark.parametrize("scheme, variable", [("gs", "STORAGE_EMULATOR_HOST"), ("s3", "AWS_ENDPOINT_URL")])
+def test_an_endpoint_that_is_no_storage_server_is_named(s3, monkeypatch, tmp_path, scheme, variable):
+    with http_server(tmp_path) as url:  # answers 404 to every request
+        monkeypatch.setenv(variable, url)
+        for write in (False, True):
+            with pytest.raises(BoardError, match=f"{url} \\({variable}\\) answers as no storage server does "
+                                                 f".*; check {variable}"):
+                open_board(f"{scheme}://b/x", write=write)
 
 
 def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):

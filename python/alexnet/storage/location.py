@@ -184,20 +184,48 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
 def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: str = "board") -> None:
     """The bucket exists (for writing) or the location's folder does (for reading); else ``BoardError``.
 
-    ``empty_hint`` ends the error for a location to read that holds nothing; ``what`` names the location.
+    A location to read that holds nothing is told apart from one in a bucket that does not exist (the error
+    names the endpoint when it is not the cloud's own); ``empty_hint`` ends the error for the first.
+    ``what`` names the location.
     """
     bucket, path = bucket_path(resolved)
-    target = bucket if write else path
     try:
-        fs.ls(target)
+        if not write:
+            try:
+                fs.ls(path)
+                return
+            except FileNotFoundError:
+                pass  # an empty prefix, or no bucket: which one is said below
+        fs.ls(bucket)
     except FileNotFoundError:
-        if write:
-            raise BoardError(f"cannot write to {resolved}: bucket {bucket!r} does not exist; create it first") from None
-        raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}") from None
+        raise _no_bucket(fs, resolved, write, what) from None
     except PermissionError as err:
         raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
     except Exception as err:
         raise BoardError(f"cannot reach {what} {resolved}: {reason(err)}") from None
+    if not write:
+        raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}")
+
+
+def _no_bucket(fs: Any, resolved: str, write: bool, what: str) -> BoardError:
+    """The error for a location whose bucket is not found: it does not exist or, at an endpoint that lists no
+    buckets either (a server that answers 404 to everything), that endpoint is no storage server."""
+    bucket = bucket_path(resolved)[0]
+    start = "cannot write to" if write else f"cannot read {what}"
+    endpoint = getattr(fs, "_endpoint", None) or getattr(fs, "client_kwargs", {}).get("endpoint_url")
+    if endpoint:
+        variable = ("STORAGE_EMULATOR_HOST" if location_kind(resolved) == "gs"
+                    else "AWS_ENDPOINT_URL_S3" if env_value("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL")
+        try:
+            fs.ls("")
+        except PermissionError:
+            pass  # a store that keeps its list of buckets to itself
+        except Exception as err:
+            return BoardError(f"{start} {resolved}: {endpoint} ({variable}) answers as no storage server does "
+                              f"(listing its buckets: {reason(err)}); check {variable}")
+    where = f" at {endpoint}" if endpoint else ""
+    end = "create it first" if write else "check the location"
+    return BoardError(f"{start} {resolved}: bucket {bucket!r} does not exist{where}; {end}")
 
 
 def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") -> Any:
