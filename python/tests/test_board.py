@@ -175,6 +175,40 @@ def test_gcs_write_without_credentials_is_refused(no_google_credentials):
     assert "GOOGLE_APPLICATION_CREDENTIALS" in str(err.value)
 
 
+@pytest.fixture
+def no_request(monkeypatch):
+    """Fail a test whose location is opened as far as checking that its cloud answers (no request leaves)."""
+    from alexnet.storage import location
+
+    def refuse(url, *args):
+        raise AssertionError(f"{url} would have been reached")
+
+    monkeypatch.setattr(location, "probe_url", refuse)
+    monkeypatch.setattr(location, "_WARNED_ANONYMOUS", set())
+
+
+def test_gcs_read_with_a_missing_key_file_is_refused_before_any_request(no_google_credentials, no_request,
+                                                                         tmp_path, monkeypatch):
+    missing = tmp_path / "nope.json"
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(missing))
+    with pytest.raises(BoardError, match=f"cannot read gs://some-bucket/imagenet: GOOGLE_APPLICATION_CREDENTIALS = "
+                                         f"{missing} gives no credentials .*{missing} was not found.*; set it to a "
+                                         "service-account key file, or unset it to read a public bucket anonymously"):
+        open_board("gs://some-bucket/imagenet")
+    with pytest.raises(BoardError, match=f"cannot write to gs://some-bucket/imagenet: .*{missing} was not found"):
+        open_board("gs://some-bucket/imagenet", write=True)
+
+
+def test_gcs_read_without_credentials_says_it_is_anonymous(no_google_credentials, no_request, caplog):
+    for _ in range(2):
+        with pytest.raises(AssertionError, match=r"storage\.googleapis\.com would have been reached"):
+            open_board("gs://some-bucket/imagenet")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("alexnet")]
+    assert warned == ["gs://some-bucket/imagenet: no Google credentials found, reading anonymously, as only a public "
+                      "bucket allows; for a private one set GOOGLE_APPLICATION_CREDENTIALS to a service-account key "
+                      "file, or run `gcloud auth application-default login`, or run on a VM with a service account."]
+
+
 def test_gcs_unreachable_emulator_is_named(monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(BoardError, match=r"cannot reach board gs://b/x: no connection to 127\.0\.0\.1"):
@@ -221,6 +255,42 @@ def test_an_endpoint_that_is_no_storage_server_is_named(s3, monkeypatch, tmp_pat
 def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):
     with pytest.raises(BoardError, match="cannot write to s3://b/x: no AWS credentials found"):
         open_board("s3://b/x", write=True)
+
+
+def test_s3_read_without_credentials_says_it_is_anonymous(s3, monkeypatch, caplog):
+    from alexnet.storage import location
+
+    board = open_board(f"s3://{BUCKET}/boards/anonymous", write=True)
+    board.pins.pin_write(pd.DataFrame({"x": [8]}), name="t", type="csv")
+    monkeypatch.setattr(location, "_WARNED_ANONYMOUS", set())
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    anonymous = open_board(f"s3://{BUCKET}/boards/anonymous")  # moto lists a bucket to anyone, and reads to no one
+    with pytest.raises(PermissionError):
+        anonymous.pins.pin_read("t")
+    open_board(f"s3://{BUCKET}/boards/anonymous")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("alexnet")]
+    assert warned == [f"s3://{BUCKET}/boards/anonymous: no AWS credentials found, reading anonymously, as only a "
+                      "public bucket allows; for a private one set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                      "AWS_PROFILE), or run with an instance role."]
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_a_listing_refused_to_an_anonymous_reader_says_that_no_credentials_were_found(scheme):
+    from alexnet.storage.location import check_bucket
+
+    class Refusing:
+        anon = True
+
+        def ls(self, path):
+            raise PermissionError("Forbidden")
+
+    with pytest.raises(BoardError, match=f"access to {scheme}://b/x was refused to an anonymous reader "
+                                         r"\(Forbidden\): no credentials were found; set "):
+        check_bucket(Refusing(), f"{scheme}://b/x", False, empty_hint="")
 
 
 def test_s3_unreachable_endpoint(s3, monkeypatch):

@@ -8,13 +8,15 @@ a path or ``file://`` URL          the local file system; nothing needed
                                    it connects anonymously. Otherwise Google Application Default
                                    Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
                                    application-default login``, or the VM's service account);
-                                   reads fall back to anonymous access (public buckets), writes
-                                   without credentials stop with a ``BoardError``.
+                                   reads without any fall back to anonymous access (public
+                                   buckets) with a warning, writes stop with a ``BoardError``, and
+                                   so does a read when ``GOOGLE_APPLICATION_CREDENTIALS`` names no
+                                   usable key file.
 ``s3://bucket/prefix``             s3fs, with the standard AWS credential chain
                                    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``,
                                    instance roles) and ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
-                                   for S3-compatible stores. Reads fall back to anonymous access;
-                                   writes without credentials stop with a ``BoardError``.
+                                   for S3-compatible stores. Reads without credentials fall back to
+                                   anonymous access with a warning; writes stop with a ``BoardError``.
 ``https://host/prefix``            read only (``http://`` too).
 =================================  ===========================================================
 
@@ -43,6 +45,15 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 #: (``gs//b``).
 _MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.IGNORECASE | re.DOTALL)
 _PROBE_TIMEOUT = 10.0
+
+#: What to set for credentials, by cloud: in the errors and warnings of a location read or written without them.
+_CREDENTIALS = {
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth "
+          "application-default login`, or run on a VM with a service account",
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance role",
+}
+#: The clouds whose anonymous reading was warned of: once a process.
+_WARNED_ANONYMOUS: set[str] = set()
 
 #: Location kinds, as :func:`location_kind` names them.
 KINDS = ("file", "gs", "s3", "http")
@@ -151,8 +162,12 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
                 "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run "
                 "`gcloud auth application-default login`, or run on a VM with a service account"
             ) from None
+        if key_file := env_value("GOOGLE_APPLICATION_CREDENTIALS"):  # given, and not usable: no anonymous read
+            raise BoardError(f"cannot read {resolved}: GOOGLE_APPLICATION_CREDENTIALS = {key_file} gives no "
+                             f"credentials ({err}); set it to a service-account key file, or unset it to read a "
+                             "public bucket anonymously") from None
         token = "anon"
-        log.info("%s: no Google credentials, reading anonymously (public buckets only)", resolved)
+        _warn_anonymous("gs", resolved, "no Google credentials found")
     probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
     return gcsfs.GCSFileSystem(token=token, cache_timeout=0)
 
@@ -177,8 +192,25 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
         options["client_kwargs"] = {"endpoint_url": endpoint}
         probe_url(endpoint, f"{what} {resolved}", "start the S3 server or fix AWS_ENDPOINT_URL")
     if not has_credentials:
-        log.info("%s: no AWS credentials, reading anonymously (public buckets only)", resolved)
+        _warn_anonymous("s3", resolved, "no AWS credentials found")
     return s3fs.S3FileSystem(**options)
+
+
+def _warn_anonymous(kind: str, resolved: str, missing: str) -> None:
+    """Say, once a process for each cloud, that ``resolved`` is read without credentials (``missing`` says why)."""
+    if kind in _WARNED_ANONYMOUS:
+        log.info("%s: %s, reading anonymously", resolved, missing)
+        return
+    _WARNED_ANONYMOUS.add(kind)
+    log.warning("%s: %s, reading anonymously, as only a public bucket allows; for a private one %s.", resolved,
+                missing, _CREDENTIALS[kind])
+
+
+def _anonymous(fs: Any) -> bool:
+    """Whether ``fs`` reads a cloud's buckets without credentials (an emulator's anonymous access aside)."""
+    if getattr(fs, "_endpoint", None):
+        return False
+    return getattr(fs, "anon", False) is True or getattr(getattr(fs, "credentials", None), "method", None) == "anon"
 
 
 def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: str = "board") -> None:
@@ -200,6 +232,10 @@ def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: 
     except FileNotFoundError:
         raise _no_bucket(fs, resolved, write, what) from None
     except PermissionError as err:
+        if _anonymous(fs):
+            kind = location_kind(resolved)
+            raise BoardError(f"access to {resolved} was refused to an anonymous reader ({err}): no credentials were "
+                             f"found; {_CREDENTIALS[kind]}") from None
         raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
     except Exception as err:
         raise BoardError(f"cannot reach {what} {resolved}: {reason(err)}") from None
