@@ -80,6 +80,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("GLIBC_TUNABLES", "", "glibc's own settings: its `glibc.malloc.*` settings win over `ALEXNET_MALLOC`"),
     Variable("STORAGE_EMULATOR_HOST", "", "`gs://` locations are read and written, anonymously, at this Cloud Storage "
              "emulator"),
+    Variable("GOOGLE_APPLICATION_CREDENTIALS", "Google's Application Default Credentials",
+             "the service-account key file of `gs://` locations; one that gives no credentials is an error, for reads "
+             "too (without any credentials, a read is anonymous: a public bucket)"),
     Variable("AWS_ENDPOINT_URL_S3", "`AWS_ENDPOINT_URL`", "the server of `s3://` locations (an S3-compatible store)"),
     Variable("AWS_ENDPOINT_URL", "Amazon's", "the server of `s3://` locations, unless `AWS_ENDPOINT_URL_S3` says"),
     Variable("HADOOP_CONF_DIR", "", "a `yarn` Spark master's cluster configuration (or `YARN_CONF_DIR`)"),

@@ -87,6 +87,10 @@ def test_resolve_default_is_env_then_user_cache(monkeypatch, tmp_path):
         ("http://127.0.0.1:8000/b", "http://127.0.0.1:8000/b"),
         ("file:///tmp/some%20board", "/tmp/some board"),
         ("file://localhost/tmp/b", "/tmp/b"),
+        ("file:/tmp/some%20b", "/tmp/some b"),  # a file URL's short form
+        ("s3://b//x", "s3://b/x"),
+        ("gs://b//x///y/", "gs://b/x/y"),
+        ("https://host/a//b", "https://host/a//b"),
     ],
 )
 def test_resolve_urls(given, expected):
@@ -114,6 +118,24 @@ def test_resolve_rejects(bad, message):
         resolve_board(bad)
 
 
+@pytest.mark.parametrize("typo, meant", [
+    ("gs:/rb/typo", "gs://rb/typo"),
+    ("s3:rev-bucket/x", "s3://rev-bucket/x"),
+    ("gs//rb/x", "gs://rb/x"),
+    ("GCS:/b", "gcs://b"),
+    ("s3a:b/x", "s3a://b/x"),
+    ("file:tmp/b", "file:///tmp/b"),
+    ("https:/host/b", "https://host/b"),
+    ("http:host", "http://host"),
+])
+def test_resolve_refuses_a_mistyped_scheme(typo, meant, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BoardError, match=f"board '{typo}' is a mistyped URL: write '{meant}', or './{typo}'"):
+        open_board(typo, write=True)
+    assert list(tmp_path.iterdir()) == []
+    assert resolve_board(f"./{typo}") == os.path.normpath(f"{tmp_path}/{typo}")
+
+
 # -- folder ---------------------------------------------------------------------------------------------------
 
 
@@ -139,16 +161,53 @@ def test_gcs_emulator_write_and_read(gcs):
 
 
 def test_gcs_missing_bucket_and_empty_board(gcs):
-    with pytest.raises(BoardError, match="bucket 'no-such-bucket' does not exist; create it first"):
+    with pytest.raises(BoardError, match=f"bucket 'no-such-bucket' does not exist at {gcs}; create it first"):
         open_board("gs://no-such-bucket/x", write=True)
     with pytest.raises(BoardError, match=f"board gs://{BUCKET}/never/written holds nothing"):
         open_board(f"gs://{BUCKET}/never/written")
+    with pytest.raises(BoardError, match=f"cannot read board gs://nope-bucket/x: bucket 'nope-bucket' does not exist "
+                                         f"at {gcs}; check the location"):
+        open_board("gs://nope-bucket/x")
 
 
 def test_gcs_write_without_credentials_is_refused(no_google_credentials):
     with pytest.raises(BoardError, match="cannot write to gs://some-bucket/imagenet: no Google credentials") as err:
         open_board("gs://some-bucket/imagenet", write=True)
     assert "GOOGLE_APPLICATION_CREDENTIALS" in str(err.value)
+
+
+@pytest.fixture
+def no_request(monkeypatch):
+    """Fail a test whose location is opened as far as checking that its cloud answers (no request leaves)."""
+    from alexnet.storage import location
+
+    def refuse(url, *args):
+        raise AssertionError(f"{url} would have been reached")
+
+    monkeypatch.setattr(location, "probe_url", refuse)
+    monkeypatch.setattr(location, "_WARNED_ANONYMOUS", set())
+
+
+def test_gcs_read_with_a_missing_key_file_is_refused_before_any_request(no_google_credentials, no_request,
+                                                                         tmp_path, monkeypatch):
+    missing = tmp_path / "nope.json"
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(missing))
+    with pytest.raises(BoardError, match=f"cannot read gs://some-bucket/imagenet: GOOGLE_APPLICATION_CREDENTIALS = "
+                                         f"{missing} gives no credentials .*{missing} was not found.*; set it to a "
+                                         "service-account key file, or unset it to read a public bucket anonymously"):
+        open_board("gs://some-bucket/imagenet")
+    with pytest.raises(BoardError, match=f"cannot write to gs://some-bucket/imagenet: .*{missing} was not found"):
+        open_board("gs://some-bucket/imagenet", write=True)
+
+
+def test_gcs_read_without_credentials_says_it_is_anonymous(no_google_credentials, no_request, caplog):
+    for _ in range(2):
+        with pytest.raises(AssertionError, match=r"storage\.googleapis\.com would have been reached"):
+            open_board("gs://some-bucket/imagenet")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("alexnet")]
+    assert warned == ["gs://some-bucket/imagenet: no Google credentials found, reading anonymously, as only a public "
+                      "bucket allows; for a private one set GOOGLE_APPLICATION_CREDENTIALS to a service-account key "
+                      "file, or run `gcloud auth application-default login`, or run on a VM with a service account."]
 
 
 def test_gcs_unreachable_emulator_is_named(monkeypatch):
@@ -166,14 +225,73 @@ def test_s3_moto_write_and_read(s3):
     assert open_board(f"s3://{BUCKET}/boards/one").pins.pin_read("t")["x"].tolist() == [4]
 
 
-def test_s3_missing_bucket(s3):
+def test_s3_double_slash_is_one_slash_for_writes_and_reads(s3):
+    board = open_board(f"s3://{BUCKET}//dbl", write=True)
+    assert board.location == f"s3://{BUCKET}/dbl"
+    board.pins.pin_write(pd.DataFrame({"x": [7]}), name="t", type="csv")
+    assert board.fs.exists(f"{BUCKET}/dbl/t")
+    assert open_board(f"s3://{BUCKET}//dbl").pins.pin_read("t")["x"].tolist() == [7]
+
+
+def test_s3_missing_bucket_and_empty_board(s3):
     with pytest.raises(BoardError, match="bucket 'nope' does not exist"):
         open_board("s3://nope/x", write=True)
+    with pytest.raises(BoardError, match=f"board s3://{BUCKET}/never/written holds nothing"):
+        open_board(f"s3://{BUCKET}/never/written")
+    with pytest.raises(BoardError, match=f"cannot read board s3://nope/x: bucket 'nope' does not exist at {s3}; check "
+                                         "the location"):
+        open_board("s3://nope/x")
+
+
+@pytest.mark.parametrize("scheme, variable", [("gs", "STORAGE_EMULATOR_HOST"), ("s3", "AWS_ENDPOINT_URL")])
+def test_an_endpoint_that_is_no_storage_server_is_named(s3, monkeypatch, tmp_path, scheme, variable):
+    with http_server(tmp_path) as url:  # answers 404 to every request
+        monkeypatch.setenv(variable, url)
+        for write in (False, True):
+            with pytest.raises(BoardError, match=f"{url} \\({variable}\\) answers as no storage server does "
+                                                 f".*; check {variable}"):
+                open_board(f"{scheme}://b/x", write=write)
 
 
 def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):
     with pytest.raises(BoardError, match="cannot write to s3://b/x: no AWS credentials found"):
         open_board("s3://b/x", write=True)
+
+
+def test_s3_read_without_credentials_says_it_is_anonymous(s3, monkeypatch, caplog):
+    from alexnet.storage import location
+
+    board = open_board(f"s3://{BUCKET}/boards/anonymous", write=True)
+    board.pins.pin_write(pd.DataFrame({"x": [8]}), name="t", type="csv")
+    monkeypatch.setattr(location, "_WARNED_ANONYMOUS", set())
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    anonymous = open_board(f"s3://{BUCKET}/boards/anonymous")  # moto lists a bucket to anyone, and reads to no one
+    with pytest.raises(PermissionError):
+        anonymous.pins.pin_read("t")
+    open_board(f"s3://{BUCKET}/boards/anonymous")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("alexnet")]
+    assert warned == [f"s3://{BUCKET}/boards/anonymous: no AWS credentials found, reading anonymously, as only a "
+                      "public bucket allows; for a private one set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                      "AWS_PROFILE), or run with an instance role."]
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_a_listing_refused_to_an_anonymous_reader_says_that_no_credentials_were_found(scheme):
+    from alexnet.storage.location import check_bucket
+
+    class Refusing:
+        anon = True
+
+        def ls(self, path):
+            raise PermissionError("Forbidden")
+
+    with pytest.raises(BoardError, match=f"access to {scheme}://b/x was refused to an anonymous reader "
+                                         r"\(Forbidden\): no credentials were found; set "):
+        check_bucket(Refusing(), f"{scheme}://b/x", False, empty_hint="")
 
 
 def test_s3_unreachable_endpoint(s3, monkeypatch):

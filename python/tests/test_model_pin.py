@@ -75,6 +75,22 @@ def test_publish_then_read_round_trips_on_the_gcs_emulator(saved, cloud_env, tmp
     _round_trip(f"gs://alexnet-test/models-{uuid.uuid4().hex[:8]}", saved, tmp_path / "cache")
 
 
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_a_model_is_pinned_to_a_new_prefix_of_a_bucket(saved, cloud_env, tmp_path, scheme):
+    from alexnet.model.pin import check_model_board, check_pin_holds_models
+    from alexnet.storage.board import open_board
+
+    new = f"{scheme}://alexnet-test/models-{uuid.uuid4().hex[:8]}"  # as a training's model_board, or an export's
+    board = check_model_board(new, None)
+    check_pin_holds_models(board, "m")  # holds nothing yet: a board to write to, not a board to refuse
+    publish_model(board, "m", saved["file"], saved["card"])
+    assert alexnet_model(board, "m", cache_dir=tmp_path / "cache")["name"] == "m"
+    check_pin_holds_models(board, "m")
+    open_board(board).pins.pin_write({"a": 1}, name="settings", type="json")
+    with pytest.raises(AlexnetError, match=f"board {board} has a pin 'settings' that holds no model"):
+        check_pin_holds_models(board, "settings")
+
+
 def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
     board = tmp_path / "board"
     version = publish_model(str(board), "alexnet", saved["file"], saved["card"])["version"]

@@ -147,8 +147,9 @@ def _warn_of_other_classes(opened: Board, name: str, card: ModelCard) -> None:
 
 def check_pin_holds_models(board: str, name: str, setting: str = "model_pin") -> None:
     """Raise when pin ``name`` of ``board`` (resolved) is there and holds something else than models (a category's
-    images, one of the board's tables): a model published as ``name`` would be a version of it."""
-    opened = open_board(board)
+    images, one of the board's tables): a model published as ``name`` would be a version of it. The board is opened
+    for writing, as the model goes there: a prefix of a bucket that holds nothing yet is a board to write to."""
+    opened = open_board(board, write=True)
     if name in opened.pin_names() and _latest_metadata(opened, name)[0].get("kind") != MODEL_PIN_KIND:
         raise AlexnetError(f"{given_as(f'`{setting}`', repr(name))}: board {opened.location} has a pin {name!r} that "
                            "holds no model (a category's images or one of the board's tables): choose another name, "

@@ -8,13 +8,15 @@ a path or ``file://`` URL          the local file system; nothing needed
                                    it connects anonymously. Otherwise Google Application Default
                                    Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
                                    application-default login``, or the VM's service account);
-                                   reads fall back to anonymous access (public buckets), writes
-                                   without credentials stop with a ``BoardError``.
+                                   reads without any fall back to anonymous access (public
+                                   buckets) with a warning, writes stop with a ``BoardError``, and
+                                   so does a read when ``GOOGLE_APPLICATION_CREDENTIALS`` names no
+                                   usable key file.
 ``s3://bucket/prefix``             s3fs, with the standard AWS credential chain
                                    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``,
                                    instance roles) and ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``
-                                   for S3-compatible stores. Reads fall back to anonymous access;
-                                   writes without credentials stop with a ``BoardError``.
+                                   for S3-compatible stores. Reads without credentials fall back to
+                                   anonymous access with a warning; writes stop with a ``BoardError``.
 ``https://host/prefix``            read only (``http://`` too).
 =================================  ===========================================================
 
@@ -39,6 +41,9 @@ from ..errors import AlexnetError, BoardError, reason
 log = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+#: A scheme this module reads, mistyped: one slash or none after its colon (``gs:/b``, ``s3:b``), or no colon
+#: (``gs//b``).
+_MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.IGNORECASE | re.DOTALL)
 _PROBE_TIMEOUT = 10.0
 #: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
 #: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
@@ -48,6 +53,15 @@ _SILENT_TIMEOUT = 30.0
 #: (connections refused) or about 30 s (timed out). gcsfs makes 6 requests, about 35 s when refused.
 _S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
 
+#: What to set for credentials, by cloud: in the errors and warnings of a location read or written without them.
+_CREDENTIALS = {
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth "
+          "application-default login`, or run on a VM with a service account",
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance role",
+}
+#: The clouds whose anonymous reading was warned of: once a process.
+_WARNED_ANONYMOUS: set[str] = set()
+
 #: Location kinds, as :func:`location_kind` names them.
 KINDS = ("file", "gs", "s3", "http")
 
@@ -55,9 +69,11 @@ KINDS = ("file", "gs", "s3", "http")
 def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     """The canonical form of ``location``: an absolute local path, or a ``gs://``, ``s3://``, ``http(s)://`` URL.
 
-    ``file://`` URLs and relative paths become absolute paths; ``gcs://`` is spelled ``gs://`` and ``s3a://``
-    ``s3://``; trailing slashes are dropped. Any other scheme raises ``BoardError`` naming ``what`` the
-    string was given as (``"board"``, ``"checkpoint_dir"``, ...).
+    ``file://`` URLs (and ``file:/path``) and relative paths become absolute paths; ``gcs://`` is spelled ``gs://`` and ``s3a://``
+    ``s3://``; trailing slashes are dropped, and so are empty segments of a bucket URL (``s3://b//x`` is
+    ``s3://b/x``, for reads and writes alike). Any other scheme, or a mistyped one (``gs:/b``, ``s3:b``,
+    ``gs//b``: a local folder only when written ``./gs:/b``), raises ``BoardError`` naming ``what`` the string
+    was given as (``"board"``, ``"checkpoint_dir"``, ...).
     """
     text = os.fspath(location)
     if not isinstance(text, str):
@@ -66,6 +82,13 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if not text:
         raise BoardError(f"the {what} is an empty string; give a folder, gs://, s3:// or https:// location")
     match = _SCHEME.match(text)
+    typo = _MISTYPED.match(text) if match is None else None
+    if typo is not None and re.match(r"(?i)file:/(?!/)", text):  # file:/path, a file URL's short form
+        return os.path.abspath(urllib.parse.unquote(text[len("file:"):]))
+    if typo is not None:
+        scheme = typo.group(1).lower()
+        meant = f"{'file:///' if scheme == 'file' else f'{scheme}://'}{typo.group(2)}"
+        raise BoardError(f"{what} {text!r} is a mistyped URL: write {meant!r}, or {'./' + text!r} for a local folder")
     if match is None:
         return os.path.abspath(os.path.expanduser(text))
     scheme, rest = match.group(1).lower(), match.group(2)
@@ -77,7 +100,7 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if scheme in ("gs", "gcs", "s3", "s3a"):
         if rest.startswith("/") or not rest.strip("/"):
             raise BoardError(f"{what} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
-        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{rest.strip('/')}"
+        return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{re.sub('/{2,}', '/', rest.strip('/'))}"
     if scheme in ("http", "https"):
         if not urllib.parse.urlparse(text).netloc:
             raise BoardError(f"{what} {text!r} names no host; write it as https://host/prefix")
@@ -149,8 +172,12 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
                 "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run "
                 "`gcloud auth application-default login`, or run on a VM with a service account"
             ) from None
+        if key_file := env_value("GOOGLE_APPLICATION_CREDENTIALS"):  # given, and not usable: no anonymous read
+            raise BoardError(f"cannot read {resolved}: GOOGLE_APPLICATION_CREDENTIALS = {key_file} gives no "
+                             f"credentials ({err}); set it to a service-account key file, or unset it to read a "
+                             "public bucket anonymously") from None
         token = "anon"
-        log.info("%s: no Google credentials, reading anonymously (public buckets only)", resolved)
+        _warn_anonymous("gs", resolved, "no Google credentials found")
     probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
     return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=_gcs_timeout())
 
@@ -184,29 +211,78 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
         options["client_kwargs"] = {"endpoint_url": endpoint}
         probe_url(endpoint, f"{what} {resolved}", "start the S3 server or fix AWS_ENDPOINT_URL")
     if not has_credentials:
-        log.info("%s: no AWS credentials, reading anonymously (public buckets only)", resolved)
+        _warn_anonymous("s3", resolved, "no AWS credentials found")
     fs = s3fs.S3FileSystem(**options)
     fs.retries = _S3FS_RETRIES  # s3fs's own repeats of botocore's attempts (5: 15 requests to a silent endpoint)
     return fs
 
 
+def _warn_anonymous(kind: str, resolved: str, missing: str) -> None:
+    """Say, once a process for each cloud, that ``resolved`` is read without credentials (``missing`` says why)."""
+    if kind in _WARNED_ANONYMOUS:
+        log.info("%s: %s, reading anonymously", resolved, missing)
+        return
+    _WARNED_ANONYMOUS.add(kind)
+    log.warning("%s: %s, reading anonymously, as only a public bucket allows; for a private one %s.", resolved,
+                missing, _CREDENTIALS[kind])
+
+
+def _anonymous(fs: Any) -> bool:
+    """Whether ``fs`` reads a cloud's buckets without credentials (an emulator's anonymous access aside)."""
+    if getattr(fs, "_endpoint", None):
+        return False
+    return getattr(fs, "anon", False) is True or getattr(getattr(fs, "credentials", None), "method", None) == "anon"
+
+
 def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: str = "board") -> None:
     """The bucket exists (for writing) or the location's folder does (for reading); else ``BoardError``.
 
-    ``empty_hint`` ends the error for a location to read that holds nothing; ``what`` names the location.
+    A location to read that holds nothing is told apart from one in a bucket that does not exist (the error
+    names the endpoint when it is not the cloud's own); ``empty_hint`` ends the error for the first.
+    ``what`` names the location.
     """
     bucket, path = bucket_path(resolved)
-    target = bucket if write else path
     try:
-        fs.ls(target)
+        if not write:
+            try:
+                fs.ls(path)
+                return
+            except FileNotFoundError:
+                pass  # an empty prefix, or no bucket: which one is said below
+        fs.ls(bucket)
     except FileNotFoundError:
-        if write:
-            raise BoardError(f"cannot write to {resolved}: bucket {bucket!r} does not exist; create it first") from None
-        raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}") from None
+        raise _no_bucket(fs, resolved, write, what) from None
     except PermissionError as err:
+        if _anonymous(fs):
+            kind = location_kind(resolved)
+            raise BoardError(f"access to {resolved} was refused to an anonymous reader ({err}): no credentials were "
+                             f"found; {_CREDENTIALS[kind]}") from None
         raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
     except Exception as err:
         raise BoardError(f"cannot reach {what} {resolved}: {reason(err)}") from None
+    if not write:
+        raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}")
+
+
+def _no_bucket(fs: Any, resolved: str, write: bool, what: str) -> BoardError:
+    """The error for a location whose bucket is not found: it does not exist or, at an endpoint that lists no
+    buckets either (a server that answers 404 to everything), that endpoint is no storage server."""
+    bucket = bucket_path(resolved)[0]
+    start = "cannot write to" if write else f"cannot read {what}"
+    endpoint = getattr(fs, "_endpoint", None) or getattr(fs, "client_kwargs", {}).get("endpoint_url")
+    if endpoint:
+        variable = ("STORAGE_EMULATOR_HOST" if location_kind(resolved) == "gs"
+                    else "AWS_ENDPOINT_URL_S3" if env_value("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL")
+        try:
+            fs.ls("")
+        except PermissionError:
+            pass  # a store that keeps its list of buckets to itself
+        except Exception as err:
+            return BoardError(f"{start} {resolved}: {endpoint} ({variable}) answers as no storage server does "
+                              f"(listing its buckets: {reason(err)}); check {variable}")
+    where = f" at {endpoint}" if endpoint else ""
+    end = "create it first" if write else "check the location"
+    return BoardError(f"{start} {resolved}: bucket {bucket!r} does not exist{where}; {end}")
 
 
 def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") -> Any:
