@@ -258,6 +258,16 @@ def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):
         open_board("s3://b/x", write=True)
 
 
+def test_an_aws_profile_that_does_not_exist_is_named(s3, no_aws_credentials, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    for write, doing in ((False, "read"), (True, "write to")):
+        with pytest.raises(BoardError, match=f"^cannot {doing} s3://b/x: .*no-such-profile.*; set AWS_PROFILE to a "
+                                             "profile of ~/.aws/config or ~/.aws/credentials, or unset it$"):
+            open_board("s3://b/x", write=write)
+
+
 def test_s3_read_without_credentials_says_it_is_anonymous(s3, monkeypatch, caplog):
     from alexnet.storage import location
 

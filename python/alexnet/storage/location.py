@@ -191,11 +191,16 @@ def _gcs_timeout() -> Any:
 
 
 def _open_s3(resolved: str, write: bool, what: str) -> Any:
+    import botocore.exceptions
     import botocore.session
     import s3fs
 
     endpoint = env_value("AWS_ENDPOINT_URL_S3") or env_value("AWS_ENDPOINT_URL")
-    has_credentials = botocore.session.Session().get_credentials() is not None
+    try:
+        has_credentials = botocore.session.Session().get_credentials() is not None
+    except botocore.exceptions.ProfileNotFound as err:  # AWS_PROFILE names no profile of ~/.aws
+        raise BoardError(f"cannot {'write to' if write else 'read'} {resolved}: {err}; set AWS_PROFILE to a profile of "
+                         "~/.aws/config or ~/.aws/credentials, or unset it") from None
     if not has_credentials and write:
         raise BoardError(
             f"cannot write to {resolved}: no AWS credentials found. Set AWS_ACCESS_KEY_ID and "
