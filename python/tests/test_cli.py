@@ -82,7 +82,7 @@ def test_ctrl_c_ends_a_command_with_one_line_and_exit_code_130(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130
-    assert "alexnet synth: interrupted" in err and "Traceback" not in err
+    assert "alexnet synth: interrupted\n" in err and "Traceback" not in err  # a rerun starts over: nothing more
 
 
 def test_upload_takes_a_scratch_folder(tmp_path):
@@ -575,3 +575,49 @@ def test_the_debug_log_is_said_as_the_commands_verbose_option():
     said = _AsTyped(typed(argparse.Namespace())).said("(Spark's whole message is logged at DEBUG level: "
                                  "logging.getLogger('alexnet').setLevel('DEBUG')).")
     assert said == "(Spark's whole message is logged at DEBUG level: run the command again with -v)."
+
+
+def test_train_json_prints_the_json_alone_on_stdout_and_ctrl_c_says_a_rerun_resumes(tmp_path):
+    """Keras writes its progress to stdout: with --json it goes to stderr, so that stdout is the JSON alone; Ctrl-C
+    during a run with checkpoints says that the same command resumes it."""
+    src, board = tmp_path / "src", str(tmp_path / "board")
+    _cli("synth", str(src), "--classes", "2", "--images-per-class", "4", "--val-per-class", "1", "--max-side", "48")
+    _cli("upload", str(src), "--board", board)
+    tiny = ["train", "--board", board, "--cache-dir", str(tmp_path / "cache"), "--total", "1", "--epochs", "1",
+            "--image-size", "64", "--dense-units", "16", "--batch-size", "4", "--json"]
+    for verbosity in ("1", "2"):
+        done = _cli(*tiny, "--verbose-fit", verbosity, progress="0")
+        history = json.loads(done.stdout)
+        assert len(history["metrics"]["loss"]) == 1, done.stdout
+        assert "loss:" in done.stderr, (verbosity, done.stderr[-2000:])  # Keras' lines, on stderr
+    ckpt = tmp_path / "ckpt"
+    proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", *tiny[:-1], "--epochs", "500", "--checkpoint-dir",
+                             str(ckpt)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "ALEXNET_PROGRESS": "0"})
+    try:
+        deadline = time.monotonic() + 120
+        while not any(ckpt.glob("*.index")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the training ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert (f"alexnet train: interrupted; the same command run again resumes from the last checkpoint in {ckpt}"
+            in err), err[-2000:]
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (["train", "--checkpoint-dir", "/ck"], "the same command run again resumes from the last checkpoint in /ck"),
+    (["spark-train", "--workers", "2", "--checkpoint-dir", "gs://b/ck"],
+     "the same command run again resumes from the last checkpoint in gs://b/ck"),
+    (["train"], None),  # no checkpoints: a rerun starts over
+    (["upload", "/src", "--board", "/b"], "the same command run again skips the categories already uploaded"),
+    (["fetch", "--board", "/b"], "the same command run again fetches only the zips not in its cache yet"),
+    (["synth", "/x"], None),
+])
+def test_ctrl_c_says_what_the_same_command_run_again_does_where_it_carries_on(words, said):
+    from alexnet.cli import rerun_note
+
+    assert rerun_note(build_parser().parse_args(words)) == said

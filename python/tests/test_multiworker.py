@@ -203,6 +203,56 @@ def test_a_multi_worker_process_stops_on_sigterm_as_it_did_before_its_strategy(h
     assert done.returncode == (3 if handler else -signal.SIGTERM), (done.stdout, done.stderr[-3000:])
 
 
+def _alone(timeout: float, seconds: float, signum: int | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """Worker 0 of two started alone with ``collective_timeout`` = ``timeout``, its notes every second; ``signum``
+    sent to it after ``seconds``, or nothing. What it did, and how long it ran."""
+    script = textwrap.dedent(f"""
+        import logging, os, sys
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        from alexnet.train import strategy
+        from alexnet.train.cluster import tf_config_json
+
+        strategy.JOIN_NOTE_EVERY = 1.0
+        os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1", "127.0.0.1"], 0, {free_base_port(2)})
+        strategy.resolve_strategy("multi_worker", collective_timeout={timeout})
+        print("built")
+    """)
+    started = time.time()
+    worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    if signum is not None:
+        time.sleep(seconds)
+        worker.send_signal(signum)
+    try:
+        out, err = worker.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        out, err = worker.communicate()
+    return subprocess.CompletedProcess(worker.args, worker.returncode, out, err), time.time() - started
+
+
+def test_a_worker_whose_partner_never_starts_says_whom_it_waits_for_and_gives_up_after_the_collective_timeout():
+    """TensorFlow waits for every worker to join inside the strategy's constructor, holding Python's lock: without a
+    watchdog, a worker started alone waited silently for ever."""
+    done, took = _alone(6, 0)
+    assert done.returncode == -signal.SIGKILL and took < 60, (took, done.stderr[-3000:])
+    assert "built" not in done.stdout
+    assert ("Worker 0 of 2 (127.0.0.1:" in done.stderr and "waits for worker 1 (127.0.0.1:" in done.stderr
+            and "for at most 6 s (`collective_timeout`)" in done.stderr), done.stderr[-3000:]
+    assert "INFO alexnet.train.strategy: Worker 0 still waits for worker 1 (127.0.0.1:" in done.stderr
+    assert ("ERROR alexnet.train.strategy: Worker 0 of 2 gave up after 6 s (`collective_timeout`) waiting for "
+            "worker 1 (127.0.0.1:") in done.stderr
+    assert "start the same training on that worker too" in done.stderr and "firewall" in done.stderr
+
+
+def test_ctrl_c_stops_a_worker_waiting_for_the_others_at_once():
+    """Python's KeyboardInterrupt would wait for the constructor to return: SIGINT ends the process meanwhile."""
+    done, took = _alone(300, 8, signal.SIGINT)
+    assert done.returncode == -signal.SIGINT and took < 20, (took, done.stderr[-3000:])
+    assert "waits for worker 1" in done.stderr and "gave up" not in done.stderr
+
+
 #: What TensorFlow 2.21 raised on worker 0 when worker 1 was killed (its heartbeats stopped), and on worker 1 when
 #: worker 0 was (its connection reset), without the graph traceback in between.
 UNHEALTHY = ("Graph execution error:\n\nDetected at node CollectiveReduceV2_2 defined at (most recent call last):\n"

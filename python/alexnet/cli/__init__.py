@@ -111,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"alexnet {args.command}: error: {typed.said(str(error))}\n")
         return 2
     except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
-        sys.stderr.write(f"alexnet {args.command}: interrupted\n")
+        again = rerun_note(args)
+        sys.stderr.write(f"alexnet {args.command}: interrupted{'; ' + again if again else ''}\n")
         return 130
     finally:
         for handler in handlers:
@@ -122,6 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 os.environ["ALEXNET_PROGRESS"] = progress
     return 0
+
+
+def rerun_note(args: argparse.Namespace) -> str | None:
+    """What running the interrupted command ``args`` again does, where it carries on from where it stopped:
+    a training with a checkpoint folder resumes from its last checkpoint, an upload skips the categories already
+    on the board, a fetch the zips already in its cache; ``None`` for the others (a rerun starts over)."""
+    if args.command in ("train", "spark-train"):
+        folder = getattr(args, train.setting_dest("checkpoint_dir"), None)
+        return f"the same command run again resumes from the last checkpoint in {folder}" if folder else None
+    if args.command == "upload":
+        return "the same command run again skips the categories already uploaded"
+    if args.command == "fetch":
+        return "the same command run again fetches only the zips not in its cache yet"
+    return None
 
 
 class _AsTyped(logging.Filter):

@@ -4,6 +4,8 @@ declaration of :mod:`alexnet.train.settings` puts on the command line)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -95,7 +97,9 @@ def _train(args: argparse.Namespace) -> None:
 
     # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
-    emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
+    # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
     common.emit(emit_history, args.json, lambda h: _summary(h, common.typed(args)))
 
 

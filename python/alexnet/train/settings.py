@@ -173,8 +173,9 @@ class TrainSettings:
     jit_compile: bool | None = setting(None, "flag", "compile the training step with XLA (unset: on GPUs)",
                                        optional=True)
     collective_timeout: float | None = setting(
-        DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation "
-        "before failing (unset: for ever); a worker silent for as long, or for a minute if less, is declared lost",
+        DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation, "
+        "or for them all to join at the start, before failing (unset: for ever); a worker silent for as long, or for "
+        "a minute if less, is declared lost",
         optional=True, none_word="never")
     allreduce_precision: str = setting(
         "float32", "choice", "the number format of the gradients on the wire between workers: \"float32\", or "
