@@ -33,7 +33,7 @@ test_that("the core's messages say NULL, TRUE and FALSE, as R users write them",
   part <- list(image = "a.JPEG", category = "n1", categories = "n1")
   error <- tryCatch(alexnet_train(data = part, strategy = "nope"), error = identity)
   expect_s3_class(error, "alexnet_error")
-  expect_match(conditionMessage(error), "use NULL, \"default\"", fixed = TRUE)
+  expect_match(conditionMessage(error), "must be NULL, one of \"default\"", fixed = TRUE)
   expect_no_match(conditionMessage(error), "None|'")
 })
 

@@ -55,7 +55,7 @@ test_that("the categories left out under min_images are a data frame, as the bad
   unlink(utils::head(sort(list.files(first, full.names = TRUE)), 2L))  # one image left of the first category
   report <- suppressWarnings(imagenet_upload(src$path, board = file.path(dir, "board"), min_images = 2))
   expect_equal(report$excluded, data.frame(category = basename(first), images = 1L, stringsAsFactors = FALSE))
-  expect_output(print(report), "1 category left out under min_images (see $excluded)", fixed = TRUE)
+  expect_output(print(report), "1 category left out under `min_images` (see $excluded)", fixed = TRUE)
   again <- suppressWarnings(imagenet_upload(src$path, board = file.path(dir, "board-all")))
   expect_equal(again$excluded, data.frame(category = character(), images = integer(), stringsAsFactors = FALSE))
   expect_named(again$bad_images, c("category", "split", "file", "reason"))
