@@ -4,6 +4,11 @@ read the core's defaults from them)."""
 from __future__ import annotations
 
 import functools
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,3 +38,20 @@ def help_as_said(command: str, text: str) -> str:
     commands of the command line (:func:`alexnet.cli.common.help_as_typed`)."""
     calls, commands = _parsers()
     return common.as_typed(text, commands[command].get_default(common.OPTION_NAMES) or {}, calls)
+
+
+def interrupted(args: list[str], ready: Callable[[], bool], *, wait: float = 60,
+                env: dict[str, str] | None = None) -> tuple[int, str]:
+    """``alexnet ARGS`` sent Ctrl-C (SIGINT) once ``ready()`` (within ``wait`` seconds): its exit code and stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    try:
+        deadline = time.monotonic() + wait
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the command ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return proc.returncode, err

@@ -3,14 +3,12 @@ import json
 import logging
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers_cli import fake_core
+from helpers_cli import fake_core, interrupted
 
 from alexnet.cli import build_parser, main
 
@@ -70,18 +68,9 @@ def test_errors_of_the_core_are_one_line_without_traceback(tmp_path):
 
 def test_ctrl_c_ends_a_command_with_one_line_and_exit_code_130(tmp_path):
     dest = tmp_path / "imagenet"
-    proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", "synth", str(dest), "--classes", "1000",
-                             "--images-per-class", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not (dest / "ILSVRC").exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert proc.poll() is None, "the command ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130
+    code, err = interrupted(["synth", str(dest), "--classes", "1000", "--images-per-class", "50"],
+                            lambda: (dest / "ILSVRC").exists())
+    assert code == 130
     assert "alexnet synth: interrupted\n" in err and "Traceback" not in err  # a rerun starts over: nothing more
 
 
@@ -591,19 +580,9 @@ def test_train_json_prints_the_json_alone_on_stdout_and_ctrl_c_says_a_rerun_resu
         assert len(history["metrics"]["loss"]) == 1, done.stdout
         assert "loss:" in done.stderr, (verbosity, done.stderr[-2000:])  # Keras' lines, on stderr
     ckpt = tmp_path / "ckpt"
-    proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", *tiny[:-1], "--epochs", "500", "--checkpoint-dir",
-                             str(ckpt)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "ALEXNET_PROGRESS": "0"})
-    try:
-        deadline = time.monotonic() + 120
-        while not any(ckpt.glob("*.index")) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, "the training ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+    code, err = interrupted([*tiny[:-1], "--epochs", "500", "--checkpoint-dir", str(ckpt)],
+                            lambda: any(ckpt.glob("*.index")), wait=120, env={"ALEXNET_PROGRESS": "0"})
+    assert code == 130, err[-2000:]
     assert (f"alexnet train: interrupted; the same command run again resumes from the last checkpoint in {ckpt}"
             in err), err[-2000:]
 
