@@ -364,10 +364,12 @@ def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_pat
     assert "Published the model" not in caplog.text
     versions = open_board(board).pins.pin_versions("served", as_df=False)
     assert [str(v.version) for v in versions] == [first["version"]]
-    # another export of it (other classes per image), or the Keras file alone, is a new version
+    # another export of it (other classes per image) is a new version; the Keras file alone (a finished training
+    # run again) is there already, and the export pinned beside it stays the newest version's
     assert pinned_already(board, "served", card, "savedmodel", top=4) is not None
     assert pinned_already(board, "served", card, "savedmodel", top=2) is None
-    assert pinned_already(board, "served", card, None) is None
+    assert pinned_already(board, "served", card, None) == first
+    assert pinned_already(board, "served", card, "tflite", top=4) is None
     other = alexnet_export(str(model_dir), board=board, name="served", top=2)["pin"]
     assert other["version"] != first["version"]
     # a card that does not know its weights' SHA-256 gets a new version each time

@@ -29,7 +29,7 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
-from .options import ExportOptions, check_model_pin
+from .options import ExportOptions, PredictOptions, check_model_pin
 from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
 
@@ -190,8 +190,8 @@ def _pinned_file(folder: str, format: str, scratch: str) -> str:
     return archive
 
 
-#: The classes per image of the export a training pins beside its model (``model_format``).
-PINNED_TOP = 5
+#: The classes per image of the export a training pins beside its model (``model_format``): a prediction's.
+PINNED_TOP = int(declaration.specs(PredictOptions)["top"].default)
 
 
 def export_format_of(model_format: str) -> str | None:
@@ -202,8 +202,8 @@ def export_format_of(model_format: str) -> str | None:
 def pinned_already(board: str | None, name: str, card: ModelCard, format: str | None,
                    top: int = PINNED_TOP) -> dict[str, str] | None:
     """The newest version of model pin ``name`` on ``board`` when it holds this model already (``card``'s weights),
-    in the same formats (with a ``format`` export of ``top`` classes, or the Keras file alone when ``format`` is
-    None), said in one line: a new version would repeat it. Else None."""
+    with a ``format`` export of ``top`` classes (any or none when ``format`` is None: every version holds the Keras
+    file), said in one line: a new version would repeat it. Else None."""
     pin = published_with(board, name, card.weights_sha256, format, min(top, card.num_classes) if format else None)
     if pin is not None:
         with_export = f" with its {format} export" if format else ""

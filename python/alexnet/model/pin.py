@@ -115,10 +115,10 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
 def published_with(board: str | None, name: str, weights_sha256: str | None, export_format: str | None = None,
                    export_top: int | None = None) -> dict[str, str] | None:
     """``board`` (resolved), ``name`` and ``version`` of the newest version of model pin ``name`` when it holds a
-    model of these weights (its card's ``weights_sha256``) in the same formats: the Keras file alone when
-    ``export_format`` is None, else with an export of that format returning ``export_top`` classes per image.
-    ``None`` when the pin is not there, holds other weights or other formats, or the card does not know its
-    weights' SHA-256."""
+    model of these weights (its card's ``weights_sha256``) with what is asked: the Keras file, which every version
+    holds, when ``export_format`` is None (an export pinned beside it since stays the newest version's), else an
+    export of that format returning ``export_top`` classes per image too. ``None`` when the pin is not there, holds
+    other weights or another export, or the card does not know its weights' SHA-256."""
     opened = open_board(board)
     if not weights_sha256 or name not in opened.pin_names():
         return None
@@ -126,7 +126,7 @@ def published_with(board: str | None, name: str, weights_sha256: str | None, exp
     if user.get("kind") != MODEL_PIN_KIND or user.get("weights_sha256") != weights_sha256:
         return None
     carried = dict(user.get("export") or {})
-    if carried.get("format") != export_format or (export_format is not None and carried.get("top") != export_top):
+    if export_format is not None and (carried.get("format") != export_format or carried.get("top") != export_top):
         return None
     return {"board": opened.location, "name": name, "version": version}
 
@@ -229,9 +229,9 @@ def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, wher
         logger.info("%s: using the cached %s", where, local)
         return
     logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
-    download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin,
-                      remedy="publish the model again (train with model_pin), or use another version",
-                      damaged_remedy="publish the model again (train with model_pin), or use another version")
+    again = "publish the model again (train with `model_pin`), or use another version"  # a new version, whole
+    download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin, remedy=again,
+                      damaged_remedy=again)
 
 
 def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:
