@@ -50,7 +50,9 @@ _PROBE_TIMEOUT = 10.0
 _SILENT_TIMEOUT = 30.0
 #: Attempts botocore makes of one S3 request ("standard" mode), and times s3fs repeats that for a dropped connection
 #: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
-#: (connections refused) or about 30 s (timed out). gcsfs makes 6 requests, about 35 s when refused.
+#: (connections refused) or about 30 s (connections timed out); one that takes connections and stays silent, in
+#: about 3 minutes (each request waits ``_SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
+#: about 3.5 minutes when silent.
 _S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
 
 #: What to set for credentials, by cloud: in the errors and warnings of a location read or written without them.

@@ -37,8 +37,11 @@ def backoff(attempt: int) -> float:
 #: bytes last moved in it, for a download that made progress). The storage library's own retries count, as they run
 #: inside an attempt; :func:`alexnet.storage.location.open_filesystem` configures them so that one attempt against a
 #: dead endpoint ends within about 35 s (gcsfs: 6 requests with backoff; s3fs: 3 with a 10 s connect timeout), so
-#: that a transfer gives up within about a minute, or two when connections time out instead of being refused. A slow
-#: link that moves bytes is never cut: the clients' timeouts are for a silent socket, not for a whole transfer.
+#: that a transfer gives up within about a minute, or two when connections time out instead of being refused. An
+#: endpoint that takes connections and then stays silent costs each of the library's requests the silent socket's
+#: 30 s: one attempt takes up to about 3.5 minutes then (gcsfs's 6 requests; s3fs's 3, twice, about 3), and the
+#: transfer gives up after it. A slow link that moves bytes is never cut: the clients' timeouts are for a silent
+#: socket, not for a whole transfer.
 UNREACHABLE_SECONDS = 30.0
 
 #: The exceptions, by class (module and name, matched anywhere in the error's class hierarchy), that say an endpoint
