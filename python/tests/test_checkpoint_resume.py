@@ -118,12 +118,18 @@ def test_a_run_stopped_between_its_checkpoint_and_its_history_file_loses_no_epoc
 @pytest.mark.parametrize("damage", ["deleted", "garbage"])
 def test_a_history_file_deleted_or_unreadable_is_taken_from_the_checkpoint(data, two_epochs, tmp_path, caplog, damage):
     folder = _copy(two_epochs, tmp_path)
+    recorded = recorded_settings(str(folder))
     if damage == "deleted":
         (folder / STATE_FILE).unlink()
     else:
         (folder / STATE_FILE).write_text("{garbage")
-        with pytest.raises(AlexnetError, match="use another `checkpoint_dir`, or delete that folder's ckpt-\\* files"):
-            recorded_settings(str(folder))
+    # what the Spark driver checks and adapt_communication reads: the copy the newest checkpoint keeps
+    assert recorded and recorded_settings(str(folder)) == recorded
+    alone = tmp_path / "history-alone"  # without a checkpoint, an unreadable history is said as it is
+    alone.mkdir()
+    (alone / STATE_FILE).write_text("{garbage")
+    with pytest.raises(AlexnetError, match="use another `checkpoint_dir`, or delete that folder's ckpt-\\* files"):
+        recorded_settings(str(alone))
     with pytest.raises(AlexnetError, match="dense_units"):  # the settings are still checked
         alexnet_train(8, 3, data, checkpoint_dir=str(folder), **dict(SMALL, dense_units=8))
     with caplog.at_level("INFO", logger="alexnet"):

@@ -395,12 +395,38 @@ def _kept_history(reader: Any) -> dict[str, Any] | None:
 
 def recorded_settings(location: str | None) -> dict[str, Any]:
     """The settings the checkpoints at ``location`` (a resolved location; None: none) recorded when they were
-    written (empty: none written yet)."""
+    written (empty: none written yet): the history file's, or, when it is missing or cannot be read, those of the
+    copy the newest checkpoint keeps, which a resumed run takes (:meth:`CheckpointStore.restore`)."""
     if not location:
         return {}
-    state = _read_state(open_filesystem(location, what="checkpoint_dir"), posixpath.join(fs_path(location),
-                                                                                         STATE_FILE), location)
+    try:
+        state = _read_state(open_filesystem(location, what="checkpoint_dir"),
+                            posixpath.join(fs_path(location), STATE_FILE), location)
+    except AlexnetError as unreadable:
+        kept = _newest_kept_history(location)
+        if kept is None:
+            raise unreadable from None
+        return dict(kept.get("settings", {}))
+    if state is None:
+        state = _newest_kept_history(location)
     return dict((state or {}).get("settings", {}))
+
+
+def _newest_kept_history(location: str) -> dict[str, Any] | None:
+    """The copy of the history file the newest checkpoint at ``location`` that has one keeps (None: no checkpoint
+    there keeps one), read without the checkpoint's weights."""
+    store = CheckpointStore(location, chief=False)
+    try:
+        for name in store._candidates()[0]:
+            try:
+                kept = _kept_history(tf.train.load_checkpoint(store._fetch(name)))
+            except (IndexError, OSError, ValueError, tf.errors.OpError):  # damaged: the one before it
+                continue
+            if kept is not None:
+                return kept
+        return None
+    finally:
+        store.close()
 
 
 #: What a checkpoint records of the images its run trained on (``data`` among its settings), as the warnings name it.
