@@ -484,8 +484,10 @@ def warn_of_changes(saved: Mapping[str, Any], current: Mapping[str, Any], locati
     """Warn, in one line, when a run resumes the checkpoints at ``location``, whose run recorded ``saved``, with
     ``current`` changing what it trains on or how it learns (:func:`changes`; the epochs only with ``relaid``, what
     they do to the learning rate): the epochs left would learn otherwise than the epochs done, and one history
-    would hold the metrics of both. What changed, as :func:`changes` says it."""
+    would hold the metrics of both. What changed and was said, as :func:`changes` says it (the history records it)."""
     changed = changes(saved, current)
+    if relaid is None:  # more or fewer epochs that leave the rate as it was: a run extended, nothing to say
+        changed.pop("epochs", None)
     said = _said(changed, relaid)
     if said:
         learning = any(name != "epochs" for name in changed)
