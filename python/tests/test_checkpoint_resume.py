@@ -176,3 +176,20 @@ def test_a_run_checkpointed_mid_epoch_resumed_at_a_larger_batch_ends_that_epoch_
     assert record.epochs == [(0, 1), (1, 4)], "epoch 1 ends with its last step, epoch 2 is whole"
     assert "after step 6 of epoch 1, and an epoch has 4 steps now: epoch 1 ends with its last step" in caplog.text
     assert len(history["metrics"]["loss"]) == 2
+
+
+def test_checkpoints_found_without_their_index_are_taken_latest_position_first(tmp_path):
+    """A run resumed at a larger global batch numbers its checkpoints by shorter epochs: ckpt-4 (epoch 1, step 0)
+    comes after ckpt-6 (epoch 0, step 6). Without the index, the position each holds says which is newest."""
+    folder = tmp_path / "ckpt"
+    for name, (epoch, step) in (("ckpt-6", (0, 6)), ("ckpt-4", (1, 0)), ("ckpt-2", (0, 2))):
+        tf.train.Checkpoint(epoch=tf.Variable(epoch, dtype=tf.int64), step=tf.Variable(step, dtype=tf.int64),
+                            history=tf.Variable("", dtype=tf.string)).write(str(folder / name))
+    (folder / "ckpt-9.index").write_bytes(b"not a checkpoint")  # unreadable: last
+    store = CheckpointStore(str(folder), chief=False)
+    try:
+        names, passed_over = store._candidates()
+        assert names == ["ckpt-9", "ckpt-6", "ckpt-4", "ckpt-2"] and "missing" in passed_over
+        assert store._by_position(names) == ["ckpt-4", "ckpt-6", "ckpt-2", "ckpt-9"]
+    finally:
+        store.close()

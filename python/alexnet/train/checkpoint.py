@@ -52,6 +52,8 @@ BEST_FILE = "alexnet-best-weights.npz"
 KEEP = 2
 #: The key, in a checkpoint, of the copy of the history file it keeps.
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
+#: The keys of the epoch and step a checkpoint was written at.
+POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,19 @@ class CheckpointStore:
                 self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
         return os.path.join(folder, name)
 
+    def _by_position(self, names: list[str]) -> list[str]:
+        """``names`` (checkpoints found without their index), the latest epoch and step each was written at first:
+        a checkpoint's number counts steps of its run's epochs, which a run resumed at another global batch
+        changes. A checkpoint whose position cannot be read comes last, by number."""
+        def position(name: str) -> tuple[int, int, int]:
+            try:
+                reader = tf.train.load_checkpoint(self._fetch(name))
+                return (1, *(int(reader.get_tensor(key)) for key in POSITION_KEYS))  # type: ignore[return-value]
+            except (IndexError, OSError, ValueError, tf.errors.OpError):
+                return (0, 0, 0)
+
+        return sorted(names, key=position, reverse=True)  # stable: by number where positions are equal
+
     def _choose(self, state: Mapping[str, Any] | None) -> tuple[str, str, Any] | None:
         """The newest whole checkpoint: its name, local path prefix and reader; None when there is none (a fresh
         start). A damaged newest checkpoint gives way to the one before it, said in a warning; raises when the
@@ -185,6 +200,7 @@ class CheckpointStore:
                 )
             return None
         if passed_over:
+            names = self._by_position(names)
             logger.warning("The checkpoints in %s: %s; resuming from the newest checkpoint there, %s.", self.location,
                            passed_over, names[0])
         damaged: list[tuple[str, str]] = []
