@@ -342,7 +342,8 @@ class Uploader:
                     kept = frozenset(w for (w, s), r in self.results.items()
                                      if s == "train" and r.status != "excluded")
                     self._run(pool, workdir, "val", kept)
-                self.source.ready()
+                if self.stopped is None:  # stopped: the source's checks in the background are not waited for
+                    self.source.ready()
                 if not self.failures and self.stopped is None:
                     self.bar.finish()
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
