@@ -169,11 +169,8 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         log.info("%s: Google Application Default Credentials", resolved)
     except google.auth.exceptions.GoogleAuthError as err:
         if write:
-            raise BoardError(
-                f"cannot write to {resolved}: no Google credentials found ({err}). Set "
-                "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run "
-                "`gcloud auth application-default login`, or run on a VM with a service account"
-            ) from None
+            raise BoardError(f"cannot write to {resolved}: no Google credentials found ({err}); "
+                             f"{_CREDENTIALS['gs']}") from None
         if key_file := env_value("GOOGLE_APPLICATION_CREDENTIALS"):  # given, and not usable: no anonymous read
             raise BoardError(f"cannot read {resolved}: GOOGLE_APPLICATION_CREDENTIALS = {key_file} gives no "
                              f"credentials ({err}); set it to a service-account key file, or unset it to read a "
@@ -204,10 +201,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
         raise BoardError(f"cannot {'write to' if write else 'read'} {resolved}: {err}; set AWS_PROFILE to a profile of "
                          "~/.aws/config or ~/.aws/credentials, or unset it") from None
     if not has_credentials and write:
-        raise BoardError(
-            f"cannot write to {resolved}: no AWS credentials found. Set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance role"
-        )
+        raise BoardError(f"cannot write to {resolved}: no AWS credentials found; {_CREDENTIALS['s3']}")
     options: dict[str, Any] = {
         "anon": not has_credentials,
         "listings_expiry_time": 0,
