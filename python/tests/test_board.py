@@ -255,8 +255,9 @@ def test_an_endpoint_that_is_no_storage_server_is_named(s3, monkeypatch, tmp_pat
 
 
 def test_s3_write_without_credentials_is_refused(s3, no_aws_credentials):
-    with pytest.raises(BoardError, match=r"^cannot write to s3://b/x: no AWS credentials found; set AWS_ACCESS_KEY_ID "
-                                         r"and AWS_SECRET_ACCESS_KEY \(or AWS_PROFILE\), or run with an instance role$"):
+    with pytest.raises(BoardError, match=r"^cannot write to s3://b/x: no AWS credentials found; set "
+                                         r"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \(or AWS_PROFILE\), or run "
+                                         r"with an instance role$"):
         open_board("s3://b/x", write=True)
 
 
