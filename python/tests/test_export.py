@@ -469,3 +469,22 @@ def test_a_bfloat16_trained_model_is_exported_in_float32_and_its_keras_file_load
     np.save(tmp_path / "pixels.npy", pixels)
     elsewhere = run_without(KERAS_LOAD, pin["path"], str(tmp_path / "pixels.npy"))
     np.testing.assert_allclose(np.array(elsewhere), keras_model.predict(pixels, verbose=0), rtol=1e-6, atol=1e-7)
+
+
+def test_a_bucket_folder_s_placeholder_object_is_a_folder_of_the_export():
+    """Some tools write an empty object ``name/`` for a folder in a bucket: an export's ``variables/`` so written is
+    its folder, not a file that no export writes."""
+    from alexnet.model.export import _not_an_export
+
+    class Bucket:
+        def find(self, root):
+            return [f"{root}/saved_model.pb", f"{root}/variables/", f"{root}/variables/variables.index",
+                    f"{root}/variables/variables.data-00000-of-00001", f"{root}/assets/"]
+
+    assert _not_an_export(Bucket(), "bkt/served", local=False) == []
+
+    class Other(Bucket):
+        def find(self, root):
+            return [*super().find(root), f"{root}/notes/"]
+
+    assert _not_an_export(Other(), "bkt/served", local=False) == ["notes"]

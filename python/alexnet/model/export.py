@@ -85,7 +85,8 @@ def _not_an_export(fs: Any, path: str, local: bool) -> list[str]:
             folders[:] = [f for f in folders if not os.path.islink(os.path.join(root, f))]
     else:
         root = path.rstrip("/")
-        found = [(p.rstrip("/")[len(root) + 1:], False) for p in fs.find(root) if p.rstrip("/") != root]
+        # a key ending in "/" is a folder's placeholder object (as some tools write for an empty folder)
+        found = [(p.rstrip("/")[len(root) + 1:], p.endswith("/")) for p in fs.find(root) if p.rstrip("/") != root]
     for rel, folder in found:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):
