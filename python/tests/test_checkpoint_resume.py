@@ -166,15 +166,19 @@ class Epochs(keras.callbacks.Callback):
 def test_a_run_checkpointed_mid_epoch_resumed_at_a_larger_batch_ends_that_epoch_and_goes_on(data, tmp_path, caplog):
     folder = tmp_path / "ckpt"
     settings = dict(SMALL, checkpoint_dir=str(folder), checkpoint_every=2)
-    with pytest.raises(Interrupted):  # epochs of 8 steps of 4; the last checkpoint after step 6 of epoch 1
+    with caplog.at_level("INFO", logger="alexnet"), pytest.raises(Interrupted):  # epochs of 8 steps of 4
         alexnet_train(4, 2, data, callbacks=[StopAt(epoch=0, batch=6)], **settings)
     assert json.loads((folder / STATE_FILE).read_text())["position"] == [0, 6]
+    # the last checkpoint, after step 6 of epoch 1, said as the run resumed from it says where it goes on
+    assert "Checkpoint at epoch 1, step 6: a run resumed from it goes on there." in caplog.text
+    caplog.clear()
     record = Epochs()
     with caplog.at_level("INFO", logger="alexnet"):
         history = alexnet_train(8, 2, data, callbacks=[record], **settings)  # epochs of 4 steps
     assert (history["params"]["initial_epoch"], history["params"]["initial_step"]) == (0, 6)
     assert record.epochs == [(0, 1), (1, 4)], "epoch 1 ends with its last step, epoch 2 is whole"
     assert "after step 6 of epoch 1, and an epoch has 4 steps now: epoch 1 ends with its last step" in caplog.text
+    assert f"Resuming from {folder} at epoch 1, step 6." in caplog.text
     assert len(history["metrics"]["loss"]) == 2
 
 

@@ -325,7 +325,10 @@ class CheckpointStore:
         if self.chief and self.remote:
             self._publish(self._manager)
         self.write_state(state)
-        logger.info("Checkpoint after epoch %d%s.", epoch, f", step {step}" if step else "")
+        if step:  # inside an epoch: said as a resumed run says where it goes on
+            logger.info("Checkpoint at epoch %d, step %d: a run resumed from it goes on there.", epoch + 1, step)
+        else:
+            logger.info("Checkpoint after epoch %d.", epoch)
 
     # -- the best epoch's weights (keep_best) --------------------------------------------------------------
 
