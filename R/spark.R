@@ -104,8 +104,6 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' @export
 alexnet_spark_train <- function(sc, workers, board = NULL, ...) {
   args <- checked_args("alexnet_spark_train", names(formals()))
-  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
-  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   options <- spark_job_options(args)
   spark_train_run(sparklyr_api(), sc, args$workers, args[["board"]], options)
 }
@@ -146,9 +144,7 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #' @export
 alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
   args <- checked_args("alexnet_spark_evaluate", names(formals()))
-  if (missing(sc)) alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
   if (missing(model)) model_missing("the location of a saved model")
-  if (missing(workers)) alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   options <- spark_job_options(args)
   spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)
 }
@@ -196,6 +192,13 @@ tf_version <- function() {
 # (launch_defaults: the Python alexnet uses here), not the core's. `env` is the frame of the job's exported
 # function.
 spark_job_options <- function(args, env = parent.frame()) {
+  # the connection and the workers every Spark job needs, said alike by each
+  if (eval(quote(missing(sc)), env)) {
+    alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
+  }
+  if (eval(quote(missing(workers)), env)) {
+    alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
+  }
   python <- check_arg(formal_value("python", env), "python", "location?")
   c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
 }

@@ -244,6 +244,14 @@ test_that("alexnet_spark_train() without a Spark connection says to pass sparkly
                  class = "alexnet_error")
   }
   expect_error(alexnet_spark_train(workers = 2), "`sc` is missing", class = "alexnet_error")
+  # the connection and the workers, said alike by each Spark job
+  expect_error(alexnet_spark_evaluate(model = "m", workers = 2), "^`sc` is missing: pass the connection",
+               class = "alexnet_error")
+  fake <- structure(list(), class = "spark_connection")
+  for (job in list(function() alexnet_spark_train(fake), function() alexnet_spark_evaluate(fake, "m"))) {
+    expect_error(job(), "^`workers` is missing: give the number of workers, one barrier task each\\.$",
+                 class = "alexnet_error")
+  }
   expect_error(imagenet_synthetic(), "^`dest` is missing: give the folder", class = "alexnet_error")
   # training and evaluation take a partition; the benchmark, a partition or an ImageNet folder
   expect_error(alexnet_train(data = "/some/folder"),
