@@ -210,3 +210,33 @@ def test_one_pass_rounding_to_uint8_matches_round_and_saturate():
     # round() rounds halves to even, the one-pass cast rounds them up: at most one level apart, on halves only
     assert np.abs(got - expected).max() <= 1
     assert (got != expected).mean() < 0.01
+
+
+def _gif(frames: list[Image.Image], **options) -> bytes:
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=len(frames) > 1, append_images=frames[1:], **options)
+    return buffer.getvalue()
+
+
+def test_a_many_frame_gif_is_cut_after_its_first_frame_and_decodes_to_it_alone():
+    frames = [Image.new("RGB", (40, 30), colour) for colour in [(250, 0, 0), (0, 250, 0), (0, 0, 250)]]
+    frames[1] = frames[1].convert("P").quantize(colors=7)  # a local colour table after the global one
+    animated = _gif(frames, duration=100, loop=0, comment=b"extensions before the first image")
+    assert tf.io.decode_gif(tf.constant(animated)).shape[0] == 3
+    cut = decode.gif_first_frame(tf.constant(animated)).numpy()
+    assert len(cut) < len(animated) and cut.endswith(b";") and cut[:-1] == animated[: len(cut) - 1]
+    first = tf.io.decode_gif(tf.constant(cut))
+    assert first.shape[0] == 1, "only the first frame is left to decode"
+    np.testing.assert_array_equal(first[0].numpy(), tf.io.decode_gif(tf.constant(animated))[0].numpy())
+    assert decode.decode_any(tf.constant(animated)).numpy()[15, 20].tolist() == [250, 0, 0]
+    interlaced = _gif([Image.new("RGB", (40, 30), (0, 250, 0))] * 2, interlace=True)
+    assert tf.io.decode_gif(decode.gif_first_frame(tf.constant(interlaced))).shape[0] == 1
+    one = _gif(frames[:1])
+    assert decode.gif_first_frame(tf.constant(one)).numpy() in (one, one[:-1] + b";")
+
+
+def test_gif_bytes_whose_first_frame_cannot_be_found_are_left_as_they_are():
+    animated = _gif([Image.new("RGB", (40, 30), (250, 0, 0)), Image.new("RGB", (40, 30), (0, 250, 0))])
+    first = animated.index(b",", 13)  # the first image descriptor (after the 2-colour global table)
+    for broken in (animated[: first + 14], animated[:first] + b"\x99" + animated[first + 1 :], b"GIF89a", b""):
+        assert decode.gif_first_frame(tf.constant(broken)).numpy() == broken

@@ -130,6 +130,7 @@ def test_serving_reads_each_format_predict_reads_and_refuses_above_the_limit_fro
         "big transparent WebP": _encoded(Image.new("RGBA", (40, 31)), "WEBP"),
         "TIFF": _encoded(picture, "TIFF"),
         "animated WebP": _encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:]),
+        "animated GIF": _encoded(frames[2], "GIF", save_all=True, append_images=frames[:2]),  # its first frame read
     }
     pixels, ok, error = decode_images(tf.constant(list(images.values())), 16)
     errors = [e.decode() for e in error.numpy()]
@@ -138,8 +139,9 @@ def test_serving_reads_each_format_predict_reads_and_refuses_above_the_limit_fro
     assert answers == {**{name: (True, "") for name in list(images)[:7]},
                        **{name: (False, too_large) for name in list(images)[7:14]},
                        "TIFF": (False, "not a JPEG, PNG, GIF, BMP or WebP image"),
-                       "animated WebP": (False, "an animated WebP is not read")}
-    assert pixels.numpy()[:7, 8, 8, 0].min() > 150 and pixels.numpy()[7:].max() == 0
+                       "animated WebP": (False, "an animated WebP is not read"), "animated GIF": (True, "")}
+    assert pixels.numpy()[:7, 8, 8, 0].min() > 150 and pixels.numpy()[7:-1].max() == 0
+    assert pixels.numpy()[-1, 8, 8].tolist() == [120, 0, 0], "the first frame of the animated GIF"
 
 
 def test_the_pixels_signature_takes_what_decoding_gives_and_the_card_is_beside(exported):

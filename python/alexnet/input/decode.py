@@ -121,9 +121,59 @@ def is_jpeg(contents: tf.Tensor) -> tf.Tensor:
     return tf.equal(tf.strings.substr(contents, 0, 3), JPEG_MAGIC)
 
 
+def _chain_ends(jump: tf.Tensor) -> tf.Tensor:
+    """Where each position's chain of jumps ends: ``jump`` (int32 ``[m]``) gives each position the next, a position
+    that is its own next ends a chain. Found by pointer doubling (each round jumps twice as far), so in at most
+    ``log2(m)`` rounds of one gather each, whatever the chains."""
+
+    def double(size: tf.Tensor, ends: tf.Tensor, _: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        further = tf.gather(ends, ends)
+        return size * 2, further, tf.reduce_any(tf.not_equal(further, ends))
+
+    def going(size: tf.Tensor, ends: tf.Tensor, moved: tf.Tensor) -> tf.Tensor:  # a chain not at its end yet
+        return moved & (size < tf.shape(ends)[0])
+
+    return tf.while_loop(going, double, [tf.constant(1), jump, tf.constant(True)])[1]
+
+
+def gif_first_frame(contents: tf.Tensor) -> tf.Tensor:
+    """A GIF's bytes cut after its first image, with the trailer (``;``) put after it: what decodes to the first frame
+    alone. TensorFlow's GIF decoding decodes every frame even when it gives only the first (``expand_animations``
+    false), so a small GIF of many large frames would cost the time and memory of all of them.
+
+    The GIF's blocks are walked from its header and global colour table: extensions (``!``, a label, then data
+    sub-blocks) up to the first image (``,``, a 9-byte descriptor, a local colour table, the LZW code size, then data
+    sub-blocks), whose sub-blocks end with an empty one. Each sub-block gives the length of the next, so the walk is
+    found for every position at once by pointer doubling (:func:`_chain_ends`), in ``log2`` of the length rounds.
+    Bytes whose first image cannot be found (not a GIF, cut short or corrupt) are given as they are: GIF decoding
+    then fails at or before that image, as the walk did."""
+    data = tf.concat([tf.cast(tf.io.decode_raw(contents, tf.uint8), tf.int32), [0]], 0)  # position n: past the end
+    n = tf.size(data) - 1
+    at = tf.range(n + 1)
+
+    def read(position: tf.Tensor) -> tf.Tensor:
+        return tf.gather(data, tf.clip_by_value(position, 0, n))
+
+    def table(flags: tf.Tensor) -> tf.Tensor:  # the bytes of the colour table a descriptor's flags declare
+        return tf.where(tf.bitwise.bitwise_and(flags, 0x80) > 0,
+                        3 * tf.bitwise.left_shift(2, tf.bitwise.bitwise_and(flags, 7)), 0)
+
+    # sub-blocks from each position: a length byte, then that many bytes; an empty one ends them
+    sub_ends = _chain_ends(tf.where(tf.equal(data, 0) | tf.equal(at, n), at, tf.minimum(at + 1 + data, n)))
+    # blocks from each position: an extension is skipped, anything else (an image, the trailer) ends the walk
+    after_extension = tf.gather(sub_ends, tf.minimum(at + 2, n)) + 1
+    block_ends = _chain_ends(tf.where(tf.equal(data, 0x21) & tf.less(at, n), tf.minimum(after_extension, n), at))
+    image = tf.gather(block_ends, tf.minimum(13 + table(read(10)), n))
+    end = tf.gather(sub_ends, tf.minimum(image + 11 + table(read(image + 9)), n))
+    found = tf.equal(read(image), 0x2C) & tf.less(image, n) & tf.less(end, n)
+    return tf.where(found, tf.strings.join([tf.strings.substr(contents, 0, end + 1), b";"]), contents)
+
+
 def decode_any(contents: tf.Tensor) -> tf.Tensor:
     """Decode bytes of any format of :data:`IMAGE_FORMATS` to a uint8 RGB image (a transparent one's colours, without
-    its alpha, as Pillow's ``convert("RGB")`` gives them)."""
+    its alpha, as Pillow's ``convert("RGB")`` gives them; a GIF's first frame, :func:`gif_first_frame`, as Pillow
+    gives it too)."""
+    contents = tf.cond(tf.equal(header_format(contents), "GIF"), lambda: gif_first_frame(contents), lambda: contents)
 
     def decode(channels: int) -> tf.Tensor:
         image = tf.io.decode_image(contents, channels=channels, dtype=tf.uint8, expand_animations=False)

@@ -5,7 +5,7 @@ Serving, ``saved_model_cli``, other languages' bindings), without this package o
 
 ``serving_default``
     ``images``: a ``[batch]`` string tensor of encoded images (JPEG, PNG, GIF, BMP, WebP; CMYK and grayscale JPEGs
-    too; not an animated WebP).
+    too; of a GIF, its first frame, as in ``alexnet_predict()``; not an animated WebP).
     Each is decoded and centre-cropped at the card's image size by :func:`alexnet.input.decode.decode_for_eval`,
     the function ``alexnet_predict()`` decodes with, inside the graph. Returns, per image, the ``top`` most
     probable classes, best first: ``indices`` (int32 label numbers), ``ids`` (WordNet ids), ``names`` and
