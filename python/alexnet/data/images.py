@@ -10,6 +10,7 @@ benchmark apply to files, in TensorFlow and in parallel, is :func:`alexnet.input
 from __future__ import annotations
 
 import io
+import re
 
 from .options import DEFAULT_QUALITY
 
@@ -58,7 +59,8 @@ def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: 
             return out.getvalue(), ""
     except UnidentifiedImageError:
         return None, "not a recognised image format"
-    except Image.DecompressionBombError as err:
-        return None, f"too large to decode safely ({err})"
+    except Image.DecompressionBombError as err:  # Pillow refuses before the size is known here: its message has it
+        found = re.search(r"\((\d+) pixels\)", str(err))
+        return None, TOO_LARGE.format(pixels=found.group(1) if found else "too many", limit=MAX_PIXELS)
     except (OSError, SyntaxError, ValueError) as err:
         return None, f"truncated or corrupt ({err})"
