@@ -67,3 +67,48 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
   expect_identical(said, c(printed, "Bad images left out:", "  /v/x.JPEG"))
   expect_match(printed[[2]], "; 2 workers; 1 bad image left out$")
 })
+
+test_that("a training history: the command line says what R prints, the model and where a run resumed included", {
+  skip_if_no_alexnet()
+  # as the core's alexnet_train() returns it (python/alexnet/train/run.py), of a run resumed inside an epoch
+  history <- py_result('{"params": {"strategy": "multi_worker", "replicas": 2, "workers": 2, "batch_size": 32,
+      "global_batch_size": 64, "steps": 100, "image_size": 224, "num_classes": 1000, "epochs": 5, "initial_epoch": 2,
+      "initial_step": 8, "checkpoint_dir": "/runs/1", "precision": "float32",
+      "started_from": {"model": "alexnet@v1", "text": "Started from alexnet@v1: its weights in every layer."},
+      "communication_advice": "Settings that send less: `allreduce_precision` = \'bfloat16\'."},
+    "metrics": {"loss": [2.5, 1.41421356], "accuracy": [0.25, 0.5], "top5_accuracy": [0.75, 1.0],
+      "val_loss": [0.5, 0.000123456], "val_accuracy": [0.25, 0.6], "val_top5_accuracy": [0.5, 0.0001],
+      "val_images": [12000, 12000]},
+    "schedule": {"image_size": [224, 224], "learning_rate": [0.01, 0.005],
+      "summary": "image size 224, learning rate 0.01 -> 0.005, precision float32 (asked for)"},
+    "best_epoch": 2, "weights_agree": false, "weights_sha256": "ab", "model_path": "/models/run/alexnet.keras",
+    "model_pin": {"board": "/boards/imagenet", "name": "alexnet", "version": "20261204T021816Z-a7b93"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(history)))))
+  expect_identical(cli_lines("alexnet.cli.train", "history_summary", history), printed)
+  expect_identical(printed, c(
+    "AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
+    "batch_size: 32, global_batch_size: 64, steps: 100, image_size: 224, num_classes: 1000",
+    "Resumed from /runs/1 at epoch 3, step 8.",
+    "Started from alexnet@v1: its weights in every layer.",
+    "Schedule: image size 224, learning rate 0.01 -> 0.005, precision float32 (asked for)",
+    "Communication: Settings that send less: `allreduce_precision` = 'bfloat16'.",
+    paste("Final epoch: loss = 1.414, accuracy = 0.5, top5_accuracy = 1, val_loss = 0.0001235, val_accuracy = 0.6,",
+          "val_top5_accuracy = 1e-04 (validation over 12,000 images)"),
+    "Kept the best epoch: 2 (val_accuracy = 0.6)",
+    paste("The workers ended with different weights: the chief's model is the one saved and published (its log",
+          "names the workers apart)."),
+    "Model: /models/run/alexnet.keras",
+    "Model pin: alexnet version 20261204T021816Z-a7b93 on /boards/imagenet"))
+
+  # a run that found every epoch done, of few classes (no top-5 accuracy), without a model saved or pinned
+  done <- py_result('{"params": {"strategy": "default", "replicas": 1, "batch_size": 8, "image_size": [64, 96],
+      "num_classes": 4, "epochs": 3, "initial_epoch": 3, "initial_step": 0, "checkpoint_dir": "/runs/2"},
+    "metrics": {"loss": [1.2, 1.1, 1.0], "top5_accuracy": [1.0, 1.0, 1.0]}, "model_path": null, "model_pin": null}')
+  printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(done)))))
+  expect_identical(cli_lines("alexnet.cli.train", "history_summary", done), printed)
+  expect_identical(printed, c("AlexNet training history: 3 epochs, default strategy, 1 replica",
+                              "batch_size: 8, num_classes: 4",
+                              paste("All 3 epochs were trained before, in /runs/2: nothing was left to train",
+                                    "(a larger `epochs` trains further)."),
+                              "Final epoch: loss = 1"))
+})
