@@ -112,3 +112,36 @@ test_that("a training history: the command line says what R prints, the model an
                                     "(a larger `epochs` trains further)."),
                               "Final epoch: loss = 1"))
 })
+
+test_that("a Spark run: the command line says from the core's rows what R prints from the workers' flat rows", {
+  skip_if_no_alexnet()
+  # what each worker's train_work() returns; R's frame holds their flat rows (train_row()), as the R workers send
+  # them, each with the launch that succeeded
+  results <- py_result('[
+    {"worker": 0, "workers": 2, "address": "10.0.0.1:4040", "tf_address": "10.0.0.1:8000", "chief": true,
+     "categories": ["n01", "n02"], "train_images": 1042, "val_images": 4, "fetch_seconds": 1.5, "attempt": 2,
+     "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0,
+                            "communication_advice": "One exchange alone takes 2.92 s a step."},
+                 "metrics": {"loss": [2.0, 1.4987], "accuracy": [0.3, 0.45], "val_accuracy": [0.2, 0.4]},
+                 "images_per_second": 12.5, "weights_sha256": "abc", "model_path": "/m/alexnet.keras",
+                 "warnings": []}},
+    {"worker": 1, "workers": 2, "address": "10.0.0.2:4040", "tf_address": "10.0.0.2:8001", "chief": false,
+     "categories": ["n03"], "train_images": 40, "val_images": 0, "fetch_seconds": 1.2, "attempt": 2,
+     "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0},
+                 "metrics": {"loss": [2.1, 1.51], "accuracy": [0.3, 0.4]},
+                 "images_per_second": 12.34, "weights_sha256": "abc", "model_path": null, "warnings": []}}]')
+  training <- reticulate::import("alexnet.launch.training", convert = FALSE)
+  flat <- lapply(0:1, function(i) {
+    row <- reticulate::py_to_r(training$train_row(reticulate::py_get_item(results, i)))
+    c(row, attempt = 2L)
+  })
+  printed <- capture.output(print(alexnet:::spark_train_result(alexnet:::records_to_df(flat))))
+  expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", results), printed)
+  expect_identical(printed, c(
+    "AlexNet trained on 2 Spark workers (attempt 2)",
+    paste("  worker 0 (chief) at 10.0.0.1:8000: 2 categories, 1,042 images, 2 epochs, loss 1.499, accuracy 0.450,",
+          "val_accuracy 0.400, 12.5 images/s"),
+    "  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s",
+    "Every worker holds the same weights",
+    "Communication: One exchange alone takes 2.92 s a step."))
+})
