@@ -145,3 +145,29 @@ test_that("a Spark run: the command line says from the core's rows what R prints
     "Every worker holds the same weights",
     "Communication: One exchange alone takes 2.92 s a step."))
 })
+
+test_that("an export: the command line says what R prints", {
+  skip_if_no_alexnet()
+  export <- py_result('{"path": "/serving/alexnet/1", "format": "savedmodel",
+    "files": ["saved_model.pb", "alexnet-model.json"], "bytes": 250224850, "model": "alexnet@20250101T000000Z-abcde",
+    "image_size": 224, "num_classes": 1000, "top": 5,
+    "signatures": {"serving_default": {"inputs": {"images": "string[?]"},
+                                       "outputs": {"ids": "string[?,5]", "ok": "bool[?]"}},
+                   "pixels": {"inputs": {"pixels": "float32[?,224,224,3]"}, "outputs": {"ids": "string[?,5]"}}},
+    "pin": {"board": "/boards/imagenet", "name": "alexnet", "version": "20250102T000000Z-fghij"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_export(reticulate::py_to_r(export))))
+  expect_identical(cli_lines("alexnet.cli.model", "export_summary", export), printed)
+  expect_identical(printed, c(
+    "SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes, images of 224 pixels, top 5",
+    "Written to /serving/alexnet/1 (2 files, 250.2 MB)",
+    "Pinned as alexnet version 20250102T000000Z-fghij on /boards/imagenet",
+    "Signature serving_default: images string[?] -> ids string[?,5], ok bool[?]",
+    "Signature pixels: pixels float32[?,224,224,3] -> ids string[?,5]"))
+  # published only, as TF Lite: no folder written
+  pinned <- py_result('{"path": null, "format": "tflite", "files": [], "bytes": 0, "model": null, "image_size": 96,
+    "num_classes": 1, "top": 1, "signatures": {}, "pin": {"board": "/b", "name": "small", "version": "v2"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_export(reticulate::py_to_r(pinned))))
+  expect_identical(cli_lines("alexnet.cli.model", "export_summary", pinned), printed)
+  expect_identical(printed, c("TF Lite export of a model: 1 class, images of 96 pixels, top 1",
+                              "Pinned as small version v2 on /b"))
+})
