@@ -33,10 +33,10 @@
 #' @param name The model pin's name; `NULL` is the pin `model` came from, else `"alexnet"`.
 #' @param ... Nothing more for `alexnet_export()`: a name that is not an option is refused, naming the closest;
 #'   ignored by `print()`.
-#' @returns An `alexnet_export`, which prints as a short summary: a list with `path` (the location written, or
-#'   `NULL`), `format`, `files` (relative paths) and `bytes` of the export, `model` (what was exported),
-#'   `image_size`, `num_classes`, `top`, `signatures` (by name, their `inputs` and `outputs`, each name with its
-#'   type and shape) and `pin` (`board`, `name` and `version` of the model pin published, or `NULL`).
+#' @returns An `alexnet_export`, which prints as a short summary (the lines `alexnet export` prints): a list
+#'   with `path` (the location written, or `NULL`), `format`, `files` (relative paths) and `bytes` of the export,
+#'   `model` (what was exported), `image_size`, `num_classes`, `top`, `signatures` (by name, their `inputs` and
+#'   `outputs`, each name with its type and shape) and `pin` (`board`, `name` and `version` of the model pin published, or `NULL`).
 #' @seealso [alexnet_model()], [alexnet_predict()]; `alexnet_train(model_format = "keras+savedmodel")` pins the
 #'   export with the model after training.
 #' @examples
@@ -69,16 +69,19 @@ new_alexnet_export <- function(result) {
 #' @param x An `alexnet_export`.
 #' @export
 print.alexnet_export <- function(x, ...) {
+  # the same lines, in the same words, as the command line's summary of an export (python/alexnet/cli/model.py
+  # `export_summary`; tests/testthat/test-summaries.R compares them)
   kind <- if (identical(x$format, "tflite")) "TF Lite" else "SavedModel"
   cat(kind, " export of ", x$model %||% "a model", ": ", count_of(x$num_classes, "class", "classes"),
       ", images of ", x$image_size, " pixels, top ", x$top, "\n", sep = "")
-  if (!is.null(x$path)) cat("At ", x$path, " (", count_of(length(x$files), "file"), ", ", format_bytes(x$bytes), ")\n",
-                           sep = "")
+  if (!is.null(x$path)) {
+    cat("Written to ", x$path, " (", count_of(length(x$files), "file"), ", ", format_bytes(x$bytes), ")\n", sep = "")
+  }
   if (!is.null(x$pin)) cat("Pinned as ", x$pin$name, " version ", x$pin$version, " on ", x$pin$board, "\n", sep = "")
   for (signature in names(x$signatures)) {
     s <- x$signatures[[signature]]
-    inputs <- paste(names(s$inputs), unlist(s$inputs), collapse = ", ")
-    cat("Signature ", signature, ": ", inputs, " -> ", paste(names(s$outputs), collapse = ", "), "\n", sep = "")
+    shown <- function(part) paste(names(part), unlist(part), collapse = ", ")
+    cat("Signature ", signature, ": ", shown(s$inputs), " -> ", shown(s$outputs), "\n", sep = "")
   }
   invisible(x)
 }

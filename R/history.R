@@ -20,7 +20,9 @@ new_alexnet_history <- function(history) {
 #' the schedule on a line of its own (`Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04,
 #' precision float32 (...)`) and the final metrics on another, with the validation images they
 #' cover, and for a run of several workers what its exchange costs against its computation and the settings that
-#' would keep its workers busy (`Communication: ...`, `params$communication_advice`, see [alexnet_train()]);
+#' would keep its workers busy (`Communication: ...`, `params$communication_advice`, see [alexnet_train()]),
+#' where a resumed run went on from (`Resumed from ... at epoch 3, step 0.`), and where the model went
+#' (`Model: ...`, `model_path`; `Model pin: ...`, `model_pin`): the lines `alexnet train` prints;
 #' `summary()` and `plot()` show the
 #' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
 #' `as.data.frame()` has both, the schedule's rows with `data` `"schedule"`.
@@ -83,23 +85,25 @@ schedule_series <- function(history) {
 #' @rdname alexnet_history
 #' @export
 print.alexnet_history <- function(x, ...) {
+  # the same lines, in the same words, as the command line's summary of the history (python/alexnet/cli/train.py
+  # `history_summary`; tests/testthat/test-summaries.R compares them)
   params <- x$params
   epochs <- max(lengths(x$metrics), 0L)
-  cat("AlexNet training history:", epochs, if (epochs == 1L) "epoch" else "epochs")
+  cat("AlexNet training history: ", count_of(epochs, "epoch"), sep = "")
   if (!is.null(params$strategy)) cat(",", params$strategy, "strategy")
-  if (!is.null(params$replicas)) cat(",", params$replicas, if (identical(params$replicas, 1L)) "replica" else "replicas")
+  if (!is.null(params$replicas)) cat(", ", count_of(params$replicas, "replica"), sep = "")
   cat("\n")
   shown <- c("batch_size", "global_batch_size", "steps", "image_size", "num_classes")
   shown <- shown[shown %in% names(params) & lengths(params[shown]) == 1L]
   if (length(shown)) {
     cat(paste0(shown, ": ", vapply(params[shown], format, character(1)), collapse = ", "), "\n", sep = "")
   }
+  resumed <- resume_note(x)
+  if (!is.null(resumed)) cat(resumed, "\n", sep = "")
   started <- params$started_from$text  # a run that started from a trained model (initial_model)
   if (is_scalar(started, is.character)) cat(started, "\n", sep = "")
   summary <- x$schedule$summary
   if (is.character(summary) && length(summary) == 1L && nzchar(summary)) cat("Schedule: ", summary, "\n", sep = "")
-  resumed <- resume_note(x)
-  if (!is.null(resumed)) cat(resumed, "\n", sep = "")
   communication <- communication_note(x)
   if (!is.null(communication)) cat(communication, "\n", sep = "")
   if (epochs > 0L) {
@@ -117,6 +121,11 @@ print.alexnet_history <- function(x, ...) {
     cat("The workers ended with different weights: the chief's model is the one saved and published",
         "(its log names the workers apart).\n")
   }
+  if (is_scalar(x$model_path, is.character) && nzchar(x$model_path)) cat("Model: ", x$model_path, "\n", sep = "")
+  pin <- x$model_pin
+  if (is.list(pin) && !is.null(pin$name)) {
+    cat("Model pin: ", pin$name, " version ", pin$version, " on ", pin$board, "\n", sep = "")
+  }
   invisible(x)
 }
 
@@ -128,7 +137,7 @@ communication_note <- function(history) {
 }
 
 # What a history says about where its run started: NULL for a run from scratch; a sentence for a resumed run
-# or one that found every epoch done.
+# or one that found every epoch done (the command line's `resume_text`, python/alexnet/cli/train.py).
 resume_note <- function(history) {
   params <- history$params
   epoch <- params$initial_epoch %||% 0
@@ -136,8 +145,8 @@ resume_note <- function(history) {
   if (!length(epoch) || !length(step) || (epoch == 0 && step == 0)) return(NULL)
   where <- if (is.null(params$checkpoint_dir)) "its checkpoint" else params$checkpoint_dir
   if (step == 0 && !is.null(params$epochs) && epoch >= params$epochs) {
-    return(paste0("All ", params$epochs, " epochs were already done in ", where,
-                  ": nothing was trained; the history is the checkpoint's."))
+    return(paste0("All ", count_of(epoch, "epoch"), " were trained before, in ", where,
+                  ": nothing was left to train (a larger `epochs` trains further)."))
   }
   paste0("Resumed from ", where, " at epoch ", epoch + 1, ", step ", step, ".")
 }

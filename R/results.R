@@ -116,6 +116,10 @@ as.data.frame.alexnet_partition <- function(x, row.names = NULL, optional = FALS
 #' @rdname alexnet_results
 #' @export
 print.alexnet_spark_run <- function(x, ...) {
+  # the same lines, in the same words, as the command line's summary of the run (python/alexnet/cli/cluster.py
+  # `_train_summary`, from the core's rows whose histories hold what these flat rows hold; tests/testthat/
+  # test-summaries.R compares them), but for the chief's `Communication: ...`, which the command line leaves out
+  # when the driver has just said it as a warning
   if (!"worker" %in% names(x) || !nrow(x)) return(print(as.data.frame(x), ...))
   attempt <- if ("attempt" %in% names(x)) paste0(" (attempt ", max(x$attempt), ")") else ""
   cat("AlexNet trained on ", count_of(nrow(x), "Spark worker"), attempt, "\n", sep = "")

@@ -224,7 +224,7 @@ def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_mode
                                            "model_format": "keras+savedmodel", "log_dir": "/l", "log_every": 5,
                                            "profile_steps": [2, 4]}
     out = capsys.readouterr().out
-    assert "Trained 2 epochs" in out and "Model" not in out
+    assert "Final epoch: loss = 1.2" in out and "Model" not in out
     history.update(model_path="/m/alexnet.keras", model_pin={"board": "/m", "name": "alexnet", "version": "v1"})
     assert main(["train"]) == 0
     out = capsys.readouterr().out
@@ -421,16 +421,17 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     _recording_core(monkeypatch, history)
     assert main(["train"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Trained 5 epochs: loss = 0.9", "the schedule is not among the metrics"
+    assert lines[0] == "AlexNet training history: 5 epochs"
+    assert lines[2] == "Final epoch: loss = 0.9", "the schedule is not among the metrics"
     assert lines[1] == ("Schedule: image size 64 -> 96, learning rate 0.01 -> 0.04 -> 0.004, precision float32 "
                         "(auto: CPU without bfloat16 instructions)")
-    assert len(lines) == 2, "one worker: nothing said of communication"
+    assert len(lines) == 3, "one worker: nothing said of communication"
     # several workers: what the exchange costs against the computation, and the settings that would send less
     advice = "One exchange alone takes 0.87 s a step against 0.68 s."
     history["params"]["communication_advice"] = advice
     _recording_core(monkeypatch, history)
     assert main(["train"]) == 0
-    assert capsys.readouterr().out.splitlines()[2] == f"Communication: {advice}"
+    assert capsys.readouterr().out.splitlines()[2:] == [f"Communication: {advice}", "Final epoch: loss = 0.9"]
     # its settings said as the options of the command run
     history["params"]["communication_advice"] = ("Settings that send less: allreduce_precision = 'bfloat16' (half the "
                                                  "bytes). Micro-batches stop at 1024 (`largest_global_batch`).")

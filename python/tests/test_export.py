@@ -389,15 +389,15 @@ def test_the_export_command_writes_and_pins(exported, tmp_path, capsys, caplog):
                  "--pin-board", board])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert f"written to {tmp_path / 'cli'}" in printed and "pinned as served version" in printed
-    assert "signature serving_default: images string[?] -> error string[?], ids string[?,2]" in printed
+    assert f"Written to {tmp_path / 'cli'}" in printed and "Pinned as served version" in printed
+    assert "Signature serving_default: images string[?] -> error string[?], ids string[?,2]" in printed
     assert alexnet_model(board, "served", cache_dir=tmp_path / "cache")["formats"] == ["keras", "savedmodel"]
     assert main(["export", exported["model_dir"], "--path", str(tmp_path / "cli")]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     # --pin-board alone publishes, as alexnet_export(board = ...) does: in the pin the model was read from
     assert main(["export", "--model-pin", "served", "--board", board, "--model-cache", str(tmp_path / "cache"),
                  "--pin-board", board, "--format", "tflite"]) == 0
-    assert "pinned as served version" in capsys.readouterr().out
+    assert "Pinned as served version" in capsys.readouterr().out
     assert alexnet_model(board, "served", cache_dir=tmp_path / "cache")["formats"] == ["keras", "tflite"]
     # what to give is the core's one message, said with the options typed, before the model pin is read
     assert main(["export", "--model-pin", "missing", "--board", board]) == 2

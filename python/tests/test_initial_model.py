@@ -213,9 +213,10 @@ def test_train_from_logits_leaves_every_hidden_layer_as_it_was(tmp_path):
     kept = keras.models.load_model(str(tmp_path / "out" / "alexnet.keras"), compile=False)
     assert [kept.get_layer(name).trainable for name in LEARNING_LAYERS] == [False] * 7 + [True]
     assert history["params"]["train_from"] == "logits"
-    from alexnet.cli.train import _summary
+    from alexnet.cli.train import history_summary
 
-    assert history["params"]["started_from"]["text"] in _summary(history).splitlines()  # what `alexnet train` prints
+    # what `alexnet train` prints
+    assert history["params"]["started_from"]["text"] in history_summary(history).splitlines()
     assert history["params"]["started_from"]["text"].endswith("the layers from logits on learning, those before "
                                                               "it kept.")
     assert history["card"]["initial_model"] == str(tmp_path / "m" / "alexnet.keras")

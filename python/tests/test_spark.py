@@ -230,7 +230,8 @@ def test_the_summary_says_the_chiefs_advice_once():
 
     assert _train_summary(rows([])).splitlines()[-1] == "Communication: Send less."
     warned = _train_summary(rows(["Communication: Send less."]))
-    assert "Communication" not in warned and warned.startswith("worker 0 (h:1, chief): 8 images of 1 category")
+    assert "Communication" not in warned and warned.splitlines() == [
+        "AlexNet trained on 1 Spark worker", "  worker 0 (chief) at h:1: 1 category, 8 images, 2 epochs, loss 1.250"]
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):

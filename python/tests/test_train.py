@@ -266,7 +266,7 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
     """Run again with the same checkpoint_dir once every epoch is done: no training, the run's history, model and pin
     as it ended (no second version of the same weights), said as such rather than as a resume at an epoch past the
     last; fewer epochs asked returns the same; the command line's summary says it too."""
-    from alexnet.cli.train import _summary
+    from alexnet.cli.train import history_summary
     from alexnet.storage.board import open_board
 
     data = _data(synthetic)
@@ -290,10 +290,11 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
         assert again["model_pin"] == first["model_pin"], "the pin's version of these weights"
         assert "holds this model already: no new version" in caplog.text
     assert len(open_board(str(tmp_path / "models")).pins.pin_versions("alexnet")) == 1
-    summary = _summary(again, lambda text: text.replace("`epochs`", "`--epochs`"))
-    assert summary.startswith(f"All 2 epochs were trained before, in {tmp_path / 'ckpt'}: nothing was left to "
-                              "train (a larger `--epochs` trains further).\nTrained 2 epochs: loss = ")
-    assert not _summary(first).startswith("All")
+    summary = history_summary(again, lambda text: text.replace("`epochs`", "`--epochs`")).splitlines()
+    assert summary[0] == "AlexNet training history: 2 epochs, default strategy, 1 replica"
+    assert summary[2] == (f"All 2 epochs were trained before, in {tmp_path / 'ckpt'}: nothing was left to train (a "
+                          "larger `--epochs` trains further)."), summary
+    assert not any(line.startswith("All") for line in history_summary(first).splitlines())
     # a larger `epochs`: the linear schedule, which ended at 0, is laid out again over the new total, as the finished
     # run says (4 epochs of 2 steps at 0.005: epoch 3 starts at 0.005 * 3/7) and the run extended warns
     assert first["schedule"]["learning_rate"][-1] == 0.0

@@ -140,7 +140,8 @@ test_that("a resumed run, and one that found every epoch done, say so", {
   expect_equal(alexnet:::resume_note(h), "Resumed from /runs/1 at epoch 2, step 5.")
   expect_true(any(grepl("Resumed from /runs/1", capture.output(print(h)), fixed = TRUE)))
   h$params[c("initial_epoch", "initial_step")] <- list(3L, 0L)
-  expect_match(alexnet:::resume_note(h), "All 3 epochs were already done in /runs/1: nothing was trained")
+  expect_equal(alexnet:::resume_note(h), paste("All 3 epochs were trained before, in /runs/1: nothing was left to train",
+                                               "(a larger `epochs` trains further)."))
 })
 
 # A history as alexnet_train() returns it: the metrics, and apart from them the schedule (per epoch the image size

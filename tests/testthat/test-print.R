@@ -244,9 +244,9 @@ test_that("an export prints what it is, where it went and its signatures", {
   out <- capture.output(print(export))
   expect_equal(out[[1]], paste("SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes,",
                                "images of 224 pixels, top 5"))
-  expect_equal(out[[2]], "At /serving/alexnet/1 (2 files, 250.2 MB)")
+  expect_equal(out[[2]], "Written to /serving/alexnet/1 (2 files, 250.2 MB)")
   expect_equal(out[[3]], "Pinned as alexnet version 20250102T000000Z-fghij on /boards/imagenet")
-  expect_equal(out[[4]], "Signature serving_default: images string[?] -> ids, ok")
-  expect_equal(out[[5]], "Signature pixels: pixels float32[?,224,224,3] -> ids")
+  expect_equal(out[[4]], "Signature serving_default: images string[?] -> ids string[?,5], ok bool[?]")
+  expect_equal(out[[5]], "Signature pixels: pixels float32[?,224,224,3] -> ids string[?,5]")
   expect_equal(export$files, c("saved_model.pb", "alexnet-model.json"))
 })

@@ -67,3 +67,107 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
   expect_identical(said, c(printed, "Bad images left out:", "  /v/x.JPEG"))
   expect_match(printed[[2]], "; 2 workers; 1 bad image left out$")
 })
+
+test_that("a training history: the command line says what R prints, the model and where a run resumed included", {
+  skip_if_no_alexnet()
+  # as the core's alexnet_train() returns it (python/alexnet/train/run.py), of a run resumed inside an epoch
+  history <- py_result('{"params": {"strategy": "multi_worker", "replicas": 2, "workers": 2, "batch_size": 32,
+      "global_batch_size": 64, "steps": 100, "image_size": 224, "num_classes": 1000, "epochs": 5, "initial_epoch": 2,
+      "initial_step": 8, "checkpoint_dir": "/runs/1", "precision": "float32",
+      "started_from": {"model": "alexnet@v1", "text": "Started from alexnet@v1: its weights in every layer."},
+      "communication_advice": "Settings that send less: `allreduce_precision` = \'bfloat16\'."},
+    "metrics": {"loss": [2.5, 1.41421356], "accuracy": [0.25, 0.5], "top5_accuracy": [0.75, 1.0],
+      "val_loss": [0.5, 0.000123456], "val_accuracy": [0.25, 0.6], "val_top5_accuracy": [0.5, 0.0001],
+      "val_images": [12000, 12000]},
+    "schedule": {"image_size": [224, 224], "learning_rate": [0.01, 0.005],
+      "summary": "image size 224, learning rate 0.01 -> 0.005, precision float32 (asked for)"},
+    "best_epoch": 2, "weights_agree": false, "weights_sha256": "ab", "model_path": "/models/run/alexnet.keras",
+    "model_pin": {"board": "/boards/imagenet", "name": "alexnet", "version": "20261204T021816Z-a7b93"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(history)))))
+  expect_identical(cli_lines("alexnet.cli.train", "history_summary", history), printed)
+  expect_identical(printed, c(
+    "AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
+    "batch_size: 32, global_batch_size: 64, steps: 100, image_size: 224, num_classes: 1000",
+    "Resumed from /runs/1 at epoch 3, step 8.",
+    "Started from alexnet@v1: its weights in every layer.",
+    "Schedule: image size 224, learning rate 0.01 -> 0.005, precision float32 (asked for)",
+    "Communication: Settings that send less: `allreduce_precision` = 'bfloat16'.",
+    paste("Final epoch: loss = 1.414, accuracy = 0.5, top5_accuracy = 1, val_loss = 0.0001235, val_accuracy = 0.6,",
+          "val_top5_accuracy = 1e-04 (validation over 12,000 images)"),
+    "Kept the best epoch: 2 (val_accuracy = 0.6)",
+    paste("The workers ended with different weights: the chief's model is the one saved and published (its log",
+          "names the workers apart)."),
+    "Model: /models/run/alexnet.keras",
+    "Model pin: alexnet version 20261204T021816Z-a7b93 on /boards/imagenet"))
+
+  # a run that found every epoch done, of few classes (no top-5 accuracy), without a model saved or pinned
+  done <- py_result('{"params": {"strategy": "default", "replicas": 1, "batch_size": 8, "image_size": [64, 96],
+      "num_classes": 4, "epochs": 3, "initial_epoch": 3, "initial_step": 0, "checkpoint_dir": "/runs/2"},
+    "metrics": {"loss": [1.2, 1.1, 1.0], "top5_accuracy": [1.0, 1.0, 1.0]}, "model_path": null, "model_pin": null}')
+  printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(done)))))
+  expect_identical(cli_lines("alexnet.cli.train", "history_summary", done), printed)
+  expect_identical(printed, c("AlexNet training history: 3 epochs, default strategy, 1 replica",
+                              "batch_size: 8, num_classes: 4",
+                              paste("All 3 epochs were trained before, in /runs/2: nothing was left to train",
+                                    "(a larger `epochs` trains further)."),
+                              "Final epoch: loss = 1"))
+})
+
+test_that("a Spark run: the command line says from the core's rows what R prints from the workers' flat rows", {
+  skip_if_no_alexnet()
+  # what each worker's train_work() returns; R's frame holds their flat rows (train_row()), as the R workers send
+  # them, each with the launch that succeeded
+  results <- py_result('[
+    {"worker": 0, "workers": 2, "address": "10.0.0.1:4040", "tf_address": "10.0.0.1:8000", "chief": true,
+     "categories": ["n01", "n02"], "train_images": 1042, "val_images": 4, "fetch_seconds": 1.5, "attempt": 2,
+     "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0,
+                            "communication_advice": "One exchange alone takes 2.92 s a step."},
+                 "metrics": {"loss": [2.0, 1.4987], "accuracy": [0.3, 0.45], "val_accuracy": [0.2, 0.4]},
+                 "images_per_second": 12.5, "weights_sha256": "abc", "model_path": "/m/alexnet.keras",
+                 "warnings": []}},
+    {"worker": 1, "workers": 2, "address": "10.0.0.2:4040", "tf_address": "10.0.0.2:8001", "chief": false,
+     "categories": ["n03"], "train_images": 40, "val_images": 0, "fetch_seconds": 1.2, "attempt": 2,
+     "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0},
+                 "metrics": {"loss": [2.1, 1.51], "accuracy": [0.3, 0.4]},
+                 "images_per_second": 12.34, "weights_sha256": "abc", "model_path": null, "warnings": []}}]')
+  training <- reticulate::import("alexnet.launch.training", convert = FALSE)
+  flat <- lapply(0:1, function(i) {
+    row <- reticulate::py_to_r(training$train_row(reticulate::py_get_item(results, i)))
+    c(row, attempt = 2L)
+  })
+  printed <- capture.output(print(alexnet:::spark_train_result(alexnet:::records_to_df(flat))))
+  expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", results), printed)
+  expect_identical(printed, c(
+    "AlexNet trained on 2 Spark workers (attempt 2)",
+    paste("  worker 0 (chief) at 10.0.0.1:8000: 2 categories, 1,042 images, 2 epochs, loss 1.499, accuracy 0.450,",
+          "val_accuracy 0.400, 12.5 images/s"),
+    "  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s",
+    "Every worker holds the same weights",
+    "Communication: One exchange alone takes 2.92 s a step."))
+})
+
+test_that("an export: the command line says what R prints", {
+  skip_if_no_alexnet()
+  export <- py_result('{"path": "/serving/alexnet/1", "format": "savedmodel",
+    "files": ["saved_model.pb", "alexnet-model.json"], "bytes": 250224850, "model": "alexnet@20250101T000000Z-abcde",
+    "image_size": 224, "num_classes": 1000, "top": 5,
+    "signatures": {"serving_default": {"inputs": {"images": "string[?]"},
+                                       "outputs": {"ids": "string[?,5]", "ok": "bool[?]"}},
+                   "pixels": {"inputs": {"pixels": "float32[?,224,224,3]"}, "outputs": {"ids": "string[?,5]"}}},
+    "pin": {"board": "/boards/imagenet", "name": "alexnet", "version": "20250102T000000Z-fghij"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_export(reticulate::py_to_r(export))))
+  expect_identical(cli_lines("alexnet.cli.model", "export_summary", export), printed)
+  expect_identical(printed, c(
+    "SavedModel export of alexnet@20250101T000000Z-abcde: 1,000 classes, images of 224 pixels, top 5",
+    "Written to /serving/alexnet/1 (2 files, 250.2 MB)",
+    "Pinned as alexnet version 20250102T000000Z-fghij on /boards/imagenet",
+    "Signature serving_default: images string[?] -> ids string[?,5], ok bool[?]",
+    "Signature pixels: pixels float32[?,224,224,3] -> ids string[?,5]"))
+  # published only, as TF Lite: no folder written
+  pinned <- py_result('{"path": null, "format": "tflite", "files": [], "bytes": 0, "model": null, "image_size": 96,
+    "num_classes": 1, "top": 1, "signatures": {}, "pin": {"board": "/b", "name": "small", "version": "v2"}}')
+  printed <- capture.output(print(alexnet:::new_alexnet_export(reticulate::py_to_r(pinned))))
+  expect_identical(cli_lines("alexnet.cli.model", "export_summary", pinned), printed)
+  expect_identical(printed, c("TF Lite export of a model: 1 class, images of 96 pixels, top 1",
+                              "Pinned as small version v2 on /b"))
+})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,18 +13,39 @@ from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
 from .train import communication_line, training_args, training_options
 
+# The summary of a Spark run says what R's print of it says (print.alexnet_spark_run, R/results.R), line for line and
+# in the same words: R prints the workers' flat rows (`alexnet.launch.training.train_row`), the command line the
+# rows of the core, whose histories hold the same values; tests/testthat/test-summaries.R compares them.
+
+
+def _worker_line(r: dict[str, Any]) -> str:
+    history = r.get("history") or {}
+    metrics = history.get("metrics") or {}
+    finals = {name: float(metrics[name][-1]) for name in ("loss", "accuracy", "val_accuracy") if metrics.get(name)}
+    finals = {name: value for name, value in finals.items() if not math.isnan(value)}
+    rate = history.get("images_per_second")
+    parts = [count_text(len(r["categories"]), "category", "categories"), count_text(r["train_images"], "image"),
+             count_text(len(metrics.get("loss") or []), "epoch")]
+    if finals:
+        parts.append(", ".join(f"{name} {value:.3f}" for name, value in finals.items()))
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
+        parts.append(f"{rate:.1f} images/s")
+    # where its TensorFlow listened (the port the workers must reach each other at), else its Spark task's address
+    where = r.get("tf_address") or r.get("address")
+    return (f"  worker {r['worker']}{' (chief)' if r['chief'] else ''}{f' at {where}' if where else ''}: "
+            f"{', '.join(parts)}")
+
 
 def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str) -> str:
-    lines = []
-    for r in rows:
-        loss = r["history"]["metrics"].get("loss") or [float("nan")]
-        lines.append(
-            f"worker {r['worker']} ({r['tf_address']}{', chief' if r['chief'] else ''}): "
-            f"{count_text(r['train_images'], 'image')} of "
-            f"{count_text(len(r['categories']), 'category', 'categories')}, {count_text(len(loss), 'epoch')}, "
-            f"loss {loss[0]:.4g} -> {loss[-1]:.4g}, weights {r['history'].get('weights_sha256', '')[:12]}")
+    attempts = [r["attempt"] for r in rows if r.get("attempt") is not None]
+    attempt = f" (attempt {max(attempts)})" if attempts else ""
+    lines = [f"AlexNet trained on {count_text(len(rows), 'Spark worker')}{attempt}", *map(_worker_line, rows)]
+    if len(rows) > 1:
+        same = len({(r.get("history") or {}).get("weights_sha256") for r in rows}) == 1
+        lines.append("Every worker holds the same weights" if same else "The workers' weights differ")
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
-    # driver has just said it, as the chief's warning that settings would keep the workers busier
+    # driver has just said it, as the chief's warning that settings would keep the workers busier: R, whose print
+    # comes later than the warnings, always says it
     chief = next((r["history"] for r in rows if r["chief"]), {})
     said = any(str(w).startswith("Communication: ") for w in chief.get("warnings") or [])
     communication = None if said else communication_line(chief, typed)

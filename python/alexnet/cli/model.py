@@ -14,7 +14,7 @@ from ..declare import declaration
 from ..errors import AlexnetError
 from ..model.options import BoardImagesOptions, ExportOptions, FeaturesOptions, ModelPinOptions, PredictOptions
 from . import common
-from .common import BOARD_HELP, given
+from .common import BOARD_HELP, given, size_text
 
 #: How many of the lowest classes, and of the most frequent confusions, an evaluation's summary names.
 SHOWN_CLASSES = 3
@@ -199,16 +199,18 @@ def _filters(args: argparse.Namespace) -> None:
 
 
 def export_summary(r: dict[str, Any]) -> str:
-    """The lines printed for an export."""
-    lines = [f"{r['format']} export of {r['model']}: {r['num_classes']} classes, images of {r['image_size']} pixels, "
-             f"top {r['top']}"]
+    """The lines printed for an export (R's ``print.alexnet_export``, in the same words; tests/testthat/
+    test-summaries.R compares them)."""
+    kind = "TF Lite" if r.get("format") == "tflite" else "SavedModel"
+    lines = [f"{kind} export of {r.get('model') or 'a model'}: {count_text(r['num_classes'], 'class', 'classes')}, "
+             f"images of {r['image_size']} pixels, top {r['top']}"]
     if r.get("path"):
-        lines.append(f"  written to {r['path']} ({len(r['files'])} files, {r['bytes'] / 1e6:.1f} MB)")
+        lines.append(f"Written to {r['path']} ({count_text(len(r['files']), 'file')}, {size_text(r['bytes'])})")
     if r.get("pin"):
-        lines.append(f"  pinned as {r['pin']['name']} version {r['pin']['version']} on {r['pin']['board']}")
+        lines.append(f"Pinned as {r['pin']['name']} version {r['pin']['version']} on {r['pin']['board']}")
     for name, signature in r["signatures"].items():
         shown = [", ".join(f"{k} {v}" for k, v in signature[part].items()) for part in ("inputs", "outputs")]
-        lines.append(f"  signature {name}: {shown[0]} -> {shown[1]}")
+        lines.append(f"Signature {name}: {shown[0]} -> {shown[1]}")
     return "\n".join(lines)
 
 

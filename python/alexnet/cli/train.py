@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -64,25 +65,103 @@ def communication_line(history: dict[str, Any], typed: Callable[[str], str] = st
     return f"Communication: {typed(advice)}" if advice else None
 
 
-def _summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str:
-    metrics = h["metrics"]
-    last = ", ".join(f"{k} = {v[-1]:.4g}" for k, v in metrics.items() if v)
-    lines = [f"Trained {count_text(len(metrics.get('loss', [])), 'epoch')}: {last}"]
+# The summary below says what R's print of the same history says (print.alexnet_history, R/history.R), line for line
+# and in the same words; tests/testthat/test-summaries.R compares them.
+
+
+def signif_text(value: Any, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits as R's ``format(signif(x, digits))`` writes it: the shorter of the
+    fixed and the scientific forms, the fixed one when as short (``1.414``, ``0.5``, ``12350``, ``1e-04``)."""
+    if value is None:
+        return "NA"
+    number = float(value)
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "Inf" if number > 0 else "-Inf"
+    if number == 0:
+        return "0"
+    mantissa, exponent = f"{number:.{digits - 1}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    power = int(exponent)
+    scientific = f"{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    rounded = float(f"{number:.{digits - 1}e}")
+    fixed = f"{rounded:.{max(0, digits - 1 - power)}f}"
+    fixed = fixed.rstrip("0").rstrip(".") if "." in fixed else fixed
+    return fixed if len(fixed) <= len(scientific) else scientific
+
+
+def _shown_metrics(h: dict[str, Any]) -> list[str]:
+    """The metrics a summary shows (R's ``shown_metrics``): top-5 accuracy is always 1 with 5 classes or fewer, and
+    ``val_images`` is a count, said apart."""
+    classes = (h.get("params") or {}).get("num_classes")
+    small = isinstance(classes, (int, float)) and not isinstance(classes, bool) and classes <= 5
+    return [name for name in h.get("metrics") or {} if name != "val_images" and not (small and "top5" in name)]
+
+
+def resume_text(h: dict[str, Any]) -> str | None:
+    """Where a run started, as R's ``resume_note`` says it: ``None`` for a run from scratch; a sentence for a run
+    that resumed from its checkpoint, or found every epoch done there."""
     params = h.get("params") or {}
-    done, asked = params.get("initial_epoch") or 0, params.get("epochs")
-    if done and not params.get("initial_step") and asked is not None and done >= asked:
-        lines.insert(0, typed(f"All {count_text(done, 'epoch')} were trained before, in "
-                              f"{params.get('checkpoint_dir')}: nothing was left to train (a larger `epochs` trains "
-                              "further)."))
-    started = (h.get("params") or {}).get("started_from")
+    epoch, step = params.get("initial_epoch") or 0, params.get("initial_step") or 0
+    if not epoch and not step:
+        return None
+    where = params.get("checkpoint_dir") or "its checkpoint"
+    asked = params.get("epochs")
+    if not step and asked is not None and epoch >= asked:
+        return (f"All {count_text(epoch, 'epoch')} were trained before, in {where}: nothing was left to train "
+                "(a larger `epochs` trains further).")
+    return f"Resumed from {where} at epoch {epoch + 1}, step {step}."
+
+
+def _scalar(value: Any) -> Any:
+    """A setting of one value (a list of one as R simplifies it), else ``None``."""
+    if isinstance(value, (list, tuple)):
+        return value[0] if len(value) == 1 else None
+    return None if isinstance(value, dict) else value
+
+
+def history_summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str:
+    """The lines printed for a training history (R's ``print.alexnet_history``), the core's names said by ``typed``
+    (the options of the command: :func:`common.typed`)."""
+    params = h.get("params") or {}
+    metrics = h.get("metrics") or {}
+    epochs = max((len(v) for v in metrics.values()), default=0)
+    head = f"AlexNet training history: {count_text(epochs, 'epoch')}"
+    if params.get("strategy") is not None:
+        head += f", {params['strategy']} strategy"
+    if params.get("replicas") is not None:
+        head += f", {count_text(params['replicas'], 'replica')}"
+    lines = [head]
+    shown = {name: _scalar(params.get(name)) for name in
+             ("batch_size", "global_batch_size", "steps", "image_size", "num_classes")}
+    shown = {name: value for name, value in shown.items() if value is not None}
+    if shown:
+        lines.append(", ".join(f"{name}: {value}" for name, value in shown.items()))
+    resumed = resume_text(h)
+    if resumed:
+        lines.append(typed(resumed))
+    started = (params.get("started_from") or {}).get("text")
     if started:
-        lines.append(started["text"])
+        lines.append(started)
     schedule = (h.get("schedule") or {}).get("summary")
     if schedule:
         lines.append(f"Schedule: {schedule}")
     communication = communication_line(h, typed)
     if communication:
         lines.append(communication)
+    if epochs:
+        last = ", ".join(f"{name} = {signif_text(metrics[name][-1] if metrics[name] else None)}"
+                         for name in _shown_metrics(h))
+        images = metrics.get("val_images") or []
+        validated = f" (validation over {int(images[-1]):,} images)" if images else ""
+        lines.append(f"Final epoch: {last}{validated}")
+    best = h.get("best_epoch")
+    if isinstance(best, int) and not isinstance(best, bool):
+        lines.append(f"Kept the best epoch: {best} (val_accuracy = {signif_text(metrics['val_accuracy'][best - 1])})")
+    if h.get("weights_agree") is False:
+        lines.append("The workers ended with different weights: the chief's model is the one saved and published "
+                     "(its log names the workers apart).")
     if h.get("model_path"):
         lines.append(f"Model: {h['model_path']}")
     pin = h.get("model_pin")
@@ -100,7 +179,7 @@ def _train(args: argparse.Namespace) -> None:
     # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
-    common.emit(emit_history, args.json, lambda h: _summary(h, common.typed(args)))
+    common.emit(emit_history, args.json, lambda h: history_summary(h, common.typed(args)))
 
 
 def register(add: common.AddCommand) -> None:
