@@ -210,10 +210,10 @@ def _alone(timeout: float, seconds: float, signum: int | None = None) -> tuple[s
         import logging, os, sys
         sys.path.insert(0, {str(HERE.parents[1])!r})
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        from alexnet.train import strategy
+        from alexnet.train import joining, strategy
         from alexnet.train.cluster import tf_config_json
 
-        strategy.JOIN_NOTE_EVERY = 1.0
+        joining.JOIN_NOTE_EVERY = 1.0
         os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1", "127.0.0.1"], 0, {free_base_port(2)})
         strategy.resolve_strategy("multi_worker", collective_timeout={timeout})
         print("built")

@@ -162,7 +162,7 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     busy worker can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
     heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. A worker of
     ``"multi_worker"`` stops on SIGTERM as a run of one process does (TensorFlow's set-up would otherwise take the
-    signal over and train on; see :func:`alexnet.train.strategy.keeping_sigterm`). Only the chief
+    signal over and train on; see :func:`alexnet.train.joining.keeping_sigterm`). Only the chief
     (worker 0) keeps checkpoints, the model, its card and pin, and TensorBoard logs; for a resumable
     multi-worker run, ``checkpoint_dir`` must be storage every worker reaches (a bucket, or the same path on a
     shared file system), as every worker restores from it.

@@ -8,8 +8,8 @@
 - ``"multi_worker"``: :class:`tf.distribute.MultiWorkerMirroredStrategy` over the workers named in the
   ``TF_CONFIG`` environment variable (see :mod:`alexnet.train.cluster`), with a timeout on collective
   operations so that a lost worker ends the run instead of hanging it, a wait for the workers to join that says
-  whom it waits for and ends after ``collective_timeout`` (see :func:`waiting_for_workers`), and SIGTERM left as it
-  was before (see :func:`keeping_sigterm`);
+  whom it waits for and ends after ``collective_timeout``, and SIGTERM left as it was before (see
+  :mod:`alexnet.train.joining`);
 - any :class:`tf.distribute.Strategy` object, such as one created from R with
   ``tf$distribute$MirroredStrategy()``.
 
@@ -19,22 +19,16 @@ TensorFlow is imported when a strategy is resolved.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_seconds, name_hints
 from ..errors import AlexnetError
+from . import joining
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config
 
 if TYPE_CHECKING:
@@ -102,7 +96,7 @@ def resolve_strategy(
     check_port_free(config)
     heartbeat = configure_heartbeat(config, timeout)
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
-    with waiting_for_workers(config, timeout), keeping_sigterm():
+    with joining.waiting_for_workers(config, timeout), joining.keeping_sigterm():
         built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     logger.info(
         "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
@@ -112,184 +106,6 @@ def resolve_strategy(
         f"{heartbeat:g} s" if heartbeat is not None else "TensorFlow's default",
     )
     return built
-
-
-#: Seconds between the lines that say a worker still waits for the others to join.
-JOIN_NOTE_EVERY = 30.0
-
-#: The exit status of a worker that gave up waiting for the others to join.
-JOIN_EXIT_STATUS = 2
-
-
-def cluster_tasks(config: dict) -> tuple[tuple[str, str], list[tuple[str, str]]]:
-    """This task and the others of TF_CONFIG ``config`` (as :func:`~alexnet.train.cluster.read_tf_config` gives it),
-    each as its name (``"worker 1"``, ``"the chief"``) and address."""
-    cluster, task = config.get("cluster") or {}, config.get("task") or {}
-    me = (str(task.get("type") or "worker"), int(task.get("index") or 0))
-    tasks = [((job, i), str(address)) for job in ("chief", "worker")
-             for i, address in enumerate(cluster.get(job) or [])]
-
-    def name(job: str, i: int) -> str:
-        return "the chief" if job == "chief" else f"{job} {i}"
-
-    own = next((address for key, address in tasks if key == me), "?")
-    return (name(*me), own), [(name(*key), address) for key, address in tasks if key != me]
-
-
-#: The watchdog of :func:`waiting_for_workers`, a process of its own: arguments the pid to end, the bound in seconds
-#: (0: none), the seconds between notes, the note (``{seconds}`` in it) and the last words. It ends when its standard
-#: input does (the strategy was built, or the worker ended).
-_WATCHDOG = """
-import os, select, signal, sys, time
-pid, bound, every, note, fail = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-start, due = time.monotonic(), every
-while True:
-    wake = min(due, bound) if bound else due
-    if select.select([sys.stdin], [], [], max(0.0, wake - (time.monotonic() - start)))[0]:
-        sys.exit(0)
-    waited = time.monotonic() - start
-    if bound and waited >= bound:
-        os.write(2, (fail + "\\n").encode())
-        os.kill(pid, signal.SIGKILL)
-        sys.exit(0)
-    if waited >= due:
-        os.write(2, (note.format(seconds=round(waited)) + "\\n").encode())
-        due += every
-"""
-
-
-def _as_logged(level: int, message: str) -> str:
-    """``message`` as this process's logging would write it at ``level`` for this module (through the handlers'
-    filters and the first handler's format), for another process to write."""
-    record = logger.makeRecord(logger.name, level, __file__, 0, message, (), None)
-    handlers = logging.getLogger().handlers
-    for handler in handlers:
-        handler.filter(record)
-    formatter = next((h.formatter for h in handlers if h.formatter is not None), None)
-    return (formatter or logging.Formatter("%(levelname)s %(name)s: %(message)s")).format(record)
-
-
-@contextlib.contextmanager
-def waiting_for_workers(config: dict, bound: float | None, every: float | None = None) -> Iterator[None]:
-    """Around the building of a multi-worker strategy, which waits (in TensorFlow's C++, holding Python's lock, so
-    that neither a Python thread nor a Python signal handler runs) until every worker of TF_CONFIG ``config`` has
-    joined: say whom this worker waits for; let SIGINT (Ctrl-C) end the process at once meanwhile (see
-    :func:`default_signals`); and from a watchdog process of its own, say every ``every`` seconds
-    (:data:`JOIN_NOTE_EVERY`) that it still waits and, after ``bound`` seconds (``collective_timeout``; ``None``: for
-    ever), which workers never joined and what to do, and end this process (SIGKILL, the one signal TensorFlow's wait
-    cannot hold).
-
-    TensorFlow's registration timeout of the coordination service (``cluster_register_timeout_in_ms``) does not end
-    that wait (TensorFlow 2.21: a worker alone still waited after ten times as long), and TensorFlow takes SIGTERM
-    over before it waits, for a preemption notice that only records the signal; SIGTERM is put back once the strategy
-    is built (:func:`keeping_sigterm`)."""
-    (me, address), others = cluster_tasks(config)
-    if not others:
-        yield
-        return
-    every = JOIN_NOTE_EVERY if every is None else every
-    workers = len(others) + 1
-    waited_for = ", ".join(f"{name} ({where})" for name, where in others)
-    logger.info("%s of %d (%s) waits for %s to join%s; Ctrl-C stops it.", me.capitalize(), workers, address,
-                waited_for, f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
-    note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
-    fail = _as_logged(logging.ERROR, (
-        f"{me.capitalize()} of {workers} gave up after {bound or 0:g} s (`collective_timeout`) waiting for "
-        f"{waited_for} to join: start the same training on {'that worker' if len(others) == 1 else 'them'} too, "
-        "with the same TF_CONFIG cluster, or check that the addresses and ports TF_CONFIG names are right and "
-        "reachable from this machine (a firewall may block them)."))
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    start = time.monotonic()
-    try:
-        watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(bound or 0), str(every), note, fail],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)  # Ctrl-C is not for it
-    except OSError as error:  # pragma: no cover - a Python that cannot start itself
-        logger.warning("No watchdog for the wait for the other workers (%s): it is not bounded.", error)
-        watchdog = None
-    try:
-        with default_signals((int(signal.SIGINT),)):
-            yield
-    finally:
-        if watchdog is not None:
-            assert watchdog.stdin is not None
-            watchdog.stdin.close()
-            watchdog.wait()
-    logger.debug("Every worker joined after %.1f s.", time.monotonic() - start)
-
-
-@contextlib.contextmanager
-def default_signals(signums: tuple[int, ...]) -> Iterator[None]:
-    """The signals ``signums`` end the process at once within, as by default, and do again what they did on the way
-    out.
-
-    A Python handler (Ctrl-C's ``KeyboardInterrupt``) runs only once the main thread is back in Python, which a wait
-    in C++ never is; what is put back is the whole ``struct sigaction`` as C sees it (a host program's handler, R's,
-    runs again as before), and Python's own record of its handlers. Nothing is done outside the main thread (Python
-    sets handlers there only) nor where the C library has no ``sigaction`` (Windows)."""
-    libc = _libc()
-    if libc is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    kept = {}
-    for signum in signums:
-        before = ctypes.create_string_buffer(_SIGACTION_BYTES)
-        if libc.sigaction(signum, None, before) == 0:
-            kept[signum] = (signal.getsignal(signum), before)
-            signal.signal(signum, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        for signum, (python, before) in kept.items():
-            if python is not None:
-                signal.signal(signum, python)
-            libc.sigaction(signum, before, None)
-
-
-#: Bytes kept of a ``struct sigaction``: more than any C library's (glibc's is 152 on x86-64, 140 on aarch64).
-_SIGACTION_BYTES = 1024
-
-
-@contextlib.contextmanager
-def keeping_sigterm() -> Iterator[None]:
-    """Put back, on the way out, what SIGTERM did in this process on the way in.
-
-    TensorFlow's multi-worker set-up takes SIGTERM over for its preemption notice, a handler that only records the
-    signal: a worker sent SIGTERM (``kill``, ``timeout``, a scheduler ending a job) would then train on for ever.
-    With what was there before put back, a worker stops on SIGTERM as a run of one process does (by default: at once,
-    its last checkpoint whole; a handler of the host program, R's or the application's, runs as it did). The whole
-    ``struct sigaction`` is kept, as C sees it, not Python's idea of it (Python does not know of TensorFlow's
-    handler); where the C library has no ``sigaction`` (Windows), nothing is done.
-    """
-    libc = _libc()
-    if libc is None:
-        yield
-        return
-    before = ctypes.create_string_buffer(_SIGACTION_BYTES)
-    if libc.sigaction(int(signal.SIGTERM), None, before) != 0:
-        logger.debug("SIGTERM's handler could not be read (errno %d): TensorFlow may keep it.", ctypes.get_errno())
-        yield
-        return
-    try:
-        yield
-    finally:
-        if libc.sigaction(int(signal.SIGTERM), before, None) != 0:  # pragma: no cover - cannot fail with a read one
-            logger.warning("SIGTERM's handler could not be put back (errno %d): this worker ignores SIGTERM; stop "
-                           "it with SIGINT (Ctrl-C) or SIGKILL.", ctypes.get_errno())
-
-
-def _libc() -> ctypes.CDLL | None:
-    """The C library, with ``sigaction``; ``None`` where there is none."""
-    if sys.platform == "win32":
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-        libc.sigaction.restype = ctypes.c_int
-    except (OSError, AttributeError):  # pragma: no cover - every POSIX C library has it
-        return None
-    return libc
 
 
 def heartbeat_timeout(collective_timeout: float | None) -> float:
