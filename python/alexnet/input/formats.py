@@ -9,7 +9,7 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 #: The image formats read (by :func:`~alexnet.input.decode.decode_for_eval`, so by ``alexnet_predict()`` and an
 #: export's serving signature), each with the first bytes that mark it: ``(offset, bytes)`` pairs that all match.
 #: TensorFlow decodes more (JPEG XL), but only these are sized from their header
-#: (:func:`~alexnet.input.decode.header_pixels`) and read; TIFF, HEIC and others are not.
+#: (:func:`~alexnet.input.headers.header_pixels`) and read; TIFF, HEIC and others are not.
 IMAGE_FORMATS: dict[str, tuple[tuple[int, bytes], ...]] = {
     "JPEG": ((0, JPEG_MAGIC),),
     "PNG": ((0, b"\x89PNG"),),

@@ -72,7 +72,8 @@ def decode_images(images: tf.Tensor, image_size: int) -> tuple[tf.Tensor, tf.Ten
     skipped, so one bad image costs only itself; the decoded ones are put back in place by their index. An image of
     a format not read (:data:`~alexnet.input.decode.IMAGE_FORMATS`), or whose header declares more pixels than
     :data:`alexnet.data.images.MAX_PIXELS` (its value when the graph is built), is refused without being decoded."""
-    from ..input.decode import decode_for_eval, header_format, header_pixels, is_jpeg
+    from ..input.decode import decode_for_eval
+    from ..input.headers import header_format, header_pixels, is_jpeg
 
     count = tf.shape(images)[0]
     limit = image_checks.MAX_PIXELS
