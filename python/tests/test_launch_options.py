@@ -174,7 +174,7 @@ def test_checkpoints_of_another_model_are_refused_on_the_driver_before_any_launc
 
 
 def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
-    from alexnet.train.checkpoint import warn_of_changes
+    from alexnet.train.resumed import warn_of_changes
 
     with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
         changed = warn_of_changes({"global_batch_size": 16, "steps": 5}, {"global_batch_size": 8, "steps": 10}, "ck")
@@ -187,7 +187,7 @@ def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
 
 
 def test_a_resume_on_other_images_or_learning_otherwise_gets_one_warning_naming_each_change(caplog):
-    from alexnet.train.checkpoint import warn_of_changes
+    from alexnet.train.resumed import warn_of_changes
     from alexnet.train.settings import LEARNT_WITH, TrainSettings, specs
 
     assert set(LEARNT_WITH) <= set(specs()), "every name a setting"

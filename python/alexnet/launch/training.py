@@ -111,8 +111,9 @@ def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
     worker; with an evaluation, validation images on the board; checkpoints in ``checkpoint_dir`` that the run can
     resume (written for the same model: every worker would refuse them, once per launch)."""
     from ..data.fetch import validation_counts
-    from ..train.checkpoint import check_resume, recorded_settings
+    from ..train.checkpoint import recorded_settings
     from ..train.initial import initial_description
+    from ..train.resumed import check_resume
 
     if task.workers > len(rows):
         raise AlexnetError(f"{task.workers} workers need at least {task.workers} categories, but board {task.board} "

@@ -267,9 +267,9 @@ def _relaid(settings: TrainSettings, start: Resume, rates: RateSchedule, global_
 
 def _record_changes(store: CheckpointStore, start: Resume, relaid: str | None) -> None:
     """Warn when the run resuming ``start`` trains on other images or learns otherwise than the checkpoints' run
-    (:func:`.checkpoint.warn_of_changes`), and record in ``store`` from where, with the changes recorded before
+    (:func:`.resumed.warn_of_changes`), and record in ``store`` from where, with the changes recorded before
     (``settings_changed``: the epoch, 1-based, and step where the changes began, and each change, then and now)."""
-    from .checkpoint import warn_of_changes
+    from .resumed import warn_of_changes
 
     changed = warn_of_changes(start.settings, store.settings, store.location, relaid=relaid)
     earlier = list(start.settings.get("settings_changed") or [])
@@ -279,7 +279,7 @@ def _record_changes(store: CheckpointStore, start: Resume, relaid: str | None) -
 
 
 def _trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: Topology) -> dict[str, Any]:
-    """What the run trains on, as its checkpoints record it (see :func:`.checkpoint.changes`): the board and
+    """What the run trains on, as its checkpoints record it (see :func:`.resumed.changes`): the board and
     partition of ``data`` (the partition with one worker only: each worker trains on its own), a digest of the ids
     of the model's classes, and the training and validation images of every worker."""
     def one(name: str) -> Any:

@@ -71,7 +71,7 @@ SHARED_BY_WORKERS = (
 #: The settings that change what a run learns from its images, beyond the model itself (:meth:`TrainSettings.
 #: model_settings`, which a checkpoint must match): the image sizes, the rate and its schedule, momentum and decay, the
 #: labels' smoothing, dropout, the augmentation and local SGD. A run resumed with another of these learns what is left
-#: otherwise than it began, and is warned (:func:`alexnet.train.checkpoint.warn_of_changes`). The batch and the
+#: otherwise than it began, and is warned (:func:`alexnet.train.resumed.warn_of_changes`). The batch and the
 #: epochs, which change the schedule, are compared apart; those that change only how fast a run trains (precision,
 #: XLA, the exchange's levers), where it writes, what it logs or which epoch's weights it keeps are not among them.
 LEARNT_WITH = (
