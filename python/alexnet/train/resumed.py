@@ -1,13 +1,25 @@
 """How a run resuming checkpoints compares with the run that wrote them: refused when it builds another model
-(:func:`check_resume`), warned of when it trains on other images or learns otherwise (:func:`warn_of_changes`)."""
+(:func:`check_resume`), warned of when it trains on other images or learns otherwise (:func:`warn_of_changes`,
+what it trains on as :func:`trained_on` records it, each change kept by :func:`record_changes`), and what more
+epochs do to the learning rate (:func:`relaid`; a finished run, :func:`say_finished`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
+
+if TYPE_CHECKING:
+    from ..input.inputs import TrainingData
+    from .agreement import Steps
+    from .checkpoint import CheckpointStore, Resume
+    from .schedule import RateSchedule
+    from .settings import TrainSettings
+    from .strategy import Topology
 
 logger = logging.getLogger("alexnet.train.checkpoint")  # said as the checkpoints' own lines
 
@@ -89,3 +101,75 @@ def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location:
             f"The checkpoints in {location} were written for another model ({'; '.join(differ)}): use another "
             "`checkpoint_dir`, or the same settings, to resume."
         )
+
+
+def say_finished(settings: TrainSettings, start: Resume, extended: str) -> None:
+    """Log that the checkpoints of ``settings.checkpoint_dir`` hold a run that trained every epoch asked for, and
+    what a larger ``epochs`` would do to the learning rate (``extended``, of :func:`extended`)."""
+    done = (f"all {settings.epochs}" if start.epoch == settings.epochs
+            else f"{start.epoch}, more than the {settings.epochs}")
+    logger.info("%s holds a finished run: it trained %s epochs asked for, and nothing is left to train. The model "
+                "and the history are the ones it ended with; give a larger `epochs` to train further: %s.",
+                settings.checkpoint_dir, done, extended)
+
+
+def _ended_at(start: Resume) -> str:
+    """What the last epoch done ended at, as the history records it (``""`` when it does not)."""
+    rates = start.schedule.get("learning_rate") or []
+    return f", where epoch {start.epoch} ended at {float(rates[-1]):.3g}" if rates and start.step == 0 else ""
+
+
+def extended(settings: TrainSettings, start: Resume, global_batch: int, steps: int) -> str:
+    """What a run extended past ``start`` (every epoch of ``settings`` done) does to the learning rate: the
+    ``lr_schedule`` laid out again over the new ``epochs``, and, for twice the epochs, the rate the first epoch added
+    starts at (the warm-up and the way down are those of a run of that many epochs from the start: the rate of a
+    linear or cosine schedule, which ended at zero, comes back up)."""
+    more = 2 * start.epoch
+    rates = dataclasses.replace(settings, epochs=more, image_size_epochs=None).rates(global_batch, steps)
+    return (f"the `lr_schedule` is then laid out again over the new `epochs`, as for a run of that many from the "
+            f"start (with epochs = {more}, epoch {start.epoch + 1} starts at a rate of "
+            f"{rates.at(start.epoch * steps):.3g}{_ended_at(start)})")
+
+
+def relaid(settings: TrainSettings, start: Resume, rates: RateSchedule, global_batch: int,
+            steps: int) -> str | None:
+    """With ``epochs`` other than the checkpoints' run recorded, and a learning rate that changes with them where
+    the run resumes (the warm-up, or the way down of a linear or cosine schedule): what happens to the rate, in
+    words; else None."""
+    then = start.settings.get("epochs")
+    if then is None or int(then) == settings.epochs:
+        return None
+    step = start.epoch * steps + start.step
+    before = dataclasses.replace(settings, epochs=int(then), image_size_epochs=None).rates(global_batch, steps)
+    if f"{before.at(step):.3g}" == f"{rates.at(step):.3g}":
+        return None
+    return (f"the `lr_schedule` is laid out again over {settings.epochs} epochs, as for a run of {settings.epochs} "
+            f"from the start: epoch {start.epoch + 1} {'goes on' if start.step else 'starts'} at a rate of "
+            f"{rates.at(step):.3g}{_ended_at(start)}")
+
+
+def record_changes(store: CheckpointStore, start: Resume, relaid: str | None) -> None:
+    """Warn when the run resuming ``start`` trains on other images or learns otherwise than the checkpoints' run
+    (:func:`.resumed.warn_of_changes`), and record in ``store`` from where, with the changes recorded before
+    (``settings_changed``: the epoch, 1-based, and step where the changes began, and each change, then and now)."""
+    changed = warn_of_changes(start.settings, store.settings, store.location, relaid=relaid)
+    earlier = list(start.settings.get("settings_changed") or [])
+    if changed:
+        earlier.append({"epoch": start.epoch + 1, "step": start.step, "changed": changed})
+    store.settings["settings_changed"] = earlier
+
+
+def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: Topology) -> dict[str, Any]:
+    """What the run trains on, as its checkpoints record it (see :func:`.resumed.changes`): the board and
+    partition of ``data`` (the partition with one worker only: each worker trains on its own), a digest of the ids
+    of the model's classes, and the training and validation images of every worker."""
+    def one(name: str) -> Any:
+        value = data.get(name)
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        return value if value is None or isinstance(value, str) else int(value)
+
+    ids = hashlib.sha256("\n".join(str(i) for i in td.class_ids).encode()).hexdigest()[:16]
+    return {"board": one("board"), "partition": one("partition") if topo.workers == 1 else None,
+            "total": one("total"), "class_ids": ids, "train_images": int(steps.train_images),
+            "val_images": int(steps.val_images)}

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .datasets import RunDatasets, usable_data
+from .resumed import extended, record_changes, relaid, say_finished, trained_on
 from .schedule import describe, one_epoch
 from .settings import TrainSettings
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ..model.card import ModelCard
     from .agreement import Steps
     from .callbacks import Recorder
-    from .checkpoint import CheckpointStore, Resume
+    from .checkpoint import Resume
     from .precision import Precision
     from .schedule import RateSchedule
     from .strategy import Topology
@@ -220,80 +221,6 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
     return pin
 
 
-def _say_finished(settings: TrainSettings, start: Resume, extended: str) -> None:
-    """Log that the checkpoints of ``settings.checkpoint_dir`` hold a run that trained every epoch asked for, and
-    what a larger ``epochs`` would do to the learning rate (``extended``, of :func:`_extended`)."""
-    done = (f"all {settings.epochs}" if start.epoch == settings.epochs
-            else f"{start.epoch}, more than the {settings.epochs}")
-    logger.info("%s holds a finished run: it trained %s epochs asked for, and nothing is left to train. The model "
-                "and the history are the ones it ended with; give a larger `epochs` to train further: %s.",
-                settings.checkpoint_dir, done, extended)
-
-
-def _ended_at(start: Resume) -> str:
-    """What the last epoch done ended at, as the history records it (``""`` when it does not)."""
-    rates = start.schedule.get("learning_rate") or []
-    return f", where epoch {start.epoch} ended at {float(rates[-1]):.3g}" if rates and start.step == 0 else ""
-
-
-def _extended(settings: TrainSettings, start: Resume, global_batch: int, steps: int) -> str:
-    """What a run extended past ``start`` (every epoch of ``settings`` done) does to the learning rate: the
-    ``lr_schedule`` laid out again over the new ``epochs``, and, for twice the epochs, the rate the first epoch added
-    starts at (the warm-up and the way down are those of a run of that many epochs from the start: the rate of a
-    linear or cosine schedule, which ended at zero, comes back up)."""
-    more = 2 * start.epoch
-    rates = dataclasses.replace(settings, epochs=more, image_size_epochs=None).rates(global_batch, steps)
-    return (f"the `lr_schedule` is then laid out again over the new `epochs`, as for a run of that many from the "
-            f"start (with epochs = {more}, epoch {start.epoch + 1} starts at a rate of "
-            f"{rates.at(start.epoch * steps):.3g}{_ended_at(start)})")
-
-
-def _relaid(settings: TrainSettings, start: Resume, rates: RateSchedule, global_batch: int,
-            steps: int) -> str | None:
-    """With ``epochs`` other than the checkpoints' run recorded, and a learning rate that changes with them where
-    the run resumes (the warm-up, or the way down of a linear or cosine schedule): what happens to the rate, in
-    words; else None."""
-    then = start.settings.get("epochs")
-    if then is None or int(then) == settings.epochs:
-        return None
-    step = start.epoch * steps + start.step
-    before = dataclasses.replace(settings, epochs=int(then), image_size_epochs=None).rates(global_batch, steps)
-    if f"{before.at(step):.3g}" == f"{rates.at(step):.3g}":
-        return None
-    return (f"the `lr_schedule` is laid out again over {settings.epochs} epochs, as for a run of {settings.epochs} "
-            f"from the start: epoch {start.epoch + 1} {'goes on' if start.step else 'starts'} at a rate of "
-            f"{rates.at(step):.3g}{_ended_at(start)}")
-
-
-def _record_changes(store: CheckpointStore, start: Resume, relaid: str | None) -> None:
-    """Warn when the run resuming ``start`` trains on other images or learns otherwise than the checkpoints' run
-    (:func:`.resumed.warn_of_changes`), and record in ``store`` from where, with the changes recorded before
-    (``settings_changed``: the epoch, 1-based, and step where the changes began, and each change, then and now)."""
-    from .resumed import warn_of_changes
-
-    changed = warn_of_changes(start.settings, store.settings, store.location, relaid=relaid)
-    earlier = list(start.settings.get("settings_changed") or [])
-    if changed:
-        earlier.append({"epoch": start.epoch + 1, "step": start.step, "changed": changed})
-    store.settings["settings_changed"] = earlier
-
-
-def _trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: Topology) -> dict[str, Any]:
-    """What the run trains on, as its checkpoints record it (see :func:`.resumed.changes`): the board and
-    partition of ``data`` (the partition with one worker only: each worker trains on its own), a digest of the ids
-    of the model's classes, and the training and validation images of every worker."""
-    def one(name: str) -> Any:
-        value = data.get(name)
-        if isinstance(value, (list, tuple)) and len(value) == 1:
-            value = value[0]
-        return value if value is None or isinstance(value, str) else int(value)
-
-    ids = hashlib.sha256("\n".join(str(i) for i in td.class_ids).encode()).hexdigest()[:16]
-    return {"board": one("board"), "partition": one("partition") if topo.workers == 1 else None,
-            "total": one("total"), "class_ids": ids, "train_images": int(steps.train_images),
-            "val_images": int(steps.val_images)}
-
-
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
     """Refuse, before any model is built, what needs validation images when no worker has any (every worker
     refuses alike: they all agreed on ``steps``)."""
@@ -402,7 +329,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
                                        "global_batch_size": global_batch, "learnt_with": settings.learnt_with(),
-                                       "data": _trained_on(data, td, steps, topo),
+                                       "data": trained_on(data, td, steps, topo),
                                        **({"adapted_settings": adapted}
                                           if settings.adapt_communication and topo.workers > 1 else {})})
              if settings.checkpoint_dir else None)
@@ -412,7 +339,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         if store is not None:
             start = store.restore(net, optimizer, checked=model_settings)
             if start.restored and not start.finished(settings.epochs):
-                _record_changes(store, start, _relaid(settings, start, rates, global_batch, steps.train))
+                record_changes(store, start, relaid(settings, start, rates, global_batch, steps.train))
         started = initial_weights(strategy, net, settings.initial_model, td.class_ids, settings.train_from, start,
                                   store)
         if topo.workers > 1:
@@ -438,7 +365,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             callbacks.append(board_log)
         began = time.perf_counter()
         if start.finished(settings.epochs):
-            _say_finished(settings, start, _extended(settings, start, global_batch, steps.train))
+            say_finished(settings, start, extended(settings, start, global_batch, steps.train))
         else:
             logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                         "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
