@@ -144,6 +144,17 @@ def test_settings_are_checked_against_each_other_and_recorded_by_stage():
     assert dataclasses.asdict(plan.common)["cores"] == len(plan.cpus)
 
 
+def test_a_quality_without_resize_is_said_unused_and_recorded_as_none(caplog):
+    with caplog.at_level("WARNING", logger="alexnet.bench.plan"):
+        record = check_plan({"quality": 50}).record()
+    assert "`quality` is only used with `resize`: the images are stored as they are, not re-encoded." in caplog.text
+    assert record["quality"] is None and record["resize"] is None
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet.bench.plan"):
+        record = check_plan({"quality": 50, "resize": 128}).record()
+    assert "only used with" not in caplog.text and record["quality"] == 50
+
+
 def test_a_stages_settings_given_when_it_does_not_run_get_a_warning(caplog):
     with caplog.at_level("WARNING", logger="alexnet.bench"):
         check_plan({"stages": "decode", "links": ["1gbit"], "accuracy_workers": 2})

@@ -159,6 +159,32 @@ def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
         assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}
 
 
+def test_what_puts_a_setting_to_use_is_a_setting_of_its_own_declaration():
+    # a setting copied into another declaration (`like`) keeps what uses it: that must be declared there too
+    import alexnet.bench.accuracy
+    import alexnet.bench.plan
+    import alexnet.bench.scaling
+    import alexnet.data.options
+    import alexnet.launch.options
+    import alexnet.model.options
+    import alexnet.train.settings
+    from alexnet.declare import declaration
+
+    modules = (alexnet.train.settings, alexnet.bench.plan, alexnet.bench.accuracy, alexnet.bench.scaling,
+               alexnet.data.options, alexnet.launch.options, alexnet.model.options)
+    used = {}
+    for module in modules:
+        for item in vars(module).values():
+            if isinstance(item, type) and dataclasses.is_dataclass(item) and item.__module__ == module.__name__ \
+                    and any("spec" in f.metadata for f in dataclasses.fields(item)):
+                table = declaration.specs(item)
+                for name, spec in table.items():
+                    if spec.used_with is not None:
+                        used[f"{item.__name__}.{name}"] = spec.used_with.used(declaration.defaults(item))
+    assert len(used) >= 11 and used["TrainSettings.patience"] is False and used["UploadOptions.quality"] is False
+    assert used["TrainingJobOptions.crops"] is False and used["BenchSettings.quality"] is False
+
+
 @pytest.mark.parametrize(("name", "value", "without", "needed", "what"), [
     ("model_board", "models", {}, {"model_pin": "alexnet"}, "`model_pin`"),
     ("model_format", "keras+savedmodel", {}, {"model_pin": "alexnet"}, "`model_pin`"),

@@ -1098,8 +1098,7 @@ def test_the_validation_tar_or_devkit_given_alone_says_to_give_the_folder(made, 
 def test_quality_without_resize_is_said_unused(made, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
         imagenet_upload(made["paths"]["kaggle"], tmp_path / "board", quality=50)
-    assert "`quality` = 50 is the JPEG quality of images re-encoded under `resize`; without `resize` the images " \
-           "are stored as they are" in caplog.text
+    assert "`quality` is only used with `resize`: the images are stored as they are, not re-encoded." in caplog.text
     assert table(tmp_path / "board") == made["table"]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"), pytest.raises(

@@ -14,6 +14,7 @@ import TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from ..train.settings import specs as training_specs
 from .accuracy import AccuracySettings
 from .scaling import ScalingSettings
 from .stages import DEFAULT_STAGES, STAGES
+
+logger = logging.getLogger(__name__)
 
 #: Stages that build AlexNet on the benchmark's images (so their ``image_size`` must be one it takes).
 MODEL_STAGES = ("synthetic", "train")
@@ -188,8 +191,8 @@ class BenchPlan:
         """The settings recorded in the result: every shared one (``quality`` only with ``resize``), the core counts,
         and each stage's group by its stage's name (``None`` when the stage does not run)."""
         common = self.common
-        values = {**declaration.to_dict(common), "core_counts": self.core_counts(),
-                  "quality": common.quality if common.resize else None}
+        values = {**declaration.to_dict(common), "core_counts": self.core_counts()}
+        values.update(dict.fromkeys(declaration.unused(BenchSettings, values)))
         for stage, group in self.stage.items():
             runs = stage in common.stages
             values[stage] = None if not runs else group.record(common.precision, common.seed) \
@@ -208,6 +211,7 @@ def check_plan(arguments: Mapping[str, Any], where: str = "alexnet_benchmark()")
     check_names(arguments, where)
     cpus = available_cpus()
     common = BenchSettings(**declaration.convert(BenchSettings, arguments)).check(cpus)
+    declaration.warn_unused(common, logger)
     stage = {name: group(**declaration.convert(group, arguments)) for name, group in STAGE_SETTINGS.items()}
     for group in stage.values():
         if hasattr(group, "check"):

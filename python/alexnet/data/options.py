@@ -25,7 +25,7 @@ from typing import Any
 from ..checks import MIN_IMAGE_SIZE, as_optional_int, name_hints
 from ..declare import declaration
 from ..declare.declaration import like, setting
-from ..declare.kinds import given_as
+from ..declare.kinds import UsedWith, given_as
 from ..errors import AlexnetError, LayoutError
 from .parts import LAYOUT_NAMES
 
@@ -108,7 +108,9 @@ class UploadOptions:
                                  "JPEGs): a smaller bucket and faster decoding when training (unset: keep every good "
                                  "image byte for byte)", minimum=MIN_IMAGE_SIZE, optional=True, check=check_resize,
                                  metavar="PIXELS")
-    quality: int = setting(DEFAULT_QUALITY, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100)
+    quality: int = setting(DEFAULT_QUALITY, "count", "JPEG quality of re-encoded images", minimum=1, maximum=100,
+                           used_with=UsedWith("`resize`", "the images are stored as they are, not re-encoded",
+                                              lambda v: v["resize"] is not None))
     keep_versions: int | None = setting(None, "count", "once the upload is complete, keep only this many versions "
                                         "(the newest) of each pin it wrote or kept, so that uploading changed data "
                                         "again (with resize, say) does not leave the old copy on the board (unset: "

@@ -165,10 +165,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     given = _given_source(source, path)
     chosen = declaration.check(UploadOptions, options, "imagenet_upload()")
     packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
-    if chosen.resize is None and "quality" in declaration.changed(chosen):
-        log.warning("`quality` = %s is the JPEG quality of images re-encoded under `resize`; without `resize` the "
-                    "images are stored as they are and it is not used: give `resize` too, or leave `quality` out",
-                    chosen.quality)
+    declaration.warn_unused(chosen, log)
     parent = _scratch_parent(chosen.scratch)
     resolved = resolve_board(board)
     holder = _source_holding(given, resolved)

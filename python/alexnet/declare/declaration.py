@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import field
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 from ..checks import name_hints
 from ..errors import AlexnetError
-from .kinds import KINDS, Spec
+from .kinds import KINDS, Spec, UsedWith
 
 D = TypeVar("D")
 
@@ -49,6 +50,26 @@ def specs(declaration: type) -> dict[str, Spec]:
 def changed(values: Any) -> list[str]:
     """The names of the settings of ``values`` (an instance of a declaration) that are not at their defaults."""
     return [name for name, spec in specs(type(values)).items() if getattr(values, name) != spec.default]
+
+
+def unused(declaration: type, values: Mapping[str, Any]) -> dict[str, UsedWith]:
+    """The settings of ``declaration`` that the others of ``values`` (checked values by name) leave unused, as
+    each setting's :class:`~.kinds.UsedWith` says, with what would use them."""
+    return {name: spec.used_with for name, spec in specs(declaration).items()
+            if spec.used_with is not None and not spec.used_with.used(values)}
+
+
+def warn_unused(values: Any, log: logging.Logger, declaration: type | None = None) -> None:
+    """A warning on ``log`` for each setting of ``values`` (an instance of a declaration, or checked values by name
+    of ``declaration``) given, neither ``None`` nor its default, that the others leave unused: what it needs and
+    what a run without that does not do."""
+    if declaration is None:
+        declaration = type(values)
+        values = {name: getattr(values, name) for name in specs(declaration)}
+    defaults = {name: spec.default for name, spec in specs(declaration).items()}
+    for name, used_with in unused(declaration, values).items():
+        if values[name] not in (None, defaults[name]):
+            log.warning("`%s` is only used with %s: %s.", name, used_with.needed, used_with.missing)
 
 
 def types(declaration: type) -> dict[str, Any]:

@@ -33,6 +33,17 @@ def _one(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class UsedWith:
+    """What puts a setting to use: ``needed`` says the other setting as a message names it (```log_dir```,
+    ``lr_schedule = 'step'``), ``missing`` what a run without it does not do, and ``used(values)`` whether the
+    checked settings ``values`` (by name) use it."""
+
+    needed: str
+    missing: str
+    used: Callable[[Mapping[str, Any]], bool]
+
+
+@dataclass(frozen=True)
 class Spec:
     """What the declaration says of one setting.
 
@@ -43,7 +54,8 @@ class Spec:
     line's option (``""``: ``--<name with dashes>``; ``None``: not on the command line), ``none_word`` the word that
     stands for ``None`` there, and ``metavar`` its placeholder; ``check`` a check of its own in place of the kind's,
     ``check(value, name)`` returning the value converted or raising an error that names the setting as ``name``
-    says (a pin name: :func:`alexnet.model.options.check_model_pin`; ``crops``: 1 or 10).
+    says (a pin name: :func:`alexnet.model.options.check_model_pin`; ``crops``: 1 or 10); ``used_with`` the other
+    setting that puts it to use (:class:`UsedWith`), when another does.
     """
 
     default: Any
@@ -61,6 +73,7 @@ class Spec:
     none_word: str | None = None
     metavar: str | tuple[str, ...] | None = None
     check: Callable[[Any, str], Any] | None = None
+    used_with: UsedWith | None = None
 
     def convert(self, value: Any, name: str) -> Any:
         """``value`` of setting ``name`` checked and converted; an :class:`AlexnetError` naming it otherwise (as

@@ -22,7 +22,7 @@ from typing import Any
 from ..data.options import FetchOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
-from ..declare.kinds import Spec
+from ..declare.kinds import Spec, UsedWith
 from ..model.options import specs as evaluation_specs
 from ..train.cluster import DEFAULT_BASE_PORT, EPHEMERAL_PORTS, check_base_port
 
@@ -67,7 +67,9 @@ class TrainingJobOptions:
     evaluate: bool = setting(False, "flag", "after the last epoch, each worker scores its partition's validation "
                              "images with the model it holds: the evaluation of every validation image of the board, "
                              "recorded in the model card and in the one version of `model_pin` the job writes")
-    crops: int = like(evaluation_specs()["crops"], help="with `evaluate`, " + evaluation_specs()["crops"].help)
+    crops: int = like(evaluation_specs()["crops"], help="with `evaluate`, " + evaluation_specs()["crops"].help,
+                      used_with=UsedWith("`evaluate`", "the model is not evaluated as the training ends",
+                                         lambda v: v["evaluate"]))
 
 
 def specs() -> dict[str, Spec]:

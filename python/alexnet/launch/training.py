@@ -101,8 +101,7 @@ def check_training(workers: int, board: Any, *, local_master: bool = True, where
     elif arguments:
         raise AlexnetError(f"{where}: give the training settings either checked (`settings`) or by name, not both.")
     evaluation = Evaluation(options=check_options({"crops": job.crops})) if job.evaluate else None
-    if not job.evaluate and "crops" in declaration.changed(job):
-        logger.warning("`crops` is only used with `evaluate`: the model is not evaluated as the training ends.")
+    declaration.warn_unused(job, logger)
     return {"settings": settings, "evaluation": evaluation}
 
 

@@ -16,14 +16,14 @@ or Spark job launched. Its result travels as plain values (:meth:`TrainSettings.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
 from ..declare import declaration
 from ..declare.declaration import setting
-from ..declare.kinds import Spec
+from ..declare.kinds import Spec, UsedWith
 from ..errors import AlexnetError
 from ..model.options import check_model_pin
 from ..model.pin import MODEL_FORMATS
@@ -80,6 +80,10 @@ LEARNT_WITH = (
     "sync_every", "local_sgd_after",
 )
 
+#: What puts to use the settings of a model pin, and those of the TensorBoard logs.
+_WITH_PIN = UsedWith("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None)
+_WITH_LOGS = UsedWith("`log_dir`", "nothing is logged for TensorBoard", lambda v: v["log_dir"] is not None)
+
 
 @dataclass(frozen=True)
 class TrainSettings:
@@ -113,9 +117,14 @@ class TrainSettings:
                                   minimum=0.0)
     lr_drop_epochs: tuple[int, ...] = setting((30, 60, 80), "counts", "with lr_schedule = \"step\": epochs (0-based) "
                                               f"at whose start the rate is {_DROPPED} (from 1: epoch 0 starts at the "
-                                              "peak)", minimum=1, metavar="EPOCH")
+                                              "peak)", minimum=1, metavar="EPOCH",
+                                              used_with=UsedWith("lr_schedule = 'step'",
+                                                                 "the rate is not dropped at set epochs",
+                                                                 lambda v: v["lr_schedule"] == "step"))
     patience: int = setting(2, "count", "with lr_schedule = \"plateau\": epochs without a better validation top-1 "
-                            f"before the rate is {_DROPPED}", minimum=1)
+                            f"before the rate is {_DROPPED}", minimum=1,
+                            used_with=UsedWith("lr_schedule = 'plateau'", "the rate is not dropped when the "
+                                               "validation top-1 stalls", lambda v: v["lr_schedule"] == "plateau"))
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
                                      "classes (0: the paper's hard labels)", minimum=0.0, below=1.0)
     checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption",
@@ -131,7 +140,8 @@ class TrainSettings:
     validation_steps: int | None = setting(None, "count", "validation steps per epoch (unset: as many as every "
                                            "validation image once takes; set: at most this many, covering the first "
                                            "`validation_steps` x `batch_size` x its replicas of each worker's images)",
-                                           minimum=1, optional=True)
+                                           minimum=1, optional=True,
+        used_with=UsedWith("`validation`", "no validation is run", lambda v: v["validation"]))
     keep_best: bool = setting(False, "flag", "save, and publish, the weights of the epoch with the best validation "
                               "top-1 rather than the last epoch's (the model card says which epoch)")
     cache: bool = setting(False, "flag", "keep the compressed image bytes in memory after the first epoch")
@@ -195,7 +205,9 @@ class TrainSettings:
                               "all-reduced every step; one worker: nothing to average)", minimum=1)
     local_sgd_after: int = setting(0, "count", "with `sync_every` above 1: epochs trained synchronously before local "
                                    "SGD begins (post-local SGD: the models the workers train alone drift apart most "
-                                   "while the rate is high, early in training)", minimum=0, metavar="EPOCHS")
+                                   "while the rate is high, early in training)", minimum=0, metavar="EPOCHS",
+                                   used_with=UsedWith("`sync_every` above 1", "every step is synchronous",
+                                                      lambda v: v["sync_every"] > 1))
     adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
                                         "training advises of 16-bit gradients, packs where they overlap the "
                                         "backward pass (on GPUs, and on CPUs with two or more inter-op threads) "
@@ -214,18 +226,21 @@ class TrainSettings:
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with `tensorboard --logdir`",
                                   optional=True, output=True)
-    log_every: int = setting(100, "count", "write step scalars to `log_dir` every this many steps", minimum=1)
+    log_every: int = setting(100, "count", "write step scalars to `log_dir` every this many steps", minimum=1,
+                            used_with=_WITH_LOGS)
     profile_steps: tuple[int, int] | None = setting(None, "steps", "profile these training steps (first, last; "
                                                     "counted from 1) into `log_dir`", optional=True,
-                                                    metavar=("FIRST", "LAST"))
+                                                    metavar=("FIRST", "LAST"), used_with=_WITH_LOGS)
     model_pin: str | None = setting(None, "pin", "after training, publish the model (without optimizer state) as "
                                     "a new version of this pin", optional=True, metavar="NAME", check=check_model_pin)
     model_board: str | None = setting(None, "location", "board of `model_pin` (unset: the board the data came "
-                                      "from)", optional=True, metavar="BOARD")
+                                      "from)", optional=True, metavar="BOARD",
+                                      used_with=_WITH_PIN)
     model_format: str = setting("keras", "choice", "what `model_pin` carries: \"keras\", alexnet.keras (what "
                                 "evaluation and prediction read); \"keras+savedmodel\" or "
                                 "\"keras+tflite\", also its alexnet_export() beside it, for serving without this "
-                                "package", choices=MODEL_FORMATS)
+                                "package", choices=MODEL_FORMATS,
+                                used_with=_WITH_PIN)
 
     @property
     def sizes(self) -> SizeSchedule:
@@ -257,7 +272,8 @@ class TrainSettings:
         """The settings of :data:`LEARNT_WITH` as plain values, as given, without those another setting leaves
         unused (``patience`` but for the plateau schedule, ...): what a checkpoint records of how its run learnt."""
         values = self.to_dict()
-        return {name: values[name] for name in LEARNT_WITH if name not in _ONLY_WITH or _ONLY_WITH[name][2](values)}
+        unused = declaration.unused(TrainSettings, values)
+        return {name: values[name] for name in LEARNT_WITH if name not in unused}
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain values (lists for tuples): the history's ``params``, and what a launcher carries."""
@@ -269,8 +285,8 @@ class TrainSettings:
         without local SGD, ...), with the image sizes and the epochs of each, and ``initial_model`` as whether one
         is given (each worker may read its own copy)."""
         values = self.to_dict()
-        shared = {name: values[name] for name in SHARED_BY_WORKERS
-                  if name not in _ONLY_WITH or _ONLY_WITH[name][2](values)}
+        unused = declaration.unused(TrainSettings, values)
+        shared = {name: values[name] for name in SHARED_BY_WORKERS if name not in unused}
         shared.update(image_size=list(self.sizes.sizes), image_size_epochs=list(self.sizes.epochs),
                       initial_model=None if self.initial_model is None else "given")
         return shared
@@ -385,9 +401,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         from .initial import check_architecture
 
         check_architecture(values["initial_model"], values["dense_units"], values["grouped"])
-    for name, (needed, missing, used) in _ONLY_WITH.items():
-        if not used(values) and values[name] not in (None, table[name].default):
-            logger.warning("`%s` is only used with %s: %s.", name, needed, missing)
+    declaration.warn_unused(values, logger, TrainSettings)
     if values["sync_every"] > 1 and values["local_sgd_after"] >= (epochs := values["epochs"]):
         logger.warning("`local_sgd_after` = %d is not below `epochs` (%d): every epoch trains synchronously, and "
                        "`sync_every` is not used; give local_sgd_after < %d.", values["local_sgd_after"], epochs,
@@ -399,18 +413,4 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     return TrainSettings(**values)
 
 
-#: The settings that only another one puts to use: what they need, what a run without it does not do, and whether
-#: the checked settings use them; one given without what it needs gets a warning.
-_ONLY_WITH: dict[str, tuple[str, str, Callable[[Mapping[str, Any]], bool]]] = {
-    "model_board": ("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None),
-    "model_format": ("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None),
-    "log_every": ("`log_dir`", "nothing is logged for TensorBoard", lambda v: v["log_dir"] is not None),
-    "profile_steps": ("`log_dir`", "no profile is written", lambda v: v["log_dir"] is not None),
-    "lr_drop_epochs": ("lr_schedule = 'step'", "the rate is not dropped at set epochs",
-                       lambda v: v["lr_schedule"] == "step"),
-    "patience": ("lr_schedule = 'plateau'", "the rate is not dropped when the validation top-1 stalls",
-                 lambda v: v["lr_schedule"] == "plateau"),
-    "validation_steps": ("`validation`", "no validation is run", lambda v: v["validation"]),
-    "local_sgd_after": ("`sync_every` above 1", "every step is synchronous", lambda v: v["sync_every"] > 1),
-}
 
