@@ -112,6 +112,9 @@ def test_resolve_paths_become_absolute(tmp_path, monkeypatch):
     ("https://", "names no host"),
     ("   ", "empty string"),
     ("file://remote/x", "must name a local path"),
+    ("gs:", r"^`board` 'gs:' names no bucket; write it as gs://bucket/prefix, or './gs:' for a local folder$"),
+    ("s3//", "`board` 's3//' names no bucket; write it as s3://bucket/prefix"),
+    ("https:", "`board` 'https:' names no host; write it as https://host/prefix"),
 ])
 def test_resolve_rejects(bad, message):
     with pytest.raises(BoardError, match=message):
@@ -130,7 +133,7 @@ def test_resolve_rejects(bad, message):
 ])
 def test_resolve_refuses_a_mistyped_scheme(typo, meant, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(BoardError, match=f"board '{typo}' is a mistyped URL: write '{meant}', or './{typo}'"):
+    with pytest.raises(BoardError, match=f"`board` '{typo}' is a mistyped URL: write '{meant}', or './{typo}'"):
         open_board(typo, write=True)
     assert list(tmp_path.iterdir()) == []
     assert resolve_board(f"./{typo}") == os.path.normpath(f"{tmp_path}/{typo}")

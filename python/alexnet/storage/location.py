@@ -81,34 +81,39 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if not isinstance(text, str):
         text = os.fsdecode(text)
     text = text.strip()
+    said = f"`{what}`" if what.isidentifier() else what  # a setting's name, as the command line says its option
     if not text:
-        raise BoardError(f"the {what} is an empty string; give a folder, gs://, s3:// or https:// location")
+        raise BoardError(f"{said} is an empty string; give a folder, gs://, s3:// or https:// location")
     match = _SCHEME.match(text)
     typo = _MISTYPED.match(text) if match is None else None
     if typo is not None and re.match(r"(?i)file:/(?!/)", text):  # file:/path, a file URL's short form
         return os.path.abspath(urllib.parse.unquote(text[len("file:"):]))
     if typo is not None:
         scheme = typo.group(1).lower()
+        if not typo.group(2) and scheme != "file":
+            named = "host" if scheme.startswith("http") else "bucket"
+            raise BoardError(f"{said} {text!r} names no {named}; write it as {scheme}://{named}/prefix, or "
+                             f"{'./' + text!r} for a local folder")
         meant = f"{'file:///' if scheme == 'file' else f'{scheme}://'}{typo.group(2)}"
-        raise BoardError(f"{what} {text!r} is a mistyped URL: write {meant!r}, or {'./' + text!r} for a local folder")
+        raise BoardError(f"{said} {text!r} is a mistyped URL: write {meant!r}, or {'./' + text!r} for a local folder")
     if match is None:
         return os.path.abspath(os.path.expanduser(text))
     scheme, rest = match.group(1).lower(), match.group(2)
     if scheme == "file":
         parsed = urllib.parse.urlparse(text)
         if parsed.netloc not in ("", "localhost"):
-            raise BoardError(f"{what} {text!r}: file:// URLs must name a local path (file:///path)")
+            raise BoardError(f"{said} {text!r}: file:// URLs must name a local path (file:///path)")
         return os.path.abspath(urllib.parse.unquote(parsed.path))
     if scheme in ("gs", "gcs", "s3", "s3a"):
         if rest.startswith("/") or not rest.strip("/"):
-            raise BoardError(f"{what} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
+            raise BoardError(f"{said} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
         return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{re.sub('/{2,}', '/', rest.strip('/'))}"
     if scheme in ("http", "https"):
         if not urllib.parse.urlparse(text).netloc:
-            raise BoardError(f"{what} {text!r} names no host; write it as https://host/prefix")
+            raise BoardError(f"{said} {text!r} names no host; write it as https://host/prefix")
         return text.rstrip("/")
     raise BoardError(
-        f"{what} {text!r} uses the unsupported scheme {scheme}://; use a folder path, file://, gs://, "
+        f"{said} {text!r} uses the unsupported scheme {scheme}://; use a folder path, file://, gs://, "
         "s3:// or https://"
     )
 
