@@ -79,8 +79,8 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 #'   and checks, as are the command line's `alexnet features` options.
 #' @returns A numeric matrix with a row per image, named by the image (its path or location; a folder's files as
 #'   `folder/file`), and a column per value of the layer, named as the command line's `alexnet features` names them
-#'   (`fc2_1` to `fc2_4096`; for `logits`, column `k` is the class `class_ids[k]` of the model); its attribute `layer`
-#'   names the layer.
+#'   (`fc2_1` to `fc2_4096`; for `logits`, the model's classes by their WordNet ids, `n01440764`, ..., in label
+#'   order); its attribute `layer` names the layer.
 #' @seealso [alexnet_predict()]; [stats::dist()] for the distances between the rows.
 #' @examples
 #' if (alexnet_available()) {

@@ -197,7 +197,9 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert (tmp / "conv1-cli.png").exists()
     assert (tmp / "own-cli" / "categories").is_dir()  # categories of their own, trained from the model pin
     logits = (tmp / "logits.csv").read_text().splitlines()  # a row per validation image, a column per class
-    assert logits[0] == "image,logits_1,logits_2,logits_3" and len(logits) == 1 + 3
+    header = logits[0].split(",")  # the image, then the model's classes by WordNet id
+    assert header[0] == "image" and len(header) == 1 + 3 and all(re.fullmatch(r"n\d{8}", c) for c in header[1:])
+    assert len(logits) == 1 + 3
 
 
 @pytest.mark.long  # about a minute of Spark jobs: make test-long (CI) runs it

@@ -131,7 +131,7 @@ def test_the_command_prints_csv_and_json_equal_to_the_call(setup, capsys):
                  "--batch-size", "2", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["layer"] == "logits" and len(printed["image"]) == 7
-    assert printed["columns"] == [f"logits_{k}" for k in range(1, len(CATEGORIES) + 1)]
+    assert printed["columns"] == [c["id"] for c in CATEGORIES]  # the model's classes, by WordNet id
     np.testing.assert_allclose(np.array(printed["features"], dtype=np.float32),  # batches of 2 against 32
                                alexnet_features(setup["model_dir"], str(setup["photos"]), "logits")["features"],
                                rtol=1e-5, atol=1e-7)

@@ -64,7 +64,7 @@ test_that("the columns of features are named as the command line names them (the
   expect_equal(colnames(fc2), paste0("fc2_", 1:16))
   expect_equal(rownames(fc2), made$photos)
   logits <- alexnet_features(made$model, made$photos, layer = "logits")
-  expect_equal(colnames(logits), paste0("logits_", 1:3))
+  expect_equal(colnames(logits), sprintf("n0000000%d", 0:2))  # the model's classes, by WordNet id
 })
 
 # An evaluation as alexnet_evaluate() returns it, of six classes, two of them at a top-1 accuracy of 0 and two at 1.

@@ -13,6 +13,7 @@ image size), a chunk at a time, so that memory holds one chunk's pixels and the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -69,12 +70,14 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
     features = np.concatenate(rows)
     logger.info("%d values of layer %s for each of %d images", features.shape[1], chosen.layer, len(names))
     return {"image": names, "layer": chosen.layer, "features": features,
-            "columns": feature_columns(chosen.layer, features.shape[1])}
+            "columns": feature_columns(chosen.layer, features.shape[1], loaded.card.class_ids)}
 
 
-def feature_columns(layer: str, values: int) -> list[str]:
-    """The names of the ``values`` columns of ``layer``'s features: ``<layer>_1`` to ``<layer>_<values>`` (for
-    ``logits``, column ``k`` is the model's class of label ``k - 1``)."""
+def feature_columns(layer: str, values: int, class_ids: Sequence[str] = ()) -> list[str]:
+    """The names of the ``values`` columns of ``layer``'s features: ``<layer>_1`` to ``<layer>_<values>``, and for
+    ``logits`` the model's ``class_ids`` (WordNet ids, by label), one column per class."""
+    if layer == "logits" and len(class_ids) == values:
+        return [str(class_id) for class_id in class_ids]
     return [f"{layer}_{k}" for k in range(1, values + 1)]
 
 
