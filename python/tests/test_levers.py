@@ -600,6 +600,50 @@ def test_accumulated_micro_batches_train_as_one_batch_of_their_images(tmp_path):
     assert apart <= 1e-4 * moved, (apart, moved)
 
 
+_LOCAL_STEP = """
+import json, sys
+import numpy as np
+from alexnet.tfimport import keras, tf
+from alexnet.train.communication import Communication
+from alexnet.train.model import DecayedSGD, SmoothedSparseCrossentropy
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+rng = np.random.default_rng(0)
+x, y = rng.normal(size=(4, 5)).astype("float32"), rng.integers(0, 3, 4).astype("int32")
+start = rng.normal(size=(5, 3)).astype("float32")
+reducer = {"local": Communication("float32", 0.0, 1, 4, 2).gradient_reducer(), "synchronous": None}[sys.argv[1]]
+with strategy.scope():
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3, use_bias=False, activation="softmax")])
+    model.layers[0].set_weights([start])
+    optimizer = DecayedSGD(learning_rate=0.1, momentum=0.0, l2_decay=0.1)
+    optimizer.gradient_reducer = reducer
+    model.compile(optimizer=optimizer, loss=SmoothedSparseCrossentropy(0.0))
+# both replicas take the same 4 images: a step alone must be the step of one replica on them
+model.fit(np.concatenate([x, x]), np.concatenate([y, y]), batch_size=8, epochs=1, shuffle=False, verbose=0)
+weights = tf.Variable(start)
+with tf.GradientTape() as tape:
+    loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, tf.nn.softmax(x @ weights)))
+expected = start - 0.1 * (tape.gradient(loss, weights).numpy() + 0.1 * start)
+print(json.dumps({"apart": float(np.abs(model.layers[0].get_weights()[0] - expected).max()),
+                  "moved": float(np.abs(expected - start).max())}))
+"""
+
+
+@pytest.mark.parametrize("exchange", ["local", "synchronous"])
+def test_a_replica_stepping_alone_moves_as_one_replica_on_its_images_would(exchange):
+    # Keras divides each replica's loss by the replicas in sync for the all-reduced sum; local SGD applies a
+    # replica's gradients alone, and must not step at a share of the rate the schedule says (the decay unscaled)
+    import subprocess
+
+    ran = subprocess.run([sys.executable, "-c", _LOCAL_STEP, exchange], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    step = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert step["moved"] > 1e-2 and step["apart"] <= 1e-6, step
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # two workers
 

@@ -91,10 +91,10 @@ class Communication:
     def gradient_reducer(self, timeout: float | None = None) -> Callable[[list[Any]], list[Any]] | None:
         """What the optimizer does with each replica's gradients before applying them (see
         :class:`alexnet.train.model.DecayedSGD`): ``None`` for TensorFlow's own all-reduce (float32, one pack,
-        every step); with local SGD, nothing (each worker applies its own); else :func:`all_reduce` in the wire
+        every step); with local SGD, :func:`alone` (each worker applies its own); else :func:`all_reduce` in the wire
         format and packs."""
         if self.local_sgd:
-            return list
+            return alone
         return self.synchronous_reducer(timeout)
 
     def synchronous_reducer(self, timeout: float | None = None) -> Callable[[list[Any]], list[Any]] | None:
@@ -139,6 +139,21 @@ class Communication:
         if self.local_sgd and self.local_after:
             parts[-1] += f" after {self.local_after} synchronous epoch(s)"
         return ", ".join(parts)
+
+
+def alone(gradients: list[Any]) -> list[Any]:
+    """A replica's own gradients as the gradients of its own loss, to apply without any exchange (local SGD).
+
+    Keras divides each replica's loss by the replicas in sync, so that the all-reduced sum of their gradients is the
+    gradient of the mean loss over the global batch; a replica that applies its gradients alone multiplies them back,
+    so that each step moves its weights as a run of one replica would at the same rate (the weight decay is added
+    after, unscaled, as in synchronous training)."""
+    from ..tfimport import tf
+
+    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+    if replicas == 1:
+        return list(gradients)
+    return [None if g is None else g * tf.cast(replicas, g.dtype) for g in gradients]
 
 
 def all_reduce(gradients: Sequence[Any], wire: str, options: Any) -> list[Any]:
