@@ -132,6 +132,26 @@ def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is
             parallel.convert(wrong, "parallel")
 
 
+def test_a_seed_gives_the_same_batches_in_the_same_order_every_time(tree):
+    # files of different sizes decoded in parallel: unordered, the smaller ones would overtake the larger
+    files, labels = tree["image"], tree["label"]
+
+    def batches(seed):
+        ds = pipeline.train_dataset(files, labels, batch_size=3, image_size=SIZE, parallel=4, seed=seed,
+                                    repeat=False, lighting=0.1)
+        return [(images.numpy(), y.numpy()) for images, y in ds]
+
+    first = batches(7)
+    assert len(first) == len(files) // 3
+    for _ in range(3):
+        again = batches(7)
+        assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(first, again, strict=True))
+    assert pipeline.train_dataset(files, labels, 3, SIZE, seed=7).options().deterministic is True
+    assert pipeline.train_dataset(files, labels, 3, SIZE).options().deterministic is False
+    other = batches(8)
+    assert any((a[0] != b[0]).any() for a, b in zip(first, other, strict=True))
+
+
 def _device_side_autotune(iterator) -> bool:
     """Is tf.data's autotuning on in the dataset that ``iterator`` (of a distributed dataset on one CPU device)
     reads its device's batches from? (Unset, it is.)"""

@@ -40,11 +40,12 @@ def num_parallel_calls(parallel: int | None) -> int:
     return AUTOTUNE if parallel is None else int(parallel)
 
 
-def dataset_options(training: bool = True) -> tf.data.Options:
+def dataset_options(training: bool = True, seeded: bool = False) -> tf.data.Options:
     """tf.data options shared by every dataset of the package.
 
     Auto-sharding is off because the data is already partitioned per worker (each worker reads its own
-    files); training datasets are non-deterministic (elements come out as soon as they are decoded).
+    files); training datasets are non-deterministic (elements come out as soon as they are decoded) unless
+    ``seeded``: a seeded run's batches hold the same images, cropped alike, in the same order.
 
     tf.data's autotuning model is off: a map left at ``AUTOTUNE`` then runs one call per CPU this process may use,
     and a prefetch left at ``AUTOTUNE`` grows its buffer whenever its consumer has to wait. With the model on, the
@@ -56,7 +57,7 @@ def dataset_options(training: bool = True) -> tf.data.Options:
     """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    options.deterministic = not training
+    options.deterministic = not training or seeded
     options.autotune.enabled = False
     options.experimental_optimization.map_parallelization = True
     return options
@@ -135,7 +136,8 @@ def train_dataset(
 
     Every pass over the data visits every file exactly once, in a new random order (the file list is
     shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
-    reproducible). Files are read with ``parallel`` parallel calls and decoded with
+    reproducible: its elements then come out in order, each with the same random seed, rather than as soon as they
+    are decoded). Files are read with ``parallel`` parallel calls and decoded with
     :func:`decode_for_training` (its crop's ``area_range`` and ``aspect_ratio_range``, its colour noise's
     ``lighting``) in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
     prefetched. ``batch_size`` is the images of one batch (training batches per replica, see
@@ -151,7 +153,8 @@ def train_dataset(
     count = int(files_ds.cardinality())
     buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
     ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls, deterministic=False)
+    seeded = seed is not None
+    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls, deterministic=seeded)
     if cache:
         ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
     if repeat:
@@ -168,12 +171,12 @@ def train_dataset(
         )
         return image, label
 
-    ds = ds.map(decode, num_parallel_calls=calls, deterministic=False)
+    ds = ds.map(decode, num_parallel_calls=calls, deterministic=seeded)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     # after the batch: per element, ignore_errors halves the throughput of a single core
     ds = ds.ignore_errors()
     ds = ds.prefetch(AUTOTUNE)
-    return ds.with_options(dataset_options(training=True))
+    return ds.with_options(dataset_options(training=True, seeded=seeded))
 
 
 def validation_dataset(
