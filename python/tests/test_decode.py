@@ -123,6 +123,33 @@ def test_eval_resizes_the_short_side_and_keeps_the_centre():
         assert np.abs(out.reshape(-1, 3).mean(0) - (0, 250, 0)).max() < 12
 
 
+@pytest.mark.parametrize("portrait", [False, True])
+def test_ten_crops_are_the_four_corners_and_the_centre_of_the_resized_image_then_their_mirrors(portrait):
+    # the paper's protocol: resize the short side to 256/224 of the crop, take the crop-sized squares at the four
+    # corners and the centre (offset rounded down), then the same five mirrored left-right
+    short = round(SIZE * 256 / 224)  # 73 for 64
+    long = short + 28  # 101: the centre's offset along it, (101 - 64) / 2, rounds down
+    height, width = (long, short) if portrait else (short, long)
+    rng = np.random.default_rng(8)
+    small = rng.integers(0, 256, (height, width, 3)).astype(np.uint8)  # every pixel its own, so any shift shows
+    bottom, right = height - SIZE, width - SIZE
+    corners = [(0, 0), (0, right), (bottom, 0), (bottom, right), (bottom // 2, right // 2)]  # as TEN_CROP_VIEWS
+    # a marker of its own colour at each view's top left pixel, to see which view moved when one does
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]
+    for (y, x), colour in zip(corners, colours, strict=True):
+        small[y : y + 3, x : x + 3] = colour
+    # the file is twice the size, each pixel a 2x2 block: bilinear halving gives back exactly ``small``
+    pixels = np.kron(small, np.ones((2, 2, 1), np.uint8))
+    assert np.array_equal(tf.image.resize(pixels, (height, width)).numpy(), small)
+    views = decode.decode_ten_crops(tf.constant(_png(Image.fromarray(pixels))), SIZE).numpy()
+    assert views.shape == (10, SIZE, SIZE, 3) and views.dtype == np.uint8
+    expected = [small[y : y + SIZE, x : x + SIZE] for y, x in corners]
+    expected += [crop[:, ::-1] for crop in expected]
+    assert len(decode.TEN_CROP_VIEWS) == 10
+    for name, view, reference in zip(decode.TEN_CROP_VIEWS, views, expected, strict=True):
+        np.testing.assert_array_equal(view, reference, err_msg=f"the {name} view")
+
+
 def test_large_jpeg_decoded_at_reduced_scale_matches_a_full_decode():
     rng = np.random.default_rng(2)
     small = rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)

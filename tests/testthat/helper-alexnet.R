@@ -128,3 +128,31 @@ expect_tidy_lines <- function(lines) {
   stray <- grep(" $| [),;]", lines, value = TRUE)
   testthat::expect(length(stray) == 0L, paste("stray spaces in:", paste0("'", stray, "'", collapse = ", ")))
 }
+
+# An untrained AlexNet of `classes` classes at 64 pixels, saved with its card in `dir`, and two photos beside it.
+tiny_model_and_photos <- function(dir, classes = 3L) {
+  alexnet:::alexnet_core()
+  reticulate::py_run_string(paste(
+    "def _alexnet_tiny_model(folder, classes):",
+    "    from pathlib import Path",
+    "    import numpy as np",
+    "    from PIL import Image",
+    "    from alexnet.model.card import CARD_FILE, ModelCard, now",
+    "    from alexnet.model.network import build_alexnet",
+    "    from alexnet.tfimport import keras",
+    "    keras.utils.set_random_seed(1)",
+    "    model = Path(folder) / 'model'",
+    "    model.mkdir(parents=True)",
+    "    build_alexnet(classes, image_size=64, dense_units=16).save(model / 'alexnet.keras')",
+    "    card = ModelCard(image_size=64, num_classes=classes, class_ids=[f'n0000000{i}' for i in range(classes)],",
+    "                     class_names=[f'class {i}' for i in range(classes)], epochs=1, created=now())",
+    "    (model / CARD_FILE).write_text(card.to_json())",
+    "    rng = np.random.default_rng(0)",
+    "    photos = [str(Path(folder) / f'photo{i}.jpg') for i in range(2)]",
+    "    for photo in photos:",
+    "        Image.fromarray(rng.integers(0, 256, (80, 90, 3), dtype=np.uint8)).save(photo, 'JPEG')",
+    "    return {'model': str(model), 'photos': photos}",
+    sep = "\n"), convert = FALSE)
+  made <- reticulate::import_main()[["_alexnet_tiny_model"]](dir, as.integer(classes))
+  list(model = made$model, photos = as.character(unlist(made$photos)))
+}

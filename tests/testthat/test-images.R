@@ -1,34 +1,6 @@
 # Images given to alexnet_predict() and alexnet_features() as paths or as encoded bytes, the features' column
 # names, and the plot of an evaluation.
 
-# An untrained AlexNet of `classes` classes at 64 pixels, saved with its card in `dir`, and two photos beside it.
-tiny_model_and_photos <- function(dir, classes = 3L) {
-  alexnet:::alexnet_core()
-  reticulate::py_run_string(paste(
-    "def _alexnet_tiny_model(folder, classes):",
-    "    from pathlib import Path",
-    "    import numpy as np",
-    "    from PIL import Image",
-    "    from alexnet.model.card import CARD_FILE, ModelCard, now",
-    "    from alexnet.model.network import build_alexnet",
-    "    from alexnet.tfimport import keras",
-    "    keras.utils.set_random_seed(1)",
-    "    model = Path(folder) / 'model'",
-    "    model.mkdir(parents=True)",
-    "    build_alexnet(classes, image_size=64, dense_units=16).save(model / 'alexnet.keras')",
-    "    card = ModelCard(image_size=64, num_classes=classes, class_ids=[f'n0000000{i}' for i in range(classes)],",
-    "                     class_names=[f'class {i}' for i in range(classes)], epochs=1, created=now())",
-    "    (model / CARD_FILE).write_text(card.to_json())",
-    "    rng = np.random.default_rng(0)",
-    "    photos = [str(Path(folder) / f'photo{i}.jpg') for i in range(2)]",
-    "    for photo in photos:",
-    "        Image.fromarray(rng.integers(0, 256, (80, 90, 3), dtype=np.uint8)).save(photo, 'JPEG')",
-    "    return {'model': str(model), 'photos': photos}",
-    sep = "\n"), convert = FALSE)
-  made <- reticulate::import_main()[["_alexnet_tiny_model"]](dir, as.integer(classes))
-  list(model = made$model, photos = as.character(unlist(made$photos)))
-}
-
 test_that("encoded images are given as raw vectors, alone or in a list with paths, and pixels are refused", {
   skip_if_no_alexnet()
   made <- tiny_model_and_photos(withr::local_tempdir())
@@ -80,17 +52,27 @@ evaluation_of_six <- function() {
 }
 
 test_that("plot() of an evaluation writes the names of classes at 0 and at 1 towards the inside of the plot", {
-  path <- file.path(withr::local_tempdir(), "evaluation.png")
-  grDevices::png(path)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  grDevices::dev.control("enable")
   expect_no_warning(ranked <- plot(evaluation_of_six(), top = 6))
-  grDevices::dev.off()
-  expect_true(file.exists(path))
   expect_equal(ranked$top1_accuracy, c(0, 0, 0.5, 0.5, 1, 1))
+  # the names as text() drew them (the plot's display list): label, point, angle and horizontal adjustment
+  names <- c("tench", "goldfish", "great white shark", "tiger shark", "hammerhead", "electric ray")
+  texts <- Filter(function(item) identical(item[[2]][[1]]$name, "C_text"), grDevices::recordPlot()[[1]])
+  drawn <- do.call(rbind, lapply(texts, function(item) {
+    args <- item[[2]][-1]
+    data.frame(label = trimws(args[[2]]), x = args[[1]]$x, y = args[[1]]$y,
+               srt = args$srt %||% NA_real_, adj = args[[3]][1] %||% NA_real_)
+  }))
+  drawn <- drawn[drawn$label %in% names, ]
+  expect_equal(drawn$label, names)  # in rank order, each at its point
+  expect_equal(drawn$x, 1:6)
+  expect_equal(drawn$y, ranked$top1_accuracy)
   # each name runs from its point towards the middle: up from 0, down from 1, rightwards on the left half
-  placed <- alexnet:::name_placements(1:6, ranked$top1_accuracy, 6L)
-  runs <- ifelse(placed$adj == 0, 1, -1)  # a name ending at its point runs back from it
-  dx <- runs * cos(placed$srt * pi / 180)
-  dy <- runs * sin(placed$srt * pi / 180)
+  runs <- ifelse(drawn$adj == 0, 1, ifelse(drawn$adj == 1, -1, NA))  # a name ending at its point runs back from it
+  dx <- runs * cos(drawn$srt * pi / 180)
+  dy <- runs * sin(drawn$srt * pi / 180)
   expect_equal(sign(dx), c(1, 1, 1, -1, -1, -1))
   expect_equal(sign(dy), c(1, 1, 1, 1, -1, -1))
 })

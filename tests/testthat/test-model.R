@@ -125,6 +125,34 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_documented(c("formats", "export_path"), "alexnet_model")
 })
 
+test_that("R's pins downloads a model pin's alexnet.keras from a folder board, as README says", {
+  skip_if_no_alexnet()
+  skip_if_not_installed("pins")
+  dir <- withr::local_tempdir()
+  made <- tiny_model_and_photos(dir)
+  keras_file <- file.path(made$model, "alexnet.keras")
+  # pinned as training pins its model (model_pin = "alexnet"): the core's publish_model(), with the model's card
+  card_file <- file.path(made$model, "alexnet-model.json")
+  card_text <- paste(readLines(card_file, warn = FALSE), collapse = "\n")
+  card <- reticulate::import("alexnet.model.card")$ModelCard$from_json(card_text, card_file)
+  board <- file.path(dir, "board")
+  logger <- reticulate::import("logging")$getLogger("alexnet.model.pin")  # not told that the board is a new one
+  level <- logger$level
+  logger$setLevel(40L)
+  withr::defer(logger$setLevel(level))
+  published <- reticulate::import("alexnet.model.pin")$publish_model(board, "alexnet", keras_file, card)
+  # README: `pins::pin_download(pins::board_folder(board), "alexnet")` for a folder board
+  path <- pins::pin_download(pins::board_folder(board), "alexnet")
+  expect_equal(basename(path), "alexnet.keras")
+  expect_equal(unname(tools::md5sum(path)), unname(tools::md5sum(keras_file)))
+  # the version pins reads is the one published, with the card as its metadata
+  meta <- pins::pin_meta(pins::board_folder(board), "alexnet")
+  expect_equal(meta$local$version, published$version)
+  expect_equal(meta$user$kind, "model")
+  expect_equal(unlist(meta$user$class_ids), unlist(jsonlite::read_json(card_file)$class_ids))
+  expect_equal(meta$user$bytes, file.size(keras_file))
+})
+
 test_that("a run starts from a model pin, on categories of its own, and trains only from train_from", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
