@@ -138,16 +138,35 @@ def test_ten_crops_are_the_four_corners_and_the_centre_of_the_resized_image_then
     colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]
     for (y, x), colour in zip(corners, colours, strict=True):
         small[y : y + 3, x : x + 3] = colour
-    # the file is twice the size, each pixel a 2x2 block: bilinear halving gives back exactly ``small``
-    pixels = np.kron(small, np.ones((2, 2, 1), np.uint8))
-    assert np.array_equal(tf.image.resize(pixels, (height, width)).numpy(), small)
-    views = decode.decode_ten_crops(tf.constant(_png(Image.fromarray(pixels))), SIZE).numpy()
+    # the file's short side is already the resized one: every view is ``small``'s pixels, exactly
+    views = decode.decode_ten_crops(tf.constant(_png(Image.fromarray(small))), SIZE).numpy()
     assert views.shape == (10, SIZE, SIZE, 3) and views.dtype == np.uint8
     expected = [small[y : y + SIZE, x : x + SIZE] for y, x in corners]
     expected += [crop[:, ::-1] for crop in expected]
     assert len(decode.TEN_CROP_VIEWS) == 10
     for name, view, reference in zip(decode.TEN_CROP_VIEWS, views, expected, strict=True):
         np.testing.assert_array_equal(view, reference, err_msg=f"the {name} view")
+
+
+@pytest.mark.parametrize("shrink", [3, 10])
+def test_an_image_decoded_at_full_size_is_smoothed_as_it_shrinks_as_a_jpeg_is(shrink):
+    # black and white pixels at random: shrunk by sampling a few source pixels per output pixel (a bilinear resize
+    # without a filter as wide as the shrink) they stay black, white and grey at random (a spread of about 85);
+    # averaged over the shrink, they are nearly uniform grey, as Pillow's resize (a spread of 25 and 7) gives
+    side = round(SIZE * 256 / 224) * shrink
+    rng = np.random.default_rng(shrink)
+    noise = (rng.integers(0, 2, (side, side, 1)) * 255).repeat(3, axis=2).astype(np.uint8)
+    reference = np.asarray(Image.fromarray(noise).resize((SIZE, SIZE), Image.BILINEAR), np.float32).std()
+    png = tf.constant(_png(Image.fromarray(noise)))
+    crop = noise[: SIZE * shrink, : SIZE * shrink]
+    seen = {"eval": decode.decode_for_eval(png, SIZE).numpy(),
+            "ten crops": decode.decode_ten_crops(png, SIZE).numpy()[4],
+            "training": decode.decode_for_training(tf.constant(_png(Image.fromarray(crop))), SIZE,
+                                                   tf.constant([1, 2]), area_range=(1.0, 1.0),
+                                                   aspect_ratio_range=(1.0, 1.0)).numpy()}
+    for name, image in seen.items():
+        image = image.astype(np.float32)
+        assert abs(image.mean() - 127.5) < 5 and image.std() < 1.5 * reference, (name, image.std(), reference)
 
 
 def test_large_jpeg_decoded_at_reduced_scale_matches_a_full_decode():

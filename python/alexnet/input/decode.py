@@ -113,6 +113,14 @@ def resize_square(image: tf.Tensor, size: int) -> tf.Tensor:
     return tf.image.resize(tf.cast(image, tf.float32), [size, size], method="bilinear")
 
 
+def resize_decoded(image: tf.Tensor, size: tf.Tensor | list[int]) -> tf.Tensor:
+    """Resize an image decoded at full size (any format but JPEG, which is shrunk by its decoder's DCT scale first)
+    to ``size``, float32: bilinear over every source pixel the shrink covers (``antialias``), so that a PNG shrunk
+    ten times reaches the model smoothed as a JPEG does, not with the fine detail of every tenth pixel folded into
+    false patterns. Enlarging is plain bilinear either way."""
+    return tf.image.resize(tf.cast(image, tf.float32), size, method="bilinear", antialias=True)
+
+
 def jpeg_ratio(height: tf.Tensor, width: tf.Tensor, min_side: int | tf.Tensor) -> tf.Tensor:
     """The DCT scale to decode a ``height`` x ``width`` window at: 1, 2, 4 or 8 (an int32 tensor).
 
@@ -240,7 +248,8 @@ def decode_for_training(
     def other() -> tf.Tensor:
         image = decode_any(contents)
         begin, size = _crop_window(tf.shape(image), crop_seed, area_range, aspect_ratio_range)
-        return resize_square(tf.slice(image, tf.concat([begin, [0]], 0), tf.concat([size, [3]], 0)), image_size)
+        return resize_decoded(tf.slice(image, tf.concat([begin, [0]], 0), tf.concat([size, [3]], 0)),
+                              [image_size, image_size])
 
     shift = lighting_shift(tf.stack([seed[0] + 2, seed[1]]), lighting) if lighting > 0 else None
     image = _to_uint8(tf.cond(is_jpeg(contents), jpeg, other), shift)
@@ -283,7 +292,7 @@ def decode_for_eval(contents: tf.Tensor, image_size: int) -> tf.Tensor:
         image = decode_any(contents)
         window = _centre_window(tf.shape(image), image_size)
         image = tf.slice(image, tf.concat([window[:2], [0]], 0), tf.concat([window[2:], [3]], 0))
-        return resize_square(image, image_size)
+        return resize_decoded(image, [image_size, image_size])
 
     return _to_uint8(tf.cond(is_jpeg(contents), jpeg, other))
 
@@ -325,7 +334,9 @@ def decode_ten_crops(contents: tf.Tensor, image_size: int) -> tf.Tensor:
     image = _decode_at_least(contents, resize_to)
     full = tf.cast(tf.shape(image)[:2], tf.float32)
     resized = tf.cast(tf.maximum(tf.round(full * (resize_to / tf.reduce_min(full))), resize_to), tf.int32)
-    image = _to_uint8(tf.image.resize(tf.cast(image, tf.float32), resized, method="bilinear"))
+    image = _to_uint8(tf.cond(is_jpeg(contents),
+                              lambda: tf.image.resize(tf.cast(image, tf.float32), resized, method="bilinear"),
+                              lambda: resize_decoded(image, resized)))
     height, width = resized[0], resized[1]
     bottom, right = height - image_size, width - image_size
     offsets = [(0, 0), (0, right), (bottom, 0), (bottom, right), (bottom // 2, right // 2)]
