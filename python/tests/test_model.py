@@ -170,3 +170,19 @@ def test_compiled_model_reports_top1_and_top5():
     result = net.evaluate(images, np.array([0, 1, 2, 3]), verbose=0, return_dict=True)
     assert set(result) == {"loss", "accuracy", "top5_accuracy"}
     assert result["top5_accuracy"] >= result["accuracy"]
+
+
+def test_the_training_top5_ranks_tied_classes_by_label_as_validation_does():
+    # a network whose outputs are all equal: top-5 holds labels 0..4 alone, as validation and evaluate() rank them
+    from alexnet.model.class_counts import ClassCounts
+
+    net = build_alexnet(1000, 64, dense_units=8)
+    alexnet_model.compile_alexnet(net, alexnet_model.make_optimizer(0.01), 1000)
+    tied = np.full((4, 1000), 1 / 1000, np.float32)
+    labels = np.array([3, 500, 999, 4])
+    net.compiled_metrics.build(tf.constant(tied), tf.constant(labels))  # as a step's first update builds them
+    top5 = {m.name: m for m in net.compiled_metrics.metrics}["top5_accuracy"]
+    top5.update_state(labels, tied)
+    counts = ClassCounts.empty(1000)
+    counts.count(tied, labels, 5)
+    assert float(top5.result()) == counts.topk_correct / 4 == 0.5
