@@ -315,6 +315,7 @@ def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env
     assert answer["ids"].numpy()[0, 0].decode() == _predicted(exported["model_dir"], exported["images"][:1], 1)[0][0][0]
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_a_model_pin_carries_the_export_beside_its_keras_file_checked_by_sha256(exported, tmp_path):
     board = str(tmp_path / "board")
     first = publish_model(board, "alexnet", str(Path(exported["model_dir"]) / "alexnet.keras"), card_for(CATEGORIES))
@@ -344,6 +345,7 @@ def test_a_model_pin_carries_the_export_beside_its_keras_file_checked_by_sha256(
     assert not [p for p in fresh.rglob("*.zip")] and not [p for p in fresh.rglob("saved_model.pb")]
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_path, caplog):
     import dataclasses
 
@@ -439,6 +441,7 @@ def _types(saved_model: str) -> set[int]:
     return found
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_a_bfloat16_trained_model_is_exported_in_float32_and_its_keras_file_loads_without_alexnet(tmp_path):
     from tensorflow.core.framework import types_pb2
 

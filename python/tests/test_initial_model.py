@@ -127,7 +127,7 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
     assert check_settings({"initial_model": recorded, "dense_units": 64, "grouped": True}).grouped
 
 
-@pytest.mark.slow
+@pytest.mark.long  # make test-long (CI)
 def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_train_from(tmp_path, monkeypatch):
     # the base: a model trained on classes 0..3, published as a pin
     base_data = make_tree(tmp_path / "base", classes=4, per_class=6, val_per_class=1)

@@ -253,7 +253,8 @@ def test_the_real_timer_measures_the_model_in_each_format(remembered):
     assert all(rate > 0 for rate in rates.values()), rates
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("precision", ["float32", "bfloat16",
+                                       pytest.param("float16", marks=pytest.mark.long)])  # float16: make test-long
 def test_each_precision_trains_and_the_history_says_which(two_colours, monkeypatch, caplog, precision):
     _fake_cpu(monkeypatch, {"avx2"})  # the same on every machine: bfloat16 and float16 are emulated
     inspect = _Inspect()

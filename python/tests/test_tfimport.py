@@ -67,6 +67,7 @@ def _allocator(script: str, onednn: str | None, **env: str) -> tuple[str, bool]:
 
 
 @pytest.mark.parametrize("onednn", ["0", None], ids=["without-onednn", "as-tensorflow-chooses"])
+@pytest.mark.long  # make test-long (CI)
 def test_tensors_come_from_a_bfc_allocator_unless_the_user_chose_otherwise(onednn):
     def default(mkl: bool) -> str:
         # TensorFlow's default allocator: its pool over malloc, or where oneDNN is on, oneDNN's, which keeps every

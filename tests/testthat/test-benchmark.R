@@ -1,6 +1,7 @@
 # alexnet_benchmark() from R: the stages come back as a data frame, the files are written, it prints.
 
 test_that("alexnet_benchmark() runs from R on a partition and returns a table of stages", {
+  skip_unless_long()
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
   src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 4,

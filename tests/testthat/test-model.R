@@ -154,6 +154,7 @@ test_that("R's pins downloads a model pin's alexnet.keras from a folder board, a
 })
 
 test_that("a run starts from a model pin, on categories of its own, and trains only from train_from", {
+  skip_unless_long()
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
   src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 6, val_per_class = 1,
