@@ -100,6 +100,7 @@ def test_float16_precision_computes_in_float16_with_float32_weights_softmax_and_
     net = build_alexnet(4, 64, dense_units=8, policy="mixed_float16")
     assert net.get_layer("conv1").compute_dtype == "float16"
     assert net.get_layer("conv1").kernel.dtype == tf.float32
+    assert net.get_layer("fc2").compute_dtype == "float16" and net.get_layer("logits").compute_dtype == "float32"
     assert net.output.dtype == tf.float32
     assert isinstance(alexnet_model.make_optimizer(0.01, loss_scaled=True), keras.mixed_precision.LossScaleOptimizer)
     plain = alexnet_model.make_optimizer(0.01)

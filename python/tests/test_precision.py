@@ -242,7 +242,7 @@ def test_auto_on_a_faked_bfloat16_cpu_trains_in_the_format_measured_faster(two_c
     assert params["precision_rates"] == {"float32": 20.0, "bfloat16": 35.0}
     assert inspect.compute["conv1"] == inspect.compute["fc1"] == "bfloat16"
     assert inspect.compute["pool_to_6x6"] == "float32", "the pooling averages in float32, fc1 casts back"
-    assert inspect.compute["probabilities"] == "float32", "the softmax stays in float32"
+    assert inspect.compute["logits"] == inspect.compute["probabilities"] == "float32", "the last layer and softmax"
     assert inspect.variables == {"float32"}, "the weights stay in float32"
     assert not isinstance(inspect.optimizer, keras.mixed_precision.LossScaleOptimizer)
 

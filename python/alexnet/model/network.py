@@ -136,7 +136,7 @@ def build_alexnet(
     ``dense_units`` (4096 in the paper) can be reduced to train small tests quickly; ``grouped=True``
     splits conv2, conv4 and conv5 into two groups as in the paper's two-GPU layout; ``policy`` is the Keras
     dtype policy the layers compute in (``"float32"``, ``"mixed_bfloat16"``, ``"mixed_float16"``: see
-    :mod:`alexnet.train.precision`), the weights and the softmax staying in float32.
+    :mod:`alexnet.train.precision`), the weights, the last layer and the softmax staying in float32.
     """
     if num_classes < 1:
         raise AlexnetError(f"`num_classes` must be at least 1, not {num_classes}.")
@@ -185,6 +185,8 @@ def build_alexnet(
             dense_units, activation="relu", kernel_initializer="glorot_uniform", name=f"fc{index}", dtype=dtype
         )(x)
         x = keras.layers.Dropout(dropout, name=f"dropout{index}", dtype=dtype)(x)
-    x = keras.layers.Dense(num_classes, name="logits", dtype=dtype)(x)
+    # the last layer in float32 too (its share of the work is small): in 16 bits, classes a few units in the last
+    # place apart tie, and a tie ranks the lower label first where the float32 export ranks by value
+    x = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     outputs = keras.layers.Activation("softmax", name="probabilities", dtype="float32")(x)
     return keras.Model(inputs, outputs, name=name)
