@@ -342,8 +342,9 @@ def _chunks(orig: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("article", ["training-imagenet", "distributed-training"])
 def test_every_article_chunk_ran_when_knitted(article):
-    """The knitted article holds every chunk of its source that is evaluated, in order, each followed by what it
-    printed when it prints, and no error: it was knitted from this source and every chunk ran."""
+    """The knitted article holds every chunk of its source, each non-blank line of it whole and in order, each
+    evaluated chunk followed by what it printed when it prints, and no error: it was knitted from this source and
+    every chunk ran."""
     orig = (VIGNETTES / f"{article}.Rmd.orig").read_text()
     knitted = (VIGNETTES / f"{article}.Rmd").read_text()
     assert "#> Error" not in knitted and "Traceback" not in knitted
@@ -353,9 +354,10 @@ def test_every_article_chunk_ran_when_knitted(article):
         if re.search(r"include\s*=\s*FALSE", header):
             continue
         lines = [line for line in code.splitlines() if line.strip()]
-        start = knitted.find(lines[0], position)
-        assert start >= 0, f"{article}: chunk not knitted (or out of date): {lines[0]}"
-        position = start + len(lines[0])
+        for line in lines:  # each a line of its own in the knitted article, after the line before it
+            found = re.compile(rf"^{re.escape(line)}$", re.M).search(knitted, position)
+            assert found, f"{article}: chunk not knitted (or out of date): {line!r} (chunk of {lines[0]!r})"
+            position = found.end()
         if re.search(r"eval\s*=\s*FALSE", header):
             continue
         evaluated += 1
