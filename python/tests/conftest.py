@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules: the local stand-ins for Google Cloud Storage and S3."""
+"""Fixtures shared by the test modules: the local stand-ins for Google Cloud Storage and S3, and the processes a
+test starts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tempfile
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gcsfs is imported
 
 import pytest
+from helpers_processes import Processes
 from servers import gcs_emulator, moto_s3_server, point_at_local_clouds
 
 import alexnet  # noqa: F401  (its environment for TensorFlow, before a test module imports TensorFlow itself)
@@ -39,3 +41,11 @@ def servers():
 def cloud_env(servers, monkeypatch):
     """gcsfs and s3fs pointed at :func:`servers` for one test."""
     point_at_local_clouds(monkeypatch, servers["gs"], servers["s3"])
+
+
+@pytest.fixture
+def processes():
+    """The processes one test starts (:class:`helpers_processes.Processes`): those still running when it ends,
+    passed or failed, are killed."""
+    with Processes() as started:
+        yield started

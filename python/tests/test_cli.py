@@ -13,11 +13,30 @@ from helpers_cli import fake_core, interrupted
 from alexnet.cli import build_parser, main
 
 
-def test_help_lists_only_the_commands_that_exist():
-    help_text = build_parser().format_help()
-    for command in ("synth", "upload", "categories", "fetch", "train", "evaluate", "predict", "features", "filters",
-                    "export"):
-        assert command in help_text
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_help_lists_only_the_commands_that_exist(capsys):
+    """``alexnet --help`` lists exactly the parser's commands, each of which has a handler and its own help."""
+    shown = subprocess.run([sys.executable, "-m", "alexnet.cli", "--help"], capture_output=True, text=True,
+                           timeout=60, check=True, env={**os.environ, "COLUMNS": "100"}).stdout
+    # the list under COMMAND: a command at four spaces, its help after it or on lines indented further
+    section = shown.split("\n  COMMAND\n", 1)[1].split("\n\n", 1)[0]
+    listed = [match[1] for match in re.finditer(r"^    (\S+)", section, re.M)]
+    commands = _subcommands(build_parser())
+    assert sorted(listed) == sorted(commands), "alexnet --help lists other commands than the parser has"
+    assert len(listed) == len(set(listed))
+    assert {"synth", "upload", "categories", "fetch", "train", "spark-train", "spark-evaluate", "evaluate", "predict",
+            "features", "filters", "export", "bench"} <= set(listed)
+    for command, sub in commands.items():
+        run = sub.get_default("run")
+        assert callable(run) and run.__module__.startswith("alexnet.cli."), f"alexnet {command} has no handler"
+        with pytest.raises(SystemExit) as exited:
+            main([command, "--help"])
+        assert exited.value.code == 0, command
+        assert capsys.readouterr().out.startswith(f"usage: alexnet {command} "), command
 
 
 def test_synth_writes_the_kaggle_layout_and_reports_json(tmp_path, capsys):

@@ -10,12 +10,16 @@ benchmark's own commands of minutes (their options must parse), and `make demo` 
 
 from __future__ import annotations
 
+import ast
+import io
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -32,7 +36,8 @@ VIGNETTES = ROOT / "vignettes"
 
 #: Small settings for README's examples: (pattern, replacement) in the order applied.
 SMALL_PYTHON = [
-    (r"classes=10, quirks=True", "classes=3, images_per_class=4, val_per_class=1, max_side=64, quirks=True"),
+    # two validation images in partition 0 at least: README shows the features of two
+    (r"classes=10, quirks=True", "classes=3, images_per_class=4, val_per_class=2, max_side=64, quirks=True"),
     (r"epochs=2", "epochs=1"),
     (r"image_size=112", "image_size=64, batch_size=4, verbose=0"),
 ]
@@ -141,15 +146,51 @@ def test_readme_layout_snippets_run(language, layout_sources):
     assert board_table(imagenet_categories(tmp / f"board-{language}")) == expected
 
 
+#: Runs the Python file given as a reader typing it would: statement by statement, each expression statement's value
+#: shown (``README-VALUE [line, repr]``, a line of output each).
+SHOWING = """
+import ast, json, sys
+namespace = {"__name__": "__main__"}
+for node in ast.parse(open(sys.argv[1]).read(), sys.argv[1]).body:
+    if isinstance(node, ast.Expr):
+        value = eval(compile(ast.Expression(node.value), sys.argv[1], "eval"), namespace)
+        print("README-VALUE " + json.dumps([node.lineno, repr(value)]), flush=True)
+    else:
+        exec(compile(ast.Module([node], []), sys.argv[1], "exec"), namespace)
+"""
+
+#: A result README states after an expression: a comment that starts with a Python literal, ``# (2, 4096): ...``.
+STATED = re.compile(r"#\s*(\([^()]*\)|\[[^\[\]]*\]|-?\d[\d_.]*|'[^']*'|\"[^\"]*\"|True|False|None)(?=$|[\s:,;])")
+
+
+def stated_results(code: str) -> dict[int, str]:
+    """The results ``code`` states (:data:`STATED`), by the line of their expression statement: the repr of each.
+    A comment after an expression that starts as a result would (a bracket or a digit) but cannot be read is refused,
+    so that no result README states goes unchecked."""
+    comments = {token.start[0]: token.string for token in tokenize.generate_tokens(io.StringIO(code).readline)
+                if token.type == tokenize.COMMENT}
+    stated = {}
+    for node in ast.parse(code).body:
+        comment = comments.get(node.end_lineno or 0, "")
+        if not isinstance(node, ast.Expr) or not comment:
+            continue
+        match = STATED.match(comment)
+        if match:
+            stated[node.lineno] = repr(ast.literal_eval(match[1]))
+        else:
+            assert not re.match(r"#\s*[\[({\d]", comment), f"a result that cannot be read: {comment}"
+    return stated
+
+
 @pytest.fixture(scope="module")
 def python_snippet(tmp_path_factory):
-    """README's Python block, run once: its folders (the ImageNet tree and board the shell block reuses)."""
+    """README's Python block, run once: its folders (the ImageNet tree and board the shell block reuses); each
+    expression statement's value is shown, as a reader typing it would see it (:data:`SHOWING`)."""
     tmp = tmp_path_factory.mktemp("readme")
     (code,) = readme_blocks("python")
-    code = rewrite(code, tmp, SMALL_PYTHON)
-    # each expression statement's value is shown, as a reader typing it would see it
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp), timeout=600,
-                          check=False)
+    (tmp / "readme.py").write_text(rewrite(code, tmp, SMALL_PYTHON))
+    done = subprocess.run([sys.executable, "-c", SHOWING, str(tmp / "readme.py")], capture_output=True, text=True,
+                          env=_env(tmp), timeout=600, check=False)
     return tmp, done
 
 
@@ -162,6 +203,21 @@ def test_readme_python_snippet_runs(python_snippet):
     assert (tmp / "served" / "saved_model.pb").exists()  # the export
     assert (tmp / "conv1.png").exists()  # the first layer's filters
     assert (tmp / "own" / "categories").is_dir()  # categories of their own, trained from the model
+
+
+def test_readme_python_snippet_gives_the_results_it_states(python_snippet):
+    """A result README's Python block states after an expression (``# (2, 4096): the fc2 layer's values``) is what
+    that expression gives when the block runs (with the small settings of :data:`SMALL_PYTHON`)."""
+    _, done = python_snippet
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = dict(json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+                 if line.startswith("README-VALUE "))
+    (code,) = readme_blocks("python")
+    stated = stated_results(code)
+    assert stated, "README's Python block states no result: nothing is compared"
+    lines = code.splitlines()
+    for line, value in stated.items():
+        assert shown.get(line) == value, f"README states {value}, the code gives {shown.get(line)}: {lines[line - 1]}"
 
 
 def _run_shell_lines(lines: list[str], tmp: Path) -> None:
@@ -342,8 +398,9 @@ def _chunks(orig: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("article", ["training-imagenet", "distributed-training"])
 def test_every_article_chunk_ran_when_knitted(article):
-    """The knitted article holds every chunk of its source that is evaluated, in order, each followed by what it
-    printed when it prints, and no error: it was knitted from this source and every chunk ran."""
+    """The knitted article holds every chunk of its source, each non-blank line of it whole and in order, each
+    evaluated chunk followed by what it printed when it prints, and no error: it was knitted from this source and
+    every chunk ran."""
     orig = (VIGNETTES / f"{article}.Rmd.orig").read_text()
     knitted = (VIGNETTES / f"{article}.Rmd").read_text()
     assert "#> Error" not in knitted and "Traceback" not in knitted
@@ -353,9 +410,10 @@ def test_every_article_chunk_ran_when_knitted(article):
         if re.search(r"include\s*=\s*FALSE", header):
             continue
         lines = [line for line in code.splitlines() if line.strip()]
-        start = knitted.find(lines[0], position)
-        assert start >= 0, f"{article}: chunk not knitted (or out of date): {lines[0]}"
-        position = start + len(lines[0])
+        for line in lines:  # each a line of its own in the knitted article, after the line before it
+            found = re.compile(rf"^{re.escape(line)}$", re.M).search(knitted, position)
+            assert found, f"{article}: chunk not knitted (or out of date): {line!r} (chunk of {lines[0]!r})"
+            position = found.end()
         if re.search(r"eval\s*=\s*FALSE", header):
             continue
         evaluated += 1

@@ -88,6 +88,39 @@ def test_plain_tensorflow_without_alexnet_or_keras_serves_the_export_as_predict_
         assert answer["ids"][bad] == [""] * 3 and answer["names"][bad] == [""] * 3
 
 
+#: Loads the export as README tells a Keras 3 user to (a layer) and serves the image files given through it.
+KERAS3 = """
+import json, sys
+import keras
+import tensorflow as tf
+layer = keras.layers.TFSMLayer(sys.argv[1], call_endpoint="serving_default")
+answer = layer(tf.constant([open(path, "rb").read() for path in sys.argv[2:]]))
+answer = {k: v.numpy().tolist() for k, v in answer.items()}
+text = {k: [[s.decode() for s in row] if isinstance(row, list) else row.decode() for row in v]
+        for k, v in answer.items() if k in ("ids", "names", "error")}
+print(json.dumps({"keras": keras.__version__, "backend": keras.backend.backend(), **answer, **text}))
+"""
+
+
+def test_keras_3_loads_the_export_as_a_layer_that_answers_as_predict_does(exported):
+    """README: Keras 3 loads the export with ``keras.layers.TFSMLayer(path, call_endpoint = "serving_default")``;
+    here in a Python without alexnet or tf-keras (and without TF_USE_LEGACY_KERAS), so that ``keras`` is Keras 3."""
+    images = exported["images"]
+    answer = run_without(KERAS3, exported["path"], *images, str(exported["quirks"]["truncated"]),
+                         blocked=("alexnet", "tf_keras"))
+    assert answer.pop("keras").split(".")[0] == "3" and answer.pop("backend") == "tensorflow"
+    assert set(answer) == {"indices", "ids", "names", "probabilities", "ok", "error"}
+    ids, probabilities = _predicted(exported["model_dir"], images, top=3)
+    good = len(images)
+    assert answer["ok"] == [True] * good + [False] and answer["error"] == [""] * good + ["truncated or corrupt"]
+    assert answer["ids"][:good] == ids
+    np.testing.assert_allclose(np.array(answer["probabilities"][:good]), probabilities, atol=1e-3)
+    names = {c["id"]: c["name"] for c in CATEGORIES}
+    assert answer["names"][:good] == [[names[i] for i in row] for row in ids]
+    assert answer["indices"][:good] == [[[c["id"] for c in CATEGORIES].index(i) for i in row] for row in ids]
+    assert answer["indices"][good] == [-1] * 3 and answer["ids"][good] == [""] * 3
+
+
 def _encoded(image, fmt: str, **options) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, fmt, **options)

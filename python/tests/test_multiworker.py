@@ -25,6 +25,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
+from helpers_processes import Processes  # noqa: E402
 from helpers_train import keep_epoch_weights, make_tree, score_epochs, worker_env  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -476,14 +477,15 @@ def _tree(root: Path) -> tuple[dict, dict]:
 
 
 def _start(
-    workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
+    processes: Processes, workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
     paused: bool = False, full_size: bool = False, nudge: bool = False, levers: dict[str, Any] | None = None,
     epochs: int | None = None,
 ) -> subprocess.Popen:
-    """Start worker ``index``; ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per
-    size with ``image_size``, a schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and
-    measures these images per second in each precision (whatever this machine's CPU); ``fake_wire``: its packs
+    """Start worker ``index``, kept in ``processes`` (the fixture kills it if it still runs when the test ends);
+    ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per size with ``image_size``, a
+    schedule of sizes); ``fake_rates``: its CPU claims bfloat16 instructions and measures these images per second
+    in each precision (whatever this machine's CPU); ``fake_wire``: its packs
     overlap the backward pass and its own timing of the exchange advises this wire format; ``paused``: worker 1
     stops itself (SIGSTOP) after its second step, to be continued by the test, under a collective timeout of
     :data:`PAUSED_TIMEOUT` instead of :data:`TIMEOUT`; ``full_size``: AlexNet's own dense layers (4096 units),
@@ -521,21 +523,12 @@ def _start(
     env = worker_env(workdir)
     kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
             "fresh" if fresh else "long" if epochs else "resume")
-    log = open(workdir / f"log-{index}-{kind}.txt", "w")  # noqa: SIM115
-    return subprocess.Popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def _finish(process: subprocess.Popen, limit: float) -> int:
-    try:
-        return process.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        pytest.fail(f"a worker still ran after {limit:.0f} s: it hangs")
+    with open(workdir / f"log-{index}-{kind}.txt", "w") as log:
+        return processes.popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 @pytest.mark.slow
-def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(tmp_path):
+def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(tmp_path, processes):
     # each worker initialises the model with its own seed; MultiWorkerMirroredStrategy broadcasts the
     # chief's initial values, or the workers would apply the same averaged updates to different weights; and
     # every worker trains the same image sizes in the same epochs. Validation, after each epoch, counts the
@@ -548,10 +541,10 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     # and although each worker's own timing of the exchange advises another wire format, the probe's step with
     # packs sends one (the chief's): a collective of two formats fails on both workers
     wires = ("bfloat16", "float32")
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96], fake_rates=rates[i],
-                      fake_wire=wires[i])
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 96],
+                      fake_rates=rates[i], fake_wire=wires[i])
                for i, d in enumerate((data0, data1))]
-    codes = [_finish(w, 240) for w in workers]
+    codes = [processes.wait(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     for history in histories:
@@ -575,7 +568,7 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
 
 
 @pytest.mark.slow
-def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(tmp_path):
+def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(tmp_path, processes):
     # each worker seeds its fresh weights differently; the convolutions come from the initial model and stay as they
     # are, the dense layers learn, the last layer keeps the model's weights of the classes both have, and both
     # workers end with the same weights
@@ -593,9 +586,9 @@ def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(
     # each worker's data names only its own classes (the others by their label numbers): they would find other
     # classes of the initial model, and both refuse to train
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
                for i, d in enumerate((data0, data1))]
-    assert [_finish(w, 240) for w in workers] == [1, 1]
+    assert [processes.wait(w, 240) for w in workers] == [1, 1]
     for i in range(2):
         error = json.loads((tmp_path / f"result-{i}.json").read_text())["error"]
         assert "the workers name their classes differently (worker 0 and worker(s) 1 differ)" in error["message"]
@@ -603,9 +596,9 @@ def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(
     for data in (data0, data1):
         data["class_ids"] = [f"n{index:08d}" for index in range(4)]
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, levers=levers)
                for i, d in enumerate((data0, data1))]
-    codes = [_finish(w, 240) for w in workers]
+    codes = [processes.wait(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     assert [h["params"]["seed"] for h in histories] == [0, 1]
@@ -650,16 +643,16 @@ def _validation_counts_every_image_once(tmp_path: Path, histories: list[dict], d
 
 
 @pytest.mark.long
-def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
+def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, processes):
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
 
     # run 1: worker 1 dies during the second epoch
-    survivor = _start(tmp_path, 0, base, data0, kill=True)
-    victim = _start(tmp_path, 1, base, data1, kill=True)
-    assert _finish(victim, 240) == 17, (tmp_path / "log-1-kill.txt").read_text()[-3000:]
+    survivor = _start(processes, tmp_path, 0, base, data0, kill=True)
+    victim = _start(processes, tmp_path, 1, base, data1, kill=True)
+    assert processes.wait(victim, 240) == 17, (tmp_path / "log-1-kill.txt").read_text()[-3000:]
     died_at = float((tmp_path / "died.txt").read_text())
-    code = _finish(survivor, 240)
+    code = processes.wait(survivor, 240)
     stopped_after = time.time() - died_at
     log0 = (tmp_path / "log-0-kill.txt").read_text()
     assert code == 1, log0[-3000:]
@@ -671,8 +664,8 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
 
     # run 2: both resume after the completed epoch and end in step
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False) for i, d in enumerate((data0, data1))]
-    codes = [_finish(w, 240) for w in workers]
+    workers = [_start(processes, tmp_path, i, base, d, kill=False) for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 240) for w in workers]
     logs = [(tmp_path / f"log-{i}-resume.txt").read_text()[-3000:] for i in range(2)]
     assert codes == [0, 0], logs
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
@@ -697,13 +690,14 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path):
+def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path, processes):
     """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
     multi-worker set-up had taken SIGTERM over, and both trained on), its last checkpoint whole; worker 1 ends within
     seconds with one error naming worker 0 and how to resume."""
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, epochs=100) for i, d in enumerate((data0, data1))]
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, epochs=100)
+               for i, d in enumerate((data0, data1))]
     state = tmp_path / "ckpt" / STATE_FILE
     deadline = time.time() + 120
     while not state.exists() and time.time() < deadline and all(w.poll() is None for w in workers):
@@ -712,13 +706,7 @@ def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path):
     assert state.exists(), logs()
     workers[0].send_signal(signal.SIGTERM)
     sent = time.time()
-    try:
-        codes = [_finish(w, 30) for w in workers]
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
+    codes = [processes.wait(w, 30) for w in workers]
     assert time.time() - sent < 30
     assert codes == [-signal.SIGTERM, 1], logs()
     error = json.loads((tmp_path / "result-1.json").read_text())["error"]
@@ -733,13 +721,14 @@ def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path):
 
 
 @pytest.mark.long
-def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for(tmp_path):
+def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for(tmp_path, processes):
     """A worker silent for 25 s (stopped; a busy small machine can be late with its heartbeats too) would be
     declared lost by TensorFlow's default heartbeat timeout of 10 s, ending the run on both workers; with the
     heartbeat timeout of a minute both go on and end in step."""
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, paused=True) for i, d in enumerate((data0, data1))]
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, paused=True)
+               for i, d in enumerate((data0, data1))]
     marker = tmp_path / "paused.txt"
     try:
         deadline = time.time() + 240
@@ -749,7 +738,7 @@ def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for
         time.sleep(PAUSE)
     finally:
         workers[1].send_signal(signal.SIGCONT)
-    codes = [_finish(w, 240) for w in workers]
+    codes = [processes.wait(w, 240) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-paused.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
@@ -763,7 +752,7 @@ SYNCHRONOUS_LEVERS = {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25
 
 @pytest.mark.long
 @pytest.mark.parametrize("levers", [{}, SYNCHRONOUS_LEVERS], ids=["plain", "levers"])
-def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weights(tmp_path, levers):
+def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weights(tmp_path, processes, levers):
     """AlexNet's largest kernel (9216 x 4096), updated with momentum and weight decay: written as separate reads
     and assignments of the kernel and its momentum, that update left the two workers' kernels a few units in the
     last place apart within these 20 steps (in each of 6 runs, though timing-dependent; never with momentum or
@@ -779,9 +768,10 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
                 "categories": [c for i, c in enumerate(rows["categories"]) if i in labels]}
 
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, share(labels), kill=False, fresh=True, full_size=True, levers=levers)
+    workers = [_start(processes, tmp_path, i, base, share(labels), kill=False, fresh=True, full_size=True,
+                      levers=levers)
                for i, labels in enumerate(({0, 1}, {2, 3}))]
-    codes = [_finish(w, 300) for w in workers]
+    codes = [processes.wait(w, 300) for w in workers]
     assert codes == [0, 0], [(tmp_path / f"log-{i}-full.txt").read_text()[-3000:] for i in range(2)]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
     for history in histories:
@@ -794,13 +784,14 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
 
 
 @pytest.mark.long
-def test_workers_that_end_with_different_weights_say_so(tmp_path):
+def test_workers_that_end_with_different_weights_say_so(tmp_path, processes):
     """Worker 1 changes its weights once training is over: both workers compare them and find them apart, both
     histories say so (weights_agree), and both logs name worker 1 against the chief's digest."""
     data0, data1 = _tree(tmp_path / "images")
     base = free_base_port(2)
-    workers = [_start(tmp_path, i, base, d, kill=False, fresh=True, nudge=True) for i, d in enumerate((data0, data1))]
-    codes = [_finish(w, 240) for w in workers]
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, nudge=True)
+               for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 240) for w in workers]
     logs = [(tmp_path / f"log-{i}-nudge.txt").read_text() for i in range(2)]
     assert codes == [0, 0], [log[-3000:] for log in logs]
     histories = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_processes import Processes
 
 from alexnet.bench import cluster
 from alexnet.bench import link as links
@@ -322,10 +323,11 @@ def test_a_recipe_of_adapt_communication_is_tabled_with_what_its_runs_took():
 
 
 def _received(network: links.Network, megabytes: int) -> float:
-    """Bits per second from worker 0 to worker 1 over ``network``."""
+    """Bits per second from worker 0 to worker 1 over ``network``; the receiver is stopped however this ends."""
     server = textwrap.dedent("""
         import socket, sys, time
-        s = socket.socket(); s.bind(("0.0.0.0", 5999)); s.listen(); c, _ = s.accept(); n = 0; t = time.time()
+        s = socket.socket(); s.settimeout(60); s.bind(("0.0.0.0", 5999)); s.listen(); c, _ = s.accept()
+        c.settimeout(60); n = 0; t = time.time()
         while True:
             d = c.recv(1 << 20)
             if not d: break
@@ -343,9 +345,12 @@ def _received(network: links.Network, megabytes: int) -> float:
         for _ in range({megabytes}): c.sendall(block)
         c.close()
     """)
-    receiver = subprocess.Popen([*network.command(1), sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
-    subprocess.run([*network.command(0), sys.executable, "-c", client], check=True, timeout=60)
-    return float(receiver.communicate(timeout=60)[0])
+    # inside the network's block: a receiver left running would outlive the namespace it was started in
+    with Processes() as started:
+        receiver = started.popen([*network.command(1), sys.executable, "-c", server], stdout=subprocess.PIPE,
+                                 text=True)
+        subprocess.run([*network.command(0), sys.executable, "-c", client], check=True, timeout=60)
+        return float(receiver.communicate(timeout=60)[0])
 
 
 @needs_root
@@ -429,15 +434,23 @@ def test_ctrl_c_or_sigterm_removes_the_namespaces_and_the_workers(stop, tmp_path
         run_workers(_sleep, [{{"seconds": 120}}, {{"seconds": 120}}], link=parse_link("1gbit"), cpus=[[0], [0]],
                     env={{"PYTHONPATH": {str(HERE.parent)!r}}}, started=started)
     """)
-    process = subprocess.Popen([sys.executable, "-c", script])
-    deadline = time.monotonic() + 60
-    while not pids.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert pids.exists(), "the workers never started"
-    workers = json.loads(pids.read_text())
-    assert set(links.namespaces()) > set(before)
-    process.send_signal(stop)
-    process.wait(timeout=60)
+    started = Processes()
+    try:
+        process = started.popen([sys.executable, "-c", script])
+        deadline = time.monotonic() + 60
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pids.exists(), "the workers never started"
+        workers = json.loads(pids.read_text())
+        assert set(links.namespaces()) > set(before)
+        process.send_signal(stop)
+        process.wait(timeout=60)
+    finally:
+        # after a failure above: SIGTERM lets it remove its namespaces (its workers die with it), and what a kill
+        # leaves behind is swept, so that a failed run leaves neither processes nor namespaces to the next tests
+        if any(p.poll() is None for p in started.started):
+            started.stop_all(grace=30)
+            links.sweep_stale()
     assert links.namespaces() == before
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()

@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -314,20 +316,38 @@ def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path,
     assert not _pid_alive(survivor), "worker 0's process outlived its task"
 
 
-def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path):
+def _timer_from_workers_up(folder: Path, workers: int, start_up: float) -> type[threading.Timer]:
+    """A ``threading.Timer`` whose time counts from when ``workers`` workers wrote their pid files in ``folder``
+    (or ``start_up`` seconds went by without it): a fresh worker process can take many seconds to start on a
+    loaded machine, and a timeout that fires before it runs tests nothing of stopping it."""
+
+    class Timer(threading.Timer):
+        def run(self) -> None:
+            deadline = time.monotonic() + start_up
+            while (len(list(folder.glob("pid-*"))) < workers and time.monotonic() < deadline
+                   and not self.finished.is_set()):
+                self.finished.wait(0.1)
+            super().run()
+
+    return Timer
+
+
+def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path, monkeypatch):
     from functools import partial
 
+    # the job's timeout (3 s) counts from when both workers run: then the cancellation has processes to stop
+    monkeypatch.setattr(launcher, "threading",
+                        SimpleNamespace(Event=threading.Event, Timer=_timer_from_workers_up(tmp_path, 2, 90)))
     with pytest.raises(AlexnetError, match="did not finish within timeout = 3"):
         launcher.run_barrier(spark, 2, partial(_failing, folder=str(tmp_path), how="sleep"), timeout=3)
-    assert not list(tmp_path.glob("done-*")), "a worker ran to its end: the job was not cancelled"
-    for index in (0, 1):
-        pid_file = tmp_path / f"pid-{index}"
-        if pid_file.exists():
-            pid = int(pid_file.read_text())
-            deadline = time.monotonic() + 20
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert not _pid_alive(pid)
+    pids = {index: tmp_path / f"pid-{index}" for index in (0, 1)}
+    assert all(path.exists() for path in pids.values()), "the workers never started: nothing was cancelled"
+    for index, path in pids.items():
+        pid = int(path.read_text())
+        deadline = time.monotonic() + 20
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _pid_alive(pid), f"worker {index}'s process outlived the cancelled job"
 
 
 def test_command_line_spark_train(spark, board, monkeypatch, capsys):

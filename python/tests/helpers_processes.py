@@ -1,0 +1,61 @@
+"""Processes a test starts, none left running when it ends: a failed wait or assertion stops them all.
+
+A test that starts several processes and waits for each in turn must not leave the others running when one
+wait fails: :class:`Processes` keeps every process started (or added) through it and stops those still running
+when it is left, a ``with`` block or the ``processes`` fixture of ``conftest.py``, whatever ended the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+
+class Processes:
+    """The processes a test started; :meth:`stop_all` (run on leaving it) stops those still running."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+        """``subprocess.Popen(args, **kwargs)``, kept to be stopped."""
+        return self.add(subprocess.Popen(list(args), **kwargs))
+
+    def add(self, process: subprocess.Popen) -> subprocess.Popen:
+        """Keep ``process`` (started elsewhere) to be stopped."""
+        self.started.append(process)
+        return process
+
+    def wait(self, process: subprocess.Popen, limit: float, what: str = "a worker") -> int:
+        """``process``'s exit code within ``limit`` seconds; past that, every process is stopped and the test fails."""
+        try:
+            return process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self.stop_all()
+            pytest.fail(f"{what} still ran after {limit:.0f} s: it hangs")
+
+    def stop_all(self, grace: float = 0.0) -> None:
+        """Stop every process still running: SIGTERM and up to ``grace`` seconds to end (when ``grace`` > 0, for a
+        process that cleans up on SIGTERM), then SIGKILL (which also ends a stopped one); each is waited for."""
+        running = [process for process in self.started if process.poll() is None]
+        if grace > 0:
+            for process in running:
+                process.send_signal(signal.SIGTERM)
+            for process in running:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=grace)
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
