@@ -586,6 +586,7 @@ def test_the_debug_log_is_said_as_the_commands_verbose_option():
     assert said == "(Spark's whole message is logged at DEBUG level: run the command again with -v)."
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_train_json_prints_the_json_alone_on_stdout_and_ctrl_c_says_a_rerun_resumes(tmp_path):
     """Keras writes its progress to stdout: with --json it goes to stderr, so that stdout is the JSON alone; Ctrl-C
     during a run with checkpoints says that the same command resumes it."""

@@ -567,7 +567,7 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     _validation_counts_every_image_once(tmp_path, histories, data0, data1)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # make test-long (CI)
 def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(tmp_path, processes):
     # each worker seeds its fresh weights differently; the convolutions come from the initial model and stay as they
     # are, the dense layers learn, the last layer keeps the model's weights of the classes both have, and both
@@ -689,7 +689,7 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
 
 
-@pytest.mark.slow
+@pytest.mark.long  # make test-long (CI)
 def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path, processes):
     """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
     multi-worker set-up had taken SIGTERM over, and both trained on), its last checkpoint whole; worker 1 ends within

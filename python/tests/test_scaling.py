@@ -457,7 +457,7 @@ def test_ctrl_c_or_sigterm_removes_the_namespaces_and_the_workers(stop, tmp_path
 
 
 @needs_root
-@pytest.mark.slow
+@pytest.mark.long  # make test-long (CI)
 def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path):
     import alexnet
 

@@ -121,7 +121,7 @@ class LabelRecorder(keras.callbacks.Callback):
         Path(self.folder, f"labels-{index}.json").write_text(json.dumps(record))
 
 
-@pytest.mark.slow
+@pytest.mark.long  # make test-long (CI)
 def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path):
     base = free_base_port(2)
     epochs = 3
