@@ -6,6 +6,7 @@ Layout of a cache folder (by default ``<user cache dir>/alexnet/data/<hash of th
     train/<wnid>/<files>  + .alexnet-cache.json     a category's training zip, extracted, with its marker
     val/<wnid>/<files>    + .alexnet-cache.json     its validation zip, likewise
     .tmp/                                           downloads and extractions in progress
+    .locks/<split>-<wnid>.lock                      held by the process bringing that folder in
 
 The marker holds the zip's sha256 and every file's name, size and CRC-32, as the zip recorded them. A cached
 folder counts when its marker names the expected sha256 and every file is there with its size
@@ -35,6 +36,11 @@ log = logging.getLogger(__name__)
 
 MARKER = ".alexnet-cache.json"
 TMP = ".tmp"
+#: The folder of the cache's lock files (:func:`alexnet.storage.fetch.category_lock`): one per category folder, kept
+#: (a lock file removed while held would let a third process lock a new one).
+LOCKS = ".locks"
+#: What :func:`marker_stamp` says of a marker: its inode and modification time, None when there is none.
+Stamp = tuple[int, int] | None
 _STALE_TMP_SECONDS = 24 * 3600
 
 
@@ -129,6 +135,16 @@ def read_marker(folder: str) -> dict[str, Any] | None:
         return marker if isinstance(marker, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def marker_stamp(folder: str) -> Stamp:
+    """The inode and modification time (ns) of ``folder``'s marker, None when it has none: a marker written anew
+    since an earlier look has another stamp."""
+    try:
+        info = os.stat(os.path.join(folder, MARKER))
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
 
 
 def write_marker(folder: str, sha256: str, files: Sequence[tuple[str, int, int]], **extra: Any) -> None:

@@ -5,6 +5,11 @@ transient errors, fetched again once on a sha256 mismatch), extracted into a sta
 ``.tmp``, described by its marker and only then renamed into place. Zips already in the cache are not
 downloaded; a second call with an intact cache moves no bytes. Where things live in the cache and what makes
 an extraction complete is :mod:`alexnet.storage.cache`'s.
+
+Processes fetching into one cache (the workers of one machine share the default one) take turns per category: each
+holds the category's lock (:func:`category_lock`) while it brings it in, and one that waited for another uses the
+copy that other installed. A complete extraction in place is never replaced by another copy of the same zip, so
+that files another process has been handed stay where they are.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +32,11 @@ from ..progress import progress_bar
 from . import cache
 from .board import Board
 from .transfer import brief, download_verified, extract_zip, unreachable
+
+try:
+    import fcntl
+except ImportError:  # Windows: fetches into one cache are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +55,8 @@ class ZipItem:
 
 @dataclass
 class Fetched:
-    """The result of :func:`fetch_zips`: the file names of each item (by key), and what was moved."""
+    """The result of :func:`fetch_zips`: the file names of each item (by key), and what was moved: the keys of the
+    items downloaded (not those another process brought in meanwhile), their bytes and the seconds it took."""
 
     files: dict[str, list[str]]
     downloaded: list[str]
@@ -60,9 +71,40 @@ def _staging_folder(root: str, name: str) -> str:
     return folder
 
 
-def _install(staging: str, dest: str, sha256: str) -> None:
-    """Move a finished extraction into place at ``dest``, replacing a stale or partial one."""
+@contextlib.contextmanager
+def category_lock(root: str, dest: str, what: str) -> Iterator[None]:
+    """Hold the lock of the cache folder ``dest`` of the cache ``root`` (``fcntl.flock`` on a file of the cache's
+    ``.locks`` folder, released when the process ends however it ends), waiting while another process holds it. A
+    file system that takes no locks (some network ones) leaves the fetch unguarded, as it was without them."""
+    if fcntl is None:
+        yield
+        return
+    path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("%s: another process is fetching it into %s; waiting for it", what, root)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as error:
+            log.debug("%s: the cache's file system takes no lock (%s): fetching unguarded", what, error)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
+    """Move a finished extraction into place at ``dest``, replacing a stale, partial or damaged one. A complete
+    extraction of the same zip that another process installed since the first look (``seen``: its marker's
+    :func:`~alexnet.storage.cache.marker_stamp` then) is kept, its files perhaps being read, and ``staging`` is
+    discarded."""
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if cache.marker_stamp(dest) != seen and cache.cached_files(dest, sha256) is not None:
+        log.debug("%s was installed by another process meanwhile: keeping it", dest)
+        shutil.rmtree(staging, ignore_errors=True)
+        return
     if os.path.lexists(dest):
         old = os.path.join(os.path.dirname(staging), f"old-{uuid.uuid4().hex}")
         with contextlib.suppress(FileNotFoundError):
@@ -78,22 +120,32 @@ def _install(staging: str, dest: str, sha256: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress: Any) -> list[str]:
-    """Download, verify and extract one zip into ``item.dest``; return its file names."""
-    staging = _staging_folder(root, os.path.basename(item.dest))
-    archive = f"{staging}.zip"
-    try:
-        download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
-                          progress=progress)
-        files = extract_zip(archive, staging, label=item.what)
-        cache.write_marker(staging, item.sha256, files, item=item.key)
-        _install(staging, item.dest, item.sha256)
-        return [name for name, _, _ in files]
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(archive)
-        if os.path.isdir(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+def _fetch_one(item: ZipItem, board: Board, root: str, *, seen: cache.Stamp, retries: int, progress: Any
+               ) -> tuple[list[str], bool]:
+    """Download, verify and extract one zip into ``item.dest``, holding its lock; return its file names and whether
+    it was downloaded. ``seen`` is what the first look found of its marker
+    (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another process, whose
+    copy is used when it is complete."""
+    with category_lock(root, item.dest, item.what):
+        if cache.marker_stamp(item.dest) != seen:
+            ready = cache.cached_files(item.dest, item.sha256)
+            if ready is not None:
+                log.info("%s: another process fetched it into the cache meanwhile: using its copy", item.what)
+                return ready, False
+        staging = _staging_folder(root, os.path.basename(item.dest))
+        archive = f"{staging}.zip"
+        try:
+            download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
+                              progress=progress)
+            files = extract_zip(archive, staging, label=item.what)
+            cache.write_marker(staging, item.sha256, files, item=item.key)
+            _install(staging, item.dest, item.sha256, seen)
+            return [name for name, _, _ in files], True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(archive)
+            if os.path.isdir(staging):
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 class _NotStarted(Exception):
@@ -112,7 +164,9 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
     """
     files: dict[str, list[str]] = {}
     todo: list[ZipItem] = []
+    seen: dict[str, cache.Stamp] = {}
     for item in items:
+        seen[item.key] = cache.marker_stamp(item.dest)
         cached = cache.cached_files(item.dest, item.sha256, verify=verify)
         if cached is None:
             if verify and cache.read_marker(item.dest) is not None:
@@ -122,6 +176,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             files[item.key] = cached
     start = time.monotonic()
     moved = 0
+    downloaded: list[str] = []
     lock = threading.Lock()
     if todo:
         size = sum(i.size for i in todo)
@@ -139,11 +194,11 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             stopped: BaseException | None = None
             stop = threading.Event()  # set by the first download that finds the board not answering
 
-            def fetch_one(item: ZipItem) -> list[str]:
+            def fetch_one(item: ZipItem) -> tuple[list[str], bool]:
                 if stop.is_set():
                     raise _NotStarted
                 try:
-                    return _fetch_one(item, board, root, retries=retries, progress=progress)
+                    return _fetch_one(item, board, root, seen=seen[item.key], retries=retries, progress=progress)
                 except Exception as error:
                     if unreachable(error) is not None:
                         stop.set()
@@ -156,7 +211,10 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                         continue
                     error = future.exception()
                     if error is None:
-                        files[futures[future].key] = future.result()
+                        key = futures[future].key
+                        files[key], fetched = future.result()
+                        if fetched:
+                            downloaded.append(key)
                         continue
                     errors[futures[future].what] = error
                     if stopped is None and unreachable(error) is not None:
@@ -177,4 +235,4 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
     if todo:
         log.info("%s: %.1f MB in %.1f s (%.1f MB/s)", desc, moved / 1e6, seconds,
                  moved / 1e6 / seconds if seconds > 0 else float("nan"))
-    return Fetched(files, [i.key for i in todo], moved, seconds)
+    return Fetched(files, [i.key for i in todo if i.key in downloaded], moved, seconds)
