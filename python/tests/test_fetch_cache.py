@@ -3,22 +3,27 @@ way, and a board whose zips were changed by hand."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from helpers_cli import help_as_said
 
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
+from alexnet.errors import AlexnetError, BoardError
 from alexnet.storage import cache as cache_module
 from alexnet.storage import fetch as fetch_module
 from alexnet.storage import layout
+from alexnet.storage import transfer as transfer_module
 from alexnet.storage.board import open_board
 from alexnet.storage.cache import category_folder
 from alexnet.storage.fetch import ZipItem
@@ -138,3 +143,103 @@ def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path)
         assert not staging.exists() and set(_inodes(dest)) == set(before) | {cache_module.MARKER}
         assert not set(_inodes(dest).values()) & set(before.values())
         assert cache_module.cached_files(item.dest, item.sha256) is not None
+
+
+# -- a cache whose disk is full or cannot be written -----------------------------------------------------------------
+
+def _zips(board: Path) -> int:
+    return sum(1 + (r["val_images"] > 0) for r in imagenet_categories(board))
+
+
+def test_a_full_cache_disk_ends_the_fetch_at_once_with_what_to_do(board, tmp_path, monkeypatch):
+    """No space left (or the quota used up) while a zip is downloaded or extracted: no other attempt, no other
+    download started, and one error naming the cache, the option and the room it takes, not a traceback or a download
+    blamed for it."""
+    cache = tmp_path / "cache"
+    calls: list[str] = []
+
+    def full(*args, **kwargs):
+        calls.append(args[1])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(transfer_module, "download", full)
+    started = time.monotonic()
+    with pytest.raises(AlexnetError) as raised:
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=2)
+    zips, size = _zips(board), zip_bytes(board) / 1e6
+    assert str(raised.value) == (
+        f"fetching into the cache {cache} stopped: its disk is full (No space left on device): give `cache_dir` a "
+        f"folder on a disk with room for {zips} zips more ({size:.1f} MB), or free some space; fetching again resumes, "
+        f"0 of {zips} zips are in the cache")
+    assert not isinstance(raised.value, BoardError)
+    assert 1 <= len(calls) <= 2 and len(set(calls)) == len(calls), "tried once each, the ones under way only"
+    assert time.monotonic() - started < 5
+    monkeypatch.undo()
+
+    first = imagenet_categories(board)[0]["id"]
+    original = fetch_module.extract_zip
+
+    def quota(archive, dest, *, label=""):
+        if first in label:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded", os.path.join(dest, "x.JPEG"))
+        return original(archive, dest, label=label)
+
+    monkeypatch.setattr(fetch_module, "extract_zip", quota)
+    with pytest.raises(AlexnetError, match=rf"^fetching into the cache {cache} stopped: its disk is full \(Disk quota "
+                                           rf"exceeded\): give `cache_dir` .* fetching again resumes, \d+ of {zips} "
+                                           "zips are in the cache$"):
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    assert list((cache / cache_module.TMP).iterdir()) == [], "nothing half-done is left"
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeypatch):
+    """A category folder the system will not let this process replace (a read-only mount, an immutable folder): one
+    error naming it and the option; reading the board refused stays the board's error."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, board, cache_dir=cache)
+    wnid = first["categories"][0]
+    (cache / "train" / wnid / cache_module.MARKER).unlink()  # incomplete: to be replaced
+    rename = os.rename
+
+    def refused(src, dst, *args, **kwargs):
+        if os.fspath(src).startswith(str(cache / "train")):
+            raise PermissionError(errno.EPERM, "Operation not permitted", src, dst)
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_module.os, "rename", refused)
+    with pytest.raises(AlexnetError) as raised:
+        imagenet_partition(0, 1, board, cache_dir=cache)
+    zips = _zips(board)
+    assert str(raised.value) == (
+        f"fetching into the cache {cache} stopped: {cache / 'train' / wnid} cannot be written (Operation not "
+        "permitted): give `cache_dir` a folder this process may write (or leave `cache_dir` unset for the user "
+        f"cache); fetching again resumes, {zips - 1} of {zips} zips are in the cache")
+    assert "a folder this process may write (or leave `--cache-dir` unset" in help_as_said("fetch", str(raised.value))
+    monkeypatch.undo()
+
+    def unreadable(fs, remote, local, progress=None):
+        raise PermissionError(errno.EACCES, "Permission denied", remote)
+
+    monkeypatch.setattr(transfer_module, "download", unreadable)
+    with pytest.raises(BoardError, match=rf"category {wnid} is listed in the categories pin but .*{wnid}.zip cannot be "
+                                         r"read \(PermissionError: "):
+        imagenet_partition(0, 1, board, cache_dir=cache)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting a tmpfs takes root")
+def test_a_cache_on_a_small_disk_says_so(board, tmp_path):
+    """A real disk too small for the partition (a tmpfs of 64 KiB)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("this machine mounts no tmpfs")
+    try:
+        started = time.monotonic()
+        with pytest.raises(AlexnetError, match=rf"^fetching into the cache {disk}/cache stopped: its disk is full "
+                                               r"\(No space left on device\): give `cache_dir` a folder on a disk with "
+                                               r"room for \d+ zips? more"):
+            imagenet_partition(0, 1, board, cache_dir=disk / "cache", workers=2)
+        assert time.monotonic() - started < 5
+        assert list((disk / "cache" / cache_module.TMP).iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

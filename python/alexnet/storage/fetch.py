@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..errors import BoardError
+from ..errors import AlexnetError, BoardError, reason
 from ..progress import progress_bar
 from . import cache
 from .board import Board
-from .transfer import brief, download_verified, extract_zip, unreachable
+from .transfer import DISK_FULL, brief, disk_error, download_verified, extract_zip, unreachable
 
 try:
     import fcntl
@@ -149,7 +149,20 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, seen: cache.Stamp, ret
 
 
 class _NotStarted(Exception):
-    """A download not started, the board having stopped answering."""
+    """A download not started, the board having stopped answering or the cache's disk having failed."""
+
+
+def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int) -> AlexnetError:
+    """What to do when the cache ``root`` cannot take the zips ``left``: its disk is full, or refuses writing."""
+    if error.errno in DISK_FULL:
+        size = sum(item.size for item in left)
+        what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
+                f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), or free some space")
+    else:
+        what = (f"{error.filename or root} cannot be written ({reason(error)}): give `cache_dir` a folder this process "
+                "may write (or leave `cache_dir` unset for the user cache)")
+    return AlexnetError(f"fetching into the cache {root} stopped: {what}; fetching again resumes, {cached} of "
+                        f"{count_text(total, 'zip')} are in the cache")
 
 
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
@@ -192,7 +205,11 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
 
             errors: dict[str, BaseException] = {}
             stopped: BaseException | None = None
-            stop = threading.Event()  # set by the first download that finds the board not answering
+            # set by the first download that finds the board not answering, or the cache's disk failing
+            stop = threading.Event()
+
+            def stops(error: BaseException) -> bool:
+                return unreachable(error) is not None or disk_error(error, root) is not None
 
             def fetch_one(item: ZipItem) -> tuple[list[str], bool]:
                 if stop.is_set():
@@ -200,7 +217,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                 try:
                     return _fetch_one(item, board, root, seen=seen[item.key], retries=retries, progress=progress)
                 except Exception as error:
-                    if unreachable(error) is not None:
+                    if stops(error):
                         stop.set()
                     raise
 
@@ -217,10 +234,14 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                             downloaded.append(key)
                         continue
                     errors[futures[future].what] = error
-                    if stopped is None and unreachable(error) is not None:
-                        stopped = error  # the board stopped answering: no other download starts
+                    if stopped is None and stops(error):
+                        stopped = error  # the board stopped answering, or the disk failed: no other download starts
                         for waiting in futures:
                             waiting.cancel()
+            disk = disk_error(stopped, root)
+            if disk is not None:
+                raise _disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
+                                   len(items)) from stopped
             if stopped is not None:
                 raise BoardError(
                     f"the board {board.location} stopped answering ({brief(unreachable(stopped) or stopped)}): "
