@@ -32,13 +32,19 @@ CLASSES, PER_CLASS, VAL_PER_CLASS = 4, 8, 2
 
 
 @pytest.fixture(scope="module")
-def board(tmp_path_factory) -> Path:
-    """A board of a few small categories, each with validation images."""
+def source(tmp_path_factory) -> str:
+    """A few small categories, each with validation images."""
     root = tmp_path_factory.mktemp("fetch-cache")
-    info = imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=PER_CLASS, val_per_class=VAL_PER_CLASS,
-                              seed=3, max_side=40)
-    imagenet_upload(info["path"], root / "board", workers=2)
-    return root / "board"
+    return imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=PER_CLASS, val_per_class=VAL_PER_CLASS,
+                              seed=3, max_side=40)["path"]
+
+
+@pytest.fixture(scope="module")
+def board(source, tmp_path_factory) -> Path:
+    """:func:`source` on a folder board."""
+    folder = tmp_path_factory.mktemp("fetch-cache-board") / "board"
+    imagenet_upload(source, folder, workers=2)
+    return folder
 
 
 def zip_bytes(board: Path) -> int:
@@ -243,3 +249,30 @@ def test_a_cache_on_a_small_disk_says_so(board, tmp_path):
         assert list((disk / "cache" / cache_module.TMP).iterdir()) == []
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monkeypatch):
+    """The upload tells a full disk by the errors the fetch does (the quota used up too), and a folder board whose
+    disk is full is not tried again and again: one attempt per pin, and the error says a disk is full."""
+    from alexnet.data import packing
+    from alexnet.storage import publish
+
+    def quota(*args, **kwargs):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(packing, "_zip_images", quota)
+    with pytest.raises(AlexnetError, match="a disk is full: the scratch folder's"):
+        imagenet_upload(source, tmp_path / "board", workers=2, scratch=tmp_path / "scratch")
+    monkeypatch.undo()
+
+    calls: list[str] = []
+
+    def full(board, folder, moved, name, *args):
+        calls.append(name)
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(board.location, name))
+
+    monkeypatch.setattr(publish, "_put_version", full)
+    with pytest.raises(BoardError, match=r"could not be uploaded .* a disk is full: the scratch folder's \(in "
+                                         rf"{tmp_path / 'scratch'}\) or a folder board's"):
+        imagenet_upload(source, tmp_path / "board", workers=2, retries=2, scratch=tmp_path / "scratch")
+    assert calls and len(calls) == len(set(calls)), calls

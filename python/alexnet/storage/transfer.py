@@ -98,6 +98,12 @@ def unreachable(error: BaseException | None) -> BaseException | None:
     return None
 
 
+def disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` says a disk is full (:data:`DISK_FULL`, found by :func:`disk_error`)."""
+    found = disk_error(error)
+    return found is not None and found.errno in DISK_FULL
+
+
 def brief(error: BaseException, limit: int = 200) -> str:
     """``error``'s kind and the first line of its text, at most ``limit`` characters: for a one-line message."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
