@@ -7,6 +7,8 @@ import errno
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers_cli import help_as_said
 
+from alexnet import scratch
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
@@ -129,8 +132,8 @@ def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path)
     item = _item(board, cache, wnid)
     dest = Path(item.dest)
     before = _inodes(dest)
-    files, downloaded = fetch_module._fetch_one(item, open_board(board), str(cache), seen=None, retries=0,
-                                                progress=None)
+    files, downloaded = fetch_module._fetch_one(item, open_board(board), str(cache), work=str(tmp_path), seen=None,
+                                                retries=0, progress=None)
     assert not downloaded and sorted(files) == sorted(n for n in before if n != cache_module.MARKER)
     assert _inodes(dest) == before
 
@@ -149,6 +152,52 @@ def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path)
         assert not staging.exists() and set(_inodes(dest)) == set(before) | {cache_module.MARKER}
         assert not set(_inodes(dest).values()) & set(before.values())
         assert cache_module.cached_files(item.dest, item.sha256) is not None
+
+
+# -- what a killed fetch leaves -------------------------------------------------------------------------------------
+
+_KILLED = textwrap.dedent("""
+    import os, signal, sys
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.storage import fetch
+    extract, extracted = fetch.extract_zip, []
+
+    def extract_then_die(archive, dest, **kwargs):
+        files = extract(archive, dest, **kwargs)
+        extracted.append(dest)
+        if len(extracted) == 2:  # the second zip downloaded and extracted, not yet in place: killed
+            os.kill(os.getpid(), signal.SIGKILL)
+        return files
+
+    fetch.extract_zip = extract_then_die
+    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=1)
+    """)
+
+
+def test_what_a_killed_fetch_left_in_the_cache_is_removed_by_the_next(board, tmp_path):
+    """A fetch killed outright (SIGKILL: no ``finally`` runs) leaves its download and half-done extraction in the
+    cache's ``.tmp``; the next fetch removes them, as the folder names its owner, who is gone, while a running fetch's
+    folder stays however old it is; what else is there goes after a day, as before."""
+    cache = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(board), str(cache)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    tmp = cache / cache_module.TMP
+    left = [p for p in tmp.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in left) > 0 and any(p.suffix == ".JPEG" for p in left)
+    long_ago = time.time() - 2 * 24 * 3600
+    running = tmp / f"{cache_module.FETCH_PREFIX}running"  # a fetch of this process, started two days ago
+    running.mkdir()
+    (running / scratch.OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n")
+    os.utime(running, (long_ago, long_ago))
+    stray_old, stray_new = tmp / "n01440764-1-0a1b2c3d.zip", tmp / "n01440764-2-0a1b2c3d.zip"  # an older version's
+    for stray in (stray_old, stray_new):
+        stray.write_bytes(b"part of a zip")
+    os.utime(stray_old, (long_ago, long_ago))
+
+    result = imagenet_partition(0, 1, board, cache_dir=cache)
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([running.name, stray_new.name])
+    assert len(result["image"]) == CLASSES * PER_CLASS and all(os.path.isfile(p) for p in result["image"])
 
 
 # -- a cache whose disk is full or cannot be written -----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Bring zips from a board into the local cache: in parallel, each verified against its sha256, never half-written.
 
 Each zip is downloaded to a temporary name (:func:`alexnet.storage.transfer.download_verified`: retried on
-transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder under the cache's
-``.tmp``, described by its marker and only then renamed into place. Zips already in the cache are not
+transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder in the fetch's own folder
+under the cache's ``.tmp`` (which names its process, so that the next fetch removes what a killed one left), described
+by its marker and only then renamed into place. Zips already in the cache are not
 downloaded; a second call with an intact cache moves no bytes. Where things live in the cache and what makes
 an extraction complete is :mod:`alexnet.storage.cache`'s.
 
@@ -29,6 +30,7 @@ from typing import Any
 from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, reason
 from ..progress import progress_bar
+from ..scratch import make_scratch
 from . import cache
 from .board import Board
 from .transfer import DISK_FULL, brief, disk_error, download_verified, extract_zip, unreachable
@@ -64,9 +66,9 @@ class Fetched:
     seconds: float
 
 
-def _staging_folder(root: str, name: str) -> str:
-    """A new, empty folder under the cache's ``.tmp`` for an extraction in progress."""
-    folder = os.path.join(root, cache.TMP, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _staging_folder(work: str, name: str) -> str:
+    """A new, empty folder in the fetch's work folder (:func:`_work_folder`) for an extraction in progress."""
+    folder = os.path.join(work, f"{name}-{uuid.uuid4().hex[:8]}")
     os.makedirs(folder)
     return folder
 
@@ -120,19 +122,19 @@ def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _fetch_one(item: ZipItem, board: Board, root: str, *, seen: cache.Stamp, retries: int, progress: Any
-               ) -> tuple[list[str], bool]:
-    """Download, verify and extract one zip into ``item.dest``, holding its lock; return its file names and whether
-    it was downloaded. ``seen`` is what the first look found of its marker
-    (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another process, whose
-    copy is used when it is complete."""
+def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
+               progress: Any) -> tuple[list[str], bool]:
+    """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
+    holding its lock; return its file names and whether it was downloaded. ``seen`` is what the first look found of
+    its marker (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another
+    process, whose copy is used when it is complete."""
     with category_lock(root, item.dest, item.what):
         if cache.marker_stamp(item.dest) != seen:
             ready = cache.cached_files(item.dest, item.sha256)
             if ready is not None:
                 log.info("%s: another process fetched it into the cache meanwhile: using its copy", item.what)
                 return ready, False
-        staging = _staging_folder(root, os.path.basename(item.dest))
+        staging = _staging_folder(work, os.path.basename(item.dest))
         archive = f"{staging}.zip"
         try:
             download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
@@ -165,6 +167,24 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
                         f"{count_text(total, 'zip')} are in the cache")
 
 
+@contextlib.contextmanager
+def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int) -> Iterator[str]:
+    """The fetch's own folder in the cache's ``.tmp``, for its downloads and extractions: it records its owner, and
+    is removed when the fetch ends, or by the next fetch into the cache if this one's process was killed
+    (:func:`alexnet.scratch.sweep_stale`)."""
+    try:
+        folder = make_scratch(cache.FETCH_PREFIX, os.path.join(root, cache.TMP))
+    except OSError as error:
+        disk = disk_error(error, root)
+        if disk is None:
+            raise
+        raise _disk_failed(root, disk, left, cached, total) from error
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
                verify: bool = False, desc: str = "fetch") -> Fetched:
     """Make every item's files present in the cache folder ``root``; ``workers`` downloads at a time.
@@ -195,7 +215,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         size = sum(i.size for i in todo)
         log.info("%s: fetching %d zips (%.1f MB) from %s, %d in the cache", desc, len(todo), size / 1e6,
                  board.location, len(items) - len(todo))
-        with progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+        with _work_folder(root, todo, len(files), len(items)) as work, \
+                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
 
             def progress(n: int) -> None:
                 nonlocal moved
@@ -215,7 +236,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                 if stop.is_set():
                     raise _NotStarted
                 try:
-                    return _fetch_one(item, board, root, seen=seen[item.key], retries=retries, progress=progress)
+                    return _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
+                                      progress=progress)
                 except Exception as error:
                     if stops(error):
                         stop.set()
