@@ -3,7 +3,10 @@ way, and a board whose zips were changed by hand."""
 
 from __future__ import annotations
 
+import datetime
 import errno
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,7 @@ from alexnet import scratch
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
-from alexnet.errors import AlexnetError, BoardError
+from alexnet.errors import AlexnetError, BoardError, IntegrityError
 from alexnet.storage import cache as cache_module
 from alexnet.storage import fetch as fetch_module
 from alexnet.storage import layout
@@ -325,3 +329,68 @@ def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monke
                                          rf"{tmp_path / 'scratch'}\) or a folder board's"):
         imagenet_upload(source, tmp_path / "board", workers=2, retries=2, scratch=tmp_path / "scratch")
     assert calls and len(calls) == len(set(calls)), calls
+
+
+# -- a board changed by hand ----------------------------------------------------------------------------------------
+
+def _replace_zip(board: Path, pin: str, members: dict[str, bytes]) -> Path:
+    """Put a zip of ``members`` in place of pin ``pin``'s, and its SHA-256 and size in the categories table, as a
+    hand that edits a board would: the fetch's checks of the SHA-256 pass. The zip's path."""
+    import pandas as pd
+
+    (path,) = board.glob(f"{pin}/*/{pin}.zip")
+    payload = io.BytesIO()
+    with zipfile.ZipFile(payload, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    path.write_bytes(payload.getvalue())
+    opened = open_board(board)
+    frame = opened.pins.pin_read("categories")
+    wnid = pin.removeprefix(layout.VAL_PREFIX)
+    prefix = "val_" if pin != wnid else ""
+    row = frame.index[frame["id"] == wnid][0]
+    frame.loc[row, f"{prefix}sha256"] = hashlib.sha256(payload.getvalue()).hexdigest()
+    frame.loc[row, f"{prefix}bytes"] = len(payload.getvalue())
+    # pins orders versions by their time to the second: make this one the latest for sure
+    opened.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                          created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    return path
+
+
+@pytest.mark.parametrize("change", ["a file named as the cache's record", "a file named as the record being written",
+                                    "no images", "a validation image less"])
+def test_a_zip_changed_by_hand_is_refused_with_what_to_do(source, board, tmp_path, change):
+    """A zip whose SHA-256 the table was made to match, but which no upload wrote: one holding a file named as the
+    cache's own record of an extraction (it would be overwritten, and the category never count as cached), or
+    another number of images than the table says (an empty zip gave a category no images). Nothing of it reaches the
+    cache, the error names the category and its zip and says what to do, and doing it mends the board."""
+    board = Path(shutil.copytree(board, tmp_path / "board"))
+    wnid = imagenet_categories(board)[0]["id"]
+    (good,) = board.glob(f"{wnid}/*/{wnid}.zip")
+    with zipfile.ZipFile(good) as zf:
+        images = {name: zf.read(name) for name in zf.namelist()}
+    (val,) = board.glob(f"{layout.VAL_PREFIX}{wnid}/*/*.zip")
+    with zipfile.ZipFile(val) as zf:
+        val_images = {name: zf.read(name) for name in zf.namelist()}
+    if change.startswith("a file named"):
+        name = cache_module.MARKER + (".part" if "written" in change else "")
+        path = _replace_zip(board, wnid, {**images, name: b'{"sha256": "x"}'})
+        said = rf"holds a file named '\{name}', the name the cache keeps for its own record"
+    elif change == "no images":
+        path = _replace_zip(board, wnid, {})
+        said = f"holds 0 files, but the categories pin says {PER_CLASS} images"
+    else:
+        path = _replace_zip(board, f"{layout.VAL_PREFIX}{wnid}", dict(list(val_images.items())[1:]))
+        said = f"holds {VAL_PER_CLASS - 1} file, but the categories pin says {VAL_PER_CLASS} images"
+    cache = tmp_path / "cache"
+    what = f"category {wnid}" + (" \\(validation images\\)" if layout.VAL_PREFIX in path.name else "")
+    with pytest.raises(IntegrityError, match=rf"^{what}: its zip {path} {said}.* and is not used; delete {path} \(an "
+                                             "upload keeps a file that is there\\), then upload the category again"):
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    assert not (cache / ("val" if "validation" in what else "train") / wnid).exists()
+
+    path.unlink()
+    imagenet_upload(source, board, workers=2)
+    result = imagenet_partition(0, 1, board, cache_dir=cache)
+    assert result["category"].count(wnid) == PER_CLASS and result["val_category"].count(wnid) == VAL_PER_CLASS
+    assert all(os.path.isfile(p) for p in result["image"] + result["val_image"])

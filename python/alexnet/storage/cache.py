@@ -39,6 +39,9 @@ from .zipformat import crc32
 log = logging.getLogger(__name__)
 
 MARKER = ".alexnet-cache.json"
+#: The names of a category folder the cache writes itself (the marker, and the marker while it is written): no file
+#: of a zip may have them.
+RESERVED = frozenset({MARKER, MARKER + ".part"})
 TMP = ".tmp"
 #: How the folders of fetches in ``.tmp`` begin (:func:`alexnet.scratch.make_scratch` folders, which name their owner).
 FETCH_PREFIX = "fetch-"
@@ -163,7 +166,7 @@ def marker_stamp(folder: str) -> Stamp:
 def write_marker(folder: str, sha256: str, files: Sequence[tuple[str, int, int]], **extra: Any) -> None:
     """Describe the extraction in ``folder``: the zip's ``sha256`` and ``(name, size, crc32)`` of every file."""
     marker = {"sha256": sha256, **extra, "files": [list(entry) for entry in files]}
-    part = os.path.join(folder, MARKER + ".part")
+    part = os.path.join(folder, MARKER + ".part")  # one of RESERVED
     with open(part, "w", encoding="utf-8") as f:
         json.dump(marker, f)
     os.replace(part, os.path.join(folder, MARKER))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..errors import AlexnetError, BoardError, reason
+from ..errors import AlexnetError, BoardError, IntegrityError, reason
 from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
@@ -53,6 +53,7 @@ class ZipItem:
     size: int
     dest: str  # final folder in the cache
     what: str  # how errors and logs name it ("category n01440764")
+    images: int | None = None  # the files it holds, as the board's table says (None: it does not say)
 
 
 @dataclass
@@ -122,6 +123,23 @@ def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _check_extracted(item: ZipItem, names: list[str]) -> None:
+    """Refuse what no upload writes (the zip was changed by hand, or damaged before its SHA-256 was taken): a file
+    named as the cache's own record of the extraction, which would be overwritten by it, or another number of files
+    than the table says."""
+    again = (f"delete {item.remote} (an upload keeps a file that is there), then upload the category again: run "
+             "imagenet_upload() to this board again")
+    kept = sorted(set(names) & cache.RESERVED)
+    if kept:
+        raise IntegrityError(f"{item.what}: its zip {item.remote} holds a file named {kept[0]!r}, the name the cache "
+                             f"keeps for its own record: it was not written by imagenet_upload, and is not used; "
+                             f"{again}")
+    if item.images is not None and len(names) != item.images:
+        raise IntegrityError(f"{item.what}: its zip {item.remote} holds {count_text(len(names), 'file')}, but the "
+                             f"categories pin says {count_text(item.images, 'image')}: it was changed by hand or "
+                             f"damaged, and is not used; {again}")
+
+
 def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
                progress: Any) -> tuple[list[str], bool]:
     """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
@@ -140,6 +158,7 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache
             download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
                               progress=progress)
             files = extract_zip(archive, staging, label=item.what)
+            _check_extracted(item, [name for name, _, _ in files])
             cache.write_marker(staging, item.sha256, files, item=item.key)
             _install(staging, item.dest, item.sha256, seen)
             return [name for name, _, _ in files], True
