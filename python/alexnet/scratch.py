@@ -42,6 +42,16 @@ def process_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:][:1] != "Z"
 
 
+def owner(folder: str | os.PathLike) -> tuple[str, int] | None:
+    """The host and process id a folder made by :func:`make_scratch` records, None when it records none that can be
+    read."""
+    try:
+        host, pid = (Path(folder) / OWNER_FILE).read_text().split("\n")[:2]
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
+
+
 def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[str]:
     """Remove the folders ``<parent>/<prefix>*`` whose owner process (on this host) has ended.
 
@@ -53,11 +63,8 @@ def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[st
     host = socket.gethostname()
     removed = []
     for folder in root.glob(f"{prefix}*"):
-        try:
-            owner_host, pid = (folder / OWNER_FILE).read_text().split("\n")[:2]
-            if owner_host != host or process_alive(int(pid)):
-                continue
-        except (OSError, ValueError):
+        made_by = owner(folder)
+        if made_by is None or made_by[0] != host or process_alive(made_by[1]):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(str(folder))

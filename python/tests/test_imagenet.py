@@ -3,6 +3,7 @@ tree; what a category folder holds that is not read is said."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -245,6 +246,37 @@ def test_a_category_folder_of_sub_folders_says_what_it_holds(tmp_path):
                                           r"\(c\.webp\): convert them to JPEG\. Add its images or remove the "
                                           r"folder\.$"):
         read_imagenet(root)
+
+
+def test_a_link_to_nothing_is_an_image_that_cannot_be_read_or_a_file_left_out(tmp_path, caplog):
+    """A symbolic link that leads nowhere is what its name says: named as an image, an image, which the upload lists
+    among the bad images with why (as any image it cannot read); named otherwise, a file left out with a warning."""
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    root = write_folders(tmp_path / "src", TRAIN)
+    for name in ("gone.JPEG", "gone.txt"):
+        (root / "n01440764" / name).symlink_to(tmp_path / "nowhere" / name)
+    (root / "n01443537" / "loop.jpg").symlink_to("loop.jpg")  # a link to itself: leads nowhere either
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        tree = read_imagenet(root)
+    files = {c.id: [os.path.basename(f) for f in c.files] for c in tree.categories}
+    assert files["n01440764"] == sorted([*TRAIN["n01440764"], "gone.JPEG"])
+    assert files["n01443537"] == sorted([*TRAIN["n01443537"], "loop.jpg"])
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"1 file in 1 category folder of {root} was left out: not an image file "
+                           "(n01440764/gone.txt)"), said
+
+    source = imagenet_synthetic(tmp_path / "synthetic", classes=2, images_per_class=3, seed=1, max_side=40,
+                                layout="folders")["path"]
+    wnid = sorted(p.name for p in Path(source).iterdir() if p.is_dir())[0]
+    (Path(source) / wnid / "gone.JPEG").symlink_to(tmp_path / "nowhere" / "gone.JPEG")
+    (Path(source) / wnid / "loop.jpg").symlink_to("loop.jpg")
+    report = imagenet_upload(source, tmp_path / "board")
+    gone, loop = sorted(report["bad_images"], key=lambda b: b["file"])
+    assert (gone["category"], gone["file"], loop["category"], loop["file"]) == (wnid, "gone.JPEG", wnid, "loop.jpg")
+    for bad, number in ((gone, errno.ENOENT), (loop, errno.ELOOP)):
+        assert bad["reason"].startswith(f"cannot be read ([Errno {number}] {os.strerror(number)}"), bad
 
 
 # --- errors: each names the path and says what is wrong --------------------------------------------------

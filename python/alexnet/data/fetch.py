@@ -54,12 +54,13 @@ def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root
         row = rows[wnid]
         if training:
             items.append(ZipItem(f"train/{wnid}", layout.zip_path(board, wnid, row["version"]), row["sha256"],
-                                 row["bytes"], cache.category_folder(root, wnid), f"category {wnid}"))
+                                 row["bytes"], cache.category_folder(root, wnid), f"category {wnid}",
+                                 row["images"] or None))
         if validation and row["val_images"] > 0 and row["val_version"]:
             pin = layout.val_pin_name(wnid)
             items.append(ZipItem(f"val/{wnid}", layout.zip_path(board, pin, row["val_version"]), row["val_sha256"],
                                  row["val_bytes"], cache.category_folder(root, wnid, validation=True),
-                                 f"category {wnid} (validation images)"))
+                                 f"category {wnid} (validation images)", row["val_images"]))
     return items
 
 

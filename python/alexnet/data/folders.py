@@ -35,7 +35,11 @@ class Listing:
     """What a category folder holds, from one ``os.scandir`` (a ``stat`` only where the kernel does not say what an
     entry is): the ``images`` read, and what is left out: ``other_images`` (images in formats not read),
     ``others`` (files that are not images) and ``folders`` (sub-folders, whose files are not read). Hidden entries
-    and the name files (``LOC_*``, ``synset_words.txt``, ``words.txt``) are in none of them. Names are sorted."""
+    and the name files (``LOC_*``, ``synset_words.txt``, ``words.txt``) are in none of them. Names are sorted.
+
+    A link that leads nowhere (to nothing, or round a loop) counts as what its name says: named as an image, it is an
+    image, which cannot be read (the upload lists it among the bad images, with why, as any image it cannot read);
+    otherwise, as a pipe, socket or device is, a file left out."""
 
     images: list[str]
     other_images: list[str]
@@ -58,6 +62,19 @@ class Listing:
         return "; ".join(said)
 
 
+def _kind(entry: os.DirEntry[str]) -> str:
+    """What ``entry`` is: a ``file`` or a ``folder`` (itself or where its link leads), a link that leads ``nowhere``
+    (to nothing, or round a loop) or ``other`` (a pipe, a socket, a device). A ``stat`` for links only."""
+    try:
+        if entry.is_file():
+            return "file"
+        if entry.is_dir():
+            return "folder"
+    except OSError:  # a link round a loop
+        return "nowhere"
+    return "nowhere" if entry.is_symlink() and not os.path.exists(entry.path) else "other"
+
+
 def list_folder(folder: str) -> Listing:
     """What ``folder`` holds (see :class:`Listing`): one scandir, no stat for regular entries."""
     images, other_images, others, folders = [], [], [], []
@@ -67,15 +84,16 @@ def list_folder(folder: str) -> Listing:
             if name.startswith("."):
                 continue
             extension = os.path.splitext(name)[1].lower()
-            if extension in IMAGE_EXTENSIONS and entry.is_file():
+            kind = _kind(entry)
+            if extension in IMAGE_EXTENSIONS and kind in ("file", "nowhere"):
                 images.append(name)
-            elif entry.is_dir():
+            elif kind == "folder":
                 folders.append(name)
             elif _is_name_file(name):
                 continue
             elif extension in OTHER_IMAGE_EXTENSIONS:
                 other_images.append(name)
-            elif entry.is_file():
+            else:
                 others.append(name)
     return Listing(sorted(images), sorted(other_images), sorted(others), sorted(folders))
 

@@ -16,7 +16,6 @@ board's.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -37,7 +36,7 @@ from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board
 from ..storage.publish import pin_state, publish_file, quiet_pins
-from ..storage.transfer import brief, retry, unreachable
+from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import check_image
 from .parts import CRC_MISMATCH, Member, Members, Part, Source
@@ -347,7 +346,7 @@ class Uploader:
                 if not self.failures and self.stopped is None:
                     self.bar.finish()
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
-            if err.errno != errno.ENOSPC:
+            if not disk_full(err):
                 raise
             raise AlexnetError(f"the upload stopped ({err}): {_no_space(self.scratch)}; then run imagenet_upload() "
                                "again to finish") from err
@@ -369,7 +368,7 @@ class Uploader:
                                   "time)") from layout_errors[0]
             names = sorted(self.failures)
             listing = f"{some_names(names)}; {names[0]}: {brief(self.failures[names[0]])}"
-            full = any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in self.failures.values())
+            full = any(disk_full(e) for e in self.failures.values())
             raise BoardError(
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
                 "categories pin was not written, so the board is not yet complete; "

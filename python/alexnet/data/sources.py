@@ -132,6 +132,15 @@ def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
     return frozenset(held[:len(files) - 1] or [ranked[0][1]])
 
 
+def _stat(path: str) -> os.stat_result:
+    """``os.stat(path)``; of a link that leads nowhere (to nothing, or round a loop), the link's own: an image that
+    cannot be read, which the upload reports among the bad images when it comes to read it."""
+    try:
+        return os.stat(path)
+    except OSError:
+        return os.lstat(path)
+
+
 class FolderSource(Source):
     """An extracted tree (Kaggle's, ``train/`` and ``val/`` folders, or a folder of ``<wnid>/`` folders), read file by
     file; with ``val_share``, a tree
@@ -153,7 +162,7 @@ class FolderSource(Source):
             if held:
                 self.train[wnid] = tuple(p for p in files if p not in held)
                 self.val[wnid] = tuple(p for p in files if p in held)
-        self.stats = {p: os.stat(p) for files in (*self.train.values(), *self.val.values()) for p in files}
+        self.stats = {p: _stat(p) for files in (*self.train.values(), *self.val.values()) for p in files}
         self.total_bytes = sum(st.st_size for st in self.stats.values())
 
     def _part(self, wnid: str, split: str, files: tuple[str, ...]) -> Part:

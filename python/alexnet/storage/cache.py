@@ -5,7 +5,10 @@ Layout of a cache folder (by default ``<user cache dir>/alexnet/data/<hash of th
 
     train/<wnid>/<files>  + .alexnet-cache.json     a category's training zip, extracted, with its marker
     val/<wnid>/<files>    + .alexnet-cache.json     its validation zip, likewise
-    .tmp/                                           downloads and extractions in progress
+    .tmp/fetch-<random>/                            a fetch's downloads and extractions in progress, with its
+                                                    owner (host and process id): removed as it ends, or by the
+                                                    next fetch when its process was killed
+    .locks/<split>-<wnid>.lock                      held by the process bringing that folder in
 
 The marker holds the zip's sha256 and every file's name, size and CRC-32, as the zip recorded them. A cached
 folder counts when its marker names the expected sha256 and every file is there with its size
@@ -22,11 +25,13 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AlexnetError
+from ..scratch import owner, sweep_stale
 from .layout import is_file_name
 from .location import made_folder
 from .zipformat import crc32
@@ -34,7 +39,17 @@ from .zipformat import crc32
 log = logging.getLogger(__name__)
 
 MARKER = ".alexnet-cache.json"
+#: The names of a category folder the cache writes itself (the marker, and the marker while it is written): no file
+#: of a zip may have them.
+RESERVED = frozenset({MARKER, MARKER + ".part"})
 TMP = ".tmp"
+#: How the folders of fetches in ``.tmp`` begin (:func:`alexnet.scratch.make_scratch` folders, which name their owner).
+FETCH_PREFIX = "fetch-"
+#: The folder of the cache's lock files (:func:`alexnet.storage.fetch.category_lock`): one per category folder, kept
+#: (a lock file removed while held would let a third process lock a new one).
+LOCKS = ".locks"
+#: What :func:`marker_stamp` says of a marker: its inode and modification time, None when there is none.
+Stamp = tuple[int, int] | None
 _STALE_TMP_SECONDS = 24 * 3600
 
 
@@ -61,7 +76,7 @@ def default_cache_dir(location: str) -> str:
 
 def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     """The absolute cache folder (``cache_dir``, else :func:`default_cache_dir`), with its ``.tmp`` folder made
-    and cleared of what interrupted runs left there more than a day ago.
+    and cleared of what interrupted runs left there (:func:`_clean_stale_tmp`).
 
     A cache holds one board's categories: two boards may name different images by the same category id, and a fetch
     from one would replace the other's files. The board a cache was first opened for is recorded in it
@@ -110,10 +125,17 @@ def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:
 
 
 def _clean_stale_tmp(tmp: str) -> None:
+    """Remove from ``tmp`` the folders of this host's fetches whose process has ended (killed, they could not remove
+    their own), and what else is there (another host's, an older version's) that is more than a day old."""
+    sweep_stale(FETCH_PREFIX, tmp)
+    host = socket.gethostname()
     now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(tmp):
             with contextlib.suppress(OSError):
+                made_by = owner(entry.path) if entry.is_dir(follow_symlinks=False) else None
+                if made_by is not None and made_by[0] == host:
+                    continue  # a fetch of this host: removed when its process ends
                 if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_TMP_SECONDS:
                     if entry.is_dir(follow_symlinks=False):
                         shutil.rmtree(entry.path, ignore_errors=True)
@@ -131,10 +153,20 @@ def read_marker(folder: str) -> dict[str, Any] | None:
         return None
 
 
+def marker_stamp(folder: str) -> Stamp:
+    """The inode and modification time (ns) of ``folder``'s marker, None when it has none: a marker written anew
+    since an earlier look has another stamp."""
+    try:
+        info = os.stat(os.path.join(folder, MARKER))
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
+
+
 def write_marker(folder: str, sha256: str, files: Sequence[tuple[str, int, int]], **extra: Any) -> None:
     """Describe the extraction in ``folder``: the zip's ``sha256`` and ``(name, size, crc32)`` of every file."""
     marker = {"sha256": sha256, **extra, "files": [list(entry) for entry in files]}
-    part = os.path.join(folder, MARKER + ".part")
+    part = os.path.join(folder, MARKER + ".part")  # one of RESERVED
     with open(part, "w", encoding="utf-8") as f:
         json.dump(marker, f)
     os.replace(part, os.path.join(folder, MARKER))

@@ -1,10 +1,16 @@
 """Bring zips from a board into the local cache: in parallel, each verified against its sha256, never half-written.
 
 Each zip is downloaded to a temporary name (:func:`alexnet.storage.transfer.download_verified`: retried on
-transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder under the cache's
-``.tmp``, described by its marker and only then renamed into place. Zips already in the cache are not
+transient errors, fetched again once on a sha256 mismatch), extracted into a staging folder in the fetch's own folder
+under the cache's ``.tmp`` (which names its process, so that the next fetch removes what a killed one left), described
+by its marker and only then renamed into place. Zips already in the cache are not
 downloaded; a second call with an intact cache moves no bytes. Where things live in the cache and what makes
 an extraction complete is :mod:`alexnet.storage.cache`'s.
+
+Processes fetching into one cache (the workers of one machine share the default one) take turns per category: each
+holds the category's lock (:func:`category_lock`) while it brings it in, and one that waited for another uses the
+copy that other installed. A complete extraction in place is never replaced by another copy of the same zip, so
+that files another process has been handed stay where they are.
 """
 
 from __future__ import annotations
@@ -16,17 +22,23 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..errors import BoardError
+from ..errors import AlexnetError, BoardError, IntegrityError, reason
 from ..progress import progress_bar
+from ..scratch import make_scratch
 from . import cache
 from .board import Board
-from .transfer import brief, download_verified, extract_zip, unreachable
+from .transfer import DISK_FULL, brief, disk_error, download_verified, extract_zip, unreachable
+
+try:
+    import fcntl
+except ImportError:  # Windows: fetches into one cache are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +53,13 @@ class ZipItem:
     size: int
     dest: str  # final folder in the cache
     what: str  # how errors and logs name it ("category n01440764")
+    images: int | None = None  # the files it holds, as the board's table says (None: it does not say)
 
 
 @dataclass
 class Fetched:
-    """The result of :func:`fetch_zips`: the file names of each item (by key), and what was moved."""
+    """The result of :func:`fetch_zips`: the file names of each item (by key), and what was moved: the keys of the
+    items downloaded (not those another process brought in meanwhile), their bytes and the seconds it took."""
 
     files: dict[str, list[str]]
     downloaded: list[str]
@@ -53,16 +67,47 @@ class Fetched:
     seconds: float
 
 
-def _staging_folder(root: str, name: str) -> str:
-    """A new, empty folder under the cache's ``.tmp`` for an extraction in progress."""
-    folder = os.path.join(root, cache.TMP, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _staging_folder(work: str, name: str) -> str:
+    """A new, empty folder in the fetch's work folder (:func:`_work_folder`) for an extraction in progress."""
+    folder = os.path.join(work, f"{name}-{uuid.uuid4().hex[:8]}")
     os.makedirs(folder)
     return folder
 
 
-def _install(staging: str, dest: str, sha256: str) -> None:
-    """Move a finished extraction into place at ``dest``, replacing a stale or partial one."""
+@contextlib.contextmanager
+def category_lock(root: str, dest: str, what: str) -> Iterator[None]:
+    """Hold the lock of the cache folder ``dest`` of the cache ``root`` (``fcntl.flock`` on a file of the cache's
+    ``.locks`` folder, released when the process ends however it ends), waiting while another process holds it. A
+    file system that takes no locks (some network ones) leaves the fetch unguarded, as it was without them."""
+    if fcntl is None:
+        yield
+        return
+    path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("%s: another process is fetching it into %s; waiting for it", what, root)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as error:
+            log.debug("%s: the cache's file system takes no lock (%s): fetching unguarded", what, error)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
+    """Move a finished extraction into place at ``dest``, replacing a stale, partial or damaged one. A complete
+    extraction of the same zip that another process installed since the first look (``seen``: its marker's
+    :func:`~alexnet.storage.cache.marker_stamp` then) is kept, its files perhaps being read, and ``staging`` is
+    discarded."""
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if cache.marker_stamp(dest) != seen and cache.cached_files(dest, sha256) is not None:
+        log.debug("%s was installed by another process meanwhile: keeping it", dest)
+        shutil.rmtree(staging, ignore_errors=True)
+        return
     if os.path.lexists(dest):
         old = os.path.join(os.path.dirname(staging), f"old-{uuid.uuid4().hex}")
         with contextlib.suppress(FileNotFoundError):
@@ -78,26 +123,85 @@ def _install(staging: str, dest: str, sha256: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _fetch_one(item: ZipItem, board: Board, root: str, *, retries: int, progress: Any) -> list[str]:
-    """Download, verify and extract one zip into ``item.dest``; return its file names."""
-    staging = _staging_folder(root, os.path.basename(item.dest))
-    archive = f"{staging}.zip"
-    try:
-        download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
-                          progress=progress)
-        files = extract_zip(archive, staging, label=item.what)
-        cache.write_marker(staging, item.sha256, files, item=item.key)
-        _install(staging, item.dest, item.sha256)
-        return [name for name, _, _ in files]
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(archive)
-        if os.path.isdir(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+def _check_extracted(item: ZipItem, names: list[str]) -> None:
+    """Refuse what no upload writes (the zip was changed by hand, or damaged before its SHA-256 was taken): a file
+    named as the cache's own record of the extraction, which would be overwritten by it, or another number of files
+    than the table says."""
+    again = (f"delete {item.remote} (an upload keeps a file that is there), then upload the category again: run "
+             "imagenet_upload() to this board again")
+    kept = sorted(set(names) & cache.RESERVED)
+    if kept:
+        raise IntegrityError(f"{item.what}: its zip {item.remote} holds a file named {kept[0]!r}, the name the cache "
+                             f"keeps for its own record: it was not written by imagenet_upload, and is not used; "
+                             f"{again}")
+    if item.images is not None and len(names) != item.images:
+        raise IntegrityError(f"{item.what}: its zip {item.remote} holds {count_text(len(names), 'file')}, but the "
+                             f"categories pin says {count_text(item.images, 'image')}: it was changed by hand or "
+                             f"damaged, and is not used; {again}")
+
+
+def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
+               progress: Any) -> tuple[list[str], bool]:
+    """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
+    holding its lock; return its file names and whether it was downloaded. ``seen`` is what the first look found of
+    its marker (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another
+    process, whose copy is used when it is complete."""
+    with category_lock(root, item.dest, item.what):
+        if cache.marker_stamp(item.dest) != seen:
+            ready = cache.cached_files(item.dest, item.sha256)
+            if ready is not None:
+                log.info("%s: another process fetched it into the cache meanwhile: using its copy", item.what)
+                return ready, False
+        staging = _staging_folder(work, os.path.basename(item.dest))
+        archive = f"{staging}.zip"
+        try:
+            download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
+                              progress=progress)
+            files = extract_zip(archive, staging, label=item.what)
+            _check_extracted(item, [name for name, _, _ in files])
+            cache.write_marker(staging, item.sha256, files, item=item.key)
+            _install(staging, item.dest, item.sha256, seen)
+            return [name for name, _, _ in files], True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(archive)
+            if os.path.isdir(staging):
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 class _NotStarted(Exception):
-    """A download not started, the board having stopped answering."""
+    """A download not started, the board having stopped answering or the cache's disk having failed."""
+
+
+def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int) -> AlexnetError:
+    """What to do when the cache ``root`` cannot take the zips ``left``: its disk is full, or refuses writing."""
+    if error.errno in DISK_FULL:
+        size = sum(item.size for item in left)
+        what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
+                f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), or free some space")
+    else:
+        what = (f"{error.filename or root} cannot be written ({reason(error)}): give `cache_dir` a folder this process "
+                "may write (or leave `cache_dir` unset for the user cache)")
+    return AlexnetError(f"fetching into the cache {root} stopped: {what}; fetching again resumes, {cached} of "
+                        f"{count_text(total, 'zip')} are in the cache")
+
+
+@contextlib.contextmanager
+def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int) -> Iterator[str]:
+    """The fetch's own folder in the cache's ``.tmp``, for its downloads and extractions: it records its owner, and
+    is removed when the fetch ends, or by the next fetch into the cache if this one's process was killed
+    (:func:`alexnet.scratch.sweep_stale`)."""
+    try:
+        folder = make_scratch(cache.FETCH_PREFIX, os.path.join(root, cache.TMP))
+    except OSError as error:
+        disk = disk_error(error, root)
+        if disk is None:
+            raise
+        raise _disk_failed(root, disk, left, cached, total) from error
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
@@ -112,7 +216,9 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
     """
     files: dict[str, list[str]] = {}
     todo: list[ZipItem] = []
+    seen: dict[str, cache.Stamp] = {}
     for item in items:
+        seen[item.key] = cache.marker_stamp(item.dest)
         cached = cache.cached_files(item.dest, item.sha256, verify=verify)
         if cached is None:
             if verify and cache.read_marker(item.dest) is not None:
@@ -122,12 +228,14 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             files[item.key] = cached
     start = time.monotonic()
     moved = 0
+    downloaded: list[str] = []
     lock = threading.Lock()
     if todo:
         size = sum(i.size for i in todo)
         log.info("%s: fetching %d zips (%.1f MB) from %s, %d in the cache", desc, len(todo), size / 1e6,
                  board.location, len(items) - len(todo))
-        with progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+        with _work_folder(root, todo, len(files), len(items)) as work, \
+                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
 
             def progress(n: int) -> None:
                 nonlocal moved
@@ -137,15 +245,20 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
 
             errors: dict[str, BaseException] = {}
             stopped: BaseException | None = None
-            stop = threading.Event()  # set by the first download that finds the board not answering
+            # set by the first download that finds the board not answering, or the cache's disk failing
+            stop = threading.Event()
 
-            def fetch_one(item: ZipItem) -> list[str]:
+            def stops(error: BaseException) -> bool:
+                return unreachable(error) is not None or disk_error(error, root) is not None
+
+            def fetch_one(item: ZipItem) -> tuple[list[str], bool]:
                 if stop.is_set():
                     raise _NotStarted
                 try:
-                    return _fetch_one(item, board, root, retries=retries, progress=progress)
+                    return _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
+                                      progress=progress)
                 except Exception as error:
-                    if unreachable(error) is not None:
+                    if stops(error):
                         stop.set()
                     raise
 
@@ -156,13 +269,20 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                         continue
                     error = future.exception()
                     if error is None:
-                        files[futures[future].key] = future.result()
+                        key = futures[future].key
+                        files[key], fetched = future.result()
+                        if fetched:
+                            downloaded.append(key)
                         continue
                     errors[futures[future].what] = error
-                    if stopped is None and unreachable(error) is not None:
-                        stopped = error  # the board stopped answering: no other download starts
+                    if stopped is None and stops(error):
+                        stopped = error  # the board stopped answering, or the disk failed: no other download starts
                         for waiting in futures:
                             waiting.cancel()
+            disk = disk_error(stopped, root)
+            if disk is not None:
+                raise _disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
+                                   len(items)) from stopped
             if stopped is not None:
                 raise BoardError(
                     f"the board {board.location} stopped answering ({brief(unreachable(stopped) or stopped)}): "
@@ -177,4 +297,4 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
     if todo:
         log.info("%s: %.1f MB in %.1f s (%.1f MB/s)", desc, moved / 1e6, seconds,
                  moved / 1e6 / seconds if seconds > 0 else float("nan"))
-    return Fetched(files, [i.key for i in todo], moved, seconds)
+    return Fetched(files, [i.key for i in todo if i.key in downloaded], moved, seconds)

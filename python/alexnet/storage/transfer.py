@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -21,8 +22,33 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Errors that another attempt cannot fix: they are raised at once.
+#: Errors that another attempt cannot fix: they are raised at once (so are those of a local disk, :func:`disk_error`).
 PERMANENT_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, AlexnetError)
+#: The error numbers that say a disk is full: no space left, or the user's quota used up.
+DISK_FULL = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+#: The error numbers that say a disk cannot be written: mounted read-only, or a file or folder this process may not
+#: write (refusals count only for a file in the folder written, as reading a board may be refused too).
+_READ_ONLY = errno.EROFS
+_REFUSED = frozenset({errno.EACCES, errno.EPERM})
+
+
+def disk_error(error: BaseException | None, folder: str | None = None) -> OSError | None:
+    """The ``OSError`` in ``error``'s chain (itself, its causes and contexts) that says a local disk is full
+    (:data:`DISK_FULL`) or read-only, or refused writing a file in ``folder`` (the local folder being written, when
+    given), else None: the local disk's error, not the network's or the board's, which no other attempt fixes."""
+    seen: set[int] = set()
+    inside = os.path.join(os.path.abspath(folder), "") if folder is not None else None
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno is not None:
+            if error.errno in DISK_FULL or error.errno == _READ_ONLY:
+                return error
+            names = [os.fspath(n) for n in (error.filename, error.filename2) if isinstance(n, (str, os.PathLike))]
+            if error.errno in _REFUSED and inside is not None and any(
+                    os.path.join(os.path.abspath(n), "").startswith(inside) for n in names):
+                return error
+        error = error.__cause__ or error.__context__
+    return None
 #: Downloads of a zip whose sha256 does not match before :class:`IntegrityError` is raised.
 INTEGRITY_ATTEMPTS = 2
 
@@ -72,6 +98,12 @@ def unreachable(error: BaseException | None) -> BaseException | None:
     return None
 
 
+def disk_full(error: BaseException | None) -> bool:
+    """Whether ``error`` says a disk is full (:data:`DISK_FULL`, found by :func:`disk_error`)."""
+    found = disk_error(error)
+    return found is not None and found.errno in DISK_FULL
+
+
 def brief(error: BaseException, limit: int = 200) -> str:
     """``error``'s kind and the first line of its text, at most ``limit`` characters: for a one-line message."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -82,10 +114,11 @@ def brief(error: BaseException, limit: int = 200) -> str:
 def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], float] | None = None) -> T:
     """``fn()``, attempted up to ``retries + 1`` times with :func:`backoff` between attempts.
 
-    Errors in :data:`PERMANENT_ERRORS` are raised at once; after the last attempt any other error becomes a
-    ``BoardError`` naming ``what``. An endpoint that does not answer (see :func:`unreachable`) is tried for at most
-    :data:`UNREACHABLE_SECONDS`, counted from the start of the first attempt that failed so, or from when bytes last
-    moved in it: ``moved()`` is the :func:`time.monotonic` of that (a download's progress), when given.
+    Errors in :data:`PERMANENT_ERRORS` and a full or read-only disk's (:func:`disk_error`) are raised at once;
+    after the last attempt any other error becomes a ``BoardError`` naming ``what``. An endpoint that does not
+    answer (see :func:`unreachable`) is tried for at most :data:`UNREACHABLE_SECONDS`, counted from the start of
+    the first attempt that failed so, or from when bytes last moved in it: ``moved()`` is the
+    :func:`time.monotonic` of that (a download's progress), when given.
     """
     first: float | None = None
     for attempt in range(retries + 1):
@@ -95,6 +128,8 @@ def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], f
         except PERMANENT_ERRORS:
             raise
         except Exception as err:
+            if disk_error(err) is not None:
+                raise
             cut = unreachable(err)
             if cut is not None:
                 first = began if first is None else first
@@ -164,7 +199,8 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
 
     ``BoardError`` when ``remote`` cannot be read, :class:`IntegrityError` when the SHA-256 differs twice in a row;
     both name ``what`` and ``pin``, and say what to do (``remedy``; for a file that differs, ``damaged_remedy``,
-    by default: delete it, then ``remedy``, since an upload keeps a file that is there whole).
+    by default: delete it, then ``remedy``, since an upload keeps a file that is there whole). The local disk's
+    errors (:func:`disk_error`: full, read-only, refused writing beside ``local``) are raised as they are, at once.
     """
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
     last = [time.monotonic()]
@@ -181,6 +217,8 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
                 retry(f"downloading {what} from {remote}", lambda staged=staged: download(fs, remote, staged, moving),
                       retries, moved=lambda: last[0])
             except (FileNotFoundError, PermissionError) as err:
+                if disk_error(err, os.path.dirname(local) or ".") is not None:
+                    raise  # writing here was refused, not reading the board
                 raise BoardError(f"{what} is listed in {pin} but {remote} cannot be read ({type(err).__name__}: "
                                  f"{err}); {remedy}") from None
             actual = sha256_file(staged)

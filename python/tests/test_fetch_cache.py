@@ -1,0 +1,396 @@
+"""The fetch's cache under strain: processes sharing it, a disk that is full or cannot be written, fetches killed half
+way, and a board whose zips were changed by hand."""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers_cli import help_as_said
+
+from alexnet import scratch
+from alexnet.data.fetch import imagenet_categories, imagenet_partition
+from alexnet.data.synthetic import imagenet_synthetic
+from alexnet.data.upload import imagenet_upload
+from alexnet.errors import AlexnetError, BoardError, IntegrityError
+from alexnet.storage import cache as cache_module
+from alexnet.storage import fetch as fetch_module
+from alexnet.storage import layout
+from alexnet.storage import transfer as transfer_module
+from alexnet.storage.board import open_board
+from alexnet.storage.cache import category_folder
+from alexnet.storage.fetch import ZipItem
+
+CLASSES, PER_CLASS, VAL_PER_CLASS = 4, 8, 2
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> str:
+    """A few small categories, each with validation images."""
+    root = tmp_path_factory.mktemp("fetch-cache")
+    return imagenet_synthetic(root / "src", classes=CLASSES, images_per_class=PER_CLASS, val_per_class=VAL_PER_CLASS,
+                              seed=3, max_side=40)["path"]
+
+
+@pytest.fixture(scope="module")
+def board(source, tmp_path_factory) -> Path:
+    """:func:`source` on a folder board."""
+    folder = tmp_path_factory.mktemp("fetch-cache-board") / "board"
+    imagenet_upload(source, folder, workers=2)
+    return folder
+
+
+def zip_bytes(board: Path) -> int:
+    """The bytes of every zip of ``board``, as its categories table gives them."""
+    return sum(r["bytes"] + r["val_bytes"] for r in imagenet_categories(board))
+
+
+# -- processes sharing one cache ------------------------------------------------------------------------------------
+
+_SHARER = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    from alexnet.data.fetch import imagenet_partition
+    board, cache, meet, me, count = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    (meet / f"ready-{me}").touch()
+    while len(list(meet.glob("ready-*"))) < count:  # start together
+        time.sleep(0.005)
+    result = imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    paths = result["image"] + result["val_image"]
+    (meet / f"done-{me}").touch()
+    missing = reads = 0
+    end = None
+    while end is None or time.monotonic() < end:  # read every file until the others are done, and a bit more
+        if end is None and len(list(meet.glob("done-*"))) == count:
+            end = time.monotonic() + 0.5
+        for path in paths:
+            reads += 1
+            try:
+                with open(path, "rb") as f:
+                    f.read(1)
+            except FileNotFoundError:
+                missing += 1
+    print(json.dumps({"images": len(result["image"]), "downloaded": result["downloaded_bytes"],
+                      "missing": missing, "reads": reads}))
+    """)
+
+
+def test_processes_fetching_into_one_cache_download_each_zip_once_and_keep_each_others_files(board, tmp_path):
+    """The workers of one machine share the default cache: processes fetching the same categories at once take turns
+    per category, the ones that waited use the copy the first installed, and no file a process was handed vanishes
+    while the others fetch (a copy of the same zip installed over it would move it away for a moment)."""
+    count = 3
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, "-c", _SHARER, str(board), str(cache), str(meet), str(i), str(count)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "ALEXNET_PROGRESS": "0"}) for i in range(count)]
+    try:
+        outputs = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert all(proc.returncode == 0 for proc in procs), [err for _, err in outputs]
+    said = [json.loads(out) for out, _ in outputs]
+    assert [s["images"] for s in said] == [CLASSES * PER_CLASS] * count
+    assert all(s["reads"] > 0 for s in said)
+    assert [s["missing"] for s in said] == [0] * count
+    assert sum(s["downloaded"] for s in said) == zip_bytes(board), "each zip is downloaded once between them"
+    assert imagenet_partition(0, 1, board, cache_dir=cache)["downloaded_bytes"] == 0
+
+
+def _item(board: Path, cache: Path, wnid: str) -> ZipItem:
+    """The training zip of ``wnid`` as a fetch into ``cache`` brings it in."""
+    row = {r["id"]: r for r in imagenet_categories(board)}[wnid]
+    return ZipItem(f"train/{wnid}", layout.zip_path(open_board(board), wnid, row["version"]), row["sha256"],
+                   row["bytes"], category_folder(str(cache), wnid), f"category {wnid}")
+
+
+def _inodes(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_ino for p in folder.iterdir()}
+
+
+def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path):
+    """A process that found a category missing, then got its turn after another installed it, uses that copy without
+    downloading; and a copy extracted anyway (a cache whose file system takes no locks) is thrown away rather than
+    installed over the complete one, whose files stay where they are, the same files."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, board, cache_dir=cache)
+    wnid = first["categories"][0]
+    item = _item(board, cache, wnid)
+    dest = Path(item.dest)
+    before = _inodes(dest)
+    files, downloaded = fetch_module._fetch_one(item, open_board(board), str(cache), work=str(tmp_path), seen=None,
+                                                retries=0, progress=None)
+    assert not downloaded and sorted(files) == sorted(n for n in before if n != cache_module.MARKER)
+    assert _inodes(dest) == before
+
+    staging = tmp_path / "staging"
+    shutil.copytree(dest, staging)
+    fetch_module._install(str(staging), item.dest, item.sha256, seen=None)  # looked before it was installed
+    assert _inodes(dest) == before and not staging.exists()
+    # the copy the first look found is replaced (as when `verify` found it damaged), so is an incomplete one
+    for looked in (cache_module.marker_stamp(item.dest), "incomplete"):
+        shutil.copytree(dest, staging)
+        if looked == "incomplete":
+            (dest / cache_module.MARKER).unlink()
+            looked = None
+        before = _inodes(dest)
+        fetch_module._install(str(staging), item.dest, item.sha256, seen=looked)
+        assert not staging.exists() and set(_inodes(dest)) == set(before) | {cache_module.MARKER}
+        assert not set(_inodes(dest).values()) & set(before.values())
+        assert cache_module.cached_files(item.dest, item.sha256) is not None
+
+
+# -- what a killed fetch leaves -------------------------------------------------------------------------------------
+
+_KILLED = textwrap.dedent("""
+    import os, signal, sys
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.storage import fetch
+    extract, extracted = fetch.extract_zip, []
+
+    def extract_then_die(archive, dest, **kwargs):
+        files = extract(archive, dest, **kwargs)
+        extracted.append(dest)
+        if len(extracted) == 2:  # the second zip downloaded and extracted, not yet in place: killed
+            os.kill(os.getpid(), signal.SIGKILL)
+        return files
+
+    fetch.extract_zip = extract_then_die
+    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=1)
+    """)
+
+
+def test_what_a_killed_fetch_left_in_the_cache_is_removed_by_the_next(board, tmp_path):
+    """A fetch killed outright (SIGKILL: no ``finally`` runs) leaves its download and half-done extraction in the
+    cache's ``.tmp``; the next fetch removes them, as the folder names its owner, who is gone, while a running fetch's
+    folder stays however old it is; what else is there goes after a day, as before."""
+    cache = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(board), str(cache)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    tmp = cache / cache_module.TMP
+    left = [p for p in tmp.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in left) > 0 and any(p.suffix == ".JPEG" for p in left)
+    long_ago = time.time() - 2 * 24 * 3600
+    running = tmp / f"{cache_module.FETCH_PREFIX}running"  # a fetch of this process, started two days ago
+    running.mkdir()
+    (running / scratch.OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n")
+    os.utime(running, (long_ago, long_ago))
+    stray_old, stray_new = tmp / "n01440764-1-0a1b2c3d.zip", tmp / "n01440764-2-0a1b2c3d.zip"  # an older version's
+    for stray in (stray_old, stray_new):
+        stray.write_bytes(b"part of a zip")
+    os.utime(stray_old, (long_ago, long_ago))
+
+    result = imagenet_partition(0, 1, board, cache_dir=cache)
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([running.name, stray_new.name])
+    assert len(result["image"]) == CLASSES * PER_CLASS and all(os.path.isfile(p) for p in result["image"])
+
+
+# -- a cache whose disk is full or cannot be written -----------------------------------------------------------------
+
+def _zips(board: Path) -> int:
+    return sum(1 + (r["val_images"] > 0) for r in imagenet_categories(board))
+
+
+def test_a_full_cache_disk_ends_the_fetch_at_once_with_what_to_do(board, tmp_path, monkeypatch):
+    """No space left (or the quota used up) while a zip is downloaded or extracted: no other attempt, no other
+    download started, and one error naming the cache, the option and the room it takes, not a traceback or a download
+    blamed for it."""
+    cache = tmp_path / "cache"
+    calls: list[str] = []
+
+    def full(*args, **kwargs):
+        calls.append(args[1])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(transfer_module, "download", full)
+    started = time.monotonic()
+    with pytest.raises(AlexnetError) as raised:
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=2)
+    zips, size = _zips(board), zip_bytes(board) / 1e6
+    assert str(raised.value) == (
+        f"fetching into the cache {cache} stopped: its disk is full (No space left on device): give `cache_dir` a "
+        f"folder on a disk with room for {zips} zips more ({size:.1f} MB), or free some space; fetching again resumes, "
+        f"0 of {zips} zips are in the cache")
+    assert not isinstance(raised.value, BoardError)
+    assert 1 <= len(calls) <= 2 and len(set(calls)) == len(calls), "tried once each, the ones under way only"
+    assert time.monotonic() - started < 5
+    monkeypatch.undo()
+
+    first = imagenet_categories(board)[0]["id"]
+    original = fetch_module.extract_zip
+
+    def quota(archive, dest, *, label=""):
+        if first in label:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded", os.path.join(dest, "x.JPEG"))
+        return original(archive, dest, label=label)
+
+    monkeypatch.setattr(fetch_module, "extract_zip", quota)
+    with pytest.raises(AlexnetError, match=rf"^fetching into the cache {cache} stopped: its disk is full \(Disk quota "
+                                           rf"exceeded\): give `cache_dir` .* fetching again resumes, \d+ of {zips} "
+                                           "zips are in the cache$"):
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    assert list((cache / cache_module.TMP).iterdir()) == [], "nothing half-done is left"
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeypatch):
+    """A category folder the system will not let this process replace (a read-only mount, an immutable folder): one
+    error naming it and the option; reading the board refused stays the board's error."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, board, cache_dir=cache)
+    wnid = first["categories"][0]
+    (cache / "train" / wnid / cache_module.MARKER).unlink()  # incomplete: to be replaced
+    rename = os.rename
+
+    def refused(src, dst, *args, **kwargs):
+        if os.fspath(src).startswith(str(cache / "train")):
+            raise PermissionError(errno.EPERM, "Operation not permitted", src, dst)
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_module.os, "rename", refused)
+    with pytest.raises(AlexnetError) as raised:
+        imagenet_partition(0, 1, board, cache_dir=cache)
+    zips = _zips(board)
+    assert str(raised.value) == (
+        f"fetching into the cache {cache} stopped: {cache / 'train' / wnid} cannot be written (Operation not "
+        "permitted): give `cache_dir` a folder this process may write (or leave `cache_dir` unset for the user "
+        f"cache); fetching again resumes, {zips - 1} of {zips} zips are in the cache")
+    assert "a folder this process may write (or leave `--cache-dir` unset" in help_as_said("fetch", str(raised.value))
+    monkeypatch.undo()
+
+    def unreadable(fs, remote, local, progress=None):
+        raise PermissionError(errno.EACCES, "Permission denied", remote)
+
+    monkeypatch.setattr(transfer_module, "download", unreadable)
+    with pytest.raises(BoardError, match=rf"category {wnid} is listed in the categories pin but .*{wnid}.zip cannot be "
+                                         r"read \(PermissionError: "):
+        imagenet_partition(0, 1, board, cache_dir=cache)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting a tmpfs takes root")
+def test_a_cache_on_a_small_disk_says_so(board, tmp_path):
+    """A real disk too small for the partition (a tmpfs of 64 KiB)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("this machine mounts no tmpfs")
+    try:
+        started = time.monotonic()
+        with pytest.raises(AlexnetError, match=rf"^fetching into the cache {disk}/cache stopped: its disk is full "
+                                               r"\(No space left on device\): give `cache_dir` a folder on a disk with "
+                                               r"room for \d+ zips? more"):
+            imagenet_partition(0, 1, board, cache_dir=disk / "cache", workers=2)
+        assert time.monotonic() - started < 5
+        assert list((disk / "cache" / cache_module.TMP).iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monkeypatch):
+    """The upload tells a full disk by the errors the fetch does (the quota used up too), and a folder board whose
+    disk is full is not tried again and again: one attempt per pin, and the error says a disk is full."""
+    from alexnet.data import packing
+    from alexnet.storage import publish
+
+    def quota(*args, **kwargs):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(packing, "_zip_images", quota)
+    with pytest.raises(AlexnetError, match="a disk is full: the scratch folder's"):
+        imagenet_upload(source, tmp_path / "board", workers=2, scratch=tmp_path / "scratch")
+    monkeypatch.undo()
+
+    calls: list[str] = []
+
+    def full(board, folder, moved, name, *args):
+        calls.append(name)
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(board.location, name))
+
+    monkeypatch.setattr(publish, "_put_version", full)
+    with pytest.raises(BoardError, match=r"could not be uploaded .* a disk is full: the scratch folder's \(in "
+                                         rf"{tmp_path / 'scratch'}\) or a folder board's"):
+        imagenet_upload(source, tmp_path / "board", workers=2, retries=2, scratch=tmp_path / "scratch")
+    assert calls and len(calls) == len(set(calls)), calls
+
+
+# -- a board changed by hand ----------------------------------------------------------------------------------------
+
+def _replace_zip(board: Path, pin: str, members: dict[str, bytes]) -> Path:
+    """Put a zip of ``members`` in place of pin ``pin``'s, and its SHA-256 and size in the categories table, as a
+    hand that edits a board would: the fetch's checks of the SHA-256 pass. The zip's path."""
+    import pandas as pd
+
+    (path,) = board.glob(f"{pin}/*/{pin}.zip")
+    payload = io.BytesIO()
+    with zipfile.ZipFile(payload, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    path.write_bytes(payload.getvalue())
+    opened = open_board(board)
+    frame = opened.pins.pin_read("categories")
+    wnid = pin.removeprefix(layout.VAL_PREFIX)
+    prefix = "val_" if pin != wnid else ""
+    row = frame.index[frame["id"] == wnid][0]
+    frame.loc[row, f"{prefix}sha256"] = hashlib.sha256(payload.getvalue()).hexdigest()
+    frame.loc[row, f"{prefix}bytes"] = len(payload.getvalue())
+    # pins orders versions by their time to the second: make this one the latest for sure
+    opened.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                          created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    return path
+
+
+@pytest.mark.parametrize("change", ["a file named as the cache's record", "a file named as the record being written",
+                                    "no images", "a validation image less"])
+def test_a_zip_changed_by_hand_is_refused_with_what_to_do(source, board, tmp_path, change):
+    """A zip whose SHA-256 the table was made to match, but which no upload wrote: one holding a file named as the
+    cache's own record of an extraction (it would be overwritten, and the category never count as cached), or
+    another number of images than the table says (an empty zip gave a category no images). Nothing of it reaches the
+    cache, the error names the category and its zip and says what to do, and doing it mends the board."""
+    board = Path(shutil.copytree(board, tmp_path / "board"))
+    wnid = imagenet_categories(board)[0]["id"]
+    (good,) = board.glob(f"{wnid}/*/{wnid}.zip")
+    with zipfile.ZipFile(good) as zf:
+        images = {name: zf.read(name) for name in zf.namelist()}
+    (val,) = board.glob(f"{layout.VAL_PREFIX}{wnid}/*/*.zip")
+    with zipfile.ZipFile(val) as zf:
+        val_images = {name: zf.read(name) for name in zf.namelist()}
+    if change.startswith("a file named"):
+        name = cache_module.MARKER + (".part" if "written" in change else "")
+        path = _replace_zip(board, wnid, {**images, name: b'{"sha256": "x"}'})
+        said = rf"holds a file named '\{name}', the name the cache keeps for its own record"
+    elif change == "no images":
+        path = _replace_zip(board, wnid, {})
+        said = f"holds 0 files, but the categories pin says {PER_CLASS} images"
+    else:
+        path = _replace_zip(board, f"{layout.VAL_PREFIX}{wnid}", dict(list(val_images.items())[1:]))
+        said = f"holds {VAL_PER_CLASS - 1} file, but the categories pin says {VAL_PER_CLASS} images"
+    cache = tmp_path / "cache"
+    what = f"category {wnid}" + (" \\(validation images\\)" if layout.VAL_PREFIX in path.name else "")
+    with pytest.raises(IntegrityError, match=rf"^{what}: its zip {path} {said}.* and is not used; delete {path} \(an "
+                                             "upload keeps a file that is there\\), then upload the category again"):
+        imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    assert not (cache / ("val" if "validation" in what else "train") / wnid).exists()
+
+    path.unlink()
+    imagenet_upload(source, board, workers=2)
+    result = imagenet_partition(0, 1, board, cache_dir=cache)
+    assert result["category"].count(wnid) == PER_CLASS and result["val_category"].count(wnid) == VAL_PER_CLASS
+    assert all(os.path.isfile(p) for p in result["image"] + result["val_image"])
