@@ -8,6 +8,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pandas as pd
 import pytest
+from helpers_mounts import read_only_view
 from servers import free_port, gcs_emulator, http_server, moto_s3_server
 
 from alexnet.errors import BoardError
@@ -151,6 +152,19 @@ def test_folder_board_read_missing_and_write_creates(tmp_path):
     assert target.is_dir()
     board.pins.pin_write(pd.DataFrame({"x": [1, 2]}), name="t", type="csv")
     assert open_board(target).pins.pin_read("t")["x"].tolist() == [1, 2]
+
+
+def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writing(tmp_path):
+    """An existing board folder on a read-only file system is refused by open_board(write=True), naming the folder,
+    before any work; it is still read."""
+    folder = tmp_path / "board"
+    open_board(folder, write=True).pins.pin_write(pd.DataFrame({"x": [1]}), name="t", type="csv")
+    with read_only_view(folder, tmp_path / "view") as view:
+        with pytest.raises(BoardError, match=f"^board folder {view} cannot be written \\(Read-only file system\\): "
+                                             "give a board folder this process may write$"):
+            open_board(view, write=True)
+        assert open_board(view).pins.pin_read("t")["x"].tolist() == [1]
+    assert sorted(p.name for p in folder.iterdir()) == ["t"], "the check leaves nothing in the board"
 
 
 # -- gs:// ----------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import pytest
 from helpers_cli import help_as_said
 from helpers_imagenet import killed_upload
+from helpers_mounts import read_only_view
 from PIL import Image
 from servers import free_port, http_server
 
@@ -373,6 +374,22 @@ def test_a_full_disk_names_the_scratch_folder_and_the_option(tree, tmp_path, mon
     with pytest.raises(AlexnetError, match=r"No space left on device.*a disk is full") as reading_full:
         imagenet_upload(tree["path"], tmp_path / "board", workers=2)
     assert f"the system's temporary folder, {tmp_path}" in str(reading_full.value)
+
+
+def test_a_board_folder_that_cannot_be_written_is_refused_before_any_work(tree, tmp_path, monkeypatch):
+    """An existing board folder that cannot be written (a read-only file system) is refused with one error naming it,
+    before any category is packed."""
+    from alexnet.data import packing
+
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, workers=2)
+    packed: list[str] = []
+    monkeypatch.setattr(packing, "_zip_images", lambda part, *args: packed.append(part.wnid))
+    view = tmp_path / "view"
+    with read_only_view(board, view), \
+            pytest.raises(BoardError, match=f"^board folder {view} cannot be written \\(Read-only file system\\)"):
+        imagenet_upload(tree["path"], view, workers=2, resize=63)  # other zips: every category would be packed
+    assert packed == []
 
 
 @pytest.mark.parametrize("kind", ["folder", "gs"])

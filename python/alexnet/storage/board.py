@@ -14,6 +14,7 @@ boards written here can be read by R's and Python's pins packages as well.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,9 @@ from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 
 MANIFEST = "_pins.yaml"
+#: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): a
+#: file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
+OWN_PREFIX = ".alexnet-"
 
 
 def default_board() -> str:
@@ -64,7 +68,7 @@ class Board:
         if isinstance(self.pins, BoardManual):
             return list(self.pins.pin_paths)
         try:
-            return list(self.pins.pin_list())
+            return [name for name in self.pins.pin_list() if not name.startswith(OWN_PREFIX)]
         except FileNotFoundError:
             return []
 
@@ -88,6 +92,18 @@ class Board:
         listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
         with self.fs.open(path, "w") as f:
             f.write(yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False))
+
+
+def check_writable(folder: str) -> None:
+    """``BoardError`` naming the board folder ``folder`` when this process cannot make a file in it (a read-only
+    file system, no permission): found before any work, by writing (and removing) an empty hidden file."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{OWN_PREFIX}probe-", dir=folder)
+    except OSError as err:
+        raise BoardError(f"board folder {folder} cannot be written ({reason(err)}): give a board folder this process "
+                         "may write") from None
+    os.close(fd)
+    os.remove(probe)
 
 
 def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
@@ -114,7 +130,8 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
     """Open ``board`` (a location string, or ``None`` for the default), checking up front that it can be reached.
 
     ``write=True`` also checks that it can be written: credentials exist for gs:// and s3://, the
-    bucket exists, and the board is not an https:// one (read only); a local folder is created.
+    bucket exists, and the board is not an https:// one (read only); a local folder is created, and a file made in
+    it (a read-only file system, a folder of another user's).
     Problems raise ``BoardError`` saying what to change.
     """
     import pins
@@ -128,6 +145,7 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
                 os.makedirs(resolved, exist_ok=True)
             except OSError as err:
                 raise BoardError(f"cannot create the board folder {resolved}: {reason(err)}") from None
+            check_writable(resolved)
         elif not os.path.isdir(resolved):
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "
