@@ -13,9 +13,12 @@ boards written here can be read by R's and Python's pins packages as well.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import tempfile
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +26,14 @@ from ..environment import env_value
 from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "_pins.yaml"
-#: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): a
-#: file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
+#: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
+#: lock taken while the manifest is rewritten, its next text before it is renamed into place, a file that checks that
+#: the board can be written. :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
+MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
 
 
 def default_board() -> str:
@@ -79,19 +86,64 @@ class Board:
         it lets https:// readers find the pins. Pins already listed and not in ``versions`` stay listed, so
         that writers of different pins (an upload, a trained model) do not drop each other's entries. The
         writer knows the versions it wrote, so no pin is listed from the board.
+
+        A reader never finds the file cut short: on a folder board it is written beside and renamed into place, under
+        a lock (:data:`MANIFEST_LOCK`) that writers at the same time take in turn, so that none drops another's
+        entries; a bucket's object is written whole by one request.
         """
         import yaml
 
-        listed: dict[str, Any] = {}
-        path = self.path(MANIFEST)
-        if self.fs.exists(path):
-            try:
-                listed = dict(yaml.safe_load(self.fs.cat_file(path)) or {})
-            except (yaml.YAMLError, TypeError, ValueError):
-                listed = {}  # not a manifest: written anew
-        listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
-        with self.fs.open(path, "w") as f:
-            f.write(yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False))
+        def merged() -> str:
+            listed: dict[str, Any] = {}
+            path = self.path(MANIFEST)
+            if self.fs.exists(path):
+                try:
+                    listed = dict(yaml.safe_load(self.fs.cat_file(path)) or {})
+                except (yaml.YAMLError, TypeError, ValueError):
+                    listed = {}  # not a manifest: written anew
+            listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
+            return yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False)
+
+        if self.kind != "file":  # a bucket's object is replaced whole by one write
+            self.fs.pipe_file(self.path(MANIFEST), merged().encode())
+            return
+        with _locked(os.path.join(self.location, MANIFEST_LOCK)):
+            _replace_file(os.path.join(self.location, MANIFEST), merged())
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` (made if missing, kept) while the block runs: writers of a folder board's
+    manifest take turns, so that each reads what the last one wrote. Where the file system takes no lock, unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # not on a POSIX system
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:  # a file system that takes no locks
+            log.debug("no lock on %s (%s): the manifest is written without one", path, err)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+def _replace_file(path: str, text: str) -> None:
+    """Write ``text`` as the file ``path`` at once: to a hidden file beside it (with the mode of a new file), then
+    renamed over it, so that a reader sees the old file or the new one, never one cut short."""
+    part = os.path.join(os.path.dirname(path), f"{OWN_PREFIX}{os.path.basename(path)}-{uuid.uuid4().hex[:12]}")
+    try:
+        with open(part, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
 
 
 def check_writable(folder: str) -> None:
