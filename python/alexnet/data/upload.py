@@ -28,7 +28,7 @@ from ..checks import count_text, some_names
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
 from ..storage import layout
-from ..storage.board import Board, open_board, resolve_board
+from ..storage.board import Board, is_full_board, open_board, resolve_board
 from ..storage.location import location_kind, made_folder
 from ..storage.publish import prune, quiet_pins, write_table
 from ..storage.transfer import retry
@@ -58,19 +58,25 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
                   retries: int) -> dict[str, str]:
     """Write the ``bad_images`` table, the ``categories`` table (last but the manifest) and the manifest;
     the current version of every pin."""
-    with quiet_pins():
-        bad_meta = retry("writing the bad_images pin", lambda: write_table(
-            board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
-            "Images left out at upload: empty, truncated or undecodable"), retries)
-        cat_meta = retry("writing the categories pin", lambda: write_table(
-            board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
-            "ImageNet categories: one row per category zip", summary), retries)
-    current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}
-    for row in rows:
-        current[row["id"]] = row["version"]
-        if row["val_version"]:
-            current[layout.val_pin_name(row["id"])] = row["val_version"]
-    retry("writing the board manifest", lambda: board.write_manifest(current), retries)
+    try:
+        with quiet_pins():
+            bad_meta = retry("writing the bad_images pin", lambda: write_table(
+                board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
+                "Images left out at upload: empty, truncated or undecodable"), retries)
+            cat_meta = retry("writing the categories pin", lambda: write_table(
+                board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
+                "ImageNet categories: one row per category zip", summary), retries)
+        current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}
+        for row in rows:
+            current[row["id"]] = row["version"]
+            if row["val_version"]:
+                current[layout.val_pin_name(row["id"])] = row["val_version"]
+        retry("writing the board manifest", lambda: board.write_manifest(current), retries)
+    except BoardError as err:
+        if not is_full_board(err):
+            raise
+        raise BoardError(f"{err}; then run imagenet_upload() again to finish (the categories on the board are "
+                         "skipped)") from err.__cause__
     return current
 
 

@@ -14,6 +14,7 @@ boards written here can be read by R's and Python's pins packages as well.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import tempfile
@@ -30,10 +31,25 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "_pins.yaml"
 #: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
-#: lock taken while the manifest is rewritten, its next text before it is renamed into place, a file that checks that
-#: the board can be written. :meth:`Board.pin_names` leaves them out.
+#: lock taken while the manifest is rewritten, folders that become a pin's version once whole (renamed into place), a
+#: file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
+#: The errors that say a disk is full (or the user's quota on it).
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_board(folder: str, error: OSError) -> BoardError:
+    """The error for the board folder ``folder`` whose disk is full (``error``), raised from ``error``: no other
+    attempt is made (see :func:`is_full_board`)."""
+    return BoardError(f"the disk of board folder {folder} is full ({reason(error)}): free some space on it, or give a "
+                      "board on a disk with room")
+
+
+def is_full_board(error: BaseException) -> bool:
+    """Whether ``error`` is :func:`full_board`'s: a ``BoardError`` raised from a full disk's ``OSError``."""
+    cause = error.__cause__
+    return isinstance(error, BoardError) and isinstance(cause, OSError) and cause.errno in FULL_DISK
 
 
 def default_board() -> str:
@@ -107,8 +123,13 @@ class Board:
         if self.kind != "file":  # a bucket's object is replaced whole by one write
             self.fs.pipe_file(self.path(MANIFEST), merged().encode())
             return
-        with _locked(os.path.join(self.location, MANIFEST_LOCK)):
-            _replace_file(os.path.join(self.location, MANIFEST), merged())
+        try:
+            with _locked(os.path.join(self.location, MANIFEST_LOCK)):
+                _replace_file(os.path.join(self.location, MANIFEST), merged())
+        except OSError as err:
+            if err.errno in FULL_DISK:
+                raise full_board(self.location, err) from err
+            raise
 
 
 @contextlib.contextmanager
