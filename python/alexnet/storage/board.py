@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "_pins.yaml"
 #: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
-#: lock taken while the manifest is rewritten, folders that become a pin's version once whole (renamed into place), a
-#: file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
+#: lock taken while the manifest is rewritten and its next text, folders that become a pin's version once whole (both
+#: renamed into place), a file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
 #: The errors that say a disk is full (or the user's quota on it).
