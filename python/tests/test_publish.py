@@ -1,6 +1,7 @@
 """Writing the board's pins so that a failure never leaves a board that cannot be read or written again: tables read
-from their newest complete version and written whole, versions that failed cleaned up, a full disk said. Folder
-boards, with gs:// (emulator) and s3:// (moto) where the behaviour is the buckets' too."""
+from their newest complete version and written whole, versions that failed cleaned up, a full disk said, pruning
+that keeps what the newest categories table names. Folder boards, with gs:// (emulator) and s3:// (moto) where the
+behaviour is the buckets' too."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from alexnet.errors import BoardError
 from alexnet.storage import layout, publish
 from alexnet.storage.board import open_board
-from alexnet.storage.publish import publish_file, quiet_pins, write_table
+from alexnet.storage.publish import board_versions, prune, publish_file, quiet_pins, write_table
 
 BUCKET = "alexnet-test"
 
@@ -251,3 +252,55 @@ def test_a_full_board_disk_is_said_and_leaves_nothing(another_file_system, tmp_p
     version = publish_file(board, str(zip_to_publish(tmp_path)), "n01440764", title="t", metadata={"alexnet": 1},
                            exists=False, retries=0, move=True)
     assert versions(board, "n01440764") == [version]
+
+
+# -- pruning keeps what the newest categories table names ----------------------------------------------------------
+
+
+def test_pruning_keeps_the_versions_the_newest_categories_table_names(tmp_path):
+    """An upload that prunes after another upload wrote a newer categories table (naming an older version of a pin
+    than the one this upload wrote) deletes no version that table names; what no table names is deleted."""
+    board = open_board(tmp_path / "board", write=True)
+
+    def zip_version(exists: bool) -> str:
+        with quiet_pins():
+            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
+                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
+
+    oldest = zip_version(False)
+    named = zip_version(True)
+    table = rows(1)
+    table[0]["version"] = named
+    other_upload_table = write(board, table)  # the other upload's table, the board's newest
+    this_upload = zip_version(True)  # this upload's version, written before its table, which came first
+    deleted = prune(board, {"n00000000": this_upload}, keep=1, retries=0)
+    assert versions(board, "n00000000") == [named, this_upload]
+    assert deleted == 1 and oldest not in versions(board, "n00000000")
+    assert versions(board, layout.CATEGORIES_PIN) == [other_upload_table]
+    assert all(board.fs.exists(layout.zip_path(board, r["id"], r["version"])) for r in layout.read_categories(board))
+
+
+def test_pruning_keeps_the_versions_another_upload_wrote_meanwhile(tmp_path):
+    """An upload's pruning deletes no version that was not on the board when the upload began: another upload at the
+    same time wrote it, and that upload's categories table, written after this one's pruning, names it."""
+    board = open_board(tmp_path / "board", write=True)
+
+    def zip_version(exists: bool) -> str:
+        with quiet_pins():
+            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
+                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
+
+    oldest = zip_version(False)
+    before = board_versions(board)
+    assert before == {"n00000000": {oldest}}
+    other_upload = zip_version(True)  # the other upload's version, its table still to come
+    this_upload = zip_version(True)
+    table = rows(1)
+    table[0]["version"] = this_upload
+    this_table = write(board, table)
+    deleted = prune(board, {"n00000000": this_upload, layout.CATEGORIES_PIN: this_table}, keep=1, retries=0,
+                    before=before)
+    assert (deleted, versions(board, "n00000000")) == (1, [other_upload, this_upload])
+    table[0]["version"] = other_upload
+    write(board, table)  # the other upload's table comes last: what it names is there
+    assert all(board.fs.exists(layout.zip_path(board, r["id"], r["version"])) for r in layout.read_categories(board))

@@ -30,7 +30,7 @@ from ..errors import AlexnetError, BoardError
 from ..storage import layout
 from ..storage.board import Board, is_full_board, open_board, resolve_board
 from ..storage.location import location_kind, made_folder
-from ..storage.publish import prune, quiet_pins, write_table
+from ..storage.publish import board_versions, prune, quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
 from .packing import Options, Result, Uploader
@@ -195,6 +195,9 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
                     os.rmdir(folder)
             raise
     start = time.monotonic()
+    keep = chosen.keep_versions
+    # what is on the board before this upload: pruning deletes no version written meanwhile by another upload
+    before = board_versions(opened) if keep is not None else None
     uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:
         uploader.run()
@@ -221,8 +224,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     excluded = {w for (w, s), r in results.items() if s == "train" and r.status == "excluded"}
     _warn_of_categories_unlisted(opened, {row["id"] for row in rows} | excluded, read.root)
     current = _write_tables(opened, rows, bad, summary, packing.retries)
-    keep = chosen.keep_versions
-    pruned = prune(opened, current, keep, packing.retries) if keep is not None else 0
+    pruned = prune(opened, current, keep, packing.retries, before=before) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
 
