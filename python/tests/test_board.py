@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pandas as pd
 import pytest
+import yaml
+from helpers_mounts import read_only_view
 from servers import free_port, gcs_emulator, http_server, moto_s3_server
 
 from alexnet.errors import BoardError
@@ -151,6 +154,71 @@ def test_folder_board_read_missing_and_write_creates(tmp_path):
     assert target.is_dir()
     board.pins.pin_write(pd.DataFrame({"x": [1, 2]}), name="t", type="csv")
     assert open_board(target).pins.pin_read("t")["x"].tolist() == [1, 2]
+
+
+def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writing(tmp_path):
+    """An existing board folder on a read-only file system is refused by open_board(write=True), naming the folder,
+    before any work; it is still read."""
+    folder = tmp_path / "board"
+    open_board(folder, write=True).pins.pin_write(pd.DataFrame({"x": [1]}), name="t", type="csv")
+    with read_only_view(folder, tmp_path / "view") as view:
+        with pytest.raises(BoardError, match=f"^board folder {view} cannot be written \\(Read-only file system\\): "
+                                             "give a board folder this process may write$"):
+            open_board(view, write=True)
+        assert open_board(view).pins.pin_read("t")["x"].tolist() == [1]
+    assert sorted(p.name for p in folder.iterdir()) == ["t"], "the check leaves nothing in the board"
+
+
+def test_writers_of_a_folder_boards_manifest_at_the_same_time_keep_each_others_entries(tmp_path):
+    """Writers of the manifest at the same time (a model pinned while an upload writes) each keep the others'
+    entries, and a reader never finds it cut short or without an entry written before."""
+    folder = tmp_path / "board"
+    open_board(folder, write=True).write_manifest({"categories": "20200101T000000Z-abcde"})
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        board = open_board(folder, write=True)
+        try:
+            for i in range(60):
+                board.write_manifest({f"{tag}{i}": "20200101T000000Z-abcde"})
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    seen = []
+    while any(thread.is_alive() for thread in threads):
+        text = (folder / "_pins.yaml").read_text()
+        seen.append("categories" in (yaml.safe_load(text) or {}))
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert seen and all(seen)
+    listed = yaml.safe_load((folder / "_pins.yaml").read_text())
+    assert set(listed) == {"categories"} | {f"{tag}{i}" for tag in ("a", "b") for i in range(60)}
+    assert listed["a7"] == ["a7/20200101T000000Z-abcde/"]
+    assert open_board(folder).pin_names() == [], "the manifest's lock is no pin"
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".alexnet-manifest.lock") == ["_pins.yaml"]
+
+
+@pytest.mark.parametrize("kind", ["gs", "s3"])
+def test_a_buckets_manifest_is_written_whole_by_one_request(kind, request, tmp_path, monkeypatch):
+    """On a bucket the manifest is not opened for writing (an object written as a stream is cut short where it
+    stops): it is written whole, and keeps the entries it had."""
+    request.getfixturevalue("gcs" if kind == "gs" else "s3")
+    board = open_board(f"{kind}://{BUCKET}/{tmp_path.name}/board", write=True)
+    opened = board.fs.open
+
+    def read_only(path, mode="rb", *args, **kwargs):
+        assert "r" in mode, f"{path} opened for writing"
+        return opened(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(board.fs, "open", read_only)
+    board.write_manifest({"categories": "20200101T000000Z-abcde"})
+    board.write_manifest({"model": "20200102T000000Z-abcde"})
+    listed = yaml.safe_load(board.fs.cat_file(board.path("_pins.yaml")))
+    assert listed == {"categories": ["categories/20200101T000000Z-abcde/"], "model": ["model/20200102T000000Z-abcde/"]}
 
 
 # -- gs:// ----------------------------------------------------------------------------------------------------

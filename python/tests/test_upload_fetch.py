@@ -13,6 +13,7 @@ import io
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import zipfile
@@ -24,6 +25,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import pytest
 from helpers_cli import help_as_said
 from helpers_imagenet import killed_upload
+from helpers_mounts import fill, read_only_view, small_disk
 from PIL import Image
 from servers import free_port, http_server
 
@@ -282,7 +284,7 @@ def test_a_folder_board_takes_each_zip_as_it_was_written(tree, tmp_path, monkeyp
 
 def test_a_folder_board_on_another_file_system_gets_a_copy_of_each_zip(tree, tmp_path, monkeypatch):
     """When the version folder cannot be renamed onto the board (another file system: EXDEV), it is copied there,
-    once."""
+    once, and renamed into place."""
     import errno
 
     from alexnet.storage import publish
@@ -302,7 +304,10 @@ def test_a_folder_board_on_another_file_system_gets_a_copy_of_each_zip(tree, tmp
     report = imagenet_upload(tree["path"], tmp_path / "board", workers=2)
     assert sorted(report["uploaded"]) == sorted(tree["good"])
     assert len(copies) == 2 * CLASSES
-    assert all(Path(dst).parent.parent.parent == tmp_path / "board" for _, dst in copies)
+    # each into a hidden folder of the board, renamed into place once whole
+    assert all(Path(dst).parent.parent == tmp_path / "board" and Path(dst).parent.name.startswith(".alexnet-version-")
+               for _, dst in copies)
+    assert not list((tmp_path / "board").glob(".alexnet-version-*"))
     assert imagenet_upload(tree["path"], tmp_path / "board", workers=2)["uploaded"] == []
     seen: dict[str, set[str]] = {}
     check_partition(imagenet_partition(0, 1, tmp_path / "board", cache_dir=tmp_path / "cache"), tree, seen)
@@ -373,6 +378,68 @@ def test_a_full_disk_names_the_scratch_folder_and_the_option(tree, tmp_path, mon
     with pytest.raises(AlexnetError, match=r"No space left on device.*a disk is full") as reading_full:
         imagenet_upload(tree["path"], tmp_path / "board", workers=2)
     assert f"the system's temporary folder, {tmp_path}" in str(reading_full.value)
+
+
+def test_a_board_folder_that_cannot_be_written_is_refused_before_any_work(tree, tmp_path, monkeypatch):
+    """An existing board folder that cannot be written (a read-only file system) is refused with one error naming it,
+    before any category is packed."""
+    from alexnet.data import packing
+
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], board, workers=2)
+    packed: list[str] = []
+    monkeypatch.setattr(packing, "_zip_images", lambda part, *args: packed.append(part.wnid))
+    view = tmp_path / "view"
+    with read_only_view(board, view), \
+            pytest.raises(BoardError, match=f"^board folder {view} cannot be written \\(Read-only file system\\)"):
+        imagenet_upload(tree["path"], view, workers=2, resize=63)  # other zips: every category would be packed
+    assert packed == []
+
+
+def test_a_full_board_disk_is_said_and_the_upload_completes_once_it_has_room(tree, tmp_path):
+    """A board folder on a disk that fills up (the scratch folder on another one): the upload ends with one error
+    naming the board's folder and its full disk, leaves no version or pin folder that was cut short, and, run again
+    with room, completes."""
+    with small_disk(tmp_path / "disk", "64k") as disk:
+        board = disk / "board"
+        with pytest.raises(BoardError) as raised:
+            imagenet_upload(tree["path"], board, workers=2)
+        message = str(raised.value)
+        assert f"the disk of board folder {board} is full (No space left on device): free some space on it, or " \
+            "give a board on a disk with room; then run imagenet_upload() again to finish" in message
+        assert "KeyError" not in message
+        opened = open_board(board)
+        assert [p.name for p in board.iterdir() if not any(p.iterdir())] == [], "no empty pin folder"
+        assert not list(board.glob(".alexnet-version-*"))
+        for pin in opened.pin_names():
+            for version in opened.pins.pin_versions(pin, as_df=False):
+                assert (board / pin / version.version / "data.txt").exists()
+        subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
+        report = imagenet_upload(tree["path"], board, workers=2)
+        assert sorted(report["uploaded"] + report["skipped"]) == sorted(tree["good"])
+        check_partition(imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache"), tree, {})
+
+
+@pytest.mark.parametrize("free_pages", [1, 2, 3])
+def test_a_table_write_on_a_full_board_disk_leaves_the_board_writable(tree, tmp_path, free_pages):
+    """The disk fills up while the tables are written (every category on the board already): the upload says so,
+    leaves no table version that is not whole, and, with room again, completes; the board then fetches."""
+    with small_disk(tmp_path / "disk", "2m") as disk:
+        board = disk / "board"
+        imagenet_upload(tree["path"], board, workers=2)
+        for table in ("categories", "bad_images", "_pins.yaml"):
+            shutil.rmtree(board / table) if (board / table).is_dir() else (board / table).unlink()
+        filler = fill(disk, free_pages)
+        with pytest.raises(BoardError, match=f"^the disk of board folder {board} is full"):
+            imagenet_upload(tree["path"], board, workers=2, retries=0)
+        for table in ("categories", "bad_images"):
+            for version in (board / table).glob("*") if (board / table).exists() else []:
+                assert sorted(p.name for p in version.iterdir()) == sorted(["data.txt", f"{table}.csv"])
+        assert not list(board.glob(".alexnet-version-*"))
+        filler.unlink()
+        report = imagenet_upload(tree["path"], board, workers=2, retries=0)
+        assert sorted(report["skipped"]) == sorted(tree["good"])
+        check_partition(imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache"), tree, {})
 
 
 @pytest.mark.parametrize("kind", ["folder", "gs"])

@@ -34,7 +34,7 @@ from ..machine import usable_cpus
 from ..progress import progress_bar
 from ..scratch import scratch_folder
 from ..storage import layout
-from ..storage.board import Board
+from ..storage.board import Board, is_full_board
 from ..storage.publish import pin_state, publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
@@ -367,6 +367,11 @@ class Uploader:
                 raise LayoutError(f"{layout_errors[0]} (the {done} {said} on the board and skipped next "
                                   "time)") from layout_errors[0]
             names = sorted(self.failures)
+            board_full = next((e for e in self.failures.values() if is_full_board(e)), None)
+            if board_full is not None:  # the board's disk: said once, with the pins that are not on it
+                raise BoardError(f"{len(self.failures)} pin(s) could not be uploaded ({some_names(names)}): "
+                                 f"{board_full}; then run imagenet_upload() again to finish (the categories pin was "
+                                 "not written, so the board is not yet complete)") from board_full
             listing = f"{some_names(names)}; {names[0]}: {brief(self.failures[names[0]])}"
             full = any(disk_full(e) for e in self.failures.values())
             raise BoardError(

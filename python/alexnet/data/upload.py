@@ -28,9 +28,9 @@ from ..checks import count_text, some_names
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
 from ..storage import layout
-from ..storage.board import Board, open_board, resolve_board
+from ..storage.board import Board, is_full_board, open_board, resolve_board
 from ..storage.location import location_kind, made_folder
-from ..storage.publish import prune, quiet_pins, write_table
+from ..storage.publish import board_versions, prune, quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
 from .packing import Options, Result, Uploader
@@ -58,19 +58,25 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
                   retries: int) -> dict[str, str]:
     """Write the ``bad_images`` table, the ``categories`` table (last but the manifest) and the manifest;
     the current version of every pin."""
-    with quiet_pins():
-        bad_meta = retry("writing the bad_images pin", lambda: write_table(
-            board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
-            "Images left out at upload: empty, truncated or undecodable"), retries)
-        cat_meta = retry("writing the categories pin", lambda: write_table(
-            board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
-            "ImageNet categories: one row per category zip", summary), retries)
-    current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}
-    for row in rows:
-        current[row["id"]] = row["version"]
-        if row["val_version"]:
-            current[layout.val_pin_name(row["id"])] = row["val_version"]
-    retry("writing the board manifest", lambda: board.write_manifest(current), retries)
+    try:
+        with quiet_pins():
+            bad_meta = retry("writing the bad_images pin", lambda: write_table(
+                board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
+                "Images left out at upload: empty, truncated or undecodable"), retries)
+            cat_meta = retry("writing the categories pin", lambda: write_table(
+                board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
+                "ImageNet categories: one row per category zip", summary), retries)
+        current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}
+        for row in rows:
+            current[row["id"]] = row["version"]
+            if row["val_version"]:
+                current[layout.val_pin_name(row["id"])] = row["val_version"]
+        retry("writing the board manifest", lambda: board.write_manifest(current), retries)
+    except BoardError as err:
+        if not is_full_board(err):
+            raise
+        raise BoardError(f"{err}; then run imagenet_upload() again to finish (the categories on the board are "
+                         "skipped)") from err.__cause__
     return current
 
 
@@ -189,6 +195,9 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
                     os.rmdir(folder)
             raise
     start = time.monotonic()
+    keep = chosen.keep_versions
+    # what is on the board before this upload: pruning deletes no version written meanwhile by another upload
+    before = board_versions(opened) if keep is not None else None
     uploader = Uploader(read, opened, packing, chosen.workers, scratch=parent)
     try:
         uploader.run()
@@ -215,8 +224,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     excluded = {w for (w, s), r in results.items() if s == "train" and r.status == "excluded"}
     _warn_of_categories_unlisted(opened, {row["id"] for row in rows} | excluded, read.root)
     current = _write_tables(opened, rows, bad, summary, packing.retries)
-    keep = chosen.keep_versions
-    pruned = prune(opened, current, keep, packing.retries) if keep is not None else 0
+    pruned = prune(opened, current, keep, packing.retries, before=before) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
 

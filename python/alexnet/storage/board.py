@@ -13,8 +13,13 @@ boards written here can be read by R's and Python's pins packages as well.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
-from collections.abc import Mapping
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +27,29 @@ from ..environment import env_value
 from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "_pins.yaml"
+#: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
+#: lock taken while the manifest is rewritten and its next text, folders that become a pin's version once whole (both
+#: renamed into place), a file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
+OWN_PREFIX = ".alexnet-"
+MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
+#: The errors that say a disk is full (or the user's quota on it).
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_board(folder: str, error: OSError) -> BoardError:
+    """The error for the board folder ``folder`` whose disk is full (``error``), raised from ``error``: no other
+    attempt is made (see :func:`is_full_board`)."""
+    return BoardError(f"the disk of board folder {folder} is full ({reason(error)}): free some space on it, or give a "
+                      "board on a disk with room")
+
+
+def is_full_board(error: BaseException) -> bool:
+    """Whether ``error`` is :func:`full_board`'s: a ``BoardError`` raised from a full disk's ``OSError``."""
+    cause = error.__cause__
+    return isinstance(error, BoardError) and isinstance(cause, OSError) and cause.errno in FULL_DISK
 
 
 def default_board() -> str:
@@ -64,7 +91,7 @@ class Board:
         if isinstance(self.pins, BoardManual):
             return list(self.pins.pin_paths)
         try:
-            return list(self.pins.pin_list())
+            return [name for name in self.pins.pin_list() if not name.startswith(OWN_PREFIX)]
         except FileNotFoundError:
             return []
 
@@ -75,19 +102,81 @@ class Board:
         it lets https:// readers find the pins. Pins already listed and not in ``versions`` stay listed, so
         that writers of different pins (an upload, a trained model) do not drop each other's entries. The
         writer knows the versions it wrote, so no pin is listed from the board.
+
+        A reader never finds the file cut short: on a folder board it is written beside and renamed into place, under
+        a lock (:data:`MANIFEST_LOCK`) that writers at the same time take in turn, so that none drops another's
+        entries; a bucket's object is written whole by one request.
         """
         import yaml
 
-        listed: dict[str, Any] = {}
-        path = self.path(MANIFEST)
-        if self.fs.exists(path):
-            try:
-                listed = dict(yaml.safe_load(self.fs.cat_file(path)) or {})
-            except (yaml.YAMLError, TypeError, ValueError):
-                listed = {}  # not a manifest: written anew
-        listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
-        with self.fs.open(path, "w") as f:
-            f.write(yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False))
+        def merged() -> str:
+            listed: dict[str, Any] = {}
+            path = self.path(MANIFEST)
+            if self.fs.exists(path):
+                try:
+                    listed = dict(yaml.safe_load(self.fs.cat_file(path)) or {})
+                except (yaml.YAMLError, TypeError, ValueError):
+                    listed = {}  # not a manifest: written anew
+            listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
+            return yaml.safe_dump(dict(sorted(listed.items())), default_flow_style=False)
+
+        if self.kind != "file":  # a bucket's object is replaced whole by one write
+            self.fs.pipe_file(self.path(MANIFEST), merged().encode())
+            return
+        try:
+            with _locked(os.path.join(self.location, MANIFEST_LOCK)):
+                _replace_file(os.path.join(self.location, MANIFEST), merged())
+        except OSError as err:
+            if err.errno in FULL_DISK:
+                raise full_board(self.location, err) from err
+            raise
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` (made if missing, kept) while the block runs: writers of a folder board's
+    manifest take turns, so that each reads what the last one wrote. Where the file system takes no lock, unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # not on a POSIX system
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:  # a file system that takes no locks
+            log.debug("no lock on %s (%s): the manifest is written without one", path, err)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+def _replace_file(path: str, text: str) -> None:
+    """Write ``text`` as the file ``path`` at once: to a hidden file beside it (with the mode of a new file), then
+    renamed over it, so that a reader sees the old file or the new one, never one cut short."""
+    part = os.path.join(os.path.dirname(path), f"{OWN_PREFIX}{os.path.basename(path)}-{uuid.uuid4().hex[:12]}")
+    try:
+        with open(part, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+
+
+def check_writable(folder: str) -> None:
+    """``BoardError`` naming the board folder ``folder`` when this process cannot make a file in it (a read-only
+    file system, no permission): found before any work, by writing (and removing) an empty hidden file."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{OWN_PREFIX}probe-", dir=folder)
+    except OSError as err:
+        raise BoardError(f"board folder {folder} cannot be written ({reason(err)}): give a board folder this process "
+                         "may write") from None
+    os.close(fd)
+    os.remove(probe)
 
 
 def _read_manifest(fs: Any, resolved: str) -> dict[str, str]:
@@ -114,7 +203,8 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
     """Open ``board`` (a location string, or ``None`` for the default), checking up front that it can be reached.
 
     ``write=True`` also checks that it can be written: credentials exist for gs:// and s3://, the
-    bucket exists, and the board is not an https:// one (read only); a local folder is created.
+    bucket exists, and the board is not an https:// one (read only); a local folder is created, and a file made in
+    it (a read-only file system, a folder of another user's).
     Problems raise ``BoardError`` saying what to change.
     """
     import pins
@@ -128,6 +218,7 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
                 os.makedirs(resolved, exist_ok=True)
             except OSError as err:
                 raise BoardError(f"cannot create the board folder {resolved}: {reason(err)}") from None
+            check_writable(resolved)
         elif not os.path.isdir(resolved):
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "

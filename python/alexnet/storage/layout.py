@@ -15,15 +15,22 @@ All pins are pins-python versioned pins, readable by R's pins too:
   images). It is written after every category is on the board, so a board with a ``categories`` pin is
   complete.
 * ``_pins.yaml``: a manifest of the current pin versions, so the board can be read over https://.
+
+A version is complete when its ``data.txt`` reads as pins' metadata and every file it lists is there with the size
+it records (:func:`complete_meta`). The tables are read from their newest complete version: a write cut short (a
+full disk, a killed upload) or still under way is passed over.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from ..errors import BoardError
 from .board import Board
+
+log = logging.getLogger(__name__)
 
 #: Version of this layout, recorded in every pin's metadata (``alexnet``).
 FORMAT_VERSION = 1
@@ -70,22 +77,90 @@ def zip_path(board: Board, pin: str, version: str) -> str:
     return board.path(pin, version, zip_name(pin))
 
 
-def read_categories(board: Board) -> list[dict[str, Any]]:
-    """The ``categories`` table of ``board``: one dict per category with every column of :data:`CATEGORY_COLUMNS`,
-    sorted by ``index``. ``BoardError`` when the board has no such table (its upload has not finished)."""
+def complete_meta(board: Board, name: str, version: str) -> Any | None:
+    """pins' metadata of version ``version`` of pin ``name`` if that version is complete on ``board``: its
+    ``data.txt`` reads as pins' metadata and each file it lists is there with the size it records; else None (a
+    version whose write was cut short, or is still under way on a bucket, or one deleted meanwhile)."""
+    import yaml
+    from pins.errors import PinsError
+
+    pins = board.pins
+    try:
+        meta = pins.pin_meta(name, version)
+    except (FileNotFoundError, PinsError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError):
+        return None  # no data.txt, or one cut short (pins reads an empty one as None)
+    files = meta.file if isinstance(meta.file, (list, tuple)) else [meta.file]
+    sizes = meta.file_size if isinstance(meta.file_size, (list, tuple)) else [meta.file_size]
+    if len(files) != len(sizes):
+        return None
+    for file, size in zip(files, sizes, strict=True):
+        try:
+            if int(board.fs.info(pins.construct_path([name, version, file]))["size"]) != int(size):
+                return None
+        except (FileNotFoundError, TypeError, ValueError):
+            return None
+    return meta
+
+
+def table_versions(board: Board, name: str) -> list[str]:
+    """The versions of pin ``name`` on ``board``, the newest last; none when the pin is not there."""
     from pins.errors import PinsError
 
     try:
-        frame = board.pins.pin_read(CATEGORIES_PIN)
+        return [str(v.version) for v in board.pins.pin_versions(name, as_df=False)]
     except (PinsError, FileNotFoundError, KeyError):
-        raise BoardError(
-            f"board {board.location} has no categories pin: its upload has not finished (or never started); "
-            "run imagenet_upload() to this board"
-        ) from None
+        return []
+
+
+def _newest_complete_table(board: Board, name: str) -> tuple[Any, str | None]:
+    """The newest complete version of the csv pin ``name`` (:func:`complete_meta`) as read by pins, and its version;
+    ``(None, None)`` when there is none. An https:// board says its one version through its manifest."""
+    from pins.boards import BoardManual
+    from pins.errors import PinsError
+
+    if isinstance(board.pins, BoardManual):
+        return board.pins.pin_read(name), None
+    passed = []
+    for version in reversed(table_versions(board, name)):
+        if complete_meta(board, name, version) is None:
+            passed.append(version)
+            continue
+        try:
+            frame = board.pins.pin_read(name, version)
+        except (FileNotFoundError, PinsError):  # deleted since (an upload's pruning)
+            passed.append(version)
+            continue
+        if passed:
+            log.warning("the %s pin of board %s has incomplete versions newer than %s (%s: a write cut short, or "
+                        "under way): read %s", name, board.location, version, ", ".join(passed), version)
+        return frame, version
+    return None, None
+
+
+def read_categories(board: Board) -> list[dict[str, Any]]:
+    """The ``categories`` table of ``board``: one dict per category with every column of :data:`CATEGORY_COLUMNS`,
+    sorted by ``index``, from the newest complete version of the pin. ``BoardError`` when the board has no such table
+    (its upload has not finished)."""
+    return categories_and_version(board)[0]
+
+
+def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | None]:
+    """:func:`read_categories` and the version of the ``categories`` pin it read (None on an https:// board)."""
+    from pins.errors import PinsError
+
+    try:
+        frame, version = _newest_complete_table(board, CATEGORIES_PIN)
+    except (PinsError, FileNotFoundError, KeyError):
+        frame = None
     except Exception as err:
         raise BoardError(
             f"cannot read the categories pin of {board.location}: {type(err).__name__}: {err}"
         ) from None
+    if frame is None:
+        raise BoardError(
+            f"board {board.location} has no categories pin: its upload has not finished (or never started); "
+            "run imagenet_upload() to this board"
+        )
     missing = [c for c in REQUIRED_CATEGORY_COLUMNS if c not in frame.columns]
     if missing:
         raise BoardError(
@@ -108,4 +183,4 @@ def read_categories(board: Board) -> list[dict[str, Any]]:
             f"{f' and {len(odd) - 1} more' if len(odd) > 1 else ''}): it was not written by imagenet_upload, and "
             "nothing is fetched from it; upload the data again"
         )
-    return sorted(rows, key=lambda r: r["index"])
+    return sorted(rows, key=lambda r: r["index"]), version

@@ -5,7 +5,15 @@
 - :func:`publish_file` writes a file as a new version of a pin, named after the pin's latest version, and
   :func:`write_table` a table (the board's ``categories`` and ``bad_images``, whose columns
   :mod:`alexnet.storage.layout` names) as a csv pin, likewise.
-- :func:`prune` keeps only the newest versions of pins once an upload is complete.
+- :func:`prune` keeps only the newest versions of pins once an upload is complete, and every version the board's
+  newest ``categories`` table names.
+
+On a folder board a version appears whole or not at all: it is made in a folder of its own, on the board's file
+system, then renamed into place (:func:`_install_version`). A write that fails leaves neither a version folder nor an
+empty pin folder behind, and one that fails for a full disk says so, naming the board's folder
+(:func:`~alexnet.storage.board.full_board`). On a bucket a version's files are separate objects; one whose copy
+failed is deleted, and readers pass over a version that is not complete
+(:func:`alexnet.storage.layout.complete_meta`).
 """
 
 from __future__ import annotations
@@ -16,17 +24,23 @@ import errno
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .board import Board
-from .layout import FORMAT_VERSION
+from ..errors import BoardError
+from .board import FULL_DISK, OWN_PREFIX, Board, full_board
+from .layout import CATEGORIES_PIN, FORMAT_VERSION, categories_and_version, complete_meta, table_versions, val_pin_name
 from .transfer import retry, unreachable
 
 log = logging.getLogger(__name__)
+
+#: A version of a table on a bucket, not complete, that is older than this many seconds is one whose write was cut off
+#: (not one under way): the next write of the table deletes it.
+STALE_SECONDS = 3600.0
 
 
 @contextlib.contextmanager
@@ -164,8 +178,7 @@ _LEFT: set[str] = set()
 
 def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any]) -> str:
     """Write pins' ``data.txt`` for ``file`` into ``folder`` (which holds it and nothing else) and put the folder on
-    the board as the pin's new version: renamed into place on a folder board on the same file system, copied
-    otherwise; the version's name.
+    the board as the pin's new version (:func:`_install_version`); the version's name.
 
     The version folder and its ``data.txt`` are those of pins' ``pin_upload()``, made by the same pins functions;
     only the copy of the file into a folder of pins' own is left out, since it lies in one already.
@@ -174,14 +187,33 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
     name = pins.path_to_pin(name)
     base = os.path.basename(file)
     stem = base[:len(base) - len("".join(Path(base).suffixes))]  # pins names a file pin's object so
+    _drop_empty_pin(board, name)
     meta = pins.prepare_pin_version(folder, file, name, "file", title, None, dict(metadata), None, None,
                                     object_name=stem)
     version = str(meta.version.version)
+    _install_version(board, folder, name, version)
+    return version
+
+
+def _drop_empty_pin(board: Board, name: str) -> None:
+    """Remove the folder of pin ``name`` on a folder board when it holds no version (a write killed after making it):
+    pins cannot name a version after none (``KeyError: 'version'``)."""
+    if board.kind == "file":
+        with contextlib.suppress(OSError):  # not there, or not empty: a version is in it
+            os.rmdir(board.pins.construct_path([name]))
+
+
+def _install_version(board: Board, folder: str, name: str, version: str) -> None:
+    """Put the local folder ``folder`` (a version's files and ``data.txt``, nothing else) on the board as version
+    ``version`` of pin ``name``: on a folder board renamed into place (when ``folder`` lies on another file system,
+    copied to a hidden folder on the board's first, then renamed), so that the version appears whole or not at all;
+    on a bucket copied, and deleted again when the copy fails.
+
+    ``folder`` is gone afterwards on a folder board, whatever happened. A pin folder made for a version that failed
+    is removed again, so that the next attempt starts as the first did. A disk that is full raises
+    :func:`~alexnet.storage.board.full_board`'s ``BoardError``."""
+    pins, fs = board.pins, board.fs
     pin_path, version_path = pins.construct_path([name]), pins.path_to_deploy_version(name, version)
-    fs = board.fs
-    if not fs.exists(pin_path):
-        with contextlib.suppress(FileExistsError):
-            fs.mkdir(pin_path)
     if version_path in _LEFT and fs.exists(version_path):  # this process's copy cut off, the board answers again
         with contextlib.suppress(Exception):
             fs.rm(version_path, recursive=True)
@@ -191,13 +223,11 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
 
         raise PinsError(f"version {version} of pin {name} is already on the board")
     if board.kind == "file":
-        try:
-            os.rename(folder, version_path)
-        except OSError as err:
-            if err.errno != errno.EXDEV:
-                raise
-        else:
-            return version
+        _rename_version(board, folder, pin_path, version_path)
+        return
+    if not fs.exists(pin_path):
+        with contextlib.suppress(FileExistsError):
+            fs.mkdir(pin_path)
     try:
         fs.put(folder, version_path, recursive=True)
     except BaseException as err:  # a retry (in another second, or this one) finds no half-written version
@@ -207,26 +237,166 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
         else:  # a board that does not answer is not asked, for another half minute, to delete it: the retry does
             _LEFT.add(version_path)
         raise
-    return version
+
+
+def _rename_version(board: Board, folder: str, pin_path: str, version_path: str) -> None:
+    """:func:`_install_version` on a folder board."""
+    staged = None
+    try:
+        try:
+            _rename_into(folder, pin_path, version_path)
+            return
+        except OSError as err:
+            if err.errno != errno.EXDEV:
+                raise
+        staged = os.path.join(board.location, f"{OWN_PREFIX}version-{uuid.uuid4().hex[:16]}")
+        os.mkdir(staged)  # the mode of the folders pins makes (the umask's)
+        for entry in os.scandir(folder):
+            shutil.copyfile(entry.path, os.path.join(staged, entry.name))
+        _rename_into(staged, pin_path, version_path)
+        staged = None
+    except OSError as err:
+        with contextlib.suppress(OSError):  # not empty: another writer's version is in it
+            os.rmdir(pin_path)
+        if err.errno in FULL_DISK:
+            raise full_board(board.location, err) from err
+        if err.errno in (errno.EEXIST, errno.ENOTEMPTY) and os.path.isdir(version_path):
+            from pins.errors import PinsError
+
+            raise PinsError(f"version {os.path.basename(version_path)} of pin {os.path.basename(pin_path)} is "
+                            "already on the board") from err
+        raise
+    finally:
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def _rename_into(folder: str, pin_path: str, version_path: str) -> None:
+    """Rename ``folder`` to ``version_path`` in the pin folder ``pin_path``, made when missing (again, should a writer
+    of the same pin remove it as empty in between)."""
+    for attempt in range(3):
+        os.makedirs(pin_path, exist_ok=True)
+        try:
+            os.rename(folder, version_path)
+            return
+        except FileNotFoundError:
+            if attempt == 2 or not os.path.isdir(folder):
+                raise
 
 
 def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
                 metadata: dict[str, Any] | None = None) -> Any:
-    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata."""
+    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata.
+
+    The version is pins' ``pin_write()``'s, made in a folder of its own and put on the board whole
+    (:func:`_install_version`). Versions newer than the newest complete one that are not complete (a write cut short)
+    are deleted first: on a folder board all of them, on a bucket those older than :data:`STALE_SECONDS`. When the
+    newest complete version holds the same table, nothing is written and its metadata is returned (as
+    ``pin_write()`` does)."""
     import pandas as pd
 
     frame = pd.DataFrame(list(rows), columns=list(columns))
-    return board.pins.pin_write(frame, name=name, type="csv", title=title, metadata=metadata,
-                                created=_next_created(board, name))
+    pins = board.pins
+    newest = _drop_incomplete(board, name)
+    _drop_empty_pin(board, name)
+    with _staging(board) as folder:
+        meta = pins.prepare_pin_version(folder, frame, name, "csv", title, None, metadata, None,
+                                        _next_created(board, name))
+        if newest is not None and newest.pin_hash == meta.pin_hash:
+            log.debug("pin %s holds this table already (version %s)", name, newest.version.version)
+            return newest
+        _install_version(board, folder, name, str(meta.version.version))
+    return meta
 
 
-def prune(board: Board, current: Mapping[str, str], keep: int, retries: int) -> int:
+@contextlib.contextmanager
+def _staging(board: Board) -> Iterator[str]:
+    """An empty folder to make a version in, removed at the end with whatever is still in it: on a folder board a
+    hidden one at its root, on its file system (so that it is renamed into place), else a local temporary one."""
+    if board.kind != "file":
+        with tempfile.TemporaryDirectory(prefix="alexnet-pin-") as folder:
+            yield folder
+        return
+    folder = os.path.join(board.location, f"{OWN_PREFIX}version-{uuid.uuid4().hex[:16]}")
+    try:
+        os.mkdir(folder)
+    except OSError as err:
+        if err.errno in FULL_DISK:
+            raise full_board(board.location, err) from err
+        raise
+    try:
+        yield folder
+    except OSError as err:
+        if err.errno in FULL_DISK:
+            raise full_board(board.location, err) from err
+        raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _drop_incomplete(board: Board, name: str) -> Any | None:
+    """Delete the versions of pin ``name`` newer than its newest complete one that are not complete (see
+    :func:`write_table`); the newest complete version's metadata, or None."""
+    from pins.versions import Version
+
+    now = datetime.datetime.now()
+    for version in reversed(table_versions(board, name)):
+        meta = complete_meta(board, name, version)
+        if meta is not None:
+            return meta
+        parsed = _parsed_version(version)
+        stale = parsed is not None and isinstance(parsed, Version) and \
+            (now - parsed.created).total_seconds() > STALE_SECONDS
+        if board.kind == "file" or stale:
+            log.warning("pin %s version %s is incomplete on the board (a write cut short); deleting it", name, version)
+            with contextlib.suppress(FileNotFoundError):
+                board.pins.pin_version_delete(name, version)
+    return None
+
+
+def _parsed_version(version: str) -> Any | None:
+    from pins.versions import guess_version
+
+    try:
+        return guess_version(version)
+    except Exception:
+        return None
+
+
+def board_versions(board: Board) -> dict[str, set[str]]:
+    """Every pin on ``board`` and its versions (the folders below it), from one listing of the board (on a bucket, a
+    listing of its objects in a few requests): what was there before an upload, for :func:`prune`."""
+    root = board.pins.board.rstrip("/")
+    found: dict[str, set[str]] = {}
+    try:
+        paths = board.fs.find(root, withdirs=True)
+    except FileNotFoundError:
+        return found
+    for path in paths:
+        parts = str(path)[len(root):].strip("/").split("/")
+        if len(parts) >= 2 and not parts[0].startswith(OWN_PREFIX):
+            found.setdefault(parts[0], set()).add(parts[1])
+    return found
+
+
+def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
+          before: Mapping[str, set[str]] | None = None) -> int:
     """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written).
 
-    A pin whose newest version is not the one in ``current`` (another writer came after) is left alone.
-    Returns the number of versions deleted.
+    A pin whose newest version is not the one in ``current`` (another writer came after) is left alone. Of the older
+    versions, none that the board's newest ``categories`` table names (read just before) is deleted, nor, when
+    ``before`` (:func:`board_versions` when the upload began) is given, any that was not on the board then: an
+    upload at the same time wrote it, and its categories table, still to come, may name it. Returns the number of
+    versions deleted.
     """
-    deleted = 0
+    try:
+        rows, table = categories_and_version(board)
+    except BoardError as err:
+        log.warning("no old pin versions deleted: the categories table of %s cannot be read (%s)", board.location, err)
+        return 0
+    named = {(CATEGORIES_PIN, table)} | {(row["id"], row["version"]) for row in rows} | \
+        {(val_pin_name(row["id"]), row["val_version"]) for row in rows if row["val_version"]}
+    deleted = spared = 0
     with quiet_pins():
         for name, version in sorted(current.items()):
             versions = [v.version for v in board.pins.pin_versions(name, as_df=False)]
@@ -236,9 +406,21 @@ def prune(board: Board, current: Mapping[str, str], keep: int, retries: int) -> 
                 log.warning("pin %s has a version newer than this upload's (%s); its old versions are kept",
                             name, version)
                 continue
-            retry(f"deleting old versions of {name}", lambda name=name: board.pins.pin_versions_prune(name, n=keep),
-                  retries)
-            deleted += len(versions) - keep
+            old = [v for v in versions[:-keep] if (name, v) not in named
+                   and (before is None or v in before.get(name, ()))]
+            spared += len(versions) - keep - len(old)
+            for old_version in old:
+                retry(f"deleting version {old_version} of {name}",
+                      lambda name=name, old_version=old_version: _delete_version(board, name, old_version), retries)
+            deleted += len(old)
+    if spared:
+        log.info("kept %d old pin version(s) that the newest categories table names or another upload wrote",
+                 spared)
     if deleted:
         log.info("deleted %d old pin version(s), keeping %d per pin", deleted, keep)
     return deleted
+
+
+def _delete_version(board: Board, name: str, version: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # deleted by another upload's pruning
+        board.pins.pin_version_delete(name, version)

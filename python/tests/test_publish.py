@@ -1,0 +1,306 @@
+"""Writing the board's pins so that a failure never leaves a board that cannot be read or written again: tables read
+from their newest complete version and written whole, versions that failed cleaned up, a full disk said, pruning
+that keeps what the newest categories table names. Folder boards, with gs:// (emulator) and s3:// (moto) where the
+behaviour is the buckets' too."""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import pytest
+
+from alexnet.errors import BoardError
+from alexnet.storage import layout, publish
+from alexnet.storage.board import open_board
+from alexnet.storage.publish import board_versions, prune, publish_file, quiet_pins, write_table
+
+BUCKET = "alexnet-test"
+
+
+def rows(n: int, images: int = 1300) -> list[dict]:
+    return [{"id": f"n{i:08d}", "name": f"class {i}", "index": i, "images": images, "bytes": 100, "sha256": "a" * 64,
+             "version": "20200101T000000Z-abcde", "val_images": 0, "val_bytes": 0, "val_sha256": "",
+             "val_version": ""} for i in range(n)]
+
+
+def write(board, table: list[dict], name: str = layout.CATEGORIES_PIN) -> str:
+    with quiet_pins():
+        meta = write_table(board, table, layout.CATEGORY_COLUMNS, name, "t", {"alexnet": 1})
+    return str(meta.version.version)
+
+
+def versions(board, name: str) -> list[str]:
+    """The versions of pin ``name`` on the board, the newest last (none without the pin)."""
+    if not board.fs.exists(board.pins.construct_path([name])):
+        return []
+    return [str(v.version) for v in board.pins.pin_versions(name, as_df=False)]
+
+
+def location(kind: str, tmp_path: Path) -> str:
+    return str(tmp_path / "board") if kind == "folder" else f"{kind}://{BUCKET}/{tmp_path.name}/board"
+
+
+def later(version: str, seconds: int) -> str:
+    """A version name ``seconds`` after ``version``'s time, with another hash."""
+    from pins.versions import Version
+
+    parsed = Version.from_string(version)
+    return Version(parsed.created + datetime.timedelta(seconds=seconds), "0dead").version
+
+
+def copy_version(board, name: str, version: str, to: str) -> str:
+    """Copy version ``version`` of pin ``name`` to version ``to`` on the board's file system; ``to``'s path."""
+    fs = board.fs
+    source, target = board.pins.construct_path([name, version]), board.pins.construct_path([name, to])
+    if board.kind == "file":
+        os.makedirs(target)
+    for path in fs.ls(source, detail=False):
+        fs.pipe_file(f"{target}/{path.rsplit('/', 1)[-1]}", fs.cat_file(path))
+    return target
+
+
+def damage(board, target: str, file: str, how: str) -> None:
+    fs = board.fs
+    if how == "no data.txt":  # a write killed before pins' metadata
+        fs.rm(f"{target}/data.txt")
+    elif how == "empty data.txt":  # a disk that filled up while writing it
+        fs.pipe_file(f"{target}/data.txt", b"")
+    else:  # "table cut short": the table's bytes, a part of them
+        data = fs.cat_file(f"{target}/{file}")
+        fs.pipe_file(f"{target}/{file}", data[:len(data) // 2])
+
+
+# -- tables: read from the newest complete version, written over an incomplete one --------------------------------
+
+
+@pytest.mark.parametrize("kind", ["folder", "gs", "s3"])
+@pytest.mark.parametrize("how", ["no data.txt", "empty data.txt", "table cut short"])
+def test_a_table_version_left_incomplete_is_passed_over_and_written_anew(kind, how, cloud_env, tmp_path):
+    """A categories version that a write left incomplete (newer than a complete one) is not read; the next write of
+    the table succeeds, on top of it, and removes it on a folder board (on a bucket it may be a write under way)."""
+    board = open_board(location(kind, tmp_path), write=True)
+    first = write(board, rows(3))
+    broken = later(first, 5)
+    damage(board, copy_version(board, layout.CATEGORIES_PIN, first, broken), "categories.csv", how)
+    assert versions(board, layout.CATEGORIES_PIN) == [first, broken]
+
+    assert layout.read_categories(board) == rows(3)
+
+    second = write(board, rows(4))
+    assert layout.read_categories(board) == rows(4)
+    left = versions(board, layout.CATEGORIES_PIN)
+    assert left == ([first, second] if kind == "folder" else [first, broken, second])
+
+
+def test_a_stale_incomplete_table_version_on_a_bucket_is_deleted(cloud_env, tmp_path):
+    board = open_board(location("gs", tmp_path), write=True)
+    first = write(board, rows(2))
+    broken = later(first, 10)
+    damage(board, copy_version(board, layout.CATEGORIES_PIN, first, broken), "categories.csv", "no data.txt")
+    second = write(board, rows(3))  # a young one: perhaps a write under way
+    assert versions(board, layout.CATEGORIES_PIN) == [first, broken, second]
+    damage(board, copy_version(board, layout.CATEGORIES_PIN, second, later(second, 20)), "categories.csv",
+           "no data.txt")
+    publish.STALE_SECONDS, before = -1e9, publish.STALE_SECONDS  # every one is stale now
+    try:
+        third = write(board, rows(4))
+    finally:
+        publish.STALE_SECONDS = before
+    assert versions(board, layout.CATEGORIES_PIN) == [first, broken, second, third]
+
+
+def test_a_table_with_no_complete_version_is_no_table(tmp_path):
+    board = open_board(tmp_path / "board", write=True)
+    first = write(board, rows(2))
+    damage(board, board.pins.construct_path([layout.CATEGORIES_PIN, first]), "categories.csv", "no data.txt")
+    with pytest.raises(BoardError, match="has no categories pin"):
+        layout.read_categories(board)
+    write(board, rows(2))
+    assert len(layout.read_categories(board)) == 2
+
+
+def test_an_empty_table_pin_folder_is_written_again(tmp_path):
+    """A table pin's folder without a version (a write killed after making it) is no obstacle to writing it (pins
+    raised KeyError: 'version' there)."""
+    board = open_board(tmp_path / "board", write=True)
+    (tmp_path / "board" / layout.BAD_IMAGES_PIN).mkdir()
+    write(board, rows(1), layout.BAD_IMAGES_PIN)
+    assert len(versions(board, layout.BAD_IMAGES_PIN)) == 1
+
+
+def test_the_same_table_again_writes_no_version(tmp_path):
+    board = open_board(tmp_path / "board", write=True)
+    first = write(board, rows(2))
+    assert write(board, rows(2)) == first
+    assert versions(board, layout.CATEGORIES_PIN) == [first]
+
+
+def test_a_reader_while_the_table_is_written_reads_a_whole_version(tmp_path):
+    """A reader of the categories table while new versions of it are written reads a whole one, each time."""
+    board = open_board(tmp_path / "board", write=True)
+    write(board, rows(300, images=0))
+    stop, errors, writes = threading.Event(), [], [0]
+
+    def writer():
+        try:
+            while not stop.is_set():
+                writes[0] += 1
+                write(board, rows(300, images=writes[0]))
+        except Exception as err:  # the test fails on it below
+            errors.append(err)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    reads, reader = [], open_board(tmp_path / "board")
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not errors:
+            try:
+                table = layout.read_categories(reader)
+                reads.append((len(table), len({r["images"] for r in table})))
+            except Exception as err:
+                errors.append(err)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not errors, errors[:3]
+    assert writes[0] > 2 and len(reads) > 10
+    assert set(reads) == {(300, 1)}
+
+
+# -- a version that failed: nothing left behind, a full disk said ----------------------------------------------------
+
+
+@pytest.fixture
+def another_file_system(monkeypatch, tmp_path):
+    """The scratch folder on another file system than the board folder ``tmp_path/board``: a version folder is not
+    renamed onto the board (EXDEV) but copied. Returns the list of failures to inject into the copies, in turn
+    (``None``: a copy that succeeds)."""
+    board = tmp_path / "board"
+
+    class OtherFileSystem:
+        @staticmethod
+        def rename(src, dst):
+            if os.path.basename(str(src)).startswith(".pin-") and Path(dst).parent.parent == board:
+                raise OSError(errno.EXDEV, "Invalid cross-device link")
+            os.rename(src, dst)
+
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+    failures: list[OSError | None] = []
+    copyfile = shutil.copyfile
+
+    def failing_copy(src, dst, *args, **kwargs):
+        if failures and str(dst).startswith(str(board)):
+            failure = failures.pop(0)
+            if failure is not None:
+                with open(dst, "wb") as f:  # a part of the file is written, then the copy fails
+                    f.write(b"x")
+                raise failure
+        return copyfile(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(publish, "os", OtherFileSystem())
+    monkeypatch.setattr(shutil, "copyfile", failing_copy)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)  # retries' waits
+    return failures
+
+
+def zip_to_publish(tmp_path: Path, name: str = "n01440764") -> Path:
+    source = tmp_path / "work" / f"{name}.zip"
+    source.parent.mkdir(exist_ok=True)
+    source.write_bytes(os.urandom(2000))
+    return source
+
+
+def left_on(board: Path) -> list[str]:
+    return sorted(str(p.relative_to(board)) for p in board.rglob("*") if p.name != ".alexnet-manifest.lock")
+
+
+def test_a_first_version_whose_copy_failed_is_retried_from_a_clean_board(another_file_system, tmp_path):
+    """A copy of a pin's first version onto a folder board that fails (an I/O error) leaves neither the version nor
+    the pin's folder: the retry writes it (pins raised KeyError: 'version' for the empty pin folder, every retry)."""
+    another_file_system.append(OSError(errno.EIO, "Input/output error"))
+    board = open_board(tmp_path / "board", write=True)
+    version = publish_file(board, str(zip_to_publish(tmp_path)), "n01440764", title="t", metadata={"alexnet": 1},
+                           exists=False, retries=1, move=True)
+    assert not another_file_system, "the first copy failed"
+    assert versions(board, "n01440764") == [version]
+    assert (tmp_path / "board" / "n01440764" / version / "n01440764.zip").stat().st_size == 2000
+    assert left_on(tmp_path / "board") == ["n01440764", f"n01440764/{version}", f"n01440764/{version}/data.txt",
+                                           f"n01440764/{version}/n01440764.zip"]
+
+
+def test_a_full_board_disk_is_said_and_leaves_nothing(another_file_system, tmp_path):
+    """A board folder whose disk is full is said at once (no retries), naming the folder; nothing of the version is
+    left, so that the next attempt, with room, writes it."""
+    another_file_system.append(OSError(errno.ENOSPC, "No space left on device"))
+    board = open_board(tmp_path / "board", write=True)
+    with pytest.raises(BoardError, match=f"^the disk of board folder {tmp_path / 'board'} is full \\(No space left "
+                                         "on device\\): free some space on it, or give a board on a disk with room$"):
+        publish_file(board, str(zip_to_publish(tmp_path)), "n01440764", title="t", metadata={"alexnet": 1},
+                     exists=False, retries=3, move=True)
+    assert left_on(tmp_path / "board") == []
+    version = publish_file(board, str(zip_to_publish(tmp_path)), "n01440764", title="t", metadata={"alexnet": 1},
+                           exists=False, retries=0, move=True)
+    assert versions(board, "n01440764") == [version]
+
+
+# -- pruning keeps what the newest categories table names ----------------------------------------------------------
+
+
+def test_pruning_keeps_the_versions_the_newest_categories_table_names(tmp_path):
+    """An upload that prunes after another upload wrote a newer categories table (naming an older version of a pin
+    than the one this upload wrote) deletes no version that table names; what no table names is deleted."""
+    board = open_board(tmp_path / "board", write=True)
+
+    def zip_version(exists: bool) -> str:
+        with quiet_pins():
+            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
+                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
+
+    oldest = zip_version(False)
+    named = zip_version(True)
+    table = rows(1)
+    table[0]["version"] = named
+    other_upload_table = write(board, table)  # the other upload's table, the board's newest
+    this_upload = zip_version(True)  # this upload's version, written before its table, which came first
+    deleted = prune(board, {"n00000000": this_upload}, keep=1, retries=0)
+    assert versions(board, "n00000000") == [named, this_upload]
+    assert deleted == 1 and oldest not in versions(board, "n00000000")
+    assert versions(board, layout.CATEGORIES_PIN) == [other_upload_table]
+    assert all(board.fs.exists(layout.zip_path(board, r["id"], r["version"])) for r in layout.read_categories(board))
+
+
+def test_pruning_keeps_the_versions_another_upload_wrote_meanwhile(tmp_path):
+    """An upload's pruning deletes no version that was not on the board when the upload began: another upload at the
+    same time wrote it, and that upload's categories table, written after this one's pruning, names it."""
+    board = open_board(tmp_path / "board", write=True)
+
+    def zip_version(exists: bool) -> str:
+        with quiet_pins():
+            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
+                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
+
+    oldest = zip_version(False)
+    before = board_versions(board)
+    assert before == {"n00000000": {oldest}}
+    other_upload = zip_version(True)  # the other upload's version, its table still to come
+    this_upload = zip_version(True)
+    table = rows(1)
+    table[0]["version"] = this_upload
+    this_table = write(board, table)
+    deleted = prune(board, {"n00000000": this_upload, layout.CATEGORIES_PIN: this_table}, keep=1, retries=0,
+                    before=before)
+    assert (deleted, versions(board, "n00000000")) == (1, [other_upload, this_upload])
+    table[0]["version"] = other_upload
+    write(board, table)  # the other upload's table comes last: what it names is there
+    assert all(board.fs.exists(layout.zip_path(board, r["id"], r["version"])) for r in layout.read_categories(board))
