@@ -42,29 +42,45 @@ def process_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:][:1] != "Z"
 
 
-def owner(folder: str | os.PathLike) -> tuple[str, int] | None:
-    """The host and process id a folder made by :func:`make_scratch` records, None when it records none that can be
-    read."""
+def pid_namespace() -> str:
+    """This process's pid namespace ("" where it cannot be read): two containers of one host name (host networking)
+    number their processes apart, and one's process ids say nothing of the other's."""
     try:
-        host, pid = (Path(folder) / OWNER_FILE).read_text().split("\n")[:2]
-        return host, int(pid)
-    except (OSError, ValueError):
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def owner(folder: str | os.PathLike) -> tuple[str, int, str] | None:
+    """The host, process id and pid namespace (:func:`pid_namespace`; "" when not recorded) a folder made by
+    :func:`make_scratch` records, None when it records none that can be read."""
+    try:
+        lines = (Path(folder) / OWNER_FILE).read_text().split("\n")
+        return lines[0], int(lines[1]), lines[2] if len(lines) > 2 else ""
+    except (OSError, ValueError, IndexError):
         return None
+
+
+def owned_here(made_by: tuple[str, int, str]) -> bool:
+    """Whether an :func:`owner` record names a process that this one can see: the same host, and the same pid
+    namespace where both are known (a record without one is of this host's)."""
+    host, _, namespace = made_by
+    here = pid_namespace()
+    return host == socket.gethostname() and (not namespace or not here or namespace == here)
 
 
 def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[str]:
     """Remove the folders ``<parent>/<prefix>*`` whose owner process (on this host) has ended.
 
     Only folders made by :func:`scratch_folder` are considered (they carry an owner file); folders of
-    other hosts sharing ``parent`` and folders whose owner file cannot be read are left alone. Returns the
-    folders removed.
+    other hosts or other pid namespaces sharing ``parent`` (:func:`owned_here`) and folders whose owner file cannot
+    be read are left alone. Returns the folders removed.
     """
     root = Path(parent if parent is not None else tempfile.gettempdir())
-    host = socket.gethostname()
     removed = []
     for folder in root.glob(f"{prefix}*"):
         made_by = owner(folder)
-        if made_by is None or made_by[0] != host or process_alive(made_by[1]):
+        if made_by is None or not owned_here(made_by) or process_alive(made_by[1]):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(str(folder))
@@ -81,7 +97,7 @@ def make_scratch(prefix: str, parent: str | os.PathLike | None = None, *, family
     """
     sweep_stale(family or prefix, parent)
     folder = tempfile.mkdtemp(prefix=prefix, dir=parent)
-    Path(folder, OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n")
+    Path(folder, OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n{pid_namespace()}\n")
     return folder
 
 

@@ -181,7 +181,9 @@ _KILLED = textwrap.dedent("""
 def test_what_a_killed_fetch_left_in_the_cache_is_removed_by_the_next(board, tmp_path):
     """A fetch killed outright (SIGKILL: no ``finally`` runs) leaves its download and half-done extraction in the
     cache's ``.tmp``; the next fetch removes them, as the folder names its owner, who is gone, while a running fetch's
-    folder stays however old it is; what else is there goes after a day, as before."""
+    folder stays however old it is, as long as the fetch writes in it. What else is there goes once nothing in it has
+    changed for a day: another host's or container's, an older version's, or one whose owner's process id has been
+    given to another process since (a container restarted)."""
     cache = tmp_path / "cache"
     proc = subprocess.run([sys.executable, "-c", _KILLED, str(board), str(cache)], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "ALEXNET_PROGRESS": "0"})
@@ -191,9 +193,14 @@ def test_what_a_killed_fetch_left_in_the_cache_is_removed_by_the_next(board, tmp
     assert sum(p.stat().st_size for p in left) > 0 and any(p.suffix == ".JPEG" for p in left)
     long_ago = time.time() - 2 * 24 * 3600
     running = tmp / f"{cache_module.FETCH_PREFIX}running"  # a fetch of this process, started two days ago
-    running.mkdir()
-    (running / scratch.OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n")
-    os.utime(running, (long_ago, long_ago))
+    reused = tmp / f"{cache_module.FETCH_PREFIX}reused"  # a killed fetch's, whose process id this process has now
+    for folder in (running, reused):
+        folder.mkdir()
+        (folder / scratch.OWNER_FILE).write_text(f"{socket.gethostname()}\n{os.getpid()}\n{scratch.pid_namespace()}\n")
+        (folder / "n01440764.zip.part").write_bytes(b"part of a zip")
+    for path in (reused / scratch.OWNER_FILE, reused / "n01440764.zip.part", running / scratch.OWNER_FILE, reused,
+                 running):
+        os.utime(path, (long_ago, long_ago))  # the running fetch is writing its zip
     stray_old, stray_new = tmp / "n01440764-1-0a1b2c3d.zip", tmp / "n01440764-2-0a1b2c3d.zip"  # an older version's
     for stray in (stray_old, stray_new):
         stray.write_bytes(b"part of a zip")
@@ -283,6 +290,15 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     with pytest.raises(BoardError, match=rf"category {wnid} is listed in the categories pin but .*{wnid}.zip cannot be "
                                          r"read \(PermissionError: "):
         imagenet_partition(0, 1, board, cache_dir=cache)
+
+    def swept(fs, remote, local, progress=None):  # the local file written to removed by another process
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", f"{local}.part-1")
+
+    monkeypatch.setattr(transfer_module, "download", swept)
+    said = r", .*, was removed meanwhile \(by another process sharing this folder\?\); run it again"
+    with pytest.raises(AlexnetError, match=rf"^category {wnid}: the file it was being downloaded to{said}") as got:
+        imagenet_partition(0, 1, board, cache_dir=cache)
+    assert not isinstance(got.value, BoardError), "the board is not to blame"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting a tmpfs takes root")

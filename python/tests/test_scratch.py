@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -75,6 +76,25 @@ def test_the_folder_of_a_killed_owner_nobody_has_waited_for_is_swept(tmp_path):
         owner.kill()
         owner.wait(timeout=30)
         owner.stdout.close()
+
+
+def test_a_folder_of_another_pid_namespace_of_this_host_is_left_alone(tmp_path):
+    # two containers of one host name (host networking) sharing a folder: one's process ids say nothing of the other's
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    here = scratch.pid_namespace()
+    folders = {}
+    for name, namespace in (("other", f"{here}1"), ("same", here), ("unrecorded", None)):
+        folders[name] = tmp_path / f"alexnet-upload-{name}"
+        folders[name].mkdir()
+        record = f"{socket.gethostname()}\n{pid}\n" + ("" if namespace is None else f"{namespace}\n")
+        (folders[name] / scratch.OWNER_FILE).write_text(record)
+    assert here  # Linux's /proc/self/ns/pid
+    removed = scratch.sweep_stale("alexnet-upload-", tmp_path)
+    assert sorted(removed) == sorted(str(folders[n]) for n in ("same", "unrecorded"))
+    assert folders["other"].is_dir() and scratch.owner(folders["other"]) == (socket.gethostname(), pid, f"{here}1")
+    made = scratch.make_scratch("alexnet-upload-", tmp_path)
+    assert scratch.owner(made) == (socket.gethostname(), os.getpid(), here)
 
 
 def test_the_context_manager_removes_its_folder(tmp_path):

@@ -24,7 +24,7 @@ from ..checks import MIN_IMAGE_SIZE
 from ..data.options import FetchOptions, PartitionOptions, UploadOptions
 from ..declare import declaration
 from ..declare.declaration import like, setting
-from ..declare.kinds import Spec
+from ..declare.kinds import Spec, UsedWith
 from ..errors import AlexnetError
 from ..machine import usable_cpus
 from ..train.settings import specs as training_specs
@@ -76,7 +76,9 @@ class BenchSettings:
     resize: int | None = like(_UPLOAD["resize"], help="the io and train stages read the images re-encoded to this "
                               f"short side, at least {MIN_IMAGE_SIZE}, as imagenet_upload(resize = ) stores them "
                               "(decode and naive still read the originals)")
-    quality: int = like(_UPLOAD["quality"], help="JPEG quality of the images re-encoded for `resize`")
+    quality: int = like(_UPLOAD["quality"], help="JPEG quality of the images re-encoded for `resize`",
+                        used_with=UsedWith("`resize`", "the stages read the images as they are, not re-encoded",
+                                           lambda v: v["resize"] is not None))
     model_steps: int = setting(5, "count", "training steps synthetic and train time", minimum=1)
     dense_units: int = setting(4096, "count", "units of the model's two hidden dense layers", minimum=1)
     isolation: str | None = setting(None, "choice", "each core count measured in a child process pinned to that "

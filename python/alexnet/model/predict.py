@@ -109,7 +109,7 @@ def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | 
     if isinstance(item, bytes):
         return [item]
     try:
-        resolved = resolve_location(item, "image")
+        resolved = resolve_location(item, "images")
         kind = location_kind(resolved)
         if kind == "file":
             if not os.path.isdir(resolved):
@@ -140,7 +140,7 @@ def read_image(location: str, filesystems: dict[str, Any]) -> bytes:
     looked up and its service reached once for every image of a prediction, not once an image."""
     from ..storage.location import fs_path, location_kind, resolve_location
 
-    resolved = resolve_location(location, "image")
+    resolved = resolve_location(location, "images")
     if location_kind(resolved) == "file":
         with open(resolved, "rb") as f:
             return f.read()

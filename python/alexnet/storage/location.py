@@ -81,7 +81,7 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     if not isinstance(text, str):
         text = os.fsdecode(text)
     text = text.strip()
-    said = f"`{what}`" if what.isidentifier() else what  # a setting's name, as the command line says its option
+    said = f"`{what}`" if what.isidentifier() else f"the {what}"  # a setting's name, as the command line says it
     if not text:
         raise BoardError(f"{said} is an empty string; give a folder, gs://, s3:// or https:// location")
     match = _SCHEME.match(text)

@@ -37,18 +37,24 @@ def disk_error(error: BaseException | None, folder: str | None = None) -> OSErro
     (:data:`DISK_FULL`) or read-only, or refused writing a file in ``folder`` (the local folder being written, when
     given), else None: the local disk's error, not the network's or the board's, which no other attempt fixes."""
     seen: set[int] = set()
-    inside = os.path.join(os.path.abspath(folder), "") if folder is not None else None
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if isinstance(error, OSError) and error.errno is not None:
             if error.errno in DISK_FULL or error.errno == _READ_ONLY:
                 return error
-            names = [os.fspath(n) for n in (error.filename, error.filename2) if isinstance(n, (str, os.PathLike))]
-            if error.errno in _REFUSED and inside is not None and any(
-                    os.path.join(os.path.abspath(n), "").startswith(inside) for n in names):
+            if error.errno in _REFUSED and folder is not None and (
+                    _inside(error.filename, folder) or _inside(error.filename2, folder)):
                 return error
         error = error.__cause__ or error.__context__
     return None
+
+
+def _inside(name: Any, folder: str) -> bool:
+    """Whether ``name`` (an ``OSError``'s file name, possibly None) is ``folder`` or a path in it."""
+    if not isinstance(name, (str, os.PathLike)):
+        return False
+    return os.path.join(os.path.abspath(os.fspath(name)), "").startswith(os.path.join(os.path.abspath(folder), ""))
+
 #: Downloads of a zip whose sha256 does not match before :class:`IntegrityError` is raised.
 INTEGRITY_ATTEMPTS = 2
 
@@ -219,6 +225,9 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
             except (FileNotFoundError, PermissionError) as err:
                 if disk_error(err, os.path.dirname(local) or ".") is not None:
                     raise  # writing here was refused, not reading the board
+                if isinstance(err, FileNotFoundError) and _inside(err.filename, os.path.dirname(staged) or "."):
+                    raise AlexnetError(f"{what}: the file it was being downloaded to, {err.filename}, was removed "
+                                       "meanwhile (by another process sharing this folder?); run it again") from err
                 raise BoardError(f"{what} is listed in {pin} but {remote} cannot be read ({type(err).__name__}: "
                                  f"{err}); {remedy}") from None
             actual = sha256_file(staged)
