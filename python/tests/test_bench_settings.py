@@ -147,7 +147,8 @@ def test_settings_are_checked_against_each_other_and_recorded_by_stage():
 def test_a_quality_without_resize_is_said_unused_and_recorded_as_none(caplog):
     with caplog.at_level("WARNING", logger="alexnet.bench.plan"):
         record = check_plan({"quality": 50}).record()
-    assert "`quality` is only used with `resize`: the stages read the images as they are, not re-encoded." in caplog.text
+    said = "`quality` is only used with `resize`: the stages read the images as they are, not re-encoded."
+    assert said in caplog.text
     assert record["quality"] is None and record["resize"] is None
     caplog.clear()
     with caplog.at_level("WARNING", logger="alexnet.bench.plan"):

@@ -257,22 +257,24 @@ def test_a_full_board_disk_is_said_and_leaves_nothing(another_file_system, tmp_p
 # -- pruning keeps what the newest categories table names ----------------------------------------------------------
 
 
+def _zip_version(board, tmp_path, exists: bool) -> str:
+    """A new version of category n00000000's zip on ``board`` (its first when not ``exists``)."""
+    with quiet_pins():
+        return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
+                            metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
+
+
 def test_pruning_keeps_the_versions_the_newest_categories_table_names(tmp_path):
     """An upload that prunes after another upload wrote a newer categories table (naming an older version of a pin
     than the one this upload wrote) deletes no version that table names; what no table names is deleted."""
     board = open_board(tmp_path / "board", write=True)
 
-    def zip_version(exists: bool) -> str:
-        with quiet_pins():
-            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
-                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
-
-    oldest = zip_version(False)
-    named = zip_version(True)
+    oldest = _zip_version(board, tmp_path, False)
+    named = _zip_version(board, tmp_path, True)
     table = rows(1)
     table[0]["version"] = named
     other_upload_table = write(board, table)  # the other upload's table, the board's newest
-    this_upload = zip_version(True)  # this upload's version, written before its table, which came first
+    this_upload = _zip_version(board, tmp_path, True)  # this upload's, written before its table, which came first
     deleted = prune(board, {"n00000000": this_upload}, keep=1, retries=0)
     assert versions(board, "n00000000") == [named, this_upload]
     assert deleted == 1 and oldest not in versions(board, "n00000000")
@@ -285,16 +287,11 @@ def test_pruning_keeps_the_versions_another_upload_wrote_meanwhile(tmp_path):
     same time wrote it, and that upload's categories table, written after this one's pruning, names it."""
     board = open_board(tmp_path / "board", write=True)
 
-    def zip_version(exists: bool) -> str:
-        with quiet_pins():
-            return publish_file(board, str(zip_to_publish(tmp_path, "n00000000")), "n00000000", title="t",
-                                metadata={"alexnet": 1}, exists=exists, retries=0, move=True)
-
-    oldest = zip_version(False)
+    oldest = _zip_version(board, tmp_path, False)
     before = board_versions(board)
     assert before == {"n00000000": {oldest}}
-    other_upload = zip_version(True)  # the other upload's version, its table still to come
-    this_upload = zip_version(True)
+    other_upload = _zip_version(board, tmp_path, True)  # the other upload's version, its table still to come
+    this_upload = _zip_version(board, tmp_path, True)
     table = rows(1)
     table[0]["version"] = this_upload
     this_table = write(board, table)
