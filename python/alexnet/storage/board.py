@@ -14,20 +14,18 @@ boards written here can be read by R's and Python's pins packages as well.
 from __future__ import annotations
 
 import contextlib
-import errno
-import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..environment import env_value
 from ..errors import BoardError, reason
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
-
-log = logging.getLogger(__name__)
+from .locking import file_lock
+from .transfer import DISK_FULL
 
 MANIFEST = "_pins.yaml"
 #: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
@@ -35,8 +33,6 @@ MANIFEST = "_pins.yaml"
 #: renamed into place), a file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
-#: The errors that say a disk is full (or the user's quota on it).
-FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 
 def full_board(folder: str, error: OSError) -> BoardError:
@@ -49,7 +45,7 @@ def full_board(folder: str, error: OSError) -> BoardError:
 def is_full_board(error: BaseException) -> bool:
     """Whether ``error`` is :func:`full_board`'s: a ``BoardError`` raised from a full disk's ``OSError``."""
     cause = error.__cause__
-    return isinstance(error, BoardError) and isinstance(cause, OSError) and cause.errno in FULL_DISK
+    return isinstance(error, BoardError) and isinstance(cause, OSError) and cause.errno in DISK_FULL
 
 
 def default_board() -> str:
@@ -124,32 +120,12 @@ class Board:
             self.fs.pipe_file(self.path(MANIFEST), merged().encode())
             return
         try:
-            with _locked(os.path.join(self.location, MANIFEST_LOCK)):
+            with file_lock(os.path.join(self.location, MANIFEST_LOCK)):
                 _replace_file(os.path.join(self.location, MANIFEST), merged())
         except OSError as err:
-            if err.errno in FULL_DISK:
+            if err.errno in DISK_FULL:
                 raise full_board(self.location, err) from err
             raise
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    """An exclusive lock on the file ``path`` (made if missing, kept) while the block runs: writers of a folder board's
-    manifest take turns, so that each reads what the last one wrote. Where the file system takes no lock, unlocked."""
-    try:
-        import fcntl
-    except ImportError:  # not on a POSIX system
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as err:  # a file system that takes no locks
-            log.debug("no lock on %s (%s): the manifest is written without one", path, err)
-        yield
-    finally:
-        os.close(fd)  # and the lock with it
 
 
 def _replace_file(path: str, text: str) -> None:

@@ -33,12 +33,8 @@ from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
 from .board import Board
+from .locking import file_lock
 from .transfer import DISK_FULL, brief, disk_error, download_verified, extract_zip, unreachable
-
-try:
-    import fcntl
-except ImportError:  # Windows: fetches into one cache are not serialised
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -74,28 +70,11 @@ def _staging_folder(work: str, name: str) -> str:
     return folder
 
 
-@contextlib.contextmanager
-def category_lock(root: str, dest: str, what: str) -> Iterator[None]:
-    """Hold the lock of the cache folder ``dest`` of the cache ``root`` (``fcntl.flock`` on a file of the cache's
-    ``.locks`` folder, released when the process ends however it ends), waiting while another process holds it. A
-    file system that takes no locks (some network ones) leaves the fetch unguarded, as it was without them."""
-    if fcntl is None:
-        yield
-        return
+def category_lock(root: str, dest: str, what: str) -> contextlib.AbstractContextManager[None]:
+    """The lock of the cache folder ``dest`` of the cache ``root`` (:func:`~alexnet.storage.locking.file_lock` on a
+    file of the cache's ``.locks`` folder), held while a process brings the category in; another waits, and says so."""
     path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("%s: another process is fetching it into %s; waiting for it", what, root)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as error:
-            log.debug("%s: the cache's file system takes no lock (%s): fetching unguarded", what, error)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    return file_lock(path, lambda: log.info("%s: another process is fetching it into %s; waiting for it", what, root))
 
 
 def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BoardError
-from .board import FULL_DISK, OWN_PREFIX, Board, full_board
+from .board import OWN_PREFIX, Board, full_board
 from .layout import CATEGORIES_PIN, FORMAT_VERSION, categories_and_version, complete_meta, table_versions, val_pin_name
-from .transfer import retry, unreachable
+from .transfer import DISK_FULL, retry, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ def _rename_version(board: Board, folder: str, pin_path: str, version_path: str)
     except OSError as err:
         with contextlib.suppress(OSError):  # not empty: another writer's version is in it
             os.rmdir(pin_path)
-        if err.errno in FULL_DISK:
+        if err.errno in DISK_FULL:
             raise full_board(board.location, err) from err
         if err.errno in (errno.EEXIST, errno.ENOTEMPTY) and os.path.isdir(version_path):
             from pins.errors import PinsError
@@ -321,13 +321,13 @@ def _staging(board: Board) -> Iterator[str]:
     try:
         os.mkdir(folder)
     except OSError as err:
-        if err.errno in FULL_DISK:
+        if err.errno in DISK_FULL:
             raise full_board(board.location, err) from err
         raise
     try:
         yield folder
     except OSError as err:
-        if err.errno in FULL_DISK:
+        if err.errno in DISK_FULL:
             raise full_board(board.location, err) from err
         raise
     finally:
