@@ -20,7 +20,8 @@ import pytest
 from alexnet.errors import BoardError
 from alexnet.storage import layout, publish
 from alexnet.storage.board import open_board
-from alexnet.storage.publish import board_versions, prune, publish_file, quiet_pins, write_table
+from alexnet.storage.prune import board_versions, prune
+from alexnet.storage.publish import publish_file, quiet_pins, write_table
 
 BUCKET = "alexnet-test"
 

@@ -30,7 +30,8 @@ from ..errors import AlexnetError, BoardError
 from ..storage import layout
 from ..storage.board import Board, is_full_board, open_board, resolve_board
 from ..storage.location import location_kind, made_folder
-from ..storage.publish import board_versions, prune, quiet_pins, write_table
+from ..storage.prune import board_versions, prune
+from ..storage.publish import quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
 from .packing import Options, Result, Uploader

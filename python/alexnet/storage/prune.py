@@ -1,0 +1,81 @@
+"""Pruning a board's pins once an upload is complete: all but the newest versions of each pin the upload wrote are
+deleted (``keep_versions``), except those the board's newest ``categories`` table names and those another upload at
+the same time wrote (:func:`board_versions` when the upload began).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from ..errors import BoardError
+from .board import OWN_PREFIX, Board
+from .layout import CATEGORIES_PIN, categories_and_version, val_pin_name
+from .publish import quiet_pins
+from .transfer import retry
+
+log = logging.getLogger("alexnet.storage.publish")  # its lines keep the logger they had in publish.py
+
+
+def board_versions(board: Board) -> dict[str, set[str]]:
+    """Every pin on ``board`` and its versions (the folders below it), from one listing of the board (on a bucket, a
+    listing of its objects in a few requests): what was there before an upload, for :func:`prune`."""
+    root = board.pins.board.rstrip("/")
+    found: dict[str, set[str]] = {}
+    try:
+        paths = board.fs.find(root, withdirs=True)
+    except FileNotFoundError:
+        return found
+    for path in paths:
+        parts = str(path)[len(root):].strip("/").split("/")
+        if len(parts) >= 2 and not parts[0].startswith(OWN_PREFIX):
+            found.setdefault(parts[0], set()).add(parts[1])
+    return found
+
+
+def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
+          before: Mapping[str, set[str]] | None = None) -> int:
+    """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written).
+
+    A pin whose newest version is not the one in ``current`` (another writer came after) is left alone. Of the older
+    versions, none that the board's newest ``categories`` table names (read just before) is deleted, nor, when
+    ``before`` (:func:`board_versions` when the upload began) is given, any that was not on the board then: an
+    upload at the same time wrote it, and its categories table, still to come, may name it. Returns the number of
+    versions deleted.
+    """
+    try:
+        rows, table = categories_and_version(board)
+    except BoardError as err:
+        log.warning("no old pin versions deleted: the categories table of %s cannot be read (%s)", board.location, err)
+        return 0
+    named = {(CATEGORIES_PIN, table)} | {(row["id"], row["version"]) for row in rows} | \
+        {(val_pin_name(row["id"]), row["val_version"]) for row in rows if row["val_version"]}
+    deleted = spared = 0
+    with quiet_pins():
+        for name, version in sorted(current.items()):
+            versions = [v.version for v in board.pins.pin_versions(name, as_df=False)]
+            if len(versions) <= keep:
+                continue
+            if versions[-1] != version:
+                log.warning("pin %s has a version newer than this upload's (%s); its old versions are kept",
+                            name, version)
+                continue
+            old = [v for v in versions[:-keep] if (name, v) not in named
+                   and (before is None or v in before.get(name, ()))]
+            spared += len(versions) - keep - len(old)
+            for old_version in old:
+                retry(f"deleting version {old_version} of {name}",
+                      lambda name=name, old_version=old_version: _delete_version(board, name, old_version), retries)
+            deleted += len(old)
+    if spared:
+        log.info("kept %d old pin version(s) that the newest categories table names or another upload wrote",
+                 spared)
+    if deleted:
+        log.info("deleted %d old pin version(s), keeping %d per pin", deleted, keep)
+    return deleted
+
+
+def _delete_version(board: Board, name: str, version: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # deleted by another upload's pruning
+        board.pins.pin_version_delete(name, version)
