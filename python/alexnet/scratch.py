@@ -15,12 +15,16 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 OWNER_FILE = ".alexnet-owner"
+#: How long what a killed process left where its owner cannot be known stays (:func:`sweep_unchanged`): a day, far
+#: beyond any write's pause.
+UNCHANGED_SECONDS = 24 * 3600.0
 
 
 def process_alive(pid: int) -> bool:
@@ -87,6 +91,41 @@ def sweep_stale(prefix: str, parent: str | os.PathLike | None = None) -> list[st
     if removed:
         logger.info("Removed %d scratch folder(s) left by processes that were killed: %s", len(removed),
                     ", ".join(removed))
+    return removed
+
+
+def _newest_change(entry: os.DirEntry[str]) -> float:
+    """When ``entry``, or a file directly inside it, last changed: a process at work writes into its folder."""
+    newest = entry.stat(follow_symlinks=False).st_mtime
+    if entry.is_dir(follow_symlinks=False):
+        with os.scandir(entry.path) as inside:
+            for item in inside:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, item.stat(follow_symlinks=False).st_mtime)
+    return newest
+
+
+def sweep_unchanged(parent: str | os.PathLike, seconds: float = UNCHANGED_SECONDS,
+                    prefixes: tuple[str, ...] = ("",)) -> list[str]:
+    """Remove the files and folders in ``parent`` whose name begins with one of ``prefixes`` and that have not changed
+    (a folder: nor any file directly in it) for ``seconds``: what a killed process left where its owner cannot be
+    known (another host's or container's, or a process id since given to another process). Returns what was
+    removed."""
+    now, removed = time.time(), []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            if not entry.name.startswith(prefixes):
+                continue
+            with contextlib.suppress(OSError):
+                if now - _newest_change(entry) > seconds:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.remove(entry.path)
+                    removed.append(entry.path)
+    if removed:
+        logger.info("Removed %d file(s) or folder(s) left unchanged for %.0f hours in %s: %s", len(removed),
+                    seconds / 3600, parent, ", ".join(removed))
     return removed
 
 

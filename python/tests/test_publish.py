@@ -255,6 +255,36 @@ def test_a_full_board_disk_is_said_and_leaves_nothing(another_file_system, tmp_p
     assert versions(board, "n01440764") == [version]
 
 
+def test_what_killed_writers_left_at_the_board_root_goes_a_day_later(tmp_path):
+    """A version made whole in a hidden folder, a manifest's next text or a probe, left at a folder board's root by a
+    writer killed before its rename, is removed when the board is next opened for writing once nothing in it has
+    changed for a day; a younger one (a writer at work) and the manifest's lock stay."""
+    root = tmp_path / "board"
+    root.mkdir()
+    day_old = time.time() - 25 * 3600
+    old_version = root / ".alexnet-version-0123456789abcdef"
+    old_version.mkdir()
+    (old_version / "n01440764.zip").write_bytes(b"z" * 100)
+    (old_version / "data.txt").write_text("x")
+    left = [old_version / "n01440764.zip", old_version / "data.txt", old_version,
+            root / ".alexnet-_pins.yaml-0123456789ab", root / ".alexnet-probe-abc"]
+    for path in left[3:]:
+        path.write_text("x")
+    young = root / ".alexnet-version-fedcba9876543210"
+    young.mkdir()
+    (young / "n01440765.zip").write_bytes(b"z")
+    lock = root / ".alexnet-manifest.lock"
+    lock.write_text("")
+    for path in [*left, lock]:
+        os.utime(path, (day_old, day_old))
+    os.utime(young, (day_old, day_old))  # its file is new: a writer at work
+
+    open_board(root, write=True)
+    assert sorted(p.name for p in root.iterdir()) == [".alexnet-manifest.lock", ".alexnet-version-fedcba9876543210"]
+    open_board(root)  # a reader removes nothing
+    assert (young / "n01440765.zip").exists()
+
+
 # -- pruning keeps what the newest categories table names ----------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..environment import env_value
 from ..errors import BoardError, reason
+from ..scratch import sweep_unchanged
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 from .locking import file_lock
 from .transfer import DISK_FULL
@@ -33,6 +34,9 @@ MANIFEST = "_pins.yaml"
 #: renamed into place), a file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
+#: How what a writer killed half way leaves at a folder board's root begins (all of :data:`OWN_PREFIX`'s but the lock,
+#: which stays): removed once unchanged for a day (:func:`sweep_left`).
+LEFT_PREFIXES = (f"{OWN_PREFIX}version-", f"{OWN_PREFIX}probe-", f"{OWN_PREFIX}{MANIFEST}-")
 
 
 def full_board(folder: str, error: OSError) -> BoardError:
@@ -143,6 +147,13 @@ def _replace_file(path: str, text: str) -> None:
             os.remove(part)
 
 
+def sweep_left(folder: str) -> None:
+    """Remove from the board folder ``folder`` the versions, manifest texts and probes of writers killed half way
+    (:data:`LEFT_PREFIXES`) that have not changed for a day (:func:`~alexnet.scratch.sweep_unchanged`): a version
+    made whole there is renamed into place within seconds."""
+    sweep_unchanged(folder, prefixes=LEFT_PREFIXES)
+
+
 def check_writable(folder: str) -> None:
     """``BoardError`` naming the board folder ``folder`` when this process cannot make a file in it (a read-only
     file system, no permission): found before any work, by writing (and removing) an empty hidden file."""
@@ -180,7 +191,8 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
 
     ``write=True`` also checks that it can be written: credentials exist for gs:// and s3://, the
     bucket exists, and the board is not an https:// one (read only); a local folder is created, and a file made in
-    it (a read-only file system, a folder of another user's).
+    it (a read-only file system, a folder of another user's), and what writers killed there a day or more ago left
+    is removed (:func:`sweep_left`).
     Problems raise ``BoardError`` saying what to change.
     """
     import pins
@@ -195,6 +207,7 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
             except OSError as err:
                 raise BoardError(f"cannot create the board folder {resolved}: {reason(err)}") from None
             check_writable(resolved)
+            sweep_left(resolved)
         elif not os.path.isdir(resolved):
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "

@@ -24,13 +24,11 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import AlexnetError
-from ..scratch import sweep_stale
+from ..scratch import sweep_stale, sweep_unchanged
 from .layout import is_file_name
 from .location import made_folder
 from .zipformat import crc32
@@ -49,7 +47,6 @@ FETCH_PREFIX = "fetch-"
 LOCKS = ".locks"
 #: What :func:`marker_stamp` says of a marker: its inode and modification time, None when there is none.
 Stamp = tuple[int, int] | None
-_STALE_TMP_SECONDS = 24 * 3600
 
 
 def cache_root(*parts: str) -> str:
@@ -123,32 +120,13 @@ def category_folder(root: str, wnid: str, *, validation: bool = False) -> str:
     return os.path.join(root, "val" if validation else "train", wnid)
 
 
-def _newest_change(entry: os.DirEntry[str]) -> float:
-    """When ``entry``, or a file directly inside it, last changed: a fetch at work writes into its folder."""
-    newest = entry.stat(follow_symlinks=False).st_mtime
-    if entry.is_dir(follow_symlinks=False):
-        with os.scandir(entry.path) as inside:
-            for item in inside:
-                with contextlib.suppress(OSError):
-                    newest = max(newest, item.stat(follow_symlinks=False).st_mtime)
-    return newest
-
-
 def _clean_stale_tmp(tmp: str) -> None:
     """Remove from ``tmp`` the folders of this host's fetches whose process has ended (killed, they could not remove
     their own), and what else is there that has not changed for a day: another host's or container's (whose
     processes this one cannot see), an older version's, or a killed fetch's whose process id has since been given
     to another process (a container restarted)."""
     sweep_stale(FETCH_PREFIX, tmp)
-    now = time.time()
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(tmp):
-            with contextlib.suppress(OSError):
-                if now - _newest_change(entry) > _STALE_TMP_SECONDS:
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.remove(entry.path)
+    sweep_unchanged(tmp)
 
 
 def read_marker(folder: str) -> dict[str, Any] | None:
