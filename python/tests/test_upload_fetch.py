@@ -808,6 +808,28 @@ def test_a_category_id_that_is_a_path_is_refused_before_anything_is_fetched(uplo
     assert category_folder(str(tmp_path), "flower-0") == str(tmp_path / "train" / "flower-0")
 
 
+@pytest.mark.parametrize("edit, said", [
+    (lambda frame: frame.loc.__setitem__((1, "index"), frame.loc[0, "index"]), "gives label 0 to 2 categories"),
+    (lambda frame: frame.loc.__setitem__((1, "id"), frame.loc[0, "id"]), r"names category n\d+ 2 times"),
+    (lambda frame: frame.loc.__setitem__((1, "index"), 7), r"gives label 7, outside 0\.\.\d+ for its \d+ categories"),
+])
+def test_a_categories_table_edited_to_share_a_label_is_refused(uploaded, tmp_path, edit, said):
+    """A categories pin edited by hand so that two categories share a label, a category is listed twice, or a label is
+    past the classes: refused before anything is fetched (two categories under one label trained as one class)."""
+    import pandas as pd
+
+    board = open_board(uploaded)
+    frame = board.pins.pin_read("categories")
+    assert len(frame) < 8
+    edit(frame)
+    board.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                         created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    with pytest.raises(BoardError, match=f"the categories pin of .* {said}: each category is listed once with a "
+                                         "label of its own, as imagenet_upload writes it; upload the data again$"):
+        imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_unreachable_board_fails_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     start = time.monotonic()

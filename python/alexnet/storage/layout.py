@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from typing import Any
 
 from ..errors import BoardError
@@ -183,4 +184,22 @@ def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | No
             f"{f' and {len(odd) - 1} more' if len(odd) > 1 else ''}): it was not written by imagenet_upload, and "
             "nothing is fetched from it; upload the data again"
         )
+    _check_labels(board, rows)
     return sorted(rows, key=lambda r: r["index"]), version
+
+
+def _check_labels(board: Board, rows: list[dict[str, Any]]) -> None:
+    """``BoardError`` when the categories table does not give each of its categories once and a label of its own in
+    ``0 .. n-1`` (a table edited by hand): two categories under one label would train as one class."""
+    ids = Counter(r["id"] for r in rows)
+    twice = sorted(wnid for wnid, count in ids.items() if count > 1)
+    labels = Counter(r["index"] for r in rows)
+    shared = sorted(label for label, count in labels.items() if count > 1)
+    outside = sorted(label for label in labels if not 0 <= label < len(rows))
+    problem = (f"names category {twice[0]} {ids[twice[0]]} times" if twice else
+               f"gives label {shared[0]} to {labels[shared[0]]} categories" if shared else
+               f"gives label {outside[0]}, outside 0..{len(rows) - 1} for its {len(rows)} categories" if outside
+               else None)
+    if problem is not None:
+        raise BoardError(f"the categories pin of {board.location} {problem}: each category is listed once with a label "
+                         "of its own, as imagenet_upload writes it; upload the data again")
