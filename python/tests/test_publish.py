@@ -240,6 +240,32 @@ def test_a_first_version_whose_copy_failed_is_retried_from_a_clean_board(another
                                            f"n01440764/{version}/n01440764.zip"]
 
 
+def test_a_pin_of_several_files_whose_copy_failed_leaves_no_version(another_file_system, tmp_path):
+    """A pin of files copied onto a folder board (a model and its export) whose copy fails half way leaves no version
+    that names a file it lacks (pins' own upload left one, read as the pin's newest); written again, the same files
+    make one version, and once more none."""
+    files = []
+    for name, size in (("alexnet.keras", 3000), ("alexnet-export.zip", 2000)):
+        files.append(tmp_path / name)
+        files[-1].write_bytes(os.urandom(size))
+    board = open_board(tmp_path / "board", write=True)
+    another_file_system.extend([None, OSError(errno.EIO, "Input/output error")])
+    with pytest.raises(BoardError, match=r"^uploading alexnet failed after 1 attempt: OSError: \[Errno 5\] "
+                                         "Input/output error$"):
+        publish_file(board, [str(f) for f in files], "alexnet", title="t", metadata={"alexnet": 1}, exists=False,
+                     retries=0)
+    assert left_on(tmp_path / "board") == []
+    version = publish_file(board, [str(f) for f in files], "alexnet", title="t", metadata={"alexnet": 1},
+                           exists=False, retries=0)
+    assert left_on(tmp_path / "board") == ["alexnet", f"alexnet/{version}", f"alexnet/{version}/alexnet-export.zip",
+                                           f"alexnet/{version}/alexnet.keras", f"alexnet/{version}/data.txt"]
+    for file in files:
+        assert (tmp_path / "board" / "alexnet" / version / file.name).read_bytes() == file.read_bytes()
+    again = publish_file(board, [str(f) for f in files], "alexnet", title="t", metadata={"alexnet": 1}, exists=True,
+                         retries=0)
+    assert again == version and versions(board, "alexnet") == [version]
+
+
 def test_a_full_board_disk_is_said_and_leaves_nothing(another_file_system, tmp_path):
     """A board folder whose disk is full is said at once (no retries), naming the folder; nothing of the version is
     left, so that the next attempt, with room, writes it."""

@@ -134,19 +134,17 @@ def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: s
     version name.
 
     ``exists`` says whether the pin is already on the board, whose latest version this one must follow. With
-    ``move=False`` the files are left as they are and written through pins' ``pin_upload()``, which copies them into
-    a temporary folder first. With ``move=True``, ``path`` is one file of the caller's scratch space, gone afterwards:
-    the version folder is made around it where it lies (:func:`_version_folder`) and, on a folder board on the same
-    file system, renamed into place, so that the file is written once (pins' way, a zip of an upload was written
-    three times: packed, copied into the system's temporary folder, copied onto the board).
+    ``move=False`` the files are left as they are and copied into the new version (:func:`_copy_version`). With
+    ``move=True``, ``path`` is one file of the caller's scratch space, gone afterwards: the version folder is made
+    around it where it lies (:func:`_version_folder`) and, on a folder board on the same file system, renamed into
+    place, so that the file is written once (pins' way, a zip of an upload was written three times: packed, copied
+    into the system's temporary folder, copied onto the board).
     """
     if exists:
         _wait_for_next_second(board, name)
     if not move:
-        files = path if isinstance(path, str) else list(path)
-        meta = retry(f"uploading {name}", lambda: board.pins.pin_upload(files, name=name, title=title,
-                                                                         metadata=dict(metadata)), retries)
-        return str(meta.version.version)
+        files = [path] if isinstance(path, str) else list(path)
+        return retry(f"uploading {name}", lambda: _copy_version(board, files, name, title, metadata, exists), retries)
     if not isinstance(path, str):
         raise TypeError("publish_file(move=True) takes one file")
     with _version_folder(path) as (folder, moved):
@@ -172,6 +170,34 @@ def _version_folder(path: str) -> Iterator[tuple[str, str]]:
 
 #: Version folders whose copy a dropped connection cut off, deleted before the copy is tried again.
 _LEFT: set[str] = set()
+
+
+def _copy_version(board: Board, files: Sequence[str], name: str, title: str, metadata: Mapping[str, Any],
+                  exists: bool) -> str:
+    """Copy ``files`` into a version of pin ``name`` made whole in a folder of its own (:func:`_staging`) and put it on
+    the board (:func:`_install_version`), so that a write cut short leaves no version that names files it lacks; the
+    version's name. The version folder and its ``data.txt`` are those of pins' ``pin_upload()``, made by the same pins
+    functions; when the pin's newest version holds the same files (pins' hash), none is written and that version's
+    name is returned, as ``pin_upload()`` does."""
+    pins = board.pins
+    name = pins.path_to_pin(name)
+    bases = [os.path.basename(file) for file in files]
+    # pins names one file's object after its stem, several files after their names
+    object_name: str | list[str] = bases if len(bases) > 1 else \
+        bases[0][:len(bases[0]) - len("".join(Path(bases[0]).suffixes))]
+    _drop_empty_pin(board, name)
+    with _staging(board) as folder:
+        meta = pins.prepare_pin_version(folder, files[0] if len(files) == 1 else list(files), name, "file", title,
+                                        None, dict(metadata), None, None, object_name=object_name)
+        newest = None
+        if exists:
+            with contextlib.suppress(Exception):  # no newest version to compare with: this one is written
+                newest = pins.pin_meta(name)
+        if newest is not None and newest.pin_hash == meta.pin_hash:
+            return str(newest.version.version)
+        version = str(meta.version.version)
+        _install_version(board, folder, name, version)
+    return version
 
 
 def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any]) -> str:

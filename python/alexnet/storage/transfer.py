@@ -145,7 +145,8 @@ def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], f
             if cut is not None and waited >= UNREACHABLE_SECONDS:
                 raise BoardError(f"{what}: nothing answered for {waited:.0f} s ({brief(cut)})") from err
             if attempt == retries:
-                raise BoardError(f"{what} failed after {retries + 1} attempts: {brief(err)}") from err
+                attempts = f"{retries + 1} attempt{'s' if retries else ''}"
+                raise BoardError(f"{what} failed after {attempts}: {brief(err)}") from err
             delay = backoff(attempt)
             if cut is not None:
                 delay = max(0.0, min(delay, UNREACHABLE_SECONDS - waited))
