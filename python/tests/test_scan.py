@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 from helpers_train import make_tree, write_quirks
@@ -11,6 +14,7 @@ tf = pytest.importorskip("tensorflow")
 
 from alexnet.errors import BadImagesError  # noqa: E402
 from alexnet.input import scan  # noqa: E402
+from alexnet.storage import cache  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +59,95 @@ def test_bad_files_are_counted_then_stop_the_run_above_the_threshold(tree, caplo
     from helpers_cli import help_as_said
 
     assert "fetch it again with --verify," in help_as_said("train", message)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a board's partition in the extraction cache: checked once per fetched category
+
+
+def _cached_partition(root: Path, truncated: Path) -> dict:
+    """Two categories as the extraction cache holds them (``train/<wnid>`` with its marker), a truncated JPEG among
+    the first's files; and validation files outside the cache."""
+    data = make_tree(root, classes=2, per_class=4, val_per_class=2, seed=5)
+    first = root / "train" / data["categories"][0]
+    shutil.copy(truncated, first / "truncated.JPEG")
+    data["image"].append(str(first / "truncated.JPEG"))
+    data["category"].append(data["categories"][0])
+    data["label"].append(0)
+    for wnid in data["categories"]:
+        _mark(root / "train" / wnid, "a" * 64)
+    return data
+
+
+def _mark(folder: Path, sha256: str) -> None:
+    """Write ``folder``'s marker, as a fetch of the zip ``sha256`` does."""
+    files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    cache.write_marker(str(folder), sha256, [(n, (folder / n).stat().st_size, cache.crc32_file(str(folder / n)))
+                                             for n in files])
+
+
+@pytest.fixture
+def checked(monkeypatch) -> list[list[str]]:
+    """The files each scan reads, one list per pass over the files."""
+    passes: list[list[str]] = []
+    original = scan._check_files
+
+    def check_files(files, *args, **kwargs):
+        passes.append(list(files))
+        return original(files, *args, **kwargs)
+
+    monkeypatch.setattr(scan, "_check_files", check_files)
+    return passes
+
+
+def test_a_cached_category_is_checked_at_the_first_run_only_and_skips_the_same_files(tree, tmp_path, checked,
+                                                                                     caplog):
+    from alexnet.train.datasets import usable_data
+    from alexnet.train.settings import TrainSettings
+
+    data = _cached_partition(tmp_path / "cache", tree["quirks"]["truncated"])
+    truncated = data["image"][-1]
+    settings = TrainSettings.from_dict({"max_bad_fraction": 0.2, "parallel": 2})
+    runs = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="alexnet.input.scan"):
+            td, bad = usable_data(data, settings)
+        runs.append((td.files, td.labels, td.val_files, bad, [r.getMessage() for r in caplog.records]))
+    assert runs[0] == runs[1]
+    files, _, val_files, bad, messages = runs[0]
+    assert bad == [truncated] and truncated not in files and len(files) == len(data["image"]) - 1
+    assert messages == [f"Skipping 1 unreadable training image(s) of {len(data['image'])}:\n  {truncated}"]
+    # the first run read every file; the second only the validation files, which are not in the cache (read as always)
+    assert checked == [data["image"], data["val_image"], data["val_image"]]
+    assert val_files == data["val_image"]
+
+
+def test_a_category_fetched_again_from_another_zip_is_checked_again(tree, tmp_path, checked):
+    data = _cached_partition(tmp_path / "cache", tree["quirks"]["truncated"])
+    first, second = (str(tmp_path / "cache" / "train" / wnid) for wnid in data["categories"])
+    truncated = data["image"][-1]
+    assert scan.scan_images(data["image"], parallel=2) == [truncated]
+    # the first category's zip changed on the board: its truncated file was replaced by a good one
+    shutil.copy(data["image"][0], truncated)
+    _mark(Path(first), "b" * 64)
+    assert scan.scan_images(data["image"], parallel=2) == []
+    assert checked[1] == [f for f in data["image"] if os.path.dirname(f) == first]
+    # another kind of check reads every file once too, and keeps the other kind's record
+    assert scan.scan_images(data["image"], parallel=2, jpeg_only=True) == []
+    assert scan.scan_images(data["image"], parallel=2) == []
+    assert len(checked) == 3 and checked[2] == data["image"]
+    assert all(os.path.dirname(f) in (first, second) for f in data["image"])
+
+
+def test_a_cached_file_changed_since_the_fetch_or_outside_the_marker_is_read_again(tree, tmp_path, checked):
+    data = _cached_partition(tmp_path / "cache", tree["quirks"]["truncated"])
+    folder = tmp_path / "cache" / "train" / data["categories"][1]
+    scan.scan_images(data["image"], parallel=2)
+    extra = folder / "extra.JPEG"  # not in the zip: not the cache's
+    shutil.copy(tree["quirks"]["empty"], extra)
+    gone = data["image"][5]  # a file of the second category, removed by hand
+    os.remove(gone)
+    assert scan.scan_images([*data["image"], str(extra)], parallel=2) == [gone, data["image"][-1], str(extra)]
+    assert checked[1] == [gone, str(extra)]
+

@@ -6,18 +6,22 @@ decoder rejects it mid-epoch, and other decoders pad it with grey), and that oth
 are reported by name, counted and left out (:func:`drop_bad_images`); above a set fraction the run stops with
 :class:`~alexnet.errors.BadImagesError`. ``scan_images(full=True)`` decodes every image as well, and
 ``scan_images(jpeg_only=True)`` (the benchmark's plain-decode reference) counts files of other formats as bad.
-Training, evaluation and the benchmark all apply this rule.
+Training, evaluation and the benchmark all apply this rule. A category folder of the extraction cache is checked once
+per fetched zip: the result is kept in the folder and read again by the next run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import BadImagesError
 from ..progress import progress_bar
+from ..storage import cache
 from ..tfimport import tf
 from .decode import decode_any, is_jpeg
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
@@ -72,23 +76,60 @@ def _only_jpeg(check: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor],
     return checked
 
 
-def scan_images(
-    files: Sequence[str], parallel: int | None = None, *, full: bool = False, jpeg_only: bool = False
-) -> list[str]:
-    """The files among ``files`` that cannot be used for training, in their original order.
+#: The version of the check: raised whenever :func:`_check_image` or what it calls changes which files it finds bad,
+#: so that the results the cache recorded of an earlier one are not used.
+CHECK_VERSION = 1
 
-    Every file is read once, ``parallel`` at a time. A file is bad when it cannot be read, is empty, is
-    a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), or is another
-    format that does not decode. With ``full=True`` every image is also fully decoded (slower, and
-    catches corruption inside the compressed data). With ``jpeg_only=True`` a file of another format (a PNG
-    named ``.JPEG``) is bad too, for readers that decode nothing but JPEG.
-    """
-    files = as_string_list(files, "files")
-    check = _check_image_full if full else _check_image
-    if jpeg_only:
-        check = _only_jpeg(check)
+
+def check_kind(full: bool = False, jpeg_only: bool = False) -> str:
+    """What the check's result depends on besides the file's bytes: the check's version (:data:`CHECK_VERSION`) and
+    kind, and TensorFlow's version (its decoders read the formats other than JPEG). A result recorded in the cache
+    under another kind is not used."""
+    what = ("full" if full else "header") + ("/jpeg-only" if jpeg_only else "")
+    return f"{CHECK_VERSION}/{what}/tensorflow {tf.__version__}"
+
+
+@dataclass
+class _CacheFolder:
+    """A category folder of the extraction cache among the files scanned: its zip, its marker's stamp when first seen,
+    its files' sizes as the marker lists them, what earlier scans recorded there, and what this one adds."""
+
+    sha256: str
+    stamp: cache.Stamp
+    sizes: dict[str, int]
+    checked: set[str]
+    bad: set[str]
+    new_checked: set[str] = field(default_factory=set)
+    new_bad: set[str] = field(default_factory=set)
+
+
+def _cache_folder(folder: str, kind: str) -> _CacheFolder | None:
+    """``folder`` as a category folder of the extraction cache, None when it is not one (it has no marker)."""
+    stamp = cache.marker_stamp(folder)  # before the marker is read: a marker written anew meanwhile has another
+    if stamp is None:
+        return None
+    marker = cache.read_marker(folder)
+    if marker is None or not isinstance(marker.get("sha256"), str):
+        return None
+    try:
+        sizes = {str(entry[0]): int(entry[1]) for entry in marker.get("files", [])}
+    except (TypeError, ValueError, IndexError):
+        return None
+    checked, bad = cache.read_checked(folder, marker["sha256"], kind)
+    return _CacheFolder(marker["sha256"], stamp, sizes, checked, bad)
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _check_files(files: Sequence[str], parallel: int | None, check: Callable[[tf.Tensor], tf.Tensor]) -> np.ndarray:
+    """Whether each of ``files`` passes ``check``, each read once, ``parallel`` at a time."""
     calls = num_parallel_calls(parallel)
-    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int64), tf.constant(files)))
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int64), tf.constant(list(files))))
 
     def checked(index: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
         return index + tf.cast(check(tf.io.read_file(path)), tf.int64)
@@ -103,6 +144,57 @@ def scan_images(
             seen += len(batch)
             bar.n = seen
             bar.refresh()
+    return ok
+
+
+def scan_images(
+    files: Sequence[str], parallel: int | None = None, *, full: bool = False, jpeg_only: bool = False
+) -> list[str]:
+    """The files among ``files`` that cannot be used for training, in their original order.
+
+    Every file is read once, ``parallel`` at a time. A file is bad when it cannot be read, is empty, is
+    a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), or is another
+    format that does not decode. With ``full=True`` every image is also fully decoded (slower, and
+    catches corruption inside the compressed data). With ``jpeg_only=True`` a file of another format (a PNG
+    named ``.JPEG``) is bad too, for readers that decode nothing but JPEG.
+
+    A file of a category folder of the extraction cache (:mod:`alexnet.storage.cache`: listed in the folder's marker,
+    with the marker's size) is checked once per fetched zip: the result is recorded in the folder
+    (:func:`~alexnet.storage.cache.record_checked`, for this :func:`check_kind`) and read from there by the next scan
+    while the marker names the same zip. Other files are read every time.
+    """
+    files = as_string_list(files, "files")
+    check = _check_image_full if full else _check_image
+    if jpeg_only:
+        check = _only_jpeg(check)
+    kind = check_kind(full, jpeg_only)
+    folders: dict[str, _CacheFolder | None] = {}
+    ok = np.zeros(len(files), dtype=bool)
+    todo: list[int] = []
+    recorded: dict[int, tuple[_CacheFolder, str]] = {}  # the files to scan whose result the cache will keep
+    for index, path in enumerate(files):
+        folder, name = os.path.split(path)
+        if folder not in folders:
+            folders[folder] = _cache_folder(folder, kind)
+        cached = folders[folder]
+        if cached is not None and name in cached.sizes and _size(path) == cached.sizes[name]:
+            if name in cached.checked:
+                ok[index] = name not in cached.bad
+                continue
+            recorded[index] = (cached, name)
+        todo.append(index)
+    if len(todo) < len(files):
+        logger.info("%d of %d images were checked when their category was first used (the result is kept in the "
+                    "cache); checking the other %d", len(files) - len(todo), len(files), len(todo))
+    if todo:
+        ok[todo] = _check_files([files[i] for i in todo], parallel, check)
+    for index, (cached, name) in recorded.items():
+        cached.new_checked.add(name)
+        if not ok[index]:
+            cached.new_bad.add(name)
+    for folder, cached in folders.items():
+        if cached is not None and cached.new_checked:
+            cache.record_checked(folder, cached.sha256, kind, cached.new_checked, cached.new_bad, cached.stamp)
     return [f for f, good in zip(files, ok, strict=True) if not good]
 
 

@@ -9,8 +9,12 @@ Layout of a cache folder (by default ``<user cache dir>/alexnet/data/<hash of th
                                                     owner (host and process id): removed as it ends, or by the
                                                     next fetch when its process was killed
     .locks/<split>-<wnid>.lock                      held by the process bringing that folder in
+    train/<wnid>/.alexnet-checked.json              the image check's result there (written after the first run)
 
-The marker holds the zip's sha256 and every file's name, size and CRC-32, as the zip recorded them. A cached
+The marker holds the zip's sha256 and every file's name, size and CRC-32, as the zip recorded them. Beside it,
+``.alexnet-checked.json`` records which files the usable-image check (:mod:`alexnet.input.scan`) found bad, for that
+sha256 and that check, so that a category is checked once, not at every run; a category fetched again is a new folder
+without it. A cached
 folder counts when its marker names the expected sha256 and every file is there with its size
 (:func:`cached_files`); with ``verify`` every file's CRC-32 is checked as well, which finds bytes changed
 in place at the cost of reading them. Bringing zips in (staged in ``.tmp``, marked, then renamed into place)
@@ -36,9 +40,12 @@ from .zipformat import crc32
 log = logging.getLogger(__name__)
 
 MARKER = ".alexnet-cache.json"
-#: The names of a category folder the cache writes itself (the marker, and the marker while it is written): no file
-#: of a zip may have them.
-RESERVED = frozenset({MARKER, MARKER + ".part"})
+#: The file of a category folder that remembers which of its files the usable-image check found bad
+#: (:func:`read_checked`, :func:`record_checked`); written in a temporary file of this name's prefix, then renamed.
+CHECKED = ".alexnet-checked.json"
+#: The names of a category folder the cache writes itself (the marker, and the marker while it is written; the record
+#: of the image check): no file of a zip may have them.
+RESERVED = frozenset({MARKER, MARKER + ".part", CHECKED})
 TMP = ".tmp"
 #: How the folders of fetches in ``.tmp`` begin (:func:`alexnet.scratch.make_scratch` folders, which name their owner).
 FETCH_PREFIX = "fetch-"
@@ -156,6 +163,58 @@ def write_marker(folder: str, sha256: str, files: Sequence[tuple[str, int, int]]
     with open(part, "w", encoding="utf-8") as f:
         json.dump(marker, f)
     os.replace(part, os.path.join(folder, MARKER))
+
+
+def read_checked(folder: str, sha256: str, check: str) -> tuple[set[str], set[str]]:
+    """The files of ``folder`` that the image check ``check`` (its kind and version) has read, and those of them it
+    found bad, as recorded when the folder held the zip ``sha256``; none recorded, or recorded of another zip, is
+    two empty sets."""
+    try:
+        with open(os.path.join(folder, CHECKED), encoding="utf-8") as f:
+            record = json.load(f)
+        if not isinstance(record, dict) or record.get("sha256") != sha256:
+            return set(), set()
+        result = record.get("checks", {}).get(check, {})
+        return set(result.get("checked", [])), set(result.get("bad", []))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return set(), set()
+
+
+def record_checked(folder: str, sha256: str, check: str, checked: set[str], bad: set[str], stamp: Stamp) -> None:
+    """Record in ``folder`` that the image check ``check`` read the files ``checked`` of the zip ``sha256`` and found
+    ``bad`` among them (added to what was recorded of that check; another check's record is kept). Nothing is
+    written when the folder's marker no longer has the ``stamp`` it had when the check began (the category was
+    fetched again meanwhile), nor when the folder cannot be written (a shared, read-only cache: the check then runs
+    every time). Written whole under a temporary name, then renamed, as the marker is."""
+    import tempfile
+
+    if marker_stamp(folder) != stamp:
+        return
+    try:
+        with open(os.path.join(folder, CHECKED), encoding="utf-8") as f:
+            record = json.load(f)
+        if not isinstance(record, dict) or record.get("sha256") != sha256 or not isinstance(record.get("checks"), dict):
+            raise ValueError
+    except (OSError, ValueError):
+        record = {"sha256": sha256, "checks": {}}
+    before, before_bad = read_checked(folder, sha256, check)
+    bad = (before_bad - checked) | bad
+    record["checks"][check] = {"checked": sorted(before | checked), "bad": sorted(bad)}
+    try:
+        # a new file of its own (mkstemp never takes an existing name, so no file of the zip is overwritten)
+        handle, part = tempfile.mkstemp(prefix=CHECKED + ".", suffix=".part", dir=folder)
+    except OSError as error:
+        log.debug("%s cannot record its image check: %s", folder, error)
+        return
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        os.chmod(part, 0o644)  # as readable as the marker, for the other users of a shared cache
+        os.replace(part, os.path.join(folder, CHECKED))
+    except OSError as error:
+        log.debug("%s cannot record its image check: %s", folder, error)
+        with contextlib.suppress(OSError):
+            os.remove(part)
 
 
 def crc32_file(path: str) -> int:
