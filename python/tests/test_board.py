@@ -221,6 +221,80 @@ def test_a_buckets_manifest_is_written_whole_by_one_request(kind, request, tmp_p
     assert listed == {"categories": ["categories/20200101T000000Z-abcde/"], "model": ["model/20200102T000000Z-abcde/"]}
 
 
+#: pin names a manifest may list (a folder of category folders names its categories as it likes)
+ODD_NAMES = ["n01440764", "val-n01440764", "café", "a b", "yes", "null", "123", "x" * 120, "with: colon", "#hash",
+             "'q'", '"dq"', "-dash", "~", "1e3", "@at", "a" * 70 + " " + "b" * 70]
+
+libyaml = pytest.mark.skipif(not getattr(yaml, "__with_libyaml__", False), reason="PyYAML built without libyaml")
+
+
+@libyaml
+def test_the_manifest_is_read_and_written_by_libyaml_as_the_pure_yaml_writes_it(tmp_path, monkeypatch):
+    """The manifest (2,000 entries for ImageNet) is parsed and written by libyaml, into the very text the pure-Python
+    ``yaml.safe_dump`` writes (the text R's pins reads)."""
+    folder = tmp_path / "board"
+    board = open_board(folder, write=True)
+    board.write_manifest({name: "20200101T000000Z-abcde" for name in ODD_NAMES[:9]})
+    pure = {"load": yaml.safe_load, "dump": yaml.safe_dump}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the pure-Python yaml was used")
+
+    monkeypatch.setattr(yaml, "safe_load", refused)
+    monkeypatch.setattr(yaml, "safe_dump", refused)
+    board.write_manifest({name: "20200102T000000Z-fghij" for name in ODD_NAMES[5:]})
+    text = (folder / "_pins.yaml").read_text()
+    expected = {name: [f"{name}/{'20200101T000000Z-abcde' if i < 5 else '20200102T000000Z-fghij'}/"]
+                for i, name in enumerate(ODD_NAMES)}
+    assert text == pure["dump"](dict(sorted(expected.items())), default_flow_style=False)
+    assert pure["load"](text) == expected
+
+
+def test_without_libyaml_the_manifest_is_the_same(tmp_path, monkeypatch):
+    """A PyYAML without libyaml writes the same manifest through its pure-Python loader and dumper."""
+    written = {}
+    for with_c in (True, False):
+        if not with_c:
+            monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+            monkeypatch.delattr(yaml, "CSafeDumper", raising=False)
+        folder = tmp_path / f"board-{with_c}"
+        board = open_board(folder, write=True)
+        board.write_manifest({name: "20200101T000000Z-abcde" for name in ODD_NAMES[:9]})
+        board.write_manifest({name: "20200102T000000Z-fghij" for name in ODD_NAMES[5:]})
+        written[with_c] = (folder / "_pins.yaml").read_bytes()
+    assert written[True] == written[False]
+
+
+@libyaml
+def test_a_pins_metadata_is_read_by_libyaml_as_pins_reads_it(tmp_path, monkeypatch):
+    """A version's data.txt, read once per pin when an upload is run again (2,000 pins for ImageNet), is parsed by
+    libyaml: the same metadata as pins' own reader gives, and pin_state's answer unchanged."""
+    from pins.meta import MetaFactory
+
+    from alexnet.storage.publish import pin_state, publish_file, quiet_pins
+
+    data = tmp_path / "n01440764.zip"
+    data.write_bytes(b"PK\x05\x06" + bytes(18))
+    board = open_board(tmp_path / "board", write=True)
+    user = {"alexnet": 1, "sha256": "ab" * 32, "bytes": data.stat().st_size, "images": 3,
+            "bad": [{"file": "x.JPEG", "reason": "truncated"}], "source": "café"}
+    with quiet_pins():
+        publish_file(board, str(data), "n01440764", title="t", metadata=user, exists=False, retries=1)
+    version = board.pins.pin_versions("n01440764", as_df=False)[-1].version
+    path = board.path("n01440764", version, "data.txt")
+    with board.fs.open(path) as f:
+        by_pins = MetaFactory().read_pin_yaml(f, "n01440764", version)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the pure-Python yaml was used")
+
+    monkeypatch.setattr(yaml, "safe_load", refused)
+    meta = board.pins.pin_meta("n01440764", version)
+    assert meta.to_dict() == by_pins.to_dict()
+    assert type(meta) is type(by_pins)
+    assert pin_state(board, "n01440764") == {**user, "version": version}
+
+
 # -- gs:// ----------------------------------------------------------------------------------------------------
 
 
