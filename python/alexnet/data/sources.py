@@ -151,9 +151,10 @@ class FolderSource(Source):
         self.tree, self.layout, self.root = tree, tree.layout, tree.root
         self.names = {c.id: c.name for c in tree.categories}
         self.train = {c.id: tuple(c.files) for c in tree.categories}
-        self.val: dict[str, tuple[str, ...]] = {}
+        grouped: dict[str, list[str]] = {}  # a list per category: 50,000 images grouped in one pass
         for path, label in zip(tree.val_files, tree.val_labels, strict=True):
-            self.val[label] = (*self.val.get(label, ()), path)
+            grouped.setdefault(label, []).append(path)
+        self.val: dict[str, tuple[str, ...]] = {label: tuple(paths) for label, paths in grouped.items()}
         if val_share and self.val:
             raise LayoutError(f"{tree.root} has validation images of its own ({len(tree.val_files)}): `val_share` "
                               "holds out validation images of a source without them; leave it out.")
