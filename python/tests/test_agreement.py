@@ -188,3 +188,22 @@ def _worker(folder: str, index: int, base: int) -> None:
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
     _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+
+
+@pytest.mark.parametrize(("sizes", "worker_batch", "said"), [
+    ([1000, 1100, 1300], 100, "leaves out 11.8%"),  # 10 steps: 400 of 3,400 images left out
+    ([1000, 1010], 100, None),  # 10 of 2,010: 0.5%
+    ([1000, 1000, 1060], 100, None),  # 60 of 3,060: 1.96%, under 2%
+    ([1000, 1000, 1070], 100, "leaves out 2.3%"),  # 70 of 3,070
+    ([950, 1000], 100, "leaves out 7.7%"),  # 9 steps: 50 + 100 of 1,950, the smallest partition's last images too
+])
+def test_an_epoch_that_leaves_out_more_than_2_percent_of_the_images_says_it(sizes, worker_batch, said, caplog):
+    steps = agreement.partition_steps({"partition_sizes": sizes}, worker_batch)
+    with caplog.at_level(logging.WARNING, logger=agreement.logger.name):
+        warned = agreement.warn_of_images_left_out(sizes, steps, worker_batch)
+    assert warned == (said is not None)
+    assert len(caplog.records) == (1 if said else 0)
+    if said:
+        text = caplog.records[0].getMessage()
+        assert said in text and f"smallest partition ({min(sizes)} images)" in text
+        assert "different images are left out each time" in text and "fewer workers" in text
