@@ -756,6 +756,37 @@ def test_zip_members_never_escape(tmp_path):
                                                  ("top.JPEG", 3, zlib.crc32(b"top"))]
 
 
+def test_zip_members_through_a_link_out_of_the_folder_are_refused_and_folders_are_checked_once(tmp_path,
+                                                                                                monkeypatch):
+    """A member whose folder in ``dest`` is a link to outside it is refused; each folder is resolved once, however
+    many members it holds (a category's zip holds about 1,300)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "link").symlink_to(outside, target_is_directory=True)
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("fine.JPEG", b"ok")
+        zf.writestr("link/escaped.JPEG", b"x")
+    with pytest.raises(IntegrityError, match="resolves outside"):
+        extract_zip(str(evil), str(dest), label="category n0")
+    assert list(outside.iterdir()) == []
+    many = tmp_path / "many.zip"
+    with zipfile.ZipFile(many, "w") as zf:
+        for i in range(50):
+            zf.writestr(f"{i:03d}.JPEG", b"a" * i)
+            zf.writestr(f"sub/{i:03d}.JPEG", b"b" * i)
+    resolved = []
+    realpath = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda path, *a, **k: resolved.append(path) or realpath(path, *a, **k))
+    listed = extract_zip(str(many), str(tmp_path / "out"))
+    assert len(resolved) == 3, resolved  # dest, its root folder, sub/
+    assert listed == sorted([(f"{i:03d}.JPEG", i, zlib.crc32(b"a" * i)) for i in range(50)]
+                            + [(os.path.join("sub", f"{i:03d}.JPEG"), i, zlib.crc32(b"b" * i)) for i in range(50)])
+    assert (tmp_path / "out" / "sub" / "049.JPEG").read_bytes() == b"b" * 49
+
+
 def test_hostile_zip_on_board_is_refused_end_to_end(uploaded, tmp_path):
     """A board whose zip (with a matching sha256 in the categories pin) holds ../ and absolute names."""
     import pandas as pd

@@ -279,14 +279,20 @@ def extract_zip(zip_path: str, dest: str, *, label: str = "") -> list[tuple[str,
                 targets.append((member, rel))
             root = os.path.realpath(dest)
             files: dict[str, tuple[int, int]] = {}
+            # a folder checked (it resolves inside dest: no link out of it) and made, once for all its members: the
+            # extraction writes only regular files, so what a folder resolves to does not change meanwhile
+            made: set[str] = set()
             for member, rel in targets:
                 out = os.path.join(root, rel)
-                if os.path.commonpath([root, os.path.realpath(os.path.dirname(out))]) != root:
-                    raise IntegrityError(f"{what}: member {member.filename!r} resolves outside {dest}")
-                os.makedirs(os.path.dirname(out), exist_ok=True)
+                folder = os.path.dirname(out)
+                if folder not in made:
+                    if os.path.commonpath([root, os.path.realpath(folder)]) != root:
+                        raise IntegrityError(f"{what}: member {member.filename!r} resolves outside {dest}")
+                    os.makedirs(folder, exist_ok=True)
+                    made.add(folder)
                 with zf.open(member) as src, open(out, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-                files[rel] = (os.path.getsize(out), member.CRC)
+                    files[rel] = (dst.tell(), member.CRC)
     except zipfile.BadZipFile as err:
         raise IntegrityError(f"{what} is not a valid zip ({err}); re-upload the category") from None
     return [(name, size, crc) for name, (size, crc) in sorted(files.items())]
