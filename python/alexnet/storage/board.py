@@ -55,25 +55,27 @@ def yaml_dump(data: Any) -> str:
     return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), default_flow_style=False)
 
 
-def _meta_factory() -> Any:
-    """pins' reader of a version's ``data.txt``, parsing it with :func:`yaml_load` (pins' own parses with the
-    pure-Python loader: 5 ms of a thread's CPU per pin, so that reading 2,000 pins' states took 12 s)."""
-    from pins.meta import Meta, MetaFactory, MetaV0
-    from pins.versions import guess_version
+class _PinsYaml:
+    """The ``yaml`` pins' metadata module reads a version's ``data.txt`` with: PyYAML itself, but for ``safe_load``,
+    which is :func:`yaml_load` (pins parses with the pure-Python loader: 5 ms of a thread's CPU per pin, so that
+    reading 2,000 pins' states to resume an upload took 12 s). The same data either way."""
 
-    class Factory(MetaFactory):  # type: ignore[misc]
-        """pins' ``MetaFactory.read_pin_yaml``, its parse by :func:`yaml_load`."""
+    def __getattr__(self, name: str) -> Any:
+        import yaml
 
-        def read_pin_yaml(self, f: Any, pin_name: str, version: Any, local: Any = None) -> Any:
-            version_obj = guess_version(version) if isinstance(version, str) else version
-            data = yaml_load(f.read())
-            api_version = data.get("api_version", 0)
-            if api_version >= 2:
-                raise NotImplementedError(f"api_version {api_version} by this version of the pins library")
-            cls_meta = MetaV0 if api_version == 0 else Meta
-            return cls_meta.from_pin_dict(data, pin_name, version=version_obj, local=local)
+        return getattr(yaml, name)
 
-    return Factory()
+    @staticmethod
+    def safe_load(stream: Any) -> Any:
+        return yaml_load(stream.read() if hasattr(stream, "read") else stream)
+
+
+def _fast_pins_metadata() -> None:
+    """Have pins read each version's metadata through :class:`_PinsYaml` (once per process)."""
+    import pins.meta
+
+    if not isinstance(pins.meta.yaml, _PinsYaml):
+        pins.meta.yaml = _PinsYaml()
 
 
 def full_board(folder: str, error: OSError) -> BoardError:
@@ -236,6 +238,7 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
     from pins.boards import BaseBoard, BoardManual
 
     resolved = resolve_board(board)
+    _fast_pins_metadata()
     kind = location_kind(resolved)
     if kind == "file":
         if write:
@@ -250,12 +253,9 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "
                 f"{resolved!r}) first, or set ALEXNET_BOARD to the board's location"
             )
-        folder = pins.board_folder(resolved)
-        folder.meta_factory = _meta_factory()
-        return Board(resolved, kind, folder)
+        return Board(resolved, kind, pins.board_folder(resolved))
     fs = open_filesystem(resolved, write=write)
     if kind == "http":
-        return Board(resolved, kind, BoardManual(resolved, fs, versioned=False, pin_paths=_read_manifest(fs, resolved),
-                                                 meta_factory=_meta_factory()))
+        return Board(resolved, kind, BoardManual(resolved, fs, versioned=False, pin_paths=_read_manifest(fs, resolved)))
     check_bucket(fs, resolved, write, empty_hint="check the location, or upload with imagenet_upload() first")
-    return Board(resolved, kind, BaseBoard(bucket_path(resolved)[1], fs, versioned=True, meta_factory=_meta_factory()))
+    return Board(resolved, kind, BaseBoard(bucket_path(resolved)[1], fs, versioned=True))
