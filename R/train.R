@@ -45,7 +45,8 @@ training_formals <- intersect(training_positional, names(training_settings))
 #' * `precision`: what the layers compute in. `NULL` (the default) takes the format that trains
 #'   fastest here: on a CPU without bfloat16 or float16 instructions that is `"float32"`; where the
 #'   hardware offers more (a CPU with `avx512_bf16` or `amx_bf16`, a GPU), a few training steps of
-#'   the model about to train are timed in each format and a 16-bit one is taken only when it is at
+#'   the model about to train are timed in each format, in a child process so that the training
+#'   process keeps none of the memory they took, and a 16-bit one is taken only when it is at
 #'   least 1.1 times as fast as float32 (CPU flags do not decide it: an Intel Xeon listing
 #'   `avx512_bf16` trained 0.6 times as fast in bfloat16, an AMD EPYC 1.5 to 1.8 times as fast). The
 #'   result is remembered per machine, TensorFlow version and model shape in `precision.json` in the

@@ -92,12 +92,12 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     (:mod:`alexnet.train.schedule`).
 
     ``precision`` is what the layers compute in: ``None`` (measured: where the hardware has more than float32,
-    a few training steps of this model are timed in each format and a 16-bit one is taken only when it is at
-    least 1.1 times as fast; remembered per machine, see :mod:`alexnet.train.measure`; the workers of a cluster
-    agree on one, else float32), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or ``"float16"`` (mixed,
-    loss-scaled); see :mod:`alexnet.train.precision`. The older ``mixed_precision`` flag maps onto it (``True``:
-    float16, ``False``: float32). The history's ``params`` say which precision was used, why, and the rates
-    measured. On a GPU, XLA is on unless ``jit_compile`` says otherwise.
+    a few training steps of this model are timed in each format, in a child process, and a 16-bit one is taken
+    only when it is at least 1.1 times as fast; remembered per machine, see :mod:`alexnet.train.measure`; the
+    workers of a cluster agree on one, else float32), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or
+    ``"float16"`` (mixed, loss-scaled); see :mod:`alexnet.train.precision`. The older ``mixed_precision`` flag maps
+    onto it (``True``: float16, ``False``: float32). The history's ``params`` say which precision was used, why, and
+    the rates measured. On a GPU, XLA is on unless ``jit_compile`` says otherwise.
 
     Validation images (``val_image`` in ``data``, when ``validation``) are scored after each epoch as
     :func:`alexnet.alexnet_evaluate` scores them with ``crops = 1``: the centre crop at the last image size, in

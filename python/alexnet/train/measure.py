@@ -7,6 +7,12 @@ instructions, a GPU), a few training steps of the model about to train are timed
 (:func:`step_rate`), and a 16-bit format is taken only when it is at least :data:`MARGIN` times as fast as
 float32. Hardware with float32 alone is not measured.
 
+The formats are timed in one fresh Python process (:func:`model_timer`, :func:`alexnet.child.run_child`), not in
+the process that then trains: a model whose step was traced stays alive with the traced function, whatever Keras
+or Python is asked to free, and its memory with it (TensorFlow's allocator held 1.2 GB more once float32 and
+bfloat16 were timed for AlexNet of 1000 classes at 96 pixels, batch 8; on a GPU, of the first GPU's memory). The
+child costs one start of Python and TensorFlow. Should it fail, the formats are timed here, with a warning.
+
 The rates are remembered per machine (CPU model and flags, GPUs), TensorFlow version and model shape in one JSON
 file, ``precision.json`` in the user's cache folder (``~/.cache/alexnet`` on Linux), so each is measured once. The
 environment variable ``ALEXNET_PRECISION_CACHE`` names another file, or with an off word (``0``, ``off``, ...: see
@@ -25,7 +31,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,12 +150,14 @@ def resolve_precision(requested: str | None, device: Hardware, model: Mapping[st
 def precision_for(requested: str | None, *, gpu: bool, num_classes: int, batch_size: int, image_size: int,
                   dense_units: int, grouped: bool, jit_compile: bool) -> Precision:
     """:func:`resolve_precision` for AlexNet of these settings on this machine's hardware (its GPUs with ``gpu``),
-    timed with :func:`model_timer` when it must be measured."""
+    timed with :func:`model_timer` (every format the hardware offers, in one child process) when it must be
+    measured."""
     shape = {"classes": num_classes, "batch": batch_size, "image_size": image_size, "dense_units": dense_units,
              "grouped": grouped, "jit": jit_compile}
+    device = hardware(gpu)
     timer = model_timer(num_classes, batch_size, image_size, dense_units=dense_units, grouped=grouped,
-                        jit_compile=jit_compile)
-    return resolve_precision(requested, hardware(gpu), shape, timer)
+                        jit_compile=jit_compile, formats=candidates(device))
+    return resolve_precision(requested, device, shape, timer)
 
 
 def agree(precision: Precision, gather: Callable[[list[int]], Any]) -> Precision:
@@ -194,11 +202,14 @@ def step_rate(net: Any, batch: tuple[Any, Any], *, steps: int = STEPS, seconds: 
     return count * images / elapsed
 
 
-def model_timer(num_classes: int, batch_size: int, image_size: int, *, dense_units: int, grouped: bool,
-                jit_compile: bool) -> Callable[[str], float]:
-    """A timer of the model about to train: AlexNet of these settings, in a given format, trained on one random
-    batch (outside any strategy's scope); its images per second. Every format after the first is measured within
-    :data:`BUDGET_FACTOR` times the seconds the first took (:func:`step_rate`'s ``budget``)."""
+def timer_here(num_classes: int, batch_size: int, image_size: int, *, dense_units: int, grouped: bool,
+               jit_compile: bool) -> Callable[[str], float]:
+    """A timer of the model about to train, in this process: AlexNet of these settings, in a given format, trained
+    on one random batch (outside any strategy's scope); its images per second. Every format after the first is
+    measured within :data:`BUDGET_FACTOR` times the seconds the first took (:func:`step_rate`'s ``budget``).
+
+    What it measured stays allocated in this process until the process ends (see the module documentation):
+    :func:`model_timer` runs it in a child process."""
     spent: list[float] = []
 
     def timer(name: str) -> float:
@@ -219,3 +230,52 @@ def model_timer(num_classes: int, batch_size: int, image_size: int, *, dense_uni
         return rate
 
     return timer
+
+
+def rates_here(names: Sequence[str], model: Mapping[str, Any]) -> dict[str, float]:
+    """Images per second of each format of ``names``, in that order, timed in this process by :func:`timer_here`
+    of ``model`` (its keyword arguments); what a child process of :func:`model_timer` runs."""
+    timer = timer_here(**model)
+    return {name: float(timer(name)) for name in names}
+
+
+class ChildTimer:
+    """A timer of the model about to train (:func:`timer_here` of ``model``) that times in a fresh Python process,
+    so that this process keeps nothing of the measurement. Its first call times the format asked for and then the
+    other ``formats`` not yet timed, in one child, in that order (the later ones within the first one's time
+    budget, as :func:`timer_here` does); later calls answer from those rates."""
+
+    def __init__(self, model: Mapping[str, Any], formats: Sequence[str] = ()):
+        self.model, self.formats = dict(model), tuple(formats)
+        self.rates: dict[str, float] = {}
+
+    def __call__(self, name: str) -> float:
+        if name not in self.rates:
+            names = [name, *(other for other in self.formats if other != name and other not in self.rates)]
+            self.rates.update(self._measure(names))
+        return self.rates[name]
+
+    def _measure(self, names: list[str]) -> dict[str, float]:
+        from ..child import ChildError, run_child
+
+        try:
+            rates = run_child(rates_here, names, self.model, what="The precision measurement",
+                              prefix="alexnet-precision-")
+        except ChildError as error:
+            logger.warning("Timing the precisions in a child process failed (%s): timing them in this process "
+                           "instead, which keeps what they allocated until it ends (hundreds of MB a format). Set "
+                           "`precision` to skip the measurement.", error.error)
+            return rates_here(names, self.model)
+        for name in names:
+            logger.info("precision %s: %.1f images/s", name, rates[name])
+        return {name: float(rates[name]) for name in names}
+
+
+def model_timer(num_classes: int, batch_size: int, image_size: int, *, dense_units: int, grouped: bool,
+                jit_compile: bool, formats: Sequence[str] = ()) -> Callable[[str], float]:
+    """A timer of the model about to train (:func:`timer_here`: AlexNet of these settings, in a given format, on one
+    random batch; its images per second) run in a child process (:class:`ChildTimer`), which times ``formats``
+    as well on its first call."""
+    model = {"num_classes": num_classes, "batch_size": batch_size, "image_size": image_size,
+             "dense_units": dense_units, "grouped": grouped, "jit_compile": jit_compile}
+    return ChildTimer(model, formats)
