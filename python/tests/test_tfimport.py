@@ -90,6 +90,7 @@ def test_import_alexnet_sets_tensorflow_env_where_nothing_is_set():
 
     declared = tensorflow_environment()
     assert declared["TF_USE_LEGACY_KERAS"] == "1" and declared["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    assert declared["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"  # the precision's child measurement needs GPU memory
     script = f"import json, os, alexnet; print(json.dumps({{k: os.environ.get(k) for k in {sorted(declared)!r}}}))"
     base = {k: v for k, v in os.environ.items() if k not in declared}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,

@@ -204,7 +204,7 @@ test_that("library(alexnet) sets the core's tensorflow.env, each variable only w
   declared <- alexnet:::tensorflow_environment()
   expect_true(all(c(TF_USE_LEGACY_KERAS = "1", TF_CPU_ALLOCATOR_USE_BFC = "true") %in% declared))
   expect_setequal(names(declared), c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC",
-                                     "ALEXNET_MALLOC"))
+                                     "TF_FORCE_GPU_ALLOW_GROWTH", "ALEXNET_MALLOC"))
   seen <- run_fresh_r(function(names) {
     Sys.unsetenv(names)
     Sys.setenv(TF_CPU_ALLOCATOR_USE_BFC = "false")  # the user's choice
