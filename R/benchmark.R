@@ -57,7 +57,9 @@
 #'     memory before and at its peak); `precision` (what `synthetic` and `train` computed in).
 #'   - `summary`: `ratios` against the targets (each with `what`, `value`, `target`, `met`; `value`
 #'     `NULL` when its stages did not run), `comparisons` without a target (`what`, `value`),
-#'     `bottleneck` and `bottleneck_detail`, `cores_to_feed_synthetic`, `train_vs_bound` (when `train`
+#'     `bottleneck` and `bottleneck_detail` (the pipeline on every core against the model on every GPU of
+#'     the machine: `model_images_per_second`, the `synthetic` rate times `model_devices`, the GPUs, 1 without
+#'     one), `cores_to_feed_synthetic` (to feed that rate), `train_vs_bound` (when `train`
 #'     ran), `contended` (the measurements slowed down by other work, `character(0)` when none),
 #'     `io_peak_rss_mb` and `io_rss_growth_mb` (when `io` ran), `time_to_accuracy` (when it ran: its
 #'     `time_ratio`, `accuracy_difference` and `final_vs_best`, each with `what`, `value`, `target`, `bound`

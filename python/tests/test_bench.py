@@ -86,7 +86,10 @@ def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     assert summary["ratios"]["io_vs_decode_per_core"]["value"] == pytest.approx(io1 / decode1, abs=1e-3)
     assert summary["bottleneck"] in {"input pipeline", "model compute"}
     synthetic = bench_stages.rate(saved["stages"], "synthetic")
-    assert summary["cores_to_feed_synthetic"] == math.ceil(synthetic / io1)
+    gpus = len(saved["machine"]["gpus"])
+    assert [s["gpus"] for s in saved["stages"] if s["stage"] == "synthetic"] == [gpus]
+    assert summary["model_devices"] == max(1, gpus)
+    assert summary["cores_to_feed_synthetic"] == math.ceil(synthetic * max(1, gpus) / io1)
     assert (tmp_path / bench_run.PNG_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| io | 1 |" in bench_report.benchmark_table(saved)
     assert all(s["images_per_cpu_second"] > 0 for s in saved["stages"] if s["stage"] in bench_stages.PIPELINE_STAGES)
@@ -188,6 +191,33 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
     assert "| io on 2 cores / naive_auto on 2 cores | 1.70x | no target | |" in table
     stages[-1]["images_per_second"] = 150.0
     assert bench_report.summarize(stages, cores=2)["bottleneck"] == "model compute"
+
+
+def test_the_pipeline_is_compared_with_the_model_on_every_gpu_of_the_machine():
+    # 32 cores deliver 24,000 images/s; one GPU trains 4,000, eight of them 32,000: the pipeline is the bottleneck
+    stages = [
+        {"stage": "io", "cores": 1, "images_per_second": 750.0},
+        {"stage": "io", "cores": 32, "images_per_second": 24000.0},
+        {"stage": "synthetic", "cores": 32, "images_per_second": 4000.0, "device": "GPU", "gpus": 8},
+        {"stage": "train", "cores": 32, "images_per_second": 3000.0},
+    ]
+    summary = bench_report.summarize(stages, cores=32)
+    assert summary["model_devices"] == 8 and summary["model_images_per_second"] == 32000.0
+    assert summary["bottleneck"] == "input pipeline"
+    assert summary["cores_to_feed_synthetic"] == math.ceil(32000 / 750) == 43
+    assert "4000 images/s on one GPU" in summary["bottleneck_detail"]
+    assert "32000 on the machine's 8 GPUs (8 times one GPU's rate" in summary["bottleneck_detail"]
+    table = bench_report.benchmark_table({"stages": stages, "summary": summary})
+    assert "the pipeline needs 43 core(s) to feed the model's rate on 8 GPUs." in table
+    # one GPU, or none: the model's rate is the synthetic rate itself
+    for gpus, device in ((1, "GPU"), (0, "CPU")):
+        stages[2].update(gpus=gpus, device=device)
+        alone = bench_report.summarize(stages, cores=32)
+        assert alone["model_devices"] == 1 and alone["model_images_per_second"] == 4000.0
+        assert alone["bottleneck"] == "model compute" and alone["cores_to_feed_synthetic"] == math.ceil(4000 / 750)
+        assert alone["bottleneck_detail"].endswith("the model trains 4000 images/s on batches already in memory")
+    del stages[2]["gpus"]  # a record written before the field
+    assert bench_report.summarize(stages, cores=32)["model_devices"] == 1
 
 
 def test_contention_is_a_low_cpu_share_except_for_the_sequential_naive_pipeline():

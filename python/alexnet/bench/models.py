@@ -30,13 +30,17 @@ def synthetic_measurement(
     would take here, measured by :func:`alexnet.train.measure.resolve_precision`; the record's ``precision``,
     ``precision_reason`` and ``precision_rates`` say which and why), with XLA on a GPU. One warm-up step, then at
     least ``steps`` steps and ``seconds`` seconds (:func:`alexnet.train.measure.step_rate`).
+
+    It runs on one device (the first GPU, else the CPU); the record's ``gpus`` is how many GPUs the machine has,
+    so that the model's rate on all of them can be told (:func:`alexnet.bench.report.summarize`).
     """
     from ..input.pipeline import synthetic_dataset
     from ..tfimport import keras, tf
     from ..train.measure import precision_for, step_rate
     from ..train.model import training_model
 
-    gpu = bool(tf.config.list_logical_devices("GPU"))
+    gpus = len(tf.config.list_logical_devices("GPU"))
+    gpu = gpus > 0
     chosen = precision_for(precision, gpu=gpu, num_classes=num_classes, batch_size=batch_size, image_size=image_size,
                            dense_units=dense_units, grouped=False, jit_compile=gpu)
     keras.utils.set_random_seed(seed)
@@ -56,6 +60,7 @@ def synthetic_measurement(
         "load_average": load,
         "load_after": load_average(),
         "device": "GPU" if gpu else "CPU",
+        "gpus": gpus,
         "precision": chosen.name,
         "precision_reason": chosen.reason,
         "precision_rates": chosen.rates,

@@ -48,11 +48,24 @@ def _ratio(numerator: float | None, denominator: float | None, target: str) -> d
     return {"what": what, "value": round(value, 3), "target": minimum, "met": bool(value >= minimum)}
 
 
+def model_devices(stages: Sequence[Mapping[str, Any]]) -> int:
+    """The devices the model trains on together on this machine: its GPUs (the ``synthetic`` record's ``gpus``),
+    else 1 (the CPU)."""
+    gpus = next((s.get("gpus") for s in stages if s.get("stage") == "synthetic"), None)
+    return max(1, int(gpus or 0))
+
+
 def summarize(stages: Sequence[Mapping[str, Any]], cores: int,
               accuracy: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Ratios against the targets, the bottleneck and the cores the pipeline needs, from measured ``stages``;
     with the ``time_to_accuracy`` stage's result (``accuracy``), its ``time_ratio`` and ``accuracy_difference``
-    against their targets under ``time_to_accuracy``."""
+    against their targets under ``time_to_accuracy``.
+
+    The pipeline on every core is compared with the model's rate on every device of the machine
+    (``model_images_per_second``): the ``synthetic`` rate, timed on one device, times the machine's GPUs
+    (``model_devices``, 1 without a GPU), as a ``mirrored`` run would train on all of them; the same devices set
+    the cores the pipeline needs to feed the model (``cores_to_feed_synthetic``). ``train_vs_bound`` compares the
+    ``train`` stage, which trains on one device, with the one device's rate."""
     io1, io2, ion = rate(stages, "io", 1), rate(stages, "io", 2), rate(stages, "io", cores)
     fetch = {s["workers"]: s.get("bytes_per_second") for s in stages if s.get("stage") == "fetch"}
     serial = fetch.get(1)
@@ -72,17 +85,23 @@ def summarize(stages: Sequence[Mapping[str, Any]], cores: int,
         },
     }
     compute, train = rate(stages, "synthetic"), rate(stages, "train")
+    devices = model_devices(stages)
+    machine = None if compute is None else compute * devices
     summary: dict[str, Any] = {"ratios": ratios, "comparisons": comparisons, "bottleneck": None,
-                               "cores_to_feed_synthetic": None}
-    if ion is not None and compute is not None:
-        summary["bottleneck"] = "input pipeline" if ion < compute else "model compute"
+                               "cores_to_feed_synthetic": None, "model_devices": devices,
+                               "model_images_per_second": machine}
+    if ion is not None and compute is not None and machine is not None:
+        summary["bottleneck"] = "input pipeline" if ion < machine else "model compute"
+        trains = f"{compute:.0f} images/s on batches already in memory"
+        if devices > 1:
+            trains = (f"{compute:.0f} images/s on one GPU on batches already in memory, {machine:.0f} on the "
+                      f"machine's {devices} GPUs ({devices} times one GPU's rate, as if they scaled linearly)")
         summary["bottleneck_detail"] = (
-            f"the input pipeline delivers {ion:.0f} images/s on {cores} core(s); the model trains "
-            f"{compute:.0f} images/s on batches already in memory"
+            f"the input pipeline delivers {ion:.0f} images/s on {cores} core(s); the model trains {trains}"
         )
-    if io1 and compute is not None:
-        summary["cores_to_feed_synthetic"] = math.ceil(compute / io1)
-    if train is not None:
+    if io1 and machine is not None:
+        summary["cores_to_feed_synthetic"] = math.ceil(machine / io1)
+    if train is not None:  # the train stage trains on one device, as synthetic times it
         bound = min(v for v in (ion, compute, train) if v is not None)
         summary["train_vs_bound"] = round(train / bound, 3) if bound else None
     summary["contended"] = [label(s) for s in stages if contended(s)]
@@ -235,6 +254,8 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
     if result.get("scaling"):
         lines += ["", scaling_table(result["scaling"])]
     if summary.get("bottleneck"):
+        devices = int(summary.get("model_devices") or 1)
+        on = f" on {devices} GPUs" if devices > 1 else ""
         lines += ["", f"Bottleneck: {summary['bottleneck']} ({summary['bottleneck_detail']}); the pipeline needs "
-                      f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate."]
+                      f"{summary['cores_to_feed_synthetic']} core(s) to feed the model's rate{on}."]
     return "\n".join(lines).strip("\n")

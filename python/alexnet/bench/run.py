@@ -34,9 +34,10 @@ With ``resize``, this package's pipeline (``io``, ``train``) reads the images as
 keep reading the original full-size files, as the original pipeline did: the comparison is then between
 the two whole designs, storage included.
 
-The result names the bottleneck (the input pipeline on every core, or the model's compute), the number of
-cores the pipeline needs to feed the measured ``synthetic`` rate, and the ratios against the targets
-(:data:`alexnet.bench.stages.TARGETS`). It is written as JSON and as a PNG chart.
+The result names the bottleneck (the input pipeline on every core, or the model's compute on every GPU of the
+machine: the ``synthetic`` rate, timed on one device, times their number), the number of cores the pipeline needs
+to feed that rate, and the ratios against the targets (:data:`alexnet.bench.stages.TARGETS`). It is written as JSON
+and as a PNG chart.
 """
 
 from __future__ import annotations
@@ -305,7 +306,8 @@ def alexnet_benchmark(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``settings`` (the settings as used, each stage's own under its name), ``data`` (source, images, compressed
     bytes), ``stages`` (one record per measurement: ``stage``, ``cores``, ``images_per_second``, ``images``,
     ``seconds``, ``load_average``, ``peak_rss_mb``, ...), ``summary`` (``ratios`` against the targets,
-    ``comparisons`` without a target, ``bottleneck``, ``cores_to_feed_synthetic``, ``io_peak_rss_mb``, and with
+    ``comparisons`` without a target, ``bottleneck``, ``cores_to_feed_synthetic``, ``model_devices`` and
+    ``model_images_per_second`` (the devices the model's rate counts and that rate), ``io_peak_rss_mb``, and with
     ``time_to_accuracy`` its ``time_ratio``, ``accuracy_difference`` and ``final_vs_best`` against their targets,
     each with ``what``, ``value``, ``target``, ``bound`` and ``met``), ``time_to_accuracy`` (``None`` unless asked
     for: ``settings``, ``data``, ``recipes`` (``paper`` and ``defaults``, each with what it trained with,
