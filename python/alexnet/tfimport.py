@@ -22,8 +22,13 @@ import sys
 import tempfile
 import types
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .environment import env_switch
+
+if TYPE_CHECKING:  # what the package's modules import from here, for the type checker (__getattr__ at run time)
+    import tensorflow as tf  # noqa: F401
+    import tf_keras as keras  # noqa: F401
 
 #: Lines TensorFlow prints on every start, which nobody acts on.
 STARTUP_NOISE = (
