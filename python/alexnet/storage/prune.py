@@ -6,6 +6,7 @@ the same time wrote (:func:`board_versions` when the upload began).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 
@@ -66,7 +67,7 @@ def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
             spared += len(versions) - keep - len(old)
             for old_version in old:
                 retry(f"deleting version {old_version} of {name}",
-                      lambda name=name, old_version=old_version: _delete_version(board, name, old_version), retries)
+                      functools.partial(_delete_version, board, name, old_version), retries)
             deleted += len(old)
     if spared:
         log.info("kept %d old pin version(s) that the newest categories table names or another upload wrote",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -221,7 +222,7 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
         staged = f"{local}.unverified-{uuid.uuid4().hex[:8]}"
         try:
             try:
-                retry(f"downloading {what} from {remote}", lambda staged=staged: download(fs, remote, staged, moving),
+                retry(f"downloading {what} from {remote}", functools.partial(download, fs, remote, staged, moving),
                       retries, moved=lambda: last[0])
             except (FileNotFoundError, PermissionError) as err:
                 if disk_error(err, os.path.dirname(local) or ".") is not None:

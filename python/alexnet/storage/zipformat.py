@@ -26,16 +26,22 @@ import contextlib
 import hashlib
 import os
 import struct
+import types
 import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+#: zlib's functions (``crc32``, ``decompress``, ``decompressobj``, ``error``) from ISA-L, or from zlib itself
+_fast: types.ModuleType
+#: libdeflate's whole-buffer inflater, where it is installed
+_whole: types.ModuleType | None
+
 try:  # the same functions as zlib's, faster
     from isal import isal_zlib as _fast
 except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback where it has no wheel
-    _fast = zlib  # type: ignore[assignment]
+    _fast = zlib
 
 try:  # a whole deflate stream inflated into a buffer of the size it is known to have
     import deflate as _whole
@@ -79,6 +85,7 @@ def inflate_raw(data: Any, size: int) -> bytes | bytearray:
     the buffer the inflater filled, not copied (a ``bytearray`` from libdeflate).
 
     Raises one of :data:`INFLATE_ERRORS` when the stream is damaged or inflates to another length."""
+    out: bytes | bytearray
     if _whole is not None and size > 0:
         try:
             out = _whole.deflate_decompress(data, size)
