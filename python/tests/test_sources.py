@@ -196,6 +196,23 @@ def test_a_part_is_let_go_once_it_is_done(tmp_path):
     assert peak[0] <= 1 + 2 + 2, peak  # a worker, the 2 parts queued ahead of it, the part just read and the next
 
 
+def test_every_source_takes_the_arguments_the_upload_gives():
+    """The upload asks a source for its parts with ``(split, wanted, keep, workdir)``: the base class, whose
+    signature a new source copies, declares them all as every source does (it declared no ``workdir``)."""
+    import inspect
+
+    from alexnet.data.ilsvrc import ArchivesSource
+    from alexnet.data.kaggle_targz import KaggleTarGzSource
+    from alexnet.data.kaggle_zip import KaggleZipSource
+    from alexnet.data.parquet import ParquetSource
+    from alexnet.data.parts import Source
+    from alexnet.data.sources import FolderSource
+
+    for source in (Source, ArchivesSource, FolderSource, KaggleTarGzSource, KaggleZipSource, ParquetSource):
+        assert list(inspect.signature(source.parts).parameters) == ["self", "split", "wanted", "keep", "workdir"], \
+            source.__name__
+
+
 def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made, cloud_env, tmp_path, monkeypatch):
     """On one CPU with 4 workers, one category is zipped at a time, while other threads fetch their category's bytes
     from a bucket (two at once) and publish their zips (three at once): each barrier below breaks, and the upload

@@ -137,9 +137,11 @@ class Source:
     names: dict[str, str]
     total_bytes: int = 0
 
-    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None) -> Iterator[Part]:
+    def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
+            -> Iterator[Part]:
         """The parts of ``split`` (``"train"`` or ``"val"``; for val only the categories in ``keep``), in reading
-        order, each asked of ``wanted`` before it is read; only the wanted ones are yielded."""
+        order, each asked of ``wanted`` before it is read; only the wanted ones are yielded. ``workdir`` is the
+        upload's scratch folder, where a source read as a stream may spool what it holds for later parts."""
         raise NotImplementedError
 
     def ready(self, wait: bool = True) -> bool:
