@@ -31,11 +31,11 @@ from typing import Any
 
 from ..checks import some_names
 from ..errors import LayoutError
-from ..storage.zipformat import INFLATE_ERRORS, gunzip
+from ..storage.zipformat import gunzip
 from .archive_io import LARGE_MEMBERS_BLOCK, Files
 from .classes import check_classes, class_names
-from .parts import Members, Part, Source, Wanted, identity_of, in_name_order, wanted_parts
-from .tar_io import TarEntry, copied_member, member_bytes, stream_tar, tar_index, tar_members
+from .parts import Members, Part, Source, Wanted, given, identity_of, in_name_order, wanted_parts
+from .tar_io import STREAM_ERRORS, TarEntry, copied_member, member_bytes, stream_tar, tar_index, tar_members
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +249,9 @@ class ArchivesSource(Source):
                     part = self._train_part(name, entry.size, entry.mtime, 0)
                     if wanted(part):
                         members = tar_members(read(), f"{name} in {label}")
-                        part.open = lambda members=members: lambda: members
+                        part.open = given(members)
                         yield part
-            except (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS) as err:
+            except STREAM_ERRORS as err:
                 raise LayoutError(f"{label} cannot be read to its end ({err}): it is damaged or cut short; download "
                                   "it again (the categories read so far are on the board and are skipped next "
                                   "time)") from None

@@ -20,26 +20,25 @@ from __future__ import annotations
 import io
 import logging
 import os
-import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 from ..errors import LayoutError
-from ..storage.zipformat import INFLATE_ERRORS, gunzip
+from ..storage.zipformat import gunzip
 from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution, unlabelled_error
-from .parts import Member, Part, Source, Wanted, identity_of, is_image_name, not_an_image
-from .tar_io import stream_tar
+from .parts import Member, Part, Source, Wanted, given, identity_of, is_image_name, not_an_image
+from .tar_io import STREAM_ERRORS, stream_tar
 from .zip_io import ZipEntry, zip_member_stream
 
 log = logging.getLogger(__name__)
 
 KAGGLE_TARGZ = "imagenet_object_localization_patched2019.tar.gz"
 _CLS_LOC = "Data/CLS-LOC/"
-_STREAM_ERRORS = (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS)
 
 
 def is_kaggle_targz(name: str) -> bool:
@@ -110,7 +109,7 @@ class KaggleTarGzSource(Source):
                 held.take(index[wnid])
                 continue
             part = Part(wnid, "val", identity_of(found, "kaggle-targz", "val"), 0,
-                        lambda label=index[wnid]: held.take(label), count=len(found))
+                        partial(held.take, index[wnid]), count=len(found))
             if wanted(part):
                 yield part
             else:
@@ -131,7 +130,7 @@ class KaggleTarGzSource(Source):
                     return
                 here = raw.tell()
                 part = Part(current, "train", identity_of(sizes, "kaggle-targz", "train", current), here - read_before,
-                            lambda held_members=tuple(members): lambda: held_members, count=len(members))
+                            given(tuple(members)), count=len(members))
                 read_before = here
                 if wanted(part):
                     yield part
@@ -160,15 +159,15 @@ class KaggleTarGzSource(Source):
                                            else Member(name, None, not_an_image(self.label)))
                         elif rest[0] == "val" and len(rest) == 2 and is_image_name(rest[1]) and self.solution:
                             image_id = os.path.splitext(rest[1])[0]
-                            wnid = self.solution.get(image_id)
-                            if wnid is None:
+                            labelled = self.solution.get(image_id)
+                            if labelled is None:
                                 unlabelled += 1
                                 continue
-                            held.add(index.get(wnid, -1), Member(rest[1], read()))
-                            self.val_found.setdefault(wnid, []).append((rest[1], entry.size))
+                            held.add(index.get(labelled, -1), Member(rest[1], read()))
+                            self.val_found.setdefault(labelled, []).append((rest[1], entry.size))
                             held.spill()
                     yield from finish()
-            except _STREAM_ERRORS as err:
+            except STREAM_ERRORS as err:
                 raise LayoutError(f"{self.label} cannot be read to its end ({err}): it is damaged or cut short; "
                                   "download it again (the categories read so far are on the board and are skipped "
                                   "next time)") from None

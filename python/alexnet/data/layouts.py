@@ -81,7 +81,7 @@ def _meta_mat(synsets: list[tuple[str, str]]) -> bytes:
               children, 18, 0),
              (1002, "n00021939", "artifact, artefact", "a man-made object", 1, children[:1], 17, 0)]
     table = np.zeros((len(leaves) + len(inner), 1), dtype=[(f, "O") for f in fields])
-    for k, row in enumerate(sorted(leaves) + inner):
+    for k, row in enumerate([*sorted(leaves), *inner]):
         table[k, 0] = row
     out = io.BytesIO()
     scipy.io.savemat(out, {"synsets": table})

@@ -26,7 +26,8 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, LayoutError
@@ -40,6 +41,9 @@ from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import check_image
 from .parts import CRC_MISMATCH, Member, Members, Part, Source
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,8 @@ class _LazyBar:
     finds every pin already on the board transfers nothing and shows no bar."""
 
     def __init__(self, total: int):
-        self.total, self.bar, self.pending, self.lock = total, None, 0, threading.Lock()
+        self.total, self.pending, self.lock = total, 0, threading.Lock()
+        self.bar: tqdm | None = None
 
     def start(self) -> None:
         with self.lock:
@@ -255,6 +260,11 @@ class Uploader:
                 self.stopped = error
         return True
 
+    def _finished(self, part: Part, slots: threading.Semaphore, future: Future[Result]) -> None:
+        """A part's packing ended: its result is recorded and its slot freed."""
+        self._done(part, future)
+        slots.release()
+
     def _done(self, part: Part, future: Future[Result]) -> None:
         error = future.exception()
         if error is None:
@@ -291,7 +301,7 @@ class Uploader:
             except BaseException:
                 slots.release()
                 raise
-            future.add_done_callback(lambda f, part=part: (self._done(part, f), slots.release()))
+            future.add_done_callback(partial(self._finished, part, slots))
             del part, members, future
         for _ in range(in_flight):  # every slot back: every part done
             slots.acquire()

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..errors import LayoutError
@@ -179,7 +180,7 @@ class ParquetSource(Source):
                 continue
             entries = data.where[label]
             identity, rows = identity_of(entries, "hf-parquet", split, label), sum(c for _, c in entries)
-            part = Part(wnid, split, identity, 0, (lambda label=label: held.take(label)), count=rows)
+            part = Part(wnid, split, identity, 0, partial(held.take, label), count=rows)
             if wanted(part):
                 todo[label] = part
         last: dict[int, tuple[int, int]] = {}

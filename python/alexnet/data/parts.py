@@ -104,6 +104,11 @@ def in_name_order(pending: Iterable[tuple[str, Callable[[], Member]]]) -> Iterat
     return (make() for _, make in sorted(pending, key=lambda held: held[0]))
 
 
+def given(members: Iterable[Member]) -> Callable[[], Members]:
+    """A part's ``open`` for members read already (from a stream): it returns a call that yields them."""
+    return lambda: lambda: members
+
+
 def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
     """An identity from ``(name, size)`` pairs (in any order) and a few more fields."""
     head = "\0".join(str(e) for e in extra)

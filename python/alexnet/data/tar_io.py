@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from ..errors import LayoutError
+from ..storage.zipformat import INFLATE_ERRORS
 from .archive_io import AtPosition, Buffer
 from .parts import Member, in_name_order, is_image_name, not_an_image
 
@@ -225,6 +226,10 @@ class _Forward(AtPosition):
             pass
 
 
+#: What reading a gzipped tar through :func:`stream_tar` raises when the archive is damaged or cut short.
+STREAM_ERRORS: tuple[type[Exception], ...] = (tarfile.TarError, EOFError, OSError, *INFLATE_ERRORS)
+
+
 def stream_tar(f: Any) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
     """The regular files of the tar read front to back from the stream ``f`` (a gzip stream, which cannot seek), each
     with a call that gives its bytes, to be made before the next file is asked for (a file not read is skipped).
@@ -258,7 +263,8 @@ def stream_tar(f: Any) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
 
 def _tarfile_stream(source: _Forward) -> Iterator[tuple[TarEntry, Callable[[], bytes]]]:
     """The rest of :func:`stream_tar` read by ``tarfile``, from the header ``source`` is at."""
-    with tarfile.open(fileobj=source, mode="r:") as tar:
+    # typeshed's file for tarfile asks for write() and close() too, which tarfile never calls on a file it was given
+    with tarfile.open(fileobj=source, mode="r:") as tar:  # type: ignore[call-overload]
         while True:
             member = tar.next()
             tar.members.clear()  # tarfile keeps every header it reads; nothing here looks one up again

@@ -264,8 +264,9 @@ def _report(board: Board, source: Source, results: dict[tuple[str, str], Result]
         "skipped": with_status("skipped"),
         # validation images uploaded this time: with their categories, or added to categories already there
         "val_uploaded": sorted(r.wnid for (w, s), r in results.items() if s == "val" and r.status == "uploaded"),
-        "excluded": sorted(({"category": r.wnid, "images": r.images} for (w, s), r in results.items()
-                            if s == "train" and r.status == "excluded"), key=lambda e: e["category"]),
+        "excluded": [{"category": r.wnid, "images": r.images}
+                     for r in sorted((r for (w, s), r in results.items() if s == "train" and r.status == "excluded"),
+                                     key=lambda r: r.wnid)],
         "images": summary["images"],
         "val_images": summary["val_images"],
         "bytes": sum(r["bytes"] + r["val_bytes"] for r in rows),

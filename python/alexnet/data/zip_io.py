@@ -89,6 +89,7 @@ def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
         return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
     start = at + offset
     raw = memoryview(blob)[start:start + entry.compressed]
+    data: bytes | bytearray
     try:
         if entry.method == zipfile.ZIP_STORED:
             data = bytes(raw)
