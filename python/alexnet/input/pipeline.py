@@ -110,10 +110,10 @@ def as_string_list(files: Sequence[str] | np.ndarray, name: str) -> list[str]:
 
 def _file_dataset(files: Sequence[str], labels: Sequence[int]) -> tf.data.Dataset:
     files = as_string_list(files, "files")
-    labels = np.asarray(labels, dtype=np.int32).reshape(-1)
-    if len(labels) != len(files):
-        raise AlexnetError(f"There are {len(files)} files but {len(labels)} labels: give one label per file.")
-    return tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(labels)))
+    label_ids = np.asarray(labels, dtype=np.int32).reshape(-1)
+    if len(label_ids) != len(files):
+        raise AlexnetError(f"There are {len(files)} files but {len(label_ids)} labels: give one label per file.")
+    return tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(label_ids)))
 
 
 def train_dataset(

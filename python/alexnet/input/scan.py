@@ -164,7 +164,7 @@ def scan_images(
     while the marker names the same zip. Other files are read every time.
     """
     files = as_string_list(files, "files")
-    check = _check_image_full if full else _check_image
+    check: Callable[[tf.Tensor], tf.Tensor] = _check_image_full if full else _check_image
     if jpeg_only:
         check = _only_jpeg(check)
     kind = check_kind(full, jpeg_only)
