@@ -35,7 +35,8 @@ class ClassCounts:
     @classmethod
     def empty(cls, classes: int) -> ClassCounts:
         """No image counted yet, for a model of ``classes`` outputs."""
-        return cls(*(np.zeros(classes, dtype=np.int64) for _ in range(3)))
+        images, top1, topk = (np.zeros(classes, dtype=np.int64) for _ in range(3))
+        return cls(images, top1, topk)
 
     @property
     def classes(self) -> int:

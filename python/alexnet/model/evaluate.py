@@ -301,10 +301,10 @@ def alexnet_evaluate(
                                parallel=parallel, k=k, classes=card.num_classes,
                                desc=f"evaluate ({PROTOCOLS[crops]})")
     seconds = time.monotonic() - start
-    images, top1, topk = len(files), counts.top1_correct, counts.topk_correct
-    logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s, %d pixels) in %.1f s", loaded.description, top1, images, k,
-                topk, images, PROTOCOLS[crops], size, seconds)
-    return evaluation_result(images, top1, topk, top_k=k, crops=crops, image_size=size, num_classes=card.num_classes,
+    scored, top1, topk = len(files), counts.top1_correct, counts.topk_correct
+    logger.info("%s: top-1 %d/%d, top-%d %d/%d (%s, %d pixels) in %.1f s", loaded.description, top1, scored, k,
+                topk, scored, PROTOCOLS[crops], size, seconds)
+    return evaluation_result(scored, top1, topk, top_k=k, crops=crops, image_size=size, num_classes=card.num_classes,
                              seconds=seconds, bad_images=bad, model=loaded.description,
                              tables=counts.tables(card.class_ids, card.class_names))
 

@@ -143,7 +143,7 @@ def _write(folder: str, target: str) -> None:
     entries = _entries(fs, fs_path(target), local)
     if entries:
         _check_replaceable(fs, target, local, entries)
-    if local:
+    if fs is None:  # a local folder
         staged = make_scratch("alexnet-export-", os.path.dirname(target))
         try:
             copy = os.path.join(staged, "export")
