@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
 from .communication import MB, WIRE_FORMATS, Communication
@@ -171,6 +172,15 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
 ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
 
 
+class Adapted(TypedDict, total=False):
+    """The settings of :data:`ADAPTABLE` a run of ``adapt_communication`` took, with their types (those it did not
+    take are left out)."""
+
+    allreduce_precision: str
+    accumulate_steps: int
+    allreduce_pack_mb: float
+
+
 def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> dict[str, int | float | str]:
     """What a run of ``adapt_communication`` takes of ``advice``: its settings of :data:`ADAPTABLE`, with
     ``accumulate_steps`` at most ``most_accumulate`` (rounded down to a power of two; dropped when that is no more
@@ -178,9 +188,11 @@ def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> d
     taken = {name: value for name, value in (advice.settings if advice else {}).items() if name in ADAPTABLE}
     if "accumulate_steps" in taken:
         most = 2 ** math.floor(math.log2(max(1, most_accumulate)))
-        taken["accumulate_steps"] = min(int(taken["accumulate_steps"]), most)
-        if taken["accumulate_steps"] <= accumulate:
+        steps = min(int(taken["accumulate_steps"]), most)
+        if steps <= accumulate:
             del taken["accumulate_steps"]
+        else:
+            taken["accumulate_steps"] = steps
     return taken
 
 
@@ -192,10 +204,10 @@ def settings_row(settings: Mapping[str, int | float | str]) -> list[int]:
             round(float(settings.get("allreduce_pack_mb", 0)) * 1000)]
 
 
-def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
+def row_settings(row: Sequence[int]) -> Adapted:
     """The settings :func:`settings_row` wrote as ``row``, in the order of :data:`ADAPTABLE`."""
     wire, accumulate, pack = (int(v) for v in row)
-    settings: dict[str, int | float | str] = {}
+    settings: Adapted = {}
     if wire:
         settings["allreduce_precision"] = WIRE_FORMATS[wire - 1]
     if accumulate:
@@ -205,7 +217,7 @@ def row_settings(row: Sequence[int]) -> dict[str, int | float | str]:
     return settings
 
 
-def adaptation_text(taken: Mapping[str, int | float | str]) -> str:
+def adaptation_text(taken: Mapping[str, object]) -> str:
     """What a run of ``adapt_communication`` took, in a sentence."""
     said = ", ".join(f"`{name}` = {value!r}" for name, value in taken.items()) or "nothing"
     return f"With `adapt_communication` the run took {said}."

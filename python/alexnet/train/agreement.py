@@ -54,7 +54,9 @@ def _gather_of(strategy: tf.distribute.Strategy) -> Any:
         @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int64)])
         def gather(row: Any) -> Any:
             # the row copied to the replica's device: a collective sends from a placed tensor
-            return owner().run(lambda: tf.distribute.get_replica_context().all_gather(tf.identity(row), axis=0))
+            alive = owner()
+            assert alive is not None  # called only through _GATHERS, whose entry goes with its strategy
+            return alive.run(lambda: tf.distribute.get_replica_context().all_gather(tf.identity(row), axis=0))
 
         _GATHERS[strategy] = gather
     return gather

@@ -314,7 +314,7 @@ class CheckpointStore:
         """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics`` and
         ``schedule`` (every worker must call it at the same point; after :meth:`restore`). The checkpoint keeps a
         copy of the history, written with it; the history file follows it."""
-        if self._manager is None or self._position is None:
+        if self._manager is None or self._position is None or self._history is None:
             raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
         state = {"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
                  "metrics": {k: list(v) for k, v in metrics.items()},

@@ -55,11 +55,10 @@ class RunDatasets:
         self._train: dict[int, Any] = {}
         self.validation = None
         if steps.validate and steps.validation:
-            share = steps.val_share
+            share, length = steps.val_share, steps.validation * topology.worker_batch(settings.batch_size)
             self.validation = self._per_replica(lambda: pipeline.validation_dataset(
                 td.val_files[:share], td.val_labels[:share], settings.batch_size, settings.sizes.final,
-                length=steps.validation * topology.worker_batch(settings.batch_size), parallel=settings.parallel,
-                cache=settings.cache))
+                length=length, parallel=settings.parallel, cache=settings.cache))
 
     def _per_replica(self, make: Callable[[], tf.data.Dataset]) -> Any:
         """``make()``'s dataset, batched per replica, as ``strategy`` hands it to this worker's replicas (the

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..declare import declaration
 from ..environment import interop_threads
-from .advice import Advice, advise
+from .advice import Adapted, Advice, advise
 from .batch_bound import large_batch_warning
 from .communication import Communication, check_wire, sixteen_bit_wire
 
@@ -234,7 +234,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
 
 
 def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
-                        topology: Topology, *, steps: int) -> dict[str, int | float | str]:
+                        topology: Topology, *, steps: int) -> Adapted:
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
     ``checkpoint_dir`` recorded it), else the :func:`~.advice.adaptable` part of its ``advice`` (whose

@@ -46,7 +46,7 @@ def _named_task(text: str, own: int) -> tuple[str, int] | None:
     unhealthy, else the peer gRPC reported the error from."""
     found = _UNHEALTHY.search(text)
     candidates = list(_TASK.finditer(found["tasks"])) if found else []
-    candidates += [task for m in _REMOTE.finditer(text) if (task := _TASK.search(m["target"]))]
+    candidates += [named for m in _REMOTE.finditer(text) if (named := _TASK.search(m["target"]))]
     for match in candidates:
         job, task = match["job"], int(match["task"])
         if (job, task) != ("worker", own):

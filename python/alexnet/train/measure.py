@@ -127,7 +127,7 @@ def measured_precision(device: Hardware, model: Mapping[str, Any],
     if names == ("float32",):
         return Precision("float32", f"auto: {device.describe()} computes in float32")
     path, key = cache_file(), machine_key(device, model)
-    rates = _read(path).get(key)
+    rates: Mapping[str, float] = _read(path).get(key) or {}
     remembered = bool(rates) and set(rates) == set(names)
     if not remembered:
         logger.info("Measuring which precision trains faster here: %s.", ", ".join(names))

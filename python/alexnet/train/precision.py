@@ -103,7 +103,7 @@ def hardware(gpu: bool) -> Hardware:
         for device in tf.config.list_physical_devices("GPU"):
             details = tf.config.experimental.get_device_details(device)
             capability = details.get("compute_capability")
-            capabilities.append(tuple(capability) if capability else (0, 0))  # type: ignore[arg-type]
+            capabilities.append(tuple(capability) if capability else (0, 0))
     return Hardware(tuple(capabilities), cpu_flags())
 
 

@@ -164,7 +164,7 @@ def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: To
     partition of ``data`` (the partition with one worker only: each worker trains on its own), a digest of the ids
     of the model's classes, and the training and validation images of every worker."""
     def one(name: str) -> Any:
-        value = data.get(name)
+        value: Any = data.get(name)  # a number, a string or None, or from R one of them in a list
         if isinstance(value, (list, tuple)) and len(value) == 1:
             value = value[0]
         return value if value is None or isinstance(value, str) else int(value)

@@ -303,10 +303,11 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
     most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
-    shape = {"micro_batches": settings.accumulate_steps * steps.train, "parameters": parameter_count(net)}
+    micro_batches, parameters = settings.accumulate_steps * steps.train, parameter_count(net)
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
                                   most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
-                                  warn=not settings.adapt_communication, **shape)
+                                  warn=not settings.adapt_communication, micro_batches=micro_batches,
+                                  parameters=parameters)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
@@ -317,7 +318,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         timing = adapted_timing(timing, asked, communication, parameter_count(net))
         advice = advise_communication(timing, communication, topo,
                                       global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
-                                      rate_scaled=settings.lr_scaling != "none", **shape)
+                                      rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
+                                      parameters=parameters)
     worker_batch = topo.worker_batch(settings.step_batch)
     datasets = RunDatasets(strategy, td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
@@ -382,7 +384,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
         callback.set_model(net)
     digest = weights_digest(net)
     agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
-    card = _card(td, data, settings, recorder.metrics, digest, best_epoch, started and started["model"])
+    card = _card(td, data, settings, recorder.metrics, digest, best_epoch,
+                 started["model"] if started is not None else None)
     if evaluate is not None:
         card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
