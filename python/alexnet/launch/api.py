@@ -19,7 +19,7 @@ from .work import row_of
 logger = logging.getLogger(__name__)
 
 
-class SparkRun(list):  # type: ignore[type-arg]
+class SparkRun(list[dict[str, Any]]):
     """What :func:`alexnet_spark_train` returns: one dict per worker, in worker order (a list, as it always was),
     and ``evaluation``, the model's evaluation when the training ended with one (else ``None``)."""
 

@@ -216,8 +216,8 @@ def added_up(strategy: Any, share: Mapping[str, Any] | Exception, index: int, wo
     from ..train.agreement import all_gather_ints
 
     failed = isinstance(share, Exception)
-    counts = [0] * (len(GATHERED) + 1) if failed else [*(int(share[name]) for name in GATHERED),
-                                                      len(share.get("bad_images") or [])]
+    counts = [0] * (len(GATHERED) + 1) if isinstance(share, Exception) else [
+        *(int(share[name]) for name in GATHERED), len(share.get("bad_images") or [])]
     gathered = all_gather_ints(strategy, [index, int(failed), *counts])
     by_worker = {int(row[0]): row for row in gathered}  # a row per replica: one per worker
     if sorted(by_worker) != list(range(workers)):
