@@ -209,6 +209,8 @@ def _write(result: dict[str, Any], out: Path) -> dict[str, Any]:
 def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
     """The benchmark of ``plan`` (checked by :func:`alexnet.bench.plan.check_plan`) on ``data``: its result, written."""
     common = plan.common
+    cores = common.cores
+    assert cores is not None  # check_plan gives it: every CPU this process may use when it was not set
     workdir = Path(make_scratch("alexnet-bench-data-"))
     try:
         accuracy = None
@@ -238,7 +240,7 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),
                                   "data": _described(plan, bench, originals), "stages": measured,
                                   "time_to_accuracy": reached, "scaling": scaled,
-                                  "summary": summarize(measured, common.cores, reached)}
+                                  "summary": summarize(measured, cores, reached)}
         if scaled is not None:
             result["summary"]["scaling"] = scaled["summary"]["targets"]
         written = _write(result, _output(common.output_dir))
