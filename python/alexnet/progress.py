@@ -42,7 +42,7 @@ def watch_progress(listener: Listener) -> Iterator[None]:
             _listeners.remove(listener)
 
 
-class _Bar(tqdm):  # type: ignore[misc]
+class _Bar(tqdm):
     """A tqdm bar whose closing does not print its last line again when that line already showed it complete.
 
     Closing a tqdm bar redraws it once more (to show the final rate); where carriage returns do not overwrite a

@@ -46,7 +46,7 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
     # driver has just said it, as the chief's warning that settings would keep the workers busier: R, whose print
     # comes later than the warnings, always says it
-    chief = next((r["history"] for r in rows if r["chief"]), {})
+    chief: dict[str, Any] = next((r["history"] for r in rows if r["chief"]), {})
     said = any(str(w).startswith("Communication: ") for w in chief.get("warnings") or [])
     communication = None if said else communication_line(chief, typed)
     return "\n".join([*lines, communication] if communication else lines)

@@ -64,10 +64,11 @@ def with_default(command: str, name: str, text: str) -> str:
     return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
 
 
-def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
+def declared_options(p: argparse._ActionsContainer, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
     """An option for every setting of ``table`` (a declaration's specs) that the declaration puts on the command
-    line, with its help and default, its value kept at ``dest(name)``; values are only converted here (words to
-    numbers), and checked by the declaration's checks (:func:`declared_args`)."""
+    line (of the parser ``p`` or of a group of its options), with its help and default, its value kept at
+    ``dest(name)``; values are only converted here (words to numbers), and checked by the declaration's checks
+    (:func:`declared_args`)."""
     from ..declare.kinds import KINDS, option_name
 
     for name, spec in table.items():
@@ -81,14 +82,16 @@ def declared_options(p: argparse.ArgumentParser, table: Mapping[str, Spec], dest
         if spec.kind == "flag":
             options["action"] = argparse.BooleanOptionalAction
         else:
-            options["type"] = kind.parse if spec.none_word is None else _or_word(kind.parse, spec.none_word)
+            parse = kind.parse
+            assert parse is not None, f"`{name}` ({spec.kind}) has no command-line form: declare it with option=None"
+            options["type"] = parse if spec.none_word is None else _or_word(parse, spec.none_word)
             if kind.nargs is not None:
                 options["nargs"] = kind.nargs
             words = [*map(str, spec.choices), *([spec.none_word] if spec.none_word else [])]
             # a number that has a word for none: either
-            shown = "{" + ",".join(words) + "}" if spec.choices else \
+            metavar = "{" + ",".join(words) + "}" if spec.choices else \
                 name.upper() + (f"|{spec.none_word}" if spec.none_word else "")
-            options["metavar"] = spec.metavar or shown
+            options["metavar"] = spec.metavar or metavar
         p.add_argument(flag, **options)
         _name_option(p, name, flag, spec.kind == "flag")
 
@@ -122,9 +125,10 @@ def core_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool =
     _name_option(p, name, flag, switch)
 
 
-def _name_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool) -> None:
+def _name_option(p: argparse._ActionsContainer, name: str, flag: str, switch: bool) -> None:
     """Record that the core's setting ``name`` is given as ``flag`` on this command (``switch``: an on/off option,
-    ``--no-...`` turning it off); a name given by two options of one command is recorded as neither."""
+    ``--no-...`` turning it off); a name given by two options of one command is recorded as neither. ``p`` is the
+    command's parser or a group of its options, whose defaults are the parser's."""
     known = dict(p.get_default(OPTION_NAMES) or {})
     known[name] = (flag, switch) if known.get(name, (flag, switch)) == (flag, switch) else None
     p.set_defaults(**{OPTION_NAMES: known})
