@@ -65,11 +65,15 @@ test-check: setup
 
 # The Python and R test runs of make test and make test-long: the same command, a different selection.
 PYTEST := cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py
+# The linters of make lint and make test-python: ruff over the Python core and the tools, mypy over the core (its
+# settings in python/pyproject.toml, its cache in build/).
+LINT := $(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools && \
+	cd python && $(VENV)/bin/mypy --cache-dir $(BUILD)/mypy-cache alexnet
 TESTTHAT := cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=1
 
 test-python: setup
 	$(PYTEST) -m "not long"
-	$(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools
+	$(LINT)
 
 # Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
 # the runs of several workers that resume, agree under every lever or evaluate after a killed worker, a Spark
@@ -92,7 +96,7 @@ check: setup
 	@! grep -E '^Status:.*WARNING' $(BUILD)/alexnet.Rcheck/00check.log
 
 lint: setup
-	$(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools
+	$(LINT)
 
 # Re-knit the articles (vignettes/*.Rmd.orig -> *.Rmd) with the installed package and its Python core.
 vignettes: setup

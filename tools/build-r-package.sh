@@ -13,7 +13,7 @@ stage="$out/source/alexnet"
 rm -rf "$out/source" "$out"/alexnet_*.tar.gz
 mkdir -p "$stage"
 tar -C "$root" --exclude=./.venv --exclude=./build --exclude=./.git --exclude=./docs --exclude=./demo-output \
-  --exclude=__pycache__ --exclude=.pytest_cache --exclude=.ruff_cache -cf - . | tar -C "$stage" -xf -
+  --exclude=__pycache__ --exclude=.pytest_cache --exclude=.ruff_cache --exclude=.mypy_cache -cf - . | tar -C "$stage" -xf -
 if ! (cd "$out" && R CMD build "$stage" > r-build.log 2>&1); then
   cat "$out/r-build.log"
   exit 1
