@@ -105,7 +105,7 @@ def _newest_change(entry: os.DirEntry[str]) -> float:
     return newest
 
 
-def sweep_unchanged(parent: str | os.PathLike, seconds: float = UNCHANGED_SECONDS,
+def sweep_unchanged(parent: str, seconds: float = UNCHANGED_SECONDS,
                     prefixes: tuple[str, ...] = ("",)) -> list[str]:
     """Remove the files and folders in ``parent`` whose name begins with one of ``prefixes`` and that have not changed
     (a folder: nor any file directly in it) for ``seconds``: what a killed process left where its owner cannot be
