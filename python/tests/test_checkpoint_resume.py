@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.checkpoint import STATE_FILE, CheckpointStore, recorded_settings  # noqa: E402
+from alexnet.train.checkpoint import HISTORY_KEY, STATE_FILE, CheckpointStore, recorded_settings  # noqa: E402
 
 SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0,
          "precision": "float32"}
@@ -42,6 +44,46 @@ def _copy(folder: Path, tmp_path: Path) -> Path:
     target = tmp_path / "ckpt"
     shutil.copytree(folder, target)
     return target
+
+
+GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def _rewrite(prefix: Path, history: Callable[[dict], dict] | None = None,
+             renamed: tuple[str, str] | None = None) -> None:
+    """Write the checkpoint at ``prefix`` again as another version of alexnet would have written it: the history it
+    keeps changed by ``history``, the optimizer's attribute ``renamed[0]`` named ``renamed[1]`` (in its object graph
+    and its keys), every other tensor as it was."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    tensors = {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()}
+    if history is not None:
+        tensors[HISTORY_KEY] = json.dumps(history(json.loads(tensors[HISTORY_KEY]))).encode()
+    if renamed is not None:
+        old, new = (f"optimizer/{name}/" for name in renamed)
+        graph = trackable_object_graph_pb2.TrackableObjectGraph()
+        graph.ParseFromString(tensors[GRAPH_KEY])
+        optimizer = next(c.node_id for c in graph.nodes[0].children if c.local_name == "optimizer")
+        for child in graph.nodes[optimizer].children:
+            if child.local_name == renamed[0]:
+                child.local_name = renamed[1]
+        for node in graph.nodes:
+            for attribute in node.attributes:
+                attribute.checkpoint_key = attribute.checkpoint_key.replace(old, new, 1)
+        tensors[GRAPH_KEY] = graph.SerializeToString()
+        tensors = {(new + key[len(old):] if key.startswith(old) else key): value for key, value in tensors.items()}
+    for file in prefix.parent.glob(prefix.name + ".*"):
+        file.unlink()
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=list(tensors), shape_and_slices=[""] * len(tensors),
+                      tensors=[tf.constant(value) for value in tensors.values()])
+
+
+def _edit_history(folder: Path, change: Callable[[dict], dict]) -> None:
+    """The history of the checkpoints in ``folder`` changed by ``change``: its file and each checkpoint's copy."""
+    (folder / STATE_FILE).write_text(json.dumps(change(json.loads((folder / STATE_FILE).read_text()))))
+    for index in folder.glob("ckpt-*.index"):
+        _rewrite(index.with_suffix(""), history=change)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
@@ -197,3 +239,24 @@ def test_checkpoints_found_without_their_index_are_taken_latest_position_first(t
         assert store._by_position(names) == ["ckpt-4", "ckpt-6", "ckpt-2", "ckpt-9"]
     finally:
         store.close()
+
+
+def test_a_checkpoint_of_another_format_is_refused_and_one_recording_none_resumes_as_today(data, two_epochs, tmp_path,
+                                                                                          caplog):
+    folder = _copy(two_epochs, tmp_path)
+    assert json.loads((folder / STATE_FILE).read_text())["format"] == 1
+    _edit_history(folder, lambda state: {**state, "format": 2})
+    refused = (rf"^The checkpoints in {re.escape(str(folder))} are of checkpoint format 2, and this version of alexnet "
+               r"writes and resumes format 1 only \(.*\): start from the model saved there with "
+               rf'`initial_model = "{re.escape(str(folder))}"` and a new `checkpoint_dir`, or start afresh with a new '
+               r"`checkpoint_dir`\.$")
+    with pytest.raises(AlexnetError, match=refused):
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    with pytest.raises(AlexnetError, match=refused):  # what the Spark driver checks before it launches the workers
+        recorded_settings(str(folder))
+    # every checkpoint written before the format was recorded: today's, resumed without a word of it
+    _edit_history(folder, lambda state: {k: v for k, v in state.items() if k != "format"})
+    with caplog.at_level("INFO", logger="alexnet"):
+        history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert history["params"]["initial_epoch"] == 2 and "checkpoint format" not in caplog.text
+    assert json.loads((folder / STATE_FILE).read_text())["format"] == 1

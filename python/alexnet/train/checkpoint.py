@@ -19,6 +19,10 @@ position and the metrics so far.
 The history file also records what the run trained on (the board, partition, classes and images) and the
 settings that change what it learns; a run resuming with others is warned, in one line naming each change
 (:func:`alexnet.train.resumed.warn_of_changes`), and its history's ``settings_changed`` says from which epoch.
+
+The history records the format of the checkpoint (:data:`CHECKPOINT_FORMAT`, what its saved state means); a
+checkpoint of another format is refused rather than resumed with its state misread, and one that records none (all
+written before the format was) is read as :data:`UNRECORDED_FORMAT`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
+from ..model.saved import MODEL_FILE
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
@@ -55,6 +60,15 @@ KEEP = 2
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
+#: The format of what a checkpoint saves, recorded in its history (``format``): a checkpoint of another format is
+#: refused, not resumed. Bump it whenever the meaning of saved state changes (what the optimizer's slots hold, the
+#: position, the history kept), and say here what the new one means.
+#: 1: the optimizer's momentum slot holds the rate-free sum ``u <- momentum * u + gradient`` (``w <- w - lr * u``;
+#: before, Keras' velocity ``v <- momentum * v - lr * gradient``).
+CHECKPOINT_FORMAT = 1
+#: The format of a checkpoint whose history records none (every one written before the format was recorded): read
+#: as format 1 (the few written before the momentum sum, which held Keras' velocity, cannot be told from them).
+UNRECORDED_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -280,6 +294,7 @@ class CheckpointStore:
                            "written with, and its history lacks the metrics of the epochs done before.",
                            self.location, STATE_FILE)
         if state is not None:
+            check_format(state, self.location, self.fs, self.root)
             check_resume(state.get("settings", {}), {k: self.settings[k] for k in checked if k in self.settings},
                          self.location)
         try:
@@ -316,8 +331,8 @@ class CheckpointStore:
         copy of the history, written with it; the history file follows it."""
         if self._manager is None or self._position is None or self._history is None:
             raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
-        state = {"epochs_done": epoch, "position": [epoch, step], "settings": self.settings,
-                 "metrics": {k: list(v) for k, v in metrics.items()},
+        state = {"format": CHECKPOINT_FORMAT, "epochs_done": epoch, "position": [epoch, step],
+                 "settings": self.settings, "metrics": {k: list(v) for k, v in metrics.items()},
                  "schedule": {k: list(v) for k, v in (schedule or {}).items()}}
         self._position[0].assign(epoch)
         self._position[1].assign(step)
@@ -393,6 +408,32 @@ def _read_state(fs: Any, path: str, location: str) -> dict[str, Any] | None:
         ) from error
 
 
+def check_format(state: Mapping[str, Any], location: str, fs: Any, root: str) -> None:
+    """Raise when ``state``, the history of the checkpoints at ``location`` (``root`` on ``fs``), records another
+    format than :data:`CHECKPOINT_FORMAT` (none: :data:`UNRECORDED_FORMAT`)."""
+    found = state.get("format", UNRECORDED_FORMAT)
+    if found != CHECKPOINT_FORMAT:
+        raise AlexnetError(
+            f"The checkpoints in {location} are of checkpoint format {found}, and this version of alexnet writes and "
+            f"resumes format {CHECKPOINT_FORMAT} only (its saved state means another thing): "
+            f"{start_over(location, fs, root)}."
+        )
+
+
+def start_over(location: str, fs: Any, root: str) -> str:
+    """What to do with the checkpoints at ``location`` (``root`` on ``fs``) that cannot be resumed: start from the
+    model saved beside them, when there is one, or afresh."""
+    try:
+        saved = fs.exists(posixpath.join(root, MODEL_FILE))
+    except OSError:
+        saved = False
+    if saved:
+        return (f'start from the model saved there with `initial_model = "{location}"` and a new `checkpoint_dir`, '
+                "or start afresh with a new `checkpoint_dir`")
+    return ("use a new `checkpoint_dir` (with `initial_model` = the `model_dir` its run saved a model to, to start "
+            "from that model)")
+
+
 def _open_whole(prefix: str) -> tuple[Any, str | None]:
     """A reader of the checkpoint at ``prefix`` and None when every tensor of it can be read; otherwise what is
     damaged (a file missing, cut short or corrupt)."""
@@ -419,16 +460,17 @@ def recorded_settings(location: str | None) -> dict[str, Any]:
     copy the newest checkpoint keeps, which a resumed run takes (:meth:`CheckpointStore.restore`)."""
     if not location:
         return {}
+    fs, root = open_filesystem(location, what="checkpoint_dir"), fs_path(location)
     try:
-        state = _read_state(open_filesystem(location, what="checkpoint_dir"),
-                            posixpath.join(fs_path(location), STATE_FILE), location)
+        state = _read_state(fs, posixpath.join(root, STATE_FILE), location)
     except AlexnetError as unreadable:
-        kept = _newest_kept_history(location)
-        if kept is None:
+        state = _newest_kept_history(location)
+        if state is None:
             raise unreadable from None
-        return dict(kept.get("settings", {}))
     if state is None:
         state = _newest_kept_history(location)
+    if state is not None:
+        check_format(state, location, fs, root)
     return dict((state or {}).get("settings", {}))
 
 
