@@ -260,3 +260,18 @@ def test_a_checkpoint_of_another_format_is_refused_and_one_recording_none_resume
         history = alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
     assert history["params"]["initial_epoch"] == 2 and "checkpoint format" not in caplog.text
     assert json.loads((folder / STATE_FILE).read_text())["format"] == 1
+
+
+def test_a_checkpoint_of_an_older_optimizer_is_refused_as_such_not_as_another_models(data, two_epochs, tmp_path):
+    folder = _copy(two_epochs, tmp_path)
+    for index in folder.glob("ckpt-*.index"):  # written before 7bc07fc: the rate kept as _current_learning_rate
+        _rewrite(index.with_suffix(""), renamed=("_learning_rate", "_current_learning_rate"))
+    assert "optimizer/_current_learning_rate/.ATTRIBUTES/VARIABLE_VALUE" in dict(
+        tf.train.list_variables(str(folder / "ckpt-8")))
+    refused = (rf"^The checkpoint {re.escape(str(folder / 'ckpt-8'))} of {re.escape(str(folder))} was written by an "
+               r"older version of alexnet, whose optimizer state cannot be resumed .*: start from the model saved "
+               rf'there with `initial_model = "{re.escape(str(folder))}"` and a new `checkpoint_dir`, or start afresh '
+               r"with a new `checkpoint_dir`\.$")
+    with pytest.raises(AlexnetError, match=refused) as error:
+        alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
+    assert "the settings it was written with" not in str(error.value)

@@ -60,6 +60,10 @@ KEEP = 2
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
+#: The key of the optimizer's learning rate in a checkpoint, and the one versions before 7bc07fc kept it under: their
+#: optimizer's state cannot be restored into today's optimizer (its weights can: the model saved beside them).
+RATE_KEY = "optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
+OLD_RATE_KEY = "optimizer/_current_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
 #: The format of what a checkpoint saves, recorded in its history (``format``): a checkpoint of another format is
 #: refused, not resumed. Bump it whenever the meaning of saved state changes (what the optimizer's slots hold, the
 #: position, the history kept), and say here what the new one means.
@@ -252,7 +256,8 @@ class CheckpointStore:
         lags behind (a run stopped between the two), is missing or cannot be read.
 
         Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model (one
-        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), when every
+        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), are of another
+        format (:data:`CHECKPOINT_FORMAT`) or hold an older optimizer's state (:data:`OLD_RATE_KEY`), when every
         checkpoint is damaged, or when the history records epochs done but no checkpoint is there.
         """
         position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
@@ -274,6 +279,12 @@ class CheckpointStore:
                 raise unreadable
             return Resume()
         name, latest, reader = chosen
+        if reader.has_tensor(OLD_RATE_KEY) and not reader.has_tensor(RATE_KEY):
+            raise AlexnetError(
+                f"The checkpoint {latest} of {self.location} was written by an older version of alexnet, whose "
+                "optimizer state cannot be resumed (it keeps the learning rate as `_current_learning_rate`): "
+                f"{start_over(self.location, self.fs, self.root)}."
+            )
         kept = _kept_history(reader)
         if kept is not None:
             if unreadable is not None:
