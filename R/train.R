@@ -119,13 +119,17 @@ training_formals <- intersect(training_positional, names(training_settings))
 #' trainable; the `model_dir`'s `alexnet.keras` keeps the run as it ended, its optimizer and the layers
 #' before `train_from` marked as not trainable. A run that resumes from `checkpoint_dir` takes the
 #' checkpoint's weights without reading the initial model again; one whose checkpoints were written
-#' from another initial model or with another `train_from` is refused.
+#' from another initial model or with another `train_from` is refused, and so is one on data of other
+#' classes than its checkpoints' (each output would stand for another class): to train on other classes from
+#' a run's model, give that model as `initial_model` (the `checkpoint_dir` itself when the model was saved
+#' there) and a new `checkpoint_dir`.
 #' @returns An `alexnet_history`: a list with `metrics` (`loss`, `accuracy`, `top5_accuracy` and
 #'   their `val_` counterparts, one value per epoch, and with validation `val_images`, the
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and
 #'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
 #'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
-#'   `settings_changed`, where a resumed run trained on other images or learnt otherwise than its checkpoints' run
+#'   `settings_changed`, where a resumed run trained on other images (of the same classes) or learnt otherwise
+#'   than its checkpoints' run
 #'   (a list of the `epoch` and `step` each change began at and what `changed`, then and now; each is also a
 #'   warning), ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
 #'   `compute_seconds`: one exchange and one step's computation, each timed alone before training,

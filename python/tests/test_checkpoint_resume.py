@@ -275,3 +275,70 @@ def test_a_checkpoint_of_an_older_optimizer_is_refused_as_such_not_as_another_mo
     with pytest.raises(AlexnetError, match=refused) as error:
         alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
     assert "the settings it was written with" not in str(error.value)
+
+
+def test_a_resume_on_other_classes_is_refused_naming_them_also_from_an_older_history(data, two_epochs, tmp_path):
+    folder = _copy(two_epochs, tmp_path)
+    ids = sorted(data["categories"])
+    other = dict(data, class_ids=[ids[0], "z_other"])  # the same images, label 1 named another class
+    where = re.escape(str(folder))
+    refused = (rf"^The checkpoints in {where} were trained on other classes than this data's: 1 of their 2 outputs "
+               rf"would stand for another class \(label 1: {ids[1]} then, z_other now\)\. To train on these classes "
+               rf'from their model, give `initial_model = "{where}"` \(the model saved there\) and a new '
+               r"`checkpoint_dir`; to resume, give the data of their classes\.$")
+    with pytest.raises(AlexnetError, match=refused):
+        alexnet_train(8, 3, other, checkpoint_dir=str(folder), **SMALL)
+    # an older history, without what the run trained on: the card of the model saved beside the checkpoints tells
+    _edit_history(folder, lambda state: {**state, "settings": {k: v for k, v in state["settings"].items()
+                                                               if k != "data"}})
+    with pytest.raises(AlexnetError, match=refused):
+        alexnet_train(8, 3, other, checkpoint_dir=str(folder), **SMALL)
+    # a history that kept a digest of the ids, without a card or model beside it: refused without naming them
+    from alexnet.train.resumed import class_digest
+
+    _edit_history(folder, lambda state: {**state, "settings": {**state["settings"],
+                                                               "data": {"class_ids": class_digest(ids)}}})
+    for name in ("alexnet-model.json", "alexnet.keras"):
+        (folder / name).unlink()
+    with pytest.raises(AlexnetError, match=r"other classes than this data's: the class ids differ, of which their "
+                                           r"history keeps a digest only\. .*give `initial_model` = the `model_dir` "
+                                           r"their run saved its model to and a new `checkpoint_dir`"):
+        alexnet_train(8, 3, other, checkpoint_dir=str(folder), **SMALL)
+
+
+def test_other_classes_are_the_chiefs_to_refuse_and_every_worker_raises_its_words(monkeypatch):
+    """The model's classes are the chief's (its card names them; another worker's hand-made data may name only its
+    own): the chief checks, and with several workers each raises what the chief said, so that none of them hangs."""
+    from alexnet.train import agreement
+    from alexnet.train.checkpoint import Resume
+    from alexnet.train.resumed import refuse_other_classes
+    from alexnet.train.strategy import Topology
+
+    class Store:
+        def __init__(self, refusal):
+            self.refusal, self.checked = refusal, []
+
+        def check_classes(self, saved, class_ids):
+            self.checked.append(class_ids)
+            if self.refusal:
+                raise AlexnetError(self.refusal)
+
+    sent = []
+
+    def gather(strategy, text):
+        sent.append(text)
+        return ["trained on other classes", ""]  # the chief's row first
+
+    monkeypatch.setattr(agreement, "all_gather_texts", gather)
+    start = Resume(1, 0, settings={"data": {"class_ids": ["a", "b"]}}, restored=True)
+    chief, other = Topology("multi_worker", 2, 2, 0, True, 1, False), Topology("multi_worker", 2, 2, 1, False, 1, False)
+    with pytest.raises(AlexnetError, match=r"^trained on other classes$"):
+        refuse_other_classes(None, chief, Store("trained on other classes"), start, ["a", "z"])
+    worker = Store("worker 1's own classes")
+    with pytest.raises(AlexnetError, match=r"^trained on other classes$"):  # the chief's words, not its own
+        refuse_other_classes(None, other, worker, start, ["0", "z"])
+    assert sent == ["trained on other classes", ""] and worker.checked == []
+    alone = Topology("default", 1, 1, 0, True, 1, False)
+    with pytest.raises(AlexnetError, match=r"^one worker$"):
+        refuse_other_classes(None, alone, Store("one worker"), start, ["a", "z"])
+    assert len(sent) == 2, "a run of one worker gathers nothing"

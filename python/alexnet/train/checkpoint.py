@@ -17,8 +17,10 @@ including in the middle of an epoch. :class:`CheckpointStore` is the one owner o
 position and the metrics so far.
 
 The history file also records what the run trained on (the board, partition, classes and images) and the
-settings that change what it learns; a run resuming with others is warned, in one line naming each change
-(:func:`alexnet.train.resumed.warn_of_changes`), and its history's ``settings_changed`` says from which epoch.
+settings that change what it learns; a run resuming on other classes is refused (each output would stand for another
+class: :func:`alexnet.train.resumed.check_classes`), one resuming with other images or settings is warned, in one line
+naming each change (:func:`alexnet.train.resumed.warn_of_changes`), and its history's ``settings_changed`` says from
+which epoch.
 
 The history records the format of the checkpoint (:data:`CHECKPOINT_FORMAT`, what its saved state means); a
 checkpoint of another format is refused rather than resumed with its state misread, and one that records none (all
@@ -39,11 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
+from ..model.card import CARD_FILE, ModelCard
 from ..model.saved import MODEL_FILE
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
-from .resumed import check_resume
+from .resumed import check_classes, check_resume
 from .schedule import SCHEDULE_KEYS
 
 logger = logging.getLogger(__name__)
@@ -335,6 +338,23 @@ class CheckpointStore:
             logger.info("Resuming from %s at epoch %d, step %d.", self.location, epoch + 1, step)
         return resume
 
+    def check_classes(self, saved: Mapping[str, Any], class_ids: list[str]) -> None:
+        """Raise when the checkpoints, whose run recorded ``saved``, were trained on other classes than ``class_ids``
+        (:func:`.resumed.check_classes`, told by the card beside them when ``saved`` does not record them)."""
+        check_classes(saved, class_ids, self.location, self._card_ids, lambda: _holds_model(self.fs, self.root))
+
+    def _card_ids(self) -> list[str] | None:
+        """The class ids on the card of the model saved beside the checkpoints (None: no card there, or one that
+        cannot be read)."""
+        path = self._remote(CARD_FILE)
+        try:
+            return ModelCard.from_json(self.fs.cat_file(path), path).class_ids
+        except FileNotFoundError:
+            return None
+        except (AlexnetError, OSError) as error:
+            logger.debug("The card %s cannot be read: %s", path, error)
+            return None
+
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:
         """Save a checkpoint at ``epoch`` epochs and ``step`` steps done, and the history file with ``metrics`` and
@@ -431,14 +451,18 @@ def check_format(state: Mapping[str, Any], location: str, fs: Any, root: str) ->
         )
 
 
+def _holds_model(fs: Any, root: str) -> bool:
+    """Is there a model saved in the checkpoints' folder ``root`` on ``fs`` (its ``model_dir`` too)?"""
+    try:
+        return bool(fs.exists(posixpath.join(root, MODEL_FILE)))
+    except OSError:
+        return False
+
+
 def start_over(location: str, fs: Any, root: str) -> str:
     """What to do with the checkpoints at ``location`` (``root`` on ``fs``) that cannot be resumed: start from the
     model saved beside them, when there is one, or afresh."""
-    try:
-        saved = fs.exists(posixpath.join(root, MODEL_FILE))
-    except OSError:
-        saved = False
-    if saved:
+    if _holds_model(fs, root):
         return (f'start from the model saved there with `initial_model = "{location}"` and a new `checkpoint_dir`, '
                 "or start afresh with a new `checkpoint_dir`")
     return ("use a new `checkpoint_dir` (with `initial_model` = the `model_dir` its run saved a model to, to start "

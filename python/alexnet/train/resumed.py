@@ -1,5 +1,6 @@
 """How a run resuming checkpoints compares with the run that wrote them: refused when it builds another model
-(:func:`check_resume`), warned of when it trains on other images or learns otherwise (:func:`warn_of_changes`,
+(:func:`check_resume`) or trains on other classes (:func:`check_classes`: each output would stand for another class),
+warned of when it trains on other images of the same classes or learns otherwise (:func:`warn_of_changes`,
 what it trains on as :func:`trained_on` records it, each change kept by :func:`record_changes`), and what more
 epochs do to the learning rate (:func:`relaid`; a finished run, :func:`say_finished`)."""
 
@@ -8,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlexnetError
 
 if TYPE_CHECKING:
     from ..input.inputs import TrainingData
+    from ..tfimport import tf
     from .agreement import Steps
     from .checkpoint import CheckpointStore, Resume
     from .schedule import RateSchedule
@@ -24,9 +26,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("alexnet.train.checkpoint")  # said as the checkpoints' own lines
 
 
-#: What a checkpoint records of the images its run trained on (``data`` among its settings), as the warnings name it.
-DATA_WORDS = {"board": "board", "partition": "partition", "total": "`total`", "class_ids": "class ids",
-              "train_images": "training images", "val_images": "validation images"}
+#: What a checkpoint records of the images its run trained on (``data`` among its settings) that a resumed run may
+#: change, warned of, as the warnings name it. (``class_ids``, recorded too, may not change: :func:`check_classes`.)
+DATA_WORDS = {"board": "board", "partition": "partition", "total": "`total`", "train_images": "training images",
+              "val_images": "validation images"}
+#: The classes named, at most, in a refusal of other classes.
+CLASSES_SAID = 3
 
 
 def _data_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -68,8 +73,7 @@ def _said(changed: Mapping[str, Any], relaid: str | None) -> list[str]:
             words.append(f"`{name}`: {then!r} then, {now!r} now")
     data = changed.get("data") or {}
     if data:
-        said = ["the class ids differ" if name == "class_ids" else f"{DATA_WORDS[name]} {then} then, {now} now"
-                for name, (then, now) in data.items()]
+        said = [f"{DATA_WORDS[name]} {then} then, {now} now" for name, (then, now) in data.items()]
         words.insert(0, f"other images ({', '.join(said)})")
     return words
 
@@ -101,6 +105,73 @@ def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location:
             f"The checkpoints in {location} were written for another model ({'; '.join(differ)}): use another "
             "`checkpoint_dir`, or the same settings, to resume."
         )
+
+
+def class_digest(class_ids: Sequence[str]) -> str:
+    """What histories written before the class ids were recorded whole kept of them (``data``'s ``class_ids``)."""
+    return hashlib.sha256("\n".join(str(i) for i in class_ids).encode()).hexdigest()[:16]
+
+
+def check_classes(saved: Mapping[str, Any], class_ids: Sequence[str], location: str,
+                  card_ids: Callable[[], Sequence[str] | None], model_there: Callable[[], bool]) -> None:
+    """Raise when the checkpoints at ``location``, whose run recorded ``saved``, were trained on other classes than
+    ``class_ids`` (the run's, by label): each output of the model would stand for another class.
+
+    Their classes are the ids ``saved`` records (``data``'s ``class_ids``); a history written before they were
+    recorded whole keeps their digest, and an older one none: then the card of the model saved beside the checkpoints
+    tells them (``card_ids()``: its ``class_ids``, None without one), when it names the classes recorded. Nothing
+    known, nothing refused. ``model_there()``: is that model there, a start for a run on other classes?"""
+    now = [str(i) for i in class_ids]
+    recorded = (saved.get("data") or {}).get("class_ids")
+    if isinstance(recorded, (list, tuple)):
+        then: list[str] | None = [str(i) for i in recorded]
+    elif recorded == class_digest(now):
+        return
+    else:
+        card = card_ids()
+        then = [str(i) for i in card] if card is not None and recorded in (None, class_digest(card)) else None
+        if then is None and recorded is None:
+            return
+    if then == now:
+        return
+    if then is not None:
+        differ = [i for i in range(max(len(then), len(now))) if then[i:i + 1] != now[i:i + 1]]
+        named = "; ".join(f"label {i}: {(then[i:i + 1] or ['none'])[0]} then, {(now[i:i + 1] or ['none'])[0]} now"
+                          for i in differ[:CLASSES_SAID])
+        what = (f"{len(differ)} of their {len(then)} outputs would stand for another class ({named}"
+                f"{', ...' if len(differ) > CLASSES_SAID else ''}"
+                f"{f'; {len(now)} classes now' if len(now) != len(then) else ''})")
+    else:
+        what = "the class ids differ, of which their history keeps a digest only"
+    start = (f'give `initial_model = "{location}"` (the model saved there)' if model_there() else
+             "give `initial_model` = the `model_dir` their run saved its model to")
+    raise AlexnetError(
+        f"The checkpoints in {location} were trained on other classes than this data's: {what}. To train on these "
+        f"classes from their model, {start} and a new `checkpoint_dir`; to resume, give the data of their classes."
+    )
+
+
+def refuse_other_classes(strategy: tf.distribute.Strategy, topology: Topology, store: CheckpointStore,
+                         start: Resume, class_ids: Sequence[str]) -> None:
+    """Raise when the run resuming ``start`` from ``store`` trains on other classes than its checkpoints
+    (:meth:`.CheckpointStore.check_classes`): checked on the chief, whose ``class_ids`` are the model's (its card
+    names them; other workers' hand-made data may name only their own classes), and with several workers raised on
+    every worker, the chief's words, so that none of them hangs. A collective then: every worker calls it after
+    restoring."""
+    said = ""
+    if topology.chief:
+        try:
+            store.check_classes(start.settings, [str(i) for i in class_ids])
+        except AlexnetError as error:
+            if topology.workers == 1:
+                raise
+            said = str(error)
+    if topology.workers > 1:
+        from .agreement import all_gather_texts
+
+        said = next((text for text in all_gather_texts(strategy, said) if text), "")
+        if said:
+            raise AlexnetError(said)
 
 
 def say_finished(settings: TrainSettings, start: Resume, extended: str) -> None:
@@ -161,15 +232,14 @@ def record_changes(store: CheckpointStore, start: Resume, relaid: str | None) ->
 
 def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: Topology) -> dict[str, Any]:
     """What the run trains on, as its checkpoints record it (see :func:`.resumed.changes`): the board and
-    partition of ``data`` (the partition with one worker only: each worker trains on its own), a digest of the ids
-    of the model's classes, and the training and validation images of every worker."""
+    partition of ``data`` (the partition with one worker only: each worker trains on its own), the ids of the model's
+    classes, by label (:func:`check_classes`), and the training and validation images of every worker."""
     def one(name: str) -> Any:
         value: Any = data.get(name)  # a number, a string or None, or from R one of them in a list
         if isinstance(value, (list, tuple)) and len(value) == 1:
             value = value[0]
         return value if value is None or isinstance(value, str) else int(value)
 
-    ids = hashlib.sha256("\n".join(str(i) for i in td.class_ids).encode()).hexdigest()[:16]
     return {"board": one("board"), "partition": one("partition") if topo.workers == 1 else None,
-            "total": one("total"), "class_ids": ids, "train_images": int(steps.train_images),
+            "total": one("total"), "class_ids": [str(i) for i in td.class_ids], "train_images": int(steps.train_images),
             "val_images": int(steps.val_images)}

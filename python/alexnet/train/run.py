@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .datasets import RunDatasets, usable_data
-from .resumed import extended, record_changes, relaid, say_finished, trained_on
+from .resumed import extended, record_changes, refuse_other_classes, relaid, say_finished, trained_on
 from .schedule import describe, one_epoch
 from .settings import TrainSettings
 
@@ -340,6 +340,8 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     try:
         if store is not None:
             start = store.restore(net, optimizer, checked=model_settings)
+            if start.restored:
+                refuse_other_classes(strategy, topo, store, start, td.class_ids)
             if start.restored and not start.finished(settings.epochs):
                 record_changes(store, start, relaid(settings, start, rates, global_batch, steps.train))
         started = initial_weights(strategy, net, settings.initial_model, td.class_ids, settings.train_from, start,
