@@ -101,6 +101,19 @@ def test_hand_made_data_names_classes_by_their_ids(tmp_path):
     assert history["model_pin"] is None
 
 
+def test_a_card_of_an_older_version_keeps_the_schedule_out_of_its_metrics():
+    """Cards written before the history kept the schedule apart list the last epoch's image size and learning rate
+    among the metrics: read, they are not metrics (as a history file of then is read)."""
+    older = {"image_size": 64, "num_classes": 1, "class_ids": ["a"], "class_names": ["a"], "epochs": 2,
+             "metrics": {"loss": 0.5, "accuracy": 1.0, "image_size": 64, "learning_rate": 0.01}}
+    card = ModelCard.from_json(json.dumps(older), "an older card")
+    assert card.metrics == {"loss": 0.5, "accuracy": 1.0} and card.image_size == 64
+    assert ModelCard.from_dict(card.to_dict(), "it again") == card
+    from alexnet.train.schedule import schedule_apart  # what both readers take the schedule out with
+
+    assert schedule_apart({"loss": [0.5], "learning_rate": [0.01]}) == ({"loss": [0.5]}, {"learning_rate": [0.01]})
+
+
 def test_class_ids_given_with_data_must_name_every_class():
     data = {"image": ["/a.JPEG"], "label": [0], "num_classes": 2, "class_ids": ["n1"]}
     with pytest.raises(AlexnetError, match="class_ids"):

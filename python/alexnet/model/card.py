@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
+from ..train.schedule import schedule_apart
 
 #: The card's file beside the model in ``model_dir``.
 CARD_FILE = "alexnet-model.json"
@@ -61,14 +62,16 @@ class ModelCard:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str) -> ModelCard:
-        """A card from :meth:`to_dict`'s values; an :class:`AlexnetError` naming ``where`` when they are not one."""
+        """A card from :meth:`to_dict`'s values; an :class:`AlexnetError` naming ``where`` when they are not one. The
+        image size and learning rate an older version listed among the metrics are left out of them, as the history
+        reader leaves them (:func:`alexnet.train.schedule.schedule_apart`)."""
         try:
             return cls(
                 image_size=int(values["image_size"]), num_classes=int(values["num_classes"]),
                 class_ids=[str(v) for v in values["class_ids"]], class_names=[str(v) for v in values["class_names"]],
                 epochs=int(values.get("epochs") or 0),
                 best_epoch=None if values.get("best_epoch") is None else int(values["best_epoch"]),
-                metrics={str(k): float(v) for k, v in (values.get("metrics") or {}).items()},
+                metrics=schedule_apart({str(k): float(v) for k, v in (values.get("metrics") or {}).items()})[0],
                 board=values.get("board"), categories_version=values.get("categories_version"),
                 weights_sha256=str(values.get("weights_sha256") or ""), created=str(values.get("created") or ""),
                 evaluation=dict(values["evaluation"]) if values.get("evaluation") else None,

@@ -47,7 +47,7 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
 from .resumed import check_classes, check_resume
-from .schedule import SCHEDULE_KEYS
+from .schedule import schedule_apart
 
 logger = logging.getLogger(__name__)
 
@@ -327,9 +327,9 @@ class CheckpointStore:
         epoch, step = int(position[0].numpy()), int(position[1].numpy())
         metrics = {k: list(v)[:epoch] for k, v in (state or {}).get("metrics", {}).items()}
         schedule = {k: list(v)[:epoch] for k, v in (state or {}).get("schedule", {}).items()}
-        for name in SCHEDULE_KEYS:  # a history file of an older version kept the schedule among the metrics
-            if name in metrics:
-                schedule.setdefault(name, metrics.pop(name))
+        metrics, older = schedule_apart(metrics)
+        for name, values in older.items():
+            schedule.setdefault(name, values)
         resume = Resume(epoch, step, metrics, schedule, dict((state or {}).get("settings", {})), restored=True)
         epochs = self.settings.get("epochs")
         if epochs is not None and resume.finished(int(epochs)):  # said by the run, which returns it as it is

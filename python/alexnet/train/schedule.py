@@ -31,7 +31,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..checks import MIN_IMAGE_SIZE
 
@@ -48,6 +48,15 @@ WARMUP_ABOVE = 2.0
 DROP_FACTOR = 0.1
 #: What a history's ``schedule`` holds per epoch.
 SCHEDULE_KEYS = ("image_size", "learning_rate")
+
+V = TypeVar("V")
+
+
+def schedule_apart(metrics: Mapping[str, V]) -> tuple[dict[str, V], dict[str, V]]:
+    """``metrics`` without the schedule (:data:`SCHEDULE_KEYS`), and the schedule taken out of them: the history
+    file and the model card of an older version kept the image size and the learning rate among the metrics."""
+    kept = dict(metrics)
+    return kept, {name: kept.pop(name) for name in SCHEDULE_KEYS if name in kept}
 
 
 def split_epochs(sizes: int, epochs: int) -> tuple[int, ...]:
