@@ -115,6 +115,11 @@ def test_the_settings_check_the_model_and_carry_it_as_plain_values(tmp_path):
         check_settings({"initial_model": str(tmp_path / "nowhere")})
     with pytest.raises(AlexnetError, match="`initial_model` must be a model pin from alexnet_model"):
         check_settings({"initial_model": 3})
+    # a pin named by hand, not what alexnet_model() returns: refused as such, not as a model training did not write
+    with pytest.raises(AlexnetError, match=r"^`initial_model`: a model given as a dict must be what alexnet_model\(\) "
+                       r"returns \(.*\); this one lacks image_size, num_classes, class_ids, class_names: give "
+                       r"alexnet_model\(board, name, version\), or the location of a model_dir or alexnet\.keras\.$"):
+        check_settings({"initial_model": {"board": pin["board"], "name": "base", "version": "v1"}})
     with pytest.raises(AlexnetError, match=r"`train_from` must be one of 'conv1', .* 'logits', not 'conv6'"):
         check_settings({"train_from": "conv6"})
     # a card that records the settings that shape the weights is checked against the run's before any work

@@ -26,6 +26,8 @@ from ..train.schedule import schedule_apart
 CARD_FILE = "alexnet-model.json"
 #: Version of the card's format, recorded in it.
 CARD_FORMAT = 1
+#: What every card holds (its other fields may be missing from an older one).
+CARD_KEYS = ("image_size", "num_classes", "class_ids", "class_names")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
-from .card import CARD_FILE, ModelCard
+from .card import CARD_FILE, CARD_KEYS, ModelCard
 
 if TYPE_CHECKING:
     import tf_keras as keras
@@ -164,10 +164,14 @@ def model_source(model: Any) -> ModelSource:
         return model
     if isinstance(model, Mapping):
         values = dict(model)
-        if not all(values.get(k) for k in PIN_KEYS) and not values.get("path"):
+        findable = all(values.get(k) for k in PIN_KEYS) or values.get("path")
+        missing = [*([] if findable else [k for k in PIN_KEYS if not values.get(k)]),
+                   *(k for k in CARD_KEYS if values.get(k) is None)]
+        if missing:
             raise AlexnetError(
-                "a model given as a dict must be what alexnet_model() returns (with board, name and version); "
-                f"this one has only {sorted(values)}."
+                "a model given as a dict must be what alexnet_model() returns (a model pin: its board, name and "
+                f"version with its card's {', '.join(CARD_KEYS)}); this one lacks {', '.join(missing)}: give "
+                "alexnet_model(board, name, version), or the location of a model_dir or alexnet.keras."
             )
         description = f"{values.get('name')}@{values.get('version')}" if values.get("name") else str(values["path"])
         return ModelSource("pin", description, _pin_card(values, f"the model {description}"), values)
