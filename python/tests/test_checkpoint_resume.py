@@ -248,7 +248,7 @@ def test_a_checkpoint_of_another_format_is_refused_and_one_recording_none_resume
     _edit_history(folder, lambda state: {**state, "format": 2})
     refused = (rf"^The checkpoints in {re.escape(str(folder))} are of checkpoint format 2, and this version of alexnet "
                r"writes and resumes format 1 only \(.*\): start from the model saved there with "
-               rf'`initial_model = "{re.escape(str(folder))}"` and a new `checkpoint_dir`, or start afresh with a new '
+               rf'`initial_model` = "{re.escape(str(folder))}" and a new `checkpoint_dir`, or start afresh with a new '
                r"`checkpoint_dir`\.$")
     with pytest.raises(AlexnetError, match=refused):
         alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
@@ -270,7 +270,7 @@ def test_a_checkpoint_of_an_older_optimizer_is_refused_as_such_not_as_another_mo
         tf.train.list_variables(str(folder / "ckpt-8")))
     refused = (rf"^The checkpoint {re.escape(str(folder / 'ckpt-8'))} of {re.escape(str(folder))} was written by an "
                r"older version of alexnet, whose optimizer state cannot be resumed .*: start from the model saved "
-               rf'there with `initial_model = "{re.escape(str(folder))}"` and a new `checkpoint_dir`, or start afresh '
+               rf'there with `initial_model` = "{re.escape(str(folder))}" and a new `checkpoint_dir`, or start afresh '
                r"with a new `checkpoint_dir`\.$")
     with pytest.raises(AlexnetError, match=refused) as error:
         alexnet_train(8, 3, data, checkpoint_dir=str(folder), **SMALL)
@@ -284,7 +284,7 @@ def test_a_resume_on_other_classes_is_refused_naming_them_also_from_an_older_his
     where = re.escape(str(folder))
     refused = (rf"^The checkpoints in {where} were trained on other classes than this data's: 1 of their 2 outputs "
                rf"would stand for another class \(label 1: {ids[1]} then, z_other now\)\. To train on these classes "
-               rf'from their model, give `initial_model = "{where}"` \(the model saved there\) and a new '
+               rf'from their model, give `initial_model` = "{where}" \(the model saved there\) and a new '
                r"`checkpoint_dir`; to resume, give the data of their classes\.$")
     with pytest.raises(AlexnetError, match=refused):
         alexnet_train(8, 3, other, checkpoint_dir=str(folder), **SMALL)

@@ -285,7 +285,7 @@ class CheckpointStore:
         if reader.has_tensor(OLD_RATE_KEY) and not reader.has_tensor(RATE_KEY):
             raise AlexnetError(
                 f"The checkpoint {latest} of {self.location} was written by an older version of alexnet, whose "
-                "optimizer state cannot be resumed (it keeps the learning rate as `_current_learning_rate`): "
+                "optimizer state cannot be resumed (it keeps the learning rate as _current_learning_rate): "
                 f"{start_over(self.location, self.fs, self.root)}."
             )
         kept = _kept_history(reader)
@@ -463,7 +463,7 @@ def start_over(location: str, fs: Any, root: str) -> str:
     """What to do with the checkpoints at ``location`` (``root`` on ``fs``) that cannot be resumed: start from the
     model saved beside them, when there is one, or afresh."""
     if _holds_model(fs, root):
-        return (f'start from the model saved there with `initial_model = "{location}"` and a new `checkpoint_dir`, '
+        return (f'start from the model saved there with `initial_model` = "{location}" and a new `checkpoint_dir`, '
                 "or start afresh with a new `checkpoint_dir`")
     return ("use a new `checkpoint_dir` (with `initial_model` = the `model_dir` its run saved a model to, to start "
             "from that model)")
@@ -492,7 +492,8 @@ def _kept_history(reader: Any) -> dict[str, Any] | None:
 def recorded_settings(location: str | None) -> dict[str, Any]:
     """The settings the checkpoints at ``location`` (a resolved location; None: none) recorded when they were
     written (empty: none written yet): the history file's, or, when it is missing or cannot be read, those of the
-    copy the newest checkpoint keeps, which a resumed run takes (:meth:`CheckpointStore.restore`)."""
+    copy the newest checkpoint keeps, which a resumed run takes (:meth:`CheckpointStore.restore`). Raises when they
+    are of another format (:func:`check_format`), as the run would."""
     if not location:
         return {}
     fs, root = open_filesystem(location, what="checkpoint_dir"), fs_path(location)

@@ -143,7 +143,7 @@ def check_classes(saved: Mapping[str, Any], class_ids: Sequence[str], location: 
                 f"{f'; {len(now)} classes now' if len(now) != len(then) else ''})")
     else:
         what = "the class ids differ, of which their history keeps a digest only"
-    start = (f'give `initial_model = "{location}"` (the model saved there)' if model_there() else
+    start = (f'give `initial_model` = "{location}" (the model saved there)' if model_there() else
              "give `initial_model` = the `model_dir` their run saved its model to")
     raise AlexnetError(
         f"The checkpoints in {location} were trained on other classes than this data's: {what}. To train on these "
