@@ -25,7 +25,7 @@ training_settings <- list(
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"),
   validation_steps = list(kind = "count>=1?", default = NULL, choices = NULL, help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"),
   keep_best = list(kind = "flag", default = FALSE, choices = NULL, help = "save, and publish, the weights of the epoch with the best validation top-1 rather than the last epoch's (the model card says which epoch)"),
-  cache = list(kind = "flag", default = FALSE, choices = NULL, help = "keep the compressed image bytes in memory after the first epoch"),
+  cache = list(kind = "flag", default = FALSE, choices = NULL, help = "keep the compressed image bytes in memory after the first epoch (as much memory as this worker's images take on disk: said when more than half of what is free)"),
   max_bad_fraction = list(kind = "number", default = 0.01, choices = NULL, help = "the share of images that may be unusable (skipped) before training stops with an error naming them"),
   check_images = list(kind = "flag", default = TRUE, choices = NULL, help = "check every image once before training and skip the bad ones"),
   seed = list(kind = "count>=0?", default = NULL, choices = NULL, help = "random seed of the weights and of the order and crops of the images"),

@@ -151,3 +151,25 @@ def test_a_cached_file_changed_since_the_fetch_or_outside_the_marker_is_read_aga
     assert scan.scan_images([*data["image"], str(extra)], parallel=2) == [gone, data["image"][-1], str(extra)]
     assert checked[1] == [gone, str(extra)]
 
+
+
+def test_a_cache_larger_than_half_the_free_memory_is_said(tmp_path, caplog):
+    """`cache` keeps every image's bytes in memory: a worker whose images take more than half the memory available
+    is told before training, with the sizes; one that fits, or a system whose free memory is unknown, is not."""
+    from alexnet.train.datasets import available_memory, warn_if_cache_will_not_fit
+
+    files = []
+    for i in range(3):
+        files.append(str(tmp_path / f"{i}.JPEG"))
+        Path(files[-1]).write_bytes(b"x" * 1000)
+    with caplog.at_level(logging.WARNING, logger="alexnet.train.datasets"):
+        warn_if_cache_will_not_fit(files, 10_000)
+        warn_if_cache_will_not_fit(files, None)
+        assert caplog.records == []
+        warn_if_cache_will_not_fit([*files, str(tmp_path / "gone.JPEG")], 5_000)
+    [record] = caplog.records
+    assert record.getMessage().startswith("`cache` keeps this worker's 4 images in memory once read: 0.0 GB of "
+                                          "compressed bytes, with 0.0 GB of memory available")
+    assert record.getMessage().endswith("leave `cache` off, or train on a smaller partition (more workers)")
+    memory = available_memory()
+    assert memory is None or memory > 0

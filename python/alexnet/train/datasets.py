@@ -3,7 +3,9 @@ feed them to the strategy's replicas, one image size at a time (:class:`RunDatas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,9 +16,54 @@ if TYPE_CHECKING:
     from .settings import TrainSettings
     from .strategy import Topology
 
+logger = logging.getLogger(__name__)
+
+#: The share of the memory available that ``cache`` may fill before the run says it may not fit (the model, its
+#: optimizer, TensorFlow and the decoded batches need the rest).
+CACHE_SHARE = 0.5
+
+
+def available_memory() -> int | None:
+    """The bytes of memory the system can give processes without swapping (Linux's ``MemAvailable``), None where it
+    cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def warn_if_cache_will_not_fit(files: Sequence[str], available: int | None) -> None:
+    """Say when ``cache`` would keep more compressed image bytes in memory (``files``: the training and validation
+    images) than :data:`CACHE_SHARE` of the ``available`` memory: a worker killed for memory loses its run."""
+    if available is None:
+        return
+    total = 0
+    for file in files:
+        try:
+            total += os.path.getsize(file)
+        except OSError:
+            continue
+    if total > CACHE_SHARE * available:
+        logger.warning("`cache` keeps this worker's %d images in memory once read: %.1f GB of compressed bytes, with "
+                       "%.1f GB of memory available: the run may be stopped for memory before its second epoch; leave "
+                       "`cache` off, or train on a smaller partition (more workers)", len(files), total / 1e9,
+                       available / 1e9)
+
 
 def usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
-    """The images of ``data``, without those that cannot be decoded; and the bad ones."""
+    """The images of ``data``, without those that cannot be decoded; and the bad ones. With ``cache``, says when they
+    may not fit in memory (:func:`warn_if_cache_will_not_fit`)."""
+    td, bad = _usable_data(data, settings)
+    if settings.cache:
+        warn_if_cache_will_not_fit([*td.files, *(td.val_files if settings.validation else [])], available_memory())
+    return td, bad
+
+
+def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
     from ..input.inputs import training_data
     from ..input.scan import drop_bad_images, scan_images
 

@@ -144,7 +144,8 @@ class TrainSettings:
         used_with=UsedWith("`validation`", "no validation is run", lambda v: v["validation"]))
     keep_best: bool = setting(False, "flag", "save, and publish, the weights of the epoch with the best validation "
                               "top-1 rather than the last epoch's (the model card says which epoch)")
-    cache: bool = setting(False, "flag", "keep the compressed image bytes in memory after the first epoch")
+    cache: bool = setting(False, "flag", "keep the compressed image bytes in memory after the first epoch (as much "
+                          "memory as this worker's images take on disk: said when more than half of what is free)")
     max_bad_fraction: float = setting(0.01, "number", "the share of images that may be unusable (skipped) before "
                                       "training stops with an error naming them", minimum=0.0, maximum=1.0)
     check_images: bool = setting(True, "flag", "check every image once before training and skip the bad ones")
