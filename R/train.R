@@ -56,7 +56,11 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   loss-scaled). Asking for one the CPU only emulates warns that it will be slower; bfloat16 on a GPU
 #'   older than 8.0 is an error. The older `mixed_precision = TRUE` means `"float16"`, `FALSE`
 #'   `"float32"`. The history's `params$precision`, `params$precision_reason` and
-#'   `params$precision_rates` say what was used, why, and what was measured.
+#'   `params$precision_rates` say what was used, why, and what was measured. `jit_compile` compiles the
+#'   training step with XLA; left `NULL`, it is on for a run of one GPU only: off on CPUs, and off under
+#'   `strategy = "multi_worker"` and with several replicas, where XLA-compiled steps that all-reduce the
+#'   gradients have failed (tensorflow/tensorflow#58961, #45940). `params$jit_compile` and
+#'   `params$jit_compile_reason` say which and why.
 #' * `image_size = c(128, 160, 224)`: progressive resizing. The sizes are trained in order, the
 #'   epochs split evenly among them (later sizes take any left over) unless `image_size_epochs`
 #'   gives the epochs at each, such as `c(4, 4, 2)` for 10 `epochs`. Small early images make those
@@ -127,7 +131,8 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   their `val_` counterparts, one value per epoch, and with validation `val_images`, the
 #'   validation images each epoch counted over every worker), `schedule` (`image_size` and
 #'   `learning_rate` per epoch, and `summary`, the schedule on one line) and `params` (the settings, `num_classes`,
-#'   `precision` and `precision_reason`, `initial_epoch` and `initial_step` where the run started,
+#'   `precision` and `precision_reason`, `jit_compile` and `jit_compile_reason`, `initial_epoch` and
+#'   `initial_step` where the run started,
 #'   `settings_changed`, where a resumed run trained on other images (of the same classes) or learnt otherwise
 #'   than its checkpoints' run
 #'   (a list of the `epoch` and `step` each change began at and what `changed`, then and now; each is also a

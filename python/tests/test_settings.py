@@ -159,6 +159,30 @@ def test_xla_is_on_gpus_unless_jit_compile_says_otherwise():
         assert {check_settings({"jit_compile": asked}).xla(gpu) for gpu in (True, False)} == {asked}
 
 
+def test_xla_is_off_by_default_where_the_gradients_are_all_reduced_between_devices():
+    """Unset, XLA is on for one GPU only: XLA-compiled steps that all-reduce have failed under
+    MultiWorkerMirroredStrategy and over several GPUs; asked for, it is on everywhere; the history records which and
+    why."""
+    from alexnet.train.run import _xla
+    from alexnet.train.strategy import Topology
+
+    unset, asked = check_settings({}), check_settings({"jit_compile": True})
+    assert unset.xla_choice(True) == (True, "unset: on one GPU")
+    assert unset.xla_choice(False, strategy="mirrored", replicas=2) == (False, "unset: off on a CPU")
+    for strategy, replicas, where in (("multi_worker", 1, "under multi_worker"),
+                                      ("multi_worker", 16, "under multi_worker"),
+                                      ("mirrored", 8, "with 8 replicas"), ("MyStrategy", 2, "with 2 replicas")):
+        on, why = unset.xla_choice(True, strategy=strategy, replicas=replicas)
+        assert not on and why.startswith(f"unset: off {where}, where XLA-compiled steps that all-reduce"), why
+        assert "tensorflow/tensorflow#58961" in why and "set `jit_compile`" in why
+        assert asked.xla_choice(True, strategy=strategy, replicas=replicas) == (True, "asked for (`jit_compile`)")
+        assert not unset.xla(True, strategy=strategy, replicas=replicas)
+    # a run's topology decides it: eight GPUs of one machine, and one
+    assert _xla(unset, Topology("mirrored", 8, 1, 0, True, 8, True))[0] is False
+    assert _xla(unset, Topology("default", 1, 1, 0, True, 1, True)) == (True, "unset: on one GPU")
+    assert "off on CPUs, under multi_worker and with several replicas" in specs()["jit_compile"].help
+
+
 def test_what_puts_a_setting_to_use_is_a_setting_of_its_own_declaration():
     # a setting copied into another declaration (`like`) keeps what uses it: that must be declared there too
     import alexnet.bench.accuracy

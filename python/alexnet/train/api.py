@@ -97,7 +97,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     workers of a cluster agree on one, else float32), ``"float32"``, ``"bfloat16"`` (mixed, float32 weights) or
     ``"float16"`` (mixed, loss-scaled); see :mod:`alexnet.train.precision`. The older ``mixed_precision`` flag maps
     onto it (``True``: float16, ``False``: float32). The history's ``params`` say which precision was used, why, and
-    the rates measured. On a GPU, XLA is on unless ``jit_compile`` says otherwise.
+    the rates measured. ``jit_compile`` compiles the training step with XLA; unset, it is on for a run of one GPU
+    only: off on CPUs, and off under ``"multi_worker"`` and with several replicas, where XLA-compiled steps that
+    all-reduce the gradients have failed (tensorflow/tensorflow#58961, #45940); ``params``' ``jit_compile`` and
+    ``jit_compile_reason`` say which and why.
 
     Validation images (``val_image`` in ``data``, when ``validation``) are scored after each epoch as
     :func:`alexnet.alexnet_evaluate` scores them with ``crops = 1``: the centre crop at the last image size, in

@@ -59,6 +59,11 @@ def weights_digest(model: keras.Model) -> str:
     return digest.hexdigest()
 
 
+def _xla(settings: TrainSettings, topology: Topology) -> tuple[bool, str]:
+    """Whether the training step is compiled with XLA on ``topology``, and why (:meth:`TrainSettings.xla_choice`)."""
+    return settings.xla_choice(topology.gpu, strategy=topology.name, replicas=topology.replicas)
+
+
 def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSettings,
                topology: Topology) -> Precision:
     """The precision asked for, or the one measured fastest here for this model (:mod:`.measure`); the workers of
@@ -69,7 +74,7 @@ def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: Tra
     precision = precision_for(settings.precision, gpu=topology.gpu, num_classes=num_classes,
                               batch_size=settings.batch_size, image_size=settings.sizes.final,
                               dense_units=settings.dense_units, grouped=settings.grouped,
-                              jit_compile=settings.xla(topology.gpu))
+                              jit_compile=_xla(settings, topology)[0])
     if topology.workers > 1 and settings.precision is None:
         precision = agree(precision, lambda values: all_gather_ints(strategy, values))
     return precision
@@ -81,13 +86,14 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
     rate is set before every step (:class:`.callbacks.RateSetter`)."""
     from .model import training_model
 
+    xla, why = _xla(settings, topology)
     with strategy.scope():
         net, optimizer = training_model(num_classes, precision, settings.learning_rate, settings.momentum,
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
                                         label_smoothing=settings.label_smoothing,
-                                        jit_compile=settings.xla(topology.gpu), train_from=settings.train_from)
-    logger.info("Precision %s (%s).", precision.name, precision.reason)
+                                        jit_compile=xla, train_from=settings.train_from)
+    logger.info("Precision %s (%s); XLA %s (%s).", precision.name, precision.reason, "on" if xla else "off", why)
     return net, optimizer
 
 
@@ -153,6 +159,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
     ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
     schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
     schedule["summary"] = describe(schedule, precision.name, precision.reason, rates.peak)
+    jit_compile, jit_compile_reason = _xla(settings, topology)
     params = {
         **settings.to_dict(),
         "image_size_epochs": list(settings.sizes.epochs),
@@ -164,7 +171,7 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
         "precision_rates": precision.rates,
         "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
         "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
-        "jit_compile": settings.xla(topology.gpu),
+        "jit_compile": jit_compile, "jit_compile_reason": jit_compile_reason,
         "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
         **{name: extra.pop(name) for name in ("allreduce_seconds", "sixteen_bit_allreduce_seconds", "hidden_seconds",
                                               "compute_seconds", "communication_efficiency",

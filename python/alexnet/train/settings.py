@@ -80,6 +80,11 @@ LEARNT_WITH = (
     "sync_every", "local_sgd_after",
 )
 
+#: The public reports of XLA-compiled training steps that fail when their gradients are all-reduced: between the
+#: workers of a MultiWorkerMirroredStrategy (tensorflow/tensorflow#58961, tensorflow/models#10752) and between the
+#: GPUs of one machine (tensorflow/tensorflow#45940): why XLA is not on by default there (:meth:`TrainSettings.xla`).
+XLA_ALL_REDUCE_ISSUE = "tensorflow/tensorflow#58961, #45940"
+
 #: What puts to use the settings of a model pin, and those of the TensorBoard logs.
 _WITH_PIN = UsedWith("`model_pin`", "no model pin is written", lambda v: v["model_pin"] is not None)
 _WITH_LOGS = UsedWith("`log_dir`", "nothing is logged for TensorBoard", lambda v: v["log_dir"] is not None)
@@ -181,7 +186,10 @@ class TrainSettings:
                                                                "mixed_float16": "float16"})
     mixed_precision: bool | None = setting(None, "flag", "the older form of `precision`: on means \"float16\", "
                                            "off \"float32\"", optional=True, option=None)
-    jit_compile: bool | None = setting(None, "flag", "compile the training step with XLA (unset: on GPUs)",
+    jit_compile: bool | None = setting(None, "flag", "compile the training step with XLA (unset: on one GPU; off on "
+                                       "CPUs, under multi_worker and with several replicas, where XLA-compiled steps "
+                                       "that all-reduce the gradients have failed "
+                                       f"({XLA_ALL_REDUCE_ISSUE}); set, on or off as asked)",
                                        optional=True)
     collective_timeout: float | None = setting(
         DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation, "
@@ -260,9 +268,25 @@ class TrainSettings:
                              epochs=self.epochs, global_batch=global_batch, steps_per_epoch=steps_per_epoch,
                              kind=self.lr_schedule)
 
-    def xla(self, gpu: bool) -> bool:
-        """Is the training step compiled with XLA: ``jit_compile``, or, unset, on ``gpu``s only."""
-        return gpu if self.jit_compile is None else self.jit_compile
+    def xla(self, gpu: bool, *, strategy: str = "default", replicas: int = 1) -> bool:
+        """Is the training step compiled with XLA on ``gpu``s (or CPUs) under ``strategy`` (its short name) with
+        ``replicas`` replicas in all (see :meth:`xla_choice`)?"""
+        return self.xla_choice(gpu, strategy=strategy, replicas=replicas)[0]
+
+    def xla_choice(self, gpu: bool, *, strategy: str = "default", replicas: int = 1) -> tuple[bool, str]:
+        """Whether the training step is compiled with XLA, and why (the history's ``jit_compile_reason``):
+        ``jit_compile`` when it is set; unset, on one GPU only: not on CPUs, and not under ``multi_worker`` nor
+        with several replicas, where XLA-compiled steps whose gradients are all-reduced between devices or workers
+        have failed (:data:`XLA_ALL_REDUCE_ISSUE`)."""
+        if self.jit_compile is not None:
+            return self.jit_compile, "asked for (`jit_compile`)"
+        if not gpu:
+            return False, "unset: off on a CPU"
+        if strategy == "multi_worker" or replicas > 1:
+            where = "under multi_worker" if strategy == "multi_worker" else f"with {replicas} replicas"
+            return False, (f"unset: off {where}, where XLA-compiled steps that all-reduce the gradients have failed "
+                           f"({XLA_ALL_REDUCE_ISSUE}); set `jit_compile` to compile it all the same")
+        return True, "unset: on one GPU"
 
     def model_settings(self) -> dict[str, Any]:
         """What decides the shape of the model and of its optimizer (which layers learn): a checkpoint written with
