@@ -145,6 +145,36 @@ def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch)
         resolve_strategy("multi_worker", collective_timeout=-5)
 
 
+def test_a_multi_worker_run_on_gpus_asks_for_nccl_and_one_on_cpus_keeps_tensorflows_choice(monkeypatch):
+    """TensorFlow's collectives all-reduce with NCCL only when asked (MirroredStrategy asks by itself): "multi_worker"
+    asks on GPUs, takes the ring on GPUs split into logical devices (NCCL does not take them) and leaves CPUs at AUTO,
+    as before; the devices are faked, the strategy too (it would start TensorFlow's runtime)."""
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    assert [strategies.all_reduce_implementation(*args) for args in ((8,), (2, True), (0,), (0, True))] == [
+        "NCCL", "RING", "AUTO", "AUTO"]
+    gpus = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(2)]
+    halves = [tf.config.LogicalDeviceConfiguration(memory_limit=1000)] * 2
+    built = []
+
+    class Strategy:
+        num_replicas_in_sync = 2
+
+        def __init__(self, communication_options):
+            built.append(communication_options)
+            self.extended = SimpleNamespace(_num_workers=1, _task_id=0, _is_chief=True)
+
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", Strategy)
+    monkeypatch.setattr(strategies, "configure_heartbeat", lambda config, timeout: None)
+    monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1:1"], 0, free_base_port(1)))
+    for visible, split, expected in ((gpus, None, implementation.NCCL), (gpus, halves, implementation.RING),
+                                     ([], None, implementation.AUTO)):
+        monkeypatch.setattr(tf.config, "get_visible_devices",
+                            lambda kind=None, visible=visible: visible if kind == "GPU" else [])
+        monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device, split=split: split)
+        resolve_strategy("multi_worker", collective_timeout=30)
+        assert (built[-1].implementation, built[-1].timeout_seconds) == (expected, 30)
+
+
 def test_a_worker_may_miss_heartbeats_for_a_minute_but_never_longer_than_the_collective_timeout():
     assert strategies.heartbeat_timeout(None) == strategies.HEARTBEAT_TIMEOUT == 60
     assert strategies.heartbeat_timeout(1800) == 60 and strategies.heartbeat_timeout(20) == 20

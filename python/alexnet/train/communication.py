@@ -82,7 +82,9 @@ class Communication:
         return WIRE_BYTES[self.wire]
 
     def options(self, timeout: float | None = None) -> Any:
-        """TensorFlow's ``CommunicationOptions`` for these packs (and a collective ``timeout``, seconds)."""
+        """TensorFlow's ``CommunicationOptions`` for these packs (and a collective ``timeout``, seconds). Their
+        implementation is left at ``AUTO``, which keeps the strategy's own: NCCL on GPUs (``MirroredStrategy`` takes
+        it by itself, ``"multi_worker"`` asks for it: :func:`~.strategy.multi_worker_options`)."""
         from ..tfimport import tf
 
         return tf.distribute.experimental.CommunicationOptions(bytes_per_pack=self.pack_bytes,

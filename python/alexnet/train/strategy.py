@@ -95,17 +95,43 @@ def resolve_strategy(
     timeout = as_seconds(collective_timeout, "collective_timeout")
     check_port_free(config)
     heartbeat = configure_heartbeat(config, timeout)
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+    options = multi_worker_options(timeout)
     with joining.waiting_for_workers(config, timeout), joining.keeping_sigterm():
         built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     logger.info(
-        "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s.",
+        "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s, all-reduce %s.",
         task_index(built),
         num_workers(built),
         timeout,
         f"{heartbeat:g} s" if heartbeat is not None else "TensorFlow's default",
+        options.implementation.name,
     )
     return built
+
+
+def all_reduce_implementation(gpus: int, split: bool = False) -> str:
+    """The all-reduce of a multi-worker run whose workers each compute on ``gpus`` GPUs (``split``: some of them
+    split into several logical devices), as ``tf.distribute.experimental.CommunicationImplementation`` names it:
+    ``"NCCL"`` on GPUs, ``"RING"`` on logical GPUs (which NCCL does not take), ``"AUTO"`` on CPUs.
+
+    ``MirroredStrategy`` takes NCCL on GPUs by itself; ``MultiWorkerMirroredStrategy`` left at ``AUTO`` has
+    TensorFlow's collectives use their own ring on GPUs too (between workers over gRPC, through the hosts' memory)
+    unless asked for NCCL. On CPUs ``AUTO`` is what it always had (the ring)."""
+    if not gpus:
+        return "AUTO"
+    return "RING" if split else "NCCL"
+
+
+def multi_worker_options(timeout: float | None) -> Any:
+    """The ``CommunicationOptions`` of ``"multi_worker"``: the collective ``timeout`` (seconds, ``None``: none) and
+    the all-reduce of this worker's devices (:func:`all_reduce_implementation`), read without starting TensorFlow's
+    runtime (the strategy must come first)."""
+    from ..tfimport import tf
+
+    gpus = tf.config.get_visible_devices("GPU")
+    split = any(len(tf.config.get_logical_device_configuration(gpu) or ()) > 1 for gpu in gpus)
+    implementation = tf.distribute.experimental.CommunicationImplementation[all_reduce_implementation(len(gpus), split)]
+    return tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout, implementation=implementation)
 
 
 def heartbeat_timeout(collective_timeout: float | None) -> float:
