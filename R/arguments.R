@@ -114,7 +114,7 @@ argument_kinds <- list(
   tf_version = character(),
   alexnet_use_python = c(python = "location", persist = "flag"),
   install_alexnet = c(envname = "location", python = "location?", extras = "strings", constraints = "flag",
-                      dependencies = "flag", pip_options = "strings"),
+                      dependencies = "flag", pip_options = "strings", gpu = "flag"),
   imagenet_synthetic = c(dest = "location", declared_kinds(synthetic_options)),
   imagenet_classes = character(),
   imagenet_upload = c(source = "location", board = "location?", declared_kinds(upload_options)),

@@ -21,16 +21,26 @@
 #' @param dependencies Install the dependencies (`TRUE`); `FALSE` installs the core alone, into an
 #'   environment that already has them.
 #' @param pip_options Further options for `pip install`, such as `"--index-url=..."`.
+#' @param gpu Install TensorFlow's `and-cuda` extra as well (`tensorflow[and-cuda]`, at the version
+#'   the package was tested with unless `constraints = FALSE`): the CUDA libraries (cuDNN, cuBLAS,
+#'   NCCL, ...) TensorFlow needs to compute on an NVIDIA GPU, about 3 GB of wheels. Without them
+#'   TensorFlow finds no GPU and trains on the CPU (the core then warns, naming this argument). The
+#'   default is whether this machine has an NVIDIA GPU (a device `/dev/nvidia0`, `/dev/nvidia1`, ...):
+#'   a machine with one gets them, one without is spared them; run it again with `gpu = TRUE` on a
+#'   machine whose GPU is not seen that way (or `FALSE` to leave them out). Linux only, as TensorFlow's
+#'   GPU wheels are; with `dependencies = FALSE` nothing but the core is installed.
 #' @returns The path of the environment's Python executable, invisibly.
 #' @seealso [alexnet_python()] for how the environment is found, [alexnet_available()].
 #' @examples
 #' \dontrun{
 #' install_alexnet()
 #' install_alexnet("~/envs/alexnet", extras = c("spark", "tensorboard"))
+#' install_alexnet(gpu = TRUE)  # with TensorFlow's CUDA libraries, whatever the machine
 #' }
 #' @export
 install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3", "spark"),
-                            constraints = TRUE, dependencies = TRUE, pip_options = character()) {
+                            constraints = TRUE, dependencies = TRUE, pip_options = character(),
+                            gpu = nvidia_gpu()) {
   checked_args("install_alexnet", names(formals()))
   unknown <- setdiff(extras, core_extras)
   if (length(unknown)) {
@@ -65,15 +75,12 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
   on.exit(unlink(build, recursive = TRUE), add = TRUE)
   file.copy(list.files(source, full.names = TRUE), build, recursive = TRUE)
 
-  target <- if (length(extras)) paste0(build, "[", paste(extras, collapse = ","), "]") else build
-  args <- c("-m", "pip", "install", "--disable-pip-version-check", "--upgrade")
-  if (isTRUE(constraints) && isTRUE(dependencies)) {
-    args <- c(args, "-c", shQuote(file.path(build, "constraints.txt")))
-  }
-  if (!isTRUE(dependencies)) args <- c(args, "--no-deps")
+  args <- pip_install_args(build, extras, constraints, dependencies, pip_options, gpu)
+  cuda <- cuda_requirement(build, constraints, dependencies, gpu)
   message("Installing the alexnet core", if (isTRUE(dependencies)) " and its dependencies" else "",
+          if (!is.null(cuda)) paste0(", with TensorFlow's CUDA libraries (", cuda, "),") else "",
           " into ", envdir)
-  run_checked(env_python, c(args, pip_options, shQuote(target)))
+  run_checked(env_python, args)
 
   alexnet_use_python(env_python, persist = TRUE)
   if (reticulate::py_available(initialize = FALSE) &&
@@ -82,6 +89,42 @@ install_alexnet <- function(envname = "r-alexnet", python = NULL, extras = c("s3
             "restart R to use the new environment.")
   }
   invisible(env_python)
+}
+
+# The arguments of install_alexnet()'s `python -m pip install`: the core copied to `build` with its `extras`, at the
+# versions of its constraints.txt (`constraints`), with its dependencies (or none), and TensorFlow's CUDA libraries
+# with `gpu` (see cuda_requirement()).
+pip_install_args <- function(build, extras, constraints, dependencies, pip_options, gpu) {
+  target <- if (length(extras)) paste0(build, "[", paste(extras, collapse = ","), "]") else build
+  args <- c("-m", "pip", "install", "--disable-pip-version-check", "--upgrade")
+  if (isTRUE(constraints) && isTRUE(dependencies)) {
+    args <- c(args, "-c", shQuote(file.path(build, "constraints.txt")))
+  }
+  if (!isTRUE(dependencies)) args <- c(args, "--no-deps")
+  cuda <- cuda_requirement(build, constraints, dependencies, gpu)
+  c(args, pip_options, shQuote(target), if (!is.null(cuda)) shQuote(cuda))
+}
+
+# What install_alexnet(gpu = TRUE) adds to pip's line: TensorFlow with its `and-cuda` extra (the CUDA wheels), at the
+# version constraints.txt in `build` pins (any the core takes without `constraints`); NULL without `gpu` or without
+# the dependencies (pip's --no-deps would install TensorFlow alone, without them).
+cuda_requirement <- function(build, constraints, dependencies, gpu) {
+  if (!isTRUE(gpu) || !isTRUE(dependencies)) return(NULL)
+  pinned <- if (isTRUE(constraints)) pinned_version(file.path(build, "constraints.txt"), "tensorflow") else NULL
+  paste0("tensorflow[and-cuda]", if (!is.null(pinned)) paste0("==", pinned) else "")
+}
+
+# The version a constraints file pins `package` at (`package==version`), or NULL.
+pinned_version <- function(file, package) {
+  lines <- if (file.exists(file)) trimws(readLines(file, warn = FALSE)) else character()
+  pinned <- sub(paste0("^", package, "=="), "", lines[startsWith(lines, paste0(package, "=="))])
+  if (length(pinned)) pinned[[1]] else NULL
+}
+
+# Does this machine have an NVIDIA GPU: a device /dev/nvidia0, /dev/nvidia1, ... (as the core's tfimport.has_gpu()
+# asks; `dev`: another folder, for tests)? install_alexnet()'s default for `gpu`.
+nvidia_gpu <- function(dev = "/dev") {
+  length(Sys.glob(file.path(dev, "nvidia[0-9]*"))) > 0L
 }
 
 # The optional parts of the core that install_alexnet() installs on request: the extras of its pyproject.toml

@@ -9,6 +9,11 @@ passed on without those lines (the CUDA lines are kept where an NVIDIA device is
 was found). Set ``ALEXNET_TF_LOGS=1`` to see everything TensorFlow prints (and ``TF_CPP_MIN_LOG_LEVEL=0`` for
 its informational messages too).
 
+A machine with an NVIDIA device whose TensorFlow lists no GPU trains on the CPU, and TensorFlow says why ("Cannot
+dlopen some GPU libraries": its CUDA libraries, the ``and-cuda`` extra, are missing) only in a line
+``TF_CPP_MIN_LOG_LEVEL=2`` hides: the first device listing is followed by a warning, once, that names the cause and
+the fix (:func:`unused_gpu_warning`).
+
 Modules of the package write ``from ..tfimport import keras, tf``, never ``import tensorflow`` or ``import
 tf_keras`` themselves (tf-keras, Keras 2, because Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy).
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import sys
 import tempfile
@@ -29,6 +35,8 @@ from .environment import env_switch
 if TYPE_CHECKING:  # what the package's modules import from here, for the type checker (__getattr__ at run time)
     import tensorflow as tf  # noqa: F401
     import tf_keras as keras  # noqa: F401
+
+log = logging.getLogger(__name__)
 
 #: Lines TensorFlow prints on every start, which nobody acts on.
 STARTUP_NOISE = (
@@ -66,9 +74,47 @@ def tf_logs_wanted() -> bool:
     return env_switch("ALEXNET_TF_LOGS")
 
 
+def nvidia_devices() -> list[str]:
+    """The NVIDIA GPUs of this machine, as their device files: ``/dev/nvidia0``, ``/dev/nvidia1``, ..."""
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def has_gpu() -> bool:
     """Is there an NVIDIA device on this machine (whose CUDA lines are then worth showing)?"""
-    return bool(glob.glob("/dev/nvidia[0-9]*"))
+    return bool(nvidia_devices())
+
+
+_told_of_unused_gpu = False
+
+
+def unused_gpu_warning(tensorflow: types.ModuleType) -> str | None:
+    """What to tell a user whose machine has an NVIDIA GPU that ``tensorflow`` lists none of (it then computes on the
+    CPU, and says why only in lines ``TF_CPP_MIN_LOG_LEVEL=2`` hides): the likely cause and the fix; ``None`` when
+    there is nothing to tell (no NVIDIA device, a GPU listed, or the GPUs hidden on purpose with an empty or ``-1``
+    ``CUDA_VISIBLE_DEVICES``)."""
+    devices = nvidia_devices()
+    if not devices or os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return None
+    if tensorflow.config.list_physical_devices("GPU"):
+        return None
+    version = tensorflow.__version__
+    return (f"This machine has an NVIDIA GPU ({', '.join(devices)}), but TensorFlow {version} found none it can use: "
+            "everything runs on the CPU. Most likely TensorFlow's CUDA libraries (cuDNN, cuBLAS, NCCL: its "
+            "`and-cuda` extra) are not installed: install them with install_alexnet(gpu = TRUE) from R, or "
+            f"pip install 'tensorflow[and-cuda]=={version}' into this Python ({sys.executable}). If they are, the "
+            "NVIDIA driver may be older than this TensorFlow's CUDA needs: run with TF_CPP_MIN_LOG_LEVEL=0 to see "
+            "TensorFlow's own reason (\"Cannot dlopen some GPU libraries\").")
+
+
+def warn_of_unused_gpu(tensorflow: types.ModuleType) -> None:
+    """Log :func:`unused_gpu_warning`, once per process."""
+    global _told_of_unused_gpu
+    if _told_of_unused_gpu:
+        return
+    warning = unused_gpu_warning(tensorflow)
+    if warning is not None:
+        _told_of_unused_gpu = True
+        log.warning("%s", warning)
 
 
 @contextlib.contextmanager
@@ -102,17 +148,20 @@ def filtered_stderr(cuda: bool = True) -> Iterator[None]:
 def _import() -> tuple[types.ModuleType, types.ModuleType]:
     """TensorFlow and tf-keras, and the first device listing (where the CUDA probe runs) with the start-up lines
     filtered (see the module's documentation); also when TensorFlow was imported before (by
-    ``reticulate::import("tensorflow")`` in R, say), if its devices were not listed yet."""
+    ``reticulate::import("tensorflow")`` in R, say), if its devices were not listed yet. A machine with an NVIDIA GPU
+    that TensorFlow does not list is warned of (:func:`unused_gpu_warning`)."""
     if tf_logs_wanted():
         import tensorflow
         import tf_keras
 
+        warn_of_unused_gpu(tensorflow)
         return tensorflow, tf_keras
     with filtered_stderr(cuda=not has_gpu()):
         import tensorflow
         import tf_keras
 
         tensorflow.config.list_physical_devices()
+    warn_of_unused_gpu(tensorflow)
     return tensorflow, tf_keras
 
 

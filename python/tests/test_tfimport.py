@@ -4,12 +4,14 @@ its tensors in the machine's memory come from a BFC allocator unless the user ch
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
 
+from alexnet import tfimport
 from alexnet.tfimport import has_gpu, is_noise, tf_logs_wanted
 
 SCRIPT = "from alexnet.tfimport import tf; print(len(tf.config.list_physical_devices('CPU')))"
@@ -47,6 +49,48 @@ def test_the_start_up_lines_are_hidden_unless_asked_for():
     # everything else TensorFlow printed is still shown
     kept = [line for line in noisy if not is_noise(line, cuda=not has_gpu())]
     assert len(kept) == len(quiet), (kept, quiet)
+
+
+def test_a_machine_with_an_nvidia_gpu_that_tensorflow_does_not_list_is_told_once_why_and_what_to_install(
+        monkeypatch, caplog):
+    """TensorFlow without its CUDA libraries lists no GPU and trains on the CPU, saying why only in a line
+    TF_CPP_MIN_LOG_LEVEL=2 hides: the core warns once, naming the likely cause and the fix."""
+    from types import SimpleNamespace
+
+    listed: list[str] = []
+    fake = SimpleNamespace(__version__="2.21.0",
+                           config=SimpleNamespace(list_physical_devices=lambda kind=None: list(listed)))
+    monkeypatch.setattr(tfimport, "_told_of_unused_gpu", False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(tfimport, "nvidia_devices", lambda: [])
+    assert tfimport.unused_gpu_warning(fake) is None  # no NVIDIA device: nothing to say
+    monkeypatch.setattr(tfimport, "nvidia_devices", lambda: ["/dev/nvidia0", "/dev/nvidia1"])
+    said = tfimport.unused_gpu_warning(fake)
+    assert said.startswith("This machine has an NVIDIA GPU (/dev/nvidia0, /dev/nvidia1), but TensorFlow 2.21.0 found "
+                           "none it can use: everything runs on the CPU."), said
+    assert "install_alexnet(gpu = TRUE)" in said and "pip install 'tensorflow[and-cuda]==2.21.0'" in said
+    caplog.set_level(logging.WARNING, logger="alexnet.tfimport")
+    tfimport.warn_of_unused_gpu(fake)
+    tfimport.warn_of_unused_gpu(fake)
+    assert [r.getMessage() for r in caplog.records] == [said]
+    # the GPUs hidden on purpose, or listed: nothing to say
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert tfimport.unused_gpu_warning(fake) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert tfimport.unused_gpu_warning(fake) == said
+    listed.append("/physical_device:GPU:0")
+    assert tfimport.unused_gpu_warning(fake) is None
+
+
+def test_the_import_warns_of_an_unused_gpu(monkeypatch):
+    """Both ways of importing TensorFlow (its start-up lines filtered, or everything shown) end with the check."""
+    checked = []
+    monkeypatch.setattr(tfimport, "warn_of_unused_gpu", lambda tensorflow: checked.append(tensorflow.__name__))
+    for logs in ("0", "1"):
+        monkeypatch.setenv("ALEXNET_TF_LOGS", logs)
+        tfimport._import()
+    assert checked == ["tensorflow", "tensorflow"]
 
 
 ALLOCATOR = ("import alexnet; from alexnet.tfimport import cpu_allocator; "

@@ -63,3 +63,32 @@ test_that("install_alexnet() takes the core's extras, TensorBoard among them, an
   # every one but the developers'
   expect_identical(sort(alexnet:::core_extras), sort(setdiff(extras, c("test", "all"))))
 })
+
+test_that("`gpu` adds TensorFlow's CUDA libraries at the pinned version, by default where an NVIDIA device is", {
+  build <- withr::local_tempdir()
+  writeLines(c("# exact versions", "tensorboard==2.21.0", "tensorflow==2.21.0", "tf_keras==2.21.0"),
+             file.path(build, "constraints.txt"))
+  args <- alexnet:::pip_install_args(build, "s3", TRUE, TRUE, "--quiet", gpu = TRUE)
+  expect_equal(utils::tail(args, 3),
+               c("--quiet", shQuote(paste0(build, "[s3]")), shQuote("tensorflow[and-cuda]==2.21.0")))
+  expect_true(all(c("-c", shQuote(file.path(build, "constraints.txt"))) %in% args))
+  expect_false(any(grepl("and-cuda", alexnet:::pip_install_args(build, "s3", TRUE, TRUE, character(), FALSE))))
+  # without constraints, any TensorFlow the core takes; without the dependencies, nothing but the core
+  expect_equal(alexnet:::cuda_requirement(build, FALSE, TRUE, TRUE), "tensorflow[and-cuda]")
+  expect_null(alexnet:::cuda_requirement(build, TRUE, FALSE, TRUE))
+  expect_false(any(grepl("and-cuda", alexnet:::pip_install_args(build, character(), TRUE, FALSE, character(), TRUE))))
+  # the pin is the one the package carries
+  core <- system.file("python", "constraints.txt", package = "alexnet")
+  if (!nzchar(core)) core <- test_path("..", "..", "python", "constraints.txt")  # a checkout's
+  skip_if_not(file.exists(core), "the core is not bundled in this installation")
+  expect_match(alexnet:::pinned_version(core, "tensorflow"), "^[0-9]+\\.[0-9]+\\.[0-9]+$")
+
+  # the default: whether the machine has an NVIDIA device, as the core asks
+  dev <- withr::local_tempdir()
+  file.create(file.path(dev, "nvidiactl"))
+  expect_false(alexnet:::nvidia_gpu(dev))
+  file.create(file.path(dev, "nvidia0"))
+  expect_true(alexnet:::nvidia_gpu(dev))
+  expect_identical(formals(install_alexnet)$gpu, quote(nvidia_gpu()))
+  expect_error(install_alexnet(tempfile(), gpu = "yes"), "`gpu`", class = "alexnet_error")
+})
