@@ -136,8 +136,10 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   `settings_changed`, where a resumed run trained on other images (of the same classes) or learnt otherwise
 #'   than its checkpoints' run
 #'   (a list of the `epoch` and `step` each change began at and what `changed`, then and now; each is also a
-#'   warning), ...; with several workers `communication`, `allreduce_bytes_per_step`, `allreduce_seconds` and
-#'   `compute_seconds`: one exchange and one step's computation, each timed alone before training,
+#'   warning), ...; `communication` and `allreduce_bytes_per_step`: what the replicas exchange (the GPUs of a
+#'   machine as the workers of a cluster: `allreduce_precision` and `allreduce_pack_mb` act between them), in words
+#'   and in bytes each replica puts into the all-reduce a step (0 with one replica); with several workers
+#'   `allreduce_seconds` and `compute_seconds`: one exchange and one step's computation, each timed alone before training,
 #'   `sixteen_bit_allreduce_seconds`: with float32 on the wire, the same exchange timed in 16 bits,
 #'   `hidden_seconds`: where packs overlap the backward pass on every worker, what of the exchange a step
 #'   with packs hid, timed in the wire format the chief's timing advises (counted by the advice on GPUs only),

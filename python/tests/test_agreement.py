@@ -23,7 +23,7 @@ from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.errors import AlexnetError, KeptWarnings  # noqa: E402
 from alexnet.train import agreement  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
-from alexnet.train.levers import BETWEEN_WORKERS  # noqa: E402
+from alexnet.train.levers import BETWEEN_REPLICAS, BETWEEN_WORKERS  # noqa: E402
 from alexnet.train.settings import SHARED_BY_WORKERS, check_settings  # noqa: E402
 
 HERE = Path(__file__).resolve()
@@ -95,7 +95,8 @@ def test_workers_given_different_levers_are_all_told_each_setting_that_differs_a
 
 def test_the_settings_every_worker_must_share_include_every_lever_and_no_setting_a_worker_may_hold_its_own():
     shared = set(SHARED_BY_WORKERS)
-    assert set(BETWEEN_WORKERS) | {"accumulate_steps", "precision", "dense_units", "image_size"} <= shared
+    levers = set(BETWEEN_REPLICAS) | set(BETWEEN_WORKERS)
+    assert levers | {"accumulate_steps", "precision", "dense_units", "image_size"} <= shared
     assert not {"seed", "parallel", "checkpoint_dir", "model_dir", "log_dir", "verbose", "collective_timeout",
                 "progress_file", "model_pin"} & shared
     # but those another setting leaves unused

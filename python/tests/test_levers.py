@@ -529,8 +529,10 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     several = check_settings({"sync_every": 4, "allreduce_precision": "bfloat16", "accumulate_steps": 2})
     check_levers(several, Topology("default", 1, 1, 0, True, 1, False))
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "`allreduce_precision`, `sync_every` are only used with several workers: a run of one exchanges nothing, and "
-        "they change nothing."], "micro-batches are a lone worker's too"
+        "`allreduce_precision` is only used with several replicas: a run of one exchanges nothing, and it changes "
+        "nothing.",
+        "`sync_every` is only used with several workers: a run of one exchanges nothing, and it changes nothing."
+    ], "micro-batches are a lone worker's too"
     caplog.clear()
     check_levers(check_settings({"sync_every": 4}), chief)
     assert "only used with several workers" not in caplog.text
@@ -554,6 +556,92 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     caplog.clear()
     assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
     assert "It resumes, and keeps what it took when it began." in caplog.text
+
+
+def test_the_levers_between_replicas_act_between_the_gpus_of_one_machine_and_the_history_says_so(caplog,
+                                                                                                     monkeypatch):
+    """16-bit gradients and packs act between replicas: between the eight GPUs of one machine too (MirroredStrategy),
+    where the gradients are rounded as between workers. They are warned of with one replica only, and the
+    communication told and counted is the replicas' exchange; local SGD stays a matter of workers."""
+    import logging
+
+    from alexnet.train import precision
+    from alexnet.train.levers import check_levers
+    from alexnet.train.strategy import Topology
+
+    caplog.set_level(logging.WARNING, logger="alexnet.train.levers")
+    eight = Topology("mirrored", 8, 1, 0, True, 8, True)
+    monkeypatch.setattr(precision, "hardware", lambda gpu: Hardware(gpu_capabilities=((8, 0),) * 8))
+    settings = check_settings({"allreduce_precision": "float16", "allreduce_pack_mb": 25, "sync_every": 4})
+    comm = check_levers(settings, eight)
+    assert [r.getMessage() for r in caplog.records] == [
+        "`sync_every` is only used with several workers: the 8 replicas of one worker all-reduce their gradients "
+        "every step, and it changes nothing."]
+    assert (comm.replicas, comm.local_sgd, comm.exchanging) == (8, False, True)
+    assert comm.gradient_reducer() is not None, "the gradients are cast and packed between the replicas"
+    assert comm.describe() == ("float16 between the 8 replicas of one worker, packs of 25 MB, gradients all-reduced "
+                               "every step")
+    assert comm.bytes_per_step(1000) == 2000
+    # Keras's own float32 all-reduce between replicas is an exchange too
+    plain = check_levers(check_settings({}), eight)
+    assert plain.gradient_reducer() is None and plain.bytes_per_step(1000) == 4000
+    assert plain.describe() == ("float32 between the 8 replicas of one worker, one pack, gradients all-reduced every "
+                                "step")
+    # bfloat16 between GPUs that cannot sum it is refused as between workers
+    monkeypatch.setattr(precision, "hardware", lambda gpu: Hardware(gpu_capabilities=((7, 0),) * 8))
+    with pytest.raises(AlexnetError, match=r"compute capability 8\.0"):
+        check_levers(check_settings({"allreduce_precision": "bfloat16"}), eight)
+    # one replica: both kinds warned of, nothing exchanged
+    caplog.clear()
+    one = check_levers(settings, Topology("default", 1, 1, 0, True, 1, True))
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "`allreduce_precision`, `allreduce_pack_mb` are only used with several replicas",
+        "`sync_every` is only used with several workers"]
+    assert (one.bytes_per_step(1000), one.describe()) == (0.0, "one replica: nothing to all-reduce")
+    # the help says where they act
+    from alexnet.train.settings import specs
+
+    wire = specs()["allreduce_precision"].help
+    assert "on the wire between replicas (the GPUs of a machine, and the workers)" in wire
+    assert specs()["allreduce_pack_mb"].help.startswith("all-reduce the gradients between replicas")
+
+
+_MIRRORED_LEVERS = """
+import json, logging, sys
+from pathlib import Path
+from alexnet.tfimport import tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[2])
+from helpers_train import make_tree
+from alexnet.train import api
+
+logging.basicConfig(level=logging.WARNING, format="WARNING %(message)s")
+data = make_tree(Path(sys.argv[1]), classes=2, per_class=8, val_per_class=0, min_side=48, max_side=64)
+history = api.alexnet_train(data=data, strategy="mirrored", batch_size=2, epochs=1, steps_per_epoch=2, image_size=64,
+                            dense_units=16, verbose=0, precision="float32", validation=False, check_images=False,
+                            parallel=1, allreduce_precision="float16", allreduce_pack_mb=1)
+print(json.dumps({name: history["params"][name]
+                  for name in ("replicas", "communication", "allreduce_bytes_per_step", "jit_compile_reason")}))
+"""
+
+
+def test_a_mirrored_run_over_two_devices_tells_the_exchange_between_its_replicas(tmp_path):
+    """MirroredStrategy over two logical CPUs, 16-bit gradients and packs: no warning that they change nothing, and
+    the history's communication is the replicas' exchange."""
+    import subprocess
+
+    ran = subprocess.run([sys.executable, "-c", _MIRRORED_LEVERS, str(tmp_path), str(HERE.parent)],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "ALEXNET_PROGRESS": "0"})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "only used with several" not in ran.stderr, ran.stderr[-3000:]
+    params = json.loads(ran.stdout.strip().splitlines()[-1])
+    parameters = params.pop("allreduce_bytes_per_step") / 2
+    assert parameters == int(parameters) > 0, "two bytes a number"
+    assert params == {"replicas": 2, "communication": "float16 between the 2 replicas of one worker, packs of 1 MB, "
+                      "gradients all-reduced every step", "jit_compile_reason": "unset: off on a CPU"}
 
 
 def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():

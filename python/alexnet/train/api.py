@@ -172,7 +172,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
     Returns a dict: ``params`` (settings and sizes; ``train_images`` this worker's, ``val_images`` the
     validation images each epoch counts over every worker, ``worker_val_images`` this worker's share of them;
-    with several workers ``communication``, ``allreduce_bytes_per_step``, ``allreduce_seconds`` and
+    ``communication`` and ``allreduce_bytes_per_step``: what the replicas exchange (the GPUs of a machine as the
+    workers of a cluster: ``allreduce_precision`` and ``allreduce_pack_mb`` act between them), in words and in bytes
+    each replica puts into the all-reduce a step (0 with one replica); with several workers ``allreduce_seconds`` and
     ``compute_seconds``: one exchange and one step's computation, each timed alone before training,
     ``sixteen_bit_allreduce_seconds``: with float32 on the wire, the same exchange timed in 16 bits,
     ``hidden_seconds``: where packs overlap the backward pass on every worker, what of the exchange a step with

@@ -1,11 +1,14 @@
-"""What the workers of a run send each other, and the settings that make it less or hide it.
+"""What the replicas of a run send each other, and the settings that make it less or hide it.
 
-Synchronous training all-reduces every gradient after every step: for AlexNet 62.4 million numbers, 250 MB in
-float32, which a ring all-reduce moves about ``2 (N - 1) / N`` times in and out of every worker. Four settings of
-:mod:`.settings` change that, each off unless asked for:
+Synchronous training all-reduces every gradient after every step between the replicas of a run (the GPUs of one
+machine, and the machines of a multi-worker run): for AlexNet 62.4 million numbers, 250 MB in float32, which a ring
+all-reduce moves about ``2 (N - 1) / N`` times in and out of every one. Four settings of :mod:`.settings` change that,
+each off unless asked for: the first two change what travels between replicas (over NVLink or PCIe between the GPUs of
+one machine, over the network between machines), ``accumulate_steps`` how often, on any run, and ``sync_every`` what
+the workers of a multi-worker run exchange:
 
 - ``allreduce_precision``: the gradients cast to ``bfloat16`` or ``float16`` before the all-reduce, the sum cast
-  back to float32 before the optimizer uses it: half the bytes. Where the sums are rounded: each worker's gradient
+  back to float32 before the optimizer uses it: half the bytes. Where the sums are rounded: each replica's gradient
   once, to 16 bits; then TensorFlow's ring all-reduce adds the chunks in that format, so each of the ``N - 1``
   partial sums of a chunk is rounded again. The error of the sum grows with ``N``: at most about ``N x 2^-9`` of
   its size in bfloat16 (8 bits of mantissa) and ``N x 2^-12`` in float16 (11 bits), less on average (rounding
@@ -47,8 +50,8 @@ MB = 1_000_000
 
 @dataclass(frozen=True)
 class Communication:
-    """How a run of ``workers`` workers exchanges gradients or weights: the four settings of the module
-    documentation."""
+    """How a run of ``workers`` workers and ``replicas`` replicas in all exchanges gradients or weights: the four
+    settings of the module documentation."""
 
     wire: str = "float32"
     pack_mb: float = 0.0
@@ -59,12 +62,21 @@ class Communication:
     local_after: int = 0
     #: the 16-bit wire format the run's devices sum (:func:`sixteen_bit_wire`), timed and advised against float32
     sixteen_bit: str = "bfloat16"
+    #: the replicas in sync over every worker (at least ``workers``: fewer count as ``workers``)
+    replicas: int = 1
 
     @classmethod
-    def of(cls, settings: Any, workers: int) -> Communication:
-        """The communication of a run of ``workers`` workers with :class:`~.settings.TrainSettings` ``settings``."""
+    def of(cls, settings: Any, workers: int, replicas: int | None = None) -> Communication:
+        """The communication of a run of ``workers`` workers and ``replicas`` replicas in all (unset: one a worker)
+        with :class:`~.settings.TrainSettings` ``settings``."""
         return cls(settings.allreduce_precision, float(settings.allreduce_pack_mb), settings.accumulate_steps,
-                   settings.sync_every, workers, settings.local_sgd_after)
+                   settings.sync_every, workers, settings.local_sgd_after,
+                   replicas=workers if replicas is None else replicas)
+
+    @property
+    def exchanging(self) -> bool:
+        """Do the replicas exchange anything: several replicas, on one worker or several?"""
+        return max(self.workers, self.replicas) > 1
 
     @property
     def local_sgd(self) -> bool:
@@ -120,9 +132,10 @@ class Communication:
         return list(shapes) * (2 if self.local_sgd else 1)
 
     def bytes_per_step(self, parameters: int) -> float:
-        """Bytes one worker puts into the all-reduce per optimizer step, for a model of ``parameters`` numbers: the
-        gradients every step, or with local SGD the weights and momentum every ``sync_every`` steps (0 alone)."""
-        if self.workers <= 1:
+        """Bytes each replica puts into the all-reduce per optimizer step, for a model of ``parameters`` numbers: the
+        gradients every step, or with local SGD the weights and momentum every ``sync_every`` steps (0 with one
+        replica)."""
+        if not self.exchanging:
             return 0.0
         if self.local_sgd:
             return 2.0 * parameters * self.wire_bytes / self.sync_every
@@ -130,10 +143,12 @@ class Communication:
 
     def describe(self) -> str:
         """The settings in a few words, for logs and the history."""
-        if self.workers <= 1:
-            return "one worker: nothing to all-reduce" + (
+        if not self.exchanging:
+            return "one replica: nothing to all-reduce" + (
                 f"; {self.accumulate} micro-batches a step" if self.accumulate > 1 else "")
-        parts = [f"{self.wire} on the wire", f"packs of {self.pack_mb:g} MB" if self.pack_bytes else "one pack"]
+        wire = (f"{self.wire} on the wire" if self.workers > 1 else
+                f"{self.wire} between the {self.replicas} replicas of one worker")
+        parts = [wire, f"packs of {self.pack_mb:g} MB" if self.pack_bytes else "one pack"]
         if self.accumulate > 1:
             parts.append(f"{self.accumulate} micro-batches a step")
         parts.append(f"weights and momentum averaged every {self.sync_every} steps" if self.local_sgd else

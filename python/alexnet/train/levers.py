@@ -24,8 +24,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-#: The settings of what travels between workers: a run of one worker does not use them.
-BETWEEN_WORKERS = ("allreduce_precision", "allreduce_pack_mb", "sync_every", "local_sgd_after", "adapt_communication")
+#: The settings of how the replicas' gradients travel, between the GPUs of one machine as between workers: a run of
+#: one replica does not use them.
+BETWEEN_REPLICAS = ("allreduce_precision", "allreduce_pack_mb")
+#: The settings of what the workers exchange, and of the measurement before a multi-worker run: a run of one worker
+#: does not use them (its replicas all-reduce their gradients every step, in the format and packs asked for).
+BETWEEN_WORKERS = ("sync_every", "local_sgd_after", "adapt_communication")
 
 
 def check_global_batch(settings: TrainSettings, topology: Topology) -> None:
@@ -39,24 +43,37 @@ def check_global_batch(settings: TrainSettings, topology: Topology) -> None:
 
 def check_levers(settings: TrainSettings, topology: Topology) -> Communication:
     """The run's :class:`Communication`, after checking that this worker's devices sum its wire format (before
-    any data is read), with the 16-bit format they sum."""
+    any data is read), with the 16-bit format they sum; a warning for each kind of lever the run does not use (those
+    of :data:`BETWEEN_REPLICAS` with one replica, those of :data:`BETWEEN_WORKERS` with one worker)."""
     from .precision import hardware
 
-    communication = Communication.of(settings, topology.workers)
-    if topology.workers > 1:
+    communication = Communication.of(settings, topology.workers, topology.replicas)
+    if communication.exchanging:
         device = hardware(topology.gpu)
         if communication.wire != "float32":
             check_wire(communication.wire, device)
         communication = replace(communication, sixteen_bit=sixteen_bit_wire(device))
-    given = [name for name in declaration.changed(settings) if name in BETWEEN_WORKERS]
-    if given and topology.workers == 1:
-        logger.warning("%s %s only used with several workers: a run of one exchanges nothing, and %s.",
-                       ", ".join(f"`{name}`" for name in given), "are" if len(given) > 1 else "is",
-                       "they change nothing" if len(given) > 1 else "it changes nothing")
+    changed = declaration.changed(settings)
+    if topology.replicas <= 1:
+        _warn_unused([name for name in changed if name in BETWEEN_REPLICAS], "replicas",
+                     "a run of one exchanges nothing")
+    if topology.workers <= 1:
+        _warn_unused([name for name in changed if name in BETWEEN_WORKERS], "workers",
+                     "a run of one exchanges nothing" if topology.replicas <= 1 else
+                     f"the {topology.replicas} replicas of one worker all-reduce their gradients every step")
     if settings.local_sgd_after and settings.sync_every == 1:
         logger.info("local_sgd_after = %d with sync_every = 1: training is synchronous throughout.",
                     settings.local_sgd_after)
     return communication
+
+
+def _warn_unused(given: list[str], several: str, alone: str) -> None:
+    """The warning that the levers ``given`` are only used with several ``several`` (replicas, workers), and what a
+    run without them does (``alone``)."""
+    if given:
+        logger.warning("%s %s only used with several %s: %s, and %s.", ", ".join(f"`{name}`" for name in given),
+                       "are" if len(given) > 1 else "is", several, alone,
+                       "they change nothing" if len(given) > 1 else "it changes nothing")
 
 
 def agree_on_sixteen_bit(strategy: tf.distribute.Strategy, communication: Communication,

@@ -197,13 +197,15 @@ class TrainSettings:
         "a minute if less, is declared lost",
         optional=True, none_word="never")
     allreduce_precision: str = setting(
-        "float32", "choice", "the number format of the gradients on the wire between workers: \"float32\", or "
-        "\"bfloat16\" / \"float16\", half the bytes (each worker's gradients rounded to 16 bits and every partial "
-        "sum of the all-reduce rounded again; the sum comes back as float32)", choices=WIRE_FORMATS,
+        "float32", "choice", "the number format of the gradients on the wire between replicas (the GPUs of a "
+        "machine, and the workers): \"float32\", or \"bfloat16\" / \"float16\", half the bytes (each replica's "
+        "gradients rounded to 16 bits and every partial sum of the all-reduce rounded again; the sum comes back as "
+        "float32)", choices=WIRE_FORMATS,
         aliases={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"})
-    allreduce_pack_mb: float = setting(0.0, "number", "all-reduce the gradients in packs of about this many megabytes, "
-                                       "last layer first, so that packs travel while the backward pass computes the "
-                                       "rest (0: one all-reduce of every gradient after the backward pass)",
+    allreduce_pack_mb: float = setting(0.0, "number", "all-reduce the gradients between replicas in packs of about "
+                                       "this many megabytes, last layer first, so that packs travel while the "
+                                       "backward pass computes the rest (0: one all-reduce of every gradient after "
+                                       "the backward pass)",
                                        minimum=0.0, metavar="MB")
     accumulate_steps: int = setting(1, "count", "micro-batches of `batch_size` whose gradients are added up before "
                                     "one all-reduce and optimizer step: a step trains `accumulate_steps` x "
