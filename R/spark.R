@@ -59,6 +59,14 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' card (`model_dir`'s `alexnet-model.json`) and, with `model_pin`, the pin's one new version once, with the
 #' evaluation in the card: `alexnet_model(board, model_pin)$evaluation` reads it back.
 #'
+#' GPUs: a task launched from R cannot tell which GPUs Spark assigned it (`spark.task.resource.gpu.amount`):
+#' sparklyr's barrier list carries only the tasks' addresses and the partition, and neither its R worker nor the
+#' Python that worker starts sees Spark's task context. Every worker then computes on every GPU of its node, so two
+#' tasks on one node would share them: run one task a node (one executor a node, with
+#' `spark.executor.resource.gpu.amount` equal to `spark.task.resource.gpu.amount`), or one task an executor on
+#' executors that see only their own GPUs (YARN and Kubernetes containers can isolate them). The Python launcher
+#' (`alexnet.alexnet_spark_train()`, `alexnet spark-train`) reads each task's GPUs and holds its worker to them.
+#'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param workers Number of workers, one barrier task each.
 #' @param board The board every worker reads its partition from (see [imagenet_categories()]); `NULL` for
@@ -120,7 +128,8 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #' probe, each worker's progress shown here, `timeout`, and `retries` (an evaluation is idempotent: a failed one
 #' is launched again whole, with an R warning of class `alexnet_retry` that carries the worker's error).
 #' To evaluate a model as its training ends, in the training's own job, use
-#' `alexnet_spark_train(..., evaluate = TRUE)`.
+#' `alexnet_spark_train(..., evaluate = TRUE)`. On GPUs, see [alexnet_spark_train()]: from R, every worker
+#' computes on every GPU of its node.
 #'
 #' @param sc A `sparklyr` connection (`sparklyr::spark_connect()`).
 #' @param model An [alexnet_model()], or the location of a saved model every worker reaches.

@@ -495,6 +495,61 @@ def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage
     assert "\tat org.apache" not in message and len(message.splitlines()) < 8, message
 
 
+class _TaskContext:
+    """Stands in for a BarrierTaskContext whose task Spark gave ``gpus`` (``None``: no GPU scheduling)."""
+
+    def __init__(self, gpus: list[str] | None) -> None:
+        self.gpus = gpus
+
+    def resources(self) -> dict:
+        from pyspark.resource import ResourceInformation
+
+        return {} if self.gpus is None else {"gpu": ResourceInformation("gpu", self.gpus)}
+
+    def partitionId(self) -> int:
+        return 1
+
+    def getTaskInfos(self) -> list:
+        return [SimpleNamespace(address="10.0.0.1:4040"), SimpleNamespace(address="10.0.0.1:4041")]
+
+    def barrier(self) -> None:
+        pass
+
+
+def test_a_task_given_gpus_by_spark_holds_its_worker_to_them(monkeypatch):
+    """Two tasks of one node would each take every GPU: each worker starts with CUDA_VISIBLE_DEVICES naming those
+    Spark assigned its task (within the executor's own, when it has them), unless the job's `env` names its own."""
+    import pyspark
+
+    order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert launcher.task_gpus(_TaskContext(None), {}) is None
+    assert launcher.task_gpus(_TaskContext(["2", "3"]), {}) == ["2", "3"]
+    assert launcher.task_gpus(_TaskContext(["1"]), {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == ["5"]
+    assert launcher.gpu_environment(_TaskContext(["2", "3"]), {"A": "1"}, {}) == {
+        "A": "1", "CUDA_VISIBLE_DEVICES": "2,3", **order}
+    assert launcher.gpu_environment(_TaskContext(["1"]), {}, {"CUDA_VISIBLE_DEVICES": "4,5"}) == {
+        "CUDA_VISIBLE_DEVICES": "5"}
+    assert launcher.gpu_environment(_TaskContext(["2"]), {"CUDA_VISIBLE_DEVICES": "0"}, {}) == {
+        "CUDA_VISIBLE_DEVICES": "0"}
+    assert launcher.gpu_environment(_TaskContext(None), {"A": "1"}, {}) == {"A": "1"}
+    # the barrier task hands its worker's process that environment
+    seen = {}
+
+    def worker(function, index, addresses, *, python, env):
+        seen.update(index=index, addresses=addresses, env=env)
+        return {"ok": True}
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setattr(launcher, "run_worker", worker)
+    for gpus, given in ((["1", "3"], {"CUDA_VISIBLE_DEVICES": "1,3", **order}), (None, {})):
+        monkeypatch.setattr(pyspark.BarrierTaskContext, "get", lambda gpus=gpus: _TaskContext(gpus))
+        rows = list(launcher._barrier_task(print, None, {"ALEXNET_PROGRESS": "0"}, iter([0])))
+        assert [json.loads(row) for row in rows] == [{"worker": 1, "result": {"ok": True}}]
+        assert seen == {"index": 1, "addresses": ["10.0.0.1:4040", "10.0.0.1:4041"],
+                        "env": {"ALEXNET_PROGRESS": "0", **given}}
+
+
 def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
     # in a process of its own: this module's Spark application would be given back whatever the master
     code = ("from alexnet.launch.spark import spark_session\n"
