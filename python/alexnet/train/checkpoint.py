@@ -22,9 +22,8 @@ class: :func:`alexnet.train.resumed.check_classes`), one resuming with other ima
 naming each change (:func:`alexnet.train.resumed.warn_of_changes`), and its history's ``settings_changed`` says from
 which epoch.
 
-The history records the format of the checkpoint (:data:`CHECKPOINT_FORMAT`, what its saved state means); a
-checkpoint of another format is refused rather than resumed with its state misread, and one that records none (all
-written before the format was) is read as :data:`UNRECORDED_FORMAT`.
+The history records the format of the checkpoint (:data:`.formats.CHECKPOINT_FORMAT`, what its saved state means);
+a checkpoint of another format is refused rather than resumed with its state misread (:mod:`.formats`).
 """
 
 from __future__ import annotations
@@ -42,10 +41,10 @@ from typing import Any
 
 from ..errors import AlexnetError
 from ..model.card import CARD_FILE, ModelCard
-from ..model.saved import MODEL_FILE
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
+from .formats import CHECKPOINT_FORMAT, check_format, check_optimizer, holds_model
 from .resumed import check_classes, check_resume
 from .schedule import schedule_apart
 
@@ -63,19 +62,6 @@ KEEP = 2
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
-#: The key of the optimizer's learning rate in a checkpoint, and the one versions before 7bc07fc kept it under: their
-#: optimizer's state cannot be restored into today's optimizer (its weights can: the model saved beside them).
-RATE_KEY = "optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
-OLD_RATE_KEY = "optimizer/_current_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
-#: The format of what a checkpoint saves, recorded in its history (``format``): a checkpoint of another format is
-#: refused, not resumed. Bump it whenever the meaning of saved state changes (what the optimizer's slots hold, the
-#: position, the history kept), and say here what the new one means.
-#: 1: the optimizer's momentum slot holds the rate-free sum ``u <- momentum * u + gradient`` (``w <- w - lr * u``;
-#: before, Keras' velocity ``v <- momentum * v - lr * gradient``).
-CHECKPOINT_FORMAT = 1
-#: The format of a checkpoint whose history records none (every one written before the format was recorded): read
-#: as format 1 (the few written before the momentum sum, which held Keras' velocity, cannot be told from them).
-UNRECORDED_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -259,8 +245,8 @@ class CheckpointStore:
         lags behind (a run stopped between the two), is missing or cannot be read.
 
         Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model (one
-        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), are of another
-        format (:data:`CHECKPOINT_FORMAT`) or hold an older optimizer's state (:data:`OLD_RATE_KEY`), when every
+        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), cannot be resumed
+        by this version (:mod:`.formats`: another format, an older optimizer's state), when every
         checkpoint is damaged, or when the history records epochs done but no checkpoint is there.
         """
         position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
@@ -282,12 +268,7 @@ class CheckpointStore:
                 raise unreadable
             return Resume()
         name, latest, reader = chosen
-        if reader.has_tensor(OLD_RATE_KEY) and not reader.has_tensor(RATE_KEY):
-            raise AlexnetError(
-                f"The checkpoint {latest} of {self.location} was written by an older version of alexnet, whose "
-                "optimizer state cannot be resumed (it keeps the learning rate as _current_learning_rate): "
-                f"{start_over(self.location, self.fs, self.root)}."
-            )
+        check_optimizer(reader, latest, self.location, self.fs, self.root)
         kept = _kept_history(reader)
         if kept is not None:
             if unreadable is not None:
@@ -341,7 +322,7 @@ class CheckpointStore:
     def check_classes(self, saved: Mapping[str, Any], class_ids: list[str]) -> None:
         """Raise when the checkpoints, whose run recorded ``saved``, were trained on other classes than ``class_ids``
         (:func:`.resumed.check_classes`, told by the card beside them when ``saved`` does not record them)."""
-        check_classes(saved, class_ids, self.location, self._card_ids, lambda: _holds_model(self.fs, self.root))
+        check_classes(saved, class_ids, self.location, self._card_ids, lambda: holds_model(self.fs, self.root))
 
     def _card_ids(self) -> list[str] | None:
         """The class ids on the card of the model saved beside the checkpoints (None: no card there, or one that
@@ -437,36 +418,6 @@ def _read_state(fs: Any, path: str, location: str) -> dict[str, Any] | None:
             f"{location}/{STATE_FILE} cannot be read ({error}): use another `checkpoint_dir`, or delete that folder's "
             f"ckpt-* files, its {INDEX_FILE} file and {STATE_FILE}, to start afresh."
         ) from error
-
-
-def check_format(state: Mapping[str, Any], location: str, fs: Any, root: str) -> None:
-    """Raise when ``state``, the history of the checkpoints at ``location`` (``root`` on ``fs``), records another
-    format than :data:`CHECKPOINT_FORMAT` (none: :data:`UNRECORDED_FORMAT`)."""
-    found = state.get("format", UNRECORDED_FORMAT)
-    if found != CHECKPOINT_FORMAT:
-        raise AlexnetError(
-            f"The checkpoints in {location} are of checkpoint format {found}, and this version of alexnet writes and "
-            f"resumes format {CHECKPOINT_FORMAT} only (its saved state means another thing): "
-            f"{start_over(location, fs, root)}."
-        )
-
-
-def _holds_model(fs: Any, root: str) -> bool:
-    """Is there a model saved in the checkpoints' folder ``root`` on ``fs`` (its ``model_dir`` too)?"""
-    try:
-        return bool(fs.exists(posixpath.join(root, MODEL_FILE)))
-    except OSError:
-        return False
-
-
-def start_over(location: str, fs: Any, root: str) -> str:
-    """What to do with the checkpoints at ``location`` (``root`` on ``fs``) that cannot be resumed: start from the
-    model saved beside them, when there is one, or afresh."""
-    if _holds_model(fs, root):
-        return (f'start from the model saved there with `initial_model` = "{location}" and a new `checkpoint_dir`, '
-                "or start afresh with a new `checkpoint_dir`")
-    return ("use a new `checkpoint_dir` (with `initial_model` = the `model_dir` its run saved a model to, to start "
-            "from that model)")
 
 
 def _open_whole(prefix: str) -> tuple[Any, str | None]:

@@ -1,0 +1,72 @@
+"""Which checkpoints this version of the package can resume: the format a checkpoint records, what each format's
+saved state means, and what to do with one that cannot be resumed (start from the model saved beside it).
+
+A checkpoint's history records its format (:data:`CHECKPOINT_FORMAT`); a checkpoint of another format is refused
+rather than resumed with its state misread (:func:`check_format`), and one that records none (all written before the
+format was) is read as :data:`UNRECORDED_FORMAT`. A checkpoint of an older optimizer, whose state cannot be restored
+into today's, is refused as such (:func:`check_optimizer`), not as one of another model.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import AlexnetError
+from ..model.saved import MODEL_FILE
+
+#: The key of the optimizer's learning rate in a checkpoint, and the one versions before 7bc07fc kept it under: their
+#: optimizer's state cannot be restored into today's optimizer (its weights can: the model saved beside them).
+RATE_KEY = "optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
+OLD_RATE_KEY = "optimizer/_current_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"
+#: The format of what a checkpoint saves, recorded in its history (``format``): a checkpoint of another format is
+#: refused, not resumed. Bump it whenever the meaning of saved state changes (what the optimizer's slots hold, the
+#: position, the history kept), and say here what the new one means.
+#: 1: the optimizer's momentum slot holds the rate-free sum ``u <- momentum * u + gradient`` (``w <- w - lr * u``;
+#: before, Keras' velocity ``v <- momentum * v - lr * gradient``).
+CHECKPOINT_FORMAT = 1
+#: The format of a checkpoint whose history records none (every one written before the format was recorded): read
+#: as format 1 (the few written before the momentum sum, which held Keras' velocity, cannot be told from them).
+UNRECORDED_FORMAT = 1
+
+
+def check_optimizer(reader: Any, latest: str, location: str, fs: Any, root: str) -> None:
+    """Raise when the checkpoint ``latest`` of ``location`` (``root`` on ``fs``), read by ``reader``, holds the state
+    of the optimizer of versions before 7bc07fc (:data:`OLD_RATE_KEY`)."""
+    if reader.has_tensor(OLD_RATE_KEY) and not reader.has_tensor(RATE_KEY):
+        raise AlexnetError(
+            f"The checkpoint {latest} of {location} was written by an older version of alexnet, whose optimizer "
+            "state cannot be resumed (it keeps the learning rate as _current_learning_rate): "
+            f"{start_over(location, fs, root)}."
+        )
+
+
+def check_format(state: Mapping[str, Any], location: str, fs: Any, root: str) -> None:
+    """Raise when ``state``, the history of the checkpoints at ``location`` (``root`` on ``fs``), records another
+    format than :data:`CHECKPOINT_FORMAT` (none: :data:`UNRECORDED_FORMAT`)."""
+    found = state.get("format", UNRECORDED_FORMAT)
+    if found != CHECKPOINT_FORMAT:
+        raise AlexnetError(
+            f"The checkpoints in {location} are of checkpoint format {found}, and this version of alexnet writes and "
+            f"resumes format {CHECKPOINT_FORMAT} only (its saved state means another thing): "
+            f"{start_over(location, fs, root)}."
+        )
+
+
+def holds_model(fs: Any, root: str) -> bool:
+    """Is there a model saved in the checkpoints' folder ``root`` on ``fs`` (its ``model_dir`` too)?"""
+    try:
+        return bool(fs.exists(posixpath.join(root, MODEL_FILE)))
+    except OSError:
+        return False
+
+
+def start_over(location: str, fs: Any, root: str) -> str:
+    """What to do with the checkpoints at ``location`` (``root`` on ``fs``) that cannot be resumed: start from the
+    model saved beside them, when there is one, or afresh."""
+    if holds_model(fs, root):
+        return (f'start from the model saved there with `initial_model` = "{location}" and a new `checkpoint_dir`, '
+                "or start afresh with a new `checkpoint_dir`")
+    return ("use a new `checkpoint_dir` (with `initial_model` = the `model_dir` its run saved a model to, to start "
+            "from that model)")
