@@ -111,6 +111,18 @@ def test_auto_takes_the_format_measured_faster_by_a_clear_margin(remembered, rat
     assert precision.reason == f"measured: {shown} images/s"
 
 
+@pytest.mark.parametrize("text", ["[1]", "5", '"x"', '{"k": "x"}', '{"k": {"float32": "fast"}}'])
+def test_a_remembered_file_of_another_shape_is_measured_again_not_a_crash(remembered, text, caplog):
+    """A file of remembered rates that is JSON but not an object of rates (written by another hand) is measured
+    again, and rewritten; it raised a TypeError before any training."""
+    remembered.parent.mkdir(parents=True)
+    remembered.write_text(text)
+    timer = FakeTimer(float32=28.0, bfloat16=48.0)
+    assert measure.resolve_precision(None, BF16_CPU, SHAPE, timer).name == "bfloat16"
+    assert sorted(timer.calls) == ["bfloat16", "float32"]
+    assert all(rates == {"float32": 28.0, "bfloat16": 48.0} for rates in json.loads(remembered.read_text()).values())
+
+
 def test_a_measurement_is_remembered_and_reused(remembered):
     first = FakeTimer(float32=28.0, bfloat16=48.0)
     assert measure.resolve_precision(None, BF16_CPU, SHAPE, first).name == "bfloat16"

@@ -196,6 +196,60 @@ def test_a_part_is_let_go_once_it_is_done(tmp_path):
     assert peak[0] <= 1 + 2 + 2, peak  # a worker, the 2 parts queued ahead of it, the part just read and the next
 
 
+def test_a_part_whose_result_cannot_be_recorded_still_frees_its_slot(tmp_path, monkeypatch):
+    """Recording a part's result runs in its future's callback; when it raises (a progress bar's write that fails),
+    the part's slot is given back all the same: the upload ends instead of waiting for the slot for ever."""
+    import threading
+
+    from PIL import Image
+
+    from alexnet.data.classes import class_ids
+    from alexnet.data.packing import Options, Uploader
+    from alexnet.data.parts import Member, Part, Source
+
+    image = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(image, format="JPEG")
+    members = [Member("a.JPEG", image.getvalue())]
+
+    class Stream(Source):
+        layout, root, total_bytes = "folders", "a stream", 0
+
+        def __init__(self):
+            self.names = {}
+
+        def parts(self, split, wanted, keep=None, workdir=""):
+            if split != "train":
+                return
+            for wnid in class_ids()[:6]:
+                part = Part(wnid, "train", wnid.encode(), 1, lambda: lambda: members, count=1)
+                if wanted(part):
+                    yield part
+
+    uploader = Uploader(Stream(), open_board(tmp_path / "board", write=True),
+                        Options(min_images=0, resize=None, quality=90, retries=0), workers=1)
+    record = uploader._record
+
+    def failing(part, result, source_bytes):
+        if part.wnid == class_ids()[0]:
+            raise OSError("the terminal went away")
+        record(part, result, source_bytes)
+
+    monkeypatch.setattr(uploader, "_record", failing)
+    raised: list[BaseException] = []
+
+    def upload() -> None:
+        try:
+            uploader.run()
+        except Exception as error:  # what the upload makes of the lost result is not this test's
+            raised.append(error)
+
+    run = threading.Thread(target=upload, daemon=True)
+    run.start()
+    run.join(120)
+    assert not run.is_alive(), "the upload waited for a slot that was never given back"
+    assert sorted(wnid for wnid, _ in uploader.results) == list(class_ids()[1:6])
+
+
 def test_every_source_takes_the_arguments_the_upload_gives():
     """The upload asks a source for its parts with ``(split, wanted, keep, workdir)``: the base class, whose
     signature a new source copies, declares them all as every source does (it declared no ``workdir``)."""

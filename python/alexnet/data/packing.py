@@ -261,9 +261,12 @@ class Uploader:
         return True
 
     def _finished(self, part: Part, slots: threading.Semaphore, future: Future[Result]) -> None:
-        """A part's packing ended: its result is recorded and its slot freed."""
-        self._done(part, future)
-        slots.release()
+        """A part's packing ended: its result is recorded and its slot freed, also when recording it fails (a slot
+        never given back, the upload waited for it for ever)."""
+        try:
+            self._done(part, future)
+        finally:
+            slots.release()
 
     def _done(self, part: Part, future: Future[Result]) -> None:
         error = future.exception()

@@ -80,13 +80,19 @@ def machine_key(device: Hardware, model: Mapping[str, Any]) -> str:
 
 
 def _read(path: Path | None) -> dict[str, Any]:
+    """The rates remembered in ``path``: its entries that map format names to numbers (a file that is not a JSON
+    object of them, written by another hand, is measured again, with a warning)."""
     if path is None or not path.exists():
         return {}
     try:
-        return dict(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
     except (OSError, ValueError) as error:
         logger.warning("Cannot read the remembered precision measurements in %s (%s): measuring again.", path, error)
         return {}
+    return {key: rates for key, rates in data.items() if isinstance(rates, dict) and
+            all(isinstance(rate, (int, float)) and not isinstance(rate, bool) for rate in rates.values())}
 
 
 def _write(path: Path | None, key: str, rates: Mapping[str, float]) -> None:
