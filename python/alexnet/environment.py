@@ -77,6 +77,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TF_NUM_INTEROP_THREADS", "one per CPU; 2 in a process held to one CPU",
              "TensorFlow's threads that run independent operations side by side (\"Training on CPUs\" below)"),
     Variable("TF_CONFIG", "", "the cluster of a multi-worker run, as TensorFlow takes it (`tf_config()` writes one)"),
+    Variable("CUDA_VISIBLE_DEVICES", "every GPU", "the GPUs TensorFlow computes on; set empty or `-1`, none, and a "
+             "machine with an NVIDIA GPU is then not warned that TensorFlow lists none (a Spark worker launched from "
+             "Python is given its task's GPUs)"),
     Variable("GLIBC_TUNABLES", "", "glibc's own settings: its `glibc.malloc.*` settings win over `ALEXNET_MALLOC`"),
     Variable("STORAGE_EMULATOR_HOST", "", "`gs://` locations are read and written, anonymously, at this Cloud Storage "
              "emulator"),
