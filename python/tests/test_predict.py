@@ -153,7 +153,11 @@ def test_images_are_predicted_a_chunk_at_a_time_as_they_are_read(setup, tmp_path
     _photo_folder(setup, folder, 19)  # and a PNG: 20 images, chunks of 8, 8 and 4
     expected = alexnet_predict(setup["model_dir"], str(folder), top=2)
     events = _watched(setup, monkeypatch)
-    assert alexnet_predict(setup["model_dir"], str(folder), top=2, batch_size=5) == expected
+    got = alexnet_predict(setup["model_dir"], str(folder), top=2, batch_size=5)
+    # the same records; a probability to the last bits of float32 only on CPUs whose kernels add the same way in
+    # batches of every size
+    assert [{**r, "probability": None} for r in got] == [{**r, "probability": None} for r in expected]
+    np.testing.assert_allclose([r["probability"] for r in got], [r["probability"] for r in expected], rtol=1e-5)
     # each chunk read (in parallel), then predicted in batches of at most 5, before the next chunk is read
     kinds = "".join("r" if kind == "read" else "p" for kind, _ in events)
     assert kinds == "r" * 8 + "pp" + "r" * 8 + "pp" + "r" * 4 + "p"
