@@ -151,26 +151,20 @@ def test_no_extracted_copy_is_made(made, tmp_path, monkeypatch):
         assert all(total - own < 1024 for total, own in seen), seen
 
 
-def test_a_part_is_let_go_once_it_is_done(tmp_path):
-    """A part read from a stream holds its bytes until it is packed and published, and no longer: with 30 parts and
-    one worker, no more than the parts in flight are ever alive (before, every part lived until the last was done)."""
+def _tiny_jpeg() -> bytes:
     from PIL import Image
-
-    from alexnet.data.classes import class_ids
-    from alexnet.data.packing import Options, Uploader
-    from alexnet.data.parts import Member, Part, Source
 
     image = io.BytesIO()
     Image.new("RGB", (8, 8), (200, 30, 30)).save(image, format="JPEG")
-    jpeg = image.getvalue()
-    alive: set[int] = set()
-    peak = [0]
+    return image.getvalue()
 
-    class Bytes:  # stands for a streamed category's bytes, held by its part
-        def __init__(self, wnid: str):
-            self.members = [Member(f"{wnid}_{k}.JPEG", jpeg) for k in range(2)]
-            alive.add(id(self))
-            weakref.finalize(self, alive.discard, id(self))
+
+def _stream_uploader(tmp_path, categories: int, images: int, opener, read=lambda: None):
+    """An upload (one worker) of a source read as a stream: ``categories`` training parts of ``images`` images each,
+    whose ``Part.open`` is ``opener(wnid)``; ``read()`` is called after each part is read."""
+    from alexnet.data.classes import class_ids
+    from alexnet.data.packing import Options, Uploader
+    from alexnet.data.parts import Part, Source
 
     class Stream(Source):
         layout, root, total_bytes = "folders", "a stream", 0
@@ -181,16 +175,39 @@ def test_a_part_is_let_go_once_it_is_done(tmp_path):
         def parts(self, split, wanted, keep=None, workdir=""):
             if split != "train":
                 return
-            for wnid in class_ids()[:30]:
-                held = Bytes(wnid)
-                part = Part(wnid, "train", wnid.encode(), 1, lambda held=held: lambda: held.members, count=2)
-                del held
-                peak[0] = max(peak[0], len(alive))
+            for wnid in class_ids()[:categories]:
+                part = Part(wnid, "train", wnid.encode(), 1, opener(wnid), count=images)
+                read()
                 if wanted(part):
                     yield part
 
-    uploader = Uploader(Stream(), open_board(tmp_path / "board", write=True),
-                        Options(min_images=0, resize=None, quality=90, retries=0), workers=1)
+    return Uploader(Stream(), open_board(tmp_path / "board", write=True),
+                    Options(min_images=0, resize=None, quality=90, retries=0), workers=1)
+
+
+def test_a_part_is_let_go_once_it_is_done(tmp_path):
+    """A part read from a stream holds its bytes until it is packed and published, and no longer: with 30 parts and
+    one worker, no more than the parts in flight are ever alive (before, every part lived until the last was done)."""
+    from alexnet.data.parts import Member
+
+    jpeg = _tiny_jpeg()
+    alive: set[int] = set()
+    peak = [0]
+
+    class Bytes:  # stands for a streamed category's bytes, held by its part
+        def __init__(self, wnid: str):
+            self.members = [Member(f"{wnid}_{k}.JPEG", jpeg) for k in range(2)]
+            alive.add(id(self))
+            weakref.finalize(self, alive.discard, id(self))
+
+    def opener(wnid: str):
+        held = Bytes(wnid)
+        return lambda: lambda: held.members
+
+    def read() -> None:
+        peak[0] = max(peak[0], len(alive))
+
+    uploader = _stream_uploader(tmp_path, 30, 2, opener, read)
     uploader.run()
     assert len(uploader.results) == 30 and not uploader.failures
     assert peak[0] <= 1 + 2 + 2, peak  # a worker, the 2 parts queued ahead of it, the part just read and the next
@@ -201,32 +218,11 @@ def test_a_part_whose_result_cannot_be_recorded_still_frees_its_slot(tmp_path, m
     the part's slot is given back all the same: the upload ends instead of waiting for the slot for ever."""
     import threading
 
-    from PIL import Image
-
     from alexnet.data.classes import class_ids
-    from alexnet.data.packing import Options, Uploader
-    from alexnet.data.parts import Member, Part, Source
+    from alexnet.data.parts import Member
 
-    image = io.BytesIO()
-    Image.new("RGB", (8, 8), (200, 30, 30)).save(image, format="JPEG")
-    members = [Member("a.JPEG", image.getvalue())]
-
-    class Stream(Source):
-        layout, root, total_bytes = "folders", "a stream", 0
-
-        def __init__(self):
-            self.names = {}
-
-        def parts(self, split, wanted, keep=None, workdir=""):
-            if split != "train":
-                return
-            for wnid in class_ids()[:6]:
-                part = Part(wnid, "train", wnid.encode(), 1, lambda: lambda: members, count=1)
-                if wanted(part):
-                    yield part
-
-    uploader = Uploader(Stream(), open_board(tmp_path / "board", write=True),
-                        Options(min_images=0, resize=None, quality=90, retries=0), workers=1)
+    members = [Member("a.JPEG", _tiny_jpeg())]
+    uploader = _stream_uploader(tmp_path, 6, 1, lambda wnid: lambda: lambda: members)
     record = uploader._record
 
     def failing(part, result, source_bytes):
