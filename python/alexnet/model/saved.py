@@ -144,7 +144,8 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
     return fs, path, card
 
 
-def _read_card(fs: Any, card_path: str, where: str) -> ModelCard | None:
+def read_card(fs: Any, card_path: str, where: str) -> ModelCard | None:
+    """The model card at ``card_path`` on ``fs`` (None when there is none); ``AlexnetError`` when it cannot be read."""
     try:
         text = fs.cat_file(card_path)
     except FileNotFoundError:
@@ -180,7 +181,7 @@ def model_source(model: Any) -> ModelSource:
         fs, path, card_path = _location_paths(resolved)
         remote_folder = location_kind(resolved) != "file" and path != fs_path(resolved)
         shown = f"{resolved}/{MODEL_FILE}" if remote_folder else resolved if location_kind(resolved) != "file" else path
-        return ModelSource("location", shown, _read_card(fs, card_path, card_path), resolved)
+        return ModelSource("location", shown, read_card(fs, card_path, card_path), resolved)
     if _is_keras_model(model):
         return ModelSource("object", f"keras model {getattr(model, 'name', '')}".strip(), None, model)
     raise AlexnetError(

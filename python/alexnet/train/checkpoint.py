@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
-from ..model.card import CARD_FILE, ModelCard
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
-from .formats import CHECKPOINT_FORMAT, check_format, check_optimizer, holds_model
+from .formats import CHECKPOINT_FORMAT, card_class_ids, check_format, check_optimizer, holds_model
 from .resumed import check_classes, check_resume
 from .schedule import schedule_apart
 
@@ -322,19 +321,8 @@ class CheckpointStore:
     def check_classes(self, saved: Mapping[str, Any], class_ids: list[str]) -> None:
         """Raise when the checkpoints, whose run recorded ``saved``, were trained on other classes than ``class_ids``
         (:func:`.resumed.check_classes`, told by the card beside them when ``saved`` does not record them)."""
-        check_classes(saved, class_ids, self.location, self._card_ids, lambda: holds_model(self.fs, self.root))
-
-    def _card_ids(self) -> list[str] | None:
-        """The class ids on the card of the model saved beside the checkpoints (None: no card there, or one that
-        cannot be read)."""
-        path = self._remote(CARD_FILE)
-        try:
-            return ModelCard.from_json(self.fs.cat_file(path), path).class_ids
-        except FileNotFoundError:
-            return None
-        except (AlexnetError, OSError) as error:
-            logger.debug("The card %s cannot be read: %s", path, error)
-            return None
+        check_classes(saved, class_ids, self.location, lambda: card_class_ids(self.fs, self.root),
+                      lambda: holds_model(self.fs, self.root))
 
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:

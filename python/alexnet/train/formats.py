@@ -1,5 +1,6 @@
 """Which checkpoints this version of the package can resume: the format a checkpoint records, what each format's
-saved state means, and what to do with one that cannot be resumed (start from the model saved beside it).
+saved state means, what the model saved beside them tells (:func:`holds_model`, :func:`card_class_ids`), and what to
+do with one that cannot be resumed (start from the model saved beside it).
 
 A checkpoint's history records its format (:data:`CHECKPOINT_FORMAT`); a checkpoint of another format is refused
 rather than resumed with its state misread (:func:`check_format`), and one that records none (all written before the
@@ -9,12 +10,16 @@ into today's, is refused as such (:func:`check_optimizer`), not as one of anothe
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import AlexnetError
-from ..model.saved import MODEL_FILE
+from ..model.card import CARD_FILE
+from ..model.saved import MODEL_FILE, read_card
+
+logger = logging.getLogger(__name__)
 
 #: The key of the optimizer's learning rate in a checkpoint, and the one versions before 7bc07fc kept it under: their
 #: optimizer's state cannot be restored into today's optimizer (its weights can: the model saved beside them).
@@ -60,6 +65,18 @@ def holds_model(fs: Any, root: str) -> bool:
         return bool(fs.exists(posixpath.join(root, MODEL_FILE)))
     except OSError:
         return False
+
+
+def card_class_ids(fs: Any, root: str) -> list[str] | None:
+    """The class ids on the card of the model saved beside the checkpoints in ``root`` on ``fs`` (None: no card
+    there, or one that cannot be read)."""
+    path = posixpath.join(root, CARD_FILE)
+    try:
+        card = read_card(fs, path, path)
+    except AlexnetError as error:
+        logger.debug("The card %s cannot be read: %s", path, error)
+        return None
+    return None if card is None else card.class_ids
 
 
 def start_over(location: str, fs: Any, root: str) -> str:
