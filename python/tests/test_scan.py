@@ -156,7 +156,8 @@ def test_a_cached_file_changed_since_the_fetch_or_outside_the_marker_is_read_aga
 def test_a_cache_larger_than_half_the_free_memory_is_said(tmp_path, caplog):
     """`cache` keeps every image's bytes in memory: a worker whose images take more than half the memory available
     is told before training, with the sizes; one that fits, or a system whose free memory is unknown, is not."""
-    from alexnet.train.datasets import available_memory, warn_if_cache_will_not_fit
+    from alexnet.machine import available_memory
+    from alexnet.train.datasets import warn_if_cache_will_not_fit
 
     files = []
     for i in range(3):

@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..machine import available_memory
+
 if TYPE_CHECKING:
     import tensorflow as tf
 
@@ -21,19 +23,6 @@ logger = logging.getLogger(__name__)
 #: The share of the memory available that ``cache`` may fill before the run says it may not fit (the model, its
 #: optimizer, TensorFlow and the decoded batches need the rest).
 CACHE_SHARE = 0.5
-
-
-def available_memory() -> int | None:
-    """The bytes of memory the system can give processes without swapping (Linux's ``MemAvailable``), None where it
-    cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def warn_if_cache_will_not_fit(files: Sequence[str], available: int | None) -> None:
