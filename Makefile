@@ -63,8 +63,9 @@ test: setup test-python test-r test-check test-site
 test-check: setup
 	$(MAKE) --no-print-directory check CHECK_ARGS=--no-tests
 
-# The Python and R test runs of make test and make test-long: the same command, a different selection.
-PYTEST := cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --ignore=tests/test_site.py
+# The Python and R test runs of make test and make test-long: the same command, a different selection; the 25
+# slowest tests are listed at the end, to keep make test within its budget.
+PYTEST := cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra --durations=25 --ignore=tests/test_site.py
 # The linters of make lint and make test-python: ruff over the Python core and the tools, mypy over the core (its
 # settings in python/pyproject.toml, its cache in build/).
 LINT := $(VENV)/bin/ruff check python && $(VENV)/bin/ruff check --config python/pyproject.toml tools && \
