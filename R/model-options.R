@@ -46,6 +46,6 @@ export_options <- list(
 model_pin_options <- list(
   name = list(kind = "string", default = "alexnet", choices = NULL, help = "the name of the model pin read"),
   version = list(kind = "string?", default = NULL, choices = NULL, help = "the version of the pin read (unset: its latest)"),
-  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the model's files are brought (unset: a folder under the user's cache directory)"),
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the model's files are brought, here and by a Spark worker without a copy of them (a folder every such machine may write; unset: a folder under each machine's user cache directory)"),
   export = list(kind = "flag", default = FALSE, choices = NULL, help = "bring the export the pin carries beside the model too (a SavedModel extracted)")
 )

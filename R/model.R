@@ -13,8 +13,10 @@
 #'   pin's metadata before it is used. With `export = TRUE` the export the pin carries beside the model (see
 #'   [alexnet_export()]) is checked the same way, a SavedModel extracted; a pin without one is an error.
 #' @returns An `alexnet_model`, which prints as a short summary: a list with `path` (the local
-#'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `sha256` and `bytes` of
-#'   the model file, `formats` (what the pin carries: `"keras"`, and `"savedmodel"` or `"tflite"` when it has
+#'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `cache_dir` (the absolute
+#'   `cache_dir` given, else `NULL`: wherever the model is used without its file, as on a Spark worker's machine, the
+#'   file is fetched again into that folder, which must be writable there, or into that machine's own user cache
+#'   when `NULL`), `sha256` and `bytes` of the model file, `formats` (what the pin carries: `"keras"`, and `"savedmodel"` or `"tflite"` when it has
 #'   an export), `export_path` (with `export = TRUE`, the local SavedModel folder or `.tflite` file; else `NULL`),
 #'   and its card: `image_size`, `num_classes`, `class_ids` and `class_names` (by
 #'   label), `epochs`, `metrics` (the saved epoch's), `best_epoch` (with `keep_best = TRUE` in training: the

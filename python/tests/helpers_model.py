@@ -116,3 +116,17 @@ def by_hand(model, files, labels, image_size: int, crops: int = 1) -> tuple[int,
         top1 += int(best[0] == label)
         topk += int(label in best[:k])
     return top1, topk
+
+
+def file_on_a_worker(carried: str) -> str:
+    """What a worker of a Spark evaluation does with the model of the task it is handed (``carried``: the task as
+    JSON, as it reaches a worker launched from R): the local file of that model, brought here when it is missing.
+    Run in a process of its own, it needs no TensorFlow."""
+    import json
+
+    from alexnet.launch.task import Task
+    from alexnet.model.saved import _local_file, model_source
+
+    evaluation = Task.from_dict(json.loads(carried)).evaluation
+    assert evaluation is not None
+    return _local_file(model_source(evaluation.model))[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -11,11 +12,15 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from helpers_model import card_for, save_model_dir, tiny_model
+from helpers_model import card_for, file_on_a_worker, save_model_dir, tiny_model
 
+from alexnet.child import run_child
 from alexnet.errors import AlexnetError, IntegrityError
-from alexnet.model.pin import alexnet_model, publish_model
+from alexnet.launch.task import Evaluation, Task
+from alexnet.model.pin import alexnet_model, model_pin_reference, publish_model
 from alexnet.model.saved import load_model, write_card
+from alexnet.storage.transfer import sha256_file
+from alexnet.train.settings import TrainSettings, check_settings
 
 CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
 
@@ -282,8 +287,6 @@ def test_a_model_pinned_on_a_board_with_no_pins_is_said_to_make_a_new_board(save
 
 
 def test_a_pin_reference_reads_the_metadata_alone_and_loading_it_brings_the_file(saved, tmp_path, monkeypatch):
-    from alexnet.model.pin import model_pin_reference
-
     board = str(tmp_path / "board")
     published = publish_model(board, "alexnet", saved["file"], saved["card"])
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default model cache, empty
@@ -291,3 +294,40 @@ def test_a_pin_reference_reads_the_metadata_alone_and_loading_it_brings_the_file
     assert reference["path"] is None and reference["version"] == published["version"]
     assert reference["class_ids"] == saved["card"].class_ids and not (tmp_path / "xdg").exists()
     assert _same_weights(load_model(reference).model, saved["model"])
+
+
+def test_a_worker_without_the_models_file_fetches_it_into_the_cache_dir_it_was_read_with(saved, tmp_path,
+                                                                                          monkeypatch):
+    board = str(tmp_path / "board")
+    publish_model(board, "alexnet", saved["file"], saved["card"])
+    chosen = tmp_path / "chosen"
+    pin = alexnet_model(board, "alexnet", cache_dir=chosen)
+    assert pin["cache_dir"] == str(chosen) and pin["path"].startswith(str(chosen) + os.sep)
+    assert model_pin_reference(board, "alexnet")["cache_dir"] is None  # unset: each machine's own user cache
+    worker_cache = tmp_path / "xdg"  # the user cache of the worker's machine, which has no copy of the file
+    defaults = worker_cache / "alexnet" / "models"
+    # a Spark evaluation's worker: the model as its task carries it (JSON, as through R), read in a process of its own
+    os.remove(pin["path"])
+    carried = json.dumps(Task("evaluate", board, 1, evaluation=Evaluation(model=pin)).to_dict())
+    env = {"XDG_CACHE_HOME": str(worker_cache),
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    read = run_child(file_on_a_worker, carried, what="an evaluation's worker", env=env)
+    assert read == pin["path"] and sha256_file(read) == pin["sha256"]
+    assert not defaults.exists()
+    # a training's worker: initial_model as the settings carry it, loaded with the same weights
+    os.remove(pin["path"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(worker_cache))
+    settings = TrainSettings.from_dict(json.loads(json.dumps(check_settings({"initial_model": pin}).to_dict())))
+    assert _same_weights(load_model(settings.initial_model).model, saved["model"])
+    assert os.path.isfile(pin["path"]) and not defaults.exists()
+    # a cache_dir the worker cannot write is said to be one, not replaced by its user cache
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    elsewhere = {**pin, "cache_dir": str(blocker / "models"), "path": str(blocker / "models" / "alexnet.keras")}
+    with pytest.raises(AlexnetError, match=rf"^`cache_dir` = .*a-file/models cannot hold the model "
+                                           rf"alexnet@{pin['version']} on .+, which fetches its file again \(Not a "
+                                           r"directory\): give alexnet_model\(\) a `cache_dir` that every machine "
+                                           r"using the model may write .*, or leave it unset for each machine's own "
+                                           r"user cache\.$"):
+        load_model(elsewhere)
+    assert not defaults.exists()

@@ -4,9 +4,10 @@ On the driver, :func:`check_evaluation` and :func:`fit_evaluation` make every ch
 model reachable by every worker, ``crops``, the board's validation images and classes). Task ``k`` of
 ``workers`` runs :func:`evaluate_work` in a fresh Python process: it fetches share ``k`` of the board's validation
 images (balanced by validation image count, see :func:`alexnet.data.fetch.imagenet_validation`), loads the
-model (a location, or a model pin each worker fetches from its board) and counts its correct top-1 and top-5
-predictions with :func:`alexnet.alexnet_evaluate`, the one definition of the counts. A training that ends with
-its evaluation scores with :func:`score_share` too, on the validation images its partition already holds.
+model (a location, or a model pin each worker without its file fetches from its board, into the ``cache_dir`` it
+was read with) and counts its correct top-1 and top-5 predictions with :func:`alexnet.alexnet_evaluate`, the one
+definition of the counts. A training that ends with its evaluation scores with :func:`score_share` too, on the
+validation images its partition already holds.
 :func:`combine_shares` adds the workers' counts: the shares cover every validation image exactly once, so the
 result equals a one-machine ``alexnet_evaluate(model, board = board)``.
 """

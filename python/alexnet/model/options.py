@@ -173,8 +173,9 @@ class ModelPinOptions:
                         check=check_model_pin)
     version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
                                   option="--pin-version", metavar="VERSION")
-    cache_dir: str | None = setting(None, "location", "where the model's files are brought (unset: a folder under "
-                                    "the user's cache directory)", optional=True, option="--model-cache",
-                                    metavar="FOLDER")
+    cache_dir: str | None = setting(None, "location", "where the model's files are brought, here and by a Spark "
+                                    "worker without a copy of them (a folder every such machine may write; unset: a "
+                                    "folder under each machine's user cache directory)", optional=True,
+                                    option="--model-cache", metavar="FOLDER")
     export: bool = setting(False, "flag", "bring the export the pin carries beside the model too (a SavedModel "
                            "extracted)", option=None)

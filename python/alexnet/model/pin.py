@@ -14,7 +14,9 @@ find it. Cache layout, under ``cache_dir`` (default
     <sha256 of the file>/<file name>
     <sha256 of the zip>/savedmodel/       (a SavedModel export, extracted)
 
-A file already there is reused when its SHA-256 still matches.
+A file already there is reused when its SHA-256 still matches. The model's dict records the ``cache_dir`` it was
+read with (``None`` for the default), and another process that uses it where its file is missing (a Spark worker, a
+process a job launches) brings the file into that folder again (:func:`fetch_again`), or says that it cannot.
 
 Which model pin ``alexnet_model()`` reads and where it brings it is declared once:
 :class:`~alexnet.model.options.ModelPinOptions`.
@@ -26,7 +28,9 @@ import logging
 import os
 import re
 import shutil
+import socket
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from ..checks import some_names
@@ -279,9 +283,11 @@ def alexnet_model(
     beside the model (``alexnet_train(model_format = "keras+savedmodel")``, :func:`alexnet.alexnet_export` with a
     board) is brought here too, checked the same way, a SavedModel extracted; a pin without one is an error.
 
-    Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``,
-    ``sha256``, ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it
-    has an export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
+    Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``, ``cache_dir``
+    (the absolute ``cache_dir`` given, else None: a process that uses the dict where ``path`` is missing, such as a
+    Spark worker on another machine, brings the file there again, or to its own default when None), ``sha256``,
+    ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it has an
+    export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
     None), and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
     ``class_names``, ``epochs``, ``metrics`` (the saved epoch's), ``best_epoch`` (with ``keep_best``: the 1-based
     epoch the weights are from, else ``None``), ``board_trained_from`` (the board the model was trained from),
@@ -300,6 +306,21 @@ def model_pin_reference(board: str | os.PathLike | None, name: str, version: str
     from its metadata without bringing its file here (``path`` and ``export_path`` are None): a model that loading
     fetches when it is used, and only then (a training resumed from its checkpoint never does)."""
     return _read_model_pin(board, check_model_pin(name, "name"), version, cache_dir=None, export=False, fetch=False)
+
+
+def fetch_again(model: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`alexnet_model` again for ``model`` (what it returned, in another process: a Spark worker, a process a
+    job launches, where its ``path`` is missing): the same pin from its ``board``, ``name`` and ``version``, brought
+    into the ``cache_dir`` it was read with (unset: this machine's :func:`default_model_cache`). A ``cache_dir`` this
+    process cannot write is an :class:`AlexnetError` that says so, never a fetch into another folder."""
+    cache_dir = model.get("cache_dir")
+    if cache_dir is not None:
+        made_folder(os.fspath(cache_dir), "cache_dir", "the user cache",
+                    holds=f"the model {model['name']}@{model['version']} on {socket.gethostname()}, which fetches its "
+                          "file again",
+                    advice="give alexnet_model() a `cache_dir` that every machine using the model may write (a "
+                           "folder of the same path on each), or leave it unset for each machine's own user cache.")
+    return alexnet_model(model["board"], model["name"], model["version"], cache_dir=cache_dir)
 
 
 def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | None, *, cache_dir: Any,
@@ -338,7 +359,8 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
     values = card.to_dict()
     values.pop("format", None)
     values["board_trained_from"] = values.pop("board")
-    return {"path": local, "name": name, "version": version, "board": opened.location, "sha256": sha256,
+    return {"path": local, "name": name, "version": version, "board": opened.location,
+            "cache_dir": root if cache_dir is not None else None, "sha256": sha256,
             "bytes": int(user.get("bytes") or (os.path.getsize(local) if local else 0)),
             "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
             "export_path": export_path, **values}

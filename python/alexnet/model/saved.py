@@ -5,8 +5,8 @@ Training writes a ``model_dir`` with :func:`save_model` (and a copy without the 
 of:
 
 - a dict from :func:`alexnet.alexnet_model` (a model pin): its ``path`` when that file is on this machine,
-  else the pin is fetched again from its ``board``, ``name`` and ``version`` (how a Spark worker on another
-  machine gets it);
+  else the pin is fetched again from its ``board``, ``name`` and ``version`` into the ``cache_dir`` it was read
+  with (how a Spark worker on another machine gets it);
 - a location string: a ``model_dir`` folder or the path of an ``alexnet.keras``, on a folder, ``file://``,
   ``gs://`` or ``s3://`` (a remote file is downloaded into a cache folder first), with its card read from
   ``alexnet-model.json`` beside it;
@@ -238,9 +238,9 @@ def _local_file(source: ModelSource) -> tuple[str, str]:
         if not all(values.get(k) for k in PIN_KEYS):
             raise AlexnetError(f"the model file {path} does not exist here, and the dict names no pin to fetch it "
                                "from: call alexnet_model() again.")
-        from .pin import alexnet_model
+        from .pin import fetch_again
 
-        fetched = alexnet_model(values["board"], values["name"], values["version"])
+        fetched = fetch_again(values)
         return fetched["path"], fetched["sha256"]
     resolved = source.reference
     if location_kind(resolved) != "file":

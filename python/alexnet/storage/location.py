@@ -344,16 +344,19 @@ def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]
     return resolved, fs
 
 
-def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str | None = None) -> str:
+def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str | None = None,
+                advice: str | None = None) -> str:
     """The local ``folder`` made if missing and checked writable: the value of the setting ``setting`` (or a folder
     in it, its value ``root``), where ``holds`` is to be kept; an :class:`AlexnetError` saying to give a folder this
-    process may write, or to leave the setting unset for ``unset``, when it cannot be."""
+    process may write, or to leave the setting unset for ``unset`` (or else what ``advice`` says), when it cannot
+    be."""
     try:
         os.makedirs(folder, exist_ok=True)
         problem = "" if os.access(folder, os.W_OK | os.X_OK) else "it cannot be written"
     except OSError as error:
         problem = reason(error)
     if problem:
-        raise AlexnetError(f"`{setting}` = {folder if root is None else root} cannot hold {holds} ({problem}): give a "
-                           f"folder this process may write, or leave `{setting}` unset for {unset}.")
+        advice = advice or f"give a folder this process may write, or leave `{setting}` unset for {unset}."
+        given = folder if root is None else root
+        raise AlexnetError(f"`{setting}` = {given} cannot hold {holds} ({problem}): {advice}")
     return folder
