@@ -55,6 +55,11 @@ test_that("a model trained with model_pin is read back, evaluated and names imag
   expect_true(all(named$id %in% src$categories))
   expect_true(all(diff(named$probability[1:2]) <= 0))
   expect_error(alexnet_predict(model, file.path(dir, "no-such.jpg")), "no-such\\.jpg")
+  # used where its file is missing (as on a Spark worker's machine): fetched again into the cache_dir it was read with
+  expect_equal(normalizePath(model$cache_dir), normalizePath(file.path(dir, "models")))
+  unlink(model$path)
+  expect_equal(alexnet_predict(model, data$val_image[1:2], top = 2)$id, named$id)
+  expect_true(file.exists(model$path))
   # a folder stands for its image files, in the order of their names
   photos <- file.path(dir, "photos")
   dir.create(photos)
