@@ -173,6 +173,83 @@ def test_checkpoints_of_another_model_are_refused_on_the_driver_before_any_launc
         plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints), dense_units=128, retries=2)
 
 
+class _NoSpark:
+    """A SparkContext of two task slots that fails any job submitted to it."""
+
+    master = "local[2]"
+    defaultParallelism = 2
+
+    def __init__(self) -> None:
+        self.jobs = 0
+
+    def getConf(self):
+        return {}
+
+    def parallelize(self, *args, **kwargs):
+        self.jobs += 1
+        raise AssertionError("a Spark job was submitted")
+
+
+def test_checkpoints_on_other_classes_are_refused_on_the_driver_with_the_workers_words(job, tmp_path):
+    """Every worker of a run resuming checkpoints trained on other classes would refuse them once launched: the driver
+    refuses them first, in the words of the run (the chief's check, CheckpointStore.check_classes), from the history
+    file and the card beside the checkpoints (the checkpoint itself is not read: here it is not one)."""
+    from alexnet.errors import AlexnetError
+    from alexnet.launch import api
+    from alexnet.launch.r import r_job
+    from alexnet.storage.board import open_board
+    from alexnet.storage.layout import read_categories
+    from alexnet.train.checkpoint import STATE_FILE, CheckpointStore
+
+    ids = [str(row["id"]) for row in read_categories(open_board(job["board"]))]
+    other = [ids[0], "n09999999", ids[2]]
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    written = {"num_classes": CLASSES, "dense_units": 4096, "grouped": False, "train_from": "conv1",
+               "initial_model": None, "data": {"class_ids": other}}
+    (checkpoints / STATE_FILE).write_text(json.dumps({"format": 1, "settings": written}))
+    # without a checkpoint there is nothing the workers would resume, so nothing they would refuse
+    plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints))
+    for name in ("ckpt-3.index", "ckpt-3.data-00000-of-00001"):
+        (checkpoints / name).write_bytes(b"not a checkpoint: not read on the driver")
+    store = CheckpointStore(str(checkpoints), chief=False)
+    try:
+        with pytest.raises(AlexnetError) as worker:
+            store.check_classes(written, ids)  # what the chief says, once launched
+    finally:
+        store.close()
+    said = str(worker.value)
+    assert said.startswith(f"The checkpoints in {checkpoints} were trained on other classes than this data's: 1 of "
+                           f"their 3 outputs would stand for another class (label 1: n09999999 then, {ids[1]} now).")
+    with pytest.raises(AlexnetError) as driver:
+        plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints), retries=2)
+    assert str(driver.value) == said
+    # from Python and from R, refused before any Spark job (the executors' probe, the barrier stage)
+    spark = _NoSpark()
+    with pytest.raises(AlexnetError) as python:
+        api.alexnet_spark_train(spark, 2, job["board"], checkpoint_dir=str(checkpoints))
+    assert str(python.value) == said and spark.jobs == 0
+
+    def no_job(*args):
+        raise AssertionError("a Spark job was submitted")
+
+    with pytest.raises(AlexnetError) as r:
+        r_job("train", 2, job["board"], 2, 1, False, None, no_job, no_job, checkpoint_dir=str(checkpoints))
+    assert str(r.value) == said
+    # an older history, which does not record the classes: the card of the model saved beside the checkpoints tells
+    (checkpoints / STATE_FILE).write_text(json.dumps({"settings": {k: v for k, v in written.items() if k != "data"}}))
+    (checkpoints / CARD_FILE).write_text(ModelCard(image_size=64, num_classes=CLASSES, class_ids=other,
+                                                   class_names=other).to_json())
+    with pytest.raises(AlexnetError, match=r"1 of their 3 outputs would stand for another class \(label 1: "
+                                           r"n09999999 then, .* give `initial_model` = the `model_dir` their run "
+                                           r"saved its model to and a new `checkpoint_dir`"):
+        plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints))
+    # checkpoints trained on the board's classes: planned (the workers resume them)
+    (checkpoints / CARD_FILE).write_text(ModelCard(image_size=64, num_classes=CLASSES, class_ids=ids,
+                                                   class_names=ids).to_json())
+    plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints))
+
+
 def test_a_resume_at_another_global_batch_gets_a_warning(caplog):
     from alexnet.train.resumed import warn_of_changes
 

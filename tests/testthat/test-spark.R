@@ -290,6 +290,30 @@ test_that("a misspelt training argument stops alexnet_spark_train() on the drive
   expect_null(calls$spark_apply)
 })
 
+test_that("checkpoints trained on other classes than the board's stop alexnet_spark_train() on the driver", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  ids <- imagenet_categories(tiny_board(dir))$id
+  checkpoints <- file.path(dir, "ckpt")
+  dir.create(checkpoints)
+  # the history the checkpoints' run wrote, of the board's two classes in the other order; the checkpoint itself
+  # is not read on the driver (here it is not one)
+  history <- list(format = 1L, settings = list(num_classes = 2L, data = list(class_ids = rev(ids))))
+  writeLines(jsonlite::toJSON(history, auto_unbox = TRUE), file.path(checkpoints, "alexnet-history.json"))
+  writeLines("not a checkpoint", file.path(checkpoints, "ckpt-2.index"))
+  calls <- new.env()
+  expect_error(
+    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
+                              list(epochs = 1, checkpoint_dir = checkpoints)),
+    paste0("^The checkpoints in ", checkpoints, " were trained on other classes than this data's: 2 of their 2 ",
+           "outputs would stand for another class \\(label 0: ", ids[[2]], " then, ", ids[[1]], " now; label 1: ",
+           ids[[1]], " then, ", ids[[2]], " now\\)"),
+    class = "alexnet_error"
+  )
+  expect_null(calls$sdf_len)  # neither the probe nor the barrier stage ran
+  expect_null(calls$spark_apply)
+})
+
 test_that("a worker still running after `timeout` seconds is stopped, and the error says so", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()

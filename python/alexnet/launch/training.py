@@ -108,9 +108,12 @@ def check_training(workers: int, board: Any, *, local_master: bool = True, where
 def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
     """The driver's checks of a training against the board's categories ``rows``: one category at least per
     worker; with an evaluation, validation images on the board; checkpoints in ``checkpoint_dir`` that the run can
-    resume (written for the same model: every worker would refuse them, once per launch)."""
+    resume (of this version's format, written for the same model and trained on the board's classes: every worker
+    would refuse them, once per launch, after the job had taken its slots). Read from the history file and the card
+    beside the checkpoints, not from their weights."""
     from ..data.fetch import validation_counts
     from ..train.checkpoint import recorded_settings
+    from ..train.formats import check_classes_before_launch
     from ..train.initial import initial_description
     from ..train.resumed import check_resume
 
@@ -121,9 +124,10 @@ def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
         validation_counts(rows, task.board)
     settings = task.settings
     if settings is not None and settings.checkpoint_dir:
-        check_resume(recorded_settings(settings.checkpoint_dir),
-                     {"num_classes": len(rows), **settings.model_settings(),
-                      "initial_model": initial_description(settings.initial_model)}, settings.checkpoint_dir)
+        saved = recorded_settings(settings.checkpoint_dir)
+        check_resume(saved, {"num_classes": len(rows), **settings.model_settings(),
+                             "initial_model": initial_description(settings.initial_model)}, settings.checkpoint_dir)
+        check_classes_before_launch(saved, [str(row["id"]) for row in rows], settings.checkpoint_dir)
 
 
 def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequence[Any] | None = None

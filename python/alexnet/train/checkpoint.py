@@ -43,8 +43,8 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..tfimport import keras, tf
-from .formats import CHECKPOINT_FORMAT, card_class_ids, check_format, check_optimizer, holds_model
-from .resumed import check_classes, check_resume
+from .formats import CHECKPOINT_FORMAT, check_checkpoint_classes, check_format, check_optimizer, listed_checkpoints
+from .resumed import check_resume
 from .schedule import schedule_apart
 
 logger = logging.getLogger(__name__)
@@ -142,11 +142,7 @@ class CheckpointStore:
         """The checkpoints to resume from, newest first, by name (``ckpt-N``): those TensorFlow's index names, or,
         when the index is missing or cannot be read, every checkpoint whose files are there, by number; with why the
         index was passed over (None: it was read)."""
-        try:
-            listed = [posixpath.basename(f) for f in self.fs.ls(self.root, detail=False)]
-        except (FileNotFoundError, NotADirectoryError):
-            listed = []
-        numbers = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(ckpt-(\d+))\.index", f) for f in listed) if m}
+        listed, numbers = listed_checkpoints(self.fs, self.root)
         found = sorted(numbers, key=numbers.__getitem__, reverse=True)
         if not found:
             return [], None
@@ -320,9 +316,8 @@ class CheckpointStore:
 
     def check_classes(self, saved: Mapping[str, Any], class_ids: list[str]) -> None:
         """Raise when the checkpoints, whose run recorded ``saved``, were trained on other classes than ``class_ids``
-        (:func:`.resumed.check_classes`, told by the card beside them when ``saved`` does not record them)."""
-        check_classes(saved, class_ids, self.location, lambda: card_class_ids(self.fs, self.root),
-                      lambda: holds_model(self.fs, self.root))
+        (:func:`.formats.check_checkpoint_classes`, which a Spark job's driver checks too before it launches)."""
+        check_checkpoint_classes(saved, class_ids, self.location, self.fs, self.root)
 
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
              schedule: Mapping[str, list[float]] | None = None) -> None:

@@ -2,6 +2,10 @@
 saved state means, what the model saved beside them tells (:func:`holds_model`, :func:`card_class_ids`), and what to
 do with one that cannot be resumed (start from the model saved beside it).
 
+Checkpoints trained on other classes than a run's are refused (:func:`check_checkpoint_classes`): by the run that
+resumes them, and, before a Spark job reserves its workers, by the driver (:func:`check_classes_before_launch`), from
+the history file and the card beside the checkpoints, without reading their weights.
+
 A checkpoint's history records its format (:data:`CHECKPOINT_FORMAT`); a checkpoint of another format is refused
 rather than resumed with its state misread (:func:`check_format`), and one that records none (all written before the
 format was) is read as :data:`UNRECORDED_FORMAT`. A checkpoint of an older optimizer, whose state cannot be restored
@@ -12,12 +16,15 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import AlexnetError
 from ..model.card import CARD_FILE
 from ..model.saved import MODEL_FILE, read_card
+from ..storage.location import fs_path, open_filesystem
+from .resumed import check_classes
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,37 @@ def card_class_ids(fs: Any, root: str) -> list[str] | None:
         logger.debug("The card %s cannot be read: %s", path, error)
         return None
     return None if card is None else card.class_ids
+
+
+def listed_checkpoints(fs: Any, root: str) -> tuple[list[str], dict[str, int]]:
+    """The names in the checkpoints' folder ``root`` on ``fs`` (none when there is no such folder), and the
+    checkpoints among them by name (``ckpt-N``, whose ``ckpt-N.index`` is there) with their numbers ``N``."""
+    try:
+        listed = [posixpath.basename(f) for f in fs.ls(root, detail=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        listed = []
+    numbers = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(ckpt-(\d+))\.index", f) for f in listed) if m}
+    return listed, numbers
+
+
+def check_checkpoint_classes(saved: Mapping[str, Any], class_ids: Sequence[str], location: str, fs: Any,
+                             root: str) -> None:
+    """Raise when the checkpoints at ``location`` (``root`` on ``fs``), whose run recorded ``saved``, were trained on
+    other classes than ``class_ids`` (:func:`.resumed.check_classes`, told by the card beside them when ``saved`` does
+    not record them)."""
+    check_classes(saved, [str(i) for i in class_ids], location, lambda: card_class_ids(fs, root),
+                  lambda: holds_model(fs, root))
+
+
+def check_classes_before_launch(saved: Mapping[str, Any], class_ids: Sequence[str], location: str) -> None:
+    """On the driver of a Spark job, before it launches the workers: raise what the chief of a run resuming the
+    checkpoints at ``location`` (whose history records ``saved``) would raise once launched, when they were trained on
+    other classes than ``class_ids``, the board's (:func:`check_checkpoint_classes`); nothing when no checkpoint is
+    there, a run that resumes nothing. Reads the folder's listing and the card beside the checkpoints, not their
+    weights."""
+    fs, root = open_filesystem(location, what="checkpoint_dir"), fs_path(location)
+    if listed_checkpoints(fs, root)[1]:
+        check_checkpoint_classes(saved, class_ids, location, fs, root)
 
 
 def start_over(location: str, fs: Any, root: str) -> str:
