@@ -43,8 +43,11 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #'
 #' The driver makes one call into the core, which checks first: more workers than Spark task slots (a
 #' barrier stage starts all its tasks at once, or waits), than categories on the board, a board that
-#' cannot be read, a training argument [alexnet_train()] does not take, or a `checkpoint_dir` or
-#' `model_dir` that cannot be written are errors before anything starts. With `probe`, a short Spark job then
+#' cannot be read, a training argument [alexnet_train()] does not take, a `checkpoint_dir` or
+#' `model_dir` that cannot be written, or checkpoints in `checkpoint_dir` that every worker would refuse to
+#' resume (of another checkpoint format, written for another model, or trained on other classes than the
+#' board's, told by the history and the model card beside them) are errors before anything starts, in the words
+#' the workers would use. With `probe`, a short Spark job then
 #' checks that every R worker finds alexnet and a Python that imports the core and TensorFlow, and names the
 #' executors that do not. While the workers train, the chief's progress (epoch, step, loss, accuracy, images per
 #' second) is shown here. When one task fails, Spark stops the others; the error leads with the worker's own

@@ -58,7 +58,10 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     ``model_pin`` names.
 
     Before anything runs on the cluster: more workers than Spark task slots (or than categories), an
-    unreachable board or an output location that cannot be written is an error; with ``probe``, a short job
+    unreachable board, an output location that cannot be written, or checkpoints in ``checkpoint_dir`` that every
+    worker would refuse to resume (of another checkpoint format, written for another model, or trained on other
+    classes than the board's, told by the history file and the model card beside them) is an error, in the words
+    the workers would use; with ``probe``, a short job
     then checks that the executors' Python imports alexnet and TensorFlow, and names those that do not. While
     the workers train, the chief's progress is shown here (``progress``), and each worker's while it evaluates.
     When a worker fails, Spark stops the others; with ``retries``, the stage is launched again (up to that many
