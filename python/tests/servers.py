@@ -4,6 +4,8 @@
   ``STORAGE_EMULATOR_HOST``.
 * ``moto_s3_server()``: moto's S3 server in a child process; s3fs finds it through ``AWS_ENDPOINT_URL``.
 * ``http_server(directory)``: the standard library's ``http.server`` serving a folder from a thread.
+* ``silent_listener()``: a socket that takes connections and never answers, from a thread (a hung server, or a
+  port that belongs to something else than a storage server).
 
 Each is a context manager yielding the base URL (``http://127.0.0.1:PORT``). The child processes are
 started and stopped by their own process ids only.
@@ -15,6 +17,8 @@ import contextlib
 import functools
 import http.server
 import os
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -119,18 +123,75 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def http_server(directory: str | os.PathLike) -> Iterator[str]:
-    """Serve ``directory`` read-only over plain HTTP from a thread; yield the base URL."""
+def http_server(directory: str | os.PathLike, *, tls: bool = False) -> Iterator[str]:
+    """Serve ``directory`` read-only over plain HTTP from a thread; yield the base URL. ``tls=True`` serves HTTPS
+    with a self-signed certificate, which no client trusts."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    if tls:
+        with tempfile.TemporaryDirectory(prefix="alexnet-tls-") as folder:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*_self_signed(folder))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, name="alexnet-test-http", daemon=True)
     thread.start()
     try:
-        yield f"http://{HOST}:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://{HOST}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def _self_signed(folder: str) -> tuple[str, str]:
+    """A certificate for ``HOST`` signed by its own key, valid for a day: the files of both, written in ``folder``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now)
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), False)
+                   .sign(key, hashes.SHA256()))
+    cert_file, key_file = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    Path(cert_file).write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    Path(key_file).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                 serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@contextlib.contextmanager
+def silent_listener() -> Iterator[tuple[str, list[socket.socket]]]:
+    """Listen on a free port of 127.0.0.1, take every connection and send nothing; yield the base URL and the list of
+    connections taken so far. All of them are closed after."""
+    taken: list[socket.socket] = []
+    stop = threading.Event()
+    server = socket.create_server((HOST, 0))
+    server.settimeout(0.1)
+
+    def take() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                taken.append(server.accept()[0])
+
+    thread = threading.Thread(target=take, name="alexnet-test-silent", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.getsockname()[1]}", taken
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        server.close()
+        for connection in taken:
+            connection.close()
 
 
 def point_at_local_clouds(monkeypatch, gcs_url: str, s3_url: str) -> None:

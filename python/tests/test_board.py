@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import threading
+import time
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
@@ -12,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers_mounts import read_only_view
-from servers import free_port, gcs_emulator, http_server, moto_s3_server
+from servers import free_port, gcs_emulator, http_server, moto_s3_server, silent_listener
 
 from alexnet.errors import BoardError
 from alexnet.storage.board import open_board, resolve_board
@@ -510,3 +512,53 @@ def test_https_reads_through_the_manifest_and_is_read_only(tmp_path):
 def test_https_unreachable():
     with pytest.raises(BoardError, match=r"cannot reach board http://127\.0\.0\.1:"):
         open_board(f"http://127.0.0.1:{free_port()}/board")
+
+
+# -- an endpoint that takes connections and stays silent ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, variable, hint", [
+    ("gs", "STORAGE_EMULATOR_HOST", "check that STORAGE_EMULATOR_HOST names a running GCS emulator, or unset it"),
+    ("s3", "AWS_ENDPOINT_URL_S3", "check that AWS_ENDPOINT_URL_S3 names a running S3 server, or unset it"),
+    ("http", None, "check the URL and the network connection"),
+    ("https", None, "check the URL and the network connection"),  # silent during the TLS handshake
+])
+def test_a_silent_endpoint_is_named_within_seconds_before_any_request_of_the_library(kind, variable, hint, s3,
+                                                                                     monkeypatch):
+    with silent_listener() as (url, taken):
+        if variable:
+            monkeypatch.setenv(variable, url)
+        board = f"{kind}{url.removeprefix('http')}/board" if kind.startswith("http") else f"{kind}://bkt/board"
+        started = time.monotonic()
+        with pytest.raises(BoardError) as err:
+            open_board(board)
+        seconds = time.monotonic() - started
+        connections = len(taken)
+    assert str(err.value) == (f"cannot reach board {board}: {url.removeprefix('http://')} took the connection and "
+                              f"sent no answer in 10 s; {hint}")
+    assert connections == 1  # the probe's: the library's requests, each waited for and retried, never started
+    assert seconds < 60  # a bound for correctness, well above the probe's 10 s: the library's retries took minutes
+
+
+def test_a_silent_endpoint_of_an_output_is_named_before_any_work(s3, monkeypatch):
+    from alexnet.storage.location import writable_location
+
+    with silent_listener() as (url, taken):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        endpoint = re.escape(url.removeprefix("http://"))
+        with pytest.raises(BoardError, match=f"^`checkpoint_dir` = s3://bkt/runs cannot be written: cannot reach "
+                                             f"`checkpoint_dir` s3://bkt/runs: {endpoint} took the connection and "
+                                             "sent no answer in 10 s; check that AWS_ENDPOINT_URL names a running S3 "
+                                             "server, or unset it$"):
+            writable_location("s3://bkt/runs", "checkpoint_dir")
+        assert len(taken) == 1
+
+
+def test_any_answer_passes_the_probe_and_the_client_says_what_is_wrong(tmp_path):
+    from alexnet.storage.location import probe_url
+
+    (tmp_path / "board").mkdir()
+    with http_server(tmp_path, tls=True) as url:
+        probe_url(f"{url}/board", f"board {url}/board", "")  # a certificate no client trusts is an answer too
+        with pytest.raises(BoardError, match=f"^cannot reach board {url}/board: .*[Cc]ertificate"):
+            open_board(f"{url}/board")

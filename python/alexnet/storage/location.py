@@ -22,16 +22,19 @@ a path or ``file://`` URL          the local file system; nothing needed
 
 Boards (:mod:`alexnet.storage.board`) and training outputs (checkpoints, models) take the same strings.
 A backend's library (gcsfs, s3fs, aiohttp) is imported only when a location of that kind is opened, and
-opening first checks that something answers, so that a wrong address fails in seconds with one clear error
+opening first checks that something answers (:func:`probe_url`: a connection, then an answer to one request), so
+that a wrong address, or a server that takes connections and stays silent, fails in seconds with one clear error
 instead of after a client's minutes of retries.
 """
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import re
 import socket
+import ssl
 import urllib.parse
 from typing import Any
 
@@ -44,6 +47,8 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 #: A scheme this module reads, mistyped: one slash or none after its colon (``gs:/b``, ``s3:b``), or no colon
 #: (``gs//b``).
 _MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.IGNORECASE | re.DOTALL)
+#: Seconds a first look at an endpoint (:func:`probe_url`) waits for a connection, and as many for an answer; the
+#: clients' connections are given as long.
 _PROBE_TIMEOUT = 10.0
 #: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
 #: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
@@ -52,7 +57,8 @@ _SILENT_TIMEOUT = 30.0
 #: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
 #: (connections refused) or about 30 s (connections timed out); one that takes connections and stays silent, in
 #: about 3 minutes (each request waits ``_SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
-#: about 3.5 minutes when silent.
+#: about 3.5 minutes when silent. An endpoint silent from the start is found by :func:`probe_url` instead, in
+#: ``_PROBE_TIMEOUT``.
 _S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
 
 #: What to set for credentials, by cloud: in the errors and warnings of a location read or written without them.
@@ -139,15 +145,36 @@ def fs_path(resolved: str) -> str:
 
 
 def probe_url(url: str, location: str, hint: str) -> None:
-    """Fail fast (a few seconds, not the minutes of a client's retry loop) when nothing answers at ``url``;
-    the error names ``location`` (as "board gs://...", say) and ends with ``hint``."""
+    """Fail fast (seconds, not the minutes of a client's retry loop) when nothing answers at ``url``; the error names
+    ``location`` (as "board gs://...", say) and the host and port, and ends with ``hint``.
+
+    Something must take the connection within :data:`_PROBE_TIMEOUT` seconds and answer a ``HEAD`` request within
+    as many more: a server that takes connections and stays silent (hung, or a port of something else) would cost
+    each of the client's requests the silent socket's :data:`_SILENT_TIMEOUT`, retried for minutes. Any answer
+    counts, an error status, a certificate refused or a connection closed included: the client, whose timeouts and
+    retries stay those of the transfers, says what is wrong with it.
+    """
     parsed = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
     host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT):
-            pass
+        connection = socket.create_connection((host, port), timeout=_PROBE_TIMEOUT)
     except OSError as err:
         raise BoardError(f"cannot reach {location}: no connection to {host}:{port} ({err}); {hint}") from None
+    client = http.client.HTTPConnection(host, port, timeout=_PROBE_TIMEOUT)
+    try:
+        client.sock = (ssl.create_default_context().wrap_socket(connection, server_hostname=host)
+                       if parsed.scheme == "https" else connection)
+        client.request("HEAD", f"{parsed.path or '/'}{'?' if parsed.query else ''}{parsed.query}",
+                       headers={"Connection": "close"})
+        client.getresponse()
+    except TimeoutError:
+        raise BoardError(f"cannot reach {location}: {host}:{port} took the connection and sent no answer in "
+                         f"{_PROBE_TIMEOUT:.0f} s; {hint}") from None
+    except (OSError, http.client.HTTPException):
+        pass  # an answer
+    finally:
+        client.close()
+        connection.close()
 
 
 def _open_gcs(resolved: str, write: bool, what: str) -> Any:
@@ -159,7 +186,8 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         import gcsfs.core
 
         endpoint = emulator if "://" in emulator else f"http://{emulator}"
-        probe_url(endpoint, f"{what} {resolved}", "start the GCS emulator or unset STORAGE_EMULATOR_HOST")
+        probe_url(endpoint, f"{what} {resolved}",
+                  "check that STORAGE_EMULATOR_HOST names a running GCS emulator, or unset it")
         log.info("%s: GCS emulator at %s, anonymous access", resolved, endpoint)
         return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0,
                                         requests_timeout=_gcs_timeout())
@@ -199,7 +227,8 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     import botocore.session
     import s3fs
 
-    endpoint = env_value("AWS_ENDPOINT_URL_S3") or env_value("AWS_ENDPOINT_URL")
+    variable = "AWS_ENDPOINT_URL_S3" if env_value("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+    endpoint = env_value(variable)
     try:
         has_credentials = botocore.session.Session().get_credentials() is not None
     except botocore.exceptions.ProfileNotFound as err:  # AWS_PROFILE names no profile of ~/.aws
@@ -215,7 +244,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     }
     if endpoint:
         options["client_kwargs"] = {"endpoint_url": endpoint}
-        probe_url(endpoint, f"{what} {resolved}", "start the S3 server or fix AWS_ENDPOINT_URL")
+        probe_url(endpoint, f"{what} {resolved}", f"check that {variable} names a running S3 server, or unset it")
     if not has_credentials:
         _warn_anonymous("s3", resolved, "no AWS credentials found")
     fs = s3fs.S3FileSystem(**options)
