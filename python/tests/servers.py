@@ -5,7 +5,7 @@
 * ``moto_s3_server()``: moto's S3 server in a child process; s3fs finds it through ``AWS_ENDPOINT_URL``.
 * ``http_server(directory)``: the standard library's ``http.server`` serving a folder from a thread.
 * ``silent_listener()``: a socket that takes connections and never answers, from a thread (a hung server, or a
-  port that belongs to something else than a storage server).
+  port that belongs to something else than a storage server); or answers the first few only.
 
 Each is a context manager yielding the base URL (``http://127.0.0.1:PORT``). The child processes are
 started and stopped by their own process ids only.
@@ -169,9 +169,10 @@ def _self_signed(folder: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def silent_listener() -> Iterator[tuple[str, list[socket.socket]]]:
+def silent_listener(answered: int = 0) -> Iterator[tuple[str, list[socket.socket]]]:
     """Listen on a free port of 127.0.0.1, take every connection and send nothing; yield the base URL and the list of
-    connections taken so far. All of them are closed after."""
+    connections taken so far. The first ``answered`` connections get an empty ``200 OK`` instead (a server that
+    answers a first look, then hangs). All of them are closed after."""
     taken: list[socket.socket] = []
     stop = threading.Event()
     server = socket.create_server((HOST, 0))
@@ -180,7 +181,13 @@ def silent_listener() -> Iterator[tuple[str, list[socket.socket]]]:
     def take() -> None:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                taken.append(server.accept()[0])
+                connection = server.accept()[0]
+                taken.append(connection)
+                if len(taken) <= answered:
+                    connection.settimeout(10)
+                    connection.recv(65536)
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    connection.close()
 
     thread = threading.Thread(target=take, name="alexnet-test-silent", daemon=True)
     thread.start()

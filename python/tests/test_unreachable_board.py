@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import HOST, _child, create_gcs_bucket, free_port
+from servers import HOST, _child, create_gcs_bucket, free_port, silent_listener
 
 from alexnet.data import packing
 from alexnet.data.fetch import imagenet_partition
@@ -22,6 +22,7 @@ from alexnet.data.upload import imagenet_upload
 from alexnet.errors import BoardError
 from alexnet.storage import fetch as fetch_module
 from alexnet.storage import transfer
+from alexnet.storage.board import open_board
 
 CLASSES = 5
 
@@ -140,6 +141,20 @@ def test_a_server_that_dies_during_a_fetch_ends_it_in_seconds_with_one_line(sour
     assert message.endswith(f"fetching again resumes; 1 of {CLASSES * 2} zips are in the cache")
     assert len(started_zips) == 2  # the zip under way; the queued ones were not started
     assert seconds < 25
+
+
+def test_s3_sends_a_request_to_a_silent_endpoint_as_many_times_as_declared(monkeypatch):
+    """botocore's ``max_attempts`` counts the retries, not the attempts: a silent S3 endpoint was sent 8 requests (4
+    minutes of silent sockets), not the declared 6."""
+    from alexnet.storage import location
+
+    monkeypatch.setattr(location, "_SILENT_TIMEOUT", 0.2)
+    with silent_listener(answered=1) as (url, taken):  # answers the first look, then hangs
+        board = point_at(monkeypatch, "s3", url)
+        with pytest.raises(BoardError, match=f"^cannot reach board {board}: ReadTimeoutError: "):
+            open_board(board)
+        requests = len(taken) - 1
+    assert requests == location._S3_ATTEMPTS * location._S3FS_RETRIES == 6
 
 
 def test_a_dead_endpoint_is_tried_for_the_window_only(monkeypatch):

@@ -53,7 +53,8 @@ _PROBE_TIMEOUT = 10.0
 #: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
 #: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
 _SILENT_TIMEOUT = 30.0
-#: Attempts botocore makes of one S3 request ("standard" mode), and times s3fs repeats that for a dropped connection
+#: Attempts botocore makes of one S3 request ("standard" mode; its ``total_max_attempts``, as its ``max_attempts``
+#: counts the retries after the first), and times s3fs repeats that for a dropped connection
 #: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
 #: (connections refused) or about 30 s (connections timed out); one that takes connections and stays silent, in
 #: about 3 minutes (each request waits ``_SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
@@ -240,7 +241,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
         "anon": not has_credentials,
         "listings_expiry_time": 0,
         "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "read_timeout": _SILENT_TIMEOUT,
-                          "retries": {"max_attempts": _S3_ATTEMPTS, "mode": "standard"}},
+                          "retries": {"total_max_attempts": _S3_ATTEMPTS, "mode": "standard"}},
     }
     if endpoint:
         options["client_kwargs"] = {"endpoint_url": endpoint}
