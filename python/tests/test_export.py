@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import subprocess
 import sys
 import uuid
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from helpers_export import run_without  # noqa: E402
+from helpers_images import png_claiming  # noqa: E402
 from helpers_model import card_for, save_model_dir, saved_tiny_model  # noqa: E402
 from helpers_train import make_tree, write_quirks  # noqa: E402
 
@@ -127,20 +126,10 @@ def _encoded(image, fmt: str, **options) -> bytes:
     return buffer.getvalue()
 
 
-def _png_claiming(width: int, height: int) -> bytes:
-    """A 1x1 grey PNG whose IHDR says ``width`` x ``height`` (with its CRC fixed): a bomb's header, cheap to build."""
-    from PIL import Image
-
-    data = bytearray(_encoded(Image.new("L", (1, 1), 128), "PNG"))
-    data[16:24] = struct.pack(">II", width, height)
-    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
-    return bytes(data)
-
-
 def test_an_image_declaring_more_pixels_than_pillow_allows_is_refused_undecoded_and_the_rest_answered(exported):
     served = tf.saved_model.load(exported["path"]).signatures["serving_default"]
     good = Path(exported["images"][0]).read_bytes()
-    answer = served(images=tf.constant([_png_claiming(20000, 20000), good]))
+    answer = served(images=tf.constant([png_claiming(20000, 20000), good]))
     limit = image_checks.MAX_PIXELS
     assert answer["ok"].numpy().tolist() == [False, True]
     assert [e.decode() for e in answer["error"].numpy()] == [

@@ -261,12 +261,12 @@ def test_exif_orientation_is_not_applied_as_the_documentation_says():
 
 
 def test_an_image_pillow_refuses_as_a_bomb_is_said_too_large_as_an_export_says_it(setup):
-    from test_export import _png_claiming
+    from helpers_images import png_claiming
 
     from alexnet.data.images import MAX_PIXELS
 
     with pytest.raises(AlexnetError, match="1 of 1 image") as raised:
-        alexnet_predict(setup["model_dir"], _png_claiming(20000, 20000))
+        alexnet_predict(setup["model_dir"], png_claiming(20000, 20000))
     assert f"<bytes 0>: too large to decode safely (400000000 pixels, more than the limit {MAX_PIXELS})\n" \
         in str(raised.value)
 
