@@ -30,8 +30,9 @@
 #' files without one), and a tree without a name file takes the names of ILSVRC2012's ids from
 #' [imagenet_classes()].
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
-#' images, and images whose bytes in an archive do not match the CRC-32 it records, are left out and listed
-#' in the result. A damaged archive, a devkit (or Kaggle's `LOC_val_solution.csv`) that does not label every
+#' images, images whose bytes in an archive do not match the CRC-32 it records, and images of more pixels than
+#' `max_pixels` (read from their header, without decoding them; with `resize` they are shrunk instead, unless still
+#' larger once shrunk) are left out and listed in the result's `bad_images`, with why. A damaged archive, a devkit (or Kaggle's `LOC_val_solution.csv`) that does not label every
 #' validation image or a shard with a label outside 0..999 stops the upload with an error that names the
 #' file, before anything is uploaded. Running it again skips the categories already on the board with
 #' the same content, so an interrupted upload can simply be run again: from the training tar or

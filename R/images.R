@@ -41,8 +41,9 @@ core_images <- function(images) {
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details Images are read 16 at a time (a bucket's objects in parallel) and predicted a chunk of 64 at a time, so
 #'   that memory holds a chunk of them however many are given. An image that cannot be read or decoded is named in an
-#'   error, with every other such image, and nothing is returned; so is an image of more than 178,956,970 pixels
-#'   (Pillow's limit against decompression bombs). EXIF orientation is not applied: a phone photo stored sideways
+#'   error, with every other such image, and nothing is returned; so is an image of more than 89,478,485 pixels
+#'   (where Pillow warns of a decompression bomb, and the limit of training and of [imagenet_upload()] too), from
+#'   its header, before anything of it is decoded. EXIF orientation is not applied: a phone photo stored sideways
 #'   with an `Orientation` tag is scored as stored, as the training images were read, so rotate such photos first.
 #'   The model computes in the precision it trained in: a model trained in bfloat16 predicts (and
 #'   [alexnet_features()] computes) in bfloat16, where its [alexnet_export()] computes in float32 (probabilities

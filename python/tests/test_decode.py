@@ -303,3 +303,20 @@ def test_gif_bytes_whose_first_frame_cannot_be_found_are_left_as_they_are():
     first = animated.index(b",", 13)  # the first image descriptor (after the 2-colour global table)
     for broken in (animated[: first + 14], animated[:first] + b"\x99" + animated[first + 1 :], b"GIF89a", b""):
         assert decode.gif_first_frame(tf.constant(broken)).numpy() == broken
+
+
+def test_an_image_declaring_more_pixels_than_the_limit_is_an_error_before_it_is_decoded(monkeypatch):
+    from helpers_images import encoded, png_claiming
+
+    from alexnet.data import images as image_checks
+
+    # training without the scan (check_images off) and evaluation decode through decode_any: a file from elsewhere
+    # fails naming the limit instead of taking memory for every pixel it declares
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"too large to decode safely .*89478485 pixels"):
+        decode.decode_any(tf.constant(png_claiming(10000, 10000)))
+    monkeypatch.setattr(image_checks, "MAX_PIXELS", 40 * 30)  # read when the graph is built
+    at_limit, above = Image.new("RGB", (40, 30), (200, 40, 20)), Image.new("RGB", (40, 31))
+    for fmt in ("PNG", "GIF", "BMP", "WEBP"):
+        assert decode.decode_for_training(tf.constant(encoded(at_limit, fmt)), SIZE).shape == (SIZE, SIZE, 3), fmt
+        with pytest.raises(tf.errors.InvalidArgumentError, match="more than the limit 1200 pixels"):
+            decode.decode_for_training(tf.constant(encoded(above, fmt)), SIZE)

@@ -271,12 +271,24 @@ def test_an_image_pillow_refuses_as_a_bomb_is_said_too_large_as_an_export_says_i
         in str(raised.value)
 
 
-def test_the_pixel_limit_is_pillows():
+def test_an_image_pillow_would_open_but_above_the_limit_training_applies_is_refused_from_its_header(setup):
+    from helpers_images import png_claiming
+
+    # 100 million pixels: Pillow only warns, and decoding it would find its pixels missing ("truncated")
+    with pytest.raises(AlexnetError, match="1 of 1 image") as raised:
+        alexnet_predict(setup["model_dir"], png_claiming(10000, 10000))
+    assert "<bytes 0>: too large to decode safely (100000000 pixels, more than the limit 89478485)\n" \
+        in str(raised.value)
+
+
+def test_the_pixel_limits_are_pillows():
     from PIL import Image
 
-    from alexnet.data.images import MAX_PIXELS
+    from alexnet.data.images import MAX_PIXELS, MAX_PIXELS_TO_SHRINK
 
-    assert MAX_PIXELS == 2 * Image.MAX_IMAGE_PIXELS
+    # the limit of what is stored, trained on and predicted is where Pillow warns; an upload shrinks up to where it
+    # refuses to open an image
+    assert MAX_PIXELS == Image.MAX_IMAGE_PIXELS and MAX_PIXELS_TO_SHRINK == 2 * Image.MAX_IMAGE_PIXELS
 
 
 @pytest.mark.parametrize("scheme", ["gs", "s3"])

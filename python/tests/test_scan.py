@@ -117,7 +117,7 @@ def test_a_cached_category_is_checked_at_the_first_run_only_and_skips_the_same_f
     assert runs[0] == runs[1]
     files, _, val_files, bad, messages = runs[0]
     assert bad == [truncated] and truncated not in files and len(files) == len(data["image"]) - 1
-    assert messages == [f"Skipping 1 unreadable training image(s) of {len(data['image'])}:\n  {truncated}"]
+    assert messages == [f"Skipping 1 unusable training image(s) of {len(data['image'])}:\n  {truncated}"]
     # the first run read every file; the second only the validation files, which are not in the cache (read as always)
     assert checked == [data["image"], data["val_image"], data["val_image"]]
     assert val_files == data["val_image"]
@@ -174,3 +174,35 @@ def test_a_cache_larger_than_half_the_free_memory_is_said(tmp_path, caplog):
     assert record.getMessage().endswith("leave `cache` off, or train on a smaller partition (more workers)")
     memory = available_memory()
     assert memory is None or memory > 0
+
+
+def test_an_image_declaring_more_pixels_than_the_limit_is_bad_without_being_decoded_and_said_so(tmp_path,
+                                                                                               monkeypatch):
+    from helpers_images import encoded, png_claiming
+    from PIL import Image
+
+    from alexnet.data import images as image_checks
+
+    files = {}
+    for name, size in (("at", (40, 30)), ("above", (40, 31))):
+        for fmt, suffix in (("JPEG", "JPEG"), ("PNG", "png")):
+            path = tmp_path / f"{name}.{suffix}"
+            path.write_bytes(encoded(Image.new("RGB", size, (200, 40, 20)), fmt))
+            files[path.name] = str(path)
+    bomb = tmp_path / "bomb.png"  # 100 million pixels claimed: 300 MB decoded, were it decoded
+    bomb.write_bytes(png_claiming(10000, 10000))
+    files["bomb.png"] = str(bomb)
+    assert scan.scan_images(list(files.values()), parallel=2) == [str(bomb)]
+    said = "too large to decode safely (100000000 pixels, more than the limit 89478485)"
+    assert scan.said(str(bomb)) == f"{bomb}: {said}"
+    assert scan.said(files["above.png"]) == files["above.png"]
+    kind = scan.check_kind()
+    monkeypatch.setattr(image_checks, "MAX_PIXELS", 40 * 30)
+    assert scan.check_kind() != kind, "a verdict the cache kept under another limit is not used"
+    bad = scan.scan_images(list(files.values()), parallel=2)
+    assert bad == [files["above.JPEG"], files["above.png"], str(bomb)]
+    with pytest.raises(BadImagesError) as error:
+        scan.drop_bad_images(list(files.values()), [0] * len(files), bad, max_bad_fraction=0.1)
+    assert f"\n  {files['above.png']}: too large to decode safely (1240 pixels, more than the limit 1200)\n" \
+        in str(error.value)
+    assert "are empty, truncated, too large or cannot be decoded" in str(error.value)

@@ -569,11 +569,51 @@ def test_check_image_verdicts(tree):
     assert check_image(b"not an image at all")[1] == "not a recognised image format"
 
 
+def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them_within_it(tmp_path):
+    from helpers_images import encoded, png_claiming
+
+    folder = tmp_path / "photos" / "n01440764"
+    folder.mkdir(parents=True)
+    images = {
+        "small.png": encoded(Image.new("RGB", (40, 30), (200, 40, 20)), "PNG"),  # 1,200 pixels
+        "big.png": encoded(Image.new("RGB", (300, 100), (20, 40, 200)), "PNG"),  # 30,000
+        # 63,000, its short side already within resize
+        "panorama.jpg": encoded(Image.new("RGB", (1000, MIN_IMAGE_SIZE), (20, 200, 40)), "JPEG"),
+        "claim.png": png_claiming(10000, 10000),  # 100 million pixels claimed: decoded, it would be found truncated
+        "bomb.png": png_claiming(20000, 20000),  # 400 million: more than Pillow opens
+    }
+    for name, data in images.items():
+        (folder / name).write_bytes(data)
+    source, kept_board = folder.parent, tmp_path / "kept"
+    kept = imagenet_upload(source, kept_board, max_pixels=12000)
+    advice = "give `resize` to store it shrunk"
+    assert {b["file"]: b["reason"] for b in kept["bad_images"]} == {
+        "big.png": f"too large to store as it is (30000 pixels, more than max_pixels = 12000): {advice}",
+        "panorama.jpg": f"too large to store as it is (63000 pixels, more than max_pixels = 12000): {advice}",
+        "claim.png": f"too large to store as it is (100000000 pixels, more than max_pixels = 12000): {advice}",
+        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970)"}
+    assert kept["images"] == 1
+    # the limit is part of what a category's zip is made from: under another one it is packed again
+    again = imagenet_upload(source, kept_board, max_pixels=40000)
+    assert again["uploaded"] == ["n01440764"] and again["images"] == 2
+    assert {b["file"] for b in again["bad_images"]} == {"panorama.jpg", "claim.png", "bomb.png"}
+    (folder / "claim.png").unlink()  # under resize it would be decoded, to be shrunk
+    shrunk = imagenet_upload(source, tmp_path / "shrunk", max_pixels=12000, resize=MIN_IMAGE_SIZE)
+    assert {b["file"]: b["reason"] for b in shrunk["bad_images"]} == {
+        "panorama.jpg": "too large to store even shrunk (63000 pixels at 1000x63, more than max_pixels = 12000)",
+        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970)"}
+    data = imagenet_partition(0, 1, tmp_path / "shrunk", cache_dir=tmp_path / "cache")
+    sizes = {os.path.basename(path): Image.open(path).size for path in data["image"]}
+    assert sizes == {"small.png": (40, 30), "big.png": (189, 63)}
+
+
 def test_upload_arguments_checked_before_work(tree, tmp_path):
     with pytest.raises(AlexnetError, match=r"`workers` must be a whole number >= 1"):
         imagenet_upload(tree["path"], tmp_path / "b", workers=0)
     with pytest.raises(AlexnetError, match=r"`quality` must be in 1\.\.100"):
         imagenet_upload(tree["path"], tmp_path / "b", resize=64, quality=0)
+    with pytest.raises(AlexnetError, match=r"`max_pixels` must be in 1\.\.89478485"):  # what training decodes
+        imagenet_upload(tree["path"], tmp_path / "b", max_pixels=89478485 + 1)
     with pytest.raises(BoardError, match="read only"):
         imagenet_upload(tree["path"], "https://example.invalid/board")
     assert not (tmp_path / "b").exists()

@@ -1,54 +1,106 @@
-"""An image checked as an upload stores it: decoded fully with Pillow, and re-encoded when asked.
+"""An image checked as an upload stores it: sized from its header, decoded fully with Pillow, and re-encoded when
+asked.
 
 Real ImageNet holds a few odd files: CMYK and grayscale JPEGs and a PNG named ``.JPEG``, which are usable
 (they decode to RGB), and, in copies that were cut short, truncated or empty files, which are not.
 :func:`check_image` tells them apart by decoding each one, as ``imagenet_upload()`` does for every file it
 stores and ``alexnet_predict()`` for every image it is given. The quick rule that training, evaluation and the
 benchmark apply to files, in TensorFlow and in parallel, is :func:`alexnet.input.scan.scan_images`.
+
+Before anything of an image is decoded, its size is read from its header (Pillow's lazy open): an image of more
+than :data:`MAX_PIXELS` is refused, by the upload (unless ``resize`` shrinks it), by training's and evaluation's
+scan, by prediction and by an export's serving signature alike.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import warnings
 
-from .options import DEFAULT_QUALITY
+#: The JPEG quality of the images an upload re-encodes, unless told otherwise (the benchmark's copies too).
+DEFAULT_QUALITY = 90
 
-#: The most pixels (width times height) an image may declare: more is refused without decoding it, as a possible
-#: decompression bomb (a small file that decodes to gigabytes). Pillow's own limit (twice its ``MAX_IMAGE_PIXELS``),
-#: which :func:`check_image` and an export's serving signature both apply.
-MAX_PIXELS = 178_956_970
+#: The most pixels (width times height) an image may declare to be stored on a board as it is, trained on,
+#: evaluated or predicted: a larger one is refused from its header, without being decoded. It is Pillow's default
+#: ``MAX_IMAGE_PIXELS``, above which Pillow warns of a possible decompression bomb (a small file that decodes to
+#: gigabytes), and over twice the 5980 x 6430 pixels that NVIDIA DALI's ImageNet examples size their decoder's
+#: buffers for as ImageNet's largest image; decoded, an image at the limit takes 270 MB as RGB, every epoch that
+#: reads it. An upload's ``max_pixels`` may only lower it.
+MAX_PIXELS = 89_478_485
 
-#: Why an image above :data:`MAX_PIXELS` is refused, with its ``pixels`` and the ``limit``.
+#: The most pixels of an image an upload decodes to shrink it under ``resize``: Pillow's own limit (twice its
+#: ``MAX_IMAGE_PIXELS``), above which it refuses to open an image. A larger image is refused, resized or not.
+MAX_PIXELS_TO_SHRINK = 2 * MAX_PIXELS
+
+#: Why an image above a limit of decoding is refused, with its ``pixels`` and the ``limit`` (an export's serving
+#: signature says it too).
 TOO_LARGE = "too large to decode safely ({pixels} pixels, more than the limit {limit})"
 
+#: Why an upload leaves out an image of more than its ``max_pixels`` (the ``limit``) stored as it is.
+TOO_LARGE_TO_STORE = ("too large to store as it is ({pixels} pixels, more than max_pixels = {limit}): give `resize` "
+                      "to store it shrunk")
 
-def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = DEFAULT_QUALITY) \
-        -> tuple[bytes | bytearray | None, str]:
+#: Why an upload leaves out an image still above its ``max_pixels`` once shrunk under ``resize`` (a panorama).
+TOO_LARGE_SHRUNK = ("too large to store even shrunk ({pixels} pixels at {width}x{height}, more than "
+                    "max_pixels = {limit})")
+
+
+def declared_pixels(path: str) -> int | None:
+    """The pixels (width times height) the image file ``path`` declares in its header, read by Pillow's lazy open
+    (nothing is decoded); None when Pillow cannot read it as an image."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():  # Pillow's warning of a possible bomb: the caller says what it finds
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as img:
+                width, height = img.size
+                return width * height
+    except Image.DecompressionBombError as err:  # above Pillow's own limit
+        return _bomb_pixels(err)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: int = DEFAULT_QUALITY,
+                max_pixels: int | None = None) -> tuple[bytes | bytearray | None, str]:
     """Decode ``data`` fully; return ``(bytes to store, "")`` or ``(None, reason)`` for a bad image.
 
     CMYK, grayscale and PNG-in-JPEG files decode and are kept as they are. With ``resize``, images whose
     short side is above ``resize``, or that are not RGB JPEGs, are re-encoded as RGB JPEG at ``quality``
     with the short side at most ``resize`` pixels; other images keep their original bytes.
+
+    The image's size is read from its header first, and nothing of it is decoded when it is too large: an image kept
+    as it is may have at most :data:`MAX_PIXELS`, or ``max_pixels`` (an upload's, which then names it in the reason
+    with what to give instead); one re-encoded under ``resize`` at most :data:`MAX_PIXELS_TO_SHRINK`, and
+    ``max_pixels`` once shrunk.
     """
     from PIL import Image, UnidentifiedImageError
 
+    limit = MAX_PIXELS if max_pixels is None else max_pixels  # read when called: a test may lower MAX_PIXELS
     if not data:
         return None, "empty file"
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(io.BytesIO(data)) as img:  # lazy: the header is read, nothing decoded
             fmt, mode, (width, height) = img.format, img.mode, img.size
-            if width * height > MAX_PIXELS:
-                return None, TOO_LARGE.format(pixels=width * height, limit=MAX_PIXELS)
+            pixels = width * height
             if resize is None or (fmt == "JPEG" and mode == "RGB" and min(width, height) <= resize):
+                if pixels > limit:
+                    return None, _too_large((width, height), limit, max_pixels, resize)
                 if fmt == "JPEG":
                     # Decode at 1/8 scale: every entropy-coded byte is still read, so truncation shows,
                     # at a fraction of the cost of a full decode.
                     img.draft(mode, (max(1, width // 8), max(1, height // 8)))
                 img.load()
                 return data, ""
+            if pixels > MAX_PIXELS_TO_SHRINK:
+                return None, TOO_LARGE.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
             scale = min(1.0, resize / min(width, height))
             target = (max(1, round(width * scale)), max(1, round(height * scale)))
+            if target[0] * target[1] > limit:
+                return None, TOO_LARGE_SHRUNK.format(pixels=target[0] * target[1], width=target[0], height=target[1],
+                                                     limit=limit)
             if fmt == "JPEG":
                 img.draft("RGB", target)
             rgb = img.convert("RGB")
@@ -59,8 +111,29 @@ def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: 
             return out.getvalue(), ""
     except UnidentifiedImageError:
         return None, "not a recognised image format"
-    except Image.DecompressionBombError as err:  # Pillow refuses before the size is known here: its message has it
-        found = re.search(r"\((\d+) pixels\)", str(err))
-        return None, TOO_LARGE.format(pixels=found.group(1) if found else "too many", limit=MAX_PIXELS)
+    except Image.DecompressionBombError as err:  # Pillow refuses before the size is known here
+        declared = _bomb_pixels(err)
+        shown = limit if resize is None and max_pixels is None else MAX_PIXELS_TO_SHRINK
+        return None, TOO_LARGE.format(pixels="too many" if declared is None else declared, limit=shown)
     except (OSError, SyntaxError, ValueError) as err:
         return None, f"truncated or corrupt ({err})"
+
+
+def _bomb_pixels(error: Exception) -> int | None:
+    """The pixels of the image Pillow refused to open as a decompression bomb, as its message says them."""
+    found = re.search(r"\((\d+) pixels\)", str(error))
+    return int(found.group(1)) if found else None
+
+
+def _too_large(size: tuple[int, int], limit: int, max_pixels: int | None, resize: int | None) -> str:
+    """Why an image of ``size`` kept as it is, above ``limit``, is refused. An upload's (``max_pixels`` given) says
+    what to give instead: ``resize``, unless it is given already (the image's short side is within it) or could not
+    decode the image either."""
+    pixels = size[0] * size[1]
+    if max_pixels is None:
+        return TOO_LARGE.format(pixels=pixels, limit=limit)
+    if pixels > MAX_PIXELS_TO_SHRINK:
+        return TOO_LARGE.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
+    if resize is not None:
+        return TOO_LARGE_SHRUNK.format(pixels=pixels, width=size[0], height=size[1], limit=limit)
+    return TOO_LARGE_TO_STORE.format(pixels=pixels, limit=limit)

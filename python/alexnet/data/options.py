@@ -27,14 +27,13 @@ from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import UsedWith, given_as
 from ..errors import AlexnetError, LayoutError
+from .images import DEFAULT_QUALITY, MAX_PIXELS, MAX_PIXELS_TO_SHRINK
 from .parts import LAYOUT_NAMES
 
 #: Downloads at the same time of a fetch, unless told otherwise (a Spark job's ``fetch_workers`` too).
 DEFAULT_DOWNLOADS = 8
 #: The partitions a board's categories are split into when ``total`` is left out: one per worker of 16.
 DEFAULT_PARTITIONS = 16
-#: The JPEG quality of the images an upload re-encodes, unless told otherwise (the benchmark's copies too).
-DEFAULT_QUALITY = 90
 
 
 def check_layout(layout: Any, name: str = "layout") -> str:
@@ -128,6 +127,12 @@ class UploadOptions:
                                "image by a hash of its name, so that the same ones stay held out when photos are "
                                "added, and at least one of every category of two images or more (0: none)",
                                minimum=0.0, below=1.0)
+    max_pixels: int = setting(MAX_PIXELS, "count", "the most pixels (width x height) an image may have to be "
+                              f"stored, at most {MAX_PIXELS:,} (the most that training, evaluation and prediction "
+                              "decode): a larger image is sized from its header, without being decoded, and left out "
+                              "as a bad image, unless `resize` shrinks it within this (images of up to "
+                              f"{MAX_PIXELS_TO_SHRINK:,} pixels are shrunk)", minimum=1, maximum=MAX_PIXELS,
+                              metavar="PIXELS")
 
 
 @dataclass(frozen=True)

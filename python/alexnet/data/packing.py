@@ -39,7 +39,7 @@ from ..storage.board import Board, is_full_board
 from ..storage.publish import pin_state, publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
-from .images import check_image
+from .images import MAX_PIXELS, check_image
 from .parts import CRC_MISMATCH, Member, Members, Part, Source
 
 if TYPE_CHECKING:
@@ -71,10 +71,11 @@ class Options:
     resize: int | None
     quality: int
     retries: int
+    max_pixels: int = MAX_PIXELS
 
     def settings(self, split: str) -> dict[str, Any]:
         return {"format": layout.FORMAT_VERSION, "split": split, "resize": self.resize,
-                "quality": self.quality if self.resize is not None else None}
+                "quality": self.quality if self.resize is not None else None, "max_pixels": self.max_pixels}
 
 
 def fingerprint(part: Part, options: Options) -> str:
@@ -116,7 +117,8 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
             if crc is not None and crc != recorded:
                 reject(name, CRC_MISMATCH)
                 continue
-            stored, reason = check_image(data, resize=options.resize, quality=options.quality)
+            stored, reason = check_image(data, resize=options.resize, quality=options.quality,
+                                         max_pixels=options.max_pixels)
             if stored is None:
                 reject(name, reason)
                 continue
@@ -186,7 +188,8 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
             return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
         metadata = {"alexnet": layout.FORMAT_VERSION, "category": part.wnid, "split": part.split, "images": images,
                     "bytes": size, "sha256": sha, "source": print_, "resize": options.resize,
-                    "quality": options.quality if options.resize is not None else None, "bad": bad}
+                    "quality": options.quality if options.resize is not None else None,
+                    "max_pixels": options.max_pixels, "bad": bad}
         version = publish_file(board, zip_path, part.pin, title=f"ImageNet {part.split} images of {part.wnid}",
                                metadata=metadata, exists=exists, retries=options.retries, move=True)
         return Result(part.wnid, part.split, "uploaded", images, size, sha, version, bad)

@@ -4,8 +4,9 @@ checked images, resumable.
 The source's layout is recognised by :func:`alexnet.data.sources.open_source` and read in place, without an
 extracted copy; :mod:`alexnet.data.packing` packs and publishes its parts. What ends up on the board is described
 in :mod:`alexnet.storage.layout`. Every image is decoded on the way (:func:`alexnet.data.images.check_image`):
-empty, truncated and undecodable files, and images of an archive whose bytes do not match the CRC-32 it records, are
-left out and listed.
+empty, truncated and undecodable files, images of an archive whose bytes do not match the CRC-32 it records, and
+images whose header declares more pixels than ``max_pixels`` (unless ``resize`` shrinks them within it) are left out
+and listed.
 
 Resuming: a category whose pin on the board has the same source fingerprint (file names and sizes, or the
 archive's record of them, and the options) is skipped without reading its images; otherwise its zip is rebuilt
@@ -63,7 +64,7 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
         with quiet_pins():
             bad_meta = retry("writing the bad_images pin", lambda: write_table(
                 board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
-                "Images left out at upload: empty, truncated or undecodable"), retries)
+                "Images left out at upload: empty, truncated, undecodable or too large"), retries)
             cat_meta = retry("writing the categories pin", lambda: write_table(
                 board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
                 "ImageNet categories: one row per category zip", summary), retries)
@@ -171,7 +172,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     """
     given = _given_source(source, path)
     chosen = declaration.check(UploadOptions, options, "imagenet_upload()")
-    packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries)
+    packing = Options(chosen.min_images, chosen.resize, chosen.quality, chosen.retries, chosen.max_pixels)
     declaration.warn_unused(chosen, log)
     parent = _scratch_parent(chosen.scratch)
     resolved = resolve_board(board)
@@ -217,7 +218,7 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     summary = {"alexnet": layout.FORMAT_VERSION, "num_classes": len(rows), "images": sum(r["images"] for r in rows),
                "val_images": sum(r["val_images"] for r in rows), "layout": read.layout,
                "min_images": packing.min_images, "resize": packing.resize,
-               "quality": packing.quality if packing.resize is not None else None}
+               "quality": packing.quality if packing.resize is not None else None, "max_pixels": packing.max_pixels}
     if not summary["val_images"]:
         log.warning("%s gave no validation images, so board %s has none: training measures no val_accuracy and "
                     "evaluation has nothing to measure; %s", read.root, opened.location,

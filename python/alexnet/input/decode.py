@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 
+from ..data import images as image_checks
 from ..errors import AlexnetError
 from ..tfimport import tf
-from .headers import gif_first_frame, header_format, is_jpeg, webp_with_alpha
+from .headers import gif_first_frame, header_format, header_pixels, is_jpeg, webp_with_alpha
 
 #: Evaluation resizes the short side to ``image_size * EVAL_RESIZE_RATIO`` before the centre crop (256/224).
 EVAL_RESIZE_RATIO = 256 / 224
@@ -42,10 +43,25 @@ RGB_EIGENVECTORS = ((-0.5675, 0.7192, 0.4009),
                     (-0.5836, -0.6948, 0.4203))
 
 
+def pixel_limit_check(contents: tf.Tensor, pixels: tf.Tensor | None = None) -> tf.Operation:
+    """An assertion that fails, naming the limit, when the image ``contents`` declares more pixels than
+    :data:`alexnet.data.images.MAX_PIXELS` (its value when the graph is built) in its header: ``pixels`` when given
+    (a JPEG's height times width), else :func:`~alexnet.input.headers.header_pixels`. Nothing is decoded to know."""
+    limit = image_checks.MAX_PIXELS
+    if pixels is None:
+        pixels = header_pixels(contents)
+    return tf.debugging.assert_less_equal(
+        tf.cast(pixels, tf.int64), tf.constant(limit, tf.int64),
+        message=f"too large to decode safely (more than the limit {limit} pixels)")
+
+
 def decode_any(contents: tf.Tensor) -> tf.Tensor:
     """Decode bytes of any format of :data:`IMAGE_FORMATS` to a uint8 RGB image (a transparent one's colours, without
     its alpha, as Pillow's ``convert("RGB")`` gives them; a GIF's first frame, :func:`gif_first_frame`, as Pillow
-    gives it too)."""
+    gives it too). An image whose header declares more than :data:`alexnet.data.images.MAX_PIXELS` is an error
+    before anything of it is decoded (:func:`pixel_limit_check`): a PNG of a few kilobytes can declare gigabytes."""
+    with tf.control_dependencies([pixel_limit_check(contents)]):
+        contents = tf.identity(contents)
     contents = tf.cond(tf.equal(header_format(contents), "GIF"), lambda: gif_first_frame(contents), lambda: contents)
 
     def decode(channels: int) -> tf.Tensor:

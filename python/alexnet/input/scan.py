@@ -2,7 +2,9 @@
 
 :func:`scan_images` reads every file once (in parallel, in tf.data) and checks that it is not empty, that a
 JPEG header parses and the JPEG ends with its end-of-image marker (a truncated JPEG does not: TensorFlow's
-decoder rejects it mid-epoch, and other decoders pad it with grey), and that other formats decode. Bad files
+decoder rejects it mid-epoch, and other decoders pad it with grey), that its header declares at most
+:data:`alexnet.data.images.MAX_PIXELS` pixels (a larger image is refused before anything of it is decoded: decoded,
+it would cost hundreds of megabytes every epoch), and that other formats decode. Bad files
 are reported by name, counted and left out (:func:`drop_bad_images`); above a set fraction the run stops with
 :class:`~alexnet.errors.BadImagesError`. ``scan_images(full=True)`` decodes every image as well, and
 ``scan_images(jpeg_only=True)`` (the benchmark's plain-decode reference) counts files of other formats as bad.
@@ -19,11 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data import images as image_checks
 from ..errors import BadImagesError
 from ..progress import progress_bar
 from ..storage import cache
 from ..tfimport import tf
-from .decode import decode_any, is_jpeg
+from .decode import decode_any, is_jpeg, pixel_limit_check
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
 
 logger = logging.getLogger(__name__)
@@ -46,12 +49,12 @@ def _check_image(contents: tf.Tensor) -> tf.Tensor:
     not_empty = tf.debugging.assert_positive(tf.strings.length(contents), message="empty file")
 
     def jpeg() -> tf.Tensor:
-        shape = tf.image.extract_jpeg_shape(contents)
+        shape = tf.cast(tf.image.extract_jpeg_shape(contents), tf.int64)
         complete = tf.debugging.assert_equal(
             _has_end_of_image(contents), True, message="truncated JPEG (no end-of-image marker)"
         )
-        with tf.control_dependencies([complete]):
-            return tf.reduce_min(shape[:2]) * 0
+        with tf.control_dependencies([complete, pixel_limit_check(contents, shape[0] * shape[1])]):
+            return tf.cast(tf.reduce_min(shape[:2]) * 0, tf.int32)
 
     def other() -> tf.Tensor:
         return tf.reduce_min(tf.shape(decode_any(contents))[:2]) * 0
@@ -78,15 +81,15 @@ def _only_jpeg(check: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor],
 
 #: The version of the check: raised whenever :func:`_check_image` or what it calls changes which files it finds bad,
 #: so that the results the cache recorded of an earlier one are not used.
-CHECK_VERSION = 1
+CHECK_VERSION = 2
 
 
 def check_kind(full: bool = False, jpeg_only: bool = False) -> str:
     """What the check's result depends on besides the file's bytes: the check's version (:data:`CHECK_VERSION`) and
-    kind, and TensorFlow's version (its decoders read the formats other than JPEG). A result recorded in the cache
-    under another kind is not used."""
+    kind, the most pixels an image may declare (:data:`alexnet.data.images.MAX_PIXELS`) and TensorFlow's version (its
+    decoders read the formats other than JPEG). A result recorded in the cache under another kind is not used."""
     what = ("full" if full else "header") + ("/jpeg-only" if jpeg_only else "")
-    return f"{CHECK_VERSION}/{what}/tensorflow {tf.__version__}"
+    return f"{CHECK_VERSION}/{what}/{image_checks.MAX_PIXELS} pixels/tensorflow {tf.__version__}"
 
 
 @dataclass
@@ -153,8 +156,9 @@ def scan_images(
     """The files among ``files`` that cannot be used for training, in their original order.
 
     Every file is read once, ``parallel`` at a time. A file is bad when it cannot be read, is empty, is
-    a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), or is another
-    format that does not decode. With ``full=True`` every image is also fully decoded (slower, and
+    a JPEG whose header does not parse or that lacks its end-of-image marker (truncated), declares more pixels than
+    :data:`alexnet.data.images.MAX_PIXELS` in its header (not decoded then), or is another format that does not
+    decode. With ``full=True`` every image is also fully decoded (slower, and
     catches corruption inside the compressed data). With ``jpeg_only=True`` a file of another format (a PNG
     named ``.JPEG``) is bad too, for readers that decode nothing but JPEG.
 
@@ -198,6 +202,15 @@ def scan_images(
     return [f for f, good in zip(files, ok, strict=True) if not good]
 
 
+def said(path: str) -> str:
+    """A bad file as a listing names it: its path, with why when its header declares more pixels than
+    :data:`alexnet.data.images.MAX_PIXELS` (the other reasons, truncated or not an image, are not told apart)."""
+    pixels = image_checks.declared_pixels(path)
+    if pixels is None or pixels <= image_checks.MAX_PIXELS:
+        return path
+    return f"{path}: {image_checks.TOO_LARGE.format(pixels=pixels, limit=image_checks.MAX_PIXELS)}"
+
+
 def drop_bad_images(
     files: Sequence[str],
     labels: Sequence[int],
@@ -214,15 +227,17 @@ def drop_bad_images(
     if not bad:
         return files, list(labels)
     fraction = len(bad) / len(files)
-    listed = "\n  ".join(bad[:20]) + ("" if len(bad) <= 20 else f"\n  ... and {len(bad) - 20} more")
+    listed = "\n  ".join(said(path) for path in bad[:20]) + ("" if len(bad) <= 20 else
+                                                             f"\n  ... and {len(bad) - 20} more")
     if fraction > max_bad_fraction:
         raise BadImagesError(
-            f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are empty, truncated or cannot be "
+            f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are empty, truncated, too large or cannot be "
             f"decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
-            "Replace or remove these files (a board's partition in the cache: fetch it again with verify = True, "
-            "which fetches damaged categories again), or raise `max_bad_fraction` to train without them."
+            "Replace, shrink or remove these files (a board's partition in the cache: fetch it again with "
+            "verify = True, which fetches damaged categories again), or raise `max_bad_fraction` to train without "
+            "them."
         )
-    logger.warning("Skipping %d unreadable %s image(s) of %d:\n  %s", len(bad), what, len(files), listed)
+    logger.warning("Skipping %d unusable %s image(s) of %d:\n  %s", len(bad), what, len(files), listed)
     bad_set = set(bad)
     kept = [(f, y) for f, y in zip(files, labels, strict=True) if f not in bad_set]
     return [f for f, _ in kept], [y for _, y in kept]

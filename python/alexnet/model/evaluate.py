@@ -227,7 +227,7 @@ def alexnet_evaluate(
     class its images were wrongly taken for (``index``, ``id``, ``name``, ``predicted_index``, ``predicted_id``,
     ``predicted_name``, ``images``), the most frequent first.
     """
-    from ..input.scan import scan_images
+    from ..input.scan import said, scan_images
 
     declaration.check_names(options, [*specs(), *declaration.specs(BoardImagesOptions)], "alexnet_evaluate()",
                             "Its options")
@@ -288,8 +288,8 @@ def alexnet_evaluate(
                            f"the model {loaded.description}: give each image its class's index among the model's.")
     bad = scan_images(files, parallel)
     if bad:
-        logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated or not an image):\n  %s",
-                       len(bad), len(files), "\n  ".join(bad))
+        logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated, too large or not an "
+                       "image):\n  %s", len(bad), len(files), "\n  ".join(said(path) for path in bad))
         dropped = set(bad)
         kept = [(f, y) for f, y in zip(files, labels, strict=True) if f not in dropped]
         files, labels = [f for f, _ in kept], [y for _, y in kept]

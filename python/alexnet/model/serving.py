@@ -12,11 +12,11 @@ Serving, ``saved_model_cli``, other languages' bindings), without this package o
     ``probabilities`` (float32), each ``[batch, top]``, and ``ok`` (bool ``[batch]``) and ``error`` (string
     ``[batch]``). An image that cannot be decoded does not fail the call: its ``ok`` is false, its ``error`` says
     why (``empty``, ``not a JPEG, PNG, GIF, BMP or WebP image``, ``an animated WebP is not read``, ``truncated or
-    corrupt``, ``too large to decode safely (N pixels, more than the limit 178956970)``), its ``indices`` are -1,
+    corrupt``, ``too large to decode safely (N pixels, more than the limit 89478485)``), its ``indices`` are -1,
     its ``ids`` and ``names`` empty and its ``probabilities`` 0. As in ``alexnet_predict()``, a JPEG is read to its
     end first (at 1/8 scale), so a truncated one is reported even when its centre could be decoded, and an image
-    whose header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (Pillow's limit, which
-    ``alexnet_predict()`` applies too) is refused before anything of it is decoded: a small file can decode to
+    whose header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (the limit ``alexnet_predict()``,
+    training and evaluation apply too) is refused before anything of it is decoded: a small file can decode to
     gigabytes.
 ``pixels``
     ``pixels``: float32 ``[batch, size, size, 3]``, RGB values in 0-255 already cropped to the card's size (what
