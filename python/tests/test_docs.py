@@ -396,6 +396,28 @@ def _chunks(orig: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in re.finditer(r"^```\{(\w+[^}]*)\}\n(.*?)^```", orig, re.S | re.M)]
 
 
+def _prose(text: str) -> list[str]:
+    """The non-blank lines of an article outside its code blocks and their output."""
+    lines, in_code = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.strip() and not line.startswith("#>"):
+            lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("article", ["training-imagenet", "distributed-training"])
+def test_every_article_line_of_prose_is_the_knitted_one(article):
+    """The knitted article says what its source says: every line of the source's prose is in it, in order, so that a
+    sentence mended in one of them alone (re-knitting would undo it, or keep it from readers) fails here."""
+    knitted = _prose((VIGNETTES / f"{article}.Rmd").read_text())
+    position = 0
+    for line in _prose((VIGNETTES / f"{article}.Rmd.orig").read_text()):
+        assert line in knitted[position:], f"{article}: the source's line is not in the knitted article: {line!r}"
+        position = knitted.index(line, position) + 1
+
+
 @pytest.mark.parametrize("article", ["training-imagenet", "distributed-training"])
 def test_every_article_chunk_ran_when_knitted(article):
     """The knitted article holds every chunk of its source, each non-blank line of it whole and in order, each
