@@ -80,6 +80,19 @@ def saved_tiny_model(folder: Path, categories: list[dict], seed: int, image_size
     return model, str(folder)
 
 
+def pinned_bytes(root: Path, name: str = "alexnet") -> str:
+    """A folder board ``root/board`` with one model pin, ``name``, of one class, whose file is a few bytes: for the
+    tests of where a pin is brought, which load nothing."""
+    from alexnet.model.pin import publish_model
+
+    file = root / "pinned-bytes" / "alexnet.keras"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"not a model, a few bytes")
+    board = str(root / "board")
+    publish_model(board, name, str(file), card_for([{"id": "n00000001", "name": "one"}], board="/data"))
+    return board
+
+
 def synthetic_board(root: Path, classes: int = 4, val_per_class: int = 3, seed: int = 0) -> str:
     """A folder board of a synthetic ImageNet at 96 pixels, with ``val_per_class`` validation images a category."""
     from alexnet.data.synthetic import imagenet_synthetic

@@ -137,7 +137,7 @@ def _scratch_parent(scratch: str | None) -> str | None:
     :class:`~alexnet.errors.AlexnetError` saying what to give otherwise."""
     if scratch is None:
         return None
-    return made_folder(os.path.abspath(os.path.expanduser(scratch)), "scratch", "the system's temporary folder",
+    return made_folder(os.path.abspath(scratch), "scratch", "the system's temporary folder",
                        holds="the upload's scratch folder")
 
 

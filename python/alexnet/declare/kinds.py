@@ -25,6 +25,7 @@ from ..checks import (
     shown,
 )
 from ..errors import AlexnetError
+from ..storage.location import home_expanded
 
 
 def _one(value: Any) -> Any:
@@ -47,7 +48,8 @@ class UsedWith:
 class Spec:
     """What the declaration says of one setting.
 
-    ``default`` is the value a caller sees (in the signature, the help, R); ``kind`` a name of :data:`KINDS`;
+    ``default`` is the value a caller sees (in the signature, the help, R); ``kind`` a name of :data:`KINDS` (a
+    ``location``'s leading ``~`` is the home folder, as in a shell, whether it has a ``check`` of its own or not);
     ``help`` one phrase; ``minimum`` and ``maximum`` bound a number (``above`` and ``below``: strictly); ``choices`` the
     values of a choice, ``aliases`` other spellings of them; ``optional`` that ``None`` (R's ``NULL``) is taken;
     ``output`` that the value is a location written to (proven writable before training); ``option`` the command
@@ -81,7 +83,10 @@ class Spec:
         value = _one(value) if KINDS[self.kind].scalar else value
         if value is None and (self.optional or self.kind == "counts"):
             return None if self.optional else ()
-        return KINDS[self.kind].convert(value, name, self) if self.check is None else self.check(value, name)
+        converted = KINDS[self.kind].convert(value, name, self) if self.check is None else self.check(value, name)
+        if self.kind == "location" and isinstance(converted, str):
+            return home_expanded(converted)  # here, once, for every front end: R and a quoted option send `~` as is
+        return converted
 
     def restore(self, value: Any) -> Any:
         """A value this setting converted, after a trip as plain values (JSON, R), typed again without checks."""

@@ -84,8 +84,7 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     A cache holds one board's categories: two boards may name different images by the same category id, and a fetch
     from one would replace the other's files. The board a cache was first opened for is recorded in it
     (:data:`BOARD_FILE`), and another board given the same ``cache_dir`` is an :class:`AlexnetError`."""
-    root = os.path.abspath(os.path.expanduser(os.fspath(cache_dir))) if cache_dir is not None \
-        else default_cache_dir(location)
+    root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
     made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
     _own_board(root, os.path.realpath(location) if "://" not in location else location)  # a folder by any path

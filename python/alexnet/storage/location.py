@@ -75,10 +75,19 @@ _WARNED_ANONYMOUS: set[str] = set()
 KINDS = ("file", "gs", "s3", "http")
 
 
+def home_expanded(location: str) -> str:
+    """``location`` with a leading ``~`` (``~user``) replaced by that home folder, as a shell does: a local path
+    written from the home folder (``cache_dir = "~/models"``, ``--model-cache '~/m'`` quoted); any other string, a
+    URL or a path with ``~`` further in, as it is. Every location setting (:class:`alexnet.declare.kinds.Spec`) and
+    every location :func:`resolve_location` reads go through it, so that no folder named ``~`` is ever made."""
+    return os.path.expanduser(location) if location.startswith("~") else location
+
+
 def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     """The canonical form of ``location``: an absolute local path, or a ``gs://``, ``s3://``, ``http(s)://`` URL.
 
-    ``file://`` URLs (and ``file:/path``) and relative paths become absolute paths; ``gcs://`` is spelled ``gs://`` and ``s3a://``
+    ``file://`` URLs (and ``file:/path``) and relative paths become absolute paths (a leading ``~`` is the home folder:
+    :func:`home_expanded`); ``gcs://`` is spelled ``gs://`` and ``s3a://``
     ``s3://``; trailing slashes are dropped, and so are empty segments of a bucket URL (``s3://b//x`` is
     ``s3://b/x``, for reads and writes alike). Any other scheme, or a mistyped one (``gs:/b``, ``s3:b``,
     ``gs//b``: a local folder only when written ``./gs:/b``), raises ``BoardError`` naming ``what`` the string
@@ -104,7 +113,7 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
         meant = f"{'file:///' if scheme == 'file' else f'{scheme}://'}{typo.group(2)}"
         raise BoardError(f"{said} {text!r} is a mistyped URL: write {meant!r}, or {'./' + text!r} for a local folder")
     if match is None:
-        return os.path.abspath(os.path.expanduser(text))
+        return os.path.abspath(home_expanded(text))
     scheme, rest = match.group(1).lower(), match.group(2)
     if scheme == "file":
         parsed = urllib.parse.urlparse(text)

@@ -233,7 +233,7 @@ class TrainSettings:
         "keeps its accuracy at with the rate scaled linearly, and as many times fewer on fewer images, down to none; "
         f"it never stops a batch you set yourself, which the chief warns about beyond {LARGEST_GLOBAL_BATCH} and "
         "beyond this bound)", minimum=1, optional=True, metavar="IMAGES")
-    progress_file: str | None = setting(None, "string", "where the chief reports progress as lines of JSON (a file, "
+    progress_file: str | None = setting(None, "location", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with `tensorboard --logdir`",
                                   optional=True, output=True)
