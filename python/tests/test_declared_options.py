@@ -14,6 +14,7 @@ and a Spark job's options: tests/test_launch_options.py.)
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import pytest
@@ -196,6 +197,38 @@ def test_a_command_without_a_model_location_reads_the_model_pin_as_alexnet_model
     assert len(calls) == 2
 
 
+def test_a_training_from_a_model_pin_brings_its_file_into_the_initial_cache_as_alexnet_model_does(tmp_path,
+                                                                                                 monkeypatch):
+    # the other commands' --model-cache, for --initial-pin: a training's --model-... options are the model it makes
+    from helpers_model import pinned_bytes
+
+    from alexnet.cli.train import training_args
+    from alexnet.model.pin import fetch_again
+
+    board, chosen = pinned_bytes(tmp_path), tmp_path / "chosen"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    spec = specs(ModelPinOptions)["cache_dir"]
+    for command in ("train", "spark-train"):
+        action = next(a for a in _parser(command)._actions if "--initial-cache" in a.option_strings)
+        assert common.declared_help(spec) in action.help and action.metavar == spec.metavar
+
+    def given(*words: str) -> dict[str, Any]:
+        return training_args(build_parser().parse_args(["train", *words]))
+
+    pin = ["--initial-pin", "alexnet", "--initial-board", board]
+    reference = given(*pin, "--initial-cache", str(chosen))["initial_model"]
+    assert reference["cache_dir"] == str(chosen) and reference["path"] is None and not chosen.exists()
+    fetched = fetch_again(reference)  # what the run that starts from it does, here or on a worker
+    assert fetched["path"].startswith(str(chosen) + os.sep) and os.path.isfile(fetched["path"])
+    assert given(*pin)["initial_model"]["cache_dir"] is None  # unset: each machine's user cache
+    assert not (tmp_path / "user-cache").exists()
+    with pytest.raises(AlexnetError, match=r"^`--initial-cache` must be one string \(a path or URL\), not ''\.$"):
+        given(*pin, "--initial-cache", "")
+    with pytest.raises(AlexnetError, match=r"^--initial-cache is where the file of --initial-pin is brought: give "
+                                           r"--initial-pin NAME too\.$"):
+        given("--initial-cache", str(chosen))
+
+
 def test_a_missing_default_model_pin_says_how_to_name_the_model_unless_a_pin_was_meant(monkeypatch, capsys):
     def missing(board: Any, name: str = "alexnet", version: str | None = None, **kwargs: Any) -> Any:
         raise AlexnetError(f"pin {name!r} has no version {version!r}" if version else f"no pin {name!r}")
@@ -267,7 +300,7 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
 #: The options the commands write by hand, not from a declaration.
 OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--workers", "--master", "--model",
                "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board",
-               "--validation"}
+               "--initial-cache", "--validation"}
 
 
 @pytest.mark.parametrize("command", sorted(_command_tables()))

@@ -134,6 +134,20 @@ def test_the_command_line_brings_a_model_into_a_quoted_model_cache_under_the_hom
     _no_tilde_made(tmp_path)
 
 
+def test_a_training_from_a_model_pin_brings_it_into_a_quoted_initial_cache_under_the_home_folder(home, tmp_path):
+    from alexnet.cli import build_parser
+    from alexnet.cli.train import training_args
+    from alexnet.model.pin import fetch_again
+
+    board = pinned_bytes(tmp_path)
+    args = build_parser().parse_args(["train", "--initial-pin", "alexnet", "--initial-board", board,
+                                      "--initial-cache", "~/initial"])
+    reference = training_args(args)["initial_model"]
+    assert reference["cache_dir"] == str(home / "initial")
+    assert fetch_again(reference)["path"].startswith(str(home / "initial") + os.sep)
+    _no_tilde_made(tmp_path)
+
+
 def test_a_spark_job_hands_its_workers_a_cache_dir_under_the_home_folder(home, tmp_path):
     from alexnet.launch.options import check_launch
 

@@ -20,9 +20,20 @@ def setting_dest(name: str) -> str:
     return f"setting_{name}"
 
 
+def _initial_cache() -> Any:
+    """The spec of ``--initial-cache``: the ``cache_dir`` of the model pin read (:class:`ModelPinOptions`), which the
+    other commands take as ``--model-cache``; here the training's ``--model-...`` options are those of the model it
+    makes, so the initial pin's are ``--initial-...``."""
+    from ..declare.declaration import specs
+    from ..model.options import ModelPinOptions
+
+    return specs(ModelPinOptions)["cache_dir"]
+
+
 def training_options(p: argparse.ArgumentParser) -> None:
     """An option for every training setting the declaration puts on the command line, with its help and default;
-    and ``--initial-pin``, the command line's way to give ``initial_model`` as a model pin."""
+    and ``--initial-pin``, the command line's way to give ``initial_model`` as a model pin, with its board and the
+    folder its file is brought to."""
     from ..train.settings import specs
 
     common.declared_options(p, specs(), setting_dest)
@@ -31,6 +42,8 @@ def training_options(p: argparse.ArgumentParser) -> None:
                         "--initial-board, in place of --initial-model")
     p.add_argument("--initial-board", metavar="BOARD",
                    help="the board of --initial-pin (unset: --board, the data's)")
+    p.add_argument("--initial-cache", metavar="FOLDER",
+                   help=f"for --initial-pin, {common.declared_help(_initial_cache())}")
 
 
 def training_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,19 +54,24 @@ def training_args(args: argparse.Namespace) -> dict[str, Any]:
     from ..train.settings import specs
 
     given = common.declared_args(args, specs(), setting_dest)
-    pin = getattr(args, "initial_pin", None)
+    pin, cache = getattr(args, "initial_pin", None), getattr(args, "initial_cache", None)
     if pin:
         if "initial_model" in given:
             raise AlexnetError("give the initial model either as --initial-model (a model_dir or alexnet.keras "
                                "location) or as --initial-pin NAME, not both.")
         name, _, version = pin.partition("@")
         board = getattr(args, "initial_board", None) or common.default_board(args)
-        # the pin's metadata: its file is brought only by a run that starts from it, not by one that resumes
+        cache_dir = None if cache is None else _initial_cache().convert(cache, "--initial-cache")
+        # the pin's metadata: its file is brought (into cache_dir) only by a run that starts from it, not by one
+        # that resumes
         from ..model.pin import model_pin_reference
 
-        given["initial_model"] = model_pin_reference(board, name, version or None)
+        given["initial_model"] = model_pin_reference(board, name, version or None, cache_dir=cache_dir)
     elif getattr(args, "initial_board", None):
         raise AlexnetError("--initial-board is the board of --initial-pin: give --initial-pin NAME too.")
+    elif cache is not None:
+        raise AlexnetError("--initial-cache is where the file of --initial-pin is brought: give --initial-pin NAME "
+                           "too.")
     return given
 
 

@@ -301,11 +301,15 @@ def alexnet_model(
     return _read_model_pin(board, pin.name, pin.version, cache_dir=pin.cache_dir, export=pin.export, fetch=True)
 
 
-def model_pin_reference(board: str | os.PathLike | None, name: str, version: str | None = None) -> dict[str, Any]:
+def model_pin_reference(board: str | os.PathLike | None, name: str, version: str | None = None, *,
+                        cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """What :func:`alexnet_model` returns of model pin ``name`` (its latest version, or ``version``) of ``board``, read
     from its metadata without bringing its file here (``path`` and ``export_path`` are None): a model that loading
-    fetches when it is used, and only then (a training resumed from its checkpoint never does)."""
-    return _read_model_pin(board, check_model_pin(name, "name"), version, cache_dir=None, export=False, fetch=False)
+    fetches when it is used, and only then (a training resumed from its checkpoint never does), into ``cache_dir``
+    (:func:`fetch_again`; unset: the user cache of the machine that loads it)."""
+    cache_dir = declaration.specs(ModelPinOptions)["cache_dir"].convert(cache_dir, "cache_dir")
+    return _read_model_pin(board, check_model_pin(name, "name"), version, cache_dir=cache_dir, export=False,
+                           fetch=False)
 
 
 def fetch_again(model: Mapping[str, Any]) -> dict[str, Any]:
