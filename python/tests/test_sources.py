@@ -36,12 +36,12 @@ from alexnet.data import archive_io, held, ilsvrc, packing, parquet, tar_io, zip
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
-from alexnet.data.imagenet import VAL_SOLUTION_FILE
 from alexnet.data.kaggle_targz import KAGGLE_TARGZ
 from alexnet.data.kaggle_zip import KAGGLE_ZIP
 from alexnet.data.sources import held_out, open_source
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
+from alexnet.data.val_solution import VAL_SOLUTION_FILE
 from alexnet.errors import AlexnetError, LayoutError
 from alexnet.storage.board import open_board
 

@@ -30,9 +30,10 @@ from ..storage.zipformat import gunzip
 from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, parse_names, read_val_solution, unlabelled_error
+from .imagenet import MAPPING_FILE, parse_names
 from .parts import Member, Part, Source, Wanted, given, identity_of, is_image_name, not_an_image
 from .tar_io import STREAM_ERRORS, stream_tar
+from .val_solution import VAL_SOLUTION_FILE, read_val_solution, unlabelled_error
 from .zip_io import ZipEntry, zip_member_stream
 
 log = logging.getLogger(__name__)

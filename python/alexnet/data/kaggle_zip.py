@@ -20,7 +20,7 @@ from functools import partial
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
 from .classes import check_classes
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, label_val_images, parse_names, read_val_solution
+from .imagenet import MAPPING_FILE, parse_names
 from .kaggle_targz import KaggleTarGzSource, is_kaggle_targz
 from .parts import (
     Member,
@@ -34,6 +34,7 @@ from .parts import (
     not_an_image,
     wanted_parts,
 )
+from .val_solution import VAL_SOLUTION_FILE, label_val_images, read_val_solution
 from .zip_io import ZipEntry, ZipIndex, zip_index, zip_member, zip_text
 
 log = logging.getLogger(__name__)

@@ -33,9 +33,10 @@ import numpy as np
 
 from .classes import class_ids
 from .ilsvrc import DEVKIT, GROUND_TRUTH, META, TRAIN_TAR, VAL_TAR
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE
+from .imagenet import MAPPING_FILE
 from .kaggle_targz import KAGGLE_TARGZ
 from .kaggle_zip import KAGGLE_ZIP
+from .val_solution import VAL_SOLUTION_FILE
 
 #: Files or folders a layout writes at the top of ``dest`` (a second synthetic set there is refused).
 LAYOUT_FILES = ("ILSVRC", MAPPING_FILE, VAL_SOLUTION_FILE, TRAIN_TAR, VAL_TAR, DEVKIT, KAGGLE_ZIP, KAGGLE_TARGZ,

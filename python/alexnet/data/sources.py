@@ -37,11 +37,12 @@ from ..checks import some_names
 from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
-from .imagenet import MAPPING_FILE, VAL_SOLUTION_FILE, ImageNetTree, is_imagefolder, read_imagenet
+from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_imagenet
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
 from .parts import Member, Members, Part, Source, Wanted, wanted_parts
+from .val_solution import VAL_SOLUTION_FILE
 
 log = logging.getLogger(__name__)
 
