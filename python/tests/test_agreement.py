@@ -24,7 +24,8 @@ from alexnet.errors import AlexnetError, KeptWarnings  # noqa: E402
 from alexnet.train import agreement  # noqa: E402
 from alexnet.train import strategy as strategies  # noqa: E402
 from alexnet.train.levers import BETWEEN_REPLICAS, BETWEEN_WORKERS  # noqa: E402
-from alexnet.train.settings import SHARED_BY_WORKERS, check_settings  # noqa: E402
+from alexnet.train.settings import SHARED_BY_WORKERS  # noqa: E402
+from alexnet.train.settings_check import check_settings  # noqa: E402
 
 HERE = Path(__file__).resolve()
 

@@ -19,7 +19,8 @@ import alexnet  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.card import CARD_FILE, ModelCard  # noqa: E402
 from alexnet.train.initial import LEARNING_LAYERS, frozen_layers, start_from  # noqa: E402
-from alexnet.train.settings import TrainSettings, check_settings  # noqa: E402
+from alexnet.train.settings import TrainSettings  # noqa: E402
+from alexnet.train.settings_check import check_settings  # noqa: E402
 
 #: The hidden units of every model here (the tree's runs use the same).
 UNITS = 64

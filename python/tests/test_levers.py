@@ -42,7 +42,7 @@ from alexnet.train.advice import (  # noqa: E402
 from alexnet.train.batch_bound import IMAGENET_TRAIN_IMAGES, LARGEST_GLOBAL_BATCH, largest_batch  # noqa: E402
 from alexnet.train.communication import Communication, check_wire, sixteen_bit_wire  # noqa: E402
 from alexnet.train.precision import Hardware  # noqa: E402
-from alexnet.train.settings import check_settings  # noqa: E402
+from alexnet.train.settings_check import check_settings  # noqa: E402
 
 HERE = Path(__file__).resolve()
 AlexNet_PARAMETERS = 62_378_344  # AlexNet at 1000 classes and 4096 units (ungrouped)

@@ -193,7 +193,7 @@ def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_wi
     from alexnet.model.card import CARD_FILE
     from alexnet.storage.board import open_board
     from alexnet.train.api import train
-    from alexnet.train.settings import check_settings
+    from alexnet.train.settings_check import check_settings
 
     board = str(tmp_path / "board")
     first = publish_model(board, "alexnet", *_earlier_model(tmp_path))["version"]  # the pin has a version already
@@ -260,7 +260,7 @@ def test_a_model_pinned_on_a_board_with_no_pins_is_said_to_make_a_new_board(save
     from helpers_train import synthetic_data
 
     from alexnet.train.api import train
-    from alexnet.train.settings import check_settings
+    from alexnet.train.settings_check import check_settings
 
     board = tmp_path / "noboard" / "sub"
     with caplog.at_level("WARNING", logger="alexnet.model.pin"):

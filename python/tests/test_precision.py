@@ -14,7 +14,7 @@ from alexnet.errors import AlexnetError
 from alexnet.train import measure
 from alexnet.train import precision as precisions
 from alexnet.train.precision import Hardware, choose_precision
-from alexnet.train.settings import check_settings
+from alexnet.train.settings_check import check_settings
 
 CPU = "alexnet.train.precision"
 

@@ -23,7 +23,7 @@ from alexnet.train.schedule import (
     rate_schedule,
     split_epochs,
 )
-from alexnet.train.settings import check_settings
+from alexnet.train.settings_check import check_settings
 
 
 def test_the_module_imports_no_tensorflow():
@@ -135,7 +135,7 @@ def test_a_warm_up_never_starts_above_the_rate_it_reaches():
 
 def test_a_drop_at_epoch_0_is_no_drop_and_the_setting_refuses_it():
     assert RateSchedule(0.01, 1.0, 0, (0, 2), 3, 4, "step").at(0) == pytest.approx(0.01)
-    from alexnet.train.settings import check_settings
+    from alexnet.train.settings_check import check_settings
 
     with pytest.raises(AlexnetError, match=r"`lr_drop_epochs` must be whole numbers >= 1, not 0 in \[0, 2\]"):
         check_settings({"lr_schedule": "step", "lr_drop_epochs": [0, 2]})

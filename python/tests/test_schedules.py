@@ -20,7 +20,7 @@ from alexnet.model.network import AdaptiveAveragePooling2D, adaptive_pooling  # 
 from alexnet.train import datasets as run_datasets  # noqa: E402
 from alexnet.train import run as runs  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.settings import check_settings  # noqa: E402
+from alexnet.train.settings_check import check_settings  # noqa: E402
 
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}
 

@@ -24,7 +24,8 @@ from alexnet.errors import AlexnetError
 from alexnet.launch.job import plan_job
 from alexnet.launch.task import Task
 from alexnet.launch.work import worker_function
-from alexnet.train.settings import TrainSettings, check_settings, defaults, specs
+from alexnet.train.settings import TrainSettings, defaults, specs
+from alexnet.train.settings_check import check_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}

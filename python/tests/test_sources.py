@@ -1276,7 +1276,7 @@ def test_val_share_holds_out_validation_images_of_a_folder_of_folders(made, tmp_
     again = imagenet_upload(source, tmp_path / "board", workers=2, val_share=0.3)
     assert again["uploaded"] == [] and again["skipped"] == [f"flower-{i}" for i in range(CLASSES)]
     # a model may not be published as one of them, nor a category named as one of the board's own pins
-    from alexnet.train.settings import check_settings
+    from alexnet.train.settings_check import check_settings
 
     with pytest.raises(AlexnetError, match=r"^`model_pin` = 'flower-0': board .* has a pin 'flower-0' that holds no "
                                            r"model .*: choose another name, e.g. model_pin = 'flower-0-model'\.$"):

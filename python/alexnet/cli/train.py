@@ -190,7 +190,7 @@ def history_summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str
 
 def _train(args: argparse.Namespace) -> None:
     from ..train.api import train
-    from ..train.settings import check_settings
+    from ..train.settings_check import check_settings
 
     # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")

@@ -230,7 +230,7 @@ def _text(value: Any, name: str, spec: Spec) -> str:
 def _model(value: Any, name: str, spec: Spec) -> str | dict[str, Any]:
     """A trained model as a setting names it: a location (a string) or what ``alexnet_model()`` returns (a dict, R's
     named list). Whether it exists is for the check of the settings it is one of to find out (the training settings':
-    :func:`alexnet.train.settings.check_settings`), once, where the run is launched."""
+    :func:`alexnet.train.settings_check.check_settings`), once, where the run is launched."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, Mapping):

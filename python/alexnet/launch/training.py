@@ -70,11 +70,11 @@ WORKER_VERBOSE = 2
 def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | None, *, local_master: bool = True,
                     where: str = "alexnet_spark_train()") -> TrainSettings:
     """The training settings every worker of a distributed run gets, checked once on the driver
-    (:func:`alexnet.train.settings.check_settings`: names, values, output locations writable, the board of
+    (:func:`alexnet.train.settings_check.check_settings`: names, values, output locations writable, the board of
     ``model_pin``, by default ``board``): not ``data`` or ``strategy``, which the workers set; Keras prints one line
     per epoch unless ``verbose`` says otherwise (a worker's output goes to its log)."""
     from ..storage.board import default_board
-    from ..train.settings import check_settings
+    from ..train.settings_check import check_settings
 
     arguments = dict(train_args)
     if arguments.get("strategy", "multi_worker") in (None, "multi_worker"):
@@ -156,7 +156,7 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
 
     from ..data.fetch import imagenet_partition
     from ..train.api import train
-    from ..train.settings import check_settings
+    from ..train.settings_check import check_settings
 
     data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
                               workers=task.options.fetch_workers)

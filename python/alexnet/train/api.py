@@ -1,6 +1,6 @@
 """``alexnet_train()``: AlexNet on a partition of ImageNet, on one device, several GPUs or several workers.
 
-The call checks its settings once (:func:`.settings.check_settings`, against the declaration its signature is
+The call checks its settings once (:func:`.settings_check.check_settings`, against the declaration its signature is
 made from) and hands them, typed, to :func:`train`, which the command line and the Spark workers call directly
 with settings already checked. The run itself is :mod:`.run`'s. TensorFlow is imported by the run, not by this
 module.
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..declare import declaration
 from ..errors import AlexnetError
-from .settings import TrainSettings, check_names, check_settings, specs
+from .settings import TrainSettings, check_names, specs
+from .settings_check import check_settings
 from .strategy import check_strategy
 
 if TYPE_CHECKING:
@@ -248,10 +249,10 @@ alexnet_train.__doc__ = (alexnet_train.__doc__ or "").rstrip() + "\n\n" + declar
 def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.distribute.Strategy | None = None,
           callbacks: Sequence[keras.callbacks.Callback] | None = None, evaluate: Evaluate | None = None
           ) -> dict[str, Any]:
-    """:func:`alexnet_train` with its settings already checked (:func:`.settings.check_settings`): what the command
-    line and the Spark workers call, so that nothing is checked twice. ``evaluate`` (a Spark training that ends with
-    its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`). A run of
-    several workers that loses one ends with a :class:`.lost.WorkerLostError` saying so, TensorFlow's error as its
+    """:func:`alexnet_train` with its settings already checked (:func:`.settings_check.check_settings`): what the
+    command line and the Spark workers call, so that nothing is checked twice. ``evaluate`` (a Spark training that ends
+    with its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`). A run
+    of several workers that loses one ends with a :class:`.lost.WorkerLostError` saying so, TensorFlow's error as its
     cause."""
     from .lost import lost_in_run
     from .run import run

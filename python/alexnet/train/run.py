@@ -231,7 +231,7 @@ def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: Mo
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
     """Refuse, before any model is built, what needs validation images when no worker has any (every worker
     refuses alike: they all agreed on ``steps``)."""
-    from .settings import need_validation
+    from .settings_check import need_validation
 
     if not steps.validate:
         need_validation(settings.lr_schedule, settings.keep_best, "the images trained on have no validation images",
