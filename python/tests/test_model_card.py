@@ -24,7 +24,7 @@ from alexnet.model.pin import MODEL_PIN_KIND  # noqa: E402
 from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
-from alexnet.train.run import weights_digest  # noqa: E402
+from alexnet.train.trained import weights_digest  # noqa: E402
 
 TINY = {"image_size": 64, "dense_units": 64, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n1"], "categories": ["n1"]}

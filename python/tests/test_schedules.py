@@ -18,9 +18,9 @@ keras = pytest.importorskip("tf_keras")
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.network import AdaptiveAveragePooling2D, adaptive_pooling  # noqa: E402
 from alexnet.train import datasets as run_datasets  # noqa: E402
-from alexnet.train import run as runs  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.settings_check import check_settings  # noqa: E402
+from alexnet.train.trained import weights_digest  # noqa: E402
 
 NOWHERE = {"image": ["/nowhere/a.JPEG"], "category": ["n00000001"], "categories": ["n00000001"]}
 
@@ -146,7 +146,7 @@ class _Epochs(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.rates.append(float(self.model.optimizer.learning_rate))  # the rate the epoch's last step used
-        self.digests[epoch] = runs.weights_digest(self.model)
+        self.digests[epoch] = weights_digest(self.model)
         if logs and "val_accuracy" in logs:
             self.accuracies[epoch] = float(logs["val_accuracy"])
 

@@ -7,14 +7,13 @@ AlexNet under the strategy's scope (:mod:`.model`), starting from a trained mode
 (:mod:`.initial`); restore the last checkpoint when there is one
 (:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
 the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
-(:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`alexnet.model.saved`,
-:mod:`alexnet.model.pin`); return the history as a plain dict.
+(:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`.trained`,
+:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from .datasets import RunDatasets, usable_data
 from .resumed import extended, record_changes, refuse_other_classes, relaid, say_finished, trained_on
 from .schedule import describe, one_epoch
 from .settings import TrainSettings
+from .trained import model_card, publish_model, take_best_epoch, weights_digest
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -45,18 +45,6 @@ logger = logging.getLogger(__name__)
 Evaluate = Callable[[Any, Any, "ModelCard"], "dict[str, Any] | None"]
 
 _METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
-
-
-def weights_digest(model: keras.Model) -> str:
-    """sha256 of every weight of ``model``, in order: equal on the workers of a synchronous run."""
-    import numpy as np
-
-    digest = hashlib.sha256()
-    for weight in model.get_weights():
-        array = np.ascontiguousarray(weight)
-        digest.update(str((array.dtype.str, array.shape)).encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
 
 
 def _xla(settings: TrainSettings, topology: Topology) -> tuple[bool, str]:
@@ -183,51 +171,6 @@ def _history(settings: TrainSettings, topology: Topology, td: TrainingData, step
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
 
 
-def _card(td: TrainingData, data: Mapping[str, Any], settings: TrainSettings,
-          metrics: Mapping[str, list[float]], digest: str, epoch: int | None = None,
-          started_from: str | None = None) -> ModelCard:
-    """The card of the model trained on ``td``: its classes, input size, training and data; with ``epoch``
-    (0-based, ``keep_best``), the model is that epoch's and its metrics are that epoch's."""
-    from ..model.card import ModelCard, now
-
-    def text(name: str) -> str | None:
-        value = data.get(name)
-        if isinstance(value, (list, tuple)) and len(value) == 1:
-            value = value[0]
-        return None if value is None else str(value)
-
-    at = -1 if epoch is None else epoch
-    return ModelCard(image_size=settings.sizes.final, num_classes=td.num_classes, class_ids=list(td.class_ids),
-                     class_names=list(td.class_names), epochs=len(metrics.get("loss") or []) or settings.epochs,
-                     best_epoch=None if epoch is None else epoch + 1,
-                     metrics={name: float(values[at]) for name, values in metrics.items() if len(values) > at},
-                     board=text("board"), categories_version=text("categories_version"), weights_sha256=digest,
-                     created=now(), initial_model=started_from,
-                     architecture={"dense_units": settings.dense_units, "grouped": settings.grouped})
-
-
-def _publish(net: keras.Model, settings: TrainSettings, topo: Topology, card: ModelCard, *,
-             again: bool = False) -> dict[str, str] | None:
-    """Publish ``net`` without its optimizer state as pin ``settings.model_pin``, with the export ``model_format`` asks
-    for beside it (the chief; every worker saves). ``again``: the run had nothing left to train, and a pin whose newest
-    version holds these weights already (the run published it when it ended) gets no second version of them."""
-    from ..model.export import export_format_of, pinned_already, publish_with_export
-    from ..model.saved import inference_copy
-
-    if settings.model_pin is None or (not topo.chief and topo.workers == 1):
-        return None
-    with inference_copy(net) as local:
-        if not topo.chief:
-            return None
-        format = export_format_of(settings.model_format)
-        pin = pinned_already(settings.model_board, settings.model_pin, card, format) if again else None
-        if pin is not None:
-            return pin
-        pin = publish_with_export(settings.model_board, settings.model_pin, local, card, settings.model_format, net)
-    logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
-    return pin
-
-
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
     """Refuse, before any model is built, what needs validation images when no worker has any (every worker
     refuses alike: they all agreed on ``steps``)."""
@@ -249,16 +192,6 @@ def _validation(strategy: tf.distribute.Strategy, net: keras.Model, datasets: Ru
         return []
     return [Validation(strategy, datasets.validation, steps=steps.validation, images=steps.val_images,
                        k=min(5, num_classes), loss=net.loss)]
-
-
-def _keep_best(net: keras.Model, best: Any) -> int | None:
-    """With ``keep_best`` (``best``, a :class:`.callbacks.BestWeights`), ``net`` takes the weights of the best
-    epoch; that epoch (0-based), or None."""
-    if best is None or best.weights is None:
-        return None
-    net.set_weights(best.weights)
-    logger.info("keep_best: the model is epoch %d's, of validation top-1 %.4f.", best.epoch + 1, best.best)
-    return int(best.epoch)
 
 
 def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
@@ -388,17 +321,17 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
             store.close()
         if board_log is not None:
             board_log.close()
-    best_epoch = _keep_best(net, best)
+    best_epoch = take_best_epoch(net, best)
     for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
         callback.set_model(net)
     digest = weights_digest(net)
     agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
-    card = _card(td, data, settings, recorder.metrics, digest, best_epoch,
+    card = model_card(td, data, settings, recorder.metrics, digest, best_epoch,
                  started["model"] if started is not None else None)
     if evaluate is not None:
         card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
     model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
-    model_pin = _publish(net, settings, topo, card, again=start.finished(settings.epochs))
+    model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
     changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
                ).get("settings_changed", [])
     return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
