@@ -1,11 +1,5 @@
-"""Checkpoints and the history file, on any storage a board can be on.
-
-``checkpoint_dir`` takes the same strings as a board (see :mod:`alexnet.storage.location`):
-a folder, ``file://``, ``gs://`` or ``s3://``. On a local (or shared) file system TensorFlow writes the
-checkpoints in place. On a bucket it writes them to a local staging folder, and each checkpoint is then
-uploaded through fsspec: its data files first, TensorFlow's ``checkpoint`` index last, so that the index
-never names files that are not there yet; older checkpoints are deleted after. Restoring downloads the
-checkpoint the index names.
+"""Checkpoints and the history file, on any storage a board can be on (``checkpoint_dir``: the files, where they
+are written and how they get to a bucket and back, are :mod:`.checkpoint_files`'s).
 
 Only the chief (worker 0) keeps checkpoints and the history file. The other workers save too
 (saving takes every worker of a multi-worker run), into a scratch folder that is deleted at the end.
@@ -32,18 +26,16 @@ import json
 import logging
 import os
 import posixpath
-import re
-import shutil
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError
-from ..scratch import make_scratch
-from ..storage.location import fs_path, location_kind, open_filesystem
+from ..storage.location import fs_path, open_filesystem
 from ..tfimport import keras, tf
-from .formats import CHECKPOINT_FORMAT, check_checkpoint_classes, check_format, check_optimizer, listed_checkpoints
+from .checkpoint_files import INDEX_FILE, CheckpointFiles
+from .formats import CHECKPOINT_FORMAT, check_checkpoint_classes, check_format, check_optimizer
 from .resumed import check_resume
 from .schedule import schedule_apart
 
@@ -51,16 +43,12 @@ logger = logging.getLogger(__name__)
 
 #: Per-epoch metrics and settings kept next to the checkpoints, so that a resumed run returns them all.
 STATE_FILE = "alexnet-history.json"
-#: TensorFlow's index of the checkpoints in a folder.
-INDEX_FILE = "checkpoint"
 #: The weights of the best epoch so far (``keep_best``), with that epoch, kept next to the checkpoints.
 BEST_FILE = "alexnet-best-weights.npz"
 #: Checkpoints kept.
 KEEP = 2
 #: The key, in a checkpoint, of the copy of the history file it keeps.
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
-#: The keys of the epoch and step a checkpoint was written at.
-POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
 
 
 @dataclass(frozen=True)
@@ -82,8 +70,9 @@ class Resume:
         return self.restored and self.step == 0 and self.epoch >= epochs
 
 
-class CheckpointStore:
-    """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker.
+class CheckpointStore(CheckpointFiles):
+    """The checkpoints of one run at ``location`` (a resolved location string), seen from one worker (their files:
+    :class:`.checkpoint_files.CheckpointFiles`).
 
     :meth:`restore` attaches the model and its optimizer (and restores the latest checkpoint when there is
     one); :meth:`save` then writes a checkpoint and the history file at a position. ``steps`` is the number of
@@ -92,30 +81,12 @@ class CheckpointStore:
     """
 
     def __init__(self, location: str, *, chief: bool, steps: int = 1, settings: Mapping[str, Any] | None = None):
-        self.location = location
-        self.chief = chief
+        super().__init__(location, chief=chief)
         self.steps = steps
         self.settings = dict(settings or {})
-        self.remote = location_kind(location) != "file"
-        self.fs = open_filesystem(location, write=chief)
-        self.root = fs_path(location)
-        self._scratch: list[str] = []
         self._manager: tf.train.CheckpointManager | None = None
         self._position: tuple[tf.Variable, tf.Variable] | None = None
         self._history: tf.Variable | None = None
-        if chief and not self.remote:
-            os.makedirs(location, exist_ok=True)
-            self.local = location  # TensorFlow writes in place
-        else:
-            self.local = self._new_scratch()
-
-    def _new_scratch(self) -> str:
-        folder = make_scratch("alexnet-checkpoint-")
-        self._scratch.append(folder)
-        return folder
-
-    def _remote(self, name: str) -> str:
-        return posixpath.join(self.root, name)
 
     # -- the history file --------------------------------------------------------------------------------
 
@@ -137,56 +108,6 @@ class CheckpointStore:
         os.replace(temporary, os.path.join(self.location, STATE_FILE))
 
     # -- checkpoints -------------------------------------------------------------------------------------
-
-    def _candidates(self) -> tuple[list[str], str | None]:
-        """The checkpoints to resume from, newest first, by name (``ckpt-N``): those TensorFlow's index names, or,
-        when the index is missing or cannot be read, every checkpoint whose files are there, by number; with why the
-        index was passed over (None: it was read)."""
-        listed, numbers = listed_checkpoints(self.fs, self.root)
-        found = sorted(numbers, key=numbers.__getitem__, reverse=True)
-        if not found:
-            return [], None
-        if INDEX_FILE not in listed:
-            return found, f"its index file {INDEX_FILE} is missing"
-        try:
-            index = self.fs.cat_file(self._remote(INDEX_FILE)).decode("utf-8", errors="replace")
-        except OSError as error:
-            return found, f"its index file {INDEX_FILE} cannot be read ({error})"
-        # the index names checkpoints by the path they were written at (for a bucket, a scratch folder of a run)
-        def name(path: str) -> str:
-            return posixpath.basename(path.replace("\\", "/"))
-
-        latest = re.search(r'^model_checkpoint_path:\s*"(.+)"\s*$', index, re.MULTILINE)
-        if latest is None:
-            return found, f"its index file {INDEX_FILE} cannot be read"
-        newest = name(latest.group(1))
-        if newest not in numbers:
-            return found, f"its index file {INDEX_FILE} names {newest}, whose files are not there"
-        kept = [name(p) for p in re.findall(r'^all_model_checkpoint_paths:\s*"(.+)"\s*$', index, re.MULTILINE)]
-        return [newest, *(n for n in reversed(kept) if n != newest and n in numbers)], None
-
-    def _fetch(self, name: str) -> str:
-        """The checkpoint ``name`` as a local path prefix TensorFlow can read (downloaded first from a bucket)."""
-        if not self.remote:
-            return os.path.join(self.location, name)
-        folder = self._new_scratch()
-        for remote in self.fs.ls(self.root, detail=False):
-            if posixpath.basename(remote).startswith(name + "."):
-                self.fs.get_file(remote, os.path.join(folder, posixpath.basename(remote)))
-        return os.path.join(folder, name)
-
-    def _by_position(self, names: list[str]) -> list[str]:
-        """``names`` (checkpoints found without their index), the latest epoch and step each was written at first:
-        a checkpoint's number counts steps of its run's epochs, which a run resumed at another global batch
-        changes. A checkpoint whose position cannot be read comes last, by number."""
-        def position(name: str) -> tuple[int, int, int]:
-            try:
-                reader = tf.train.load_checkpoint(self._fetch(name))
-                return (1, *(int(reader.get_tensor(key)) for key in POSITION_KEYS))  # type: ignore[return-value]
-            except (IndexError, OSError, ValueError, tf.errors.OpError):
-                return (0, 0, 0)
-
-        return sorted(names, key=position, reverse=True)  # stable: by number where positions are equal
 
     def _choose(self, state: Mapping[str, Any] | None) -> tuple[str, str, Any] | None:
         """The newest whole checkpoint: its name, local path prefix and reader; None when there is none (a fresh
@@ -368,26 +289,6 @@ class CheckpointStore:
             weights = [saved[f"w{i}"] for i in range(len(saved.files) - 1)]
             return int(saved["epoch"]), weights
 
-    def _publish(self, manager: tf.train.CheckpointManager) -> None:
-        latest = manager.latest_checkpoint
-        if latest is None:
-            raise AlexnetError(f"Internal error: no checkpoint was written in {self.local} to upload.")
-        name = os.path.basename(latest)
-        for entry in os.listdir(self.local):
-            if entry.startswith(name + "."):
-                self.fs.put_file(os.path.join(self.local, entry), self._remote(entry))
-        self.fs.put_file(os.path.join(self.local, INDEX_FILE), self._remote(INDEX_FILE))
-        kept = {os.path.basename(c) for c in manager.checkpoints}
-        for remote in self.fs.ls(self.root, detail=False):
-            base = posixpath.basename(remote)
-            if base.startswith("ckpt-") and base.split(".", 1)[0] not in kept:
-                self.fs.rm_file(remote)
-
-    def close(self) -> None:
-        """Delete this worker's scratch folders."""
-        for folder in self._scratch:
-            shutil.rmtree(folder, ignore_errors=True)
-        self._scratch.clear()
 
 
 def _read_state(fs: Any, path: str, location: str) -> dict[str, Any] | None:
