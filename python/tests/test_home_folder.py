@@ -45,7 +45,7 @@ IDS = [f"{group.__name__}:{name}" for group, name, _ in LOCATIONS]
 
 
 def _training(values: dict[str, Any]) -> Any:
-    from alexnet.train.settings import check_settings
+    from alexnet.train.settings_check import check_settings
 
     return check_settings(values)
 

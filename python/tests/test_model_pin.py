@@ -20,7 +20,8 @@ from alexnet.launch.task import Evaluation, Task
 from alexnet.model.pin import alexnet_model, model_pin_reference, publish_model
 from alexnet.model.saved import load_model, write_card
 from alexnet.storage.transfer import sha256_file
-from alexnet.train.settings import TrainSettings, check_settings
+from alexnet.train.settings import TrainSettings
+from alexnet.train.settings_check import check_settings
 
 CATEGORIES = [{"id": f"n0000000{i}", "name": f"thing {i}"} for i in range(3)]
 
