@@ -79,7 +79,9 @@ test-python: setup
 # Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
 # the runs of several workers that resume, agree under every lever or evaluate after a killed worker, a Spark
 # standalone cluster, README's shell block, the benchmark's end to end, R's install from a plain build and its
-# real Spark and multi-worker jobs. CI runs them after make test.
+# real Spark and multi-worker jobs; and slow checks of rarer paths (an export to s3 beside the one to gs, a model
+# saved with the old pooling layer, two devices mirrored, the precision timed in a child, an export's overwrite
+# beside TF Lite's). CI runs them after make test.
 test-long: setup
 	$(PYTEST) -m long
 	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R

@@ -257,6 +257,7 @@ def _copy_of(export: str, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_overwrite_replaces_only_a_folder_holding_an_export_and_nothing_else(exported, tmp_path, monkeypatch):
     import alexnet.model.export as export_module
 
@@ -310,7 +311,7 @@ def test_overwrite_replaces_only_a_folder_holding_an_export_and_nothing_else(exp
                                         "variables"]
 
 
-@pytest.mark.parametrize("scheme", ["gs", "s3"])
+@pytest.mark.parametrize("scheme", ["gs", pytest.param("s3", marks=pytest.mark.long)])  # s3: make test-long (CI)
 def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env, tmp_path, scheme):
     from alexnet.storage.location import open_filesystem
 

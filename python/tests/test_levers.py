@@ -627,6 +627,7 @@ print(json.dumps({name: history["params"][name]
 """
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_a_mirrored_run_over_two_devices_tells_the_exchange_between_its_replicas(tmp_path):
     """MirroredStrategy over two logical CPUs, 16-bit gradients and packs: no warning that they change nothing, and
     the history's communication is the replicas' exchange."""

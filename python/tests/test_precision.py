@@ -287,6 +287,7 @@ def _allocated() -> int:
     return int(tf.config.experimental.get_memory_info("CPU:0")["current"])
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_the_formats_are_timed_in_one_child_and_this_process_keeps_nothing_of_them(remembered, monkeypatch):
     from alexnet import child
 

@@ -402,6 +402,7 @@ def test_the_command_line_prints_a_table_and_json(setup, capsys):
         capsys.readouterr().err
 
 
+@pytest.mark.long  # make test-long (CI)
 def test_a_model_saved_with_the_old_pooling_layer_still_loads_predicts_and_exports(setup, tmp_path):
     from alexnet.model.export import alexnet_export
     from alexnet.model.network import AdaptiveAveragePooling2D
