@@ -173,6 +173,25 @@ def test_a_dead_endpoint_is_tried_for_the_window_only(monkeypatch):
     assert 2 <= len(calls) < 30
 
 
+def test_the_timeout_fsspec_raises_in_place_of_the_clients_gives_way_to_it():
+    import aiohttp
+    from fsspec.exceptions import FSTimeoutError
+
+    silent = aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+    with pytest.raises(BoardError) as err:
+        try:
+            raise FSTimeoutError from silent  # what fsspec raises, saying nothing of its own
+        except FSTimeoutError as wrapped:
+            raise BoardError("downloading x failed after 1 attempt") from wrapped
+    assert transfer.unreachable(err.value) is silent
+    assert transfer.brief(silent) == "SocketTimeoutError: Timeout on reading data from socket"
+    alone = FSTimeoutError()
+    assert transfer.unreachable(alone) is alone
+    said = FSTimeoutError("reading did not complete within 5s.")
+    said.__cause__ = silent
+    assert transfer.unreachable(said) is said  # it says something of its own
+
+
 def test_a_slow_link_that_moves_bytes_is_not_given_up_on(monkeypatch):
     monkeypatch.setattr(transfer, "UNREACHABLE_SECONDS", 0.3)
     monkeypatch.setattr(transfer, "backoff", lambda attempt: 0.0)

@@ -95,15 +95,20 @@ _UNREACHABLE_CLASSES = frozenset({
 def unreachable(error: BaseException | None) -> BaseException | None:
     """The error in ``error``'s chain (itself, its causes and contexts) that says an endpoint did not answer, or None.
 
-    A ``BoardError`` that :func:`retry` raised after such failures is one too (through its cause)."""
+    A ``BoardError`` that :func:`retry` raised after such failures is one too (through its cause). One that says
+    nothing of its own and was raised from another (fsspec's ``FSTimeoutError`` in place of the client's timeout: a
+    socket silent for too long, or a connection not made in time) gives way to that other one when it says so too."""
     seen: set[int] = set()
+    found: BaseException | None = None
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if isinstance(error, (ConnectionError, TimeoutError)) or any(
                 f"{cls.__module__}.{cls.__name__}" in _UNREACHABLE_CLASSES for cls in type(error).__mro__):
-            return error
+            if str(error).strip() or error.__cause__ is None:
+                return error
+            found = found or error
         error = error.__cause__ or error.__context__
-    return None
+    return found
 
 
 def disk_full(error: BaseException | None) -> bool:
