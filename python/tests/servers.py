@@ -3,7 +3,8 @@
 * ``gcs_emulator()``: ``gcp-storage-emulator`` in a child process (in memory); gcsfs finds it through
   ``STORAGE_EMULATOR_HOST``.
 * ``moto_s3_server()``: moto's S3 server in a child process; s3fs finds it through ``AWS_ENDPOINT_URL``.
-* ``http_server(directory)``: the standard library's ``http.server`` serving a folder from a thread.
+* ``http_server(directory)``: the standard library's ``http.server`` serving a folder from a thread; with a
+  :class:`Trickle`, a slow link (a file's body in pieces, seconds apart) or a server that hangs in the middle of one.
 * ``silent_listener()``: a socket that takes connections and never answers, from a thread (a hung server, or a
   port that belongs to something else than a storage server); or answers the first few only.
 
@@ -14,6 +15,7 @@ started and stopped by their own process ids only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import http.server
 import os
@@ -121,13 +123,44 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
+    def copyfile(self, source, outputfile) -> None:
+        trickle: Trickle | None = getattr(self.server, "trickle", None)
+        if trickle is None or not self.path.split("?", 1)[0].endswith(trickle.suffix):
+            super().copyfile(source, outputfile)
+            return
+        data, stop = source.read(), self.server.stop
+        size = -(-len(data) // trickle.pieces)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that gave up
+            for piece in range(trickle.pieces):
+                if piece and trickle.silent is not None:
+                    stop.wait(trickle.silent)  # the rest never comes; the connection is closed after
+                    return
+                if piece:
+                    stop.wait(trickle.pause)
+                outputfile.write(data[piece * size:(piece + 1) * size])
+                outputfile.flush()
+
+
+@dataclasses.dataclass(frozen=True)
+class Trickle:
+    """How :func:`http_server` sends the files whose names end with ``suffix``: in ``pieces`` pieces, ``pause``
+    seconds apart (a slow link that moves bytes all along); or, with ``silent`` set, the first piece only, then
+    nothing for ``silent`` seconds (or until the server stops) before the connection is closed (a server that hangs
+    in the middle of a body). Other files, and ``HEAD`` requests, are answered at once."""
+
+    pieces: int = 8
+    pause: float = 0.0
+    silent: float | None = None
+    suffix: str = ".zip"
+
 
 @contextlib.contextmanager
-def http_server(directory: str | os.PathLike, *, tls: bool = False) -> Iterator[str]:
+def http_server(directory: str | os.PathLike, *, tls: bool = False, trickle: Trickle | None = None) -> Iterator[str]:
     """Serve ``directory`` read-only over plain HTTP from a thread; yield the base URL. ``tls=True`` serves HTTPS
-    with a self-signed certificate, which no client trusts."""
+    with a self-signed certificate, which no client trusts; ``trickle`` sends some files slowly (:class:`Trickle`)."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    server.trickle, server.stop = trickle, threading.Event()
     if tls:
         with tempfile.TemporaryDirectory(prefix="alexnet-tls-") as folder:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -138,6 +171,7 @@ def http_server(directory: str | os.PathLike, *, tls: bool = False) -> Iterator[
     try:
         yield f"{'https' if tls else 'http'}://{HOST}:{server.server_address[1]}"
     finally:
+        server.stop.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

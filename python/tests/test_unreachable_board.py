@@ -1,11 +1,13 @@
 """A board whose server dies during an upload or a fetch: the transfer stops within a bound, starts nothing more and
-ends with one short error; libraries' tracebacks stay out of the default log."""
+ends with one short error; libraries' tracebacks stay out of the default log. A slow link is not cut while bytes
+move; a server silent in the middle of a download is given up on after the silent socket's bound."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import logging
+import os
 import sys
 import time
 import types
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import HOST, _child, create_gcs_bucket, free_port, silent_listener
+from servers import HOST, Trickle, _child, create_gcs_bucket, free_port, http_server, silent_listener
 
 from alexnet.data import packing
 from alexnet.data.fetch import imagenet_partition
@@ -141,6 +143,47 @@ def test_a_server_that_dies_during_a_fetch_ends_it_in_seconds_with_one_line(sour
     assert message.endswith(f"fetching again resumes; 1 of {CLASSES * 2} zips are in the cache")
     assert len(started_zips) == 2  # the zip under way; the queued ones were not started
     assert seconds < 25
+
+
+@pytest.fixture(scope="module")
+def served(source, tmp_path_factory) -> Path:
+    """A folder whose ``board`` holds the upload of ``source``: to be served over http://."""
+    www = tmp_path_factory.mktemp("www")
+    imagenet_upload(source, www / "board", workers=2)
+    return www
+
+
+@pytest.fixture
+def short_total(monkeypatch):
+    """aiohttp's default timeout of a session, 5 minutes on the whole of each request, made 1 s; and no http(s):// file
+    system kept from before, whose session would keep the real one: a client left with that default cuts any download
+    longer than it, however fast its bytes move."""
+    import aiohttp
+    import aiohttp.client
+    from fsspec.implementations.http import HTTPFileSystem
+
+    monkeypatch.setattr(aiohttp.client, "DEFAULT_TIMEOUT", aiohttp.ClientTimeout(total=1.0, sock_connect=30))
+    HTTPFileSystem.clear_instance_cache()
+
+
+def test_an_https_board_on_a_slow_link_is_fetched_however_long_the_bytes_keep_moving(served, short_total, tmp_path):
+    with http_server(served, trickle=Trickle(pieces=6, pause=0.3)) as url:  # each zip in 1.5 s, more than 1 s
+        data = imagenet_partition(0, CLASSES, f"{url}/board", cache_dir=tmp_path / "cache", workers=1, retries=0)
+    assert len(data["categories"]) == 1 and len(data["image"]) == 4 and len(data["val_image"]) == 1
+    assert all(os.path.getsize(path) > 0 for path in data["image"] + data["val_image"])
+
+
+def test_an_https_board_silent_in_the_middle_of_a_download_is_named(served, short_total, monkeypatch, tmp_path):
+    from alexnet.storage import location
+
+    monkeypatch.setattr(location, "_SILENT_TIMEOUT", 0.5)
+    with http_server(served, trickle=Trickle(pieces=4, silent=30)) as url:  # a first quarter, then nothing
+        board = f"{url}/board"
+        with pytest.raises(BoardError) as err:
+            imagenet_partition(0, CLASSES, board, cache_dir=tmp_path / "cache", workers=1, retries=0)
+    # the silent socket's bound, not a bound on the whole request (aiohttp's TimeoutError), ended it
+    assert str(err.value) == (f"the board {board} stopped answering (SocketTimeoutError: Timeout on reading data "
+                              "from socket): fetching again resumes; 0 of 2 zips are in the cache")
 
 
 def test_s3_sends_a_request_to_a_silent_endpoint_as_many_times_as_declared(monkeypatch):

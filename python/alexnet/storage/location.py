@@ -200,7 +200,7 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
                   "check that STORAGE_EMULATOR_HOST names a running GCS emulator, or unset it")
         log.info("%s: GCS emulator at %s, anonymous access", resolved, endpoint)
         return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0,
-                                        requests_timeout=_gcs_timeout())
+                                        requests_timeout=_aiohttp_timeout())
 
     import gcsfs
     import google.auth
@@ -221,12 +221,14 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         token = "anon"
         _warn_anonymous("gs", resolved, "no Google credentials found")
     probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
-    return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=_gcs_timeout())
+    return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=_aiohttp_timeout())
 
 
-def _gcs_timeout() -> Any:
-    """gcsfs's timeouts of one request: ``_PROBE_TIMEOUT`` to connect, ``_SILENT_TIMEOUT`` of a silent socket, none on
-    the whole (gcsfs's default: none at all, so a stalled connection hung for ever)."""
+def _aiohttp_timeout() -> Any:
+    """The timeouts of one request of gcsfs and of https:// locations (both over aiohttp): ``_PROBE_TIMEOUT`` to
+    connect, ``_SILENT_TIMEOUT`` of a silent socket, and none on the whole request, so that a slow link is never cut
+    while its bytes move (aiohttp's default, 5 minutes on the whole, cuts a 140 MB zip on a link slower than about
+    0.5 MB/s; gcsfs's, none at all, lets a stalled connection hang for ever)."""
     import aiohttp
 
     return aiohttp.ClientTimeout(total=None, sock_connect=_PROBE_TIMEOUT, sock_read=_SILENT_TIMEOUT)
@@ -349,7 +351,7 @@ def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") 
                 "URL serves"
             )
         probe_url(resolved, f"{what} {resolved}", "check the URL and the network connection")
-        return fsspec.filesystem("http")
+        return fsspec.filesystem("http", client_kwargs={"timeout": _aiohttp_timeout()})
     return _open_gcs(resolved, write, what) if kind == "gs" else _open_s3(resolved, write, what)
 
 
