@@ -222,6 +222,36 @@ def zip_to_publish(tmp_path: Path, name: str = "n01440764") -> Path:
     return source
 
 
+@pytest.mark.parametrize("landed", ["whole", "part"])
+def test_a_table_write_cut_off_is_retried_as_the_same_version(landed, cloud_env, tmp_path, monkeypatch):
+    """A table's copy to a bucket cut off by a dropped connection, after all or a part of it reached the bucket, is
+    retried in a later second as the same version: the table ends up with one version, whole."""
+    import select
+
+    board = open_board(location("gs", tmp_path), write=True)
+    first = write(board, rows(2))
+    put, failed = board.fs.put, []
+
+    def cut_off(lpath, rpath, recursive=False, **kwargs):
+        put(lpath, rpath, recursive=recursive, **kwargs)
+        if not failed:
+            failed.append(rpath)
+            if landed == "part":  # the table landed, pins' data.txt did not
+                board.fs.rm(f"{rpath}/data.txt")
+            select.select([], [], [], 1.01 - time.time() % 1)  # the retry runs in a later second (sleep is patched)
+            raise ConnectionResetError("connection reset by peer (injected)")
+
+    monkeypatch.setattr(board.fs, "put", cut_off)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)  # the retry's wait
+    with quiet_pins():
+        meta = write_table(board, rows(3), layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN, "t", {"alexnet": 1},
+                           retries=1)
+    second = str(meta.version.version)
+    assert failed and failed[0].rstrip("/").endswith(f"/{second}")
+    assert versions(board, layout.CATEGORIES_PIN) == [first, second]
+    assert layout.read_categories(board) == rows(3)
+
+
 def left_on(board: Path) -> list[str]:
     return sorted(str(p.relative_to(board)) for p in board.rglob("*") if p.name != ".alexnet-manifest.lock")
 

@@ -480,28 +480,52 @@ def test_a_moved_file_gets_the_version_pins_would_write(kind, cloud_env, tmp_pat
     assert moved["user"] == {"alexnet": 1, "images": 3} and moved["title"] == "a title"
 
 
-def test_a_failed_copy_of_a_moved_file_is_retried_without_a_half_written_version(cloud_env, tmp_path, monkeypatch):
+def next_second() -> None:
+    """Sleep (really: ``time.sleep`` may be patched) until the clock's second changes."""
+    import select
+
+    select.select([], [], [], 1.01 - time.time() % 1)
+
+
+@pytest.mark.parametrize("landed", ["whole", "no data.txt", "zip cut short"])
+@pytest.mark.parametrize("move", [True, False])
+def test_a_failed_copy_is_retried_as_the_same_version(landed, move, cloud_env, tmp_path, monkeypatch):
+    """A copy to a bucket cut off by a dropped connection, after the whole version or a part of it reached the bucket,
+    is retried in a later second: the retry writes the version the first attempt began, which ends up whole and alone
+    (not a second version, nor one half-written beside it), after the pin's earlier version."""
     from alexnet.storage.publish import publish_file
 
     source = tmp_path / "work" / "n01440764.zip"
     source.parent.mkdir()
-    source.write_bytes(os.urandom(2000))
+    source.write_bytes(os.urandom(1000))
     opened = open_board(f"gs://{BUCKET}/{tmp_path.name}/board", write=True)
+    earlier = publish_file(opened, str(source), "n01440764", title="t", metadata={"alexnet": 1}, exists=False,
+                           retries=0)
+    payload = os.urandom(2000)
+    source.write_bytes(payload)
     put, failed = opened.fs.put, []
 
     def cut_off(lpath, rpath, recursive=False, **kwargs):  # the copy reaches the bucket, then the link drops
         put(lpath, rpath, recursive=recursive, **kwargs)
         if not failed:
             failed.append(rpath)
+            if landed == "no data.txt":  # the zip landed, pins' data.txt did not
+                opened.fs.rm(f"{rpath}/data.txt")
+            elif landed == "zip cut short":  # pins' data.txt landed, a part of the zip
+                opened.fs.pipe_file(f"{rpath}/n01440764.zip", payload[:1000])
+            next_second()  # the retry names its version in a later second than this attempt did
             raise ConnectionResetError("connection reset by peer (injected)")
 
     monkeypatch.setattr(opened.fs, "put", cut_off)
     monkeypatch.setattr(time, "sleep", lambda seconds: None)  # the retry's wait
-    publish_file(opened, str(source), "n01440764", title="t", metadata={"alexnet": 1}, exists=False, retries=1,
-                 move=True)
+    version = publish_file(opened, str(source), "n01440764", title="t", metadata={"alexnet": 1}, exists=True,
+                           retries=1, move=move)
     assert failed, "the first copy failed"
     versions = opened.pins.pin_versions("n01440764", as_df=False)
-    assert len(versions) == 1 and opened.pins.pin_meta("n01440764").file == "n01440764.zip"
+    assert [str(v.version) for v in versions] == [earlier, version]
+    assert failed[0].rstrip("/").endswith(f"/{version}")
+    assert opened.pins.pin_meta("n01440764").file == "n01440764.zip"
+    assert opened.fs.cat_file(opened.pins.construct_path(["n01440764", version, "n01440764.zip"])) == payload
 
 
 @pytest.mark.parametrize("damage", ["zip cut short", "no data.txt", "empty pin folder"])

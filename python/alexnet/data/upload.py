@@ -62,12 +62,11 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
     the current version of every pin."""
     try:
         with quiet_pins():
-            bad_meta = retry("writing the bad_images pin", lambda: write_table(
-                board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
-                "Images left out at upload: empty, truncated, undecodable or too large"), retries)
-            cat_meta = retry("writing the categories pin", lambda: write_table(
-                board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
-                "ImageNet categories: one row per category zip", summary), retries)
+            bad_meta = write_table(board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
+                                   "Images left out at upload: empty, truncated, undecodable or too large",
+                                   retries=retries)
+            cat_meta = write_table(board, rows, layout.CATEGORY_COLUMNS, layout.CATEGORIES_PIN,
+                                   "ImageNet categories: one row per category zip", summary, retries=retries)
         current = {layout.BAD_IMAGES_PIN: bad_meta.version.version, layout.CATEGORIES_PIN: cat_meta.version.version}
         for row in rows:
             current[row["id"]] = row["version"]

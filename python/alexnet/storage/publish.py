@@ -13,6 +13,10 @@ empty pin folder behind, and one that fails for a full disk says so, naming the 
 (:func:`~alexnet.storage.board.full_board`). On a bucket a version's files are separate objects; one whose copy
 failed is deleted, and readers pass over a version that is not complete
 (:func:`alexnet.storage.layout.complete_meta`).
+
+A write is retried as the same version: its name (pins': creation time to the second and hash) is fixed by the first
+attempt (:func:`_created`), so that a retry in a later second deletes and writes again the version a dropped
+connection cut off, instead of writing another one beside it.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ from __future__ import annotations
 import contextlib
 import datetime
 import errno
+import functools
 import logging
 import os
 import shutil
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,33 +103,27 @@ def _next_created(board: Board, name: str, *, exists: bool | None = None) -> dat
     versions within a second would be ordered by their hash instead, so a quick re-upload could leave
     the older version looking current.
     """
+    from pins.errors import PinsError
     from pins.versions import Version
 
     now = datetime.datetime.now().replace(microsecond=0)
     if not (exists if exists is not None else name in board.pin_names()):
         return now
-    versions = [v for v in board.pins.pin_versions(name, as_df=False) if isinstance(v, Version)]
+    try:
+        versions = [v for v in board.pins.pin_versions(name, as_df=False) if isinstance(v, Version)]
+    except (PinsError, FileNotFoundError) as error:  # the pin was removed (an incomplete upload)
+        log.debug("Pin %s has no version to come after (%s).", name, error)
+        return now
     if not versions:
         return now
     return max(now, max(v.created for v in versions) + datetime.timedelta(seconds=1))
 
 
-def _wait_for_next_second(board: Board, name: str) -> None:
-    """Sleep until a new version of pin ``name`` would be named after its latest one (see :func:`_next_created`).
-
-    ``pin_upload`` takes no creation time, so a pin uploaded again within the second of its previous
-    version waits (at most a second) instead.
-    """
-    from pins.errors import PinsError
-
-    try:
-        target = _next_created(board, name, exists=True)
-    except (PinsError, FileNotFoundError) as error:  # the pin was removed (an incomplete upload)
-        log.debug("Pin %s has no version to come after (%s): no wait.", name, error)
-        return
-    delay = (target - datetime.datetime.now()).total_seconds()
-    if delay > 0:
-        time.sleep(delay + 0.01)
+def _created(board: Board, name: str, exists: bool | None = None) -> Callable[[], datetime.datetime]:
+    """The creation time of the version one write of pin ``name`` makes: :func:`_next_created`, taken by the write's
+    first attempt (reading the board inside :func:`~alexnet.storage.transfer.retry`) and kept for its retries, which
+    thus write the same version (pins names it by that time and the hash of its files)."""
+    return functools.cache(functools.partial(_next_created, board, name, exists=exists))
 
 
 def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: str, metadata: Mapping[str, Any],
@@ -139,16 +137,19 @@ def publish_file(board: Board, path: str | Sequence[str], name: str, *, title: s
     around it where it lies (:func:`_version_folder`) and, on a folder board on the same file system, renamed into
     place, so that the file is written once (pins' way, a zip of an upload was written three times: packed, copied
     into the system's temporary folder, copied onto the board).
+
+    Every attempt writes the same version (:func:`_created`): one a dropped connection cut off is written again.
     """
-    if exists:
-        _wait_for_next_second(board, name)
+    created = _created(board, name, exists)
     if not move:
         files = [path] if isinstance(path, str) else list(path)
-        return retry(f"uploading {name}", lambda: _copy_version(board, files, name, title, metadata, exists), retries)
+        return retry(f"uploading {name}",
+                     lambda: _copy_version(board, files, name, title, metadata, exists, created()), retries)
     if not isinstance(path, str):
         raise TypeError("publish_file(move=True) takes one file")
     with _version_folder(path) as (folder, moved):
-        return retry(f"uploading {name}", lambda: _put_version(board, folder, moved, name, title, metadata), retries)
+        return retry(f"uploading {name}",
+                     lambda: _put_version(board, folder, moved, name, title, metadata, created()), retries)
 
 
 @contextlib.contextmanager
@@ -173,12 +174,13 @@ _LEFT: set[str] = set()
 
 
 def _copy_version(board: Board, files: Sequence[str], name: str, title: str, metadata: Mapping[str, Any],
-                  exists: bool) -> str:
+                  exists: bool, created: datetime.datetime) -> str:
     """Copy ``files`` into a version of pin ``name`` made whole in a folder of its own (:func:`_staging`) and put it on
     the board (:func:`_install_version`), so that a write cut short leaves no version that names files it lacks; the
     version's name. The version folder and its ``data.txt`` are those of pins' ``pin_upload()``, made by the same pins
-    functions; when the pin's newest version holds the same files (pins' hash), none is written and that version's
-    name is returned, as ``pin_upload()`` does."""
+    functions, created at ``created``; when the pin's newest version holds the same files (pins' hash), none is
+    written and that version's name is returned, as ``pin_upload()`` does (unless it is the very version being
+    written, which an earlier attempt left: that one is written again)."""
     pins = board.pins
     name = pins.path_to_pin(name)
     bases = [os.path.basename(file) for file in files]
@@ -188,21 +190,22 @@ def _copy_version(board: Board, files: Sequence[str], name: str, title: str, met
     _drop_empty_pin(board, name)
     with _staging(board) as folder:
         meta = pins.prepare_pin_version(folder, files[0] if len(files) == 1 else list(files), name, "file", title,
-                                        None, dict(metadata), None, None, object_name=object_name)
+                                        None, dict(metadata), None, created, object_name=object_name)
+        version = str(meta.version.version)
         newest = None
         if exists:
             with contextlib.suppress(Exception):  # no newest version to compare with: this one is written
                 newest = pins.pin_meta(name)
-        if newest is not None and newest.pin_hash == meta.pin_hash:
+        if newest is not None and newest.pin_hash == meta.pin_hash and str(newest.version.version) != version:
             return str(newest.version.version)
-        version = str(meta.version.version)
         _install_version(board, folder, name, version)
     return version
 
 
-def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any]) -> str:
+def _put_version(board: Board, folder: str, file: str, name: str, title: str, metadata: Mapping[str, Any],
+                 created: datetime.datetime) -> str:
     """Write pins' ``data.txt`` for ``file`` into ``folder`` (which holds it and nothing else) and put the folder on
-    the board as the pin's new version (:func:`_install_version`); the version's name.
+    the board as the pin's new version, created at ``created`` (:func:`_install_version`); the version's name.
 
     The version folder and its ``data.txt`` are those of pins' ``pin_upload()``, made by the same pins functions;
     only the copy of the file into a folder of pins' own is left out, since it lies in one already.
@@ -212,7 +215,7 @@ def _put_version(board: Board, folder: str, file: str, name: str, title: str, me
     base = os.path.basename(file)
     stem = base[:len(base) - len("".join(Path(base).suffixes))]  # pins names a file pin's object so
     _drop_empty_pin(board, name)
-    meta = pins.prepare_pin_version(folder, file, name, "file", title, None, dict(metadata), None, None,
+    meta = pins.prepare_pin_version(folder, file, name, "file", title, None, dict(metadata), None, created,
                                     object_name=stem)
     version = str(meta.version.version)
     _install_version(board, folder, name, version)
@@ -234,14 +237,16 @@ def _install_version(board: Board, folder: str, name: str, version: str) -> None
     on a bucket copied, and deleted again when the copy fails.
 
     ``folder`` is gone afterwards on a folder board, whatever happened. A pin folder made for a version that failed
-    is removed again, so that the next attempt starts as the first did. A disk that is full raises
+    is removed again, so that the next attempt starts as the first did. A version whose copy a dropped connection cut
+    off is deleted by the next attempt, which writes the same version (:func:`_created`). A disk that is full raises
     :func:`~alexnet.storage.board.full_board`'s ``BoardError``."""
     pins, fs = board.pins, board.fs
     pin_path, version_path = pins.construct_path([name]), pins.path_to_deploy_version(name, version)
-    if version_path in _LEFT and fs.exists(version_path):  # this process's copy cut off, the board answers again
-        with contextlib.suppress(Exception):
-            fs.rm(version_path, recursive=True)
-    _LEFT.discard(version_path)
+    if version_path in _LEFT:  # this process's copy cut off: deleted once the board answers again (else retried)
+        if fs.exists(version_path):
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm(version_path, recursive=True)
+        _LEFT.discard(version_path)
     if fs.exists(version_path):
         from pins.errors import PinsError
 
@@ -254,7 +259,7 @@ def _install_version(board: Board, folder: str, name: str, version: str) -> None
             fs.mkdir(pin_path)
     try:
         fs.put(folder, version_path, recursive=True)
-    except BaseException as err:  # a retry (in another second, or this one) finds no half-written version
+    except BaseException as err:  # the retry, which writes this version again, finds none half-written
         if unreachable(err) is None:
             with contextlib.suppress(Exception):
                 fs.rm(version_path, recursive=True)
@@ -309,23 +314,31 @@ def _rename_into(folder: str, pin_path: str, version_path: str) -> None:
 
 
 def write_table(board: Board, rows: Sequence[dict[str, Any]], columns: Sequence[str], name: str, title: str,
-                metadata: dict[str, Any] | None = None) -> Any:
-    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest); its pins metadata.
+                metadata: dict[str, Any] | None = None, *, retries: int = 0) -> Any:
+    """Write ``rows`` as the csv pin ``name`` (a new version named after the pin's latest), attempted up to
+    ``retries + 1`` times (:func:`~alexnet.storage.transfer.retry`); its pins metadata.
 
     The version is pins' ``pin_write()``'s, made in a folder of its own and put on the board whole
-    (:func:`_install_version`). Versions newer than the newest complete one that are not complete (a write cut short)
-    are deleted first: on a folder board all of them, on a bucket those older than :data:`STALE_SECONDS`. When the
-    newest complete version holds the same table, nothing is written and its metadata is returned (as
-    ``pin_write()`` does)."""
+    (:func:`_install_version`); every attempt writes the same version (:func:`_created`). Versions newer than the
+    newest complete one that are not complete (a write cut short) are deleted first: on a folder board all of them,
+    on a bucket those older than :data:`STALE_SECONDS`. When the newest complete version holds the same table,
+    nothing is written and its metadata is returned (as ``pin_write()`` does)."""
     import pandas as pd
 
     frame = pd.DataFrame(list(rows), columns=list(columns))
+    created = _created(board, name)
+    return retry(f"writing the {name} pin", lambda: _write_table(board, frame, name, title, metadata, created()),
+                 retries)
+
+
+def _write_table(board: Board, frame: Any, name: str, title: str, metadata: dict[str, Any] | None,
+                 created: datetime.datetime) -> Any:
+    """One attempt of :func:`write_table`: the version created at ``created``."""
     pins = board.pins
     newest = _drop_incomplete(board, name)
     _drop_empty_pin(board, name)
     with _staging(board) as folder:
-        meta = pins.prepare_pin_version(folder, frame, name, "csv", title, None, metadata, None,
-                                        _next_created(board, name))
+        meta = pins.prepare_pin_version(folder, frame, name, "csv", title, None, metadata, None, created)
         if newest is not None and newest.pin_hash == meta.pin_hash:
             log.debug("pin %s holds this table already (version %s)", name, newest.version.version)
             return newest
