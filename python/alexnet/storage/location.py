@@ -239,8 +239,8 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     import botocore.session
     import s3fs
 
+    endpoint = env_value("AWS_ENDPOINT_URL_S3") or env_value("AWS_ENDPOINT_URL")
     variable = "AWS_ENDPOINT_URL_S3" if env_value("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
-    endpoint = env_value(variable)
     try:
         has_credentials = botocore.session.Session().get_credentials() is not None
     except botocore.exceptions.ProfileNotFound as err:  # AWS_PROFILE names no profile of ~/.aws
