@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from helpers_processes import ctrl_c_as_in_a_terminal
+
 from alexnet.cli import common
 
 
@@ -42,9 +44,11 @@ def help_as_said(command: str, text: str) -> str:
 
 def interrupted(args: list[str], ready: Callable[[], bool], *, wait: float = 60,
                 env: dict[str, str] | None = None) -> tuple[int, str]:
-    """``alexnet ARGS`` sent Ctrl-C (SIGINT) once ``ready()`` (within ``wait`` seconds): its exit code and stderr."""
+    """``alexnet ARGS`` sent Ctrl-C (SIGINT) once ``ready()`` (within ``wait`` seconds): its exit code and stderr.
+    The command starts as from a terminal, SIGINT not ignored (:func:`helpers_processes.ctrl_c_as_in_a_terminal`)."""
     proc = subprocess.Popen([sys.executable, "-m", "alexnet.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
+                            preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         deadline = time.monotonic() + wait
         while not ready() and proc.poll() is None and time.monotonic() < deadline:

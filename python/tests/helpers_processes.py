@@ -59,3 +59,14 @@ class Processes:
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A ``preexec_fn``: the process started gets SIGINT at its default disposition, as a command typed in a terminal
+    does, whatever the tests' own process was started with.
+
+    A shell that runs a command in the background without job control (``make test &`` in a script, a CI step)
+    starts it with SIGINT ignored, and every process under it inherits that; Python then leaves SIGINT ignored
+    rather than raising ``KeyboardInterrupt``, as it should for a background job. A test of what Ctrl-C does starts
+    its process this way so that it checks the product and not how the test run was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -7,6 +7,7 @@ instead of hanging, and a second run must resume from the chief's checkpoint wit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +27,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
-from helpers_processes import Processes  # noqa: E402
+from helpers_processes import Processes, ctrl_c_as_in_a_terminal  # noqa: E402
 from helpers_train import keep_epoch_weights, make_tree, score_epochs, worker_env  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -234,9 +236,12 @@ def test_a_multi_worker_process_stops_on_sigterm_as_it_did_before_its_strategy(h
     assert done.returncode == (3 if handler else -signal.SIGTERM), (done.stdout, done.stderr[-3000:])
 
 
-def _alone(timeout: float, seconds: float, signum: int | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def _alone(timeout: float, signum: int | None = None) -> tuple[subprocess.CompletedProcess, float]:
     """Worker 0 of two started alone with ``collective_timeout`` = ``timeout``, its notes every second; ``signum``
-    sent to it after ``seconds``, or nothing. What it did, and how long it ran."""
+    sent to it once its first note says it still waits for worker 1, or nothing. What it did, and how long it ran
+    from the start of its wait, or from ``signum`` (TensorFlow's import before the wait takes seconds on a quiet
+    machine, a minute on a busy one). It starts with SIGINT as in a terminal
+    (:func:`helpers_processes.ctrl_c_as_in_a_terminal`)."""
     script = textwrap.dedent(f"""
         import logging, os, sys
         sys.path.insert(0, {str(HERE.parents[1])!r})
@@ -249,24 +254,49 @@ def _alone(timeout: float, seconds: float, signum: int | None = None) -> tuple[s
         strategy.resolve_strategy("multi_worker", collective_timeout={timeout})
         print("built")
     """)
-    started = time.time()
     worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    if signum is not None:
-        time.sleep(seconds)
-        worker.send_signal(signum)
+                              text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                              preexec_fn=ctrl_c_as_in_a_terminal)
+    lines: list[str] = []
+    waits, still_waits = threading.Event(), threading.Event()
+
+    def read_stderr() -> None:
+        assert worker.stderr is not None
+        for line in worker.stderr:
+            lines.append(line)
+            if "waits for worker 1" in line:  # its first line as it starts waiting, then its watchdog's notes
+                waits.set()
+            if "still waits for worker 1" in line:
+                still_waits.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        out, err = worker.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
+        if not waits.wait(timeout=240):
+            pytest.fail(f"worker 0 did not start waiting within 240 s: {''.join(lines)[-3000:]}")
+        started = time.time()
+        if signum is not None:
+            # the watchdog's first note comes a second into the wait: the worker is in TensorFlow's constructor
+            if not still_waits.wait(timeout=60):
+                pytest.fail(f"worker 0 said no more after it started waiting: {''.join(lines)[-3000:]}")
+            started = time.time()
+            worker.send_signal(signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(timeout=90)
+    finally:
         worker.kill()
-        out, err = worker.communicate()
-    return subprocess.CompletedProcess(worker.args, worker.returncode, out, err), time.time() - started
+        worker.wait()
+    took = time.time() - started
+    reader.join(timeout=30)
+    assert worker.stdout is not None
+    out = worker.stdout.read()
+    return subprocess.CompletedProcess(worker.args, worker.returncode, out, "".join(lines)), took
 
 
 def test_a_worker_whose_partner_never_starts_says_whom_it_waits_for_and_gives_up_after_the_collective_timeout():
     """TensorFlow waits for every worker to join inside the strategy's constructor, holding Python's lock: without a
     watchdog, a worker started alone waited silently for ever."""
-    done, took = _alone(6, 0)
+    done, took = _alone(6)
     assert done.returncode == -signal.SIGKILL and took < 60, (took, done.stderr[-3000:])
     assert "built" not in done.stdout
     assert ("Worker 0 of 2 (127.0.0.1:" in done.stderr and "waits for worker 1 (127.0.0.1:" in done.stderr
@@ -278,9 +308,12 @@ def test_a_worker_whose_partner_never_starts_says_whom_it_waits_for_and_gives_up
 
 
 def test_ctrl_c_stops_a_worker_waiting_for_the_others_at_once():
-    """Python's KeyboardInterrupt would wait for the constructor to return: SIGINT ends the process meanwhile."""
-    done, took = _alone(300, 8, signal.SIGINT)
+    """Python's KeyboardInterrupt would wait for the constructor to return: SIGINT ends the process meanwhile, by
+    its default action (sent during the wait: one sent during TensorFlow's import is Python's KeyboardInterrupt, as
+    anywhere else)."""
+    done, took = _alone(300, signal.SIGINT)
     assert done.returncode == -signal.SIGINT and took < 20, (took, done.stderr[-3000:])
+    assert "KeyboardInterrupt" not in done.stderr, done.stderr[-3000:]
     assert "waits for worker 1" in done.stderr and "gave up" not in done.stderr
 
 
