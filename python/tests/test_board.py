@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers_mounts import read_only_view
-from servers import free_port, gcs_emulator, http_server, moto_s3_server, silent_listener
+from servers import free_port, gcs_emulator, http_server, moto_s3_server, random_bytes, silent_listener
 
 from alexnet.errors import BoardError
 from alexnet.storage.board import open_board, resolve_board
@@ -312,7 +312,7 @@ def test_a_versions_files_are_hashed_a_block_at_a_time_to_the_hash_pins_gives(tm
 
     from alexnet.storage import board as board_module
 
-    data = os.urandom(3 * board_module.HASH_BLOCK + 123)
+    data = random_bytes(3 * board_module.HASH_BLOCK + 123)
     path = tmp_path / "n01440764.zip"
     path.write_bytes(data)
     open_board(tmp_path / "board", write=True)  # pins is tuned once a board is opened

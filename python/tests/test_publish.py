@@ -16,6 +16,7 @@ from pathlib import Path
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest
+from servers import random_bytes
 
 from alexnet.errors import BoardError
 from alexnet.storage import layout, publish
@@ -218,7 +219,7 @@ def another_file_system(monkeypatch, tmp_path):
 def zip_to_publish(tmp_path: Path, name: str = "n01440764") -> Path:
     source = tmp_path / "work" / f"{name}.zip"
     source.parent.mkdir(exist_ok=True)
-    source.write_bytes(os.urandom(2000))
+    source.write_bytes(random_bytes(2000))
     return source
 
 
@@ -277,7 +278,7 @@ def test_a_pin_of_several_files_whose_copy_failed_leaves_no_version(another_file
     files = []
     for name, size in (("alexnet.keras", 3000), ("alexnet-export.zip", 2000)):
         files.append(tmp_path / name)
-        files[-1].write_bytes(os.urandom(size))
+        files[-1].write_bytes(random_bytes(size))
     board = open_board(tmp_path / "board", write=True)
     another_file_system.extend([None, OSError(errno.EIO, "Input/output error")])
     with pytest.raises(BoardError, match=r"^uploading alexnet failed after 1 attempt: OSError: \[Errno 5\] "

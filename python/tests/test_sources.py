@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers_imagenet import killed_upload
+from servers import random_bytes
 
 from alexnet.data import archive_io, held, ilsvrc, packing, parquet, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
@@ -401,7 +402,7 @@ def test_a_mapped_range_is_read_ahead_whole_in_pieces(tmp_path, monkeypatch):
     for piece by piece, to its end (clipped at the end of the file)."""
     size = 5 * archive_io.READ_AHEAD_PIECE + 1234
     path = tmp_path / "archive"
-    path.write_bytes(os.urandom(size))
+    path.write_bytes(random_bytes(size))
     asked = record_read_ahead(monkeypatch)
     ranges = [(100, 3 * archive_io.READ_AHEAD_PIECE + 7), (4 * archive_io.READ_AHEAD_PIECE, size + 999)]
     archive_io.Files.at(tmp_path).read_ranges(str(path), ranges)
@@ -417,7 +418,7 @@ def test_a_stream_is_asked_of_the_kernel_ahead_of_its_reads(tmp_path, monkeypatc
     monkeypatch.setattr(archive_io, "STREAM_AHEAD", 4 * piece)
     size = 10 * piece + 77
     path = tmp_path / "stream.tar.gz"
-    path.write_bytes(content := os.urandom(size))
+    path.write_bytes(content := random_bytes(size))
     asked = record_read_ahead(monkeypatch)
     read = bytearray()
     with archive_io.Files.at(tmp_path).open_stream(str(path)) as f:
@@ -458,7 +459,7 @@ def a_tar(fmt: int, *names: str, link: bool = False) -> bytes:
         folder.type = tarfile.DIRTYPE
         tar.addfile(folder)
         for k, name in enumerate(names):
-            data = os.urandom(700 * k)
+            data = random_bytes(700 * k)
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 1_300_000_000 + k
             tar.addfile(info, io.BytesIO(data))
@@ -621,7 +622,7 @@ def test_a_gzip_stream_is_read_to_its_end_so_its_crc_is_checked(fmt):
 @pytest.mark.parametrize(("mapped", "advised"), [(True, True), (True, False), (False, True)],
                          ids=["mapped", "mapped-without-fadvise", "read"])
 def test_ranges_of_a_local_file(tmp_path, monkeypatch, mapped, advised):
-    data = os.urandom(300_000)
+    data = random_bytes(300_000)
     path = tmp_path / "archive"
     path.write_bytes(data)
     if not mapped:
@@ -683,7 +684,7 @@ def test_a_mapped_range_is_waited_for_without_holding_the_gil(tmp_path):
         pytest.skip("needs root and cgroup v1's blkio controller to slow a disk")
     path = tmp_path / "archive"
     size = 2 << 20
-    data = os.urandom(size)
+    data = random_bytes(size)
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
@@ -757,7 +758,7 @@ class SlowBucket:
 
 
 def test_a_bucket_stream_is_fetched_several_blocks_at_a_time():
-    data = os.urandom(10 * 4096 + 100)
+    data = random_bytes(10 * 4096 + 100)
     bucket = SlowBucket(data)
     with io.BufferedReader(archive_io.BlocksAhead(bucket, "b/f", len(data), block=4096, depth=3)) as f:
         got = b"".join(iter(lambda: f.read(1000), b""))
@@ -767,7 +768,7 @@ def test_a_bucket_stream_is_fetched_several_blocks_at_a_time():
 
 
 def test_a_bucket_stream_seeks_anywhere_and_ends_where_its_bytes_do():
-    data = os.urandom(5 * 1024 + 7)
+    data = random_bytes(5 * 1024 + 7)
     f = io.BufferedReader(archive_io.BlocksAhead(SlowBucket(data), "b/f", len(data), block=1024, depth=2))
     for at, size in [(4000, 300), (10, 2000), (1023, 2), (5 * 1024, 100), (0, 10), (len(data) + 5, 10)]:
         f.seek(at)
@@ -1403,7 +1404,7 @@ def test_parquet_labels_are_read_from_a_bucket_without_the_images_around_them(cl
     folder.mkdir()
     labels = {}
     for s in range(2):
-        rows = [{"bytes": os.urandom(200_000), "path": f"image_{s}_{k}.JPEG"} for k in range(24)]
+        rows = [{"bytes": random_bytes(200_000), "path": f"image_{s}_{k}.JPEG"} for k in range(24)]
         labels[s] = [(7 * k + s) % 1000 for k in range(24)]
         pq.write_table(pa.table({"image": rows, "label": labels[s]}), folder / f"train-0000{s}-of-00002.parquet",
                        row_group_size=4)
@@ -1552,7 +1553,7 @@ def test_kaggles_earlier_zip_is_read_without_unzipping(kind, compression, made, 
 
 
 def test_a_zip_member_is_streamed_and_one_cut_short_is_said(tmp_path):
-    data = os.urandom(5000)
+    data = random_bytes(5000)
     path = tmp_path / "a.zip"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("member", data)

@@ -27,7 +27,7 @@ from helpers_cli import help_as_said
 from helpers_imagenet import killed_upload
 from helpers_mounts import fill, read_only_view, small_disk
 from PIL import Image
-from servers import free_port, http_server
+from servers import free_port, http_server, random_bytes
 
 from alexnet.checks import MIN_IMAGE_SIZE
 from alexnet.data.fetch import imagenet_categories, imagenet_partition, imagenet_validation
@@ -469,7 +469,7 @@ def test_a_moved_file_gets_the_version_pins_would_write(kind, cloud_env, tmp_pat
         del meta["created"]
         return meta
 
-    payload = os.urandom(3000)
+    payload = random_bytes(3000)
     if kind == "folder":
         boards = [str(tmp_path / "copied"), str(tmp_path / "moved")]
     else:
@@ -497,11 +497,11 @@ def test_a_failed_copy_is_retried_as_the_same_version(landed, move, cloud_env, t
 
     source = tmp_path / "work" / "n01440764.zip"
     source.parent.mkdir()
-    source.write_bytes(os.urandom(1000))
+    source.write_bytes(random_bytes(1000))
     opened = open_board(f"gs://{BUCKET}/{tmp_path.name}/board", write=True)
     earlier = publish_file(opened, str(source), "n01440764", title="t", metadata={"alexnet": 1}, exists=False,
                            retries=0)
-    payload = os.urandom(2000)
+    payload = random_bytes(2000)
     source.write_bytes(payload)
     put, failed = opened.fs.put, []
 
