@@ -337,6 +337,25 @@ def test_a_python_started_from_r_gets_the_library_path_it_would_have_outside_r()
     assert python_environment(outside) == outside, "outside R nothing changes"
 
 
+@pytest.mark.skipif(not os.path.exists(R_LDPATHS), reason="R is not installed here")
+def test_spark_s_jvm_starts_with_the_library_path_a_python_outside_r_has(monkeypatch):
+    """Spark's JVM, and the Python workers it starts, take this process's environment: started from R, they got R's
+    library folders first and loaded the system's libpython (ImportError of _ssl in every worker)."""
+    from alexnet.launch.spark import _outside_r_libraries
+
+    out = subprocess.run(["sh", "-c", f"unset LD_LIBRARY_PATH; . {R_LDPATHS}; printf %s \"$LD_LIBRARY_PATH\""],
+                         capture_output=True, text=True, check=True, env={"R_HOME": "/usr/lib/R", "PATH": os.defpath})
+    monkeypatch.setenv("R_HOME", "/usr/lib/R")
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{out.stdout}:/opt/mine/lib")
+    with _outside_r_libraries():
+        assert os.environ["LD_LIBRARY_PATH"] == "/opt/mine/lib"
+    assert os.environ["LD_LIBRARY_PATH"] == f"{out.stdout}:/opt/mine/lib", "as it was after the JVM started"
+    monkeypatch.setenv("LD_LIBRARY_PATH", out.stdout)
+    with _outside_r_libraries():
+        assert "LD_LIBRARY_PATH" not in os.environ
+    assert os.environ["LD_LIBRARY_PATH"] == out.stdout
+
+
 def test_step_progress_shows_the_mean_over_replicas_not_their_sum():
     from types import SimpleNamespace
 

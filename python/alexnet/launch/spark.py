@@ -13,6 +13,7 @@ context: see ``?alexnet_spark_train``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -63,7 +64,8 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
             .config("spark.ui.enabled", "false")
         )
     try:
-        session = builder.getOrCreate()
+        with _outside_r_libraries():
+            session = builder.getOrCreate()
     except Exception as error:  # py4j's Java error: its first line says what Spark made of the master
         said = next((line.strip() for line in str(error).splitlines() if "Exception:" in line), str(error))
         raise AlexnetError(f"Spark did not start on `master` = {master!r} ({said[:300]}): "
@@ -73,6 +75,29 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
         # alexnet raises already leads with the worker's own Python error (Spark's message: DEBUG log level)
         session.sparkContext.setLogLevel("FATAL")
     return session
+
+
+@contextlib.contextmanager
+def _outside_r_libraries() -> Iterator[None]:
+    """``LD_LIBRARY_PATH`` without R's library folders while Spark's JVM starts (its environment is this process's),
+    so that the Python workers it starts load their own ``libpython``, not the system's that R's folders hold
+    (:func:`alexnet.child.python_environment`); outside R this changes nothing."""
+    from ..child import python_environment
+
+    before = os.environ.get("LD_LIBRARY_PATH")
+    after = python_environment().get("LD_LIBRARY_PATH")
+    if after == before:
+        yield
+        return
+    if after is None:
+        del os.environ["LD_LIBRARY_PATH"]
+    else:
+        os.environ["LD_LIBRARY_PATH"] = after
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ["LD_LIBRARY_PATH"] = before
 
 
 def master_advice(master: str) -> str:
