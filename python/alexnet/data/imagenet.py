@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..checks import count_text, some_names
 from ..errors import LayoutError
 from ..storage.layout import board_own_pin
+from ..storage.location import home_expanded
 from .classes import class_names
 from .folders import (
     IMAGE_EXTENSIONS,
@@ -290,7 +291,7 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
             not a training category or is missing from the val folder, or, in the ``train/``, ``val/`` layout,
             ``val/`` holds images directly or a folder named as no training category.
     """
-    root = os.path.abspath(os.path.expanduser(os.fspath(src)))
+    root = os.path.abspath(home_expanded(os.fspath(src)))
     if not os.path.isdir(root):
         what = "is not a folder" if os.path.exists(root) else "does not exist"
         raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/, train/ and val/, or the "

@@ -30,7 +30,7 @@ from ..declare import declaration
 from ..errors import AlexnetError, BoardError
 from ..storage import layout
 from ..storage.board import Board, is_full_board, open_board, resolve_board
-from ..storage.location import location_kind, made_folder
+from ..storage.location import home_expanded, location_kind, made_folder
 from ..storage.prune import board_versions, prune
 from ..storage.publish import quiet_pins, write_table
 from ..storage.transfer import retry
@@ -98,7 +98,7 @@ def _source_holding(source: str | os.PathLike, board: str) -> str | None:
     """The local source folder when the folder board ``board`` is that folder or lies inside it, else None."""
     if location_kind(board) != "file" or location_kind(os.fspath(source)) != "file":
         return None
-    folder = os.path.realpath(os.path.expanduser(os.fspath(source).removeprefix("file://")))
+    folder = os.path.realpath(home_expanded(os.fspath(source).removeprefix("file://")))
     inside = os.path.realpath(board)
     return folder if inside == folder or inside.startswith(folder.rstrip(os.sep) + os.sep) else None
 
