@@ -84,20 +84,18 @@ def _outside_r_libraries() -> Iterator[None]:
     (:func:`alexnet.child.python_environment`); outside R this changes nothing."""
     from ..child import python_environment
 
+    def put(value: str | None) -> None:
+        if value is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = value
+
     before = os.environ.get("LD_LIBRARY_PATH")
-    after = python_environment().get("LD_LIBRARY_PATH")
-    if after == before:
-        yield
-        return
-    if after is None:
-        del os.environ["LD_LIBRARY_PATH"]
-    else:
-        os.environ["LD_LIBRARY_PATH"] = after
+    put(python_environment().get("LD_LIBRARY_PATH"))
     try:
         yield
     finally:
-        if before is not None:
-            os.environ["LD_LIBRARY_PATH"] = before
+        put(before)
 
 
 def master_advice(master: str) -> str:
