@@ -142,6 +142,8 @@ core_source <- function() {
   source
 }
 
+# Runs `command` with `args`; a failure is an error that names the command, keeps its whole output in a log file
+# and quotes what of it says why (failure_excerpt()).
 run_checked <- function(command, args) {
   output <- tryCatch(
     with_python_environment(suppressWarnings(system2(command, args, stdout = TRUE, stderr = TRUE))),
@@ -149,11 +151,26 @@ run_checked <- function(command, args) {
   )
   status <- attr(output, "status") %||% 0L
   if (!identical(as.integer(status), 0L)) {
-    tail_lines <- utils::tail(output, 20L)
+    log <- tempfile("alexnet-install-", fileext = ".log")
+    writeLines(output, log)
     alexnet_abort("Command failed (exit ", status, "): ", command, " ", paste(args, collapse = " "), "\n",
-                  paste(tail_lines, collapse = "\n"))
+                  paste(failure_excerpt(output), collapse = "\n"), "\n",
+                  "Its whole output: ", log)
   }
   invisible(output)
+}
+
+# What of a failed command's `output` an error quotes: the lines that name an error, a timeout or a refusal (at
+# most `named`, first ones first), then the last `last` lines. pip's own reason often lies far above its last
+# lines: a build dependency's failed download ends in a traceback and two notes about subprocesses.
+failure_excerpt <- function(output, named = 15L, last = 10L) {
+  n <- length(output)
+  if (n <= named + last) return(output)
+  tail_from <- n - last + 1L
+  reasons <- grep("error|exception|timed out|timeout|refused|denied|no space|not found|could not",
+                  output[seq_len(tail_from - 1L)], ignore.case = TRUE)
+  reasons <- utils::head(reasons, named)
+  c(output[reasons], if (length(reasons) && max(reasons) < tail_from - 1L) "...", output[tail_from:n])
 }
 
 `%||%` <- function(x, y) if (is.null(x)) y else x

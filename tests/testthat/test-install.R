@@ -92,3 +92,25 @@ test_that("`gpu` adds TensorFlow's CUDA libraries at the pinned version, by defa
   expect_identical(formals(install_alexnet)$gpu, quote(nvidia_gpu()))
   expect_error(install_alexnet(tempfile(), gpu = "yes"), "`gpu`", class = "alexnet_error")
 })
+
+test_that("a failed command's error quotes the lines that say why, however far above its end, and keeps the rest", {
+  dir <- withr::local_tempdir()
+  script <- file.path(dir, "fails.sh")
+  # The shape of pip's output when a build dependency's download breaks: the reason, a long traceback under it,
+  # then notes about subprocesses.
+  writeLines(c("for i in $(seq 1 40); do echo \"Collecting line $i\"; done",
+               "echo 'pip._vendor.urllib3.exceptions.ReadTimeoutError: Read timed out.'",
+               "for i in $(seq 1 30); do echo \"  frame $i\"; done",
+               "echo 'note: the last line'", "exit 2"), script)
+  e <- expect_error(alexnet:::run_checked("bash", shQuote(script)), class = "alexnet_error")
+  expect_match(conditionMessage(e), "Command failed (exit 2)", fixed = TRUE)
+  expect_match(conditionMessage(e), "ReadTimeoutError: Read timed out.", fixed = TRUE)
+  expect_match(conditionMessage(e), "note: the last line", fixed = TRUE)
+  expect_no_match(conditionMessage(e), "Collecting line 1\n", fixed = TRUE)
+  log <- sub(".*Its whole output: ", "", conditionMessage(e))
+  withr::defer(unlink(log))
+  expect_length(readLines(log), 72L)
+
+  short <- c("one", "two")
+  expect_identical(alexnet:::failure_excerpt(short), short)
+})
