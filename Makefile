@@ -81,7 +81,8 @@ test-python: setup
 # standalone cluster, README's shell block, the benchmark's end to end, R's install from a plain build and its
 # real Spark and multi-worker jobs; and slow checks of rarer paths (an export to s3 beside the one to gs, a model
 # saved with the old pooling layer, two devices mirrored, the precision timed in a child, an export's overwrite
-# beside TF Lite's). CI runs them after make test.
+# beside TF Lite's); and every Python test of more than about 10 s but the short run that learns, so that make test
+# keeps one training end to end. CI runs them after make test.
 test-long: setup
 	$(PYTEST) -m long
 	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R

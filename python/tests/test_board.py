@@ -542,6 +542,7 @@ def open_silent_board(kind: str, monkeypatch) -> tuple[str, str, BaseException, 
     return board, url.removeprefix("http://"), err.value, connections, seconds
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_silent_endpoint_is_named_in_the_probes_10_s(monkeypatch):
     """The probe's own bound, end to end, once (on an https:// board; the other kinds with a quicker probe below)."""
     board, endpoint, error, connections, seconds = open_silent_board("https", monkeypatch)

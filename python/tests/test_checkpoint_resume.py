@@ -138,6 +138,7 @@ def test_every_checkpoint_damaged_is_refused_naming_them(data, two_epochs, tmp_p
     assert "does not fit" not in str(error.value)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_run_stopped_between_its_checkpoint_and_its_history_file_loses_no_epoch(data, tmp_path, monkeypatch):
     folder = tmp_path / "ckpt"
     write = CheckpointStore.write_state
@@ -205,6 +206,7 @@ class Epochs(keras.callbacks.Callback):
         self.epochs.append((epoch, self.params["steps"]))
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_run_checkpointed_mid_epoch_resumed_at_a_larger_batch_ends_that_epoch_and_goes_on(data, tmp_path, caplog):
     folder = tmp_path / "ckpt"
     settings = dict(SMALL, checkpoint_dir=str(folder), checkpoint_every=2)

@@ -194,6 +194,7 @@ def python_snippet(tmp_path_factory):
     return tmp, done
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_readme_python_snippet_runs(python_snippet):
     tmp, done = python_snippet
     assert done.returncode == 0, done.stderr[-3000:]
@@ -205,6 +206,7 @@ def test_readme_python_snippet_runs(python_snippet):
     assert (tmp / "own" / "categories").is_dir()  # categories of their own, trained from the model
 
 
+@pytest.mark.long  # its fixture runs README's block, over 10 s: make test-long (CI)
 def test_readme_python_snippet_gives_the_results_it_states(python_snippet):
     """A result README's Python block states after an expression (``# (2, 4096): the fc2 layer's values``) is what
     that expression gives when the block runs (with the small settings of :data:`SMALL_PYTHON`)."""
@@ -367,6 +369,7 @@ def r_snippet(tmp_path_factory) -> tuple[str, Path, subprocess.CompletedProcess[
     return rscript, tmp, done, spark_here.replace("workers = 16", "workers = 2")
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_readme_r_snippet_runs(r_snippet):
     _, tmp, done, _ = r_snippet
     assert done.returncode == 0, done.stderr[-3000:]
@@ -375,6 +378,7 @@ def test_readme_r_snippet_runs(r_snippet):
     assert (tmp / "flowers" / "categories").is_dir()  # categories of their own, trained from the model
 
 
+@pytest.mark.long  # its fixture runs README's block, over 10 s: make test-long (CI)
 def test_readme_r_spark_lines_run_on_local_2(r_snippet):
     """README's Spark lines on local[2] through sparklyr, with the Spark home a user's session would find."""
     rscript, tmp, done, spark = r_snippet

@@ -130,6 +130,7 @@ def _inter_op_threads() -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU affinity and thread names are Linux's")
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_child_pinned_to_one_cpu_computes_with_two_inter_op_threads():
     # what the scaling stage's workers are: each pinned to a core, where TensorFlow would run one inter-op thread and
     # the all-reduce of a pack would wait for the backward pass

@@ -49,6 +49,7 @@ def _kept(setup):
     return [f for f, _ in pairs], [y for _, y in pairs]
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_one_crop_counts_are_the_models_own_predictions_and_a_bad_image_is_listed_not_counted(setup):
     result = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], batch_size=4)
     files, labels = _kept(setup)
@@ -77,6 +78,7 @@ def test_partitions_of_the_validation_images_add_up_to_the_whole(setup):
     assert all(p["images"] > 0 for p in parts)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_counts_by_class_are_each_images_own_prediction_and_shares_of_classes_add_up(setup):
     whole = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"], batch_size=4)
     files, labels = _kept(setup)
@@ -182,6 +184,7 @@ def test_crops_other_than_1_or_10_are_refused(setup, crops):
         alexnet_evaluate(setup["model_dir"], board=setup["board"], crops=crops)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_board_of_classes_the_model_lacks_is_refused_naming_some_of_them(setup, tmp_path):
     rows = imagenet_categories(setup["board"])
     renamed = [{**row, "id": f"z{i}"} if i >= 2 else row for i, row in enumerate(rows)]
@@ -212,6 +215,7 @@ def test_a_board_of_classes_the_model_lacks_is_refused_naming_some_of_them(setup
     assert alexnet_evaluate(str(cardless), data)["images"] == 2 * CLASSES - 1
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_board_of_some_of_the_models_classes_is_scored_by_wordnet_id_over_all_its_outputs(setup, tmp_path,
                                                                                             caplog):
     board = synthetic_board(tmp_path, classes=4, val_per_class=2, seed=5)
@@ -263,6 +267,7 @@ def test_without_data_the_default_board_is_scored_and_without_one_the_error_says
         alexnet_evaluate(setup["model_dir"], setup["board"])
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     import json
 
@@ -314,6 +319,7 @@ def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setu
         alexnet_evaluate(setup["model_dir"], data, batch_size=4)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its_own(setup, tmp_path, capsys):
     from alexnet import cli
 

@@ -65,6 +65,7 @@ def _predicted(model: str, images: list[str], top: int) -> tuple[list[list[str]]
     return ids, probabilities
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_plain_tensorflow_without_alexnet_or_keras_serves_the_export_as_predict_does(exported):
     images = exported["images"]
     answer = run_without(SERVE, exported["path"], *images, str(exported["quirks"]["truncated"]),
@@ -101,6 +102,7 @@ print(json.dumps({"keras": keras.__version__, "backend": keras.backend.backend()
 """
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_keras_3_loads_the_export_as_a_layer_that_answers_as_predict_does(exported):
     """README: Keras 3 loads the export with ``keras.layers.TFSMLayer(path, call_endpoint = "serving_default")``;
     here in a Python without alexnet or tf-keras (and without TF_USE_LEGACY_KERAS), so that ``keras`` is Keras 3."""
@@ -202,6 +204,7 @@ def test_saved_model_cli_lists_both_signatures(exported):
 
 
 @pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated:UserWarning")
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_tf_lite_converts_the_pixels_signature_and_overwrite_replaces_an_earlier_export(exported, tmp_path, caplog):
     target = tmp_path / "lite"
     result = alexnet_export(exported["model_dir"], str(target), "tflite", top=2)
@@ -312,6 +315,7 @@ def test_overwrite_replaces_only_a_folder_holding_an_export_and_nothing_else(exp
 
 
 @pytest.mark.parametrize("scheme", ["gs", pytest.param("s3", marks=pytest.mark.long)])  # s3: make test-long (CI)
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_an_export_is_written_to_a_bucket_and_served_from_it(exported, cloud_env, tmp_path, scheme):
     from alexnet.storage.location import open_filesystem
 
@@ -406,6 +410,7 @@ def test_the_same_export_pinned_again_keeps_the_newest_version(exported, tmp_pat
     assert alexnet_export(str(unknown), board=board, name="plain")["pin"]["version"] != once["version"]
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_export_command_writes_and_pins(exported, tmp_path, capsys, caplog):
     from alexnet.cli import main
 

@@ -207,6 +207,7 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_train_from_logits_leaves_every_hidden_layer_as_it_was(tmp_path):
     data = make_tree(tmp_path / "d", classes=2, per_class=6, val_per_class=1)
     base, folder = _saved(tmp_path / "m", data["categories"])

@@ -665,6 +665,7 @@ def _weights(model_dir: Path) -> list[np.ndarray]:
     return load_model(str(model_dir)).model.get_weights()
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_accumulated_micro_batches_train_as_one_batch_of_their_images(tmp_path):
     # 4 micro-batches of 2 images and one optimizer step, against batches of 8: the same images in the same order,
     # the same rate (it counts optimizer steps), so the same weights up to the order of float additions

@@ -56,6 +56,7 @@ def test_a_partition_carries_every_class_and_the_categories_version(board, tmp_p
         assert td.class_ids[label] == wnid
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_card_beside_the_model_and_the_model_pin(board, tmp_path):
     data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
     history = alexnet_train(4, 2, data, model_dir=tmp_path / "model", model_pin="alexnet", **TINY)

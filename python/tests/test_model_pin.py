@@ -185,6 +185,7 @@ def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(s
     assert _same_weights(load_model(pin).model, saved["model"])
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_with_it(tmp_path, monkeypatch):
     import json
 

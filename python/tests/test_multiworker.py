@@ -293,6 +293,7 @@ def _alone(timeout: float, signum: int | None = None) -> tuple[subprocess.Comple
     return subprocess.CompletedProcess(worker.args, worker.returncode, out, "".join(lines)), took
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_worker_whose_partner_never_starts_says_whom_it_waits_for_and_gives_up_after_the_collective_timeout():
     """TensorFlow waits for every worker to join inside the strategy's constructor, holding Python's lock: without a
     watchdog, a worker started alone waited silently for ever."""
@@ -591,6 +592,7 @@ def _start(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(tmp_path, processes):
     # each worker initialises the model with its own seed; MultiWorkerMirroredStrategy broadcasts the
     # chief's initial values, or the workers would apply the same averaged updates to different weights; and

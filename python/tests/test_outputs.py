@@ -66,6 +66,7 @@ class Epochs(keras.callbacks.Callback):
         self.epochs.append(epoch)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_interrupted_run_resumes_from_gs_and_the_model_lands_on_s3(data, cloud_env, tmp_path, monkeypatch):
     import gcsfs
     import s3fs
@@ -93,6 +94,7 @@ def test_interrupted_run_resumes_from_gs_and_the_model_lands_on_s3(data, cloud_e
     assert not any(p.name.startswith(("gs:", "s3:")) for p in tmp_path.iterdir())
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_checkpoint_inside_an_epoch_resumes_at_that_step(data, tmp_path):
     settings = dict(SMALL, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=2)
     with pytest.raises(Interrupted):

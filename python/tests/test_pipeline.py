@@ -132,6 +132,7 @@ def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is
             parallel.convert(wrong, "parallel")
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_seed_gives_the_same_batches_in_the_same_order_every_time(tree):
     # files of different sizes decoded in parallel: unordered, the smaller ones would overtake the larger
     files, labels = tree["image"], tree["label"]

@@ -319,6 +319,7 @@ def test_the_formats_are_timed_in_one_child_and_this_process_keeps_nothing_of_th
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16",
                                        pytest.param("float16", marks=pytest.mark.long)])  # float16: make test-long
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_each_precision_trains_and_the_history_says_which(two_colours, monkeypatch, caplog, precision):
     _fake_cpu(monkeypatch, {"avx2"})  # the same on every machine: bfloat16 and float16 are emulated
     inspect = _Inspect()

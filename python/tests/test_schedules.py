@@ -250,6 +250,7 @@ def test_learning_rate_settings_that_cannot_work_are_refused_before_training(cha
         alexnet_train(data=NOWHERE, **changes)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_run_records_each_epochs_learning_rate_as_it_trained(colours):
     # 136 images a step (one step an epoch): the rate grows 136 / 128 times, warmed up over 2 epochs (2 steps),
     # then divided by 10 at the third epoch

@@ -294,6 +294,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("how", ["raise", "exit"])
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path, how):
     from functools import partial
 
@@ -332,6 +333,7 @@ def _timer_from_workers_up(folder: Path, workers: int, start_up: float) -> type[
     return Timer
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path, monkeypatch):
     from functools import partial
 

@@ -50,6 +50,7 @@ def six_classes(tmp_path_factory):
                      max_side=72)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_scalars_per_epoch_and_every_log_every_steps_continue_across_a_resumed_run_and_the_profile(
         six_classes, tmp_path):
     logs, checkpoints = tmp_path / "logs", tmp_path / "ckpt"

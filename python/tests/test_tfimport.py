@@ -40,6 +40,7 @@ def test_tf_logs_wanted_reads_the_variable(monkeypatch):
 
 
 @pytest.mark.skipif(tf_logs_wanted(), reason="ALEXNET_TF_LOGS asks for everything")
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_start_up_lines_are_hidden_unless_asked_for():
     noisy = _stderr(ALEXNET_TF_LOGS="1")
     if not any(is_noise(line) for line in noisy):

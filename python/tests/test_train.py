@@ -262,6 +262,7 @@ class _Record(keras.callbacks.Callback):
         self.epochs.append(epoch)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version(synthetic, tmp_path, caplog):
     """Run again with the same checkpoint_dir once every epoch is done: no training, the run's history, model and pin
     as it ended (no second version of the same weights), said as such rather than as a resume at an epoch past the
@@ -311,6 +312,7 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
     assert longer["params"]["settings_changed"] == [{"epoch": 3, "step": 0, "changed": {"epochs": [2, 4]}}]
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_resume_on_other_images_or_with_another_rate_is_warned_of_and_recorded(synthetic, tmp_path, caplog):
     """Checkpoints of one run resumed on more images of its classes, with another rate, schedule and momentum: one
     warning naming each change, then and now; the history's `settings_changed` says from which epoch, and keeps
@@ -349,6 +351,7 @@ def test_a_resume_on_other_images_or_with_another_rate_is_warned_of_and_recorded
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_resume_from_a_checkpoint_continues_at_the_next_epoch(synthetic, tmp_path):
     data = _data(synthetic)
     keep = [i for i, c in enumerate(data["category"]) if c in data["categories"][:2]][:32]

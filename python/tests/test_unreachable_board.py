@@ -119,6 +119,7 @@ def test_a_server_that_dies_during_an_upload_ends_it_in_seconds_with_one_line(ki
     assert len([r for r in caplog.records if r.name.startswith("alexnet")]) <= 3
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_server_that_dies_during_a_fetch_ends_it_in_seconds_with_one_line(source, quick, monkeypatch, tmp_path):
     started_zips = []
     original = fetch_module._fetch_one

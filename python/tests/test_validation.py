@@ -33,6 +33,7 @@ def _data(tree: dict, **changes) -> dict:
     return {**{k: v for k, v in tree.items() if k != "quirks"}, **changes}
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_validation_steps_cap_validation_at_the_first_images(tree, tmp_path):
     # 2 steps of 3: the first 6 of the 13 images, each once, whatever is left out after them
     history = alexnet_train(3, 1, _data(tree), validation_steps=2, callbacks=[keep_epoch_weights(tmp_path)], **TINY)
@@ -43,6 +44,7 @@ def test_validation_steps_cap_validation_at_the_first_images(tree, tmp_path):
     assert history["metrics"]["val_loss"][0] == pytest.approx(score["loss"], rel=1e-5)
 
 
+@pytest.mark.long  # over 10 s: make test-long (CI)
 def test_an_image_that_cannot_be_decoded_stops_validation_with_what_to_do(tree):
     broken = _data(tree, val_image=[*tree["val_image"], str(tree["quirks"]["truncated"])],
                    val_label=[*tree["val_label"], 0])
