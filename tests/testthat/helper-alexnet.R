@@ -15,6 +15,22 @@ skip_unless_long <- function() {
   skip_if_not(identical(Sys.getenv("ALEXNET_TESTS"), "long"), "kept out of make test for time: make test-long runs it")
 }
 
+# pip's downloads from PyPI (setuptools to build the core, the dependencies) can be cut by the network, which no
+# test here checks: `f()` is called again, `attempts` times in all, `pause` seconds later, when its error (or a
+# child process's error under it) says that the network failed; any other error fails at once.
+retry_on_network <- function(f, attempts = 3L, pause = 5) {
+  network <- paste("ReadTimeoutError|Read timed out|ConnectTimeoutError|NewConnectionError|Connection reset",
+                   "IncompleteRead|ProtocolError|name resolution", sep = "|")
+  for (attempt in seq_len(attempts)) {
+    result <- tryCatch(list(value = f()), error = function(e) {
+      said <- paste(conditionMessage(e), if (inherits(e$parent, "condition")) conditionMessage(e$parent))
+      if (attempt < attempts && grepl(network, said)) NULL else stop(e)
+    })
+    if (!is.null(result)) return(result$value)
+    Sys.sleep(pause)
+  }
+}
+
 # imagenet_upload(...) of a source without validation images, which warns that the board gets none (the tests
 # that need no validation images upload such sources).
 upload_without_validation <- function(...) {

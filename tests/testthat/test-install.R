@@ -27,7 +27,7 @@ test_that("a package built by plain R CMD build carries the core, and install_al
   dir.create(lib)
   expect_equal(system2(r, c("CMD", "INSTALL", paste0("--library=", shQuote(lib)), shQuote(tarball)),
                        stdout = FALSE, stderr = FALSE), 0L)
-  out <- callr::r(function(lib, dir) {
+  out <- retry_on_network(function() callr::r(function(lib, dir) {
     Sys.unsetenv(c("ALEXNET_PYTHON", "RETICULATE_PYTHON"))  # as a new user has it: install_alexnet() decides
     library(alexnet, lib.loc = lib)
     env_python <- install_alexnet(file.path(dir, "env"), python = Sys.which("python3"), extras = character())
@@ -40,7 +40,7 @@ test_that("a package built by plain R CMD build carries the core, and install_al
          used = reticulate::py_config()$python, images = length(data$image),
          ssl = reticulate::import("ssl")$OPENSSL_VERSION)
   }, args = list(lib, dir), libpath = c(lib, .libPaths()),
-  env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0", R_USER_CONFIG_DIR = file.path(dir, "config")))
+  env = c(callr::rcmd_safe_env(), ALEXNET_PROGRESS = "0", R_USER_CONFIG_DIR = file.path(dir, "config"))))
   expect_true(file.exists(file.path(out$core, "alexnet", "__init__.py")))
   expect_equal(out$used, out$python)
   expect_equal(out$images, 6L)
@@ -113,4 +113,24 @@ test_that("a failed command's error quotes the lines that say why, however far a
 
   short <- c("one", "two")
   expect_identical(alexnet:::failure_excerpt(short), short)
+})
+
+test_that("the tests' installs are tried again when the network failed, and only then", {
+  calls <- 0L
+  flaky <- function() {
+    calls <<- calls + 1L
+    if (calls < 3L) stop("pip._vendor.urllib3.exceptions.ReadTimeoutError: Read timed out.")
+    "installed"
+  }
+  expect_equal(retry_on_network(flaky, pause = 0), "installed")
+  expect_equal(calls, 3L)
+  calls <- 0L
+  expect_error(retry_on_network(flaky, attempts = 2L, pause = 0), "Read timed out")
+  calls <- 0L
+  broken <- function() {
+    calls <<- calls + 1L
+    stop("error: invalid pyproject.toml")
+  }
+  expect_error(retry_on_network(broken, pause = 0), "invalid pyproject")
+  expect_equal(calls, 1L)
 })

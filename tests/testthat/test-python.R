@@ -97,17 +97,10 @@ test_that("install_alexnet() installs the core carried by the R package into a n
   withr::local_envvar(R_USER_CONFIG_DIR = dir)
   env <- file.path(dir, "env")
   # The dependencies are large; --no-deps checks the mechanism: venv, build from inst/python, record. pip still
-  # downloads setuptools from PyPI to build the core: a download cut by the network is tried again (twice).
-  network <- paste("ReadTimeoutError|Read timed out|ConnectTimeoutError|NewConnectionError|Connection reset",
-                   "IncompleteRead|ProtocolError|name resolution", sep = "|")
-  for (attempt in 1:3) {
-    python <- tryCatch(
-      suppressMessages(install_alexnet(env, extras = character(), dependencies = FALSE)),
-      alexnet_error = function(e) if (attempt < 3 && grepl(network, conditionMessage(e))) NULL else stop(e)
-    )
-    if (!is.null(python)) break
-    Sys.sleep(5)
-  }
+  # downloads setuptools from PyPI to build the core.
+  python <- retry_on_network(function() {
+    suppressMessages(install_alexnet(env, extras = character(), dependencies = FALSE))
+  })
   expect_true(file.exists(python))
   version <- system2(python, c("-c", shQuote("import alexnet; print(alexnet.__version__)")),
                      stdout = TRUE)
