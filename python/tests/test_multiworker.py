@@ -318,6 +318,35 @@ def test_ctrl_c_stops_a_worker_waiting_for_the_others_at_once():
     assert "waits for worker 1" in done.stderr and "gave up" not in done.stderr
 
 
+@pytest.mark.parametrize("ignored", [False, True], ids=["as-in-a-terminal", "ignored"])
+def test_ctrl_c_ends_the_wait_for_the_others_unless_the_worker_was_started_ignoring_it(ignored):
+    """A worker started with SIGINT ignored (a shell's background job, ``nohup``) keeps ignoring it while it waits
+    for the others, and its first line does not offer Ctrl-C; one started as in a terminal ends at once."""
+    script = textwrap.dedent(f"""
+        import logging, os, signal, sys, time
+        sys.path.insert(0, {str(HERE.parents[1])!r})
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        from alexnet.train import joining
+
+        config = {{"cluster": {{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}}, "task": {{"type": "worker", "index": 0}}}}
+        with joining.waiting_for_workers(config, None, every=60):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+            print("waited on", flush=True)
+        print("ignored after:", signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+    """)
+    start = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else ctrl_c_as_in_a_terminal
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          preexec_fn=start)
+    assert "Worker 0 of 2 (127.0.0.1:1) waits for worker 1 (127.0.0.1:2) to join" in done.stderr, done.stderr
+    if ignored:
+        assert done.returncode == 0 and done.stdout.split("\n")[:2] == ["waited on", "ignored after: True"], done
+        assert "Ctrl-C" not in done.stderr, done.stderr
+    else:
+        assert done.returncode == -signal.SIGINT and "waited on" not in done.stdout, done
+        assert "to join; Ctrl-C stops it." in done.stderr, done.stderr
+
+
 #: What TensorFlow 2.21 raised on worker 0 when worker 1 was killed (its heartbeats stopped), and on worker 1 when
 #: worker 0 was (its connection reset), without the graph traceback in between.
 UNHEALTHY = ("Graph execution error:\n\nDetected at node CollectiveReduceV2_2 defined at (most recent call last):\n"

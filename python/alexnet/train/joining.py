@@ -82,11 +82,11 @@ def _as_logged(level: int, message: str) -> str:
 def waiting_for_workers(config: dict, bound: float | None, every: float | None = None) -> Iterator[None]:
     """Around the building of a multi-worker strategy, which waits (in TensorFlow's C++, holding Python's lock, so
     that neither a Python thread nor a Python signal handler runs) until every worker of TF_CONFIG ``config`` has
-    joined: say whom this worker waits for; let SIGINT (Ctrl-C) end the process at once meanwhile (see
-    :func:`default_signals`); and from a watchdog process of its own, say every ``every`` seconds
-    (:data:`JOIN_NOTE_EVERY`) that it still waits and, after ``bound`` seconds (``collective_timeout``; ``None``: for
-    ever), which workers never joined and what to do, and end this process (SIGKILL, the one signal TensorFlow's wait
-    cannot hold).
+    joined: say whom this worker waits for; let SIGINT (Ctrl-C) end the process at once meanwhile, unless this
+    process ignores it (see :func:`default_signals`); and from a watchdog process of its own, say every ``every``
+    seconds (:data:`JOIN_NOTE_EVERY`) that it still waits and, after ``bound`` seconds (``collective_timeout``;
+    ``None``: for ever), which workers never joined and what to do, and end this process (SIGKILL, the one signal
+    TensorFlow's wait cannot hold).
 
     TensorFlow's registration timeout of the coordination service (``cluster_register_timeout_in_ms``) does not end
     that wait (TensorFlow 2.21: a worker alone still waited after ten times as long), and TensorFlow takes SIGTERM
@@ -99,8 +99,9 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
     every = JOIN_NOTE_EVERY if every is None else every
     workers = len(others) + 1
     waited_for = ", ".join(f"{name} ({where})" for name, where in others)
-    logger.info("%s of %d (%s) waits for %s to join%s; Ctrl-C stops it.", me.capitalize(), workers, address,
-                waited_for, f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
+    logger.info("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address, waited_for,
+                f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
+                "" if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else "; Ctrl-C stops it")
     note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
     fail = _as_logged(logging.ERROR, (
         f"{me.capitalize()} of {workers} gave up after {bound or 0:g} s (`collective_timeout`) waiting for "
@@ -136,13 +137,17 @@ def default_signals(signums: tuple[int, ...]) -> Iterator[None]:
     A Python handler (Ctrl-C's ``KeyboardInterrupt``) runs only once the main thread is back in Python, which a wait
     in C++ never is; what is put back is the whole ``struct sigaction`` as C sees it (a host program's handler, R's,
     runs again as before), and Python's own record of its handlers. Nothing is done outside the main thread (Python
-    sets handlers there only) nor where the C library has no ``sigaction`` (Windows)."""
+    sets handlers there only) nor where the C library has no ``sigaction`` (Windows), and a signal this process
+    ignores stays ignored (a shell's background job, or one started by ``nohup``, is not for that terminal's
+    Ctrl-C)."""
     libc = _libc()
     if libc is None or threading.current_thread() is not threading.main_thread():
         yield
         return
     kept = {}
     for signum in signums:
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            continue
         before = ctypes.create_string_buffer(_SIGACTION_BYTES)
         if libc.sigaction(signum, None, before) == 0:
             kept[signum] = (signal.getsignal(signum), before)
