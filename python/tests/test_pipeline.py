@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers_train import make_tree, write_quirks
 
@@ -179,3 +181,44 @@ def test_datasets_a_strategy_makes_per_device_run_untuned_only_inside_the_contex
 def test_labels_must_match_files(tree):
     with pytest.raises(AlexnetError, match="labels"):
         pipeline.train_dataset(tree["image"], tree["label"][:-1], batch_size=2)
+
+
+
+
+def _training_start(files: list[str], labels: list[int]) -> None:
+    """A training run's start: the check of its images, its training and validation batches."""
+    from alexnet.input import scan
+
+    assert scan.scan_images(files, full=True) == []
+    assert next(iter(pipeline.train_dataset(files, labels, 2, 32, lighting=0.1, seed=1)))[0].shape == (2, 32, 32, 3)
+    assert next(iter(pipeline.validation_dataset(files, labels, 2, 32, length=4)))[0].shape == (2, 32, 32, 3)
+
+
+def _evaluation_and_export(files: list[str], labels: list[int]) -> None:
+    """An evaluation's batches, of the centre crop and of ten crops, and an export's decoding."""
+    from alexnet.model.serving import decode_images
+
+    assert next(iter(pipeline.exact_eval_dataset(files, labels, 2, 32, crops=1)))[0].shape == (2, 32, 32, 3)
+    assert next(iter(pipeline.exact_eval_dataset(files, labels, 2, 32, crops=10)))[0].shape == (2, 10, 32, 32, 3)
+    _, ok, _ = decode_images(tf.constant([Path(f).read_bytes() for f in files[:2]]), 32)
+    assert ok.numpy().tolist() == [True, True]
+
+
+@pytest.mark.parametrize("built", [_training_start, _evaluation_and_export], ids=["training", "evaluation-export"])
+def test_the_pipelines_functions_are_traced_as_written_without_autograph(tree, monkeypatch, built):
+    """Every function the input pipeline maps (the check of the images before training, training, validation,
+    evaluation of one and ten crops, an export's decoding) is traced without autograph's conversion, which cost every
+    run's start about 2 s: autograph is never asked to convert a function of the package while each is built and
+    read."""
+    from tensorflow.python.autograph.impl import api
+
+    asked: list[str] = []
+    convert = api.converted_call
+
+    def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
+        asked.append(f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', f)}")
+        return convert(f, args, kwargs, caller_fn_scope=caller_fn_scope, options=options)
+
+    monkeypatch.setattr(api, "converted_call", converted_call)
+    built(tree["image"][:4], tree["label"][:4])
+    assert [name for name in asked if name.startswith("alexnet.")] == []

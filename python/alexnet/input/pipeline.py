@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..errors import AlexnetError
-from ..tfimport import tf
+from ..tfimport import tf, unconverted
 from .decode import decode_for_eval, decode_for_training, decode_ten_crops
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -116,6 +116,11 @@ def _file_dataset(files: Sequence[str], labels: Sequence[int]) -> tf.data.Datase
     return tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(label_ids)))
 
 
+def _read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """A file's bytes and its label."""
+    return tf.io.read_file(path), label
+
+
 def train_dataset(
     files: Sequence[str],
     labels: Sequence[int],
@@ -154,7 +159,7 @@ def train_dataset(
     buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
     ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     seeded = seed is not None
-    ds = ds.map(lambda path, label: (tf.io.read_file(path), label), num_parallel_calls=calls, deterministic=seeded)
+    ds = ds.map(unconverted(_read), num_parallel_calls=calls, deterministic=seeded)
     if cache:
         ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
     if repeat:
@@ -171,7 +176,7 @@ def train_dataset(
         )
         return image, label
 
-    ds = ds.map(decode, num_parallel_calls=calls, deterministic=seeded)
+    ds = ds.map(unconverted(decode), num_parallel_calls=calls, deterministic=seeded)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     # after the batch: per element, ignore_errors halves the throughput of a single core
     ds = ds.ignore_errors()
@@ -207,11 +212,11 @@ def validation_dataset(
     blank = (tf.zeros([image_size, image_size, 3], tf.uint8), tf.constant(0, tf.int32), tf.constant(0.0))
     ds = tf.data.Dataset.from_tensors(blank).repeat(length - len(files))
     if files:
-        real = _file_dataset(files, labels).map(lambda path, label: (tf.io.read_file(path), label),
-                                                num_parallel_calls=calls)
+        real = _file_dataset(files, labels).map(unconverted(_read), num_parallel_calls=calls)
         if cache:
             real = real.cache()
-        real = real.map(lambda contents, label: (decode_for_eval(contents, image_size), label, tf.constant(1.0)),
+        real = real.map(unconverted(lambda contents, label: (decode_for_eval(contents, image_size), label,
+                                                         tf.constant(1.0))),
                         num_parallel_calls=calls)
         ds = real.concatenate(ds)
     ds = ds.repeat().batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
@@ -244,8 +249,8 @@ def exact_eval_dataset(
     calls = num_parallel_calls(parallel)
     decode = decode_for_eval if crops == 1 else decode_ten_crops
     ds = _file_dataset(files, labels)
-    ds = ds.map(lambda path, label: (decode(tf.io.read_file(path), image_size), label), num_parallel_calls=calls,
-                deterministic=True)
+    ds = ds.map(unconverted(lambda path, label: (decode(tf.io.read_file(path), image_size), label)),
+                num_parallel_calls=calls, deterministic=True)
     ds = ds.batch(batch_size, drop_remainder=False).prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=False))
 

@@ -25,7 +25,7 @@ from ..data import images as image_checks
 from ..errors import BadImagesError
 from ..progress import progress_bar
 from ..storage import cache
-from ..tfimport import tf
+from ..tfimport import tf, unconverted
 from .decode import decode_any, is_jpeg, pixel_limit_check
 from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
 
@@ -137,7 +137,7 @@ def _check_files(files: Sequence[str], parallel: int | None, check: Callable[[tf
     def checked(index: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
         return index + tf.cast(check(tf.io.read_file(path)), tf.int64)
 
-    ds = ds.map(checked, num_parallel_calls=calls, deterministic=False).ignore_errors().batch(512)
+    ds = ds.map(unconverted(checked), num_parallel_calls=calls, deterministic=False).ignore_errors().batch(512)
     ds = ds.prefetch(AUTOTUNE).with_options(dataset_options(training=True))
     ok = np.zeros(len(files), dtype=bool)
     with progress_bar(len(files), "Checking images", unit="img") as bar:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..data import images as image_checks
 from ..input.formats import ANIMATED_WEBP, IMAGE_FORMATS, formats_read
-from ..tfimport import keras, tf
+from ..tfimport import keras, tf, unconverted
 from .card import ModelCard
 
 #: The signature taking encoded images, and the one taking decoded pixels.
@@ -93,16 +93,16 @@ def decode_images(images: tf.Tensor, image_size: int) -> tuple[tf.Tensor, tf.Ten
         return index, image, pixels
 
     decoded = (tf.data.Dataset.from_tensor_slices((tf.range(count), images))
-               .map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+               .map(unconverted(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
                .ignore_errors()
                .batch(1024))
     empty = (tf.zeros([0], tf.int32), tf.zeros([0, image_size, image_size, 3], tf.uint8), tf.zeros([0], tf.int64))
-    index, pixels, sizes = decoded.reduce(empty, lambda kept, batch: tuple(tf.concat([k, b], 0)
-                                                                          for k, b in zip(kept, batch, strict=True)))
+    index, pixels, sizes = decoded.reduce(empty, unconverted(lambda kept, batch: tuple(
+        tf.concat([k, b], 0) for k, b in zip(kept, batch, strict=True))))
     where = index[:, None]
     pixels = tf.scatter_nd(where, pixels, tf.stack([count, image_size, image_size, 3]))
     sizes = tf.scatter_nd(where, sizes, [count])
-    formats = tf.map_fn(header_format, images, fn_output_signature=tf.string)
+    formats = tf.map_fn(unconverted(header_format), images, fn_output_signature=tf.string)
     too_large = sizes > limit
     before, after = image_checks.TOO_LARGE.format(pixels="\0", limit=limit).split("\0")
     ok = (tf.scatter_nd(where, tf.ones_like(index), [count]) > 0) & ~too_large \
