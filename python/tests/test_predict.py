@@ -271,14 +271,17 @@ def test_an_image_pillow_refuses_as_a_bomb_is_said_too_large_as_an_export_says_i
         in str(raised.value)
 
 
-def test_an_image_pillow_would_open_but_above_the_limit_training_applies_is_refused_from_its_header(setup):
+def test_an_image_pillow_would_open_but_above_the_limit_training_applies_is_refused_from_its_header(setup, recwarn):
     from helpers_images import png_claiming
+    from PIL import Image
 
     # 100 million pixels: Pillow only warns, and decoding it would find its pixels missing ("truncated")
     with pytest.raises(AlexnetError, match="1 of 1 image") as raised:
         alexnet_predict(setup["model_dir"], png_claiming(10000, 10000))
     assert "<bytes 0>: too large to decode safely (100000000 pixels, more than the limit 89478485)\n" \
         in str(raised.value)
+    # the error says it, without Pillow's own warning of a "decompression bomb DOS attack" beside it
+    assert [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)] == []
 
 
 def test_the_pixel_limits_are_pillows():

@@ -593,7 +593,7 @@ def test_check_image_verdicts(tree):
     assert check_image(b"not an image at all")[1] == "not a recognised image format"
 
 
-def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them_within_it(tmp_path):
+def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them_within_it(tmp_path, recwarn):
     from helpers_images import encoded, png_claiming
 
     folder = tmp_path / "photos" / "n01440764"
@@ -629,6 +629,8 @@ def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them
     data = imagenet_partition(0, 1, tmp_path / "shrunk", cache_dir=tmp_path / "cache")
     sizes = {os.path.basename(path): Image.open(path).size for path in data["image"]}
     assert sizes == {"small.png": (40, 30), "big.png": (189, 63)}
+    # what the upload says of each image, without Pillow's own warning of a "decompression bomb DOS attack" beside it
+    assert [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)] == []
 
 
 def test_upload_arguments_checked_before_work(tree, tmp_path):

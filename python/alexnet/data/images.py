@@ -14,9 +14,11 @@ scan, by prediction and by an export's serving signature alike.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import warnings
+from collections.abc import Iterator
 
 #: The JPEG quality of the images an upload re-encodes, unless told otherwise (the benchmark's copies too).
 DEFAULT_QUALITY = 90
@@ -46,17 +48,32 @@ TOO_LARGE_SHRUNK = ("too large to store even shrunk ({pixels} pixels at {width}x
                     "max_pixels = {limit})")
 
 
+@contextlib.contextmanager
+def own_pixel_limit() -> Iterator[None]:
+    """While the package opens images with Pillow under its own limit (:data:`MAX_PIXELS`, read from each header and
+    named in what it says of each image it refuses or shrinks), Pillow's warning of a possible decompression bomb
+    ("could be decompression bomb DOS attack", for an image above the same limit) is not shown.
+
+    Python's warning filters belong to the whole process: the thread that starts the work (an upload, a prediction)
+    enters this once, and the threads it starts are covered while it lasts, where entering it in each of them would
+    let one thread's exit put back the filters another still relies on. Other threads of the process do not see
+    Pillow's warning meanwhile either."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        yield
+
+
 def declared_pixels(path: str) -> int | None:
     """The pixels (width times height) the image file ``path`` declares in its header, read by Pillow's lazy open
     (nothing is decoded); None when Pillow cannot read it as an image."""
     from PIL import Image
 
     try:
-        with warnings.catch_warnings():  # Pillow's warning of a possible bomb: the caller says what it finds
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as img:
-                width, height = img.size
-                return width * height
+        with own_pixel_limit(), Image.open(path) as img:  # the caller says what it finds
+            width, height = img.size
+            return width * height
     except Image.DecompressionBombError as err:  # above Pillow's own limit
         return _bomb_pixels(err)
     except (OSError, SyntaxError, ValueError):

@@ -39,7 +39,7 @@ from ..storage.board import Board, is_full_board
 from ..storage.publish import pin_state, publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
-from .images import MAX_PIXELS, check_image
+from .images import MAX_PIXELS, check_image, own_pixel_limit
 from .parts import CRC_MISMATCH, Member, Members, Part, Source
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ class Uploader:
         parts under way have ended: no other part is read or started, and one ``BoardError`` names the board and how
         many categories it holds, which a run again skips."""
         try:
-            with quiet_pins(), scratch_folder("alexnet-upload-", self.scratch) as workdir, \
+            with quiet_pins(), own_pixel_limit(), scratch_folder("alexnet-upload-", self.scratch) as workdir, \
                     contextlib.closing(self.bar), \
                     ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
                 try:

@@ -199,7 +199,7 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
     and decoded, and one :class:`AlexnetError` then names every image that cannot be used and says ``outcome`` (what was
     therefore not done), so that nothing half done is returned. The progress bar ``what`` counts the images whose
     chunk the caller is done with."""
-    from ..data.images import check_image
+    from ..data.images import check_image, own_pixel_limit
     from ..input.decode import decode_for_eval
     from ..tfimport import tf
 
@@ -214,8 +214,9 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
             usable_names, pixels = [], []
             for name, (data, reason) in zip(names[start : start + chunk], read, strict=True):
                 if data is not None:
-                    unread = not_read(data)
-                    usable, reason = (None, unread) if unread else check_image(data)
+                    with own_pixel_limit():  # here, not around the chunks this generator gives its caller
+                        unread = not_read(data)
+                        usable, reason = (None, unread) if unread else check_image(data)
                 else:
                     usable = None
                 if usable is None:
