@@ -101,7 +101,7 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
     waited_for = ", ".join(f"{name} ({where})" for name, where in others)
     logger.info("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address, waited_for,
                 f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
-                "" if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else "; Ctrl-C stops it")
+                "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
     fail = _as_logged(logging.ERROR, (
         f"{me.capitalize()} of {workers} gave up after {bound or 0:g} s (`collective_timeout`) waiting for "
@@ -140,14 +140,12 @@ def default_signals(signums: tuple[int, ...]) -> Iterator[None]:
     sets handlers there only) nor where the C library has no ``sigaction`` (Windows), and a signal this process
     ignores stays ignored (a shell's background job, or one started by ``nohup``, is not for that terminal's
     Ctrl-C)."""
-    libc = _libc()
-    if libc is None or threading.current_thread() is not threading.main_thread():
+    libc, chosen = _libc(), _defaulted(signums)
+    if libc is None or not chosen:
         yield
         return
     kept = {}
-    for signum in signums:
-        if signal.getsignal(signum) == signal.SIG_IGN:
-            continue
+    for signum in chosen:
         before = ctypes.create_string_buffer(_SIGACTION_BYTES)
         if libc.sigaction(signum, None, before) == 0:
             kept[signum] = (signal.getsignal(signum), before)
@@ -159,6 +157,14 @@ def default_signals(signums: tuple[int, ...]) -> Iterator[None]:
             if python is not None:
                 signal.signal(signum, python)
             libc.sigaction(signum, before, None)
+
+
+def _defaulted(signums: tuple[int, ...]) -> tuple[int, ...]:
+    """Those of ``signums`` that :func:`default_signals` puts to their default action here: none outside the main
+    thread or without ``sigaction``, and never one this process ignores."""
+    if _libc() is None or threading.current_thread() is not threading.main_thread():
+        return ()
+    return tuple(signum for signum in signums if signal.getsignal(signum) != signal.SIG_IGN)
 
 
 #: Bytes kept of a ``struct sigaction``: more than any C library's (glibc's is 152 on x86-64, 140 on aarch64).
