@@ -16,7 +16,7 @@ pytest.importorskip("tensorflow")
 
 from helpers_model import card_for, save_model_dir, tiny_model
 
-from alexnet.model.saved import LoadedModels
+from alexnet.model.loaded import LoadedModels
 
 CHECKPOINTS = 20
 

@@ -16,21 +16,18 @@ A model without a card still works: its class ids and names are then its label n
 image size is its input size, or, for a model that takes every size (as training builds them), the paper's
 224 (:data:`DEFAULT_IMAGE_SIZE`), with a warning either way. :func:`model_source` finds the model and its card without
 loading it (no TensorFlow when the card is there); :func:`load_model` loads it, once per process for the same
-file while it is in use (:class:`LoadedModels`: a long session stays flat).
+file while it is in use (:class:`~alexnet.model.loaded.LoadedModels`: a long session stays flat).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import logging
 import os
 import posixpath
 import shutil
-import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +35,7 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
 from .card import CARD_FILE, CARD_KEYS, ModelCard
+from .loaded import LOADED
 
 if TYPE_CHECKING:
     import tf_keras as keras
@@ -50,42 +48,6 @@ MODEL_FILE = "alexnet.keras"
 DEFAULT_IMAGE_SIZE = 224
 #: Keys a dict from ``alexnet_model()`` must have to be fetched again.
 PIN_KEYS = ("board", "name", "version")
-
-
-class LoadedModels:
-    """The models loaded in this process, by file (its real path, and its SHA-256 or size and modification time):
-    each kept while anything uses it (held weakly), and the last one asked for kept besides, so that calls one after
-    the other on one model load it once. A session that goes through model after model (evaluating checkpoint after
-    checkpoint) holds at most one that nothing uses any more: the one before is let go (and collected) before the
-    next is loaded."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._used: weakref.WeakValueDictionary[tuple[str, str], Any] = weakref.WeakValueDictionary()
-        self._last: tuple[tuple[str, str], Any] | None = None
-
-    def get(self, key: tuple[str, str], load: Callable[[], Any]) -> Any:
-        """The model of ``key``: the one already loaded, else ``load()``'s."""
-        with self._lock:
-            model = self._used.get(key)
-            if model is None:
-                if self._last is not None:
-                    self._last = None
-                    gc.collect()  # a Keras model holds cycles: let the last one go before the next comes in
-                model = load()
-                self._used[key] = model
-            self._last = (key, model)
-            return model
-
-    def clear(self) -> None:
-        """Let go of the last model asked for (those still used elsewhere stay until they are not)."""
-        with self._lock:
-            self._last = None
-        gc.collect()
-
-
-#: The models this process has loaded (see :class:`LoadedModels`).
-LOADED = LoadedModels()
 
 
 @dataclass(frozen=True)

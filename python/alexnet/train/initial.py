@@ -94,7 +94,8 @@ def start_from(net: Any, initial: Any, class_ids: Sequence[str]) -> dict[str, An
 
     Every layer of :data:`LEARNING_LAYERS` but ``logits`` must have the same shape in both: a model of other
     ``dense_units`` or ``grouped`` is an :class:`AlexnetError` saying which setting to give."""
-    from ..model.saved import LOADED, load_model, named_layer
+    from ..model.loaded import LOADED
+    from ..model.saved import load_model, named_layer
 
     loaded = load_model(initial)
     where = f"`initial_model` {loaded.description}"
