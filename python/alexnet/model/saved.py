@@ -35,6 +35,7 @@ from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
 from .card import CARD_FILE, CARD_KEYS, ModelCard
+from .keras_file import read_keras_file
 from .loaded import LOADED
 
 if TYPE_CHECKING:
@@ -212,17 +213,6 @@ def _local_file(source: ModelSource) -> tuple[str, str]:
     return path, f"{info.st_size}-{info.st_mtime_ns}"
 
 
-def _keras_load(path: str) -> Any:
-    from ..tfimport import keras
-    from . import network as _registers_custom_objects  # noqa: F401  (AdaptiveAveragePooling2D)
-
-    try:
-        return keras.models.load_model(path, compile=False)
-    except Exception as error:
-        raise AlexnetError(f"{path} cannot be loaded as a Keras model ({type(error).__name__}: {error}): give the "
-                           "alexnet.keras that training saved.") from None
-
-
 def input_size(model: Any) -> int | None:
     """The image side ``model``'s input is fixed to, or ``None`` when it takes every size (a model built with
     ``image_size=None``, as training builds them since the adaptive pooling to 6x6)."""
@@ -273,7 +263,7 @@ def load_model(model: Any) -> LoadedModel:
 
     def load() -> Any:
         logger.info("Loading the model %s", path)
-        return _keras_load(path)
+        return read_keras_file(path)
 
     loaded = LOADED.get((os.path.realpath(path), stamp), load)
     return LoadedModel(loaded, card_of(loaded, source.card, source.description), source.description)
