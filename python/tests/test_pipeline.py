@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers_train import make_tree, write_quirks
 
@@ -222,3 +224,41 @@ def test_the_pipelines_functions_are_traced_as_written_without_autograph(tree, m
     monkeypatch.setattr(api, "converted_call", converted_call)
     built(tree["image"][:4], tree["label"][:4])
     assert [name for name in asked if name.startswith("alexnet.")] == []
+
+
+def test_an_evaluation_and_a_scan_trace_their_decoding_once_per_process(tree, monkeypatch):
+    """tf.data traces a mapped function again for every dataset: the decoding of every format an evaluation and the
+    check of the images map are traced once, and a second evaluation or scan (another model's, the next
+    checkpoint's) only calls them, with the same results."""
+    from alexnet.input import decode, scan
+
+    traced: list[str] = []
+    for module, name in ((decode, "decode_for_eval"), (decode, "decode_ten_crops"), (scan, "_check_image")):
+        original = getattr(module, name)
+
+        def spy(*args, _original=original, _name=name, **kwargs):
+            traced.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    monkeypatch.setattr(pipeline, "decode_for_eval", decode.decode_for_eval)
+    monkeypatch.setattr(pipeline, "decode_ten_crops", decode.decode_ten_crops)
+    monkeypatch.setattr(pipeline, "_eval_decoder", functools.cache(pipeline._eval_decoder.__wrapped__))
+    monkeypatch.setattr(scan, "_checker", functools.cache(scan._checker.__wrapped__))
+    files, labels = tree["image"][:3], tree["label"][:3]
+
+    def evaluated(crops: int) -> list[np.ndarray]:
+        return [images.numpy() for images, _ in pipeline.exact_eval_dataset(files, labels, 2, 32, crops=crops)]
+
+    first = [evaluated(1), evaluated(10), scan.scan_images(files)]
+    assert sorted(traced) == ["_check_image", "decode_for_eval", "decode_ten_crops"]
+    second = [evaluated(1), evaluated(10), scan.scan_images(files)]
+    assert sorted(traced) == ["_check_image", "decode_for_eval", "decode_ten_crops"], "traced again"
+    for one, two in zip(first[:2], second[:2], strict=True):
+        for a, b in zip(one, two, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert first[2] == second[2] == []
+    evaluated(1)
+    assert len(pipeline.exact_eval_dataset(files, labels, 2, 48, crops=1).element_spec[0].shape) == 4
+    next(iter(pipeline.exact_eval_dataset(files, labels, 2, 48, crops=1)))
+    assert traced.count("decode_for_eval") == 2, "another size is traced for itself"

@@ -14,6 +14,7 @@ per fetched zip: the result is kept in the folder and read again by the next run
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from ..progress import progress_bar
 from ..storage import cache
 from ..tfimport import tf, unconverted
 from .decode import decode_any, is_jpeg, pixel_limit_check
-from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls
+from .pipeline import AUTOTUNE, as_string_list, dataset_options, num_parallel_calls, traced_once
 
 logger = logging.getLogger(__name__)
 
@@ -129,13 +130,25 @@ def _size(path: str) -> int | None:
         return None
 
 
+@functools.cache
+def _checker(full: bool, jpeg_only: bool, kind: str) -> Callable[[tf.Tensor], tf.Tensor]:
+    """A file's path to a zero computed only when the file passes the check of :func:`scan_images` (``full``,
+    ``jpeg_only``), traced once per process for each ``kind`` (:func:`check_kind`, which names the pixel limit the
+    graph holds; :func:`~alexnet.input.pipeline.traced_once`)."""
+    check: Callable[[tf.Tensor], tf.Tensor] = _check_image_full if full else _check_image
+    if jpeg_only:
+        check = _only_jpeg(check)
+    return traced_once(lambda path: tf.cast(check(tf.io.read_file(path)), tf.int64))
+
+
 def _check_files(files: Sequence[str], parallel: int | None, check: Callable[[tf.Tensor], tf.Tensor]) -> np.ndarray:
-    """Whether each of ``files`` passes ``check``, each read once, ``parallel`` at a time."""
+    """Whether each of ``files`` passes ``check`` (of a file's path, from :func:`_checker`), each read once,
+    ``parallel`` at a time."""
     calls = num_parallel_calls(parallel)
     ds = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int64), tf.constant(list(files))))
 
     def checked(index: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
-        return index + tf.cast(check(tf.io.read_file(path)), tf.int64)
+        return index + check(path)
 
     ds = ds.map(unconverted(checked), num_parallel_calls=calls, deterministic=False).ignore_errors().batch(512)
     ds = ds.prefetch(AUTOTUNE).with_options(dataset_options(training=True))
@@ -168,9 +181,6 @@ def scan_images(
     while the marker names the same zip. Other files are read every time.
     """
     files = as_string_list(files, "files")
-    check: Callable[[tf.Tensor], tf.Tensor] = _check_image_full if full else _check_image
-    if jpeg_only:
-        check = _only_jpeg(check)
     kind = check_kind(full, jpeg_only)
     folders: dict[str, _CacheFolder | None] = {}
     ok = np.zeros(len(files), dtype=bool)
@@ -191,7 +201,7 @@ def scan_images(
         logger.info("%d of %d images were checked when their category was first used (the result is kept in the "
                     "cache); checking the other %d", len(files) - len(todo), len(files), len(todo))
     if todo:
-        ok[todo] = _check_files([files[i] for i in todo], parallel, check)
+        ok[todo] = _check_files([files[i] for i in todo], parallel, _checker(full, jpeg_only, kind))
     for index, (cached, name) in recorded.items():
         cached.new_checked.add(name)
         if not ok[index]:
