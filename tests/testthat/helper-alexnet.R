@@ -12,7 +12,22 @@ skip_if_no_alexnet <- function() {
 # A test kept out of `make test` for time skips unless ALEXNET_TESTS=long, which `make test-long` sets (CI runs it
 # after `make test`); testthat.R then runs only the files that call this.
 skip_unless_long <- function() {
-  skip_if_not(identical(Sys.getenv("ALEXNET_TESTS"), "long"), "kept out of make test for time: make test-long runs it")
+  skip_if_not(long_run(), "kept out of make test for time: make test-long runs it")
+}
+
+long_run <- function() identical(Sys.getenv("ALEXNET_TESTS"), "long")
+
+# Whether a test's code is kept out of `make test` (it calls skip_unless_long()).
+kept_out_of_make_test <- function(code) any(grepl("skip_unless_long()", deparse(code), fixed = TRUE))
+
+# testthat's test_that(), except under `make test-long`: there the files holding a test kept out of `make test` run,
+# and their other tests, which `make test` ran, skip instead of running a second time.
+test_that <- function(desc, code) {
+  code <- substitute(code)
+  if (long_run() && !kept_out_of_make_test(code)) code <- quote({
+    skip("make test runs it")
+  })
+  eval(bquote(testthat::test_that(.(desc), .(code))), parent.frame())
 }
 
 # pip's downloads from PyPI (setuptools to build the core, the dependencies) can be cut by the network, which no

@@ -134,3 +134,32 @@ test_that("the tests' installs are tried again when the network failed, and only
   expect_error(retry_on_network(broken, pause = 0), "invalid pyproject")
   expect_equal(calls, 1L)
 })
+
+test_that("under make test-long, a file's tests that make test ran skip, and those kept out of it run", {
+  expect_true(kept_out_of_make_test(quote({
+    skip_unless_long()
+    expect_true(TRUE)
+  })))
+  expect_false(kept_out_of_make_test(quote(expect_true(TRUE))))
+  ran <- character()
+  run <- function(long) {
+    withr::local_envvar(ALEXNET_TESTS = if (long) "long" else "")
+    reporter <- testthat::ListReporter$new()
+    testthat::with_reporter(reporter, {
+      test_that("fast", {
+        ran <<- c(ran, "fast")
+        expect_true(TRUE)
+      })
+      test_that("long", {
+        skip_unless_long()
+        ran <<- c(ran, "long")
+        expect_true(TRUE)
+      })
+    })
+    vapply(reporter$get_results(), function(r) class(r$results[[1]])[1], character(1))
+  }
+  expect_equal(unname(run(long = TRUE)), c("expectation_skip", "expectation_success"))
+  expect_equal(ran, "long")
+  expect_equal(unname(run(long = FALSE)), c("expectation_success", "expectation_skip"))
+  expect_equal(ran, c("long", "fast"))
+})
