@@ -82,15 +82,10 @@ test-python: setup
 # real Spark and multi-worker jobs; and slow checks of rarer paths (an export to s3 beside the one to gs, a model
 # saved with the old pooling layer, two devices mirrored, the precision timed in a child, an export's overwrite
 # beside TF Lite's); and every Python test of more than about 10 s but the short run that learns, so that make test
-# keeps one training end to end. CI runs them after make test. The R tests run beside the Python ones (they keep
-# about one core busy, much of it pip's install from a plain build), their output kept in build/test-long-r.log and
-# shown when both have ended; either failing fails the target.
+# keeps one training end to end. CI runs them after make test.
 test-long: setup
-	@mkdir -p $(BUILD)
-	@( $(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R ) > $(BUILD)/test-long-r.log 2>&1 & r=$$!; \
-	( $(PYTEST) -m long ); python=$$?; wait $$r; status=$$?; \
-	echo "== R tests of make test-long (build/test-long-r.log) =="; cat $(BUILD)/test-long-r.log; \
-	test $$python -eq 0 && test $$status -eq 0
+	$(PYTEST) -m long
+	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R
 
 test-r: setup
 	$(TESTTHAT) Rscript testthat.R
