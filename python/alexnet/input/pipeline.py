@@ -234,7 +234,7 @@ def traced_once(fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], t
     called. tf.data traces the function of every ``map`` again for each dataset it builds; a mapped function that
     calls this one finds it traced, so that an evaluation, a scan of images, another model's evaluation in the same
     session cost their reading and decoding alone (tracing the decoding of every format took 2 to 3 s of each)."""
-    return tf.function(unconverted(fn), input_signature=[tf.TensorSpec([], tf.string)], autograph=False)
+    return tf.function(fn, input_signature=[tf.TensorSpec([], tf.string)], autograph=False)
 
 
 def eval_decoder(image_size: int, crops: int = 1) -> Callable[[tf.Tensor], tf.Tensor]:

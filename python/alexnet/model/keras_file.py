@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import importlib
 import io
-import logging
 import zipfile
 from typing import Any
 
 from ..errors import AlexnetError
-
-logger = logging.getLogger(__name__)
 
 
 class _OneMember:
