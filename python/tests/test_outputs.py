@@ -113,13 +113,14 @@ def test_a_checkpoint_inside_an_epoch_resumes_at_that_step(data, tmp_path):
 @pytest.mark.parametrize(
     ("name", "location", "message"),
     [
-        ("checkpoint_dir", f"gs://no-such-bucket-{os.getpid()}/run", "`checkpoint_dir` = gs://no-such-bucket"),
-        ("model_dir", f"s3://no-such-bucket-{os.getpid()}/model", "`model_dir` = s3://no-such-bucket"),
+        ("checkpoint_dir", "gs://no-such-bucket-{pid}/run", "`checkpoint_dir` = gs://no-such-bucket"),
+        ("model_dir", "s3://no-such-bucket-{pid}/model", "`model_dir` = s3://no-such-bucket"),
         ("model_dir", "https://example.com/models", "`model_dir` = https://example.com/models cannot be written"),
         ("checkpoint_dir", "gs://", "checkpoint_dir"),
     ],
 )
 def test_an_output_location_that_cannot_be_written_fails_before_training(data, cloud_env, name, location, message):
+    location = location.format(pid=os.getpid())  # in the test, not its name: pytest-xdist's processes collect alike
     stop = StopAt(epoch=0, batch=0)
     start = time.monotonic()
     with pytest.raises((AlexnetError, BoardError), match=message):
