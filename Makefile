@@ -74,8 +74,8 @@ TESTTHAT := cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=
 
 # make test's Python tests run in TEST_PROCESSES processes (pytest-xdist), each test file whole in one of them, so
 # that a file's fixtures (a trained model, a board) are made once; each process starts its own storage servers.
-# On 2 cores: 350 s against about 780 s in one process. make test-long keeps one process: its tests start several
-# workers of their own.
+# On 2 cores: 350 s against about 780 s in one process. make test-long runs its tests the same way, but those marked
+# `workers` (several training workers, Spark jobs, the benchmark's timings: each takes every core) one at a time after.
 TEST_PROCESSES ?= 2
 test-python: setup
 	$(PYTEST) -n $(TEST_PROCESSES) --dist loadfile -m "not long"
@@ -89,7 +89,8 @@ test-python: setup
 # beside TF Lite's); and every Python test of more than about 10 s but the short run that learns, so that make test
 # keeps one training end to end. CI runs them after make test.
 test-long: setup
-	$(PYTEST) -m long
+	$(PYTEST) -n $(TEST_PROCESSES) --dist loadfile -m "long and not workers"
+	$(PYTEST) -m "long and workers"
 	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R
 
 test-r: setup

@@ -123,6 +123,7 @@ EPOCHS, STEPS = 2, 3
 
 
 @pytest.mark.slow
+@pytest.mark.workers
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_two_workers_refuse_different_levers_then_show_the_runs_metrics_at_every_step_without_retracing(tmp_path):
     codes = run_two_workers(HERE, tmp_path, free_base_port(2), timeout=300)

@@ -43,6 +43,7 @@ def _auto_precisions() -> tuple[str, ...]:
     return candidates(hardware(bool(tf.config.list_logical_devices("GPU"))))
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     cores = min(2, len(os.sched_getaffinity(0)))
@@ -277,6 +278,7 @@ TINY_ACCURACY = {"accuracy_classes": 2, "accuracy_images_per_class": 6, "accurac
                  "accuracy_image_size": 64, "accuracy_batch_size": 4, "accuracy_dense_units": 16}
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_time_to_accuracy_trains_both_recipes_from_each_seed_and_compares_their_medians(tmp_path):
     result = bench_run.alexnet_benchmark(stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2, repeats=2,

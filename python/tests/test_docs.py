@@ -260,6 +260,7 @@ def test_readme_shell_snippet_runs(shell_snippet):
     assert len(logits) == 1 + 3
 
 
+@pytest.mark.workers
 @pytest.mark.long  # about a minute of Spark jobs: make test-long (CI) runs it
 def test_readme_shell_spark_lines_run_on_local_2(shell_snippet):
     tmp, _, spark = shell_snippet
@@ -378,6 +379,7 @@ def test_readme_r_snippet_runs(r_snippet):
     assert (tmp / "flowers" / "categories").is_dir()  # categories of their own, trained from the model
 
 
+@pytest.mark.workers
 @pytest.mark.long  # its fixture runs README's block, over 10 s: make test-long (CI)
 def test_readme_r_spark_lines_run_on_local_2(r_snippet):
     """README's Spark lines on local[2] through sparklyr, with the Spark home a user's session would find."""

@@ -757,6 +757,7 @@ RUNS = {
 }
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing_beyond_rounding(tmp_path):
     codes = run_two_workers(HERE, tmp_path, free_base_port(2), timeout=600)

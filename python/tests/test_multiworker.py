@@ -293,6 +293,7 @@ def _alone(timeout: float, signum: int | None = None) -> tuple[subprocess.Comple
     return subprocess.CompletedProcess(worker.args, worker.returncode, out, "".join(lines)), took
 
 
+@pytest.mark.workers
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_worker_whose_partner_never_starts_says_whom_it_waits_for_and_gives_up_after_the_collective_timeout():
     """TensorFlow waits for every worker to join inside the strategy's constructor, holding Python's lock: without a
@@ -621,6 +622,7 @@ def _start(
 
 
 @pytest.mark.slow
+@pytest.mark.workers
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(tmp_path, processes):
     # each worker initialises the model with its own seed; MultiWorkerMirroredStrategy broadcasts the
@@ -661,6 +663,7 @@ def test_workers_seeded_differently_over_a_size_schedule_end_with_equal_weights(
     _validation_counts_every_image_once(tmp_path, histories, data0, data1)
 
 
+@pytest.mark.workers
 @pytest.mark.long  # make test-long (CI)
 def test_workers_that_start_from_a_trained_model_train_its_dense_layers_in_step(tmp_path, processes):
     # each worker seeds its fresh weights differently; the convolutions come from the initial model and stay as they
@@ -736,6 +739,7 @@ def _validation_counts_every_image_once(tmp_path: Path, histories: list[dict], d
         assert histories[0]["metrics"][name] == histories[1]["metrics"][name], name
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, processes):
     data0, data1 = _tree(tmp_path / "images")
@@ -783,6 +787,7 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
 
 
+@pytest.mark.workers
 @pytest.mark.long  # make test-long (CI)
 def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path, processes):
     """SIGTERM to the chief during a run of many epochs: it ends at once, as a run of one worker does (TensorFlow's
@@ -814,6 +819,7 @@ def test_a_worker_sent_sigterm_stops_and_the_other_says_it_lost_it(tmp_path, pro
     assert {"epoch", "step"} <= {name.split("/")[0] for name, _ in tf.train.list_variables(latest)}
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for(tmp_path, processes):
     """A worker silent for 25 s (stopped; a busy small machine can be late with its heartbeats too) would be
@@ -844,6 +850,7 @@ def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for
 SYNCHRONOUS_LEVERS = {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 2}
 
 
+@pytest.mark.workers
 @pytest.mark.long
 @pytest.mark.parametrize("levers", [{}, SYNCHRONOUS_LEVERS], ids=["plain", "levers"])
 def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weights(tmp_path, processes, levers):
@@ -877,6 +884,7 @@ def test_a_full_size_alexnet_with_momentum_and_weight_decay_ends_with_equal_weig
     assert [h["weights_agree"] for h in histories] == [True, True]
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_workers_that_end_with_different_weights_say_so(tmp_path, processes):
     """Worker 1 changes its weights once training is over: both workers compare them and find them apart, both

@@ -457,6 +457,7 @@ def test_ctrl_c_or_sigterm_removes_the_namespaces_and_the_workers(stop, tmp_path
 
 
 @needs_root
+@pytest.mark.workers
 @pytest.mark.long  # make test-long (CI)
 def test_the_stage_measures_two_workers_over_loopback_and_a_shaped_link(tmp_path):
     import alexnet
@@ -598,6 +599,7 @@ def test_a_recipe_over_several_workers_trains_them_on_the_accuracy_link(monkeypa
     assert accuracy.summarize("paper", [record])["link"] == "100mbit/1ms"
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_time_to_accuracy_over_two_workers_with_a_lever_set_as_a_recipe_of_its_own(tmp_path):
     import alexnet

@@ -121,6 +121,7 @@ class LabelRecorder(keras.callbacks.Callback):
         Path(self.folder, f"labels-{index}.json").write_text(json.dumps(record))
 
 
+@pytest.mark.workers
 @pytest.mark.long  # make test-long (CI)
 def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path):
     base = free_base_port(2)
@@ -294,6 +295,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("how", ["raise", "exit"])
+@pytest.mark.workers
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_one_failed_worker_fails_the_job_with_its_error_and_log(spark, tmp_path, how):
     from functools import partial
@@ -333,6 +335,7 @@ def _timer_from_workers_up(folder: Path, workers: int, start_up: float) -> type[
     return Timer
 
 
+@pytest.mark.workers
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_job_over_its_timeout_is_cancelled(spark, tmp_path, monkeypatch):
     from functools import partial
@@ -428,6 +431,7 @@ def worker_pids(index: int) -> list[int]:
     return pids
 
 
+@pytest.mark.workers
 @pytest.mark.long  # a relaunched training job: make test-long (CI) runs it, and the relaunched evaluation too
 def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_checkpoint(spark, board, tmp_path):
     import signal

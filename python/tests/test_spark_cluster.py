@@ -89,6 +89,7 @@ def _wait_for_executors(context, count: int, timeout: float = 120) -> None:
     raise AssertionError(f"{count} executors did not register within {timeout:.0f} s")
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch):  # noqa: F811
     from pyspark.sql import SparkSession
@@ -128,6 +129,7 @@ def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch)
         assert list((tmp_path / f"work{k}").glob("app-*/*/stderr")), f"no executor ran on Spark worker {k}"
 
 
+@pytest.mark.workers
 @pytest.mark.long
 @pytest.mark.skipif(link.can_shape() is not None, reason=str(link.can_shape()))
 def test_two_workers_on_hosts_of_their_own_train_and_evaluate_through_the_command_line(tmp_path):

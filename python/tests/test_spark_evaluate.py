@@ -108,6 +108,7 @@ def r_evaluation(board: str, model: str, cache: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_worker_and_from_r(
         spark, setup, capfd):  # noqa: F811
@@ -218,6 +219,7 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
                          lambda task, columns: {"failure": "RuntimeError: boom"}, model=setup["model_dir"])
 
 
+@pytest.mark.workers
 @pytest.mark.long
 def test_a_training_that_ends_with_its_evaluation_counts_as_one_machine_counts_the_saved_model(
         spark, setup, tmp_path):  # noqa: F811
