@@ -77,8 +77,9 @@ TESTTHAT := cd tests && NOT_CRAN=true ALEXNET_PROGRESS=0 ALEXNET_REQUIRE_PYTHON=
 # On 2 cores: 350 s against about 780 s in one process. make test-long runs its tests the same way, but those marked
 # `workers` (several training workers, Spark jobs, the benchmark's timings: each takes every core) one at a time after.
 TEST_PROCESSES ?= 2
+IN_PROCESSES = -n $(TEST_PROCESSES) --dist loadfile
 test-python: setup
-	$(PYTEST) -n $(TEST_PROCESSES) --dist loadfile -m "not long"
+	$(PYTEST) $(IN_PROCESSES) -m "not long"
 	$(LINT)
 
 # Tests too long for make test's budget of about 20 minutes on 2 cores (pytest's `long` mark, R's skip_unless_long()):
@@ -89,7 +90,7 @@ test-python: setup
 # beside TF Lite's); and every Python test of more than about 10 s but the short run that learns, so that make test
 # keeps one training end to end. CI runs them after make test.
 test-long: setup
-	$(PYTEST) -n $(TEST_PROCESSES) --dist loadfile -m "long and not workers"
+	$(PYTEST) $(IN_PROCESSES) -m "long and not workers"
 	$(PYTEST) -m "long and workers"
 	$(TESTTHAT) ALEXNET_TESTS=long Rscript testthat.R
 
