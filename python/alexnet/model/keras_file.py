@@ -6,16 +6,86 @@ and under Python 3.11 that reader answers every seek backwards by reading the me
 seeks back and forth, so a load read the member hundreds of times over (about 2.2 s of 4 s for the paper's model).
 :func:`read_keras_file` has the member read once, into memory, and h5py read it there; the weights, the model
 and the file are the same.
+
+Loading a Keras file builds whatever its ``config.json`` names, and tf-keras resolves names of functions and
+classes by importing the module they name: Keras's safe mode refuses Python lambdas, not a layer that calls a
+function of any importable module. An ``alexnet.keras`` may come from a shared board, so :func:`read_keras_file`
+first checks that the file names only what alexnet's networks are made of (:data:`OBJECTS`, :data:`OPERATIONS`),
+and loads nothing else.
 """
 
 from __future__ import annotations
 
 import importlib
 import io
+import json
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AlexnetError
+
+#: The Keras objects (module, class) that a network alexnet builds is made of, in every variant (grouped, every
+#: precision, the input's side fixed or open) and as older versions saved it (the custom pooling layer).
+OBJECTS = frozenset({
+    ("keras.layers", name) for name in ("InputLayer", "Normalization", "ZeroPadding2D", "Conv2D", "MaxPooling2D",
+                                        "Flatten", "Dense", "Dropout", "Activation")
+} | {
+    ("keras.initializers", "GlorotUniform"),
+    ("keras.initializers", "Zeros"),
+    ("keras.mixed_precision", "Policy"),
+    ("tf_keras.src.engine.functional", "Functional"),
+    ("tf_keras.src.layers.core.tf_op_layer", "TFOpLambda"),
+    ("tf_keras.src.layers.core.tf_op_layer", "SlicingOpLambda"),
+    ("alexnet.model.network", "AdaptiveAveragePooling2D"),
+})
+
+#: The TensorFlow operations its layers of built-in operations (the pooling to 6x6) call, by their API names.
+OPERATIONS = frozenset({
+    "__operators__.add", "__operators__.getitem", "cast", "compat.v1.floor_div", "compat.v1.shape",
+    "compat.v1.transpose", "linalg.matmul", "math.multiply", "math.subtract", "math.truediv", "sequence_mask",
+})
+
+#: Values written as objects that are data alone (a tensor, an array, bytes).
+_DATA = frozenset({"__tensor__", "__numpy__", "__bytes__"})
+
+
+def _named(config: Any) -> Iterator[str]:
+    """What ``config`` (a ``config.json``, read) names outside :data:`OBJECTS` and :data:`OPERATIONS`, each said
+    as a reader would look for it."""
+    if isinstance(config, list):
+        for item in config:
+            yield from _named(item)
+        return
+    if not isinstance(config, dict):
+        return
+    if "class_name" in config:
+        module, name = config.get("module"), config["class_name"]
+        if name not in _DATA and (module, name) not in OBJECTS:
+            yield f"{name!r} of module {module!r}" if module else repr(name)
+        elif name in ("TFOpLambda", "SlicingOpLambda"):
+            function = (config.get("config") or {}).get("function")
+            if function not in OPERATIONS:
+                yield f"the TensorFlow function {function!r}"
+    for key, value in config.items():
+        if key != "compile_config":  # loaded with compile=False: tf-keras builds nothing of it
+            yield from _named(value)
+
+
+def check_objects(path: str) -> None:
+    """Refuse the Keras file at ``path`` unless its ``config.json`` names only what alexnet's networks are made of
+    (an :class:`~alexnet.errors.AlexnetError` naming the first thing that is not); reads that member alone."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise AlexnetError(f"{path} cannot be loaded as a Keras model ({type(error).__name__}: {error}): give the "
+                           "alexnet.keras that training saved.") from None
+    for found in _named(config):
+        raise AlexnetError(
+            f"{path} holds {found}, which no network of alexnet is made of: it is not loaded, since loading it "
+            "would run code the file chooses. Give an alexnet.keras that alexnet's training saved, from a board "
+            "you trust.")
 
 
 class _OneMember:
@@ -55,11 +125,13 @@ def _reads_members_once(keras: Any) -> None:
 
 def read_keras_file(path: str) -> Any:
     """The ``keras.Model`` saved at ``path`` (an ``alexnet.keras`` on this machine), without its training
-    configuration; alexnet's own layers registered first. Anything that cannot be loaded gets one
+    configuration; alexnet's own layers registered first, and nothing loaded from a file that names more than
+    alexnet's networks are made of (:func:`check_objects`). Anything that cannot be loaded gets one
     :class:`~alexnet.errors.AlexnetError` naming the file."""
     from ..tfimport import keras
     from . import network as _registers_custom_objects  # noqa: F401  (AdaptiveAveragePooling2D)
 
+    check_objects(path)
     _reads_members_once(keras)
     try:
         return keras.models.load_model(path, compile=False)
