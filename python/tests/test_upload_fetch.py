@@ -822,6 +822,25 @@ def test_zip_members_never_escape(tmp_path):
                                                  ("top.JPEG", 3, zlib.crc32(b"top"))]
 
 
+def test_a_zip_that_would_inflate_to_more_than_it_holds_is_refused_before_anything_is_written(tmp_path):
+    """A zip bomb (deflated zeros: 8 MB from a few kB) on a board, its SHA-256 matching, would fill the disk of
+    every worker that fetches it: alexnet's zips are stored, so more declared than the zip holds is refused."""
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("fine.JPEG", b"ok")
+        zf.writestr("zeros.JPEG", bytes(8 << 20))
+    assert bomb.stat().st_size < 100_000
+    dest = tmp_path / "dest"
+    with pytest.raises(IntegrityError, match=r"the zip of category n0 says it holds 8,388,610 bytes once extracted, "
+                                             r"more than the [\d,]+ bytes of the zip itself \(its member "
+                                             r"'zeros.JPEG' alone 8,388,608\).*re-upload the category"):
+        extract_zip(str(bomb), str(dest), label="category n0")
+    assert not dest.exists() or list(dest.iterdir()) == []
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:  # deflated, but no larger than the zip: extracted
+        zf.writestr("noise.JPEG", os.urandom(5000))
+    assert [name for name, _, _ in extract_zip(str(bomb), str(dest))] == ["noise.JPEG"]
+
+
 def test_zip_members_through_a_link_out_of_the_folder_are_refused_and_folders_are_checked_once(tmp_path,
                                                                                                 monkeypatch):
     """A member whose folder in ``dest`` is a link to outside it is refused; each folder is resolved once, however

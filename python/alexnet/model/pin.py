@@ -256,7 +256,8 @@ def _export_here(opened: Board, name: str, version: str, export: dict[str, Any],
     if not os.path.isdir(folder):  # extracted once, whole: staged beside it, then renamed into place
         staged = f"{folder}.partial-{uuid.uuid4().hex[:8]}"
         try:
-            extract_zip(local, staged, label=what)
+            extract_zip(local, staged, label=what, remedy="publish the export again (alexnet_export(model, "
+                        "board = ..., name = ...))")
             os.replace(staged, folder)
         except OSError:
             if not os.path.isdir(folder):

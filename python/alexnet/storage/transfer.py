@@ -265,12 +265,15 @@ def safe_member(name: str) -> str | None:
     return os.path.join(*parts)
 
 
-def extract_zip(zip_path: str, dest: str, *, label: str = "") -> list[tuple[str, int, int]]:
+def extract_zip(zip_path: str, dest: str, *, label: str = "",
+                remedy: str = "re-upload the category with imagenet_upload()") -> list[tuple[str, int, int]]:
     """Extract ``zip_path`` into the folder ``dest``; return ``(relative path, size, CRC-32)`` of every file.
 
-    Members with absolute names, drive letters or ``..`` components would be written outside ``dest``:
-    the whole archive is refused with ``IntegrityError`` (naming ``label`` and the member) before
-    anything is written. CRCs are checked while extracting.
+    Members with absolute names, drive letters or ``..`` components would be written outside ``dest``,
+    and members that say they grow to more than the zip itself holds would fill the disk (alexnet writes its
+    zips stored, so what is extracted is never larger than the zip): either way the whole archive is refused
+    with ``IntegrityError`` (naming ``label``, the member and ``remedy``) before anything is written. CRCs are
+    checked while extracting, and no member is written past the size it declares.
     """
     what = f"the zip of {label}" if label else zip_path
     try:
@@ -281,9 +284,18 @@ def extract_zip(zip_path: str, dest: str, *, label: str = "") -> list[tuple[str,
                 if rel is None:
                     raise IntegrityError(
                         f"{what} holds the member {member.filename!r}, which would be written outside "
-                        f"{dest}; refusing to extract it. Re-upload the category with imagenet_upload"
+                        f"{dest}; refusing to extract it: {remedy}"
                     )
                 targets.append((member, rel))
+            declared, size = sum(member.file_size for member, _ in targets), os.path.getsize(zip_path)
+            if declared > size:
+                largest = max(targets, key=lambda target: target[0].file_size)[0]
+                raise IntegrityError(
+                    f"{what} says it holds {declared:,} bytes once extracted, more than the {size:,} bytes of the "
+                    f"zip itself (its member {largest.filename!r} alone {largest.file_size:,}): alexnet writes its "
+                    f"zips stored, so this one was not written by alexnet, and it is not extracted (it could fill "
+                    f"the disk): {remedy}"
+                )
             root = os.path.realpath(dest)
             files: dict[str, tuple[int, int]] = {}
             # a folder checked (it resolves inside dest: no link out of it) and made, once for all its members: the
