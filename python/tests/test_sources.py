@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -23,6 +24,7 @@ import threading
 import time
 import weakref
 import zipfile
+import zlib
 from pathlib import Path
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -1803,3 +1805,102 @@ def test_command_line_writes_and_uploads_a_layout(tmp_path, capsys):
     assert main(["upload", str(dest), "--board", str(board)]) == 0
     out = capsys.readouterr().out
     assert ": 2 categories (2 uploaded, 0 already there" in out and f"Read {dest / 'data'} (parquet layout)" in out
+
+
+# -- members that say they hold more than an image may -----------------------------------------------------------
+
+
+def _insert_after(members: list[tuple[tarfile.TarInfo, bytes | None]], wnid: str, info: tarfile.TarInfo,
+                  data: bytes | None) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """``members`` with ``info`` inserted after the first image of ``wnid`` (a category's images stay together)."""
+    at = next(i for i, (m, _) in enumerate(members) if f"/train/{wnid}/" in m.name or m.name.startswith(wnid))
+    return [*members[:at + 1], (info, data), *members[at + 1:]]
+
+
+def _big_member(src: Path, layout: str, wnid: str, name: str, size: int) -> None:
+    """Add to the source in ``layout`` a training image ``name`` of category ``wnid`` holding ``size`` zeros: in
+    Kaggle's tar.gz a member of that size; in the official training tar a sparse member (GNU tar: all hole)."""
+    if layout == "kaggle_targz":
+        with tarfile.open(src / KAGGLE_TARGZ) as tar:
+            members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar]
+        info = tarfile.TarInfo(f"ILSVRC/Data/CLS-LOC/train/{wnid}/{name}")
+        info.size = size
+        with tarfile.open(src / KAGGLE_TARGZ, "w:gz", compresslevel=1) as tar:
+            for m, data in _insert_after(members, wnid, info, bytes(size)):
+                tar.addfile(m, io.BytesIO(data) if data is not None else None)
+        return
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar}
+    folder = src.parent / "sparse"
+    folder.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(members[f"{wnid}.tar"])) as old:
+        old.extractall(folder, filter="data")
+    with open(folder / name, "wb") as f:
+        f.truncate(size)
+    subprocess.run(["tar", "-S", "--format=gnu", "-cf", str(src.parent / "inner.tar"), "-C", str(folder), "."],
+                   check=True)
+    members[f"{wnid}.tar"] = (src.parent / "inner.tar").read_bytes()
+    with tarfile.open(src / TRAIN_TAR, "w") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("layout", ["kaggle_targz", "archives"])
+def test_a_member_larger_than_an_image_may_be_is_named_and_left_unread(layout, made, tmp_path, monkeypatch):
+    """A small archive can hold a member that says it holds gigabytes (a compressed stream of zeros, a sparse
+    file in a tar): the upload names it as a bad image without reading it into memory, and uploads the rest."""
+    from alexnet.data import images
+
+    if layout == "archives" and shutil.which("tar") is None:
+        pytest.skip("GNU tar writes the sparse member")
+    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 1 << 20)  # the limit read when checked: a 3 MB member is over it
+    src = copy_layout(made, layout, tmp_path)
+    wnid = made["table"][1]["id"]
+    _big_member(src, layout, wnid, f"{wnid}_0large.JPEG", 3 << 20)
+    report = imagenet_upload(src, tmp_path / "board", workers=2)
+    named = [b for b in report["bad_images"] if b["file"] == f"{wnid}_0large.JPEG"]
+    assert len(named) == 1 and named[0]["category"] == wnid, report["bad_images"]
+    assert named[0]["reason"] == images.TOO_MANY_BYTES.format(size=3 << 20, limit=1 << 20)
+    assert table(tmp_path / "board") == made["table"]
+
+
+def test_a_zip_member_that_inflates_past_its_recorded_size_is_stopped_there(made, tmp_path):
+    """A deflated member of Kaggle's zip whose record says 0 bytes, inflating to 64 MB of zeros: it is inflated no
+    further than one byte past its record (not 64 MB into memory), named, and the rest is uploaded."""
+    import tracemalloc
+
+    from alexnet.storage.zipformat import inflate_raw
+
+    stream = zlib.compressobj(1, zlib.DEFLATED, -15)
+    raw = stream.compress(bytes(64 << 20)) + stream.flush()
+    tracemalloc.start()
+    try:
+        for size in (0, 100):
+            with pytest.raises(zlib.error, match=f"it inflates to more than the {size} bytes its record gives|"
+                                                 f"does not inflate to the {size} bytes"):
+                inflate_raw(raw, size)
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+    finally:
+        tracemalloc.stop()
+    src = copy_layout(made, "kaggle_zip", tmp_path)
+    wnid = made["table"][2]["id"]
+    name = f"ILSVRC/Data/CLS-LOC/train/{wnid}/{wnid}_0zeros.JPEG"
+    rewritten = tmp_path / "rewritten.zip"
+    with zipfile.ZipFile(src / KAGGLE_ZIP) as old, zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            new.writestr(info, old.read(info))
+        new.writestr(name, bytes(8 << 20))
+    data = bytearray(rewritten.read_bytes())
+    with zipfile.ZipFile(rewritten) as zf:
+        info = zf.getinfo(name)
+    record = data.rindex(b"PK\x01\x02", 0, data.rindex(name.encode()))  # its record in the central directory
+    assert struct.unpack_from("<L", data, record + 24)[0] == info.file_size
+    struct.pack_into("<L", data, record + 24, 0)  # the central record's size: 0
+    (src / KAGGLE_ZIP).write_bytes(bytes(data))
+    report = imagenet_upload(src, tmp_path / "board", workers=2)
+    named = [b for b in report["bad_images"] if b["file"] == f"{wnid}_0zeros.JPEG"]
+    assert len(named) == 1 and "inflates to more than the 0 bytes its record gives" in named[0]["reason"], \
+        report["bad_images"]
+    assert table(tmp_path / "board") == made["table"]

@@ -31,6 +31,21 @@ DEFAULT_QUALITY = 90
 #: reads it. An upload's ``max_pixels`` may only lower it.
 MAX_PIXELS = 89_478_485
 
+#: The most bytes an image file of an archive may take: an upload reads no more of a member than that into memory,
+#: whatever its header says it holds (a small archive can declare, or inflate to, gigabytes). Far above any image
+#: within :data:`MAX_PIXELS_TO_SHRINK` in JPEG, and of the order of one decoded at that limit.
+MAX_IMAGE_BYTES = 256 << 20
+
+#: Why a member over :data:`MAX_IMAGE_BYTES` is left out, with its ``size``.
+TOO_MANY_BYTES = ("says it holds {size:,} bytes, more than an image file may take ({limit:,}): it is left out "
+                  "unread; remove it from the archive if it is not an image")
+
+
+def too_many_bytes(size: int) -> str | None:
+    """Why a member of ``size`` bytes (as its archive declares it) is not read, or None when it may be."""
+    return TOO_MANY_BYTES.format(size=size, limit=MAX_IMAGE_BYTES) if size > MAX_IMAGE_BYTES else None
+
+
 #: The most pixels of an image an upload decodes to shrink it under ``resize``: Pillow's own limit (twice its
 #: ``MAX_IMAGE_PIXELS``), above which it refuses to open an image. A larger image is refused, resized or not.
 MAX_PIXELS_TO_SHRINK = 2 * MAX_PIXELS

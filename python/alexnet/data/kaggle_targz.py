@@ -31,6 +31,7 @@ from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, parse_names
+from .images import too_many_bytes
 from .parts import Member, Part, Source, Wanted, given, identity_of, is_image_name, not_an_image
 from .tar_io import STREAM_ERRORS, stream_tar
 from .val_solution import VAL_SOLUTION_FILE, read_val_solution, unlabelled_error
@@ -45,6 +46,15 @@ _CLS_LOC = "Data/CLS-LOC/"
 def is_kaggle_targz(name: str) -> bool:
     """Whether a file name is Kaggle's tar.gz (mirrors add a suffix, as in ``..._patched2019 (1).tar.gz``)."""
     return name.startswith(KAGGLE_TARGZ[:-len(".tar.gz")]) and name.endswith(".tar.gz")
+
+
+def _read_image(name: str, size: int, read: Callable[[], bytes], label: str) -> Member:
+    """The file ``name`` of the stream (``size`` bytes, as its header says), read by ``read`` unless it is not an
+    image or says it holds more than an image may (:func:`~alexnet.data.images.too_many_bytes`)."""
+    if not is_image_name(name):
+        return Member(name, None, not_an_image(label))
+    refused = too_many_bytes(size)
+    return Member(name, read()) if refused is None else Member(name, None, refused)
 
 
 class KaggleTarGzSource(Source):
@@ -154,17 +164,15 @@ class KaggleTarGzSource(Source):
                                 check_classes({wnid: ""}, self.label, strict=True)
                                 self.train_found.add(wnid)
                                 current, members, sizes = wnid, [], []
-                            data = read()
                             sizes.append((name, entry.size))
-                            members.append(Member(name, data) if is_image_name(name)
-                                           else Member(name, None, not_an_image(self.label)))
+                            members.append(_read_image(name, entry.size, read, self.label))
                         elif rest[0] == "val" and len(rest) == 2 and is_image_name(rest[1]) and self.solution:
                             image_id = os.path.splitext(rest[1])[0]
                             labelled = self.solution.get(image_id)
                             if labelled is None:
                                 unlabelled += 1
                                 continue
-                            held.add(index.get(labelled, -1), Member(rest[1], read()))
+                            held.add(index.get(labelled, -1), _read_image(rest[1], entry.size, read, self.label))
                             self.val_found.setdefault(labelled, []).append((rest[1], entry.size))
                             held.spill()
                     yield from finish()

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from ..errors import LayoutError
 from ..storage.zipformat import INFLATE_ERRORS
 from .archive_io import AtPosition, Buffer
+from .images import too_many_bytes
 from .parts import Member, in_name_order, is_image_name, not_an_image
 
 _TAR_BLOCK = 512
@@ -282,6 +283,9 @@ def _member(name: str, view: memoryview, at: int, size: int, label: str) -> tupl
     """A file of a category's tar held in ``view``, its bytes from ``at``, as :func:`in_name_order` takes it."""
     if not is_image_name(name):
         return name, partial(Member, name, None, not_an_image(label))
+    refused = too_many_bytes(size)
+    if refused is not None:
+        return name, partial(Member, name, None, refused)
     if at + size > len(view):
         raise EOFError(f"{name} is cut short")
     return name, partial(copied_member, name, view[at:at + size])
@@ -306,7 +310,7 @@ def tar_members(blob: Buffer, label: str) -> Iterator[Member]:
                     if not member.isfile():
                         continue
                     name = os.path.basename(member.name)
-                    if is_image_name(name) and member.issparse():
+                    if is_image_name(name) and member.issparse() and too_many_bytes(member.size) is None:
                         found.append((name, partial(Member, name, member_bytes(tar, member))))
                     else:
                         found.append(_member(name, view, member.offset_data, member.size, label))

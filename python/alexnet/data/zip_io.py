@@ -25,6 +25,7 @@ from ..storage.zipformat import (
     read_directory,
 )
 from .archive_io import Buffer, Files
+from .images import too_many_bytes
 from .parts import CRC_MISMATCH, Member
 
 
@@ -88,6 +89,9 @@ def zip_member(blob: Buffer, base: int, entry: ZipEntry, label: str) -> Member:
     if offset is None:
         return Member(name, None, f"its record in {label} is damaged (no local header); download the archive again")
     start = at + offset
+    refused = too_many_bytes(max(entry.size, entry.compressed))
+    if refused is not None:
+        return Member(name, None, refused)
     raw = memoryview(blob)[start:start + entry.compressed]
     data: bytes | bytearray
     try:

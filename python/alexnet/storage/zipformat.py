@@ -92,10 +92,14 @@ def inflate_raw(data: Any, size: int) -> bytes | bytearray:
         except _whole.DeflateError:
             # libdeflate says no more than that it failed: the stream is damaged or longer than the record says
             raise zlib.error(f"it is damaged, or does not inflate to the {size} bytes its record gives") from None
-    else:
-        out = _fast.decompress(data, -15, max(size, 1))
+    else:  # at most one byte more than the record gives: a stream that lies about its size is not inflated whole
+        stream = _fast.decompressobj(-15)
+        out = stream.decompress(data, size + 1)
+        if len(out) == size and not stream.eof:
+            out += stream.decompress(stream.unconsumed_tail, 1)
     if len(out) != size:
-        raise zlib.error(f"it inflates to {len(out)} bytes, not the {size} its record gives")
+        raise zlib.error(f"it inflates to more than the {size} bytes its record gives" if len(out) > size else
+                         f"it inflates to {len(out)} bytes, not the {size} its record gives")
     return out
 
 
