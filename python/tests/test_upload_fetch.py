@@ -10,10 +10,12 @@ import contextlib
 import datetime
 import hashlib
 import io
+import json
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -973,3 +975,24 @@ def test_partition_errors_before_any_work(tmp_path):
 def test_total_larger_than_categories(uploaded, tmp_path):
     with pytest.raises(AlexnetError, match=rf"must not exceed the number of categories \({CLASSES}\)"):
         imagenet_partition(0, CLASSES + 1, uploaded, cache_dir=tmp_path / "cache")
+
+
+def test_a_categories_table_whose_first_hash_looks_like_a_number_is_read_as_text(tmp_path):
+    """About one upload in a thousand gives its first category a SHA-256 such as ``80e9090399187286c...``: pandas
+    2 guesses a column's type from its first value and its parser crashed the process (a segmentation fault, from
+    Python and from R) on that 'exponent'. The table is read as text: the hashes come back as written. Read in a
+    child process, so that a crash fails this test alone."""
+    import pandas as pd
+
+    odd = "80e9090399187286c" + "a" * 47
+    version = "20261205T000000Z-ab12c"
+    rows = [{"id": f"n0{i}", "name": f"class {i}", "index": i, "images": 3, "bytes": 100,
+             "sha256": odd if i == 0 else "b" * 64, "version": version, "val_images": 1, "val_bytes": 10,
+             "val_sha256": "9e990000000000000001" + "c" * 44, "val_version": version} for i in range(2)]
+    open_board(str(tmp_path / "board"), write=True).pins.pin_write(pd.DataFrame(rows), name="categories", type="csv")
+    script = (f"import json, alexnet; rows = alexnet.imagenet_categories({str(tmp_path / 'board')!r}); "
+              "print(json.dumps([[r['sha256'], r['val_sha256'], r['index'], r['images']] for r in rows]))")
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == [[row["sha256"], row["val_sha256"], row["index"],
+                                                                  row["images"]] for row in rows]

@@ -113,6 +113,20 @@ def table_versions(board: Board, name: str) -> list[str]:
         return []
 
 
+def _read_table(board: Board, name: str, version: str | None = None) -> Any:
+    """Version ``version`` (None: the newest) of the csv pin ``name``, every cell read as text ("" when empty), as
+    pins opens the file. Not through pins' own reading, which lets pandas guess each column's type from its first
+    value: a SHA-256 such as ``80e9090399187286c...`` reads as a number with an exponent of 909 billion, which
+    pandas 2's parser overflows on and crashes the process (pandas-dev/pandas#62617)."""
+    import pandas as pd
+    from pins.drivers import load_file
+
+    meta = board.pins.pin_fetch(name, version)
+    folder = board.pins.construct_path([board.pins.path_to_pin(name), meta.version.version])
+    with load_file(meta.file, board.pins.fs, folder, meta.type) as f:
+        return pd.read_csv(f, dtype=str, keep_default_na=False)
+
+
 def _newest_complete_table(board: Board, name: str) -> tuple[Any, str | None]:
     """The newest complete version of the csv pin ``name`` (:func:`complete_meta`) as read by pins, and its version;
     ``(None, None)`` when there is none. An https:// board says its one version through its manifest."""
@@ -120,14 +134,14 @@ def _newest_complete_table(board: Board, name: str) -> tuple[Any, str | None]:
     from pins.errors import PinsError
 
     if isinstance(board.pins, BoardManual):
-        return board.pins.pin_read(name), None
+        return _read_table(board, name), None
     passed = []
     for version in reversed(table_versions(board, name)):
         if complete_meta(board, name, version) is None:
             passed.append(version)
             continue
         try:
-            frame = board.pins.pin_read(name, version)
+            frame = _read_table(board, name, version)
         except (FileNotFoundError, PinsError):  # deleted since (an upload's pruning)
             passed.append(version)
             continue
@@ -170,9 +184,9 @@ def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | No
         )
 
     def cell(column: str, value: Any) -> Any:
-        empty = value is None or (isinstance(value, float) and math.isnan(value))
+        empty = value is None or value == "" or (isinstance(value, float) and math.isnan(value))
         if column in _INTEGER_COLUMNS:
-            return 0 if empty else int(value)
+            return 0 if empty else _whole(column, value, board)
         return "" if empty else str(value)
 
     rows = [{column: cell(column, record.get(column)) for column in CATEGORY_COLUMNS}
@@ -186,6 +200,19 @@ def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | No
         )
     _check_labels(board, rows)
     return sorted(rows, key=lambda r: r["index"]), version
+
+
+def _whole(column: str, value: str, board: Board) -> int:
+    """The count ``value`` of a categories table's ``column`` (written ``12``, or ``12.0`` by a table that had an
+    empty cell in that column); ``BoardError`` for anything else."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not number.is_integer():
+        raise BoardError(f"the categories pin of {board.location} gives {column} = {value!r}, not a whole number: it "
+                         "was not written by imagenet_upload; upload the data again")
+    return int(value) if value.isdigit() else int(number)
 
 
 def _check_labels(board: Board, rows: list[dict[str, Any]]) -> None:
