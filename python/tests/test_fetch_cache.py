@@ -410,3 +410,22 @@ def test_a_zip_changed_by_hand_is_refused_with_what_to_do(source, board, tmp_pat
     result = imagenet_partition(0, 1, board, cache_dir=cache)
     assert result["category"].count(wnid) == PER_CLASS and result["val_category"].count(wnid) == VAL_PER_CLASS
     assert all(os.path.isfile(p) for p in result["image"] + result["val_image"])
+
+
+def test_a_cache_record_naming_a_file_outside_its_folder_is_not_taken_for_a_complete_category(board, tmp_path):
+    """A shared cache folder whose record (written by another hand) lists ``../../elsewhere``: the category is not
+    taken as cached with a file outside its folder; it is fetched again, and the record it writes is the fetch's."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, board, cache_dir=cache)
+    wnid = first["categories"][0]
+    item = _item(board, cache, wnid)
+    marker = Path(item.dest) / cache_module.MARKER
+    record = json.loads(marker.read_text())
+    outside = tmp_path / "elsewhere.JPEG"
+    outside.write_bytes(b"x" * record["files"][0][1])
+    record["files"][0] = [os.path.relpath(outside, item.dest), *record["files"][0][1:]]
+    marker.write_text(json.dumps(record))
+    assert cache_module.cached_files(item.dest, item.sha256) is None
+    again = imagenet_partition(0, 1, board, cache_dir=cache)
+    assert str(outside) not in again["image"] and sorted(again["image"]) == sorted(first["image"])
+    assert cache_module.cached_files(item.dest, item.sha256) is not None

@@ -135,6 +135,13 @@ def test_a_pin_whose_metadata_names_paths_writes_nothing_outside_the_cache(tmp_p
         alexnet_model(str(tmp_path / "board"), "file", cache_dir=cache, export=True)
     with pytest.raises(AlexnetError, match=r"gives '\.\./\.\./up' as a SHA-256: it was not written by alexnet"):
         alexnet_model(str(tmp_path / "board"), "hash", cache_dir=cache)
+    # the model's own file named as a path out of the pin's folder: refused before it is read
+    board.pin_upload([str(tmp_path / "m.keras")], name="path", metadata={**meta, "export": None})
+    (data_txt,) = (tmp_path / "board" / "path").glob("*/data.txt")
+    data_txt.write_text(data_txt.read_text().replace("file: m.keras", "file: ../../../m.keras"))
+    with pytest.raises(AlexnetError, match=r"names its model file '\.\./\.\./\.\./m\.keras', which is not a file of "
+                                           r"the pin's folder .*it was not written by alexnet"):
+        alexnet_model(str(tmp_path / "board"), "path", cache_dir=cache)
     written = [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
     assert written and all(cache in p.parents for p in written), "nothing is written outside the cache"
     assert all(p.read_bytes() == model for p in written), "the model's file alone (its hash is its folder)"

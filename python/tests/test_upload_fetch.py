@@ -996,3 +996,46 @@ def test_a_categories_table_whose_first_hash_looks_like_a_number_is_read_as_text
     assert child.returncode == 0, child.stderr[-2000:]
     assert json.loads(child.stdout.strip().splitlines()[-1]) == [[row["sha256"], row["val_sha256"], row["index"],
                                                                   row["images"]] for row in rows]
+
+
+@pytest.mark.parametrize("column", ["version", "val_version"])
+def test_a_version_that_is_a_path_is_refused_before_anything_is_fetched(uploaded, tmp_path, column):
+    """A categories pin (written by another hand) whose version climbs out of the pin's folder: a zip elsewhere on
+    the machine (its SHA-256 the table's) would be fetched as the category's. Refused before anything is read."""
+    import pandas as pd
+
+    board = open_board(uploaded)
+    frame = board.pins.pin_read("categories")
+    wnid = frame["id"][0]
+    outside = tmp_path / "outside" / wnid
+    outside.mkdir(parents=True)
+    (zip_path,) = uploaded.glob(f"{wnid}/*/{wnid}.zip")
+    shutil.copy(zip_path, outside / f"{wnid}.zip")
+    frame.loc[0, column] = os.path.relpath(outside, zip_path.parent.parent)
+    board.pins.pin_write(pd.DataFrame(frame), name="categories", type="csv",
+                         created=datetime.datetime.now() + datetime.timedelta(seconds=2))
+    with pytest.raises(BoardError, match=rf"gives category {wnid} the {column} '\.\./.*outside/{wnid}', which is "
+                                         r"not a version's folder name .*nothing is fetched from it"):
+        imagenet_partition(0, 1, uploaded, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_image_whose_name_holds_a_backslash_is_named_and_the_category_still_fetches(tree, tmp_path):
+    """Linux allows ``x\\..\\..\\evil.JPEG`` as a file name; a fetch reads a backslash as a folder's and refuses the
+    zip of any category that holds one. The upload leaves such an image out (named, with what to do), so that the
+    category it belongs to can be fetched."""
+    from alexnet.data.packing import NOT_A_FILE_NAME
+
+    src = tmp_path / "src"
+    shutil.copytree(tree["path"], src)
+    wnid = sorted(tree["good"])[1]
+    folder = src / "ILSVRC" / "Data" / "CLS-LOC" / "train" / wnid
+    image = next(folder.iterdir())
+    odd = "x\\..\\..\\evil.JPEG"
+    shutil.copy(image, folder / odd)
+    report = imagenet_upload(str(src), str(tmp_path / "board"), workers=2)
+    assert {"category": wnid, "split": "train", "file": odd, "reason": NOT_A_FILE_NAME} in report["bad_images"]
+    data = imagenet_partition(0, 1, str(tmp_path / "board"), cache_dir=tmp_path / "cache")
+    mine = {os.path.basename(f) for f, category in zip(data["image"], data["category"], strict=True)
+            if category == wnid}
+    assert mine == set(tree["good"][wnid])

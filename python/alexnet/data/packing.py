@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 #: The pins of ImageNet's categories: a WordNet id, with ``val-`` for the validation images.
 _CATEGORY_PIN = re.compile(r"^(val-)?n\d+$")
+#: Why an image whose name a fetch would not write as one file (a backslash, which it takes for a folder's, or . or
+#: ..) is left out: were it stored, every fetch of its category would be refused.
+NOT_A_FILE_NAME = "its name is not one file's (it holds a backslash, or is . or ..): rename the file and upload again"
 
 
 @dataclass
@@ -109,6 +112,9 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
                 reject(name, "duplicate file name in the category")
                 continue
             names.add(name)
+            if not layout.is_file_name(name):
+                reject(name, NOT_A_FILE_NAME)
+                continue
             if data is None:
                 reject(name, reason)
                 continue

@@ -39,6 +39,7 @@ from ..declare.kinds import given_as
 from ..errors import AlexnetError
 from ..storage.board import Board, open_board
 from ..storage.cache import cache_root
+from ..storage.layout import is_file_name
 from ..storage.location import made_folder
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
@@ -351,7 +352,11 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_model_cache()
     if fetch:
         files = [meta.file] if isinstance(meta.file, str) else list(meta.file)
-        file = next(f for f in files if f != carried.get("file"))
+        file = str(next(f for f in files if f != carried.get("file")))
+        if not is_file_name(file):
+            raise AlexnetError(f"{where} names its model file {file!r}, which is not a file of the pin's folder (it "
+                               "would read a file outside it): it was not written by alexnet; publish the model again "
+                               "(alexnet_train(model_pin = ...)), or use another version.")
         made_folder(root, "cache_dir", "the user cache", holds="the model")
         local = os.path.join(root, sha256, os.path.basename(file))
         _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,

@@ -35,6 +35,7 @@ from ..errors import AlexnetError
 from ..scratch import sweep_stale, sweep_unchanged
 from .layout import is_file_name
 from .location import made_folder
+from .transfer import safe_member
 from .zipformat import crc32
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,9 @@ def cached_files(folder: str, sha256: str, *, verify: bool = False) -> list[str]
     names = []
     for entry in marker.get("files", []):
         name, size, *rest = entry
+        if safe_member(str(name)) != name:  # a marker written by another hand (a shared cache): not the fetch's
+            log.warning("%s: its record names %r, which no extraction writes; fetching the zip again", folder, name)
+            return None
         path = os.path.join(folder, name)
         try:
             if os.stat(path).st_size != size:

@@ -198,6 +198,15 @@ def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | No
             f"{f' and {len(odd) - 1} more' if len(odd) > 1 else ''}): it was not written by imagenet_upload, and "
             "nothing is fetched from it; upload the data again"
         )
+    elsewhere = [(r["id"], column, r[column]) for r in rows for column in ("version", "val_version")
+                 if r[column] and not is_file_name(r[column])]
+    if elsewhere:
+        wnid, column, value = elsewhere[0]
+        raise BoardError(
+            f"the categories pin of {board.location} gives category {wnid} the {column} {value!r}, which is not a "
+            "version's folder name (it would read a file outside the pin): it was not written by imagenet_upload, "
+            "and nothing is fetched from it; upload the data again"
+        )
     _check_labels(board, rows)
     return sorted(rows, key=lambda r: r["index"]), version
 
