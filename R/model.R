@@ -78,7 +78,7 @@ print.alexnet_model <- function(x, ...) {
         format_metric(evaluation$top5_accuracy), "\n", sep = "")
   }
   where <- x$board %||% x$path
-  if (!is.null(where)) cat("From ", where, "\n", sep = "")
+  if (!is.null(where)) cat("From ", without_passwords(where), "\n", sep = "")
   exports <- setdiff(x$formats, "keras")
   if (length(exports)) {
     here <- if (!is.null(x$export_path)) paste0(", here at ", x$export_path) else

@@ -93,7 +93,8 @@ print.alexnet_partition <- function(x, ...) {
   cat(which, ": ", count_of(length(x$categories), "category", "categories"), of, ", ",
       count_of(length(x$image), "training image"), " and ", count_of(length(x$val_image), "validation image"),
       "\n", sep = "")
-  where <- c(if (!is.null(x$board)) paste("board", x$board), if (!is.null(x$cache_dir)) paste("cache", x$cache_dir))
+  where <- c(if (!is.null(x$board)) paste("board", without_passwords(x$board)),
+             if (!is.null(x$cache_dir)) paste("cache", x$cache_dir))
   if (length(where)) cat("From ", paste(where, collapse = ", "), "\n", sep = "")
   invisible(x)
 }
@@ -182,6 +183,11 @@ count_of <- function(n, singular, plural = paste0(singular, "s")) {
 }
 
 with_commas <- function(n) format(n, big.mark = ",")
+
+# a location as printed: the password of a URL (https://user:password@host/...) said as ***, as the core says it
+without_passwords <- function(text) {
+  gsub("([A-Za-z][A-Za-z0-9+.-]*://[^/[:space:]:@'\"]*):[^/[:space:]@'\"]*@", "\\1:***@", text)
+}
 
 format_bytes <- function(bytes) {
   if (is.null(bytes) || !length(bytes) || is.na(bytes)) return("size unknown")

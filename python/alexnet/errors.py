@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +29,44 @@ _FILE_ERRORS: dict[type[OSError], int] = {FileNotFoundError: errno.ENOENT, Permi
                                           IsADirectoryError: errno.EISDIR}
 
 
+#: The password of a URL (``https://user:password@host/...``, as a board on a server may be given).
+_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*):[^/\s@'\"]*@")
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with the password of every URL in it said as ``***``: what the package writes where others read it
+    (its messages, its log lines, a model's card, a cache's record of its board)."""
+    return _PASSWORD.sub(r"\1:***@", text)
+
+
+def _records_without_passwords() -> None:
+    """Log records of the package's loggers made with :func:`without_passwords` over their message and its string
+    arguments (once per process; the factory in place, another library's, still makes every record)."""
+    made = logging.getLogRecordFactory()
+    if getattr(made, "without_passwords", False):
+        return
+
+    def record(name: str, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        new = made(name, *args, **kwargs)
+        if name == "alexnet" or name.startswith("alexnet."):
+            if isinstance(new.msg, str):
+                new.msg = without_passwords(new.msg)
+            if isinstance(new.args, tuple):
+                new.args = tuple(without_passwords(a) if isinstance(a, str) else a for a in new.args)
+        return new
+
+    record.without_passwords = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(record)
+
+
+_records_without_passwords()
+
+
 class AlexnetError(Exception):
-    """Base class: bad input or a state the user can fix; the message says how."""
+    """Base class: bad input or a state the user can fix; the message says how (a URL's password said as ``***``)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(without_passwords(a) if isinstance(a, str) else a for a in args))
 
 
 class LayoutError(AlexnetError):

@@ -1039,3 +1039,31 @@ def test_an_image_whose_name_holds_a_backslash_is_named_and_the_category_still_f
     mine = {os.path.basename(f) for f, category in zip(data["image"], data["category"], strict=True)
             if category == wnid}
     assert mine == set(tree["good"][wnid])
+
+
+def test_a_password_in_a_boards_url_is_said_as_stars_in_logs_errors_records_and_cards(tree, tmp_path, caplog):
+    """A board on a server given as https://user:password@host/...: the password reaches the server, and nowhere
+    that others read: the fetch's log lines, the cache's record of its board, an error, a model's card."""
+    from alexnet.cli.data import partition_summary
+    from alexnet.model.card import ModelCard
+    from alexnet.storage import cache as cache_module
+
+    secret = "Sup3rS3cret"
+    (tmp_path / "www").mkdir()
+    imagenet_upload(tree["path"], str(tmp_path / "www" / "board"), workers=2)
+    with http_server(tmp_path / "www") as url:
+        board = url.replace("http://", f"http://alice:{secret}@") + "/board"
+        with caplog.at_level(logging.DEBUG, logger="alexnet"):
+            data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+        assert data["board"] == board  # what the caller gave, to open the board again
+        said = "\n".join(record.getMessage() for record in caplog.records)
+        assert "alice:***@127.0.0.1" in said and secret not in said
+        assert secret not in partition_summary(data) and "alice:***@" in partition_summary(data)
+        assert (tmp_path / "cache" / cache_module.BOARD_FILE).read_text().strip() == board.replace(secret, "***")
+        imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")  # the same board, its record read back
+        with pytest.raises(AlexnetError) as refused:
+            imagenet_partition(0, 1, board + "-missing", cache_dir=tmp_path / "other")
+        assert secret not in str(refused.value) and "alice:***@" in str(refused.value)
+    card = ModelCard(image_size=64, num_classes=1, class_ids=["n0"], class_names=["a"], board=board,
+                     initial_model=f"{board}::alexnet", evaluation={"board": board, "images": 1})
+    assert secret not in json.dumps(card.to_dict()) and card.board == board.replace(secret, "***")

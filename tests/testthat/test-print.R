@@ -53,6 +53,14 @@ test_that("a synthetic ImageNet, an upload and a partition print what was done, 
   expect_output(print(partition_result()), "Partition 0 of 2 \\(0-based\\): 2 categories of 4, 3 training images")
 })
 
+test_that("a board's URL prints without its password", {
+  secret <- partition_result()
+  secret$board <- "https://alice:Sup3rS3cret@boards.example.org/imagenet"
+  out <- capture.output(print(secret))
+  expect_false(any(grepl("Sup3rS3cret", out, fixed = TRUE)))
+  expect_true(any(grepl("From board https://alice:***@boards.example.org/imagenet, cache /cache", out, fixed = TRUE)))
+})
+
 test_that("a Spark run prints one line per worker, not the nested histories", {
   expect_snapshot(print(spark_result()))
   expect_tidy_lines(capture.output(print(spark_result())))

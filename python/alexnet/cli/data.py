@@ -8,6 +8,7 @@ from typing import Any
 
 from ..checks import count_text, some_names
 from ..data.options import SyntheticOptions, UploadOptions
+from ..errors import without_passwords
 from . import common
 from .common import BOARD_HELP, emit, given, size_text
 
@@ -95,7 +96,8 @@ def partition_summary(r: dict[str, Any]) -> str:
     lines = [f"{which}: {count_text(len(r['categories']), 'category', 'categories')}{of}, "
              f"{count_text(len(r['image']), 'training image')} and "
              f"{count_text(len(r.get('val_image') or []), 'validation image')}"]
-    where = [f"{kind} {r[key]}" for kind, key in (("board", "board"), ("cache", "cache_dir")) if r.get(key) is not None]
+    where = [f"{kind} {without_passwords(str(r[key]))}" for kind, key in (("board", "board"), ("cache", "cache_dir"))
+             if r.get(key) is not None]
     if where:
         lines.append(f"From {', '.join(where)}")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import AlexnetError
+from ..errors import AlexnetError, without_passwords
 from ..train.schedule import schedule_apart
 
 #: The card's file beside the model in ``model_dir``.
@@ -52,6 +52,13 @@ class ModelCard:
     architecture: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        # a card is read by whoever reads the model's board: no password of a board's URL goes into it
+        for name in ("board", "initial_model"):
+            if getattr(self, name):
+                object.__setattr__(self, name, without_passwords(str(getattr(self, name))))
+        if self.evaluation and isinstance(self.evaluation.get("board"), str):
+            object.__setattr__(self, "evaluation", {**self.evaluation,
+                                                    "board": without_passwords(self.evaluation["board"])})
         if len(self.class_ids) != self.num_classes or len(self.class_names) != self.num_classes:
             raise AlexnetError(
                 f"A model card needs one class id and one name per output: {self.num_classes} outputs, "

@@ -31,7 +31,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import AlexnetError
+from ..errors import AlexnetError, without_passwords
 from ..scratch import sweep_stale, sweep_unchanged
 from .layout import is_file_name
 from .location import made_folder
@@ -88,7 +88,8 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
     made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
-    _own_board(root, os.path.realpath(location) if "://" not in location else location)  # a folder by any path
+    # a folder by any path, a URL without its password
+    _own_board(root, os.path.realpath(location) if "://" not in location else without_passwords(location))
     _clean_stale_tmp(tmp)
     return root
 
