@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers_cli import help_as_said
+from helpers_processes import ctrl_c_as_in_a_terminal
 
 from alexnet import scratch
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
@@ -429,3 +430,39 @@ def test_a_cache_record_naming_a_file_outside_its_folder_is_not_taken_for_a_comp
     again = imagenet_partition(0, 1, board, cache_dir=cache)
     assert str(outside) not in again["image"] and sorted(again["image"]) == sorted(first["image"])
     assert cache_module.cached_files(item.dest, item.sha256) is not None
+
+
+_INTERRUPTED = textwrap.dedent("""
+    import sys, time
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.storage import fetch
+    download = fetch.download_verified
+
+    def slow(*args, **kwargs):  # a zip takes a second to come, as over a slow link
+        time.sleep(1)
+        download(*args, **kwargs)
+        print("downloaded", flush=True)
+
+    fetch.download_verified = slow
+    print("started", flush=True)
+    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=2)
+    print("returned", flush=True)
+    """)
+
+
+def test_ctrl_c_stops_a_fetch_after_the_downloads_under_way(board, tmp_path):
+    """Ctrl-C half way through a fetch: the downloads under way finish (into the cache), no other starts, and the
+    fetch ends with KeyboardInterrupt; before, the pool's exit waited for every zip of the partition."""
+    zips = 2 * CLASSES
+    child = subprocess.Popen([sys.executable, "-c", _INTERRUPTED, str(board), str(tmp_path / "cache")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=ctrl_c_as_in_a_terminal, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(1.5)  # two downloads done or under way, the others waiting
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
+    assert 1 <= out.count("downloaded") <= 4 < zips, out

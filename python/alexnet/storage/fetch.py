@@ -243,21 +243,30 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
 
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="alexnet-fetch") as pool:
                 futures = {pool.submit(fetch_one, item): item for item in todo}
-                for future in as_completed(futures):
-                    if future.cancelled() or isinstance(future.exception(), _NotStarted):
-                        continue
-                    error = future.exception()
-                    if error is None:
-                        key = futures[future].key
-                        files[key], fetched = future.result()
-                        if fetched:
-                            downloaded.append(key)
-                        continue
-                    errors[futures[future].what] = error
-                    if stopped is None and stops(error):
-                        stopped = error  # the board stopped answering, or the disk failed: no other download starts
-                        for waiting in futures:
-                            waiting.cancel()
+                try:
+                    for future in as_completed(futures):
+                        if future.cancelled() or isinstance(future.exception(), _NotStarted):
+                            continue
+                        error = future.exception()
+                        if error is None:
+                            key = futures[future].key
+                            files[key], fetched = future.result()
+                            if fetched:
+                                downloaded.append(key)
+                            continue
+                        errors[futures[future].what] = error
+                        if stopped is None and stops(error):
+                            # the board stopped answering, or the disk failed: no other download starts
+                            stopped = error
+                            for waiting in futures:
+                                waiting.cancel()
+                except BaseException:
+                    # Ctrl-C (KeyboardInterrupt) while waiting: no other download starts, and the pool's exit waits
+                    # for those under way alone (what they finished is in the cache; a fetch again resumes)
+                    stop.set()
+                    for waiting in futures:
+                        waiting.cancel()
+                    raise
             disk = disk_error(stopped, root)
             if disk is not None:
                 raise _disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
