@@ -29,7 +29,7 @@ training_settings <- list(
   max_bad_fraction = list(kind = "number", default = 0.01, choices = NULL, help = "the share of images that may be unusable (skipped) before training stops with an error naming them"),
   check_images = list(kind = "flag", default = TRUE, choices = NULL, help = "check every image once before training and skip the bad ones"),
   seed = list(kind = "count>=0?", default = NULL, choices = NULL, help = "random seed of the weights and of the order and crops of the images"),
-  verbose = list(kind = "count>=0", default = 1, choices = NULL, help = "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch)"),
+  verbose = list(kind = "count>=0", default = 1, choices = NULL, help = "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch); 1 gives a line per epoch too where no bars are drawn (ALEXNET_PROGRESS=0) or standard output is not a terminal"),
   dense_units = list(kind = "count>=1", default = 4096, choices = NULL, help = "units of each of the two hidden dense layers (the paper's 4096)"),
   dropout = list(kind = "number", default = 0.5, choices = NULL, help = "dropout rate after each hidden dense layer"),
   grouped = list(kind = "flag", default = FALSE, choices = NULL, help = "split conv2, conv4 and conv5 into two groups, as the paper's two GPUs"),

@@ -23,6 +23,15 @@ def progress_enabled() -> bool:
     return env_switch("ALEXNET_PROGRESS")
 
 
+def fit_verbosity(verbose: int) -> int:
+    """Keras fit's ``verbose`` for the ``verbose`` asked: its progress bar (1) only where bars are drawn
+    (:func:`progress_enabled`) on a terminal, else one line per epoch (2): a bar redrawn with carriage returns and
+    backspaces at every step is noise in a log file, a pipe or a notebook's saved output."""
+    if verbose != 1 or (progress_enabled() and getattr(sys.stdout, "isatty", lambda: False)()):
+        return verbose
+    return 2
+
+
 #: What :func:`watch_progress` listeners are called with: the bar's ``desc``, the steps just done, the total.
 Listener = Callable[[str, float, "float | None"], None]
 _listeners: list[Listener] = []

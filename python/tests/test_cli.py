@@ -424,6 +424,11 @@ def test_the_fit_verbosity_setting_is_not_the_logging_option(monkeypatch):
     seen = _recording_core(monkeypatch)
     assert main(["-q", "train", "--verbose-fit", "0"]) == 0
     assert seen["verbose"] == 0
+    seen.pop("verbose")
+    assert main(["-q", "train"]) == 0
+    assert seen["verbose"] == 0, "-q: no Keras bar nor its lines of each epoch"
+    assert main(["-q", "train", "--verbose-fit=2"]) == 0
+    assert seen["verbose"] == 2, "unless asked for"
     assert main(["-vv", "train"]) == 0
     assert seen["verbose"] == 1, "-vv is logging, not Keras' verbosity (its default stays)"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from alexnet.progress import progress_bar
 
 
@@ -69,3 +71,20 @@ def test_a_watcher_hears_every_bar_even_when_bars_are_not_shown(monkeypatch):
     with progress_bar(3, "after") as bar:
         bar.update(3)  # no longer watched
     assert heard == [("evaluate (centre crop)", 4, 10), ("evaluate (centre crop)", 6, 10)]
+
+
+@pytest.mark.parametrize("progress, terminal, asked, given", [
+    ("1", True, 1, 1), ("1", False, 1, 2), ("0", True, 1, 2), ("0", False, 0, 0), ("1", False, 2, 2),
+])
+def test_keras_draws_its_bar_only_where_bars_are_drawn_on_a_terminal(monkeypatch, progress, terminal, asked, given):
+    """A bar redrawn at every step is noise in a log file or a pipe (about 100 backspaces a step): there Keras says
+    one line per epoch; 0 and 2, asked for, are given as they are."""
+    from alexnet.progress import fit_verbosity
+
+    class Stdout(io.StringIO):
+        def isatty(self) -> bool:
+            return terminal
+
+    monkeypatch.setenv("ALEXNET_PROGRESS", progress)
+    monkeypatch.setattr("sys.stdout", Stdout())
+    assert fit_verbosity(asked) == given

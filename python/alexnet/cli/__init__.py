@@ -105,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = os.environ.get("ALEXNET_PROGRESS")
     if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
         os.environ["ALEXNET_PROGRESS"] = "0"
+        if "verbose" in (getattr(args, common.OPTION_NAMES, None) or {}) and not hasattr(args, "setting_verbose"):
+            args.setting_verbose = 0  # nor Keras' lines of each epoch, unless --verbose-fit asks for them
     try:
         args.run(args)
     except AlexnetError as error:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data
 from .resumed import extended, record_changes, refuse_other_classes, relaid, say_finished, trained_on
 from .schedule import describe, one_epoch
@@ -124,7 +125,7 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
         traced.append(size)
         with untuned_device_datasets():
             net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
-                    callbacks=list(callbacks), verbose=settings.verbose)
+                    callbacks=list(callbacks), verbose=fit_verbosity(settings.verbose))
 
     if step > 0 and epoch < settings.epochs:
         if step >= steps.train:  # checkpointed at a smaller global batch, whose epochs had more steps

@@ -152,8 +152,9 @@ class TrainSettings:
     check_images: bool = setting(True, "flag", "check every image once before training and skip the bad ones")
     seed: int | None = setting(None, "count", "random seed of the weights and of the order and crops of the images",
                                minimum=0, optional=True)
-    verbose: int = setting(1, "count", "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch)",
-                           minimum=0, maximum=2, option="--verbose-fit")
+    verbose: int = setting(1, "count", "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch); 1 "
+                           "gives a line per epoch too where no bars are drawn (ALEXNET_PROGRESS=0) or standard "
+                           "output is not a terminal", minimum=0, maximum=2, option="--verbose-fit")
     dense_units: int = setting(4096, "count", "units of each of the two hidden dense layers (the paper's 4096)",
                                minimum=1)
     dropout: float = setting(0.5, "number", "dropout rate after each hidden dense layer", minimum=0.0, below=1.0)
