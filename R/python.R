@@ -132,6 +132,14 @@ use_alexnet_python <- function() {
   if (!reticulate::py_available(initialize = FALSE)) {
     python <- alexnet_python()
     if (is.null(python)) alexnet_condition(missing_core_message(configured_elsewhere()), setup_error)
+    named <- Sys.getenv("ALEXNET_PYTHON", unset = "")
+    if (nzchar(named) && is.null(python_executable(named))) {
+      # a misspelt path would otherwise go unnoticed, another environment quietly used in its place
+      warning(structure(class = c("alexnet_warning", "warning", "condition"), list(
+        message = paste0("ALEXNET_PYTHON names \"", named, "\", which has no Python: using ", python,
+                         " instead. Correct ALEXNET_PYTHON, or unset it."),
+        call = NULL)))
+    }
     reticulate::use_python(python, required = TRUE)
   }
   reticulate::py_config()

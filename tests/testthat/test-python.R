@@ -25,6 +25,25 @@ test_that("without an environment, the first call says to run install_alexnet()"
   expect_match(result$message, "ALEXNET_PYTHON", fixed = TRUE)
 })
 
+test_that("an ALEXNET_PYTHON with no Python behind it is said when another environment is used instead", {
+  skip_if_no_alexnet()
+  config <- withr::local_tempdir()
+  dir.create(file.path(config, "R", "alexnet"), recursive = TRUE)
+  writeLines(alexnet_python(), file.path(config, "R", "alexnet", "python"))  # what alexnet_use_python() records
+  result <- run_fresh_r(function() {
+    Sys.unsetenv("RETICULATE_PYTHON")
+    said <- character()
+    classes <- withCallingHandlers(nrow(alexnet::imagenet_classes()), warning = function(w) {
+      said <<- c(said, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+    list(said = said, classes = classes)
+  }, env = c(ALEXNET_PYTHON = file.path(config, "misspelt"), R_USER_CONFIG_DIR = config, WORKON_HOME = config))
+  expect_equal(result$classes, 1000L)
+  expect_length(result$said, 1L)
+  expect_match(result$said, "ALEXNET_PYTHON names \".*misspelt\", which has no Python: using .* instead")
+})
+
 test_that("a Python without the core gets the same advice, naming that Python", {
   skip_if(!nzchar(Sys.which("python3")), "no python3 on the PATH")
   config <- withr::local_tempdir()
