@@ -10,12 +10,19 @@ from pathlib import Path
 import pytest
 from helpers_cli import fake_core, interrupted
 
+from alexnet import __version__
 from alexnet.cli import build_parser, main
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(action.choices)
+
+
+@pytest.mark.parametrize("module", ["alexnet", "alexnet.cli"])
+def test_python_dash_m_runs_the_command_line(module):
+    shown = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"alexnet {__version__}", shown.stderr
 
 
 def test_help_lists_only_the_commands_that_exist(capsys):
