@@ -118,6 +118,20 @@ def warn_of_unused_gpu(tensorflow: types.ModuleType) -> None:
 
 
 @contextlib.contextmanager
+def root_logging_untouched() -> Iterator[None]:
+    """While in the block, TensorFlow may log through absl, which calls ``logging.basicConfig()`` when the root logger
+    has no handler (a program that has not configured logging yet): the handlers it puts on the root logger are
+    taken off after, so that the program's own ``logging.basicConfig(...)`` later still takes effect."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+
+
+@contextlib.contextmanager
 def filtered_stderr(cuda: bool = True) -> Iterator[None]:
     """Standard error (the file descriptor, as C++ code writes to it) goes to a file for the duration, and what
     was written there is passed on afterwards without TensorFlow's start-up lines (and, with ``cuda``, without

@@ -5,6 +5,7 @@ model pin; bad input; a bfloat16-trained model exported in float32, its Keras fi
 from __future__ import annotations
 
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -521,3 +522,12 @@ def test_a_bucket_folder_s_placeholder_object_is_a_folder_of_the_export():
             return [*super().find(root), f"{root}/notes/"]
 
     assert _not_an_export(Other(), "bkt/served", local=False) == ["notes"]
+
+
+def test_an_export_leaves_the_root_logger_as_the_program_left_it(exported, tmp_path, monkeypatch):
+    """TensorFlow logs through absl while it saves, and absl calls logging.basicConfig() when the root logger has no
+    handler: a program that configures its logging after an export found its basicConfig(...) ignored."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # a program that has not configured logging
+    alexnet_export(exported["model_dir"], str(tmp_path / "again"))
+    assert root.handlers == []

@@ -163,17 +163,19 @@ def _write(folder: str, target: str) -> None:
 def build_export(model: Any, card: ModelCard, top: int, folder: str, format: str) -> dict[str, Any]:
     """Write the export of ``model`` (with ``card``) in ``format`` into the new local ``folder``, with the card beside
     it; the signatures it offers (see :func:`.serving.signature_summary`)."""
+    from ..tfimport import root_logging_untouched
     from .serving import PIXELS_SIGNATURE, save_serving, tflite_bytes
 
-    if format == "savedmodel":
-        signatures = save_serving(model, card, top, folder)
-    else:
-        saved = f"{folder}-savedmodel"
-        signatures = {PIXELS_SIGNATURE: save_serving(model, card, top, saved)[PIXELS_SIGNATURE]}
-        os.makedirs(folder)
-        with open(os.path.join(folder, TFLITE_FILE), "wb") as f:
-            f.write(tflite_bytes(saved))
-        shutil.rmtree(saved, ignore_errors=True)
+    with root_logging_untouched():
+        if format == "savedmodel":
+            signatures = save_serving(model, card, top, folder)
+        else:
+            saved = f"{folder}-savedmodel"
+            signatures = {PIXELS_SIGNATURE: save_serving(model, card, top, saved)[PIXELS_SIGNATURE]}
+            os.makedirs(folder)
+            with open(os.path.join(folder, TFLITE_FILE), "wb") as f:
+                f.write(tflite_bytes(saved))
+            shutil.rmtree(saved, ignore_errors=True)
     with open(os.path.join(folder, CARD_FILE), "w", encoding="utf-8") as f:
         f.write(card.to_json())
     return signatures
