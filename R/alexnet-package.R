@@ -5,6 +5,22 @@
 #' ([alexnet_train()]) with the default, mirrored or multi-worker mirrored strategy. The work is done by a Python core reached through reticulate and
 #' imported on first use; run [install_alexnet()] once to create its environment.
 #'
+#' @section Progress bars, warnings and errors:
+#' Long work (an upload, a fetch, the check of the images before training, an evaluation, a prediction) draws
+#' progress bars on standard error from the Python core. They are not R messages, so `suppressMessages()` leaves
+#' them: `Sys.setenv(ALEXNET_PROGRESS = "0")` turns them off (variables set in R reach Python after each top-level
+#' call). Keras' lines during training follow `alexnet_train(verbose = )`: 0 none, 1 a progress bar where bars are
+#' drawn on a terminal (else one line per epoch), 2 one line per epoch. What the core warns of (images left out, a
+#' setting that does nothing here) arrives as R warnings of class `alexnet_warning`, and its errors as R errors of
+#' the classes in [alexnet_errors].
+#'
+#' @section Environment variables:
+#' `library(alexnet)` sets the variables of the core's `tensorflow.env` that are not set already, so that
+#' TensorFlow started later in the session (by alexnet, or by `reticulate::import("tensorflow")`) starts with them:
+#' `TF_USE_LEGACY_KERAS=1` (`tf.keras` is then Keras 2, tf-keras, in this session), TensorFlow's log level, its BFC
+#' allocator and glibc's malloc settings (`ALEXNET_MALLOC`). Unloading the package unsets those it set, as long as
+#' Python has not started.
+#'
 #' @keywords internal
 "_PACKAGE"
 
@@ -13,7 +29,7 @@
   # malloc settings that the core makes when imported), declared once in the core's tensorflow.env, which says why
   # each. Set before Python starts, so that it holds also for TensorFlow imported and used before the core, by
   # reticulate::import("tensorflow") or library(tensorflow).
-  set_tensorflow_environment(tensorflow_env_file(pkgname))
+  .alexnet$environment_set <- set_tensorflow_environment(tensorflow_env_file(pkgname))
   # Only a preference, so that a later reticulate::import("tensorflow") in this session picks the
   # environment that has the core; no Python is started here.
   python <- tryCatch(alexnet_python(), error = function(e) NULL)
@@ -28,6 +44,12 @@
 
 .onUnload <- function(libpath) {
   if (environment_callback %in% getTaskCallbackNames()) removeTaskCallback(environment_callback)
+  # the variables .onLoad set (and nobody changed since) go again, unless Python started with them
+  set <- .alexnet$environment_set
+  if (length(set) && !reticulate::py_available(initialize = FALSE)) {
+    unchanged <- names(set)[Sys.getenv(names(set)) == set]
+    if (length(unchanged)) Sys.unsetenv(unchanged)
+  }
 }
 
 environment_callback <- "alexnet-environment"

@@ -7,6 +7,19 @@ test_that("library(alexnet) starts no Python", {
   expect_false(started)
 })
 
+test_that("unloading the package unsets the variables loading it set, and keeps a user's own", {
+  result <- run_fresh_r(function() {
+    Sys.unsetenv(c("RETICULATE_PYTHON", "TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"))
+    Sys.setenv(TF_CPP_MIN_LOG_LEVEL = "1")  # the user's choice
+    loadNamespace("alexnet")
+    loaded <- Sys.getenv(c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"))
+    unloadNamespace("alexnet")
+    list(loaded = loaded, unloaded = Sys.getenv(c("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"), unset = NA))
+  })
+  expect_equal(unname(result$loaded), c("1", "1"))
+  expect_equal(unname(result$unloaded), c(NA, "1"))
+})
+
 test_that("without an environment, the first call says to run install_alexnet()", {
   config <- withr::local_tempdir()
   result <- run_fresh_r(function() {
