@@ -10,7 +10,8 @@
 #' @details Which pin is read and where it is brought (`name`, `version`, `cache_dir`, `export`) are declared once in
 #'   the core (`alexnet.model.options`), with their defaults and checks; the command line's `--model-pin`,
 #'   `--pin-version` and `--model-cache` are the same options. The model file is checked against the SHA-256 in the
-#'   pin's metadata before it is used. With `export = TRUE` the export the pin carries beside the model (see
+#'   pin's metadata before it is used, and, when it is loaded, against what alexnet's networks are made of: a file
+#'   that names another layer or function (a `Lambda` layer, which loading would run) is refused. With `export = TRUE` the export the pin carries beside the model (see
 #'   [alexnet_export()]) is checked the same way, a SavedModel extracted; a pin without one is an error.
 #' @returns An `alexnet_model`, which prints as a short summary: a list with `path` (the local
 #'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `cache_dir` (the absolute
