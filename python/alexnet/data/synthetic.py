@@ -15,6 +15,10 @@ from typing import Any
 
 import numpy as np
 
+# numpy loads numpy.random on first use; a Ctrl-C that lands while it is loaded is now and then lost (the command
+# went on writing), and the first image of a synthetic ImageNet is drawn right after its folders are made
+import numpy.random
+
 from ..declare import declaration
 from ..errors import LayoutError, reason
 from ..progress import progress_bar
