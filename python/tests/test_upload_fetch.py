@@ -1061,6 +1061,9 @@ def test_a_password_in_a_boards_url_is_said_as_stars_in_logs_errors_records_and_
         assert secret not in partition_summary(data) and "alice:***@" in partition_summary(data)
         assert (tmp_path / "cache" / cache_module.BOARD_FILE).read_text().strip() == board.replace(secret, "***")
         imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")  # the same board, its record read back
+        (tmp_path / "cache" / cache_module.BOARD_FILE).write_text(board + "\n")  # as an earlier version wrote it
+        imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")
+        assert (tmp_path / "cache" / cache_module.BOARD_FILE).read_text().strip() == board.replace(secret, "***")
         with pytest.raises(AlexnetError) as refused:
             imagenet_partition(0, 1, board + "-missing", cache_dir=tmp_path / "other")
         assert secret not in str(refused.value) and "alice:***@" in str(refused.value)

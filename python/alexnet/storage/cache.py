@@ -106,12 +106,15 @@ def _own_board(root: str, location: str) -> None:
             recorded = f.read().strip()
     except FileNotFoundError:
         recorded = ""
+    # a record an earlier version wrote holds a board's URL with its password: compared as it is said now, and
+    # written again so
+    written, recorded = recorded, without_passwords(recorded)
     if recorded and recorded != location:
         raise AlexnetError(f"`cache_dir` = {root} holds the categories of board {recorded}, and a cache holds one "
                            f"board's (a category of board {location} would replace files of the same category id "
                            "there): give this board a `cache_dir` of its own, or leave `cache_dir` unset (each "
                            "board then has its own).")
-    if not recorded:
+    if not recorded or written != recorded:
         staged = f"{path}.{os.getpid()}.tmp"
         with contextlib.suppress(OSError):  # a cache that cannot record it still works, unguarded
             with open(staged, "w", encoding="utf-8") as f:
