@@ -39,6 +39,29 @@ def without_passwords(text: str) -> str:
     return _PASSWORD.sub(r"\1:***@", text)
 
 
+def _redact(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with its message formatted and said by :func:`without_passwords` (an argument that is not a
+    string, a file object of a bucket say, may name the URL too); a message that does not format is left to
+    logging, which says so."""
+    try:
+        message = record.getMessage()
+    except Exception:
+        return record
+    said = without_passwords(message)
+    if said != message:
+        record.msg, record.args = said, ()
+    return record
+
+
+class WithoutPasswords(logging.Filter):
+    """A handler's filter that says every record it shows, any library's, without a URL's password (the command
+    line's handlers: ``-v`` shows the libraries' own lines, fsspec's requests among them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _redact(record)
+        return True
+
+
 def _records_without_passwords() -> None:
     """Log records of the package's loggers made with :func:`without_passwords` over their message and its string
     arguments (once per process; the factory in place, another library's, still makes every record)."""
@@ -48,12 +71,7 @@ def _records_without_passwords() -> None:
 
     def record(name: str, *args: Any, **kwargs: Any) -> logging.LogRecord:
         new = made(name, *args, **kwargs)
-        if name == "alexnet" or name.startswith("alexnet."):
-            if isinstance(new.msg, str):
-                new.msg = without_passwords(new.msg)
-            if isinstance(new.args, tuple):
-                new.args = tuple(without_passwords(a) if isinstance(a, str) else a for a in new.args)
-        return new
+        return _redact(new) if name == "alexnet" or name.startswith("alexnet.") else new
 
     record.without_passwords = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(record)

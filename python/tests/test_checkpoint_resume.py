@@ -344,3 +344,14 @@ def test_other_classes_are_the_chiefs_to_refuse_and_every_worker_raises_its_word
     with pytest.raises(AlexnetError, match=r"^one worker$"):
         refuse_other_classes(None, alone, Store("one worker"), start, ["a", "z"])
     assert len(sent) == 2, "a run of one worker gathers nothing"
+
+
+def test_a_run_with_checkpoints_leaves_the_root_logger_as_the_program_left_it(data, tmp_path, monkeypatch):
+    """TensorFlow's checkpoint save logs through absl, which calls logging.basicConfig() when the root logger has
+    no handler: a program that configures its logging after training found its basicConfig(...) ignored."""
+    import logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # a program that has not configured logging
+    alexnet_train(8, 1, data, checkpoint_dir=str(tmp_path / "ckpt"), **{**SMALL, "steps_per_epoch": 2})
+    assert root.handlers == []

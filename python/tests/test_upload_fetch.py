@@ -1067,6 +1067,20 @@ def test_a_password_in_a_boards_url_is_said_as_stars_in_logs_errors_records_and_
         with pytest.raises(AlexnetError) as refused:
             imagenet_partition(0, 1, board + "-missing", cache_dir=tmp_path / "other")
         assert secret not in str(refused.value) and "alice:***@" in str(refused.value)
+        # the command line's -vv shows the libraries' own lines too (fsspec's requests): said without it as well
+        command = subprocess.run([sys.executable, "-m", "alexnet.cli", "-vv", "fetch", "--board", board, "--total",
+                                  "1", "--cache-dir", str(tmp_path / "cli")], capture_output=True, text=True,
+                                 timeout=120, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+        assert command.returncode == 0, command.stderr[-2000:]
+        assert "DEBUG" in command.stderr and "alice:***@" in command.stderr
+        assert secret not in command.stderr + command.stdout
+    from types import SimpleNamespace
+
+    from alexnet.train.resumed import trained_on
+
+    recorded = trained_on({"board": board, "partition": 0, "total": 1}, SimpleNamespace(class_ids=["n0"]),
+                          SimpleNamespace(train_images=3, val_images=1), SimpleNamespace(workers=1))
+    assert recorded["board"] == board.replace(secret, "***")  # what a checkpoint records of its data
     card = ModelCard(image_size=64, num_classes=1, class_ids=["n0"], class_names=["a"], board=board,
                      initial_model=f"{board}::alexnet", evaluation={"board": board, "images": 1})
     assert secret not in json.dumps(card.to_dict()) and card.board == board.replace(secret, "***")

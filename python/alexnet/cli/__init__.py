@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .. import __version__
-from ..errors import AlexnetError
+from ..errors import AlexnetError, WithoutPasswords
 from . import bench, cluster, common, data, model, train
 
 log = logging.getLogger("alexnet")
@@ -98,10 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
-    typed = _AsTyped(common.typed(args))
+    typed, unsaid = _AsTyped(common.typed(args)), WithoutPasswords()
     handlers = list(logging.getLogger().handlers)
-    for handler in handlers:  # notes and warnings, as errors, name the options as typed
+    for handler in handlers:  # notes and warnings, as errors, name the options as typed; no URL's password
         handler.addFilter(typed)
+        handler.addFilter(unsaid)
     progress = os.environ.get("ALEXNET_PROGRESS")
     if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
         os.environ["ALEXNET_PROGRESS"] = "0"
@@ -119,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for handler in handlers:
             handler.removeFilter(typed)
+            handler.removeFilter(unsaid)
         if args.quiet:
             if progress is None:
                 os.environ.pop("ALEXNET_PROGRESS", None)

@@ -254,6 +254,7 @@ def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.d
     with its evaluation) gives the evaluation the model's card records when it is saved (see :func:`.run.run`). A run
     of several workers that loses one ends with a :class:`.lost.WorkerLostError` saying so, TensorFlow's error as its
     cause."""
+    from ..tfimport import root_logging_untouched
     from .lost import lost_in_run
     from .run import run
     from .strategy import resolve_strategy, topology
@@ -261,7 +262,8 @@ def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.d
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
     topo = topology(resolved)
     try:
-        return run(resolved, topo, data, settings, list(callbacks or []), evaluate)
+        with root_logging_untouched():  # TensorFlow's checkpoints log through absl (see root_logging_untouched)
+            return run(resolved, topo, data, settings, list(callbacks or []), evaluate)
     except Exception as error:
         lost = lost_in_run(error, topo, settings)
         if lost is None:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AlexnetError
+from ..errors import AlexnetError, without_passwords
 
 if TYPE_CHECKING:
     from ..input.inputs import TrainingData
@@ -240,6 +240,9 @@ def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: To
             value = value[0]
         return value if value is None or isinstance(value, str) else int(value)
 
-    return {"board": one("board"), "partition": one("partition") if topo.workers == 1 else None,
+    board = one("board")
+    # checkpoints are read by whoever reads their folder (a shared bucket, often): no password of a board's URL
+    return {"board": board if board is None else without_passwords(str(board)),
+            "partition": one("partition") if topo.workers == 1 else None,
             "total": one("total"), "class_ids": [str(i) for i in td.class_ids], "train_images": int(steps.train_images),
             "val_images": int(steps.val_images)}
