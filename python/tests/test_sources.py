@@ -1904,3 +1904,41 @@ def test_a_zip_member_that_inflates_past_its_recorded_size_is_stopped_there(made
     assert len(named) == 1 and "inflates to more than the 0 bytes its record gives" in named[0]["reason"], \
         report["bad_images"]
     assert table(tmp_path / "board") == made["table"]
+
+
+@pytest.mark.parametrize("layout", ["folders", "parquet"])
+def test_an_image_file_over_the_limit_is_named_in_folders_and_parquet_shards(layout, made, tmp_path, monkeypatch):
+    """The limit of an image's bytes holds for a folder's files (a sparse file of gigabytes is named without being
+    read) and a shard's images as for an archive's members: the largest image, one byte over it, is left out."""
+    from alexnet.data import images
+
+    train = Path(made["paths"]["kaggle"]) / "ILSVRC" / "Data" / "CLS-LOC" / "train"
+    largest = max((p for p in train.rglob("*.JPEG") if p.name not in {f for _, f in made["bad"]}),
+                  key=lambda p: p.stat().st_size)
+    size, wnid = largest.stat().st_size, largest.parent.name
+    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", size - 1)
+    report = imagenet_upload(made["paths"][layout], tmp_path / "board", workers=2)
+    over = [b for b in report["bad_images"] if b["reason"].startswith("says it holds")]
+    assert [(b["category"], b["reason"]) for b in over] == [
+        (wnid, images.TOO_MANY_BYTES.format(size=size, limit=size - 1))], report["bad_images"]
+    rows = {r["id"]: r for r in table(tmp_path / "board")}
+    assert rows[wnid]["images"] == next(r["images"] for r in made["table"] if r["id"] == wnid) - 1
+
+
+def test_a_parquet_row_group_larger_than_an_upload_reads_at_once_is_refused(made, tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet, "MAX_ROW_GROUP_BYTES", 1000)
+    with pytest.raises(LayoutError, match=r"its row group 0 holds [\d,]+ bytes uncompressed, more than an upload "
+                                          r"reads at once \(1,000\): write the shard again with smaller row groups"):
+        imagenet_upload(made["paths"]["parquet"], tmp_path / "board", workers=2)
+
+
+def test_a_devkit_file_that_says_it_holds_more_than_a_devkit_does_is_refused_unread(made, tmp_path, monkeypatch):
+    """The devkit's files are read whole: a tar.gz of a few kB whose ground truth inflates to 100 MB of zeros is
+    refused from its header, before anything is uploaded."""
+    src = copy_layout(made, "archives", tmp_path)
+    rewrite_devkit(src, lambda files: {**files, next(n for n in files if n.endswith(GROUND_TRUTH)): bytes(100 << 20)})
+    assert (src / DEVKIT).stat().st_size < 1 << 20
+    with pytest.raises(LayoutError, match=rf"{DEVKIT}: its .*{GROUND_TRUTH} says it holds 104,857,600 bytes, which is "
+                                          r"not ILSVRC2012's devkit .*download the devkit again"):
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert_nothing_uploaded(tmp_path / "board")

@@ -75,6 +75,10 @@ def _meta(data: bytes, where: str) -> tuple[dict[int, str], dict[str, str]]:
     return wnid_of, names
 
 
+#: The most bytes a file of the devkit read by the upload may hold (each is read whole into memory).
+_DEVKIT_FILE_BYTES = 64 << 20
+
+
 def read_devkit(files: Files, path: str) -> Devkit:
     """The devkit at ``path``: its ``meta.mat`` and validation ground truth (``LayoutError`` when either is missing
     or unreadable)."""
@@ -85,6 +89,10 @@ def read_devkit(files: Files, path: str) -> Devkit:
             for member in tar:
                 for wanted in (META, GROUND_TRUTH):
                     if member.isfile() and member.name.endswith(wanted):
+                        if member.size > _DEVKIT_FILE_BYTES:  # not read into memory
+                            raise LayoutError(f"{label}: its {member.name} says it holds {member.size:,} bytes, which "
+                                              "is not ILSVRC2012's devkit (its files take a few megabytes at most); "
+                                              "download the devkit again")
                         found[wanted] = member_bytes(tar, member)
     except (tarfile.TarError, EOFError, OSError) as err:
         said = str(err).splitlines()[0].rstrip(":")  # tarfile lists each compression it tried, a line each

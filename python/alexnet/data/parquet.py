@@ -36,7 +36,12 @@ from ..errors import LayoutError
 from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files
 from .classes import NUM_CLASSES, class_ids, class_names
 from .held import Held
+from .images import too_many_bytes
 from .parts import Member, Part, Source, Wanted, identity_of
+
+#: The most bytes a row group of a shard may hold uncompressed (as its metadata says): each is read whole into
+#: memory. Hugging Face's imagenet-1k shards hold about 100 images, some 11 MB, a row group.
+MAX_ROW_GROUP_BYTES = 1 << 30
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +238,12 @@ class ParquetSource(Source):
         return self.pq.ParquetFile(held, metadata=metadata)
 
     def _read_group(self, pf: Any, shard: str, group: int, todo: dict[int, Part], held: Held) -> None:
+        rows = pf.metadata.row_group(group)
+        declared = sum(rows.column(c).total_uncompressed_size for c in range(rows.num_columns))
+        if declared > MAX_ROW_GROUP_BYTES:  # read whole, into memory: a small shard may hold gigabytes of zeros
+            raise LayoutError(f"{shard}: its row group {group} holds {declared:,} bytes uncompressed, more than an "
+                              f"upload reads at once ({MAX_ROW_GROUP_BYTES:,}): write the shard again with smaller "
+                              "row groups (Hugging Face's hold about 100 images each)")
         table = pf.read_row_group(group, columns=["image", "label"])
         images = table.column("image").to_pylist()
         stem = os.path.basename(shard).split(".")[0]
@@ -242,6 +253,7 @@ class ParquetSource(Source):
             data, path = (image.get("bytes"), image.get("path")) if isinstance(image, dict) else (image, None)
             name = os.path.basename(path) if path else f"{self.ids[label]}_{stem}_{group}_{row}.JPEG"
             blob = bytes(data or b"")
-            held.add(label, Member(name, blob))
+            refused = too_many_bytes(len(blob))
+            held.add(label, Member(name, blob) if refused is None else Member(name, None, refused))
             todo[label].source_bytes += len(blob)
         held.spill()
