@@ -122,7 +122,7 @@ def _each_file(ordered: list[str]) -> Iterator[Member]:
         except OSError as err:
             yield Member(os.path.basename(path), None, f"cannot be read ({err})")
             continue
-        yield Member(os.path.basename(path), data, refused)
+        yield Member(os.path.basename(path), data) if refused is None else Member(os.path.basename(path), None, refused)
 
 
 def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
