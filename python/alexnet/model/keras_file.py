@@ -40,10 +40,12 @@ OBJECTS = frozenset({
     ("alexnet.model.network", "AdaptiveAveragePooling2D"),
 })
 
-#: The TensorFlow operations its layers of built-in operations (the pooling to 6x6) call, by their API names.
+#: The TensorFlow operations its layers of built-in operations (the pooling to 6x6) call, by the API names tf-keras
+#: 2.21 writes, and the other names of the same operations another TensorFlow may write.
 OPERATIONS = frozenset({
     "__operators__.add", "__operators__.getitem", "cast", "compat.v1.floor_div", "compat.v1.shape",
     "compat.v1.transpose", "linalg.matmul", "math.multiply", "math.subtract", "math.truediv", "sequence_mask",
+    "dtypes.cast", "math.floordiv", "shape", "transpose", "matmul", "truediv", "multiply", "subtract", "math.add",
 })
 
 #: Values written as objects that are data alone (a tensor, an array, bytes).
