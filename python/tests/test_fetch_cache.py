@@ -459,10 +459,10 @@ def test_ctrl_c_stops_a_fetch_after_the_downloads_under_way(board, tmp_path):
                              preexec_fn=ctrl_c_as_in_a_terminal, env={**os.environ, "ALEXNET_PROGRESS": "0"})
     try:
         assert child.stdout.readline().strip() == "started"
-        time.sleep(1.5)  # two downloads done or under way, the others waiting
+        assert child.stdout.readline().strip() == "downloaded"  # the first zip in, another under way, the rest waiting
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=60)
     finally:
         child.kill()
     assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
-    assert 1 <= out.count("downloaded") <= 4 < zips, out
+    assert out.count("downloaded") <= 3 < zips - 1, out  # the first, and those under way when Ctrl-C came
