@@ -100,3 +100,36 @@ def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any
     )
     bar.label = desc  # what listeners are told, also when the bar is not shown (tqdm then keeps no desc)
     return bar
+
+
+class LazyBar:
+    """A progress bar in bytes (the upload's: of the source), drawn once :meth:`start` is called, what was counted
+    before shown then: a run that finds every pin already on the board transfers nothing and shows no bar."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.pending, self.lock = total, desc, 0, threading.Lock()
+        self.bar: tqdm | None = None
+
+    def start(self) -> None:
+        with self.lock:
+            if self.bar is None:
+                self.bar = progress_bar(self.total, self.desc, unit="B", unit_scale=True, unit_divisor=1024)
+                self.bar.update(self.pending)
+
+    def update(self, count: int, images: int) -> None:
+        with self.lock:
+            if self.bar is None:
+                self.pending += count
+            else:
+                self.bar.update(min(count, self.total - self.bar.n))
+                self.bar.set_postfix(images=images, refresh=False)
+
+    def finish(self) -> None:
+        """Fill the bar: the bytes of the parts left out (validation images of excluded categories) count as done."""
+        with self.lock:
+            if self.bar is not None:
+                self.bar.update(max(0, self.total - self.bar.n))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

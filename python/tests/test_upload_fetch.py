@@ -1024,7 +1024,7 @@ def test_an_image_whose_name_holds_a_backslash_is_named_and_the_category_still_f
     """Linux allows ``x\\..\\..\\evil.JPEG`` as a file name; a fetch reads a backslash as a folder's and refuses the
     zip of any category that holds one. The upload leaves such an image out (named, with what to do), so that the
     category it belongs to can be fetched."""
-    from alexnet.data.packing import NOT_A_FILE_NAME
+    from alexnet.data.parts import NOT_A_FILE_NAME
 
     src = tmp_path / "src"
     shutil.copytree(tree["path"], src)

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, LayoutError
 from ..machine import usable_cpus
-from ..progress import progress_bar
+from ..progress import LazyBar
 from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board, is_full_board
@@ -40,18 +40,12 @@ from ..storage.publish import pin_state, publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import MAX_PIXELS, check_image, own_pixel_limit
-from .parts import CRC_MISMATCH, Member, Members, Part, Source
-
-if TYPE_CHECKING:
-    from tqdm import tqdm
+from .parts import CRC_MISMATCH, NOT_A_FILE_NAME, Member, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
 #: The pins of ImageNet's categories: a WordNet id, with ``val-`` for the validation images.
 _CATEGORY_PIN = re.compile(r"^(val-)?n\d+$")
-#: Why an image whose name a fetch would not write as one file (a backslash, which it takes for a folder's, or . or
-#: ..) is left out: were it stored, every fetch of its category would be refused.
-NOT_A_FILE_NAME = "its name is not one file's (it holds a backslash, or is . or ..): rename the file and upload again"
 
 
 @dataclass
@@ -133,39 +127,6 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
     return Packed(good, bad, zip_file.size, zip_file.sha256)
 
 
-class _LazyBar:
-    """The upload's progress bar in bytes of the source, drawn from the first part that has to be read: a run that
-    finds every pin already on the board transfers nothing and shows no bar."""
-
-    def __init__(self, total: int):
-        self.total, self.pending, self.lock = total, 0, threading.Lock()
-        self.bar: tqdm | None = None
-
-    def start(self) -> None:
-        with self.lock:
-            if self.bar is None:
-                self.bar = progress_bar(self.total, "upload", unit="B", unit_scale=True, unit_divisor=1024)
-                self.bar.update(self.pending)
-
-    def update(self, count: int, images: int) -> None:
-        with self.lock:
-            if self.bar is None:
-                self.pending += count
-            else:
-                self.bar.update(min(count, self.total - self.bar.n))
-                self.bar.set_postfix(images=images, refresh=False)
-
-    def finish(self) -> None:
-        """Fill the bar: the bytes of the parts left out (validation images of excluded categories) count as done."""
-        with self.lock:
-            if self.bar is not None:
-                self.bar.update(max(0, self.total - self.bar.n))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 class _Unpublished(Exception):
     """A part packed while the source's checks failed, or not started once the board stopped answering: not
     published, and not reported on its own (the upload raises the source's or the board's error once)."""
@@ -217,7 +178,7 @@ class Uploader:
         self.failures: dict[str, BaseException] = {}
         self.uploaded_bytes = self.images = 0
         self.lock = threading.Lock()
-        self.bar = _LazyBar(source.total_bytes)
+        self.bar = LazyBar(source.total_bytes, "upload")
         self.states: dict[str, dict[str, Any] | None] = {}
         self.existing: set[str] = set()
         self.prints: dict[str, str] = {}

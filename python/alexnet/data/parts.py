@@ -86,6 +86,10 @@ def is_image_name(name: str, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> b
 #: The reason given for an image whose bytes do not match the CRC-32 its archive records.
 CRC_MISMATCH = "its bytes do not match the CRC-32 its archive records: the archive is damaged; download it again"
 
+#: Why an image whose name a fetch would not write as one file (a backslash, which it takes for a folder's, or . or
+#: ..) is left out: were it stored, every fetch of its category would be refused.
+NOT_A_FILE_NAME = "its name is not one file's (it holds a backslash, or is . or ..): rename the file and upload again"
+
 
 def not_an_image(where: str) -> str:
     """The reason given for a file of an archive that is not an image."""
