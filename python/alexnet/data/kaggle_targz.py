@@ -31,8 +31,7 @@ from .archive_io import Files
 from .classes import check_classes, class_ids, class_names
 from .held import Held
 from .imagenet import MAPPING_FILE, parse_names
-from .images import too_many_bytes
-from .parts import Member, Part, Source, Wanted, given, identity_of, is_image_name, not_an_image
+from .parts import Member, Part, Source, Wanted, given, identity_of, is_image_name, member_read, not_an_image
 from .tar_io import STREAM_ERRORS, stream_tar
 from .val_solution import VAL_SOLUTION_FILE, read_val_solution, unlabelled_error
 from .zip_io import ZipEntry, zip_member_stream
@@ -51,10 +50,7 @@ def is_kaggle_targz(name: str) -> bool:
 def _read_image(name: str, size: int, read: Callable[[], bytes], label: str) -> Member:
     """The file ``name`` of the stream (``size`` bytes, as its header says), read by ``read`` unless it is not an
     image or says it holds more than an image may (:func:`~alexnet.data.images.too_many_bytes`)."""
-    if not is_image_name(name):
-        return Member(name, None, not_an_image(label))
-    refused = too_many_bytes(size)
-    return Member(name, read()) if refused is None else Member(name, None, refused)
+    return member_read(name, size, read) if is_image_name(name) else Member(name, None, not_an_image(label))
 
 
 class KaggleTarGzSource(Source):

@@ -36,8 +36,7 @@ from ..errors import LayoutError
 from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files
 from .classes import NUM_CLASSES, class_ids, class_names
 from .held import Held
-from .images import too_many_bytes
-from .parts import Member, Part, Source, Wanted, identity_of
+from .parts import Part, Source, Wanted, identity_of, member_read
 
 #: The most bytes a row group of a shard may hold uncompressed (as its metadata says): each is read whole into
 #: memory. Hugging Face's imagenet-1k shards hold about 100 images, some 11 MB, a row group.
@@ -253,7 +252,6 @@ class ParquetSource(Source):
             data, path = (image.get("bytes"), image.get("path")) if isinstance(image, dict) else (image, None)
             name = os.path.basename(path) if path else f"{self.ids[label]}_{stem}_{group}_{row}.JPEG"
             blob = bytes(data or b"")
-            refused = too_many_bytes(len(blob))
-            held.add(label, Member(name, blob) if refused is None else Member(name, None, refused))
+            held.add(label, member_read(name, len(blob), partial(bytes, blob)))  # bytes(blob) is blob: no copy
             todo[label].source_bytes += len(blob)
         held.spill()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .imagenet import IMAGE_EXTENSIONS
+from .images import too_many_bytes
 
 #: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by
 #: :func:`~alexnet.data.synthetic.imagenet_synthetic`.
@@ -36,6 +37,13 @@ class Member(NamedTuple):
     data: bytes | bytearray | None
     reason: str = ""
     crc: int | None = None
+
+
+def member_read(name: str, size: int, read: Callable[[], bytes | bytearray]) -> Member:
+    """The member ``name``, its ``size`` bytes (as its source declares them) read by ``read``, unless that is more
+    than an image may take (:func:`~alexnet.data.images.too_many_bytes`): then named, and not read."""
+    refused = too_many_bytes(size)
+    return Member(name, read()) if refused is None else Member(name, None, refused)
 
 #: What ``Part.open()`` returns: a call that yields the members, in name order.
 Members = Callable[[], Iterable[Member]]

@@ -38,11 +38,10 @@ from ..errors import LayoutError
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_imagenet
-from .images import too_many_bytes
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
-from .parts import Member, Members, Part, Source, Wanted, wanted_parts
+from .parts import Member, Members, Part, Source, Wanted, member_read, wanted_parts
 from .val_solution import VAL_SOLUTION_FILE
 
 log = logging.getLogger(__name__)
@@ -117,12 +116,11 @@ def _each_file(ordered: list[str]) -> Iterator[Member]:
         try:
             with open(path, "rb") as f:
                 # a file larger than an image may be (a sparse file of gigabytes, say) is named, not read
-                refused = too_many_bytes(os.fstat(f.fileno()).st_size)
-                data = f.read() if refused is None else None
+                member = member_read(os.path.basename(path), os.fstat(f.fileno()).st_size, f.read)
         except OSError as err:
             yield Member(os.path.basename(path), None, f"cannot be read ({err})")
             continue
-        yield Member(os.path.basename(path), data) if refused is None else Member(os.path.basename(path), None, refused)
+        yield member
 
 
 def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
