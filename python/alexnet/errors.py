@@ -10,6 +10,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .result import as_plain
+
 
 def reason(error: BaseException) -> str:
     """Why ``error`` happened, for a message that names the path itself: the system's words for a failed file
@@ -161,7 +163,7 @@ def r_call(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     logger.addHandler(kept)
     logger.addHandler(below)
     try:
-        return function(*args, **kwargs)
+        return as_plain(function(*args, **kwargs))
     except Exception as error:  # every kind goes back to R, which raises it
         return CallFailure(error)
     finally:

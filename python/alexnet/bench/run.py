@@ -57,6 +57,7 @@ from typing import Any
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..launch.worker import log_folder
+from ..result import returns_result
 from ..scratch import make_scratch
 from .accuracy import accuracy_data, time_to_accuracy
 from .chart import write_chart
@@ -251,6 +252,7 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@returns_result
 def alexnet_benchmark(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Benchmark the input pipeline against a plain decode, the original pipeline and the model; name the bottleneck.
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..declare import declaration
 from ..errors import AlexnetError
+from ..result import returns_result
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
 from ..storage.fetch import ZipItem, fetch_zips
@@ -86,6 +87,7 @@ def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict
     return opened, rows, {r["id"]: r for r in rows}
 
 
+@returns_result
 def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, board: str | os.PathLike | None = None,
                        **options: Any) -> dict[str, Any]:
     """Fetch partition ``partition`` (0-based) of ``total`` from ``board`` into a local cache.
@@ -156,6 +158,7 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
     return counts
 
 
+@returns_result
 def imagenet_validation(board: str | os.PathLike | None = None, partition: int = 0, total: int = 1, **options: Any
                         ) -> dict[str, Any]:
     """Fetch the validation images of ``board`` (all of them, or share ``partition`` of ``total``) into a local cache.

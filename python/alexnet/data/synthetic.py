@@ -22,6 +22,7 @@ import numpy.random
 from ..declare import declaration
 from ..errors import LayoutError, reason
 from ..progress import progress_bar
+from ..result import returns_result
 from ..scratch import scratch_folder
 from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
@@ -121,6 +122,7 @@ def _write_kaggle(root: Path, synsets: list[tuple[str, str]], images_per_class: 
     return images, len(rows), train_bytes + val_bytes, quirk_paths
 
 
+@returns_result
 def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Write a synthetic ImageNet into ``dest``, in Kaggle's layout or another one people have ImageNet in.
 

@@ -28,6 +28,7 @@ from typing import Any
 from ..checks import count_text, some_names
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
+from ..result import returns_result
 from ..storage import layout
 from ..storage.board import Board, is_full_board, open_board, resolve_board
 from ..storage.location import home_expanded, location_kind, made_folder
@@ -140,6 +141,7 @@ def _scratch_parent(scratch: str | None) -> str | None:
                        holds="the upload's scratch folder")
 
 
+@returns_result
 def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.PathLike | None = None, *,
                     path: str | os.PathLike | None = None, **options: Any) -> dict[str, Any]:
     """Upload the ImageNet at ``source`` to ``board``, one zip per category, read in place, resumably.

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..declare import declaration
 from ..model.options import EvaluationOptions
+from ..result import returns_result
 from ..train.settings import TrainSettings
 from .job import combine_job, plan_job
 from .options import LaunchOptions, TrainingJobOptions
@@ -88,6 +89,7 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     return result
 
 
+@returns_result
 def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os.PathLike | None = None,
                            **options: Any) -> dict[str, Any]:
     """Top-1 and top-5 accuracy of ``model`` over every validation image of ``board``, split over ``workers``

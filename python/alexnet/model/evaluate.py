@@ -25,6 +25,7 @@ from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
 from ..progress import progress_bar
+from ..result import returns_result
 from .card import ModelCard
 from .class_counts import ClassCounts
 from .options import PROTOCOLS, BoardImagesOptions, EvaluationOptions, check_options, specs
@@ -182,6 +183,7 @@ def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, im
     return counts
 
 
+@returns_result
 def alexnet_evaluate(
     model: Any,
     data: Mapping[str, Any] | None = None,

@@ -26,6 +26,7 @@ from typing import Any
 from ..checks import some_names
 from ..declare import declaration
 from ..errors import AlexnetError
+from ..result import returns_result
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
 from .card import CARD_FILE, ModelCard
@@ -245,6 +246,7 @@ def check_destination(path: Any, board: Any) -> None:
                            "publish it in a model pin), or both.")
 
 
+@returns_result
 def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: str = _DEFAULTS["format"], *,
                    board: str | os.PathLike | None = None, name: str | None = None, **options: Any) -> dict[str, Any]:
     """Export ``model`` for serving without this package: a TensorFlow SavedModel, or a TF Lite file.

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..declare import declaration
+from ..result import returns_result
 from .options import FEATURE_LAYERS, FeaturesOptions
 from .predict import decoded_chunks, image_list
 from .saved import load_model, named_layer
@@ -40,6 +41,7 @@ def layer_model(model: Any, layer: str) -> Any:
 _DEFAULTS = declaration.defaults(FeaturesOptions)
 
 
+@returns_result
 def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], **options: Any) -> dict[str, Any]:
     """The values of ``layer`` for each image, in the order the images are given: a row of numbers per image.
 

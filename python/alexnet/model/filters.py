@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AlexnetError
+from ..result import returns_result
 from .saved import load_model, named_layer
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ def _write_png(image: np.ndarray, path: Any) -> str:
     return resolved
 
 
+@returns_result
 def alexnet_filters(model: Any, path: Any = None) -> dict[str, Any]:
     """The filters of ``model``'s first convolution as pictures, and drawn side by side into the PNG file ``path``
     when it is given.

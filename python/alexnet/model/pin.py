@@ -37,6 +37,7 @@ from ..checks import some_names
 from ..declare import declaration
 from ..declare.kinds import given_as
 from ..errors import AlexnetError
+from ..result import returns_result
 from ..storage.board import Board, open_board
 from ..storage.cache import cache_root
 from ..storage.layout import is_file_name
@@ -268,6 +269,7 @@ def _export_here(opened: Board, name: str, version: str, export: dict[str, Any],
     return folder
 
 
+@returns_result
 def alexnet_model(
     board: str | os.PathLike | None = None,
     name: str = "alexnet",

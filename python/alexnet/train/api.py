@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..declare import declaration
 from ..errors import AlexnetError
+from ..result import returns_result
 from .settings import TrainSettings, check_names, specs
 from .settings_check import check_settings
 from .strategy import check_strategy
@@ -48,6 +49,7 @@ def _signature() -> inspect.Signature:
 SIGNATURE = _signature()
 
 
+@returns_result
 def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Train AlexNet on ``data`` and return its history.
 
