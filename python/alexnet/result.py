@@ -55,7 +55,7 @@ def returns_result(function: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(function)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        value = function(*args, **kwargs)
+        value: Any = function(*args, **kwargs)
         return Result(value) if type(value) is dict else value  # type: ignore[return-value]
 
     return call

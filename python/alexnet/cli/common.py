@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -277,8 +278,21 @@ def size_text(count: float) -> str:
 
 
 def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
-    """Print ``result``: as JSON, or as the lines ``summary`` makes of it."""
-    sys.stdout.write((json.dumps(result, indent=2, default=str) if as_json else summary(result)) + "\n")
+    """Print ``result``: as JSON (a number that is not finite as ``null``, which JSON has no other word for), or as
+    the lines ``summary`` makes of it."""
+    text = json.dumps(finite_json(result), indent=2, default=str, allow_nan=False) if as_json else summary(result)
+    sys.stdout.write(text + "\n")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every float that is NaN or infinite, at any depth of its dicts, lists and tuples, as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def options_of(p: argparse.ArgumentParser, declaration: type) -> None:

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..tfimport import keras
+from ..errors import AlexnetError
+from ..tfimport import keras, tf
 from .checkpoint import CheckpointStore, Resume
 from .schedule import RateSchedule, plateau_drops
 
@@ -110,10 +111,12 @@ class Recorder(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         step = epoch_step(self, batch, self.steps)
-        if self.every and step % self.every == 0 and step < self.steps:
+        if self.store is not None and self.every and step % self.every == 0 and step < self.steps:
+            check_finite(self.model, self._epoch, step, logs)
             self._save(self._epoch, step)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        check_finite(self.model, epoch + 1, 0, logs)
         for record, values in ((self.metrics, numbers(logs)), (self.schedule, self.schedule_of(epoch))):
             for name, value in values.items():
                 kept = record.setdefault(name, [])
@@ -126,20 +129,59 @@ class Recorder(keras.callbacks.Callback):
             self.store.save(epoch, step, self.metrics, self.schedule)
 
 
+def check_finite(model: keras.Model | None, epoch: int, step: int, logs: dict[str, Any] | None) -> None:
+    """Raise an :class:`AlexnetError` when a weight of ``model`` is no longer a finite number (the run diverged), at
+    ``epoch`` epochs and ``step`` steps done, before anything of it is kept (a checkpoint, the best epoch's weights,
+    the model, its pin). Every worker of a synchronous run holds the same weights at these points (local SGD's averages
+    come first), so all of them stop alike."""
+    if model is None:
+        return
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(weight)) for weight in model.trainable_weights
+                            if weight.dtype.is_floating])
+    if bool(finite):
+        return
+    where = f"after epoch {epoch}" if step == 0 else f"at step {step} of epoch {epoch + 1}"
+    loss = numbers(logs).get("loss")
+    said = "" if loss is None else f" (loss {loss:g})"
+    raise AlexnetError(
+        f"Training diverged {where}: the model's weights are no longer finite numbers{said}, and nothing of it was "
+        "kept (no checkpoint, best epoch, model or pin was written from it). Lower `learning_rate`, or warm up to it "
+        "(`warmup_epochs`); with a `checkpoint_dir`, the run resumes from the checkpoint before this point."
+    )
+
+
 class BestWeights(keras.callbacks.Callback):
     """Keeps a copy of the weights of the epoch with the best validation top-1 (``val_accuracy``; the first of
     equals), for ``keep_best``, and with a checkpoint ``store`` keeps them beside the checkpoints too, so that a
-    resumed run (whose ``start`` holds the accuracies of the epochs done) still knows them."""
+    resumed run (whose ``start`` holds the accuracies of the epochs done) still knows them.
 
-    def __init__(self, store: CheckpointStore | None = None, start: Resume | None = None):
+    It comes after the :class:`Recorder` among a run's callbacks: an epoch's checkpoint is written before its weights
+    are kept as the best. A run stopped between the two resumes from that epoch's end, whose weights ``model`` holds
+    once restored: they are taken as the best when that epoch's top-1 is the best so far."""
+
+    def __init__(self, store: CheckpointStore | None = None, start: Resume | None = None,
+                 model: keras.Model | None = None):
         super().__init__()
         self.store = store
         self.best, self.epoch, self.weights = -math.inf, None, None
-        kept = store.read_best() if store is not None and start is not None and start.epoch > 0 else None
-        accuracies = list((start.metrics if start is not None else {}).get("val_accuracy", []))
+        start = start or Resume()
+        accuracies = [float(a) for a in start.metrics.get("val_accuracy", [])]
+        kept = store.read_best() if store is not None and start.epoch > 0 else None
         if kept is not None and kept[0] < len(accuracies):
             self.epoch, self.weights = kept
-            self.best = float(accuracies[kept[0]])
+            self.best = accuracies[kept[0]]
+        last = len(accuracies) - 1
+        if start.restored and start.step == 0 and last >= 0 and model is not None \
+                and accuracies[last] > max([self.best, *accuracies[:last]]):
+            self.best, self.epoch = accuracies[last], last
+            self.weights = [w.copy() for w in model.get_weights()]
+            if store is not None:
+                store.save_best(last, self.weights)
+        elif accuracies and self.weights is None:
+            first = accuracies.index(max(accuracies))
+            logger.warning("keep_best: the weights of epoch %d, the best so far (validation top-1 %.4f), are not "
+                           "kept in %s: the run ends with the best of the epochs it trains from here on.", first + 1,
+                           accuracies[first], store.location if store is not None else "its checkpoints")
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         accuracy = numbers(logs).get("val_accuracy")

@@ -33,8 +33,9 @@ from typing import Any
 
 from ..errors import AlexnetError
 from ..storage.location import fs_path, open_filesystem
+from ..storage.transfer import brief
 from ..tfimport import keras, tf
-from .checkpoint_files import INDEX_FILE, CheckpointFiles
+from .checkpoint_files import INDEX_FILE, KEEP, CheckpointFiles
 from .formats import CHECKPOINT_FORMAT, check_checkpoint_classes, check_format, check_optimizer
 from .resumed import check_resume
 from .schedule import schedule_apart
@@ -45,8 +46,6 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "alexnet-history.json"
 #: The weights of the best epoch so far (``keep_best``), with that epoch, kept next to the checkpoints.
 BEST_FILE = "alexnet-best-weights.npz"
-#: Checkpoints kept.
-KEEP = 2
 #: The key, in a checkpoint, of the copy of the history file it keeps.
 HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -98,14 +97,7 @@ class CheckpointStore(CheckpointFiles):
         """Replace the history file with ``state`` (the chief only; a no-op elsewhere)."""
         if not self.chief:
             return
-        text = json.dumps(state, indent=1).encode()
-        if self.remote:
-            self.fs.pipe_file(self._remote(STATE_FILE), text)  # an object appears whole or not at all
-            return
-        temporary = os.path.join(self.location, STATE_FILE + ".tmp")
-        with open(temporary, "wb") as f:
-            f.write(text)
-        os.replace(temporary, os.path.join(self.location, STATE_FILE))
+        self.write_whole(STATE_FILE, json.dumps(state, indent=1).encode())
 
     # -- checkpoints -------------------------------------------------------------------------------------
 
@@ -165,6 +157,10 @@ class CheckpointStore(CheckpointFiles):
         by this version (:mod:`.formats`: another format, an older optimizer's state), when every
         checkpoint is damaged, or when the history records epochs done but no checkpoint is there.
         """
+        unfinished = self.remove_unfinished()
+        if unfinished:
+            logger.info("Removed the checkpoint(s) an earlier run began to write in %s and did not finish: %s.",
+                        self.location, ", ".join(unfinished))
         position = (tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
                     tf.Variable(0, dtype=tf.int64, trainable=False, name="step"))
         self._position = position
@@ -217,6 +213,14 @@ class CheckpointStore(CheckpointFiles):
                 "another `checkpoint_dir`."
             ) from error
         except (AssertionError, ValueError, tf.errors.OpError) as error:
+            said = str(error)
+            if "loss_scale" in said or "good_steps" in said:  # the optimizer's state in float16, and only there
+                raise AlexnetError(
+                    f"The checkpoint {latest} of {self.location} was written by a run that did not compute in float16, "
+                    "and this run does (its optimizer keeps a loss scale the checkpoint has not): give `precision` "
+                    "the one the checkpoint was written in (float32 or bfloat16), which a run left to choose (`auto`) "
+                    "may not choose again on another machine, or use another `checkpoint_dir`."
+                ) from error
             raise AlexnetError(
                 f"The checkpoint {latest} of {self.location} does not fit this model ({error}): use another "
                 "`checkpoint_dir`, or the settings it was written with."
@@ -253,10 +257,14 @@ class CheckpointStore(CheckpointFiles):
         self._position[0].assign(epoch)
         self._position[1].assign(step)
         self._history.assign(json.dumps(state))
-        self._manager.save(checkpoint_number=epoch * self.steps + step)
-        if self.chief and self.remote:
-            self._publish(self._manager)
-        self.write_state(state)
+        try:
+            self._manager.save(checkpoint_number=epoch * self.steps + step)
+            if self.chief and self.remote:
+                self._publish(self._manager)
+            self.write_state(state)
+        except (OSError, tf.errors.OpError, AlexnetError) as error:
+            self.remove_unfinished()
+            raise AlexnetError(self.unsaved(self._manager.latest_checkpoint, epoch, step, error)) from error
         if step:  # inside an epoch: said as a resumed run says where it goes on
             logger.info("Checkpoint at epoch %d, step %d: a run resumed from it goes on there.", epoch + 1, step)
         else:
@@ -274,20 +282,28 @@ class CheckpointStore(CheckpointFiles):
 
         buffer = io.BytesIO()
         np.savez(buffer, epoch=np.int64(epoch), **{f"w{i}": w for i, w in enumerate(weights)})
-        self.fs.pipe_file(self._remote(BEST_FILE), buffer.getvalue())
+        self.write_whole(BEST_FILE, buffer.getvalue())
 
     def read_best(self) -> tuple[int, list[Any]] | None:
-        """The best epoch's number and weights kept by :meth:`save_best`, or None when there are none."""
+        """The best epoch's number and weights kept by :meth:`save_best`, or None when there are none or they
+        cannot be read (said in a warning: a file cut short by a run stopped while writing it, by an earlier
+        version, or damaged since)."""
         import io
+        import zipfile
 
         import numpy as np
 
         path = self._remote(BEST_FILE)
-        if not self.fs.exists(path):
+        try:
+            if not self.fs.exists(path):
+                return None
+            with np.load(io.BytesIO(self.fs.cat_file(path))) as saved:
+                weights = [saved[f"w{i}"] for i in range(len(saved.files) - 1)]
+                return int(saved["epoch"]), weights
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            logger.warning("keep_best: %s/%s cannot be read (%s), and is passed over.", self.location, BEST_FILE,
+                           brief(error))
             return None
-        with np.load(io.BytesIO(self.fs.cat_file(path))) as saved:
-            weights = [saved[f"w{i}"] for i in range(len(saved.files) - 1)]
-            return int(saved["epoch"]), weights
 
 
 

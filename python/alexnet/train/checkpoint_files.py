@@ -18,6 +18,7 @@ whose files are there, the latest epoch and step each was written at first.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -26,11 +27,19 @@ import shutil
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
+from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
 from .formats import listed_checkpoints
 
 #: TensorFlow's index of the checkpoints in a folder.
 INDEX_FILE = "checkpoint"
+#: Checkpoints kept.
+KEEP = 2
+#: Attempts after the first of each upload of a checkpoint's file to a bucket (and of each deletion of an older one).
+UPLOAD_RETRIES = 3
+#: The name TensorFlow writes a checkpoint under before it is whole (``ckpt-9_temp``), left behind when the writing
+#: failed or its process was killed.
+_UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
 
@@ -116,18 +125,79 @@ class CheckpointFiles:
         if latest is None:
             raise AlexnetError(f"Internal error: no checkpoint was written in {self.local} to upload.")
         name = os.path.basename(latest)
+
+        def put(entry: str) -> None:
+            retry(f"uploading {entry} of the checkpoints to {self.location}",
+                  lambda: self.fs.put_file(os.path.join(self.local, entry), self._remote(entry)), UPLOAD_RETRIES)
+
         for entry in os.listdir(self.local):
             if entry.startswith(name + "."):
-                self.fs.put_file(os.path.join(self.local, entry), self._remote(entry))
-        self.fs.put_file(os.path.join(self.local, INDEX_FILE), self._remote(INDEX_FILE))
+                put(entry)
+        put(INDEX_FILE)
         kept = {os.path.basename(c) for c in manager.checkpoints}
-        for remote in self.fs.ls(self.root, detail=False):
+        listed = retry(f"listing the checkpoints of {self.location}", lambda: self.fs.ls(self.root, detail=False),
+                       UPLOAD_RETRIES)
+        for remote in listed:
             base = posixpath.basename(remote)
             if base.startswith("ckpt-") and base.split(".", 1)[0] not in kept:
-                self.fs.rm_file(remote)
+                retry(f"deleting {base} of the checkpoints in {self.location}",
+                      functools.partial(self.fs.rm_file, remote), UPLOAD_RETRIES)
+
+    def remove_unfinished(self) -> list[str]:
+        """Delete the checkpoints TensorFlow began to write in this worker's folder and never finished (their
+        ``ckpt-N_temp`` folders); their names."""
+        removed = [entry for entry in os.listdir(self.local)
+                   if _UNFINISHED.match(entry) and os.path.isdir(os.path.join(self.local, entry))]
+        for entry in removed:
+            shutil.rmtree(os.path.join(self.local, entry), ignore_errors=True)
+        return removed
+
+    def write_whole(self, name: str, data: bytes) -> None:
+        """Write the file ``name`` beside the checkpoints so that it is there whole or not at all: an object of a
+        bucket appears so; in a folder, a file written beside it replaces it."""
+        if self.remote:
+            retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), data),
+                  UPLOAD_RETRIES)
+            return
+        temporary = os.path.join(self.location, name + ".tmp")
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, os.path.join(self.location, name))
+
+    def unsaved(self, latest: str | None, epoch: int, step: int, error: BaseException) -> str:
+        """What to say when the checkpoint at ``epoch`` and ``step`` could not be written (``latest``: the path of
+        the last one written, None: none); with how much room a checkpoint takes when a disk is full."""
+        where = f"after epoch {epoch}" if step == 0 else f"at step {step} of epoch {epoch + 1}"
+        # TensorFlow's messages begin with the function that raised them: left out
+        text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(getattr(error, "message", None) or error))
+        lines = text.strip().splitlines()
+        said = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
+        room = ""
+        if disk_full(error) or "No space left" in text:
+            try:
+                free = f"{shutil.disk_usage(self.local).free / 1e6:,.0f} MB are free in {self.local}"
+            except OSError:
+                free = f"{self.local} is full"
+            room = (f"; {free}, and a checkpoint of this model takes {_size_of(latest)}, {KEEP + 1} of them while "
+                    "one is written: make room there or give another `checkpoint_dir`")
+        return (f"The checkpoint {where} could not be written to {self.location} ({said}){room}. Running the same "
+                "command again resumes from the last checkpoint written.")
 
     def close(self) -> None:
         """Delete this worker's scratch folders."""
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
+
+
+def _size_of(latest: str | None) -> str:
+    """The bytes of the checkpoint at path prefix ``latest``, said."""
+    if latest is None:
+        return "an unknown size"
+    folder, name = os.path.split(latest)
+    try:
+        size = sum(os.path.getsize(os.path.join(folder, entry)) for entry in os.listdir(folder)
+                   if entry.startswith(name + "."))
+    except OSError:
+        return "an unknown size"
+    return f"{size / 1e6:,.0f} MB"

@@ -293,12 +293,13 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                accuracies=lambda: recorder.metrics.get("val_accuracy", []))
         recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, setter.rates, epoch),
                                start=start, store=store, every=settings.checkpoint_every)
-        best = cb.BestWeights(store, start) if settings.keep_best else None
+        best = cb.BestWeights(store, start, net) if settings.keep_best else None
         throughput = cb.Throughput()
         # validation first: every callback after it sees the epoch's validation metrics in the same logs
         # local SGD's averages before validation and checkpoints, which must see the averaged model
+        # the checkpoint (and the recorder's check that the weights are finite) before the best epoch's weights
         callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
-                                *([best] if best else []), recorder, throughput, *extra_callbacks]
+                                recorder, *([best] if best else []), throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
