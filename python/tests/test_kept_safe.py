@@ -249,3 +249,19 @@ def test_a_checkpoint_upload_that_fails_once_is_tried_again(cloud_env, monkeypat
     finally:
         store.close()
         shutil.rmtree(store.local, ignore_errors=True)
+
+
+def test_a_float16_run_resuming_a_checkpoint_of_another_precision_is_told_which_to_give(tmp_path):
+    store, _ = _store_with_model(tmp_path / "ckpt", units=2)
+    store.save(1, 0, {"loss": [1.0]})
+    store.close()
+    model = keras.Sequential([keras.Input((1000,)), keras.layers.Dense(2)])
+    optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1, momentum=0.9))
+    optimizer.build(model.trainable_variables)
+    again = CheckpointStore(str(tmp_path / "ckpt"), chief=True, steps=1)
+    try:
+        with pytest.raises(AlexnetError, match=r"written by a run that did not compute in float16, and this run does "
+                                               r".*give `precision` the one the checkpoint was written in"):
+            again.restore(model, optimizer)
+    finally:
+        again.close()
