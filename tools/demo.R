@@ -2,14 +2,17 @@
 # split into two partitions, a short training run on one of them, its model evaluated, used and
 # shared as a pin, exported for serving without alexnet; then two workers through Spark, ending with the
 # evaluation of the whole validation set in the same job, and that model evaluated again, all from R.
-# Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR).
+# Run with `make demo`; outputs go to demo-output/ (or ALEXNET_DEMO_DIR), its board too.
 library(alexnet)
 options(width = 120)
 
 out <- Sys.getenv("ALEXNET_DEMO_DIR", "demo-output")
 dir.create(out, recursive = TRUE, showWarnings = FALSE)
 out <- normalizePath(out)
-board <- Sys.getenv("ALEXNET_BOARD", file.path(out, "board"))
+# the demo's own board, never the one ALEXNET_BOARD names (a board of the user's, which the demo's upload would
+# change): every call below that takes no board uses this one too
+board <- file.path(out, "board")
+Sys.setenv(ALEXNET_BOARD = board)
 step <- function(...) cat("\n==> ", paste(...), "\n", sep = "")
 
 step("Synthetic ImageNet (Kaggle layout, with the odd files real ImageNet has)")

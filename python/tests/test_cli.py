@@ -229,6 +229,39 @@ def test_quiet_draws_no_progress_bars_and_gives_the_setting_back(monkeypatch):
     assert seen[-1] is False and "ALEXNET_PROGRESS" not in os.environ
 
 
+def test_quiet_and_verbose_may_follow_the_command(monkeypatch):
+    from alexnet.progress import progress_enabled
+
+    seen = []
+    fake_core(monkeypatch, lambda command: lambda *a, **k: seen.append(
+        (progress_enabled(), logging.getLogger("alexnet").level)) or {
+        "partition": 0, "total": 16, "image": [], "val_image": [], "categories": [], "cache_dir": ""})
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    assert main(["fetch", "--board", "/b", "-q"]) == 0
+    assert main(["fetch", "--board", "/b", "--verbose"]) == 0
+    assert main(["fetch", "--board", "/b"]) == 0
+    assert seen == [(False, logging.WARNING), (True, logging.DEBUG), (True, logging.INFO)]
+
+
+def test_an_option_no_command_takes_is_refused_by_that_command_with_the_nearest(capsys):
+    for words, said in (
+        (["train", "--board", "/b", "--epocs", "2"],
+         "alexnet train: error: unrecognized arguments: --epocs 2 (--epocs: did you mean --epochs?) "
+         "(see alexnet train --help)"),
+        (["categories", "--boar", "/b"], "alexnet categories: error: unrecognized arguments: --boar /b (--boar: did "
+                                         "you mean --board?) (see alexnet categories --help)"),
+        (["fetch", "--board", "/b", "stray"], "alexnet fetch: error: unrecognized arguments: stray (see alexnet "
+                                              "fetch --help)"),
+        # no abbreviation is taken for the option it begins: `--epoch` is not `--epochs`
+        (["train", "--board", "/b", "--epoch", "2"], "alexnet train: error: unrecognized arguments: --epoch 2 "
+                                                     "(--epoch: did you mean --epochs?)"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(words)
+        assert exit_info.value.code == 2
+        assert said in capsys.readouterr().err
+
+
 def test_options_left_out_are_not_passed_so_the_core_defaults_apply(monkeypatch):
 
     seen = {}

@@ -469,3 +469,10 @@ def test_upload_help_shows_the_readme_layout_lines():
     for language, found in shown.items():
         assert len(found) == len(LAYOUT_SOURCES), (language, found)
         assert set(found) <= readme[language], (language, set(found) - readme[language])
+
+
+def test_the_demo_uploads_to_a_board_of_its_own_never_the_users():
+    """`make demo` uploads a synthetic ImageNet: onto a board ALEXNET_BOARD names it would replace that board's table."""
+    demo = (ROOT / "tools" / "demo.R").read_text()
+    assert 'Sys.getenv("ALEXNET_BOARD"' not in demo
+    assert 'board <- file.path(out, "board")\nSys.setenv(ALEXNET_BOARD = board)' in demo

@@ -35,25 +35,22 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``alexnet`` argument parser."""
     parser = _Parser(
-        prog="alexnet",
+        prog="alexnet", allow_abbrev=False,
         description="Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
                     "worker's balanced share, train with TensorFlow.",
         epilog="Run 'alexnet COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
-                             "detail, -vv everyone's debugging detail")
-    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only, and draw no "
-                                                                   "progress bars")
+    _logging_options(parser, default=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, run: Callable[[argparse.Namespace], None], help_text: str, description: str = ""
             ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=description or help_text,
-                                  argument_default=argparse.SUPPRESS)
+                                  argument_default=argparse.SUPPRESS, allow_abbrev=False)
         sub.set_defaults(run=run)
         sub.add_argument("--json", action="store_true", default=False, help="print the result as JSON")
+        _logging_options(sub, default=False)  # after the command too: `alexnet train ... -q`
         return sub
 
     for stage in STAGES:
@@ -63,6 +60,33 @@ def build_parser() -> argparse.ArgumentParser:
         common.help_as_typed(sub, calls)
     parser.set_defaults(**{common.COMMAND_CALLS: calls})
     return parser
+
+
+def _logging_options(parser: argparse.ArgumentParser, *, default: bool) -> None:
+    """``-v`` and ``-q`` on ``parser``: the program's (with their defaults), or a command's (given only when typed)."""
+    unset = {} if default else {"default": argparse.SUPPRESS}
+    parser.add_argument("-v", "--verbose", action="count", **({"default": 0} if default else unset),
+                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
+                             "detail, -vv everyone's debugging detail")
+    parser.add_argument("-q", "--quiet", action="store_true", **({"default": False} if default else unset),
+                        help="log warnings and errors only, and draw no progress bars")
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed; arguments no option takes refused by the command's parser, naming the command and the
+    options nearest to each (``--epocs``: ``--epochs``)."""
+    import difflib
+
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub = commands.choices[args.command]
+        known = [option for action in sub._actions for option in action.option_strings if option.startswith("--")]
+        near = {word: difflib.get_close_matches(word.split("=", 1)[0], known, n=2, cutoff=0.7)
+                for word in unknown if word.startswith("-")}
+        hints = [f"{word}: did you mean {' or '.join(found)}?" for word, found in near.items() if found]
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" ({'; '.join(hints)})" if hints else ""))
+    return args
 
 
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
@@ -96,7 +120,7 @@ class _NoLibraryTracebacks(logging.Filter):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix, 130 after Ctrl-C)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     configure_logging(args.verbose, args.quiet)
     typed, unsaid = _AsTyped(common.typed(args)), WithoutPasswords()
     handlers = list(logging.getLogger().handlers)
