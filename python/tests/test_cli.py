@@ -292,6 +292,29 @@ def test_train_passes_the_model_pin_and_logging_flags_and_prints_no_missing_mode
         main(["train", "--profile-steps", "2"])
 
 
+def test_train_on_one_machine_says_when_the_default_total_leaves_most_categories_out(monkeypatch, caplog):
+    from alexnet.train import api
+
+    fetched: dict = {}
+    partition = {"partition": 0, "total": 16, "categories": ["n1", "n2"], "num_classes": 17, "image": ["a"] * 32}
+    fake_core(monkeypatch, lambda command: lambda **k: fetched.update(k) or {**partition, "total": k.get("total", 16)})
+    monkeypatch.setattr(api, "train", lambda settings, data, strategy=None: {"metrics": {}, "model_path": None,
+                                                                             "model_pin": None})
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        assert main(["train", "--board", "/b"]) == 0
+    said = ("alexnet train trains on partition 0 of 16 (the default --total): 2 of the board's 17 categories, "
+            "32 training images; give --total 1 to train on every category on this machine.")
+    assert said in caplog.text
+    for words, env in ((["--total", "16"], None), (["--total", "1"], None), ([], '{"cluster": {}}')):
+        caplog.clear()
+        if env:
+            monkeypatch.setenv("TF_CONFIG", env)
+        with caplog.at_level(logging.WARNING, logger="alexnet"):
+            assert main(["train", "--board", "/b", *words]) == 0
+        assert "the default --total" not in caplog.text, words
+
+
 def _cli(*args: str, progress: str = "1") -> subprocess.CompletedProcess:
     import os
     env = {**os.environ, "ALEXNET_PROGRESS": progress}

@@ -472,7 +472,7 @@ def test_upload_help_shows_the_readme_layout_lines():
 
 
 def test_the_demo_uploads_to_a_board_of_its_own_never_the_users():
-    """`make demo` uploads a synthetic ImageNet: onto a board ALEXNET_BOARD names it would replace that board's table."""
+    """`make demo` uploads a synthetic ImageNet: on a board ALEXNET_BOARD names it would replace its table."""
     demo = (ROOT / "tools" / "demo.R").read_text()
     assert 'Sys.getenv("ALEXNET_BOARD"' not in demo
     assert 'board <- file.path(out, "board")\nSys.setenv(ALEXNET_BOARD = board)' in demo

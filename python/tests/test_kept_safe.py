@@ -210,7 +210,8 @@ def test_a_full_disk_stops_the_run_with_what_to_do_and_the_checkpoint_before_it_
         store.close()
     said = str(raised.value)
     assert f"could not be written to {folder}" in said and "No space left" in said, said
-    assert "a checkpoint of this model takes 1 MB" in said and "make room there or give another `checkpoint_dir`" in said
+    assert "a checkpoint of this model takes 1 MB" in said
+    assert "make room there or give another `checkpoint_dir`" in said
     assert "running the same command again resumes from the last checkpoint written" in said.lower()
     assert not [p for p in folder.iterdir() if p.name.endswith("_temp")], "nothing half-written is left"
     again, _ = _store_with_model(folder)

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..checks import count_text
 from . import common
+
+log = logging.getLogger(__name__)
 
 
 def setting_dest(name: str) -> str:
@@ -196,8 +200,25 @@ def _train(args: argparse.Namespace) -> None:
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
     # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        emit_history = train(settings, common.fetch(args), getattr(args, "strategy", None))
+        data = common.fetch(args)
+        _warn_of_a_default_share(args, data)
+        emit_history = train(settings, data, getattr(args, "strategy", None))
     common.emit(emit_history, args.json, lambda h: history_summary(h, common.typed(args)))
+
+
+def _warn_of_a_default_share(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """Warn when ``alexnet train`` without ``--total``, on one machine (no TF_CONFIG), trains on a share of the board:
+    the default ``--total`` is a cluster's, and one machine then sees a few of the categories alone."""
+    from ..data.options import PartitionOptions
+
+    total = int(data.get("total") or 1)
+    if total == 1 or "total" in common.options_given(args, PartitionOptions) or os.environ.get("TF_CONFIG"):
+        return
+    log.warning("alexnet train trains on partition %s of %d (the default --total): %d of the board's %s, %s; give "
+                "--total 1 to train on every category on this machine.", data.get("partition"), total,
+                len(data.get("categories") or []), count_text(int(data.get("num_classes") or 0), "category",
+                                                              "categories"),
+                count_text(len(data.get("image") or []), "training image"))
 
 
 def register(add: common.AddCommand) -> None:
