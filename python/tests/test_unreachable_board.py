@@ -8,13 +8,17 @@ import contextlib
 import io
 import logging
 import os
+import signal
+import subprocess
 import sys
+import textwrap
 import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_processes import ctrl_c_as_in_a_terminal
 from servers import HOST, Trickle, _child, create_gcs_bucket, free_port, http_server, silent_listener
 
 from alexnet.data import packing
@@ -277,3 +281,40 @@ def test_library_tracebacks_are_left_out_without_verbose():
 
     assert logged(False).count("Traceback") == 1
     assert logged(True) == "_request out of retries on exception: refused\nown warning\n"
+
+
+_FETCH = textwrap.dedent("""
+    import sys
+    from alexnet.data.fetch import imagenet_partition
+    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=2)
+    print("returned", flush=True)
+    """)
+
+
+@pytest.mark.long  # over 10 s: make test-long (CI)
+def test_ctrl_c_stops_the_downloads_under_way_at_their_next_bytes(served, tmp_path):
+    """Ctrl-C on a slow link: the downloads under way stop at once, not when their zips are in (60 s each here), and
+    leave no part file."""
+    cache = tmp_path / "cache"
+
+    def parts() -> list[Path]:
+        return [p for p in cache.rglob("*.part-*") if p.is_file()] if cache.exists() else []
+
+    with http_server(served, trickle=Trickle(pieces=120, pause=0.5)) as url:
+        child = subprocess.Popen([sys.executable, "-c", _FETCH, f"{url}/board", str(cache)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
+                                 env={**os.environ, "ALEXNET_PROGRESS": "0"})
+        try:
+            waited = time.monotonic()
+            while not any(p.stat().st_size > 0 for p in parts()) and time.monotonic() - waited < 30:
+                time.sleep(0.1)
+            assert parts(), "a download was under way"
+            child.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
+            out, err = child.communicate(timeout=60)
+            seconds = time.monotonic() - interrupted
+        finally:
+            child.kill()
+    assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
+    assert seconds < 10, f"{seconds:.1f} s after Ctrl-C"
+    assert not parts() and not list(cache.rglob("n0*.zip"))

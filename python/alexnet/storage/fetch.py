@@ -148,6 +148,10 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache
                 shutil.rmtree(staging, ignore_errors=True)
 
 
+class _Interrupted(AlexnetError):
+    """A download under way stopped by Ctrl-C (an :class:`AlexnetError`, which no attempt tries again)."""
+
+
 class _NotStarted(Exception):
     """A download not started, the board having stopped answering or the cache's disk having failed."""
 
@@ -216,8 +220,13 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         with _work_folder(root, todo, len(files), len(items)) as work, \
                 progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
 
+            # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
+            interrupted = threading.Event()
+
             def progress(n: int) -> None:
                 nonlocal moved
+                if interrupted.is_set():
+                    raise _Interrupted
                 with lock:
                     moved += n
                     bar.update(n)
@@ -261,11 +270,15 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                             for waiting in futures:
                                 waiting.cancel()
                 except BaseException:
-                    # Ctrl-C (KeyboardInterrupt) while waiting: no other download starts, and the pool's exit waits
-                    # for those under way alone (what they finished is in the cache; a fetch again resumes)
+                    # Ctrl-C (KeyboardInterrupt) while waiting: no other download starts, and those under way stop
+                    # at their next bytes (what finished is in the cache; a fetch again resumes)
                     stop.set()
+                    interrupted.set()
                     for waiting in futures:
                         waiting.cancel()
+                    under_way = sum(1 for future in futures if future.running())
+                    if under_way:
+                        log.info("%s: stopping the %s under way.", desc, count_text(under_way, "download"))
                     raise
             disk = disk_error(stopped, root)
             if disk is not None:
