@@ -56,6 +56,23 @@ def test_a_partition_carries_every_class_and_the_categories_version(board, tmp_p
         assert td.class_ids[label] == wnid
 
 
+def test_the_categories_version_named_is_the_one_read_not_a_newer_incomplete_one(board, tmp_path):
+    """A newer version of the table that a write left incomplete is passed over: the partition names the one it read."""
+    import shutil
+
+    from pins.versions import Version
+
+    copy = tmp_path / "board"
+    shutil.copytree(board, copy)
+    opened = open_board(str(copy))
+    read = opened.pins.pin_meta("categories").version.version
+    newer = Version(Version.from_string(read).created.replace(year=2099), "0dead").version
+    shutil.copytree(copy / "categories" / read, copy / "categories" / newer)
+    (copy / "categories" / newer / "data.txt").unlink()  # a write killed before pins' metadata
+    data = imagenet_partition(0, 1, str(copy), cache_dir=tmp_path / "cache")
+    assert data["categories_version"] == read != newer
+
+
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_the_card_beside_the_model_and_the_model_pin(board, tmp_path):
     data = imagenet_partition(0, 1, board, cache_dir=tmp_path / "cache")

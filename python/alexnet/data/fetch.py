@@ -39,15 +39,6 @@ def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str
     return layout.read_categories(open_board(board))
 
 
-def _categories_version(board: Board) -> str | None:
-    """The version of ``board``'s ``categories`` pin, or None when the board does not say (an https:// board)."""
-    try:
-        version = board.pins.pin_meta(layout.CATEGORIES_PIN).version.version
-    except Exception:  # pins raises many kinds here; the version is a record, not needed to train
-        return None
-    return str(version) if version else None
-
-
 def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool,
            training: bool = True) -> list[ZipItem]:
     items = []
@@ -80,11 +71,13 @@ def _listing(items: list[ZipItem], files: dict[str, list[str]], rows: dict[str, 
     return listing
 
 
-def _board_categories(board: str | os.PathLike | None) -> tuple[Board, list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """``board`` opened, its ``categories`` rows and those rows by WordNet id."""
+def _board_categories(board: str | os.PathLike | None
+                      ) -> tuple[Board, list[dict[str, Any]], dict[str, dict[str, Any]], str | None]:
+    """``board`` opened, its ``categories`` rows, those rows by WordNet id, and the version of the ``categories``
+    pin they were read from (None when the board does not say: an https:// board)."""
     opened = open_board(board)
-    rows = layout.read_categories(opened)
-    return opened, rows, {r["id"]: r for r in rows}
+    rows, version = layout.categories_and_version(opened)
+    return opened, rows, {r["id"]: r for r in rows}, version
 
 
 @returns_result
@@ -113,7 +106,7 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
     partition, total = check_partition(share.partition, share.total)
     chosen = declaration.check(FetchOptions, options, "imagenet_partition()")
     validation = chosen.validation
-    opened, rows, by_id = _board_categories(board)
+    opened, rows, by_id, version = _board_categories(board)
     images = {r["id"]: r["images"] for r in rows}
     wnids = partition_categories(images, partition, total)
     root = cache.open_cache(chosen.cache_dir, opened.location)
@@ -133,7 +126,7 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
         "val_partition_sizes": partition_sizes(images, total, val_counts),
         "board": opened.location, "cache_dir": root,
         "class_ids": [r["id"] for r in rows], "class_names": [r["name"] or r["id"] for r in rows],
-        "categories_version": _categories_version(opened),
+        "categories_version": version,
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
     })
     return result
@@ -182,7 +175,7 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
                               "imagenet_validation()")
     partition, total = check_partition(share.partition, share.total)
     chosen = declaration.check(ValidationFetchOptions, options, "imagenet_validation()")
-    opened, rows, by_id = _board_categories(board)
+    opened, rows, by_id, _ = _board_categories(board)
     counts = validation_counts(rows, opened.location)
     if total > len(counts):
         raise AlexnetError(
