@@ -466,3 +466,32 @@ def test_ctrl_c_stops_a_fetch_after_the_downloads_under_way(board, tmp_path):
         child.kill()
     assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
     assert out.count("downloaded") <= 3 < zips - 1, out  # the first, and those under way when Ctrl-C came
+
+
+def test_a_board_uploaded_to_during_a_fetch_is_said_so_with_fetch_again(source, board, tmp_path, monkeypatch):
+    """An upload that prunes the old zips while a fetch reads the table before it: the zips it names are gone. The
+    error says to fetch again (which reads the new table), not to upload again."""
+    from alexnet.data import fetch as data_fetch
+
+    copy, changed = tmp_path / "board", tmp_path / "src"
+    shutil.copytree(board, copy)
+    shutil.copytree(source, changed)
+    for folder in (changed / "ILSVRC" / "Data" / "CLS-LOC" / "train").iterdir():  # one image more in each category
+        first = sorted(folder.iterdir())[0]
+        shutil.copy(first, folder / f"{folder.name}_99999.JPEG")
+    real = data_fetch.fetch_zips
+
+    def upload_meanwhile(*args, **kwargs):
+        imagenet_upload(changed, copy, workers=2, keep_versions=1)  # every zip anew, the old ones pruned
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(data_fetch, "fetch_zips", upload_meanwhile)
+    with pytest.raises(BoardError) as raised:
+        imagenet_partition(0, 1, copy, cache_dir=tmp_path / "cache", retries=0)
+    said = str(raised.value)
+    assert said.startswith(f"board {copy} was uploaded to while this fetch read it (its categories table was "), said
+    assert said.endswith("Fetching again reads the new table: run the same fetch again."), said
+    assert "upload the category again" not in said and "imagenet_upload" not in said
+    monkeypatch.setattr(data_fetch, "fetch_zips", real)
+    again = imagenet_partition(0, 1, copy, cache_dir=tmp_path / "cache")
+    assert len(again["image"]) == CLASSES * (PER_CLASS + 1)

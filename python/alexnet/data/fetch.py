@@ -15,11 +15,11 @@ import os
 from typing import Any
 
 from ..declare import declaration
-from ..errors import AlexnetError
+from ..errors import AlexnetError, BoardError, IntegrityError
 from ..result import returns_result
 from ..storage import cache, layout
 from ..storage.board import Board, open_board
-from ..storage.fetch import ZipItem, fetch_zips
+from ..storage.fetch import Fetched, ZipItem, fetch_zips
 from .options import (
     DEFAULT_PARTITIONS,
     FetchOptions,
@@ -37,6 +37,26 @@ def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str
     zip), ``version`` (its pin version) and ``val_images``, ``val_bytes``, ``val_sha256``, ``val_version``.
     """
     return layout.read_categories(open_board(board))
+
+
+def _fetch(board: Board, version: str | None, items: list[ZipItem], root: str, chosen: Any, desc: str) -> Fetched:
+    """``items`` fetched from ``board`` into the cache at ``root`` with the options ``chosen``. A zip missing or
+    changed is said as an upload to the board meanwhile when the categories table is no longer version ``version``
+    (the one read): fetching again reads the new table, where uploading again would change nothing."""
+    try:
+        return fetch_zips(board, items, root, workers=chosen.workers, retries=chosen.retries, verify=chosen.verify,
+                          desc=desc)
+    except (BoardError, IntegrityError) as error:
+        try:
+            now = layout.categories_and_version(board)[1] if version is not None else None
+        except BoardError:
+            now = None
+        if now is None or now == version:
+            raise
+        first = str(error).split("; ")[0]
+        raise BoardError(f"board {board.location} was uploaded to while this fetch read it (its categories table was "
+                         f"version {version}, it is {now} now), and {first}. Fetching again reads the new table: run "
+                         "the same fetch again.") from error
 
 
 def _items(board: Board, rows: dict[str, dict[str, Any]], wnids: list[str], root: str, validation: bool,
@@ -111,8 +131,7 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
     wnids = partition_categories(images, partition, total)
     root = cache.open_cache(chosen.cache_dir, opened.location)
     items = _items(opened, by_id, wnids, root, validation)
-    fetched = fetch_zips(opened, items, root, workers=chosen.workers, retries=chosen.retries, verify=chosen.verify,
-                         desc=f"fetch {partition}/{total}")
+    fetched = _fetch(opened, version, items, root, chosen, f"fetch {partition}/{total}")
 
     listing = _listing(items, fetched.files, by_id)
     result: dict[str, Any] = {"image": listing["image"], "category": listing["category"],
@@ -175,7 +194,7 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
                               "imagenet_validation()")
     partition, total = check_partition(share.partition, share.total)
     chosen = declaration.check(ValidationFetchOptions, options, "imagenet_validation()")
-    opened, rows, by_id, _ = _board_categories(board)
+    opened, rows, by_id, version = _board_categories(board)
     counts = validation_counts(rows, opened.location)
     if total > len(counts):
         raise AlexnetError(
@@ -185,8 +204,7 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     wnids = partition_categories(counts, partition, total)
     root = cache.open_cache(chosen.cache_dir, opened.location)
     items = _items(opened, by_id, wnids, root, True, training=False)
-    fetched = fetch_zips(opened, items, root, workers=chosen.workers, retries=chosen.retries, verify=chosen.verify,
-                         desc=f"fetch validation {partition}/{total}")
+    fetched = _fetch(opened, version, items, root, chosen, f"fetch validation {partition}/{total}")
     listing = _listing(items, fetched.files, by_id)
     result: dict[str, Any] = {name: listing[name] for name in ("val_image", "val_label", "val_category")}
     result.update({"categories": list(wnids), "num_classes": len(rows), "class_ids": [r["id"] for r in rows],
