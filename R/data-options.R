@@ -22,7 +22,7 @@ upload_options <- list(
   quality = list(kind = "count>=1", default = 90, choices = NULL, help = "JPEG quality of re-encoded images"),
   keep_versions = list(kind = "count>=1?", default = NULL, choices = NULL, help = "once the upload is complete, keep only this many versions (the newest) of each pin it wrote or kept, so that uploading changed data again (with resize, say) does not leave the old copy on the board (unset: every version); a reader still holding an older categories table then no longer finds the versions it names"),
   scratch = list(kind = "location?", default = NULL, choices = NULL, help = "a local folder (made if missing), on a disk with room for a few categories' zips, in which the upload makes its scratch folder: the zips on their way to the board (moved onto a folder board on the same disk instead of copied) and the categories of Kaggle's tar.gz or of shuffled parquet shards waiting to be packed (unset: the system's temporary folder, TMPDIR)"),
-  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each transient error of the board"),
+  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each transient error of the board (a board that does not answer at all is given up on about 30 s after it stopped, however many are left; the same upload run again then resumes)"),
   val_share = list(kind = "number", default = 0.0, choices = NULL, help = "for a folder of category folders, which holds no validation images: about this share of each category's images held out as its validation images, each image by a hash of its name, so that the same ones stay held out when photos are added, and at least one of every category of two images or more (0: none)"),
   max_pixels = list(kind = "count>=1", default = 89478485, choices = NULL, help = "the most pixels (width x height) an image may have to be stored, at most 89,478,485 (the most that training, evaluation and prediction decode): a larger image is sized from its header, without being decoded, and left out as a bad image, unless `resize` shrinks it within this (images of up to 178,956,970 pixels are shrunk)")
 )
@@ -40,6 +40,6 @@ fetch_options <- list(
   cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a folder (unset: the board's own folder under the user's cache directory)"),
   workers = list(kind = "count>=1", default = 8, choices = NULL, help = "downloads at the same time"),
   verify = list(kind = "flag", default = FALSE, choices = NULL, help = "check every cached file's CRC-32 against the one its zip recorded (which reads every file) and fetch a damaged category again; off, names and sizes are checked"),
-  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason"),
+  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason (a board that does not answer at all is given up on about 30 s after it stopped, however many are left; the same fetch run again then resumes)"),
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "also fetch the partition's validation images")
 )

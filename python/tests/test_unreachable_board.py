@@ -318,3 +318,12 @@ def test_ctrl_c_stops_the_downloads_under_way_at_their_next_bytes(served, tmp_pa
     assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
     assert seconds < 10, f"{seconds:.1f} s after Ctrl-C"
     assert not parts() and not list(cache.rglob("n0*.zip"))
+
+
+def test_the_retries_help_says_the_time_a_silent_board_is_given():
+    from alexnet.data.options import FetchOptions, UploadOptions
+    from alexnet.declare.declaration import specs
+
+    for declaration in (FetchOptions, UploadOptions):
+        said = specs(declaration)["retries"].help
+        assert f"given up on about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped, however many are left" in said
