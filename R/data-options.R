@@ -17,7 +17,7 @@ synthetic_options <- list(
 # values when it is a choice, and help.
 upload_options <- list(
   workers = list(kind = "count>=1", default = 8, choices = NULL, help = "categories fetched, packed and published at the same time while one thread reads the source in order; at most one of them is packed per CPU at a time, the others fetching or publishing"),
-  min_images = list(kind = "count>=0", default = 0, choices = NULL, help = "leave out categories with fewer good training images than this"),
+  min_images = list(kind = "count>=0", default = 0, choices = NULL, help = "leave out categories with fewer good training images than this (a category without any good image is left out always)"),
   resize = list(kind = "count>=63?", default = NULL, choices = NULL, help = "re-encode images so that their short side is at most this many pixels, at least 63 (CMYK, grayscale and PNG images become RGB JPEGs): a smaller bucket and faster decoding when training (unset: keep every good image byte for byte)"),
   quality = list(kind = "count>=1", default = 90, choices = NULL, help = "JPEG quality of re-encoded images"),
   keep_versions = list(kind = "count>=1?", default = NULL, choices = NULL, help = "once the upload is complete, keep only this many versions (the newest) of each pin it wrote or kept, so that uploading changed data again (with resize, say) does not leave the old copy on the board (unset: every version); a reader still holding an older categories table then no longer finds the versions it names"),

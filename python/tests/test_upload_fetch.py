@@ -561,6 +561,23 @@ def test_min_images_leaves_small_categories_out(tree, tmp_path):
     assert report["val_images"] == VAL_PER_CLASS * len(big)
 
 
+def test_a_category_without_a_good_image_is_left_out_as_under_min_images(tree, tmp_path):
+    """A folder of photos where one category holds only files that are no images: no class to learn, not listed (it
+    made a class of 0 images, and a partition of none)."""
+    src = tmp_path / "photos"
+    first, second = sorted(tree["good"])[:2]
+    for wnid in (first, second):
+        (src / wnid).mkdir(parents=True)
+        for name in sorted(tree["good"][wnid])[:3]:
+            (src / wnid / name).write_bytes(tree["good"][wnid][name])
+    (src / "n09999999").mkdir()
+    (src / "n09999999" / "empty.jpg").write_bytes(b"")
+    (src / "n09999999" / "photo.heic").write_bytes(b"not a JPEG")
+    report = imagenet_upload(src, tmp_path / "board")
+    assert [r["id"] for r in imagenet_categories(tmp_path / "board")] == [first, second]
+    assert report["excluded"] == [{"category": "n09999999", "images": 0}]
+
+
 def test_resize_reencodes_to_rgb_jpeg_with_short_side_limit(tmp_path):
     # images larger than the smallest resize AlexNet allows, so that every one is re-encoded
     info = imagenet_synthetic(tmp_path / "src", classes=2, images_per_class=3, val_per_class=1, seed=2, quirks=True,

@@ -101,7 +101,8 @@ class UploadOptions:
     workers: int = setting(8, "count", "categories fetched, packed and published at the same time while one thread "
                            "reads the source in order; at most one of them is packed per CPU at a time, the others "
                            "fetching or publishing", minimum=1)
-    min_images: int = setting(0, "count", "leave out categories with fewer good training images than this", minimum=0)
+    min_images: int = setting(0, "count", "leave out categories with fewer good training images than this (a "
+                              "category without any good image is left out always)", minimum=0)
     resize: int | None = setting(None, "count", f"re-encode images so that their short side is at most this many "
                                  f"pixels, at least {MIN_IMAGE_SIZE} (CMYK, grayscale and PNG images become RGB "
                                  "JPEGs): a smaller bucket and faster decoding when training (unset: keep every good "

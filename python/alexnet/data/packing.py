@@ -149,7 +149,7 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
             # no zip leaves before the source's checks have passed: while they run, this slot waits with its zip (the
             # other parts wait for a slot), so that the scratch space stays a few zips
             ready(True)
-        if part.split == "train" and images < options.min_images:
+        if part.split == "train" and images < max(options.min_images, 1):  # no good image: no class to learn
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:
             return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
