@@ -152,23 +152,24 @@ def _ephemeral_hint(port: int) -> str:
             f"takes its own port: a base_port below {low} cannot be taken that way.")
 
 
-def check_port_free(config: dict) -> None:
+def check_port_free(config: dict) -> int | None:
     """Raise :class:`~alexnet.errors.AlexnetError` when the port this worker of ``config`` (a parsed TF_CONFIG) is
-    to listen on is already listened on, on this host: by another training, most likely.
+    to listen on is already listened on, on this host: by another training, most likely. The port, free; None when
+    it was not checked (a chief's, or one this process holds already).
 
     TensorFlow's server would fail to start with "UnknownError: Could not start gRPC server", which names neither
     the port nor what to change. A port this process has passed before is not checked again: its own server (which
     lives as long as the process) holds it."""
     task = config.get("task", {})
     if task.get("type", "worker") != "worker":
-        return
+        return None
     address = str(config["cluster"]["worker"][int(task["index"])])
     host, _, port_text = address.rpartition(":")
     if not port_text.isdigit():
-        return
+        return None
     port = int(port_text)
     if port in _OWN_PORTS:
-        return
+        return None
     family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no owner
@@ -176,7 +177,7 @@ def check_port_free(config: dict) -> None:
             probe.bind(("", port))
         except OSError as error:
             if error.errno != errno.EADDRINUSE:
-                return
+                return None
             raise AlexnetError(
                 f"Port {port} on this host, where this worker is to listen ({address} in TF_CONFIG), is already in "
                 "use, by another training on this host perhaps. Give the job other ports: `base_port` (worker k "
@@ -184,3 +185,4 @@ def check_port_free(config: dict) -> None:
                 f"the process that holds the port.{_ephemeral_hint(port)}"
             ) from None
     _OWN_PORTS.add(port)
+    return port

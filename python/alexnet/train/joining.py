@@ -1,9 +1,11 @@
 """A multi-worker process's wait for the other workers to join, and its signals meanwhile.
 
 TensorFlow's :class:`tf.distribute.MultiWorkerMirroredStrategy` waits in its constructor, holding the GIL, until
-every worker of ``TF_CONFIG`` has joined: no Python signal handler nor thread runs then. :func:`waiting_for_workers`
-says whom the worker waits for, has a watchdog process say it again and end the wait after a bound, and lets Ctrl-C
-end it at once (:func:`default_signals`); :func:`keeping_sigterm` puts back the SIGTERM handler TensorFlow replaces.
+every worker of ``TF_CONFIG`` has joined: no Python signal handler nor thread runs then. :func:`meet_workers` waits
+first, in Python, until every other worker answers on its port, so that a worker that never comes is an error the
+caller catches; :func:`waiting_for_workers`, around the constructor, has a watchdog process say whom it waits for and
+end the wait after a bound (SIGKILL: what is left when a worker that answered never joins), and lets Ctrl-C end it at
+once (:func:`default_signals`); :func:`keeping_sigterm` puts back the SIGTERM handler TensorFlow replaces.
 """
 
 from __future__ import annotations
@@ -43,6 +45,73 @@ def cluster_tasks(config: dict) -> tuple[tuple[str, str], list[tuple[str, str]]]
 
     own = next((address for key, address in tasks if key == me), "?")
     return (name(*me), own), [(name(*key), address) for key, address in tasks if key != me]
+
+
+#: Seconds between two rounds of :func:`meet_workers`' knocks on the ports of the workers that have not answered yet.
+KNOCK_EVERY = 0.25
+
+
+def meet_workers(config: dict, bound: float | None, hold: int | None = None, every: float | None = None) -> None:
+    """Wait, in Python, until every other worker of TF_CONFIG ``config`` takes a connection on its port, before
+    TensorFlow's own wait for them (:func:`waiting_for_workers`), which nothing but SIGKILL ends: a worker never
+    started, a wrong address, a firewall, are then an :class:`~alexnet.errors.AlexnetError` after ``bound`` seconds
+    (``collective_timeout``; ``None``: for ever), which the caller (an R session, a notebook) catches, and Ctrl-C a
+    ``KeyboardInterrupt``, instead of the end of the process. Meanwhile this worker takes connections on its own
+    port ``hold`` (a listener that accepts none, closed before TensorFlow's server takes the port; None: its server
+    listens there already), so that the others' knocks find it; says whom it waits for, and every ``every`` seconds
+    (:data:`JOIN_NOTE_EVERY`) that it still does."""
+    import socket
+
+    from ..errors import AlexnetError
+
+    (me, address), others = cluster_tasks(config)
+    if not others:
+        return
+    every = JOIN_NOTE_EVERY if every is None else every
+    workers = len(others) + 1
+    waiting = dict(others)
+    logger.info("%s of %d (%s) waits for %s to join%s; Ctrl-C stops it.", me.capitalize(), workers, address,
+                ", ".join(f"{name} ({where})" for name, where in others),
+                f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
+    listener = None
+    if hold is not None:
+        listener = socket.socket(socket.AF_INET6 if address.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(("", hold))
+            listener.listen(64)
+        except OSError:  # taken meanwhile: TensorFlow's server says so
+            listener.close()
+            listener = None
+    start = time.monotonic()
+    due = every
+    try:
+        while waiting:
+            for name, where in list(waiting.items()):
+                host, _, port = where.rpartition(":")
+                try:
+                    with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                        del waiting[name]
+                except (OSError, ValueError):
+                    continue
+            waited = time.monotonic() - start
+            if not waiting:
+                break
+            missing = ", ".join(f"{name} ({where})" for name, where in waiting.items())
+            if bound and waited >= bound:
+                raise AlexnetError(
+                    f"{me.capitalize()} of {workers} gave up after {bound:g} s (`collective_timeout`) waiting for "
+                    f"{missing} to join: start the same training on {'that worker' if len(waiting) == 1 else 'them'} "
+                    "too, with the same TF_CONFIG cluster, or check that the addresses and ports TF_CONFIG names are "
+                    "right and reachable from this machine (a firewall may block them).")
+            if waited >= due:
+                logger.info("%s still waits for %s to join (%d s).", me.capitalize(), missing, round(waited))
+                due += every
+            time.sleep(KNOCK_EVERY)
+    finally:
+        if listener is not None:
+            listener.close()
+    logger.debug("Every worker answered after %.1f s.", time.monotonic() - start)
 
 
 #: The watchdog of :func:`waiting_for_workers`, a process of its own: arguments the pid to end, the bound in seconds
@@ -99,9 +168,10 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
     every = JOIN_NOTE_EVERY if every is None else every
     workers = len(others) + 1
     waited_for = ", ".join(f"{name} ({where})" for name, where in others)
-    logger.info("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address, waited_for,
-                f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
-                "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
+    # said as INFO by meet_workers() first, which waits until every worker answers: this wait is short
+    logger.debug("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address, waited_for,
+                 f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
+                 "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
     fail = _as_logged(logging.ERROR, (
         f"{me.capitalize()} of {workers} gave up after {bound or 0:g} s (`collective_timeout`) waiting for "

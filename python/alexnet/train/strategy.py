@@ -93,9 +93,10 @@ def resolve_strategy(
     # "multi_worker"
     config = read_tf_config()
     timeout = as_seconds(collective_timeout, "collective_timeout")
-    check_port_free(config)
+    port = check_port_free(config)
     heartbeat = configure_heartbeat(config, timeout)
     options = multi_worker_options(timeout)
+    joining.meet_workers(config, timeout, hold=port)
     with joining.waiting_for_workers(config, timeout), joining.keeping_sigterm():
         built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     logger.info(
