@@ -336,8 +336,9 @@ def test_the_bound_counts_the_training_images_of_every_worker(monkeypatch):
     alone = agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("default", 1, 1, 0, True, 1, False), {},
                                      td, 128, None, False, None)
     assert (alone.train, alone.train_images) == (5, 700)
-    # two workers of 700 and 800 images (rows: images, validation images, worker): 1500 over both, 5 steps each
-    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[700, 0, 0], [800, 0, 1]]))
+    # two workers of 700 and 800 images (rows: images, validation images, worker, partition): 1500 over both, 5 steps
+    monkeypatch.setattr(agreement, "all_gather_ints",
+                        lambda strategy, row: np.array([[700, 0, 0, -1], [800, 0, 1, -1]]))
     two = agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("multi_worker", 2, 2, 0, True, 1, False),
                                    {}, td, 128, None, False, None)
     assert (two.train, two.train_images) == (5, 1500) and largest_batch(two.train_images) == 1
@@ -361,7 +362,7 @@ def test_a_step_beyond_an_epoch_s_images_gets_a_warning(monkeypatch, caplog):
         agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 80, 3, False, None)  # steps asked
     assert not caplog.text
     # several workers: the smallest partition's images, said by the chief
-    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[40, 0, 0], [60, 0, 1]]))
+    monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[40, 0, 0, -1], [60, 0, 1, -1]]))
     with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
         agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("multi_worker", 2, 2, 0, True, 1, False),
                                  {"partition_sizes": [40, 60], "total": 2}, td, 50, None, False, None)

@@ -76,6 +76,19 @@ def test_steps_come_from_the_smallest_partition_whatever_the_workers_files(tmp_p
     assert agreement.partition_steps({"image": ["a"]}, 4) is None
 
 
+def test_two_workers_on_the_same_partition_are_refused_on_every_worker():
+    """The same command pasted on every node (``--partition 0 --total 2``): half the categories were never trained and
+    the validation counted every image twice, without a word."""
+    with pytest.raises(AlexnetError, match=r"^workers 0 and 1 train on the same partition, 0 of 2: each worker must "
+                                           r"train on its own partition \(partition = its worker index, total = the 2 "
+                                           r"workers\)"):
+        agreement._refuse_shared_partitions({0: 0, 1: 0}, 2)
+    with pytest.raises(AlexnetError, match=r"^workers 0, 2 and 3 train on the same partition, 1 of 4"):
+        agreement._refuse_shared_partitions({0: 1, 1: 0, 2: 1, 3: 1}, 4)
+    agreement._refuse_shared_partitions({0: 0, 1: 1}, 2)
+    agreement._refuse_shared_partitions({0: -1, 1: -1}, None)  # data that is no partition: nothing to compare
+
+
 def test_validation_steps_cover_the_largest_share_and_every_image_once():
     # 13 and 29 images, 4 a step from each worker: 8 steps (29 = 7 * 4 + 1), worker 0 pads 19 places
     assert agreement.validation_plan([13, 29], 4) == (8, 42)

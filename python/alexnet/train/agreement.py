@@ -186,6 +186,27 @@ def _validation(shares: Sequence[int], own: int, worker_batch: int, limit: int |
     return True, steps, images, min(own, steps * worker_batch)
 
 
+def _refuse_shared_partitions(partitions: dict[int, int], total: Any) -> None:
+    """Raise, on every worker alike, when two workers train on the same partition (``partitions``: worker -> its
+    partition, -1 for data that is no partition): the categories of the others would never be trained, and validation
+    would count the same images twice."""
+    holders: dict[int, list[int]] = {}
+    for worker, partition in sorted(partitions.items()):
+        if partition >= 0:
+            holders.setdefault(partition, []).append(worker)
+    shared = {p: w for p, w in holders.items() if len(w) > 1}
+    if not shared:
+        return
+    of = f" of {total}" if total is not None else ""
+    said = "; ".join(f"workers {', '.join(map(str, w[:-1]))} and {w[-1]} train on the same partition, {p}{of}"
+                     for p, w in sorted(shared.items()))
+    raise AlexnetError(
+        f"{said}: each worker must train on its own partition "
+        f"(partition = its worker index, total = the {len(partitions)} workers), or the categories of the others are "
+        "never trained and the validation counts the same images more than once."
+    )
+
+
 def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: Mapping[str, Any],
                    td: TrainingData, worker_batch: int, steps_per_epoch: int | None, validation: bool,
                    validation_steps: int | None, *, val_batch: int | None = None) -> Steps:
@@ -205,9 +226,12 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
         if steps_per_epoch is None:
             _warn_of_a_step_beyond_the_images(worker_batch, len(td.files), "this run's images")
         return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files))
-    counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index])
+    partition = data.get("partition")
+    own_partition = as_int(partition, "data$partition") if partition is not None else -1
+    counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index, own_partition])
     # one row per replica: a worker's counts once, however many replicas it has
     per_worker = {int(row[2]): (int(row[0]), int(row[1])) for row in counts}
+    _refuse_shared_partitions({int(row[2]): int(row[3]) for row in counts}, data.get("total"))
     fewest_train = min(train for train, _ in per_worker.values())
     table_train = partition_steps(data, worker_batch)
     if table_train is not None:
