@@ -212,6 +212,9 @@ def test_help_shows_the_core_defaults(capsys):
         "fetch", capsys)
     assert f"(default: {inspect.signature(alexnet.alexnet_train).parameters['verbose'].default})" in help_of(
         "train", capsys)
+    # an on/off option's default in the words of every other switch's
+    said = " ".join(help_of("fetch", capsys).split())
+    assert "also fetch the partition's validation images (default: yes)" in said and "True" not in said
 
 
 def test_quiet_draws_no_progress_bars_and_gives_the_setting_back(monkeypatch):

@@ -62,7 +62,9 @@ def default(command: str, name: str) -> Any:
 def with_default(command: str, name: str, text: str) -> str:
     """``text`` followed by the default of argument ``name`` of ``command``'s core function, when it has one."""
     value = default(command, name)
-    return f"{text} (default: {value})" if value is not None and value is not inspect.Parameter.empty else text
+    if value is None or value is inspect.Parameter.empty:
+        return text
+    return f"{text} (default: {('yes' if value else 'no') if isinstance(value, bool) else value})"
 
 
 def declared_options(p: argparse._ActionsContainer, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
