@@ -318,6 +318,23 @@ def test_train_on_one_machine_says_when_the_default_total_leaves_most_categories
         assert "the default --total" not in caplog.text, words
 
 
+def test_a_multi_worker_train_says_a_port_taken_before_it_fetches(monkeypatch, capsys):
+    import socket
+
+    from alexnet.bench.cluster import free_base_port
+    from alexnet.train.cluster import tf_config_json
+
+    seen = _recording_core(monkeypatch)
+    base = free_base_port(2)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.bind(("", base))
+        other.listen()
+        monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1", "127.0.0.1"], 0, base))
+        assert main(["train", "--board", "/b", "--strategy", "multi_worker"]) == 2
+    assert f"Port {base} on this host" in capsys.readouterr().err
+    assert seen["fetched"] == 0, "refused before the partition was fetched"
+
+
 def _cli(*args: str, progress: str = "1") -> subprocess.CompletedProcess:
     import os
     env = {**os.environ, "ALEXNET_PROGRESS": progress}

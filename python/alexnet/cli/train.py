@@ -199,10 +199,15 @@ def _train(args: argparse.Namespace) -> None:
     # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
     # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
+    strategy = getattr(args, "strategy", None)
+    if strategy == "multi_worker":  # a port taken is said before the partition is fetched, which may take long
+        from ..train.cluster import check_port_free, read_tf_config
+
+        check_port_free(read_tf_config())
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         data = common.fetch(args)
         _warn_of_a_default_share(args, data)
-        emit_history = train(settings, data, getattr(args, "strategy", None))
+        emit_history = train(settings, data, strategy)
     common.emit(emit_history, args.json, lambda h: history_summary(h, common.typed(args)))
 
 

@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 #: Worker ``i`` of a job listens on port ``DEFAULT_BASE_PORT + i`` unless told otherwise.
 DEFAULT_BASE_PORT = 8000
-#: The ports :func:`check_port_free` found free in this process, which its TensorFlow server then took.
+#: The ports :func:`check_port_free` found free in this process, which its TensorFlow server then took
+#: (:func:`took_port`).
 _OWN_PORTS: set[int] = set()
 #: Seconds a collective operation may wait for the other workers before the run fails.
 DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
@@ -184,5 +185,11 @@ def check_port_free(config: dict) -> int | None:
                 "listens on base_port + k) in a Spark job, the workers' addresses in TF_CONFIG otherwise; or end "
                 f"the process that holds the port.{_ephemeral_hint(port)}"
             ) from None
-    _OWN_PORTS.add(port)
     return port
+
+
+def took_port(port: int | None) -> None:
+    """Record that this process's TensorFlow server listens on ``port`` (found free by :func:`check_port_free`, then
+    taken by the strategy built): it lives as long as the process, and the port is not checked again."""
+    if port is not None:
+        _OWN_PORTS.add(port)

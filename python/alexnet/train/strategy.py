@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import as_seconds, name_hints
 from ..errors import AlexnetError
 from . import joining
-from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config, took_port
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -99,6 +99,7 @@ def resolve_strategy(
     joining.meet_workers(config, timeout, hold=port)
     with joining.waiting_for_workers(config, timeout), joining.keeping_sigterm():
         built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    took_port(port)
     logger.info(
         "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s, all-reduce %s.",
         task_index(built),
