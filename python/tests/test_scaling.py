@@ -653,3 +653,28 @@ def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_pa
     log = Path(str(err.value).rsplit("Full log: ", 1)[1])
     assert log.read_text() == "Traceback: the worker's own error\n"
     assert log.parent.parent == (tmp_path / "out" if output_dir else tmp_path / "logs")
+
+
+def test_the_projection_panel_says_each_lines_compute_a_step():
+    """A lever set of 2 micro-batches is projected at twice the step time given: each line says its own, where the
+    panel's title said the first line's for all."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from alexnet.bench.scaling_chart import projection_panel
+
+    def record(levers: str, seconds: float) -> dict:
+        return {"levers": levers, "link": "1gbit", "workers": [2, 4], "efficiency": [0.9, 0.8],
+                "compute_seconds": seconds}
+
+    projected = [record("today", 0.11), record("today", 0.15), record("accumulate", 0.23), record("accumulate", 0.3)]
+    figure, axes = plt.subplots()
+    try:
+        projection_panel(axes, {"projection": projected, "mxnet": []})
+        labels = [line.get_label() for line in axes.get_lines() if not line.get_label().startswith("_")]
+        assert labels[:2] == ["today, 1gbit, 0.15 s a step", "accumulate, 1gbit, 0.3 s a step"]
+        assert "0.15 s of compute" not in axes.get_title()
+    finally:
+        plt.close(figure)
