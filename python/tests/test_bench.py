@@ -153,7 +153,7 @@ def test_the_command_line_fetch_stage_alone_fetches_no_other_images(tmp_path, mo
     monkeypatch.setattr(common, "fetch", refused)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["bench", "--stages", "fetch", "--board", board, "--total", "3", "--partition", "2",
-                     "--out", str(tmp_path / "out"), "--json"]) == 0
+                     "--output-dir", str(tmp_path / "out"), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert [(s["stage"], s["images"]) for s in printed["stages"]] == [("fetch", 2), ("fetch", 2)]
 

@@ -120,7 +120,15 @@ def test_the_projection_is_the_ring_all_reduce_model():
     assert measured.share == pytest.approx(0.8)
     assert measured.hidden == pytest.approx(0.4)
     (record,) = project(measured, [1.0], workers=[2])
-    assert record["efficiency"] == [pytest.approx(1 / 1.6, abs=1e-4)]
+    assert record["efficiency"] == [pytest.approx(1 / 1.6, abs=1e-4)] and measured.overhead == 0.0
+    # a step of two that lost more than its all-reduce alone (0.95 s exposed, 0.84 s alone): the rest, 0.11 s of 1 s
+    # of compute, stays in the projection, which gives back the measured efficiency at the measured compute
+    lossy = Measured(compute=1.0, step=1.95, alone=0.84, step_bytes=100e6, rate=1e9)
+    assert lossy.hidden == 0.0 and lossy.overhead == pytest.approx(0.11)
+    (near, far) = project(lossy, [1.0], workers=[2, 16])[0]["efficiency"]
+    assert near == pytest.approx(1 / 1.95, abs=1e-4) and near < 1 / (1 + 0.84)
+    assert far == pytest.approx(1 / (1 + 2 * 15 / 16 * 0.8 / lossy.share + 0.11), abs=1e-4)
+    assert efficiency(2.0, 250e6, 2, 1e9, overhead=0.1) == pytest.approx(2 / (2 + 2 + 0.2))
     table = dict(mxnet_efficiency())
     assert table[1] == 1.0 and table[256] == pytest.approx(0.5294, abs=1e-3)
     # on a link of 10 ms one way, the two rounds of latency the pair waited are not the link's rate: the share is

@@ -9,10 +9,14 @@ TensorFlow's collectives run between workers) moves ``2 (N - 1) / N x B`` bytes 
 where ``u`` is the share of the link's rate the all-reduce reached when it was measured alone on two workers
 (software costs included). Part of it is hidden behind computation (packs sent during the backward pass): when
 two workers were measured, ``h x t`` seconds of communication were hidden, ``h`` being the hidden seconds over the
-compute seconds of a step. The step of N workers then takes ``t + max(0, c(N) - h t)`` and the efficiency, the
-throughput of N workers over N times that of one, is
+compute seconds of a step. A step of two may also have lost more than its all-reduce takes alone (the collective's
+work on the worker's CPUs, which the computation then lacks): ``v x t`` seconds, ``v`` that loss over the compute
+seconds, kept in proportion to the compute. The step of N workers then takes ``t + max(0, c(N) - h t) + v t`` and
+the efficiency, the throughput of N workers over N times that of one, is
 
-    E(N) = t / (t + max(0, c(N) - h t)).
+    E(N) = t / (t + max(0, c(N) - h t) + v t),
+
+which gives back the efficiency the two workers measured, at their compute time.
 
 :data:`MODEL` says this in one line for the reports; :func:`efficiency` computes it; :data:`MXNET_ALEXNET` is the
 reference to beat: MXNet's published AlexNet scaling (images per second on 1 to 256 GPUs, batch 512 per GPU),
@@ -26,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The model of :func:`efficiency`, in one line.
-MODEL = ("E(N) = t / (t + max(0, c(N) - h*t)), c(N) = 2(N-1)/N * 8B/(u*r) + 2(N-1)*l: ring all-reduce of B bytes a "
-         "step on links of r bit/s and one-way latency l, u the share of r reached and h the share of the compute t "
-         "that hid communication, both measured on two workers")
+MODEL = ("E(N) = t / (t + max(0, c(N) - h*t) + v*t), c(N) = 2(N-1)/N * 8B/(u*r) + 2(N-1)*l: ring all-reduce of B "
+         "bytes a step on links of r bit/s and one-way latency l, u the share of r reached, h the share of the compute "
+         "t that hid communication and v the share lost beyond the all-reduce alone, all measured on two workers")
 #: MXNet's AlexNet on K80 GPUs (batch 512 per GPU, synchronous, 20 Gbit/s Ethernet between 16 machines of 16 GPUs):
 #: GPUs -> images per second.
 MXNET_ALEXNET: dict[int, float] = {1: 457.07, 2: 870.43, 4: 1514.8, 8: 2852.5, 16: 4244.18, 32: 7945.57,
@@ -52,13 +56,13 @@ def ring_seconds(step_bytes: float, workers: int, rate: float, latency: float = 
 
 
 def efficiency(compute: float, step_bytes: float, workers: int, rate: float, *, latency: float = 0.0,
-               share: float = 1.0, hidden: float = 0.0) -> float:
+               share: float = 1.0, hidden: float = 0.0, overhead: float = 0.0) -> float:
     """``E(N)`` of the module documentation for a step of ``compute`` seconds, ``hidden`` the share of it that hides
-    communication."""
+    communication, ``overhead`` the share lost beyond the all-reduce (``v``)."""
     if compute <= 0:
         raise ValueError("compute must be positive")
     exposed = max(0.0, ring_seconds(step_bytes, workers, rate, latency, share) - hidden * compute)
-    return compute / (compute + exposed)
+    return compute / (compute + exposed + overhead * compute)
 
 
 @dataclass(frozen=True)
@@ -89,17 +93,23 @@ class Measured:
         exposed = max(0.0, self.step - self.compute)
         return max(0.0, self.alone - exposed) / self.compute if self.compute > 0 else 0.0
 
+    @property
+    def overhead(self) -> float:
+        """Seconds a step of two lost beyond its all-reduce alone, over the compute seconds (``v``), at least 0."""
+        exposed = max(0.0, self.step - self.compute)
+        return max(0.0, exposed - self.alone) / self.compute if self.compute > 0 else 0.0
+
 
 def project(measured: Measured, compute_seconds: Iterable[float], workers: Sequence[int] = WORKER_COUNTS,
             latency: float | None = None) -> list[dict[str, Any]]:
     """The efficiency at every count of ``workers`` for each step time of ``compute_seconds`` (for example a GPU's),
-    with ``u`` and ``h`` as ``measured``, on links of ``latency`` (``None``: the measured link's); one record per step
-    time: ``compute_seconds``, ``workers`` and ``efficiency`` (lists)."""
+    with ``u``, ``h`` and ``v`` as ``measured``, on links of ``latency`` (``None``: the measured link's); one record
+    per step time: ``compute_seconds``, ``workers`` and ``efficiency`` (lists)."""
     latency = measured.latency if latency is None else latency
     out = []
     for compute in compute_seconds:
         values = [efficiency(compute, measured.step_bytes, n, measured.rate, latency=latency, share=measured.share,
-                             hidden=measured.hidden) for n in workers]
+                             hidden=measured.hidden, overhead=measured.overhead) for n in workers]
         out.append({"compute_seconds": float(compute), "workers": list(workers),
                     "efficiency": [round(v, 4) for v in values]})
     return out

@@ -347,7 +347,7 @@ def projections(rows: Sequence[Mapping[str, Any]], step_seconds: Sequence[float]
         times = [measured.compute, *(s * int(row.get("micro_batches", 1)) for s in step_seconds)]
         for record in project(measured, times, WORKER_COUNTS):
             out.append({"levers": row["levers"], "link": row["link"], "share": round(measured.share, 4),
-                        "hidden": round(measured.hidden, 4), **record})
+                        "hidden": round(measured.hidden, 4), "overhead": round(measured.overhead, 4), **record})
     return out
 
 
