@@ -20,7 +20,7 @@ training_settings <- list(
   label_smoothing = list(kind = "number", default = 0.1, choices = NULL, help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"),
   checkpoint_dir = list(kind = "location?", default = NULL, choices = NULL, help = "checkpoints, to resume after an interruption"),
   model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`)"),
-  checkpoint_every = list(kind = "count>=1?", default = NULL, choices = NULL, help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`)"),
+  checkpoint_every = list(kind = "count>=1?", default = NULL, choices = NULL, help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`); a run resumed from one ends that epoch with batches of a new pass over the images (with `seed`, in the order the run began with), and that epoch's training metrics count its steps after the resume alone"),
   steps_per_epoch = list(kind = "count>=1?", default = NULL, choices = NULL, help = "training steps per epoch (unset: as many whole batches as the images fill, at least one)"),
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"),
   validation_steps = list(kind = "count>=1?", default = NULL, choices = NULL, help = "validation steps per epoch (unset: as many as every validation image once takes; set: at most this many, covering the first `validation_steps` x `batch_size` x its replicas of each worker's images)"),

@@ -121,7 +121,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
-    covers every epoch. Once every epoch asked for is done, running again trains nothing: it returns the run as it
+    covers every epoch. A run resumed inside an epoch ends it with the batches of a new pass over the images (a new
+    order; with ``seed``, the order the run began with), so that in that epoch some images come twice and others not,
+    and its training loss and accuracy count the steps after the resume alone; the learning rate, the optimizer's
+    state and the epochs after it go on as they would have. Once every epoch asked for is done, running again trains nothing: it returns the run as it
     ended (its history, its model saved again, its ``model_pin`` version when the pin's newest holds these weights,
     rather than a second one) and logs so; a larger ``epochs`` trains further. ``model_dir`` (same kinds of string;
     default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its card beside it as

@@ -133,7 +133,10 @@ class TrainSettings:
     model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
                                     "`checkpoint_dir`)", optional=True, output=True)
     checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "
-                                           "(needs `checkpoint_dir`)", minimum=1, optional=True)
+                                           "(needs `checkpoint_dir`); a run resumed from one ends that epoch with "
+                                           "batches of a new pass over the images (with `seed`, in the order the run "
+                                           "began with), and that epoch's training metrics count its steps after the "
+                                           "resume alone", minimum=1, optional=True)
     steps_per_epoch: int | None = setting(None, "count", "training steps per epoch (unset: as many whole batches "
                                           "as the images fill, at least one)", minimum=1, optional=True)
     validation: bool = setting(True, "flag", "evaluate the validation images (centre crop at the last image size) "
