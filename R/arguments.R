@@ -143,12 +143,13 @@ argument_kinds <- list(
 # given_args()). A bad value is an `alexnet_error` naming the argument, before anything else runs. `renamed`
 # maps an argument's old name to its new one: given by its old name (through `...`), it is passed on under the
 # new one, with a warning (see renamed_args()).
-checked_args <- function(fun, names, env = parent.frame(), renamed = character()) {
+checked_args <- function(fun, names, env = parent.frame(), renamed = character(), others = TRUE) {
   kinds <- argument_kinds[[fun]]
   if (is.null(kinds)) stop("internal: no argument kinds for ", fun, "()", call. = FALSE)
   args <- given_args(setdiff(names, "..."), env)
   if ("..." %in% names) {
     dots <- eval(quote(list(...)), env)
+    if (!others) refuse_unknown_args(fun, dots, setdiff(names, "..."))
     args <- c(args, dots)
   }
   args <- renamed_args(args, renamed, fun)
@@ -161,6 +162,21 @@ checked_args <- function(fun, names, env = parent.frame(), renamed = character()
     args[i] <- list(value)
   }
   args
+}
+
+# An `alexnet_error` for what `...` of `fun` holds (`dots`), when the function takes nothing there: each name said
+# with the nearest of `known` (its formals), as the core says a name it does not take; one given without a name too.
+refuse_unknown_args <- function(fun, dots, known) {
+  if (!length(dots)) return(invisible())
+  given <- names(dots) %||% rep("", length(dots))
+  said <- vapply(given, function(name) {
+    if (!nzchar(name)) return("an argument without a name")
+    distance <- utils::adist(name, known)[1L, ]
+    near <- known[distance == min(distance) & distance <= max(1L, floor(nchar(name) * 0.4))]
+    paste0("`", name, "`", if (length(near)) paste0(" (did you mean `", near[[1L]], "`?)") else "")
+  }, character(1))
+  alexnet_abort(fun, "() does not take ", paste(said, collapse = ", "), ": fix the name, or leave it out. Its ",
+                "arguments are: ", paste(known, collapse = ", "), ".")
 }
 
 # `args` with those given by an old name (a name of `renamed`) under their new name (its value), each with a

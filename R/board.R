@@ -126,6 +126,7 @@ imagenet_upload <- with_declared(imagenet_upload, declared_formals(upload_option
 #' @param board The board to read from: a local folder (or `file://` URL), `gs://bucket/prefix`,
 #'   `s3://bucket/prefix` or an `https://` URL of a board. `NULL` uses the `ALEXNET_BOARD` environment
 #'   variable, else a folder under the user's cache directory.
+#' @param ... Nothing: a name given there is refused, naming the nearest argument.
 #' @returns A data frame with one row per category, in label order, and 11 columns: `id` (WordNet
 #'   id), `name`, `index` (the global 0-based label), `images`, `bytes`, `sha256` and `version` of
 #'   the category's training zip and pin, and `val_images`, `val_bytes`, `val_sha256`, `val_version`
@@ -138,8 +139,9 @@ imagenet_upload <- with_declared(imagenet_upload, declared_formals(upload_option
 #'   imagenet_categories(board)
 #' }
 #' @export
-imagenet_categories <- function(board = NULL) {
-  records_to_df(do.call(core_function("imagenet_categories"), checked_args("imagenet_categories", "board")))
+imagenet_categories <- function(board = NULL, ...) {
+  args <- checked_args("imagenet_categories", names(formals()), others = FALSE)
+  records_to_df(do.call(core_function("imagenet_categories"), args))
 }
 
 #' Fetch one worker's share of ImageNet

@@ -13,6 +13,7 @@
 #' workflow without the real data set, which cannot be redistributed.
 #'
 #' @param dest Folder to write into (created if needed).
+#' @param ... Nothing: a name given there is refused, naming the nearest argument.
 #' @eval declared_params(synthetic_options)
 #' @details The files of each `layout`: `"kaggle"`, `ILSVRC/Data/CLS-LOC/{train,val}`, `LOC_synset_mapping.txt`
 #'   and `LOC_val_solution.csv`; `"archives"`, `ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar` and
@@ -39,9 +40,9 @@
 #'   list.files(archives$path)
 #' }
 #' @export
-imagenet_synthetic <- function(dest) {
+imagenet_synthetic <- function(dest, ...) {
   if (missing(dest)) alexnet_abort("`dest` is missing: give the folder to write the synthetic ImageNet into.")
-  args <- checked_args("imagenet_synthetic", names(formals()))
+  args <- checked_args("imagenet_synthetic", names(formals()), others = FALSE)
   new_alexnet_imagenet(simplify_py(do.call(core_function("imagenet_synthetic"), args)))
 }
 # the options from the core's declaration, after `dest`

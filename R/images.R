@@ -117,7 +117,8 @@ alexnet_features <- with_declared(alexnet_features, declared_formals(features_op
 #'   folder is created; a bucket must be writable).
 #' @param x An `alexnet_filters` result, or (for `plot()`) an [alexnet_model()].
 #' @param main The plot's title (by default the layer, the number of filters and their size).
-#' @param ... For `plot()`, graphical parameters passed to [graphics::title()]; otherwise unused.
+#' @param ... For `plot()`, graphical parameters passed to [graphics::title()]; for `alexnet_filters()`, nothing:
+#'   a name given there is refused, naming the nearest argument; unused by `print()`.
 #' @returns An `alexnet_filters` list: `layer` (`"conv1"`), `filters` (96 for AlexNet), `size` (height and width,
 #'   11 and 11), `kernels` (an array filters x height x width x 3: each filter scaled on its own to 0..1, its lowest
 #'   weight 0 and its highest 1), `image` (the filters side by side, 12 to a row for 96, each weight a 5-pixel
@@ -133,8 +134,8 @@ alexnet_features <- with_declared(alexnet_features, declared_formals(features_op
 #' alexnet_filters(model, path = "conv1.png")   # the same grid as a PNG file
 #' }
 #' @export
-alexnet_filters <- function(model, path = NULL) {
-  args <- checked_args("alexnet_filters", names(formals()))
+alexnet_filters <- function(model, path = NULL, ...) {
+  args <- checked_args("alexnet_filters", names(formals()), others = FALSE)
   if (missing(model)) model_missing()
   result <- do.call(core_function("alexnet_filters"), args)
   structure(list(layer = result$layer, filters = as.integer(result$filters), size = as.integer(unlist(result$size)),

@@ -38,8 +38,8 @@
 #'   model
 #' }
 #' @export
-alexnet_model <- function(board = NULL) {
-  args <- checked_args("alexnet_model", names(formals()))
+alexnet_model <- function(board = NULL, ...) {
+  args <- checked_args("alexnet_model", names(formals()), others = FALSE)
   new_alexnet_model(do.call(core_function("alexnet_model"), args))
 }
 # which pin and where it is brought, from the core's declaration (alexnet.model.options), after `board`
@@ -54,7 +54,8 @@ new_alexnet_model <- function(model) structure(simplify_py(model), class = "alex
 
 #' @rdname alexnet_model
 #' @param x An `alexnet_model`.
-#' @param ... Ignored.
+#' @param ... For `alexnet_model()`, nothing: a name given there is refused, naming the nearest argument;
+#'   ignored by `print()`.
 #' @export
 print.alexnet_model <- function(x, ...) {
   version <- if (!is.null(x$version)) paste0("@", x$version) else ""

@@ -141,6 +141,7 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #'   `NULL` for the default.
 #' @eval declared_params(evaluation_options)
 #' @eval declared_params(launch_options, launch_defaults)
+#' @param ... Nothing: a name given there is refused, naming the nearest argument.
 #' @details Its options are named like [alexnet_spark_train()]'s: the options of an evaluation (`crops` to
 #'   `image_size`, as [alexnet_evaluate()] takes them), then the launch options every Spark job takes (`base_port`
 #'   to `probe`), all declared once in the core (`alexnet.model.options`, `alexnet.launch.options`). From R,
@@ -154,8 +155,8 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #' alexnet_spark_evaluate(sc, model, workers = 16, board = "gs://my-bucket/imagenet", crops = 10)
 #' }
 #' @export
-alexnet_spark_evaluate <- function(sc, model, workers, board = NULL) {
-  args <- checked_args("alexnet_spark_evaluate", names(formals()))
+alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, ...) {
+  args <- checked_args("alexnet_spark_evaluate", names(formals()), others = FALSE)
   if (missing(model)) model_missing("the location of a saved model")
   options <- spark_job_options(args)
   spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)

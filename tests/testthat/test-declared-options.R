@@ -17,7 +17,7 @@ test_that("every option of the data stage is a formal of its function, with its 
   expect_declared_formals(data_users())
   # the arguments keep their places, so that calls by position still work
   expect_identical(names(formals(imagenet_synthetic)),
-                   c("dest", "classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side", "layout"))
+                   c("dest", "classes", "images_per_class", "val_per_class", "seed", "quirks", "max_side", "layout", "..."))
   expect_identical(names(formals(imagenet_upload))[1:8],
                    c("source", "board", "workers", "min_images", "resize", "quality", "keep_versions", "scratch"))
   expect_identical(names(formals(imagenet_partition))[1:6],
@@ -28,7 +28,7 @@ test_that("every option of the data stage is a formal of its function, with its 
   expect_identical(names(formals(alexnet_evaluate)),
                    c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",
                      "cache_dir", "fetch_workers", "..."))
-  expect_identical(names(formals(alexnet_model)), c("board", "name", "version", "cache_dir", "export"))
+  expect_identical(names(formals(alexnet_model)), c("board", "name", "version", "cache_dir", "export", "..."))
 })
 
 test_that("R checks the data options it can before any call into the core", {
@@ -92,6 +92,22 @@ test_that("a name the data functions do not take is refused with the closest opt
                "does not take `layr` \\(did you mean `layer`\\?\\)", class = "alexnet_error")
   expect_error(alexnet_evaluate(tempfile(), board = tempfile(), fetch_wokers = 2),
                "does not take `fetch_wokers` \\(did you mean `fetch_workers`\\?\\)", class = "alexnet_error")
-  # alexnet_model() has no `...`: R refuses a name it does not take
-  expect_error(alexnet_model(tempfile(), cahce_dir = tempfile()), "unused argument")
+  # the functions that take nothing in `...` refuse a name there in R, alike, before any Python
+  expect_error(alexnet_model(tempfile(), cahce_dir = tempfile()),
+               "^alexnet_model\\(\\) does not take `cahce_dir` \\(did you mean `cache_dir`\\?\\)",
+               class = "alexnet_error")
+})
+
+test_that("a function taking nothing in `...` names what it was given there, with the nearest argument", {
+  expect_error(imagenet_synthetic(tempfile(), clases = 2),
+               paste0("^imagenet_synthetic\\(\\) does not take `clases` \\(did you mean `classes`\\?\\): fix the name, ",
+                      "or leave it out\\. Its arguments are: dest, classes, "), class = "alexnet_error")
+  expect_error(alexnet_filters("model", pth = "a.png"), "does not take `pth` \\(did you mean `path`\\?\\)",
+               class = "alexnet_error")
+  expect_error(imagenet_categories(bord = tempfile()), "does not take `bord` \\(did you mean `board`\\?\\)",
+               class = "alexnet_error")
+  expect_error(alexnet_spark_evaluate(NULL, "model", 2, crps = 1), "does not take `crps` \\(did you mean `crops`\\?\\)",
+               class = "alexnet_error")
+  expect_error(imagenet_categories(tempfile(), 3, zzzzzz = 1),
+               "does not take an argument without a name, `zzzzzz`: ", class = "alexnet_error")
 })
