@@ -20,7 +20,7 @@ benchmark_settings <- list(
   output_dir = list(kind = "location?", default = NULL, choices = NULL, stage = "", help = "the folder of alexnet-benchmark.json and alexnet-benchmark.png (unset: a new temporary folder); while the scaling stage runs, also of scaling-rows.jsonl, its rows as they are measured, which a run stopped before its end keeps (and `scaling_resume` takes again)"),
   seed = list(kind = "count>=0", default = 0, choices = NULL, stage = "", help = "random seed of the images' sample, the synthetic data and the models"),
   precision = list(kind = "choice?", default = NULL, choices = c("float32", "bfloat16", "float16"), stage = "", help = "what synthetic, train and the defaults recipe of time_to_accuracy compute in (unset: the one measured to train faster here, as alexnet_train() picks it)"),
-  board = list(kind = "location?", default = NULL, choices = NULL, stage = "fetch", help = "the board a partition is downloaded from"),
+  board = list(kind = "location?", default = NULL, choices = NULL, stage = "fetch", help = "the board a partition is downloaded from (the other stages take their images from `data`, or draw them: on the command line, `alexnet bench --board` gives them a partition of the board too, `--partition` of `--total`)"),
   fetch_partition = list(kind = "count>=0", default = 0, choices = NULL, stage = "fetch", help = "the 0-based partition downloaded"),
   fetch_total = list(kind = "count>=1", default = 16, choices = NULL, stage = "fetch", help = "the number of partitions the board's categories are split into"),
   fetch_workers = list(kind = "count>=2", default = 8, choices = NULL, stage = "fetch", help = "parallel downloads, measured against one at a time"),

@@ -117,7 +117,9 @@ class BenchSettings:
 class FetchSettings:
     """The ``fetch`` stage's own settings: which partition of which board it downloads, how many at once."""
 
-    board: str | None = setting(None, "location", "the board a partition is downloaded from", optional=True,
+    board: str | None = setting(None, "location", "the board a partition is downloaded from (the other stages take "
+                                "their images from `data`, or draw them: on the command line, `alexnet bench --board` "
+                                "gives them a partition of the board too, `--partition` of `--total`)", optional=True,
                                 option=None)
     fetch_partition: int = like(_PARTITION["partition"], help="the 0-based partition downloaded", option=None)
     fetch_total: int = like(_PARTITION["total"], help="the number of partitions the board's categories are split "
