@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -75,6 +76,23 @@ def test_plan_settles_what_each_task_needs(board, tmp_path):
     assert (settings.checkpoint_dir, settings.model_dir, settings.epochs) == (str(tmp_path / "ckpt"),) * 2 + (3,)
     assert settings.verbose == 2, "a worker logs one line per epoch unless told otherwise"
     assert (tmp_path / "ckpt").is_dir(), "a local checkpoint folder is created (and proven writable) on the driver"
+    from alexnet.storage.board import open_board
+    from alexnet.storage.layout import categories_and_version
+
+    assert plan.task.categories_version == categories_and_version(open_board(board))[1] is not None
+
+
+def test_a_worker_that_read_another_categories_table_than_the_driver_stops(board):
+    from alexnet.launch.training import check_same_table
+
+    plan = job.plan_job(2, board, 2, epochs=1)
+    planned = plan.task.categories_version
+    check_same_table(plan.task, {"categories_version": planned}, 1)
+    check_same_table(plan.task, {"categories_version": None}, 1)  # a board that does not say (https://)
+    with pytest.raises(AlexnetError, match=rf"^board {re.escape(board)} was uploaded to after this job began: the "
+                                           rf"driver planned it with version {planned} of its categories table, and "
+                                           r"worker 1 read version 2099.*Run the job again once the upload is over\.$"):
+        check_same_table(plan.task, {"categories_version": "20990101T000000Z-aaaaa"}, 1)
 
 
 @pytest.mark.parametrize(
@@ -306,6 +324,7 @@ def test_a_task_survives_the_trip_through_r_as_a_plain_list(board, tmp_path):
     again = Task.from_dict({**plain, "workers": 2.0})
     assert again.kind == "train" and again.workers == 2 and again.evaluation is None
     assert again.board == plan.task.board and again.options.base_port == plan.task.options.base_port
+    assert again.categories_version == plan.task.categories_version is not None
     options = again.options
     assert options.timeout == 60.0 and options.env == {"A": "1"} and options.cache_dir == str(tmp_path)
     assert again.settings == plan.task.settings, "typed again, equal to what the driver checked"

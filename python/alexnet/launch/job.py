@@ -114,15 +114,17 @@ def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | None, *
     and fit the work (categories, validation images). ``where`` names the call in errors.
     """
     from ..storage.board import open_board
-    from ..storage.layout import read_categories
+    from ..storage.layout import categories_and_version
 
     work = work_of(kind)
     workers = check_slots(workers, slots)
     options = check_launch({name: arguments.pop(name) for name in specs() if name in arguments}, workers)
     fields = work.check(workers, board, local_master=bool(local_master), where=where or WHERE[kind], **arguments)
     opened = open_board(board)
-    task = Task(kind=kind, board=opened.location, workers=workers, options=options, **fields)
-    work.fit(task, read_categories(opened))
+    rows, version = categories_and_version(opened)
+    task = Task(kind=kind, board=opened.location, workers=workers, options=options, categories_version=version,
+                **fields)
+    work.fit(task, rows)
     return JobPlan(workers, opened.location, task)
 
 

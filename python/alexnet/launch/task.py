@@ -63,7 +63,8 @@ class Evaluation:
 class Task:
     """One worker's part of a barrier job of ``workers`` tasks: the ``kind`` of work, the ``board`` (resolved), the
     launch ``options`` (worker ``k`` of a training listens on ``options.base_port + k``), ``progress`` (where workers
-    report, the driver's monitor; ``None``: nowhere), the training ``settings`` and the ``evaluation``."""
+    report, the driver's monitor; ``None``: nowhere), the training ``settings`` and the ``evaluation``; and the version
+    of the board's ``categories`` table the driver planned the job with (``None``: the board does not say)."""
 
     kind: str
     board: str
@@ -72,6 +73,7 @@ class Task:
     progress: str | None = None
     settings: TrainSettings | None = None
     evaluation: Evaluation | None = None
+    categories_version: str | None = None
 
     def with_progress(self, address: str) -> Task:
         """This task with its workers' progress sent to ``address`` (the driver's monitor): a training's chief
@@ -84,7 +86,8 @@ class Task:
         return {"kind": self.kind, "board": self.board, "workers": self.workers,
                 "options": declaration.to_dict(self.options), "progress": self.progress,
                 "settings": None if self.settings is None else self.settings.to_dict(),
-                "evaluation": None if self.evaluation is None else self.evaluation.to_dict()}
+                "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
+                "categories_version": self.categories_version}
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Task:
@@ -94,7 +97,8 @@ class Task:
                    options=declaration.restore(LaunchOptions, _mapping(value.get("options"))),
                    progress=_text(value.get("progress")),
                    settings=None if settings is None else TrainSettings.from_dict(_mapping(settings)),
-                   evaluation=None if evaluation is None else Evaluation.from_dict(_mapping(evaluation)))
+                   evaluation=None if evaluation is None else Evaluation.from_dict(_mapping(evaluation)),
+                   categories_version=_text(value.get("categories_version")))
 
 
 def check_slots(workers: object, slots: int | None) -> int:

@@ -160,6 +160,7 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
 
     data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
                               workers=task.options.fetch_workers)
+    check_same_table(task, data, index)
     settings = task.settings if task.settings is not None else check_settings({"verbose": WORKER_VERBOSE})
     shares: list[dict[str, Any]] = []  # this worker's share of the evaluation, when there is one
 
@@ -194,6 +195,19 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     if shares:
         result["evaluation"] = shares[0]
     return result
+
+
+def check_same_table(task: Task, data: Mapping[str, Any], index: int) -> None:
+    """Raise when worker ``index`` fetched its partition (``data``) from another version of the board's categories
+    table than the driver planned the job with: the board was uploaded to meanwhile, and the workers could split
+    the categories otherwise, or count other partition sizes, and train steps apart."""
+    planned, read = task.categories_version, data.get("categories_version")
+    if planned and read and planned != read:
+        raise AlexnetError(
+            f"board {task.board} was uploaded to after this job began: the driver planned it with version {planned} "
+            f"of its categories table, and worker {index} read version {read}, so that the workers could split the "
+            "categories otherwise. Run the job again once the upload is over."
+        )
 
 
 def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: int, workers: int,

@@ -124,9 +124,10 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     covers every epoch. A run resumed inside an epoch ends it with the batches of a new pass over the images (a new
     order; with ``seed``, the order the run began with), so that in that epoch some images come twice and others not,
     and its training loss and accuracy count the steps after the resume alone; the learning rate, the optimizer's
-    state and the epochs after it go on as they would have. Once every epoch asked for is done, running again trains nothing: it returns the run as it
-    ended (its history, its model saved again, its ``model_pin`` version when the pin's newest holds these weights,
-    rather than a second one) and logs so; a larger ``epochs`` trains further. ``model_dir`` (same kinds of string;
+    state and the epochs after it go on as they would have. Once every epoch asked for is done, running again
+    trains nothing: it returns the run as it ended (its history, its model saved again, its ``model_pin`` version
+    when the pin's newest holds these weights, rather than a second one) and logs so; a larger ``epochs`` trains
+    further. ``model_dir`` (same kinds of string;
     default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its card beside it as
     ``alexnet-model.json``
     (:class:`alexnet.model.card.ModelCard`: image size, the id and name of every class by label, epochs done,
