@@ -58,8 +58,11 @@ def test_a_port_another_process_listens_on_is_told_before_tensorflow_tries_it(mo
         with pytest.raises(AlexnetError, match=rf"Port {base + 1} on this host, .*127.0.0.1:{base + 1} in TF_CONFIG"
                                                r".* already in use.*`base_port`"):
             cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
-    # once free, it passes; this process's own server then holds it, which a later check does not count
-    cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
+    # once free, it passes; this process's own server then holds it (once the strategy is built, took_port()), which
+    # a later check does not count
+    port = cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
+    assert port == base + 1 and port not in cluster._OWN_PORTS, "found free is not yet taken"
+    cluster.took_port(port)
     with listener(base + 1):
         cluster.check_port_free(tf_config(["127.0.0.1:7077", "127.0.0.1:7078"], 1, base))
 

@@ -200,7 +200,7 @@ def _train(args: argparse.Namespace) -> None:
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
     # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
     strategy = getattr(args, "strategy", None)
-    if strategy == "multi_worker":  # a port taken is said before the partition is fetched, which may take long
+    if strategy == "multi_worker" and os.environ.get("TF_CONFIG"):  # a port taken said before the fetch, maybe long
         from ..train.cluster import check_port_free, read_tf_config
 
         check_port_free(read_tf_config())

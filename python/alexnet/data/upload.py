@@ -88,7 +88,7 @@ def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | No
         if source is not None:
             raise AlexnetError("give the ImageNet source once, as `source` only: `path` is its old name")
         warnings.warn("`path` is now `source`: give the ImageNet source as imagenet_upload(source=...)",
-                      DeprecationWarning, stacklevel=3)  # the caller of imagenet_upload()
+                      DeprecationWarning, stacklevel=4)  # the caller of imagenet_upload() (through returns_result)
         return path
     if source is None:
         raise AlexnetError("`source` is missing: give the ImageNet source, a local path or a gs:// or s3:// URL")

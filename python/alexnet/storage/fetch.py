@@ -34,7 +34,7 @@ from ..scratch import make_scratch
 from . import cache
 from .board import Board
 from .locking import file_lock
-from .transfer import DISK_FULL, brief, disk_error, download_verified, extract_zip, unreachable
+from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +148,6 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache
                 shutil.rmtree(staging, ignore_errors=True)
 
 
-class _Interrupted(AlexnetError):
-    """A download under way stopped by Ctrl-C (an :class:`AlexnetError`, which no attempt tries again)."""
-
-
 class _NotStarted(Exception):
     """A download not started, the board having stopped answering or the cache's disk having failed."""
 
@@ -226,7 +222,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             def progress(n: int) -> None:
                 nonlocal moved
                 if interrupted.is_set():
-                    raise _Interrupted
+                    raise Stopped
                 with lock:
                     moved += n
                     bar.update(n)

@@ -23,8 +23,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+class Stopped(Exception):
+    """A transfer stopped on purpose from its progress callback (Ctrl-C in another thread): not attempted again."""
+
+
 #: Errors that another attempt cannot fix: they are raised at once (so are those of a local disk, :func:`disk_error`).
-PERMANENT_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, AlexnetError)
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, PermissionError, AlexnetError, Stopped)
 #: The error numbers that say a disk is full: no space left, or the user's quota used up.
 DISK_FULL = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 #: The error numbers that say a disk cannot be written: mounted read-only, or a file or folder this process may not
