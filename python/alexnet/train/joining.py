@@ -47,6 +47,15 @@ def cluster_tasks(config: dict) -> tuple[tuple[str, str], list[tuple[str, str]]]
     return (name(*me), own), [(name(*key), address) for key, address in tasks if key != me]
 
 
+def _gave_up(me: str, workers: int, bound: float, missing: str, count: int) -> str:
+    """What a worker (``me``, of ``workers``) says when it gave up after ``bound`` seconds waiting for ``count``
+    others (``missing``, named) to join, and what to do: in Python (:func:`meet_workers`) or from its watchdog."""
+    return (f"{me.capitalize()} of {workers} gave up after {bound:g} s (`collective_timeout`) waiting for {missing} to "
+            f"join: start the same training on {'that worker' if count == 1 else 'them'} too, with the same TF_CONFIG "
+            "cluster, or check that the addresses and ports TF_CONFIG names are right and reachable from this machine "
+            "(a firewall may block them).")
+
+
 #: Seconds between two rounds of :func:`meet_workers`' knocks on the ports of the workers that have not answered yet.
 KNOCK_EVERY = 0.25
 
@@ -100,10 +109,7 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
             missing = ", ".join(f"{name} ({where})" for name, where in waiting.items())
             if bound and waited >= bound:
                 raise AlexnetError(
-                    f"{me.capitalize()} of {workers} gave up after {bound:g} s (`collective_timeout`) waiting for "
-                    f"{missing} to join: start the same training on {'that worker' if len(waiting) == 1 else 'them'} "
-                    "too, with the same TF_CONFIG cluster, or check that the addresses and ports TF_CONFIG names are "
-                    "right and reachable from this machine (a firewall may block them).")
+                    _gave_up(me, workers, bound, missing, len(waiting)))
             if waited >= due:
                 logger.info("%s still waits for %s to join (%d s).", me.capitalize(), missing, round(waited))
                 due += every
@@ -174,10 +180,7 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
                  "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
     fail = _as_logged(logging.ERROR, (
-        f"{me.capitalize()} of {workers} gave up after {bound or 0:g} s (`collective_timeout`) waiting for "
-        f"{waited_for} to join: start the same training on {'that worker' if len(others) == 1 else 'them'} too, "
-        "with the same TF_CONFIG cluster, or check that the addresses and ports TF_CONFIG names are right and "
-        "reachable from this machine (a firewall may block them)."))
+        _gave_up(me, workers, bound or 0, waited_for, len(others))))
     for handler in logging.getLogger().handlers:
         handler.flush()
     start = time.monotonic()
