@@ -441,7 +441,8 @@ _INTERRUPTED = textwrap.dedent("""
     def slow(*args, **kwargs):  # a zip takes a second to come, as over a slow link
         time.sleep(1)
         download(*args, **kwargs)
-        print("downloaded", flush=True)
+        sys.stdout.write("downloaded\\n")  # one write: two threads' print() may run their lines together
+        sys.stdout.flush()
 
     fetch.download_verified = slow
     print("started", flush=True)
