@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,10 @@ keras = pytest.importorskip("tf_keras")
 from alexnet.cli.common import emit  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train import callbacks as cb  # noqa: E402
+from alexnet.train import checkpoint_files  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.checkpoint import BEST_FILE, CheckpointStore, Resume  # noqa: E402
+from alexnet.train.checkpoint_files import RUN_LOCK  # noqa: E402
 
 SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0,
          "precision": "float32", "lr_scaling": "none"}
@@ -152,11 +155,66 @@ def test_the_best_weights_file_is_replaced_whole(tmp_path):
     try:
         store.save_best(0, [np.ones((2, 2))])
         store.save_best(3, [np.zeros((2, 2))])
-        assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [BEST_FILE], "no temporary file is left"
+        assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == sorted([BEST_FILE, RUN_LOCK]), (
+            "no temporary file is left")
         epoch, weights = store.read_best()
         assert epoch == 3 and weights[0].sum() == 0
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# two runs given one folder
+
+
+def test_a_second_run_in_the_same_folder_of_checkpoints_is_refused_while_the_first_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint_files, "RUN_LOCK_PATIENCE", 0.3)
+    folder = tmp_path / "ckpt"
+    first = CheckpointStore(str(folder), chief=True)
+    try:
+        with pytest.raises(AlexnetError, match=r"Another training run is writing its checkpoints to .*ckpt \(the run "
+                                               r"of process \d+ on .*, begun .*\).*give this run another "
+                                               r"`checkpoint_dir`"):
+            CheckpointStore(str(folder), chief=True)
+        other = CheckpointStore(str(folder), chief=False)  # another worker's checkpoints go elsewhere: no lock
+        other.close()
+    finally:
+        first.close()
+    again = CheckpointStore(str(folder), chief=True)  # the folder is free once the first run ends
+    again.close()
+
+
+def test_a_second_run_waits_for_a_first_that_ends_meanwhile(tmp_path, monkeypatch, caplog):
+    import threading
+
+    monkeypatch.setattr(checkpoint_files, "RUN_LOCK_PATIENCE", 20.0)
+    folder = tmp_path / "ckpt"
+    first = CheckpointStore(str(folder), chief=True)
+    ending = threading.Timer(1.0, first.close)
+    ending.start()
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        second = CheckpointStore(str(folder), chief=True)
+    second.close()
+    ending.join()
+    assert "waiting up to 20 s for it to end" in caplog.text
+
+
+def test_two_runs_in_one_folder_stop_the_second_before_it_trains(data, tmp_path, monkeypatch):
+    """End to end: a run whose folder of checkpoints another process holds stops with the error, and writes nothing
+    there."""
+    monkeypatch.setattr(checkpoint_files, "RUN_LOCK_PATIENCE", 0.5)
+    folder = tmp_path / "ckpt"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from alexnet.storage.locking import hold_lock; "
+         f"hold_lock({str(folder / RUN_LOCK)!r}, patience=0, note='the run of a test'); print('held', flush=True); "
+         "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(AlexnetError, match=r"\(the run of a test\)"):
+            alexnet_train(8, 1, data, checkpoint_dir=str(folder), **SMALL)
+        assert sorted(p.name for p in folder.iterdir()) == [RUN_LOCK], "nothing was written"
+    finally:
+        holder.communicate("")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -35,3 +35,61 @@ def file_lock(path: str, waiting: Callable[[], None] | None = None) -> Iterator[
         yield
     finally:
         os.close(fd)  # and the lock with it
+
+
+class Busy(Exception):
+    """The lock of :func:`hold_lock` stayed with another holder: ``holder`` is what that holder wrote in the file
+    (empty when it wrote nothing)."""
+
+    def __init__(self, path: str, holder: str):
+        super().__init__(f"{path} is locked by {holder or 'another process'}")
+        self.path, self.holder = path, holder
+
+
+def hold_lock(path: str, *, patience: float, note: str = "", waiting: Callable[[], None] | None = None
+              ) -> Callable[[], None]:
+    """Take an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) and keep it until the
+    function returned is called (or the process ends), writing ``note`` in the file for whoever finds it taken. A lock
+    held elsewhere is waited for up to ``patience`` seconds (``waiting`` is called first, to say so), then
+    :class:`Busy` is raised. Where the system or the file system takes no locks, nothing is held.
+
+    Unlike :func:`file_lock`, a second hold of the same file in the same process is refused as well: each hold opens
+    the file anew."""
+    import time
+
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        return lambda: None
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    deadline = time.monotonic() + patience
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+                os.close(fd)
+                raise Busy(path, holder) from None
+            if not told and waiting is not None:
+                waiting()
+            told = True
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        except OSError as err:  # a file system that takes no locks (some network ones)
+            log.debug("no lock on %s (%s): going on without one", path, err)
+            os.close(fd)
+            return lambda: None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, note.encode(), 0)
+    closed = False
+
+    def release() -> None:
+        nonlocal closed
+        if not closed:
+            closed = True
+            os.close(fd)  # and the lock with it
+
+    return release

@@ -10,7 +10,9 @@ never names files that are not there yet; older checkpoints are deleted after. R
 checkpoint the index names.
 
 Only the chief (worker 0) writes to the storage; the other workers' checkpoints go to a scratch folder of their own,
-deleted at the end (:meth:`CheckpointFiles.close`).
+deleted at the end (:meth:`CheckpointFiles.close`). In a folder, the chief holds a lock on the file
+:data:`RUN_LOCK` there while it runs: a second run given the same folder waits for it up to :data:`RUN_LOCK_PATIENCE`
+seconds, then stops, where the two would have written over each other's checkpoints (a bucket takes no lock).
 
 The checkpoints there are those TensorFlow's index names, or, when it is missing or cannot be read, every checkpoint
 whose files are there, the latest epoch and step each was written at first.
@@ -19,17 +21,24 @@ whose files are there, the latest epoch and step each was written at first.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import posixpath
 import re
 import shutil
+import socket
+import time
+from collections.abc import Callable
 
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem
+from ..storage.locking import Busy, hold_lock
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
 from .formats import listed_checkpoints
+
+logger = logging.getLogger(__name__)
 
 #: TensorFlow's index of the checkpoints in a folder.
 INDEX_FILE = "checkpoint"
@@ -40,6 +49,10 @@ UPLOAD_RETRIES = 3
 #: The name TensorFlow writes a checkpoint under before it is whole (``ckpt-9_temp``), left behind when the writing
 #: failed or its process was killed.
 _UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
+#: The file of a folder of checkpoints whose lock its run holds.
+RUN_LOCK = ".alexnet-run.lock"
+#: Seconds a run waits for another run's lock on its folder of checkpoints (one that ends, or is being relaunched).
+RUN_LOCK_PATIENCE = 60.0
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
 
@@ -56,8 +69,10 @@ class CheckpointFiles:
         self.fs = open_filesystem(location, write=chief)
         self.root = fs_path(location)
         self._scratch: list[str] = []
+        self._release: Callable[[], None] = lambda: None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
+            self._release = _hold_folder(location)
             self.local = location  # TensorFlow writes in place
         else:
             self.local = self._new_scratch()
@@ -184,10 +199,26 @@ class CheckpointFiles:
                 "command again resumes from the last checkpoint written.")
 
     def close(self) -> None:
-        """Delete this worker's scratch folders."""
+        """Delete this worker's scratch folders; let go of the folder's lock."""
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
+        self._release()
+
+
+def _hold_folder(location: str) -> Callable[[], None]:
+    """Hold the lock of the folder of checkpoints ``location`` (:data:`RUN_LOCK`) for this run; what lets go of it.
+    Raises when another run keeps it beyond :data:`RUN_LOCK_PATIENCE` seconds."""
+    note = f"the run of process {os.getpid()} on {socket.gethostname()}, begun {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    try:
+        return hold_lock(os.path.join(location, RUN_LOCK), patience=RUN_LOCK_PATIENCE, note=note, waiting=lambda: (
+            logger.warning("Another training run is writing its checkpoints to %s; waiting up to %.0f s for it to "
+                           "end.", location, RUN_LOCK_PATIENCE)))
+    except Busy as busy:
+        raise AlexnetError(
+            f"Another training run is writing its checkpoints to {location} ({busy.holder or 'its process unknown'}), "
+            "and two runs in one folder would write over each other's checkpoints: wait for it to end, or give this "
+            "run another `checkpoint_dir`.") from None
 
 
 def _size_of(latest: str | None) -> str:
