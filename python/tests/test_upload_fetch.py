@@ -1091,6 +1091,11 @@ def test_a_password_in_a_boards_url_is_said_as_stars_in_logs_errors_records_and_
         assert command.returncode == 0, command.stderr[-2000:]
         assert "DEBUG" in command.stderr and "alice:***@" in command.stderr
         assert secret not in command.stderr + command.stdout
+        printed = subprocess.run([sys.executable, "-m", "alexnet.cli", "fetch", "--json", "--board", board,
+                                  "--total", "1", "--cache-dir", str(tmp_path / "cli")], capture_output=True,
+                                 text=True, timeout=120, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+        assert printed.returncode == 0, printed.stderr[-2000:]
+        assert json.loads(printed.stdout)["board"] == board.replace(secret, "***")  # what job logs keep
     from types import SimpleNamespace
 
     from alexnet.train.resumed import trained_on

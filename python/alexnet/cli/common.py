@@ -281,9 +281,12 @@ def size_text(count: float) -> str:
 
 def emit(result: Any, as_json: bool, summary: Callable[[Any], str]) -> None:
     """Print ``result``: as JSON (a number that is not finite as ``null``, which JSON has no other word for), or as
-    the lines ``summary`` makes of it."""
+    the lines ``summary`` makes of it; either with a URL's password said as ``***`` (a board on a server given as
+    ``https://user:password@host/...``), as logs and errors say it: what a command prints ends up in job logs."""
+    from ..errors import without_passwords
+
     text = json.dumps(finite_json(result), indent=2, default=str, allow_nan=False) if as_json else summary(result)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(without_passwords(text) + "\n")
 
 
 def finite_json(value: Any) -> Any:
