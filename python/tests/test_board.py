@@ -169,6 +169,16 @@ def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writin
                                              "give a board folder this process may write$"):
             open_board(view, write=True)
         assert open_board(view).pins.pin_read("t")["x"].tolist() == [1]
+        # a model's board, named by the argument that gave it (or said to be the data's)
+        from alexnet.model.pin import check_model_board
+
+        with pytest.raises(BoardError, match=f"^`model_board`: board folder {view} cannot be written "):
+            check_model_board(view, str(tmp_path / "data-board"))
+        with pytest.raises(BoardError, match=f"^the data's board, where `model_pin` publishes without a "
+                                             f"`model_board`: board folder {view} cannot be written "):
+            check_model_board(None, str(view))
+        with pytest.raises(BoardError, match="^`board`: board folder"):
+            check_model_board(view, None, "board")  # alexnet_export()'s
     assert sorted(p.name for p in folder.iterdir()) == ["t"], "the check leaves nothing in the board"
 
 

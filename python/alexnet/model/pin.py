@@ -36,7 +36,7 @@ from typing import Any
 from ..checks import some_names
 from ..declare import declaration
 from ..declare.kinds import given_as
-from ..errors import AlexnetError
+from ..errors import AlexnetError, BoardError
 from ..result import returns_result
 from ..storage.board import Board, open_board
 from ..storage.cache import cache_root
@@ -58,16 +58,23 @@ MODEL_PIN_KIND = "model"
 MODEL_FORMATS = ("keras", *(f"keras+{name}" for name in EXPORT_FILES))
 
 
-def check_model_board(model_board: str | os.PathLike | None, data_board: str | None) -> str:
-    """The board a model pin goes to (``model_board``, else the data's board), opened for writing to prove it can
-    be; an :class:`AlexnetError` saying what to pass when there is none, a ``BoardError`` when it cannot be written."""
+def check_model_board(model_board: str | os.PathLike | None, data_board: str | None,
+                      setting: str = "model_board") -> str:
+    """The board a model pin goes to (``model_board``, given as the argument ``setting``, else the data's board),
+    opened for writing to prove it can be; an :class:`AlexnetError` saying what to pass when there is none, a
+    ``BoardError`` naming the argument when it cannot be written."""
     board = model_board if model_board is not None else data_board
     if board is None:
         raise AlexnetError(
-            "`model_pin` needs a board to write the model to, and `data` comes from no board: pass `model_board` "
+            f"`model_pin` needs a board to write the model to, and `data` comes from no board: pass `{setting}` "
             "(a folder, gs:// or s3:// board)."
         )
-    return open_board(board, write=True).location
+    try:
+        return open_board(board, write=True).location
+    except BoardError as err:
+        which = (f"`{setting}`" if model_board is not None else
+                 f"the data's board, where `model_pin` publishes without a `{setting}`")
+        raise BoardError(f"{which}: {err}") from None
 
 
 def model_pin_metadata(card: ModelCard, sha256: str, size: int, export: dict[str, Any] | None = None
