@@ -177,7 +177,7 @@ def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writin
         with pytest.raises(BoardError, match=f"^the data's board, where `model_pin` publishes without a "
                                              f"`model_board`: board folder {view} cannot be written "):
             check_model_board(None, str(view))
-        with pytest.raises(BoardError, match="^`board`: board folder"):
+        with pytest.raises(BoardError, match=r"^`board`: board folder"):
             check_model_board(view, None, "board")  # alexnet_export()'s
     assert sorted(p.name for p in folder.iterdir()) == ["t"], "the check leaves nothing in the board"
 
