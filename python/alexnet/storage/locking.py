@@ -16,25 +16,11 @@ def file_lock(path: str, waiting: Callable[[], None] | None = None) -> Iterator[
     """Hold an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) while the block runs,
     waiting while another process holds it (``waiting`` is called first, to say so). The lock goes with the process
     however it ends. Where the system or the file system takes no locks, the block runs unlocked."""
+    release = hold_lock(path, patience=None, waiting=waiting)
     try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        yield
-        return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting is not None:
-                waiting()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as err:  # a file system that takes no locks (some network ones)
-            log.debug("no lock on %s (%s): going on without one", path, err)
         yield
     finally:
-        os.close(fd)  # and the lock with it
+        release()
 
 
 class Busy(Exception):
@@ -46,15 +32,15 @@ class Busy(Exception):
         self.path, self.holder = path, holder
 
 
-def hold_lock(path: str, *, patience: float, note: str = "", waiting: Callable[[], None] | None = None
+def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Callable[[], None] | None = None
               ) -> Callable[[], None]:
     """Take an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) and keep it until the
-    function returned is called (or the process ends), writing ``note`` in the file for whoever finds it taken. A lock
-    held elsewhere is waited for up to ``patience`` seconds (``waiting`` is called first, to say so), then
-    :class:`Busy` is raised. Where the system or the file system takes no locks, nothing is held.
+    function returned is called (or the process ends), writing ``note`` (when given) in the file for whoever finds it
+    taken. A lock held elsewhere is waited for (``waiting`` is called first, to say so): for as long as it takes with
+    ``patience`` None, else up to ``patience`` seconds, then :class:`Busy` is raised. Where the system or the file
+    system takes no locks, nothing is held.
 
-    Unlike :func:`file_lock`, a second hold of the same file in the same process is refused as well: each hold opens
-    the file anew."""
+    Each hold opens the file anew, so that a second hold of the same file in the same process waits as well."""
     import time
 
     try:
@@ -63,27 +49,31 @@ def hold_lock(path: str, *, patience: float, note: str = "", waiting: Callable[[
         return lambda: None
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    deadline = time.monotonic() + patience
+    deadline = None if patience is None else time.monotonic() + patience
     told = False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
                 os.close(fd)
                 raise Busy(path, holder) from None
             if not told and waiting is not None:
                 waiting()
             told = True
+            if deadline is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                break
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         except OSError as err:  # a file system that takes no locks (some network ones)
             log.debug("no lock on %s (%s): going on without one", path, err)
             os.close(fd)
             return lambda: None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, note.encode(), 0)
+    if note:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, note.encode(), 0)
     closed = False
 
     def release() -> None:
