@@ -66,9 +66,9 @@ def as_ints(value: Any, name: str) -> list[int]:
     try:
         numbers = array.astype(np.float64)
     except (TypeError, ValueError) as error:
-        raise AlexnetError(f"`{name}` must be whole numbers.") from error
+        raise AlexnetError(f"`{name}` must be whole numbers, not {value!r}.") from error
     if not np.all(np.isfinite(numbers)) or not np.all(numbers == np.round(numbers)):
-        raise AlexnetError(f"`{name}` must be whole numbers.")
+        raise AlexnetError(f"`{name}` must be whole numbers, not {value!r}.")
     return [int(v) for v in numbers]
 
 

@@ -145,6 +145,39 @@ def test_resolve_refuses_a_mistyped_scheme(typo, meant, tmp_path, monkeypatch):
     assert resolve_board(f"./{typo}") == os.path.normpath(f"{tmp_path}/{typo}")
 
 
+def test_what_a_location_takes_is_said_by_what_it_is_for(tmp_path):
+    """A location to write to is not offered https://, a local one no URL at all; a file is said to be one; anything
+    but a string is refused by name."""
+    from alexnet.errors import AlexnetError
+    from alexnet.storage.location import LOCAL, WRITABLE, local_location, resolve_location, writable_location
+
+    with pytest.raises(BoardError, match=r"unsupported scheme ftp://; use a folder path, file://, gs:// or s3://$"):
+        resolve_location("ftp://h/x", "checkpoint_dir", takes=WRITABLE)
+    with pytest.raises(BoardError, match=r"unsupported scheme ftp://; use a folder path or file://$"):
+        resolve_location("ftp://h/x", "dest", takes=LOCAL)
+    with pytest.raises(AlexnetError, match=r"^`board` must be a folder path or a URL \(a string\), not int 3\.$"):
+        resolve_location(3, "board")  # type: ignore[arg-type]
+    with pytest.raises(BoardError, match=r"^`dest` = gs://b/x: a synthetic ImageNet is written to a local folder, not "
+                                         r"to a gs:// location"):
+        local_location("gs://b/x", "dest", "a synthetic ImageNet")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for where in (a_file, a_file / "below"):
+        with pytest.raises(BoardError, match=f"^`model_dir` = {where}: it, or a folder above it, is a file, not a "
+                                             "folder: give a folder$"):
+            writable_location(str(where), "model_dir")
+    with pytest.raises(BoardError, match=f"^board {a_file} is a file, not a folder: give the board's folder$"):
+        open_board(a_file)
+    with pytest.raises(BoardError, match=r"^`checkpoint_dir` = https://h/x cannot be written: an https:// location is "
+                                         r"read only; write to the folder"):
+        writable_location("https://h/x", "checkpoint_dir")
+    # a folder made only to prove it writable is taken away again when its writer makes it itself
+    writable_location(str(tmp_path / "new" / "deeper"), "model_dir", keep=False)
+    assert not (tmp_path / "new").exists()
+    writable_location(str(tmp_path / "kept"), "path")
+    assert (tmp_path / "kept").is_dir()
+
+
 # -- folder ---------------------------------------------------------------------------------------------------
 
 

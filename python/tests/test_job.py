@@ -75,7 +75,7 @@ def test_plan_settles_what_each_task_needs(board, tmp_path):
     settings = plan.task.settings
     assert (settings.checkpoint_dir, settings.model_dir, settings.epochs) == (str(tmp_path / "ckpt"),) * 2 + (3,)
     assert settings.verbose == 2, "a worker logs one line per epoch unless told otherwise"
-    assert (tmp_path / "ckpt").is_dir(), "a local checkpoint folder is created (and proven writable) on the driver"
+    assert not (tmp_path / "ckpt").exists(), "a local checkpoint folder proven writable on the driver is not left"
     from alexnet.storage.board import open_board
     from alexnet.storage.layout import categories_and_version
 

@@ -171,7 +171,8 @@ def test_a_saved_model_given_as_the_board_is_named_as_such_and_an_unwritable_cac
     publish_model(str(tmp_path / "board"), "alexnet", saved["file"], saved["card"])
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with pytest.raises(AlexnetError, match=r"^`cache_dir` = .*a-file/models cannot hold the model \(Not a directory\)"):
+    with pytest.raises(AlexnetError, match=r"^`cache_dir` = .*a-file/models cannot hold the model \(it, or a folder "
+                                           r"above it, is a file, not a folder\)"):
         alexnet_model(str(tmp_path / "board"), cache_dir=blocker / "models")
 
 
@@ -334,9 +335,10 @@ def test_a_worker_without_the_models_file_fetches_it_into_the_cache_dir_it_was_r
     blocker.write_text("")
     elsewhere = {**pin, "cache_dir": str(blocker / "models"), "path": str(blocker / "models" / "alexnet.keras")}
     with pytest.raises(AlexnetError, match=rf"^`cache_dir` = .*a-file/models cannot hold the model "
-                                           rf"alexnet@{pin['version']} on .+, which fetches its file again \(Not a "
-                                           r"directory\): give alexnet_model\(\) a `cache_dir` that every machine "
-                                           r"using the model may write .*, or leave it unset for each machine's own "
+                                           rf"alexnet@{pin['version']} on .+, which fetches its file again \(it, or "
+                                           r"a folder above it, is a file, not a folder\): give alexnet_model\(\) a "
+                                           r"`cache_dir` that every machine using the model may write .*, or leave it "
+                                           r"unset for each machine's own "
                                            r"user cache\.$"):
         load_model(elsewhere)
     assert not defaults.exists()

@@ -54,6 +54,20 @@ def test_size_schedules_that_cannot_be_trained_are_refused_before_training(chang
         alexnet_train(data=NOWHERE, **changes)  # the images do not exist: nothing but the check ran
 
 
+def test_arguments_of_the_wrong_shape_are_said_with_what_was_given():
+    with pytest.raises(AlexnetError, match=r"^`image_size` must be whole numbers, not 64\.5\.$"):
+        alexnet_train(data=NOWHERE, image_size=64.5)
+    with pytest.raises(AlexnetError, match=r"^`data` is empty: there are no images to train on"):
+        alexnet_train(data=[])  # R's list()
+
+
+def test_a_run_refused_before_it_writes_leaves_no_folder_of_its_outputs(tmp_path):
+    outputs = {name: str(tmp_path / "runs" / name) for name in ("checkpoint_dir", "model_dir", "log_dir")}
+    with pytest.raises(AlexnetError, match="images"):
+        alexnet_train(data=NOWHERE, **outputs)  # refused at its images, after its outputs were proven writable
+    assert list(tmp_path.iterdir()) == [], "no folder made only to prove it writable is left"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # image sizes: the pooling that makes the model size-free
 

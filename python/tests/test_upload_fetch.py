@@ -343,7 +343,7 @@ def test_the_scratch_folder_is_made_where_scratch_says(tree, tmp_path, monkeypat
 @pytest.mark.parametrize("scratch, message", [
     ("gs://bucket/scratch", "is not a local folder"),
     ("", "is not a local folder"),
-    ("a-file/below", "cannot hold the upload.s scratch folder \\(Not a directory\\)"),
+    ("a-file/below", "cannot hold the upload.s scratch folder \\(it, or a folder above it, is a file"),
 ])
 def test_a_scratch_that_is_not_a_local_folder_is_refused_before_any_work(tree, tmp_path, monkeypatch, scratch,
                                                                          message):
@@ -634,7 +634,8 @@ def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them
         "big.png": f"too large to store as it is (30000 pixels, more than max_pixels = 12000): {advice}",
         "panorama.jpg": f"too large to store as it is (63000 pixels, more than max_pixels = 12000): {advice}",
         "claim.png": f"too large to store as it is (100000000 pixels, more than max_pixels = 12000): {advice}",
-        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970)"}
+        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970, the most an upload "
+                    "decodes, whatever `resize` and `max_pixels` say)"}
     assert kept["images"] == 1
     # the limit is part of what a category's zip is made from: under another one it is packed again
     again = imagenet_upload(source, kept_board, max_pixels=40000)
@@ -644,7 +645,8 @@ def test_images_above_max_pixels_are_left_out_by_name_unless_resize_shrinks_them
     shrunk = imagenet_upload(source, tmp_path / "shrunk", max_pixels=12000, resize=MIN_IMAGE_SIZE)
     assert {b["file"]: b["reason"] for b in shrunk["bad_images"]} == {
         "panorama.jpg": "too large to store even shrunk (63000 pixels at 1000x63, more than max_pixels = 12000)",
-        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970)"}
+        "bomb.png": "too large to decode safely (400000000 pixels, more than the limit 178956970, the most an upload "
+                    "decodes, whatever `resize` and `max_pixels` say)"}
     data = imagenet_partition(0, 1, tmp_path / "shrunk", cache_dir=tmp_path / "cache")
     sizes = {os.path.basename(path): Image.open(path).size for path in data["image"]}
     assert sizes == {"small.png": (40, 30), "big.png": (189, 63)}

@@ -122,6 +122,9 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
     and a partition without them names the classes its images show, the others by their label's number.
     Every problem raises an :class:`AlexnetError` that names the field.
     """
+    if isinstance(data, (list, tuple)) and not data:  # R's list()
+        raise AlexnetError("`data` is empty: there are no images to train on. Give the result of "
+                           "imagenet_partition(), or a dict/list with `image`, `category` and `categories`.")
     if not isinstance(data, Mapping):
         raise AlexnetError(
             f"`data` must be the result of imagenet_partition() or a dict/list with `image`, `category` and "

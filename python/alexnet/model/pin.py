@@ -41,7 +41,7 @@ from ..result import returns_result
 from ..storage.board import Board, open_board
 from ..storage.cache import cache_root
 from ..storage.layout import is_file_name
-from ..storage.location import made_folder
+from ..storage.location import WRITABLE, made_folder, resolve_location
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
@@ -69,6 +69,8 @@ def check_model_board(model_board: str | os.PathLike | None, data_board: str | N
             f"`model_pin` needs a board to write the model to, and `data` comes from no board: pass `{setting}` "
             "(a folder, gs:// or s3:// board)."
         )
+    if model_board is not None:  # a mistyped location named as the argument that gave it, once
+        resolve_location(model_board, setting, takes=WRITABLE)
     try:
         return open_board(board, write=True).location
     except BoardError as err:

@@ -264,6 +264,8 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
     _tune_pins()
     kind = location_kind(resolved)
     if kind == "file":
+        if os.path.exists(resolved) and not os.path.isdir(resolved):
+            raise BoardError(f"board {resolved} is a file, not a folder: give the board's folder")
         if write:
             try:
                 os.makedirs(resolved, exist_ok=True)

@@ -83,7 +83,12 @@ def home_expanded(location: str) -> str:
     return os.path.expanduser(location) if location.startswith("~") else location
 
 
-def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
+#: The locations a string may name: any (to read), one to write to, a local folder.
+READABLE, WRITABLE, LOCAL = ("a folder path, file://, gs://, s3:// or https://", "a folder path, file://, gs:// or s3://",
+                             "a folder path or file://")
+
+
+def resolve_location(location: str | os.PathLike, what: str = "board", *, takes: str = READABLE) -> str:
     """The canonical form of ``location``: an absolute local path, or a ``gs://``, ``s3://``, ``http(s)://`` URL.
 
     ``file://`` URLs (and ``file:/path``) and relative paths become absolute paths (a leading ``~`` is the home folder:
@@ -91,15 +96,19 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
     ``s3://``; trailing slashes are dropped, and so are empty segments of a bucket URL (``s3://b//x`` is
     ``s3://b/x``, for reads and writes alike). Any other scheme, or a mistyped one (``gs:/b``, ``s3:b``,
     ``gs//b``: a local folder only when written ``./gs:/b``), raises ``BoardError`` naming ``what`` the string
-    was given as (``"board"``, ``"checkpoint_dir"``, ...).
+    was given as (``"board"``, ``"checkpoint_dir"``, ...), and saying what it ``takes`` (:data:`READABLE`,
+    :data:`WRITABLE` or :data:`LOCAL`). Anything but a string or a path is an ``AlexnetError``.
     """
+    said = f"`{what}`" if what.isidentifier() else f"the {what}"  # a setting's name, as the command line says it
+    if not isinstance(location, (str, bytes, os.PathLike)):
+        raise AlexnetError(f"{said} must be a folder path or a URL (a string), not {type(location).__name__} "
+                           f"{location!r}.")
     text = os.fspath(location)
     if not isinstance(text, str):
         text = os.fsdecode(text)
     text = text.strip()
-    said = f"`{what}`" if what.isidentifier() else f"the {what}"  # a setting's name, as the command line says it
     if not text:
-        raise BoardError(f"{said} is an empty string; give a folder, gs://, s3:// or https:// location")
+        raise BoardError(f"{said} is an empty string; give {takes}")
     match = _SCHEME.match(text)
     typo = _MISTYPED.match(text) if match is None else None
     if typo is not None and re.match(r"(?i)file:/(?!/)", text):  # file:/path, a file URL's short form
@@ -128,10 +137,27 @@ def resolve_location(location: str | os.PathLike, what: str = "board") -> str:
         if not urllib.parse.urlparse(text).netloc:
             raise BoardError(f"{said} {text!r} names no host; write it as https://host/prefix")
         return text.rstrip("/")
-    raise BoardError(
-        f"{said} {text!r} uses the unsupported scheme {scheme}://; use a folder path, file://, gs://, "
-        "s3:// or https://"
-    )
+    raise BoardError(f"{said} {text!r} uses the unsupported scheme {scheme}://; use {takes}")
+
+
+def local_location(location: str | os.PathLike, what: str, holds: str) -> str:
+    """``location`` resolved (:func:`resolve_location`) when it is a local folder (a path or ``file://``), where
+    ``holds`` is written; a ``BoardError`` naming ``what`` for a bucket's or a server's URL, or a file."""
+    resolved = resolve_location(location, what, takes=LOCAL)
+    kind = location_kind(resolved)
+    if kind != "file":
+        raise BoardError(f"`{what}` = {resolved}: {holds} is written to a local folder, not to a {kind}:// location; "
+                         "give a folder path (and copy it there after)")
+    if _a_file_on_the_way(resolved):
+        raise BoardError(f"`{what}` = {resolved}: it, or a folder above it, is a file, not a folder: give a folder")
+    return resolved
+
+
+def _a_file_on_the_way(path: str) -> bool:
+    """Is the local ``path``, or the nearest of its parents that exists, something else than a folder?"""
+    missing = _missing_folders(path)
+    found = os.path.dirname(missing[-1]) if missing else os.path.abspath(path)
+    return os.path.exists(found) and not os.path.isdir(found)
 
 
 def location_kind(resolved: str) -> str:
@@ -355,24 +381,32 @@ def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") 
     return _open_gcs(resolved, write, what) if kind == "gs" else _open_s3(resolved, write, what)
 
 
-def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]:
+def writable_location(location: str | os.PathLike, what: str, *, keep: bool = True) -> tuple[str, Any]:
     """``location`` resolved and checked to be writable, with its file system; a ``BoardError`` naming ``what``
     (``"checkpoint_dir"``, ``"model_dir"``, ...) otherwise.
 
-    A local folder is created; a bucket must exist and the credentials must allow writing; ``https://`` is
-    read only. A small object is written and deleted to prove it, so that a run fails here, before any
-    work, and not when its first checkpoint is due.
+    A local folder is created (and removed again with its parents made for it, unless ``keep``: for a writer that
+    makes its folder when it writes, so that a run refused before then leaves nothing); a bucket must exist and the
+    credentials must allow writing; ``https://`` is read only. A small object is written and deleted to prove it, so
+    that a run fails here, before any work, and not when its first checkpoint is due.
     """
-    resolved = resolve_location(location, what)
+    resolved = resolve_location(location, what, takes=WRITABLE)
     kind = location_kind(resolved)
+    if kind == "http":
+        raise BoardError(f"`{what}` = {resolved} cannot be written: an https:// location is read only; write to the "
+                         "folder, gs:// or s3:// location that this URL serves")
+    if kind == "file" and _a_file_on_the_way(resolved):
+        raise BoardError(f"`{what}` = {resolved}: it, or a folder above it, is a file, not a folder: give a folder")
     try:
         fs = open_filesystem(resolved, write=True, what=f"`{what}`")
     except BoardError as err:
         raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
     path = fs_path(resolved)
     probe = f"{path}/.alexnet-write-test-{os.getpid()}"
+    made: list[str] = []
     try:
         if kind == "file":
+            made = _missing_folders(path)
             os.makedirs(path, exist_ok=True)
         else:
             check_bucket(fs, resolved, True, empty_hint="", what=f"`{what}`")
@@ -382,7 +416,29 @@ def writable_location(location: str | os.PathLike, what: str) -> tuple[str, Any]
         raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
     except Exception as err:
         raise BoardError(f"`{what}` = {resolved} cannot be written: {reason(err)}") from None
+    finally:
+        if not keep:
+            _remove_empty(made)
     return resolved, fs
+
+
+def _missing_folders(path: str) -> list[str]:
+    """The folders of the local ``path`` that do not exist yet, itself first, then its parents."""
+    missing: list[str] = []
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Remove ``folders`` (deepest first) as long as they are empty."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str | None = None,
@@ -394,6 +450,8 @@ def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str 
     try:
         os.makedirs(folder, exist_ok=True)
         problem = "" if os.access(folder, os.W_OK | os.X_OK) else "it cannot be written"
+    except (FileExistsError, NotADirectoryError):
+        problem = "it, or a folder above it, is a file, not a folder"
     except OSError as error:
         problem = reason(error)
     if problem:

@@ -94,8 +94,8 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     for name, spec in table.items():
         if values[name] is None:
             continue
-        if spec.output:
-            values[name] = writable_location(values[name], name)[0]
+        if spec.output:  # each made when it is first written: a run refused before then leaves no folder
+            values[name] = writable_location(values[name], name, keep=False)[0]
         elif spec.kind == "model":
             values[name] = model_reference(values[name], name)
         else:
