@@ -390,6 +390,19 @@ def test_the_comparison_uses_the_medians_and_the_recipes_that_reached_the_target
     assert dropped["value"] == pytest.approx(-0.3) and dropped["met"] is False
 
 
+def test_an_output_dir_that_is_no_writable_local_folder_is_refused_before_any_work(tmp_path, monkeypatch):
+    """It was made as a local folder named after a bucket's URL (``./gs:/b/x``), or failed after the measurement."""
+    monkeypatch.chdir(tmp_path)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for given, said in (("gs://b/x", r"^`output_dir` = gs://b/x: the benchmark's result is written to a local folder"),
+                        ("ftp://h/x", r"unsupported scheme ftp://; use a folder path or file://$"),
+                        (str(a_file), r"it, or a folder above it, is a file, not a folder")):
+        with pytest.raises(AlexnetError, match=said):
+            bench_run.alexnet_benchmark(stages="decode", output_dir=given)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_time_to_accuracy_arguments_are_checked_before_any_work(tmp_path):
     for bad in (1.5, -0.1):
         with pytest.raises(AlexnetError, match="target_accuracy"):

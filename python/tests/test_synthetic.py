@@ -15,7 +15,7 @@ from PIL import Image
 
 from alexnet.data.imagenet import read_imagenet
 from alexnet.data.synthetic import COMMON_SIZES, QUALITY_RANGE, imagenet_synthetic
-from alexnet.errors import AlexnetError, LayoutError
+from alexnet.errors import AlexnetError, BoardError, LayoutError
 
 CLS_LOC = Path("ILSVRC") / "Data" / "CLS-LOC"
 
@@ -230,9 +230,22 @@ def test_refuses_to_overwrite_a_tree(small):
 def test_a_dest_that_cannot_be_written_is_named(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with pytest.raises(LayoutError, match=r"Cannot write a synthetic ImageNet to .*a-file/tree \(Not a directory\): "
-                                          r"pass as `dest` a folder this process may write"):
+    with pytest.raises(BoardError, match=r"`dest` = .*a-file/tree: it, or a folder above it, is a file, not a "
+                                         r"folder: give a folder"):
         imagenet_synthetic(blocker / "tree", classes=1, images_per_class=1)
+
+
+def test_a_dest_that_is_no_local_folder_is_refused_by_name(tmp_path, monkeypatch):
+    """A bucket's URL was written as a local folder named after it (``./gs:/b/x``)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BoardError, match=r"^`dest` = gs://b/x: a synthetic ImageNet is written to a local folder"):
+        imagenet_synthetic("gs://b/x", classes=1, images_per_class=1)
+    with pytest.raises(BoardError, match=r"^`dest` 'ftp://h/x' uses the unsupported scheme ftp://; use a folder path "
+                                         r"or file://$"):
+        imagenet_synthetic("ftp://h/x", classes=1, images_per_class=1)
+    with pytest.raises(AlexnetError, match=r"^`dest` must be a folder path or a URL \(a string\), not NoneType"):
+        imagenet_synthetic(None, classes=1, images_per_class=1)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -249,3 +262,12 @@ def test_bad_arguments(tmp_path, kwargs, message):
     with pytest.raises(AlexnetError, match=re.escape(message)):
         imagenet_synthetic(tmp_path, **kwargs)
     assert not any(tmp_path.iterdir())  # checked before anything is written
+
+
+def test_a_layout_is_named_in_any_case_as_every_choice_is():
+    """R lowercases every choice before it reaches the core: the core takes the layout so as well."""
+    from alexnet.data.options import check_layout
+
+    assert check_layout("Kaggle_Zip ") == "kaggle_zip"
+    with pytest.raises(LayoutError, match="did you mean `kaggle`"):
+        check_layout("kagle")

@@ -27,6 +27,7 @@ from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, UsedWith
 from ..errors import AlexnetError
 from ..machine import usable_cpus
+from ..storage.location import local_location, writable_location
 from ..train.settings import specs as training_specs
 from .accuracy import AccuracySettings
 from .scaling import ScalingSettings
@@ -110,7 +111,11 @@ class BenchSettings:
         if isolation == "process" and not _pinning():
             raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "
                                "use isolation = \"threads\".")
-        return dataclasses.replace(self, cores=cores, isolation=isolation)
+        output_dir = self.output_dir
+        if output_dir is not None:  # a local folder (the stages' children write there), writable, before any work
+            output_dir = writable_location(local_location(output_dir, "output_dir", "the benchmark's result"),
+                                           "output_dir", keep=False)[0]
+        return dataclasses.replace(self, cores=cores, isolation=isolation, output_dir=output_dir)
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,12 @@ DEFAULT_PARTITIONS = 16
 
 def check_layout(layout: Any, name: str = "layout") -> str:
     """``layout`` as one of :data:`~alexnet.data.parts.LAYOUT_NAMES`; a :class:`LayoutError` naming it as ``name``,
-    and the closest layout, otherwise."""
-    if layout not in LAYOUT_NAMES:
+    and the closest layout, otherwise. Its case does not matter, as for every choice."""
+    word = layout.strip().lower() if isinstance(layout, str) else layout
+    if word not in LAYOUT_NAMES:
         raise LayoutError(f"`{name}` must be one of {', '.join(LAYOUT_NAMES)}, not "
                           f"{name_hints([str(layout)], LAYOUT_NAMES)}")
-    return str(layout)
+    return str(word)
 
 
 def check_resize(resize: Any, name: str = "resize") -> int | None:

@@ -24,6 +24,7 @@ from ..errors import LayoutError, reason
 from ..progress import progress_bar
 from ..result import returns_result
 from ..scratch import scratch_folder
+from ..storage.location import local_location
 from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
 from .layouts import LAYOUT_FILES, MEMBER_PATHS, write_layout
@@ -146,9 +147,7 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
     classes, images_per_class, val_per_class = chosen.classes, chosen.images_per_class, chosen.val_per_class
     seed, quirks, max_side, layout = chosen.seed, chosen.quirks, chosen.max_side, chosen.layout
 
-    root = Path(os.fspath(dest)).expanduser().absolute()
-    if root.exists() and not root.is_dir():
-        raise LayoutError(f"Cannot write a synthetic ImageNet to {root}: it is a file. Pass a folder path.")
+    root = Path(local_location(dest, "dest", "a synthetic ImageNet"))
     existing = [p for p in LAYOUT_FILES if (root / p).exists()]
     if existing:
         raise LayoutError(
