@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -342,3 +345,16 @@ def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its
         alexnet_evaluate(setup["model_dir"], image_size=96, **common)
     with pytest.raises(AlexnetError, match="image_size"):
         alexnet_evaluate(str(free_dir), image_size=16, **common)
+
+
+def test_options_and_a_drawing_path_are_checked_before_tensorflow_is_imported(tmp_path):
+    """A mistake in an evaluation's options or in the filters' PNG path is said at once (it took 13 s of
+    TensorFlow's import first)."""
+    code = ("import sys\nimport alexnet\nfrom alexnet.errors import AlexnetError\n"
+            "for call in (lambda: alexnet.alexnet_evaluate('m', board='b', crops=5),\n"
+            f"             lambda: alexnet.alexnet_filters('m', {str(tmp_path / 'f.jpg')!r})):\n"
+            "    try:\n        call()\n    except AlexnetError as error:\n        print(str(error).split(':')[0])\n"
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["`crops` must be 1 (the centre crop) or 10 (the paper's corners, centre and mirrors), "
+                                "not 5.", f"`path` = {tmp_path / 'f.jpg'} does not end in .png", "False"]

@@ -229,8 +229,6 @@ def alexnet_evaluate(
     class its images were wrongly taken for (``index``, ``id``, ``name``, ``predicted_index``, ``predicted_id``,
     ``predicted_name``, ``images``), the most frequent first.
     """
-    from ..input.scan import said, scan_images
-
     declaration.check_names(options, [*specs(), *declaration.specs(BoardImagesOptions)], "alexnet_evaluate()",
                             "Its options")
     checked = check_options(options)
@@ -288,6 +286,8 @@ def alexnet_evaluate(
     if outside:
         raise AlexnetError(f"validation labels {outside[:10]} are outside 0..{card.num_classes - 1}, the classes of "
                            f"the model {loaded.description}: give each image its class's index among the model's.")
+    from ..input.scan import said, scan_images  # TensorFlow's: after the checks, which say a mistake at once
+
     bad = scan_images(files, parallel)
     if bad:
         logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated, too large or not an "

@@ -65,18 +65,24 @@ def filter_grid(pictures: np.ndarray, zoom: int = ZOOM, gap: int = GAP) -> np.nd
     return image
 
 
-def _write_png(image: np.ndarray, path: Any) -> str:
-    """Write ``image`` as a PNG file at ``path`` (a path, ``file://``, ``gs://`` or ``s3://``), whose folder is created
-    or must be writable; the resolved location written."""
-    from PIL import Image
+def _png_destination(path: Any) -> tuple[str, Any]:
+    """``path`` (a path, ``file://``, ``gs://`` or ``s3://``) resolved and checked to end in .png, its folder
+    created or checked writable; with its file system."""
+    from ..storage.location import WRITABLE, resolve_location, writable_location
 
-    from ..storage.location import fs_path, resolve_location, writable_location
-
-    resolved = resolve_location(path, "path")
+    resolved = resolve_location(path, "path", takes=WRITABLE)
     if not resolved.lower().endswith(".png"):
         raise AlexnetError(f"`path` = {resolved} does not end in .png: give the PNG file to write, e.g. conv1.png.")
     folder = posixpath.dirname(resolved.rstrip("/")) if "://" in resolved else os.path.dirname(resolved) or "."
-    _, fs = writable_location(folder, "path")
+    return resolved, writable_location(folder, "path")[1]
+
+
+def _write_png(image: np.ndarray, resolved: str, fs: Any) -> str:
+    """Write ``image`` as a PNG file at ``resolved`` (see :func:`_png_destination`); the location written."""
+    from PIL import Image
+
+    from ..storage.location import fs_path
+
     data = io.BytesIO()
     Image.fromarray(image, "RGB").save(data, format="PNG")
     fs.pipe_file(fs_path(resolved), data.getvalue())
@@ -97,6 +103,7 @@ def alexnet_filters(model: Any, path: Any = None) -> dict[str, Any]:
     highest 1), ``image`` (the grid as a ``uint8`` RGB array ``[rows, columns, 3]``: the filters 12 to a row for 96,
     each weight a 5-pixel square, on white) and ``path`` (the location written, or ``None``).
     """
+    destination = None if path is None else _png_destination(path)  # a mistake in it said before the model loads
     layer = named_layer(load_model(model).model, LAYER, "give a model that alexnet_train() saved.")
     kernel = np.asarray(layer.get_weights()[0])
     if kernel.ndim != 4 or kernel.shape[2] != 3:
@@ -104,7 +111,7 @@ def alexnet_filters(model: Any, path: Any = None) -> dict[str, Any]:
                            "[height, width, 3, filters]: give a model that alexnet_train() saved.")
     kernels = scaled_kernels(kernel)
     image = filter_grid(kernels)
-    written = None if path is None else _write_png(image, path)
+    written = None if destination is None else _write_png(image, *destination)
     if written is not None:
         logger.info("%d filters of %s drawn to %s", len(kernels), LAYER, written)
     return {"layer": LAYER, "filters": int(kernel.shape[3]), "size": [int(kernel.shape[0]), int(kernel.shape[1])],
