@@ -205,4 +205,8 @@ def test_an_image_declaring_more_pixels_than_the_limit_is_bad_without_being_deco
         scan.drop_bad_images(list(files.values()), [0] * len(files), bad, max_bad_fraction=0.1)
     assert f"\n  {files['above.png']}: too large to decode safely (1240 pixels, more than the limit 1200)\n" \
         in str(error.value)
-    assert "are empty, truncated, too large or cannot be decoded" in str(error.value)
+    assert "are missing, empty, truncated, too large or cannot be decoded" in str(error.value)
+    (tmp_path / "empty.JPEG").write_bytes(b"")  # the reasons a listing can tell
+    assert scan.said(str(tmp_path / "empty.JPEG")) == f"{tmp_path / 'empty.JPEG'}: empty"
+    assert scan.said(str(tmp_path / "nope.JPEG")) == f"{tmp_path / 'nope.JPEG'}: cannot be read (No such file or " \
+        "directory)"

@@ -54,6 +54,11 @@ MAX_PIXELS_TO_SHRINK = 2 * MAX_PIXELS
 #: signature says it too).
 TOO_LARGE = "too large to decode safely ({pixels} pixels, more than the limit {limit})"
 
+#: Why an upload leaves out an image above :data:`MAX_PIXELS_TO_SHRINK` (the ``limit``), which nothing it is given
+#: would store.
+TOO_LARGE_FOR_ANY = ("too large to decode safely ({pixels} pixels, more than the limit {limit}, the most an upload "
+                     "decodes, whatever `resize` and `max_pixels` say)")
+
 #: Why an upload leaves out an image of more than its ``max_pixels`` (the ``limit``) stored as it is.
 TOO_LARGE_TO_STORE = ("too large to store as it is ({pixels} pixels, more than max_pixels = {limit}): give `resize` "
                       "to store it shrunk")
@@ -127,7 +132,7 @@ def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: 
                 img.load()
                 return data, ""
             if pixels > MAX_PIXELS_TO_SHRINK:
-                return None, TOO_LARGE.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
+                return None, TOO_LARGE_FOR_ANY.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
             scale = min(1.0, resize / min(width, height))
             target = (max(1, round(width * scale)), max(1, round(height * scale)))
             if target[0] * target[1] > limit:
@@ -145,8 +150,10 @@ def check_image(data: bytes | bytearray, *, resize: int | None = None, quality: 
         return None, "not a recognised image format"
     except Image.DecompressionBombError as err:  # Pillow refuses before the size is known here
         declared = _bomb_pixels(err)
-        shown = limit if resize is None and max_pixels is None else MAX_PIXELS_TO_SHRINK
-        return None, TOO_LARGE.format(pixels="too many" if declared is None else declared, limit=shown)
+        pixels_said = "too many" if declared is None else declared
+        if resize is None and max_pixels is None:
+            return None, TOO_LARGE.format(pixels=pixels_said, limit=limit)
+        return None, TOO_LARGE_FOR_ANY.format(pixels=pixels_said, limit=MAX_PIXELS_TO_SHRINK)
     except (OSError, SyntaxError, ValueError) as err:
         return None, f"truncated or corrupt ({err})"
 
@@ -165,7 +172,7 @@ def _too_large(size: tuple[int, int], limit: int, max_pixels: int | None, resize
     if max_pixels is None:
         return TOO_LARGE.format(pixels=pixels, limit=limit)
     if pixels > MAX_PIXELS_TO_SHRINK:
-        return TOO_LARGE.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
+        return TOO_LARGE_FOR_ANY.format(pixels=pixels, limit=MAX_PIXELS_TO_SHRINK)
     if resize is not None:
         return TOO_LARGE_SHRUNK.format(pixels=pixels, width=size[0], height=size[1], limit=limit)
     return TOO_LARGE_TO_STORE.format(pixels=pixels, limit=limit)

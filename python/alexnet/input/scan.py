@@ -213,8 +213,14 @@ def scan_images(
 
 
 def said(path: str) -> str:
-    """A bad file as a listing names it: its path, with why when its header declares more pixels than
-    :data:`alexnet.data.images.MAX_PIXELS` (the other reasons, truncated or not an image, are not told apart)."""
+    """A bad file as a listing names it: its path, with why when it cannot be read (missing, no permission), is empty
+    or its header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (the other reasons, truncated or
+    not an image, are not told apart)."""
+    try:
+        if os.path.getsize(path) == 0:
+            return f"{path}: empty"
+    except OSError as error:
+        return f"{path}: cannot be read ({error.strerror or type(error).__name__})"
     pixels = image_checks.declared_pixels(path)
     if pixels is None or pixels <= image_checks.MAX_PIXELS:
         return path
@@ -241,8 +247,8 @@ def drop_bad_images(
                                                              f"\n  ... and {len(bad) - 20} more")
     if fraction > max_bad_fraction:
         raise BadImagesError(
-            f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are empty, truncated, too large or cannot be "
-            f"decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
+            f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are missing, empty, truncated, too large or "
+            f"cannot be decoded, more than max_bad_fraction = {max_bad_fraction:g}:\n  {listed}\n"
             "Replace, shrink or remove these files (a board's partition in the cache: fetch it again with "
             "verify = True, which fetches damaged categories again), or raise `max_bad_fraction` to train without "
             "them."
