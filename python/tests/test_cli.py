@@ -258,6 +258,9 @@ def test_an_option_no_command_takes_is_refused_by_that_command_with_the_nearest(
         # no abbreviation is taken for the option it begins: `--epoch` is not `--epochs`
         (["train", "--board", "/b", "--epoch", "2"], "alexnet train: error: unrecognized arguments: --epoch 2 "
                                                      "(--epoch: did you mean --epochs?)"),
+        # an option a longer one begins with, too far from it for a misspelling
+        (["synth", "/d", "--images", "6"], "alexnet synth: error: unrecognized arguments: --images 6 (--images: did "
+                                           "you mean --images-per-class?)"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             main(words)

@@ -82,8 +82,13 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         sub = commands.choices[args.command]
         known = [option for action in sub._actions for option in action.option_strings if option.startswith("--")]
-        near = {word: difflib.get_close_matches(word.split("=", 1)[0], known, n=2, cutoff=0.7)
-                for word in unknown if word.startswith("-")}
+
+        def nearest(word: str) -> list[str]:
+            """The options spelt nearly so, else those it begins (``--images``: ``--images-per-class``)."""
+            return difflib.get_close_matches(word, known, n=2, cutoff=0.7) or [
+                option for option in known if option.startswith(word + "-")][:2]
+
+        near = {word: nearest(word.split("=", 1)[0]) for word in unknown if word.startswith("-")}
         hints = [f"{word}: did you mean {' or '.join(found)}?" for word, found in near.items() if found]
         sub.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" ({'; '.join(hints)})" if hints else ""))
     return args
