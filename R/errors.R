@@ -59,8 +59,16 @@ core_error_classes <- list(
 
 # An error condition of `classes` (then `error`, `condition`) with `message` and the fields in `...`, raised.
 alexnet_condition <- function(message, classes = "alexnet_error", ...) {
+  whole_messages()
   stop(structure(class = unique(c(classes, "error", "condition")),
                  list(message = message, call = NULL, ...)))
+}
+
+# R prints an error or a warning cut at `warning.length` characters (1000 by default): the core's messages (a list
+# of bad images, the advice on a slow link) are said whole, up to R's most, while the caller's condition is raised.
+whole_messages <- function(frame = parent.frame()) {
+  old <- options(warning.length = 8170L)
+  do.call(on.exit, list(substitute(options(old), list(old = old)), add = TRUE), envir = frame)
 }
 
 # A Python callable of the core as an R function whose Python errors are raised as alexnet's R conditions: it is
@@ -86,6 +94,7 @@ core_callable <- function(fn, convert = TRUE) {
 core_warnings <- function() {
   taken <- core_errors_function("r_warnings")
   if (is.null(taken)) return(invisible())
+  whole_messages()
   for (message in unlist(taken())) {
     warning(structure(class = c("alexnet_warning", "warning", "condition"),
                       list(message = r_words(message), call = NULL)))
@@ -177,7 +186,8 @@ r_words <- function(text) {
   for (pattern in names(swaps)) text <- gsub(pattern, swaps[[pattern]], text, perl = TRUE)
   # Python lists of strings or numbers: c(...); empty ones: character(0)
   item <- "(?:'[^'\\n]*'|-?[0-9][0-9.e+-]*|TRUE|FALSE|NULL)"
-  text <- gsub(paste0("\\[(", item, "(?:, ", item, ")*)\\]"), "c(\\1)", text, perl = TRUE)
+  # (not an index or a Spark master's cores: no word or bracket just before it, `local[3]`, `x[0]`)
+  text <- gsub(paste0("(?<![\\w\\]])\\[(", item, "(?:, ", item, ")*)\\]"), "c(\\1)", text, perl = TRUE)
   text <- gsub("(?<![\\w\\]])\\[\\]", "character(0)", text, perl = TRUE)
   # 'quoted' Python strings (not apostrophes: no letter before the opening quote, no space inside)
   gsub("(?<![\\w'])'([^'\\s]*)'(?![\\w])", "\"\\1\"", text, perl = TRUE)
