@@ -151,9 +151,12 @@ def check_model_pin(name: Any, setting: str = "model_pin") -> str:
     if isinstance(name, (list, tuple)) and len(name) == 1:
         name = name[0]
     if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
+        named, _, version = name.partition("@") if isinstance(name, str) else ("", "", "")
+        versioned = (f", its version apart: {given_as(setting, repr(named))} and {given_as('version', repr(version))}"
+                     if version and _PIN_NAME.fullmatch(named) else f": e.g. {given_as(setting, repr('alexnet'))}")
         raise AlexnetError(
             f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
-            f"not {name!r}: e.g. {given_as(setting, repr('alexnet'))}."
+            f"not {name!r}{versioned}."
         )
     if board_own_pin(name) or _WNID.fullmatch(name):
         raise AlexnetError(
