@@ -348,8 +348,9 @@ def test_a_pin_name_given_with_its_version_is_told_to_give_them_apart():
     from alexnet.model.options import check_model_pin
 
     assert check_model_pin("alexnet") == "alexnet"
-    with pytest.raises(AlexnetError, match=r"^`name` must be a pin name .*, not 'alexnet@20261206T065246Z-4e93f', its "
-                                           r"version apart: name = 'alexnet' and version = '20261206T065246Z-4e93f'\.$"):
+    with pytest.raises(AlexnetError, match=r"^`name` must be a pin name .*, not 'alexnet@20261206T065246Z-4e93f', "
+                                           r"its version apart: name = 'alexnet' and version = "
+                                           r"'20261206T065246Z-4e93f'\.$"):
         check_model_pin("alexnet@20261206T065246Z-4e93f", "name")
     with pytest.raises(AlexnetError, match=r"not 'my model': e\.g\. model_pin = 'alexnet'\.$"):
         check_model_pin("my model")
