@@ -390,17 +390,43 @@ def test_the_comparison_uses_the_medians_and_the_recipes_that_reached_the_target
     assert dropped["value"] == pytest.approx(-0.3) and dropped["met"] is False
 
 
-def test_an_output_dir_that_is_no_writable_local_folder_is_refused_before_any_work(tmp_path, monkeypatch):
-    """It was made as a local folder named after a bucket's URL (``./gs:/b/x``), or failed after the measurement."""
+def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, monkeypatch):
+    """It was made as a local folder named after the URL (``./ftp:/h/x``), or failed after the measurement."""
     monkeypatch.chdir(tmp_path)
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    for given, said in (("gs://b/x", r"^`output_dir` = gs://b/x: the benchmark's result is written to a local folder"),
-                        ("ftp://h/x", r"unsupported scheme ftp://; use a folder path or file://$"),
+    for given, said in (("ftp://h/x", r"unsupported scheme ftp://; use a folder path, file://, gs:// or s3://$"),
+                        ("https://127.0.0.1:9/b", r"an https:// location is read only"),
                         (str(a_file), r"it, or a folder above it, is a file, not a folder")):
         with pytest.raises(AlexnetError, match=said):
             bench_run.alexnet_benchmark(stages="decode", output_dir=given)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_the_results_and_the_rows_go_to_a_bucket(cloud_env, tmp_path):
+    """An output_dir on a bucket holds the result, the chart, and while the scaling stage runs its rows, which a
+    resumed run reads back from there."""
+    import fsspec
+
+    from alexnet.bench.run import ROWS_FILE, RowLog
+    from alexnet.storage.mirror import MirroredFolder
+
+    fs = fsspec.filesystem("s3")
+    where = f"s3://alexnet-outputs/bench-{tmp_path.name}"
+    result = bench_run.alexnet_benchmark(stages="decode", images=8, image_size=63, seconds=0.2, output_dir=where)
+    assert (result["json"], result["png"]) == (f"{where}/{bench_run.JSON_FILE}", f"{where}/{bench_run.PNG_FILE}")
+    assert json.loads(fs.cat_file(result["json"]))["settings"]["stages"] == ["decode"]
+    assert fs.cat_file(result["png"])[:4] == b"\x89PNG"
+    rows = RowLog(MirroredFolder(where, "`output_dir`"))
+    record = {"runs": {}, "measured_with": {"x": 1}}
+    rows(record)
+    assert fs.cat_file(f"{where}/{ROWS_FILE}").decode() == json.dumps(record) + "\n", "uploaded as it is measured"
+    rows.folder.close()
+    again = RowLog(MirroredFolder(where, "`output_dir`"), resume=True)  # another process, another scratch folder
+    assert again.kept == [record]
+    again.done()
+    assert not fs.exists(f"{where}/{ROWS_FILE}")
+    again.folder.close()
 
 
 def test_time_to_accuracy_arguments_are_checked_before_any_work(tmp_path):

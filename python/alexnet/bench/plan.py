@@ -27,7 +27,7 @@ from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, UsedWith
 from ..errors import AlexnetError
 from ..machine import usable_cpus
-from ..storage.location import local_location, writable_location
+from ..storage.location import writable_location
 from ..train.settings import specs as training_specs
 from .accuracy import AccuracySettings
 from .scaling import ScalingSettings
@@ -86,8 +86,9 @@ class BenchSettings:
                                     "many CPUs (\"process\"), or in this process with tf.data's threads limited "
                                     "(\"threads\"); unset: process where CPUs can be pinned (Linux)",
                                     choices=ISOLATIONS, optional=True, none_word="auto")
-    output_dir: str | None = setting(None, "location", "the folder of alexnet-benchmark.json and "
-                                     "alexnet-benchmark.png (unset: a new temporary folder); while the scaling "
+    output_dir: str | None = setting(None, "location", "the folder (or gs:// or s3:// location) of "
+                                     "alexnet-benchmark.json and alexnet-benchmark.png (unset: a new temporary "
+                                     "folder); while the scaling "
                                      "stage runs, also of scaling-rows.jsonl, its rows as they are measured, which "
                                      "a run stopped before its end keeps (and `scaling_resume` takes again)",
                                      optional=True)
@@ -112,9 +113,8 @@ class BenchSettings:
             raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "
                                "use isolation = \"threads\".")
         output_dir = self.output_dir
-        if output_dir is not None:  # a local folder (the stages' children write there), writable, before any work
-            output_dir = writable_location(local_location(output_dir, "output_dir", "the benchmark's result"),
-                                           "output_dir", keep=False)[0]
+        if output_dir is not None:  # proven writable before any work, and made when the results are written
+            output_dir = writable_location(output_dir, "output_dir", keep=False)[0]
         return dataclasses.replace(self, cores=cores, isolation=isolation, output_dir=output_dir)
 
 

@@ -59,6 +59,7 @@ from ..errors import AlexnetError
 from ..launch.worker import log_folder
 from ..result import returns_result
 from ..scratch import make_scratch
+from ..storage.mirror import MirroredFolder
 from .accuracy import accuracy_data, time_to_accuracy
 from .chart import write_chart
 from .images import BenchImages, resolve_images, store_resized
@@ -150,10 +151,10 @@ def _described(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> dic
             "original_bytes": sum(os.path.getsize(f) for f in originals)}
 
 
-def _output(output_dir: str | os.PathLike | None) -> Path:
-    out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="alexnet-benchmark-"))
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def _output(output_dir: str | None) -> MirroredFolder:
+    """The folder the results are written to: ``output_dir`` (a folder, or a bucket's, written through a local scratch
+    folder), or a new temporary folder."""
+    return MirroredFolder(output_dir or tempfile.mkdtemp(prefix="alexnet-benchmark-"), "`output_dir`")
 
 
 class RowLog:
@@ -166,21 +167,27 @@ class RowLog:
     stop, so that a resumed run stopped in turn still holds them; the stage writes only the rows it measures. Without
     it, they are an earlier run's, and left out."""
 
-    def __init__(self, path: Path, resume: bool = False):
-        self.path = path
-        self.kept = read_rows(path) if resume else []
+    def __init__(self, folder: MirroredFolder, resume: bool = False):
+        self.folder = folder
+        self.path = Path(folder.local) / ROWS_FILE
+        if resume:
+            folder.fetch(ROWS_FILE)
+        self.kept = read_rows(self.path) if resume else []
         if resume:
             logger.info("Resuming the scaling stage: %d row(s) of a stopped run in %s, each taken again where it "
-                        "was measured with the same settings.", len(self.kept), path)
-        path.write_text("".join(json.dumps(record) + "\n" for record in self.kept))
-        logger.info("Each row of the scaling stage is also written to %s as it is measured.", path)
+                        "was measured with the same settings.", len(self.kept), folder.where(ROWS_FILE))
+        self.path.write_text("".join(json.dumps(record) + "\n" for record in self.kept))
+        folder.sync()
+        logger.info("Each row of the scaling stage is also written to %s as it is measured.",
+                    folder.where(ROWS_FILE))
 
     def __call__(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        self.folder.sync()
 
     def done(self) -> None:
-        self.path.unlink(missing_ok=True)
+        self.folder.remove(ROWS_FILE)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -199,9 +206,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _write(result: dict[str, Any], out: Path) -> dict[str, Any]:
-    json_path, png_path = out / JSON_FILE, out / PNG_FILE
-    result["json"], result["png"] = str(json_path), str(png_path)
+def _write(result: dict[str, Any], out: MirroredFolder) -> dict[str, Any]:
+    json_path, png_path = Path(out.local) / JSON_FILE, Path(out.local) / PNG_FILE
+    result["json"], result["png"] = out.where(JSON_FILE), out.where(PNG_FILE)
     json_path.write_text(json.dumps(result, indent=2))
     write_chart(result, png_path)
     return result
@@ -213,6 +220,7 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
     cores = common.cores
     assert cores is not None  # check_plan gives it: every CPU this process may use when it was not set
     workdir = Path(make_scratch("alexnet-bench-data-"))
+    out = _output(common.output_dir)
     try:
         accuracy = None
         if "time_to_accuracy" in common.stages:  # its images first: a missing validation set is an error before work
@@ -230,9 +238,9 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
         if "scaling" in common.stages:
             gc.collect()
             if common.output_dir is not None:  # a run stopped before its end keeps the rows it measured there
-                rows = RowLog(_output(common.output_dir) / ROWS_FILE, resume=plan.scaling.scaling_resume)
+                rows = RowLog(out, resume=plan.scaling.scaling_resume)
             # the workers' logs outlive the run's scratch folder, so that a failure's "Full log" can be read
-            logs = _output(common.output_dir) / "scaling-logs" if common.output_dir is not None else \
+            logs = Path(out.local) / "scaling-logs" if common.output_dir is not None else \
                 Path(log_folder()) / f"scaling-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
             scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows,
                                      kept=rows.kept if rows is not None else (), log_dir=logs)
@@ -244,11 +252,12 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
                                   "summary": summarize(measured, cores, reached)}
         if scaled is not None:
             result["summary"]["scaling"] = scaled["summary"]["targets"]
-        written = _write(result, _output(common.output_dir))
+        written = _write(result, out)
         if rows is not None:
             rows.done()
         return written
     finally:
+        out.close()  # what it holds uploaded to a bucket, also after a failure (the rows, the workers' logs)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -13,15 +13,11 @@ does; from R, ``install_alexnet(extras = "tensorboard")``), then ``tensorboard -
 from __future__ import annotations
 
 import logging
-import os
-import posixpath
-import shutil
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..scratch import OWNER_FILE, make_scratch
-from ..storage.location import fs_path, location_kind, open_filesystem
+from ..storage.mirror import MirroredFolder
 from ..tfimport import keras, tf
 from .callbacks import epoch_step, numbers, replicas_summed
 from .schedule import Rates, SizeSchedule
@@ -44,50 +40,11 @@ def _scalar_metadata() -> Any:
     return tf.compat.v1.SummaryMetadata(plugin_data=plugin, data_class=1)  # 1: DATA_CLASS_SCALAR
 
 
-class LogDir:
+class LogDir(MirroredFolder):
     """Where this run's event files go (``location``, a resolved location string), seen from the chief."""
 
     def __init__(self, location: str):
-        self.location = location
-        self.remote = location_kind(location) != "file"
-        self._sent: dict[str, int] = {}
-        if self.remote:
-            self.fs = open_filesystem(location, write=True, what="`log_dir`")
-            self.root = fs_path(location)
-            self.local = make_scratch("alexnet-tensorboard-")
-        else:
-            os.makedirs(location, exist_ok=True)
-            self.local = location
-
-    def sync(self) -> int:
-        """Upload the files of the scratch folder that are new or have grown since the last sync (a no-op for a
-        folder); the number uploaded. A failed upload is logged and tried again at the next sync."""
-        if not self.remote:
-            return 0
-        sent = 0
-        for folder, _, files in os.walk(self.local):
-            for name in files:
-                path = os.path.join(folder, name)
-                relative = os.path.relpath(path, self.local).replace(os.sep, "/")
-                if relative == OWNER_FILE:
-                    continue
-                size = os.path.getsize(path)
-                if self._sent.get(relative) == size:
-                    continue
-                try:
-                    self.fs.put_file(path, posixpath.join(self.root, relative))
-                except Exception as error:  # logs never stop training
-                    logger.warning("Cannot upload %s to %s (%s); trying again later.", relative, self.location, error)
-                    continue
-                self._sent[relative] = size
-                sent += 1
-        return sent
-
-    def close(self) -> None:
-        """Upload what is left and delete the scratch folder."""
-        self.sync()
-        if self.remote:
-            shutil.rmtree(self.local, ignore_errors=True)
+        super().__init__(location, "`log_dir`")
 
 
 class TensorBoardLog(keras.callbacks.Callback):
