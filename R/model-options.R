@@ -23,14 +23,16 @@ board_images_options <- list(
 # values when it is a choice, and help.
 predict_options <- list(
   top = list(kind = "count>=1", default = 5, choices = NULL, help = "classes given for each image, the most probable first (a model with fewer classes gives all of them)"),
-  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once")
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once"),
+  skip_bad = list(kind = "flag", default = FALSE, choices = NULL, help = "leave out the images that cannot be read or decoded, with a warning naming each, and give the others' results (otherwise one error names them, and nothing is given)")
 )
 
 # The options of alexnet_features(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help.
 features_options <- list(
   layer = list(kind = "choice", default = "fc2", choices = c("flatten", "fc1", "fc2", "logits"), help = "the layer whose values are returned: flatten, the last convolution's maps, max-pooled and pooled to 6x6, flattened (9216 values); fc1, the first hidden dense layer, after its ReLU (4096 values at full size); fc2, the second hidden dense layer, after its ReLU (4096 values at full size): the paper's image similarity; logits, the class scores before the softmax (one per class)"),
-  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once")
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images scored at once"),
+  skip_bad = list(kind = "flag", default = FALSE, choices = NULL, help = "leave out the images that cannot be read or decoded, with a warning naming each, and give the others' results (otherwise one error names them, and nothing is given)")
 )
 
 # The options of alexnet_export(), in the declaration's order: each one's argument kind (see R/arguments.R), default,

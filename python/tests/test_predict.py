@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from pathlib import Path
@@ -190,6 +191,30 @@ def test_after_an_unusable_image_nothing_more_is_predicted_and_all_are_named(set
     # the first chunk was predicted; nothing after the first unusable image, yet every image was read
     assert [n for kind, n in events if kind == "predict"] == [8]
     assert sum(n for kind, n in events if kind == "read") == 20
+
+
+def test_with_skip_bad_the_usable_images_are_predicted_and_the_others_named_in_a_warning(setup, tmp_path, caplog):
+    from alexnet.model.features import alexnet_features
+
+    folder = tmp_path / "photos"
+    _photo_folder(setup, folder, 11)  # and a PNG: 12 images, two chunks
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".txt" and p.name[0] != ".")
+    every = alexnet_predict(setup["model_dir"], str(folder), top=1)
+    shutil.copy(setup["quirks"]["truncated"], folder / names[3])
+    (folder / names[9]).write_bytes(b"")
+    with pytest.raises(AlexnetError, match=r"or give skip_bad = True to go on without them\.$"):
+        alexnet_predict(setup["model_dir"], str(folder), top=1)
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        kept = alexnet_predict(setup["model_dir"], str(folder), top=1, skip_bad=True)
+    left_out = {f"{folder}/{names[3]}", f"{folder}/{names[9]}"}
+    assert kept == [r for r in every if r["image"] not in left_out], "the others' records, as without the bad ones"
+    assert f"Left out 2 of 12 image(s) that cannot be used (skip_bad):\n  {folder}/{names[3]}: truncated" in caplog.text
+    features = alexnet_features(setup["model_dir"], str(folder), layer="logits", skip_bad=True)
+    assert features["image"] == [r["image"] for r in kept] and features["features"].shape[0] == 10
+    for name in names:  # none left: still an error
+        (folder / name).write_bytes(b"")
+    with pytest.raises(AlexnetError, match=r"^12 of 12 image\(s\) cannot be used, so nothing was predicted"):
+        alexnet_predict(setup["model_dir"], str(folder), skip_bad=True)
 
 
 def test_a_folder_without_images_or_with_a_bad_one_is_refused(setup, tmp_path):

@@ -55,7 +55,8 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
     Returns a dict: ``image`` (each image's name, as :func:`alexnet.alexnet_predict` gives it: its path or location,
     or ``<bytes i>``), ``layer``, ``features``, a float32 array with a row per image and a column per value of the
     layer, and ``columns``, the names of its columns (:func:`feature_columns`). Images that cannot be read or decoded
-    raise one :class:`AlexnetError` naming each of them, and nothing is returned.
+    raise one :class:`AlexnetError` naming each of them, and nothing is returned; with ``skip_bad``, they are left
+    out, named in a warning.
     """
     items = image_list(images)
     chosen = declaration.check(FeaturesOptions, {"layer": layer, **options}, "alexnet_features()")
@@ -63,7 +64,8 @@ def alexnet_features(model: Any, images: Any, layer: str = _DEFAULTS["layer"], *
     inner = layer_model(loaded.model, chosen.layer)
     names: list[str] = []
     rows: list[np.ndarray] = []
-    for chunk_names, pixels in decoded_chunks(items, loaded.card.image_size, "no features were computed", "features"):
+    for chunk_names, pixels in decoded_chunks(items, loaded.card.image_size, "no features were computed", "features",
+                                              skip=chosen.skip_bad):
         names.extend(chunk_names)
         for start in range(0, len(pixels), chosen.batch_size):
             # called, not predict_on_batch(): a new model's predict function traced on every call would be retraced

@@ -95,6 +95,9 @@ class PredictOptions:
     top: int = setting(5, "count", "classes given for each image, the most probable first (a model with fewer "
                        "classes gives all of them)", minimum=1)
     batch_size: int = setting(32, "count", "images scored at once", minimum=1)
+    skip_bad: bool = setting(False, "flag", "leave out the images that cannot be read or decoded, with a warning "
+                             "naming each, and give the others' results (otherwise one error names them, and "
+                             "nothing is given)")
 
 
 #: The layers :func:`alexnet.alexnet_features` reads, by name (the network's own, :mod:`alexnet.model.network`), and
@@ -115,6 +118,7 @@ class FeaturesOptions:
     layer: str = setting("fc2", "choice", "the layer whose values are returned: " + "; ".join(
         f"{name}, {what}" for name, what in FEATURE_LAYERS.items()), choices=tuple(FEATURE_LAYERS))
     batch_size: int = like(declaration.specs(PredictOptions)["batch_size"])
+    skip_bad: bool = like(declaration.specs(PredictOptions)["skip_bad"])
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ def not_read(data: bytes) -> str:
     return f"{found} is not read (only {formats_read()} images are)"
 
 
-def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str, what: str) \
+def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str, what: str, *, skip: bool = False) \
         -> Iterator[tuple[list[str], np.ndarray]]:
     """The images of ``images`` (as :func:`alexnet_predict` takes them, through :func:`image_list`: a folder stands for
     its image files) decoded as evaluation decodes them, a chunk at a time: each chunk's usable images, by their name
@@ -197,8 +197,9 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
     Memory holds one chunk (``4 * READERS`` images) and what the caller keeps of it, however many images are given.
     Chunks are given while every image so far is usable; after the first that is not, the rest are only read, checked
     and decoded, and one :class:`AlexnetError` then names every image that cannot be used and says ``outcome`` (what was
-    therefore not done), so that nothing half done is returned. The progress bar ``what`` counts the images whose
-    chunk the caller is done with."""
+    therefore not done), so that nothing half done is returned. With ``skip``, every chunk's usable images are given,
+    and those that cannot be used are named in one warning at the end (an error when no image can be used). The
+    progress bar ``what`` counts the images whose chunk the caller is done with."""
     from ..data.images import check_image, own_pixel_limit
     from ..input.decode import decode_for_eval
     from ..tfimport import tf
@@ -227,15 +228,19 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
                 except (tf.errors.OpError, ValueError) as error:
                     problems.append(f"{name}: cannot be decoded ({type(error).__name__})")
                     continue
-                if not problems:  # after an unusable image, the rest are decoded only to be named if they fail
+                if skip or not problems:  # after an unusable image, the rest are decoded only to be named if they fail
                     pixels.append(decoded)
                     usable_names.append(name)
-            if pixels and not problems:
+            if pixels and (skip or not problems):
                 yield usable_names, np.stack(pixels)
             bar.update(min(chunk, len(items) - start))
-    if problems:
+    if problems and (not skip or len(problems) == len(items)):
         raise AlexnetError(f"{len(problems)} of {len(items)} image(s) cannot be used, so {outcome}:\n  "
-                           + "\n  ".join(problems) + "\nFix or leave out these images.")
+                           + "\n  ".join(problems) + "\nFix or leave out these images"
+                           + (", or give skip_bad = True to go on without them." if not skip else "."))
+    if problems:
+        logger.warning("Left out %d of %d image(s) that cannot be used (skip_bad):\n  %s", len(problems), len(items),
+                       "\n  ".join(problems))
 
 
 #: The defaults of a prediction's options: ``top`` is also given by position.
@@ -257,7 +262,7 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     as bytes, 0-based), ``rank`` (1 = most probable), ``id`` (the class's WordNet id, from the model's card),
     ``name`` and ``probability``; within an image, probabilities descend. Images that cannot be read or decoded
     raise one :class:`AlexnetError` naming each of them, and nothing is returned (images are read and predicted a
-    chunk at a time: see :func:`decoded_chunks`).
+    chunk at a time: see :func:`decoded_chunks`); with ``skip_bad``, they are left out, named in a warning.
     """
     items = image_list(images)
     chosen = declaration.check(PredictOptions, {"top": top, **options}, "alexnet_predict()")
@@ -266,7 +271,8 @@ def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **opti
     card = loaded.card
     top = min(chosen.top, card.num_classes)
     records: list[dict[str, Any]] = []
-    for names, pixels in decoded_chunks(items, card.image_size, "nothing was predicted", "predict"):
+    for names, pixels in decoded_chunks(items, card.image_size, "nothing was predicted", "predict",
+                                        skip=chosen.skip_bad):
         for start in range(0, len(pixels), batch_size):
             probabilities = np.asarray(loaded.model.predict_on_batch(pixels[start : start + batch_size]))
             for offset, row in enumerate(probabilities):
