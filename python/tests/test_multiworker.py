@@ -363,6 +363,51 @@ def test_a_worker_that_answers_late_is_waited_for_and_both_join():
     assert "Worker 0 of 2 (127.0.0.1:" in err and "waits for worker 1" in err
 
 
+def _config(addresses: list[str], index: int) -> dict:
+    return {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
+
+
+def test_workers_given_their_own_indices_meet_and_one_given_anothers_index_is_told():
+    """Each waiting worker answers a knock with its name: two workers meet; a process whose TF_CONFIG gives it the
+    wrong index (the other worker's address is its own host's) or the index of another worker is told which, where
+    TensorFlow failed with 'a different incarnation' tracebacks and the other waited until its timeout."""
+    from alexnet.train import joining
+
+    base = free_base_port(2)
+    ports = [base, base + 1]
+    both = [f"127.0.0.1:{port}" for port in ports]
+    failed: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            joining.meet_workers(_config(both, index), 20, hold=ports[index])
+        except BaseException as error:
+            failed.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not failed and not any(t.is_alive() for t in threads)
+    # worker 1's address is this process's own: it was given index 0 on worker 1's host
+    with pytest.raises(AlexnetError, match=rf"^TF_CONFIG gives this process worker 0 \(127\.0\.0\.2:{base}\), and the "
+                                           rf"address it gives worker 1, 127\.0\.0\.1:{base}, is this process's own: "
+                                           r"is this worker 1\? Give each worker its own `task\.index`"):
+        joining.meet_workers(_config([f"127.0.0.2:{base}", f"127.0.0.1:{base}"], 0), 10, hold=base)
+    # another process answers at worker 1's address as worker 0
+    other = socket.create_server(("127.0.0.1", ports[1]))
+    answering = joining._answering(other, "worker 0", "feed")
+    try:
+        with pytest.raises(AlexnetError, match=rf"^127\.0\.0\.1:{ports[1]}, the address TF_CONFIG gives worker 1, is "
+                                               r"answered by a worker that was given worker 0, as this process "
+                                               r"\(worker 0\) was: two workers have the same `task\.index`"):
+            joining.meet_workers(_config(both, 0), 10, hold=ports[0])
+    finally:
+        answering()
+        other.close()
+
+
 def test_ctrl_c_stops_a_worker_waiting_for_the_others_at_once():
     """While the others have not answered, the worker waits in Python: Ctrl-C is a KeyboardInterrupt at once (R and
     notebooks stop the call and go on)."""

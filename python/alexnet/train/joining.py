@@ -19,7 +19,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 #: The strategy's logger: these lines are part of building it (:func:`alexnet.train.strategy.resolve_strategy`).
 logger = logging.getLogger("alexnet.train.strategy")
@@ -59,6 +60,61 @@ def _gave_up(me: str, workers: int, bound: float, missing: str, count: int) -> s
 #: Seconds between two rounds of :func:`meet_workers`' knocks on the ports of the workers that have not answered yet.
 KNOCK_EVERY = 0.25
 
+#: What a waiting worker's listener answers a knock with, before its name and a number of its own: so that a knock
+#: that reaches the knocker itself, or another worker than the one TF_CONFIG puts at that address, is told.
+GREETING = "alexnet-worker"
+#: Seconds a knock waits for that answer (a TensorFlow server, already listening there, says nothing).
+GREETING_WAIT = 0.5
+
+
+def _answering(listener: Any, me: str, nonce: str) -> Callable[[], None]:
+    """Answer every connection ``listener`` takes with :data:`GREETING`, ``me`` and ``nonce``, in a thread, until
+    the function returned is called."""
+    stop = threading.Event()
+    words = f"{GREETING}\t{me}\t{nonce}\n".encode()
+    listener.settimeout(0.1)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # the timeout, or the listener closed
+                continue
+            with contextlib.suppress(OSError), connection:
+                connection.sendall(words)
+
+    thread = threading.Thread(target=serve, name="alexnet-join-answer", daemon=True)
+    thread.start()
+
+    def stopped() -> None:
+        stop.set()
+        thread.join()
+
+    return stopped
+
+
+def _greeting(connection: Any) -> tuple[str, str] | None:
+    """The name and number a worker's listener answered on ``connection`` with, or None (no answer in
+    :data:`GREETING_WAIT` seconds: a TensorFlow server, or an older version)."""
+    connection.settimeout(GREETING_WAIT)
+    try:
+        words = connection.recv(256).decode(errors="replace").strip().split("\t")
+    except OSError:
+        return None
+    return (words[1], words[2]) if len(words) == 3 and words[0] == GREETING else None
+
+
+def _wrong_index(me: str, address: str, name: str, where: str, answered: str, nonce: str, own: str) -> str:
+    """What a worker says when the knock on ``name``'s address ``where`` reached itself (``answered`` with its own
+    ``nonce``: ``own``) or a worker of another name."""
+    if nonce == own:
+        return (f"TF_CONFIG gives this process {me} ({address}), and the address it gives {name}, {where}, is this "
+                f"process's own: is this {name}? Give each worker its own `task.index` in TF_CONFIG (the index of its "
+                "address in the cluster's list).")
+    return (f"{where}, the address TF_CONFIG gives {name}, is answered by a worker that was given {answered}, as this "
+            f"process ({me}) was: two workers have the same `task.index` in TF_CONFIG; give each worker the index of "
+            "its own address in the cluster's list.")
+
 
 def meet_workers(config: dict, bound: float | None, hold: int | None = None, every: float | None = None) -> None:
     """Wait, in Python, until every other worker of TF_CONFIG ``config`` takes a connection on its port, before
@@ -83,12 +139,15 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
                 ", ".join(f"{name} ({where})" for name, where in others),
                 f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
     listener = None
+    stop_answering: Callable[[], None] = lambda: None  # noqa: E731
+    nonce = os.urandom(8).hex()
     if hold is not None:
         listener = socket.socket(socket.AF_INET6 if address.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             listener.bind(("", hold))
             listener.listen(64)
+            stop_answering = _answering(listener, me, nonce)
         except OSError:  # taken meanwhile: TensorFlow's server says so
             listener.close()
             listener = None
@@ -99,10 +158,13 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
             for name, where in list(waiting.items()):
                 host, _, port = where.rpartition(":")
                 try:
-                    with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-                        del waiting[name]
+                    with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0) as knock:
+                        answer = _greeting(knock)
                 except (OSError, ValueError):
                     continue
+                if answer is not None and (answer[1] == nonce or answer[0] != name):
+                    raise AlexnetError(_wrong_index(me, address, name, where, *answer, nonce))
+                del waiting[name]
             waited = time.monotonic() - start
             if not waiting:
                 break
@@ -115,6 +177,7 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
                 due += every
             time.sleep(KNOCK_EVERY)
     finally:
+        stop_answering()
         if listener is not None:
             listener.close()
     logger.debug("Every worker answered after %.1f s.", time.monotonic() - start)
