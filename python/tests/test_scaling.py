@@ -96,6 +96,15 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     assert row["exposed_seconds"] == pytest.approx(1.0) and row["extra_cpu_seconds"] == pytest.approx(1.0)
     assert row["micro_batches"] == 4 and row["adapted"] == "accumulate_steps=4"
     assert "| adapted (took accumulate_steps=4) | loopback |" in scaling_table({"rows": [row]})
+    assert row["cpu_use_1"] == 1.0 and not row["contended"]
+    # a lone worker whose step got 0.4 of its CPU: other work slowed it, and every ratio to it is off
+    slowed = _row("today", {}, links.LinkSpec("1gbit"), run(32, 1.0, 0.4), many, 2)
+    slowed["load_before"] = 8.05
+    assert slowed["cpu_use_1"] == pytest.approx(0.4) and slowed["contended"]
+    summary = summarize_scaling([slowed])
+    table = scaling_table({"rows": [slowed], "summary": summary})
+    assert "| 0.40 * |" in table and "load average 8.1 before the run" in table
+    assert table.endswith("| at least 0.85 | no (slowed down by other work) |")
 
 
 def test_post_local_sgd_is_a_lever_set_of_the_accuracy_stage_only():
@@ -165,9 +174,10 @@ def test_the_summary_names_the_best_lever_set_per_link_against_the_targets():
             for row in rows]
     table = scaling_table({"rows": full, "summary": summary}).splitlines()
     assert table[0].startswith("| levers | link | images/s, 1 worker | images/s, 2 workers | efficiency |")
-    assert table[0].endswith("| estimated before training | advised |")
-    assert "| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.04 | 0.50 | 124.8 | 0.80 |  |" in table
-    assert table[2].endswith("| 0.80 | allreduce_precision=bfloat16+accumulate_steps=16 |")
+    assert table[0].endswith("| estimated before training | advised | CPU share, 1 worker |")
+    assert ("| accumulate | 1gbit | 40.0 | 72.0 | 0.90 | 1.11 | 1.00 | 0.11 | 0.04 | 0.50 | 124.8 | 0.80 |  |  |"
+            in table)
+    assert table[2].endswith("| 0.80 | allreduce_precision=bfloat16+accumulate_steps=16 |  |")
     assert "over loopback (packed) | 0.94 | at least 0.95 | no |" in table[-1]
 
 

@@ -183,22 +183,31 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
     workers = rows[0]["workers"]
     lines = [f"| levers | link | images/s, 1 worker | images/s, {workers} workers | efficiency | step (s) "
              "| compute (s) | exposed (s) | extra CPU (s) | all-reduce alone (s) | MB all-reduced per step "
-             "| estimated before training | advised |",
-             "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- |"]
+             "| estimated before training | advised | CPU share, 1 worker |",
+             "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- | --: |"]
     for r in rows:
         estimate = r.get("estimated_efficiency")
         took = f" (took {r['adapted']})" if r.get("adapted") else ""
+        share = r.get("cpu_use_1")
+        shown = "" if share is None else f"{share:.2f}" + (" *" if r.get("contended") else "")
         lines.append(f"| {r['levers']}{took} | {r['link']} | {r['images_per_second_1']:.1f} "
                      f"| {r['images_per_second']:.1f} "
                      f"| {r['efficiency']:.2f} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
                      f"| {r['exposed_seconds']:.2f} | {r['extra_cpu_seconds']:.2f} | {r['allreduce_seconds']:.2f} "
                      f"| {r['bytes_per_step'] / 1e6:.1f} | {'' if estimate is None else f'{estimate:.2f}'} "
-                     f"| {r.get('advised') or ''} |")
+                     f"| {r.get('advised') or ''} | {shown} |")
+    slowed = [r for r in rows if r.get("contended")]
+    if slowed:
+        loads = ", ".join(f"{r['load_before']:.1f}" for r in slowed if r.get("load_before") is not None)
+        lines += ["", f"\\* Slowed down by other work: the lone worker's step got less than {CONTENDED:.0%} of its "
+                  f"CPUs{f' (load average {loads} before the run)' if loads else ''}, so that its rate, and every "
+                  "ratio to it, is off: measure again on a quiet machine."]
     targets = (scaling.get("summary") or {}).get("targets") or {}
     if targets:
         lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
         lines += [f"| {t['what']} ({t['levers']}) | {t['value']:.2f} | at least {t['target']:g} "
-                  f"| {'yes' if t['met'] else 'no'} |" for t in targets.values()]
+                  f"| {'yes' if t['met'] else 'no'}{' (slowed down by other work)' if t.get('contended') else ''} |"
+                  for t in targets.values()]
     if scaling.get("skipped"):
         lines += ["", f"Links left out: {scaling['skipped']}."]
     if scaling.get("kept"):

@@ -40,9 +40,9 @@ from ..declare.declaration import setting
 from ..errors import AlexnetError
 from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, lever_text, parse_lever_set
 from .link import LinkSpec, can_delay, can_shape, parse_links
-from .measure import load_average
+from .measure import cpu_share, load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
-from .stages import warn_unused
+from .stages import CONTENDED, warn_unused
 
 logger = logging.getLogger(__name__)
 
@@ -255,6 +255,11 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
     # the CPU a worker's step takes beyond a lone worker's: the collective's own work (copies, casts, sums, messages)
     extra_cpu = max(0.0, max(float(w["typical_step_cpu_seconds"]) for w in many["workers"])
                     - float(one["workers"][0]["typical_step_cpu_seconds"]) * scale)
+    # the share of its CPUs the lone worker's step got: its step computes only, so that well below 1 other work took
+    # the rest, and every ratio to it is off (the several workers' steps also wait on the link: no such sign)
+    lone = one["workers"][0]
+    cpu_use = cpu_share(float(lone["typical_step_cpu_seconds"]), float(lone["typical_step_seconds"]),
+                        int(lone.get("threads") or 1))
     return {"levers": name, "link": link.name, "rate": link.rate, "workers": workers,
             "images_per_step": images, "micro_batches": int(many["workers"][0]["micro_batches"]),
             "precision": many["workers"][0]["precision"],
@@ -267,7 +272,8 @@ def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str,
             "probe_hidden_seconds": many["workers"][0].get("hidden_seconds"),
             "adapted": many["workers"][0]["adapted"], "advised": many["workers"][0]["advised"],
             "bytes_per_step": float(many["workers"][0]["bytes_per_step"]),
-            "load_before": many["load_before"], "load_after": many["load_after"]}
+            "load_before": many["load_before"], "load_after": many["load_after"],
+            "cpu_use_1": cpu_use, "contended": cpu_use is not None and cpu_use < CONTENDED}
 
 
 def measured_with(plan: ScalingPlan, levers: Mapping[str, Any]) -> dict[str, Any]:
@@ -326,8 +332,10 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
                 row = _row(name, levers, link, one, many, plan.workers)
             runs.append({"levers": name, "link": link.name, **many})
             rows.append(row)
-            logger.info("scaling %s, %d workers over %s: efficiency %.2f%s.", name, plan.workers, link.name,
-                        row["efficiency"], KEPT if record is not None else "")
+            logger.info("scaling %s, %d workers over %s: efficiency %.2f%s%s.", name, plan.workers, link.name,
+                        row["efficiency"], KEPT if record is not None else "",
+                        f" (slowed down by other work: the lone worker's step got {row['cpu_use_1']:.2f} of its CPUs, "
+                        f"load average {row['load_before']})" if row.get("contended") else "")
             if on_row is not None and record is None:
                 on_row({**row, "runs": {"one": one, "many": many}, "measured_with": key})
     return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
@@ -360,7 +368,8 @@ SCALING_TARGETS: dict[str, tuple[str, float]] = {
 
 def summarize_scaling(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per link: today's efficiency and the best lever set's, and the targets (:data:`SCALING_TARGETS`) of the links
-    that were measured, each with ``what``, ``value``, ``target`` and ``met``."""
+    that were measured, each with ``what``, ``value``, ``target``, ``met`` and ``contended`` (its row's lone worker
+    got less than :data:`~.stages.CONTENDED` of its CPUs: other work slowed the measurement)."""
     links: dict[str, Any] = {}
     for row in rows:
         entry = links.setdefault(row["link"], {"today": None, "best": None, "best_levers": None})
@@ -368,7 +377,9 @@ def summarize_scaling(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             entry["today"] = row["efficiency"]
         if entry["best"] is None or row["efficiency"] > entry["best"]:
             entry["best"], entry["best_levers"] = row["efficiency"], row["levers"]
+    slowed = {(row["link"], row["levers"]) for row in rows if row.get("contended")}
     targets = {link: {"what": what, "value": links[link]["best"], "levers": links[link]["best_levers"],
-                      "target": bound, "met": links[link]["best"] >= bound}
+                      "target": bound, "met": links[link]["best"] >= bound,
+                      "contended": (link, links[link]["best_levers"]) in slowed}
                for link, (what, bound) in SCALING_TARGETS.items() if link in links}
     return {"links": links, "targets": targets}

@@ -38,8 +38,9 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
     trainable numbers), ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, timed before training, per
     optimizer step: the gradients every step, or with local SGD the weights and momentum once every ``sync_every``
     steps; 0 alone), ``interop_threads`` (``TF_NUM_INTEROP_THREADS`` as TensorFlow read it, ``None`` for its
-    default of one per CPU: ``"2"`` in a worker held to one CPU, see :func:`alexnet.environment.set_interop_threads`).
-    A ``threads`` > 0 sets TensorFlow's intra-op threads (those one operation computes with) to as many."""
+    default of one per CPU: ``"2"`` in a worker held to one CPU, see :func:`alexnet.environment.set_interop_threads`)
+    and ``threads``. A ``threads`` > 0 (the CPUs the worker is given) sets TensorFlow's intra-op threads (those one
+    operation computes with) to as many."""
     from ..tfimport import tf
     from ..train.api import alexnet_train
     from ..train.strategy import resolve_strategy
@@ -75,4 +76,5 @@ def train_worker(task: Mapping[str, Any]) -> dict[str, Any]:
         "allreduce_seconds": float(params.get("allreduce_seconds") or 0.0),
         "epoch_seconds": list(epochs.seconds),
         "interop_threads": os.environ.get(INTEROP_VARIABLE),
+        "threads": threads,
     }
