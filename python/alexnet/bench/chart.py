@@ -32,7 +32,7 @@ def write_chart(result: Mapping[str, Any], path: str | os.PathLike) -> str:
     scaling = result.get("scaling")
     panels = [p for p in (stages, fetches) if p]
     widths = [max(4.0, 0.9 * len(p) + 2) for p in panels] + ([6.0] if accuracy else []) + (
-        [6.0, 6.0] if scaling and scaling.get("rows") else [])
+        [6.0, 8.0] if scaling and scaling.get("rows") else [])
     widths = widths or [6.0]
     figure, axes_list = plt.subplots(1, len(widths), figsize=(sum(widths), 4.8),
                                      gridspec_kw={"width_ratios": widths}, squeeze=False)

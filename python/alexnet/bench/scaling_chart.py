@@ -60,7 +60,8 @@ def projection_panel(axes: Any, scaling: Mapping[str, Any]) -> None:
     axes.set_ylabel("projected efficiency")
     # each line at its own compute a step: a lever set of k micro-batches computes k of them a step
     axes.set_title("projection (compute a step in each line's label)", fontsize=9)
-    axes.legend(fontsize=5, loc="lower left", ncol=2)
+    # outside the axes: the lines of a slow link lie low, where a legend inside would cover them
+    axes.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)
 
 
 def _given(projected: list[Mapping[str, Any]], record: Mapping[str, Any]) -> Mapping[str, Any]:
