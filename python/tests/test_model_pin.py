@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -111,6 +112,26 @@ def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
     # the one checked download of every pin: its message names the pin it read, and what to do
     assert f"but the metadata of pin 'alexnet' version {version} says " in str(refused.value)
     assert "publish the model again" in str(refused.value) and "categories pin" not in str(refused.value)
+
+
+def test_a_pins_cached_file_damaged_since_it_was_read_is_fetched_again_when_it_cannot_be_loaded(saved, tmp_path,
+                                                                                                  caplog):
+    board = str(tmp_path / "board")
+    publish_model(board, "alexnet", saved["file"], saved["card"])
+    pin = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
+    cached = Path(pin["path"])
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the same size, a member's bytes no longer those of its CRC-32
+    cached.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        loaded = load_model(pin)
+    assert _same_weights(loaded.model, saved["model"])
+    assert "is not the pin's (its SHA-256 differs: damaged since it was fetched); fetching it again" in caplog.text
+    assert cached.read_bytes() == Path(saved["file"]).read_bytes()
+    # a model file that is not a model, named by no pin: the loading error stands
+    (tmp_path / "not-a-model.keras").write_bytes(b"x" * 100)
+    with pytest.raises(AlexnetError, match="cannot be loaded as a Keras model"):
+        load_model(str(tmp_path / "not-a-model.keras"))
 
 
 def test_a_pin_whose_metadata_names_paths_writes_nothing_outside_the_cache(tmp_path):

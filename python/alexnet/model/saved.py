@@ -265,8 +265,32 @@ def load_model(model: Any) -> LoadedModel:
         logger.info("Loading the model %s", path)
         return read_keras_file(path)
 
-    loaded = LOADED.get((os.path.realpath(path), stamp), load)
+    try:
+        loaded = LOADED.get((os.path.realpath(path), stamp), load)
+    except AlexnetError:
+        again = _damaged_pin_fetched_again(source, path)
+        if again is None:
+            raise
+        path, stamp = again
+        loaded = LOADED.get((os.path.realpath(path), stamp), load)
     return LoadedModel(loaded, card_of(loaded, source.card, source.description), source.description)
+
+
+def _damaged_pin_fetched_again(source: ModelSource, path: str) -> tuple[str, str] | None:
+    """A model pin's cached file at ``path`` that could not be loaded, fetched again (its path and cache key) when its
+    bytes are not the pin's (damaged in the cache since alexnet_model() read it); None when they are, or when the
+    dict names no pin to fetch it from."""
+    from ..storage.transfer import sha256_file
+
+    values = source.reference if source.kind == "pin" else {}
+    if not (values.get("sha256") and all(values.get(k) for k in PIN_KEYS)) or sha256_file(path) == values["sha256"]:
+        return None
+    logger.warning("The cached model file %s is not the pin's (its SHA-256 differs: damaged since it was fetched); "
+                   "fetching it again.", path)
+    from .pin import fetch_again
+
+    fetched = fetch_again(values)
+    return fetched["path"], fetched["sha256"]
 
 
 def save_model(model: keras.Model, location: str | None, *, chief: bool, workers: int,
