@@ -128,6 +128,9 @@ def test_a_pins_cached_file_damaged_since_it_was_read_is_fetched_again_when_it_c
     assert _same_weights(loaded.model, saved["model"])
     assert "is not the pin's (its SHA-256 differs: damaged since it was fetched); fetching it again" in caplog.text
     assert cached.read_bytes() == Path(saved["file"]).read_bytes()
+    with pytest.raises(AlexnetError, match=r"is a board, not a saved model: read a model pin from it with "
+                                           r"alexnet_model\("):
+        load_model(board)  # the board given where its model pin goes
     # a model file that is not a model, named by no pin: the loading error stands
     (tmp_path / "not-a-model.keras").write_bytes(b"x" * 100)
     with pytest.raises(AlexnetError, match="cannot be loaded as a Keras model"):

@@ -97,6 +97,10 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
         exists = fs.exists(path) if kind != "file" else os.path.isfile(path)
     except Exception as error:
         raise AlexnetError(f"cannot reach the model {resolved}: {type(error).__name__}: {error}") from None
+    if not exists and folder and _is_board(fs, fs_path(resolved)):
+        raise AlexnetError(
+            f"the model {resolved} is a board, not a saved model: read a model pin from it with alexnet_model("
+            f"{resolved!r}, name), name being the `model_pin` training published, and give what it returns.")
     if not exists:
         raise AlexnetError(
             f"the model {resolved} does not exist{' (the folder has no ' + MODEL_FILE + ')' if folder else ''}: give "
@@ -105,6 +109,16 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
     parent = os.path.dirname(path) if kind == "file" else posixpath.dirname(path)
     card = os.path.join(parent, CARD_FILE) if kind == "file" else posixpath.join(parent, CARD_FILE)
     return fs, path, card
+
+
+def _is_board(fs: Any, folder: str) -> bool:
+    """Does ``folder`` hold a pins board (its manifest)?"""
+    from ..storage.board import MANIFEST
+
+    try:
+        return bool(fs.exists(posixpath.join(folder, MANIFEST)))
+    except Exception:
+        return False
 
 
 def read_card(fs: Any, card_path: str, where: str) -> ModelCard | None:
