@@ -37,7 +37,7 @@ from alexnet.data.imagenet import read_imagenet
 from alexnet.data.images import check_image
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
-from alexnet.errors import AlexnetError, BoardError, IntegrityError
+from alexnet.errors import AlexnetError, BoardError, IntegrityError, LayoutError
 from alexnet.storage import cache as cache_module
 from alexnet.storage import transfer as transfer_module
 from alexnet.storage.board import open_board
@@ -1108,3 +1108,13 @@ def test_a_password_in_a_boards_url_is_said_as_stars_in_logs_errors_records_and_
     card = ModelCard(image_size=64, num_classes=1, class_ids=["n0"], class_names=["a"], board=board,
                      initial_model=f"{board}::alexnet", evaluation={"board": board, "images": 1})
     assert secret not in json.dumps(card.to_dict()) and card.board == board.replace(secret, "***")
+
+
+def test_a_board_given_as_the_source_is_told_to_be_one(tree, tmp_path):
+    """It was read as a folder of category folders, and refused for a folder named as a board's own pin."""
+    board = tmp_path / "board"
+    imagenet_upload(tree["path"], str(board), workers=2)
+    with pytest.raises(LayoutError, match=rf"^{board} is a board \(what an upload writes, _pins\.yaml in it\), not "
+                                          r"ImageNet: give the folder or archive of ImageNet as `source`"):
+        imagenet_upload(str(board), str(tmp_path / "other"))
+    assert not (tmp_path / "other").exists()

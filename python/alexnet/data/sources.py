@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from ..checks import some_names
 from ..errors import LayoutError
+from ..storage.board import MANIFEST as BOARD_MANIFEST
 from .archive_io import Files, read_files_ahead
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_imagenet
@@ -249,6 +250,9 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
                               "training categories, from beside it)")
         raise _unrecognised(files, path, [name], " (a single file)")
     names = files.names(path)
+    if BOARD_MANIFEST in names:
+        raise LayoutError(f"{files.url(path)} is a board (what an upload writes, {BOARD_MANIFEST} in it), not "
+                          "ImageNet: give the folder or archive of ImageNet as `source`, and this board as `board`.")
     found = _found(files, path, names)
     if VAL_TAR in names and not any(layout == "archives" for layout, _, _ in found):
         raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
