@@ -155,7 +155,8 @@ resume_note <- function(history) {
 #' @export
 summary.alexnet_history <- function(object, ...) {
   metrics <- object$metrics
-  names <- shown_metrics(object, names(metrics)[!startsWith(names(metrics), "val_")])
+  named <- if (is.null(names(metrics))) character() else names(metrics)  # no epoch recorded: list()
+  names <- shown_metrics(object, named[!startsWith(named, "val_")])
   last <- function(m) if (length(m)) m[[length(m)]] else NA_real_
   rows <- lapply(names, function(name) {
     training <- metrics[[name]]

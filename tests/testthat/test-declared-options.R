@@ -22,8 +22,8 @@ test_that("every option of the data stage is a formal of its function, with its 
                    c("source", "board", "workers", "min_images", "resize", "quality", "keep_versions", "scratch"))
   expect_identical(names(formals(imagenet_partition))[1:6],
                    c("partition", "total", "board", "cache_dir", "workers", "verify"))
-  expect_identical(names(formals(alexnet_predict)), c("model", "images", "top", "batch_size", "..."))
-  expect_identical(names(formals(alexnet_features)), c("model", "images", "layer", "batch_size", "..."))
+  expect_identical(names(formals(alexnet_predict)), c("model", "images", "top", "batch_size", "skip_bad", "..."))
+  expect_identical(names(formals(alexnet_features)), c("model", "images", "layer", "batch_size", "skip_bad", "..."))
   expect_identical(names(formals(alexnet_export))[1:4], c("model", "path", "format", "top"))
   expect_identical(names(formals(alexnet_evaluate)),
                    c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",

@@ -131,6 +131,9 @@ test_that("summary() gives the last and best value of each metric", {
   h <- fake_history()
   h$metrics$val_loss <- c(1.2, 1.4, 1.7)
   expect_equal(summary(h)$best_epoch[[1]], 1L)
+  # a history without any epoch's metrics (a resumed run's that lost them): an empty summary, no error
+  h$metrics <- list()
+  expect_equal(nrow(summary(h)), 0L)
 })
 
 test_that("a resumed run, and one that found every epoch done, say so", {
