@@ -178,6 +178,26 @@ def test_what_a_location_takes_is_said_by_what_it_is_for(tmp_path):
     assert (tmp_path / "kept").is_dir()
 
 
+def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_path, monkeypatch):
+    """Two workers proving the same new output folder at once: the one that made it takes it away after its probe,
+    while the other writes its probe there (1 in 15 such checks failed)."""
+    from alexnet.storage import location
+
+    target = tmp_path / "runs" / "ckpt"
+    makedirs, calls = os.makedirs, []
+
+    def made_then_taken(path, exist_ok=False):
+        makedirs(path, exist_ok=exist_ok)
+        if os.fspath(path) == str(target):
+            calls.append(path)
+            if len(calls) == 1:  # the other process removes what it made, after its own probe
+                os.rmdir(path)
+
+    monkeypatch.setattr(location.os, "makedirs", made_then_taken)
+    location.writable_location(str(target), "checkpoint_dir", keep=False)
+    assert len(calls) == 2 and not (tmp_path / "runs").exists()
+
+
 # -- folder ---------------------------------------------------------------------------------------------------
 
 

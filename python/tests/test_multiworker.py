@@ -377,18 +377,25 @@ def test_workers_given_their_own_indices_meet_and_one_given_anothers_index_is_to
     ports = [base, base + 1]
     both = [f"127.0.0.1:{port}" for port in ports]
     failed: list[BaseException] = []
+    servers: list[socket.socket] = []
 
     def worker(index: int) -> None:
         try:
             joining.meet_workers(_config(both, index), 20, hold=ports[index])
+            # TensorFlow's server takes the port next: what a later knock of the other worker finds
+            servers.append(socket.create_server(("127.0.0.1", ports[index])))
         except BaseException as error:
             failed.append(error)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        for server in servers:
+            server.close()
     assert not failed and not any(t.is_alive() for t in threads)
     # worker 1's address is this process's own: it was given index 0 on worker 1's host
     with pytest.raises(AlexnetError, match=rf"^TF_CONFIG gives this process worker 0 \(127\.0\.0\.2:{base}\), and the "

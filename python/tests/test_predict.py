@@ -208,7 +208,8 @@ def test_with_skip_bad_the_usable_images_are_predicted_and_the_others_named_in_a
         kept = alexnet_predict(setup["model_dir"], str(folder), top=1, skip_bad=True)
     left_out = {f"{folder}/{names[3]}", f"{folder}/{names[9]}"}
     assert kept == [r for r in every if r["image"] not in left_out], "the others' records, as without the bad ones"
-    assert f"Left out 2 of 12 image(s) that cannot be used (skip_bad):\n  {folder}/{names[3]}: truncated" in caplog.text
+    assert (f"Left out 2 of 12 image(s) that cannot be used (`skip_bad`):\n  {folder}/{names[3]}: truncated"
+            in caplog.text)
     features = alexnet_features(setup["model_dir"], str(folder), layer="logits", skip_bad=True)
     assert features["image"] == [r["image"] for r in kept] and features["features"].shape[0] == 10
     for name in names:  # none left: still an error

@@ -74,7 +74,7 @@ def _png_destination(path: Any) -> tuple[str, Any]:
     if not resolved.lower().endswith(".png"):
         raise AlexnetError(f"`path` = {resolved} does not end in .png: give the PNG file to write, e.g. conv1.png.")
     folder = posixpath.dirname(resolved.rstrip("/")) if "://" in resolved else os.path.dirname(resolved) or "."
-    return resolved, writable_location(folder, "path")[1]
+    return resolved, writable_location(folder, "path", keep=False)[1]  # made when the file is written
 
 
 def _write_png(image: np.ndarray, resolved: str, fs: Any) -> str:
@@ -85,6 +85,8 @@ def _write_png(image: np.ndarray, resolved: str, fs: Any) -> str:
 
     data = io.BytesIO()
     Image.fromarray(image, "RGB").save(data, format="PNG")
+    if "://" not in resolved:
+        os.makedirs(os.path.dirname(resolved) or ".", exist_ok=True)
     fs.pipe_file(fs_path(resolved), data.getvalue())
     return resolved
 

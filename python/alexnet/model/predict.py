@@ -239,7 +239,7 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
                            + "\n  ".join(problems) + "\nFix or leave out these images"
                            + (", or give skip_bad = True to go on without them." if not skip else "."))
     if problems:
-        logger.warning("Left out %d of %d image(s) that cannot be used (skip_bad):\n  %s", len(problems), len(items),
+        logger.warning("Left out %d of %d image(s) that cannot be used (`skip_bad`):\n  %s", len(problems), len(items),
                        "\n  ".join(problems))
 
 

@@ -405,12 +405,20 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
     probe = f"{path}/.alexnet-write-test-{os.getpid()}"
     made: list[str] = []
     try:
-        if kind == "file":
-            made = _missing_folders(path)
-            os.makedirs(path, exist_ok=True)
-        else:
+        if kind != "file":
             check_bucket(fs, resolved, True, empty_hint="", what=f"`{what}`")
-        fs.pipe_file(probe, b"")
+            fs.pipe_file(probe, b"")
+        else:
+            for attempt in range(PROBE_ATTEMPTS):
+                # another process proving the same new folder may take it away meanwhile: made anew, then
+                made = made or _missing_folders(path)
+                try:
+                    os.makedirs(path, exist_ok=True)
+                    fs.pipe_file(probe, b"")
+                    break
+                except FileNotFoundError:
+                    if attempt == PROBE_ATTEMPTS - 1:
+                        raise
         fs.rm_file(probe)
     except BoardError as err:
         raise BoardError(f"`{what}` = {resolved} cannot be written: {err}") from None
@@ -420,6 +428,10 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
         if not keep:
             _remove_empty(made)
     return resolved, fs
+
+
+#: Times a new local folder is made and proven writable before a folder taken away meanwhile is an error.
+PROBE_ATTEMPTS = 5
 
 
 def _missing_folders(path: str) -> list[str]:

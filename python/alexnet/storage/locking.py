@@ -41,14 +41,26 @@ def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Cal
     system takes no locks, nothing is held.
 
     Each hold opens the file anew, so that a second hold of the same file in the same process waits as well."""
-    import time
-
     try:
-        import fcntl
+        import fcntl  # noqa: F401 - whether the system has it
     except ImportError:  # not a POSIX system
         return lambda: None
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        return _held(fd, path, patience, note, waiting)
+    except BaseException:  # Ctrl-C while waiting, a disk too full for the note: neither the file nor its lock kept
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+
+
+def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callable[[], None] | None
+          ) -> Callable[[], None]:
+    """:func:`hold_lock` on the file ``path`` opened as ``fd``, which the caller closes when this raises."""
+    import fcntl
+    import time
+
     deadline = None if patience is None else time.monotonic() + patience
     told = False
     while True:
@@ -58,7 +70,6 @@ def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Cal
         except BlockingIOError:
             if deadline is not None and time.monotonic() >= deadline:
                 holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-                os.close(fd)
                 raise Busy(path, holder) from None
             if not told and waiting is not None:
                 waiting()
