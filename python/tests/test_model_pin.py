@@ -369,12 +369,16 @@ def test_a_worker_without_the_models_file_fetches_it_into_the_cache_dir_it_was_r
 
 
 def test_a_pin_name_given_with_its_version_is_told_to_give_them_apart():
-    from alexnet.model.options import check_model_pin
+    from alexnet.model.options import check_model_pin, check_read_pin
 
     assert check_model_pin("alexnet") == "alexnet"
     with pytest.raises(AlexnetError, match=r"^`name` must be a pin name .*, not 'alexnet@20261206T065246Z-4e93f', "
                                            r"its version apart: name = 'alexnet' and version = "
                                            r"'20261206T065246Z-4e93f'\.$"):
-        check_model_pin("alexnet@20261206T065246Z-4e93f", "name")
+        check_read_pin("alexnet@20261206T065246Z-4e93f", "name")
+    # a pin published to: no version to give
+    with pytest.raises(AlexnetError, match=r"not 'alexnet@v1': each publication is a new version of the pin; give "
+                                           r"model_pin = 'alexnet'\.$"):
+        check_model_pin("alexnet@v1")
     with pytest.raises(AlexnetError, match=r"not 'my model': e\.g\. model_pin = 'alexnet'\.$"):
         check_model_pin("my model")

@@ -149,15 +149,21 @@ _PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _WNID = re.compile(r"n[0-9]{8}")
 
 
-def check_model_pin(name: Any, setting: str = "model_pin") -> str:
+def check_model_pin(name: Any, setting: str = "model_pin", *, read: bool = False) -> str:
     """``name``, the value of ``setting``, as a model pin name: letters, digits, ``.``, ``_``, ``-``, and none of a
-    data board's own pins (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``)."""
+    data board's own pins (``categories``, ``bad_images``, a WordNet id such as ``n01440764``, ``val-...``). A name
+    given with its version (``alexnet@20260101T...``) is told to give the version apart for a pin ``read``, and that
+    a new version is published otherwise."""
     if isinstance(name, (list, tuple)) and len(name) == 1:
         name = name[0]
     if not isinstance(name, str) or not _PIN_NAME.fullmatch(name):
         named, _, version = name.partition("@") if isinstance(name, str) else ("", "", "")
-        versioned = (f", its version apart: {given_as(setting, repr(named))} and {given_as('version', repr(version))}"
-                     if version and _PIN_NAME.fullmatch(named) else f": e.g. {given_as(setting, repr('alexnet'))}")
+        if version and _PIN_NAME.fullmatch(named):
+            versioned = (f", its version apart: {given_as(setting, repr(named))} and "
+                         f"{given_as('version', repr(version))}" if read else
+                         f": each publication is a new version of the pin; give {given_as(setting, repr(named))}")
+        else:
+            versioned = f": e.g. {given_as(setting, repr('alexnet'))}"
         raise AlexnetError(
             f"`{setting}` must be a pin name (letters, digits, '.', '_' and '-', starting with a letter or digit), "
             f"not {name!r}{versioned}."
@@ -171,13 +177,18 @@ def check_model_pin(name: Any, setting: str = "model_pin") -> str:
     return name
 
 
+def check_read_pin(name: Any, setting: str = "name") -> str:
+    """:func:`check_model_pin` for the name of a pin read, whose version may be given apart."""
+    return check_model_pin(name, setting, read=True)
+
+
 @dataclass(frozen=True)
 class ModelPinOptions:
     """Which model pin :func:`alexnet.alexnet_model` reads and where it brings it (the declaration: see the module
     documentation)."""
 
     name: str = setting("alexnet", "pin", "the name of the model pin read", option="--model-pin", metavar="NAME",
-                        check=check_model_pin)
+                        check=check_read_pin)
     version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
                                   option="--pin-version", metavar="VERSION")
     cache_dir: str | None = setting(None, "location", "where the model's files are brought, here and by a Spark "

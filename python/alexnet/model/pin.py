@@ -44,7 +44,7 @@ from ..storage.layout import is_file_name
 from ..storage.location import WRITABLE, made_folder, resolve_location
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
-from .options import EXPORT_FILES, ModelPinOptions, check_model_pin
+from .options import EXPORT_FILES, ModelPinOptions, check_read_pin
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ def model_pin_reference(board: str | os.PathLike | None, name: str, version: str
     fetches when it is used, and only then (a training resumed from its checkpoint never does), into ``cache_dir``
     (:func:`fetch_again`; unset: the user cache of the machine that loads it)."""
     cache_dir = declaration.specs(ModelPinOptions)["cache_dir"].convert(cache_dir, "cache_dir")
-    return _read_model_pin(board, check_model_pin(name, "name"), version, cache_dir=cache_dir, export=False,
+    return _read_model_pin(board, check_read_pin(name, "name"), version, cache_dir=cache_dir, export=False,
                            fetch=False)
 
 
