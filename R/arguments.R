@@ -121,6 +121,7 @@ argument_kinds <- list(
   imagenet_categories = c(board = "location?"),
   imagenet_partition = c(declared_kinds(partition_options), board = "location?", declared_kinds(fetch_options)),
   alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
+  alexnet_history = c(checkpoint_dir = "location"),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
   tf_config_from_barrier = c(barrier = "any", declared_kinds(launch_options["base_port"])),
   alexnet_spark_train = c(sc = "connection", workers = "count", board = "location?",

@@ -9,9 +9,11 @@ new_alexnet_history <- function(history) {
   structure(history, class = "alexnet_history")
 }
 
-#' Print, plot and tabulate a training history
+#' Read back, print, plot and tabulate a training history
 #'
-#' A history keeps what the model reached apart from what each epoch trained with. `metrics` holds
+#' [alexnet_train()] returns its history; `alexnet_history()` reads it back from the training's
+#' `checkpoint_dir` later (also while it runs: its epochs done so far), from its history file
+#' (`alexnet-history.json`), without training or loading anything. A history keeps what the model reached apart from what each epoch trained with. `metrics` holds
 #' the results (`loss`, `accuracy`, `top5_accuracy` and their `val_` counterparts, one value per
 #' epoch, and `val_images`, how many validation images each epoch's `val_` metrics count: every
 #' worker's, each once); `schedule` holds the run's schedule: `image_size` (whole numbers) and `learning_rate`
@@ -27,7 +29,9 @@ new_alexnet_history <- function(history) {
 #' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
 #' `as.data.frame()` has both, the schedule's rows with `data` `"schedule"`.
 #'
-#' @param x An `alexnet_history` returned by [alexnet_train()].
+#' @param checkpoint_dir For `alexnet_history()`: the `checkpoint_dir` a training wrote its checkpoints
+#'   to: a local folder (or `file://` URL), `gs://bucket/prefix`, `s3://bucket/prefix` or an `https://` URL.
+#' @param x An `alexnet_history` returned by [alexnet_train()] or `alexnet_history()`.
 #' @param metrics Which metrics to plot (names without `val_`); by default every one recorded,
 #'   except `top5_accuracy` when the model has 5 classes or fewer (it is then always 1) and the
 #'   count of validation images (`"images"`, which can be asked for). The
@@ -35,8 +39,13 @@ new_alexnet_history <- function(history) {
 #' @param object An `alexnet_history`, for `summary()`.
 #' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
 #' @param ... `plot()`: graphical parameters for every panel's `plot()` (`main`, `xlab`, `cex.main`,
-#'   `col.axis`, ...); ignored by the other methods.
-#' @returns `print()` returns `x` invisibly; `plot()` returns `x` invisibly after drawing one panel
+#'   `col.axis`, ...); ignored by the other methods; `alexnet_history()`: nothing (a name given there is
+#'   refused, naming the nearest argument).
+#' @returns `alexnet_history()` returns an `alexnet_history`: `metrics` and `schedule` as [alexnet_train()]
+#'   returns them, `params` the settings the training recorded (those that change what is learnt, `epochs`,
+#'   `steps`, `global_batch_size`, `num_classes`, ..., `data`: the board and partition it trained on, and
+#'   `checkpoint_dir`), `epochs_done` and `position` (the epoch and step of its newest checkpoint).
+#'   `print()` returns `x` invisibly; `plot()` returns `x` invisibly after drawing one panel
 #'   per metric, training and validation over epochs, with the legend in a band above the curves
 #'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);
 #'   `as.data.frame()` returns a long data frame with columns `epoch`, `value`, `metric` and `data`
@@ -48,6 +57,7 @@ new_alexnet_history <- function(history) {
 #'   training value: lowest loss, highest accuracy) and `best_epoch`.
 #' @name alexnet_history
 #' @examples
+#' # a run's history read back from its checkpoint_dir: see the example of alexnet_train()
 #' history <- structure(list(
 #'   params = list(epochs = 3, batch_size = 32),
 #'   metrics = list(loss = c(2.3, 1.9, 1.5), accuracy = c(0.1, 0.3, 0.5),
@@ -149,6 +159,13 @@ resume_note <- function(history) {
                   ": nothing was left to train (a larger `epochs` trains further)."))
   }
   paste0("Resumed from ", where, " at epoch ", epoch + 1, ", step ", step, ".")
+}
+
+#' @rdname alexnet_history
+#' @export
+alexnet_history <- function(checkpoint_dir, ...) {
+  args <- checked_args("alexnet_history", names(formals()), others = FALSE)
+  new_alexnet_history(do.call(core_function("alexnet_history"), args))
 }
 
 #' @rdname alexnet_history

@@ -162,10 +162,12 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 8, max_side = 96)
 #'   board <- tempfile("board-")
 #'   imagenet_upload(src$path, board = board)
+#'   run <- tempfile("run-")
 #'   history <- imagenet_partition(partition = 0, total = 1, board = board,
 #'                                 cache_dir = tempfile("cache-")) %>%
-#'     alexnet_train(batch_size = 8, epochs = 1, image_size = 96, verbose = 0)
+#'     alexnet_train(batch_size = 8, epochs = 1, image_size = 96, verbose = 0, checkpoint_dir = run)
 #'   history$metrics$accuracy
+#'   alexnet_history(run)$metrics$accuracy  # read back later from its checkpoint_dir
 #' }
 #' @export
 alexnet_train <- function(data = NULL, strategy = NULL, ...) {

@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "imagenet_partition": "data.fetch",
     "partition_categories": "data.partition",
     "alexnet_train": "train.api",
+    "alexnet_history": "train.history_file",
     "alexnet_benchmark": "bench.run",
     "alexnet_spark_train": "launch.api",
     "imagenet_validation": "data.fetch",

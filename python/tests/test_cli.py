@@ -589,7 +589,7 @@ def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
     assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
                           "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
                           "alexnet_predict", "alexnet_features", "alexnet_filters", "alexnet_export",
-                          "alexnet_spark_evaluate"}
+                          "alexnet_spark_evaluate", "alexnet_history"}
 
 
 def test_a_missing_board_is_said_with_the_command_that_makes_it(capsys, tmp_path):
@@ -712,3 +712,21 @@ def test_ctrl_c_says_what_the_same_command_run_again_does_where_it_carries_on(wo
     from alexnet.cli import rerun_note
 
     assert rerun_note(build_parser().parse_args(words)) == said
+
+
+def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "alexnet-history.json").write_text(json.dumps({
+        "format": 1, "epochs_done": 2, "position": [2, 0],
+        "settings": {"epochs": 2, "steps": 3, "num_classes": 4, "learnt_with": {"learning_rate": 0.01}},
+        "metrics": {"loss": [1.4, 1.2], "accuracy": [0.25, 0.5], "val_loss": [1.3, 1.1], "val_accuracy": [0.3, 0.6]},
+        "schedule": {"image_size": [64, 64], "learning_rate": [0.005, 0.0]}}))
+    assert main(["history", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("AlexNet training history: 2 epochs\nsteps: 3, num_classes: 4\n")
+    assert "Schedule: image size 64, learning rate 0.005 -> 0" in printed and "val_accuracy = 0.6" in printed
+    assert main(["history", "--json", str(run)]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["checkpoint_dir"] == str(run)
+    assert main(["history", str(tmp_path)]) == 2
+    assert "holds no alexnet-history.json" in capsys.readouterr().err

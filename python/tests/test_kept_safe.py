@@ -25,6 +25,7 @@ from alexnet.train import checkpoint_files  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.checkpoint import BEST_FILE, CheckpointStore, Resume  # noqa: E402
 from alexnet.train.checkpoint_files import RUN_LOCK  # noqa: E402
+from alexnet.train.history_file import alexnet_history  # noqa: E402
 
 SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0,
          "precision": "float32", "lr_scaling": "none"}
@@ -49,7 +50,7 @@ def _finite(folder: Path) -> bool:
 
 def test_a_run_that_diverges_stops_with_one_error_and_its_checkpoints_stay_finite(data, tmp_path):
     folder, model_dir = tmp_path / "ckpt", tmp_path / "model"
-    alexnet_train(8, 1, data, checkpoint_dir=str(folder), **SMALL)
+    trained = alexnet_train(8, 1, data, checkpoint_dir=str(folder), **SMALL)
     first = tf.train.latest_checkpoint(str(folder))
     with pytest.raises(AlexnetError, match=r"Training diverged after epoch 2: the model's weights are no longer "
                                            r"finite numbers .*Lower `learning_rate`") as raised:
@@ -59,6 +60,16 @@ def test_a_run_that_diverges_stops_with_one_error_and_its_checkpoints_stay_finit
     assert tf.train.latest_checkpoint(str(folder)) == first, "no checkpoint was written from the diverged epoch"
     assert _finite(folder)
     assert json.loads((folder / "alexnet-history.json").read_text())["epochs_done"] == 1
+    # read back as the good run returned it
+    kept = alexnet_history(folder)
+    assert kept["metrics"] == trained["metrics"] and kept["epochs_done"] == 1 and kept["position"] == [1, 0]
+    assert kept["schedule"]["learning_rate"] == trained["schedule"]["learning_rate"]
+    assert kept["schedule"]["summary"].startswith("image size 64, learning rate")
+    assert (kept["params"]["learning_rate"], kept["params"]["epochs"]) == (SMALL["learning_rate"], 1)
+    assert kept["params"]["checkpoint_dir"] == str(folder)
+    with pytest.raises(AlexnetError, match=r"^`checkpoint_dir` = .* holds no alexnet-history\.json: give the "
+                                           r"`checkpoint_dir` a training wrote its checkpoints to"):
+        alexnet_history(tmp_path)
     assert not (model_dir / "alexnet.keras").exists(), "no model was saved"
     # resumed with a rate that does not diverge, from the checkpoint before it
     history = alexnet_train(8, 2, data, checkpoint_dir=str(folder), **SMALL)

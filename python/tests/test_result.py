@@ -13,7 +13,7 @@ from alexnet.result import LONGEST, SHOWN, Result, as_plain, returns_result, sho
 #: The public functions that return a dict, each wrapped by returns_result().
 DICT_FUNCTIONS = ["imagenet_synthetic", "imagenet_upload", "imagenet_partition", "imagenet_validation", "alexnet_train",
                   "alexnet_benchmark", "alexnet_evaluate", "alexnet_spark_evaluate", "alexnet_model", "alexnet_export",
-                  "alexnet_features", "alexnet_filters"]
+                  "alexnet_features", "alexnet_filters", "alexnet_history"]
 
 
 def test_a_long_list_is_printed_as_its_first_items_and_the_count_of_the_others() -> None:

@@ -249,3 +249,25 @@ test_that("plot() refuses `metrics` that name nothing, and sets a rate's axis ti
   }, "")
   expect_false("learning_rate" %in% ylabs)
 })
+
+test_that("alexnet_history() reads a run's history back from its checkpoint_dir", {
+  skip_if_no_alexnet()
+  run <- tempfile("run-")
+  dir.create(run)
+  writeLines(jsonlite::toJSON(list(
+    format = 1L, epochs_done = 2L, position = c(2L, 0L),
+    settings = list(epochs = 2L, steps = 3L, num_classes = 4L, learnt_with = list(learning_rate = 0.01)),
+    metrics = list(loss = c(1.4, 1.2), accuracy = c(0.25, 0.5), val_loss = c(1.3, 1.1), val_accuracy = c(0.3, 0.6)),
+    schedule = list(image_size = c(64L, 64L), learning_rate = c(0.005, 0))
+  ), auto_unbox = TRUE, digits = NA), file.path(run, "alexnet-history.json"))
+  h <- alexnet_history(run)
+  expect_s3_class(h, "alexnet_history")
+  expect_equal(h$metrics$val_accuracy, c(0.3, 0.6))
+  expect_identical(h$schedule$image_size, c(64L, 64L))
+  expect_equal(h$params$learning_rate, 0.01)
+  expect_equal(h$epochs_done, 2L)
+  expect_equal(summary(h)$best[summary(h)$metric == "accuracy"], 0.6)
+  expect_match(paste(capture.output(print(h)), collapse = "\n"), "image size 64, learning rate 0.005 -> 0")
+  expect_error(alexnet_history(tempdir()), "holds no alexnet-history.json", class = "alexnet_error")
+  expect_error(alexnet_history(run, checkpointdir = 1), "did you mean `checkpoint_dir`", class = "alexnet_error")
+})

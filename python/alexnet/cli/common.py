@@ -32,6 +32,7 @@ CORE = {
     "categories": "imagenet_categories",
     "fetch": "imagenet_partition",
     "train": "alexnet_train",
+    "history": "alexnet_history",
     "spark-train": "alexnet_spark_train",
     "bench": "alexnet_benchmark",
     "model": "alexnet_model",

@@ -226,8 +226,12 @@ def _warn_of_a_default_share(args: argparse.Namespace, data: dict[str, Any]) -> 
                 count_text(len(data.get("image") or []), "training image"))
 
 
+def _history(args: argparse.Namespace) -> None:
+    common.emit(common.core("history")(args.checkpoint_dir), args.json, history_summary)
+
+
 def register(add: common.AddCommand) -> None:
-    """Add the ``train`` command to the parser."""
+    """Add the ``train`` and ``history`` commands to the parser."""
     from ..train.strategy import STRATEGY_NAMES
 
     p = add("train", _train, "fetch a partition and train AlexNet on it")
@@ -236,3 +240,8 @@ def register(add: common.AddCommand) -> None:
     common.core_option(p, "strategy", "--strategy", choices=STRATEGY_NAMES,
                        help="how training is spread: default, one device (when not given); mirrored, every GPU "
                             "of this machine; multi_worker, the workers TF_CONFIG names, this one among them")
+    history = add("history", _history, "print a training's history, read back from its checkpoint folder",
+                  "Print the history of a training (also one under way: its epochs done so far), read from the "
+                  "history file its checkpoint_dir holds, without training or loading anything.")
+    history.add_argument("checkpoint_dir", help="the --checkpoint-dir a training wrote to: a folder, or a "
+                                                "gs://, s3:// or https:// location")

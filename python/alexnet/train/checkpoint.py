@@ -37,13 +37,14 @@ from ..storage.transfer import brief
 from ..tfimport import keras, tf
 from .checkpoint_files import INDEX_FILE, KEEP, CheckpointFiles
 from .formats import CHECKPOINT_FORMAT, check_checkpoint_classes, check_format, check_optimizer
+from .history_file import HISTORY_FILE
 from .resumed import check_resume
 from .schedule import schedule_apart
 
 logger = logging.getLogger(__name__)
 
 #: Per-epoch metrics and settings kept next to the checkpoints, so that a resumed run returns them all.
-STATE_FILE = "alexnet-history.json"
+STATE_FILE = HISTORY_FILE
 #: The weights of the best epoch so far (``keep_best``), with that epoch, kept next to the checkpoints.
 BEST_FILE = "alexnet-best-weights.npz"
 #: The key, in a checkpoint, of the copy of the history file it keeps.

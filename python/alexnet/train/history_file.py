@@ -1,0 +1,56 @@
+"""A run's history read back from its ``checkpoint_dir`` (:func:`alexnet_history`), without TensorFlow: the metrics,
+schedule and settings the history file (``alexnet-history.json``) keeps beside the checkpoints, as
+:func:`alexnet.alexnet_train` returned them."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Any
+
+from ..errors import AlexnetError
+from ..result import returns_result
+from ..storage.location import fs_path, open_filesystem, resolve_location
+from .schedule import describe
+
+#: The history file of a folder of checkpoints (:data:`alexnet.train.checkpoint.STATE_FILE`).
+HISTORY_FILE = "alexnet-history.json"
+
+
+@returns_result
+def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
+    """The history of the training whose ``checkpoint_dir`` (a folder, ``file://``, ``gs://``, ``s3://`` or
+    ``https://`` location) is given, read from its history file: what :func:`alexnet.alexnet_train` returned of its
+    epochs, without training or loading anything, also while it runs (its epochs done so far).
+
+    Returns a dict: ``metrics`` (each metric's value per epoch done), ``schedule`` (``image_size`` and
+    ``learning_rate`` per epoch, and ``summary``, them on one line), ``params`` (the settings it recorded: those that
+    change what is learnt, ``epochs``, ``steps``, ``global_batch_size``, ``num_classes``, ``dense_units``, ...;
+    ``data``, the board and partition it trained on; ``checkpoint_dir``), ``epochs_done`` and ``position`` (the
+    epoch and step of its newest checkpoint).
+    """
+    resolved = resolve_location(checkpoint_dir, "checkpoint_dir")
+    fs = open_filesystem(resolved, what="checkpoint_dir")
+    path = posixpath.join(fs_path(resolved), HISTORY_FILE)
+    try:
+        found = fs.exists(path)
+        text = fs.cat_file(path) if found else None
+    except OSError as error:
+        raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} cannot be read ({error}).") from None
+    if text is None:
+        raise AlexnetError(f"`checkpoint_dir` = {resolved} holds no {HISTORY_FILE}: give the `checkpoint_dir` a "
+                           "training wrote its checkpoints to (its history is written there after its first epoch).")
+    try:
+        state = json.loads(text)
+        settings = dict(state.get("settings") or {})
+        metrics = {name: [float(v) for v in values] for name, values in dict(state.get("metrics") or {}).items()}
+        schedule: dict[str, Any] = {name: list(values) for name, values in dict(state.get("schedule") or {}).items()}
+    except (ValueError, TypeError, AttributeError) as error:
+        raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} is not a training's history "
+                           f"({error}).") from None
+    schedule["summary"] = describe(schedule)
+    learnt = dict(settings.pop("learnt_with", None) or {})
+    params = {**learnt, **settings, "checkpoint_dir": resolved}
+    return {"metrics": metrics, "schedule": schedule, "params": params,
+            "epochs_done": int(state.get("epochs_done") or 0), "position": list(state.get("position") or [])}
