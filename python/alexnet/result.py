@@ -50,22 +50,39 @@ class Result(dict[str, Any]):
         printer.text("{...}" if cycle else repr(self))
 
 
+class Results(list[Any]):
+    """A function's list of records (a prediction's, a board's categories): a ``list`` whose ``repr`` shows its first
+    :data:`SHOWN` records and the count of the others when it has more than :data:`LONGEST` (50,000 images' top-5
+    printed 38 MB); the records themselves are whole."""
+
+    def __repr__(self) -> str:
+        return shortened(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's display: the same short form."""
+        printer.text("[...]" if cycle else repr(self))
+
+
 def returns_result(function: Callable[P, R]) -> Callable[P, R]:
-    """``function``, returning a :class:`Result` where it returns a plain ``dict`` (its signature and help kept)."""
+    """``function``, returning a :class:`Result` where it returns a plain ``dict``, and :class:`Results` where it
+    returns a plain ``list`` (its signature and help kept)."""
 
     @functools.wraps(function)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         value: Any = function(*args, **kwargs)
-        return Result(value) if type(value) is dict else value  # type: ignore[return-value]
+        if type(value) is dict:
+            return Result(value)  # type: ignore[return-value]
+        return Results(value) if type(value) is list else value  # type: ignore[return-value]
 
     return call
 
 
 def as_plain(value: Any) -> Any:
-    """``value`` with a :class:`Result` at its top level, or in a list at its top level, as a plain ``dict``, which
-    reticulate converts to an R list (it leaves a subclass of ``dict`` a Python object)."""
+    """``value`` with a :class:`Result` at its top level, or in a list at its top level, as a plain ``dict``, and a
+    :class:`Results` as a plain ``list``, which reticulate converts to an R list (it leaves a subclass of ``dict`` or
+    ``list`` a Python object)."""
     if isinstance(value, Result):
         return dict(value)
-    if type(value) is list:
+    if isinstance(value, list):
         return [dict(item) if isinstance(item, Result) else item for item in value]
     return value

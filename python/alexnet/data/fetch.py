@@ -30,6 +30,7 @@ from .options import (
 from .partition import check_partition, partition_categories, partition_sizes
 
 
+@returns_result
 def imagenet_categories(board: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """The board's categories table: one dict per category, sorted by ``index``.
 

@@ -25,6 +25,7 @@ from ..declare import declaration
 from ..errors import AlexnetError, reason
 from ..input.formats import IMAGE_EXTENSIONS, IMAGE_FORMATS, formats_read, image_format
 from ..progress import progress_bar
+from ..result import returns_result
 from .options import PredictOptions
 from .saved import load_model
 
@@ -247,6 +248,7 @@ def decoded_chunks(images: Sequence[str | bytes], image_size: int, outcome: str,
 _DEFAULTS = declaration.defaults(PredictOptions)
 
 
+@returns_result
 def alexnet_predict(model: Any, images: Any, top: int = _DEFAULTS["top"], **options: Any) -> list[dict[str, Any]]:
     """The ``top`` most probable classes of each image, in the order the images are given.
 
