@@ -75,13 +75,15 @@ alexnet_predict <- with_declared(alexnet_predict, declared_formals(predict_optio
 #' @param ... Nothing more: a name that is not an option is refused, naming the closest.
 #' @details Images are read and decoded as [alexnet_predict()] reads them (the centre crop at the size the model
 #'   trained at last), a chunk of 64 at a time, so that memory holds a chunk's pixels and the values computed. An image
-#'   that cannot be read or decoded is named in an error, with every other such image, and nothing is returned. The
-#'   options (`layer`, `batch_size`) are declared once in the core (`alexnet.model.options`), with their defaults
+#'   that cannot be read or decoded is named in an error, with every other such image, and nothing is returned
+#'   (with `skip_bad = TRUE`, it is left out, named in a warning). The
+#'   options (`layer`, `batch_size`, `skip_bad`) are declared once in the core (`alexnet.model.options`), with their defaults
 #'   and checks, as are the command line's `alexnet features` options.
 #' @returns A numeric matrix with a row per image, named by the image (its path or location; a folder's files as
 #'   `folder/file`), and a column per value of the layer, named as the command line's `alexnet features` names them
 #'   (`fc2_1` to `fc2_4096`; for `logits`, the model's classes by their WordNet ids, `n01440764`, ..., in label
-#'   order); its attribute `layer` names the layer.
+#'   order); its attribute `layer` names the layer, and its class `alexnet_features` (before the matrix's) prints it
+#'   short: its size, its layer and its first rows and columns (a matrix of 4096 columns printed megabytes).
 #' @seealso [alexnet_predict()]; [stats::dist()] for the distances between the rows.
 #' @examples
 #' if (alexnet_available()) {
@@ -100,10 +102,29 @@ alexnet_features <- function(model, images, ...) {
   features <- numpy_array(result$features)
   dimnames(features) <- list(as.character(unlist(result$image)), as.character(unlist(result$columns)))
   attr(features, "layer") <- result$layer
+  class(features) <- c("alexnet_features", class(features))
   features
 }
 # the options from the core's declaration (alexnet.model.options), after `images`
 alexnet_features <- with_declared(alexnet_features, declared_formals(features_options))
+
+#' @rdname alexnet_features
+#' @param x An `alexnet_features` matrix, for `print()`.
+#' @export
+print.alexnet_features <- function(x, ...) {
+  cat("AlexNet features: ", nrow(x), if (nrow(x) == 1L) " image" else " images", " x ", ncol(x),
+      " values of layer ", attr(x, "layer"), "\n", sep = "")
+  rows <- seq_len(min(nrow(x), 5L))
+  columns <- seq_len(min(ncol(x), 4L))
+  corner <- unclass(x)[rows, columns, drop = FALSE]
+  attr(corner, "layer") <- NULL
+  if (!is.null(rownames(corner))) rownames(corner) <- basename(rownames(corner))
+  print(signif(corner, 4))
+  if (nrow(x) > length(rows) || ncol(x) > length(columns)) {
+    cat("... (the first ", length(rows), " rows and ", length(columns), " columns; all: unclass(x))\n", sep = "")
+  }
+  invisible(x)
+}
 
 #' The filters of a trained AlexNet's first convolution
 #'

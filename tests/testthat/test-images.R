@@ -37,6 +37,13 @@ test_that("the columns of features are named as the command line names them (the
   expect_equal(rownames(fc2), made$photos)
   logits <- alexnet_features(made$model, made$photos, layer = "logits")
   expect_equal(colnames(logits), sprintf("n0000000%d", 0:2))  # the model's classes, by WordNet id
+  # a matrix that prints short: its size, layer and corner (4096 columns printed megabytes)
+  expect_s3_class(fc2, "alexnet_features")
+  expect_true(is.matrix(fc2) && is.numeric(fc2))
+  out <- capture.output(print(fc2))
+  expect_match(out[1], paste0("^AlexNet features: ", length(made$photos), " images x 16 values of layer fc2$"))
+  expect_lt(sum(nchar(out)), 1000)
+  expect_equal(dim(as.matrix(dist(fc2))), rep(length(made$photos), 2))
 })
 
 # An evaluation as alexnet_evaluate() returns it, of six classes, two of them at a top-1 accuracy of 0 and two at 1.
