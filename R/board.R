@@ -130,7 +130,8 @@ imagenet_upload <- with_declared(imagenet_upload, declared_formals(upload_option
 #' @returns A data frame with one row per category, in label order, and 11 columns: `id` (WordNet
 #'   id), `name`, `index` (the global 0-based label), `images`, `bytes`, `sha256` and `version` of
 #'   the category's training zip and pin, and `val_images`, `val_bytes`, `val_sha256`, `val_version`
-#'   of its validation images' pin (0 and `""` when it has none).
+#'   of its validation images' pin (0 and `""` when it has none). Its class `alexnet_categories` (before
+#'   `data.frame`) prints it short: the counts, and the first rows' ids, names and image counts.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 4, max_side = 64)
@@ -141,7 +142,31 @@ imagenet_upload <- with_declared(imagenet_upload, declared_formals(upload_option
 #' @export
 imagenet_categories <- function(board = NULL, ...) {
   args <- checked_args("imagenet_categories", names(formals()), others = FALSE)
-  records_to_df(do.call(core_function("imagenet_categories"), args))
+  categories <- records_to_df(do.call(core_function("imagenet_categories"), args))
+  class(categories) <- c("alexnet_categories", class(categories))
+  categories
+}
+
+#' @rdname imagenet_categories
+#' @param x An `alexnet_categories` data frame, for `print()`.
+#' @param n The rows shown.
+#' @export
+print.alexnet_categories <- function(x, n = 10L, ...) {
+  cat(count_of(nrow(x), "category", "categories"), " on the board: ", count_of(sum(x$images), "training image"),
+      " and ", count_of(sum(x$val_images %||% 0), "validation image"), "\n", sep = "")
+  shown <- as.data.frame(unclass(x)[intersect(c("index", "id", "name", "images", "val_images"), names(x))])
+  shown$name <- ifelse(nchar(shown$name) > 40, paste0(substr(shown$name, 1, 37), "..."), shown$name)
+  print(utils::head(shown, n), row.names = FALSE)
+  if (nrow(x) > n) cat("... and ", nrow(x) - n, " more (all: as.data.frame(x))\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname imagenet_categories
+#' @param row.names,optional Ignored; part of the `as.data.frame()` generic.
+#' @export
+as.data.frame.alexnet_categories <- function(x, row.names = NULL, optional = FALSE, ...) {
+  class(x) <- "data.frame"
+  x
 }
 
 #' Fetch one worker's share of ImageNet

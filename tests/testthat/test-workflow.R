@@ -41,6 +41,9 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_documented(names(categories), "imagenet_categories")
   expect_equal(categories$id, sort(setup$src$categories))
   expect_equal(categories$index, 0:2)
+  expect_match(capture.output(print(categories))[1], "^3 categories on the board: [0-9]+ training images and ")
+  expect_false(any(grepl("sha256", capture.output(print(categories)))))  # short: no 64-character hashes
+  expect_identical(class(as.data.frame(categories)), "data.frame")
 
   parts <- lapply(0:1, function(p) {
     imagenet_partition(partition = p, total = 2, board = setup$board, cache_dir = file.path(dir, "cache"))
