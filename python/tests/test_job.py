@@ -212,6 +212,27 @@ def test_a_failed_stage_is_launched_again_up_to_retries_times(board, tmp_path, c
     assert len(calls) == 3
 
 
+def test_a_relaunch_after_a_lost_spark_worker_says_which_went_away(board, tmp_path, caplog):
+    """The warning kept only "failed before a worker reported an error", where Spark's message named the host."""
+    plan = job.plan_job(2, board, 2, retries=1, checkpoint_dir=tmp_path / "ckpt")
+    lost = ("Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times, most recent failure: Lost task 1.0 "
+            "in stage 3.0 (TID 7) (10.231.9.2 executor 0): ExecutorLostFailure (executor 0 exited unrelated to the "
+            "running tasks) Reason: worker lost: 10.231.9.2:40391 got disassociated\n" + JAVA_NOISE)
+    calls: list = []
+
+    def launch(task):
+        calls.append(task)
+        if len(calls) == 1:
+            raise RuntimeError(lost)
+        return [{"worker": 0}, {"worker": 1}]
+
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        job.run_job(plan, launch, driver_host=None)
+    (said,) = [r.getMessage() for r in caplog.records if "Launching the 2 workers again" in r.getMessage()]
+    assert said.startswith("The Spark job of 2 worker(s) failed before a worker reported an error\n  ")
+    assert "Reason: worker lost: 10.231.9.2:40391 got disassociated" in said.splitlines()[1]
+
+
 def test_errors_of_the_arguments_are_not_retried(board):
     plan = job.plan_job(2, board, 2, retries=3)
     calls = []

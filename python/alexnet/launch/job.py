@@ -68,6 +68,10 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
     return SparkJobError(workers, lead, detail[:SPARK_LINES])
 
 
+#: A line of Spark's message that says an executor, or the worker that ran it, went away.
+_LOST = re.compile(r"ExecutorLost|Lost executor|worker lost|Reason:", re.IGNORECASE)
+
+
 @dataclass
 class JobPlan:
     """What the checks of :func:`plan_job` settled: the workers, the board, the task each worker is handed (with
@@ -194,6 +198,8 @@ def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
                on_retry: Callable[[str], Any] | None = None) -> None:
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]
+    if isinstance(failure, SparkJobError):  # why Spark failed: a lost executor names the host that went away
+        shown += [f"  {line.strip()}" for line in failure.detail if _LOST.search(line)][:1]
     message = "{}\nLaunching the {} workers again, {} (retry {} of {}).".format(
         "\n".join(shown), plan.workers, plan.work.relaunch(plan.task), attempt, plan.retries)
     if on_retry is None:
