@@ -7,8 +7,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -497,3 +499,50 @@ def test_the_workers_warnings_are_said_on_the_driver_once_each(caplog):
     with caplog.at_level("WARNING", logger="alexnet.launch.training"):
         relay_warnings(rows[:2])
     assert caplog.records[0].getMessage() == f"Every worker: {big}"
+
+
+class _WaitingContext:
+    """A SparkContext whose barrier stage waits for task slots it never gets, until its job is cancelled."""
+
+    def __init__(self, tasks_begun: int):
+        self.cancelled = threading.Event()
+        self.begun = tasks_begun
+
+    def parallelize(self, *args):
+        return self
+
+    def barrier(self):
+        return self
+
+    def mapPartitions(self, task):
+        return self
+
+    def collect(self):
+        self.cancelled.wait(30)
+        raise RuntimeError("Job 3 cancelled part of cancelled job tag")
+
+    def cancelJobsWithTag(self, tag):
+        self.cancelled.set()
+
+    addJobTag = removeJobTag = lambda self, tag: None
+
+    def getConf(self):
+        return SimpleNamespace(get=lambda key, default=None: default)
+
+    defaultParallelism = 2
+
+    def statusTracker(self):
+        stage = SimpleNamespace(numActiveTasks=self.begun, numCompletedTasks=0, numFailedTasks=0)
+        return SimpleNamespace(getActiveStageIds=lambda: [7], getStageInfo=lambda stage_id: stage)
+
+
+def test_a_barrier_job_whose_tasks_never_start_is_told_to_lack_slots():
+    """After a Spark worker was lost, the relaunch waited for its slot until the timeout, which said to raise it."""
+    from alexnet.launch.spark import run_barrier
+
+    with pytest.raises(AlexnetError, match=r"^The 2 worker\(s\) did not start within timeout = 0\.5 s, so the Spark "
+                                           r"job was cancelled: its 2 barrier tasks wait for as many free task "
+                                           r"slots.*a Spark worker lost.*give fewer `workers`\.$"):
+        run_barrier(_WaitingContext(0), 2, lambda task: None, timeout=0.5)
+    with pytest.raises(AlexnetError, match=r"did not finish within timeout = 0\.5 s, so the Spark job was cancelled"):
+        run_barrier(_WaitingContext(2), 2, lambda task: None, timeout=0.5, advice="raise `timeout`")

@@ -237,8 +237,10 @@ def run_barrier(
 
     tag = f"alexnet-{uuid.uuid4().hex[:12]}"
     expired = threading.Event()
+    started: list[bool | None] = [None]
 
     def cancel() -> None:
+        started[0] = tasks_started(context)
         expired.set()
         context.cancelJobsWithTag(tag)
 
@@ -252,6 +254,13 @@ def run_barrier(
         logger.info("Starting %d barrier task(s) (job tag %s).", workers, tag)
         lines = rdd.collect()
     except Exception as error:
+        if expired.is_set() and started[0] is False:
+            raise AlexnetError(
+                f"{what or f'The {workers} worker(s)'} did not start within timeout = {timeout:g} s, so the Spark "
+                f"job was cancelled: its {workers} barrier tasks wait for as many free task slots, and the Spark "
+                "application had fewer (a Spark worker lost, or other jobs holding them): restart the lost worker "
+                "or free the slots, or give fewer `workers`."
+            ) from None
         if expired.is_set():
             raise AlexnetError(
                 f"{what or f'The {workers} worker(s)'} did not finish within timeout = {timeout:g} s, so the Spark "
@@ -265,6 +274,20 @@ def run_barrier(
     logger.info("%d worker(s) finished in %.1f s.", workers, time.monotonic() - start)
     rows = sorted((json.loads(line) for line in lines), key=lambda row: row["worker"])
     return [row["result"] for row in rows]
+
+
+def tasks_started(context: Any) -> bool | None:
+    """Has any task of the active stages of the SparkContext ``context`` started (None: not known)? A barrier stage
+    that waits for task slots has started none."""
+    try:
+        tracker = context.statusTracker()
+        infos = [tracker.getStageInfo(stage) for stage in tracker.getActiveStageIds()]
+    except Exception:
+        return None
+    infos = [info for info in infos if info is not None]
+    if not infos:
+        return None
+    return any(info.numActiveTasks + info.numCompletedTasks + info.numFailedTasks > 0 for info in infos)
 
 
 def probe_executors(spark: Any, tasks: int, python: str | None = None, env: Mapping[str, str] | None = None
