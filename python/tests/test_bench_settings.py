@@ -68,14 +68,15 @@ def test_the_signature_has_the_settings_and_nothing_else_but_the_data():
 
 
 @pytest.mark.parametrize(("name", "spec"), SETTINGS, ids=IDS)
-def test_a_value_on_the_command_line_reaches_the_stages_plan(name, spec):
+def test_a_value_on_the_command_line_reaches_the_stages_plan(name, spec, tmp_path):
     flag = option_name(name, spec) or PARTITION_OPTIONS[name]
     action = next(a for a in _bench_parser()._actions if flag in a.option_strings)
     if option_name(name, spec) is not None:
         assert action.dest == bench_dest(name) and help_as_said("bench", common.declared_help(spec)) in action.help
         if spec.default is not None:
             assert f"(default: {spec.shown_default()})" in action.help
-    value = 1 if name == "cores" else other_value(name, spec)
+    # an output folder is proven writable when planned: one that can be
+    value = 1 if name == "cores" else str(tmp_path / "out") if name == "output_dir" else other_value(name, spec)
     words = [flag if value else "--no-" + flag[2:]] if spec.kind == "flag" else [flag, *cli_words(value)]
     given = bench_args(build_parser().parse_args(["bench", *words, *(["--stages", "decode"] * (name != "stages"))]))
     plan = check_plan(given)
