@@ -149,7 +149,8 @@ def test_what_a_location_takes_is_said_by_what_it_is_for(tmp_path):
     """A location to write to is not offered https://, a local one no URL at all; a file is said to be one; anything
     but a string is refused by name."""
     from alexnet.errors import AlexnetError
-    from alexnet.storage.location import LOCAL, WRITABLE, local_location, resolve_location, writable_location
+    from alexnet.storage.location import LOCAL, WRITABLE, resolve_location
+    from alexnet.storage.outputs import local_location, writable_location
 
     with pytest.raises(BoardError, match=r"unsupported scheme ftp://; use a folder path, file://, gs:// or s3://$"):
         resolve_location("ftp://h/x", "checkpoint_dir", takes=WRITABLE)
@@ -181,7 +182,7 @@ def test_what_a_location_takes_is_said_by_what_it_is_for(tmp_path):
 def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_path, monkeypatch):
     """Two workers proving the same new output folder at once: the one that made it takes it away after its probe,
     while the other writes its probe there (1 in 15 such checks failed)."""
-    from alexnet.storage import location
+    from alexnet.storage import outputs
 
     target = tmp_path / "runs" / "ckpt"
     makedirs, calls = os.makedirs, []
@@ -193,8 +194,8 @@ def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_p
             if len(calls) == 1:  # the other process removes what it made, after its own probe
                 os.rmdir(path)
 
-    monkeypatch.setattr(location.os, "makedirs", made_then_taken)
-    location.writable_location(str(target), "checkpoint_dir", keep=False)
+    monkeypatch.setattr(outputs.os, "makedirs", made_then_taken)
+    outputs.writable_location(str(target), "checkpoint_dir", keep=False)
     assert len(calls) == 2 and not (tmp_path / "runs").exists()
 
 
@@ -634,7 +635,7 @@ def test_a_silent_endpoint_is_named_before_any_request_of_the_library(kind, s3, 
 
 
 def test_a_silent_endpoint_of_an_output_is_named_before_any_work(s3, quick_probe, monkeypatch):
-    from alexnet.storage.location import writable_location
+    from alexnet.storage.outputs import writable_location
 
     with silent_listener() as (url, taken):
         monkeypatch.setenv("AWS_ENDPOINT_URL", url)

@@ -58,13 +58,13 @@ def test_a_model_read_from_a_bucket_is_copied_into_the_model_cache(monkeypatch, 
 
 def test_a_cache_dir_that_cannot_be_written_is_refused_before_any_fetch_as_a_scratch_is(tmp_path, monkeypatch):
     from alexnet.data.upload import _scratch_parent
-    from alexnet.storage import location
+    from alexnet.storage import outputs
 
     locked = tmp_path / "locked"
     (locked / TMP).mkdir(parents=True)
     real_access = os.access
     # a folder this process may not write (chmod does not stop root, who runs some of the tests)
-    monkeypatch.setattr(location.os, "access", lambda path, mode: not str(path).startswith(str(locked))
+    monkeypatch.setattr(outputs.os, "access", lambda path, mode: not str(path).startswith(str(locked))
                         and real_access(path, mode))
     with pytest.raises(AlexnetError, match=r"^`cache_dir` = .*locked cannot hold the cache \(it cannot be written\): "
                                            r"give a folder this process may write, or leave `cache_dir` unset"):

@@ -27,7 +27,7 @@ from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, UsedWith
 from ..errors import AlexnetError
 from ..machine import usable_cpus
-from ..storage.location import writable_location
+from ..storage.outputs import writable_location
 from ..train.settings import specs as training_specs
 from .accuracy import AccuracySettings
 from .scaling import ScalingSettings

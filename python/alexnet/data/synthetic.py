@@ -24,7 +24,7 @@ from ..errors import LayoutError, reason
 from ..progress import progress_bar
 from ..result import returns_result
 from ..scratch import scratch_folder
-from ..storage.location import local_location
+from ..storage.outputs import local_location
 from .classes import imagenet_classes
 from .drawing import COMMON_SIZES, QUALITY_RANGE, QUIRK_KINDS, jpeg, quirk_bytes, random_quality, render, style
 from .layouts import LAYOUT_FILES, MEMBER_PATHS, write_layout

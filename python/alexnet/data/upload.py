@@ -31,7 +31,8 @@ from ..errors import AlexnetError, BoardError
 from ..result import returns_result
 from ..storage import layout
 from ..storage.board import Board, is_full_board, open_board, resolve_board
-from ..storage.location import home_expanded, location_kind, made_folder
+from ..storage.location import home_expanded, location_kind
+from ..storage.outputs import made_folder
 from ..storage.prune import board_versions, prune
 from ..storage.publish import quiet_pins, write_table
 from ..storage.transfer import retry

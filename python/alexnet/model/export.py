@@ -28,7 +28,8 @@ from ..declare import declaration
 from ..errors import AlexnetError
 from ..result import returns_result
 from ..scratch import make_scratch
-from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location, writable_location
+from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+from ..storage.outputs import writable_location
 from .card import CARD_FILE, ModelCard
 from .options import ExportOptions, PredictOptions, check_model_pin
 from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model, published_with

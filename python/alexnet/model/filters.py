@@ -68,7 +68,8 @@ def filter_grid(pictures: np.ndarray, zoom: int = ZOOM, gap: int = GAP) -> np.nd
 def _png_destination(path: Any) -> tuple[str, Any]:
     """``path`` (a path, ``file://``, ``gs://`` or ``s3://``) resolved and checked to end in .png, its folder
     created or checked writable; with its file system."""
-    from ..storage.location import WRITABLE, resolve_location, writable_location
+    from ..storage.location import WRITABLE, resolve_location
+    from ..storage.outputs import writable_location
 
     resolved = resolve_location(path, "path", takes=WRITABLE)
     if not resolved.lower().endswith(".png"):

@@ -41,7 +41,8 @@ from ..result import returns_result
 from ..storage.board import Board, open_board
 from ..storage.cache import cache_root
 from ..storage.layout import is_file_name
-from ..storage.location import WRITABLE, made_folder, resolve_location
+from ..storage.location import WRITABLE, resolve_location
+from ..storage.outputs import made_folder
 from ..storage.transfer import download_verified, extract_zip, retry, sha256_file
 from .card import ModelCard
 from .options import EXPORT_FILES, ModelPinOptions, check_read_pin

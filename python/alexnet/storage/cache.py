@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import AlexnetError, without_passwords
 from ..scratch import sweep_stale, sweep_unchanged
 from .layout import is_file_name
-from .location import made_folder
+from .outputs import made_folder
 from .transfer import safe_member
 from .zipformat import crc32
 

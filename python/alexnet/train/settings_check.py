@@ -85,7 +85,8 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     """
     from ..model.pin import check_model_board, check_pin_holds_models
     from ..model.saved import model_reference
-    from ..storage.location import location_kind, writable_location
+    from ..storage.location import location_kind
+    from ..storage.outputs import writable_location
 
     check_names(list(arguments), where, reserved=reserved)
     table = specs()
