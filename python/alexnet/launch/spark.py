@@ -254,17 +254,14 @@ def run_barrier(
         logger.info("Starting %d barrier task(s) (job tag %s).", workers, tag)
         lines = rdd.collect()
     except Exception as error:
-        if expired.is_set() and started[0] is False:
-            raise AlexnetError(
-                f"{what or f'The {workers} worker(s)'} did not start within timeout = {timeout:g} s, so the Spark "
-                f"job was cancelled: its {workers} barrier tasks wait for as many free task slots, and the Spark "
-                "application had fewer (a Spark worker lost, or other jobs holding them): restart the lost worker "
-                "or free the slots, or give fewer `workers`."
-            ) from None
         if expired.is_set():
+            # tasks not started yet: a short timeout, or a stage that waits for slots a lost Spark worker took along
+            waiting = (f" Its barrier tasks had not started: they wait for {workers} free task slots at once, and if a "
+                       "Spark worker was lost (or other jobs hold its slots), the application has fewer: restart "
+                       "it, or give fewer `workers`." if started[0] is False else "")
             raise AlexnetError(
                 f"{what or f'The {workers} worker(s)'} did not finish within timeout = {timeout:g} s, so the Spark "
-                f"job was cancelled: {advice}."
+                f"job was cancelled: {advice}.{waiting}"
             ) from None
         raise failure_of(error, workers) from None
     finally:
