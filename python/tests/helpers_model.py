@@ -83,7 +83,7 @@ def saved_tiny_model(folder: Path, categories: list[dict], seed: int, image_size
 def pinned_bytes(root: Path, name: str = "alexnet") -> str:
     """A folder board ``root/board`` with one model pin, ``name``, of one class, whose file is a few bytes: for the
     tests of where a pin is brought, which load nothing."""
-    from alexnet.model.pin import publish_model
+    from alexnet.model.publishing import publish_model
 
     file = root / "pinned-bytes" / "alexnet.keras"
     file.parent.mkdir(parents=True)

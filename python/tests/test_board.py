@@ -224,7 +224,7 @@ def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writin
             open_board(view, write=True)
         assert open_board(view).pins.pin_read("t")["x"].tolist() == [1]
         # a model's board, named by the argument that gave it (or said to be the data's)
-        from alexnet.model.pin import check_model_board
+        from alexnet.model.publishing import check_model_board
 
         with pytest.raises(BoardError, match=f"^`model_board`: board folder {view} cannot be written "):
             check_model_board(view, str(tmp_path / "data-board"))

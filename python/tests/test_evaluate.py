@@ -275,7 +275,7 @@ def test_the_command_line_evaluates_a_model_or_a_model_pin(setup, capsys):
     import json
 
     from alexnet import cli
-    from alexnet.model.pin import publish_model
+    from alexnet.model.publishing import publish_model
 
     expected = alexnet_evaluate(setup["model_dir"], board=setup["board"], cache_dir=setup["cache"])
     common = ["--board", setup["board"], "--cache-dir", setup["cache"], "--json"]

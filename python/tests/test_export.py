@@ -26,8 +26,9 @@ from alexnet.data import images as image_checks  # noqa: E402
 from alexnet.errors import AlexnetError, IntegrityError  # noqa: E402
 from alexnet.input.decode import decode_for_eval  # noqa: E402
 from alexnet.model.export import alexnet_export  # noqa: E402
-from alexnet.model.pin import alexnet_model, publish_model  # noqa: E402
+from alexnet.model.pin import alexnet_model  # noqa: E402
 from alexnet.model.predict import alexnet_predict  # noqa: E402
+from alexnet.model.publishing import publish_model  # noqa: E402
 from alexnet.model.serving import decode_images  # noqa: E402
 
 CATEGORIES = [{"id": f"n0200000{i}", "name": f"thing {i}"} for i in range(4)]

@@ -18,7 +18,8 @@ from helpers_model import card_for, file_on_a_worker, save_model_dir, tiny_model
 from alexnet.child import run_child
 from alexnet.errors import AlexnetError, IntegrityError
 from alexnet.launch.task import Evaluation, Task
-from alexnet.model.pin import alexnet_model, model_pin_reference, publish_model
+from alexnet.model.pin import alexnet_model, model_pin_reference
+from alexnet.model.publishing import publish_model
 from alexnet.model.saved import load_model, write_card
 from alexnet.storage.transfer import sha256_file
 from alexnet.train.settings import TrainSettings
@@ -84,7 +85,7 @@ def test_publish_then_read_round_trips_on_the_gcs_emulator(saved, cloud_env, tmp
 
 @pytest.mark.parametrize("scheme", ["gs", "s3"])
 def test_a_model_is_pinned_to_a_new_prefix_of_a_bucket(saved, cloud_env, tmp_path, scheme):
-    from alexnet.model.pin import check_model_board, check_pin_holds_models
+    from alexnet.model.publishing import check_model_board, check_pin_holds_models
     from alexnet.storage.board import open_board
 
     new = f"{scheme}://alexnet-test/models-{uuid.uuid4().hex[:8]}"  # as a training's model_board, or an export's
@@ -279,11 +280,11 @@ def test_a_card_written_again_beside_a_saved_model_is_what_loading_it_reads(save
 def test_a_new_version_of_other_classes_gets_a_warning_that_it_is_now_the_one_read(saved, tmp_path, caplog):
     board = str(tmp_path / "board")
     publish_model(board, "alexnet", saved["file"], saved["card"])
-    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+    with caplog.at_level("WARNING", logger="alexnet.model.publishing"):
         publish_model(board, "alexnet", saved["file"], saved["card"])  # retrained on the same classes
     assert "other classes" not in caplog.text
     flowers = card_for([{"id": name, "name": name} for name in ("daisy", "roses", "tulips")])
-    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+    with caplog.at_level("WARNING", logger="alexnet.model.publishing"):
         publish_model(board, "alexnet", saved["file"], flowers)
     assert "Model pin alexnet on" in caplog.text and "held a model of other classes (3: n00000000, n00000001, " \
         "n00000002) in its version" in caplog.text and "of 3 classes (daisy, roses, tulips), is now the one read" \
@@ -297,13 +298,13 @@ def test_a_model_pinned_on_a_board_with_no_pins_is_said_to_make_a_new_board(save
     from alexnet.train.settings_check import check_settings
 
     board = tmp_path / "noboard" / "sub"
-    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+    with caplog.at_level("WARNING", logger="alexnet.model.publishing"):
         published = publish_model(str(board), "alexnet", saved["file"], saved["card"])
     assert f"Board {board} holds no pins: model pin alexnet makes it a new board. If you meant an existing board, " \
         "its location is mistyped." in caplog.text
     assert published["board"] == str(board)
     caplog.clear()
-    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+    with caplog.at_level("WARNING", logger="alexnet.model.publishing"):
         publish_model(str(board), "alexnet", saved["file"], saved["card"])
         publish_model(str(board), "other", saved["file"], saved["card"])
     assert "new board" not in caplog.text, "a board that holds pins is no new board"
@@ -314,7 +315,7 @@ def test_a_model_pinned_on_a_board_with_no_pins_is_said_to_make_a_new_board(save
                                "precision": "float32", "validation": False, "model_pin": "alexnet",
                                "model_board": str(models)})
     caplog.clear()
-    with caplog.at_level("WARNING", logger="alexnet.model.pin"):
+    with caplog.at_level("WARNING", logger="alexnet.model.publishing"):
         history = train(settings, data, None)
     assert history["model_pin"]["board"] == str(models)
     assert f"Board {models} holds no pins: model pin alexnet makes it a new board." in caplog.text

@@ -33,7 +33,8 @@ from alexnet.launch.job import plan_job
 from alexnet.launch.training import SHARE_COLUMNS, TRAIN_COLUMNS, train_row
 from alexnet.model.card import CARD_FILE
 from alexnet.model.evaluate import alexnet_evaluate
-from alexnet.model.pin import alexnet_model, publish_model
+from alexnet.model.pin import alexnet_model
+from alexnet.model.publishing import publish_model
 from alexnet.storage.board import open_board
 
 CLASSES = 6

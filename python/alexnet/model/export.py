@@ -32,7 +32,8 @@ from ..storage.location import fs_path, location_kind, open_filesystem, resolve_
 from ..storage.outputs import writable_location
 from .card import CARD_FILE, ModelCard
 from .options import ExportOptions, PredictOptions, check_model_pin
-from .pin import EXPORT_FILES, check_model_board, check_pin_holds_models, publish_model, published_with
+from .pin import EXPORT_FILES
+from .publishing import check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)

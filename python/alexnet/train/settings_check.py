@@ -83,7 +83,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     a local path among them gets a warning. ``model_pin``'s board (``model_board``, else ``data_board``, the board the
     data comes from) is opened for writing.
     """
-    from ..model.pin import check_model_board, check_pin_holds_models
+    from ..model.publishing import check_model_board, check_pin_holds_models
     from ..model.saved import model_reference
     from ..storage.location import location_kind
     from ..storage.outputs import writable_location
