@@ -21,7 +21,9 @@
 #'   category, as PyTorch's `valprep.sh` leaves them): `imagenet_upload("/data/imagenet")`;
 #' * a folder of `<wnid>/` folders: `imagenet_upload("/data/fall11")`.
 #'
-#' The first four are also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")`.
+#' Each is also read straight from a bucket, `imagenet_upload("gs://my-bucket/ilsvrc2012")` (`s3://` too); an
+#' extracted tree there is listed a folder at a time, only the folders the upload reads, and its images fetched
+#' 64 at a time.
 #' A folder that holds more than one of them reads the official archives first, then Kaggle's zip, the
 #' parquet shards, the extracted tree, the `train/`, `val/` tree and last the earlier tar.gz, with a warning that
 #' names the ones left alone; to read another, pass the path of its own file or folder.

@@ -118,8 +118,8 @@ def register(add: common.AddCommand) -> None:
                  "Upload ImageNet to a board, read in place: one pin per category, validation pins, categories last.")
     upload.add_argument("source", help="the ImageNet source, a path or a gs:// or s3:// URL: the official "
                                        "ILSVRC2012 archives' folder, Kaggle's zip (or its earlier tar.gz), Hugging "
-                                       "Face's parquet folder, or a local Kaggle tree, torchvision's train/ and val/ "
-                                       "tree or folder of <wnid>/ folders")
+                                       "Face's parquet folder, or an extracted Kaggle tree, torchvision's train/ and "
+                                       "val/ tree or folder of <wnid>/ folders")
     common.core_option(upload, "board", "--board", help=BOARD_HELP)
     common.options_of(upload, UploadOptions)
 

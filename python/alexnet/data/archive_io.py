@@ -13,7 +13,7 @@ import io
 import logging
 import mmap
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -133,6 +133,17 @@ class Files:
             return views
 
         return mapped
+
+
+def fetched_ahead(windows: list[Any], fetch: Callable[[Any], Any]) -> Iterator[tuple[Any, Any]]:
+    """Each of ``windows`` with what ``fetch`` made of it, the next one fetched (by a thread of its own) while the
+    caller uses this one."""
+    with ThreadPoolExecutor(1, thread_name_prefix="alexnet-ahead") as pool:
+        ahead = pool.submit(fetch, windows[0]) if windows else None
+        for k, window in enumerate(windows):
+            fetched = ahead.result() if ahead is not None else None
+            ahead = pool.submit(fetch, windows[k + 1]) if k + 1 < len(windows) else None
+            yield window, fetched
 
 
 class AtPosition:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..checks import count_text, some_names
@@ -77,24 +78,28 @@ def _kind(entry: os.DirEntry[str]) -> str:
 
 def list_folder(folder: str) -> Listing:
     """What ``folder`` holds (see :class:`Listing`): one scandir, no stat for regular entries."""
-    images, other_images, others, folders = [], [], [], []
     with os.scandir(folder) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            extension = os.path.splitext(name)[1].lower()
-            kind = _kind(entry)
-            if extension in IMAGE_EXTENSIONS and kind in ("file", "nowhere"):
-                images.append(name)
-            elif kind == "folder":
-                folders.append(name)
-            elif _is_name_file(name):
-                continue
-            elif extension in OTHER_IMAGE_EXTENSIONS:
-                other_images.append(name)
-            else:
-                others.append(name)
+        return classify((entry.name, _kind(entry)) for entry in entries if not entry.name.startswith("."))
+
+
+def classify(entries: Iterable[tuple[str, str]]) -> Listing:
+    """The :class:`Listing` of a folder's entries, each a name and what :func:`_kind` says it is (a bucket's
+    objects are each a ``file``, the prefixes of their names ``folder`` s)."""
+    images, other_images, others, folders = [], [], [], []
+    for name, kind in entries:
+        if name.startswith("."):
+            continue
+        extension = os.path.splitext(name)[1].lower()
+        if extension in IMAGE_EXTENSIONS and kind in ("file", "nowhere"):
+            images.append(name)
+        elif kind == "folder":
+            folders.append(name)
+        elif _is_name_file(name):
+            continue
+        elif extension in OTHER_IMAGE_EXTENSIONS:
+            other_images.append(name)
+        else:
+            others.append(name)
     return Listing(sorted(images), sorted(other_images), sorted(others), sorted(folders))
 
 
@@ -146,4 +151,4 @@ def category_dirs(folder: str) -> list[str]:
         return sorted(e.name for e in entries if not e.name.startswith((".", "_")) and e.is_dir())
 
 
-__all__ = ["IMAGE_EXTENSIONS", "NAME_FILES", "LeftOut", "Listing", "category_dirs", "list_folder"]
+__all__ = ["IMAGE_EXTENSIONS", "NAME_FILES", "LeftOut", "Listing", "category_dirs", "classify", "list_folder"]

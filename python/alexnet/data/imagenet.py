@@ -32,14 +32,8 @@ from ..errors import LayoutError
 from ..storage.layout import board_own_pin
 from ..storage.location import home_expanded
 from .classes import class_names
-from .folders import (
-    IMAGE_EXTENSIONS,
-    MAPPING_FILE,
-    NAME_FILES,
-    LeftOut,
-    category_dirs,
-    list_folder,
-)
+from .folders import MAPPING_FILE, NAME_FILES, LeftOut
+from .tree_files import TreeFiles
 from .val_solution import VAL_SOLUTION_FILE, label_val_images, read_val_solution
 
 log = logging.getLogger(__name__)
@@ -101,16 +95,16 @@ def parse_names(lines: Iterable[str]) -> dict[str, str]:
     return names
 
 
-def _read_names(path: str) -> dict[str, str]:
+def _read_names(files: TreeFiles, path: str) -> dict[str, str]:
     """``wnid -> name`` from the mapping file at ``path`` (see :func:`parse_names`)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return parse_names(f)
+    return parse_names(files.text(path))
 
 
-def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) -> tuple[Category, ...]:
+def _read_categories(files: TreeFiles, train_dir: str, names: dict[str, str], layout_hint: str) \
+        -> tuple[Category, ...]:
     """The categories of ``train_dir``, named from ``names`` or else the shipped ILSVRC2012 names; what their
     folders hold that is not read is said in a warning."""
-    wnids = category_dirs(train_dir)
+    wnids = files.folders(train_dir)
     if not wnids:
         raise LayoutError(
             f"No category folders in {train_dir}. Expected {layout_hint}: one sub-folder per category "
@@ -120,11 +114,11 @@ def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) ->
     left_out = LeftOut(train_dir)
     categories = []
     for index, wnid in enumerate(wnids):
-        folder = os.path.join(train_dir, wnid)
+        folder = files.join(train_dir, wnid)
         if board_own_pin(wnid):
             raise LayoutError(f"Category folder {folder} is named as one of a board's own pins (categories, "
                               "bad_images, val-<category>): rename the folder.")
-        listing = list_folder(folder)
+        listing = files.listing(folder)
         if not listing.images:
             held = listing.held()
             raise LayoutError(
@@ -132,7 +126,7 @@ def _read_categories(train_dir: str, names: dict[str, str], layout_hint: str) ->
                 + (f": it holds {held}. " if held else ". ") + "Add its images or remove the folder."
             )
         left_out.add(wnid, listing)
-        prefix = folder + os.sep
+        prefix = files.join(folder, "")
         name = names[wnid] if wnid in names else shipped.get(wnid, "")
         categories.append(Category(wnid, name, index, tuple(prefix + n for n in listing.images)))
     left_out.warn()
@@ -151,70 +145,67 @@ def _unnamed(categories: tuple[Category, ...], mapping: str, near: str, beside: 
                     some_names(unknown), mapping, beside)
 
 
-def _find_up(start: str, name: str, levels: int) -> str | None:
+def _find_up(files: TreeFiles, start: str, name: str, levels: int) -> str | None:
     """``start/name`` or the same name in one of the ``levels`` folders above ``start``, the nearest first."""
     folder = start
     for _ in range(levels + 1):
-        candidate = os.path.join(folder, name)
-        if os.path.isfile(candidate):
+        candidate = files.join(folder, name)
+        if files.isfile(candidate):
             return candidate
-        parent = os.path.dirname(folder)
+        parent = files.dirname(folder)
         if parent == folder:
             break
         folder = parent
     return None
 
 
-def _kaggle_cls_loc(root: str) -> str | None:
+def _kaggle_cls_loc(files: TreeFiles, root: str) -> str | None:
     """The ``CLS-LOC`` folder when ``root`` is a Kaggle tree (or its ``ILSVRC``, ``Data`` or ``CLS-LOC`` folder)."""
     for sub in (("ILSVRC", "Data", "CLS-LOC"), ("Data", "CLS-LOC"), ("CLS-LOC",)):
-        candidate = os.path.join(root, *sub)
-        if os.path.isdir(os.path.join(candidate, "train")):
+        candidate = files.join(root, *sub)
+        if files.isdir(files.join(candidate, "train")):
             return candidate
-    if os.path.isdir(os.path.join(root, "train")) and (os.path.basename(root) == "CLS-LOC" or _kaggles_val(root)):
+    if files.isdir(files.join(root, "train")) and (os.path.basename(root) == "CLS-LOC"
+                                                   or _kaggles_val(files, root)):
         return root
     return None
 
 
-def is_imagefolder(root: str) -> bool:
-    """Whether ``root`` is torchvision's tree: a ``train/`` folder of category folders (a ``train/`` of images is
-    a category named so, in a folder of category folders)."""
-    train = os.path.join(root, "train")
-    if not os.path.isdir(train):
-        return False
-    with os.scandir(train) as entries:
-        return any(not e.name.startswith((".", "_")) and e.is_dir() for e in entries)
+def is_imagefolder(root: str, files: TreeFiles | None = None) -> bool:
+    """Whether ``root`` (a local folder, or in ``files``) is torchvision's tree: a ``train/`` folder of category
+    folders (a ``train/`` of images is a category named so, in a folder of category folders)."""
+    files = files or TreeFiles()
+    train = files.join(root, "train")
+    return files.isdir(train) and bool(files.folders(train))
 
 
-def _kaggles_val(root: str) -> bool:
+def _kaggles_val(files: TreeFiles, root: str) -> bool:
     """Whether ``root/val`` holds images directly, with a ``LOC_val_solution.csv`` to label them near ``root``: Kaggle's
     ``CLS-LOC`` folder under another name, not a ``train/``, ``val/<wnid>/`` tree."""
-    val = os.path.join(root, "val")
-    if not os.path.isdir(val) or _find_up(root, VAL_SOLUTION_FILE, 3) is None:
+    val = files.join(root, "val")
+    if not files.isdir(val) or _find_up(files, root, VAL_SOLUTION_FILE, 3) is None:
         return False
-    with os.scandir(val) as entries:
-        return any(os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS and not e.name.startswith(".")
-                   and e.is_file() for e in entries)
+    return bool(files.listing(val).images)
 
 
-def _read_names_beside(folder: str, levels: int = 0) -> dict[str, str]:
+def _read_names_beside(files: TreeFiles, folder: str, levels: int = 0) -> dict[str, str]:
     """``wnid -> name`` from the first name file of :data:`NAME_FILES` found in ``folder`` (or up to ``levels``
     folders above it); empty when there is none."""
     for name_file in NAME_FILES:
-        path = _find_up(folder, name_file, levels)
+        path = _find_up(files, folder, name_file, levels)
         if path is not None:
-            return _read_names(path)
+            return _read_names(files, path)
     return {}
 
 
 def _read_val(
-    val_dir: str, solution: str | None, categories: tuple[Category, ...]
+    files: TreeFiles, val_dir: str, solution: str | None, categories: tuple[Category, ...]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    has_dir = os.path.isdir(val_dir)
+    has_dir = files.isdir(val_dir)
     on_disk: dict[str, str] = {}
     if has_dir:
-        for name in list_folder(val_dir).images:
-            on_disk.setdefault(os.path.splitext(name)[0], os.path.join(val_dir, name))
+        for name in files.listing(val_dir).images:
+            on_disk.setdefault(os.path.splitext(name)[0], files.join(val_dir, name))
     if solution is None:
         if on_disk:
             raise LayoutError(
@@ -223,22 +214,22 @@ def _read_val(
                 "folder to train without validation."
             )
         return (), ()
-    with open(solution, newline="", encoding="utf-8") as f:
-        rows = read_val_solution(f, solution)
+    rows = read_val_solution(files.text(solution), solution)
     where = val_dir if has_dir else f"{val_dir} (the folder does not exist)"
     labelled = sorted(label_val_images(on_disk, rows, {c.id for c in categories}, where, solution))
     return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
 
 
-def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _read_val_folders(files: TreeFiles, val_dir: str, categories: tuple[Category, ...]) \
+        -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The validation images of a ``train/``, ``val/`` tree: each in ``val/<wnid>/``, labelled by its folder.
 
     ``LayoutError`` when a folder is not named as a training category, or when ``val/`` holds images directly
     (unlabelled); what the folders hold that is not read is said in a warning, as for the training folders.
     """
-    if not os.path.isdir(val_dir):
+    if not files.isdir(val_dir):
         return (), ()
-    top = list_folder(val_dir)
+    top = files.listing(val_dir)
     if top.images:
         raise LayoutError(
             f"Validation folder {val_dir} holds {count_text(len(top.images), 'image')} directly "
@@ -260,10 +251,10 @@ def _read_val_folders(val_dir: str, categories: tuple[Category, ...]) -> tuple[t
     left_out = LeftOut(val_dir)
     labelled: list[tuple[str, str]] = []
     for wnid in folders:
-        folder = os.path.join(val_dir, wnid)
-        listing = list_folder(folder)
+        folder = files.join(val_dir, wnid)
+        listing = files.listing(folder)
         left_out.add(wnid, listing)
-        labelled.extend((os.path.join(folder, name), wnid) for name in listing.images)
+        labelled.extend((files.join(folder, name), wnid) for name in listing.images)
     left_out.warn()
     labelled.sort()
     return tuple(p for p, _ in labelled), tuple(w for _, w in labelled)
@@ -296,36 +287,42 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
         what = "is not a folder" if os.path.exists(root) else "does not exist"
         raise LayoutError(f"ImageNet source {root} {what}. Pass the folder that holds ILSVRC/, train/ and val/, or the "
                           "<wnid>/ folders.")
+    return read_tree(TreeFiles(), root)
 
-    cls_loc = _kaggle_cls_loc(root)
-    if cls_loc is None and os.path.isdir(os.path.join(root, "ILSVRC")):
+
+def read_tree(files: TreeFiles, root: str) -> ImageNetTree:
+    """:func:`read_imagenet` of the folder ``root`` of ``files``: a local folder, or a bucket prefix whose objects
+    are listed (:class:`~alexnet.data.tree_files.BucketTree`), its paths then URLs."""
+    cls_loc = _kaggle_cls_loc(files, root)
+    if cls_loc is None and files.isdir(files.join(root, "ILSVRC")):
         raise LayoutError(
             f"{root} holds ILSVRC/ but no ILSVRC/Data/CLS-LOC/train folder, so it has no training images. "
             "Extract the full Kaggle download (ILSVRC/Data/CLS-LOC/train/<wnid>/) there."
         )
     if cls_loc is not None:
         # The LOC files sit next to ILSVRC/, three levels above CLS-LOC.
-        mapping = _find_up(cls_loc, MAPPING_FILE, 3)
-        names = _read_names(mapping) if mapping else {}
+        mapping = _find_up(files, cls_loc, MAPPING_FILE, 3)
+        names = _read_names(files, mapping) if mapping else {}
         categories = _read_categories(
-            os.path.join(cls_loc, "train"), names, "Kaggle's ILSVRC/Data/CLS-LOC/train/<wnid>/ layout"
+            files, files.join(cls_loc, "train"), names, "Kaggle's ILSVRC/Data/CLS-LOC/train/<wnid>/ layout"
         )
         if mapping is None:
             _unnamed(categories, MAPPING_FILE, cls_loc, "ILSVRC/")
-        solution = _find_up(cls_loc, VAL_SOLUTION_FILE, 3)
-        val_files, val_labels = _read_val(os.path.join(cls_loc, "val"), solution, categories)
+        solution = _find_up(files, cls_loc, VAL_SOLUTION_FILE, 3)
+        val_files, val_labels = _read_val(files, files.join(cls_loc, "val"), solution, categories)
         tree = ImageNetTree(root, "kaggle", categories, val_files, val_labels)
-    elif is_imagefolder(root):
-        names = _read_names_beside(root)
+    elif is_imagefolder(root, files):
+        names = _read_names_beside(files, root)
         categories = _read_categories(
-            os.path.join(root, "train"), names, "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"
+            files, files.join(root, "train"), names,
+            "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"
         )
         if not names:
             _unnamed(categories, MAPPING_FILE, root, "train/")
-        val_files, val_labels = _read_val_folders(os.path.join(root, "val"), categories)
+        val_files, val_labels = _read_val_folders(files, files.join(root, "val"), categories)
         tree = ImageNetTree(root, "imagefolder", categories, val_files, val_labels)
     else:
-        categories = _read_categories(root, _read_names_beside(root),
+        categories = _read_categories(files, root, _read_names_beside(files, root),
                                       "a folder of <wnid>/ folders, or Kaggle's layout with ILSVRC/Data/CLS-LOC/train")
         tree = ImageNetTree(root, "folders", categories)
 
@@ -340,4 +337,4 @@ def read_imagenet(src: str | os.PathLike[str]) -> ImageNetTree:
     return tree
 
 
-__all__ = ["Category", "ImageNetTree", "read_imagenet"]
+__all__ = ["Category", "ImageNetTree", "read_imagenet", "read_tree"]

@@ -27,13 +27,12 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from ..errors import LayoutError
-from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files
+from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files, fetched_ahead
 from .classes import NUM_CLASSES, class_ids, class_names
 from .held import Held
 from .parts import Part, Source, Wanted, identity_of, member_read
@@ -221,13 +220,9 @@ class ParquetSource(Source):
                 ranges.append((min(start for start, _ in chunks), max(end for _, end in chunks)))
             return self._held(shard, ranges, size, metadata)
 
-        with ThreadPoolExecutor(1, thread_name_prefix="alexnet-parquet") as pool:
-            ahead = pool.submit(fetch, windows[0]) if windows else None
-            for k, window in enumerate(windows):
-                fetched = ahead.result() if ahead is not None else None
-                ahead = pool.submit(fetch, windows[k + 1]) if k + 1 < len(windows) else None
-                for g in window:
-                    yield g, fetched
+        for window, fetched in fetched_ahead(windows, fetch):
+            for g in window:
+                yield g, fetched
 
     def _held(self, shard: str, ranges: list[tuple[int, int]], size: int, metadata: Any) -> Any:
         """The shard as a parquet file of which ``ranges`` are fetched now (together, from a bucket; mapped, from a

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .imagenet import IMAGE_EXTENSIONS
+from .folders import IMAGE_EXTENSIONS
 from .images import too_many_bytes
 
 #: The layouts of ImageNet a source is read in (:mod:`alexnet.data.sources`), and written in by

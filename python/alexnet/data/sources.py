@@ -1,7 +1,7 @@
 """ImageNet as people have it: the layout of a source is recognised from what it holds, and read in place.
 
 ================  =====================================================================================
-layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL for the first four)
+layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL)
 ================  =====================================================================================
 ``archives``      the official ILSVRC2012 archives: ``ILSVRC2012_img_train.tar``, with
                   ``ILSVRC2012_img_val.tar`` and ``ILSVRC2012_devkit_t12.tar.gz`` beside it for validation
@@ -19,7 +19,8 @@ layout            what ``source`` is (a local path, or a ``gs://``/``s3://`` URL
 ``folders``       a folder of ``<wnid>/`` folders of images
 ================  =====================================================================================
 
-The last three are read from a local folder (:mod:`alexnet.data.imagenet`). Anything else is one
+The last three are read file by file (:mod:`alexnet.data.imagenet`), from a local folder or, listed a folder at a
+time, a bucket prefix (:mod:`alexnet.data.tree_files`). Anything else is one
 ``LayoutError`` that lists these layouts and what the source holds. A folder that holds several reads the
 archives, then Kaggle's zip, the shards, the extracted tree, the ``train/``, ``val/`` tree and last the tar.gz
 (:func:`_found`), with one warning naming the others.
@@ -36,13 +37,14 @@ from typing import NamedTuple
 from ..checks import some_names
 from ..errors import LayoutError
 from ..storage.board import MANIFEST as BOARD_MANIFEST
-from .archive_io import Files, read_files_ahead
+from .archive_io import Files
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
-from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_imagenet
+from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_tree
 from .kaggle_targz import KAGGLE_TARGZ, KaggleTarGzSource, is_kaggle_targz
 from .kaggle_zip import KAGGLE_ZIP, open_kaggle_zip
 from .parquet import ParquetSource, shard_folder
-from .parts import Member, Members, Part, Source, Wanted, member_read, wanted_parts
+from .parts import Part, Source, Wanted, wanted_parts
+from .tree_files import TreeFiles, tree_files
 from .val_solution import VAL_SOLUTION_FILE
 
 log = logging.getLogger(__name__)
@@ -73,13 +75,13 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("parquet", "Hugging Face's imagenet-1k: the folder of its train-*.parquet and validation-*.parquet shards "
                       "(or the folder above its data/)",
            "validation-*.parquet shards beside the train-*.parquet ones"),
-    Layout("kaggle", f"Kaggle's download extracted (a local folder): ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
+    Layout("kaggle", f"Kaggle's download extracted: ILSVRC/Data/CLS-LOC/train/<wnid>/ with "
                      f"{MAPPING_FILE} and {VAL_SOLUTION_FILE}",
            f"{_VAL_FOLDER} with {VAL_SOLUTION_FILE} beside ILSVRC/"),
-    Layout("imagefolder", "torchvision's ImageFolder tree (a local folder): train/<wnid>/ and val/<wnid>/ folders of "
+    Layout("imagefolder", "torchvision's ImageFolder tree: train/<wnid>/ and val/<wnid>/ folders of "
                           "images, as PyTorch's valprep.sh leaves ImageNet",
            "val/<wnid>/ beside train/, each validation image in the folder of its category"),
-    Layout("folders", "a local folder of <wnid>/ folders of images (e.g. n01440764/)", ""),
+    Layout("folders", "a folder of <wnid>/ folders of images (e.g. n01440764/)", ""),
 )
 
 #: Where each layout holds its validation images, by name (empty for a layout without a validation set).
@@ -103,27 +105,6 @@ def validation_files() -> str:
     return "; ".join(f"{entry.name}: {entry.validation}" for entry in LAYOUTS if entry.validation)
 
 
-def _open_files(files: tuple[str, ...]) -> Members:
-    """The files of a part opened: asked of the kernel now, so that the disk reads them while the categories before
-    them are packed (:func:`~alexnet.data.archive_io.read_files_ahead`, as for an archive's category), and each read
-    when it is reached."""
-    ordered = sorted(files, key=os.path.basename)
-    read_files_ahead(ordered)
-    return lambda: _each_file(ordered)
-
-
-def _each_file(ordered: list[str]) -> Iterator[Member]:
-    for path in ordered:
-        try:
-            with open(path, "rb") as f:
-                # a file larger than an image may be (a sparse file of gigabytes, say) is named, not read
-                member = member_read(os.path.basename(path), os.fstat(f.fileno()).st_size, f.read)
-        except OSError as err:
-            yield Member(os.path.basename(path), None, f"cannot be read ({err})")
-            continue
-        yield member
-
-
 def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
     """The ``files`` of one category held out as its validation images: each whose name hashes (SHA-256) below
     ``share`` of the range, so that an image's split depends on its name alone; at least one (the lowest hash) of a
@@ -135,23 +116,15 @@ def held_out(files: tuple[str, ...], share: float) -> frozenset[str]:
     return frozenset(held[:len(files) - 1] or [ranked[0][1]])
 
 
-def _stat(path: str) -> os.stat_result:
-    """``os.stat(path)``; of a link that leads nowhere (to nothing, or round a loop), the link's own: an image that
-    cannot be read, which the upload reports among the bad images when it comes to read it."""
-    try:
-        return os.stat(path)
-    except OSError:
-        return os.lstat(path)
-
-
 class FolderSource(Source):
     """An extracted tree (Kaggle's, ``train/`` and ``val/`` folders, or a folder of ``<wnid>/`` folders), read file by
-    file; with ``val_share``, a tree
-    without validation images holds out about that share of each category's images as its validation images
+    file from a local folder or a bucket prefix (``files``, :mod:`alexnet.data.tree_files`); with ``val_share``, a
+    tree without validation images holds out about that share of each category's images as its validation images
     (:func:`held_out`)."""
 
-    def __init__(self, tree: ImageNetTree, val_share: float = 0.0):
+    def __init__(self, tree: ImageNetTree, val_share: float = 0.0, files: TreeFiles | None = None):
         self.tree, self.layout, self.root = tree, tree.layout, tree.root
+        self.files = files or TreeFiles()
         self.names = {c.id: c.name for c in tree.categories}
         self.train = {c.id: tuple(c.files) for c in tree.categories}
         grouped: dict[str, list[str]] = {}  # a list per category: 50,000 images grouped in one pass
@@ -161,20 +134,20 @@ class FolderSource(Source):
         if val_share and self.val:
             raise LayoutError(f"{tree.root} has validation images of its own ({len(tree.val_files)}): `val_share` "
                               "holds out validation images of a source without them; leave it out.")
-        for wnid, files in list(self.train.items()):
-            held = held_out(files, val_share)
+        for wnid, images in list(self.train.items()):
+            held = held_out(images, val_share)
             if held:
-                self.train[wnid] = tuple(p for p in files if p not in held)
-                self.val[wnid] = tuple(p for p in files if p in held)
-        self.stats = {p: _stat(p) for files in (*self.train.values(), *self.val.values()) for p in files}
-        self.total_bytes = sum(st.st_size for st in self.stats.values())
+                self.train[wnid] = tuple(p for p in images if p not in held)
+                self.val[wnid] = tuple(p for p in images if p in held)
+        self.stats = {p: self.files.stat(p) for paths in (*self.train.values(), *self.val.values()) for p in paths}
+        self.total_bytes = sum(size for size, _ in self.stats.values())
 
-    def _part(self, wnid: str, split: str, files: tuple[str, ...]) -> Part:
-        ordered = sorted(files)
-        identity = "".join(f"\0{os.path.basename(p)}\0{self.stats[p].st_size}\0{self.stats[p].st_mtime_ns}"
+    def _part(self, wnid: str, split: str, paths: tuple[str, ...]) -> Part:
+        ordered = sorted(paths)
+        identity = "".join(f"\0{os.path.basename(p)}\0{self.stats[p][0]}\0{self.stats[p][1]}"
                            for p in ordered).encode()
-        return Part(wnid, split, identity, sum(self.stats[p].st_size for p in ordered),
-                    lambda: _open_files(files), count=len(files))
+        return Part(wnid, split, identity, sum(self.stats[p][0] for p in ordered),
+                    lambda: self.files.open_files(paths), count=len(paths))
 
     def parts(self, split: str, wanted: Wanted, keep: frozenset[str] | None = None, workdir: str = "") \
             -> Iterator[Part]:
@@ -206,12 +179,24 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
         found.append(("parquet", "data/" if shards != path else "its parquet shards", shards))
     if "ILSVRC" in names:
         found.append(("kaggle", "ILSVRC", path))
-    if "train" in names and files.local and is_imagefolder(path):
+    if "train" in names and _holds_folders(files, f"{path}/train"):
         found.append(("imagefolder", "train/", path))
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None:
         found.append(("kaggle_targz", packed, packed))
     return found
+
+
+def _holds_folders(files: Files, path: str) -> bool:
+    """Whether the folder ``path`` holds folders that can be categories (a ``train/`` of torchvision's tree)."""
+    if files.local:
+        return is_imagefolder(os.path.dirname(path))
+    try:
+        held = files.fs.ls(path, detail=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return any(info.get("type") == "directory" and not os.path.basename(info["name"].rstrip("/")).startswith((".", "_"))
+               for info in held)
 
 
 def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
@@ -271,11 +256,11 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
         return ParquetSource(files, target)
     if layout == "kaggle_targz":
         return KaggleTarGzSource.beside(files, path, target)
-    if not files.local or not os.path.isdir(path):
-        why = "" if files.local else " (an extracted tree is read from a local folder)"
-        raise _unrecognised(files, path, names, why)
+    if not names or (files.local and not os.path.isdir(path)):
+        raise _unrecognised(files, path, names)
+    tree = tree_files(files)
     try:
-        return FolderSource(read_imagenet(path), val_share)
+        return FolderSource(read_tree(tree, path if files.local else files.location), val_share, tree)
     except LayoutError as err:
         if not str(err).startswith("No category folders"):
             raise

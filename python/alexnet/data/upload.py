@@ -150,8 +150,8 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     Args:
         source: the ImageNet source, a local path or a ``gs://``/``s3://`` URL, in any layout of
             :mod:`alexnet.data.sources`: the official ILSVRC2012 archives (or the folder holding them), Kaggle's
-            zip (or its folder), Hugging Face's parquet shards' folder; or, locally, Kaggle's extracted tree or a
-            folder of ``<wnid>/`` folders.
+            zip (or its folder), Hugging Face's parquet shards' folder, Kaggle's extracted tree, torchvision's
+            ``train/``, ``val/`` tree or a folder of ``<wnid>/`` folders.
         board: where to upload (see :mod:`alexnet.storage.board`); ``None`` is ``$ALEXNET_BOARD`` or the
             local default.
         path: the old name of ``source``, still accepted by name with a ``DeprecationWarning``; giving both is an
