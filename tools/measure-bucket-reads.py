@@ -13,7 +13,11 @@ an image of 100 KB and its label). Run it with the code before and after a
 change (``PYTHONPATH`` set to its ``python`` folder). moto takes about 0.15 s a request from a shard this large, far
 more than a bucket's service does: the bytes and the requests say more than the seconds.
 
+With ``--tree CLASSES`` it measures an extracted tree (Kaggle's) in the bucket: opening it (its folders listed) and
+reading every training image as the upload does, against the same images fetched one request after another.
+
     .venv/bin/python tools/measure-bucket-reads.py [--rtt 0,30] [--rounds 4] [--stream-mb 128] [--parquet 30]
+        [--tree 8]
 """
 
 from __future__ import annotations
@@ -98,10 +102,15 @@ def main() -> None:
     parser.add_argument("--stream-mb", type=int, default=128, help="size of the stream read front to back")
     parser.add_argument("--parquet", type=int, default=0, metavar="ROW_GROUPS",
                         help="measure opening a parquet shard of this many row groups instead")
+    parser.add_argument("--tree", type=int, default=0, metavar="CLASSES",
+                        help="measure an extracted tree of this many categories instead")
     args = parser.parse_args()
     if "alexnet" not in sys.modules and not os.environ.get("PYTHONPATH"):
         sys.path[:0] = [str(PYTHON)]
     sys.path.append(str(PYTHON / "tests"))
+    if args.tree:
+        extracted_tree(args)
+        return
     if args.parquet:
         parquet_labels(args)
         return
@@ -173,6 +182,57 @@ def read_all(source: str) -> None:
         for part in opened.parts("train", lambda part: True, None, workdir):
             for _ in part.open()():
                 pass
+
+
+def extracted_tree(args: argparse.Namespace) -> None:
+    """Open Kaggle's extracted tree of ``args.tree`` categories in moto's bucket, and read its training images as the
+    upload does, through each round trip; against the same objects fetched one request after another."""
+    import alexnet
+    from alexnet.data.archive_io import Files
+    from alexnet.data.sources import open_source
+    from servers import free_port, moto_s3_server
+
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                      ALEXNET_PROGRESS="0")
+    work = Path(tempfile.mkdtemp(prefix="alexnet-bucket-tree-"))
+    try:
+        made = alexnet.imagenet_synthetic(work / "kaggle", classes=args.tree, images_per_class=100, val_per_class=2,
+                                          seed=7, layout="kaggle")
+        local = Path(made["path"])
+        with moto_s3_server(("src",)) as server:
+            os.environ["AWS_ENDPOINT_URL"] = server
+            fs = Files.at("s3://src").fs
+            for path in sorted(local.rglob("*")):
+                if path.is_file():
+                    fs.pipe_file(f"src/tree/{path.relative_to(local).as_posix()}", path.read_bytes())
+            images = sorted(p for p in local.glob("ILSVRC/Data/CLS-LOC/train/*/*") if p.is_file())
+            keys = [f"src/tree/{p.relative_to(local).as_posix()}" for p in images]
+            print(f"an extracted tree of {args.tree} categories, {len(images)} training images, "
+                  f"{sum(p.stat().st_size for p in images) / 1e6:.0f} MB; {args.rounds} rounds")
+            for rtt in [float(r) for r in args.rtt.split(",")]:
+                line = free_port()
+                threading.Thread(target=delay_line, args=(line, int(server.rsplit(":", 1)[1]), rtt),
+                                 daemon=True).start()
+                listening(line)
+                os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
+                bucket = Files.at("s3://src").fs
+
+                def one_by_one() -> None:
+                    for key in keys:
+                        bucket.cat_file(key)
+
+                for what, job in (("opening it", lambda: open_source("s3://src/tree").close()),
+                                  ("reading its images", lambda: read_all("s3://src/tree")),
+                                  ("one request after another", one_by_one)):
+                    times = []
+                    for _ in range(args.rounds):
+                        start = time.perf_counter()
+                        job()
+                        times.append(time.perf_counter() - start)
+                    print(f"round trip {rtt:g} ms, {what}: {statistics.median(times):.2f} s ({min(times):.2f}-"
+                          f"{max(times):.2f}), {len(images) / statistics.median(times):.0f} images/s", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def parquet_labels(args: argparse.Namespace) -> None:
