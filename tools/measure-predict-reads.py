@@ -42,9 +42,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["ALEXNET_PROGRESS"] = "0"
 
-    import alexnet.model.predict as predict
     import numpy as np
     import s3fs
+    from alexnet.model import predict
     from helpers_model import card_for, save_model_dir, tiny_model
     from helpers_train import class_image, jpeg_bytes
     from servers import free_port, moto_s3_server
