@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,12 @@ def read_all(source: str) -> None:
                 pass
 
 
+def one_by_one(fs: Any, keys: list[str]) -> None:
+    """Fetch the objects ``keys``, one request after another."""
+    for key in keys:
+        fs.cat_file(key)
+
+
 def extracted_tree(args: argparse.Namespace) -> None:
     """Open Kaggle's extracted tree of ``args.tree`` categories in moto's bucket, and read its training images as the
     upload does, through each round trip; against the same objects fetched one request after another."""
@@ -215,15 +222,9 @@ def extracted_tree(args: argparse.Namespace) -> None:
                                  daemon=True).start()
                 listening(line)
                 os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{line}"
-                bucket = Files.at("s3://src").fs
-
-                def one_by_one() -> None:
-                    for key in keys:
-                        bucket.cat_file(key)
-
                 for what, job in (("opening it", lambda: open_source("s3://src/tree").close()),
                                   ("reading its images", lambda: read_all("s3://src/tree")),
-                                  ("one request after another", one_by_one)):
+                                  ("one request after another", partial(one_by_one, Files.at("s3://src").fs, keys))):
                     times = []
                     for _ in range(args.rounds):
                         start = time.perf_counter()
