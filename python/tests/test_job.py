@@ -548,3 +548,74 @@ def test_a_barrier_job_whose_tasks_never_started_says_they_may_lack_slots():
     with pytest.raises(AlexnetError, match=r"did not finish within timeout = 0\.5 s, so the Spark job was cancelled: "
                                            r"raise `timeout`\.$"):
         run_barrier(_WaitingContext(2), 2, lambda task: None, timeout=0.5)
+
+
+class _ShrunkContext:
+    """A SparkContext that lost a Spark worker: each look at ``defaultParallelism`` takes the next of ``slots`` (the
+    last one stays)."""
+
+    def __init__(self, slots: list[int], conf: dict[str, str] | None = None):
+        self.slots, self.conf, self.looks = list(slots), conf or {}, 0
+
+    @property
+    def defaultParallelism(self):
+        self.looks += 1
+        return self.slots.pop(0) if len(self.slots) > 1 else self.slots[0]
+
+    def getConf(self):
+        return SimpleNamespace(get=lambda key, default=None: self.conf.get(key, default))
+
+    def parallelize(self, *args):
+        raise AssertionError("no Spark job in these tests")
+
+
+def test_a_relaunch_waits_for_the_slots_of_a_lost_spark_worker(caplog):
+    """Launched at once, a relaunch after a lost Spark worker was refused by the slot check as if the application had
+    always had too few, and the retries were lost: it now waits for the slots to return, saying so once."""
+    from alexnet.launch.spark import await_slots
+
+    context = _ShrunkContext([1, 1, 1, 2])
+    with caplog.at_level(logging.INFO, logger="alexnet"):
+        await_slots(context, 2, patience=5, poll=0.01)
+    said = [r.getMessage() for r in caplog.records]
+    assert context.looks == 4 and len(said) == 2
+    assert said[0].startswith("Before launching the 2 workers again, waiting up to 5 s for 2 free task slots: the "
+                              "Spark application has 1 now (a Spark worker was lost")
+    assert said[1].startswith("The Spark application has 2 task slots again, after ")
+
+    enough = _ShrunkContext([2])
+    caplog.clear()
+    await_slots(enough, 2, patience=5, poll=0.01)
+    assert enough.looks == 1 and caplog.records == []
+    with pytest.raises(AlexnetError, match=r"^2 workers need 2 task slots at once to be launched again, but this Spark "
+                                           r"application still has 1 after waiting 0 s for a lost Spark worker's "
+                                           r"slots to return: restart that worker .* give `workers` <= 1\.$"):
+        await_slots(_ShrunkContext([1]), 2, patience=0.05, poll=0.01)
+
+
+def test_a_relaunch_waits_as_long_as_spark_would_for_barrier_slots():
+    from alexnet.launch.spark import slots_patience
+
+    assert slots_patience(_ShrunkContext([2])) == 600
+    key = "spark.scheduler.barrier.maxConcurrentTasksCheck."
+    assert slots_patience(_ShrunkContext([2], {key + "interval": "500ms", key + "maxFailures": "4"})) == 2
+    assert slots_patience(_ShrunkContext([2], {key + "interval": "2min"})) == 4800
+    assert slots_patience(_ShrunkContext([2], {key + "interval": "soon", key + "maxFailures": "x"})) == 600
+
+
+def test_only_a_relaunch_waits_for_slots(board, tmp_path, monkeypatch):
+    from alexnet.launch import spark
+
+    plan = job.plan_job(2, board, 2, retries=2, checkpoint_dir=tmp_path / "ckpt", probe=False, progress=False)
+    launches, waits = [], []
+    monkeypatch.setattr(spark, "await_slots", lambda context, workers, patience: waits.append((workers, patience)))
+
+    def run_barrier(context, workers, function, **kwargs):
+        launches.append(len(waits))
+        if len(launches) < 3:
+            raise job.failure_of(RuntimeError("ExecutorLostFailure (executor 0 exited)"), workers)
+        return [{"worker": 0}, {"worker": 1}]
+
+    monkeypatch.setattr(spark, "run_barrier", run_barrier)
+    run = spark.launch_job(_ShrunkContext([2]), plan)
+    assert run.attempt == 3 and launches == [0, 1, 2] and waits == [(2, 600), (2, 600)]

@@ -131,6 +131,87 @@ def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch)
 
 @pytest.mark.workers
 @pytest.mark.long
+def test_a_lost_spark_worker_is_waited_for_and_the_training_resumes(board, tmp_path, monkeypatch, caplog):  # noqa: F811
+    """A Spark worker (and its executor) killed in the second epoch of three, started again 10 s later: the relaunch
+    waits for its slot (launched at once, it was refused, the application having 2 slots for 3 workers), then resumes
+    from the checkpoint and ends like an uninterrupted run."""
+    import logging
+    import signal
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    from alexnet.train.checkpoint import STATE_FILE
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setattr(launcher, "SLOTS_POLL", 1.0)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    checkpoints = tmp_path / "ckpt"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp_path / "logs"),
+           "SPARK_LOCAL_IP": HOST}
+    events: dict = {}
+    with standalone_cluster(tmp_path, 3) as master, contextlib.ExitStack() as restarted:
+        session = (
+            SparkSession.builder.master(master).appName("alexnet-lost-worker-test")
+            .config("spark.driver.host", HOST).config("spark.driver.bindAddress", HOST)
+            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+            .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+            .getOrCreate()
+        )
+        context = session.sparkContext
+
+        def lose_worker_2_in_epoch_2() -> None:
+            deadline = time.monotonic() + 400
+            while time.monotonic() < deadline:
+                try:
+                    done = json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"]
+                except (OSError, ValueError, KeyError):
+                    done = 0
+                if done >= 1:
+                    break
+                time.sleep(0.2)
+            worker = subprocess.run(["pgrep", "-f", f"deploy.worker.Worker.*{tmp_path / 'work2'}"],
+                                    capture_output=True, text=True, check=False).stdout.split()
+            for pid in worker:  # the Spark worker and, in its process group, its executor and the task's worker
+                os.killpg(int(pid), signal.SIGKILL)
+            events.update(killed=worker, epochs_done=done)
+            time.sleep(10)
+            events["slots_while_lost"] = launcher.barrier_slots(context)
+            restarted.enter_context(_daemon(
+                ["org.apache.spark.deploy.worker.Worker", master, "--host", HOST, "--cores", "1", "--memory", "1g",
+                 "--webui-port", str(free_port()), "--work-dir", str(tmp_path / "work2-again")],
+                tmp_path / "worker2-again.log", env, []))
+
+        try:
+            _wait_for_executors(context, 3)
+            killer = threading.Thread(target=lose_worker_2_in_epoch_2, daemon=True)
+            killer.start()
+            with caplog.at_level(logging.INFO, logger="alexnet"):
+                rows = api.alexnet_spark_train(
+                    session, 3, board, base_port=free_base_port(3), cache_dir=tmp_path / "cache", timeout=400,
+                    retries=1, batch_size=BATCH, epochs=3, image_size=64, dense_units=16, seed=1,
+                    checkpoint_dir=str(checkpoints), collective_timeout=60, probe=False,
+                )
+            killer.join(timeout=5)
+        finally:
+            session.stop()
+    assert events.get("killed") and events["epochs_done"] == 1, events
+    assert events["slots_while_lost"] == 2
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("Before launching the 3 workers again, waiting up to 600 s for 3 free task slots: the "
+                            "Spark application has 2 now") for m in said), said
+    assert any(m.startswith("The Spark application has 3 task slots again") for m in said), said
+    assert [row["attempt"] for row in rows] == [2, 2, 2], "one relaunch, once the slot was back"
+    histories = [row["history"] for row in rows]
+    assert all(h["params"]["initial_epoch"] >= 1 and len(h["metrics"]["loss"]) == 3 for h in histories)
+    assert len({h["weights_sha256"] for h in histories}) == 1
+    assert list((tmp_path / "work2-again").glob("app-*/*/stderr")), "the relaunch ran on the restarted Spark worker"
+
+
+@pytest.mark.workers
+@pytest.mark.long
 @pytest.mark.skipif(link.can_shape() is not None, reason=str(link.can_shape()))
 def test_two_workers_on_hosts_of_their_own_train_and_evaluate_through_the_command_line(tmp_path):
     """Every other Spark test runs on 127.0.0.1, where a worker's address, the address TensorFlow listens at and the

@@ -48,7 +48,9 @@ class LaunchOptions:
     env: Mapping[str, str] | None = setting(None, "mapping", "extra environment variables of the workers' processes",
                                          optional=True, option=None)
     retries: int = setting(0, "count", "launches of the job again after a failure (a training resumes from the last "
-                           "checkpoint of `checkpoint_dir`, an evaluation scores every image again)", minimum=0)
+                           "checkpoint of `checkpoint_dir`, an evaluation scores every image again); after a lost "
+                           "Spark worker, a relaunch first waits for the task slots it took, as long as Spark waits "
+                           "for a barrier stage's (10 minutes by default)", minimum=0)
     progress: bool = setting(True, "flag", "show the workers' progress on the driver")
     probe: bool = setting(True, "flag", "first check, in a short job, that the executors' Python imports alexnet and "
                           "TensorFlow, naming those that do not")

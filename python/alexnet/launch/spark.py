@@ -14,9 +14,11 @@ context: see ``?alexnet_spark_train``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -141,6 +143,55 @@ def barrier_slots(spark: Any) -> int | None:
         conf.get("spark.task.cpus", "1"),
         conf.get("spark.dynamicAllocation.enabled", "false"),
     )
+
+
+#: Seconds between two looks at the application's task slots while a relaunch waits for them (:func:`await_slots`).
+SLOTS_POLL = 5.0
+
+_SPARK_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_SPARK_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _spark_seconds(text: object, default: float) -> float:
+    """A Spark time setting (``15s``, ``500ms``, ``2min``; a bare number is seconds) in seconds, or ``default``."""
+    match = _SPARK_TIME.match(str(text))
+    return float(match.group(1)) * _SPARK_UNITS[match.group(2) or "s"] if match else default
+
+
+def slots_patience(context: Any) -> float:
+    """How long Spark itself waits for the slots of a barrier stage before failing it: its check's interval
+    (``spark.scheduler.barrier.maxConcurrentTasksCheck.interval``, 15 s) times its tries (``...maxFailures``, 40)."""
+    conf = context.getConf()
+    interval = _spark_seconds(conf.get("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "15s"), 15.0)
+    tries = conf.get("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "40")
+    return interval * (int(tries) if str(tries).strip().isdigit() else 40)
+
+
+def await_slots(context: Any, workers: int, patience: float, poll: float = SLOTS_POLL) -> None:
+    """Before a relaunch, wait up to ``patience`` seconds for the SparkContext ``context`` to have ``workers`` barrier
+    task slots again, looking every ``poll`` seconds. A lost Spark worker takes its executors' slots along until the
+    cluster gives the application new ones (a worker restarted, YARN or Kubernetes replacing the node); launched at
+    once, the relaunch was refused as if the application had always had too few. Says once that it waits, and why;
+    when the slots do not return, an :class:`AlexnetError` says what to do."""
+    slots = barrier_slots(context)
+    if slots is None or slots >= workers:
+        return
+    logger.warning("Before launching the %d workers again, waiting up to %.0f s for %d free task slots: the Spark "
+                   "application has %d now (a Spark worker was lost, or other jobs hold its executors' cores).",
+                   workers, patience, workers, slots)
+    start = time.monotonic()
+    while time.monotonic() - start < patience:
+        time.sleep(min(poll, max(0.0, patience - (time.monotonic() - start))))
+        slots = barrier_slots(context)
+        if slots is None or slots >= workers:
+            logger.info("The Spark application has %d task slots again, after %.0f s.", slots or workers,
+                        time.monotonic() - start)
+            return
+    raise AlexnetError(
+        f"{workers} workers need {workers} task slots at once to be launched again, but this Spark application still "
+        f"has {slots} after waiting {patience:.0f} s for a lost Spark worker's slots to return: restart that "
+        f"worker or give the application more executors, then run it again (a checkpoint_dir resumes), or give "
+        f"`workers` <= {slots}.")
 
 
 #: The resource Spark schedules GPUs as (``spark.task.resource.gpu.amount``).
@@ -320,8 +371,11 @@ def launch_job(spark: Any, plan: JobPlan, **extra: Any) -> JobRun:
     options' ``timeout`` (the driver cancels the Spark job), relaunched up to ``plan.retries`` times."""
     context = spark_context(spark)
     work, options = plan.work, plan.task.options
+    launches = itertools.count()
 
     def launch(task: Task) -> list[dict[str, Any]]:
+        if next(launches):  # a relaunch: after a lost Spark worker, its slots may not be back yet
+            await_slots(context, plan.workers, slots_patience(context))
         return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=options.timeout,
                            python=options.python, env=options.env, what=f"The {work.noun} on {plan.workers} worker(s)",
                            advice=work.timeout_advice)
