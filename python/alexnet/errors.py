@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 import re
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -123,14 +124,27 @@ class CallFailure:
 
 
 class KeptWarnings(logging.Handler):
-    """The messages of the warnings (and worse) logged to it, from any thread."""
+    """The messages of the warnings (and worse) logged to it, from any thread; with ``relay``, each message is also
+    handed to it the first time it is logged (as it happens: a worker's warnings sent to the driver's monitor)."""
 
-    def __init__(self) -> None:
+    def __init__(self, relay: Callable[[str], Any] | None = None) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
+        self.relay = relay
+        self._relaying = threading.local()
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        message = record.getMessage()
+        first = message not in self.messages
+        self.messages.append(message)
+        if self.relay is not None and first and not getattr(self._relaying, "now", False):
+            self._relaying.now = True  # a relay that logs a warning of its own is not called again for it
+            try:
+                self.relay(message)
+            except Exception:
+                pass
+            finally:
+                self._relaying.now = False
 
 
 class _BelowWarnings(logging.Handler):

@@ -295,6 +295,62 @@ def test_the_monitor_shows_each_record_and_stops_when_closed(capfd):
     assert monitor.process.poll() is not None and not Path(monitor.folder).exists()
 
 
+def test_a_workers_warnings_reach_the_drivers_monitor_as_they_are_logged(capfd):
+    """A worker's warnings (a relaunched chief waiting for the last one's lock on checkpoint_dir, the advice on a slow
+    link) were shown on the driver only once the run had ended, which may be days; each is now sent to the driver's
+    monitor the first time it is logged, and still kept for the rows."""
+    import dataclasses
+
+    from alexnet.errors import KeptWarnings
+    from alexnet.launch.training import _warning_relay
+
+    monitor = start_monitor("127.0.0.1")
+    assert monitor is not None
+    task = Task(kind="train", board="b", workers=2)
+    assert _warning_relay(task, 1, 2) is None, "no monitor, no relay"
+    kept = KeptWarnings(_warning_relay(dataclasses.replace(task, progress=monitor.address), 1, 2))
+    log = logging.getLogger("alexnet.test")
+    log.addHandler(kept)
+    try:
+        log.warning("Another run holds %s: waiting up to 60 s.", "gs://b/ckpt")
+        log.warning("Another run holds %s: waiting up to 60 s.", "gs://b/ckpt")
+        log.info("not a warning")
+        log.warning("the second")
+        shown, deadline = "", time.monotonic() + 20
+        while "the second" not in shown and time.monotonic() < deadline:
+            shown += capfd.readouterr().err
+            time.sleep(0.1)
+    finally:
+        log.removeHandler(kept)
+        monitor.close()
+    assert kept.messages == ["Another run holds gs://b/ckpt: waiting up to 60 s."] * 2 + ["the second"]
+    relayed = [line for line in shown.splitlines() if line.startswith("alexnet: warning from worker 1 of 2: ")]
+    assert relayed == ["alexnet: warning from worker 1 of 2: Another run holds gs://b/ckpt: waiting up to 60 s.",
+                       "alexnet: warning from worker 1 of 2: the second"], shown
+
+
+def test_a_relay_that_fails_or_warns_itself_does_not_stop_the_warnings():
+    from alexnet.errors import KeptWarnings
+
+    calls = []
+    log = logging.getLogger("alexnet.test")
+
+    def relay(message):
+        calls.append(message)
+        log.warning("cannot report progress")  # what progress_writer says, once, when the monitor is gone
+        raise OSError("gone")
+
+    kept = KeptWarnings(relay)
+    log.addHandler(kept)
+    try:
+        log.warning("first")
+        log.warning("second")
+    finally:
+        log.removeHandler(kept)
+    assert calls == ["first", "second"], "the relay's own warning is kept, not relayed"
+    assert kept.messages == ["first", "cannot report progress", "second", "cannot report progress"]
+
+
 def test_a_monitor_that_does_not_start_leaves_no_folder_and_one_outliving_its_driver_ends(monkeypatch, tmp_path):
     from alexnet.launch import monitor as monitor_module
 

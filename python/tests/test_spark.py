@@ -445,10 +445,7 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
     def kill_worker_1_in_epoch_2() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            try:
-                done = json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"]
-            except (OSError, ValueError, KeyError):
-                done = 0
+            done = epochs_done(checkpoints)
             pids = worker_pids(1) if done >= 1 else []
             if pids:
                 for pid in pids:
@@ -478,6 +475,22 @@ def test_a_worker_killed_mid_run_is_relaunched_and_training_resumes_from_the_che
     assert all(h["params"]["communication"] == "bfloat16 on the wire, packs of 0.5 MB, weights and momentum "
                "averaged every 2 steps" for h in histories)
     assert json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"] == 3
+
+
+def epochs_done(checkpoints: Path, at_least: int = 0, within: float = 0) -> int:
+    """The epochs the run whose ``checkpoint_dir`` is ``checkpoints`` has checkpointed (0 before its first); with
+    ``at_least``, waited for up to ``within`` seconds."""
+    from alexnet.train.checkpoint import STATE_FILE
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            done = int(json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"])
+        except (OSError, ValueError, KeyError):
+            done = 0
+        if done >= at_least or time.monotonic() >= deadline:
+            return done
+        time.sleep(0.2)
 
 
 def test_executors_whose_python_lacks_alexnet_are_named_before_the_barrier_stage(spark, board, tmp_path):

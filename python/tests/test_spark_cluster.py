@@ -20,7 +20,7 @@ pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("tensorflow")
 
 from servers import free_port  # noqa: E402
-from test_spark import BATCH, board  # noqa: E402, F401 - the board fixture of the local-mode tests
+from test_spark import BATCH, board, epochs_done  # noqa: E402, F401 - the board fixture of the local-mode tests
 
 from alexnet.bench import link  # noqa: E402
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -63,8 +63,7 @@ def standalone_cluster(folder: Path, workers: int = 2, hosts: list[str] | None =
     to start it on its host (default: nothing)."""
     hosts = hosts or [HOST] * (workers + 1)
     where = where or [[] for _ in range(workers + 1)]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_WORKER_DIR": str(folder / "work"),
-           "SPARK_LOG_DIR": str(folder / "logs")}
+    env = _cluster_env(folder)
     port = free_port()
     master = f"spark://{hosts[0]}:{port}"
     with contextlib.ExitStack() as stack:
@@ -72,11 +71,37 @@ def standalone_cluster(folder: Path, workers: int = 2, hosts: list[str] | None =
             ["org.apache.spark.deploy.master.Master", "--host", hosts[0], "--port", str(port), "--webui-port",
              str(free_port())], folder / "master.log", {**env, "SPARK_LOCAL_IP": hosts[0]}, where[0]))
         for k in range(workers):
-            stack.enter_context(_daemon(
-                ["org.apache.spark.deploy.worker.Worker", master, "--host", hosts[k + 1], "--cores", "1", "--memory",
-                 "1g", "--webui-port", str(free_port()), "--work-dir", str(folder / f"work{k}")],
-                folder / f"worker{k}.log", {**env, "SPARK_LOCAL_IP": hosts[k + 1]}, where[k + 1]))
+            stack.enter_context(_spark_worker(folder, master, f"work{k}", hosts[k + 1], where[k + 1]))
         yield master
+
+
+def _cluster_env(folder: Path) -> dict[str, str]:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_WORKER_DIR": str(folder / "work"),
+            "SPARK_LOG_DIR": str(folder / "logs")}
+
+
+def _spark_worker(folder: Path, master: str, name: str, host: str = HOST,
+                  where: list[str] | None = None) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """A Spark worker of one core on ``host``, its work folder ``folder/name``."""
+    return _daemon(["org.apache.spark.deploy.worker.Worker", master, "--host", host, "--cores", "1", "--memory", "1g",
+                    "--webui-port", str(free_port()), "--work-dir", str(folder / name)],
+                   folder / f"{name}.log", {**_cluster_env(folder), "SPARK_LOCAL_IP": host}, where or [])
+
+
+def _session(master: str, name: str):
+    """A SparkSession of ``master`` whose driver is on 127.0.0.1 (any active one stopped first)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    return (
+        SparkSession.builder.master(master).appName(name)
+        .config("spark.driver.host", HOST).config("spark.driver.bindAddress", HOST)
+        .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .getOrCreate()
+    )
 
 
 def _wait_for_executors(context, count: int, timeout: float = 120) -> None:
@@ -92,21 +117,9 @@ def _wait_for_executors(context, count: int, timeout: float = 120) -> None:
 @pytest.mark.workers
 @pytest.mark.long
 def test_two_workers_train_on_a_standalone_cluster(board, tmp_path, monkeypatch):  # noqa: F811
-    from pyspark.sql import SparkSession
-
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     with standalone_cluster(tmp_path) as master:
-        session = (
-            SparkSession.builder.master(master).appName("alexnet-cluster-test")
-            .config("spark.driver.host", HOST).config("spark.driver.bindAddress", HOST)
-            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-            .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-            .getOrCreate()
-        )
+        session = _session(master, "alexnet-cluster-test")
         try:
             context = session.sparkContext
             _wait_for_executors(context, 2)
@@ -139,39 +152,16 @@ def test_a_lost_spark_worker_is_waited_for_and_the_training_resumes(board, tmp_p
     import signal
     import threading
 
-    from pyspark.sql import SparkSession
-
-    from alexnet.train.checkpoint import STATE_FILE
-
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     monkeypatch.setattr(launcher, "SLOTS_POLL", 1.0)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     checkpoints = tmp_path / "ckpt"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp_path / "logs"),
-           "SPARK_LOCAL_IP": HOST}
     events: dict = {}
     with standalone_cluster(tmp_path, 3) as master, contextlib.ExitStack() as restarted:
-        session = (
-            SparkSession.builder.master(master).appName("alexnet-lost-worker-test")
-            .config("spark.driver.host", HOST).config("spark.driver.bindAddress", HOST)
-            .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-            .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-            .getOrCreate()
-        )
+        session = _session(master, "alexnet-lost-worker-test")
         context = session.sparkContext
 
         def lose_worker_2_in_epoch_2() -> None:
-            deadline = time.monotonic() + 400
-            while time.monotonic() < deadline:
-                try:
-                    done = json.loads((checkpoints / STATE_FILE).read_text())["epochs_done"]
-                except (OSError, ValueError, KeyError):
-                    done = 0
-                if done >= 1:
-                    break
-                time.sleep(0.2)
+            done = epochs_done(checkpoints, at_least=1, within=400)
             worker = subprocess.run(["pgrep", "-f", f"deploy.worker.Worker.*{tmp_path / 'work2'}"],
                                     capture_output=True, text=True, check=False).stdout.split()
             for pid in worker:  # the Spark worker and, in its process group, its executor and the task's worker
@@ -179,10 +169,7 @@ def test_a_lost_spark_worker_is_waited_for_and_the_training_resumes(board, tmp_p
             events.update(killed=worker, epochs_done=done)
             time.sleep(10)
             events["slots_while_lost"] = launcher.barrier_slots(context)
-            restarted.enter_context(_daemon(
-                ["org.apache.spark.deploy.worker.Worker", master, "--host", HOST, "--cores", "1", "--memory", "1g",
-                 "--webui-port", str(free_port()), "--work-dir", str(tmp_path / "work2-again")],
-                tmp_path / "worker2-again.log", env, []))
+            restarted.enter_context(_spark_worker(tmp_path, master, "work2-again"))
 
         try:
             _wait_for_executors(context, 3)

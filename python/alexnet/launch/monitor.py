@@ -37,6 +37,9 @@ START_TIMEOUT = 30.0
 def describe(record: dict[str, Any]) -> str:
     """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...`` for a
     training's chief, ``evaluation, worker 1 of 2: 120/500 images, 40 images/s`` for an evaluating worker."""
+    if record.get("kind") == "warning":
+        return (f"alexnet: warning from worker {record.get('worker', '?')} of {record.get('workers', '?')}: "
+                f"{record.get('message', '')}")
     if record.get("kind") == "evaluate":
         total = record.get("total")
         rate = record.get("images_per_second")

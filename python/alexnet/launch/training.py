@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_int
@@ -171,7 +171,9 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
             return card_evaluation(added_up(strategy, err, index, len(addresses)), task.board)
         return card_evaluation(added_up(strategy, shares[0], index, len(addresses)), task.board)
 
-    kept = KeptWarnings()  # said again on the driver, where the user is (this worker's log is on its host)
+    # said again on the driver, where the user is (this worker's log is on its host): as they happen, through the
+    # driver's monitor when there is one, and with the rows at the end
+    kept = KeptWarnings(_warning_relay(task, index, len(addresses)))
     logging.getLogger("alexnet").addHandler(kept)
     try:
         history = train(settings, data, "multi_worker", callbacks,
@@ -195,6 +197,16 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     if shares:
         result["evaluation"] = shares[0]
     return result
+
+
+def _warning_relay(task: Task, index: int, workers: int) -> Callable[[str], None] | None:
+    """What sends each warning of worker ``index`` to the driver's monitor as it is logged (None without one)."""
+    if not task.progress:
+        return None
+    from ..train.callbacks import progress_writer
+
+    send = progress_writer(task.progress)
+    return lambda message: send({"kind": "warning", "worker": index, "workers": workers, "message": message})
 
 
 def check_same_table(task: Task, data: Mapping[str, Any], index: int) -> None:
