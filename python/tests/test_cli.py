@@ -730,3 +730,25 @@ def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, cap
     assert json.loads(capsys.readouterr().out)["params"]["checkpoint_dir"] == str(run)
     assert main(["history", str(tmp_path)]) == 2
     assert "holds no alexnet-history.json" in capsys.readouterr().err
+
+
+def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch, tmp_path):
+    """The driver's monitor shows the workers' warnings as they come: with the options the command was typed with,
+    while it runs, and as the core says them once it has ended (a Python session's job after it)."""
+    import contextlib
+
+    from alexnet.cli import common
+    from alexnet.launch import monitor
+
+    seen = {}
+
+    def spark_train(session, workers, board, **kwargs):
+        seen["said_as"] = monitor.SAID_AS
+        return []
+
+    monkeypatch.setattr(common, "spark", lambda args, name: contextlib.nullcontext())
+    fake_core(monkeypatch, lambda command: spark_train)
+    assert main(["-q", "spark-train", "--workers", "2", "--board", str(tmp_path), "--batch-size", "8"]) == 0
+    options = seen["said_as"]["options"]
+    assert tuple(options["batch_size"]) == ("--batch-size", False) and tuple(options["keep_best"])[1] is True
+    assert monitor.SAID_AS is None

@@ -248,6 +248,16 @@ def test_errors_of_the_arguments_are_not_retried(board):
     assert len(calls) == 1
 
 
+def shown_until(capfd, text: str, within: float = 20) -> str:
+    """What the driver's monitor, a child process, wrote to this standard error until it wrote ``text`` (or
+    ``within`` seconds passed)."""
+    shown, deadline = "", time.monotonic() + within
+    while text not in shown and time.monotonic() < deadline:
+        shown += capfd.readouterr().err
+        time.sleep(0.1)
+    return shown
+
+
 def test_describe_makes_a_line_of_a_progress_record():
     step = {"kind": "step", "epoch": 2, "epochs": 3, "step": 14, "steps": 20, "loss": 1.23456, "accuracy": 0.5,
             "images_per_second": 812.4}
@@ -268,10 +278,7 @@ def test_the_chiefs_progress_reaches_the_driver_while_the_stage_runs(board, capf
         send = progress_writer(target)  # what the chief's Progress callback does
         for step in (1, 2):
             send({"kind": "step", "epoch": 1, "epochs": 1, "step": step, "steps": 2, "loss": 2.0 / step})
-        shown, deadline = "", time.monotonic() + 20
-        while "step 2/2" not in shown and time.monotonic() < deadline:
-            shown += capfd.readouterr().err  # the monitor is a child process writing to this standard error
-            time.sleep(0.1)
+        shown = shown_until(capfd, "step 2/2")
         seen["shown"] = shown
         return [{"worker": 0}, {"worker": 1}]
 
@@ -285,10 +292,7 @@ def test_the_monitor_shows_each_record_and_stops_when_closed(capfd):
     assert monitor is not None
     try:
         progress_writer(monitor.address)({"kind": "epoch", "epoch": 1, "epochs": 2, "loss": 1.5, "accuracy": 0.25})
-        shown, deadline = "", time.monotonic() + 20
-        while "epoch 1/2" not in shown and time.monotonic() < deadline:
-            shown += capfd.readouterr().err
-            time.sleep(0.1)
+        shown = shown_until(capfd, "epoch 1/2")
     finally:
         monitor.close()
     assert "alexnet: epoch 1/2: loss 1.5, accuracy 0.25" in shown
@@ -316,10 +320,7 @@ def test_a_workers_warnings_reach_the_drivers_monitor_as_they_are_logged(capfd):
         log.warning("Another run holds %s: waiting up to 60 s.", "gs://b/ckpt")
         log.info("not a warning")
         log.warning("the second")
-        shown, deadline = "", time.monotonic() + 20
-        while "the second" not in shown and time.monotonic() < deadline:
-            shown += capfd.readouterr().err
-            time.sleep(0.1)
+        shown = shown_until(capfd, "the second")
     finally:
         log.removeHandler(kept)
         monitor.close()
@@ -327,6 +328,26 @@ def test_a_workers_warnings_reach_the_drivers_monitor_as_they_are_logged(capfd):
     relayed = [line for line in shown.splitlines() if line.startswith("alexnet: warning from worker 1 of 2: ")]
     assert relayed == ["alexnet: warning from worker 1 of 2: Another run holds gs://b/ckpt: waiting up to 60 s.",
                        "alexnet: warning from worker 1 of 2: the second"], shown
+
+
+def test_the_monitor_says_the_workers_warnings_as_the_command_line_typed_them(capfd, monkeypatch):
+    """Shown live, a warning named `batch_size` where the same warning at the job's end, and every error of the
+    command, said `--batch-size`."""
+    from alexnet.cli import build_parser, common
+    from alexnet.launch import monitor as monitor_module
+
+    args = build_parser().parse_args(["spark-train", "--workers", "2", "--board", "b"])
+    monkeypatch.setattr(monitor_module, "SAID_AS", common.said_as(args))
+    monitor = start_monitor("127.0.0.1")
+    assert monitor is not None
+    try:
+        progress_writer(monitor.address)({"kind": "warning", "worker": 0, "workers": 2, "message":
+                                          "more than the 24 images: give a smaller `batch_size` or keep_best = TRUE"})
+        shown = shown_until(capfd, "keep")
+    finally:
+        monitor.close()
+    assert "alexnet: warning from worker 0 of 2: more than the 24 images: give a smaller `--batch-size` or " \
+           "--keep-best" in shown, shown
 
 
 def test_a_relay_that_fails_or_warns_itself_does_not_stop_the_warnings():

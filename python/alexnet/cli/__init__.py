@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..errors import AlexnetError, WithoutPasswords
+from ..launch import monitor
 from . import bench, cluster, common, data, model, train
 
 log = logging.getLogger("alexnet")
@@ -128,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, argv)
     configure_logging(args.verbose, args.quiet)
     typed, unsaid = _AsTyped(common.typed(args)), WithoutPasswords()
+    monitor.SAID_AS = common.said_as(args)  # the workers' warnings shown while a Spark job runs, as typed too
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # notes and warnings, as errors, name the options as typed; no URL's password
         handler.addFilter(typed)
@@ -150,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for handler in handlers:
             handler.removeFilter(typed)
             handler.removeFilter(unsaid)
+        monitor.SAID_AS = None
         if args.quiet:
             if progress is None:
                 os.environ.pop("ALEXNET_PROGRESS", None)

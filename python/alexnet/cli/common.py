@@ -211,8 +211,14 @@ def _argument_as_typed(argument: str, options: Mapping[str, tuple[str, bool] | N
 def typed(args: argparse.Namespace) -> Callable[[str], str]:
     """:func:`as_typed` with the options and commands of the command ``args`` ran: for the core's words that a
     command prints rather than logs (its logged warnings and errors are said so already)."""
-    options, calls = getattr(args, OPTION_NAMES, None) or {}, getattr(args, COMMAND_CALLS, None) or {}
-    return lambda text: as_typed(text, options, calls)
+    spec = said_as(args)
+    return lambda text: as_typed(text, spec["options"], spec["calls"])
+
+
+def said_as(args: argparse.Namespace) -> dict[str, Any]:
+    """The options and commands of the command ``args`` ran, by the core's names, as :func:`as_typed` takes them
+    (plain values: the driver's progress monitor, a process of its own, says the workers' warnings with them)."""
+    return {"options": getattr(args, OPTION_NAMES, None) or {}, "calls": getattr(args, COMMAND_CALLS, None) or {}}
 
 
 def command_calls(commands: Mapping[str, argparse.ArgumentParser]) \

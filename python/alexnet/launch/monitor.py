@@ -6,7 +6,7 @@ has scored (see :func:`alexnet.launch.evaluation.score_share`). :class:`Monitor`
 process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
 as one line on standard error.
 
-Run as ``python -m alexnet.launch.monitor HOST PORT_FILE``.
+Run as ``python -m alexnet.launch.monitor HOST PORT_FILE DRIVER_PID [SAID_FILE]`` (:data:`SAID_AS`, as JSON).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,11 @@ logger = logging.getLogger(__name__)
 
 #: Seconds the driver waits for the monitor to listen.
 START_TIMEOUT = 30.0
+
+#: How the front door that started the job names the core's settings and calls, for the workers' warnings the
+#: monitor shows: the command line's ``options`` and ``calls`` (:func:`alexnet.cli.common.as_typed`), which it sets
+#: here; None says them as the core does (Python and R name the settings alike).
+SAID_AS: dict[str, Any] | None = None
 
 
 def describe(record: dict[str, Any]) -> str:
@@ -56,8 +63,14 @@ def describe(record: dict[str, Any]) -> str:
     return f"alexnet: {parts[0]}" + (f": {values}" if values else "") + rate_text
 
 
-def _serve(host: str, port_file: str) -> None:
+def _serve(host: str, port_file: str, said_file: str = "") -> None:
     lock = threading.Lock()
+    said: Callable[[str], str] = lambda text: text  # noqa: E731
+    if said_file:
+        from ..cli.common import as_typed
+
+        spec = json.loads(Path(said_file).read_text())
+        said = partial(as_typed, options=spec["options"], calls=spec["calls"])
 
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:
@@ -66,6 +79,8 @@ def _serve(host: str, port_file: str) -> None:
                     record = json.loads(raw)
                 except ValueError:
                     continue
+                if record.get("kind") == "warning":
+                    record["message"] = said(str(record.get("message", "")))
                 with lock:
                     sys.stderr.write(describe(record) + "\n")
                     sys.stderr.flush()
@@ -89,10 +104,14 @@ class Monitor:
         self.host = host
         self.folder = make_scratch("alexnet-monitor-")
         port_file = os.path.join(self.folder, "port")
+        said_file = ""
+        if SAID_AS is not None:
+            said_file = os.path.join(self.folder, "said.json")
+            Path(said_file).write_text(json.dumps(SAID_AS))
         bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
         try:  # the driver's process id: the monitor ends with it, also if it is gone before the monitor starts
             self.process = subprocess.Popen(
-                [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file, str(os.getpid())],
+                [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file, str(os.getpid()), said_file],
                 env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
             )
         except OSError:
@@ -136,4 +155,4 @@ if __name__ == "__main__":
     from ..child import die_with_parent
 
     die_with_parent(int(sys.argv[3]))
-    _serve(sys.argv[1], sys.argv[2])
+    _serve(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else "")
