@@ -186,8 +186,10 @@ def test_a_multi_worker_run_on_gpus_asks_for_nccl_and_one_on_cpus_keeps_tensorfl
         monkeypatch.setattr(tf.config, "get_visible_devices",
                             lambda kind=None, visible=visible: visible if kind == "GPU" else [])
         monkeypatch.setattr(tf.config, "get_logical_device_configuration", lambda device, split=split: split)
-        resolve_strategy("multi_worker", collective_timeout=30)
-        assert (built[-1].implementation, built[-1].timeout_seconds) == (expected, 30)
+        made = resolve_strategy("multi_worker", collective_timeout=30)
+        # no timeout in the options (TensorFlow would keep a sleeping thread per collective): the run keeps it
+        assert (built[-1].implementation, built[-1].timeout_seconds) == (expected, None)
+        assert strategies.watched_timeout(made) == 30
 
 
 def test_a_worker_may_miss_heartbeats_for_a_minute_but_never_longer_than_the_collective_timeout():
@@ -578,18 +580,58 @@ def test_a_strategy_object_configured_as_tensorflow_does_is_told_to_keep_its_10_
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     assert said["default"] is True and said["one"] == []
-    [warning] = said["two"]
-    assert "heartbeat timeout of 10 s" in warning and "Pass strategy = 'multi_worker', which allows 60 s" in warning
+    threads, heartbeat = said["two"]
+    assert "collective timeout of 30 s in its communication options: TensorFlow keeps a thread" in threads
+    assert "heartbeat timeout of 10 s" in heartbeat and "Pass strategy = 'multi_worker', which allows 60 s" in heartbeat
 
 
 def test_a_strategy_object_without_a_collective_timeout_is_warned_about(monkeypatch):
+    """And one with a timeout in its options, which costs a sleeping thread per collective; not one "multi_worker"
+    built, even with collective_timeout = never (it was told to pass what it had passed)."""
     monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: False)
     untimed = SimpleNamespace(extended=SimpleNamespace(_communication_options=SimpleNamespace(timeout_seconds=None)))
     [warning] = strategies.object_warnings(untimed, 2)
     assert "has no collective timeout" in warning and "strategy = 'multi_worker' with a collective_timeout" in warning
     assert strategies.object_warnings(untimed, 1) == []
+    timed = SimpleNamespace(extended=SimpleNamespace(_communication_options=SimpleNamespace(timeout_seconds=600)))
+    [warning] = strategies.object_warnings(timed, 2)
+    assert warning.startswith("This MultiWorkerMirroredStrategy has a collective timeout of 600 s in its "
+                              "communication options: TensorFlow keeps a thread sleeping that long")
+    for own in (None, 1800.0):
+        ours = SimpleNamespace(extended=untimed.extended, **{strategies.OWN_TIMEOUT: own})
+        assert strategies.object_warnings(ours, 2) == []
     monkeypatch.setattr(strategies, "keeps_default_heartbeat", lambda: True)
     assert len(strategies.object_warnings(untimed, 3)) == 2
+
+
+def test_the_watchdog_aborts_what_waits_past_the_collective_timeout_once():
+    from alexnet.train.watchdog import Watchdog, watched_run, watching
+
+    aborted: list[str] = []
+    dog = Watchdog(0.3, aborted.append, poll=0.02)
+    try:
+        with dog.watching("a quick step"):
+            time.sleep(0.1)
+        time.sleep(0.4)  # nothing watched: an epoch's end, a checkpoint written, however long
+        with dog.watching("a first step", grace=0.5):
+            time.sleep(0.6)
+        assert aborted == []
+        with dog.watching("a training step"):
+            time.sleep(0.6)
+        assert aborted == ["a training step waited more than 0.3 s (`collective_timeout`) for the other workers"]
+        with dog.watching("another"):
+            time.sleep(0.6)
+        assert len(aborted) == 1, "once: the collectives stay aborted"
+    finally:
+        dog.close()
+    assert not dog._thread.is_alive()
+    with watched_run(None, 2) as untimed, watched_run(30, 1) as alone:
+        assert untimed is None and alone is None
+        with watching("nothing is watched"):
+            pass
+    with watched_run(30, 2) as watched:
+        assert watched is not None and watched.timeout == 30
+    assert not watched._thread.is_alive()
 
 
 def test_a_port_taken_by_another_training_is_told_before_tensorflow_listens(monkeypatch):
@@ -700,7 +742,7 @@ def _start(
     processes: Processes, workdir: Path, index: int, base_port: int, data: dict, kill: bool, *, fresh: bool = False,
     image_size: list[int] | None = None, fake_rates: dict[str, float] | None = None, fake_wire: str | None = None,
     paused: bool = False, full_size: bool = False, nudge: bool = False, levers: dict[str, Any] | None = None,
-    epochs: int | None = None,
+    epochs: int | None = None, extra: dict[str, Any] | None = None,
 ) -> subprocess.Popen:
     """Start worker ``index``, kept in ``processes`` (the fixture kills it if it still runs when the test ends);
     ``fresh``: one epoch without checkpoints, seeded with its own index (one epoch per size with ``image_size``, a
@@ -712,7 +754,8 @@ def _start(
     :data:`FULL_SIZE_STEPS` steps of 16 images, without validation; ``nudge``: worker 1 adds :data:`NUDGE` to its
     last bias once its training is over, before the workers compare their weights; ``levers``: training settings
     of the communication levers (``allreduce_precision``, ``sync_every``, ...) given to ``alexnet_train()``;
-    ``epochs``: that many epochs, with checkpoints, in place of the 3 of a run that resumes."""
+    ``epochs``: that many epochs, with checkpoints, in place of the 3 of a run that resumes; ``extra``: more of the
+    worker's configuration (``threads``, ``stall``, ``collective_timeout``, ``steps_per_epoch``)."""
     config = {
         "fake_rates": fake_rates,
         "fake_wire": fake_wire,
@@ -737,12 +780,13 @@ def _start(
         **({"learning_rate": 0.02, "lr_scaling": "none"} if fresh else {}),
         **({"dense_units": 4096, "batch_size": 16, "steps_per_epoch": FULL_SIZE_STEPS, "validation": False,
             "epoch_weights": None} if full_size else {}),
+        **(extra or {}),
     }
     path = workdir / f"config-{index}.json"
     path.write_text(json.dumps(config))
     env = worker_env(workdir)
     kind = ("kill" if kill else "paused" if paused else "full" if full_size else "nudge" if nudge else
-            "fresh" if fresh else "long" if epochs else "resume")
+            "stall" if (extra or {}).get("stall") else "fresh" if fresh else "long" if epochs else "resume")
     with open(workdir / f"log-{index}-{kind}.txt", "w") as log:
         return processes.popen([sys.executable, str(HERE), str(path)], stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -971,6 +1015,53 @@ def test_a_worker_paused_longer_than_tensorflows_heartbeat_timeout_is_waited_for
     assert [len(h["metrics"]["loss"]) for h in histories] == [1, 1]
 
 
+@pytest.mark.workers
+@pytest.mark.long
+def test_a_two_worker_run_holds_no_thread_per_collective(tmp_path, processes):
+    """Under TensorFlow's collective timeout (1800 s by default) every collective started a thread that slept for
+    the whole timeout: about 16 more threads a training step, thousands per worker, until the machine could start no
+    process. With the timeout kept by one watchdog thread, the threads stay as many from the first epoch to the
+    last."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    extra = {"threads": str(tmp_path / "threads-{index}.txt"), "collective_timeout": 1800, "steps_per_epoch": 8}
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, image_size=[64, 64, 64], extra=extra)
+               for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 400) for w in workers]
+    assert codes == [0, 0], [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
+    for index in (0, 1):
+        epochs = [[int(n) for n in line.split()] for line in (tmp_path / f"threads-{index}.txt").read_text()
+                  .splitlines()]
+        assert [len(counts) for counts in epochs] == [8, 8, 8]
+        first, last = epochs[0][-1], epochs[-1][-1]
+        # 16 steps after the first epoch's end: at 16 sleeping threads a step, 250 more
+        assert last - first < 20, epochs
+
+
+@pytest.mark.workers
+@pytest.mark.long
+def test_a_worker_alive_but_not_coming_is_given_up_after_the_collective_timeout(tmp_path, processes):
+    """Worker 1 asleep before a step, its heartbeats going on: worker 0, waiting in the step's collectives, gives up
+    after `collective_timeout` (the watchdog's, no longer TensorFlow's) and says so in one error."""
+    data0, data1 = _tree(tmp_path / "images")
+    base = free_base_port(2)
+    marker = tmp_path / "stalled.txt"
+    extra = {"stall": {"marker": str(marker), "seconds": 40}, "collective_timeout": 8}
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, extra=extra)
+               for i, d in enumerate((data0, data1))]
+    code = processes.wait(workers[0], 300)
+    ended = time.time()
+    log = (tmp_path / "log-0-stall.txt").read_text()
+    assert code == 1 and marker.exists(), log[-3000:]
+    stalled = float(marker.read_text())
+    failed = json.loads((tmp_path / "result-0.json").read_text())["error"]
+    assert failed["type"] == "WorkerLostError", failed
+    assert "a collective operation waited 8 s (`collective_timeout`) for a worker and gave up" in failed["message"]
+    assert "a training step waited more than 8 s (`collective_timeout`) for the other workers" in log
+    assert 8 <= ended - stalled < 8 + 15, (ended - stalled, log[-3000:])
+    processes.wait(workers[1], 120)
+
+
 # the levers of a synchronous run at once: packs of 16-bit gradients and micro-batches accumulated in variables of
 # the dense layers' size (local SGD is left out: its last average would make the workers' weights equal again)
 SYNCHRONOUS_LEVERS = {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 2}
@@ -1061,6 +1152,35 @@ class _Pause(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGSTOP)
 
 
+class _Threads(keras.callbacks.Callback):
+    """Writes this process's thread count after every step, one line of numbers per epoch."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path, self.counts = Path(path), []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.counts.append(len(os.listdir("/proc/self/task")))
+
+    def on_epoch_end(self, epoch, logs=None):
+        with open(self.path, "a") as f:
+            f.write(" ".join(map(str, self.counts)) + "\n")
+        self.counts = []
+
+
+class _Stall(keras.callbacks.Callback):
+    """Worker 1 alive but not coming: asleep for ``seconds`` before its third step (its heartbeats go on)."""
+
+    def __init__(self, marker: str, seconds: float) -> None:
+        super().__init__()
+        self.marker, self.seconds = marker, seconds
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 2 and not Path(self.marker).exists():
+            Path(self.marker).write_text(repr(time.time()))
+            time.sleep(self.seconds)
+
+
 class _Nudge(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         bias = self.model.trainable_weights[-1]
@@ -1076,6 +1196,10 @@ def _worker(config_path: str) -> None:
         callbacks.append(_Pause(config["paused"]))
     if config.get("nudge") and index == 1:
         callbacks.append(_Nudge())
+    if config.get("threads"):
+        callbacks.append(_Threads(config["threads"].format(index=index)))
+    if config.get("stall") and index == 1:
+        callbacks.append(_Stall(config["stall"]["marker"], config["stall"]["seconds"]))
     if config.get("epoch_weights"):
         callbacks.append(keep_epoch_weights(Path(config["epoch_weights"])))
     if config.get("fake_rates"):

@@ -66,12 +66,15 @@ def all_gather_ints(strategy: tf.distribute.Strategy, values: Sequence[int]) -> 
     """Every replica's ``values`` across the whole cluster: an int array ``[replicas, len(values)]``.
 
     A collective all-gather, so every worker must call it at the same point; it waits for the others
-    (at most the strategy's collective timeout). With one worker it returns ``values`` as one row.
+    (at most the run's ``collective_timeout``: :mod:`.watchdog`). With one worker it returns ``values`` as one row.
     """
+    from .watchdog import TRACE_GRACE, watching
+
     local = np.asarray([list(values)], dtype=np.int64)
     if num_workers(strategy) == 1:
         return local
-    return np.asarray(strategy.experimental_local_results(_gather_of(strategy)(tf.constant(local)))[0])
+    with watching("an agreement of the workers", TRACE_GRACE):
+        return np.asarray(strategy.experimental_local_results(_gather_of(strategy)(tf.constant(local)))[0])
 
 
 def all_gather_texts(strategy: tf.distribute.Strategy, text: str) -> list[str]:

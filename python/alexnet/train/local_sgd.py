@@ -29,6 +29,7 @@ from typing import Any
 from ..tfimport import keras, tf
 from .callbacks import epoch_step
 from .communication import Communication, all_reduce
+from .watchdog import TRACE_GRACE, watching
 
 
 class ModelAverage:
@@ -54,7 +55,8 @@ class ModelAverage:
     def average(self) -> None:
         """Average the weights and momentum of every replica (a collective: every worker calls it at the same
         step)."""
-        self._average()
+        with watching("an average of the workers' weights", TRACE_GRACE):
+            self._average()
 
     def _assign(self, pairs: list[tuple[Any, Any]]) -> None:
         def update(strategy: tf.distribute.Strategy, pairs: list[tuple[Any, Any]]) -> None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .precision import Precision
     from .schedule import RateSchedule
     from .strategy import Topology
+    from .watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,17 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
     """Train on ``data`` under ``strategy`` (of ``topo``) with ``settings``; the history (see
     :func:`alexnet.alexnet_train`). ``evaluate(strategy, model, card)``, called on every worker once training is
     over, before the model is saved and published, gives the evaluation its card records (``None``: none), so that
-    the card and the pin are written once, with it."""
+    the card and the pin are written once, with it. The workers' collective operations are watched meanwhile,
+    against the ``collective_timeout`` the strategy was built with (:mod:`.watchdog`)."""
+    from .strategy import watched_timeout
+    from .watchdog import watched_run
+
+    with watched_run(watched_timeout(strategy), topo.workers) as dog:
+        return _run(strategy, topo, data, settings, extra_callbacks, evaluate, dog)
+
+
+def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
+         extra_callbacks: list[Any], evaluate: Evaluate | None, dog: Watchdog | None) -> dict[str, Any]:
     from ..model.saved import save_model
     from . import callbacks as cb
     from .advice import adaptation_text, adapted_timing
@@ -309,6 +320,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
                                        sizes=settings.sizes, rates=setter, communication=timing)
             callbacks.append(board_log)
+        if dog is not None:  # last: the others' work at a step's end is inside the step watched
+            from .watchdog import WatchedSteps
+
+            callbacks.append(WatchedSteps(dog))
         began = time.perf_counter()
         if start.finished(settings.epochs):
             say_finished(settings, start, extended(settings, start, global_batch, steps.train))

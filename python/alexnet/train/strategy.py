@@ -95,10 +95,11 @@ def resolve_strategy(
     timeout = as_seconds(collective_timeout, "collective_timeout")
     port = check_port_free(config)
     heartbeat = configure_heartbeat(config, timeout)
-    options = multi_worker_options(timeout)
+    options = multi_worker_options()
     joining.meet_workers(config, timeout, hold=port)
     with joining.waiting_for_workers(config, timeout), joining.keeping_sigterm():
         built = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    setattr(built, OWN_TIMEOUT, timeout)  # kept by the run's watchdog (alexnet.train.watchdog)
     took_port(port)
     logger.info(
         "MultiWorkerMirroredStrategy: worker %d of %d, collective timeout %s s, heartbeat timeout %s, all-reduce %s.",
@@ -124,16 +125,17 @@ def all_reduce_implementation(gpus: int, split: bool = False) -> str:
     return "RING" if split else "NCCL"
 
 
-def multi_worker_options(timeout: float | None) -> Any:
-    """The ``CommunicationOptions`` of ``"multi_worker"``: the collective ``timeout`` (seconds, ``None``: none) and
-    the all-reduce of this worker's devices (:func:`all_reduce_implementation`), read without starting TensorFlow's
-    runtime (the strategy must come first)."""
+def multi_worker_options() -> Any:
+    """The ``CommunicationOptions`` of ``"multi_worker"``: the all-reduce of this worker's devices
+    (:func:`all_reduce_implementation`), read without starting TensorFlow's runtime (the strategy must come first).
+    No timeout: TensorFlow would keep a thread sleeping for it per collective operation; the run's watchdog keeps
+    ``collective_timeout`` instead (:mod:`alexnet.train.watchdog`)."""
     from ..tfimport import tf
 
     gpus = tf.config.get_visible_devices("GPU")
     split = any(len(tf.config.get_logical_device_configuration(gpu) or ()) > 1 for gpu in gpus)
     implementation = tf.distribute.experimental.CommunicationImplementation[all_reduce_implementation(len(gpus), split)]
-    return tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout, implementation=implementation)
+    return tf.distribute.experimental.CommunicationOptions(implementation=implementation)
 
 
 def heartbeat_timeout(collective_timeout: float | None) -> float:
@@ -211,12 +213,20 @@ def object_warnings(strategy: tf.distribute.Strategy, workers: int) -> list[str]
     if workers <= 1:
         return []
     said = []
-    if collective_timeout_of(strategy) is None:
+    timeout = options_timeout(strategy)
+    if hasattr(strategy, OWN_TIMEOUT):
+        pass  # "multi_worker" built it, with the collective_timeout asked for (never, too)
+    elif timeout is None:
         said.append(
-            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker dies, the others may wait "
-            "until TensorFlow's own peer check gives up. Pass strategy = 'multi_worker' with a collective_timeout "
-            f"({DEFAULT_COLLECTIVE_TIMEOUT:g} s unless set to none), or build it with "
-            "communication_options=CommunicationOptions(timeout_seconds=...).")
+            "This MultiWorkerMirroredStrategy has no collective timeout: if a worker hangs, the others may wait for "
+            "ever. Pass strategy = 'multi_worker' with a collective_timeout "
+            f"({DEFAULT_COLLECTIVE_TIMEOUT:g} s unless set to never).")
+    else:
+        said.append(
+            f"This MultiWorkerMirroredStrategy has a collective timeout of {timeout:g} s in its communication "
+            "options: TensorFlow keeps a thread sleeping that long for each collective operation (about 16 a step), "
+            "thousands per worker, enough to exhaust the processes a machine allows. Pass strategy = 'multi_worker' "
+            "with collective_timeout, which one thread keeps.")
     if keeps_default_heartbeat():
         said.append(
             "This MultiWorkerMirroredStrategy keeps TensorFlow's heartbeat timeout of 10 s: a worker busy or paused "
@@ -280,12 +290,20 @@ def task_index(strategy: tf.distribute.Strategy) -> int:
     return int(resolver.task_id)
 
 
-def collective_timeout_of(strategy: tf.distribute.Strategy) -> float | None:
-    """The collective timeout (seconds) of a multi-worker strategy; ``None`` when it has none or is local.
+#: The attribute of a strategy ``"multi_worker"`` built that holds its ``collective_timeout`` (seconds, or None).
+OWN_TIMEOUT = "_alexnet_collective_timeout"
 
-    Reads the communication options the strategy was built with (not part of TensorFlow's public API,
-    so ``None`` also when they cannot be found).
-    """
+
+def watched_timeout(strategy: tf.distribute.Strategy) -> float | None:
+    """The ``collective_timeout`` the run's watchdog keeps (:mod:`alexnet.train.watchdog`): that of a strategy
+    ``"multi_worker"`` built; ``None`` for a strategy object built elsewhere, whose own options keep theirs."""
+    return getattr(strategy, OWN_TIMEOUT, None)
+
+
+def options_timeout(strategy: tf.distribute.Strategy) -> float | None:
+    """The collective timeout (seconds) in a multi-worker strategy's communication options, which TensorFlow keeps
+    itself; ``None`` when it has none or is local. Reads the options the strategy was built with (not part of
+    TensorFlow's public API, so ``None`` also when they cannot be found)."""
     options = getattr(getattr(strategy, "extended", None), "_communication_options", None)
     timeout = getattr(options, "timeout_seconds", None)
     return float(timeout) if timeout else None

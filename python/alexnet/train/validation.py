@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import AlexnetError
 from ..tfimport import keras, tf
+from .watchdog import TRACE_GRACE, watching
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +86,9 @@ class Validation(keras.callbacks.Callback):
             self._step = self._make_step()
         totals = np.zeros(4, dtype=np.float64)
         try:
-            for _ in range(self.steps):
-                totals += np.asarray(self.strategy.experimental_local_results(self._step(self._iterator))[0])
+            for k in range(self.steps):
+                with watching("a validation step", TRACE_GRACE if k == 0 else 0.0):
+                    totals += np.asarray(self.strategy.experimental_local_results(self._step(self._iterator))[0])
         except tf.errors.InvalidArgumentError as error:
             raise AlexnetError(
                 f"A validation image cannot be decoded ({error.message.splitlines()[0][:300]}). Validation counts "
