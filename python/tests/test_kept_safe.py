@@ -174,6 +174,28 @@ def test_the_best_weights_file_is_replaced_whole(tmp_path):
         store.close()
 
 
+def test_a_best_weights_file_begun_by_a_killed_run_is_removed_when_the_next_one_starts(tmp_path, caplog):
+    """A run killed while it wrote the best epoch's weights left alexnet-best-weights.npz.tmp (240 MB for a full-size
+    AlexNet) until a later epoch was better, or for good; the next run's start removes it, as it removes a checkpoint
+    TensorFlow began. Written straight to its file, the weights are not held once more in memory as bytes."""
+    folder = tmp_path / "ckpt"
+    store = CheckpointStore(str(folder), chief=True)
+    try:
+        store.save_best(0, [np.ones((2, 2))])
+    finally:
+        store.close()
+    (folder / f"{BEST_FILE}.tmp").write_bytes(b"PK\x03\x04 cut short")
+    (folder / "ckpt-3_temp").mkdir()
+    again = CheckpointStore(str(folder), chief=True)
+    try:
+        assert sorted(again.remove_unfinished()) == sorted([f"{BEST_FILE}.tmp", "ckpt-3_temp"])
+        assert sorted(p.name for p in folder.iterdir()) == sorted([BEST_FILE, RUN_LOCK])
+        epoch, weights = again.read_best()
+        assert epoch == 0 and weights[0].sum() == 4
+    finally:
+        again.close()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # two runs given one folder
 

@@ -174,7 +174,7 @@ class BestWeights(keras.callbacks.Callback):
         if start.restored and start.step == 0 and last >= 0 and model is not None \
                 and accuracies[last] > max([self.best, *accuracies[:last]]):
             self.best, self.epoch = accuracies[last], last
-            self.weights = [w.copy() for w in model.get_weights()]
+            self.weights = model.get_weights()  # copies already
             if store is not None:
                 store.save_best(last, self.weights)
         elif accuracies and self.weights is None:
@@ -187,7 +187,7 @@ class BestWeights(keras.callbacks.Callback):
         accuracy = numbers(logs).get("val_accuracy")
         if accuracy is not None and accuracy > self.best:
             self.best, self.epoch = accuracy, epoch
-            self.weights = [w.copy() for w in self.model.get_weights()]
+            self.weights = self.model.get_weights()  # copies already
             if self.store is not None:
                 self.store.save_best(epoch, self.weights)
 

@@ -277,13 +277,10 @@ class CheckpointStore(CheckpointFiles):
         """Keep ``weights``, of epoch ``epoch`` (0-based), as the best so far (the chief only; a no-op elsewhere)."""
         if not self.chief:
             return
-        import io
-
         import numpy as np
 
-        buffer = io.BytesIO()
-        np.savez(buffer, epoch=np.int64(epoch), **{f"w{i}": w for i, w in enumerate(weights)})
-        self.write_whole(BEST_FILE, buffer.getvalue())
+        self.write_whole(BEST_FILE, lambda f: np.savez(f, epoch=np.int64(epoch),
+                                                       **{f"w{i}": w for i, w in enumerate(weights)}))
 
     def read_best(self) -> tuple[int, list[Any]] | None:
         """The best epoch's number and weights kept by :meth:`save_best`, or None when there are none or they

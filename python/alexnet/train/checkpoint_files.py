@@ -20,7 +20,9 @@ whose files are there, the latest epoch and step each was written at first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import logging
 import os
 import posixpath
@@ -29,6 +31,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
+from typing import BinaryIO
 
 from ..errors import AlexnetError
 from ..scratch import make_scratch
@@ -49,6 +52,8 @@ UPLOAD_RETRIES = 3
 #: The name TensorFlow writes a checkpoint under before it is whole (``ckpt-9_temp``), left behind when the writing
 #: failed or its process was killed.
 _UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
+#: What a file :meth:`CheckpointFiles.write_whole` writes is called until it is whole (its name, then this).
+_BEGUN = ".tmp"
 #: The file of a folder of checkpoints whose lock its run holds.
 RUN_LOCK = ".alexnet-run.lock"
 #: Seconds a run waits for another run's lock on its folder of checkpoints (one that ends, or is being relaunched).
@@ -160,23 +165,40 @@ class CheckpointFiles:
 
     def remove_unfinished(self) -> list[str]:
         """Delete the checkpoints TensorFlow began to write in this worker's folder and never finished (their
-        ``ckpt-N_temp`` folders); their names."""
+        ``ckpt-N_temp`` folders), and the files :meth:`write_whole` began to write beside them (``NAME.tmp``: the best
+        epoch's weights of a full-size AlexNet, 240 MB, were left by a run killed while writing them); their names."""
         removed = [entry for entry in os.listdir(self.local)
                    if _UNFINISHED.match(entry) and os.path.isdir(os.path.join(self.local, entry))]
         for entry in removed:
             shutil.rmtree(os.path.join(self.local, entry), ignore_errors=True)
+        if not self.remote:
+            begun = [entry for entry in os.listdir(self.location) if entry.endswith(_BEGUN)
+                     and os.path.isfile(os.path.join(self.location, entry))]
+            for entry in begun:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.location, entry))
+            removed += begun
         return removed
 
-    def write_whole(self, name: str, data: bytes) -> None:
+    def write_whole(self, name: str, data: bytes | Callable[[BinaryIO], None]) -> None:
         """Write the file ``name`` beside the checkpoints so that it is there whole or not at all: an object of a
-        bucket appears so; in a folder, a file written beside it replaces it."""
+        bucket appears so; in a folder, a file written beside it (``NAME.tmp``) replaces it. ``data``: its bytes, or
+        what writes them to a file (in a folder straight to the file, with no copy of them in memory)."""
         if self.remote:
-            retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), data),
+            if callable(data):
+                buffer = io.BytesIO()
+                data(buffer)
+                data = buffer.getvalue()
+            whole = data
+            retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), whole),
                   UPLOAD_RETRIES)
             return
-        temporary = os.path.join(self.location, name + ".tmp")
+        temporary = os.path.join(self.location, name + _BEGUN)
         with open(temporary, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
         os.replace(temporary, os.path.join(self.location, name))
 
     def unsaved(self, latest: str | None, epoch: int, step: int, error: BaseException) -> str:
