@@ -16,7 +16,7 @@ training_settings <- list(
   momentum = list(kind = "number", default = 0.9, choices = NULL, help = "SGD momentum"),
   weight_decay = list(kind = "number", default = 0.0005, choices = NULL, help = "L2 weight decay added to the gradient of every kernel"),
   lr_drop_epochs = list(kind = "counts>=1?", default = c(30, 60, 80), choices = NULL, help = "with lr_schedule = \"step\": epochs (0-based) at whose start the rate is divided by 10 (from 1: epoch 0 starts at the peak)"),
-  patience = list(kind = "count>=1", default = 2, choices = NULL, help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10"),
+  patience = list(kind = "count>=1", default = 2, choices = NULL, help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10, 3 times at most (the paper's)"),
   label_smoothing = list(kind = "number", default = 0.1, choices = NULL, help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"),
   checkpoint_dir = list(kind = "location?", default = NULL, choices = NULL, help = "checkpoints, to resume after an interruption (a folder takes one run at a time: a second waits up to a minute for it, then stops)"),
   model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`)"),

@@ -44,6 +44,7 @@ def test_the_settings_help_says_the_schedule_s_and_the_batch_bound_s_numbers_as_
     # other numbers in the code, other numbers in the help: the declarations read after the constants changed
     code = ("import alexnet.train.schedule as s, alexnet.train.batch_bound as b\n"
             "s.REFERENCE_BATCH, s.DEFAULT_WARMUP_EPOCHS, s.WARMUP_ABOVE, s.DROP_FACTOR = 256, 3, 4.0, 0.5\n"
+            "s.MAX_PLATEAU_DROPS = 5\n"
             "b.LARGEST_GLOBAL_BATCH, b.IMAGENET_TRAIN_IMAGES = 2048, 1_000_000\n"
             "from alexnet.train.settings import specs\n"
             "for name in ('learning_rate', 'lr_scaling', 'lr_schedule', 'warmup_epochs', 'lr_drop_epochs', "
@@ -53,7 +54,8 @@ def test_the_settings_help_says_the_schedule_s_and_the_batch_bound_s_numbers_as_
     assert "global batch of 256 (the paper's 0.01)" in rate and "by global batch / 256 (" in scaling
     assert "\"step\" divided by 2 at" in schedule and "\"plateau\" divided by 2 when" in schedule
     assert "(unset: 3, at most half the epochs, when the rate grows more than 4 times, else 0)" in warmup
-    assert "the rate is divided by 2 (from 1" in drops and patience.endswith("before the rate is divided by 2")
+    assert "the rate is divided by 2 (from 1" in drops
+    assert patience.endswith("before the rate is divided by 2, 5 times at most (the paper's)")
     assert "(unset: 2048 on ImageNet's 1,000,000 training images" in largest and "beyond 2048 and" in largest
 
 
@@ -184,7 +186,9 @@ def test_the_cosine_schedule_follows_half_a_cosine_to_zero():
 def test_plateau_drops_after_patience_epochs_without_a_better_accuracy():
     accuracies = [0.2, 0.4, 0.4, 0.39, 0.5, 0.45, 0.45, 0.45, 0.6]
     assert plateau_drops(accuracies, 2) == (4, 7)
-    assert plateau_drops(accuracies, 1) == (3, 4, 6, 7, 8)
+    assert plateau_drops(accuracies, 1) == (3, 4, 6), "the paper's three drops at most"
+    # a run whose accuracy stopped growing (1.0 on categories of one's own) drops three times, to a thousandth
+    assert plateau_drops([0.2] + [1.0] * 300, 3) == (5, 8, 11)
     assert plateau_drops(accuracies, 5) == ()
     assert plateau_drops([], 2) == () and plateau_drops([0.5], 1) == ()
     rates = rate_schedule(0.01, "none", None, (30,), epochs=9, global_batch=128, steps_per_epoch=2,

@@ -35,6 +35,7 @@ from .schedule import (
     DROP_FACTOR,
     LR_SCALINGS,
     LR_SCHEDULES,
+    MAX_PLATEAU_DROPS,
     REFERENCE_BATCH,
     WARMUP_ABOVE,
     RateSchedule,
@@ -123,7 +124,8 @@ class TrainSettings:
                                                                  "the rate is not dropped at set epochs",
                                                                  lambda v: v["lr_schedule"] == "step"))
     patience: int = setting(2, "count", "with lr_schedule = \"plateau\": epochs without a better validation top-1 "
-                            f"before the rate is {_DROPPED}", minimum=1,
+                            f"before the rate is {_DROPPED}, {MAX_PLATEAU_DROPS} times at most (the paper's)",
+                            minimum=1,
                             used_with=UsedWith("lr_schedule = 'plateau'", "the rate is not dropped when the "
                                                "validation top-1 stalls", lambda v: v["lr_schedule"] == "plateau"))
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
