@@ -262,7 +262,7 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
       label <- settings[intersect(names(settings), c("cex.lab", "col.lab", "font.lab", "family"))]
       do.call(graphics::title, c(list(ylab = ylab, line = max(2.6, widest + 1.1)), label))
     }
-    graphics::axis(1, at = unique(part$epoch))
+    graphics::axis(1, at = epoch_ticks(unique(part$epoch)))
     for (set in names(colours)) {
       rows <- part[part$data == set, , drop = FALSE]
       if (nrow(rows)) graphics::lines(rows$epoch, rows$value, type = "o", pch = 19, col = colours[[set]])
@@ -272,4 +272,12 @@ plot.alexnet_history <- function(x, metrics = NULL, ...) {
                                           cex = 0.8, horiz = TRUE, inset = 0.01)
   }
   invisible(structure(x, legends = legends))
+}
+
+# Where the epoch axis has its ticks: at each epoch while there are 20 or fewer; beyond, at whole epochs R spaces
+# out (one tick per epoch made the axis of a 300-epoch run a black bar).
+epoch_ticks <- function(epochs) {
+  if (length(epochs) <= 20) return(epochs)
+  spaced <- pretty(epochs, n = 10)
+  spaced[spaced == round(spaced) & spaced >= min(epochs) & spaced <= max(epochs)]
 }

@@ -271,3 +271,11 @@ test_that("alexnet_history() reads a run's history back from its checkpoint_dir"
   expect_error(alexnet_history(tempdir()), "holds no alexnet-history.json", class = "alexnet_error")
   expect_error(alexnet_history(run, checkpointdir = 1), "did you mean `checkpoint_dir`", class = "alexnet_error")
 })
+
+test_that("the epoch axis of a long run has a tick every few epochs, of a short one at each epoch", {
+  expect_equal(epoch_ticks(1:12), 1:12)
+  ticks <- epoch_ticks(1:300)
+  expect_lte(length(ticks), 12)
+  expect_true(all(ticks == round(ticks)) && min(ticks) >= 1 && max(ticks) <= 300)
+  expect_gte(length(ticks), 4)
+})
