@@ -77,8 +77,8 @@
 #' alexnet upload /data/fall11 --board gs://my-bucket/imagenet
 #' ```
 #'
-#' @param source The ImageNet source: a local path, or a `gs://` or `s3://` URL for the archives, Kaggle's
-#'   zip and the parquet shards (see above). Its old name, `path`, still works given by name, with a warning.
+#' @param source The ImageNet source, in any of the layouts above: a local path, or a `gs://` or `s3://` URL.
+#'   Its old name, `path`, still works given by name, with a warning.
 #' @param board The board to write to: a local folder (or `file://` URL), `gs://bucket/prefix` or
 #'   `s3://bucket/prefix`. `NULL` uses the `ALEXNET_BOARD` environment variable, else a folder under
 #'   the user's cache directory.
@@ -154,10 +154,14 @@ imagenet_categories <- function(board = NULL, ...) {
 #' @param n The rows shown.
 #' @export
 print.alexnet_categories <- function(x, n = 10L, ...) {
-  cat(count_of(nrow(x), "category", "categories"), " on the board: ", count_of(sum(x$images), "training image"),
-      " and ", count_of(sum(x$val_images %||% 0), "validation image"), "\n", sep = "")
-  shown <- as.data.frame(unclass(x)[intersect(c("index", "id", "name", "images", "val_images"), names(x))])
-  shown$name <- ifelse(nchar(shown$name) > 40, paste0(substr(shown$name, 1, 37), "..."), shown$name)
+  counted <- if (is.null(x$images)) "" else paste0(": ", count_of(sum(x$images), "training image"), " and ",
+                                                   count_of(sum(x$val_images %||% 0), "validation image"))
+  cat(count_of(nrow(x), "category", "categories"), " on the board", counted, "\n", sep = "")
+  columns <- intersect(c("index", "id", "name", "images", "val_images"), names(x))
+  shown <- as.data.frame(unclass(x)[if (length(columns)) columns else names(x)])  # a subset of its own columns
+  if (!is.null(shown$name)) {
+    shown$name <- ifelse(nchar(shown$name) > 40, paste0(substr(shown$name, 1, 37), "..."), shown$name)
+  }
   print(utils::head(shown, n), row.names = FALSE)
   if (nrow(x) > n) cat("... and ", nrow(x) - n, " more (all: as.data.frame(x))\n", sep = "")
   invisible(x)

@@ -749,29 +749,41 @@ class TreeBucket:
     """A bucket holding a local folder's files under ``gs://b/x``, as gcsfs and s3fs answer for it: delimited
     listings (folders the prefixes of object names), objects read whole; every listing and fetch is recorded."""
 
-    def __init__(self, local: Path, gone: tuple[str, ...] = (), sizes: dict[str, int] | None = None):
+    def __init__(self, local: Path, gone: tuple[str, ...] = (), sizes: dict[str, int] | None = None,
+                 failing: dict[str, list[BaseException]] | None = None):
         self.objects = {f"b/x/{p.relative_to(local).as_posix()}": p.read_bytes()
                         for p in sorted(local.rglob("*")) if p.is_file()}
         self.gone, self.sizes = set(gone), sizes or {}
+        #: the errors each object's next fetches fail with, by its file name, one per fetch
+        self.failing = {name: list(errors) for name, errors in (failing or {}).items()}
         self.listed: list[str] = []
         self.fetched: list[list[str]] = []
         self.lock = threading.Lock()
 
+    def _read(self, path):
+        name = path.rsplit("/", 1)[1]
+        if name in self.gone:
+            return FileNotFoundError(path)
+        if self.failing.get(name):
+            return self.failing[name].pop(0)
+        return self.objects[path]
+
     def ls(self, path, detail=True, refresh=False):
         self.listed.append(path)
-        entries = {}
+        folders, files = {}, {}
         for name, data in self.objects.items():
             if name.startswith(path + "/"):
                 rest = name[len(path) + 1:]
                 if "/" in rest:
                     folder = f"{path}/{rest.split('/')[0]}"
-                    entries[folder] = {"name": folder, "type": "directory", "size": 0}
+                    folders[folder] = {"name": folder, "type": "directory", "size": 0}
                 else:
-                    entries[name] = {"name": name, "type": "file", "generation": 1,
-                                     "size": self.sizes.get(name[len("b/x/"):], len(data))}
-        if not entries:
+                    files[name] = {"name": name, "type": "file", "generation": 1,
+                                   "size": self.sizes.get(name[len("b/x/"):], len(data))}
+        if not folders and not files:
             raise FileNotFoundError(path)
-        return list(entries.values())
+        entries = [*folders.values(), *files.values()]  # gcsfs's order: the folders, then the objects
+        return entries if detail else [entry["name"] for entry in entries]
 
     def invalidate_cache(self, path=None):
         pass
@@ -783,12 +795,15 @@ class TreeBucket:
         return any(n.startswith(path.split("://", 1)[-1] + "/") for n in self.objects)
 
     def cat_file(self, path, start=None, end=None):
-        return self.objects[path.split("://", 1)[-1]]
+        got = self._read(path.split("://", 1)[-1])
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
     def cat_ranges(self, paths, starts, ends, on_error="return"):
         with self.lock:
             self.fetched.append(list(paths))
-        return [FileNotFoundError(p) if p.rsplit("/", 1)[1] in self.gone else self.objects[p] for p in paths]
+        return [self._read(p) for p in paths]
 
 
 def bucket_tree(fs):
@@ -831,9 +846,10 @@ def test_a_bucket_tree_reads_as_the_local_one_listing_only_what_it_reads(layout,
 
 
 def test_a_bucket_trees_images_are_fetched_together_the_next_ones_while_these_are_packed(made, tmp_path, monkeypatch):
-    """A category's objects are fetched FILES_AT_ONCE at a time in one call (its requests sent together), the next
-    call made before the members of the first are used; an object gone since the listing, or larger than an image
-    may be, is named with why, and the second is not fetched."""
+    """A category's objects are fetched FILES_AT_ONCE at a time in one call (its requests sent together), the first
+    when the members are asked for (before a packing slot is waited for), the next while the first are used; an
+    object gone since the listing, or larger than an image may be, is named with why, and the second is not
+    fetched; one whose fetch failed once is fetched again."""
     from alexnet.data import images, tree_files
     from alexnet.data.imagenet import read_tree
     from alexnet.data.sources import FolderSource
@@ -844,12 +860,15 @@ def test_a_bucket_trees_images_are_fetched_together_the_next_ones_while_these_ar
     for i in range(8):
         (folder / f"n01440764_{i}.JPEG").write_bytes(bytes([i]) * 100)
     monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 1000)
-    fs = TreeBucket(tmp_path / "tree", gone=("n01440764_2.JPEG",), sizes={"n01440764/n01440764_5.JPEG": 5000})
+    fs = TreeBucket(tmp_path / "tree", gone=("n01440764_2.JPEG",), sizes={"n01440764/n01440764_5.JPEG": 5000},
+                    failing={"n01440764_6.JPEG": [ConnectionResetError(104, "reset by peer")]})
     tree = bucket_tree(fs)
     source = FolderSource(read_tree(tree, "gs://b/x"), files=tree)
     (part,) = list(source.parts("train", lambda part: True))
     assert part.source_bytes == 7 * 100 + 5000
     members = iter(part.open()())
+    time.sleep(0.2)
+    assert len(fs.fetched) >= 1, "the first window is fetched once the members are asked for, before they are used"
     first = next(members)
     assert first == ("n01440764_0.JPEG", bytes([0]) * 100, "", None)
     time.sleep(0.2)
@@ -860,18 +879,118 @@ def test_a_bucket_trees_images_are_fetched_together_the_next_ones_while_these_ar
                                                 for window in fs.fetched for p in window}
     by_name = {m.name: m for m in [first, *rest]}
     assert len(by_name) == 8 and by_name["n01440764_7.JPEG"].data == bytes([7]) * 100
-    assert by_name["n01440764_2.JPEG"].data is None and "cannot be read" in by_name["n01440764_2.JPEG"].reason
+    assert by_name["n01440764_2.JPEG"] == ("n01440764_2.JPEG", None, tree_files.GONE, None)
     assert by_name["n01440764_5.JPEG"].data is None and "5,000" in by_name["n01440764_5.JPEG"].reason
+    assert by_name["n01440764_6.JPEG"].data == bytes([6]) * 100, "fetched again after a dropped connection"
+
+
+def test_a_bucket_trees_object_that_cannot_be_fetched_fails_its_part_not_one_image(tmp_path, monkeypatch):
+    """A fetch failing for good was named among the bad images and the category counted as done: a dropped
+    connection kept the image off the board for good (the next upload skipped the category). It fails the part now,
+    which the next upload reads again; an object the credentials may list but not read says so."""
+    from alexnet.data.imagenet import read_tree
+    from alexnet.data.sources import FolderSource
+    from alexnet.errors import BoardError
+    from alexnet.storage import transfer
+
+    monkeypatch.setattr(transfer, "backoff", lambda attempt: 0.0)
+    folder = tmp_path / "tree" / "n01440764"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        (folder / f"n01440764_{i}.JPEG").write_bytes(bytes([i]) * 100)
+    for error, raised in ((ConnectionResetError(104, "reset by peer"), BoardError),
+                          (PermissionError("Forbidden"), BoardError)):
+        fs = TreeBucket(tmp_path / "tree", failing={"n01440764_1.JPEG": [error] * 10})
+        tree = bucket_tree(fs)
+        (part,) = list(FolderSource(read_tree(tree, "gs://b/x"), files=tree).parts("train", lambda part: True))
+        with pytest.raises(raised) as caught:
+            list(part.open()())
+        said = str(caught.value)
+        assert ("access to gs://b/x/n01440764/n01440764_1.JPEG was refused (Forbidden)" in said
+                if isinstance(error, PermissionError) else "fetching gs://b/x/n01440764/n01440764_1.JPEG" in said), said
+
+
+def test_a_bucket_trees_odd_objects_are_read_as_the_folders_they_stand_for(made, tmp_path):
+    """An object named as a category folder (an old tool's marker, no slash) dropped the category on GCS, whose
+    listing gives it after the folder; a folder's own marker object (``folder/``) is none of its names; the name files
+    are looked for up to the bucket, not above it; and the category folders are listed 16 at a time as they are read,
+    so that a first one without images stops the reading after one round of listings."""
+    from alexnet.data import tree_files
+    from alexnet.data.imagenet import read_imagenet, read_tree
+
+    local = Path(made["paths"]["folders"])
+    fs = TreeBucket(local)
+    first = sorted(p.name for p in local.iterdir() if p.is_dir())[0]
+    fs.objects[f"b/x/{first}"] = b""  # the marker object of the folder, named as the folder
+    fs.objects["b/x/_hidden/"] = b""
+    got = read_tree(bucket_tree(fs), "gs://b/x")
+    assert [c.id for c in got.categories] == [c.id for c in read_imagenet(local).categories]
+    tree = bucket_tree(fs)
+    assert tree.dirname("gs://b/x") == "gs://b" and tree.dirname("gs://b") == "gs://b"
+    assert archive_io.Files(fs, "gs://b/x").names("b/x/_hidden") == []
+
+    many = tmp_path / "many"
+    for k in range(40):
+        (many / f"n{k:08d}").mkdir(parents=True)
+        (many / f"n{k:08d}" / "notes.txt").write_text("no image here")
+    fs = TreeBucket(many)
+    with pytest.raises(LayoutError, match=r"n00000000 holds no images"):
+        read_tree(bucket_tree(fs), "gs://b/x")
+    assert len(fs.listed) == 1 + tree_files.LISTINGS_AT_ONCE, fs.listed
+
+
+def test_a_bucket_range_that_failed_raises_its_error_and_a_folders_marker_is_no_sub_folder():
+    """A range cat_ranges gave back as its error raised "TypeError: cannot convert 'FileNotFoundError' object to
+    bytes"; gcsfs lists a folder's own marker as a folder in it, which made a train/ of images torchvision's tree."""
+    from alexnet.data.sources import _holds_folders
+
+    class Bucket:
+        def cat_ranges(self, paths, starts, ends, on_error="return"):
+            return [b"ab", FileNotFoundError("b/x/gone.zip")]
+
+        def ls(self, path, detail=True):
+            return [{"name": "b/x/train/", "type": "directory"}, {"name": "b/x/train/a.JPEG", "type": "file"}]
+
+    files = archive_io.Files(Bucket(), "gs://b/x")
+    with pytest.raises(FileNotFoundError, match=r"gone\.zip"):
+        files.read_ranges("b/x/gone.zip", [(0, 2), (4, 8)])
+    assert _holds_folders(files, "b/x/train") is False
+
+
+def test_an_upload_that_finds_its_zips_on_the_board_records_its_source_and_the_next_one_reads_nothing(
+        made, tmp_path, monkeypatch):
+    """The same images from another source (another layout, a copy elsewhere, objects written again) make the same
+    zips, which the upload skips; unrecorded, every later upload read and packed each category again to find it
+    unchanged (140 GB of reading for ImageNet, reported as "skipped")."""
+    from alexnet.data import packing
+
+    board = tmp_path / "board"
+    imagenet_upload(made["paths"]["kaggle"], board, workers=2)
+    packed: list[str] = []
+    real = packing._zip_images
+    monkeypatch.setattr(packing, "_zip_images", lambda part, *args: packed.append(part.pin) or real(part, *args))
+    second = imagenet_upload(made["paths"]["kaggle_zip"], board, workers=2)
+    assert second["uploaded"] == [] and len(packed) == 2 * CLASSES, "read and packed once, found the same"
+    packed.clear()
+    third = imagenet_upload(made["paths"]["kaggle_zip"], board, workers=2)
+    assert third["uploaded"] == [] and len(third["skipped"]) == CLASSES and packed == []
+    assert table(board) == made["table"]
 
 
 @pytest.mark.parametrize("kind", ["gs", "s3"])
 def test_a_bucket_tree_given_below_its_name_files_or_with_odd_names(kind, made, cloud_env, tmp_path):
     """Kaggle's tree given by its CLS-LOC prefix finds its LOC_* files above it, as a local one does; an image whose
     name holds a pattern's characters ([, *, ?) is read as it is named."""
+    from alexnet.storage.location import open_filesystem
+
     url = put_in_bucket(kind, made["paths"]["kaggle"], f"{tmp_path.name}-kaggle")
     board = tmp_path / "board"
     report = imagenet_upload(f"{url}/ILSVRC/Data/CLS-LOC", board, workers=2)
     assert report["layout"] == "kaggle" and table(board) == made["table"]
+    # the prefix given is an object too (the marker an old tool made of the folder): the folder is read
+    open_filesystem(url, write=True).pipe_file(url.split("://", 1)[1], b"")
+    again = imagenet_upload(url, board, workers=2)
+    assert again["layout"] == "kaggle" and again["uploaded"] == [] and len(again["skipped"]) == CLASSES
     odd = tmp_path / "odd"
     shutil.copytree(made["paths"]["folders"], odd)
     first = sorted(p for p in odd.iterdir() if p.is_dir())[0]

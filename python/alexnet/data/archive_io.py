@@ -13,13 +13,14 @@ import io
 import logging
 import mmap
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..errors import LayoutError
-from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
+from ..storage.location import fs_path, location_kind, open_filesystem, refused, resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,15 @@ class Files:
         return path if self.local else f"{self.location.split('://', 1)[0]}://{path}"
 
     def names(self, path: str) -> list[str]:
-        """The names directly in the folder ``path`` (empty when it is not a folder)."""
+        """The names directly in the folder ``path`` (empty when it is not a folder; a bucket folder's own marker
+        object, ``path/``, is not one of them)."""
         try:
-            return sorted(os.path.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
+            listed = self.fs.ls(path, detail=False)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except PermissionError as err:
+            raise refused(self.fs, self.url(path), err) from None
+        return sorted(os.path.basename(p.rstrip("/")) for p in listed if p.rstrip("/") != path.rstrip("/"))
 
     def isfile(self, path: str) -> bool:
         return bool(self.fs.isfile(path))
@@ -115,7 +120,13 @@ class Files:
                     out.append(f.read(end - start))
             return out
         n = len(ranges)
-        return [bytes(b) for b in self.fs.cat_ranges([path] * n, [s for s, _ in ranges], [e for _, e in ranges])]
+        got = self.fs.cat_ranges([path] * n, [s for s, _ in ranges], [e for _, e in ranges])
+        for part in got:  # a range that failed comes back as its error
+            if isinstance(part, BaseException):
+                if isinstance(part, PermissionError):
+                    raise refused(self.fs, self.url(path), part) from None
+                raise part
+        return [bytes(b) for b in got]
 
     def read_ranges_ahead(self, path: str, ranges: Sequence[tuple[int, int]]) -> Callable[[], list[Buffer]]:
         """:meth:`read_ranges` in two steps, for a part opened (by the thread that reads the source in order) before
@@ -135,15 +146,34 @@ class Files:
         return mapped
 
 
+def _begun(fetch: Callable[[Any], Any], window: Any) -> Future[Any]:
+    """``fetch(window)`` begun in a thread of its own (one that ends with it: nothing to shut down)."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fetch(window))
+        except BaseException as error:  # handed to the caller, who raises it
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="alexnet-ahead", daemon=True).start()
+    return future
+
+
 def fetched_ahead(windows: list[Any], fetch: Callable[[Any], Any]) -> Iterator[tuple[Any, Any]]:
-    """Each of ``windows`` with what ``fetch`` made of it, the next one fetched (by a thread of its own) while the
-    caller uses this one."""
-    with ThreadPoolExecutor(1, thread_name_prefix="alexnet-ahead") as pool:
-        ahead = pool.submit(fetch, windows[0]) if windows else None
+    """Each of ``windows`` with what ``fetch`` made of it, the next one fetched (in a thread) while the caller uses
+    this one. The first is begun at once, when this is called, not when the caller first asks for it."""
+    ahead = _begun(fetch, windows[0]) if windows else None
+
+    def each() -> Iterator[tuple[Any, Any]]:
+        nonlocal ahead
         for k, window in enumerate(windows):
-            fetched = ahead.result() if ahead is not None else None
-            ahead = pool.submit(fetch, windows[k + 1]) if k + 1 < len(windows) else None
+            assert ahead is not None
+            fetched = ahead.result()
+            ahead = _begun(fetch, windows[k + 1]) if k + 1 < len(windows) else None
             yield window, fetched
+
+    return each()
 
 
 class AtPosition:

@@ -195,8 +195,16 @@ def _holds_folders(files: Files, path: str) -> bool:
         held = files.fs.ls(path, detail=True)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    return any(info.get("type") == "directory" and not os.path.basename(info["name"].rstrip("/")).startswith((".", "_"))
-               for info in held)
+    names = [info["name"].rstrip("/") for info in held if info.get("type") == "directory"]
+    return any(name != path.rstrip("/") and not os.path.basename(name).startswith((".", "_")) for name in names)
+
+
+def _also_a_folder(files: Files, path: str) -> bool:
+    """Whether the bucket object ``path`` (not an archive's name) is a folder too, objects being named under it: the
+    marker some tools make of a folder, read as the folder."""
+    name = path.rsplit("/", 1)[-1]
+    archive = name in (*TRAIN_NAMES, VAL_TAR, DEVKIT) or name.endswith((".zip", ".parquet")) or is_kaggle_targz(name)
+    return not files.local and not archive and bool(files.names(path))
 
 
 def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
@@ -208,7 +216,7 @@ def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
     read = _open_source(source, val_share)
     if val_share and not isinstance(read, FolderSource):
         read.close()
-        raise LayoutError(f"`val_share` holds out validation images of a local folder of category folders; "
+        raise LayoutError(f"`val_share` holds out validation images of a folder of category folders; "
                           f"{read.root} is in the {read.layout} layout, whose validation images are "
                           f"{_VALIDATION[read.layout]}: leave `val_share` out.")
     return read
@@ -217,7 +225,7 @@ def open_source(source: str | os.PathLike, val_share: float = 0.0) -> Source:
 def _open_source(source: str | os.PathLike, val_share: float) -> Source:
     files = Files.at(source)
     path = files.path()
-    if files.isfile(path):
+    if files.isfile(path) and not _also_a_folder(files, path):
         folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
         folder = folder or "/"
         if name in TRAIN_NAMES:

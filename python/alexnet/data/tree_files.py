@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..storage.location import refused
+from ..storage.transfer import retry
 from .archive_io import Files, fetched_ahead, read_files_ahead
 from .folders import Listing, category_dirs, classify, list_folder
 from .images import too_many_bytes
@@ -35,6 +37,10 @@ FILES_AT_ONCE = 64
 
 #: A bucket's folders listed at once.
 LISTINGS_AT_ONCE = 16
+#: Times an object whose fetch failed (not one gone, nor one refused) is fetched again before its part fails.
+FETCH_RETRIES = 3
+#: Why an object listed and gone when fetched is left out.
+GONE = "not found: deleted since the source was listed"
 
 #: The object fields that change when an object is written again, the first one an object has being kept: a part's
 #: identity holds it, so that an image replaced under the same name and size is uploaded again.
@@ -124,12 +130,15 @@ class BucketTree(TreeFiles):
     def __init__(self, files: Files):
         self.files, self.root = files, files.location.rstrip("/")
         self.listed: dict[str, Held] = {}
+        #: folders named by :meth:`folders` and not listed yet, in the order they will be asked about
+        self._siblings: list[str] = []
 
     def join(self, folder: str, *names: str) -> str:
         return posixpath.join(folder, *names)
 
     def dirname(self, path: str) -> str:
-        return posixpath.dirname(path)
+        """The folder above ``path``; the bucket's own URL for the bucket (nothing is above it)."""
+        return path if path.rstrip("/").count("/") <= 2 else posixpath.dirname(path.rstrip("/"))
 
     def _inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + "/")
@@ -140,6 +149,8 @@ class BucketTree(TreeFiles):
             entries = fs.ls(path, detail=True, refresh=True)
         except (FileNotFoundError, NotADirectoryError):
             return {}
+        except PermissionError as err:
+            raise refused(fs, folder, err) from None
         finally:
             fs.invalidate_cache(path)  # the file system's listing, much larger than what is kept here
         held: Held = {}
@@ -149,21 +160,33 @@ class BucketTree(TreeFiles):
                 continue  # the folder's own marker object, or the object ``path`` itself
             base = name.rsplit("/", 1)[1]
             if info.get("type") == "directory":
-                held[base] = None
+                held[base] = None  # a name that is a folder and an object too (an old tool's marker) is the folder
             elif not info["name"].endswith("/"):
-                held[base] = (int(info.get("size") or 0), _version(info))
+                held.setdefault(base, (int(info.get("size") or 0), _version(info)))
         return held
 
     def held(self, folder: str) -> Held:
-        """What ``folder`` holds (empty when it is no folder), listed on first asking."""
+        """What ``folder`` holds (empty when it is no folder), listed on first asking; a category folder named by
+        :meth:`folders` with the next :data:`LISTINGS_AT_ONCE` - 1 of them, which are asked about next (a first folder
+        that holds no image stops the reading after one round of listings, not after all of them)."""
         folder = folder.rstrip("/")
         if folder not in self.listed:
-            self.listed[folder] = self._list(folder)
+            batch = [folder]
+            if folder in self._siblings:
+                at = self._siblings.index(folder)
+                batch += [path for path in self._siblings[at + 1:at + LISTINGS_AT_ONCE] if path not in self.listed]
+            if len(batch) == 1:
+                self.listed[folder] = self._list(folder)
+            else:
+                with ThreadPoolExecutor(len(batch), thread_name_prefix="alexnet-list") as pool:
+                    self.listed.update(zip(batch, pool.map(self._list, batch), strict=True))
         return self.listed[folder]
 
     def _entry(self, path: str) -> tuple[bool, tuple[int, object] | None]:
         """Whether ``path`` is named in its folder's listing, and its size and version (None for a folder)."""
         folder, name = path.rstrip("/").rsplit("/", 1)
+        if folder != self.root and self._inside(folder) and not self.isdir(folder):
+            return False, None  # in a folder that is not there: nothing to list
         held = self.held(folder)
         return name in held, held.get(name)
 
@@ -189,51 +212,67 @@ class BucketTree(TreeFiles):
     def folders(self, folder: str) -> list[str]:
         found = sorted(name for name, entry in self.held(folder).items()
                        if entry is None and not name.startswith((".", "_")))
-        todo = [f"{folder.rstrip('/')}/{name}" for name in found]
-        todo = [path for path in todo if path not in self.listed]
-        if todo:
-            with ThreadPoolExecutor(LISTINGS_AT_ONCE, thread_name_prefix="alexnet-list") as pool:
-                self.listed.update(zip(todo, pool.map(self._list, todo), strict=True))
+        self._siblings = [f"{folder.rstrip('/')}/{name}" for name in found]
         return found
 
     def text(self, path: str) -> io.StringIO:
-        return io.StringIO(bytes(self.files.fs.cat_file(path)).decode("utf-8", errors="replace"))
+        try:
+            data = bytes(self.files.fs.cat_file(path))
+        except PermissionError as err:
+            raise refused(self.files.fs, path, err) from None
+        return io.StringIO(data.decode("utf-8", errors="replace"))
 
     def stat(self, path: str) -> tuple[int, object]:
         return self._entry(path)[1] or (0, "")
 
     def open_files(self, files: Iterable[str]) -> Members:
-        """The files of a part, fetched when the members are asked for, by the thread that packs the part:
-        :data:`FILES_AT_ONCE` at a time, the next ones while these are packed
+        """The files of a part, fetched from when the members are asked for (by the thread that packs the part,
+        before it waits for a packing slot): :data:`FILES_AT_ONCE` at a time, the next ones while these are packed
         (:func:`~alexnet.data.archive_io.fetched_ahead`)."""
         ordered = sorted(files, key=posixpath.basename)
-        return lambda: self._each_object(ordered)
+        return lambda: self._members(ordered)
 
-    def _each_object(self, ordered: list[str]) -> Iterator[Member]:
+    def _members(self, ordered: list[str]) -> Iterator[Member]:
         windows = [ordered[k:k + FILES_AT_ONCE] for k in range(0, len(ordered), FILES_AT_ONCE)]
-        for window, fetched in fetched_ahead(windows, self._fetch):
-            for path in window:
-                yield fetched[path]
+        fetched = fetched_ahead(windows, self._fetch)  # the first window fetched from now
+        return (members[path] for window, members in fetched for path in window)
 
     def _fetch(self, window: list[str]) -> dict[str, Member]:
         """The objects of ``window`` as members, their requests sent together; one that is larger than an image may
-        be is named and not fetched, one that cannot be fetched is named with why."""
+        be is named and not fetched, one gone since the listing is named as gone. Any other failure is asked again
+        (:func:`~alexnet.storage.transfer.retry`) and, failing still, fails the part, which the next upload reads
+        again: named among the bad images, an image a dropped connection kept from the board was left out for good."""
         members: dict[str, Member] = {}
         wanted = []
         for path in window:
-            refused = too_many_bytes(self.stat(path)[0])
-            if refused is None:
+            too_large = too_many_bytes(self.stat(path)[0])
+            if too_large is None:
                 wanted.append(path)
             else:
-                members[path] = Member(posixpath.basename(path), None, refused)
+                members[path] = Member(posixpath.basename(path), None, too_large)
         # objects read whole (no range), their names as they are: ``cat`` would take [, * and ? for a pattern's
         got = self.files.fs.cat_ranges([p.split("://", 1)[1] for p in wanted], None, None, on_error="return") \
             if wanted else []
         for path, data in zip(wanted, got, strict=True):
             name = posixpath.basename(path)
-            members[path] = (Member(name, None, f"cannot be read ({data})") if isinstance(data, BaseException)
-                             else Member(name, bytes(data)))
+            if isinstance(data, FileNotFoundError):
+                members[path] = Member(name, None, GONE)
+                continue
+            if isinstance(data, PermissionError):
+                raise refused(self.files.fs, path, data) from None
+            members[path] = self._fetch_again(path) if isinstance(data, BaseException) else Member(name, bytes(data))
         return members
+
+    def _fetch_again(self, path: str) -> Member:
+        """The object ``path`` whose fetch failed, fetched alone, again (a failure still fails the part)."""
+        name = posixpath.basename(path)
+        fs, key = self.files.fs, path.split("://", 1)[1]
+        try:
+            return Member(name, retry(f"fetching {path}", lambda: bytes(fs.cat_file(key)), FETCH_RETRIES))
+        except FileNotFoundError:
+            return Member(name, None, GONE)
+        except PermissionError as err:
+            raise refused(self.files.fs, path, err) from None
 
 
 def tree_files(files: Files) -> TreeFiles:
@@ -241,4 +280,4 @@ def tree_files(files: Files) -> TreeFiles:
     return TreeFiles() if files.local else BucketTree(files)
 
 
-__all__ = ["FILES_AT_ONCE", "LISTINGS_AT_ONCE", "BucketTree", "TreeFiles", "tree_files"]
+__all__ = ["FETCH_RETRIES", "FILES_AT_ONCE", "GONE", "LISTINGS_AT_ONCE", "BucketTree", "TreeFiles", "tree_files"]

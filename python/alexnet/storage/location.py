@@ -306,15 +306,20 @@ def check_bucket(fs: Any, resolved: str, write: bool, *, empty_hint: str, what: 
     except FileNotFoundError:
         raise _no_bucket(fs, resolved, write, what) from None
     except PermissionError as err:
-        if _anonymous(fs):
-            kind = location_kind(resolved)
-            raise BoardError(f"access to {resolved} was refused to an anonymous reader ({err}): no credentials were "
-                             f"found; {_CREDENTIALS[kind]}") from None
-        raise BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions") from None
+        raise refused(fs, resolved, err) from None
     except Exception as err:
         raise BoardError(f"cannot reach {what} {resolved}: {reason(err)}") from None
     if not write:
         raise BoardError(f"{what} {resolved} holds nothing: {empty_hint}")
+
+
+def refused(fs: Any, resolved: str, err: BaseException) -> BoardError:
+    """The error of a bucket location ``resolved`` whose file system ``fs`` was refused access (``err``): what to do
+    about the credentials, or about their permissions."""
+    if _anonymous(fs):
+        return BoardError(f"access to {resolved} was refused to an anonymous reader ({err}): no credentials were "
+                          f"found; {_CREDENTIALS[location_kind(resolved)]}")
+    return BoardError(f"access to {resolved} was refused ({err}); check the credentials' permissions")
 
 
 def _no_bucket(fs: Any, resolved: str, write: bool, what: str) -> BoardError:
