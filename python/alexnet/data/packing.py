@@ -36,7 +36,7 @@ from ..progress import LazyBar
 from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board, is_full_board
-from ..storage.publish import pin_state, publish_file, quiet_pins
+from ..storage.publish import pin_state, publish_file, quiet_pins, record_source
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import MAX_PIXELS, check_image, own_pixel_limit
@@ -127,6 +127,19 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
     return Packed(good, bad, zip_file.size, zip_file.sha256)
 
 
+def _record_source(board: Board, pin: str, version: str, old: str, new: str) -> None:
+    """:func:`~alexnet.storage.publish.record_source`, said in the log when it cannot be recorded (the zip is on the
+    board: only the next upload's read of the category is at stake)."""
+    try:
+        if record_source(board, pin, version, old, new):
+            return
+        reason = "its data.txt does not say the source as this version writes it"
+    except (OSError, ValueError) as error:
+        reason = str(error)
+    log.info("The zip of %s on the board equals the one packed from this source; that could not be recorded (%s), "
+             "so the next upload reads the category again.", pin, reason)
+
+
 class _Unpublished(Exception):
     """A part packed while the source's checks failed, or not started once the board stopped answering: not
     published, and not reported on its own (the upload raises the source's or the board's error once)."""
@@ -152,6 +165,8 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
         if part.split == "train" and images < max(options.min_images, 1):  # no good image: no class to learn
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:
+            if state.get("source") != print_:  # the same zip from a source of another fingerprint: said for next time
+                _record_source(board, part.pin, str(state["version"]), str(state.get("source")), print_)
             return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
         metadata = {"alexnet": layout.FORMAT_VERSION, "category": part.wnid, "split": part.split, "images": images,
                     "bytes": size, "sha256": sha, "source": print_, "resize": options.resize,
@@ -314,20 +329,11 @@ class Uploader:
                     contextlib.closing(self.bar), \
                     ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
                 try:
-                    self._states(pool)
-                except Exception as err:
-                    if not self._stop(err):
-                        raise
-                if self.stopped is None:  # the board answered the states' reading
-                    self._run(pool, workdir, "train", None)
-                if self.stopped is None:
-                    kept = frozenset(w for (w, s), r in self.results.items()
-                                     if s == "train" and r.status != "excluded")
-                    self._run(pool, workdir, "val", kept)
-                if self.stopped is None:  # stopped: the source's checks in the background are not waited for
-                    self.source.ready()
-                if not self.failures and self.stopped is None:
-                    self.bar.finish()
+                    self._run_all(pool, workdir)
+                except KeyboardInterrupt:  # the pool's end waits for the parts under way: said, not silent
+                    log.warning("Interrupted: finishing the categories under way, which the next upload skips "
+                                "(Ctrl-C again stops at once).")
+                    raise
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
             if not disk_full(err):
                 raise
@@ -361,6 +367,23 @@ class Uploader:
                 f"{len(self.failures)} pin(s) could not be uploaded to {self.board.location} ({listing}). The "
                 "categories pin was not written, so the board is not yet complete; "
                 + (f"{_no_space(self.scratch)}, then " if full else "") + "run imagenet_upload() again to finish")
+
+    def _run_all(self, pool: ThreadPoolExecutor, workdir: str) -> None:
+        """The board's states read, then the training parts, then the validation parts, then the source's checks."""
+        try:
+            self._states(pool)
+        except Exception as err:
+            if not self._stop(err):
+                raise
+        if self.stopped is None:  # the board answered the states' reading
+            self._run(pool, workdir, "train", None)
+        if self.stopped is None:
+            kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
+            self._run(pool, workdir, "val", kept)
+        if self.stopped is None:  # stopped: the source's checks in the background are not waited for
+            self.source.ready()
+        if not self.failures and self.stopped is None:
+            self.bar.finish()
 
 
 def _no_space(scratch: str | None) -> str:

@@ -96,6 +96,28 @@ def pin_state(board: Board, name: str) -> dict[str, Any] | None:
     return user
 
 
+def record_source(board: Board, name: str, version: str, old: str, new: str) -> bool:
+    """Record in version ``version`` of pin ``name`` (its ``data.txt``) that it was made from the source whose
+    fingerprint is ``new``, where it says ``old``: the upload found the same zip made from a source of another
+    fingerprint (the same images copied elsewhere, another layout, objects written again). Unrecorded, every later
+    upload read and packed the category again to find the zip unchanged. Only that line changes, in place (a folder
+    board's file replaced by a whole one, a bucket's object written whole); whether it was."""
+    path = board.pins.construct_path([name, version, "data.txt"])
+    text = bytes(board.fs.cat_file(path)).decode()
+    line, replaced = f"\n  source: {old}\n", f"\n  source: {new}\n"
+    if text.count(line) != 1:
+        return False
+    written = text.replace(line, replaced).encode()
+    if board.kind == "file":
+        temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with open(temporary, "wb") as f:
+            f.write(written)
+        os.replace(temporary, path)
+    else:
+        board.fs.pipe_file(path, written)
+    return True
+
+
 def _next_created(board: Board, name: str, *, exists: bool | None = None) -> datetime.datetime:
     """Now, or one second after the pin's latest version if that is not earlier.
 
