@@ -120,9 +120,9 @@ class LazyBar:
         with self.lock:
             if self.bar is None:
                 self.pending += count
-            else:
-                self.bar.update(min(count, self.total - self.bar.n))
+            else:  # the count of images first: the update draws it (the last one drawn is the bar's final line)
                 self.bar.set_postfix(images=images, refresh=False)
+                self.bar.update(min(count, self.total - self.bar.n))
 
     def finish(self) -> None:
         """Fill the bar: the bytes of the parts left out (validation images of excluded categories) count as done."""

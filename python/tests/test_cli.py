@@ -752,3 +752,18 @@ def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch,
     options = seen["said_as"]["options"]
     assert tuple(options["batch_size"]) == ("--batch-size", False) and tuple(options["keep_best"])[1] is True
     assert monitor.SAID_AS is None
+
+
+def test_ctrl_c_during_an_upload_says_it_finishes_the_categories_under_way(tmp_path):
+    """After Ctrl-C the upload waited, silent, for the categories being packed (12 s in a review) before its line."""
+    from alexnet.data.synthetic import imagenet_synthetic
+
+    src, board = tmp_path / "src", tmp_path / "board"
+    imagenet_synthetic(src, classes=30, images_per_class=30, val_per_class=1, max_side=300, seed=2)
+    code, err = interrupted(["upload", str(src), "--board", str(board), "--workers", "2"],
+                            lambda: any(board.glob("n*/*/*.zip")))
+    assert code == 130, err[-2000:]
+    assert "Interrupted: finishing the categories under way, which the next upload skips (Ctrl-C again stops at " \
+           "once)." in err
+    assert err.rstrip().endswith("alexnet upload: interrupted; the same command run again skips the categories "
+                                 "already uploaded"), err[-2000:]

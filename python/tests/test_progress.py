@@ -88,3 +88,20 @@ def test_keras_draws_its_bar_only_where_bars_are_drawn_on_a_terminal(monkeypatch
     monkeypatch.setenv("ALEXNET_PROGRESS", progress)
     monkeypatch.setattr("sys.stdout", Stdout())
     assert fit_verbosity(asked) == given
+
+
+def test_the_uploads_last_line_counts_every_image(monkeypatch):
+    """Its last line said images=52 after 3,052 images: the count was set after the bar's update had drawn it."""
+    from alexnet.progress import LazyBar
+
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    bar = LazyBar(100, "upload")
+    bar.start()
+    bar.update(40, 52)
+    time.sleep(0.7)  # past the bar's minimum interval: the last update is drawn, and closing does not draw it again
+    bar.update(60, 3052)
+    bar.close()
+    last = stream.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert "100/100" in last and "images=3052" in last, stream.getvalue()
