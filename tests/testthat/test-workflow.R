@@ -44,6 +44,11 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_match(capture.output(print(categories))[1], "^3 categories on the board: [0-9]+ training images and ")
   expect_false(any(grepl("sha256", capture.output(print(categories)))))  # short: no 64-character hashes
   expect_identical(class(as.data.frame(categories)), "data.frame")
+  # a subset of its columns prints too (its print took `name` and `images` for granted)
+  some <- capture.output(print(categories[, c("id", "sha256")]))
+  expect_equal(some[1], "3 categories on the board")
+  expect_true(any(grepl(categories$id[1], some, fixed = TRUE)))
+  expect_match(capture.output(print(categories[, c("id", "images")]))[1], "^3 categories on the board: [0-9]+ ")
 
   parts <- lapply(0:1, function(p) {
     imagenet_partition(partition = p, total = 2, board = setup$board, cache_dir = file.path(dir, "cache"))
