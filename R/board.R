@@ -154,13 +154,19 @@ imagenet_categories <- function(board = NULL, ...) {
 #' @param n The rows shown.
 #' @export
 print.alexnet_categories <- function(x, n = 10L, ...) {
-  counted <- if (is.null(x$images)) "" else paste0(": ", count_of(sum(x$images), "training image"), " and ",
-                                                   count_of(sum(x$val_images %||% 0), "validation image"))
-  cat(count_of(nrow(x), "category", "categories"), " on the board", counted, "\n", sep = "")
-  columns <- intersect(c("index", "id", "name", "images", "val_images"), names(x))
-  shown <- as.data.frame(unclass(x)[if (length(columns)) columns else names(x)])  # a subset of its own columns
-  if (!is.null(shown$name)) {
-    shown$name <- ifelse(nchar(shown$name) > 40, paste0(substr(shown$name, 1, 37), "..."), shown$name)
+  counts <- c(if (!is.null(x$images)) count_of(sum(x$images), "training image"),
+              if (!is.null(x$val_images)) count_of(sum(x$val_images), "validation image"))
+  cat(count_of(nrow(x), "category", "categories"), if (length(counts)) ": ", paste(counts, collapse = " and "), "\n",
+      sep = "")
+  # the whole table shows its five short columns; a table of some columns, those
+  overview <- c("index", "id", "name", "images", "val_images")
+  shown <- as.data.frame(unclass(x)[if (all(overview %in% names(x))) overview else names(x)])
+  for (column in names(shown)) {  # long names and 64-character hashes shortened
+    if (is.character(shown[[column]])) {
+      width <- if (grepl("sha256", column)) 12 else 40
+      long <- nchar(shown[[column]]) > width
+      shown[[column]][long] <- paste0(substr(shown[[column]][long], 1, width - 3), "...")
+    }
   }
   print(utils::head(shown, n), row.names = FALSE)
   if (nrow(x) > n) cat("... and ", nrow(x) - n, " more (all: as.data.frame(x))\n", sep = "")

@@ -341,13 +341,17 @@ def test_the_monitor_says_the_workers_warnings_as_the_command_line_typed_them(ca
     monitor = start_monitor("127.0.0.1")
     assert monitor is not None
     try:
-        progress_writer(monitor.address)({"kind": "warning", "worker": 0, "workers": 2, "message":
-                                          "more than the 24 images: give a smaller `batch_size` or keep_best = TRUE"})
-        shown = shown_until(capfd, "keep")
+        send = progress_writer(monitor.address)  # one connection: the records arrive in order
+        for worker in (0, 1):  # the same advice from both workers: shown once
+            send({"kind": "warning", "worker": worker, "workers": 2,
+                  "message": "more than the 24 images: give a smaller `batch_size` or keep_best = TRUE"})
+        send({"kind": "warning", "worker": 1, "workers": 2, "message": "the last"})
+        shown = shown_until(capfd, "the last")
     finally:
         monitor.close()
     assert "alexnet: warning from worker 0 of 2: more than the 24 images: give a smaller `--batch-size` or " \
            "--keep-best" in shown, shown
+    assert shown.count("more than the 24 images") == 1, shown
 
 
 def test_a_relay_that_fails_or_warns_itself_does_not_stop_the_warnings():
@@ -656,7 +660,7 @@ def test_a_relaunch_waits_for_the_slots_of_a_lost_spark_worker(caplog):
         await_slots(context, 2, patience=5, poll=0.01)
     said = [r.getMessage() for r in caplog.records]
     assert context.looks == 4 and len(said) == 2
-    assert said[0].startswith("Before launching the 2 workers again, waiting up to 5 s for 2 free task slots: the "
+    assert said[0].startswith("Before launching the 2 workers again, waiting up to 5 s for 2 task slots: the "
                               "Spark application has 1 now (a Spark worker was lost")
     assert said[1].startswith("The Spark application has 2 task slots again, after ")
 

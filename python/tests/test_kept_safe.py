@@ -186,10 +186,17 @@ def test_a_best_weights_file_begun_by_a_killed_run_is_removed_when_the_next_one_
         store.close()
     (folder / f"{BEST_FILE}.tmp").write_bytes(b"PK\x03\x04 cut short")
     (folder / "ckpt-3_temp").mkdir()
+    (folder / "alexnet-model.json.tmp").write_text("{")  # not the checkpoints' own: left alone
+    # another worker's view of a folder it may not have (a local path on a cluster): nothing of the chief's touched
+    other = CheckpointStore(str(tmp_path / "not-made-here"), chief=False)
+    try:
+        assert other.remove_unfinished() == []
+    finally:
+        other.close()
     again = CheckpointStore(str(folder), chief=True)
     try:
         assert sorted(again.remove_unfinished()) == sorted([f"{BEST_FILE}.tmp", "ckpt-3_temp"])
-        assert sorted(p.name for p in folder.iterdir()) == sorted([BEST_FILE, RUN_LOCK])
+        assert sorted(p.name for p in folder.iterdir()) == sorted([BEST_FILE, RUN_LOCK, "alexnet-model.json.tmp"])
         epoch, weights = again.read_best()
         assert epoch == 0 and weights[0].sum() == 4
     finally:

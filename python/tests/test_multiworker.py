@@ -513,6 +513,12 @@ def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_h
                        collective_timeout=30, checkpoint_dir="gs://b/runs")
     assert (lost.worker, lost.kind) == (None, "timeout")
     assert "a collective operation waited 30 s (`collective_timeout`) for a worker and gave up" in str(lost)
+    # the run's watchdog stopped it: its words, with the grace of a first step
+    watched = ("a validation step waited more than 150 s for the other workers (`collective_timeout` = 30 s, and "
+               "120 s for its first run)")
+    lost = lost_worker(tf.errors.DeadlineExceededError(None, None, f"{watched}\n\t [[{{node CollectiveReduceV2}}]]"),
+                       worker=1, workers=3, collective_timeout=30, checkpoint_dir=None)
+    assert str(lost).startswith(f"Worker 1 of 3 cannot go on: {watched}, so the run stopped on every worker.")
     # not a lost worker: one worker, or another error
     assert lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=1, collective_timeout=30,
                        checkpoint_dir=None) is None
@@ -618,7 +624,8 @@ def test_the_watchdog_aborts_what_waits_past_the_collective_timeout_once():
         assert aborted == []
         with dog.watching("a training step"):
             time.sleep(0.6)
-        assert aborted == ["a training step waited more than 0.3 s (`collective_timeout`) for the other workers"]
+        assert aborted == ["a training step waited more than 0.3 s for the other workers (`collective_timeout` = "
+                           "0.3 s)"]
         with dog.watching("another"):
             time.sleep(0.6)
         assert len(aborted) == 1, "once: the collectives stay aborted"
@@ -1056,8 +1063,9 @@ def test_a_worker_alive_but_not_coming_is_given_up_after_the_collective_timeout(
     stalled = float(marker.read_text())
     failed = json.loads((tmp_path / "result-0.json").read_text())["error"]
     assert failed["type"] == "WorkerLostError", failed
-    assert "a collective operation waited 8 s (`collective_timeout`) for a worker and gave up" in failed["message"]
-    assert "a training step waited more than 8 s (`collective_timeout`) for the other workers" in log
+    said = "a training step waited more than 8 s for the other workers (`collective_timeout` = 8 s)"
+    assert f"Worker 0 of 2 cannot go on: {said}, so the run stopped on every worker" in failed["message"], failed
+    assert said in log
     assert 8 <= ended - stalled < 8 + 15, (ended - stalled, log[-3000:])
     processes.wait(workers[1], 120)
 

@@ -759,6 +759,8 @@ class TreeBucket:
         self.listed: list[str] = []
         self.fetched: list[list[str]] = []
         self.lock = threading.Lock()
+        self.in_flight = self.most = 0
+        self.overlapping: list[tuple[str, int]] = []  # each listing's path, with the listings in flight as it began
 
     def _read(self, path):
         name = path.rsplit("/", 1)[1]
@@ -769,7 +771,14 @@ class TreeBucket:
         return self.objects[path]
 
     def ls(self, path, detail=True, refresh=False):
-        self.listed.append(path)
+        with self.lock:
+            self.listed.append(path)
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            self.overlapping.append((path, self.in_flight))
+        time.sleep(0.005)  # a request's round trip: listings sent together overlap
+        with self.lock:
+            self.in_flight -= 1
         folders, files = {}, {}
         for name, data in self.objects.items():
             if name.startswith(path + "/"):
@@ -843,6 +852,10 @@ def test_a_bucket_tree_reads_as_the_local_one_listing_only_what_it_reads(layout,
     assert said_bucket == said_local
     assert len(fs.listed) == len(set(fs.listed)), "each folder listed once"
     assert not [p for p in fs.listed if "Annotations" in p]
+    # the category folders, and torchvision's val/<wnid>/ ones, listed several at a time, not one after another
+    for kind in ("train", "val") if layout == "imagefolder" else ("train",):
+        folders = [(p, n) for p, n in fs.overlapping if re.search(rf"/{kind}/n\d+$", p) or layout == "folders"]
+        assert max(n for _, n in folders) > 1, (kind, fs.overlapping)
 
 
 def test_a_bucket_trees_images_are_fetched_together_the_next_ones_while_these_are_packed(made, tmp_path, monkeypatch):
@@ -975,6 +988,25 @@ def test_an_upload_that_finds_its_zips_on_the_board_records_its_source_and_the_n
     third = imagenet_upload(made["paths"]["kaggle_zip"], board, workers=2)
     assert third["uploaded"] == [] and len(third["skipped"]) == CLASSES and packed == []
     assert table(board) == made["table"]
+
+
+def test_a_source_that_cannot_be_recorded_fails_no_category(made, tmp_path, monkeypatch, caplog):
+    """A 503 of the board while recording the source failed the category whose zip was on the board already."""
+    from alexnet.data import packing
+    from alexnet.storage import transfer
+
+    board = tmp_path / "board"
+    imagenet_upload(made["paths"]["kaggle"], board, workers=2)
+    monkeypatch.setattr(transfer, "backoff", lambda attempt: 0.0)
+
+    def unavailable(*args):
+        raise RuntimeError("Backend Error, 503")
+
+    monkeypatch.setattr(packing, "record_source", unavailable)
+    with caplog.at_level(logging.INFO, logger="alexnet"):
+        report = imagenet_upload(made["paths"]["kaggle_zip"], board, workers=2)
+    assert report["uploaded"] == [] and len(report["skipped"]) == CLASSES
+    assert "that could not be recorded" in caplog.text and "503" in caplog.text
 
 
 @pytest.mark.parametrize("kind", ["gs", "s3"])

@@ -187,7 +187,7 @@ def test_a_lost_spark_worker_is_waited_for_and_the_training_resumes(board, tmp_p
     assert events.get("killed") and events["epochs_done"] == 1, events
     assert events["slots_while_lost"] == 2
     said = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith("Before launching the 3 workers again, waiting up to 600 s for 3 free task slots: the "
+    assert any(m.startswith("Before launching the 3 workers again, waiting up to 600 s for 3 task slots: the "
                             "Spark application has 2 now") for m in said), said
     assert any(m.startswith("The Spark application has 3 task slots again") for m in said), said
     assert [row["attempt"] for row in rows] == [2, 2, 2], "one relaunch, once the slot was back"

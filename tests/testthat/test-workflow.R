@@ -41,14 +41,17 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_documented(names(categories), "imagenet_categories")
   expect_equal(categories$id, sort(setup$src$categories))
   expect_equal(categories$index, 0:2)
-  expect_match(capture.output(print(categories))[1], "^3 categories on the board: [0-9]+ training images and ")
+  expect_match(capture.output(print(categories))[1], "^3 categories: [0-9]+ training images and [0-9]+ validation")
   expect_false(any(grepl("sha256", capture.output(print(categories)))))  # short: no 64-character hashes
   expect_identical(class(as.data.frame(categories)), "data.frame")
-  # a subset of its columns prints too (its print took `name` and `images` for granted)
+  # a subset of its columns prints those columns (its print took `name` and `images` for granted), and of its rows
+  # says how many those are
   some <- capture.output(print(categories[, c("id", "sha256")]))
-  expect_equal(some[1], "3 categories on the board")
+  expect_equal(some[1], "3 categories")
   expect_true(any(grepl(categories$id[1], some, fixed = TRUE)))
-  expect_match(capture.output(print(categories[, c("id", "images")]))[1], "^3 categories on the board: [0-9]+ ")
+  expect_true(any(grepl(paste0(substr(categories$sha256[1], 1, 9), "..."), some, fixed = TRUE)))
+  expect_match(capture.output(print(categories[, c("id", "images")]))[1], "^3 categories: [0-9]+ training images$")
+  expect_match(capture.output(print(categories[1, ]))[1], "^1 category: [0-9]+ training images and ")
 
   parts <- lapply(0:1, function(p) {
     imagenet_partition(partition = p, total = 2, board = setup$board, cache_dir = file.path(dir, "cache"))

@@ -239,7 +239,7 @@ def _read_val_folders(files: TreeFiles, val_dir: str, categories: tuple[Category
             "and val/."
         )
     known = {c.id for c in categories}
-    folders = [f for f in top.folders if not f.startswith("_")]
+    folders = files.folders(val_dir)  # those that can be categories (a bucket's then listed 16 at a time)
     strangers = [f for f in folders if f not in known]
     if strangers:
         raise LayoutError(

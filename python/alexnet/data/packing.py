@@ -127,15 +127,15 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
     return Packed(good, bad, zip_file.size, zip_file.sha256)
 
 
-def _record_source(board: Board, pin: str, version: str, old: str, new: str) -> None:
-    """:func:`~alexnet.storage.publish.record_source`, said in the log when it cannot be recorded (the zip is on the
-    board: only the next upload's read of the category is at stake)."""
+def _record_source(board: Board, pin: str, version: str, old: str, new: str, retries: int) -> None:
+    """:func:`~alexnet.storage.publish.record_source` (retried), said in the log when it cannot be recorded: the zip
+    is on the board, only the next upload's read of the category is at stake, so no error of it fails the part."""
     try:
-        if record_source(board, pin, version, old, new):
+        if retry(f"recording the source of {pin}", lambda: record_source(board, pin, version, old, new), retries):
             return
         reason = "its data.txt does not say the source as this version writes it"
-    except (OSError, ValueError) as error:
-        reason = str(error)
+    except Exception as error:
+        reason = brief(error)
     log.info("The zip of %s on the board equals the one packed from this source; that could not be recorded (%s), "
              "so the next upload reads the category again.", pin, reason)
 
@@ -166,7 +166,8 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
             return Result(part.wnid, part.split, "excluded", images=images, bad=bad)
         if state is not None and state.get("sha256") == sha:
             if state.get("source") != print_:  # the same zip from a source of another fingerprint: said for next time
-                _record_source(board, part.pin, str(state["version"]), str(state.get("source")), print_)
+                _record_source(board, part.pin, str(state["version"]), str(state.get("source")), print_,
+                               options.retries)
             return Result(part.wnid, part.split, "skipped", images, size, sha, str(state["version"]), bad)
         metadata = {"alexnet": layout.FORMAT_VERSION, "category": part.wnid, "split": part.split, "images": images,
                     "bytes": size, "sha256": sha, "source": print_, "resize": options.resize,

@@ -65,6 +65,7 @@ def describe(record: dict[str, Any]) -> str:
 
 def _serve(host: str, port_file: str, said_file: str = "") -> None:
     lock = threading.Lock()
+    warned: set[str] = set()
     said: Callable[[str], str] = lambda text: text  # noqa: E731
     if said_file:
         from ..cli.common import as_typed
@@ -82,6 +83,10 @@ def _serve(host: str, port_file: str, said_file: str = "") -> None:
                 if record.get("kind") == "warning":
                     record["message"] = said(str(record.get("message", "")))
                 with lock:
+                    if record.get("kind") == "warning":  # the same advice from every worker: shown once
+                        if record["message"] in warned:
+                            continue
+                        warned.add(record["message"])
                     sys.stderr.write(describe(record) + "\n")
                     sys.stderr.flush()
 

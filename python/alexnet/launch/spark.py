@@ -176,8 +176,8 @@ def await_slots(context: Any, workers: int, patience: float, poll: float = SLOTS
     slots = barrier_slots(context)
     if slots is None or slots >= workers:
         return
-    logger.warning("Before launching the %d workers again, waiting up to %.0f s for %d free task slots: the Spark "
-                   "application has %d now (a Spark worker was lost, or other jobs hold its executors' cores).",
+    logger.warning("Before launching the %d workers again, waiting up to %.0f s for %d task slots: the Spark "
+                   "application has %d now (a Spark worker was lost, and its executors with it).",
                    workers, patience, workers, slots)
     start = time.monotonic()
     while time.monotonic() - start < patience:

@@ -165,12 +165,15 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     or ``tcp://host:port`` of a launcher's monitor).
 
     Several workers: ``strategy = "multi_worker"`` reads ``TF_CONFIG`` (see :mod:`alexnet.train.cluster`)
-    and bounds every collective operation by ``collective_timeout`` seconds, so that a worker that died
-    makes the others fail instead of waiting for ever (with one :class:`~alexnet.train.lost.WorkerLostError` naming
+    and bounds each step, validation step, average and agreement of the workers by ``collective_timeout`` seconds
+    (two minutes more for a first one, which may build its TensorFlow function first; one thread of the run keeps the
+    bound, :mod:`alexnet.train.watchdog`), so that a worker that hangs makes the others fail instead of waiting for
+    ever (with one :class:`~alexnet.train.lost.WorkerLostError` naming
     the worker lost, what to give when a slow link starved it, and how to resume); a worker whose heartbeats stop
     for a minute (or ``collective_timeout``, if less) is declared lost, where TensorFlow alone allows 10 s, which a
     busy worker can miss. A ``MultiWorkerMirroredStrategy`` object keeps its own communication options and TensorFlow's
-    heartbeat timeout; the run warns when it has no collective timeout or keeps the 10 s. A worker of
+    heartbeat timeout; the run warns when it has no collective timeout, when it has one (TensorFlow keeps a thread
+    sleeping for it per collective operation) or when it keeps the 10 s. A worker of
     ``"multi_worker"`` stops on SIGTERM as a run of one process does (TensorFlow's set-up would otherwise take the
     signal over and train on; see :func:`alexnet.train.joining.keeping_sigterm`). Only the chief
     (worker 0) keeps checkpoints, the model, its card and pin, and TensorBoard logs; for a resumable

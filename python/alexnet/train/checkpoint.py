@@ -80,6 +80,8 @@ class CheckpointStore(CheckpointFiles):
     history file.
     """
 
+    whole_files = (STATE_FILE, BEST_FILE)
+
     def __init__(self, location: str, *, chief: bool, steps: int = 1, settings: Mapping[str, Any] | None = None):
         super().__init__(location, chief=chief)
         self.steps = steps

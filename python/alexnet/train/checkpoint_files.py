@@ -67,6 +67,9 @@ class CheckpointFiles:
     writes to the storage): ``local`` is the folder TensorFlow writes them in, the storage itself or a scratch
     folder."""
 
+    #: The files :meth:`write_whole` writes beside the checkpoints (whose ``NAME.tmp`` a killed run may leave).
+    whole_files: tuple[str, ...] = ()
+
     def __init__(self, location: str, *, chief: bool):
         self.location = location
         self.chief = chief
@@ -171,9 +174,9 @@ class CheckpointFiles:
                    if _UNFINISHED.match(entry) and os.path.isdir(os.path.join(self.local, entry))]
         for entry in removed:
             shutil.rmtree(os.path.join(self.local, entry), ignore_errors=True)
-        if not self.remote:
-            begun = [entry for entry in os.listdir(self.location) if entry.endswith(_BEGUN)
-                     and os.path.isfile(os.path.join(self.location, entry))]
+        if self.chief and not self.remote:  # the folder of the run that holds its lock, the chief's
+            begun = [name + _BEGUN for name in self.whole_files
+                     if os.path.isfile(os.path.join(self.location, name + _BEGUN))]
             for entry in begun:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(self.location, entry))

@@ -134,6 +134,7 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     from ..tfimport import tf
     from .advice import ADVISED_PACK_MB
     from .communication import all_reduce, time_all_reduce
+    from .watchdog import TRACE_GRACE, watching
 
     if topology.workers <= 1:
         return {}
@@ -170,9 +171,10 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
             return strategy.run(replica)
 
         seconds = []
-        for _ in range(3):
+        for k in range(3):
             start = time.perf_counter()
-            float(strategy.experimental_local_results(once())[0])
+            with watching("a timed step of the workers", TRACE_GRACE if k == 0 else 0.0):
+                float(strategy.experimental_local_results(once())[0])
             seconds.append(time.perf_counter() - start)
         return min(seconds[1:])
 

@@ -28,6 +28,9 @@ LOST_ERRORS = ("UnavailableError", "DeadlineExceededError", "AbortedError")
 _TASK = re.compile(r"/job:(?P<job>\w+)(?:/replica:\d+)?/task:(?P<task>\d+)")
 #: The tasks the coordination service declared unhealthy, listed after its sentence.
 _UNHEALTHY = re.compile(r"unhealthy[^\n]*\n(?P<tasks>(?:\s*/job:\S+)+)")
+#: What the run's watchdog says of what it stopped (:mod:`.watchdog`).
+_WATCHDOG = re.compile(r"((?:a|an) [^\n]*? waited more than [\d.]+ s for the other workers \(`collective_timeout` = "
+                       r"[^)]*\))")
 #: The peer gRPC reports an error from.
 _REMOTE = re.compile(r"remote target (?P<target>/job:\w+(?:/replica:\d+)?/task:\d+)")
 
@@ -65,9 +68,11 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
     who = ("a worker" if named is None else "the chief" if named[0] == "chief"
            else f"worker {named[1]} of {workers}")
     heartbeat = heartbeat_timeout(collective_timeout)
+    watched = _WATCHDOG.search(text)
     if type(error).__name__ == "DeadlineExceededError":
         kind = "timeout"
-        what = (f"a collective operation waited {collective_timeout:g} s (`collective_timeout`) for {who} and gave up"
+        what = (watched[1] if watched else  # the run's watchdog's words (alexnet.train.watchdog)
+                f"a collective operation waited {collective_timeout:g} s (`collective_timeout`) for {who} and gave up"
                 if collective_timeout else f"a collective operation gave up waiting for {who}")
     elif "heartbeat" in text or "unhealthy" in text:
         kind = "heartbeats"

@@ -320,10 +320,10 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
                                        sizes=settings.sizes, rates=setter, communication=timing)
             callbacks.append(board_log)
-        if dog is not None:  # last: the others' work at a step's end is inside the step watched
-            from .watchdog import WatchedSteps
+        if dog is not None:  # first: a step watched ends where its collectives have, before the others' work at its
+            from .watchdog import WatchedSteps  # end (a checkpoint uploaded every few steps)
 
-            callbacks.append(WatchedSteps(dog))
+            callbacks.insert(0, WatchedSteps(dog))
         began = time.perf_counter()
         if start.finished(settings.epochs):
             say_finished(settings, start, extended(settings, start, global_batch, steps.train))
@@ -334,6 +334,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
             _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
     finally:
+        if dog is not None:  # a step that raised left its watch on: nothing is watched from here
+            dog.stop()
         if store is not None:
             store.close()
         if board_log is not None:

@@ -195,9 +195,10 @@ class TrainSettings:
                                        f"({XLA_ALL_REDUCE_ISSUE}); set, on or off as asked)",
                                        optional=True)
     collective_timeout: float | None = setting(
-        DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a collective operation, "
-        "or for them all to join at the start, before failing (unset: for ever); a worker silent for as long, or for "
-        "a minute if less, is declared lost",
+        DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a step, validation step or "
+        "agreement (two minutes more for the first, which may build its function first), or for them all to join at "
+        "the start, before failing (unset: for ever); a worker silent for as long, or for a minute if less, is "
+        "declared lost",
         optional=True, none_word="never")
     allreduce_precision: str = setting(
         "float32", "choice", "the number format of the gradients on the wire between replicas (the GPUs of a "

@@ -206,10 +206,11 @@ def keeps_default_heartbeat() -> bool:
 
 
 def object_warnings(strategy: tf.distribute.Strategy, workers: int) -> list[str]:
-    """What a run of ``workers`` workers under the strategy object the host program built lacks, in words: a
-    collective timeout (a dead worker could then hang the others) and a heartbeat timeout longer than TensorFlow's
-    10 s (a busy worker could then end the run). Empty for one worker, and for what ``"multi_worker"`` built with a
-    collective timeout."""
+    """What is amiss, in words, with a run of ``workers`` workers under the strategy object the host program built:
+    no collective timeout (a hung worker could then hang the others), or one in its communication options (a
+    thread sleeping for it per collective operation), and a heartbeat timeout of TensorFlow's 10 s (a busy worker
+    could then end the run). Empty for one worker, and for what ``"multi_worker"`` built, whatever its
+    ``collective_timeout`` (never too)."""
     if workers <= 1:
         return []
     said = []

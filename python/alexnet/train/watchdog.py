@@ -47,7 +47,7 @@ class Watchdog:
         self.timeout, self.abort = float(timeout), abort
         self.poll = poll if poll is not None else min(1.0, self.timeout / 10)
         self._lock = threading.Lock()
-        self._watched: tuple[str, float] | None = None  # what, and when it is late
+        self._watched: tuple[str, float, float] | None = None  # what, when it is late, and the seconds it had
         self.fired: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="alexnet-collective-watchdog", daemon=True)
@@ -56,20 +56,22 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stop.wait(self.poll):
             with self._lock:
-                late = self._watched is not None and time.monotonic() > self._watched[1]
-                what = self._watched[0] if self._watched is not None else ""
+                watched = self._watched
+                late = watched is not None and time.monotonic() > watched[1]
                 if late:
                     self._watched = None
-            if late and self.fired is None:
-                self.fired = (f"{what} waited more than {self.timeout:g} s (`collective_timeout`) for the other "
-                              "workers")
+            if late and watched is not None and self.fired is None:
+                what, allowed = watched[0], watched[2]
+                beyond = "" if allowed == self.timeout else f", and {allowed - self.timeout:g} s for its first run"
+                self.fired = (f"{what} waited more than {allowed:g} s for the other workers (`collective_timeout` = "
+                              f"{self.timeout:g} s{beyond})")
                 logger.error("%s: stopping this worker's collective operations.", self.fired)
                 self.abort(self.fired)
 
     def start(self, what: str, grace: float = 0.0) -> None:
         """Watch ``what``, which may take ``timeout`` + ``grace`` seconds from now."""
         with self._lock:
-            self._watched = (what, time.monotonic() + self.timeout + grace)
+            self._watched = (what, time.monotonic() + self.timeout + grace, self.timeout + grace)
 
     def stop(self) -> None:
         """What was watched has ended."""
@@ -122,9 +124,10 @@ def watching(what: str, grace: float = 0.0) -> Iterator[None]:
 
 
 class WatchedSteps(keras.callbacks.Callback):
-    """Watches each training step, from its start to its end (Keras brings its results to this callback's end of
-    the step, so that the step has ended there); an epoch's first step has :data:`TRACE_GRACE` more. Last among the
-    callbacks, so that the others' work at a step's end (a local SGD average is watched on its own) is inside."""
+    """Watches each training step, from its start to its end (Keras brings its results to the callbacks' end of the
+    step, so that the step has ended there); an epoch's first step has :data:`TRACE_GRACE` more. First among the
+    callbacks, so that the others' own work at a step's end (a checkpoint written every few steps; a local SGD
+    average is watched on its own) is not counted as waiting for the other workers."""
 
     def __init__(self, dog: Watchdog):
         super().__init__()
@@ -134,6 +137,9 @@ class WatchedSteps(keras.callbacks.Callback):
         self.dog.start("a training step", TRACE_GRACE if batch == 0 else 0.0)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.dog.stop()
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self.dog.stop()
 
 
