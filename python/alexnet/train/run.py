@@ -273,6 +273,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
                                       parameters=parameters)
     worker_batch = topo.worker_batch(settings.step_batch)
+    if dog is not None:  # a step's own computation (as measured, for the settings taken) is not waiting for the others
+        dog.step_seconds = 2 * float(timing.get("compute_seconds", 0.0))
     datasets = RunDatasets(strategy, td, settings, topo, steps)
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     _log_rates(rates)

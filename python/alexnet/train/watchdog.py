@@ -47,8 +47,10 @@ class Watchdog:
         self.timeout, self.abort = float(timeout), abort
         self.poll = poll if poll is not None else min(1.0, self.timeout / 10)
         self._lock = threading.Lock()
-        self._watched: tuple[str, float, float] | None = None  # what, when it is late, and the seconds it had
+        self._watched: tuple[str, float, str] | None = None  # what, when it is late, and the seconds it had, said
         self.fired: str | None = None
+        #: seconds of a training step's own computation, allowed besides ``timeout`` (the run measures them)
+        self.step_seconds = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="alexnet-collective-watchdog", daemon=True)
         self._thread.start()
@@ -61,17 +63,19 @@ class Watchdog:
                 if late:
                     self._watched = None
             if late and watched is not None and self.fired is None:
-                what, allowed = watched[0], watched[2]
-                beyond = "" if allowed == self.timeout else f", and {allowed - self.timeout:g} s for its first run"
-                self.fired = (f"{what} waited more than {allowed:g} s for the other workers (`collective_timeout` = "
-                              f"{self.timeout:g} s{beyond})")
+                self.fired = f"{watched[0]} waited {watched[2]}"
                 logger.error("%s: stopping this worker's collective operations.", self.fired)
                 self.abort(self.fired)
 
-    def start(self, what: str, grace: float = 0.0) -> None:
-        """Watch ``what``, which may take ``timeout`` + ``grace`` seconds from now."""
+    def start(self, what: str, grace: float = 0.0, own: float = 0.0) -> None:
+        """Watch ``what``, which may take ``timeout`` + ``grace`` (a first run) + ``own`` (its own computation)
+        seconds from now."""
+        allowed = self.timeout + grace + own
+        said = (f"more than {allowed:g} s for the other workers (`collective_timeout` = {self.timeout:g} s"
+                + (f", and {grace:g} s for its first run" if grace else "")
+                + (f", and {own:.3g} s for its own computation" if own else "") + ")")
         with self._lock:
-            self._watched = (what, time.monotonic() + self.timeout + grace, self.timeout + grace)
+            self._watched = (what, time.monotonic() + allowed, said)
 
     def stop(self) -> None:
         """What was watched has ended."""
@@ -125,7 +129,9 @@ def watching(what: str, grace: float = 0.0) -> Iterator[None]:
 
 class WatchedSteps(keras.callbacks.Callback):
     """Watches each training step, from its start to its end (Keras brings its results to the callbacks' end of the
-    step, so that the step has ended there); an epoch's first step has :data:`TRACE_GRACE` more. First among the
+    step, so that the step has ended there), allowing the step's own computation (the watchdog's ``step_seconds``,
+    twice what the run measured: micro-batches of a slow machine may take minutes); an epoch's first step has
+    :data:`TRACE_GRACE` more. First among the
     callbacks, so that the others' own work at a step's end (a checkpoint written every few steps; a local SGD
     average is watched on its own) is not counted as waiting for the other workers."""
 
@@ -134,7 +140,7 @@ class WatchedSteps(keras.callbacks.Callback):
         self.dog = dog
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self.dog.start("a training step", TRACE_GRACE if batch == 0 else 0.0)
+        self.dog.start("a training step", TRACE_GRACE if batch == 0 else 0.0, self.dog.step_seconds)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.dog.stop()
