@@ -338,7 +338,8 @@ def test_a_pins_metadata_is_read_by_libyaml_as_pins_reads_it(tmp_path, monkeypat
     libyaml: the same metadata as pins' own reader gives, and pin_state's answer unchanged."""
     from pins.meta import MetaFactory
 
-    from alexnet.storage.publish import pin_state, publish_file, quiet_pins
+    from alexnet.storage.pin_state import pin_state
+    from alexnet.storage.publish import publish_file, quiet_pins
 
     data = tmp_path / "n01440764.zip"
     data.write_bytes(b"PK\x05\x06" + bytes(18))

@@ -36,7 +36,8 @@ from ..progress import LazyBar
 from ..scratch import scratch_folder
 from ..storage import layout
 from ..storage.board import Board, is_full_board
-from ..storage.publish import pin_state, publish_file, quiet_pins, record_source
+from ..storage.pin_state import pin_state, record_source
+from ..storage.publish import publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import MAX_PIXELS, check_image, own_pixel_limit
@@ -128,7 +129,7 @@ def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Optio
 
 
 def _record_source(board: Board, pin: str, version: str, old: str, new: str, retries: int) -> None:
-    """:func:`~alexnet.storage.publish.record_source` (retried), said in the log when it cannot be recorded: the zip
+    """:func:`~alexnet.storage.pin_state.record_source` (retried), said in the log when it cannot be recorded: the zip
     is on the board, only the next upload's read of the category is at stake, so no error of it fails the part."""
     try:
         if retry(f"recording the source of {pin}", lambda: record_source(board, pin, version, old, new), retries):

@@ -1,7 +1,7 @@
 """Writing pins so that an interrupted upload can be run again: complete versions only, in time order, pruned.
 
-- :func:`pin_state` reads the metadata of a pin's latest version when that version is complete on the
-  board, and deletes a version a killed upload left half-written.
+- :func:`alexnet.storage.pin_state.pin_state` reads the metadata of a pin's latest version when that version is
+  complete on the board, and deletes a version a killed upload left half-written.
 - :func:`publish_file` writes a file as a new version of a pin, named after the pin's latest version, and
   :func:`write_table` a table (the board's ``categories`` and ``bad_images``, whose columns
   :mod:`alexnet.storage.layout` names) as a csv pin, likewise.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .board import OWN_PREFIX, Board, full_board
-from .layout import FORMAT_VERSION, complete_meta, table_versions
+from .layout import complete_meta, table_versions
 from .transfer import DISK_FULL, retry, unreachable
 
 log = logging.getLogger(__name__)
@@ -56,66 +56,6 @@ def quiet_pins() -> Iterator[None]:
         yield
     finally:
         pins_options.quiet = before
-
-
-def pin_state(board: Board, name: str) -> dict[str, Any] | None:
-    """The metadata of pin ``name`` (with its ``version``) if its latest version is complete on the board, else None.
-
-    An upload killed while copying leaves a version folder without ``data.txt`` or with a missing or
-    short file; such a version is deleted (the whole pin if it was the only one) so that it is written
-    again. A version not written by this package (no ``alexnet`` format in its metadata) is left alone:
-    None, and a new version goes on top.
-    """
-    pins = board.pins
-    versions = pins.pin_versions(name, as_df=False)
-    if not versions:
-        log.warning("pin %s has no versions on the board (upload interrupted?); writing it again", name)
-        pins.pin_delete(name)
-        return None
-    version = versions[-1].version
-    try:
-        meta = pins.pin_meta(name, version)
-    except FileNotFoundError:  # killed before data.txt was written
-        meta = None
-    user = dict(meta.user or {}) if meta is not None else {}
-    if meta is not None and (user.get("alexnet") != FORMAT_VERSION or not user.get("sha256")):
-        return None
-    try:
-        size = int(board.fs.info(pins.construct_path([name, version, meta.file]))["size"]) if meta else -1
-    except FileNotFoundError:
-        size = -1
-    if size != int(user.get("bytes", -2)):
-        log.warning("pin %s version %s is incomplete on the board (upload interrupted?); writing it again",
-                    name, version)
-        if len(versions) == 1:
-            pins.pin_delete(name)
-        else:
-            pins.pin_version_delete(name, version)
-        return None
-    user["version"] = version
-    return user
-
-
-def record_source(board: Board, name: str, version: str, old: str, new: str) -> bool:
-    """Record in version ``version`` of pin ``name`` (its ``data.txt``) that it was made from the source whose
-    fingerprint is ``new``, where it says ``old``: the upload found the same zip made from a source of another
-    fingerprint (the same images copied elsewhere, another layout, objects written again). Unrecorded, every later
-    upload read and packed the category again to find the zip unchanged. Only that line changes, in place (a folder
-    board's file replaced by a whole one, a bucket's object written whole); whether it was."""
-    path = board.pins.construct_path([name, version, "data.txt"])
-    text = bytes(board.fs.cat_file(path)).decode()
-    line, replaced = f"\n  source: {old}\n", f"\n  source: {new}\n"
-    if text.count(line) != 1:
-        return False
-    written = text.replace(line, replaced).encode()
-    if board.kind == "file":
-        temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        with open(temporary, "wb") as f:
-            f.write(written)
-        os.replace(temporary, path)
-    else:
-        board.fs.pipe_file(path, written)
-    return True
 
 
 def _next_created(board: Board, name: str, *, exists: bool | None = None) -> datetime.datetime:
