@@ -955,19 +955,25 @@ def test_a_bucket_trees_odd_objects_are_read_as_the_folders_they_stand_for(made,
 def test_a_bucket_range_that_failed_raises_its_error_and_a_folders_marker_is_no_sub_folder():
     """A range cat_ranges gave back as its error raised "TypeError: cannot convert 'FileNotFoundError' object to
     bytes"; gcsfs lists a folder's own marker as a folder in it, which made a train/ of images torchvision's tree."""
-    from alexnet.data.sources import _holds_folders
+    from alexnet.data.imagenet import is_imagefolder
+    from alexnet.data.tree_files import BucketTree
 
     class Bucket:
         def cat_ranges(self, paths, starts, ends, on_error="return"):
             return [b"ab", FileNotFoundError("b/x/gone.zip")]
 
-        def ls(self, path, detail=True):
-            return [{"name": "b/x/train/", "type": "directory"}, {"name": "b/x/train/a.JPEG", "type": "file"}]
+        def ls(self, path, detail=True, refresh=False):
+            return {"b/x": [{"name": "b/x/train", "type": "directory"}],
+                    "b/x/train": [{"name": "b/x/train/", "type": "directory"},
+                                  {"name": "b/x/train/a.JPEG", "type": "file", "size": 2}]}[path]
+
+        def invalidate_cache(self, path=None):
+            pass
 
     files = archive_io.Files(Bucket(), "gs://b/x")
     with pytest.raises(FileNotFoundError, match=r"gone\.zip"):
         files.read_ranges("b/x/gone.zip", [(0, 2), (4, 8)])
-    assert _holds_folders(files, "b/x/train") is False
+    assert is_imagefolder("gs://b/x", BucketTree(files)) is False
 
 
 def test_an_upload_that_finds_its_zips_on_the_board_records_its_source_and_the_next_one_reads_nothing(

@@ -163,11 +163,11 @@ def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> L
                        f"{accepted}\nPass one of these.")
 
 
-def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, str]]:
-    """The layouts whose files the folder ``path`` (holding ``names``) holds, the one read first: the archives,
-    Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``), the ``train/``, ``val/`` tree, then Kaggle's
-    tar.gz (once extracted beside it, the tree is read). Each with what shows it, as said, and the path to read it
-    from."""
+def _found(files: Files, path: str, names: list[str], tree: TreeFiles) -> list[tuple[str, str, str]]:
+    """The layouts whose files the folder ``path`` (holding ``names``; its files as an extracted tree's, ``tree``)
+    holds, the one read first: the archives, Kaggle's zip, the parquet shards, the extracted tree (``ILSVRC``), the
+    ``train/``, ``val/`` tree, then Kaggle's tar.gz (once extracted beside it, the tree is read). Each with what shows
+    it, as said, and the path to read it from."""
     found: list[tuple[str, str, str]] = []
     train = next((n for n in TRAIN_NAMES if n in names), None)
     if train is not None:
@@ -179,7 +179,7 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
         found.append(("parquet", "data/" if shards != path else "its parquet shards", shards))
     if "ILSVRC" in names:
         found.append(("kaggle", "ILSVRC", path))
-    if "train" in names and _holds_folders(files, f"{path}/train"):
+    if "train" in names and is_imagefolder(_tree_root(files, path), tree):
         found.append(("imagefolder", "train/", path))
     packed = next((n for n in names if is_kaggle_targz(n)), None)
     if packed is not None:
@@ -187,16 +187,9 @@ def _found(files: Files, path: str, names: list[str]) -> list[tuple[str, str, st
     return found
 
 
-def _holds_folders(files: Files, path: str) -> bool:
-    """Whether the folder ``path`` holds folders that can be categories (a ``train/`` of torchvision's tree)."""
-    if files.local:
-        return is_imagefolder(os.path.dirname(path))
-    try:
-        held = files.fs.ls(path, detail=True)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    names = [info["name"].rstrip("/") for info in held if info.get("type") == "directory"]
-    return any(name != path.rstrip("/") and not os.path.basename(name).startswith((".", "_")) for name in names)
+def _tree_root(files: Files, path: str) -> str:
+    """The folder ``path`` of ``files`` as an extracted tree's files name it: a local path, or the bucket's URL."""
+    return path if files.local else files.location
 
 
 def _also_a_folder(files: Files, path: str) -> bool:
@@ -246,7 +239,8 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
     if BOARD_MANIFEST in names:
         raise LayoutError(f"{files.url(path)} is a board (what an upload writes, {BOARD_MANIFEST} in it), not "
                           "ImageNet: give the folder or archive of ImageNet as `source`, and this board as `board`.")
-    found = _found(files, path, names)
+    tree = tree_files(files)  # listed as the reading asks: the folders read to recognise the layout, once
+    found = _found(files, path, names, tree)
     if VAL_TAR in names and not any(layout == "archives" for layout, _, _ in found):
         raise LayoutError(f"{files.url(path)} holds {VAL_TAR} but no {TRAIN_NAMES[0]}: put the training tar beside "
                           "it (the validation images are uploaded with the training categories)")
@@ -266,9 +260,8 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
         return KaggleTarGzSource.beside(files, path, target)
     if not names or (files.local and not os.path.isdir(path)):
         raise _unrecognised(files, path, names)
-    tree = tree_files(files)
     try:
-        return FolderSource(read_tree(tree, path if files.local else files.location), val_share, tree)
+        return FolderSource(read_tree(tree, _tree_root(files, path)), val_share, tree)
     except LayoutError as err:
         if not str(err).startswith("No category folders"):
             raise

@@ -185,8 +185,8 @@ class BucketTree(TreeFiles):
     def _entry(self, path: str) -> tuple[bool, tuple[int, object] | None]:
         """Whether ``path`` is named in its folder's listing, and its size and version (None for a folder)."""
         folder, name = path.rstrip("/").rsplit("/", 1)
-        if folder != self.root and self._inside(folder) and not self.isdir(folder):
-            return False, None  # in a folder that is not there: nothing to list
+        if folder not in self.listed and folder != self.root and self._inside(folder) and not self.isdir(folder):
+            return False, None  # in a folder that is not there: nothing to list (one listed is there)
         held = self.held(folder)
         return name in held, held.get(name)
 
