@@ -80,12 +80,13 @@ def _serve(host: str, port_file: str, said_file: str = "") -> None:
                     record = json.loads(raw)
                 except ValueError:
                     continue
-                if record.get("kind") == "warning":
+                warning = record.get("kind") == "warning"
+                if warning:
                     record["message"] = said(str(record.get("message", "")))
                 with lock:
-                    if record.get("kind") == "warning":  # the same advice from every worker: shown once
-                        if record["message"] in warned:
-                            continue
+                    if warning and record["message"] in warned:  # the same advice from every worker: shown once
+                        continue
+                    if warning:
                         warned.add(record["message"])
                     sys.stderr.write(describe(record) + "\n")
                     sys.stderr.flush()
