@@ -1,5 +1,6 @@
 """TensorBoard logs of alexnet_train(): the scalars per epoch and every log_every steps, read back from the event
-files; the global step across a resumed run; the profiler's trace; logs on gs:// (the GCS emulator)."""
+files; the global step across a resumed run, also one killed just after a checkpoint; the profiler's trace; logs on
+gs:// (the GCS emulator)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from helpers_train import make_tree
 
 tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
 
 from alexnet.errors import AlexnetError, BoardError  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
@@ -108,6 +110,40 @@ def test_logs_on_gs_end_in_the_bucket(cloud_env, tmp_path, monkeypatch):
     assert tags(scalars, "epoch/") == {"loss", "accuracy", "learning_rate", "images_per_second", "image_size"}
     assert sorted(scalars["epoch/loss"]) == [1, 2]
     assert sorted(scalars["step/loss"]) == [1, 2, 3, 4]
+
+
+class KilledAfterCheckpoint(keras.callbacks.Callback):
+    """After the checkpoint of step 3 and of epoch 1 (the callbacks the user gives come after the run's own), reads
+    what the log folder holds at that moment, as a process killed there would leave it; ends the run after epoch 1."""
+
+    def __init__(self, logs: Path):
+        super().__init__()
+        self.logs, self.seen = logs, {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 2 and "step 3" not in self.seen:
+            self.seen["step 3"] = read_scalars(self.logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen["epoch 1"] = read_scalars(self.logs)
+        raise KeyboardInterrupt("killed after the checkpoint of epoch 1")
+
+
+def test_a_run_killed_just_after_a_checkpoint_and_resumed_misses_no_scalar(six_classes, tmp_path):
+    logs, checkpoints = tmp_path / "logs", tmp_path / "ckpt"
+    killer = KilledAfterCheckpoint(logs)
+    with pytest.raises(KeyboardInterrupt):
+        alexnet_train(4, 2, six_classes, log_dir=logs, log_every=1, checkpoint_dir=checkpoints, checkpoint_every=3,
+                      callbacks=[killer], **TINY)
+    # written to the event file before the checkpoint a resumed run would start after
+    assert sorted(killer.seen["step 3"]["step/loss"]) == [1, 2, 3]
+    assert sorted(killer.seen["epoch 1"]["epoch/loss"]) == [1]
+    assert sorted(killer.seen["epoch 1"]["step/loss"]) == [1, 2, 3, 4, 5, 6]
+    again = alexnet_train(4, 2, six_classes, log_dir=logs, log_every=1, checkpoint_dir=checkpoints, **TINY)
+    assert again["params"]["initial_epoch"] == 1
+    scalars = read_scalars(logs)
+    assert sorted(scalars["epoch/loss"]) == [1, 2]
+    assert sorted(scalars["step/loss"]) == list(range(1, 13))
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

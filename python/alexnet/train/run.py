@@ -308,20 +308,22 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                start=start, store=store, every=settings.checkpoint_every)
         best = cb.BestWeights(store, start, net) if settings.keep_best else None
         throughput = cb.Throughput()
-        # validation first: every callback after it sees the epoch's validation metrics in the same logs
-        # local SGD's averages before validation and checkpoints, which must see the averaged model
-        # the checkpoint (and the recorder's check that the weights are finite) before the best epoch's weights
-        callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
-                                recorder, *([best] if best else []), throughput, *extra_callbacks]
-        if settings.progress_file and topo.chief:
-            callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
-                                         steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
         if settings.log_dir and topo.chief:
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
                                        images_per_step=topo.global_batch(settings.step_batch),
                                        num_classes=td.num_classes, profile_steps=settings.profile_steps,
-                                       sizes=settings.sizes, rates=setter, communication=timing)
-            callbacks.append(board_log)
+                                       sizes=settings.sizes, rates=setter, communication=timing,
+                                       checkpoint_every=settings.checkpoint_every if store else None)
+        # validation first: every callback after it sees the epoch's validation metrics in the same logs
+        # local SGD's averages before validation and checkpoints, which must see the averaged model
+        # TensorBoard's log before the checkpoint: a run killed between the two resumes after a point it has written
+        # the checkpoint (and the recorder's check that the weights are finite) before the best epoch's weights
+        callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
+                                *([board_log] if board_log else []), recorder, *([best] if best else []), throughput,
+                                *extra_callbacks]
+        if settings.progress_file and topo.chief:
+            callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
+                                         steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
         if dog is not None:  # first: a step watched ends where its collectives have, before the others' work at its
             from .watchdog import WatchedSteps  # end (a checkpoint uploaded every few steps)
 

@@ -65,13 +65,19 @@ class TensorBoardLog(keras.callbacks.Callback):
     reports them. ``profile_steps = (first, last)`` are counted from 1 over the steps of this call (a resumed
     run counts from where it resumed): the profiler runs from the start of step ``first`` to the end of step
     ``last`` and writes ``plugins/profile/<run>/`` under ``log_dir``. Call :meth:`close` once training is over.
+
+    What is written is flushed (and uploaded to a bucket) at every epoch's end and, with ``checkpoint_every``, at
+    each step a checkpoint is saved inside an epoch. Placed before the checkpoint's callback, it has written a step
+    or epoch by the time the checkpoint that a resumed run starts after is saved, so that a run killed between the
+    two and resumed misses no point (at worst it writes the step again).
     """
 
     def __init__(self, log_dir: LogDir, *, steps: int, every: int, images_per_step: int, num_classes: int,
                  sizes: SizeSchedule, rates: Rates, profile_steps: tuple[int, int] | None = None,
-                 communication: Mapping[str, float] | None = None):
+                 communication: Mapping[str, float] | None = None, checkpoint_every: int | None = None):
         super().__init__()
         self.log_dir, self.steps, self.every = log_dir, steps, every
+        self.checkpoint_every = checkpoint_every
         self.sizes, self.rates = sizes, rates
         self.images_per_step = images_per_step
         self.top5 = num_classes >= TOP5_MIN_CLASSES
@@ -110,9 +116,14 @@ class TensorBoardLog(keras.callbacks.Callback):
         self._epoch_seconds = time.perf_counter() - self._epoch_start
         if self._profiling and self.profile_steps is not None and self._run_steps >= self.profile_steps[1]:
             self._stop_profiler()
-        step = self._epoch * self.steps + epoch_step(self, batch, self.steps)
-        if step % self.every:
-            return
+        in_epoch = epoch_step(self, batch, self.steps)
+        step = self._epoch * self.steps + in_epoch
+        if step % self.every == 0:
+            self._write_step(step, logs)
+        if self.checkpoint_every and in_epoch % self.checkpoint_every == 0 and in_epoch < self.steps:
+            self._flush()  # the checkpoint saved at this step (after this callback) is resumed after it
+
+    def _write_step(self, step: int, logs: dict[str, Any] | None) -> None:
         now = time.perf_counter()
         elapsed = now - self._mark
         rate = (self._epoch_steps - self._mark_steps) * self.images_per_step / elapsed if elapsed > 0 else 0.0
@@ -136,6 +147,9 @@ class TensorBoardLog(keras.callbacks.Callback):
         values.update(self._communication(epoch, seconds / self._epoch_steps if self._epoch_steps and at_final
                                           else None))
         self._write(values, EPOCH_PREFIX, epoch + 1)
+        self._flush()
+
+    def _flush(self) -> None:
         self.writer.flush()
         self.log_dir.sync()
 
