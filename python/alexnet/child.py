@@ -48,10 +48,15 @@ class ChildError(AlexnetError):
     def __init__(self, what: str, error: str, log_tail: Sequence[str], exit_code: int | None = None,
                  log: str | None = None, advice: str = ""):
         self.what, self.error, self.log_tail, self.exit_code, self.log = what, error, list(log_tail), exit_code, log
+        self.advice = advice
         tail = "\n  ".join(self.log_tail) if self.log_tail else "(empty)"
         where = f"\nFull log: {log}" if log else ""
         super().__init__(f"{what} failed: {error}{where}\nLast lines of its log:\n  {tail}" +
                          (f"\n{advice}" if advice else ""))
+
+    def log_at(self, log: str) -> ChildError:
+        """The same error, its whole log said to be at ``log`` (where it is copied to, e.g. a bucket)."""
+        return ChildError(self.what, self.error, self.log_tail, self.exit_code, log, self.advice)
 
 
 def python_executable() -> str:

@@ -646,14 +646,14 @@ def test_time_to_accuracy_over_two_workers_with_a_lever_set_as_a_recipe_of_its_o
     assert lever["epochs_to_target"] == lever["defaults_epochs_to_target"] == 1 and lever["same_epochs_or_fewer"]
 
 
-@pytest.mark.parametrize("output_dir", [True, False])
-def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_path, output_dir):
-    """A worker's failure says where its whole log is: in the output folder's scaling-logs, or without one in the
-    workers' log folder, not in the scratch folder the run removes."""
+@pytest.mark.parametrize("output_dir", ["folder", "bucket", None])
+def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_path, output_dir, request):
+    """A worker's failure says where its whole log is: in the output folder's scaling-logs (on a bucket, where it is
+    uploaded), or without one in the workers' log folder, not in the scratch folder the run removes."""
     from alexnet.bench import run as bench
     from alexnet.bench import scaling
     from alexnet.bench.plan import check_plan
-    from alexnet.errors import AlexnetError
+    from alexnet.child import ChildError
 
     monkeypatch.setenv("ALEXNET_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
@@ -661,16 +661,26 @@ def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_pa
     def failing(plan, levers, data, link, workers, cpus, log_dir):
         log = log_dir / f"worker0-of-{workers}.log"
         log.write_text("Traceback: the worker's own error\n")
-        raise AlexnetError(f"worker 0 failed\nFull log: {log}")
+        raise ChildError("worker 0 of 1 (loopback)", "ValueError: broken", ["the worker's own error"], 1, str(log))
 
     monkeypatch.setattr(scaling, "_run", failing)
+    where = {"folder": str(tmp_path / "out"), "bucket": f"s3://alexnet-outputs/failed-{tmp_path.name}", None: None}
+    if output_dir == "bucket":
+        request.getfixturevalue("cloud_env")
     settings = {"stages": "scaling", "links": "loopback", "levers": ["today"],
-                **({"output_dir": str(tmp_path / "out")} if output_dir else {})}
-    with pytest.raises(AlexnetError) as err:
+                **({"output_dir": where[output_dir]} if output_dir else {})}
+    with pytest.raises(ChildError) as err:
         bench.run(check_plan(settings))
-    log = Path(str(err.value).rsplit("Full log: ", 1)[1])
-    assert log.read_text() == "Traceback: the worker's own error\n"
-    assert log.parent.parent == (tmp_path / "out" if output_dir else tmp_path / "logs")
+    log = str(err.value).split("Full log: ", 1)[1].split("\n", 1)[0]
+    assert err.value.log == log
+    if output_dir == "bucket":
+        import fsspec
+
+        assert log == f"{where['bucket']}/scaling-logs/worker0-of-1.log"
+        assert fsspec.filesystem("s3").cat_file(log) == b"Traceback: the worker's own error\n"
+    else:
+        assert Path(log).read_text() == "Traceback: the worker's own error\n"
+        assert Path(log).parent.parent == (tmp_path / "out" if output_dir else tmp_path / "logs")
 
 
 def test_the_projection_panel_says_each_lines_compute_a_step():

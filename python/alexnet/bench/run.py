@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..child import ChildError
 from ..declare import declaration
 from ..errors import AlexnetError
 from ..launch.worker import log_folder
@@ -242,8 +243,11 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
             # the workers' logs outlive the run's scratch folder, so that a failure's "Full log" can be read
             logs = Path(out.local) / "scaling-logs" if common.output_dir is not None else \
                 Path(log_folder()) / f"scaling-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-            scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows,
-                                     kept=rows.kept if rows is not None else (), log_dir=logs)
+            try:
+                scaled = measure_scaling(plan.scaling.plan(common), workdir, plan.cpus[:common.cores], on_row=rows,
+                                         kept=rows.kept if rows is not None else (), log_dir=logs)
+            except ChildError as error:  # a bucket's log: said where it is uploaded (as it is below, also now)
+                raise error.log_at(out.said(error.log)) if error.log else error from None
             if common.output_dir is None:  # kept for a failure only: a run that ended has its results
                 shutil.rmtree(logs, ignore_errors=True)
         result: dict[str, Any] = {"machine": machine_info(), "settings": plan.record(),

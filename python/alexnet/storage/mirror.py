@@ -39,6 +39,14 @@ class MirroredFolder:
         """Where the file ``name`` (relative, with ``/``) of the folder is, said to a user."""
         return posixpath.join(self.location, name) if self.remote else os.path.join(self.local, name)
 
+    def said(self, path: str | os.PathLike) -> str:
+        """Where the local file ``path`` is, said to a user: a file of a bucket's scratch folder at its place in the
+        bucket (where :meth:`sync` and :meth:`close` upload it), any other path as it is."""
+        relative = os.path.relpath(path, self.local)
+        if not self.remote or relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            return os.fspath(path)
+        return self.where(relative.replace(os.sep, "/"))
+
     def fetch(self, name: str) -> None:
         """Bring the file ``name`` of a bucket's folder into the scratch folder (when it is there), to go on from
         it; nothing for a local folder."""
