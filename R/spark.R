@@ -92,7 +92,9 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #'   named in full.
 #'
 #' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
-#' (class `alexnet_retry`) that carries the worker's error.
+#' (class `alexnet_retry`) that carries the worker's error. After a lost Spark worker, the relaunch first waits for
+#' the application's task slots to return (as long as Spark waits for a barrier stage's), with a message as it starts
+#' and ends.
 #'
 #' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address` (its Spark task's),
 #'   `tf_address` (the host and port its TensorFlow listened at, which the printed lines give), `chief`,
@@ -278,7 +280,10 @@ spark_barrier_run <- function(api, sc, kind, workers, board, options) {
     list(kind, workers, board, parallelism, setting("spark.task.cpus", "1"),
          setting("spark.dynamicAllocation.enabled", "false"),
          driver_host = if (nzchar(driver_host)) driver_host else NULL,
-         launch = launch, check = check, on_retry = retry_warning),
+         launch = launch, check = check, on_retry = retry_warning,
+         # a relaunch waits for a lost Spark worker's task slots, as from Python, and says so at once
+         parallelism = function() as.integer(api$invoke(context, "defaultParallelism")), setting = setting,
+         on_wait = function(text) message("alexnet: ", text)),
     options
   ))
 }

@@ -653,11 +653,11 @@ class _ShrunkContext:
 def test_a_relaunch_waits_for_the_slots_of_a_lost_spark_worker(caplog):
     """Launched at once, a relaunch after a lost Spark worker was refused by the slot check as if the application had
     always had too few, and the retries were lost: it now waits for the slots to return, saying so once."""
-    from alexnet.launch.spark import await_slots
+    from alexnet.launch.spark import await_slots, barrier_slots
 
     context = _ShrunkContext([1, 1, 1, 2])
     with caplog.at_level(logging.INFO, logger="alexnet"):
-        await_slots(context, 2, patience=5, poll=0.01)
+        await_slots(lambda: barrier_slots(context), 2, patience=5, poll=0.01)
     said = [r.getMessage() for r in caplog.records]
     assert context.looks == 4 and len(said) == 2
     assert said[0].startswith("Before launching the 2 workers again, waiting up to 5 s for 2 task slots: the "
@@ -666,22 +666,25 @@ def test_a_relaunch_waits_for_the_slots_of_a_lost_spark_worker(caplog):
 
     enough = _ShrunkContext([2])
     caplog.clear()
-    await_slots(enough, 2, patience=5, poll=0.01)
+    await_slots(lambda: barrier_slots(enough), 2, patience=5, poll=0.01)
     assert enough.looks == 1 and caplog.records == []
     with pytest.raises(AlexnetError, match=r"^2 workers need 2 task slots at once to be launched again, but this Spark "
                                            r"application still has 1 after waiting 0 s for a lost Spark worker's "
                                            r"slots to return: restart that worker .* give `workers` <= 1\.$"):
-        await_slots(_ShrunkContext([1]), 2, patience=0.05, poll=0.01)
+        await_slots(lambda: 1, 2, patience=0.05, poll=0.01)
 
 
 def test_a_relaunch_waits_as_long_as_spark_would_for_barrier_slots():
     from alexnet.launch.spark import slots_patience
 
-    assert slots_patience(_ShrunkContext([2])) == 600
+    def patience(conf=None):
+        return slots_patience(_ShrunkContext([2], conf).getConf().get)
+
+    assert patience() == 600
     key = "spark.scheduler.barrier.maxConcurrentTasksCheck."
-    assert slots_patience(_ShrunkContext([2], {key + "interval": "500ms", key + "maxFailures": "4"})) == 2
-    assert slots_patience(_ShrunkContext([2], {key + "interval": "2min"})) == 4800
-    assert slots_patience(_ShrunkContext([2], {key + "interval": "soon", key + "maxFailures": "x"})) == 600
+    assert patience({key + "interval": "500ms", key + "maxFailures": "4"}) == 2
+    assert patience({key + "interval": "2min"}) == 4800
+    assert patience({key + "interval": "soon", key + "maxFailures": "x"}) == 600
 
 
 def test_only_a_relaunch_waits_for_slots(board, tmp_path, monkeypatch):
@@ -689,7 +692,8 @@ def test_only_a_relaunch_waits_for_slots(board, tmp_path, monkeypatch):
 
     plan = job.plan_job(2, board, 2, retries=2, checkpoint_dir=tmp_path / "ckpt", probe=False, progress=False)
     launches, waits = [], []
-    monkeypatch.setattr(spark, "await_slots", lambda context, workers, patience: waits.append((workers, patience)))
+    monkeypatch.setattr(spark, "await_slots",
+                        lambda slots, workers, patience: waits.append((slots(), workers, patience)))
 
     def run_barrier(context, workers, function, **kwargs):
         launches.append(len(waits))
@@ -699,4 +703,31 @@ def test_only_a_relaunch_waits_for_slots(board, tmp_path, monkeypatch):
 
     monkeypatch.setattr(spark, "run_barrier", run_barrier)
     run = spark.launch_job(_ShrunkContext([2]), plan)
-    assert run.attempt == 3 and launches == [0, 1, 2] and waits == [(2, 600), (2, 600)]
+    assert run.attempt == 3 and launches == [0, 1, 2] and waits == [(2, 2, 600), (2, 2, 600)]
+
+
+def test_a_relaunch_from_r_waits_for_the_slots_and_says_so_at_once(board, tmp_path, monkeypatch):
+    """From R, a relaunch went straight to Spark's own wait for barrier slots, without a word for up to 10 minutes:
+    it now waits here as from Python, said through R's ``on_wait`` as it happens."""
+    from alexnet.launch import r as r_launcher
+    from alexnet.launch import spark
+
+    monkeypatch.setattr(spark, "SLOTS_POLL", 0.01)
+    parallelism, said, launched = [1, 1, 2], [], []
+
+    def launch(task, columns):
+        launched.append(len(said))
+        if len(launched) == 1:
+            return {"failure": "ExecutorLostFailure (executor 1 exited caused by one of the running tasks)"}
+        return [{"worker": k, "workers": 2, "history": "{}"} for k in (0, 1)]
+
+    key = "spark.scheduler.barrier.maxConcurrentTasksCheck."
+    conf = {key + "interval": "1s", key + "maxFailures": "30"}
+    result = r_launcher.r_job("train", 2, board, 2, "1", "false", None, launch, retries=1, probe=False,
+                              progress=False, checkpoint_dir=str(tmp_path / "ckpt"), on_retry=lambda text: None,
+                              parallelism=lambda: parallelism.pop(0), setting=lambda k, d: conf.get(k, d),
+                              on_wait=said.append)
+    assert result["attempt"] == 2 and launched == [0, 2] and parallelism == []
+    assert said[0].startswith("Before launching the 2 workers again, waiting up to 30 s for 2 task slots: the Spark "
+                              "application has 1 now")
+    assert said[1].startswith("The Spark application has 2 task slots again, after ")

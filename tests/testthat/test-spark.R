@@ -379,6 +379,52 @@ test_that("the original r-tensorflow/alexnet's spark_apply() closure runs with r
   expect_equal(seen$task$index, 0L)
 })
 
+test_that("a relaunch after a lost Spark worker waits for its task slots, saying so as it waits", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  tiny_board(dir)
+  spark <- alexnet:::core_module("launch.spark")
+  poll <- spark$SLOTS_POLL
+  spark$SLOTS_POLL <- 0.01
+  withr::defer(spark$SLOTS_POLL <- poll)
+  # the application's defaultParallelism at each look: 2 when the job is planned, 1 after the lost worker, then 2
+  parallelism <- c(2L, 1L, 1L, 2L)
+  looks <- 0L
+  launches <- 0L
+  looked_before <- integer()
+  api <- fake_sparklyr(new.env())
+  invoke <- api$invoke
+  api$invoke <- function(obj, method, ...) {
+    if (identical(method, "defaultParallelism")) {
+      looks <<- looks + 1L
+      return(parallelism[[min(looks, length(parallelism))]])
+    }
+    invoke(obj, method, ...)
+  }
+  api$spark_apply <- function(x, f, ...) {
+    launches <<- launches + 1L
+    looked_before <<- c(looked_before, looks)
+    if (launches == 1L) stop("Job aborted: ExecutorLostFailure (executor 1 exited)", call. = FALSE)
+    data.frame(worker = 0:1, workers = 2L, loss = 1.5, history = '{"params": {}, "metrics": {"loss": [1.5]}}')
+  }
+  said <- character()
+  result <- withCallingHandlers(
+    alexnet:::spark_train_run(api, "sc", 2, file.path(dir, "b"), list(retries = 1, epochs = 1, probe = FALSE,
+                                                                        progress = FALSE)),
+    alexnet_retry = function(w) invokeRestart("muffleWarning"),
+    message = function(m) {
+      said <<- c(said, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }
+  )
+  expect_equal(result$attempt, c(2L, 2L))
+  expect_equal(looked_before, c(1L, 4L))  # relaunched once the slots were back
+  expect_length(said, 2L)
+  expect_match(said[[1]], paste0("^alexnet: Before launching the 2 workers again, waiting up to 600 s for 2 task ",
+                                 "slots: the Spark application has 1 now"))
+  expect_match(said[[2]], "^alexnet: The Spark application has 2 task slots again, after [0-9]+ s\\.")
+})
+
 test_that("a failed launch and the retry that follows reach R as a warning with the worker's error", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()

@@ -49,8 +49,8 @@ class LaunchOptions:
                                          optional=True, option=None)
     retries: int = setting(0, "count", "launches of the job again after a failure (a training resumes from the last "
                            "checkpoint of `checkpoint_dir`, an evaluation scores every image again); after a lost "
-                           "Spark worker, a relaunch first waits for the task slots it took, as long as Spark waits "
-                           "for a barrier stage's (10 minutes by default)", minimum=0)
+                           "Spark worker, a relaunch first waits for the task slots it took (saying so), as long as "
+                           "Spark waits for a barrier stage's (10 minutes by default)", minimum=0)
     progress: bool = setting(True, "flag", "show the workers' progress on the driver")
     probe: bool = setting(True, "flag", "first check, in a short job, that the executors' Python imports alexnet and "
                           "TensorFlow, naming those that do not")

@@ -9,11 +9,13 @@ and the job's evaluation are :mod:`alexnet.launch.job`'s, the same as from Pytho
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..checks import as_int
+from . import spark
 from .job import combine_job, failure_of, plan_job, run_job
 from .spark import slots_from
 from .task import Task
@@ -42,7 +44,8 @@ Launch = Callable[[dict[str, Any], dict[str, str]], Any]
 def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
           dynamic_allocation: bool | str, driver_host: str | None, launch: Launch,
           check: Callable[[], Any] | None = None, *, on_retry: Callable[[str], Any] | None = None,
-          **options: Any) -> dict[str, Any]:
+          parallelism: Callable[[], Any] | None = None, setting: Callable[[str, str], Any] | None = None,
+          on_wait: Callable[[str], Any] | None = None, **options: Any) -> dict[str, Any]:
     """The driver's part of a barrier job of ``kind`` (``"train"``, ``"evaluate"``) launched from R: one call.
 
     Makes the checks of :func:`alexnet.launch.job.plan_job` (the slots come from ``default_parallelism``,
@@ -56,7 +59,10 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
     worker, or ``{"failure": <the error's message>}`` when the stage failed (returned, not raised: an R error
     reaching Python has its message shortened); ``on_retry(message)`` is called before each relaunch with the
     failure (R turns it into a warning); ``driver_host`` is where the workers' progress is sent (unless the launch
-    options say ``progress = FALSE``).
+    options say ``progress = FALSE``). With ``parallelism()`` (the application's ``defaultParallelism`` now) and
+    ``setting(key, default)`` (its conf's), a relaunch first waits for the task slots of a lost Spark worker to
+    return, as long as Spark would (:func:`alexnet.launch.spark.await_slots`), and says so through ``on_wait(text)``
+    (R shows it as a message).
 
     Returns ``rows`` (in worker order, each with ``attempt``) and ``evaluation`` (see
     :func:`alexnet.launch.job.combine_job`; ``None`` for a training without one).
@@ -64,7 +70,13 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
     plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), kind=kind,
                     **options)
 
+    launches = itertools.count()
+
     def launched(task: Task) -> list[dict[str, Any]]:
+        if next(launches) and parallelism is not None:  # a relaunch: a lost Spark worker's slots may not be back
+            spark.await_slots(lambda: slots_from(int(parallelism()), task_cpus, dynamic_allocation), plan.workers,
+                              spark.slots_patience(setting or (lambda key, default: default)), poll=spark.SLOTS_POLL,
+                              say=on_wait)
         value = launch(task.to_dict(), column_types(task))  # a plain list in R, made a Task again by each task
         if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
             raise failure_of(RuntimeError(str(value["failure"])), plan.workers)

@@ -158,40 +158,44 @@ def _spark_seconds(text: object, default: float) -> float:
     return float(match.group(1)) * _SPARK_UNITS[match.group(2) or "s"] if match else default
 
 
-def slots_patience(context: Any) -> float:
+def slots_patience(setting: Callable[[str, str], Any]) -> float:
     """How long Spark itself waits for the slots of a barrier stage before failing it: its check's interval
-    (``spark.scheduler.barrier.maxConcurrentTasksCheck.interval``, 15 s) times its tries (``...maxFailures``, 40)."""
-    conf = context.getConf()
-    interval = _spark_seconds(conf.get("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "15s"), 15.0)
-    tries = conf.get("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "40")
+    (``spark.scheduler.barrier.maxConcurrentTasksCheck.interval``, 15 s) times its tries (``...maxFailures``, 40),
+    as ``setting(key, default)`` reads them (``SparkConf.get``; from R, the conf's ``get`` through sparklyr)."""
+    interval = _spark_seconds(setting("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "15s"), 15.0)
+    tries = setting("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "40")
     return interval * (int(tries) if str(tries).strip().isdigit() else 40)
 
 
-def await_slots(context: Any, workers: int, patience: float, poll: float = SLOTS_POLL) -> None:
-    """Before a relaunch, wait up to ``patience`` seconds for the SparkContext ``context`` to have ``workers`` barrier
-    task slots again, looking every ``poll`` seconds. A lost Spark worker takes its executors' slots along until the
-    cluster gives the application new ones (a worker restarted, YARN or Kubernetes replacing the node); launched at
-    once, the relaunch was refused as if the application had always had too few. Says once that it waits, and why;
-    when the slots do not return, an :class:`AlexnetError` says what to do."""
-    slots = barrier_slots(context)
-    if slots is None or slots >= workers:
+def await_slots(slots: Callable[[], int | None], workers: int, patience: float, poll: float = SLOTS_POLL,
+                say: Callable[[str], Any] | None = None) -> None:
+    """Before a relaunch, wait up to ``patience`` seconds for the Spark application to have ``workers`` barrier
+    task slots again (``slots()``: how many it has now, ``None`` when unknown), looking every ``poll`` seconds. A lost
+    Spark worker takes its executors' slots along until the cluster gives the application new ones (a worker
+    restarted, YARN or Kubernetes replacing the node); launched at once, the relaunch was refused as if the application
+    had always had too few. Says once that it waits, and why, and when the slots are back: logged, or handed to
+    ``say`` (R shows it at once, where a logged warning would wait for the job's end); when the slots do not
+    return, an :class:`AlexnetError` says what to do."""
+    now = slots()
+    if now is None or now >= workers:
         return
-    logger.warning("Before launching the %d workers again, waiting up to %.0f s for %d task slots: the Spark "
-                   "application has %d now (a Spark worker was lost, and its executors with it).",
-                   workers, patience, workers, slots)
+    waiting = (f"Before launching the {workers} workers again, waiting up to {patience:.0f} s for {workers} task "
+               f"slots: the Spark application has {now} now (a Spark worker was lost, and its executors with it).")
+    (say or logger.warning)(waiting)
     start = time.monotonic()
     while time.monotonic() - start < patience:
         time.sleep(min(poll, max(0.0, patience - (time.monotonic() - start))))
-        slots = barrier_slots(context)
-        if slots is None or slots >= workers:
-            logger.info("The Spark application has %d task slots again, after %.0f s.", slots or workers,
-                        time.monotonic() - start)
+        now = slots()
+        if now is None or now >= workers:
+            waited = time.monotonic() - start
+            back = f"The Spark application has {now or workers} task slots again, after {waited:.0f} s."
+            (say or logger.info)(back)
             return
     raise AlexnetError(
         f"{workers} workers need {workers} task slots at once to be launched again, but this Spark application still "
-        f"has {slots} after waiting {patience:.0f} s for a lost Spark worker's slots to return: restart that "
+        f"has {now} after waiting {patience:.0f} s for a lost Spark worker's slots to return: restart that "
         f"worker or give the application more executors, then run it again (a checkpoint_dir resumes), or give "
-        f"`workers` <= {slots}.")
+        f"`workers` <= {now}.")
 
 
 #: The resource Spark schedules GPUs as (``spark.task.resource.gpu.amount``).
@@ -375,7 +379,7 @@ def launch_job(spark: Any, plan: JobPlan, **extra: Any) -> JobRun:
 
     def launch(task: Task) -> list[dict[str, Any]]:
         if next(launches):  # a relaunch: after a lost Spark worker, its slots may not be back yet
-            await_slots(context, plan.workers, slots_patience(context))
+            await_slots(lambda: barrier_slots(context), plan.workers, slots_patience(context.getConf().get))
         return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=options.timeout,
                            python=options.python, env=options.env, what=f"The {work.noun} on {plan.workers} worker(s)",
                            advice=work.timeout_advice)
