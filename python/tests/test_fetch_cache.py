@@ -3,6 +3,7 @@ way, and a board whose zips were changed by hand."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -284,6 +285,20 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     assert "a folder this process may write (or leave `--cache-dir` unset" in help_as_said("fetch", str(raised.value))
     monkeypatch.undo()
 
+    # a new category's extraction moved into place: the folder that refused it is named, not the fetch's own folder
+    shutil.rmtree(cache / "train" / wnid)
+
+    def refused_into(src, dst, *args, **kwargs):
+        if os.fspath(dst).startswith(str(cache / "train")):
+            raise PermissionError(errno.EPERM, "Operation not permitted", src, None, dst)  # as os.rename's own
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_module.os, "rename", refused_into)
+    with pytest.raises(AlexnetError, match=rf"stopped: {cache / 'train'} cannot be written \(Operation not "
+                                           r"permitted\)"):
+        imagenet_partition(0, 1, board, cache_dir=cache)
+    monkeypatch.undo()
+
     def unreadable(fs, remote, local, progress=None):
         raise PermissionError(errno.EACCES, "Permission denied", remote)
 
@@ -467,6 +482,49 @@ def test_ctrl_c_stops_a_fetch_after_the_downloads_under_way(board, tmp_path):
         child.kill()
     assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
     assert out.count("downloaded") <= 3 < zips - 1, out  # the first, and those under way when Ctrl-C came
+
+
+_WAITING = textwrap.dedent("""
+    import logging, sys
+    from alexnet.data.fetch import imagenet_partition
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=2, validation=False)
+    print("returned", flush=True)
+    """)
+
+
+def test_ctrl_c_ends_a_fetch_that_waits_for_another_process_and_the_wait_names_it(board, tmp_path):
+    """A fetch waiting for a category that another process fetches (held here) ignored Ctrl-C until that process
+    was done, for ever if it was stuck; and the wait did not say which process it was."""
+    from alexnet.storage.fetch import category_lock
+
+    cache = tmp_path / "cache"
+    root = cache_module.open_cache(cache, str(board))  # the cache as the fetch opens it
+    wnids = [r["id"] for r in imagenet_categories(board)]
+    with contextlib.ExitStack() as held:
+        for wnid in wnids:  # "another process": each hold opens the lock's file anew, and a flock waits for it
+            held.enter_context(category_lock(root, category_folder(root, wnid), f"category {wnid}"))
+        child = subprocess.Popen([sys.executable, "-c", _WAITING, str(board), str(cache)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
+                                 env={**os.environ, "ALEXNET_PROGRESS": "0"})
+        try:
+            said = ""
+            while said.count("waiting for it") < 2:  # both downloads of the pool waiting
+                line = child.stderr.readline()
+                assert line, f"the fetch ended: {said}"
+                said += line
+            child.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
+            out, err = child.communicate(timeout=30)
+            seconds = time.monotonic() - interrupted
+        finally:
+            child.kill()
+            child.wait()
+    assert "KeyboardInterrupt" in err and "returned" not in out, err[-2000:]
+    assert seconds < 5, f"{seconds:.1f} s after Ctrl-C"
+    assert f"another process (process {os.getpid()} on {socket.gethostname()}, fetching since " in said, said
+    assert "stopping the 2 zips under way" in err, err[-2000:]
+    assert not any(cache.glob("train/*/*")), "nothing was fetched"
 
 
 def test_a_board_uploaded_to_during_a_fetch_is_said_so_with_fetch_again(source, board, tmp_path, monkeypatch):

@@ -19,10 +19,11 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
 from .board import Board
-from .locking import file_lock
+from .locking import file_lock, holder_of
 from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, unreachable
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,19 @@ def _staging_folder(work: str, name: str) -> str:
     return folder
 
 
-def category_lock(root: str, dest: str, what: str) -> contextlib.AbstractContextManager[None]:
+def category_lock(root: str, dest: str, what: str, check: Callable[[], None] | None = None
+                  ) -> contextlib.AbstractContextManager[None]:
     """The lock of the cache folder ``dest`` of the cache ``root`` (:func:`~alexnet.storage.locking.file_lock` on a
-    file of the cache's ``.locks`` folder), held while a process brings the category in; another waits, and says so."""
+    file of the cache's ``.locks`` folder), held while a process brings the category in, which it names in the file;
+    another waits, and says for whom (``check`` is called while it waits: what it raises ends the wait)."""
     path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
-    return file_lock(path, lambda: log.info("%s: another process is fetching it into %s; waiting for it", what, root))
+    note = f"process {os.getpid()} on {socket.gethostname()}, fetching since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+    def waiting() -> None:
+        log.info("%s: another process (%s) is fetching it into %s; waiting for it", what,
+                 holder_of(path) or "which, unknown", root)
+
+    return file_lock(path, waiting, note=note, check=check)
 
 
 def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
@@ -120,12 +129,13 @@ def _check_extracted(item: ZipItem, names: list[str]) -> None:
 
 
 def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
-               progress: Any) -> tuple[list[str], bool]:
+               progress: Any, check: Callable[[], None] | None = None) -> tuple[list[str], bool]:
     """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
     holding its lock; return its file names and whether it was downloaded. ``seen`` is what the first look found of
     its marker (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another
-    process, whose copy is used when it is complete."""
-    with category_lock(root, item.dest, item.what):
+    process, whose copy is used when it is complete. ``check`` is called while another process holds the category's
+    lock: what it raises ends the wait."""
+    with category_lock(root, item.dest, item.what, check):
         if cache.marker_stamp(item.dest) != seen:
             ready = cache.cached_files(item.dest, item.sha256)
             if ready is not None:
@@ -159,7 +169,11 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
         what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
                 f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), or free some space")
     else:
-        what = (f"{error.filename or root} cannot be written ({reason(error)}): give `cache_dir` a folder this process "
+        where, tmp = os.fspath(error.filename or root), os.path.join(root, cache.TMP)
+        if error.filename2 and os.path.commonpath([os.path.abspath(where), tmp]) == tmp:
+            # a finished extraction moved into place from the fetch's own folder: the folder it goes to refused it
+            where = os.path.dirname(os.fspath(error.filename2))
+        what = (f"{where} cannot be written ({reason(error)}): give `cache_dir` a folder this process "
                 "may write (or leave `cache_dir` unset for the user cache)")
     return AlexnetError(f"fetching into the cache {root} stopped: {what}; fetching again resumes, {cached} of "
                         f"{count_text(total, 'zip')} are in the cache")
@@ -235,12 +249,16 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             def stops(error: BaseException) -> bool:
                 return unreachable(error) is not None or disk_error(error, root) is not None
 
+            def still_wanted() -> None:  # a wait for another process's category ends with Ctrl-C here
+                if interrupted.is_set():
+                    raise Stopped
+
             def fetch_one(item: ZipItem) -> tuple[list[str], bool]:
                 if stop.is_set():
                     raise _NotStarted
                 try:
                     return _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
-                                      progress=progress)
+                                      progress=progress, check=still_wanted)
                 except Exception as error:
                     if stops(error):
                         stop.set()
@@ -273,8 +291,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                     for waiting in futures:
                         waiting.cancel()
                     under_way = sum(1 for future in futures if future.running())
-                    if under_way:
-                        log.info("%s: stopping the %s under way.", desc, count_text(under_way, "download"))
+                    if under_way:  # downloading, or waiting for another process that fetches the same
+                        log.info("%s: stopping the %s under way.", desc, count_text(under_way, "zip"))
                     raise
             disk = disk_error(stopped, root)
             if disk is not None:

@@ -11,16 +11,31 @@ from collections.abc import Callable, Iterator
 log = logging.getLogger(__name__)
 
 
+#: Seconds between two tries of a lock that is waited for with a ``check`` (:func:`hold_lock`).
+LOCK_POLL = 0.2
+
+
 @contextlib.contextmanager
-def file_lock(path: str, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+def file_lock(path: str, waiting: Callable[[], None] | None = None, *, note: str = "",
+              check: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) while the block runs,
-    waiting while another process holds it (``waiting`` is called first, to say so). The lock goes with the process
-    however it ends. Where the system or the file system takes no locks, the block runs unlocked."""
-    release = hold_lock(path, patience=None, waiting=waiting)
+    waiting while another process holds it (``waiting`` is called first, to say so; ``check``, if given, while it
+    waits, and what it raises ends the wait). The lock goes with the process however it ends. Where the system or the
+    file system takes no locks, the block runs unlocked."""
+    release = hold_lock(path, patience=None, note=note, waiting=waiting, check=check)
     try:
         yield
     finally:
         release()
+
+
+def holder_of(path: str) -> str:
+    """What the holder of the lock on ``path`` wrote in it (``note``), or "" when it wrote nothing or it is gone."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(4096).decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 class Busy(Exception):
@@ -32,13 +47,15 @@ class Busy(Exception):
         self.path, self.holder = path, holder
 
 
-def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Callable[[], None] | None = None
-              ) -> Callable[[], None]:
+def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Callable[[], None] | None = None,
+              check: Callable[[], None] | None = None) -> Callable[[], None]:
     """Take an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) and keep it until the
     function returned is called (or the process ends), writing ``note`` (when given) in the file for whoever finds it
     taken. A lock held elsewhere is waited for (``waiting`` is called first, to say so): for as long as it takes with
-    ``patience`` None, else up to ``patience`` seconds, then :class:`Busy` is raised. Where the system or the file
-    system takes no locks, nothing is held.
+    ``patience`` None, else up to ``patience`` seconds, then :class:`Busy` is raised; ``check``, if given, is called
+    every :data:`LOCK_POLL` seconds of the wait, and what it raises ends it (a thread cannot be interrupted while it
+    waits for a lock: Ctrl-C in the main thread sets what ``check`` looks at). Where the system or the file system takes
+    no locks, nothing is held.
 
     Each hold opens the file anew, so that a second hold of the same file in the same process waits as well."""
     try:
@@ -48,15 +65,15 @@ def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Cal
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        return _held(fd, path, patience, note, waiting)
+        return _held(fd, path, patience, note, waiting, check)
     except BaseException:  # Ctrl-C while waiting, a disk too full for the note: neither the file nor its lock kept
         with contextlib.suppress(OSError):
             os.close(fd)
         raise
 
 
-def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callable[[], None] | None
-          ) -> Callable[[], None]:
+def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callable[[], None] | None,
+          check: Callable[[], None] | None) -> Callable[[], None]:
     """:func:`hold_lock` on the file ``path`` opened as ``fd``, which the caller closes when this raises."""
     import fcntl
     import time
@@ -74,10 +91,12 @@ def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callab
             if not told and waiting is not None:
                 waiting()
             told = True
-            if deadline is None:
+            if check is not None:
+                check()
+            if deadline is None and check is None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 break
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            time.sleep(LOCK_POLL if deadline is None else min(0.5, max(0.0, deadline - time.monotonic())))
         except OSError as err:  # a file system that takes no locks (some network ones)
             log.debug("no lock on %s (%s): going on without one", path, err)
             os.close(fd)
