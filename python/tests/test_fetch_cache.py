@@ -19,6 +19,7 @@ import textwrap
 import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers_cli import help_as_said
@@ -235,9 +236,13 @@ def test_a_full_cache_disk_ends_the_fetch_at_once_with_what_to_do(board, tmp_pat
     with pytest.raises(AlexnetError) as raised:
         imagenet_partition(0, 1, board, cache_dir=cache, workers=2)
     zips, size = _zips(board), zip_bytes(board) / 1e6
+    rows = imagenet_categories(board)
+    two = sum(sorted([r["bytes"] for r in rows] + [r["val_bytes"] for r in rows], reverse=True)[:2]) / 1e6
     assert str(raised.value) == (
         f"fetching into the cache {cache} stopped: its disk is full (No space left on device): give `cache_dir` a "
-        f"folder on a disk with room for {zips} zips more ({size:.1f} MB), or free some space; fetching again resumes, "
+        f"folder on a disk with room for {zips} zips more ({size:.1f} MB), and {two:.1f} MB more while they are "
+        "fetched (2 downloads at once, each zip beside its extraction), or free some space, or fetch fewer zips at "
+        "once (`workers`; an evaluation's or a Spark job's `fetch_workers`); fetching again resumes, "
         f"0 of {zips} zips are in the cache")
     assert not isinstance(raised.value, BoardError)
     assert 1 <= len(calls) <= 2 and len(set(calls)) == len(calls), "tried once each, the ones under way only"
@@ -258,6 +263,28 @@ def test_a_full_cache_disk_ends_the_fetch_at_once_with_what_to_do(board, tmp_pat
                                            "zips are in the cache$"):
         imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
     assert list((cache / cache_module.TMP).iterdir()) == [], "nothing half-done is left"
+
+
+def test_a_cache_disk_with_less_room_than_the_fetch_takes_is_said_before_it_fills(board, tmp_path, monkeypatch,
+                                                                                    caplog):
+    """A disk with room for the partition's zips but not for those fetched at once beside their extractions failed
+    half way, saying it needed less than was free: the room is said before any download, counting both."""
+    import logging
+
+    rows = imagenet_categories(board)
+    sizes = sorted([r["bytes"] for r in rows] + [r["val_bytes"] for r in rows], reverse=True)
+    free = sum(sizes) + sizes[0]  # room for the zips and one more beside its extraction, not for two at once
+    monkeypatch.setattr(fetch_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=free))
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        imagenet_partition(0, 1, board, cache_dir=tmp_path / "one", workers=1)
+    assert not caplog.records, "one download at once fits"
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        imagenet_partition(0, 1, board, cache_dir=tmp_path / "two", workers=2)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(
+        f"fetch 0/1: the disk of the cache {tmp_path / 'two'} has {free / 1e6:.1f} MB free, and it takes "
+        f"{len(sizes)} zips more ({sum(sizes) / 1e6:.1f} MB), and {(sizes[0] + sizes[1]) / 1e6:.1f} MB more while "
+        "they are fetched (2 downloads at once, each zip beside its extraction): it may fill up"), said
 
 
 def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeypatch):

@@ -162,12 +162,30 @@ class _NotStarted(Exception):
     """A download not started, the board having stopped answering or the cache's disk having failed."""
 
 
-def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int) -> AlexnetError:
-    """What to do when the cache ``root`` cannot take the zips ``left``: its disk is full, or refuses writing."""
+#: What to give for fewer downloads at once, as each function that fetches names it.
+FEWER_AT_ONCE = "fetch fewer zips at once (`workers`; an evaluation's or a Spark job's `fetch_workers`)"
+
+
+def room_needed(left: Sequence[ZipItem], workers: int) -> tuple[int, int]:
+    """The bytes the zips ``left`` take in the cache once extracted (about their own size: JPEG images do not
+    compress), and the bytes more while ``workers`` of them are fetched at once: each download's zip lies beside its
+    extraction until that is in place."""
+    return sum(item.size for item in left), sum(sorted((item.size for item in left), reverse=True)[:max(1, workers)])
+
+
+def _room_text(left: Sequence[ZipItem], workers: int) -> str:
+    size, more = room_needed(left, workers)
+    return (f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), and {more / 1e6:.1f} MB more while they are "
+            f"fetched ({count_text(min(workers, len(left)), 'download')} at once, each zip beside its extraction)")
+
+
+def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int,
+                 workers: int) -> AlexnetError:
+    """What to do when the cache ``root`` cannot take the zips ``left`` (fetched ``workers`` at once): its disk is
+    full, or refuses writing."""
     if error.errno in DISK_FULL:
-        size = sum(item.size for item in left)
         what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
-                f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), or free some space")
+                f"{_room_text(left, workers)}, or free some space, or {FEWER_AT_ONCE}")
     else:
         where, tmp = os.fspath(error.filename or root), os.path.join(root, cache.TMP)
         if error.filename2 and os.path.commonpath([os.path.abspath(where), tmp]) == tmp:
@@ -179,8 +197,21 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
                         f"{count_text(total, 'zip')} are in the cache")
 
 
+def _warn_of_room(root: str, left: Sequence[ZipItem], workers: int, desc: str) -> None:
+    """Say before any download when the disk of the cache ``root`` has less room free than the zips ``left`` need."""
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError:
+        return
+    size, more = room_needed(left, workers)
+    if free < size + more:
+        log.warning("%s: the disk of the cache %s has %.1f MB free, and it takes %s: it may fill up (give `cache_dir` "
+                    "a folder on a larger disk, or free some space, or %s)", desc, root, free / 1e6,
+                    _room_text(left, workers), FEWER_AT_ONCE)
+
+
 @contextlib.contextmanager
-def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int) -> Iterator[str]:
+def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int, workers: int) -> Iterator[str]:
     """The fetch's own folder in the cache's ``.tmp``, for its downloads and extractions: it records its owner, and
     is removed when the fetch ends, or by the next fetch into the cache if this one's process was killed
     (:func:`alexnet.scratch.sweep_stale`)."""
@@ -190,7 +221,7 @@ def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int) ->
         disk = disk_error(error, root)
         if disk is None:
             raise
-        raise _disk_failed(root, disk, left, cached, total) from error
+        raise _disk_failed(root, disk, left, cached, total, workers) from error
     try:
         yield folder
     finally:
@@ -227,7 +258,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         size = sum(i.size for i in todo)
         log.info("%s: fetching %d zips (%.1f MB) from %s, %d in the cache", desc, len(todo), size / 1e6,
                  board.location, len(items) - len(todo))
-        with _work_folder(root, todo, len(files), len(items)) as work, \
+        _warn_of_room(root, todo, workers, desc)
+        with _work_folder(root, todo, len(files), len(items), workers) as work, \
                 progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
 
             # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
@@ -297,7 +329,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             disk = disk_error(stopped, root)
             if disk is not None:
                 raise _disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
-                                   len(items)) from stopped
+                                   len(items), workers) from stopped
             if stopped is not None:
                 raise BoardError(
                     f"the board {board.location} stopped answering ({brief(unreachable(stopped) or stopped)}): "
