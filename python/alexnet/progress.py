@@ -7,6 +7,7 @@ bar to a listener (a Spark worker's evaluation reports its images to the driver 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -84,6 +85,18 @@ class _Bar(tqdm):
         if getattr(self, "_drawn_complete", False):
             return True
         return super().display(*args, **kwargs)
+
+
+class BarSafeHandler(logging.StreamHandler):
+    """A log handler writing to a stream (standard error by default) as tqdm's ``write`` does: the progress bars drawn
+    there are cleared while a record is written and drawn again below it, so that a line logged during a fetch or an
+    upload starts a line of its own instead of following the bar's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
 
 
 def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:

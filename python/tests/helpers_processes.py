@@ -8,8 +8,10 @@ when it is left, a ``with`` block or the ``processes`` fixture of ``conftest.py`
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,3 +72,22 @@ def ctrl_c_as_in_a_terminal() -> None:
     rather than raising ``KeyboardInterrupt``, as it should for a background job. A test of what Ctrl-C does starts
     its process this way so that it checks the product and not how the test run was started."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def read_until(stream: Any, text: str, timeout: float) -> str:
+    """What a child wrote to ``stream`` (its text pipe, read unbuffered, so that ``communicate()`` reads the rest)
+    up to ``text`` and perhaps a little beyond; an ``AssertionError`` with what was read when the pipe ends, or
+    ``timeout`` seconds pass, before ``text``."""
+    import selectors
+
+    read = ""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while text not in read:
+            left = deadline - time.monotonic()
+            assert left > 0 and selector.select(left), f"nothing with {text!r} within {timeout:g} s: {read}"
+            chunk = os.read(stream.fileno(), 65536)
+            assert chunk, f"the pipe ended before {text!r}: {read}"
+            read += chunk.decode(errors="replace")
+    return read

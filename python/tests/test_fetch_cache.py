@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers_cli import help_as_said
-from helpers_processes import ctrl_c_as_in_a_terminal
+from helpers_processes import ctrl_c_as_in_a_terminal, read_until
 
 from alexnet import scratch
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
@@ -68,11 +68,19 @@ _SHARER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     from alexnet.data.fetch import imagenet_partition
+    from alexnet.progress import watch_progress
     board, cache, meet, me, count = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     (meet / f"ready-{me}").touch()
     while len(list(meet.glob("ready-*"))) < count:  # start together
         time.sleep(0.005)
-    result = imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
+    bar = {"moved": 0, "total": None}
+
+    def listen(desc, steps, total):
+        bar["moved"] += steps
+        bar["total"] = total
+
+    with watch_progress(listen):
+        result = imagenet_partition(0, 1, board, cache_dir=cache, workers=1)
     paths = result["image"] + result["val_image"]
     (meet / f"done-{me}").touch()
     missing = reads = 0
@@ -88,7 +96,7 @@ _SHARER = textwrap.dedent("""
             except FileNotFoundError:
                 missing += 1
     print(json.dumps({"images": len(result["image"]), "downloaded": result["downloaded_bytes"],
-                      "missing": missing, "reads": reads}))
+                      "missing": missing, "reads": reads, "bar": bar}))
     """)
 
 
@@ -115,6 +123,8 @@ def test_processes_fetching_into_one_cache_download_each_zip_once_and_keep_each_
     assert all(s["reads"] > 0 for s in said)
     assert [s["missing"] for s in said] == [0] * count
     assert sum(s["downloaded"] for s in said) == zip_bytes(board), "each zip is downloaded once between them"
+    # each bar drawn ends full, the zips another process brought in counted as done
+    assert all(s["bar"]["moved"] == (s["bar"]["total"] or 0) for s in said), said
     assert imagenet_partition(0, 1, board, cache_dir=cache)["downloaded_bytes"] == 0
 
 
@@ -512,11 +522,19 @@ def test_ctrl_c_stops_a_fetch_after_the_downloads_under_way(board, tmp_path):
 
 
 _WAITING = textwrap.dedent("""
-    import logging, sys
+    import json, logging, sys
     from alexnet.data.fetch import imagenet_partition
+    from alexnet.progress import watch_progress
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=2, validation=False)
-    print("returned", flush=True)
+    bar = {"moved": 0, "total": None}
+
+    def listen(desc, steps, total):
+        bar["moved"] += steps
+        bar["total"] = total
+
+    with watch_progress(listen):
+        result = imagenet_partition(0, 1, sys.argv[1], cache_dir=sys.argv[2], workers=2, validation=False)
+    print("returned", json.dumps({"bar": bar, "downloaded": result["downloaded_bytes"]}), flush=True)
     """)
 
 
@@ -535,11 +553,8 @@ def test_ctrl_c_ends_a_fetch_that_waits_for_another_process_and_the_wait_names_i
                                  stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
                                  env={**os.environ, "ALEXNET_PROGRESS": "0"})
         try:
-            said = ""
-            while said.count("waiting for it") < 2:  # both downloads of the pool waiting
-                line = child.stderr.readline()
-                assert line, f"the fetch ended: {said}"
-                said += line
+            said = read_until(child.stderr, "waiting for it", 60)
+            time.sleep(0.5)  # the pool's second download waiting too (said at DEBUG)
             child.send_signal(signal.SIGINT)
             interrupted = time.monotonic()
             out, err = child.communicate(timeout=30)
@@ -552,6 +567,36 @@ def test_ctrl_c_ends_a_fetch_that_waits_for_another_process_and_the_wait_names_i
     assert f"another process (process {os.getpid()} on {socket.gethostname()}, fetching since " in said, said
     assert "stopping the 2 zips under way" in err, err[-2000:]
     assert not any(cache.glob("train/*/*")), "nothing was fetched"
+
+
+def test_a_category_another_process_brought_in_counts_on_the_bar_and_in_the_log(board, tmp_path):
+    """A fetch that waited for another process used its copy: its bar stopped short of its total (the bytes it did
+    not download), and each such category took a line of the log."""
+    from alexnet.storage.fetch import category_lock
+
+    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    imagenet_partition(0, 1, board, cache_dir=elsewhere, validation=False)  # a copy of each category, to install
+    root = cache_module.open_cache(cache, str(board))
+    rows = imagenet_categories(board)
+    waited = rows[0]["id"]
+    with category_lock(root, category_folder(root, waited), f"category {waited}"):  # "another process" fetches it
+        child = subprocess.Popen([sys.executable, "-c", _WAITING, str(board), str(cache)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "ALEXNET_PROGRESS": "0"})
+        try:
+            said = read_until(child.stderr, "waiting for it", 60)
+            shutil.copytree(elsewhere / "train" / waited, cache / "train" / waited)  # and installs it
+        except BaseException:
+            child.kill()
+            raise
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err[-2000:]
+    result = json.loads(out.split("returned ", 1)[1])
+    train = sum(r["bytes"] for r in rows)
+    assert result["downloaded"] == train - rows[0]["bytes"]
+    assert result["bar"] == {"moved": train, "total": train}, "the bar ends full"
+    log = said + err
+    assert log.count("waiting for it") == 1 and "using its copy" not in log, log
+    assert "1 zip brought in by another process meanwhile" in log, log
 
 
 def test_a_board_uploaded_to_during_a_fetch_is_said_so_with_fetch_again(source, board, tmp_path, monkeypatch):

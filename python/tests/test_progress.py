@@ -29,6 +29,36 @@ def test_a_finished_bar_prints_its_last_line_once(monkeypatch):
         assert text.endswith("\n")
 
 
+@pytest.mark.parametrize("handler", ["the command line's", "logging's own"])
+def test_a_line_logged_under_a_bar_starts_a_line_of_its_own(monkeypatch, handler):
+    """The command line's log lines were written after a fetch's bar, on its line (``...B/s]INFO alexnet...``)."""
+    import logging
+
+    from alexnet.progress import BarSafeHandler
+
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    logger = logging.getLogger("alexnet.test-bar")
+    given = BarSafeHandler() if handler == "the command line's" else logging.StreamHandler()
+    logger.addHandler(given)
+    logger.propagate = False
+    try:
+        bar = progress_bar(40, "fetch", "img")
+        bar.update(15)
+        bar.refresh()
+        logger.warning("a line of the log")
+        bar.close()
+    finally:
+        logger.removeHandler(given)
+        logger.propagate = True
+    text = stream.getvalue()
+    before = text[:text.index("a line of the log")]
+    own_line = before.endswith(("\r", "\n"))
+    assert own_line == (handler == "the command line's"), repr(text)
+    assert "15/40" in text
+
+
 def test_an_unfinished_bar_shows_where_it_stopped(monkeypatch):
     monkeypatch.setenv("ALEXNET_PROGRESS", "1")
     stream = io.StringIO()

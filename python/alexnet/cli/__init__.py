@@ -17,6 +17,7 @@ from typing import NoReturn
 from .. import __version__
 from ..errors import AlexnetError, WithoutPasswords
 from ..launch import monitor
+from ..progress import BarSafeHandler
 from . import bench, cluster, common, data, model, train
 
 log = logging.getLogger("alexnet")
@@ -101,7 +102,8 @@ def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
     more every library's DEBUG lines; ``quiet`` leaves warnings and errors only."""
     others = logging.WARNING if quiet or verbose < 1 else logging.INFO if verbose == 1 else logging.DEBUG
     own = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s")
+    # records written between the progress bars' lines, not after a bar on its line
+    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s", handlers=[BarSafeHandler()])
     logging.getLogger().setLevel(others)
     log.setLevel(own)
     for handler in logging.getLogger().handlers:

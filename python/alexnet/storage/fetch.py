@@ -71,17 +71,18 @@ def _staging_folder(work: str, name: str) -> str:
     return folder
 
 
-def category_lock(root: str, dest: str, what: str, check: Callable[[], None] | None = None
-                  ) -> contextlib.AbstractContextManager[None]:
+def category_lock(root: str, dest: str, what: str, check: Callable[[], None] | None = None,
+                  say: Callable[[str], None] | None = None) -> contextlib.AbstractContextManager[None]:
     """The lock of the cache folder ``dest`` of the cache ``root`` (:func:`~alexnet.storage.locking.file_lock` on a
     file of the cache's ``.locks`` folder), held while a process brings the category in, which it names in the file;
-    another waits, and says for whom (``check`` is called while it waits: what it raises ends the wait)."""
+    another waits, and says for whom (logged, or handed to ``say``; ``check`` is called while it waits: what it
+    raises ends the wait)."""
     path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
     note = f"process {os.getpid()} on {socket.gethostname()}, fetching since {time.strftime('%Y-%m-%d %H:%M:%S')}"
 
     def waiting() -> None:
-        log.info("%s: another process (%s) is fetching it into %s; waiting for it", what,
-                 holder_of(path) or "which, unknown", root)
+        (say or log.info)(f"{what}: another process ({holder_of(path) or 'which, unknown'}) is fetching it into "
+                          f"{root}; waiting for it")
 
     return file_lock(path, waiting, note=note, check=check)
 
@@ -129,17 +130,18 @@ def _check_extracted(item: ZipItem, names: list[str]) -> None:
 
 
 def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
-               progress: Any, check: Callable[[], None] | None = None) -> tuple[list[str], bool]:
+               progress: Any, check: Callable[[], None] | None = None, say: Callable[[str], None] | None = None
+               ) -> tuple[list[str], bool]:
     """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
     holding its lock; return its file names and whether it was downloaded. ``seen`` is what the first look found of
     its marker (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another
     process, whose copy is used when it is complete. ``check`` is called while another process holds the category's
-    lock: what it raises ends the wait."""
-    with category_lock(root, item.dest, item.what, check):
+    lock: what it raises ends the wait; ``say`` says that it waits (see :func:`category_lock`)."""
+    with category_lock(root, item.dest, item.what, check, say):
         if cache.marker_stamp(item.dest) != seen:
             ready = cache.cached_files(item.dest, item.sha256)
             if ready is not None:
-                log.info("%s: another process fetched it into the cache meanwhile: using its copy", item.what)
+                log.debug("%s: another process fetched it into the cache meanwhile: using its copy", item.what)
                 return ready, False
         staging = _staging_folder(work, os.path.basename(item.dest))
         archive = f"{staging}.zip"
@@ -265,13 +267,33 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
             # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
             interrupted = threading.Event()
 
-            def progress(n: int) -> None:
-                nonlocal moved
-                if interrupted.is_set():
-                    raise Stopped
+            shown: dict[str, int] = {}  # the bar's bytes of each zip: up to its size, also when fetched twice
+
+            def advance(item: ZipItem, n: int) -> None:
                 with lock:
-                    moved += n
-                    bar.update(n)
+                    step = max(0, min(n, item.size - shown.get(item.key, 0)))
+                    shown[item.key] = shown.get(item.key, 0) + step
+                    bar.update(step)
+
+            def progress_of(item: ZipItem) -> Callable[[int], None]:
+                def progress(n: int) -> None:
+                    nonlocal moved
+                    if interrupted.is_set():
+                        raise Stopped
+                    with lock:
+                        moved += n
+                    advance(item, n)
+                return progress
+
+            waits = 0
+
+            def say_wait(text: str) -> None:  # the first wait for another process said, the others logged below
+                nonlocal waits
+                with lock:
+                    waits += 1
+                    first = waits == 1
+                log.log(logging.INFO if first else logging.DEBUG, "%s%s", text,
+                        " (other zips of this fetch may wait for it too)" if first else "")
 
             errors: dict[str, BaseException] = {}
             stopped: BaseException | None = None
@@ -289,8 +311,10 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                 if stop.is_set():
                     raise _NotStarted
                 try:
-                    return _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
-                                      progress=progress, check=still_wanted)
+                    found = _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
+                                       progress=progress_of(item), check=still_wanted, say=say_wait)
+                    advance(item, item.size)  # brought in by another process, or the bar short of a zip's size
+                    return found
                 except Exception as error:
                     if stops(error):
                         stop.set()
@@ -342,6 +366,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                 raise next(iter(errors.values()))
     seconds = time.monotonic() - start
     if todo:
-        log.info("%s: %.1f MB in %.1f s (%.1f MB/s)", desc, moved / 1e6, seconds,
-                 moved / 1e6 / seconds if seconds > 0 else float("nan"))
+        others = len(todo) - len(downloaded)
+        log.info("%s: %.1f MB in %.1f s (%.1f MB/s)%s", desc, moved / 1e6, seconds,
+                 moved / 1e6 / seconds if seconds > 0 else float("nan"),
+                 f"; {count_text(others, 'zip')} brought in by another process meanwhile" if others else "")
     return Fetched(files, [i.key for i in todo if i.key in downloaded], moved, seconds)
