@@ -326,4 +326,6 @@ def test_the_retries_help_says_the_time_a_silent_board_is_given():
 
     for declaration in (FetchOptions, UploadOptions):
         said = specs(declaration)["retries"].help
-        assert f"given up on about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped, however many are left" in said
+        assert (f"about 0.5, 1, 2, 4 s apart (a board that does not answer at all is given up on once they are used, "
+                f"or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first;") in " ".join(
+                    said.split()), said
