@@ -373,6 +373,41 @@ def test_a_cache_on_a_small_disk_says_so(board, tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="a read-only bind mount takes root")
+def test_a_complete_cache_on_a_read_only_disk_is_read(board, tmp_path):
+    """A cache fetched once and shared read-only (a read-only mount, a volume) was refused as a folder that cannot be
+    written, though nothing needed writing; a zip missing from it is still said to need a cache that can be."""
+    cache, shared = tmp_path / "cache", tmp_path / "shared"
+    whole = imagenet_partition(0, 1, board, cache_dir=cache)
+    shared.mkdir()
+    if subprocess.run(["mount", "--bind", str(cache), str(shared)]).returncode != 0:
+        pytest.skip("this machine makes no bind mounts")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(shared)]).returncode != 0:
+            pytest.skip("this machine makes no read-only bind mounts")
+        assert not os.access(shared, os.W_OK)
+        again = imagenet_partition(0, 1, board, cache_dir=shared)
+        assert again["downloaded_bytes"] == 0
+        assert again["image"] == [p.replace(str(cache), str(shared), 1) for p in whole["image"]]
+        assert all(os.path.isfile(p) for p in again["image"] + again["val_image"])
+        assert imagenet_partition(0, 1, board, cache_dir=shared, verify=True)["downloaded_bytes"] == 0
+    finally:
+        subprocess.run(["umount", str(shared)], check=True)
+
+    half = tmp_path / "half"  # one of two partitions fetched, then shared read-only: the other cannot be fetched
+    imagenet_partition(0, 2, board, cache_dir=half)
+    shared.mkdir(exist_ok=True)
+    subprocess.run(["mount", "--bind", str(half), str(shared)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(shared)], check=True)
+        assert imagenet_partition(0, 2, board, cache_dir=shared)["downloaded_bytes"] == 0
+        with pytest.raises(AlexnetError, match=rf"^fetching into the cache {shared} stopped: {shared}/\.tmp\S* cannot "
+                                               r"be written \(Read-only file system\): give `cache_dir` a folder"):
+            imagenet_partition(1, 2, board, cache_dir=shared)
+    finally:
+        subprocess.run(["umount", str(shared)], check=True)
+
+
 def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monkeypatch):
     """The upload tells a full disk by the errors the fetch does (the quota used up too), and a folder board whose
     disk is full is not tried again and again: one attempt per pin, and the error says a disk is full."""

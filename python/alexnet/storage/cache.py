@@ -84,13 +84,24 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
 
     A cache holds one board's categories: two boards may name different images by the same category id, and a fetch
     from one would replace the other's files. The board a cache was first opened for is recorded in it
-    (:data:`BOARD_FILE`), and another board given the same ``cache_dir`` is an :class:`AlexnetError`."""
+    (:data:`BOARD_FILE`), and another board given the same ``cache_dir`` is an :class:`AlexnetError`.
+
+    A cache this process may read but not write (shared read-only, a read-only mount) is opened as it is: what it
+    holds is read, and a fetch that finds a zip missing there says the cache cannot be written."""
     root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir(location)
     tmp = os.path.join(root, TMP)
-    made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
+    try:
+        made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
+        writable = True
+    except AlexnetError:
+        if not (os.path.isdir(tmp) and os.access(root, os.R_OK | os.X_OK)) or os.access(root, os.W_OK):
+            raise
+        writable = False
+        log.debug("the cache %s cannot be written: what it holds is read", root)
     # a folder by any path, a URL without its password
     _own_board(root, os.path.realpath(location) if "://" not in location else without_passwords(location))
-    _clean_stale_tmp(tmp)
+    if writable:
+        _clean_stale_tmp(tmp)
     return root
 
 
