@@ -91,3 +91,15 @@ def read_until(stream: Any, text: str, timeout: float) -> str:
             assert chunk, f"the pipe ended before {text!r}: {read}"
             read += chunk.decode(errors="replace")
     return read
+
+
+def ctrl_c(child: subprocess.Popen, timeout: float) -> tuple[str, str, float]:
+    """Ctrl-C to ``child`` (started with :func:`ctrl_c_as_in_a_terminal`): what it wrote to its standard output and
+    error, and the seconds it took to end, which must be under ``timeout``; an ``AssertionError`` when it ended
+    without the ``KeyboardInterrupt`` Ctrl-C raises."""
+    child.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, err = child.communicate(timeout=timeout)
+    seconds = time.monotonic() - interrupted
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    return out, err, seconds
