@@ -234,6 +234,7 @@ def test_checkpoints_found_without_their_index_are_taken_latest_position_first(t
         tf.train.Checkpoint(epoch=tf.Variable(epoch, dtype=tf.int64), step=tf.Variable(step, dtype=tf.int64),
                             history=tf.Variable("", dtype=tf.string)).write(str(folder / name))
     (folder / "ckpt-9.index").write_bytes(b"not a checkpoint")  # unreadable: last
+    (folder / "ckpt-9.data-00000-of-00001").write_bytes(b"")
     store = CheckpointStore(str(folder), chief=False)
     try:
         names, passed_over = store._candidates()
@@ -355,3 +356,69 @@ def test_a_run_with_checkpoints_leaves_the_root_logger_as_the_program_left_it(da
     monkeypatch.setattr(root, "handlers", [])  # a program that has not configured logging
     alexnet_train(8, 1, data, checkpoint_dir=str(tmp_path / "ckpt"), **{**SMALL, "steps_per_epoch": 2})
     assert root.handlers == []
+
+
+# -- checkpoints in a bucket ------------------------------------------------------------------------------------------
+
+def _bucket_checkpoints(location: str) -> tuple[list[str], str]:
+    """The checkpoints' files in ``location`` (an s3:// folder) by name, and its index's text ("" when missing)."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    names = sorted(Path(p).name for p in fs.ls(location, detail=False))
+    index = fs.cat_file(f"{location}/checkpoint").decode() if "checkpoint" in names else ""
+    return names, index
+
+
+def test_a_checkpoint_is_uploaded_index_last_and_one_cut_short_is_no_checkpoint(cloud_env, data, two_epochs,
+                                                                                   tmp_path):
+    """A run killed while its first checkpoint was uploaded left ``ckpt-N.index`` alone in the bucket (the files went
+    in listing order); every run given that folder after stopped, saying the checkpoints were damaged."""
+    import fsspec
+
+    from alexnet.train.checkpoint_files import upload_order
+
+    assert upload_order(["ckpt-4.index", "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002"]) == [
+        "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002", "ckpt-4.index"]
+    location = f"s3://alexnet-outputs/cut-{tmp_path.name}/ckpt"
+    fs = fsspec.filesystem("s3")
+    fs.put_file(str(two_epochs / "ckpt-4.index"), f"{location}/ckpt-4.index")  # what the killed run left
+    history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
+    assert history["params"]["initial_epoch"] == 0, "started afresh"
+    names, index = _bucket_checkpoints(location)
+    assert [n for n in names if n.startswith("ckpt-")] == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    assert 'model_checkpoint_path: "ckpt-4"' in index
+
+
+@pytest.mark.long  # over 10 s: make test-long (CI)
+def test_a_run_resumed_from_a_bucket_keeps_the_checkpoint_it_resumed_from(cloud_env, data, tmp_path, caplog):
+    """The first checkpoint of a run resumed from a bucket deleted every older one there (TensorFlow's manager, over
+    an empty scratch folder, knew none), so that a damaged newest checkpoint had none before it to give way to."""
+    location = f"s3://alexnet-outputs/kept-{tmp_path.name}/ckpt"
+    alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
+    with pytest.raises(Interrupted):  # the checkpoint at step 2 of epoch 2 written, then killed
+        alexnet_train(8, 2, data, checkpoint_dir=location, checkpoint_every=2, callbacks=[StopAt(1, 1)], **SMALL)
+    names, index = _bucket_checkpoints(location)
+    kept = sorted({n.split(".", 1)[0] for n in names if n.startswith("ckpt-")}, key=lambda n: int(n[5:]))
+    assert kept[0] == "ckpt-4" and len(kept) == 2, names
+    assert re.findall(r'all_model_checkpoint_paths: "(ckpt-\d+)"', index) == kept
+    assert f'model_checkpoint_path: "{kept[1]}"' in index
+
+    import fsspec
+
+    fsspec.filesystem("s3").rm_file(f"{location}/{kept[1]}.data-00000-of-00001")  # the newest one lost
+    resumed = alexnet_train(8, 2, data, checkpoint_dir=location, **SMALL)
+    assert resumed["params"]["initial_epoch"] == 1, "from ckpt-4, the end of epoch 1"
+    assert any(f"names {kept[1]}, whose files are not there" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.long  # over 10 s: make test-long (CI)
+def test_a_finished_run_publishes_its_pin_on_a_new_bucket_board(cloud_env, data, tmp_path):
+    """A run killed before its model pin's first version, run again, had nothing left to train and asked the board
+    whether it held the pin already: a new bucket prefix was refused as a board that "holds nothing", every time."""
+    location, board = (f"s3://alexnet-outputs/pin-{tmp_path.name}/{what}" for what in ("ckpt", "board"))
+    alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)  # the run that ended before its pin
+    again = alexnet_train(8, 1, data, checkpoint_dir=location, model_pin="alexnet", model_board=board, **SMALL)
+    assert again["params"]["initial_epoch"] == 1 and again["model_pin"]["board"] == board
+    third = alexnet_train(8, 1, data, checkpoint_dir=location, model_pin="alexnet", model_board=board, **SMALL)
+    assert third["model_pin"]["version"] == again["model_pin"]["version"], "the same weights: no new version"

@@ -97,8 +97,9 @@ def published_with(board: str | None, name: str, weights_sha256: str | None, exp
     model of these weights (its card's ``weights_sha256``) with what is asked: the Keras file, which every version
     holds, when ``export_format`` is None (an export pinned beside it since stays the newest version's), else an
     export of that format returning ``export_top`` classes per image too. ``None`` when the pin is not there, holds
-    other weights or another export, or the card does not know its weights' SHA-256."""
-    opened = open_board(board)
+    other weights or another export, or the card does not know its weights' SHA-256. Opened as it is to be written
+    next (a new board, an empty bucket prefix, holds no pin yet)."""
+    opened = open_board(board, write=True)
     if not weights_sha256 or name not in opened.pin_names():
         return None
     user, version = latest_metadata(opened, name)

@@ -128,15 +128,17 @@ def brief(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], float] | None = None) -> T:
+def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], float] | None = None,
+          patience: float | None = None) -> T:
     """``fn()``, attempted up to ``retries + 1`` times with :func:`backoff` between attempts.
 
     Errors in :data:`PERMANENT_ERRORS` and a full or read-only disk's (:func:`disk_error`) are raised at once;
     after the last attempt any other error becomes a ``BoardError`` naming ``what``. An endpoint that does not
-    answer (see :func:`unreachable`) is tried for at most :data:`UNREACHABLE_SECONDS`, counted from the start of
-    the first attempt that failed so, or from when bytes last moved in it: ``moved()`` is the
-    :func:`time.monotonic` of that (a download's progress), when given.
+    answer (see :func:`unreachable`) is tried for at most ``patience`` seconds (by default :data:`UNREACHABLE_SECONDS`),
+    counted from the start of the first attempt that failed so, or from when bytes last moved in it: ``moved()`` is
+    the :func:`time.monotonic` of that (a download's progress), when given.
     """
+    patience = UNREACHABLE_SECONDS if patience is None else patience
     first: float | None = None
     for attempt in range(retries + 1):
         began = time.monotonic()
@@ -153,14 +155,14 @@ def retry(what: str, fn: Callable[[], T], retries: int, *, moved: Callable[[], f
                 if moved is not None:  # bytes that moved since start the window again
                     first = max(first, moved())
             waited = time.monotonic() - first if first is not None else 0.0
-            if cut is not None and waited >= UNREACHABLE_SECONDS:
+            if cut is not None and waited >= patience:
                 raise BoardError(f"{what}: nothing answered for {waited:.0f} s ({brief(cut)})") from err
             if attempt == retries:
                 attempts = f"{retries + 1} attempt{'s' if retries else ''}"
                 raise BoardError(f"{what} failed after {attempts}: {brief(err)}") from err
             delay = backoff(attempt)
             if cut is not None:
-                delay = max(0.0, min(delay, UNREACHABLE_SECONDS - waited))
+                delay = max(0.0, min(delay, patience - waited))
             log.warning("%s failed (%s); retrying in %.1f s", what, brief(err), delay)
             time.sleep(delay)
     raise AssertionError("unreachable")

@@ -128,6 +128,8 @@ class CheckpointStore(CheckpointFiles):
             reader, damage = _open_whole(prefix)
             if damage is None:
                 break
+            if self.remote:  # said of the bucket's files, not of the scratch folder they were downloaded to
+                damage = damage.replace(os.path.dirname(prefix), self.location)
             damaged.append((name, damage))
         else:
             raise AlexnetError(
@@ -138,6 +140,8 @@ class CheckpointStore(CheckpointFiles):
         if damaged:
             logger.warning("The newest checkpoint in %s, %s, is damaged (%s): resuming from %s, the one before it.",
                            self.location, damaged[0][0], damaged[0][1], name)
+        # the checkpoints the next ones are kept beside in a bucket: this one and those before it
+        self._kept = names[names.index(name):]
         if self.chief and not self.remote and (passed_over or damaged):
             # the index names the checkpoint resumed from, so that the checkpoints saved next replace it in turn
             index = os.path.join(self.location, INDEX_FILE)

@@ -31,7 +31,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from ..errors import AlexnetError
 from ..scratch import make_scratch
@@ -43,12 +43,18 @@ from .formats import listed_checkpoints
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: TensorFlow's index of the checkpoints in a folder.
 INDEX_FILE = "checkpoint"
 #: Checkpoints kept.
 KEEP = 2
-#: Attempts after the first of each upload of a checkpoint's file to a bucket (and of each deletion of an older one).
-UPLOAD_RETRIES = 3
+#: Attempts after the first of each upload of a checkpoint's file to a bucket (and of each deletion of an older one):
+#: 0.5 to 30 s apart, enough for :data:`UPLOAD_PATIENCE` (see :func:`upload_retry`).
+UPLOAD_RETRIES = 10
+#: Seconds a bucket that does not answer at all is tried for by the uploads of checkpoints, before the run ends
+#: (it resumes when run again).
+UPLOAD_PATIENCE = 120.0
 #: The name TensorFlow writes a checkpoint under before it is whole (``ckpt-9_temp``), left behind when the writing
 #: failed or its process was killed.
 _UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
@@ -60,6 +66,19 @@ RUN_LOCK = ".alexnet-run.lock"
 RUN_LOCK_PATIENCE = 60.0
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def upload_retry(what: str, fn: Callable[[], T]) -> T:
+    """``fn()``, a write to the bucket of the checkpoints, retried through an outage of a minute or so
+    (:data:`UPLOAD_RETRIES`, :data:`UPLOAD_PATIENCE`): a run of days is not to end on a bucket's short outage."""
+    return retry(what, fn, UPLOAD_RETRIES, patience=UPLOAD_PATIENCE)
+
+
+def upload_order(entries: list[str]) -> list[str]:
+    """The files of one checkpoint in the order they are uploaded: its data files first, its ``.index`` last, so
+    that a checkpoint with an index in the bucket has its data there too (one killed while uploading is not taken
+    for a whole one, damaged)."""
+    return sorted(entries, key=lambda entry: (entry.endswith(".index"), entry))
 
 
 class CheckpointFiles:
@@ -77,6 +96,9 @@ class CheckpointFiles:
         self.fs = open_filesystem(location, write=chief)
         self.root = fs_path(location)
         self._scratch: list[str] = []
+        #: On a bucket, the checkpoints there that the next upload keeps beside its own, newest first: the one a run
+        #: resumed from and those before it (TensorFlow's manager, over a scratch folder, knows none of them).
+        self._kept: list[str] = []
         self._release: Callable[[], None] = lambda: None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
@@ -144,27 +166,33 @@ class CheckpointFiles:
         return sorted(names, key=position, reverse=True)  # stable: by number where positions are equal
 
     def _publish(self, manager: tf.train.CheckpointManager) -> None:
+        """Upload the checkpoint ``manager`` wrote last to the bucket (data files, then index), then an index of the
+        :data:`KEEP` newest there, and delete the older ones."""
         latest = manager.latest_checkpoint
         if latest is None:
             raise AlexnetError(f"Internal error: no checkpoint was written in {self.local} to upload.")
         name = os.path.basename(latest)
 
         def put(entry: str) -> None:
-            retry(f"uploading {entry} of the checkpoints to {self.location}",
-                  lambda: self.fs.put_file(os.path.join(self.local, entry), self._remote(entry)), UPLOAD_RETRIES)
+            upload_retry(f"uploading {entry} of the checkpoints to {self.location}",
+                         lambda: self.fs.put_file(os.path.join(self.local, entry), self._remote(entry)))
 
-        for entry in os.listdir(self.local):
-            if entry.startswith(name + "."):
-                put(entry)
-        put(INDEX_FILE)
-        kept = {os.path.basename(c) for c in manager.checkpoints}
-        listed = retry(f"listing the checkpoints of {self.location}", lambda: self.fs.ls(self.root, detail=False),
-                       UPLOAD_RETRIES)
+        for entry in upload_order([e for e in os.listdir(self.local) if e.startswith(name + ".")]):
+            put(entry)
+        kept = [name, *(n for n in self._kept if n != name)][:KEEP]
+        index = "".join([f'model_checkpoint_path: "{name}"\n',
+                         *(f'all_model_checkpoint_paths: "{n}"\n' for n in reversed(kept)),
+                         f"all_model_checkpoint_timestamps: {time.time()}\n"])
+        upload_retry(f"uploading {INDEX_FILE} of the checkpoints to {self.location}",
+                     lambda: self.fs.pipe_file(self._remote(INDEX_FILE), index.encode()))
+        self._kept = kept
+        listed = upload_retry(f"listing the checkpoints of {self.location}",
+                              lambda: self.fs.ls(self.root, detail=False))
         for remote in listed:
             base = posixpath.basename(remote)
             if base.startswith("ckpt-") and base.split(".", 1)[0] not in kept:
-                retry(f"deleting {base} of the checkpoints in {self.location}",
-                      functools.partial(self.fs.rm_file, remote), UPLOAD_RETRIES)
+                upload_retry(f"deleting {base} of the checkpoints in {self.location}",
+                             functools.partial(self.fs.rm_file, remote))
 
     def remove_unfinished(self) -> list[str]:
         """Delete the checkpoints TensorFlow began to write in this worker's folder and never finished (their
@@ -193,8 +221,7 @@ class CheckpointFiles:
                 data(buffer)
                 data = buffer.getvalue()
             whole = data
-            retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), whole),
-                  UPLOAD_RETRIES)
+            upload_retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), whole))
             return
         temporary = os.path.join(self.location, name + _BEGUN)
         with open(temporary, "wb") as f:

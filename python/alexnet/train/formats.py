@@ -88,12 +88,24 @@ def card_class_ids(fs: Any, root: str) -> list[str] | None:
 
 def listed_checkpoints(fs: Any, root: str) -> tuple[list[str], dict[str, int]]:
     """The names in the checkpoints' folder ``root`` on ``fs`` (none when there is no such folder), and the
-    checkpoints among them by name (``ckpt-N``, whose ``ckpt-N.index`` is there) with their numbers ``N``."""
+    checkpoints among them by name (``ckpt-N``, whose ``ckpt-N.index`` and every data file ``ckpt-N.data-K-of-M`` are
+    there: one whose upload was cut short is not one) with their numbers ``N``."""
     try:
         listed = [posixpath.basename(f) for f in fs.ls(root, detail=False)]
     except (FileNotFoundError, NotADirectoryError):
         listed = []
-    numbers = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(ckpt-(\d+))\.index", f) for f in listed) if m}
+    shards: dict[str, set[tuple[int, int]]] = {}
+    for name in listed:
+        data = re.fullmatch(r"(ckpt-\d+)\.data-(\d+)-of-(\d+)", name)
+        if data:
+            shards.setdefault(data.group(1), set()).add((int(data.group(2)), int(data.group(3))))
+
+    def whole(name: str) -> bool:
+        found = shards.get(name, set())
+        return bool(found) and all(found == {(k, m) for k in range(m)} for _, m in found)
+
+    numbers = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(ckpt-(\d+))\.index", f) for f in listed)
+               if m and whole(m.group(1))}
     return listed, numbers
 
 
