@@ -371,19 +371,33 @@ def _bucket_checkpoints(location: str) -> tuple[list[str], str]:
 
 
 def test_a_checkpoint_is_uploaded_index_last_and_one_cut_short_is_no_checkpoint(cloud_env, data, two_epochs,
-                                                                                   tmp_path):
+                                                                                   tmp_path, monkeypatch):
     """A run killed while its first checkpoint was uploaded left ``ckpt-N.index`` alone in the bucket (the files went
-    in listing order); every run given that folder after stopped, saying the checkpoints were damaged."""
+    in listing order); every run given that folder after stopped, saying the checkpoints were damaged. Files of the
+    same number that the new checkpoint does not write (another count of shards) are deleted: they made it no
+    checkpoint."""
     import fsspec
 
     from alexnet.train.checkpoint_files import upload_order
 
     assert upload_order(["ckpt-4.index", "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002"]) == [
         "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002", "ckpt-4.index"]
+    import s3fs
+
     location = f"s3://alexnet-outputs/cut-{tmp_path.name}/ckpt"
     fs = fsspec.filesystem("s3")
     fs.put_file(str(two_epochs / "ckpt-4.index"), f"{location}/ckpt-4.index")  # what the killed run left
+    fs.pipe_file(f"{location}/ckpt-4.data-00001-of-00002", b"a shard of a checkpoint written in two")
+    put, order = s3fs.S3FileSystem.put_file, []
+
+    def recorded(self, lpath, rpath, *args, **kwargs):
+        order.append(Path(rpath).name)
+        return put(self, lpath, rpath, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "put_file", recorded)
     history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
+    uploaded = [n for n in order if n.startswith("ckpt-")]
+    assert uploaded == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"], order
     assert history["params"]["initial_epoch"] == 0, "started afresh"
     names, index = _bucket_checkpoints(location)
     assert [n for n in names if n.startswith("ckpt-")] == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"]
@@ -393,7 +407,8 @@ def test_a_checkpoint_is_uploaded_index_last_and_one_cut_short_is_no_checkpoint(
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_run_resumed_from_a_bucket_keeps_the_checkpoint_it_resumed_from(cloud_env, data, tmp_path, caplog):
     """The first checkpoint of a run resumed from a bucket deleted every older one there (TensorFlow's manager, over
-    an empty scratch folder, knew none), so that a damaged newest checkpoint had none before it to give way to."""
+    an empty scratch folder, knew none), so that a damaged newest checkpoint had none before it to give way to; one
+    that does gives way, said of the bucket's files (it named the scratch folder they were downloaded to)."""
     location = f"s3://alexnet-outputs/kept-{tmp_path.name}/ckpt"
     alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
     with pytest.raises(Interrupted):  # the checkpoint at step 2 of epoch 2 written, then killed
@@ -406,10 +421,18 @@ def test_a_run_resumed_from_a_bucket_keeps_the_checkpoint_it_resumed_from(cloud_
 
     import fsspec
 
-    fsspec.filesystem("s3").rm_file(f"{location}/{kept[1]}.data-00000-of-00001")  # the newest one lost
+    fs = fsspec.filesystem("s3")
+    data_file = f"{location}/{kept[1]}.data-00000-of-00001"
+    fs.pipe_file(data_file, b"\0" * fs.size(data_file))  # the newest one damaged
     resumed = alexnet_train(8, 2, data, checkpoint_dir=location, **SMALL)
     assert resumed["params"]["initial_epoch"] == 1, "from ckpt-4, the end of epoch 1"
-    assert any(f"names {kept[1]}, whose files are not there" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"The newest checkpoint in {location}, {kept[1]}, is damaged (")
+    assert "alexnet-checkpoint-" not in said[0] and said[0].endswith(": resuming from ckpt-4, the one before it.")
+    names, index = _bucket_checkpoints(location)
+    now = sorted({n.split(".", 1)[0] for n in names if n.startswith("ckpt-")}, key=lambda n: int(n[5:]))
+    assert now[0] == "ckpt-4" and len(now) == 2, "the one resumed from, kept beside the new one; the damaged gone"
+    assert re.findall(r'all_model_checkpoint_paths: "(ckpt-\d+)"', index) == now
 
 
 @pytest.mark.long  # over 10 s: make test-long (CI)

@@ -322,9 +322,9 @@ def test_the_retries_help_says_the_time_a_silent_board_is_given():
 
     for declaration in (FetchOptions, UploadOptions):
         said = specs(declaration)["retries"].help
-        assert (f"about 0.5, 1, 2, 4 s apart (a board that does not answer at all is given up on once they are used, "
-                f"or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first;") in " ".join(
-                    said.split()), said
+        assert (f"their waits doubling from about 0.5 s (a board that does not answer at all is given up on once "
+                f"they are used, or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first;"
+                ) in " ".join(said.split()), said
 
 
 def test_a_checkpoints_bucket_down_for_a_minute_does_not_end_the_run(monkeypatch, caplog):
@@ -333,10 +333,10 @@ def test_a_checkpoints_bucket_down_for_a_minute_does_not_end_the_run(monkeypatch
     other transfers keep their 30 s."""
     from alexnet.train.checkpoint_files import UPLOAD_PATIENCE, upload_retry
 
-    clock = {"now": 0.0}
-    monkeypatch.setattr(transfer.time, "monotonic", lambda: clock["now"])
-    monkeypatch.setattr(transfer.time, "sleep", lambda seconds: clock.__setitem__("now", clock["now"] + seconds))
-    monkeypatch.setattr(transfer.random, "random", lambda: 0.5)  # no jitter: 0.5, 1, 2, 4, 8, 16, 30, 30 s
+    clock = {"now": 0.0}  # the transfers' own clock, not the process's
+    monkeypatch.setattr(transfer, "time", types.SimpleNamespace(
+        monotonic=lambda: clock["now"], sleep=lambda seconds: clock.__setitem__("now", clock["now"] + seconds)))
+    monkeypatch.setattr(transfer, "random", types.SimpleNamespace(random=lambda: 0.5))  # no jitter: 0.5, 1, 2, 4 s...
 
     def down_for(seconds: float):
         def upload() -> str:

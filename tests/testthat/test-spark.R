@@ -301,6 +301,7 @@ test_that("checkpoints trained on other classes than the board's stop alexnet_sp
   history <- list(format = 1L, settings = list(num_classes = 2L, data = list(class_ids = rev(ids))))
   writeLines(jsonlite::toJSON(history, auto_unbox = TRUE), file.path(checkpoints, "alexnet-history.json"))
   writeLines("not a checkpoint", file.path(checkpoints, "ckpt-2.index"))
+  writeLines("nor its data", file.path(checkpoints, "ckpt-2.data-00000-of-00001"))
   calls <- new.env()
   expect_error(
     alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),

@@ -145,7 +145,8 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
 
 def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
-            on_retry: Callable[[str], Any] | None = None) -> JobRun:
+            on_retry: Callable[[str], Any] | None = None,
+            before_relaunch: Callable[[], Any] | None = None) -> JobRun:
     """Run ``plan``: check the executors with ``probe`` (when the plan's options say ``probe``), then
     ``launch(task)`` (one barrier stage, returning one row per worker) until it succeeds or ``plan.retries``
     relaunches have failed too.
@@ -154,7 +155,8 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     and ``driver_host``, the address the executors reach the driver at, is known). A worker's failure raises its
     :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`. Before each relaunch, the failure and
     what follows are logged as a warning, or handed to ``on_retry`` (one string) when given (R shows it as an R
-    warning).
+    warning); then ``before_relaunch()`` runs (the wait for a lost Spark worker's task slots), not counted in the
+    job's seconds.
     """
     options = plan.task.options
     if probe is not None and options.probe:
@@ -176,6 +178,8 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
             if attempt > plan.retries:
                 raise failure from None
             _log_retry(failure, attempt, plan, on_retry)
+            if before_relaunch is not None:
+                before_relaunch()
     finally:
         if monitor is not None:
             monitor.close()

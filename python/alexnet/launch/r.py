@@ -9,7 +9,6 @@ and the job's evaluation are :mod:`alexnet.launch.job`'s, the same as from Pytho
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -70,13 +69,13 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
     plan = plan_job(workers, board, slots_from(default_parallelism, task_cpus, dynamic_allocation), kind=kind,
                     **options)
 
-    launches = itertools.count()
-
-    def launched(task: Task) -> list[dict[str, Any]]:
-        if next(launches) and parallelism is not None:  # a relaunch: a lost Spark worker's slots may not be back
+    def relaunch() -> None:  # a lost Spark worker's slots may not be back
+        if parallelism is not None:
             spark.await_slots(lambda: slots_from(int(parallelism()), task_cpus, dynamic_allocation), plan.workers,
                               spark.slots_patience(setting or (lambda key, default: default)), poll=spark.SLOTS_POLL,
                               say=on_wait)
+
+    def launched(task: Task) -> list[dict[str, Any]]:
         value = launch(task.to_dict(), column_types(task))  # a plain list in R, made a Task again by each task
         if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
             raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
@@ -84,7 +83,7 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
 
     run = run_job(plan, launched, driver_host=driver_host,
                   probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
-                  on_retry=on_retry)
+                  on_retry=on_retry, before_relaunch=relaunch)
     return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds), "attempt": run.attempt}
 
 

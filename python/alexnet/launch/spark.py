@@ -14,7 +14,6 @@ context: see ``?alexnet_spark_train``).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -375,11 +374,8 @@ def launch_job(spark: Any, plan: JobPlan, **extra: Any) -> JobRun:
     options' ``timeout`` (the driver cancels the Spark job), relaunched up to ``plan.retries`` times."""
     context = spark_context(spark)
     work, options = plan.work, plan.task.options
-    launches = itertools.count()
 
     def launch(task: Task) -> list[dict[str, Any]]:
-        if next(launches):  # a relaunch: after a lost Spark worker, its slots may not be back yet
-            await_slots(lambda: barrier_slots(context), plan.workers, slots_patience(context.getConf().get))
         return run_barrier(context, plan.workers, worker_function(task, **extra), timeout=options.timeout,
                            python=options.python, env=options.env, what=f"The {work.noun} on {plan.workers} worker(s)",
                            advice=work.timeout_advice)
@@ -388,4 +384,8 @@ def launch_job(spark: Any, plan: JobPlan, **extra: Any) -> JobRun:
         slots = barrier_slots(context) or plan.workers
         return probe_executors(context, max(plan.workers, slots), options.python, options.env)
 
-    return run_job(plan, launch, driver_host=driver_host(context), probe=check, advice=PYTHON_ADVICE)
+    def relaunch() -> None:  # after a lost Spark worker, its slots may not be back yet
+        await_slots(lambda: barrier_slots(context), plan.workers, slots_patience(context.getConf().get))
+
+    return run_job(plan, launch, driver_host=driver_host(context), probe=check, advice=PYTHON_ADVICE,
+                   before_relaunch=relaunch)

@@ -88,13 +88,13 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
 
     A cache this process may read but not write (shared read-only, a read-only mount) is opened as it is: what it
     holds is read, and a fetch that finds a zip missing there says the cache cannot be written."""
-    root = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir(location)
+    root = os.path.abspath(os.fspath(cache_dir) if cache_dir is not None else default_cache_dir(location))
     tmp = os.path.join(root, TMP)
     try:
         made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
         writable = True
     except AlexnetError:
-        if not (os.path.isdir(tmp) and os.access(root, os.R_OK | os.X_OK)) or os.access(root, os.W_OK):
+        if not (os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)) or os.access(root, os.W_OK):
             raise
         writable = False
         log.debug("the cache %s cannot be written: what it holds is read", root)

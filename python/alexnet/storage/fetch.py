@@ -78,7 +78,8 @@ def category_lock(root: str, dest: str, what: str, check: Callable[[], None] | N
     another waits, and says for whom (logged, or handed to ``say``; ``check`` is called while it waits: what it
     raises ends the wait)."""
     path = os.path.join(root, cache.LOCKS, os.path.relpath(dest, root).replace(os.sep, "-") + ".lock")
-    note = f"process {os.getpid()} on {socket.gethostname()}, fetching since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    def note() -> str:  # once the lock is taken
+        return f"process {os.getpid()} on {socket.gethostname()}, fetching since {time.strftime('%Y-%m-%d %H:%M:%S')}"
 
     def waiting() -> None:
         (say or log.info)(f"{what}: another process ({holder_of(path) or 'which, unknown'}) is fetching it into "
@@ -189,7 +190,7 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
         what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
                 f"{_room_text(left, workers)}, or free some space, or {FEWER_AT_ONCE}")
     else:
-        where, tmp = os.fspath(error.filename or root), os.path.join(root, cache.TMP)
+        where, tmp = os.fspath(error.filename or root), os.path.abspath(os.path.join(root, cache.TMP))
         if error.filename2 and os.path.commonpath([os.path.abspath(where), tmp]) == tmp:
             # a finished extraction moved into place from the fetch's own folder: the folder it goes to refused it
             where = os.path.dirname(os.fspath(error.filename2))

@@ -16,7 +16,7 @@ LOCK_POLL = 0.2
 
 
 @contextlib.contextmanager
-def file_lock(path: str, waiting: Callable[[], None] | None = None, *, note: str = "",
+def file_lock(path: str, waiting: Callable[[], None] | None = None, *, note: str | Callable[[], str] = "",
               check: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) while the block runs,
     waiting while another process holds it (``waiting`` is called first, to say so; ``check``, if given, while it
@@ -47,12 +47,14 @@ class Busy(Exception):
         self.path, self.holder = path, holder
 
 
-def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Callable[[], None] | None = None,
+def hold_lock(path: str, *, patience: float | None, note: str | Callable[[], str] = "",
+              waiting: Callable[[], None] | None = None,
               check: Callable[[], None] | None = None) -> Callable[[], None]:
     """Take an exclusive lock on the file ``path`` (made, with its folder, if missing, and kept) and keep it until the
-    function returned is called (or the process ends), writing ``note`` (when given) in the file for whoever finds it
-    taken. A lock held elsewhere is waited for (``waiting`` is called first, to say so): for as long as it takes with
-    ``patience`` None, else up to ``patience`` seconds, then :class:`Busy` is raised; ``check``, if given, is called
+    function returned is called (or the process ends), writing ``note`` (when given; a function: what it returns once
+    the lock is taken) in the file for whoever finds it taken, and removing it when the lock is let go. A lock held
+    elsewhere is waited for (``waiting`` is called first, to say so): for as long as it takes with ``patience`` None,
+    else up to ``patience`` seconds, then :class:`Busy` is raised; ``check``, if given, is called
     every :data:`LOCK_POLL` seconds of the wait, and what it raises ends it (a thread cannot be interrupted while it
     waits for a lock: Ctrl-C in the main thread sets what ``check`` looks at). Where the system or the file system takes
     no locks, nothing is held.
@@ -72,7 +74,8 @@ def hold_lock(path: str, *, patience: float | None, note: str = "", waiting: Cal
         raise
 
 
-def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callable[[], None] | None,
+def _held(fd: int, path: str, patience: float | None, note: str | Callable[[], str],
+          waiting: Callable[[], None] | None,
           check: Callable[[], None] | None) -> Callable[[], None]:
     """:func:`hold_lock` on the file ``path`` opened as ``fd``, which the caller closes when this raises."""
     import fcntl
@@ -101,15 +104,19 @@ def _held(fd: int, path: str, patience: float | None, note: str, waiting: Callab
             log.debug("no lock on %s (%s): going on without one", path, err)
             os.close(fd)
             return lambda: None
-    if note:
+    said = note() if callable(note) else note
+    if said:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, note.encode(), 0)
+        os.pwrite(fd, said.encode(), 0)
     closed = False
 
     def release() -> None:
         nonlocal closed
         if not closed:
             closed = True
+            if said:  # the next holder is not named after this one, while it has yet to write its note
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             os.close(fd)  # and the lock with it
 
     return release

@@ -160,7 +160,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``area_range`` is the share of each image that a random training crop covers and ``lighting`` the strength of
     the AlexNet paper's PCA colour noise (see :func:`alexnet.input.decode.decode_for_training`); ``callbacks``
     are extra Keras callbacks (each is given the model the run ends with, with ``set_model``, also when no epoch
-    was left to train);
+    was left to train; they come after the run's own, so that what they add to an epoch's logs is in neither the
+    history nor TensorBoard's log);
     ``progress_file`` is where the chief reports its progress as lines of JSON while it trains (a file path,
     or ``tcp://host:port`` of a launcher's monitor).
 

@@ -177,7 +177,16 @@ class CheckpointFiles:
             upload_retry(f"uploading {entry} of the checkpoints to {self.location}",
                          lambda: self.fs.put_file(os.path.join(self.local, entry), self._remote(entry)))
 
-        for entry in upload_order([e for e in os.listdir(self.local) if e.startswith(name + ".")]):
+        entries = upload_order([e for e in os.listdir(self.local) if e.startswith(name + ".")])
+        # files of an earlier checkpoint of the same number (one cut short, or damaged) that this one does not write
+        try:
+            listed = upload_retry(f"listing the checkpoints of {self.location}",
+                                  lambda: self.fs.ls(self.root, detail=False))
+        except FileNotFoundError:  # the first checkpoint of a new folder
+            listed = []
+        self._delete([r for r in listed if posixpath.basename(r).startswith(name + ".")
+                      and posixpath.basename(r) not in entries])
+        for entry in entries:
             put(entry)
         kept = [name, *(n for n in self._kept if n != name)][:KEEP]
         index = "".join([f'model_checkpoint_path: "{name}"\n',
@@ -186,13 +195,22 @@ class CheckpointFiles:
         upload_retry(f"uploading {INDEX_FILE} of the checkpoints to {self.location}",
                      lambda: self.fs.pipe_file(self._remote(INDEX_FILE), index.encode()))
         self._kept = kept
-        listed = upload_retry(f"listing the checkpoints of {self.location}",
-                              lambda: self.fs.ls(self.root, detail=False))
-        for remote in listed:
+        self._delete([r for r in listed if posixpath.basename(r).startswith("ckpt-")
+                      and posixpath.basename(r).split(".", 1)[0] not in kept])
+
+    def _delete(self, remotes: list[str]) -> None:
+        """Delete the files ``remotes`` of older checkpoints from the bucket: one already gone is not missed, and one
+        that cannot be deleted stays there, said in a warning (the checkpoint just uploaded is whole)."""
+        for remote in remotes:
             base = posixpath.basename(remote)
-            if base.startswith("ckpt-") and base.split(".", 1)[0] not in kept:
+            try:
                 upload_retry(f"deleting {base} of the checkpoints in {self.location}",
                              functools.partial(self.fs.rm_file, remote))
+            except FileNotFoundError:  # deleted by an attempt whose answer was lost
+                pass
+            except Exception as error:
+                logger.warning("Cannot delete %s of the older checkpoints in %s (%s): it stays there.", base,
+                               self.location, error)
 
     def remove_unfinished(self) -> list[str]:
         """Delete the checkpoints TensorFlow began to write in this worker's folder and never finished (their

@@ -50,7 +50,8 @@ class LogDir(MirroredFolder):
 class TensorBoardLog(keras.callbacks.Callback):
     """Writes a run's scalars to ``log_dir`` and profiles steps ``profile_steps``.
 
-    Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs
+    Per epoch (tags ``epoch/<name>``, at the number of epochs done): every metric of the epoch's logs as the run's
+    own callbacks leave them (those given to ``alexnet_train`` come after this one)
     (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
     excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``); with
