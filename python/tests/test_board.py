@@ -198,6 +198,21 @@ def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_p
     outputs.writable_location(str(target), "checkpoint_dir", keep=False)
     assert len(calls) == 2 and not (tmp_path / "runs").exists()
 
+    # taken away between makedirs' own mkdir, which found it there, and its look at it: "File exists" (a two-worker
+    # run in CI failed so)
+    calls.clear()
+
+    def found_then_taken(path, exist_ok=False):
+        if os.fspath(path) == str(target):
+            calls.append(path)
+            if len(calls) == 1:
+                raise FileExistsError(17, "File exists", os.fspath(path))
+        makedirs(path, exist_ok=exist_ok)
+
+    monkeypatch.setattr(outputs.os, "makedirs", found_then_taken)
+    outputs.writable_location(str(target), "checkpoint_dir", keep=False)
+    assert len(calls) == 2 and not (tmp_path / "runs").exists()
+
 
 # -- folder ---------------------------------------------------------------------------------------------------
 

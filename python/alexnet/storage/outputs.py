@@ -67,8 +67,8 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
                     os.makedirs(path, exist_ok=True)
                     fs.pipe_file(probe, b"")
                     break
-                except FileNotFoundError:
-                    if attempt == PROBE_ATTEMPTS - 1:
+                except (FileNotFoundError, FileExistsError):  # taken away after the folder was made, or after
+                    if attempt == PROBE_ATTEMPTS - 1:       # makedirs found it there (a file on the way is said above)
                         raise
         fs.rm_file(probe)
     except BoardError as err:
