@@ -382,22 +382,22 @@ def test_a_checkpoint_is_uploaded_index_last_and_one_cut_short_is_no_checkpoint(
 
     assert upload_order(["ckpt-4.index", "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002"]) == [
         "ckpt-4.data-00000-of-00002", "ckpt-4.data-00001-of-00002", "ckpt-4.index"]
-    import s3fs
+    from alexnet.train import checkpoint_files
 
     location = f"s3://alexnet-outputs/cut-{tmp_path.name}/ckpt"
     fs = fsspec.filesystem("s3")
     fs.put_file(str(two_epochs / "ckpt-4.index"), f"{location}/ckpt-4.index")  # what the killed run left
     fs.pipe_file(f"{location}/ckpt-4.data-00001-of-00002", b"a shard of a checkpoint written in two")
-    put, order = s3fs.S3FileSystem.put_file, []
+    writes, order = checkpoint_files.upload_retry, []
 
-    def recorded(self, lpath, rpath, *args, **kwargs):
-        order.append(Path(rpath).name)
-        return put(self, lpath, rpath, *args, **kwargs)
+    def recorded(what, fn):  # every write to the bucket of the checkpoints, in the order made
+        order.append(what.split(" of the checkpoints", 1)[0])
+        return writes(what, fn)
 
-    monkeypatch.setattr(s3fs.S3FileSystem, "put_file", recorded)
+    monkeypatch.setattr(checkpoint_files, "upload_retry", recorded)
     history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
-    uploaded = [n for n in order if n.startswith("ckpt-")]
-    assert uploaded == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"], order
+    uploaded = [what for what in order if what.startswith("uploading ")]
+    assert uploaded == ["uploading ckpt-4.data-00000-of-00001", "uploading ckpt-4.index", "uploading checkpoint"], order
     assert history["params"]["initial_epoch"] == 0, "started afresh"
     names, index = _bucket_checkpoints(location)
     assert [n for n in names if n.startswith("ckpt-")] == ["ckpt-4.data-00000-of-00001", "ckpt-4.index"]
