@@ -35,7 +35,7 @@ from ..scratch import make_scratch
 from . import cache
 from .board import Board
 from .locking import file_lock, holder_of
-from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, unreachable
+from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, inside, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +190,8 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
         what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
                 f"{_room_text(left, workers)}, or free some space, or {FEWER_AT_ONCE}")
     else:
-        where, tmp = os.fspath(error.filename or root), os.path.abspath(os.path.join(root, cache.TMP))
-        if error.filename2 and os.path.commonpath([os.path.abspath(where), tmp]) == tmp:
+        where = os.fspath(error.filename or root)
+        if error.filename2 and inside(where, os.path.join(root, cache.TMP)):
             # a finished extraction moved into place from the fetch's own folder: the folder it goes to refused it
             where = os.path.dirname(os.fspath(error.filename2))
         what = (f"{where} cannot be written ({reason(error)}): give `cache_dir` a folder this process "

@@ -89,8 +89,7 @@ def _held(fd: int, path: str, patience: float | None, note: str | Callable[[], s
             break
         except BlockingIOError:
             if deadline is not None and time.monotonic() >= deadline:
-                holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-                raise Busy(path, holder) from None
+                raise Busy(path, holder_of(path)) from None
             if not told and waiting is not None:
                 waiting()
             told = True

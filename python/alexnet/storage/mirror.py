@@ -15,6 +15,7 @@ import shutil
 
 from ..scratch import OWNER_FILE, make_scratch
 from .location import fs_path, location_kind, open_filesystem
+from .transfer import inside
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +43,9 @@ class MirroredFolder:
     def said(self, path: str | os.PathLike) -> str:
         """Where the local file ``path`` is, said to a user: a file of a bucket's scratch folder at its place in the
         bucket (where :meth:`sync` and :meth:`close` upload it), any other path as it is."""
-        relative = os.path.relpath(path, self.local)
-        if not self.remote or relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        if not self.remote or not inside(path, self.local):
             return os.fspath(path)
-        return self.where(relative.replace(os.sep, "/"))
+        return self.where(os.path.relpath(path, self.local).replace(os.sep, "/"))
 
     def fetch(self, name: str) -> None:
         """Bring the file ``name`` of a bucket's folder into the scratch folder (when it is there), to go on from

@@ -48,14 +48,14 @@ def disk_error(error: BaseException | None, folder: str | None = None) -> OSErro
             if error.errno in DISK_FULL or error.errno == _READ_ONLY:
                 return error
             if error.errno in _REFUSED and folder is not None and (
-                    _inside(error.filename, folder) or _inside(error.filename2, folder)):
+                    inside(error.filename, folder) or inside(error.filename2, folder)):
                 return error
         error = error.__cause__ or error.__context__
     return None
 
 
-def _inside(name: Any, folder: str) -> bool:
-    """Whether ``name`` (an ``OSError``'s file name, possibly None) is ``folder`` or a path in it."""
+def inside(name: Any, folder: str) -> bool:
+    """Whether ``name`` (a path, or an ``OSError``'s file name, possibly None) is ``folder`` or a path in it."""
     if not isinstance(name, (str, os.PathLike)):
         return False
     return os.path.join(os.path.abspath(os.fspath(name)), "").startswith(os.path.join(os.path.abspath(folder), ""))
@@ -239,7 +239,7 @@ def download_verified(fs: Any, remote: str, local: str, sha256: str, *, what: st
             except (FileNotFoundError, PermissionError) as err:
                 if disk_error(err, os.path.dirname(local) or ".") is not None:
                     raise  # writing here was refused, not reading the board
-                if isinstance(err, FileNotFoundError) and _inside(err.filename, os.path.dirname(staged) or "."):
+                if isinstance(err, FileNotFoundError) and inside(err.filename, os.path.dirname(staged) or "."):
                     raise AlexnetError(f"{what}: the file it was being downloaded to, {err.filename}, was removed "
                                        "meanwhile (by another process sharing this folder?); run it again") from err
                 raise BoardError(f"{what} is listed in {pin} but {remote} cannot be read ({type(err).__name__}: "

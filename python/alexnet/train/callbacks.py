@@ -51,6 +51,12 @@ def epoch_step(callback: keras.callbacks.Callback, batch: int, steps: int) -> in
     return steps - int(fit_steps) + batch + 1
 
 
+def checkpointed_inside(step: int, every: int | None, steps: int) -> bool:
+    """Whether a checkpoint is saved after ``step`` (from 1) of an epoch of ``steps`` steps inside the epoch, every
+    ``every`` steps (None: only at epochs' ends, which are not inside)."""
+    return every is not None and every > 0 and step % every == 0 and step < steps
+
+
 class RateSetter(keras.callbacks.Callback):
     """Sets ``optimizer``'s learning rate before every step to ``rates.at(step)``, the run's global step counted
     over every epoch (so a resumed run continues the same curve).
@@ -111,7 +117,7 @@ class Recorder(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         step = epoch_step(self, batch, self.steps)
-        if self.store is not None and self.every and step % self.every == 0 and step < self.steps:
+        if self.store is not None and checkpointed_inside(step, self.every, self.steps):
             check_finite(self.model, self._epoch, step, logs)
             self._save(self._epoch, step)
 

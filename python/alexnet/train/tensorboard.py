@@ -19,7 +19,7 @@ from typing import Any
 
 from ..storage.mirror import MirroredFolder
 from ..tfimport import keras, tf
-from .callbacks import epoch_step, numbers, replicas_summed
+from .callbacks import checkpointed_inside, epoch_step, numbers, replicas_summed
 from .schedule import Rates, SizeSchedule
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class TensorBoardLog(keras.callbacks.Callback):
         step = self._epoch * self.steps + in_epoch
         if step % self.every == 0:
             self._write_step(step, logs)
-        if self.checkpoint_every and in_epoch % self.checkpoint_every == 0 and in_epoch < self.steps:
+        if checkpointed_inside(in_epoch, self.checkpoint_every, self.steps):
             self._flush()  # the checkpoint saved at this step (after this callback) is resumed after it
 
     def _write_step(self, step: int, logs: dict[str, Any] | None) -> None:
