@@ -303,6 +303,34 @@ def test_a_resume_on_other_images_or_learning_otherwise_gets_one_warning_naming_
     assert "resume with the same" not in caplog.text
 
 
+def test_a_finished_run_asked_to_train_otherwise_names_each_setting_it_leaves_unused(caplog):
+    """Nothing is left to train: a setting other than the finished run's changes nothing, and is named as such (more
+    or fewer epochs are the finished run's own words: a larger `epochs` trains further)."""
+    from alexnet.train.checkpoint import Resume
+    from alexnet.train.resumed import say_finished
+    from alexnet.train.settings import TrainSettings
+
+    then = TrainSettings.from_dict({"checkpoint_dir": "/ck"})
+    now = TrainSettings.from_dict({"checkpoint_dir": "/ck", "learning_rate": 0.05, "epochs": 2})
+    data = {"board": "/b", "partition": 0, "total": 1, "train_images": 180, "val_images": 30}
+    start = Resume(epoch=3, settings={"learnt_with": then.learnt_with(), "data": data, "epochs": 3}, restored=True)
+    for current, unused in (({"learnt_with": now.learnt_with(), "data": dict(data, board="/c"), "epochs": 2},
+                             "other images (board /b then, /c now); `learning_rate`: 0.01 then, 0.05 now"),
+                            ({"learnt_with": then.learnt_with(), "data": data, "epochs": 2}, None)):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="alexnet.train.checkpoint"):
+            say_finished(now, start, "laid out again", current)
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert "/ck holds a finished run: it trained 3, more than the 2 epochs asked for" in caplog.text
+        if unused is None:
+            assert warned == [], "the same settings, fewer epochs: nothing more to say"
+            continue
+        assert warned == [f"/ck holds a finished run, which trained otherwise than asked now: {unused}. Nothing is "
+                          "trained with these, and the model is the one that run ended with; to train with them, "
+                          "give a new `checkpoint_dir` (and `initial_model` = that run's model to start from it), or "
+                          "a larger `epochs` to train further so."]
+
+
 def test_the_base_port_s_help_says_the_ephemeral_ports_the_code_assumes():
     import subprocess
     import sys

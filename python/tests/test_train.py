@@ -281,8 +281,11 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
         record = _Record()
         caplog.clear()
         with caplog.at_level("INFO", logger="alexnet"):
-            again = alexnet_train(8, epochs, small, callbacks=[record], **settings)
+            again = alexnet_train(8, epochs, small, callbacks=[record], **settings,
+                                  **({"momentum": 0.5} if epochs == 1 else {}))
         assert record.epochs == [], "nothing trained"
+        assert ("trained otherwise than asked now: `momentum`: 0.9 then, 0.5 now. Nothing is trained with these"
+                in caplog.text) == (epochs == 1), "the setting left unused named"
         assert "Resuming" not in caplog.text and "Training AlexNet" not in caplog.text
         done = "all 2 epochs asked for" if epochs == 2 else "2, more than the 1 epochs asked for"
         assert f"{tmp_path / 'ckpt'} holds a finished run: it trained {done}" in caplog.text

@@ -174,14 +174,23 @@ def refuse_other_classes(strategy: tf.distribute.Strategy, topology: Topology, s
             raise AlexnetError(said)
 
 
-def say_finished(settings: TrainSettings, start: Resume, extended: str) -> None:
+def say_finished(settings: TrainSettings, start: Resume, extended: str, current: Mapping[str, Any]) -> None:
     """Log that the checkpoints of ``settings.checkpoint_dir`` hold a run that trained every epoch asked for, and
-    what a larger ``epochs`` would do to the learning rate (``extended``, of :func:`extended`)."""
+    what a larger ``epochs`` would do to the learning rate (``extended``, of :func:`extended`); warn, naming them,
+    of the settings of this run (``current``, as the checkpoints record settings) other than that run's: with nothing
+    left to train they change nothing, and the model is the one it ended with."""
     done = (f"all {settings.epochs}" if start.epoch == settings.epochs
             else f"{start.epoch}, more than the {settings.epochs}")
     logger.info("%s holds a finished run: it trained %s epochs asked for, and nothing is left to train. The model "
                 "and the history are the ones it ended with; give a larger `epochs` to train further: %s.",
                 settings.checkpoint_dir, done, extended)
+    unused = changes(start.settings, current)
+    unused.pop("epochs", None)
+    if said := _said(unused, None):
+        logger.warning("%s holds a finished run, which trained otherwise than asked now: %s. Nothing is trained with "
+                       "these, and the model is the one that run ended with; to train with them, give a new "
+                       "`checkpoint_dir` (and `initial_model` = that run's model to start from it), or a larger "
+                       "`epochs` to train further so.", settings.checkpoint_dir, "; ".join(said))
 
 
 def _ended_at(start: Resume) -> str:

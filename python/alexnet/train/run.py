@@ -330,7 +330,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
             callbacks.insert(0, WatchedSteps(dog))
         began = time.perf_counter()
         if start.finished(settings.epochs):
-            say_finished(settings, start, extended(settings, start, global_batch, steps.train))
+            say_finished(settings, start, extended(settings, start, global_batch, steps.train),
+                          store.settings if store is not None else {})
         else:
             logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
                         "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
