@@ -35,8 +35,8 @@ def test_help_lists_only_the_commands_that_exist(capsys):
     commands = _subcommands(build_parser())
     assert sorted(listed) == sorted(commands), "alexnet --help lists other commands than the parser has"
     assert len(listed) == len(set(listed))
-    assert {"synth", "upload", "categories", "fetch", "train", "spark-train", "spark-evaluate", "evaluate", "predict",
-            "features", "filters", "export", "bench"} <= set(listed)
+    assert {"synth", "upload", "categories", "fetch", "validation", "train", "spark-train", "spark-evaluate",
+            "evaluate", "predict", "features", "filters", "export", "bench"} <= set(listed)
     for command, sub in commands.items():
         run = sub.get_default("run")
         assert callable(run) and run.__module__.startswith("alexnet.cli."), f"alexnet {command} has no handler"
@@ -149,6 +149,15 @@ def test_upload_then_categories_summaries(tmp_path, capsys):
                  "--no-validation", "--json"]) == 0
     fetched = json.loads(capsys.readouterr().out)
     assert fetched["image"] and fetched["val_image"] == []
+    # the validation images alone (imagenet_validation()): all of them, or a share, into the same cache
+    assert main(["validation", "--board", str(board), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert capsys.readouterr().out == (f"All the board's validation images: 2 images of 2 categories (of 2)\n"
+                                       f"From board {board}, cache {tmp_path / 'cache'}\n")
+    assert main(["validation", "--partition", "1", "--total", "2", "--board", str(board), "--cache-dir",
+                 str(tmp_path / "cache"), "--workers", "1", "--json"]) == 0
+    share = json.loads(capsys.readouterr().out)
+    assert (share["partition"], share["total"], len(share["val_image"]), "image" in share) == (1, 2, 1, False)
+    assert all(Path(path).is_file() and str(tmp_path / "cache") in path for path in share["val_image"])
 
 
 def test_the_upload_summary_says_validation_images_added_and_categories_left_out(tmp_path, capsys):
@@ -587,9 +596,9 @@ def test_a_call_of_the_core_is_said_as_the_command_that_runs_it():
     assert as_typed("as imagenet_upload(resize = ) stores them", {}, calls) == \
         "as `alexnet upload --resize` stores them", "an argument named without its value is the option alone"
     assert set(calls) == {"imagenet_synthetic", "imagenet_upload", "imagenet_categories", "imagenet_partition",
-                          "alexnet_train", "alexnet_spark_train", "alexnet_benchmark", "alexnet_evaluate",
-                          "alexnet_predict", "alexnet_features", "alexnet_filters", "alexnet_export",
-                          "alexnet_spark_evaluate", "alexnet_history"}
+                          "imagenet_validation", "alexnet_train", "alexnet_spark_train", "alexnet_benchmark",
+                          "alexnet_evaluate", "alexnet_predict", "alexnet_features", "alexnet_filters",
+                          "alexnet_export", "alexnet_spark_evaluate", "alexnet_history"}
 
 
 def test_a_missing_board_is_said_with_the_command_that_makes_it(capsys, tmp_path):

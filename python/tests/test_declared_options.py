@@ -43,8 +43,8 @@ TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
     UploadOptions: ("imagenet_upload", ("upload",)),
     PartitionOptions: ("imagenet_partition", ("fetch", "train", "bench")),
     FetchOptions: ("imagenet_partition", ("fetch", "train", "bench")),
-    ValidationPartitionOptions: ("imagenet_validation", ()),
-    ValidationFetchOptions: ("imagenet_validation", ()),
+    ValidationPartitionOptions: ("imagenet_validation", ("validation",)),
+    ValidationFetchOptions: ("imagenet_validation", ("validation",)),
     BoardImagesOptions: ("alexnet_evaluate", ("evaluate",)),
     PredictOptions: ("alexnet_predict", ("predict",)),
     FeaturesOptions: ("alexnet_features", ("features",)),
@@ -61,7 +61,8 @@ POSITIONAL = {("alexnet_export", "format"), ("alexnet_predict", "top"), ("alexne
 #: Where a command keeps each declaration's options, by name (under their own names unless said here).
 DESTS = {ModelPinOptions: model_pin_dest}
 #: The words before the options of each command: what it needs besides them.
-LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "train": ["train"],
+LEADING = {"synth": ["synth", "dest"], "upload": ["upload", "source"], "fetch": ["fetch"], "validation": ["validation"],
+           "train": ["train"],
            "bench": ["bench", "--board", "board"],  # bench fetches a partition when given a board
            "evaluate": ["evaluate", "model", "--board", "board"],
            "predict": ["predict", "cat.jpg", "--model", "model"],

@@ -31,6 +31,7 @@ CORE = {
     "upload": "imagenet_upload",
     "categories": "imagenet_categories",
     "fetch": "imagenet_partition",
+    "validation": "imagenet_validation",
     "train": "alexnet_train",
     "history": "alexnet_history",
     "spark-train": "alexnet_spark_train",

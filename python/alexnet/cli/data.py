@@ -1,4 +1,4 @@
-"""Commands of the data stage: ``synth``, ``upload``, ``categories`` and ``fetch``."""
+"""Commands of the data stage: ``synth``, ``upload``, ``categories``, ``fetch`` and ``validation``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..data.options import SyntheticOptions, UploadOptions
+from ..data.options import SyntheticOptions, UploadOptions, ValidationFetchOptions, ValidationPartitionOptions
 from ..errors import without_passwords
 from . import common
 from .common import BOARD_HELP, emit, given, size_text
@@ -107,6 +107,21 @@ def _fetch(args: argparse.Namespace) -> None:
     emit(common.fetch(args), args.json, partition_summary)
 
 
+def validation_summary(r: dict[str, Any]) -> str:
+    """The lines printed for a board's validation images fetched alone (``imagenet_validation()``, which R has not)."""
+    which = ("All the board's validation images" if r["total"] == 1
+             else f"Share {r['partition']} of {r['total']} (0-based) of the board's validation images")
+    return "\n".join([f"{which}: {count_text(len(r['val_image']), 'image')} of "
+                      f"{count_text(len(r['categories']), 'category', 'categories')} (of {r['num_classes']})",
+                      f"From board {without_passwords(str(r['board']))}, cache {r['cache_dir']}"])
+
+
+def _validation(args: argparse.Namespace) -> None:
+    emit(common.core("validation")(**common.options_given(args, ValidationPartitionOptions), **given(args, "board"),
+                                   **common.options_given(args, ValidationFetchOptions)), args.json,
+         validation_summary)
+
+
 def register(add: common.AddCommand) -> None:
     """Add the data stage's commands to the parser (``add`` as in :func:`alexnet.cli.build_parser`)."""
     synth = add("synth", _synth, "write a synthetic ImageNet (Kaggle's layout or another)",
@@ -129,3 +144,9 @@ def register(add: common.AddCommand) -> None:
     common.partition_options(fetch)
     common.core_option(fetch, "validation", "--validation", switch=True,
                        help=common.with_default("fetch", "validation", "also fetch the partition's validation images"))
+    validation = add("validation", _validation, "fetch a board's validation images alone into the local cache",
+                     "Fetch a board's validation images into the local cache: all of them, or one share of the "
+                     "categories that have some, balanced by their counts (as an evaluation's workers share them).")
+    common.options_of(validation, ValidationPartitionOptions)
+    common.core_option(validation, "board", "--board", help=BOARD_HELP)
+    common.options_of(validation, ValidationFetchOptions)
