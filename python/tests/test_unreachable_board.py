@@ -282,6 +282,42 @@ def test_library_tracebacks_are_left_out_without_verbose():
     assert logged(True) == "_request out of retries on exception: refused\nown warning\n"
 
 
+def test_gcsfs_trying_a_request_again_is_said_once_a_burst_and_logging_is_left_as_it_was(quick, monkeypatch, caplog):
+    """gcsfs repeats a failed request up to 6 times over about 30 s, logging each at DEBUG only: a bucket gone for a
+    while blocked a training without a word. Its first repeat is now alexnet's warning, once a burst; gcsfs's own
+    logger keeps its level, and its DEBUG lines stay out of a log set to INFO."""
+    from alexnet.storage import location
+
+    gcs_level = logging.getLogger("gcsfs").level
+    with killable("gs") as (url, proc):
+        point_at(monkeypatch, "gs", url)
+        fs = location.open_filesystem("gs://bkt/board")
+        assert fs.ls("bkt") == []
+        import gcsfs.retry
+
+        monkeypatch.setattr(gcsfs.retry.logger, "said_at", -location.RETRIES_SAID_EVERY)  # no burst said before
+        proc.kill()
+        proc.wait()
+        with caplog.at_level(logging.INFO), pytest.raises(OSError):
+            fs.ls("bkt/other", refresh=True)
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.location"]
+    assert len(said) == 1, said
+    assert said[0].startswith("A request to Google Cloud Storage failed (") and "127.0.0.1" in said[0]
+    assert said[0].endswith("gcsfs tries it again, up to 6 times in about 30 s, before the transfer's own attempts "
+                            "(said when they fail).")
+    assert not [r for r in caplog.records if r.name == "gcsfs" and r.levelno < logging.INFO], "gcsfs's DEBUG lines"
+    assert logging.getLogger("gcsfs").level == gcs_level
+    # the next burst, RETRIES_SAID_EVERY later, is said again; gcsfs's own record goes on as it was
+    caplog.clear()
+    monkeypatch.setattr(location, "RETRIES_SAID_EVERY", 0.0)
+    with caplog.at_level(logging.DEBUG, logger="gcsfs"):
+        gcsfs.retry.logger.debug("_request retrying after exception: boom")
+    last = caplog.records[-1]
+    assert (last.name, last.getMessage()) == ("gcsfs", "_request retrying after exception: boom")
+    assert last.filename == "test_unreachable_board.py", "the line that logged it, not alexnet's"
+    assert "failed (boom)" in caplog.text
+
+
 _FETCH = textwrap.dedent("""
     import sys
     from alexnet.data.fetch import imagenet_partition
