@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -445,3 +447,51 @@ def test_a_finished_run_publishes_its_pin_on_a_new_bucket_board(cloud_env, data,
     assert again["params"]["initial_epoch"] == 1 and again["model_pin"]["board"] == board
     third = alexnet_train(8, 1, data, checkpoint_dir=location, model_pin="alexnet", model_board=board, **SMALL)
     assert third["model_pin"]["version"] == again["model_pin"]["version"], "the same weights: no new version"
+
+
+def test_a_bucket_folder_of_checkpoints_takes_one_run_at_a_time(cloud_env, tmp_path, monkeypatch, caplog):
+    """A bucket took no lock: two runs given one bucket folder wrote over each other's checkpoints. The chief now holds
+    a lease there (as a folder's lock): a second run waits for it, then stops naming the first; one killed is taken
+    over once its lease stays as it is; a run whose lease was taken over stops before it writes again."""
+    import fsspec
+
+    from alexnet.storage import lease
+    from alexnet.train import checkpoint_files
+    from alexnet.train.checkpoint_files import RUN_LOCK, CheckpointFiles
+
+    for name, value in (("BEAT", 0.1), ("STALE", 1.0), ("POLL", 0.05), ("SETTLE", 0.1)):
+        monkeypatch.setattr(lease, name, value)
+    monkeypatch.setattr(checkpoint_files, "RUN_LOCK_PATIENCE", 2.0)
+    location = f"s3://alexnet-outputs/held-{tmp_path.name}/ckpt"
+    fs = fsspec.filesystem("s3")
+    first = CheckpointFiles(location, chief=True)
+    held = json.loads(fs.cat_file(f"{location}/{RUN_LOCK}"))
+    assert held["note"].startswith(f"the run of process {os.getpid()} on ")
+    worker = CheckpointFiles(location, chief=False)  # another worker of the same run holds nothing
+    worker.close()
+    with caplog.at_level("WARNING"), pytest.raises(AlexnetError) as busy:
+        CheckpointFiles(location, chief=True)
+    assert str(busy.value).startswith(f"Another training run is writing its checkpoints to {location} "
+                                      f"({held['note']}), and two runs in one folder would write over each other's")
+    assert f"Another training run ({held['note']}) is writing its checkpoints to {location}; waiting up to 2 s" \
+        in caplog.text
+    first.close()
+    assert not fs.exists(f"{location}/{RUN_LOCK}"), "let go at the end of the run"
+    # a run killed: its lease stays as it was, and the next run takes it over
+    killed = CheckpointFiles(location, chief=True)
+    killed._lease._stop.set()
+    killed._lease._thread.join()
+    with caplog.at_level("INFO"):
+        relaunched = CheckpointFiles(location, chief=True)
+    assert f"The checkpoints in {location} were held by {held['note'][:30]}" in caplog.text
+    # the killed run was suspended only: back, it writes nothing more over the relaunched run's checkpoints
+    killed._lease._stop.clear()
+    killed._lease.start()
+    time.sleep(5 * lease.BEAT)
+    with pytest.raises(AlexnetError, match=r"^Another training run \(the run of process .*\) took over the "
+                                           rf"checkpoints in {re.escape(location)}: this run could not renew its hold "
+                                           r"on them for 1 s"):
+        killed.write_whole("alexnet-history.json", b"{}")
+    killed.close()
+    relaunched.close()
+    assert not fs.exists(f"{location}/alexnet-history.json")

@@ -10,9 +10,12 @@ never names files that are not there yet; older checkpoints are deleted after. R
 checkpoint the index names.
 
 Only the chief (worker 0) writes to the storage; the other workers' checkpoints go to a scratch folder of their own,
-deleted at the end (:meth:`CheckpointFiles.close`). In a folder, the chief holds a lock on the file
-:data:`RUN_LOCK` there while it runs: a second run given the same folder waits for it up to :data:`RUN_LOCK_PATIENCE`
-seconds, then stops, where the two would have written over each other's checkpoints (a bucket takes no lock).
+deleted at the end (:meth:`CheckpointFiles.close`). The chief holds the folder while it runs, :data:`RUN_LOCK`
+there: a second run given the same folder waits for it up to :data:`RUN_LOCK_PATIENCE` seconds, then stops, where the
+two would have written over each other's checkpoints. In a folder it is a file lock, let go when its process ends; on a
+bucket, a lease (:mod:`alexnet.storage.lease`) the run renews every few seconds, taken over once it has not been
+renewed for :data:`alexnet.storage.lease.STALE` seconds (a run killed), and a run whose lease another took over (it
+could not renew it so long) stops before it writes another checkpoint.
 
 The checkpoints there are those TensorFlow's index names, or, when it is missing or cannot be read, every checkpoint
 whose files are there, the latest epoch and step each was written at first.
@@ -35,6 +38,7 @@ from typing import BinaryIO, TypeVar
 
 from ..errors import AlexnetError
 from ..scratch import make_scratch
+from ..storage import lease
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..storage.locking import Busy, hold_lock
 from ..storage.transfer import disk_full, retry
@@ -100,11 +104,15 @@ class CheckpointFiles:
         #: resumed from and those before it (TensorFlow's manager, over a scratch folder, knows none of them).
         self._kept: list[str] = []
         self._release: Callable[[], None] = lambda: None
+        self._lease: lease.Lease | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
             self._release = _hold_folder(location)
             self.local = location  # TensorFlow writes in place
         else:
+            if chief:
+                self._lease = _hold_bucket(self.fs, self._remote(RUN_LOCK), location)
+                self._release = self._lease.release
             self.local = self._new_scratch()
 
     def _new_scratch(self) -> str:
@@ -172,6 +180,7 @@ class CheckpointFiles:
         if latest is None:
             raise AlexnetError(f"Internal error: no checkpoint was written in {self.local} to upload.")
         name = os.path.basename(latest)
+        self._still_held()
 
         def put(entry: str) -> None:
             upload_retry(f"uploading {entry} of the checkpoints to {self.location}",
@@ -197,6 +206,17 @@ class CheckpointFiles:
         self._kept = kept
         self._delete([r for r in listed if posixpath.basename(r).startswith("ckpt-")
                       and posixpath.basename(r).split(".", 1)[0] not in kept])
+
+    def _still_held(self) -> None:
+        """Raise when another run took over the bucket's lease of this run (:mod:`alexnet.storage.lease`): writing
+        more would write over its checkpoints."""
+        taker = self._lease.lost() if self._lease is not None else None
+        if taker is not None:
+            raise AlexnetError(
+                f"Another training run ({taker}) took over the checkpoints in {self.location}: this run could not "
+                f"renew its hold on them for {lease.STALE:.0f} s (the bucket out of reach, or its process "
+                "suspended), and stops here rather than write over that run's checkpoints. Give this run another "
+                "`checkpoint_dir`, or run it again once the other has ended to resume from the last checkpoint.")
 
     def _delete(self, remotes: list[str]) -> None:
         """Delete the files ``remotes`` of older checkpoints from the bucket: one already gone is not missed, and one
@@ -234,6 +254,7 @@ class CheckpointFiles:
         bucket appears so; in a folder, a file written beside it (``NAME.tmp``) replaces it. ``data``: its bytes, or
         what writes them to a file (in a folder straight to the file, with no copy of them in memory)."""
         if self.remote:
+            self._still_held()
             if callable(data):
                 buffer = io.BytesIO()
                 data(buffer)
@@ -285,10 +306,35 @@ def _hold_folder(location: str) -> Callable[[], None]:
             logger.warning("Another training run is writing its checkpoints to %s; waiting up to %.0f s for it to "
                            "end.", location, RUN_LOCK_PATIENCE)))
     except Busy as busy:
-        raise AlexnetError(
-            f"Another training run is writing its checkpoints to {location} ({busy.holder or 'its process unknown'}), "
-            "and two runs in one folder would write over each other's checkpoints: wait for it to end, or give this "
-            "run another `checkpoint_dir`.") from None
+        raise _busy(location, busy.holder) from None
+
+
+def _hold_bucket(fs: object, path: str, location: str) -> lease.Lease:
+    """Hold the lease ``path`` (:data:`RUN_LOCK`) of the checkpoints in the bucket ``location`` for this run, as
+    :func:`_hold_folder` holds a folder's lock. Raises when another run renews it beyond :data:`RUN_LOCK_PATIENCE`."""
+    note = f"the run of process {os.getpid()} on {socket.gethostname()}, begun {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+    def waiting(holder: str) -> None:
+        logger.warning("Another training run (%s) is writing its checkpoints to %s; waiting up to %.0f s for it to "
+                       "end (a run killed is taken for gone once it has not renewed its hold for %.0f s).",
+                       holder or "its process unknown", location, RUN_LOCK_PATIENCE, lease.STALE)
+
+    def took_over(holder: str) -> None:
+        logger.info("The checkpoints in %s were held by %s, which has not renewed its hold for %.0f s: taken over.",
+                    location, holder or "a run", lease.STALE)
+
+    try:
+        return lease.hold_lease(fs, path, note=note, patience=RUN_LOCK_PATIENCE, waiting=waiting,
+                                took_over=took_over)
+    except Busy as busy:
+        raise _busy(location, busy.holder) from None
+
+
+def _busy(location: str, holder: str) -> AlexnetError:
+    return AlexnetError(
+        f"Another training run is writing its checkpoints to {location} ({holder or 'its process unknown'}), and two "
+        "runs in one folder would write over each other's checkpoints: wait for it to end, or give this run another "
+        "`checkpoint_dir`.")
 
 
 def _size_of(latest: str | None) -> str:

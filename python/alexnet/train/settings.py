@@ -130,9 +130,9 @@ class TrainSettings:
                                                "validation top-1 stalls", lambda v: v["lr_schedule"] == "plateau"))
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
                                      "classes (0: the paper's hard labels)", minimum=0.0, below=1.0)
-    checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption (a "
-                                         "folder takes one run at a time: a second waits up to a minute for it, then "
-                                         "stops)", optional=True, output=True)
+    checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption (one "
+                                         "run at a time, in a folder or a bucket: a second waits up to a minute for "
+                                         "it, then stops)", optional=True, output=True)
     model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
                                     "`checkpoint_dir`)", optional=True, output=True)
     checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "

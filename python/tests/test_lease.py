@@ -1,0 +1,118 @@
+"""The lease that holds a folder of a bucket (:mod:`alexnet.storage.lease`): waited for while its holder renews it,
+taken over once it stays as it is, lost by a holder that could not renew it, and one holder of two taking it at once,
+also where the storage does not refuse the second write."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import fsspec
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+from alexnet.storage import lease
+from alexnet.storage.locking import Busy
+
+
+@pytest.fixture(autouse=True)
+def fast(monkeypatch):
+    """Seconds made small: renewed every 0.05 s, stale after 0.4 s."""
+    for name, value in (("BEAT", 0.05), ("STALE", 0.4), ("POLL", 0.02), ("SETTLE", 0.05)):
+        monkeypatch.setattr(lease, name, value)
+
+
+@pytest.fixture
+def path() -> str:
+    return f"/leases-{uuid.uuid4().hex}/.alexnet-run.lock"
+
+
+def _fs() -> MemoryFileSystem:
+    return fsspec.filesystem("memory")
+
+
+def test_a_renewed_lease_is_waited_for_then_refused_naming_its_holder_and_taken_once_released(path):
+    fs = _fs()
+    first = lease.hold_lease(fs, path, note="the run of process 1 on a", patience=1)
+    waited: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(Busy) as busy:
+        lease.hold_lease(fs, path, note="the run of process 2 on b", patience=1.0, waiting=waited.append)
+    assert time.monotonic() - started >= 1.0, "waited its patience, though the lease stayed longer than STALE"
+    assert busy.value.holder == "the run of process 1 on a" and waited == ["the run of process 1 on a"]
+    first.release()
+    assert not fs.exists(path), "released: deleted"
+    started = time.monotonic()
+    second = lease.hold_lease(fs, path, note="the run of process 2 on b", patience=1.0, waiting=waited.append)
+    assert time.monotonic() - started < 0.5 and len(waited) == 1, "taken at once"
+    second.release()
+
+
+def test_a_lease_its_holder_stopped_renewing_is_taken_over_and_the_holder_finds_it_lost(path):
+    fs = _fs()
+    first = lease.hold_lease(fs, path, note="the run killed", patience=1)
+    first._stop.set()  # killed: renewed no more, and never deleted
+    first._thread.join()
+    taken: list[str] = []
+    started = time.monotonic()
+    second = lease.hold_lease(fs, path, note="the run relaunched", patience=5, took_over=taken.append)
+    assert lease.STALE <= time.monotonic() - started < 3, "once it has stayed as it is for STALE seconds"
+    assert taken == ["the run killed"] and second.lost() is None
+    # the first was only suspended: back, it finds the lease another's at its next renewal, and writes nothing
+    first._stop.clear()
+    first.start()
+    deadline = time.monotonic() + 3
+    while first.lost() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert first.lost() == "the run relaunched"
+    first.release()
+    assert fs.exists(path), "a lost lease is not deleted by the holder that lost it"
+    time.sleep(3 * lease.BEAT)
+    assert second.lost() is None
+    second.release()
+
+
+def test_what_is_no_lease_is_taken_over_once_it_stays_so_and_a_deleted_lease_is_made_again(path):
+    fs = _fs()
+    fs.pipe_file(path, b"half a lease")
+    held = lease.hold_lease(fs, path, note="me", patience=3)
+    assert lease._read(fs, path)["note"] == "me"
+    fs.rm_file(path)
+    deadline = time.monotonic() + 3
+    while not fs.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lease._read(fs, path)["token"] == held.token and held.lost() is None
+    held.release()
+
+
+class _NoRefusal(MemoryFileSystem):
+    """A store that does not refuse a second exclusive create (a local GCS emulator): the last write wins."""
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        return super().pipe_file(path, value, **kwargs)
+
+
+@pytest.mark.parametrize("refuses", [True, False])
+def test_of_two_takers_at_once_one_holds_the_lease(path, refuses):
+    fs = _fs() if refuses else _NoRefusal()
+    held: list[lease.Lease] = []
+    refused: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def take(name: str) -> None:
+        barrier.wait()
+        try:
+            held.append(lease.hold_lease(fs, path, note=name, patience=1.0))
+        except Busy as busy:
+            refused.append(busy.holder)
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(held) == 1 and refused == [held[0].note], (held, refused)
+    time.sleep(3 * lease.BEAT)
+    assert held[0].lost() is None
+    held[0].release()
