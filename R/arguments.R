@@ -200,6 +200,7 @@ check_arg <- function(value, name, kind, fun = NULL) {
   kind <- sub("?", "", kind, fixed = TRUE)
   least <- if (grepl(">=", kind, fixed = TRUE)) as.numeric(sub("^.*>=", "", kind)) else NULL
   kind <- sub(">=.*$", "", kind)
+  if (is.factor(value)) value <- as.character(value)  # a factor stands for its labels
   if (is.null(value)) {
     if (optional || kind == "any") return(NULL)
     argument_error(name, kind, value, optional, fun, least)
@@ -216,8 +217,8 @@ check_arg <- function(value, name, kind, fun = NULL) {
     string = , location = is_scalar(value, is.character),
     numbers = is.numeric(value) && all(is.finite(value)) && is.null(dim(value)),
     strings = is.character(value) && !anyNA(value) && is.null(dim(value)),
-    data = is.list(value) || is_scalar(value, is.character),
-    partition = is.list(value),
+    data = (is.list(value) && !is.data.frame(value)) || is_scalar(value, is.character),
+    partition = is.list(value) && !is.data.frame(value),
     object = !is.atomic(value) || is_scalar(value, is.character),
     connection = inherits(value, "spark_connection"),
     stop("internal: unknown argument kind ", kind, call. = FALSE)
@@ -283,6 +284,10 @@ argument_error <- function(name, kind, value, optional, fun = NULL, least = NULL
 # `value` as R shows it, on one short line: NA, "x", c("a", "b"), 2.5, NULL; longer values by type and length.
 show_value <- function(value) {
   if (is.null(value)) return("NULL")
+  if (is.data.frame(value)) {
+    return(paste0("a data frame (as.data.frame() of a partition is for reading it: pass the list ",
+                  "imagenet_partition() returns)"))
+  }
   if (is.atomic(value) && length(value) == 1L && is.na(value)) return("NA")
   if (is.atomic(value) && is.null(dim(value)) && length(value) <= 6L) {
     shown <- paste(deparse(unname(value), width.cutoff = 200L), collapse = " ")

@@ -181,7 +181,11 @@ r_words <- function(text) {
     "\\btf_config_json\\([^()]*\\)" = "tf_config_from_barrier(barrier)",
     "\\btf_config_json\\b" = "tf_config_from_barrier",
     "logging\\.getLogger\\('alexnet'\\)\\.setLevel\\('DEBUG'\\)" =
-      "reticulate::import(\"logging\")$getLogger(\"alexnet\")$setLevel(\"DEBUG\")"
+      "reticulate::import(\"logging\")$getLogger(\"alexnet\")$setLevel(\"DEBUG\")",
+    # the kind of a value given, as Python names it (`type(x).__name__`) after "a"/"an": R's
+    "\\ba dict/list\\b" = "a list", "\\ba dict\\b" = "a named list", "\\ba str\\b" = "a string",
+    "\\ba float\\b" = "a number", "\\ban int\\b" = "a whole number", "\\ba bool\\b" = "a logical",
+    "\\ba DataFrame\\b" = "a data frame", "\\ba NoneType\\b" = "NULL"
   )
   for (pattern in names(swaps)) text <- gsub(pattern, swaps[[pattern]], text, perl = TRUE)
   # Python lists of strings or numbers: c(...); empty ones: character(0)
@@ -189,6 +193,11 @@ r_words <- function(text) {
   # (not an index or a Spark master's cores: no word or bracket just before it, `local[3]`, `x[0]`)
   text <- gsub(paste0("(?<![\\w\\]])\\[(", item, "(?:, ", item, ")*)\\]"), "c(\\1)", text, perl = TRUE)
   text <- gsub("(?<![\\w\\]])\\[\\]", "character(0)", text, perl = TRUE)
+  # whole numbers a Python float wrote (c(1.0, 2.0)): as R prints them, c(1, 2)
+  vectors <- gregexpr("\\bc\\([^()]*\\)", text, perl = TRUE)
+  regmatches(text, vectors) <- lapply(regmatches(text, vectors), function(found) {
+    gsub("(?<![\\w.])(-?[0-9]+)\\.0(?=[,)])", "\\1", found, perl = TRUE)
+  })
   # 'quoted' Python strings (not apostrophes: no letter before the opening quote, no space inside)
   gsub("(?<![\\w'])'([^'\\s]*)'(?![\\w])", "\"\\1\"", text, perl = TRUE)
 }

@@ -164,6 +164,10 @@ resume_note <- function(history) {
 #' @rdname alexnet_history
 #' @export
 alexnet_history <- function(checkpoint_dir, ...) {
+  if (missing(checkpoint_dir)) {
+    alexnet_abort("`checkpoint_dir` is missing: give the `checkpoint_dir` a training wrote its checkpoints to ",
+                  "(a folder, gs:// or s3://).")
+  }
   args <- checked_args("alexnet_history", names(formals()), others = FALSE)
   new_alexnet_history(do.call(core_function("alexnet_history"), args))
 }

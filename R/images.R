@@ -15,6 +15,7 @@ call_on_images <- function(fun, names, env = parent.frame()) {
 # strings and raw vectors. Anything else is an `alexnet_error` saying what is taken; pixels (a numeric array) also
 # how to encode them.
 core_images <- function(images) {
+  if (is.factor(images)) images <- as.character(images)  # a factor stands for its labels
   if (is.raw(images)) return(list(as.vector(images)))
   if (is.character(images) && !anyNA(images) && is.null(dim(images))) return(as.list(images))
   one <- function(x) is.raw(x) || (is.character(x) && length(x) == 1L && !is.na(x))

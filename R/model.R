@@ -64,7 +64,8 @@ print.alexnet_model <- function(x, ...) {
       if (!is.null(x$image_size)) paste0(", images of ", x$image_size, " pixels"), "\n", sep = "")
   metrics <- final_metrics(x$metrics)
   validated <- if ("val_images" %in% names(metrics)) metrics[["val_images"]]  # a count, not a metric: said after them
-  metrics <- metrics[setdiff(names(metrics), "val_images")]
+  # top-5 of 5 classes or fewer says nothing: left out, as a history's print leaves it out
+  metrics <- metrics[shown_metrics(list(params = list(num_classes = x$num_classes)), names(metrics))]
   if (length(metrics) || !is.null(x$epochs)) {
     cat("Trained", if (!is.null(x$epochs)) paste0(" ", count_of(x$epochs, "epoch")),
         if (!is.null(x$initial_model)) paste0(" from ", x$initial_model),

@@ -15,6 +15,9 @@
 #' }
 #' @export
 tf_config_from_barrier <- function(barrier) {
+  if (missing(barrier)) {
+    alexnet_abort("`barrier` is missing: pass the barrier list spark_apply(barrier = TRUE) hands its closure.")
+  }
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
@@ -159,6 +162,7 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #' @export
 alexnet_spark_evaluate <- function(sc, model, workers, board = NULL, ...) {
   args <- checked_args("alexnet_spark_evaluate", names(formals()), others = FALSE)
+  if (missing(sc)) sc_missing()
   if (missing(model)) model_missing("the location of a saved model")
   options <- spark_job_options(args)
   spark_evaluate_run(sparklyr_api("alexnet_spark_evaluate()"), sc, args$workers, args[["board"]], options)
@@ -208,14 +212,19 @@ tf_version <- function() {
 # function.
 spark_job_options <- function(args, env = parent.frame()) {
   # the connection and the workers every Spark job needs, said alike by each
-  if (eval(quote(missing(sc)), env)) {
-    alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns.")
-  }
+  if (eval(quote(missing(sc)), env)) sc_missing()
   if (eval(quote(missing(workers)), env)) {
     alexnet_abort("`workers` is missing: give the number of workers, one barrier task each.")
   }
   python <- check_arg(formal_value("python", env), "python", "location?")
   c(args[setdiff(names(args), c("sc", "workers", "board", "python"))], list(python = python))
+}
+
+# The error of a Spark job called without its connection; with how to install sparklyr where it is not.
+sc_missing <- function() {
+  installed <- requireNamespace("sparklyr", quietly = TRUE)
+  alexnet_abort("`sc` is missing: pass the connection sparklyr::spark_connect(...) returns",
+                if (installed) "." else " (the 'sparklyr' package, which is not installed: install.packages(\"sparklyr\")).")
 }
 
 # The sparklyr functions the launcher uses, as a list, so that tests can hand in fakes; `what` is the call that needs

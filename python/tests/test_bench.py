@@ -272,6 +272,15 @@ def test_wrong_arguments_say_what_to_change(tree):
         bench_run.alexnet_benchmark(42, stages="decode")
 
 
+def test_a_benchmark_refused_at_its_images_leaves_no_temporary_folder_of_results(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(AlexnetError, match=r"`data\$image` is missing or empty"):
+        bench_run.alexnet_benchmark({"a": 1}, stages="decode", images=4)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("alexnet-benchmark-")]
+
+
 # -- time to accuracy ------------------------------------------------------------------------------------------
 
 TINY_ACCURACY = {"accuracy_classes": 2, "accuracy_images_per_class": 6, "accuracy_val_per_class": 2,

@@ -67,6 +67,14 @@ def test_a_run_that_diverges_stops_with_one_error_and_its_checkpoints_stay_finit
     assert kept["schedule"]["summary"].startswith("image size 64, learning rate")
     assert (kept["params"]["learning_rate"], kept["params"]["epochs"]) == (SMALL["learning_rate"], 1)
     assert kept["params"]["checkpoint_dir"] == str(folder)
+    # said as the run's own history is (its batch, strategy, precision and peak rate), but for the model saved
+    from alexnet.cli.train import history_summary
+
+    said, live = history_summary(kept).splitlines(), history_summary(trained).splitlines()
+    assert said == [line for line in live if not line.startswith("Model")], (said, live)
+    assert said[0] == "AlexNet training history: 1 epoch, default strategy, 1 replica"
+    schedule = next(line for line in said if line.startswith("Schedule: "))
+    assert schedule.startswith("Schedule: image size 64, learning rate 0 at the epoch's end (peak 0.005), precision ")
     with pytest.raises(AlexnetError, match=r"^`checkpoint_dir` = .* holds no alexnet-history\.json: give the "
                                            r"`checkpoint_dir` a training wrote its checkpoints to"):
         alexnet_history(tmp_path)

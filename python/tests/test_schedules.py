@@ -59,6 +59,11 @@ def test_arguments_of_the_wrong_shape_are_said_with_what_was_given():
         alexnet_train(data=NOWHERE, image_size=64.5)
     with pytest.raises(AlexnetError, match=r"^`data` is empty: there are no images to train on"):
         alexnet_train(data=[])  # R's list()
+    with pytest.raises(AlexnetError, match=r"`image`, `category` and `categories` named, not 2 values without "
+                                           r"names\.$"):
+        alexnet_train(data=[1, 2])  # R's list(1, 2)
+    with pytest.raises(AlexnetError, match=r"`categories` named, not a str\.$"):
+        alexnet_train(data="/a/folder")
 
 
 def test_a_run_refused_before_it_writes_leaves_no_folder_of_its_outputs(tmp_path):

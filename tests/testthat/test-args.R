@@ -148,6 +148,19 @@ test_that("good values pass and reach the core converted: whole numbers as integ
                class = "alexnet_error")
   expect_error(check(list(a = 1), "board", "location?"), "`board` must be one path or URL \\(a string\\) or NULL",
                class = "alexnet_error")
+  # a factor stands for its labels, where strings are taken
+  expect_identical(check(factor("Archives"), "layout", "choice"), "archives")
+  expect_identical(check(factor(c("decode", "io")), "stages", "strings?"), c("decode", "io"))
+  expect_identical(alexnet:::core_images(factor(c("b.jpg", "a.jpg"))), list("b.jpg", "a.jpg"))
+  expect_error(check(factor("2"), "total", "count"), "`total` must be a whole number, not \"2\"",
+               class = "alexnet_error")
+  # the long form of a partition is for reading it: refused as data, naming what to pass
+  long <- data.frame(image = "a.jpg", category = "n1", label = 0L, split = "train")
+  for (kind in c("partition", "data")) {
+    expect_error(check(long, "data", kind), paste0("`data` must be a partition .* not a data frame \\(as.data.frame\\(\\) ",
+                                                   "of a partition is for reading it: pass the list imagenet_partition\\(\\) returns\\)"),
+                 class = "alexnet_error")
+  }
 })
 
 test_that("whole numbers of a vector, least values and choices are checked and converted in R", {
@@ -252,6 +265,15 @@ test_that("alexnet_spark_train() without a Spark connection says to pass sparkly
     expect_error(job(), "^`workers` is missing: give the number of workers, one barrier task each\\.$",
                  class = "alexnet_error")
   }
+  # called with nothing: the first argument a call needs is named, before any other
+  expect_error(alexnet_spark_evaluate(), "^`sc` is missing: pass the connection", class = "alexnet_error")
+  installed <- requireNamespace("sparklyr", quietly = TRUE)
+  expect_identical(grepl("install.packages(\"sparklyr\")",
+                         conditionMessage(tryCatch(alexnet_spark_train(), error = identity)), fixed = TRUE),
+                   !installed)
+  expect_error(alexnet_history(), "^`checkpoint_dir` is missing: give the `checkpoint_dir` a training wrote",
+               class = "alexnet_error")
+  expect_error(tf_config_from_barrier(), "^`barrier` is missing: pass the barrier list", class = "alexnet_error")
   expect_error(imagenet_synthetic(), "^`dest` is missing: give the folder", class = "alexnet_error")
   # training and evaluation take a partition; the benchmark, a partition or an ImageNet folder
   expect_error(alexnet_train(data = "/some/folder"),

@@ -51,6 +51,13 @@ test_that("r_words() turns Python's words into R's and leaves prose alone", {
   # brackets after a word are no list: a Spark master's cores, an index
   expect_equal(alexnet:::r_words("give Spark more cores (e.g. master = 'local[3]' on one machine); x[0]"),
                "give Spark more cores (e.g. master = \"local[3]\" on one machine); x[0]")
+  # the kind of a value, as Python names it, and whole numbers as R prints them
+  expect_equal(alexnet:::r_words(paste("`callbacks` is a str, item 1 is a float, a model given as a dict, or a",
+                                       "dict/list with `image`; not a DataFrame, an int or a bool: [1.0, 2.0, 2.5]")),
+               paste("`callbacks` is a string, item 1 is a number, a model given as a named list, or a list with",
+                     "`image`; not a data frame, a whole number or a logical: c(1, 2, 2.5)"))
+  expect_equal(alexnet:::r_words("TensorFlow 2.0, a strict dictionary, version [2.10]"),
+               "TensorFlow 2.0, a strict dictionary, version c(2.10)")
 })
 
 test_that("a long error or warning of the package is printed whole, where R cuts messages at 1000 characters", {

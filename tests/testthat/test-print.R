@@ -146,6 +146,15 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   counted$metrics$val_images <- list(40, 40)
   expect_output(print(counted), "val_accuracy 0.575 (validation over 40 images)", fixed = TRUE)
   expect_no_match(paste(capture.output(print(counted)), collapse = "\n"), "val_images")
+  # top-5 of 5 classes or fewer says nothing: left out, as a history's print leaves it out
+  small <- model
+  small$metrics <- list(accuracy = list(0.5), top5_accuracy = list(1), val_top5_accuracy = list(1))
+  for (classes in c(4L, 1000L)) {
+    small$num_classes <- classes
+    shown <- paste(capture.output(print(small)), collapse = "\n")
+    expect_identical(grepl("top5", shown), classes > 5L)
+    expect_match(shown, "final accuracy 0.500")
+  }
   dict <- alexnet:::core_model(model)
   expect_null(attr(dict, "class"))
   expect_type(dict$class_ids, "list")

@@ -222,6 +222,7 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
     assert cores is not None  # check_plan gives it: every CPU this process may use when it was not set
     workdir = Path(make_scratch("alexnet-bench-data-"))
     out = _output(common.output_dir)
+    written: dict[str, Any] | None = None
     try:
         accuracy = None
         if "time_to_accuracy" in common.stages:  # its images first: a missing validation set is an error before work
@@ -263,6 +264,8 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
     finally:
         out.close()  # what it holds uploaded to a bucket, also after a failure (the rows, the workers' logs)
         shutil.rmtree(workdir, ignore_errors=True)
+        if common.output_dir is None and written is None:  # a failed run's temporary folder holds no result
+            shutil.rmtree(out.local, ignore_errors=True)
 
 
 @returns_result

@@ -126,9 +126,11 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
         raise AlexnetError("`data` is empty: there are no images to train on. Give the result of "
                            "imagenet_partition(), or a dict/list with `image`, `category` and `categories`.")
     if not isinstance(data, Mapping):
+        given = (f"{len(data)} values without names" if isinstance(data, (list, tuple))  # R's list(1, 2)
+                 else f"a {type(data).__name__}")
         raise AlexnetError(
             f"`data` must be the result of imagenet_partition() or a dict/list with `image`, `category` and "
-            f"`categories`, not a {type(data).__name__}."
+            f"`categories` named, not {given}."
         )
     files = as_strings(data.get("image"))
     if not files:

@@ -27,8 +27,9 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     Returns a dict: ``metrics`` (each metric's value per epoch done), ``schedule`` (``image_size`` and
     ``learning_rate`` per epoch, and ``summary``, them on one line), ``params`` (the settings it recorded: those that
     change what is learnt, ``epochs``, ``steps``, ``global_batch_size``, ``num_classes``, ``dense_units``, ...;
-    ``data``, the board and partition it trained on; ``checkpoint_dir``), ``epochs_done`` and ``position`` (the
-    epoch and step of its newest checkpoint).
+    ``batch_size``, ``strategy``, ``replicas``, ``workers``, ``precision`` and ``peak_learning_rate``, as the run's
+    own history has them; ``data``, the board and partition it trained on; ``checkpoint_dir``), ``epochs_done`` and
+    ``position`` (the epoch and step of its newest checkpoint).
     """
     resolved = resolve_location(checkpoint_dir, "checkpoint_dir")
     fs = open_filesystem(resolved, what="checkpoint_dir")
@@ -49,8 +50,10 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     except (ValueError, TypeError, AttributeError) as error:
         raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} is not a training's history "
                            f"({error}).") from None
-    schedule["summary"] = describe(schedule)
     learnt = dict(settings.pop("learnt_with", None) or {})
-    params = {**learnt, **settings, "checkpoint_dir": resolved}
+    run = dict(settings.pop("run", None) or {})  # the batch, strategy and precision; none in older histories
+    schedule["summary"] = describe(schedule, run.get("precision"), run.get("precision_reason"),
+                                   run.get("peak_learning_rate"))
+    params = {**learnt, **settings, **run, "checkpoint_dir": resolved}
     return {"metrics": metrics, "schedule": schedule, "params": params,
             "epochs_done": int(state.get("epochs_done") or 0), "position": list(state.get("position") or [])}

@@ -286,6 +286,11 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
                                        "global_batch_size": global_batch, "learnt_with": settings.learnt_with(),
                                        "data": trained_on(data, td, steps, topo),
+                                       # what a history read back (alexnet_history()) says as the run's own does
+                                       "run": {"batch_size": settings.batch_size, "strategy": topo.name,
+                                               "replicas": topo.replicas, "workers": topo.workers,
+                                               "precision": precision.name, "precision_reason": precision.reason,
+                                               "peak_learning_rate": rates.peak},
                                        **({"adapted_settings": adapted}
                                           if settings.adapt_communication and topo.workers > 1 else {})})
              if settings.checkpoint_dir else None)
