@@ -217,10 +217,19 @@ def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_p
 # -- folder ---------------------------------------------------------------------------------------------------
 
 
-def test_folder_board_read_missing_and_write_creates(tmp_path):
+def test_folder_board_read_missing_and_write_creates(tmp_path, monkeypatch):
     target = tmp_path / "nested" / "board"
-    with pytest.raises(BoardError, match=f"board folder {target} does not exist"):
+    monkeypatch.delenv("ALEXNET_BOARD", raising=False)
+    with pytest.raises(BoardError, match=f"board folder {target} does not exist") as missing:
         open_board(target)
+    assert str(missing.value).endswith("first, or give the board's location as `board` (or set ALEXNET_BOARD to it)")
+    # named by ALEXNET_BOARD (the default, or the command line's --board read from it): said so
+    monkeypatch.setenv("ALEXNET_BOARD", f"file://{target}")
+    for given in (None, str(target)):
+        with pytest.raises(BoardError) as named:
+            open_board(given)
+        assert str(named.value).endswith("first, or set ALEXNET_BOARD, which names this folder, to the board's "
+                                         "location")
     assert not target.exists()
     board = open_board(f"file://{target}", write=True)
     assert target.is_dir()

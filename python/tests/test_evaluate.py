@@ -132,6 +132,18 @@ def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):
         alexnet_evaluate(setup["model_dir"], data)
 
 
+def test_images_none_of_which_can_be_used_are_refused_not_scored_as_nan(setup, tmp_path):
+    """Mistyped paths scored nothing and returned an accuracy of NaN, with a warning only."""
+    empty = tmp_path / "empty.JPEG"
+    empty.write_bytes(b"")
+    data = {"val_image": [str(tmp_path / "nope" / "a.JPEG"), str(empty)], "val_label": [0, 1],
+            "num_classes": CLASSES}
+    with pytest.raises(AlexnetError, match=r"^None of the 2 validation images can be used .* nothing is left to "
+                                           r"score:\n  .*nope/a\.JPEG.*\n  .*empty\.JPEG.*\nCheck the paths given "
+                                           r"\(`val_image`\), or replace the images\.$"):
+        alexnet_evaluate(setup["model_dir"], data=data)
+
+
 def test_ten_crops_are_ten_distinct_views_with_their_mirrors(tmp_path):
     image = class_image(np.random.default_rng(0), 2, 90, 130)
     views = decode_ten_crops(tf.constant(jpeg_bytes(image)), IMAGE_SIZE).numpy()
@@ -173,6 +185,11 @@ def test_a_board_without_validation_images_is_refused(setup, tmp_path):
     for held_in in ("ILSVRC2012_img_val.tar", "LOC_val_solution.csv", "validation-*.parquet",
                     "a folder of category folders holds out a share of each category's images with `val_share`"):
         assert held_in in str(refused.value)
+    assert str(refused.value).endswith("`val_share`), or, from R and Python, give the images as `data`.")
+    # fetched alone, where no `data` is taken, said without it
+    with pytest.raises(AlexnetError, match="has no validation images") as alone:
+        imagenet_validation(board, cache_dir=tmp_path / "cache")
+    assert str(alone.value).endswith("`val_share`).")
 
 
 def test_a_missing_model_is_named(setup, tmp_path):

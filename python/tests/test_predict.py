@@ -263,7 +263,7 @@ def test_every_format_read_is_read_named_and_in_a_folder_and_others_are_named_as
     with pytest.raises(AlexnetError, match="2 of 2 image") as raised:
         alexnet_predict(setup["model_dir"], odd)
     assert f"{odd[0]}: TIFF is not read (only JPEG, PNG, GIF, BMP or WebP images are)" in str(raised.value)
-    assert f"{odd[1]}: animated WebP is not read (only JPEG, PNG, GIF, BMP or WebP images are)" in str(raised.value)
+    assert f"{odd[1]}: an animated WebP is not read (a still one is)" in str(raised.value)
     monkeypatch.setattr(image_checks, "MAX_PIXELS", 40 * 30 - 1)  # the limit an export's serving signature applies too
     with pytest.raises(AlexnetError, match="1 of 1 image") as raised:
         alexnet_predict(setup["model_dir"], str(folder / "a.png"))
@@ -504,3 +504,14 @@ def test_pixels_are_refused_before_any_conversion_saying_how_to_encode_them(setu
     # a NumPy array of paths (as from pandas or R) is still paths
     records = alexnet_predict(setup["model_dir"], np.array(setup["images"][:2]), top=1)
     assert [r["image"] for r in records] == setup["images"][:2]
+
+
+def test_the_command_line_says_an_image_given_twice_twice():
+    from alexnet.cli.model import predict_summary
+
+    record = {"probability": 0.5, "id": "n01", "name": "tench"}
+    records = [dict(record, image=image, rank=rank) for image in ("a.jpg", "a.jpg", "b.jpg") for rank in (1, 2)]
+    lines = predict_summary(records).splitlines()
+    assert [line for line in lines if not line.startswith(" ")] == ["rank  probability  id          name", "a.jpg",
+                                                                     "a.jpg", "b.jpg"]
+    assert len(lines) == 1 + 3 * 3

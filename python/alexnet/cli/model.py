@@ -147,11 +147,13 @@ def _evaluate(args: argparse.Namespace) -> None:
     common.emit(result, args.json, evaluation_summary)
 
 
-def _predict_summary(records: list[dict[str, Any]]) -> str:
+def predict_summary(records: list[dict[str, Any]]) -> str:
+    """The lines printed for predictions: each image given, by name, then its classes by rank (an image given twice
+    is said twice: its ranks start again)."""
     lines = [f"{'rank':>4}  {'probability':>11}  {'id':<10}  name"]
     image = None
     for r in records:
-        if r["image"] != image:
+        if r["image"] != image or r["rank"] == 1:
             image = r["image"]
             lines.append(str(image))
         lines.append(f"{r['rank']:>4}  {r['probability']:>11.4f}  {r['id']:<10}  {r['name']}")
@@ -161,7 +163,7 @@ def _predict_summary(records: list[dict[str, Any]]) -> str:
 def _predict(args: argparse.Namespace) -> None:
     options = common.options_given(args, PredictOptions)  # checked before a model pin is read
     records = common.core("predict")(model_of(args), args.images, **options)
-    common.emit(records, args.json, _predict_summary)
+    common.emit(records, args.json, predict_summary)
 
 
 def features_table(result: dict[str, Any]) -> str:

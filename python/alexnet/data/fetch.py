@@ -156,9 +156,10 @@ declaration.take_declared(imagenet_partition, PartitionOptions, FetchOptions,
                           title="Its options, with their defaults:")
 
 
-def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, int]:
+def validation_counts(rows: list[dict[str, Any]], location: str, *, data_too: bool = False) -> dict[str, int]:
     """Validation images per category (those that have some) of a categories table; an :class:`AlexnetError`
-    naming the board at ``location`` when there are none."""
+    naming the board at ``location`` when there are none (that also says to give the images as ``data`` when the
+    caller takes them so: ``data_too``)."""
     counts = {r["id"]: r["val_images"] for r in rows if r["val_images"] > 0 and r["val_version"]}
     if not counts:
         from .sources import validation_files
@@ -166,7 +167,8 @@ def validation_counts(rows: list[dict[str, Any]], location: str) -> dict[str, in
         raise AlexnetError(
             f"board {location} has no validation images: upload ImageNet with them with imagenet_upload() (each "
             f"layout holds them in its own files: {validation_files()}; a folder of category folders holds out a "
-            "share of each category's images with `val_share`), or, from R and Python, give the images as `data`."
+            f"share of each category's images with `val_share`)"
+            f"{', or, from R and Python, give the images as `data`' if data_too else ''}."
         )
     return counts
 

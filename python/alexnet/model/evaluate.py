@@ -260,7 +260,7 @@ def alexnet_evaluate(
                 raise
             raise AlexnetError(f"{error}; or give the images to evaluate on as `data` (with val_image and val_label, "
                                "as imagenet_partition() returns) or `board`.") from None
-        validation_counts(rows, where[len("board "):])
+        validation_counts(rows, where[len("board "):], data_too=True)
         classes, ids = len(rows), [row["id"] for row in rows]
     if source.card is not None:  # before the model is loaded
         check_classes(source.card, classes, ids, where)
@@ -289,6 +289,12 @@ def alexnet_evaluate(
     from ..input.scan import said, scan_images  # TensorFlow's: after the checks, which say a mistake at once
 
     bad = scan_images(files, parallel)
+    if bad and len(bad) == len(files):
+        shown = "\n  ".join(said(path) for path in bad[:10])
+        raise AlexnetError(f"None of the {len(files)} validation images can be used (empty, truncated, too large, not "
+                           f"an image or not there), so nothing is left to score:\n  {shown}"
+                           f"{f'{chr(10)}  ... and {len(bad) - 10} more' if len(bad) > 10 else ''}\n"
+                           "Check the paths given (`val_image`), or replace the images.")
     if bad:
         logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated, too large or not an "
                        "image):\n  %s", len(bad), len(files), "\n  ".join(said(path) for path in bad))

@@ -274,9 +274,13 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
             check_writable(resolved)
             sweep_left(resolved)
         elif not os.path.isdir(resolved):
+            env = env_value("ALEXNET_BOARD")
+            named = bool(env) and resolve_location(env or "", "board") == resolved  # the default's, or the same
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "
-                f"{resolved!r}) first, or set ALEXNET_BOARD to the board's location"
+                f"{resolved!r}) first, or "
+                + ("set ALEXNET_BOARD, which names this folder, to the board's location" if named else
+                   "give the board's location as `board` (or set ALEXNET_BOARD to it)")
             )
         return Board(resolved, kind, pins.board_folder(resolved))
     fs = open_filesystem(resolved, write=write)
