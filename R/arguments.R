@@ -120,6 +120,8 @@ argument_kinds <- list(
   imagenet_upload = c(source = "location", board = "location?", declared_kinds(upload_options)),
   imagenet_categories = c(board = "location?"),
   imagenet_partition = c(declared_kinds(partition_options), board = "location?", declared_kinds(fetch_options)),
+  imagenet_validation = c(declared_kinds(validation_partition_options), board = "location?",
+                          declared_kinds(validation_fetch_options)),
   alexnet_train = c(data = "partition?", strategy = "object?", callbacks = "any", training_kinds),
   alexnet_history = c(checkpoint_dir = "location"),
   alexnet_benchmark = c(data = "data?", declared_kinds(benchmark_settings)),
@@ -255,7 +257,9 @@ argument_hint <- function(name, kind, fun = NULL) {
 
 # The declaration of each function's settings, by function.
 declared_tables <- list(imagenet_synthetic = synthetic_options, imagenet_upload = upload_options,
-                        imagenet_partition = c(partition_options, fetch_options), alexnet_train = training_settings,
+                        imagenet_partition = c(partition_options, fetch_options),
+                        imagenet_validation = c(validation_partition_options, validation_fetch_options),
+                        alexnet_train = training_settings,
                         alexnet_spark_train = c(training_settings, training_job_options, launch_options),
                         alexnet_benchmark = benchmark_settings,
                         alexnet_evaluate = c(evaluation_options, board_images_options),

@@ -222,3 +222,40 @@ imagenet_partition <- function(board = NULL, ...) {
 imagenet_partition <- with_declared(with_declared(imagenet_partition, declared_formals(fetch_options)),
                                     declared_formals(partition_options),
                                     first = names(partition_options))
+
+#' Fetch a board's validation images alone
+#'
+#' Fetches the validation images of `board` into the local cache [imagenet_partition()] uses (the same downloads,
+#' checks and reuse): all of them, or share `partition` of `total`. The categories that have validation images are
+#' split on their validation image counts, as an evaluation's workers share them, so that every share holds about as
+#' many images, and the shares together hold every validation image once. [alexnet_evaluate()] with `board` fetches
+#' them so itself; call this to fetch them ahead, or to score them with `data`.
+#'
+#' @eval declared_params(validation_partition_options)
+#' @inheritParams imagenet_categories
+#' @eval declared_params(validation_fetch_options)
+#' @param ... Nothing more: a name that is not an option is refused, naming the closest.
+#' @details `partition`, `total` and the options are declared once in the core (`alexnet.data.options`), as are
+#'   the command line's `alexnet validation` options.
+#' @returns An `alexnet_validation` (also an `alexnet_partition`, without training images), a list: `val_image`
+#'   (local file paths), `val_label` (global 0-based label of each image), `val_category` (WordNet id of each),
+#'   `categories` (this share's ids), `num_classes`, `class_ids` and `class_names` (every category of the board, by
+#'   label), `board`, `cache_dir`, `partition` and `total`. It prints as a short summary; `as.data.frame()` gives
+#'   one row per image.
+#' @examples
+#' if (alexnet_available()) {
+#'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, val_per_class = 2, max_side = 64)
+#'   board <- tempfile("board-")
+#'   imagenet_upload(src$path, board = board)
+#'   imagenet_validation(board = board, cache_dir = tempfile("cache-"))
+#' }
+#' @export
+imagenet_validation <- function(board = NULL, ...) {
+  args <- checked_args("imagenet_validation", names(formals()))
+  found <- simplify_py(do.call(core_function("imagenet_validation"), args))
+  structure(found, class = c("alexnet_validation", "alexnet_partition"))
+}
+# from the core's declarations: which share first (given by position too), the options before `...`
+imagenet_validation <- with_declared(with_declared(imagenet_validation, declared_formals(validation_fetch_options)),
+                                     declared_formals(validation_partition_options),
+                                     first = names(validation_partition_options))

@@ -43,3 +43,19 @@ fetch_options <- list(
   retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason, their waits doubling from about 0.5 s (a board that does not answer at all is given up on once they are used, or about 30 s after it stopped if that comes first; the same fetch run again then resumes)"),
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "also fetch the partition's validation images")
 )
+
+# Which share of a board's validation images imagenet_validation() fetches, in the declaration's order: each one's
+# argument kind (see R/arguments.R), default, values when it is a choice, and help.
+validation_partition_options <- list(
+  partition = list(kind = "count>=0", default = 0, choices = NULL, help = "which share of the validation images, from 0 to `total` - 1 (0-based)"),
+  total = list(kind = "count>=1", default = 1, choices = NULL, help = "how many shares the categories that have validation images are split into (1: all of them)")
+)
+
+# The options of imagenet_validation(), in the declaration's order: each one's argument kind (see R/arguments.R),
+# default, values when it is a choice, and help.
+validation_fetch_options <- list(
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a folder (unset: the board's own folder under the user's cache directory); one filled before and shared read-only is read as it is"),
+  workers = list(kind = "count>=1", default = 8, choices = NULL, help = "downloads at the same time"),
+  verify = list(kind = "flag", default = FALSE, choices = NULL, help = "check every cached file's CRC-32 against the one its zip recorded (which reads every file) and fetch a damaged category again; off, names and sizes are checked"),
+  retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason, their waits doubling from about 0.5 s (a board that does not answer at all is given up on once they are used, or about 30 s after it stopped if that comes first; the same fetch run again then resumes)")
+)

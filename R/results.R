@@ -1,5 +1,6 @@
-# The results of imagenet_synthetic(), imagenet_upload(), imagenet_partition() and alexnet_spark_train() as
-# classed objects: the same lists (and data frame) as before, read with `$` and `[[`, that print a few lines.
+# The results of imagenet_synthetic(), imagenet_upload(), imagenet_partition(), imagenet_validation() and
+# alexnet_spark_train() as classed objects: the same lists (and data frame) as before, read with `$` and `[[`, that
+# print a few lines.
 
 new_alexnet_imagenet <- function(x) structure(x, class = "alexnet_imagenet")
 
@@ -17,13 +18,14 @@ new_alexnet_spark_run <- function(frame, evaluation = NULL) {
 
 #' Print and tabulate the results of the data functions and of a Spark run
 #'
-#' The results of [imagenet_synthetic()], [imagenet_upload()], [imagenet_partition()] and
+#' The results of [imagenet_synthetic()], [imagenet_upload()], [imagenet_partition()], [imagenet_validation()] and
 #' [alexnet_spark_train()] are the lists (or, for a Spark run, the data frame) they always were, whose
 #' fields are read with `$` and `[[`; they print as a few lines that say what was done, how much and where.
 #' A Spark run that ended with its evaluation (`alexnet_spark_train(..., evaluate = TRUE)`) also has
 #' `$evaluation`, an `alexnet_evaluation` (see [alexnet_evaluate()]), printed after the workers.
 #'
-#' @param x An `alexnet_imagenet`, `alexnet_upload`, `alexnet_partition` or `alexnet_spark_run`.
+#' @param x An `alexnet_imagenet`, `alexnet_upload`, `alexnet_partition`, `alexnet_validation` or
+#'   `alexnet_spark_run`.
 #' @param name A column of a Spark run, or `"evaluation"`.
 #' @param row.names,optional Passed to [as.data.frame()].
 #' @param ... Ignored.
@@ -112,6 +114,18 @@ as.data.frame.alexnet_partition <- function(x, row.names = NULL, optional = FALS
   frame <- rbind(part(x$image, x$category, x$label, "train"),
                  part(x$val_image, x$val_category, x$val_label, "validation"))
   as.data.frame(frame, row.names = row.names, optional = optional)
+}
+
+#' @rdname alexnet_results
+#' @export
+print.alexnet_validation <- function(x, ...) {
+  # the lines of the command line's `alexnet validation` (python/alexnet/cli/data.py `validation_summary`)
+  which <- if (identical(as.integer(x$total), 1L)) "All the board's validation images" else
+    paste0("Share ", x$partition, " of ", x$total, " (0-based) of the board's validation images")
+  cat(which, ": ", count_of(length(x$val_image), "image"), " of ", count_of(length(x$categories), "category",
+      "categories"), " (of ", x$num_classes, ")\n", sep = "")
+  cat("From board ", without_passwords(x$board), ", cache ", x$cache_dir, "\n", sep = "")
+  invisible(x)
 }
 
 #' @rdname alexnet_results

@@ -646,9 +646,35 @@ def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
     known = export.get_default(OPTION_NAMES)
     assert known["name"] == ("--pin", False) and known["board"] == ("--pin-board", False)
     assert known["path"] == ("--path", False) and known["top"] == ("--top", False)
-    # a core name two options of one command give is said as neither (evaluate's --model-cache and --cache-dir)
+    # the model pin a command reads names its options apart, said so while it is read: evaluate's `cache_dir` is
+    # --cache-dir, the pin's --model-cache
+    from alexnet.cli.model import PIN_OPTION_NAMES
+
     evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]  # type: ignore[union-attr]
-    assert evaluate.get_default(OPTION_NAMES)["cache_dir"] is None
+    assert evaluate.get_default(OPTION_NAMES)["cache_dir"] == ("--cache-dir", False)
+    assert evaluate.get_default(PIN_OPTION_NAMES)["cache_dir"] == ("--model-cache", False)
+
+
+def test_the_model_pin_read_says_its_own_options_where_the_command_has_others_of_the_same_names(
+        monkeypatch, capsys, caplog, tmp_path):
+    import alexnet
+    from alexnet.errors import AlexnetError
+
+    def pin_read(board, **options):
+        logging.getLogger("alexnet.model.pin").warning("`cache_dir` = %s is slow", options["cache_dir"])
+        raise AlexnetError(f"`cache_dir` = {options['cache_dir']} cannot hold the model")
+
+    monkeypatch.setattr(alexnet, "alexnet_model", pin_read)
+    with caplog.at_level("WARNING", logger="alexnet"):
+        assert main(["evaluate", "--model-pin", "m", "--board", str(tmp_path), "--model-cache", "/m",
+                     "--cache-dir", "/v"]) == 2
+    assert "`--model-cache` /m cannot hold the model" in capsys.readouterr().err
+    assert "`--model-cache` /m is slow" in caplog.text
+    from alexnet.cli import common
+
+    assert common._READING == {}, "said so only while the pin is read"
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]  # type: ignore[union-attr]
+    assert common.as_typed("`cache_dir` = /v", evaluate.get_default(common.OPTION_NAMES)) == "`--cache-dir` /v"
 
 
 def test_warnings_name_the_options_as_typed_as_errors_do(tmp_path, caplog, capsys):

@@ -66,6 +66,21 @@ test_that("upload, categories and partition work from R and give R types", {
 
   expect_error(imagenet_partition(partition = 2, total = 2, board = setup$board), "0\\.\\.1")
 
+  # the board's validation images alone (into the same cache): all of them, and two shares that add up to them
+  all_val <- imagenet_validation(board = setup$board, cache_dir = file.path(dir, "cache"))
+  expect_s3_class(all_val, "alexnet_validation")
+  expect_documented(names(all_val), "imagenet_validation")
+  expect_setequal(all_val$val_image, c(parts[[1]]$val_image, parts[[2]]$val_image))
+  expect_true(all(file.exists(all_val$val_image)))
+  expect_equal(all_val$val_label, categories$index[match(all_val$val_category, categories$id)])
+  expect_output(print(all_val), paste0("^All the board's validation images: ", length(all_val$val_image),
+                                       " images of 3 categories \\(of 3\\)"))
+  shares <- lapply(0:1, function(p) imagenet_validation(p, 2, board = setup$board, cache_dir = file.path(dir, "cache")))
+  expect_setequal(unlist(lapply(shares, `[[`, "val_image")), all_val$val_image)
+  expect_equal(nrow(as.data.frame(shares[[1]])), length(shares[[1]]$val_image))
+  expect_error(imagenet_validation(workers = 0, board = setup$board), "`workers` must be a whole number >= 1",
+               class = "alexnet_error")
+
   # the report names the source read as `source`; given by its old name, `path`, the same upload, with a warning
   expect_equal(normalizePath(setup$report$source), normalizePath(setup$src$path))
   expect_null(setup$report$path)

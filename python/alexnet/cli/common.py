@@ -69,11 +69,17 @@ def with_default(command: str, name: str, text: str) -> str:
     return f"{text} (default: {('yes' if value else 'no') if isinstance(value, bool) else value})"
 
 
-def declared_options(p: argparse._ActionsContainer, table: Mapping[str, Spec], dest: Callable[[str], str]) -> None:
+#: Where a command's parser keeps its declared options by the core's names (see :func:`as_typed`).
+OPTION_NAMES = "declared_option_names"
+
+
+def declared_options(p: argparse._ActionsContainer, table: Mapping[str, Spec], dest: Callable[[str], str], *,
+                     names: str | None = OPTION_NAMES) -> None:
     """An option for every setting of ``table`` (a declaration's specs) that the declaration puts on the command
     line (of the parser ``p`` or of a group of its options), with its help and default, its value kept at
     ``dest(name)``; values are only converted here (words to numbers), and checked by the declaration's checks
-    (:func:`declared_args`)."""
+    (:func:`declared_args`). Each is recorded by its core name at the parser's default ``names`` (:data:`OPTION_NAMES`:
+    the command's own messages say it so; another: the messages of a call of its own, :func:`reading_as`)."""
     from ..declare.kinds import KINDS, option_name
 
     for name, spec in table.items():
@@ -98,7 +104,8 @@ def declared_options(p: argparse._ActionsContainer, table: Mapping[str, Spec], d
                 name.upper() + (f"|{spec.none_word}" if spec.none_word else "")
             options["metavar"] = spec.metavar or metavar
         p.add_argument(flag, **options)
-        _name_option(p, name, flag, spec.kind == "flag")
+        if names is not None:
+            _name_option(p, name, flag, spec.kind == "flag", names)
 
 
 def declared_help(spec: Spec) -> str:
@@ -116,10 +123,6 @@ def _or_word(parse: Callable[[str], Any], word: str) -> Callable[[str], Any]:
     return parsed
 
 
-#: Where a command's parser keeps its declared options by the core's names (see :func:`as_typed`).
-OPTION_NAMES = "declared_option_names"
-
-
 def core_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool = False, **options: Any) -> None:
     """The option ``flag`` (``options`` as ``add_argument`` takes them), written by a command rather than declared,
     that gives the core's argument ``name``: messages of the core naming ``name`` name the option instead
@@ -130,13 +133,37 @@ def core_option(p: argparse.ArgumentParser, name: str, flag: str, switch: bool =
     _name_option(p, name, flag, switch)
 
 
-def _name_option(p: argparse._ActionsContainer, name: str, flag: str, switch: bool) -> None:
+def _name_option(p: argparse._ActionsContainer, name: str, flag: str, switch: bool, names: str = OPTION_NAMES) -> None:
     """Record that the core's setting ``name`` is given as ``flag`` on this command (``switch``: an on/off option,
-    ``--no-...`` turning it off); a name given by two options of one command is recorded as neither. ``p`` is the
-    command's parser or a group of its options, whose defaults are the parser's."""
-    known = dict(p.get_default(OPTION_NAMES) or {})
+    ``--no-...`` turning it off), at the parser's default ``names``; a name given by two options of one command is
+    recorded as neither. ``p`` is the command's parser or a group of its options, whose defaults are the parser's."""
+    known = dict(p.get_default(names) or {})
     known[name] = (flag, switch) if known.get(name, (flag, switch)) == (flag, switch) else None
-    p.set_defaults(**{OPTION_NAMES: known})
+    p.set_defaults(**{names: known})
+
+
+#: The options of a call the command makes of its own (the model pin a command reads), by the core's names, while it
+#: runs (:func:`reading_as`): said so in its errors and warnings, rather than as the command's options of the same
+#: names (evaluate's `cache_dir` is --cache-dir; the pin's, --model-cache).
+_READING: dict[str, tuple[str, bool] | None] = {}
+
+
+@contextlib.contextmanager
+def reading_as(options: Mapping[str, tuple[str, bool] | None]) -> Iterator[None]:
+    """While the block runs, the core's names of ``options`` are said as these options (warnings too), and the
+    message of an :class:`~alexnet.errors.AlexnetError` it raises is said so before it leaves."""
+    from ..errors import AlexnetError
+
+    _READING.update(options)
+    try:
+        yield
+    except AlexnetError as error:
+        if error.args and isinstance(error.args[0], str):
+            error.args = (as_typed(error.args[0], options), *error.args[1:])
+        raise
+    finally:
+        for name in options:
+            _READING.pop(name, None)
 
 
 #: Where the top parser keeps, for each core function a command runs, the command and its options by the core's names
@@ -167,6 +194,7 @@ def as_typed(message: str, options: Mapping[str, tuple[str, bool] | None],
     as the command, its arguments as that command's options: ``imagenet_upload(..., board = 'b')`` becomes
     ```alexnet upload ... --board 'b'```. ``alexnet_model()``, which reads a model pin, becomes ```--model-pin
     NAME```, the option of every command that reads one, and R's ``c(128, 160, 224)`` becomes ``128 160 224``."""
+    options = {**options, **_READING} if _READING else options
     message = _CALL.sub(lambda match: _as_command(match, calls or {}, options), message)
     message = _VECTOR.sub(lambda match: " ".join(value.strip() for value in match[1].split(",")), message)
     return _SETTING.sub(lambda match: _as_option(match, options), message)

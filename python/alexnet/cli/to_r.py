@@ -137,7 +137,11 @@ TABLES: dict[str, RFile] = {
         Table("upload_options", "The options of imagenet_upload()", _declared("data.options", "UploadOptions")),
         Table("partition_options", "Which partition imagenet_partition() fetches",
               _declared("data.options", "PartitionOptions")),
-        Table("fetch_options", "The options of imagenet_partition()", _declared("data.options", "FetchOptions")))),
+        Table("fetch_options", "The options of imagenet_partition()", _declared("data.options", "FetchOptions")),
+        Table("validation_partition_options", "Which share of a board's validation images imagenet_validation() "
+              "fetches", _declared("data.options", "ValidationPartitionOptions")),
+        Table("validation_fetch_options", "The options of imagenet_validation()",
+              _declared("data.options", "ValidationFetchOptions")))),
 }
 
 
