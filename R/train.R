@@ -171,6 +171,12 @@ training_formals <- intersect(training_positional, names(training_settings))
 #' }
 #' @export
 alexnet_train <- function(data = NULL, strategy = NULL, ...) {
+  if (!missing(batch_size) && is.null(batch_size) && is.null(data)) {
+    # alexnet_train(NULL), or NULL piped in: a partition that is not there rather than a batch size
+    alexnet_abort("the first argument is NULL and `data` is not given: pass the partition imagenet_partition() ",
+                  "returns (a pipe hands on NULL when the step before it gave nothing), or, for `batch_size`, a ",
+                  "whole number >= 1.")
+  }
   if (!missing(batch_size) && is.list(batch_size)) {
     # the first argument is the data, as in imagenet_partition() %>% alexnet_train(): the call again, by name
     return(do.call(alexnet_train, data_first_args(sys.call(), environment())))

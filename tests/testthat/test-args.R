@@ -274,6 +274,11 @@ test_that("alexnet_spark_train() without a Spark connection says to pass sparkly
   expect_error(alexnet_history(), "^`checkpoint_dir` is missing: give the `checkpoint_dir` a training wrote",
                class = "alexnet_error")
   expect_error(tf_config_from_barrier(), "^`barrier` is missing: pass the barrier list", class = "alexnet_error")
+  expect_error(alexnet_train(NULL), "^the first argument is NULL and `data` is not given: pass the partition",
+               class = "alexnet_error")
+  expect_error(NULL %>% alexnet_train(epochs = 1), "^the first argument is NULL", class = "alexnet_error")
+  expect_error(alexnet_train(data = "/d", batch_size = NULL), "^`batch_size` must be a whole number >= 1, not NULL",
+               class = "alexnet_error")
   expect_error(imagenet_synthetic(), "^`dest` is missing: give the folder", class = "alexnet_error")
   # training and evaluation take a partition; the benchmark, a partition or an ImageNet folder
   expect_error(alexnet_train(data = "/some/folder"),
