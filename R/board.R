@@ -240,8 +240,10 @@ imagenet_partition <- with_declared(with_declared(imagenet_partition, declared_f
 #' @returns An `alexnet_validation` (also an `alexnet_partition`, without training images), a list: `val_image`
 #'   (local file paths), `val_label` (global 0-based label of each image), `val_category` (WordNet id of each),
 #'   `categories` (this share's ids), `num_classes`, `class_ids` and `class_names` (every category of the board, by
-#'   label), `board`, `cache_dir`, `partition` and `total`. It prints as a short summary; `as.data.frame()` gives
-#'   one row per image.
+#'   label), `board`, `cache_dir`, `partition`, `total` and `left_out_at_upload` (how many validation images of
+#'   these categories the upload left out, as the board's `bad_images` pin names them; share 0 also counts those of
+#'   categories left without any; `NULL` when the board does not say). It prints as a short summary, which says
+#'   those left out when there are some; `as.data.frame()` gives one row per image.
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 4, images_per_class = 4, val_per_class = 2, max_side = 64)

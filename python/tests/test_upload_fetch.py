@@ -1118,3 +1118,41 @@ def test_a_board_given_as_the_source_is_told_to_be_one(tree, tmp_path):
                                           r"ImageNet: give the folder or archive of ImageNet as `source`"):
         imagenet_upload(str(board), str(tmp_path / "other"))
     assert not (tmp_path / "other").exists()
+
+
+def test_the_validation_images_the_upload_left_out_are_counted_and_said_when_they_are_fetched(tmp_path, caplog):
+    """An evaluation of a board said nothing of the validation images its upload had left out (its bad_images pin
+    names them): a reader comparing counts with the source's could not tell."""
+    src = imagenet_synthetic(tmp_path / "src", classes=3, images_per_class=4, val_per_class=2, seed=5,
+                             max_side=40)["path"]
+    val_folder = Path(src) / "ILSVRC" / "Data" / "CLS-LOC" / "val"
+    broken = sorted(val_folder.iterdir())[:2]
+    for path in broken:
+        path.write_bytes(path.read_bytes()[:60])  # truncated where they lie
+    report = imagenet_upload(src, tmp_path / "board")
+    bad_val = [row for row in report["bad_images"] if row["split"] == "val"]
+    assert len(bad_val) == 2
+    with caplog.at_level("INFO", logger="alexnet"):
+        whole = imagenet_validation(tmp_path / "board", cache_dir=tmp_path / "cache")
+    assert whole["left_out_at_upload"] == 2 and len(whole["val_image"]) == 3 * 2 - 2
+    assert (f"{tmp_path / 'board'}: 2 validation images of these categories were left out when the board was "
+            "uploaded") in caplog.text
+    shares = [imagenet_validation(tmp_path / "board", p, 2, cache_dir=tmp_path / "cache") for p in range(2)]
+    counts: dict[str, int] = {category: 0 for share in shares for category in share["categories"]}
+    for row in bad_val:
+        counts.setdefault(row["category"], 0)
+        counts[row["category"]] += 1
+    assert sum(s["left_out_at_upload"] for s in shares) == 2, "every image once"
+    unshared = sum(n for c, n in counts.items() if not any(c in s["categories"] for s in shares))
+    assert [s["left_out_at_upload"] for s in shares] == [
+        sum(counts[c] for c in s["categories"]) + (unshared if p == 0 else 0) for p, s in enumerate(shares)]
+    # a board whose upload left none out says nothing; one without the table (an older board) knows nothing
+    clean = imagenet_synthetic(tmp_path / "clean", classes=2, images_per_class=3, val_per_class=1, seed=6,
+                               max_side=40)["path"]
+    imagenet_upload(clean, tmp_path / "clean-board")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="alexnet"):
+        assert imagenet_validation(tmp_path / "clean-board", cache_dir=tmp_path / "c2")["left_out_at_upload"] == 0
+    assert "left out when the board was uploaded" not in caplog.text
+    shutil.rmtree(tmp_path / "clean-board" / "bad_images")
+    assert imagenet_validation(tmp_path / "clean-board", cache_dir=tmp_path / "c2")["left_out_at_upload"] is None

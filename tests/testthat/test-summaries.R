@@ -46,13 +46,17 @@ test_that("a synthetic ImageNet, an upload and a partition: the command line say
                    capture.output(print(alexnet:::new_alexnet_partition(alexnet:::simplify_py(
                      reticulate::py_to_r(partition))))))
   # a board's validation images fetched alone: all of them, or a share
-  for (share in c('"partition": 0, "total": 1', '"partition": 1, "total": 3')) {
+  for (share in c('"partition": 0, "total": 1, "left_out_at_upload": 2', '"partition": 1, "total": 3')) {
     validation <- py_result(paste0('{"val_image": ["/c/n01/v1.JPEG", "/c/n02/v2.JPEG"], "val_label": [0, 1],
       "val_category": ["n01", "n02"], "categories": ["n01", "n02"], "num_classes": 4, "board": "/boards/imagenet",
       "cache_dir": "/c", ', share, '}'))
     fetched <- structure(alexnet:::simplify_py(reticulate::py_to_r(validation)),
                          class = c("alexnet_validation", "alexnet_partition"))
     expect_identical(cli_lines("alexnet.cli.data", "validation_summary", validation), capture.output(print(fetched)))
+    if (!is.null(fetched$left_out_at_upload)) {
+      expect_identical(capture.output(print(fetched))[3],
+                       "2 validation images of these categories left out at upload (the board's bad_images pin names them)")
+    }
   }
   expect_identical(capture.output(print(fetched)),
                    c("Share 1 of 3 (0-based) of the board's validation images: 2 images of 2 categories (of 4)",

@@ -111,9 +111,13 @@ def validation_summary(r: dict[str, Any]) -> str:
     """The lines printed for a board's validation images fetched alone (``imagenet_validation()``, which R has not)."""
     which = ("All the board's validation images" if r["total"] == 1
              else f"Share {r['partition']} of {r['total']} (0-based) of the board's validation images")
-    return "\n".join([f"{which}: {count_text(len(r['val_image']), 'image')} of "
-                      f"{count_text(len(r['categories']), 'category', 'categories')} (of {r['num_classes']})",
-                      f"From board {without_passwords(str(r['board']))}, cache {r['cache_dir']}"])
+    lines = [f"{which}: {count_text(len(r['val_image']), 'image')} of "
+             f"{count_text(len(r['categories']), 'category', 'categories')} (of {r['num_classes']})",
+             f"From board {without_passwords(str(r['board']))}, cache {r['cache_dir']}"]
+    if r.get("left_out_at_upload"):
+        lines.append(f"{count_text(r['left_out_at_upload'], 'validation image')} of these categories left out at "
+                     "upload (the board's bad_images pin names them)")
+    return "\n".join(lines)
 
 
 def _validation(args: argparse.Namespace) -> None:

@@ -11,9 +11,11 @@ steps per epoch without going back to the board.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
+from ..checks import count_text
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError, IntegrityError
 from ..result import returns_result
@@ -28,6 +30,8 @@ from .options import (
     ValidationPartitionOptions,
 )
 from .partition import check_partition, partition_categories, partition_sizes
+
+log = logging.getLogger(__name__)
 
 
 @returns_result
@@ -190,7 +194,10 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     Returns a dict: ``val_image`` (absolute paths), ``val_label`` (global index per image), ``val_category``
     (wnid per image), ``categories`` (this share's wnids), ``num_classes`` (every category on the board),
     ``class_ids`` and ``class_names`` (every category's, by global index, as :func:`imagenet_partition` gives them),
-    ``board``, ``cache_dir``, ``partition`` and ``total``. An :class:`AlexnetError` when the board has no
+    ``board``, ``cache_dir``, ``partition``, ``total`` and ``left_out_at_upload`` (the validation images of these
+    categories the upload left out, as the board's ``bad_images`` pin names them, share 0 also counting those of the
+    categories left without any, so that the shares add up to the board's: logged when there are some; None when the
+    board does not say). An :class:`AlexnetError` when the board has no
     validation images.
     """
     share = declaration.check(ValidationPartitionOptions, {"partition": partition, "total": total},
@@ -210,9 +217,16 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     fetched = _fetch(opened, version, items, root, chosen, f"fetch validation {partition}/{total}")
     listing = _listing(items, fetched.files, by_id)
     result: dict[str, Any] = {name: listing[name] for name in ("val_image", "val_label", "val_category")}
+    # of this share's categories, and for share 0 of those none of whose validation images is left: every image once
+    left_out = layout.left_out_at_upload(opened, "val", [*wnids, *(r["id"] for r in rows if r["id"] not in counts
+                                                                   and partition == 0)])
+    if left_out:
+        log.info("%s: %s of these categories %s left out when the board was uploaded (empty, truncated, undecodable "
+                 "or too large; its `bad_images` pin names each and why): they are not among these.", opened.location,
+                 count_text(left_out, "validation image"), "was" if left_out == 1 else "were")
     result.update({"categories": list(wnids), "num_classes": len(rows), "class_ids": [r["id"] for r in rows],
                    "class_names": [r["name"] or r["id"] for r in rows], "board": opened.location, "cache_dir": root,
-                   "partition": partition, "total": total})
+                   "partition": partition, "total": total, "left_out_at_upload": left_out})
     return result
 
 

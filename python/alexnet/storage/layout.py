@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from ..errors import BoardError
@@ -157,6 +158,22 @@ def read_categories(board: Board) -> list[dict[str, Any]]:
     sorted by ``index``, from the newest complete version of the pin. ``BoardError`` when the board has no such table
     (its upload has not finished)."""
     return categories_and_version(board)[0]
+
+
+def left_out_at_upload(board: Board, split: str, categories: Collection[str]) -> int | None:
+    """How many images of ``split`` (``"train"`` or ``"val"``) of ``categories`` the upload left out, as the board's
+    ``bad_images`` table records them; None when the board has no such table or it cannot be read (an older board,
+    an https:// one that does not serve it): nothing is known."""
+    try:
+        frame, _ = _newest_complete_table(board, BAD_IMAGES_PIN)
+    except Exception as error:  # what an evaluation says of it, never what stops it
+        log.debug("cannot read the bad_images pin of %s: %s", board.location, error)
+        return None
+    if frame is None or not {"category", "split"} <= set(frame.columns):
+        return None
+    wanted = set(categories)
+    return sum(1 for category, in_split in zip(frame["category"], frame["split"], strict=True)
+               if str(in_split) == split and str(category) in wanted)
 
 
 def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | None]:
