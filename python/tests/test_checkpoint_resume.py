@@ -495,3 +495,30 @@ def test_a_bucket_folder_of_checkpoints_takes_one_run_at_a_time(cloud_env, tmp_p
     killed.close()
     relaunched.close()
     assert not fs.exists(f"{location}/alexnet-history.json")
+
+
+def test_the_s3_uploads_a_killed_run_left_unfinished_in_its_folder_are_aborted(cloud_env, tmp_path, caplog):
+    """An S3 multipart upload cut short by a kill (a checkpoint's data, a model) stayed in the bucket, billed and
+    never listed; the next run of the folder, which holds its lease, aborts those of its folder and no others."""
+    import fsspec
+
+    from alexnet.train.checkpoint_files import CheckpointFiles
+
+    fs = fsspec.filesystem("s3")
+    folder = f"left-{tmp_path.name}/ckpt"
+    for key in (f"{folder}/ckpt-4.data-00000-of-00001", f"{folder}/alexnet.keras", f"{folder}-other/ckpt-1.index"):
+        fs.call_s3("create_multipart_upload", Bucket="alexnet-outputs", Key=key)
+
+    def unfinished() -> list[str]:
+        listed = fs.call_s3("list_multipart_uploads", Bucket="alexnet-outputs", Prefix=f"left-{tmp_path.name}/")
+        return sorted(upload["Key"] for upload in listed.get("Uploads") or [])
+
+    assert len(unfinished()) == 3
+    with caplog.at_level("INFO", logger="alexnet"):
+        held = CheckpointFiles(f"s3://alexnet-outputs/{folder}", chief=True)
+    held.close()
+    assert unfinished() == [f"{folder}-other/ckpt-1.index"], "another folder's upload is left alone"
+    assert f"Aborted 2 uploads that a killed run left unfinished in s3://alexnet-outputs/{folder}." in caplog.text
+    worker = CheckpointFiles(f"s3://alexnet-outputs/{folder}-other", chief=False)  # only the chief, which holds it
+    worker.close()
+    assert unfinished() == [f"{folder}-other/ckpt-1.index"]

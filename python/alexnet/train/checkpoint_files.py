@@ -34,12 +34,13 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
+from ..checks import count_text
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage import lease
-from ..storage.location import fs_path, location_kind, open_filesystem
+from ..storage.location import bucket_path, fs_path, location_kind, open_filesystem
 from ..storage.locking import Busy, hold_lock
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
@@ -113,6 +114,8 @@ class CheckpointFiles:
             if chief:
                 self._lease = _hold_bucket(self.fs, self._remote(RUN_LOCK), location)
                 self._release = self._lease.release
+                if location_kind(location) == "s3":
+                    _abort_left_uploads(self.fs, location)
             self.local = self._new_scratch()
 
     def _new_scratch(self) -> str:
@@ -328,6 +331,26 @@ def _hold_bucket(fs: object, path: str, location: str) -> lease.Lease:
                                 took_over=took_over)
     except Busy as busy:
         raise _busy(location, busy.holder) from None
+
+
+def _abort_left_uploads(fs: Any, location: str) -> None:
+    """Abort the S3 multipart uploads that runs killed while they uploaded left in the folder ``location`` (a
+    checkpoint's data, a model): never listed, they are billed until a lifecycle rule removes them. The run holds the
+    folder's lease, so that no upload under way is another's. Best-effort: one that cannot be aborted stays, said."""
+    bucket, path = bucket_path(location)
+    if "/" not in path:  # a whole bucket: uploads of other folders may be under way
+        return
+    prefix = path.split("/", 1)[1] + "/"
+    try:
+        left = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get("Uploads") or []
+        for upload in left:
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+    except Exception as error:  # a store without multipart listing, or no right to it: nothing is lost but room
+        logger.warning("Cannot abort the uploads a killed run left unfinished in %s (%s): they stay until a lifecycle "
+                       "rule of the bucket removes them.", location, error)
+        return
+    if left:
+        logger.info("Aborted %s that a killed run left unfinished in %s.", count_text(len(left), "upload"), location)
 
 
 def _busy(location: str, holder: str) -> AlexnetError:
