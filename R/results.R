@@ -126,8 +126,8 @@ print.alexnet_validation <- function(x, ...) {
       "categories"), " (of ", x$num_classes, ")\n", sep = "")
   cat("From board ", without_passwords(x$board), ", cache ", x$cache_dir, "\n", sep = "")
   if (isTRUE(x$left_out_at_upload > 0)) {
-    cat(count_of(x$left_out_at_upload, "validation image"), " of these categories left out at upload (the board's ",
-        "bad_images pin names them)\n", sep = "")
+    cat(count_of(x$left_out_at_upload, "validation image"), " left out at upload (the board's bad_images pin names ",
+        "them)\n", sep = "")
   }
   invisible(x)
 }

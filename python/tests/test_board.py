@@ -230,6 +230,10 @@ def test_folder_board_read_missing_and_write_creates(tmp_path, monkeypatch):
             open_board(given)
         assert str(named.value).endswith("first, or set ALEXNET_BOARD, which names this folder, to the board's "
                                          "location")
+    # ALEXNET_BOARD that names no location at all: the folder's own error, not that one
+    monkeypatch.setenv("ALEXNET_BOARD", "ftp://x/y")
+    with pytest.raises(BoardError, match=f"board folder {target} does not exist: .* or give the board's location"):
+        open_board(target)
     assert not target.exists()
     board = open_board(f"file://{target}", write=True)
     assert target.is_dir()

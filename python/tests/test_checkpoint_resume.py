@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -484,10 +483,8 @@ def test_a_bucket_folder_of_checkpoints_takes_one_run_at_a_time(cloud_env, tmp_p
     with caplog.at_level("INFO"):
         relaunched = CheckpointFiles(location, chief=True)
     assert f"The checkpoints in {location} were held by {held['note'][:30]}" in caplog.text
-    # the killed run was suspended only: back, it writes nothing more over the relaunched run's checkpoints
-    killed._lease._stop.clear()
-    killed._lease.start()
-    time.sleep(5 * lease.BEAT)
+    # the killed run was suspended only: back, it writes nothing more over the relaunched run's checkpoints, from
+    # its first write on (it reads the lease again: its last renewal is too old to be trusted)
     with pytest.raises(AlexnetError, match=r"^Another training run \(the run of process .*\) took over the "
                                            rf"checkpoints in {re.escape(location)}: this run could not renew its hold "
                                            r"on them for 1 s"):
@@ -497,23 +494,31 @@ def test_a_bucket_folder_of_checkpoints_takes_one_run_at_a_time(cloud_env, tmp_p
     assert not fs.exists(f"{location}/alexnet-history.json")
 
 
-def test_the_s3_uploads_a_killed_run_left_unfinished_in_its_folder_are_aborted(cloud_env, tmp_path, caplog):
+def test_the_s3_uploads_a_killed_run_left_unfinished_in_its_folder_are_aborted(cloud_env, tmp_path, caplog,
+                                                                               monkeypatch):
     """An S3 multipart upload cut short by a kill (a checkpoint's data, a model) stayed in the bucket, billed and
     never listed; the next run of the folder, which holds its lease, aborts those of its folder and no others."""
     import fsspec
 
+    from alexnet.storage import lease
     from alexnet.train.checkpoint_files import CheckpointFiles
 
     fs = fsspec.filesystem("s3")
     folder = f"left-{tmp_path.name}/ckpt"
     for key in (f"{folder}/ckpt-4.data-00000-of-00001", f"{folder}/alexnet.keras", f"{folder}-other/ckpt-1.index"):
         fs.call_s3("create_multipart_upload", Bucket="alexnet-outputs", Key=key)
+    # a lease that is free is no killed run's: a run that ended well lets go only once its model is whole
+    free = CheckpointFiles(f"s3://alexnet-outputs/{folder}", chief=True)
+    free.close()
 
     def unfinished() -> list[str]:
         listed = fs.call_s3("list_multipart_uploads", Bucket="alexnet-outputs", Prefix=f"left-{tmp_path.name}/")
         return sorted(upload["Key"] for upload in listed.get("Uploads") or [])
 
     assert len(unfinished()) == 3
+    killed = lease.Lease(fs, f"alexnet-outputs/{folder}/.alexnet-run.lock", "the run killed")
+    killed._write(create=True)  # and renewed no more
+    monkeypatch.setattr(lease, "STALE", 1.0)
     with caplog.at_level("INFO", logger="alexnet"):
         held = CheckpointFiles(f"s3://alexnet-outputs/{folder}", chief=True)
     held.close()
@@ -522,3 +527,25 @@ def test_the_s3_uploads_a_killed_run_left_unfinished_in_its_folder_are_aborted(c
     worker = CheckpointFiles(f"s3://alexnet-outputs/{folder}-other", chief=False)  # only the chief, which holds it
     worker.close()
     assert unfinished() == [f"{folder}-other/ckpt-1.index"]
+
+
+def test_a_bucket_folder_is_held_until_the_model_saved_there_is_whole(cloud_env, data, tmp_path, monkeypatch):
+    """The lease was let go before the model was saved in the folder (`model_dir`'s default): a run waiting for the
+    folder took it during that upload, and a run taking it could abort it."""
+    import fsspec
+
+    from alexnet.model import saved
+
+    location = f"s3://alexnet-outputs/model-{tmp_path.name}/ckpt"
+    fs = fsspec.filesystem("s3")
+    seen: list[bool] = []
+    real = saved.save_model
+
+    def save_model(*args, **kwargs):
+        seen.append(fs.exists(f"{location}/.alexnet-run.lock"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(saved, "save_model", save_model)
+    history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
+    assert seen == [True], "held while the model is saved"
+    assert history["model_path"].startswith(location) and not fs.exists(f"{location}/.alexnet-run.lock")

@@ -648,11 +648,31 @@ def test_a_core_message_is_said_with_the_options_only_where_they_are_meant():
     assert known["path"] == ("--path", False) and known["top"] == ("--top", False)
     # the model pin a command reads names its options apart, said so while it is read: evaluate's `cache_dir` is
     # --cache-dir, the pin's --model-cache
-    from alexnet.cli.model import PIN_OPTION_NAMES
+    from alexnet.cli.common import PIN_OPTION_NAMES
 
     evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]  # type: ignore[union-attr]
     assert evaluate.get_default(OPTION_NAMES)["cache_dir"] == ("--cache-dir", False)
     assert evaluate.get_default(PIN_OPTION_NAMES)["cache_dir"] == ("--model-cache", False)
+    # what workers say, who read the pin too (spark-evaluate), names neither: `cache_dir` is left as it is
+    from alexnet.cli.common import said_as
+
+    spark = build_parser().parse_args(["spark-evaluate", "--workers", "2"])
+    assert said_as(spark)["options"]["cache_dir"] == ("--cache-dir", False)
+    assert said_as(spark, workers=True)["options"]["cache_dir"] is None
+    assert said_as(spark, workers=True)["options"]["fetch_workers"] == said_as(spark)["options"]["fetch_workers"]
+
+
+def test_a_workers_error_names_no_option_that_could_be_the_pins_or_the_commands(monkeypatch, capsys, tmp_path):
+    import alexnet
+    from alexnet.child import ChildError
+
+    def failed(*args, **kwargs):
+        raise ChildError("worker 1 of 2", "AlexnetError: `cache_dir` = /m cannot hold the model", [])
+
+    monkeypatch.setattr(alexnet, "alexnet_evaluate", failed)
+    assert main(["evaluate", str(tmp_path / "model"), "--board", str(tmp_path), "--batch-size", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "AlexnetError: `cache_dir` = /m cannot hold the model" in err and "--cache-dir" not in err
 
 
 def test_the_model_pin_read_says_its_own_options_where_the_command_has_others_of_the_same_names(

@@ -144,6 +144,18 @@ def test_images_none_of_which_can_be_used_are_refused_not_scored_as_nan(setup, t
         alexnet_evaluate(setup["model_dir"], data=data)
 
 
+def test_board_images_none_of_which_can_be_used_say_how_to_fetch_them_again(tmp_path):
+    board = synthetic_board(tmp_path, classes=2, val_per_class=1)
+    model = save_model_dir(tiny_model(2), tmp_path / "two")
+    fetched = imagenet_validation(board, cache_dir=tmp_path / "cache")
+    for path in fetched["val_image"]:
+        break_in_place(path)
+    with pytest.raises(AlexnetError, match=r"(?s)None of the 2 validation images can be used .*\nThey were fetched "
+                                           r"from board .* into .*cache: fetch them again with "
+                                           r"imagenet_validation\(verify = TRUE\), or delete that folder\.$"):
+        alexnet_evaluate(str(model), board=board, cache_dir=tmp_path / "cache")
+
+
 def test_ten_crops_are_ten_distinct_views_with_their_mirrors(tmp_path):
     image = class_image(np.random.default_rng(0), 2, 90, 130)
     views = decode_ten_crops(tf.constant(jpeg_bytes(image)), IMAGE_SIZE).numpy()

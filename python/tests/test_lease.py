@@ -116,3 +116,87 @@ def test_of_two_takers_at_once_one_holds_the_lease(path, refuses):
     time.sleep(3 * lease.BEAT)
     assert held[0].lost() is None
     held[0].release()
+
+
+def test_a_holder_that_could_not_renew_finds_the_lease_taken_before_it_writes_not_a_beat_later(path):
+    """Fenced: a holder suspended (or cut off from the bucket) past STALE less a beat reads the lease again before it
+    writes; it used to trust a flag its thread set only at the next beat."""
+    fs = _fs()
+    first = lease.hold_lease(fs, path, note="the run suspended", patience=1)
+    assert first.held() is None, "renewed just now: trusted without a read"
+    first._stop.set()  # suspended: no renewal
+    first._thread.join()
+    second = lease.hold_lease(fs, path, note="the run that took it", patience=5)
+    assert first.lost() is None, "its thread has not looked"
+    assert first.held() == "the run that took it", "found at once, before any write"
+    second.release()
+
+
+class _Conflicting(MemoryFileSystem):
+    """S3 answers two exclusive creates at once with 409 ConditionalRequestConflict, an OSError through s3fs."""
+
+    conflicts = 1
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        if mode == "create" and self.conflicts:
+            type(self).conflicts -= 1
+            raise OSError(5, "ConditionalRequestConflict")
+        return super().pipe_file(path, value, mode=mode, **kwargs)
+
+
+def test_a_conflict_of_two_creates_is_looked_at_again_and_its_own_lease_found_is_held(path):
+    held = lease.hold_lease(_Conflicting(), path, note="me", patience=3)
+    assert lease._read(_fs(), path)["token"] == held.token
+    held.release()
+    # its own lease, written by an attempt whose answer was lost: held at once, not waited for as another's
+    fs = _fs()
+    mine = lease.Lease(fs, path, "me again")
+    mine._write(create=True)
+    waited: list[str] = []
+    original = lease.Lease
+    try:
+        lease.Lease = lambda *args: mine  # type: ignore[misc,assignment]
+        taken = lease.hold_lease(fs, path, note="me again", patience=3, waiting=waited.append)
+    finally:
+        lease.Lease = original  # type: ignore[misc]
+    assert taken is mine and waited == [] and taken.taken_over is None
+    taken.release()
+
+
+def test_a_take_cut_short_by_ctrl_c_leaves_no_lease_nobody_renews(path, monkeypatch):
+    fs = _fs()
+    real = time.sleep
+
+    def interrupted(seconds):
+        if seconds == lease.SETTLE:
+            raise KeyboardInterrupt
+        real(seconds)
+
+    monkeypatch.setattr(lease.time, "sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lease.hold_lease(fs, path, note="me", patience=3)
+    assert not fs.exists(path)
+
+
+class _LostAnswer(MemoryFileSystem):
+    """A write that lands but whose answer is lost (an OSError after it), once."""
+
+    lost = 1
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        super().pipe_file(path, value, mode=mode, **kwargs)
+        if type(self).lost:
+            type(self).lost -= 1
+            raise OSError(104, "Connection reset by peer")
+
+
+def test_a_takeover_whose_write_lost_its_answer_still_says_whose_lease_it_took(path):
+    fs = _LostAnswer()
+    killed = lease.Lease(fs, path, "the run killed")
+    _LostAnswer.lost = 0
+    killed._write(create=True)
+    _LostAnswer.lost = 1
+    taken: list[str] = []
+    held = lease.hold_lease(fs, path, note="the run relaunched", patience=5, took_over=taken.append)
+    assert taken == ["the run killed"] and held.taken_over == "the run killed"
+    held.release()

@@ -303,8 +303,8 @@ def test_gcsfs_trying_a_request_again_is_said_once_a_burst_and_logging_is_left_a
     said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.location"]
     assert len(said) == 1, said
     assert said[0].startswith("A request to Google Cloud Storage failed (") and "127.0.0.1" in said[0]
-    assert said[0].endswith("gcsfs tries it again, up to 6 times in about 30 s, before the transfer's own attempts "
-                            "(said when they fail).")
+    assert said[0].endswith("gcsfs tries it again, up to 5 times more in about 30 s, before the transfer's own "
+                            "attempts (said when they fail).")
     assert not [r for r in caplog.records if r.name == "gcsfs" and r.levelno < logging.INFO], "gcsfs's DEBUG lines"
     assert logging.getLogger("gcsfs").level == gcs_level
     # the next burst, RETRIES_SAID_EVERY later, is said again; gcsfs's own record goes on as it was

@@ -1135,8 +1135,8 @@ def test_the_validation_images_the_upload_left_out_are_counted_and_said_when_the
     with caplog.at_level("INFO", logger="alexnet"):
         whole = imagenet_validation(tmp_path / "board", cache_dir=tmp_path / "cache")
     assert whole["left_out_at_upload"] == 2 and len(whole["val_image"]) == 3 * 2 - 2
-    assert (f"{tmp_path / 'board'}: 2 validation images of these categories were left out when the board was "
-            "uploaded") in caplog.text
+    assert f"{tmp_path / 'board'}: 2 validation images were left out when the board was uploaded" in caplog.text
+    assert "not among these, which count those of the categories left without any." in caplog.text
     shares = [imagenet_validation(tmp_path / "board", p, 2, cache_dir=tmp_path / "cache") for p in range(2)]
     counts: dict[str, int] = {category: 0 for share in shares for category in share["categories"]}
     for row in bad_val:

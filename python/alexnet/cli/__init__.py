@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .. import __version__
+from ..child import ChildError
 from ..errors import AlexnetError, WithoutPasswords
 from ..launch import monitor
 from ..progress import BarSafeHandler
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser, argv)
     configure_logging(args.verbose, args.quiet)
     typed, unsaid = _AsTyped(common.typed(args)), WithoutPasswords()
-    monitor.SAID_AS = common.said_as(args)  # the workers' warnings shown while a Spark job runs, as typed too
+    monitor.SAID_AS = common.said_as(args, workers=True)  # the workers' warnings shown as a Spark job runs, typed
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # notes and warnings, as errors, name the options as typed; no URL's password
         handler.addFilter(typed)
@@ -144,7 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.run(args)
     except AlexnetError as error:
-        sys.stderr.write(f"alexnet {args.command}: error: {typed.said(str(error))}\n")
+        said = typed.said(str(error)) if not isinstance(error, ChildError) else \
+            _AsTyped(common.typed(args, workers=True)).said(str(error))  # a worker's words: it reads the pin too
+        sys.stderr.write(f"alexnet {args.command}: error: {said}\n")
         return 2
     except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
         again = rerun_note(args)

@@ -142,6 +142,10 @@ def _name_option(p: argparse._ActionsContainer, name: str, flag: str, switch: bo
     p.set_defaults(**{names: known})
 
 
+#: Where a command's parser keeps the options of the model pin it reads by the core's names (said so only while it
+#: is read: :func:`reading_as`).
+PIN_OPTION_NAMES = "model_pin_option_names"
+
 #: The options of a call the command makes of its own (the model pin a command reads), by the core's names, while it
 #: runs (:func:`reading_as`): said so in its errors and warnings, rather than as the command's options of the same
 #: names (evaluate's `cache_dir` is --cache-dir; the pin's, --model-cache).
@@ -237,17 +241,24 @@ def _argument_as_typed(argument: str, options: Mapping[str, tuple[str, bool] | N
     return option[0] if option else as_typed(argument, options)
 
 
-def typed(args: argparse.Namespace) -> Callable[[str], str]:
-    """:func:`as_typed` with the options and commands of the command ``args`` ran: for the core's words that a
-    command prints rather than logs (its logged warnings and errors are said so already)."""
-    spec = said_as(args)
+def typed(args: argparse.Namespace, *, workers: bool = False) -> Callable[[str], str]:
+    """:func:`as_typed` with the options and commands of the command ``args`` ran (``workers``: as
+    :func:`said_as` says its workers' words): for the core's words that a command prints rather than logs (its logged
+    warnings and errors are said so already)."""
+    spec = said_as(args, workers=workers)
     return lambda text: as_typed(text, spec["options"], spec["calls"])
 
 
-def said_as(args: argparse.Namespace) -> dict[str, Any]:
+def said_as(args: argparse.Namespace, *, workers: bool = False) -> dict[str, Any]:
     """The options and commands of the command ``args`` ran, by the core's names, as :func:`as_typed` takes them
-    (plain values: the driver's progress monitor, a process of its own, says the workers' warnings with them)."""
-    return {"options": getattr(args, OPTION_NAMES, None) or {}, "calls": getattr(args, COMMAND_CALLS, None) or {}}
+    (plain values: the driver's progress monitor, a process of its own, says the workers' warnings with them). With
+    ``workers``, for what its workers say: they read the model pin too (spark-evaluate), and a name its options give
+    otherwise than the pin's (``cache_dir``: --cache-dir, the pin's --model-cache) is said as neither."""
+    options = dict(getattr(args, OPTION_NAMES, None) or {})
+    if workers:
+        pin = getattr(args, PIN_OPTION_NAMES, None) or {}
+        options.update({name: None for name, option in pin.items() if name in options and options[name] != option})
+    return {"options": options, "calls": getattr(args, COMMAND_CALLS, None) or {}}
 
 
 def command_calls(commands: Mapping[str, argparse.ArgumentParser]) \

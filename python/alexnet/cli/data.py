@@ -115,8 +115,8 @@ def validation_summary(r: dict[str, Any]) -> str:
              f"{count_text(len(r['categories']), 'category', 'categories')} (of {r['num_classes']})",
              f"From board {without_passwords(str(r['board']))}, cache {r['cache_dir']}"]
     if r.get("left_out_at_upload"):
-        lines.append(f"{count_text(r['left_out_at_upload'], 'validation image')} of these categories left out at "
-                     "upload (the board's bad_images pin names them)")
+        lines.append(f"{count_text(r['left_out_at_upload'], 'validation image')} left out at upload (the board's "
+                     "bad_images pin names them)")
     return "\n".join(lines)
 
 

@@ -23,11 +23,6 @@ SHOWN_CLASSES = 3
 TOP_K = 5
 
 
-#: Where a command's parser keeps the options of the model pin it reads by the core's names (said so only while it
-#: is read: :func:`alexnet.cli.common.reading_as`).
-PIN_OPTION_NAMES = "model_pin_option_names"
-
-
 def model_pin_dest(name: str) -> str:
     """Where the parsed value of the option ``name`` of the model pin read (:class:`ModelPinOptions`) is kept."""
     return f"model_pin_{name}"
@@ -50,7 +45,7 @@ def model_of(args: argparse.Namespace) -> Any:
     if location is not None:
         return location
     try:
-        with common.reading_as(getattr(args, PIN_OPTION_NAMES, None) or {}):
+        with common.reading_as(getattr(args, common.PIN_OPTION_NAMES, None) or {}):
             return common.core("model")(getattr(args, "board", None), **pin)
     except AlexnetError as err:
         if {"name", "version"} & set(pin):  # a pin was meant: what is wrong with it is the whole answer
@@ -124,7 +119,7 @@ def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
     else:
         p.add_argument("--model", help=f"{where} (unset: the model pin --model-pin on --board)")
     # the model pin read instead (its name, version and where it is brought), from the declaration
-    common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest, names=PIN_OPTION_NAMES)
+    common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest, names=common.PIN_OPTION_NAMES)
     common.core_option(p, "board", "--board", help=BOARD_HELP)
 
 

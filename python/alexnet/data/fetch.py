@@ -221,9 +221,10 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     left_out = layout.left_out_at_upload(opened, "val", [*wnids, *(r["id"] for r in rows if r["id"] not in counts
                                                                    and partition == 0)])
     if left_out:
-        log.info("%s: %s of these categories %s left out when the board was uploaded (empty, truncated, undecodable "
-                 "or too large; its `bad_images` pin names each and why): they are not among these.", opened.location,
-                 count_text(left_out, "validation image"), "was" if left_out == 1 else "were")
+        log.info("%s: %s %s left out when the board was uploaded (empty, truncated, undecodable or too large; its "
+                 "`bad_images` pin names each and why): they are not among these%s.", opened.location,
+                 count_text(left_out, "validation image"), "was" if left_out == 1 else "were",
+                 "" if partition else ", which count those of the categories left without any")
     result.update({"categories": list(wnids), "num_classes": len(rows), "class_ids": [r["id"] for r in rows],
                    "class_names": [r["name"] or r["id"] for r in rows], "board": opened.location, "cache_dir": root,
                    "partition": partition, "total": total, "left_out_at_upload": left_out})

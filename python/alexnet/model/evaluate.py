@@ -269,12 +269,14 @@ def alexnet_evaluate(
     # a model without a card names its classes by their label numbers: only their number can be checked
     check_classes(card, classes, ids if source.card is not None else None, where)
     size = _scored_size(loaded.model, card.image_size, size, loaded.description)
+    cache_folder = ""  # where the board's images are fetched to
     if data is None:
         from ..data.fetch import imagenet_validation
 
         fetched = imagenet_validation(board, images.partition, images.total, cache_dir=images.cache_dir,
                                       workers=images.fetch_workers)
         files, labels, ids = fetched["val_image"], fetched["val_label"], fetched["class_ids"]
+        cache_folder = fetched["cache_dir"]
     to_model = model_labels(card, ids if source.card is not None else None, where)
     if to_model is not None:
         outside = sorted({y for y in labels if not 0 <= y < len(to_model)})
@@ -291,10 +293,12 @@ def alexnet_evaluate(
     bad = scan_images(files, parallel)
     if bad and len(bad) == len(files):
         shown = "\n  ".join(said(path) for path in bad[:10])
+        mend = ("Check the paths given (`val_image`), or replace the images." if data is not None else
+                f"They were fetched from {where} into {cache_folder}: fetch them again with "
+                "imagenet_validation(verify = TRUE), or delete that folder.")
         raise AlexnetError(f"None of the {len(files)} validation images can be used (empty, truncated, too large, not "
                            f"an image or not there), so nothing is left to score:\n  {shown}"
-                           f"{f'{chr(10)}  ... and {len(bad) - 10} more' if len(bad) > 10 else ''}\n"
-                           "Check the paths given (`val_image`), or replace the images.")
+                           f"{f'{chr(10)}  ... and {len(bad) - 10} more' if len(bad) > 10 else ''}\n{mend}")
     if bad:
         logger.warning("Leaving out %d unusable validation image(s) of %d (empty, truncated, too large or not an "
                        "image):\n  %s", len(bad), len(files), "\n  ".join(said(path) for path in bad))

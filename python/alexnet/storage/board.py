@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..environment import env_value
-from ..errors import BoardError, reason
+from ..errors import AlexnetError, BoardError, reason
 from ..scratch import sweep_unchanged
 from .location import bucket_path, check_bucket, location_kind, open_filesystem, resolve_location
 from .locking import file_lock
@@ -275,7 +275,10 @@ def open_board(board: str | os.PathLike | None, *, write: bool = False) -> Board
             sweep_left(resolved)
         elif not os.path.isdir(resolved):
             env = env_value("ALEXNET_BOARD")
-            named = bool(env) and resolve_location(env or "", "board") == resolved  # the default's, or the same
+            try:  # the default's, or the same
+                named = bool(env) and resolve_location(env or "", "board") == resolved
+            except AlexnetError:  # not a location at all: not this one
+                named = False
             raise BoardError(
                 f"board folder {resolved} does not exist: upload with imagenet_upload(..., board = "
                 f"{resolved!r}) first, or "

@@ -6,9 +6,13 @@ renewed and waits; one whose count has not moved for :data:`STALE` seconds of th
 was killed, or lost the bucket) is taken over, so that no clocks of two machines are compared. The lease is made
 only where none is (an exclusive create: S3's ``If-None-Match``, GCS's ``ifGenerationMatch=0``) and read back
 after :data:`SETTLE` seconds, so that of two holders taking it at once one goes on, also where the storage does not
-refuse the second write (a local emulator). A holder that finds another's token in its lease (it could not renew it
-for :data:`STALE` seconds and was taken over) has lost it: :meth:`Lease.lost` says to whom, and its work stops before
-writing more.
+refuse the second write (a local emulator).
+
+A holder fences itself: before each write of its work it asks :meth:`Lease.held`, which trusts its last renewal for
+:data:`STALE` less one :data:`BEAT` seconds (a waiter takes the lease over only once it has stayed as it is for
+:data:`STALE` seconds since it saw it), and past that reads the lease again and renews it, or finds it taken over by
+another holder (it could not renew it so long: the bucket out of reach, its process suspended): then its work stops
+before writing more.
 """
 
 from __future__ import annotations
@@ -50,42 +54,68 @@ def _read(fs: Any, path: str) -> dict[str, Any] | None:
 
 class Lease:
     """A lease held at ``path`` of the file system ``fs`` (see the module): renewed from a thread until
-    :meth:`release`."""
+    :meth:`release`. ``taken_over``: the note of the holder whose lease this one took over (its holder killed),
+    None when it was free."""
 
     def __init__(self, fs: Any, path: str, note: str):
         self.fs, self.path, self.note = fs, path, note
         self.token = uuid.uuid4().hex
+        self.taken_over: str | None = None
         self._beat = 0
+        self._renewed = time.monotonic()  # when the last write of the lease that was answered was sent
         self._lost: str | None = None
+        self._lock = threading.Lock()  # one renewal at a time: the thread's, or held()'s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _write(self, *, create: bool) -> None:
+        sent = time.monotonic()
         data = json.dumps({"token": self.token, "beat": self._beat, "note": self.note}).encode()
         if create:
             self.fs.pipe_file(self.path, data, mode="create")
         else:
             self.fs.pipe_file(self.path, data)
+        self._renewed = sent
+
+    def _mine(self, found: dict[str, Any] | None) -> bool:
+        return found is not None and found.get("token") == self.token
+
+    def _renew_now(self) -> None:
+        """Read the lease and renew it, or find it another holder's (:attr:`_lost`); the storage's errors raised."""
+        with self._lock:
+            if self._lost is not None:
+                return
+            found = _read(self.fs, self.path)
+            if found is not None and not self._mine(found):
+                self._lost = str(found.get("note") or "another holder")
+                logger.warning("The hold on %s was taken over by %s.", self.path, self._lost)
+                return
+            self._beat += 1
+            self._write(create=found is None)  # deleted meanwhile: made again, unless another holder did
 
     def _renew(self) -> None:
         while not self._stop.wait(BEAT):
             try:
-                found = _read(self.fs, self.path)
-                if found is not None and found.get("token") != self.token:
-                    self._lost = str(found.get("note") or "another holder")
-                    logger.warning("The hold on %s was taken over by %s.", self.path, self._lost)
-                    return
-                self._beat += 1
-                self._write(create=found is None)  # deleted meanwhile: made again, unless another holder did
-            except Exception as error:  # the bucket unreachable, or the lease made again by another: next beat
+                self._renew_now()
+            except Exception as error:  # the bucket out of reach, or the lease made again by another: next beat
                 logger.debug("Cannot renew %s (%s); trying again in %.0f s.", self.path, error, BEAT)
+            if self._lost is not None:
+                return
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._renew, name="alexnet-lease", daemon=True)
         self._thread.start()
 
     def lost(self) -> str | None:
-        """Who took the lease over (its note), when another holder did; else None."""
+        """Who took the lease over (its note), as found so far; else None."""
+        return self._lost
+
+    def held(self) -> str | None:
+        """Whether this holder may still write its work: None when it holds the lease, else who took it over. A
+        renewal sent less than :data:`STALE` less :data:`BEAT` seconds ago is trusted (no waiter can have taken the
+        lease over since); past that, the lease is read again and renewed first (the storage's errors raised)."""
+        if self._lost is None and time.monotonic() - self._renewed >= STALE - BEAT:
+            self._renew_now()
         return self._lost
 
     def release(self) -> None:
@@ -93,9 +123,10 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=BEAT + 5)
-        with contextlib.suppress(Exception):
-            if self._lost is None and (_read(self.fs, self.path) or {}).get("token") == self.token:
+        with self._lock, contextlib.suppress(Exception):  # a renewal under way ends first
+            if self._lost is None and self._mine(_read(self.fs, self.path)):
                 self.fs.rm_file(self.path)
+                self._lost = "nobody: it was let go"  # a renewal still under way writes it no more
 
 
 def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Callable[[str], None] | None = None,
@@ -108,30 +139,31 @@ def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Calla
     deadline = time.monotonic() + patience
     seen: dict[str, Any] | None = None
     unchanged_since = time.monotonic()
+    taking: dict[str, Any] | None = None  # the lease left as it is that this holder takes over
     said = False
     while True:
         found = _read(fs, path)
         now = time.monotonic()
         write: bool | None = None  # None: wait; False: take over; True: make it
-        if found is None:
-            write = True
-        elif found != seen:
-            seen, unchanged_since = found, now
-        elif now - unchanged_since >= STALE:
+        if lease._mine(found):  # its own: written by an attempt whose answer was lost
             write = False
+        elif found is None:
+            write = True
+        elif found != seen:  # another holder's, renewed (or new): waited for from now
+            seen, unchanged_since, taking = found, now, None
+        elif now - unchanged_since >= STALE:
+            write, taking = False, found
         if write is not None:
-            try:
-                lease._write(create=write)
-            except FileExistsError:  # made by another holder since it was read
+            if not _taken(lease, write):
+                if time.monotonic() >= deadline:
+                    raise Busy(path, str((_read(fs, path) or {}).get("note") or ""))
                 continue
-            time.sleep(SETTLE)
-            if (_read(fs, path) or {}).get("token") == lease.token:
-                if write is False and took_over is not None and seen is not None:
-                    took_over(str(seen.get("note") or "another holder"))
-                lease.start()
-                return lease
-            seen, unchanged_since = None, time.monotonic()  # another holder wrote after it: its lease from now
-            continue
+            if taking is not None:
+                lease.taken_over = str(taking.get("note") or "another holder")
+                if took_over is not None:
+                    took_over(lease.taken_over)
+            lease.start()
+            return lease
         holder = str((found or {}).get("note") or "")
         if now >= deadline:
             raise Busy(path, holder)
@@ -139,3 +171,23 @@ def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Calla
             waiting(holder)
             said = True
         time.sleep(min(POLL, max(0.0, deadline - now)))
+
+
+def _taken(lease: Lease, create: bool) -> bool:
+    """Write ``lease`` (made where none is, with ``create``) and read it back after :data:`SETTLE` seconds: whether it
+    is this holder's. A write refused (made by another holder since it was read; S3's conflict of two at once) is
+    not; one cut short (Ctrl-C, an error of the storage) is deleted when it is this holder's, and raised."""
+    try:
+        lease._write(create=create)
+    except OSError as error:  # FileExistsError, or S3's 409 ConditionalRequestConflict as an OSError
+        logger.debug("Cannot write %s (%s); looking again.", lease.path, error)
+        time.sleep(POLL)
+        return False
+    try:
+        time.sleep(SETTLE)
+        return lease._mine(_read(lease.fs, lease.path))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if lease._mine(_read(lease.fs, lease.path)):
+                lease.fs.rm_file(lease.path)
+        raise

@@ -221,8 +221,8 @@ class _HeardLogger:
                 if say:
                     self.said_at = now
             if say:
-                log.warning("A request to Google Cloud Storage failed (%s); gcsfs tries it again, up to 6 times in "
-                            "about 30 s, before the transfer's own attempts (said when they fail).",
+                log.warning("A request to Google Cloud Storage failed (%s); gcsfs tries it again, up to 5 times more "
+                            "in about 30 s, before the transfer's own attempts (said when they fail).",
                             msg.split(self.MARK, 1)[1][:300])
         kwargs.setdefault("stacklevel", 2)  # the line of gcsfs that logs it, as without this logger
         self.real.debug(msg, *args, **kwargs)

@@ -271,6 +271,8 @@ class CheckpointStore(CheckpointFiles):
             self.write_state(state)
         except (OSError, tf.errors.OpError, AlexnetError) as error:
             self.remove_unfinished()
+            if self.taken_by() is not None:  # its own words: running the same command again would not resume
+                raise
             raise AlexnetError(self.unsaved(self._manager.latest_checkpoint, epoch, step, error)) from error
         if step:  # inside an epoch: said as a resumed run says where it goes on
             logger.info("Checkpoint at epoch %d, step %d: a run resumed from it goes on there.", epoch + 1, step)

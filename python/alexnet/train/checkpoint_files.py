@@ -114,9 +114,13 @@ class CheckpointFiles:
             if chief:
                 self._lease = _hold_bucket(self.fs, self._remote(RUN_LOCK), location)
                 self._release = self._lease.release
-                if location_kind(location) == "s3":
-                    _abort_left_uploads(self.fs, location)
-            self.local = self._new_scratch()
+                if location_kind(location) == "s3" and self._lease.taken_over is not None:
+                    _abort_left_uploads(self.fs, location)  # the killed run's: none is another's under way
+            try:
+                self.local = self._new_scratch()
+            except BaseException:
+                self.let_go()
+                raise
 
     def _new_scratch(self) -> str:
         folder = make_scratch("alexnet-checkpoint-")
@@ -187,7 +191,8 @@ class CheckpointFiles:
 
         def put(entry: str) -> None:
             upload_retry(f"uploading {entry} of the checkpoints to {self.location}",
-                         lambda: self.fs.put_file(os.path.join(self.local, entry), self._remote(entry)))
+                         lambda: self._held_then(self.fs.put_file, os.path.join(self.local, entry),
+                                                 self._remote(entry)))
 
         entries = upload_order([e for e in os.listdir(self.local) if e.startswith(name + ".")])
         # files of an earlier checkpoint of the same number (one cut short, or damaged) that this one does not write
@@ -205,15 +210,25 @@ class CheckpointFiles:
                          *(f'all_model_checkpoint_paths: "{n}"\n' for n in reversed(kept)),
                          f"all_model_checkpoint_timestamps: {time.time()}\n"])
         upload_retry(f"uploading {INDEX_FILE} of the checkpoints to {self.location}",
-                     lambda: self.fs.pipe_file(self._remote(INDEX_FILE), index.encode()))
+                     lambda: self._held_then(self.fs.pipe_file, self._remote(INDEX_FILE), index.encode()))
         self._kept = kept
         self._delete([r for r in listed if posixpath.basename(r).startswith("ckpt-")
                       and posixpath.basename(r).split(".", 1)[0] not in kept])
 
+    def _held_then(self, write: Callable[..., T], *args: Any) -> T:
+        """``write(*args)``, a write to the bucket, once :meth:`_still_held` finds the folder still this run's."""
+        self._still_held()
+        return write(*args)
+
+    def taken_by(self) -> str | None:
+        """Who took the bucket's lease of this run over (:mod:`alexnet.storage.lease`), as found so far; else None."""
+        return self._lease.lost() if self._lease is not None else None
+
     def _still_held(self) -> None:
-        """Raise when another run took over the bucket's lease of this run (:mod:`alexnet.storage.lease`): writing
-        more would write over its checkpoints."""
-        taker = self._lease.lost() if self._lease is not None else None
+        """Raise when another run took over the bucket's lease of this run (:meth:`alexnet.storage.lease.Lease.held`,
+        which reads it again when its last renewal is not recent enough): writing more would write over that run's
+        checkpoints. Asked before every write to the bucket, also each attempt of one tried again."""
+        taker = self._lease.held() if self._lease is not None else None
         if taker is not None:
             raise AlexnetError(
                 f"Another training run ({taker}) took over the checkpoints in {self.location}: this run could not "
@@ -228,7 +243,7 @@ class CheckpointFiles:
             base = posixpath.basename(remote)
             try:
                 upload_retry(f"deleting {base} of the checkpoints in {self.location}",
-                             functools.partial(self.fs.rm_file, remote))
+                             functools.partial(self._held_then, self.fs.rm_file, remote))
             except FileNotFoundError:  # deleted by an attempt whose answer was lost
                 pass
             except Exception as error:
@@ -263,7 +278,8 @@ class CheckpointFiles:
                 data(buffer)
                 data = buffer.getvalue()
             whole = data
-            upload_retry(f"writing {name} to {self.location}", lambda: self.fs.pipe_file(self._remote(name), whole))
+            upload_retry(f"writing {name} to {self.location}",
+                         lambda: self._held_then(self.fs.pipe_file, self._remote(name), whole))
             return
         temporary = os.path.join(self.location, name + _BEGUN)
         with open(temporary, "wb") as f:
@@ -292,12 +308,19 @@ class CheckpointFiles:
         return (f"The checkpoint {where} could not be written to {self.location} ({said}){room}. Running the same "
                 "command again resumes from the last checkpoint written.")
 
-    def close(self) -> None:
-        """Delete this worker's scratch folders; let go of the folder's lock."""
+    def close(self, *, hold: bool = False) -> None:
+        """Delete this worker's scratch folders; let go of the folder's lock or lease, unless ``hold`` (the run lets
+        go of it with :meth:`let_go` once the model it saves there is whole)."""
         for folder in self._scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self._scratch.clear()
-        self._release()
+        if not hold:
+            self.let_go()
+
+    def let_go(self) -> None:
+        """Let go of the folder's lock or lease (once; a no-op after)."""
+        release, self._release = self._release, lambda: None
+        release()
 
 
 def _hold_folder(location: str) -> Callable[[], None]:
@@ -335,14 +358,22 @@ def _hold_bucket(fs: object, path: str, location: str) -> lease.Lease:
 
 def _abort_left_uploads(fs: Any, location: str) -> None:
     """Abort the S3 multipart uploads that runs killed while they uploaded left in the folder ``location`` (a
-    checkpoint's data, a model): never listed, they are billed until a lifecycle rule removes them. The run holds the
-    folder's lease, so that no upload under way is another's. Best-effort: one that cannot be aborted stays, said."""
+    checkpoint's data, a model): never listed, they are billed until a lifecycle rule removes them. Called by a run
+    that took the folder's lease over from a run killed (or fenced off: it writes no more), so that no upload under
+    way is another's. Best-effort: one that cannot be aborted stays, said."""
     bucket, path = bucket_path(location)
     if "/" not in path:  # a whole bucket: uploads of other folders may be under way
         return
     prefix = path.split("/", 1)[1] + "/"
+    left: list[dict[str, Any]] = []
     try:
-        left = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get("Uploads") or []
+        page: dict[str, Any] = {}
+        while True:  # 1,000 a page
+            listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix, **page)
+            left += listed.get("Uploads") or []
+            if not listed.get("IsTruncated"):
+                break
+            page = {"KeyMarker": listed.get("NextKeyMarker"), "UploadIdMarker": listed.get("NextUploadIdMarker")}
         for upload in left:
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
     except Exception as error:  # a store without multipart listing, or no right to it: nothing is lost but room

@@ -343,39 +343,47 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                         topo.global_batch(settings.step_batch), topo.replicas, topo.name)
             _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
+    except BaseException:
+        if store is not None:  # no model to save: the folder let go at once
+            store.let_go()
+        raise
     finally:
         if dog is not None:  # a step that raised left its watch on: nothing is watched from here
             dog.stop()
         if store is not None:
-            store.close()
+            store.close(hold=True)
         if board_log is not None:
             board_log.close()
-    best_epoch = take_best_epoch(net, best)
-    for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
-        callback.set_model(net)
-    digest = weights_digest(net)
-    agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
-    card = model_card(td, data, settings, recorder.metrics, digest, best_epoch,
-                 started["model"] if started is not None else None)
-    if evaluate is not None:
-        card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
-    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
-    model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
-    changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
-               ).get("settings_changed", [])
-    return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
-        "settings_changed": list(changed),
-        "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
-        "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
-        "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
-        "hidden_seconds": timing.get("hidden_seconds"),
-        "compute_seconds": timing.get("compute_seconds"),
-        "communication_efficiency": None if advice is None else advice.efficiency,
-        "advised_settings": {} if advice is None else dict(advice.settings),
-        "communication_advice": None if advice is None else " ".join(
-            [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
-        "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
-        "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
-        "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
-        "weights_agree": agree, "card": card.to_dict(), "model_pin": model_pin,
-        "best_epoch": None if best_epoch is None else best_epoch + 1})
+    try:  # the folder of checkpoints held until the model saved there by default (`model_dir`) is whole
+        best_epoch = take_best_epoch(net, best)
+        for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
+            callback.set_model(net)
+        digest = weights_digest(net)
+        agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
+        card = model_card(td, data, settings, recorder.metrics, digest, best_epoch,
+                     started["model"] if started is not None else None)
+        if evaluate is not None:
+            card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
+        model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
+        model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
+        changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
+                   ).get("settings_changed", [])
+        return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
+            "settings_changed": list(changed),
+            "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
+            "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
+            "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
+            "hidden_seconds": timing.get("hidden_seconds"),
+            "compute_seconds": timing.get("compute_seconds"),
+            "communication_efficiency": None if advice is None else advice.efficiency,
+            "advised_settings": {} if advice is None else dict(advice.settings),
+            "communication_advice": None if advice is None else " ".join(
+                [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
+            "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
+            "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
+            "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
+            "weights_agree": agree, "card": card.to_dict(), "model_pin": model_pin,
+            "best_epoch": None if best_epoch is None else best_epoch + 1})
+    finally:
+        if store is not None:
+            store.let_go()
