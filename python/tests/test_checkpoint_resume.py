@@ -549,3 +549,31 @@ def test_a_bucket_folder_is_held_until_the_model_saved_there_is_whole(cloud_env,
     history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
     assert seen == [True], "held while the model is saved"
     assert history["model_path"].startswith(location) and not fs.exists(f"{location}/.alexnet-run.lock")
+
+
+def test_a_run_whose_bucket_folder_was_taken_over_stops_at_the_next_step(cloud_env, data, tmp_path, monkeypatch):
+    """A run that found its lease taken over trained on until its next checkpoint (an epoch of ImageNet: hours) beside
+    the run that took it."""
+    import fsspec
+
+    from alexnet.storage import lease
+
+    looks = []
+
+    def lost(self):
+        looks.append(1)
+        return "the run that took it" if len(looks) > 3 else None
+
+    monkeypatch.setattr(lease.Lease, "lost", lost)
+    seen: list[int] = []
+
+    class Steps(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(batch)
+
+    location = f"s3://alexnet-outputs/taken-{tmp_path.name}/ckpt"
+    with pytest.raises(AlexnetError, match=r"^Another training run \(the run that took it\) took over the checkpoints "
+                                           rf"in {re.escape(location)}"):
+        alexnet_train(8, 2, data, checkpoint_dir=location, callbacks=[Steps()], **dict(SMALL, steps_per_epoch=6))
+    assert seen == [0, 1, 2], "stopped at the step after it was found, inside its first epoch"
+    assert fsspec.filesystem("s3").glob(f"{location}/ckpt-*") == [], "no checkpoint written"

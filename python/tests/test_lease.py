@@ -200,3 +200,17 @@ def test_a_takeover_whose_write_lost_its_answer_still_says_whose_lease_it_took(p
     held = lease.hold_lease(fs, path, note="the run relaunched", patience=5, took_over=taken.append)
     assert taken == ["the run killed"] and held.taken_over == "the run killed"
     held.release()
+
+
+def test_a_holder_back_after_the_run_that_took_over_has_let_go_does_not_make_the_lease_again(path):
+    """Suspended past STALE, taken over, and that holder ended: the lease is gone, and the first made it again and wrote
+    over the finished run's folder."""
+    fs = _fs()
+    first = lease.hold_lease(fs, path, note="the run suspended", patience=1, where=f"s3://{path}")
+    first._stop.set()
+    first._thread.join()
+    second = lease.hold_lease(fs, path, note="the run that took it", patience=5)
+    second.release()
+    assert not fs.exists(path)
+    assert first.held() == "one that has ended since: the folder's lease is gone"
+    assert not fs.exists(path), "not made again"

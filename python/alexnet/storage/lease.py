@@ -57,8 +57,9 @@ class Lease:
     :meth:`release`. ``taken_over``: the note of the holder whose lease this one took over (its holder killed),
     None when it was free."""
 
-    def __init__(self, fs: Any, path: str, note: str):
+    def __init__(self, fs: Any, path: str, note: str, where: str | None = None):
         self.fs, self.path, self.note = fs, path, note
+        self.where = where or path  # the lease as its messages name it: the location given (gs://..., s3://...)
         self.token = uuid.uuid4().hex
         self.taken_over: str | None = None
         self._beat = 0
@@ -81,17 +82,22 @@ class Lease:
         return found is not None and found.get("token") == self.token
 
     def _renew_now(self) -> None:
-        """Read the lease and renew it, or find it another holder's (:attr:`_lost`); the storage's errors raised."""
+        """Read the lease and renew it, or find it lost (:attr:`_lost`): another holder's, or gone once this holder's
+        last renewal is too old to be sure no other holder took it and let it go meanwhile; the storage's errors
+        raised."""
         with self._lock:
             if self._lost is not None:
                 return
             found = _read(self.fs, self.path)
             if found is not None and not self._mine(found):
                 self._lost = str(found.get("note") or "another holder")
-                logger.warning("The hold on %s was taken over by %s.", self.path, self._lost)
+            elif found is None and time.monotonic() - self._renewed >= STALE - BEAT:
+                self._lost = "one that has ended since: the folder's lease is gone"
+            if self._lost is not None:
+                logger.warning("The hold on %s was taken over by %s.", self.where, self._lost)
                 return
             self._beat += 1
-            self._write(create=found is None)  # deleted meanwhile: made again, unless another holder did
+            self._write(create=found is None)  # deleted a moment ago (by hand): made again, unless another did
 
     def _renew(self) -> None:
         while not self._stop.wait(BEAT):
@@ -130,12 +136,13 @@ class Lease:
 
 
 def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Callable[[str], None] | None = None,
-               took_over: Callable[[str], None] | None = None) -> Lease:
+               took_over: Callable[[str], None] | None = None, where: str | None = None) -> Lease:
     """Take the lease at ``path`` of the file system ``fs`` (see the module), writing ``note`` in it, and keep it
     renewed until its :meth:`Lease.release`. A lease another holder renews is waited for, up to ``patience`` seconds
     (``waiting`` is called first with that holder's note), then :class:`~alexnet.storage.locking.Busy` is raised with
-    it; one left as it is for :data:`STALE` seconds is taken over (``took_over`` is called with its note)."""
-    lease = Lease(fs, path, note)
+    it; one left as it is for :data:`STALE` seconds is taken over (``took_over`` is called with its note). ``where``:
+    the lease as messages name it (its location), ``path`` by default."""
+    lease = Lease(fs, path, note, where)
     deadline = time.monotonic() + patience
     seen: dict[str, Any] | None = None
     unchanged_since = time.monotonic()

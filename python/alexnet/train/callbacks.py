@@ -116,6 +116,8 @@ class Recorder(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.store is not None:  # a bucket's folder another run took over: stopped now, not at the next checkpoint
+            self.store.raise_if_taken()
         step = epoch_step(self, batch, self.steps)
         if self.store is not None and checkpointed_inside(step, self.every, self.steps):
             check_finite(self.model, self._epoch, step, logs)

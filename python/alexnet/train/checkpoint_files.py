@@ -228,7 +228,12 @@ class CheckpointFiles:
         """Raise when another run took over the bucket's lease of this run (:meth:`alexnet.storage.lease.Lease.held`,
         which reads it again when its last renewal is not recent enough): writing more would write over that run's
         checkpoints. Asked before every write to the bucket, also each attempt of one tried again."""
-        taker = self._lease.held() if self._lease is not None else None
+        self.raise_if_taken(self._lease.held() if self._lease is not None else None)
+
+    def raise_if_taken(self, taker: str | None = None) -> None:
+        """Raise when another run took over the bucket's lease of this run, as found so far (``taker``: as
+        :meth:`_still_held` found it): a run stops at once rather than train on for an epoch it cannot keep."""
+        taker = taker if taker is not None else self.taken_by()
         if taker is not None:
             raise AlexnetError(
                 f"Another training run ({taker}) took over the checkpoints in {self.location}: this run could not "
@@ -351,7 +356,7 @@ def _hold_bucket(fs: object, path: str, location: str) -> lease.Lease:
 
     try:
         return lease.hold_lease(fs, path, note=note, patience=RUN_LOCK_PATIENCE, waiting=waiting,
-                                took_over=took_over)
+                                took_over=took_over, where=posixpath.join(location, RUN_LOCK))
     except Busy as busy:
         raise _busy(location, busy.holder) from None
 
