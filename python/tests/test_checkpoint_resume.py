@@ -480,9 +480,10 @@ def test_a_bucket_folder_of_checkpoints_takes_one_run_at_a_time(cloud_env, tmp_p
     killed = CheckpointFiles(location, chief=True)
     killed._lease._stop.set()
     killed._lease._thread.join()
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO", logger="alexnet"):  # the package's level, which a command line run may have set
         relaunched = CheckpointFiles(location, chief=True)
     assert f"The checkpoints in {location} were held by {held['note'][:30]}" in caplog.text
+    assert relaunched._lease.taken_over == killed._lease.note
     # the killed run was suspended only: back, it writes nothing more over the relaunched run's checkpoints, from
     # its first write on (it reads the lease again: its last renewal is too old to be trusted)
     with pytest.raises(AlexnetError, match=r"^Another training run \(the run of process .*\) took over the "
