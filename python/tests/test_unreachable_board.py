@@ -286,7 +286,7 @@ def test_gcsfs_trying_a_request_again_is_said_once_a_burst_and_logging_is_left_a
     """gcsfs repeats a failed request up to 6 times over about 30 s, logging each at DEBUG only: a bucket gone for a
     while blocked a training without a word. Its first repeat is now alexnet's warning, once a burst; gcsfs's own
     logger keeps its level, and its DEBUG lines stay out of a log set to INFO."""
-    from alexnet.storage import location
+    from alexnet.storage import gcs_retries, location
 
     gcs_level = logging.getLogger("gcsfs").level
     with killable("gs") as (url, proc):
@@ -295,7 +295,7 @@ def test_gcsfs_trying_a_request_again_is_said_once_a_burst_and_logging_is_left_a
         assert fs.ls("bkt") == []
         import gcsfs.retry
 
-        monkeypatch.setattr(gcsfs.retry.logger, "said_at", -location.RETRIES_SAID_EVERY)  # no burst said before
+        monkeypatch.setattr(gcsfs.retry.logger, "said_at", -gcs_retries.RETRIES_SAID_EVERY)  # no burst said before
         proc.kill()
         proc.wait()
         with caplog.at_level(logging.INFO), pytest.raises(OSError):
@@ -309,7 +309,7 @@ def test_gcsfs_trying_a_request_again_is_said_once_a_burst_and_logging_is_left_a
     assert logging.getLogger("gcsfs").level == gcs_level
     # the next burst, RETRIES_SAID_EVERY later, is said again; gcsfs's own record goes on as it was
     caplog.clear()
-    monkeypatch.setattr(location, "RETRIES_SAID_EVERY", 0.0)
+    monkeypatch.setattr(gcs_retries, "RETRIES_SAID_EVERY", 0.0)
     with caplog.at_level(logging.DEBUG, logger="gcsfs"):
         gcsfs.retry.logger.debug("_request retrying after exception: boom")
     last = caplog.records[-1]

@@ -35,8 +35,6 @@ import os
 import re
 import socket
 import ssl
-import threading
-import time
 import urllib.parse
 from typing import Any
 
@@ -195,52 +193,9 @@ def probe_url(url: str, location: str, hint: str) -> None:
         connection.close()
 
 
-#: Seconds between two of the warnings that gcsfs tries a request again (:func:`hear_gcsfs_retries`): one warning a
-#: burst of its retries, which run about 30 s a request.
-RETRIES_SAID_EVERY = 30.0
-
-
-class _HeardLogger:
-    """The logger of gcsfs's retries (``gcsfs.retry.logger``), as it was, but for one thing: a request gcsfs tries
-    again, which it logs at DEBUG only, is also said as alexnet's warning, at most once every
-    :data:`RETRIES_SAID_EVERY` seconds. gcsfs repeats a failed request up to 6 times over about 30 s, and a bucket
-    gone for a while would otherwise block a training or a fetch without a word."""
-
-    MARK = " retrying after exception: "
-
-    def __init__(self, real: logging.Logger):
-        self.real = real
-        self.said_at = -RETRIES_SAID_EVERY
-        self.lock = threading.Lock()
-
-    def debug(self, msg: object, *args: Any, **kwargs: Any) -> None:
-        if isinstance(msg, str) and self.MARK in msg:
-            now = time.monotonic()
-            with self.lock:
-                say = now - self.said_at >= RETRIES_SAID_EVERY
-                if say:
-                    self.said_at = now
-            if say:
-                log.warning("A request to Google Cloud Storage failed (%s); gcsfs tries it again, up to 5 times more "
-                            "in about 30 s, before the transfer's own attempts (said when they fail).",
-                            msg.split(self.MARK, 1)[1][:300])
-        kwargs.setdefault("stacklevel", 2)  # the line of gcsfs that logs it, as without this logger
-        self.real.debug(msg, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-def hear_gcsfs_retries() -> None:
-    """Put :class:`_HeardLogger` in place of the logger gcsfs's retries log to (once a process; each GCS location
-    opened asks). Nothing else of logging changes: the ``gcsfs`` logger, its level and its records are as they were."""
-    import gcsfs.retry
-
-    if not isinstance(gcsfs.retry.logger, _HeardLogger):
-        gcsfs.retry.logger = _HeardLogger(gcsfs.retry.logger)
-
-
 def _open_gcs(resolved: str, write: bool, what: str) -> Any:
+    from .gcs_retries import hear_gcsfs_retries
+
     emulator = env_value("STORAGE_EMULATOR_HOST")
     if emulator and emulator != "default":
         # gcsfs's experimental bucket-type probe talks gRPC, which the emulator does not, and stalls;
@@ -248,7 +203,7 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         import gcsfs.core
 
-        hear_gcsfs_retries()
+        hear_gcsfs_retries()  # after gcsfs's import, as below
         endpoint = emulator if "://" in emulator else f"http://{emulator}"
         probe_url(endpoint, f"{what} {resolved}",
                   "check that STORAGE_EMULATOR_HOST names a running GCS emulator, or unset it")

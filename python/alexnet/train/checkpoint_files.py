@@ -15,7 +15,7 @@ there: a second run given the same folder waits for it up to :data:`RUN_LOCK_PAT
 two would have written over each other's checkpoints. In a folder it is a file lock, let go when its process ends; on a
 bucket, a lease (:mod:`alexnet.storage.lease`) the run renews every few seconds, taken over once it has not been
 renewed for :data:`alexnet.storage.lease.STALE` seconds (a run killed), and a run whose lease another took over (it
-could not renew it so long) stops before it writes another checkpoint.
+could not renew it so long) stops before it writes another checkpoint (the holds: :mod:`.folder_hold`).
 
 The checkpoints there are those TensorFlow's index names, or, when it is missing or cannot be read, every checkpoint
 whose files are there, the latest epoch and step each was written at first.
@@ -31,19 +31,17 @@ import os
 import posixpath
 import re
 import shutil
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
-from ..checks import count_text
 from ..errors import AlexnetError
 from ..scratch import make_scratch
 from ..storage import lease
-from ..storage.location import bucket_path, fs_path, location_kind, open_filesystem
-from ..storage.locking import Busy, hold_lock
+from ..storage.location import fs_path, location_kind, open_filesystem
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
+from .folder_hold import abort_left_uploads, hold_bucket, hold_folder
 from .formats import listed_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -108,14 +106,14 @@ class CheckpointFiles:
         self._lease: lease.Lease | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
-            self._release = _hold_folder(location)
+            self._release = hold_folder(location, os.path.join(location, RUN_LOCK), RUN_LOCK_PATIENCE)
             self.local = location  # TensorFlow writes in place
         else:
             if chief:
-                self._lease = _hold_bucket(self.fs, self._remote(RUN_LOCK), location)
+                self._lease = hold_bucket(self.fs, self._remote(RUN_LOCK), location, RUN_LOCK_PATIENCE)
                 self._release = self._lease.release
                 if location_kind(location) == "s3" and self._lease.taken_over is not None:
-                    _abort_left_uploads(self.fs, location)  # the killed run's: none is another's under way
+                    abort_left_uploads(self.fs, location)  # the killed run's: none is another's under way
             try:
                 self.local = self._new_scratch()
             except BaseException:
@@ -326,74 +324,6 @@ class CheckpointFiles:
         """Let go of the folder's lock or lease (once; a no-op after)."""
         release, self._release = self._release, lambda: None
         release()
-
-
-def _hold_folder(location: str) -> Callable[[], None]:
-    """Hold the lock of the folder of checkpoints ``location`` (:data:`RUN_LOCK`) for this run; what lets go of it.
-    Raises when another run keeps it beyond :data:`RUN_LOCK_PATIENCE` seconds."""
-    note = f"the run of process {os.getpid()} on {socket.gethostname()}, begun {time.strftime('%Y-%m-%d %H:%M:%S')}"
-    try:
-        return hold_lock(os.path.join(location, RUN_LOCK), patience=RUN_LOCK_PATIENCE, note=note, waiting=lambda: (
-            logger.warning("Another training run is writing its checkpoints to %s; waiting up to %.0f s for it to "
-                           "end.", location, RUN_LOCK_PATIENCE)))
-    except Busy as busy:
-        raise _busy(location, busy.holder) from None
-
-
-def _hold_bucket(fs: object, path: str, location: str) -> lease.Lease:
-    """Hold the lease ``path`` (:data:`RUN_LOCK`) of the checkpoints in the bucket ``location`` for this run, as
-    :func:`_hold_folder` holds a folder's lock. Raises when another run renews it beyond :data:`RUN_LOCK_PATIENCE`."""
-    note = f"the run of process {os.getpid()} on {socket.gethostname()}, begun {time.strftime('%Y-%m-%d %H:%M:%S')}"
-
-    def waiting(holder: str) -> None:
-        logger.warning("Another training run (%s) is writing its checkpoints to %s; waiting up to %.0f s for it to "
-                       "end (a run killed is taken for gone once it has not renewed its hold for %.0f s).",
-                       holder or "its process unknown", location, RUN_LOCK_PATIENCE, lease.STALE)
-
-    def took_over(holder: str) -> None:
-        logger.info("The checkpoints in %s were held by %s, which has not renewed its hold for %.0f s: taken over.",
-                    location, holder or "a run", lease.STALE)
-
-    try:
-        return lease.hold_lease(fs, path, note=note, patience=RUN_LOCK_PATIENCE, waiting=waiting,
-                                took_over=took_over, where=posixpath.join(location, RUN_LOCK))
-    except Busy as busy:
-        raise _busy(location, busy.holder) from None
-
-
-def _abort_left_uploads(fs: Any, location: str) -> None:
-    """Abort the S3 multipart uploads that runs killed while they uploaded left in the folder ``location`` (a
-    checkpoint's data, a model): never listed, they are billed until a lifecycle rule removes them. Called by a run
-    that took the folder's lease over from a run killed (or fenced off: it writes no more), so that no upload under
-    way is another's. Best-effort: one that cannot be aborted stays, said."""
-    bucket, path = bucket_path(location)
-    if "/" not in path:  # a whole bucket: uploads of other folders may be under way
-        return
-    prefix = path.split("/", 1)[1] + "/"
-    left: list[dict[str, Any]] = []
-    try:
-        page: dict[str, Any] = {}
-        while True:  # 1,000 a page
-            listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix, **page)
-            left += listed.get("Uploads") or []
-            if not listed.get("IsTruncated"):
-                break
-            page = {"KeyMarker": listed.get("NextKeyMarker"), "UploadIdMarker": listed.get("NextUploadIdMarker")}
-        for upload in left:
-            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-    except Exception as error:  # a store without multipart listing, or no right to it: nothing is lost but room
-        logger.warning("Cannot abort the uploads a killed run left unfinished in %s (%s): they stay until a lifecycle "
-                       "rule of the bucket removes them.", location, error)
-        return
-    if left:
-        logger.info("Aborted %s that a killed run left unfinished in %s.", count_text(len(left), "upload"), location)
-
-
-def _busy(location: str, holder: str) -> AlexnetError:
-    return AlexnetError(
-        f"Another training run is writing its checkpoints to {location} ({holder or 'its process unknown'}), and two "
-        "runs in one folder would write over each other's checkpoints: wait for it to end, or give this run another "
-        "`checkpoint_dir`.")
 
 
 def _size_of(latest: str | None) -> str:
