@@ -214,6 +214,31 @@ def test_a_new_folder_taken_away_while_it_is_proven_writable_is_made_again(tmp_p
     assert len(calls) == 2 and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("looks", [1, 2, 3, 4])
+def test_a_folder_taken_away_between_two_looks_at_it_is_not_called_a_file(tmp_path, monkeypatch, looks):
+    """Two workers proving the same folder at once: the other takes it away after the check looked at it ``looks``
+    times, between two looks (it was once found there, then found to be no folder, and refused as a file on the way:
+    a two-worker run in CI failed so)."""
+    from alexnet.storage import outputs
+
+    target = tmp_path / "ckpt"
+    target.mkdir()
+    real_stat, seen = os.stat, []
+
+    def looked_then_taken(path, *args, **kwargs):
+        answer = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == str(target):
+            seen.append(path)
+            if len(seen) == looks:
+                os.rmdir(target)
+        return answer
+
+    monkeypatch.setattr(outputs.os, "stat", looked_then_taken)
+    assert outputs.writable_location(str(target), "model_dir")[0] == str(target)
+    monkeypatch.undo()
+    assert len(seen) >= looks and target.is_dir(), "made again and proven writable"
+
+
 # -- folder ---------------------------------------------------------------------------------------------------
 
 

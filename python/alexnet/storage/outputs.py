@@ -6,6 +6,7 @@ taken away again where its writer makes it when it writes."""
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from ..errors import AlexnetError, BoardError, reason
@@ -29,7 +30,10 @@ def _a_file_on_the_way(path: str) -> bool:
     """Is the local ``path``, or the nearest of its parents that exists, something else than a folder?"""
     missing = _missing_folders(path)
     found = os.path.dirname(missing[-1]) if missing else os.path.abspath(path)
-    return os.path.exists(found) and not os.path.isdir(found)
+    try:  # one look: another process proving the same new folder may take it away between two
+        return not stat.S_ISDIR(os.stat(found).st_mode)
+    except FileNotFoundError:  # taken away meanwhile: nothing on the way, and making it again is the writer's job
+        return False
 
 
 def writable_location(location: str | os.PathLike, what: str, *, keep: bool = True) -> tuple[str, Any]:
