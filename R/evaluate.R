@@ -23,7 +23,9 @@
 #'   (as [alexnet_train()] builds them) takes an `image_size` of its own.
 #' @returns An `alexnet_evaluation`: a list with `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `top_k`, `crops`, `protocol`, `image_size`, `num_classes`, `images_per_second`, `seconds`,
-#'   `bad_images`, `model`, and the same counts class by class: `per_class`, a data frame with a row per class
+#'   `bad_images`, `left_out_at_upload` (how many of the board's validation images the upload left out, which no
+#'   evaluation can count: those of the categories scored, as [imagenet_validation()] counts them; `NULL` when not
+#'   known), `model`, and the same counts class by class: `per_class`, a data frame with a row per class
 #'   that has images (`index`, `id`, `name`, `images`, `top1_correct`, `top5_correct`, `top1_accuracy`,
 #'   `top5_accuracy`, `confused_with`: the id of the class its images were most often taken for, `confused_images`:
 #'   how many), and `confusions`, a data frame with a row per pair of a class and a class its images were wrongly
@@ -86,7 +88,8 @@ print.alexnet_evaluation <- function(x, ...) {
     if (!is.null(x$num_classes)) count_of(x$num_classes, "class", "classes"),
     if (is.numeric(x$images_per_second)) paste(format(round(x$images_per_second, 1), nsmall = 1), "images/s"),
     if (is.data.frame(x$workers)) count_of(nrow(x$workers), "worker"),
-    if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out")
+    if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out"),
+    if (isTRUE(x$left_out_at_upload > 0)) paste(count_of(x$left_out_at_upload, "validation image"), "left out at upload")
   )
   if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
   classes <- x$per_class

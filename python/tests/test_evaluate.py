@@ -126,6 +126,44 @@ def test_a_cluster_adds_its_shares_into_the_dict_of_one_machine_with_its_workers
     assert {k: combined[k] for k in same} == {k: whole[k] for k in same}
 
 
+def test_the_validation_images_the_upload_left_out_are_in_the_result_of_one_machine_and_of_a_cluster(tmp_path):
+    """An evaluation of a board said nothing of the validation images its upload had left out, which none of its
+    counts can hold: a reader taking it for the whole validation set could not tell (imagenet_validation() said it)."""
+    from pathlib import Path
+
+    from alexnet.cli.model import evaluation_summary
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+    from alexnet.launch.evaluation import combine_shares, evaluate_row
+
+    src = imagenet_synthetic(tmp_path / "src", classes=3, images_per_class=2, val_per_class=2, seed=5,
+                             max_side=IMAGE_SIZE)["path"]
+    for path in sorted((Path(src) / "ILSVRC" / "Data" / "CLS-LOC" / "val").iterdir())[:2]:
+        path.write_bytes(path.read_bytes()[:60])  # truncated where they lie: left out at upload
+    board = str(tmp_path / "board")
+    imagenet_upload(src, board)
+    model_dir = tmp_path / "model"
+    save_model_dir(tiny_model(3, seed=1), model_dir, card_for(imagenet_categories(board), board=board))
+    cache = str(tmp_path / "cache")
+    whole = alexnet_evaluate(str(model_dir), board=board, cache_dir=cache)
+    assert whole["left_out_at_upload"] == 2 and whole["images"] == 3 * 2 - 2 and whole["bad_images"] == []
+    assert "; 2 validation images left out at upload" in evaluation_summary(whole).splitlines()[1]
+    shares = [{"worker": k, "workers": 2, **alexnet_evaluate(str(model_dir), board=board, cache_dir=cache,
+                                                              partition=k, total=2)} for k in range(2)]
+    assert sum(share["left_out_at_upload"] for share in shares) == 2, "each image once"
+    rows = [evaluate_row(share) for share in shares]
+    assert combine_shares(rows, 1.0)["left_out_at_upload"] == 2
+    # data as imagenet_validation() returns it says its own count; data without it, and a share that does not know
+    # (data without it), leave it unknown
+    fetched = imagenet_validation(board, cache_dir=cache)
+    assert alexnet_evaluate(str(model_dir), fetched)["left_out_at_upload"] == 2
+    plain = {"val_image": fetched["val_image"], "val_label": fetched["val_label"], "num_classes": 3}
+    unknown = {"worker": 1, "workers": 2, **alexnet_evaluate(str(model_dir), plain)}
+    assert unknown["left_out_at_upload"] is None and evaluate_row(unknown)["left_out_at_upload"] == -1
+    assert combine_shares([rows[0], evaluate_row(unknown)], 1.0)["left_out_at_upload"] is None
+    assert "left out at upload" not in evaluation_summary(unknown)
+
+
 def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):
     data = {"val_image": setup["fetched"]["val_image"][:2], "val_label": [0, CLASSES]}
     with pytest.raises(AlexnetError, match=rf"validation labels \[{CLASSES}\] are outside 0..{CLASSES - 1}"):

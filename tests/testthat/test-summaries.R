@@ -65,10 +65,10 @@ test_that("a synthetic ImageNet, an upload and a partition: the command line say
 
 test_that("an evaluation: the command line says what R prints, and lists the bad images R keeps in $bad_images", {
   skip_if_no_alexnet()
-  evaluation <- py_result('{"images": 1000, "top1_correct": 612, "top5_correct": 850, "top1_accuracy": 0.612,
+  evaluation_text <- '{"images": 1000, "top1_correct": 612, "top5_correct": 850, "top1_accuracy": 0.612,
     "top5_accuracy": 0.85, "top_k": 5, "crops": 10, "protocol": "10 crops: corners, centre and their mirrors",
     "image_size": 224, "num_classes": 1000, "images_per_second": 81.24, "seconds": 12.3, "bad_images": ["/v/x.JPEG"],
-    "model": "alexnet@v1", "workers": 2,
+    "left_out_at_upload": 3, "model": "alexnet@v1", "workers": 2,
     "per_worker": [{"worker": 0, "images": 500, "top1_correct": 300, "top5_correct": 420, "seconds": 6.0},
                    {"worker": 1, "images": 500, "top1_correct": 312, "top5_correct": 430, "seconds": 6.1}],
     "per_class": [{"index": 0, "id": "n01", "name": "tench, Tinca tinca", "images": 2, "top1_correct": 1,
@@ -77,11 +77,21 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
                   {"index": 1, "id": "n02", "name": "goldfish", "images": 1, "top1_correct": 1, "top5_correct": 1,
                    "top1_accuracy": 1.0, "top5_accuracy": 1.0, "confused_with": "", "confused_images": 0}],
     "confusions": [{"index": 0, "id": "n01", "name": "tench, Tinca tinca", "predicted_index": 1, "predicted_id": "n02",
-                    "predicted_name": "goldfish", "images": 1}]}')
+                    "predicted_name": "goldfish", "images": 1}]}'
+  evaluation <- py_result(evaluation_text)
   printed <- capture.output(print(alexnet:::new_alexnet_evaluation(reticulate::py_to_r(evaluation))))
   said <- cli_lines("alexnet.cli.model", "evaluation_summary", evaluation)
   expect_identical(said, c(printed, "Bad images left out:", "  /v/x.JPEG"))
-  expect_match(printed[[2]], "; 2 workers; 1 bad image left out$")
+  expect_match(printed[[2]], "; 2 workers; 1 bad image left out; 3 validation images left out at upload$")
+  # not known, or none: nothing said
+  for (left_out in c("null", "0")) {
+    evaluation <- py_result(sub('"left_out_at_upload": 3', paste0('"left_out_at_upload": ', left_out),
+                                evaluation_text, fixed = TRUE))
+    printed <- capture.output(print(alexnet:::new_alexnet_evaluation(reticulate::py_to_r(evaluation))))
+    expect_match(printed[[2]], "; 2 workers; 1 bad image left out$")
+    expect_identical(cli_lines("alexnet.cli.model", "evaluation_summary", evaluation),
+                     c(printed, "Bad images left out:", "  /v/x.JPEG"))
+  }
 })
 
 test_that("a training history: the command line says what R prints, the model and where a run resumed included", {

@@ -92,6 +92,8 @@ def evaluation_summary(r: dict[str, Any]) -> str:
         f"{rate:.1f} images/s" if isinstance(rate, (int, float)) else None,
         count_text(len(r["per_worker"]), "worker") if r.get("per_worker") else None,
         f"{count_text(len(bad), 'bad image')} left out" if bad else None,
+        f"{count_text(r['left_out_at_upload'], 'validation image')} left out at upload"
+        if r.get("left_out_at_upload") else None,
     ]
     if any(details):
         lines.append("; ".join(d for d in details if d))

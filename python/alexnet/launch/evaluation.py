@@ -45,9 +45,12 @@ EVALUATE_COLUMNS: dict[str, type] = {
     "seconds": float,
     "model": str,
     "bad_images": str,
+    "left_out_at_upload": int,
     "per_class": str,
     "confusions": str,
 }
+#: ``left_out_at_upload`` in a worker's flat row when the share does not know it (None in a result).
+UNKNOWN = -1
 #: The columns that hold a list as JSON text (:func:`evaluate_row`).
 JSON_COLUMNS = ("bad_images", "per_class", "confusions")
 #: How the progress bar of :func:`alexnet.alexnet_evaluate`'s scoring starts its description.
@@ -176,7 +179,7 @@ def empty_share(crops: int) -> dict[str, Any]:
 
     return {"images": 0, "top1_correct": 0, "top5_correct": 0, "top_k": 0, "crops": crops,
             "protocol": PROTOCOLS[crops], "image_size": 0, "num_classes": 0, "seconds": 0.0, "model": "",
-            "bad_images": [], "per_class": [], "confusions": []}
+            "bad_images": [], "left_out_at_upload": None, "per_class": [], "confusions": []}
 
 
 def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str, Any]:
@@ -188,12 +191,27 @@ def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str,
 
 def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars (the columns of :data:`EVALUATE_COLUMNS`) from a :func:`score_share` result; the lists
-    (:data:`JSON_COLUMNS`: ``bad_images`` and the tables by class) as JSON text."""
-    row = {name: kind(result[name]) for name, kind in EVALUATE_COLUMNS.items() if name not in JSON_COLUMNS}
+    (:data:`JSON_COLUMNS`: ``bad_images`` and the tables by class) as JSON text; ``left_out_at_upload`` not known,
+    :data:`UNKNOWN`."""
+    known = {**result, "left_out_at_upload": _left_out(result)}
+    row = {name: kind(known[name]) for name, kind in EVALUATE_COLUMNS.items() if name not in JSON_COLUMNS}
     for name in JSON_COLUMNS:
         value = result.get(name) or []
         row[name] = value if isinstance(value, str) else json.dumps(list(value))
     return {name: row[name] for name in EVALUATE_COLUMNS}
+
+
+def _left_out(row: Mapping[str, Any]) -> int:
+    """A worker's ``left_out_at_upload`` (a row's or a result's), :data:`UNKNOWN` when not known."""
+    value = row.get("left_out_at_upload")
+    return UNKNOWN if value is None else int(value)
+
+
+def left_out_added(rows: Sequence[Mapping[str, Any]]) -> int | None:
+    """The validation images the upload left out, of every worker's share added (share 0 also counts those of the
+    categories left without any, so that the shares add up to the board's); None when a share does not know."""
+    counts = [_left_out(row) for row in rows]
+    return None if not counts or UNKNOWN in counts else sum(counts)
 
 
 def _listed(row: Mapping[str, Any], name: str) -> list[Any]:
@@ -247,9 +265,9 @@ def _scoring(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
     """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums, in the
     dict of one machine's evaluation (:func:`alexnet.model.evaluate.evaluation_result`; ``seconds``: the time it
-    took), plus ``workers`` and ``per_worker`` (``worker``, ``images``, ``top1_correct``, ``top5_correct``,
-    ``seconds`` each); ``per_class`` and ``confusions`` are those of the whole (:func:`class_tables`). A worker that
-    had no images to score adds nothing.
+    took; ``left_out_at_upload``: :func:`left_out_added`), plus ``workers`` and ``per_worker`` (``worker``,
+    ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each); ``per_class`` and ``confusions`` are those of
+    the whole (:func:`class_tables`). A worker that had no images to score adds nothing.
     """
     from ..model.evaluate import evaluation_result
 
@@ -257,7 +275,8 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     bad = [image for row in rows for image in _listed(row, "bad_images")]
     first = next((r for r in rows if int(r["images"]) > 0), rows[0])
     result = evaluation_result(*_sums(rows), **_scoring(rows), seconds=seconds, bad_images=sorted(bad),
-                               model=str(first["model"]), tables=class_tables(rows))
+                               model=str(first["model"]), tables=class_tables(rows),
+                               left_out_at_upload=left_out_added(rows))
     return {
         **result, "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),

@@ -221,7 +221,10 @@ def alexnet_evaluate(
 
     Returns a dict: ``images`` (counted), ``top1_correct``, ``top5_correct``, ``top1_accuracy``,
     ``top5_accuracy``, ``top_k`` (min(5, classes): what "top-5" counts), ``crops``, ``protocol``,
-    ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images``, ``model`` (its path,
+    ``image_size``, ``num_classes``, ``images_per_second``, ``seconds``, ``bad_images``, ``left_out_at_upload`` (how
+    many validation images of the board's the upload left out, which no evaluation of it can count: those of the
+    categories scored, as :func:`alexnet.data.fetch.imagenet_validation` counts them, or ``data``'s own count when it
+    came from there; None when not known), ``model`` (its path,
     or ``name@version`` for a pin), and the same counts class by class (:meth:`ClassCounts.tables`):
     ``per_class``, a record per class with images (``index``, ``id``, ``name``, ``images``, ``top1_correct``,
     ``top5_correct``, ``top1_accuracy``, ``top5_accuracy``, ``confused_with``: the id of the class its images were
@@ -270,6 +273,7 @@ def alexnet_evaluate(
     check_classes(card, classes, ids if source.card is not None else None, where)
     size = _scored_size(loaded.model, card.image_size, size, loaded.description)
     cache_folder = ""  # where the board's images are fetched to
+    left_out = _known_count(data.get("left_out_at_upload")) if data is not None else None
     if data is None:
         from ..data.fetch import imagenet_validation
 
@@ -277,6 +281,7 @@ def alexnet_evaluate(
                                       workers=images.fetch_workers)
         files, labels, ids = fetched["val_image"], fetched["val_label"], fetched["class_ids"]
         cache_folder = fetched["cache_dir"]
+        left_out = _known_count(fetched.get("left_out_at_upload"))
     to_model = model_labels(card, ids if source.card is not None else None, where)
     if to_model is not None:
         outside = sorted({y for y in labels if not 0 <= y < len(to_model)})
@@ -318,7 +323,17 @@ def alexnet_evaluate(
                 topk, scored, PROTOCOLS[crops], size, seconds)
     return evaluation_result(scored, top1, topk, top_k=k, crops=crops, image_size=size, num_classes=card.num_classes,
                              seconds=seconds, bad_images=bad, model=loaded.description,
-                             tables=counts.tables(card.class_ids, card.class_names))
+                             tables=counts.tables(card.class_ids, card.class_names), left_out_at_upload=left_out)
+
+
+def _known_count(value: Any) -> int | None:
+    """A count of images left out at upload as given (R gives a number, perhaps a double; a vector of one), else
+    None: not known."""
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return None
+    return int(value)
 
 
 def evaluation_counts(images: int, top1_correct: int, topk_correct: int, *, top_k: int, crops: int, image_size: int,
@@ -336,16 +351,17 @@ def evaluation_counts(images: int, top1_correct: int, topk_correct: int, *, top_
 
 def evaluation_result(images: int, top1_correct: int, topk_correct: int, *, top_k: int, crops: int, image_size: int,
                       num_classes: int, seconds: float, bad_images: Sequence[str], model: str,
-                      tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+                      tables: Mapping[str, list[dict[str, Any]]], left_out_at_upload: int | None = None
+                      ) -> dict[str, Any]:
     """The dict of :func:`alexnet_evaluate`, of one machine's evaluation and of a cluster's (whose workers' counts
     are added first, :func:`alexnet.launch.evaluation.combine_shares`): :func:`evaluation_counts`, the speed over
-    ``seconds``, the ``bad_images`` left out, the ``model``'s description, and the ``tables`` by class
-    (``per_class`` and ``confusions``)."""
+    ``seconds``, the ``bad_images`` left out, the validation images the upload left out (``left_out_at_upload``, None
+    when not known), the ``model``'s description, and the ``tables`` by class (``per_class`` and ``confusions``)."""
     return {
         **evaluation_counts(images, top1_correct, topk_correct, top_k=top_k, crops=crops, image_size=image_size,
                             num_classes=num_classes),
         "images_per_second": images / seconds if seconds > 0 else float("nan"), "seconds": round(seconds, 3),
-        "bad_images": list(bad_images), "model": model, **tables,
+        "bad_images": list(bad_images), "left_out_at_upload": left_out_at_upload, "model": model, **tables,
     }
 
 
