@@ -121,8 +121,9 @@ def test_two_workers_add_up_to_the_one_machine_evaluation_also_after_a_killed_wo
                                                  cache_dir=str(setup["root"] / "cache"), timeout=300, retries=1,
                                                  probe=False)
         alone = alexnet_evaluate(model, board=setup["board"], cache_dir=setup["root"] / "cache", batch_size=7)
-        for key in (*SAME, "bad_images", "model"):
+        for key in (*SAME, "bad_images", "model", "left_out_at_upload"):
             assert result[key] == alone[key], key
+        assert result["left_out_at_upload"] == 0, "added over the shares, as a count the board knows"
         assert result["images"] == CLASSES * 3 and result["workers"] == 2
         assert result["attempt"] == (2 if killed is not None else 1), result["attempt"]
         if killed is not None:
