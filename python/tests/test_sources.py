@@ -1175,6 +1175,23 @@ def test_truncated_training_tar(made, tmp_path, cut):
         assert_nothing_uploaded(tmp_path / "board")
 
 
+def test_a_validation_tar_holding_an_image_twice_is_refused_as_the_training_tar_is(made, tmp_path):
+    """An image twice in the validation tar (written to twice, or two joined) ended the upload in a TypeError and a
+    traceback: the two copies' numbers were equal, and their entries were compared."""
+    src = copy_layout(made, "archives", tmp_path)
+    with tarfile.open(src / VAL_TAR) as tar:
+        second = tar.getmembers()[1]
+        data = tar.extractfile(second).read()
+    with tarfile.open(src / VAL_TAR, "a") as tar:
+        tar.addfile(second, io.BytesIO(data))
+    with pytest.raises(LayoutError, match=rf"{VAL_TAR} holds {second.name} more than once: it is not the archive as "
+                                          "released .*download it again, or make a tar with one copy of each image; "
+                                          "nothing was uploaded$") as err:
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    assert "\n" not in str(err.value)
+    assert_nothing_uploaded(tmp_path / "board")
+
+
 @pytest.mark.parametrize("compressed", [False, True])
 def test_a_training_tar_holding_a_category_twice_is_refused(made, tmp_path, compressed):
     """A category's tar twice in the training tar (an archive written to twice): which copy holds the category

@@ -23,6 +23,7 @@ import os
 import re
 import tarfile
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -134,12 +135,12 @@ class _Stoppable:
         return getattr(self.f, name)
 
 
-def _twice(label: str, names: list[str], read_so_far: bool = False) -> LayoutError:
-    """The error for a training tar that holds a member more than once (an archive written to twice, or joined
-    from two): which copy is a category's cannot be told."""
+def _twice(label: str, names: list[str], read_so_far: bool = False, each: str = "category's tar") -> LayoutError:
+    """The error for a training tar (or the validation tar: ``each`` its ``"image"``) that holds a member more than
+    once (an archive written to twice, or joined from two): which copy is the one cannot be told."""
     shown = some_names(names, 5)
     return LayoutError(f"{label} holds {shown} more than once: it is not the archive as released (written to twice, "
-                       "or two joined); download it again, or make a tar with one copy of each category's tar"
+                       f"or two joined); download it again, or make a tar with one copy of each {each}"
                        + (" (the categories read so far are on the board and are skipped next time)" if read_so_far
                           else "; nothing was uploaded"))
 
@@ -215,7 +216,11 @@ class ArchivesSource(Source):
         label = self.files.url(val_path)
         with self.files.open_headers(val_path) as f:
             entries = tar_index(_Stoppable(f, self._stop), label, self.files.size(val_path))
-        images = sorted((int(m.group(1)), e) for e in entries if (m := _VAL_IMAGE.match(os.path.basename(e.name))))
+        numbered = [(int(m.group(1)), e) for e in entries if (m := _VAL_IMAGE.match(os.path.basename(e.name)))]
+        copies = Counter(number for number, _ in numbered)
+        if len(copies) < len(numbered):  # sorted, two copies of an image would be compared as entries
+            raise _twice(label, sorted({os.path.basename(e.name) for n, e in numbered if copies[n] > 1}), each="image")
+        images = sorted(numbered, key=lambda pair: pair[0])
         for other in sorted(e.name for e in entries if not _VAL_IMAGE.match(os.path.basename(e.name))):
             log.warning("%s holds %s, which is not a validation image (ILSVRC2012_val_<8 digits>.JPEG): it is left "
                         "out", label, other)
