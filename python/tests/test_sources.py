@@ -1664,6 +1664,24 @@ def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch
     assert len(spooled) == (2 * CLASSES if budget == 1 else 0)
 
 
+def test_parquet_shards_missing_from_those_their_names_count_are_refused(made, tmp_path):
+    """A shard missing (train-00001-of-00002 alone) uploaded part of ImageNet without a word: the categories of that
+    shard left out, one cut at its edge with part of its images, and their validation images dropped."""
+    src = copy_layout(made, "parquet", tmp_path)
+    shards = sorted((src / "data").glob("train-*.parquet"))
+    assert len(shards) >= 2 and all("-of-" in shard.name for shard in shards)
+    shards[-1].unlink()
+    lost = shards[-1].name.removesuffix(".parquet")
+    with pytest.raises(LayoutError, match=rf"^{src / 'data'} lacks 1 of the shards their names count \({lost}\): a "
+                                          r"download cut short, .*Give every shard .*; nothing was uploaded$"):
+        imagenet_upload(src, tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+    from alexnet.data.parquet import missing_shards
+
+    assert missing_shards(["validation-00001-of-00003-x.parquet", "train-7.parquet"]) == [
+        "validation-00000-of-00003", "validation-00002-of-00003"]
+
+
 def test_parquet_label_outside_the_1000_classes(made, tmp_path):
     src = copy_layout(made, "parquet", tmp_path)
     shard = sorted((src / "data").glob("train-*.parquet"))[-1]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..checks import some_names
 from ..errors import LayoutError
 from .archive_io import REQUESTS_AHEAD, SMALL_MEMBERS_BLOCK, AtPosition, Files, fetched_ahead
 from .classes import NUM_CLASSES, class_ids, class_names
@@ -45,6 +46,20 @@ log = logging.getLogger(__name__)
 
 SPLITS = {"train": "train", "val": "validation"}
 _SHARD = re.compile(r"^(train|validation|test)-.*\.parquet$")
+#: A shard's number and how many shards its split has, in the name (``train-00003-of-00257.parquet``).
+_NUMBERED = re.compile(r"^(train|validation)-(\d+)-of-(\d+)\b")
+
+
+def missing_shards(names: list[str]) -> list[str]:
+    """The shards that the numbered shards among ``names`` count and that are not there (``train-00001-of-00002``,
+    without the rest of its name): a download cut short, or some shards copied."""
+    found: dict[tuple[str, int], set[int]] = {}
+    for name in names:
+        if m := _NUMBERED.match(name):
+            found.setdefault((m.group(1), int(m.group(3))), set()).add(int(m.group(2)))
+    width = {(m.group(1), int(m.group(3))): len(m.group(2)) for n in names if (m := _NUMBERED.match(n))}
+    return [f"{split}-{k:0{width[split, total]}d}-of-{total:0{width[split, total]}d}"
+            for (split, total), numbers in sorted(found.items()) for k in range(total) if k not in numbers]
 
 
 def shard_folder(files: Files, folder: str) -> str | None:
@@ -112,6 +127,13 @@ class ParquetSource(Source):
         self.pq = pq
         self.files, self.folder, self.root = files, folder, files.url(folder)
         names = files.names(folder)
+        missing = missing_shards([n for n in names if _SHARD.match(n)])
+        if missing:
+            raise LayoutError(
+                f"{self.root} lacks {len(missing)} of the shards their names count ({some_names(missing, 5)}): a "
+                "download cut short, or some shards copied. Give every shard (their categories are spread over "
+                "them, some cut at a shard's edge), or upload a folder of category folders of the images you "
+                "want; nothing was uploaded")
         if any(n.startswith("test-") for n in names if _SHARD.match(n)):
             log.info("%s: the test shards have no labels and are left out", self.root)
         self.splits = {split: self._scan(sorted(f"{folder}/{n}" for n in names if _SHARD.match(n)
