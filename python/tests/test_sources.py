@@ -1664,6 +1664,25 @@ def test_shuffled_parquet_shards_give_the_same_board(made, tmp_path, monkeypatch
     assert len(spooled) == (2 * CLASSES if budget == 1 else 0)
 
 
+def test_a_kaggle_zip_without_its_names_file_takes_the_shipped_names_as_the_extracted_tree_does(made, tmp_path, caplog):
+    """Without LOC_synset_mapping.txt, the zip's categories were uploaded without names (with a warning), where the
+    same download extracted took the names the package ships."""
+    from alexnet.data.classes import class_names
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with zipfile.ZipFile(Path(made["paths"]["kaggle_zip"]) / KAGGLE_ZIP) as full, \
+            zipfile.ZipFile(src / KAGGLE_ZIP, "w") as cut:
+        for info in full.infolist():
+            if not info.filename.endswith("LOC_synset_mapping.txt"):
+                cut.writestr(info, full.read(info))
+    with caplog.at_level("WARNING", logger="alexnet"):
+        imagenet_upload(src, tmp_path / "board", workers=2)
+    rows = imagenet_categories(tmp_path / "board")
+    assert rows and [row["name"] for row in rows] == [class_names()[row["id"]] for row in rows]
+    assert "left empty" not in caplog.text
+
+
 def test_parquet_shards_missing_from_those_their_names_count_are_refused(made, tmp_path):
     """A shard missing (train-00001-of-00002 alone) uploaded part of ImageNet without a word: the categories of that
     shard left out, one cut at its edge with part of its images, and their validation images dropped."""

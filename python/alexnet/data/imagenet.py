@@ -133,11 +133,11 @@ def _read_categories(files: TreeFiles, train_dir: str, names: dict[str, str], la
     return tuple(categories)
 
 
-def _unnamed(categories: tuple[Category, ...], mapping: str, near: str, beside: str) -> None:
-    """Warn of the categories left without a name when no mapping file was found: those whose ids are not among
-    the ILSVRC2012 classes the package ships (the others are named from it)."""
+def unnamed(ids: Iterable[str], mapping: str, near: str, beside: str) -> None:
+    """Warn of the categories (by id) left without a name when no mapping file was found: those whose ids are not
+    among the ILSVRC2012 classes the package ships (the others are named from it)."""
     shipped = class_names()
-    unknown = [c.id for c in categories if c.id not in shipped]
+    unknown = [i for i in ids if i not in shipped]
     if unknown:
         log.warning("%s not found near %s: the names of %s (%s) are left empty, their ids being none of the 1000 "
                     "ILSVRC2012 classes whose names the package ships (the others are named from them); put %s "
@@ -307,7 +307,7 @@ def read_tree(files: TreeFiles, root: str) -> ImageNetTree:
             files, files.join(cls_loc, "train"), names, "Kaggle's ILSVRC/Data/CLS-LOC/train/<wnid>/ layout"
         )
         if mapping is None:
-            _unnamed(categories, MAPPING_FILE, cls_loc, "ILSVRC/")
+            unnamed((c.id for c in categories), MAPPING_FILE, cls_loc, "ILSVRC/")
         solution = _find_up(files, cls_loc, VAL_SOLUTION_FILE, 3)
         val_files, val_labels = _read_val(files, files.join(cls_loc, "val"), solution, categories)
         tree = ImageNetTree(root, "kaggle", categories, val_files, val_labels)
@@ -318,7 +318,7 @@ def read_tree(files: TreeFiles, root: str) -> ImageNetTree:
             "torchvision's ImageFolder layout, train/<wnid>/ and val/<wnid>/"
         )
         if not names:
-            _unnamed(categories, MAPPING_FILE, root, "train/")
+            unnamed((c.id for c in categories), MAPPING_FILE, root, "train/")
         val_files, val_labels = _read_val_folders(files, files.join(root, "val"), categories)
         tree = ImageNetTree(root, "imagefolder", categories, val_files, val_labels)
     else:

@@ -19,8 +19,8 @@ from functools import partial
 
 from ..errors import LayoutError
 from .archive_io import SMALL_MEMBERS_BLOCK, Buffer, Files
-from .classes import check_classes
-from .imagenet import MAPPING_FILE, parse_names
+from .classes import check_classes, class_names
+from .imagenet import MAPPING_FILE, parse_names, unnamed
 from .kaggle_targz import KaggleTarGzSource, is_kaggle_targz
 from .parts import (
     Member,
@@ -113,12 +113,13 @@ class KaggleZipSource(Source):
         if not self.train:
             raise LayoutError(f"{self.label} holds no category folder under {cls_loc}train/: the zip is incomplete; "
                               "download it again")
-        self.names = dict.fromkeys(sorted(self.train), "")
+        shipped = class_names()  # as the extracted tree, the names the package ships where the zip names none
+        self.names = {wnid: shipped.get(wnid, "") for wnid in sorted(self.train)}
         if MAPPING_FILE in small:
             mapping = parse_names(self._text(small[MAPPING_FILE]).splitlines())
             self.names.update((wnid, name) for wnid, name in mapping.items() if wnid in self.names)
         else:
-            log.warning("%s holds no %s: category names are left empty", self.label, MAPPING_FILE)
+            unnamed(self.names, MAPPING_FILE, self.label, "ILSVRC/ in the zip")
         check_classes(self.names, self.label, strict=True)
         self.val: dict[str, array[int]] = {}
         if VAL_SOLUTION_FILE in small:
