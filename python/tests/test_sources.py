@@ -1175,15 +1175,21 @@ def test_truncated_training_tar(made, tmp_path, cut):
         assert_nothing_uploaded(tmp_path / "board")
 
 
+def added_again(tar_path: Path, index: int) -> tarfile.TarInfo:
+    """Member ``index`` of the tar ``tar_path`` added at its end once more, as an archive written to twice holds it."""
+    with tarfile.open(tar_path) as tar:
+        member = tar.getmembers()[index]
+        data = tar.extractfile(member).read()
+    with tarfile.open(tar_path, "a") as tar:
+        tar.addfile(member, io.BytesIO(data))
+    return member
+
+
 def test_a_validation_tar_holding_an_image_twice_is_refused_as_the_training_tar_is(made, tmp_path):
     """An image twice in the validation tar (written to twice, or two joined) ended the upload in a TypeError and a
     traceback: the two copies' numbers were equal, and their entries were compared."""
     src = copy_layout(made, "archives", tmp_path)
-    with tarfile.open(src / VAL_TAR) as tar:
-        second = tar.getmembers()[1]
-        data = tar.extractfile(second).read()
-    with tarfile.open(src / VAL_TAR, "a") as tar:
-        tar.addfile(second, io.BytesIO(data))
+    second = added_again(src / VAL_TAR, 1)
     with pytest.raises(LayoutError, match=rf"{VAL_TAR} holds {second.name} more than once: it is not the archive as "
                                           "released .*download it again, or make a tar with one copy of each image; "
                                           "nothing was uploaded$") as err:
@@ -1197,11 +1203,7 @@ def test_a_training_tar_holding_a_category_twice_is_refused(made, tmp_path, comp
     """A category's tar twice in the training tar (an archive written to twice): which copy holds the category
     cannot be told, so the upload stops on one line naming it, with several packing threads as with one."""
     src = copy_layout(made, "archives", tmp_path)
-    with tarfile.open(src / TRAIN_TAR) as tar:
-        first = tar.getmembers()[0]
-        data = tar.extractfile(first).read()
-    with tarfile.open(src / TRAIN_TAR, "a") as tar:
-        tar.addfile(first, io.BytesIO(data))
+    first = added_again(src / TRAIN_TAR, 0)
     if compressed:
         (src / f"{TRAIN_TAR}.gz").write_bytes(gzip.compress((src / TRAIN_TAR).read_bytes()))
         (src / TRAIN_TAR).unlink()
