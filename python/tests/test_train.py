@@ -83,26 +83,34 @@ def test_callbacks_are_a_list_also_when_one_is_given():
 # strategies
 
 
-def test_a_run_that_keeps_nothing_is_warned_before_it_trains(tmp_path, monkeypatch, caplog):
+def test_a_run_that_keeps_nothing_is_warned_before_it_trains(synthetic, tmp_path, monkeypatch, caplog):
     """A run without `checkpoint_dir`, `model_dir` or `model_pin` ended with its model saved nowhere, and a run of
     hours stopped half way could not resume, without a word; one that keeps them, or whose own callbacks may, is not
-    warned."""
-    from alexnet.train import run as runs
-    from alexnet.train.api import train
-    from alexnet.train.settings_check import check_settings
+    warned, and neither is a call refused for its data."""
+    from alexnet.train import agreement
 
-    monkeypatch.setattr(runs, "run", lambda *args, **kwargs: {})  # the warning comes before any training
+    class Stopped(Exception):
+        """Where the run stops here: once its data is checked and the warning said, before the workers agree."""
+
+    def stop(*args, **kwargs):
+        raise Stopped
+
+    monkeypatch.setattr(agreement, "agree_on_settings", stop)
     said = "Nothing of this run is kept once it ends: the model it trains is saved nowhere"
     for settings, callbacks, warned in [({}, None, True), ({"model_dir": str(tmp_path / "model")}, None, False),
                                         ({"checkpoint_dir": str(tmp_path / "ckpt")}, None, False),
                                         ({}, [keras.callbacks.Callback()], False)]:
         caplog.clear()
-        with caplog.at_level("WARNING", logger="alexnet"):
-            train(check_settings(settings), {}, None, callbacks)
+        with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(Stopped):
+            alexnet_train(data=_data(synthetic), callbacks=callbacks, max_bad_fraction=0.1, **settings, **FAST)
         assert (said in caplog.text) is warned, settings
         if warned:
             assert "Give `checkpoint_dir` (checkpoints and the model), `model_dir` or `model_pin` to keep it." \
                 in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(AlexnetError, match="`data\\$categories`"):
+        alexnet_train(data={"image": ["a.JPEG"]})
+    assert said not in caplog.text
 
 
 def test_a_strategy_name_is_checked_before_tensorflow_is_imported_and_the_command_line_offers_the_same_names():

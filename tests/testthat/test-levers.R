@@ -108,7 +108,7 @@ test_that("a run over two image sizes from R records each epoch's size, its rate
   dir <- withr::local_tempdir()
   data <- hand_partition(dir)
   history <- alexnet_train(data = data, batch_size = 4, epochs = 2, image_size = c(64, 96), dense_units = 16,
-                           parallel = 2, verbose = 0)
+                           parallel = 2, verbose = 0, model_dir = file.path(dir, "model"))
   expect_identical(history$schedule$image_size, c(64L, 96L))
   expect_length(history$schedule$learning_rate, 2L)
   # the rate for a global batch of 4, scaled linearly from 0.01 for 128, without warm-up (the factor is below 2),

@@ -9,7 +9,6 @@ module.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     import tf_keras as keras
 
     from .run import Evaluate
-
-logger = logging.getLogger(__name__)
 
 #: The arguments of ``alexnet_train`` that are not settings: what it trains on, how, and extra callbacks.
 NOT_SETTINGS = ("data", "strategy", "callbacks")
@@ -274,10 +271,6 @@ def train(settings: TrainSettings, data: Mapping[str, Any], strategy: str | tf.d
 
     resolved = resolve_strategy(strategy, collective_timeout=settings.collective_timeout)  # before other TF work
     topo = topology(resolved)
-    if topo.chief and settings.model_dir is None and settings.model_pin is None and not callbacks:
-        logger.warning("Nothing of this run is kept once it ends: the model it trains is saved nowhere, and a run "
-                       "stopped half way cannot resume. Give `checkpoint_dir` (checkpoints and the model), `model_dir` "
-                       "or `model_pin` to keep it.")
     try:
         with root_logging_untouched():  # TensorFlow's checkpoints log through absl (see root_logging_untouched)
             return run(resolved, topo, data, settings, list(callbacks or []), evaluate)

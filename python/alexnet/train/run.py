@@ -238,6 +238,10 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     communication = check_levers(settings, topo)
     check_global_batch(settings, topo)
     td, bad = usable_data(data, settings)
+    if topo.chief and settings.model_dir is None and settings.model_pin is None and not extra_callbacks:
+        logger.warning("Nothing of this run is kept once it ends: the model it trains is saved nowhere, and a run "
+                       "stopped half way cannot resume. Give `checkpoint_dir` (checkpoints and the model), `model_dir` "
+                       "or `model_pin` to keep it.")
     if settings.seed is not None:
         from ..tfimport import keras
 
