@@ -53,13 +53,12 @@ _NUMBERED = re.compile(r"^(train|validation)-(\d+)-of-(\d+)\b")
 def missing_shards(names: list[str]) -> list[str]:
     """The shards that the numbered shards among ``names`` count and that are not there (``train-00001-of-00002``,
     without the rest of its name): a download cut short, or some shards copied."""
-    found: dict[tuple[str, int], set[int]] = {}
+    found: dict[tuple[str, int, int], set[int]] = {}  # (split, shards, digits): the numbers there
     for name in names:
         if m := _NUMBERED.match(name):
-            found.setdefault((m.group(1), int(m.group(3))), set()).add(int(m.group(2)))
-    width = {(m.group(1), int(m.group(3))): len(m.group(2)) for n in names if (m := _NUMBERED.match(n))}
-    return [f"{split}-{k:0{width[split, total]}d}-of-{total:0{width[split, total]}d}"
-            for (split, total), numbers in sorted(found.items()) for k in range(total) if k not in numbers]
+            found.setdefault((m.group(1), int(m.group(3)), len(m.group(2))), set()).add(int(m.group(2)))
+    return [f"{split}-{k:0{digits}d}-of-{total:0{digits}d}"
+            for (split, total, digits), numbers in sorted(found.items()) for k in range(total) if k not in numbers]
 
 
 def shard_folder(files: Files, folder: str) -> str | None:
