@@ -19,7 +19,7 @@ training_settings <- list(
   patience = list(kind = "count>=1", default = 2, choices = NULL, help = "with lr_schedule = \"plateau\": epochs without a better validation top-1 before the rate is divided by 10, 3 times at most (the paper's)"),
   label_smoothing = list(kind = "number", default = 0.1, choices = NULL, help = "the share of each label's probability spread evenly over all classes (0: the paper's hard labels)"),
   checkpoint_dir = list(kind = "location?", default = NULL, choices = NULL, help = "checkpoints, to resume after an interruption (one run at a time, in a folder or a bucket: a second waits up to a minute for it, then stops)"),
-  model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`)"),
+  model_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the trained model is saved (unset: `checkpoint_dir`; not another run's folder of checkpoints, whose model it would replace)"),
   checkpoint_every = list(kind = "count>=1?", default = NULL, choices = NULL, help = "also checkpoint every this many steps inside an epoch (needs `checkpoint_dir`); a run resumed from one ends that epoch with batches of a new pass over the images (with `seed`, in the order the run began with), and that epoch's training metrics count its steps after the resume alone"),
   steps_per_epoch = list(kind = "count>=1?", default = NULL, choices = NULL, help = "training steps per epoch (unset: as many whole batches as the images fill, at least one)"),
   validation = list(kind = "flag", default = TRUE, choices = NULL, help = "evaluate the validation images (centre crop at the last image size) after each epoch, every worker's, each once"),

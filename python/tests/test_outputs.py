@@ -110,6 +110,32 @@ def test_a_checkpoint_inside_an_epoch_resumes_at_that_step(data, tmp_path):
         alexnet_train(8, 2, data, **dict(settings, checkpoint_every=0))
 
 
+def test_a_model_dir_holding_another_runs_checkpoints_is_refused_before_training(data, cloud_env, tmp_path):
+    import s3fs
+
+    from alexnet.train.checkpoint_files import RUN_LOCK
+
+    first = tmp_path / "first"
+    alexnet_train(8, 1, data, **dict(SMALL, checkpoint_dir=str(first)))
+    model = first / MODEL_FILE
+    saved = model.read_bytes()
+    stop = StopAt(epoch=0, batch=0)
+    refused = "is the folder of another training run's checkpoints, where that run saves its model"
+    for own in ({"checkpoint_dir": str(tmp_path / "second")}, {}):
+        with pytest.raises(AlexnetError, match=refused):
+            alexnet_train(8, 1, data, callbacks=[stop], **dict(SMALL, model_dir=str(first), **own))
+    assert model.read_bytes() == saved, "the first run's model is as it saved it"
+    assert not (tmp_path / "second").exists(), "refused before anything was written"
+    again = alexnet_train(8, 1, data, **dict(SMALL, checkpoint_dir=str(first), model_dir=str(first)))
+    assert again["model_path"] == str(model), "a run's own folder of checkpoints is its model_dir"
+
+    s3fs.S3FileSystem().pipe(f"{BUCKET}/runs/held/{RUN_LOCK}", b"{}")  # a run holds it before its first checkpoint
+    with pytest.raises(AlexnetError, match=refused):
+        alexnet_train(8, 1, data, callbacks=[stop], **dict(SMALL, model_dir=f"s3://{BUCKET}/runs/held"))
+    fresh = alexnet_train(8, 1, data, **dict(SMALL, model_dir=f"s3://{BUCKET}/models/fresh"))
+    assert fresh["model_path"] == f"s3://{BUCKET}/models/fresh/{MODEL_FILE}"
+
+
 @pytest.mark.parametrize(
     ("name", "location", "message"),
     [

@@ -42,7 +42,7 @@ from ..storage.location import fs_path, location_kind, open_filesystem
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
 from .folder_hold import abort_left_uploads, hold_bucket, hold_folder
-from .formats import listed_checkpoints
+from .formats import RUN_LOCK, listed_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,6 @@ UPLOAD_PATIENCE = 120.0
 _UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
 #: What a file :meth:`CheckpointFiles.write_whole` writes is called until it is whole (its name, then this).
 _BEGUN = ".tmp"
-#: The file of a folder of checkpoints whose lock its run holds.
-RUN_LOCK = ".alexnet-run.lock"
 #: Seconds a run waits for another run's lock on its folder of checkpoints (one that ends, or is being relaunched).
 RUN_LOCK_PATIENCE = 60.0
 #: The keys of the epoch and step a checkpoint was written at.

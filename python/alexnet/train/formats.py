@@ -41,6 +41,8 @@ CHECKPOINT_FORMAT = 1
 #: The format of a checkpoint whose history records none (every one written before the format was recorded): read
 #: as format 1 (the few written before the momentum sum, which held Keras' velocity, cannot be told from them).
 UNRECORDED_FORMAT = 1
+#: The file of a folder of checkpoints whose lock its run holds (in a bucket, its lease).
+RUN_LOCK = ".alexnet-run.lock"
 
 
 def check_optimizer(reader: Any, latest: str, location: str, fs: Any, root: str) -> None:
@@ -84,6 +86,20 @@ def card_class_ids(fs: Any, root: str) -> list[str] | None:
         logger.debug("The card %s cannot be read: %s", path, error)
         return None
     return None if card is None else card.class_ids
+
+
+def check_model_dir(model_dir: str, checkpoint_dir: str | None) -> None:
+    """Refuse a ``model_dir`` (resolved) that is the folder of checkpoints of a run other than this one (whose
+    ``checkpoint_dir`` it is not): one of its checkpoints is there, or the lock (a lease) a run holds on it. The model
+    that run saved there belongs with those checkpoints, and this run's would replace it when it ends."""
+    if model_dir == checkpoint_dir:
+        return
+    listed, numbers = listed_checkpoints(open_filesystem(model_dir, what="model_dir"), fs_path(model_dir))
+    if numbers or RUN_LOCK in listed:
+        raise AlexnetError(
+            f"`model_dir` = {model_dir} is the folder of another training run's checkpoints, where that run saves its "
+            "model: this run's model would replace it. Give this run a `model_dir` of its own, or `checkpoint_dir` = "
+            f"{model_dir} to go on with that run.")
 
 
 def listed_checkpoints(fs: Any, root: str) -> tuple[list[str], dict[str, int]]:

@@ -104,6 +104,10 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
+    if values["model_dir"] is not None:
+        from .formats import check_model_dir
+
+        check_model_dir(values["model_dir"], values["checkpoint_dir"])
     if values["initial_model"] is not None:
         from .initial import check_architecture
 
