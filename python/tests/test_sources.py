@@ -1198,6 +1198,38 @@ def test_a_validation_tar_holding_an_image_twice_is_refused_as_the_training_tar_
     assert_nothing_uploaded(tmp_path / "board")
 
 
+@pytest.mark.parametrize("layout", ["archives", "parquet"])
+def test_validation_images_of_a_category_with_no_training_images_are_left_out_and_said(made, tmp_path, layout,
+                                                                                       caplog):
+    """A training tar (or training shards) without one category, whose validation images are there: they were left
+    out and nothing said so. (Kaggle's solution file labelling an image of no training folder is refused: it can be
+    edited, a validation tar cannot.)"""
+    src = copy_layout(made, layout, tmp_path)
+    gone = made["table"][-1]["id"]
+    if layout == "archives":
+        with tarfile.open(src / TRAIN_TAR) as tar, tarfile.open(tmp_path / "fewer.tar", "w") as fewer:
+            for member in tar.getmembers():
+                if member.name != f"{gone}.tar":
+                    fewer.addfile(member, tar.extractfile(member))
+        os.replace(tmp_path / "fewer.tar", src / TRAIN_TAR)
+    else:
+        label = len(made["table"]) - 1  # the synthetic categories are the first classes, in label order
+        for shard in sorted((src / "data").glob("train-*.parquet")):
+            rows = pq.read_table(shard)
+            kept = [k for k, v in enumerate(rows.column("label").to_pylist()) if v != label]
+            pq.write_table(rows.take(pa.array(kept, pa.int64())), shard, row_group_size=8)
+    board = tmp_path / "board"
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        report = imagenet_upload(src, board, workers=2)
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(said) == 1 and re.fullmatch(
+        rf"The validation images of 1 category with no training images in {src}(/data)? are left out \({gone}\): a "
+        "model trained on the board has no output for their categories", said[0]), said
+    assert gone not in report["uploaded"] and [r["id"] for r in table(board)] == [
+        r["id"] for r in made["table"][:-1]]
+    assert not (board / f"val-{gone}").exists()
+
+
 @pytest.mark.parametrize("compressed", [False, True])
 def test_a_training_tar_holding_a_category_twice_is_refused(made, tmp_path, compressed):
     """A category's tar twice in the training tar (an archive written to twice): which copy holds the category

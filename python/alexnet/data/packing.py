@@ -41,7 +41,7 @@ from ..storage.publish import publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
 from ..storage.zipformat import crc32, stored_zip
 from .images import MAX_PIXELS, check_image, own_pixel_limit
-from .parts import CRC_MISMATCH, NOT_A_FILE_NAME, Member, Members, Part, Source
+from .parts import CRC_MISMATCH, NOT_A_FILE_NAME, Kept, Member, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
@@ -380,12 +380,22 @@ class Uploader:
         if self.stopped is None:  # the board answered the states' reading
             self._run(pool, workdir, "train", None)
         if self.stopped is None:
-            kept = frozenset(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
+            kept = Kept(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
             self._run(pool, workdir, "val", kept)
+            trained = {w for (w, s) in self.results if s == "train"}
+            self._say_untrained(sorted(kept.asked_not_kept - trained))
         if self.stopped is None:  # stopped: the source's checks in the background are not waited for
             self.source.ready()
         if not self.failures and self.stopped is None:
             self.bar.finish()
+
+    def _say_untrained(self, wnids: list[str]) -> None:
+        """Say the categories ``wnids`` of validation images with no training images in the source: left out."""
+        if wnids:
+            log.warning("The validation images of %s with no training images in %s are left out (%s): a model "
+                        "trained on the board has no output for their categories", count_text(len(wnids), "category",
+                                                                                 "categories"),
+                        self.source.root, some_names(wnids))
 
 
 def _no_space(scratch: str | None) -> str:

@@ -127,6 +127,25 @@ def identity_of(entries: Iterable[tuple[str, int]], *extra: object) -> bytes:
     return (head + "".join(f"\0{name}\0{size}" for name, size in sorted(entries))).encode()
 
 
+class Kept(frozenset[str]):
+    """The categories whose validation images an upload takes: those it kept for training. A source asks
+    ``wnid in kept`` of each category of its validation images; the ones it asked about and were not kept are noted
+    (:attr:`asked_not_kept`), so that the upload can say which validation images had no training category."""
+
+    asked_not_kept: set[str]
+
+    def __new__(cls, wnids: Iterable[str]) -> Kept:
+        kept = super().__new__(cls, wnids)
+        kept.asked_not_kept = set()
+        return kept
+
+    def __contains__(self, wnid: object) -> bool:
+        found = super().__contains__(wnid)
+        if not found and isinstance(wnid, str):
+            self.asked_not_kept.add(wnid)
+        return found
+
+
 def wanted_parts(wnids: Iterable[str], split: str, wanted: Wanted, keep: frozenset[str] | None,
                  make: Callable[[str], Part]) -> Iterator[Part]:
     """The parts ``make(wnid)`` of ``wnids`` in sorted order that ``wanted`` wants (for validation, of ``keep``)."""
