@@ -54,6 +54,35 @@ def test_plan_checks_slots_categories_arguments_and_ports(board):
     assert job.check_slots(50, None) == 50
 
 
+def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no_spark(board, monkeypatch, capsys):
+    """The command line started Spark (seconds, a JVM) before the driver's checks of the board and the checkpoints,
+    which then refused the job."""
+    asked: list[int] = []
+
+    def slots() -> int:
+        asked.append(1)
+        return 2
+
+    with pytest.raises(AlexnetError, match="4 workers need at least 4 categories"):
+        job.plan_job(4, board, slots)
+    assert asked == [], "refused before the slots were asked for"
+    with pytest.raises(AlexnetError, match="3 workers need 3 task slots .* has 2"):
+        job.plan_job(3, board, slots)
+    assert job.plan_job(2, board, slots).workers == 2 and asked == [1, 1]
+
+    pytest.importorskip("pyspark")
+    from alexnet.cli import main
+    from alexnet.launch import spark
+
+    def no_session(*args, **kwargs):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(spark, "spark_session", no_session)
+    assert main(["spark-train", "--workers", "4", "--board", board]) == 2
+    err = capsys.readouterr().err
+    assert "alexnet spark-train: error: 4 workers need at least 4 categories" in err, err
+
+
 def test_plan_checks_the_schedule_with_alexnet_trains_defaults_before_the_board():
     nowhere = "/nowhere/board"  # never opened: the schedule is checked first
     with pytest.raises(AlexnetError, match="`image_size` has 3 sizes but `epochs` is 2"):

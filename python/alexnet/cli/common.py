@@ -389,20 +389,21 @@ def default_board(args: argparse.Namespace) -> str:
 
 @contextlib.contextmanager
 def spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
-    """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) stopped afterwards."""
+    """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) that the job starts once its
+    driver's checks have passed (:class:`~alexnet.launch.spark.SparkToStart`), stopped afterwards."""
     from pyspark.sql import SparkSession
 
-    from ..launch.spark import spark_session
+    from ..launch.spark import SparkToStart
 
     session = SparkSession.getActiveSession()
     if session is not None:
         yield session
         return
-    session = spark_session(master(args), app_name)
+    later = SparkToStart(master(args), app_name)
     try:
-        yield session
+        yield later
     finally:
-        session.stop()
+        later.stop()
 
 
 def master(args: argparse.Namespace) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..declare import declaration
@@ -14,7 +14,7 @@ from ..result import returns_result
 from ..train.settings import TrainSettings
 from .job import combine_job, plan_job
 from .options import LaunchOptions, TrainingJobOptions
-from .spark import barrier_slots, launch_job, spark_context
+from .spark import SparkToStart, barrier_slots, launch_job, spark_context
 from .work import row_of
 
 logger = logging.getLogger(__name__)
@@ -27,8 +27,13 @@ class SparkRun(list[dict[str, Any]]):
     evaluation: dict[str, Any] | None = None
 
 
-def _local(context: Any) -> bool:
-    return (context.master or "").startswith("local")
+def _driver(spark: Any) -> tuple[Callable[[], Any], bool]:
+    """What gives the SparkContext of ``spark`` (a :class:`~alexnet.launch.spark.SparkToStart` starts its session
+    when it is first called), and whether its master is local."""
+    if isinstance(spark, SparkToStart):
+        return spark.context, spark.local
+    context = spark_context(spark)
+    return (lambda: context), (context.master or "").startswith("local")
 
 
 def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | None = None, *,
@@ -46,10 +51,11 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     and its training settings (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker,
     ``image_size``, ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
     ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds those already checked
-    (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext; ``python`` the
-    worker's Python (default: the executor's); ``env`` extra environment variables for the worker processes;
-    ``timeout`` bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they
-    travel to the workers pickled).
+    (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext (or a
+    :class:`~alexnet.launch.spark.SparkToStart`, started once the checks below have passed); ``python`` the worker's
+    Python (default: the executor's); ``env`` extra environment variables for the worker processes; ``timeout``
+    bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they travel to the
+    workers pickled).
 
     With ``evaluate``, after the last epoch each worker scores the validation images of its partition with the
     model it holds (``crops``: 1, the centre crop, or 10), and the driver adds the counts: every category is in
@@ -77,10 +83,10 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
 
     The job's options, with their defaults:
     """
-    context = spark_context(spark)
-    plan = plan_job(workers, board, barrier_slots(context), kind="train", local_master=_local(context),
+    context, local = _driver(spark)
+    plan = plan_job(workers, board, lambda: barrier_slots(context()), kind="train", local_master=local,
                     settings=settings, **arguments)
-    run = launch_job(context, plan, callbacks=list(callbacks or []))
+    run = launch_job(context(), plan, callbacks=list(callbacks or []))
     digests = {row["history"].get("weights_sha256") for row in run.rows}
     if len(digests) > 1:
         logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
@@ -103,7 +109,8 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     :func:`alexnet.alexnet_model` (a worker without its file fetches it from its board, into the ``cache_dir`` given
     to :func:`alexnet.alexnet_model`, which it must be able to write, else its own user cache); a loaded
     ``keras.Model`` is an error.
-    ``spark`` is a SparkSession or SparkContext.
+    ``spark`` is a SparkSession or SparkContext (or a :class:`~alexnet.launch.spark.SparkToStart`, started once the
+    checks have passed).
 
     The same job as a training's: before anything runs, the checks of :func:`alexnet.launch.job.plan_job`, then,
     with ``probe``, a short job checks that the executors' Python imports alexnet and TensorFlow. While the
@@ -115,10 +122,10 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     ``options`` are, by name, the evaluation's (:class:`alexnet.model.options.EvaluationOptions`) and the launch
     options (:class:`alexnet.launch.options.LaunchOptions`), with their defaults:
     """
-    context = spark_context(spark)
-    plan = plan_job(workers, board, barrier_slots(context), kind="evaluate", model=model,
-                    local_master=_local(context), **options)
-    run = launch_job(context, plan)
+    context, local = _driver(spark)
+    plan = plan_job(workers, board, lambda: barrier_slots(context()), kind="evaluate", model=model,
+                    local_master=local, **options)
+    run = launch_job(context(), plan)
     evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds) or {}
     return {**evaluation, "attempt": run.attempt}
 

@@ -122,6 +122,32 @@ def slots_from(
     return max(1, int(default_parallelism) // max(1, int(task_cpus)))
 
 
+class SparkToStart:
+    """A Spark session on ``master`` that has not started yet: a job given it in place of a session starts it
+    (:meth:`context`) once the driver's checks have passed, so that a job refused starts no Spark. :meth:`stop`
+    stops the session it started."""
+
+    def __init__(self, master: str, app_name: str = "alexnet"):
+        self.master, self.app_name = master, app_name
+        self.session: Any = None
+
+    @property
+    def local(self) -> bool:
+        """Whether its master runs the executors on this machine (``local[...]``)."""
+        return self.master.startswith("local")
+
+    def context(self) -> Any:
+        """The SparkContext of its session (:func:`spark_session`), started on the first call."""
+        if self.session is None:
+            self.session = spark_session(self.master, self.app_name)
+        return self.session.sparkContext
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+
 def spark_context(spark: Any) -> Any:
     """The SparkContext of ``spark`` (a SparkSession or a SparkContext); an :class:`AlexnetError` otherwise."""
     context = getattr(spark, "sparkContext", spark)
