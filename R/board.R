@@ -203,7 +203,9 @@ as.data.frame.alexnet_categories <- function(x, row.names = NULL, optional = FAL
 #'   multi-worker run agree on their steps per epoch), `class_ids` and `class_names` (every category
 #'   of the board by label, which a model card records), `board` and `cache_dir` (resolved),
 #'   `categories_version` (the version of the `categories` pin read), `downloaded_bytes` and `seconds`
-#'   (of this fetch; 0 bytes when everything was cached). It prints as a short summary;
+#'   (of this fetch; 0 bytes when everything was cached), `left_out_at_upload` (the validation images of this
+#'   partition's categories the upload left out, which an evaluation of it says; `NULL` when the board does not say
+#'   or `validation = FALSE`). It prints as a short summary;
 #'   `as.data.frame()` gives one row per image.
 #' @examples
 #' if (alexnet_available()) {

@@ -162,6 +162,20 @@ def test_the_validation_images_the_upload_left_out_are_in_the_result_of_one_mach
     assert unknown["left_out_at_upload"] is None and evaluate_row(unknown)["left_out_at_upload"] == -1
     assert combine_shares([rows[0], evaluate_row(unknown)], 1.0)["left_out_at_upload"] is None
     assert "left out at upload" not in evaluation_summary(unknown)
+    # a training that ends with its evaluation scores each worker's partition, as imagenet_partition() fetched it:
+    # its count was dropped on the way, and the evaluation said nothing of the images left out
+    from alexnet.data.fetch import imagenet_partition
+    from alexnet.launch.evaluation import score_share, validation_of
+    from alexnet.launch.task import Evaluation, Task
+
+    task = Task(kind="train", board=board, workers=3, evaluation=Evaluation())
+    parts = [imagenet_partition(k, 3, board, cache_dir=cache) for k in range(3)]
+    trained = [evaluate_row(score_share(str(model_dir), k, 3, task, data=validation_of(part)))
+               for k, part in enumerate(parts)]
+    assert combine_shares(trained, 1.0)["left_out_at_upload"] == 2
+    none_to_score = {**validation_of(parts[0]), "val_image": [], "val_label": [], "left_out_at_upload": 2}
+    empty = score_share(str(model_dir), 0, 3, task, data=none_to_score)
+    assert empty["images"] == 0 and empty["left_out_at_upload"] == 2, "a worker with nothing to score still counts"
 
 
 def test_labels_outside_the_models_classes_are_refused_before_scoring(setup):

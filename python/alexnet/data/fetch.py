@@ -123,9 +123,11 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
     ``val_label``, ``val_category`` (this partition's validation images, empty when the board has none or
     ``validation`` is false), ``partition``, ``total``, ``partition_sizes`` and ``val_partition_sizes``
     (training and validation images of every partition, in partition order), ``board``, ``cache_dir``,
-    ``downloaded_bytes`` and ``seconds``; and for the model's card, ``class_ids`` and ``class_names`` (the id and
-    name of every category of the board, by global index) and ``categories_version`` (the version of the board's
-    ``categories`` pin, ``None`` when the board does not tell it).
+    ``downloaded_bytes`` and ``seconds``; ``left_out_at_upload`` (the validation images of this partition's
+    categories the upload left out, as the board's ``bad_images`` pin names them, which an evaluation of the
+    partition says; None when the board does not say or ``validation`` is false); and for the model's card,
+    ``class_ids`` and ``class_names`` (the id and name of every category of the board, by global index) and
+    ``categories_version`` (the version of the board's ``categories`` pin, ``None`` when the board does not tell it).
     """
     share = declaration.check(PartitionOptions, {"partition": partition, "total": total}, "imagenet_partition()")
     partition, total = check_partition(share.partition, share.total)
@@ -152,6 +154,7 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
         "class_ids": [r["id"] for r in rows], "class_names": [r["name"] or r["id"] for r in rows],
         "categories_version": version,
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
+        "left_out_at_upload": layout.left_out_at_upload(opened, "val", wnids) if validation else None,
     })
     return result
 

@@ -166,11 +166,19 @@ def score_share(model: Any, index: int, workers: int, task: Task, *, data: Mappi
         "fetch_workers": task.options.fetch_workers}
     if data is not None and not len(data.get("val_image") or []):
         logger.info("Worker %d of %d holds no validation images: nothing to score.", index, workers)
-        return {"worker": int(index), "workers": int(workers), **empty_share(options.crops)}
+        return {"worker": int(index), "workers": int(workers), **empty_share(options.crops),
+                "left_out_at_upload": data.get("left_out_at_upload")}
     reporter = _Reporter(progress_writer(task.progress), index, workers) if task.progress else None
     with watch_progress(reporter) if reporter is not None else contextlib.nullcontext():
         result = alexnet_evaluate(model, **where, **dataclasses.asdict(options))
     return {"worker": int(index), "workers": int(workers), **result}
+
+
+def validation_of(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What an evaluation of a partition ``data`` (:func:`alexnet.imagenet_partition`'s) takes of it: its validation
+    images, their labels, the number of classes, and how many of its validation images the upload left out."""
+    return {"val_image": list(data["val_image"]), "val_label": list(data["val_label"]),
+            "num_classes": data["num_classes"], "left_out_at_upload": data.get("left_out_at_upload")}
 
 
 def empty_share(crops: int) -> dict[str, Any]:

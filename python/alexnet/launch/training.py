@@ -24,7 +24,7 @@ from ..checks import as_int
 from ..errors import AlexnetError, KeptWarnings
 from ..train.cluster import tf_config
 from ..train.settings import TrainSettings
-from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share
+from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share, validation_of
 from .task import Evaluation, Task
 
 if TYPE_CHECKING:
@@ -228,8 +228,7 @@ def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: 
     model is: its copy for inference with its ``card`` beside it (every worker makes the copy at the same point)."""
     from ..model.saved import inference_copy, write_card
 
-    validation = {"val_image": list(data["val_image"]), "val_label": list(data["val_label"]),
-                  "num_classes": data["num_classes"]}
+    validation = validation_of(data)
     with inference_copy(model) as local:
         write_card(local, card)
         return score_share(local, index, workers, task, data=validation)
