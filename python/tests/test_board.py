@@ -319,7 +319,52 @@ def test_writers_of_a_folder_boards_manifest_at_the_same_time_keep_each_others_e
     assert set(listed) == {"categories"} | {f"{tag}{i}" for tag in ("a", "b") for i in range(20)}
     assert listed["a7"] == ["a7/20200101T000000Z-abcde/"]
     assert open_board(folder).pin_names() == [], "the manifest's lock is no pin"
-    assert sorted(p.name for p in folder.iterdir() if p.name != ".alexnet-manifest.lock") == ["_pins.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == ["_pins.yaml"], "the lock is gone with its last holder"
+
+
+def test_python_pins_reads_a_folder_board_written_here(tmp_path):
+    """The manifest's lock stayed at the board's root, which Python's pins takes for a pin: its pin_search() of a
+    board this package had written failed ("Not a directory: .../.alexnet-manifest.lock/..."). The lock an older
+    version left is deleted by the next write."""
+    import pins
+
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+    from alexnet.storage.board import MANIFEST_LOCK
+
+    src = imagenet_synthetic(tmp_path / "src", classes=2, images_per_class=3, val_per_class=1, max_side=32)["path"]
+    folder = tmp_path / "board"
+    imagenet_upload(src, folder)
+    names = open_board(folder).pin_names()
+    assert {"categories", "bad_images"} <= set(names) and len(names) > 2
+    assert sorted(pins.board_folder(str(folder)).pin_search()["name"]) == sorted(names)
+    (folder / MANIFEST_LOCK).write_text("")  # an older version's
+    open_board(folder, write=True).write_manifest({"categories": "20200101T000000Z-abcde"})
+    assert not (folder / MANIFEST_LOCK).exists()
+    assert sorted(pins.board_folder(str(folder)).pin_search()["name"]) == sorted(names)
+
+
+def test_a_lock_deleted_by_its_holder_is_taken_anew_by_the_one_that_waited(tmp_path):
+    """A waiter whose lock is on the file its holder deleted as it let go holds no lock on the name: it opens the new
+    file and locks that, so that it and a third holder never hold the name at once."""
+    from alexnet.storage.locking import hold_lock
+
+    path = str(tmp_path / "lock")
+    first = hold_lock(path, patience=None, remove=True)
+    waited: list[object] = []
+    second = threading.Thread(target=lambda: waited.append(hold_lock(path, patience=None, remove=True)))
+    second.start()
+    time.sleep(0.3)
+    assert waited == [], "it waits for the first"
+    first()
+    second.join(5)
+    assert len(waited) == 1 and os.path.exists(path), "it holds the file now at the name"
+    from alexnet.storage.locking import Busy
+
+    with pytest.raises(Busy):
+        hold_lock(path, patience=0.2, remove=True)  # the name is held: a third waits
+    waited[0]()
+    assert not os.path.exists(path)
 
 
 @pytest.mark.parametrize("kind", ["gs", "s3"])

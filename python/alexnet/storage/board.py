@@ -29,13 +29,15 @@ from .locking import file_lock
 from .transfer import DISK_FULL
 
 MANIFEST = "_pins.yaml"
-#: What this package keeps at a folder board's root besides the pins, hidden (R's pins lists no hidden folder): the
-#: lock taken while the manifest is rewritten and its next text, folders that become a pin's version once whole (both
-#: renamed into place), a file that checks that the board can be written. :meth:`Board.pin_names` leaves them out.
+#: What this package makes at a folder board's root besides the pins while it writes, hidden (R's pins lists no hidden
+#: folder): the lock taken while the manifest is rewritten and its next text, folders that become a pin's version once
+#: whole (both renamed into place), a file that checks that the board can be written. None stays once written (Python's
+#: pins takes every name at the root for a pin). :meth:`Board.pin_names` leaves them out.
 OWN_PREFIX = ".alexnet-"
+#: The manifest's lock: deleted by its holder as it lets go (one that older versions left is deleted by the next write).
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
-#: How what a writer killed half way leaves at a folder board's root begins (all of :data:`OWN_PREFIX`'s but the lock,
-#: which stays): removed once unchanged for a day (:func:`sweep_left`).
+#: How what a writer killed half way leaves at a folder board's root begins (all of :data:`OWN_PREFIX`'s but the lock):
+#: removed once unchanged for a day (:func:`sweep_left`).
 LEFT_PREFIXES = (f"{OWN_PREFIX}version-", f"{OWN_PREFIX}probe-", f"{OWN_PREFIX}{MANIFEST}-")
 
 
@@ -186,7 +188,7 @@ class Board:
             self.fs.pipe_file(self.path(MANIFEST), merged().encode())
             return
         try:
-            with file_lock(os.path.join(self.location, MANIFEST_LOCK)):
+            with file_lock(os.path.join(self.location, MANIFEST_LOCK), remove=True):
                 _replace_file(os.path.join(self.location, MANIFEST), merged())
         except OSError as err:
             if err.errno in DISK_FULL:
