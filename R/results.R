@@ -98,6 +98,13 @@ print.alexnet_partition <- function(x, ...) {
   where <- c(if (!is.null(x$board)) paste("board", without_passwords(x$board)),
              if (!is.null(x$cache_dir)) paste("cache", x$cache_dir))
   if (length(where)) cat("From ", paste(where, collapse = ", "), "\n", sep = "")
+  if (!is.null(x$downloaded_bytes)) {
+    cat(if (x$downloaded_bytes > 0) {
+      sprintf("Downloaded %s in %.1f s", format_bytes(x$downloaded_bytes), if (is.null(x$seconds)) 0 else x$seconds)
+    } else {
+      "Nothing downloaded: every category was in the cache"
+    }, "\n", sep = "")
+  }
   invisible(x)
 }
 

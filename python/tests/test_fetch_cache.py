@@ -252,7 +252,7 @@ def test_a_full_cache_disk_ends_the_fetch_at_once_with_what_to_do(board, tmp_pat
         f"fetching into the cache {cache} stopped: its disk is full (No space left on device): give `cache_dir` a "
         f"folder on a disk with room for {zips} zips more ({size:.1f} MB), and {two:.1f} MB more while they are "
         "fetched (2 downloads at once, each zip beside its extraction), or free some space, or fetch fewer zips at "
-        "once (`workers`; an evaluation's or a Spark job's `fetch_workers`); fetching again resumes, "
+        "once (`workers`; an evaluation's or a Spark job's `fetch_workers`); then fetching again resumes, "
         f"0 of {zips} zips are in the cache")
     assert not isinstance(raised.value, BoardError)
     assert 1 <= len(calls) <= 2 and len(set(calls)) == len(calls), "tried once each, the ones under way only"
@@ -318,7 +318,7 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     assert str(raised.value) == (
         f"fetching into the cache {cache} stopped: {cache / 'train' / wnid} cannot be written (Operation not "
         "permitted): give `cache_dir` a folder this process may write (or leave `cache_dir` unset for the user "
-        f"cache); fetching again resumes, {zips - 1} of {zips} zips are in the cache")
+        f"cache); then fetching again resumes, {zips - 1} of {zips} zips are in the cache")
     assert "a folder this process may write (or leave `--cache-dir` unset" in help_as_said("fetch", str(raised.value))
     monkeypatch.undo()
 
@@ -352,6 +352,29 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     with pytest.raises(AlexnetError, match=rf"^category {wnid}: the file it was being downloaded to{said}") as got:
         imagenet_partition(0, 1, board, cache_dir=cache)
     assert not isinstance(got.value, BoardError), "the board is not to blame"
+
+
+def test_a_cached_copy_fetched_again_says_why(board, tmp_path, caplog):
+    """A damaged copy (a file cut short, or gone) was fetched again without a word unless `verify` found it, and a
+    category the board holds in another version replaced its copy without a word: a user could tell neither from the
+    other."""
+    cache = tmp_path / "cache"
+    first = imagenet_partition(0, 1, board, cache_dir=cache)
+    damaged, gone, other = first["categories"][:3]
+    image = next(p for p in (cache / "train" / damaged).iterdir() if not p.name.startswith("."))
+    image.write_bytes(image.read_bytes()[:10])
+    next(p for p in (cache / "train" / gone).iterdir() if not p.name.startswith(".")).unlink()
+    marker = cache / "train" / other / cache_module.MARKER  # as a category uploaded again leaves the copy
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "sha256": "0" * 64}))
+    with caplog.at_level("INFO", logger="alexnet"):
+        again = imagenet_partition(0, 1, board, cache_dir=cache)
+    said = [r.getMessage() for r in caplog.records if "fetching" in r.getMessage() and "category" in r.getMessage()]
+    assert sorted(said) == sorted([
+        *(f"category {wnid}: the cached copy is damaged or incomplete (a file missing or of another size, or a "
+          "CRC-32 that differs); fetching it again" for wnid in (damaged, gone)),
+        f"category {other}: the board holds another version of it than the cache's copy (uploaded again since): "
+        "fetching it in place of that copy"]), said
+    assert again["image"] == first["image"] and image.stat().st_size > 10
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting a tmpfs takes root")
@@ -397,15 +420,18 @@ def test_a_complete_cache_on_a_read_only_disk_is_read(board, tmp_path):
     half = tmp_path / "half"  # one of two partitions fetched, then shared read-only: the other cannot be fetched
     imagenet_partition(0, 2, board, cache_dir=half)
     shared.mkdir(exist_ok=True)
-    subprocess.run(["mount", "--bind", str(half), str(shared)], check=True)
-    try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(shared)], check=True)
-        assert imagenet_partition(0, 2, board, cache_dir=shared)["downloaded_bytes"] == 0
-        with pytest.raises(AlexnetError, match=rf"^fetching into the cache {shared} stopped: {shared}/\.tmp\S* cannot "
-                                               r"be written \(Read-only file system\): give `cache_dir` a folder"):
-            imagenet_partition(1, 2, board, cache_dir=shared)
-    finally:
-        subprocess.run(["umount", str(shared)], check=True)
+    for without_tmp in (False, True):  # its .tmp copied with it, or not: the fetch failed in a FileNotFoundError
+        if without_tmp:
+            shutil.rmtree(half / cache_module.TMP)
+        subprocess.run(["mount", "--bind", str(half), str(shared)], check=True)
+        try:
+            subprocess.run(["mount", "-o", "remount,ro,bind", str(shared)], check=True)
+            assert imagenet_partition(0, 2, board, cache_dir=shared)["downloaded_bytes"] == 0
+            with pytest.raises(AlexnetError, match=rf"^fetching into the cache {shared} stopped: {shared} cannot be "
+                                                   r"written \(Read-only file system\): give `cache_dir` a folder"):
+                imagenet_partition(1, 2, board, cache_dir=shared)
+        finally:
+            subprocess.run(["umount", str(shared)], check=True)
 
 
 def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monkeypatch):

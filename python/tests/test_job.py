@@ -66,7 +66,7 @@ def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no
     with pytest.raises(AlexnetError, match="4 workers need at least 4 categories"):
         job.plan_job(4, board, slots)
     assert asked == [], "refused before the slots were asked for"
-    with pytest.raises(AlexnetError, match="3 workers need 3 task slots .* has 2"):
+    with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2"):
         job.plan_job(3, board, slots)
     assert job.plan_job(2, board, slots).workers == 2 and asked == [1, 1]
 

@@ -39,12 +39,19 @@ test_that("a synthetic ImageNet, an upload and a partition: the command line say
   expect_identical(said[-(1:3)], c("1 bad image left out:", "  n01440764/t.JPEG: empty file",
                                    "1 category left out under `min_images`: n09 (2)", "2 older versions deleted"))
 
-  partition <- py_result('{"image": ["/c/n01/a.JPEG", "/c/n01/b.JPEG"], "category": ["n01", "n01"],
-    "categories": ["n01"], "label": [0, 0], "num_classes": 4, "val_image": [], "partition": 1, "total": 2,
-    "board": "/boards/imagenet", "cache_dir": "/c"}')
-  expect_identical(cli_lines("alexnet.cli.data", "partition_summary", partition),
-                   capture.output(print(alexnet:::new_alexnet_partition(alexnet:::simplify_py(
-                     reticulate::py_to_r(partition))))))
+  # a partition made by hand, and fetched ones: what was downloaded, or nothing (the cache held it all)
+  for (fetched in c("", ', "downloaded_bytes": 2345678, "seconds": 1.25', ', "downloaded_bytes": 0, "seconds": 0.01')) {
+    partition <- py_result(paste0('{"image": ["/c/n01/a.JPEG", "/c/n01/b.JPEG"], "category": ["n01", "n01"],
+      "categories": ["n01"], "label": [0, 0], "num_classes": 4, "val_image": [], "partition": 1, "total": 2,
+      "board": "/boards/imagenet", "cache_dir": "/c"', fetched, '}'))
+    printed <- capture.output(print(alexnet:::new_alexnet_partition(alexnet:::simplify_py(
+      reticulate::py_to_r(partition)))))
+    expect_identical(cli_lines("alexnet.cli.data", "partition_summary", partition), printed)
+    expect_identical(printed[3], c(NA, "Downloaded 2.3 MB in 1.2 s",
+                                   "Nothing downloaded: every category was in the cache")[match(fetched, c(
+                                     "", ', "downloaded_bytes": 2345678, "seconds": 1.25',
+                                     ', "downloaded_bytes": 0, "seconds": 0.01'))])
+  }
   # a board's validation images fetched alone: all of them, or a share
   for (share in c('"partition": 0, "total": 1, "left_out_at_upload": 2', '"partition": 1, "total": 3')) {
     validation <- py_result(paste0('{"val_image": ["/c/n01/v1.JPEG", "/c/n02/v2.JPEG"], "val_label": [0, 1],

@@ -100,6 +100,9 @@ def partition_summary(r: dict[str, Any]) -> str:
              if r.get(key) is not None]
     if where:
         lines.append(f"From {', '.join(where)}")
+    if r.get("downloaded_bytes") is not None:  # a fetch's: what came from the board, and whether the cache held it all
+        lines.append(f"Downloaded {size_text(r['downloaded_bytes'])} in {float(r.get('seconds') or 0):.1f} s"
+                     if r["downloaded_bytes"] else "Nothing downloaded: every category was in the cache")
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ that files another process has been handed stay where they are.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -182,6 +183,29 @@ def _room_text(left: Sequence[ZipItem], workers: int) -> str:
             f"fetched ({count_text(min(workers, len(left)), 'download')} at once, each zip beside its extraction)")
 
 
+def _say_why_fetched_again(item: ZipItem) -> None:
+    """Say why ``item``, of which the cache holds a copy (its marker), is fetched: the board holds another zip of it
+    (a category uploaded again), or the copy is damaged or incomplete. Nothing when the cache holds none."""
+    marker = cache.read_marker(item.dest)
+    if marker is None:
+        return
+    if marker.get("sha256") != item.sha256:
+        log.info("%s: the board holds another version of it than the cache's copy (uploaded again since): fetching "
+                 "it in place of that copy", item.what)
+    else:
+        log.warning("%s: the cached copy is damaged or incomplete (a file missing or of another size, or a CRC-32 "
+                    "that differs); fetching it again", item.what)
+
+
+def _refusing_folder(path: str, root: str) -> str:
+    """The folder that refused the write of ``path`` in the cache ``root``: the nearest that exists, the cache itself
+    for the fetch's own folders in its ``.tmp``."""
+    folder = path
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return root if inside(folder, os.path.join(root, cache.TMP)) else folder
+
+
 def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int,
                  workers: int) -> AlexnetError:
     """What to do when the cache ``root`` cannot take the zips ``left`` (fetched ``workers`` at once): its disk is
@@ -194,9 +218,9 @@ def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int
         if error.filename2 and inside(where, os.path.join(root, cache.TMP)):
             # a finished extraction moved into place from the fetch's own folder: the folder it goes to refused it
             where = os.path.dirname(os.fspath(error.filename2))
-        what = (f"{where} cannot be written ({reason(error)}): give `cache_dir` a folder this process "
-                "may write (or leave `cache_dir` unset for the user cache)")
-    return AlexnetError(f"fetching into the cache {root} stopped: {what}; fetching again resumes, {cached} of "
+        what = (f"{_refusing_folder(where, root)} cannot be written ({reason(error)}): give `cache_dir` a folder this "
+                "process may write (or leave `cache_dir` unset for the user cache)")
+    return AlexnetError(f"fetching into the cache {root} stopped: {what}; then fetching again resumes, {cached} of "
                         f"{count_text(total, 'zip')} are in the cache")
 
 
@@ -222,6 +246,10 @@ def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int, wo
         folder = make_scratch(cache.FETCH_PREFIX, os.path.join(root, cache.TMP))
     except OSError as error:
         disk = disk_error(error, root)
+        if disk is None and isinstance(error, FileNotFoundError) and not os.access(root, os.W_OK):
+            # a cache opened as it is, read-only, that has no .tmp: the cache refuses the fetch's folder
+            code = errno.EROFS if os.statvfs(root).f_flag & os.ST_RDONLY else errno.EACCES
+            disk = OSError(code, os.strerror(code), root)
         if disk is None:
             raise
         raise _disk_failed(root, disk, left, cached, total, workers) from error
@@ -248,8 +276,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         seen[item.key] = cache.marker_stamp(item.dest)
         cached = cache.cached_files(item.dest, item.sha256, verify=verify)
         if cached is None:
-            if verify and cache.read_marker(item.dest) is not None:
-                log.warning("%s: the cached copy is damaged or incomplete; fetching it again", item.what)
+            _say_why_fetched_again(item)
             todo.append(item)
         else:
             files[item.key] = cached
