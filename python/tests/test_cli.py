@@ -809,6 +809,63 @@ def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch,
     assert monitor.SAID_AS is None
 
 
+FORCED_CTRL_C = """
+import os, signal, sys, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal
+from alexnet import progress
+drawn = progress._Bar.display
+fired = []
+
+def display(self, *args, **kwargs):
+    frame, recording = sys._getframe(1), False
+    while frame is not None:
+        recording, frame = recording or frame.f_code.co_name == "_record", frame.f_back
+    if recording and not fired and threading.current_thread().name != "alexnet-upload_0":
+        fired.append(threading.current_thread().name)
+        sys.stderr.write(f"Ctrl-C while {fired[0]} draws the bar\\n")
+        os.kill(os.getpid(), signal.SIGINT)  # handled at the main thread's next bytecode: inside the drawing below
+    return drawn(self, *args, **kwargs)
+
+made = progress._Bar.__init__
+
+def __init__(self, *args, **kwargs):  # every move drawn: an upload of small categories ends in a second
+    made(self, *args, **{**kwargs, "mininterval": 0, "miniters": 1})
+
+progress._Bar.__init__ = __init__
+progress._Bar.display = display
+from alexnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_the_bar_is_drawn_ends_the_upload(tmp_path):
+    """Ctrl-C landing while the main thread drew the bar (it recorded the categories it skipped) left tqdm's lock held:
+    the packing threads waited for it to draw the bar, the pool's end waited for them, and the upload hung for ever.
+    The main thread now only waits for the thread that reads the source."""
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    src, board = tmp_path / "src", tmp_path / "board"
+    imagenet_synthetic(src, classes=12, images_per_class=40, val_per_class=0, max_side=160, seed=4)
+    imagenet_upload(src, board)
+    for category in sorted(board.glob("n*"))[::2]:  # every other category to upload again, the others skipped
+        category.rename(tmp_path / category.name)
+    script = tmp_path / "forced.py"
+    script.write_text(FORCED_CTRL_C)
+    proc = subprocess.Popen([sys.executable, str(script), "upload", str(src), "--board", str(board), "--workers", "2"],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "ALEXNET_PROGRESS": "1"})
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the upload hung after its Ctrl-C: {err[-1500:]}")
+    assert "Ctrl-C while " in err and proc.returncode == 130, err[-2000:]
+    assert "Ctrl-C while MainThread draws" not in err, "the main thread draws no bar"
+    assert err.rstrip().endswith("alexnet upload: interrupted; the same command run again skips the categories "
+                                 "already uploaded"), err[-2000:]
+
+
 def test_ctrl_c_during_an_upload_says_it_finishes_the_categories_under_way(tmp_path):
     """After Ctrl-C the upload waited, silent, for the categories being packed (12 s in a review) before its line."""
     from alexnet.data.synthetic import imagenet_synthetic

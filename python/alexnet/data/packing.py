@@ -201,6 +201,8 @@ class Uploader:
         self.prints: dict[str, str] = {}
         #: the first error that said the board does not answer: no part is started after it
         self.stopped: BaseException | None = None
+        #: set by Ctrl-C: no part is read or started after it, those under way are finished
+        self.interrupted = threading.Event()
 
     def _record(self, part: Part, result: Result, source_bytes: int) -> None:
         with self.lock:
@@ -278,10 +280,13 @@ class Uploader:
         in_flight = self.workers + 2
         slots = threading.BoundedSemaphore(in_flight)
         for part in self.source.parts(split, self._wanted, keep, workdir):
-            if self.stopped is not None:  # the board stopped answering: no more parts read, none started
+            if self.stopped is not None or self.interrupted.is_set():  # no more parts read, none started
                 break
             self.source.ready(wait=False)  # a check that failed in the background stops the reading
             slots.acquire()
+            if self.interrupted.is_set():  # Ctrl-C while this part waited for a slot: it is not started
+                slots.release()
+                break
             try:
                 self.bar.start()
                 members = part.open()
@@ -330,12 +335,7 @@ class Uploader:
             with quiet_pins(), own_pixel_limit(), scratch_folder("alexnet-upload-", self.scratch) as workdir, \
                     contextlib.closing(self.bar), \
                     ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="alexnet-upload") as pool:
-                try:
-                    self._run_all(pool, workdir)
-                except KeyboardInterrupt:  # the pool's end waits for the parts under way: said, not silent
-                    log.warning("Interrupted: finishing the categories under way, which the next upload skips "
-                                "(Ctrl-C again stops at once).")
-                    raise
+                self._in_thread(partial(self._run_all, pool, workdir))
         except OSError as err:  # the scratch folder, or a category or spool file of the reading thread
             if not disk_full(err):
                 raise
@@ -370,6 +370,36 @@ class Uploader:
                 "categories pin was not written, so the board is not yet complete; "
                 + (f"{_no_space(self.scratch)}, then " if full else "") + "run imagenet_upload() again to finish")
 
+    def _in_thread(self, work: Callable[[], None]) -> None:
+        """``work()`` in a thread of its own, the main thread only waiting for it.
+
+        Python raises KeyboardInterrupt (Ctrl-C) in the main thread between any two bytecodes: in a lock's acquire
+        loop, or while tqdm draws the bar holding its write lock (``tqdm.refresh`` has no ``finally``), it left that
+        lock held for ever, and the packing threads that draw the bar or log waited for it while the pool's end
+        waited for them: the upload hung. Here it interrupts ``Thread.join``, which holds no lock; the thread that
+        reads the source then starts no other part and ends once those under way have ended."""
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as error:  # raised in the main thread
+                failed.append(error)
+
+        # a daemon: a second Ctrl-C ends the process without waiting for it
+        thread = threading.Thread(target=run, name="alexnet-upload-read", daemon=True)
+        thread.start()
+        try:
+            thread.join()
+        except KeyboardInterrupt:  # said, not silent: the categories under way are finished
+            self.interrupted.set()
+            log.warning("Interrupted: finishing the categories under way, which the next upload skips "
+                        "(Ctrl-C again stops at once).")
+            thread.join()
+            raise
+        if failed:
+            raise failed[0]
+
     def _run_all(self, pool: ThreadPoolExecutor, workdir: str) -> None:
         """The board's states read, then the training parts, then the validation parts, then the source's checks."""
         try:
@@ -377,16 +407,16 @@ class Uploader:
         except Exception as err:
             if not self._stop(err):
                 raise
-        if self.stopped is None:  # the board answered the states' reading
+        if self.stopped is None and not self.interrupted.is_set():  # the board answered the states' reading
             self._run(pool, workdir, "train", None)
-        if self.stopped is None:
+        if self.stopped is None and not self.interrupted.is_set():
             kept = Kept(w for (w, s), r in self.results.items() if s == "train" and r.status != "excluded")
             self._run(pool, workdir, "val", kept)
             trained = {w for (w, s) in self.results if s == "train"}
             self._say_untrained(sorted(kept.asked_not_kept - trained))
-        if self.stopped is None:  # stopped: the source's checks in the background are not waited for
+        if self.stopped is None and not self.interrupted.is_set():  # the checks in the background not waited for
             self.source.ready()
-        if not self.failures and self.stopped is None:
+        if not self.failures and self.stopped is None and not self.interrupted.is_set():
             self.bar.finish()
 
     def _say_untrained(self, wnids: list[str]) -> None:
