@@ -8,6 +8,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -180,7 +181,7 @@ def test_an_https_board_on_a_slow_link_is_fetched_however_long_the_bytes_keep_mo
 def test_an_https_board_silent_in_the_middle_of_a_download_is_named(served, short_total, monkeypatch, tmp_path):
     from alexnet.storage import location
 
-    monkeypatch.setattr(location, "_SILENT_TIMEOUT", 0.5)
+    monkeypatch.setattr(location, "SILENT_TIMEOUT", 0.5)
     with http_server(served, trickle=Trickle(pieces=4, silent=30)) as url:  # a first quarter, then nothing
         board = f"{url}/board"
         with pytest.raises(BoardError) as err:
@@ -190,12 +191,32 @@ def test_an_https_board_silent_in_the_middle_of_a_download_is_named(served, shor
                               "from socket): fetching again resumes; 0 of 2 zips are in the cache")
 
 
+def test_downloads_that_wait_for_a_byte_say_so_and_say_when_bytes_come_again(served, short_total, monkeypatch,
+                                                                             tmp_path, caplog):
+    """A board that keeps its connections open and silent is given up on after minutes (each request waits for its
+    silent socket, then is tried again): the fetch's bar stood still and nothing was said for 6 minutes."""
+    from alexnet.storage import fetch
+
+    monkeypatch.setattr(fetch, "STALL_SAID", 0.6)
+    with http_server(served, trickle=Trickle(pieces=3, pause=1.5)) as url, caplog.at_level("INFO", logger="alexnet"):
+        imagenet_partition(0, CLASSES, f"{url}/board", cache_dir=tmp_path / "cache", workers=1, retries=0)
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.fetch"]
+    stalled = [m for m in said if "no byte has come" in m]
+    assert stalled and stalled[0].startswith(
+        f"fetch 0/{CLASSES}: no byte has come from {url}/board for 1 s (1 download under way): it may have stopped "
+        "answering; each request waits up to 30 s for a silent connection and is tried again, so giving up on it "
+        "can take a few minutes (Ctrl-C stops; the same fetch run again resumes)"), said
+    again = [m for m in said if "again, after" in m]
+    assert len(again) == len(stalled) and re.fullmatch(
+        rf"fetch 0/{CLASSES}: bytes come from {re.escape(url)}/board again, after [12] s without any", again[0]), said
+
+
 def test_s3_sends_a_request_to_a_silent_endpoint_as_many_times_as_declared(monkeypatch):
     """botocore's ``max_attempts`` counts the retries, not the attempts: a silent S3 endpoint was sent 8 requests (4
     minutes of silent sockets), not the declared 6."""
     from alexnet.storage import location
 
-    monkeypatch.setattr(location, "_SILENT_TIMEOUT", 0.2)
+    monkeypatch.setattr(location, "SILENT_TIMEOUT", 0.2)
     with silent_listener(answered=1) as (url, taken):  # answers the first look, then hangs
         board = point_at(monkeypatch, "s3", url)
         with pytest.raises(BoardError, match=f"^cannot reach board {board}: ReadTimeoutError: "):
@@ -360,8 +381,11 @@ def test_the_retries_help_says_the_time_a_silent_board_is_given():
     for declaration in (FetchOptions, UploadOptions):
         said = specs(declaration)["retries"].help
         assert (f"their waits doubling from about 0.5 s (a board that does not answer at all is given up on once "
-                f"they are used, or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first;"
-                ) in " ".join(said.split()), said
+                f"they are used, or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first, "
+                "a few minutes when it keeps its connections open without a word") in " ".join(said.split()), said
+    from alexnet.storage.fetch import STALL_SAID
+
+    assert f"said after {STALL_SAID:.0f} s without a byte" in specs(FetchOptions)["retries"].help
 
 
 def test_a_checkpoints_bucket_down_for_a_minute_does_not_end_the_run(monkeypatch, caplog):

@@ -125,8 +125,8 @@ class UploadOptions:
                                   check=check_scratch, metavar="FOLDER")
     retries: int = setting(3, "count", "attempts after the first for each transient error of the board, their waits "
                            "doubling from about 0.5 s (a board that does not answer at all is given up on once they "
-                           "are used, or about 30 s after it stopped if that comes first; the same upload run again "
-                           "then resumes)", minimum=0)
+                           "are used, or about 30 s after it stopped if that comes first, a few minutes when it keeps "
+                           "its connections open without a word; the same upload run again then resumes)", minimum=0)
     val_share: float = setting(0.0, "number", "for a folder of category folders, which holds no validation images: "
                                "about this share of each category's images held out as its validation images, each "
                                "image by a hash of its name, so that the same ones stay held out when photos are "
@@ -178,8 +178,9 @@ class FetchOptions:
                            "reads every file) and fetch a damaged category again; off, names and sizes are checked")
     retries: int = setting(3, "count", "attempts after the first for each download that fails for a transient reason, "
                            "their waits doubling from about 0.5 s (a board that does not answer at all is given up on "
-                           "once they are used, or about 30 s after it stopped if that comes first; the same fetch run "
-                           "again then resumes)", minimum=0)
+                           "once they are used, or about 30 s after it stopped if that comes first, a few minutes when "
+                           "it keeps its connections open without a word, said after 30 s without a byte; the same "
+                           "fetch run again then resumes)", minimum=0)
     validation: bool = setting(True, "flag", "also fetch the partition's validation images", option=None)
 
 

@@ -35,6 +35,7 @@ from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
 from .board import Board
+from .location import SILENT_TIMEOUT
 from .locking import file_lock, holder_of
 from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, inside, unreachable
 
@@ -131,14 +132,73 @@ def _check_extracted(item: ZipItem, names: list[str]) -> None:
                              f"damaged, and is not used; {again}")
 
 
+#: Seconds without a byte from the board, while downloads are under way, before a fetch says that it waits for one.
+STALL_SAID = 30.0
+
+
+class _Stalls:
+    """Says when the downloads under way have had no byte from the board for :data:`STALL_SAID` seconds (a board
+    that keeps its connections open without answering is given up on only after minutes: each request waits for its
+    silent socket, then is tried again), and when bytes come again. Time spent waiting for another process's
+    category is no download."""
+
+    def __init__(self, desc: str, location: str):
+        self.desc, self.location = desc, location
+        self.lock = threading.Lock()
+        self.active, self.last, self.said = 0, time.monotonic(), 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="alexnet-fetch-stalls", daemon=True)
+        self.thread.start()
+
+    def moved(self) -> None:
+        """Bytes came from the board."""
+        with self.lock:
+            now, said = time.monotonic(), self.said
+            gap, self.last, self.said = now - self.last, now, 0.0
+        if said:
+            log.info("%s: bytes come from %s again, after %.0f s without any", self.desc, self.location, gap)
+
+    @contextlib.contextmanager
+    def downloading(self) -> Iterator[None]:
+        """A download under way while in the block."""
+        with self.lock:
+            if not self.active:
+                self.last = time.monotonic()
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def _watch(self) -> None:
+        while not self.stop.wait(min(1.0, STALL_SAID / 4)):
+            with self.lock:
+                stalled = self.active and not self.said and time.monotonic() - self.last >= STALL_SAID
+                if stalled:
+                    self.said, active = time.monotonic(), self.active
+            if stalled:
+                log.warning("%s: no byte has come from %s for %.0f s (%s under way): it may have stopped answering; "
+                            "each request waits up to %.0f s for a silent connection and is tried again, so giving up "
+                            "on it can take a few minutes (Ctrl-C stops; the same fetch run again resumes)",
+                            self.desc, self.location, STALL_SAID, count_text(active, "download"),
+                            SILENT_TIMEOUT)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
-               progress: Any, check: Callable[[], None] | None = None, say: Callable[[str], None] | None = None
+               progress: Any, check: Callable[[], None] | None = None, say: Callable[[str], None] | None = None,
+               downloading: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
                ) -> tuple[list[str], bool]:
     """Download, verify and extract one zip into ``item.dest`` of the cache ``root`` (through the folder ``work``),
     holding its lock; return its file names and whether it was downloaded. ``seen`` is what the first look found of
     its marker (:func:`~alexnet.storage.cache.marker_stamp`): a marker changed since then was written by another
     process, whose copy is used when it is complete. ``check`` is called while another process holds the category's
-    lock: what it raises ends the wait; ``say`` says that it waits (see :func:`category_lock`)."""
+    lock: what it raises ends the wait; ``say`` says that it waits (see :func:`category_lock`); ``downloading()``
+    holds the download itself."""
     with category_lock(root, item.dest, item.what, check, say):
         if cache.marker_stamp(item.dest) != seen:
             ready = cache.cached_files(item.dest, item.sha256)
@@ -148,8 +208,9 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache
         staging = _staging_folder(work, os.path.basename(item.dest))
         archive = f"{staging}.zip"
         try:
-            download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
-                              progress=progress)
+            with downloading():
+                download_verified(board.fs, item.remote, archive, item.sha256, what=item.what, retries=retries,
+                                  progress=progress)
             files = extract_zip(archive, staging, label=item.what)
             _check_extracted(item, [name for name, _, _ in files])
             cache.write_marker(staging, item.sha256, files, item=item.key)
@@ -290,7 +351,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                  board.location, len(items) - len(todo))
         _warn_of_room(root, todo, workers, desc)
         with _work_folder(root, todo, len(files), len(items), workers) as work, \
-                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar, \
+                contextlib.closing(_Stalls(desc, board.location)) as stalls:
 
             # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
             interrupted = threading.Event()
@@ -310,6 +372,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                         raise Stopped
                     with lock:
                         moved += n
+                    if n:
+                        stalls.moved()
                     advance(item, n)
                 return progress
 
@@ -340,7 +404,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                     raise _NotStarted
                 try:
                     found = _fetch_one(item, board, root, work=work, seen=seen[item.key], retries=retries,
-                                       progress=progress_of(item), check=still_wanted, say=say_wait)
+                                       progress=progress_of(item), check=still_wanted, say=say_wait,
+                                       downloading=stalls.downloading)
                     advance(item, item.size)  # brought in by another process, or the bar short of a zip's size
                     return found
                 except Exception as error:

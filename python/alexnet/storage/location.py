@@ -52,12 +52,12 @@ _MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.
 _PROBE_TIMEOUT = 10.0
 #: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
 #: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
-_SILENT_TIMEOUT = 30.0
+SILENT_TIMEOUT = 30.0
 #: Attempts botocore makes of one S3 request ("standard" mode; its ``total_max_attempts``, as its ``max_attempts``
 #: counts the retries after the first), and times s3fs repeats that for a dropped connection
 #: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
 #: (connections refused) or about 30 s (connections timed out); one that takes connections and stays silent, in
-#: about 3 minutes (each request waits ``_SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
+#: about 3 minutes (each request waits ``SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
 #: about 3.5 minutes when silent. An endpoint silent from the start is found by :func:`probe_url` instead, in
 #: ``_PROBE_TIMEOUT``.
 _S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
@@ -166,7 +166,7 @@ def probe_url(url: str, location: str, hint: str) -> None:
 
     Something must take the connection within :data:`_PROBE_TIMEOUT` seconds and answer a ``HEAD`` request within
     as many more: a server that takes connections and stays silent (hung, or a port of something else) would cost
-    each of the client's requests the silent socket's :data:`_SILENT_TIMEOUT`, retried for minutes. Any answer
+    each of the client's requests the silent socket's :data:`SILENT_TIMEOUT`, retried for minutes. Any answer
     counts, an error status, a certificate refused or a connection closed included: the client, whose timeouts and
     retries stay those of the transfers, says what is wrong with it.
     """
@@ -236,12 +236,12 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
 
 def _aiohttp_timeout() -> Any:
     """The timeouts of one request of gcsfs and of https:// locations (both over aiohttp): ``_PROBE_TIMEOUT`` to
-    connect, ``_SILENT_TIMEOUT`` of a silent socket, and none on the whole request, so that a slow link is never cut
+    connect, ``SILENT_TIMEOUT`` of a silent socket, and none on the whole request, so that a slow link is never cut
     while its bytes move (aiohttp's default, 5 minutes on the whole, cuts a 140 MB zip on a link slower than about
     0.5 MB/s; gcsfs's, none at all, lets a stalled connection hang for ever)."""
     import aiohttp
 
-    return aiohttp.ClientTimeout(total=None, sock_connect=_PROBE_TIMEOUT, sock_read=_SILENT_TIMEOUT)
+    return aiohttp.ClientTimeout(total=None, sock_connect=_PROBE_TIMEOUT, sock_read=SILENT_TIMEOUT)
 
 
 def _open_s3(resolved: str, write: bool, what: str) -> Any:
@@ -261,7 +261,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     options: dict[str, Any] = {
         "anon": not has_credentials,
         "listings_expiry_time": 0,
-        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "read_timeout": _SILENT_TIMEOUT,
+        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "read_timeout": SILENT_TIMEOUT,
                           "retries": {"total_max_attempts": _S3_ATTEMPTS, "mode": "standard"}},
     }
     if endpoint:
