@@ -126,7 +126,7 @@ class LazyBar:
     def start(self) -> None:
         with self.lock:
             if self.bar is None:
-                self.bar = progress_bar(self.total, self.desc, unit="B", unit_scale=True, unit_divisor=1024)
+                self.bar = progress_bar(self.total, self.desc, unit="B", unit_scale=True, unit_divisor=1000)
                 self.bar.update(self.pending)
 
     def update(self, count: int, images: int) -> None:

@@ -347,11 +347,11 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
     lock = threading.Lock()
     if todo:
         size = sum(i.size for i in todo)
-        log.info("%s: fetching %d zips (%.1f MB) from %s, %d in the cache", desc, len(todo), size / 1e6,
-                 board.location, len(items) - len(todo))
+        log.info("%s: fetching %s (%.1f MB) from %s, %d in the cache", desc, count_text(len(todo), "zip"),
+                 size / 1e6, board.location, len(items) - len(todo))
         _warn_of_room(root, todo, workers, desc)
         with _work_folder(root, todo, len(files), len(items), workers) as work, \
-                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1024) as bar, \
+                progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1000) as bar, \
                 contextlib.closing(_Stalls(desc, board.location)) as stalls:
 
             # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
