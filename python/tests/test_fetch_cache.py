@@ -354,6 +354,19 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     assert not isinstance(got.value, BoardError), "the board is not to blame"
 
 
+@pytest.mark.parametrize("own", [cache_module.TMP, cache_module.LOCKS])
+def test_a_file_in_place_of_a_folder_the_cache_keeps_is_named(board, tmp_path, own):
+    """A file in place of the cache's .locks ended the fetch in a FileExistsError and a traceback, and one in place of
+    its .tmp was said as the cache folder itself being a file."""
+    cache = tmp_path / "cache"
+    imagenet_partition(0, 1, board, cache_dir=cache)
+    shutil.rmtree(cache / own)
+    (cache / own).write_text("")
+    with pytest.raises(AlexnetError, match=rf"^`cache_dir` = {cache} cannot hold the cache \({cache / own}, a folder it "
+                                           r"keeps, is a file: remove that file\): give a folder"):
+        imagenet_partition(0, 1, board, cache_dir=cache)
+
+
 def test_a_cached_copy_fetched_again_says_why(board, tmp_path, caplog):
     """A damaged copy (a file cut short, or gone) was fetched again without a word unless `verify` found it, and a
     category the board holds in another version replaced its copy without a word: a user could tell neither from the

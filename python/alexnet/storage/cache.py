@@ -91,7 +91,8 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     root = os.path.abspath(os.fspath(cache_dir) if cache_dir is not None else default_cache_dir(location))
     tmp = os.path.join(root, TMP)
     try:
-        made_folder(tmp, "cache_dir", "the user cache", holds="the cache", root=root)
+        for own in (tmp, os.path.join(root, LOCKS)):
+            made_folder(own, "cache_dir", "the user cache", holds="the cache", root=root)
         writable = True
     except AlexnetError:
         if not (os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)) or os.access(root, os.W_OK):

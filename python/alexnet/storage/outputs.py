@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import AlexnetError, BoardError, reason
 from .location import LOCAL, WRITABLE, check_bucket, fs_path, location_kind, open_filesystem, resolve_location
+from .transfer import inside
 
 
 def local_location(location: str | os.PathLike, what: str, holds: str) -> str:
@@ -119,6 +120,10 @@ def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str 
         problem = "" if os.access(folder, os.W_OK | os.X_OK) else "it cannot be written"
     except (FileExistsError, NotADirectoryError):
         problem = "it, or a folder above it, is a file, not a folder"
+        missing = _missing_folders(folder)
+        found = os.path.dirname(missing[-1]) if missing else os.path.abspath(folder)
+        if root is not None and inside(found, root) and found != os.path.abspath(root):
+            problem = f"{found}, a folder it keeps, is a file: remove that file"
     except OSError as error:
         problem = reason(error)
     if problem:
