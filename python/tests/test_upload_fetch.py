@@ -1156,3 +1156,45 @@ def test_the_validation_images_the_upload_left_out_are_counted_and_said_when_the
     assert "left out when the board was uploaded" not in caplog.text
     shutil.rmtree(tmp_path / "clean-board" / "bad_images")
     assert imagenet_validation(tmp_path / "clean-board", cache_dir=tmp_path / "c2")["left_out_at_upload"] is None
+
+
+# -- one upload at a time on a board -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_a_second_upload_to_a_board_being_uploaded_to_is_refused_naming_the_first(kind, tree, cloud_env, tmp_path,
+                                                                                  monkeypatch, caplog):
+    """Two uploads to one board at once each wrote a categories table of their own categories, the last one the
+    board's, and could collide on a version (retried as a transient error): the second is now refused, naming the
+    first; the hold goes when an upload ends, and an upload killed (its lease left unrenewed) is taken over."""
+    from alexnet.data import upload
+    from alexnet.storage import lease
+    from alexnet.storage.board import UPLOAD_LOCK
+    from alexnet.storage.locking import hold_lock
+
+    board = str(tmp_path / "board") if kind == "folder" else f"s3://{BUCKET}/{tmp_path.name}/board"
+    opened = open_board(board, write=True)
+    path = opened.path(UPLOAD_LOCK)
+    monkeypatch.setattr(upload, "BUCKET_PATIENCE", 1.0)
+    if kind == "folder":
+        let_go = hold_lock(path, patience=0, note="the upload of a test", remove=True)
+    else:
+        let_go = lease.hold_lease(opened.fs, path, note="the upload of a test", patience=5).release
+    try:
+        with pytest.raises(AlexnetError, match=rf"^another upload is writing to board {board} \(the upload of a "
+                                               r"test\): two at once would each write a categories table"):
+            imagenet_upload(tree["path"], board, workers=2)
+        assert opened.pin_names() == [], "nothing uploaded"
+    finally:
+        let_go()
+    report = imagenet_upload(tree["path"], board, workers=2)
+    assert len(report["uploaded"]) == CLASSES and not opened.fs.exists(path), "let go at its end"
+    if kind == "s3":  # a lease its upload, killed, left: taken over once it has stayed as it is
+        opened.fs.pipe_file(path, json.dumps({"token": "killed", "beat": 3, "note": "a killed upload"}).encode())
+        monkeypatch.setattr(lease, "STALE", 0.5)
+        monkeypatch.setattr(upload, "BUCKET_PATIENCE", 5.0)
+        with caplog.at_level(logging.INFO, logger="alexnet"):
+            again = imagenet_upload(tree["path"], board, workers=2)
+        assert len(again["skipped"]) == CLASSES and not opened.fs.exists(path)
+        assert f"Board {board} was held by a killed upload, which has not renewed its hold for 0 s: taken over." in [
+            r.getMessage() for r in caplog.records], caplog.text

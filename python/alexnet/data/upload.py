@@ -20,18 +20,20 @@ import contextlib
 import logging
 import math
 import os
+import socket
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..checks import count_text, some_names
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
 from ..result import returns_result
-from ..storage import layout
-from ..storage.board import Board, is_full_board, open_board, resolve_board
+from ..storage import layout, lease
+from ..storage.board import UPLOAD_LOCK, Board, is_full_board, open_board, resolve_board
 from ..storage.location import home_expanded, location_kind
+from ..storage.locking import Busy, hold_lock
 from ..storage.outputs import made_folder
 from ..storage.prune import board_versions, prune
 from ..storage.publish import quiet_pins, write_table
@@ -198,6 +200,21 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
             raise
+    try:
+        let_go = _hold_board(opened)
+    except BaseException:
+        read.close()
+        raise
+    try:
+        return _upload(read, opened, packing, chosen, parent)
+    finally:
+        let_go()
+
+
+def _upload(read: Source, opened: Board, packing: Options, chosen: UploadOptions, parent: str | None
+            ) -> dict[str, Any]:
+    """The upload of :func:`imagenet_upload` from the source ``read`` to the board ``opened``, which it holds: the
+    categories, then the tables; its report."""
     start = time.monotonic()
     keep = chosen.keep_versions
     # what is on the board before this upload: pruning deletes no version written meanwhile by another upload
@@ -231,6 +248,41 @@ def imagenet_upload(source: str | os.PathLike | None = None, board: str | os.Pat
     pruned = prune(opened, current, keep, packing.retries, before=before) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
+
+
+#: Seconds an upload waits for the hold of another on a bucket board: a killed upload's lease is taken over once it has
+#: stayed unrenewed for :data:`alexnet.storage.lease.STALE` seconds (a folder board's lock goes with its process).
+BUCKET_PATIENCE = lease.STALE + 2 * lease.POLL
+
+
+def _hold_board(board: Board) -> Callable[[], None]:
+    """Hold ``board`` for this upload (:data:`~alexnet.storage.board.UPLOAD_LOCK`); what lets go of it. Another upload
+    holding it is an :class:`AlexnetError` naming that upload: at once on a folder board, after up to
+    :data:`BUCKET_PATIENCE` seconds on a bucket. An https:// board takes no upload."""
+    note = (f"the upload of process {os.getpid()} on {socket.gethostname()}, begun "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+    def busy(holder: str) -> AlexnetError:
+        return AlexnetError(
+            f"another upload is writing to board {board.location} ({holder or 'its process unknown'}): two at once "
+            "would each write a categories table of their own categories, and the last one written would be the "
+            "board's. Wait for it to end, then run this one again (it skips the categories already there), or give "
+            "this source a board of its own.")
+
+    try:
+        if board.kind == "file":
+            return hold_lock(board.path(UPLOAD_LOCK), patience=0, note=note, remove=True)
+        held = lease.hold_lease(
+            board.fs, board.path(UPLOAD_LOCK), note=note, patience=BUCKET_PATIENCE, where=board.location,
+            waiting=lambda holder: log.warning(
+                "Another upload (%s) is writing to board %s; waiting up to %.0f s for it (an upload killed is taken "
+                "for gone once its hold has not been renewed for %.0f s).", holder or "its process unknown",
+                board.location, BUCKET_PATIENCE, lease.STALE),
+            took_over=lambda holder: log.info("Board %s was held by %s, which has not renewed its hold for %.0f s: "
+                                              "taken over.", board.location, holder or "an upload", lease.STALE))
+    except Busy as taken:
+        raise busy(taken.holder) from None
+    return held.release
 
 
 def _warn_of_categories_unlisted(board: Board, given: set[str], source: str) -> None:

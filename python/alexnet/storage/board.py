@@ -36,6 +36,9 @@ MANIFEST = "_pins.yaml"
 OWN_PREFIX = ".alexnet-"
 #: The manifest's lock: deleted by its holder as it lets go (one that older versions left is deleted by the next write).
 MANIFEST_LOCK = f"{OWN_PREFIX}manifest.lock"
+#: The hold of the upload writing to a board (a folder's file lock, a bucket's lease), deleted when it ends: two
+#: uploads at once would each write a categories table of their own categories, the last one the board's.
+UPLOAD_LOCK = f"{OWN_PREFIX}upload.lock"
 #: How what a writer killed half way leaves at a folder board's root begins (all of :data:`OWN_PREFIX`'s but the lock):
 #: removed once unchanged for a day (:func:`sweep_left`).
 LEFT_PREFIXES = (f"{OWN_PREFIX}version-", f"{OWN_PREFIX}probe-", f"{OWN_PREFIX}{MANIFEST}-")
