@@ -87,6 +87,10 @@
 #'   option.
 #' @details The options (all but `source` and `board`) are declared once in the core (`alexnet.data.options`), with
 #'   their defaults and checks, as are the command line's `alexnet upload` options.
+#'
+#'   One upload writes to a board at a time: a second one to the same board is an error naming the first (on a bucket
+#'   after waiting up to 34 s, in case the first was killed). An upload interrupted and run again skips the
+#'   categories already on the board.
 #' @returns An `alexnet_upload`, which prints as a short summary: a list with `board` (the resolved
 #'   location), `source` and `layout` (`"archives"`, `"kaggle_zip"`, `"kaggle_targz"`, `"parquet"`, `"kaggle"`,
 #'   `"imagefolder"` or `"folders"`) of the source read, `categories` (how
