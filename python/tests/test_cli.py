@@ -785,6 +785,8 @@ def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, cap
     assert json.loads(capsys.readouterr().out)["params"]["checkpoint_dir"] == str(run)
     assert main(["history", str(tmp_path)]) == 2
     assert "holds no alexnet-history.json" in capsys.readouterr().err
+    assert main(["history", str(tmp_path / "no-such-run")]) == 2
+    assert f"{tmp_path / 'no-such-run'} does not exist: give" in capsys.readouterr().err, "not a folder holding nothing"
 
 
 def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch, tmp_path):

@@ -40,8 +40,13 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     except OSError as error:
         raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} cannot be read ({error}).") from None
     if text is None:
-        raise AlexnetError(f"`checkpoint_dir` = {resolved} holds no {HISTORY_FILE}: give the `checkpoint_dir` a "
-                           "training wrote its checkpoints to (its history is written there after its first epoch).")
+        try:
+            there = fs.isdir(fs_path(resolved))
+        except OSError:
+            there = True  # said as it was
+        what = f"holds no {HISTORY_FILE}" if there else "does not exist"
+        raise AlexnetError(f"`checkpoint_dir` = {resolved} {what}: give the `checkpoint_dir` a training wrote its "
+                           "checkpoints to (its history is written there after its first epoch).")
     try:
         state = json.loads(text)
         settings = dict(state.get("settings") or {})
