@@ -56,9 +56,10 @@ _WORDS = f"on: {', '.join(ON_WORDS)}; off: {', '.join(OFF_WORDS)}"
 VARIABLES: tuple[Variable, ...] = (
     Variable("ALEXNET_BOARD", "the folder `board` of the user's cache folder",
              "the board used when none is given: a folder, `file://`, `gs://`, `s3://` or `https://` location"),
-    Variable("ALEXNET_PROGRESS", "on", f"progress bars on standard error ({_WORDS}); the command line's `--quiet` "
-             "turns them off, and the package's child processes (a Spark job's workers, the benchmark's) take it as 0 "
-             "unless it is set", switch=True),
+    Variable("ALEXNET_PROGRESS", "on", f"progress bars on standard error ({_WORDS}); off, a long task logs a line of "
+             "where it stands every minute instead; the command line's `--quiet` turns them off (and its lines with "
+             "the other notes), and the package's child processes (a Spark job's workers, the benchmark's) take it as "
+             "0 unless it is set", switch=True),
     Variable("ALEXNET_TF_LOGS", "off", f"everything TensorFlow prints when it starts ({_WORDS}); off, the lines "
              "nobody acts on (its CPU instructions, the CUDA probe of a machine without a GPU) are left out",
              switch=False),

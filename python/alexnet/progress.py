@@ -1,5 +1,8 @@
 """Progress bars for long work, shown the same from a terminal, a notebook or R (through reticulate).
 
+Where bars are off (``ALEXNET_PROGRESS=0``: a log file, a job's output), a bar logs a line of where it stands every
+:data:`LINE_EVERY` seconds instead, so that an upload or a fetch of hours is not silent until its end.
+
 Code that runs the work of others can also follow their bars: :func:`watch_progress` hands every step of every
 bar to a listener (a Spark worker's evaluation reports its images to the driver that way), shown or not.
 """
@@ -10,12 +13,18 @@ import contextlib
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from .environment import env_switch
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two lines of a bar that is not drawn (bars off): where it stands, its rate and the time left.
+LINE_EVERY = 60.0
 
 
 def progress_enabled() -> bool:
@@ -63,10 +72,36 @@ class _Bar(tqdm):
     label: str = ""
 
     def update(self, n: float | None = 1) -> bool | None:
-        """Move the bar ``n`` steps, and tell the listeners of :func:`watch_progress`."""
+        """Move the bar ``n`` steps, and tell the listeners of :func:`watch_progress`; a bar not drawn logs a line of
+        where it stands every :data:`LINE_EVERY` seconds."""
         for listener in list(_listeners):
             listener(getattr(self, "label", ""), 1 if n is None else n, getattr(self, "total", None))
+        if getattr(self, "disable", False):
+            self._log_line(1 if n is None else n)
         return super().update(n)
+
+    def _log_line(self, n: float) -> None:
+        """Count ``n`` steps of a bar not drawn, and log where it stands when :data:`LINE_EVERY` seconds have passed
+        since its start or its last line."""
+        now = time.monotonic()
+        if not hasattr(self, "_line_done"):  # a bar made otherwise than by progress_bar()
+            self.line_began = getattr(self, "line_began", now)
+            self._line_done, self._line_said = 0.0, self.line_began
+        self._line_done += n
+        total = getattr(self, "total", None)
+        if now - self._line_said < LINE_EVERY or not total:
+            return
+        self._line_said = now
+        done, seconds = min(self._line_done, total), now - self.line_began
+        unit, scale, divisor = getattr(self, "line_unit", ("it", False, 1000))
+
+        def amount(value: float) -> str:
+            return tqdm.format_sizeof(value, unit, divisor) if scale else f"{value:,.0f} {unit}"
+
+        rate = done / seconds if seconds > 0 else 0.0
+        left = f", about {tqdm.format_interval((total - done) / rate)} left" if rate > 0 and done < total else ""
+        logger.info("%s: %.0f%% (%s of %s) at %s/s%s", getattr(self, "label", ""), 100 * done / total, amount(done),
+                    amount(total), amount(rate), left)
 
     def close(self) -> None:
         """End the bar's line, without redrawing it when its last drawing already showed every step done."""
@@ -112,6 +147,9 @@ def progress_bar(total: float | None, desc: str, unit: str = "it", **kwargs: Any
         **kwargs,
     )
     bar.label = desc  # what listeners are told, also when the bar is not shown (tqdm then keeps no desc)
+    # what a bar not drawn says in its lines (tqdm then keeps none of it)
+    bar.line_unit = (unit, bool(kwargs.get("unit_scale")), int(kwargs.get("unit_divisor", 1000)))
+    bar.line_began = time.monotonic()
     return bar
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import pytest
@@ -135,3 +136,38 @@ def test_the_uploads_last_line_counts_every_image(monkeypatch):
     bar.close()
     last = stream.getvalue().replace("\r", "\n").strip().splitlines()[-1]
     assert "100/100" in last and "images=3052" in last, stream.getvalue()
+
+
+def test_a_bar_not_drawn_logs_where_it_stands_every_so_often(monkeypatch, caplog):
+    """With bars off (a log file, a job's output), an upload or a fetch of hours said nothing until its end."""
+    import logging
+
+    from alexnet import progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.05)
+    monkeypatch.setenv("ALEXNET_PROGRESS", "0")
+    with caplog.at_level(logging.INFO, logger="alexnet"):
+        with progress_bar(3_000_000, "upload", unit="B", unit_scale=True, unit_divisor=1000) as bar:
+            for _ in range(3):
+                time.sleep(0.1)
+                bar.update(1_000_000)
+        with progress_bar(10, "Checking images", unit="img") as bar:
+            bar.update(4)  # the first line a while after its start: none yet
+            monkeypatch.setattr(progress, "LINE_EVERY", 3600.0)
+            bar.update(4)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and re.fullmatch(r"upload: 33% \(1\.00MB of 3\.00MB\) at \d\.\d\dMB/s, about 00:0\d left",
+                                            lines[0]), lines
+    assert lines[2].startswith("upload: 100% (3.00MB of 3.00MB) at ") and "left" not in lines[2]
+    caplog.clear()
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.0)
+    with caplog.at_level(logging.INFO, logger="alexnet"), progress_bar(10, "Checking images", unit="img") as bar:
+        time.sleep(0.05)
+        bar.update(4)
+    assert [r.getMessage() for r in caplog.records][0].startswith("Checking images: 40% (4 img of 10 img) at ")
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="alexnet"), progress_bar(10, "drawn", unit="img") as bar:
+        bar.update(5)
+    assert caplog.records == [], "a bar drawn logs no line"
