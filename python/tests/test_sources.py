@@ -1198,6 +1198,17 @@ def test_a_validation_tar_holding_an_image_twice_is_refused_as_the_training_tar_
     assert_nothing_uploaded(tmp_path / "board")
 
 
+def test_an_empty_train_folder_beside_val_is_said_as_such(tmp_path):
+    """Empty train/ and val/ folders (torchvision's tree not filled yet) were read as a folder of category folders,
+    and refused as a category named train holding no images."""
+    (tmp_path / "src" / "train").mkdir(parents=True)
+    (tmp_path / "src" / "val").mkdir()
+    with pytest.raises(LayoutError, match=rf"^{tmp_path / 'src'}/train is empty: torchvision's tree holds its "
+                                          r"training images in train/<wnid>/ folders"):
+        imagenet_upload(tmp_path / "src", tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+
+
 @pytest.mark.parametrize("layout", ["archives", "parquet"])
 def test_validation_images_of_a_category_with_no_training_images_are_left_out_and_said(made, tmp_path, layout,
                                                                                        caplog):

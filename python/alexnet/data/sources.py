@@ -187,6 +187,18 @@ def _found(files: Files, path: str, names: list[str], tree: TreeFiles) -> list[t
     return found
 
 
+def _refuse_an_empty_train(files: Files, path: str, names: list[str], tree: TreeFiles) -> None:
+    """Refuse a ``train/`` folder that holds nothing beside a ``val/`` one: torchvision's tree not filled yet (or its
+    images elsewhere), which was read as a folder of category folders and said as a category named ``train``."""
+    if "train" not in names or "val" not in names:
+        return
+    train = tree.join(_tree_root(files, path), "train")
+    if tree.isdir(train) and not tree.folders(train) and not tree.listing(train).images:
+        raise LayoutError(f"{files.url(path)}/train is empty: torchvision's tree holds its training images in "
+                          "train/<wnid>/ folders (and its validation images in val/<wnid>/); add them, or pass the "
+                          "folder that holds ImageNet")
+
+
 def _tree_root(files: Files, path: str) -> str:
     """The folder ``path`` of ``files`` as an extracted tree's files name it: a local path, or the bucket's URL."""
     return path if files.local else files.location
@@ -260,6 +272,7 @@ def _open_source(source: str | os.PathLike, val_share: float) -> Source:
         return KaggleTarGzSource.beside(files, path, target)
     if not names or (files.local and not os.path.isdir(path)):
         raise _unrecognised(files, path, names)
+    _refuse_an_empty_train(files, path, names, tree)
     try:
         return FolderSource(read_tree(tree, _tree_root(files, path)), val_share, tree)
     except LayoutError as err:
