@@ -27,13 +27,14 @@ class SparkRun(list[dict[str, Any]]):
     evaluation: dict[str, Any] | None = None
 
 
-def _driver(spark: Any) -> tuple[Callable[[], Any], bool]:
+def _driver(spark: Any) -> tuple[Callable[[], Any], int | Callable[[], int | None] | None, bool]:
     """What gives the SparkContext of ``spark`` (a :class:`~alexnet.launch.spark.SparkToStart` starts its session
-    when it is first called), and whether its master is local."""
+    when it is first called), its barrier task slots (for a session not started, what gives them once it is), and
+    whether its master is local."""
     if isinstance(spark, SparkToStart):
-        return spark.context, spark.local
+        return spark.context, lambda: barrier_slots(spark.context()), spark.local
     context = spark_context(spark)
-    return (lambda: context), (context.master or "").startswith("local")
+    return (lambda: context), barrier_slots(context), (context.master or "").startswith("local")
 
 
 def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | None = None, *,
@@ -83,9 +84,8 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
 
     The job's options, with their defaults:
     """
-    context, local = _driver(spark)
-    plan = plan_job(workers, board, lambda: barrier_slots(context()), kind="train", local_master=local,
-                    settings=settings, **arguments)
+    context, slots, local = _driver(spark)
+    plan = plan_job(workers, board, slots, kind="train", local_master=local, settings=settings, **arguments)
     run = launch_job(context(), plan, callbacks=list(callbacks or []))
     digests = {row["history"].get("weights_sha256") for row in run.rows}
     if len(digests) > 1:
@@ -122,9 +122,8 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     ``options`` are, by name, the evaluation's (:class:`alexnet.model.options.EvaluationOptions`) and the launch
     options (:class:`alexnet.launch.options.LaunchOptions`), with their defaults:
     """
-    context, local = _driver(spark)
-    plan = plan_job(workers, board, lambda: barrier_slots(context()), kind="evaluate", model=model,
-                    local_master=local, **options)
+    context, slots, local = _driver(spark)
+    plan = plan_job(workers, board, slots, kind="evaluate", model=model, local_master=local, **options)
     run = launch_job(context(), plan)
     evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds) or {}
     return {**evaluation, "attempt": run.attempt}

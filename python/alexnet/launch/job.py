@@ -110,20 +110,20 @@ def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | Callabl
              kind: str = "train", local_master: bool = True, where: str | None = None, **arguments: Any) -> JobPlan:
     """Every check that can be made on the driver before a barrier job of ``kind``, and the plan it leads to.
 
-    ``workers`` must be a count; the launch options among ``arguments`` are checked next
+    ``workers`` must be a count that fits in ``slots`` (a barrier stage starts all its tasks at once, or waits for
+    ever); the launch options among ``arguments`` are checked next
     (:class:`alexnet.launch.options.LaunchOptions`: ``base_port`` leaving room for every worker, ``timeout``
     positive or unset, ...), then the kind's own arguments (a training's settings and options, see
     :func:`alexnet.launch.training.check_training`; an evaluation's model and options, see
     :func:`alexnet.launch.evaluation.check_evaluation`), before the board is read; then the board must be reachable
-    and fit the work (categories, validation images). Last, ``workers`` must fit in ``slots`` (a barrier stage
-    starts all its tasks at once, or waits for ever): a function giving them is called then, so that a Spark session
-    it starts is started for a job that passed every other check. ``where`` names the call in errors.
+    and fit the work (categories, validation images). ``slots`` given as a function is called last, so that a Spark
+    session it starts is started for a job that passed every other check. ``where`` names the call in errors.
     """
     from ..storage.board import open_board
     from ..storage.layout import categories_and_version
 
     work = work_of(kind)
-    workers = check_slots(workers, None)
+    workers = check_slots(workers, None if callable(slots) else slots)
     options = check_launch({name: arguments.pop(name) for name in specs() if name in arguments}, workers)
     fields = work.check(workers, board, local_master=bool(local_master), where=where or WHERE[kind], **arguments)
     opened = open_board(board)
@@ -131,7 +131,8 @@ def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | Callabl
     task = Task(kind=kind, board=opened.location, workers=workers, options=options, categories_version=version,
                 **fields)
     work.fit(task, rows)
-    check_slots(workers, slots() if callable(slots) else slots)
+    if callable(slots):
+        check_slots(workers, slots())
     return JobPlan(workers, opened.location, task)
 
 
