@@ -362,8 +362,8 @@ def test_a_file_in_place_of_a_folder_the_cache_keeps_is_named(board, tmp_path, o
     imagenet_partition(0, 1, board, cache_dir=cache)
     shutil.rmtree(cache / own)
     (cache / own).write_text("")
-    with pytest.raises(AlexnetError, match=rf"^`cache_dir` = {cache} cannot hold the cache \({cache / own}, a folder it "
-                                           r"keeps, is a file: remove that file\): give a folder"):
+    with pytest.raises(AlexnetError, match=rf"^`cache_dir` = {cache} cannot hold the cache \({cache / own}, a folder "
+                                           r"it keeps, is a file: remove that file\): give a folder"):
         imagenet_partition(0, 1, board, cache_dir=cache)
 
 

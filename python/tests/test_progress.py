@@ -164,7 +164,7 @@ def test_a_bar_not_drawn_logs_where_it_stands_every_so_often(monkeypatch, caplog
     with caplog.at_level(logging.INFO, logger="alexnet"), progress_bar(10, "Checking images", unit="img") as bar:
         time.sleep(0.05)
         bar.update(4)
-    assert [r.getMessage() for r in caplog.records][0].startswith("Checking images: 40% (4 img of 10 img) at ")
+    assert caplog.records[0].getMessage().startswith("Checking images: 40% (4 img of 10 img) at ")
     monkeypatch.setenv("ALEXNET_PROGRESS", "1")
     monkeypatch.setattr("sys.stderr", io.StringIO())
     caplog.clear()
