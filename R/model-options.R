@@ -46,7 +46,7 @@ export_options <- list(
 # Which model pin alexnet_model() reads and where it brings it, in the declaration's order: each one's argument kind
 # (see R/arguments.R), default, values when it is a choice, and help.
 model_pin_options <- list(
-  name = list(kind = "string", default = "alexnet", choices = NULL, help = "the name of the model pin read"),
+  name = list(kind = "string", default = "alexnet", choices = NULL, help = "the name of the model pin read (NAME@VERSION reads that version)"),
   version = list(kind = "string?", default = NULL, choices = NULL, help = "the version of the pin read (unset: its latest)"),
   cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the model's files are brought, here and by a Spark worker without a copy of them (a folder every such machine may write; unset: a folder under each machine's user cache directory)"),
   export = list(kind = "flag", default = FALSE, choices = NULL, help = "bring the export the pin carries beside the model too (a SavedModel extracted)")

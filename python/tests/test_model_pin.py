@@ -67,6 +67,7 @@ def test_publish_then_read_round_trips_on_a_folder_board(saved, tmp_path):
     latest = alexnet_model(board, "alexnet", cache_dir=tmp_path / "cache")
     assert latest["version"] == second and _same_weights(load_model(latest).model, other)
     assert alexnet_model(board, "alexnet", first, cache_dir=tmp_path / "cache")["version"] == first
+    assert alexnet_model(board, f"alexnet@{first}", cache_dir=tmp_path / "cache")["version"] == first
     with pytest.raises(AlexnetError, match="has no version 'nope'"):
         alexnet_model(board, "alexnet", "nope", cache_dir=tmp_path / "cache")
     # a cached file is reused; a damaged one is fetched again
@@ -369,14 +370,21 @@ def test_a_worker_without_the_models_file_fetches_it_into_the_cache_dir_it_was_r
     assert not defaults.exists()
 
 
-def test_a_pin_name_given_with_its_version_is_told_to_give_them_apart():
-    from alexnet.model.options import check_model_pin, check_read_pin
+def test_a_pin_read_takes_its_version_with_its_name_and_one_published_to_takes_none():
+    """A pin read as NAME@VERSION was refused by every command but training's --initial-pin, which takes it so; the
+    command line's refusal named the version as the core does (`version = ...`, for --pin-version)."""
+    from alexnet.model.options import check_model_pin, check_read_pin, pin_and_version
 
     assert check_model_pin("alexnet") == "alexnet"
-    with pytest.raises(AlexnetError, match=r"^`name` must be a pin name .*, not 'alexnet@20261206T065246Z-4e93f', "
-                                           r"its version apart: name = 'alexnet' and version = "
-                                           r"'20261206T065246Z-4e93f'\.$"):
-        check_read_pin("alexnet@20261206T065246Z-4e93f", "name")
+    assert check_read_pin("alexnet@20261206T065246Z-4e93f", "name") == "alexnet@20261206T065246Z-4e93f"
+    assert pin_and_version("alexnet@20261206T065246Z-4e93f", None) == ("alexnet", "20261206T065246Z-4e93f")
+    assert pin_and_version("alexnet@v1", "v1") == ("alexnet", "v1") and pin_and_version("alexnet", "v2") == (
+        "alexnet", "v2")
+    with pytest.raises(AlexnetError, match=r"^`name` = 'alexnet@v1' reads version 'v1' of pin 'alexnet', and "
+                                           r"`version` = 'v2' another: give the version once\.$"):
+        pin_and_version("alexnet@v1", "v2")
+    with pytest.raises(AlexnetError, match=r"^`name` must be a pin name .*, not 'alexnet@v@1'"):
+        check_read_pin("alexnet@v@1", "name")
     # a pin published to: no version to give
     with pytest.raises(AlexnetError, match=r"not 'alexnet@v1': each publication is a new version of the pin; give "
                                            r"model_pin = 'alexnet'\.$"):

@@ -178,8 +178,26 @@ def check_model_pin(name: Any, setting: str = "model_pin", *, read: bool = False
 
 
 def check_read_pin(name: Any, setting: str = "name") -> str:
-    """:func:`check_model_pin` for the name of a pin read, whose version may be given apart."""
+    """:func:`check_model_pin` for the name of a pin read, whose version may be given with it (``alexnet@<version>``,
+    as ``--initial-pin`` takes it too) or apart."""
+    if isinstance(name, (list, tuple)) and len(name) == 1:
+        name = name[0]
+    if isinstance(name, str) and name.count("@") == 1 and all(_PIN_NAME.fullmatch(part) for part in name.split("@")):
+        named, version = name.split("@")
+        return f"{check_model_pin(named, setting, read=True)}@{version}"
     return check_model_pin(name, setting, read=True)
+
+
+def pin_and_version(name: str, version: str | None, setting: str = "name") -> tuple[str, str | None]:
+    """The pin name and version of ``name`` (checked by :func:`check_read_pin`: ``alexnet`` or ``alexnet@<version>``)
+    and ``version`` given apart; an :class:`AlexnetError` when the two give different versions."""
+    named, at, written = name.partition("@")
+    if not at:
+        return name, version
+    if version is not None and version != written:
+        raise AlexnetError(f"{given_as(f'`{setting}`', repr(name))} reads version {written!r} of pin {named!r}, and "
+                           f"{given_as('`version`', repr(version))} another: give the version once.")
+    return named, written
 
 
 @dataclass(frozen=True)
@@ -187,8 +205,8 @@ class ModelPinOptions:
     """Which model pin :func:`alexnet.alexnet_model` reads and where it brings it (the declaration: see the module
     documentation)."""
 
-    name: str = setting("alexnet", "pin", "the name of the model pin read", option="--model-pin", metavar="NAME",
-                        check=check_read_pin)
+    name: str = setting("alexnet", "pin", "the name of the model pin read (NAME@VERSION reads that version)",
+                        option="--model-pin", metavar="NAME[@VERSION]", check=check_read_pin)
     version: str | None = setting(None, "pin", "the version of the pin read (unset: its latest)", optional=True,
                                   option="--pin-version", metavar="VERSION")
     cache_dir: str | None = setting(None, "location", "where the model's files are brought, here and by a Spark "

@@ -42,7 +42,7 @@ from ..storage.layout import is_file_name
 from ..storage.outputs import made_folder
 from ..storage.transfer import download_verified, extract_zip, sha256_file
 from .card import ModelCard
-from .options import EXPORT_FILES, ModelPinOptions, check_read_pin
+from .options import EXPORT_FILES, ModelPinOptions, check_read_pin, pin_and_version
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,8 @@ def alexnet_model(
     version: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """Read model pin ``name`` (its latest version, or ``version``) from ``board`` and bring its file here.
+    """Read model pin ``name`` (its latest version, or ``version``; ``name@version`` reads that version too) from
+    ``board`` and bring its file here.
 
     ``board`` is any board string (folder, ``file://``, ``gs://``, ``s3://``, ``https://``). The file is
     downloaded into ``cache_dir`` (default :func:`default_model_cache`) under a temporary name, checked
@@ -196,7 +197,8 @@ def alexnet_model(
     to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
     """
     pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")
-    return _read_model_pin(board, pin.name, pin.version, cache_dir=pin.cache_dir, export=pin.export, fetch=True)
+    named, version = pin_and_version(pin.name, pin.version)
+    return _read_model_pin(board, named, version, cache_dir=pin.cache_dir, export=pin.export, fetch=True)
 
 
 def model_pin_reference(board: str | os.PathLike | None, name: str, version: str | None = None, *,
@@ -206,8 +208,8 @@ def model_pin_reference(board: str | os.PathLike | None, name: str, version: str
     fetches when it is used, and only then (a training resumed from its checkpoint never does), into ``cache_dir``
     (:func:`fetch_again`; unset: the user cache of the machine that loads it)."""
     cache_dir = declaration.specs(ModelPinOptions)["cache_dir"].convert(cache_dir, "cache_dir")
-    return _read_model_pin(board, check_read_pin(name, "name"), version, cache_dir=cache_dir, export=False,
-                           fetch=False)
+    named, version = pin_and_version(check_read_pin(name, "name"), version)
+    return _read_model_pin(board, named, version, cache_dir=cache_dir, export=False, fetch=False)
 
 
 def fetch_again(model: Mapping[str, Any]) -> dict[str, Any]:
