@@ -224,7 +224,8 @@ def test_a_folder_without_images_or_with_a_bad_one_is_refused(setup, tmp_path):
     (empty / "notes.txt").write_text("not an image")
     with pytest.raises(AlexnetError) as raised:
         alexnet_predict(setup["model_dir"], [setup["images"][0], str(empty)])
-    assert f"the folder {empty} holds no image files (.bmp, .gif, .jpeg, .jpg, .png, .webp)" in str(raised.value)
+    assert str(raised.value).startswith(f"the folder {empty} holds no image files (.bmp, .gif, .jpeg, .jpg, .png, "
+                                        ".webp; the folders in it are not read)"), "no `images`: the command's IMAGE"
     damaged = tmp_path / "damaged"
     _photo_folder(setup, damaged, 3)
     shutil.copy(setup["quirks"]["truncated"], damaged / "photo-001.jpg")

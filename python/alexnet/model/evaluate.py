@@ -85,9 +85,9 @@ def check_classes(card: ModelCard, classes: int | None, ids: Sequence[str] | Non
     unknown = [wnid for wnid in ids if wnid not in known]
     if unknown:
         raise AlexnetError(f"{where} holds {len(unknown)} of its {len(ids)} classes that the model was not trained on "
-                           f"({some_names(unknown)}): evaluate it on a board (or data) of its classes, or give the "
-                           "images of the classes both hold as `data` with `val_image` and `val_category` (their "
-                           "WordNet ids).")
+                           f"({some_names(unknown)}): evaluate it on a board (or data) of its classes, or, from R "
+                           "and Python, give the images of the classes both hold as `data` with `val_image` and "
+                           "`val_category` (their WordNet ids).")
 
 
 def model_labels(card: ModelCard, ids: Sequence[str] | None, where: str) -> list[int] | None:

@@ -129,7 +129,8 @@ def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, wher
         logger.info("%s: using the cached %s", where, local)
         return
     logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
-    again = "publish the model again (train with `model_pin`), or use another version"  # a new version, whole
+    # a new version, whole
+    again = "publish the model again (a training with `model_pin`), or read another version (`version`)"
     download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin, remedy=again,
                       damaged_remedy=again)
 

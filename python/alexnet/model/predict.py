@@ -128,8 +128,8 @@ def _folder_files(item: str | bytes, filesystems: dict[str, Any]) -> list[str | 
         return [item]
     images = sorted(name for name in names if is_image_name(name, FOLDER_IMAGES))
     if not images:
-        raise AlexnetError(f"`images`: the folder {item} holds no image files ({', '.join(sorted(FOLDER_IMAGES))}): "
-                           "give the images themselves, or a folder that holds them.")
+        raise AlexnetError(f"the folder {item} holds no image files ({', '.join(sorted(FOLDER_IMAGES))}; the folders "
+                           "in it are not read): give the images themselves, or a folder that holds them.")
     base = item.rstrip("/")
     return [f"{base}/{name}" for name in images]
 
