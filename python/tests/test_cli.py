@@ -881,3 +881,34 @@ def test_ctrl_c_during_an_upload_says_it_finishes_the_categories_under_way(tmp_p
            "once)." in err
     assert err.rstrip().endswith("alexnet upload: interrupted; the same command run again skips the categories "
                                  "already uploaded"), err[-2000:]
+
+
+@pytest.mark.parametrize("command", ["evaluate", "spark-evaluate"])
+def test_an_evaluation_reads_its_model_pin_from_model_board(command, monkeypatch, capsys, tmp_path):
+    """--board was both the validation images' board and the model pin's: a model published on another board (a
+    training's --model-board) could not be evaluated from the command line."""
+    import contextlib
+
+    from alexnet.cli import common
+
+    seen: dict = {}
+
+    def core(name):
+        if name == "model":
+            return lambda board=None, **pin: seen.update(pin_board=board, pin=pin) or "the model"
+        return lambda *args, **kwargs: seen.update(evaluated=args, kwargs=kwargs) or {"images": 0}
+
+    fake_core(monkeypatch, core)
+    monkeypatch.setattr(common, "spark", lambda args, name: contextlib.nullcontext())
+    workers = ["--workers", "2"] if command == "spark-evaluate" else []
+    assert main([command, *workers, "--model-pin", "mine", "--model-board", str(tmp_path / "models"), "--board",
+                 str(tmp_path / "images"), "--json"]) == 0
+    assert seen["pin_board"] == str(tmp_path / "models") and seen["pin"] == {"name": "mine"}
+    assert "the model" in seen["evaluated"] and str(tmp_path / "images") in [*seen["evaluated"],
+                                                                               seen["kwargs"].get("board")]
+    seen.clear()
+    assert main([command, *workers, "--model-pin", "mine", "--board", str(tmp_path / "images"), "--json"]) == 0
+    assert seen["pin_board"] == str(tmp_path / "images"), "unset: --board"
+    model = ["--model", "m"] if command == "spark-evaluate" else ["m"]
+    assert main([command, *workers, *model, "--model-board", str(tmp_path / "models")]) == 2
+    assert "--model-board is the board of a model pin: give it with --model-pin" in capsys.readouterr().err

@@ -301,7 +301,7 @@ def _command_tables() -> dict[str, list[tuple[list[str], dict[str, Any]]]]:
 #: The options the commands write by hand, not from a declaration.
 OWN_OPTIONS = {"-h", "--help", "--json", "--board", "--workers", "--master", "--model",
                "--path", "--pin", "--pin-board", "--data", "--strategy", "--initial-pin", "--initial-board",
-               "--initial-cache", "--validation", "-v", "--verbose", "-q", "--quiet"}
+               "--initial-cache", "--validation", "-v", "--verbose", "-q", "--quiet", "--model-board"}
 
 
 @pytest.mark.parametrize("command", sorted(_command_tables()))

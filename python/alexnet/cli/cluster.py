@@ -117,6 +117,6 @@ def register(add: common.AddCommand) -> None:
                    "each", "Evaluate a model on every validation image of --board, split over WORKERS Spark barrier "
                    "tasks; the counts add up to a one-machine evaluation.")
     _cluster_options(evaluate)
-    model_options(evaluate, positional=False)
+    model_options(evaluate, positional=False, pin_board=True)
     evaluation_options(evaluate)
     common.declared_options(evaluate.add_argument_group("the job's options"), _job_specs(False), launch_dest)

@@ -42,11 +42,14 @@ def model_of(args: argparse.Namespace) -> Any:
     if location is not None and pin:
         raise AlexnetError(f"give the model either as {flag} (a model_dir or alexnet.keras location) or as a model "
                            f"pin on --board ({', '.join(map(option_of, pin))}), not both.")
+    if location is not None and getattr(args, "model_board", None):
+        raise AlexnetError(f"--model-board is the board of a model pin: give it with --model-pin, not with {flag}.")
     if location is not None:
         return location
+    board = getattr(args, "model_board", None) or getattr(args, "board", None)
     try:
         with common.reading_as(getattr(args, common.PIN_OPTION_NAMES, None) or {}):
-            return common.core("model")(getattr(args, "board", None), **pin)
+            return common.core("model")(board, **pin)
     except AlexnetError as err:
         if {"name", "version"} & set(pin):  # a pin was meant: what is wrong with it is the whole answer
             raise
@@ -112,8 +115,9 @@ def evaluation_summary(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
-    """The options naming a model (a location, or a pin on a board)."""
+def model_options(p: argparse.ArgumentParser, positional: bool, pin_board: bool = False) -> None:
+    """The options naming a model (a location, or a pin on a board); with ``pin_board``, the pin's board apart from
+    ``--board`` (the validation images' of an evaluation)."""
     where = "a model_dir or alexnet.keras: a folder, file://, gs:// or s3:// location"
     if positional:  # the model first, as `--model` too (the spelling of the commands that take images)
         p.add_argument("model", nargs="?", help=f"{where} (unset: --model, else the model pin --model-pin on --board)")
@@ -123,6 +127,9 @@ def model_options(p: argparse.ArgumentParser, positional: bool) -> None:
     # the model pin read instead (its name, version and where it is brought), from the declaration
     common.declared_options(p, declaration.specs(ModelPinOptions), model_pin_dest, names=common.PIN_OPTION_NAMES)
     common.core_option(p, "board", "--board", help=BOARD_HELP)
+    if pin_board:
+        p.add_argument("--model-board", metavar="BOARD", help="the board of --model-pin, when another than the "
+                       "validation images' (unset: --board)")
 
 
 def evaluation_dest(name: str) -> str:
@@ -239,7 +246,7 @@ def register(add: common.AddCommand) -> None:
     evaluate = add("evaluate", _evaluate, "top-1 and top-5 accuracy of a model on a board's validation images",
                    "Evaluate a model (MODEL, or --model-pin NAME) on the validation images of --board, or on share "
                    "--partition of --total of them, with 1 or 10 crops.")
-    model_options(evaluate, positional=True)
+    model_options(evaluate, positional=True, pin_board=True)
     evaluation_options(evaluate)
     common.options_of(evaluate, BoardImagesOptions)
 
