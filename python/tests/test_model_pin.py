@@ -215,6 +215,10 @@ def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(s
     imagenet_upload(source["path"], board=str(board))  # nothing to upload: the manifest is written again
     with http_server(tmp_path / "served") as url:
         pin = alexnet_model(f"{url}/board", "alexnet", cache_dir=tmp_path / "cache")
+        # its manifest lists the current version alone (said with the scheme the board is read over)
+        with pytest.raises(AlexnetError, match=rf"^board {url}/board is read over http://, where only the current "
+                                               rf"version of pin 'alexnet' \({published['version']}\) can be read"):
+            alexnet_model(f"{url}/board", "alexnet@20200101T000000Z-00000", cache_dir=tmp_path / "cache")
     assert pin["version"] == published["version"]
     assert _same_weights(load_model(pin).model, saved["model"])
 

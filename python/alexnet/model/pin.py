@@ -92,7 +92,8 @@ def _read_meta(opened: Board, name: str, version: str | None) -> tuple[Any, str]
     manual = isinstance(opened.pins, BoardManual)
     if manual and wanted != latest:
         raise AlexnetError(
-            f"board {opened.location} is read over https://, where only the current version of pin {name!r} "
+            f"board {opened.location} is read over {opened.location.split('://', 1)[0]}://, where only the current "
+            f"version of pin {name!r} "
             f"({latest}) can be read, not {wanted}: leave `version` out, or read the board from its own location."
         )
     if not manual and wanted != latest:
