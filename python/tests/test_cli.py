@@ -912,3 +912,21 @@ def test_an_evaluation_reads_its_model_pin_from_model_board(command, monkeypatch
     model = ["--model", "m"] if command == "spark-evaluate" else ["m"]
     assert main([command, *workers, *model, "--model-board", str(tmp_path / "models")]) == 2
     assert "--model-board is the board of a model pin: give it with --model-pin" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["predict", "features"])
+def test_a_model_given_first_among_the_images_is_named_as_such(command, monkeypatch, capsys, tmp_path):
+    """`predict M image.jpg` (as `evaluate M` takes its model) read M as an image and sought the model pin alexnet
+    on the default board, whose error never said M was read as an image."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "alexnet.keras").write_bytes(b"a model")
+    seen = _recording_core(monkeypatch)
+    for given in (str(model), str(model / "alexnet.keras")):
+        assert main([command, given, "image.jpg"]) == 2
+        assert f"{given} is a model, given where the images go: give it as --model {given}" in capsys.readouterr().err
+    assert "trained" not in seen
+    named = build_parser().parse_args([command, "--model", str(model), str(model)])
+    from alexnet.cli.model import _no_model_among_images
+
+    assert _no_model_among_images(named) is None, "a model named: what follows is the images"

@@ -7,6 +7,7 @@ import argparse
 import csv
 import io
 import math
+import os
 from typing import Any
 
 from ..checks import count_text
@@ -57,6 +58,21 @@ def model_of(args: argparse.Namespace) -> Any:
         raise AlexnetError(f"give the model as {flag} (a model_dir or alexnet.keras location) or as --model-pin NAME "
                            f"(a model pin on --board): without either, the model pin {default!r} was read, and {err}"
                            ) from None
+
+
+def _no_model_among_images(args: argparse.Namespace) -> None:
+    """Refuse a model given first among the images of ``predict`` or ``features`` (``predict M img.jpg``, as
+    ``evaluate M`` takes it), when the command names no model otherwise: it was read as an image, and the model pin
+    ``alexnet`` sought on the default board."""
+    from ..model.saved import MODEL_FILE
+
+    if getattr(args, "model_option", None) is not None or getattr(args, "model", None) is not None or \
+            common.declared_args(args, declaration.specs(ModelPinOptions), model_pin_dest):
+        return
+    first = str(args.images[0])
+    if first.endswith(".keras") or os.path.isfile(os.path.join(first, MODEL_FILE)):
+        raise AlexnetError(f"{first} is a model, given where the images go: give it as --model {first} (the images "
+                           f"follow: alexnet {args.command} --model {first} IMAGE ...).")
 
 
 def option_of(name: str) -> str:
@@ -172,6 +188,7 @@ def predict_summary(records: list[dict[str, Any]]) -> str:
 
 def _predict(args: argparse.Namespace) -> None:
     options = common.options_given(args, PredictOptions)  # checked before a model pin is read
+    _no_model_among_images(args)
     records = common.core("predict")(model_of(args), args.images, **options)
     common.emit(records, args.json, predict_summary)
 
@@ -190,6 +207,7 @@ def features_table(result: dict[str, Any]) -> str:
 
 def _features(args: argparse.Namespace) -> None:
     options = common.options_given(args, FeaturesOptions)  # checked before a model pin is read
+    _no_model_among_images(args)
     result = common.core("features")(model_of(args), args.images, **options)
     if args.json:
         result = {**result, "features": result["features"].tolist()}
