@@ -787,6 +787,9 @@ def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, cap
     assert "holds no alexnet-history.json" in capsys.readouterr().err
     assert main(["history", str(tmp_path / "no-such-run")]) == 2
     assert f"{tmp_path / 'no-such-run'} does not exist: give" in capsys.readouterr().err, "not a folder holding nothing"
+    (tmp_path / "a-file").write_text("")
+    assert main(["history", str(tmp_path / "a-file")]) == 2
+    assert f"{tmp_path / 'a-file'} is a file, not a folder: give" in capsys.readouterr().err
 
 
 def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch, tmp_path):

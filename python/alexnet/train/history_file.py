@@ -41,10 +41,11 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
         raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} cannot be read ({error}).") from None
     if text is None:
         try:
-            there = fs.isdir(fs_path(resolved))
+            folder, found_at_all = fs.isdir(fs_path(resolved)), fs.exists(fs_path(resolved))
         except OSError:
-            there = True  # said as it was
-        what = f"holds no {HISTORY_FILE}" if there else "does not exist"
+            folder, found_at_all = True, True  # said as it was
+        what = (f"holds no {HISTORY_FILE}" if folder else "is a file, not a folder" if found_at_all
+                else "does not exist")
         raise AlexnetError(f"`checkpoint_dir` = {resolved} {what}: give the `checkpoint_dir` a training wrote its "
                            "checkpoints to (its history is written there after its first epoch).")
     try:
