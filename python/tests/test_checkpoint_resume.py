@@ -578,3 +578,12 @@ def test_a_run_whose_bucket_folder_was_taken_over_stops_at_the_next_step(cloud_e
         alexnet_train(8, 2, data, checkpoint_dir=location, callbacks=[Steps()], **dict(SMALL, steps_per_epoch=6))
     assert seen == [0, 1, 2], "stopped at the step after it was found, inside its first epoch"
     assert fsspec.filesystem("s3").glob(f"{location}/ckpt-*") == [], "no checkpoint written"
+
+
+def test_a_position_is_said_with_its_epoch_counted_from_1_as_the_other_lines_say_it():
+    """"... was written at epoch 0, step 100, and ckpt-50 at epoch 0, step 50" came just before "Resuming ... at
+    epoch 1, step 50": a position's epoch, counted from 0, was said as it is kept."""
+    from alexnet.train.checkpoint import _said_at
+
+    assert _said_at([0, 100]) == "epoch 1, step 100" and _said_at((2, 0)) == "epoch 3, step 0"
+    assert _said_at(None) == _said_at(["?", "?"]) == "an unknown position"

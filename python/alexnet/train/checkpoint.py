@@ -197,9 +197,9 @@ class CheckpointStore(CheckpointFiles):
                 logger.warning("%s has no %s: resuming with the copy of it that %s keeps.", self.location,
                                STATE_FILE, name)
             elif state.get("position") != kept.get("position"):
-                logger.info("%s/%s was written at epoch %s, step %s, and %s at epoch %s, step %s: resuming with the "
-                            "history %s keeps.", self.location, STATE_FILE, *(state.get("position") or ["?", "?"]),
-                            name, *kept["position"], name)
+                logger.info("%s/%s was written at %s, and %s at %s: resuming with the history %s keeps.",
+                            self.location, STATE_FILE, _said_at(state.get("position")), name,
+                            _said_at(kept.get("position")), name)
             state = kept
         elif unreadable is not None:  # a checkpoint of an older version, without a copy
             raise unreadable
@@ -382,3 +382,12 @@ def _newest_kept_history(location: str) -> dict[str, Any] | None:
         return None
     finally:
         store.close()
+
+
+def _said_at(position: Any) -> str:
+    """A position ``[epoch, step]`` (its epoch counted from 0) as the other lines say it: ``epoch 2, step 50``."""
+    try:
+        epoch, step = (int(value) for value in position)
+    except (TypeError, ValueError):
+        return "an unknown position"
+    return f"epoch {epoch + 1}, step {step}"

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..checks import count_text
 from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data
 from .resumed import extended, record_changes, refuse_other_classes, relaid, say_finished, trained_on
@@ -342,9 +343,10 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
             say_finished(settings, start, extended(settings, start, global_batch, steps.train),
                           store.settings if store is not None else {})
         else:
-            logger.info("Training AlexNet: %d images, %d classes, %d epochs of %d steps, global batch %d on %d "
-                        "replica(s) (%s).", len(td.files), td.num_classes, settings.epochs, steps.train,
-                        topo.global_batch(settings.step_batch), topo.replicas, topo.name)
+            logger.info("Training AlexNet: %s, %s, %s of %s, global batch %d on %s (%s).",
+                        count_text(len(td.files), "image"), count_text(td.num_classes, "class", "classes"),
+                        count_text(settings.epochs, "epoch"), count_text(steps.train, "step"),
+                        topo.global_batch(settings.step_batch), count_text(topo.replicas, "replica"), topo.name)
             _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
     except BaseException:
