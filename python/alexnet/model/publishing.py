@@ -36,11 +36,28 @@ def check_model_board(model_board: str | os.PathLike | None, data_board: str | N
     if model_board is not None:  # a mistyped location named as the argument that gave it, once
         resolve_location(model_board, setting, takes=WRITABLE)
     try:
-        return open_board(board, write=True).location
+        opened = open_board(board, write=True)
     except BoardError as err:
         which = (f"`{setting}`" if model_board is not None else
                  f"the data's board, where `model_pin` publishes without a `{setting}`")
         raise BoardError(f"{which}: {err}") from None
+    if model_board is not None:  # said before the work, not once a run of days has ended
+        _say_if_new(opened, "the model pin")
+    return opened.location
+
+
+#: The boards said to be made new by a model pin (once each in a process: before a run, not again when it publishes).
+_SAID_NEW: set[str] = set()
+
+
+def _say_if_new(opened: Board, pin: str, names: list[str] | None = None) -> None:
+    """Warn that ``pin`` makes the board ``opened`` a new board when it holds no pins (``names``, when read): a
+    mistyped location would otherwise go unnoticed (reading from a board that is not there is an error)."""
+    if opened.location in _SAID_NEW or (names if names is not None else opened.pin_names()):
+        return
+    _SAID_NEW.add(opened.location)
+    logger.warning("Board %s holds no pins: %s makes it a new board. If you meant an existing board, its location is "
+                   "mistyped.", opened.location, pin)
 
 
 def model_pin_metadata(card: ModelCard, sha256: str, size: int, export: dict[str, Any] | None = None
@@ -81,9 +98,8 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     exists = name in names
     if exists:
         _warn_of_other_classes(opened, name, card)
-    elif not names:  # reading from a board that is not there is an error: a mistyped location is told here
-        logger.warning("Board %s holds no pins: model pin %s makes it a new board. If you meant an existing board, "
-                       "its location is mistyped.", opened.location, name)
+    else:
+        _say_if_new(opened, f"model pin {name}", names)
     with quiet_pins():
         version = publish_file(opened, files, name, title=f"AlexNet, {card.num_classes} classes",
                                metadata=metadata, exists=exists, retries=retries)
