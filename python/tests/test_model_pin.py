@@ -322,7 +322,7 @@ def test_a_model_pinned_on_a_board_with_no_pins_is_said_to_make_a_new_board(save
                                    "precision": "float32", "validation": False, "model_pin": "alexnet",
                                    "model_board": str(models)})
     assert [r.getMessage() for r in caplog.records] == [
-        f"Board {models} holds no pins: the model pin makes it a new board. If you meant an existing board, its "
+        f"Board {models} holds no pins: model pin alexnet makes it a new board. If you meant an existing board, its "
         "location is mistyped."]
     caplog.clear()
     with caplog.at_level("WARNING", logger="alexnet.model.publishing"):

@@ -296,9 +296,9 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
         logger.warning("`name` is the name of the model pin published on `board`, and no `board` is given: no pin is "
                        "published.")
     if board is not None:
-        board = check_model_board(board, None, "board")
         default = source.reference.get("name") if source.kind == "pin" else None
         pin_name = check_model_pin(name if name is not None else default or "alexnet", "name")
+        board = check_model_board(board, None, "board", pin_name)
         check_pin_holds_models(board, pin_name, "name")
     loaded = load_model(source)
     scratch = make_scratch("alexnet-export-")

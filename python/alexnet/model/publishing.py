@@ -23,10 +23,11 @@ logger = logging.getLogger(__name__)
 
 
 def check_model_board(model_board: str | os.PathLike | None, data_board: str | None,
-                      setting: str = "model_board") -> str:
+                      setting: str = "model_board", pin: str | None = None) -> str:
     """The board a model pin goes to (``model_board``, given as the argument ``setting``, else the data's board),
     opened for writing to prove it can be; an :class:`AlexnetError` saying what to pass when there is none, a
-    ``BoardError`` naming the argument when it cannot be written."""
+    ``BoardError`` naming the argument when it cannot be written. A ``model_board`` that holds no pins is said to
+    become a new board by the model pin ``pin``."""
     board = model_board if model_board is not None else data_board
     if board is None:
         raise AlexnetError(
@@ -42,7 +43,7 @@ def check_model_board(model_board: str | os.PathLike | None, data_board: str | N
                  f"the data's board, where `model_pin` publishes without a `{setting}`")
         raise BoardError(f"{which}: {err}") from None
     if model_board is not None:  # said before the work, not once a run of days has ended
-        _say_if_new(opened, "the model pin")
+        _say_if_new(opened, f"model pin {pin}" if pin else "the model pin")
     return opened.location
 
 

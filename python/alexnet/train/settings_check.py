@@ -119,6 +119,6 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
                        epochs)
     values["model_board"] = None
     if values["model_pin"] is not None:
-        values["model_board"] = check_model_board(arguments.get("model_board"), data_board)
+        values["model_board"] = check_model_board(arguments.get("model_board"), data_board, pin=values["model_pin"])
         check_pin_holds_models(values["model_board"], values["model_pin"])
     return TrainSettings(**values)
