@@ -110,6 +110,14 @@ def test_a_checkpoint_inside_an_epoch_resumes_at_that_step(data, tmp_path):
         alexnet_train(8, 2, data, **dict(settings, checkpoint_every=0))
 
 
+def test_a_checkpoint_every_as_many_steps_as_an_epoch_has_is_said(data, tmp_path, caplog):
+    """checkpoint_every = 500 with epochs of 12 steps never checkpointed inside an epoch, without a word."""
+    with caplog.at_level("WARNING", logger="alexnet"):
+        alexnet_train(8, 1, data, **dict(SMALL, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=4))
+    assert "`checkpoint_every` = 4 is not below the 4 steps of an epoch: no checkpoint is written inside an epoch, " \
+        "only at each epoch's end; give checkpoint_every below 4." in [r.getMessage() for r in caplog.records]
+
+
 def test_a_model_dir_holding_another_runs_checkpoints_is_refused_before_training(data, cloud_env, tmp_path):
     import s3fs
 

@@ -199,6 +199,20 @@ def test_plateau_drops_after_patience_epochs_without_a_better_accuracy():
         [0.01] * 4 + [0.001] * 3 + [0.0001] * 2)]
 
 
+def test_a_step_schedule_whose_drops_all_come_after_the_run_is_said(caplog):
+    """lr_schedule = 'step' with its default drops (30, 60, 80) over 2 epochs never dropped the rate, without a word
+    (patience or lr_drop_epochs given without their schedule are said)."""
+    with caplog.at_level("WARNING", logger="alexnet"):
+        check_settings({"lr_schedule": "step", "epochs": 2})
+        check_settings({"lr_schedule": "step", "lr_drop_epochs": [5], "epochs": 1})
+        check_settings({"lr_schedule": "step", "lr_drop_epochs": [1, 9], "epochs": 2})  # one drop within: fine
+    assert [r.getMessage() for r in caplog.records] == [
+        "`lr_drop_epochs` = [30, 60, 80] holds no epoch below `epochs` (2): lr_schedule = 'step' never drops the rate "
+        "in this run; give lr_drop_epochs below 2.",
+        "`lr_drop_epochs` = [5] holds no epoch below `epochs` (1): lr_schedule = 'step' never drops the rate in this "
+        "run; a run of one epoch has no epoch to drop it at: give more epochs."]
+
+
 def test_settings_choose_the_rate_schedule_and_refuse_what_cannot_work():
     assert check_settings({}).lr_schedule == "linear" and check_settings({}).label_smoothing == 0.1
     settings = check_settings({"lr_schedule": "step", "lr_drop_epochs": [1], "epochs": 3})

@@ -278,6 +278,10 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
                                       parameters=parameters)
     worker_batch = topo.worker_batch(settings.step_batch)
+    if topo.chief and settings.checkpoint_every is not None and settings.checkpoint_every >= steps.train:
+        logger.warning("`checkpoint_every` = %d is not below the %s of an epoch: no checkpoint is written inside an "
+                       "epoch, only at each epoch's end; give checkpoint_every below %d.", settings.checkpoint_every,
+                       count_text(steps.train, "step"), steps.train)
     if dog is not None:  # a step's own computation (as measured, for the settings taken) is not waiting for the others
         dog.step_seconds = 2 * float(timing.get("compute_seconds", 0.0))
     datasets = RunDatasets(strategy, td, settings, topo, steps)

@@ -113,6 +113,12 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
 
         check_architecture(values["initial_model"], values["dense_units"], values["grouped"])
     declaration.warn_unused(values, logger, TrainSettings)
+    drops = values["lr_drop_epochs"]
+    if values["lr_schedule"] == "step" and drops and min(drops) >= values["epochs"]:
+        logger.warning("`lr_drop_epochs` = %s holds no epoch below `epochs` (%d): lr_schedule = 'step' never drops "
+                       "the rate in this run; %s.", list(drops), values["epochs"],
+                       f"give lr_drop_epochs below {values['epochs']}" if values["epochs"] > 1 else
+                       "a run of one epoch has no epoch to drop it at: give more epochs")
     if values["sync_every"] > 1 and values["local_sgd_after"] >= (epochs := values["epochs"]):
         logger.warning("`local_sgd_after` = %d is not below `epochs` (%d): every epoch trains synchronously, and "
                        "`sync_every` is not used; give local_sgd_after < %d.", values["local_sgd_after"], epochs,
