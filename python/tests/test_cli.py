@@ -933,3 +933,24 @@ def test_a_model_given_first_among_the_images_is_named_as_such(command, monkeypa
     from alexnet.cli.model import _no_model_among_images
 
     assert _no_model_among_images(named) is None, "a model named: what follows is the images"
+
+
+def test_checkpoints_the_run_would_refuse_are_said_before_its_partition_is_fetched(monkeypatch, capsys, tmp_path):
+    """A resume with other dense units fetched the whole partition and checked its images, then was refused."""
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    src = imagenet_synthetic(tmp_path / "src", classes=3, images_per_class=2, val_per_class=0, max_side=32)["path"]
+    imagenet_upload(src, tmp_path / "board")
+    checkpoints = tmp_path / "ckpt"
+    checkpoints.mkdir()
+    (checkpoints / "alexnet-history.json").write_text(json.dumps({
+        "format": 1, "epochs_done": 1, "position": [1, 0], "settings": {"num_classes": 3, "dense_units": 16}}))
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--board", str(tmp_path / "board"), "--total", "1", "--checkpoint-dir", str(checkpoints),
+                 "--dense-units", "32"]) == 2
+    assert "were written for another model (dense_units: 16 then, 32 now)" in capsys.readouterr().err
+    assert seen["fetched"] == 0 and "trained" not in seen
+    assert main(["train", "--board", str(tmp_path / "board"), "--total", "1", "--checkpoint-dir", str(checkpoints),
+                 "--dense-units", "16"]) == 0, "the same model: fetched and trained"
+    assert seen["fetched"] == 1 and seen["trained"]

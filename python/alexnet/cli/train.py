@@ -204,6 +204,12 @@ def _train(args: argparse.Namespace) -> None:
         from ..train.cluster import check_port_free, read_tf_config
 
         check_port_free(read_tf_config())
+    if settings.checkpoint_dir is not None:  # checkpoints the run would refuse: said before a partition is fetched
+        from ..storage.board import open_board
+        from ..storage.layout import read_categories
+        from ..train.formats import check_checkpoints_fit
+
+        check_checkpoints_fit(settings, read_categories(open_board(common.default_board(args))))
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         data = common.fetch(args)
         _warn_of_a_default_share(args, data)

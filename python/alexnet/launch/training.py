@@ -112,22 +112,15 @@ def fit_training(task: Task, rows: list[dict[str, Any]]) -> None:
     would refuse them, once per launch, after the job had taken its slots). Read from the history file and the card
     beside the checkpoints, not from their weights."""
     from ..data.fetch import validation_counts
-    from ..train.checkpoint import recorded_settings
-    from ..train.formats import check_classes_before_launch
-    from ..train.initial import initial_description
-    from ..train.resumed import check_resume
+    from ..train.formats import check_checkpoints_fit
 
     if task.workers > len(rows):
         raise AlexnetError(f"{task.workers} workers need at least {task.workers} categories, but board {task.board} "
                            f"has {len(rows)}: use `workers` <= {len(rows)}.")
     if task.evaluation is not None:
         validation_counts(rows, task.board)
-    settings = task.settings
-    if settings is not None and settings.checkpoint_dir:
-        saved = recorded_settings(settings.checkpoint_dir)
-        check_resume(saved, {"num_classes": len(rows), **settings.model_settings(),
-                             "initial_model": initial_description(settings.initial_model)}, settings.checkpoint_dir)
-        check_classes_before_launch(saved, [str(row["id"]) for row in rows], settings.checkpoint_dir)
+    if task.settings is not None:
+        check_checkpoints_fit(task.settings, rows)
 
 
 def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequence[Any] | None = None

@@ -134,6 +134,23 @@ def check_checkpoint_classes(saved: Mapping[str, Any], class_ids: Sequence[str],
                   lambda: holds_model(fs, root))
 
 
+def check_checkpoints_fit(settings: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse, before any data is fetched or any worker launched, checkpoints in ``settings.checkpoint_dir`` (of a
+    :class:`~alexnet.train.settings.TrainSettings`) that the run would refuse once it had its data: of another format,
+    written for another model, or trained on other classes than those of the board's categories ``rows``. Read from the
+    history file and the card beside them, not from their weights; nothing without a ``checkpoint_dir``."""
+    from .checkpoint import recorded_settings
+    from .initial import initial_description
+    from .resumed import check_resume
+
+    if not settings.checkpoint_dir:
+        return
+    saved = recorded_settings(settings.checkpoint_dir)
+    check_resume(saved, {"num_classes": len(rows), **settings.model_settings(),
+                         "initial_model": initial_description(settings.initial_model)}, settings.checkpoint_dir)
+    check_classes_before_launch(saved, [str(row["id"]) for row in rows], settings.checkpoint_dir)
+
+
 def check_classes_before_launch(saved: Mapping[str, Any], class_ids: Sequence[str], location: str) -> None:
     """On the driver of a Spark job, before it launches the workers: raise what the chief of a run resuming the
     checkpoints at ``location`` (whose history records ``saved``) would raise once launched, when they were trained on
