@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..checks import count_text
+from ..errors import AlexnetError
 from . import common
 
 log = logging.getLogger(__name__)
@@ -209,7 +210,12 @@ def _train(args: argparse.Namespace) -> None:
         from ..storage.layout import read_categories
         from ..train.formats import check_checkpoints_fit
 
-        check_checkpoints_fit(settings, read_categories(open_board(common.default_board(args))))
+        try:
+            rows = read_categories(open_board(common.default_board(args)))
+        except AlexnetError:  # a board that cannot be read: the fetch says what is wrong with it
+            rows = None
+        if rows is not None:
+            check_checkpoints_fit(settings, rows)
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         data = common.fetch(args)
         _warn_of_a_default_share(args, data)
