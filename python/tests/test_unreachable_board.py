@@ -195,12 +195,12 @@ def test_downloads_that_wait_for_a_byte_say_so_and_say_when_bytes_come_again(ser
                                                                              tmp_path, caplog):
     """A board that keeps its connections open and silent is given up on after minutes (each request waits for its
     silent socket, then is tried again): the fetch's bar stood still and nothing was said for 6 minutes."""
-    from alexnet.storage import fetch
+    from alexnet.storage import stalls
 
-    monkeypatch.setattr(fetch, "STALL_SAID", 0.6)
+    monkeypatch.setattr(stalls, "STALL_SAID", 0.6)
     with http_server(served, trickle=Trickle(pieces=3, pause=1.5)) as url, caplog.at_level("INFO", logger="alexnet"):
         imagenet_partition(0, CLASSES, f"{url}/board", cache_dir=tmp_path / "cache", workers=1, retries=0)
-    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.fetch"]
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.stalls"]
     stalled = [m for m in said if "no byte has come" in m]
     assert stalled and stalled[0].startswith(
         f"fetch 0/{CLASSES}: no byte has come from {url}/board for 1 s (1 download under way): it may have stopped "
@@ -383,7 +383,7 @@ def test_the_retries_help_says_the_time_a_silent_board_is_given():
         assert (f"their waits doubling from about 0.5 s (a board that does not answer at all is given up on once "
                 f"they are used, or about {transfer.UNREACHABLE_SECONDS:.0f} s after it stopped if that comes first, "
                 "a few minutes when it keeps its connections open without a word") in " ".join(said.split()), said
-    from alexnet.storage.fetch import STALL_SAID
+    from alexnet.storage.stalls import STALL_SAID
 
     assert f"said after {STALL_SAID:.0f} s without a byte" in specs(FetchOptions)["retries"].help
 

@@ -35,8 +35,9 @@ from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
 from .board import Board
-from .location import SILENT_TIMEOUT
 from .locking import file_lock, holder_of
+from .outputs import nearest_existing
+from .stalls import Stalls
 from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, inside, unreachable
 
 log = logging.getLogger(__name__)
@@ -132,63 +133,6 @@ def _check_extracted(item: ZipItem, names: list[str]) -> None:
                              f"damaged, and is not used; {again}")
 
 
-#: Seconds without a byte from the board, while downloads are under way, before a fetch says that it waits for one.
-STALL_SAID = 30.0
-
-
-class _Stalls:
-    """Says when the downloads under way have had no byte from the board for :data:`STALL_SAID` seconds (a board
-    that keeps its connections open without answering is given up on only after minutes: each request waits for its
-    silent socket, then is tried again), and when bytes come again. Time spent waiting for another process's
-    category is no download."""
-
-    def __init__(self, desc: str, location: str):
-        self.desc, self.location = desc, location
-        self.lock = threading.Lock()
-        self.active, self.last, self.said = 0, time.monotonic(), 0.0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._watch, name="alexnet-fetch-stalls", daemon=True)
-        self.thread.start()
-
-    def moved(self) -> None:
-        """Bytes came from the board."""
-        with self.lock:
-            now, said = time.monotonic(), self.said
-            gap, self.last, self.said = now - self.last, now, 0.0
-        if said:
-            log.info("%s: bytes come from %s again, after %.0f s without any", self.desc, self.location, gap)
-
-    @contextlib.contextmanager
-    def downloading(self) -> Iterator[None]:
-        """A download under way while in the block."""
-        with self.lock:
-            if not self.active:
-                self.last = time.monotonic()
-            self.active += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.active -= 1
-
-    def _watch(self) -> None:
-        while not self.stop.wait(min(1.0, STALL_SAID / 4)):
-            with self.lock:
-                stalled = self.active and not self.said and time.monotonic() - self.last >= STALL_SAID
-                if stalled:
-                    self.said, active = time.monotonic(), self.active
-            if stalled:
-                log.warning("%s: no byte has come from %s for %.0f s (%s under way): it may have stopped answering; "
-                            "each request waits up to %.0f s for a silent connection and is tried again, so giving up "
-                            "on it can take a few minutes (Ctrl-C stops; the same fetch run again resumes)",
-                            self.desc, self.location, STALL_SAID, count_text(active, "download"),
-                            SILENT_TIMEOUT)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
 def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache.Stamp, retries: int,
                progress: Any, check: Callable[[], None] | None = None, say: Callable[[str], None] | None = None,
                downloading: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
@@ -261,9 +205,7 @@ def _say_why_fetched_again(item: ZipItem) -> None:
 def _refusing_folder(path: str, root: str) -> str:
     """The folder that refused the write of ``path`` in the cache ``root``: the nearest that exists, the cache itself
     for the fetch's own folders in its ``.tmp``."""
-    folder = path
-    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
-        folder = os.path.dirname(folder)
+    folder = nearest_existing(path)
     return root if inside(folder, os.path.join(root, cache.TMP)) else folder
 
 
@@ -352,7 +294,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         _warn_of_room(root, todo, workers, desc)
         with _work_folder(root, todo, len(files), len(items), workers) as work, \
                 progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1000) as bar, \
-                contextlib.closing(_Stalls(desc, board.location)) as stalls:
+                contextlib.closing(Stalls(desc, board.location)) as stalls:
 
             # set by Ctrl-C: the downloads under way stop at their next bytes (what they wrote is a part file, removed)
             interrupted = threading.Event()

@@ -29,8 +29,7 @@ def local_location(location: str | os.PathLike, what: str, holds: str) -> str:
 
 def _a_file_on_the_way(path: str) -> bool:
     """Is the local ``path``, or the nearest of its parents that exists, something else than a folder?"""
-    missing = _missing_folders(path)
-    found = os.path.dirname(missing[-1]) if missing else os.path.abspath(path)
+    found = nearest_existing(path)
     try:  # one look: another process proving the same new folder may take it away between two
         return not stat.S_ISDIR(os.stat(found).st_mode)
     except FileNotFoundError:  # taken away meanwhile: nothing on the way, and making it again is the writer's job
@@ -100,6 +99,12 @@ def _missing_folders(path: str) -> list[str]:
     return missing
 
 
+def nearest_existing(path: str) -> str:
+    """The local ``path`` (absolute) when it exists, else the nearest of its parents that does."""
+    missing = _missing_folders(path)
+    return os.path.dirname(missing[-1]) if missing else os.path.abspath(path)
+
+
 def _remove_empty(folders: list[str]) -> None:
     """Remove ``folders`` (deepest first) as long as they are empty."""
     for folder in folders:
@@ -120,8 +125,7 @@ def made_folder(folder: str, setting: str, unset: str, *, holds: str, root: str 
         problem = "" if os.access(folder, os.W_OK | os.X_OK) else "it cannot be written"
     except (FileExistsError, NotADirectoryError):
         problem = "it, or a folder above it, is a file, not a folder"
-        missing = _missing_folders(folder)
-        found = os.path.dirname(missing[-1]) if missing else os.path.abspath(folder)
+        found = nearest_existing(folder)
         if root is not None and inside(found, root) and found != os.path.abspath(root):
             problem = f"{found}, a folder it keeps, is a file: remove that file"
     except OSError as error:
