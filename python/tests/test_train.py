@@ -311,10 +311,22 @@ def test_a_finished_run_run_again_trains_nothing_and_publishes_no_second_version
         record = _Record()
         caplog.clear()
         with caplog.at_level("INFO", logger="alexnet"):
-            again = alexnet_train(8, epochs, small, callbacks=[record], **settings,
-                                  **({"momentum": 0.5} if epochs == 1 else {}))
+            again = alexnet_train(4 if epochs == 1 else 8, epochs, small, callbacks=[record], **settings,
+                                  **({"momentum": 0.5, "precision": "bfloat16"} if epochs == 1 else {}))
         assert record.epochs == [], "nothing trained"
-        assert ("trained otherwise than asked now: `momentum`: 0.9 then, 0.5 now. Nothing is trained with these"
+        # the settings its model was trained with, not those given now, which trained nothing
+        assert {name: again["params"][name] for name in ("batch_size", "global_batch_size", "epochs", "momentum",
+                                                         "precision", "steps", "peak_learning_rate")} == {
+            name: first["params"][name] for name in ("batch_size", "global_batch_size", "epochs", "momentum",
+                                                     "precision", "steps", "peak_learning_rate")}
+        assert again["schedule"]["summary"] == first["schedule"]["summary"]
+        # left to choose, the precision is the finished run's, not measured again (asked for, it is built so)
+        assert (f"(as the finished run in {tmp_path / 'ckpt'} trained: nothing is left to train)" in caplog.text
+                ) == (epochs == 2)
+        assert history_summary(again).splitlines()[1] == history_summary(first).splitlines()[1]
+        assert ("trained otherwise than asked now: `momentum`: 0.9 then, 0.5 now; a global batch of 8 images then, 4 "
+                "now (other workers, `batch_size` or `accumulate_steps`: a learning rate scaled to the new batch). "
+                "Nothing is trained with these"
                 in caplog.text) == (epochs == 1), "the setting left unused named"
         assert "Resuming" not in caplog.text and "Training AlexNet" not in caplog.text
         done = "all 2 epochs asked for" if epochs == 2 else "2, more than the 1 epochs asked for"

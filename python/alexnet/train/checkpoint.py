@@ -348,9 +348,15 @@ def _kept_history(reader: Any) -> dict[str, Any] | None:
 
 def recorded_settings(location: str | None) -> dict[str, Any]:
     """The settings the checkpoints at ``location`` (a resolved location; None: none) recorded when they were
-    written (empty: none written yet): the history file's, or, when it is missing or cannot be read, those of the
-    copy the newest checkpoint keeps, which a resumed run takes (:meth:`CheckpointStore.restore`). Raises when they
-    are of another format (:func:`check_format`), as the run would."""
+    written (empty: none written yet), as :func:`recorded_history` finds them."""
+    return dict(recorded_history(location).get("settings") or {})
+
+
+def recorded_history(location: str | None) -> dict[str, Any]:
+    """The history the checkpoints at ``location`` (a resolved location; None: none) recorded (empty: none written
+    yet): the history file's, or, when it is missing or cannot be read, the copy the newest checkpoint keeps, which a
+    resumed run takes (:meth:`CheckpointStore.restore`). Raises when it is of another format (:func:`check_format`),
+    as the run would."""
     if not location:
         return {}
     fs, root = open_filesystem(location, what="checkpoint_dir"), fs_path(location)
@@ -364,7 +370,7 @@ def recorded_settings(location: str | None) -> dict[str, Any]:
         state = _newest_kept_history(location)
     if state is not None:
         check_format(state, location, fs, root)
-    return dict((state or {}).get("settings", {}))
+    return dict(state or {})
 
 
 def _newest_kept_history(location: str) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..tfimport import tf
     from .agreement import Steps
     from .checkpoint import CheckpointStore, Resume
+    from .precision import Precision
     from .schedule import RateSchedule
     from .settings import TrainSettings
     from .strategy import Topology
@@ -255,3 +256,27 @@ def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: To
             "partition": one("partition") if topo.workers == 1 else None,
             "total": one("total"), "class_ids": [str(i) for i in td.class_ids], "train_images": int(steps.train_images),
             "val_images": int(steps.val_images)}
+
+
+def finished_precision(settings: TrainSettings) -> Precision | None:
+    """With ``precision`` unset, the one the run in ``settings.checkpoint_dir`` computed in when its history says it
+    trained every epoch asked for: nothing is left to train, and the precisions are not measured (None otherwise,
+    also when the history cannot be read: the resume says what is wrong with it). Every worker reads the same."""
+    from .checkpoint import recorded_history
+    from .precision import Precision
+
+    if settings.precision is not None or not settings.checkpoint_dir:
+        return None
+    try:
+        history = recorded_history(settings.checkpoint_dir)
+    except AlexnetError:
+        return None
+    trained = (history.get("settings") or {}).get("run") or {}
+    try:
+        epoch, step = (int(value) for value in history.get("position") or (history.get("epochs_done", 0), 0))
+    except (TypeError, ValueError):
+        return None
+    if epoch < settings.epochs or step != 0 or not trained.get("precision"):
+        return None
+    return Precision(str(trained["precision"]), f"as the finished run in {settings.checkpoint_dir} trained: nothing "
+                     "is left to train")

@@ -8,7 +8,7 @@ AlexNet under the strategy's scope (:mod:`.model`), starting from a trained mode
 (:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
 the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
 (:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`.trained`,
-:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict.
+:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict (:mod:`.history_file`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,17 @@ from typing import TYPE_CHECKING, Any
 from ..checks import count_text
 from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data
-from .resumed import extended, record_changes, refuse_other_classes, relaid, say_finished, trained_on
-from .schedule import describe, one_epoch
+from .history_file import run_history
+from .resumed import (
+    extended,
+    finished_precision,
+    record_changes,
+    refuse_other_classes,
+    relaid,
+    say_finished,
+    trained_on,
+)
+from .schedule import one_epoch
 from .settings import TrainSettings
 from .trained import model_card, publish_model, take_best_epoch, weights_digest
 
@@ -34,7 +43,6 @@ if TYPE_CHECKING:
     from ..input.inputs import TrainingData
     from ..model.card import ModelCard
     from .agreement import Steps
-    from .callbacks import Recorder
     from .checkpoint import Resume
     from .precision import Precision
     from .schedule import RateSchedule
@@ -46,9 +54,6 @@ logger = logging.getLogger(__name__)
 #: What a run calls once training is over, before saving: ``evaluate(strategy, model, card)``, the evaluation the card
 #: records (see :func:`run`).
 Evaluate = Callable[[Any, Any, "ModelCard"], "dict[str, Any] | None"]
-
-_METRICS = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
-
 
 def _xla(settings: TrainSettings, topology: Topology) -> tuple[bool, str]:
     """Whether the training step is compiled with XLA on ``topology``, and why (:meth:`TrainSettings.xla_choice`)."""
@@ -62,6 +67,9 @@ def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: Tra
     from .agreement import all_gather_ints
     from .measure import agree, precision_for
 
+    finished = finished_precision(settings)
+    if finished is not None:
+        return finished
     precision = precision_for(settings.precision, gpu=topology.gpu, num_classes=num_classes,
                               batch_size=settings.batch_size, image_size=settings.sizes.final,
                               dense_units=settings.dense_units, grouped=settings.grouped,
@@ -140,38 +148,6 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
         if len(settings.sizes.sizes) > 1:
             logger.info("Epochs %d to %d at %d x %d pixels.", first + 1, last, size, size)
         fit(first, last, steps.train, size)
-
-
-def _history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
-             recorder: Recorder, precision: Precision, rates: RateSchedule, extra: dict[str, Any]) -> dict[str, Any]:
-    """The run's history: its settings and what they resolved to (``params``), ``metrics`` and ``schedule``."""
-    metrics = recorder.metrics
-    ordered = {name: [float(v) for v in metrics[name]] for name in _METRICS if name in metrics}
-    ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
-    schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
-    schedule["summary"] = describe(schedule, precision.name, precision.reason, rates.peak)
-    jit_compile, jit_compile_reason = _xla(settings, topology)
-    params = {
-        **settings.to_dict(),
-        "image_size_epochs": list(settings.sizes.epochs),
-        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
-        "global_batch_size": topology.global_batch(settings.step_batch), "num_classes": td.num_classes,
-        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
-        "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
-        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
-        "precision_rates": precision.rates,
-        "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
-        "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
-        "jit_compile": jit_compile, "jit_compile_reason": jit_compile_reason,
-        "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
-        **{name: extra.pop(name) for name in ("allreduce_seconds", "sixteen_bit_allreduce_seconds", "hidden_seconds",
-                                              "compute_seconds", "communication_efficiency",
-                                              "advised_settings", "communication_advice", "adapted_settings",
-                                              "micro_batches_up_to")},
-        "seconds": extra.pop("seconds"), "started_from": extra.pop("started_from"),
-        "settings_changed": extra.pop("settings_changed"),
-    }
-    return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
 
 
 def _check_validation(steps: Steps, settings: TrainSettings) -> None:
@@ -378,7 +354,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
         changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
                    ).get("settings_changed", [])
-        return _history(settings, topo, td, steps, start, recorder, precision, setter.rates, {
+        return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo), {
             "settings_changed": list(changed),
             "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
             "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
