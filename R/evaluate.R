@@ -93,8 +93,10 @@ print.alexnet_evaluation <- function(x, ...) {
   )
   if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
   classes <- x$per_class
-  if (is.data.frame(classes) && nrow(classes) > 1L) {
-    lowest <- utils::head(classes[order(classes$top1_accuracy, classes$index), ], 3L)
+  # of the classes below 100% only: one all right is not among the lowest, however few the classes
+  lowest <- if (is.data.frame(classes) && nrow(classes) > 1L) classes[which(classes$top1_accuracy < 1), ]
+  if (is.data.frame(lowest) && nrow(lowest)) {
+    lowest <- utils::head(lowest[order(lowest$top1_accuracy, lowest$index), ], 3L)
     cat("Lowest top-1: ", paste0(first_name(lowest$name), " ", percent(lowest$top1_accuracy), " (",
                                  lowest$top1_correct, " of ", lowest$images, ")", collapse = ", "), "\n", sep = "")
   }

@@ -954,3 +954,20 @@ def test_checkpoints_the_run_would_refuse_are_said_before_its_partition_is_fetch
     assert main(["train", "--board", str(tmp_path / "board"), "--total", "1", "--checkpoint-dir", str(checkpoints),
                  "--dense-units", "16"]) == 0, "the same model: fetched and trained"
     assert seen["fetched"] == 1 and seen["trained"]
+
+
+def test_the_lowest_classes_of_an_evaluation_are_those_below_100_percent():
+    """With few classes, the lowest top-1 listed classes all right (100.0%), which are not low at all."""
+    from alexnet.cli.model import evaluation_summary
+
+    def row(index: int, name: str, right: int) -> dict[str, object]:
+        return {"index": index, "id": f"n0{index}", "name": name, "images": 4, "top1_correct": right,
+                "top5_correct": 4, "top1_accuracy": right / 4, "top5_accuracy": 1.0}
+
+    evaluation = {"images": 12, "top1_correct": 7, "top5_correct": 12, "top1_accuracy": 7 / 12, "top5_accuracy": 1.0,
+                  "num_classes": 3, "per_class": [row(0, "tench, Tinca tinca", 1), row(1, "goldfish", 4),
+                                                  row(2, "ostrich", 2)]}
+    lines = evaluation_summary(evaluation).splitlines()
+    assert lines[2] == "Lowest top-1: tench 25.0% (1 of 4), ostrich 50.0% (2 of 4)", lines
+    evaluation["per_class"] = [row(0, "tench", 4), row(1, "goldfish", 4)]
+    assert "Lowest" not in evaluation_summary(evaluation), "every class all right: none is low"

@@ -199,7 +199,8 @@ test_that("an evaluation's counts by class are data frames, printed as its lowes
   expect_type(evaluation$per_class$top1_accuracy, "double")
   expect_equal(evaluation$confusions$predicted_index, c(1L, 0L))
   out <- capture.output(print(evaluation))
-  expect_equal(out[[3]], "Lowest top-1: tench 25.0% (1 of 4), ostrich 50.0% (2 of 4), goldfish 100.0% (4 of 4)")
+  # the classes below 100% only: goldfish, all right, is not among the lowest
+  expect_equal(out[[3]], "Lowest top-1: tench 25.0% (1 of 4), ostrich 50.0% (2 of 4)")
   expect_equal(out[[4]], "Most confused: tench taken for goldfish (3 images), ostrich taken for tench (1 image)")
   expect_tidy_lines(out)
   # a share without images keeps the tables' columns
@@ -208,6 +209,13 @@ test_that("an evaluation's counts by class are data frames, printed as its lowes
   expect_equal(names(empty$per_class), names(evaluation$per_class))
   expect_equal(names(empty$confusions), names(evaluation$confusions))
   expect_no_match(paste(capture.output(print(empty)), collapse = "\n"), "Lowest")
+  # every class all right: none is low, no line
+  right <- alexnet:::new_alexnet_evaluation(list(
+    images = 8L, top1_correct = 8L, top5_correct = 8L, top1_accuracy = 1, top5_accuracy = 1, top_k = 5L,
+    num_classes = 2L, per_class = list(class_row(0L, "n01", "tench, Tinca tinca", 4L, 4L, 4L, "", 0L),
+                                       class_row(1L, "n02", "goldfish, Carassius auratus", 4L, 4L, 4L, "", 0L)),
+    confusions = list()))
+  expect_no_match(paste(capture.output(print(right)), collapse = "\n"), "Lowest")
   pdf(NULL)
   on.exit(grDevices::dev.off())
   grDevices::dev.control("enable")

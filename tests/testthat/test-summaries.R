@@ -90,6 +90,7 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
   said <- cli_lines("alexnet.cli.model", "evaluation_summary", evaluation)
   expect_identical(said, c(printed, "Bad images left out:", "  /v/x.JPEG"))
   expect_match(printed[[2]], "; 2 workers; 1 bad image left out; 3 validation images left out at upload$")
+  expect_identical(printed[[3]], "Lowest top-1: tench 50.0% (1 of 2)")  # goldfish, all right, is not low
   # not known, or none: nothing said
   for (left_out in c("null", "0")) {
     evaluation <- py_result(sub('"left_out_at_upload": 3', paste0('"left_out_at_upload": ', left_out),

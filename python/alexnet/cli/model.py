@@ -117,8 +117,10 @@ def evaluation_summary(r: dict[str, Any]) -> str:
     if any(details):
         lines.append("; ".join(d for d in details if d))
     classes = r.get("per_class") or []
-    if len(classes) > 1:
-        lowest = sorted(classes, key=lambda c: (c["top1_accuracy"], c["index"]))[:SHOWN_CLASSES]
+    # of the classes below 100% only: one all right is not among the lowest, however few the classes
+    missed = [c for c in classes if c["top1_accuracy"] < 1] if len(classes) > 1 else []
+    lowest = sorted(missed, key=lambda c: (c["top1_accuracy"], c["index"]))[:SHOWN_CLASSES]
+    if lowest:
         lines.append("Lowest top-1: " + ", ".join(f"{first_name(c['name'])} {percent_text(c['top1_accuracy'])} "
                                                   f"({c['top1_correct']} of {c['images']})" for c in lowest))
     confusions = (r.get("confusions") or [])[:SHOWN_CLASSES]  # also of one class: taken for classes not scored
