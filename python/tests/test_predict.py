@@ -349,6 +349,35 @@ def test_a_bucket_folder_and_bucket_images_are_read_and_predicted_as_local_ones(
         alexnet_predict(setup["model_dir"], [f"{remote}/missing.jpg"])
 
 
+def test_an_image_at_a_url_the_server_does_not_have_is_said_as_its_answer(setup):
+    """A URL answered 404 was said as "No such file or directory", the words of a file missing on a disk."""
+    from servers import http_server
+
+    served = Path(setup["images"][0]).parent
+    with http_server(served) as url:
+        good, missing = f"{url}/{Path(setup['images'][0]).name}", f"{url}/missing.jpg"
+        with pytest.raises(AlexnetError, match="1 of 2 image") as raised:
+            alexnet_predict(setup["model_dir"], [good, missing])
+        assert f"\n  {missing}: the server answered 404 (not found)\n" in str(raised.value), raised.value
+        records = alexnet_predict(setup["model_dir"], [good, missing], top=1, skip_bad=True)
+        assert [r["image"] for r in records] == [good]
+
+
+def test_another_error_status_of_a_url_is_said_as_the_servers_answer():
+    """A status other than 404 (aiohttp's ClientResponseError, no OSError) escaped the reading of the images."""
+    import aiohttp
+
+    from alexnet.model.predict import _read
+
+    def answering(status: int):
+        def cat_file(path: str) -> bytes:
+            raise aiohttp.ClientResponseError(None, (), status=status, message="")
+        return {"http": type("Server", (), {"cat_file": staticmethod(cat_file)})()}
+
+    assert _read("https://example.org/a.jpg", answering(403)) == (None, "the server answered 403 (forbidden)")
+    assert _read("http://example.org/a.jpg", answering(599)) == (None, "the server answered 599 (an error status)")
+
+
 def test_top_is_at_least_1_and_at_most_the_classes(setup):
     with pytest.raises(AlexnetError, match="`top` must be"):
         alexnet_predict(setup["model_dir"], setup["images"][:1], top=0)

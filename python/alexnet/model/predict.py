@@ -167,8 +167,39 @@ def _read(item: str | bytes, filesystems: dict[str, Any]) -> tuple[bytes | None,
         return read_image(item, filesystems), ""
     except AlexnetError as error:
         return None, str(error)
-    except OSError as error:
-        return None, f"cannot be read ({reason(error)})"
+    except Exception as error:
+        answered = _server_answer(item, error)
+        if answered:
+            return None, answered
+        if isinstance(error, OSError):
+            return None, f"cannot be read ({reason(error)})"
+        raise
+
+
+#: aiohttp's error for a URL answered with an error status, by module and name (aiohttp is imported with a URL's file
+#: system only).
+_STATUS_ERROR = "aiohttp.client_exceptions.ClientResponseError"
+
+
+def _server_answer(location: str, error: BaseException) -> str:
+    """What the server of the URL ``location`` answered when ``error`` is its error status (fsspec raises a 404 as
+    ``FileNotFoundError``, whose words, those of a file missing on a disk, would say no such thing; any other status
+    as aiohttp's ``ClientResponseError``): ``the server answered 404 (not found)``; else ``""``."""
+    from http import HTTPStatus
+
+    if location.split("://", 1)[0].lower() not in ("http", "https"):
+        return ""
+    status = getattr(error, "status", None)
+    if isinstance(error, FileNotFoundError):
+        status = 404
+    elif not isinstance(status, int) or not any(f"{cls.__module__}.{cls.__name__}" == _STATUS_ERROR
+                                                for cls in type(error).__mro__):
+        return ""
+    try:
+        phrase = HTTPStatus(status).phrase.lower()
+    except ValueError:  # a status of the server's own
+        phrase = "an error status"
+    return f"the server answered {status} ({phrase})"
 
 
 def not_read(data: bytes) -> str:
