@@ -110,10 +110,15 @@ def test_a_tampered_pin_file_is_refused_and_nothing_is_cached(saved, tmp_path):
     cache = tmp_path / "cache"
     with pytest.raises(IntegrityError, match="tampered with or damaged") as refused:
         alexnet_model(str(board), "alexnet", cache_dir=cache)
-    assert not [p for p in cache.rglob("*") if p.is_file()], "a file that failed its check was kept"
+    assert not list(cache.rglob("*")), "a file that failed its check, or the folder made for it, was kept"
     # the one checked download of every pin: its message names the pin it read, and what to do
     assert f"but the metadata of pin 'alexnet' version {version} says " in str(refused.value)
     assert "publish the model again" in str(refused.value) and "categories pin" not in str(refused.value)
+    # a file the board no longer has leaves nothing either
+    on_board.unlink()
+    with pytest.raises(AlexnetError, match="cannot be read"):
+        alexnet_model(str(board), "alexnet", cache_dir=cache)
+    assert not list(cache.rglob("*")), "the folder made for a file that never came was kept"
 
 
 def test_a_pins_cached_file_damaged_since_it_was_read_is_fetched_again_when_it_cannot_be_loaded(saved, tmp_path,

@@ -24,6 +24,7 @@ Which model pin ``alexnet_model()`` reads and where it brings it is declared onc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -132,8 +133,16 @@ def _cached(opened: Board, remote: str, local: str, sha256: str, size: int, wher
     logger.info("%s: downloading %s (%.1f MB)", where, os.path.basename(remote), size / 1e6)
     # a new version, whole
     again = "publish the model again (a training with `model_pin`), or read another version (`version`)"
-    download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin, remedy=again,
-                      damaged_remedy=again)
+    folder = os.path.dirname(local)  # <sha256>/ in the cache: removed again when the file never comes into it
+    made = not os.path.isdir(folder)
+    try:
+        download_verified(opened.fs, remote, local, sha256, what=where, retries=DOWNLOAD_RETRIES, pin=pin,
+                          remedy=again, damaged_remedy=again)
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):  # another process's download into it: theirs
+                os.rmdir(folder)
+        raise
 
 
 def _export_here(opened: Board, name: str, version: str, export: dict[str, Any], root: str, where: str) -> str:
