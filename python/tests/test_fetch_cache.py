@@ -456,7 +456,7 @@ def test_the_upload_knows_a_full_disk_by_the_same_errors(source, tmp_path, monke
     def quota(*args, **kwargs):
         raise OSError(errno.EDQUOT, "Disk quota exceeded")
 
-    monkeypatch.setattr(packing, "_zip_images", quota)
+    monkeypatch.setattr(packing, "zip_images", quota)
     with pytest.raises(AlexnetError, match="a disk is full: the scratch folder's"):
         imagenet_upload(source, tmp_path / "board", workers=2, scratch=tmp_path / "scratch")
     monkeypatch.undo()

@@ -35,7 +35,7 @@ import pytest
 from helpers_imagenet import killed_upload
 from servers import random_bytes
 
-from alexnet.data import archive_io, held, ilsvrc, packing, parquet, tar_io, zip_io
+from alexnet.data import archive_io, held, ilsvrc, packing, parquet, part_zip, tar_io, zip_io
 from alexnet.data.classes import imagenet_classes
 from alexnet.data.fetch import imagenet_categories, imagenet_partition
 from alexnet.data.ilsvrc import DEVKIT, GROUND_TRUTH, TRAIN_TAR, VAL_TAR
@@ -166,7 +166,8 @@ def _stream_uploader(tmp_path, categories: int, images: int, opener, read=lambda
     """An upload (one worker) of a source read as a stream: ``categories`` training parts of ``images`` images each,
     whose ``Part.open`` is ``opener(wnid)``; ``read()`` is called after each part is read."""
     from alexnet.data.classes import class_ids
-    from alexnet.data.packing import Options, Uploader
+    from alexnet.data.packing import Uploader
+    from alexnet.data.part_zip import Options
     from alexnet.data.parts import Part, Source
 
     class Stream(Source):
@@ -298,7 +299,7 @@ def test_one_part_per_cpu_is_packed_while_others_are_fetched_and_published(made,
         return run
 
     monkeypatch.setattr(archive_io.Files, "read_ranges", tracked("fetching", archive_io.Files.read_ranges))
-    monkeypatch.setattr(packing, "_zip_images", tracked("packing", packing._zip_images))
+    monkeypatch.setattr(packing, "zip_images", tracked("packing", packing.zip_images))
     monkeypatch.setattr(packing, "publish_file", tracked("publishing", packing.publish_file))
     board = tmp_path / "board"
     imagenet_upload(url, board, workers=4)
@@ -986,8 +987,8 @@ def test_an_upload_that_finds_its_zips_on_the_board_records_its_source_and_the_n
     board = tmp_path / "board"
     imagenet_upload(made["paths"]["kaggle"], board, workers=2)
     packed: list[str] = []
-    real = packing._zip_images
-    monkeypatch.setattr(packing, "_zip_images", lambda part, *args: packed.append(part.pin) or real(part, *args))
+    real = packing.zip_images
+    monkeypatch.setattr(packing, "zip_images", lambda part, *args: packed.append(part.pin) or real(part, *args))
     second = imagenet_upload(made["paths"]["kaggle_zip"], board, workers=2)
     assert second["uploaded"] == [] and len(packed) == 2 * CLASSES, "read and packed once, found the same"
     packed.clear()
@@ -1414,7 +1415,7 @@ def index_val_after_first_pack(monkeypatch, linger: float = 0.0) -> tuple[list[s
     packed, indexed, seen = threading.Event(), threading.Event(), {}
     seen["indexed"] = indexed
     parts: list[str] = []
-    index, zip_images = ilsvrc.tar_index, packing._zip_images
+    index, zip_images = ilsvrc.tar_index, packing.zip_images
 
     def slow_index(f, label, total):
         if not label.endswith(VAL_TAR):
@@ -1434,7 +1435,7 @@ def index_val_after_first_pack(monkeypatch, linger: float = 0.0) -> tuple[list[s
         return out
 
     monkeypatch.setattr(ilsvrc, "tar_index", slow_index)
-    monkeypatch.setattr(packing, "_zip_images", zipped)
+    monkeypatch.setattr(packing, "zip_images", zipped)
     return parts, seen
 
 
@@ -2024,7 +2025,7 @@ def test_an_upload_from_kaggles_tar_gz_run_again_decodes_nothing(made, tmp_path,
     """A stream is read again on a second run, but a category already on the board is not decoded."""
     source = made["paths"]["kaggle_targz"]
     imagenet_upload(source, tmp_path / "board", workers=2)
-    monkeypatch.setattr(packing, "check_image", lambda *a, **k: pytest.fail("a finished category was decoded"))
+    monkeypatch.setattr(part_zip, "check_image", lambda *a, **k: pytest.fail("a finished category was decoded"))
     report = imagenet_upload(source, tmp_path / "board", workers=2)
     assert report["uploaded"] == [] and len(report["skipped"]) == CLASSES
     assert table(tmp_path / "board") == made["table"]

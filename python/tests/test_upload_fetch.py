@@ -366,7 +366,7 @@ def test_a_full_disk_names_the_scratch_folder_and_the_option(tree, tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     scratch = tmp_path / "small-disk"
-    monkeypatch.setattr(packing, "_zip_images", full)
+    monkeypatch.setattr(packing, "zip_images", full)
     with pytest.raises(BoardError, match="a disk is full") as packing_full:
         imagenet_upload(tree["path"], tmp_path / "board", workers=2, scratch=scratch)
     assert str(scratch) in str(packing_full.value) and "a scratch folder (`scratch`) on a disk with room " \
@@ -390,7 +390,7 @@ def test_a_board_folder_that_cannot_be_written_is_refused_before_any_work(tree, 
     board = tmp_path / "board"
     imagenet_upload(tree["path"], board, workers=2)
     packed: list[str] = []
-    monkeypatch.setattr(packing, "_zip_images", lambda part, *args: packed.append(part.wnid))
+    monkeypatch.setattr(packing, "zip_images", lambda part, *args: packed.append(part.wnid))
     view = tmp_path / "view"
     with read_only_view(board, view), \
             pytest.raises(BoardError, match=f"^board folder {view} cannot be written \\(Read-only file system\\)"):

@@ -16,18 +16,16 @@ board's.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, LayoutError
@@ -39,9 +37,9 @@ from ..storage.board import Board, is_full_board
 from ..storage.pin_state import pin_state, record_source
 from ..storage.publish import publish_file, quiet_pins
 from ..storage.transfer import brief, disk_full, retry, unreachable
-from ..storage.zipformat import crc32, stored_zip
-from .images import MAX_PIXELS, check_image, own_pixel_limit
-from .parts import CRC_MISMATCH, NOT_A_FILE_NAME, Kept, Member, Members, Part, Source
+from .images import own_pixel_limit
+from .part_zip import Options, fingerprint, zip_images
+from .parts import Kept, Members, Part, Source
 
 log = logging.getLogger(__name__)
 
@@ -61,71 +59,6 @@ class Result:
     sha256: str = ""
     version: str = ""
     bad: list[dict[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Options:
-    min_images: int
-    resize: int | None
-    quality: int
-    retries: int
-    max_pixels: int = MAX_PIXELS
-
-    def settings(self, split: str) -> dict[str, Any]:
-        return {"format": layout.FORMAT_VERSION, "split": split, "resize": self.resize,
-                "quality": self.quality if self.resize is not None else None, "max_pixels": self.max_pixels}
-
-
-def fingerprint(part: Part, options: Options) -> str:
-    """A hash of what the part's zip is made from: its identity in the source and the options."""
-    digest = hashlib.sha256(json.dumps(options.settings(part.split), sort_keys=True).encode())
-    digest.update(part.identity)
-    return digest.hexdigest()
-
-
-class Packed(NamedTuple):
-    """A part's zip as written: its good images, the bad ones, its size and sha256."""
-
-    images: int
-    bad: list[dict[str, str]]
-    size: int
-    sha256: str
-
-
-def _zip_images(part: Part, members: Iterable[Member], dest: str, options: Options) -> Packed:
-    """Write the good images of ``members`` to the zip ``dest``."""
-    bad: list[dict[str, str]] = []
-    good = 0
-    names: set[str] = set()
-
-    def reject(name: str, reason: str) -> None:
-        bad.append({"category": part.wnid, "split": part.split, "file": name, "reason": reason})
-
-    with stored_zip(dest) as zip_file:
-        for name, data, reason, recorded in members:
-            if name in names:
-                reject(name, "duplicate file name in the category")
-                continue
-            names.add(name)
-            if not layout.is_file_name(name):
-                reject(name, NOT_A_FILE_NAME)
-                continue
-            if data is None:
-                reject(name, reason)
-                continue
-            # the CRC the stored member needs is the one to check against the archive's (computed once)
-            crc = crc32(data) if recorded is not None else None
-            if crc is not None and crc != recorded:
-                reject(name, CRC_MISMATCH)
-                continue
-            stored, reason = check_image(data, resize=options.resize, quality=options.quality,
-                                         max_pixels=options.max_pixels)
-            if stored is None:
-                reject(name, reason)
-                continue
-            zip_file.add(name, stored, crc if stored is data else None)
-            good += 1
-    return Packed(good, bad, zip_file.size, zip_file.sha256)
 
 
 def _record_source(board: Board, pin: str, version: str, old: str, new: str, retries: int) -> None:
@@ -159,7 +92,7 @@ def _publish(part: Part, members: Members, print_: str, state: dict[str, Any] | 
         items = members()
         with packing:
             ready(False)  # the source's checks failed already: not packed
-            images, bad, size, sha = _zip_images(part, items, zip_path, options)
+            images, bad, size, sha = zip_images(part, items, zip_path, options)
             # no zip leaves before the source's checks have passed: while they run, this slot waits with its zip (the
             # other parts wait for a slot), so that the scratch space stays a few zips
             ready(True)

@@ -39,7 +39,8 @@ from ..storage.prune import board_versions, prune
 from ..storage.publish import quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
-from .packing import Options, Result, Uploader
+from .packing import Result, Uploader
+from .part_zip import Options
 from .parts import Source
 from .sources import no_validation, open_source
 
