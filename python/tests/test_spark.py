@@ -33,6 +33,7 @@ from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.launch import api, training  # noqa: E402
 from alexnet.launch import spark as launcher  # noqa: E402
 from alexnet.launch import worker as workers  # noqa: E402
+from alexnet.launch.gpus import gpu_environment, task_gpus  # noqa: E402
 from alexnet.train.advice import ADVISED_EFFICIENCY, ADVISED_PACK_MB, SIXTEEN_BIT_GAIN  # noqa: E402
 
 IMAGES_PER_CATEGORY = (15, 12, 12, 12)
@@ -541,16 +542,16 @@ def test_a_task_given_gpus_by_spark_holds_its_worker_to_them(monkeypatch):
     import pyspark
 
     order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert launcher.task_gpus(_TaskContext(None), {}) is None
-    assert launcher.task_gpus(_TaskContext(["2", "3"]), {}) == ["2", "3"]
-    assert launcher.task_gpus(_TaskContext(["1"]), {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == ["5"]
-    assert launcher.gpu_environment(_TaskContext(["2", "3"]), {"A": "1"}, {}) == {
+    assert task_gpus(_TaskContext(None), {}) is None
+    assert task_gpus(_TaskContext(["2", "3"]), {}) == ["2", "3"]
+    assert task_gpus(_TaskContext(["1"]), {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == ["5"]
+    assert gpu_environment(_TaskContext(["2", "3"]), {"A": "1"}, {}) == {
         "A": "1", "CUDA_VISIBLE_DEVICES": "2,3", **order}
-    assert launcher.gpu_environment(_TaskContext(["1"]), {}, {"CUDA_VISIBLE_DEVICES": "4,5"}) == {
+    assert gpu_environment(_TaskContext(["1"]), {}, {"CUDA_VISIBLE_DEVICES": "4,5"}) == {
         "CUDA_VISIBLE_DEVICES": "5"}
-    assert launcher.gpu_environment(_TaskContext(["2"]), {"CUDA_VISIBLE_DEVICES": "0"}, {}) == {
+    assert gpu_environment(_TaskContext(["2"]), {"CUDA_VISIBLE_DEVICES": "0"}, {}) == {
         "CUDA_VISIBLE_DEVICES": "0"}
-    assert launcher.gpu_environment(_TaskContext(None), {"A": "1"}, {}) == {"A": "1"}
+    assert gpu_environment(_TaskContext(None), {"A": "1"}, {}) == {"A": "1"}
     # the barrier task hands its worker's process that environment
     seen = {}
 
