@@ -797,7 +797,7 @@ def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch,
     while it runs, and as the core says them once it has ended (a Python session's job after it)."""
     import contextlib
 
-    from alexnet.cli import common
+    from alexnet.cli import cluster
     from alexnet.launch import monitor
 
     seen = {}
@@ -806,7 +806,7 @@ def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch,
         seen["said_as"] = monitor.SAID_AS
         return []
 
-    monkeypatch.setattr(common, "spark", lambda args, name: contextlib.nullcontext())
+    monkeypatch.setattr(cluster, "_spark", lambda args, name: contextlib.nullcontext())
     fake_core(monkeypatch, lambda command: spark_train)
     assert main(["-q", "spark-train", "--workers", "2", "--board", str(tmp_path), "--batch-size", "8"]) == 0
     options = seen["said_as"]["options"]
@@ -892,7 +892,7 @@ def test_an_evaluation_reads_its_model_pin_from_model_board(command, monkeypatch
     training's --model-board) could not be evaluated from the command line."""
     import contextlib
 
-    from alexnet.cli import common
+    from alexnet.cli import cluster
 
     seen: dict = {}
 
@@ -902,7 +902,7 @@ def test_an_evaluation_reads_its_model_pin_from_model_board(command, monkeypatch
         return lambda *args, **kwargs: seen.update(evaluated=args, kwargs=kwargs) or {"images": 0}
 
     fake_core(monkeypatch, core)
-    monkeypatch.setattr(common, "spark", lambda args, name: contextlib.nullcontext())
+    monkeypatch.setattr(cluster, "_spark", lambda args, name: contextlib.nullcontext())
     workers = ["--workers", "2"] if command == "spark-evaluate" else []
     assert main([command, *workers, "--model-pin", "mine", "--model-board", str(tmp_path / "models"), "--board",
                  str(tmp_path / "images"), "--json"]) == 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..checks import count_text
@@ -74,14 +75,38 @@ def _job_specs(training: bool) -> dict[str, Any]:
     return {**(training_job_specs() if training else {}), **specs()}
 
 
+@contextlib.contextmanager
+def _spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
+    """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) that the job starts once its
+    driver's checks have passed (:class:`~alexnet.launch.spark.SparkToStart`), stopped afterwards."""
+    from pyspark.sql import SparkSession
+
+    from ..launch.spark import SparkToStart
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        yield session
+        return
+    later = SparkToStart(_master(args), app_name)
+    try:
+        yield later
+    finally:
+        later.stop()
+
+
+def _master(args: argparse.Namespace) -> str:
+    """The Spark master of a cluster command: ``--master``, else ``local[WORKERS]``."""
+    return args.master or f"local[{args.workers}]"
+
+
 def _spark_train(args: argparse.Namespace) -> None:
     from ..launch.training import worker_settings
 
     # checked once, before Spark starts: the driver's plan takes the checked settings
     settings = worker_settings(training_args(args), getattr(args, "board", None),
-                               local_master=common.master(args).startswith("local"), where="alexnet spark-train")
+                               local_master=_master(args).startswith("local"), where="alexnet spark-train")
     job = common.declared_args(args, _job_specs(True), launch_dest)  # each checked before Spark starts too
-    with common.spark(args, "alexnet spark-train") as session:
+    with _spark(args, "alexnet spark-train") as session:
         rows = common.core("spark-train")(session, args.workers, getattr(args, "board", None), settings=settings,
                                           **job)
     evaluation = getattr(rows, "evaluation", None)
@@ -93,7 +118,7 @@ def _spark_evaluate(args: argparse.Namespace) -> None:
     # checked before a model pin is read and before Spark starts
     job = {**evaluation_args(args), **common.declared_args(args, _job_specs(False), launch_dest)}
     model = model_of(args)
-    with common.spark(args, "alexnet spark-evaluate") as session:
+    with _spark(args, "alexnet spark-evaluate") as session:
         result = common.core("spark-evaluate")(session, model, args.workers, common.default_board(args), **job)
     common.emit(result, args.json, evaluation_summary)
 

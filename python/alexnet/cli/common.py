@@ -1,5 +1,5 @@
 """What every command of the ``alexnet`` command line shares: the core function behind a command, option types
-and help texts that show the core's defaults, printing a result, and a Spark session for the cluster commands.
+and help texts that show the core's defaults, and printing a result.
 
 A command's options left out are not passed on, so the core's own defaults apply; help texts read those
 defaults from the functions' signatures.
@@ -386,26 +386,3 @@ def default_board(args: argparse.Namespace) -> str:
 
     return getattr(args, "board", None) or board()
 
-
-@contextlib.contextmanager
-def spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
-    """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) that the job starts once its
-    driver's checks have passed (:class:`~alexnet.launch.spark.SparkToStart`), stopped afterwards."""
-    from pyspark.sql import SparkSession
-
-    from ..launch.spark import SparkToStart
-
-    session = SparkSession.getActiveSession()
-    if session is not None:
-        yield session
-        return
-    later = SparkToStart(master(args), app_name)
-    try:
-        yield later
-    finally:
-        later.stop()
-
-
-def master(args: argparse.Namespace) -> str:
-    """The Spark master of a cluster command: ``--master``, else ``local[WORKERS]``."""
-    return args.master or f"local[{args.workers}]"
