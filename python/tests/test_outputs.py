@@ -144,6 +144,26 @@ def test_a_model_dir_holding_another_runs_checkpoints_is_refused_before_training
     assert fresh["model_path"] == f"s3://{BUCKET}/models/fresh/{MODEL_FILE}"
 
 
+def test_a_model_dir_holding_a_model_is_said_to_be_replaced_when_the_settings_are_checked(tmp_path, caplog):
+    from alexnet.train.settings_check import check_settings
+
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    replaced = f"`model_dir` = {folder} holds a model already ({MODEL_FILE}): this run's model replaces it"
+    for holds in (False, True):
+        if holds:
+            (folder / MODEL_FILE).write_bytes(b"a model")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="alexnet"):
+            check_settings({"model_dir": str(folder)})
+        said = [r.getMessage() for r in caplog.records if r.name == "alexnet.train.formats"]
+        assert any(replaced in line for line in said) == holds, said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet"):  # a run's own folder of checkpoints: its model is this run's
+        check_settings({"model_dir": str(folder), "checkpoint_dir": str(folder)})
+    assert not [r for r in caplog.records if r.name == "alexnet.train.formats"]
+
+
 @pytest.mark.parametrize(
     ("name", "location", "message"),
     [

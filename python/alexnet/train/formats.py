@@ -91,7 +91,9 @@ def card_class_ids(fs: Any, root: str) -> list[str] | None:
 def check_model_dir(model_dir: str, checkpoint_dir: str | None) -> None:
     """Refuse a ``model_dir`` (resolved) that is the folder of checkpoints of a run other than this one (whose
     ``checkpoint_dir`` it is not): one of its checkpoints is there, or the lock (a lease) a run holds on it. The model
-    that run saved there belongs with those checkpoints, and this run's would replace it when it ends."""
+    that run saved there belongs with those checkpoints, and this run's would replace it when it ends. Warn of a
+    model alone there (a run's without checkpoints, an export's source), which this run's replaces, as Keras' ``save``
+    does."""
     if model_dir == checkpoint_dir:
         return
     listed, numbers = listed_checkpoints(open_filesystem(model_dir, what="model_dir"), fs_path(model_dir))
@@ -100,6 +102,9 @@ def check_model_dir(model_dir: str, checkpoint_dir: str | None) -> None:
             f"`model_dir` = {model_dir} is the folder of another training run's checkpoints, where that run saves its "
             "model: this run's model would replace it. Give this run a `model_dir` of its own, or `checkpoint_dir` = "
             f"{model_dir} to go on with that run.")
+    if MODEL_FILE in listed:
+        logger.warning("`model_dir` = %s holds a model already (%s): this run's model replaces it when the run ends; "
+                       "give another `model_dir` to keep it.", model_dir, MODEL_FILE)
 
 
 def listed_checkpoints(fs: Any, root: str) -> tuple[list[str], dict[str, int]]:

@@ -134,8 +134,9 @@ class TrainSettings:
                                          "run at a time, in a folder or a bucket: a second waits up to a minute for "
                                          "it, then stops)", optional=True, output=True)
     model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
-                                    "`checkpoint_dir`; not another run's folder of checkpoints, whose model it "
-                                    "would replace)", optional=True, output=True)
+                                    "`checkpoint_dir`), replacing one there (said before the run); not another "
+                                    "run's folder of checkpoints, whose model it would replace", optional=True,
+                                    output=True)
     checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "
                                            "(needs `checkpoint_dir`); a run resumed from one ends that epoch with "
                                            "batches of a new pass over the images (with `seed`, in the order the run "
