@@ -16,7 +16,6 @@ that files another process has been handed stay where they are.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import shutil
@@ -24,21 +23,20 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..errors import AlexnetError, BoardError, IntegrityError, reason
+from ..errors import BoardError, IntegrityError
 from ..progress import progress_bar
-from ..scratch import make_scratch
 from . import cache
 from .board import Board
+from .fetch_room import disk_failed, warn_of_room, work_folder
 from .locking import file_lock, holder_of
-from .outputs import nearest_existing
 from .stalls import Stalls
-from .transfer import DISK_FULL, Stopped, brief, disk_error, download_verified, extract_zip, inside, unreachable
+from .transfer import Stopped, brief, disk_error, download_verified, extract_zip, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +66,7 @@ class Fetched:
 
 
 def _staging_folder(work: str, name: str) -> str:
-    """A new, empty folder in the fetch's work folder (:func:`_work_folder`) for an extraction in progress."""
+    """A new, empty folder in the fetch's work folder (:func:`.fetch_room.work_folder`) for an extraction under way."""
     folder = os.path.join(work, f"{name}-{uuid.uuid4().hex[:8]}")
     os.makedirs(folder)
     return folder
@@ -171,23 +169,6 @@ class _NotStarted(Exception):
     """A download not started, the board having stopped answering or the cache's disk having failed."""
 
 
-#: What to give for fewer downloads at once, as each function that fetches names it.
-FEWER_AT_ONCE = "fetch fewer zips at once (`workers`; an evaluation's or a Spark job's `fetch_workers`)"
-
-
-def room_needed(left: Sequence[ZipItem], workers: int) -> tuple[int, int]:
-    """The bytes the zips ``left`` take in the cache once extracted (about their own size: JPEG images do not
-    compress), and the bytes more while ``workers`` of them are fetched at once: each download's zip lies beside its
-    extraction until that is in place."""
-    return sum(item.size for item in left), sum(sorted((item.size for item in left), reverse=True)[:max(1, workers)])
-
-
-def _room_text(left: Sequence[ZipItem], workers: int) -> str:
-    size, more = room_needed(left, workers)
-    return (f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), and {more / 1e6:.1f} MB more while they are "
-            f"fetched ({count_text(min(workers, len(left)), 'download')} at once, each zip beside its extraction)")
-
-
 def _say_why_fetched_again(item: ZipItem) -> None:
     """Say why ``item``, of which the cache holds a copy (its marker), is fetched: the board holds another zip of it
     (a category uploaded again), or the copy is damaged or incomplete. Nothing when the cache holds none."""
@@ -200,66 +181,6 @@ def _say_why_fetched_again(item: ZipItem) -> None:
     else:
         log.warning("%s: the cached copy is damaged or incomplete (a file missing or of another size, or a CRC-32 "
                     "that differs); fetching it again", item.what)
-
-
-def _refusing_folder(path: str, root: str) -> str:
-    """The folder that refused the write of ``path`` in the cache ``root``: the nearest that exists, the cache itself
-    for the fetch's own folders in its ``.tmp``."""
-    folder = nearest_existing(path)
-    return root if inside(folder, os.path.join(root, cache.TMP)) else folder
-
-
-def _disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int,
-                 workers: int) -> AlexnetError:
-    """What to do when the cache ``root`` cannot take the zips ``left`` (fetched ``workers`` at once): its disk is
-    full, or refuses writing."""
-    if error.errno in DISK_FULL:
-        what = (f"its disk is full ({reason(error)}): give `cache_dir` a folder on a disk with room for "
-                f"{_room_text(left, workers)}, or free some space, or {FEWER_AT_ONCE}")
-    else:
-        where = os.fspath(error.filename or root)
-        if error.filename2 and inside(where, os.path.join(root, cache.TMP)):
-            # a finished extraction moved into place from the fetch's own folder: the folder it goes to refused it
-            where = os.path.dirname(os.fspath(error.filename2))
-        what = (f"{_refusing_folder(where, root)} cannot be written ({reason(error)}): give `cache_dir` a folder this "
-                "process may write (or leave `cache_dir` unset for the user cache)")
-    return AlexnetError(f"fetching into the cache {root} stopped: {what}; then fetching again resumes, {cached} of "
-                        f"{count_text(total, 'zip')} are in the cache")
-
-
-def _warn_of_room(root: str, left: Sequence[ZipItem], workers: int, desc: str) -> None:
-    """Say before any download when the disk of the cache ``root`` has less room free than the zips ``left`` need."""
-    try:
-        free = shutil.disk_usage(root).free
-    except OSError:
-        return
-    size, more = room_needed(left, workers)
-    if free < size + more:
-        log.warning("%s: the disk of the cache %s has %.1f MB free, and it takes %s: it may fill up (give `cache_dir` "
-                    "a folder on a larger disk, or free some space, or %s)", desc, root, free / 1e6,
-                    _room_text(left, workers), FEWER_AT_ONCE)
-
-
-@contextlib.contextmanager
-def _work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int, workers: int) -> Iterator[str]:
-    """The fetch's own folder in the cache's ``.tmp``, for its downloads and extractions: it records its owner, and
-    is removed when the fetch ends, or by the next fetch into the cache if this one's process was killed
-    (:func:`alexnet.scratch.sweep_stale`)."""
-    try:
-        folder = make_scratch(cache.FETCH_PREFIX, os.path.join(root, cache.TMP))
-    except OSError as error:
-        disk = disk_error(error, root)
-        if disk is None and isinstance(error, FileNotFoundError) and not os.access(root, os.W_OK):
-            # a cache opened as it is, read-only, that has no .tmp: the cache refuses the fetch's folder
-            code = errno.EROFS if os.statvfs(root).f_flag & os.ST_RDONLY else errno.EACCES
-            disk = OSError(code, os.strerror(code), root)
-        if disk is None:
-            raise
-        raise _disk_failed(root, disk, left, cached, total, workers) from error
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: int, retries: int,
@@ -291,8 +212,8 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
         size = sum(i.size for i in todo)
         log.info("%s: fetching %s (%.1f MB) from %s, %d in the cache", desc, count_text(len(todo), "zip"),
                  size / 1e6, board.location, len(items) - len(todo))
-        _warn_of_room(root, todo, workers, desc)
-        with _work_folder(root, todo, len(files), len(items), workers) as work, \
+        warn_of_room(root, todo, workers, desc)
+        with work_folder(root, todo, len(files), len(items), workers) as work, \
                 progress_bar(size, desc, unit="B", unit_scale=True, unit_divisor=1000) as bar, \
                 contextlib.closing(Stalls(desc, board.location)) as stalls:
 
@@ -387,7 +308,7 @@ def fetch_zips(board: Board, items: Sequence[ZipItem], root: str, *, workers: in
                     raise
             disk = disk_error(stopped, root)
             if disk is not None:
-                raise _disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
+                raise disk_failed(root, disk, [i for i in items if i.key not in files], len(files),
                                    len(items), workers) from stopped
             if stopped is not None:
                 raise BoardError(
