@@ -10,7 +10,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..checks import count_text
 from ..errors import AlexnetError, reason
@@ -19,8 +19,13 @@ from . import cache
 from .outputs import nearest_existing
 from .transfer import DISK_FULL, disk_error, inside
 
-if TYPE_CHECKING:
-    from .fetch import ZipItem
+
+class Zip(Protocol):
+    """A zip to fetch as its room is told (:class:`.fetch.ZipItem` is one): its size in bytes."""
+
+    @property
+    def size(self) -> int: ...
+
 
 log = logging.getLogger("alexnet.storage.fetch")  # said as the fetch's own lines
 
@@ -29,14 +34,14 @@ log = logging.getLogger("alexnet.storage.fetch")  # said as the fetch's own line
 FEWER_AT_ONCE = "fetch fewer zips at once (`workers`; an evaluation's or a Spark job's `fetch_workers`)"
 
 
-def room_needed(left: Sequence[ZipItem], workers: int) -> tuple[int, int]:
+def room_needed(left: Sequence[Zip], workers: int) -> tuple[int, int]:
     """The bytes the zips ``left`` take in the cache once extracted (about their own size: JPEG images do not
     compress), and the bytes more while ``workers`` of them are fetched at once: each download's zip lies beside its
     extraction until that is in place."""
     return sum(item.size for item in left), sum(sorted((item.size for item in left), reverse=True)[:max(1, workers)])
 
 
-def room_text(left: Sequence[ZipItem], workers: int) -> str:
+def room_text(left: Sequence[Zip], workers: int) -> str:
     size, more = room_needed(left, workers)
     return (f"{count_text(len(left), 'zip')} more ({size / 1e6:.1f} MB), and {more / 1e6:.1f} MB more while they are "
             f"fetched ({count_text(min(workers, len(left)), 'download')} at once, each zip beside its extraction)")
@@ -49,7 +54,7 @@ def refusing_folder(path: str, root: str) -> str:
     return root if inside(folder, os.path.join(root, cache.TMP)) else folder
 
 
-def disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int, total: int,
+def disk_failed(root: str, error: OSError, left: Sequence[Zip], cached: int, total: int,
                  workers: int) -> AlexnetError:
     """What to do when the cache ``root`` cannot take the zips ``left`` (fetched ``workers`` at once): its disk is
     full, or refuses writing."""
@@ -67,7 +72,7 @@ def disk_failed(root: str, error: OSError, left: Sequence[ZipItem], cached: int,
                         f"{count_text(total, 'zip')} are in the cache")
 
 
-def warn_of_room(root: str, left: Sequence[ZipItem], workers: int, desc: str) -> None:
+def warn_of_room(root: str, left: Sequence[Zip], workers: int, desc: str) -> None:
     """Say before any download when the disk of the cache ``root`` has less room free than the zips ``left`` need."""
     try:
         free = shutil.disk_usage(root).free
@@ -81,7 +86,7 @@ def warn_of_room(root: str, left: Sequence[ZipItem], workers: int, desc: str) ->
 
 
 @contextlib.contextmanager
-def work_folder(root: str, left: Sequence[ZipItem], cached: int, total: int, workers: int) -> Iterator[str]:
+def work_folder(root: str, left: Sequence[Zip], cached: int, total: int, workers: int) -> Iterator[str]:
     """The fetch's own folder in the cache's ``.tmp``, for its downloads and extractions: it records its owner, and
     is removed when the fetch ends, or by the next fetch into the cache if this one's process was killed
     (:func:`alexnet.scratch.sweep_stale`)."""

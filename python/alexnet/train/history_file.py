@@ -1,6 +1,6 @@
-"""A run's history: as :func:`alexnet.alexnet_train` returns it (:func:`run_history`), and read back from its
-``checkpoint_dir`` (:func:`alexnet_history`), without TensorFlow: the metrics, schedule and settings the history file
-(``alexnet-history.json``) keeps beside the checkpoints."""
+"""A run's history read back from its ``checkpoint_dir`` (:func:`alexnet_history`), without TensorFlow: the metrics,
+schedule and settings the history file (``alexnet-history.json``) keeps beside the checkpoints, as
+:func:`alexnet.alexnet_train` returned them (:mod:`.run_history`)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,15 @@ import json
 import os
 import posixpath
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import AlexnetError
 from ..result import returns_result
 from ..storage.location import fs_path, open_filesystem, resolve_location
 from .schedule import describe
 
-if TYPE_CHECKING:
-    from ..input.inputs import TrainingData
-    from .agreement import Steps
-    from .callbacks import Recorder
-    from .checkpoint import Resume
-    from .precision import Precision
-    from .schedule import RateSchedule
-    from .settings import TrainSettings
-    from .strategy import Topology
-
 #: The history file of a folder of checkpoints (:data:`alexnet.train.checkpoint.STATE_FILE`).
 HISTORY_FILE = "alexnet-history.json"
-#: The metrics of a history, in the order it gives them (others after them).
-METRIC_ORDER = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
 
 
 @returns_result
@@ -85,47 +73,3 @@ def recorded_params(settings: Mapping[str, Any]) -> dict[str, Any]:
     learnt = dict(rest.pop("learnt_with", None) or {})
     run = dict(rest.pop("run", None) or {})
     return {**learnt, **rest, **run}
-
-
-def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
-                recorder: Recorder, precision: Precision, rates: RateSchedule, xla: tuple[bool, str],
-                extra: dict[str, Any]) -> dict[str, Any]:
-    """The history :func:`alexnet.alexnet_train` returns: the run's settings and what they resolved to (``params``;
-    ``xla``, whether its step was compiled with XLA and why), ``metrics`` and ``schedule``, and ``extra``. A
-    finished run given again (nothing trained) has those its checkpoints recorded where they record them: the
-    batch, steps, image sizes, precision, ... its model was trained with, not this call's."""
-    from .precision import Precision
-
-    trained = {name: value for name, value in recorded_params(start.settings).items() if value is not None
-               } if start.finished(settings.epochs) else {}
-    if trained.get("precision"):
-        precision = Precision(str(trained["precision"]), str(trained.get("precision_reason") or "as trained"))
-    metrics = recorder.metrics
-    ordered = {name: [float(v) for v in metrics[name]] for name in METRIC_ORDER if name in metrics}
-    ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
-    schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
-    schedule["summary"] = describe(schedule, precision.name, precision.reason,
-                                   trained.get("peak_learning_rate", rates.peak))
-    jit_compile, jit_compile_reason = xla
-    params = {
-        **settings.to_dict(),
-        "image_size_epochs": list(settings.sizes.epochs),
-        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
-        "global_batch_size": topology.global_batch(settings.step_batch), "num_classes": td.num_classes,
-        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
-        "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
-        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
-        "precision_rates": precision.rates,
-        "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
-        "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
-        "jit_compile": jit_compile, "jit_compile_reason": jit_compile_reason,
-        "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
-        **{name: extra.pop(name) for name in ("allreduce_seconds", "sixteen_bit_allreduce_seconds", "hidden_seconds",
-                                              "compute_seconds", "communication_efficiency",
-                                              "advised_settings", "communication_advice", "adapted_settings",
-                                              "micro_batches_up_to")},
-        "seconds": extra.pop("seconds"), "started_from": extra.pop("started_from"),
-        "settings_changed": extra.pop("settings_changed"),
-    }
-    params.update({name: trained[name] for name in params.keys() & trained.keys() if name != "precision_rates"})
-    return {"params": params, "metrics": ordered, "schedule": schedule, **extra}

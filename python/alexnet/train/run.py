@@ -8,7 +8,7 @@ AlexNet under the strategy's scope (:mod:`.model`), starting from a trained mode
 (:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
 the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
 (:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`.trained`,
-:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict (:mod:`.history_file`).
+:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict (:mod:`.run_history`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from ..checks import count_text
 from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data
-from .history_file import run_history
 from .resumed import (
     extended,
     finished_precision,
@@ -32,6 +31,7 @@ from .resumed import (
     say_finished,
     trained_on,
 )
+from .run_history import run_history
 from .schedule import one_epoch
 from .settings import TrainSettings
 from .trained import model_card, publish_model, take_best_epoch, weights_digest
