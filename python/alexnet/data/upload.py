@@ -20,7 +20,6 @@ import contextlib
 import logging
 import math
 import os
-import socket
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -32,8 +31,8 @@ from ..errors import AlexnetError, BoardError
 from ..result import returns_result
 from ..storage import layout, lease
 from ..storage.board import UPLOAD_LOCK, Board, is_full_board, open_board, resolve_board
+from ..storage.hold import Writer
 from ..storage.location import home_expanded, location_kind
-from ..storage.locking import Busy, hold_lock
 from ..storage.outputs import made_folder
 from ..storage.prune import board_versions, prune
 from ..storage.publish import quiet_pins, write_table
@@ -256,34 +255,25 @@ def _upload(read: Source, opened: Board, packing: Options, chosen: UploadOptions
 BUCKET_PATIENCE = lease.STALE + 2 * lease.POLL
 
 
+#: An upload, as it holds a board and speaks of another upload that holds it.
+UPLOAD = Writer(
+    "upload", log,
+    busy="another upload is writing to board %(location)s (%(holder)s): two at once would each write a categories "
+         "table of their own categories, and the last one written would be the board's. Wait for it to end, then run "
+         "this one again (it skips the categories already there), or give this source a board of its own.",
+    waiting_lease="Another upload (%(holder)s) is writing to board %(location)s; waiting up to %(patience).0f s for it "
+                  "(an upload killed is taken for gone once its hold has not been renewed for %(stale).0f s).",
+    took_over="Board %(location)s was held by %(holder)s, which has not renewed its hold for %(stale).0f s: taken "
+              "over.")
+
+
 def _hold_board(board: Board) -> Callable[[], None]:
     """Hold ``board`` for this upload (:data:`~alexnet.storage.board.UPLOAD_LOCK`); what lets go of it. Another upload
     holding it is an :class:`AlexnetError` naming that upload: at once on a folder board, after up to
     :data:`BUCKET_PATIENCE` seconds on a bucket. An https:// board takes no upload."""
-    note = (f"the upload of process {os.getpid()} on {socket.gethostname()}, begun "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
-
-    def busy(holder: str) -> AlexnetError:
-        return AlexnetError(
-            f"another upload is writing to board {board.location} ({holder or 'its process unknown'}): two at once "
-            "would each write a categories table of their own categories, and the last one written would be the "
-            "board's. Wait for it to end, then run this one again (it skips the categories already there), or give "
-            "this source a board of its own.")
-
-    try:
-        if board.kind == "file":
-            return hold_lock(board.path(UPLOAD_LOCK), patience=0, note=note, remove=True)
-        held = lease.hold_lease(
-            board.fs, board.path(UPLOAD_LOCK), note=note, patience=BUCKET_PATIENCE, where=board.location,
-            waiting=lambda holder: log.warning(
-                "Another upload (%s) is writing to board %s; waiting up to %.0f s for it (an upload killed is taken "
-                "for gone once its hold has not been renewed for %.0f s).", holder or "its process unknown",
-                board.location, BUCKET_PATIENCE, lease.STALE),
-            took_over=lambda holder: log.info("Board %s was held by %s, which has not renewed its hold for %.0f s: "
-                                              "taken over.", board.location, holder or "an upload", lease.STALE))
-    except Busy as taken:
-        raise busy(taken.holder) from None
-    return held.release
+    if board.kind == "file":
+        return UPLOAD.hold_folder(board.location, board.path(UPLOAD_LOCK), 0, remove=True)
+    return UPLOAD.hold_bucket(board.fs, board.path(UPLOAD_LOCK), board.location, BUCKET_PATIENCE).release
 
 
 def _warn_of_categories_unlisted(board: Board, given: set[str], source: str) -> None:

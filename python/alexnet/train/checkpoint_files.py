@@ -15,7 +15,8 @@ there: a second run given the same folder waits for it up to :data:`RUN_LOCK_PAT
 two would have written over each other's checkpoints. In a folder it is a file lock, let go when its process ends; on a
 bucket, a lease (:mod:`alexnet.storage.lease`) the run renews every few seconds, taken over once it has not been
 renewed for :data:`alexnet.storage.lease.STALE` seconds (a run killed), and a run whose lease another took over (it
-could not renew it so long) stops before it writes another checkpoint (the holds: :mod:`.folder_hold`).
+could not renew it so long) stops before it writes another checkpoint (the holds: :mod:`alexnet.storage.hold`, in the
+words of :mod:`.folder_hold`).
 
 The checkpoints there are those TensorFlow's index names, or, when it is missing or cannot be read, every checkpoint
 whose files are there, the latest epoch and step each was written at first.
@@ -41,7 +42,7 @@ from ..storage import lease
 from ..storage.location import fs_path, location_kind, open_filesystem
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
-from .folder_hold import abort_left_uploads, hold_bucket, hold_folder
+from .folder_hold import RUN, abort_left_uploads
 from .formats import RUN_LOCK, listed_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -104,11 +105,12 @@ class CheckpointFiles:
         self._lease: lease.Lease | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
-            self._release = hold_folder(location, os.path.join(location, RUN_LOCK), RUN_LOCK_PATIENCE)
+            self._release = RUN.hold_folder(location, os.path.join(location, RUN_LOCK), RUN_LOCK_PATIENCE)
             self.local = location  # TensorFlow writes in place
         else:
             if chief:
-                self._lease = hold_bucket(self.fs, self._remote(RUN_LOCK), location, RUN_LOCK_PATIENCE)
+                self._lease = RUN.hold_bucket(self.fs, self._remote(RUN_LOCK), location, RUN_LOCK_PATIENCE,
+                                              where=posixpath.join(location, RUN_LOCK))
                 self._release = self._lease.release
                 if location_kind(location) == "s3" and self._lease.taken_over is not None:
                     abort_left_uploads(self.fs, location)  # the killed run's: none is another's under way
