@@ -224,6 +224,15 @@ def test_keep_best_saves_the_best_epochs_weights_even_across_a_resume(sized):
     assert (sized["folder"] / "ckpt" / "alexnet-best-weights.npz").exists()
 
 
+def test_keras_epoch_headers_count_the_runs_epochs_across_its_sizes(colours, capsys):
+    """A run fitted in parts, one per image size, says its epochs as one run does: Epoch 1/3 to 3/3, where each
+    part counted to its own last epoch (none said for the first, 2/3 and 3/3 for the second)."""
+    alexnet_train(8, 3, colours, image_size=(64, 80), image_size_epochs=(1, 2), dense_units=16, steps_per_epoch=1,
+                  validation=False, precision="float32", verbose=2)
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Epoch ")]
+    assert headers == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+
+
 def test_a_model_trained_over_64_then_96_saves_loads_and_predicts_at_96(sized, colours):
     from alexnet.input.decode import decode_for_eval
     from alexnet.model.predict import alexnet_predict

@@ -57,6 +57,20 @@ def checkpointed_inside(step: int, every: int | None, steps: int) -> bool:
     return every is not None and every > 0 and step % every == 0 and step < steps
 
 
+class RunProgress(keras.callbacks.ProgbarLogger):
+    """Keras' progress of a fit (a bar, or a line per epoch) in place of its own, its epoch headers counting the run's
+    ``epochs`` ("Epoch 2/3"), where a run fitted in parts (one per image size, the rest of an epoch it resumed inside)
+    would count to each part's last epoch, and say none for a part of one epoch."""
+
+    def __init__(self, epochs: int) -> None:
+        super().__init__(count_mode="steps")
+        self.run_epochs = epochs
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        super().set_params(params)
+        self.epochs = self.run_epochs
+
+
 class RateSetter(keras.callbacks.Callback):
     """Sets ``optimizer``'s learning rate before every step to ``rates.at(step)``, the run's global step counted
     over every epoch (so a resumed run continues the same curve).

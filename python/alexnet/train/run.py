@@ -123,6 +123,7 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
     ``callbacks`` (:mod:`.validation`), not Keras's own. The datasets a strategy makes per device run untuned, so
     that the end of each ``fit`` does not wait (:func:`alexnet.input.pipeline.untuned_device_datasets`)."""
     from ..input.pipeline import untuned_device_datasets
+    from .callbacks import RunProgress
 
     epoch, step = start.epoch, start.step
     traced: list[int] = []
@@ -135,7 +136,7 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
         traced.append(size)
         with untuned_device_datasets():
             net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
-                    callbacks=list(callbacks), verbose=fit_verbosity(settings.verbose))
+                    callbacks=[*callbacks, RunProgress(settings.epochs)], verbose=fit_verbosity(settings.verbose))
 
     if step > 0 and epoch < settings.epochs:
         if step >= steps.train:  # checkpointed at a smaller global batch, whose epochs had more steps
