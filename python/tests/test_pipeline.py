@@ -102,21 +102,24 @@ def test_repeated_dataset_is_a_sequence_of_full_passes(tree):
     assert first != second
 
 
-def test_an_undecodable_file_costs_its_batch_not_the_epoch(tree):
+def test_an_undecodable_file_costs_itself_alone_and_is_kept_among_the_failures(tree):
     quirks = tree["quirks"]
     good = tree["image"][:6]
     files = [*good, str(quirks["truncated"]), str(quirks["empty"]), str(quirks["png"])]
-    ds = pipeline.train_dataset(
-        files, list(range(len(files))), batch_size=1, image_size=SIZE, repeat=False, drop_remainder=False
-    )
-    assert sorted(_labels(ds)) == [0, 1, 2, 3, 4, 5, 8]
-    ds = pipeline.train_dataset(
-        files, list(range(len(files))), batch_size=3, image_size=SIZE, repeat=False, drop_remainder=False
-    )
-    for _ in range(3):  # whatever batches the bad files fall in, the epoch runs to its end
-        seen = _labels(ds)
-        assert 6 not in seen and 7 not in seen
-        assert len(seen) >= 3 and len(seen) % 3 == 0
+
+    def passes(ds) -> None:
+        for _ in range(3):  # whatever batches the bad files fall in, only they are missing: 7 images, 3 + 3 + 1
+            batches = [y.numpy().tolist() for _, y in ds]
+            assert [len(b) for b in batches] == [3, 3, 1]
+            assert sorted(v for b in batches for v in b) == [0, 1, 2, 3, 4, 5, 8]
+
+    passes(pipeline.train_dataset(files, list(range(len(files))), batch_size=3, image_size=SIZE, repeat=False,
+                                  drop_remainder=False))
+    for cache in (False, True):  # their paths kept, also at the passes read from the cache
+        failures = pipeline.DecodeFailures()
+        passes(pipeline.train_dataset(files, list(range(len(files))), batch_size=3, image_size=SIZE, repeat=False,
+                                      drop_remainder=False, cache=cache, failures=failures))
+        assert failures.pending() == sorted([str(quirks["truncated"]), str(quirks["empty"])])
 
 
 def test_options_turn_auto_sharding_and_the_autotuning_model_off_and_parallel_is_checked(tree):

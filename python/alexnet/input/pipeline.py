@@ -7,9 +7,10 @@ decoded only when its batch is built, in ``parallel`` calls at once, while the p
 batch costs a quarter of the memory and host-to-device bandwidth of ``float32``. How one image is decoded
 is :mod:`alexnet.input.decode`'s job; which images are usable, :mod:`alexnet.input.scan`'s.
 
-As a last line of defence, the training dataset drops any *batch* in which a decode still fails
-(``ignore_errors`` after ``batch``: per image it would halve the throughput of a core), so a file that passes
-the quick check but is corrupt inside costs one batch, never the epoch. The evaluation datasets, a training
+As a last line of defence, the training dataset skips any image that still cannot be read or decoded (a file
+damaged since it was checked), that image alone, never its batch or the epoch, and keeps its path in a
+:class:`DecodeFailures` when given one (an image is entered there before it is read and taken out once decoded:
+what is left are the images skipped and those being decoded at that moment). The evaluation datasets, a training
 run's validation (:func:`validation_dataset`) and :func:`exact_eval_dataset`, drop nothing: their counts must
 be exact, so a decode that fails there stops the iteration.
 
@@ -123,6 +124,27 @@ def _read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.io.read_file(path), label
 
 
+class DecodeFailures:
+    """The training images a :func:`train_dataset` could not read or decode, and skipped: each image is entered here
+    (its path) before it is read and taken out once decoded, so that those left are the images skipped, with those
+    being read or decoded at that moment (:meth:`pending` holds both: tell them apart by checking the images again).
+    One image skipped at several passes is one entry."""
+
+    def __init__(self) -> None:
+        self.table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+
+    def enter(self, path: tf.Tensor) -> tf.Operation:
+        return self.table.insert(path[None], tf.constant([1], tf.int64))
+
+    def leave(self, path: tf.Tensor) -> tf.Operation:
+        return self.table.remove(path[None])
+
+    def pending(self) -> list[str]:
+        """The paths entered and not taken out: images skipped, or being read or decoded now."""
+        keys, _ = self.table.export()
+        return sorted(key.decode() for key in keys.numpy().tolist())
+
+
 def train_dataset(
     files: Sequence[str],
     labels: Sequence[int],
@@ -138,6 +160,7 @@ def train_dataset(
     area_range: tuple[float, float] = (0.08, 1.0),
     aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
     lighting: float = 0.0,
+    failures: DecodeFailures | None = None,
 ) -> tf.data.Dataset:
     """The training dataset: batches ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``.
 
@@ -154,6 +177,9 @@ def train_dataset(
     With ``cache=True`` the compressed bytes are kept in memory after the first pass (never the decoded
     pixels); later passes are then shuffled again after the cache, with a buffer of ``shuffle_buffer``
     images (default: all of them, which holds references to the cached bytes, not copies).
+
+    An image that cannot be read or decoded is skipped, the batch filled with the next one; with ``failures``, its
+    path is kept there (:class:`DecodeFailures`).
     """
     calls = num_parallel_calls(parallel)
     files_ds = _file_dataset(files, labels)
@@ -161,7 +187,12 @@ def train_dataset(
     buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
     ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
     seeded = seed is not None
-    ds = ds.map(unconverted(_read), num_parallel_calls=calls, deterministic=seeded)
+
+    def read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        with tf.control_dependencies([] if failures is None else [failures.enter(path)]):
+            return tf.io.read_file(path), label, path
+
+    ds = ds.map(unconverted(read), num_parallel_calls=calls, deterministic=seeded)
     if cache:
         ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
     if repeat:
@@ -170,18 +201,28 @@ def train_dataset(
     noise = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2, drop_remainder=True)
     ds = tf.data.Dataset.zip((ds, noise))
 
-    def decode(item: tuple[tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        contents, label = item
+    def decode(item: tuple[tf.Tensor, tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        contents, label, path = item
+        if failures is not None:  # entered again: the bytes of a cached pass were read at the first
+            with tf.control_dependencies([failures.enter(path)]):
+                contents = tf.identity(contents)
         image = decode_for_training(
             contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range,
             lighting=lighting,
         )
+        if failures is not None:  # taken out once decoded: what stays was skipped
+            with tf.control_dependencies([image]):
+                left = failures.leave(path)
+            with tf.control_dependencies([left]):
+                image = tf.identity(image)
         return image, label
 
     ds = ds.map(unconverted(decode), num_parallel_calls=calls, deterministic=seeded)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    # after the batch: per element, ignore_errors halves the throughput of a single core
+    # per image: one that fails costs itself alone. The map is then not fused with the batch, and with `failures` two
+    # lookups of its table are added per image: 224 pixels from JPEGs of up to 400, 846 images per CPU second before,
+    # 826 now (medians of 12 measures, which went from 750 to 970 on a shared machine)
     ds = ds.ignore_errors()
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=True, seeded=seeded))
 
