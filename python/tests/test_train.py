@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -10,7 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers_train import MIRRORED_VAL_PER_CLASS, Interrupted, score_epochs, stop_after_first_epoch, synthetic_data
+from helpers_train import (
+    MIRRORED_VAL_PER_CLASS,
+    Interrupted,
+    make_tree,
+    score_epochs,
+    stop_after_first_epoch,
+    synthetic_data,
+)
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
@@ -180,6 +188,35 @@ def test_bad_images_above_the_threshold_stop_the_run_naming_them(synthetic):
     message = str(error.value)
     assert synthetic["quirks"]["truncated"] in message and synthetic["quirks"]["empty"] in message
     assert "max_bad_fraction" in message
+
+
+def test_an_image_damaged_in_the_cache_after_its_check_is_skipped_alone_counted_and_named(tmp_path, caplog):
+    from alexnet.input.scan import scan_images
+    from alexnet.storage import cache
+
+    data = make_tree(tmp_path, classes=2, per_class=16, val_per_class=0, seed=4)
+    for wnid in data["categories"]:  # the categories as a fetch leaves them in the cache, checked by a first run
+        folder = tmp_path / "train" / wnid
+        cache.write_marker(str(folder), "b" * 64, [(p.name, p.stat().st_size, cache.crc32_file(str(p)))
+                                                    for p in sorted(folder.iterdir())])
+    assert scan_images(data["image"]) == []
+    damaged = data["image"][5]
+    with open(damaged, "r+b") as file:  # damaged since, its size kept: the cache's quick check sees nothing
+        file.write(bytes(64))
+    settings = dict(validation=False, precision="float32", seed=1, **{**FAST, "dense_units": 16})
+    with caplog.at_level(logging.WARNING, logger="alexnet.train.datasets"):
+        history = alexnet_train(16, 2, data, max_bad_fraction=0.05, **settings)
+    # the image alone is skipped: the epoch's two batches are whole, of the other images
+    assert history["bad_images"] == [] and history["skipped_images"] == [damaged]
+    assert history["params"]["train_images"] == 32 and history["params"]["steps"] == 2
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.train.datasets"]
+    assert len(said) == 1 and damaged in said[0] and "1 of 32 so far" in said[0]
+    assert "fetch it again with verify = True" in said[0]
+    with pytest.raises(BadImagesError) as error:  # 1 of 32 is more than 1%
+        alexnet_train(16, 2, data, max_bad_fraction=0.01, **settings)
+    message = str(error.value)
+    assert damaged in message and "max_bad_fraction = 0.01" in message and "1 of 32 training images" in message
+    assert "fetch it again with verify = True" in message
 
 
 def test_the_colour_augmentation_reaches_the_training_images_and_the_history(synthetic, monkeypatch):

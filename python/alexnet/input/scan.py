@@ -212,6 +212,20 @@ def scan_images(
     return [f for f, good in zip(files, ok, strict=True) if not good]
 
 
+def undecodable_now(files: Sequence[str]) -> list[str]:
+    """The files among ``files`` that fail :func:`scan_images`'s check with ``full=True`` read as they are now, in
+    their order, whatever the cache recorded of them: a handful at a time (the images a training run skipped, to
+    tell them from those it was still decoding; :class:`alexnet.input.pipeline.DecodeFailures`)."""
+    check = _checker(True, False, check_kind(full=True))
+    bad = []
+    for path in files:
+        try:
+            check(tf.constant(path))
+        except (tf.errors.OpError, ValueError):
+            bad.append(path)
+    return bad
+
+
 def said(path: str) -> str:
     """A bad file as a listing names it: its path, with why when it cannot be read (missing, no permission), is empty
     or its header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (the other reasons, truncated or

@@ -203,7 +203,11 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,
     ``val_accuracy``, ``val_top5_accuracy`` and ``val_images``, the images they cover), ``schedule`` (what each
     epoch trained with, apart from the metrics: ``image_size`` and ``learning_rate`` per epoch, and ``summary``,
-    the schedule on one line), ``model_path`` (or ``None``), ``bad_images`` (paths) and ``images_per_second``
+    the schedule on one line), ``model_path`` (or ``None``), ``bad_images`` (paths), ``skipped_images`` (the paths
+    of the images this worker's pipeline could not read or decode during training and skipped, one by one: changed
+    since the check before training; each is said as a warning at the end of its epoch, and more than
+    ``max_bad_fraction`` of this worker's images stop the run with :class:`~alexnet.errors.BadImagesError`) and
+    ``images_per_second``
     (training images per second on this machine, over the epochs after the first when there are several,
     validation left out), ``weights_sha256`` (a digest of the final weights, the same on every
     worker of a multi-worker run), ``weights_agree`` (with several workers, whether every worker ended with the

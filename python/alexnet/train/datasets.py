@@ -71,6 +71,52 @@ def _usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[Trai
     return td, bad
 
 
+#: The skipped images a warning or error names, at most.
+NAMED = 5
+
+
+class SkippedImages:
+    """The training images this worker's pipeline could not read or decode and skipped (files damaged since they were
+    checked before training: a category of the cache is checked once per fetched zip, and its quick check of the files
+    sees no change that keeps a file's size), said by :meth:`check` at each epoch's end: their number, a few by name,
+    what to do; more than ``max_bad_fraction`` of the ``images`` stop the run. An image being decoded as an epoch ends
+    is said at the next epoch's end if it fails.
+
+    Every worker counts the images of its own partition, checked against its own share."""
+
+    def __init__(self, failures: Any, images: int, max_bad_fraction: float):
+        self.failures, self.images, self.max_bad_fraction = failures, images, max_bad_fraction
+        self.found: list[str] = []
+
+    def check(self, epoch: int) -> None:
+        """Say the images skipped since the last check (at the end of ``epoch``, from 0), told from those the pipeline
+        was decoding at that moment by reading them again; raise
+        :class:`~alexnet.errors.BadImagesError` once they are more than ``max_bad_fraction`` of the images."""
+        from ..errors import BadImagesError
+        from ..input.scan import said, undecodable_now
+
+        seen = set(self.found)
+        new = undecodable_now([path for path in self.failures.pending() if path not in seen])
+        if not new:
+            return
+        self.found += new
+        count, fraction = len(self.found), len(self.found) / max(1, self.images)
+        listed = "\n  ".join(said(path) for path in new[:NAMED]) + (
+            "" if len(new) <= NAMED else f"\n  ... and {len(new) - NAMED} more")
+        when = f"by the end of epoch {epoch + 1}"
+        todo = ("Replace or remove these files (a board's partition in the cache: fetch it again with verify = True, "
+                "which fetches damaged categories again)")
+        if fraction > self.max_bad_fraction:
+            raise BadImagesError(
+                f"{count} of {self.images} training images ({fraction:.2%}) could not be read or decoded during "
+                f"training, more than max_bad_fraction = {self.max_bad_fraction:g}; found {when}:\n  {listed}\n"
+                f"They changed since they were checked before training. {todo}, or raise `max_bad_fraction` to train "
+                "without them.")
+        logger.warning("%d training image(s) could not be read or decoded %s and were skipped (%d of %d so far); they "
+                       "changed since they were checked before training:\n  %s\n%s.", len(new), when, count,
+                       self.images, listed, todo)
+
+
 class RunDatasets:
     """The training dataset of the image size being trained (made when first needed, dropped when the schedule
     moves on) and the validation dataset, at the last size: this worker's share of the validation images the
@@ -89,6 +135,7 @@ class RunDatasets:
 
         self.strategy, self.td, self.settings, self.steps = strategy, td, settings, steps
         self._train: dict[int, Any] = {}
+        self.skipped = SkippedImages(pipeline.DecodeFailures(), len(td.files), settings.max_bad_fraction)
         self.validation = None
         if steps.validate and steps.validation:
             share, length = steps.val_share, steps.validation * topology.worker_batch(settings.batch_size)
@@ -110,5 +157,5 @@ class RunDatasets:
             # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
             self._train = {size: self._per_replica(lambda: pipeline.train_dataset(
                 self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
-                area_range=s.area_range, lighting=s.lighting))}
+                area_range=s.area_range, lighting=s.lighting, failures=self.skipped.failures))}
         return self._train[size]

@@ -310,8 +310,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         # TensorBoard's log before the checkpoint: a run killed between the two resumes after a point it has written
         # the checkpoint (and the recorder's check that the weights are finite) before the best epoch's weights
         callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
-                                *([board_log] if board_log else []), recorder, *([best] if best else []), throughput,
-                                *extra_callbacks]
+                                *([board_log] if board_log else []), recorder, *([best] if best else []),
+                                cb.SkippedImages(datasets.skipped.check), throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
@@ -357,7 +357,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                    ).get("settings_changed", [])
         return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo), {
             "settings_changed": list(changed),
-            "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad), "started_from": started,
+            "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+            "skipped_images": list(datasets.skipped.found), "started_from": started,
             "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
             "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
             "hidden_seconds": timing.get("hidden_seconds"),
