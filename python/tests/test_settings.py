@@ -257,3 +257,19 @@ def test_a_collective_timeout_of_never_is_given_on_the_command_line_as_its_word(
     with pytest.raises(AlexnetError, match=r"^`--collective-timeout` must be a positive number of seconds or "
                                            r"'never', not 0\.0\.$"):
         given("--collective-timeout", "0")
+
+
+def test_a_path_given_to_a_cluster_is_said_once_for_each_folder(tmp_path, caplog):
+    """On a cluster (``shared``) every local path among the outputs is said, each folder once: ``model_dir``, which is
+    ``checkpoint_dir`` when not given, is not said again."""
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    with caplog.at_level("WARNING", logger="alexnet"):
+        settings = check_settings({"checkpoint_dir": str(run), "log_dir": str(logs)}, shared=True)
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.train.settings" and "is a path" in
+            r.getMessage()]
+    assert settings.model_dir == str(run)
+    assert [line.split(" is a path")[0] for line in said] == [f"`checkpoint_dir` = {run}", f"`log_dir` = {logs}"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="alexnet"):
+        check_settings({"checkpoint_dir": str(run)})
+    assert not [r for r in caplog.records if "is a path" in r.getMessage()], "one machine: nothing to say"

@@ -92,6 +92,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
     table = specs()
     values = declaration.convert(TrainSettings, arguments)
     _together(values)
+    paths: set[str] = set()  # said once each: `model_dir` is `checkpoint_dir` unless given
     for name, spec in table.items():
         if values[name] is None:
             continue
@@ -101,7 +102,9 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
             values[name] = model_reference(values[name], name)
         else:
             continue
-        if shared and isinstance(values[name], str) and location_kind(values[name]) == "file":
+        if (shared and isinstance(values[name], str) and location_kind(values[name]) == "file"
+                and values[name] not in paths):
+            paths.add(values[name])
             logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
                            "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
     if values["model_dir"] is not None:
