@@ -138,6 +138,16 @@ def test_a_measurement_is_remembered_and_reused(remembered):
     assert len(kept) == 2 and all("tensorflow" in key for key in kept)
 
 
+def test_a_memory_that_cannot_be_written_is_said_and_leaves_nothing_beside_it(remembered, caplog):
+    remembered.mkdir(parents=True)  # a folder where the file should be
+    with caplog.at_level("WARNING", logger="alexnet"):
+        assert measure.resolve_precision(None, BF16_CPU, SHAPE, FakeTimer(float32=28.0, bfloat16=48.0)).name == (
+            "bfloat16")
+    assert any("Cannot remember the precision measurement" in r.getMessage() for r in caplog.records
+               if r.name == "alexnet.train.measure")
+    assert sorted(p.name for p in remembered.parent.iterdir()) == ["precision.json"], "no temporary file left"
+
+
 def test_the_memory_can_be_turned_off(monkeypatch, tmp_path):
     monkeypatch.setenv(measure.CACHE_ENV, "off")
     assert measure.cache_file() is None

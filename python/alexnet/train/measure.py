@@ -98,16 +98,19 @@ def _read(path: Path | None) -> dict[str, Any]:
 def _write(path: Path | None, key: str, rates: Mapping[str, float]) -> None:
     if path is None:
         return
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         kept = _read(path)
         kept[key] = {name: round(rate, 2) for name, rate in rates.items()}
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(kept, indent=1))
         os.replace(temporary, path)
     except OSError as error:
         logger.warning("Cannot remember the precision measurement in %s (%s); the next run measures again. Set %s "
                        "to another file, or to 0 to stop remembering.", path, error, CACHE_ENV)
+    finally:  # nothing left beside it when the file could not be replaced (a folder of its name, ...)
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
 
 
 def describe_rates(rates: Mapping[str, float]) -> str:
