@@ -131,12 +131,18 @@ print.alexnet_history <- function(x, ...) {
     cat("The workers ended with different weights: the chief's model is the one saved and published",
         "(its log names the workers apart).\n")
   }
-  if (is_scalar(x$model_path, is.character) && nzchar(x$model_path)) cat("Model: ", x$model_path, "\n", sep = "")
-  pin <- x$model_pin
-  if (is.list(pin) && !is.null(pin$name)) {
-    cat("Model pin: ", pin$name, " version ", pin$version, " on ", pin$board, "\n", sep = "")
-  }
+  notes <- model_notes(x$model_path, x$model_pin)
+  if (length(notes)) cat(paste0(notes, "\n"), sep = "")
   invisible(x)
+}
+
+# Where a run's model went: "Model: PATH" and "Model pin: NAME version V on BOARD", each when there is one
+# (`pin` a list of `name`, `version` and `board`; the command line's `model_lines`, python/alexnet/cli/train.py).
+model_notes <- function(path, pin) {
+  c(if (is_scalar(path, is.character) && nzchar(path)) paste0("Model: ", path),
+    if (is.list(pin) && is_scalar(pin$name, is.character) && nzchar(pin$name)) {
+      paste0("Model pin: ", pin$name, " version ", pin$version, " on ", pin$board)
+    })
 }
 
 # What a multi-worker run's history says about its exchange against its computation, both timed before training,

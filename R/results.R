@@ -173,10 +173,19 @@ print.alexnet_spark_run <- function(x, ...) {
     same <- length(unique(x$weights_sha256)) == 1L
     cat(if (same) "Every worker holds the same weights\n" else "The workers' weights differ\n")
   }
-  if ("history" %in% names(x) && "chief" %in% names(x)) {
-    chief <- which(x$chief %in% TRUE)
-    communication <- if (length(chief)) communication_note(x$history[[chief[[1L]]]])
+  chief <- if ("chief" %in% names(x)) which(x$chief %in% TRUE)[1L] else NA_integer_
+  if (!is.na(chief) && "history" %in% names(x)) {
+    communication <- communication_note(x$history[[chief]])
     if (!is.null(communication)) cat(communication, "\n", sep = "")
+  }
+  # where the chief saved and published the model (its row's `model_path`, and `model_pin`, NAME@VERSION, on
+  # `model_board`), as `alexnet train` says it
+  if (!is.na(chief)) {
+    field <- function(name) if (name %in% names(x)) x[[name]][[chief]] else NA_character_
+    named <- if (is.na(field("model_pin"))) character() else strsplit(field("model_pin"), "@", fixed = TRUE)[[1L]]
+    pin <- if (length(named) == 2L) list(name = named[[1L]], version = named[[2L]], board = field("model_board"))
+    notes <- model_notes(field("model_path"), pin)
+    if (length(notes)) cat(paste0(notes, "\n"), sep = "")
   }
   evaluation <- attr(x, "evaluation")
   if (!is.null(evaluation)) {

@@ -238,6 +238,31 @@ def test_the_summary_says_the_chiefs_advice_once():
         "AlexNet trained on 1 Spark worker", "  worker 0 (chief) at h:1: 1 category, 8 images, 2 epochs, loss 1.250"]
 
 
+def _worker_result(worker: int, **history: object) -> dict:
+    """What a worker's train_work() returns, as little of it as the summaries read."""
+    return {"worker": worker, "workers": 2, "address": f"h:{4040 + worker}", "tf_address": f"h:{8000 + worker}",
+            "chief": worker == 0, "categories": [f"n{worker}"], "train_images": 8, "val_images": 0,
+            "history": {"metrics": {"loss": [1.5, 1.25]}, "params": {"steps": 4}, "images_per_second": 12.5,
+                        "weights_sha256": "ab" * 32, "warnings": [], "model_path": None, "model_pin": None,
+                        **history}}
+
+
+def test_the_summary_and_the_rows_say_where_the_chief_saved_and_published_the_model():
+    """The chief's model, saved and published, is said as `alexnet train` says it; its flat row carries both."""
+    pin = {"board": "/boards/b", "name": "m2", "version": "20261207T000000Z-abcde"}
+    rows = [_worker_result(0, model_path="/runs/1/alexnet.keras", model_pin=pin), _worker_result(1)]
+    assert _train_summary(rows).splitlines()[-3:] == [
+        "Every worker holds the same weights", "Model: /runs/1/alexnet.keras",
+        "Model pin: m2 version 20261207T000000Z-abcde on /boards/b"]
+    chief, other = training.train_row(rows[0]), training.train_row(rows[1])
+    assert (chief["model_path"], chief["model_pin"], chief["model_board"]) == (
+        "/runs/1/alexnet.keras", "m2@20261207T000000Z-abcde", "/boards/b")
+    assert (other["model_path"], other["model_pin"], other["model_board"]) == ("", "", "")
+    # neither saved where asked nor published: nothing said
+    assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-1] == \
+        "Every worker holds the same weights"
+
+
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):
     with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use `workers` <= 2"):
         api.alexnet_spark_train(spark, 3, board, epochs=1)

@@ -158,6 +158,7 @@ test_that("a Spark run: the command line says from the core's rows what R prints
                             "communication_advice": "One exchange alone takes 2.92 s a step."},
                  "metrics": {"loss": [2.0, 1.4987], "accuracy": [0.3, 0.45], "val_accuracy": [0.2, 0.4]},
                  "images_per_second": 12.5, "weights_sha256": "abc", "model_path": "/m/alexnet.keras",
+                 "model_pin": {"board": "/boards/b", "name": "m2", "version": "20261207T000000Z-abcde"},
                  "warnings": []}},
     {"worker": 1, "workers": 2, "address": "10.0.0.2:4040", "tf_address": "10.0.0.2:8001", "chief": false,
      "categories": ["n03"], "train_images": 40, "val_images": 0, "fetch_seconds": 1.2, "attempt": 2,
@@ -177,7 +178,9 @@ test_that("a Spark run: the command line says from the core's rows what R prints
           "val_accuracy 0.400, 12.5 images/s"),
     "  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s",
     "Every worker holds the same weights",
-    "Communication: One exchange alone takes 2.92 s a step."))
+    "Communication: One exchange alone takes 2.92 s a step.",
+    "Model: /m/alexnet.keras",
+    "Model pin: m2 version 20261207T000000Z-abcde on /boards/b"))
 })
 
 test_that("an export: the command line says what R prints", {

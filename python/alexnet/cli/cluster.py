@@ -12,7 +12,7 @@ from ..checks import count_text
 from . import common
 from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
-from .train import communication_line, training_args, training_options
+from .train import communication_line, model_lines, training_args, training_options
 
 # The summary of a Spark run says what R's print of it says (print.alexnet_spark_run, R/results.R), line for line and
 # in the same words: R prints the workers' flat rows (`alexnet.launch.training.train_row`), the command line the
@@ -50,7 +50,8 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
     chief: dict[str, Any] = next((r["history"] for r in rows if r["chief"]), {})
     said = any(str(w).startswith("Communication: ") for w in chief.get("warnings") or [])
     communication = None if said else communication_line(chief, typed)
-    return "\n".join([*lines, communication] if communication else lines)
+    # where the chief saved and published the model, as `alexnet train` says it
+    return "\n".join([*lines, *([communication] if communication else []), *model_lines(chief)])
 
 
 def _spark_train_summary(result: Any, typed: Callable[[str], str] = str) -> str:

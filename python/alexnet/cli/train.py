@@ -185,12 +185,15 @@ def history_summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str
     if h.get("weights_agree") is False:
         lines.append("The workers ended with different weights: the chief's model is the one saved and published "
                      "(its log names the workers apart).")
-    if h.get("model_path"):
-        lines.append(f"Model: {h['model_path']}")
+    return "\n".join([*lines, *model_lines(h)])
+
+
+def model_lines(h: dict[str, Any]) -> list[str]:
+    """Where a run's model went, from its history (a chief's): ``Model: PATH`` and ``Model pin: NAME version V on
+    BOARD``, each when there is one (R's ``model_notes``)."""
     pin = h.get("model_pin")
-    if pin:
-        lines.append(f"Model pin: {pin['name']} version {pin['version']} on {pin['board']}")
-    return "\n".join(lines)
+    return [*([f"Model: {h['model_path']}"] if h.get("model_path") else []),
+            *([f"Model pin: {pin['name']} version {pin['version']} on {pin['board']}"] if pin else [])]
 
 
 def _train(args: argparse.Namespace) -> None:

@@ -54,6 +54,8 @@ TRAIN_COLUMNS: dict[str, type] = {
     "train_seconds": float,
     "weights_sha256": str,
     "model_path": str,
+    "model_pin": str,
+    "model_board": str,
     "history": str,
 }
 #: The share's columns in a training row, without the worker's own (``worker``, ``workers``).
@@ -260,10 +262,13 @@ def added_up(strategy: Any, share: Mapping[str, Any] | Exception, index: int, wo
 def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars from a :func:`train_work` result: the columns of :data:`TRAIN_COLUMNS` (final-epoch
     ``loss``, ``accuracy`` and ``val_accuracy``, NaN without validation; ``categories`` joined with commas; the
-    whole history as JSON in ``history``), then, with an evaluation, the share's counts as ``eval_<column>``."""
+    model the chief saved, ``model_path``, and published, ``model_pin`` (``name@version``) on ``model_board``, each
+    ``""`` on the other workers or when there is none; the whole history as JSON in ``history``), then, with an
+    evaluation, the share's counts as ``eval_<column>``."""
     history = result["history"]
     metrics = history.get("metrics", {})
     params = history.get("params", {})
+    pin = history.get("model_pin")  # the chief's, which published it
 
     def last(name: str) -> float:
         values = metrics.get(name) or []
@@ -289,6 +294,8 @@ def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
         "train_seconds": float(params.get("seconds", 0.0)),
         "weights_sha256": str(history.get("weights_sha256", "")),
         "model_path": str(history.get("model_path") or ""),
+        "model_pin": f"{pin['name']}@{pin['version']}" if pin else "",
+        "model_board": str(pin["board"]) if pin else "",
         "history": json.dumps(history),
     }
     row = {name: row[name] for name in TRAIN_COLUMNS}  # in the columns' order, as spark_apply() wants
