@@ -102,7 +102,7 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address` (its Spark task's),
 #'   `tf_address` (the host and port its TensorFlow listened at, which the printed lines give), `chief`,
 #'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
-#'   `images_per_second`, `weights_sha256`, the chief's `model_path`, `model_pin` (`NAME@VERSION`) and
+#'   `images_per_second` (`NaN` when no step ran), `weights_sha256`, the chief's `model_path`, `model_pin` (`NAME@VERSION`) and
 #'   `model_board` (where it saved and published the model, `""` on the other workers), `attempt`, ...), whose
 #'   `history` column is a list of each worker's [alexnet_history][alexnet_history]. With `evaluate = TRUE`, `$evaluation` is the
 #'   [alexnet_evaluation][alexnet_evaluate] of the model over every validation image of the board (with `workers`,

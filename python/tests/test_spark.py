@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -261,6 +262,24 @@ def test_the_summary_and_the_rows_say_where_the_chief_saved_and_published_the_mo
     # neither saved where asked nor published: nothing said
     assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-1] == \
         "Every worker holds the same weights"
+
+
+def test_a_worker_where_no_step_ran_says_no_rate():
+    """A relaunch that found every epoch trained before ran no step: no rate is said, nor a rate of 0."""
+    from alexnet.train.callbacks import Throughput
+
+    assert Throughput().images_per_second(32) is None, "no epoch"
+    timed = Throughput()
+    timed.epochs = [(0, 0.0)]
+    assert timed.images_per_second(32) is None, "an epoch of no step"
+    timed.epochs = [(4, 2.0), (4, 1.0)]
+    assert timed.images_per_second(32) == 128.0, "the epochs after the first"
+    rows = [_worker_result(0, images_per_second=None), _worker_result(1)]
+    lines = _train_summary(rows).splitlines()
+    assert lines[1] == "  worker 0 (chief) at h:8000: 1 category, 8 images, 2 epochs, loss 1.250"
+    assert lines[2].endswith(", loss 1.250, 12.5 images/s")
+    rate = training.train_row(rows[0])["images_per_second"]
+    assert math.isnan(rate), "NaN in the flat row, which R's print leaves out"
 
 
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):

@@ -151,7 +151,7 @@ test_that("a Spark run: the command line says from the core's rows what R prints
   skip_if_no_alexnet()
   # what each worker's train_work() returns; R's frame holds their flat rows (train_row()), as the R workers send
   # them, each with the launch that succeeded
-  results <- py_result('[
+  results_text <- '[
     {"worker": 0, "workers": 2, "address": "10.0.0.1:4040", "tf_address": "10.0.0.1:8000", "chief": true,
      "categories": ["n01", "n02"], "train_images": 1042, "val_images": 4, "fetch_seconds": 1.5, "attempt": 2,
      "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0,
@@ -164,13 +164,17 @@ test_that("a Spark run: the command line says from the core's rows what R prints
      "categories": ["n03"], "train_images": 40, "val_images": 0, "fetch_seconds": 1.2, "attempt": 2,
      "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0},
                  "metrics": {"loss": [2.1, 1.51], "accuracy": [0.3, 0.4]},
-                 "images_per_second": 12.34, "weights_sha256": "abc", "model_path": null, "warnings": []}}]')
+                 "images_per_second": 12.34, "weights_sha256": "abc", "model_path": null, "warnings": []}}]'
   training <- reticulate::import("alexnet.launch.training", convert = FALSE)
-  flat <- lapply(0:1, function(i) {
-    row <- reticulate::py_to_r(training$train_row(reticulate::py_get_item(results, i)))
-    c(row, attempt = 2L)
-  })
-  printed <- capture.output(print(alexnet:::spark_train_result(alexnet:::records_to_df(flat))))
+  printed_of <- function(results) {
+    flat <- lapply(0:1, function(i) {
+      row <- reticulate::py_to_r(training$train_row(reticulate::py_get_item(results, i)))
+      c(row, attempt = 2L)
+    })
+    capture.output(print(alexnet:::spark_train_result(alexnet:::records_to_df(flat))))
+  }
+  results <- py_result(results_text)
+  printed <- printed_of(results)
   expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", results), printed)
   expect_identical(printed, c(
     "AlexNet trained on 2 Spark workers (attempt 2)",
@@ -181,6 +185,13 @@ test_that("a Spark run: the command line says from the core's rows what R prints
     "Communication: One exchange alone takes 2.92 s a step.",
     "Model: /m/alexnet.keras",
     "Model pin: m2 version 20261207T000000Z-abcde on /boards/b"))
+
+  # a worker where no step ran (a relaunch that found every epoch trained before): no rate said
+  idle <- py_result(sub('"images_per_second": 12.5,', '"images_per_second": null,', results_text, fixed = TRUE))
+  printed <- printed_of(idle)
+  expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", idle), printed)
+  expect_identical(printed[[2]], paste("  worker 0 (chief) at 10.0.0.1:8000: 2 categories, 1,042 images, 2 epochs,",
+                                       "loss 1.499, accuracy 0.450, val_accuracy 0.400"))
 })
 
 test_that("an export: the command line says what R prints", {

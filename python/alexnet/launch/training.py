@@ -261,14 +261,15 @@ def added_up(strategy: Any, share: Mapping[str, Any] | Exception, index: int, wo
 
 def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars from a :func:`train_work` result: the columns of :data:`TRAIN_COLUMNS` (final-epoch
-    ``loss``, ``accuracy`` and ``val_accuracy``, NaN without validation; ``categories`` joined with commas; the
-    model the chief saved, ``model_path``, and published, ``model_pin`` (``name@version``) on ``model_board``, each
-    ``""`` on the other workers or when there is none; the whole history as JSON in ``history``), then, with an
-    evaluation, the share's counts as ``eval_<column>``."""
+    ``loss``, ``accuracy`` and ``val_accuracy``, NaN without validation; ``images_per_second``, NaN when no step
+    ran; ``categories`` joined with commas; the model the chief saved, ``model_path``, and published, ``model_pin``
+    (``name@version``) on ``model_board``, each ``""`` on the other workers or when there is none; the whole history
+    as JSON in ``history``), then, with an evaluation, the share's counts as ``eval_<column>``."""
     history = result["history"]
     metrics = history.get("metrics", {})
     params = history.get("params", {})
     pin = history.get("model_pin")  # the chief's, which published it
+    rate = history.get("images_per_second")  # None when no step ran
 
     def last(name: str) -> float:
         values = metrics.get(name) or []
@@ -289,7 +290,7 @@ def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
         "loss": last("loss"),
         "accuracy": last("accuracy"),
         "val_accuracy": last("val_accuracy"),
-        "images_per_second": float(history.get("images_per_second", 0.0)),
+        "images_per_second": float("nan") if rate is None else float(rate),
         "fetch_seconds": float(result.get("fetch_seconds", 0.0)),
         "train_seconds": float(params.get("seconds", 0.0)),
         "weights_sha256": str(history.get("weights_sha256", "")),

@@ -209,7 +209,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``max_bad_fraction`` of this worker's images stop the run with :class:`~alexnet.errors.BadImagesError`) and
     ``images_per_second``
     (training images per second on this machine, over the epochs after the first when there are several,
-    validation left out), ``weights_sha256`` (a digest of the final weights, the same on every
+    validation left out; ``None`` when no step ran, as in a run that found every epoch trained before),
+    ``weights_sha256`` (a digest of the final weights, the same on every
     worker of a multi-worker run), ``weights_agree`` (with several workers, whether every worker ended with the
     chief's weights, compared at the end; a warning names those that did not; ``None`` with one), ``card`` (the
     model card as a dict) and ``model_pin`` (``board``, ``name`` and ``version`` of the pin written, or ``None``).

@@ -247,12 +247,13 @@ class Throughput(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epochs.append((self._steps, self._last - self._start))
 
-    def images_per_second(self, worker_batch: int) -> float:
-        """Training images per second on this worker, over the epochs after the first when there are several."""
+    def images_per_second(self, worker_batch: int) -> float | None:
+        """Training images per second on this worker, over the epochs after the first when there are several;
+        ``None`` when no step was timed (a run that found every epoch trained before)."""
         timed = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
         steps, seconds = sum(s for s, _ in timed), sum(t for _, t in timed)
-        rate = steps * worker_batch / seconds if seconds > 0 else 0.0
-        return rate if math.isfinite(rate) else 0.0
+        rate = steps * worker_batch / seconds if steps and seconds > 0 else None
+        return rate if rate is not None and math.isfinite(rate) else None
 
 
 def progress_writer(target: str) -> Callable[[dict[str, Any]], None]:
