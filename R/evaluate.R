@@ -78,6 +78,12 @@ print.alexnet_evaluation <- function(x, ...) {
   top_k <- x$top_k %||% 5
   # top-k is always 100% when the model has k classes or fewer: shown only when it says something
   top_k_shown <- is.null(x$num_classes) || x$num_classes > top_k
+  workers <- if (is.data.frame(x$workers)) nrow(x$workers) else 0L
+  if (is_scalar(x$attempt, is.numeric)) {  # a Spark evaluation's, as alexnet_spark_train() says its evaluation
+    cat("Evaluation of the model on every validation image of the board",
+        if (is_scalar(x$model, is.character) && nzchar(x$model)) paste0(" (", x$model, ")"), ", on ",
+        count_of(workers, "Spark worker"), " (attempt ", x$attempt, "):\n", sep = "")
+  }
   cat("Top-1 accuracy ", percent(x$top1_accuracy), " (", format(x$top1_correct %||% NA, big.mark = ","), " of ",
       count_of(x$images, "image"), ")",
       if (top_k_shown) paste0(", top-", top_k, " ", percent(x$top5_accuracy), " (",
@@ -86,8 +92,13 @@ print.alexnet_evaluation <- function(x, ...) {
     if (!is.null(x$protocol)) x$protocol else if (!is.null(x$crops)) count_of(x$crops, "crop"),
     if (!is.null(x$image_size)) paste(x$image_size, "pixels"),
     if (!is.null(x$num_classes)) count_of(x$num_classes, "class", "classes"),
-    if (is.numeric(x$images_per_second)) paste(format(round(x$images_per_second, 1), nsmall = 1), "images/s"),
-    if (is.data.frame(x$workers)) count_of(nrow(x$workers), "worker"),
+    # a cluster's rate is its workers' own: the images over the slowest worker's seconds
+    if (is_scalar(x$images_per_second, is.numeric) && is.finite(x$images_per_second)) {
+      slowest <- if (workers > 0L) format(round(max(x$workers$seconds), 1), nsmall = 1)
+      paste0(format(round(x$images_per_second, 1), nsmall = 1), " images/s",
+             if (!is.null(slowest)) paste0(" over the slowest worker's ", slowest, " s"))
+    },
+    if (workers > 0L) count_of(workers, "worker"),
     if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out"),
     if (isTRUE(x$left_out_at_upload > 0)) paste(count_of(x$left_out_at_upload, "validation image"), "left out at upload")
   )

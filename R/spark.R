@@ -102,15 +102,14 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' @returns An `alexnet_spark_run`: a data frame with one row per worker (`worker`, `address` (its Spark task's),
 #'   `tf_address` (the host and port its TensorFlow listened at, which the printed lines give), `chief`,
 #'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
-#'   `images_per_second` (`NaN` when no step ran), `weights_sha256`, the chief's `model_path`, `model_pin` (`NAME@VERSION`) and
-#'   `model_board` (where it saved and published the model, `""` on the other workers), `attempt`, ...), whose
-#'   `history` column is a list of each worker's [alexnet_history][alexnet_history]. With `evaluate = TRUE`, `$evaluation` is the
-#'   [alexnet_evaluation][alexnet_evaluate] of the model over every validation image of the board (with `workers`,
-#'   one row per worker, and `model_pin`, the pin version that records it), and the rows have each worker's
-#'   share (`eval_images`, `eval_top1_correct`, ...). It prints one line per worker, the chief's
-#'   `Communication: ...` (its history's `params$communication_advice`), `Model: ...` and `Model pin: ...`, and
-#'   the evaluation;
-#'   `as.data.frame()` gives the rows without the `history` column.
+#'   `images_per_second` (`NaN` when no step ran), `weights_sha256`, the chief's `model_path`, `model_pin`
+#'   (`NAME@VERSION`) and `model_board` (where it saved and published the model, `""` on the other workers),
+#'   `attempt`, ...), whose `history` column is a list of each worker's [alexnet_history][alexnet_history]. With
+#'   `evaluate = TRUE`, `$evaluation` is the [alexnet_evaluation][alexnet_evaluate] of the model over every
+#'   validation image of the board (with `workers`, one row per worker, and `model_pin`, the pin version that
+#'   records it), and the rows have each worker's share (`eval_images`, `eval_top1_correct`, ...). It prints one
+#'   line per worker, the chief's `Communication: ...` (its history's `params$communication_advice`), `Model: ...`
+#'   and `Model pin: ...`, and the evaluation; `as.data.frame()` gives the rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
@@ -154,7 +153,10 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #'   to `probe`), all declared once in the core (`alexnet.model.options`, `alexnet.launch.options`). From R,
 #'   `python` defaults to the Python alexnet uses here ([alexnet_python()]).
 #' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
-#'   per worker, and `attempt` the launch that succeeded (1 for the first).
+#'   per worker (its `seconds` that worker's scoring), `images_per_second` the workers' own (the images over the
+#'   slowest worker's `seconds`), `seconds` the Spark stage's (with the fetch and the model's load), and `attempt`
+#'   the launch that succeeded (1 for the first). It prints as [alexnet_evaluate()]'s, after a line naming the
+#'   model scored, the Spark workers and the attempt.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")

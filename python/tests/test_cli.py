@@ -971,3 +971,27 @@ def test_the_lowest_classes_of_an_evaluation_are_those_below_100_percent():
     assert lines[2] == "Lowest top-1: tench 25.0% (1 of 4), ostrich 50.0% (2 of 4)", lines
     evaluation["per_class"] = [row(0, "tench", 4), row(1, "goldfish", 4)]
     assert "Lowest" not in evaluation_summary(evaluation), "every class all right: none is low"
+
+
+def test_a_spark_evaluation_names_its_model_and_attempt_and_says_the_workers_rate():
+    """spark-evaluate's summary named no model and no attempt, and gave the images over the whole stage's seconds
+    (Spark's start, the fetch and the model's load among them): 1.8 images/s from workers that scored 45 and 26."""
+    from alexnet.cli.model import evaluation_summary
+    from alexnet.launch.evaluation import combine_shares, empty_share, evaluate_row
+
+    def share(worker: int, images: int, seconds: float) -> dict[str, object]:
+        return evaluate_row({**empty_share(1), "worker": worker, "workers": 2, "images": images,
+                             "top1_correct": images // 2, "top5_correct": images, "top_k": 5, "image_size": 224,
+                             "num_classes": 10, "seconds": seconds, "model": "m2@v7"})
+
+    combined = combine_shares([share(0, 450, 10.0), share(1, 260, 10.0)], 400.0)
+    assert combined["seconds"] == 400.0, "the stage's"
+    assert combined["images_per_second"] == 71.0, "the images over the slowest worker's seconds"
+    lines = evaluation_summary({**combined, "attempt": 2}).splitlines()
+    assert lines[0] == ("Evaluation of the model on every validation image of the board (m2@v7), on 2 Spark workers "
+                        "(attempt 2):")
+    assert lines[1].startswith("Top-1 accuracy 50.0% (355 of 710 images)")
+    assert lines[2] == "centre crop; 224 pixels; 10 classes; 71.0 images/s over the slowest worker's 10.0 s; 2 workers"
+    # a training's evaluation, said after the training's own lines: no attempt of its own; no images scored: no rate
+    idle = combine_shares([share(0, 0, 0.0), share(1, 0, 0.0)], 3.0)
+    assert evaluation_summary(idle).splitlines()[1] == "centre crop; 224 pixels; 10 classes; 2 workers"

@@ -91,6 +91,16 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
   expect_identical(said, c(printed, "Bad images left out:", "  /v/x.JPEG"))
   expect_match(printed[[2]], "; 2 workers; 1 bad image left out; 3 validation images left out at upload$")
   expect_identical(printed[[3]], "Lowest top-1: tench 50.0% (1 of 2)")  # goldfish, all right, is not low
+  # a Spark evaluation's: the model scored and the attempt first, the rate the workers' own
+  spark <- py_result(sub('"workers": 2,', '"workers": 2, "attempt": 3,', evaluation_text, fixed = TRUE))
+  printed <- capture.output(print(alexnet:::new_alexnet_evaluation(reticulate::py_to_r(spark))))
+  expect_identical(cli_lines("alexnet.cli.model", "evaluation_summary", spark),
+                   c(printed, "Bad images left out:", "  /v/x.JPEG"))
+  expect_identical(printed[1:3], c(
+    "Evaluation of the model on every validation image of the board (alexnet@v1), on 2 Spark workers (attempt 3):",
+    "Top-1 accuracy 61.2% (612 of 1,000 images), top-5 85.0% (850)",
+    paste("10 crops: corners, centre and their mirrors; 224 pixels; 1,000 classes; 81.2 images/s over the slowest",
+          "worker's 6.1 s; 2 workers; 1 bad image left out; 3 validation images left out at upload")))
   # not known, or none: nothing said
   for (left_out in c("null", "0")) {
     evaluation <- py_result(sub('"left_out_at_upload": 3', paste0('"left_out_at_upload": ', left_out),

@@ -96,20 +96,30 @@ def percent_text(value: float | None) -> str:
 
 def evaluation_summary(r: dict[str, Any]) -> str:
     """The lines printed for an evaluation, one machine's or a cluster's: those of R's print of it
-    (``print.alexnet_evaluation``), then the bad images left out, listed (R has them in ``$bad_images``)."""
+    (``print.alexnet_evaluation``), then the bad images left out, listed (R has them in ``$bad_images``). A Spark
+    evaluation's (with the launch that succeeded, ``attempt``) first names the model it scored; a cluster's rate is
+    the workers' own, over the slowest worker's seconds."""
     top_k = r.get("top_k") or TOP_K
     shown = r.get("num_classes") is None or r["num_classes"] > top_k  # top-k of k classes or fewer is always 100%
-    lines = [f"Top-1 accuracy {percent_text(r.get('top1_accuracy'))} ({r['top1_correct']:,} of "
-             f"{count_text(r['images'], 'image')})"
-             + (f", top-{top_k} {percent_text(r.get('top5_accuracy'))} ({r['top5_correct']:,})" if shown else "")]
+    workers = r.get("per_worker") or []
+    lines: list[str] = []
+    if r.get("attempt") is not None:  # as spark-train says its evaluation, and its attempt
+        model = f" ({r['model']})" if r.get("model") else ""
+        lines.append(f"Evaluation of the model on every validation image of the board{model}, on "
+                     f"{count_text(len(workers), 'Spark worker')} (attempt {r['attempt']}):")
+    lines.append(f"Top-1 accuracy {percent_text(r.get('top1_accuracy'))} ({r['top1_correct']:,} of "
+                 f"{count_text(r['images'], 'image')})"
+                 + (f", top-{top_k} {percent_text(r.get('top5_accuracy'))} ({r['top5_correct']:,})" if shown else ""))
     rate = r.get("images_per_second")
+    slowest = max((float(w["seconds"]) for w in workers), default=None)
+    over = "" if slowest is None else f" over the slowest worker's {slowest:.1f} s"
     bad = r.get("bad_images") or []
     details = [
         r.get("protocol") or (count_text(r["crops"], "crop") if r.get("crops") is not None else None),
         f"{r['image_size']} pixels" if r.get("image_size") is not None else None,
         count_text(r["num_classes"], "class", "classes") if r.get("num_classes") is not None else None,
-        f"{rate:.1f} images/s" if isinstance(rate, (int, float)) else None,
-        count_text(len(r["per_worker"]), "worker") if r.get("per_worker") else None,
+        f"{rate:.1f} images/s{over}" if isinstance(rate, (int, float)) and math.isfinite(rate) else None,
+        count_text(len(workers), "worker") if workers else None,
         f"{count_text(len(bad), 'bad image')} left out" if bad else None,
         f"{count_text(r['left_out_at_upload'], 'validation image')} left out at upload"
         if r.get("left_out_at_upload") else None,

@@ -117,7 +117,9 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     workers score, their progress is shown here (``progress``). ``timeout`` bounds each launch in seconds (the
     Spark job is cancelled, and the error says so). An evaluation is idempotent: when a worker fails, the job is
     launched again whole, up to ``retries`` times. Returns the dict of :func:`alexnet.alexnet_evaluate`
-    (``seconds``: the stage's wall time) plus ``workers``, ``per_worker`` and ``attempt``.
+    (``seconds``: the stage's wall time; ``images_per_second``: the workers' own, the images over the slowest
+    worker's seconds of scoring) plus ``workers``, ``per_worker`` (each worker's ``seconds`` of scoring among them)
+    and ``attempt``.
 
     ``options`` are, by name, the evaluation's (:class:`alexnet.model.options.EvaluationOptions`) and the launch
     options (:class:`alexnet.launch.options.LaunchOptions`), with their defaults:

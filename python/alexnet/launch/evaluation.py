@@ -275,7 +275,9 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     dict of one machine's evaluation (:func:`alexnet.model.evaluate.evaluation_result`; ``seconds``: the time it
     took; ``left_out_at_upload``: :func:`left_out_added`), plus ``workers`` and ``per_worker`` (``worker``,
     ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each); ``per_class`` and ``confusions`` are those of
-    the whole (:func:`class_tables`). A worker that had no images to score adds nothing.
+    the whole (:func:`class_tables`). A worker that had no images to score adds nothing. ``images_per_second`` is
+    the workers' own: the images over the slowest worker's seconds of scoring (``seconds`` may count more: a Spark
+    evaluation's is its stage's, with Spark's start, the fetch and the model's load).
     """
     from ..model.evaluate import evaluation_result
 
@@ -285,6 +287,8 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     result = evaluation_result(*_sums(rows), **_scoring(rows), seconds=seconds, bad_images=sorted(bad),
                                model=str(first["model"]), tables=class_tables(rows),
                                left_out_at_upload=left_out_added(rows))
+    slowest = max(float(r["seconds"]) for r in rows)
+    result["images_per_second"] = result["images"] / slowest if slowest > 0 else float("nan")
     return {
         **result, "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
