@@ -423,6 +423,82 @@ def test_a_monitor_that_does_not_start_leaves_no_folder_and_one_outliving_its_dr
     assert ended.returncode == 3 and not (tmp_path / "port").exists()
 
 
+def test_ctrl_c_ends_the_monitors_serving_quietly_and_its_process_leaves_it_to_its_driver(monkeypatch, tmp_path):
+    """Ctrl-C in a terminal interrupts the driver's whole process group: the monitor printed a KeyboardInterrupt
+    traceback above the driver's one line."""
+    import signal
+    import socketserver
+
+    from alexnet.launch import monitor as monitor_module
+
+    def interrupted(self, poll_interval=0.5):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(socketserver.BaseServer, "serve_forever", interrupted)
+        monitor_module._serve("127.0.0.1", str(tmp_path / "port"))  # returns, no traceback
+    assert (tmp_path / "port").read_text().isdigit()
+    port = tmp_path / "port-2"
+    process = subprocess.Popen([sys.executable, "-m", "alexnet.launch.monitor", "127.0.0.1", str(port),
+                                str(os.getpid())], stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(monitor_module.__file__).parents[2])})
+    try:
+        deadline = time.monotonic() + 60
+        while not port.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert process.poll() is None, "the driver stops its monitor"
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def test_ctrl_c_during_a_spark_job_leaves_py4j_s_errors_of_the_call_it_cut_short_unsaid(caplog):
+    """pyspark's SIGINT handler cancels the jobs and raises KeyboardInterrupt inside py4j's call, which logged its
+    errors (on the root logger) above the command's one line."""
+    import signal
+
+    from alexnet.launch import spark
+
+    cancelled: list[str] = []
+
+    def pyspark_handler(signum, frame):
+        cancelled.append("all")
+        raise KeyboardInterrupt
+
+    def collect():  # as py4j's send_command does when Ctrl-C interrupts it
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            logging.exception("Exception while sending command.")
+            logging.exception("KeyboardInterrupt while sending command.")
+            logging.getLogger("py4j.clientserver").error("Error while receiving.")
+            raise
+        return []
+
+    conf = SimpleNamespace(get=lambda key, default=None: default)
+    rdd = SimpleNamespace(barrier=lambda: rdd, mapPartitions=lambda task: rdd, collect=collect)
+    context = SimpleNamespace(parallelize=lambda data, slices: rdd, getConf=lambda: conf, defaultParallelism=2,
+                              addJobTag=lambda tag: None, removeJobTag=lambda tag: None,
+                              cancelJobsWithTag=lambda tag: None)
+    before = signal.signal(signal.SIGINT, pyspark_handler)
+    try:
+        with caplog.at_level(logging.DEBUG), pytest.raises(KeyboardInterrupt):
+            spark.run_barrier(context, 2, lambda index, addresses: None)
+        assert signal.getsignal(signal.SIGINT) is pyspark_handler, "the handler before put back"
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert cancelled == ["all"]
+    said = [r.getMessage() for r in caplog.records if r.name == "root" or r.name.startswith("py4j")]
+    assert said == [], said
+    assert logging.getLogger("py4j").level == logging.NOTSET and not logging.getLogger().filters
+    logging.exception("Exception while sending command.")  # outside an interrupted job, said as before
+    assert [r.getMessage() for r in caplog.records if r.name == "root"] == ["Exception while sending command."]
+
+
 def test_progress_that_cannot_be_sent_is_dropped_with_one_warning(caplog):
     unreachable = progress_writer("tcp://127.0.0.1:1")
     with caplog.at_level(logging.WARNING, logger="alexnet.train.callbacks"):

@@ -168,16 +168,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def rerun_note(args: argparse.Namespace) -> str | None:
     """What running the interrupted command ``args`` again does, where it carries on from where it stopped:
-    a training with a checkpoint folder resumes from its last checkpoint, an upload skips the categories already
-    on the board, a fetch the zips already in its cache; ``None`` for the others (a rerun starts over)."""
+    a training with a checkpoint folder resumes from its last checkpoint (starts over while the folder holds none),
+    an upload skips the categories already on the board, a fetch the zips already in its cache; ``None`` for the
+    others (a rerun starts over)."""
     if args.command in ("train", "spark-train"):
         folder = getattr(args, train.setting_dest("checkpoint_dir"), None)
-        return f"the same command run again resumes from the last checkpoint in {folder}" if folder else None
+        if not folder:
+            return None
+        if not _holds_checkpoint(folder):
+            return f"no checkpoint was written to {folder} yet: the same command run again starts the training over"
+        return f"the same command run again resumes from the last checkpoint in {folder}"
     if args.command == "upload":
         return "the same command run again skips the categories already uploaded"
     if args.command == "fetch":
         return "the same command run again fetches only the zips not in its cache yet"
     return None
+
+
+def _holds_checkpoint(folder: str) -> bool:
+    """Whether the checkpoint folder ``folder`` holds a whole checkpoint; True when it cannot be listed (a rerun
+    says what it finds)."""
+    from ..storage.location import fs_path, open_filesystem, resolve_location
+    from ..train.formats import listed_checkpoints
+
+    try:
+        location = resolve_location(folder, "checkpoint_dir")
+        return bool(listed_checkpoints(open_filesystem(location, what="checkpoint_dir"), fs_path(location))[1])
+    except Exception as error:  # a bucket out of reach: said as before
+        log.debug("Could not list %s: %s", folder, error)
+        return True
 
 
 class _AsTyped(logging.Filter):

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import socketserver
 import subprocess
@@ -100,7 +101,9 @@ def _serve(host: str, port_file: str, said_file: str = "") -> None:
         temporary = port_file + ".tmp"
         Path(temporary).write_text(str(server.server_address[1]))
         os.replace(temporary, port_file)
-        server.serve_forever()
+        # Ctrl-C reaches the whole process group: the driver stops the monitor as it ends, quietly
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_forever()
 
 
 class Monitor:
@@ -161,4 +164,5 @@ if __name__ == "__main__":
     from ..child import die_with_parent
 
     die_with_parent(int(sys.argv[3]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C: the driver stops it, or it dies with it
     _serve(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else "")

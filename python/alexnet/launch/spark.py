@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -284,6 +285,7 @@ def run_barrier(
     timer = threading.Timer(float(timeout), cancel) if timeout is not None else None
     context.addJobTag(tag)
     start = time.monotonic()
+    restore = _quiet_after_interrupt()  # Ctrl-C cancels the job without py4j's errors of the call it cut short
     try:
         if timer is not None:
             timer.daemon = True
@@ -304,10 +306,53 @@ def run_barrier(
     finally:
         if timer is not None:
             timer.cancel()
-        context.removeJobTag(tag)
+        try:
+            context.removeJobTag(tag)
+        finally:
+            restore()
     logger.info("%d worker(s) finished in %.1f s.", workers, time.monotonic() - start)
     rows = sorted((json.loads(line) for line in lines), key=lambda row: row["worker"])
     return [row["result"] for row in rows]
+
+
+#: What py4j logs (on the root logger, with the traceback) of the call to the JVM that Ctrl-C interrupted.
+_PY4J_INTERRUPTED = ("Exception while sending command.", "KeyboardInterrupt while sending command.")
+
+
+class _Py4jInterrupted(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "root" and record.getMessage() in _PY4J_INTERRUPTED)
+
+
+def _quiet_after_interrupt() -> Callable[[], None]:
+    """From now until the returned function is called, in the main thread: Ctrl-C, on which pyspark's handler (the
+    one before) cancels the jobs and raises KeyboardInterrupt, leaves py4j's errors of the call it cut short unsaid
+    (its logger quiet too), so that the interruption is said once, by whoever catches it. The returned function puts
+    back the handler, the logger's level and the root logger's filters as they were."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    before = signal.getsignal(signal.SIGINT)
+    quiet, py4j = _Py4jInterrupted(), logging.getLogger("py4j")
+    level = py4j.level
+
+    def interrupted(signum: int, frame: Any) -> None:
+        if before == signal.SIG_IGN:
+            return
+        if quiet not in logging.getLogger().filters:
+            logging.getLogger().addFilter(quiet)
+            py4j.setLevel(logging.CRITICAL + 1)
+        if callable(before):
+            before(signum, frame)
+        raise KeyboardInterrupt
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, before)
+        if quiet in logging.getLogger().filters:
+            logging.getLogger().removeFilter(quiet)
+            py4j.setLevel(level)
+
+    signal.signal(signal.SIGINT, interrupted)
+    return restore
 
 
 def tasks_started(context: Any) -> bool | None:
