@@ -499,6 +499,75 @@ def test_ctrl_c_during_a_spark_job_leaves_py4j_s_errors_of_the_call_it_cut_short
     assert [r.getMessage() for r in caplog.records if r.name == "root"] == ["Exception while sending command."]
 
 
+#: py4j's text of the Java error a SparkSession on a standalone master that never answered ends with.
+STOPPED_AS_IT_STARTED = """An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.
+: java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.
+This stopped SparkContext was created at:
+
+org.apache.spark.api.java.JavaSparkContext.<init>(JavaSparkContext.scala:59)
+py4j.ClientServerConnection.run(ClientServerConnection.java:108)
+java.base/java.lang.Thread.run(Thread.java:840)
+
+And it was stopped at:
+
+org.apache.spark.SparkContext$$anon$3.run(SparkContext.scala:2298)
+
+The currently active SparkContext was created at:
+
+(No active SparkContext.)
+"""
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (STOPPED_AS_IT_STARTED, "Spark stopped as it started: its ERROR line above says why"),
+    ("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+     ": org.apache.spark.SparkException: Application has been killed. Reason: All masters are unresponsive! "
+     "Giving up.\n\tat org.apache.spark.SparkContext.<init>(SparkContext.scala:1)",
+     "All masters are unresponsive! Giving up."),
+    ("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+     ": org.apache.spark.SparkException: Exception thrown in awaitResult: \n\tat x.y(Z.scala:1)\n"
+     "Caused by: java.io.IOException: Failed to connect to /127.0.0.1:7077\n\tat x.y(Z.scala:2)\n"
+     "Caused by: java.net.ConnectException: Connection refused\n\tat x.y(Z.scala:3)",
+     "java.net.ConnectException: Connection refused"),
+    ("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+     ": org.apache.spark.SparkException: Could not parse Master URL: 'bogus://nowhere'\n\tat x.y(Z.scala:1)",
+     "org.apache.spark.SparkException: Could not parse Master URL: 'bogus://nowhere'"),
+    ("", "no reason given"),
+])
+def test_why_spark_did_not_start_is_its_root_cause_or_a_masters_words_never_an_empty_prefix(text, said):
+    from alexnet.launch.spark import java_reason
+
+    assert java_reason(text) == said
+
+
+def test_a_standalone_master_where_nothing_answers_is_said_at_once_without_starting_spark(monkeypatch):
+    """Spark tries to reach a standalone master three times, 20 s apart (not a setting), and said the context it
+    stopped then."""
+    import socket
+
+    pyspark = pytest.importorskip("pyspark.sql")
+    from alexnet.launch import spark
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]  # closed: nothing listens there
+    monkeypatch.setattr(pyspark.SparkSession.Builder, "getOrCreate",
+                        lambda self: pytest.fail("Spark was started"))
+    start = time.monotonic()
+    with pytest.raises(AlexnetError) as caught:
+        spark.spark_session(f"spark://127.0.0.1:{port}")
+    assert time.monotonic() - start < 10
+    assert str(caught.value) == (
+        f"Spark did not start on `master` = 'spark://127.0.0.1:{port}' (nothing answers at 127.0.0.1:{port}: "
+        f"Connection refused): {spark.master_advice('spark://x:1')}")
+    assert spark.unanswered_master("local[2]") is None and spark.unanswered_master("spark://no-port") is None
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        there = listening.getsockname()[1]
+        assert spark.unanswered_master(f"spark://127.0.0.1:{port},127.0.0.1:{there}") is None, "one master answers"
+
+
 def test_progress_that_cannot_be_sent_is_dropped_with_one_warning(caplog):
     unreachable = progress_writer("tcp://127.0.0.1:1")
     with caplog.at_level(logging.WARNING, logger="alexnet.train.callbacks"):

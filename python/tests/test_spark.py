@@ -620,7 +620,7 @@ def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
             "try:\n    spark_session('bogus://nowhere')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     said = done.stdout.strip().splitlines()[-1]
-    assert said.startswith("AlexnetError Spark did not start on `master` = 'bogus://nowhere' (") and \
+    assert said.startswith("AlexnetError Spark did not start on `master` = 'bogus://nowhere' (org.apache.spark.") and \
         said.endswith("give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or "
                       "'k8s://https://host:443'.")
     # a master of a kind Spark takes: what that kind needs
