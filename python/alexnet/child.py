@@ -45,6 +45,8 @@ class ChildError(AlexnetError):
     """A child process failed: ``error`` is its own Python error (``Type: message``), ``log_tail`` the last lines
     of its log, ``log`` where the whole log is kept (or ``None``)."""
 
+    while_running = True
+
     def __init__(self, what: str, error: str, log_tail: Sequence[str], exit_code: int | None = None,
                  log: str | None = None, advice: str = ""):
         self.what, self.error, self.log_tail, self.exit_code, self.log = what, error, list(log_tail), exit_code, log

@@ -86,8 +86,20 @@ _records_without_passwords()
 class AlexnetError(Exception):
     """Base class: bad input or a state the user can fix; the message says how (a URL's password said as ``***``)."""
 
+    #: Whether the error was found while the work ran, once its settings were accepted (a worker, a child process or
+    #: a Spark job that failed, a timeout reached, a cluster out of reach), rather than in its settings or input: the
+    #: command line exits with status 1 after such an error, 2 after the others (as after a usage error).
+    while_running = False
+
     def __init__(self, *args: object) -> None:
         super().__init__(*(without_passwords(a) if isinstance(a, str) else a for a in args))
+
+
+def run_error(message: str) -> AlexnetError:
+    """An :class:`AlexnetError` found while the work ran (:attr:`AlexnetError.while_running`)."""
+    error = AlexnetError(message)
+    error.while_running = True
+    return error
 
 
 class LayoutError(AlexnetError):

@@ -83,6 +83,40 @@ def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no
     assert "alexnet spark-train: error: 4 workers need at least 4 categories" in err, err
 
 
+def _job_failures():
+    from alexnet.errors import run_error
+    from alexnet.train.lost import WorkerLostError
+
+    return [
+        (WorkerError(1, 2, "ValueError: no such file", ["line one"], 1, None), 1),
+        (job.SparkJobError(2, None, ["ExecutorLostFailure (executor 0 exited)"]), 1),
+        (WorkerLostError("Worker 0 of 2 cannot go on: worker 1 of 2 stopped sending heartbeats", 1, "heartbeats"), 1),
+        (run_error("The training on 2 worker(s) did not finish within timeout = 5 s, so the Spark job was cancelled"),
+         1),
+        (AlexnetError("2 workers need 2 task slots at once (one barrier task each), but this Spark application has 1"),
+         2),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_a_job_that_fails_while_it_runs_exits_1_and_one_whose_settings_are_refused_2(board, monkeypatch, capsys,
+                                                                                        index):
+    """A worker's failure, Spark's, a timeout all exited with status 2, as a bad option value does."""
+    pytest.importorskip("pyspark")
+    import alexnet
+    from alexnet.cli import main
+    from alexnet.cli.common import CORE
+
+    failure, status = _job_failures()[index]
+
+    def failing(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(alexnet, CORE["spark-train"], failing)
+    assert main(["spark-train", "--workers", "2", "--board", board, "--epochs", "1"]) == status
+    assert "alexnet spark-train: error: " in capsys.readouterr().err
+
+
 def test_plan_checks_the_schedule_with_alexnet_trains_defaults_before_the_board():
     nowhere = "/nowhere/board"  # never opened: the schedule is checked first
     with pytest.raises(AlexnetError, match="`image_size` has 3 sizes but `epochs` is 2"):
@@ -164,6 +198,7 @@ def test_a_failed_probe_names_each_executor_its_python_and_the_fix():
     assert "cannot run alexnet on 1 executor(s)" in message
     assert "node1: /usr/bin/python3: ModuleNotFoundError: No module named 'alexnet'" in message
     assert "node2" not in message and message.endswith("Set PYSPARK_PYTHON.")
+    assert caught.value.while_running, "found by the job's run on the executors: the command line exits 1"
     job.check_probe(rows[2:], "unused")  # all good: no error
 
 
@@ -560,6 +595,7 @@ def test_a_standalone_master_where_nothing_answers_is_said_at_once_without_start
     assert str(caught.value) == (
         f"Spark did not start on `master` = 'spark://127.0.0.1:{port}' (nothing answers at 127.0.0.1:{port}: "
         f"Connection refused): {spark.master_advice('spark://x:1')}")
+    assert caught.value.while_running, "found once the settings were accepted: the command line exits 1"
     assert spark.unanswered_master("local[2]") is None and spark.unanswered_master("spark://no-port") is None
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))

@@ -127,7 +127,9 @@ class _NoLibraryTracebacks(logging.Filter):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``alexnet`` command line; the exit code (2 after an error the user can fix, 130 after Ctrl-C)."""
+    """Run the ``alexnet`` command line; the exit code: 0, 1 after an error found while the work ran (its settings
+    accepted: a worker, a child process or a Spark job that failed, a timeout reached, a cluster out of reach), 2
+    after one in the settings or input (as argparse's usage errors), 130 after Ctrl-C."""
     parser = build_parser()
     args = parse(parser, argv)
     configure_logging(args.verbose, args.quiet)
@@ -148,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = typed.said(str(error)) if not isinstance(error, ChildError) else \
             _AsTyped(common.typed(args, workers=True)).said(str(error))  # a worker's words: it reads the pin too
         sys.stderr.write(f"alexnet {args.command}: error: {said}\n")
-        return 2
+        return 1 if error.while_running else 2
     except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
         again = rerun_note(args)
         sys.stderr.write(f"alexnet {args.command}: interrupted{'; ' + again if again else ''}\n")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AlexnetError
+from ..errors import AlexnetError, run_error
 from .monitor import start_monitor
 from .options import check_launch, specs
 from .task import Task, check_slots
@@ -37,6 +37,8 @@ SPARK_LINES = 12
 class SparkJobError(AlexnetError):
     """A Spark job failed before any worker could report an error of its own (``python_error`` when Spark's
     message holds one)."""
+
+    while_running = True
 
     def __init__(self, workers: int, python_error: str | None, detail: Sequence[str]):
         self.python_error, self.detail = python_error, list(detail)
@@ -143,7 +145,7 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
         return
     seen = sorted({(str(r.get("host")), str(r.get("python")), str(r.get("error"))) for r in bad})
     listing = "\n  ".join(f"{host}: {python}: {error}" for host, python, error in seen)
-    raise AlexnetError(f"The Python that would run the workers cannot run alexnet on {len(seen)} executor(s):\n"
+    raise run_error(f"The Python that would run the workers cannot run alexnet on {len(seen)} executor(s):\n"
                        f"  {listing}\n{advice}")
 
 

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from ..checks import as_seconds
-from ..errors import AlexnetError
+from ..errors import AlexnetError, run_error
 from . import probe_task
 from .gpus import VISIBLE_GPUS, gpu_environment
 from .job import JobPlan, JobRun, failure_of, run_job
@@ -71,7 +71,7 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
     else:
         unreachable = unanswered_master(master)
         if unreachable:
-            raise AlexnetError(f"Spark did not start on `master` = {master!r} ({unreachable}): "
+            raise run_error(f"Spark did not start on `master` = {master!r} ({unreachable}): "
                                f"{master_advice(master)}")
     level = None
     try:
@@ -84,7 +84,7 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
                     builder = builder.config("spark.log.level", "ERROR")
             session = builder.getOrCreate()
     except Exception as error:  # py4j's Java error
-        raise AlexnetError(f"Spark did not start on `master` = {master!r} ({java_reason(str(error))}): "
+        raise run_error(f"Spark did not start on `master` = {master!r} ({java_reason(str(error))}): "
                            f"{master_advice(master)}") from None
     if master.startswith("local"):
         # the executors are this JVM: a failed worker's Java stack would be printed here, while the error
@@ -299,7 +299,7 @@ def await_slots(slots: Callable[[], int | None], workers: int, patience: float, 
             back = f"The Spark application has {now or workers} task slots again, after {waited:.0f} s."
             (say or logger.info)(back)
             return
-    raise AlexnetError(
+    raise run_error(
         f"{workers} workers need {workers} task slots at once to be launched again, but this Spark application still "
         f"has {now} after waiting {patience:.0f} s for a lost Spark worker's slots to return: restart that "
         f"worker or give the application more executors, then run it again (a checkpoint_dir resumes), or give "
@@ -379,7 +379,7 @@ def run_barrier(
             waiting = (f" Its barrier tasks had not started: they wait for {workers} free task slots at once, and if a "
                        "Spark worker was lost (or other jobs hold its slots), the application has fewer: restart "
                        "it, or give fewer `workers`." if started[0] is False else "")
-            raise AlexnetError(
+            raise run_error(
                 f"{what or f'The {workers} worker(s)'} did not finish within timeout = {timeout:g} s, so the Spark "
                 f"job was cancelled: {advice}.{waiting}"
             ) from None

@@ -39,6 +39,8 @@ class WorkerLostError(AlexnetError):
     """A multi-worker run stopped because a worker stopped answering: ``worker`` is its index when TensorFlow named
     it (``None`` otherwise), ``kind`` what TensorFlow saw (``"heartbeats"``, ``"connection"`` or ``"timeout"``)."""
 
+    while_running = True
+
     def __init__(self, message: str, worker: int | None, kind: str):
         super().__init__(message)
         self.worker, self.kind = worker, kind
