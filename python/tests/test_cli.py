@@ -499,7 +499,7 @@ def test_a_size_schedule_that_does_not_fit_the_epochs_fails_before_any_fetch_or_
     seen = _recording_core(monkeypatch)
     if command == "spark-train":
         pytest.importorskip("pyspark")
-        from alexnet.launch import spark
+        from alexnet.launch import session as spark
 
         def no_session(*args, **kwargs):
             raise AssertionError("a Spark session was started")

@@ -72,7 +72,7 @@ def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no
 
     pytest.importorskip("pyspark")
     from alexnet.cli import main
-    from alexnet.launch import spark
+    from alexnet.launch import session as spark
 
     def no_session(*args, **kwargs):
         raise AssertionError("a Spark session was started")
@@ -570,7 +570,7 @@ The currently active SparkContext was created at:
     ("", "no reason given"),
 ])
 def test_why_spark_did_not_start_is_its_root_cause_or_a_masters_words_never_an_empty_prefix(text, said):
-    from alexnet.launch.spark import java_reason
+    from alexnet.launch.session import java_reason
 
     assert java_reason(text) == said
 
@@ -581,7 +581,7 @@ def test_a_standalone_master_where_nothing_answers_is_said_at_once_without_start
     import socket
 
     pyspark = pytest.importorskip("pyspark.sql")
-    from alexnet.launch import spark
+    from alexnet.launch import session as spark
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -674,7 +674,7 @@ def test_a_python_started_from_r_gets_the_library_path_it_would_have_outside_r()
 def test_spark_s_jvm_starts_with_the_library_path_a_python_outside_r_has(monkeypatch):
     """Spark's JVM, and the Python workers it starts, take this process's environment: started from R, they got R's
     library folders first and loaded the system's libpython (ImportError of _ssl in every worker)."""
-    from alexnet.launch.spark import _outside_r_libraries
+    from alexnet.launch.session import _outside_r_libraries
 
     out = subprocess.run(["sh", "-c", f"unset LD_LIBRARY_PATH; . {R_LDPATHS}; printf %s \"$LD_LIBRARY_PATH\""],
                          capture_output=True, text=True, check=True, env={"R_HOME": "/usr/lib/R", "PATH": os.defpath})

@@ -616,7 +616,7 @@ def test_a_task_given_gpus_by_spark_holds_its_worker_to_them(monkeypatch):
 
 def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
     # in a process of its own: this module's Spark application would be given back whatever the master
-    code = ("from alexnet.launch.spark import spark_session\n"
+    code = ("from alexnet.launch.session import spark_session\n"
             "try:\n    spark_session('bogus://nowhere')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     said = done.stdout.strip().splitlines()[-1]
@@ -624,7 +624,7 @@ def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
         said.endswith("give a master Spark takes, e.g. 'local[2]', 'spark://host:7077', 'yarn' or "
                       "'k8s://https://host:443'.")
     # a master of a kind Spark takes: what that kind needs
-    from alexnet.launch.spark import master_advice
+    from alexnet.launch.session import master_advice
 
     assert master_advice("spark://127.0.0.1:7999").startswith("no Spark master answered there: start it")
     for variable in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):

@@ -79,10 +79,10 @@ def _job_specs(training: bool) -> dict[str, Any]:
 @contextlib.contextmanager
 def _spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
     """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) that the job starts once its
-    driver's checks have passed (:class:`~alexnet.launch.spark.SparkToStart`), stopped afterwards."""
+    driver's checks have passed (:class:`~alexnet.launch.session.SparkToStart`), stopped afterwards."""
     from pyspark.sql import SparkSession
 
-    from ..launch.spark import SparkToStart
+    from ..launch.session import SparkToStart
 
     session = SparkSession.getActiveSession()
     if session is not None:

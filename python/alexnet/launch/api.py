@@ -14,7 +14,8 @@ from ..result import returns_result
 from ..train.settings import TrainSettings
 from .job import combine_job, plan_job
 from .options import LaunchOptions, TrainingJobOptions
-from .spark import SparkToStart, barrier_slots, launch_job, spark_context
+from .session import SparkToStart
+from .spark import barrier_slots, launch_job, spark_context
 from .work import row_of
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class SparkRun(list[dict[str, Any]]):
 
 
 def _driver(spark: Any) -> tuple[Callable[[], Any], int | Callable[[], int | None] | None, bool]:
-    """What gives the SparkContext of ``spark`` (a :class:`~alexnet.launch.spark.SparkToStart` starts its session
+    """What gives the SparkContext of ``spark`` (a :class:`~alexnet.launch.session.SparkToStart` starts its session
     when it is first called), its barrier task slots (for a session not started, what gives them once it is), and
     whether its master is local."""
     if isinstance(spark, SparkToStart):
@@ -53,7 +54,7 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     ``image_size``, ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
     ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds those already checked
     (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext (or a
-    :class:`~alexnet.launch.spark.SparkToStart`, started once the checks below have passed); ``python`` the worker's
+    :class:`~alexnet.launch.session.SparkToStart`, started once the checks below have passed); ``python`` the worker's
     Python (default: the executor's); ``env`` extra environment variables for the worker processes; ``timeout``
     bounds each launch in seconds; ``callbacks`` are Keras callbacks every worker trains with (they travel to the
     workers pickled).
@@ -109,7 +110,7 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     :func:`alexnet.alexnet_model` (a worker without its file fetches it from its board, into the ``cache_dir`` given
     to :func:`alexnet.alexnet_model`, which it must be able to write, else its own user cache); a loaded
     ``keras.Model`` is an error.
-    ``spark`` is a SparkSession or SparkContext (or a :class:`~alexnet.launch.spark.SparkToStart`, started once the
+    ``spark`` is a SparkSession or SparkContext (or a :class:`~alexnet.launch.session.SparkToStart`, started once the
     checks have passed).
 
     The same job as a training's: before anything runs, the checks of :func:`alexnet.launch.job.plan_job`, then,
