@@ -81,6 +81,21 @@ def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no
     assert main(["spark-train", "--workers", "4", "--board", board]) == 2
     err = capsys.readouterr().err
     assert "alexnet spark-train: error: 4 workers need at least 4 categories" in err, err
+    # a local master's slots are known before it starts: too many workers for them refused first, Spark not started
+    assert main(["spark-train", "--workers", "3", "--master", "local[2]", "--board", board]) == 2
+    err = capsys.readouterr().err
+    assert "alexnet spark-train: error: 3 workers need 3 task slots at once" in err and "has 2" in err, err
+
+
+@pytest.mark.parametrize(("master", "slots"), [
+    ("local[2]", 2), ("local[ 4 , 3 ]", 4), ("local", 1), ("local[*]", len(os.sched_getaffinity(0))),
+    ("local[*,2]", len(os.sched_getaffinity(0))), ("spark://127.0.0.1:7077", None), ("yarn", None),
+    ("local-cluster[2,1,1024]", None),
+])
+def test_the_slots_of_a_local_master_are_known_before_it_starts(master, slots):
+    from alexnet.launch.session import SparkToStart
+
+    assert SparkToStart(master).local_slots() == slots
 
 
 def _job_failures():

@@ -28,12 +28,24 @@ class SparkRun(list[dict[str, Any]]):
     evaluation: dict[str, Any] | None = None
 
 
+class _SlotsOnceStarted:
+    """The barrier task slots of a :class:`~alexnet.launch.session.SparkToStart`'s application, counted when called
+    (which starts it); ``known``, those of a local master, before it starts (:func:`alexnet.launch.job.plan_job`
+    checks them first: a job that asks too many workers of ``local[2]`` is refused without starting Spark)."""
+
+    def __init__(self, spark: SparkToStart):
+        self.spark, self.known = spark, spark.local_slots()
+
+    def __call__(self) -> int | None:
+        return barrier_slots(self.spark.context())
+
+
 def _driver(spark: Any) -> tuple[Callable[[], Any], int | Callable[[], int | None] | None, bool]:
     """What gives the SparkContext of ``spark`` (a :class:`~alexnet.launch.session.SparkToStart` starts its session
     when it is first called), its barrier task slots (for a session not started, what gives them once it is), and
     whether its master is local."""
     if isinstance(spark, SparkToStart):
-        return spark.context, lambda: barrier_slots(spark.context()), spark.local
+        return spark.context, _SlotsOnceStarted(spark), spark.local
     context = spark_context(spark)
     return (lambda: context), barrier_slots(context), (context.master or "").startswith("local")
 

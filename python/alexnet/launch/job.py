@@ -119,13 +119,15 @@ def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | Callabl
     :func:`alexnet.launch.training.check_training`; an evaluation's model and options, see
     :func:`alexnet.launch.evaluation.check_evaluation`), before the board is read; then the board must be reachable
     and fit the work (categories, validation images). ``slots`` given as a function is called last, so that a Spark
-    session it starts is started for a job that passed every other check. ``where`` names the call in errors.
+    session it starts is started for a job that passed every other check (its ``known`` attribute, when it has one,
+    is checked first: the slots of a local master, known before it starts). ``where`` names the call in errors.
     """
     from ..storage.board import open_board
     from ..storage.layout import categories_and_version
 
     work = work_of(kind)
-    workers = check_slots(workers, None if callable(slots) else slots)
+    # a function may know the slots before it starts a session (a local master's): checked first too
+    workers = check_slots(workers, getattr(slots, "known", None) if callable(slots) else slots)
     options = check_launch({name: arguments.pop(name) for name in specs() if name in arguments}, workers)
     fields = work.check(workers, board, local_master=bool(local_master), where=where or WHERE[kind], **arguments)
     opened = open_board(board)

@@ -32,6 +32,16 @@ class SparkToStart:
         """Whether its master runs the executors on this machine (``local[...]``)."""
         return self.master.startswith("local")
 
+    def local_slots(self) -> int | None:
+        """The task slots of a local master, known before it starts: ``N`` of ``local[N]`` (and ``local[N,F]``), this
+        process's CPUs for ``local[*]``, 1 for ``local``; None for any other master."""
+        found = re.fullmatch(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?", self.master.strip())
+        if found is None:
+            return None
+        if found.group(1) is None:
+            return 1
+        return len(os.sched_getaffinity(0)) if found.group(1) == "*" else int(found.group(1))
+
     def context(self) -> Any:
         """The SparkContext of its session (:func:`spark_session`), started on the first call."""
         if self.session is None:
