@@ -397,6 +397,20 @@ def test_configure_logging_levels():
         own.setLevel(before[1])
 
 
+def test_verbose_lines_say_their_time_and_the_default_ones_do_not(tmp_path):
+    """With -v each log line starts with its time (where a command's seconds go); without, as before."""
+    env = {**os.environ, "ALEXNET_PROGRESS": "0"}
+    lines = {}
+    for flags in ([], ["-v"]):
+        done = subprocess.run([sys.executable, "-m", "alexnet", *flags, "synth", "--classes", "1", "--images-per-class",
+                               "2", "--val-per-class", "0", "--max-side", "64", str(tmp_path / f"s{len(flags)}")],
+                              capture_output=True, text=True, timeout=120, check=True, env=env)
+        lines[len(flags)] = [line for line in done.stderr.splitlines() if "alexnet.data.synthetic:" in line]
+    assert lines[0] and lines[0][0].startswith("INFO alexnet.data.synthetic: synthetic ImageNet"), lines
+    assert ": 1 category, 2 training" in lines[0][0]
+    assert lines[1] and re.match(r"\d\d:\d\d:\d\d\.\d{3} DEBUG|\d\d:\d\d:\d\d\.\d{3} INFO", lines[1][0]), lines
+
+
 def _recording_core(monkeypatch, history: dict | None = None) -> dict:
     """The core replaced: fetch returns an empty partition, training records the checked settings it was given and
     the strategy (``seen``) and returns ``history``."""

@@ -100,14 +100,18 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
     """Log alexnet's INFO lines and other libraries' warnings only (pins logs a line per pin written), those without
     their tracebacks; ``verbose`` 1 adds the libraries' INFO lines, their tracebacks and alexnet's DEBUG ones, 2 and
-    more every library's DEBUG lines; ``quiet`` leaves warnings and errors only."""
+    more every library's DEBUG lines, each line with its time (where the seconds of a command go); ``quiet`` leaves
+    warnings and errors only."""
     others = logging.WARNING if quiet or verbose < 1 else logging.INFO if verbose == 1 else logging.DEBUG
     own = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     # records written between the progress bars' lines, not after a bar on its line
     logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s", handlers=[BarSafeHandler()])
     logging.getLogger().setLevel(others)
     log.setLevel(own)
+    timed = "%(asctime)s.%(msecs)03d " if verbose else ""
     for handler in logging.getLogger().handlers:
+        if isinstance(handler, BarSafeHandler):
+            handler.setFormatter(logging.Formatter(f"{timed}%(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
         for old in [f for f in handler.filters if isinstance(f, _NoLibraryTracebacks)]:
             handler.removeFilter(old)
         if verbose < 1:

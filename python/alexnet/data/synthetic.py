@@ -19,6 +19,7 @@ import numpy as np
 # went on writing), and the first image of a synthetic ImageNet is drawn right after its folders are made
 import numpy.random
 
+from ..checks import count_text
 from ..declare import declaration
 from ..errors import LayoutError, reason
 from ..progress import progress_bar
@@ -177,11 +178,11 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
         quirk_paths = {kind: f"{train}/" + MEMBER_PATHS[layout].format(wnid=synsets[0][0], name=os.path.basename(p))
                        for kind, p in quirk_paths.items()}
     log.info(
-        "synthetic ImageNet (%s layout) at %s: %d categories, %d training and %d validation images, %.1f MB "
+        "synthetic ImageNet (%s layout) at %s: %s, %d training and %d validation images, %.1f MB "
         "(%.1f KB/image)",
         layout,
         root,
-        classes,
+        count_text(classes, "category", "categories"),
         images,
         val_images,
         total_bytes / 1e6,
