@@ -69,8 +69,8 @@ def _logging_options(parser: argparse.ArgumentParser, *, default: bool) -> None:
     """``-v`` and ``-q`` on ``parser``: the program's (with their defaults), or a command's (given only when typed)."""
     unset = {} if default else {"default": argparse.SUPPRESS}
     parser.add_argument("-v", "--verbose", action="count", **({"default": 0} if default else unset),
-                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...) and alexnet's debugging "
-                             "detail, -vv everyone's debugging detail")
+                        help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...), alexnet's debugging "
+                             "detail and each line's time, -vv everyone's debugging detail")
     parser.add_argument("-q", "--quiet", action="store_true", **({"default": False} if default else unset),
                         help="log warnings and errors only, and draw no progress bars")
 
