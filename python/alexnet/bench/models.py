@@ -96,7 +96,7 @@ def train_measurement(
     return {
         "stage": "train",
         "cores": usable_cpus(),
-        "images_per_second": float(history["images_per_second"]),
+        "images_per_second": float(history["images_per_second"] or "nan"),  # None: no step ran
         "images": 2 * steps * batch_size,
         "seconds": round(time.perf_counter() - start, 3),
         "load_average": load,

@@ -165,7 +165,7 @@ def run_recipe(recipe: str, data: Mapping[str, Any], plan: Any, *, seed: int = 0
         "best_accuracy": max(accuracies),
         "late_drop": late_drop(accuracies),
         "training_seconds": round(total, 3),
-        "images_per_second": float(history["images_per_second"]),
+        "images_per_second": float(history["images_per_second"] or "nan"),  # None: no step ran
     }
     if model_dir is not None:
         record.update(_final_scores(model_dir, data, record["image_sizes"][-1], parallel))
