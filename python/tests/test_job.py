@@ -505,6 +505,26 @@ def test_ctrl_c_ends_the_monitors_serving_quietly_and_its_process_leaves_it_to_i
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
+def test_the_quiet_ctrl_c_of_a_job_run_outside_the_main_thread_changes_no_handler():
+    """Spark jobs may be run from a thread (a notebook's, a test's timer): SIGINT's handler is the main thread's."""
+    import signal
+
+    from alexnet.launch import spark
+
+    before, restored = signal.getsignal(signal.SIGINT), []
+    worker = threading.Thread(target=lambda: restored.append(spark._quiet_after_interrupt()))
+    worker.start()
+    worker.join()
+    restored[0]()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_spark_session_of_a_master_is_where_the_readme_names_it():
+    from alexnet.launch import session, spark
+
+    assert spark.spark_session is session.spark_session
+
+
 def test_ctrl_c_during_a_spark_job_leaves_py4j_s_errors_of_the_call_it_cut_short_unsaid(caplog):
     """pyspark's SIGINT handler cancels the jobs and raises KeyboardInterrupt inside py4j's call, which logged its
     errors (on the root logger) above the command's one line."""

@@ -29,6 +29,7 @@ from ..errors import AlexnetError, run_error
 from . import probe_task
 from .gpus import VISIBLE_GPUS, gpu_environment
 from .job import JobPlan, JobRun, failure_of, run_job
+from .session import spark_session as spark_session  # where the README has long named it
 from .task import Task, check_slots
 from .work import worker_function
 from .worker import WorkerError, run_worker
@@ -235,8 +236,6 @@ def _quiet_after_interrupt() -> Callable[[], None]:
     one before) cancels the jobs and raises KeyboardInterrupt, leaves py4j's errors of the call it cut short unsaid
     (its logger quiet too), so that the interruption is said once, by whoever catches it. The returned function puts
     back the handler, the logger's level and the root logger's filters as they were."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
     before = signal.getsignal(signal.SIGINT)
     quiet, py4j = _Py4jInterrupted(), logging.getLogger("py4j")
     level = py4j.level
@@ -257,7 +256,10 @@ def _quiet_after_interrupt() -> Callable[[], None]:
             logging.getLogger().removeFilter(quiet)
             py4j.setLevel(level)
 
-    signal.signal(signal.SIGINT, interrupted)
+    try:
+        signal.signal(signal.SIGINT, interrupted)
+    except ValueError:  # not the main thread (of the main interpreter): its handler is not this call's to change
+        return lambda: None
     return restore
 
 
