@@ -203,7 +203,7 @@ def train_dataset(
 
     def decode(item: tuple[tf.Tensor, tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         contents, label, path = item
-        if failures is not None:  # entered again: the bytes of a cached pass were read at the first
+        if failures is not None and cache:  # entered again: the bytes of a cached pass were read at the first
             with tf.control_dependencies([failures.enter(path)]):
                 contents = tf.identity(contents)
         image = decode_for_training(

@@ -241,6 +241,12 @@ def said(path: str) -> str:
     return f"{path}: {image_checks.TOO_LARGE.format(pixels=pixels, limit=image_checks.MAX_PIXELS)}"
 
 
+def listing(paths: Sequence[str], shown: int) -> str:
+    """The first ``shown`` of ``paths`` as a listing names them (:func:`said`), one a line, and how many more."""
+    return "\n  ".join(said(path) for path in paths[:shown]) + (
+        "" if len(paths) <= shown else f"\n  ... and {len(paths) - shown} more")
+
+
 def drop_bad_images(
     files: Sequence[str],
     labels: Sequence[int],
@@ -257,8 +263,7 @@ def drop_bad_images(
     if not bad:
         return files, list(labels)
     fraction = len(bad) / len(files)
-    listed = "\n  ".join(said(path) for path in bad[:20]) + ("" if len(bad) <= 20 else
-                                                             f"\n  ... and {len(bad) - 20} more")
+    listed = listing(bad, 20)
     if fraction > max_bad_fraction:
         raise BadImagesError(
             f"{len(bad)} of {len(files)} {what} images ({fraction:.2%}) are missing, empty, truncated, too large or "

@@ -214,18 +214,6 @@ class BestWeights(keras.callbacks.Callback):
                 self.store.save_best(epoch, self.weights)
 
 
-class SkippedImages(keras.callbacks.Callback):
-    """At each epoch's end, ``check(epoch)``: the images the training pipeline skipped said
-    (:meth:`alexnet.train.datasets.SkippedImages.check`)."""
-
-    def __init__(self, check: Callable[[int], None]):
-        super().__init__()
-        self.check = check
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.check(epoch)
-
-
 class Throughput(keras.callbacks.Callback):
     """Training steps and the seconds they took, per epoch: from the epoch's start to the end of its last step, so
     the validation after it (:mod:`.validation`, a callback at the epoch's end) is left out."""

@@ -93,7 +93,7 @@ class SkippedImages:
         was decoding at that moment by reading them again; raise
         :class:`~alexnet.errors.BadImagesError` once they are more than ``max_bad_fraction`` of the images."""
         from ..errors import BadImagesError
-        from ..input.scan import said, undecodable_now
+        from ..input.scan import listing, undecodable_now
 
         seen = set(self.found)
         new = undecodable_now([path for path in self.failures.pending() if path not in seen])
@@ -101,8 +101,7 @@ class SkippedImages:
             return
         self.found += new
         count, fraction = len(self.found), len(self.found) / max(1, self.images)
-        listed = "\n  ".join(said(path) for path in new[:NAMED]) + (
-            "" if len(new) <= NAMED else f"\n  ... and {len(new) - NAMED} more")
+        listed = listing(new, NAMED)
         when = f"by the end of epoch {epoch + 1}"
         todo = ("Replace or remove these files (a board's partition in the cache: fetch it again with verify = True, "
                 "which fetches damaged categories again)")

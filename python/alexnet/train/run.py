@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 #: records (see :func:`run`).
 Evaluate = Callable[[Any, Any, "ModelCard"], "dict[str, Any] | None"]
 
+
 def _xla(settings: TrainSettings, topology: Topology) -> tuple[bool, str]:
     """Whether the training step is compiled with XLA on ``topology``, and why (:meth:`TrainSettings.xla_choice`)."""
     return settings.xla_choice(topology.gpu, strategy=topology.name, replicas=topology.replicas)
@@ -191,6 +192,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
 def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
          extra_callbacks: list[Any], evaluate: Evaluate | None, dog: Watchdog | None) -> dict[str, Any]:
     from ..model.saved import save_model
+    from ..tfimport import keras
     from . import callbacks as cb
     from .advice import adaptation_text, adapted_timing
     from .agreement import agree_on_settings, check_agreement, weights_agree
@@ -221,8 +223,6 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                        "stopped half way cannot resume. Give `checkpoint_dir` (checkpoints and the model), `model_dir` "
                        "or `model_pin` to keep it.")
     if settings.seed is not None:
-        from ..tfimport import keras
-
         keras.utils.set_random_seed(settings.seed)
     agree_on_settings(strategy, topo, settings.shared_by_workers())
     steps = _agree_on_steps(strategy, topo, data, td, settings)
@@ -298,6 +298,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, setter.rates, epoch),
                                start=start, store=store, every=settings.checkpoint_every)
         best = cb.BestWeights(store, start, net) if settings.keep_best else None
+        skipped = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: datasets.skipped.check(epoch))
         throughput = cb.Throughput()
         if settings.log_dir and topo.chief:
             board_log = TensorBoardLog(LogDir(settings.log_dir), steps=steps.train, every=settings.log_every,
@@ -311,7 +312,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         # the checkpoint (and the recorder's check that the weights are finite) before the best epoch's weights
         callbacks: list[Any] = [*lever_callbacks, *_validation(strategy, net, datasets, steps, td.num_classes), setter,
                                 *([board_log] if board_log else []), recorder, *([best] if best else []),
-                                cb.SkippedImages(datasets.skipped.check), throughput, *extra_callbacks]
+                                skipped, throughput, *extra_callbacks]
         if settings.progress_file and topo.chief:
             callbacks.append(cb.Progress(cb.progress_writer(settings.progress_file), epochs=settings.epochs,
                                          steps=steps.train, worker_batch=worker_batch, workers=topo.workers))
