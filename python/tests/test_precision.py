@@ -321,7 +321,9 @@ def test_the_formats_are_timed_in_one_child_and_this_process_keeps_nothing_of_th
     rates = precision.rates
     assert set(rates) == {"float32", "bfloat16"} and all(rate > 0 for rate in rates.values()), rates
     assert precision.name == measure.pick(rates)
-    assert precision.reason == f"measured: {measure.describe_rates(rates)}"
+    fastest = max(rates, key=lambda name: rates[name])
+    kept = "" if precision.name == fastest else f"; {fastest} not 10% faster, float32 kept"  # timing decides
+    assert precision.reason == f"measured: {measure.describe_rates(rates)}{kept}"
     assert list(json.loads(remembered.read_text()).values()) == [{k: round(v, 2) for k, v in rates.items()}]
     again = measure.precision_for(None, gpu=False, **shape)
     assert len(started) == 1 and again.name == precision.name and again.reason.startswith("measured earlier: ")
