@@ -153,7 +153,8 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with)),
 #'   `bad_images`, the images the check before training left out, `skipped_images`, those the worker could not
 #'   read or decode during training and skipped one by one (changed since that check; each said as a warning at the
-#'   end of its epoch, and more than `max_bad_fraction` of the worker's images stop the run),
+#'   end of its epoch, and more than `max_bad_fraction` of the worker's images stop the run, every worker at that
+#'   epoch's end),
 #'   `weights_sha256`, a digest of the final weights, and with several workers `weights_agree`: whether every
 #'   worker ended with the chief's weights, compared when training ends (a warning names those that did not, and
 #'   `print()` says so); with

@@ -153,6 +153,44 @@ def test_workers_compare_their_weights_and_name_those_apart_from_the_chief(monke
     assert int("f" * 15, 16) < 2 ** 63
 
 
+def test_every_worker_stops_at_the_epoch_end_where_one_is_past_its_share_of_skipped_images(monkeypatch, tmp_path):
+    """SkippedImages.check(): each worker tells the others, in one gather at each epoch's end, whether it is past
+    its share of skipped images; a worker within its own share stops there too, naming the worker that is not, where
+    it would otherwise go on to its next exchange and wait for that worker until `collective_timeout`."""
+    from alexnet.errors import BadImagesError
+    from alexnet.train.datasets import SkippedImages
+
+    sent: list[list[int]] = []
+
+    def skipped(rows, pending=()):
+        def gather(strategy, values):
+            sent.append(list(values))
+            return np.array(rows)
+
+        monkeypatch.setattr(agreement, "all_gather_ints", gather)
+        topology = strategies.Topology("multi_worker", len(rows), 2, 0, True, 1, False)
+        failures = SimpleNamespace(pending=lambda: list(pending))
+        return SkippedImages(failures, 16, 0.05, strategy=object(), topology=topology)
+
+    # rows: (chief, worker index, skipped, images, past its share), one per replica
+    skipped([[1, 0, 0, 16, 0], [0, 1, 0, 12, 0]]).check(0)
+    assert sent == [[1, 0, 0, 16, 0]]
+    with pytest.raises(BadImagesError) as error:
+        skipped([[1, 0, 0, 16, 0], [0, 1, 1, 12, 1], [0, 1, 1, 12, 1]]).check(1)
+    message = str(error.value)
+    assert "Training stopped by the end of epoch 2" in message
+    assert "worker 1: 1 of 12 (8.33%)" in message and message.count("worker 1") == 1
+    assert "max_bad_fraction = 0.05" in message and "verify = True" in message
+    # the worker past its share says its own images, and has told the others first
+    damaged = tmp_path / "damaged.jpg"
+    damaged.write_bytes(bytes(64))
+    sent.clear()
+    with pytest.raises(BadImagesError) as error:
+        skipped([[1, 0, 1, 16, 1], [0, 1, 0, 12, 0]], pending=[str(damaged)]).check(0)
+    assert sent == [[1, 0, 1, 16, 1]]
+    assert "1 of 16 training images (6.25%)" in str(error.value) and str(damaged) in str(error.value)
+
+
 def test_multi_worker_settings_are_checked_before_tensorflow_starts(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], 0, 29000))
     with pytest.raises(AlexnetError, match="collective_timeout"):
@@ -974,6 +1012,31 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert list(board.pins.pin_versions("alexnet")["version"]) == [histories[0]["model_pin"]["version"]]
     assert board.pins.pin_meta("alexnet").user["weights_sha256"] == histories[1]["weights_sha256"]
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.workers
+@pytest.mark.long
+def test_a_worker_past_its_share_of_skipped_images_stops_every_worker_at_that_epochs_end(tmp_path, processes):
+    # worker 1 skips one of its 12 training images, damaged after the check before training (here: no check), more
+    # than its max_bad_fraction; worker 0 skips none, and stops with it, saying why, instead of going on to its next
+    # exchange and saying it lost worker 1 (when worker 1's process ends) or waiting for it until the collective
+    # timeout (when the process lives on, as an R session does)
+    data0, data1 = _tree(tmp_path / "images")
+    damaged = data1["image"][0]
+    with open(damaged, "r+b") as file:
+        file.write(bytes(64))
+    base = free_base_port(2)
+    settings = {"check_images": False, "max_bad_fraction": 0.05}
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, fresh=True, levers=settings)
+               for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 240) for w in workers]
+    logs = [(tmp_path / f"log-{i}-fresh.txt").read_text()[-3000:] for i in range(2)]
+    assert codes == [1, 1], logs
+    errors = [json.loads((tmp_path / f"result-{i}.json").read_text())["error"] for i in range(2)]
+    assert [e["type"] for e in errors] == ["BadImagesError", "BadImagesError"], errors
+    assert "1 of 12 training images (8.33%)" in errors[1]["message"] and damaged in errors[1]["message"]
+    assert errors[0]["message"].startswith("Training stopped by the end of epoch 1"), errors[0]
+    assert "(worker 1: 1 of 12 (8.33%))" in errors[0]["message"], errors[0]
 
 
 @pytest.mark.workers

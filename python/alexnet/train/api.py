@@ -206,7 +206,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     the schedule on one line), ``model_path`` (or ``None``), ``bad_images`` (paths), ``skipped_images`` (the paths
     of the images this worker's pipeline could not read or decode during training and skipped, one by one: changed
     since the check before training; each is said as a warning at the end of its epoch, and more than
-    ``max_bad_fraction`` of this worker's images stop the run with :class:`~alexnet.errors.BadImagesError`) and
+    ``max_bad_fraction`` of this worker's images stop the run with :class:`~alexnet.errors.BadImagesError`, on
+    every worker at that epoch's end) and
     ``images_per_second``
     (training images per second on this machine, over the epochs after the first when there are several,
     validation left out; ``None`` when no step ran, as in a run that found every epoch trained before),

@@ -82,25 +82,46 @@ class SkippedImages:
     what to do; more than ``max_bad_fraction`` of the ``images`` stop the run. An image being decoded as an epoch ends
     is said at the next epoch's end if it fails.
 
-    Every worker counts the images of its own partition, checked against its own share."""
+    Every worker counts the images of its own partition, checked against its own share. In a run of several workers
+    (``strategy`` and ``topology`` given), they tell each other at each epoch's end which of them is past its share,
+    so that all of them stop there together: without it the others would go on to their next exchange and wait for
+    the stopped worker until ``collective_timeout``."""
 
-    def __init__(self, failures: Any, images: int, max_bad_fraction: float):
+    def __init__(self, failures: Any, images: int, max_bad_fraction: float,
+                 strategy: tf.distribute.Strategy | None = None, topology: Topology | None = None):
         self.failures, self.images, self.max_bad_fraction = failures, images, max_bad_fraction
+        self.strategy, self.topology = strategy, topology
         self.found: list[str] = []
+
+    def _others_past_their_share(self, past: bool) -> list[tuple[str, int, int]]:
+        """The other workers past their share of skipped images (each named, with its count and images), told by
+        every worker at the same point: a collective when there are several workers, none otherwise."""
+        from .agreement import all_gather_ints
+
+        topology = self.topology
+        if self.strategy is None or topology is None or topology.workers < 2:
+            return []
+        rows = all_gather_ints(self.strategy, [int(topology.chief), topology.worker_index, len(self.found),
+                                               self.images, int(past)])
+        own = (int(topology.chief), topology.worker_index)
+        others = {(int(chief), int(index)): (int(count), int(images))
+                  for chief, index, count, images, over in rows.tolist() if over and (chief, index) != own}
+        return [("the chief" if chief else f"worker {index}", count, images)
+                for (chief, index), (count, images) in sorted(others.items())]
 
     def check(self, epoch: int) -> None:
         """Say the images skipped since the last check (at the end of ``epoch``, from 0), told from those the pipeline
         was decoding at that moment by reading them again; raise
-        :class:`~alexnet.errors.BadImagesError` once they are more than ``max_bad_fraction`` of the images."""
+        :class:`~alexnet.errors.BadImagesError` once they are more than ``max_bad_fraction`` of the images, on this
+        worker's or on another's (every worker calls this at each epoch's end)."""
         from ..errors import BadImagesError
         from ..input.scan import listing, undecodable_now
 
         seen = set(self.found)
         new = undecodable_now([path for path in self.failures.pending() if path not in seen])
-        if not new:
-            return
         self.found += new
         count, fraction = len(self.found), len(self.found) / max(1, self.images)
+        others = self._others_past_their_share(fraction > self.max_bad_fraction)
         listed = listing(new, NAMED)
         when = f"by the end of epoch {epoch + 1}"
         todo = ("Replace or remove these files (a board's partition in the cache: fetch it again with verify = True, "
@@ -111,9 +132,18 @@ class SkippedImages:
                 f"training, more than max_bad_fraction = {self.max_bad_fraction:g}; found {when}:\n  {listed}\n"
                 f"They changed since they were checked before training. {todo}, or raise `max_bad_fraction` to train "
                 "without them.")
-        logger.warning("%d training image(s) could not be read or decoded %s and were skipped (%d of %d so far); they "
-                       "changed since they were checked before training:\n  %s\n%s.", len(new), when, count,
-                       self.images, listed, todo)
+        if new:
+            logger.warning("%d training image(s) could not be read or decoded %s and were skipped (%d of %d so far); "
+                           "they changed since they were checked before training:\n  %s\n%s.", len(new), when, count,
+                           self.images, listed, todo)
+        if others:
+            said = "; ".join(f"{name}: {n} of {total} ({n / max(1, total):.2%})" for name, n, total in others)
+            raise BadImagesError(
+                f"Training stopped {when}: more than max_bad_fraction = {self.max_bad_fraction:g} of another worker's "
+                f"training images could not be read or decoded during training ({said}), and every worker stops with "
+                "it. That worker's log names them: replace or remove those files (a board's partition in its cache: "
+                "fetch it again with verify = True), or raise `max_bad_fraction` on every worker to train without "
+                "them.")
 
 
 class RunDatasets:
@@ -134,7 +164,8 @@ class RunDatasets:
 
         self.strategy, self.td, self.settings, self.steps = strategy, td, settings, steps
         self._train: dict[int, Any] = {}
-        self.skipped = SkippedImages(pipeline.DecodeFailures(), len(td.files), settings.max_bad_fraction)
+        self.skipped = SkippedImages(pipeline.DecodeFailures(), len(td.files), settings.max_bad_fraction, strategy,
+                                     topology)
         self.validation = None
         if steps.validate and steps.validation:
             share, length = steps.val_share, steps.validation * topology.worker_batch(settings.batch_size)
