@@ -10,7 +10,9 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'
 #' The data is the result of [imagenet_partition()], or a list made by hand with `image` (file
 #' paths), `category` (category of each image) and `categories` (all categories); `label` and
-#' `num_classes` are then derived from the sorted categories. Because `data` is what
+#' `num_classes` are then derived from the sorted categories. A category's zip among the images (the file
+#' `pins::pin_download()` gives of a category's pin) stands for the files it holds, extracted once into the user
+#' cache. Because `data` is what
 #' [imagenet_partition()] returns, the call can be piped:
 #' `imagenet_partition(partition = 0) %>% alexnet_train(parallel = 6)`.
 #'

@@ -156,7 +156,7 @@ def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path)
 
     staging = tmp_path / "staging"
     shutil.copytree(dest, staging)
-    fetch_module._install(str(staging), item.dest, item.sha256, seen=None)  # looked before it was installed
+    fetch_module.install_extraction(str(staging), item.dest, item.sha256, seen=None)  # looked before it was installed
     assert _inodes(dest) == before and not staging.exists()
     # the copy the first look found is replaced (as when `verify` found it damaged), so is an incomplete one
     for looked in (cache_module.marker_stamp(item.dest), "incomplete"):
@@ -165,7 +165,7 @@ def test_a_complete_category_is_kept_and_a_copy_of_it_discarded(board, tmp_path)
             (dest / cache_module.MARKER).unlink()
             looked = None
         before = _inodes(dest)
-        fetch_module._install(str(staging), item.dest, item.sha256, seen=looked)
+        fetch_module.install_extraction(str(staging), item.dest, item.sha256, seen=looked)
         assert not staging.exists() and set(_inodes(dest)) == set(before) | {cache_module.MARKER}
         assert not set(_inodes(dest).values()) & set(before.values())
         assert cache_module.cached_files(item.dest, item.sha256) is not None

@@ -54,3 +54,60 @@ def test_partition_form_keeps_global_labels_and_num_classes():
 def test_bad_data_is_refused_with_what_to_change(data, message):
     with pytest.raises(AlexnetError, match=message):
         training_data(data)
+
+
+def test_category_zips_given_as_images_stand_for_their_files_extracted_once(tmp_path, monkeypatch, caplog):
+    """The original r-tensorflow/alexnet's list built by hand from a board's pins: with pins 1.x, pin_download()
+    gives each category's zip, where pins 0.x's pin_get() gave its extracted files."""
+    import logging
+    import os
+    import zipfile
+    from pathlib import Path
+
+    from alexnet.storage import cache
+
+    monkeypatch.setattr(cache, "cache_root", lambda *parts: str(tmp_path.joinpath("cache", *parts)))
+
+    def pin(wnid: str, count: int, text: str = "") -> str:
+        path = tmp_path / "pins" / wnid / "20261207T000000Z-abcde" / f"{wnid}.zip"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(path, "w") as archive:
+            for i in range(count):
+                archive.writestr(f"{wnid}_{i}.JPEG", f"{wnid}-{i}{text}".encode())
+        return str(path)
+
+    zips = {"n02": pin("n02", 3), "n01": pin("n01", 2), "n03": pin("n03", 2)}
+    image = tmp_path / "a.JPEG"
+    image.write_bytes(b"x")
+    gone = str(tmp_path / "gone.zip")  # not there: kept, for the check before training to name
+    data = {"image": [zips["n02"], str(image), zips["n01"], gone], "category": ["n02", "n01", "n01", "n02"],
+            "categories": ["n01", "n02", "n03"], "val_image": [zips["n03"]], "val_category": ["n03"]}
+    with caplog.at_level(logging.INFO, logger="alexnet.storage.given_zips"):
+        td = training_data(data)
+    names = [os.path.basename(f) for f in td.files]
+    assert names == ["n02_0.JPEG", "n02_1.JPEG", "n02_2.JPEG", "a.JPEG", "n01_0.JPEG", "n01_1.JPEG", "gone.zip"]
+    assert td.labels == [1, 1, 1, 0, 0, 0, 1] and td.num_classes == 3
+    assert [os.path.basename(f) for f in td.val_files] == ["n03_0.JPEG", "n03_1.JPEG"] and td.val_labels == [2, 2]
+    assert Path(td.files[1]).read_bytes() == b"n02-1" and td.files[3] == str(image)
+    said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.given_zips"]
+    assert len(said) == 2 and "data$image names 2 zip(s)" in said[0] and "extracting 2" in said[0]
+    assert "data$val_image names 1 zip(s)" in said[1]
+    root = tmp_path / "cache" / "unzipped"
+    assert all(f.startswith(str(root)) for f in td.files if f.endswith(".JPEG") and "n0" in f)
+    assert list((root / ".tmp").iterdir()) == []
+
+    # found again while unchanged: nothing extracted, nothing said
+    caplog.clear()
+    written = [os.stat(f).st_mtime_ns for f in td.files[:3]]
+    with caplog.at_level(logging.INFO, logger="alexnet.storage.given_zips"):
+        again = training_data(data)
+    assert again.files == td.files and [os.stat(f).st_mtime_ns for f in td.files[:3]] == written
+    assert not [r for r in caplog.records if r.name == "alexnet.storage.given_zips"]
+
+    # a zip changed (another version downloaded over it): its files extracted again, the others kept
+    pin("n01", 3, text="-new")
+    os.utime(zips["n01"], ns=(1, 1))
+    changed = training_data(data)
+    assert [os.path.basename(f) for f in changed.files[4:7]] == ["n01_0.JPEG", "n01_1.JPEG", "n01_2.JPEG"]
+    assert Path(changed.files[4]).read_bytes() == b"n01-0-new" and changed.files[:3] == td.files[:3]
+    assert changed.labels == [1, 1, 1, 0, 0, 0, 0, 1]

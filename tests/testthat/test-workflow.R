@@ -144,6 +144,35 @@ test_that("imagenet_partition() %>% alexnet_train() returns a history that print
   }
 })
 
+test_that("the original r-tensorflow/alexnet's list built from the board's pins with pins 1.x trains on their images", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  setup <- workflow_board(dir)
+  # the zips' files are extracted into the user cache: this test's own
+  environ <- reticulate::import("os")$environ
+  before <- environ$get("XDG_CACHE_HOME")
+  environ$`__setitem__`("XDG_CACHE_HOME", file.path(dir, "user-cache"))
+  withr::defer(if (is.null(before)) environ$pop("XDG_CACHE_HOME") else environ$`__setitem__`("XDG_CACHE_HOME", before))
+  categories <- imagenet_categories(board = setup$board)$id
+  # pins 1.x: pin_download() gives the file a category's pin holds, its zip, where pins 0.x's pin_get() extracted it
+  pin_download <- if (requireNamespace("pins", quietly = TRUE)) {
+    function(cat) pins::pin_download(pins::board_folder(setup$board), cat)
+  } else {
+    function(cat) Sys.glob(file.path(setup$board, cat, "*", paste0(cat, ".zip")))
+  }
+  data <- list(
+    image = unlist(lapply(categories, function(cat) pin_download(cat))),
+    category = unlist(lapply(categories, function(cat) rep(cat, length(pin_download(cat))))),
+    categories = categories
+  )
+  expect_true(all(grepl("\\.zip$", data$image)))
+  result <- suppressWarnings(alexnet_train(data = data, epochs = 1, batch_size = 4, image_size = 64, verbose = 0))
+  expect_equal(result$params$train_images + length(result$bad_images),
+               sum(imagenet_categories(board = setup$board)$images))
+  expect_equal(result$params$num_classes, length(categories))
+  expect_true(all(startsWith(result$bad_images, file.path(dir, "user-cache", "alexnet", "unzipped"))))
+})
+
 test_that("the original r-tensorflow/alexnet's hand-made data list and a strategy made through reticulate are accepted", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()

@@ -2,7 +2,9 @@
 
 ``data`` is the result of ``imagenet_partition()`` (files with their global ``label`` and ``num_classes``),
 or a list made by hand with ``image``, ``category`` and ``categories``, as the original r-tensorflow/alexnet
-took it (a label is then the position of the image's category among the sorted ``categories``). Values may
+took it (a label is then the position of the image's category among the sorted ``categories``). An ``image`` that is
+a category's zip (a board's pin, as pins' ``pin_download()`` gives it) stands for every file it holds, extracted once
+into the user cache (:mod:`alexnet.storage.given_zips`). Values may
 be lists, tuples, numpy arrays or, for one element, a bare string or number, as R sends them.
 """
 
@@ -117,7 +119,9 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
     With ``label`` and ``num_classes`` (a partition), labels are the global class indices. Without them
     (the hand-made form), a label is the position of the image's category in ``sorted(categories)`` and
     ``num_classes`` is the number of categories. Validation images come from ``val_image`` with
-    ``val_label`` or ``val_category``. The classes' ids and names come from ``class_ids`` and ``class_names``
+    ``val_label`` or ``val_category``. A zip among the images or validation images stands for the files it holds,
+    each with its label (:func:`~alexnet.storage.given_zips.unzipped`). The classes' ids and names come from
+    ``class_ids`` and ``class_names``
     (one per class, in label order) when given; otherwise the hand-made form's sorted categories serve as both,
     and a partition without them names the classes its images show, the others by their label's number.
     Every problem raises an :class:`AlexnetError` that names the field.
@@ -144,6 +148,10 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
     val_files = as_strings(data.get("val_image"))
     val_labels = _val_labels(data, val_files, mapping) if val_files else []
     _check_range(val_labels, num_classes, "val_label")
+    from ..storage.given_zips import unzipped
+
+    files, labels = unzipped(files, labels, "data$image")
+    val_files, val_labels = unzipped(val_files, val_labels, "data$val_image")
     class_ids, class_names = _classes(data, num_classes, mapping)
     return TrainingData(files, labels, num_classes, as_strings(data.get("categories")), val_files, val_labels,
                         class_ids, class_names)

@@ -89,7 +89,7 @@ def category_lock(root: str, dest: str, what: str, check: Callable[[], None] | N
     return file_lock(path, waiting, note=note, check=check)
 
 
-def _install(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
+def install_extraction(staging: str, dest: str, sha256: str, seen: cache.Stamp) -> None:
     """Move a finished extraction into place at ``dest``, replacing a stale, partial or damaged one. A complete
     extraction of the same zip that another process installed since the first look (``seen``: its marker's
     :func:`~alexnet.storage.cache.marker_stamp` then) is kept, its files perhaps being read, and ``staging`` is
@@ -156,7 +156,7 @@ def _fetch_one(item: ZipItem, board: Board, root: str, *, work: str, seen: cache
             files = extract_zip(archive, staging, label=item.what)
             _check_extracted(item, [name for name, _, _ in files])
             cache.write_marker(staging, item.sha256, files, item=item.key)
-            _install(staging, item.dest, item.sha256, seen)
+            install_extraction(staging, item.dest, item.sha256, seen)
             return [name for name, _, _ in files], True
         finally:
             with contextlib.suppress(FileNotFoundError):
