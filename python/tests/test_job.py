@@ -71,6 +71,7 @@ def test_slots_given_by_a_function_are_asked_for_last_so_a_job_refused_starts_no
     assert job.plan_job(2, board, slots).workers == 2 and asked == [1, 1]
 
     pytest.importorskip("pyspark")
+    import alexnet.launch.spark  # noqa: F401  (imported before the patch, which its own name would otherwise keep)
     from alexnet.cli import main
     from alexnet.launch import session as spark
 
@@ -335,6 +336,35 @@ def shown_until(capfd, text: str, within: float = 20) -> str:
         shown += capfd.readouterr().err
         time.sleep(0.1)
     return shown
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["notes", "quiet"])
+def test_the_command_lines_quiet_shows_the_workers_warnings_and_not_their_progress(capfd, monkeypatch, quiet):
+    from alexnet import cli
+    from alexnet.cli import cluster
+    from alexnet.launch import monitor as monitors
+
+    seen = {}
+
+    def spark_train(args):  # in place of the Spark job: what its chief and a worker send the driver's monitor
+        assert monitors.WARNINGS_ONLY is quiet
+        monitor = start_monitor("127.0.0.1")
+        assert monitor is not None
+        try:
+            send = progress_writer(monitor.address)
+            send({"kind": "step", "epoch": 1, "epochs": 1, "step": 1, "steps": 2, "loss": 2.0})
+            send({"kind": "evaluate", "worker": 0, "workers": 2, "images": 3, "total": 6})
+            send({"kind": "warning", "worker": 1, "workers": 2, "message": "its disk is nearly full"})
+            seen["shown"] = shown_until(capfd, "its disk is nearly full")
+        finally:
+            monitor.close()
+
+    monkeypatch.setattr(cluster, "_spark_train", spark_train)
+    assert cli.main([*(["-q"] if quiet else []), "spark-train", "--workers", "2"]) == 0
+    shown = seen["shown"]
+    assert "alexnet: warning from worker 1 of 2: its disk is nearly full" in shown
+    assert ("epoch 1/1, step 1/2" in shown) is not quiet and ("evaluation, worker 0 of 2" in shown) is not quiet
+    assert monitors.WARNINGS_ONLY is False
 
 
 def test_describe_makes_a_line_of_a_progress_record():

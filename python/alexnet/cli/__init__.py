@@ -139,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose, args.quiet)
     typed, unsaid = _AsTyped(common.typed(args)), WithoutPasswords()
     monitor.SAID_AS = common.said_as(args, workers=True)  # the workers' warnings shown as a Spark job runs, typed
+    monitor.WARNINGS_ONLY = bool(args.quiet)  # and with --quiet, they alone: not the workers' progress
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:  # notes and warnings, as errors, name the options as typed; no URL's password
         handler.addFilter(typed)
@@ -163,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for handler in handlers:
             handler.removeFilter(typed)
             handler.removeFilter(unsaid)
-        monitor.SAID_AS = None
+        monitor.SAID_AS, monitor.WARNINGS_ONLY = None, False
         if args.quiet:
             if progress is None:
                 os.environ.pop("ALEXNET_PROGRESS", None)

@@ -6,7 +6,8 @@ has scored (see :func:`alexnet.launch.evaluation.score_share`). :class:`Monitor`
 process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
 as one line on standard error.
 
-Run as ``python -m alexnet.launch.monitor HOST PORT_FILE DRIVER_PID [SAID_FILE]`` (:data:`SAID_AS`, as JSON).
+Run as ``python -m alexnet.launch.monitor HOST PORT_FILE DRIVER_PID [SAID_FILE [WARNINGS_ONLY]]`` (:data:`SAID_AS`
+as JSON, or an empty string; :data:`WARNINGS_ONLY` as 1 or 0).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ START_TIMEOUT = 30.0
 #: monitor shows: the command line's ``options`` and ``calls`` (:func:`alexnet.cli.common.as_typed`), which it sets
 #: here; None says them as the core does (Python and R name the settings alike).
 SAID_AS: dict[str, Any] | None = None
+#: Whether the monitor shows the workers' warnings alone, not their progress: set by the command line's ``--quiet``
+#: (warnings and errors only), which it sets here.
+WARNINGS_ONLY = False
 
 
 def describe(record: dict[str, Any]) -> str:
@@ -64,7 +68,7 @@ def describe(record: dict[str, Any]) -> str:
     return f"alexnet: {parts[0]}" + (f": {values}" if values else "") + rate_text
 
 
-def _serve(host: str, port_file: str, said_file: str = "") -> None:
+def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool = False) -> None:
     lock = threading.Lock()
     warned: set[str] = set()
     said: Callable[[str], str] = lambda text: text  # noqa: E731
@@ -82,6 +86,8 @@ def _serve(host: str, port_file: str, said_file: str = "") -> None:
                 except ValueError:
                     continue
                 warning = record.get("kind") == "warning"
+                if warnings_only and not warning:
+                    continue
                 if warning:
                     record["message"] = said(str(record.get("message", "")))
                 with lock:
@@ -120,7 +126,8 @@ class Monitor:
         bind = "127.0.0.1" if host in ("127.0.0.1", "localhost") else "::" if ":" in host else "0.0.0.0"
         try:  # the driver's process id: the monitor ends with it, also if it is gone before the monitor starts
             self.process = subprocess.Popen(
-                [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file, str(os.getpid()), said_file],
+                [python_executable(), "-m", "alexnet.launch.monitor", bind, port_file, str(os.getpid()), said_file,
+                 str(int(WARNINGS_ONLY))],
                 env={**python_environment(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
             )
         except OSError:
@@ -165,4 +172,4 @@ if __name__ == "__main__":
 
     die_with_parent(int(sys.argv[3]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C: the driver stops it, or it dies with it
-    _serve(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else "")
+    _serve(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else "", sys.argv[5:6] == ["1"])
