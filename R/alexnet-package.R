@@ -39,11 +39,16 @@
   # environment variables set in R reach Python after each top-level call (see sync_environment_callback)
   if (environment_callback %in% getTaskCallbackNames()) removeTaskCallback(environment_callback)
   addTaskCallback(sync_environment_callback, name = environment_callback)
+  # TensorFlow's start-up lines left out also when it is imported before the core, as Python starts
+  if (reticulate::py_available(initialize = FALSE)) filter_tensorflow_import()
+  else setHook("reticulate.onPyInit", filter_tensorflow_import, action = "append")
   invisible()
 }
 
 .onUnload <- function(libpath) {
   if (environment_callback %in% getTaskCallbackNames()) removeTaskCallback(environment_callback)
+  hooks <- getHook("reticulate.onPyInit")
+  setHook("reticulate.onPyInit", Filter(function(hook) !identical(hook, filter_tensorflow_import), hooks), "replace")
   # the variables .onLoad set (and nobody changed since) go again, unless Python started with them
   set <- .alexnet$environment_set
   if (length(set) && !reticulate::py_available(initialize = FALSE)) {
@@ -53,6 +58,14 @@
 }
 
 environment_callback <- "alexnet-environment"
+
+# TensorFlow's first import in this session, wherever it comes from (`reticulate::import("tensorflow")` or
+# library(tensorflow) before any call of the package), without the start-up lines nobody acts on, as the core's own
+# import: the core's finder put before Python's, when the Python that runs has the core; nothing otherwise.
+filter_tensorflow_import <- function() {
+  try(reticulate::import("alexnet.tfimport")$filter_tensorflow_import(), silent = TRUE)
+  invisible()
+}
 
 # The core's tensorflow.env as installed with `package` ("" when it is not).
 tensorflow_env_file <- function(package = "alexnet") {

@@ -7,7 +7,8 @@ without a GPU its CUDA probe ("Could not find cuda drivers on your machine", "fa
 the import and the first device listing, standard error goes to a file, and what TensorFlow wrote there is
 passed on without those lines (the CUDA lines are kept where an NVIDIA device is present, where they say what
 was found). Set ``ALEXNET_TF_LOGS=1`` to see everything TensorFlow prints (and ``TF_CPP_MIN_LOG_LEVEL=0`` for
-its informational messages too).
+its informational messages too). R's package has TensorFlow's first import filtered alike when it comes from
+elsewhere (``reticulate::import("tensorflow")`` before any call of the package: :func:`filter_tensorflow_import`).
 
 A machine with an NVIDIA device whose TensorFlow lists no GPU trains on the CPU, and TensorFlow says why ("Cannot
 dlopen some GPU libraries": its CUDA libraries, the ``and-cuda`` extra, are missing) only in a line
@@ -22,6 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import logging
 import os
 import sys
@@ -177,6 +181,48 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
         tensorflow.config.list_physical_devices()
     warn_of_unused_gpu(tensorflow)
     return tensorflow, tf_keras
+
+
+class _FilteredLoader(importlib.abc.Loader):
+    """TensorFlow's own loader, its module executed and its devices listed with the start-up lines filtered, as
+    :func:`_import` does."""
+
+    def __init__(self, loader: importlib.abc.Loader):
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        with filtered_stderr(cuda=not has_gpu()):
+            self.loader.exec_module(module)
+            with contextlib.suppress(Exception):  # a TensorFlow that cannot list its devices says so when used
+                module.config.list_physical_devices()
+        warn_of_unused_gpu(module)
+
+
+class _FilteredImport(importlib.abc.MetaPathFinder):
+    """Finds ``tensorflow`` once, as the finders after it do, and has it loaded by a :class:`_FilteredLoader`."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "tensorflow":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _FilteredLoader(spec.loader)
+        return spec
+
+
+def filter_tensorflow_import() -> None:
+    """Have TensorFlow's first import, wherever it comes from (``reticulate::import("tensorflow")`` in R before any
+    call of the package, a user's own ``import tensorflow``), filtered as the package's own is (see the module's
+    documentation): called by R as its Python starts. Nothing when TensorFlow is imported already, or with
+    ``ALEXNET_TF_LOGS`` on."""
+    if "tensorflow" in sys.modules or tf_logs_wanted() or any(isinstance(f, _FilteredImport) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _FilteredImport())
 
 
 def cpu_allocator() -> str:

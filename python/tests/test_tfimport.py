@@ -17,8 +17,14 @@ from alexnet.tfimport import has_gpu, is_noise, tf_logs_wanted
 SCRIPT = "from alexnet.tfimport import tf; print(len(tf.config.list_physical_devices('CPU')))"
 
 
-def _stderr(**env: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True, timeout=300,
+#: TensorFlow imported by the user's own code, before the package's first use, as R's reticulate::import() does once
+#: the R package has called filter_tensorflow_import() as Python started.
+OWN_IMPORT = ("from alexnet.tfimport import filter_tensorflow_import; filter_tensorflow_import(); "
+              "import tensorflow; print(len(tensorflow.config.list_physical_devices('CPU')))")
+
+
+def _stderr(script: str = SCRIPT, **env: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", **env})
     assert int(done.stdout.strip()) >= 1
     return done.stderr.splitlines()
@@ -50,6 +56,10 @@ def test_the_start_up_lines_are_hidden_unless_asked_for():
     # everything else TensorFlow printed is still shown
     kept = [line for line in noisy if not is_noise(line, cuda=not has_gpu())]
     assert len(kept) == len(quiet), (kept, quiet)
+    # and as the user's own import of TensorFlow prints them, once the finder is in place
+    assert any(is_noise(line) for line in _stderr(OWN_IMPORT, ALEXNET_TF_LOGS="1"))
+    own = _stderr(OWN_IMPORT, ALEXNET_TF_LOGS="0")
+    assert not [line for line in own if is_noise(line, cuda=not has_gpu())], own
 
 
 def test_a_machine_with_an_nvidia_gpu_that_tensorflow_does_not_list_is_told_once_why_and_what_to_install(
