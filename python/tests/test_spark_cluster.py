@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -233,6 +234,8 @@ def test_two_workers_on_hosts_of_their_own_train_and_evaluate_through_the_comman
     assert all(h["params"]["workers"] == 2 and len(h["metrics"]["loss"]) == 2 for h in histories)
     # the chief's progress crossed from its host to the driver's monitor, every epoch
     assert "alexnet: epoch 1/2" in ran.stderr and "alexnet: epoch 2/2" in ran.stderr, ran.stderr[-3000:]
+    # and among them none of Spark's INFO lines (its scheduler's, once a second), which its console leaves out
+    assert not re.findall(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO ", ran.stderr, re.MULTILINE), ran.stderr[-3000:]
     # the evaluation job scored every validation image of the board, each on one host
     evaluation = result["evaluation"]
     assert evaluation["images"] == 4 * 3

@@ -60,7 +60,9 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
     A ``local[...]`` master keeps the driver on 127.0.0.1 (and its web UI off): a single machine needs no
     other interface, and Spark would otherwise bind to whatever address the host name resolves to. Spark's
     console stage bar is off, and with a local master its own log shows fatal errors only; with another master,
-    errors only while the session starts (``spark.log.level``, unless set), its level before afterwards. A
+    errors only while the session starts (``spark.log.level``, unless set), the level its console showed before
+    afterwards (:func:`_log_level_before_start`), and no warning of a task that failed (a worker's failure is
+    alexnet's error). A
     ``spark://`` master where nothing answers is said at once (Spark itself tries for a minute).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -99,12 +101,30 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
         session.sparkContext.setLogLevel("FATAL")
     elif level is not None:  # a cluster's warnings say what the user needs (no executors for the job, say)
         session.sparkContext.setLogLevel(level)
+        # but not a failed task's Java stack, each time it fails: alexnet's error leads with the worker's own
+        _log_errors_only(session, "org.apache.spark.scheduler.TaskSetManager")
     return session
 
 
+def _log_errors_only(session: Any, name: str) -> None:
+    """Spark's logger ``name`` logs errors only (and so leaves out its warnings)."""
+    try:
+        jvm = session.sparkContext._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            name, jvm.org.apache.logging.log4j.Level.ERROR)
+    except Exception as error:
+        logger.debug("Spark's logger %s kept its level: %s", name, error)
+
+
+#: The file of Spark's own log configuration, used when the user's Spark has none (``log4j2.properties``).
+SPARK_DEFAULT_LOG_PROFILE = "org/apache/spark/log4j2-defaults.properties"
+
+
 def _log_level_before_start() -> str | None:
-    """The level of Spark's log before a session starts (``WARN`` by Spark's defaults), its JVM started for it;
-    None when the user's Spark configuration sets ``spark.log.level`` or the level cannot be read."""
+    """The level of Spark's log that a session's console shows, its JVM started for it: ``WARN`` under Spark's own
+    log configuration (its root logger says INFO, but Spark's console shows a Python session warnings and errors
+    only; that INFO set again would show every INFO line of the scheduler), else the root logger's level; None when
+    the user's Spark configuration sets ``spark.log.level`` or the level cannot be read."""
     from pyspark import SparkConf, SparkContext
 
     try:
@@ -114,7 +134,11 @@ def _log_level_before_start() -> str | None:
         jvm = SparkContext._jvm
         if jvm is None:
             return None
-        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().toString())
+        log4j = jvm.org.apache.logging.log4j
+        source = log4j.LogManager.getContext(False).getConfiguration().getConfigurationSource().getLocation()
+        if str(source).endswith(SPARK_DEFAULT_LOG_PROFILE):
+            return "WARN"
+        return str(log4j.LogManager.getRootLogger().getLevel().toString())
     except Exception as error:
         logger.debug("Spark's log level was not read: %s", error)
         return None
