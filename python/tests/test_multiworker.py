@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -465,6 +466,37 @@ def test_ctrl_c_stops_a_worker_waiting_for_the_others_at_once():
     assert "waits for worker 1" in done.stderr and "gave up" not in done.stderr
 
 
+def test_a_worker_says_which_hosts_of_tf_config_do_not_resolve_and_when_its_own_address_is_not_this_machines(
+        caplog, monkeypatch):
+    """Either kept the worker waiting until `collective_timeout` without a word of why."""
+    from alexnet.train import joining
+
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):  # no name server asked: a .invalid name never resolves
+        if str(host).endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    config = {"cluster": {"worker": ["192.0.2.77:19600", "no-such-host.invalid:19601", "127.0.0.1:19602"]},
+              "task": {"type": "worker", "index": 0}}
+    with caplog.at_level(logging.WARNING, logger=joining.logger.name), pytest.raises(AlexnetError, match="gave up"):
+        joining.meet_workers(config, 0.5, every=60)
+    said = [r.getMessage() for r in caplog.records if r.name == joining.logger.name]
+    assert len(said) == 2, said
+    assert said[0].startswith("TF_CONFIG names host(s) this machine cannot resolve: worker 1 "
+                              "(no-such-host.invalid:19601). This worker waits")
+    assert said[1].startswith("TF_CONFIG gives this process worker 0's address, 192.0.2.77:19600, which is not an "
+                              "address of this machine")
+    caplog.clear()
+    # a cluster on this machine, every name resolved: nothing said
+    config = {"cluster": {"worker": ["127.0.0.1:19600", "localhost:19601"]}, "task": {"type": "worker", "index": 0}}
+    with caplog.at_level(logging.WARNING, logger=joining.logger.name), pytest.raises(AlexnetError, match="gave up"):
+        joining.meet_workers(config, 0.5, every=60)
+    assert not [r for r in caplog.records if r.name == joining.logger.name]
+
+
 def test_a_worker_that_answered_but_never_joins_ends_the_wait_after_the_bound():
     """The last resort: others that answered on their ports but never join TensorFlow's wait (which holds Python's
     lock) end the process after ``collective_timeout``, from the watchdog, naming them."""
@@ -725,6 +757,35 @@ def test_a_one_worker_tf_config_written_by_jsonlite_is_read_as_a_list(monkeypatc
     assert cluster.read_tf_config()["cluster"] == {"worker": ["127.0.0.1:8001"]}
     assert json.loads(os.environ["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:8001"]}  # what TF reads
     assert cluster.normalise_tf_config("not json") == "not json"
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    ({"cluster": {"worker": ["127.0.0.1:19000", "127.0.0.1:19001"]}, "task": {"type": "chief", "index": 0}},
+     "TF_CONFIG's task type 'chief' names no task of its cluster, which has 'worker'"),
+    ({"cluster": {"worker": ["127.0.0.1:19000", "127.0.0.1"]}, "task": {"type": "worker", "index": 0}},
+     "TF_CONFIG's worker 1 is '127.0.0.1', not host:port"),
+    ({"cluster": {"worker": ["127.0.0.1:19000", "::1:19001"]}, "task": {"type": "worker", "index": 0}},
+     "TF_CONFIG's worker 1 is '::1:19001', not host:port"),
+    ({"cluster": {"worker": ["127.0.0.1:19000", "127.0.0.1:70000"]}, "task": {"type": "worker", "index": 0}},
+     "TF_CONFIG's worker 1 is '127.0.0.1:70000', not host:port"),
+    ({"cluster": {"chief": ["h:1"], "worker": ["h:2"]}, "task": {"type": "chief", "index": 1}},
+     "TF_CONFIG's task index 1 is outside its 1 chief(s): use 0 to 0."),
+    ({"cluster": {"worker": ["h:2", "h:3"]}, "task": {"type": "worker", "index": 2}},
+     "TF_CONFIG's task index 2 is outside its 2 worker(s): use 0 to 1."),
+], ids=["chief-of-no-chief", "no-port", "ipv6-without-brackets", "port-too-large", "chief-index", "worker-index"])
+def test_a_tf_config_that_names_no_task_of_its_own_or_an_address_without_its_port_is_refused(monkeypatch, config, said):
+    """Each waited for the other workers until `collective_timeout` (30 minutes by default)."""
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    with pytest.raises(AlexnetError) as error:
+        cluster.read_tf_config()
+    assert said in str(error.value)
+
+
+def test_addresses_of_a_tf_config_in_every_form_tensorflow_takes_are_read(monkeypatch):
+    config = {"cluster": {"chief": ["host-a:8000"], "worker": ["[::1]:8001", "10.0.0.2:8002"]},
+              "task": {"type": "chief", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    assert cluster.read_tf_config() == config
 
 
 def test_a_strategy_object_that_missed_tf_config_is_refused(monkeypatch):

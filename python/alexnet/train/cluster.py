@@ -130,7 +130,8 @@ def read_tf_config() -> dict:
         )
     try:
         config = json.loads(raw)
-        workers = config["cluster"]["worker"]
+        if not isinstance(config["cluster"]["worker"], list):
+            raise TypeError("its cluster's workers are not a list")
         task = config["task"]
         index = int(task["index"])
     except (ValueError, KeyError, TypeError) as error:
@@ -138,11 +139,34 @@ def read_tf_config() -> dict:
             f"TF_CONFIG is not usable ({error}): it must be JSON like "
             '{"cluster": {"worker": ["host1:8000", "host2:8001"]}, "task": {"type": "worker", "index": 0}}.'
         ) from error
-    if task.get("type") == "worker" and not 0 <= index < len(workers):
+    kind = str(task.get("type") or "worker")
+    tasks = config["cluster"].get(kind)
+    if not isinstance(tasks, list) or not tasks:
         raise AlexnetError(
-            f"TF_CONFIG's task index {index} is outside its {len(workers)} worker(s): use 0 to {len(workers) - 1}."
+            f"TF_CONFIG's task type {kind!r} names no task of its cluster, which has "
+            f"{', '.join(repr(k) for k in config['cluster'])}: give this process a type the cluster lists (\"worker\", "
+            "with its index among the cluster's workers), or add its address to the cluster under that type."
         )
+    if not 0 <= index < len(tasks):
+        raise AlexnetError(
+            f"TF_CONFIG's task index {index} is outside its {len(tasks)} {kind}(s): use 0 to {len(tasks) - 1}."
+        )
+    for job, addresses in config["cluster"].items():
+        for i, address in enumerate(addresses if isinstance(addresses, list) else [addresses]):
+            if not _is_host_and_port(str(address)):
+                raise AlexnetError(
+                    f"TF_CONFIG's {job} {i} is {str(address)!r}, not host:port: give every address of the cluster "
+                    "with the port its task listens on, as in \"10.0.0.1:8000\" or \"[::1]:8000\"."
+                )
     return config
+
+
+def _is_host_and_port(address: str) -> bool:
+    """Whether ``address`` is ``host:port`` (an IPv6 host in brackets), the port a number from 1 to 65535."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        return False
+    return (host.startswith("[") and host.endswith("]")) or ":" not in host
 
 
 def _ephemeral_hint(port: int) -> str:

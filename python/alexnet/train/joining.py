@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: The strategy's logger: these lines are part of building it (:func:`alexnet.train.strategy.resolve_strategy`).
@@ -116,6 +116,51 @@ def _wrong_index(me: str, address: str, name: str, where: str, answered: str, no
             "its own address in the cluster's list.")
 
 
+def _host(address: str) -> str:
+    """The host of ``host:port`` (an IPv6 host without its brackets)."""
+    return address.rpartition(":")[0].strip("[]")
+
+
+def _resolved(host: str) -> list[str] | None:
+    """The addresses ``host`` resolves to here; None when it does not resolve."""
+    import socket
+
+    try:
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+    except (OSError, UnicodeError):
+        return None
+
+
+def _is_local(addresses: Sequence[str]) -> bool:
+    """Whether one of ``addresses`` is this machine's own (a socket can be bound to it here)."""
+    import socket
+
+    for ip in addresses:
+        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((ip, 0))
+            except OSError:
+                continue
+            return True
+    return False
+
+
+def warn_of_addresses(me: str, address: str, others: Sequence[tuple[str, str]]) -> None:
+    """Say, before the wait for the others, what in TF_CONFIG's addresses would keep it waiting: host names this
+    machine cannot resolve, and an address of this worker's own that is not this machine's. Warnings, not errors:
+    names may resolve once the other machines are up, and a container's address is forwarded from its host's."""
+    unresolved = [f"{name} ({where})" for name, where in [(me, address), *others] if _resolved(_host(where)) is None]
+    if unresolved:
+        logger.warning("TF_CONFIG names host(s) this machine cannot resolve: %s. This worker waits for them until "
+                       "`collective_timeout`: correct those addresses, or make their names resolve here.",
+                       ", ".join(unresolved))
+    own = _resolved(_host(address))
+    if own and not _is_local(own):
+        logger.warning("TF_CONFIG gives this process %s's address, %s, which is not an address of this machine: the "
+                       "other workers reach it there only through a forwarded port (a container's published port); "
+                       "otherwise give this process the index of its own address in the cluster's list.", me, address)
+
+
 def meet_workers(config: dict, bound: float | None, hold: int | None = None, every: float | None = None) -> None:
     """Wait, in Python, until every other worker of TF_CONFIG ``config`` takes a connection on its port, before
     TensorFlow's own wait for them (:func:`waiting_for_workers`), which nothing but SIGKILL ends: a worker never
@@ -135,6 +180,7 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
     every = JOIN_NOTE_EVERY if every is None else every
     workers = len(others) + 1
     waiting = dict(others)
+    warn_of_addresses(me, address, others)
     logger.info("%s of %d (%s) waits for %s to join%s; Ctrl-C stops it.", me.capitalize(), workers, address,
                 ", ".join(f"{name} ({where})" for name, where in others),
                 f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
