@@ -36,6 +36,7 @@ from alexnet.train.advice import (  # noqa: E402
     adaptation_text,
     adapted_timing,
     advise,
+    epoch_micro_batches,
     row_settings,
     settings_row,
 )
@@ -155,14 +156,21 @@ def test_a_run_that_needs_more_micro_batches_than_alexnets_largest_batch_is_advi
 
 
 def test_an_epoch_of_few_micro_batches_bounds_the_micro_batches_and_local_steps_and_one_pack_is_not_advised():
-    # the run the advice above is for, on a board whose epoch holds 5 micro-batches a worker: at most 4 of them a
-    # step, and no local SGD beyond the step an epoch holds (an epoch's end averages the weights anyway)
+    # the run the advice above is for, on a board whose epoch holds 5 batches a worker: steps of 4 would train 4 and
+    # leave one out every epoch, of 2 as many: none, said, and no local SGD beyond the 5 steps an epoch holds (an
+    # epoch's end averages the weights anyway)
     advice = advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=5, most_batch=8192)
-    assert advice.settings["accumulate_steps"] == 4 and "sync_every" not in advice.settings
-    assert "Micro-batches stop" not in advice.text, "not the largest batch's doing"
-    # 40 micro-batches: 16 a step, 2 steps an epoch, and local SGD over 3 steps would outlast the epoch
+    assert advice.settings == {"allreduce_precision": "bfloat16", "sync_every": 5}
+    assert advice.text.endswith("No micro-batches: an epoch holds 5 batches on each worker, and steps of several "
+                                "would leave out more than 5% of them every epoch (more training images, or a smaller "
+                                "`batch_size`, make room for them).")
+    assert "Micro-batches stop at a global batch" not in advice.text, "not the largest batch's doing"
+    # 40: 8 a step, 5 steps an epoch, none left out (16 would leave 8 out), said; local SGD over the 5 steps
     roomy = advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=40)
-    assert roomy.settings == {"allreduce_precision": "bfloat16", "accumulate_steps": 16}
+    assert roomy.settings == {"allreduce_precision": "bfloat16", "accumulate_steps": 8, "sync_every": 5}
+    assert roomy.text.endswith("Micro-batches stop at 8 a step: an epoch holds 40 batches on each worker, and steps "
+                               "of more would leave out more than 5% of them every epoch.")
+    assert [epoch_micro_batches(n) for n in (1, 3, 5, 6, 7, 8, 40, 625, 1251)] == [1, 1, 1, 2, 1, 8, 8, 32, 64]
     # 160: 10 steps an epoch, room for the 3 local steps advised without a bound
     assert advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=160).settings == \
         advise(Communication(workers=2), 2.92, 0.68, global_batch=64).settings == {
@@ -271,7 +279,7 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
     taken = adaptable(advice, 1, 10_000)
     assert taken == {"allreduce_precision": "bfloat16", "accumulate_steps": advice.settings["accumulate_steps"]}
     # an epoch of 6 steps: at most 4 micro-batches (a power of two); of 1 step: none taken
-    assert adaptable(advice, 1, 6)["accumulate_steps"] == 4
+    assert adaptable(advice, 1, 6)["accumulate_steps"] == 2  # steps of 4 would leave 2 of the 6 out
     assert "accumulate_steps" not in adaptable(advice, 1, 1)
     assert adaptable(None, 1, 8) == {} and adaptable(advise(comm, 0.01, 1.0, global_batch=64), 1, 8) == {}
     gpu = advise(Communication(workers=4), 1.0, 0.15, global_batch=512, overlaps=True)

@@ -41,6 +41,28 @@ def faster_wire(communication: Communication, exchange_seconds: float, sixteen_b
 
 #: The packs advised where they overlap the backward pass, megabytes.
 ADVISED_PACK_MB = 25
+#: The most of an epoch's batches a step of micro-batches may leave out (a worker's epoch trains whole steps only).
+MOST_LEFT_OUT = 0.05
+
+
+def epoch_micro_batches(batches: int) -> int:
+    """The most micro-batches, a power of two, a step may take when an epoch holds ``batches`` batches on a worker:
+    its whole steps leave at most :data:`MOST_LEFT_OUT` of them out (7 batches take steps of 1: steps of 4 would train
+    4 of them and leave out 3 every epoch)."""
+    most = 2 ** math.floor(math.log2(max(1, batches)))
+    while most > 1 and batches % most > MOST_LEFT_OUT * batches:
+        most //= 2
+    return most
+
+
+def _held_by_the_epoch(most: int, batches: int) -> str:
+    """What the advice says when an epoch of ``batches`` batches holds the micro-batches back at ``most`` a step."""
+    if most <= 1:
+        return (f"No micro-batches: an epoch holds {batches} batches on each worker, and steps of several would leave "
+                f"out more than {MOST_LEFT_OUT:.0%} of them every epoch (more training images, or a smaller "
+                "`batch_size`, make room for them).")
+    return (f"Micro-batches stop at {most} a step: an epoch holds {batches} batches on each worker, and steps of more "
+            f"would leave out more than {MOST_LEFT_OUT:.0%} of them every epoch.")
 
 
 @dataclass(frozen=True)
@@ -85,10 +107,10 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
     learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised.
 
-    ``micro_batches``, what an epoch of the run holds on a worker, bounds the micro-batches of a step and local
-    SGD's steps (which average at every epoch's end anyway); ``parameters``, the numbers all-reduced, keeps packs
-    from being advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide
-    nothing)."""
+    ``micro_batches``, what an epoch of the run holds on a worker, bounds the micro-batches of a step (so that its
+    whole steps leave few out: :func:`epoch_micro_batches`; said when it holds them back) and local SGD's steps
+    (which average at every epoch's end anyway); ``parameters``, the numbers all-reduced, keeps packs from being
+    advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide nothing)."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
 
@@ -126,10 +148,14 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
 
     bound = power(most_batch / micro_batch)  # the largest global batch's
-    largest = bound if micro_batches is None else min(bound, power(micro_batches))  # and an epoch's micro-batches
+    by_epoch = None if micro_batches is None else epoch_micro_batches(micro_batches)  # and an epoch's micro-batches
+    largest = bound if by_epoch is None else min(bound, by_epoch)
     wanted = 2 ** math.ceil(math.log2(needed))
     accumulate = min(wanted, largest)
-    held = "" if wanted <= max(bound, communication.accumulate) else " " + held_back(most_batch, global_batch)
+    held = ""
+    if wanted > max(largest, communication.accumulate):
+        held = " " + (_held_by_the_epoch(largest, int(micro_batches or 0)) if largest < bound
+                      else held_back(most_batch, global_batch))
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "
@@ -183,12 +209,11 @@ class Adapted(TypedDict, total=False):
 
 def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> dict[str, int | float | str]:
     """What a run of ``adapt_communication`` takes of ``advice``: its settings of :data:`ADAPTABLE`, with
-    ``accumulate_steps`` at most ``most_accumulate`` (rounded down to a power of two; dropped when that is no more
-    than the run's ``accumulate``)."""
+    ``accumulate_steps`` at most what an epoch of ``most_accumulate`` batches allows (:func:`epoch_micro_batches`;
+    dropped when that is no more than the run's ``accumulate``)."""
     taken = {name: value for name, value in (advice.settings if advice else {}).items() if name in ADAPTABLE}
     if "accumulate_steps" in taken:
-        most = 2 ** math.floor(math.log2(max(1, most_accumulate)))
-        steps = min(int(taken["accumulate_steps"]), most)
+        steps = min(int(taken["accumulate_steps"]), epoch_micro_batches(most_accumulate))
         if steps <= accumulate:
             del taken["accumulate_steps"]
         else:

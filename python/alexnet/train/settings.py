@@ -228,8 +228,9 @@ class TrainSettings:
     adapt_communication: bool = setting(False, "flag", "with several workers: take what the measurement before "
                                         "training advises of 16-bit gradients, packs where they overlap the "
                                         "backward pass (on GPUs, and on CPUs with two or more inter-op threads) "
-                                        "and `accumulate_steps` (up to `largest_global_batch`, and at most as many "
-                                        "micro-batches as an epoch had steps), as the chief decides, on every "
+                                        "and `accumulate_steps` (up to `largest_global_batch`, and as many "
+                                        "micro-batches as an epoch's whole steps take leaving out at most one "
+                                        "batch in 20), as the chief decides, on every "
                                         "worker (local SGD, which changes what is learnt, is only advised; a "
                                         "resumed run keeps what it took when it began)")
     largest_global_batch: int | None = setting(
