@@ -42,23 +42,24 @@ _CPUS_FILE = "cpus.json"
 
 
 class ChildError(AlexnetError):
-    """A child process failed: ``error`` is its own Python error (``Type: message``), ``log_tail`` the last lines
-    of its log, ``log`` where the whole log is kept (or ``None``)."""
+    """A child process failed: ``error`` is its own Python error (``Type: message``; the message alone when
+    ``known``: one of the package's own errors, which says what to change), ``log_tail`` the last lines of its log
+    (said unless ``known``), ``log`` where the whole log is kept (or ``None``)."""
 
     while_running = True
 
     def __init__(self, what: str, error: str, log_tail: Sequence[str], exit_code: int | None = None,
-                 log: str | None = None, advice: str = ""):
+                 log: str | None = None, advice: str = "", known: bool = False):
         self.what, self.error, self.log_tail, self.exit_code, self.log = what, error, list(log_tail), exit_code, log
-        self.advice = advice
+        self.advice, self.known = advice, known
         tail = "\n  ".join(self.log_tail) if self.log_tail else "(empty)"
         where = f"\nFull log: {log}" if log else ""
-        super().__init__(f"{what} failed: {error}{where}\nLast lines of its log:\n  {tail}" +
-                         (f"\n{advice}" if advice else ""))
+        super().__init__(f"{what} failed: {error}{where}" + ("" if known else f"\nLast lines of its log:\n  {tail}")
+                         + (f"\n{advice}" if advice else ""))
 
     def log_at(self, log: str) -> ChildError:
         """The same error, its whole log said to be at ``log`` (where it is copied to, e.g. a bucket)."""
-        return ChildError(self.what, self.error, self.log_tail, self.exit_code, log, self.advice)
+        return ChildError(self.what, self.error, self.log_tail, self.exit_code, log, self.advice, self.known)
 
 
 def python_executable() -> str:
@@ -183,8 +184,8 @@ class Child:
             self.process.kill()
             self.process.wait()
 
-    def _error(self, message: str, code: int | None) -> ChildError:
-        return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice)
+    def _error(self, message: str, code: int | None, known: bool = False) -> ChildError:
+        return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice, known)
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's result once the process has ended; :class:`ChildError` when it failed or still ran
@@ -197,12 +198,14 @@ class Child:
                               "raise `timeout`", None) from None
         if code == 0 and (self.work / _RESULT_FILE).exists():
             return json.loads((self.work / _RESULT_FILE).read_text())
+        known = False
         try:
             error = json.loads((self.work / _ERROR_FILE).read_text())
-            message = f"{error['type']}: {error['message']}"
-        except (OSError, ValueError, KeyError):
+            known = bool(error.get("known"))
+            message = str(error["message"]) if known else f"{error['type']}: {error['message']}"
+        except (OSError, ValueError, KeyError, AttributeError):
             message = f"its process ended with exit code {code} without a result"
-        raise self._error(message, code)
+        raise self._error(message, code, known)
 
 
 def start_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
@@ -265,7 +268,10 @@ def main() -> None:
         traceback.print_exc()
         kind = type(error)
         name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
-        (folder / _ERROR_FILE).write_text(json.dumps({"type": name, "message": str(error)}))
+        from .errors import AlexnetError
+
+        known = isinstance(error, AlexnetError) and not isinstance(error, ChildError)  # says what to change itself
+        (folder / _ERROR_FILE).write_text(json.dumps({"type": name, "message": str(error), "known": known}))
         sys.stderr.flush()
         os._exit(1)
     sys.stdout.flush()

@@ -267,6 +267,37 @@ def test_a_worker_error_survives_whatever_spark_wraps_around_it():
     assert "DAGScheduler" not in str(failure)
 
 
+def _port_taken(index: int, addresses: list[str]) -> None:  # a worker's own error, which says what to change
+    raise AlexnetError(f"Port 8501 on this host, where worker {index} is to listen, is already in use.")
+
+
+def _broken(index: int, addresses: list[str]) -> None:
+    print("about to fail", flush=True)
+    raise ValueError(f"broken on worker {index}")
+
+
+def test_a_worker_failing_with_the_packages_own_error_is_said_by_its_message_without_its_traceback(monkeypatch,
+                                                                                                   tmp_path):
+    """Its message says what to change: the traceback and the class's module before it said nothing more."""
+    monkeypatch.setenv("ALEXNET_LOG_DIR", str(tmp_path))
+    here = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])}
+    with pytest.raises(WorkerError) as caught:
+        run_worker(_port_taken, 1, ["127.0.0.1:8500", "127.0.0.1:8501"], env=here)
+    error = caught.value
+    assert error.known and error.error == "Port 8501 on this host, where worker 1 is to listen, is already in use."
+    assert str(error).startswith(f"Worker 1 of 2 failed: {error.error}\nFull log: ")
+    assert "Last lines of its log" not in str(error) and "Traceback" not in str(error)
+    assert str(error).endswith("(a training with `checkpoint_dir` resumes from its last checkpoint).")
+    # as the driver reads it back from Spark's failure of the task
+    again = WorkerError.from_failure(RuntimeError(error.task_failure()).args[0])
+    assert again is not None and again.known and str(again) == str(error)
+    # any other error: its type, and the last lines of its log
+    with pytest.raises(WorkerError) as caught:
+        run_worker(_broken, 0, ["127.0.0.1:8500"], env=here)
+    assert not caught.value.known and caught.value.error == "ValueError: broken on worker 0"
+    assert "\nLast lines of its log:\n" in str(caught.value) and "about to fail" in str(caught.value)
+
+
 def _failing_launch(failures: int, calls: list):
     def launch(task):
         calls.append(task)

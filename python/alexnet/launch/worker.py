@@ -40,11 +40,11 @@ class WorkerError(ChildError):
     """A worker of a distributed run failed; ``worker`` and ``workers`` say which, the rest as :class:`ChildError`."""
 
     def __init__(self, worker: int, workers: int, error: str, log_tail: Sequence[str], exit_code: int | None = None,
-                 log: str | None = None):
+                 log: str | None = None, known: bool = False):
         self.worker, self.workers = worker, workers
         super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log,
                          "The other workers were stopped. Fix the cause and run again (a training with "
-                         "`checkpoint_dir` resumes from its last checkpoint).")
+                         "`checkpoint_dir` resumes from its last checkpoint).", known)
 
     def task_failure(self) -> str:
         """This error as the message a barrier task fails with; the driver makes it again with
@@ -58,7 +58,7 @@ class WorkerError(ChildError):
                 break
             tail.insert(0, line)
         details = {"worker": self.worker, "workers": self.workers, "error": _clip(self.error, 400),
-                   "log_tail": tail, "exit_code": self.exit_code, "log": self.log}
+                   "log_tail": tail, "exit_code": self.exit_code, "log": self.log, "known": self.known}
         return f"worker {self.worker} failed: {self.error}\n{_MARK}{json.dumps(details)}{_MARK}"
 
     @classmethod
@@ -72,7 +72,7 @@ class WorkerError(ChildError):
             details = json.loads(message[start + len(_MARK) : end])
             return cls(int(details["worker"]), int(details["workers"]), str(details["error"]),
                        [str(line) for line in details.get("log_tail", [])], details.get("exit_code"),
-                       details.get("log"))
+                       details.get("log"), bool(details.get("known")))
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -116,4 +116,4 @@ def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses:
                          prefix=f"alexnet-worker{index}-", timeout=timeout)
     except ChildError as error:
         raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code,
-                          f"{socket.gethostname()}:{log}") from None
+                          f"{socket.gethostname()}:{log}", error.known) from None
