@@ -171,6 +171,11 @@ def test_an_epoch_of_few_micro_batches_bounds_the_micro_batches_and_local_steps_
     assert roomy.text.endswith("Micro-batches stop at 8 a step: an epoch holds 40 batches on each worker, and steps "
                                "of more would leave out more than 5% of them every epoch.")
     assert [epoch_micro_batches(n) for n in (1, 3, 5, 6, 7, 8, 40, 625, 1251)] == [1, 1, 1, 2, 1, 8, 8, 32, 64]
+    # epochs of `steps_per_epoch` steps, which cover what they cover of the images anyway: as many as they hold
+    cut = advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=5, whole_epochs=False)
+    assert cut.settings["accumulate_steps"] == 4 and "an epoch holds" not in cut.text
+    assert adaptable(cut, 1, 5, whole_epochs=False)["accumulate_steps"] == 4 and "accumulate_steps" not in \
+        adaptable(cut, 1, 5)
     # 160: 10 steps an epoch, room for the 3 local steps advised without a bound
     assert advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=160).settings == \
         advise(Communication(workers=2), 2.92, 0.68, global_batch=64).settings == {

@@ -45,12 +45,13 @@ ADVISED_PACK_MB = 25
 MOST_LEFT_OUT = 0.05
 
 
-def epoch_micro_batches(batches: int) -> int:
+def epoch_micro_batches(batches: int, whole: bool = True) -> int:
     """The most micro-batches, a power of two, a step may take when an epoch holds ``batches`` batches on a worker:
     its whole steps leave at most :data:`MOST_LEFT_OUT` of them out (7 batches take steps of 1: steps of 4 would train
-    4 of them and leave out 3 every epoch)."""
+    4 of them and leave out 3 every epoch). Not ``whole``, an epoch of ``steps_per_epoch`` steps, which covers what
+    it covers of the images anyway: as many as it holds."""
     most = 2 ** math.floor(math.log2(max(1, batches)))
-    while most > 1 and batches % most > MOST_LEFT_OUT * batches:
+    while whole and most > 1 and batches % most > MOST_LEFT_OUT * batches:
         most //= 2
     return most
 
@@ -82,7 +83,7 @@ class Advice:
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
            overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
            rate_scaled: bool = True, most_batch: int = LARGEST_GLOBAL_BATCH, micro_batches: int | None = None,
-           parameters: int | None = None) -> Advice | None:
+           whole_epochs: bool = True, parameters: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -108,7 +109,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     learning rate follow the global batch (``lr_scaling``)? Said with the micro-batches advised.
 
     ``micro_batches``, what an epoch of the run holds on a worker, bounds the micro-batches of a step (so that its
-    whole steps leave few out: :func:`epoch_micro_batches`; said when it holds them back) and local SGD's steps
+    whole steps leave few out, when its epochs go through the images, ``whole_epochs``: :func:`epoch_micro_batches`;
+    said when it holds them back) and local SGD's steps
     (which average at every epoch's end anyway); ``parameters``, the numbers all-reduced, keeps packs from being
     advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide nothing)."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
@@ -148,7 +150,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
 
     bound = power(most_batch / micro_batch)  # the largest global batch's
-    by_epoch = None if micro_batches is None else epoch_micro_batches(micro_batches)  # and an epoch's micro-batches
+    by_epoch = None if micro_batches is None else epoch_micro_batches(micro_batches, whole_epochs)  # and an epoch's
     largest = bound if by_epoch is None else min(bound, by_epoch)
     wanted = 2 ** math.ceil(math.log2(needed))
     accumulate = min(wanted, largest)
@@ -207,13 +209,15 @@ class Adapted(TypedDict, total=False):
     allreduce_pack_mb: float
 
 
-def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int) -> dict[str, int | float | str]:
+def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int,
+              whole_epochs: bool = True) -> dict[str, int | float | str]:
     """What a run of ``adapt_communication`` takes of ``advice``: its settings of :data:`ADAPTABLE`, with
-    ``accumulate_steps`` at most what an epoch of ``most_accumulate`` batches allows (:func:`epoch_micro_batches`;
+    ``accumulate_steps`` at most what an epoch of ``most_accumulate`` batches allows (:func:`epoch_micro_batches`,
+    ``whole_epochs`` as :func:`advise` takes it;
     dropped when that is no more than the run's ``accumulate``)."""
     taken = {name: value for name, value in (advice.settings if advice else {}).items() if name in ADAPTABLE}
     if "accumulate_steps" in taken:
-        steps = min(int(taken["accumulate_steps"]), epoch_micro_batches(most_accumulate))
+        steps = min(int(taken["accumulate_steps"]), epoch_micro_batches(most_accumulate, whole_epochs))
         if steps <= accumulate:
             del taken["accumulate_steps"]
         else:

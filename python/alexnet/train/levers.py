@@ -231,7 +231,7 @@ def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
-                         warn: bool = True, micro_batches: int | None = None,
+                         warn: bool = True, micro_batches: int | None = None, whole_epochs: bool = True,
                          parameters: int | None = None) -> Advice | None:
     """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`) and
@@ -246,7 +246,8 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
                     hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
-                    most_batch=most_batch, micro_batches=micro_batches, parameters=parameters)
+                    most_batch=most_batch, micro_batches=micro_batches, whole_epochs=whole_epochs,
+                    parameters=parameters)
     if advice is not None and topology.chief:
         (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)
     return advice
@@ -268,7 +269,8 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
     # the chief's decision is every worker's: only it reads the record
     recorded = recorded_settings(settings.checkpoint_dir).get("adapted_settings") if topology.chief else None
     own = (dict(recorded) if recorded is not None else
-           adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps))
+           adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps,
+                     settings.steps_per_epoch is None))
     rows = all_gather_ints(strategy, [int(topology.chief), *settings_row(own)])
     chief = next((row for row in rows if row[0]), rows[0])
     taken = row_settings(chief[1:])

@@ -241,6 +241,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
                                   most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
                                   warn=not settings.adapt_communication, micro_batches=micro_batches,
+                                  whole_epochs=settings.steps_per_epoch is None,
                                   parameters=parameters)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
     if adapted:  # the measurement and its advice told again for the settings taken
@@ -253,6 +254,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         advice = advise_communication(timing, communication, topo,
                                       global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
+                                      whole_epochs=settings.steps_per_epoch is None,
                                       parameters=parameters)
     worker_batch = topo.worker_batch(settings.step_batch)
     if topo.chief and settings.checkpoint_every is not None and settings.checkpoint_every >= steps.train:
