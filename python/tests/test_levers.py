@@ -174,6 +174,8 @@ def test_an_epoch_of_few_micro_batches_bounds_the_micro_batches_and_local_steps_
     # epochs of `steps_per_epoch` steps, which cover what they cover of the images anyway: as many as they hold
     cut = advise(Communication(workers=2), 2.92, 0.68, global_batch=64, micro_batches=5, whole_epochs=False)
     assert cut.settings["accumulate_steps"] == 4 and "an epoch holds" not in cut.text
+    assert cut.text.endswith("Micro-batches stop at 4 a step: an epoch of `steps_per_epoch` steps holds 5 batches "
+                             "on each worker.")
     assert adaptable(cut, 1, 5, whole_epochs=False)["accumulate_steps"] == 4 and "accumulate_steps" not in \
         adaptable(cut, 1, 5)
     # 160: 10 steps an epoch, room for the 3 local steps advised without a bound

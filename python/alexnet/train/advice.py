@@ -56,8 +56,12 @@ def epoch_micro_batches(batches: int, whole: bool = True) -> int:
     return most
 
 
-def _held_by_the_epoch(most: int, batches: int) -> str:
-    """What the advice says when an epoch of ``batches`` batches holds the micro-batches back at ``most`` a step."""
+def _held_by_the_epoch(most: int, batches: int, whole: bool = True) -> str:
+    """What the advice says when an epoch of ``batches`` batches holds the micro-batches back at ``most`` a step
+    (``whole``: as :func:`epoch_micro_batches` takes it)."""
+    if not whole:
+        return (f"Micro-batches stop at {most} a step: an epoch of `steps_per_epoch` steps holds {batches} batches on "
+                "each worker.")
     if most <= 1:
         return (f"No micro-batches: an epoch holds {batches} batches on each worker, and steps of several would leave "
                 f"out more than {MOST_LEFT_OUT:.0%} of them every epoch (more training images, or a smaller "
@@ -156,7 +160,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     accumulate = min(wanted, largest)
     held = ""
     if wanted > max(largest, communication.accumulate):
-        held = " " + (_held_by_the_epoch(largest, int(micro_batches or 0)) if largest < bound
+        held = " " + (_held_by_the_epoch(largest, int(micro_batches or 0), whole_epochs) if largest < bound
                       else held_back(most_batch, global_batch))
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
