@@ -401,7 +401,7 @@ def test_the_command_lines_quiet_shows_the_workers_warnings_and_not_their_progre
 def test_describe_makes_a_line_of_a_progress_record():
     step = {"kind": "step", "epoch": 2, "epochs": 3, "step": 14, "steps": 20, "loss": 1.23456, "accuracy": 0.5,
             "images_per_second": 812.4}
-    assert describe(step) == "alexnet: epoch 2/3, step 14/20: loss 1.235, accuracy 0.5, 812 images/s"
+    assert describe(step) == "alexnet: epoch 2/3, step 14/20: loss 1.235, accuracy 0.5, 812 images/s over all workers"
     epoch = {"kind": "epoch", "epoch": 3, "epochs": 3, "loss": 1.0, "val_accuracy": 0.25}
     assert describe(epoch) == "alexnet: epoch 3/3: loss 1, val_accuracy 0.25"
     scored = {"kind": "evaluate", "worker": 1, "workers": 2, "images": 120, "total": 500, "images_per_second": 40.2}
@@ -802,6 +802,24 @@ def test_step_progress_shows_the_mean_over_replicas_not_their_sum():
     progress.set_model(SimpleNamespace(distribute_strategy=SimpleNamespace(num_replicas_in_sync=1)))
     progress.on_train_batch_end(1, {"loss": 2.8})
     assert sent[2]["loss"] == 2.8
+
+
+def test_an_epochs_progress_counts_the_seconds_of_its_steps_not_its_validation_after(monkeypatch):
+    """The epoch's line counted the validation and checkpoint at its end too: 6 images/s against its steps' 20."""
+    from types import SimpleNamespace
+
+    from alexnet.train import callbacks
+
+    clock = iter([100.0, 101.0, 102.0, 110.0])  # the epoch begins; two steps end; the validation takes 8 s after
+    monkeypatch.setattr(callbacks, "time", SimpleNamespace(perf_counter=lambda: next(clock), time=time.time))
+    sent: list = []
+    progress = callbacks.Progress(sent.append, epochs=1, steps=2, worker_batch=8, workers=2, interval=0)
+    progress.set_model(SimpleNamespace(distribute_strategy=SimpleNamespace(num_replicas_in_sync=1)))
+    progress.on_epoch_begin(0)
+    progress.on_train_batch_end(0, {"loss": 2.0})
+    progress.on_train_batch_end(1, {"loss": 1.0})
+    progress.on_epoch_end(0, {"loss": 1.5, "val_accuracy": 0.5})
+    assert [record["images_per_second"] for record in sent] == [16.0, 16.0, 16.0]
 
 
 def test_the_probe_starts_python_with_the_environment_it_is_given(tmp_path, monkeypatch):

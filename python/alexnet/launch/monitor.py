@@ -48,7 +48,8 @@ WARNINGS_ONLY = False
 
 def describe(record: dict[str, Any]) -> str:
     """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...`` for a
-    training's chief, ``evaluation, worker 1 of 2: 120/500 images, 40 images/s`` for an evaluating worker."""
+    training's chief (the images per second of every worker's steps), ``evaluation, worker 1 of 2: 120/500 images,
+    40 images/s`` for an evaluating worker."""
     if record.get("kind") == "warning":
         return (f"alexnet: warning from worker {record.get('worker', '?')} of {record.get('workers', '?')}: "
                 f"{record.get('message', '')}")
@@ -64,7 +65,7 @@ def describe(record: dict[str, Any]) -> str:
     shown = [(name, record[name]) for name in ("loss", "accuracy", "val_loss", "val_accuracy") if name in record]
     values = ", ".join(f"{name} {value:.4g}" for name, value in shown)
     rate = record.get("images_per_second")
-    rate_text = f", {rate:.0f} images/s" if isinstance(rate, (int, float)) and rate > 0 else ""
+    rate_text = f", {rate:.0f} images/s over all workers" if isinstance(rate, (int, float)) and rate > 0 else ""
     return f"alexnet: {parts[0]}" + (f": {values}" if values else "") + rate_text
 
 

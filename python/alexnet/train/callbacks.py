@@ -276,7 +276,9 @@ def progress_writer(target: str) -> Callable[[dict[str, Any]], None]:
 
 class Progress(keras.callbacks.Callback):
     """Reports epoch, step, loss, accuracy and images per second at most every ``interval`` seconds, and at
-    the end of every epoch (with the validation metrics)."""
+    the end of every epoch (with the validation metrics). Images per second are those of every worker's steps of the
+    epoch so far, over the seconds since it began until its last step ended (the validation and checkpoint at its
+    end left out)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None], *, epochs: int, steps: int, worker_batch: int,
                  workers: int, interval: float = 2.0):
@@ -287,20 +289,22 @@ class Progress(keras.callbacks.Callback):
         self._epoch = 0
         self._last = 0.0
         self._start = 0.0
+        self._stepped = 0.0
         self._done = 0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch, self._start, self._done = epoch, time.perf_counter(), 0
+        self._stepped = self._start
 
     def _record(self, step: int, logs: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-        elapsed = time.perf_counter() - self._start
+        elapsed = self._stepped - self._start
         rate = self._done * self.images_per_step / elapsed if elapsed > 0 else 0.0
         return {"kind": kind, "time": time.time(), "epoch": self._epoch + 1, "epochs": self.epochs, "step": step,
                 "steps": self.steps, "images_per_second": round(rate, 2), **numbers(logs)}
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._done += 1
-        now = time.perf_counter()
+        now = self._stepped = time.perf_counter()
         if now - self._last >= self.interval:
             self._last = now
             replicas = replicas_summed(self.model)
