@@ -253,7 +253,7 @@ def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_ima
                     most_batch=largest_batch(1500))
     assert "accumulate_steps" not in advice.settings and advice.settings["allreduce_precision"] == "bfloat16"
     assert adaptable(advice, 1, 5) == {"allreduce_precision": "bfloat16"}
-    assert "No micro-batches: its training images are too few for a global batch beyond 1 (1024 for ImageNet's " \
+    assert "No micro-batches: the largest global batch for its training images is 1 (1024 for ImageNet's " \
            "1.28 million, as many times smaller for fewer; `largest_global_batch` sets another), and the run's is " \
            "256 already" in advice.text, advice.text
     assert "Micro-batches stop" not in advice.text

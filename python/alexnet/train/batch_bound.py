@@ -29,7 +29,7 @@ def held_back(most_batch: int, global_batch: float) -> str:
     why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
     if most_batch >= global_batch:
         return f"Micro-batches stop at a global batch of {most_batch} (`largest_global_batch`): {why}"
-    return (f"No micro-batches: its training images are too few for a global batch beyond {most_batch} "
+    return (f"No micro-batches: the largest global batch for its training images is {most_batch} "
             f"({LARGEST_GLOBAL_BATCH} for ImageNet's 1.28 million, as many times smaller for fewer; "
             f"`largest_global_batch` sets another), and the run's is {int(global_batch)} already: {why}")
 
