@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import alexnet
 from alexnet.child import python_environment
 from alexnet.data.synthetic import imagenet_synthetic
 from alexnet.data.upload import imagenet_upload
@@ -215,7 +216,20 @@ def test_a_failed_probe_names_each_executor_its_python_and_the_fix():
     assert "node1: /usr/bin/python3: ModuleNotFoundError: No module named 'alexnet'" in message
     assert "node2" not in message and message.endswith("Set PYSPARK_PYTHON.")
     assert caught.value.while_running, "found by the job's run on the executors: the command line exits 1"
-    job.check_probe(rows[2:], "unused")  # all good: no error
+    job.check_probe([{**rows[2], "alexnet": alexnet.__version__}], "unused")  # all good: no error
+
+
+def test_executors_of_another_version_of_alexnet_than_the_drivers_are_said(caplog):
+    rows = [{"host": "node2", "python": "/venv/bin/python", "ok": True, "alexnet": "0.0.1", "tensorflow": "2.21.0"},
+            {"host": "node3", "python": "/venv/bin/python", "ok": True, "alexnet": alexnet.__version__,
+             "tensorflow": "2.21.0"}]
+    with caplog.at_level(logging.WARNING, logger=job.__name__):
+        job.check_probe(rows, "unused")
+        job.check_probe(rows[1:], "unused")
+    said = [r.getMessage() for r in caplog.records if r.name == job.__name__]
+    assert said == [f"The executors run another version of alexnet than this driver's {alexnet.__version__}: 0.0.1 "
+                    "on node2 (/venv/bin/python). A driver and workers of different versions may not read each "
+                    "other's settings and results: install the same version on every machine."]
 
 
 def test_probe_task_tells_a_python_without_alexnet_from_one_with_it(tmp_path, monkeypatch):

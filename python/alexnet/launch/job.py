@@ -141,9 +141,19 @@ def plan_job(workers: Any, board: str | os.PathLike | None, slots: int | Callabl
 
 
 def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
-    """Raise when an executor's Python cannot run a worker (see :mod:`alexnet.launch.probe_task`), naming it."""
+    """Raise when an executor's Python cannot run a worker (see :mod:`alexnet.launch.probe_task`), naming it; say
+    when executors run another version of alexnet than the driver's."""
+    from .. import __version__
+
     bad = [row for row in rows if not row.get("ok")]
     if not bad:
+        other = sorted({(str(r.get("alexnet")), str(r.get("host")), str(r.get("python"))) for r in rows
+                        if r.get("alexnet") not in (None, __version__)})
+        if other:
+            logger.warning("The executors run another version of alexnet than this driver's %s: %s. A driver and "
+                           "workers of different versions may not read each other's settings and results: install "
+                           "the same version on every machine.", __version__,
+                           "; ".join(f"{version} on {host} ({python})" for version, host, python in other))
         return
     seen = sorted({(str(r.get("host")), str(r.get("python")), str(r.get("error"))) for r in bad})
     listing = "\n  ".join(f"{host}: {python}: {error}" for host, python, error in seen)
