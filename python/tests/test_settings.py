@@ -239,7 +239,7 @@ def test_local_sgd_that_would_never_start_gets_a_warning(caplog):
     with caplog.at_level("WARNING", logger="alexnet.train.settings"):
         check_settings({"sync_every": 4, "local_sgd_after": 2, "epochs": 2})
     assert "`local_sgd_after` = 2 is not below `epochs` (2): every epoch trains synchronously, and `sync_every` is " \
-           "not used; give local_sgd_after < 2." in caplog.text
+           "not used; give `local_sgd_after` below 2." in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="alexnet.train.settings"):
         check_settings({"sync_every": 4, "local_sgd_after": 1, "epochs": 2})

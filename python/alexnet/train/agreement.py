@@ -288,7 +288,7 @@ def warn_of_images_left_out(sizes: Sequence[int], steps: int, worker_batch: int)
         "Each epoch trains on %d of the %d training images and leaves out %.1f%% of them: every one of the %d "
         "workers takes %d steps of %d images, as many as the smallest partition (%d images) fills, and partitions "
         "are whole categories. Each worker's files are reshuffled every epoch, so different images are left out "
-        "each time; to leave out fewer, train on fewer workers (`total` partitions, one a worker).",
+        "each time; to leave out fewer, train on fewer workers (as many partitions, one a worker).",
         total - missed, total, 100 * missed / total, len(sizes), steps, worker_batch, min(sizes))
     return True
 

@@ -124,7 +124,7 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
                        "a run of one epoch has no epoch to drop it at: give more epochs")
     if values["sync_every"] > 1 and values["local_sgd_after"] >= (epochs := values["epochs"]):
         logger.warning("`local_sgd_after` = %d is not below `epochs` (%d): every epoch trains synchronously, and "
-                       "`sync_every` is not used; give local_sgd_after < %d.", values["local_sgd_after"], epochs,
+                       "`sync_every` is not used; give `local_sgd_after` below %d.", values["local_sgd_after"], epochs,
                        epochs)
     values["model_board"] = None
     if values["model_pin"] is not None:
