@@ -64,7 +64,8 @@ VARIABLES: tuple[Variable, ...] = (
              "nobody acts on (its CPU instructions, the CUDA probe of a machine without a GPU) are left out",
              switch=False),
     Variable("ALEXNET_PRECISION_CACHE", "`precision.json` in the user's cache folder",
-             "the file that remembers the precision measured fastest on this machine (`precision` left to `auto`); "
+             "the file that remembers the precision measured fastest on this machine (`precision` left to choose: "
+             "unset, or `auto` on the command line); "
              f"an off word ({', '.join(OFF_WORDS)}) remembers none, every run measures"),
     Variable("ALEXNET_MALLOC", "`tensorflow.env`'s", "glibc's malloc settings of the process: `NAME=integer` joined by "
              "`:` (`arena_max`, `mmap_max`, `mmap_threshold`, `top_pad`, `trim_threshold`), or `default` for glibc's "
