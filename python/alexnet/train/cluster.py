@@ -36,7 +36,7 @@ _OWN_PORTS: set[int] = set()
 DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
 
 
-def _host(address: str) -> str:
+def host_of(address: str) -> str:
     """The host of ``host:port`` (``[v6]:port`` too); a bare host is returned as is."""
     address = address.strip()
     if address.startswith("["):
@@ -63,7 +63,7 @@ def tf_config(addresses: Sequence[str], index: int, base_port: int = DEFAULT_BAS
     if not 0 <= index < len(addresses):
         raise AlexnetError(f"Worker index must be in 0..{len(addresses) - 1} for {len(addresses)} tasks, not {index}.")
     port = check_base_port(base_port, len(addresses))
-    workers = [f"{_host(address)}:{port + i}" for i, address in enumerate(addresses)]
+    workers = [f"{host_of(address)}:{port + i}" for i, address in enumerate(addresses)]
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
 
 

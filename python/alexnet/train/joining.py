@@ -116,15 +116,13 @@ def _wrong_index(me: str, address: str, name: str, where: str, answered: str, no
             "its own address in the cluster's list.")
 
 
-def _host(address: str) -> str:
-    """The host of ``host:port`` (an IPv6 host without its brackets)."""
-    return address.rpartition(":")[0].strip("[]")
-
-
-def _resolved(host: str) -> list[str] | None:
-    """The addresses ``host`` resolves to here; None when it does not resolve."""
+def _resolved(address: str) -> list[str] | None:
+    """The addresses the host of ``address`` (``host:port``) resolves to here; None when it does not resolve."""
     import socket
 
+    from .cluster import host_of
+
+    host = host_of(address).strip("[]")
     try:
         return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
     except (OSError, UnicodeError):
@@ -149,12 +147,12 @@ def warn_of_addresses(me: str, address: str, others: Sequence[tuple[str, str]]) 
     """Say, before the wait for the others, what in TF_CONFIG's addresses would keep it waiting: host names this
     machine cannot resolve, and an address of this worker's own that is not this machine's. Warnings, not errors:
     names may resolve once the other machines are up, and a container's address is forwarded from its host's."""
-    unresolved = [f"{name} ({where})" for name, where in [(me, address), *others] if _resolved(_host(where)) is None]
+    unresolved = [f"{name} ({where})" for name, where in [(me, address), *others] if _resolved(where) is None]
     if unresolved:
         logger.warning("TF_CONFIG names host(s) this machine cannot resolve: %s. This worker waits for them until "
                        "`collective_timeout`: correct those addresses, or make their names resolve here.",
                        ", ".join(unresolved))
-    own = _resolved(_host(address))
+    own = _resolved(address)
     if own and not _is_local(own):
         logger.warning("TF_CONFIG gives this process %s's address, %s, which is not an address of this machine: the "
                        "other workers reach it there only through a forwarded port (a container's published port); "
