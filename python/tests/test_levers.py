@@ -37,6 +37,7 @@ from alexnet.train.advice import (  # noqa: E402
     adapted_timing,
     advise,
     epoch_micro_batches,
+    linear,
     row_settings,
     settings_row,
 )
@@ -103,7 +104,7 @@ def test_what_a_step_sends_for_each_lever():
     post = comm(wire="bfloat16", pack_mb=25, sync_every=4, local_after=3)
     assert post.gradient_reducer()([1, 2]) == [1, 2] and post.synchronous_reducer() is not None
     assert comm(sync_every=4, local_after=3).synchronous_reducer() is None  # Keras's own float32 all-reduce
-    assert post.describe().endswith("weights and momentum averaged every 4 steps after 3 synchronous epoch(s)")
+    assert post.describe().endswith("weights and momentum averaged every 4 steps after 3 synchronous epochs")
     assert Communication.of(check_settings({"sync_every": 4, "local_sgd_after": 3}), workers=2).local_after == 3
     # what each epoch sends: the gradients every step in the synchronous epochs, then local SGD's averages
     assert post.at_epoch(2).bytes_per_step(100) == 2 * 100 and post.at_epoch(2).gradient_reducer() is not None
@@ -125,6 +126,14 @@ def test_a_run_whose_exchange_is_short_is_told_so_and_advised_nothing():
     # nothing to advise alone, or without a measurement
     assert advise(Communication(workers=1), 1.0, 0.5, global_batch=32) is None
     assert advise(Communication(workers=2), 1.0, 0.0, global_batch=32) is None
+
+
+def test_a_share_just_below_the_one_advised_is_not_said_as_it():
+    # 0.8997 of linear is advised more: it is said 0.89, not "0.90" beside advice to reach 0.9
+    advice = advise(Communication(workers=2), 0.68 / 0.8997 - 0.68, 0.68, global_batch=64)
+    assert advice is not None and advice.efficiency < ADVISED_EFFICIENCY and advice.settings
+    assert "about 0.89 of linear scaling" in advice.text and "0.90 of linear scaling" not in advice.text
+    assert linear(0.93) == "0.93" and linear(0.8997) == "0.89" and linear(1.0) == "1.00"
 
 
 @pytest.mark.parametrize(("exchange", "compute"), [(0.87, 0.68), (0.3, 0.68), (0.1, 0.05)])
@@ -837,7 +846,7 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     # post-local SGD: the first epoch synchronous (one model after every step), then alone between averages (two
     # models after the second epoch's first and second steps, one again after its third)
     post = [result["post_local"] for result in results]
-    assert post[0]["communication"].endswith("averaged every 3 steps after 1 synchronous epoch(s)")
+    assert post[0]["communication"].endswith("averaged every 3 steps after 1 synchronous epoch")
     assert [len(p["steps"]) for p in post] == [6, 6]
     same = [a == b for a, b in zip(post[0]["steps"], post[1]["steps"], strict=True)]
     assert same == [True, True, True, False, False, True], same

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from ..checks import count_text
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
 from .communication import MB, WIRE_FORMATS, Communication
 
@@ -56,17 +57,23 @@ def epoch_micro_batches(batches: int, whole: bool = True) -> int:
     return most
 
 
+def linear(efficiency: float) -> str:
+    """A share of linear scaling in two decimals, rounded down: 0.8997 is below :data:`ADVISED_EFFICIENCY` and
+    is said "0.89", not "0.90", beside the advice it gets."""
+    return f"{math.floor(efficiency * 100 + 1e-9) / 100:.2f}"
+
+
 def _held_by_the_epoch(most: int, batches: int, whole: bool = True) -> str:
     """What the advice says when an epoch of ``batches`` batches holds the micro-batches back at ``most`` a step
     (``whole``: as :func:`epoch_micro_batches` takes it)."""
+    held = count_text(batches, "batch", "batches")
     if not whole:
-        return (f"Micro-batches stop at {most} a step: an epoch of `steps_per_epoch` steps holds {batches} batches on "
-                "each worker.")
+        return f"Micro-batches stop at {most} a step: an epoch of `steps_per_epoch` steps holds {held} on each worker."
     if most <= 1:
-        return (f"No micro-batches: an epoch holds {batches} batches on each worker, and steps of several would leave "
+        return (f"No micro-batches: an epoch holds {held} on each worker, and steps of several would leave "
                 f"out more than {MOST_LEFT_OUT:.0%} of them every epoch (more training images, or a smaller "
                 "`batch_size`, make room for them).")
-    return (f"Micro-batches stop at {most} a step: an epoch holds {batches} batches on each worker, and steps of more "
+    return (f"Micro-batches stop at {most} a step: an epoch holds {held} on each worker, and steps of more "
             f"would leave out more than {MOST_LEFT_OUT:.0%} of them every epoch.")
 
 
@@ -125,7 +132,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
 
     efficiency = share(compute_seconds, exchange_seconds)
     said = (f"One exchange alone takes {exchange_seconds:.3g} s a step against {compute_seconds:.3g} s of computation "
-            f"({communication.describe()}): about {efficiency:.2f} of linear scaling if none of it overlaps.")
+            f"({communication.describe()}): about {linear(efficiency)} of linear scaling if none of it overlaps.")
     if efficiency >= ADVISED_EFFICIENCY:
         return Advice(efficiency, {}, efficiency, said)
     settings: dict[str, int | float | str] = {}
@@ -189,13 +196,13 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough
             return Advice(efficiency, {}, advised, f"{said} Its packs hid {hidden:.3g} s of it behind the backward "
-                          f"pass, timed: about {advised:.2f} of linear, nothing to add.")
+                          f"pass, timed: about {linear(advised)} of linear, nothing to add.")
         return Advice(efficiency, {}, advised, said + " The settings that send less are already as far as they go: "
                       f"a faster link, or fewer workers, is what is left.{held}")
     named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))
-    return Advice(efficiency, settings, advised, f"{said} To keep the workers busy: {named}; about {advised:.2f} of "
-                  f"linear with them.{held}")
+    return Advice(efficiency, settings, advised,
+                  f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them.{held}")
 
 
 #: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches
