@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..checks import count_text
 from ..errors import AlexnetError
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class Communication:
         parts.append(f"weights and momentum averaged every {self.sync_every} steps" if self.local_sgd else
                      "gradients all-reduced every step")
         if self.local_sgd and self.local_after:
-            parts[-1] += f" after {self.local_after} synchronous epoch(s)"
+            parts[-1] += f" after {count_text(self.local_after, 'synchronous epoch')}"
         return ", ".join(parts)
 
 

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..checks import count_text
 from ..errors import AlexnetError, without_passwords
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _said(changed: Mapping[str, Any], relaid: str | None) -> list[str]:
             words.append(f"a global batch of {then} images then, {now} now (other workers, `batch_size` or "
                          "`accumulate_steps`: a learning rate scaled to the new batch)")
         elif name == "steps":
-            words.append(f"{then} steps an epoch then, {now} now")
+            words.append(f"{count_text(int(then), 'step')} an epoch then, {now} now")
         elif name == "epochs":
             if relaid:
                 words.append(f"`epochs`: {then} then, {now} now ({relaid})")
@@ -224,8 +225,9 @@ def relaid(settings: TrainSettings, start: Resume, rates: RateSchedule, global_b
     before = dataclasses.replace(settings, epochs=int(then), image_size_epochs=None).rates(global_batch, steps)
     if f"{before.at(step):.3g}" == f"{rates.at(step):.3g}":
         return None
-    return (f"the `lr_schedule` is laid out again over {settings.epochs} epochs, as for a run of {settings.epochs} "
-            f"from the start: epoch {start.epoch + 1} {'goes on' if start.step else 'starts'} at a rate of "
+    over = count_text(settings.epochs, "epoch")
+    return (f"the `lr_schedule` is laid out again over {over}, as for a run of {settings.epochs} from the start"
+            f": epoch {start.epoch + 1} {'goes on' if start.step else 'starts'} at a rate of "
             f"{rates.at(step):.3g}{_ended_at(start)}")
 
 
