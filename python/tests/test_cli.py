@@ -976,7 +976,7 @@ def test_checkpoints_the_run_would_refuse_are_said_before_its_partition_is_fetch
     seen = _recording_core(monkeypatch)
     assert main(["train", "--board", str(tmp_path / "board"), "--total", "1", "--checkpoint-dir", str(checkpoints),
                  "--dense-units", "32"]) == 2
-    assert "were written for another model (dense_units: 16 then, 32 now)" in capsys.readouterr().err
+    assert "were written for another model (`--dense-units`: 16 then, 32 now)" in capsys.readouterr().err
     assert seen["fetched"] == 0 and "trained" not in seen
     assert main(["train", "--board", str(tmp_path / "board"), "--total", "1", "--checkpoint-dir", str(checkpoints),
                  "--dense-units", "16"]) == 0, "the same model: fetched and trained"

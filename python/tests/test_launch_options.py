@@ -29,6 +29,7 @@ from alexnet.launch.options import training_job_specs
 from alexnet.launch.task import Task
 from alexnet.model.card import CARD_FILE, ModelCard
 from alexnet.model.options import specs as evaluation_specs
+from alexnet.train.resumed import check_resume
 
 LAUNCH = list(launch_specs().items())
 TRAINING_JOB = list(training_job_specs().items())
@@ -169,8 +170,11 @@ def test_checkpoints_of_another_model_are_refused_on_the_driver_before_any_launc
     plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints))
     # another: refused once, on the driver, rather than by every worker of every launch
     with pytest.raises(AlexnetError, match=r"The checkpoints in .*checkpoints were written for another model "
-                                           r"\(dense_units: 4096 then, 128 now\)"):
+                                           r"\(`dense_units`: 4096 then, 128 now\)"):
         plan_job(2, job["board"], 2, checkpoint_dir=str(checkpoints), dense_units=128, retries=2)
+    # a switch is said on or off, as R's TRUE, Python's True and an option given all read it; unset, none
+    with pytest.raises(AlexnetError, match=r"\(`grouped`: off then, on now; `initial_model`: none then, m now\)"):
+        check_resume(written, {"grouped": True, "initial_model": "m", "dense_units": 4096}, "ck")
 
 
 class _NoSpark:

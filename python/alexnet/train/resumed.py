@@ -101,12 +101,21 @@ def warn_of_changes(saved: Mapping[str, Any], current: Mapping[str, Any], locati
 
 def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any], location: str) -> None:
     """Raise when the checkpoints at ``location`` were written for another model than ``current`` describes."""
-    differ = [f"{k}: {saved[k]} then, {current[k]} now" for k in current if k in saved and saved[k] != current[k]]
+    differ = [f"`{k}`: {_value(saved[k])} then, {_value(current[k])} now" for k in current
+              if k in saved and saved[k] != current[k]]
     if differ:
         raise AlexnetError(
             f"The checkpoints in {location} were written for another model ({'; '.join(differ)}): use another "
             "`checkpoint_dir`, or the same settings, to resume."
         )
+
+
+def _value(value: Any) -> str:
+    """A setting's value in words every caller reads alike (R's ``TRUE``, Python's ``True`` and an option given or
+    not): a switch on or off, none for a setting left unset."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
 
 
 def class_digest(class_ids: Sequence[str]) -> str:
