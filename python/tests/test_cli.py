@@ -573,6 +573,14 @@ def test_train_summary_shows_the_schedule_apart_from_the_metrics(monkeypatch, ca
     assert capsys.readouterr().out.splitlines()[2] == (
         "Communication: Settings that send less: --allreduce-precision 'bfloat16' (half the bytes). Micro-batches stop "
         "at 1024 (`--largest-global-batch`).")
+    # and in the JSON, with the benchmark it names as its command
+    history["params"]["communication_advice"] += (' Measure it: alexnet_benchmark(stages = "time_to_accuracy", '
+                                                  'accuracy_levers = "sync_every=4").')
+    _recording_core(monkeypatch, history)
+    assert main(["train", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["params"]["communication_advice"]
+    assert said.startswith("Settings that send less: --allreduce-precision 'bfloat16'") and "alexnet_" not in said
+    assert '`alexnet bench --stages "time_to_accuracy" --accuracy-levers "sync_every=4"`' in said, said
 
 
 def test_settings_refused_together_are_named_as_the_options_typed(capsys, tmp_path):

@@ -88,6 +88,14 @@ def communication_line(history: dict[str, Any], typed: Callable[[str], str] = st
     return f"Communication: {typed(advice)}" if advice else None
 
 
+def typed_history(history: dict[str, Any], typed: Callable[[str], str]) -> dict[str, Any]:
+    """``history`` as ``--json`` prints it: its advice on communication in the command's words (``typed``, as
+    :func:`communication_line` says it), not the core's, whose settings and calls are R's."""
+    params = history.get("params") or {}
+    advice = params.get("communication_advice")
+    return {**history, "params": {**params, "communication_advice": typed(advice)}} if advice else history
+
+
 # The summary below says what R's print of the same history says (print.alexnet_history, R/history.R), line for line
 # and in the same words; tests/testthat/test-summaries.R compares them.
 
@@ -223,7 +231,9 @@ def _train(args: argparse.Namespace) -> None:
         data = common.fetch(args)
         _warn_of_a_default_share(args, data)
         emit_history = train(settings, data, strategy)
-    common.emit(emit_history, args.json, lambda h: history_summary(h, common.typed(args)))
+    typed = common.typed(args)
+    common.emit(typed_history(emit_history, typed) if args.json else emit_history, args.json,
+                lambda h: history_summary(h, typed))
 
 
 def _warn_of_a_default_share(args: argparse.Namespace, data: dict[str, Any]) -> None:
