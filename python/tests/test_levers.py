@@ -581,6 +581,20 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     caplog.clear()
     assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
     assert "It resumes, and keeps what it took when it began." in caplog.text
+    # ... but no more micro-batches than the largest global batch allows now (lowered since): fewer, said
+    took = {"accumulate_steps": 16, "allreduce_precision": "bfloat16"}
+    (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": took}}))
+    caplog.clear()
+    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=1024) == {
+        "accumulate_steps": 16, "allreduce_precision": "bfloat16"}, "within the bound: kept"
+    assert "where it took" not in caplog.text
+    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=256) == {
+        "accumulate_steps": 4, "allreduce_precision": "bfloat16"}
+    assert ("The run resumes with 4 micro-batches a step where it took 16 when it began: a global batch of 1024 is "
+            "above the largest now, 256 (`largest_global_batch`).") in caplog.text
+    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=100) == {
+        "allreduce_precision": "bfloat16"}, "none left: a step of one batch"
+    assert "with 1 micro-batch a step where it took 16" in caplog.text
 
 
 def test_the_levers_between_replicas_act_between_the_gpus_of_one_machine_and_the_history_says_so(caplog,

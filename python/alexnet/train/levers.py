@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..checks import count_text
 from ..declare import declaration
 from ..environment import interop_threads
 from .advice import Adapted, Advice, advise
@@ -253,13 +254,32 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     return advice
 
 
+def _within(recorded: dict[str, Any], settings: TrainSettings, topology: Topology, most_batch: int) -> dict[str, Any]:
+    """``recorded``, the settings a resumed run took when it began, with no more micro-batches a step than make a
+    global batch of ``most_batch`` (the run's own ``accumulate_steps`` at least), said when fewer."""
+    then = int(recorded.get("accumulate_steps", 0))
+    if not then or topology.global_batch(settings.batch_size * then) <= most_batch:
+        return recorded
+    now = max(settings.accumulate_steps, most_batch // topology.global_batch(settings.batch_size), 1)
+    if now > settings.accumulate_steps:
+        recorded["accumulate_steps"] = now
+    else:
+        del recorded["accumulate_steps"]
+    logger.warning("The run resumes with %s a step where it took %d when it began: a global batch of %d is above "
+                   "the largest now, %d (`largest_global_batch`).",
+                   count_text(now, "micro-batch", "micro-batches"), then,
+                   topology.global_batch(settings.batch_size * then), most_batch)
+    return recorded
+
+
 def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
-                        topology: Topology, *, steps: int) -> Adapted:
+                        topology: Topology, *, steps: int, most_batch: int | None = None) -> Adapted:
     """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
     chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
-    ``checkpoint_dir`` recorded it), else the :func:`~.advice.adaptable` part of its ``advice`` (whose
-    micro-batches stop at :func:`~.batch_bound.largest_batch`), with at most as many micro-batches as an epoch
-    has ``steps``. A collective: every worker calls it at the same point."""
+    ``checkpoint_dir`` recorded it; its micro-batches fewer, said, where they now make a global batch above
+    ``most_batch``, a ``largest_global_batch`` lowered since), else the :func:`~.advice.adaptable` part of its
+    ``advice`` (whose micro-batches stop at :func:`~.batch_bound.largest_batch`), with at most as many micro-batches
+    as an epoch has ``steps``. A collective: every worker calls it at the same point."""
     from .advice import adaptable, adaptation_text, row_settings, settings_row
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings
@@ -268,6 +288,8 @@ def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSetting
         return {}
     # the chief's decision is every worker's: only it reads the record
     recorded = recorded_settings(settings.checkpoint_dir).get("adapted_settings") if topology.chief else None
+    if recorded is not None and most_batch is not None:
+        recorded = _within(dict(recorded), settings, topology, most_batch)
     own = (dict(recorded) if recorded is not None else
            adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps,
                      settings.steps_per_epoch is None))

@@ -243,7 +243,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                   warn=not settings.adapt_communication, micro_batches=micro_batches,
                                   whole_epochs=settings.steps_per_epoch is None,
                                   parameters=parameters)
-    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train)
+    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train, most_batch=most_batch)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
         # the 16-bit format the workers agreed on stays theirs: no second gather
