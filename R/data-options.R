@@ -37,7 +37,7 @@ partition_options <- list(
 # The options of imagenet_partition(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help.
 fetch_options <- list(
-  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a folder (unset: the board's own folder under the user's cache directory); one filled before and shared read-only is read as it is"),
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a local folder, new, empty or a cache made before (unset: the board's own folder under the user's cache directory); one filled before and shared read-only is read as it is"),
   workers = list(kind = "count>=1", default = 8, choices = NULL, help = "downloads at the same time"),
   verify = list(kind = "flag", default = FALSE, choices = NULL, help = "check every cached file's CRC-32 against the one its zip recorded (which reads every file) and fetch a damaged category again; off, names and sizes are checked"),
   retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason, their waits doubling from about 0.5 s (a board that does not answer at all is given up on once they are used, or about 30 s after it stopped if that comes first, a few minutes when it keeps its connections open without a word, said after 30 s without a byte; the same fetch run again then resumes)"),
@@ -54,7 +54,7 @@ validation_partition_options <- list(
 # The options of imagenet_validation(), in the declaration's order: each one's argument kind (see R/arguments.R),
 # default, values when it is a choice, and help.
 validation_fetch_options <- list(
-  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a folder (unset: the board's own folder under the user's cache directory); one filled before and shared read-only is read as it is"),
+  cache_dir = list(kind = "location?", default = NULL, choices = NULL, help = "where the zips are extracted, one board's to a local folder, new, empty or a cache made before (unset: the board's own folder under the user's cache directory); one filled before and shared read-only is read as it is"),
   workers = list(kind = "count>=1", default = 8, choices = NULL, help = "downloads at the same time"),
   verify = list(kind = "flag", default = FALSE, choices = NULL, help = "check every cached file's CRC-32 against the one its zip recorded (which reads every file) and fetch a damaged category again; off, names and sizes are checked"),
   retries = list(kind = "count>=0", default = 3, choices = NULL, help = "attempts after the first for each download that fails for a transient reason, their waits doubling from about 0.5 s (a board that does not answer at all is given up on once they are used, or about 30 s after it stopped if that comes first, a few minutes when it keeps its connections open without a word, said after 30 s without a byte; the same fetch run again then resumes)")

@@ -354,6 +354,32 @@ def test_a_cache_folder_that_cannot_be_written_is_named(board, tmp_path, monkeyp
     assert not isinstance(got.value, BoardError), "the board is not to blame"
 
 
+def test_a_folder_of_other_files_is_refused_as_a_cache_and_loses_nothing(board, tmp_path, monkeypatch):
+    """``cache_dir`` pointed at the folder ImageNet lives in (torchvision's train/<wnid>/, the cache's own layout)
+    replaced each category's folder with the board's, deleting the files that were there."""
+    mine = tmp_path / "imagenet"
+    folder = mine / "train" / "n01440764"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(AlexnetError, match=rf"^`cache_dir` = {mine} holds files and is no cache of this package "
+                                           r"\(train\): a fetch replaces each category's folder there whole"):
+        imagenet_partition(0, 1, board, cache_dir=mine)
+    assert (folder / "notes.txt").read_text() == "mine" and sorted(os.listdir(mine)) == ["train"]
+    # a cache it made is taken again, with what it holds; an empty folder is one to make
+    (tmp_path / "empty").mkdir()
+    for cache in (tmp_path / "empty", tmp_path / "new"):
+        first = imagenet_partition(0, 1, board, cache_dir=cache)
+        assert imagenet_partition(0, 1, board, cache_dir=cache)["image"] == first["image"]
+    # a URL is no folder of this machine: refused, where a folder named after it was made; file:// is one
+    monkeypatch.chdir(tmp_path)
+    for url in ("gs://bucket/cache", "s3://bucket/cache"):
+        with pytest.raises(BoardError, match=rf"^`cache_dir` = {url}: the cache is written to a local folder"):
+            imagenet_partition(0, 1, board, cache_dir=url)
+    assert not (tmp_path / "gs:").exists() and not (tmp_path / "s3:").exists()
+    by_url = imagenet_partition(0, 1, board, cache_dir=f"file://{tmp_path / 'by-url'}")
+    assert by_url["cache_dir"] == str(tmp_path / "by-url") and not (tmp_path / "file:").exists()
+
+
 @pytest.mark.parametrize("own", [cache_module.TMP, cache_module.LOCKS])
 def test_a_file_in_place_of_a_folder_the_cache_keeps_is_named(board, tmp_path, own):
     """A file in place of the cache's .locks ended the fetch in a FileExistsError and a traceback, and one in place of

@@ -169,9 +169,10 @@ class ValidationPartitionOptions:
 class FetchOptions:
     """How a partition of a board is fetched into the local cache (the declaration: see the module documentation)."""
 
-    cache_dir: str | None = setting(None, "location", "where the zips are extracted, one board's to a folder (unset: "
-                                    "the board's own folder under the user's cache directory); one filled before "
-                                    "and shared read-only is read as it is", optional=True,
+    cache_dir: str | None = setting(None, "location", "where the zips are extracted, one board's to a local folder, "
+                                    "new, empty or a cache made before (unset: the board's own folder under the "
+                                    "user's cache directory); one filled before and shared read-only is read as it "
+                                    "is", optional=True,
                                     metavar="FOLDER")
     workers: int = setting(DEFAULT_DOWNLOADS, "count", "downloads at the same time", minimum=1)
     verify: bool = setting(False, "flag", "check every cached file's CRC-32 against the one its zip recorded (which "

@@ -31,10 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..checks import some_names
 from ..errors import AlexnetError, without_passwords
 from ..scratch import sweep_stale, sweep_unchanged
 from .layout import is_file_name
-from .outputs import made_folder
+from .outputs import local_location, made_folder
 from .transfer import safe_member
 from .zipformat import crc32
 
@@ -88,7 +89,11 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
 
     A cache this process may read but not write (shared read-only, a read-only mount) is opened as it is: what it
     holds is read, and a fetch that finds a zip missing there says the cache cannot be written."""
-    root = os.path.abspath(os.fspath(cache_dir) if cache_dir is not None else default_cache_dir(location))
+    if cache_dir is None:
+        root = os.path.abspath(default_cache_dir(location))
+    else:
+        root = os.path.abspath(local_location(cache_dir, "cache_dir", "the cache"))
+        _not_others(root)
     tmp = os.path.join(root, TMP)
     try:
         for own in (tmp, os.path.join(root, LOCKS)):
@@ -104,6 +109,20 @@ def open_cache(cache_dir: str | os.PathLike | None, location: str) -> str:
     if writable:
         _clean_stale_tmp(tmp)
     return root
+
+
+def _not_others(root: str) -> None:
+    """Refuse ``root`` as a cache when it is a folder that holds files and is no cache: a fetch replaces a category's
+    folder whole (``train/<wnid>``, torchvision's layout of ImageNet too), and would delete what was there."""
+    try:
+        held = [entry for entry in os.listdir(root) if entry not in (BOARD_FILE, TMP, LOCKS)]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return  # made as a cache, refused as a file, or read as it is: open_cache says which
+    if held and not any(os.path.exists(os.path.join(root, own)) for own in (BOARD_FILE, TMP, LOCKS)):
+        found = some_names(sorted(held))
+        raise AlexnetError(f"`cache_dir` = {root} holds files and is no cache of this package ({found}): a fetch "
+                           "replaces each category's folder there whole, deleting what it held; give an empty or new "
+                           "folder.")
 
 
 #: The file of a cache folder that names the board its categories are from.
