@@ -549,6 +549,23 @@ def test_partially_written_pin_on_board_is_written_again(tree, tmp_path, damage)
     check_partition(data, tree, {})
 
 
+@pytest.mark.parametrize("held", ["a folder", "images"])
+def test_a_folder_by_a_categorys_name_that_is_no_pin_is_refused_and_kept(tree, tmp_path, held):
+    """A board folder holding the user's own n01440764/ (photos in a sub-folder, or loose images: the source given as
+    the board) had that sub-folder deleted as "an incomplete version", or failed after 4 tries in a
+    NotADirectoryError."""
+    board = tmp_path / "board"
+    wnid = sorted(tree["good"])[0]
+    mine = board / wnid / "2019-trip" if held == "a folder" else board / wnid
+    mine.mkdir(parents=True)
+    (mine / "photo.JPEG").write_bytes(b"mine")
+    with pytest.raises(BoardError, match=rf"^board {board} holds {wnid}/ that is no pin \(it holds "
+                                         rf"{'2019-trip' if held == 'a folder' else 'photo.JPEG'}, no version of "
+                                         r"one\): the upload writes a pin of that name there"):
+        imagenet_upload(tree["path"], board, workers=2)
+    assert (mine / "photo.JPEG").read_bytes() == b"mine"
+
+
 def test_min_images_leaves_small_categories_out(tree, tmp_path):
     board = tmp_path / "board"
     sizes = {w: len(v) for w, v in tree["good"].items()}

@@ -8,6 +8,8 @@ import os
 import uuid
 from typing import Any
 
+from ..checks import some_names
+from ..errors import BoardError
 from .board import Board
 from .layout import FORMAT_VERSION
 
@@ -20,10 +22,18 @@ def pin_state(board: Board, name: str) -> dict[str, Any] | None:
     An upload killed while copying leaves a version folder without ``data.txt`` or with a missing or
     short file; such a version is deleted (the whole pin if it was the only one) so that it is written
     again. A version not written by this package (no ``alexnet`` format in its metadata) is left alone:
-    None, and a new version goes on top.
+    None, and a new version goes on top. A folder ``name`` that holds anything else than versions is no pin: a
+    ``BoardError``, and nothing deleted.
     """
+    from pins.versions import Version
+
     pins = board.pins
     versions = pins.pin_versions(name, as_df=False)
+    others = sorted(v.version for v in versions if not isinstance(v, Version))
+    if others:  # a folder of the user's by a category's name: no pin's, and nothing of it is deleted
+        raise BoardError(f"board {board.location} holds {name}/ that is no pin (it holds {some_names(others)}, no "
+                         "version of one): the upload writes a pin of that name there, and would replace it; give a "
+                         "board of its own (a new or empty folder or bucket prefix, or one this package uploaded to).")
     if not versions:
         log.warning("pin %s has no versions on the board (upload interrupted?); writing it again", name)
         pins.pin_delete(name)
