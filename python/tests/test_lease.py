@@ -4,6 +4,10 @@ also where the storage does not refuse the second write."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -56,7 +60,8 @@ def test_a_lease_its_holder_stopped_renewing_is_taken_over_and_the_holder_finds_
     first._thread.join()
     taken: list[str] = []
     started = time.monotonic()
-    second = lease.hold_lease(fs, path, note="the run relaunched", patience=5, took_over=taken.append)
+    second = lease.hold_lease(fs, path, note="the run relaunched", patience=5,
+                              took_over=lambda note, ended: taken.append(note))
     assert lease.STALE <= time.monotonic() - started < 3, "once it has stayed as it is for STALE seconds"
     assert taken == ["the run killed"] and second.lost() is None
     # the first was only suspended: back, it finds the lease another's at its next renewal, and writes nothing
@@ -91,6 +96,45 @@ class _NoRefusal(MemoryFileSystem):
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         return super().pipe_file(path, value, **kwargs)
+
+
+def _ended_process() -> int:
+    """The id of a process of this host that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/sys/kernel/random/boot_id"), reason="a system that says its boot")
+def test_a_lease_whose_process_ended_on_this_host_is_taken_over_at_once_and_no_other(path, monkeypatch):
+    """An upload killed and run again on the same host waited the 30 s a lease takes to go stale."""
+    monkeypatch.setattr(lease, "STALE", 1.0)
+    fs = _fs()
+    here = lease._process()
+    taken: list[tuple[str, bool]] = []
+
+    def left(**process: object) -> None:
+        fs.pipe_file(path, json.dumps({"token": "t", "beat": 1, "note": "the upload killed",
+                                       "process": {**here, **process}}).encode())
+
+    left(pid=_ended_process())
+    started = time.monotonic()
+    held = lease.hold_lease(fs, path, note="the upload again", patience=10,
+                            took_over=lambda note, ended: taken.append((note, ended)))
+    assert time.monotonic() - started < 0.5 and taken == [("the upload killed", True)]
+    assert json.loads(fs.cat_file(path))["process"] == here, "a lease names its process"
+    held.release()
+    # a process alive, or one of another host, boot or process namespace, or none named: taken once stale, as before
+    for other in ({"pid": os.getpid()}, {"host": "elsewhere"}, {"boot": "another"}, {"pid_namespace": -1},
+                  {"pid": None}):
+        left(**({"pid": _ended_process()} | other))
+        taken.clear()
+        started = time.monotonic()
+        held = lease.hold_lease(fs, path, note="the upload again", patience=10,
+                                took_over=lambda note, ended: taken.append((note, ended)))
+        assert time.monotonic() - started >= lease.STALE and taken == [("the upload killed", False)], other
+        held.release()
+    assert lease._gone({"process": {**here, "pid": os.getpid()}}) is False, "alive"
 
 
 @pytest.mark.parametrize("refuses", [True, False])
@@ -197,7 +241,8 @@ def test_a_takeover_whose_write_lost_its_answer_still_says_whose_lease_it_took(p
     killed._write(create=True)
     _LostAnswer.lost = 1
     taken: list[str] = []
-    held = lease.hold_lease(fs, path, note="the run relaunched", patience=5, took_over=taken.append)
+    held = lease.hold_lease(fs, path, note="the run relaunched", patience=5,
+                            took_over=lambda note, ended: taken.append(note))
     assert taken == ["the run killed"] and held.taken_over == "the run killed"
     held.release()
 

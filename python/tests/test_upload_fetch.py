@@ -1215,3 +1215,17 @@ def test_a_second_upload_to_a_board_being_uploaded_to_is_refused_naming_the_firs
         assert len(again["skipped"]) == CLASSES and not opened.fs.exists(path)
         assert f"Board {board} was held by a killed upload, which has not renewed its hold for 0 s: taken over." in [
             r.getMessage() for r in caplog.records], caplog.text
+        # killed on this host: taken over at once, and said so
+        ended = subprocess.Popen([sys.executable, "-c", "pass"])
+        ended.wait()
+        opened.fs.pipe_file(path, json.dumps({"token": "killed", "beat": 3, "note": "a killed upload",
+                                              "process": {**lease._process(), "pid": ended.pid}}).encode())
+        monkeypatch.setattr(lease, "STALE", 30.0)
+        caplog.clear()
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="alexnet"):
+            imagenet_upload(tree["path"], board, workers=2)
+        assert time.monotonic() - started < 20 and not opened.fs.exists(path)
+        if "boot" in lease._process():
+            assert f"Board {board} was held by a killed upload, whose process has ended: taken over." in [
+                r.getMessage() for r in caplog.records], caplog.text

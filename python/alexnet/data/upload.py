@@ -263,8 +263,7 @@ UPLOAD = Writer(
          "this one again (it skips the categories already there), or give this source a board of its own.",
     waiting_lease="Another upload (%(holder)s) is writing to board %(location)s; waiting up to %(patience).0f s for it "
                   "(an upload killed is taken for gone once its hold has not been renewed for %(stale).0f s).",
-    took_over="Board %(location)s was held by %(holder)s, which has not renewed its hold for %(stale).0f s: taken "
-              "over.")
+    took_over="Board %(location)s was held by %(holder)s, %(why)s: taken over.")
 
 
 def _hold_board(board: Board) -> Callable[[], None]:

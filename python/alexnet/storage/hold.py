@@ -27,7 +27,8 @@ class Writer:
     """A kind of writer that holds a location for itself, and what it says of another that holds it. Each saying is a
     %-template of ``location`` (the location held, as the writer names it), ``holder`` (the other writer's note, or
     :data:`UNKNOWN`), ``patience`` (the seconds this writer waits for it) and ``stale`` (the seconds a lease stays
-    unrenewed before it is taken over: :data:`alexnet.storage.lease.STALE`)."""
+    unrenewed before it is taken over: :data:`alexnet.storage.lease.STALE`); :attr:`took_over` also ``why`` (why the
+    hold was taken for gone)."""
 
     #: What holds, in its note: "upload" makes "the upload of process 12 on host, begun 2025-01-02 03:04:05".
     kind: str
@@ -67,7 +68,10 @@ class Writer:
             return lease.hold_lease(
                 fs, path, note=self.note(), patience=patience, where=where or location,
                 waiting=lambda holder: self.logger.warning(self.waiting_lease, self._words(location, holder, patience)),
-                took_over=lambda holder: self.logger.info(self.took_over, self._words(location, holder, patience)))
+                took_over=lambda holder, ended: self.logger.info(
+                    self.took_over, {**self._words(location, holder, patience),
+                                     "why": "whose process has ended" if ended else
+                                     f"which has not renewed its hold for {lease.STALE:.0f} s"}))
         except Busy as busy:
             raise self._busy(location, busy.holder, patience) from None
 

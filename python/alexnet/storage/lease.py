@@ -8,6 +8,10 @@ only where none is (an exclusive create: S3's ``If-None-Match``, GCS's ``ifGener
 after :data:`SETTLE` seconds, so that of two holders taking it at once one goes on, also where the storage does not
 refuse the second write (a local emulator).
 
+A lease also names its holder's process (:func:`_process`: the host, its boot and process namespace, the process
+id): a waiter on the same host and namespace whose holder's process is gone (killed, and started again by hand)
+takes the lease over at once rather than after :data:`STALE` seconds.
+
 A holder fences itself: before each write of its work it asks :meth:`Lease.held`, which trusts its last renewal for
 :data:`STALE` less one :data:`BEAT` seconds (a waiter takes the lease over only once it has stayed as it is for
 :data:`STALE` seconds since it saw it), and past that reads the lease again and renews it, or finds it taken over by
@@ -20,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -52,6 +58,35 @@ def _read(fs: Any, path: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and "token" in found else {}
 
 
+def _process() -> dict[str, Any]:
+    """This process as a lease names it: where its id means the same process to a waiter that reads it (the host,
+    its boot and process namespace, where the system says them) and the id."""
+    said: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    with contextlib.suppress(OSError):
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            said["boot"] = f.read().strip()
+        said["pid_namespace"] = os.stat("/proc/self/ns/pid").st_ino
+    return said
+
+
+def _gone(found: dict[str, Any] | None) -> bool:
+    """Is the process that holds ``found`` one of this host, boot and process namespace, and ended? (Not known: it
+    is not.)"""
+    holder = (found or {}).get("process")
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+        return False
+    here = _process()
+    if "boot" not in here or any(holder.get(key) != here[key] for key in ("host", "boot", "pid_namespace")):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # there, another user's
+        return False
+    return False
+
+
 class Lease:
     """A lease held at ``path`` of the file system ``fs`` (see the module): renewed from a thread until
     :meth:`release`. ``taken_over``: the note of the holder whose lease this one took over (its holder killed),
@@ -61,6 +96,7 @@ class Lease:
         self.fs, self.path, self.note = fs, path, note
         self.where = where or path  # the lease as its messages name it: the location given (gs://..., s3://...)
         self.token = uuid.uuid4().hex
+        self._process = _process()
         self.taken_over: str | None = None
         self._beat = 0
         self._renewed = time.monotonic()  # when the last write of the lease that was answered was sent
@@ -71,7 +107,8 @@ class Lease:
 
     def _write(self, *, create: bool) -> None:
         sent = time.monotonic()
-        data = json.dumps({"token": self.token, "beat": self._beat, "note": self.note}).encode()
+        data = json.dumps({"token": self.token, "beat": self._beat, "note": self.note,
+                           "process": self._process}).encode()
         if create:
             self.fs.pipe_file(self.path, data, mode="create")
         else:
@@ -136,17 +173,19 @@ class Lease:
 
 
 def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Callable[[str], None] | None = None,
-               took_over: Callable[[str], None] | None = None, where: str | None = None) -> Lease:
+               took_over: Callable[[str, bool], None] | None = None, where: str | None = None) -> Lease:
     """Take the lease at ``path`` of the file system ``fs`` (see the module), writing ``note`` in it, and keep it
     renewed until its :meth:`Lease.release`. A lease another holder renews is waited for, up to ``patience`` seconds
     (``waiting`` is called first with that holder's note), then :class:`~alexnet.storage.locking.Busy` is raised with
-    it; one left as it is for :data:`STALE` seconds is taken over (``took_over`` is called with its note). ``where``:
+    it; one left as it is for :data:`STALE` seconds, or whose holder's process has ended on this host (:func:`_gone`),
+is taken over (``took_over`` is called with its note, and whether that process was seen ended). ``where``:
     the lease as messages name it (its location), ``path`` by default."""
     lease = Lease(fs, path, note, where)
     deadline = time.monotonic() + patience
     seen: dict[str, Any] | None = None
     unchanged_since = time.monotonic()
     taking: dict[str, Any] | None = None  # the lease left as it is that this holder takes over
+    ended = False  # ... its holder's process seen ended
     said = False
     while True:
         found = _read(fs, path)
@@ -156,6 +195,8 @@ def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Calla
             write = False
         elif found is None:
             write = True
+        elif found and _gone(found):  # its holder's process ended here: nothing will renew it
+            write, taking, ended = False, found, True
         elif found != seen:  # another holder's, renewed (or new): waited for from now
             seen, unchanged_since, taking = found, now, None
         elif now - unchanged_since >= STALE:
@@ -168,7 +209,7 @@ def hold_lease(fs: Any, path: str, *, note: str, patience: float, waiting: Calla
             if taking is not None:
                 lease.taken_over = str(taking.get("note") or "another holder")
                 if took_over is not None:
-                    took_over(lease.taken_over)
+                    took_over(lease.taken_over, ended)
             lease.start()
             return lease
         holder = str((found or {}).get("note") or "")

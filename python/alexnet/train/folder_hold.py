@@ -23,8 +23,7 @@ RUN = Writer(
     waiting_lease="Another training run (%(holder)s) is writing its checkpoints to %(location)s; waiting up to "
                   "%(patience).0f s for it to end (a run killed is taken for gone once it has not renewed its hold "
                   "for %(stale).0f s).",
-    took_over="The checkpoints in %(location)s were held by %(holder)s, which has not renewed its hold for "
-              "%(stale).0f s: taken over.",
+    took_over="The checkpoints in %(location)s were held by %(holder)s, %(why)s: taken over.",
     waiting_lock="Another training run is writing its checkpoints to %(location)s; waiting up to %(patience).0f s for "
                  "it to end.")
 
