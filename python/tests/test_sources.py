@@ -1176,6 +1176,20 @@ def test_truncated_training_tar(made, tmp_path, cut):
         assert_nothing_uploaded(tmp_path / "board")
 
 
+def test_a_training_tar_cut_inside_a_category_names_that_one(made, tmp_path):
+    """Cut inside its second category's tar, it was said "cannot be read as a tar after <that category>", as if the
+    damage came after it."""
+    src = copy_layout(made, "archives", tmp_path)
+    with tarfile.open(src / TRAIN_TAR) as tar:
+        second = tar.getmembers()[1]
+    data = (src / TRAIN_TAR).read_bytes()
+    (src / TRAIN_TAR).write_bytes(data[:second.offset_data + second.size // 2])
+    with pytest.raises(LayoutError, match=rf"{TRAIN_TAR} is cut short: it ends inside {second.name} \(\d+ bytes\); "
+                                          "download it again$"):
+        imagenet_upload(src, tmp_path / "board")
+    assert_nothing_uploaded(tmp_path / "board")
+
+
 def added_again(tar_path: Path, index: int) -> tarfile.TarInfo:
     """Member ``index`` of the tar ``tar_path`` added at its end once more, as an archive written to twice holds it."""
     with tarfile.open(tar_path) as tar:

@@ -154,6 +154,9 @@ def tar_index(f: Any, label: str, total: int) -> list[TarEntry]:
                         entries.append(TarEntry(member.name, member.offset_data, member.size, int(member.mtime)))
             _check_stop(block(tar.offset), tar.offset)
     except (tarfile.TarError, EOFError) as err:
+        if entries and entries[-1].offset + entries[-1].size > total:  # the cut is in the last member read
+            raise LayoutError(f"{label} is cut short: it ends inside {entries[-1].name} ({total} bytes); download it "
+                              "again") from None
         cut = f" after {entries[-1].name}" if entries else ""
         raise LayoutError(f"{label} cannot be read as a tar{cut} ({err}): it is damaged or cut short; download it "
                           "again") from None
