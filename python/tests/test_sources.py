@@ -731,6 +731,15 @@ def put_in_bucket(kind: str, local: str, name: str) -> str:
 
 
 @pytest.mark.parametrize("kind", ["gs", "s3"])
+def test_a_source_in_a_bucket_that_is_not_there_says_so(kind, cloud_env, tmp_path):
+    with pytest.raises(LayoutError, match=rf"^ImageNet source {kind}://no-such-bucket/imagenet does not exist, nor "
+                                          r"does its bucket 'no-such-bucket': it is none of the layouts read"):
+        imagenet_upload(f"{kind}://no-such-bucket/imagenet", tmp_path / "board")
+    with pytest.raises(LayoutError, match=rf"^ImageNet source {kind}://{BUCKET}/no-such-folder does not exist: it is"):
+        imagenet_upload(f"{kind}://{BUCKET}/no-such-folder", tmp_path / "board")
+
+
+@pytest.mark.parametrize("kind", ["gs", "s3"])
 @pytest.mark.parametrize("layout", [*ARCHIVE_LAYOUTS, "kaggle", "imagefolder", "folders"])
 def test_from_a_bucket(kind, layout, made, cloud_env, tmp_path):
     """Each layout read in place from a bucket gives the board of the local extracted tree: the archives' ranges, the

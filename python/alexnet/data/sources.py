@@ -37,6 +37,7 @@ from typing import NamedTuple
 from ..checks import some_names
 from ..errors import LayoutError
 from ..storage.board import MANIFEST as BOARD_MANIFEST
+from ..storage.location import bucket_path, location_kind
 from .archive_io import Files
 from .ilsvrc import DEVKIT, TRAIN_NAMES, VAL_TAR, ArchivesSource
 from .imagenet import MAPPING_FILE, ImageNetTree, is_imagefolder, read_tree
@@ -158,9 +159,23 @@ class FolderSource(Source):
 def _unrecognised(files: Files, path: str, found: list[str], why: str = "") -> LayoutError:
     shown = some_names(found, 8)
     accepted = "\n".join(f"  - {entry.name}: {entry.what}" for entry in LAYOUTS)
-    what = f"holds {shown}" if found else ("is empty" if files.fs.exists(path) else "does not exist")
+    what = f"holds {shown}" if found else ("is empty" if files.fs.exists(path) else _missing(files, path))
     return LayoutError(f"ImageNet source {files.url(path)} {what}{why}: it is none of the layouts read, which are\n"
                        f"{accepted}\nPass one of these.")
+
+
+def _missing(files: Files, path: str) -> str:
+    """What is said of a source ``path`` that is not there: in a bucket that is not there either, that."""
+    url = files.url(path)
+    if location_kind(url) in ("gs", "s3"):
+        bucket, _ = bucket_path(url)
+        try:
+            there = files.fs.exists(bucket)
+        except Exception:  # unknown: the source alone is said
+            there = True
+        if not there:
+            return f"does not exist, nor does its bucket {bucket!r}"
+    return "does not exist"
 
 
 def _found(files: Files, path: str, names: list[str], tree: TreeFiles) -> list[tuple[str, str, str]]:
