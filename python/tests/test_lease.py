@@ -105,7 +105,7 @@ def _ended_process() -> int:
     return child.pid
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/sys/kernel/random/boot_id"), reason="a system that says its boot")
+@pytest.mark.skipif(not os.path.exists("/proc/self/ns/pid"), reason="a system that says its process namespace")
 def test_a_lease_whose_process_ended_on_this_host_is_taken_over_at_once_and_no_other(path, monkeypatch):
     """An upload killed and run again on the same host waited the 30 s a lease takes to go stale."""
     monkeypatch.setattr(lease, "STALE", 1.0)
@@ -124,9 +124,8 @@ def test_a_lease_whose_process_ended_on_this_host_is_taken_over_at_once_and_no_o
     assert time.monotonic() - started < 0.5 and taken == [("the upload killed", True)]
     assert json.loads(fs.cat_file(path))["process"] == here, "a lease names its process"
     held.release()
-    # a process alive, or one of another host, boot or process namespace, or none named: taken once stale, as before
-    for other in ({"pid": os.getpid()}, {"host": "elsewhere"}, {"boot": "another"}, {"pid_namespace": -1},
-                  {"pid": None}):
+    # a process alive, or one of another host or process namespace, or none named: taken once stale, as before
+    for other in ({"pid": os.getpid()}, {"host": "elsewhere"}, {"pid_namespace": "1"}, {"pid": None}):
         left(**({"pid": _ended_process()} | other))
         taken.clear()
         started = time.monotonic()

@@ -8,8 +8,8 @@ only where none is (an exclusive create: S3's ``If-None-Match``, GCS's ``ifGener
 after :data:`SETTLE` seconds, so that of two holders taking it at once one goes on, also where the storage does not
 refuse the second write (a local emulator).
 
-A lease also names its holder's process (:func:`_process`: the host, its boot and process namespace, the process
-id): a waiter on the same host and namespace whose holder's process is gone (killed, and started again by hand)
+A lease also names its holder's process (:func:`_process`: the host, the process id and its namespace): a waiter
+on the same host and namespace whose holder's process is gone (killed, and started again by hand)
 takes the lease over at once rather than after :data:`STALE` seconds.
 
 A holder fences itself: before each write of its work it asks :meth:`Lease.held`, which trusts its last renewal for
@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..scratch import owned_here, pid_namespace, process_alive
 from .locking import Busy
 
 logger = logging.getLogger(__name__)
@@ -59,32 +60,19 @@ def _read(fs: Any, path: str) -> dict[str, Any] | None:
 
 
 def _process() -> dict[str, Any]:
-    """This process as a lease names it: where its id means the same process to a waiter that reads it (the host,
-    its boot and process namespace, where the system says them) and the id."""
-    said: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
-    with contextlib.suppress(OSError):
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            said["boot"] = f.read().strip()
-        said["pid_namespace"] = os.stat("/proc/self/ns/pid").st_ino
-    return said
+    """This process as a lease names it: its host, id and pid namespace (:func:`alexnet.scratch.pid_namespace`), as
+    a scratch folder's owner file does."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_namespace": pid_namespace()}
 
 
 def _gone(found: dict[str, Any] | None) -> bool:
-    """Is the process that holds ``found`` one of this host, boot and process namespace, and ended? (Not known: it
-    is not.)"""
+    """Is the process that holds ``found`` one this process can see (:func:`alexnet.scratch.owned_here`), and
+    ended? (Not known: it is not.)"""
     holder = (found or {}).get("process")
-    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int) or isinstance(holder["pid"], bool):
         return False
-    here = _process()
-    if "boot" not in here or any(holder.get(key) != here[key] for key in ("host", "boot", "pid_namespace")):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # there, another user's
-        return False
-    return False
+    made_by = (str(holder.get("host")), holder["pid"], str(holder.get("pid_namespace") or ""))
+    return owned_here(made_by) and not process_alive(made_by[1])
 
 
 class Lease:
