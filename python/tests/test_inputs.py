@@ -111,3 +111,36 @@ def test_category_zips_given_as_images_stand_for_their_files_extracted_once(tmp_
     assert [os.path.basename(f) for f in changed.files[4:7]] == ["n01_0.JPEG", "n01_1.JPEG", "n01_2.JPEG"]
     assert Path(changed.files[4]).read_bytes() == b"n01-0-new" and changed.files[:3] == td.files[:3]
     assert changed.labels == [1, 1, 1, 0, 0, 0, 0, 1]
+
+
+def test_a_zip_of_jpegs_deflated_by_hand_is_taken_and_one_that_inflates_far_beyond_is_not(tmp_path, monkeypatch):
+    """A category's zip made by hand with zip's default compression was refused as "not written by alexnet": its
+    JPEGs had shrunk a few percent."""
+    import io
+    import os
+    import zipfile
+
+    from PIL import Image
+
+    from alexnet.errors import IntegrityError
+    from alexnet.storage import cache
+
+    monkeypatch.setattr(cache, "cache_root", lambda *parts: str(tmp_path.joinpath("cache", *parts)))
+    rng = np.random.default_rng(0)
+    deflated = tmp_path / "n01.zip"
+    with zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for i in range(3):
+            out = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(out, "JPEG", quality=90)
+            archive.writestr(f"n01_{i}.JPEG", out.getvalue())
+    with zipfile.ZipFile(deflated) as archive:
+        assert sum(m.file_size for m in archive.infolist()) > os.path.getsize(deflated), "the JPEGs shrank"
+    td = training_data({"image": [str(deflated)], "category": ["n01"], "categories": ["n01"]})
+    assert [os.path.basename(f) for f in td.files] == ["n01_0.JPEG", "n01_1.JPEG", "n01_2.JPEG"]
+    # one that says it holds far more than JPEGs deflated would: refused before anything is written
+    bomb = tmp_path / "n02.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("n02_0.JPEG", b"\0" * 1_000_000)
+    with pytest.raises(IntegrityError, match=r"more than 2 times the .* bytes of the zip itself .*: JPEGs deflated "
+                                             r"shrink a few percent, not to less than 1/2, and it is not extracted"):
+        training_data({"image": [str(bomb)], "category": ["n02"], "categories": ["n02"]})

@@ -21,7 +21,7 @@ from ..progress import progress_bar
 from ..scratch import make_scratch
 from . import cache
 from .fetch import category_lock, install_extraction
-from .transfer import extract_zip
+from .transfer import JPEG_ZIP_GROWS, extract_zip
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _extracted(path: str, root: str) -> list[str]:
         try:
             staging = os.path.join(work, "files")
             os.makedirs(staging)
-            files = extract_zip(path, staging, label=path, remedy="download it again")
+            files = extract_zip(path, staging, label=path, remedy="download it again", grows=JPEG_ZIP_GROWS)
             cache.write_marker(staging, key, files, item=path)
             install_extraction(staging, dest, key, seen)
             return [name for name, _, _ in files]

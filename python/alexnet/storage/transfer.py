@@ -271,15 +271,22 @@ def safe_member(name: str) -> str | None:
     return os.path.join(*parts)
 
 
+#: How many times its own size a zip of JPEGs made by hand may hold once extracted: deflated, JPEGs shrink a few
+#: percent; a zip that claims more holds something else, or is built to fill a disk.
+JPEG_ZIP_GROWS = 2.0
+
+
 def extract_zip(zip_path: str, dest: str, *, label: str = "",
-                remedy: str = "re-upload the category with imagenet_upload()") -> list[tuple[str, int, int]]:
+                remedy: str = "re-upload the category with imagenet_upload()", grows: float = 1.0
+                ) -> list[tuple[str, int, int]]:
     """Extract ``zip_path`` into the folder ``dest``; return ``(relative path, size, CRC-32)`` of every file.
 
     Members with absolute names, drive letters or ``..`` components would be written outside ``dest``,
-    and members that say they grow to more than the zip itself holds would fill the disk (alexnet writes its
-    zips stored, so what is extracted is never larger than the zip): either way the whole archive is refused
-    with ``IntegrityError`` (naming ``label``, the member and ``remedy``) before anything is written. CRCs are
-    checked while extracting, and no member is written past the size it declares.
+    and members that say they grow to more than ``grows`` times what the zip itself holds would fill the disk
+    (alexnet writes its zips stored, so what is extracted is never larger than the zip; a zip of JPEGs made by hand
+    and deflated, ``grows`` = :data:`JPEG_ZIP_GROWS`, shrank them a few percent): either way the whole archive is
+    refused with ``IntegrityError`` (naming ``label``, the member and ``remedy``) before anything is written. CRCs
+    are checked while extracting, and no member is written past the size it declares.
     """
     what = f"the zip of {label}" if label else zip_path
     try:
@@ -294,13 +301,15 @@ def extract_zip(zip_path: str, dest: str, *, label: str = "",
                     )
                 targets.append((member, rel))
             declared, size = sum(member.file_size for member, _ in targets), os.path.getsize(zip_path)
-            if declared > size:
+            if declared > size * grows:
                 largest = max(targets, key=lambda target: target[0].file_size)[0]
+                written = ("alexnet writes its zips stored, so this one was not written by alexnet" if grows <= 1 else
+                           f"JPEGs deflated shrink a few percent, not to less than 1/{grows:g}")
                 raise IntegrityError(
-                    f"{what} says it holds {declared:,} bytes once extracted, more than the {size:,} bytes of the "
-                    f"zip itself (its member {largest.filename!r} alone {largest.file_size:,}): alexnet writes its "
-                    f"zips stored, so this one was not written by alexnet, and it is not extracted (it could fill "
-                    f"the disk): {remedy}"
+                    f"{what} says it holds {declared:,} bytes once extracted, more than "
+                    f"{'the' if grows <= 1 else f'{grows:g} times the'} {size:,} bytes of the zip itself (its member "
+                    f"{largest.filename!r} alone {largest.file_size:,}): {written}, and it is not extracted (it "
+                    f"could fill the disk): {remedy}"
                 )
             root = os.path.realpath(dest)
             files: dict[str, tuple[int, int]] = {}
