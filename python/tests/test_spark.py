@@ -614,6 +614,26 @@ def test_a_task_given_gpus_by_spark_holds_its_worker_to_them(monkeypatch):
                         "env": {"ALEXNET_PROGRESS": "0", **given}}
 
 
+def test_a_clusters_session_shows_sparks_warnings_but_not_each_failed_tasks(spark, monkeypatch):
+    """On a cluster's master Spark's console is set back to the warnings it showed, but a failed task's Java stack,
+    a TaskSetManager warning each time, is left out: alexnet's error leads with the worker's own."""
+    from alexnet.launch import session as session_module
+
+    jvm = spark.sparkContext._jvm
+    level = lambda name: str(jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel())  # noqa: E731
+    tasks = "org.apache.spark.scheduler.TaskSetManager"
+    before = level(tasks)
+    monkeypatch.setattr(session_module, "unanswered_master", lambda master: None)
+    monkeypatch.setattr(session_module, "_log_level_before_start", lambda: "WARN")
+    try:  # the builder gives back this module's running application, whatever the master
+        assert session_module.spark_session("spark://127.0.0.1:7077") is spark
+        assert level(tasks) == "ERROR" and level("org.apache.spark.scheduler.DAGScheduler") == "WARN"
+    finally:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            tasks, getattr(jvm.org.apache.logging.log4j.Level, before))
+        spark.sparkContext.setLogLevel("ERROR")
+
+
 def test_a_master_spark_does_not_take_is_one_line_naming_it(monkeypatch):
     # in a process of its own: this module's Spark application would be given back whatever the master
     code = ("from alexnet.launch.session import spark_session\n"
