@@ -65,8 +65,9 @@ given_args <- function(names, env = parent.frame()) {
   args
 }
 
-# Length-one vectors reach Python as scalars: fields that must stay lists (file paths, labels) are made lists.
+# Length-one vectors reach Python as scalars: fields that must stay lists (file paths, labels) are made lists, without
+# their names (a named vector, as sapply() makes, would reach Python as a dict of its names).
 as_py_lists <- function(data, fields) {
-  for (field in intersect(fields, names(data))) data[[field]] <- as.list(data[[field]])
+  for (field in intersect(fields, names(data))) data[[field]] <- as.list(unname(data[[field]]))
   data
 }

@@ -12,10 +12,11 @@ call_on_images <- function(fun, names, env = parent.frame()) {
 
 # `images` as the core takes them, a list (one path stays a list of one): the strings of a character vector, one
 # raw vector (one image's encoded bytes, as readBin() reads a file; it reaches Python as bytes), or a list of
-# strings and raw vectors. Anything else is an `alexnet_error` saying what is taken; pixels (a numeric array) also
+# strings and raw vectors, their names dropped. Anything else is an `alexnet_error` saying what is taken; pixels (a numeric array) also
 # how to encode them.
 core_images <- function(images) {
   if (is.factor(images)) images <- as.character(images)  # a factor stands for its labels
+  if (is.vector(images)) images <- unname(images)  # sapply()'s names: a dict in Python
   if (is.raw(images)) return(list(as.vector(images)))
   if (is.character(images) && !anyNA(images) && is.null(dim(images))) return(as.list(images))
   one <- function(x) is.raw(x) || (is.character(x) && length(x) == 1L && !is.na(x))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,11 +43,16 @@ def as_optional_int(value: Any, name: str, minimum: int | None = None) -> int | 
     return None if value is None else as_int(value, name, minimum)
 
 
-def as_strings(value: Any) -> list[str]:
+def as_strings(value: Any, name: str = "") -> list[str]:
     """``value`` as a list of strings: ``None`` is empty; a string, path or bytes is one element; arrays and
-    sequences (R vectors through reticulate) are flattened."""
+    sequences (R vectors through reticulate) are flattened; a mapping is an :class:`AlexnetError` naming ``name``."""
     if value is None:
         return []
+    if isinstance(value, Mapping):  # its keys would be taken for the strings
+        entries = count_text(len(value), "entry", "entries")
+        raise AlexnetError(f"{f'`{name}`' if name else 'a list of strings'} must be strings, not a mapping of "
+                           f"{entries} (a dict, or R's named list) whose names would be taken for them: give its "
+                           "values.")
     if isinstance(value, (str, bytes, os.PathLike)):
         value = [value]
     if isinstance(value, np.ndarray):

@@ -144,3 +144,16 @@ def test_a_zip_of_jpegs_deflated_by_hand_is_taken_and_one_that_inflates_far_beyo
     with pytest.raises(IntegrityError, match=r"more than 2 times the .* bytes of the zip itself .*: JPEGs deflated "
                                              r"shrink a few percent, not to less than 1/2, and it is not extracted"):
         training_data({"image": [str(bomb)], "category": ["n02"], "categories": ["n02"]})
+
+
+def test_paths_given_as_a_mapping_are_refused_not_taken_for_its_keys(tmp_path):
+    """A dict (R's named vector arrived as one) had its keys taken for the paths: an evaluation scored other images."""
+    image = tmp_path / "a.JPEG"
+    image.write_bytes(b"x")
+    with pytest.raises(AlexnetError, match=r"^`data\$image` must be strings, not a mapping of 1 entry \(a dict, or "
+                                           r"R's named list\) whose names would be taken for them: give its values\.$"):
+        training_data({"image": {"other.JPEG": str(image)}, "category": ["n01"], "categories": ["n01"]})
+    from alexnet.model.evaluate import _data_images
+
+    with pytest.raises(AlexnetError, match=r"^`data\$val_image` must be strings, not a mapping"):
+        _data_images({"val_image": {"b": str(image)}, "val_category": ["n01"]}, ["n01"])

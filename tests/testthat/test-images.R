@@ -27,6 +27,19 @@ test_that("encoded images are given as raw vectors, alone or in a list with path
   expect_error(alexnet_features(made$model, list(photo, 1)), "^`images` must be paths.*not a list of length 2\\.$",
                class = "alexnet_error")
   expect_error(alexnet_predict(made$model, NA_character_), "^`images` must be paths", class = "alexnet_error")
+  # names, as sapply() gives them, are dropped: the values are the images (they reached Python as a dict's keys)
+  named <- alexnet_predict(made$model, sapply(made$photos, identity), top = 1)
+  expect_equal(named$image, made$photos)
+  expect_equal(alexnet_predict(made$model, list(first = bytes), top = 2)$id, by_path$id)
+  # and a partition's paths named after other paths are scored by their values, not their names
+  given <- list(val_image = made$photos, val_category = c("n00000000", "n00000001"))
+  plain <- alexnet_evaluate(made$model, data = given)
+  given$val_image <- stats::setNames(made$photos, rev(made$photos))
+  renamed <- alexnet_evaluate(made$model, data = given)
+  expect_equal(renamed$top1_correct, plain$top1_correct)
+  expect_equal(renamed$top5_correct, plain$top5_correct)
+  given$val_image <- stats::setNames(made$photos, c("a", "b"))
+  expect_equal(alexnet_evaluate(made$model, data = given)$images, 2L)
 })
 
 test_that("the columns of features are named as the command line names them (the core's `columns`)", {

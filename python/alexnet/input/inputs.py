@@ -44,7 +44,7 @@ def _check_range(labels: Sequence[int], num_classes: int, name: str) -> None:
 
 def _labels(data: Mapping[str, Any], files: list[str]) -> tuple[list[int], int, dict[str, int]]:
     """Labels of ``files``, the number of classes, and category -> label as far as ``data`` tells it."""
-    category = as_strings(data.get("category"))
+    category = as_strings(data.get("category"), "data$category")
     if data.get("label") is not None:
         labels = as_ints(data["label"], "data$label")
         if data.get("num_classes") is None:
@@ -55,7 +55,7 @@ def _labels(data: Mapping[str, Any], files: list[str]) -> tuple[list[int], int, 
         num_classes = as_int(data["num_classes"], "data$num_classes", minimum=1)
         mapping = dict(zip(category, labels, strict=True)) if len(category) == len(labels) else {}
         return labels, num_classes, mapping
-    categories = as_strings(data.get("categories"))
+    categories = as_strings(data.get("categories"), "data$categories")
     if not categories:
         raise AlexnetError("`data$categories` is missing or empty: list the categories of the images.")
     if len(category) != len(files):
@@ -76,7 +76,7 @@ def _val_labels(data: Mapping[str, Any], val_files: list[str], mapping: dict[str
     if data.get("val_label") is not None:
         val_labels = as_ints(data["val_label"], "data$val_label")
     elif data.get("val_category") is not None:
-        val_category = as_strings(data["val_category"])
+        val_category = as_strings(data["val_category"], "data$val_category")
         unknown = sorted(set(val_category) - set(mapping))
         if unknown:
             raise AlexnetError(
@@ -136,7 +136,7 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
             f"`data` must be the result of imagenet_partition() or a dict/list with `image`, `category` and "
             f"`categories` named, not {given}."
         )
-    files = as_strings(data.get("image"))
+    files = as_strings(data.get("image"), "data$image")
     if not files:
         raise AlexnetError("`data$image` is missing or empty: there are no images to train on.")
     labels, num_classes, mapping = _labels(data, files)
@@ -145,7 +145,7 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
             f"`data$image` has {len(files)} entries but `data$label` has {len(labels)}: give one label per image."
         )
     _check_range(labels, num_classes, "label")
-    val_files = as_strings(data.get("val_image"))
+    val_files = as_strings(data.get("val_image"), "data$val_image")
     val_labels = _val_labels(data, val_files, mapping) if val_files else []
     _check_range(val_labels, num_classes, "val_label")
     from ..storage.given_zips import unzipped

@@ -42,7 +42,7 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
     """The validation files and labels of ``data``, its number of classes (None when it does not say) and the ids of
     the classes its labels count (None when it does not name them, or its labels are the model's own, from
     ``val_category`` and the model's ``class_ids``)."""
-    files = as_strings(data.get("val_image"))
+    files = as_strings(data.get("val_image"), "data$val_image")
     if not files:
         raise AlexnetError("`data` has no validation images (`val_image` is empty): fetch a partition of a board "
                            "that has them, or give `board` to evaluate on every validation image of a board.")
@@ -52,7 +52,7 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
         ids = as_strings(data["class_ids"]) if data.get("class_ids") is not None else None
     elif data.get("val_category") is not None:
         index = {wnid: label for label, wnid in enumerate(class_ids)}
-        categories = as_strings(data["val_category"])
+        categories = as_strings(data["val_category"], "data$val_category")
         unknown = sorted(set(categories) - set(index))
         if unknown:
             raise AlexnetError(f"`data$val_category` names categories the model does not know: {unknown[:10]}.")
