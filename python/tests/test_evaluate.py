@@ -404,6 +404,34 @@ def test_an_image_the_quick_check_misses_stops_the_evaluation_with_its_name(setu
         alexnet_evaluate(setup["model_dir"], data, batch_size=4)
 
 
+def test_a_batch_that_does_not_fit_says_so_and_blames_no_image(setup, monkeypatch):
+    """A batch too large for memory was said as every image of it "passed the usable-image check but cannot be
+    decoded (ResourceExhaustedError)", each named; a batch size of 1e10 hung."""
+    from alexnet.input import pipeline
+    from alexnet.model import evaluate as evaluate_module
+    from alexnet.tfimport import tf
+
+    files, labels = _kept(setup)
+    data = {"val_image": files, "val_label": labels}
+    whole = alexnet_evaluate(setup["model_dir"], data)
+    assert alexnet_evaluate(setup["model_dir"], data, batch_size=10**10)["top1_correct"] == whole["top1_correct"]
+
+    def exhausted(*args, **kwargs):
+        def batches():
+            raise tf.errors.ResourceExhaustedError(
+                None, None, "OOM when allocating tensor with shape[4096,10,224,224,3]\n\t [[{{node IteratorGetNext}}]]")
+            yield
+        return batches()
+
+    monkeypatch.setattr(pipeline, "exact_eval_dataset", exhausted)
+    with pytest.raises(AlexnetError, match=r"^A batch of 4 validation images \(1 crop of \d+ pixels each\) could not "
+                                           r"be made \(ResourceExhaustedError: OOM when allocating tensor with "
+                                           r"shape\[4096,10,224,224,3\]\), though each image decodes alone: give a "
+                                           r"smaller `batch_size`\.$"):
+        alexnet_evaluate(setup["model_dir"], data, batch_size=4)
+    assert evaluate_module._first_line(ValueError("")) == "no message"
+
+
 @pytest.mark.long  # over 10 s: make test-long (CI)
 def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its_own(setup, tmp_path, capsys):
     from alexnet import cli

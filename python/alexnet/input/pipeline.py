@@ -315,7 +315,8 @@ def exact_eval_dataset(
     ds = _file_dataset(files, labels)
     ds = ds.map(unconverted(lambda path, label: (decode(tf.io.read_file(path)), label)),
                 num_parallel_calls=calls, deterministic=True)
-    ds = ds.batch(batch_size, drop_remainder=False).prefetch(AUTOTUNE)
+    # a batch of more than every file holds them all (a batch size of 1e10 hung before the first batch)
+    ds = ds.batch(max(1, min(int(batch_size), len(files))), drop_remainder=False).prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=False))
 
 

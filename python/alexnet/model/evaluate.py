@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_strings, some_names
+from ..checks import as_int, as_strings, count_text, some_names
 from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
@@ -143,6 +143,11 @@ def _failed_file(files: Sequence[str], image_size: int, crops: int) -> list[str]
     return failed
 
 
+def _first_line(error: Any) -> str:
+    """The first line of a TensorFlow error's message (the rest is its graph's trace)."""
+    return (str(getattr(error, "message", "") or error).strip().splitlines() or ["no message"])[0]
+
+
 def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, image_size: int, crops: int,
                   batch_size: int, parallel: int | None, k: int, classes: int, desc: str = "evaluate") -> ClassCounts:
     """The top-1 predictions and top-``k`` hits of ``model`` over every file, class by class (none dropped; a
@@ -162,7 +167,14 @@ def count_correct(model: Any, files: Sequence[str], labels: Sequence[int], *, im
                 break
             except tf.errors.OpError as error:
                 held = list(files[done : done + batch_size])
-                failed = _failed_file(held, image_size, crops) or held
+                failed = [] if isinstance(error, tf.errors.ResourceExhaustedError) else \
+                    _failed_file(held, image_size, crops)
+                if not failed:  # each decodes alone: the batch is what failed
+                    raise AlexnetError(
+                        f"A batch of {len(held)} validation images ({count_text(crops, 'crop')} of {image_size} "
+                        f"pixels each) could not be made ({type(error).__name__}: {_first_line(error)}), though each "
+                        "image decodes alone: give a smaller `batch_size`."
+                    ) from None
                 raise AlexnetError(
                     f"{len(failed)} validation image(s) passed the usable-image check but cannot be decoded "
                     f"({type(error).__name__}): {', '.join(failed)}. Replace or remove them; no image is left out "
