@@ -31,8 +31,9 @@
 #'   how many), and `confusions`, a data frame with a row per pair of a class and a class its images were wrongly
 #'   taken for (`index`, `id`, `name`, `predicted_index`, `predicted_id`, `predicted_name`, `images`), the most
 #'   frequent first. It prints as a few lines: the accuracies, how they were measured, the lowest classes and the
-#'   most frequent confusions. `as.data.frame()` gives one row (one per worker for [alexnet_spark_evaluate()]);
-#'   `plot()` the accuracy of every class.
+#'   most frequent confusions. `as.data.frame()` gives one row (one per worker for [alexnet_spark_evaluate()];
+#'   `left_out_at_upload` is `NA` where not known, so that evaluations bind by rows); `plot()` the accuracy of every
+#'   class.
 #' @seealso [alexnet_model()], [alexnet_spark_evaluate()].
 #' @examples
 #' if (alexnet_available()) {
@@ -172,6 +173,9 @@ name_placements <- function(at, accuracy, classes) {
 #' @export
 as.data.frame.alexnet_evaluation <- function(x, row.names = NULL, optional = FALSE, ...) {
   if (is.data.frame(x$workers)) return(x$workers)
-  scalar <- Filter(function(v) is.atomic(v) && length(v) == 1L, unclass(x))
+  fields <- unclass(x)
+  # a count not known is NULL: a column of NA all the same, so that evaluations bind by rows
+  if (is.null(fields$left_out_at_upload)) fields["left_out_at_upload"] <- list(NA_integer_)
+  scalar <- Filter(function(v) is.atomic(v) && length(v) == 1L, fields)
   as.data.frame(scalar, row.names = row.names, optional = optional, stringsAsFactors = FALSE)
 }

@@ -170,6 +170,11 @@ test_that("a model and an evaluation print their summary; an evaluation tabulate
   frame <- as.data.frame(evaluation)
   expect_equal(nrow(frame), 1L)
   expect_equal(frame$top1_accuracy, 0.612)
+  # the validation images the upload left out, known of a board's and not of data given: rows of one frame
+  known <- evaluation
+  known$left_out_at_upload <- 3L
+  both <- rbind(as.data.frame(known), frame)
+  expect_identical(both$left_out_at_upload, c(3L, NA_integer_))
   few <- evaluation
   few$num_classes <- 4L
   expect_output(print(few), "Top-1 accuracy 61.2% (612 of 1,000 images)\n", fixed = TRUE)
