@@ -14,7 +14,7 @@
 #'   that names another layer or function (a `Lambda` layer, which loading would run) is refused. With `export = TRUE` the export the pin carries beside the model (see
 #'   [alexnet_export()]) is checked the same way, a SavedModel extracted; a pin without one is an error.
 #' @returns An `alexnet_model`, which prints as a short summary: a list with `path` (the local
-#'   `alexnet.keras`), `name`, `version`, `board` (the board it was read from), `cache_dir` (the absolute
+#'   `alexnet.keras`, with the pin's card beside it: the path alone is read as the same model), `name`, `version`, `board` (the board it was read from), `cache_dir` (the absolute
 #'   `cache_dir` given, else `NULL`: wherever the model is used without its file, as on a Spark worker's machine, the
 #'   file is fetched again into that folder, which must be writable there, or into that machine's own user cache
 #'   when `NULL`), `sha256` and `bytes` of the model file, `formats` (what the pin carries: `"keras"`, and `"savedmodel"` or `"tflite"` when it has

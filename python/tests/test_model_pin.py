@@ -18,6 +18,7 @@ from helpers_model import card_for, file_on_a_worker, save_model_dir, tiny_model
 from alexnet.child import run_child
 from alexnet.errors import AlexnetError, IntegrityError
 from alexnet.launch.task import Evaluation, Task
+from alexnet.model.card import CARD_FILE
 from alexnet.model.pin import alexnet_model, model_pin_reference
 from alexnet.model.publishing import publish_model
 from alexnet.model.saved import load_model, write_card
@@ -52,6 +53,10 @@ def _round_trip(board: str, saved, cache: Path) -> dict:
     loaded = load_model(pin)
     assert _same_weights(loaded.model, saved["model"])
     assert loaded.description == f"alexnet@{pin['version']}" and loaded.card.class_ids == pin["class_ids"]
+    # the file brought, given by its path alone, is read with the pin's card (it was "a model without a card",
+    # its classes numbered, its images decoded at 224)
+    alone = load_model(pin["path"])
+    assert alone.card is not None and alone.card.class_ids == pin["class_ids"] and alone.card.image_size == 64
     return pin
 
 
@@ -175,7 +180,8 @@ def test_a_pin_whose_metadata_names_paths_writes_nothing_outside_the_cache(tmp_p
         alexnet_model(str(tmp_path / "board"), "path", cache_dir=cache)
     written = [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
     assert written and all(cache in p.parents for p in written), "nothing is written outside the cache"
-    assert all(p.read_bytes() == model for p in written), "the model's file alone (its hash is its folder)"
+    assert all(p.read_bytes() == model for p in written if p.name != CARD_FILE), \
+        "the model's file alone (its hash is its folder), and its card"
 
 
 def test_a_pin_that_is_not_a_model_or_does_not_exist_is_refused(tmp_path):
@@ -235,7 +241,6 @@ def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_wi
     from helpers_train import synthetic_data
 
     from alexnet.model import saved as saved_module
-    from alexnet.model.card import CARD_FILE
     from alexnet.storage.board import open_board
     from alexnet.train.api import train
     from alexnet.train.settings_check import check_settings

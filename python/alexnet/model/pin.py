@@ -193,7 +193,7 @@ def alexnet_model(
     beside the model (``alexnet_train(model_format = "keras+savedmodel")``, :func:`alexnet.alexnet_export` with a
     board) is brought here too, checked the same way, a SavedModel extracted; a pin without one is an error.
 
-    Returns a plain dict (a list in R): ``path`` (the local file), ``name``, ``version``, ``board``, ``cache_dir``
+    Returns a plain dict (a list in R): ``path`` (the local file, with the pin's card beside it), ``name``, ``version``, ``board``, ``cache_dir``
     (the absolute ``cache_dir`` given, else None: a process that uses the dict where ``path`` is missing, such as a
     Spark worker on another machine, brings the file there again, or to its own default when None), ``sha256``,
     ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it has an
@@ -270,6 +270,7 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
         local = os.path.join(root, sha256, os.path.basename(file))
         _cached(opened, opened.path(name, version, file), local, sha256, int(user.get("bytes") or 0), where,
                 _metadata_of(name, version))
+        _card_beside(local, card)
     if export:
         if not carried.get("file") or not carried.get("sha256"):
             raise AlexnetError(f"{where} carries no export: publish one with alexnet_export(model, board = ..., name "
@@ -283,6 +284,18 @@ def _read_model_pin(board: str | os.PathLike | None, name: str, version: str | N
             "bytes": int(user.get("bytes") or (os.path.getsize(local) if local else 0)),
             "formats": ["keras", *([str(carried["format"])] if carried.get("format") else [])],
             "export_path": export_path, **values}
+
+
+def _card_beside(local: str, card: ModelCard) -> None:
+    """Write the pin's ``card`` beside its model file brought to ``local``, so that the file's path (the model's
+    ``path``), given alone, is read with its classes and image size, and exported; a cache that cannot be written
+    goes without it."""
+    from .saved import write_card
+
+    try:
+        write_card(local, card)
+    except OSError as error:
+        logger.debug("no card written beside %s: %s", local, error)
 
 
 def _refuse_a_saved_model(board: str | os.PathLike | None) -> None:

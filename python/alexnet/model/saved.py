@@ -391,7 +391,7 @@ def write_card(model_path: str, card: ModelCard) -> None:
     model_path = resolve_location(model_path, "model")
     if location_kind(model_path) == "file":
         folder = os.path.dirname(model_path)
-        temporary = os.path.join(folder, CARD_FILE + ".tmp")
+        temporary = os.path.join(folder, f"{CARD_FILE}.{os.getpid()}.tmp")  # a process's own: two may write one
         with open(temporary, "w", encoding="utf-8") as f:
             f.write(card.to_json())
         os.replace(temporary, os.path.join(folder, CARD_FILE))
