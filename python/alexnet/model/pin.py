@@ -193,19 +193,19 @@ def alexnet_model(
     beside the model (``alexnet_train(model_format = "keras+savedmodel")``, :func:`alexnet.alexnet_export` with a
     board) is brought here too, checked the same way, a SavedModel extracted; a pin without one is an error.
 
-    Returns a plain dict (a list in R): ``path`` (the local file, with the pin's card beside it), ``name``, ``version``, ``board``, ``cache_dir``
-    (the absolute ``cache_dir`` given, else None: a process that uses the dict where ``path`` is missing, such as a
-    Spark worker on another machine, brings the file there again, or to its own default when None), ``sha256``,
-    ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it has an
-    export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else
-    None), and the card's fields: ``image_size``, ``num_classes``, ``class_ids``,
-    ``class_names``, ``epochs``, ``metrics`` (the saved epoch's), ``best_epoch`` (with ``keep_best``: the 1-based
-    epoch the weights are from, else ``None``), ``board_trained_from`` (the board the model was trained from),
-    ``categories_version``, ``weights_sha256``, ``created``, ``evaluation`` (``None``, or the evaluation the
-    model's training ended with: see :func:`alexnet.alexnet_spark_train`'s ``evaluate``), ``initial_model`` (what its
-    training started from) and ``architecture`` (``dense_units`` and ``grouped``, which a run started from it must
-    have; ``None`` on older cards). Give the dict as ``model``
-    to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or :func:`alexnet.alexnet_export`.
+    Returns a plain dict (a list in R): ``path`` (the local file, with the pin's card beside it), ``name``, ``version``,
+    ``board``, ``cache_dir`` (the absolute ``cache_dir`` given, else None: a process that uses the dict where ``path``
+    is missing, such as a Spark worker on another machine, brings the file there again, or to its own default when
+    None), ``sha256``, ``bytes``, ``formats`` (what the pin carries: ``keras``, and ``savedmodel`` or ``tflite`` when it
+    has an export), ``export_path`` (the local SavedModel folder or ``.tflite`` file with ``export=True``, else None),
+    and the card's fields: ``image_size``, ``num_classes``, ``class_ids``, ``class_names``, ``epochs``, ``metrics`` (the
+    saved epoch's), ``best_epoch`` (with ``keep_best``: the 1-based epoch the weights are from, else ``None``),
+    ``board_trained_from`` (the board the model was trained from), ``categories_version``, ``weights_sha256``,
+    ``created``, ``evaluation`` (``None``, or the evaluation the model's training ended with: see
+    :func:`alexnet.alexnet_spark_train`'s ``evaluate``), ``initial_model`` (what its training started from) and
+    ``architecture`` (``dense_units`` and ``grouped``, which a run started from it must have; ``None`` on older cards).
+    Give the dict as ``model`` to :func:`alexnet.alexnet_evaluate`, :func:`alexnet.alexnet_predict` or
+    :func:`alexnet.alexnet_export`.
     """
     pin = declaration.check(ModelPinOptions, {"name": name, "version": version, **options}, "alexnet_model()")
     named, version = pin_and_version(pin.name, pin.version)
