@@ -248,6 +248,12 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
         alexnet_export(model_dir, str(tmp_path / "out"), "onnx")
     with pytest.raises(AlexnetError, match="give `path`"):
         alexnet_export(model_dir)
+    # a file's name: the export would have been a folder of that name
+    with pytest.raises(AlexnetError, match=r"^`path` = '.*model\.tflite' names a file, and an export is a folder "
+                                           r"\(a SavedModel's files, or alexnet\.tflite in it\): give the folder to "
+                                           r"write, e\.g\. '.*/model'\.$"):
+        alexnet_export(model_dir, str(tmp_path / "model.tflite"), "tflite")
+    assert not (tmp_path / "model.tflite").exists()
     with pytest.raises(AlexnetError, match="`top` must be"):
         alexnet_export(model_dir, str(tmp_path / "out"), top=0)
     with pytest.raises(AlexnetError, match="`name` = 'categories' is the name of one of the data board"):

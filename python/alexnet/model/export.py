@@ -246,6 +246,10 @@ def check_destination(path: Any, board: Any) -> None:
     if path is None and board is None:
         raise AlexnetError("give `path` (a folder, gs:// or s3:// location to write the export to), `board` (to "
                            "publish it in a model pin), or both.")
+    named = str(os.fspath(path)).rstrip("/") if isinstance(path, (str, os.PathLike)) else ""
+    if named.lower().endswith((".tflite", ".keras", ".pb", ".zip")):
+        raise AlexnetError(f"`path` = {named!r} names a file, and an export is a folder (a SavedModel's files, or "
+                           f"alexnet.tflite in it): give the folder to write, e.g. {named.rsplit('.', 1)[0]!r}.")
 
 
 @returns_result
