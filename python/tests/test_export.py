@@ -248,6 +248,11 @@ def test_bad_exports_are_refused_before_any_work(exported, tmp_path):
         alexnet_export(model_dir, str(tmp_path / "out"), "onnx")
     with pytest.raises(AlexnetError, match="give `path`"):
         alexnet_export(model_dir)
+    # an export given where a model is read: said to be one
+    with pytest.raises(AlexnetError, match=r"^the model .*served is an export \(for serving without this package, "
+                                           r"alexnet_export\(\)\), not a saved model: give the model it was exported "
+                                           r"from"):
+        alexnet_export(exported["path"], str(tmp_path / "again"))
     # a file's name: the export would have been a folder of that name
     with pytest.raises(AlexnetError, match=r"^`path` = '.*model\.tflite' names a file, and an export is a folder "
                                            r"\(a SavedModel's files, or alexnet\.tflite in it\): give the folder to "

@@ -101,6 +101,10 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
         raise AlexnetError(
             f"the model {resolved} is a board, not a saved model: read a model pin from it with alexnet_model("
             f"{resolved!r}, name), name being the `model_pin` training published, and give what it returns.")
+    if not exists and folder and _is_export(fs, fs_path(resolved)):
+        raise AlexnetError(
+            f"the model {resolved} is an export (for serving without this package, alexnet_export()), not a saved "
+            "model: give the model it was exported from (its model_dir, alexnet.keras or model pin).")
     if not exists:
         raise AlexnetError(
             f"the model {resolved} does not exist{' (the folder has no ' + MODEL_FILE + ')' if folder else ''}: give "
@@ -109,6 +113,16 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
     parent = os.path.dirname(path) if kind == "file" else posixpath.dirname(path)
     card = os.path.join(parent, CARD_FILE) if kind == "file" else posixpath.join(parent, CARD_FILE)
     return fs, path, card
+
+
+def _is_export(fs: Any, folder: str) -> bool:
+    """Does ``folder`` hold an export of :func:`alexnet.alexnet_export` (a SavedModel, or a TF Lite file)?"""
+    from .export import TFLITE_FILE
+
+    try:
+        return any(fs.exists(posixpath.join(folder, name)) for name in ("saved_model.pb", TFLITE_FILE))
+    except Exception:  # unknown: not said
+        return False
 
 
 def _is_board(fs: Any, folder: str) -> bool:
