@@ -254,6 +254,10 @@ def test_a_board_without_validation_images_is_refused(setup, tmp_path):
     with pytest.raises(AlexnetError, match="has no validation images") as alone:
         imagenet_validation(board, cache_dir=tmp_path / "cache")
     assert str(alone.value).endswith("`val_share`).")
+    # data without validation images: said whether they are missing or empty
+    for data, said in (({"image": ["a.JPEG"]}, "missing"), ({"val_image": []}, "empty")):
+        with pytest.raises(AlexnetError, match=rf"^`data` has no validation images \(`val_image` is {said}\)"):
+            alexnet_evaluate(str(model), data)
 
 
 def test_a_missing_model_is_named(setup, tmp_path):

@@ -44,7 +44,8 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
     ``val_category`` and the model's ``class_ids``)."""
     files = as_strings(data.get("val_image"), "data$val_image")
     if not files:
-        raise AlexnetError("`data` has no validation images (`val_image` is empty): fetch a partition of a board "
+        said = "is empty" if "val_image" in data else "is missing"
+        raise AlexnetError(f"`data` has no validation images (`val_image` {said}): fetch a partition of a board "
                            "that has them, or give `board` to evaluate on every validation image of a board.")
     ids = None
     if data.get("val_label") is not None and len(as_strings(data.get("val_label"))) > 0:
