@@ -117,10 +117,10 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
 
 def _is_export(fs: Any, folder: str) -> bool:
     """Does ``folder`` hold an export of :func:`alexnet.alexnet_export` (a SavedModel, or a TF Lite file)?"""
-    from .export import TFLITE_FILE
+    from .options import EXPORT_FILES
 
     try:
-        return any(fs.exists(posixpath.join(folder, name)) for name in ("saved_model.pb", TFLITE_FILE))
+        return any(fs.exists(posixpath.join(folder, name)) for name in ("saved_model.pb", EXPORT_FILES["tflite"]))
     except Exception:  # unknown: not said
         return False
 
