@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import AlexnetError
+from ..errors import run_error
 from ..tfimport import keras, tf
 from .checkpoint import CheckpointStore, Resume
 from .schedule import RateSchedule, plateau_drops
@@ -165,7 +165,7 @@ def check_finite(model: keras.Model | None, epoch: int, step: int, logs: dict[st
     where = f"after epoch {epoch}" if step == 0 else f"at step {step} of epoch {epoch + 1}"
     loss = numbers(logs).get("loss")
     said = "" if loss is None else f" (loss {loss:g})"
-    raise AlexnetError(
+    raise run_error(  # found while the work ran: the command line's status 1, as a worker's failure
         f"Training diverged {where}: the model's weights are no longer finite numbers{said}, and nothing of it was "
         "kept (no checkpoint, best epoch, model or pin was written from it). Lower `learning_rate`, or warm up to it "
         "(`warmup_epochs`); with a `checkpoint_dir`, the run resumes from the checkpoint before this point."
