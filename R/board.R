@@ -34,7 +34,8 @@
 #' Every image is checked: truncated, empty or undecodable files, files of an archive that are not
 #' images, images whose bytes in an archive do not match the CRC-32 it records, and images of more pixels than
 #' `max_pixels` (read from their header, without decoding them; with `resize` they are shrunk instead, unless still
-#' larger once shrunk) are left out and listed in the result's `bad_images`, with why. A damaged archive, a devkit (or Kaggle's `LOC_val_solution.csv`) that does not label every
+#' larger once shrunk) are left out and listed in the result's `bad_images`, with why (the first 10 found also in a
+#' warning). A damaged archive, a devkit (or Kaggle's `LOC_val_solution.csv`) that does not label every
 #' validation image or a shard with a label outside 0..999 stops the upload with an error that names the
 #' file, before anything is uploaded. Running it again skips the categories already on the board with
 #' the same content, so an interrupted upload can simply be run again: from the training tar or

@@ -566,6 +566,22 @@ def test_a_folder_by_a_categorys_name_that_is_no_pin_is_refused_and_kept(tree, t
     assert (mine / "photo.JPEG").read_bytes() == b"mine"
 
 
+def test_the_bad_images_an_upload_finds_are_named_in_a_warning_once(tree, tmp_path, caplog):
+    """From Python the bad images were only counted, at INFO: a script saw none of them."""
+    board = tmp_path / "board"
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        report = imagenet_upload(tree["path"], board, workers=2)
+    (said,) = [r.getMessage() for r in caplog.records if "bad image" in r.getMessage()]
+    assert said.startswith(f"{len(tree['bad'])} bad images left out (all in the result's bad_images and the board's "
+                           "bad_images pin):\n  ")
+    assert [line.strip().split(": ")[0] for line in said.splitlines()[1:]] == [
+        f"{b['category']}/{b['file']}" for b in report["bad_images"]]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        imagenet_upload(tree["path"], board, workers=2)
+    assert "bad image" not in caplog.text, "named when their categories were uploaded, not again"
+
+
 def test_min_images_leaves_small_categories_out(tree, tmp_path):
     board = tmp_path / "board"
     sizes = {w: len(v) for w, v in tree["good"].items()}

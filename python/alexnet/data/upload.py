@@ -6,7 +6,7 @@ extracted copy; :mod:`alexnet.data.packing` packs and publishes its parts. What 
 in :mod:`alexnet.storage.layout`. Every image is decoded on the way (:func:`alexnet.data.images.check_image`):
 empty, truncated and undecodable files, images of an archive whose bytes do not match the CRC-32 it records, and
 images whose header declares more pixels than ``max_pixels`` (unless ``resize`` shrinks them within it) are left out
-and listed.
+and listed, the first found named in a warning.
 
 Resuming: a category whose pin on the board has the same source fingerprint (file names and sizes, or the
 archive's record of them, and the options) is skipped without reading its images; otherwise its zip is rebuilt
@@ -58,6 +58,22 @@ def _category_rows(names: Mapping[str, str], train: Sequence[Result], results: d
             "val_sha256": v.sha256 if v else "", "val_version": v.version if v else "",
         })
     return rows
+
+
+#: The bad images a warning names, of those an upload finds.
+BAD_IMAGES_NAMED = 10
+
+
+def _warn_of_bad_images(found: list[dict[str, str]]) -> None:
+    """Name the bad images this upload found and left out (those of categories it skipped were named when they were
+    uploaded), so that a script sees them too; the result's ``bad_images`` holds them all."""
+    if not found:
+        return
+    found = sorted(found, key=lambda b: (b["category"], b["split"], b["file"]))
+    named = [f"{b['category']}/{b['file']}: {b['reason']}" for b in found[:BAD_IMAGES_NAMED]]
+    more = f"\n  ... and {len(found) - BAD_IMAGES_NAMED} more" if len(found) > BAD_IMAGES_NAMED else ""
+    log.warning("%s left out (all in the result's bad_images and the board's bad_images pin):\n  %s%s",
+                count_text(len(found), "bad image"), "\n  ".join(named), more)
 
 
 def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, str]], summary: dict[str, Any],
@@ -234,6 +250,7 @@ def _upload(read: Source, opened: Board, packing: Options, chosen: UploadOptions
         )
     rows = _category_rows(read.names, train, results)
     bad = sorted((b for r in results.values() for b in r.bad), key=lambda b: (b["category"], b["split"], b["file"]))
+    _warn_of_bad_images([b for r in results.values() if r.status != "skipped" for b in r.bad])
     summary = {"alexnet": layout.FORMAT_VERSION, "num_classes": len(rows), "images": sum(r["images"] for r in rows),
                "val_images": sum(r["val_images"] for r in rows), "layout": read.layout,
                "min_images": packing.min_images, "resize": packing.resize,
