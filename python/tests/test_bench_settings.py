@@ -166,3 +166,11 @@ def test_a_stages_settings_given_when_it_does_not_run_get_a_warning(caplog):
     with caplog.at_level("WARNING", logger="alexnet.bench"):
         check_plan({"stages": "decode"})
     assert "not used" not in caplog.text
+
+
+def test_the_boards_help_says_that_no_board_is_taken_by_default(monkeypatch, tmp_path):
+    """bench's --board said "default: $ALEXNET_BOARD", as other commands', and took none: a synthetic ImageNet."""
+    action = next(a for a in _bench_parser()._actions if "--board" in a.option_strings)
+    assert "none by default, not $ALEXNET_BOARD: a synthetic ImageNet, unless --data" in action.help
+    monkeypatch.setenv("ALEXNET_BOARD", str(tmp_path / "board"))
+    assert "board" not in bench_args(build_parser().parse_args(["bench", "--stages", "decode"]))

@@ -56,7 +56,10 @@ def register(add: common.AddCommand) -> None:
                 "--board, else a synthetic ImageNet.")
     common.core_option(bench, "data", "--data",
                        help="ImageNet folder to take the images from (default: a synthetic one)")
-    common.partition_options(bench)
+    common.partition_options(bench, "board whose partition gives the images, and that the fetch stage downloads "
+                                    "from: a folder or file:// URL, gs://bucket/prefix, s3://bucket/prefix or "
+                                    "https:// (read-only); none by default, not $ALEXNET_BOARD: a synthetic "
+                                    "ImageNet, unless --data")
     for name, flag in (("fetch_partition", "--partition"), ("fetch_total", "--total")):  # the fetch stage's, by name
         common._name_option(bench, name, flag, False)
     for stage, group in GROUPS.items():  # each stage's own settings under its name in the help

@@ -362,13 +362,14 @@ def options_given(args: argparse.Namespace, declaration: type) -> dict[str, Any]
     return declared_args(args, specs(declaration), str)
 
 
-def partition_options(p: argparse.ArgumentParser) -> None:
+def partition_options(p: argparse.ArgumentParser, board_help: str = BOARD_HELP) -> None:
     """The options of :func:`alexnet.imagenet_partition`: which partition (:class:`alexnet.data.options.
-    PartitionOptions`) of which board, and how it is fetched (:class:`alexnet.data.options.FetchOptions`)."""
+    PartitionOptions`) of which board (``board_help``: what ``--board`` says), and how it is fetched
+    (:class:`alexnet.data.options.FetchOptions`)."""
     from ..data.options import FetchOptions, PartitionOptions
 
     options_of(p, PartitionOptions)
-    core_option(p, "board", "--board", help=BOARD_HELP)
+    core_option(p, "board", "--board", help=board_help)
     options_of(p, FetchOptions)
 
 
