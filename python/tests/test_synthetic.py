@@ -271,3 +271,28 @@ def test_a_layout_is_named_in_any_case_as_every_choice_is():
     assert check_layout("Kaggle_Zip ") == "kaggle_zip"
     with pytest.raises(LayoutError, match="did you mean `kaggle`"):
         check_layout("kagle")
+
+
+@pytest.mark.parametrize(("layout", "made"), [("kaggle", True), ("archives", False)])
+def test_a_synthetic_imagenet_cut_short_leaves_nothing_that_refuses_it_run_again(tmp_path, monkeypatch, layout, made):
+    """Ctrl-C half way left a partial tree, and the same call run again was refused: "already holds an ImageNet
+    tree"."""
+    from alexnet.data import layouts, synthetic
+
+    dest = tmp_path / "new" if made else tmp_path / "empty"
+    if not made:
+        dest.mkdir()
+        (dest / "notes.txt").write_text("mine")
+    write_kaggle, write_layout = synthetic._write_kaggle, layouts.write_layout
+
+    def interrupted(*args, **kwargs):
+        (write_kaggle if layout == "kaggle" else write_layout)(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synthetic, "_write_kaggle" if layout == "kaggle" else "write_layout", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        imagenet_synthetic(dest, classes=2, images_per_class=2, val_per_class=1, max_side=32, layout=layout)
+    assert not dest.exists() if made else sorted(p.name for p in dest.iterdir()) == ["notes.txt"]
+    monkeypatch.undo()
+    assert imagenet_synthetic(dest, classes=2, images_per_class=2, val_per_class=1, max_side=32,
+                              layout=layout)["images"] == 4

@@ -7,8 +7,10 @@ Kaggle's layout and, for another ``layout``, packed as that layout packs it (:mo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,21 @@ def _write_kaggle(root: Path, synsets: list[tuple[str, str]], images_per_class: 
 
 
 @returns_result
+def _remove_written(root: Path, made: bool) -> None:
+    """Remove what a synthetic ImageNet cut short wrote in ``root`` (none of :data:`LAYOUT_FILES` was there before
+    it), and ``root`` itself when it ``made`` it and it is left empty."""
+    for name in LAYOUT_FILES:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    if made:
+        with contextlib.suppress(OSError):
+            root.rmdir()
+
+
 def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Write a synthetic ImageNet into ``dest``, in Kaggle's layout or another one people have ImageNet in.
 
@@ -158,6 +175,7 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
     if layout != "kaggle" and classes > len(imagenet_classes()) and layout != "folders":
         raise LayoutError(f"the {layout} layout holds ILSVRC2012's classes only: use classes <= "
                           f"{len(imagenet_classes())}")
+    made = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -165,18 +183,23 @@ def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str
                           "pass as `dest` a folder this process may write.") from None
 
     synsets = _synsets(classes)
-    if layout == "kaggle":
-        images, val_images, total_bytes, quirk_paths = _write_kaggle(root, synsets, images_per_class, val_per_class,
-                                                                     seed, quirks, max_side)
-    else:
-        with scratch_folder("alexnet-synthetic-") as scratch:
-            kaggle = Path(scratch) / "kaggle"  # beside the scratch folder's owner file, which no layout holds
-            images, val_images, total_bytes, quirk_paths = _write_kaggle(
-                kaggle, synsets, images_per_class, 0 if layout == "folders" else val_per_class, seed, quirks,
-                max_side)
-            train = write_layout(layout, kaggle, root, synsets)["train"]
-        quirk_paths = {kind: f"{train}/" + MEMBER_PATHS[layout].format(wnid=synsets[0][0], name=os.path.basename(p))
-                       for kind, p in quirk_paths.items()}
+    try:
+        if layout == "kaggle":
+            images, val_images, total_bytes, quirk_paths = _write_kaggle(root, synsets, images_per_class,
+                                                                         val_per_class, seed, quirks, max_side)
+        else:
+            with scratch_folder("alexnet-synthetic-") as scratch:
+                kaggle = Path(scratch) / "kaggle"  # beside the scratch folder's owner file, which no layout holds
+                images, val_images, total_bytes, quirk_paths = _write_kaggle(
+                    kaggle, synsets, images_per_class, 0 if layout == "folders" else val_per_class, seed, quirks,
+                    max_side)
+                train = write_layout(layout, kaggle, root, synsets)["train"]
+            quirk_paths = {kind: f"{train}/" + MEMBER_PATHS[layout].format(wnid=synsets[0][0],
+                                                                           name=os.path.basename(p))
+                           for kind, p in quirk_paths.items()}
+    except BaseException:  # Ctrl-C, a full disk: no half tree, which the same call run again would refuse
+        _remove_written(root, made)
+        raise
     log.info(
         "synthetic ImageNet (%s layout) at %s: %s, %d training and %d validation images, %.1f MB "
         "(%.1f KB/image)",
