@@ -45,6 +45,13 @@ _EXPORTS: dict[str, str] = {
     "tf_config": "train.cluster",
     "tf_config_json": "train.cluster",
     "AlexnetError": "errors",
+    "BoardError": "errors",
+    "LayoutError": "errors",
+    "IntegrityError": "errors",
+    "BadImagesError": "errors",
+    "ChildError": "child",
+    "WorkerError": "launch.worker",
+    "WorkerLostError": "train.lost",
 }
 
 __all__ = sorted(_EXPORTS)

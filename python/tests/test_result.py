@@ -108,3 +108,17 @@ def test_a_list_of_records_prints_short_and_stays_a_list() -> None:
     assert type(as_plain(many)) is list and as_plain(many) == list(many)
     for name in ("alexnet_predict", "imagenet_categories"):  # the public functions that return records
         assert getattr(getattr(alexnet, name), "__wrapped__", None) is not None, name
+
+
+def test_the_kinds_of_error_are_importable_from_the_package_as_r_has_a_class_for_each() -> None:
+    """The docstrings named LayoutError, BoardError, ... which only alexnet.errors (and three other modules) held."""
+    import re
+    from pathlib import Path
+
+    kinds = [name for name in alexnet.__all__ if name.endswith("Error")]
+    assert {name for name in kinds if issubclass(getattr(alexnet, name), alexnet.AlexnetError)} == set(kinds)
+    table = (Path(__file__).parents[2] / "R" / "errors.R").read_text()
+    r_classes = set(re.findall(r"\| `alexnet_(\w+)_error` \|", table))
+    said = {re.sub(r"(?<!^)([A-Z])", r"_\1", name[:-len("Error")]).lower() for name in kinds if name != "AlexnetError"}
+    assert said <= r_classes, said - r_classes
+    assert {"board", "layout", "integrity", "bad_images", "child", "worker", "worker_lost"} == said

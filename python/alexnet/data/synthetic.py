@@ -126,7 +126,6 @@ def _write_kaggle(root: Path, synsets: list[tuple[str, str]], images_per_class: 
     return images, len(rows), train_bytes + val_bytes, quirk_paths
 
 
-@returns_result
 def _remove_written(root: Path, made: bool) -> None:
     """Remove what a synthetic ImageNet cut short wrote in ``root`` (none of :data:`LAYOUT_FILES` was there before
     it), and ``root`` itself when it ``made`` it and it is left empty."""
@@ -142,6 +141,7 @@ def _remove_written(root: Path, made: bool) -> None:
             root.rmdir()
 
 
+@returns_result
 def imagenet_synthetic(dest: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Write a synthetic ImageNet into ``dest``, in Kaggle's layout or another one people have ImageNet in.
 
