@@ -23,7 +23,10 @@ cat(imagenet$images, " training and ", imagenet$val_images, " validation images,
     round(imagenet$bytes / 2^20, 1), " MB in ", imagenet$path, "\n", sep = "")
 
 step("Upload: one zip per category to the board", board)
-report <- imagenet_upload(imagenet$path, board = board)
+# the upload's warning that names the bad images it left out: said here as a table instead
+report <- withCallingHandlers(imagenet_upload(imagenet$path, board = board), alexnet_warning = function(w) {
+  if (grepl("bad images? left out", conditionMessage(w))) invokeRestart("muffleWarning")
+})
 cat(length(report$uploaded), " categories uploaded, ", length(report$skipped), " already on the board, ",
     nrow(report$bad_images), " bad images left out:\n", sep = "")
 if (nrow(report$bad_images)) print(report$bad_images[, c("category", "file", "reason")], row.names = FALSE)
