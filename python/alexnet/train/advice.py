@@ -27,6 +27,8 @@ MOST_LOCAL_STEPS = 16
 #: 16-bit gradients are advised when their exchange, timed, takes at most this share of the float32 one's: where the
 #: collective's own work on the CPU, not the link, sets its time, half the bytes gain little.
 SIXTEEN_BIT_GAIN = 0.9
+#: The share of a step's exchange that packs must have hidden, timed, to be advised: at or below it they hid nothing.
+NOTHING_HIDDEN = 0.01
 
 
 
@@ -149,10 +151,13 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not communication.local_sgd else 0.0
     wire_bytes = 2 if "allreduce_precision" in settings else communication.wire_bytes
     one_pack = parameters is not None and parameters * wire_bytes <= ADVISED_PACK_MB * MB
-    if overlaps and not communication.pack_bytes and not one_pack:
+    # a timing of packs that hid (next to) nothing of the exchange is a reason not to advise them
+    hid_nothing = hidden_seconds is not None and hidden <= NOTHING_HIDDEN * gradients
+    if overlaps and not communication.pack_bytes and not one_pack and not hid_nothing:
         settings["allreduce_pack_mb"] = ADVISED_PACK_MB
         reasons.append("packs that travel while the backward pass computes the rest" + (
-            f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else ""))
+            f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else
+            ", not counted in the estimate (untimed)"))
     exposed = gradients - hidden
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
