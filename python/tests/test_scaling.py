@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -65,6 +66,11 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
         parse_lever_set("allreduce_pack_mb=inf")
     with pytest.raises(AlexnetError, match=r"'sync_every=4\+sync_every=8' gives sync_every more than once"):
         parse_lever_set("sync_every=4+sync_every=8")
+    # a name among settings, a trailing +, a value without its setting: one line, where Python's unpacking failed
+    for word, odd in (("packed+accumulate_steps=2", "'packed'"), ("accumulate_steps=2+", "''"), ("=2", "'=2'")):
+        with pytest.raises(AlexnetError, match=rf"^The lever set '{re.escape(word)}' has {odd}, which is no "
+                                               r"setting=value: a lever set is a name alone, or settings written"):
+            parse_lever_set(word)
     # written back as a lever set (what a run advised, in the stage's table), read again as the same settings
     for name in LEVER_SETS:
         assert parse_lever_set(lever_text(LEVER_SETS[name]) or "today")[1] == LEVER_SETS[name]

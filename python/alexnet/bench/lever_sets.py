@@ -42,7 +42,13 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
     if "=" not in word:
         raise AlexnetError(f"Unknown lever set {word!r}: use {', '.join(LEVER_SETS)}, or training settings written "
                            "setting=value+setting=value (\"accumulate_steps=8+allreduce_precision=bfloat16\").")
-    pairs = [part.split("=", 1) for part in word.split("+")]
+    parts = word.split("+")
+    odd = [part for part in parts if "=" not in part or not part.split("=", 1)[0].strip()]
+    if odd:
+        raise AlexnetError(f"The lever set {word!r} has {', '.join(repr(part) for part in odd)}, which is no "
+                           "setting=value: a lever set is a name alone, or settings written "
+                           "setting=value+setting=value (\"accumulate_steps=8+allreduce_precision=bfloat16\").")
+    pairs = [part.split("=", 1) for part in parts]
     names = [name.strip() for name, _ in pairs]
     check_names(names, "a lever set of the scaling stage")
     twice = sorted({name for name in names if names.count(name) > 1})
