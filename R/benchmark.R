@@ -201,7 +201,7 @@ print.alexnet_benchmark <- function(x, ...) {
   for (ratio in x$summary$ratios) {
     if (is.null(ratio$value)) next
     met <- if (is.null(ratio$met)) "" else if (isTRUE(ratio$met)) " (met)" else " (not met)"
-    cat(sprintf("%s: %.2fx, target %sx%s\n", ratio$what, ratio$value, format(ratio$target), met))
+    cat(sprintf("%s: %sx, target %sx%s\n", ratio$what, held(ratio$value, "at least", 2), format(ratio$target), met))
   }
   for (comparison in x$summary$comparisons) {
     if (!is.null(comparison$value)) cat(sprintf("%s: %.2fx (no target)\n", comparison$what, comparison$value))
@@ -251,7 +251,7 @@ print_time_to_accuracy <- function(stage, targets) {
       "second half; at_plus32: the final model scored 32 pixels above its training size.\n")
   for (target in targets) {
     met <- if (is.null(target$met)) "" else if (isTRUE(target$met)) " (met)" else " (not met)"
-    value <- if (is.null(target$value)) "n/a" else format(round(target$value, 3))
+    value <- if (is.null(target$value)) "n/a" else held(target$value, target$bound, 3, fixed = FALSE)
     cat(sprintf("%s: %s, target %s %s%s\n", target$what, value, target$bound, format(target$target), met))
   }
   shown <- function(v, unit = "") if (is.null(v)) "never" else paste0(format(round(as.numeric(v), 3)), unit)
@@ -274,17 +274,19 @@ print_scaling <- function(stage) {
   rows <- stage$rows
   if (is.data.frame(rows)) rows <- split(rows, seq_len(nrow(rows)))
   if (!length(rows)) return(invisible(stage))
-  number <- function(v, digits) {
-    if (is.null(v) || (length(v) == 1 && is.na(v))) NA_real_ else round(as.numeric(v), digits)
+  # a share held against a target (efficiency, estimated) rounded down, as held() says it
+  number <- function(v, digits, down = FALSE) {
+    if (is.null(v) || (length(v) == 1 && is.na(v))) return(NA_real_)
+    if (!down) round(as.numeric(v), digits) else floor(as.numeric(v) * 10^digits + 1e-9) / 10^digits
   }
   table <- do.call(rbind, lapply(unname(rows), function(r) {
     data.frame(levers = r$levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
-               images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3),
+               images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3, down = TRUE),
                step_s = number(r$step_seconds, 2), compute_s = number(r$compute_seconds, 2),
                exposed_s = number(r$exposed_seconds, 2), extra_cpu_s = number(r$extra_cpu_seconds, 2),
                allreduce_s = number(r$allreduce_seconds, 2),
                hidden = number(r$hidden_fraction, 2), mb_step = number(as.numeric(r$bytes_per_step) / 1e6, 1),
-               estimated = number(r$estimated_efficiency, 2), stringsAsFactors = FALSE)
+               estimated = number(r$estimated_efficiency, 2, down = TRUE), stringsAsFactors = FALSE)
   }))
   workers <- rows[[1]]$workers
   cat(sprintf(paste("Scaling: %s workers against 1, each on its own CPUs (images_s_1: one worker alone;",
@@ -301,9 +303,20 @@ print_scaling <- function(stage) {
   if (!is.null(stage$skipped)) cat("Links left out:", stage$skipped, "\n")
   for (target in stage$summary$targets) {
     met <- if (isTRUE(target$met)) " (met)" else " (not met)"
-    cat(sprintf("%s: %.3f (%s), target %s%s\n", target$what, as.numeric(target$value), target$levers,
+    cat(sprintf("%s: %s (%s), target %s%s\n", target$what, held(target$value, "at least", 3), target$levers,
                 format(target$target), met))
   }
   cat("Projection to 256 workers:", stage$model, "\n")
   invisible(stage)
+}
+
+# `value` in `digits` decimals, rounded away from the target it is held against (`bound`: "at least" or "at most"),
+# so that what is printed never meets a target the value misses (1.797 against at least 1.8: "1.797" at 3 digits,
+# "1.79" at 2), as the command line's tables say it.
+# `fixed`: always `digits` decimals, else as few as the number needs.
+held <- function(value, bound = "at least", digits = 2L, fixed = TRUE) {
+  scale <- 10^digits
+  value <- as.numeric(value)
+  shown <- if (identical(bound, "at most")) ceiling(value * scale - 1e-9) / scale else floor(value * scale + 1e-9) / scale
+  if (fixed) formatC(shown + 0, format = "f", digits = digits) else format(shown + 0)
 }

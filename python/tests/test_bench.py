@@ -192,6 +192,15 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
     assert "| io on 2 cores / naive_auto on 2 cores | 1.70x | no target | |" in table
     stages[-1]["images_per_second"] = 150.0
     assert bench_report.summarize(stages, cores=2)["bottleneck"] == "model compute"
+    # a ratio just below its target is shown below it, rounded down: 1.797 was "1.80x" against 1.8x, "no"
+    stages[2]["images_per_second"] = 90.0 * 1.797
+    short = bench_report.summarize(stages, cores=2)
+    assert short["ratios"]["io_2_cores_vs_1"]["met"] is False
+    assert "| io on 2 cores / io on 1 core | 1.79x | 1.8x | no |" in bench_report.benchmark_table(
+        {"stages": stages, "summary": short})
+    # and an accuracy target's: away from the bound it misses
+    assert bench_report._held(0.4049, "at most", 2) == "0.41" and bench_report._held(-0.0004, "at least", 3) == "-0.001"
+    assert bench_report._held(-0.0, "at least", 3) == "0.000"
 
 
 def test_the_pipeline_is_compared_with_the_model_on_every_gpu_of_the_machine():

@@ -102,6 +102,9 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     assert row["exposed_seconds"] == pytest.approx(1.0) and row["extra_cpu_seconds"] == pytest.approx(1.0)
     assert row["micro_batches"] == 4 and row["adapted"] == "accumulate_steps=4"
     assert "| adapted (took accumulate_steps=4) | loopback |" in scaling_table({"rows": [row]})
+    # an efficiency (and an estimate) just below the share advised are shown below it, rounded down
+    shown = scaling_table({"rows": [{**row, "efficiency": 0.8996, "estimated_efficiency": 0.8996}]})
+    assert "| 0.89 | " in shown and "0.90" not in shown
     assert row["cpu_use_1"] == 1.0 and not row["contended"]
     # a lone worker whose step got 0.4 of its CPU: other work slowed it, and every ratio to it is off
     slowed = _row("today", {}, links.LinkSpec("1gbit"), run(32, 1.0, 0.4), many, 2)

@@ -197,8 +197,12 @@ test_that("the scaling stage prints a row per lever set and link, with the CPU a
   out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "a ring all-reduce")))
   header <- strsplit(trimws(out[2]), " +")[[1]]
   values <- strsplit(trimws(out[3]), " +")[[1]]
+  # the estimate, held against the share advised, rounded down (0.8556: 0.85)
   expect_equal(values[match(c("exposed_s", "extra_cpu_s", "allreduce_s", "estimated"), header)],
-               c("2.32", "0.41", "1.4", "0.86"))
+               c("2.32", "0.41", "1.4", "0.85"))
+  expect_identical(alexnet:::held(1.797, "at least", 2), "1.79")
+  expect_identical(alexnet:::held(0.4049, "at most", 3, fixed = FALSE), "0.405")
+  expect_identical(alexnet:::held(-0.0004, "at least", 3, fixed = FALSE), "-0.001")
   # the lever set the run advised, as `levers` takes it
   expect_true(any(out == paste0('Advised for accumulate over 1gbit: levers = ',
                                 '"allreduce_precision=bfloat16+allreduce_pack_mb=25+accumulate_steps=32"')), info = out)

@@ -60,8 +60,9 @@ def epoch_micro_batches(batches: int, whole: bool = True) -> int:
 
 
 def linear(efficiency: float) -> str:
-    """A share of linear scaling in two decimals, rounded down: 0.8997 is below :data:`ADVISED_EFFICIENCY` and
-    is said "0.89", not "0.90", beside the advice it gets."""
+    """A share of linear scaling (or any measure held against a bound) in two decimals, rounded down: 0.8997 is
+    below :data:`ADVISED_EFFICIENCY` and is said "0.89", not "0.90", beside the advice it gets; a ratio of 1.797 is
+    "1.79" beside a target of 1.8 it misses."""
     return f"{math.floor(efficiency * 100 + 1e-9) / 100:.2f}"
 
 
