@@ -128,6 +128,19 @@ def test_a_run_whose_exchange_is_short_is_told_so_and_advised_nothing():
     assert advise(Communication(workers=2), 1.0, 0.0, global_batch=32) is None
 
 
+def test_a_run_of_local_sgd_is_advised_the_fewest_micro_batches_its_own_exchange_needs():
+    """Micro-batches were counted from the synchronous exchange, though local SGD's average, once in sync_every
+    steps, is what its steps wait for: 8 were advised (a global batch of 512) where 4 reach the share."""
+    advice = advise(Communication(workers=2, replicas=2, sync_every=4), 0.5, 1.0, global_batch=64,
+                    micro_batches=1000, parameters=62_378_344)
+    assert advice.settings == {"allreduce_precision": "bfloat16", "accumulate_steps": 4}
+    assert advice.advised_efficiency >= ADVISED_EFFICIENCY
+    # the fewest: a run of 2 already is advised 4 again
+    fewer = advise(Communication(workers=2, replicas=2, sync_every=4, accumulate=2), 0.5, 2.0, global_batch=128,
+                   micro_batches=1000, parameters=62_378_344)
+    assert fewer.settings["accumulate_steps"] == 4
+
+
 def test_a_share_just_below_the_one_advised_is_not_said_as_it():
     # 0.8997 of linear is advised more: it is said 0.89, not "0.90" beside advice to reach 0.9
     advice = advise(Communication(workers=2), 0.68 / 0.8997 - 0.68, 0.68, global_batch=64)

@@ -162,7 +162,9 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     exposed = gradients - hidden
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
-    needed = max(1, math.ceil(exposed * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
+    # what a step waits for: local SGD's average (twice the gradients' bytes) once in sync_every steps, else the rest
+    waited = 2 * gradients / communication.sync_every if communication.local_sgd else exposed
+    needed = max(1, math.ceil(waited * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
     def power(most: float) -> int:
         return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
 
@@ -184,7 +186,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         accumulate = communication.accumulate
     compute = micro * accumulate
     # local SGD sends weights and momentum (twice the gradients' bytes) once in sync_every steps
-    exchange = 2 * gradients / communication.sync_every if communication.local_sgd else exposed
+    exchange = waited
     if share(compute, exchange) < ADVISED_EFFICIENCY:
         local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
                                                  / compute))
