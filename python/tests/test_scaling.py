@@ -116,6 +116,34 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     assert table.endswith("| at least 0.85 | no (slowed down by other work) |")
 
 
+def test_a_run_that_took_micro_batches_is_compared_with_a_lone_worker_timed_with_them(monkeypatch, tmp_path):
+    """A lone worker without the micro-batches the two took was counted for as many images: micro-batches alone
+    speed a step up, which was credited as scaling (above 1.0 where they sped it more than the link slowed it)."""
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+
+    calls: list[tuple[dict, int]] = []
+
+    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
+        calls.append((dict(levers), workers))
+        took = workers > 1 and levers.get("adapt_communication")
+        micro = 4 if took or levers.get("accumulate_steps") == 4 else 1
+        seconds = {1: 1.0, 4: 3.0}[micro] if workers == 1 else 3.6  # 4 micro-batches alone: 3 s, not 4
+        worker = {"images_per_step": 32 * micro, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
+                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": micro, "bytes_per_step": 1e6,
+                  "estimated_efficiency": 0.8, "adapted": "accumulate_steps=4" if took else "", "advised": ""}
+        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(scaling, "_run", fake_run)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    plan = check_plan({"stages": "scaling", "links": "loopback", "levers": ["adapted"], "output_dir": str(tmp_path)})
+    (row,) = bench.run(plan)["scaling"]["rows"]
+    assert row["efficiency"] == pytest.approx(3.0 / 3.6, abs=1e-4), "against a lone worker of 4 micro-batches"
+    lone = [levers for levers, workers in calls if workers == 1]
+    assert len(lone) == 2 and lone[1]["accumulate_steps"] == 4 and "adapt_communication" not in lone[1]
+
+
 def test_post_local_sgd_is_a_lever_set_of_the_accuracy_stage_only():
     # the scaling stage times a few steps of one epoch: with local_sgd_after they would all be synchronous
     import alexnet

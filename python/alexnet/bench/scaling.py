@@ -241,6 +241,26 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
     return {"workers": results, "load_before": before, "load_after": load_average()}
 
 
+def _alike(plan: ScalingPlan, name: str, levers: Mapping[str, Any], many: Mapping[str, Any],
+           alike: dict[str, dict[str, Any]], runs: list[dict[str, Any]],
+           run_one: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any] | None:
+    """The lone worker's run with the micro-batches that ``many``, a run of ``adapt_communication``, took (``None``:
+    it took none, and the lone worker's run of ``levers`` does the same work): a lone worker takes no advice, and
+    micro-batches speed a step up alone (fewer optimizer updates), which would be counted as scaling. One run per
+    settings taken (``alike``), added to ``runs``."""
+    took = parse_lever_set(many["workers"][0]["adapted"])[1] if many["workers"][0].get("adapted") else {}
+    if "accumulate_steps" not in took:
+        return None
+    text = many["workers"][0]["adapted"]
+    if text not in alike:
+        settings = {key: value for key, value in {**levers, **took}.items() if key != "adapt_communication"}
+        alike[text] = run_one(settings)
+        logger.info("scaling %s, 1 worker with what %d workers took (%s): %.3f s a step.", name, plan.workers, text,
+                    alike[text]["workers"][0]["typical_step_seconds"])
+        runs.append({"levers": name, "link": None, "took": text, **alike[text]})
+    return alike[text]
+
+
 def _row(name: str, levers: Mapping[str, Any], link: LinkSpec, one: Mapping[str, Any], many: Mapping[str, Any],
          workers: int) -> dict[str, Any]:
     """The table row of lever set ``name`` (``levers``) on ``link``, from the run alone (``one``) and of ``workers``
@@ -313,6 +333,7 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     log_dir = Path(log_dir) if log_dir is not None else Path(workdir) / "scaling-logs"  # the workers' logs
     log_dir.mkdir(parents=True, exist_ok=True)
     rows, runs, taken = [], [], 0
+    alike: dict[str, dict[str, Any]] = {}  # lone workers' runs with what a run of several took, by what it took
     for name, levers in plan.levers:
         key = measured_with(plan, levers)
         earlier = {record["link"]: record for record in kept
@@ -329,7 +350,9 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
                 taken += 1
             else:
                 many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
-                row = _row(name, levers, link, one, many, plan.workers)
+                lone = _alike(plan, name, levers, many, alike, runs,
+                              lambda took: _run(plan, took, data, LinkSpec("loopback"), 1, shares, log_dir)) or one
+                row = _row(name, levers, link, lone, many, plan.workers)
             runs.append({"levers": name, "link": link.name, **many})
             rows.append(row)
             logger.info("scaling %s, %d workers over %s: efficiency %.2f%s%s.", name, plan.workers, link.name,
