@@ -532,8 +532,8 @@ def test_what_a_step_with_packs_hid_is_counted_on_gpus_and_only_recorded_on_cpus
     assert told[True].settings["accumulate_steps"] == 8 and "0.8 s of the exchange hidden, timed" in told[True].text
     assert told[True].settings["allreduce_pack_mb"] == told[False].settings["allreduce_pack_mb"] == 25
     # on CPUs packs are advised untimed, and said so; on GPUs a timing of packs that hid nothing advises none
-    assert ("packs that travel while the backward pass computes the rest, not counted in the estimate (what a step "
-            "hides on CPUs varies from run to run)") in told[False].text
+    assert ("packs that travel while the backward pass computes the rest, not counted in the estimate, as what a "
+            "step hides on CPUs varies from run to run") in told[False].text
     gpu = Topology("multi_worker", 2, 2, 0, True, 1, True)
     nothing = advise_communication({**timing, "hidden_seconds": 0.0}, Communication(workers=2), gpu, global_batch=64,
                                    most_batch=1024)

@@ -158,7 +158,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         settings["allreduce_pack_mb"] = ADVISED_PACK_MB
         reasons.append("packs that travel while the backward pass computes the rest" + (
             f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else
-            ", not counted in the estimate (what a step hides on CPUs varies from run to run)"))
+            ", not counted in the estimate, as what a step hides on CPUs varies from run to run"))
     exposed = gradients - hidden
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
