@@ -274,7 +274,7 @@ test_that("a worker's failure leads with its own Python error and says where its
   error <- conditionMessage(error)
   expect_match(error, paste0("\nFull log: ", log), fixed = TRUE)
   # the package's own error, which says what to change: its words alone, without its type and traceback
-  expect_match(error, "^Worker 0 of 1 failed: `cache_dir` = .*cannot hold the cache")
+  expect_match(error, "^Worker 0 of 1 failed: `cache_dir` = .*is a file, not a folder: give a folder")
   expect_no_match(error, "Last lines of its log", fixed = TRUE)
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
