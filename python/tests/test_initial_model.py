@@ -178,11 +178,11 @@ def test_a_run_from_a_pinned_model_of_other_classes_trains_only_the_layers_from_
     assert card.initial_model == f"base@{pin['version']}" and card.class_ids == ["n00000000", "n00000002", "z_own"]
     assert card.architecture == {"dense_units": UNITS, "grouped": False} == pin["architecture"]
     # the checkpoints hold the optimizer of the dense layers alone: resuming with every layer learning is refused
-    with pytest.raises(AlexnetError, match="train_from: fc1 then, conv1 now"):
+    with pytest.raises(AlexnetError, match="`train_from`: fc1 then, conv1 now"):
         alexnet.alexnet_train(data=new, initial_model=pin, model_dir=str(tmp_path / "out2"),
                               checkpoint_dir=str(tmp_path / "ckpt"), **{**TINY, "epochs": 2})
     # so is resuming from another initial model
-    with pytest.raises(AlexnetError, match=rf"initial_model: base@{pin['version']} then, .*alexnet.keras now"):
+    with pytest.raises(AlexnetError, match=rf"`initial_model`: base@{pin['version']} then, .*alexnet.keras now"):
         alexnet.alexnet_train(data=new, initial_model=str(tmp_path / "out"), train_from="fc1",
                               model_dir=str(tmp_path / "out2"), checkpoint_dir=str(tmp_path / "ckpt"),
                               **{**TINY, "epochs": 2})
