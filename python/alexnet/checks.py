@@ -4,6 +4,7 @@ of those forms. Each check returns the converted value or raises an :class:`Alex
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,15 @@ def as_seconds(value: Any, name: str, *, allow_none: bool = True, allow_zero: bo
 def count_text(n: int, singular: str, plural: str | None = None) -> str:
     """``n`` things, in the singular for one (``"1 category"``, ``"3 categories"``), as R's prints say them."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
+def held_text(value: float, bound: str = "at least", digits: int = 2) -> str:
+    """``value`` in ``digits`` decimals, rounded away from the bound it is held against (``bound``: "at least" or
+    "at most"), so that what is shown never meets a bound the value misses: 0.8997 against at least 0.9 is "0.89",
+    1.797 against 1.8 "1.79", 0.4049 against at most 0.4 "0.41"; never "-0.000"."""
+    scale = 10 ** digits
+    shown = (math.ceil(value * scale - 1e-9) if bound == "at most" else math.floor(value * scale + 1e-9)) / scale
+    return f"{shown + 0.0:.{digits}f}"
 
 
 def some_names(names: Sequence[str], shown: int = 3) -> str:

@@ -24,6 +24,7 @@ from alexnet.bench import report as bench_report  # noqa: E402
 from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
 from alexnet.bench.plan import check_plan  # noqa: E402
+from alexnet.checks import held_text  # noqa: E402
 from alexnet.environment import tensorflow_environment  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.train.precision import candidates, hardware  # noqa: E402
@@ -199,8 +200,8 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
     assert "| io on 2 cores / io on 1 core | 1.79x | 1.8x | no |" in bench_report.benchmark_table(
         {"stages": stages, "summary": short})
     # and an accuracy target's: away from the bound it misses
-    assert bench_report._held(0.4049, "at most", 2) == "0.41" and bench_report._held(-0.0004, "at least", 3) == "-0.001"
-    assert bench_report._held(-0.0, "at least", 3) == "0.000"
+    assert held_text(0.4049, "at most", 2) == "0.41" and held_text(-0.0004, "at least", 3) == "-0.001"
+    assert held_text(-0.0, "at least", 3) == "0.000"
 
 
 def test_the_pipeline_is_compared_with_the_model_on_every_gpu_of_the_machine():

@@ -7,8 +7,8 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..checks import held_text
 from ..machine import usable_cpus
-from ..train.advice import linear
 from .stages import COMPARISONS, CONTENDED, PIPELINE_STAGES, STAGES, TARGETS, contended, label, rate
 
 
@@ -39,14 +39,6 @@ def machine_info() -> dict[str, Any]:
         "cpu_allocator": cpu_allocator(),
         "malloc": malloc_in_effect(),
     }
-
-
-def _held(value: float, bound: str, digits: int) -> str:
-    """``value`` in ``digits`` decimals, rounded away from the target it is held against (``bound``: "at least" or
-    "at most"), so that what is shown never meets a target the value misses (0.4049 against at most 0.4: "0.41")."""
-    scale = 10 ** digits
-    shown = (math.ceil(value * scale - 1e-9) if bound == "at most" else math.floor(value * scale + 1e-9)) / scale
-    return f"{shown + 0.0:.{digits}f}"  # + 0.0: no "-0.000"
 
 
 def _ratio(numerator: float | None, denominator: float | None, target: str) -> dict[str, Any]:
@@ -165,8 +157,8 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
     lines += ["", f"Medians over {seeds} seed(s), ranges in brackets{joined}.", "",
               "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
     for name, t in accuracy["targets"].items():
-        value = "n/a" if t["value"] is None else f"{_held(t['value'], t['bound'], 2)}x" if name == "time_ratio" else \
-            f"{'+' if t['value'] >= 0 else ''}{_held(t['value'], t['bound'], 3)}"
+        value = "n/a" if t["value"] is None else f"{held_text(t['value'], t['bound'])}x" if name == "time_ratio" \
+            else f"{'+' if t['value'] >= 0 else ''}{held_text(t['value'], t['bound'], 3)}"
         needed = f"{t['bound']} {t['target']:g}" + ("x" if name == "time_ratio" else "")
         met = "" if t["met"] is None else "yes" if t["met"] else "no"
         lines.append(f"| {t['what']} | {value} | {needed} | {met} |")
@@ -202,9 +194,9 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
         shown = "" if share is None else f"{share:.2f}" + (" *" if r.get("contended") else "")
         lines.append(f"| {r['levers']}{took} | {r['link']} | {r['images_per_second_1']:.1f} "
                      f"| {r['images_per_second']:.1f} "
-                     f"| {linear(r['efficiency'])} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
+                     f"| {held_text(r['efficiency'])} | {r['step_seconds']:.2f} | {r['compute_seconds']:.2f} "
                      f"| {r['exposed_seconds']:.2f} | {r['extra_cpu_seconds']:.2f} | {r['allreduce_seconds']:.2f} "
-                     f"| {r['bytes_per_step'] / 1e6:.1f} | {'' if estimate is None else linear(estimate)} "
+                     f"| {r['bytes_per_step'] / 1e6:.1f} | {'' if estimate is None else held_text(estimate)} "
                      f"| {r.get('advised') or ''} | {shown} |")
     slowed = [r for r in rows if r.get("contended")]
     if slowed:
@@ -215,7 +207,7 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
     targets = (scaling.get("summary") or {}).get("targets") or {}
     if targets:
         lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
-        lines += [f"| {t['what']} ({t['levers']}) | {linear(t['value'])} | at least {t['target']:g} "
+        lines += [f"| {t['what']} ({t['levers']}) | {held_text(t['value'])} | at least {t['target']:g} "
                   f"| {'yes' if t['met'] else 'no'}{' (slowed down by other work)' if t.get('contended') else ''} |"
                   for t in targets.values()]
     if scaling.get("skipped"):
@@ -260,7 +252,7 @@ def benchmark_table(result: Mapping[str, Any]) -> str:
     ratios = [r for r in result["summary"]["ratios"].values() if r["value"] is not None]
     if ratios:
         lines += ["", "| target | measured | needed | met |", "| --- | --: | --: | :-: |"]
-        lines += [f"| {r['what']} | {linear(r['value'])}x | {r['target']:g}x | {'yes' if r['met'] else 'no'} |"
+        lines += [f"| {r['what']} | {held_text(r['value'])}x | {r['target']:g}x | {'yes' if r['met'] else 'no'} |"
                   for r in ratios]
         lines += [f"| {c['what']} | {c['value']:.2f}x | no target | |"
                   for c in result["summary"].get("comparisons", {}).values() if c["value"] is not None]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from ..checks import count_text
+from ..checks import count_text, held_text
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
 from .communication import MB, WIRE_FORMATS, Communication
 
@@ -63,7 +63,7 @@ def linear(efficiency: float) -> str:
     """A share of linear scaling (or any measure held against a bound) in two decimals, rounded down: 0.8997 is
     below :data:`ADVISED_EFFICIENCY` and is said "0.89", not "0.90", beside the advice it gets; a ratio of 1.797 is
     "1.79" beside a target of 1.8 it misses."""
-    return f"{math.floor(efficiency * 100 + 1e-9) / 100:.2f}"
+    return held_text(efficiency)
 
 
 def _held_by_the_epoch(most: int, batches: int, whole: bool = True) -> str:
