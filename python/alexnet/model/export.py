@@ -31,7 +31,7 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
 from ..storage.outputs import writable_location
 from .card import CARD_FILE, ModelCard
-from .options import ExportOptions, PredictOptions, check_model_pin
+from .options import EXPORT_MARKS, ExportOptions, PredictOptions, check_model_pin
 from .pin import EXPORT_FILES
 from .publishing import check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 
 #: The TF Lite file of a ``tflite`` export (the same name in a folder and in a model pin).
 TFLITE_FILE = EXPORT_FILES["tflite"]
-#: Files that mark a folder as an earlier export, which ``overwrite`` may replace.
-_EXPORT_MARKS = ("saved_model.pb", TFLITE_FILE)
 #: What an export writes at the top of its folder: the files, and the SavedModel's folders.
 _EXPORT_FILES_AT_TOP = frozenset({"saved_model.pb", "fingerprint.pb", CARD_FILE, TFLITE_FILE})
 _EXPORT_FOLDERS = frozenset({"variables", "assets"})
@@ -107,8 +105,8 @@ def _check_replaceable(fs: Any, resolved: str, local: bool, entries: list[str]) 
         raise AlexnetError(f"`path` = {resolved} holds files that are not an export ({some_names(strangers, 4)}): "
                            "`overwrite` replaces only a folder holding an earlier export and nothing else, and this "
                            "folder is not emptied. Give a new or empty folder, or move those files away.")
-    if not any(mark in entries for mark in _EXPORT_MARKS):
-        raise AlexnetError(f"`path` = {resolved} holds no earlier export (neither {' nor '.join(_EXPORT_MARKS)}): "
+    if not any(mark in entries for mark in EXPORT_MARKS):
+        raise AlexnetError(f"`path` = {resolved} holds no earlier export (neither {' nor '.join(EXPORT_MARKS)}): "
                            "`overwrite` replaces only an earlier export, and this folder is not emptied. Give a new "
                            "or empty folder.")
 

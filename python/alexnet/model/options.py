@@ -36,6 +36,8 @@ from ..storage.layout import board_own_pin
 
 #: The file of each export format in a model pin, beside ``alexnet.keras``.
 EXPORT_FILES = {"savedmodel": "alexnet-savedmodel.zip", "tflite": "alexnet.tflite"}
+#: Files that mark a folder as an export: a SavedModel's graph, or the TF Lite file.
+EXPORT_MARKS = ("saved_model.pb", EXPORT_FILES["tflite"])
 
 #: How each ``crops`` value evaluates, as the result's ``protocol`` says.
 PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"}

@@ -117,10 +117,10 @@ def _location_paths(resolved: str) -> tuple[Any, str, str]:
 
 def _is_export(fs: Any, folder: str) -> bool:
     """Does ``folder`` hold an export of :func:`alexnet.alexnet_export` (a SavedModel, or a TF Lite file)?"""
-    from .options import EXPORT_FILES
+    from .options import EXPORT_MARKS
 
     try:
-        return any(fs.exists(posixpath.join(folder, name)) for name in ("saved_model.pb", EXPORT_FILES["tflite"]))
+        return any(fs.exists(posixpath.join(folder, name)) for name in EXPORT_MARKS)
     except Exception:  # unknown: not said
         return False
 
