@@ -43,6 +43,8 @@ def rate_text(value: float) -> str:
 def upload_summary(r: dict[str, Any]) -> str:
     """The lines printed for an upload (R's ``print.alexnet_upload``): the bad images and the categories left out
     are listed, where R says which field holds them."""
+    from ..data.upload import bad_image_line
+
     added = sorted(set(r.get("val_uploaded") or []) - set(r.get("uploaded") or []))  # to categories already there
     lines = [
         f"ImageNet on board {r['board']}: {count_text(r['categories'], 'category', 'categories')} "
@@ -61,7 +63,7 @@ def upload_summary(r: dict[str, Any]) -> str:
     bad = r.get("bad_images") or []
     if bad:
         lines.append(f"{count_text(len(bad), 'bad image')} left out:")
-        lines += [f"  {b['category']}/{b['file']}: {b['reason']}" for b in bad]
+        lines += [f"  {bad_image_line(b)}" for b in bad]
     excluded = r.get("excluded") or []
     if excluded:
         lines.append(f"{count_text(len(excluded), 'category', 'categories')} left out under `min_images`: "

@@ -64,13 +64,18 @@ def _category_rows(names: Mapping[str, str], train: Sequence[Result], results: d
 BAD_IMAGES_NAMED = 10
 
 
+def bad_image_line(bad: Mapping[str, str]) -> str:
+    """A bad image of an upload's ``bad_images`` as its warning and the command line's summary list it."""
+    return f"{bad['category']}/{bad['file']}: {bad['reason']}"
+
+
 def _warn_of_bad_images(found: list[dict[str, str]]) -> None:
     """Name the bad images this upload found and left out (those of categories it skipped were named when they were
     uploaded), so that a script sees them too; the result's ``bad_images`` holds them all."""
     if not found:
         return
     found = sorted(found, key=lambda b: (b["category"], b["split"], b["file"]))
-    named = [f"{b['category']}/{b['file']}: {b['reason']}" for b in found[:BAD_IMAGES_NAMED]]
+    named = [bad_image_line(b) for b in found[:BAD_IMAGES_NAMED]]
     more = f"\n  ... and {len(found) - BAD_IMAGES_NAMED} more" if len(found) > BAD_IMAGES_NAMED else ""
     log.warning("%s left out (all in the result's bad_images and the board's bad_images pin):\n  %s%s",
                 count_text(len(found), "bad image"), "\n  ".join(named), more)
