@@ -119,23 +119,33 @@ def test_console_script_is_installed():
     assert proc.stdout.startswith("alexnet ")
 
 
-def test_upload_then_categories_summaries(tmp_path, capsys):
+def test_upload_then_categories_summaries(tmp_path, capsys, caplog):
     dest = tmp_path / "imagenet"
     assert main(["synth", str(dest), "--classes", "2", "--images-per-class", "3", "--val-per-class", "1",
                  "--max-side", "32", "--quirks"]) == 0
     board = tmp_path / "board"
     capsys.readouterr()
-    assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        assert main(["upload", str(dest), "--board", str(board), "--workers", "2"]) == 0
     out = capsys.readouterr().out
     # 3 images a category and the odd files: 2 of them (the empty and the truncated one) left out
     assert "2 categories (2 uploaded, 0 already there), 9 training images and 2 validation images" in out
     assert "2 bad images left out:" in out
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING and "bad image" in r.getMessage()], \
+        "the summary lists them: the warning that names them too is left out"
     written = re.search(r"^Wrote (\d+\.\d) kB in ", out, re.MULTILINE)
     assert written and float(written.group(1)) > 1, out
     assert main(["upload", str(dest), "--board", str(board)]) == 0
     again = capsys.readouterr().out
     assert "2 categories (0 uploaded, 2 already there), 9 training images and 2 validation images" in again
     assert re.search(r"^Wrote 0 bytes in ", again, re.MULTILINE), again  # nothing transferred the second time
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="alexnet.data.upload"):
+        assert main(["upload", str(dest), "--board", str(tmp_path / "listed"), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["bad_images"]) == 2
+    assert [r.getMessage().split(":")[0] for r in caplog.records if r.levelno == logging.WARNING] == [
+        "2 bad images left out (all in the result's bad_images and the board's bad_images pin)"], \
+        "with --json no summary lists them: the warning does"
     assert main(["categories", "--board", str(board), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["index"] for r in rows] == [0, 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from typing import Any
 
@@ -74,7 +75,18 @@ def upload_summary(r: dict[str, Any]) -> str:
 
 
 def _upload(args: argparse.Namespace) -> None:
-    result = common.core("upload")(args.source, **given(args, "board"), **common.options_given(args, UploadOptions))
+    from ..data.upload import BAD_IMAGES_NAMED_MARK
+
+    def unnamed(record: logging.LogRecord) -> bool:  # the summary lists every bad image: the warning is left out
+        return args.json or not getattr(record, BAD_IMAGES_NAMED_MARK, False)
+
+    uploader = logging.getLogger("alexnet.data.upload")
+    uploader.addFilter(unnamed)
+    try:
+        result = common.core("upload")(args.source, **given(args, "board"),
+                                       **common.options_given(args, UploadOptions))
+    finally:
+        uploader.removeFilter(unnamed)
     emit(result, args.json, lambda r: common.typed(args)(upload_summary(r)))
 
 

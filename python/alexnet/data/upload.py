@@ -69,6 +69,11 @@ def bad_image_line(bad: Mapping[str, str]) -> str:
     return f"{bad['category']}/{bad['file']}: {bad['reason']}"
 
 
+#: The attribute of the log record that names an upload's bad images, for a front end that lists them itself in its
+#: summary (the command line) to leave the warning out.
+BAD_IMAGES_NAMED_MARK = "alexnet_bad_images_named"
+
+
 def _warn_of_bad_images(found: list[dict[str, str]]) -> None:
     """Name the bad images this upload found and left out (those of categories it skipped were named when they were
     uploaded), so that a script sees them too; the result's ``bad_images`` holds them all."""
@@ -78,7 +83,7 @@ def _warn_of_bad_images(found: list[dict[str, str]]) -> None:
     named = [bad_image_line(b) for b in found[:BAD_IMAGES_NAMED]]
     more = f"\n  ... and {len(found) - BAD_IMAGES_NAMED} more" if len(found) > BAD_IMAGES_NAMED else ""
     log.warning("%s left out (all in the result's bad_images and the board's bad_images pin):\n  %s%s",
-                count_text(len(found), "bad image"), "\n  ".join(named), more)
+                count_text(len(found), "bad image"), "\n  ".join(named), more, extra={BAD_IMAGES_NAMED_MARK: True})
 
 
 def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, str]], summary: dict[str, Any],
