@@ -264,7 +264,8 @@ imagenet_validation <- function(board = NULL, ...) {
   found <- simplify_py(do.call(core_function("imagenet_validation"), args))
   structure(found, class = c("alexnet_validation", "alexnet_partition"))
 }
-# from the core's declarations: which share first (given by position too), the options before `...`
+# from the core's declarations: the board, then which share (given by position too, as in Python), the options
+# before `...`
 imagenet_validation <- with_declared(with_declared(imagenet_validation, declared_formals(validation_fetch_options)),
                                      declared_formals(validation_partition_options),
-                                     first = names(validation_partition_options))
+                                     first = c("board", names(validation_partition_options)))

@@ -29,6 +29,26 @@ test_that("every option of the data stage is a formal of its function, with its 
                    c("model", "data", "board", "crops", "batch_size", "parallel", "image_size", "partition", "total",
                      "cache_dir", "fetch_workers", "..."))
   expect_identical(names(formals(alexnet_model)), c("board", "name", "version", "cache_dir", "export", "..."))
+  expect_identical(names(formals(imagenet_validation))[1:3], c("board", "partition", "total"))
+})
+
+test_that("every function R shares with Python takes the same arguments by position, in the same order", {
+  skip_if_no_alexnet()
+  core <- reticulate::import("alexnet")
+  positional <- reticulate::py_eval(paste(
+    "lambda f: [p.name for p in __import__('inspect').signature(f).parameters.values()",
+    "if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)] if __import__('inspect').isfunction(f) else None"))
+  compared <- 0L
+  for (fun in intersect(getNamespaceExports("alexnet"), core$`__all__`)) {
+    python <- positional(core[[fun]])
+    if (is.null(python)) next
+    python <- as.character(unlist(python))
+    python[python == "spark"] <- "sc"  # a Spark connection, by the name sparklyr gives it
+    expect_identical(as.character(names(formals(getExportedValue("alexnet", fun))))[seq_along(python)], python,
+                     label = fun)
+    compared <- compared + 1L
+  }
+  expect_gt(compared, 15L)
 })
 
 test_that("R checks the data options it can before any call into the core", {

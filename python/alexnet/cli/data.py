@@ -125,7 +125,7 @@ def _fetch(args: argparse.Namespace) -> None:
 
 
 def validation_summary(r: dict[str, Any]) -> str:
-    """The lines printed for a board's validation images fetched alone (``imagenet_validation()``, which R has not)."""
+    """The lines printed for a board's validation images fetched alone (R's ``print.alexnet_validation``)."""
     which = ("All the board's validation images" if r["total"] == 1
              else f"Share {r['partition']} of {r['total']} (0-based) of the board's validation images")
     lines = [f"{which}: {count_text(len(r['val_image']), 'image')} of "
