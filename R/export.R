@@ -10,8 +10,8 @@
 #' BMP, WebP) as strings, and returns for each the `top` most probable classes, best first: `indices` (label
 #' numbers), `ids` (WordNet ids), `names` and `probabilities`, and `ok` and `error`. An image it cannot decode does
 #' not fail the call: its `ok` is false and its `error` says why (`"empty"`, `"not a JPEG, PNG, GIF, BMP or WebP
-#' image"`, `"an animated WebP is not read"`, `"truncated or corrupt"`, `"too large to decode safely (N pixels,
-#' more than the limit 89478485)"`), its indices are -1, its ids and names empty and its probabilities 0; the
+#' image"`, `"an animated WebP is not read (a still one is)"`, `"truncated or corrupt"`, `"too large to decode
+#' safely (N pixels, more than the limit 89478485)"`), its indices are -1, its ids and names empty and its probabilities 0; the
 #' other images get their answers. An image whose header declares more pixels than that limit (the one
 #' [alexnet_predict()] and training apply) is refused before anything of it is decoded. EXIF orientation is not applied,
 #' as in [alexnet_predict()]: rotate photos stored sideways first. A model trained in bfloat16 computes in float32

@@ -165,7 +165,8 @@ def test_serving_reads_each_format_predict_reads_and_refuses_above_the_limit_fro
     assert answers == {**{name: (True, "") for name in list(images)[:7]},
                        **{name: (False, too_large) for name in list(images)[7:14]},
                        "TIFF": (False, "not a JPEG, PNG, GIF, BMP or WebP image"),
-                       "animated WebP": (False, "an animated WebP is not read"), "animated GIF": (True, "")}
+                       "animated WebP": (False, "an animated WebP is not read (a still one is)"),
+                       "animated GIF": (True, "")}
     assert pixels.numpy()[:7, 8, 8, 0].min() > 150 and pixels.numpy()[7:-1].max() == 0
     assert pixels.numpy()[-1, 8, 8].tolist() == [120, 0, 0], "the first frame of the animated GIF"
 

@@ -23,6 +23,8 @@ IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpeg", ".jpg", ".png", ".gif", "
 
 #: What :func:`image_format` says of an animated WebP, which TensorFlow does not decode to RGB (still WebPs are read).
 ANIMATED_WEBP = "animated WebP"
+#: Why an animated WebP is not used, as a prediction and an export's serving function say it.
+ANIMATED_WEBP_REASON = "an animated WebP is not read (a still one is)"
 
 
 def formats_read(last: str = "or") -> str:

@@ -23,7 +23,14 @@ import numpy as np
 from ..data.parts import is_image_name
 from ..declare import declaration
 from ..errors import AlexnetError, reason
-from ..input.formats import ANIMATED_WEBP, IMAGE_EXTENSIONS, IMAGE_FORMATS, formats_read, image_format
+from ..input.formats import (
+    ANIMATED_WEBP,
+    ANIMATED_WEBP_REASON,
+    IMAGE_EXTENSIONS,
+    IMAGE_FORMATS,
+    formats_read,
+    image_format,
+)
 from ..progress import progress_bar
 from ..result import returns_result
 from .options import PredictOptions
@@ -218,7 +225,7 @@ def not_read(data: bytes) -> str:
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
             return ""
     if found == ANIMATED_WEBP:  # a WebP, of the one kind not read
-        return "an animated WebP is not read (a still one is)"
+        return ANIMATED_WEBP_REASON
     return f"{found} is not read (only {formats_read()} images are)"
 
 

@@ -10,11 +10,11 @@ Serving, ``saved_model_cli``, other languages' bindings), without this package o
     the function ``alexnet_predict()`` decodes with, inside the graph. Returns, per image, the ``top`` most
     probable classes, best first: ``indices`` (int32 label numbers), ``ids`` (WordNet ids), ``names`` and
     ``probabilities`` (float32), each ``[batch, top]``, and ``ok`` (bool ``[batch]``) and ``error`` (string
-    ``[batch]``). An image that cannot be decoded does not fail the call: its ``ok`` is false, its ``error`` says
-    why (``empty``, ``not a JPEG, PNG, GIF, BMP or WebP image``, ``an animated WebP is not read``, ``truncated or
-    corrupt``, ``too large to decode safely (N pixels, more than the limit 89478485)``), its ``indices`` are -1,
-    its ``ids`` and ``names`` empty and its ``probabilities`` 0. As in ``alexnet_predict()``, a JPEG is read to its
-    end first (at 1/8 scale), so a truncated one is reported even when its centre could be decoded, and an image
+    ``[batch]``). An image that cannot be decoded does not fail the call: its ``ok`` is false, its ``error`` says why
+    (``empty``, ``not a JPEG, PNG, GIF, BMP or WebP image``, ``an animated WebP is not read (a still one is)``,
+    ``truncated or corrupt``, ``too large to decode safely (N pixels, more than the limit 89478485)``), its ``indices``
+    are -1, its ``ids`` and ``names`` empty and its ``probabilities`` 0. As in ``alexnet_predict()``, a JPEG is read to
+    its end first (at 1/8 scale), so a truncated one is reported even when its centre could be decoded, and an image
     whose header declares more pixels than :data:`alexnet.data.images.MAX_PIXELS` (the limit ``alexnet_predict()``,
     training and evaluation apply too) is refused before anything of it is decoded: a small file can decode to
     gigabytes.
@@ -33,7 +33,7 @@ import os
 from typing import Any
 
 from ..data import images as image_checks
-from ..input.formats import ANIMATED_WEBP, IMAGE_FORMATS, formats_read
+from ..input.formats import ANIMATED_WEBP, ANIMATED_WEBP_REASON, IMAGE_FORMATS, formats_read
 from ..tfimport import keras, tf, unconverted
 from .card import ModelCard
 
@@ -43,7 +43,7 @@ PIXELS_SIGNATURE = "pixels"
 
 #: The reason given for an image of a format not read, and for an animated WebP.
 NOT_READ = f"not a {formats_read()} image"
-ANIMATED = "an animated WebP is not read"
+ANIMATED = ANIMATED_WEBP_REASON
 
 
 def float32_copy(model: keras.Model) -> keras.Model:
