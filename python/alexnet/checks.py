@@ -135,16 +135,6 @@ def as_number(value: Any, name: str, low: float | None = None, high: float | Non
     return number
 
 
-def as_learning_rate(value: Any) -> float:
-    """``learning_rate``: a number > 0."""
-    rate = as_number(value, "learning_rate")
-    if rate <= 0:
-        raise AlexnetError(
-            f"`learning_rate` must be a number > 0 (the size of each step against the gradient), not {shown(value)}."
-        )
-    return rate
-
-
 def as_optional_bool(value: Any, name: str) -> bool | None:
     """``value`` as a flag, with ``None`` (R's ``NULL``) passed through."""
     if value is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,11 +101,6 @@ class Spec:
         least = f">={self.minimum:g}" if self.minimum is not None and base in ("count", "counts") else ""
         optional = "?" if self.optional or self.kind == "counts" else ""
         return base + least + optional
-
-    @property
-    def flag(self) -> str | None:
-        """The command-line option, or ``None`` when the setting is not on the command line."""
-        return self.option
 
     def shown_default(self) -> str:
         """The default as the help shows it."""
@@ -345,9 +340,3 @@ def flatten_words(value: Any) -> Any:
     if isinstance(value, list) and value and all(isinstance(word, list) for word in value):
         return [number for word in value for number in word]
     return value
-
-
-def describe_choices(choices: Sequence[str]) -> str:
-    """``"a", "b" or "c"``."""
-    quoted = [f'"{c}"' for c in choices]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

@@ -29,9 +29,6 @@ logger = logging.getLogger("alexnet.train.strategy")
 #: Seconds between the lines that say a worker still waits for the others to join.
 JOIN_NOTE_EVERY = 30.0
 
-#: The exit status of a worker that gave up waiting for the others to join.
-JOIN_EXIT_STATUS = 2
-
 
 def cluster_tasks(config: dict) -> tuple[tuple[str, str], list[tuple[str, str]]]:
     """This task and the others of TF_CONFIG ``config`` (as :func:`~alexnet.train.cluster.read_tf_config` gives it),

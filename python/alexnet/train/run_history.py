@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .history_file import recorded_params
 from .schedule import describe
+from .validation import VALIDATION_METRICS
 
 if TYPE_CHECKING:
     from ..input.inputs import TrainingData
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from .strategy import Topology
 
 #: The metrics of a history, in the order it gives them (others after them).
-METRIC_ORDER = ("loss", "accuracy", "top5_accuracy", "val_loss", "val_accuracy", "val_top5_accuracy", "val_images")
+METRIC_ORDER = ("loss", "accuracy", "top5_accuracy", *VALIDATION_METRICS)
 
 
 def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,

@@ -99,8 +99,8 @@ class Validation(keras.callbacks.Callback):
         if round(counted) != self.images:
             raise AlexnetError(f"Validation counted {counted:.0f} images where the workers agreed on {self.images}; "
                                "this is a bug.")
-        return {"val_loss": loss / counted, "val_accuracy": top1 / counted, "val_top5_accuracy": topk / counted,
-                "val_images": float(self.images)}
+        return dict(zip(VALIDATION_METRICS, (loss / counted, top1 / counted, topk / counted, float(self.images)),
+                        strict=True))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         metrics = self.evaluate()
