@@ -456,6 +456,25 @@ def test_train_takes_one_image_size_or_several_in_order(monkeypatch, words, size
     assert seen["image_size_epochs"] is None, "left out: the default (split evenly)"
 
 
+@pytest.mark.parametrize("typed", ["mirrored", "Mirrored", "MIRRORED"])
+def test_train_takes_a_strategy_written_as_the_core_takes_it(monkeypatch, typed):
+    """The command line refused the spellings the core takes (any case, - for _)."""
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--strategy", typed]) == 0
+    assert seen["strategy"] == "mirrored"
+    seen = _recording_core(monkeypatch)
+    assert main(["train", "--strategy", "Multi-Worker"]) == 0
+    assert seen["strategy"] == "multi_worker"
+
+
+def test_train_refuses_a_strategy_it_does_not_know_among_its_choices(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", "--strategy", "parameter_server"])
+    assert stopped.value.code == 2
+    assert "argument --strategy: invalid choice: 'parameter_server' (choose from 'default', 'mirrored', " \
+           "'multi_worker')" in capsys.readouterr().err
+
+
 def test_train_passes_the_schedule_precision_and_rate_options(monkeypatch):
     seen = _recording_core(monkeypatch)
     assert main(["train", "--epochs", "5", "--image-size", "64", "96", "--image-size-epochs", "2,3",

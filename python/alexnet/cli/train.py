@@ -255,16 +255,28 @@ def _history(args: argparse.Namespace) -> None:
     common.emit(common.core("history")(args.checkpoint_dir), args.json, history_summary)
 
 
+def _strategy(value: str) -> str | None:
+    """A strategy's name as the core takes it (in any case, ``-`` for ``_``); another word as given, for argparse to
+    refuse among its choices."""
+    from ..train.strategy import check_strategy
+
+    try:
+        return check_strategy(value)
+    except AlexnetError:
+        return value
+
+
 def register(add: common.AddCommand) -> None:
     """Add the ``train`` and ``history`` commands to the parser."""
-    from ..train.strategy import STRATEGY_NAMES
+    from ..train.strategy import STRATEGIES, STRATEGY_NAMES
 
     p = add("train", _train, "fetch a partition and train AlexNet on it")
     common.partition_options(p)
     training_options(p)
-    common.core_option(p, "strategy", "--strategy", choices=STRATEGY_NAMES,
-                       help="how training is spread: default, one device (when not given); mirrored, every GPU "
-                            "of this machine; multi_worker, the workers TF_CONFIG names, this one among them")
+    common.core_option(p, "strategy", "--strategy", choices=STRATEGY_NAMES, type=_strategy,
+                       help="how training is spread (in any case, - for _): "
+                            + "; ".join(f"{name}, {what}" + (" (when not given)" if name == "default" else "")
+                                        for name, what in STRATEGIES.items()))
     history = add("history", _history, "print a training's history, read back from its checkpoint folder",
                   "Print the history of a training (also one under way: its epochs done so far), read from the "
                   "history file its checkpoint_dir holds, without training or loading anything.")

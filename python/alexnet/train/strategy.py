@@ -39,8 +39,11 @@ logger = logging.getLogger(__name__)
 #: Seconds a worker of a multi-worker run may go without a heartbeat (at most ``collective_timeout``).
 HEARTBEAT_TIMEOUT = 60.0
 
-#: Strategy names accepted by :func:`resolve_strategy` (and the command line's ``--strategy``).
-STRATEGY_NAMES = ("default", "mirrored", "multi_worker")
+#: Strategy names accepted by :func:`resolve_strategy` (and the command line's ``--strategy``), and what each spreads
+#: training over.
+STRATEGIES = {"default": "one device", "mirrored": "every GPU of this machine",
+              "multi_worker": "the workers TF_CONFIG names, this one among them"}
+STRATEGY_NAMES = tuple(STRATEGIES)
 
 
 def check_strategy(strategy: Any) -> str | None:
