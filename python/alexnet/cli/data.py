@@ -8,7 +8,14 @@ import math
 from typing import Any
 
 from ..checks import count_text, some_names
-from ..data.options import SyntheticOptions, UploadOptions, ValidationFetchOptions, ValidationPartitionOptions
+from ..data.options import (
+    FetchOptions,
+    SyntheticOptions,
+    UploadOptions,
+    ValidationFetchOptions,
+    ValidationPartitionOptions,
+)
+from ..declare.declaration import specs
 from ..errors import without_passwords
 from . import common
 from .common import BOARD_HELP, emit, given, size_text
@@ -164,7 +171,8 @@ def register(add: common.AddCommand) -> None:
     fetch = add("fetch", _fetch, "fetch one partition of the categories into the local cache")
     common.partition_options(fetch)
     common.core_option(fetch, "validation", "--validation", switch=True,
-                       help=common.with_default("fetch", "validation", "also fetch the partition's validation images"))
+                       help=common.with_default("fetch", "validation",
+                                                common.declared_help(specs(FetchOptions)["validation"])))
     validation = add("validation", _validation, "fetch a board's validation images alone into the local cache",
                      "Fetch a board's validation images into the local cache: all of them, or one share of the "
                      "categories that have some, balanced by their counts (as an evaluation's workers share them).")
