@@ -123,7 +123,7 @@
 #' @export
 alexnet_benchmark <- function(data = NULL) {
   args <- checked_args("alexnet_benchmark", names(formals()))
-  if (is.list(args$data)) args$data <- as_py_lists(unclass(args$data), c("image", "category", "categories", "label"))
+  if (is.list(args$data)) args$data <- train_data(args$data)  # a partition, as alexnet_train() hands it over
   if (!is.null(args$stages)) args$stages <- as.list(args$stages)
   result <- do.call(core_function("alexnet_benchmark"), args)
   new_alexnet_benchmark(result)
