@@ -80,7 +80,8 @@ tensorflow_environment <- function(file = tensorflow_env_file()) {
   stats::setNames(sub("^[^=]*=", "", lines), sub("=.*$", "", lines))
 }
 
-# Sets each variable of `file` that is not set already (a user's choice wins); those it set, invisibly.
+# Sets each variable of `file` that is not set already, or set empty (a user's choice wins; the core reads an empty
+# one alike); those it set, invisibly.
 set_tensorflow_environment <- function(file = tensorflow_env_file()) {
   values <- tensorflow_environment(file)
   unset <- values[!nzchar(Sys.getenv(names(values)))]

@@ -151,11 +151,13 @@ def tensorflow_environment() -> dict[str, str]:
 
 
 def set_tensorflow_environment() -> None:
-    """Set each variable of ``tensorflow.env`` that is not set already (a user's choice wins), TensorFlow's inter-op
+    """Set each variable of ``tensorflow.env`` that is not set already, or set empty (a user's choice wins; an empty
+    value is none, as R's ``library(alexnet)`` reads it before this process starts), TensorFlow's inter-op
     threads in a process held to one CPU (:func:`set_interop_threads`), then this process's malloc as
     ``ALEXNET_MALLOC`` says (:func:`set_malloc`)."""
     for name, value in tensorflow_environment().items():
-        os.environ.setdefault(name, value)
+        if not os.environ.get(name):
+            os.environ[name] = value
     set_interop_threads()
     set_malloc()
 

@@ -243,6 +243,7 @@ test_that("library(alexnet) sets the core's tensorflow.env, each variable only w
   seen <- run_fresh_r(function(names) {
     Sys.unsetenv(names)
     Sys.setenv(TF_CPU_ALLOCATOR_USE_BFC = "false")  # the user's choice
+    Sys.setenv(TF_USE_LEGACY_KERAS = "")  # set empty: taken for unset, as the core takes it
     library(alexnet)
     Sys.getenv(names)
   }, args = list(names(declared)))
