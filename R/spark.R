@@ -1,3 +1,11 @@
+# An error unless `barrier` has the shape of the list spark_apply(barrier = TRUE) hands its closure.
+check_barrier_list <- function(barrier) {
+  if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
+    alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
+                  "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
+  }
+}
+
 #' TF_CONFIG from a Spark barrier
 #'
 #' In a `sparklyr::spark_apply(..., barrier = TRUE)` closure, `barrier` is a list with `address`
@@ -18,10 +26,7 @@ tf_config_from_barrier <- function(barrier) {
   if (missing(barrier)) {
     alexnet_abort("`barrier` is missing: pass the barrier list spark_apply(barrier = TRUE) hands its closure.")
   }
-  if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
-    alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
-                  "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
-  }
+  check_barrier_list(barrier)
   if (!is.character(barrier$address) || !length(barrier$address) || anyNA(barrier$address) ||
       !all(grepl(":[0-9]+$", barrier$address))) {
     alexnet_abort("`barrier$address` must be the \"host:port\" of every task, as spark_apply(barrier = TRUE) gives ",
@@ -337,10 +342,7 @@ spark_closure <- function(task, python) {
 # which runs the task's kind of work in a fresh Python process; a one-row data frame with its columns, or the
 # worker's error.
 spark_task <- function(barrier, task, python) {
-  if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
-    alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
-                  "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
-  }
+  check_barrier_list(barrier)
   if (!is.null(python) && nzchar(python)) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
