@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import pickle
@@ -122,3 +123,18 @@ def test_the_kinds_of_error_are_importable_from_the_package_as_r_has_a_class_for
     said = {re.sub(r"(?<!^)([A-Z])", r"_\1", name[:-len("Error")]).lower() for name in kinds if name != "AlexnetError"}
     assert said <= r_classes, said - r_classes
     assert {"board", "layout", "integrity", "bad_images", "child", "worker", "worker_lost"} == said
+
+
+def test_type_checkers_see_every_export_from_the_module_that_defines_it() -> None:
+    """``alexnet``'s exports are imported lazily (``__getattr__``), which a type checker takes for ``Any``: the
+    imports it reads instead (under ``TYPE_CHECKING``) are every export of ``_EXPORTS``, each from its module."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(alexnet.__file__).read_text())
+    (block,) = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    imported = {alias.name: (node.module or "") for node in block.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == alexnet._EXPORTS
+    assert all(getattr(alexnet, name) is getattr(importlib.import_module(f"alexnet.{module}"), name)
+               for name, module in imported.items())
