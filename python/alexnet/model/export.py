@@ -31,12 +31,16 @@ from ..scratch import make_scratch
 from ..storage.location import fs_path, location_kind, open_filesystem, resolve_location
 from ..storage.outputs import writable_location
 from .card import CARD_FILE, ModelCard
-from .options import EXPORT_MARKS, ExportOptions, PredictOptions, check_model_pin
+from .options import EXPORT_MARKS, ExportOptions, ModelPinOptions, PredictOptions, check_model_pin
 from .pin import EXPORT_FILES
 from .publishing import check_model_board, check_pin_holds_models, publish_model, published_with
 from .saved import inference_copy, load_model, model_source
 
 logger = logging.getLogger(__name__)
+
+#: The name an export publishes under when neither `name` nor the pin it was read from says one: the model pin read
+#: by default.
+_PIN_NAME = declaration.specs(ModelPinOptions)["name"].default
 
 #: The TF Lite file of a ``tflite`` export (the same name in a folder and in a model pin).
 TFLITE_FILE = EXPORT_FILES["tflite"]
@@ -299,7 +303,7 @@ def alexnet_export(model: Any, path: str | os.PathLike | None = None, format: st
                        "published.")
     if board is not None:
         default = source.reference.get("name") if source.kind == "pin" else None
-        pin_name = check_model_pin(name if name is not None else default or "alexnet", "name")
+        pin_name = check_model_pin(name if name is not None else default or _PIN_NAME, "name")
         board = check_model_board(board, None, "board", pin_name)
         check_pin_holds_models(board, pin_name, "name")
     loaded = load_model(source)
