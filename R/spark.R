@@ -9,7 +9,8 @@ check_barrier_list <- function(barrier) {
 #' TF_CONFIG from a Spark barrier
 #'
 #' In a `sparklyr::spark_apply(..., barrier = TRUE)` closure, `barrier` is a list with `address`
-#' (the `"host:port"` of every task, in partition order) and `partition` (this task's 0-based
+#' (the `"host:port"` of every task, in partition order: a list of strings, as sparklyr gives it, or a character
+#' vector) and `partition` (this task's 0-based
 #' index). This builds the TF_CONFIG JSON of that task for `MultiWorkerMirroredStrategy`: worker `i`
 #' listens on the host of `address[i]` at port `base_port + i`, so tasks that share a host never
 #' collide, and worker 0 is the chief.
@@ -27,6 +28,10 @@ tf_config_from_barrier <- function(barrier) {
     alexnet_abort("`barrier` is missing: pass the barrier list spark_apply(barrier = TRUE) hands its closure.")
   }
   check_barrier_list(barrier)
+  if (is.list(barrier$address) &&
+      all(vapply(barrier$address, function(a) is.character(a) && length(a) == 1L, logical(1)))) {
+    barrier$address <- unlist(barrier$address)  # as sparklyr 1.8 hands it to a barrier closure: a list
+  }
   if (!is.character(barrier$address) || !length(barrier$address) || anyNA(barrier$address) ||
       !all(grepl(":[0-9]+$", barrier$address))) {
     alexnet_abort("`barrier$address` must be the \"host:port\" of every task, as spark_apply(barrier = TRUE) gives ",

@@ -1069,3 +1069,33 @@ def test_a_relaunch_from_r_waits_for_the_slots_and_says_so_at_once(board, tmp_pa
     assert said[0].startswith("Before launching the 2 workers again, waiting up to 30 s for 2 task slots: the Spark "
                               "application has 1 now")
     assert said[1].startswith("The Spark application has 2 task slots again, after ")
+
+
+def test_a_failing_task_hands_its_worker_error_to_the_driver_whose_spark_error_lacks_it(capfd):
+    """sparklyr's error of a failed stage says only that an R worker failed: the driver read no worker's error from
+    it and said "failed before a worker reported an error", though the worker had one."""
+    from alexnet.launch.monitor import report_failure
+
+    monitor = start_monitor("127.0.0.1")
+    assert monitor is not None
+    try:
+        assert monitor.take_failures() == []
+        lost = WorkerError(0, 2, "WorkerLostError: worker 1 is gone", [], None, "h:/logs/w0.log", True)
+        own = WorkerError(1, 2, "`cache_dir` = '/x' is a file, not a folder: give a folder", [], 1, "h:/logs/w1.log",
+                          True)
+        assert report_failure(monitor.address, 1, own.task_failure()) is True  # kept before the task stops
+        assert report_failure(monitor.address, 0, lost.task_failure()) is True
+        assert report_failure("tcp://127.0.0.1:1", 0, own.task_failure()) is False  # nobody there: nothing raised
+        assert report_failure(None, 0, own.task_failure()) is False
+        spark = job.failure_of(RuntimeError("Job aborted due to stage failure: sparklyr worker rscript failure with "
+                                            "status 255, check worker logs for details"), 2)
+        assert isinstance(spark, job.SparkJobError)
+        reported = job.reported_failure(monitor.take_failures(), spark)
+        assert isinstance(reported, WorkerError)
+        assert (reported.worker, reported.error, reported.log) == (1, own.error, own.log), "the first to arrive"
+        assert monitor.take_failures() == [], "taken once"
+        assert job.reported_failure([], spark) is spark
+        assert job.reported_failure([{"worker": 0, "failure": "no mark in it"}], spark) is spark
+    finally:
+        monitor.close()
+    assert "is a file" not in capfd.readouterr().err, "kept for the driver, not shown as progress"

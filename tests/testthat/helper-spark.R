@@ -69,7 +69,9 @@ skip_if_no_spark_home <- function() {
 # A stand-in for the sparklyr functions alexnet_spark_train() and alexnet_spark_evaluate() call: it records the
 # calls, and its spark_apply() runs the closure the way the tasks would, after a serialize() round trip (which is
 # how sparklyr ships it to the workers): a barrier closure once per address, one after the other, with the barrier
-# list of that task (a job of several tasks that need not run at once: an evaluation's); the probe closure once.
+# list of that task as sparklyr 1.8 makes it (`address` a list), a job of several tasks that need not run at once
+# (an evaluation's); the probe closure once. A closure's error fails the stage as in sparklyr, whose error says only
+# that an R worker failed: what the task said stays in the executor's log.
 fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver_host = "") {
   settings <- list(spark.driver.host = driver_host)
   list(
@@ -90,7 +92,13 @@ fake_sparklyr <- function(calls, slots = 2L, address = "127.0.0.1:45678", driver
         calls$spark_apply <- list(x = x, ...)
         calls$launches <- c(calls$launches, length(address))
         do.call(rbind, lapply(seq_along(address) - 1L, function(partition) {
-          shipped(data.frame(id = 1L), list(address = address, partition = partition))
+          tryCatch(shipped(data.frame(id = 1L), list(address = as.list(address), partition = partition)),
+                   error = function(e) {
+                     calls$task_errors <- c(calls$task_errors, conditionMessage(e))
+                     stop("org.apache.spark.SparkException: Job aborted due to stage failure: Could not recover from ",
+                          "a failed barrier ResultStage: sparklyr worker rscript failure with status 255, check ",
+                          "worker logs for details", call. = FALSE)
+                   })
         }))
       } else {
         calls$probe <- list(x = x, ...)

@@ -10,6 +10,12 @@ test_that("TF_CONFIG from a sparklyr barrier list: one port per task, this task'
   config <- jsonlite::fromJSON(tf_config_from_barrier(hosts, base_port = 9100))
   expect_equal(config$cluster$worker, c("10.1.0.5:9100", "10.1.0.6:9101"))
   expect_equal(config$task$index, 0L)
+
+  # as sparklyr 1.8 hands it to a barrier closure: `address` a list (it was refused as "a list of length 2")
+  listed <- list(address = list("10.1.0.5:7077", "10.1.0.6:7077"), partition = 1L)
+  config <- jsonlite::fromJSON(tf_config_from_barrier(listed, base_port = 9100))
+  expect_equal(config$cluster$worker, c("10.1.0.5:9100", "10.1.0.6:9101"))
+  expect_equal(config$task$index, 1L)
 })
 
 test_that("a malformed barrier list gets an error that shows the expected shape", {
@@ -21,7 +27,7 @@ test_that("a malformed barrier list gets an error that shows the expected shape"
     expect_error(tf_config_from_barrier(list(address = c("a:1", "b:2"), partition = partition)),
                  "^`barrier\\$partition` must be a whole number >= 0, not ", class = "alexnet_error")
   }
-  for (address in list(c("a:1", NA), 1:2, character(0), "a")) {
+  for (address in list(c("a:1", NA), 1:2, character(0), "a", list("a:1", 2L), list("a:1", c("b:2", "c:3")))) {
     expect_error(tf_config_from_barrier(list(address = address, partition = 0)),
                  "^`barrier\\$address` must be the \"host:port\" of every task", class = "alexnet_error")
   }
@@ -248,7 +254,8 @@ test_that("alexnet_spark_train's spark_apply() call and closure run a real one-w
 
   # and an evaluation past its timeout stops, saying so (the R launcher bounds each task's worker)
   expect_error(
-    alexnet:::spark_evaluate_run(fake_sparklyr(new.env(), address = c("127.0.0.1:1", "127.0.0.1:2")), "sc", 2,
+    alexnet:::spark_evaluate_run(fake_sparklyr(new.env(), address = c("127.0.0.1:1", "127.0.0.1:2"),
+                                               driver_host = "127.0.0.1"), "sc", 2,
                                  file.path(dir, "board"), list(model = file.path(dir, "model"), timeout = 1,
                                                                probe = FALSE)),
     "Worker 0 of 2 failed: TimeoutError: it did not finish within timeout = 1 s"
@@ -262,11 +269,14 @@ test_that("a worker's failure leads with its own Python error and says where its
   calls <- new.env()
   # a cache folder that is a file: the driver does not write there, the worker does, and fails
   writeLines("not a folder", file.path(dir, "cache"))
+  # sparklyr's error of the stage says only that an R worker failed: the worker's own error reaches the driver
+  # through the monitor the driver listens with (at spark.driver.host, as Spark sets it)
   error <- tryCatch(
-    alexnet:::spark_train_run(fake_sparklyr(calls), "sc", 1, file.path(dir, "b"),
+    alexnet:::spark_train_run(fake_sparklyr(calls, driver_host = "127.0.0.1"), "sc", 1, file.path(dir, "b"),
                               list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache"), probe = FALSE)),
     error = identity
   )
+  expect_match(calls$task_errors, "<<alexnet-worker-error>>", fixed = TRUE)  # what the task stopped with
   expect_s3_class(error, c("alexnet_worker_error", "alexnet_cluster_error", "alexnet_child_error", "alexnet_error"))
   expect_equal(error$worker, 0L)
   expect_equal(error$workers, 1L)
@@ -278,6 +288,15 @@ test_that("a worker's failure leads with its own Python error and says where its
   expect_no_match(error, "Last lines of its log", fixed = TRUE)
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
+
+  # without the monitor (progress = FALSE) the driver has only sparklyr's words, and says so
+  error <- tryCatch(
+    alexnet:::spark_train_run(fake_sparklyr(new.env(), driver_host = "127.0.0.1"), "sc", 1, file.path(dir, "b"),
+                              list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache"), probe = FALSE,
+                                   progress = FALSE)),
+    error = conditionMessage
+  )
+  expect_match(error, "^The Spark job of 1 worker\\(s\\) failed before a worker reported an error: .*sparklyr worker")
 })
 
 test_that("a misspelt training argument stops alexnet_spark_train() on the driver, before any Spark job", {
@@ -323,7 +342,7 @@ test_that("a worker still running after `timeout` seconds is stopped, and the er
   dir <- withr::local_tempdir()
   tiny_board(dir)
   expect_error(
-    alexnet:::spark_train_run(fake_sparklyr(new.env()), "sc", 1, file.path(dir, "b"),
+    alexnet:::spark_train_run(fake_sparklyr(new.env(), driver_host = "127.0.0.1"), "sc", 1, file.path(dir, "b"),
                               list(epochs = 1, image_size = 64, timeout = 1, cache_dir = file.path(dir, "cache"),
                                    probe = FALSE)),
     "Worker 0 of 1 failed: TimeoutError: .*within timeout = 1 s"
@@ -470,9 +489,18 @@ test_that("on a real local[2] connection, the barrier list is what fake_sparklyr
   on.exit(sparklyr::spark_disconnect(sc), add = TRUE)
   sdf <- sparklyr::sdf_len(sc, 2L, repartition = 2L)
   tasks <- sparklyr::spark_apply(sdf, function(df, barrier) {
-    data.frame(partition = as.integer(barrier$partition), address = paste(barrier$address, collapse = " "))
-  }, barrier = TRUE, columns = c(partition = "integer", address = "character"), packages = FALSE)
+    data.frame(partition = as.integer(barrier$partition), address = paste(unlist(barrier$address), collapse = " "),
+               listed = is.list(barrier$address), config = alexnet::tf_config_from_barrier(barrier))
+  }, barrier = TRUE, columns = c(partition = "integer", address = "character", listed = "logical",
+                                 config = "character"), packages = FALSE)
   tasks <- as.data.frame(sparklyr::sdf_collect(tasks))
+  # the list the closure is handed, as fake_sparklyr() hands it: `address` a list, which TF_CONFIG is made from
+  handed <- fake_sparklyr(new.env())$spark_apply("sdf", function(df, barrier) {
+    data.frame(listed = is.list(barrier$address))
+  }, barrier = TRUE)
+  expect_identical(tasks$listed, rep(handed$listed, 2L))
+  inside <- lapply(tasks$config, jsonlite::fromJSON)
+  expect_setequal(vapply(inside, function(config) config$task$index, integer(1)), 0:1)
   expect_setequal(tasks$partition, 0:1)
   addresses <- strsplit(tasks$address[[1]], " ")[[1]]
   expect_length(addresses, 2L)

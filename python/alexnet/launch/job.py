@@ -70,6 +70,18 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
     return SparkJobError(workers, lead, detail[:SPARK_LINES])
 
 
+def reported_failure(reports: Sequence[Mapping[str, Any]], failure: SparkJobError) -> AlexnetError:
+    """The worker's own error that the first of ``reports`` (the failures workers handed to the driver's monitor, in
+    order of arrival) holds, for a Spark job whose ``failure`` did not carry it (sparklyr's says only that an R worker
+    failed); ``failure`` when no worker reported one."""
+    for report in reports:
+        reported = WorkerError.from_failure(str(report.get("failure", "")))
+        if reported is not None:
+            logger.debug("Spark's message of the job: %s", "\n".join(failure.detail))
+            return reported
+    return failure
+
+
 #: A line of Spark's message that says an executor, or the worker that ran it, went away.
 _LOST = re.compile(r"ExecutorLost|Lost executor|worker lost|Reason:", re.IGNORECASE)
 
@@ -184,6 +196,8 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     try:
         for attempt in itertools.count(1):
             start = time.monotonic()
+            if monitor is not None:
+                monitor.take_failures()  # those of an attempt before
             try:
                 rows = launch(task)
                 break
@@ -193,6 +207,8 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
                 raise
             except Exception as error:  # a failure of Spark, from pyspark or through R
                 failure = failure_of(error, plan.workers)
+            if isinstance(failure, SparkJobError) and monitor is not None:
+                failure = reported_failure(monitor.take_failures(), failure)
             if attempt > plan.retries:
                 raise failure from None
             _log_retry(failure, attempt, plan, on_retry)

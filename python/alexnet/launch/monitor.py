@@ -6,6 +6,12 @@ has scored (see :func:`alexnet.launch.evaluation.score_share`). :class:`Monitor`
 process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
 as one line on standard error.
 
+It also keeps what failed: a barrier task of R whose worker failed sends the worker's error
+(:meth:`alexnet.launch.worker.WorkerError.task_failure`, see :func:`report_failure`) before the task stops,
+because sparklyr's error of the stage says only that an R worker failed. The monitor writes each such report to
+its folder and answers once it is written, and the driver reads them (:meth:`Monitor.take_failures`) to say the
+worker's own error.
+
 Run as ``python -m alexnet.launch.monitor HOST PORT_FILE DRIVER_PID [SAID_FILE [WARNINGS_ONLY]]`` (:data:`SAID_AS`
 as JSON, or an empty string; :data:`WARNINGS_ONLY` as 1 or 0).
 """
@@ -36,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 #: Seconds the driver waits for the monitor to listen.
 START_TIMEOUT = 30.0
+#: Seconds a failing worker's task waits to hand its error to the monitor.
+REPORT_TIMEOUT = 10.0
+#: The file of the monitor's folder that holds the failures reported, a line of JSON each, in order of arrival.
+FAILURES_FILE = "failures.jsonl"
 
 #: How the front door that started the job names the core's settings and calls, for the workers' warnings the
 #: monitor shows: the command line's ``options`` and ``calls`` (:func:`alexnet.cli.common.as_typed`), which it sets
@@ -71,6 +81,7 @@ def describe(record: dict[str, Any]) -> str:
 
 def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool = False) -> None:
     lock = threading.Lock()
+    failures = os.path.join(os.path.dirname(port_file), FAILURES_FILE)
     warned: set[str] = set()
     said: Callable[[str], str] = lambda text: text  # noqa: E731
     if said_file:
@@ -85,6 +96,13 @@ def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool =
                 try:
                     record = json.loads(raw)
                 except ValueError:
+                    continue
+                if record.get("kind") == "failure":  # kept for the driver, then answered: the task stops after
+                    with lock, open(failures, "a") as kept:
+                        kept.write(json.dumps(record) + "\n")
+                    with contextlib.suppress(OSError):
+                        self.wfile.write(b"kept\n")
+                        self.wfile.flush()
                     continue
                 warning = record.get("kind") == "warning"
                 if warnings_only and not warning:
@@ -153,10 +171,42 @@ class Monitor:
                 self.process.kill()
                 self.process.wait()
 
+    def take_failures(self) -> list[dict[str, Any]]:
+        """The failures the workers reported since the last call, in order of arrival (see :func:`report_failure`):
+        each ``worker`` and ``failure``."""
+        path = os.path.join(self.folder, FAILURES_FILE)
+        taken = path + ".taken"
+        try:
+            os.replace(path, taken)
+        except FileNotFoundError:
+            return []
+        with open(taken) as kept:
+            records = [json.loads(line) for line in kept if line.strip()]
+        os.remove(taken)
+        return records
+
     def close(self) -> None:
         """Stop, and delete the monitor's scratch folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def report_failure(address: str | None, worker: int, failure: str) -> bool:
+    """Hand a worker's error (``failure``, its :meth:`~alexnet.launch.worker.WorkerError.task_failure`) to the
+    driver's monitor at ``address`` (``tcp://host:port``) and wait until it is kept, at most
+    :data:`REPORT_TIMEOUT` seconds; whether it was. Nothing is raised: the task fails with the error anyway."""
+    if not address or not address.startswith("tcp://"):
+        return False
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    line = json.dumps({"kind": "failure", "worker": worker, "failure": failure}) + "\n"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=REPORT_TIMEOUT) as connection:
+            connection.sendall(line.encode())
+            connection.shutdown(socket.SHUT_WR)
+            return connection.makefile("rb").readline().strip() == b"kept"
+    except (OSError, ValueError) as error:
+        logger.debug("The failure of worker %d was not handed to the driver at %s: %s", worker, address, error)
+        return False
 
 
 def start_monitor(host: str) -> Monitor | None:

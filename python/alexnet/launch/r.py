@@ -16,6 +16,7 @@ from typing import Any
 from ..checks import as_int
 from . import spark
 from .job import combine_job, failure_of, plan_job, run_job
+from .monitor import report_failure
 from .spark import slots_from
 from .task import Task
 from .work import column_types, row_of, worker_function
@@ -95,7 +96,8 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
     ``partition`` its ``barrier$partition`` (0-based) and ``task`` the :class:`~alexnet.launch.task.Task` the driver
     planned, as the plain list R carried; its options' ``timeout`` bounds the worker's run here (sparklyr has no way to
     cancel a stage). When the worker fails, the row is ``{"failure": <message>}`` (see
-    :meth:`~alexnet.launch.worker.WorkerError.task_failure`), for the task to ``stop()`` with.
+    :meth:`~alexnet.launch.worker.WorkerError.task_failure`), for the task to ``stop()`` with, and the message is
+    handed to the driver's monitor first (:func:`alexnet.launch.monitor.report_failure`), when the task has one.
     """
     job = Task.from_dict(task)
     try:
@@ -103,6 +105,8 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
         result = run_worker(worker_function(job), as_int(partition, "barrier$partition"), [str(a) for a in addresses],
                             python=options.python, env=options.env, timeout=options.timeout)
     except WorkerError as error:
-        # returned, for the R task to stop() with: a Python error reaching R has its message shortened
+        # returned, for the R task to stop() with: a Python error reaching R has its message shortened; and handed to
+        # the driver's monitor first, as sparklyr's error of the stage does not carry the task's
+        report_failure(job.progress, error.worker, error.task_failure())
         return {"failure": error.task_failure()}
     return row_of(job, result)
