@@ -11,7 +11,7 @@ launch_options <- list(
   python = list(kind = "location?", default = NULL, choices = NULL, help = "the Python each worker runs (unset: the executor's; from R, the R session's alexnet_python())"),
   env = list(kind = "any?", default = NULL, choices = NULL, help = "extra environment variables of the workers' processes"),
   retries = list(kind = "count>=0", default = 0, choices = NULL, help = "launches of the job again after a failure (a training resumes from the last checkpoint of `checkpoint_dir`, an evaluation scores every image again); after a lost Spark worker, a relaunch first waits for the task slots it took (saying so), as long as Spark waits for a barrier stage's (10 minutes by default)"),
-  progress = list(kind = "flag", default = TRUE, choices = NULL, help = "show the workers' progress on the driver"),
+  progress = list(kind = "flag", default = TRUE, choices = NULL, help = "show the workers' progress on the driver (from R, also how a failed worker's own error reaches it: sparklyr's error of the stage does not carry it)"),
   probe = list(kind = "flag", default = TRUE, choices = NULL, help = "first check, in a short job, that the executors' Python imports alexnet and TensorFlow, naming those that do not")
 )
 

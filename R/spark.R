@@ -64,7 +64,9 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' checks that every R worker finds alexnet and a Python that imports the core and TensorFlow, and names the
 #' executors that do not. While the workers train, the chief's progress (epoch, step, loss, accuracy, images per
 #' second) is shown here. When one task fails, Spark stops the others; the error leads with the worker's own
-#' Python error and says where its whole log is. With `retries`, the barrier stage is launched again, and training
+#' Python error and says where its whole log is (the task hands it to the driver through the monitor that shows
+#' the progress, as sparklyr's own error says only that an R worker failed: with `progress = FALSE`, only that is
+#' said). With `retries`, the barrier stage is launched again, and training
 #' resumes from the last checkpoint in `checkpoint_dir`.
 #'
 #' With `evaluate = TRUE`, the same job ends with the model's evaluation: after the last epoch each worker scores

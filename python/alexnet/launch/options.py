@@ -51,7 +51,8 @@ class LaunchOptions:
                            "checkpoint of `checkpoint_dir`, an evaluation scores every image again); after a lost "
                            "Spark worker, a relaunch first waits for the task slots it took (saying so), as long as "
                            "Spark waits for a barrier stage's (10 minutes by default)", minimum=0)
-    progress: bool = setting(True, "flag", "show the workers' progress on the driver")
+    progress: bool = setting(True, "flag", "show the workers' progress on the driver (from R, also how a failed "
+                             "worker's own error reaches it: sparklyr's error of the stage does not carry it)")
     probe: bool = setting(True, "flag", "first check, in a short job, that the executors' Python imports alexnet and "
                           "TensorFlow, naming those that do not")
 
