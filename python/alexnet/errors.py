@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 import re
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -93,6 +94,29 @@ class AlexnetError(Exception):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(without_passwords(a) if isinstance(a, str) else a for a in args))
+
+
+#: The modules of the core's extras (pyproject.toml), by the extra that installs each; every other module the core
+#: imports is one of its own dependencies.
+EXTRA_MODULES = {"pyspark": "spark", "s3fs": "s3", "tensorboard": "tensorboard"}
+
+
+def missing_module(error: ModuleNotFoundError) -> AlexnetError | None:
+    """What to install, for a module this Python lacks that the core imports when first used (TensorFlow, pyspark,
+    ...): an :class:`AlexnetError` that names the module, the Python and the extra or the core's install that brings
+    it; ``None`` for a module of alexnet's own (a fault of the package, said as it is)."""
+    name = (error.name or "").split(".")[0]
+    if not name or name == "alexnet":
+        return None
+    extra = EXTRA_MODULES.get(name)
+    what = (f"the `{extra}` extra of the core, which this needs" if extra else
+            "one of the core's own dependencies: the core was installed without them")
+    spec = f"./python[{extra}]" if extra else "./python"
+    from_r = ("alexnet::install_alexnet()" if extra in (None, "spark", "s3")  # its default extras: s3 and spark
+              else f'alexnet::install_alexnet(extras = c("s3", "spark", "{extra}"))')
+    return AlexnetError(
+        f"This Python ({sys.executable}) has no module `{name}`, {what}. Install it there: from a clone of alexnet, "
+        f"pip install -c python/constraints.txt '{spec}'; from R, {from_r}.")
 
 
 def run_error(message: str) -> AlexnetError:
@@ -190,6 +214,8 @@ def r_call(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     logger.addHandler(below)
     try:
         return as_plain(function(*args, **kwargs))
+    except ModuleNotFoundError as error:  # TensorFlow or pyspark missing: what to install
+        return CallFailure(missing_module(error) or error)
     except Exception as error:  # every kind goes back to R, which raises it
         return CallFailure(error)
     finally:

@@ -1059,3 +1059,39 @@ def test_a_spark_evaluation_names_its_model_and_attempt_and_says_the_workers_rat
     # a training's evaluation, said after the training's own lines: no attempt of its own; no images scored: no rate
     idle = combine_shares([share(0, 0, 0.0), share(1, 0, 0.0)], 3.0)
     assert evaluation_summary(idle).splitlines()[1] == "centre crop; 224 pixels; 10 classes; 2 workers"
+
+
+@pytest.mark.parametrize(("module", "extra"),
+                         [("pyspark", "spark"), ("tensorflow", None), ("tensorboard.x", "tensorboard")])
+def test_a_module_this_python_lacks_is_said_in_one_line_with_what_to_install(monkeypatch, capsys, module, extra):
+    """A Python without pyspark (or TensorFlow) printed a traceback ending in ModuleNotFoundError."""
+    def lacking(*args, **kwargs):
+        raise ModuleNotFoundError(f"No module named '{module}'", name=module)
+
+    fake_core(monkeypatch, lambda command: lacking)
+    assert main(["categories", "--board", "/b"]) == 1
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith(f"alexnet categories: error: This Python ({sys.executable}) has "
+                                                     f"no module `{module.split('.')[0]}`, ")
+    assert f"pip install -c python/constraints.txt '{f'./python[{extra}]' if extra else './python'}'" in said
+    assert "alexnet::install_alexnet(" in said
+
+
+def test_a_module_of_alexnet_its_own_missing_is_a_fault_said_as_it_is(monkeypatch):
+    def broken(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'alexnet.nothing'", name="alexnet.nothing")
+
+    fake_core(monkeypatch, lambda command: broken)
+    with pytest.raises(ModuleNotFoundError, match=r"alexnet\.nothing"):
+        main(["categories", "--board", "/b"])
+
+
+def test_the_extras_said_for_a_missing_module_are_the_core_package_extras():
+    import tomllib
+
+    from alexnet.errors import EXTRA_MODULES
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for module, extra in EXTRA_MODULES.items():
+        assert any(re.match(rf"{module}\b", requirement) for requirement in extras[extra]), (module, extra)

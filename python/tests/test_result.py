@@ -138,3 +138,13 @@ def test_type_checkers_see_every_export_from_the_module_that_defines_it() -> Non
     assert imported == alexnet._EXPORTS
     assert all(getattr(alexnet, name) is getattr(importlib.import_module(f"alexnet.{module}"), name)
                for name, module in imported.items())
+
+
+def test_r_is_told_what_to_install_for_a_module_this_python_lacks() -> None:
+    def lacking() -> None:
+        raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+
+    failure = r_call(lacking)
+    assert failure.classes[:2] == ["AlexnetError", "Exception"]
+    assert "has no module `tensorflow`, one of the core's own dependencies" in failure.message
+    assert "from R, alexnet::install_alexnet()." in failure.message

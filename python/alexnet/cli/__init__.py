@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..child import ChildError
-from ..errors import AlexnetError, WithoutPasswords
+from ..errors import AlexnetError, WithoutPasswords, missing_module
 from ..launch import monitor
 from ..progress import BarSafeHandler
 from . import bench, cluster, common, data, model, train
@@ -156,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _AsTyped(common.typed(args, workers=True)).said(str(error))  # a worker's words: it reads the pin too
         sys.stderr.write(f"alexnet {args.command}: error: {said}\n")
         return 1 if error.while_running else 2
+    except ModuleNotFoundError as error:  # TensorFlow or pyspark missing: what to install, in one line
+        missing = missing_module(error)
+        if missing is None:
+            raise
+        sys.stderr.write(f"alexnet {args.command}: error: {missing}\n")
+        return 1
     except KeyboardInterrupt:  # Ctrl-C: what the command cleans up on the way out is done; no traceback
         again = rerun_note(args)
         sys.stderr.write(f"alexnet {args.command}: interrupted{'; ' + again if again else ''}\n")
