@@ -81,6 +81,7 @@ def test_readme_has_the_snippets_this_file_runs():
     assert len(readme_blocks("python")) == 1
     assert len(readme_blocks("sh")) == 3
     assert len(readme_blocks("r")) == 1
+    assert len(readme_blocks("sh install")) == 1
     for language in ("r", "python", "sh"):
         assert len(readme_blocks(f"{language} layouts")) == 1
     languages = {info.split()[0] for info, _ in fenced_blocks(README.read_text()) if info}
@@ -273,6 +274,24 @@ def test_readme_make_targets_exist():
     for line in readme_blocks("sh")[0].splitlines():
         target = line.split("#")[0].split()[1]
         assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+@pytest.mark.long
+def test_readme_install_block_makes_an_environment_whose_alexnet_command_runs(tmp_path):
+    """README's install of the core from a clone, run as written (from the clone, its environment in a temporary
+    folder): the command it puts there runs, and the extras it names are there."""
+    (code,) = readme_blocks("sh install")
+    script = code.replace("~/alexnet-env", str(tmp_path / "alexnet-env"))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800, env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",
+                                                                                               "VIRTUAL_ENV")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "usage: alexnet" in done.stdout
+    python = tmp_path / "alexnet-env" / "bin" / "python"
+    probe = "import alexnet, pyspark, s3fs, tensorboard; print(alexnet.__file__)"
+    shown = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert str(tmp_path / "alexnet-env") in shown.stdout, "the core installed there, not the clone's"
 
 
 def test_readme_benchmark_commands_parse():
