@@ -66,7 +66,9 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #' second) is shown here. When one task fails, Spark stops the others; the error leads with the worker's own
 #' Python error and says where its whole log is (the task hands it to the driver through the monitor that shows
 #' the progress, as sparklyr's own error says only that an R worker failed: with `progress = FALSE`, only that is
-#' said). With `retries`, the barrier stage is launched again, and training
+#' said). An interrupt (Ctrl-C) cancels the Spark job and stops with an error that says so, without a relaunch;
+#' the workers, whose R processes a cancelled sparklyr job leaves running, stop once the driver no longer answers
+#' them (within a minute). With `retries`, the barrier stage is launched again, and training
 #' resumes from the last checkpoint in `checkpoint_dir`.
 #'
 #' With `evaluate = TRUE`, the same job ends with the model's evaluation: after the last epoch each worker scores
@@ -285,14 +287,18 @@ spark_barrier_run <- function(api, sc, kind, workers, board, options) {
   parallelism <- as.integer(api$invoke(context, "defaultParallelism"))
   driver_host <- setting("spark.driver.host", "")
   env <- spark_worker_env(python)
-  # a failed stage's error is returned to the core, whole (an R error reaching Python is shortened)
+  # a failed stage's error is returned to the core, whole (an R error reaching Python is shortened); so is an
+  # interrupt (Ctrl-C), which sparklyr may turn into an error as it cancels the Spark job: not launched again
   launch <- function(task, columns) {
-    tryCatch({
+    interrupted <- FALSE
+    tryCatch(withCallingHandlers({
       sdf <- api$sdf_len(sc, as.integer(workers), repartition = as.integer(workers))
       applied <- api$spark_apply(sdf, spark_closure(task, python), barrier = TRUE, columns = spark_columns(columns),
                                  packages = FALSE, env = env)
       frame_records(as.data.frame(api$sdf_collect(applied)))
-    }, error = function(e) list(failure = conditionMessage(e)))
+    }, interrupt = function(c) interrupted <<- TRUE),
+    interrupt = function(c) list(interrupted = TRUE),
+    error = function(e) if (interrupted) list(interrupted = TRUE) else list(failure = conditionMessage(e)))
   }
   check <- function() {
     tasks <- max(as.integer(workers), parallelism)

@@ -20,6 +20,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 #: Lines of a failed child's log shown in its error.
 LOG_TAIL_LINES = 40
+#: Seconds between the questions whether a child's result is still wanted (see :meth:`Child.result`).
+ABANDONED_POLL = 5.0
 _TASK_FILE = "task.pkl"
 _RESULT_FILE = "result.json"
 _ERROR_FILE = "error.json"
@@ -187,15 +190,29 @@ class Child:
     def _error(self, message: str, code: int | None, known: bool = False) -> ChildError:
         return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice, known)
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None, abandoned: Callable[[], str | None] | None = None) -> Any:
         """The function's result once the process has ended; :class:`ChildError` when it failed or still ran
-        after ``timeout`` seconds (it is then killed)."""
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            raise self._error(f"TimeoutError: it did not finish within timeout = {timeout:g} s and was stopped: "
-                              "raise `timeout`", None) from None
+        after ``timeout`` seconds, or when ``abandoned()`` (asked every :data:`ABANDONED_POLL` seconds) gives the
+        reason its result is no longer wanted (it is then killed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if abandoned is None else ABANDONED_POLL
+            if deadline is not None:
+                wait = max(0.0, deadline - time.monotonic()) if wait is None else \
+                    min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                code = self.process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                self.stop()
+                raise self._error(f"TimeoutError: it did not finish within timeout = {timeout:g} s and was stopped: "
+                                  "raise `timeout`", None) from None
+            reason = abandoned() if abandoned is not None else None
+            if reason:
+                self.stop()
+                raise self._error(f"it was stopped: {reason}", None) from None
         if code == 0 and (self.work / _RESULT_FILE).exists():
             return json.loads((self.work / _RESULT_FILE).read_text())
         known = False
@@ -220,7 +237,8 @@ def start_child(function: Callable[..., Any], *args: Any, what: str = "a child p
 
 def run_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
               env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
-              prefix: str = "alexnet-child-", advice: str = "", timeout: float | None = None) -> Any:
+              prefix: str = "alexnet-child-", advice: str = "", timeout: float | None = None,
+              abandoned: Callable[[], str | None] | None = None) -> Any:
     """``function(*args)`` run in a fresh Python process; its result (which must be JSON-serialisable).
 
     The child runs ``python`` (default: this interpreter) with this process's environment as Python outside
@@ -229,11 +247,12 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
     it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
     it), its temporary files to its scratch folder too (``TMPDIR``, unless ``env`` sets it). A failure raises
     :class:`ChildError` naming ``what``, with the child's own error, the last lines of its log and ``advice``;
-    so does a child still running after ``timeout`` seconds, which is killed.
+    so does a child still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason (see
+    :meth:`Child.result`), which is killed.
     """
     with start_child(function, *args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
                      advice=advice) as child:
-        return child.result(timeout)
+        return child.result(timeout, abandoned)
 
 
 def die_with_parent(parent: int) -> None:

@@ -299,6 +299,30 @@ test_that("a worker's failure leads with its own Python error and says where its
   expect_match(error, "^The Spark job of 1 worker\\(s\\) failed before a worker reported an error: .*sparklyr worker")
 })
 
+test_that("an interrupt (Ctrl-C) of the Spark job stops alexnet_spark_train(), saying so, and is not launched again", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  tiny_board(dir)
+  calls <- new.env()
+  api <- fake_sparklyr(calls, driver_host = "127.0.0.1")
+  api$spark_apply <- function(x, f, ...) {
+    calls$launches <- c(calls$launches, 1L)
+    # the interrupt reaches sparklyr as it waits for the job, which it cancels on its way out (on.exit), and an
+    # error of its own may follow
+    on.exit(calls$cancelled <- TRUE)
+    signalCondition(structure(class = c("interrupt", "condition"), list(message = "", call = NULL)))
+    stop("Unknown exception occurred", call. = FALSE)
+  }
+  error <- tryCatch(
+    alexnet:::spark_train_run(api, "sc", 1, file.path(dir, "b"), list(epochs = 1, retries = 2, probe = FALSE)),
+    error = identity
+  )
+  expect_s3_class(error, "alexnet_error")
+  expect_match(conditionMessage(error), "^Interrupted: the Spark job was cancelled, and its workers stop once they find ")
+  expect_equal(calls$launches, 1L)  # it was launched again, as after a failed worker, with retries
+  expect_true(calls$cancelled)
+})
+
 test_that("a misspelt training argument stops alexnet_spark_train() on the driver, before any Spark job", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()

@@ -209,6 +209,37 @@ def report_failure(address: str | None, worker: int, failure: str) -> bool:
         return False
 
 
+#: Seconds a worker of R's barrier task goes on while the driver's monitor does not answer: then the driver is taken
+#: to have ended or cancelled the job (sparklyr's cancel leaves an R task's process running).
+DRIVER_GONE_AFTER = 60.0
+
+
+def driver_gone(address: str | None, after: float = DRIVER_GONE_AFTER) -> Callable[[], str | None]:
+    """A question for :meth:`alexnet.child.Child.result`: why a worker's result is no longer wanted, once the driver's
+    monitor at ``address`` (``tcp://host:port``) has not answered for ``after`` seconds; ``None`` until then (and
+    always, without an address)."""
+    silent_since: float | None = None
+
+    def gone() -> str | None:
+        nonlocal silent_since
+        if not address or not address.startswith("tcp://"):
+            return None
+        host, _, port = address[len("tcp://"):].rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+                silent_since = None
+                return None
+        except (OSError, ValueError):
+            now = time.monotonic()
+            silent_since = now if silent_since is None else silent_since
+            if now - silent_since < after:
+                return None
+        return (f"the driver has not answered at {address} for {after:g} s: its job was cancelled (Ctrl-C) or it "
+                "ended")
+
+    return gone
+
+
 def start_monitor(host: str) -> Monitor | None:
     """A :class:`Monitor` for workers that reach the driver at ``host``; None (with a warning) when it cannot start."""
     try:

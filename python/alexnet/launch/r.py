@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..checks import as_int
+from ..errors import AlexnetError
 from . import spark
 from .job import combine_job, failure_of, plan_job, run_job
-from .monitor import report_failure
+from .monitor import DRIVER_GONE_AFTER, driver_gone, report_failure
 from .spark import slots_from
 from .task import Task
 from .work import column_types, row_of, worker_function
@@ -36,6 +37,11 @@ def _records(value: Any) -> list[dict[str, Any]]:
         return list(value.to_dict(orient="records"))
     return [dict(row) for row in value]
 
+
+#: What R is told after an interrupt (Ctrl-C) of its Spark job, which sparklyr cancelled.
+INTERRUPTED = ("Interrupted: the Spark job was cancelled, and its workers stop once they find the driver gone "
+               f"(within {DRIVER_GONE_AFTER:g} s). A training with `checkpoint_dir` run again resumes from its last "
+               "checkpoint.")
 
 #: ``launch(task, columns)``: the R function that runs one barrier stage (see :func:`r_job`).
 Launch = Callable[[dict[str, Any], dict[str, str]], Any]
@@ -78,6 +84,8 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
 
     def launched(task: Task) -> list[dict[str, Any]]:
         value = launch(task.to_dict(), column_types(task))  # a plain list in R, made a Task again by each task
+        if isinstance(value, Mapping) and value.get("interrupted"):  # Ctrl-C: the job cancelled, not launched again
+            raise AlexnetError(INTERRUPTED)
         if isinstance(value, Mapping) and "failure" in value:  # the stage's error, as R caught it
             raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
         return _records(value)
@@ -102,8 +110,10 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
     job = Task.from_dict(task)
     try:
         options = job.options
+        # stopped when the driver is gone: a Spark job cancelled from R leaves its R tasks running
         result = run_worker(worker_function(job), as_int(partition, "barrier$partition"), [str(a) for a in addresses],
-                            python=options.python, env=options.env, timeout=options.timeout)
+                            python=options.python, env=options.env, timeout=options.timeout,
+                            abandoned=driver_gone(job.progress))
     except WorkerError as error:
         # returned, for the R task to stop() with: a Python error reaching R has its message shortened; and handed to
         # the driver's monitor first, as sparklyr's error of the stage does not carry the task's

@@ -105,15 +105,17 @@ def _modified(entry: os.DirEntry[str]) -> float | None:
 
 
 def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses: Sequence[str], *,
-               python: str | None = None, env: Mapping[str, str] | None = None, timeout: float | None = None) -> Any:
+               python: str | None = None, env: Mapping[str, str] | None = None, timeout: float | None = None,
+               abandoned: Callable[[], str | None] | None = None) -> Any:
     """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`), its output
     kept in :func:`worker_log`; a failure raises :class:`WorkerError`, which says where that log is. A worker
-    still running after ``timeout`` seconds is stopped, and fails saying so."""
+    still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason, is stopped, and fails saying
+    so."""
     addresses = [str(a) for a in addresses]
     log = worker_log(index)
     try:
         return run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
-                         prefix=f"alexnet-worker{index}-", timeout=timeout)
+                         prefix=f"alexnet-worker{index}-", timeout=timeout, abandoned=abandoned)
     except ChildError as error:
         raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code,
                           f"{socket.gethostname()}:{log}", error.known) from None
