@@ -56,9 +56,11 @@ def test_a_worker_finds_the_driver_gone_once_its_monitor_has_not_answered_for_lo
 
     with socket.create_server(("127.0.0.1", 0)) as server:
         address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        never = driver_gone(address, after=0.0)
         gone = driver_gone(address, after=0.5)
         assert gone() is None  # it answers
     assert gone() is None, "silent for less than `after`"
     time.sleep(0.6)
     assert "the driver has not answered at " + address + " for 0.5 s" in (gone() or "")
     assert driver_gone(None)() is None, "without a monitor, never"
+    assert never() is None, "a monitor that never answered (a port out of reach) is no reason to stop"

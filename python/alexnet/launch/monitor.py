@@ -216,20 +216,24 @@ DRIVER_GONE_AFTER = 60.0
 
 def driver_gone(address: str | None, after: float = DRIVER_GONE_AFTER) -> Callable[[], str | None]:
     """A question for :meth:`alexnet.child.Child.result`: why a worker's result is no longer wanted, once the driver's
-    monitor at ``address`` (``tcp://host:port``) has not answered for ``after`` seconds; ``None`` until then (and
-    always, without an address)."""
+    monitor at ``address`` (``tcp://host:port``), which answered before, has not answered for ``after`` seconds;
+    ``None`` until then (and always, without an address, or while the monitor never answered: a port the executors
+    cannot reach is no reason to stop)."""
     silent_since: float | None = None
+    answered = False
 
     def gone() -> str | None:
-        nonlocal silent_since
+        nonlocal silent_since, answered
         if not address or not address.startswith("tcp://"):
             return None
         host, _, port = address[len("tcp://"):].rpartition(":")
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
-                silent_since = None
+                silent_since, answered = None, True
                 return None
         except (OSError, ValueError):
+            if not answered:
+                return None
             now = time.monotonic()
             silent_since = now if silent_since is None else silent_since
             if now - silent_since < after:
