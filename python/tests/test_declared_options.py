@@ -324,3 +324,13 @@ def test_a_command_refuses_a_bad_value_naming_the_option_typed(command, tmp_path
             assert f"`{flag}`" in message and f"`{name}`" not in message, (command, flag, message)
             tried += 1
     assert tried and list(tmp_path.iterdir()) == [], "refused before anything is written"
+
+
+def test_a_misspelt_argument_of_a_function_is_offered_its_own_arguments_too(tmp_path):
+    """`bord` was refused with a list of the options alone, neither offering `board` nor listing it."""
+    with pytest.raises(AlexnetError, match=r"^imagenet_partition\(\) does not take `bord` \(did you mean `board`\?\): "
+                                           r"fix the name, or leave it out\. Its arguments are: partition, total, "
+                                           r"board, cache_dir, "):
+        alexnet.imagenet_partition(0, 2, bord=str(tmp_path))
+    with pytest.raises(AlexnetError, match=r"does not take `partiton` \(did you mean `partition`\?\)"):
+        alexnet.imagenet_validation(str(tmp_path), partiton=1)

@@ -51,6 +51,13 @@ test_that("every function R shares with Python takes the same arguments by posit
   expect_gt(compared, 15L)
 })
 
+test_that("a misspelt argument of a data function is offered the function's own arguments too", {
+  skip_if_no_alexnet()
+  expect_error(imagenet_partition(0, 2, bord = tempfile()),
+               "^imagenet_partition\\(\\) does not take `bord` \\(did you mean `board`\\?\\): .* Its arguments are: partition, total, board, ",
+               class = "alexnet_error")
+})
+
 test_that("R checks the data options it can before any call into the core", {
   expect_error(imagenet_upload("src", retries = -1), "`retries` must be a whole number >= 0, not -1",
                class = "alexnet_error")

@@ -83,18 +83,32 @@ def defaults(declaration: type) -> dict[str, Any]:
 
 
 def check_names(names: Iterable[str], known: Iterable[str], where: str, listing: str, *,
-                reserved: Mapping[str, str] | None = None) -> None:
+                reserved: Mapping[str, str] | None = None, said: Iterable[str] | None = None) -> None:
     """Raise when ``names`` holds one not in ``known`` (with the closest name when one is close); ``where`` names the
     call, ``listing`` what the known names are (``"The training settings"``); ``reserved`` maps names a caller must
-    not give to what to say instead."""
+    not give to what to say instead; ``said``, when given, are the names the error offers and lists instead of
+    ``known`` (a function's every argument, of which ``known`` are those it takes by keyword alone)."""
     names, known = list(names), list(known)
     for name in names:
         if reserved and name in reserved:
             raise AlexnetError(f"`{name}` cannot be given to {where}: {reserved[name]}")
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise AlexnetError(f"{where} does not take {name_hints(unknown, known)}: fix the name, or leave it out. "
-                           f"{listing} are: {', '.join(known)}.")
+        offered = known if said is None else list(said)
+        raise AlexnetError(f"{where} does not take {name_hints(unknown, offered)}: fix the name, or leave it out. "
+                           f"{listing} are: {', '.join(offered)}.")
+
+
+def _arguments_of(where: str) -> list[str] | None:
+    """The names of every argument of the public function ``where`` names (``"imagenet_partition()"``), its own and
+    its declared options alike; ``None`` for another ``where``."""
+    import alexnet
+
+    function = getattr(alexnet, where[:-2], None) if where.endswith("()") and where[:-2] in alexnet.__all__ else None
+    if function is None or not callable(function):
+        return None
+    return [p.name for p in inspect.signature(function).parameters.values()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
 
 
 def convert(declaration: type, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,7 +122,9 @@ def check(declaration: type[D], arguments: Mapping[str, Any], where: str) -> D:
     """The settings of ``declaration`` among ``arguments`` (by name; those left out at their defaults), checked and
     converted; an :class:`AlexnetError` naming one that ``where`` (the function given them) does not take, with the
     closest, or the first refused."""
-    check_names(arguments, specs(declaration), where, "Its options")
+    every = _arguments_of(where)
+    check_names(arguments, specs(declaration), where, "Its options" if every is None else "Its arguments",
+                said=every)
     return declaration(**convert(declaration, arguments))
 
 
