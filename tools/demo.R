@@ -147,8 +147,10 @@ agree <- validated == one_machine$images && round(accuracy * validated) == one_m
 cat("Training's validation and the whole-board evaluation ", if (agree) "agree.\n" else "differ!\n", sep = "")
 
 step("Done. Outputs in", out)
+tools_dir <- dirname(alexnet_python())  # TensorBoard's and TensorFlow's commands, beside the core's Python
 cat("  board:   ", board, "\n  cache:   ", cache, "\n  model:   ", history$model_path,
     "\n  plot:    ", file.path(out, "history.png"),
-    "\n  logs:    ", logs, " (tensorboard --logdir ", logs, ")",
-    "\n  served:  ", served$path, " (saved_model_cli show --dir ", served$path, " --all)",
+    "\n  logs:    ", logs, " (", file.path(tools_dir, "tensorboard"), " --logdir ", logs, ")",
+    "\n  served:  ", served$path, " (", file.path(tools_dir, "saved_model_cli"), " show --dir ", served$path,
+    " --all)",
     "\n  spark:   ", file.path(out, "spark-model"), "\n", sep = "")
