@@ -590,6 +590,16 @@ def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_h
     lost = lost_worker(tf.errors.DeadlineExceededError(None, None, f"{watched}\n\t [[{{node CollectiveReduceV2}}]]"),
                        worker=1, workers=3, collective_timeout=30, checkpoint_dir=None)
     assert str(lost).startswith(f"Worker 1 of 3 cannot go on: {watched}, so the run stopped on every worker.")
+    # this worker's own heartbeat timed out (a machine too busy to send it): heartbeats, not the collective's timeout
+    late = ("Deadline Exceeded\nAdditional GRPC error information from remote target /job:worker/replica:0/task:0 "
+            "while calling /tensorflow.CoordinationService/Heartbeat:\n:{grpc_status:4}")
+    lost = lost_worker(tf.errors.DeadlineExceededError(None, None, late), worker=1, workers=2, collective_timeout=1800,
+                       checkpoint_dir=None)
+    assert lost.kind == "heartbeats", "it said a collective had waited 1800 s"
+    assert str(lost).startswith("Worker 1 of 2 cannot go on: its heartbeats to the workers' coordination service went "
+                                "unanswered for 60 s, so the run stopped on every worker.")
+    assert "A machine too busy to answer in time (other work on its CPUs) misses heartbeats too" in str(lost)
+    assert "waited 1800 s" not in str(lost)
     # not a lost worker: one worker, or another error
     assert lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=1, collective_timeout=30,
                        checkpoint_dir=None) is None

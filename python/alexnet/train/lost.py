@@ -31,6 +31,9 @@ _UNHEALTHY = re.compile(r"unhealthy[^\n]*\n(?P<tasks>(?:\s*/job:\S+)+)")
 #: What the run's watchdog says of what it stopped (:mod:`.watchdog`).
 _WATCHDOG = re.compile(r"((?:a|an) [^\n]*? waited more than [\d.]+ s for the other workers \(`collective_timeout` = "
                        r"[^)]*\))")
+#: The RPC of TensorFlow's error when a worker's heartbeat to the coordination service itself timed out: heartbeats,
+#: although the error is a ``DeadlineExceededError`` as a collective's timeout is.
+_HEARTBEAT_RPC = "CoordinationService/Heartbeat"
 #: The peer gRPC reports an error from.
 _REMOTE = re.compile(r"remote target (?P<target>/job:\w+(?:/replica:\d+)?/task:\d+)")
 
@@ -71,11 +74,14 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
            else f"worker {named[1]} of {workers}")
     heartbeat = heartbeat_timeout(collective_timeout)
     watched = _WATCHDOG.search(text)
-    if type(error).__name__ == "DeadlineExceededError":
+    if type(error).__name__ == "DeadlineExceededError" and _HEARTBEAT_RPC not in text:
         kind = "timeout"
         what = (watched[1] if watched else  # the run's watchdog's words (alexnet.train.watchdog)
                 f"a collective operation waited {collective_timeout:g} s (`collective_timeout`) for {who} and gave up"
                 if collective_timeout else f"a collective operation gave up waiting for {who}")
+    elif _HEARTBEAT_RPC in text:
+        kind = "heartbeats"
+        what = f"its heartbeats to the workers' coordination service went unanswered for {heartbeat:g} s"
     elif "heartbeat" in text or "unhealthy" in text:
         kind = "heartbeats"
         what = f"{who} stopped sending heartbeats and was declared lost"
@@ -83,8 +89,10 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
         kind = "connection"
         reason = "its connection was reset" if "reset by peer" in text else "its connection failed"
         what = f"{who} stopped answering ({reason})"
+    busy = (" A machine too busy to answer in time (other work on its CPUs) misses heartbeats too: give the workers "
+            "their machines' CPUs." if kind == "heartbeats" else "")
     message = (f"Worker {worker} of {workers} cannot go on: {what}, so the run stopped on every worker. "
-               f"{_slow_link(collective_timeout, heartbeat)} {_resume(checkpoint_dir)}")
+               f"{_slow_link(collective_timeout, heartbeat)}{busy} {_resume(checkpoint_dir)}")
     return WorkerLostError(message, None if named is None or named[0] == "chief" else named[1], kind)
 
 
