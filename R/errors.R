@@ -180,6 +180,9 @@ r_words <- function(text) {
     "\\bNone\\b(?! of\\b)" = "NULL", "\\bTrue\\b" = "TRUE", "\\bFalse\\b" = "FALSE",
     "\\btf_config_json\\([^()]*\\)" = "tf_config_from_barrier(barrier)",
     "\\btf_config_json\\b" = "tf_config_from_barrier",
+    # logged where R shows nothing: a Spark job's whole message is the error's field instead
+    "\\(Spark's whole message is logged at DEBUG level: logging\\.getLogger\\('alexnet'\\)\\.setLevel\\('DEBUG'\\)\\)" =
+      "(Spark's whole message is the error's `spark_message`: tryCatch(..., error = function(e) e$spark_message))",
     "logging\\.getLogger\\('alexnet'\\)\\.setLevel\\('DEBUG'\\)" =
       "reticulate::import(\"logging\")$getLogger(\"alexnet\")$setLevel(\"DEBUG\")",
     # the kind of a value given, as Python names it (`type(x).__name__`) after "a"/"an": R's

@@ -154,7 +154,7 @@ class CallFailure:
         self.classes = [cls.__name__ if mine else f"{cls.__module__}.{cls.__name__}"
                         for cls, mine in zip(type(error).__mro__, own, strict=True)]
         self.message = str(error)
-        self.fields = {name: getattr(error, name) for name in ("worker", "workers", "log", "kind")
+        self.fields = {name: getattr(error, name) for name in ("worker", "workers", "log", "kind", "spark_message")
                        if hasattr(error, name)}
         self.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 

@@ -289,14 +289,18 @@ test_that("a worker's failure leads with its own Python error and says where its
   expect_match(error, "\nFull log: ", fixed = TRUE)
   expect_no_match(error, "<<alexnet-worker-error>>", fixed = TRUE)
 
-  # without the monitor (progress = FALSE) the driver has only sparklyr's words, and says so
+  # without the monitor (progress = FALSE) the driver has only sparklyr's words, and says so; Spark's whole message
+  # is the error's field (the log at DEBUG level it named showed nothing in R)
   error <- tryCatch(
     alexnet:::spark_train_run(fake_sparklyr(new.env(), driver_host = "127.0.0.1"), "sc", 1, file.path(dir, "b"),
                               list(epochs = 1, image_size = 64, cache_dir = file.path(dir, "cache"), probe = FALSE,
                                    progress = FALSE)),
-    error = conditionMessage
+    error = identity
   )
-  expect_match(error, "^The Spark job of 1 worker\\(s\\) failed before a worker reported an error: .*sparklyr worker")
+  expect_match(conditionMessage(error),
+               "^The Spark job of 1 worker\\(s\\) failed before a worker reported an error: .*sparklyr worker")
+  expect_match(conditionMessage(error), "(Spark's whole message is the error's `spark_message`: ", fixed = TRUE)
+  expect_match(error$spark_message, "Job aborted due to stage failure: .*sparklyr worker rscript failure")
 })
 
 test_that("an interrupt (Ctrl-C) of the Spark job stops alexnet_spark_train(), saying so, and is not launched again", {

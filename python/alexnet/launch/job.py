@@ -36,12 +36,12 @@ SPARK_LINES = 12
 
 class SparkJobError(AlexnetError):
     """A Spark job failed before any worker could report an error of its own (``python_error`` when Spark's
-    message holds one)."""
+    message holds one; ``spark_message`` the whole of it, which reaches R as the condition's field)."""
 
     while_running = True
 
-    def __init__(self, workers: int, python_error: str | None, detail: Sequence[str]):
-        self.python_error, self.detail = python_error, list(detail)
+    def __init__(self, workers: int, python_error: str | None, detail: Sequence[str], spark_message: str = ""):
+        self.python_error, self.detail, self.spark_message = python_error, list(detail), spark_message
         lead = f": {python_error}" if python_error else ""
         shown = "".join(f"\n  {line}" for line in self.detail)
         super().__init__(
@@ -67,7 +67,7 @@ def failure_of(error: BaseException, workers: int) -> AlexnetError:
     lead = python[-1] if python else None
     # with the Python error in the lead, Spark's own lines add nothing; else its first lines, without stack frames
     detail = [] if lead else [line for line in lines if not line.lstrip().startswith(("at ", "File ", "Traceback"))]
-    return SparkJobError(workers, lead, detail[:SPARK_LINES])
+    return SparkJobError(workers, lead, detail[:SPARK_LINES], message)
 
 
 def reported_failure(reports: Sequence[Mapping[str, Any]], failure: SparkJobError) -> AlexnetError:
