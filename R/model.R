@@ -50,7 +50,14 @@ model_missing <- function(saved = "the path of a saved model") {
   alexnet_abort("`model` is missing: give an alexnet_model() or ", saved, ".")
 }
 
-new_alexnet_model <- function(model) structure(simplify_py(model), class = "alexnet_model")
+new_alexnet_model <- function(model) {
+  model <- simplify_py(model)
+  # the evaluation its card records (a Spark job's with `evaluate = TRUE`), as alexnet_evaluate() gives one
+  if (is.list(model$evaluation) && !is.null(model$evaluation$top1_accuracy)) {
+    model$evaluation <- new_alexnet_evaluation(model$evaluation)
+  }
+  structure(model, class = "alexnet_model")
+}
 
 #' @rdname alexnet_model
 #' @param x An `alexnet_model`.

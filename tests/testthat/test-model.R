@@ -1,5 +1,17 @@
 # After training, from R: the model as a pin, evaluated on the board's validation images, used to name photos.
 
+test_that("the evaluation a model's card records reads back as an alexnet_evaluation", {
+  # as the card of a Spark job's model with `evaluate = TRUE` holds it: counts, without the per-class tables
+  card <- list(name = "alexnet", num_classes = 4L, class_ids = paste0("n0", 1:4),
+               evaluation = list(images = 40L, top1_correct = 11L, top5_correct = 40L, top1_accuracy = 0.275,
+                                 top5_accuracy = 1, top_k = 4L, crops = 1L, protocol = "centre crop",
+                                 image_size = 64L, bad_images = list()))
+  model <- alexnet:::new_alexnet_model(card)
+  expect_s3_class(model$evaluation, "alexnet_evaluation")  # it was a bare list, printed as one
+  expect_identical(model$evaluation$bad_images, character())
+  expect_output(print(model$evaluation), "Top-1 accuracy .* of 40 images")
+})
+
 test_that("a model trained with model_pin is read back, evaluated and names images, from R", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
@@ -141,11 +153,11 @@ test_that("R's pins downloads a model pin's alexnet.keras from a folder board, a
   card_text <- paste(readLines(card_file, warn = FALSE), collapse = "\n")
   card <- reticulate::import("alexnet.model.card")$ModelCard$from_json(card_text, card_file)
   board <- file.path(dir, "board")
-  logger <- reticulate::import("logging")$getLogger("alexnet.model.pin")  # not told that the board is a new one
+  logger <- reticulate::import("logging")$getLogger("alexnet.model.publishing")  # not told that the board is a new one
   level <- logger$level
   logger$setLevel(40L)
   withr::defer(logger$setLevel(level))
-  published <- reticulate::import("alexnet.model.pin")$publish_model(board, "alexnet", keras_file, card)
+  published <- reticulate::import("alexnet.model.publishing")$publish_model(board, "alexnet", keras_file, card)
   # README: `pins::pin_download(pins::board_folder(board), "alexnet")` for a folder board
   path <- pins::pin_download(pins::board_folder(board), "alexnet")
   expect_equal(basename(path), "alexnet.keras")
