@@ -101,6 +101,13 @@ class AlexnetError(Exception):
 EXTRA_MODULES = {"pyspark": "spark", "s3fs": "s3", "tensorboard": "tensorboard"}
 
 
+class MissingModuleError(AlexnetError, ModuleNotFoundError):
+    """A module this Python lacks that the core needs (TensorFlow, pyspark, ...), with what installs it: caught as
+    an :class:`AlexnetError` and as the ``ModuleNotFoundError`` it stands for."""
+
+    while_running = True
+
+
 def missing_module(error: ModuleNotFoundError) -> AlexnetError | None:
     """What to install, for a module this Python lacks that the core imports when first used (TensorFlow, pyspark,
     ...): an :class:`AlexnetError` that names the module, the Python and the extra or the core's install that brings
@@ -114,9 +121,11 @@ def missing_module(error: ModuleNotFoundError) -> AlexnetError | None:
     spec = f"./python[{extra}]" if extra else "./python"
     from_r = ("alexnet::install_alexnet()" if extra in (None, "spark", "s3")  # its default extras: s3 and spark
               else f'alexnet::install_alexnet(extras = c("s3", "spark", "{extra}"))')
-    return AlexnetError(
+    missing = MissingModuleError(
         f"This Python ({sys.executable}) has no module `{name}`, {what}. Install it there: from a clone of alexnet, "
         f"pip install -c python/constraints.txt '{spec}'; from R, {from_r}.")
+    missing.name = name
+    return missing
 
 
 def run_error(message: str) -> AlexnetError:

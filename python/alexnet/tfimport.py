@@ -168,17 +168,22 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
     filtered (see the module's documentation); also when TensorFlow was imported before (by
     ``reticulate::import("tensorflow")`` in R, say), if its devices were not listed yet. A machine with an NVIDIA GPU
     that TensorFlow does not list is warned of (:func:`unused_gpu_warning`)."""
-    if tf_logs_wanted():
-        import tensorflow
-        import tf_keras
+    from .errors import missing_module
 
-        warn_of_unused_gpu(tensorflow)
-        return tensorflow, tf_keras
-    with filtered_stderr(cuda=not has_gpu()):
-        import tensorflow
-        import tf_keras
+    try:
+        if tf_logs_wanted():
+            import tensorflow
+            import tf_keras
 
-        tensorflow.config.list_physical_devices()
+            warn_of_unused_gpu(tensorflow)
+            return tensorflow, tf_keras
+        with filtered_stderr(cuda=not has_gpu()):
+            import tensorflow
+            import tf_keras
+
+            tensorflow.config.list_physical_devices()
+    except ModuleNotFoundError as error:  # what to install, said once here for every caller
+        raise (missing_module(error) or error) from None
     warn_of_unused_gpu(tensorflow)
     return tensorflow, tf_keras
 

@@ -145,6 +145,6 @@ def test_r_is_told_what_to_install_for_a_module_this_python_lacks() -> None:
         raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
 
     failure = r_call(lacking)
-    assert failure.classes[:2] == ["AlexnetError", "Exception"]
+    assert failure.classes[:3] == ["MissingModuleError", "AlexnetError", "ModuleNotFoundError"]
     assert "has no module `tensorflow`, one of the core's own dependencies" in failure.message
     assert "from R, alexnet::install_alexnet()." in failure.message

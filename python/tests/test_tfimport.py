@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -189,3 +190,18 @@ def test_the_files_autograph_writes_are_removed_when_asked(tmp_path):
     assert result["written"] >= 2  # this process's file or files, and the other process's
     assert result["removed"] == result["written"] - 1 and result["left"] == 1
     assert [p.name for p in temporary.iterdir()] == [stranger.name]  # another process's file is left alone
+
+
+def test_a_python_without_tensorflow_is_told_what_to_install_where_tensorflow_is_first_needed():
+    """From Python, `alexnet_train()` in a Python without TensorFlow ended in a bare ModuleNotFoundError."""
+    script = ("import json, sys\nsys.modules['tensorflow'] = None  # as in a Python without it\n"
+              "from alexnet.tfimport import tf\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("alexnet.errors.MissingModuleError: This Python ("), last
+    assert ") has no module `tensorflow`, one of the core's own dependencies" in last
+    from alexnet.errors import AlexnetError, MissingModuleError
+
+    assert issubclass(MissingModuleError, AlexnetError) and issubclass(MissingModuleError, ModuleNotFoundError)
