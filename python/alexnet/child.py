@@ -196,10 +196,10 @@ class Child:
         reason its result is no longer wanted (it is then killed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            wait = None if abandoned is None else ABANDONED_POLL
+            waits = [ABANDONED_POLL] if abandoned is not None else []
             if deadline is not None:
-                wait = max(0.0, deadline - time.monotonic()) if wait is None else \
-                    min(wait, max(0.0, deadline - time.monotonic()))
+                waits.append(max(0.0, deadline - time.monotonic()))
+            wait = min(waits) if waits else None
             try:
                 code = self.process.wait(timeout=wait)
                 break

@@ -111,7 +111,10 @@ class MissingModuleError(AlexnetError, ModuleNotFoundError):
 def missing_module(error: ModuleNotFoundError) -> AlexnetError | None:
     """What to install, for a module this Python lacks that the core imports when first used (TensorFlow, pyspark,
     ...): an :class:`AlexnetError` that names the module, the Python and the extra or the core's install that brings
-    it; ``None`` for a module of alexnet's own (a fault of the package, said as it is)."""
+    it (``error`` itself when it is one already); ``None`` for a module of alexnet's own (a fault of the package,
+    said as it is)."""
+    if isinstance(error, MissingModuleError):
+        return error
     name = (error.name or "").split(".")[0]
     if not name or name == "alexnet":
         return None

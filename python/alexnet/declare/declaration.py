@@ -122,9 +122,10 @@ def check(declaration: type[D], arguments: Mapping[str, Any], where: str) -> D:
     """The settings of ``declaration`` among ``arguments`` (by name; those left out at their defaults), checked and
     converted; an :class:`AlexnetError` naming one that ``where`` (the function given them) does not take, with the
     closest, or the first refused."""
-    every = _arguments_of(where)
-    check_names(arguments, specs(declaration), where, "Its options" if every is None else "Its arguments",
-                said=every)
+    known = specs(declaration)
+    # a name it does not take is said among all the function's arguments, read only then (every call comes here)
+    every = _arguments_of(where) if any(name not in known for name in arguments) else None
+    check_names(arguments, known, where, "Its options" if every is None else "Its arguments", said=every)
     return declaration(**convert(declaration, arguments))
 
 

@@ -191,20 +191,29 @@ class Monitor:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _endpoint(address: str | None) -> tuple[str, int] | None:
+    """The host and port of a monitor's ``tcp://host:port`` address (a host in brackets for IPv6); ``None`` for
+    another address or none."""
+    if not address or not address.startswith("tcp://"):
+        return None
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    return (host.strip("[]"), int(port)) if port.isdigit() else None
+
+
 def report_failure(address: str | None, worker: int, failure: str) -> bool:
     """Hand a worker's error (``failure``, its :meth:`~alexnet.launch.worker.WorkerError.task_failure`) to the
     driver's monitor at ``address`` (``tcp://host:port``) and wait until it is kept, at most
     :data:`REPORT_TIMEOUT` seconds; whether it was. Nothing is raised: the task fails with the error anyway."""
-    if not address or not address.startswith("tcp://"):
+    endpoint = _endpoint(address)
+    if endpoint is None:
         return False
-    host, _, port = address[len("tcp://"):].rpartition(":")
     line = json.dumps({"kind": "failure", "worker": worker, "failure": failure}) + "\n"
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=REPORT_TIMEOUT) as connection:
+        with socket.create_connection(endpoint, timeout=REPORT_TIMEOUT) as connection:
             connection.sendall(line.encode())
             connection.shutdown(socket.SHUT_WR)
             return connection.makefile("rb").readline().strip() == b"kept"
-    except (OSError, ValueError) as error:
+    except OSError as error:
         logger.debug("The failure of worker %d was not handed to the driver at %s: %s", worker, address, error)
         return False
 
@@ -219,19 +228,19 @@ def driver_gone(address: str | None, after: float = DRIVER_GONE_AFTER) -> Callab
     monitor at ``address`` (``tcp://host:port``), which answered before, has not answered for ``after`` seconds;
     ``None`` until then (and always, without an address, or while the monitor never answered: a port the executors
     cannot reach is no reason to stop)."""
+    endpoint = _endpoint(address)
     silent_since: float | None = None
     answered = False
 
     def gone() -> str | None:
         nonlocal silent_since, answered
-        if not address or not address.startswith("tcp://"):
+        if endpoint is None:
             return None
-        host, _, port = address[len("tcp://"):].rpartition(":")
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            with socket.create_connection(endpoint, timeout=5):
                 silent_since, answered = None, True
                 return None
-        except (OSError, ValueError):
+        except OSError:
             if not answered:
                 return None
             now = time.monotonic()

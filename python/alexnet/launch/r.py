@@ -117,6 +117,7 @@ def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any
     except WorkerError as error:
         # returned, for the R task to stop() with: a Python error reaching R has its message shortened; and handed to
         # the driver's monitor first, as sparklyr's error of the stage does not carry the task's
-        report_failure(job.progress, error.worker, error.task_failure())
-        return {"failure": error.task_failure()}
+        failure = error.task_failure()
+        report_failure(job.progress, error.worker, failure)
+        return {"failure": failure}
     return row_of(job, result)
