@@ -1,9 +1,15 @@
-# An error unless `barrier` has the shape of the list spark_apply(barrier = TRUE) hands its closure.
-check_barrier_list <- function(barrier) {
+# `barrier`, the list spark_apply(barrier = TRUE) hands its closure, with `address` a character vector (sparklyr 1.8
+# gives a list of strings); an error unless it has that shape.
+barrier_list <- function(barrier) {
   if (!is.list(barrier) || is.null(barrier$address) || is.null(barrier$partition)) {
     alexnet_abort("`barrier` must be the barrier list of spark_apply(barrier = TRUE): ",
                   "list(address = <\"host:port\" of every task>, partition = <0-based index>).")
   }
+  if (is.list(barrier$address) &&
+      all(vapply(barrier$address, function(a) is.character(a) && length(a) == 1L, logical(1)))) {
+    barrier$address <- unlist(barrier$address)
+  }
+  barrier
 }
 
 #' TF_CONFIG from a Spark barrier
@@ -27,11 +33,7 @@ tf_config_from_barrier <- function(barrier) {
   if (missing(barrier)) {
     alexnet_abort("`barrier` is missing: pass the barrier list spark_apply(barrier = TRUE) hands its closure.")
   }
-  check_barrier_list(barrier)
-  if (is.list(barrier$address) &&
-      all(vapply(barrier$address, function(a) is.character(a) && length(a) == 1L, logical(1)))) {
-    barrier$address <- unlist(barrier$address)  # as sparklyr 1.8 hands it to a barrier closure: a list
-  }
+  barrier <- barrier_list(barrier)
   if (!is.character(barrier$address) || !length(barrier$address) || anyNA(barrier$address) ||
       !all(grepl(":[0-9]+$", barrier$address))) {
     alexnet_abort("`barrier$address` must be the \"host:port\" of every task, as spark_apply(barrier = TRUE) gives ",
@@ -355,7 +357,7 @@ spark_closure <- function(task, python) {
 # which runs the task's kind of work in a fresh Python process; a one-row data frame with its columns, or the
 # worker's error.
 spark_task <- function(barrier, task, python) {
-  check_barrier_list(barrier)
+  barrier <- barrier_list(barrier)
   if (!is.null(python) && nzchar(python)) {
     Sys.setenv(ALEXNET_PYTHON = python, RETICULATE_PYTHON = python)
   }
