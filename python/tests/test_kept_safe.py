@@ -216,6 +216,8 @@ def test_a_best_weights_file_begun_by_a_killed_run_is_removed_when_the_next_one_
 
 
 def test_a_second_run_in_the_same_folder_of_checkpoints_is_refused_while_the_first_runs(tmp_path, monkeypatch):
+    """A run's lock file was left empty in its folder of checkpoints after the run; it is now deleted as the run ends
+    (a killed run's stays, and the next run takes it)."""
     monkeypatch.setattr(checkpoint_files, "RUN_LOCK_PATIENCE", 0.3)
     folder = tmp_path / "ckpt"
     first = CheckpointStore(str(folder), chief=True)
@@ -228,8 +230,11 @@ def test_a_second_run_in_the_same_folder_of_checkpoints_is_refused_while_the_fir
         other.close()
     finally:
         first.close()
+    assert not (folder / RUN_LOCK).exists(), "the lock is deleted as the run lets go of it, not left in the folder"
     again = CheckpointStore(str(folder), chief=True)  # the folder is free once the first run ends
+    assert (folder / RUN_LOCK).exists()
     again.close()
+    assert sorted(p.name for p in folder.iterdir()) == []
 
 
 def test_a_second_run_waits_for_a_first_that_ends_meanwhile(tmp_path, monkeypatch, caplog):

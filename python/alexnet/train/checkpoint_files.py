@@ -12,7 +12,8 @@ checkpoint the index names.
 Only the chief (worker 0) writes to the storage; the other workers' checkpoints go to a scratch folder of their own,
 deleted at the end (:meth:`CheckpointFiles.close`). The chief holds the folder while it runs, :data:`RUN_LOCK`
 there: a second run given the same folder waits for it up to :data:`RUN_LOCK_PATIENCE` seconds, then stops, where the
-two would have written over each other's checkpoints. In a folder it is a file lock, let go when its process ends; on a
+two would have written over each other's checkpoints. In a folder it is a file lock, deleted as the run ends (a killed
+run's is let go when its process ends, and the next run takes it); on a
 bucket, a lease (:mod:`alexnet.storage.lease`) the run renews every few seconds, taken over once it has not been
 renewed for :data:`alexnet.storage.lease.STALE` seconds (a run killed), and a run whose lease another took over (it
 could not renew it so long) stops before it writes another checkpoint (the holds: :mod:`alexnet.storage.hold`, in the
@@ -105,7 +106,7 @@ class CheckpointFiles:
         self._lease: lease.Lease | None = None
         if chief and not self.remote:
             os.makedirs(location, exist_ok=True)
-            self._release = RUN.hold_folder(location, os.path.join(location, RUN_LOCK), RUN_LOCK_PATIENCE)
+            self._release = RUN.hold_folder(location, os.path.join(location, RUN_LOCK), RUN_LOCK_PATIENCE, remove=True)
             self.local = location  # TensorFlow writes in place
         else:
             if chief:
