@@ -196,8 +196,9 @@ _import_core()
 
 #' Is the Python core available?
 #'
-#' `TRUE` when the Python environment alexnet would use has the core installed. Unlike the other
-#' functions, this one never fails: use it to skip work (and tests) that need Python.
+#' `TRUE` when the Python environment alexnet would use has the core installed with its dependencies (TensorFlow
+#' among them, looked for without importing it). Unlike the other functions, this one never fails: use it to skip
+#' work (and tests) that need Python. When it is `FALSE`, [install_alexnet()] makes the environment.
 #'
 #' @returns `TRUE` or `FALSE`.
 #' @examples
@@ -206,7 +207,8 @@ _import_core()
 alexnet_available <- function() {
   tryCatch({
     alexnet_core()
-    TRUE
+    missing <- reticulate::py_to_r(reticulate::import("alexnet.errors", convert = FALSE)$missing_dependencies())
+    length(missing) == 0L
   }, error = function(e) FALSE)
 }
 

@@ -100,6 +100,25 @@ class AlexnetError(Exception):
 #: imports is one of its own dependencies.
 EXTRA_MODULES = {"pyspark": "spark", "s3fs": "s3", "tensorboard": "tensorboard"}
 
+#: The modules of the core's own dependencies (pyproject.toml's ``dependencies``), several of them imported only when
+#: first used (TensorFlow, Keras, SciPy, PyArrow, ...): a core that imports may still lack one.
+DEPENDENCY_MODULES = ("numpy", "PIL", "tensorflow", "tf_keras", "pins", "pandas", "yaml", "xxhash", "fsspec", "gcsfs",
+                      "tqdm", "platformdirs", "matplotlib", "scipy", "pyarrow", "isal", "deflate")
+
+
+def missing_dependencies() -> list[str]:
+    """The modules of :data:`DEPENDENCY_MODULES` this Python cannot import, found without importing any (R's
+    ``alexnet_available()``)."""
+    import importlib.util
+
+    def found(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a module of that name that is broken, or has no spec
+            return False
+
+    return [name for name in DEPENDENCY_MODULES if not found(name)]
+
 
 class MissingModuleError(AlexnetError, ModuleNotFoundError):
     """A module this Python lacks that the core needs (TensorFlow, pyspark, ...), with what installs it: caught as

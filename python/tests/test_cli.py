@@ -1095,3 +1095,24 @@ def test_the_extras_said_for_a_missing_module_are_the_core_package_extras():
         "optional-dependencies"]
     for module, extra in EXTRA_MODULES.items():
         assert any(re.match(rf"{module}\b", requirement) for requirement in extras[extra]), (module, extra)
+
+
+def test_the_dependency_modules_are_the_core_package_dependencies():
+    """R's alexnet_available() looks for these modules: one for each of pyproject's dependencies."""
+    import tomllib
+
+    from alexnet.errors import DEPENDENCY_MODULES
+
+    renamed = {"pillow": "PIL", "pyyaml": "yaml", "tf-keras": "tf_keras"}
+    requirements = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower() for requirement in requirements]
+    assert sorted(DEPENDENCY_MODULES) == sorted(renamed.get(name, name) for name in names)
+
+
+def test_missing_dependencies_names_a_dependency_this_python_cannot_import(monkeypatch):
+    from alexnet.errors import missing_dependencies
+
+    assert missing_dependencies() == []
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # what a Python without TensorFlow finds
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    assert missing_dependencies() == ["tensorflow", "scipy"]

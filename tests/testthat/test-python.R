@@ -38,6 +38,17 @@ test_that("without an environment, the first call says to run install_alexnet()"
   expect_match(result$message, "ALEXNET_PYTHON", fixed = TRUE)
 })
 
+test_that("alexnet_available() is FALSE for a core whose Python lacks TensorFlow", {
+  skip_if_no_alexnet()
+  result <- run_fresh_r(function() {
+    before <- alexnet::alexnet_available()
+    reticulate::py_run_string("import sys; sys.modules['tensorflow'] = None")  # what such a Python finds
+    list(before = before, after = alexnet::alexnet_available())
+  }, env = c(ALEXNET_PYTHON = alexnet_python()))
+  expect_true(result$before)
+  expect_false(result$after)
+})
+
 test_that("an ALEXNET_PYTHON with no Python behind it is said when another environment is used instead", {
   skip_if_no_alexnet()
   config <- withr::local_tempdir()
