@@ -24,7 +24,7 @@ alexnet_python <- function() {
   candidates <- c(
     Sys.getenv("ALEXNET_PYTHON", unset = ""),
     read_python_config(),
-    virtualenv_python_path("r-alexnet")
+    virtualenv_python_path(formals(install_alexnet)$envname)  # the environment it makes by default
   )
   for (candidate in candidates) {
     python <- python_executable(candidate)

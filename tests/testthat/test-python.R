@@ -114,6 +114,13 @@ test_that("alexnet_python() prefers ALEXNET_PYTHON, then the recorded environmen
   expect_match(alexnet:::configured_elsewhere(), "which is no longer there", fixed = TRUE)
   withr::local_envvar(ALEXNET_PYTHON = file.path(dir, "gone"))
   expect_match(alexnet:::configured_elsewhere(), "^ALEXNET_PYTHON names \".*gone\", which has no Python$")
+  # last, the environment install_alexnet() makes by default, under WORKON_HOME
+  default <- file.path(dir, "venvs", formals(install_alexnet)$envname, "bin", "python")
+  dir.create(dirname(default), recursive = TRUE)
+  file.copy(explicit, default)
+  withr::local_envvar(ALEXNET_PYTHON = "")
+  expect_equal(alexnet_python(), default)
+  expect_equal(basename(dirname(dirname(default))), "r-alexnet")
 })
 
 test_that("install_alexnet() names a `python` that cannot be run, before creating anything", {
