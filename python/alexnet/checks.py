@@ -99,6 +99,19 @@ def count_text(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
+_NUMBER_WORDS = ("", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def seconds_words(seconds: float) -> str:
+    """A duration as help texts say it: ``"a minute"``, ``"two minutes"``, else ``"90 s"``."""
+    minutes = seconds / 60
+    if minutes == 1:
+        return "a minute"
+    if minutes.is_integer() and 2 <= minutes < len(_NUMBER_WORDS):
+        return f"{_NUMBER_WORDS[int(minutes)]} minutes"
+    return f"{seconds:g} s"
+
+
 def held_text(value: float, bound: str = "at least", digits: int = 2) -> str:
     """``value`` in ``digits`` decimals, rounded away from the bound it is held against (``bound``: "at least" or
     "at most"), so that what is shown never meets a bound the value misses: 0.8997 against at least 0.9 is "0.89",

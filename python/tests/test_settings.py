@@ -273,3 +273,15 @@ def test_a_path_given_to_a_cluster_is_said_once_for_each_folder(tmp_path, caplog
     with caplog.at_level("WARNING", logger="alexnet"):
         check_settings({"checkpoint_dir": str(run)})
     assert not [r for r in caplog.records if "is a path" in r.getMessage()], "one machine: nothing to say"
+
+
+def test_durations_in_help_texts_are_said_from_their_constants():
+    from alexnet.checks import seconds_words
+    from alexnet.train.cluster import HEARTBEAT_TIMEOUT, TRACE_GRACE
+    from alexnet.train.formats import RUN_LOCK_PATIENCE
+    assert [seconds_words(s) for s in (60, 120, 600, 30, 90, 660)] == [
+        "a minute", "two minutes", "ten minutes", "30 s", "90 s", "660 s"]
+    helps = {name: spec.help for name, spec in specs().items()}
+    assert f"{seconds_words(TRACE_GRACE)} more for the first" in helps["collective_timeout"]
+    assert f"or for {seconds_words(HEARTBEAT_TIMEOUT)} if less" in helps["collective_timeout"]
+    assert f"waits up to {seconds_words(RUN_LOCK_PATIENCE)} for it" in helps["checkpoint_dir"]

@@ -44,7 +44,7 @@ from ..storage.location import fs_path, location_kind, open_filesystem
 from ..storage.transfer import disk_full, retry
 from ..tfimport import tf
 from .folder_hold import RUN, abort_left_uploads
-from .formats import RUN_LOCK, listed_checkpoints
+from .formats import RUN_LOCK, RUN_LOCK_PATIENCE, listed_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +65,6 @@ UPLOAD_PATIENCE = 120.0
 _UNFINISHED = re.compile(r"^ckpt-\d+_temp$")
 #: What a file :meth:`CheckpointFiles.write_whole` writes is called until it is whole (its name, then this).
 _BEGUN = ".tmp"
-#: Seconds a run waits for another run's lock on its folder of checkpoints (one that ends, or is being relaunched).
-RUN_LOCK_PATIENCE = 60.0
 #: The keys of the epoch and step a checkpoint was written at.
 POSITION_KEYS = ("epoch/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE")
 

@@ -34,6 +34,11 @@ DEFAULT_BASE_PORT = 8000
 _OWN_PORTS: set[int] = set()
 #: Seconds a collective operation may wait for the other workers before the run fails.
 DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+#: Seconds a worker of a multi-worker run may go without a heartbeat (at most ``collective_timeout``).
+HEARTBEAT_TIMEOUT = 60.0
+#: Seconds more a watched operation may take when it may first build its TensorFlow function (a run's first step,
+#: an epoch's first step at a new image size): the time TensorFlow's per-operation timeout never counted.
+TRACE_GRACE = 120.0
 
 
 def host_of(address: str) -> str:

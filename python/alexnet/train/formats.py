@@ -43,6 +43,8 @@ CHECKPOINT_FORMAT = 1
 UNRECORDED_FORMAT = 1
 #: The file of a folder of checkpoints whose lock its run holds (in a bucket, its lease).
 RUN_LOCK = ".alexnet-run.lock"
+#: Seconds a run waits for another run's lock on its folder of checkpoints (one that ends, or is being relaunched).
+RUN_LOCK_PATIENCE = 60.0
 
 
 def check_optimizer(reader: Any, latest: str, location: str, fs: Any, root: str) -> None:

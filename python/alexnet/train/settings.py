@@ -19,15 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import MIN_IMAGE_SIZE
+from ..checks import MIN_IMAGE_SIZE, seconds_words
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..declare.kinds import Spec, UsedWith
 from ..model.options import check_model_pin
 from ..model.pin import MODEL_FORMATS
 from .batch_bound import IMAGENET_TRAIN_IMAGES, LARGEST_GLOBAL_BATCH
-from .cluster import DEFAULT_COLLECTIVE_TIMEOUT
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, HEARTBEAT_TIMEOUT, TRACE_GRACE
 from .communication import WIRE_FORMATS
+from .formats import RUN_LOCK_PATIENCE
 from .initial import LEARNING_LAYERS
 from .precision import PRECISIONS
 from .schedule import (
@@ -131,8 +132,9 @@ class TrainSettings:
     label_smoothing: float = setting(0.1, "number", "the share of each label's probability spread evenly over all "
                                      "classes (0: the paper's hard labels)", minimum=0.0, below=1.0)
     checkpoint_dir: str | None = setting(None, "location", "checkpoints, to resume after an interruption (one "
-                                         "run at a time, in a folder or a bucket: a second waits up to a minute for "
-                                         "it, then stops)", optional=True, output=True)
+                                         "run at a time, in a folder or a bucket: a second waits up to "
+                                         f"{seconds_words(RUN_LOCK_PATIENCE)} for it, then stops)", optional=True,
+                                         output=True)
     model_dir: str | None = setting(None, "location", "where the trained model is saved (unset: "
                                     "`checkpoint_dir`), replacing one there (said before the run); not another "
                                     "run's folder of checkpoints, whose model it would replace", optional=True,
@@ -198,9 +200,9 @@ class TrainSettings:
                                        optional=True)
     collective_timeout: float | None = setting(
         DEFAULT_COLLECTIVE_TIMEOUT, "seconds", "seconds a worker waits for the others in a step, validation step or "
-        "agreement (two minutes more for the first, which may build its function first), or for them all to join at "
-        "the start, before failing (unset: for ever); a worker silent for as long, or for a minute if less, is "
-        "declared lost",
+        f"agreement ({seconds_words(TRACE_GRACE)} more for the first, which may build its function first), or for "
+        "them all to join at the start, before failing (unset: for ever); a worker silent for as long, or for "
+        f"{seconds_words(HEARTBEAT_TIMEOUT)} if less, is declared lost",
         optional=True, none_word="never")
     allreduce_precision: str = setting(
         "float32", "choice", "the number format of the gradients on the wire between replicas (the GPUs of a "

@@ -29,15 +29,13 @@ from typing import TYPE_CHECKING, Any
 from ..checks import as_seconds, name_hints
 from ..errors import AlexnetError
 from . import joining
-from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, check_port_free, read_tf_config, took_port
+from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, HEARTBEAT_TIMEOUT, check_port_free, read_tf_config, took_port
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a worker of a multi-worker run may go without a heartbeat (at most ``collective_timeout``).
-HEARTBEAT_TIMEOUT = 60.0
 
 #: Strategy names accepted by :func:`resolve_strategy` (and the command line's ``--strategy``), and what each spreads
 #: training over.

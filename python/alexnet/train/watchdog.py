@@ -22,12 +22,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..tfimport import keras
+from .cluster import TRACE_GRACE
 
 logger = logging.getLogger(__name__)
 
-#: Seconds more a watched operation may take when it may first build its TensorFlow function (a run's first step,
-#: an epoch's first step at a new image size): the time TensorFlow's per-operation timeout never counted.
-TRACE_GRACE = 120.0
 
 
 def _abort_collectives(message: str) -> None:
