@@ -145,6 +145,24 @@ def test_resolve_refuses_a_mistyped_scheme(typo, meant, tmp_path, monkeypatch):
     assert resolve_board(f"./{typo}") == os.path.normpath(f"{tmp_path}/{typo}")
 
 
+@pytest.mark.parametrize("pasted, meant", [
+    ("gs://b/imagenet?authuser=1", "'gs://b/imagenet'"),
+    ("s3://b/imagenet/#x", "'s3://b/imagenet'"),
+    ("https://host/board/?token=abc", "'https://host/board' (its files readable there without one)"),
+    ("https://console.cloud.google.com/storage/browser/my-bucket/imagenet?project=p", "'gs://my-bucket/imagenet'"),
+    ("https://console.cloud.google.com/storage/browser/_details/my-bucket/imagenet/_pins.yaml",
+     "'gs://my-bucket/imagenet/_pins.yaml'"),
+    ("https://s3.console.aws.amazon.com/s3/buckets/my-bucket?region=us-east-1&prefix=imagenet/&showversions=false",
+     "'s3://my-bucket/imagenet'"),
+])
+def test_a_url_pasted_with_its_query_or_a_console_page_is_refused_saying_the_location(pasted, meant):
+    """A bucket URL with a query string was taken whole (its prefix named "imagenet?authuser=1", which held nothing),
+    an https:// one read its files at URLs past the query, and a console's page was read as an https:// board."""
+    with pytest.raises(BoardError, match=rf"^`board` '{re.escape(pasted)}' .*: write {re.escape(meant)}$"):
+        resolve_board(pasted)
+    assert resolve_board("https://storage.googleapis.com/b/board") == "https://storage.googleapis.com/b/board"
+
+
 def test_what_a_location_takes_is_said_by_what_it_is_for(tmp_path):
     """A location to write to is not offered https://, a local one no URL at all; a file is said to be one; anything
     but a string is refused by name."""

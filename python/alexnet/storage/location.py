@@ -75,6 +75,20 @@ _WARNED_ANONYMOUS: set[str] = set()
 KINDS = ("file", "gs", "s3", "http")
 
 
+def console_bucket(parsed: urllib.parse.ParseResult) -> str | None:
+    """The ``gs://`` or ``s3://`` location that a web console's page of a bucket (Google Cloud's
+    ``console.cloud.google.com/storage/browser/BUCKET/PREFIX``, AWS's
+    ``s3.console.aws.amazon.com/s3/buckets/BUCKET?prefix=PREFIX/``) shows; ``None`` for any other URL."""
+    host, parts = parsed.netloc.lower(), [p for p in parsed.path.split("/") if p]
+    if host == "console.cloud.google.com" and parts[:2] == ["storage", "browser"] and len(parts) > 2:
+        rest = parts[3:] if parts[2] == "_details" else parts[2:]  # an object's page names its bucket after it
+        return "gs://" + "/".join(rest) if rest else None
+    if host.endswith("console.aws.amazon.com") and parts[:2] == ["s3", "buckets"] and len(parts) > 2:
+        prefix = urllib.parse.parse_qs(parsed.query).get("prefix", [""])[0].strip("/")
+        return f"s3://{parts[2]}" + (f"/{prefix}" if prefix else "")
+    return None
+
+
 def home_expanded(location: str) -> str:
     """``location`` with a leading ``~`` (``~user``) replaced by that home folder, as a shell does: a local path
     written from the home folder (``cache_dir = "~/models"``, ``--model-cache '~/m'`` quoted); any other string, a
@@ -132,10 +146,24 @@ def resolve_location(location: str | os.PathLike, what: str = "board", *, takes:
     if scheme in ("gs", "gcs", "s3", "s3a"):
         if rest.startswith("/") or not rest.strip("/"):
             raise BoardError(f"{said} {text!r} names no bucket; write it as {scheme}://bucket/prefix")
+        if "?" in rest or "#" in rest:  # a URL copied with its query string: its folder would be named so
+            head = re.split(r"[?#]", text, maxsplit=1)[0]
+            bare = head.rstrip("/")
+            raise BoardError(f"{said} {text!r} carries a query string ({text[len(head):]!r}), which a bucket location "
+                             f"takes none of: write {bare!r}")
         return f"{'gs' if scheme in ('gs', 'gcs') else 's3'}://{re.sub('/{2,}', '/', rest.strip('/'))}"
     if scheme in ("http", "https"):
-        if not urllib.parse.urlparse(text).netloc:
+        parsed = urllib.parse.urlparse(text)
+        if not parsed.netloc:
             raise BoardError(f"{said} {text!r} names no host; write it as https://host/prefix")
+        console = console_bucket(parsed)
+        if console is not None:
+            raise BoardError(f"{said} {text!r} is the web console's page of a bucket, not the bucket: "
+                             f"write {console!r}")
+        if parsed.query or parsed.fragment:  # the board's files are read at URLs made from it, which cannot keep one
+            bare = urllib.parse.urlunparse(parsed._replace(query="", fragment="")).rstrip("/")
+            raise BoardError(f"{said} {text!r} carries a query string, which the URLs of the board's files made from "
+                             f"it cannot keep: write {bare!r} (its files readable there without one)")
         return text.rstrip("/")
     raise BoardError(f"{said} {text!r} uses the unsupported scheme {scheme}://; use {takes}")
 
