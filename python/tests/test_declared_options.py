@@ -35,7 +35,14 @@ from alexnet.data.options import (
 from alexnet.declare.declaration import specs
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
-from alexnet.model.options import BoardImagesOptions, ExportOptions, FeaturesOptions, ModelPinOptions, PredictOptions
+from alexnet.model.options import (
+    BoardImagesOptions,
+    EvaluationOptions,
+    ExportOptions,
+    FeaturesOptions,
+    ModelPinOptions,
+    PredictOptions,
+)
 
 #: Which function and commands take each declaration's options.
 TAKEN_BY: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -139,6 +146,33 @@ def test_a_bad_value_is_refused_before_anything_is_written_or_read(declaration, 
     }
     refusal(calls[declaration], name, spec)
     assert not dest.exists() and not board.exists()
+
+
+#: Every whole-number option of the functions of a trained model, by its declaration.
+WHOLE_NUMBERS = [(declaration, name) for declaration in (EvaluationOptions, BoardImagesOptions, PredictOptions,
+                                                         FeaturesOptions, ExportOptions)
+                 for name, spec in specs(declaration).items() if spec.kind == "count"]
+
+
+@pytest.mark.parametrize(("declaration", "name"), WHOLE_NUMBERS,
+                         ids=[f"{declaration.__name__}:{name}" for declaration, name in WHOLE_NUMBERS])
+def test_a_whole_number_option_of_a_model_s_functions_is_a_number_not_a_string_of_digits(declaration, name, tmp_path):
+    """``crops="10"`` is refused as ``top="3"`` is, by the one check of whole numbers; R's double is taken."""
+    spec = specs(declaration)[name]
+    value = other_value(name, spec)
+    model, image = str(tmp_path / "model"), str(tmp_path / "cat.jpg")
+    calls = {
+        EvaluationOptions: lambda values: alexnet.alexnet_evaluate(model, board=tmp_path / "board", **values),
+        BoardImagesOptions: lambda values: alexnet.alexnet_evaluate(model, board=tmp_path / "board", **values),
+        PredictOptions: lambda values: alexnet.alexnet_predict(model, [image], **values),
+        FeaturesOptions: lambda values: alexnet.alexnet_features(model, [image], **values),
+        ExportOptions: lambda values: alexnet.alexnet_export(model, str(tmp_path / "out"), **values),
+    }
+    with pytest.raises(AlexnetError, match=rf"^`{name}` must be .*, not '{value}'\.$"):
+        calls[declaration]({name: str(value)})
+    converted = spec.convert(float(value), name)
+    assert converted == value and type(converted) is int
+    assert not (tmp_path / "board").exists() and not (tmp_path / "out").exists()
 
 
 def test_options_not_taken_are_named_with_the_closest(tmp_path):

@@ -44,11 +44,11 @@ PROTOCOLS = {1: "centre crop", 10: "10 crops: corners, centre and their mirrors"
 
 
 def check_crops(crops: Any, name: str = "crops") -> int:
-    """``crops`` as 1 or 10 (R's doubles and the command line's strings too); an :class:`AlexnetError` naming it as
-    ``name`` otherwise."""
+    """``crops`` as 1 or 10, a whole number as every count of the package is (:func:`alexnet.checks.as_int`: R's
+    doubles too, a string never: the command line hands its words over as numbers); an :class:`AlexnetError` naming
+    it as ``name`` otherwise."""
     try:
-        value: int | None = as_int(int(crops) if isinstance(crops, str) and crops.strip().isdigit() else crops,
-                                   name)
+        value: int | None = as_int(crops, name)
     except AlexnetError:
         value = None
     if value not in PROTOCOLS:
