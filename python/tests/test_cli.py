@@ -265,6 +265,31 @@ def test_quiet_and_verbose_may_follow_the_command(monkeypatch):
     assert seen == [(False, logging.WARNING), (True, logging.DEBUG), (True, logging.INFO)]
 
 
+def test_quiet_and_verbose_together_are_refused_by_argparse_on_every_command(monkeypatch, capsys):
+    seen = []
+    fake_core(monkeypatch, lambda command: lambda *a, **k: seen.append(command))
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command, sub in commands.items():
+        needed = [word for action in sub._actions if action.required for word in [*action.option_strings[:1], "1"]]
+        for words in ([command, "-q", "-v"], ["-q", "-v", command], ["-q", command, *needed, "--verbose"],
+                      ["-vv", command, *needed, "-q"]):
+            with pytest.raises(SystemExit) as stopped:
+                main(words)
+            assert stopped.value.code == 2, words
+            later, earlier = ("-q/--quiet", "-v/--verbose") if words[-1] == "-q" else ("-v/--verbose", "-q/--quiet")
+            prog = "alexnet" if words[2] == command else f"alexnet {command}"
+            assert capsys.readouterr().err == (f"{prog}: error: argument {later}: not allowed with argument "
+                                               f"{earlier} (see {prog} --help)\n"), words
+    assert seen == []
+    # either alone, on either side, is the program's choice; typed after the command, it is the one taken
+    parser = build_parser()
+    for words, verbose, quiet in ((["-q", "fetch"], 0, True), (["fetch", "-q"], 0, True), (["fetch", "-vv"], 2, False),
+                                  (["-vv", "fetch", "-v"], 1, False), (["-q", "fetch", "-q"], 0, True)):
+        args = parser.parse_args(words)
+        assert (args.verbose, args.quiet) == (verbose, quiet), words
+        assert not {"command_verbose", "command_quiet"} & set(vars(args)), words
+
+
 def test_an_option_no_command_takes_is_refused_by_that_command_with_the_nearest(capsys):
     for words, said in (
         (["train", "--board", "/b", "--epocs", "2"],

@@ -11,8 +11,8 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..child import ChildError
@@ -35,9 +35,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Program(_Parser):
+    """The ``alexnet`` parser, whose ``-v`` and ``-q`` may be typed before the command and after it: typed on either
+    side they are one choice, and the two together are refused as argparse refuses them on one side."""
+
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        _logging_after_command(self, parsed)
+        return parsed, rest
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``alexnet`` argument parser."""
-    parser = _Parser(
+    parser = _Program(
         prog="alexnet", allow_abbrev=False,
         description="Train AlexNet on ImageNet from a bucket: upload one zip per category to a board, fetch a "
                     "worker's balanced share, train with TensorFlow.",
@@ -45,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"alexnet {__version__}")
     _logging_options(parser, default=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     def add(name: str, run: Callable[[argparse.Namespace], None], help_text: str, description: str = ""
             ) -> argparse.ArgumentParser:
@@ -65,14 +75,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Where a command's parser keeps its ``-v`` and ``-q``, by the program's names of them (see
+#: :func:`_logging_after_command`).
+_AFTER_COMMAND = {"verbose": "command_verbose", "quiet": "command_quiet"}
+
+
 def _logging_options(parser: argparse.ArgumentParser, *, default: bool) -> None:
-    """``-v`` and ``-q`` on ``parser``: the program's (with their defaults), or a command's (given only when typed)."""
+    """``-v`` and ``-q``, one or the other, on ``parser``: the program's (with their defaults), or a command's (given
+    only when typed, kept apart until :func:`_logging_after_command` reads them)."""
     unset = {} if default else {"default": argparse.SUPPRESS}
-    parser.add_argument("-v", "--verbose", action="count", **({"default": 0} if default else unset),
+    either = parser.add_mutually_exclusive_group()
+    either.add_argument("-v", "--verbose", action="count", **({"default": 0} if default else unset),
+                        dest="verbose" if default else _AFTER_COMMAND["verbose"],
                         help="log more: -v adds the libraries' INFO lines (pins, gcsfs, ...), alexnet's debugging "
                              "detail and each line's time, -vv everyone's debugging detail")
-    parser.add_argument("-q", "--quiet", action="store_true", **({"default": False} if default else unset),
+    either.add_argument("-q", "--quiet", action="store_true", **({"default": False} if default else unset),
+                        dest="quiet" if default else _AFTER_COMMAND["quiet"],
                         help="log warnings and errors only, and draw no progress bars")
+
+
+def _logging_after_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The ``-v`` or ``-q`` typed after the command, in ``args`` (parsed by the program's ``parser``), as the
+    program's, in place of what was typed before it; one typed before and the other after are refused by the
+    command's parser with argparse's own error."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = commands.choices[args.command]
+    typed = {a.dest: a for a in sub._actions if a.dest in _AFTER_COMMAND.values() and hasattr(args, a.dest)}
+    before = {a.dest: a for a in parser._actions if a.dest in _AFTER_COMMAND and getattr(args, a.dest)}
+    for name, kept in _AFTER_COMMAND.items():
+        other = next((action for dest, action in before.items() if dest != name), None)
+        if kept in typed and other is not None:
+            sub.error(str(argparse.ArgumentError(typed[kept], "not allowed with argument "
+                                                 + "/".join(other.option_strings))))
+    for name, kept in _AFTER_COMMAND.items():
+        if kept in typed:
+            setattr(args, name, getattr(args, kept))
+            delattr(args, kept)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
