@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -9,7 +10,7 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .result import as_plain
@@ -148,6 +149,19 @@ def missing_module(error: ModuleNotFoundError) -> AlexnetError | None:
         f"pip install -c python/constraints.txt '{spec}'; from R, {from_r}.")
     missing.name = name
     return missing
+
+
+@contextlib.contextmanager
+def importing() -> Iterator[None]:
+    """The imports of the block are of modules this Python may lack (TensorFlow, pyspark, s3fs, gcsfs, ...): one it
+    lacks is raised as :func:`missing_module` says it, a :class:`MissingModuleError` naming the module, the Python and
+    what installs it; a module of alexnet's own missing is raised as it is. The package imports TensorFlow, the
+    extras' modules (:data:`EXTRA_MODULES`) and a bucket's file system (gcsfs, s3fs) here, where first needed, so that
+    a Python caller is told what to install as an R caller and the command line are."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        raise (missing_module(error) or error) from None
 
 
 def run_error(message: str) -> AlexnetError:

@@ -168,9 +168,9 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
     filtered (see the module's documentation); also when TensorFlow was imported before (by
     ``reticulate::import("tensorflow")`` in R, say), if its devices were not listed yet. A machine with an NVIDIA GPU
     that TensorFlow does not list is warned of (:func:`unused_gpu_warning`)."""
-    from .errors import missing_module
+    from .errors import importing
 
-    try:
+    with importing():  # what to install, said once here for every caller
         if tf_logs_wanted():
             import tensorflow
             import tf_keras
@@ -182,8 +182,6 @@ def _import() -> tuple[types.ModuleType, types.ModuleType]:
             import tf_keras
 
             tensorflow.config.list_physical_devices()
-    except ModuleNotFoundError as error:  # what to install, said once here for every caller
-        raise (missing_module(error) or error) from None
     warn_of_unused_gpu(tensorflow)
     return tensorflow, tf_keras
 

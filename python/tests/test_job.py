@@ -100,6 +100,29 @@ def test_the_slots_of_a_local_master_are_known_before_it_starts(master, slots):
     assert SparkToStart(master).local_slots() == slots
 
 
+def test_a_python_without_pyspark_or_a_bucket_s_file_system_is_told_what_installs_it(board, monkeypatch):
+    """From Python, a Spark job without pyspark ended in pyspark's own ModuleNotFoundError (the command line and R
+    said what to install), and a board on s3:// without s3fs in s3fs's."""
+    from alexnet.errors import MissingModuleError
+    from alexnet.launch.session import SparkToStart
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    for module, call, installs in (
+        ("pyspark", lambda: alexnet.alexnet_spark_train(SparkToStart("local[2]"), 2, board, epochs=1),
+         "the `spark` extra of the core, which this needs"),
+        ("s3fs", lambda: alexnet.imagenet_categories("s3://bucket/board"), "the `s3` extra of the core"),
+        ("gcsfs", lambda: alexnet.imagenet_categories("gs://bucket/board"), "one of the core's own dependencies"),
+    ):
+        with monkeypatch.context() as lacking:
+            for name in [name for name in sys.modules if name.split(".")[0] == module] or [module]:
+                lacking.setitem(sys.modules, name, None)  # as in a Python without it (imported before or not)
+            with pytest.raises(MissingModuleError) as missing:
+                call()
+        said = str(missing.value)
+        assert said.startswith(f"This Python ({sys.executable}) has no module `{module}`, {installs}"), said
+        assert missing.value.name == module and isinstance(missing.value, AlexnetError)
+
+
 def _job_failures():
     from alexnet.errors import run_error
     from alexnet.train.lost import WorkerLostError

@@ -80,9 +80,11 @@ def _job_specs(training: bool) -> dict[str, Any]:
 def _spark(args: argparse.Namespace, app_name: str) -> Iterator[Any]:
     """The active Spark session, else one on ``--master`` (default ``local[WORKERS]``) that the job starts once its
     driver's checks have passed (:class:`~alexnet.launch.session.SparkToStart`), stopped afterwards."""
-    from pyspark.sql import SparkSession
-
+    from ..errors import importing
     from ..launch.session import SparkToStart
+
+    with importing():
+        from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
     if session is not None:

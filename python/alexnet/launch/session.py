@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import run_error
+from ..errors import importing, run_error
 
 logger = logging.getLogger("alexnet.launch.spark")  # said as the launcher's own lines
 
@@ -66,7 +66,8 @@ def spark_session(master: str, app_name: str = "alexnet") -> Any:
     ``spark://`` master where nothing answers is said at once (Spark itself tries for a minute).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    with importing():
+        from pyspark.sql import SparkSession
 
     # Spark's stage bar would garble the chief's progress lines
     builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.showConsoleProgress", "false")
@@ -125,7 +126,8 @@ def _log_level_before_start() -> str | None:
     log configuration (its root logger says INFO, but Spark's console shows a Python session warnings and errors
     only; that INFO set again would show every INFO line of the scheduler), else the root logger's level; None when
     the user's Spark configuration sets ``spark.log.level`` or the level cannot be read."""
-    from pyspark import SparkConf, SparkContext
+    with importing():
+        from pyspark import SparkConf, SparkContext
 
     try:
         SparkContext._ensure_initialized()

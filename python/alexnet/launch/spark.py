@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from ..checks import as_seconds
-from ..errors import AlexnetError, run_error
+from ..errors import AlexnetError, importing, run_error
 from . import probe_task
 from .gpus import VISIBLE_GPUS, gpu_environment
 from .job import JobPlan, JobRun, failure_of, run_job
@@ -284,7 +284,8 @@ def probe_executors(spark: Any, tasks: int, python: str | None = None, env: Mapp
 
     The probe is shipped by value, so it runs on executors whose Python lacks alexnet (which it reports).
     """
-    from pyspark import cloudpickle
+    with importing():
+        from pyspark import cloudpickle
 
     context = spark_context(spark)
     cloudpickle.register_pickle_by_value(probe_task)

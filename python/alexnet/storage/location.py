@@ -39,7 +39,7 @@ import urllib.parse
 from typing import Any
 
 from ..environment import env_value
-from ..errors import AlexnetError, BoardError, reason
+from ..errors import AlexnetError, BoardError, importing, reason
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,8 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         # gcsfs's experimental bucket-type probe talks gRPC, which the emulator does not, and stalls;
         # the flag is read when gcsfs is imported, so it is set first (an explicit user choice wins).
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-        import gcsfs.core
+        with importing():
+            import gcsfs.core
 
         hear_gcsfs_retries()  # after gcsfs's import, as below
         endpoint = emulator if "://" in emulator else f"http://{emulator}"
@@ -239,9 +240,10 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0,
                                         requests_timeout=_aiohttp_timeout())
 
-    import gcsfs
-    import google.auth
-    import google.auth.exceptions
+    with importing():
+        import gcsfs
+        import google.auth
+        import google.auth.exceptions
 
     hear_gcsfs_retries()
     try:
@@ -273,9 +275,10 @@ def _aiohttp_timeout() -> Any:
 
 
 def _open_s3(resolved: str, write: bool, what: str) -> Any:
+    with importing():  # before botocore, which it brings: a Python without either is told to install s3fs
+        import s3fs
     import botocore.exceptions
     import botocore.session
-    import s3fs
 
     endpoint = env_value("AWS_ENDPOINT_URL_S3") or env_value("AWS_ENDPOINT_URL")
     variable = "AWS_ENDPOINT_URL_S3" if env_value("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
