@@ -171,8 +171,8 @@ alexnet_core_error <- function(failure) {
   do.call(alexnet_condition, c(list(r_words(message), classes, python_class = lineage[[1]]), get("fields")))
 }
 
-# A message of the core in R's words: NULL, TRUE, FALSE, strings in double quotes, c(...) for Python lists, and
-# R's names for what only Python has.
+# A message of the core in R's words: NULL, TRUE, FALSE, strings in double quotes, c(...) for Python lists, `$`
+# for an entry of a list (the core's data["image"] is data$image), and R's names for what only Python has.
 r_words <- function(text) {
   swaps <- c(
     # messages written for both front ends ("TRUE/True"): R's half
@@ -180,6 +180,8 @@ r_words <- function(text) {
     "\\bNone\\b(?! of\\b)" = "NULL", "\\bTrue\\b" = "TRUE", "\\bFalse\\b" = "FALSE",
     "\\btf_config_json\\([^()]*\\)" = "tf_config_from_barrier(barrier)",
     "\\btf_config_json\\b" = "tf_config_from_barrier",
+    # an entry of an argument, as the core names it (alexnet.checks.entry): data["image"]
+    "(?<![\\w$.])([A-Za-z_]\\w*)\\[\"([A-Za-z_]\\w*)\"\\]" = "\\1$\\2",
     # logged where R shows nothing: a Spark job's whole message is the error's field instead
     "\\(Spark's whole message is logged at DEBUG level: logging\\.getLogger\\('alexnet'\\)\\.setLevel\\('DEBUG'\\)\\)" =
       "(Spark's whole message is the error's `spark_message`: tryCatch(..., error = function(e) e$spark_message))",

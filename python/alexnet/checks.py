@@ -39,6 +39,13 @@ def as_int(value: Any, name: str, minimum: int | None = None, maximum: int | Non
     return int(number)
 
 
+def entry(name: str, key: str) -> str:
+    """Entry ``key`` of argument ``name`` (a dict; R's named list) as the package's messages name it, in Python's
+    words: ``data["image"]``. The R package says it in R's, ``data$image``, as it says every message of the core
+    (its ``r_words()``)."""
+    return f'{name}["{key}"]'
+
+
 def as_optional_int(value: Any, name: str, minimum: int | None = None) -> int | None:
     """:func:`as_int`, with ``None`` (R's ``NULL``) passed through."""
     return None if value is None else as_int(value, name, minimum)

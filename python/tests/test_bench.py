@@ -286,7 +286,7 @@ def test_a_benchmark_refused_at_its_images_leaves_no_temporary_folder_of_results
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with pytest.raises(AlexnetError, match=r"`data\$image` is missing or empty"):
+    with pytest.raises(AlexnetError, match=r'`data\["image"\]` is missing or empty'):
         bench_run.alexnet_benchmark({"a": 1}, stages="decode", images=4)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("alexnet-benchmark-")]
 

@@ -43,7 +43,7 @@ def test_partition_form_keeps_global_labels_and_num_classes():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"image": ["a"], "category": ["n1"], "categories": ["n2"]}, "not in `data\\$categories`"),
+        ({"image": ["a"], "category": ["n1"], "categories": ["n2"]}, r'not in `data\["categories"\]`'),
         ({"image": ["a", "b"], "category": ["n1"], "categories": ["n1"]}, "one category per image"),
         ({"image": ["a"], "category": ["n1"], "categories": ["n1"], "label": [0]}, "num_classes"),
         ({"image": ["a"], "label": [5], "num_classes": 3}, "outside 0..2"),
@@ -90,8 +90,8 @@ def test_category_zips_given_as_images_stand_for_their_files_extracted_once(tmp_
     assert [os.path.basename(f) for f in td.val_files] == ["n03_0.JPEG", "n03_1.JPEG"] and td.val_labels == [2, 2]
     assert Path(td.files[1]).read_bytes() == b"n02-1" and td.files[3] == str(image)
     said = [r.getMessage() for r in caplog.records if r.name == "alexnet.storage.given_zips"]
-    assert len(said) == 2 and "data$image names 2 zip(s)" in said[0] and "extracting 2" in said[0]
-    assert "data$val_image names 1 zip(s)" in said[1]
+    assert len(said) == 2 and 'data["image"] names 2 zip(s)' in said[0] and "extracting 2" in said[0]
+    assert 'data["val_image"] names 1 zip(s)' in said[1]
     root = tmp_path / "cache" / "unzipped"
     assert all(f.startswith(str(root)) for f in td.files if f.endswith(".JPEG") and "n0" in f)
     assert list((root / ".tmp").iterdir()) == []
@@ -150,10 +150,10 @@ def test_paths_given_as_a_mapping_are_refused_not_taken_for_its_keys(tmp_path):
     """A dict (R's named vector arrived as one) had its keys taken for the paths: an evaluation scored other images."""
     image = tmp_path / "a.JPEG"
     image.write_bytes(b"x")
-    with pytest.raises(AlexnetError, match=r"^`data\$image` must be strings, not a mapping of 1 entry \(a dict, or "
+    with pytest.raises(AlexnetError, match=r'^`data\["image"\]` must be strings, not a mapping of 1 entry \(a dict, or '
                                            r"R's named list\) whose names would be taken for them: give its values\.$"):
         training_data({"image": {"other.JPEG": str(image)}, "category": ["n01"], "categories": ["n01"]})
     from alexnet.model.evaluate import _data_images
 
-    with pytest.raises(AlexnetError, match=r"^`data\$val_image` must be strings, not a mapping"):
+    with pytest.raises(AlexnetError, match=r'^`data\["val_image"\]` must be strings, not a mapping'):
         _data_images({"val_image": {"b": str(image)}, "val_category": ["n01"]}, ["n01"])

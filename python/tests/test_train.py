@@ -116,7 +116,7 @@ def test_a_run_that_keeps_nothing_is_warned_before_it_trains(synthetic, tmp_path
             assert "Give `checkpoint_dir` (checkpoints and the model), `model_dir` or `model_pin` to keep it." \
                 in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(AlexnetError, match="`data\\$categories`"):
+    with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(AlexnetError, match=r'`data\["categories"\]`'):
         alexnet_train(data={"image": ["a.JPEG"]})
     assert said not in caplog.text
 

@@ -58,6 +58,9 @@ test_that("r_words() turns Python's words into R's and leaves prose alone", {
                      "`image`; not a data frame, a whole number or a logical: c(1, 2, 2.5)"))
   expect_equal(alexnet:::r_words("TensorFlow 2.0, a strict dictionary, version [2.10]"),
                "TensorFlow 2.0, a strict dictionary, version c(2.10)")
+  # an entry of an argument, as the core names it: R's `$`
+  expect_equal(alexnet:::r_words("`data[\"image\"]` has 2 entries but `data[\"label\"]` has 1; x[\"a b\"], ['n01']"),
+               "`data$image` has 2 entries but `data$label` has 1; x[\"a b\"], c(\"n01\")")
 })
 
 test_that("a long error or warning of the package is printed whole, where R cuts messages at 1000 characters", {

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import as_int, as_ints, as_strings
+from ..checks import as_int, as_ints, as_strings, entry
 from ..errors import AlexnetError
 
 
@@ -33,50 +33,55 @@ class TrainingData:
     class_names: list[str] = field(default_factory=list)
 
 
+def _data(key: str) -> str:
+    """Entry ``key`` of ``data`` as messages name it (:func:`alexnet.checks.entry`: ``data["image"]``)."""
+    return entry("data", key)
+
+
 def _check_range(labels: Sequence[int], num_classes: int, name: str) -> None:
     bad = [v for v in labels if not 0 <= v < num_classes]
     if bad:
         raise AlexnetError(
-            f"`data${name}` has {len(bad)} value(s) outside 0..{num_classes - 1} (e.g. {bad[0]}): labels are "
+            f"`{_data(name)}` has {len(bad)} value(s) outside 0..{num_classes - 1} (e.g. {bad[0]}): labels are "
             f"0-based indices below num_classes = {num_classes}."
         )
 
 
 def _labels(data: Mapping[str, Any], files: list[str]) -> tuple[list[int], int, dict[str, int]]:
     """Labels of ``files``, the number of classes, and category -> label as far as ``data`` tells it."""
-    category = as_strings(data.get("category"), "data$category")
+    category = as_strings(data.get("category"), _data("category"))
     if data.get("label") is not None:
-        labels = as_ints(data["label"], "data$label")
+        labels = as_ints(data["label"], _data("label"))
         if data.get("num_classes") is None:
             raise AlexnetError(
                 "`data` has `label` but no `num_classes`: add the global number of classes, as "
                 "imagenet_partition() does, or drop `label` to number the classes from `categories`."
             )
-        num_classes = as_int(data["num_classes"], "data$num_classes", minimum=1)
+        num_classes = as_int(data["num_classes"], _data("num_classes"), minimum=1)
         mapping = dict(zip(category, labels, strict=True)) if len(category) == len(labels) else {}
         return labels, num_classes, mapping
-    categories = as_strings(data.get("categories"), "data$categories")
+    categories = as_strings(data.get("categories"), _data("categories"))
     if not categories:
-        raise AlexnetError("`data$categories` is missing or empty: list the categories of the images.")
+        raise AlexnetError(f"`{_data('categories')}` is missing or empty: list the categories of the images.")
     if len(category) != len(files):
         raise AlexnetError(
-            f"`data$image` has {len(files)} entries but `data$category` has {len(category)}: give one "
+            f"`{_data('image')}` has {len(files)} entries but `{_data('category')}` has {len(category)}: give one "
             "category per image."
         )
     mapping = {wnid: index for index, wnid in enumerate(sorted(set(categories)))}
     unknown = sorted(set(category) - set(mapping))
     if unknown:
         raise AlexnetError(
-            f"Categories {unknown[:10]} of `data$category` are not in `data$categories`: add them there."
+            f"Categories {unknown[:10]} of `{_data('category')}` are not in `{_data('categories')}`: add them there."
         )
     return [mapping[c] for c in category], len(mapping), mapping
 
 
 def _val_labels(data: Mapping[str, Any], val_files: list[str], mapping: dict[str, int]) -> list[int]:
     if data.get("val_label") is not None:
-        val_labels = as_ints(data["val_label"], "data$val_label")
+        val_labels = as_ints(data["val_label"], _data("val_label"))
     elif data.get("val_category") is not None:
-        val_category = as_strings(data["val_category"], "data$val_category")
+        val_category = as_strings(data["val_category"], _data("val_category"))
         unknown = sorted(set(val_category) - set(mapping))
         if unknown:
             raise AlexnetError(
@@ -85,10 +90,10 @@ def _val_labels(data: Mapping[str, Any], val_files: list[str], mapping: dict[str
             )
         val_labels = [mapping[c] for c in val_category]
     else:
-        raise AlexnetError("`data$val_image` needs `val_label` or `val_category` for its labels.")
+        raise AlexnetError(f"`{_data('val_image')}` needs `val_label` or `val_category` for its labels.")
     if len(val_labels) != len(val_files):
         raise AlexnetError(
-            f"`data$val_image` has {len(val_files)} entries but there are {len(val_labels)} validation "
+            f"`{_data('val_image')}` has {len(val_files)} entries but there are {len(val_labels)} validation "
             "labels: give one per image."
         )
     return val_labels
@@ -104,7 +109,7 @@ def _classes(data: Mapping[str, Any], num_classes: int, mapping: dict[str, int])
         for name, values in (("class_ids", ids), ("class_names", names)):
             if len(values) != num_classes:
                 raise AlexnetError(
-                    f"`data${name}` has {len(values)} entries but there are {num_classes} classes: give one per "
+                    f"`{_data(name)}` has {len(values)} entries but there are {num_classes} classes: give one per "
                     "class, in label order (as imagenet_partition() does), or leave it out."
                 )
         return ids, names
@@ -136,22 +141,23 @@ def training_data(data: Mapping[str, Any]) -> TrainingData:
             f"`data` must be the result of imagenet_partition() or a dict/list with `image`, `category` and "
             f"`categories` named, not {given}."
         )
-    files = as_strings(data.get("image"), "data$image")
+    files = as_strings(data.get("image"), _data("image"))
     if not files:
-        raise AlexnetError("`data$image` is missing or empty: there are no images to train on.")
+        raise AlexnetError(f"`{_data('image')}` is missing or empty: there are no images to train on.")
     labels, num_classes, mapping = _labels(data, files)
     if len(labels) != len(files):
         raise AlexnetError(
-            f"`data$image` has {len(files)} entries but `data$label` has {len(labels)}: give one label per image."
+            f"`{_data('image')}` has {len(files)} entries but `{_data('label')}` has {len(labels)}: give one label per "
+            "image."
         )
     _check_range(labels, num_classes, "label")
-    val_files = as_strings(data.get("val_image"), "data$val_image")
+    val_files = as_strings(data.get("val_image"), _data("val_image"))
     val_labels = _val_labels(data, val_files, mapping) if val_files else []
     _check_range(val_labels, num_classes, "val_label")
     from ..storage.given_zips import unzipped
 
-    files, labels = unzipped(files, labels, "data$image")
-    val_files, val_labels = unzipped(val_files, val_labels, "data$val_image")
+    files, labels = unzipped(files, labels, _data("image"))
+    val_files, val_labels = unzipped(val_files, val_labels, _data("val_image"))
     class_ids, class_names = _classes(data, num_classes, mapping)
     return TrainingData(files, labels, num_classes, as_strings(data.get("categories")), val_files, val_labels,
                         class_ids, class_names)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_strings, count_text, some_names
+from ..checks import as_int, as_strings, count_text, entry, some_names
 from ..data.partition import check_partition
 from ..declare import declaration
 from ..errors import AlexnetError, BoardError
@@ -42,7 +42,7 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
     """The validation files and labels of ``data``, its number of classes (None when it does not say) and the ids of
     the classes its labels count (None when it does not name them, or its labels are the model's own, from
     ``val_category`` and the model's ``class_ids``)."""
-    files = as_strings(data.get("val_image"), "data$val_image")
+    files = as_strings(data.get("val_image"), entry("data", "val_image"))
     if not files:
         said = "is empty" if "val_image" in data else "is missing"
         raise AlexnetError(f"`data` has no validation images (`val_image` {said}): fetch a partition of a board "
@@ -53,10 +53,11 @@ def _data_images(data: Mapping[str, Any], class_ids: Sequence[str]) \
         ids = as_strings(data["class_ids"]) if data.get("class_ids") is not None else None
     elif data.get("val_category") is not None:
         index = {wnid: label for label, wnid in enumerate(class_ids)}
-        categories = as_strings(data["val_category"], "data$val_category")
+        categories = as_strings(data["val_category"], entry("data", "val_category"))
         unknown = sorted(set(categories) - set(index))
         if unknown:
-            raise AlexnetError(f"`data$val_category` names categories the model does not know: {unknown[:10]}.")
+            raise AlexnetError(f"`{entry('data', 'val_category')}` names categories the model does not know: "
+                               f"{unknown[:10]}.")
         labels = [index[c] for c in categories]
     else:
         raise AlexnetError("`data` gives no labels for its validation images: add `val_label` (global indices) or "

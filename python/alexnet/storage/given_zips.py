@@ -68,7 +68,7 @@ def _extracted(path: str, root: str) -> list[str]:
 def unzipped(files: Sequence[str], labels: Sequence[int], what: str) -> tuple[list[str], list[int]]:
     """``files`` and their ``labels`` with every category zip among them (:func:`is_category_zip`) replaced by the
     files it holds, each with the zip's label; ``files`` as they are when none is a zip. ``what`` names them in what
-    is said (``data$image``)."""
+    is said (``data["image"]``)."""
     named = {path for path in files if path[-4:].lower() == ".zip"}  # by name first: no file is looked at otherwise
     zips = sorted(path for path in named if is_category_zip(path))
     if not zips:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import as_int, as_ints, shown
+from ..checks import as_int, as_ints, entry, shown
 from ..errors import AlexnetError
 from ..input.inputs import TrainingData
 from ..tfimport import tf
@@ -174,7 +174,7 @@ def partition_steps(data: Mapping[str, Any], worker_batch: int) -> int | None:
     the smallest one over ``worker_batch`` is the same number on every worker, whatever its own files.
     ``None`` when ``data`` does not carry them.
     """
-    sizes = as_ints(data.get("partition_sizes"), "data$partition_sizes")
+    sizes = as_ints(data.get("partition_sizes"), entry("data", "partition_sizes"))
     if not sizes:
         return None
     return steps_for(min(sizes), worker_batch)
@@ -230,7 +230,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
             _warn_of_a_step_beyond_the_images(worker_batch, len(td.files), "this run's images")
         return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files))
     partition = data.get("partition")
-    own_partition = as_int(partition, "data$partition") if partition is not None else -1
+    own_partition = as_int(partition, entry("data", "partition")) if partition is not None else -1
     counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index, own_partition])
     # one row per replica: a worker's counts once, however many replicas it has
     per_worker = {int(row[2]): (int(row[0]), int(row[1])) for row in counts}
@@ -238,7 +238,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     fewest_train = min(train for train, _ in per_worker.values())
     table_train = partition_steps(data, worker_batch)
     if table_train is not None:
-        total = as_int(data.get("total"), "data$total") if data.get("total") is not None else len(
+        total = as_int(data.get("total"), entry("data", "total")) if data.get("total") is not None else len(
             data["partition_sizes"])
         if total != topology.workers:
             logger.warning(
@@ -248,7 +248,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
         table_train = steps_for(fewest_train, worker_batch)
     steps = steps_per_epoch or table_train
     if steps_per_epoch is None and topology.chief:
-        sizes = as_ints(data.get("partition_sizes"), "data$partition_sizes")
+        sizes = as_ints(data.get("partition_sizes"), entry("data", "partition_sizes"))
         _warn_of_a_step_beyond_the_images(worker_batch, min(sizes) if sizes else fewest_train,
                                           "the smallest partition")
         warn_of_images_left_out(sizes or [train for train, _ in per_worker.values()], steps, worker_batch)
