@@ -12,7 +12,7 @@ benchmark_settings <- list(
   seconds = list(kind = "number", default = 5.0, choices = NULL, stage = "", help = "least seconds each measurement runs, after its warm-up"),
   parallel = list(kind = "count>=1?", default = NULL, choices = NULL, stage = "", help = "images the pipeline decodes at once (unset: one per CPU, as in training)"),
   cache = list(kind = "flag", default = TRUE, choices = NULL, stage = "", help = "keep the compressed bytes in memory after the first pass, as the decode reference does"),
-  resize = list(kind = "count>=63?", default = NULL, choices = NULL, stage = "", help = "the io and train stages read the images re-encoded to this short side, at least 63, as imagenet_upload(resize = ) stores them (decode and naive still read the originals)"),
+  resize = list(kind = "count>=63?", default = NULL, choices = NULL, stage = "", help = "the io and train stages read the images re-encoded to this short side, at least 63 and `image_size`, as imagenet_upload(resize = ) stores them (decode and naive still read the originals)"),
   quality = list(kind = "count>=1", default = 90, choices = NULL, stage = "", help = "JPEG quality of the images re-encoded for `resize`"),
   model_steps = list(kind = "count>=1", default = 5, choices = NULL, stage = "", help = "training steps synthetic and train time"),
   dense_units = list(kind = "count>=1", default = 4096, choices = NULL, stage = "", help = "units of the model's two hidden dense layers"),

@@ -112,6 +112,29 @@ def test_the_stored_copies_are_refused_as_the_upload_refuses_them(tmp_path, caps
     assert not (tmp_path / "board").exists()
 
 
+def test_stored_copies_smaller_than_the_crop_are_refused_before_any_work(tmp_path, capsys):
+    """`resize` is the short side the io and train stages read the images at, `image_size` the side they crop: a
+    stored side below the crop was taken, and every crop enlarged from fewer pixels than it is."""
+    said = (r"^`resize` = 128 is below `image_size` = 224: the io and train stages would enlarge every crop of the "
+            r"stored images to 224 pixels; use `resize` of at least 224 \(the paper cropped 224 out of a short side of "
+            r"256\), or "
+            r"an `image_size` of at most 128\.$")
+    for stages in ("io", "train", "decode,io"):
+        with pytest.raises(AlexnetError, match=said):
+            check_plan({"stages": stages, "resize": 128, "image_size": 224})
+    # the short side at the crop or above it, or no stage that reads the stored copies: as before
+    assert check_plan({"stages": "io", "resize": 224, "image_size": 224}).common.resize == 224
+    assert check_plan({"stages": "io", "resize": 256}).common.resize == 256
+    assert check_plan({"stages": "decode,naive", "resize": 128}).common.resize == 128
+    output = tmp_path / "out"
+    assert main(["bench", "--stages", "io", "--resize", "128", "--output-dir", str(output)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "alexnet bench: error: `--resize` 128 is below `--image-size` 224: the io and train stages would enlarge every "
+        "crop of the stored images to 224 pixels; use `--resize` of at least 224 (the paper cropped 224 out of a short "
+        "side of 256), or an `--image-size` of at most 128."]
+    assert not output.exists()
+
+
 def test_the_fetch_stage_takes_a_partition_and_downloads_as_a_fetch_does():
     from alexnet.data.options import FetchOptions, PartitionOptions
 
@@ -134,7 +157,7 @@ def test_settings_are_checked_against_each_other_and_recorded_by_stage():
         check_plan({"cores": 100_000})
     with pytest.raises(AlexnetError, match=r"does not take `repeat` \(did you mean `repeats`\?\)"):
         alexnet.alexnet_benchmark(repeat=2)
-    plan = check_plan({"stages": "time_to_accuracy, io", "resize": 128, "precision": "bf16"})
+    plan = check_plan({"stages": "time_to_accuracy, io", "resize": 256, "precision": "bf16"})
     assert plan.common.stages == ("time_to_accuracy", "io") and plan.common.isolation in ("process", "threads")
     accuracy = STAGE_SETTINGS["time_to_accuracy"]
     assert plan.accuracy == accuracy(**declaration.defaults(accuracy))
@@ -153,7 +176,7 @@ def test_a_quality_without_resize_is_said_unused_and_recorded_as_none(caplog):
     assert record["quality"] is None and record["resize"] is None
     caplog.clear()
     with caplog.at_level("WARNING", logger="alexnet.bench.plan"):
-        record = check_plan({"quality": 50, "resize": 128}).record()
+        record = check_plan({"quality": 50, "resize": 256}).record()
     assert "only used with" not in caplog.text and record["quality"] == 50
 
 

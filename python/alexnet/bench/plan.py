@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import MIN_IMAGE_SIZE
-from ..data.options import FetchOptions, PartitionOptions, UploadOptions
+from ..data.options import FetchOptions, PartitionOptions, UploadOptions, check_stored_side
 from ..declare import declaration
 from ..declare.declaration import like, setting
 from ..declare.kinds import Spec, UsedWith
@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: Stages that build AlexNet on the benchmark's images (so their ``image_size`` must be one it takes).
 MODEL_STAGES = ("synthetic", "train")
+#: Stages that read the images re-encoded for ``resize`` (and crop ``image_size`` out of them).
+STORED_STAGES = ("io", "train")
 #: The ways the pipeline stages are isolated on their cores.
 ISOLATIONS = ("process", "threads")
 
@@ -75,8 +77,8 @@ class BenchSettings:
     cache: bool = setting(True, "flag", "keep the compressed bytes in memory after the first pass, as the decode "
                           "reference does")
     resize: int | None = like(_UPLOAD["resize"], help="the io and train stages read the images re-encoded to this "
-                              f"short side, at least {MIN_IMAGE_SIZE}, as imagenet_upload(resize = ) stores them "
-                              "(decode and naive still read the originals)")
+                              f"short side, at least {MIN_IMAGE_SIZE} and `image_size`, as imagenet_upload(resize = ) "
+                              "stores them (decode and naive still read the originals)")
     quality: int = like(_UPLOAD["quality"], help="JPEG quality of the images re-encoded for `resize`",
                         used_with=UsedWith("`resize`", "the stages read the images as they are, not re-encoded",
                                            lambda v: v["resize"] is not None))
@@ -108,6 +110,8 @@ class BenchSettings:
         if self.image_size < MIN_IMAGE_SIZE and set(MODEL_STAGES) & set(self.stages):
             raise AlexnetError(f"`image_size` = {self.image_size} is too small for AlexNet: use at least "
                                f"{MIN_IMAGE_SIZE} (224 as in the paper), or leave out the synthetic and train stages.")
+        if set(STORED_STAGES) & set(self.stages):
+            check_stored_side(self.resize, self.image_size, "the io and train stages")
         isolation = self.isolation or ("process" if _pinning() else "threads")
         if isolation == "process" and not _pinning():
             raise AlexnetError("isolation = \"process\" pins CPUs with os.sched_setaffinity, which this system lacks: "

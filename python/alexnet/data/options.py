@@ -58,6 +58,17 @@ def check_resize(resize: Any, name: str = "resize") -> int | None:
     return value
 
 
+def check_stored_side(resize: int | None, image_size: int, readers: str = "training") -> None:
+    """Images stored with short side ``resize`` (``None``: as they are) against the side ``image_size`` that
+    ``readers`` crop from them: an :class:`AlexnetError` saying what to change when ``resize`` is below it, where
+    every crop would be enlarged from fewer pixels than it is given."""
+    if resize is not None and resize < image_size:
+        raise AlexnetError(f"`resize` = {resize} is below `image_size` = {image_size}: {readers} would enlarge every "
+                           f"crop of the stored images to {image_size} pixels; use `resize` of at least {image_size} "
+                           "(the paper cropped 224 out of a short side of 256), or an `image_size` of at most "
+                           f"{resize}.")
+
+
 def check_scratch(scratch: Any, name: str = "scratch") -> str | None:
     """``scratch`` as the path of a local folder, or ``None``; an :class:`AlexnetError` naming it as ``name`` and
     saying what to give otherwise (the folder is made by the upload)."""
