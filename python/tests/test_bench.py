@@ -422,6 +422,73 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
+def test_a_benchmark_stopped_before_its_first_output_leaves_no_folder_it_made(tmp_path, monkeypatch):
+    """Ctrl-C (or an error) before anything was written: the output folder the run made, and the parents made for
+    it, go; a folder that was there before stays, as does one holding a file (a worker's log). They all stayed."""
+    from alexnet.bench import scaling
+    from alexnet.bench.run import ROWS_FILE
+
+    def stopped(plan, data, workdir):
+        raise KeyboardInterrupt
+
+    images = bench_run._images
+    monkeypatch.setattr(bench_run, "_images", stopped)
+    made = tmp_path / "new" / "out"
+    with pytest.raises(KeyboardInterrupt):
+        bench_run.alexnet_benchmark(stages="decode", output_dir=str(made))
+    assert not (tmp_path / "new").exists() and tmp_path.is_dir()
+    there = tmp_path / "there"
+    there.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        bench_run.alexnet_benchmark(stages="decode", output_dir=str(there))
+    assert there.is_dir() and not any(there.iterdir())
+    # the scaling stage stopped in its first run: its empty file of rows goes, a worker's log keeps the folder
+    monkeypatch.setattr(bench_run, "_images", images)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+
+    def first_run(plan, levers, data, link, workers, cpus, log_dir):
+        assert (made / ROWS_FILE).exists()
+        (log_dir / "worker0-of-1.log").write_text("started\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scaling, "_run", first_run)
+    with pytest.raises(KeyboardInterrupt):
+        bench_run.alexnet_benchmark(stages="scaling", links="loopback", levers="today", output_dir=str(made))
+    assert [p.name for p in made.rglob("*") if p.is_file()] == ["worker0-of-1.log"]
+
+
+def test_sigterm_stops_a_benchmark_as_ctrl_c_does_leaving_no_empty_folder(tmp_path, processes):
+    """SIGTERM ended the process at once: the output folder it had made stayed behind, empty."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from helpers_processes import read_until
+
+    made = tmp_path / "new" / "out"
+    script = textwrap.dedent("""
+        import sys, time
+        from alexnet import cli
+        from alexnet.bench import run
+
+        def measuring(plan, data, workdir):
+            print("measuring", flush=True)
+            time.sleep(120)
+
+        run._images = measuring
+        sys.exit(cli.main(["bench", "--stages", "decode", "--output-dir", sys.argv[1]]))
+    """)
+    child = processes.popen([sys.executable, "-c", script, str(made)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    read_until(child.stdout, "measuring", 120)
+    assert made.is_dir()
+    child.terminate()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert "alexnet bench: interrupted" in err
+    assert not (tmp_path / "new").exists()
+
+
 def test_the_results_and_the_rows_go_to_a_bucket(cloud_env, tmp_path):
     """An output_dir on a bucket holds the result, the chart, and while the scaling stage runs its rows, which a
     resumed run reads back from there."""

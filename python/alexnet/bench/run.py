@@ -42,15 +42,17 @@ and as a PNG chart.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,7 @@ class RowLog:
         if resume:
             folder.fetch(ROWS_FILE)
         self.kept = read_rows(self.path) if resume else []
+        self.rows = len(self.kept)  # the rows the file holds
         if resume:
             logger.info("Resuming the scaling stage: %d row(s) of a stopped run in %s, each taken again where it "
                         "was measured with the same settings.", len(self.kept), folder.where(ROWS_FILE))
@@ -185,10 +188,16 @@ class RowLog:
     def __call__(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        self.rows += 1
         self.folder.sync()
 
     def done(self) -> None:
         self.folder.remove(ROWS_FILE)
+
+    def stopped(self) -> None:
+        """The run stopped before its end: the file goes when it holds no row (nothing to resume from)."""
+        if not self.rows:
+            self.done()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -215,14 +224,46 @@ def _write(result: dict[str, Any], out: MirroredFolder) -> dict[str, Any]:
     return result
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler ending the job) raises ``KeyboardInterrupt`` in the block, as Ctrl-C does, so
+    that what a stopped benchmark cleans up on its way out is cleaned up then too, where the process ended at once;
+    a handler of SIGTERM already in place is left to do what it does, as is a block outside the main thread."""
+    previous = signal.getsignal(signal.SIGTERM)
+    taken = False
+    if previous == signal.SIG_DFL:
+        with contextlib.suppress(ValueError):  # not the main thread: Ctrl-C and errors still clean up
+            signal.signal(signal.SIGTERM, _stop)
+            taken = True
+    try:
+        yield
+    finally:
+        if taken:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
-    """The benchmark of ``plan`` (checked by :func:`alexnet.bench.plan.check_plan`) on ``data``: its result, written."""
+    """The benchmark of ``plan`` (checked by :func:`alexnet.bench.plan.check_plan`) on ``data``: its result, written.
+
+    A run stopped before its result (an error, Ctrl-C, SIGTERM) leaves no folder it made empty: ``output_dir`` goes
+    when the run made it and wrote nothing there (a folder that was there before stays), as does the file of the
+    scaling stage's rows when it holds none."""
+    with sigterm_stops():
+        return _run(plan, data)
+
+
+def _run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None) -> dict[str, Any]:
     common = plan.common
     cores = common.cores
     assert cores is not None  # check_plan gives it: every CPU this process may use when it was not set
     workdir = Path(make_scratch("alexnet-bench-data-"))
     out = _output(common.output_dir)
     written: dict[str, Any] | None = None
+    rows: RowLog | None = None
     try:
         accuracy = None
         if "time_to_accuracy" in common.stages:  # its images first: a missing validation set is an error before work
@@ -236,7 +277,6 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
                                        parallel=common.parallel, workdir=workdir / "models",
                                        cpus=plan.cpus[:common.cores])
         scaled = None
-        rows = None
         if "scaling" in common.stages:
             gc.collect()
             if common.output_dir is not None:  # a run stopped before its end keeps the rows it measured there
@@ -262,10 +302,14 @@ def run(plan: BenchPlan, data: Mapping[str, Any] | str | os.PathLike | None = No
             rows.done()
         return written
     finally:
+        if written is None and rows is not None:
+            rows.stopped()
         out.close()  # what it holds uploaded to a bucket, also after a failure (the rows, the workers' logs)
         shutil.rmtree(workdir, ignore_errors=True)
         if common.output_dir is None and written is None:  # a failed run's temporary folder holds no result
             shutil.rmtree(out.local, ignore_errors=True)
+        elif written is None:
+            out.remove_if_empty()
 
 
 @returns_result

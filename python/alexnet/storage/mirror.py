@@ -15,6 +15,7 @@ import shutil
 
 from ..scratch import OWNER_FILE, make_scratch
 from .location import fs_path, location_kind, open_filesystem
+from .outputs import missing_folders, remove_empty
 from .transfer import inside
 
 logger = logging.getLogger(__name__)
@@ -22,17 +23,20 @@ logger = logging.getLogger(__name__)
 
 class MirroredFolder:
     """The folder of outputs ``location`` (a resolved location string, given as the argument ``what``, e.g.
-    ``"`log_dir`"``) as the local folder ``local``: on a bucket, a scratch folder that :meth:`sync` uploads."""
+    ``"`log_dir`"``) as the local folder ``local``: on a bucket, a scratch folder that :meth:`sync` uploads. ``made``:
+    the local folders made for it (itself first, then its parents), which :meth:`remove_if_empty` takes away again."""
 
     def __init__(self, location: str, what: str):
         self.location = location
         self.remote = location_kind(location) != "file"
         self._sent: dict[str, int] = {}
+        self.made: list[str] = []
         if self.remote:
             self.fs = open_filesystem(location, write=True, what=what)
             self.root = fs_path(location)
             self.local = make_scratch("alexnet-output-")
         else:
+            self.made = missing_folders(location)
             os.makedirs(location, exist_ok=True)
             self.local = location
 
@@ -88,6 +92,18 @@ class MirroredFolder:
             self._sent.pop(name, None)
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(posixpath.join(self.root, name))
+
+    def remove_if_empty(self) -> None:
+        """Remove the local folder, when it was made for these outputs and holds no file (the empty folders in it
+        removed first), and the parents made for it that are empty then: what a run stopped before it wrote anything
+        leaves. A folder that was there before is kept, as is one holding any file; a bucket keeps no empty folder."""
+        if not self.made:
+            return
+        for folder, _, _ in os.walk(self.local, topdown=False):
+            if folder != self.local:
+                with contextlib.suppress(OSError):  # only an empty folder goes
+                    os.rmdir(folder)
+        remove_empty(self.made)  # the folder itself, then its parents, as long as they are empty
 
     def close(self) -> None:
         """Upload what is left and delete the scratch folder."""

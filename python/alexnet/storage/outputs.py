@@ -66,7 +66,7 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
         else:
             for attempt in range(PROBE_ATTEMPTS):
                 # another process proving the same new folder may take it away meanwhile: made anew, then
-                made = made or _missing_folders(path)
+                made = made or missing_folders(path)
                 try:
                     os.makedirs(path, exist_ok=True)
                     fs.pipe_file(probe, b"")
@@ -81,7 +81,7 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
         raise BoardError(f"`{what}` = {resolved} cannot be written: {reason(err)}") from None
     finally:
         if not keep:
-            _remove_empty(made)
+            remove_empty(made)
     return resolved, fs
 
 
@@ -89,7 +89,7 @@ def writable_location(location: str | os.PathLike, what: str, *, keep: bool = Tr
 PROBE_ATTEMPTS = 5
 
 
-def _missing_folders(path: str) -> list[str]:
+def missing_folders(path: str) -> list[str]:
     """The folders of the local ``path`` that do not exist yet, itself first, then its parents."""
     missing: list[str] = []
     folder = os.path.abspath(path)
@@ -101,11 +101,11 @@ def _missing_folders(path: str) -> list[str]:
 
 def nearest_existing(path: str) -> str:
     """The local ``path`` (absolute) when it exists, else the nearest of its parents that does."""
-    missing = _missing_folders(path)
+    missing = missing_folders(path)
     return os.path.dirname(missing[-1]) if missing else os.path.abspath(path)
 
 
-def _remove_empty(folders: list[str]) -> None:
+def remove_empty(folders: list[str]) -> None:
     """Remove ``folders`` (deepest first) as long as they are empty."""
     for folder in folders:
         try:
