@@ -713,11 +713,63 @@ def test_the_logs_of_a_failed_scaling_worker_outlive_the_run(monkeypatch, tmp_pa
     if output_dir == "bucket":
         import fsspec
 
-        assert log == f"{where['bucket']}/scaling-logs/worker0-of-1.log"
+        assert log == f"{where['bucket']}/scaling-logs/today/alone/worker0-of-1.log"
         assert fsspec.filesystem("s3").cat_file(log) == b"Traceback: the worker's own error\n"
     else:
         assert Path(log).read_text() == "Traceback: the worker's own error\n"
-        assert Path(log).parent.parent == (tmp_path / "out" if output_dir else tmp_path / "logs")
+        assert Path(log).parents[3] == (tmp_path / "out" if output_dir else tmp_path / "logs")
+
+
+def test_every_runs_worker_logs_are_kept_by_lever_set_and_link(monkeypatch, tmp_path):
+    """Each run's workers keep their logs in a folder of their own, by lever set and link, and a failed worker's
+    error names its own log there: every run wrote worker<i>-of-<n>.log in the one folder, each lever set's (and
+    link's) over the one before."""
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+    from alexnet.child import ChildError
+
+    failing: list[tuple[str, str, int]] = []
+
+    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
+        said = f"{lever_text(levers) or 'today'} on {link.name}, {workers} worker(s)"
+        for i in range(workers):
+            (log_dir / f"worker{i}-of-{workers}.log").write_text(said + "\n")
+        if (lever_text(levers), link.name, workers) in failing:
+            raise ChildError(f"worker 0 of {workers} ({link.name})", "ValueError: broken", [said], 1,
+                             str(log_dir / f"worker0-of-{workers}.log"))
+        took = "accumulate_steps=4" if workers > 1 and levers.get("adapt_communication") else ""
+        worker = {"images_per_step": 32, "typical_step_seconds": 1.0, "typical_step_cpu_seconds": 1.0,
+                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
+                  "estimated_efficiency": 0.8, "adapted": took, "advised": ""}
+        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(scaling, "_run", fake_run)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    monkeypatch.setattr(scaling, "usable_links", lambda asked: (list(asked), None))  # as root, without namespaces
+    out = tmp_path / "out"
+    settings = {"stages": "scaling", "links": "loopback,1gbit/0.5ms", "levers": ["today", "bfloat16", "adapted"],
+                "output_dir": str(out)}
+    bench.run(check_plan(settings))
+    logs = out / "scaling-logs"
+    kept = {str(path.relative_to(logs)): path.read_text().strip() for path in logs.rglob("*.log")}
+    assert kept == {
+        "today/alone/worker0-of-1.log": "today on loopback, 1 worker(s)",
+        **{f"{levers}/{folder}/worker{i}-of-2.log": f"{text} on {link}, 2 worker(s)"
+           for levers, text in (("today", "today"), ("bfloat16", "allreduce_precision=bfloat16"),
+                                ("adapted", "adapt_communication=true"))
+           for link, folder in (("loopback", "loopback"), ("1gbit/0.5ms", "1gbit-0.5ms")) for i in range(2)},
+        "bfloat16/alone/worker0-of-1.log": "allreduce_precision=bfloat16 on loopback, 1 worker(s)",
+        "adapted/alone/worker0-of-1.log": "adapt_communication=true on loopback, 1 worker(s)",
+        "adapted/alone+accumulate_steps=4/worker0-of-1.log": "accumulate_steps=4 on loopback, 1 worker(s)"}
+    # a worker of the second lever set fails on the shaped link: its error names its own log, which is its run's
+    failing.append(("allreduce_precision=bfloat16", "1gbit/0.5ms", 2))
+    with pytest.raises(ChildError) as err:
+        bench.run(check_plan(settings))
+    log = str(err.value).split("Full log: ", 1)[1].split("\n", 1)[0]
+    assert log == str(logs / "bfloat16" / "1gbit-0.5ms" / "worker0-of-2.log")
+    assert Path(log).read_text() == "allreduce_precision=bfloat16 on 1gbit/0.5ms, 2 worker(s)\n"
+    assert (logs / "today" / "1gbit-0.5ms" / "worker0-of-2.log").read_text() == "today on 1gbit/0.5ms, 2 worker(s)\n"
 
 
 def test_the_projection_panel_says_each_lines_compute_a_step():

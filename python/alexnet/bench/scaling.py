@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -208,9 +209,32 @@ def scaling_data(plan: ScalingPlan, workdir: str | os.PathLike) -> list[dict[str
     return shares
 
 
+#: A lone worker's run, in the name of the folder of its log (:func:`run_logs`).
+ALONE = "alone"
+
+
+def run_logs(log_dir: str | os.PathLike, levers: str, link: str | None = None, took: str = "") -> Path:
+    """The folder (made) of the workers' logs of one run of the stage, in ``log_dir``: ``<lever set>/<link>`` for the
+    run of several workers on ``link``, ``<lever set>/alone`` for the lone worker's (``None``), ``alone+<took>``
+    for a lone worker's with the settings a run of several took; each name as a file's name may hold it, so that
+    no run's logs take the place of another's."""
+    run = link if link is not None else ALONE + (f"+{took}" if took else "")
+    folder = Path(log_dir) / _file_name(levers) / _file_name(run)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _file_name(text: str) -> str:
+    """``text`` as the name of a file: a link's ``/`` (``1gbit/0.5ms``) as ``-``, any character other than letters,
+    digits and ``._+=-`` as ``_``."""
+    name = re.sub(r"[^A-Za-z0-9._+=-]", "_", text.replace("/", "-"))
+    return name if name.strip(".") else f"_{name}"
+
+
 def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]], link: LinkSpec, workers: int,
          cpus: list[list[int]], log_dir: Path) -> dict[str, Any]:
-    """One training of ``workers`` workers on ``link``: the workers' results and the load around it."""
+    """One training of ``workers`` workers on ``link``, their logs in ``log_dir`` (:func:`run_logs`): the workers'
+    results and the load around it."""
     from .cluster import run_workers
     from .scaling_worker import train_worker
 
@@ -243,18 +267,19 @@ def _run(plan: ScalingPlan, levers: Mapping[str, Any], data: list[dict[str, Any]
 
 def _alike(plan: ScalingPlan, name: str, levers: Mapping[str, Any], many: Mapping[str, Any],
            alike: dict[str, dict[str, Any]], runs: list[dict[str, Any]],
-           run_one: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any] | None:
+           run_one: Callable[[dict[str, Any], str], dict[str, Any]]) -> dict[str, Any] | None:
     """The lone worker's run with the micro-batches that ``many``, a run of ``adapt_communication``, took (``None``:
     it took none, and the lone worker's run of ``levers`` does the same work): a lone worker takes no advice, and
     micro-batches speed a step up alone (fewer optimizer updates), which would be counted as scaling. One run per
-    settings taken (``alike``), added to ``runs``."""
+    settings taken (``alike``), added to ``runs``; ``run_one(settings, took)`` runs it (``took``: what it took, as
+    a lever set writes it)."""
     took = parse_lever_set(many["workers"][0]["adapted"])[1] if many["workers"][0].get("adapted") else {}
     if "accumulate_steps" not in took:
         return None
     text = many["workers"][0]["adapted"]
     if text not in alike:
         settings = {key: value for key, value in {**levers, **took}.items() if key != "adapt_communication"}
-        alike[text] = run_one(settings)
+        alike[text] = run_one(settings, text)
         logger.info("scaling %s, 1 worker with what %d workers took (%s): %.3f s a step.", name, plan.workers, text,
                     alike[text]["workers"][0]["typical_step_seconds"])
         runs.append({"levers": name, "link": None, "took": text, **alike[text]})
@@ -316,7 +341,8 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     ``many``) and what it was measured with (``measured_with``, :func:`measured_with`). ``kept`` holds such records
     of a stopped run: a row whose lever set and link are among them, measured with the same, is taken from them
     instead of measured again (and not given to ``on_row``, whose records hold it already), and so is the lone
-    worker's run of a lever set that has one."""
+    worker's run of a lever set that has one. The workers of each run keep their logs in a folder of ``log_dir``
+    of their own (default: ``scaling-logs`` in ``workdir``), by lever set and link (:func:`run_logs`)."""
     from .cluster import split_cpus
 
     if len(cpus) < plan.workers:
@@ -339,19 +365,22 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
         earlier = {record["link"]: record for record in kept
                    if record.get("levers") == name and record.get("measured_with") == key}
         one = next(iter(earlier.values()))["runs"]["one"] if earlier else \
-            _run(plan, levers, data, LinkSpec("loopback"), 1, shares, log_dir)
+            _run(plan, levers, data, LinkSpec("loopback"), 1, shares, run_logs(log_dir, name))
         logger.info("scaling %s, 1 worker: %.3f s a step%s.", name, one["workers"][0]["typical_step_seconds"],
                     KEPT if earlier else "")
         runs.append({"levers": name, "link": None, **one})
+
+        def took_alone(settings: dict[str, Any], took: str, name: str = name) -> dict[str, Any]:
+            return _run(plan, settings, data, LinkSpec("loopback"), 1, shares, run_logs(log_dir, name, took=took))
+
         for link in links:
             record = earlier.get(link.name)
             if record is not None:
                 many, row = record["runs"]["many"], {k: v for k, v in record.items() if k not in RECORD_ONLY}
                 taken += 1
             else:
-                many = _run(plan, levers, data, link, plan.workers, shares, log_dir)
-                lone = _alike(plan, name, levers, many, alike, runs,
-                              lambda took: _run(plan, took, data, LinkSpec("loopback"), 1, shares, log_dir)) or one
+                many = _run(plan, levers, data, link, plan.workers, shares, run_logs(log_dir, name, link.name))
+                lone = _alike(plan, name, levers, many, alike, runs, took_alone) or one
                 row = _row(name, levers, link, lone, many, plan.workers)
             runs.append({"levers": name, "link": link.name, **many})
             rows.append(row)
