@@ -772,6 +772,58 @@ def test_every_runs_worker_logs_are_kept_by_lever_set_and_link(monkeypatch, tmp_
     assert (logs / "today" / "1gbit-0.5ms" / "worker0-of-2.log").read_text() == "today on 1gbit/0.5ms, 2 worker(s)\n"
 
 
+def test_lever_sets_that_train_alike_are_measured_once_and_reported_under_every_name(monkeypatch, tmp_path, caplog):
+    """Two lever sets of the same settings were each measured: the same runs twice, which the stage's minutes are
+    spent on (a name given twice is given once, as any setting's words are)."""
+    from alexnet.bench import run as bench
+    from alexnet.bench import scaling
+    from alexnet.bench.plan import check_plan
+
+    calls: list[tuple[str, str, int]] = []
+
+    def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
+        calls.append((lever_text(levers), link.name, workers))
+        seconds = (1.0 if workers == 1 else 1.25) + 0.01 * len(calls)  # no two runs alike
+        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
+                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
+                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
+        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(scaling, "_run", fake_run)
+    monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
+    monkeypatch.setattr(scaling, "usable_links", lambda asked: (list(asked), None))  # as root, without namespaces
+    asked = ["today", "bfloat16", "today", "allreduce_precision=bfloat16", "accumulate_steps=1", "packed",
+             "allreduce_pack_mb=25+allreduce_precision=bf16"]
+    plan = check_plan({"stages": "scaling", "links": "loopback,1gbit", "levers": asked, "output_dir": str(tmp_path)})
+    with caplog.at_level("INFO", logger="alexnet.bench.scaling"):
+        stage = bench.run(plan)["scaling"]
+    # each distinct training measured once: a lone worker, then two on each link
+    assert calls == [(levers, link, workers) for levers in ("", "allreduce_precision=bfloat16",
+                                                            "allreduce_precision=bfloat16+allreduce_pack_mb=25")
+                     for link, workers in (("loopback", 1), ("loopback", 2), ("1gbit", 2))]
+    said = [r.getMessage() for r in caplog.records if "train alike" in r.getMessage()]
+    assert said == ["The scaling stage measures once the lever sets that train alike, and gives each name its rows: "
+                    "today and accumulate_steps=1 (measured as today); bfloat16 and "
+                    "allreduce_precision=bfloat16 (measured as bfloat16); packed and "
+                    "allreduce_pack_mb=25+allreduce_precision=bf16 (measured as packed)."]
+    # every name asked has its rows, once, in the order asked: the others' a copy of the measured rows
+    rows = stage["rows"]
+    names = ["today", "bfloat16", "allreduce_precision=bfloat16", "accumulate_steps=1", "packed",
+             "allreduce_pack_mb=25+allreduce_precision=bf16"]
+    assert [(row["levers"], row["link"]) for row in rows] == [(name, link) for name in names
+                                                              for link in ("loopback", "1gbit")]
+    by = {(row["levers"], row["link"]): row for row in rows}
+    for name, first in (("accumulate_steps=1", "today"), ("allreduce_precision=bfloat16", "bfloat16"),
+                        ("allreduce_pack_mb=25+allreduce_precision=bf16", "packed")):
+        for link in ("loopback", "1gbit"):
+            assert by[name, link] == {**by[first, link], "levers": name, "same_as": first}
+            assert "same_as" not in by[first, link]
+    assert "| allreduce_precision=bfloat16 (measured as bfloat16) | 1gbit |" in scaling_table(stage)
+    # runs and projections are the measured ones'
+    assert {run["levers"] for run in stage["runs"]} == {"today", "bfloat16", "packed"}
+    assert {p["levers"] for p in stage["projection"]} == {"today", "bfloat16", "packed"}
+
+
 def test_the_projection_panel_says_each_lines_compute_a_step():
     """A lever set of 2 micro-batches is projected at twice the step time given: each line says its own, where the
     panel's title said the first line's for all."""

@@ -7,6 +7,7 @@ TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import AlexnetError
@@ -68,6 +69,29 @@ def parse_lever_set(word: str) -> tuple[str, dict[str, Any]]:
                                              _number(value, name, word) if kind in ("count", "number", "seconds")
                                              else value, name)
     return word, settings
+
+
+def alike_lever_sets(lever_sets: Sequence[tuple[str, Mapping[str, Any]]]
+                     ) -> list[tuple[str, Mapping[str, Any], list[str]]]:
+    """``lever_sets`` (name and settings, as :func:`parse_lever_set` gives them) that train alike taken together:
+    one per distinct training, in the order given, each with the first name given it, its settings, and every name
+    given it in that order, each once (the same name given twice, or ``bfloat16`` and
+    ``allreduce_precision=bfloat16``; a setting given its default, ``accumulate_steps=1``, is the same as leaving
+    it out)."""
+    from ..train.settings import defaults
+
+    base = defaults()
+    trained: list[dict[str, Any]] = []  # what each distinct lever set trains with (25 and 25.0 alike)
+    alike: list[tuple[str, Mapping[str, Any], list[str]]] = []
+    for name, settings in lever_sets:
+        training = {**base, **settings}
+        if training not in trained:
+            trained.append(training)
+            alike.append((name, settings, []))
+        names = alike[trained.index(training)][2]
+        if name not in names:
+            names.append(name)
+    return alike
 
 
 def lever_text(settings: dict[str, Any]) -> str:

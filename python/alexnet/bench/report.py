@@ -190,6 +190,7 @@ def scaling_table(scaling: Mapping[str, Any]) -> str:
     for r in rows:
         estimate = r.get("estimated_efficiency")
         took = f" (took {r['adapted']})" if r.get("adapted") else ""
+        took += f" (measured as {r['same_as']})" if r.get("same_as") else ""
         share = r.get("cpu_use_1")
         shown = "" if share is None else f"{share:.2f}" + (" *" if r.get("contended") else "")
         lines.append(f"| {r['levers']}{took} | {r['link']} | {r['images_per_second_1']:.1f} "

@@ -39,7 +39,7 @@ from typing import Any
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
-from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, lever_text, parse_lever_set
+from .lever_sets import DEFAULT_LEVERS, LEVER_SETS, alike_lever_sets, lever_text, parse_lever_set
 from .link import LinkSpec, can_delay, can_shape, parse_links
 from .measure import cpu_share, load_average
 from .projection import MODEL, WORKER_COUNTS, measured_from, mxnet_efficiency, project
@@ -337,6 +337,11 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     ``load_before`` and ``load_after``), ``projection``, ``model`` (the projection's formula), ``mxnet``,
     ``skipped`` (the links left out and why, if any were) and ``kept`` (how many rows were taken from ``kept``).
 
+    Lever sets that train alike (:func:`~.lever_sets.alike_lever_sets`: a name given twice, ``bfloat16`` and
+    ``allreduce_precision=bfloat16``) are measured once, as the first name given them, which the log says: every
+    name given has its rows, in the order given, those of the others a copy of the measured ones with ``same_as``
+    naming it (and no projection of their own, nor runs).
+
     ``on_row(record)`` is called as soon as each row is measured, with the row, its runs (``runs``: ``one`` and
     ``many``) and what it was measured with (``measured_with``, :func:`measured_with`). ``kept`` holds such records
     of a stopped run: a row whose lever set and link are among them, measured with the same, is taken from them
@@ -358,12 +363,19 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
     data = scaling_data(plan, workdir)
     log_dir = Path(log_dir) if log_dir is not None else Path(workdir) / "scaling-logs"  # the workers' logs
     log_dir.mkdir(parents=True, exist_ok=True)
-    rows, runs, taken = [], [], 0
+    named: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in plan.levers}  # each name's rows, as asked
+    runs, taken = [], 0
     alike: dict[str, dict[str, Any]] = {}  # lone workers' runs with what a run of several took, by what it took
-    for name, levers in plan.levers:
+    measured = alike_lever_sets(plan.levers)
+    same = "; ".join(f"{', '.join(names[:-1])} and {names[-1]} (measured as {first})"
+                     for first, _, names in measured if len(names) > 1)
+    if same:
+        logger.info("The scaling stage measures once the lever sets that train alike, and gives each name its "
+                    "rows: %s.", same)
+    for name, levers, names in measured:
         key = measured_with(plan, levers)
-        earlier = {record["link"]: record for record in kept
-                   if record.get("levers") == name and record.get("measured_with") == key}
+        earlier = {record["link"]: {**record, "levers": name} for record in kept
+                   if record.get("levers") in names and record.get("measured_with") == key}
         one = next(iter(earlier.values()))["runs"]["one"] if earlier else \
             _run(plan, levers, data, LinkSpec("loopback"), 1, shares, run_logs(log_dir, name))
         logger.info("scaling %s, 1 worker: %.3f s a step%s.", name, one["workers"][0]["typical_step_seconds"],
@@ -383,14 +395,18 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
                 lone = _alike(plan, name, levers, many, alike, runs, took_alone) or one
                 row = _row(name, levers, link, lone, many, plan.workers)
             runs.append({"levers": name, "link": link.name, **many})
-            rows.append(row)
+            named[name].append(row)
+            for other in names[1:]:  # measured as `name`
+                named[other].append({**row, "levers": other, "same_as": name})
             logger.info("scaling %s, %d workers over %s: efficiency %.2f%s%s.", name, plan.workers, link.name,
                         row["efficiency"], KEPT if record is not None else "",
                         f" (slowed down by other work: the lone worker's step got {row['cpu_use_1']:.2f} of its CPUs, "
                         f"load average {row['load_before']})" if row.get("contended") else "")
             if on_row is not None and record is None:
                 on_row({**row, "runs": {"one": one, "many": many}, "measured_with": key})
-    return {"rows": rows, "runs": runs, "projection": projections(rows, plan.step_seconds), "model": MODEL,
+    rows = [row for each in named.values() for row in each]
+    projected = projections([row for row in rows if "same_as" not in row], plan.step_seconds)
+    return {"rows": rows, "runs": runs, "projection": projected, "model": MODEL,
             "mxnet": [{"workers": n, "efficiency": round(e, 4)} for n, e in mxnet_efficiency()], "skipped": skipped,
             "kept": taken, "summary": summarize_scaling(rows)}
 
