@@ -166,8 +166,10 @@ print.alexnet_spark_run <- function(x, ...) {
     )
     # where its TensorFlow listened (the port the workers must reach each other at), else its Spark task's address
     where <- if (!is.na(field("tf_address"))) field("tf_address") else field("address")
+    log <- field("log")  # where its log is, on its host
     cat("  worker ", field("worker"), if (isTRUE(field("chief"))) " (chief)" else "",
-        if (!is.na(where)) paste0(" at ", where), ": ", paste(parts, collapse = ", "), "\n", sep = "")
+        if (!is.na(where)) paste0(" at ", where), ": ", paste(parts, collapse = ", "),
+        if (!is.na(log) && nzchar(log)) paste0("; log ", log), "\n", sep = "")
   }
   if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
     same <- length(unique(x$weights_sha256)) == 1L

@@ -120,12 +120,14 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #'   `categories`, `train_images`, `steps`, `epochs`, final `loss`, `accuracy` and `val_accuracy`,
 #'   `images_per_second` (`NaN` when no step ran), `weights_sha256`, the chief's `model_path`, `model_pin`
 #'   (`NAME@VERSION`) and `model_board` (where it saved and published the model, `""` on the other workers),
-#'   `attempt`, ...), whose `history` column is a list of each worker's [alexnet_history][alexnet_history]. With
+#'   `log` (`host:path`, where the worker's log is kept on its host: see `ALEXNET_LOG_DIR`), `attempt`, ...),
+#'   whose `history` column is a list of each worker's [alexnet_history][alexnet_history]. With
 #'   `evaluate = TRUE`, `$evaluation` is the [alexnet_evaluation][alexnet_evaluate] of the model over every
 #'   validation image of the board (with `workers`, one row per worker, and `model_pin`, the pin version that
 #'   records it), and the rows have each worker's share (`eval_images`, `eval_top1_correct`, ...). It prints one
-#'   line per worker, the chief's `Communication: ...` (its history's `params$communication_advice`), `Model: ...`
-#'   and `Model pin: ...`, and the evaluation; `as.data.frame()` gives the rows without the `history` column.
+#'   line per worker (ending with where its log is), the chief's `Communication: ...` (its history's
+#'   `params$communication_advice`), `Model: ...` and `Model pin: ...`, and the evaluation; `as.data.frame()`
+#'   gives the rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import re
 import subprocess
 import sys
@@ -333,6 +334,21 @@ def test_a_worker_failing_with_the_packages_own_error_is_said_by_its_message_wit
         run_worker(_broken, 0, ["127.0.0.1:8500"], env=here)
     assert not caught.value.known and caught.value.error == "ValueError: broken on worker 0"
     assert "\nLast lines of its log:\n" in str(caught.value) and "about to fail" in str(caught.value)
+
+
+def _result(index: int, addresses: list[str]) -> dict:
+    print(f"worker {index} trained", flush=True)
+    return {"worker": index}
+
+
+def test_a_worker_that_succeeds_says_where_its_log_is(monkeypatch, tmp_path):
+    """A worker's log was named only when it failed; its result now says where it is, on its host."""
+    monkeypatch.setenv("ALEXNET_LOG_DIR", str(tmp_path))
+    here = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])}
+    result = run_worker(_result, 1, ["127.0.0.1:8500", "127.0.0.1:8501"], env=here)
+    host, log = result["log"].split(":", 1)
+    assert result["worker"] == 1 and host == socket.gethostname() and os.path.dirname(log) == str(tmp_path)
+    assert "worker 1 trained" in Path(log).read_text()
 
 
 def _failing_launch(failures: int, calls: list):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import socket
 import os
 import subprocess
 import sys
@@ -152,6 +153,10 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     # two barrier tasks on this host, TensorFlow servers on one port each, worker 0 the chief
     assert all(row["address"].startswith("127.0.0.1:") for row in rows)
     assert [row["tf_address"] for row in rows] == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]
+    for k, row in enumerate(rows):  # where each worker's log is, on its host, whole once the job ended
+        host, log = row["log"].split(":", 1)
+        assert host == socket.gethostname() and os.path.basename(log).startswith(f"worker{k}-")
+        assert os.path.getsize(log) > 0
     assert [row["chief"] for row in rows] == [True, False]
 
     table = imagenet_categories(board)
@@ -278,6 +283,10 @@ def test_a_worker_where_no_step_ran_says_no_rate():
     lines = _train_summary(rows).splitlines()
     assert lines[1] == "  worker 0 (chief) at h:8000: 1 category, 8 images, 2 epochs, loss 1.250"
     assert lines[2].endswith(", loss 1.250, 12.5 images/s")
+    logged = [_worker_result(0), {**_worker_result(1), "log": "h:/tmp/alexnet-logs/worker1-x.log"}]
+    assert _train_summary(logged).splitlines()[2].endswith(", 12.5 images/s; log h:/tmp/alexnet-logs/worker1-x.log")
+    assert training.train_row(logged[1])["log"] == "h:/tmp/alexnet-logs/worker1-x.log"
+    assert training.train_row(logged[0])["log"] == ""
     rate = training.train_row(rows[0])["images_per_second"]
     assert math.isnan(rate), "NaN in the flat row, which R's print leaves out"
 

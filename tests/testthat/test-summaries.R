@@ -172,6 +172,7 @@ test_that("a Spark run: the command line says from the core's rows what R prints
                  "warnings": []}},
     {"worker": 1, "workers": 2, "address": "10.0.0.2:4040", "tf_address": "10.0.0.2:8001", "chief": false,
      "categories": ["n03"], "train_images": 40, "val_images": 0, "fetch_seconds": 1.2, "attempt": 2,
+     "log": "node2:/tmp/alexnet-logs/worker1-20261207-120000-42.log",
      "history": {"params": {"steps": 10, "global_batch_size": 64, "seconds": 30.0},
                  "metrics": {"loss": [2.1, 1.51], "accuracy": [0.3, 0.4]},
                  "images_per_second": 12.34, "weights_sha256": "abc", "model_path": null, "warnings": []}}]'
@@ -190,7 +191,8 @@ test_that("a Spark run: the command line says from the core's rows what R prints
     "AlexNet trained on 2 Spark workers (attempt 2)",
     paste("  worker 0 (chief) at 10.0.0.1:8000: 2 categories, 1,042 images, 2 epochs, loss 1.499, accuracy 0.450,",
           "val_accuracy 0.400, 12.5 images/s"),
-    "  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s",
+    paste("  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s;",
+          "log node2:/tmp/alexnet-logs/worker1-20261207-120000-42.log"),
     "Every worker holds the same weights",
     "Communication: One exchange alone takes 2.92 s a step.",
     "Model: /m/alexnet.keras",

@@ -33,8 +33,9 @@ def _worker_line(r: dict[str, Any]) -> str:
         parts.append(f"{rate:.1f} images/s")
     # where its TensorFlow listened (the port the workers must reach each other at), else its Spark task's address
     where = r.get("tf_address") or r.get("address")
+    log = f"; log {r['log']}" if r.get("log") else ""  # on its host
     return (f"  worker {r['worker']}{' (chief)' if r['chief'] else ''}{f' at {where}' if where else ''}: "
-            f"{', '.join(parts)}")
+            f"{', '.join(parts)}{log}")
 
 
 def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str) -> str:

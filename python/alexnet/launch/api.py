@@ -90,8 +90,9 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     leads with the worker's own Python error and says where its whole log is.
 
     Returns a :class:`SparkRun`: a list of one dict per worker, in worker order (see
-    :func:`alexnet.launch.training.train_work`), each with ``attempt`` (1 when the first launch succeeded); every
-    worker ends with the same weights (``history["weights_sha256"]``). Its ``evaluation`` is the dict of
+    :func:`alexnet.launch.training.train_work`), each with ``attempt`` (1 when the first launch succeeded) and ``log``
+    (``host:path``, where the worker's log is kept on its host); every worker ends with the same weights
+    (``history["weights_sha256"]``). Its ``evaluation`` is the dict of
     :func:`alexnet.alexnet_evaluate` with ``workers``, ``per_worker`` and ``model_pin`` (with ``evaluate``; else
     ``None``).
 

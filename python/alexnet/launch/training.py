@@ -56,6 +56,7 @@ TRAIN_COLUMNS: dict[str, type] = {
     "model_path": str,
     "model_pin": str,
     "model_board": str,
+    "log": str,
     "history": str,
 }
 #: The share's columns in a training row, without the worker's own (``worker``, ``workers``).
@@ -263,7 +264,8 @@ def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars from a :func:`train_work` result: the columns of :data:`TRAIN_COLUMNS` (final-epoch
     ``loss``, ``accuracy`` and ``val_accuracy``, NaN without validation; ``images_per_second``, NaN when no step
     ran; ``categories`` joined with commas; the model the chief saved, ``model_path``, and published, ``model_pin``
-    (``name@version``) on ``model_board``, each ``""`` on the other workers or when there is none; the whole history
+    (``name@version``) on ``model_board``, each ``""`` on the other workers or when there is none; where the worker's log
+    is, ``log`` (``host:path``); the whole history
     as JSON in ``history``), then, with an evaluation, the share's counts as ``eval_<column>``."""
     history = result["history"]
     metrics = history.get("metrics", {})
@@ -297,6 +299,7 @@ def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
         "model_path": str(history.get("model_path") or ""),
         "model_pin": f"{pin['name']}@{pin['version']}" if pin else "",
         "model_board": str(pin["board"]) if pin else "",
+        "log": str(result.get("log") or ""),
         "history": json.dumps(history),
     }
     row = {name: row[name] for name in TRAIN_COLUMNS}  # in the columns' order, as spark_apply() wants

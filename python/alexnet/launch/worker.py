@@ -108,14 +108,17 @@ def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses:
                python: str | None = None, env: Mapping[str, str] | None = None, timeout: float | None = None,
                abandoned: Callable[[], str | None] | None = None) -> Any:
     """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`), its output
-    kept in :func:`worker_log`; a failure raises :class:`WorkerError`, which says where that log is. A worker
+    kept in :func:`worker_log`; a result that is a dict gains ``log``, where that log is (``host:path``), and a
+    failure raises :class:`WorkerError`, which says it too. A worker
     still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason, is stopped, and fails saying
     so."""
     addresses = [str(a) for a in addresses]
     log = worker_log(index)
+    where = f"{socket.gethostname()}:{log}"
     try:
-        return run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
-                         prefix=f"alexnet-worker{index}-", timeout=timeout, abandoned=abandoned)
+        result = run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
+                           prefix=f"alexnet-worker{index}-", timeout=timeout, abandoned=abandoned)
     except ChildError as error:
-        raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code,
-                          f"{socket.gethostname()}:{log}", error.known) from None
+        raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code, where,
+                          error.known) from None
+    return {**result, "log": where} if isinstance(result, dict) else result
