@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import math
-import socket
 import os
+import socket
 import subprocess
 import sys
 import threading

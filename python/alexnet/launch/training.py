@@ -264,9 +264,9 @@ def train_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars from a :func:`train_work` result: the columns of :data:`TRAIN_COLUMNS` (final-epoch
     ``loss``, ``accuracy`` and ``val_accuracy``, NaN without validation; ``images_per_second``, NaN when no step
     ran; ``categories`` joined with commas; the model the chief saved, ``model_path``, and published, ``model_pin``
-    (``name@version``) on ``model_board``, each ``""`` on the other workers or when there is none; where the worker's log
-    is, ``log`` (``host:path``); the whole history
-    as JSON in ``history``), then, with an evaluation, the share's counts as ``eval_<column>``."""
+    (``name@version``) on ``model_board``, each ``""`` on the other workers or when there is none; where the worker's
+    log is, ``log`` (``host:path``); the whole history as JSON in ``history``), then, with an evaluation, the share's
+    counts as ``eval_<column>``."""
     history = result["history"]
     metrics = history.get("metrics", {})
     params = history.get("params", {})
