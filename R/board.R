@@ -210,7 +210,9 @@ as.data.frame.alexnet_categories <- function(x, row.names = NULL, optional = FAL
 #'   `categories_version` (the version of the `categories` pin read), `downloaded_bytes` and `seconds`
 #'   (of this fetch; 0 bytes when everything was cached), `left_out_at_upload` (the validation images of this
 #'   partition's categories the upload left out, which an evaluation of it says; `NULL` when the board does not say
-#'   or `validation = FALSE`). It prints as a short summary;
+#'   or `validation = FALSE`), and `resize` (the short side the upload stored the images at, `NULL` when they were
+#'   stored as they were: [alexnet_train()] and [alexnet_evaluate()] warn when they would enlarge their crops of
+#'   it). It prints as a short summary;
 #'   `as.data.frame()` gives one row per image.
 #' @examples
 #' if (alexnet_available()) {
@@ -249,7 +251,8 @@ imagenet_partition <- with_declared(with_declared(imagenet_partition, declared_f
 #'   `categories` (this share's ids), `num_classes`, `class_ids` and `class_names` (every category of the board, by
 #'   label), `board`, `cache_dir`, `partition`, `total` and `left_out_at_upload` (how many validation images of
 #'   these categories the upload left out, as the board's `bad_images` pin names them; share 0 also counts those of
-#'   categories left without any; `NULL` when the board does not say). It prints as a short summary, which says
+#'   categories left without any; `NULL` when the board does not say) and `resize` (as [imagenet_partition()]
+#'   gives it). It prints as a short summary, which says
 #'   those left out when there are some; `as.data.frame()` gives one row per image.
 #' @examples
 #' if (alexnet_available()) {

@@ -461,6 +461,38 @@ def test_a_size_free_model_is_scored_at_another_size_and_a_fixed_one_only_at_its
         alexnet_evaluate(str(free_dir), image_size=16, **common)
 
 
+def test_validation_images_stored_smaller_than_evaluation_reads_them_are_warned_of(setup, tmp_path, caplog):
+    """Evaluation resizes the short side to image_size * 256 / 224 before its crops: a board uploaded with `resize`
+    below that had every crop enlarged without a word; a warning names both and what to change, from a board's
+    images and from those given as data alike."""
+    from alexnet.data.synthetic import imagenet_synthetic
+    from alexnet.data.upload import imagenet_upload
+
+    tree = imagenet_synthetic(tmp_path / "tree", classes=CLASSES, images_per_class=1, val_per_class=1, max_side=96)
+    board = str(tmp_path / "board")
+    imagenet_upload(tree["path"], board=board, resize=80)
+    free = tiny_model(CLASSES, seed=5, image_size=None)
+    save_model_dir(free, tmp_path / "free", card_for(imagenet_categories(board), board=board))
+    cache = str(tmp_path / "cache")
+
+    def warned(**options) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="alexnet"):
+            alexnet_evaluate(str(tmp_path / "free"), **options)
+        return [r.getMessage() for r in caplog.records if "`resize`" in r.getMessage()]
+
+    said = ("The board's images were stored with `resize` = 80, below 82, the short side evaluation resizes them to "
+            "for `image_size` = 72: evaluation would enlarge every crop of the stored images to 72 pixels; upload them "
+            "again with `resize` of at least 82 (the paper cropped 224 out of a short side of 256) with "
+            "imagenet_upload(), or give an `image_size` of at most 70.")
+    assert warned(board=board, cache_dir=cache, image_size=72) == [said]
+    assert warned(board=board, cache_dir=cache, image_size=72, crops=10) == [said]
+    assert warned(data=imagenet_validation(board, cache_dir=cache), image_size=72) == [said]
+    # the card's 64 pixels read from a short side of 73, within the 80 stored; a board of images as they were
+    assert warned(board=board, cache_dir=cache) == []
+    assert warned(board=setup["board"], cache_dir=setup["cache"], image_size=72) == []
+
+
 def test_options_and_a_drawing_path_are_checked_before_tensorflow_is_imported(tmp_path):
     """A mistake in an evaluation's options or in the filters' PNG path is said at once (it took 13 s of
     TensorFlow's import first)."""

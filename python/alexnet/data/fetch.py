@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ..checks import count_text
@@ -127,7 +128,10 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
     categories the upload left out, as the board's ``bad_images`` pin names them, which an evaluation of the
     partition says; None when the board does not say or ``validation`` is false); and for the model's card,
     ``class_ids`` and ``class_names`` (the id and name of every category of the board, by global index) and
-    ``categories_version`` (the version of the board's ``categories`` pin, ``None`` when the board does not tell it).
+    ``categories_version`` (the version of the board's ``categories`` pin, ``None`` when the board does not tell it);
+    ``resize``: the short side the upload stored the images at (``None``: as they were, or the board does not say),
+    which training and evaluation warn of when they would enlarge their crops of it
+    (:func:`~alexnet.data.options.stored_side_problem`).
     """
     share = declaration.check(PartitionOptions, {"partition": partition, "total": total}, "imagenet_partition()")
     partition, total = check_partition(share.partition, share.total)
@@ -155,12 +159,26 @@ def imagenet_partition(partition: int = 0, total: int = DEFAULT_PARTITIONS, boar
         "categories_version": version,
         "downloaded_bytes": fetched.bytes, "seconds": round(fetched.seconds, 3),
         "left_out_at_upload": layout.left_out_at_upload(opened, "val", wnids) if validation else None,
+        "resize": layout.stored_resize(opened, version),
     })
     return result
 
 
 declaration.take_declared(imagenet_partition, PartitionOptions, FetchOptions,
                           title="Its options, with their defaults:")
+
+
+def stored_side(data: Mapping[str, Any]) -> int | None:
+    """The short side the images of ``data`` (a partition or validation share, as :func:`imagenet_partition` and
+    :func:`imagenet_validation` return them, perhaps through R: a number, a double, a vector of one) were stored at
+    on their board, its ``resize``; None when they were stored as they were or ``data`` does not say (a list made by
+    hand)."""
+    value = data.get("resize")
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 1:
+        return None
+    return int(value)
 
 
 def validation_counts(rows: list[dict[str, Any]], location: str, *, data_too: bool = False) -> dict[str, int]:
@@ -200,8 +218,8 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
     ``board``, ``cache_dir``, ``partition``, ``total`` and ``left_out_at_upload`` (the validation images of these
     categories the upload left out, as the board's ``bad_images`` pin names them, share 0 also counting those of the
     categories left without any, so that the shares add up to the board's: logged when there are some; None when the
-    board does not say). An :class:`AlexnetError` when the board has no
-    validation images.
+    board does not say) and ``resize`` (the short side the images were stored at, as :func:`imagenet_partition` gives
+    it). An :class:`AlexnetError` when the board has no validation images.
     """
     share = declaration.check(ValidationPartitionOptions, {"partition": partition, "total": total},
                               "imagenet_validation()")
@@ -230,7 +248,8 @@ def imagenet_validation(board: str | os.PathLike | None = None, partition: int =
                  "" if partition else ", which count those of the categories left without any")
     result.update({"categories": list(wnids), "num_classes": len(rows), "class_ids": [r["id"] for r in rows],
                    "class_names": [r["name"] or r["id"] for r in rows], "board": opened.location, "cache_dir": root,
-                   "partition": partition, "total": total, "left_out_at_upload": left_out})
+                   "partition": partition, "total": total, "left_out_at_upload": left_out,
+                   "resize": layout.stored_resize(opened, version)})
     return result
 
 

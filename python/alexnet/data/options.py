@@ -58,15 +58,37 @@ def check_resize(resize: Any, name: str = "resize") -> int | None:
     return value
 
 
+def stored_side_problem(resize: int | None, image_size: int, readers: str = "training", *, side: int | None = None,
+                        schedule: bool = False, uploaded: bool = False) -> str | None:
+    """What is wrong with images stored with short side ``resize`` (``None``: as they are) for ``readers`` that crop
+    ``image_size`` pixels out of them, saying what to change; None when nothing is. The one rule: ``resize`` below the
+    short side the readers take the stored images at (``side``; unset: ``image_size``, the crop of a whole short
+    side, as training's largest crops are; evaluation resizes the short side to ``image_size * 256 / 224`` first) has
+    every crop enlarged from fewer pixels than it is given. ``schedule``: ``image_size`` is the largest of several
+    sizes; ``uploaded``: the images are on a board already, so that a larger ``resize`` is another upload."""
+    side = image_size if side is None else side
+    if resize is None or resize >= side:
+        return None
+    sizes = "the largest of `image_size`" if schedule else "`image_size`"
+    stored = f"The board's images were stored with `resize` = {resize}, below" if uploaded else \
+        f"`resize` = {resize} is below"
+    below = (f"{image_size}, {sizes}" if schedule else f"{sizes} = {image_size}") if side == image_size else \
+        f"{side}, the short side {readers} resizes them to for {sizes} = {image_size}"
+    paper = "(the paper cropped 224 out of a short side of 256)"
+    larger = (f"upload them again with `resize` of at least {side} {paper} with imagenet_upload()" if uploaded
+              else f"use `resize` of at least {side} {paper}")
+    smaller = "every size of `image_size` at most" if schedule else "an `image_size` of at most"
+    return (f"{stored} {below}: {readers} would enlarge every crop of the stored images to {image_size} pixels; "
+            f"{larger}, or {'give ' if uploaded else ''}{smaller} {resize * image_size // side}.")
+
+
 def check_stored_side(resize: int | None, image_size: int, readers: str = "training") -> None:
     """Images stored with short side ``resize`` (``None``: as they are) against the side ``image_size`` that
     ``readers`` crop from them: an :class:`AlexnetError` saying what to change when ``resize`` is below it, where
-    every crop would be enlarged from fewer pixels than it is given."""
-    if resize is not None and resize < image_size:
-        raise AlexnetError(f"`resize` = {resize} is below `image_size` = {image_size}: {readers} would enlarge every "
-                           f"crop of the stored images to {image_size} pixels; use `resize` of at least {image_size} "
-                           "(the paper cropped 224 out of a short side of 256), or an `image_size` of at most "
-                           f"{resize}.")
+    every crop would be enlarged from fewer pixels than it is given (:func:`stored_side_problem`)."""
+    problem = stored_side_problem(resize, image_size, readers)
+    if problem is not None:
+        raise AlexnetError(problem)
 
 
 def check_scratch(scratch: Any, name: str = "scratch") -> str | None:

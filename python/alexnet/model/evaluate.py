@@ -296,6 +296,7 @@ def alexnet_evaluate(
         files, labels, ids = fetched["val_image"], fetched["val_label"], fetched["class_ids"]
         cache_folder = fetched["cache_dir"]
         left_out = _known_count(fetched.get("left_out_at_upload"))
+    _warn_of_stored_side(data if data is not None else fetched, size)
     to_model = model_labels(card, ids if source.card is not None else None, where)
     if to_model is not None:
         outside = sorted({y for y in labels if not 0 <= y < len(to_model)})
@@ -338,6 +339,20 @@ def alexnet_evaluate(
     return evaluation_result(scored, top1, topk, top_k=k, crops=crops, image_size=size, num_classes=card.num_classes,
                              seconds=seconds, bad_images=bad, model=loaded.description,
                              tables=counts.tables(card.class_ids, card.class_names), left_out_at_upload=left_out)
+
+
+def _warn_of_stored_side(images: Mapping[str, Any], size: int) -> None:
+    """Warn when the validation ``images`` (a partition or validation share) were stored on their board with a short
+    side below the one evaluation resizes them to for ``size`` (``size * 256 / 224``, before its crops): every crop
+    enlarged from fewer pixels (:func:`alexnet.data.options.stored_side_problem`)."""
+    from ..data.fetch import stored_side
+    from ..data.options import stored_side_problem
+    from ..input.decode import EVAL_RESIZE_RATIO
+
+    problem = stored_side_problem(stored_side(images), size, "evaluation", side=round(size * EVAL_RESIZE_RATIO),
+                                  uploaded=True)
+    if problem is not None:
+        logger.warning("%s", problem)
 
 
 def _known_count(value: Any) -> int | None:

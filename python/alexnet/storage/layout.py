@@ -176,6 +176,19 @@ def left_out_at_upload(board: Board, split: str, categories: Collection[str]) ->
                if str(in_split) == split and str(category) in wanted)
 
 
+def stored_resize(board: Board, version: str | None) -> int | None:
+    """The short side ``resize`` that version ``version`` of ``board``'s ``categories`` pin (None: its newest) says
+    the upload stored the images at, as its metadata records the upload's summary; None when they were stored as
+    they are, or when the metadata does not say (a board of an older upload, one that cannot be read)."""
+    try:
+        meta = board.pins.pin_meta(CATEGORIES_PIN, version)
+        value = dict(meta.user or {}).get("resize")
+        return None if value is None else int(value)
+    except Exception as error:  # what training and evaluation say of it, never what stops them
+        log.debug("cannot read the stored side of the categories pin of %s: %s", board.location, error)
+        return None
+
+
 def categories_and_version(board: Board) -> tuple[list[dict[str, Any]], str | None]:
     """:func:`read_categories` and the version of the ``categories`` pin it read (None on an https:// board)."""
     from pins.errors import PinsError

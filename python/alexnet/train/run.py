@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import count_text
 from ..progress import fit_verbosity
-from .datasets import RunDatasets, usable_data
+from .datasets import RunDatasets, usable_data, warn_of_stored_side
 from .resumed import (
     extended,
     finished_precision,
@@ -217,6 +217,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         logger.warning(warning)
     communication = check_levers(settings, topo)
     check_global_batch(settings, topo)
+    if topo.chief:  # every worker's data comes from the one board: said once
+        warn_of_stored_side(data, settings, settings.validation and bool(data.get("val_image")))
     td, bad = usable_data(data, settings)
     if topo.chief and settings.model_dir is None and settings.model_pin is None and not extra_callbacks:
         logger.warning("Nothing of this run is kept once it ends: the model it trains is saved nowhere, and a run "
