@@ -78,8 +78,11 @@
 #'     `accuracy_difference` (defaults - paper, median final accuracy), `final_vs_best` (the defaults' median
 #'     final - best accuracy), `targets`, `levers` (each recipe that adds a lever set of `accuracy_levers` to
 #'     the defaults, against the defaults: `epochs_to_target`, `seconds_to_target` and `final_accuracy` of both
-#'     (medians), and `same_epochs_or_fewer`), `seconds`. With `accuracy_workers` above 1 every recipe trains
-#'     over that many worker processes joined by `accuracy_link` (loopback, or a link of set bandwidth as root),
+#'     (medians), and `same_epochs_or_fewer`), `seconds`. Lever sets that train alike (`bfloat16` and
+#'     `allreduce_precision=bfloat16`; `today`, which is the defaults) are trained once, as the first named: the
+#'     recipes and levers of the others are copies of its own with `same_as` naming it. With `accuracy_workers`
+#'     above 1 every recipe trains over that many worker processes joined by `accuracy_link` (loopback, or a link
+#'     of set bandwidth as root),
 #'     each with its share of the categories; the recipes and their runs then say which (`link`).
 #'   - `scaling`: `NULL`, or when it ran (its print shows the table): `rows`, one per lever set and link
 #'     (`levers`, `link`, `rate`, `workers`, `images_per_step`, `micro_batches`, `precision`,
@@ -240,6 +243,7 @@ print_time_to_accuracy <- function(stage, targets) {
     took <- sort(unique(unlist(lapply(r$runs, function(run) if (length(run$adapted) && nzchar(run$adapted))
       run$adapted))))
     recipe <- if (length(took)) sprintf("%s (took %s)", r$recipe, paste(took, collapse = ", ")) else r$recipe
+    if (!is.null(r$same_as)) recipe <- sprintf("%s (trained as %s)", recipe, r$same_as)
     data.frame(recipe = recipe, precision = r$precision, sizes = paste(unlist(r$image_sizes), collapse = "/"),
                rate = paste(format(r$learning_rate), r$lr_schedule), to_target = spread(r$seconds_to_target, seconds),
                final = spread(r$final_accuracy, accuracy), best = spread(r$best_accuracy, accuracy),
@@ -261,7 +265,8 @@ print_time_to_accuracy <- function(stage, targets) {
       ", the same epochs or fewer" else ", more epochs"
     cat(sprintf(paste("%s against defaults: %s epochs (defaults %s) and %s (defaults %s) to the target,",
                       "final %s (defaults %s)%s\n"),
-                name, shown(lever$epochs_to_target), shown(lever$defaults_epochs_to_target),
+                if (is.null(lever$same_as)) name else sprintf("%s (trained as %s)", name, lever$same_as),
+                shown(lever$epochs_to_target), shown(lever$defaults_epochs_to_target),
                 shown(lever$seconds_to_target, " s"), shown(lever$defaults_seconds_to_target, " s"),
                 shown(lever$final_accuracy), shown(lever$defaults_final_accuracy), same))
   }

@@ -409,6 +409,58 @@ def test_the_comparison_uses_the_medians_and_the_recipes_that_reached_the_target
     assert dropped["value"] == pytest.approx(-0.3) and dropped["met"] is False
 
 
+def test_recipes_that_train_alike_are_trained_once_and_reported_under_every_name(monkeypatch, caplog):
+    """`accuracy_levers` of the same settings (bfloat16 and allreduce_precision=bfloat16; today, the defaults
+    themselves) each trained every seed again: the stage's longest work done twice, to the same curves."""
+    calls: list[tuple[str, int]] = []
+
+    def fake_run(recipe, data, plan, *, seed, **kwargs):
+        calls.append((recipe, seed))
+        record = _run([4.0, 8.0], [0.5, 0.6 + 0.01 * len(calls)], 0.6)  # no two runs alike
+        return {**record, "seed": seed, "image_sizes": [64, 96], "image_size_epochs": [1, 1], "learning_rate": 0.01,
+                "lr_schedule": "linear", "precision": "float32"}
+
+    monkeypatch.setattr(bench_accuracy, "run_recipe", fake_run)
+    plan = check_plan({"stages": "time_to_accuracy", "max_epochs": 2, "repeats": 2, "accuracy_levers": [
+        "bfloat16", "today", "allreduce_precision=bfloat16", "packed", "accumulate_steps=1", "packed"]}).accuracy
+    with caplog.at_level("INFO", logger="alexnet.bench.accuracy"):
+        result = bench_accuracy.time_to_accuracy({}, {}, plan)
+    trained = ["paper", "defaults", "defaults+bfloat16", "defaults+packed"]
+    assert calls == [(recipe, seed) for seed in (0, 1) for recipe in trained]
+    said = [r.getMessage() for r in caplog.records if "train alike" in r.getMessage()]
+    assert said == ["The time_to_accuracy stage trains once the recipes that train alike, and gives each name its "
+                    "results: defaults, defaults+today and defaults+accumulate_steps=1 (trained as defaults); "
+                    "defaults+bfloat16 and defaults+allreduce_precision=bfloat16 (trained as defaults+bfloat16)."]
+    recipes, levers = result["recipes"], result["levers"]
+    assert list(recipes) == ["paper", "defaults", "defaults+bfloat16", "defaults+today",
+                             "defaults+allreduce_precision=bfloat16", "defaults+packed", "defaults+accumulate_steps=1"]
+    for name, first in (("defaults+today", "defaults"), ("defaults+accumulate_steps=1", "defaults"),
+                        ("defaults+allreduce_precision=bfloat16", "defaults+bfloat16")):
+        assert recipes[name] == {**recipes[first], "recipe": name, "same_as": first}
+        assert levers[name]["same_as"] == first and "same_as" not in recipes[first]
+        assert {k: v for k, v in levers[name].items() if k != "same_as"} == \
+            bench_accuracy.against_defaults(recipes[first], recipes["defaults"])
+    assert "same_as" not in levers["defaults+bfloat16"] and "same_as" not in levers["defaults+packed"]
+    table = bench_report.accuracy_table(result)
+    assert "| defaults+allreduce_precision=bfloat16 (trained as defaults+bfloat16) | " in table
+    assert table.count("| defaults+today (trained as defaults) | ") == 2  # the recipes' table and the levers'
+    # the chart draws the curves trained once, each legend naming every recipe trained so
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    from alexnet.bench.chart import _accuracy_panel
+
+    figure, axes = pyplot.subplots()
+    _accuracy_panel(axes, result)
+    legends = [line.get_label() for line in axes.get_lines() if not line.get_label().startswith("_")]
+    pyplot.close(figure)
+    assert [legend.split(":")[0] for legend in legends] == [
+        "paper", "defaults, defaults+today, defaults+accumulate_steps=1",
+        "defaults+bfloat16, defaults+allreduce_precision=bfloat16", "defaults+packed", "target 0.75"]
+
+
 def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, monkeypatch):
     """It was made as a local folder named after the URL (``./ftp:/h/x``), or failed after the measurement."""
     monkeypatch.chdir(tmp_path)

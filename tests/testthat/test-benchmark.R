@@ -129,6 +129,12 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
   taking[[1]]$adapted <- "allreduce_precision=bfloat16"
   taking[[2]]$adapted <- ""
   adapted <- recipe("defaults+adapted", "float32", c(64L, 96L, 128L), "linear", taking)
+  # a lever set that trains as the defaults was trained once, as them: its recipe and lever row say so
+  today <- c(defaults, same_as = "defaults")
+  today$recipe <- "defaults+today"
+  lever <- list(epochs_to_target = 2L, defaults_epochs_to_target = 2L, seconds_to_target = 10,
+                defaults_seconds_to_target = 10, final_accuracy = 0.575, defaults_final_accuracy = 0.575,
+                same_epochs_or_fewer = TRUE, same_as = "defaults")
   result <- alexnet:::new_alexnet_benchmark(list(
     machine = list(cpu = "Test CPU", cores = 2L),
     settings = list(stages = list("time_to_accuracy")),
@@ -138,7 +144,8 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
       settings = list(target_accuracy = 0.6, max_epochs = 3L, repeats = 2L, accuracy_workers = 2L,
                       accuracy_link = "1gbit"),
       data = list(source = "synthetic ImageNet", num_classes = 10L, train_images = 100L, val_images = 20L),
-      recipes = list(paper = paper, defaults = defaults, "defaults+adapted" = adapted),
+      recipes = list(paper = paper, defaults = defaults, "defaults+adapted" = adapted, "defaults+today" = today),
+      levers = list("defaults+today" = lever),
       time_ratio = 0.5, accuracy_difference = 0.05, targets = targets, seconds = 60),
     summary = list(ratios = list(), comparisons = list(), contended = list(), time_to_accuracy = targets),
     json = "a.json", png = "a.png"
@@ -157,6 +164,8 @@ test_that("the print shows each recipe's medians and ranges over the seeds and t
   expect_match(defaults_row, "64/96/128 +0.01 linear +10 s \\(10 s-never\\) +0.575 \\(0.550-0.600\\)")
   expect_match(defaults_row, "0.050 \\(0.000-0.100\\) +n/a$")
   expect_length(grep("^ *defaults\\+adapted \\(took allreduce_precision=bfloat16\\) +float32 +64/96/128", out), 1L)
+  expect_length(grep("^ *defaults\\+today \\(trained as defaults\\) +float32 +64/96/128", out), 1L)
+  expect_length(grep("^defaults\\+today \\(trained as defaults\\) against defaults: 2 epochs", out), 1L)
   expect_true(any(grepl("median wall time to 0.6 accuracy (2 seeds): 0.5, target at most 0.4 (not met)",
                         out, fixed = TRUE)))
   expect_true(any(grepl("after 3 epochs: 0.05, target at least 0 (met)", out, fixed = TRUE)))

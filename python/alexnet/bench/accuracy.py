@@ -82,15 +82,28 @@ class AccuracySettings:
                                     minimum=1)
     accuracy_levers: tuple[str, ...] | None = setting(
         None, "words", "lever sets (as the scaling stage's `levers`) each trained as a recipe of its own: the "
-        "defaults with those settings (\"packed\", \"sync_every=4\")", optional=True, metavar="LEVERS")
+        "defaults with those settings (\"packed\", \"sync_every=4\"); those that train alike, or as the defaults "
+        "(today), are trained once, every name keeping its results", optional=True, metavar="LEVERS")
     accuracy_link: str = setting("loopback", "string", "the link joining the workers when there are several: "
                                  "loopback (127.0.0.1), or a rate as tc writes it (1gbit, 100mbit; /0.5ms adds a round "
                                  "trip), each worker in a network namespace of its own (root only)",
                                  check=link_setting, metavar="LINK")
 
     def recipes(self) -> tuple[str, ...]:
-        """The recipes trained, in order: the paper's, the defaults, then the defaults with each lever set."""
-        return (*RECIPES, *(LEVERED + word for word in self.accuracy_levers or ()))
+        """The recipes reported, in order: the paper's, the defaults, then the defaults with each lever set (a lever
+        set named twice, once)."""
+        return tuple(dict.fromkeys((*RECIPES, *(LEVERED + word for word in self.accuracy_levers or ()))))
+
+    def alike(self) -> dict[str, str]:
+        """The recipes of :meth:`recipes` that train as one before them, each with the one it trains as
+        (:func:`~.lever_sets.alike_lever_sets`, the defaults among them as the lever set of no settings):
+        ``defaults+allreduce_precision=bfloat16`` as ``defaults+bfloat16``, ``defaults+today`` and
+        ``defaults+accumulate_steps=1`` as ``defaults``. They are trained once, as the first."""
+        from .lever_sets import alike_lever_sets, parse_lever_set
+
+        levered = [(RECIPES[1], {}),
+                   *((LEVERED + word, parse_lever_set(word)[1]) for word in self.accuracy_levers or ())]
+        return {name: first for first, _, names in alike_lever_sets(levered) for name in names[1:]}
 
     def check(self, common: Any) -> None:
         """The lever sets readable and a CPU for every worker, when the stage runs."""
@@ -277,19 +290,36 @@ def time_to_accuracy(data: Mapping[str, Any], described: Mapping[str, Any], plan
     ``final_vs_best`` (the values of :func:`compare`'s), ``targets`` (:func:`compare`'s result) and ``seconds``
     (the whole stage). With ``workdir`` every final model is saved under it and scored at two sizes
     (:func:`run_recipe`).
+
+    Recipes that train alike (:meth:`AccuracySettings.alike`: ``bfloat16`` and ``allreduce_precision=bfloat16``
+    among ``accuracy_levers``, or ``today``, which is the defaults) are trained once, as the first, which the log
+    says: every name has its recipe and lever row, those of the others a copy of the one trained with ``same_as``
+    naming it.
     """
     began = time.perf_counter()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan.recipes()}
+    same = plan.alike()
+    if same:
+        told = {first: [first] for first in same.values()}
+        for name, first in same.items():
+            told[first].append(name)
+        logger.info("The time_to_accuracy stage trains once the recipes that train alike, and gives each name its "
+                    "results: %s.", "; ".join(f"{', '.join(names[:-1])} and {names[-1]} (trained as {names[0]})"
+                                              for names in told.values()))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan.recipes() if name not in same}
     for repeat in range(plan.repeats):
-        for number, name in enumerate(plan.recipes()):
+        for number, name in enumerate(runs):
             model_dir = None if workdir is None else Path(workdir) / f"model-{number}-{repeat}"
             runs[name].append(run_recipe(name, data, plan, seed=seed + repeat, precision=precision,
                                          parallel=parallel, model_dir=model_dir, cpus=cpus))
-    recipes = {name: summarize(name, records) for name, records in runs.items()}
+    trained = {name: summarize(name, records) for name, records in runs.items()}
+    recipes = {name: trained[name] if name not in same else {**trained[same[name]], "recipe": name,
+                                                              "same_as": same[name]}
+               for name in plan.recipes()}
     targets = compare(recipes["paper"], recipes["defaults"], plan)
-    levers = {name: against_defaults(recipes[name], recipes["defaults"])
+    levers = {name: {**against_defaults(recipes[name], recipes["defaults"]),
+                     **({"same_as": same[name]} if name in same else {})}
               for name in recipes if name.startswith(LEVERED)}
-    for name, record in recipes.items():
+    for name, record in trained.items():
         reached = record["seconds_to_target"]
         logger.info("time_to_accuracy, %s (%d seeds): median %s to %.2f, final accuracy %.3f (best %.3f) after %d "
                     "epochs (%s, sizes %s).", name, plan.repeats,

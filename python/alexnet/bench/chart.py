@@ -121,13 +121,16 @@ def _fetch_panel(axes: Any, fetches: list[Mapping[str, Any]]) -> None:
 def _accuracy_panel(axes: Any, accuracy: Mapping[str, Any]) -> None:
     colours = {"paper": "#7f7f7f", "defaults": "#2ca02c"}
     others = iter(["#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"])
-    for name in accuracy["recipes"]:  # a lever recipe's seeds share one colour of its own
-        if name not in colours:
+    for name, recipe in accuracy["recipes"].items():  # a lever recipe's seeds share one colour of its own
+        if name not in colours and not recipe.get("same_as"):
             colours[name] = next(others, "#000000")
     target = accuracy["settings"]["target_accuracy"]
     for name, recipe in accuracy["recipes"].items():
+        if recipe.get("same_as"):  # the curves of the recipe it trained as, named in that one's legend
+            continue
         sizes = "/".join(str(s) for s in recipe["image_sizes"])
-        legend = f"{name}: {recipe['precision']}, {sizes} px, {recipe['lr_schedule']}"
+        also = [other for other, r in accuracy["recipes"].items() if r.get("same_as") == name]
+        legend = f"{', '.join([name, *also])}: {recipe['precision']}, {sizes} px, {recipe['lr_schedule']}"
         for index, run in enumerate(recipe["runs"]):  # every seed's curve
             axes.plot(run["seconds"], run["val_accuracy"], marker="o", markersize=3, linewidth=1, alpha=0.8,
                       color=colours.get(name), label=None if index else legend)

@@ -147,7 +147,8 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
         rate = f"{r['learning_rate']:g}, {r['lr_schedule']}"
         plus = r.get("final_eval_accuracy_plus32")
         took = sorted({run["adapted"] for run in r.get("runs", ()) if run.get("adapted")})
-        recipe = r["recipe"] + (f" (took {', '.join(took)})" if took else "")
+        recipe = r["recipe"] + (f" (took {', '.join(took)})" if took else "") + \
+            (f" (trained as {r['same_as']})" if r.get("same_as") else "")
         lines.append(f"| {recipe} | {r['precision']} | {sizes} | {rate} "
                      f"| {_spread(r['seconds_to_target'], _seconds)} | {_spread(r['final_accuracy'], _accuracy)} "
                      f"| {_spread(r['best_accuracy'], _accuracy)} | {_spread(r['late_drop'], _accuracy)} "
@@ -171,7 +172,8 @@ def accuracy_table(accuracy: Mapping[str, Any]) -> str:
             same = "" if r["same_epochs_or_fewer"] is None else "yes" if r["same_epochs_or_fewer"] else "no"
             shown = ["never" if r[key] is None else f"{r[key]:g}" for key in ("epochs_to_target",
                                                                            "defaults_epochs_to_target")]
-            lines.append(f"| {name} | {shown[0]} | {shown[1]} | {_seconds(r['seconds_to_target'])} "
+            named = name + (f" (trained as {r['same_as']})" if r.get("same_as") else "")
+            lines.append(f"| {named} | {shown[0]} | {shown[1]} | {_seconds(r['seconds_to_target'])} "
                          f"| {_seconds(r['defaults_seconds_to_target'])} | {_accuracy(r['final_accuracy'])} "
                          f"| {_accuracy(r['defaults_final_accuracy'])} | {same} |")
     return "\n".join(lines)

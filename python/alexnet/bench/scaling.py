@@ -72,7 +72,9 @@ class ScalingSettings:
                                      "namespace of its own (root only; without root, loopback alone; without netem, "
                                      "no link with a round trip)", metavar="LINK")
     levers: tuple[str, ...] = setting(DEFAULT_LEVERS, "words", f"the lever sets compared: {', '.join(LEVER_SETS)}, "
-                                      "or training settings written setting=value+setting=value", metavar="LEVERS")
+                                      "or training settings written setting=value+setting=value; those that train "
+                                      "alike (bfloat16 and allreduce_precision=bfloat16) are measured once, every "
+                                      "name keeping its rows", metavar="LEVERS")
     scaling_steps: int = setting(5, "count", "steps timed in each run, after its warm-up (the median counts; with "
                                  "local SGD, rounded up to whole periods of sync_every steps, whose mean counts)",
                                  minimum=1)
