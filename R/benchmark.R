@@ -93,7 +93,10 @@
 #'     training from one exchange and one step's computation, each timed alone: see [alexnet_train()]'s
 #'     `communication_efficiency`), `adapted` (what that run took of its advice with `adapt_communication`, written
 #'     as `levers` takes it; `""` for nothing), `advised` (the lever set that run advised beyond that, the row's own
-#'     settings with those it took and adds; `""` for none), `load_before`, `load_after`), `runs` (one per run:
+#'     settings with those it took and adds; `""` for none), `load_before`, `load_after`, `cpu_use_1` (the share
+#'     of its CPUs the lone worker's step got) and `contended` (`TRUE` when other work slowed it: its rates are
+#'     off), and `same_as` on the rows of a lever set that trains as another, measured once under that one's
+#'     name), `runs` (one per run:
 #'     `levers`, `link` (`NULL` for the lone worker), `workers` (every worker's step times and CPU seconds),
 #'     `load_before`, `load_after`), `projection` (per lever set, shaped link and step time: `workers` and
 #'     `efficiency`), `model` (the projection's formula), `mxnet`, `skipped` (why shaped links were left out,
@@ -285,18 +288,32 @@ print_scaling <- function(stage) {
     if (!down) round(as.numeric(v), digits) else floor(as.numeric(v) * 10^digits + 1e-9) / 10^digits
   }
   table <- do.call(rbind, lapply(unname(rows), function(r) {
-    data.frame(levers = r$levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
+    # a lever set that trains as another was measured as that one; a lone worker slowed down by other work, marked
+    levers <- if (is_scalar(r$same_as, is.character)) sprintf("%s (measured as %s)", r$levers, r$same_as) else r$levers
+    share <- number(r$cpu_use_1, 2)
+    data.frame(levers = levers, link = r$link, images_s_1 = number(r$images_per_second_1, 1),
                images_s = number(r$images_per_second, 1), efficiency = number(r$efficiency, 3, down = TRUE),
                step_s = number(r$step_seconds, 2), compute_s = number(r$compute_seconds, 2),
                exposed_s = number(r$exposed_seconds, 2), extra_cpu_s = number(r$extra_cpu_seconds, 2),
                allreduce_s = number(r$allreduce_seconds, 2),
                hidden = number(r$hidden_fraction, 2), mb_step = number(as.numeric(r$bytes_per_step) / 1e6, 1),
-               estimated = number(r$estimated_efficiency, 2, down = TRUE), stringsAsFactors = FALSE)
+               estimated = number(r$estimated_efficiency, 2, down = TRUE),
+               cpu_share_1 = if (is.na(share)) "" else paste0(format(share, nsmall = 2), if (isTRUE(r$contended)) " *"),
+               stringsAsFactors = FALSE)
   }))
   workers <- rows[[1]]$workers
   cat(sprintf(paste("Scaling: %s workers against 1, each on its own CPUs (images_s_1: one worker alone;",
-                    "estimated: the efficiency the run estimated before training):\n"), workers))
+                    "estimated: the efficiency the run estimated before training; cpu_share_1: the share of its CPUs",
+                    "the lone worker's step got):\n"), workers))
   print(table, row.names = FALSE)
+  slowed <- Filter(function(r) isTRUE(r$contended), unname(rows))
+  if (length(slowed)) {
+    loads <- unlist(lapply(slowed, function(r) if (is.numeric(r$load_before)) sprintf("%.1f", r$load_before)))
+    cat("* Slowed down by other work: the lone worker's step got a smaller share of its CPUs (cpu_share_1) than ",
+        "a quiet machine gives",
+        if (length(loads)) paste0(" (load average ", paste(loads, collapse = ", "), " before the run)"),
+        ", so that its rate, and every ratio to it, is off: measure again on a quiet machine.\n", sep = "")
+  }
   for (r in unname(rows)) {
     if (is_scalar(r$adapted, is.character) && nzchar(r$adapted)) {
       cat(sprintf("Took for %s over %s (adapt_communication): levers = \"%s\"\n", r$levers, r$link, r$adapted))

@@ -224,4 +224,18 @@ test_that("the scaling stage prints a row per lever set and link, with the CPU a
   out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "m")))
   expect_true(any(out == paste0('Took for adapted over 1gbit (adapt_communication): levers = ',
                                 '"allreduce_precision=bfloat16+accumulate_steps=4"')), info = out)
+  # a lever set measured as another that trains alike, and a lone worker slowed down by other work: marked
+  row <- modifyList(row, list(levers = "bfloat16", same_as = "allreduce_precision=bfloat16", adapted = "",
+                              cpu_use_1 = 0.62, contended = TRUE, load_before = 1.7))
+  expect_documented(c("cpu_use_1", "contended", "same_as"), "alexnet_benchmark")
+  out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "m")))
+  header <- strsplit(trimws(out[2]), " +")[[1]]
+  expect_equal(tail(header, 1), "cpu_share_1")
+  expect_match(out[3], "^ *bfloat16 \\(measured as allreduce_precision=bfloat16\\) +1gbit .* 0\\.62 \\*$")
+  expect_true(any(startsWith(out, "* Slowed down by other work: the lone worker's step got a smaller share of its CPUs")))
+  expect_true(any(grepl("(load average 1.7 before the run)", out, fixed = TRUE)))
+  row$contended <- FALSE
+  out <- capture.output(alexnet:::print_scaling(list(rows = list(row), model = "m")))
+  expect_match(out[3], " 0\\.62$")
+  expect_false(any(grepl("Slowed down", out)))
 })
