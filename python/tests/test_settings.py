@@ -19,6 +19,7 @@ from helpers_declared import cli_words, option_refusal, other_value, refusal
 
 import alexnet
 from alexnet.cli import build_parser, common, main, to_r
+from alexnet.declare import declaration
 from alexnet.declare.kinds import option_name
 from alexnet.errors import AlexnetError
 from alexnet.launch.job import plan_job
@@ -285,3 +286,23 @@ def test_durations_in_help_texts_are_said_from_their_constants():
     assert f"{seconds_words(TRACE_GRACE)} more for the first" in helps["collective_timeout"]
     assert f"or for {seconds_words(HEARTBEAT_TIMEOUT)} if less" in helps["collective_timeout"]
     assert f"waits up to {seconds_words(RUN_LOCK_PATIENCE)} for it" in helps["checkpoint_dir"]
+
+
+def test_every_function_whose_own_signature_hides_declared_settings_records_them():
+    """A public function written with ``**`` keywords (or ``*`` ones) records the declared settings its signature
+    takes, and those its ``**`` keywords take besides: a Spark training's settings, with the default its workers
+    train with."""
+    hiding = {}
+    for name in alexnet.__all__:
+        function = getattr(alexnet, name)
+        written = [] if isinstance(function, type) else inspect.signature(inspect.unwrap(function)).parameters.values()
+        if any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in written):
+            hiding[name] = declaration.declared_by(function)
+    assert len(hiding) == 13 and None not in hiding.values()
+    for name, declared in hiding.items():
+        parameters = inspect.signature(getattr(alexnet, name)).parameters
+        assert set(declared.named) <= set(parameters), name
+        assert not set(declared.keywords) & set(parameters), name
+    assert set(hiding["alexnet_spark_train"].keywords) == set(specs())
+    assert hiding["alexnet_spark_train"].keywords["verbose"].default == 2
+    assert set(hiding["alexnet_train"].named) == set(specs())

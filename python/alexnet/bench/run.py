@@ -399,6 +399,7 @@ SIGNATURE = inspect.Signature(
      *(parameter for group in GROUPS.values() for parameter in declaration.parameters(group))],
     return_annotation="dict[str, Any]")
 alexnet_benchmark.__signature__ = SIGNATURE  # type: ignore[attr-defined]
+declaration.record_declared(alexnet_benchmark, *GROUPS.values())
 alexnet_benchmark.__doc__ = (alexnet_benchmark.__doc__ or "").rstrip() + "\n\n" + "\n\n".join(
     declaration.help_lines(group, title=f"The {stage} stage's own:" if stage else "") for stage, group in GROUPS.items()
 ) + "\n"

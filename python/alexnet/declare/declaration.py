@@ -6,7 +6,8 @@ its command-line option). The training settings (:class:`alexnet.train.settings.
 (:mod:`alexnet.bench.plan`), the launch options of a Spark job (:mod:`alexnet.launch.options`), the options of an
 evaluation, a prediction, an export and the model pin read (:mod:`alexnet.model.options`) and those of the data stage
 (:mod:`alexnet.data.options`) are declared so; from a declaration come a function's signature and the lines of its help
-(:func:`parameters`, :func:`help_lines`, :func:`take_declared`), the checked and typed values (:func:`convert`,
+(:func:`parameters`, :func:`help_lines`, :func:`take_declared`, and :func:`record_declared`, what a function's
+signature takes from which setting), the checked and typed values (:func:`convert`,
 :func:`restore`, :func:`check`), the command line's options (:func:`alexnet.cli.common.declared_options`) and the R
 tables the R functions check their arguments with (:mod:`alexnet.cli.to_r`). This module does not import TensorFlow.
 """
@@ -18,7 +19,7 @@ import inspect
 import logging
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..checks import name_hints
@@ -165,13 +166,43 @@ def help_lines(declaration: type, indent: str = "    ", title: str = "") -> str:
     return "\n".join(lines)
 
 
-def take_declared(function: Any, *declarations: type, more: bool = False, title: str = "") -> None:
+#: The attribute of a public function that records the declared settings it takes (:func:`record_declared`).
+DECLARED = "__alexnet_declared__"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The declared settings a public function takes: ``named``, those its signature lists (by name, each one's
+    spec), and ``keywords``, those its ``**`` keywords take besides (a Spark training's settings), each with the
+    default the function gives it."""
+
+    named: dict[str, Spec]
+    keywords: dict[str, Spec] = field(default_factory=dict)
+
+
+def record_declared(function: Any, *declarations: type, keywords: Mapping[str, Spec] | None = None) -> None:
+    """Record on ``function`` the settings of ``declarations`` that its signature takes, and the ``keywords`` its
+    ``**`` keywords take (:func:`declared_by` reads them back): what the typed signatures of the public functions
+    (:mod:`alexnet.cli.to_typed`) are made from."""
+    setattr(function, DECLARED, Declared({name: spec for group in declarations for name, spec in specs(group).items()},
+                                         dict(keywords or {})))
+
+
+def declared_by(function: Any) -> Declared | None:
+    """The declared settings ``function`` takes, as :func:`record_declared` recorded them; ``None`` for a function that
+    takes none."""
+    return getattr(function, DECLARED, None)
+
+
+def take_declared(function: Any, *declarations: type, keywords: Mapping[str, Spec] | None = None,
+                  title: str = "") -> None:
     """Give ``function``, which takes the settings of ``declarations`` through its ``**`` keywords, their signature and
     help: its own positional parameters, then every declared setting by keyword with its default and type, then its
-    own keyword-only parameters (and its ``**`` ones only with ``more``: a training's settings); after its docstring,
-    one bullet per setting (under ``title`` when given). A setting that ``function`` names among its own parameters
-    (so that it may be given by position) keeps its place; its default must be the declaration's (a
-    :class:`ValueError` otherwise, when the module is imported)."""
+    own keyword-only parameters (and its ``**`` ones only with ``keywords``, the settings they take besides: a
+    training's settings); after its docstring, one bullet per setting (under ``title`` when given). A setting that
+    ``function`` names among its own parameters (so that it may be given by position) keeps its place; its default
+    must be the declaration's (a :class:`ValueError` otherwise, when the module is imported). Which settings it takes
+    is recorded on it (:func:`record_declared`)."""
     written = inspect.signature(function)
     for group in declarations:
         for name, spec in specs(group).items():
@@ -181,9 +212,10 @@ def take_declared(function: Any, *declarations: type, more: bool = False, title:
                                  f"{group.__name__} declares {spec.default!r}")
     own = list(written.parameters.values())
     first = [p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD]
-    rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (more and p.kind is p.VAR_KEYWORD)]
+    rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (keywords is not None and p.kind is p.VAR_KEYWORD)]
     declared = [p for group in declarations for p in parameters(group) if p.name not in written.parameters]
     function.__signature__ = inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
     helps = "\n".join(help_lines(group) for group in declarations)
     function.__doc__ = "\n\n".join([(function.__doc__ or "").rstrip(), *([f"    {title}"] if title else []),
                                      helps + "\n"])
+    record_declared(function, *declarations, keywords=keywords)

@@ -16,6 +16,7 @@ from .job import combine_job, plan_job
 from .options import LaunchOptions, TrainingJobOptions
 from .session import SparkToStart
 from .spark import barrier_slots, launch_job, spark_context
+from .training import worker_specs
 from .work import row_of
 
 logger = logging.getLogger(__name__)
@@ -146,5 +147,5 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
 
 
 # the job's own arguments, then its options by keyword, then its other keywords (a training's settings last)
-declaration.take_declared(alexnet_spark_train, TrainingJobOptions, LaunchOptions, more=True)
+declaration.take_declared(alexnet_spark_train, TrainingJobOptions, LaunchOptions, keywords=worker_specs())
 declaration.take_declared(alexnet_spark_evaluate, EvaluationOptions, LaunchOptions)

@@ -14,6 +14,7 @@ with each worker's share (:func:`combine_training`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,9 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_int
+from ..declare.kinds import Spec
 from ..errors import AlexnetError, KeptWarnings
 from ..train.cluster import tf_config
-from ..train.settings import TrainSettings
+from ..train.settings import TrainSettings, specs
 from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share, validation_of
 from .task import Evaluation, Task
 
@@ -68,6 +70,8 @@ RESERVED = {name: "each worker trains on its own partition with strategy = 'mult
 GATHERED = ("images", "top1_correct", "top5_correct", "top_k", "image_size", "num_classes")
 #: Keras verbosity of a worker whose output goes to a log file: one line per epoch.
 WORKER_VERBOSE = 2
+#: The training settings whose default a worker does not take from the declaration, and the default it takes.
+WORKER_DEFAULTS: dict[str, Any] = {"verbose": WORKER_VERBOSE}
 
 
 def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | None, *, local_master: bool = True,
@@ -82,9 +86,17 @@ def worker_settings(train_args: Mapping[str, Any], board: str | os.PathLike | No
     arguments = dict(train_args)
     if arguments.get("strategy", "multi_worker") in (None, "multi_worker"):
         arguments.pop("strategy", None)
-    arguments.setdefault("verbose", WORKER_VERBOSE)
+    for name, default in WORKER_DEFAULTS.items():
+        arguments.setdefault(name, default)
     return check_settings(arguments, data_board=os.fspath(board) if board is not None else default_board(),
                           shared=not local_master, where=where, reserved=RESERVED)
+
+
+def worker_specs() -> dict[str, Spec]:
+    """The training settings a Spark training takes by name, each with the default its workers train with (the
+    declaration's, or that of :data:`WORKER_DEFAULTS`)."""
+    return {name: dataclasses.replace(spec, default=WORKER_DEFAULTS.get(name, spec.default))
+            for name, spec in specs().items()}
 
 
 def check_training(workers: int, board: Any, *, local_master: bool = True, where: str = "alexnet_spark_train()",
@@ -157,7 +169,7 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
                               workers=task.options.fetch_workers)
     check_same_table(task, data, index)
-    settings = task.settings if task.settings is not None else check_settings({"verbose": WORKER_VERBOSE})
+    settings = task.settings if task.settings is not None else check_settings(dict(WORKER_DEFAULTS))
     shares: list[dict[str, Any]] = []  # this worker's share of the evaluation, when there is one
 
     def evaluate(strategy: Any, model: Any, card: ModelCard) -> dict[str, Any]:

@@ -259,6 +259,7 @@ def check_callbacks(callbacks: Any) -> list[Any]:
 
 
 alexnet_train.__signature__ = SIGNATURE  # type: ignore[attr-defined]
+declaration.record_declared(alexnet_train, TrainSettings)
 alexnet_train.__doc__ = (alexnet_train.__doc__ or "").rstrip() + "\n\n" + declaration.help_lines(TrainSettings) + "\n"
 
 
