@@ -306,3 +306,25 @@ def test_every_function_whose_own_signature_hides_declared_settings_records_them
     assert set(hiding["alexnet_spark_train"].keywords) == set(specs())
     assert hiding["alexnet_spark_train"].keywords["verbose"].default == 2
     assert set(hiding["alexnet_train"].named) == set(specs())
+
+
+def test_every_setting_says_what_a_python_caller_may_give_it():
+    """Each kind's annotation of a Python caller's value (what its conversion takes), a choice's as a ``Literal`` of
+    its values and aliases, and ``None`` where the setting takes it."""
+    from alexnet.declare.kinds import KINDS
+    from alexnet.launch.options import LaunchOptions
+    from alexnet.model.options import EvaluationOptions
+
+    assert all(kind.accepts != "Any" for kind in KINDS.values())
+    settings = specs()
+    assert settings["lr_schedule"].accepts == 'Literal["linear", "cosine", "step", "plateau"]'
+    assert settings["precision"].accepts == ('Literal["float32", "bfloat16", "float16", "fp32", "bf16", "fp16", '
+                                             '"half", "mixed_bfloat16", "mixed_float16"] | None')
+    assert settings["checkpoint_dir"].accepts == "str | os.PathLike[str] | None"
+    assert settings["image_size"].accepts == "int | Sequence[int]"
+    assert settings["lr_drop_epochs"].accepts == "int | Sequence[int] | None"  # None: no drops, as R's NULL
+    assert settings["initial_model"].accepts == "str | os.PathLike[str] | Mapping[str, Any] | None"
+    assert (settings["epochs"].accepts, settings["seed"].accepts, settings["jit_compile"].accepts) == \
+        ("int", "int | None", "bool | None")
+    assert declaration.specs(EvaluationOptions)["crops"].accepts == "Literal[1, 10]"
+    assert declaration.specs(LaunchOptions)["env"].accepts == "Mapping[str, str] | None"

@@ -9,6 +9,7 @@ themselves are those of :mod:`alexnet.checks`, shared with every other function 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -95,6 +96,16 @@ class Spec:
         return KINDS[self.kind].restore(_one(value) if KINDS[self.kind].scalar else value)
 
     @property
+    def accepts(self) -> str:
+        """What a Python caller may give this setting, as an annotation a type checker reads (the typed signatures of
+        :mod:`alexnet.cli.to_typed`): its kind's (:attr:`Kind.accepts`), or, with ``choices``, one of them or of their
+        ``aliases`` as a ``Literal`` (:attr:`Kind.accepts_choices`); and ``None`` where it is taken."""
+        kind = KINDS[self.kind]
+        literal = "Literal[" + ", ".join(json.dumps(value) for value in (*self.choices, *self.aliases)) + "]"
+        one = kind.accepts_choices.format(choices=literal) if self.choices else kind.accepts
+        return f"{one} | None" if self.optional or self.kind == "counts" else one
+
+    @property
     def r_kind(self) -> str:
         """The argument kind R checks this setting with (see ``R/arguments.R``): ``count>=1?`` and the like."""
         base = KINDS[self.kind].r_kind
@@ -116,8 +127,10 @@ class Spec:
 
 @dataclass(frozen=True)
 class Kind:
-    """How one kind of value is checked (``convert``), typed again (``restore``), named in R (``r_kind``) and read
-    from the command line (``parse``, one word to a value, with ``nargs`` words)."""
+    """How one kind of value is checked (``convert``), typed again (``restore``), named in R (``r_kind``), read
+    from the command line (``parse``, one word to a value, with ``nargs`` words) and annotated for a Python caller
+    (``accepts``: what its ``convert`` takes from Python, as a type checker reads it; ``accepts_choices``, the same
+    for a setting with choices, where ``{choices}`` stands for the ``Literal`` of them)."""
 
     convert: Callable[[Any, str, Spec], Any]
     restore: Callable[[Any], Any]
@@ -125,6 +138,8 @@ class Kind:
     parse: Callable[[str], Any] | None = None
     nargs: str | int | None = None
     scalar: bool = True
+    accepts: str = "Any"
+    accepts_choices: str = "{choices}"
 
 
 def _count(value: Any, name: str, spec: Spec) -> int:
@@ -297,22 +312,26 @@ def _word_floats(value: str) -> list[float]:
 
 #: Every kind of setting, by name.
 KINDS: dict[str, Kind] = {
-    "count": Kind(_count, int, "count", int),
-    "number": Kind(_number, float, "number", float),
-    "seconds": Kind(_seconds, float, "number", float),
-    "flag": Kind(_flag, bool, "flag"),
-    "choice": Kind(_choice, str, "choice", str),
-    "sizes": Kind(_sizes, _ints, "counts", _word_numbers, "+", scalar=False),
-    "counts": Kind(_counts, _ints, "counts", _word_numbers, "+", scalar=False),
-    "shares": Kind(lambda v, n, s: as_area_range(v, n), _floats, "numbers", float, 2, scalar=False),
-    "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False),
-    "location": Kind(_text, str, "location", str),
-    "string": Kind(_text, str, "location", str),
-    "pin": Kind(_pin_text, str, "string", str),
-    "model": Kind(_model, lambda value: value, "object", str),
-    "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False),
-    "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False),
-    "mapping": Kind(_mapping, dict, "any", scalar=False),
+    "count": Kind(_count, int, "count", int, accepts="int"),
+    "number": Kind(_number, float, "number", float, accepts="float"),
+    "seconds": Kind(_seconds, float, "number", float, accepts="float"),
+    "flag": Kind(_flag, bool, "flag", accepts="bool"),
+    "choice": Kind(_choice, str, "choice", str, accepts="str"),
+    "sizes": Kind(_sizes, _ints, "counts", _word_numbers, "+", scalar=False, accepts="int | Sequence[int]"),
+    "counts": Kind(_counts, _ints, "counts", _word_numbers, "+", scalar=False, accepts="int | Sequence[int]"),
+    "shares": Kind(lambda v, n, s: as_area_range(v, n), _floats, "numbers", float, 2, scalar=False,
+                   accepts="Sequence[float]"),
+    "steps": Kind(lambda v, n, s: as_step_range(v, n), _ints, "numbers", int, 2, scalar=False,
+                  accepts="Sequence[int]"),
+    "location": Kind(_text, str, "location", str, accepts="str | os.PathLike[str]"),
+    "string": Kind(_text, str, "location", str, accepts="str | os.PathLike[str]"),
+    "pin": Kind(_pin_text, str, "string", str, accepts="str"),
+    "model": Kind(_model, lambda value: value, "object", str, accepts="str | os.PathLike[str] | Mapping[str, Any]"),
+    "numbers": Kind(_positive_numbers, _floats, "numbers", _word_floats, "+", scalar=False,
+                    accepts="float | Sequence[float]"),
+    "words": Kind(_words, tuple, "strings", lambda word: word.split(","), "+", scalar=False,
+                  accepts="str | Sequence[str]", accepts_choices="str | Sequence[{choices}]"),
+    "mapping": Kind(_mapping, dict, "any", scalar=False, accepts="Mapping[str, str]"),
 }
 
 
