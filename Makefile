@@ -18,7 +18,7 @@ export ALEXNET_PROGRESS ?= 1
 
 .PHONY: setup demo test test-python test-r test-check test-site test-long site check lint docs vignettes constraints clean
 
-setup: $(PY_STAMP) $(R_PKG_STAMP)
+setup: $(PY_STAMP) $(TYPED) $(R_PKG_STAMP)
 
 # Python: the core, editable, with every extra, at the versions in constraints.txt.
 $(PY_STAMP): python/pyproject.toml python/constraints.txt
@@ -45,10 +45,21 @@ DECLARATIONS := python/alexnet/train/settings.py python/alexnet/bench/plan.py py
 $(R_TABLES) &: $(DECLARATIONS) $(PY_STAMP)
 	$(VPY) -m alexnet.cli.to_r R
 
+# The typed signatures of the core's functions that take declared settings through ** keywords (what type checkers
+# and editors read), generated from the same declarations and those functions whenever one changes (a test checks
+# that the committed file is what they give).
+TYPED := python/alexnet/_typed.py
+TYPED_FROM := $(DECLARATIONS) python/alexnet/cli/to_typed.py python/alexnet/declare/declaration.py \
+	python/alexnet/__init__.py python/alexnet/train/api.py python/alexnet/bench/run.py python/alexnet/launch/api.py \
+	python/alexnet/launch/training.py $(addprefix python/alexnet/model/,evaluate.py export.py features.py predict.py \
+	pin.py) $(addprefix python/alexnet/data/,synthetic.py upload.py fetch.py)
+$(TYPED): $(TYPED_FROM) $(PY_STAMP)
+	$(VPY) -m alexnet.cli.to_typed $@
+
 # The R package is built the way remotes::install_github() and pak build it, with plain `R CMD build` of the
 # root's sources: inst/python is a link to python/, so the tarball carries the Python core (install_alexnet()
 # installs it).
-$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_TABLES) $(R_SOURCES)
+$(R_PKG_STAMP): $(R_DEPS_STAMP) $(PY_STAMP) $(R_TABLES) $(TYPED) $(R_SOURCES)
 	bash tools/build-r-package.sh $(CURDIR) $(BUILD)
 	bash tools/install-r-package.sh $(BUILD)/alexnet_*.tar.gz $(BUILD)/r-install.log
 	Rscript -e 'alexnet::alexnet_use_python("$(VPY)")'
@@ -128,7 +139,7 @@ test-site: site
 	cd python && ALEXNET_PROGRESS=0 $(VPY) -m pytest -q -ra tests/test_site.py
 
 # Regenerate the roxygen2 docs (NAMESPACE, man/) after changing R/ or a declaration of the core.
-docs: $(R_TABLES)
+docs: $(R_TABLES) $(TYPED)
 	Rscript -e 'roxygen2::roxygenise()'
 
 constraints: $(PY_STAMP)

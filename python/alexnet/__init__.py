@@ -57,24 +57,30 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # the exports as type checkers see them (tests/test_result.py holds these to _EXPORTS)
-    from .bench.run import alexnet_benchmark  # noqa: F401
+    # the functions that take declared settings through ** keywords: their typed signatures, generated (_typed.py)
+    from ._typed import (  # noqa: F401
+        alexnet_benchmark,
+        alexnet_evaluate,
+        alexnet_export,
+        alexnet_features,
+        alexnet_model,
+        alexnet_predict,
+        alexnet_spark_evaluate,
+        alexnet_spark_train,
+        alexnet_train,
+        imagenet_partition,
+        imagenet_synthetic,
+        imagenet_upload,
+        imagenet_validation,
+    )
     from .child import ChildError  # noqa: F401
     from .data.classes import imagenet_classes  # noqa: F401
-    from .data.fetch import imagenet_categories, imagenet_partition, imagenet_validation  # noqa: F401
+    from .data.fetch import imagenet_categories  # noqa: F401
     from .data.imagenet import read_imagenet  # noqa: F401
     from .data.partition import partition_categories  # noqa: F401
-    from .data.synthetic import imagenet_synthetic  # noqa: F401
-    from .data.upload import imagenet_upload  # noqa: F401
     from .errors import AlexnetError, BadImagesError, BoardError, IntegrityError, LayoutError  # noqa: F401
-    from .launch.api import alexnet_spark_evaluate, alexnet_spark_train  # noqa: F401
     from .launch.worker import WorkerError  # noqa: F401
-    from .model.evaluate import alexnet_evaluate  # noqa: F401
-    from .model.export import alexnet_export  # noqa: F401
-    from .model.features import alexnet_features  # noqa: F401
     from .model.filters import alexnet_filters  # noqa: F401
-    from .model.pin import alexnet_model  # noqa: F401
-    from .model.predict import alexnet_predict  # noqa: F401
-    from .train.api import alexnet_train  # noqa: F401
     from .train.cluster import tf_config, tf_config_json  # noqa: F401
     from .train.history_file import alexnet_history  # noqa: F401
     from .train.lost import WorkerLostError  # noqa: F401

@@ -125,19 +125,25 @@ def test_the_kinds_of_error_are_importable_from_the_package_as_r_has_a_class_for
     assert {"board", "layout", "integrity", "bad_images", "child", "worker", "worker_lost"} == said
 
 
-def test_type_checkers_see_every_export_from_the_module_that_defines_it() -> None:
+def test_type_checkers_see_every_export_from_the_module_that_defines_it_or_typed() -> None:
     """``alexnet``'s exports are imported lazily (``__getattr__``), which a type checker takes for ``Any``: the
-    imports it reads instead (under ``TYPE_CHECKING``) are every export of ``_EXPORTS``, each from its module."""
+    imports it reads instead (under ``TYPE_CHECKING``) are every export of ``_EXPORTS``, each from its module, but
+    those that take declared settings through ``**`` keywords, which come typed from the generated ``_typed``."""
     import ast
     from pathlib import Path
+
+    from alexnet.cli import to_typed
 
     tree = ast.parse(Path(alexnet.__file__).read_text())
     (block,) = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
     imported = {alias.name: (node.module or "") for node in block.body if isinstance(node, ast.ImportFrom)
                 for alias in node.names}
-    assert imported == alexnet._EXPORTS
+    typed = set(to_typed.covered())
+    assert {name for name, module in imported.items() if module == "_typed"} == typed
+    assert {name: module for name, module in imported.items() if name not in typed} == \
+        {name: module for name, module in alexnet._EXPORTS.items() if name not in typed}
     assert all(getattr(alexnet, name) is getattr(importlib.import_module(f"alexnet.{module}"), name)
-               for name, module in imported.items())
+               for name, module in alexnet._EXPORTS.items())
 
 
 def test_r_is_told_what_to_install_for_a_module_this_python_lacks() -> None:
