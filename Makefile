@@ -18,7 +18,8 @@ export ALEXNET_PROGRESS ?= 1
 
 .PHONY: setup demo test test-python test-r test-check test-site test-long site check lint docs vignettes constraints clean
 
-setup: $(PY_STAMP) $(TYPED) $(R_PKG_STAMP)
+# (the typed signatures come with the R package's: $(R_PKG_STAMP) needs $(TYPED), defined below)
+setup: $(PY_STAMP) $(R_PKG_STAMP)
 
 # Python: the core, editable, with every extra, at the versions in constraints.txt.
 $(PY_STAMP): python/pyproject.toml python/constraints.txt

@@ -192,7 +192,8 @@ def alexnet_benchmark(
     - ``accuracy_workers`` (default ``1``): workers each recipe trains on: with more than one, each a process on
       CPUs of its own with its share of the categories, joined by `accuracy_link`.
     - ``accuracy_levers`` (default ``None``): lever sets (as the scaling stage's `levers`) each trained as a recipe
-      of its own: the defaults with those settings ("packed", "sync_every=4").
+      of its own: the defaults with those settings ("packed", "sync_every=4"); those that train alike, or as the
+      defaults (today), are trained once, every name keeping its results.
     - ``accuracy_link`` (default ``'loopback'``): the link joining the workers when there are several: loopback
       (127.0.0.1), or a rate as tc writes it (1gbit, 100mbit; /0.5ms adds a round trip), each worker in a network
       namespace of its own (root only).
@@ -206,7 +207,8 @@ def alexnet_benchmark(
       a round trip).
     - ``levers`` (default ``('today', 'bfloat16', 'packed', 'accumulate', 'local_sgd', 'combined')``): the lever
       sets compared: today, bfloat16, packed, accumulate, local_sgd, combined, adapted, or training settings written
-      setting=value+setting=value.
+      setting=value+setting=value; those that train alike (bfloat16 and allreduce_precision=bfloat16) are measured
+      once, every name keeping its rows.
     - ``scaling_steps`` (default ``5``): steps timed in each run, after its warm-up (the median counts; with local
       SGD, rounded up to whole periods of sync_every steps, whose mean counts).
     - ``scaling_warmup_steps`` (default ``2``): steps of each run left out of the timing.
@@ -1057,7 +1059,10 @@ def imagenet_partition(
     categories the upload left out, as the board's ``bad_images`` pin names them, which an evaluation of the
     partition says; None when the board does not say or ``validation`` is false); and for the model's card,
     ``class_ids`` and ``class_names`` (the id and name of every category of the board, by global index) and
-    ``categories_version`` (the version of the board's ``categories`` pin, ``None`` when the board does not tell it).
+    ``categories_version`` (the version of the board's ``categories`` pin, ``None`` when the board does not tell it);
+    ``resize``: the short side the upload stored the images at (``None``: as they were, or the board does not say),
+    which training and evaluation warn of when they would enlarge their crops of it
+    (:func:`~alexnet.data.options.stored_side_problem`).
 
     Its options, with their defaults:
 
@@ -1230,8 +1235,8 @@ def imagenet_validation(
     ``board``, ``cache_dir``, ``partition``, ``total`` and ``left_out_at_upload`` (the validation images of these
     categories the upload left out, as the board's ``bad_images`` pin names them, share 0 also counting those of the
     categories left without any, so that the shares add up to the board's: logged when there are some; None when the
-    board does not say). An :class:`AlexnetError` when the board has no
-    validation images.
+    board does not say) and ``resize`` (the short side the images were stored at, as :func:`imagenet_partition` gives
+    it). An :class:`AlexnetError` when the board has no validation images.
 
     Its options, with their defaults:
 
