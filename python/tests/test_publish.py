@@ -370,6 +370,32 @@ def test_pruning_keeps_the_versions_the_newest_categories_table_names(tmp_path):
     assert all(board.fs.exists(layout.zip_path(board, r["id"], r["version"])) for r in layout.read_categories(board))
 
 
+def test_pruning_chooses_what_it_deletes_from_one_listing_of_the_board(tmp_path, monkeypatch):
+    """Pruning chooses the versions to delete from one listing of the board (:func:`board_versions`), where it listed
+    each pin's versions in turn: a request per pin on a bucket, 2,000 for ImageNet. Only the categories table, which
+    says what it keeps, is read through its own listing."""
+    board = open_board(tmp_path / "board", write=True)
+    oldest = _zip_version(board, tmp_path, False)
+    newest = _zip_version(board, tmp_path, True)
+    table = rows(1)
+    table[0]["version"] = newest
+    old_table = write(board, table)
+    table[0]["name"] = "renamed"
+    new_table = write(board, table)
+    listed: list[str] = []
+    pin_versions = board.pins.pin_versions
+
+    def listing(name, *args, **kwargs):
+        listed.append(name)
+        return pin_versions(name, *args, **kwargs)
+
+    monkeypatch.setattr(board.pins, "pin_versions", listing)
+    deleted = prune(board, {"n00000000": newest, layout.CATEGORIES_PIN: new_table}, keep=1, retries=0)
+    assert set(listed) == {layout.CATEGORIES_PIN}, "no pin's versions listed alone but the table's, to read it"
+    assert deleted == 2 and board_versions(board) == {"n00000000": {newest}, layout.CATEGORIES_PIN: {new_table}}
+    assert oldest != newest and old_table != new_table
+
+
 def test_pruning_keeps_the_versions_another_upload_wrote_meanwhile(tmp_path):
     """An upload's pruning deletes no version that was not on the board when the upload began: another upload at the
     same time wrote it, and that upload's categories table, written after this one's pruning, names it."""

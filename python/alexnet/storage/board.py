@@ -199,6 +199,31 @@ class Board:
             raise
 
 
+#: The files of a board's versions, by pin and version: pin -> version -> file -> size (:func:`board_files`).
+BoardFiles = dict[str, dict[str, dict[str, int]]]
+
+
+def board_files(board: Board) -> BoardFiles:
+    """Every pin on ``board``, its versions (the folders below it, hidden ones left out) and each version's files with
+    their sizes, from one listing of the board: on a bucket, a listing of its objects, a request per 1,000 objects
+    (s3fs walks a listing bounded by depth one request per folder, so that the depth of ``<pin>/<version>/<file>``
+    is kept here, and on a folder board by the walk itself)."""
+    root = board.pins.board.rstrip("/")
+    try:
+        found = board.fs.find(root, withdirs=True, detail=True, **({"maxdepth": 3} if board.kind == "file" else {}))
+    except FileNotFoundError:
+        return {}
+    files: BoardFiles = {}
+    for path, info in found.items():
+        parts = str(path)[len(root):].strip("/").split("/")
+        if len(parts) < 2 or len(parts) > 3 or any(part.startswith(".") for part in parts[:2]):
+            continue
+        held = files.setdefault(parts[0], {}).setdefault(parts[1], {})
+        if len(parts) == 3 and info.get("type") != "directory":
+            held[parts[2]] = int(info.get("size") or 0)
+    return files
+
+
 def _replace_file(path: str, text: str) -> None:
     """Write ``text`` as the file ``path`` at once: to a hidden file beside it (with the mode of a new file), then
     renamed over it, so that a reader sees the old file or the new one, never one cut short."""

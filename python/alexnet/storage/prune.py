@@ -1,6 +1,9 @@
 """Pruning a board's pins once an upload is complete: all but the newest versions of each pin the upload wrote are
 deleted (``keep_versions``), except those the board's newest ``categories`` table names and those another upload at
 the same time wrote (:func:`board_versions` when the upload began).
+
+The versions to delete are chosen from one listing of the board (:func:`versions_to_delete`), then deleted
+(:func:`delete_versions`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 from collections.abc import Mapping
 
 from ..errors import BoardError
-from .board import OWN_PREFIX, Board
+from .board import Board, board_files
 from .layout import CATEGORIES_PIN, categories_and_version, val_pin_name
 from .publish import quiet_pins
 from .transfer import retry
@@ -20,61 +23,69 @@ log = logging.getLogger("alexnet.storage.publish")  # its lines keep the logger 
 
 
 def board_versions(board: Board) -> dict[str, set[str]]:
-    """Every pin on ``board`` and its versions (the folders below it), from one listing of the board (on a bucket, a
-    listing of its objects in a few requests): what was there before an upload, for :func:`prune`."""
-    root = board.pins.board.rstrip("/")
-    found: dict[str, set[str]] = {}
-    try:
-        paths = board.fs.find(root, withdirs=True)
-    except FileNotFoundError:
-        return found
-    for path in paths:
-        parts = str(path)[len(root):].strip("/").split("/")
-        if len(parts) >= 2 and not parts[0].startswith(OWN_PREFIX):
-            found.setdefault(parts[0], set()).add(parts[1])
-    return found
+    """Every pin on ``board`` and its versions (the folders below it), from one listing of the board
+    (:func:`~alexnet.storage.board.board_files`): what was there before an upload, for :func:`prune`."""
+    return {name: set(versions) for name, versions in board_files(board).items()}
 
 
-def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
-          before: Mapping[str, set[str]] | None = None) -> int:
-    """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written).
+def versions_to_delete(board: Board, current: Mapping[str, str], keep: int, *,
+                       before: Mapping[str, set[str]] | None = None) -> dict[str, list[str]]:
+    """The versions :func:`prune` deletes, pin -> versions, all but the ``keep`` newest versions of each pin in
+    ``current`` (pin -> version just written), from one listing of the board.
 
     A pin whose newest version is not the one in ``current`` (another writer came after) is left alone. Of the older
     versions, none that the board's newest ``categories`` table names (read just before) is deleted, nor, when
     ``before`` (:func:`board_versions` when the upload began) is given, any that was not on the board then: an
-    upload at the same time wrote it, and its categories table, still to come, may name it. Returns the number of
-    versions deleted.
+    upload at the same time wrote it, and its categories table, still to come, may name it.
     """
     try:
         rows, table = categories_and_version(board)
     except BoardError as err:
         log.warning("no old pin versions deleted: the categories table of %s cannot be read (%s)", board.location, err)
-        return 0
+        return {}
     named = {(CATEGORIES_PIN, table)} | {(row["id"], row["version"]) for row in rows} | \
         {(val_pin_name(row["id"]), row["val_version"]) for row in rows if row["val_version"]}
-    deleted = spared = 0
+    on_board = board_versions(board)
+    doomed: dict[str, list[str]] = {}
+    spared = 0
+    for name, version in sorted(current.items()):
+        versions = sorted(on_board.get(name, ()))  # pins' order: the newest last
+        if len(versions) <= keep:
+            continue
+        if versions[-1] != version:
+            log.warning("pin %s has a version newer than this upload's (%s); its old versions are kept",
+                        name, version)
+            continue
+        old = [v for v in versions[:-keep] if (name, v) not in named
+               and (before is None or v in before.get(name, ()))]
+        spared += len(versions) - keep - len(old)
+        if old:
+            doomed[name] = old
+    if spared:
+        log.info("kept %d old pin version(s) that the newest categories table names or another upload wrote",
+                 spared)
+    return doomed
+
+
+def delete_versions(board: Board, doomed: Mapping[str, list[str]], keep: int, retries: int) -> int:
+    """Delete the versions ``doomed`` (:func:`versions_to_delete`, which kept ``keep`` per pin); their number."""
+    deleted = 0
     with quiet_pins():
-        for name, version in sorted(current.items()):
-            versions = [v.version for v in board.pins.pin_versions(name, as_df=False)]
-            if len(versions) <= keep:
-                continue
-            if versions[-1] != version:
-                log.warning("pin %s has a version newer than this upload's (%s); its old versions are kept",
-                            name, version)
-                continue
-            old = [v for v in versions[:-keep] if (name, v) not in named
-                   and (before is None or v in before.get(name, ()))]
-            spared += len(versions) - keep - len(old)
+        for name, old in sorted(doomed.items()):
             for old_version in old:
                 retry(f"deleting version {old_version} of {name}",
                       functools.partial(_delete_version, board, name, old_version), retries)
             deleted += len(old)
-    if spared:
-        log.info("kept %d old pin version(s) that the newest categories table names or another upload wrote",
-                 spared)
     if deleted:
         log.info("deleted %d old pin version(s), keeping %d per pin", deleted, keep)
     return deleted
+
+
+def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
+          before: Mapping[str, set[str]] | None = None) -> int:
+    """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written), but those
+    :func:`versions_to_delete` keeps; the number of versions deleted."""
+    return delete_versions(board, versions_to_delete(board, current, keep, before=before), keep, retries)
 
 
 def _delete_version(board: Board, name: str, version: str) -> None:
