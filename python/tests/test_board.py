@@ -307,18 +307,37 @@ def test_a_folder_board_that_cannot_be_written_is_refused_when_opened_for_writin
     assert sorted(p.name for p in folder.iterdir()) == ["t"], "the check leaves nothing in the board"
 
 
+#: Versions of the pins the manifest's tests put on a board, oldest first.
+V1, V2, V3 = "20200101T000000Z-abcde", "20200102T000000Z-fghij", "20200103T000000Z-klmno"
+
+
+def put_version(board, name: str, version: str = V1, *, file: bytes = b"x\n1\n", listed: int | None = None,
+                meta: bool = True) -> str:
+    """Version ``version`` of pin ``name`` on ``board`` as pins writes one: its file, then the ``data.txt`` that
+    lists it with its size (``listed`` when given: a file cut short), or no ``data.txt`` (``meta=False``)."""
+    if board.kind == "file":
+        os.makedirs(board.path(name, version), exist_ok=True)
+    board.fs.pipe_file(board.path(name, version, "x.csv"), file)
+    if meta:
+        data = {"file": "x.csv", "file_size": len(file) if listed is None else listed, "pin_hash": "0", "type": "csv",
+                "title": name, "created": version[:16], "api_version": 1}
+        board.fs.pipe_file(board.path(name, version, "data.txt"), yaml.dump(data, Dumper=yaml.SafeDumper).encode())
+    return version
+
+
 def test_writers_of_a_folder_boards_manifest_at_the_same_time_keep_each_others_entries(tmp_path):
     """Writers of the manifest at the same time (a model pinned while an upload writes) each keep the others'
     entries, and a reader never finds it cut short or without an entry written before."""
     folder = tmp_path / "board"
-    open_board(folder, write=True).write_manifest({"categories": "20200101T000000Z-abcde"})
+    board = open_board(folder, write=True)
+    board.write_manifest({"categories": put_version(board, "categories")})
     errors: list[BaseException] = []
 
     def writer(tag: str) -> None:
         board = open_board(folder, write=True)
         try:
             for i in range(20):
-                board.write_manifest({f"{tag}{i}": "20200101T000000Z-abcde"})
+                board.write_manifest({f"{tag}{i}": put_version(board, f"{tag}{i}")})
         except BaseException as err:
             errors.append(err)
 
@@ -335,9 +354,9 @@ def test_writers_of_a_folder_boards_manifest_at_the_same_time_keep_each_others_e
     assert seen and all(seen)
     listed = yaml.safe_load((folder / "_pins.yaml").read_text())
     assert set(listed) == {"categories"} | {f"{tag}{i}" for tag in ("a", "b") for i in range(20)}
-    assert listed["a7"] == ["a7/20200101T000000Z-abcde/"]
-    assert open_board(folder).pin_names() == [], "the manifest's lock is no pin"
-    assert sorted(p.name for p in folder.iterdir()) == ["_pins.yaml"], "the lock is gone with its last holder"
+    assert listed["a7"] == [f"a7/{V1}/"]
+    assert ".alexnet-manifest.lock" not in open_board(folder).pin_names(), "the manifest's lock is no pin"
+    assert not (folder / ".alexnet-manifest.lock").exists(), "the lock is gone with its last holder"
 
 
 def test_python_pins_reads_a_folder_board_written_here(tmp_path):
@@ -398,10 +417,42 @@ def test_a_buckets_manifest_is_written_whole_by_one_request(kind, request, tmp_p
         return opened(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(board.fs, "open", read_only)
-    board.write_manifest({"categories": "20200101T000000Z-abcde"})
-    board.write_manifest({"model": "20200102T000000Z-abcde"})
+    board.write_manifest({"categories": put_version(board, "categories")})
+    board.write_manifest({"model": put_version(board, "model", V2)})
     listed = yaml.safe_load(board.fs.cat_file(board.path("_pins.yaml")))
-    assert listed == {"categories": ["categories/20200101T000000Z-abcde/"], "model": ["model/20200102T000000Z-abcde/"]}
+    assert listed == {"categories": [f"categories/{V1}/"], "model": [f"model/{V2}/"]}
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_the_manifest_lists_every_complete_version_on_the_board_oldest_first(kind, request, tmp_path):
+    """As R pins' write_board_manifest() writes it, the manifest lists every version of every pin, oldest first, so
+    that R pins' board_url() reaches them all; it listed only the version each writer had just written. A version
+    cut short, one without its data.txt, hidden folders, versions deleted and those the writer is about to delete are
+    left out; this package's https:// reader takes the newest."""
+    if kind == "s3":
+        request.getfixturevalue("s3")
+    board = open_board(tmp_path / "board" if kind == "folder" else f"s3://{BUCKET}/{tmp_path.name}/board",
+                       write=True)
+    for version in (V2, V1, V3):
+        put_version(board, "t", version)
+    put_version(board, "t", "20200104T000000Z-cutof", listed=99)  # its file cut short
+    put_version(board, "t", "20200105T000000Z-nodat", meta=False)  # its data.txt still to come
+    put_version(board, "u", V1)
+    put_version(board, "t", f"{V1[:-1]}x", file=b"other bytes")  # a version no writer named: read to be listed
+    put_version(board, ".alexnet-version-0123456789abcdef", V1)  # a version on its way into place
+    put_version(board, "t", ".alexnet-hidden")
+    board.write_manifest({"t": V3})
+
+    def listed() -> dict:
+        return yaml.safe_load(board.fs.cat_file(board.path("_pins.yaml")))
+
+    assert listed() == {"t": [f"t/{V1}/", f"t/{V1[:-1]}x/", f"t/{V2}/", f"t/{V3}/"], "u": [f"u/{V1}/"]}
+    board.fs.rm(board.path("t", V2), recursive=True)  # deleted
+    board.write_manifest({"u": put_version(board, "u", V2)}, leaving={"t": [V1]})  # V1 about to be deleted
+    assert listed() == {"t": [f"t/{V1[:-1]}x/", f"t/{V3}/"], "u": [f"u/{V1}/", f"u/{V2}/"]}
+    if kind == "folder":
+        with http_server(tmp_path) as url:
+            assert open_board(f"{url}/board").pins.pin_paths == {"t": f"t/{V3}/", "u": f"u/{V2}/"}
 
 
 #: pin names a manifest may list (a folder of category folders names its categories as it likes)
@@ -417,7 +468,7 @@ def test_the_manifest_is_read_and_written_by_libyaml_as_the_pure_yaml_writes_it(
     ``yaml.safe_dump`` writes (the text R's pins reads)."""
     folder = tmp_path / "board"
     board = open_board(folder, write=True)
-    board.write_manifest({name: "20200101T000000Z-abcde" for name in ODD_NAMES[:9]})
+    board.write_manifest({name: put_version(board, name) for name in ODD_NAMES[:9]})
     pure = {"load": yaml.safe_load, "dump": yaml.safe_dump}
 
     def refused(*args, **kwargs):
@@ -425,9 +476,9 @@ def test_the_manifest_is_read_and_written_by_libyaml_as_the_pure_yaml_writes_it(
 
     monkeypatch.setattr(yaml, "safe_load", refused)
     monkeypatch.setattr(yaml, "safe_dump", refused)
-    board.write_manifest({name: "20200102T000000Z-fghij" for name in ODD_NAMES[5:]})
+    board.write_manifest({name: put_version(board, name, V2) for name in ODD_NAMES[5:]})
     text = (folder / "_pins.yaml").read_text()
-    expected = {name: [f"{name}/{'20200101T000000Z-abcde' if i < 5 else '20200102T000000Z-fghij'}/"]
+    expected = {name: [f"{name}/{version}/" for version in ([V1] if i < 5 else [V2] if i >= 9 else [V1, V2])]
                 for i, name in enumerate(ODD_NAMES)}
     assert text == pure["dump"](dict(sorted(expected.items())), default_flow_style=False)
     assert pure["load"](text) == expected
@@ -442,10 +493,11 @@ def test_without_libyaml_the_manifest_is_the_same(tmp_path, monkeypatch):
             monkeypatch.delattr(yaml, "CSafeDumper", raising=False)
         folder = tmp_path / f"board-{with_c}"
         board = open_board(folder, write=True)
-        board.write_manifest({name: "20200101T000000Z-abcde" for name in ODD_NAMES[:9]})
-        board.write_manifest({name: "20200102T000000Z-fghij" for name in ODD_NAMES[5:]})
+        board.write_manifest({name: put_version(board, name) for name in ODD_NAMES[:9]})
+        board.write_manifest({name: put_version(board, name, V2) for name in ODD_NAMES[5:]})
         written[with_c] = (folder / "_pins.yaml").read_bytes()
     assert written[True] == written[False]
+    assert len(yaml.safe_load(written[True])) == len(ODD_NAMES)
 
 
 @libyaml

@@ -214,6 +214,9 @@ def test_a_saved_model_given_as_the_board_is_named_as_such_and_an_unwritable_cac
 
 
 def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(saved, tmp_path):
+    """A model published twice is listed in the manifest with both versions, oldest first (it listed the newest
+    alone), and an upload after keeps them; this package reads the newest over https://."""
+    import yaml
     from servers import http_server
 
     from alexnet.data.synthetic import imagenet_synthetic
@@ -222,14 +225,21 @@ def test_a_model_pin_is_read_over_https_and_an_upload_keeps_it_in_the_manifest(s
     board = tmp_path / "served" / "board"
     source = imagenet_synthetic(tmp_path / "imagenet", classes=2, images_per_class=2, val_per_class=0, max_side=64)
     imagenet_upload(source["path"], board=str(board))
+    other = tmp_path / "other" / "alexnet.keras"
+    other.parent.mkdir()
+    other.write_bytes(Path(saved["file"]).read_bytes() + b"another model")
+    first = publish_model(str(board), "alexnet", str(other), saved["card"])
     published = publish_model(str(board), "alexnet", saved["file"], saved["card"])
+    assert first["version"] < published["version"]
     imagenet_upload(source["path"], board=str(board))  # nothing to upload: the manifest is written again
+    listed = yaml.safe_load((board / "_pins.yaml").read_text())
+    assert listed["alexnet"] == [f"alexnet/{first['version']}/", f"alexnet/{published['version']}/"]
     with http_server(tmp_path / "served") as url:
         pin = alexnet_model(f"{url}/board", "alexnet", cache_dir=tmp_path / "cache")
-        # its manifest lists the current version alone (said with the scheme the board is read over)
+        # this package reads the current version alone there (said with the scheme the board is read over)
         with pytest.raises(AlexnetError, match=rf"^board {url}/board is read over http://, where only the current "
                                                rf"version of pin 'alexnet' \({published['version']}\) can be read"):
-            alexnet_model(f"{url}/board", "alexnet@20200101T000000Z-00000", cache_dir=tmp_path / "cache")
+            alexnet_model(f"{url}/board", f"alexnet@{first['version']}", cache_dir=tmp_path / "cache")
     assert pin["version"] == published["version"]
     assert _same_weights(load_model(pin).model, saved["model"])
 

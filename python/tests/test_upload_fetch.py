@@ -190,6 +190,57 @@ def test_keep_versions_deletes_the_copies_a_changed_upload_replaced(tree, tmp_pa
         imagenet_upload(tree["path"], board, keep_versions=0)
 
 
+def manifest_and_board(board: str) -> tuple[dict, dict]:
+    """The manifest of ``board`` (pin -> its versions' paths), and what pins finds there, in the manifest's words."""
+    import yaml
+
+    opened = open_board(board)
+    listed = yaml.safe_load(opened.fs.cat_file(opened.path("_pins.yaml")))
+    found = {name: [f"{name}/{v.version}/" for v in opened.pins.pin_versions(name, as_df=False)]
+             for name in opened.pin_names()}
+    return listed, found
+
+
+@pytest.mark.parametrize("kind", ["folder", "s3"])
+def test_the_manifest_lists_the_versions_an_upload_keeps(kind, tree, cloud_env, tmp_path, monkeypatch):
+    """After every upload the manifest lists each pin's versions on the board, oldest first, as R pins lists them
+    (it listed only the versions the upload had written): two under keep_versions = 2, one under 1, none deleted.
+    The manifest written before the old versions are deleted leaves them out, and one another writer wrote while they
+    were deleted (listing them still there) is written again after."""
+    import yaml
+
+    from alexnet.storage import prune as prune_module
+
+    deleting = prune_module._delete_version
+    seen: list[str] = []
+
+    def delete(opened, name, version):
+        if not seen:
+            seen.append(opened.fs.cat_file(opened.path("_pins.yaml")).decode())
+            open_board(board, write=True).write_manifest({})  # another writer, a model pinned
+            assert f"{name}/{version}/" in opened.fs.cat_file(opened.path("_pins.yaml")).decode()
+        deleting(opened, name, version)
+
+    monkeypatch.setattr(prune_module, "_delete_version", delete)
+    with board_pair(kind, tmp_path) as (board, _):
+        imagenet_upload(tree["path"], board, workers=2)
+        # re-encoded: the quirk category's files change, and so do the tables (see the test above)
+        imagenet_upload(tree["path"], board, workers=2, resize=64, keep_versions=2)
+        listed, found = manifest_and_board(board)
+        assert listed == found and len(listed["categories"]) == 2
+        changed = [name for name, versions in listed.items() if name.startswith("n") and len(versions) == 2]
+        assert changed, "a category has two versions"
+        report = imagenet_upload(tree["path"], board, workers=2, resize=64, keep_versions=1)
+        assert report["pruned_versions"] >= len(changed) + 1
+        older = {versions[0] for versions in listed.values() if len(versions) == 2}  # those deleted
+        while_deleting = yaml.safe_load(seen[0])
+        assert set(while_deleting) == set(listed) and not older & {p for ps in while_deleting.values() for p in ps}
+        listed, found = manifest_and_board(board)
+        assert listed == found and all(len(versions) == 1 for versions in listed.values())
+        newest = {row["id"]: row["version"] for row in imagenet_categories(board)}
+        assert all(listed[name] == [f"{name}/{version}/"] for name, version in newest.items())
+
+
 def test_a_second_source_on_the_board_of_a_first_is_warned_of(tree, tmp_path, caplog):
     """A source that gives other categories than the board's categories pin lists replaces that list: said, with
     the categories no longer listed; a source that gives them all again (or a rerun) says nothing of it."""

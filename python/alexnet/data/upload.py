@@ -34,7 +34,7 @@ from ..storage.board import UPLOAD_LOCK, Board, is_full_board, open_board, resol
 from ..storage.hold import Writer
 from ..storage.location import home_expanded, location_kind
 from ..storage.outputs import made_folder
-from ..storage.prune import board_versions, prune
+from ..storage.prune import board_versions, delete_versions, versions_to_delete
 from ..storage.publish import quiet_pins, write_table
 from ..storage.transfer import retry
 from .options import UploadOptions
@@ -87,9 +87,11 @@ def _warn_of_bad_images(found: list[dict[str, str]]) -> None:
 
 
 def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, str]], summary: dict[str, Any],
-                  retries: int) -> dict[str, str]:
-    """Write the ``bad_images`` table, the ``categories`` table (last but the manifest) and the manifest;
-    the current version of every pin."""
+                  retries: int, keep: int | None = None, before: Mapping[str, set[str]] | None = None
+                  ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Write the ``bad_images`` table, the ``categories`` table and, last, the manifest; the current version of every
+    pin, and the versions pruning deletes under ``keep`` (:func:`~alexnet.storage.prune.versions_to_delete`, with
+    ``before``), chosen before the manifest is written, which leaves them out."""
     try:
         with quiet_pins():
             bad_meta = write_table(board, bad, layout.BAD_IMAGE_COLUMNS, layout.BAD_IMAGES_PIN,
@@ -102,13 +104,31 @@ def _write_tables(board: Board, rows: list[dict[str, Any]], bad: list[dict[str, 
             current[row["id"]] = row["version"]
             if row["val_version"]:
                 current[layout.val_pin_name(row["id"])] = row["val_version"]
-        retry("writing the board manifest", lambda: board.write_manifest(current), retries)
+        doomed = versions_to_delete(board, current, keep, before=before) if keep is not None else {}
+        _write_manifest(board, current, retries, doomed)
     except BoardError as err:
         if not is_full_board(err):
             raise
         raise BoardError(f"{err}; then run imagenet_upload() again to finish (the categories on the board are "
                          "skipped)") from err.__cause__
-    return current
+    return current, doomed
+
+
+def _write_manifest(board: Board, current: Mapping[str, str], retries: int,
+                    leaving: Mapping[str, list[str]] | None = None) -> None:
+    """Write the board's manifest (retried), which lists the versions in ``current`` and leaves out those in
+    ``leaving``."""
+    retry("writing the board manifest", lambda: board.write_manifest(current, leaving), retries)
+
+
+def _prune(board: Board, current: Mapping[str, str], doomed: Mapping[str, list[str]], keep: int, retries: int) -> int:
+    """Delete the versions ``doomed`` that the manifest just written leaves out; their number. When there were any, the
+    manifest is written again from the board, so that one another writer (a model pinned) wrote meanwhile, which
+    listed them before they were gone, names none."""
+    pruned = delete_versions(board, doomed, keep, retries)
+    if pruned:
+        _write_manifest(board, current, retries)
+    return pruned
 
 
 def _given_source(source: str | os.PathLike | None, path: str | os.PathLike | None) -> str | os.PathLike:
@@ -271,8 +291,8 @@ def _upload(read: Source, opened: Board, packing: Options, chosen: UploadOptions
                     no_validation(read.layout))
     excluded = {w for (w, s), r in results.items() if s == "train" and r.status == "excluded"}
     _warn_of_categories_unlisted(opened, {row["id"] for row in rows} | excluded, read.root)
-    current = _write_tables(opened, rows, bad, summary, packing.retries)
-    pruned = prune(opened, current, keep, packing.retries, before=before) if keep is not None else 0
+    current, doomed = _write_tables(opened, rows, bad, summary, packing.retries, keep, before)
+    pruned = _prune(opened, current, doomed, keep, packing.retries) if keep is not None else 0
     return _report(opened, read, results, train, rows, bad, summary, uploaded_bytes, pruned,
                    time.monotonic() - start)
 

@@ -79,9 +79,10 @@ def publish_model(board: str | None, name: str, model_file: str, card: ModelCard
     with ``export_file`` beside it when given (named :data:`EXPORT_FILES` ``[export_format]``, returning the
     ``export_top`` classes per image, which its metadata records).
 
-    The pin's metadata is :func:`model_pin_metadata`; the board's manifest lists the new version, so the pin
-    can also be read over https://. A board that holds no pins yet gets a warning that the pin makes it a new board
-    (a mistyped location would otherwise go unnoticed). Returns ``board`` (resolved), ``name`` and ``version``.
+    The pin's metadata is :func:`model_pin_metadata`; the board's manifest is written again, listing the new version
+    beside the older ones, so the pin can also be read over https://. A board that holds no pins yet gets a warning
+    that the pin makes it a new board (a mistyped location would otherwise go unnoticed). Returns ``board``
+    (resolved), ``name`` and ``version``.
     """
     from ..storage.publish import publish_file, quiet_pins
 

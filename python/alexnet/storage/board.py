@@ -2,8 +2,9 @@
 
 ``None`` means ``$ALEXNET_BOARD``, else the folder ``<user cache dir>/alexnet/board``. Any other string is a
 storage location (see :mod:`alexnet.storage.location`): a folder, ``gs://``, ``s3://``, or ``https://``
-(read only, through the ``_pins.yaml`` manifest that ``imagenet_upload`` writes at the board's root, so a
-folder, GCS or S3 board can be served over HTTP(S)).
+(read only, through the ``_pins.yaml`` manifest that ``imagenet_upload`` and a model's publishing write at the board's
+root, listing every complete version of every pin as R pins does, so a folder, GCS or S3 board can be served over
+HTTP(S): :meth:`Board.write_manifest`).
 
 :func:`open_board` resolves the string once and checks that the board can be reached (and, for writing,
 that credentials exist) before returning, so that mistakes show up as one clear ``BoardError`` before any
@@ -17,7 +18,7 @@ import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,13 +163,20 @@ class Board:
         except FileNotFoundError:
             return []
 
-    def write_manifest(self, versions: Mapping[str, str]) -> None:
-        """Record ``versions`` (pin -> its current version) in ``_pins.yaml`` at the board's root.
+    def write_manifest(self, versions: Mapping[str, str],
+                       leaving: Mapping[str, Collection[str]] | None = None) -> None:
+        """Write ``_pins.yaml`` at the board's root: every pin on the board and each of its complete versions, oldest
+        first and newest last, as R pins' ``write_board_manifest()`` writes it (pin -> ``[<pin>/<version>/, ...]``).
+        https:// readers find the pins through it: R pins' ``board_url()`` every version, this package's reader the
+        newest (:func:`_read_manifest`).
 
-        The manifest lists pin -> ``[<pin>/<version>/]``, the format of R pins' ``write_board_manifest()``;
-        it lets https:// readers find the pins. Pins already listed and not in ``versions`` stay listed, so
-        that writers of different pins (an upload, a trained model) do not drop each other's entries. The
-        writer knows the versions it wrote, so no pin is listed from the board.
+        ``versions`` (pin -> the version this writer just wrote) and ``leaving`` (pin -> versions about to be deleted,
+        left out) say what the writer knows. What is listed comes from one listing of the board
+        (:func:`board_files`), so that writers of different pins (an upload, a trained model) keep each other's
+        entries, and a version pruned or deleted leaves the manifest with the next write. A version is complete when
+        the writer wrote it, the manifest listed it already, or its ``data.txt`` lists files the listing holds at the
+        sizes it records (read for these versions alone, at once: :func:`_complete`). Hidden names (``.alexnet-*``)
+        are no pins nor versions.
 
         A reader never finds the file cut short: on a folder board it is written beside and renamed into place, under
         a lock (:data:`MANIFEST_LOCK`) that writers at the same time take in turn, so that none drops another's
@@ -176,23 +184,26 @@ class Board:
         """
         import yaml
 
-        def merged() -> str:
-            listed: dict[str, Any] = {}
+        def listed() -> str:
+            known: dict[str, set[str]] = {}
             path = self.path(MANIFEST)
             if self.fs.exists(path):
                 try:
-                    listed = dict(yaml_load(self.fs.cat_file(path)) or {})
-                except (yaml.YAMLError, TypeError, ValueError):
-                    listed = {}  # not a manifest: written anew
-            listed.update({name: [f"{name}/{version}/"] for name, version in versions.items()})
-            return yaml_dump(dict(sorted(listed.items())))
+                    known = _manifest_versions(yaml_load(self.fs.cat_file(path)))
+                except (yaml.YAMLError, TypeError, ValueError, AttributeError):
+                    known = {}  # not a manifest: written anew
+            for name, version in versions.items():
+                known.setdefault(name, set()).add(version)
+            left = {name: set(gone) for name, gone in (leaving or {}).items()}
+            complete = _complete(self, board_files(self), known, left)
+            return yaml_dump({name: [f"{name}/{version}/" for version in complete[name]] for name in sorted(complete)})
 
         if self.kind != "file":  # a bucket's object is replaced whole by one write
-            self.fs.pipe_file(self.path(MANIFEST), merged().encode())
+            self.fs.pipe_file(self.path(MANIFEST), listed().encode())
             return
         try:
             with file_lock(os.path.join(self.location, MANIFEST_LOCK), remove=True):
-                _replace_file(os.path.join(self.location, MANIFEST), merged())
+                _replace_file(os.path.join(self.location, MANIFEST), listed())
         except OSError as err:
             if err.errno in DISK_FULL:
                 raise full_board(self.location, err) from err
@@ -204,10 +215,10 @@ BoardFiles = dict[str, dict[str, dict[str, int]]]
 
 
 def board_files(board: Board) -> BoardFiles:
-    """Every pin on ``board``, its versions (the folders below it, hidden ones left out) and each version's files with
-    their sizes, from one listing of the board: on a bucket, a listing of its objects, a request per 1,000 objects
-    (s3fs walks a listing bounded by depth one request per folder, so that the depth of ``<pin>/<version>/<file>``
-    is kept here, and on a folder board by the walk itself)."""
+    """Every pin on ``board``, its versions (the folders below it) and each version's files with their sizes, from one
+    listing of the board; names that begin with a dot are no pin nor version (R pins lists none). On a bucket the
+    listing is of all objects under the board, a request per 1,000, and the depth ``<pin>/<version>/<file>`` is kept
+    here (s3fs lists a depth it is given a request per folder); a folder board is walked three folders deep."""
     root = board.pins.board.rstrip("/")
     try:
         found = board.fs.find(root, withdirs=True, detail=True, **({"maxdepth": 3} if board.kind == "file" else {}))
@@ -222,6 +233,51 @@ def board_files(board: Board) -> BoardFiles:
         if len(parts) == 3 and info.get("type") != "directory":
             held[parts[2]] = int(info.get("size") or 0)
     return files
+
+
+def _manifest_versions(manifest: Any) -> dict[str, set[str]]:
+    """The versions a manifest's text, parsed, lists: pin -> versions."""
+    return {str(name): {str(path).rstrip("/").rsplit("/", 1)[-1] for path in paths}
+            for name, paths in dict(manifest or {}).items() if isinstance(paths, list)}
+
+
+def _complete(board: Board, files: BoardFiles, known: Mapping[str, set[str]], leaving: Mapping[str, set[str]]
+              ) -> dict[str, list[str]]:
+    """The complete versions of each pin in ``files``, sorted (pins' order: oldest first), but those in ``leaving``:
+    those in ``known`` (written or listed before, and still holding their ``data.txt``), and the others whose
+    ``data.txt`` names files ``files`` holds at the sizes it records, their ``data.txt`` read in one call (on a bucket,
+    requests at the same time). Pins without a complete version are left out."""
+    import yaml
+
+    complete: dict[str, list[str]] = {}
+    unknown: dict[str, tuple[str, str]] = {}
+    for name, held in files.items():
+        for version, version_files in held.items():
+            if "data.txt" not in version_files or version in leaving.get(name, ()):
+                continue
+            if version in known.get(name, ()):
+                complete.setdefault(name, []).append(version)
+            else:
+                unknown[board.path(name, version, "data.txt")] = (name, version)
+    paths = list(unknown)  # read as they are named (fsspec's cat() would take [, * and ? in a name for a pattern)
+    read = board.fs.cat_ranges(paths, None, None, on_error="return") if paths else []
+    for path, text in zip(paths, read, strict=True):
+        name, version = unknown[path]
+        if not isinstance(text, bytes):
+            continue
+        try:
+            meta = yaml_load(text)
+            names, sizes = meta["file"], meta["file_size"]
+        except (yaml.YAMLError, TypeError, KeyError):
+            continue  # cut short, or no pins metadata
+        names = names if isinstance(names, list) else [names]
+        sizes = sizes if isinstance(sizes, list) else [sizes]
+        listed = files[name][version]
+        with contextlib.suppress(TypeError, ValueError):
+            if len(names) == len(sizes) and all(listed.get(str(file)) == int(size)
+                                                for file, size in zip(names, sizes, strict=True)):
+                complete.setdefault(name, []).append(version)
+    return {name: sorted(versions) for name, versions in complete.items()}
 
 
 def _replace_file(path: str, text: str) -> None:

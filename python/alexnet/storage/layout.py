@@ -14,7 +14,8 @@ All pins are pins-python versioned pins, readable by R's pins too:
   version), and ``val_images``, ``val_bytes``, ``val_sha256``, ``val_version`` (0/empty without validation
   images). It is written after every category is on the board, so a board with a ``categories`` pin is
   complete.
-* ``_pins.yaml``: a manifest of the current pin versions, so the board can be read over https://.
+* ``_pins.yaml``: a manifest of every complete version of every pin, as R pins writes it, so the board can be read
+  over https:// (:meth:`alexnet.storage.board.Board.write_manifest`).
 
 A version is complete when its ``data.txt`` reads as pins' metadata and every file it lists is there with the size
 it records (:func:`complete_meta`). The tables are read from their newest complete version: a write cut short (a

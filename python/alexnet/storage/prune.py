@@ -2,8 +2,9 @@
 deleted (``keep_versions``), except those the board's newest ``categories`` table names and those another upload at
 the same time wrote (:func:`board_versions` when the upload began).
 
-The versions to delete are chosen from one listing of the board (:func:`versions_to_delete`), then deleted
-(:func:`delete_versions`).
+The versions to delete are chosen first, from one listing of the board (:func:`versions_to_delete`), so that the
+board's manifest, written next, leaves them out, and deleted after (:func:`delete_versions`): the manifest never names
+a version pruning deleted.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def delete_versions(board: Board, doomed: Mapping[str, list[str]], keep: int, re
 def prune(board: Board, current: Mapping[str, str], keep: int, retries: int, *,
           before: Mapping[str, set[str]] | None = None) -> int:
     """Delete all but the ``keep`` newest versions of each pin in ``current`` (pin -> version just written), but those
-    :func:`versions_to_delete` keeps; the number of versions deleted."""
+    :func:`versions_to_delete` keeps; the number of versions deleted. The board's manifest is not written: an upload
+    writes it between the choice and the deletions (:func:`alexnet.data.upload.imagenet_upload`)."""
     return delete_versions(board, versions_to_delete(board, current, keep, before=before), keep, retries)
 
 
