@@ -103,6 +103,54 @@ test_that("upload, categories and partition work from R and give R types", {
   expect_error(imagenet_upload(setup$src$path, board = setup$board, keep_versions = 0), "keep_versions")
 })
 
+test_that("R's pins reads every version of a board served over http, through the manifest an upload writes", {
+  skip_if_no_alexnet()
+  skip_if_not_installed("pins")
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 3, val_per_class = 1,
+                            max_side = 48)
+  board <- file.path(dir, "served", "board")
+  imagenet_upload(src$path, board = board)
+  first <- imagenet_categories(board)
+  # one more image in a category: its zip and the categories table get a second version
+  wnid <- src$categories[[1]]
+  folder <- file.path(src$path, "ILSVRC", "Data", "CLS-LOC", "train", wnid)
+  file.copy(list.files(folder, full.names = TRUE)[[1]], file.path(folder, paste0(wnid, "_99999.JPEG")))
+  expect_equal(imagenet_upload(src$path, board = board)$uploaded, wnid)
+  second <- imagenet_categories(board)
+
+  # the board's folder served over http by Python's own server, in a process of its own
+  port <- free_port()
+  subprocess <- reticulate::import("subprocess")
+  server <- subprocess$Popen(c(reticulate::py_config()$python, "-m", "http.server", as.character(port),
+                               "--bind", "127.0.0.1", "--directory", file.path(dir, "served")),
+                             stdout = subprocess$DEVNULL, stderr = subprocess$DEVNULL)
+  withr::defer({
+    server$terminate()
+    server$wait(timeout = 10)
+  })
+  url <- sprintf("http://127.0.0.1:%d/board/", port)
+  answers <- function() {
+    !is.null(tryCatch(readLines(paste0(url, "_pins.yaml"), warn = FALSE), error = function(e) NULL,
+                      warning = function(w) NULL))
+  }
+  for (attempt in 1:100) if (!answers()) Sys.sleep(0.1)
+  expect_true(answers())
+
+  served <- pins::board_url(url, cache = file.path(dir, "pins-cache"))
+  tables <- pins::pin_versions(served, "categories")$version
+  expect_length(tables, 2L)
+  expect_equal(pins::pin_versions(served, wnid)$version, c(first$version[[1]], second$version[[1]]))
+  expect_equal(pins::pin_versions(served, src$categories[[2]])$version, second$version[[2]])
+  # the older table, and the older zip it names, are read over http as the newer ones are
+  old <- pins::pin_read(served, "categories", version = tables[[1]])
+  expect_equal(old$version, first$version)
+  expect_equal(pins::pin_read(served, "categories")$version, second$version)
+  zip <- pins::pin_download(served, wnid, version = first$version[[1]])
+  expect_equal(unname(tools::md5sum(zip)),
+               unname(tools::md5sum(file.path(board, wnid, first$version[[1]], paste0(wnid, ".zip")))))
+})
+
 test_that("imagenet_upload()'s `source`, given by its old name `path`, warns; both names are an error", {
   # checked in R, before any Python: the value given as `path` is checked as `source`
   expect_warning(
