@@ -286,6 +286,30 @@ def test_a_run_with_every_lever_already_set_is_told_what_is_left():
     advice = advise(comm, 3.0, 0.6, global_batch=8192)
     assert advice.settings == {} and advice.efficiency < ADVISED_EFFICIENCY
     assert "a faster link, or fewer workers" in advice.text
+    assert "times the images per second of one worker" not in advice.text, "64 workers at 0.17: 11 times one's"
+
+
+def test_workers_that_train_slower_than_one_worker_are_told_so_and_warned(caplog):
+    """Two workers at 0.08 of linear train at 0.16 times one worker's rate: the advice said only "fewer workers is
+    what is left", as a line of INFO that -q and a Spark driver leave out."""
+    comm = Communication("bfloat16", 25, 2, 5, 2)
+    advice = advise(comm, 4.04, 0.369, global_batch=64, most_batch=64, micro_batches=2)
+    assert advice.settings == {} and advice.advised_efficiency < 0.5
+    assert advice.text.endswith("So 2 workers train at about 0.17 times the images per second of one worker alone: "
+                                "one worker (or fewer) trains faster over this link."), advice.text
+    import logging
+
+    from alexnet.train.levers import advise_communication
+    from alexnet.train.strategy import Topology
+
+    chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
+    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    told = advise_communication({"allreduce_seconds": 4.04, "compute_seconds": 0.369}, comm, chief, global_batch=64,
+                                most_batch=64, micro_batches=2)
+    assert told == advice and [r.levelname for r in caplog.records] == ["WARNING"]
+    # with settings advised that would still leave two workers slower than one: said after them
+    slow = advise(Communication(workers=2), 20.6, 0.5, global_batch=32, sixteen_bit_seconds=10.4, most_batch=32)
+    assert slow.settings and "Even with them, 2 workers train at about" in slow.text, slow.text
 
 
 def test_gpus_are_advised_the_16_bit_format_they_sum_and_packs():

@@ -201,16 +201,28 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
                            "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs first) and start "
                            "it late (`local_sgd_after`)")
     advised = share(compute, exchange)
+    slower = _slower_than_one(communication.workers, advised, bool(settings))
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough
             return Advice(efficiency, {}, advised, f"{said} Its packs hid {hidden:.3g} s of it behind the backward "
                           f"pass, timed: about {linear(advised)} of linear, nothing to add.")
         return Advice(efficiency, {}, advised, said + " The settings that send less are already as far as they go: "
-                      f"a faster link, or fewer workers, is what is left.{held}")
+                      f"a faster link, or fewer workers, is what is left.{held}{slower}")
     named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))
     return Advice(efficiency, settings, advised,
-                  f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them.{held}")
+                  f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them.{held}"
+                  f"{slower}")
+
+
+def _slower_than_one(workers: int, efficiency: float, advised: bool) -> str:
+    """What the advice adds when ``workers`` at ``efficiency`` of linear (with the settings advised, when
+    ``advised``) train fewer images a second than one worker alone: ``""`` otherwise."""
+    rate = workers * efficiency
+    if rate >= 1:
+        return ""
+    return (f" {'Even with them, ' if advised else 'So '}{workers} workers train at about {rate:.2g} times the images "
+            "per second of one worker alone: one worker (or fewer) trains faster over this link.")
 
 
 #: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches

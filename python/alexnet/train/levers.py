@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import count_text
 from ..declare import declaration
 from ..environment import interop_threads
-from .advice import Adapted, Advice, advise
+from .advice import ADVISED_EFFICIENCY, Adapted, Advice, advise
 from .batch_bound import large_batch_warning
 from .communication import Communication, check_wire, sixteen_bit_wire
 
@@ -241,7 +241,8 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
     "Every multi-worker run measures its own link"),
     logged by the chief: a warning when settings are advised (the workers would wait for the network for more than
-    a tenth of a step) and ``warn`` (false: a run about to take its advice), else one line."""
+    a tenth of a step) and ``warn`` (false: a run about to take its advice), or when none is left to advise and the
+    workers would still wait so long (a faster link, or fewer workers, is what is left), else one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
@@ -250,7 +251,9 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                     most_batch=most_batch, micro_batches=micro_batches, whole_epochs=whole_epochs,
                     parameters=parameters)
     if advice is not None and topology.chief:
-        (logger.warning if advice.settings and warn else logger.info)("Communication: %s", advice.text)
+        nothing_left = not advice.settings and advice.advised_efficiency < ADVISED_EFFICIENCY
+        (logger.warning if (advice.settings and warn) or nothing_left else logger.info)("Communication: %s",
+                                                                                          advice.text)
     return advice
 
 
