@@ -492,9 +492,12 @@ def test_a_worker_says_which_hosts_of_tf_config_do_not_resolve_and_when_its_own_
     caplog.clear()
     # a cluster on this machine, every name resolved: nothing said
     config = {"cluster": {"worker": ["127.0.0.1:19600", "localhost:19601"]}, "task": {"type": "worker", "index": 0}}
-    with caplog.at_level(logging.WARNING, logger=joining.logger.name), pytest.raises(AlexnetError, match="gave up"):
+    with caplog.at_level(logging.WARNING, logger=joining.logger.name), pytest.raises(AlexnetError, match="gave up") as \
+            gave_up:
         joining.meet_workers(config, 0.5, every=60)
     assert not [r for r in caplog.records if r.name == joining.logger.name]
+    # found while the work ran, not in its settings: the command line exits with 1 (2 is a usage error's)
+    assert gave_up.value.while_running
 
 
 def test_a_worker_that_answered_but_never_joins_ends_the_wait_after_the_bound():

@@ -167,7 +167,7 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
     (:data:`JOIN_NOTE_EVERY`) that it still does."""
     import socket
 
-    from ..errors import AlexnetError
+    from ..errors import AlexnetError, run_error
 
     (me, address), others = cluster_tasks(config)
     if not others:
@@ -210,9 +210,8 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
             if not waiting:
                 break
             missing = ", ".join(f"{name} ({where})" for name, where in waiting.items())
-            if bound and waited >= bound:
-                raise AlexnetError(
-                    _gave_up(me, workers, bound, missing, len(waiting)))
+            if bound and waited >= bound:  # found while the work ran: the command line exits with 1, as for a lost one
+                raise run_error(_gave_up(me, workers, bound, missing, len(waiting)))
             if waited >= due:
                 logger.info("%s still waits for %s to join (%d s).", me.capitalize(), missing, round(waited))
                 due += every
