@@ -574,7 +574,8 @@ def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_h
                            "declared lost, so the run stopped on every worker.")
     assert "a slow or saturated link may have starved its heartbeats" in said
     assert "give a larger `collective_timeout` (seconds; 1800 now)" in said
-    assert "with `checkpoint_dir` = '/runs/1': it resumes from the last checkpoint" in said
+    assert "with `checkpoint_dir` = '/runs/1': it resumes from the last checkpoint written there, or starts over " \
+           "where the run stopped before its first one." in said  # a worker lost before any checkpoint: said too
     assert "Graph execution" not in said and "\n" not in said
     # the chief killed: worker 1 sees its connection reset; a short collective_timeout shortens the heartbeats too
     lost = lost_worker(tf.errors.UnavailableError(None, None, RESET), worker=1, workers=2, collective_timeout=20,

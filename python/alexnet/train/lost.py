@@ -115,7 +115,7 @@ def _resume(checkpoint_dir: str | None) -> str:
     """How to go on from where the run stopped."""
     if checkpoint_dir:
         return (f"Run the same training again on every worker, with `checkpoint_dir` = '{checkpoint_dir}': it resumes "
-                "from the last checkpoint written there.")
+                "from the last checkpoint written there, or starts over where the run stopped before its first one.")
     return ("This run kept no checkpoints: run it again on every worker, with `checkpoint_dir` on storage every "
             "worker reaches, to be able to resume the next time.")
 
