@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 from dataclasses import replace
@@ -816,6 +817,106 @@ def test_a_replica_stepping_alone_moves_as_one_replica_on_its_images_would(excha
     assert ran.returncode == 0, ran.stderr[-3000:]
     step = json.loads(ran.stdout.strip().splitlines()[-1])
     assert step["moved"] > 1e-2 and step["apart"] <= 1e-6, step
+
+
+class _SlowAverage:
+    """Stands for local SGD's average over a slow link: each takes ``seconds``, far more than a tiny model's step."""
+
+    def __init__(self, seconds: float):
+        self.communication, self.seconds, self.averages = Communication(workers=2, sync_every=2), seconds, 0
+
+    def reset(self) -> None:
+        pass
+
+    def average(self) -> None:
+        import time
+
+        time.sleep(self.seconds)
+        self.averages += 1
+
+
+def _fit_with_local_sgd(slow_callback_seconds: float = 0.0) -> tuple[list[str], int]:
+    """A fit of 8 steps of a tiny model with :class:`LocalSGD` averaging every 2 steps (0.05 s an average), as a run
+    fits (:func:`averages_excused`), and a callback of the caller's own taking ``slow_callback_seconds`` a step: what
+    TensorFlow's logger said, and the averages made."""
+    import time
+
+    from alexnet.tfimport import keras
+    from alexnet.train.local_sgd import LocalSGD, averages_excused
+
+    said: list[str] = []
+
+    class Said(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    average = _SlowAverage(0.05)
+    local = LocalSGD(average, every=2, steps=8)
+    own = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(slow_callback_seconds))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.zeros((8, 3), "float32"), np.zeros((8, 2), "float32")
+    handler, tensorflow_logger = Said(), logging.getLogger("tensorflow")
+    filters = list(tensorflow_logger.filters)
+    tensorflow_logger.addHandler(handler)
+    try:
+        with averages_excused([local, own]):
+            model.fit(x, y, batch_size=1, epochs=1, verbose=0, callbacks=[local, own])
+    finally:
+        tensorflow_logger.removeHandler(handler)
+    assert tensorflow_logger.filters == filters  # the filter went with the fit
+    return said, average.averages
+
+
+def test_local_sgd_s_averages_are_not_said_to_be_a_slow_callback_but_the_user_s_own_slow_callback_is():
+    """tf-keras warns of callbacks slower than a step and says "Check your callbacks"; local SGD's average over a slow
+    link is such a callback, the package's own, which no callback of the user's explains."""
+    said, averages = _fit_with_local_sgd()
+    assert averages == 4
+    assert not [line for line in said if "is slow compared to the batch time" in line], said
+    # a slow callback of the user's own is still said (its 0.1 s a step are beyond a step even without the averages)
+    said, _ = _fit_with_local_sgd(slow_callback_seconds=0.1)
+    assert [line for line in said if "Callback method `on_train_batch_end` is slow compared to the batch time" in line
+            and line.endswith("Check your callbacks.")], said
+
+
+def test_a_run_s_fits_excuse_its_local_sgd_s_averages_and_only_while_they_train(monkeypatch):
+    from types import SimpleNamespace
+
+    from alexnet.train import run
+    from alexnet.train.local_sgd import LocalSGD
+
+    local = LocalSGD(_SlowAverage(0.0), every=2, steps=4)
+    tensorflow_logger = logging.getLogger("tensorflow")
+    seen: list[bool] = []
+
+    class Net:
+        def fit(self, *args, **kwargs):
+            seen.append(local.excused in tensorflow_logger.filters)
+            raise RuntimeError("a step failed")
+
+    settings = check_settings({"epochs": 1, "verbose": 0})
+    with pytest.raises(RuntimeError, match="a step failed"):
+        run._fit(Net(), SimpleNamespace(train=lambda size: None), settings,
+                 SimpleNamespace(train=4), SimpleNamespace(epoch=0, step=0), [local])
+    assert seen == [True] and local.excused not in tensorflow_logger.filters
+
+
+def test_the_slow_callback_warning_is_dropped_only_as_far_as_the_averages_explain_it():
+    from alexnet.train.local_sgd import AveragesExcused
+
+    def record(step: float, hook: float) -> logging.LogRecord:
+        message = ("Callback method `on_train_batch_end` is slow compared to the batch time (batch time: "
+                   f"{step:.4f}s vs `on_train_batch_end` time: {hook:.4f}s). Check your callbacks.")
+        return logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, message, None, None)
+
+    excused = AveragesExcused()
+    assert excused.filter(record(0.549, 3.0128))  # no averages counted yet: said
+    excused.seconds, excused.calls = 6 * 3.0, 6  # the user's run: 3 s an average over 0.5 s steps
+    assert not excused.filter(record(0.549, 3.0128))
+    assert excused.filter(record(0.549, 3.8))  # 0.8 s a step of other callbacks: said
+    other = logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "something else", None, None)
+    assert excused.filter(other)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -20,10 +20,21 @@ SGD begins with epoch ``e + 1``. Early in training, while the rate is high and t
 models drift furthest apart between averages; later local steps cost little. :class:`LocalSGD` switches the
 optimizer's reducer when that epoch begins (a run resumed later switches at once) and has Keras trace the training
 step again.
+
+An average takes as long as the all-reduce of the whole model, longer than a step over a slow link, and runs in
+``on_train_batch_end``: tf-keras's check of its callbacks' timing would warn that this hook "is slow compared to the
+batch time" and say "Check your callbacks", which points at nothing a user wrote. While a fit trains with
+:class:`LocalSGD` (:func:`averages_excused`), that warning is dropped when the seconds of the averages explain it, and
+kept when the other callbacks' own time is beyond the step's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..tfimport import keras, tf
@@ -81,20 +92,62 @@ class ModelAverage:
         self.strategy.run(replica)
 
 
+#: tf-keras's warning (on TensorFlow's logger) when the callbacks' ``on_train_batch_end`` took longer, on average over
+#: the first steps of a fit, than a step: the step's seconds and the hook's.
+SLOW_BATCH_END = re.compile(r"Callback method `on_train_batch_end` is slow compared to the batch time "
+                            r"\(batch time: ([0-9.]+)s vs `on_train_batch_end` time: ([0-9.]+)s\)")
+
+
+class AveragesExcused(logging.Filter):
+    """Drops :data:`SLOW_BATCH_END` when the hook, without the seconds of the averages made in it since the fit
+    began (``seconds`` over ``calls`` of ``on_train_batch_end``, which :class:`LocalSGD` counts), would not have
+    been slower than the step; every other record passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds, self.calls = 0.0, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = SLOW_BATCH_END.search(record.getMessage())
+        if found is None or not self.calls:
+            return True
+        step, hook = float(found[1]), float(found[2])
+        return hook - self.seconds / self.calls > step
+
+
+@contextlib.contextmanager
+def averages_excused(callbacks: Sequence[Any]) -> Iterator[None]:
+    """While the block runs (a fit with ``callbacks``), TensorFlow's logger leaves out tf-keras's warning of a slow
+    ``on_train_batch_end`` that the averages of a :class:`LocalSGD` among ``callbacks`` explain; nothing changes
+    without one, and the filter is removed after, also when the fit raises."""
+    excused = [callback.excused for callback in callbacks if isinstance(callback, LocalSGD)]
+    tensorflow_logger = logging.getLogger("tensorflow")
+    for excuse in excused:
+        tensorflow_logger.addFilter(excuse)
+    try:
+        yield
+    finally:
+        for excuse in excused:
+            tensorflow_logger.removeFilter(excuse)
+
+
 class LocalSGD(keras.callbacks.Callback):
     """Averages the workers' models (``average``, a :class:`ModelAverage`) after every ``every``-th step of an epoch
     of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step. Place it before the
-    callbacks that checkpoint or validate."""
+    callbacks that checkpoint or validate. ``excused`` counts its calls of ``on_train_batch_end`` and the seconds of
+    its averages since its fit began (:func:`averages_excused`)."""
 
     def __init__(self, average: ModelAverage, every: int, steps: int, checkpoint_every: int | None = None):
         super().__init__()
         self.average, self.every, self.steps, self.checkpoint_every = average, every, steps, checkpoint_every
         self.averages = 0
+        self.excused = AveragesExcused()
         #: whether the workers train alone yet (post-local SGD: not in its synchronous epochs)
         self.local = average.communication.at_epoch(0).local_sgd
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.average.reset()
+        self.excused.seconds, self.excused.calls = 0.0, 0  # tf-keras times the hooks of each fit anew
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         phase = self.average.communication.at_epoch(epoch)
@@ -107,10 +160,13 @@ class LocalSGD(keras.callbacks.Callback):
         self.model.train_function = self.model.make_train_function(force=True)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.excused.calls += 1
         if not self.local:
             return
         step = epoch_step(self, batch, self.steps)
         if step % self.every == 0 or step == self.steps or (
                 self.checkpoint_every and step % self.checkpoint_every == 0):
+            began = time.perf_counter()
             self.average.average()
+            self.excused.seconds += time.perf_counter() - began
             self.averages += 1

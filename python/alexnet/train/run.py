@@ -121,10 +121,12 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
     mid-epoch finishes that epoch first, in a fit of the steps left (which is how the callbacks know the step;
     see :func:`.callbacks.epoch_step`); when another global batch leaves none, in a fit of the epoch's last step, so
     that the epoch still ends with its metrics, validation and checkpoint. Validation is a callback among
-    ``callbacks`` (:mod:`.validation`), not Keras's own. The datasets a strategy makes per device run untuned, so
+    ``callbacks`` (:mod:`.validation`), not Keras's own; local SGD's averages are not blamed as a slow callback
+    (:func:`.local_sgd.averages_excused`). The datasets a strategy makes per device run untuned, so
     that the end of each ``fit`` does not wait (:func:`alexnet.input.pipeline.untuned_device_datasets`)."""
     from ..input.pipeline import untuned_device_datasets
     from .callbacks import RunProgress
+    from .local_sgd import averages_excused
 
     epoch, step = start.epoch, start.step
     traced: list[int] = []
@@ -135,7 +137,7 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
             # size, a graph that runs slower than one of known shapes
             net.train_function = None
         traced.append(size)
-        with untuned_device_datasets():
+        with untuned_device_datasets(), averages_excused(callbacks):
             net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
                     callbacks=[*callbacks, RunProgress(settings.epochs)], verbose=fit_verbosity(settings.verbose))
 
