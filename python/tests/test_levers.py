@@ -282,6 +282,38 @@ def test_micro_batches_stop_at_alexnets_largest_batch_scaled_to_the_training_ima
     assert "Micro-batches stop" not in advice.text
 
 
+def test_a_bound_below_any_global_batch_of_the_run_s_replicas_is_said_as_too_few_training_images():
+    # 1500 images over two workers: a bound of 1, less than the 2 replicas take at the least, is said as too few
+    # images for micro-batches, not as a largest global batch of 1
+    advice = advise(Communication(workers=2, replicas=2), 2.45, 8.9, global_batch=32, sixteen_bit_seconds=1.3,
+                    most_batch=largest_batch(1500), train_images=1500)
+    assert "accumulate_steps" not in advice.settings
+    assert advice.text.endswith(
+        "No micro-batches on so few training images (1,500): AlexNet's largest global batch, 1024 for ImageNet's 1.28 "
+        "million and as many times smaller for fewer, comes to 1 for them, less than the 2 replicas take at the least "
+        "(the run's global batch is 32); `largest_global_batch` sets another bound: AlexNet loses accuracy at larger "
+        "batches, and on fewer training images than ImageNet's at smaller ones."), advice.text
+    assert "global batch for its training images is" not in advice.text
+    # 8 GPUs over two workers: a bound of 5 (6,500 images) is still less than any of their global batches
+    eight = advise(Communication(workers=2, replicas=8), 2.45, 8.9, global_batch=256, most_batch=largest_batch(6500),
+                   train_images=6500)
+    assert "on so few training images (6,500)" in eight.text and "comes to 5 for them, less than the 8 replicas" \
+        in eight.text, eight.text
+    # a bound some run could train at keeps the ImageNet-scale words: 128,000 images, 102, a run's global batch 256
+    meaningful = advise(Communication(workers=2, replicas=2), 2.45, 8.9, global_batch=256,
+                        most_batch=largest_batch(128_000), train_images=128_000)
+    assert meaningful.text.endswith(
+        "No micro-batches: the largest global batch for its training images is 102 (1024 for ImageNet's 1.28 million, "
+        "as many times smaller for fewer; `largest_global_batch` sets another), and the run's is 256 already: AlexNet "
+        "loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."), \
+        meaningful.text
+    # a bound asked for (largest_global_batch) is named as that, not as the training images'
+    asked = advise(Communication(workers=2, replicas=2), 2.45, 8.9, global_batch=32,
+                   most_batch=largest_batch(1500, 16), train_images=1500)
+    assert "No micro-batches: `largest_global_batch` is 16, and the run's is 32 already: AlexNet loses" in asked.text
+    assert "so few training images" not in asked.text and "for its training images" not in asked.text
+
+
 def test_a_run_with_every_lever_already_set_is_told_what_is_left():
     comm = Communication("bfloat16", 25, 4, MOST_LOCAL_STEPS, 64)
     advice = advise(comm, 3.0, 0.6, global_batch=8192)

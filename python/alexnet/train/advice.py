@@ -97,7 +97,8 @@ class Advice:
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
            overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
            rate_scaled: bool = True, most_batch: int = LARGEST_GLOBAL_BATCH, micro_batches: int | None = None,
-           whole_epochs: bool = True, parameters: int | None = None) -> Advice | None:
+           whole_epochs: bool = True, parameters: int | None = None,
+           train_images: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
     (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
@@ -111,7 +112,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     (:func:`alexnet.environment.interop_threads`), with which a pack's all-reduce starts while the backward pass
     computes (README, "Training on CPUs"); then ``accumulate_steps``, a power of two, for as many times the
     computation per exchange, up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`;
-    micro-batches held back by it are said); then local SGD's ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which
+    micro-batches held back by it are said, on the run's ``train_images`` when given: :func:`~.batch_bound.held_back`);
+    then local SGD's ``sync_every`` (up to :data:`MOST_LOCAL_STEPS`), which
     changes what is learnt and is only named with the measurement its cost in accuracy needs. ``sixteen_bit_seconds``,
     the same exchange timed in 16 bits, says what 16 bits gain (:func:`faster_wire`); without it, half the time is
     assumed. ``hidden_seconds``: the seconds of the exchange a step with packs hid behind its backward pass, timed in
@@ -176,7 +178,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     held = ""
     if wanted > max(largest, communication.accumulate):
         held = " " + (_held_by_the_epoch(largest, int(micro_batches or 0), whole_epochs) if largest < bound
-                      else held_back(most_batch, global_batch))
+                      else held_back(most_batch, global_batch, train_images,
+                                     max(communication.workers, communication.replicas)))
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "

@@ -23,15 +23,26 @@ def largest_batch(train_images: int, asked: int | None = None) -> int:
     return max(1, min(LARGEST_GLOBAL_BATCH, LARGEST_GLOBAL_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
 
 
-def held_back(most_batch: int, global_batch: float) -> str:
+def held_back(most_batch: int, global_batch: float, train_images: int | None = None, smallest: int = 1) -> str:
     """What the advice says when it would advise more micro-batches than the bound ``most_batch``
-    (:func:`largest_batch`) allows a run whose global batch is ``global_batch``."""
+    (:func:`largest_batch`) allows a run whose global batch is ``global_batch``. With the run's ``train_images``
+    known, a bound scaled to them (no ``largest_global_batch``) below ``smallest``, the least global batch the run's
+    replicas take (an image each), is said as what it is, too few images for micro-batches, not as a global batch
+    no run trains at; and a bound asked for (``largest_global_batch``) is named as that."""
     why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
     if most_batch >= global_batch:
         return f"Micro-batches stop at a global batch of {most_batch} (`largest_global_batch`): {why}"
+    run = f"the run's is {int(global_batch)} already"
+    if train_images is not None and most_batch != largest_batch(train_images):
+        return f"No micro-batches: `largest_global_batch` is {most_batch}, and {run}: {why}"
+    if train_images is not None and most_batch < smallest:
+        return (f"No micro-batches on so few training images ({train_images:,}): AlexNet's largest global batch, "
+                f"{LARGEST_GLOBAL_BATCH} for ImageNet's 1.28 million and as many times smaller for fewer, comes to "
+                f"{most_batch} for them, less than the {smallest} replicas take at the least (the run's global batch "
+                f"is {int(global_batch)}); `largest_global_batch` sets another bound: {why}")
     return (f"No micro-batches: the largest global batch for its training images is {most_batch} "
             f"({LARGEST_GLOBAL_BATCH} for ImageNet's 1.28 million, as many times smaller for fewer; "
-            f"`largest_global_batch` sets another), and the run's is {int(global_batch)} already: {why}")
+            f"`largest_global_batch` sets another), and {run}: {why}")
 
 
 def large_batch_warning(global_batch: int, asked: int | None, rate_scaled: bool) -> str | None:

@@ -233,9 +233,10 @@ def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
                          warn: bool = True, micro_batches: int | None = None, whole_epochs: bool = True,
-                         parameters: int | None = None) -> Advice | None:
+                         parameters: int | None = None, train_images: int | None = None) -> Advice | None:
     """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None``
-    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch`) and
+    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its
+    ``train_images``, over every worker) and
     the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced: see :func:`~.advice.advise`),
     what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
     pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
@@ -249,7 +250,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
                     hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
                     most_batch=most_batch, micro_batches=micro_batches, whole_epochs=whole_epochs,
-                    parameters=parameters)
+                    parameters=parameters, train_images=train_images)
     if advice is not None and topology.chief:
         nothing_left = not advice.settings and advice.advised_efficiency < ADVISED_EFFICIENCY
         (logger.warning if (advice.settings and warn) or nothing_left else logger.info)("Communication: %s",

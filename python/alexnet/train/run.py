@@ -246,7 +246,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                   most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
                                   warn=not settings.adapt_communication, micro_batches=micro_batches,
                                   whole_epochs=settings.steps_per_epoch is None,
-                                  parameters=parameters)
+                                  parameters=parameters, train_images=steps.train_images)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train, most_batch=most_batch)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
@@ -259,7 +259,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
                                       whole_epochs=settings.steps_per_epoch is None,
-                                      parameters=parameters)
+                                      parameters=parameters, train_images=steps.train_images)
     worker_batch = topo.worker_batch(settings.step_batch)
     if topo.chief and settings.checkpoint_every is not None and settings.checkpoint_every >= steps.train:
         logger.warning("`checkpoint_every` = %d is not below the %s of an epoch: no checkpoint is written inside an "
