@@ -42,9 +42,14 @@ new_alexnet_history <- function(history) {
 #'   `col.axis`, ...); ignored by the other methods; `alexnet_history()`: nothing (a name given there is
 #'   refused, naming the nearest argument).
 #' @returns `alexnet_history()` returns an `alexnet_history`: `metrics` and `schedule` as [alexnet_train()]
-#'   returns them, `params` the settings the training recorded (those that change what is learnt, `epochs`,
-#'   `steps`, `global_batch_size`, `num_classes`, ..., `data`: the board and partition it trained on, and
-#'   `checkpoint_dir`), `epochs_done` and `position` (the epoch and step of its newest checkpoint).
+#'   returns them, `params` as its `params` were at the newest checkpoint (every setting and what it resolved to,
+#'   `initial_epoch` and `initial_step` where a resumed run went on from, what a run of several workers measured of
+#'   its link and the advice: `allreduce_seconds`, ..., `advised_settings`, `communication_advice`,
+#'   `adapted_settings`; `seconds`, those trained until then; `initial_model` as the run named it, and no password
+#'   of a URL), with `data` (the board and partition it trained on) and `checkpoint_dir`, where it was read (a
+#'   history file of an older version keeps fewer: those that change what is learnt, `epochs`, `steps`,
+#'   `global_batch_size`, `num_classes`, ...), `epochs_done` and `position` (the epoch and step of its newest
+#'   checkpoint). Its `print()` says the lines the run's own said but where its model went.
 #'   `print()` returns `x` invisibly; `plot()` returns `x` invisibly after drawing one panel
 #'   per metric, training and validation over epochs, with the legend in a band above the curves
 #'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);

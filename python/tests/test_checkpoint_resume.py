@@ -87,6 +87,59 @@ def _edit_history(folder: Path, change: Callable[[dict], dict]) -> None:
         _rewrite(index.with_suffix(""), history=change)
 
 
+def test_a_resumed_runs_history_read_back_holds_its_params_and_says_its_lines(data, tmp_path, monkeypatch):
+    """alexnet_history() of a run's checkpoint_dir has the params the run returned: every setting (its
+    communication settings too), what it measured of its link and the advice, where it resumed; its summary says the
+    run's lines, `Resumed from ...` and `Communication: ...` among them. The link is measured as a chief of two
+    workers measures it (the measurement and the advice of one worker are none)."""
+    import dataclasses
+
+    from alexnet.cli.train import history_summary
+    from alexnet.train import levers
+    from alexnet.train.history_file import alexnet_history
+    from alexnet.train.strategy import Topology
+
+    advise = levers.advise_communication
+    monkeypatch.setattr(levers, "probe_communication", lambda *args, **kwargs: {
+        "bytes_per_step": 1.2e8, "allreduce_seconds": 2.92, "sixteen_bit_allreduce_seconds": 1.5,
+        "compute_seconds": 0.4})
+    monkeypatch.setattr(levers, "advise_communication", lambda timing, communication, topology, **kwargs: advise(
+        timing, dataclasses.replace(communication, workers=2, replicas=2),
+        Topology("multi_worker", 2, 2, 0, True, 1, False), **kwargs))
+    levered = {**SMALL, "allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 2,
+               "sync_every": 4}
+    folder = tmp_path / "ckpt"
+    alexnet_train(8, 1, data, checkpoint_dir=str(folder), **levered)
+    live = alexnet_train(8, 2, data, checkpoint_dir=str(folder), **levered)
+    kept = alexnet_history(folder)
+    params = live["params"]
+    assert params["communication_advice"] and params["communication_efficiency"] and params["allreduce_seconds"] == 2.92
+    # every param of the run's, as it returned them, but the seconds (trained until the last checkpoint)
+    assert {name: value for name, value in kept["params"].items() if name not in ("seconds", "data")} == \
+        {name: value for name, value in params.items() if name != "seconds"}
+    assert 0 < kept["params"]["seconds"] <= params["seconds"]
+    assert {name: kept["params"][name] for name in ("allreduce_precision", "allreduce_pack_mb", "accumulate_steps",
+                                                    "sync_every", "initial_epoch")} == {
+        "allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "accumulate_steps": 2, "sync_every": 4,
+        "initial_epoch": 1}
+    said, own = history_summary(kept).splitlines(), history_summary(live).splitlines()
+    assert said == [line for line in own if not line.startswith("Model")], (said, own)
+    assert f"Resumed from {folder} at epoch 2, step 0." in said
+    assert f"Communication: {params['communication_advice']}" in said
+
+
+def test_a_history_file_keeps_no_password_and_names_the_initial_model_as_its_checkpoints_do():
+    from alexnet.train.run_history import kept_params
+
+    params = {"model_board": "https://reader:s3cret@boards.example/b", "epochs": 2, "image_size": [64],
+              "initial_model": {"name": "alexnet", "version": "v1", "board": "https://reader:s3cret@boards.example/b"},
+              "started_from": {"model": "alexnet@v1", "text": "Started from https://reader:s3cret@boards.example/b"}}
+    assert kept_params(params, "alexnet@v1") == {
+        "model_board": "https://reader:***@boards.example/b", "epochs": 2, "image_size": [64],
+        "initial_model": "alexnet@v1",
+        "started_from": {"model": "alexnet@v1", "text": "Started from https://reader:***@boards.example/b"}}
+
+
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
 def test_an_unreadable_index_resumes_from_the_newest_checkpoint_found_and_says_so(data, two_epochs, tmp_path, caplog,
                                                                                 damage):

@@ -272,6 +272,34 @@ test_that("alexnet_history() reads a run's history back from its checkpoint_dir"
   expect_error(alexnet_history(run, checkpointdir = 1), "did you mean `checkpoint_dir`", class = "alexnet_error")
 })
 
+test_that("alexnet_history() of a resumed run of two workers has its params and prints its own lines", {
+  skip_if_no_alexnet()
+  run <- tempfile("run-")
+  dir.create(run)
+  advice <- paste("One exchange alone takes 2.92 s a step against 0.4 s of computation (bfloat16 on the wire).",
+                  "Settings that send less: accumulate_steps = 4.")
+  # the params of the run's own history, as the core keeps them at each checkpoint (settings$params)
+  params <- list(batch_size = 8L, epochs = 2L, steps = 3L, global_batch_size = 32L, num_classes = 4L,
+                 strategy = "multi_worker", replicas = 2L, workers = 2L, allreduce_precision = "bfloat16",
+                 allreduce_pack_mb = 25L, accumulate_steps = 2L, sync_every = 4L, initial_epoch = 1L,
+                 initial_step = 0L, allreduce_seconds = 2.92, communication_advice = advice,
+                 advised_settings = list(accumulate_steps = 4L))
+  writeLines(jsonlite::toJSON(list(
+    format = 1L, epochs_done = 2L, position = c(2L, 0L),
+    settings = list(epochs = 2L, steps = 3L, num_classes = 4L, learnt_with = list(sync_every = 4L),
+                    params = params),
+    metrics = list(loss = c(1.4, 1.2)),
+    schedule = list(image_size = c(64L, 64L), learning_rate = c(0.005, 0))
+  ), auto_unbox = TRUE, digits = NA), file.path(run, "alexnet-history.json"))
+  h <- alexnet_history(run)
+  expect_identical(h$params[names(params)], params)
+  printed <- capture.output(print(h))
+  expect_identical(printed[1:3], c("AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
+                                   "batch_size: 8, global_batch_size: 32, steps: 3, num_classes: 4",
+                                   paste0("Resumed from ", run, " at epoch 2, step 0.")))
+  expect_identical(printed[5], paste("Communication:", advice))
+})
+
 test_that("the epoch axis of a long run has a tick every few epochs, of a short one at each epoch", {
   expect_equal(epoch_ticks(1:12), 1:12)
   ticks <- epoch_ticks(1:300)

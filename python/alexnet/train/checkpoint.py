@@ -27,7 +27,7 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +77,7 @@ class CheckpointStore(CheckpointFiles):
     :meth:`restore` attaches the model and its optimizer (and restores the latest checkpoint when there is
     one); :meth:`save` then writes a checkpoint and the history file at a position. ``steps`` is the number of
     steps of an epoch (checkpoints are numbered by the global step); ``settings`` are recorded in the
-    history file.
+    history file, with the params of the run's history (:attr:`params`, when the run gives them).
     """
 
     whole_files = (STATE_FILE, BEST_FILE)
@@ -86,6 +86,9 @@ class CheckpointStore(CheckpointFiles):
         super().__init__(location, chief=chief)
         self.steps = steps
         self.settings = dict(settings or {})
+        #: the params of the run's history as they are now (:func:`.run_history.run_params`), which the history
+        #: file keeps beside ``settings`` (its ``params``); None: none kept
+        self.params: Callable[[], Mapping[str, Any]] | None = None
         self._manager: tf.train.CheckpointManager | None = None
         self._position: tuple[tf.Variable, tf.Variable] | None = None
         self._history: tf.Variable | None = None
@@ -259,7 +262,8 @@ class CheckpointStore(CheckpointFiles):
         if self._manager is None or self._position is None or self._history is None:
             raise AlexnetError("Internal error: CheckpointStore.save() before restore().")
         state = {"format": CHECKPOINT_FORMAT, "epochs_done": epoch, "position": [epoch, step],
-                 "settings": self.settings, "metrics": {k: list(v) for k, v in metrics.items()},
+                 "settings": {**self.settings, **({} if self.params is None else {"params": dict(self.params())})},
+                 "metrics": {k: list(v) for k, v in metrics.items()},
                  "schedule": {k: list(v) for k, v in (schedule or {}).items()}}
         self._position[0].assign(epoch)
         self._position[1].assign(step)

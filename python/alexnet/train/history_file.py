@@ -26,11 +26,14 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     epochs, without training or loading anything, also while it runs (its epochs done so far).
 
     Returns a dict: ``metrics`` (each metric's value per epoch done), ``schedule`` (``image_size`` and
-    ``learning_rate`` per epoch, and ``summary``, them on one line), ``params`` (the settings it recorded: those that
-    change what is learnt, ``epochs``, ``steps``, ``global_batch_size``, ``num_classes``, ``dense_units``, ...;
-    ``batch_size``, ``strategy``, ``replicas``, ``workers``, ``precision`` and ``peak_learning_rate``, as the run's
-    own history has them; ``data``, the board and partition it trained on; ``checkpoint_dir``), ``epochs_done`` and
-    ``position`` (the epoch and step of its newest checkpoint).
+    ``learning_rate`` per epoch, and ``summary``, them on one line), ``params`` (the run's own history's, as at its
+    newest checkpoint: every training setting and what it resolved to, where the run started (``initial_epoch``,
+    ``initial_step``, ``started_from``, ``settings_changed``), what it measured of its communication and the advice
+    (``allreduce_seconds``, ..., ``advised_settings``, ``communication_advice``, ``adapted_settings``) and the
+    ``seconds`` trained until then; ``initial_model`` as the run named it and no password of a URL; ``data``, the
+    board and partition it trained on; ``checkpoint_dir``, where it is read. A history file of an older version keeps
+    fewer: those that change what is learnt, ``epochs``, ``steps``, ``global_batch_size``, ``num_classes``, ...),
+    ``epochs_done`` and ``position`` (the epoch and step of its newest checkpoint).
     """
     resolved = resolve_location(checkpoint_dir, "checkpoint_dir")
     fs = open_filesystem(resolved, what="checkpoint_dir")
@@ -57,11 +60,19 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     except (ValueError, TypeError, AttributeError) as error:
         raise AlexnetError(f"`checkpoint_dir` = {resolved}: its {HISTORY_FILE} is not a training's history "
                            f"({error}).") from None
-    params = {**recorded_params(settings), "checkpoint_dir": resolved}
+    params = {**read_params(settings), "checkpoint_dir": resolved}
     schedule["summary"] = describe(schedule, params.get("precision"), params.get("precision_reason"),
                                    params.get("peak_learning_rate"))
     return {"metrics": metrics, "schedule": schedule, "params": params,
             "epochs_done": int(state.get("epochs_done") or 0), "position": list(state.get("position") or [])}
+
+
+def read_params(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``params`` of a history read back from a history file's ``settings``: those the run's own history had
+    (``params``, kept at each checkpoint: :func:`.run_history.run_params`), then those :func:`recorded_params` gives
+    that they lack (all of a history file written before the params were kept)."""
+    kept = dict(settings.get("params") or {})
+    return {**kept, **{name: value for name, value in recorded_params(settings).items() if name not in kept}}
 
 
 def recorded_params(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,7 +80,7 @@ def recorded_params(settings: Mapping[str, Any]) -> dict[str, Any]:
     history: those that change what is learnt, the others recorded (``epochs``, ``steps``, ``global_batch_size``,
     the model's), and the run's own (``batch_size``, ``strategy``, ``replicas``, ``workers``, ``precision``,
     ``peak_learning_rate``; none in older histories), side by side."""
-    rest = dict(settings)
+    rest = {name: value for name, value in settings.items() if name != "params"}
     learnt = dict(rest.pop("learnt_with", None) or {})
     run = dict(rest.pop("run", None) or {})
     return {**learnt, **rest, **run}

@@ -31,7 +31,7 @@ from .resumed import (
     say_finished,
     trained_on,
 )
-from .run_history import run_history
+from .run_history import kept_params, run_history, run_params
 from .schedule import one_epoch
 from .settings import TrainSettings
 from .trained import model_card, publish_model, take_best_epoch, weights_digest
@@ -260,6 +260,16 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
                                       whole_epochs=settings.steps_per_epoch is None,
                                       parameters=parameters, train_images=steps.train_images)
+    measured = {  # the history's, and its history file's (run_history.MEASURED)
+        "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
+        "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
+        "hidden_seconds": timing.get("hidden_seconds"), "compute_seconds": timing.get("compute_seconds"),
+        "communication_efficiency": None if advice is None else advice.efficiency,
+        "advised_settings": {} if advice is None else dict(advice.settings),
+        "communication_advice": None if advice is None else " ".join(
+            [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
+        "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
+        "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net))}
     worker_batch = topo.worker_batch(settings.step_batch)
     if topo.chief and settings.checkpoint_every is not None and settings.checkpoint_every >= steps.train:
         logger.warning("`checkpoint_every` = %d is not below the %s of an epoch: no checkpoint is written inside an "
@@ -327,6 +337,11 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
 
             callbacks.insert(0, WatchedSteps(dog))
         began = time.perf_counter()
+        if store is not None:  # the history file keeps the params the run's history has, as at each checkpoint
+            store.params = lambda: kept_params(
+                run_params(settings, topo, td, steps, start, precision, setter.rates, _xla(settings, topo), measured,
+                           time.perf_counter() - began, started, list(store.settings.get("settings_changed") or [])),
+                model_settings["initial_model"])
         if start.finished(settings.epochs):
             say_finished(settings, start, extended(settings, start, global_batch, steps.train),
                           store.settings if store is not None else {})
@@ -362,20 +377,11 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
         changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
                    ).get("settings_changed", [])
-        return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo), {
+        return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo),
+                           measured, {
             "settings_changed": list(changed),
             "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
             "skipped_images": list(datasets.skipped.found), "started_from": started,
-            "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
-            "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
-            "hidden_seconds": timing.get("hidden_seconds"),
-            "compute_seconds": timing.get("compute_seconds"),
-            "communication_efficiency": None if advice is None else advice.efficiency,
-            "advised_settings": {} if advice is None else dict(advice.settings),
-            "communication_advice": None if advice is None else " ".join(
-                [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
-            "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
-            "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net)),
             "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
             "weights_agree": agree, "card": card.to_dict(), "model_pin": model_pin,
             "best_epoch": None if best_epoch is None else best_epoch + 1})

@@ -3,8 +3,10 @@ to, its metrics and schedule; for a finished run given again, what its checkpoin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import without_passwords
 from .history_file import recorded_params
 from .schedule import describe
 from .validation import VALIDATION_METRICS
@@ -23,13 +25,69 @@ if TYPE_CHECKING:
 METRIC_ORDER = ("loss", "accuracy", "top5_accuracy", *VALIDATION_METRICS)
 
 
+#: What a run measured of its communication before training, and what it took of the advice (the history's
+#: ``params`` of these names, given to :func:`run_params` by the run; ``None`` where a run of one worker measures none).
+MEASURED = ("communication", "allreduce_bytes_per_step", "allreduce_seconds", "sixteen_bit_allreduce_seconds",
+            "hidden_seconds", "compute_seconds", "communication_efficiency", "advised_settings",
+            "communication_advice", "adapted_settings", "micro_batches_up_to")
+
+
+def run_params(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
+               precision: Precision, rates: RateSchedule, xla: tuple[bool, str], measured: Mapping[str, Any],
+               seconds: float, started_from: Mapping[str, Any] | None, settings_changed: list[Any]) -> dict[str, Any]:
+    """The ``params`` of a run's history: its settings and what they resolved to, what it measured of its
+    communication (``measured``, by the names of :data:`MEASURED`), the ``seconds`` it trained, and where it started
+    (``initial_epoch``, ``initial_step``, ``started_from``, ``settings_changed``). The run's history
+    (:func:`run_history`) has them, and its history file keeps them as they are when each checkpoint is written
+    (``settings``' ``params``, the seconds trained until then), so that :func:`alexnet.alexnet_history` reads back
+    the same."""
+    jit_compile, jit_compile_reason = xla
+    return {
+        **settings.to_dict(),
+        "image_size_epochs": list(settings.sizes.epochs),
+        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
+        "global_batch_size": topology.global_batch(settings.step_batch), "num_classes": td.num_classes,
+        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
+        "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
+        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
+        "precision_rates": precision.rates,
+        "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
+        "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
+        "jit_compile": jit_compile, "jit_compile_reason": jit_compile_reason,
+        **{name: measured.get(name) for name in MEASURED},
+        "seconds": float(seconds), "started_from": started_from,
+        "settings_changed": list(settings_changed),
+    }
+
+
+def kept_params(params: Mapping[str, Any], initial_model: str | None) -> dict[str, Any]:
+    """What a history file keeps of a run's ``params`` (:func:`run_params`): them all, but ``initial_model`` as the
+    checkpoints name it (``initial_model``: a pin's ``name@version``, or its location) and no password of a URL
+    (:func:`~alexnet.errors.without_passwords`): whoever reads the folder reads them."""
+    return {name: initial_model if name == "initial_model" else _without_passwords(value)
+            for name, value in params.items()}
+
+
+def _without_passwords(value: Any) -> Any:
+    """``value`` with every string in it said by :func:`~alexnet.errors.without_passwords`."""
+    if isinstance(value, str):
+        return without_passwords(value)
+    if isinstance(value, Mapping):
+        return {name: _without_passwords(item) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_passwords(item) for item in value]
+    return value
+
+
 def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
                 recorder: Recorder, precision: Precision, rates: RateSchedule, xla: tuple[bool, str],
-                extra: dict[str, Any]) -> dict[str, Any]:
-    """The history :func:`alexnet.alexnet_train` returns: the run's settings and what they resolved to (``params``;
-    ``xla``, whether its step was compiled with XLA and why), ``metrics`` and ``schedule``, and ``extra``. A
-    finished run given again (nothing trained) has those its checkpoints recorded where they record them: the
-    batch, steps, image sizes, precision, ... its model was trained with, not this call's."""
+                measured: Mapping[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The history :func:`alexnet.alexnet_train` returns: the run's settings and what they resolved to (``params``,
+    of :func:`run_params`: ``xla``, whether its step was compiled with XLA and why; ``measured``, what it measured of
+    its communication; and ``extra``'s ``started_from``, ``settings_changed`` and ``seconds``), ``metrics`` and
+    ``schedule``, and the rest of ``extra``. A finished run given again (nothing trained) has those its checkpoints
+    recorded where they record them: the batch, steps, image sizes, precision, ... its model was trained with, not
+    this call's."""
     from .precision import Precision
 
     trained = {name: value for name, value in recorded_params(start.settings).items() if value is not None
@@ -42,26 +100,7 @@ def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, s
     schedule: dict[str, Any] = {name: list(values) for name, values in recorder.schedule.items()}
     schedule["summary"] = describe(schedule, precision.name, precision.reason,
                                    trained.get("peak_learning_rate", rates.peak))
-    jit_compile, jit_compile_reason = xla
-    params = {
-        **settings.to_dict(),
-        "image_size_epochs": list(settings.sizes.epochs),
-        "initial_epoch": start.epoch, "initial_step": start.step, "steps": steps.train,
-        "global_batch_size": topology.global_batch(settings.step_batch), "num_classes": td.num_classes,
-        "strategy": topology.name, "replicas": topology.replicas, "workers": topology.workers,
-        "train_images": len(td.files), "val_images": steps.val_images, "worker_val_images": steps.val_share,
-        "precision": precision.name, "precision_reason": precision.reason, "mixed_precision": precision.mixed,
-        "precision_rates": precision.rates,
-        "plateau_drops": list(rates.drop_epochs) if rates.kind == "plateau" else None,
-        "lr_factor": rates.factor, "peak_learning_rate": rates.peak, "warmup_epochs": rates.warmup_epochs,
-        "jit_compile": jit_compile, "jit_compile_reason": jit_compile_reason,
-        "communication": extra.pop("communication"), "allreduce_bytes_per_step": extra.pop("allreduce_bytes_per_step"),
-        **{name: extra.pop(name) for name in ("allreduce_seconds", "sixteen_bit_allreduce_seconds", "hidden_seconds",
-                                              "compute_seconds", "communication_efficiency",
-                                              "advised_settings", "communication_advice", "adapted_settings",
-                                              "micro_batches_up_to")},
-        "seconds": extra.pop("seconds"), "started_from": extra.pop("started_from"),
-        "settings_changed": extra.pop("settings_changed"),
-    }
+    params = run_params(settings, topology, td, steps, start, precision, rates, xla, measured, extra.pop("seconds"),
+                        extra.pop("started_from"), extra.pop("settings_changed"))
     params.update({name: trained[name] for name in params.keys() & trained.keys() if name != "precision_rates"})
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
