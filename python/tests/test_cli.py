@@ -881,6 +881,37 @@ def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, cap
     assert f"{tmp_path / 'a-file'} is a file, not a folder: give" in capsys.readouterr().err
 
 
+def test_history_says_the_lines_of_the_runs_own_summary_in_the_words_of_alexnet_train(tmp_path, capsys):
+    """A run of two workers, resumed: its history file keeps the params its history had (``settings``' ``params``),
+    and ``alexnet history`` says its `Resumed from ...` and `Communication: ...` lines as ``alexnet train`` said them,
+    the settings named as its options, in the summary and in the JSON."""
+    advice = ("One exchange alone takes 2.92 s a step against 0.4 s of computation (bfloat16 on the wire). Settings "
+              "that send less: accumulate_steps = 4. Micro-batches stop at 1024 (`largest_global_batch`).")
+    params = {"batch_size": 8, "epochs": 2, "steps": 3, "global_batch_size": 32, "num_classes": 4,
+              "strategy": "multi_worker", "replicas": 2, "workers": 2, "allreduce_precision": "bfloat16",
+              "allreduce_pack_mb": 25, "accumulate_steps": 2, "sync_every": 4, "initial_epoch": 1, "initial_step": 0,
+              "allreduce_seconds": 2.92, "communication_advice": advice, "adapted_settings": {}}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "alexnet-history.json").write_text(json.dumps({
+        "format": 1, "epochs_done": 2, "position": [2, 0],
+        "settings": {"epochs": 2, "steps": 3, "num_classes": 4, "learnt_with": {"sync_every": 4}, "params": params},
+        "metrics": {"loss": [1.4, 1.2]}, "schedule": {"image_size": [64, 64], "learning_rate": [0.005, 0.0]}}))
+    assert main(["history", str(run)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
+                         "batch_size: 8, global_batch_size: 32, steps: 3, num_classes: 4",
+                         f"Resumed from {run} at epoch 2, step 0."]
+    assert lines[4] == ("Communication: One exchange alone takes 2.92 s a step against 0.4 s of computation "
+                        "(bfloat16 on the wire). Settings that send less: --accumulate-steps 4. Micro-batches stop at "
+                        "1024 (`--largest-global-batch`).")
+    assert main(["history", "--json", str(run)]) == 0
+    said = json.loads(capsys.readouterr().out)["params"]
+    assert {name: said[name] for name in params if name != "communication_advice"} == \
+        {name: value for name, value in params.items() if name != "communication_advice"}
+    assert said["communication_advice"] == lines[4].removeprefix("Communication: ")
+
+
 def test_spark_train_has_its_workers_warnings_said_with_its_options(monkeypatch, tmp_path):
     """The driver's monitor shows the workers' warnings as they come: with the options the command was typed with,
     while it runs, and as the core says them once it has ended (a Python session's job after it)."""

@@ -9,7 +9,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..checks import count_text
@@ -252,7 +252,19 @@ def _warn_of_a_default_share(args: argparse.Namespace, data: dict[str, Any]) -> 
 
 
 def _history(args: argparse.Namespace) -> None:
-    common.emit(common.core("history")(args.checkpoint_dir), args.json, history_summary)
+    # said as `alexnet train` said the run's own history: its lines and JSON in the words of its options
+    typed = as_trained(args)
+    history = common.core("history")(args.checkpoint_dir)
+    common.emit(typed_history(history, typed) if args.json else history, args.json,
+                lambda h: history_summary(h, typed))
+
+
+def as_trained(args: argparse.Namespace) -> Callable[[str], str]:
+    """The core's words as ``alexnet train`` says them (:func:`common.typed` of that command): the training settings
+    they name as its options, for what another command prints of a training (``alexnet history``)."""
+    calls = getattr(args, common.COMMAND_CALLS, None) or {}
+    options: Mapping[str, tuple[str, bool] | None] = (calls.get("alexnet_train") or (None, {}))[1]
+    return lambda text: common.as_typed(text, options, calls)
 
 
 def _strategy(value: str) -> str | None:
