@@ -168,11 +168,13 @@ declaration.take_declared(imagenet_partition, PartitionOptions, FetchOptions,
                           title="Its options, with their defaults:")
 
 
-def stored_side(data: Mapping[str, Any]) -> int | None:
+def stored_side(data: Any) -> int | None:
     """The short side the images of ``data`` (a partition or validation share, as :func:`imagenet_partition` and
     :func:`imagenet_validation` return them, perhaps through R: a number, a double, a vector of one) were stored at
     on their board, its ``resize``; None when they were stored as they were or ``data`` does not say (a list made by
-    hand)."""
+    hand, or no mapping at all: what is wrong with it is said where it is read)."""
+    if not isinstance(data, Mapping):
+        return None
     value = data.get("resize")
     if isinstance(value, (list, tuple)) and len(value) == 1:
         value = value[0]

@@ -219,7 +219,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         logger.warning(warning)
     communication = check_levers(settings, topo)
     check_global_batch(settings, topo)
-    if topo.chief:  # every worker's data comes from the one board: said once
+    if topo.chief and isinstance(data, Mapping):  # every worker's data comes from the one board: said once (what is
+        # wrong with `data` that is no mapping is said as it is read, next)
         warn_of_stored_side(data, settings, settings.validation and bool(data.get("val_image")))
     td, bad = usable_data(data, settings)
     if topo.chief and settings.model_dir is None and settings.model_pin is None and not extra_callbacks:
