@@ -238,6 +238,14 @@ def test_local_sgd_runs_are_timed_over_whole_periods_of_sync_every_steps():
     assert typical_step([1.0, 1.0, 1.0, 5.0]) == 1.0 and typical_step([]) is None
 
 
+def _faked_run(workers: int, seconds: float) -> dict:
+    """What scaling._run gives for a run of ``workers`` whose steps each take ``seconds``, computed and on the CPU."""
+    worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
+              "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
+              "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
+    return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+
+
 def _fake_scaling_runs(monkeypatch, stop_at: list[int], drift: float = 0.0) -> list[tuple[str, str, int]]:
     """The scaling stage's runs of workers replaced by ones that take no time: a lone worker's step 1 s and two
     workers' 1.25 s, each call ``drift`` s more than the one before; the call numbered ``stop_at[0]`` raises
@@ -251,11 +259,7 @@ def _fake_scaling_runs(monkeypatch, stop_at: list[int], drift: float = 0.0) -> l
         runs.append(("packed" if levers else "today", link.name, workers))
         if len(runs) == stop_at[0]:
             raise KeyboardInterrupt
-        seconds = (1.0 if workers == 1 else 1.25) + drift * len(runs)
-        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
-                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
-                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
-        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+        return _faked_run(workers, (1.0 if workers == 1 else 1.25) + drift * len(runs))
 
     monkeypatch.setattr(scaling, "_run", fake_run)
     monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
@@ -783,11 +787,7 @@ def test_lever_sets_that_train_alike_are_measured_once_and_reported_under_every_
 
     def fake_run(plan, levers, data, link, workers, cpus, log_dir) -> dict:
         calls.append((lever_text(levers), link.name, workers))
-        seconds = (1.0 if workers == 1 else 1.25) + 0.01 * len(calls)  # no two runs alike
-        worker = {"images_per_step": 32, "typical_step_seconds": seconds, "typical_step_cpu_seconds": seconds,
-                  "allreduce_seconds": 0.5, "precision": "float32", "micro_batches": 1, "bytes_per_step": 1e6,
-                  "estimated_efficiency": 0.8, "adapted": "", "advised": ""}
-        return {"workers": [worker] * workers, "load_before": 0.0, "load_after": 0.0}
+        return _faked_run(workers, (1.0 if workers == 1 else 1.25) + 0.01 * len(calls))  # no two runs alike
 
     monkeypatch.setattr(scaling, "_run", fake_run)
     monkeypatch.setattr(scaling, "scaling_data", lambda plan, workdir: [{}, {}])
