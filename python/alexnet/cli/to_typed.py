@@ -7,7 +7,8 @@ editor reads the source alone, where it sees ``**options: Any``. For each such e
 writes a function with the signature it has at run time (the same parameters, kinds and defaults; a Spark training's
 ``**`` keywords as the training settings they take), each declared setting annotated with what a Python caller may
 give it (:attr:`alexnet.declare.kinds.Spec.accepts`: a choice as a ``Literal`` of its values and aliases, a location
-as a string or a path, ``None`` where it is taken), and with its help as its docstring. ``alexnet/__init__.py`` imports
+as a string or a path, ``None`` where it is taken), and with the first paragraph of its help as its docstring (the
+rest is ``help()``'s). ``alexnet/__init__.py`` imports
 them under ``TYPE_CHECKING`` alone: a type checker completes every setting and refuses a misspelt name or a value of
 another type, and nothing changes when the package runs. ``make setup`` runs ``python -m alexnet.cli.to_typed
 python/alexnet/_typed.py`` whenever a declaration or one of those functions changes, and a test fails when the file in
@@ -141,8 +142,10 @@ def _wrapped(line: str, indent: str) -> list[str]:
 
 
 def _docstring(function: Any) -> list[str]:
-    """The help of ``function`` at run time as the docstring of its typed twin."""
-    text = inspect.cleandoc(function.__doc__ or "")
+    """The docstring of ``function``'s typed twin: the first paragraph of its help, and where the rest is (the help
+    itself stays in the function's own module, once)."""
+    summary = inspect.cleandoc(function.__doc__ or "").split("\n\n")[0]
+    text = f"{summary}\n\nEvery argument, its default and what it does: ``help(alexnet.{function.__name__})``."
     if '"""' in text or "\\" in text:
         raise ValueError(f"the help of {function.__name__}() holds triple quotes or a backslash")
     lines = [f"    {line}" if line else "" for line in text.split("\n")]
