@@ -39,6 +39,7 @@ turns what a multi-worker run measured before training into the settings that wo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -165,6 +166,25 @@ class Communication:
         if self.local_sgd and self.local_after:
             parts[-1] += f" after {count_text(self.local_after, 'synchronous epoch')}"
         return ", ".join(parts)
+
+
+def averaged_after(step: int, steps: int, every: int, checkpoint_every: int | None = None) -> bool:
+    """Does local SGD average the workers' models after ``step`` (from 1) of an epoch of ``steps`` steps: after
+    every ``every``-th step, after the epoch's last, and after every ``checkpoint_every``-th (a checkpoint holds
+    one model, the same everywhere)? :class:`~.local_sgd.LocalSGD` averages where it says so."""
+    checkpoint = checkpoint_every or 0
+    return step % every == 0 or step == steps or (checkpoint > 0 and step % checkpoint == 0)
+
+
+def averages_in_epoch(steps: int, every: int, checkpoint_every: int | None = None) -> int:
+    """How many times local SGD averages the workers' models in an epoch of ``steps`` steps (at least one): the
+    steps of :func:`averaged_after`, ``ceil(steps / every)`` without ``checkpoint_every``."""
+    checkpoint = checkpoint_every or 0
+    count = steps // every
+    if checkpoint > 0:
+        count += steps // checkpoint - steps // math.lcm(every, checkpoint)
+    counted = steps % every == 0 or (checkpoint > 0 and steps % checkpoint == 0)
+    return count + (0 if counted else 1)  # the epoch's last step, when no multiple counted it
 
 
 def alone(gradients: list[Any]) -> list[Any]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..tfimport import keras, tf
 from .callbacks import epoch_step
-from .communication import Communication, all_reduce
+from .communication import Communication, all_reduce, averaged_after
 from .watchdog import TRACE_GRACE, watching
 
 
@@ -133,7 +133,8 @@ def averages_excused(callbacks: Sequence[Any]) -> Iterator[None]:
 
 class LocalSGD(keras.callbacks.Callback):
     """Averages the workers' models (``average``, a :class:`ModelAverage`) after every ``every``-th step of an epoch
-    of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step. Place it before the
+    of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step
+    (:func:`~.communication.averaged_after`). Place it before the
     callbacks that checkpoint or validate. ``excused`` counts its calls of ``on_train_batch_end`` and the seconds of
     its averages since its fit began (:func:`averages_excused`)."""
 
@@ -164,8 +165,7 @@ class LocalSGD(keras.callbacks.Callback):
         if not self.local:
             return
         step = epoch_step(self, batch, self.steps)
-        if step % self.every == 0 or step == self.steps or (
-                self.checkpoint_every and step % self.checkpoint_every == 0):
+        if averaged_after(step, self.steps, self.every, self.checkpoint_every):
             began = time.perf_counter()
             self.average.average()
             self.excused.seconds += time.perf_counter() - began
