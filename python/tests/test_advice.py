@@ -1,11 +1,19 @@
-"""The communication estimate a multi-worker run logs before training: local SGD's averages as an epoch takes them
-(the rest of the advice: test_levers.py)."""
+"""The communication estimate a multi-worker run logs before training: local SGD's averages as an epoch takes them,
+and post-local SGD's synchronous epochs weighed in (the rest of the advice: test_levers.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from alexnet.environment import INTEROP_VARIABLE
+from alexnet.train.advice import ADVISED_EFFICIENCY, advise
 from alexnet.train.communication import Communication, averaged_after, averages_in_epoch
+from alexnet.train.levers import advise_communication
+from alexnet.train.strategy import Topology
+
+
+def _share(compute: float, exchange: float) -> float:
+    return compute / (compute + exchange)
 
 
 def test_an_epoch_s_averages_are_counted_as_local_sgd_takes_them():
@@ -36,3 +44,74 @@ def test_local_sgd_averages_where_the_estimate_counts_it():
         for batch in range(steps):
             local.on_train_batch_end(batch)
         assert counted.averages == averages_in_epoch(steps, every, checkpoint), (steps, every, checkpoint)
+
+
+def test_the_estimate_counts_the_average_at_every_epoch_s_end():
+    """sync_every = 4 in epochs of 5 steps averages twice an epoch: 2/5 of an average a step, which the estimate
+    counted as 1/4 (0.92 of linear, nothing advised, where the run would train at 0.88)."""
+    comm = Communication("bfloat16", 0, 1, 4, 2)
+    advice = advise(comm, 1.0 / 4, 3.0, global_batch=64, micro_batches=5)  # an average: 1 s
+    assert advice.efficiency == pytest.approx(_share(3.0, 2 / 5 * 1.0)) and advice.efficiency < ADVISED_EFFICIENCY
+    assert "One exchange alone takes 0.4 s a step against 3 s of computation" in advice.text
+    assert "weights and momentum averaged every 4 steps; 2 averages in an epoch of 5 steps)" in advice.text
+    # and after each checkpoint's step (2, 4, 5)
+    checkpointed = advise(comm, 1.0 / 4, 3.0, global_batch=64, micro_batches=5, checkpoint_every=2)
+    assert checkpointed.efficiency == pytest.approx(_share(3.0, 3 / 5 * 1.0))
+    # a period beyond an epoch's steps: one average an epoch, at its end
+    beyond = advise(Communication("bfloat16", 0, 1, 50, 2), 1.0 / 50, 0.5, global_batch=64, micro_batches=10)
+    assert beyond.efficiency == pytest.approx(_share(0.5, 1.0 / 10))
+    # epochs of unknown steps: once in sync_every steps, as before
+    assert advise(comm, 1.0 / 4, 3.0, global_batch=64).efficiency == pytest.approx(_share(3.0, 1.0 / 4))
+
+
+def test_the_local_steps_advised_count_the_averages_of_an_epoch():
+    # 16 bits already, no room for micro-batches: local SGD is what is advised, over epochs of 10 steps
+    comm = Communication("bfloat16", 0, 1, 1, 2)
+    advice = advise(comm, 1.0, 6.0, global_batch=64, most_batch=64, micro_batches=10)
+    # every 3 steps averages 4 times an epoch (3, 6, 9, 10): 0.88 of linear; every 4, 3 times (4, 8, 10)
+    assert advice.settings == {"sync_every": 4}
+    assert advice.advised_efficiency == pytest.approx(_share(6.0, 2 * 1.0 * 3 / 10))
+    assert advice.advised_efficiency >= ADVISED_EFFICIENCY > _share(6.0, 2 * 1.0 * 4 / 10)
+    # where none reaches the share: the fewest steps that average least often (10 and 20 of 20), not 16 (16 and 20)
+    far = advise(comm, 1.0, 0.5, global_batch=64, most_batch=64, micro_batches=20)
+    assert far.settings == {"sync_every": 10}
+    assert far.advised_efficiency == pytest.approx(_share(0.5, 2 * 1.0 * 2 / 20))
+    # local steps that would average as often as the run's own are not advised: every 11 to 16 steps of 20 averages
+    # twice an epoch
+    own = Communication("bfloat16", 0, 1, 11, 2)
+    assert "sync_every" not in advise(own, 2.0 / 11, 0.5, global_batch=64, most_batch=64, micro_batches=20).settings
+
+
+def test_post_local_sgd_is_estimated_over_its_synchronous_epochs_and_its_local_ones(monkeypatch):
+    """local_sgd_after = 2 of 10 epochs: the synchronous epochs' exchange every step weighs 2/10 of the run; the
+    estimate covered local SGD's epochs alone (0.80 of linear where the run trains at 0.75)."""
+    comm = Communication("float32", 0, 1, 4, 2, local_after=2)
+    # an average of 1 s once in 4 steps (epochs of 8 steps: twice an epoch), the gradients 0.6 s every step before
+    advice = advise(comm, 1.0 / 4, 1.0, global_batch=64, micro_batches=8, synchronous_seconds=0.6, epochs=10)
+    assert advice.efficiency == pytest.approx(_share(1.0, 0.2 * 0.6 + 0.8 * 0.25))
+    assert ("One exchange alone takes 0.6 s a step in the 2 synchronous epochs and 0.25 s after, against 1 s of "
+            "computation") in advice.text, advice.text
+    assert ("about 0.75 of linear scaling over the 10 epochs if none of it overlaps (0.62 for the 2 synchronous "
+            "epochs, 0.80 after).") in advice.text
+    # 16 bits halve both phases' exchange; then 2 micro-batches a step bring the whole run above the share
+    assert advice.settings == {"allreduce_precision": "bfloat16", "accumulate_steps": 2}
+    assert advice.advised_efficiency == pytest.approx(_share(2.0, 0.2 * 0.3 + 0.8 * 0.125))
+    assert advice.text.endswith("about 0.92 of linear with them (0.86 for the 2 synchronous epochs, 0.94 after)."), \
+        advice.text
+    # the run's epochs unknown: local SGD's alone, as before
+    alone = advise(comm, 1.0 / 4, 1.0, global_batch=64, micro_batches=8, synchronous_seconds=0.6)
+    assert alone.efficiency == pytest.approx(_share(1.0, 0.25)) and "for the 2 synchronous" not in alone.text
+    # local SGD that never begins (local_sgd_after = epochs): the synchronous exchange throughout, no local steps
+    never = advise(comm, 1.0 / 4, 1.0, global_batch=64, most_batch=64, micro_batches=8, synchronous_seconds=0.6,
+                   epochs=2)
+    assert never.efficiency == pytest.approx(_share(1.0, 0.6)) and "sync_every" not in never.settings
+    # the run's measurement, as the run passes it: its probe's synchronous exchange, its epochs and checkpoints
+    monkeypatch.setenv(INTEROP_VARIABLE, "1")  # CPU workers whose packs would not overlap: none advised
+    chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
+    timing = {"allreduce_seconds": 1.0 / 4, "synchronous_allreduce_seconds": 0.6, "synchronous_epochs": 2.0,
+              "compute_seconds": 1.0}
+    told = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, micro_batches=8, epochs=10)
+    assert told == advice
+    checkpointed = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, micro_batches=8,
+                                        epochs=10, checkpoint_every=2)
+    assert checkpointed.efficiency == pytest.approx(_share(1.0, 0.2 * 0.6 + 0.8 * 2 * 0.5 * 4 / 8))

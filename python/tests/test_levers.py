@@ -324,9 +324,10 @@ def test_a_run_with_every_lever_already_set_is_told_what_is_left():
 
 def test_workers_that_train_slower_than_one_worker_are_told_so_and_warned(caplog):
     """Two workers at 0.08 of linear train at 0.16 times one worker's rate: the advice said only "fewer workers is
-    what is left", as a line of INFO that -q and a Spark driver leave out."""
+    what is left", as a line of INFO that -q and a Spark driver leave out. (Epochs of 5 steps of 2 micro-batches:
+    one average at each epoch's end, as sync_every says; an epoch of one step would average every step.)"""
     comm = Communication("bfloat16", 25, 2, 5, 2)
-    advice = advise(comm, 4.04, 0.369, global_batch=64, most_batch=64, micro_batches=2)
+    advice = advise(comm, 4.04, 0.369, global_batch=64, most_batch=64, micro_batches=10)
     assert advice.settings == {} and advice.advised_efficiency < 0.5
     assert advice.text.endswith("So 2 workers train at about 0.17 times the images per second of one worker alone: "
                                 "one worker (or fewer) trains faster over this link."), advice.text
@@ -338,7 +339,7 @@ def test_workers_that_train_slower_than_one_worker_are_told_so_and_warned(caplog
     chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
     caplog.set_level(logging.INFO, logger="alexnet.train.levers")
     told = advise_communication({"allreduce_seconds": 4.04, "compute_seconds": 0.369}, comm, chief, global_batch=64,
-                                most_batch=64, micro_batches=2)
+                                most_batch=64, micro_batches=10)
     assert told == advice and [r.levelname for r in caplog.records] == ["WARNING"]
     # with settings advised that would still leave two workers slower than one: said after them
     slow = advise(Communication(workers=2), 20.6, 0.5, global_batch=32, sixteen_bit_seconds=10.4, most_batch=32)
@@ -1160,8 +1161,9 @@ if __name__ == "__main__":
 
 
 def test_averages_beyond_an_epoch_are_said(caplog):
-    """`sync_every` above an epoch's steps: the epoch's end averages the weights anyway, which the estimate leaves
-    out, so the chief says so; a period within an epoch, a worker not the chief or a lone worker says nothing."""
+    """`sync_every` above an epoch's steps: the epoch's end averages the weights anyway, more often than `sync_every`
+    says (the estimate counts it: test_advice.py), so the chief says so; a period within an epoch, a worker not the
+    chief or a lone worker says nothing."""
     from alexnet.train.levers import warn_of_averages_beyond_an_epoch
     from alexnet.train.strategy import Topology
 
@@ -1174,5 +1176,4 @@ def test_averages_beyond_an_epoch_are_said(caplog):
         assert not caplog.records
         warn_of_averages_beyond_an_epoch(check_settings({"sync_every": 50}), chief, 10)
     assert caplog.messages == ["`sync_every` = 50 is more steps than an epoch's 10: the weights are averaged at every "
-                               "epoch's end too, so every 10 steps, which the communication estimate does not count; "
-                               "give `sync_every` <= 10 for the period it names."]
+                               "epoch's end too, so every 10 steps; give `sync_every` <= 10 for the period it names."]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
 from ..checks import count_text, held_text
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
-from .communication import MB, WIRE_FORMATS, Communication
+from .communication import MB, WIRE_FORMATS, Communication, averages_in_epoch
 
 #: The share of linear scaling below which a multi-worker run is told which settings would send less: the
 #: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
@@ -94,18 +94,80 @@ class Advice:
     text: str = ""
 
 
+def _share(compute: float, exchange: float) -> float:
+    """The share of linear scaling of a step that computes for ``compute`` seconds and waits ``exchange``."""
+    return compute / (compute + exchange)
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    """What a step of a run waits for, over its epochs, as :func:`advise` counts it: ``synchronous``, the exposed
+    exchange of a synchronous step's gradients; ``gradients``, that exchange whole (local SGD's average carries twice
+    its bytes, behind nothing); the other fields are :func:`advise`'s, ``accumulate`` the run's own."""
+
+    synchronous: float
+    gradients: float
+    accumulate: int
+    local_after: int = 0
+    epochs: int | None = None
+    micro_batches: int | None = None
+    whole_epochs: bool = True
+    checkpoint_every: int | None = None
+
+    def steps(self, accumulate: int) -> int | None:
+        """An epoch's optimizer steps with ``accumulate`` micro-batches a step (``None``: not known)."""
+        if self.micro_batches is None:
+            return None
+        return max(1, self.micro_batches // (accumulate if self.whole_epochs else self.accumulate))
+
+    def local(self, accumulate: int, every: int) -> float:
+        """Local SGD's averages, once in ``every`` steps, in seconds a step: every average an epoch takes, its last
+        step's and the checkpoints' too (:func:`~.communication.averages_in_epoch`)."""
+        steps = self.steps(accumulate)
+        averages = 1 / every if steps is None else averages_in_epoch(steps, every, self.checkpoint_every) / steps
+        return 2 * self.gradients * averages
+
+    def split(self, every: int) -> tuple[int, float, float]:
+        """The epochs trained synchronously before local SGD of ``every`` steps (with ``every`` 1: every epoch, said
+        0), and the shares of the run's steps trained synchronously and locally."""
+        if every <= 1:
+            return 0, 1.0, 0.0
+        if not self.epochs:
+            return 0, 0.0, 1.0
+        first = min(self.local_after, self.epochs)
+        return first, first / self.epochs, 1 - first / self.epochs
+
+    def per_step(self, accumulate: int, every: int) -> float:
+        """The seconds a step waits, over the run, with ``accumulate`` micro-batches a step and local SGD's average
+        once in ``every`` steps (1: synchronous), the synchronous epochs and local SGD's weighted by their number."""
+        _, synchronous, local = self.split(every)
+        return synchronous * self.synchronous + (local * self.local(accumulate, every) if local else 0.0)
+
+    def phases(self, compute: float, accumulate: int, every: int) -> str:
+        """The share of linear in each phase of post-local SGD, a clause of the advice (``""`` in one phase)."""
+        first, synchronous, local = self.split(every)
+        if not (synchronous and local):
+            return ""
+        return (f" ({linear(_share(compute, self.synchronous))} for the {count_text(first, 'synchronous epoch')}, "
+                f"{linear(_share(compute, self.local(accumulate, every)))} after)")
+
+
 def advise(communication: Communication, exchange_seconds: float, compute_seconds: float, *, global_batch: int,
            overlaps: bool = False, sixteen_bit_seconds: float | None = None, hidden_seconds: float | None = None,
            rate_scaled: bool = True, most_batch: int = LARGEST_GLOBAL_BATCH, micro_batches: int | None = None,
-           whole_epochs: bool = True, parameters: int | None = None,
-           train_images: int | None = None) -> Advice | None:
+           whole_epochs: bool = True, parameters: int | None = None, train_images: int | None = None,
+           checkpoint_every: int | None = None, synchronous_seconds: float | None = None,
+           epochs: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
-    (a step's gradients; with local SGD, the average's share of a step) and whose step computes for
+    (a step's gradients; with local SGD, one average over ``sync_every``) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
     one worker or nothing measured.
 
     Its efficiency is ``compute / (compute + exchange)``: the share of linear scaling if no exchange overlaps any
-    computation (packs hide part of it where they travel while the backward pass computes). Below
+    computation (packs hide part of it where they travel while the backward pass computes). With local SGD it counts
+    every average an epoch of ``micro_batches`` takes (:func:`~.communication.averages_in_epoch`, with
+    ``checkpoint_every``); with post-local SGD, the synchronous epochs' exchange (``synchronous_seconds``; unset: half
+    an average) weighed with local SGD's by their number of the run's ``epochs`` (unset: local SGD's alone). Below
     :data:`ADVISED_EFFICIENCY` it names what would bring a run back above it, in the order the training article
     gives: the gradients in 16 bits (the format the hardware sums, ``communication.sixteen_bit``) for half the bytes;
     then packs where ``overlaps``: on GPUs, and on CPUs whose process runs two or more inter-op threads
@@ -131,27 +193,28 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     advised where the whole exchange fits in one (packs of :data:`ADVISED_PACK_MB` MB would hide nothing)."""
     if communication.workers <= 1 or exchange_seconds <= 0 or compute_seconds <= 0:
         return None
-
-    def share(compute: float, exchange: float) -> float:
-        return compute / (compute + exchange)
-
-    efficiency = share(compute_seconds, exchange_seconds)
-    said = (f"One exchange alone takes {exchange_seconds:.3g} s a step against {compute_seconds:.3g} s of computation "
-            f"({communication.describe()}): about {linear(efficiency)} of linear scaling if none of it overlaps.")
+    local_sgd = communication.local_sgd
+    every = communication.sync_every if local_sgd else 1
+    # the synchronous exchange of one optimizer step's gradients (half an average of local SGD's, untimed)
+    gradients = exchange_seconds * (communication.sync_every / 2 if local_sgd else 1.0)
+    synchronous = synchronous_seconds if local_sgd and synchronous_seconds is not None else gradients
+    measured = _Exchange(synchronous, gradients, communication.accumulate, communication.local_after, epochs,
+                         micro_batches, whole_epochs, checkpoint_every)
+    efficiency = _share(compute_seconds, measured.per_step(communication.accumulate, every))
+    said = _said(communication, measured, compute_seconds, efficiency)
     if efficiency >= ADVISED_EFFICIENCY:
         return Advice(efficiency, {}, efficiency, said)
     settings: dict[str, int | float | str] = {}
     reasons: list[str] = []
-    # the synchronous exchange of one optimizer step's gradients, in float32 and in the wire format
-    gradients = exchange_seconds * (communication.sync_every / 2 if communication.local_sgd else 1.0)
     if faster_wire(communication, exchange_seconds, sixteen_bit_seconds) != communication.wire:
-        sixteen = exchange_seconds / 2 if sixteen_bit_seconds is None else sixteen_bit_seconds
+        ratio = 0.5 if sixteen_bit_seconds is None else sixteen_bit_seconds / exchange_seconds
+        gradients, synchronous = gradients * ratio, synchronous * ratio
         settings["allreduce_precision"] = communication.sixteen_bit
+        sixteen = measured.per_step(communication.accumulate, every) * ratio  # the exchange a step, in 16 bits
         reasons.append("half the bytes" if sixteen_bit_seconds is None else
                        f"half the bytes: {sixteen:.3g} s a step alone, timed")
-        gradients *= sixteen / exchange_seconds
     # what packs hide of the synchronous exchange (local SGD's average travels after the step, behind nothing)
-    hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not communication.local_sgd else 0.0
+    hidden = min(gradients, hidden_seconds or 0.0) if overlaps and not local_sgd else 0.0
     wire_bytes = 2 if "allreduce_precision" in settings else communication.wire_bytes
     one_pack = parameters is not None and parameters * wire_bytes <= ADVISED_PACK_MB * MB
     # a timing of packs that hid (next to) nothing of the exchange is a reason not to advise them
@@ -161,19 +224,23 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         reasons.append("packs that travel while the backward pass computes the rest" + (
             f": {hidden:.3g} s of the exchange hidden, timed" if hidden_seconds is not None else
             ", not counted in the estimate, as what a step hides on CPUs varies from run to run"))
-    exposed = gradients - hidden
+    # what a step waits for: the exposed exchange of synchronous steps, local SGD's averages (twice the gradients'
+    # bytes) at their share of a step
+    waits = replace(measured, synchronous=synchronous - hidden, gradients=gradients)
     micro = compute_seconds / communication.accumulate
     micro_batch = global_batch / communication.accumulate
-    # what a step waits for: local SGD's average (twice the gradients' bytes) once in sync_every steps, else the rest
-    waited = 2 * gradients / communication.sync_every if communication.local_sgd else exposed
-    needed = max(1, math.ceil(waited * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY) / micro))
+    enough = ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)  # computation per second waited at the share advised
+
     def power(most: float) -> int:
         return 2 ** max(0, math.floor(math.log2(max(1.0, most))))
 
     bound = power(most_batch / micro_batch)  # the largest global batch's
     by_epoch = None if micro_batches is None else epoch_micro_batches(micro_batches, whole_epochs)  # and an epoch's
     largest = bound if by_epoch is None else min(bound, by_epoch)
-    wanted = 2 ** math.ceil(math.log2(needed))
+    wanted = 1  # the fewest micro-batches, a power of two, whose computation reaches the share (an epoch of fewer
+    # steps averages local SGD's models more often a step)
+    while wanted < 2 ** 40 and wanted < math.ceil(waits.per_step(wanted, every) * enough / micro):
+        wanted *= 2
     accumulate = min(wanted, largest)
     held = ""
     if wanted > max(largest, communication.accumulate):
@@ -188,22 +255,18 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     else:
         accumulate = communication.accumulate
     compute = micro * accumulate
-    # local SGD sends weights and momentum (twice the gradients' bytes) once in sync_every steps
-    exchange = waited
-    if share(compute, exchange) < ADVISED_EFFICIENCY:
-        local = min(MOST_LOCAL_STEPS, math.ceil(2 * gradients * ADVISED_EFFICIENCY / (1 - ADVISED_EFFICIENCY)
-                                                 / compute))
-        if micro_batches is not None:  # an epoch's end averages the weights whatever sync_every says
-            local = min(local, micro_batches // accumulate)
-        if local > max(2, communication.sync_every):
-            settings["sync_every"] = local
-            exchange = 2 * gradients / local
+    exchange = waits.per_step(accumulate, every)
+    if _share(compute, exchange) < ADVISED_EFFICIENCY:
+        local = _local_steps(waits, accumulate, communication.sync_every, compute, exchange)
+        if local is not None:
+            settings["sync_every"], every = local, local
+            exchange = waits.per_step(accumulate, local)
             reasons.append(f"local SGD: weights and momentum averaged once in {local} steps, which changes what is "
                            "learnt: measure its cost in accuracy first (alexnet_benchmark(stages = "
                            f"\"time_to_accuracy\", accuracy_levers = \"sync_every={local}\"), with "
                            "\"+local_sgd_after=N\" added to the lever set for N synchronous epochs first) and start "
                            "it late (`local_sgd_after`)")
-    advised = share(compute, exchange)
+    advised = _share(compute, exchange)
     slower = _slower_than_one(communication.workers, advised, bool(settings))
     if not settings:
         if advised >= ADVISED_EFFICIENCY:  # the run's own packs hide enough
@@ -214,8 +277,41 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))
     return Advice(efficiency, settings, advised,
-                  f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them.{held}"
-                  f"{slower}")
+                  f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them"
+                  f"{waits.phases(compute, accumulate, every)}.{held}{slower}")
+
+
+def _said(communication: Communication, measured: _Exchange, compute: float, efficiency: float) -> str:
+    """The advice's first sentence: the exchange ``measured`` against ``compute`` seconds of a step's computation,
+    at ``efficiency`` of linear scaling."""
+    every, accumulate = communication.sync_every if communication.local_sgd else 1, communication.accumulate
+    first, synchronous, local = measured.split(every)
+    steps = measured.steps(accumulate)
+    averages = "" if not local or steps is None else (
+        f"; {count_text(averages_in_epoch(steps, every, measured.checkpoint_every), 'average')} in an epoch of "
+        f"{count_text(steps, 'step')}")
+    takes = (f"{measured.synchronous:.3g} s a step in the {count_text(first, 'synchronous epoch')} and "
+             f"{measured.local(accumulate, every):.3g} s after," if synchronous and local else
+             f"{measured.per_step(accumulate, every):.3g} s a step")
+    over = f" over the {count_text(int(measured.epochs or 0), 'epoch')}" if synchronous and local else ""
+    return (f"One exchange alone takes {takes} against {compute:.3g} s of computation ({communication.describe()}"
+            f"{averages}): about {linear(efficiency)} of linear scaling{over} if none of it overlaps"
+            f"{measured.phases(compute, accumulate, every)}.")
+
+
+def _local_steps(waits: _Exchange, accumulate: int, sync_every: int, compute: float, exchange: float) -> int | None:
+    """The ``sync_every`` :func:`advise` names for a run that waits ``exchange`` seconds a step (``waits``) and
+    computes ``compute`` with ``accumulate`` micro-batches, the run's own ``sync_every`` or 1: the fewest steps
+    above it (and above 2), up to :data:`MOST_LOCAL_STEPS` and an epoch's steps, whose averages leave the share
+    advised, else the fewest that average least often; ``None`` when none waits less than the run."""
+    steps = waits.steps(accumulate)
+    best: tuple[float, int] = (exchange, 0)
+    for every in range(max(2, sync_every) + 1, min(MOST_LOCAL_STEPS, steps or MOST_LOCAL_STEPS) + 1):
+        waited = waits.per_step(accumulate, every)
+        if _share(compute, waited) >= ADVISED_EFFICIENCY:
+            return every
+        best = min(best, (waited, every), key=lambda pair: pair[0])
+    return best[1] or None
 
 
 def _slower_than_one(workers: int, efficiency: float, advised: bool) -> str:

@@ -223,21 +223,24 @@ def overlaps(topology: Topology) -> bool:
 
 def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology, steps: int) -> None:
     """Warn (the chief) when local SGD's ``sync_every`` is more steps than an epoch has: the weights are averaged at
-    every epoch's end as well, so every ``steps`` steps, and the exchange a step is more than ``sync_every`` says."""
+    every epoch's end as well, so every ``steps`` steps (which the communication estimate counts), more often than
+    ``sync_every`` says."""
     if topology.workers > 1 and topology.chief and settings.sync_every > steps:
         logger.warning("`sync_every` = %d is more steps than an epoch's %d: the weights are averaged at every epoch's "
-                       "end too, so every %d steps, which the communication estimate does not count; give `sync_every` "
-                       "<= %d for the period it names.", settings.sync_every, steps, steps, steps)
+                       "end too, so every %d steps; give `sync_every` <= %d for the period it names.",
+                       settings.sync_every, steps, steps, steps)
 
 
 def advise_communication(timing: Mapping[str, float], communication: Communication, topology: Topology, *,
                          global_batch: int, most_batch: int, rate_scaled: bool = True,
                          warn: bool = True, micro_batches: int | None = None, whole_epochs: bool = True,
-                         parameters: int | None = None, train_images: int | None = None) -> Advice | None:
+                         parameters: int | None = None, train_images: int | None = None, epochs: int | None = None,
+                         checkpoint_every: int | None = None) -> Advice | None:
     """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None``
     alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its
     ``train_images``, over every worker) and
-    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced: see :func:`~.advice.advise`),
+    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced, and local SGD's averages over the run's
+    ``epochs``, ``checkpoint_every`` and post-local SGD's synchronous epochs counted: see :func:`~.advice.advise`),
     what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
     pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
     "Every multi-worker run measures its own link"),
@@ -250,7 +253,8 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
                     hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
                     most_batch=most_batch, micro_batches=micro_batches, whole_epochs=whole_epochs,
-                    parameters=parameters, train_images=train_images)
+                    parameters=parameters, train_images=train_images, checkpoint_every=checkpoint_every,
+                    synchronous_seconds=timing.get("synchronous_allreduce_seconds"), epochs=epochs)
     if advice is not None and topology.chief:
         nothing_left = not advice.settings and advice.advised_efficiency < ADVISED_EFFICIENCY
         (logger.warning if (advice.settings and warn) or nothing_left else logger.info)("Communication: %s",

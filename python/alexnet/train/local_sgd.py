@@ -134,7 +134,7 @@ def averages_excused(callbacks: Sequence[Any]) -> Iterator[None]:
 class LocalSGD(keras.callbacks.Callback):
     """Averages the workers' models (``average``, a :class:`ModelAverage`) after every ``every``-th step of an epoch
     of ``steps`` steps, after its last step and after every ``checkpoint_every``-th step
-    (:func:`~.communication.averaged_after`). Place it before the
+    (:func:`~.communication.averaged_after`, which the estimate before training counts). Place it before the
     callbacks that checkpoint or validate. ``excused`` counts its calls of ``on_train_batch_end`` and the seconds of
     its averages since its fit began (:func:`averages_excused`)."""
 

@@ -247,7 +247,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                   most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
                                   warn=not settings.adapt_communication, micro_batches=micro_batches,
                                   whole_epochs=settings.steps_per_epoch is None,
-                                  parameters=parameters, train_images=steps.train_images)
+                                  parameters=parameters, train_images=steps.train_images, epochs=settings.epochs,
+                                  checkpoint_every=settings.checkpoint_every)
     adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train, most_batch=most_batch)
     if adapted:  # the measurement and its advice told again for the settings taken
         settings = dataclasses.replace(settings, **adapted)
@@ -260,7 +261,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
                                       rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
                                       whole_epochs=settings.steps_per_epoch is None,
-                                      parameters=parameters, train_images=steps.train_images)
+                                      parameters=parameters, train_images=steps.train_images, epochs=settings.epochs,
+                                      checkpoint_every=settings.checkpoint_every)
     measured = {  # the history's, and its history file's (run_history.MEASURED)
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
         "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
