@@ -156,8 +156,26 @@ def test_the_history_schedule_and_its_line():
     assert describe(per_epoch(SizeSchedule((64,), (1,)), one, 1), peak=one.peak) == (
         "image size 64, learning rate 0 at the epoch's end (peak 0.005)")
     assert describe({"learning_rate": [0.005]}, peak=0.005) == "learning rate 0.005", "the peak is the one rate"
-    assert describe(schedule, peak=0.05) == "image size 64 -> 96, learning rate 0.01 -> 0.001", (
-        "several epochs show how the rate went")
+    assert describe(schedule, peak=rates.peak) == "image size 64 -> 96, learning rate 0.01 -> 0.001", (
+        "the peak is among the rates shown")
+
+
+def test_the_schedule_line_says_a_peak_inside_an_epoch():
+    # the linear schedule without warm-up starts at its peak, inside the first epoch: no epoch's end is at it
+    # (the training article's runs of 4 and 3 epochs of 15 steps, a global batch of 16)
+    for epochs, said in [(4, "0.000953 -> 0"), (3, "0.000852 -> 0.000426 -> 0")]:
+        rates = rate_schedule(0.01, "linear", None, (), epochs=epochs, global_batch=16, steps_per_epoch=15,
+                              kind="linear")
+        assert describe(per_epoch(SizeSchedule((96,), (epochs,)), rates, epochs), peak=rates.peak) == (
+            f"image size 96, learning rate {said} at the epochs' ends (peak 0.00125)")
+    # a warm-up that ends with an epoch reaches its peak at that epoch's end: shown, not said again
+    warm = RateSchedule(0.01, 4.0, 2, (), 10, 5, "linear")
+    assert describe(per_epoch(SizeSchedule((64,), (5,)), warm, 5), peak=warm.peak) == (
+        "image size 64, learning rate 0.025 -> 0.04 -> 0")
+    # a cosine schedule from its first step, in a long course shown as first, highest and last
+    cosine = RateSchedule(0.01, 2.0, 0, (), 4, 6, "cosine")
+    line = describe(per_epoch(SizeSchedule((64,), (6,)), cosine, 6), peak=cosine.peak)
+    assert line == "image size 64, learning rate 0.0192 -> 0 at the epochs' ends (peak 0.02)", line
 
 
 def test_the_default_linear_schedule_goes_straight_to_zero_at_the_last_step_after_its_warm_up():

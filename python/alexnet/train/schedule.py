@@ -232,8 +232,8 @@ def per_epoch(sizes: SizeSchedule, rates: RateSchedule, epochs: int) -> dict[str
     return {name: [row[name] for row in rows] for name in SCHEDULE_KEYS}
 
 
-def course(values: Sequence[float]) -> str:
-    """``values`` over the epochs, each change shown once (``64 -> 96``); a long course as first, peak and last."""
+def _shown(values: Sequence[float]) -> list[float]:
+    """What :func:`course` shows of ``values``, in three significant digits."""
     runs: list[float] = []
     for value in (float(f"{v:.3g}") for v in values):
         if not runs or runs[-1] != value:
@@ -241,22 +241,31 @@ def course(values: Sequence[float]) -> str:
     if len(runs) > 3:
         peak = max(runs)
         runs = [runs[0], *([peak] if peak not in (runs[0], runs[-1]) else []), runs[-1]]
-    return " -> ".join(f"{v:g}" for v in runs)
+    return runs
+
+
+def course(values: Sequence[float]) -> str:
+    """``values`` over the epochs, each change shown once (``64 -> 96``); a long course as first, peak and last."""
+    return " -> ".join(f"{v:g}" for v in _shown(values))
 
 
 def describe(schedule: Mapping[str, Sequence[float]], precision: str | None = None, reason: str | None = None,
              peak: float | None = None) -> str:
     """A run's schedule on one line: ``image size 64 -> 96, learning rate 0.0025 -> 0.01, precision float32
-    (why)`` (each epoch's rate is that of its last step); a run of one epoch, whose one rate (0, from a linear
-    schedule) says nothing of what it trained at, also says its ``peak``. Empty when there is nothing to say."""
+    (why)``. Each epoch's rate is that of its last step, so the ``peak``, which may fall inside an epoch (the first
+    step of a schedule that comes down from it without warm-up), is said too when it is not among the rates shown
+    (``learning rate 0.000953 -> 0 at the epochs' ends (peak 0.00125)``; of one epoch, whose one rate, 0 from a
+    linear schedule, says nothing of what it trained at: ``at the epoch's end``). Empty when there is nothing to
+    say."""
     parts = []
     if schedule.get("image_size"):
         parts.append(f"image size {course(schedule['image_size'])}")
     rates = schedule.get("learning_rate")
     if rates:
         text = f"learning rate {course(rates)}"
-        if len(rates) == 1 and peak is not None and f"{peak:.3g}" != f"{float(rates[0]):.3g}":
-            text += f" at the epoch's end (peak {peak:.3g})"
+        if peak is not None and float(f"{peak:.3g}") not in _shown(rates):
+            ends = "the epoch's end" if len(rates) == 1 else "the epochs' ends"
+            text += f" at {ends} (peak {peak:.3g})"
         parts.append(text)
     if precision:
         parts.append(f"precision {precision}" + (f" ({reason})" if reason else ""))
