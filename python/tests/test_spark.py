@@ -291,6 +291,33 @@ def test_a_worker_where_no_step_ran_says_no_rate():
     assert math.isnan(rate), "NaN in the flat row, which R's print leaves out"
 
 
+def _share(worker: int, **more: object) -> dict:
+    """What a worker's score_share() returns, as little of it as the flat row and the sums read."""
+    from alexnet.launch.evaluation import empty_share
+
+    return {**empty_share(1), "worker": worker, "workers": 2, "images": 3, "top1_correct": 1, "top5_correct": 2,
+            "top_k": 5, "image_size": 64, "num_classes": 4, "seconds": 1.5, "model": "m", **more}
+
+
+def test_each_worker_of_an_evaluation_says_where_its_log_is():
+    """An evaluation's flat rows and its per_worker entries carry each worker's log (host:path), as a training's
+    rows do: alone, and at the end of a training, where the training row's own log says it once."""
+    from alexnet.launch.evaluation import combine_shares, evaluate_row
+    from alexnet.launch.task import Evaluation, Task
+
+    logs = ["h0:/tmp/alexnet-logs/worker0-x.log", "h1:/tmp/alexnet-logs/worker1-x.log"]
+    rows = [evaluate_row(_share(k, log=logs[k])) for k in (0, 1)]
+    assert [row["log"] for row in rows] == logs
+    assert [w["log"] for w in combine_shares(rows, 2.0)["per_worker"]] == logs
+    assert evaluate_row(_share(0))["log"] == "", "a result that does not say"
+    # a training that ends with its evaluation: the share's columns without a second log, the sums with the worker's
+    trained = [training.train_row({**_worker_result(k), "log": logs[k], "evaluation": _share(k)}) for k in (0, 1)]
+    assert trained[1]["log"] == logs[1] and "eval_log" not in trained[1]
+    task = Task(kind="train", board="/boards/b", workers=2, evaluation=Evaluation())
+    assert list(trained[0]) == list(training.train_columns(task))
+    evaluation = training.combine_training(task, trained, 2.0)
+    assert [w["log"] for w in evaluation["per_worker"]] == logs
+
 def test_more_workers_than_slots_is_refused_before_launching(spark, board):
     with pytest.raises(AlexnetError, match=r"3 workers need 3 task slots .* has 2: use `workers` <= 2"):
         api.alexnet_spark_train(spark, 3, board, epochs=1)

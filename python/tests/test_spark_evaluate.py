@@ -202,7 +202,8 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
             return {"failure": "RuntimeError: lost executor"}
         return [evaluate_row({"worker": k, "workers": 2, "images": 3 + k, "top1_correct": k, "top5_correct": 2,
                               "top_k": 5, "crops": 1, "protocol": "centre crop", "image_size": 64,
-                              "num_classes": CLASSES, "seconds": 1.0, "model": "m", "bad_images": [f"b{k}"]})
+                              "num_classes": CLASSES, "seconds": 1.0, "model": "m", "bad_images": [f"b{k}"],
+                              "log": f"node{k}:/tmp/alexnet-logs/worker{k}.log"})
                 for k in (1, 0)]
 
     result = r_launcher.r_job("evaluate", 2, setup["board"], 2, "1", "false", None, launch, model=setup["model_dir"],
@@ -215,6 +216,7 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
     evaluation = result["evaluation"]
     assert (evaluation["images"], evaluation["top1_correct"], evaluation["top5_correct"]) == (7, 1, 4)
     assert evaluation["bad_images"] == ["b0", "b1"] and [w["worker"] for w in evaluation["per_worker"]] == [0, 1]
+    assert [w["log"] for w in evaluation["per_worker"]] == [f"node{k}:/tmp/alexnet-logs/worker{k}.log" for k in (0, 1)]
     assert result["attempt"] == 2 and [row["attempt"] for row in result["rows"]] == [2, 2]
     with pytest.raises(AlexnetError, match="boom"):
         r_launcher.r_job("evaluate", 2, setup["board"], 2, "1", "false", None,

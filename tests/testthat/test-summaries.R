@@ -112,6 +112,25 @@ test_that("an evaluation: the command line says what R prints, and lists the bad
   }
 })
 
+test_that("a Spark evaluation's rows say where each worker's log is, as a Spark training's rows do", {
+  skip_if_no_alexnet()
+  # what each worker's score_share() returns, with the log its launch added; the core adds up their flat rows
+  shares <- py_result('[
+    {"worker": 0, "workers": 2, "images": 3, "top1_correct": 1, "top5_correct": 2, "top_k": 5, "crops": 1,
+     "protocol": "centre crop", "image_size": 64, "num_classes": 4, "seconds": 1.5, "model": "m", "bad_images": [],
+     "log": "node1:/tmp/alexnet-logs/worker0-20261207-120000-41.log"},
+    {"worker": 1, "workers": 2, "images": 2, "top1_correct": 2, "top5_correct": 2, "top_k": 5, "crops": 1,
+     "protocol": "centre crop", "image_size": 64, "num_classes": 4, "seconds": 1.2, "model": "m", "bad_images": [],
+     "log": "node2:/tmp/alexnet-logs/worker1-20261207-120000-42.log"}]')
+  core <- reticulate::import("alexnet.launch.evaluation", convert = FALSE)
+  rows <- lapply(0:1, function(i) core$evaluate_row(reticulate::py_get_item(shares, i)))
+  evaluation <- alexnet:::new_alexnet_evaluation(
+    c(reticulate::py_to_r(core$combine_shares(rows, 2.0)), list(attempt = 1L)))
+  expect_identical(as.data.frame(evaluation)$log, c("node1:/tmp/alexnet-logs/worker0-20261207-120000-41.log",
+                                                    "node2:/tmp/alexnet-logs/worker1-20261207-120000-42.log"))
+  expect_identical(as.data.frame(evaluation)$images, c(3L, 2L))
+})
+
 test_that("a training history: the command line says what R prints, the model and where a run resumed included", {
   skip_if_no_alexnet()
   # as the core's alexnet_train() returns it (python/alexnet/train/run.py), of a run resumed inside an epoch

@@ -94,8 +94,8 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     :func:`alexnet.launch.training.train_work`), each with ``attempt`` (1 when the first launch succeeded) and ``log``
     (``host:path``, where the worker's log is kept on its host); every worker ends with the same weights
     (``history["weights_sha256"]``). Its ``evaluation`` is the dict of
-    :func:`alexnet.alexnet_evaluate` with ``workers``, ``per_worker`` and ``model_pin`` (with ``evaluate``; else
-    ``None``).
+    :func:`alexnet.alexnet_evaluate` with ``workers``, ``per_worker`` (each worker's ``log`` among them) and
+    ``model_pin`` (with ``evaluate``; else ``None``).
 
     The job's options, with their defaults:
     """
@@ -133,8 +133,8 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     Spark job is cancelled, and the error says so). An evaluation is idempotent: when a worker fails, the job is
     launched again whole, up to ``retries`` times. Returns the dict of :func:`alexnet.alexnet_evaluate`
     (``seconds``: the stage's wall time; ``images_per_second``: the workers' own, the images over the slowest
-    worker's seconds of scoring) plus ``workers``, ``per_worker`` (each worker's ``seconds`` of scoring among them)
-    and ``attempt``.
+    worker's seconds of scoring) plus ``workers``, ``per_worker`` (each worker's ``seconds`` of scoring among them,
+    and its ``log``, ``host:path``, where the worker's log is kept on its host) and ``attempt``.
 
     ``options`` are, by name, the evaluation's (:class:`alexnet.model.options.EvaluationOptions`) and the launch
     options (:class:`alexnet.launch.options.LaunchOptions`), with their defaults:

@@ -44,6 +44,7 @@ EVALUATE_COLUMNS: dict[str, type] = {
     "num_classes": int,
     "seconds": float,
     "model": str,
+    "log": str,
     "bad_images": str,
     "left_out_at_upload": int,
     "per_class": str,
@@ -200,8 +201,9 @@ def evaluate_work(index: int, addresses: Sequence[str], task: Task) -> dict[str,
 def evaluate_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """A flat row of scalars (the columns of :data:`EVALUATE_COLUMNS`) from a :func:`score_share` result; the lists
     (:data:`JSON_COLUMNS`: ``bad_images`` and the tables by class) as JSON text; ``left_out_at_upload`` not known,
-    :data:`UNKNOWN`."""
-    known = {**result, "left_out_at_upload": _left_out(result)}
+    :data:`UNKNOWN`; ``log``, where the worker's log is (``host:path``, as its launch added it), ``""`` when the
+    result does not say."""
+    known = {**result, "left_out_at_upload": _left_out(result), "log": str(result.get("log") or "")}
     row = {name: kind(known[name]) for name, kind in EVALUATE_COLUMNS.items() if name not in JSON_COLUMNS}
     for name in JSON_COLUMNS:
         value = result.get(name) or []
@@ -274,9 +276,10 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     """The evaluation of the whole board from the workers' rows: counts added, accuracies from the sums, in the
     dict of one machine's evaluation (:func:`alexnet.model.evaluate.evaluation_result`; ``seconds``: the time it
     took; ``left_out_at_upload``: :func:`left_out_added`), plus ``workers`` and ``per_worker`` (``worker``,
-    ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` each); ``per_class`` and ``confusions`` are those of
-    the whole (:func:`class_tables`). A worker that had no images to score adds nothing. ``images_per_second`` is
-    the workers' own: the images over the slowest worker's seconds of scoring (``seconds`` may count more: a Spark
+    ``images``, ``top1_correct``, ``top5_correct``, ``seconds`` and ``log``, where the worker's log is, ``host:path``,
+    ``""`` when its row does not say, each); ``per_class`` and ``confusions`` are those of the whole
+    (:func:`class_tables`). A worker that had no images to score adds nothing. ``images_per_second`` is the workers'
+    own: the images over the slowest worker's seconds of scoring (``seconds`` may count more: a Spark
     evaluation's is its stage's, with Spark's start, the fetch and the model's load).
     """
     from ..model.evaluate import evaluation_result
@@ -292,5 +295,6 @@ def combine_shares(rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[st
     return {
         **result, "workers": len(rows),
         "per_worker": [{"worker": int(r["worker"]), "images": int(r["images"]), "top1_correct": int(r["top1_correct"]),
-                        "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"])} for r in rows],
+                        "top5_correct": int(r["top5_correct"]), "seconds": float(r["seconds"]),
+                        "log": str(r.get("log") or "")} for r in rows],
     }

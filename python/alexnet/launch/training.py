@@ -61,8 +61,8 @@ TRAIN_COLUMNS: dict[str, type] = {
     "log": str,
     "history": str,
 }
-#: The share's columns in a training row, without the worker's own (``worker``, ``workers``).
-SHARE_COLUMNS = [name for name in EVALUATE_COLUMNS if name not in ("worker", "workers")]
+#: The share's columns in a training row, without the worker's own (``worker``, ``workers``, ``log``).
+SHARE_COLUMNS = [name for name in EVALUATE_COLUMNS if name not in ("worker", "workers", "log")]
 #: Arguments a worker sets itself, which callers must not give, and what to say when they do.
 RESERVED = {name: "each worker trains on its own partition with strategy = 'multi_worker'. Leave it out."
             for name in ("data", "strategy")}
@@ -335,7 +335,7 @@ def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: flo
     relay_warnings(rows)
     if task.evaluation is None:
         return None
-    shares = [{"worker": row["worker"], "workers": row["workers"],
+    shares = [{"worker": row["worker"], "workers": row["workers"], "log": row.get("log", ""),
                **{name: row[f"eval_{name}"] for name in SHARE_COLUMNS}} for row in rows]
     evaluation = combine_shares(shares, max(float(share["seconds"]) for share in shares))
     chief = min(rows, key=lambda row: int(row["worker"]))
