@@ -5,30 +5,38 @@ every declared setting of a call: its name, and a value of the kind it takes."""
 from __future__ import annotations
 
 import inspect
+import pydoc
 import textwrap
 from pathlib import Path
 
 import mypy.api
+import pytest
 
 import alexnet
 from alexnet import _typed
 from alexnet.cli import to_typed
 from alexnet.declare import declaration
+from alexnet.errors import AlexnetError
+from alexnet.launch.session import SparkToStart
 from alexnet.train.settings import specs
 
 PYTHON = Path(alexnet.__file__).resolve().parents[1]
 
 
 def _hiding() -> list[str]:
-    """The exports whose own signature, as written, takes ``*`` or ``**`` arguments."""
+    """The exports whose own code, as written (what a type checker reads), takes ``*`` or ``**`` arguments."""
     names = []
     for name in alexnet.__all__:
         function = getattr(alexnet, name)
         if not isinstance(function, type):
-            written = inspect.signature(inspect.unwrap(function)).parameters.values()
-            if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in written):
+            code = inspect.unwrap(function).__code__
+            if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
                 names.append(name)
     return names
+
+
+def _described(parameters) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in parameters.values()]
 
 
 def test_the_typed_signatures_are_what_the_declarations_give():
@@ -38,25 +46,42 @@ def test_the_typed_signatures_are_what_the_declarations_give():
 
 
 def test_every_export_that_hides_its_settings_has_a_typed_twin_of_its_runtime_signature():
-    """Same parameters, in the same order, of the same kinds and defaults; a Spark training's ``**`` keywords as the
-    training settings, by keyword alone, with the defaults its workers train with."""
+    """Same parameters, in the same order, of the same kinds and defaults, and none of them ``*`` or ``**``: at run
+    time too (``help()``, :func:`inspect.signature`), every argument is named, a Spark training's settings among
+    them."""
     hiding = _hiding()
     assert len(hiding) == 13 and set(hiding) == set(to_typed.covered())
     for name in hiding:
-        runtime = list(inspect.signature(getattr(alexnet, name)).parameters.values())
-        typed = list(inspect.signature(getattr(_typed, name)).parameters.values())
-        own = [(p.name, p.kind, p.default) for p in runtime if p.kind is not p.VAR_KEYWORD]
-        assert [(p.name, p.kind, p.default) for p in typed[:len(own)]] == own, name
-        keywords = declaration.declared_by(getattr(alexnet, name)).keywords
-        assert [(p.name, p.kind, p.default) for p in typed[len(own):]] == [
-            (key, inspect.Parameter.KEYWORD_ONLY, spec.default) for key, spec in keywords.items()], name
-        assert not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in typed), name
-        assert inspect.signature(getattr(_typed, name)).return_annotation == \
-            inspect.signature(getattr(alexnet, name)).return_annotation
+        runtime = inspect.signature(getattr(alexnet, name))
+        typed = inspect.signature(getattr(_typed, name))
+        assert _described(typed.parameters) == _described(runtime.parameters), name
+        assert not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in runtime.parameters.values()), name
+        assert typed.return_annotation == runtime.return_annotation
     spark = inspect.signature(_typed.alexnet_spark_train).parameters
     assert set(specs()) <= set(spark) and spark["verbose"].default == 2
     assert inspect.signature(_typed.alexnet_train).parameters["lr_schedule"].annotation == \
         "Literal['linear', 'cosine', 'step', 'plateau']"
+
+
+def test_the_runtime_signature_of_every_export_with_declared_settings_names_each_with_its_declared_default():
+    """``help()`` and :func:`inspect.signature` list every setting an export takes, with the default it takes when
+    left out: its declarations' (a Spark training's settings with the defaults its workers train with); a call of a
+    Spark training is checked as before, by the training settings' names."""
+    for name, function in to_typed.covered().items():
+        declared = declaration.declared_by(function)
+        parameters = inspect.signature(function).parameters
+        settings = {**declared.named, **declared.keywords}
+        assert {key: parameters[key].default for key in settings} == \
+            {key: spec.default for key, spec in settings.items()}, name
+    spark = inspect.signature(alexnet.alexnet_spark_train).parameters
+    assert [key for key in spark if key in specs()] == list(specs())
+    assert all(spark[key].kind is inspect.Parameter.KEYWORD_ONLY for key in specs())
+    assert (spark["verbose"].default, spark["lr_schedule"].default, spark["evaluate"].default) == (2, "linear", False)
+    shown = pydoc.render_doc(alexnet.alexnet_spark_train, renderer=pydoc.plaintext)
+    assert "**arguments" not in shown and "verbose: 'int' = 2" in shown and "epochs: 'int' = 2" in shown
+    with pytest.raises(AlexnetError, match=r"alexnet_spark_train\(\) does not take `lr_shedule` \(did you mean "
+                                           r"`lr_schedule`\?\)"):
+        alexnet.alexnet_spark_train(SparkToStart("local[2]"), 2, "/boards/none", lr_shedule="cosine")
 
 
 def test_type_checkers_take_a_realistic_call_and_refuse_a_misspelt_setting_or_a_value_of_another_kind(

@@ -2,17 +2,16 @@
 
 A function that takes declared settings through its ``**`` keywords (or takes its every argument through ``*`` and
 ``**``: ``alexnet_train()``, ``alexnet_benchmark()``) is given its whole signature when its module is imported
-(:func:`alexnet.declare.declaration.take_declared`), which ``help()`` and a notebook show; a type checker or an
-editor reads the source alone, where it sees ``**options: Any``. For each such export of :mod:`alexnet`, this module
-writes a function with the signature it has at run time (the same parameters, kinds and defaults; a Spark training's
-``**`` keywords as the training settings they take), each declared setting annotated with what a Python caller may
-give it (:attr:`alexnet.declare.kinds.Spec.accepts`: a choice as a ``Literal`` of its values and aliases, a location
-as a string or a path, ``None`` where it is taken), and with the first paragraph of its help as its docstring (the
-rest is ``help()``'s). ``alexnet/__init__.py`` imports
-them under ``TYPE_CHECKING`` alone: a type checker completes every setting and refuses a misspelt name or a value of
-another type, and nothing changes when the package runs. ``make setup`` runs ``python -m alexnet.cli.to_typed
-python/alexnet/_typed.py`` whenever a declaration or one of those functions changes, and a test fails when the file in
-the repository is not what this module gives.
+(:func:`alexnet.declare.declaration.take_declared`), which ``help()`` and a notebook show; a type checker or an editor
+reads the source alone, where it sees ``**options: Any``. For each such export of :mod:`alexnet`, this module writes a
+function with the signature it has at run time (the same parameters, kinds and defaults; a Spark training's settings,
+which its ``**`` keywords take, among them), each declared setting annotated with what a Python caller may give it
+(:attr:`alexnet.declare.kinds.Spec.accepts`: a choice as a ``Literal`` of its values and aliases, a location as a string
+or a path, ``None`` where it is taken), and with the first paragraph of its help as its docstring (the rest is
+``help()``'s). ``alexnet/__init__.py`` imports them under ``TYPE_CHECKING`` alone: a type checker completes every
+setting and refuses a misspelt name or a value of another type, and nothing changes when the package runs. ``make
+setup`` runs ``python -m alexnet.cli.to_typed python/alexnet/_typed.py`` whenever a declaration or one of those
+functions changes, and a test fails when the file in the repository is not what this module gives.
 """
 
 from __future__ import annotations
@@ -60,6 +59,13 @@ IMPORTS: dict[str, str] = {
 CHECKING_ONLY = ("tf", "keras", "SparkRun", "TrainSettings")
 
 
+def hides_its_arguments(function: Any) -> bool:
+    """Whether ``function``, as written (what a type checker reads; its signature at run time may say more, see
+    :func:`alexnet.declare.declaration.take_declared`), takes ``*`` or ``**`` arguments."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return code is not None and bool(code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
+
+
 def covered() -> dict[str, Any]:
     """The exports of :mod:`alexnet` whose own signature (as written, which a type checker reads) hides declared
     settings behind ``*`` or ``**`` parameters, by name in :data:`alexnet.__all__`'s order; a :class:`ValueError`
@@ -71,8 +77,7 @@ def covered() -> dict[str, Any]:
         function = getattr(alexnet, name)
         if isinstance(function, type) or not callable(function):
             continue
-        written = inspect.signature(inspect.unwrap(function)).parameters.values()
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in written):
+        if hides_its_arguments(function):
             if declared_by(function) is None:
                 raise ValueError(f"{name}() takes * or ** arguments but records no declared settings")
             functions[name] = function
@@ -101,17 +106,13 @@ def _annotation(annotation: Any) -> str:
 
 
 def typed_signature(function: Any) -> inspect.Signature:
-    """The signature of ``function`` at run time, every annotation a string: that of a declared setting what a Python
-    caller may give it, its ``**`` keywords replaced by the settings they take, if any, by keyword alone."""
+    """The signature of ``function`` at run time, every annotation a string: that of a declared setting (one of its
+    declarations', or one its ``**`` keywords take) what a Python caller may give it."""
     declared = declared_by(function)
     assert declared is not None
     parameters = []
     for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind is parameter.VAR_KEYWORD and declared.keywords:
-            parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=spec.default,
-                                             annotation=spec.accepts) for name, spec in declared.keywords.items()]
-            continue
-        spec = declared.named.get(parameter.name)
+        spec = declared.named.get(parameter.name) or declared.keywords.get(parameter.name)
         parameters.append(parameter.replace(
             annotation=spec.accepts if spec is not None else _annotation(parameter.annotation)))
     return inspect.Signature(parameters, return_annotation=_annotation(inspect.signature(function).return_annotation))

@@ -198,11 +198,12 @@ def take_declared(function: Any, *declarations: type, keywords: Mapping[str, Spe
                   title: str = "") -> None:
     """Give ``function``, which takes the settings of ``declarations`` through its ``**`` keywords, their signature and
     help: its own positional parameters, then every declared setting by keyword with its default and type, then its
-    own keyword-only parameters (and its ``**`` ones only with ``keywords``, the settings they take besides: a
-    training's settings); after its docstring, one bullet per setting (under ``title`` when given). A setting that
-    ``function`` names among its own parameters (so that it may be given by position) keeps its place; its default
-    must be the declaration's (a :class:`ValueError` otherwise, when the module is imported). Which settings it takes
-    is recorded on it (:func:`record_declared`)."""
+    own keyword-only parameters, then, with ``keywords`` (the settings its ``**`` keywords take besides: a training's
+    settings), each of those by keyword with its default and what a caller may give it, so that ``help()`` and
+    :func:`inspect.signature` name every argument it takes; after its docstring, one bullet per setting of
+    ``declarations`` (under ``title`` when given). A setting that ``function`` names among its own parameters (so
+    that it may be given by position) keeps its place; its default must be the declaration's (a :class:`ValueError`
+    otherwise, when the module is imported). Which settings it takes is recorded on it (:func:`record_declared`)."""
     written = inspect.signature(function)
     for group in declarations:
         for name, spec in specs(group).items():
@@ -212,9 +213,12 @@ def take_declared(function: Any, *declarations: type, keywords: Mapping[str, Spe
                                  f"{group.__name__} declares {spec.default!r}")
     own = list(written.parameters.values())
     first = [p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD]
-    rest = [p for p in own if p.kind is p.KEYWORD_ONLY or (keywords is not None and p.kind is p.VAR_KEYWORD)]
+    rest = [p for p in own if p.kind is p.KEYWORD_ONLY]
     declared = [p for group in declarations for p in parameters(group) if p.name not in written.parameters]
-    function.__signature__ = inspect.Signature([*first, *declared, *rest], return_annotation=written.return_annotation)
+    taken = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=spec.default, annotation=spec.accepts)
+             for name, spec in (keywords or {}).items()]
+    function.__signature__ = inspect.Signature([*first, *declared, *rest, *taken],
+                                               return_annotation=written.return_annotation)
     helps = "\n".join(help_lines(group) for group in declarations)
     function.__doc__ = "\n\n".join([(function.__doc__ or "").rstrip(), *([f"    {title}"] if title else []),
                                      helps + "\n"])

@@ -60,12 +60,14 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     One barrier task per worker (``rdd.barrier().mapPartitions``): task ``k`` runs
     :func:`alexnet.launch.training.train_work` in a fresh Python process, which fetches partition ``k`` of
     ``workers``, sets TF_CONFIG from the barrier addresses (worker ``k`` listens on its host at ``base_port + k``;
-    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``. ``arguments`` are, by name, the job's
-    options (the launch options of :class:`alexnet.launch.options.LaunchOptions`, and the training job's own,
-    :class:`alexnet.launch.options.TrainingJobOptions`: ``evaluate``, ``crops``; listed with their defaults below)
-    and its training settings (those of :func:`alexnet.alexnet_train`: ``epochs``, ``batch_size`` per worker,
-    ``image_size``, ``checkpoint_dir`` and ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``),
-    ``checkpoint_every``, ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds those already checked
+    worker 0 is the chief) and trains with ``MultiWorkerMirroredStrategy``. Besides ``spark``, ``workers`` and
+    ``board``, it takes by name the job's options (the launch options of :class:`alexnet.launch.options.LaunchOptions`,
+    and the training job's own, :class:`alexnet.launch.options.TrainingJobOptions`: ``evaluate``, ``crops``; listed
+    with their defaults below) and its training settings, last in its signature with the defaults its workers train
+    with (those of :func:`alexnet.alexnet_train`, whose help says what each does, but ``verbose``, 2: one line per
+    epoch in a worker's log; ``epochs``, ``batch_size`` per worker, ``image_size``, ``checkpoint_dir`` and
+    ``model_dir`` on storage every worker reaches (``gs://``, ``s3://``), ``checkpoint_every``,
+    ``collective_timeout``, ``model_pin``, ...), or ``settings`` holds those already checked
     (:func:`alexnet.launch.training.worker_settings`). ``spark`` is a SparkSession or SparkContext (or a
     :class:`~alexnet.launch.session.SparkToStart`, started once the checks below have passed); ``python`` the worker's
     Python (default: the executor's); ``env`` extra environment variables for the worker processes; ``timeout``
