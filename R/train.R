@@ -162,7 +162,9 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   `print()` says so); with
 #'   `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
-#'   from `checkpoint_dir`, or found every epoch already done there, says so with a message.
+#'   from `checkpoint_dir`, or found every epoch already done there, says so in its history: `params$initial_epoch`
+#'   and `params$initial_step`, and the line `print()` shows (`Resumed from ... at epoch 3, step 0.`, or `All 2
+#'   epochs were trained before, ...`).
 #' @examples
 #' if (alexnet_available()) {
 #'   src <- imagenet_synthetic(tempfile(), classes = 2, images_per_class = 8, max_side = 96)
@@ -189,10 +191,8 @@ alexnet_train <- function(data = NULL, strategy = NULL, ...) {
   }
   args <- checked_args("alexnet_train", names(formals()))
   if (!is.null(args$data)) args$data <- train_data(args$data)
-  history <- new_alexnet_history(simplify_py(do.call(core_function("alexnet_train"), args)))
-  note <- resume_note(history)  # a resumed run, or one that found every epoch done, says so
-  if (!is.null(note)) message(note)
-  history
+  # where a resumed run went on from is said once, by the history's print (`Resumed from ...`), not by a message too
+  new_alexnet_history(simplify_py(do.call(core_function("alexnet_train"), args)))
 }
 # the training settings that are formals of their own (`batch_size`, `epochs`, `parallel`) from the core's
 # declaration, in the places of the usage line the core declares (`training_positional`, the original

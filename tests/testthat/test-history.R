@@ -307,3 +307,28 @@ test_that("the epoch axis of a long run has a tick every few epochs, of a short 
   expect_true(all(ticks == round(ticks)) && min(ticks) >= 1 && max(ticks) <= 300)
   expect_gte(length(ticks), 4)
 })
+
+test_that("a resumed run says where it went on from once, in its history's print, not also as a message", {
+  skip_if_no_alexnet()
+  dir <- withr::local_tempdir()
+  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 4, val_per_class = 1,
+                            max_side = 64)
+  board <- file.path(dir, "board")
+  imagenet_upload(src$path, board = board)
+  data <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache"))
+  run <- file.path(dir, "run")
+  train <- function(epochs) {
+    alexnet_train(data = data, epochs = epochs, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
+                  checkpoint_dir = run)
+  }
+  train(1)
+  # the history of a run that resumed, returned at top level and so printed: its messages and its print together
+  # (two epochs where the checkpoints' run had one: warned, and trained further)
+  said <- character()
+  expect_warning(printed <- withCallingHandlers(capture.output(print(train(2))), message = function(m) {
+    said <<- c(said, conditionMessage(m))
+    invokeRestart("muffleMessage")
+  }), "`epochs`: 1 then, 2 now", class = "alexnet_warning")
+  expect_identical(sum(grepl("Resumed from", c(said, printed), fixed = TRUE)), 1L)
+  expect_true(paste0("Resumed from ", run, " at epoch 2, step 0.") %in% printed)
+})
