@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from ..checks import some_names
-from ..errors import LayoutError
+from ..errors import LayoutError, importing
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,48 @@ def _classes() -> tuple[tuple[int, str, str], ...]:
     return tuple(rows)
 
 
-def imagenet_classes() -> list[dict[str, Any]]:
+class ClassTable(list[dict[str, Any]]):
+    """What :func:`imagenet_classes` returns: a list of one ``{"index", "id", "name"}`` dict per class (indexed,
+    iterated, compared and written as JSON as any list), shown as a table of its first and last :data:`SHOWN` rows
+    and its length, and offered as a pandas DataFrame (:meth:`to_pandas`)."""
+
+    #: How many rows its repr shows at each end.
+    SHOWN = 3
+    #: The widest name its repr shows whole; a longer one ends with ``...``.
+    NAME_WIDTH = 60
+
+    def _line(self, row: Mapping[str, Any], width: int) -> str:
+        name = str(row["name"])
+        if len(name) > self.NAME_WIDTH:
+            name = name[:self.NAME_WIDTH - 3] + "..."
+        return f"  {row['index']:>{width}}  {row['id']}  {name}"
+
+    def __repr__(self) -> str:
+        rows: list[Any] = list(self)
+        if len(rows) > 2 * self.SHOWN:
+            rows = [*rows[:self.SHOWN], None, *rows[-self.SHOWN:]]
+        width = max((len(str(row["index"])) for row in rows if row is not None), default=1)
+        count = f"{len(self)} class" if len(self) == 1 else f"{len(self)} classes"
+        lines = [f"{count} (index, id, name), a list of dicts; .to_pandas() for a DataFrame" + (":" if rows else "")]
+        lines += [f"  {'...':>{width}}" if row is None else self._line(row, width) for row in rows]
+        return "\n".join(lines)
+
+    def to_pandas(self) -> Any:
+        """The classes as a pandas DataFrame: columns ``index``, ``id`` and ``name``, one row per class."""
+        with importing():
+            import pandas as pd
+
+        return pd.DataFrame(list(self), columns=["index", "id", "name"])
+
+
+def imagenet_classes() -> ClassTable:
     """The 1000 ILSVRC2012 classes: one ``{"index", "id", "name"}`` per class, in label order (ids sorted).
 
     ``index`` is the 0-based label, ``id`` the WordNet id (``n01440764``), ``name`` the synonyms of the
-    devkit's ``words`` (``"tench, Tinca tinca"``).
+    devkit's ``words`` (``"tench, Tinca tinca"``). A :class:`ClassTable`: a list of those dicts, which a notebook
+    or the REPL shows as a short table of its first and last classes; ``.to_pandas()`` gives a DataFrame.
     """
-    return [{"index": index, "id": wnid, "name": name} for index, wnid, name in _classes()]
+    return ClassTable({"index": index, "id": wnid, "name": name} for index, wnid, name in _classes())
 
 
 def class_ids() -> tuple[str, ...]:
@@ -80,4 +115,4 @@ def check_classes(found: Mapping[str, str], where: str, *, strict: bool) -> None
                     names[differing[0]])
 
 
-__all__ = ["NUM_CLASSES", "check_classes", "class_ids", "class_names", "imagenet_classes"]
+__all__ = ["NUM_CLASSES", "ClassTable", "check_classes", "class_ids", "class_names", "imagenet_classes"]
