@@ -170,12 +170,11 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #'   `image_size`, as [alexnet_evaluate()] takes them), then the launch options every Spark job takes (`base_port`
 #'   to `probe`), all declared once in the core (`alexnet.model.options`, `alexnet.launch.options`). From R,
 #'   `python` defaults to the Python alexnet uses here ([alexnet_python()]).
-#' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row
-#'   per worker (its `seconds` that worker's scoring, its `log` (`host:path`) where the worker's log is kept on its
-#'   host: see `ALEXNET_LOG_DIR`), `images_per_second` the workers' own (the images over the
-#'   slowest worker's `seconds`), `seconds` the Spark stage's (with the fetch and the model's load), and `attempt`
-#'   the launch that succeeded (1 for the first). It prints as [alexnet_evaluate()]'s, after a line naming the
-#'   model scored, the Spark workers and the attempt.
+#' @returns An `alexnet_evaluation` (see [alexnet_evaluate()]) whose `workers` is a data frame with one row per worker
+#'   (its `seconds` that worker's scoring, its `log` (`host:path`, see `ALEXNET_LOG_DIR`) where the worker's log is
+#'   kept), `images_per_second` the workers' own (the images over the slowest worker's `seconds`), `seconds` the Spark
+#'   stage's (with the fetch and the model's load), and `attempt` the launch that succeeded (1 for the first). It prints
+#'   as [alexnet_evaluate()]'s, after a line naming the model scored, the Spark workers and the attempt.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")
