@@ -188,10 +188,21 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
         options = packed.options()
         together = step(lambda grads: all_reduce(grads, wire, options))
         timing["hidden_seconds"] = min(alone, max(0.0, backward + alone - together))
-    logger.info("Communication: %.1f MB a step, %.3f s alone; compute %.3f s a step%s.",
-                timing["bytes_per_step"] / 1e6, timing["allreduce_seconds"], timing["compute_seconds"],
-                f"; packs hide {timing['hidden_seconds']:.3f} s of it" if "hidden_seconds" in timing else "")
+    logger.info("Communication: %s.", _probed_text(timing, communication, wire))
     return timing
+
+
+def _probed_text(timing: Mapping[str, float], communication: Communication, packed: str | None) -> str:
+    """What :func:`probe_communication` timed, each figure with the wire format it is of: the exchange as the run
+    sends it, the same in 16 bits when that was timed, and what the step with packs (sent in ``packed``) hid."""
+    said = (f"{timing['bytes_per_step'] / 1e6:.1f} MB a step in {communication.wire}, "
+            f"{timing['allreduce_seconds']:.3f} s alone")
+    if "sixteen_bit_allreduce_seconds" in timing:
+        said += f" ({communication.sixteen_bit}: {timing['sixteen_bit_allreduce_seconds']:.3f} s alone)"
+    said += f"; compute {timing['compute_seconds']:.3f} s a step"
+    if "hidden_seconds" in timing:
+        said += f"; packs hide {timing['hidden_seconds']:.3f} s of the {packed} exchange"
+    return said
 
 
 def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communication, topology: Topology,
