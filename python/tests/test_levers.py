@@ -768,7 +768,11 @@ def test_an_adapted_run_is_told_the_exchange_and_computation_of_what_it_took():
     timing = {"bytes_per_step": asked.bytes_per_step(1000), "allreduce_seconds": 2.0,
               "sixteen_bit_allreduce_seconds": 1.2, "compute_seconds": 0.5}
     told = adapted_timing(timing, asked, took, 1000)
-    assert told == {"bytes_per_step": 2000, "allreduce_seconds": 1.2, "compute_seconds": 2.0}
+    # the float32 exchange as asked is kept beside the 16-bit one the run trains with
+    assert told == {"bytes_per_step": 2000, "allreduce_seconds": 1.2, "compute_seconds": 2.0,
+                    "asked_allreduce_seconds": 2.0}
+    # the same wire format taken: the exchange as asked is the one it trains with, said once
+    assert "asked_allreduce_seconds" not in adapted_timing(timing, asked, replace(asked, accumulate=4), 1000)
     # post-local SGD: its synchronous epochs' exchange is told alike; without a 16-bit timing the seconds stay
     local = Communication("float32", 0, 1, 4, 2, local_after=1)
     timing = {"bytes_per_step": local.bytes_per_step(1000), "allreduce_seconds": 1.0,

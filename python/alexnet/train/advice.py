@@ -386,10 +386,12 @@ def adapted_timing(timing: Mapping[str, float], before: Communication, after: Co
                    parameters: int) -> dict[str, float]:
     """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.levers.probe_communication`), told
     for the settings ``after`` it took with ``adapt_communication``: the exchange in the 16-bit format when that was
-    taken (the probe timed it), its bytes, and the computation of ``after``'s micro-batches."""
+    taken (the probe timed it; the exchange as ``before`` sends it kept as ``asked_allreduce_seconds``), its bytes,
+    and the computation of ``after``'s micro-batches."""
     told = dict(timing)
     ratio = 1.0
     if after.wire != before.wire and "sixteen_bit_allreduce_seconds" in told:
+        told["asked_allreduce_seconds"] = told["allreduce_seconds"]
         ratio = told.pop("sixteen_bit_allreduce_seconds") / told["allreduce_seconds"]
     for prefix, phase in (("", after), ("synchronous_", after.at_epoch(0))):
         if f"{prefix}allreduce_seconds" in told:

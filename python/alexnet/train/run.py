@@ -265,6 +265,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                       checkpoint_every=settings.checkpoint_every)
     measured = {  # the history's, and its history file's (run_history.MEASURED)
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
+        "asked_allreduce_seconds": timing.get("asked_allreduce_seconds"),
         "sixteen_bit_allreduce_seconds": timing.get("sixteen_bit_allreduce_seconds"),
         "hidden_seconds": timing.get("hidden_seconds"), "compute_seconds": timing.get("compute_seconds"),
         "communication_efficiency": None if advice is None else advice.efficiency,

@@ -27,9 +27,9 @@ METRIC_ORDER = ("loss", "accuracy", "top5_accuracy", *VALIDATION_METRICS)
 
 #: What a run measured of its communication before training, and what it took of the advice (the history's
 #: ``params`` of these names, given to :func:`run_params` by the run; ``None`` where a run of one worker measures none).
-MEASURED = ("communication", "allreduce_bytes_per_step", "allreduce_seconds", "sixteen_bit_allreduce_seconds",
-            "hidden_seconds", "compute_seconds", "communication_efficiency", "advised_settings",
-            "communication_advice", "adapted_settings", "micro_batches_up_to")
+MEASURED = ("communication", "allreduce_bytes_per_step", "allreduce_seconds", "asked_allreduce_seconds",
+            "sixteen_bit_allreduce_seconds", "hidden_seconds", "compute_seconds", "communication_efficiency",
+            "advised_settings", "communication_advice", "adapted_settings", "micro_batches_up_to")
 
 
 def run_params(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
