@@ -603,7 +603,7 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     import logging
 
     from alexnet.train.checkpoint import STATE_FILE, recorded_settings
-    from alexnet.train.levers import adapt_communication, advise_communication, check_levers
+    from alexnet.train.levers import adapt_communication, advise_communication, check_levers, recorded_adaptation
     from alexnet.train.strategy import Topology
 
     chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
@@ -650,28 +650,30 @@ def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so
     # on few images, advised and taken: 16 bits alone
     small = advise_communication(timing, comm, chief, global_batch=64, most_batch=largest_batch(5000), warn=False)
     assert adapt_communication(strategy, asked, small, chief, steps=100) == {"allreduce_precision": "bfloat16"}
-    # a resumed run: what its checkpoints recorded, whatever the advice says now
+    # a resumed run: what its checkpoints recorded, read before any measurement, whatever the advice says now
     folder = tmp_path / "checkpoints"
     assert recorded_settings(str(folder)) == {} and recorded_settings(None) == {}
+    assert recorded_adaptation(strategy, asked, chief) is None, "nothing recorded: the run measures and adapts"
     folder.mkdir()
     (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": {"accumulate_steps": 2}}}))
     assert recorded_settings(str(folder))["adapted_settings"] == {"accumulate_steps": 2}
     resumed = check_settings({"adapt_communication": True, "checkpoint_dir": str(folder)})
     caplog.clear()
-    assert adapt_communication(strategy, resumed, advice, chief, steps=100) == {"accumulate_steps": 2}
-    assert "It resumes, and keeps what it took when it began." in caplog.text
+    assert recorded_adaptation(strategy, resumed, chief) == {"accumulate_steps": 2}
+    assert "took `accumulate_steps` = 2. It resumes, and keeps what it took when it began." in caplog.text
+    assert recorded_adaptation(strategy, check_settings({"checkpoint_dir": str(folder)}), chief) is None, "not asked"
     # ... but no more micro-batches than the largest global batch allows now (lowered since): fewer, said
     took = {"accumulate_steps": 16, "allreduce_precision": "bfloat16"}
     (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": took}}))
     caplog.clear()
-    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=1024) == {
+    assert recorded_adaptation(strategy, resumed, chief, most_batch=1024) == {
         "accumulate_steps": 16, "allreduce_precision": "bfloat16"}, "within the bound: kept"
     assert "where it took" not in caplog.text
-    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=256) == {
+    assert recorded_adaptation(strategy, resumed, chief, most_batch=256) == {
         "accumulate_steps": 4, "allreduce_precision": "bfloat16"}
     assert ("The run resumes with 4 micro-batches a step where it took 16 when it began: a global batch of 1024 is "
             "above the largest now, 256 (`largest_global_batch`).") in caplog.text
-    assert adapt_communication(strategy, resumed, advice, chief, steps=100, most_batch=100) == {
+    assert recorded_adaptation(strategy, resumed, chief, most_batch=100) == {
         "allreduce_precision": "bfloat16"}, "none left: a step of one batch"
     assert "with 1 micro-batch a step where it took 16" in caplog.text
 

@@ -1,19 +1,31 @@
 """The measurement a multi-worker run takes before its first step (:func:`alexnet.train.levers.probe_communication`):
-what the chief's line says of it.
+what the chief's line says of it, and what a relaunched run of ``adapt_communication`` times.
+
+The two-worker run is this file started twice as a script (see the bottom), two processes with their own TF_CONFIG on
+127.0.0.1.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from helpers_train import make_tree, run_two_workers  # noqa: E402
+
+from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.train.communication import Communication  # noqa: E402
 from alexnet.train.strategy import Topology  # noqa: E402
+
+HERE = Path(__file__).resolve()
 
 CHIEF = Topology("multi_worker", 2, 2, 0, True, 1, False)
 
@@ -51,3 +63,131 @@ def test_the_chiefs_line_names_the_wire_format_of_each_figure_it_timed(wire, sec
     assert found, lines[0]
     assert float(found.group(1)) == pytest.approx(timing["bytes_per_step"] / 1e6, abs=0.05)
     assert float(found.group(2)) == pytest.approx(timing["hidden_seconds"], abs=5e-4)
+
+
+
+@pytest.mark.parametrize(("record", "timed", "levels"), [
+    # launched: both formats timed; the advice it takes said as a line, what is left of it for 16 bits a warning
+    (None, ["float32", "bfloat16"], ["INFO", "WARNING"]),
+    ({"allreduce_precision": "bfloat16"}, ["bfloat16"], ["WARNING"]),  # took 16 bits: only they are timed, and said
+    ({}, ["float32"], ["INFO"]),  # took nothing: float32 alone, its advice said as a launch that took none says it
+])
+def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it_trains_with(
+        record, timed, levels, tmp_path, monkeypatch, caplog):
+    """:func:`alexnet.train.levers.measure_communication` of the chief (one worker's strategy standing in for two,
+    every exchange said to take a second in float32, half that in 16 bits, packs overlapping the backward pass)
+    without and with what its checkpoints recorded when it began."""
+    from alexnet.model.network import build_alexnet
+    from alexnet.train import communication, levers
+    from alexnet.train.agreement import Steps
+    from alexnet.train.checkpoint import STATE_FILE
+    from alexnet.train.settings_check import check_settings
+
+    said: list[str] = []
+    monkeypatch.setattr(communication, "time_all_reduce", lambda strategy, shapes, sent, options, repeats=3:
+                        said.append(sent) or (1.0 if sent == "float32" else 0.5))
+    monkeypatch.setattr(levers, "overlaps", lambda topology: True)
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    if record is not None:
+        (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": record}}))
+    settings = check_settings({"adapt_communication": True, "checkpoint_dir": str(folder), "batch_size": 1,
+                               "image_size": 64, "dense_units": 32})
+    steps = Steps(train=100, validate=False, validation=None, train_images=200)
+    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    measured = levers.measure_communication(tf.distribute.get_strategy(), build_alexnet(4, dense_units=32), settings,
+                                            levers.check_levers(settings, CHIEF), CHIEF, steps, lambda taken: steps)
+    assert said == timed
+    advice = [r.levelname for r in caplog.records if r.getMessage().startswith("Communication: One exchange")]
+    assert advice == levels, caplog.text
+    if record is None:  # launched: the chief's decision of the advice, 16 bits among it, timed and kept as asked
+        assert measured.adapted["allreduce_precision"] == "bfloat16"
+        assert measured.timing["asked_allreduce_seconds"] == 1.0
+    else:
+        assert measured.adapted == record and "It resumes, and keeps what it took when it began." in caplog.text
+        assert "asked_allreduce_seconds" not in measured.timing
+    assert measured.settings.allreduce_precision == measured.communication.wire == \
+        measured.adapted.get("allreduce_precision", "float32")
+    assert measured.timing["allreduce_seconds"] == (0.5 if measured.communication.wire == "bfloat16" else 1.0)
+    # the step with packs is timed in the format the run trains with (a relaunch keeping float32 has no 16-bit
+    # timing to advise another)
+    assert re.search(rf"packs hide \d+\.\d{{3}} s of the {measured.communication.wire} exchange\.", caplog.text)
+
+@pytest.mark.workers
+@pytest.mark.long  # over 20 s
+def test_a_relaunched_adapted_run_times_only_the_exchange_it_took_and_trains_on_with_it(tmp_path):
+    """Two workers launched with ``adapt_communication``, then relaunched on the same checkpoints for a second epoch
+    (each exchange said to take a second more than it does, two in float32: the advice is 16 bits and
+    micro-batches)."""
+    codes = run_two_workers(HERE, tmp_path, free_base_port(2), timeout=600)
+    assert codes == [0, 0], [(tmp_path / f"log-{i}.txt").read_text()[-3000:] for i in range(2)]
+    launched, relaunched = zip(*(json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)),
+                               strict=True)
+    # the launch timed float32 and 16 bits to decide; the relaunch, decided by its record, the exchange it took
+    assert [run["timed"] for run in launched] == [["float32", "bfloat16"]] * 2, launched
+    assert [run["timed"] for run in relaunched] == [["bfloat16"]] * 2, relaunched
+    took = launched[0]["adapted"]
+    assert took["allreduce_precision"] == "bfloat16" and took["accumulate_steps"] == 2, took
+    for runs in (launched, relaunched):  # every worker took the chief's settings, and they end with one model
+        assert [run["adapted"] for run in runs] == [took, took]
+        assert runs[0]["digest"] == runs[1]["digest"] and [run["agree"] for run in runs] == [True, True]
+    assert [run["initial_epoch"] for run in relaunched] == [1, 1]
+    # the history of the launch keeps the float32 exchange as asked beside the 16-bit one (its file too); the
+    # relaunch's, and the advice it logs, are of the 16-bit exchange it timed
+    first, again = launched[0], relaunched[0]
+    assert first["asked_allreduce_seconds"] >= 2.0 > first["allreduce_seconds"] >= 1.0, first
+    assert first["kept_asked_allreduce_seconds"] == first["asked_allreduce_seconds"]
+    assert again["asked_allreduce_seconds"] is None and again["allreduce_seconds"] >= 1.0, again
+    assert again["communication"].startswith("bfloat16 on the wire"), again
+    assert f"One exchange alone takes {again['allreduce_seconds']:.3g} s a step" in again["advice"], again
+    log = (tmp_path / "log-0.txt").read_text()
+    assert len(re.findall(r"MB a step in float32, \d+\.\d{3} s alone \(bfloat16: \d+\.\d{3} s alone\)", log)) == 1
+    assert len(re.findall(r"MB a step in bfloat16, \d+\.\d{3} s alone; compute", log)) == 1
+    assert log.count("It resumes, and keeps what it took when it began.") == 1, log[-3000:]
+
+
+def _worker(folder: str, index: int, base: int) -> None:
+    from alexnet.train import api as training
+    from alexnet.train import communication
+    from alexnet.train.cluster import tf_config_json
+    from alexnet.train.history_file import alexnet_history
+
+    os.environ["TF_CONFIG"] = tf_config_json(["127.0.0.1:1", "127.0.0.1:2"], index, base)
+    from alexnet.train.strategy import resolve_strategy
+
+    strategy = resolve_strategy("multi_worker", collective_timeout=120)
+    root = Path(folder)
+    data = make_tree(root / f"images-{index}", classes=4, per_class=12, val_per_class=3, seed=index, min_side=48,
+                     max_side=72)
+    timed: list[str] = []  # the wire format of each exchange timed
+    real = communication.time_all_reduce
+
+    def slow(strategy, shapes, wire, options, repeats=3):
+        timed.append(wire)
+        return real(strategy, shapes, wire, options, repeats) + (2.0 if wire == "float32" else 1.0)
+
+    communication.time_all_reduce = slow
+    settings = {"batch_size": 1, "steps_per_epoch": 3, "image_size": 64, "dense_units": 32, "dropout": 0.0,
+                "seed": 0, "precision": "float32", "verbose": 0, "parallel": 1, "learning_rate": 0.05,
+                "adapt_communication": True, "largest_global_batch": 4, "checkpoint_dir": str(root / "checkpoints")}
+    results = []
+    for epochs in (1, 2):  # launched for one epoch, relaunched for a second
+        timed.clear()
+        history = training.alexnet_train(data=data, strategy=strategy, epochs=epochs, **settings)
+        params = history["params"]
+        results.append({"timed": list(timed), "adapted": params["adapted_settings"],
+                        "digest": history["weights_sha256"], "agree": history["weights_agree"],
+                        "initial_epoch": params["initial_epoch"], "communication": params["communication"],
+                        "allreduce_seconds": params["allreduce_seconds"],
+                        "asked_allreduce_seconds": params["asked_allreduce_seconds"],
+                        "advice": params["communication_advice"],
+                        "kept_asked_allreduce_seconds": alexnet_history(settings["checkpoint_dir"])["params"][
+                            "asked_allreduce_seconds"] if index == 0 else None})
+    (root / f"result-{index}.json").write_text(json.dumps(results))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..checks import count_text
 from ..declare import declaration
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
+    from .agreement import Steps
     from .settings import TrainSettings
     from .strategy import Topology
 
@@ -117,19 +118,21 @@ def parameter_count(net: keras.Model) -> int:
 
 
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
-                        topology: Topology, *, batch: int, image_size: int) -> dict[str, float]:
+                        topology: Topology, *, batch: int, image_size: int,
+                        sixteen_bit: bool = True) -> dict[str, float]:
     """What one optimizer step exchanges and how long that takes alone, measured once before training on a
     multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
     step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
     ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
-    before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire): the same exchange in the 16-bit format
-    the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward and backward pass of
-    ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without any exchange (each
-    worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share are estimated from
-    them); where packs overlap the backward pass on every worker and the workers synchronise every step
-    (:func:`packed_step_wire`), ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce
-    of its gradients in the packs of the run (or those advised) and the wire format the chief's timing advises,
-    hid: the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
+    before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire, and ``sixteen_bit``: a run whose settings
+    are decided, a resumed run of ``adapt_communication``, times only the exchange it trains with): the same
+    exchange in the 16-bit format the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward
+    and backward pass of ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without
+    any exchange (each worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share
+    are estimated from them); where packs overlap the backward pass on every worker and the workers synchronise
+    every step (:func:`packed_step_wire`), ``hidden_seconds``: what of the exchange one such pass, followed by the
+    all-reduce of its gradients in the packs of the run (or those advised) and the wire format the chief's timing
+    advises, hid: the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
     import time
 
     from ..tfimport import tf
@@ -148,7 +151,7 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
                 f"{prefix}allreduce_seconds": exchange / (phase.sync_every if phase.local_sgd else 1)}
 
     timing = timed("", communication)
-    if communication.wire == "float32":  # what 16 bits would gain on this link, for the advice
+    if communication.wire == "float32" and sixteen_bit:  # what 16 bits would gain on this link, for the advice
         sixteen = replace(communication, wire=communication.sixteen_bit)
         timing["sixteen_bit_allreduce_seconds"] = timed("", sixteen)["allreduce_seconds"]
     first = communication.at_epoch(0)
@@ -209,16 +212,17 @@ def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communicat
                      timing: Mapping[str, float]) -> str | None:
     """The wire format of :func:`probe_communication`'s step with packs, the same on every worker (``None``: no
     worker runs it). It runs where packs overlap the backward pass on every worker (:func:`overlaps`) and the
-    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`):
-    each worker times the exchanges on its own, and timings a few per cent apart may fall on both sides of
-    :data:`~.advice.SIXTEEN_BIT_GAIN`, while one all-reduce must carry one format. A collective: every worker
-    calls it at the same point."""
+    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`;
+    the run's own where its 16-bit exchange was not timed): each worker times the exchanges on its own, and timings
+    a few per cent apart may fall on both sides of :data:`~.advice.SIXTEEN_BIT_GAIN`, while one all-reduce must
+    carry one format. A collective: every worker calls it at the same point."""
     from .advice import faster_wire
     from .agreement import all_gather_ints
 
     if communication.local_sgd:
         return None
-    own = faster_wire(communication, timing["allreduce_seconds"], timing.get("sixteen_bit_allreduce_seconds"))
+    own = (faster_wire(communication, timing["allreduce_seconds"], timing["sixteen_bit_allreduce_seconds"])
+           if "sixteen_bit_allreduce_seconds" in timing else communication.wire)
     rows = all_gather_ints(strategy, [int(topology.chief), int(overlaps(topology)), int(own != communication.wire)])
     if not all(row[1] for row in rows):
         return None
@@ -291,31 +295,110 @@ def _within(recorded: dict[str, Any], settings: TrainSettings, topology: Topolog
     return recorded
 
 
-def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
-                        topology: Topology, *, steps: int, most_batch: int | None = None) -> Adapted:
-    """The settings a run of ``adapt_communication`` over several workers takes (empty: none, or not asked): the
-    chief's decision, on every worker. The chief takes what a resumed run took when it began (as its checkpoints in
-    ``checkpoint_dir`` recorded it; its micro-batches fewer, said, where they now make a global batch above
-    ``most_batch``, a ``largest_global_batch`` lowered since), else the :func:`~.advice.adaptable` part of its
-    ``advice`` (whose micro-batches stop at :func:`~.batch_bound.largest_batch`), with at most as many micro-batches
-    as an epoch has ``steps``. A collective: every worker calls it at the same point."""
-    from .advice import adaptable, adaptation_text, row_settings, settings_row
+def recorded_adaptation(strategy: tf.distribute.Strategy, settings: TrainSettings, topology: Topology, *,
+                        most_batch: int | None = None) -> Adapted | None:
+    """What a resumed run of ``adapt_communication`` over several workers took when it began, as its checkpoints in
+    ``checkpoint_dir`` recorded it (its micro-batches fewer, said, where they now make a global batch above
+    ``most_batch``, a ``largest_global_batch`` lowered since): the chief's reading, on every worker (``None``: no
+    record, or not asked). A collective with ``adapt_communication`` and several workers: every worker calls it at
+    the same point, before the measurement, which then times only the settings the run trains with."""
+    from .advice import adaptation_text, row_settings, settings_row
     from .agreement import all_gather_ints
     from .checkpoint import recorded_settings
 
     if not settings.adapt_communication or topology.workers <= 1:
-        return {}
-    # the chief's decision is every worker's: only it reads the record
+        return None
+    # the chief's reading is every worker's: only it reads the record
     recorded = recorded_settings(settings.checkpoint_dir).get("adapted_settings") if topology.chief else None
     if recorded is not None and most_batch is not None:
         recorded = _within(dict(recorded), settings, topology, most_batch)
-    own = (dict(recorded) if recorded is not None else
-           adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps,
-                     settings.steps_per_epoch is None))
+    rows = all_gather_ints(strategy, [int(topology.chief), int(recorded is not None), *settings_row(recorded or {})])
+    chief = next((row for row in rows if row[0]), rows[0])
+    if not chief[1]:
+        return None
+    taken = row_settings(chief[2:])
+    if topology.chief:
+        logger.info("Communication: %s It resumes, and keeps what it took when it began.", adaptation_text(taken))
+    return taken
+
+
+def adapt_communication(strategy: tf.distribute.Strategy, settings: TrainSettings, advice: Advice | None,
+                        topology: Topology, *, steps: int) -> Adapted:
+    """The settings a run of ``adapt_communication`` over several workers takes of ``advice`` (empty: none, or not
+    asked): the chief's decision on every worker, the :func:`~.advice.adaptable` part of its ``advice``, with at most
+    as many micro-batches as an epoch has ``steps`` (a resumed run keeps what it took when it began instead:
+    :func:`recorded_adaptation`). A collective: every worker calls it at the same point."""
+    from .advice import adaptable, adaptation_text, row_settings, settings_row
+    from .agreement import all_gather_ints
+
+    if not settings.adapt_communication or topology.workers <= 1:
+        return {}
+    own = adaptable(advice, settings.accumulate_steps, settings.accumulate_steps * steps,
+                    settings.steps_per_epoch is None)
     rows = all_gather_ints(strategy, [int(topology.chief), *settings_row(own)])
     chief = next((row for row in rows if row[0]), rows[0])
     taken = row_settings(chief[1:])
     if topology.chief:
-        logger.info("Communication: %s%s", adaptation_text(taken),
-                    " It resumes, and keeps what it took when it began." if recorded is not None else "")
+        logger.info("Communication: %s", adaptation_text(taken))
     return taken
+
+
+class Measurement(NamedTuple):
+    """What a run measured before its first step (:func:`measure_communication`), the settings, communication and
+    steps it trains with (those ``adapt_communication`` took: ``adapted``), its :func:`~.batch_bound.largest_batch`."""
+
+    settings: TrainSettings
+    communication: Communication
+    steps: Steps
+    timing: dict[str, float]
+    advice: Advice | None
+    adapted: Adapted
+    most_batch: int
+
+
+def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, settings: TrainSettings,
+                          communication: Communication, topology: Topology, steps: Steps,
+                          agree_steps: Callable[[TrainSettings], Steps]) -> Measurement:
+    """The measurement before a run's first step, its advice and, with ``adapt_communication``, the settings taken
+    (``agree_steps``: the steps of an epoch every worker agrees on for the settings given, a collective). A resumed
+    run of ``adapt_communication`` decides first (:func:`recorded_adaptation`) and times only what it trains with:
+    one exchange, in the wire format it took, not the float32 and the 16-bit ones both. Any other run times the
+    exchange as asked (:func:`probe_communication`), is advised (:func:`advise_communication`) and takes what the
+    chief decides of that advice (:func:`adapt_communication`), its timing and advice then told for the settings
+    taken (:func:`~.advice.adapted_timing`). A collective: every worker calls it at the same point, and takes the
+    same branches (each decided by the chief or by settings the workers agreed on)."""
+    from .advice import adapted_timing
+    from .batch_bound import largest_batch
+
+    communication = agree_on_sixteen_bit(strategy, communication, topology)
+    most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
+    micro_batches, parameters = settings.accumulate_steps * steps.train, parameter_count(net)
+
+    def advised(timing: dict[str, float], taken: TrainSettings, communication: Communication, steps: Steps,
+                warn: bool = True) -> Advice | None:
+        return advise_communication(timing, communication, topology, global_batch=topology.global_batch(
+            taken.step_batch), most_batch=most_batch, rate_scaled=taken.lr_scaling != "none", warn=warn,
+            micro_batches=micro_batches, whole_epochs=taken.steps_per_epoch is None, parameters=parameters,
+            train_images=steps.train_images, epochs=taken.epochs, checkpoint_every=taken.checkpoint_every)
+
+    def taking(adapted: Adapted) -> tuple[TrainSettings, Communication, Steps]:
+        taken = replace(settings, **adapted)
+        # the 16-bit format the workers agreed on stays theirs: no second gather
+        return taken, replace(check_levers(taken, topology), sixteen_bit=communication.sixteen_bit), agree_steps(taken)
+
+    recorded = recorded_adaptation(strategy, settings, topology, most_batch=most_batch)
+    if recorded is not None:  # decided when the run began: measured and advised (said as a launch says it) as taken
+        taken, took, steps = taking(recorded) if recorded else (settings, communication, steps)
+        timing = probe_communication(strategy, net, took, topology, batch=taken.batch_size,
+                                     image_size=taken.sizes.final, sixteen_bit=False)
+        advice = advised(timing, taken, took, steps, warn=bool(recorded))
+        return Measurement(taken, took, steps, timing, advice, recorded, most_batch)
+    timing = probe_communication(strategy, net, communication, topology, batch=settings.batch_size,
+                                 image_size=settings.sizes.final)
+    advice = advised(timing, settings, communication, steps, warn=not settings.adapt_communication)
+    adapted = adapt_communication(strategy, settings, advice, topology, steps=steps.train)
+    if not adapted:
+        return Measurement(settings, communication, steps, timing, advice, adapted, most_batch)
+    taken, took, steps = taking(adapted)  # the measurement and its advice told again for the settings taken
+    timing = adapted_timing(timing, communication, took, parameters)
+    return Measurement(taken, took, steps, timing, advised(timing, taken, took, steps), adapted, most_batch)

@@ -196,20 +196,16 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     from ..model.saved import save_model
     from ..tfimport import keras
     from . import callbacks as cb
-    from .advice import adaptation_text, adapted_timing
+    from .advice import adaptation_text
     from .agreement import agree_on_settings, check_agreement, weights_agree
-    from .batch_bound import largest_batch
     from .checkpoint import CheckpointStore, Resume
     from .initial import initial_description, initial_weights
     from .levers import (
-        adapt_communication,
-        advise_communication,
-        agree_on_sixteen_bit,
         check_global_batch,
         check_levers,
         install_levers,
+        measure_communication,
         parameter_count,
-        probe_communication,
         warn_of_averages_beyond_an_epoch,
     )
     from .strategy import object_warnings
@@ -238,31 +234,9 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         from .agreement import agree_on_classes
 
         agree_on_classes(strategy, td.class_ids, topo)
-    communication = agree_on_sixteen_bit(strategy, communication, topo)
-    timing = probe_communication(strategy, net, communication, topo, batch=settings.batch_size,
-                                 image_size=settings.sizes.final)
-    most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
-    micro_batches, parameters = settings.accumulate_steps * steps.train, parameter_count(net)
-    advice = advise_communication(timing, communication, topo, global_batch=topo.global_batch(settings.step_batch),
-                                  most_batch=most_batch, rate_scaled=settings.lr_scaling != "none",
-                                  warn=not settings.adapt_communication, micro_batches=micro_batches,
-                                  whole_epochs=settings.steps_per_epoch is None,
-                                  parameters=parameters, train_images=steps.train_images, epochs=settings.epochs,
-                                  checkpoint_every=settings.checkpoint_every)
-    adapted = adapt_communication(strategy, settings, advice, topo, steps=steps.train, most_batch=most_batch)
-    if adapted:  # the measurement and its advice told again for the settings taken
-        settings = dataclasses.replace(settings, **adapted)
-        # the 16-bit format the workers agreed on stays theirs: no second gather
-        asked, communication = communication, dataclasses.replace(check_levers(settings, topo),
-                                                                  sixteen_bit=communication.sixteen_bit)
-        steps = _agree_on_steps(strategy, topo, data, td, settings)
-        timing = adapted_timing(timing, asked, communication, parameter_count(net))
-        advice = advise_communication(timing, communication, topo,
-                                      global_batch=topo.global_batch(settings.step_batch), most_batch=most_batch,
-                                      rate_scaled=settings.lr_scaling != "none", micro_batches=micro_batches,
-                                      whole_epochs=settings.steps_per_epoch is None,
-                                      parameters=parameters, train_images=steps.train_images, epochs=settings.epochs,
-                                      checkpoint_every=settings.checkpoint_every)
+    settings, communication, steps, timing, advice, adapted, most_batch = measure_communication(
+        strategy, net, settings, communication, topo, steps,
+        lambda taken: _agree_on_steps(strategy, topo, data, td, taken))
     measured = {  # the history's, and its history file's (run_history.MEASURED)
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
         "asked_allreduce_seconds": timing.get("asked_allreduce_seconds"),
