@@ -251,17 +251,13 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                          warn: bool = True, micro_batches: int | None = None, whole_epochs: bool = True,
                          parameters: int | None = None, train_images: int | None = None, epochs: int | None = None,
                          checkpoint_every: int | None = None) -> Advice | None:
-    """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None``
-    alone), micro-batches advised up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its
-    ``train_images``, over every worker) and
-    the ``micro_batches`` of an epoch (for ``parameters`` numbers all-reduced, and local SGD's averages over the run's
-    ``epochs``, ``checkpoint_every`` and post-local SGD's synchronous epochs counted: see :func:`~.advice.advise`),
-    what a step with packs hid counted on GPUs only (on CPU workers, where the collective's own work, the input
-    pipeline and the backward pass share the cores, what a training step hid varied from run to run: README,
-    "Every multi-worker run measures its own link"),
-    logged by the chief: a warning when settings are advised (the workers would wait for the network for more than
-    a tenth of a step) and ``warn`` (false: a run about to take its advice), or when none is left to advise and the
-    workers would still wait so long (a faster link, or fewer workers, is what is left), else one line."""
+    """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None`` alone), with
+    micro-batches up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its ``train_images``)
+    and the rest of its arguments as :func:`~.advice.advise` takes them; what a step with packs hid is counted on GPUs
+    only (on CPU workers it varied from run to run: README, "Every multi-worker run measures its own link"). The
+    chief logs it: a warning when settings are advised and ``warn`` (false: a run about to take its advice), or when
+    none is left to advise and the workers would still wait for the network for more than a tenth of a step, else
+    one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
@@ -284,14 +280,11 @@ def _within(recorded: dict[str, Any], settings: TrainSettings, topology: Topolog
     if not then or topology.global_batch(settings.batch_size * then) <= most_batch:
         return recorded
     now = max(settings.accumulate_steps, most_batch // topology.global_batch(settings.batch_size), 1)
-    if now > settings.accumulate_steps:
-        recorded["accumulate_steps"] = now
-    else:
-        del recorded["accumulate_steps"]
+    recorded.pop("accumulate_steps")
+    recorded.update({"accumulate_steps": now} if now > settings.accumulate_steps else {})
     logger.warning("The run resumes with %s a step where it took %d when it began: a global batch of %d is above "
-                   "the largest now, %d (`largest_global_batch`).",
-                   count_text(now, "micro-batch", "micro-batches"), then,
-                   topology.global_batch(settings.batch_size * then), most_batch)
+                   "the largest now, %d (`largest_global_batch`).", count_text(now, "micro-batch", "micro-batches"),
+                   then, topology.global_batch(settings.batch_size * then), most_batch)
     return recorded
 
 
@@ -391,7 +384,9 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
         taken, took, steps = taking(recorded) if recorded else (settings, communication, steps)
         timing = probe_communication(strategy, net, took, topology, batch=taken.batch_size,
                                      image_size=taken.sizes.final, sixteen_bit=False)
-        advice = advised(timing, taken, took, steps, warn=bool(recorded))
+        # a record without 16 bits is the launch's judgement of them (timed no faster, or not to take): not advised
+        kept = took if "allreduce_precision" in recorded else replace(took, sixteen_bit=took.wire)
+        advice = advised(timing, taken, kept, steps, warn=bool(recorded))
         return Measurement(taken, took, steps, timing, advice, recorded, most_batch)
     timing = probe_communication(strategy, net, communication, topology, batch=settings.batch_size,
                                  image_size=settings.sizes.final)
