@@ -481,9 +481,9 @@ def test_validation_images_stored_smaller_than_evaluation_reads_them_are_warned_
             alexnet_evaluate(str(tmp_path / "free"), **options)
         return [r.getMessage() for r in caplog.records if "`resize`" in r.getMessage()]
 
-    said = ("The board's images were stored with `resize` = 80, below 82, the short side evaluation resizes them to "
-            "for `image_size` = 72: evaluation would enlarge every crop of the stored images to 72 pixels; upload them "
-            "again with `resize` of at least 82 (the paper cropped 224 out of a short side of 256) with "
+    said = ("The board's images were stored with `resize` = 80: evaluation resizes the short side of each image to 82 "
+            "before it crops `image_size` = 72 out of it, and would enlarge every image it reads from 80 to 82 pixels; "
+            "upload them again with `resize` of at least 82 (the paper cropped 224 out of a short side of 256) with "
             "imagenet_upload(), or give an `image_size` of at most 70.")
     assert warned(board=board, cache_dir=cache, image_size=72) == [said]
     assert warned(board=board, cache_dir=cache, image_size=72, crops=10) == [said]

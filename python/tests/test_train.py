@@ -124,19 +124,19 @@ def test_a_run_that_keeps_nothing_is_warned_before_it_trains(synthetic, tmp_path
 def test_images_stored_smaller_than_the_crops_are_warned_of_once_before_training(tmp_path, monkeypatch, caplog):
     """A board uploaded with `resize` below the crops training takes (the largest of a schedule too), or below the
     short side validation resizes the images to (image_size * 256 / 224), had every crop enlarged without a word; the
-    partition carries the board's `resize`, and the chief warns once, before training, with what to change."""
+    partition carries the board's `resize`, and the chief warns once, before training, with what to change. A run
+    resumed with every epoch done reads no image: it says nothing of them (it warned, before)."""
     from alexnet.data.fetch import imagenet_partition
     from alexnet.data.synthetic import imagenet_synthetic
     from alexnet.data.upload import imagenet_upload
-    from alexnet.train import agreement
+    from alexnet.train import callbacks
 
     class Stopped(Exception):
-        """Where the run stops here: once its data is checked and the warning said, before the workers agree."""
+        """Where the run stops here: once it knows what is left to train and the warning is said, before training."""
 
     def stop(*args, **kwargs):
         raise Stopped
 
-    monkeypatch.setattr(agreement, "agree_on_settings", stop)
     tree = imagenet_synthetic(tmp_path / "tree", classes=2, images_per_class=3, val_per_class=2, max_side=96)
     small, whole = str(tmp_path / "small"), str(tmp_path / "whole")
     imagenet_upload(tree["path"], board=small, resize=64)
@@ -145,30 +145,43 @@ def test_images_stored_smaller_than_the_crops_are_warned_of_once_before_training
     as_stored = imagenet_partition(0, 1, whole, cache_dir=str(tmp_path / "cache-whole"))
     assert data["resize"] == 64 and as_stored["resize"] is None
 
-    def warned(data: dict, **settings) -> list[str]:
+    def warned(data: dict, stopped: bool = True, **settings) -> list[str]:
         caplog.clear()
-        with caplog.at_level("WARNING", logger="alexnet"), pytest.raises(Stopped):
-            alexnet_train(data=data, model_dir=str(tmp_path / "model"), **{**FAST, **settings})
+        with caplog.at_level("WARNING", logger="alexnet"), monkeypatch.context() as patched:
+            if stopped:
+                patched.setattr(callbacks, "RateSetter", stop)
+                with pytest.raises(Stopped):
+                    alexnet_train(data=data, model_dir=str(tmp_path / "model"), **{**FAST, **settings})
+            else:
+                alexnet_train(data=data, **{**FAST, **settings})
         return [r.getMessage() for r in caplog.records if "`resize`" in r.getMessage()]
 
     again = "(the paper cropped 224 out of a short side of 256) with imagenet_upload()"
-    assert warned(data, image_size=96) == [
+    training = (
         "The board's images were stored with `resize` = 64, below `image_size` = 96: training would enlarge every crop "
         f"of the stored images to 96 pixels; upload them again with `resize` of at least 96 {again}, or give an "
-        "`image_size` of at most 64."]
+        "`image_size` of at most 64.")
+    assert warned(data, image_size=96) == [training]
     assert warned(data, image_size=(64, 96), image_size_epochs=(1, 1), epochs=2) == [
         "The board's images were stored with `resize` = 64, below 96, the largest of `image_size`: training would "
         f"enlarge every crop of the stored images to 96 pixels; upload them again with `resize` of at least 96 {again}"
         ", or give every size of `image_size` at most 64."]
     # crops of 64 from a short side of 64, but validation takes the centre 64 of the short side resized to 73
-    assert warned(data, image_size=64) == [
-        "The board's images were stored with `resize` = 64, below 73, the short side validation resizes them to for "
-        "`image_size` = 64: validation would enlarge every crop of the stored images to 64 pixels; upload them again "
-        f"with `resize` of at least 73 {again}, or give an `image_size` of at most 56."]
+    validation = (
+        "The board's images were stored with `resize` = 64: validation resizes the short side of each image to 73 "
+        "before it crops `image_size` = 64 out of it, and would enlarge every image it reads from 64 to 73 pixels; "
+        f"upload them again with `resize` of at least 73 {again}, or give an `image_size` of at most 56.")
+    assert warned(data, image_size=64) == [validation]
     # not validating, images stored as they were, or a list made by hand: nothing said
     assert warned(data, image_size=64, validation=False) == []
     assert warned(as_stored, image_size=96) == []
     assert warned({k: v for k, v in data.items() if k != "resize"}, image_size=96) == []
+    # a run resumed with every epoch done trains and validates on nothing: nothing said; one with an epoch left, again
+    checkpoints = {"checkpoint_dir": str(tmp_path / "ckpt"), "epochs": 1, "batch_size": 2}
+    assert warned(data, False, image_size=96, **checkpoints) == [training]
+    assert warned(data, False, image_size=96, **checkpoints) == []
+    assert warned(data, False, image_size=64, **checkpoints) == []
+    assert warned(data, False, image_size=96, **{**checkpoints, "epochs": 2}) == [training]
 
 
 def test_a_strategy_name_is_checked_before_tensorflow_is_imported_and_the_command_line_offers_the_same_names():

@@ -70,16 +70,20 @@ def stored_side_problem(resize: int | None, image_size: int, readers: str = "tra
     if resize is None or resize >= side:
         return None
     sizes = "the largest of `image_size`" if schedule else "`image_size`"
-    stored = f"The board's images were stored with `resize` = {resize}, below" if uploaded else \
-        f"`resize` = {resize} is below"
-    below = (f"{image_size}, {sizes}" if schedule else f"{sizes} = {image_size}") if side == image_size else \
-        f"{side}, the short side {readers} resizes them to for {sizes} = {image_size}"
     paper = "(the paper cropped 224 out of a short side of 256)"
     larger = (f"upload them again with `resize` of at least {side} {paper} with imagenet_upload()" if uploaded
               else f"use `resize` of at least {side} {paper}")
     smaller = "every size of `image_size` at most" if schedule else "an `image_size` of at most"
-    return (f"{stored} {below}: {readers} would enlarge every crop of the stored images to {image_size} pixels; "
-            f"{larger}, or {'give ' if uploaded else ''}{smaller} {resize * image_size // side}.")
+    stored = f"The board's images were stored with `resize` = {resize}" if uploaded else f"`resize` = {resize}"
+    if side == image_size:
+        below = f"{image_size}, {sizes}" if schedule else f"{sizes} = {image_size}"
+        what = (f"{stored}{',' if uploaded else ' is'} below {below}: {readers} would enlarge every crop of the "
+                f"stored images to {image_size} pixels")
+    else:  # the readers resize the short side to `side` first: a short side stored at `image_size` is enlarged too
+        what = (f"{stored}: {readers} resizes the short side of each image to {side} before it crops "
+                f"{sizes} = {image_size} out of it, and would enlarge every image it reads from {resize} to {side} "
+                "pixels")
+    return f"{what}; {larger}, or {'give ' if uploaded else ''}{smaller} {resize * image_size // side}."
 
 
 def check_stored_side(resize: int | None, image_size: int, readers: str = "training") -> None:

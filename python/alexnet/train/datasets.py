@@ -43,21 +43,23 @@ def warn_if_cache_will_not_fit(files: Sequence[str], available: int | None) -> N
                        available / 1e9)
 
 
-def warn_of_stored_side(data: Mapping[str, Any], settings: TrainSettings, validates: bool) -> None:
+def warn_of_stored_side(data: Mapping[str, Any], settings: TrainSettings, *, trains: bool, validates: bool) -> None:
     """Warn, once before training, when the board's images were stored (``data``'s ``resize``, as
-    :func:`alexnet.imagenet_partition` gives it) with a short side below the largest ``image_size`` training crops,
-    or, when the run ``validates``, below the short side validation resizes them to for the last size
-    (``image_size * 256 / 224``): every crop enlarged from fewer pixels
-    (:func:`alexnet.data.options.stored_side_problem`, the rule the benchmark refuses by). A warning, not an error:
-    small stored images may be what a quick run wants."""
+    :func:`alexnet.imagenet_partition` gives it) with a short side below the largest ``image_size`` training crops
+    (when the run ``trains``: a run resumed with every epoch done reads no image to train on), or, when the run
+    ``validates``, below the short side validation resizes them to for the last size (``image_size * 256 / 224``):
+    every crop enlarged from fewer pixels (:func:`alexnet.data.options.stored_side_problem`, the rule the benchmark
+    refuses by). A warning, not an error: small stored images may be what a quick run wants."""
     from ..data.fetch import stored_side
     from ..data.options import stored_side_problem
     from ..input.decode import EVAL_RESIZE_RATIO
 
     resize = stored_side(data)
     sizes = settings.sizes
-    problem = stored_side_problem(resize, max(sizes.sizes), "training", schedule=len(set(sizes.sizes)) > 1,
-                                  uploaded=True)
+    problem = None
+    if trains:
+        problem = stored_side_problem(resize, max(sizes.sizes), "training", schedule=len(set(sizes.sizes)) > 1,
+                                      uploaded=True)
     if problem is None and validates:
         problem = stored_side_problem(resize, sizes.final, "validation", side=round(sizes.final * EVAL_RESIZE_RATIO),
                                       uploaded=True)

@@ -215,9 +215,6 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         logger.warning(warning)
     communication = check_levers(settings, topo)
     check_global_batch(settings, topo)
-    if topo.chief and isinstance(data, Mapping):  # every worker's data comes from the one board: said once (what is
-        # wrong with `data` that is no mapping is said as it is read, next)
-        warn_of_stored_side(data, settings, settings.validation and bool(data.get("val_image")))
     td, bad = usable_data(data, settings)
     if topo.chief and settings.model_dir is None and settings.model_pin is None and not extra_callbacks:
         logger.warning("Nothing of this run is kept once it ends: the model it trains is saved nowhere, and a run "
@@ -287,6 +284,12 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                                   store)
         if topo.workers > 1:
             check_agreement(strategy, (start.epoch, start.step), steps, settings.checkpoint_dir)
+        if topo.chief and isinstance(data, Mapping):  # every worker's data comes from the one board: said once, and
+            # only of images read: a run with every epoch done trains and validates on none (an evaluation at its end
+            # says its own)
+            trains = not start.finished(settings.epochs)
+            warn_of_stored_side(data, settings, trains=trains,
+                                validates=trains and settings.validation and bool(td.val_files))
         setter = cb.RateSetter(rates, optimizer, patience=settings.patience,
                                accuracies=lambda: recorder.metrics.get("val_accuracy", []))
         recorder = cb.Recorder(steps.train, lambda epoch: one_epoch(settings.sizes, setter.rates, epoch),
