@@ -147,7 +147,7 @@ class Child:
 
     def __init__(self, function: Callable[..., Any], args: tuple[Any, ...], *, what: str, python: str | None,
                  env: Mapping[str, str] | None, cpus: Sequence[int] | None, log: str | None, prefix: str,
-                 advice: str, command: Sequence[str]):
+                 advice: str, command: Sequence[str], family: str | None = None):
         self.what, self.advice = what, advice
         child_env = python_environment()
         child_env.pop("TF_CONFIG", None)
@@ -157,7 +157,7 @@ class Child:
         package_parent = str(Path(__file__).resolve().parent.parent)
         child_env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [child_env.get("PYTHONPATH")])])
         self._stack = contextlib.ExitStack()
-        folder = self._stack.enter_context(scratch_folder(prefix, family=prefix))
+        folder = self._stack.enter_context(scratch_folder(prefix, family=family or prefix))
         self.work = Path(folder)
         if "TMPDIR" not in (env or {}):
             # the child's temporary files go with its folder: TensorFlow's autograph writes one for each function it
@@ -227,31 +227,36 @@ class Child:
 
 def start_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
                 env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
-                prefix: str = "alexnet-child-", advice: str = "", command: Sequence[str] = ()) -> Child:
+                prefix: str = "alexnet-child-", advice: str = "", command: Sequence[str] = (),
+                family: str | None = None) -> Child:
     """Start ``function(*args)`` in a fresh Python process and return at once: a :class:`Child` (see
-    :func:`run_child` for the environment, ``cpus``, ``log`` and the errors). ``command`` goes before the Python
-    command line (``["ip", "netns", "exec", "name"]`` runs the child in a network namespace)."""
+    :func:`run_child` for the environment, ``cpus``, ``log``, ``family`` and the errors). ``command`` goes before the
+    Python command line (``["ip", "netns", "exec", "name"]`` runs the child in a network namespace)."""
     return Child(function, args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
-                 advice=advice, command=command)
+                 advice=advice, command=command, family=family)
 
 
 def run_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,
               env: Mapping[str, str] | None = None, cpus: Sequence[int] | None = None, log: str | None = None,
               prefix: str = "alexnet-child-", advice: str = "", timeout: float | None = None,
-              abandoned: Callable[[], str | None] | None = None) -> Any:
+              abandoned: Callable[[], str | None] | None = None, family: str | None = None) -> Any:
     """``function(*args)`` run in a fresh Python process; its result (which must be JSON-serialisable).
 
     The child runs ``python`` (default: this interpreter) with this process's environment as Python outside
     R would have it (:func:`python_environment`) plus ``env``, without ``TF_CONFIG`` unless ``env`` has one,
     ``ALEXNET_PROGRESS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, pinned to ``cpus`` when given (before
     it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
-    it), its temporary files to its scratch folder too (``TMPDIR``, unless ``env`` sets it). A failure raises
+    it), its temporary files to its scratch folder too (``TMPDIR``, unless ``env`` sets it: what TensorFlow's
+    autograph writes there, removed only when Python ends normally, which a child does not, goes with the folder).
+    The folder, ``<prefix>...`` in the temporary folder, is removed when the child ends, and, should this process be
+    killed, by the next start of a child whose ``family`` (default: ``prefix``) begins its name, once this process is
+    gone (:func:`alexnet.scratch.sweep_stale`). A failure raises
     :class:`ChildError` naming ``what``, with the child's own error, the last lines of its log and ``advice``;
     so does a child still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason (see
     :meth:`Child.result`), which is killed.
     """
     with start_child(function, *args, what=what, python=python, env=env, cpus=cpus, log=log, prefix=prefix,
-                     advice=advice) as child:
+                     advice=advice, family=family) as child:
         return child.result(timeout, abandoned)
 
 

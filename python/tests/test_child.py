@@ -64,3 +64,72 @@ def test_a_worker_finds_the_driver_gone_once_its_monitor_has_not_answered_for_lo
     assert "the driver has not answered at " + address + " for 0.5 s" in (gone() or "")
     assert driver_gone(None)() is None, "without a monitor, never"
     assert never() is None, "a monitor that never answered (a port out of reach) is no reason to stop"
+
+
+def convert_then_wait(index: int, addresses: list[str]) -> None:
+    """A worker's function that has TensorFlow's autograph convert a function (it writes its source to a temporary
+    file), says so with its process id in a file of its scratch folder (its working folder), and waits."""
+    import time
+
+    import tensorflow as tf
+
+    @tf.function
+    def double_if_positive(x):
+        if x > 0:  # a Python `if` on a tensor: autograph converts it
+            x = x * 2
+        return x
+
+    double_if_positive(tf.constant(1))
+    Path("converted").write_text(str(os.getpid()))
+    time.sleep(300)
+
+
+def worker_index(index: int, addresses: list[str]) -> int:
+    return index
+
+
+def test_a_killed_workers_temporary_files_go_with_its_folder_at_the_next_workers_start(tmp_path, monkeypatch,
+                                                                                     processes):
+    """A worker's task killed (SIGKILL: its child dies with it) after autograph converted a function leaves the
+    child's scratch folder, autograph's file in it, and nothing in the temporary folder itself; the next worker to
+    start on the host, whatever its index, removes it, and keeps the folder of a worker whose task still runs."""
+    import signal
+    import sys
+    import time
+
+    from alexnet.launch.worker import run_worker
+    from alexnet.scratch import process_alive
+
+    here = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "TMPDIR": str(tmp_path), "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    script = ("import sys\nfrom alexnet.launch.worker import run_worker\nfrom test_child import convert_then_wait\n"
+              "run_worker(convert_then_wait, int(sys.argv[1]), ['a:1', 'b:2'])\n")
+    tasks = {index: processes.popen([sys.executable, "-c", script, str(index)], env=env, cwd=str(tmp_path))
+             for index in (3, 5)}
+    marks: dict[int, Path] = {}
+    deadline = time.monotonic() + 180
+    while len(marks) < 2 and time.monotonic() < deadline:
+        for index, task in tasks.items():
+            assert task.poll() is None, f"task {index} ended with {task.returncode}"
+            found = list(tmp_path.glob(f"alexnet-worker{index}-*/converted"))
+            if found and found[0].read_text():
+                marks[index] = found[0]
+        time.sleep(0.2)
+    assert sorted(marks) == [3, 5], "both workers converted a function"
+    killed = marks[3].parent
+    assert list((killed / "tmp").glob("__autograph_generated_file*.py")), "autograph wrote into the worker's folder"
+    child = int(marks[3].read_text())
+    tasks[3].send_signal(signal.SIGKILL)
+    tasks[3].wait(30)
+    deadline = time.monotonic() + 30
+    while process_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not process_alive(child), "the worker's process dies with its task"
+    assert killed.exists() and not list(tmp_path.glob("__autograph*")), "left in its folder, not the temporary one"
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run_worker(worker_index, 0, ["a:1"], env={"PYTHONPATH": env["PYTHONPATH"]}) == 0
+    assert not killed.exists(), "the next worker's start removes the folder of the killed one"
+    assert marks[5].exists(), "the folder of a worker still running stays"
+    assert sorted(p.name.split("-")[1] for p in tmp_path.glob("alexnet-worker*")) == ["worker5"]

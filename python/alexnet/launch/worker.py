@@ -30,6 +30,9 @@ KEPT_LOGS = 50
 _MARK = "<<alexnet-worker-error>>"
 #: Characters of the end of a worker's log carried in its task failure.
 MARKED_CHARACTERS = 1500
+#: How the scratch folder of a worker's process begins (``alexnet-worker3-...`` for worker 3): a worker's next start
+#: on a host removes the folders any worker there left when its task was killed, whatever its index.
+WORKER_PREFIX = "alexnet-worker"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -108,7 +111,8 @@ def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses:
                python: str | None = None, env: Mapping[str, str] | None = None, timeout: float | None = None,
                abandoned: Callable[[], str | None] | None = None) -> Any:
     """``function(index, addresses)`` in a fresh Python process (see :func:`alexnet.child.run_child`), its output
-    kept in :func:`worker_log`; a result that is a dict gains ``log``, where that log is (``host:path``), and a
+    kept in :func:`worker_log` and its temporary files in its scratch folder (:data:`WORKER_PREFIX`); a result that
+    is a dict gains ``log``, where that log is (``host:path``), and a
     failure raises :class:`WorkerError`, which says it too. A worker
     still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason, is stopped, and fails saying
     so."""
@@ -117,7 +121,8 @@ def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses:
     where = f"{socket.gethostname()}:{log}"
     try:
         result = run_child(function, index, addresses, what=f"worker {index}", python=python, env=env, log=log,
-                           prefix=f"alexnet-worker{index}-", timeout=timeout, abandoned=abandoned)
+                           prefix=f"{WORKER_PREFIX}{index}-", family=WORKER_PREFIX, timeout=timeout,
+                           abandoned=abandoned)
     except ChildError as error:
         raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code, where,
                           error.known) from None
