@@ -20,7 +20,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from helpers_cli import help_as_said  # noqa: E402
-from helpers_train import make_tree, run_two_workers  # noqa: E402
+from helpers_train import make_tree, run_two_workers, synthetic_data  # noqa: E402
 from test_tensorboard import read_scalars  # noqa: E402
 
 from alexnet.bench.cluster import free_base_port  # noqa: E402
@@ -439,7 +439,11 @@ def test_the_bound_counts_the_training_images_of_every_worker(monkeypatch):
     assert (two.train, two.train_images) == (5, 1500) and largest_batch(two.train_images) == 1
 
 
-def test_a_step_beyond_an_epoch_s_images_gets_a_warning(monkeypatch, caplog):
+def test_a_batch_beyond_an_epoch_s_images_is_taken_down_to_them_saying_so(monkeypatch, caplog):
+    """A step of more images than a worker's epoch holds repeated images to fill a batch it could never fill, and took
+    that batch's memory, with a warning alone: the run now trains with the largest `batch_size` the images fill (as
+    Keras trains one batch of them all), saying so on the chief, the same on every worker (the smallest partition's);
+    steps asked for are left as they are, and a step of one image a replica beyond them is refused."""
     from types import SimpleNamespace
 
     from alexnet.train import agreement
@@ -447,21 +451,51 @@ def test_a_step_beyond_an_epoch_s_images_gets_a_warning(monkeypatch, caplog):
 
     td = SimpleNamespace(files=["x"] * 40, val_files=[])
     alone = Topology("default", 1, 1, 0, True, 1, False)
+    strategy = tf.distribute.get_strategy()
     with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
-        assert agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 80, None, False, None).train == 1
-    assert "A step takes 80 images on each worker (`batch_size` x `accumulate_steps`), more than the 40 this run's " \
-           "images holds: every epoch repeats images" in caplog.text
+        steps = agreement.agree_on_steps(strategy, alone, {}, td, 80, None, False, None)
+        assert agreement.batch_within_images(80, 1, alone, steps) == 40
+    assert [r.getMessage() for r in caplog.records] == [
+        "`batch_size` = 80 makes a step of 80 images on each worker (`batch_size` x `accumulate_steps`), more than the "
+        "40 this run's images holds: the run trains with `batch_size` = 40, the largest these images fill; give a "
+        "`batch_size` of at most 40, or more training images."]
     caplog.clear()
     with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
-        agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 40, None, False, None)
-        agreement.agree_on_steps(tf.distribute.get_strategy(), alone, {}, td, 80, 3, False, None)  # steps asked
-    assert not caplog.text
-    # several workers: the smallest partition's images, said by the chief
+        assert agreement.batch_within_images(20, 3, alone, steps) == 13  # 13 x 3 = 39 of the 40
+        assert agreement.batch_within_images(40, 1, alone, agreement.agree_on_steps(
+            strategy, alone, {}, td, 40, None, False, None)) is None
+        asked = agreement.agree_on_steps(strategy, alone, {}, td, 80, 3, False, None)  # steps asked
+        assert asked.fill is None and agreement.batch_within_images(80, 1, alone, asked) is None
+    assert [r.getMessage()[:40] for r in caplog.records] == ["`batch_size` = 20 makes a step of 60 ima"]
+    with pytest.raises(AlexnetError, match=r"^A step takes at least 50 images on each worker \(`accumulate_steps` = "
+                                           r"50 batches on each of its 1 replica\(s\)\), more than the 40 this run's "
+                                           r"images holds: give `accumulate_steps` of at most 40, or more training"):
+        agreement.batch_within_images(2, 50, alone, steps)
+    # several workers: the smallest partition's images, said by the chief alone
     monkeypatch.setattr(agreement, "all_gather_ints", lambda strategy, row: np.array([[40, 0, 0, -1], [60, 0, 1, -1]]))
-    with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
-        agreement.agree_on_steps(tf.distribute.get_strategy(), Topology("multi_worker", 2, 2, 0, True, 1, False),
-                                 {"partition_sizes": [40, 60], "total": 2}, td, 50, None, False, None)
-    assert "more than the 40 the smallest partition holds" in caplog.text
+    for chief in (True, False):
+        topology = Topology("multi_worker", 2, 2, 0 if chief else 1, chief, 1, False)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="alexnet.train.agreement"):
+            steps = agreement.agree_on_steps(strategy, topology, {"partition_sizes": [40, 60], "total": 2}, td, 50,
+                                             None, False, None)
+            assert agreement.batch_within_images(50, 1, topology, steps) == 40
+        assert ("more than the 40 the smallest partition holds: the run trains with `batch_size` = 40"
+                in caplog.text) is chief
+        assert "leaves out" not in caplog.text, "said of the batch taken, not of the one asked for"
+
+
+def test_a_run_given_a_batch_beyond_its_images_trains_with_one_they_fill(tmp_path, caplog):
+    """End to end: `batch_size` = 64 on 12 images trains with a batch of 12 (a step of every image), and says so."""
+    from alexnet import alexnet_train
+
+    data = synthetic_data(tmp_path, classes=2, per_class=6, val_per_class=0)
+    with caplog.at_level("WARNING", logger="alexnet"):
+        history = alexnet_train(data=data, batch_size=64, epochs=1, image_size=64, dense_units=64, verbose=0,
+                                model_dir=str(tmp_path / "model"), validation=False)
+    params = history["params"]
+    assert (params["batch_size"], params["global_batch_size"], params["steps"]) == (12, 12, 1), params
+    assert "the run trains with `batch_size` = 12, the largest these images fill" in caplog.text
 
 
 def test_adapt_communication_is_a_flag_of_the_call_and_the_command_line(capsys):

@@ -140,7 +140,9 @@ class Steps:
     ``validation`` steps (``None`` without validation) take ``worker_batch`` images from every worker each;
     they cover ``val_images`` validation images of the whole run, each once, of which the first ``val_share``
     of this worker's (see :func:`validation_plan`). ``train_images``: the training images of every worker (what
-    the micro-batches of :func:`alexnet.train.batch_bound.largest_batch` are bounded by)."""
+    the micro-batches of :func:`alexnet.train.batch_bound.largest_batch` are bounded by). ``fill``: the images an
+    epoch's steps are counted from and what holds them (this run's images, the smallest partition), that a step's
+    images on a worker must not outnumber (:func:`batch_within_images`); None when the steps were asked for."""
 
     train: int
     validate: bool
@@ -148,6 +150,7 @@ class Steps:
     val_images: int = 0
     val_share: int = 0
     train_images: int = 0
+    fill: tuple[int, str] | None = None
 
 
 def validation_plan(shares: Sequence[int], worker_batch: int, limit: int | None = None) -> tuple[int, int]:
@@ -226,9 +229,8 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     val_batch = val_batch or worker_batch
     if topology.workers == 1:
         steps = steps_per_epoch or steps_for(len(td.files), worker_batch)
-        if steps_per_epoch is None:
-            _warn_of_a_step_beyond_the_images(worker_batch, len(td.files), "this run's images")
-        return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files))
+        return Steps(steps, *_validation([own_val], own_val, val_batch, validation_steps), len(td.files),
+                     (len(td.files), "this run's images") if steps_per_epoch is None else None)
     partition = data.get("partition")
     own_partition = as_int(partition, entry("data", "partition")) if partition is not None else -1
     counts = all_gather_ints(strategy, [len(td.files), own_val, topology.worker_index, own_partition])
@@ -247,10 +249,9 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     else:
         table_train = steps_for(fewest_train, worker_batch)
     steps = steps_per_epoch or table_train
-    if steps_per_epoch is None and topology.chief:
-        sizes = as_ints(data.get("partition_sizes"), entry("data", "partition_sizes"))
-        _warn_of_a_step_beyond_the_images(worker_batch, min(sizes) if sizes else fewest_train,
-                                          "the smallest partition")
+    sizes = as_ints(data.get("partition_sizes"), entry("data", "partition_sizes"))
+    fill = (min(sizes) if sizes else fewest_train, "the smallest partition") if steps_per_epoch is None else None
+    if steps_per_epoch is None and topology.chief and (fill is None or worker_batch <= fill[0]):
         warn_of_images_left_out(sizes or [train for train, _ in per_worker.values()], steps, worker_batch)
     shares = [val for _, val in per_worker.values()]
     validate, val_steps, val_images, val_share = _validation(shares, own_val, val_batch, validation_steps)
@@ -261,7 +262,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
                     "%d on the largest share).", topology.worker_index, topology.workers, val_steps, val_images,
                     val_share, max(shares))
     return Steps(steps, validate, val_steps, val_images, val_share,
-                 sum(train for train, _ in per_worker.values()))
+                 sum(train for train, _ in per_worker.values()), fill)
 
 
 #: The share of the training images an epoch may leave out (partitions' images beyond the steps every worker takes)
@@ -293,12 +294,30 @@ def warn_of_images_left_out(sizes: Sequence[int], steps: int, worker_batch: int)
     return True
 
 
-def _warn_of_a_step_beyond_the_images(worker_batch: int, images: int, holder: str) -> None:
-    """Warn when one step of a worker takes more images than an epoch has: the epoch's one step repeats them."""
-    if worker_batch > images:
-        logger.warning("A step takes %d images on each worker (`batch_size` x `accumulate_steps`), more than the %d "
-                       "%s holds: every epoch repeats images to fill its one step; give a smaller `batch_size` or "
-                       "fewer `accumulate_steps`.", worker_batch, images, holder)
+def batch_within_images(batch_size: int, accumulate_steps: int, topology: Topology, steps: Steps) -> int | None:
+    """The largest ``batch_size`` whose step (``batch_size`` x ``accumulate_steps`` on each of a worker's replicas)
+    the images an epoch's steps are counted from hold (``steps.fill``), with a warning saying it, when ``batch_size``
+    is beyond it: a step would repeat images to fill a batch it can never fill, and take its memory (Keras trains one
+    batch of every image likewise); None when it is within them, or the steps were asked for. The same on every
+    worker (the smallest partition's images); an :class:`AlexnetError` when even a ``batch_size`` of 1 is beyond."""
+    if steps.fill is None:
+        return None
+    images, holder = steps.fill
+    per_batch = accumulate_steps * topology.local_replicas
+    if batch_size * per_batch <= images:
+        return None
+    fits = images // per_batch
+    if fits < 1:
+        raise AlexnetError(f"A step takes at least {per_batch} images on each worker (`accumulate_steps` = "
+                           f"{accumulate_steps} batches on each of its {topology.local_replicas} replica(s)), more "
+                           f"than the {images} {holder} holds: give `accumulate_steps` of at most "
+                           f"{max(1, images // topology.local_replicas)}, or more training images.")
+    if topology.chief:
+        logger.warning("`batch_size` = %d makes a step of %d images on each worker (`batch_size` x "
+                       "`accumulate_steps`), more than the %d %s holds: the run trains with `batch_size` = %d, the "
+                       "largest these images fill; give a `batch_size` of at most %d, or more training images.",
+                       batch_size, batch_size * per_batch, images, holder, fits, fits)
+    return fits
 
 
 def check_agreement(strategy: tf.distribute.Strategy, position: tuple[int, int], steps: Steps,

@@ -197,7 +197,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     from ..tfimport import keras
     from . import callbacks as cb
     from .advice import adaptation_text
-    from .agreement import agree_on_settings, check_agreement, weights_agree
+    from .agreement import agree_on_settings, batch_within_images, check_agreement, weights_agree
     from .checkpoint import CheckpointStore, Resume
     from .initial import initial_description, initial_weights
     from .levers import (
@@ -214,7 +214,6 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     for warning in object_warnings(strategy, topo.workers):
         logger.warning(warning)
     communication = check_levers(settings, topo)
-    check_global_batch(settings, topo)
     td, bad = usable_data(data, settings)
     if topo.chief and settings.model_dir is None and settings.model_pin is None and not extra_callbacks:
         logger.warning("Nothing of this run is kept once it ends: the model it trains is saved nowhere, and a run "
@@ -224,6 +223,10 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         keras.utils.set_random_seed(settings.seed)
     agree_on_settings(strategy, topo, settings.shared_by_workers())
     steps = _agree_on_steps(strategy, topo, data, td, settings)
+    if (batch := batch_within_images(settings.batch_size, settings.accumulate_steps, topo, steps)) is not None:
+        settings = dataclasses.replace(settings, batch_size=batch)  # on every worker alike: a batch its images fill
+        steps = _agree_on_steps(strategy, topo, data, td, settings)
+    check_global_batch(settings, topo)
     warn_of_averages_beyond_an_epoch(settings, topo, steps.train)
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
