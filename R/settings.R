@@ -4,7 +4,7 @@
 # Every training setting of alexnet_train() and alexnet_spark_train(), in the declaration's order: each one's argument
 # kind (see R/arguments.R), default, values when it is a choice, and help.
 training_settings <- list(
-  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images per batch on each replica (GPU, or worker without GPUs); the global batch is this times the replicas"),
+  batch_size = list(kind = "count>=1", default = 32, choices = NULL, help = "images per batch on each replica (GPU, or worker without GPUs); the global batch is this times the replicas. A step of more images than a worker's epoch holds is taken down to the largest they fill, with a warning"),
   epochs = list(kind = "count>=1", default = 2, choices = NULL, help = "passes over the data"),
   parallel = list(kind = "count>=1?", default = NULL, choices = NULL, help = "images decoded at once (unset: one per CPU this process may use)"),
   image_size = list(kind = "counts>=63", default = 224, choices = NULL, help = "image side in pixels (at least 63; 224, the paper's), or several trained in order (128, 160, 224)"),

@@ -93,7 +93,8 @@ class TrainSettings:
     """Every setting of a training run, checked (the declaration: see the module documentation)."""
 
     batch_size: int = setting(32, "count", "images per batch on each replica (GPU, or worker without GPUs); the "
-                              "global batch is this times the replicas", minimum=1)
+                              "global batch is this times the replicas. A step of more images than a worker's epoch "
+                              "holds is taken down to the largest they fill, with a warning", minimum=1)
     epochs: int = setting(2, "count", "passes over the data", minimum=1)
     parallel: int | None = setting(None, "count", "images decoded at once (unset: one per CPU this process may use)",
                                    minimum=1, optional=True)
