@@ -588,18 +588,18 @@ def test_a_bucket_folder_is_held_until_the_model_saved_there_is_whole(cloud_env,
     folder took it during that upload, and a run taking it could abort it."""
     import fsspec
 
-    from alexnet.model import saved
+    from alexnet.model import saving
 
     location = f"s3://alexnet-outputs/model-{tmp_path.name}/ckpt"
     fs = fsspec.filesystem("s3")
     seen: list[bool] = []
-    real = saved.save_model
+    real = saving.save_model
 
     def save_model(*args, **kwargs):
         seen.append(fs.exists(f"{location}/.alexnet-run.lock"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(saved, "save_model", save_model)
+    monkeypatch.setattr(saving, "save_model", save_model)
     history = alexnet_train(8, 1, data, checkpoint_dir=location, **SMALL)
     assert seen == [True], "held while the model is saved"
     assert history["model_path"].startswith(location) and not fs.exists(f"{location}/.alexnet-run.lock")

@@ -98,10 +98,10 @@ def test_evaluating_checkpoint_after_checkpoint_keeps_resident_memory_flat(tmp_p
 def test_a_model_is_saved_whole_or_not_at_all(tmp_path, monkeypatch):
     """A run killed while saving leaves the model it had before: the new one is written to a temporary name in the
     same folder and renamed."""
-    from alexnet.model import saved
+    from alexnet.model import saving
     from alexnet.tfimport import keras
 
-    before = saved.save_model(tiny_model(3, seed=1), str(tmp_path), chief=True, workers=1)
+    before = saving.save_model(tiny_model(3, seed=1), str(tmp_path), chief=True, workers=1)
     assert before == str(tmp_path / "alexnet.keras")
     kept = (tmp_path / "alexnet.keras").read_bytes()
 
@@ -112,10 +112,10 @@ def test_a_model_is_saved_whole_or_not_at_all(tmp_path, monkeypatch):
 
     monkeypatch.setattr(keras.Model, "save", killed)
     with pytest.raises(KeyboardInterrupt):
-        saved.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
+        saving.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
     assert (tmp_path / "alexnet.keras").read_bytes() == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.keras"]
     monkeypatch.undo()
-    saved.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
+    saving.save_model(tiny_model(3, seed=2), str(tmp_path), chief=True, workers=1)
     assert (tmp_path / "alexnet.keras").read_bytes() != kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.keras"]

@@ -21,7 +21,8 @@ from alexnet.launch.task import Evaluation, Task
 from alexnet.model.card import CARD_FILE
 from alexnet.model.pin import alexnet_model, model_pin_reference
 from alexnet.model.publishing import publish_model
-from alexnet.model.saved import load_model, write_card
+from alexnet.model.saved import load_model
+from alexnet.model.saving import write_card
 from alexnet.storage.transfer import sha256_file
 from alexnet.train.settings import TrainSettings
 from alexnet.train.settings_check import check_settings
@@ -250,7 +251,7 @@ def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_wi
 
     from helpers_train import synthetic_data
 
-    from alexnet.model import saved as saved_module
+    from alexnet.model import saving
     from alexnet.storage.board import open_board
     from alexnet.train.api import train
     from alexnet.train.settings_check import check_settings
@@ -258,8 +259,8 @@ def test_a_run_that_ends_with_its_evaluation_writes_its_card_and_its_pin_once_wi
     board = str(tmp_path / "board")
     first = publish_model(board, "alexnet", *_earlier_model(tmp_path))["version"]  # the pin has a version already
     written, seen = [], []
-    real = saved_module.write_card
-    monkeypatch.setattr(saved_module, "write_card", lambda path, card: written.append(card) or real(path, card))
+    real = saving.write_card
+    monkeypatch.setattr(saving, "write_card", lambda path, card: written.append(card) or real(path, card))
 
     def evaluate(strategy, model, card):  # what a Spark training's workers add up (alexnet.launch.training)
         seen.append((model, card))

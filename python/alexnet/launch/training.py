@@ -234,7 +234,7 @@ def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: 
                    task: Task) -> dict[str, Any]:
     """This worker's counts of the model it trained on its partition's validation images, scored as the saved
     model is: its copy for inference with its ``card`` beside it (every worker makes the copy at the same point)."""
-    from ..model.saved import inference_copy, write_card
+    from ..model.saving import inference_copy, write_card
 
     validation = validation_of(data)
     with inference_copy(model) as local:

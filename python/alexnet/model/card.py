@@ -1,7 +1,7 @@
 """The model card: what a trained model needs beside its weights to be used without the data it came from.
 
 A card travels with the model: as ``alexnet-model.json`` beside ``alexnet.keras`` in ``model_dir``
-(:mod:`.saved`), and as the metadata of a model pin (:mod:`.pin`). It names every output of the model
+(:mod:`.saving`), and as the metadata of a model pin (:mod:`.pin`). It names every output of the model
 (``class_ids`` and ``class_names``, by label), the image size the model was trained and validated at, how long
 it trained and its final metrics (with ``keep_best``, ``best_epoch``: the 1-based epoch the model and its metrics are
 from), where its data came from (the board and the version of its ``categories``

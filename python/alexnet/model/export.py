@@ -34,7 +34,8 @@ from .card import CARD_FILE, ModelCard
 from .options import EXPORT_MARKS, ExportOptions, ModelPinOptions, PredictOptions, check_model_pin
 from .pin import EXPORT_FILES
 from .publishing import check_model_board, check_pin_holds_models, publish_model, published_with
-from .saved import inference_copy, load_model, model_source
+from .saved import load_model, model_source
+from .saving import inference_copy
 
 logger = logging.getLogger(__name__)
 

@@ -290,7 +290,7 @@ def _card_beside(local: str, card: ModelCard) -> None:
     """Write the pin's ``card`` beside its model file brought to ``local``, so that the file's path (the model's
     ``path``), given alone, is read with its classes and image size, and exported; a cache that cannot be written
     goes without it."""
-    from .saved import write_card
+    from .saving import write_card
 
     try:
         write_card(local, card)

@@ -193,7 +193,7 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
 
 def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
          extra_callbacks: list[Any], evaluate: Evaluate | None, dog: Watchdog | None) -> dict[str, Any]:
-    from ..model.saved import save_model
+    from ..model.saving import save_model
     from ..tfimport import keras
     from . import callbacks as cb
     from .advice import adaptation_text

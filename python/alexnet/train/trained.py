@@ -73,7 +73,7 @@ def publish_model(net: keras.Model, settings: TrainSettings, topo: Topology, car
     for beside it (the chief; every worker saves). ``again``: the run had nothing left to train, and a pin whose newest
     version holds these weights already (the run published it when it ended) gets no second version of them."""
     from ..model.export import export_format_of, pinned_already, publish_with_export
-    from ..model.saved import inference_copy
+    from ..model.saving import inference_copy
 
     if settings.model_pin is None or (not topo.chief and topo.workers == 1):
         return None
