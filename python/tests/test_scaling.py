@@ -25,7 +25,8 @@ from alexnet.bench import link as links
 from alexnet.bench.lever_sets import LEVER_SETS, lever_text, parse_lever_set
 from alexnet.bench.projection import Measured, efficiency, mxnet_efficiency, project, ring_seconds
 from alexnet.bench.report import accuracy_table, scaling_table
-from alexnet.bench.scaling import ScalingPlan, projections, summarize_scaling
+from alexnet.bench.scaling import ScalingPlan
+from alexnet.bench.scaling_rows import projections, summarize_scaling
 from alexnet.bench.scaling_worker import typical_step
 from alexnet.errors import AlexnetError
 from alexnet.train.batch_bound import LARGEST_GLOBAL_BATCH, large_batch_warning
@@ -84,7 +85,7 @@ def test_lever_sets_by_name_or_as_checked_training_settings():
 
 
 def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_as_many_images():
-    from alexnet.bench.scaling import _row
+    from alexnet.bench.scaling_rows import scaling_row
 
     def run(images: int, seconds: float, cpu: float, **more) -> dict:
         return {"workers": [{"images_per_step": images, "typical_step_seconds": seconds,
@@ -96,7 +97,7 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     # adapt_communication: the two workers took 4 micro-batches of 32 images a step, the lone worker trained 1
     many = run(128, 5.0, 9.0, adapted="accumulate_steps=4")
     many["workers"].append(many["workers"][0])
-    row = _row("adapted", {"adapt_communication": True}, links.LinkSpec("loopback"), run(32, 1.0, 2.0), many, 2)
+    row = scaling_row("adapted", {"adapt_communication": True}, links.LinkSpec("loopback"), run(32, 1.0, 2.0), many, 2)
     assert row["efficiency"] == pytest.approx(0.8) and row["compute_seconds"] == pytest.approx(4.0)
     assert row["images_per_second_1"] == pytest.approx(32.0) and row["images_per_second"] == pytest.approx(51.2)
     assert row["exposed_seconds"] == pytest.approx(1.0) and row["extra_cpu_seconds"] == pytest.approx(1.0)
@@ -107,7 +108,7 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     assert "| 0.89 | " in shown and "0.90" not in shown
     assert row["cpu_use_1"] == 1.0 and not row["contended"]
     # a lone worker whose step got 0.4 of its CPU: other work slowed it, and every ratio to it is off
-    slowed = _row("today", {}, links.LinkSpec("1gbit"), run(32, 1.0, 0.4), many, 2)
+    slowed = scaling_row("today", {}, links.LinkSpec("1gbit"), run(32, 1.0, 0.4), many, 2)
     slowed["load_before"] = 8.05
     assert slowed["cpu_use_1"] == pytest.approx(0.4) and slowed["contended"]
     summary = summarize_scaling([slowed])
