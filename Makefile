@@ -51,7 +51,7 @@ $(R_TABLES) &: $(DECLARATIONS) $(PY_STAMP)
 # that the committed file is what they give).
 TYPED := python/alexnet/_typed.py
 TYPED_FROM := $(DECLARATIONS) python/alexnet/cli/to_typed.py python/alexnet/declare/declaration.py \
-	python/alexnet/__init__.py python/alexnet/train/api.py python/alexnet/bench/run.py python/alexnet/launch/api.py \
+	python/alexnet/__init__.py python/alexnet/train/api.py python/alexnet/bench/api.py python/alexnet/launch/api.py \
 	python/alexnet/launch/training.py $(addprefix python/alexnet/model/,evaluate.py export.py features.py predict.py \
 	pin.py) $(addprefix python/alexnet/data/,synthetic.py upload.py fetch.py)
 $(TYPED): $(TYPED_FROM) $(PY_STAMP)

@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "partition_categories": "data.partition",
     "alexnet_train": "train.api",
     "alexnet_history": "train.history_file",
-    "alexnet_benchmark": "bench.run",
+    "alexnet_benchmark": "bench.api",
     "alexnet_spark_train": "launch.api",
     "imagenet_validation": "data.fetch",
     "alexnet_model": "model.pin",

@@ -23,6 +23,7 @@ from alexnet.bench import pipelines as bench_pipelines  # noqa: E402
 from alexnet.bench import report as bench_report  # noqa: E402
 from alexnet.bench import run as bench_run  # noqa: E402
 from alexnet.bench import stages as bench_stages  # noqa: E402
+from alexnet.bench.api import alexnet_benchmark  # noqa: E402
 from alexnet.bench.plan import check_plan  # noqa: E402
 from alexnet.checks import held_text  # noqa: E402
 from alexnet.environment import tensorflow_environment  # noqa: E402
@@ -49,7 +50,7 @@ def _auto_precisions() -> tuple[str, ...]:
 def test_benchmark_runs_end_to_end_and_its_json_has_every_field(tree, tmp_path):
     cores = min(2, len(os.sched_getaffinity(0)))
     data = {k: tree[k] for k in ("image", "label", "num_classes")}
-    result = bench_run.alexnet_benchmark(
+    result = alexnet_benchmark(
         data, images=12, batch_size=4, image_size=64, seconds=0, model_steps=1, dense_units=16, cores=cores,
         output_dir=tmp_path,
     )
@@ -273,13 +274,13 @@ def test_the_table_lists_stages_in_the_order_asked_and_only_the_targets_measured
 
 def test_wrong_arguments_say_what_to_change(tree):
     with pytest.raises(AlexnetError, match="warp"):
-        bench_run.alexnet_benchmark(tree, stages="decode,warp")
+        alexnet_benchmark(tree, stages="decode,warp")
     with pytest.raises(AlexnetError, match="board"):
-        bench_run.alexnet_benchmark(tree, stages=["fetch"])
+        alexnet_benchmark(tree, stages=["fetch"])
     with pytest.raises(AlexnetError, match="cores"):
-        bench_run.alexnet_benchmark(tree, stages="decode", cores=10_000)
+        alexnet_benchmark(tree, stages="decode", cores=10_000)
     with pytest.raises(AlexnetError, match="ImageNet folder"):
-        bench_run.alexnet_benchmark(42, stages="decode")
+        alexnet_benchmark(42, stages="decode")
 
 
 def test_a_benchmark_refused_at_its_images_leaves_no_temporary_folder_of_results(tmp_path, monkeypatch):
@@ -287,7 +288,7 @@ def test_a_benchmark_refused_at_its_images_leaves_no_temporary_folder_of_results
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(AlexnetError, match=r'`data\["image"\]` is missing or empty'):
-        bench_run.alexnet_benchmark({"a": 1}, stages="decode", images=4)
+        alexnet_benchmark({"a": 1}, stages="decode", images=4)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("alexnet-benchmark-")]
 
 
@@ -300,7 +301,7 @@ TINY_ACCURACY = {"accuracy_classes": 2, "accuracy_images_per_class": 6, "accurac
 @pytest.mark.workers
 @pytest.mark.long
 def test_time_to_accuracy_trains_both_recipes_from_each_seed_and_compares_their_medians(tmp_path):
-    result = bench_run.alexnet_benchmark(stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2, repeats=2,
+    result = alexnet_benchmark(stages="time_to_accuracy", target_accuracy=0.0, max_epochs=2, repeats=2,
                                          output_dir=tmp_path, **TINY_ACCURACY)
     saved = json.loads((tmp_path / bench_run.JSON_FILE).read_text())
     assert saved == json.loads(json.dumps(result))
@@ -470,7 +471,7 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_pat
                         ("https://127.0.0.1:9/b", r"an https:// location is read only"),
                         (str(a_file), r"it, or a folder above it, is a file, not a folder")):
         with pytest.raises(AlexnetError, match=said):
-            bench_run.alexnet_benchmark(stages="decode", output_dir=given)
+            alexnet_benchmark(stages="decode", output_dir=given)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
@@ -487,12 +488,12 @@ def test_a_benchmark_stopped_before_its_first_output_leaves_no_folder_it_made(tm
     monkeypatch.setattr(bench_run, "_images", stopped)
     made = tmp_path / "new" / "out"
     with pytest.raises(KeyboardInterrupt):
-        bench_run.alexnet_benchmark(stages="decode", output_dir=str(made))
+        alexnet_benchmark(stages="decode", output_dir=str(made))
     assert not (tmp_path / "new").exists() and tmp_path.is_dir()
     there = tmp_path / "there"
     there.mkdir()
     with pytest.raises(KeyboardInterrupt):
-        bench_run.alexnet_benchmark(stages="decode", output_dir=str(there))
+        alexnet_benchmark(stages="decode", output_dir=str(there))
     assert there.is_dir() and not any(there.iterdir())
     # the scaling stage stopped in its first run: its empty file of rows goes, a worker's log keeps the folder
     monkeypatch.setattr(bench_run, "_images", images)
@@ -505,7 +506,7 @@ def test_a_benchmark_stopped_before_its_first_output_leaves_no_folder_it_made(tm
 
     monkeypatch.setattr(scaling, "_run", first_run)
     with pytest.raises(KeyboardInterrupt):
-        bench_run.alexnet_benchmark(stages="scaling", links="loopback", levers="today", output_dir=str(made))
+        alexnet_benchmark(stages="scaling", links="loopback", levers="today", output_dir=str(made))
     assert [p.name for p in made.rglob("*") if p.is_file()] == ["worker0-of-1.log"]
 
 
@@ -551,7 +552,7 @@ def test_the_results_and_the_rows_go_to_a_bucket(cloud_env, tmp_path):
 
     fs = fsspec.filesystem("s3")
     where = f"s3://alexnet-outputs/bench-{tmp_path.name}"
-    result = bench_run.alexnet_benchmark(stages="decode", images=8, image_size=63, seconds=0.2, output_dir=where)
+    result = alexnet_benchmark(stages="decode", images=8, image_size=63, seconds=0.2, output_dir=where)
     assert (result["json"], result["png"]) == (f"{where}/{bench_run.JSON_FILE}", f"{where}/{bench_run.PNG_FILE}")
     assert json.loads(fs.cat_file(result["json"]))["settings"]["stages"] == ["decode"]
     assert fs.cat_file(result["png"])[:4] == b"\x89PNG"
@@ -570,17 +571,17 @@ def test_the_results_and_the_rows_go_to_a_bucket(cloud_env, tmp_path):
 def test_time_to_accuracy_arguments_are_checked_before_any_work(tmp_path):
     for bad in (1.5, -0.1):
         with pytest.raises(AlexnetError, match="target_accuracy"):
-            bench_run.alexnet_benchmark(stages="time_to_accuracy", target_accuracy=bad, output_dir=tmp_path)
+            alexnet_benchmark(stages="time_to_accuracy", target_accuracy=bad, output_dir=tmp_path)
     with pytest.raises(AlexnetError, match="max_epochs"):
-        bench_run.alexnet_benchmark(stages="time_to_accuracy", max_epochs=0, output_dir=tmp_path)
+        alexnet_benchmark(stages="time_to_accuracy", max_epochs=0, output_dir=tmp_path)
     with pytest.raises(AlexnetError, match="repeats"):
-        bench_run.alexnet_benchmark(stages="time_to_accuracy", repeats=0, output_dir=tmp_path)
+        alexnet_benchmark(stages="time_to_accuracy", repeats=0, output_dir=tmp_path)
     with pytest.raises(AlexnetError, match="accuracy_image_size"):
-        bench_run.alexnet_benchmark(stages="time_to_accuracy", accuracy_image_size=32, output_dir=tmp_path)
+        alexnet_benchmark(stages="time_to_accuracy", accuracy_image_size=32, output_dir=tmp_path)
     with pytest.raises(AlexnetError, match="precision"):
-        bench_run.alexnet_benchmark(stages="time_to_accuracy", precision="float8", output_dir=tmp_path)
+        alexnet_benchmark(stages="time_to_accuracy", precision="float8", output_dir=tmp_path)
     with pytest.raises(AlexnetError, match="no validation images"):
-        bench_run.alexnet_benchmark({"image": ["a.JPEG", "b.JPEG"], "category": ["x", "y"]},
+        alexnet_benchmark({"image": ["a.JPEG", "b.JPEG"], "category": ["x", "y"]},
                                     stages="time_to_accuracy", output_dir=tmp_path)
     assert not list(tmp_path.iterdir())  # nothing was written
 
@@ -641,7 +642,7 @@ def test_pre_resized_storage_keeps_the_picture_at_the_asked_short_side(tree, tmp
 
 def test_pre_resized_run_feeds_io_the_stored_copies_and_decode_the_originals(tree, tmp_path):
     data = {k: tree[k] for k in ("image", "label", "num_classes")}
-    result = bench_run.alexnet_benchmark(data, stages="decode,io", images=6, batch_size=3, image_size=32, seconds=0,
+    result = alexnet_benchmark(data, stages="decode,io", images=6, batch_size=3, image_size=32, seconds=0,
                                      cores=1, resize=64, isolation="threads", output_dir=tmp_path)
     assert result["settings"]["resize"] == 64
     assert "short side 64" in result["data"]["io_reads"]
