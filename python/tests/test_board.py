@@ -789,9 +789,9 @@ def test_a_silent_endpoint_is_named_in_the_probes_10_s(monkeypatch):
 def quick_probe(monkeypatch):
     """The probe's wait for an answer made 1 s, so that a silent endpoint is named in about a second; the clients'
     own timeouts stay what they are, and would still take minutes if they were reached."""
-    from alexnet.storage import location
+    from alexnet.storage import reach
 
-    monkeypatch.setattr(location, "_PROBE_TIMEOUT", 1.0)
+    monkeypatch.setattr(reach, "PROBE_TIMEOUT", 1.0)
 
 
 @pytest.mark.parametrize("kind", ["gs", "s3", "http", "https"])
@@ -818,7 +818,7 @@ def test_a_silent_endpoint_of_an_output_is_named_before_any_work(s3, quick_probe
 
 
 def test_any_answer_passes_the_probe_and_the_client_says_what_is_wrong(tmp_path):
-    from alexnet.storage.location import probe_url
+    from alexnet.storage.reach import probe_url
 
     (tmp_path / "board").mkdir()
     with http_server(tmp_path, tls=True) as url:

@@ -179,9 +179,9 @@ def test_an_https_board_on_a_slow_link_is_fetched_however_long_the_bytes_keep_mo
 
 
 def test_an_https_board_silent_in_the_middle_of_a_download_is_named(served, short_total, monkeypatch, tmp_path):
-    from alexnet.storage import location
+    from alexnet.storage import reach
 
-    monkeypatch.setattr(location, "SILENT_TIMEOUT", 0.5)
+    monkeypatch.setattr(reach, "SILENT_TIMEOUT", 0.5)
     with http_server(served, trickle=Trickle(pieces=4, silent=30)) as url:  # a first quarter, then nothing
         board = f"{url}/board"
         with pytest.raises(BoardError) as err:
@@ -214,9 +214,9 @@ def test_downloads_that_wait_for_a_byte_say_so_and_say_when_bytes_come_again(ser
 def test_s3_sends_a_request_to_a_silent_endpoint_as_many_times_as_declared(monkeypatch):
     """botocore's ``max_attempts`` counts the retries, not the attempts: a silent S3 endpoint was sent 8 requests (4
     minutes of silent sockets), not the declared 6."""
-    from alexnet.storage import location
+    from alexnet.storage import location, reach
 
-    monkeypatch.setattr(location, "SILENT_TIMEOUT", 0.2)
+    monkeypatch.setattr(reach, "SILENT_TIMEOUT", 0.2)
     with silent_listener(answered=1) as (url, taken):  # answers the first look, then hangs
         board = point_at(monkeypatch, "s3", url)
         with pytest.raises(BoardError, match=f"^cannot reach board {board}: ReadTimeoutError: "):

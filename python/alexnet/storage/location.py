@@ -22,24 +22,22 @@ a path or ``file://`` URL          the local file system; nothing needed
 
 Boards (:mod:`alexnet.storage.board`) and training outputs (checkpoints, models) take the same strings.
 A backend's library (gcsfs, s3fs, aiohttp) is imported only when a location of that kind is opened, and
-opening first checks that something answers (:func:`probe_url`: a connection, then an answer to one request), so
+opening first checks that something answers (:func:`.reach.probe_url`: a connection, then an answer to one request), so
 that a wrong address, or a server that takes connections and stays silent, fails in seconds with one clear error
 instead of after a client's minutes of retries.
 """
 
 from __future__ import annotations
 
-import http.client
 import logging
 import os
 import re
-import socket
-import ssl
 import urllib.parse
 from typing import Any
 
 from ..environment import env_value
 from ..errors import AlexnetError, BoardError, importing, reason
+from .reach import aiohttp_timeout, botocore_timeouts, probe_url
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +45,13 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 #: A scheme this module reads, mistyped: one slash or none after its colon (``gs:/b``, ``s3:b``), or no colon
 #: (``gs//b``).
 _MISTYPED = re.compile(r"^(gs|gcs|s3|s3a|file|https?)(?::(?!//)|//)/*(.*)$", re.IGNORECASE | re.DOTALL)
-#: Seconds a first look at an endpoint (:func:`probe_url`) waits for a connection, and as many for an answer; the
-#: clients' connections are given as long.
-_PROBE_TIMEOUT = 10.0
-#: Seconds a bucket's socket may stay silent (no byte sent or received) before the request is given up and retried:
-#: a stalled connection, not a slow one, which moves bytes all along. Connections are given ``_PROBE_TIMEOUT``.
-SILENT_TIMEOUT = 30.0
 #: Attempts botocore makes of one S3 request ("standard" mode; its ``total_max_attempts``, as its ``max_attempts``
 #: counts the retries after the first), and times s3fs repeats that for a dropped connection
 #: or a silent socket: a dead endpoint ends an attempt of :func:`alexnet.storage.transfer.retry` within seconds
 #: (connections refused) or about 30 s (connections timed out); one that takes connections and stays silent, in
-#: about 3 minutes (each request waits ``SILENT_TIMEOUT``). gcsfs makes 6 requests: about 35 s when refused, up to
-#: about 3.5 minutes when silent. An endpoint silent from the start is found by :func:`probe_url` instead, in
-#: ``_PROBE_TIMEOUT``.
+#: about 3 minutes (each request waits :data:`.reach.SILENT_TIMEOUT`). gcsfs makes 6 requests: about 35 s when refused,
+#: up to about 3.5 minutes when silent. An endpoint silent from the start is found by :func:`.reach.probe_url` instead,
+#: in :data:`.reach.PROBE_TIMEOUT`.
 _S3_ATTEMPTS, _S3FS_RETRIES = 3, 2
 
 #: What to set for credentials, by cloud: in the errors and warnings of a location read or written without them.
@@ -188,39 +180,6 @@ def fs_path(resolved: str) -> str:
     return bucket_path(resolved)[1] if kind in ("gs", "s3") else resolved
 
 
-def probe_url(url: str, location: str, hint: str) -> None:
-    """Fail fast (seconds, not the minutes of a client's retry loop) when nothing answers at ``url``; the error names
-    ``location`` (as "board gs://...", say) and the host and port, and ends with ``hint``.
-
-    Something must take the connection within :data:`_PROBE_TIMEOUT` seconds and answer a ``HEAD`` request within
-    as many more: a server that takes connections and stays silent (hung, or a port of something else) would cost
-    each of the client's requests the silent socket's :data:`SILENT_TIMEOUT`, retried for minutes. Any answer
-    counts, an error status, a certificate refused or a connection closed included: the client, whose timeouts and
-    retries stay those of the transfers, says what is wrong with it.
-    """
-    parsed = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
-    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        connection = socket.create_connection((host, port), timeout=_PROBE_TIMEOUT)
-    except OSError as err:
-        raise BoardError(f"cannot reach {location}: no connection to {host}:{port} ({err}); {hint}") from None
-    client = http.client.HTTPConnection(host, port, timeout=_PROBE_TIMEOUT)
-    try:
-        client.sock = (ssl.create_default_context().wrap_socket(connection, server_hostname=host)
-                       if parsed.scheme == "https" else connection)
-        client.request("HEAD", f"{parsed.path or '/'}{'?' if parsed.query else ''}{parsed.query}",
-                       headers={"Connection": "close"})
-        client.getresponse()
-    except TimeoutError:
-        raise BoardError(f"cannot reach {location}: {host}:{port} took the connection and sent no answer in "
-                         f"{_PROBE_TIMEOUT:.0f} s; {hint}") from None
-    except (OSError, http.client.HTTPException):
-        pass  # an answer
-    finally:
-        client.close()
-        connection.close()
-
-
 def _open_gcs(resolved: str, write: bool, what: str) -> Any:
     from .gcs_retries import hear_gcsfs_retries
 
@@ -238,7 +197,7 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
                   "check that STORAGE_EMULATOR_HOST names a running GCS emulator, or unset it")
         log.info("%s: GCS emulator at %s, anonymous access", resolved, endpoint)
         return gcsfs.core.GCSFileSystem(token="anon", endpoint_url=endpoint, cache_timeout=0,
-                                        requests_timeout=_aiohttp_timeout())
+                                        requests_timeout=aiohttp_timeout())
 
     with importing():
         import gcsfs
@@ -261,17 +220,7 @@ def _open_gcs(resolved: str, write: bool, what: str) -> Any:
         token = "anon"
         _warn_anonymous("gs", resolved, "no Google credentials found")
     probe_url("https://storage.googleapis.com", f"{what} {resolved}", "check the network connection")
-    return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=_aiohttp_timeout())
-
-
-def _aiohttp_timeout() -> Any:
-    """The timeouts of one request of gcsfs and of https:// locations (both over aiohttp): ``_PROBE_TIMEOUT`` to
-    connect, ``SILENT_TIMEOUT`` of a silent socket, and none on the whole request, so that a slow link is never cut
-    while its bytes move (aiohttp's default, 5 minutes on the whole, cuts a 140 MB zip on a link slower than about
-    0.5 MB/s; gcsfs's, none at all, lets a stalled connection hang for ever)."""
-    import aiohttp
-
-    return aiohttp.ClientTimeout(total=None, sock_connect=_PROBE_TIMEOUT, sock_read=SILENT_TIMEOUT)
+    return gcsfs.GCSFileSystem(token=token, cache_timeout=0, requests_timeout=aiohttp_timeout())
 
 
 def _open_s3(resolved: str, write: bool, what: str) -> Any:
@@ -292,7 +241,7 @@ def _open_s3(resolved: str, write: bool, what: str) -> Any:
     options: dict[str, Any] = {
         "anon": not has_credentials,
         "listings_expiry_time": 0,
-        "config_kwargs": {"connect_timeout": _PROBE_TIMEOUT, "read_timeout": SILENT_TIMEOUT,
+        "config_kwargs": {**botocore_timeouts(),
                           "retries": {"total_max_attempts": _S3_ATTEMPTS, "mode": "standard"}},
     }
     if endpoint:
@@ -397,5 +346,5 @@ def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") 
                 "URL serves"
             )
         probe_url(resolved, f"{what} {resolved}", "check the URL and the network connection")
-        return fsspec.filesystem("http", client_kwargs={"timeout": _aiohttp_timeout()})
+        return fsspec.filesystem("http", client_kwargs={"timeout": aiohttp_timeout()})
     return _open_gcs(resolved, write, what) if kind == "gs" else _open_s3(resolved, write, what)

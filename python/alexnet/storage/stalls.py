@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 from ..checks import count_text
-from .location import SILENT_TIMEOUT
+from .reach import SILENT_TIMEOUT
 
 log = logging.getLogger(__name__)
 

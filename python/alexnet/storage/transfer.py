@@ -78,7 +78,7 @@ def backoff(attempt: int) -> float:
 #: endpoint that takes connections and then stays silent costs each of the library's requests the silent socket's
 #: 30 s: one attempt takes up to about 3.5 minutes then (gcsfs's 6 requests; s3fs's 3, twice, about 3), and the
 #: transfer gives up after it (an endpoint silent from the start is found when the board is opened, in seconds:
-#: :func:`alexnet.storage.location.probe_url`). A slow link that moves bytes is never cut: the clients' timeouts are
+#: :func:`alexnet.storage.reach.probe_url`). A slow link that moves bytes is never cut: the clients' timeouts are
 #: for a silent socket, not for a whole transfer.
 UNREACHABLE_SECONDS = 30.0
 
