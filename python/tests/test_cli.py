@@ -6,12 +6,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers_cli import fake_core, interrupted
 
 from alexnet import __version__
 from alexnet.cli import build_parser, main
+from alexnet.errors import AlexnetError
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -363,6 +365,47 @@ def test_train_on_one_machine_says_when_the_default_total_leaves_most_categories
         with caplog.at_level(logging.WARNING, logger="alexnet"):
             assert main(["train", "--board", "/b", *words]) == 0
         assert "the default --total" not in caplog.text, words
+
+
+class MultiWorkerMirroredStrategy:
+    """Stands in for a multi-worker strategy built before TF_CONFIG was set: one worker, as TensorFlow records it."""
+
+    extended = SimpleNamespace(_num_workers=1)
+
+
+@pytest.mark.parametrize(("tf_config", "workers"), [
+    (" \n", 0),
+    (json.dumps({"cluster": {"worker": "127.0.0.1:8001"}, "task": {"type": "worker", "index": 0}}), 1),
+    ("\n " + json.dumps({"cluster": {"worker": ["10.0.0.1:8000", "10.0.0.2:8001"]},
+                         "task": {"type": "worker", "index": 0}}) + " \n", 2),
+], ids=["blank", "one-worker-written-bare", "spaces-around"])
+def test_every_reader_of_tf_config_sees_the_same_cluster(monkeypatch, caplog, tf_config, workers):
+    """A blank TF_CONFIG was a cluster to `alexnet train` (no word of the default --total) and none to training, and
+    one worker written bare (R's jsonlite) counted as many workers as its address has characters in the check of a
+    strategy object; every reader now takes what read_tf_config() does."""
+    from alexnet.train import api, strategy
+    from alexnet.train.cluster import read_tf_config
+
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    if workers > 1:
+        with pytest.raises(AlexnetError, match=f"sees no cluster, but TF_CONFIG names {workers} workers"):
+            strategy.check_strategy_object(MultiWorkerMirroredStrategy())
+    else:
+        strategy.check_strategy_object(MultiWorkerMirroredStrategy())
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    partition = {"partition": 0, "total": 16, "categories": ["n1", "n2"], "num_classes": 17, "image": ["a"] * 32}
+    fake_core(monkeypatch, lambda command: lambda **k: partition)
+    monkeypatch.setattr(api, "train", lambda settings, data, strategy=None: {"metrics": {}, "model_path": None,
+                                                                             "model_pin": None})
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        assert main(["train", "--board", "/b"]) == 0
+    assert ("the default --total" in caplog.text) is (workers == 0), "a cluster trains on its share, one machine not"
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    if workers:
+        assert len(read_tf_config()["cluster"]["worker"]) == workers
+    else:
+        with pytest.raises(AlexnetError, match="needs the TF_CONFIG environment variable"):
+            read_tf_config()
 
 
 def test_a_multi_worker_train_says_a_port_taken_before_it_fetches(monkeypatch, capsys):

@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import logging
 import math
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -206,13 +205,14 @@ def model_lines(h: dict[str, Any]) -> list[str]:
 
 def _train(args: argparse.Namespace) -> None:
     from ..train.api import train
+    from ..train.cluster import tf_config_value
     from ..train.settings_check import check_settings
 
     # checked once, before any data is fetched; a model pin goes to --board unless --model-board names another
     settings = check_settings(training_args(args), data_board=common.default_board(args), where="alexnet train")
     # Keras writes its progress (bar or epoch lines) to stdout: with --json, stdout is the JSON alone
     strategy = getattr(args, "strategy", None)
-    if strategy == "multi_worker" and os.environ.get("TF_CONFIG"):  # a port taken said before the fetch, maybe long
+    if strategy == "multi_worker" and tf_config_value():  # a port taken said before the fetch, maybe long
         from ..train.cluster import check_port_free, read_tf_config
 
         check_port_free(read_tf_config())
@@ -240,9 +240,10 @@ def _warn_of_a_default_share(args: argparse.Namespace, data: dict[str, Any]) -> 
     """Warn when ``alexnet train`` without ``--total``, on one machine (no TF_CONFIG), trains on a share of the board:
     the default ``--total`` is a cluster's, and one machine then sees a few of the categories alone."""
     from ..data.options import PartitionOptions
+    from ..train.cluster import tf_config_value
 
     total = int(data.get("total") or 1)
-    if total == 1 or "total" in common.options_given(args, PartitionOptions) or os.environ.get("TF_CONFIG"):
+    if total == 1 or "total" in common.options_given(args, PartitionOptions) or tf_config_value():
         return
     log.warning("alexnet train trains on partition %s of %d (the default --total): %d of the board's %s, %s; give "
                 "--total 1 to train on every category on this machine.", data.get("partition"), total,

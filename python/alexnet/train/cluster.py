@@ -3,7 +3,8 @@
 TensorFlow's ``MultiWorkerMirroredStrategy`` learns the cluster from the ``TF_CONFIG`` environment variable:
 every worker's ``host:port`` and this process's index. :func:`tf_config` builds it from the addresses of a
 Spark barrier stage (worker ``i`` listens on the host of address ``i`` at ``base_port + i``, so several
-workers on one host never collide; worker 0 is the chief). :func:`read_tf_config` parses and checks it.
+workers on one host never collide; worker 0 is the chief). :func:`tf_config_value` reads it, the one read of
+it, and :func:`read_tf_config` parses and checks it.
 
 TensorFlow and this module read ``os.environ``, which Python copies from the process environment once, at
 start-up. A host program that sets TF_CONFIG later (R's ``Sys.setenv()``) copies it into ``os.environ``
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import as_int
+from ..environment import env_value
 from ..errors import AlexnetError
 
 logger = logging.getLogger(__name__)
@@ -116,18 +118,28 @@ def normalise_tf_config(raw: str) -> str:
     return json.dumps(config)
 
 
-def read_tf_config() -> dict:
-    """The parsed ``TF_CONFIG`` of ``os.environ``, normalised there (see :func:`normalise_tf_config`); raises
-    :class:`~alexnet.errors.AlexnetError` when it is missing or unusable.
+def tf_config_value() -> str:
+    """The ``TF_CONFIG`` of ``os.environ`` as every reader takes it: ``""`` when it is unset or blank, else its value,
+    spaces around it removed, with every job's tasks as a list (:func:`normalise_tf_config`); a value that normalising
+    changed is written back to ``os.environ``, so that TensorFlow reads the same.
 
-    The one place Python reads TF_CONFIG, when a strategy is resolved. A value set by a host program after
-    Python started (R's ``Sys.setenv()``) is in ``os.environ`` because the host copies it there: R does so
-    before each call into the core and after each top-level call (see ``sync_python_environment`` in R).
+    The one place Python reads TF_CONFIG: :func:`read_tf_config` when a strategy is resolved, the check of a strategy
+    object made before it was set, and the command line's ``alexnet train`` all take it from here. A value set by a
+    host program after Python started (R's ``Sys.setenv()``) is in ``os.environ`` because the host copies it there: R
+    does so before each call into the core and after each top-level call (see ``sync_python_environment`` in R).
     """
-    raw = os.environ.get("TF_CONFIG", "")
-    if raw.strip():
-        raw = os.environ["TF_CONFIG"] = normalise_tf_config(raw)
-    if not raw.strip():
+    raw = env_value("TF_CONFIG")
+    normalised = normalise_tf_config(raw) if raw else ""
+    if normalised != raw:
+        os.environ["TF_CONFIG"] = normalised
+    return normalised
+
+
+def read_tf_config() -> dict:
+    """The parsed ``TF_CONFIG`` (:func:`tf_config_value`); raises :class:`~alexnet.errors.AlexnetError` when it is
+    missing or unusable."""
+    raw = tf_config_value()
+    if not raw:
         raise AlexnetError(
             "strategy = 'multi_worker' needs the TF_CONFIG environment variable naming every worker and "
             "this worker's index: set it, e.g. to tf_config_json(addresses, index), before training, or launch the "

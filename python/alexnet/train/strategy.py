@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_seconds, name_hints
 from ..errors import AlexnetError
-from . import joining
+from . import cluster, joining
 from .cluster import DEFAULT_COLLECTIVE_TIMEOUT, HEARTBEAT_TIMEOUT, check_port_free, read_tf_config, took_port
 
 if TYPE_CHECKING:
@@ -247,7 +246,7 @@ def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
     """
     if strategy_name(strategy) != "multi_worker" or num_workers(strategy) > 1:
         return
-    raw = os.environ.get("TF_CONFIG", "")
+    raw = cluster.tf_config_value()
     try:
         workers = len(json.loads(raw)["cluster"]["worker"]) if raw.strip() else 0
     except (ValueError, KeyError, TypeError):
