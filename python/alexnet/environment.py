@@ -3,9 +3,9 @@ starts in, declared once in ``tensorflow.env`` beside this file: ``import alexne
 ``alexnet/__init__.py``), and so does R's ``library(alexnet)``, which reads the same file.
 
 The core reads a variable through :func:`env_value` or, for one that turns something on or off, :func:`env_switch`,
-which take the same words everywhere (:data:`ON_WORDS`, :data:`OFF_WORDS`); README's "Environment variables" is
-:func:`markdown_table`. This module imports nothing of the package but :mod:`.machine`: ``progress.py`` and
-``tfimport.py`` read their variables here and stay light.
+which take the same words everywhere (:data:`ON_WORDS`, :data:`OFF_WORDS`), and sets one for a while with
+:func:`env_set`; README's "Environment variables" is :func:`markdown_table`. This module imports nothing of the
+package but :mod:`.machine`: ``progress.py`` and ``tfimport.py`` read their variables here and stay light.
 
 One of ``tensorflow.env``'s variables, ``ALEXNET_MALLOC``, is not read by TensorFlow but here: it sets glibc's malloc
 of this process (:func:`set_malloc`), as ``GLIBC_TUNABLES=glibc.malloc.NAME=value:...`` would at the start of a
@@ -14,9 +14,11 @@ process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .machine import usable_cpus
@@ -110,6 +112,26 @@ def env_value(name: str) -> str:
     """The value of the declared variable ``name``, spaces around it removed; ``""`` when it is not set."""
     declared(name)
     return os.environ.get(name, "").strip()
+
+
+@contextlib.contextmanager
+def env_set(name: str, value: str | None) -> Iterator[None]:
+    """The declared variable ``name`` set to ``value`` (``None``: unset) for the block, then given back as it was:
+    unset again when it was unset, its value when it had one, also when the block raises."""
+    declared(name)
+    before = os.environ.get(name)
+    _put(name, value)
+    try:
+        yield
+    finally:
+        _put(name, before)
+
+
+def _put(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def switch_word(value: str) -> bool | None:

@@ -253,6 +253,32 @@ def test_quiet_draws_no_progress_bars_and_gives_the_setting_back(monkeypatch):
     assert seen[-1] is False and "ALEXNET_PROGRESS" not in os.environ
 
 
+@pytest.mark.parametrize("before", [None, "1", ""], ids=["unset", "set", "empty"])
+def test_quiet_gives_the_progress_setting_back_however_the_command_ends(monkeypatch, capsys, before):
+    from alexnet.progress import progress_enabled
+
+    ends = [AlexnetError("`board` /b holds nothing"), KeyboardInterrupt(), RuntimeError("a bug")]
+    seen = []
+
+    def fail(*args, **kwargs):
+        seen.append(progress_enabled())
+        raise ends[len(seen) - 1]
+
+    fake_core(monkeypatch, lambda command: fail)
+    if before is None:
+        monkeypatch.delenv("ALEXNET_PROGRESS", raising=False)
+    else:
+        monkeypatch.setenv("ALEXNET_PROGRESS", before)
+    assert main(["-q", "fetch", "--board", "/b"]) == 2
+    assert os.environ.get("ALEXNET_PROGRESS") == before, "after an error"
+    assert main(["-q", "fetch", "--board", "/b"]) == 130
+    assert os.environ.get("ALEXNET_PROGRESS") == before, "after Ctrl-C"
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["-q", "fetch", "--board", "/b"])
+    assert os.environ.get("ALEXNET_PROGRESS") == before, "after an error the command does not catch"
+    assert seen == [False, False, False], "no bars while it ran"
+
+
 def test_quiet_and_verbose_may_follow_the_command(monkeypatch):
     from alexnet.progress import progress_enabled
 

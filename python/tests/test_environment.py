@@ -215,6 +215,30 @@ def test_a_switch_of_another_word_keeps_its_default_and_says_so_once(monkeypatch
         env_value("ALEXNET_NOT_DECLARED")
 
 
+def test_a_variable_set_for_a_block_is_given_back_as_it_was_also_after_an_error(monkeypatch):
+    from alexnet.environment import env_set
+
+    monkeypatch.delenv("ALEXNET_PROGRESS", raising=False)
+    with env_set("ALEXNET_PROGRESS", "0"):
+        assert os.environ["ALEXNET_PROGRESS"] == "0"
+    assert "ALEXNET_PROGRESS" not in os.environ, "unset again, neither left at 0 nor set empty"
+    with pytest.raises(RuntimeError, match="the block failed"), env_set("ALEXNET_PROGRESS", "0"):
+        raise RuntimeError("the block failed")
+    assert "ALEXNET_PROGRESS" not in os.environ
+    monkeypatch.setenv("ALEXNET_PROGRESS", "1")
+    with pytest.raises(RuntimeError, match="the block failed"), env_set("ALEXNET_PROGRESS", "0"):
+        assert os.environ["ALEXNET_PROGRESS"] == "0"
+        raise RuntimeError("the block failed")
+    assert os.environ["ALEXNET_PROGRESS"] == "1"
+    with env_set("ALEXNET_PROGRESS", None):
+        assert "ALEXNET_PROGRESS" not in os.environ
+    assert os.environ["ALEXNET_PROGRESS"] == "1"
+    with pytest.raises(LookupError, match="ALEXNET_NOT_DECLARED is not declared"), \
+            env_set("ALEXNET_NOT_DECLARED", "1"):
+        pass
+    assert "ALEXNET_NOT_DECLARED" not in os.environ
+
+
 def test_the_modules_that_read_switches_stay_light():
     code = ("import sys, alexnet.progress, alexnet.tfimport, alexnet.environment; "
             "assert 'tensorflow' not in sys.modules and 'alexnet.storage' not in sys.modules, sorted(sys.modules)")

@@ -8,14 +8,15 @@ One module per stage adds its commands: :mod:`.data` (synth, upload, categories,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from .. import __version__
 from ..child import ChildError
+from ..environment import env_set
 from ..errors import AlexnetError, WithoutPasswords, missing_module
 from ..launch import monitor
 from ..progress import BarSafeHandler
@@ -182,9 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in handlers:  # notes and warnings, as errors, name the options as typed; no URL's password
         handler.addFilter(typed)
         handler.addFilter(unsaid)
-    progress = os.environ.get("ALEXNET_PROGRESS")
+    given_back = contextlib.ExitStack()  # what the command set for its run, given back as it was however it ends
     if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
-        os.environ["ALEXNET_PROGRESS"] = "0"
+        given_back.enter_context(env_set("ALEXNET_PROGRESS", "0"))
         if "verbose" in (getattr(args, common.OPTION_NAMES, None) or {}) and not hasattr(args, "setting_verbose"):
             args.setting_verbose = 0  # nor Keras' lines of each epoch, unless --verbose-fit asks for them
     try:
@@ -209,11 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             handler.removeFilter(typed)
             handler.removeFilter(unsaid)
         monitor.SAID_AS, monitor.WARNINGS_ONLY = None, False
-        if args.quiet:
-            if progress is None:
-                os.environ.pop("ALEXNET_PROGRESS", None)
-            else:
-                os.environ["ALEXNET_PROGRESS"] = progress
+        given_back.close()
     return 0
 
 
