@@ -824,7 +824,6 @@ def test_a_workers_error_names_no_option_that_could_be_the_pins_or_the_commands(
 def test_the_model_pin_read_says_its_own_options_where_the_command_has_others_of_the_same_names(
         monkeypatch, capsys, caplog, tmp_path):
     import alexnet
-    from alexnet.errors import AlexnetError
 
     def pin_read(board, **options):
         logging.getLogger("alexnet.model.pin").warning("`cache_dir` = %s is slow", options["cache_dir"])

@@ -8,7 +8,7 @@ AlexNet under the strategy's scope (:mod:`.model`), starting from a trained mode
 (:mod:`.checkpoint`); fit for the remaining epochs, the image size and learning rate of each epoch and step from
 the schedule (:mod:`.schedule`), checkpointing as it goes (:mod:`.callbacks`) and logging for TensorBoard
 (:mod:`.tensorboard`); save the model with its card and publish it as a pin (:mod:`.trained`,
-:mod:`alexnet.model.saved`, :mod:`alexnet.model.pin`); return the history as a plain dict (:mod:`.run_history`).
+:mod:`alexnet.model.saving`, :mod:`alexnet.model.pin`); return the history as a plain dict (:mod:`.run_history`).
 """
 
 from __future__ import annotations
