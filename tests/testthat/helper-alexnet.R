@@ -187,3 +187,14 @@ tiny_model_and_photos <- function(dir, classes = 3L) {
   made <- reticulate::import_main()[["_alexnet_tiny_model"]](dir, as.integer(classes))
   list(model = made$model, photos = as.character(unlist(made$photos)))
 }
+
+# A synthetic ImageNet of `classes` categories in `dir`, uploaded to a folder board there, and its one partition
+# fetched: the `data` alexnet_train() takes, with the board it came from and the source (`src`).
+small_partition <- function(dir, classes = 2L, images_per_class = 4L, max_side = 64L) {
+  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = classes, images_per_class = images_per_class,
+                            val_per_class = 1, max_side = max_side)
+  board <- file.path(dir, "board")
+  imagenet_upload(src$path, board = board)
+  list(src = src, board = board,
+       data = imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache")))
+}

@@ -311,11 +311,7 @@ test_that("the epoch axis of a long run has a tick every few epochs, of a short 
 test_that("a resumed run says where it went on from once, in its history's print, not also as a message", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 4, val_per_class = 1,
-                            max_side = 64)
-  board <- file.path(dir, "board")
-  imagenet_upload(src$path, board = board)
-  data <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache"))
+  data <- small_partition(dir, images_per_class = 4, max_side = 64)$data
   run <- file.path(dir, "run")
   train <- function(epochs) {
     alexnet_train(data = data, epochs = epochs, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,

@@ -174,11 +174,10 @@ test_that("a run starts from a model pin, on categories of its own, and trains o
   skip_unless_long()
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
-  src <- imagenet_synthetic(file.path(dir, "imagenet"), classes = 2, images_per_class = 6, val_per_class = 1,
-                            max_side = 96)
-  board <- file.path(dir, "board")
-  imagenet_upload(src$path, board = board)
-  data <- imagenet_partition(partition = 0, total = 1, board = board, cache_dir = file.path(dir, "cache"))
+  made <- small_partition(dir, images_per_class = 6, max_side = 96)
+  src <- made$src
+  board <- made$board
+  data <- made$data
   alexnet_train(data = data, epochs = 1, batch_size = 4, image_size = 64, verbose = 0, dense_units = 32,
                 model_pin = "base")
   base <- alexnet_model(board, "base", cache_dir = file.path(dir, "models"))
