@@ -128,8 +128,8 @@ class _Exchange:
         return 2 * self.gradients * averages
 
     def split(self, every: int) -> tuple[int, float, float]:
-        """The epochs trained synchronously before local SGD of ``every`` steps (with ``every`` 1: every epoch, said
-        0), and the shares of the run's steps trained synchronously and locally."""
+        """The epochs trained synchronously before local SGD of ``every`` steps (``every`` 1: every epoch, said 0),
+        and the shares of the run's steps trained synchronously and locally."""
         if every <= 1:
             return 0, 1.0, 0.0
         if not self.epochs:
@@ -331,8 +331,7 @@ ADAPTABLE = ("allreduce_precision", "accumulate_steps", "allreduce_pack_mb")
 
 
 class Adapted(TypedDict, total=False):
-    """The settings of :data:`ADAPTABLE` a run of ``adapt_communication`` took, with their types (those it did not
-    take are left out)."""
+    """The settings of :data:`ADAPTABLE` a run of ``adapt_communication`` took, typed (the others left out)."""
 
     allreduce_precision: str
     accumulate_steps: int
@@ -356,8 +355,7 @@ def adaptable(advice: Advice | None, accumulate: int, most_accumulate: int,
 
 
 def settings_row(settings: Mapping[str, int | float | str]) -> list[int]:
-    """Settings of :data:`ADAPTABLE` as integers (0: not set), for a collective to carry; :func:`row_settings` reads
-    them back."""
+    """Settings of :data:`ADAPTABLE` as integers (0: not set) for a collective (:func:`row_settings` reads them)."""
     wire = settings.get("allreduce_precision")
     return [WIRE_FORMATS.index(str(wire)) + 1 if wire else 0, int(settings.get("accumulate_steps", 0)),
             round(float(settings.get("allreduce_pack_mb", 0)) * 1000)]

@@ -1,14 +1,13 @@
 """Checkpoints and the history file, on any storage a board can be on (``checkpoint_dir``: the files, where they
 are written and how they get to a bucket and back, are :mod:`.checkpoint_files`'s).
 
-Only the chief (worker 0) keeps checkpoints and the history file. The other workers save too
-(saving takes every worker of a multi-worker run), into a scratch folder that is deleted at the end.
+Only the chief (worker 0) keeps checkpoints and the history file. The other workers save too (saving takes every
+worker of a multi-worker run), into a scratch folder that is deleted at the end.
 
-A checkpoint records how far training got: ``epoch`` (epochs completed) and ``step`` (steps completed in
-the next epoch, 0 after an epoch ends), so that a run resumes where its last checkpoint was written,
-including in the middle of an epoch. :class:`CheckpointStore` is the one owner of that position: its
-:meth:`~CheckpointStore.restore` returns a :class:`Resume`, and its :meth:`~CheckpointStore.save` takes the
-position and the metrics so far.
+A checkpoint records how far training got: ``epoch`` (epochs completed) and ``step`` (steps completed in the next
+epoch, 0 after an epoch ends), so that a run resumes where its last checkpoint was written, including in the middle
+of an epoch. :class:`CheckpointStore` is the one owner of that position: its :meth:`~CheckpointStore.restore`
+returns a :class:`Resume`, and its :meth:`~CheckpointStore.save` takes the position and the metrics so far.
 
 The history file also records what the run trained on (the board, partition, classes and images) and the
 settings that change what it learns; a run resuming on other classes is refused (each output would stand for another
@@ -53,9 +52,9 @@ HISTORY_KEY = "history/.ATTRIBUTES/VARIABLE_VALUE"
 
 @dataclass(frozen=True)
 class Resume:
-    """Where training resumes: ``epoch`` epochs done, ``step`` steps of the next one done (0 after an epoch
-    ends), the per-epoch ``metrics`` and ``schedule`` (what each trained with) of the epochs done, and the
-    ``settings`` the checkpoints' run recorded (all empty for a fresh start)."""
+    """Where training resumes: ``epoch`` epochs done, ``step`` steps of the next one done (0 after an epoch ends),
+    the per-epoch ``metrics`` and ``schedule`` (what each trained with) of the epochs done, and the ``settings`` the
+    checkpoints' run recorded (all empty for a fresh start)."""
 
     epoch: int = 0
     step: int = 0
@@ -155,18 +154,17 @@ class CheckpointStore(CheckpointFiles):
         return name, prefix, reader
 
     def restore(self, model: keras.Model, optimizer: Any, checked: Collection[str] = ()) -> Resume:
-        """Attach ``model`` and ``optimizer`` to this store and restore the newest whole checkpoint into them when
-        there is one; where training resumes.
+        """Attach ``model`` and ``optimizer`` to this store, restore the newest whole checkpoint into them when
+        there is one, and say where training resumes.
 
         Every checkpoint keeps its own copy of the history file as it was when the checkpoint was written, so that
         the two agree however a run stopped: the copy is what the run resumes with, also when the history file
         lags behind (a run stopped between the two), is missing or cannot be read.
 
-        Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model (one
-        of the ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), cannot be resumed
-        by this version (:mod:`.formats`: another format, an older optimizer's state), when every
-        checkpoint is damaged, or when the history records epochs done but no checkpoint is there.
-        """
+        Raises :class:`~alexnet.errors.AlexnetError` when the checkpoints were written for another model (one of the
+        ``checked`` settings differs from the recorded ones, or the checkpoint does not fit), cannot be resumed by
+        this version (:mod:`.formats`: another format, an older optimizer's state), when every checkpoint is
+        damaged, or when the history records epochs done but no checkpoint is there."""
         unfinished = self.remove_unfinished()
         if unfinished:
             logger.info("Removed the checkpoint(s) an earlier run began to write in %s and did not finish: %s.",
@@ -250,8 +248,7 @@ class CheckpointStore(CheckpointFiles):
         return resume
 
     def check_classes(self, saved: Mapping[str, Any], class_ids: list[str]) -> None:
-        """Raise when the checkpoints, whose run recorded ``saved``, were trained on other classes than ``class_ids``
-        (:func:`.formats.check_checkpoint_classes`, which a Spark job's driver checks too before it launches)."""
+        """Raise when the checkpoints (their run recorded ``saved``) learnt other classes than ``class_ids``."""
         check_checkpoint_classes(saved, class_ids, self.location, self.fs, self.root)
 
     def save(self, epoch: int, step: int, metrics: Mapping[str, list[float]],
