@@ -150,3 +150,38 @@ def scratch_folder(
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The prefix of the folder a command of the command line keeps its temporary files in (:func:`own_temporary_folder`).
+COMMAND_PREFIX = "alexnet-command-"
+
+
+@contextlib.contextmanager
+def own_temporary_folder(prefix: str = COMMAND_PREFIX) -> Iterator[str]:
+    """This process's temporary files in a scratch folder of its own for the block (``tempfile``'s folder, and so
+    where TensorFlow's autograph writes the source of each function it converts, a few dozen files a training),
+    removed on the way out. A process killed with SIGKILL cannot remove it: the next one that enters this block
+    removes the folders of ``prefix`` whose process has ended (:func:`sweep_stale`), where the files of the killed
+    one stayed in the temporary folder with nothing to tell whose they were. The command line's commands run so
+    (:func:`alexnet.cli.main`); a caller's own Python (a notebook, R) keeps its temporary folder."""
+    global _OUTER
+    before, outer = tempfile.tempdir, _OUTER
+    _OUTER = tempfile.gettempdir()
+    with scratch_folder(prefix) as folder:
+        tempfile.tempdir = folder
+        try:
+            yield folder
+        finally:
+            tempfile.tempdir, _OUTER = before, outer
+
+
+#: The temporary folder of the process before :func:`own_temporary_folder` took one of its own (None: it did not).
+_OUTER: str | None = None
+
+
+def outer_temporary_folder() -> str:
+    """The temporary folder of this process's user and system: what ``tempfile`` gives, outside the block of
+    :func:`own_temporary_folder`. For what must outlive the command that writes it there (a benchmark's results
+    when no folder is given, the workers' logs)."""
+    return _OUTER or tempfile.gettempdir()
+

@@ -125,3 +125,58 @@ def test_the_network_namespace_of_a_killed_owner_nobody_has_waited_for_is_remove
     finally:
         owner.kill()
         owner.wait(timeout=30)
+
+
+def test_a_command_killed_after_autograph_converted_a_function_leaves_its_files_in_its_folder_for_the_next(
+        tmp_path, monkeypatch):
+    """A command of the command line keeps its temporary files in a folder of its own: killed with SIGKILL after
+    TensorFlow's autograph wrote the source of a function it converted, it leaves nothing in the temporary folder
+    itself, and the next command removes its folder (and gives the temporary folder back as it was)."""
+    import tempfile
+
+    from alexnet import cli
+    from alexnet.tfimport import AUTOGRAPH_PREFIX
+
+    code = textwrap.dedent("""
+        import os, signal, sys, tempfile
+        from alexnet import cli
+
+        def convert(args):
+            import tensorflow as tf
+
+            @tf.function
+            def absolute(x):
+                if x > 0:  # a Python `if` on a tensor: autograph rewrites it, and writes the rewritten source
+                    return x
+                return -x
+
+            absolute(tf.constant(-1))
+            print(tempfile.gettempdir(), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        parse = cli.parse
+        cli.parse = lambda parser, argv: setattr(args := parse(parser, argv), "run", convert) or args
+        cli.main(["categories", "--board", sys.argv[1]])
+        """)
+    env = {**os.environ, "TMPDIR": str(tmp_path), "ALEXNET_PROGRESS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    script = tmp_path / "command.py"  # a file: autograph reads the source of what it converts
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "board")], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    folder = Path(proc.stdout.strip())
+    assert folder.parent == tmp_path and folder.name.startswith(scratch.COMMAND_PREFIX), proc.stdout
+    assert list(folder.glob(f"{AUTOGRAPH_PREFIX}*.py")), sorted(p.name for p in folder.iterdir())
+    assert not list(tmp_path.glob(f"{AUTOGRAPH_PREFIX}*")), "nothing of the killed command outside its folder"
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    during: list[str] = []
+    parse = cli.parse
+    monkeypatch.setattr(cli, "parse", lambda parser, argv: setattr(
+        args := parse(parser, argv), "run", lambda args: during.append(tempfile.gettempdir())) or args)
+    assert cli.main(["categories", "--board", str(tmp_path / "board")]) == 0
+    assert not folder.exists(), "the next command removes the killed one's folder"
+    assert len(during) == 1 and Path(during[0]).parent == tmp_path and Path(during[0]).name.startswith(
+        scratch.COMMAND_PREFIX)
+    assert not Path(during[0]).exists() and tempfile.gettempdir() == str(tmp_path)
+    assert scratch.outer_temporary_folder() == str(tmp_path)

@@ -58,7 +58,7 @@ from typing import Any
 
 from ..child import ChildError
 from ..launch.worker import log_folder
-from ..scratch import make_scratch
+from ..scratch import make_scratch, outer_temporary_folder
 from ..storage.mirror import MirroredFolder
 from .accuracy import accuracy_data, time_to_accuracy
 from .chart import write_chart
@@ -154,7 +154,8 @@ def _described(plan: BenchPlan, bench: BenchImages, originals: list[str]) -> dic
 def _output(output_dir: str | None) -> MirroredFolder:
     """The folder the results are written to: ``output_dir`` (a folder, or a bucket's, written through a local scratch
     folder), or a new temporary folder."""
-    return MirroredFolder(output_dir or tempfile.mkdtemp(prefix="alexnet-benchmark-"), "`output_dir`")
+    outside = outer_temporary_folder()  # the results outlive the command that writes them
+    return MirroredFolder(output_dir or tempfile.mkdtemp(prefix="alexnet-benchmark-", dir=outside), "`output_dir`")
 
 
 class RowLog:

@@ -20,6 +20,7 @@ from ..environment import env_set
 from ..errors import AlexnetError, WithoutPasswords, missing_module
 from ..launch import monitor
 from ..progress import BarSafeHandler
+from ..scratch import own_temporary_folder
 from . import bench, cluster, common, data, model, train
 
 log = logging.getLogger("alexnet")
@@ -184,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.addFilter(typed)
         handler.addFilter(unsaid)
     given_back = contextlib.ExitStack()  # what the command set for its run, given back as it was however it ends
+    given_back.enter_context(own_temporary_folder())  # its temporary files (autograph's too) go with it, or after
     if args.quiet:  # no bars either (ALEXNET_PROGRESS=0 turns them off without -q), here and in the workers
         given_back.enter_context(env_set("ALEXNET_PROGRESS", "0"))
         if "verbose" in (getattr(args, common.OPTION_NAMES, None) or {}) and not hasattr(args, "setting_verbose"):

@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,7 +30,7 @@ from ..checks import count_text, some_names
 from ..errors import AlexnetError, BoardError, LayoutError
 from ..machine import usable_cpus
 from ..progress import LazyBar
-from ..scratch import scratch_folder
+from ..scratch import outer_temporary_folder, scratch_folder
 from ..storage import layout
 from ..storage.board import Board, is_full_board
 from ..storage.pin_state import pin_state, record_source
@@ -363,6 +362,6 @@ class Uploader:
 
 def _no_space(scratch: str | None) -> str:
     """What to do when a disk filled up during an upload whose scratch folder is made in ``scratch``."""
-    where = scratch if scratch is not None else f"the system's temporary folder, {tempfile.gettempdir()}"
+    where = scratch if scratch is not None else f"the system's temporary folder, {outer_temporary_folder()}"
     return (f"a disk is full: the scratch folder's (in {where}) or a folder board's. Give the upload a scratch "
             "folder (`scratch`) on a disk with room for a few categories' zips, or free some space")

@@ -15,13 +15,13 @@ import json
 import logging
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..child import ChildError, run_child
 from ..environment import env_value
+from ..scratch import outer_temporary_folder
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class WorkerError(ChildError):
 def log_folder() -> str:
     """The folder of the workers' logs on this host, made if missing: ``$ALEXNET_LOG_DIR`` or
     ``<temporary folder>/alexnet-logs``."""
-    folder = env_value("ALEXNET_LOG_DIR") or os.path.join(tempfile.gettempdir(), "alexnet-logs")
+    folder = env_value("ALEXNET_LOG_DIR") or os.path.join(outer_temporary_folder(), "alexnet-logs")
     os.makedirs(folder, exist_ok=True)
     return folder
 
