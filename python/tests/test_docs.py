@@ -82,6 +82,7 @@ def test_readme_has_the_snippets_this_file_runs():
     assert len(readme_blocks("sh")) == 3
     assert len(readme_blocks("r")) == 1
     assert len(readme_blocks("sh install")) == 1
+    assert len(readme_blocks("sh workers")) == 1
     for language in ("r", "python", "sh"):
         assert len(readme_blocks(f"{language} layouts")) == 1
     languages = {info.split()[0] for info, _ in fenced_blocks(README.read_text()) if info}
@@ -308,6 +309,26 @@ def test_readme_benchmark_commands_parse():
     assert lines
     for line in lines:
         parser.parse_args(shlex.split(line)[1:])
+
+
+def test_readme_hand_launched_workers_name_the_multi_worker_strategy():
+    """The workers launched by hand: each line a worker of one cluster, its index its partition, with --strategy
+    multi_worker (without it each would train alone); the options those of `alexnet train`."""
+    from alexnet.train.cluster import read_tf_config
+
+    lines = [shlex.split(line) for line in readme_blocks("sh workers")[0].splitlines() if line.strip()]
+    clusters = []
+    for index, (variable, *words) in enumerate(lines):
+        name, _, value = variable.partition("=")
+        assert name == "TF_CONFIG"
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setenv("TF_CONFIG", value)
+            config = read_tf_config()
+        args = build_parser().parse_args(words[1:])
+        assert (args.command, args.strategy, config["task"]["index"]) == ("train", "multi_worker", index)
+        assert (args.partition, args.total) == (index, len(config["cluster"]["worker"]))
+        clusters.append(config["cluster"])
+    assert len(lines) == 2 and clusters[0] == clusters[1]
 
 
 R_START = """

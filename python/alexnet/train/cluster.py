@@ -135,6 +135,17 @@ def tf_config_value() -> str:
     return normalised
 
 
+def tf_config_workers() -> int:
+    """How many workers, a chief among them, the ``TF_CONFIG`` of ``os.environ`` names (:func:`tf_config_value`): 0
+    when it is unset, blank or names no cluster; not checked further (:func:`read_tf_config` checks it)."""
+    raw = tf_config_value()
+    try:
+        jobs = json.loads(raw)["cluster"] if raw else {}
+        return sum(len(jobs.get(job) or ()) for job in ("chief", "worker"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 0
+
+
 def read_tf_config() -> dict:
     """The parsed ``TF_CONFIG`` (:func:`tf_config_value`); raises :class:`~alexnet.errors.AlexnetError` when it is
     missing or unusable."""

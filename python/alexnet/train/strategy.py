@@ -19,7 +19,6 @@ TensorFlow is imported when a strategy is resolved.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import dataclass
@@ -72,25 +71,45 @@ def resolve_strategy(
 
     Raises :class:`~alexnet.errors.AlexnetError` for an unknown name, for ``"multi_worker"`` without a
     usable ``TF_CONFIG``, for a multi-worker strategy object that missed TF_CONFIG (see
-    :func:`check_strategy_object`), and for objects that are not strategies. Call it before any other
+    :func:`check_strategy_object`), and for objects that are not strategies; warns when TF_CONFIG names several
+    workers and the strategy trains on this worker alone (:func:`warn_of_a_cluster_left_out`). Call it before any other
     TensorFlow work: ``MultiWorkerMirroredStrategy`` must be created at program start-up. This is where
     Python reads TF_CONFIG, from ``os.environ``.
     """
     from ..tfimport import tf
 
     name = check_strategy(strategy)
-    if strategy is None:
-        return tf.distribute.get_strategy()
-    if name is None:
+    if name == "multi_worker":
+        return _multi_worker(collective_timeout)
+    workers = cluster.tf_config_workers()  # read first: TF_CONFIG normalised, as TensorFlow's strategies read it too
+    if strategy is not None and name is None:
         check_strategy_object(strategy)
-        return strategy
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
+        resolved = strategy
+    elif name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
-        return tf.distribute.MirroredStrategy(devices=devices)
-    # "multi_worker"
+        resolved = tf.distribute.MirroredStrategy(devices=devices)
+    else:
+        resolved = tf.distribute.get_strategy()
+    warn_of_a_cluster_left_out(resolved, workers)
+    return resolved
+
+
+def warn_of_a_cluster_left_out(strategy: tf.distribute.Strategy, workers: int) -> None:
+    """Warn when TF_CONFIG names several ``workers`` but ``strategy`` trains on this worker alone: workers launched by
+    hand without ``strategy = 'multi_worker'`` each train a model of their own, and nothing else would say so. A
+    warning, not an error: a TF_CONFIG left over in a shell must not block a run of one machine."""
+    if workers <= 1 or num_workers(strategy) > 1:
+        return
+    logger.warning("TF_CONFIG names %d workers, but this run's strategy (%s) trains on this worker alone: each worker "
+                   "launched so trains a model of its own. Give strategy = 'multi_worker' to train them as one, or "
+                   "unset TF_CONFIG for a run of one machine.", workers, strategy_name(strategy))
+
+
+def _multi_worker(collective_timeout: float | None) -> tf.distribute.Strategy:
+    """The strategy of ``"multi_worker"`` (see the module documentation), for :func:`resolve_strategy`."""
+    from ..tfimport import tf
+
     config = read_tf_config()
     timeout = as_seconds(collective_timeout, "collective_timeout")
     port = check_port_free(config)
@@ -246,11 +265,7 @@ def check_strategy_object(strategy: tf.distribute.Strategy) -> None:
     """
     if strategy_name(strategy) != "multi_worker" or num_workers(strategy) > 1:
         return
-    raw = cluster.tf_config_value()
-    try:
-        workers = len(json.loads(raw)["cluster"]["worker"]) if raw.strip() else 0
-    except (ValueError, KeyError, TypeError):
-        return
+    workers = cluster.tf_config_workers()
     if workers > 1:
         raise AlexnetError(
             f"This MultiWorkerMirroredStrategy sees no cluster, but TF_CONFIG names {workers} workers: it was "
