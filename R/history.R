@@ -135,11 +135,17 @@ print.alexnet_history <- function(x, ...) {
   if (identical(x$weights_agree, FALSE)) {
     cat("The workers ended with different weights: the chief's model is the one saved and published",
         "(its log names the workers apart).\n")
+  } else if (isTRUE(x$weights_agree)) {  # a run of several workers (one worker's history has NULL)
+    cat(same_weights_note, "\n", sep = "")
   }
   notes <- model_notes(x$model_path, x$model_pin)
   if (length(notes)) cat(paste0(notes, "\n"), sep = "")
   invisible(x)
 }
+
+# What a print says of a multi-worker run whose workers ended with the same weights: a history's (`weights_agree`)
+# and a Spark run's (one `weights_sha256`), as the command line's SAME_WEIGHTS (python/alexnet/cli/train.py).
+same_weights_note <- "Every worker holds the same weights"
 
 # Where a run's model went: "Model: PATH" and "Model pin: NAME version V on BOARD", each when there is one
 # (`pin` a list of `name`, `version` and `board`; the command line's `model_lines`, python/alexnet/cli/train.py).

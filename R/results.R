@@ -173,7 +173,7 @@ print.alexnet_spark_run <- function(x, ...) {
   }
   if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
     same <- length(unique(x$weights_sha256)) == 1L
-    cat(if (same) "Every worker holds the same weights\n" else "The workers' weights differ\n")
+    cat(if (same) same_weights_note else "The workers' weights differ", "\n", sep = "")
   }
   chief <- if ("chief" %in% names(x)) which(x$chief %in% TRUE)[1L] else NA_integer_
   if (!is.na(chief) && "history" %in% names(x)) {

@@ -1,5 +1,5 @@
 """Workers launched by hand, each with its own TF_CONFIG: what a run is told when TF_CONFIG names a cluster but its
-strategy trains alone."""
+strategy trains alone, and what `alexnet train`'s summary says of workers that ended with the same weights."""
 
 from __future__ import annotations
 
@@ -82,3 +82,31 @@ def test_alexnet_train_says_the_cluster_left_out_as_its_option(monkeypatch, capl
     with caplog.at_level(logging.WARNING, logger="alexnet"):
         assert main(["train", "--board", "/b", "--partition", "0", "--total", "2", "--strategy", "multi_worker"]) == 0
     assert _left_out(caplog) == [] and trained == [None, "multi_worker"]
+
+
+HISTORY = {"params": {"strategy": "multi_worker", "replicas": 2, "workers": 2}, "metrics": {"loss": [1.0]},
+           "weights_sha256": "ab", "model_path": None, "model_pin": None}
+
+
+@pytest.mark.parametrize(("agree", "said"), [
+    (True, ["Every worker holds the same weights"]),
+    (False, ["The workers ended with different weights: the chief's model is the one saved and published (its log "
+             "names the workers apart)."]),
+    (None, []),  # one worker: nothing to compare
+])
+def test_alexnet_train_says_when_the_workers_ended_with_the_same_weights(monkeypatch, capsys, agree, said):
+    """`alexnet spark-train` said so and `alexnet train` of several workers said nothing unless they differed: now
+    the chief's summary says it in the same words."""
+    from alexnet.cli import cluster
+    from alexnet.train import api
+
+    history = {**HISTORY, "weights_agree": agree}
+    fake_core(monkeypatch, lambda command: lambda **k: {"image": [], "board": "/b"})
+    monkeypatch.setattr(api, "train", lambda settings, data, strategy=None: history)
+    assert main(["train", "--board", "/b", "--total", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:] == said, lines
+    if agree:  # the sentence of spark-train's summary of workers whose digests are one
+        rows = [{"worker": i, "chief": i == 0, "categories": ["n1"], "train_images": 4,
+                 "history": {"weights_sha256": "ab"}} for i in range(2)]
+        assert said[0] in cluster._train_summary(rows).splitlines()

@@ -163,6 +163,14 @@ test_that("a training history: the command line says what R prints, the model an
     "Model: /models/run/alexnet.keras",
     "Model pin: alexnet version 20261204T021816Z-a7b93 on /boards/imagenet"))
 
+  # workers that ended with the same weights: said in the words of a Spark run's print
+  agreed <- py_result('{"params": {"strategy": "multi_worker", "replicas": 2, "workers": 2},
+    "metrics": {"loss": [1.0]}, "weights_agree": true, "weights_sha256": "ab", "model_path": null, "model_pin": null}')
+  printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(agreed)))))
+  expect_identical(cli_lines("alexnet.cli.train", "history_summary", agreed), printed)
+  expect_identical(printed, c("AlexNet training history: 1 epoch, multi_worker strategy, 2 replicas",
+                              "Final epoch: loss = 1", "Every worker holds the same weights"))
+
   # a run that found every epoch done, of few classes (no top-5 accuracy), without a model saved or pinned
   done <- py_result('{"params": {"strategy": "default", "replicas": 1, "batch_size": 8, "image_size": [64, 96],
       "num_classes": 4, "epochs": 3, "initial_epoch": 3, "initial_step": 0, "checkpoint_dir": "/runs/2"},

@@ -12,7 +12,7 @@ from ..checks import count_text
 from . import common
 from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
-from .train import communication_line, model_lines, training_args, training_options
+from .train import SAME_WEIGHTS, communication_line, model_lines, training_args, training_options
 
 # The summary of a Spark run says what R's print of it says (print.alexnet_spark_run, R/results.R), line for line and
 # in the same words: R prints the workers' flat rows (`alexnet.launch.training.train_row`), the command line the
@@ -44,7 +44,7 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
     lines = [f"AlexNet trained on {count_text(len(rows), 'Spark worker')}{attempt}", *map(_worker_line, rows)]
     if len(rows) > 1:
         same = len({(r.get("history") or {}).get("weights_sha256") for r in rows}) == 1
-        lines.append("Every worker holds the same weights" if same else "The workers' weights differ")
+        lines.append(SAME_WEIGHTS if same else "The workers' weights differ")
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
     # driver has just said it, as the chief's warning that settings would keep the workers busier: R, whose print
     # comes later than the warnings, always says it

@@ -95,6 +95,10 @@ def typed_history(history: dict[str, Any], typed: Callable[[str], str]) -> dict[
     return {**history, "params": {**params, "communication_advice": typed(advice)}} if advice else history
 
 
+#: What a summary says of a multi-worker run whose workers ended with the same weights: `alexnet train`'s (the history
+#: says so, ``weights_agree``) and `alexnet spark-train`'s (the workers' digests are one), as R's prints say it.
+SAME_WEIGHTS = "Every worker holds the same weights"
+
 # The summary below says what R's print of the same history says (print.alexnet_history, R/history.R), line for line
 # and in the same words; tests/testthat/test-summaries.R compares them.
 
@@ -192,6 +196,8 @@ def history_summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str
     if h.get("weights_agree") is False:
         lines.append("The workers ended with different weights: the chief's model is the one saved and published "
                      "(its log names the workers apart).")
+    elif h.get("weights_agree") is True:  # a run of several workers (one worker's history says None)
+        lines.append(SAME_WEIGHTS)
     return "\n".join([*lines, *model_lines(h)])
 
 
