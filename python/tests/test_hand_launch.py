@@ -1,5 +1,6 @@
 """Workers launched by hand, each with its own TF_CONFIG: what a run is told when TF_CONFIG names a cluster but its
-strategy trains alone, and what `alexnet train`'s summary says of workers that ended with the same weights."""
+strategy trains alone, what the chief says before the model is built on several workers, and what `alexnet train`'s
+summary says of workers that ended with the same weights."""
 
 from __future__ import annotations
 
@@ -110,3 +111,54 @@ def test_alexnet_train_says_when_the_workers_ended_with_the_same_weights(monkeyp
         rows = [{"worker": i, "chief": i == 0, "categories": ["n1"], "train_images": 4,
                  "history": {"weights_sha256": "ab"}} for i in range(2)]
         assert said[0] in cluster._train_summary(rows).splitlines()
+
+
+def _settings(**given):
+    """Checked settings, ``train_from`` put in afterwards (it is checked against an initial model)."""
+    import dataclasses
+
+    from alexnet.train.settings_check import check_settings
+
+    train_from = given.pop("train_from", "conv1")
+    return dataclasses.replace(check_settings(given), train_from=train_from)
+
+
+@pytest.mark.parametrize(("workers", "chief", "said"), [(2, True, "the other worker"), (3, True, "the other 2 workers"),
+                                                       (2, False, None), (1, True, None)])
+def test_the_chief_says_what_building_the_model_on_several_workers_sends(caplog, workers, chief, said):
+    """A run of two workers over 100 Mbit/s logged nothing for 41 s while the chief sent its initial weights and
+    momentum to the other worker: the chief now says so before the model is built, with the bytes that building
+    sends, those of the model and optimizer built (one worker's strategy standing in for the cluster)."""
+    tf = pytest.importorskip("tensorflow")
+    from alexnet.train import run
+    from alexnet.train.precision import Precision
+    from alexnet.train.strategy import Topology
+
+    topology = Topology("multi_worker", workers, workers, 0 if chief else 1, chief, 1, False)
+    settings = _settings(dense_units=32, train_from="conv3", jit_compile=False)
+    with caplog.at_level(logging.INFO, logger="alexnet.train"):
+        net, optimizer = run._build(tf.distribute.get_strategy(), 7, settings, topology, Precision("float32", "asked"))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Building the model")]
+    if said is None:
+        assert lines == []
+        return
+    momentum = [v for v in optimizer.variables() if v.dtype == tf.float32]
+    sent = 4 * (sum(w.shape.num_elements() for w in net.weights) + sum(v.shape.num_elements() for v in momentum))
+    assert len(momentum) == len(net.trainable_weights) < len(net.weights), "the frozen layers keep no momentum"
+    assert lines == [f"Building the model on {workers} workers: the chief sends its initial weights and momentum "
+                     f"({sent / 1e6:.1f} MB) to {said}."]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.index(lines[0]) < next(i for i, m in enumerate(messages) if m.startswith("Precision ")), \
+        "said before the model is built"
+
+
+@pytest.mark.parametrize(("classes", "grouped", "parameters"), [(1000, False, 62_378_344), (1000, True, 60_965_224)])
+def test_alexnets_parameters_are_known_before_it_is_built(classes, grouped, parameters):
+    """The counts the chief's line adds up: the paper's model's, and those of the model built, layer by layer."""
+    pytest.importorskip("tensorflow")
+    from alexnet.model.network import build_alexnet, layer_parameters
+
+    assert sum(layer_parameters(classes, grouped=grouped).values()) == parameters
+    net = build_alexnet(5, dense_units=16, grouped=grouped)
+    built = {layer.name: layer.count_params() for layer in net.layers if layer.count_params()}
+    assert built == layer_parameters(5, dense_units=16, grouped=grouped)

@@ -118,6 +118,20 @@ def adaptive_pooling(channels: int, side: int = FEATURE_SIDE, name: str = "pool_
     return keras.Model(inputs, tf.transpose(pooled, [0, 2, 3, 1]), name=name)
 
 
+def layer_parameters(num_classes: int, *, dense_units: int = 4096, grouped: bool = False) -> dict[str, int]:
+    """The numbers (kernel and bias) each layer of :func:`build_alexnet` holds, by layer name, known without building
+    it: a multi-worker run says what building it sends before it does (the test of this function builds it)."""
+    groups = 2 if grouped else 1
+    convolutions = {"conv1": (11, 3, 96, 1), "conv2": (5, 96, 256, groups), "conv3": (3, 256, 384, 1),
+                    "conv4": (3, 384, 384, groups), "conv5": (3, 384, 256, groups)}
+    counts = {name: size * size * (inputs // g) * filters + filters
+              for name, (size, inputs, filters, g) in convolutions.items()}
+    features = FEATURE_SIDE * FEATURE_SIDE * 256
+    counts.update(fc1=(features + 1) * dense_units, fc2=(dense_units + 1) * dense_units,
+                  logits=(dense_units + 1) * num_classes)
+    return counts
+
+
 def build_alexnet(
     num_classes: int,
     image_size: int | None = None,

@@ -84,9 +84,10 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
            precision: Precision) -> tuple[keras.Model, Any]:
     """AlexNet and its optimizer in ``precision``, made under ``strategy``'s scope and compiled; the optimizer's
     rate is set before every step (:class:`.callbacks.RateSetter`)."""
-    from .model import training_model
+    from .model import say_building, training_model
 
     xla, why = _xla(settings, topology)
+    say_building(topology, num_classes, settings)  # several workers: the chief's weights go to the others meanwhile
     with strategy.scope():
         net, optimizer = training_model(num_classes, precision, settings.learning_rate, settings.momentum,
                                         settings.weight_decay, dense_units=settings.dense_units,
