@@ -8,6 +8,7 @@ instead of hanging, and a second run must resume from the chief's checkpoint wit
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -609,6 +610,39 @@ def test_a_lost_worker_is_said_in_one_error_naming_it_the_settings_to_give_and_h
                        checkpoint_dir=None) is None
     for other in (tf.errors.InvalidArgumentError(None, None, "bad image"), ConnectionResetError("reset by peer")):
         assert lost_worker(other, worker=0, workers=2, collective_timeout=30, checkpoint_dir=None) is None
+
+
+def test_a_lost_worker_s_advice_names_only_the_settings_that_send_less_which_the_run_did_not_take():
+    """A run that already sent bfloat16 (given, or taken by ``adapt_communication``) was told to give it; one with
+    every such setting taken is told what is left."""
+    from alexnet.train.communication import Communication
+    from alexnet.train.lost import lost_in_run, lost_worker, trained_with
+    from alexnet.train.settings_check import check_settings
+    from alexnet.train.strategy import Topology
+
+    def said(communication: Communication | None) -> str:
+        lost = lost_worker(tf.errors.UnavailableError(None, None, UNHEALTHY), worker=0, workers=2,
+                           collective_timeout=1800, checkpoint_dir=None, communication=communication)
+        assert lost is not None
+        return str(lost)
+
+    everything = "(`allreduce_precision` = 'bfloat16', `accumulate_steps`, `sync_every`)"
+    assert f"send less at each step for the heartbeats {everything}." in said(None)
+    sixteen = said(Communication("bfloat16", workers=2))
+    assert "for the heartbeats (`accumulate_steps`, `sync_every`)." in sixteen and "bfloat16" not in sixteen
+    assert "for the heartbeats (`allreduce_precision` = 'bfloat16')." in said(
+        Communication(accumulate=4, sync_every=8, workers=2))
+    taken = said(Communication("float16", 25, 4, 8, 2))
+    assert ("give a larger `collective_timeout` (seconds; 1800 now) for slow collectives; the settings that send "
+            "less at each step are all taken already: a faster link, or fewer workers, is what is left for the "
+            "heartbeats.") in taken and "`accumulate_steps`" not in taken
+    # the run's own: the settings it trained with, kept on the error, over those given
+    given = check_settings({"collective_timeout": 1800})
+    error = tf.errors.UnavailableError(None, None, UNHEALTHY)
+    chief = Topology("multi_worker", 2, 2, 0, True, 1, False)
+    assert everything in str(lost_in_run(error, chief, given))
+    trained_with(error, dataclasses.replace(given, allreduce_precision="bfloat16", accumulate_steps=2))
+    assert "for the heartbeats (`sync_every`)." in str(lost_in_run(error, chief, given))
 
 
 def test_the_command_line_ends_a_run_that_lost_a_worker_with_one_line_keeping_tensorflows_error(

@@ -11,10 +11,12 @@ TensorFlow's error as its cause.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING
 
 from ..errors import AlexnetError
+from .communication import Communication
 from .strategy import HEARTBEAT_TIMEOUT, heartbeat_timeout
 
 if TYPE_CHECKING:
@@ -63,9 +65,10 @@ def _named_task(text: str, own: int) -> tuple[str, int] | None:
 
 
 def lost_worker(error: BaseException, *, worker: int, workers: int, collective_timeout: float | None,
-                checkpoint_dir: str | None) -> WorkerLostError | None:
-    """The :class:`WorkerLostError` that TensorFlow's ``error``, raised in worker ``worker`` of a run of ``workers``,
-    stands for; ``None`` when it is not a lost worker's (another error, or a run of one worker)."""
+                checkpoint_dir: str | None, communication: Communication | None = None) -> WorkerLostError | None:
+    """The :class:`WorkerLostError` that TensorFlow's ``error``, raised in worker ``worker`` of a run of ``workers``
+    that exchanged its gradients as ``communication`` says (unset: the defaults), stands for; ``None`` when it is not
+    a lost worker's (another error, or a run of one worker)."""
     if workers < 2 or type(error).__name__ not in LOST_ERRORS or not _is_tensorflows(error):
         return None
     text = str(getattr(error, "message", None) or error)
@@ -91,24 +94,31 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
         what = f"{who} stopped answering ({reason})"
     busy = (" A machine too busy to answer in time (other work on its CPUs) misses heartbeats too: give the workers "
             "their machines' CPUs." if kind == "heartbeats" else "")
+    slow = _slow_link(collective_timeout, heartbeat, communication or Communication())
     message = (f"Worker {worker} of {workers} cannot go on: {what}, so the run stopped on every worker. "
-               f"{_slow_link(collective_timeout, heartbeat)}{busy} {_resume(checkpoint_dir)}")
+               f"{slow}{busy} {_resume(checkpoint_dir)}")
     return WorkerLostError(message, None if named is None or named[0] == "chief" else named[1], kind)
 
 
-def _slow_link(collective_timeout: float | None, heartbeat: float) -> str:
+def _slow_link(collective_timeout: float | None, heartbeat: float, communication: Communication) -> str:
     """What to give when the worker was alive but its link too slow or too full: heartbeats are waited for
-    ``heartbeat`` seconds (a minute, or ``collective_timeout`` if less), collectives ``collective_timeout``."""
+    ``heartbeat`` seconds (a minute, or ``collective_timeout`` if less), collectives ``collective_timeout``; of the
+    settings that send less at each step, those ``communication`` (the run's) does not take yet."""
     said = (f"If that worker was still running, a slow or saturated link may have starved its heartbeats (a worker "
             f"is declared lost after {heartbeat:g} s without one: a minute, or `collective_timeout` if less) or "
             "held up a collective")
     if collective_timeout is not None and collective_timeout < HEARTBEAT_TIMEOUT:
         return (f"{said}: give `collective_timeout` = {HEARTBEAT_TIMEOUT:g} or more (seconds; "
                 f"{collective_timeout:g} now), which lets the heartbeats wait a minute.")
-    return (f"{said}: give a larger `collective_timeout` (seconds; "
-            f"{'unset' if collective_timeout is None else f'{collective_timeout:g}'} now) for slow collectives, and "
-            "send less at each step for the heartbeats (`allreduce_precision` = 'bfloat16', `accumulate_steps`, "
-            "`sync_every`).")
+    larger = (f"{said}: give a larger `collective_timeout` (seconds; "
+              f"{'unset' if collective_timeout is None else f'{collective_timeout:g}'} now) for slow collectives")
+    less = [name for name, taken in (("`allreduce_precision` = 'bfloat16'", communication.wire != "float32"),
+                                     ("`accumulate_steps`", communication.accumulate > 1),
+                                     ("`sync_every`", communication.sync_every > 1)) if not taken]
+    if not less:
+        return (f"{larger}; the settings that send less at each step are all taken already: a faster link, or fewer "
+                "workers, is what is left for the heartbeats.")
+    return f"{larger}, and send less at each step for the heartbeats ({', '.join(less)})."
 
 
 def _resume(checkpoint_dir: str | None) -> str:
@@ -125,7 +135,21 @@ def _is_tensorflows(error: BaseException) -> bool:
     return any(cls.__name__ == "OpError" and cls.__module__.startswith("tensorflow") for cls in type(error).__mro__)
 
 
+#: The attribute of an error raised while a run trained that holds the settings it trained with (:func:`trained_with`).
+_TRAINED_WITH = "alexnet_trained_with"
+
+
+def trained_with(error: BaseException, settings: TrainSettings) -> None:
+    """Keep on ``error``, raised while the run trained, the ``settings`` it trained with (those
+    ``adapt_communication`` took), which :func:`lost_in_run` advises from rather than the settings given."""
+    with contextlib.suppress(AttributeError, TypeError):  # an error that takes no attribute: the settings given
+        setattr(error, _TRAINED_WITH, settings)
+
+
 def lost_in_run(error: BaseException, topology: Topology, settings: TrainSettings) -> WorkerLostError | None:
-    """:func:`lost_worker` for a run of ``topology`` with ``settings``."""
+    """:func:`lost_worker` for a run of ``topology`` given ``settings``: those it trained with when the error keeps
+    them (:func:`trained_with`)."""
+    settings = getattr(error, _TRAINED_WITH, None) or settings
     return lost_worker(error, worker=topology.worker_index, workers=topology.workers,
-                       collective_timeout=settings.collective_timeout, checkpoint_dir=settings.checkpoint_dir)
+                       collective_timeout=settings.collective_timeout, checkpoint_dir=settings.checkpoint_dir,
+                       communication=Communication.of(settings, topology.workers))

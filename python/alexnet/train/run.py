@@ -209,6 +209,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         parameter_count,
         warn_of_averages_beyond_an_epoch,
     )
+    from .lost import trained_with
     from .strategy import object_warnings
     from .tensorboard import LogDir, TensorBoardLog
 
@@ -337,7 +338,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                         topo.global_batch(settings.step_batch), count_text(topo.replicas, "replica"), topo.name)
             _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
-    except BaseException:
+    except BaseException as error:
+        trained_with(error, settings)  # a lost worker is advised for the settings taken, not those given
         if store is not None:  # no model to save: the folder let go at once
             store.let_go()
         raise
