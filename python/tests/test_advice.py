@@ -115,3 +115,14 @@ def test_post_local_sgd_is_estimated_over_its_synchronous_epochs_and_its_local_o
     checkpointed = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, micro_batches=8,
                                         epochs=10, checkpoint_every=2)
     assert checkpointed.efficiency == pytest.approx(_share(1.0, 0.2 * 0.6 + 0.8 * 2 * 0.5 * 4 / 8))
+
+
+def test_a_share_below_a_hundredth_is_said_with_its_first_significant_digit_not_as_nothing():
+    """Two workers over a slow link were told "about 0.00 of linear scaling" for 0.0075."""
+    from alexnet.train.advice import linear
+
+    assert linear(0.0075) == "0.007" and linear(0.00999) == "0.009" and linear(0.00012) == "0.0001"
+    assert linear(0.01) == "0.01" and linear(0.0) == "0.00" and linear(0.8997) == "0.89"
+    advice = advise(Communication(workers=2), 0.9925, 0.0075, global_batch=64, most_batch=64)
+    assert advice is not None and "about 0.007 of linear scaling if none of it overlaps" in advice.text, advice.text
+    assert "0.00 of linear" not in advice.text

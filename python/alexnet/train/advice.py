@@ -31,7 +31,6 @@ SIXTEEN_BIT_GAIN = 0.9
 NOTHING_HIDDEN = 0.01
 
 
-
 def faster_wire(communication: Communication, exchange_seconds: float, sixteen_bit_seconds: float | None) -> str:
     """The wire format :func:`advise` names for ``communication``: its 16-bit format when the run sends float32 and
     the exchange in 16 bits, timed (``sixteen_bit_seconds``; unset: half of ``exchange_seconds`` assumed), takes
@@ -60,10 +59,11 @@ def epoch_micro_batches(batches: int, whole: bool = True) -> int:
 
 
 def linear(efficiency: float) -> str:
-    """A share of linear scaling (or any measure held against a bound) in two decimals, rounded down: 0.8997 is
-    below :data:`ADVISED_EFFICIENCY` and is said "0.89", not "0.90", beside the advice it gets; a ratio of 1.797 is
-    "1.79" beside a target of 1.8 it misses."""
-    return held_text(efficiency)
+    """A share of linear scaling (or any measure held against a bound) in two decimals, rounded down: 0.8997 is below
+    :data:`ADVISED_EFFICIENCY`, said "0.89", not "0.90", beside the advice it gets; a ratio of 1.797 "1.79" beside a
+    target of 1.8 it misses; a share below 0.01 its first significant digit, never "0.00" (0.0075: "0.007")."""
+    small = 0 < efficiency < 0.01
+    return held_text(efficiency, digits=-math.floor(math.log10(efficiency)) if small else 2)
 
 
 def _held_by_the_epoch(most: int, batches: int, whole: bool = True) -> str:
