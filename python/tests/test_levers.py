@@ -384,6 +384,11 @@ def test_adapt_communication_takes_how_the_gradients_travel_never_local_sgd_and_
                      "allreduce_precision": ("--allreduce-precision", False),
                      "accumulate_steps": ("--accumulate-steps", False)}) == \
         "With `--adapt-communication` the run took `--allreduce-precision` 'bfloat16', `--accumulate-steps` 4."
+    # packs read back from the chief's row are a float: a whole one is said as the advice says it, 25 not 25.0
+    took = row_settings(settings_row({"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25}))
+    assert adaptation_text(took) == ("With `adapt_communication` the run took `allreduce_precision` = 'bfloat16', "
+                                     "`allreduce_pack_mb` = 25.")
+    assert adaptation_text({"allreduce_pack_mb": 0.5}).endswith("`allreduce_pack_mb` = 0.5.")
 
 
 def test_a_run_whose_own_global_batch_is_beyond_alexnets_largest_is_warned_by_its_chief(caplog):

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
-from ..checks import count_text, held_text
+from ..checks import count_text, held_text, shown
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
 from .communication import MB, WIRE_FORMATS, Communication, averages_in_epoch
 
@@ -274,7 +274,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
                           f"pass, timed: about {linear(advised)} of linear, nothing to add.")
         return Advice(efficiency, {}, advised, said + " The settings that send less are already as far as they go: "
                       f"a faster link, or fewer workers, is what is left.{held}{slower}")
-    named = "; ".join(f"{name} = {value!r} ({reason})" for (name, value), reason in
+    named = "; ".join(f"{name} = {shown(value)} ({reason})" for (name, value), reason in
                       zip(settings.items(), reasons, strict=True))
     return Advice(efficiency, settings, advised,
                   f"{said} To keep the workers busy: {named}; about {linear(advised)} of linear with them"
@@ -375,8 +375,8 @@ def row_settings(row: Sequence[int]) -> Adapted:
 
 
 def adaptation_text(taken: Mapping[str, object]) -> str:
-    """What a run of ``adapt_communication`` took, in a sentence."""
-    said = ", ".join(f"`{name}` = {value!r}" for name, value in taken.items()) or "nothing"
+    """What a run of ``adapt_communication`` took, in a sentence, a whole number of megabytes as one (25, not 25.0)."""
+    said = ", ".join(f"`{name}` = {shown(value)}" for name, value in taken.items()) or "nothing"
     return f"With `adapt_communication` the run took {said}."
 
 
