@@ -315,13 +315,13 @@ def _local_steps(waits: _Exchange, accumulate: int, sync_every: int, compute: fl
 
 
 def _slower_than_one(workers: int, efficiency: float, advised: bool) -> str:
-    """What the advice adds when ``workers`` at ``efficiency`` of linear (with the settings advised, when
-    ``advised``) train fewer images a second than one worker alone: ``""`` otherwise."""
-    rate = workers * efficiency
-    if rate >= 1:
+    """What the advice adds when ``workers`` at ``efficiency`` of linear (with the settings advised: ``advised``)
+    train fewer images a second than one worker alone (of fewer workers, not measured, that they may): else ``""``."""
+    if (rate := workers * efficiency) >= 1:
         return ""
     return (f" {'Even with them, ' if advised else 'So '}{workers} workers train at about {rate:.2g} times the images "
-            "per second of one worker alone: one worker (or fewer) trains faster over this link.")
+            "per second of one worker alone: one worker alone trains faster over this link"
+            f"{'' if workers <= 2 else f', and fewer than {workers} workers may too'}.")
 
 
 #: The advised settings ``adapt_communication`` takes: those that change how the gradients travel (micro-batches
