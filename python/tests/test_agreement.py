@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
@@ -28,6 +29,28 @@ from alexnet.train.settings import SHARED_BY_WORKERS  # noqa: E402
 from alexnet.train.settings_check import check_settings  # noqa: E402
 
 HERE = Path(__file__).resolve()
+
+
+def test_the_steps_agreed_are_said_once_for_the_steps_the_run_trains_with(monkeypatch, caplog):
+    """A run agrees on its steps again after a smaller batch or ``adapt_communication``: each agreement said its
+    steps, and a two-worker run logged its training and validation steps twice."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(agreement, "all_gather_ints",  # rows: images, validation images, worker, partition
+                        lambda strategy, row: np.array([[640, 30, 0, -1], [640, 20, 1, -1]]))
+    td = SimpleNamespace(files=["x"] * 640, val_files=["v"] * 30)
+    two = strategies.Topology("multi_worker", 2, 2, 0, True, 1, False)
+    caplog.set_level(logging.INFO, logger=agreement.logger.name)
+    first, last = (agreement.agree_on_steps(tf.distribute.get_strategy(), two, {}, td, batch, None, True, None)
+                   for batch in (64, 128))
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    agreement.say_steps(last)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Worker 0 of 2: 5 training steps per epoch (fewest images on a worker: 640, 640 here).",
+        "Worker 0 of 2: 1 validation steps per epoch over 50 validation images (30 of them here, 30 on the largest "
+        "share)."]
+    assert first.train == 10 and first == agreement.Steps(*(getattr(first, f) for f in (
+        "train", "validate", "validation", "val_images", "val_share", "train_images", "fill"))), "notes compare equal"
 
 
 def test_gathers_of_rows_of_any_length_are_traced_once_and_tensorflow_warns_of_no_retracing(monkeypatch):

@@ -20,7 +20,7 @@ import logging
 import math
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -142,7 +142,9 @@ class Steps:
     of this worker's (see :func:`validation_plan`). ``train_images``: the training images of every worker (what
     the micro-batches of :func:`alexnet.train.batch_bound.largest_batch` are bounded by). ``fill``: the images an
     epoch's steps are counted from and what holds them (this run's images, the smallest partition), that a step's
-    images on a worker must not outnumber (:func:`batch_within_images`); None when the steps were asked for."""
+    images on a worker must not outnumber (:func:`batch_within_images`); None when the steps were asked for.
+    ``notes``: what a worker of several says of them, said once by :func:`say_steps` for the steps the run trains
+    with (the workers agree again when a smaller batch or ``adapt_communication`` changes the settings)."""
 
     train: int
     validate: bool
@@ -151,6 +153,13 @@ class Steps:
     val_share: int = 0
     train_images: int = 0
     fill: tuple[int, str] | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+
+def say_steps(steps: Steps) -> None:
+    """Log what the workers agreed of ``steps`` (:attr:`Steps.notes`): once a run, for the steps it trains with."""
+    for note in steps.notes:
+        logger.info("%s", note)
 
 
 def validation_plan(shares: Sequence[int], worker_batch: int, limit: int | None = None) -> tuple[int, int]:
@@ -223,7 +232,8 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     once (see :func:`validation_plan`) in steps of ``val_batch`` images a worker (default: ``worker_batch``,
     the training step's), and runs when any worker has some. The workers' image counts are
     exchanged with an all-gather (which also makes every worker wait here until all have checked their
-    images). One worker: its own image counts.
+    images). One worker: its own image counts. What several agreed is said by :func:`say_steps`, once the run has
+    its last settings.
     """
     own_val = len(td.val_files) if validation else 0
     val_batch = val_batch or worker_batch
@@ -255,14 +265,13 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
         warn_of_images_left_out(sizes or [train for train, _ in per_worker.values()], steps, worker_batch)
     shares = [val for _, val in per_worker.values()]
     validate, val_steps, val_images, val_share = _validation(shares, own_val, val_batch, validation_steps)
-    logger.info("Worker %d of %d: %d training steps per epoch (fewest images on a worker: %d, %d here).",
-                topology.worker_index, topology.workers, steps, fewest_train, len(td.files))
-    if validate:
-        logger.info("Worker %d of %d: %d validation steps per epoch over %d validation images (%d of them here, "
-                    "%d on the largest share).", topology.worker_index, topology.workers, val_steps, val_images,
-                    val_share, max(shares))
+    worker = f"Worker {topology.worker_index} of {topology.workers}"
+    notes = (f"{worker}: {steps} training steps per epoch (fewest images on a worker: {fewest_train}, "
+             f"{len(td.files)} here).",
+             *([f"{worker}: {val_steps} validation steps per epoch over {val_images} validation images ({val_share} "
+                f"of them here, {max(shares)} on the largest share)."] if validate else []))
     return Steps(steps, validate, val_steps, val_images, val_share,
-                 sum(train for train, _ in per_worker.values()), fill)
+                 sum(train for train, _ in per_worker.values()), fill, notes)
 
 
 #: The share of the training images an epoch may leave out (partitions' images beyond the steps every worker takes)

@@ -198,7 +198,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     from ..tfimport import keras
     from . import callbacks as cb
     from .advice import adaptation_text
-    from .agreement import agree_on_settings, batch_within_images, check_agreement, weights_agree
+    from .agreement import agree_on_settings, batch_within_images, check_agreement, say_steps, weights_agree
     from .checkpoint import CheckpointStore, Resume
     from .initial import initial_description, initial_weights
     from .levers import (
@@ -239,6 +239,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     settings, communication, steps, timing, advice, adapted, most_batch = measure_communication(
         strategy, net, settings, communication, topo, steps,
         lambda taken: _agree_on_steps(strategy, topo, data, td, taken))
+    say_steps(steps)  # the steps trained with, said once: the settings taken may have changed them
     measured = {  # the history's, and its history file's (run_history.MEASURED)
         "communication": communication.describe(), "allreduce_seconds": timing.get("allreduce_seconds"),
         "asked_allreduce_seconds": timing.get("asked_allreduce_seconds"),
