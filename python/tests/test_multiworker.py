@@ -525,14 +525,20 @@ def test_a_worker_that_answered_but_never_joins_ends_the_wait_after_the_bound():
 @pytest.mark.parametrize("ignored", [False, True], ids=["as-in-a-terminal", "ignored"])
 def test_ctrl_c_ends_the_wait_for_the_others_unless_the_worker_was_started_ignoring_it(ignored):
     """A worker started with SIGINT ignored (a shell's background job, ``nohup``) keeps ignoring it while it waits
-    for the others, and its first line does not offer Ctrl-C; one started as in a terminal ends at once."""
+    for the others, and its first line (meet_workers', which says it for both waits) does not offer Ctrl-C; one
+    started as in a terminal ends at once."""
     script = textwrap.dedent(f"""
         import logging, os, signal, sys, time
         sys.path.insert(0, {str(HERE.parents[1])!r})
         logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+        from alexnet.errors import AlexnetError
         from alexnet.train import joining
 
         config = {{"cluster": {{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}}, "task": {{"type": "worker", "index": 0}}}}
+        try:
+            joining.meet_workers(config, 0.3, every=60)
+        except AlexnetError:  # nobody at worker 1's port: its first line said, and TensorFlow's wait as if it answered
+            pass
         with joining.waiting_for_workers(config, None, every=60):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)
@@ -548,7 +554,27 @@ def test_ctrl_c_ends_the_wait_for_the_others_unless_the_worker_was_started_ignor
         assert "Ctrl-C" not in done.stderr, done.stderr
     else:
         assert done.returncode == -signal.SIGINT and "waited on" not in done.stdout, done
-        assert "to join; Ctrl-C stops it." in done.stderr, done.stderr
+        assert "(`collective_timeout`); Ctrl-C stops it." in done.stderr, done.stderr
+
+
+def test_whom_a_worker_waits_for_is_said_once_in_the_words_of_its_caller(caplog):
+    """Under -v the wait for the others was said twice: by meet_workers, as INFO that the command line says in its
+    options' words (--collective-timeout), and again by waiting_for_workers, as DEBUG, left as the core's words."""
+    from alexnet.train import joining
+
+    base = free_base_port(2)
+    other = socket.create_server(("127.0.0.1", base + 1))  # worker 1, answering as TensorFlow's server would
+    try:
+        config = _config([f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"], 0)
+        with caplog.at_level(logging.DEBUG, logger=joining.logger.name):
+            joining.meet_workers(config, 10, every=60)
+            with joining.waiting_for_workers(config, 10, every=60):
+                pass
+    finally:
+        other.close()
+    said = [r for r in caplog.records if "waits for worker 1" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(" to join")[0]) for r in said] == [
+        ("INFO", f"Worker 0 of 2 (127.0.0.1:{base}) waits for worker 1 (127.0.0.1:{base + 1})")], said
 
 
 #: What TensorFlow 2.21 raised on worker 0 when worker 1 was killed (its heartbeats stopped), and on worker 1 when

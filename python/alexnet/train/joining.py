@@ -176,9 +176,11 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
     workers = len(others) + 1
     waiting = dict(others)
     warn_of_addresses(me, address, others)
-    logger.info("%s of %d (%s) waits for %s to join%s; Ctrl-C stops it.", me.capitalize(), workers, address,
+    # said once for both waits, this one and TensorFlow's (waiting_for_workers), Ctrl-C as the second takes it
+    logger.info("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address,
                 ", ".join(f"{name} ({where})" for name, where in others),
-                f", for at most {bound:g} s (`collective_timeout`)" if bound else "")
+                f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
+                "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     listener = None
     stop_answering: Callable[[], None] = lambda: None  # noqa: E731
     nonce = os.urandom(8).hex()
@@ -260,27 +262,24 @@ def _as_logged(level: int, message: str) -> str:
 def waiting_for_workers(config: dict, bound: float | None, every: float | None = None) -> Iterator[None]:
     """Around the building of a multi-worker strategy, which waits (in TensorFlow's C++, holding Python's lock, so
     that neither a Python thread nor a Python signal handler runs) until every worker of TF_CONFIG ``config`` has
-    joined: say whom this worker waits for; let SIGINT (Ctrl-C) end the process at once meanwhile, unless this
-    process ignores it (see :func:`default_signals`); and from a watchdog process of its own, say every ``every``
-    seconds (:data:`JOIN_NOTE_EVERY`) that it still waits and, after ``bound`` seconds (``collective_timeout``;
-    ``None``: for ever), which workers never joined and what to do, and end this process (SIGKILL, the one signal
-    TensorFlow's wait cannot hold).
+    joined (whom it waits for is said by :func:`meet_workers`, before): let SIGINT (Ctrl-C) end the process at once
+    meanwhile, unless this process ignores it (see :func:`default_signals`); and from a watchdog process of its own,
+    say every ``every`` seconds (:data:`JOIN_NOTE_EVERY`) that it still waits and, after ``bound`` seconds
+    (``collective_timeout``; ``None``: for ever), which workers never joined and what to do, and end this process
+    (SIGKILL, the one signal TensorFlow's wait cannot hold).
 
     TensorFlow's registration timeout of the coordination service (``cluster_register_timeout_in_ms``) does not end
     that wait (TensorFlow 2.21: a worker alone still waited after ten times as long), and TensorFlow takes SIGTERM
     over before it waits, for a preemption notice that only records the signal; SIGTERM is put back once the strategy
     is built (:func:`keeping_sigterm`)."""
-    (me, address), others = cluster_tasks(config)
+    (me, _), others = cluster_tasks(config)
     if not others:
         yield
         return
     every = JOIN_NOTE_EVERY if every is None else every
     workers = len(others) + 1
+    # whom it waits for is said by meet_workers(), first, which waits until every worker answers: this wait is short
     waited_for = ", ".join(f"{name} ({where})" for name, where in others)
-    # said as INFO by meet_workers() first, which waits until every worker answers: this wait is short
-    logger.debug("%s of %d (%s) waits for %s to join%s%s.", me.capitalize(), workers, address, waited_for,
-                 f", for at most {bound:g} s (`collective_timeout`)" if bound else "",
-                 "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
     fail = _as_logged(logging.ERROR, (
         _gave_up(me, workers, bound or 0, waited_for, len(others))))
