@@ -1,4 +1,6 @@
 """One training run: the steps of :func:`alexnet.train.api.train`, in order, each the job of its own module.
+A finished run given again whose model is saved already returns what its checkpoints recorded once the workers
+agree on the steps, before any model is built or link measured (:mod:`.finished`).
 
 Resolve nothing here that the settings already say: check every image once and leave bad ones out
 (:mod:`alexnet.input.scan`); agree with the other workers on the steps per epoch (:mod:`.agreement`); build the
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import count_text
 from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data, warn_of_stored_side
+from .finished import record_saved_model, saved_finish
 from .resumed import (
     extended,
     finished_precision,
@@ -230,6 +233,12 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         steps = _agree_on_steps(strategy, topo, data, td, settings)
     check_global_batch(settings, topo)
     warn_of_averages_beyond_an_epoch(settings, topo, steps.train)
+    model_settings = {"num_classes": td.num_classes, **settings.model_settings(),
+                      "initial_model": initial_description(settings.initial_model)}
+    finished = saved_finish(strategy, topo, settings, data, td, steps, model_settings, bad,
+                            whole_way=bool(extra_callbacks) or evaluate is not None)
+    if finished is not None:  # its model saved already: neither built nor measured, nothing read or written
+        return finished
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
     if settings.initial_model is not None and topo.workers > 1:
@@ -262,8 +271,6 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
     rates = settings.rates(topo.global_batch(settings.step_batch), steps.train)
     _log_rates(rates)
     lever_callbacks = install_levers(strategy, net, optimizer, settings, communication, steps.train)
-    model_settings = {"num_classes": td.num_classes, **settings.model_settings(),
-                      "initial_model": initial_description(settings.initial_model)}
     global_batch = topo.global_batch(settings.step_batch)
     store = (CheckpointStore(settings.checkpoint_dir, chief=topo.chief, steps=steps.train,
                              settings={**model_settings, "epochs": settings.epochs, "steps": steps.train,
@@ -363,6 +370,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
             card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
         model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
         model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
+        if store is not None and model_path is not None:  # a run given again finds it saved (.finished)
+            record_saved_model(store, digest, (start.epoch if start.finished(settings.epochs) else settings.epochs, 0))
         changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
                    ).get("settings_changed", [])
         return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo),

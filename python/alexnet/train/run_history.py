@@ -31,6 +31,10 @@ MEASURED = ("communication", "allreduce_bytes_per_step", "allreduce_seconds", "a
             "sixteen_bit_allreduce_seconds", "hidden_seconds", "compute_seconds", "communication_efficiency",
             "advised_settings", "communication_advice", "adapted_settings", "micro_batches_up_to")
 
+#: The ``params`` of a history named as settings that :func:`run_params` gives as they resolved (the image sizes'
+#: epochs, the precision, the warm-up, XLA), not as asked.
+RESOLVED = ("image_size_epochs", "precision", "mixed_precision", "warmup_epochs", "jit_compile")
+
 
 def run_params(settings: TrainSettings, topology: Topology, td: TrainingData, steps: Steps, start: Resume,
                precision: Precision, rates: RateSchedule, xla: tuple[bool, str], measured: Mapping[str, Any],
@@ -104,3 +108,35 @@ def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, s
                         extra.pop("started_from"), extra.pop("settings_changed"))
     params.update({name: trained[name] for name in params.keys() & trained.keys() if name != "precision_rates"})
     return {"params": params, "metrics": ordered, "schedule": schedule, **extra}
+
+
+def finished_run_history(settings: TrainSettings, start: Resume, card: dict[str, Any], model_pin: dict[str, str] | None,
+                         extra: dict[str, Any]) -> dict[str, Any]:
+    """The history a finished run given again returns when its model is saved already (:mod:`.finished`): what its
+    checkpoints recorded (``start``: the metrics, schedule and settings of the epochs done), its ``params`` those the
+    run kept (how it trained, what it measured), but where this call gives a setting they do not record as trained
+    with; nothing trained (``initial_epoch`` the epochs done), and the model its ``card`` describes, with the rest of
+    ``extra`` (``model_path``, ``bad_images``)."""
+    from .history_file import read_params
+    from .schedule import schedule_apart
+
+    metrics = {name: list(values)[:start.epoch] for name, values in start.metrics.items()}
+    schedule = {name: list(values)[:start.epoch] for name, values in start.schedule.items()}
+    metrics, older = schedule_apart(metrics)
+    for name, values in older.items():
+        schedule.setdefault(name, values)
+    trained = recorded_params(start.settings)
+    params = {**{name: value for name, value in read_params(start.settings).items() if name != "data"},
+              **{name: value for name, value in settings.to_dict().items()
+                 if name not in trained and name not in RESOLVED},
+              "initial_epoch": start.epoch, "initial_step": 0, "seconds": 0.0,
+              "settings_changed": list(start.settings.get("settings_changed") or [])}
+    ordered = {name: [float(v) for v in metrics[name]] for name in METRIC_ORDER if name in metrics}
+    ordered.update({k: [float(x) for x in v] for k, v in metrics.items() if k not in ordered})
+    said: dict[str, Any] = {name: list(values) for name, values in schedule.items()}
+    said["summary"] = describe(said, params.get("precision"), params.get("precision_reason"),
+                               params.get("peak_learning_rate"))
+    return {"params": params, "metrics": ordered, "schedule": said, "model_path": extra.get("model_path"),
+            "bad_images": list(extra.get("bad_images") or []), "skipped_images": [], "images_per_second": None,
+            "weights_sha256": card.get("weights_sha256"), "weights_agree": None, "card": card,
+            "model_pin": model_pin, "best_epoch": card.get("best_epoch")}

@@ -1,0 +1,87 @@
+"""A finished run given again: found before any model is built or measured when its model is saved already, and
+returned as its checkpoints recorded it; saved from its last checkpoint when its model is not there."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from helpers_train import synthetic_data
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("tf_keras")
+
+from alexnet.cli.train import history_summary  # noqa: E402
+from alexnet.model.card import CARD_FILE  # noqa: E402
+from alexnet.model.saved import MODEL_FILE  # noqa: E402
+from alexnet.train.api import alexnet_train  # noqa: E402
+from alexnet.train.checkpoint import STATE_FILE  # noqa: E402
+from alexnet.train.finished import SAVED_MODEL  # noqa: E402
+from alexnet.train.run_history import MEASURED  # noqa: E402
+
+SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """2 categories x 16 training images: 2 steps of 8 per epoch."""
+    return synthetic_data(tmp_path_factory.mktemp("finished"), classes=2, per_class=16, val_per_class=0)
+
+
+def _neither_built_nor_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args, **kwargs):
+        raise AssertionError("built or measured")
+
+    monkeypatch.setattr("alexnet.train.model.training_model", refused)
+    monkeypatch.setattr("alexnet.train.levers.measure_communication", refused)
+    monkeypatch.setattr("alexnet.train.measure.precision_for", refused)
+
+
+def _files(folder) -> dict[str, tuple[int, int, bytes]]:
+    return {name: (os.stat(folder / name).st_mtime_ns, os.stat(folder / name).st_size, (folder / name).read_bytes())
+            for name in (MODEL_FILE, CARD_FILE, STATE_FILE) if (folder / name).exists()}
+
+
+def test_a_finished_run_whose_model_is_saved_is_returned_as_recorded_without_building_it(data, tmp_path, monkeypatch,
+                                                                                        caplog):
+    folders = {"checkpoint_dir": str(tmp_path / "ckpt"), "model_dir": str(tmp_path / "model")}
+    first = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
+    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "position": [1, 0]}
+    before = _files(tmp_path / "model")
+    _neither_built_nor_measured(monkeypatch)
+    with caplog.at_level("INFO", logger="alexnet"):
+        again = alexnet_train(8, 1, data, steps_per_epoch=2, momentum=0.5, **folders, **SMALL)
+    assert _files(tmp_path / "model") == before, "the model and its card as they were"
+    assert f"{tmp_path / 'ckpt'} holds a finished run: it trained all 1 epochs asked for" in caplog.text
+    assert "trained otherwise than asked now: `momentum`: 0.9 then, 0.5 now" in caplog.text
+    assert "Training AlexNet" not in caplog.text and "Resuming" not in caplog.text
+    assert again["metrics"] == first["metrics"] and again["schedule"] == first["schedule"]
+    assert again["card"] == first["card"] and again["weights_sha256"] == first["weights_sha256"]
+    assert again["model_path"] == first["model_path"] == str(tmp_path / "model" / MODEL_FILE)
+    recorded = ("batch_size", "global_batch_size", "epochs", "momentum", "precision", "precision_reason", "steps",
+                "peak_learning_rate", "jit_compile", *MEASURED)
+    assert {name: again["params"][name] for name in recorded} == {name: first["params"][name] for name in recorded}
+    assert (again["params"]["initial_epoch"], again["params"]["initial_step"]) == (1, 0)
+    assert history_summary(again).splitlines()[2] == (f"All 1 epoch were trained before, in {tmp_path / 'ckpt'}: "
+                                                      "nothing was left to train (a larger `epochs` trains further).")
+    assert history_summary(again).splitlines()[1] == history_summary(first).splitlines()[1]
+
+
+def test_a_finished_run_whose_model_is_not_there_saves_it_from_its_last_checkpoint(data, tmp_path, monkeypatch):
+    folders = {"checkpoint_dir": str(tmp_path / "ckpt"), "model_dir": str(tmp_path / "model")}
+    first = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    for name in (MODEL_FILE, CARD_FILE):  # a run stopped after its last checkpoint, before its model was saved
+        (tmp_path / "model" / name).unlink()
+    with monkeypatch.context() as patched:
+        _neither_built_nor_measured(patched)
+        with pytest.raises(AssertionError, match="built or measured"):
+            alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    again = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    assert (tmp_path / "model" / MODEL_FILE).exists() and again["weights_sha256"] == first["weights_sha256"]
+    assert again["metrics"] == first["metrics"]
+    # another model_dir holds none of it: saved there too
+    other = alexnet_train(8, 1, data, steps_per_epoch=2, checkpoint_dir=folders["checkpoint_dir"],
+                          model_dir=str(tmp_path / "other"), **SMALL)
+    assert (tmp_path / "other" / MODEL_FILE).exists() and other["weights_sha256"] == first["weights_sha256"]
