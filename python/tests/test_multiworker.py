@@ -37,6 +37,7 @@ from alexnet.bench.cluster import free_base_port  # noqa: E402
 from alexnet.data.partition import partition_sizes  # noqa: E402
 from alexnet.errors import AlexnetError  # noqa: E402
 from alexnet.model.card import CARD_FILE  # noqa: E402
+from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.storage.board import open_board  # noqa: E402
 from alexnet.train import agreement, cluster  # noqa: E402
 from alexnet.train import api as training  # noqa: E402
@@ -1147,6 +1148,26 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert list(board.pins.pin_versions("alexnet")["version"]) == [histories[0]["model_pin"]["version"]]
     assert board.pins.pin_meta("alexnet").user["weights_sha256"] == histories[1]["weights_sha256"]
     assert len(list((tmp_path / "logs").glob("events.out.tfevents.*"))) == 1
+
+    # run 3, given again: the chief finds the finished run before either worker builds or measures, both return its
+    # history, and the model, its card and the pin are left as they were
+    assert all("Training AlexNet" in (tmp_path / f"log-{i}-resume.txt").read_text() for i in range(2))
+    model = tmp_path / "ckpt" / MODEL_FILE
+    before = (model.stat().st_mtime_ns, model.stat().st_size, (tmp_path / "ckpt" / CARD_FILE).read_bytes())
+    base = free_base_port(2)
+    workers = [_start(processes, tmp_path, i, base, d, kill=False, epochs=3) for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 240) for w in workers]
+    logs = [(tmp_path / f"log-{i}-long.txt").read_text() for i in range(2)]
+    assert codes == [0, 0], [log[-3000:] for log in logs]
+    assert not any("Training AlexNet" in log or "Precision " in log for log in logs), logs
+    assert "holds a finished run: it trained all 3 epochs asked for" in logs[0]
+    again = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    assert again[0]["metrics"] == histories[0]["metrics"] and again[0]["card"] == histories[0]["card"]
+    assert [h["weights_sha256"] for h in again] == [histories[0]["weights_sha256"]] * 2
+    assert again[0]["model_pin"] == histories[0]["model_pin"] and again[1]["model_pin"] is None
+    assert again[1]["model_path"] is None and again[1]["params"]["initial_epoch"] == 3
+    assert (model.stat().st_mtime_ns, model.stat().st_size, (tmp_path / "ckpt" / CARD_FILE).read_bytes()) == before
+    assert len(board.pins.pin_versions("alexnet")) == 1
 
 
 @pytest.mark.workers
