@@ -53,6 +53,25 @@ def test_the_steps_agreed_are_said_once_for_the_steps_the_run_trains_with(monkey
         "train", "validate", "validation", "val_images", "val_share", "train_images", "fill"))), "notes compare equal"
 
 
+def test_the_images_an_epoch_leaves_out_are_warned_of_once_for_the_steps_the_run_trains_with(monkeypatch, caplog):
+    """Partitions of 700 and 800 images: every worker takes the steps the smaller fills, an epoch leaves out 100 of
+    1,500 images; a run that agrees on its steps again (a smaller batch, ``adapt_communication``) warned at each
+    agreement."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(agreement, "all_gather_ints",  # rows: images, validation images, worker, partition
+                        lambda strategy, row: np.array([[700, 0, 0, -1], [800, 0, 1, -1]]))
+    td = SimpleNamespace(files=["x"] * 700, val_files=[])
+    two = strategies.Topology("multi_worker", 2, 2, 0, True, 1, False)
+    caplog.set_level(logging.INFO, logger=agreement.logger.name)
+    agreed = [agreement.agree_on_steps(tf.distribute.get_strategy(), two, {}, td, batch, None, False, None)
+              for batch in (100, 50)]
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    agreement.say_steps(agreed[-1])
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "trains on 1400 of the 1500 training images and leaves out 6.7%" in warned[0], warned
+
+
 def test_gathers_of_rows_of_any_length_are_traced_once_and_tensorflow_warns_of_no_retracing(monkeypatch):
     # a run gathers rows of 1 to a dozen numbers a few times over: a function made anew at every call was traced
     # anew, and TensorFlow warned twice on every worker of "5 out of the last 5 calls ... triggered retracing"
@@ -226,11 +245,8 @@ if __name__ == "__main__":
 ])
 def test_an_epoch_that_leaves_out_more_than_2_percent_of_the_images_says_it(sizes, worker_batch, said, caplog):
     steps = agreement.partition_steps({"partition_sizes": sizes}, worker_batch)
-    with caplog.at_level(logging.WARNING, logger=agreement.logger.name):
-        warned = agreement.warn_of_images_left_out(sizes, steps, worker_batch)
-    assert warned == (said is not None)
-    assert len(caplog.records) == (1 if said else 0)
+    text = agreement.left_out_text(sizes, steps, worker_batch)
+    assert (text is not None) == (said is not None)
     if said:
-        text = caplog.records[0].getMessage()
         assert said in text and f"smallest partition ({min(sizes)} images)" in text
         assert "different images are left out each time" in text and "fewer workers" in text

@@ -154,12 +154,16 @@ class Steps:
     train_images: int = 0
     fill: tuple[int, str] | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 def say_steps(steps: Steps) -> None:
-    """Log what the workers agreed of ``steps`` (:attr:`Steps.notes`): once a run, for the steps it trains with."""
+    """Log what the workers agreed of ``steps`` (:attr:`Steps.notes`, and the chief's :attr:`Steps.warnings` of
+    images an epoch leaves out): once a run, for the steps it trains with."""
     for note in steps.notes:
         logger.info("%s", note)
+    for warning in steps.warnings:
+        logger.warning("%s", warning)
 
 
 def validation_plan(shares: Sequence[int], worker_batch: int, limit: int | None = None) -> tuple[int, int]:
@@ -261,8 +265,8 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
     steps = steps_per_epoch or table_train
     sizes = as_ints(data.get("partition_sizes"), entry("data", "partition_sizes"))
     fill = (min(sizes) if sizes else fewest_train, "the smallest partition") if steps_per_epoch is None else None
-    if steps_per_epoch is None and topology.chief and (fill is None or worker_batch <= fill[0]):
-        warn_of_images_left_out(sizes or [train for train, _ in per_worker.values()], steps, worker_batch)
+    missed = (left_out_text(sizes or [train for train, _ in per_worker.values()], steps, worker_batch)
+              if steps_per_epoch is None and topology.chief and (fill is None or worker_batch <= fill[0]) else None)
     shares = [val for _, val in per_worker.values()]
     validate, val_steps, val_images, val_share = _validation(shares, own_val, val_batch, validation_steps)
     worker = f"Worker {topology.worker_index} of {topology.workers}"
@@ -271,7 +275,7 @@ def agree_on_steps(strategy: tf.distribute.Strategy, topology: Topology, data: M
              *([f"{worker}: {val_steps} validation steps per epoch over {val_images} validation images ({val_share} "
                 f"of them here, {max(shares)} on the largest share)."] if validate else []))
     return Steps(steps, validate, val_steps, val_images, val_share,
-                 sum(train for train, _ in per_worker.values()), fill, notes)
+                 sum(train for train, _ in per_worker.values()), fill, notes, (missed,) if missed else ())
 
 
 #: The share of the training images an epoch may leave out (partitions' images beyond the steps every worker takes)
@@ -285,22 +289,21 @@ def left_out(sizes: Sequence[int], steps: int, worker_batch: int) -> tuple[int, 
     return sum(max(0, int(size) - steps * worker_batch) for size in sizes), sum(int(size) for size in sizes)
 
 
-def warn_of_images_left_out(sizes: Sequence[int], steps: int, worker_batch: int) -> bool:
-    """Warn when an epoch leaves out more than :data:`LEFT_OUT_WARNING` of the training images; whether it did.
+def left_out_text(sizes: Sequence[int], steps: int, worker_batch: int) -> str | None:
+    """The warning of an epoch that leaves out more than :data:`LEFT_OUT_WARNING` of the training images (``None``:
+    it does not); :func:`say_steps` says it, once a run.
 
     Every worker takes as many steps as the smallest partition fills, and partitions are whole categories: the more
     workers, the more the largest partitions hold beyond the smallest's (simulated with ImageNet's categories, 0.5%
     of the images at 16 workers, 2.5% at 64, 8% at 128, 21% at 256)."""
     missed, total = left_out(sizes, steps, worker_batch)
     if not total or missed <= LEFT_OUT_WARNING * total:
-        return False
-    logger.warning(
-        "Each epoch trains on %d of the %d training images and leaves out %.1f%% of them: every one of the %d "
-        "workers takes %d steps of %d images, as many as the smallest partition (%d images) fills, and partitions "
-        "are whole categories. Each worker's files are reshuffled every epoch, so different images are left out "
-        "each time; to leave out fewer, train on fewer workers (as many partitions, one a worker).",
-        total - missed, total, 100 * missed / total, len(sizes), steps, worker_batch, min(sizes))
-    return True
+        return None
+    return (f"Each epoch trains on {total - missed} of the {total} training images and leaves out "
+            f"{100 * missed / total:.1f}% of them: every one of the {len(sizes)} workers takes {steps} steps of "
+            f"{worker_batch} images, as many as the smallest partition ({min(sizes)} images) fills, and partitions "
+            "are whole categories. Each worker's files are reshuffled every epoch, so different images are left out "
+            "each time; to leave out fewer, train on fewer workers (as many partitions, one a worker).")
 
 
 def batch_within_images(batch_size: int, accumulate_steps: int, topology: Topology, steps: Steps) -> int | None:
