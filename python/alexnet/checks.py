@@ -122,7 +122,10 @@ def seconds_words(seconds: float) -> str:
 def held_text(value: float, bound: str = "at least", digits: int = 2) -> str:
     """``value`` in ``digits`` decimals, rounded away from the bound it is held against (``bound``: "at least" or
     "at most"), so that what is shown never meets a bound the value misses: 0.8997 against at least 0.9 is "0.89",
-    1.797 against 1.8 "1.79", 0.4049 against at most 0.4 "0.41"; never "-0.000"."""
+    1.797 against 1.8 "1.79", 0.4049 against at most 0.4 "0.41"; never "-0.000", and never 0 for a positive value
+    below ``10 ** -digits``: its first significant digit (0.0075 at least: "0.007")."""
+    if bound != "at most" and 0 < value < 10 ** -digits:
+        digits = -math.floor(math.log10(value))
     scale = 10 ** digits
     shown = (math.ceil(value * scale - 1e-9) if bound == "at most" else math.floor(value * scale + 1e-9)) / scale
     return f"{shown + 0.0:.{digits}f}"

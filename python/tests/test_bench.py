@@ -203,6 +203,9 @@ def test_bottleneck_and_cores_needed_follow_the_measured_rates():
     # and an accuracy target's: away from the bound it misses
     assert held_text(0.4049, "at most", 2) == "0.41" and held_text(-0.0004, "at least", 3) == "-0.001"
     assert held_text(-0.0, "at least", 3) == "0.000"
+    # a positive value below the last decimal shown: its first significant digit, rounded down, never 0
+    assert held_text(0.0075) == "0.007" and held_text(0.00049, digits=3) == "0.0004" and held_text(0.0) == "0.00"
+    assert held_text(0.0075, "at most") == "0.01"
 
 
 def test_the_pipeline_is_compared_with_the_model_on_every_gpu_of_the_machine():

@@ -106,6 +106,9 @@ def test_a_run_that_took_more_micro_batches_is_compared_with_a_lone_worker_over_
     # an efficiency (and an estimate) just below the share advised are shown below it, rounded down
     shown = scaling_table({"rows": [{**row, "efficiency": 0.8996, "estimated_efficiency": 0.8996}]})
     assert "| 0.89 | " in shown and "0.90" not in shown
+    # two workers over a slow link at 0.0075 of linear: its first digit, never "0.00"
+    slow = scaling_table({"rows": [{**row, "efficiency": 0.0075, "estimated_efficiency": 0.0042}]})
+    assert "| 0.007 | " in slow and "| 0.004 | " in slow and "0.00 |" not in slow
     assert row["cpu_use_1"] == 1.0 and not row["contended"]
     # a lone worker whose step got 0.4 of its CPU: other work slowed it, and every ratio to it is off
     slowed = scaling_row("today", {}, links.LinkSpec("1gbit"), run(32, 1.0, 0.4), many, 2)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checks import held_text
 from ..declare import declaration
 from ..declare.declaration import setting
 from ..errors import AlexnetError
@@ -366,8 +367,8 @@ def measure_scaling(plan: ScalingPlan, workdir: str | os.PathLike, cpus: Sequenc
             named[name].append(row)
             for other in names[1:]:  # measured as `name`
                 named[other].append({**row, "levers": other, "same_as": name})
-            logger.info("scaling %s, %d workers over %s: efficiency %.2f%s%s.", name, plan.workers, link.name,
-                        row["efficiency"], KEPT if record is not None else "",
+            logger.info("scaling %s, %d workers over %s: efficiency %s%s%s.", name, plan.workers, link.name,
+                        held_text(row["efficiency"]), KEPT if record is not None else "",
                         f" (slowed down by other work: the lone worker's step got {row['cpu_use_1']:.2f} of its CPUs, "
                         f"load average {row['load_before']})" if row.get("contended") else "")
             if on_row is not None and record is None:

@@ -62,8 +62,7 @@ def linear(efficiency: float) -> str:
     """A share of linear scaling (or any measure held against a bound) in two decimals, rounded down: 0.8997 is below
     :data:`ADVISED_EFFICIENCY`, said "0.89", not "0.90", beside the advice it gets; a ratio of 1.797 "1.79" beside a
     target of 1.8 it misses; a share below 0.01 its first significant digit, never "0.00" (0.0075: "0.007")."""
-    small = 0 < efficiency < 0.01
-    return held_text(efficiency, digits=-math.floor(math.log10(efficiency)) if small else 2)
+    return held_text(efficiency)
 
 
 def _held_by_the_epoch(most: int, batches: int, whole: bool = True) -> str:
