@@ -215,7 +215,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     validation left out; ``None`` when no step ran, as in a run that found every epoch trained before),
     ``weights_sha256`` (a digest of the final weights, the same on every
     worker of a multi-worker run), ``weights_agree`` (with several workers, whether every worker ended with the
-    chief's weights, compared at the end; a warning names those that did not; ``None`` with one), ``card`` (the
+    chief's weights, compared at the end; a warning names those that did not; ``None`` with one, and for a
+    finished run given again, which trains nothing), ``card`` (the
     model card as a dict) and ``model_pin`` (``board``, ``name`` and ``version`` of the pin written, or ``None``).
 
     Every setting, with its default (the declaration, :class:`alexnet.train.settings.TrainSettings`):
