@@ -51,6 +51,7 @@ def test_a_finished_run_whose_model_is_saved_is_returned_as_recorded_without_bui
     assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "position": [1, 0]}
     before = _files(tmp_path / "model")
     _neither_built_nor_measured(monkeypatch)
+    caplog.clear()  # the first run's lines, caught when an earlier test left alexnet's logger at INFO
     with caplog.at_level("INFO", logger="alexnet"):
         again = alexnet_train(8, 1, data, steps_per_epoch=2, momentum=0.5, **folders, **SMALL)
     assert _files(tmp_path / "model") == before, "the model and its card as they were"
