@@ -83,14 +83,6 @@ def _model_path(location: str) -> str:
     return os.path.join(location, MODEL_FILE) if location_kind(location) == "file" else f"{location}/{MODEL_FILE}"
 
 
-def _position(state: Mapping[str, Any]) -> tuple[int, int] | None:
-    try:
-        epoch, step = (int(value) for value in state.get("position") or (state.get("epochs_done", 0), 0))
-    except (TypeError, ValueError):
-        return None
-    return epoch, step
-
-
 def _chief_finish(settings: TrainSettings, topo: Topology, data: Mapping[str, Any], td: TrainingData, steps: Steps,
                   model_settings: Mapping[str, Any], bad: Sequence[str]) -> dict[str, Any] | None:
     """On the chief: the history to return when ``settings.checkpoint_dir`` holds a finished run whose model is
@@ -99,7 +91,7 @@ def _chief_finish(settings: TrainSettings, topo: Topology, data: Mapping[str, An
     from ..storage.location import fs_path, open_filesystem
     from .checkpoint import Resume, recorded_history
     from .formats import check_checkpoint_classes
-    from .resumed import check_resume, extended, say_finished, trained_on
+    from .resumed import check_resume, extended, recorded_position, say_finished, trained_on
     from .run_history import finished_run_history
 
     location = str(settings.checkpoint_dir)
@@ -107,7 +99,7 @@ def _chief_finish(settings: TrainSettings, topo: Topology, data: Mapping[str, An
         state = recorded_history(location)
     except AlexnetError:  # the resume says what is wrong with it
         return None
-    position, record = _position(state), state.get(SAVED_MODEL) or {}
+    position, record = recorded_position(state), state.get(SAVED_MODEL) or {}
     if position is None or position[1] != 0 or position[0] < settings.epochs or \
             record.get("position") != list(position) or not record.get("weights_sha256"):
         return None

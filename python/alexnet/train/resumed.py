@@ -283,11 +283,18 @@ def finished_precision(settings: TrainSettings) -> Precision | None:
     except AlexnetError:
         return None
     trained = (history.get("settings") or {}).get("run") or {}
+    position = recorded_position(history)
+    if position is None or position[0] < settings.epochs or position[1] != 0 or not trained.get("precision"):
+        return None
+    return Precision(str(trained["precision"]), f"as the finished run in {settings.checkpoint_dir} trained: nothing "
+                     "is left to train")
+
+
+def recorded_position(history: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The epoch and step of the newest checkpoint a history file records (``position``; an older file's
+    ``epochs_done``, at step 0); None when it cannot be read as two whole numbers."""
     try:
         epoch, step = (int(value) for value in history.get("position") or (history.get("epochs_done", 0), 0))
     except (TypeError, ValueError):
         return None
-    if epoch < settings.epochs or step != 0 or not trained.get("precision"):
-        return None
-    return Precision(str(trained["precision"]), f"as the finished run in {settings.checkpoint_dir} trained: nothing "
-                     "is left to train")
+    return epoch, step
