@@ -93,14 +93,16 @@ def pinned_bytes(root: Path, name: str = "alexnet") -> str:
     return board
 
 
-def synthetic_board(root: Path, classes: int = 4, val_per_class: int = 3, seed: int = 0) -> str:
-    """A folder board of a synthetic ImageNet at 96 pixels, with ``val_per_class`` validation images a category."""
+def synthetic_board(root: Path, classes: int = 4, val_per_class: int = 3, seed: int = 0,
+                    resize: int | None = None) -> str:
+    """A folder board of a synthetic ImageNet at 96 pixels, with ``val_per_class`` validation images a category;
+    stored with short side ``resize`` when given."""
     from alexnet.data.synthetic import imagenet_synthetic
     from alexnet.data.upload import imagenet_upload
 
     written = imagenet_synthetic(root / "tree", classes=classes, images_per_class=2, val_per_class=val_per_class,
                                  seed=seed, max_side=96)
-    imagenet_upload(written["path"], board=root / "board")
+    imagenet_upload(written["path"], board=root / "board", resize=resize)
     return str(root / "board")
 
 

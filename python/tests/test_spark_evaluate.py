@@ -271,3 +271,24 @@ def test_a_training_that_ends_with_its_evaluation_counts_as_one_machine_counts_t
     assert evaluation["model"] == f"alexnet@{pinned['version']}"
     assert pinned["evaluation"] == recorded
     assert pinned["weights_sha256"] == run[0]["history"]["weights_sha256"]
+
+
+@pytest.mark.workers
+@pytest.mark.long
+def test_a_training_that_ends_with_its_evaluation_says_the_stored_side_once(spark, tmp_path):  # noqa: F811
+    """Images stored at a short side of 64, which validation and evaluation at image_size 64 resize to 73: the job
+    says so once, from its chief, whether its training validates (the training says it), does not, or has nothing
+    left to train (the evaluation says it in either case)."""
+    board = synthetic_board(tmp_path, classes=4, val_per_class=2, seed=5, resize=64)
+    checkpoints = tmp_path / "ckpt"
+    for validation, says in ((True, "validation"), (False, "evaluation"), (True, "evaluation")):  # the last: resumed
+        run = launcher.alexnet_spark_train(
+            spark, 2, board, evaluate=True, validation=validation, base_port=free_base_port(2),
+            cache_dir=tmp_path / "cache", timeout=300, probe=False, epochs=1, batch_size=2, image_size=64,
+            dense_units=32, seed=1, checkpoint_dir=str(checkpoints) if not validation or says == "evaluation" else None)
+        said = [(row["worker"], message) for row in run for message in row["history"]["warnings"]
+                if "were stored with `resize` = 64" in message]
+        assert len(said) == 1 and said[0][0] == 0, (validation, said)
+        assert f"{says} resizes the short side of each image to 73" in said[0][1], said
+        assert run.evaluation["images"] == 4 * 2
+    assert run[0]["history"]["params"]["initial_epoch"] == 1, "the last run had nothing left to train"

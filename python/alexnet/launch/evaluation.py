@@ -175,11 +175,14 @@ def score_share(model: Any, index: int, workers: int, task: Task, *, data: Mappi
     return {"worker": int(index), "workers": int(workers), **result}
 
 
-def validation_of(data: Mapping[str, Any]) -> dict[str, Any]:
+def validation_of(data: Mapping[str, Any], *, stored: bool = False) -> dict[str, Any]:
     """What an evaluation of a partition ``data`` (:func:`alexnet.imagenet_partition`'s) takes of it: its validation
-    images, their labels, the number of classes, and how many of its validation images the upload left out."""
+    images, their labels, the number of classes, and how many of its validation images the upload left out; with
+    ``stored``, also the side the board stored them at (``resize``), which the evaluation warns of when it is below
+    the side it reads them at."""
     return {"val_image": list(data["val_image"]), "val_label": list(data["val_label"]),
-            "num_classes": data["num_classes"], "left_out_at_upload": data.get("left_out_at_upload")}
+            "num_classes": data["num_classes"], "left_out_at_upload": data.get("left_out_at_upload"),
+            **({"resize": data.get("resize")} if stored else {})}
 
 
 def empty_share(crops: int) -> dict[str, Any]:

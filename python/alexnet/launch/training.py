@@ -164,6 +164,7 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
 
     from ..data.fetch import imagenet_partition
     from ..train.api import train
+    from ..train.datasets import stored_side_said
     from ..train.settings_check import check_settings
 
     data = imagenet_partition(index, len(addresses), task.board, cache_dir=task.options.cache_dir,
@@ -173,8 +174,9 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     shares: list[dict[str, Any]] = []  # this worker's share of the evaluation, when there is one
 
     def evaluate(strategy: Any, model: Any, card: ModelCard) -> dict[str, Any]:
-        try:
-            shares.append(_score_trained(model, card, data, index, len(addresses), task))
+        try:  # the images' stored side said once a job: by the chief, unless its training said it
+            shares.append(_score_trained(model, card, data, index, len(addresses), task,
+                                         stored=index == 0 and not said))
         except Exception as err:  # said in the collective, so that no worker waits there for this one
             return card_evaluation(added_up(strategy, err, index, len(addresses)), task.board)
         return card_evaluation(added_up(strategy, shares[0], index, len(addresses)), task.board)
@@ -184,8 +186,9 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     kept = KeptWarnings(_warning_relay(task, index, len(addresses)))
     logging.getLogger("alexnet").addHandler(kept)
     try:
-        history = train(settings, data, "multi_worker", callbacks,
-                        evaluate if task.evaluation is not None else None)
+        with stored_side_said() as said:
+            history = train(settings, data, "multi_worker", callbacks,
+                            evaluate if task.evaluation is not None else None)
     finally:
         logging.getLogger("alexnet").removeHandler(kept)
     history["warnings"] = list(dict.fromkeys(kept.messages))
@@ -231,12 +234,14 @@ def check_same_table(task: Task, data: Mapping[str, Any], index: int) -> None:
 
 
 def _score_trained(model: Any, card: ModelCard, data: Mapping[str, Any], index: int, workers: int,
-                   task: Task) -> dict[str, Any]:
+                   task: Task, *, stored: bool = False) -> dict[str, Any]:
     """This worker's counts of the model it trained on its partition's validation images, scored as the saved
-    model is: its copy for inference with its ``card`` beside it (every worker makes the copy at the same point)."""
+    model is: its copy for inference with its ``card`` beside it (every worker makes the copy at the same point).
+    ``stored``: the evaluation says when the board's images were stored smaller than it reads them (one worker
+    does, where the training said nothing of it)."""
     from ..model.saving import inference_copy, write_card
 
-    validation = validation_of(data)
+    validation = validation_of(data, stored=stored)
     with inference_copy(model) as local:
         write_card(local, card)
         return score_share(local, index, workers, task, data=validation)

@@ -3,9 +3,11 @@ feed them to the strategy's replicas, one image size at a time (:class:`RunDatas
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..machine import available_memory
@@ -23,6 +25,8 @@ logger = logging.getLogger(__name__)
 #: The share of the memory available that ``cache`` may fill before the run says it may not fit (the model, its
 #: optimizer, TensorFlow and the decoded batches need the rest).
 CACHE_SHARE = 0.5
+#: The stored-side warnings :func:`warn_of_stored_side` gave within :func:`stored_side_said` (None outside one).
+_SAID: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("stored_side_said", default=None)
 
 
 def warn_if_cache_will_not_fit(files: Sequence[str], available: int | None) -> None:
@@ -65,6 +69,22 @@ def warn_of_stored_side(data: Mapping[str, Any], settings: TrainSettings, *, tra
                                       uploaded=True)
     if problem is not None:
         logger.warning("%s", problem)
+        said = _SAID.get()
+        if said is not None:
+            said.append(problem)
+
+
+@contextlib.contextmanager
+def stored_side_said() -> Iterator[list[str]]:
+    """The stored-side warnings a run gives within it (:func:`warn_of_stored_side`), in the list it yields: a job
+    that reads the images again once the run is over (a Spark training's evaluation) says its own only when the run
+    said none, so that the job says it once."""
+    said: list[str] = []
+    token = _SAID.set(said)
+    try:
+        yield said
+    finally:
+        _SAID.reset(token)
 
 
 def usable_data(data: Mapping[str, Any], settings: TrainSettings) -> tuple[TrainingData, list[str]]:
