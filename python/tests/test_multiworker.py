@@ -672,6 +672,37 @@ def test_a_lost_worker_s_advice_names_only_the_settings_that_send_less_which_the
     assert "for the heartbeats (`sync_every`)." in str(lost_in_run(error, chief, given))
 
 
+def test_a_lost_worker_s_advice_names_the_16_bit_format_the_run_s_devices_sum(monkeypatch):
+    """GPUs older than compute capability 8.0 have no bfloat16 sums: a run on them is told to send float16, the
+    format its devices sum (the run's communication says which, or this worker's devices when the run's error has
+    only the settings)."""
+    from alexnet.train import precision
+    from alexnet.train.communication import Communication
+    from alexnet.train.lost import lost_in_run, lost_worker
+    from alexnet.train.settings_check import check_settings
+    from alexnet.train.strategy import Topology
+
+    def said(lost: AlexnetError | None) -> str:
+        assert lost is not None
+        found = re.search(r"send less at each step for the heartbeats \((.*)\)\.", str(lost))
+        assert found, str(lost)
+        return found[1]
+
+    error = tf.errors.UnavailableError(None, None, UNHEALTHY)
+    for sixteen in ("float16", "bfloat16"):
+        assert said(lost_worker(error, worker=0, workers=2, collective_timeout=1800, checkpoint_dir=None,
+                                communication=Communication(workers=2, sixteen_bit=sixteen))) == \
+            f"`allreduce_precision` = '{sixteen}', `accumulate_steps`, `sync_every`"
+    given = check_settings({"collective_timeout": 1800})
+    for gpu, capabilities, sixteen in ((True, ((7, 0), (7, 5)), "float16"), (True, ((8, 0),), "bfloat16"),
+                                       (False, (), "bfloat16")):
+        monkeypatch.setattr(precision, "hardware", lambda on_gpu, c=capabilities: precision.Hardware(c))
+        topology = Topology("multi_worker", 2, 2, 0, True, 1, gpu)
+        assert said(lost_in_run(error, topology, given)).startswith(f"`allreduce_precision` = '{sixteen}', "), gpu
+    assert lost_in_run(ValueError("not a lost worker's"), Topology("multi_worker", 2, 2, 0, True, 1, True),
+                       given) is None
+
+
 def test_the_command_line_ends_a_run_that_lost_a_worker_with_one_line_keeping_tensorflows_error(
         tmp_path, monkeypatch, capsys):
     """Through the command line's path (alexnet_train()'s too): TensorFlow's error raised by the run becomes one

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import AlexnetError
-from .communication import Communication
+from .communication import Communication, sixteen_bit_wire
 from .strategy import HEARTBEAT_TIMEOUT, heartbeat_timeout
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
     """The :class:`WorkerLostError` that TensorFlow's ``error``, raised in worker ``worker`` of a run of ``workers``
     that exchanged its gradients as ``communication`` says (unset: the defaults), stands for; ``None`` when it is not
     a lost worker's (another error, or a run of one worker)."""
-    if workers < 2 or type(error).__name__ not in LOST_ERRORS or not _is_tensorflows(error):
+    if not _stands_for_lost(error, workers):
         return None
     text = str(getattr(error, "message", None) or error)
     named = _named_task(text, worker)
@@ -103,7 +104,8 @@ def lost_worker(error: BaseException, *, worker: int, workers: int, collective_t
 def _slow_link(collective_timeout: float | None, heartbeat: float, communication: Communication) -> str:
     """What to give when the worker was alive but its link too slow or too full: heartbeats are waited for
     ``heartbeat`` seconds (a minute, or ``collective_timeout`` if less), collectives ``collective_timeout``; of the
-    settings that send less at each step, those ``communication`` (the run's) does not take yet."""
+    settings that send less at each step, those ``communication`` (the run's) does not take yet: 16 bits on the wire
+    named as the run's devices sum them (``communication.sixteen_bit``)."""
     said = (f"If that worker was still running, a slow or saturated link may have starved its heartbeats (a worker "
             f"is declared lost after {heartbeat:g} s without one: a minute, or `collective_timeout` if less) or "
             "held up a collective")
@@ -112,7 +114,8 @@ def _slow_link(collective_timeout: float | None, heartbeat: float, communication
                 f"{collective_timeout:g} now), which lets the heartbeats wait a minute.")
     larger = (f"{said}: give a larger `collective_timeout` (seconds; "
               f"{'unset' if collective_timeout is None else f'{collective_timeout:g}'} now) for slow collectives")
-    less = [name for name, taken in (("`allreduce_precision` = 'bfloat16'", communication.wire != "float32"),
+    sixteen = f"`allreduce_precision` = '{communication.sixteen_bit}'"
+    less = [name for name, taken in ((sixteen, communication.wire != "float32"),
                                      ("`accumulate_steps`", communication.accumulate > 1),
                                      ("`sync_every`", communication.sync_every > 1)) if not taken]
     if not less:
@@ -128,6 +131,12 @@ def _resume(checkpoint_dir: str | None) -> str:
                 "from the last checkpoint written there, or starts over where the run stopped before its first one.")
     return ("This run kept no checkpoints: run it again on every worker, with `checkpoint_dir` on storage every "
             "worker reaches, to be able to resume the next time.")
+
+
+def _stands_for_lost(error: BaseException, workers: int) -> bool:
+    """Can ``error`` be a lost worker's, in a run of ``workers``: one of TensorFlow's :data:`LOST_ERRORS`, with
+    another worker to lose?"""
+    return workers >= 2 and type(error).__name__ in LOST_ERRORS and _is_tensorflows(error)
 
 
 def _is_tensorflows(error: BaseException) -> bool:
@@ -148,8 +157,15 @@ def trained_with(error: BaseException, settings: TrainSettings) -> None:
 
 def lost_in_run(error: BaseException, topology: Topology, settings: TrainSettings) -> WorkerLostError | None:
     """:func:`lost_worker` for a run of ``topology`` given ``settings``: those it trained with when the error keeps
-    them (:func:`trained_with`)."""
+    them (:func:`trained_with`); the 16-bit format its advice names is the one this worker's devices sum
+    (:func:`.communication.sixteen_bit_wire`: float16 on GPUs without bfloat16 sums)."""
+    if not _stands_for_lost(error, topology.workers):  # before the devices are asked
+        return None
+    from .precision import hardware
+
     settings = getattr(error, _TRAINED_WITH, None) or settings
+    communication = replace(Communication.of(settings, topology.workers),
+                            sixteen_bit=sixteen_bit_wire(hardware(topology.gpu)))
     return lost_worker(error, worker=topology.worker_index, workers=topology.workers,
                        collective_timeout=settings.collective_timeout, checkpoint_dir=settings.checkpoint_dir,
-                       communication=Communication.of(settings, topology.workers))
+                       communication=communication)
