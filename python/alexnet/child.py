@@ -159,9 +159,13 @@ class Child:
         self._stack = contextlib.ExitStack()
         folder = self._stack.enter_context(scratch_folder(prefix, family=family or prefix))
         self.work = Path(folder)
-        if "TMPDIR" not in (env or {}):
-            # the child's temporary files go with its folder: TensorFlow's autograph writes one for each function it
-            # converts and removes it only when the interpreter ends normally, which a child does not (os._exit)
+        # the child's temporary files go in a folder of its own, removed with it: TensorFlow's autograph writes one
+        # for each function it converts and removes it only when the interpreter ends normally, which a child does
+        # not (os._exit); in the temporary folder the caller gives (`env`'s TMPDIR) when it gives one that exists
+        given = str((env or {}).get("TMPDIR") or "")
+        if given and os.path.isdir(given):
+            child_env["TMPDIR"] = self._stack.enter_context(scratch_folder(prefix, given, family=family or prefix))
+        else:
             (self.work / "tmp").mkdir()
             child_env["TMPDIR"] = str(self.work / "tmp")
         (self.work / _TASK_FILE).write_bytes(_dumps((function, args)))
@@ -246,11 +250,13 @@ def run_child(function: Callable[..., Any], *args: Any, what: str = "a child pro
     R would have it (:func:`python_environment`) plus ``env``, without ``TF_CONFIG`` unless ``env`` has one,
     ``ALEXNET_PROGRESS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, pinned to ``cpus`` when given (before
     it imports anything else). Its output goes to ``log`` (default: a file in its scratch folder, deleted with
-    it), its temporary files to its scratch folder too (``TMPDIR``, unless ``env`` sets it: what TensorFlow's
-    autograph writes there, removed only when Python ends normally, which a child does not, goes with the folder).
-    The folder, ``<prefix>...`` in the temporary folder, is removed when the child ends, and, should this process be
-    killed, by the next start of a child whose ``family`` (default: ``prefix``) begins its name, once this process is
-    gone (:func:`alexnet.scratch.sweep_stale`). A failure raises
+    it), its temporary files to its scratch folder too (``TMPDIR``; when ``env`` gives a ``TMPDIR`` that exists,
+    to a scratch folder of the same prefix made there, so that they stay on the disk the caller chose: what
+    TensorFlow's autograph writes there, removed only when Python ends normally, which a child does not, goes with
+    the folder, and what else is in the caller's folder stays). The folders, ``<prefix>...`` in the temporary
+    folder, are removed when the child ends, and, should this process be killed, by the next start of a child whose
+    ``family`` (default: ``prefix``) begins its name, in the same folder, once this process is gone
+    (:func:`alexnet.scratch.sweep_stale`). A failure raises
     :class:`ChildError` naming ``what``, with the child's own error, the last lines of its log and ``advice``;
     so does a child still running after ``timeout`` seconds, or once ``abandoned()`` gives a reason (see
     :meth:`Child.result`), which is killed.

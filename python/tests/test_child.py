@@ -18,9 +18,37 @@ def test_a_childs_temporary_files_go_with_its_scratch_folder():
     assert not made.exists() and not made.parent.parent.exists()
 
 
-def test_a_temporary_folder_the_caller_gives_the_child_is_kept(tmp_path):
+def convert_once() -> str:
+    """Has TensorFlow's autograph convert a function (it writes the source to a temporary file, which it removes only
+    as Python ends normally, which a child does not); the temporary folder it wrote in."""
+    import tensorflow as tf
+
+    @tf.function
+    def double_if_positive(x):
+        if x > 0:  # a Python `if` on a tensor: autograph converts it
+            x = x * 2
+        return x
+
+    double_if_positive(tf.constant(1))
+    return tempfile.gettempdir()
+
+
+def test_a_temporary_folder_the_caller_gives_the_child_holds_its_files_in_a_folder_removed_with_it(tmp_path):
+    """The caller's TMPDIR: the child's temporary files, autograph's among them, go in a scratch folder of the
+    child's there (on the disk the caller chose), removed when the child ends; the caller's own files stay."""
+    mine = tmp_path / "the-callers.txt"
+    mine.write_text("kept")
+    here = str(Path(__file__).resolve().parent)
+    used = Path(run_child(convert_once, env={"TMPDIR": str(tmp_path), "PYTHONPATH": here}, prefix="alexnet-test-"))
+    assert used.parent == tmp_path and used.name.startswith("alexnet-test-"), used
+    assert list(tmp_path.iterdir()) == [mine] and mine.read_text() == "kept", "autograph's file went with the folder"
     _, path = run_child(tempfile.mkstemp, env={"TMPDIR": str(tmp_path)})
-    assert Path(path).parent == tmp_path and os.path.exists(path)
+    assert Path(path).parent.parent == tmp_path and not os.path.exists(path)
+    assert list(tmp_path.iterdir()) == [mine]
+    # a TMPDIR that does not exist: the child's files go with its scratch folder, as without one
+    _, path = run_child(tempfile.mkstemp, env={"TMPDIR": str(tmp_path / "missing")})
+    assert Path(path).parent.name == "tmp" and Path(path).parent.parent.name.startswith("alexnet-child-"), path
+    assert not os.path.exists(path) and not (tmp_path / "missing").exists()
 
 
 def test_a_child_whose_result_is_no_longer_wanted_is_stopped_saying_why(monkeypatch):
