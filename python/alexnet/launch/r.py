@@ -1,7 +1,7 @@
 """A barrier job launched from R with ``sparklyr::spark_apply(barrier = TRUE)``: one call on the driver, one in each
 task, whatever the kind of work.
 
-The R package (``R/spark.R``) calls :func:`r_job` on the driver, handing it two R functions: ``launch``, which runs
+The R package (``R/spark-job.R``) calls :func:`r_job` on the driver, handing it two R functions: ``launch``, which runs
 one barrier stage with ``spark_apply()``, and ``check``, which runs the executors' check. Every barrier task calls
 :func:`barrier_row` with its ``barrier`` list and the task the driver planned. The plan, probe, progress, retries
 and the job's evaluation are :mod:`alexnet.launch.job`'s, the same as from Python.
