@@ -70,18 +70,47 @@ def test_a_finished_run_whose_model_is_saved_is_returned_as_recorded_without_bui
     assert history_summary(again).splitlines()[1] == history_summary(first).splitlines()[1]
 
 
-def test_a_finished_run_whose_model_is_not_there_saves_it_from_its_last_checkpoint(data, tmp_path, monkeypatch):
+def test_a_finished_run_whose_model_is_not_there_saves_it_from_its_last_checkpoint(data, tmp_path, monkeypatch,
+                                                                                     caplog):
+    """Built and restored, its model saved and recorded, without measuring the link or fitting: the history returned
+    is the one its checkpoints recorded, not one of a measurement made again."""
     folders = {"checkpoint_dir": str(tmp_path / "ckpt"), "model_dir": str(tmp_path / "model")}
     first = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
     for name in (MODEL_FILE, CARD_FILE):  # a run stopped after its last checkpoint, before its model was saved
         (tmp_path / "model" / name).unlink()
+    state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
+    del state[SAVED_MODEL]
+    (tmp_path / "ckpt" / STATE_FILE).write_text(json.dumps(state))
+
+    def refused(*args, **kwargs):
+        raise AssertionError("measured or fitted")
+
+    seen = []
+    callback = keras.callbacks.LambdaCallback()
+    callback.set_model = seen.append  # given the model, as a run's end gives it
+    caplog.clear()
+    with monkeypatch.context() as patched, caplog.at_level("INFO", logger="alexnet"):
+        patched.setattr("alexnet.train.levers.measure_communication", refused)
+        patched.setattr(keras.Model, "fit", refused)
+        again = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+        # given a callback, a finished run whose model is saved builds it too, and gives it the model
+        called = alexnet_train(8, 1, data, steps_per_epoch=2, callbacks=[callback], **folders, **SMALL)
+    assert f"{tmp_path / 'ckpt'}: every epoch is done; saving the model from its last checkpoint" in caplog.text
+    assert "Training AlexNet" not in caplog.text
+    assert again["model_path"] == str(tmp_path / "model" / MODEL_FILE) and (tmp_path / "model" / MODEL_FILE).exists()
+    assert json.loads((tmp_path / "model" / CARD_FILE).read_text())["weights_sha256"] == first["weights_sha256"]
+    assert again["weights_sha256"] == first["weights_sha256"] == called["weights_sha256"]
+    assert again["metrics"] == first["metrics"] and again["schedule"] == first["schedule"]
+    recorded = ("batch_size", "global_batch_size", "steps", "precision", "peak_learning_rate", *MEASURED)
+    assert {name: again["params"][name] for name in recorded} == {name: first["params"][name] for name in recorded}
+    assert (again["params"]["initial_epoch"], again["params"]["seconds"]) == (1, 0.0)
+    assert len(seen) == 1 and called["params"]["initial_epoch"] == 1
+    # recorded as saved: given again, returned as recorded without building it
+    state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
+    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "position": [1, 0]}
     with monkeypatch.context() as patched:
         _neither_built_nor_measured(patched)
-        with pytest.raises(AssertionError, match="built or measured"):
-            alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
-    again = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
-    assert (tmp_path / "model" / MODEL_FILE).exists() and again["weights_sha256"] == first["weights_sha256"]
-    assert again["metrics"] == first["metrics"]
+        assert alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)["card"] == called["card"]
     # another model_dir holds none of it: saved there too
     other = alexnet_train(8, 1, data, steps_per_epoch=2, checkpoint_dir=folders["checkpoint_dir"],
                           model_dir=str(tmp_path / "other"), **SMALL)

@@ -1,6 +1,7 @@
 """One training run: the steps of :func:`alexnet.train.api.train`, in order, each the job of its own module.
 A finished run given again whose model is saved already returns what its checkpoints recorded once the workers
-agree on the steps, before any model is built or link measured (:mod:`.finished`).
+agree on the steps, before any model is built or link measured; one whose model is not saved builds it and saves it
+from its last checkpoint, without measuring the link or training (:mod:`.finished`).
 
 Resolve nothing here that the settings already say: check every image once and leave bad ones out
 (:mod:`alexnet.input.scan`); agree with the other workers on the steps per epoch (:mod:`.agreement`); build the
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import count_text
 from ..progress import fit_verbosity
 from .datasets import RunDatasets, usable_data, warn_of_stored_side
-from .finished import record_saved_model, saved_finish
+from .finished import save_finished, saved_finish
 from .resumed import (
     extended,
     finished_precision,
@@ -37,7 +38,7 @@ from .resumed import (
 from .run_history import kept_params, run_history, run_params
 from .schedule import one_epoch
 from .settings import TrainSettings
-from .trained import model_card, publish_model, take_best_epoch, weights_digest
+from .trained import save_trained
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -197,11 +198,10 @@ def run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any
 
 def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, Any], settings: TrainSettings,
          extra_callbacks: list[Any], evaluate: Evaluate | None, dog: Watchdog | None) -> dict[str, Any]:
-    from ..model.saving import save_model
     from ..tfimport import keras
     from . import callbacks as cb
     from .advice import adaptation_text
-    from .agreement import agree_on_settings, batch_within_images, check_agreement, say_steps, weights_agree
+    from .agreement import agree_on_settings, batch_within_images, check_agreement, say_steps
     from .checkpoint import CheckpointStore, Resume
     from .initial import initial_description, initial_weights
     from .levers import (
@@ -237,14 +237,19 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
                       "initial_model": initial_description(settings.initial_model)}
     finished = saved_finish(strategy, topo, settings, data, td, steps, model_settings, bad,
                             whole_way=bool(extra_callbacks) or evaluate is not None)
-    if finished is not None:  # its model saved already: neither built nor measured, nothing read or written
-        return finished
+    if finished.history is not None:  # its model saved already: neither built nor measured, nothing read or written
+        return finished.history
     precision = _precision(strategy, td.num_classes, settings, topo)
     net, optimizer = _build(strategy, td.num_classes, settings, topo, precision)
     if settings.initial_model is not None and topo.workers > 1:
         from .agreement import agree_on_classes
 
         agree_on_classes(strategy, td.class_ids, topo)
+    if finished.done:  # every epoch done: the model saved from the last checkpoint, the link not measured
+        history = save_finished(strategy, topo, settings, data, td, steps, net, optimizer, model_settings, bad,
+                                extra_callbacks, evaluate)
+        if history is not None:
+            return history
     settings, communication, steps, timing, advice, adapted, most_batch = measure_communication(
         strategy, net, settings, communication, topo, steps,
         lambda taken: _agree_on_steps(strategy, topo, data, td, taken))
@@ -359,29 +364,18 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         if board_log is not None:
             board_log.close()
     try:  # the folder of checkpoints held until the model saved there by default (`model_dir`) is whole
-        best_epoch = take_best_epoch(net, best)
-        for callback in extra_callbacks:  # the model as the run ends with it, also when no epoch was left to train
-            callback.set_model(net)
-        digest = weights_digest(net)
-        agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
-        card = model_card(td, data, settings, recorder.metrics, digest, best_epoch,
-                     started["model"] if started is not None else None)
-        if evaluate is not None:
-            card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
-        model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
-        model_pin = publish_model(net, settings, topo, card, again=start.finished(settings.epochs))
-        if store is not None and model_path is not None:  # a run given again finds it saved (.finished)
-            record_saved_model(store, digest, (start.epoch if start.finished(settings.epochs) else settings.epochs, 0))
+        saved = save_trained(strategy, topo, settings, net, td, data, recorder.metrics, best=best, started=started,
+                             start=start, store=store, callbacks=extra_callbacks, evaluate=evaluate)
         changed = (store.settings if store is not None and not start.finished(settings.epochs) else start.settings
                    ).get("settings_changed", [])
         return run_history(settings, topo, td, steps, start, recorder, precision, setter.rates, _xla(settings, topo),
                            measured, {
             "settings_changed": list(changed),
-            "seconds": float(seconds), "model_path": model_path, "bad_images": list(bad),
+            "seconds": float(seconds), "model_path": saved.model_path, "bad_images": list(bad),
             "skipped_images": list(datasets.skipped.found), "started_from": started,
-            "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": digest,
-            "weights_agree": agree, "card": card.to_dict(), "model_pin": model_pin,
-            "best_epoch": None if best_epoch is None else best_epoch + 1})
+            "images_per_second": throughput.images_per_second(worker_batch), "weights_sha256": saved.digest,
+            "weights_agree": saved.agree, "card": saved.card.to_dict(), "model_pin": saved.model_pin,
+            "best_epoch": None if saved.best_epoch is None else saved.best_epoch + 1})
     finally:
         if store is not None:
             store.let_go()

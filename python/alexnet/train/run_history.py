@@ -112,11 +112,11 @@ def run_history(settings: TrainSettings, topology: Topology, td: TrainingData, s
 
 def finished_run_history(settings: TrainSettings, start: Resume, card: dict[str, Any], model_pin: dict[str, str] | None,
                          extra: dict[str, Any]) -> dict[str, Any]:
-    """The history a finished run given again returns when its model is saved already (:mod:`.finished`): what its
-    checkpoints recorded (``start``: the metrics, schedule and settings of the epochs done), its ``params`` those the
-    run kept (how it trained, what it measured), but where this call gives a setting they do not record as trained
-    with; nothing trained (``initial_epoch`` the epochs done), and the model its ``card`` describes, with the rest of
-    ``extra`` (``model_path``, ``bad_images``)."""
+    """The history a finished run given again returns (:mod:`.finished`: its model saved already, or saved now from
+    its last checkpoint): what its checkpoints recorded (``start``: the metrics, schedule and settings of the epochs
+    done), its ``params`` those the run kept (how it trained, what it measured), but where this call gives a setting
+    they do not record as trained with; nothing trained (``initial_epoch`` the epochs done), and the model its ``card``
+    describes, with the rest of ``extra`` (``model_path``, ``bad_images``, ``weights_agree``)."""
     from .history_file import read_params
     from .schedule import schedule_apart
 
@@ -138,5 +138,5 @@ def finished_run_history(settings: TrainSettings, start: Resume, card: dict[str,
                                params.get("peak_learning_rate"))
     return {"params": params, "metrics": ordered, "schedule": said, "model_path": extra.get("model_path"),
             "bad_images": list(extra.get("bad_images") or []), "skipped_images": [], "images_per_second": None,
-            "weights_sha256": card.get("weights_sha256"), "weights_agree": None, "card": card,
+            "weights_sha256": card.get("weights_sha256"), "weights_agree": extra.get("weights_agree"), "card": card,
             "model_pin": model_pin, "best_epoch": card.get("best_epoch")}

@@ -1,14 +1,17 @@
 """The model a run ends with, once training is over: with ``keep_best``, the weights of the best epoch taken back
 (:func:`take_best_epoch`); the digest of its weights (:func:`weights_digest`, equal on every worker of a synchronous
 run); its card (:func:`model_card`: classes, input size, training and data); and, with ``model_pin``, its publication
-as a model pin, with the export ``model_format`` asks for beside it (:func:`publish_model`).
+as a model pin, with the export ``model_format`` asks for beside it (:func:`publish_model`). :func:`save_trained` does
+them all, in that order, for a run that trained and for a finished run given again whose model is to be saved
+(:mod:`.finished`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..input.inputs import TrainingData
     from ..model.card import ModelCard
+    from .checkpoint import CheckpointStore, Resume
     from .settings import TrainSettings
     from .strategy import Topology
 
@@ -87,3 +91,49 @@ def publish_model(net: keras.Model, settings: TrainSettings, topo: Topology, car
         pin = publish_with_export(settings.model_board, settings.model_pin, local, card, settings.model_format, net)
     logger.info("Published the model as pin %s version %s on %s.", pin["name"], pin["version"], pin["board"])
     return pin
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved:
+    """The model a run ended with, as :func:`save_trained` saved it: the digest of its weights, whether every worker
+    holds them (``agree``: None with one worker), its card, where it was saved and the pin it was published as (None:
+    nowhere, or not on this worker), and with ``keep_best`` the best epoch (0-based) it is the model of."""
+
+    digest: str
+    agree: bool | None
+    card: ModelCard
+    model_path: str | None
+    model_pin: dict[str, str] | None
+    best_epoch: int | None
+
+
+def save_trained(strategy: Any, topo: Topology, settings: TrainSettings, net: keras.Model, td: TrainingData,
+                 data: Mapping[str, Any], metrics: Mapping[str, list[float]], *, best: Any,
+                 started: Mapping[str, Any] | None, start: Resume, store: CheckpointStore | None,
+                 callbacks: Sequence[Any] = (), evaluate: Callable[[Any, Any, ModelCard], Any] | None = None) -> Saved:
+    """Save the model ``net`` ends with once training is over (or, ``start`` being finished, once its last checkpoint
+    is restored): the best epoch's weights taken back (``best``, :func:`take_best_epoch`), ``callbacks`` given the
+    model, the digest of its weights compared between the workers, its card (``metrics``, the epochs' metrics;
+    ``started``, what the run started from; ``evaluate(strategy, net, card)``, the evaluation it records), the model
+    saved in ``model_dir`` and published as ``model_pin``, and the model saved recorded in ``store``'s history file
+    (:func:`.finished.record_saved_model`), so that the run given again finds it there. A collective with several
+    workers: every worker calls it at the same point."""
+    from ..model.saving import save_model
+    from .agreement import weights_agree
+    from .finished import record_saved_model
+
+    best_epoch = take_best_epoch(net, best)
+    for callback in callbacks:  # the model as the run ends with it, also when no epoch was left to train
+        callback.set_model(net)
+    digest = weights_digest(net)
+    agree = weights_agree(strategy, digest, topo) if topo.workers > 1 else None
+    card = model_card(td, data, settings, metrics, digest, best_epoch,
+                      started["model"] if started is not None else None)
+    if evaluate is not None:
+        card = dataclasses.replace(card, evaluation=evaluate(strategy, net, card))
+    model_path = save_model(net, settings.model_dir, chief=topo.chief, workers=topo.workers, card=card)
+    finished = start.finished(settings.epochs)
+    model_pin = publish_model(net, settings, topo, card, again=finished)
+    if store is not None and model_path is not None:  # a run given again finds it saved (.finished)
+        record_saved_model(store, digest, (start.epoch if finished else settings.epochs, 0))
+    return Saved(digest, agree, card, model_path, model_pin, best_epoch)
