@@ -162,7 +162,8 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   epoch's end),
 #'   `weights_sha256`, a digest of the final weights, and with several workers `weights_agree`: whether every
 #'   worker ended with the chief's weights, compared when training ends (a warning names those that did not, and
-#'   `print()` says so; `NULL` for a finished run given again whose model is saved already, which builds none); with
+#'   `print()` says so; a finished run given again returns the run's own, which its history file records, or
+#'   compares them again when it saves the model from its last checkpoint); with
 #'   `print()`,
 #'   `summary()`, `plot()` and `as.data.frame()` methods (see [alexnet_history]). A run that resumed
 #'   from `checkpoint_dir`, or found every epoch already done there, says so in its history: `params$initial_epoch`

@@ -3,6 +3,7 @@ returned as its checkpoints recorded it; saved from its last checkpoint when its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -48,7 +49,7 @@ def test_a_finished_run_whose_model_is_saved_is_returned_as_recorded_without_bui
     folders = {"checkpoint_dir": str(tmp_path / "ckpt"), "model_dir": str(tmp_path / "model")}
     first = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
     state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
-    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "position": [1, 0]}
+    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "weights_agree": None, "position": [1, 0]}
     before = _files(tmp_path / "model")
     _neither_built_nor_measured(monkeypatch)
     caplog.clear()  # the first run's lines, caught when an earlier test left alexnet's logger at INFO
@@ -107,7 +108,7 @@ def test_a_finished_run_whose_model_is_not_there_saves_it_from_its_last_checkpoi
     assert len(seen) == 1 and called["params"]["initial_epoch"] == 1
     # recorded as saved: given again, returned as recorded without building it
     state = json.loads((tmp_path / "ckpt" / STATE_FILE).read_text())
-    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "position": [1, 0]}
+    assert state[SAVED_MODEL] == {"weights_sha256": first["weights_sha256"], "weights_agree": None, "position": [1, 0]}
     with monkeypatch.context() as patched:
         _neither_built_nor_measured(patched)
         assert alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)["card"] == called["card"]
@@ -115,3 +116,41 @@ def test_a_finished_run_whose_model_is_not_there_saves_it_from_its_last_checkpoi
     other = alexnet_train(8, 1, data, steps_per_epoch=2, checkpoint_dir=folders["checkpoint_dir"],
                           model_dir=str(tmp_path / "other"), **SMALL)
     assert (tmp_path / "other" / MODEL_FILE).exists() and other["weights_sha256"] == first["weights_sha256"]
+
+
+def test_a_finished_run_given_again_says_whether_its_workers_agreed_and_each_worker_its_own_share(data, tmp_path,
+                                                                                                  monkeypatch):
+    """The short path returns the weights_agree the run ended with, which the history file records beside the model
+    saved; the chief tells every worker what it found in one collective, and each keeps its own training images and
+    share of the validation images, where it said the chief's."""
+    from alexnet.train import agreement, run
+    from alexnet.train.finished import saved_finish
+
+    folders = {"checkpoint_dir": str(tmp_path / "ckpt"), "model_dir": str(tmp_path / "model")}
+    first = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    path = tmp_path / "ckpt" / STATE_FILE
+    state = json.loads(path.read_text())
+    state[SAVED_MODEL]["weights_agree"] = True  # as a run of two workers that ended with the same weights records it
+    path.write_text(json.dumps(state))
+    calls = []
+    monkeypatch.setattr(run, "saved_finish", lambda *args, **kwargs: calls.append((args, kwargs)) or saved_finish(
+        *args, **kwargs))
+    again = alexnet_train(8, 1, data, steps_per_epoch=2, **folders, **SMALL)
+    assert (again["weights_agree"], again["weights_sha256"]) == (True, first["weights_sha256"])
+    # two workers: the chief's history, sent to the other, whose training images are 12 and validation share 3
+    (strategy, topo, settings, given, td, steps, *rest), kwargs = calls[0]
+    chief = dataclasses.replace(topo, workers=2)
+    sent = []
+    monkeypatch.setattr(agreement, "all_gather_texts", lambda strategy, text: sent.append(text) or [text, ""])
+    told = saved_finish(strategy, chief, settings, given, td, steps, *rest, **kwargs)
+    monkeypatch.setattr(agreement, "all_gather_texts", lambda strategy, text: [sent[0], text])
+    other = saved_finish(strategy, dataclasses.replace(chief, worker_index=1, chief=False), settings, given,
+                         dataclasses.replace(td, files=td.files[:12]), dataclasses.replace(steps, val_share=3), *rest,
+                         **kwargs)
+    assert told.done and other.done and told.history is not None and other.history is not None
+    assert told.history["weights_agree"] is other.history["weights_agree"] is True
+    assert {name: told.history["params"][name] for name in ("train_images", "worker_val_images")} == {
+        "train_images": 32, "worker_val_images": first["params"]["worker_val_images"]}
+    assert {name: other.history["params"][name] for name in ("train_images", "worker_val_images")} == {
+        "train_images": 12, "worker_val_images": 3}
+    assert other.history["model_path"] is None and other.history["metrics"] == first["metrics"]

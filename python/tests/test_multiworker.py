@@ -1197,6 +1197,9 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert [h["weights_sha256"] for h in again] == [histories[0]["weights_sha256"]] * 2
     assert again[0]["model_pin"] == histories[0]["model_pin"] and again[1]["model_pin"] is None
     assert again[1]["model_path"] is None and again[1]["params"]["initial_epoch"] == 3
+    # whether the workers agreed, as the run ended (recorded beside the model saved), and each worker's own images
+    assert [h["weights_agree"] for h in again] == [h["weights_agree"] for h in histories] == [True, True]
+    assert [h["params"]["train_images"] for h in again] == [h["params"]["train_images"] for h in histories] == [16, 12]
     assert (model.stat().st_mtime_ns, model.stat().st_size, (tmp_path / "ckpt" / CARD_FILE).read_bytes()) == before
     assert len(board.pins.pin_versions("alexnet")) == 1
 

@@ -125,12 +125,12 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     order; with ``seed``, the order the run began with), so that in that epoch some images come twice and others not,
     and its training loss and accuracy count the steps after the resume alone; the learning rate, the optimizer's
     state and the epochs after it go on as they would have. Once every epoch asked for is done, running again
-    trains nothing and measures no link: it returns the run as it ended (its history as its checkpoints recorded it;
-    its model, left as it is where the run saved it, else saved from the last checkpoint; its ``model_pin`` version
-    when the pin's newest holds these weights, rather than a second one) and logs so; a larger ``epochs`` trains
-    further. ``model_dir`` (same kinds of string;
-    default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its card beside it as
-    ``alexnet-model.json``
+    trains nothing and measures no link: it returns the run as it ended (its history as its checkpoints recorded it,
+    on a worker other than the chief with its own ``train_images`` and ``worker_val_images``; its model, left as it
+    is where the run saved it, else saved from the last checkpoint; its ``model_pin`` version when the pin's newest
+    holds these weights, rather than a second one) and logs so; a larger ``epochs`` trains further. ``model_dir``
+    (same kinds of string; default: ``checkpoint_dir``) receives the trained model as ``alexnet.keras``, with its
+    card beside it as ``alexnet-model.json``
     (:class:`alexnet.model.card.ModelCard`: image size, the id and name of every class by label, epochs done,
     final metrics, the data's board and ``categories`` version, weights digest, creation time). A location
     that cannot be written is an error before any training.
@@ -216,8 +216,9 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     validation left out; ``None`` when no step ran, as in a run that found every epoch trained before),
     ``weights_sha256`` (a digest of the final weights, the same on every
     worker of a multi-worker run), ``weights_agree`` (with several workers, whether every worker ended with the
-    chief's weights, compared at the end; a warning names those that did not; ``None`` with one, and for a
-    finished run given again whose model is saved already, which builds none), ``card`` (the
+    chief's weights, compared at the end; a warning names those that did not; ``None`` with one; a finished run
+    given again returns the run's own, which its history file records, or compares them again when it saves the
+    model from its last checkpoint), ``card`` (the
     model card as a dict) and ``model_pin`` (``board``, ``name`` and ``version`` of the pin written, or ``None``).
 
     Every setting, with its default (the declaration, :class:`alexnet.train.settings.TrainSettings`):

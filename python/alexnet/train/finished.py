@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("alexnet.train.checkpoint")  # said as the checkpoints' own lines
 
 #: The history file's record of the model a run saved once its last epoch was done: the digest of its weights
-#: (``weights_sha256``) and the position of the checkpoint it ended with (``position``).
+#: (``weights_sha256``), whether every worker ended with them (``weights_agree``: None with one worker) and the
+#: position of the checkpoint it ended with (``position``).
 SAVED_MODEL = "saved_model"
 
 
@@ -53,18 +54,20 @@ class Finish(NamedTuple):
     done: bool
 
 
-def record_saved_model(store: CheckpointStore, digest: str, position: tuple[int, int]) -> None:
+def record_saved_model(store: CheckpointStore, digest: str, position: tuple[int, int], agree: bool | None) -> None:
     """Record in ``store``'s history file (the chief's; a no-op elsewhere) that the model of weights ``digest`` is
-    saved, the model of the checkpoint at ``position``: only when the history file is at that position (one behind
-    its checkpoint records nothing). A record that cannot be written is said: the run given again saves the model
-    again."""
+    saved, the model of the checkpoint at ``position``, and whether every worker ended with those weights (``agree``,
+    the history's ``weights_agree``), so that the run given again returns them as this one did: only when the history
+    file is at that position (one behind its checkpoint records nothing). A record that cannot be written is said: the
+    run given again saves the model again."""
     if not store.chief:
         return
     try:
         state = store.read_state()
         if state is None or list(state.get("position") or []) != list(position):
             return
-        store.write_state({**state, SAVED_MODEL: {"weights_sha256": digest, "position": list(position)}})
+        store.write_state({**state, SAVED_MODEL: {"weights_sha256": digest, "weights_agree": agree,
+                                                 "position": list(position)}})
     except (OSError, AlexnetError) as error:
         logger.warning("%s: the model saved is not recorded in its history (%s); run again with every epoch done, "
                        "the run saves it again.", store.location, error)
@@ -93,6 +96,13 @@ def _model_path(location: str) -> str:
     from ..storage.location import location_kind
 
     return os.path.join(location, MODEL_FILE) if location_kind(location) == "file" else f"{location}/{MODEL_FILE}"
+
+
+def _own_share(topo: Topology, td: TrainingData, steps: Steps) -> dict[str, Any]:
+    """The ``params`` of a history that are each worker's own (:func:`.run_history.run_params`), which the history
+    file keeps as the chief's only: on another worker, its training images and its share of the validation images as
+    it holds them now (known without building the model); nothing on the chief, whose recorded ones are its own."""
+    return {} if topo.chief else {"train_images": len(td.files), "worker_val_images": steps.val_share}
 
 
 def _every_epoch_done(state: Mapping[str, Any], epochs: int) -> tuple[int, int] | None:
@@ -161,7 +171,7 @@ def _chief_finish(settings: TrainSettings, topo: Topology, data: Mapping[str, An
     _say_finished(settings, topo, data, td, steps, start)
     return Finish(finished_run_history(settings, start, card.to_dict(), pin, {
         "model_path": None if settings.model_dir is None else _model_path(settings.model_dir),
-        "bad_images": list(bad)}), True)
+        "bad_images": list(bad), "weights_agree": record.get("weights_agree")}), True)
 
 
 def saved_finish(strategy: tf.distribute.Strategy, topo: Topology, settings: TrainSettings, data: Mapping[str, Any],
@@ -172,7 +182,7 @@ def saved_finish(strategy: tf.distribute.Strategy, topo: Topology, settings: Tra
     last checkpoint by :func:`save_finished`). The chief decides (``whole_way``: the model must be built, given
     callbacks or an evaluation), and with several workers sends every worker what it found in one collective (every
     worker calls it at the same point, with a ``checkpoint_dir``); the others return that history without the model's
-    path and pin, which are the chief's."""
+    path and pin, which are the chief's, and with the params that are their own (:func:`_own_share`)."""
     if not settings.checkpoint_dir:
         return Finish(None, False)
     found = _chief_finish(settings, topo, data, td, steps, model_settings, bad, whole_way) if topo.chief \
@@ -185,8 +195,9 @@ def saved_finish(strategy: tf.distribute.Strategy, topo: Topology, settings: Tra
         if text and not topo.chief:
             told = json.loads(zlib.decompress(base64.b64decode(text)))
             history = told["history"]
-            if history is not None:
-                history = {**history, "model_path": None, "model_pin": None, "bad_images": list(bad)}
+            if history is not None:  # the chief's, but for what is this worker's own
+                history = {**history, "params": {**history["params"], **_own_share(topo, td, steps)},
+                           "model_path": None, "model_pin": None, "bad_images": list(bad)}
                 logger.info("%s holds a finished run, whose model is saved: nothing is left to train.",
                             settings.checkpoint_dir)
             found = Finish(history, bool(told["done"]))
@@ -238,5 +249,6 @@ def save_finished(strategy: tf.distribute.Strategy, topo: Topology, settings: Tr
                              start=start, store=store, callbacks=callbacks, evaluate=evaluate)
     finally:
         store.let_go()
-    return finished_run_history(settings, start, saved.card.to_dict(), saved.model_pin, {
+    history = finished_run_history(settings, start, saved.card.to_dict(), saved.model_pin, {
         "model_path": saved.model_path, "bad_images": list(bad), "weights_agree": saved.agree})
+    return {**history, "params": {**history["params"], **_own_share(topo, td, steps)}}

@@ -135,5 +135,5 @@ def save_trained(strategy: Any, topo: Topology, settings: TrainSettings, net: ke
     finished = start.finished(settings.epochs)
     model_pin = publish_model(net, settings, topo, card, again=finished)
     if store is not None and model_path is not None:  # a run given again finds it saved (.finished)
-        record_saved_model(store, digest, (start.epoch if finished else settings.epochs, 0))
+        record_saved_model(store, digest, (start.epoch if finished else settings.epochs, 0), agree)
     return Saved(digest, agree, card, model_path, model_pin, best_epoch)
