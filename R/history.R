@@ -23,7 +23,8 @@ new_alexnet_history <- function(history) {
 #' precision float32 (...)`) and the final metrics on another, with the validation images they
 #' cover, and for a run of several workers what its exchange costs against its computation and the settings that
 #' would keep its workers busy (`Communication: ...`, `params$communication_advice`, see [alexnet_train()]),
-#' where a resumed run went on from (`Resumed from ... at epoch 3, step 0.`), and where the model went
+#' where a resumed run went on from (`Resumed from ... at epoch 3, step 0.`), the digest of the weights it ended with
+#' (`Weights: sha256 ...`, `weights_sha256`) and where the model went
 #' (`Model: ...`, `model_path`; `Model pin: ...`, `model_pin`): the lines `alexnet train` prints;
 #' `summary()` and `plot()` show the
 #' metrics (`plot(history, metrics = "learning_rate")` draws the schedule's rate);
@@ -49,7 +50,9 @@ new_alexnet_history <- function(history) {
 #'   of a URL), with `data` (the board and partition it trained on) and `checkpoint_dir`, where it was read (a
 #'   history file of an older version keeps fewer: those that change what is learnt, `epochs`, `steps`,
 #'   `global_batch_size`, `num_classes`, ...), `epochs_done` and `position` (the epoch and step of its newest
-#'   checkpoint). Its `print()` says the lines the run's own said but where its model went.
+#'   checkpoint), and once the run's model is saved `weights_sha256` and `weights_agree` as the run returned them
+#'   (`NULL` before, and `weights_agree` with one worker). Its `print()` says the lines the run's own said but where
+#'   its model went.
 #'   `print()` returns `x` invisibly; `plot()` returns `x` invisibly after drawing one panel
 #'   per metric, training and validation over epochs, with the legend in a band above the curves
 #'   (attribute `legends`: each panel's legend box, as [graphics::legend()] returns it);
@@ -138,6 +141,8 @@ print.alexnet_history <- function(x, ...) {
   } else if (isTRUE(x$weights_agree)) {  # a run of several workers (one worker's history has NULL)
     cat(same_weights_note, "\n", sep = "")
   }
+  weights <- weights_note(x$weights_sha256)
+  if (!is.null(weights)) cat(weights, "\n", sep = "")
   notes <- model_notes(x$model_path, x$model_pin)
   if (length(notes)) cat(paste0(notes, "\n"), sep = "")
   invisible(x)
@@ -146,6 +151,13 @@ print.alexnet_history <- function(x, ...) {
 # What a print says of a multi-worker run whose workers ended with the same weights: a history's (`weights_agree`)
 # and a Spark run's (one `weights_sha256`), as the command line's SAME_WEIGHTS (python/alexnet/cli/train.py).
 same_weights_note <- "Every worker holds the same weights"
+
+# The digest of the weights a run ended with, "Weights: sha256 DIGEST" (`weights_sha256`), or NULL when its history
+# has none (a run under way read back, or one whose model was not saved); the command line's `weights_line`
+# (python/alexnet/cli/train.py).
+weights_note <- function(digest) {
+  if (is_scalar(digest, is.character) && nzchar(digest)) paste0("Weights: sha256 ", digest) else NULL
+}
 
 # Where a run's model went: "Model: PATH" and "Model pin: NAME version V on BOARD", each when there is one
 # (`pin` a list of `name`, `version` and `board`; the command line's `model_lines`, python/alexnet/cli/train.py).

@@ -938,6 +938,7 @@ def test_history_prints_a_run_read_back_from_its_checkpoint_folder(tmp_path, cap
     printed = capsys.readouterr().out
     assert printed.startswith("AlexNet training history: 2 epochs\nsteps: 3, num_classes: 4\n")
     assert "Schedule: image size 64, learning rate 0.005 -> 0" in printed and "val_accuracy = 0.6" in printed
+    assert "Weights" not in printed, "no model saved: no digest recorded"
     assert main(["history", "--json", str(run)]) == 0
     assert json.loads(capsys.readouterr().out)["params"]["checkpoint_dir"] == str(run)
     assert main(["history", str(tmp_path)]) == 2
@@ -964,9 +965,13 @@ def test_history_says_the_lines_of_the_runs_own_summary_in_the_words_of_alexnet_
     (run / "alexnet-history.json").write_text(json.dumps({
         "format": 1, "epochs_done": 2, "position": [2, 0],
         "settings": {"epochs": 2, "steps": 3, "num_classes": 4, "learnt_with": {"sync_every": 4}, "params": params},
-        "metrics": {"loss": [1.4, 1.2]}, "schedule": {"image_size": [64, 64], "learning_rate": [0.005, 0.0]}}))
+        "metrics": {"loss": [1.4, 1.2]}, "schedule": {"image_size": [64, 64], "learning_rate": [0.005, 0.0]},
+        # the model the run saved at its end: the digest of its weights, which both workers ended with
+        "saved_model": {"weights_sha256": "3f" * 32, "weights_agree": True, "position": [2, 0]}}))
     assert main(["history", str(run)]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert lines[6:] == ["Every worker holds the same weights", f"Weights: sha256 {'3f' * 32}"], \
+        "as alexnet train said them"
     assert lines[:3] == ["AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
                          "batch_size: 8, global_batch_size: 32, steps: 3, num_classes: 4",
                          f"Resumed from {run} at epoch 2, step 0."]
@@ -974,7 +979,9 @@ def test_history_says_the_lines_of_the_runs_own_summary_in_the_words_of_alexnet_
                         "(bfloat16 on the wire). Settings that send less: --accumulate-steps 4. Micro-batches stop at "
                         "1024 (`--largest-global-batch`).")
     assert main(["history", "--json", str(run)]) == 0
-    said = json.loads(capsys.readouterr().out)["params"]
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["weights_sha256"], printed["weights_agree"]) == ("3f" * 32, True)
+    said = printed["params"]
     assert {name: said[name] for name in params if name != "communication_advice"} == \
         {name: value for name, value in params.items() if name != "communication_advice"}
     assert said["communication_advice"] == lines[4].removeprefix("Communication: ")

@@ -289,15 +289,20 @@ test_that("alexnet_history() of a resumed run of two workers has its params and 
     settings = list(epochs = 2L, steps = 3L, num_classes = 4L, learnt_with = list(sync_every = 4L),
                     params = params),
     metrics = list(loss = c(1.4, 1.2)),
-    schedule = list(image_size = c(64L, 64L), learning_rate = c(0.005, 0))
+    schedule = list(image_size = c(64L, 64L), learning_rate = c(0.005, 0)),
+    # the model the run saved at its end, recorded with the digest of its weights and the workers' agreement
+    saved_model = list(weights_sha256 = strrep("3f", 32L), weights_agree = TRUE, position = c(2L, 0L))
   ), auto_unbox = TRUE, digits = NA), file.path(run, "alexnet-history.json"))
   h <- alexnet_history(run)
   expect_identical(h$params[names(params)], params)
+  expect_identical(h[c("weights_sha256", "weights_agree")], list(weights_sha256 = strrep("3f", 32L),
+                                                                 weights_agree = TRUE))
   printed <- capture.output(print(h))
   expect_identical(printed[1:3], c("AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
                                    "batch_size: 8, global_batch_size: 32, steps: 3, num_classes: 4",
                                    paste0("Resumed from ", run, " at epoch 2, step 0.")))
   expect_identical(printed[5], paste("Communication:", advice))
+  expect_identical(printed[7:8], c("Every worker holds the same weights", paste0("Weights: sha256 ", strrep("3f", 32L))))
 })
 
 test_that("the epoch axis of a long run has a tick every few epochs, of a short one at each epoch", {

@@ -160,6 +160,7 @@ test_that("a training history: the command line says what R prints, the model an
     "Kept the best epoch: 2 (val_accuracy = 0.6)",
     paste("The workers ended with different weights: the chief's model is the one saved and published (its log",
           "names the workers apart)."),
+    "Weights: sha256 ab",
     "Model: /models/run/alexnet.keras",
     "Model pin: alexnet version 20261204T021816Z-a7b93 on /boards/imagenet"))
 
@@ -169,7 +170,8 @@ test_that("a training history: the command line says what R prints, the model an
   printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(agreed)))))
   expect_identical(cli_lines("alexnet.cli.train", "history_summary", agreed), printed)
   expect_identical(printed, c("AlexNet training history: 1 epoch, multi_worker strategy, 2 replicas",
-                              "Final epoch: loss = 1", "Every worker holds the same weights"))
+                              "Final epoch: loss = 1", "Every worker holds the same weights",
+                              "Weights: sha256 ab"))
 
   # a run that found every epoch done, of few classes (no top-5 accuracy), without a model saved or pinned
   done <- py_result('{"params": {"strategy": "default", "replicas": 1, "batch_size": 8, "image_size": [64, 96],

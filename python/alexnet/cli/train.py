@@ -198,7 +198,14 @@ def history_summary(h: dict[str, Any], typed: Callable[[str], str] = str) -> str
                      "(its log names the workers apart).")
     elif h.get("weights_agree") is True:  # a run of several workers (one worker's history says None)
         lines.append(SAME_WEIGHTS)
-    return "\n".join([*lines, *model_lines(h)])
+    return "\n".join([*lines, *weights_lines(h), *model_lines(h)])
+
+
+def weights_lines(h: dict[str, Any]) -> list[str]:
+    """The digest of the weights a run ended with, ``Weights: sha256 DIGEST``, when its history has one (none for a
+    run under way read back, or one whose model was not saved): R's ``weights_note``."""
+    digest = h.get("weights_sha256")
+    return [f"Weights: sha256 {digest}"] if isinstance(digest, str) and digest else []
 
 
 def model_lines(h: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import AlexnetError
+from .history_file import SAVED_MODEL, saved_model
 
 if TYPE_CHECKING:
     import tf_keras as keras
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("alexnet.train.checkpoint")  # said as the checkpoints' own lines
 
-#: The history file's record of the model a run saved once its last epoch was done: the digest of its weights
-#: (``weights_sha256``), whether every worker ended with them (``weights_agree``: None with one worker) and the
-#: position of the checkpoint it ended with (``position``).
-SAVED_MODEL = "saved_model"
 
 
 class Finish(NamedTuple):
@@ -148,7 +145,7 @@ def _chief_finish(settings: TrainSettings, topo: Topology, data: Mapping[str, An
     position = _every_epoch_done(state, settings.epochs)
     if position is None:
         return Finish(None, False)
-    record = state.get(SAVED_MODEL) or {}
+    record = saved_model(state)
     if whole_way or record.get("position") != list(position) or not record.get("weights_sha256"):
         return Finish(None, True)
     saved = dict(state.get("settings") or {})

@@ -17,6 +17,19 @@ from .schedule import describe
 
 #: The history file of a folder of checkpoints (:data:`alexnet.train.checkpoint.STATE_FILE`).
 HISTORY_FILE = "alexnet-history.json"
+#: The history file's record of the model a run saved once its last epoch was done: the digest of its weights
+#: (``weights_sha256``), whether every worker ended with them (``weights_agree``: None with one worker) and the
+#: position of the checkpoint it ended with (``position``; written by :func:`.finished.record_saved_model`).
+SAVED_MODEL = "saved_model"
+
+
+def saved_model(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of the model saved (:data:`SAVED_MODEL`) a history file's ``state`` holds when it is of the
+    checkpoint the file is at (the model the run ended with), else empty."""
+    record = state.get(SAVED_MODEL)
+    if not isinstance(record, Mapping) or record.get("position") != list(state.get("position") or []):
+        return {}
+    return dict(record)
 
 
 @returns_result
@@ -33,7 +46,9 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     ``seconds`` trained until then; ``initial_model`` as the run named it and no password of a URL; ``data``, the
     board and partition it trained on; ``checkpoint_dir``, where it is read. A history file of an older version keeps
     fewer: those that change what is learnt, ``epochs``, ``steps``, ``global_batch_size``, ``num_classes``, ...),
-    ``epochs_done`` and ``position`` (the epoch and step of its newest checkpoint).
+    ``epochs_done`` and ``position`` (the epoch and step of its newest checkpoint), and once the run's model is saved
+    ``weights_sha256`` and ``weights_agree`` as the run returned them (``None`` before, and ``weights_agree`` with one
+    worker).
     """
     resolved = resolve_location(checkpoint_dir, "checkpoint_dir")
     fs = open_filesystem(resolved, what="checkpoint_dir")
@@ -63,8 +78,10 @@ def alexnet_history(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     params = {**read_params(settings), "checkpoint_dir": resolved}
     schedule["summary"] = describe(schedule, params.get("precision"), params.get("precision_reason"),
                                    params.get("peak_learning_rate"))
+    saved = saved_model(state)
     return {"metrics": metrics, "schedule": schedule, "params": params,
-            "epochs_done": int(state.get("epochs_done") or 0), "position": list(state.get("position") or [])}
+            "epochs_done": int(state.get("epochs_done") or 0), "position": list(state.get("position") or []),
+            "weights_sha256": saved.get("weights_sha256"), "weights_agree": saved.get("weights_agree")}
 
 
 def read_params(settings: Mapping[str, Any]) -> dict[str, Any]:
