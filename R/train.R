@@ -143,8 +143,9 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   and in bytes each replica puts into the all-reduce a step (0 with one replica); with several workers
 #'   `allreduce_seconds` and `compute_seconds`: one exchange and one step's computation, each timed alone before training,
 #'   `sixteen_bit_allreduce_seconds`: with float32 on the wire, the same exchange timed in 16 bits,
-#'   `hidden_seconds`: where packs overlap the backward pass on every worker, what of the exchange a step
-#'   with packs hid, timed in the wire format the chief's timing advises (counted by the advice on GPUs only),
+#'   `hidden_seconds`: on GPU workers that all-reduce their gradients every step, what of the exchange a step
+#'   with packs hid, timed in the wire format the chief's timing advises and counted by the advice (CPU workers
+#'   time none: what it hid there varied from probe to probe),
 #'   `communication_efficiency`, the share of linear scaling they give if none of the exchange overlaps, and
 #'   below 0.9 `advised_settings`, the settings that would send less, in the order to take them
 #'   (16-bit gradients where timed a tenth faster or more, packs where they overlap the backward pass,

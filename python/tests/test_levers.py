@@ -559,14 +559,14 @@ def test_the_probes_step_with_packs_sends_the_chiefs_wire_on_every_worker_or_run
         return np.array(rows)
 
     monkeypatch.setattr(agreement, "all_gather_ints", gather)
-    monkeypatch.setattr(levers, "overlaps", lambda topology: True)
-    rows = [[1, 1, 1], [0, 1, 0]]  # rows: chief, overlaps, 16 bits advised
+    monkeypatch.setattr(levers, "packed_step_timed", lambda topology: True)
+    rows = [[1, 1, 1], [0, 1, 0]]  # rows: chief, its step with packs timed (GPUs), 16 bits advised
     assert levers.packed_step_wire(strategy, comm, worker, timing) == "bfloat16"
     assert sent == [[0, 1, 0]]  # what this worker told the others
     rows = [[1, 1, 0], [0, 1, 1]]
     faster = {**timing, "sixteen_bit_allreduce_seconds": 0.5}  # this worker's would send 16 bits, the chief's not
     assert levers.packed_step_wire(strategy, comm, worker, faster) == "float32"
-    # a worker whose packs would not overlap (one inter-op thread): no worker runs the step
+    # a worker that times no step with packs (its CPUs): no worker runs the step
     rows = [[1, 0, 1], [0, 1, 1]]
     assert levers.packed_step_wire(strategy, comm, worker, timing) is None
     # local SGD averages weights, not a step's gradients: nothing to time, nothing gathered
@@ -623,7 +623,7 @@ def test_what_packs_hid_timed_comes_off_the_exposed_exchange_before_micro_batche
     assert own.advised_efficiency == pytest.approx(_share(1.0, 0.05)) and "Its packs hid 0.25 s" in own.text
 
 
-def test_what_a_step_with_packs_hid_is_counted_on_gpus_and_only_recorded_on_cpus(monkeypatch):
+def test_what_a_step_with_packs_hid_is_counted_on_gpus_only(monkeypatch):
     from alexnet.train.levers import advise_communication
     from alexnet.train.strategy import Topology
 
@@ -634,7 +634,7 @@ def test_what_a_step_with_packs_hid_is_counted_on_gpus_and_only_recorded_on_cpus
     for gpu in (False, True):
         chief = Topology("multi_worker", 2, 2, 0, True, 1, gpu)
         told[gpu] = advise_communication(timing, Communication(workers=2), chief, global_batch=64, most_batch=1024)
-    # CPU workers: what a training step hid varied from run to run, so the probe's is not counted
+    # CPU workers: what a step hid varied from probe to probe, so none is counted (nor timed: test_probe.py)
     assert told[False].settings["accumulate_steps"] == 16 and "hidden, timed" not in told[False].text
     assert told[True].settings["accumulate_steps"] == 8 and "0.8 s of the exchange hidden, timed" in told[True].text
     assert told[True].settings["allreduce_pack_mb"] == told[False].settings["allreduce_pack_mb"] == 25
@@ -1075,13 +1075,8 @@ def test_two_workers_agree_under_every_lever_and_16_bit_gradients_change_nothing
     assert ("allreduce_precision" in plain["advised_settings"]) == (faster and bool(plain["advised_settings"])), plain
     if "allreduce_precision" in plain["advised_settings"]:
         assert next(iter(plain["advised_settings"].items())) == ("allreduce_precision", "bfloat16")  # a CPU sums it
-    # where packs overlap, what a step with them hid was timed, in the wire format advised; never behind local SGD
-    if interop_threads() >= 2:
-        alone = plain["sixteen_bit_allreduce_seconds"] if faster else plain["allreduce_seconds"]
-        assert 0.0 <= plain["hidden_seconds"] <= alone, plain
-    else:
-        assert plain["hidden_seconds"] is None, plain
-    assert first["local_sgd"]["hidden_seconds"] is None
+    # CPU workers time no step with packs (what it hid varied from probe to probe), whatever their inter-op threads
+    assert [result["hidden_seconds"] for result in first.values()] == [None] * len(first), first
     for name in ("bfloat16_packed", "float16_packed"):
         assert not {"allreduce_precision", "allreduce_pack_mb"} & set(first[name]["advised_settings"]), name
     assert first["local_sgd"]["advised_settings"].get("sync_every", 3) > 2

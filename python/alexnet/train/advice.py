@@ -178,8 +178,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     changes what is learnt and is only named with the measurement its cost in accuracy needs. ``sixteen_bit_seconds``,
     the same exchange timed in 16 bits, says what 16 bits gain (:func:`faster_wire`); without it, half the time is
     assumed. ``hidden_seconds``: the seconds of the exchange a step with packs hid behind its backward pass, timed in
-    the wire format advised (:func:`alexnet.train.levers.probe_communication`; passed on GPUs only, see
-    :func:`alexnet.train.levers.advise_communication`); where packs overlap (the run's own or
+    the wire format advised (:func:`alexnet.train.levers.probe_communication`; timed and passed on GPUs only, see
+    :func:`alexnet.train.levers.packed_step_timed`); where packs overlap (the run's own or
     those advised) the estimate counts only the rest as exposed, so that fewer micro-batches (a smaller global batch,
     which learns better) are advised; a step of micro-batches hides as much, behind its last. Without it packs are
     credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's

@@ -100,8 +100,7 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
     from .local_sgd import LocalSGD, ModelAverage
 
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    # the first epoch's (post-local SGD starts synchronous: LocalSGD sets the local reducer when its first local
-    # epoch begins)
+    # the first epoch's (post-local SGD starts synchronous: LocalSGD sets the local reducer in its first local epoch)
     inner.gradient_reducer = communication.at_epoch(0).gradient_reducer()
     if communication.accumulate > 1:
         net.train_step = accumulating_step(net, communication.accumulate)
@@ -129,10 +128,10 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
     exchange in the 16-bit format the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward
     and backward pass of ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without
     any exchange (each worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share
-    are estimated from them); where packs overlap the backward pass on every worker and the workers synchronise
-    every step (:func:`packed_step_wire`), ``hidden_seconds``: what of the exchange one such pass, followed by the
-    all-reduce of its gradients in the packs of the run (or those advised) and the wire format the chief's timing
-    advises, hid: the pass and the exchange alone, less that step, at least 0 and at most the exchange."""
+    are estimated from them); on GPU workers that synchronise every step (:func:`packed_step_wire`),
+    ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce of its gradients in the packs
+    of the run (or those advised) and the wire format the chief's timing advises, hid: the pass and the exchange
+    alone, less that step, at least 0 and at most the exchange."""
     import time
 
     from ..tfimport import tf
@@ -211,8 +210,8 @@ def _probed_text(timing: Mapping[str, float], communication: Communication, pack
 def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communication, topology: Topology,
                      timing: Mapping[str, float]) -> str | None:
     """The wire format of :func:`probe_communication`'s step with packs, the same on every worker (``None``: no
-    worker runs it). It runs where packs overlap the backward pass on every worker (:func:`overlaps`) and the
-    workers synchronise every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`;
+    worker runs it). It runs where every worker times it (:func:`packed_step_timed`) and the workers synchronise
+    every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`;
     the run's own where its 16-bit exchange was not timed): each worker times the exchanges on its own, and timings
     a few per cent apart may fall on both sides of :data:`~.advice.SIXTEEN_BIT_GAIN`, while one all-reduce must
     carry one format. A collective: every worker calls it at the same point."""
@@ -223,7 +222,8 @@ def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communicat
         return None
     own = (faster_wire(communication, timing["allreduce_seconds"], timing["sixteen_bit_allreduce_seconds"])
            if "sixteen_bit_allreduce_seconds" in timing else communication.wire)
-    rows = all_gather_ints(strategy, [int(topology.chief), int(overlaps(topology)), int(own != communication.wire)])
+    rows = all_gather_ints(strategy, [int(topology.chief), int(packed_step_timed(topology)),
+                                      int(own != communication.wire)])
     if not all(row[1] for row in rows):
         return None
     chief = next((row for row in rows if row[0]), rows[0])
@@ -234,6 +234,13 @@ def overlaps(topology: Topology) -> bool:
     """Does a pack's all-reduce run while the backward pass computes on ``topology``'s devices: on GPUs, and on CPUs
     whose process runs two or more inter-op threads (:func:`alexnet.environment.interop_threads`)?"""
     return topology.gpu or interop_threads() >= 2
+
+
+def packed_step_timed(topology: Topology) -> bool:
+    """Does :func:`probe_communication` time a step with packs on ``topology``'s devices, and the advice count what
+    it hid: on GPUs. Not on CPUs, even where packs overlap (:func:`overlaps`): the collective's work shares their
+    cores, and what such a step hid varied from one probe to the next of the same workers (all, then none)."""
+    return topology.gpu
 
 
 def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology, steps: int) -> None:
@@ -253,19 +260,19 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
                          checkpoint_every: int | None = None) -> Advice | None:
     """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None`` alone), with
     micro-batches up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its ``train_images``)
-    and the rest of its arguments as :func:`~.advice.advise` takes them; what a step with packs hid is counted on GPUs
-    only (on CPU workers it varied from run to run: README, "Every multi-worker run measures its own link"). The
-    chief logs it: a warning when settings are advised and ``warn`` (false: a run about to take its advice), or when
-    none is left to advise and the workers would still wait for the network for more than a tenth of a step, else
-    one line."""
+    and the rest of its arguments as :func:`~.advice.advise` takes them; what a step with packs hid counted where
+    the probe times it (:func:`packed_step_timed`). The chief logs it: a warning when settings are advised and
+    ``warn`` (false: a run about to take its advice), or when none is left to advise and the workers would still
+    wait for the network for more than a tenth of a step, else one line."""
     if "compute_seconds" not in timing:
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
-                    hidden_seconds=timing.get("hidden_seconds") if topology.gpu else None, rate_scaled=rate_scaled,
-                    most_batch=most_batch, micro_batches=micro_batches, whole_epochs=whole_epochs,
-                    parameters=parameters, train_images=train_images, checkpoint_every=checkpoint_every,
-                    synchronous_seconds=timing.get("synchronous_allreduce_seconds"), epochs=epochs)
+                    hidden_seconds=timing.get("hidden_seconds") if packed_step_timed(topology) else None,
+                    rate_scaled=rate_scaled, most_batch=most_batch, micro_batches=micro_batches,
+                    whole_epochs=whole_epochs, parameters=parameters, train_images=train_images,
+                    checkpoint_every=checkpoint_every, epochs=epochs,
+                    synchronous_seconds=timing.get("synchronous_allreduce_seconds"))
     if advice is not None and topology.chief:
         nothing_left = not advice.settings and advice.advised_efficiency < ADVISED_EFFICIENCY
         (logger.warning if (advice.settings and warn) or nothing_left else logger.info)("Communication: %s",
@@ -353,13 +360,12 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
                           communication: Communication, topology: Topology, steps: Steps,
                           agree_steps: Callable[[TrainSettings], Steps]) -> Measurement:
     """The measurement before a run's first step, its advice and, with ``adapt_communication``, the settings taken
-    (``agree_steps``: the steps of an epoch every worker agrees on for the settings given, a collective). A resumed
-    run of ``adapt_communication`` decides first (:func:`recorded_adaptation`) and times only what it trains with:
-    one exchange, in the wire format it took, not the float32 and the 16-bit ones both. Any other run times the
-    exchange as asked (:func:`probe_communication`), is advised (:func:`advise_communication`) and takes what the
-    chief decides of that advice (:func:`adapt_communication`), its timing and advice then told for the settings
-    taken (:func:`~.advice.adapted_timing`). A collective: every worker calls it at the same point, and takes the
-    same branches (each decided by the chief or by settings the workers agreed on)."""
+    (``agree_steps``: an epoch's steps every worker agrees on for the settings given, a collective). A resumed run
+    of ``adapt_communication`` decides first (:func:`recorded_adaptation`) and times only the wire format it took.
+    Any other run times the exchange as asked (:func:`probe_communication`), is advised (:func:`advise_communication`)
+    and takes what the chief decides of it (:func:`adapt_communication`), its timing and advice then told for the
+    settings taken (:func:`~.advice.adapted_timing`). A collective: every worker calls it at the same point, and
+    takes the same branches (each decided by the chief or by settings the workers agreed on)."""
     from .advice import adapted_timing
     from .batch_bound import largest_batch
 
