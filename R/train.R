@@ -156,7 +156,7 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   every worker; the settings, timings, estimate and advice in `params` are then those it trained with, and where
 #'   it took 16-bit gradients, `asked_allreduce_seconds` is the exchange in float32 as asked, timed before it took
 #'   them; a relaunch, which takes what its checkpoints recorded before it measures, times only the exchange it
-#'   trains with)),
+#'   trains with, and its chief keeps the launch's `asked_allreduce_seconds` as they recorded it)),
 #'   `bad_images`, the images the check before training left out, `skipped_images`, those the worker could not
 #'   read or decode during training and skipped one by one (changed since that check; each said as a warning at the
 #'   end of its epoch, and more than `max_bad_fraction` of the worker's images stop the run, every worker at that

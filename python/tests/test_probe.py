@@ -97,17 +97,22 @@ def test_cpu_workers_time_no_step_with_packs_whose_figure_the_advice_would_not_c
 
 
 
-@pytest.mark.parametrize(("record", "timed", "levels"), [
+@pytest.mark.parametrize(("record", "timed", "levels", "asked"), [
     # launched: both formats timed; the advice it takes said as a line, what is left of it for 16 bits a warning
-    (None, ["float32", "bfloat16"], ["INFO", "WARNING"]),
-    ({"allreduce_precision": "bfloat16"}, ["bfloat16"], ["WARNING"]),  # took 16 bits: only they are timed, and said
-    ({}, ["float32"], ["INFO"]),  # took nothing: float32 alone, its advice said as a launch that took none says it
+    (None, ["float32", "bfloat16"], ["INFO", "WARNING"], 1.0),
+    # took 16 bits: only they are timed, and said; the float32 exchange the launch timed is the record's (a history
+    # file of an older run may lack it: none then)
+    ({"allreduce_precision": "bfloat16"}, ["bfloat16"], ["WARNING"], 2.5),
+    ({"allreduce_precision": "bfloat16"}, ["bfloat16"], ["WARNING"], None),
+    # took nothing: float32 alone, its advice said as a launch that took none says it
+    ({}, ["float32"], ["INFO"], None),
 ])
 def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it_trains_with(
-        record, timed, levels, tmp_path, monkeypatch, caplog):
+        record, timed, levels, asked, tmp_path, monkeypatch, caplog):
     """:func:`alexnet.train.levers.measure_communication` of the chief (one worker's strategy standing in for two,
     every exchange said to take a second in float32, half that in 16 bits, packs overlapping the backward pass)
-    without and with what its checkpoints recorded when it began."""
+    without and with what its checkpoints recorded when it began (``asked``: the float32 exchange its launch timed,
+    in the params its history file keeps)."""
     from alexnet.model.network import build_alexnet
     from alexnet.train import communication, levers
     from alexnet.train.agreement import Steps
@@ -121,7 +126,8 @@ def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     if record is not None:
-        (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": record}}))
+        params = {} if asked is None else {"params": {"asked_allreduce_seconds": asked}}
+        (folder / STATE_FILE).write_text(json.dumps({"settings": {"adapted_settings": record, **params}}))
     settings = check_settings({"adapt_communication": True, "checkpoint_dir": str(folder), "batch_size": 1,
                                "image_size": 64, "dense_units": 32})
     steps = Steps(train=100, validate=False, validation=None, train_images=200)
@@ -131,12 +137,11 @@ def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it
     assert said == timed
     advice = [r.levelname for r in caplog.records if r.getMessage().startswith("Communication: One exchange")]
     assert advice == levels, caplog.text
+    assert measured.timing.get("asked_allreduce_seconds") == asked
     if record is None:  # launched: the chief's decision of the advice, 16 bits among it, timed and kept as asked
         assert measured.adapted["allreduce_precision"] == "bfloat16"
-        assert measured.timing["asked_allreduce_seconds"] == 1.0
     else:
         assert measured.adapted == record and "It resumes, and keeps what it took when it began." in caplog.text
-        assert "asked_allreduce_seconds" not in measured.timing
         # the launch's judgement of 16 bits stands: a record without them is not told to take them (timed here
         # in float32 alone, they would be assumed to halve the exchange)
         assert measured.advice is not None and "allreduce_precision" not in measured.advice.settings, measured.advice
@@ -166,11 +171,14 @@ def test_a_relaunched_adapted_run_times_only_the_exchange_it_took_and_trains_on_
         assert runs[0]["digest"] == runs[1]["digest"] and [run["agree"] for run in runs] == [True, True]
     assert [run["initial_epoch"] for run in relaunched] == [1, 1]
     # the history of the launch keeps the float32 exchange as asked beside the 16-bit one (its file too); the
-    # relaunch's, and the advice it logs, are of the 16-bit exchange it timed
+    # relaunch's, and the advice it logs, are of the 16-bit exchange it timed, beside the launch's float32 one as
+    # its checkpoints recorded it (the chief's: in its history and its file)
     first, again = launched[0], relaunched[0]
     assert first["asked_allreduce_seconds"] >= 2.0 > first["allreduce_seconds"] >= 1.0, first
     assert first["kept_asked_allreduce_seconds"] == first["asked_allreduce_seconds"]
-    assert again["asked_allreduce_seconds"] is None and again["allreduce_seconds"] >= 1.0, again
+    assert again["asked_allreduce_seconds"] == first["asked_allreduce_seconds"], again
+    assert again["kept_asked_allreduce_seconds"] == first["asked_allreduce_seconds"], again
+    assert again["allreduce_seconds"] >= 1.0, again
     assert again["communication"].startswith("bfloat16 on the wire"), again
     assert f"One exchange alone takes {again['allreduce_seconds']:.3g} s a step" in again["advice"], again
     log = (tmp_path / "log-0.txt").read_text()

@@ -203,7 +203,8 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``adapt_communication = True``, the chief's decision on every worker, the settings, timings, estimate and advice
     in ``params`` being then those it trained with, and where it took 16-bit gradients, ``asked_allreduce_seconds``
     the exchange in float32 as asked, timed before it took them; a relaunch, which takes what its checkpoints
-    recorded before it measures, times only the exchange it trains with),
+    recorded before it measures, times only the exchange it trains with, and its chief keeps the launch's
+    ``asked_allreduce_seconds`` as they recorded it),
     ``metrics`` (per-epoch lists: ``loss``, ``accuracy``, ``top5_accuracy`` and, with validation, ``val_loss``,
     ``val_accuracy``, ``val_top5_accuracy`` and ``val_images``, the images they cover), ``schedule`` (what each
     epoch trained with, apart from the metrics: ``image_size`` and ``learning_rate`` per epoch, and ``summary``,

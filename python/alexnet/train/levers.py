@@ -295,21 +295,32 @@ def _within(recorded: dict[str, Any], settings: TrainSettings, topology: Topolog
     return recorded
 
 
+def launch_record(settings: TrainSettings, topology: Topology) -> dict[str, Any]:
+    """What the checkpoints in ``checkpoint_dir`` recorded of the run that began there (:func:`.checkpoint.
+    recorded_settings`), read by the chief of a run of ``adapt_communication`` over several workers (else empty)."""
+    from .checkpoint import recorded_settings
+
+    if not settings.adapt_communication or topology.workers <= 1 or not topology.chief:
+        return {}
+    return recorded_settings(settings.checkpoint_dir)
+
+
 def recorded_adaptation(strategy: tf.distribute.Strategy, settings: TrainSettings, topology: Topology, *,
-                        most_batch: int | None = None) -> Adapted | None:
+                        most_batch: int | None = None, record: Mapping[str, Any] | None = None) -> Adapted | None:
     """What a resumed run of ``adapt_communication`` over several workers took when it began, as its checkpoints in
-    ``checkpoint_dir`` recorded it (its micro-batches fewer, said, where they now make a global batch above
-    ``most_batch``, a ``largest_global_batch`` lowered since): the chief's reading, on every worker (``None``: no
-    record, or not asked). A collective with ``adapt_communication`` and several workers: every worker calls it at
-    the same point, before the measurement, which then times only the settings the run trains with."""
+    ``checkpoint_dir`` recorded it (``record``, the chief's :func:`launch_record`, read here when not given; its
+    micro-batches fewer, said, where they now make a global batch above ``most_batch``, a ``largest_global_batch``
+    lowered since): the chief's reading, on every worker (``None``: no record, or not asked). A collective with
+    ``adapt_communication`` and several workers: every worker calls it at the same point, before the measurement,
+    which then times only the settings the run trains with."""
     from .advice import adaptation_text, row_settings, settings_row
     from .agreement import all_gather_ints
-    from .checkpoint import recorded_settings
 
     if not settings.adapt_communication or topology.workers <= 1:
         return None
     # the chief's reading is every worker's: only it reads the record
-    recorded = recorded_settings(settings.checkpoint_dir).get("adapted_settings") if topology.chief else None
+    record = launch_record(settings, topology) if record is None else record
+    recorded = record.get("adapted_settings") if topology.chief else None
     if recorded is not None and most_batch is not None:
         recorded = _within(dict(recorded), settings, topology, most_batch)
     rows = all_gather_ints(strategy, [int(topology.chief), int(recorded is not None), *settings_row(recorded or {})])
@@ -361,7 +372,8 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
                           agree_steps: Callable[[TrainSettings], Steps]) -> Measurement:
     """The measurement before a run's first step, its advice and, with ``adapt_communication``, the settings taken
     (``agree_steps``: an epoch's steps every worker agrees on for the settings given, a collective). A resumed run
-    of ``adapt_communication`` decides first (:func:`recorded_adaptation`) and times only the wire format it took.
+    of ``adapt_communication`` decides first (:func:`recorded_adaptation`) and times only the wire format it took
+    (the chief keeps the float32 exchange its launch timed, ``asked_allreduce_seconds``, where its record has it).
     Any other run times the exchange as asked (:func:`probe_communication`), is advised (:func:`advise_communication`)
     and takes what the chief decides of it (:func:`adapt_communication`), its timing and advice then told for the
     settings taken (:func:`~.advice.adapted_timing`). A collective: every worker calls it at the same point, and
@@ -385,11 +397,15 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
         # the 16-bit format the workers agreed on stays theirs: no second gather
         return taken, replace(check_levers(taken, topology), sixteen_bit=communication.sixteen_bit), agree_steps(taken)
 
-    recorded = recorded_adaptation(strategy, settings, topology, most_batch=most_batch)
+    record = launch_record(settings, topology)
+    recorded = recorded_adaptation(strategy, settings, topology, most_batch=most_batch, record=record)
     if recorded is not None:  # decided when the run began: measured and advised (said as a launch says it) as taken
         taken, took, steps = taking(recorded) if recorded else (settings, communication, steps)
         timing = probe_communication(strategy, net, took, topology, batch=taken.batch_size,
                                      image_size=taken.sizes.final, sixteen_bit=False)
+        # the float32 exchange the launch timed before it took 16 bits, as the chief's record keeps it (not timed)
+        asked = (record.get("params") or {}).get("asked_allreduce_seconds")
+        timing.update({} if asked is None else {"asked_allreduce_seconds": float(asked)})
         # a record without 16 bits is the launch's judgement of them (timed no faster, or not to take): not advised
         kept = took if "allreduce_precision" in recorded else replace(took, sixteen_bit=took.wire)
         advice = advised(timing, taken, kept, steps, warn=bool(recorded))
