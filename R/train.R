@@ -141,7 +141,9 @@ training_formals <- intersect(training_positional, names(training_settings))
 #'   warning), ...; `communication` and `allreduce_bytes_per_step`: what the replicas exchange (the GPUs of a
 #'   machine as the workers of a cluster: `allreduce_precision` and `allreduce_pack_mb` act between them), in words
 #'   and in bytes each replica puts into the all-reduce a step (0 with one replica); with several workers
-#'   `allreduce_seconds` and `compute_seconds`: one exchange and one step's computation, each timed alone before training,
+#'   `allreduce_seconds` and `compute_seconds`: one step's exchange and computation, each timed alone before training
+#'   (`allreduce_bytes_per_step` and `allreduce_seconds` count local SGD's averages as the advice does: every one
+#'   of an epoch, its end's and checkpoints' too, over its steps),
 #'   `sixteen_bit_allreduce_seconds`: with float32 on the wire, the same exchange timed in 16 bits,
 #'   `hidden_seconds`: on GPU workers that all-reduce their gradients every step, what of the exchange a step
 #'   with packs hid, timed in the wire format the chief's timing advises and counted by the advice (CPU workers

@@ -7,7 +7,7 @@ import pytest
 
 from alexnet.environment import INTEROP_VARIABLE
 from alexnet.train.advice import ADVISED_EFFICIENCY, advise
-from alexnet.train.communication import Communication, averaged_after, averages_in_epoch
+from alexnet.train.communication import Communication, averaged_after, averages_in_epoch, averages_per_step
 from alexnet.train.levers import advise_communication
 from alexnet.train.strategy import Topology
 
@@ -48,20 +48,35 @@ def test_local_sgd_averages_where_the_estimate_counts_it():
 
 def test_the_estimate_counts_the_average_at_every_epoch_s_end():
     """sync_every = 4 in epochs of 5 steps averages twice an epoch: 2/5 of an average a step, which the estimate
-    counted as 1/4 (0.92 of linear, nothing advised, where the run would train at 0.88)."""
+    counted as 1/4 (0.92 of linear, nothing advised, where the run would train at 0.88). The exchange given is the
+    run's figure a step (its probe's, its history's), which counts them alike: an average of 1 s, 0.4 s a step."""
     comm = Communication("bfloat16", 0, 1, 4, 2)
-    advice = advise(comm, 1.0 / 4, 3.0, global_batch=64, micro_batches=5)  # an average: 1 s
+    assert comm.exchanges_per_step(5) == averages_per_step(5, 4) == 2 / 5 and comm.exchanges_per_step() == 1 / 4
+    advice = advise(comm, 2 / 5, 3.0, global_batch=64, micro_batches=5)
     assert advice.efficiency == pytest.approx(_share(3.0, 2 / 5 * 1.0)) and advice.efficiency < ADVISED_EFFICIENCY
     assert "One exchange alone takes 0.4 s a step against 3 s of computation" in advice.text
     assert "weights and momentum averaged every 4 steps; 2 averages in an epoch of 5 steps)" in advice.text
     # and after each checkpoint's step (2, 4, 5)
-    checkpointed = advise(comm, 1.0 / 4, 3.0, global_batch=64, micro_batches=5, checkpoint_every=2)
+    checkpointed = advise(comm, 3 / 5, 3.0, global_batch=64, micro_batches=5, checkpoint_every=2)
     assert checkpointed.efficiency == pytest.approx(_share(3.0, 3 / 5 * 1.0))
     # a period beyond an epoch's steps: one average an epoch, at its end
-    beyond = advise(Communication("bfloat16", 0, 1, 50, 2), 1.0 / 50, 0.5, global_batch=64, micro_batches=10)
+    beyond = advise(Communication("bfloat16", 0, 1, 50, 2), 1.0 / 10, 0.5, global_batch=64, micro_batches=10)
     assert beyond.efficiency == pytest.approx(_share(0.5, 1.0 / 10))
     # epochs of unknown steps: once in sync_every steps, as before
     assert advise(comm, 1.0 / 4, 3.0, global_batch=64).efficiency == pytest.approx(_share(3.0, 1.0 / 4))
+
+
+def test_what_a_run_reports_a_step_counts_local_sgd_s_averages_as_its_advice_does():
+    """The bytes and seconds a step of local SGD (``allreduce_bytes_per_step``, ``allreduce_seconds``: history,
+    log line, TensorBoard) counted one average every ``sync_every`` steps where the advice counted the epoch's end's
+    too: sync_every = 4 in epochs of 5 steps, 2 averages in 5 steps."""
+    comm = Communication("bfloat16", 0, 1, 4, 2)
+    average = 2 * 1000 * 2  # weights and momentum of 1,000 numbers in 16 bits
+    assert comm.bytes_per_step(1000, 5) == pytest.approx(average * 2 / 5)
+    assert comm.bytes_per_step(1000, 5, checkpoint_every=2) == pytest.approx(average * 3 / 5)
+    assert comm.bytes_per_step(1000, 8) == comm.bytes_per_step(1000) == pytest.approx(average / 4)
+    synchronous = Communication("bfloat16", 0, 1, 1, 2)  # every step, whatever the epoch
+    assert synchronous.bytes_per_step(1000, 5) == 2000 and synchronous.exchanges_per_step(5) == 1.0
 
 
 def test_the_local_steps_advised_count_the_averages_of_an_epoch():
@@ -79,7 +94,8 @@ def test_the_local_steps_advised_count_the_averages_of_an_epoch():
     # local steps that would average as often as the run's own are not advised: every 11 to 16 steps of 20 averages
     # twice an epoch
     own = Communication("bfloat16", 0, 1, 11, 2)
-    assert "sync_every" not in advise(own, 2.0 / 11, 0.5, global_batch=64, most_batch=64, micro_batches=20).settings
+    # (an average of 2 s, twice in 20 steps: 0.2 s a step, the run's figure)
+    assert "sync_every" not in advise(own, 0.2, 0.5, global_batch=64, most_batch=64, micro_batches=20).settings
 
 
 def test_post_local_sgd_is_estimated_over_its_synchronous_epochs_and_its_local_ones(monkeypatch):
@@ -112,8 +128,9 @@ def test_post_local_sgd_is_estimated_over_its_synchronous_epochs_and_its_local_o
               "compute_seconds": 1.0}
     told = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, micro_batches=8, epochs=10)
     assert told == advice
-    checkpointed = advise_communication(timing, comm, chief, global_batch=64, most_batch=1024, micro_batches=8,
-                                        epochs=10, checkpoint_every=2)
+    # checkpoints every 2 steps: 4 averages in 8 steps, which the probe's figure a step counts (an average of 1 s)
+    checkpointed = advise_communication({**timing, "allreduce_seconds": 4 / 8}, comm, chief, global_batch=64,
+                                        most_batch=1024, micro_batches=8, epochs=10, checkpoint_every=2)
     assert checkpointed.efficiency == pytest.approx(_share(1.0, 0.2 * 0.6 + 0.8 * 2 * 0.5 * 4 / 8))
 
 

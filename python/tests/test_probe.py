@@ -151,6 +151,48 @@ def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it
     # CPU workers time no step with packs (the format a relaunch's would take: the test of the chief's line)
     assert "hidden_seconds" not in measured.timing and "packs hide" not in caplog.text
 
+@pytest.mark.parametrize("adapt", [False, True])
+def test_local_sgd_s_figures_a_step_count_every_average_of_an_epoch_as_the_advice_does(adapt, monkeypatch, caplog):
+    """:func:`alexnet.train.levers.measure_communication` of local SGD every 4 steps in epochs of 10 steps (averages
+    after steps 4, 8 and 10: 0.3 a step), each average said to take a second in float32 and half that in 16 bits: the
+    bytes and seconds a step its log line, history and TensorBoard report count the averages as its advice does,
+    where they counted one in 4 steps; with ``adapt_communication`` (16 bits and 2 micro-batches taken: epochs of 5
+    steps, averages after steps 4 and 5) those of the epochs it trains with."""
+    from alexnet.model.network import build_alexnet
+    from alexnet.train import communication, levers
+    from alexnet.train.agreement import Steps
+    from alexnet.train.communication import WIRE_BYTES, averages_in_epoch
+    from alexnet.train.settings_check import check_settings
+
+    monkeypatch.setattr(communication, "time_all_reduce", lambda strategy, shapes, sent, options, repeats=3:
+                        1.0 if sent == "float32" else 0.5)
+    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    settings = check_settings({"sync_every": 4, "adapt_communication": adapt, "largest_global_batch": 4,
+                               "batch_size": 1, "image_size": 64, "dense_units": 32})
+    steps = Steps(train=10, validate=False, validation=None, train_images=2000)
+    net = build_alexnet(4, dense_units=32)
+    measured = levers.measure_communication(
+        tf.distribute.get_strategy(), net, settings, levers.check_levers(settings, CHIEF), CHIEF, steps,
+        lambda taken: replace(steps, train=10 // taken.accumulate_steps))
+    took, trained = measured.communication, measured.steps.train
+    assert (took.wire, took.accumulate, trained) == (("bfloat16", 2, 5) if adapt else ("float32", 1, 10))
+    per_step = averages_in_epoch(trained, 4) / trained  # 0.3, or 0.4 in epochs of 5
+    average = 1.0 if took.wire == "float32" else 0.5
+    timing = measured.timing
+    assert timing["allreduce_seconds"] == pytest.approx(average * per_step)
+    assert timing["bytes_per_step"] == pytest.approx(2 * levers.parameter_count(net) * WIRE_BYTES[took.wire] *
+                                                     per_step)
+    assert took.bytes_per_step(levers.parameter_count(net), trained) == timing["bytes_per_step"]  # the history's
+    # the advice's exchange a step is the same figure
+    advice = measured.advice
+    assert advice is not None and f"One exchange alone takes {timing['allreduce_seconds']:.3g} s a step" in \
+        advice.text, advice.text
+    compute = timing["compute_seconds"]
+    assert advice.efficiency == pytest.approx(compute / (compute + timing["allreduce_seconds"]))
+    if not adapt:  # the probe's line, of the steps it trains
+        assert f"MB a step in float32, {average * per_step:.3f} s alone" in caplog.text, caplog.text
+
+
 @pytest.mark.workers
 @pytest.mark.long  # over 20 s
 def test_a_relaunched_adapted_run_times_only_the_exchange_it_took_and_trains_on_with_it(tmp_path):

@@ -17,7 +17,7 @@ from typing import TypedDict
 
 from ..checks import count_text, held_text, shown
 from .batch_bound import LARGEST_GLOBAL_BATCH, held_back
-from .communication import MB, WIRE_FORMATS, Communication, averages_in_epoch
+from .communication import MB, WIRE_FORMATS, Communication, averages_in_epoch, averages_per_step
 
 #: The share of linear scaling below which a multi-worker run is told which settings would send less: the
 #: computation of a step against the same computation plus one exchange alone, as if nothing overlapped.
@@ -120,11 +120,8 @@ class _Exchange:
         return max(1, self.micro_batches // (accumulate if self.whole_epochs else self.accumulate))
 
     def local(self, accumulate: int, every: int) -> float:
-        """Local SGD's averages, once in ``every`` steps, in seconds a step: every average an epoch takes, its last
-        step's and the checkpoints' too (:func:`~.communication.averages_in_epoch`)."""
-        steps = self.steps(accumulate)
-        averages = 1 / every if steps is None else averages_in_epoch(steps, every, self.checkpoint_every) / steps
-        return 2 * self.gradients * averages
+        """Local SGD's averages once in ``every`` steps, seconds a step (:func:`~.communication.averages_per_step`)."""
+        return 2 * self.gradients * averages_per_step(self.steps(accumulate), every, self.checkpoint_every)
 
     def split(self, every: int) -> tuple[int, float, float]:
         """The epochs trained synchronously before local SGD of ``every`` steps (``every`` 1: every epoch, said 0),
@@ -158,7 +155,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
            checkpoint_every: int | None = None, synchronous_seconds: float | None = None,
            epochs: int | None = None) -> Advice | None:
     """Advice for a run of ``communication`` whose exchange alone takes ``exchange_seconds`` per optimizer step
-    (a step's gradients; with local SGD, one average over ``sync_every``) and whose step computes for
+    (a step's gradients; with local SGD, its averages a step in epochs of ``micro_batches``:
+    :meth:`~.communication.Communication.exchanges_per_step`, as the run reports them) and whose step computes for
     ``compute_seconds`` (every micro-batch of it) with ``global_batch`` images over every worker; ``None`` with
     one worker or nothing measured.
 
@@ -194,11 +192,13 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
         return None
     local_sgd = communication.local_sgd
     every = communication.sync_every if local_sgd else 1
+    measured = _Exchange(0.0, 0.0, communication.accumulate, communication.local_after, epochs, micro_batches,
+                         whole_epochs, checkpoint_every)
     # the synchronous exchange of one optimizer step's gradients (half an average of local SGD's, untimed)
-    gradients = exchange_seconds * (communication.sync_every / 2 if local_sgd else 1.0)
+    gradients = exchange_seconds / (2 * communication.exchanges_per_step(
+        measured.steps(communication.accumulate), checkpoint_every) if local_sgd else 1.0)
     synchronous = synchronous_seconds if local_sgd and synchronous_seconds is not None else gradients
-    measured = _Exchange(synchronous, gradients, communication.accumulate, communication.local_after, epochs,
-                         micro_batches, whole_epochs, checkpoint_every)
+    measured = replace(measured, synchronous=synchronous, gradients=gradients)
     efficiency = _share(compute_seconds, measured.per_step(communication.accumulate, every))
     said = _said(communication, measured, compute_seconds, efficiency)
     if efficiency >= ADVISED_EFFICIENCY:
@@ -379,21 +379,22 @@ def adaptation_text(taken: Mapping[str, object]) -> str:
     return f"With `adapt_communication` the run took {said}."
 
 
-def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication,
-                   parameters: int) -> dict[str, float]:
+def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication, parameters: int,
+                   steps: tuple[int, int] | None = None, checkpoint_every: int | None = None) -> dict[str, float]:
     """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.levers.probe_communication`), told
     for the settings ``after`` it took with ``adapt_communication``: the exchange in the 16-bit format when that was
     taken (the probe timed it; the exchange as ``before`` sends it kept as ``asked_allreduce_seconds``), its bytes,
-    and the computation of ``after``'s micro-batches."""
-    told = dict(timing)
-    ratio = 1.0
+    local SGD's averages a step in the epochs of ``after`` (``steps``: an epoch's steps before and after), and the
+    computation of ``after``'s micro-batches."""
+    told, ratio, (was_steps, steps_after) = dict(timing), 1.0, steps or (None, None)
     if after.wire != before.wire and "sixteen_bit_allreduce_seconds" in told:
         told["asked_allreduce_seconds"] = told["allreduce_seconds"]
         ratio = told.pop("sixteen_bit_allreduce_seconds") / told["allreduce_seconds"]
-    for prefix, phase in (("", after), ("synchronous_", after.at_epoch(0))):
+    for prefix, was, phase in (("", before, after), ("synchronous_", before.at_epoch(0), after.at_epoch(0))):
         if f"{prefix}allreduce_seconds" in told:
-            told[f"{prefix}allreduce_seconds"] *= ratio
-            told[f"{prefix}bytes_per_step"] = phase.bytes_per_step(parameters)
+            told[f"{prefix}allreduce_seconds"] *= ratio * (phase.exchanges_per_step(steps_after, checkpoint_every) /
+                                                           was.exchanges_per_step(was_steps, checkpoint_every))
+            told[f"{prefix}bytes_per_step"] = phase.bytes_per_step(parameters, steps_after, checkpoint_every)
     if "compute_seconds" in told:
         told["compute_seconds"] *= after.accumulate / before.accumulate
     return told

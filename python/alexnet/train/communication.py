@@ -141,14 +141,19 @@ class Communication:
         gradients, or with local SGD the weights' changes and the momentum."""
         return list(shapes) * (2 if self.local_sgd else 1)
 
-    def bytes_per_step(self, parameters: int) -> float:
+    def exchanges_per_step(self, steps: int | None = None, checkpoint_every: int | None = None) -> float:
+        """The exchanges of an optimizer step: one, or with local SGD its averages in an epoch of ``steps`` steps
+        (:func:`averages_per_step`, ``checkpoint_every`` as it takes it)."""
+        return averages_per_step(steps, self.sync_every, checkpoint_every) if self.local_sgd else 1.0
+
+    def bytes_per_step(self, parameters: int, steps: int | None = None, checkpoint_every: int | None = None) -> float:
         """Bytes each replica puts into the all-reduce per optimizer step, for a model of ``parameters`` numbers: the
-        gradients every step, or with local SGD the weights and momentum every ``sync_every`` steps (0 with one
-        replica)."""
+        gradients every step, or with local SGD the weights and momentum at every average of an epoch of ``steps``
+        steps (:meth:`exchanges_per_step`; 0 with one replica)."""
         if not self.exchanging:
             return 0.0
         if self.local_sgd:
-            return 2.0 * parameters * self.wire_bytes / self.sync_every
+            return 2.0 * parameters * self.wire_bytes * self.exchanges_per_step(steps, checkpoint_every)
         return float(parameters * self.wire_bytes)
 
     def describe(self) -> str:
@@ -185,6 +190,16 @@ def averages_in_epoch(steps: int, every: int, checkpoint_every: int | None = Non
         count += steps // checkpoint - steps // math.lcm(every, checkpoint)
     counted = steps % every == 0 or (checkpoint > 0 and steps % checkpoint == 0)
     return count + (0 if counted else 1)  # the epoch's last step, when no multiple counted it
+
+
+def averages_per_step(steps: int | None, every: int, checkpoint_every: int | None = None) -> float:
+    """Local SGD's averages a step, once in ``every`` steps, in epochs of ``steps`` steps: every average of
+    :func:`averages_in_epoch` (the epoch's end's and the checkpoints' too) over its steps (``sync_every`` = 4 in
+    epochs of 5 steps: 2/5, not 1/4); ``1 / every`` where ``steps`` is not known. What the run reports a step and
+    what its advice counts (:func:`~.advice.advise`) both come from it."""
+    if steps is None:
+        return 1 / every
+    return averages_in_epoch(steps, every, checkpoint_every) / steps
 
 
 def alone(gradients: list[Any]) -> list[Any]:

@@ -117,11 +117,13 @@ def parameter_count(net: keras.Model) -> int:
 
 
 def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
-                        topology: Topology, *, batch: int, image_size: int,
-                        sixteen_bit: bool = True) -> dict[str, float]:
+                        topology: Topology, *, batch: int, image_size: int, sixteen_bit: bool = True,
+                        steps: int | None = None, checkpoint_every: int | None = None) -> dict[str, float]:
     """What one optimizer step exchanges and how long that takes alone, measured once before training on a
     multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
-    step; a collective, so every worker measures it); with post-local SGD, those of local SGD's epochs, and
+    step, with local SGD its averages in epochs of ``steps`` steps as the advice counts them:
+    :meth:`~.communication.Communication.exchanges_per_step`; a collective, so every worker measures it); with
+    post-local SGD, those of local SGD's epochs, and
     ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
     before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire, and ``sixteen_bit``: a run whose settings
     are decided, a resumed run of ``adapt_communication``, times only the exchange it trains with): the same
@@ -146,8 +148,8 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
     def timed(prefix: str, phase: Communication) -> dict[str, float]:
         exchange = time_all_reduce(strategy, phase.exchanged(shapes), phase.wire, phase.options(), repeats=2)
-        return {f"{prefix}bytes_per_step": phase.bytes_per_step(parameters),
-                f"{prefix}allreduce_seconds": exchange / (phase.sync_every if phase.local_sgd else 1)}
+        return {f"{prefix}bytes_per_step": phase.bytes_per_step(parameters, steps, checkpoint_every),
+                f"{prefix}allreduce_seconds": exchange * phase.exchanges_per_step(steps, checkpoint_every)}
 
     timing = timed("", communication)
     if communication.wire == "float32" and sixteen_bit:  # what 16 bits would gain on this link, for the advice
@@ -383,14 +385,16 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
 
     communication = agree_on_sixteen_bit(strategy, communication, topology)
     most_batch = largest_batch(steps.train_images, settings.largest_global_batch)
-    micro_batches, parameters = settings.accumulate_steps * steps.train, parameter_count(net)
+    parameters = parameter_count(net)
 
     def advised(timing: dict[str, float], taken: TrainSettings, communication: Communication, steps: Steps,
                 warn: bool = True) -> Advice | None:
+        # an epoch's micro-batches of the steps timed: the advice counts local SGD's averages in them as the probe
         return advise_communication(timing, communication, topology, global_batch=topology.global_batch(
             taken.step_batch), most_batch=most_batch, rate_scaled=taken.lr_scaling != "none", warn=warn,
-            micro_batches=micro_batches, whole_epochs=taken.steps_per_epoch is None, parameters=parameters,
-            train_images=steps.train_images, epochs=taken.epochs, checkpoint_every=taken.checkpoint_every)
+            micro_batches=taken.accumulate_steps * steps.train, whole_epochs=taken.steps_per_epoch is None,
+            parameters=parameters, train_images=steps.train_images, epochs=taken.epochs,
+            checkpoint_every=taken.checkpoint_every)
 
     def taking(adapted: Adapted) -> tuple[TrainSettings, Communication, Steps]:
         taken = replace(settings, **adapted)
@@ -401,8 +405,9 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
     recorded = recorded_adaptation(strategy, settings, topology, most_batch=most_batch, record=record)
     if recorded is not None:  # decided when the run began: measured and advised (said as a launch says it) as taken
         taken, took, steps = taking(recorded) if recorded else (settings, communication, steps)
-        timing = probe_communication(strategy, net, took, topology, batch=taken.batch_size,
-                                     image_size=taken.sizes.final, sixteen_bit=False)
+        timing = probe_communication(strategy, net, took, topology, batch=taken.batch_size, sixteen_bit=False,
+                                     image_size=taken.sizes.final, steps=steps.train,
+                                     checkpoint_every=taken.checkpoint_every)
         # the float32 exchange the launch timed before it took 16 bits, as the chief's record keeps it (not timed)
         asked = (record.get("params") or {}).get("asked_allreduce_seconds")
         timing.update({} if asked is None else {"asked_allreduce_seconds": float(asked)})
@@ -411,11 +416,14 @@ def measure_communication(strategy: tf.distribute.Strategy, net: keras.Model, se
         advice = advised(timing, taken, kept, steps, warn=bool(recorded))
         return Measurement(taken, took, steps, timing, advice, recorded, most_batch)
     timing = probe_communication(strategy, net, communication, topology, batch=settings.batch_size,
-                                 image_size=settings.sizes.final)
+                                 image_size=settings.sizes.final, steps=steps.train,
+                                 checkpoint_every=settings.checkpoint_every)
     advice = advised(timing, settings, communication, steps, warn=not settings.adapt_communication)
     adapted = adapt_communication(strategy, settings, advice, topology, steps=steps.train)
     if not adapted:
         return Measurement(settings, communication, steps, timing, advice, adapted, most_batch)
-    taken, took, steps = taking(adapted)  # the measurement and its advice told again for the settings taken
-    timing = adapted_timing(timing, communication, took, parameters)
+    taken, took, after = taking(adapted)  # the measurement and its advice told again for the settings taken
+    timing = adapted_timing(timing, communication, took, parameters, steps=(steps.train, after.train),
+                            checkpoint_every=taken.checkpoint_every)
+    steps = after
     return Measurement(taken, took, steps, timing, advised(timing, taken, took, steps), adapted, most_batch)

@@ -264,7 +264,8 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
         "communication_advice": None if advice is None else " ".join(
             [*([adaptation_text(adapted)] if settings.adapt_communication else []), advice.text]),
         "adapted_settings": adapted, "micro_batches_up_to": most_batch if topo.workers > 1 else None,
-        "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net))}
+        "allreduce_bytes_per_step": communication.bytes_per_step(parameter_count(net), steps.train,
+                                                                 settings.checkpoint_every)}
     worker_batch = topo.worker_batch(settings.step_batch)
     if topo.chief and settings.checkpoint_every is not None and settings.checkpoint_every >= steps.train:
         logger.warning("`checkpoint_every` = %d is not below the %s of an epoch: no checkpoint is written inside an "

@@ -56,8 +56,9 @@ class TensorBoardLog(keras.callbacks.Callback):
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
     excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``); with
     ``communication`` (a multi-worker run's probe, :func:`alexnet.train.levers.probe_communication`), also
-    ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone; with post-local SGD, synchronous
-    training's in its epochs, local SGD's after them) and ``hidden_fraction``: the share
+    ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone, with local SGD every average of an
+    epoch over its steps, as the advice counts them; with post-local SGD, synchronous training's in its epochs,
+    local SGD's after them) and ``hidden_fraction``: the share
     of it hidden behind computation, estimated from the epoch's seconds a step, the compute seconds a step measured
     alone at the final image size and the exchange alone (``1 - max(0, step - compute) / exchange``, between 0 and
     1; written for the epochs at the final size).
