@@ -544,7 +544,7 @@ def test_cpu_workers_are_advised_packs_when_they_run_two_inter_op_threads(monkey
 
 
 def test_the_probes_step_with_packs_sends_the_chiefs_wire_on_every_worker_or_runs_nowhere(monkeypatch):
-    from alexnet.train import agreement, levers
+    from alexnet.train import agreement, probe
     from alexnet.train.strategy import Topology
 
     worker = Topology("multi_worker", 2, 2, 1, False, 1, False)
@@ -559,19 +559,19 @@ def test_the_probes_step_with_packs_sends_the_chiefs_wire_on_every_worker_or_run
         return np.array(rows)
 
     monkeypatch.setattr(agreement, "all_gather_ints", gather)
-    monkeypatch.setattr(levers, "packed_step_timed", lambda topology: True)
+    monkeypatch.setattr(probe, "packed_step_timed", lambda topology: True)
     rows = [[1, 1, 1], [0, 1, 0]]  # rows: chief, its step with packs timed (GPUs), 16 bits advised
-    assert levers.packed_step_wire(strategy, comm, worker, timing) == "bfloat16"
+    assert probe.packed_step_wire(strategy, comm, worker, timing) == "bfloat16"
     assert sent == [[0, 1, 0]]  # what this worker told the others
     rows = [[1, 1, 0], [0, 1, 1]]
     faster = {**timing, "sixteen_bit_allreduce_seconds": 0.5}  # this worker's would send 16 bits, the chief's not
-    assert levers.packed_step_wire(strategy, comm, worker, faster) == "float32"
+    assert probe.packed_step_wire(strategy, comm, worker, faster) == "float32"
     # a worker that times no step with packs (its CPUs): no worker runs the step
     rows = [[1, 0, 1], [0, 1, 1]]
-    assert levers.packed_step_wire(strategy, comm, worker, timing) is None
+    assert probe.packed_step_wire(strategy, comm, worker, timing) is None
     # local SGD averages weights, not a step's gradients: nothing to time, nothing gathered
     sent.clear()
-    assert levers.packed_step_wire(strategy, replace(comm, sync_every=4), worker, timing) is None
+    assert probe.packed_step_wire(strategy, replace(comm, sync_every=4), worker, timing) is None
     assert sent == []
 
 

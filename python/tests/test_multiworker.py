@@ -1485,10 +1485,10 @@ def _worker(config_path: str) -> None:
         precisions.cpu_flags = lambda: frozenset({"avx2", "avx512_bf16"})
         measure.model_timer = lambda *args, **kwargs: dict(config["fake_rates"]).__getitem__
     if config.get("fake_wire"):
-        from alexnet.train import advice, levers
+        from alexnet.train import advice, probe
 
         advice.faster_wire = lambda *args: config["fake_wire"]
-        levers.packed_step_timed = lambda topology: True  # as GPU workers: the probe times a step with packs
+        probe.packed_step_timed = lambda topology: True  # as GPU workers: the probe times a step with packs
     batches = _record_batches() if config.get("epoch_weights") else None
     out = Path(config["out"])
     try:

@@ -1,4 +1,4 @@
-"""The measurement a multi-worker run takes before its first step (:func:`alexnet.train.levers.probe_communication`):
+"""The measurement a multi-worker run takes before its first step (:func:`alexnet.train.probe.probe_communication`):
 what the chief's line says of it, and what a relaunched run of ``adapt_communication`` times.
 
 The two-worker run is this file started twice as a script (see the bottom), two processes with their own TF_CONFIG on
@@ -58,7 +58,7 @@ def test_the_chiefs_line_names_the_wire_format_of_each_figure_it_timed(wire, sec
 
     monkeypatch.setattr(communication, "time_all_reduce", lambda strategy, shapes, sent, options, repeats=3:
                         seconds[sent])
-    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    caplog.set_level(logging.INFO, logger="alexnet.train")
     net = build_alexnet(4, dense_units=32)
     asked = replace(Communication(workers=2), wire=wire)
     timing = levers.probe_communication(tf.distribute.get_strategy(), net, asked, GPU_CHIEF, batch=1, image_size=64,
@@ -85,7 +85,7 @@ def test_cpu_workers_time_no_step_with_packs_whose_figure_the_advice_would_not_c
     monkeypatch.setattr(communication, "time_all_reduce", lambda strategy, shapes, sent, options, repeats=3:
                         {"float32": 2.0, "bfloat16": 1.0}[sent])
     monkeypatch.setattr(communication, "all_reduce", lambda *args: pytest.fail("a step with packs was timed"))
-    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    caplog.set_level(logging.INFO, logger="alexnet.train")
     assert levers.overlaps(CHIEF) == (threads == "2")
     timing = levers.probe_communication(tf.distribute.get_strategy(), build_alexnet(4, dense_units=32),
                                         Communication(workers=2), CHIEF, batch=1, image_size=64)
@@ -131,7 +131,7 @@ def test_a_resumed_adapted_run_decides_before_it_measures_and_times_only_what_it
     settings = check_settings({"adapt_communication": True, "checkpoint_dir": str(folder), "batch_size": 1,
                                "image_size": 64, "dense_units": 32})
     steps = Steps(train=100, validate=False, validation=None, train_images=200)
-    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    caplog.set_level(logging.INFO, logger="alexnet.train")
     measured = levers.measure_communication(tf.distribute.get_strategy(), build_alexnet(4, dense_units=32), settings,
                                             levers.check_levers(settings, CHIEF), CHIEF, steps, lambda taken: steps)
     assert said == timed
@@ -166,7 +166,7 @@ def test_local_sgd_s_figures_a_step_count_every_average_of_an_epoch_as_the_advic
 
     monkeypatch.setattr(communication, "time_all_reduce", lambda strategy, shapes, sent, options, repeats=3:
                         1.0 if sent == "float32" else 0.5)
-    caplog.set_level(logging.INFO, logger="alexnet.train.levers")
+    caplog.set_level(logging.INFO, logger="alexnet.train")
     settings = check_settings({"sync_every": 4, "adapt_communication": adapt, "largest_global_batch": 4,
                                "batch_size": 1, "image_size": 64, "dense_units": 32})
     steps = Steps(train=10, validate=False, validation=None, train_images=2000)

@@ -18,7 +18,7 @@ per lever set and link, has the images per second of N workers, the scaling effi
 left exposed (``tN - t1``), the CPU seconds a worker's step took beyond a lone worker's (the collective's own work on
 the worker's CPUs: what of the exposed time is not waiting for the link), the all-reduce alone, the share of it hidden
 behind computation, the bytes all-reduced per step, and the efficiency the run estimated before training from its
-own probe (:func:`alexnet.train.levers.probe_communication`: a step's computation against the same plus the exchange
+own probe (:func:`alexnet.train.probe.probe_communication`: a step's computation against the same plus the exchange
 alone) with what the probe's step with packs hid (``probe_hidden_seconds``, where packs overlap). From the shaped
 links' rows, :mod:`.projection` projects the efficiency at 2 to 256 workers for the step times given
 (``step_seconds``: a GPU's, say) beside MXNet's published AlexNet scaling. The rows, their projections and the summary

@@ -4,7 +4,7 @@
 (from the ``TF_CONFIG`` its process was started with; the default strategy when it trains alone) and returns what
 the ``scaling`` and ``time_to_accuracy`` stages read: the seconds of every training step, the history, and the
 seconds one exchange of the run's all-reduce takes alone on the same link, as the run's own probe timed it before
-training (:func:`alexnet.train.levers.probe_communication`).
+training (:func:`alexnet.train.probe.probe_communication`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a multi-worker run's measurements before training say about its communication, and what a run of
 ``adapt_communication`` takes of it.
 
-:func:`advise` turns the exchange and the computation a run timed (:func:`alexnet.train.levers.probe_communication`)
+:func:`advise` turns the exchange and the computation a run timed (:func:`alexnet.train.probe.probe_communication`)
 into the settings of :mod:`.communication` that would keep its workers busy, in the order the training article's
 "How to choose" gives, micro-batches up to the global batch AlexNet keeps its accuracy at on the run's images
 (:func:`~.batch_bound.largest_batch`); with ``adapt_communication`` the run takes those that change how the
@@ -176,8 +176,8 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     changes what is learnt and is only named with the measurement its cost in accuracy needs. ``sixteen_bit_seconds``,
     the same exchange timed in 16 bits, says what 16 bits gain (:func:`faster_wire`); without it, half the time is
     assumed. ``hidden_seconds``: the seconds of the exchange a step with packs hid behind its backward pass, timed in
-    the wire format advised (:func:`alexnet.train.levers.probe_communication`; timed and passed on GPUs only, see
-    :func:`alexnet.train.levers.packed_step_timed`); where packs overlap (the run's own or
+    the wire format advised (:func:`alexnet.train.probe.probe_communication`; timed and passed on GPUs only, see
+    :func:`alexnet.train.probe.packed_step_timed`); where packs overlap (the run's own or
     those advised) the estimate counts only the rest as exposed, so that fewer micro-batches (a smaller global batch,
     which learns better) are advised; a step of micro-batches hides as much, behind its last. Without it packs are
     credited nothing. Otherwise bytes and seconds are taken as proportional. ``rate_scaled``: does the run's
@@ -381,7 +381,7 @@ def adaptation_text(taken: Mapping[str, object]) -> str:
 
 def adapted_timing(timing: Mapping[str, float], before: Communication, after: Communication, parameters: int,
                    steps: tuple[int, int] | None = None, checkpoint_every: int | None = None) -> dict[str, float]:
-    """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.levers.probe_communication`), told
+    """A probe's ``timing`` of a run of ``before`` (see :func:`alexnet.train.probe.probe_communication`), told
     for the settings ``after`` it took with ``adapt_communication``: the exchange in the 16-bit format when that was
     taken (the probe timed it; the exchange as ``before`` sends it kept as ``asked_allreduce_seconds``), its bytes,
     local SGD's averages a step in the epochs of ``after`` (``steps``: an epoch's steps before and after), and the

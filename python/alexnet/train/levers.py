@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..checks import count_text
 from ..declare import declaration
-from ..environment import interop_threads
 from .advice import ADVISED_EFFICIENCY, Adapted, Advice, advise
 from .batch_bound import large_batch_warning
 from .communication import Communication, check_wire, sixteen_bit_wire
+from .probe import overlaps, packed_step_timed, parameter_count, probe_communication
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -111,140 +111,6 @@ def install_levers(strategy: tf.distribute.Strategy, net: keras.Model, optimizer
                      steps_per_epoch, settings.checkpoint_every)]
 
 
-def parameter_count(net: keras.Model) -> int:
-    """The numbers ``net`` trains: what a step's gradients carry."""
-    return int(sum(w.shape.num_elements() for w in net.trainable_weights))
-
-
-def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, communication: Communication,
-                        topology: Topology, *, batch: int, image_size: int, sixteen_bit: bool = True,
-                        steps: int | None = None, checkpoint_every: int | None = None) -> dict[str, float]:
-    """What one optimizer step exchanges and how long that takes alone, measured once before training on a
-    multi-worker run (empty alone): ``bytes_per_step``, ``allreduce_seconds`` (one exchange alone, per optimizer
-    step, with local SGD its averages in epochs of ``steps`` steps as the advice counts them:
-    :meth:`~.communication.Communication.exchanges_per_step`; a collective, so every worker measures it); with
-    post-local SGD, those of local SGD's epochs, and
-    ``synchronous_epochs``, ``synchronous_bytes_per_step`` and ``synchronous_allreduce_seconds`` for the epochs
-    before them; ``sixteen_bit_allreduce_seconds`` (float32 on the wire, and ``sixteen_bit``: a run whose settings
-    are decided, a resumed run of ``adapt_communication``, times only the exchange it trains with): the same
-    exchange in the 16-bit format the devices sum (``communication.sixteen_bit``); and ``compute_seconds``: a forward
-    and backward pass of ``batch`` images a replica at ``image_size`` pixels, times ``accumulate_steps``, without
-    any exchange (each worker its own; the advice of :func:`advise_communication` and TensorBoard's hidden share
-    are estimated from them); on GPU workers that synchronise every step (:func:`packed_step_wire`),
-    ``hidden_seconds``: what of the exchange one such pass, followed by the all-reduce of its gradients in the packs
-    of the run (or those advised) and the wire format the chief's timing advises, hid: the pass and the exchange
-    alone, less that step, at least 0 and at most the exchange."""
-    import time
-
-    from ..tfimport import tf
-    from .advice import ADVISED_PACK_MB
-    from .communication import all_reduce, time_all_reduce
-    from .watchdog import TRACE_GRACE, watching
-
-    if topology.workers <= 1:
-        return {}
-    shapes = [tuple(int(d) for d in w.shape) for w in net.trainable_weights]
-    parameters = parameter_count(net)
-
-    def timed(prefix: str, phase: Communication) -> dict[str, float]:
-        exchange = time_all_reduce(strategy, phase.exchanged(shapes), phase.wire, phase.options(), repeats=2)
-        return {f"{prefix}bytes_per_step": phase.bytes_per_step(parameters, steps, checkpoint_every),
-                f"{prefix}allreduce_seconds": exchange * phase.exchanges_per_step(steps, checkpoint_every)}
-
-    timing = timed("", communication)
-    if communication.wire == "float32" and sixteen_bit:  # what 16 bits would gain on this link, for the advice
-        sixteen = replace(communication, wire=communication.sixteen_bit)
-        timing["sixteen_bit_allreduce_seconds"] = timed("", sixteen)["allreduce_seconds"]
-    first = communication.at_epoch(0)
-    if first != communication:  # post-local SGD: synchronous epochs first
-        timing.update(timed("synchronous_", first), synchronous_epochs=float(communication.local_after))
-    images = tf.zeros([batch, image_size, image_size, 3], tf.uint8)
-
-    def step(exchange: Callable[[list[Any]], list[Any]]) -> float:
-        """The shortest of two timed steps (after one warm-up) of a replica's forward and backward pass whose
-        gradients then go through ``exchange``."""
-
-        @tf.function
-        def once() -> Any:
-            def replica() -> Any:
-                with tf.GradientTape() as tape:
-                    # the cost of the real loss's backward pass: every layer's gradient (the loss itself is small)
-                    loss = -tf.reduce_mean(tf.math.log(tf.cast(net(images, training=True), tf.float32) + 1e-7))
-                grads = exchange(tape.gradient(loss, net.trainable_variables))
-                return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])
-
-            return strategy.run(replica)
-
-        seconds = []
-        for k in range(3):
-            start = time.perf_counter()
-            with watching("a timed step of the workers", TRACE_GRACE if k == 0 else 0.0):
-                float(strategy.experimental_local_results(once())[0])
-            seconds.append(time.perf_counter() - start)
-        return min(seconds[1:])
-
-    backward = step(list)
-    timing["compute_seconds"] = backward * communication.accumulate
-    wire = packed_step_wire(strategy, communication, topology, timing)
-    if wire is not None:
-        alone = timing["allreduce_seconds"] if wire == communication.wire else timing["sixteen_bit_allreduce_seconds"]
-        packed = replace(communication, wire=wire, pack_mb=communication.pack_mb or ADVISED_PACK_MB)
-        options = packed.options()
-        together = step(lambda grads: all_reduce(grads, wire, options))
-        timing["hidden_seconds"] = min(alone, max(0.0, backward + alone - together))
-    logger.info("Communication: %s.", _probed_text(timing, communication, wire))
-    return timing
-
-
-def _probed_text(timing: Mapping[str, float], communication: Communication, packed: str | None) -> str:
-    """What :func:`probe_communication` timed, each figure with the wire format it is of: the exchange as the run
-    sends it, the same in 16 bits when that was timed, and what the step with packs (sent in ``packed``) hid."""
-    said = (f"{timing['bytes_per_step'] / 1e6:.1f} MB a step in {communication.wire}, "
-            f"{timing['allreduce_seconds']:.3f} s alone")
-    if "sixteen_bit_allreduce_seconds" in timing:
-        said += f" ({communication.sixteen_bit}: {timing['sixteen_bit_allreduce_seconds']:.3f} s alone)"
-    said += f"; compute {timing['compute_seconds']:.3f} s a step"
-    if "hidden_seconds" in timing:
-        said += f"; packs hide {timing['hidden_seconds']:.3f} s of the {packed} exchange"
-    return said
-
-
-def packed_step_wire(strategy: tf.distribute.Strategy, communication: Communication, topology: Topology,
-                     timing: Mapping[str, float]) -> str | None:
-    """The wire format of :func:`probe_communication`'s step with packs, the same on every worker (``None``: no
-    worker runs it). It runs where every worker times it (:func:`packed_step_timed`) and the workers synchronise
-    every step, in the format the chief's ``timing`` advises (:func:`~.advice.faster_wire`;
-    the run's own where its 16-bit exchange was not timed): each worker times the exchanges on its own, and timings
-    a few per cent apart may fall on both sides of :data:`~.advice.SIXTEEN_BIT_GAIN`, while one all-reduce must
-    carry one format. A collective: every worker calls it at the same point."""
-    from .advice import faster_wire
-    from .agreement import all_gather_ints
-
-    if communication.local_sgd:
-        return None
-    own = (faster_wire(communication, timing["allreduce_seconds"], timing["sixteen_bit_allreduce_seconds"])
-           if "sixteen_bit_allreduce_seconds" in timing else communication.wire)
-    rows = all_gather_ints(strategy, [int(topology.chief), int(packed_step_timed(topology)),
-                                      int(own != communication.wire)])
-    if not all(row[1] for row in rows):
-        return None
-    chief = next((row for row in rows if row[0]), rows[0])
-    return communication.sixteen_bit if chief[2] else communication.wire
-
-
-def overlaps(topology: Topology) -> bool:
-    """Does a pack's all-reduce run while the backward pass computes on ``topology``'s devices: on GPUs, and on CPUs
-    whose process runs two or more inter-op threads (:func:`alexnet.environment.interop_threads`)?"""
-    return topology.gpu or interop_threads() >= 2
-
-
-def packed_step_timed(topology: Topology) -> bool:
-    """Does :func:`probe_communication` time a step with packs on ``topology``'s devices, and the advice count what
-    it hid: on GPUs. Not on CPUs, even where packs overlap (:func:`overlaps`): the collective's work shares their
-    cores, and what such a step hid varied from one probe to the next of the same workers (all, then none)."""
-    return topology.gpu
-
-
 def warn_of_averages_beyond_an_epoch(settings: TrainSettings, topology: Topology, steps: int) -> None:
     """Warn (the chief) when local SGD's ``sync_every`` is more steps than an epoch has: the weights are averaged at
     every epoch's end as well, so every ``steps`` steps (which the communication estimate counts), more often than
@@ -263,7 +129,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
     """The :func:`~.advice.advise` of a multi-worker run from its :func:`probe_communication` (``None`` alone), with
     micro-batches up to a global batch of ``most_batch`` (:func:`~.batch_bound.largest_batch` of its ``train_images``)
     and the rest of its arguments as :func:`~.advice.advise` takes them; what a step with packs hid counted where
-    the probe times it (:func:`packed_step_timed`). The chief logs it: a warning when settings are advised and
+    the probe times it (:func:`~.probe.packed_step_timed`). The chief logs it: a warning when settings are advised and
     ``warn`` (false: a run about to take its advice), or when none is left to advise and the workers would still
     wait for the network for more than a tenth of a step, else one line."""
     if "compute_seconds" not in timing:

@@ -55,7 +55,7 @@ class TensorBoardLog(keras.callbacks.Callback):
     (``loss``, ``accuracy``, ``top5_accuracy`` only with :data:`TOP5_MIN_CLASSES` classes or more, the ``val_``
     ones), ``learning_rate``, ``images_per_second`` (training images of every worker per second, validation
     excluded) and ``image_size``, the rate and size from the run's schedule (``rates``, ``sizes``); with
-    ``communication`` (a multi-worker run's probe, :func:`alexnet.train.levers.probe_communication`), also
+    ``communication`` (a multi-worker run's probe, :func:`alexnet.train.probe.probe_communication`), also
     ``allreduce_mb_per_step``, ``allreduce_seconds`` (one step's exchange alone, with local SGD every average of an
     epoch over its steps, as the advice counts them; with post-local SGD, synchronous training's in its epochs,
     local SGD's after them) and ``hidden_fraction``: the share
