@@ -18,6 +18,7 @@ import logging
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -225,8 +226,20 @@ class Child:
             known = bool(error.get("known"))
             message = str(error["message"]) if known else f"{error['type']}: {error['message']}"
         except (OSError, ValueError, KeyError, AttributeError):
-            message = f"its process ended with exit code {code} without a result"
+            message = f"its process {ended_text(code)} without a result"
         raise self._error(message, code, known)
+
+
+def ended_text(code: int | None) -> str:
+    """How a process with exit code ``code`` ended, for an error: a negative code is the signal that killed it
+    (``was killed by signal 9 (SIGKILL)``: out of memory, or killed by hand), else ``ended with exit code 1``."""
+    if code is not None and code < 0:
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"was killed by signal {-code}{name}"
+    return f"ended with exit code {code}"
 
 
 def start_child(function: Callable[..., Any], *args: Any, what: str = "a child process", python: str | None = None,

@@ -161,3 +161,16 @@ def test_a_killed_workers_temporary_files_go_with_its_folder_at_the_next_workers
     assert not killed.exists(), "the next worker's start removes the folder of the killed one"
     assert marks[5].exists(), "the folder of a worker still running stays"
     assert sorted(p.name.split("-")[1] for p in tmp_path.glob("alexnet-worker*")) == ["worker5"]
+
+
+def test_a_child_killed_by_a_signal_names_the_signal_and_one_that_exits_its_code():
+    """A negative exit code is the signal that killed the process: said by its number and name, not as a code."""
+    import pytest
+
+    from alexnet.child import ChildError
+
+    with pytest.raises(ChildError, match=r"its process was killed by signal 6 \(SIGABRT\) without a result") as error:
+        run_child(os.abort, what="worker 1")
+    assert error.value.exit_code == -6
+    with pytest.raises(ChildError, match="its process ended with exit code 3 without a result"):
+        run_child(os._exit, 3, what="worker 1")

@@ -378,6 +378,26 @@ def test_a_failed_stage_is_launched_again_up_to_retries_times(board, tmp_path, c
     assert len(calls) == 3
 
 
+def test_a_training_out_of_retries_names_retries_as_the_way_to_resume_by_itself(board, tmp_path):
+    """A training with `checkpoint_dir` whose last launch failed says that `retries` relaunches it, resuming; one
+    without a checkpoint folder, which would start afresh, does not."""
+    with_checkpoints = job.plan_job(2, board, 2, checkpoint_dir=tmp_path / "ckpt", probe=False, progress=False)
+    with pytest.raises(WorkerError) as failed:
+        job.run_job(with_checkpoints, _failing_launch(1, []), driver_host=None)
+    assert str(failed.value).endswith("Give `retries` = 1 or more for the workers to be launched again after a "
+                                      "failure, resuming from the last checkpoint by themselves.")
+    once = job.plan_job(2, board, 2, checkpoint_dir=tmp_path / "ckpt", retries=1, probe=False, progress=False)
+    with pytest.raises(WorkerError, match=r"Give `retries` = 2 or more \(this job had 1\)"):
+        job.run_job(once, _failing_launch(2, []), driver_host=None)
+    with pytest.raises(job.SparkJobError, match=r"Give `retries` = 1 or more"):
+        job.run_job(with_checkpoints, lambda task: (_ for _ in ()).throw(RuntimeError("Lost executor 0")),
+                    driver_host=None)
+    afresh = job.plan_job(2, board, 2, probe=False, progress=False)
+    with pytest.raises(WorkerError) as failed:
+        job.run_job(afresh, _failing_launch(1, []), driver_host=None)
+    assert "`retries`" not in str(failed.value)
+
+
 def test_a_relaunch_after_a_lost_spark_worker_says_which_went_away(board, tmp_path, caplog):
     """The warning kept only "failed before a worker reported an error", where Spark's message named the host."""
     plan = job.plan_job(2, board, 2, retries=1, checkpoint_dir=tmp_path / "ckpt")

@@ -40,14 +40,22 @@ class SparkJobError(AlexnetError):
 
     while_running = True
 
-    def __init__(self, workers: int, python_error: str | None, detail: Sequence[str], spark_message: str = ""):
-        self.python_error, self.detail, self.spark_message = python_error, list(detail), spark_message
+    def __init__(self, workers: int, python_error: str | None, detail: Sequence[str], spark_message: str = "",
+                 advice: str = ""):
+        self.workers, self.python_error, self.detail = workers, python_error, list(detail)
+        self.spark_message, self.advice = spark_message, advice
         lead = f": {python_error}" if python_error else ""
         shown = "".join(f"\n  {line}" for line in self.detail)
         super().__init__(
             f"The Spark job of {workers} worker(s) failed before a worker reported an error{lead}{shown}\n"
             "(Spark's whole message is logged at DEBUG level: logging.getLogger('alexnet').setLevel('DEBUG'))."
+            + (f"\n{advice}" if advice else "")
         )
+
+    def advised(self, more: str) -> SparkJobError:
+        """The same error, ending with ``more``."""
+        return SparkJobError(self.workers, self.python_error, self.detail, self.spark_message,
+                             f"{self.advice} {more}" if self.advice else more)
 
 
 _PYTHON_ERROR = re.compile(r"^\s*((?:[A-Za-z_][\w.]*)(?:Error|Exception|Exit|Interrupt)\b.*)$", re.MULTILINE)
@@ -210,7 +218,7 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
             if isinstance(failure, SparkJobError) and monitor is not None:
                 failure = reported_failure(monitor.take_failures(), failure)
             if attempt > plan.retries:
-                raise failure from None
+                raise last_failure(failure, plan) from None
             _log_retry(failure, attempt, plan, on_retry)
             if before_relaunch is not None:
                 before_relaunch()
@@ -224,6 +232,21 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     logger.debug("The %s on %d worker(s) finished in %.1f s (attempt %d).", plan.work.noun, plan.workers, seconds,
                  attempt)
     return JobRun(rows, attempt, seconds)
+
+
+def last_failure(failure: AlexnetError, plan: JobPlan) -> AlexnetError:
+    """The error a job ends with after its last launch failed: ``failure``, which for a training with
+    ``checkpoint_dir`` also names ``retries``, the way to have the job launched again by itself, resuming from
+    its last checkpoint."""
+    settings = plan.task.settings
+    if plan.task.kind != "train" or settings is None or not settings.checkpoint_dir:
+        return failure
+    if not isinstance(failure, (WorkerError, SparkJobError)):
+        return failure
+    more = (f"Give `retries` = {plan.retries + 1} or more" + (f" (this job had {plan.retries})" if plan.retries else "")
+            + " for the workers to be launched again after a failure, resuming from the last checkpoint by "
+            "themselves.")
+    return failure.advised(more)
 
 
 def combine_job(plan: JobPlan, rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any] | None:

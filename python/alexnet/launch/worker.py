@@ -39,15 +39,23 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: What a worker's failure says to do, unless the driver says more (:meth:`WorkerError.advised`).
+WORKER_ADVICE = ("The other workers were stopped. Fix the cause and run again (a training with `checkpoint_dir` "
+                 "resumes from its last checkpoint).")
+
+
 class WorkerError(ChildError):
     """A worker of a distributed run failed; ``worker`` and ``workers`` say which, the rest as :class:`ChildError`."""
 
     def __init__(self, worker: int, workers: int, error: str, log_tail: Sequence[str], exit_code: int | None = None,
-                 log: str | None = None, known: bool = False):
+                 log: str | None = None, known: bool = False, advice: str = WORKER_ADVICE):
         self.worker, self.workers = worker, workers
-        super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log,
-                         "The other workers were stopped. Fix the cause and run again (a training with "
-                         "`checkpoint_dir` resumes from its last checkpoint).", known)
+        super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log, advice, known)
+
+    def advised(self, more: str) -> WorkerError:
+        """The same error, its advice followed by ``more``."""
+        return WorkerError(self.worker, self.workers, self.error, self.log_tail, self.exit_code, self.log,
+                           self.known, f"{self.advice} {more}" if self.advice else more)
 
     def task_failure(self) -> str:
         """This error as the message a barrier task fails with; the driver makes it again with
