@@ -188,12 +188,25 @@ def test_a_child_that_fails_leaves_the_formats_timed_in_this_process_with_a_warn
     assert "OOM on GPU:0" in caplog.text and "in this process" in caplog.text and "`precision`" in caplog.text
 
 
-def test_workers_that_chose_differently_all_take_float32():
+def test_workers_that_chose_differently_all_take_float32(caplog):
+    """The chief says which worker chose which format, at what rates, and what trains every worker in one format
+    without measuring; the other workers do not warn of it again."""
     fast = precisions.Precision("bfloat16", "measured: float32 28.0, bfloat16 48.0 images/s",
                                 rates={"float32": 28.0, "bfloat16": 48.0})
     assert measure.agree(fast, lambda values: [values, values]) is fast
-    mixed = measure.agree(fast, lambda values: [values, [precisions.PRECISIONS.index("float32")]])
+    slow = [precisions.PRECISIONS.index("float32"), 1, 310, 290, -1]  # worker 1: float32 31.0, bfloat16 29.0
+    with caplog.at_level(logging.INFO, logger=measure.__name__):
+        mixed = measure.agree(fast, lambda values: [values, values, slow])  # worker 0 of two replicas
     assert mixed.name == "float32" and "workers differ (bfloat16, float32)" in mixed.reason
+    (said,) = [record for record in caplog.records if "chose different precisions" in record.getMessage()]
+    assert said.levelno == logging.WARNING and said.getMessage() == (
+        "The workers chose different precisions: worker 0 bfloat16 (float32 28.0, bfloat16 48.0 images/s); worker 1 "
+        "float32 (float32 31.0, bfloat16 29.0 images/s). All of them train in float32; give `precision` = "
+        "'bfloat16' or 'float32' to train every worker in one format without measuring.")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=measure.__name__):
+        measure.agree(fast, lambda values: [values, slow], worker=0, chief=False)
+    assert [record.levelno for record in caplog.records] == [logging.INFO]
 
 
 def test_bfloat16_on_a_gpu_older_than_ampere_is_refused():

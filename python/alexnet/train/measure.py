@@ -172,16 +172,36 @@ def precision_for(requested: str | None, *, gpu: bool, num_classes: int, batch_s
     return resolve_precision(requested, device, shape, timer)
 
 
-def agree(precision: Precision, gather: Callable[[list[int]], Any]) -> Precision:
+def agree(precision: Precision, gather: Callable[[list[int]], Any], worker: int = 0,
+          chief: bool = True) -> Precision:
     """The precision of every worker of a run: ``precision`` when all of them chose it, else float32. ``gather``
-    is a collective that returns every worker's list of whole numbers (as rows)."""
-    chosen = {PRECISIONS[int(row[0])] for row in gather([PRECISIONS.index(precision.name)])}
+    is a collective that returns every worker's list of whole numbers (as rows); ``worker`` is this one's index. Where
+    they differ, the ``chief`` warns, naming the format each worker chose with the rates it measured, and the setting
+    that trains every worker in one format without measuring."""
+    own = [PRECISIONS.index(precision.name), int(worker),
+           *(round(precision.rates[name] * 10) if name in precision.rates else -1 for name in PRECISIONS)]
+    by_worker = {int(row[1]): [int(value) for value in row] for row in gather(own)}  # a row per replica
+    chosen = {PRECISIONS[row[0]] for row in by_worker.values()}
     if chosen == {precision.name}:
         return precision
-    logger.warning("The workers chose different precisions (%s): all of them train in float32.",
-                   ", ".join(sorted(chosen)))
+    (logger.warning if chief else logger.info)("%s", differing_text(by_worker))
     return Precision("float32", f"workers differ ({', '.join(sorted(chosen))}): float32 on every worker",
                      rates=precision.rates)
+
+
+def differing_text(by_worker: Mapping[int, Sequence[int]]) -> str:
+    """What :func:`agree` says of workers that chose different precisions: ``by_worker`` holds each worker's row (its
+    choice's index in :data:`PRECISIONS`, its index, then its rate of each format in tenths of an image a second, -1
+    where it has none)."""
+    def chose(worker: int, row: Sequence[int]) -> str:
+        rates = {name: tenths / 10 for name, tenths in zip(PRECISIONS, row[2:], strict=False) if tenths >= 0}
+        return f"worker {worker} {PRECISIONS[row[0]]}" + (f" ({describe_rates(rates)})" if rates else "")
+
+    sixteen = sorted({PRECISIONS[row[0]] for row in by_worker.values()} - {"float32"})
+    formats = " or ".join(f"'{name}'" for name in [*sixteen, "float32"])
+    return (f"The workers chose different precisions: {'; '.join(chose(k, by_worker[k]) for k in sorted(by_worker))}. "
+            f"All of them train in float32; give `precision` = {formats} to train every worker in one format without "
+            "measuring.")
 
 
 def step_rate(net: Any, batch: tuple[Any, Any], *, steps: int = STEPS, seconds: float = SECONDS,

@@ -80,7 +80,8 @@ def _precision(strategy: tf.distribute.Strategy, num_classes: int, settings: Tra
                               dense_units=settings.dense_units, grouped=settings.grouped,
                               jit_compile=_xla(settings, topology)[0])
     if topology.workers > 1 and settings.precision is None:
-        precision = agree(precision, lambda values: all_gather_ints(strategy, values))
+        precision = agree(precision, lambda values: all_gather_ints(strategy, values), topology.worker_index,
+                          topology.chief)
     return precision
 
 
