@@ -178,8 +178,9 @@ def agree(precision: Precision, gather: Callable[[list[int]], Any], worker: int 
     is a collective that returns every worker's list of whole numbers (as rows); ``worker`` is this one's index. Where
     they differ, the ``chief`` warns, naming the format each worker chose with the rates it measured, and the setting
     that trains every worker in one format without measuring."""
+    rates = precision.rates or {}
     own = [PRECISIONS.index(precision.name), int(worker),
-           *(round(precision.rates[name] * 10) if name in precision.rates else -1 for name in PRECISIONS)]
+           *(round(rates[name] * 10) if name in rates else -1 for name in PRECISIONS)]
     by_worker = {int(row[1]): [int(value) for value in row] for row in gather(own)}  # a row per replica
     chosen = {PRECISIONS[row[0]] for row in by_worker.values()}
     if chosen == {precision.name}:
