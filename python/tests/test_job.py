@@ -226,6 +226,33 @@ def test_a_local_output_folder_on_a_cluster_gets_a_warning(board, tmp_path, capl
     assert not caplog.records
 
 
+def test_an_output_folder_on_a_network_file_system_is_shared_and_gets_no_warning(board, tmp_path, caplog,
+                                                                                  monkeypatch):
+    """The warning of a local path came at every launch, also for a folder every node mounts over NFS: the mount's
+    type now tells (the longest mount point that holds the path, a space in it written as /proc/mounts writes it)."""
+    from alexnet.storage import location
+
+    shared, local = tmp_path / "on nfs", tmp_path / "local"
+    mounts = tmp_path / "mounts"
+    monkeypatch.setattr(location, "MOUNTS_FILE", str(mounts), raising=False)
+    for kind in ("nfs4", "fuse.gcsfuse"):
+        mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\nserver:/export {str(shared).replace(' ', chr(92) + '040')} "
+                          f"{kind} rw 0 0\n")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="alexnet"):
+            job.plan_job(2, board, 2, checkpoint_dir=shared / "ckpt", local_master=False)
+        assert not caplog.records, kind
+        assert location.mounted_file_system(shared / "ckpt") == (kind, str(shared))
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        job.plan_job(2, board, 2, checkpoint_dir=local / "ckpt", local_master=False)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"`checkpoint_dir` = {local / 'ckpt'} is a path on this machine's ext4 file system "
+                           "(mounted at /): ") and "If every node mounts one shared folder at this path, this is fine" \
+        in said
+    monkeypatch.setattr(location, "MOUNTS_FILE", str(tmp_path / "none"))  # no list of mounts: said as before
+    assert location.local_path_warning("`model_dir` = /m", "/m").startswith("`model_dir` = /m is a path: ")
+
+
 def test_a_failed_probe_names_each_executor_its_python_and_the_fix():
     missing = "ModuleNotFoundError: No module named 'alexnet'"
     rows = [

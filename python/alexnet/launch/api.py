@@ -122,10 +122,10 @@ def alexnet_spark_evaluate(spark: Any, model: Any, workers: int, board: str | os
     (:func:`alexnet.launch.evaluation.evaluate_work`; ``python``, default the executor's; ``env`` extra environment
     variables; fetched into ``cache_dir``, ``fetch_workers`` downloads at once); the driver adds the correct
     counts. ``model`` must be something every worker reaches: a ``model_dir`` or ``alexnet.keras`` location
-    (``gs://``, ``s3://``; a local path with a non-local master gets a warning) or a model pin from
-    :func:`alexnet.alexnet_model` (a worker without its file fetches it from its board, into the ``cache_dir`` given
-    to :func:`alexnet.alexnet_model`, which it must be able to write, else its own user cache); a loaded
-    ``keras.Model`` is an error.
+    (``gs://``, ``s3://``; a local path with a non-local master gets a warning, unless it is on a network or
+    cluster file system every node shares) or a model pin from :func:`alexnet.alexnet_model` (a worker without
+    its file fetches it from its board, into the ``cache_dir`` given to :func:`alexnet.alexnet_model`, which it
+    must be able to write, else its own user cache); a loaded ``keras.Model`` is an error.
     ``spark`` is a SparkSession or SparkContext (or a :class:`~alexnet.launch.session.SparkToStart`, started once the
     checks have passed).
 

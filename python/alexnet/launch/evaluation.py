@@ -25,7 +25,7 @@ from typing import Any
 
 from ..checks import as_int
 from ..errors import AlexnetError
-from ..storage.location import location_kind
+from ..storage.location import local_path_warning, location_kind
 from .task import Evaluation, Task
 
 logger = logging.getLogger(__name__)
@@ -73,9 +73,9 @@ def _worker_reference(model: Any, local_master: bool) -> Any:
     source = model_source(model)
     if source.kind == "location":
         if location_kind(source.reference) == "file" and not local_master:
-            logger.warning("The model %s is a path: on a cluster every node has its own, unless it is on a shared "
-                           "file system; use gs:// or s3:// storage every worker reaches, or a model pin.",
-                           source.reference)
+            warning = local_path_warning(f"The model {source.reference}", source.reference)
+            if warning is not None:
+                logger.warning("%s Or give a model pin.", warning)
         return source.reference
     return dict(source.reference)
 

@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from ..environment import env_value
@@ -348,3 +349,44 @@ def open_filesystem(resolved: str, *, write: bool = False, what: str = "board") 
         probe_url(resolved, f"{what} {resolved}", "check the URL and the network connection")
         return fsspec.filesystem("http", client_kwargs={"timeout": aiohttp_timeout()})
     return _open_gcs(resolved, write, what) if kind == "gs" else _open_s3(resolved, write, what)
+
+
+#: Where this machine lists its mounts, a line each: device, mount point, type, ...
+MOUNTS_FILE = "/proc/mounts"
+#: Types of file system (as :data:`MOUNTS_FILE` names them) whose folders every node of a cluster can mount alike:
+#: network and cluster file systems, and FUSE ones (``fuse.gcsfuse``, ``fuse.s3fs``, ...), which mostly are.
+SHARED_FILE_SYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "beegfs",
+                                 "glusterfs", "afs", "orangefs"})
+
+
+def mounted_file_system(path: str | os.PathLike) -> tuple[str, str] | None:
+    """The type of the file system ``path`` is on and where it is mounted (the longest mount point of
+    :data:`MOUNTS_FILE` that holds the path, symbolic links followed); ``None`` where mounts are not listed."""
+    try:
+        lines = Path(MOUNTS_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    real, found = os.path.realpath(path), None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match[1], 8)), fields[1])  # a space is \040
+        holds = real == point or real.startswith(point.rstrip("/") + "/")
+        if holds and (found is None or len(point) >= len(found[1])):  # a later mount on a point hides the one before
+            found = (fields[2], point)
+    return found
+
+
+def local_path_warning(said: str, path: str | os.PathLike) -> str | None:
+    """The warning for a path (``said``: how the message names it, ``"`checkpoint_dir` = /runs/1"``) that every
+    node of a cluster must reach: ``None`` on a network or cluster file system (:data:`SHARED_FILE_SYSTEMS`,
+    ``fuse.*``), which the nodes share; else what to do, and when it is fine."""
+    found = mounted_file_system(path)
+    if found is not None and (found[0] in SHARED_FILE_SYSTEMS or found[0].startswith("fuse.")):
+        return None
+    where = f" on this machine's {found[0]} file system (mounted at {found[1]})" if found else ""
+    return (f"{said} is a path{where}: on a cluster every node has its own folder there, and the workers would not "
+            "share it; use gs:// or s3:// storage every worker reaches. If every node mounts one shared folder at "
+            "this path, this is fine (a network or cluster file system, such as NFS, CIFS, Lustre, GPFS, CephFS, "
+            "BeeGFS, GlusterFS or a FUSE mount like gcsfuse, is known to be shared and not warned of).")

@@ -80,12 +80,13 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
 
     Output locations (``checkpoint_dir``, ``model_dir``, ``log_dir``) are resolved and proven writable, and
     ``initial_model`` is found and its card read; with ``shared`` (a cluster, where every node has its own folders)
-    a local path among them gets a warning. ``model_pin``'s board (``model_board``, else ``data_board``, the board the
-    data comes from) is opened for writing.
+    a local path among them gets a warning, unless its mount is a network or cluster file system the nodes share
+    (:func:`alexnet.storage.location.local_path_warning`). ``model_pin``'s board (``model_board``, else
+    ``data_board``, the board the data comes from) is opened for writing.
     """
     from ..model.publishing import check_model_board, check_pin_holds_models
     from ..model.saved import model_reference
-    from ..storage.location import location_kind
+    from ..storage.location import local_path_warning, location_kind
     from ..storage.outputs import writable_location
 
     check_names(list(arguments), where, reserved=reserved)
@@ -105,8 +106,8 @@ def check_settings(arguments: Mapping[str, Any], *, data_board: str | None = Non
         if (shared and isinstance(values[name], str) and location_kind(values[name]) == "file"
                 and values[name] not in paths):
             paths.add(values[name])
-            logger.warning("`%s` = %s is a path: on a cluster every node has its own, unless it is on a shared file "
-                           "system; use gs:// or s3:// storage every worker reaches.", name, values[name])
+            if (warning := local_path_warning(f"`{name}` = {values[name]}", values[name])) is not None:
+                logger.warning("%s", warning)
     if values["model_dir"] is not None:
         from .formats import check_model_dir
 
