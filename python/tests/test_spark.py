@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import socket
@@ -126,9 +127,10 @@ class LabelRecorder(keras.callbacks.Callback):
 
 @pytest.mark.workers
 @pytest.mark.long  # make test-long (CI)
-def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path):
+def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_path, capfd, caplog):
     base = free_base_port(2)
     epochs = 3
+    caplog.set_level(logging.WARNING, logger="alexnet")
     rows = api.alexnet_spark_train(
         spark,
         2,
@@ -227,6 +229,20 @@ def test_two_workers_train_in_step_each_on_its_own_partition(spark, board, tmp_p
     summary = _train_summary(list(rows))
     assert (summary.splitlines()[-1] == f"Communication: {chief}") != warned
     assert "Communication: " not in summary or not warned
+    # the driver showed the chief's lines of start-up as it logged them (they were in its log alone), and each
+    # worker's warning once, as it was logged, not again as the job ended
+    shown = capfd.readouterr().err.splitlines()
+    started = [line.split(": ", 2)[2] for line in shown if line.startswith("alexnet: worker 0 of 2: ")]
+    expected = ("Building the model on 2 workers: ", "Measuring the link between the 2 workers: ",
+                "Communication: ")
+    assert all(line.startswith((*expected, "Precision ", "Measuring which precision ")) for line in started), shown
+    assert [next(k for k in expected if line.startswith(k)) for line in started if line.startswith(expected)] == \
+        list(expected), shown
+    assert " MB a step in float32, " in started[-1], shown
+    assert not [line for line in shown if line.startswith("alexnet: worker 1 of 2: ")], "the chief's alone"
+    for message in {message for history in histories for message in history["warnings"]}:
+        assert sum(line.endswith(f": {message}") for line in shown) == 1, (message, shown)
+        assert not [r for r in caplog.records if r.getMessage().endswith(f": {message}")], message
 
 
 def test_the_summary_says_the_chiefs_advice_once():

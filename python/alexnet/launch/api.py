@@ -108,7 +108,7 @@ def alexnet_spark_train(spark: Any, workers: int, board: str | os.PathLike | Non
     if len(digests) > 1:
         logger.warning("The workers ended with different weights (%d digests): they were not in step.", len(digests))
     result = SparkRun(run.rows)
-    result.evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds)
+    result.evaluation = combine_job(plan, [row_of(plan.task, row) for row in run.rows], run.seconds, run.shown)
     return result
 
 

@@ -17,8 +17,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlexnetError, run_error
@@ -117,11 +117,13 @@ class JobPlan:
 @dataclass
 class JobRun:
     """A job that ran: one row per worker, in worker order (each with ``attempt``), the launch that succeeded
-    (``attempt``, 1 for the first) and its wall time in ``seconds``."""
+    (``attempt``, 1 for the first), its wall time in ``seconds``, and the workers' warnings the driver's monitor
+    showed as they were logged (``shown``, as the workers logged them)."""
 
     rows: list[dict[str, Any]]
     attempt: int
     seconds: float
+    shown: set[str] = field(default_factory=set)
 
 
 #: How each kind of job is named in the errors of its arguments.
@@ -197,7 +199,9 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     job's seconds.
     """
     options = plan.task.options
-    if probe is not None and options.probe:
+    if probe is not None and options.probe:  # a Spark job of its own, which takes a while on a cluster
+        logger.info("Checking the executors: does the Python that would run the %d workers import alexnet and "
+                    "TensorFlow?", plan.workers)
         check_probe(probe(), advice)
     monitor = start_monitor(driver_host) if options.progress and driver_host else None
     task = plan.task if monitor is None else plan.task.with_progress(monitor.address)
@@ -223,6 +227,7 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
             if before_relaunch is not None:
                 before_relaunch()
     finally:
+        shown = monitor.shown_warnings() if monitor is not None else set()
         if monitor is not None:
             monitor.close()
     seconds = time.monotonic() - start
@@ -231,7 +236,7 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
         row["attempt"] = attempt
     logger.debug("The %s on %d worker(s) finished in %.1f s (attempt %d).", plan.work.noun, plan.workers, seconds,
                  attempt)
-    return JobRun(rows, attempt, seconds)
+    return JobRun(rows, attempt, seconds, shown)
 
 
 def last_failure(failure: AlexnetError, plan: JobPlan) -> AlexnetError:
@@ -249,10 +254,12 @@ def last_failure(failure: AlexnetError, plan: JobPlan) -> AlexnetError:
     return failure.advised(more)
 
 
-def combine_job(plan: JobPlan, rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any] | None:
-    """The driver's end of a job that ran: the evaluation the workers' flat rows add up to (an evaluation, or a
-    training that ends with one, recorded in the model's card), or ``None``."""
-    return plan.work.combine(plan.task, rows, seconds)
+def combine_job(plan: JobPlan, rows: Sequence[Mapping[str, Any]], seconds: float,
+                shown: Collection[str] = ()) -> dict[str, Any] | None:
+    """The driver's end of a job that ran: the workers' warnings said, but those already ``shown``
+    (:attr:`JobRun.shown`); the evaluation the workers' flat rows add up to (an evaluation, or a training that ends
+    with one, recorded in the model's card), or ``None``."""
+    return plan.work.combine(plan.task, rows, seconds, shown)
 
 
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,

@@ -6,6 +6,11 @@ has scored (see :func:`alexnet.launch.evaluation.score_share`). :class:`Monitor`
 process of its own (an R session running ``spark_apply()`` runs no Python threads meanwhile), and prints each
 as one line on standard error.
 
+The chief of a training also sends its few lines of start-up (:data:`STATUS`: the precision measured, the model
+built, the link measured, what ``adapt_communication`` took), which otherwise stay in its log on its host while the
+driver says nothing for minutes, and every worker its warnings as they are logged; the monitor shows each warning
+once and keeps what it showed (:meth:`Monitor.shown_warnings`), which the driver then does not say again.
+
 It also keeps what failed: a barrier task of R whose worker failed sends the worker's error
 (:meth:`alexnet.launch.worker.WorkerError.task_failure`, see :func:`report_failure`) before the task stops,
 because sparklyr's error of the stage says only that an R worker failed. The monitor writes each such report to
@@ -22,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -46,6 +52,19 @@ START_TIMEOUT = 30.0
 REPORT_TIMEOUT = 10.0
 #: The file of the monitor's folder that holds the failures reported, a line of JSON each, in order of arrival.
 FAILURES_FILE = "failures.jsonl"
+#: The file of the monitor's folder that holds the workers' warnings it has shown, a line of JSON each.
+SHOWN_FILE = "shown.jsonl"
+#: The chief's lines of start-up shown on the driver as they are logged (each a pattern its message begins with):
+#: the precision measured and taken, the model built (its initial values sent to the other workers), the link
+#: measured and what it measured, what ``adapt_communication`` took.
+STATUS = tuple(re.compile(pattern) for pattern in (
+    r"Measuring which precision trains faster here: ",
+    r"Precision \w+ \(",
+    r"Building the model on \d+ workers: ",
+    r"Measuring the link between the \d+ workers",
+    r"Communication: [\d.]+ MB a step in ",
+    r"Communication: With `adapt_communication` the run took ",
+))
 
 #: How the front door that started the job names the core's settings and calls, for the workers' warnings the
 #: monitor shows: the command line's ``options`` and ``calls`` (:func:`alexnet.cli.common.as_typed`), which it sets
@@ -60,8 +79,9 @@ def describe(record: dict[str, Any]) -> str:
     """One progress record as a line for people: ``epoch 2/3, step 14/20: loss 1.23, accuracy 0.45, ...`` for a
     training's chief (the images per second of every worker's steps), ``evaluation, worker 1 of 2: 120/500 images,
     40 images/s`` for an evaluating worker."""
-    if record.get("kind") == "warning":
-        return (f"alexnet: warning from worker {record.get('worker', '?')} of {record.get('workers', '?')}: "
+    if record.get("kind") in ("warning", "status"):
+        said = "warning from worker" if record["kind"] == "warning" else "worker"
+        return (f"alexnet: {said} {record.get('worker', '?')} of {record.get('workers', '?')}: "
                 f"{record.get('message', '')}")
     if record.get("kind") == "evaluate":
         total = record.get("total")
@@ -82,6 +102,7 @@ def describe(record: dict[str, Any]) -> str:
 def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool = False) -> None:
     lock = threading.Lock()
     failures = os.path.join(os.path.dirname(port_file), FAILURES_FILE)
+    shown = os.path.join(os.path.dirname(port_file), SHOWN_FILE)
     warned: set[str] = set()
     said: Callable[[str], str] = lambda text: text  # noqa: E731
     if said_file:
@@ -107,15 +128,18 @@ def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool =
                 warning = record.get("kind") == "warning"
                 if warnings_only and not warning:
                     continue
-                if warning:
-                    record["message"] = said(str(record.get("message", "")))
+                given = str(record.get("message", ""))
+                if record.get("kind") in ("warning", "status"):
+                    record["message"] = said(given)
                 with lock:
                     if warning and record["message"] in warned:  # the same advice from every worker: shown once
                         continue
-                    if warning:
-                        warned.add(record["message"])
                     sys.stderr.write(describe(record) + "\n")
                     sys.stderr.flush()
+                    if warning:
+                        warned.add(record["message"])
+                        with open(shown, "a") as kept:  # as the worker said it, as its history keeps it
+                            kept.write(json.dumps(given) + "\n")
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
@@ -185,6 +209,14 @@ class Monitor:
         os.remove(taken)
         return records
 
+    def shown_warnings(self) -> set[str]:
+        """The workers' warnings this monitor has shown, as the workers logged them."""
+        try:
+            with open(os.path.join(self.folder, SHOWN_FILE)) as kept:
+                return {str(json.loads(line)) for line in kept if line.strip()}
+        except (OSError, ValueError):
+            return set()
+
     def close(self) -> None:
         """Stop, and delete the monitor's scratch folder."""
         self.stop()
@@ -216,6 +248,29 @@ def report_failure(address: str | None, worker: int, failure: str) -> bool:
     except OSError as error:
         logger.debug("The failure of worker %d was not handed to the driver at %s: %s", worker, address, error)
         return False
+
+
+def is_status(message: str) -> bool:
+    """Is ``message``, logged below a warning, a line of start-up the driver shows (:data:`STATUS`)?"""
+    return any(pattern.match(message) for pattern in STATUS)
+
+
+class StatusRelay(logging.Handler):
+    """Hands ``send`` each line of start-up (:func:`is_status`) logged to it below a warning, as a ``status``
+    record of worker ``worker`` of ``workers`` (a training's chief: the others' are alike); a line that cannot be
+    sent is dropped (``send`` says it once)."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None], worker: int, workers: int) -> None:
+        super().__init__(logging.INFO)
+        self.send, self.worker, self.workers = send, worker, workers
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:  # the warnings have their own relay
+            return
+        message = record.getMessage()
+        if is_status(message):
+            with contextlib.suppress(Exception):
+                self.send({"kind": "status", "worker": self.worker, "workers": self.workers, "message": message})
 
 
 #: Seconds a worker of R's barrier task goes on while the driver's monitor does not answer: then the driver is taken

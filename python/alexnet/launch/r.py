@@ -93,7 +93,7 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
     run = run_job(plan, launched, driver_host=driver_host,
                   probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
                   on_retry=on_retry, before_relaunch=relaunch)
-    return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds), "attempt": run.attempt}
+    return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds, run.shown), "attempt": run.attempt}
 
 
 def barrier_row(addresses: Sequence[str], partition: int, task: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import as_int
@@ -27,6 +27,7 @@ from ..errors import AlexnetError, KeptWarnings
 from ..train.cluster import tf_config
 from ..train.settings import TrainSettings, specs
 from .evaluation import EVALUATE_COLUMNS, added_counts, combine_shares, evaluate_row, score_share, validation_of
+from .monitor import StatusRelay
 from .task import Evaluation, Task
 
 if TYPE_CHECKING:
@@ -184,13 +185,17 @@ def train_work(index: int, addresses: Sequence[str], task: Task, callbacks: Sequ
     # said again on the driver, where the user is (this worker's log is on its host): as they happen, through the
     # driver's monitor when there is one, and with the rows at the end
     kept = KeptWarnings(_warning_relay(task, index, len(addresses)))
-    logging.getLogger("alexnet").addHandler(kept)
+    # and the chief's lines of start-up, which come before its first progress, minutes after the job began
+    relays = [kept, *filter(None, [_status_relay(task, index, len(addresses))])]
+    for handler in relays:
+        logging.getLogger("alexnet").addHandler(handler)
     try:
         with stored_side_said() as said:
             history = train(settings, data, "multi_worker", callbacks,
                             evaluate if task.evaluation is not None else None)
     finally:
-        logging.getLogger("alexnet").removeHandler(kept)
+        for handler in relays:
+            logging.getLogger("alexnet").removeHandler(handler)
     history["warnings"] = list(dict.fromkeys(kept.messages))
     result = {
         "worker": index,
@@ -218,6 +223,16 @@ def _warning_relay(task: Task, index: int, workers: int) -> Callable[[str], None
 
     send = progress_writer(task.progress)
     return lambda message: send({"kind": "warning", "worker": index, "workers": workers, "message": message})
+
+
+def _status_relay(task: Task, index: int, workers: int) -> StatusRelay | None:
+    """What sends the chief's lines of start-up to the driver's monitor as they are logged (None on another worker,
+    or without a monitor)."""
+    if not task.progress or index != 0:
+        return None
+    from ..train.callbacks import progress_writer
+
+    return StatusRelay(progress_writer(task.progress), index, workers)
 
 
 def check_same_table(task: Task, data: Mapping[str, Any], index: int) -> None:
@@ -332,12 +347,14 @@ def train_columns(task: Task) -> dict[str, type]:
     return {**TRAIN_COLUMNS, **shares}
 
 
-def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any] | None:
-    """The driver's end of a training: without an evaluation, nothing; with one, the workers' shares added
+def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: float,
+                     shown: Collection[str] = ()) -> dict[str, Any] | None:
+    """The driver's end of a training: the workers' warnings said, but those the driver's monitor ``shown`` as
+    they were logged (:func:`relay_warnings`); without an evaluation, nothing; with one, the workers' shares added
     (:func:`combine_shares`, ``seconds`` the slowest share's), from the workers' flat rows, with ``model`` (the pin's
     ``name@version`` when the chief published one, else the model's path) and ``model_pin`` (the version whose card
     records this evaluation, or ``None``)."""
-    relay_warnings(rows)
+    relay_warnings(rows, shown)
     if task.evaluation is None:
         return None
     shares = [{"worker": row["worker"], "workers": row["workers"], "log": row.get("log", ""),
@@ -351,15 +368,17 @@ def combine_training(task: Task, rows: Sequence[Mapping[str, Any]], seconds: flo
     return {**evaluation, "model": model, "model_pin": pin}
 
 
-def relay_warnings(rows: Sequence[Mapping[str, Any]]) -> None:
+def relay_warnings(rows: Sequence[Mapping[str, Any]], shown: Collection[str] = ()) -> None:
     """Log on the driver the warnings the workers logged while they trained (their histories' ``warnings``), each
     once, with the workers that gave it: a worker's log stays on its host, and the chief's advice (a global batch
-    beyond what AlexNet keeps its accuracy at, the exchange that settings would shorten) is for the user."""
+    beyond what AlexNet keeps its accuracy at, the exchange that settings would shorten) is for the user. Those the
+    driver's monitor has ``shown`` already, as they were logged, are not said again."""
     said: dict[str, list[int]] = {}
     for row in sorted(rows, key=lambda row: int(row["worker"])):
         history = json.loads(row["history"]) if isinstance(row["history"], str) else row["history"]
         for message in history.get("warnings") or []:
-            said.setdefault(str(message), []).append(int(row["worker"]))
+            if str(message) not in shown:
+                said.setdefault(str(message), []).append(int(row["worker"]))
     for message, workers in said.items():
         whose = "Every worker" if len(workers) == len(rows) > 1 else (
             f"Worker {workers[0]}" if len(workers) == 1 else f"Workers {', '.join(map(str, workers))}")

@@ -11,7 +11,7 @@ rows add up to, if any). The barrier plumbing is the launcher's; what the worker
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -34,7 +34,8 @@ class Work:
     """One kind of barrier job: ``noun`` names it in messages; ``check(workers, board, local_master=, where=,
     **arguments)`` gives the task's fields of the work; ``fit(task, categories)`` checks the board's categories;
     ``run(index, addresses, task)`` is what each worker runs; ``columns(task)`` and ``row(result)`` make its flat
-    row; ``combine(task, rows, seconds)`` the job's evaluation from the rows (``None``: none); ``relaunch(task)``
+    row; ``combine(task, rows, seconds, shown)`` the job's evaluation from the rows (``None``: none), the workers'
+    warnings the driver has not ``shown`` said; ``relaunch(task)``
     says what a relaunch after a failure does; ``timeout_advice`` what to do when the job ran out of time."""
 
     noun: str
@@ -43,7 +44,7 @@ class Work:
     run: Callable[..., dict[str, Any]]
     columns: Callable[[Task], dict[str, type]]
     row: Callable[[Mapping[str, Any]], dict[str, Any]]
-    combine: Callable[[Task, Sequence[Mapping[str, Any]], float], dict[str, Any] | None]
+    combine: Callable[[Task, Sequence[Mapping[str, Any]], float, Collection[str]], dict[str, Any] | None]
     relaunch: Callable[[Task], str]
     timeout_advice: str
 
@@ -62,7 +63,7 @@ WORK: dict[str, Work] = {
     "evaluate": Work(
         noun="evaluation", check=check_evaluation, fit=fit_evaluation, run=evaluate_work,
         columns=lambda task: dict(EVALUATE_COLUMNS), row=evaluate_row,
-        combine=lambda task, rows, seconds: combine_shares(rows, seconds),
+        combine=lambda task, rows, seconds, shown: combine_shares(rows, seconds),
         relaunch=lambda task: "scoring every image again",
         timeout_advice="raise `timeout`, or use more workers"),
 }

@@ -53,6 +53,9 @@ def probe_communication(strategy: tf.distribute.Strategy, net: keras.Model, comm
 
     if topology.workers <= 1:
         return {}
+    if topology.chief:  # over a slow link this takes a while, with nothing else logged meanwhile
+        logger.info("Measuring the link between the %d workers: a step's exchange alone, and its computation.",
+                    topology.workers)
     shapes = [tuple(int(d) for d in w.shape) for w in net.trainable_weights]
     parameters = parameter_count(net)
 
