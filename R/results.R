@@ -144,8 +144,8 @@ print.alexnet_validation <- function(x, ...) {
 print.alexnet_spark_run <- function(x, ...) {
   # the same lines, in the same words, as the command line's summary of the run (python/alexnet/cli/cluster.py
   # `_train_summary`, from the core's rows whose histories hold what these flat rows hold; tests/testthat/
-  # test-summaries.R compares them), but for the chief's `Communication: ...`, which the command line leaves out
-  # when the driver has just said it as a warning
+  # test-summaries.R compares them), but for the chief's `Communication: ...`, of which the command line leaves out
+  # the advice the driver has just said as a warning (keeping what `adapt_communication` took)
   if (!"worker" %in% names(x) || !nrow(x)) return(print(as.data.frame(x), ...))
   attempt <- if ("attempt" %in% names(x)) paste0(" (attempt ", max(x$attempt), ")") else ""
   cat("AlexNet trained on ", count_of(nrow(x), "Spark worker"), attempt, "\n", sep = "")

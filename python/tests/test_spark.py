@@ -260,6 +260,24 @@ def test_the_summary_says_the_chiefs_advice_once():
         "AlexNet trained on 1 Spark worker", "  worker 0 (chief) at h:1: 1 category, 8 images, 2 epochs, loss 1.250"]
 
 
+def test_the_summary_says_what_adapt_communication_took_when_the_chief_warned_of_the_advice_after_it():
+    """The chief's warning is the advice after what `--adapt-communication` took: the summary left out its whole
+    Communication line, and the driver never said what the run took."""
+    from alexnet.cli import build_parser, common
+
+    took = "With `adapt_communication` the run took `allreduce_precision` = 'bfloat16'."
+    history = {"metrics": {"loss": [1.5, 1.25]}, "weights_sha256": "ab" * 32,
+               "params": {"communication_advice": f"{took} Send less."}, "warnings": ["Communication: Send less."]}
+    rows = [{"worker": 0, "tf_address": "h:1", "chief": True, "train_images": 8, "categories": ["n1"],
+             "history": history}]
+    args = build_parser().parse_args(["spark-train", "--workers", "1", "--board", "b"])
+    lines = _train_summary(rows, common.typed(args)).splitlines()
+    assert [line for line in lines if "Communication" in line] == [
+        "Communication: With `--adapt-communication` the run took `--allreduce-precision` 'bfloat16'."]
+    assert _train_summary([{**rows[0], "history": {**history, "warnings": []}}]).splitlines()[-1] == \
+        f"Communication: {took} Send less.", "no warning: the whole advice"
+
+
 def _worker_result(worker: int, **history: object) -> dict:
     """What a worker's train_work() returns, as little of it as the summaries read."""
     return {"worker": worker, "workers": 2, "address": f"h:{4040 + worker}", "tf_address": f"h:{8000 + worker}",

@@ -45,14 +45,26 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
     if len(rows) > 1:
         same = len({(r.get("history") or {}).get("weights_sha256") for r in rows}) == 1
         lines.append(SAME_WEIGHTS if same else "The workers' weights differ")
-    # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), unless the
-    # driver has just said it, as the chief's warning that settings would keep the workers busier: R, whose print
-    # comes later than the warnings, always says it
+    # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), but for
+    # what the driver has just said, as the chief's warning that settings would keep the workers busier: what
+    # `adapt_communication` took, which the warning does not say, is said still. R, whose print comes later than the
+    # warnings, always says it whole
     chief: dict[str, Any] = next((r["history"] for r in rows if r["chief"]), {})
-    said = any(str(w).startswith("Communication: ") for w in chief.get("warnings") or [])
-    communication = None if said else communication_line(chief, typed)
+    communication = communication_line(unsaid_advice(chief), typed)
     # where the chief saved and published the model, as `alexnet train` says it
     return "\n".join([*lines, *([communication] if communication else []), *model_lines(chief)])
+
+
+def unsaid_advice(history: dict[str, Any]) -> dict[str, Any]:
+    """``history`` with its ``communication_advice`` less what its warnings said already (``Communication: ...``, the
+    advice after what ``adapt_communication`` took): that sentence alone, or none."""
+    params = history.get("params") or {}
+    advice = str(params.get("communication_advice") or "")
+    for warning in map(str, history.get("warnings") or []):
+        said = warning.removeprefix("Communication: ")
+        if said != warning and advice.endswith(said):
+            advice = advice[: len(advice) - len(said)].strip()
+    return {**history, "params": {**params, "communication_advice": advice or None}}
 
 
 def _spark_train_summary(result: Any, typed: Callable[[str], str] = str) -> str:
