@@ -17,7 +17,7 @@ from alexnet.launch.training import _status_relay
 from alexnet.train.advice import adaptation_text
 from alexnet.train.callbacks import progress_writer
 from alexnet.train.communication import Communication
-from alexnet.train.levers import _probed_text
+from alexnet.train.probe import _probed_text
 from alexnet.train.settings_check import check_settings
 from alexnet.train.strategy import Topology
 
@@ -132,3 +132,19 @@ def test_the_probe_of_the_executors_is_said_as_it_starts(board, caplog, probe):
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Checking the executors")]
     assert said == (["Checking the executors: does the Python that would run the 2 workers import alexnet and "
                      "TensorFlow?"] if probe else [])
+
+
+def test_an_r_job_raises_every_warning_again_as_it_ends_also_those_the_monitor_showed(board, caplog, monkeypatch):
+    """R turns the warnings the core logs during a call into conditions of class `alexnet_warning`, which a caller
+    catches; the monitor's lines are text on the console. A Spark job from R says every worker warning again as it
+    ends, also one the monitor showed, where it left those out as the command line does."""
+    from alexnet.launch import r as r_launcher
+
+    advice = "Communication: One exchange alone takes 2.9 s a step."
+    history = json.dumps({"warnings": [advice]})
+    shown = job.JobRun([{"worker": k, "workers": 2, "history": history} for k in (0, 1)], 1, 1.0, {advice})
+    monkeypatch.setattr(r_launcher, "run_job", lambda *args, **kwargs: shown)
+    with caplog.at_level(logging.WARNING, logger="alexnet"):
+        r_launcher.r_job("train", 2, board, 2, "1", "false", None, lambda task, columns: [], probe=False,
+                         progress=False)
+    assert [record.getMessage() for record in caplog.records] == [f"Every worker: {advice}"]
