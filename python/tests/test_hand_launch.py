@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+from pathlib import Path
 
 import pytest
 from helpers_cli import fake_core
@@ -162,3 +164,130 @@ def test_alexnets_parameters_are_known_before_it_is_built(classes, grouped, para
     net = build_alexnet(5, dense_units=16, grouped=grouped)
     built = {layer.name: layer.count_params() for layer in net.layers if layer.count_params()}
     assert built == layer_parameters(5, dense_units=16, grouped=grouped)
+
+
+def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts():
+    """Three workers launched by hand, worker 2's TF_CONFIG naming worker 1 at another port: worker 2 gave up waiting
+    at that port, the chief was ended by its watchdog blaming worker 1, which had joined, and worker 1 ended in a
+    traceback; none said the clusters differed. The workers tell each other their clusters as they meet, and each that
+    meets the odd one names both lists, as a settings error (the command line's exit status 2)."""
+    import re
+    import socket
+    import threading
+
+    from alexnet.bench.cluster import free_base_port
+    from alexnet.errors import AlexnetError
+    from alexnet.train import joining
+
+    base = free_base_port(6)
+    right = [f"127.0.0.1:{base + i}" for i in range(3)]
+    odd = [right[0], f"127.0.0.1:{base + 5}", right[2]]
+    said: dict[int, BaseException] = {}
+    servers: list[socket.socket] = []
+
+    def worker(index: int) -> None:
+        config = {"cluster": {"worker": odd if index == 2 else right}, "task": {"type": "worker", "index": index}}
+        try:
+            joining.meet_workers(config, 20, hold=base + index, every=60)
+            servers.append(socket.create_server(("127.0.0.1", base + index)))  # TensorFlow's server, next
+        except BaseException as error:
+            said[index] = error
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        for server in servers:
+            server.close()
+    assert not any(t.is_alive() for t in threads) and sorted(said) == [0, 1, 2], said
+    assert all(type(e) is AlexnetError and not e.while_running for e in said.values()), said
+    listed = {i: json.dumps({"worker": odd if i == 2 else right}) for i in range(3)}
+    for index, error in said.items():
+        found = re.fullmatch(rf"The workers were given different TF_CONFIG clusters: this process, worker {index} "
+                             rf"\({right[index]}\), was given (.+); worker (\d) \(127\.0\.0\.1:\d+\) was given (.+), "
+                             r"where worker 1 is (\S+), not (\S+)\. Give every worker the same TF_CONFIG cluster "
+                             r"\(each with its own `task\.index`\), then start them again\.", str(error))
+        assert found, str(error)
+        other = int(found[2])
+        assert (index == 2) != (other == 2), "the odd worker and one of the others, each naming the other"
+        assert (found[1], found[3]) == (listed[index], listed[other])
+        assert (found[4], found[5]) == ((odd[1], right[1]) if index != 2 else (right[1], odd[1]))
+
+
+#: A worker launched by hand, in a process of its own: argv its index, the cluster's workers (JSON), "quit" (it stops
+#: once the others met it, before TensorFlow's wait) or "stay", and its `collective_timeout`.
+HAND_WORKER = """
+import json, logging, os, socket, sys, time
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+from alexnet.errors import AlexnetError
+from alexnet.train import joining, strategy
+
+index, workers, mode, bound = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+if mode == "quit":  # its server listens a while, as TensorFlow's would, so that the others meet it; then it stops
+    def quitting(*args, **kwargs):
+        with socket.create_server(("", int(workers[index].rpartition(":")[2]))):
+            time.sleep(5)
+        raise SystemExit("stopped after meeting the others")
+    joining.waiting_for_workers = quitting
+try:
+    strategy.resolve_strategy("multi_worker", collective_timeout=bound)
+    print("built", flush=True)
+except AlexnetError as error:
+    print("error", int(error.while_running), error, flush=True)
+"""
+
+
+def _hand_launched(clusters: list[list[str]], modes: list[str], bounds: list[float]
+                   ) -> list[subprocess.CompletedProcess]:
+    """Workers started at once, each with its cluster, mode and bound (see :data:`HAND_WORKER`), each ended."""
+    import os
+    import sys
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    started = [subprocess.Popen([sys.executable, "-c", HAND_WORKER, str(i), json.dumps(cluster), mode, str(bound)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+               for i, (cluster, mode, bound) in enumerate(zip(clusters, modes, bounds, strict=True))]
+    try:
+        said = [p.communicate(timeout=240) for p in started]
+        return [subprocess.CompletedProcess(p.args, p.returncode, *out) for p, out in zip(started, said, strict=True)]
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.workers
+@pytest.mark.long  # three TensorFlows started on 2 cores, and a wait of the collective timeout: over 30 s
+def test_three_workers_launched_by_hand_say_a_differing_cluster_and_a_partner_stopped_while_joining():
+    """What three workers launched by hand said when worker 2's TF_CONFIG named worker 1 at another port: worker 1
+    ended in TensorFlow's traceback ("UnavailableError: Socket closed"), the chief's watchdog blamed worker 1, which
+    had joined, and none said the clusters differed. Now each says the clusters differ before TensorFlow starts; and
+    when a worker stops once the others met it (worker 2 here), the chief's watchdog names that one alone, and a worker
+    whose chief was ended meanwhile says so."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from alexnet.bench.cluster import free_base_port
+
+    base = free_base_port(6)
+    right = [f"127.0.0.1:{base + i}" for i in range(3)]
+    odd = [right[0], f"127.0.0.1:{base + 5}", right[2]]
+    done = _hand_launched([right, right, odd], ["stay"] * 3, [20] * 3)
+    for process in done:
+        assert process.returncode == 0, process.stderr[-3000:]
+        assert process.stdout.startswith("error 0 The workers were given different TF_CONFIG clusters: "), \
+            process.stdout + process.stderr[-3000:]
+        assert "Traceback" not in process.stderr, process.stderr[-3000:]
+    # the chief's watchdog ends it first: worker 1 loses the chief, which leads the joining
+    chief, worker, stopped = _hand_launched([right] * 3, ["stay", "stay", "quit"], [10, 60, 10])
+    assert stopped.returncode == 1 and "stopped after meeting the others" in stopped.stderr, stopped
+    assert chief.returncode == -9, chief
+    assert (f"Worker 0 of 3 gave up after 10 s (`collective_timeout`) waiting for worker 2 ({right[2]}, which "
+            "answered but answers no more: see its own error) to join") in chief.stderr, chief.stderr[-3000:]
+    assert worker.returncode == 0 and worker.stdout.startswith(
+        f"error 1 Worker 1 of 3 could not join the others: worker 0 (the chief, {right[0]}) stopped while the workers "
+        "were joining: see its own error (TensorFlow: UnavailableError: "), worker.stdout + worker.stderr[-3000:]

@@ -415,7 +415,7 @@ def test_workers_given_their_own_indices_meet_and_one_given_anothers_index_is_to
     """Each waiting worker answers a knock with its name: two workers meet; a process whose TF_CONFIG gives it the
     wrong index (the other worker's address is its own host's) or the index of another worker is told which, where
     TensorFlow failed with 'a different incarnation' tracebacks and the other waited until its timeout."""
-    from alexnet.train import joining
+    from alexnet.train import greeting, joining
 
     base = free_base_port(2)
     ports = [base, base + 1]
@@ -448,7 +448,8 @@ def test_workers_given_their_own_indices_meet_and_one_given_anothers_index_is_to
         joining.meet_workers(_config([f"127.0.0.2:{base}", f"127.0.0.1:{base}"], 0), 10, hold=base)
     # another process answers at worker 1's address as worker 0
     other = socket.create_server(("127.0.0.1", ports[1]))
-    answering = joining._answering(other, "worker 0", "feed")
+    answering = greeting.answering(other, "worker 0", "feed", f"127.0.0.1:{ports[1]}",
+                                   greeting.cluster_of(_config(both, 0)), [])
     try:
         with pytest.raises(AlexnetError, match=rf"^127\.0\.0\.1:{ports[1]}, the address TF_CONFIG gives worker 1, is "
                                                r"answered by a worker that was given worker 0, as this process "
@@ -502,25 +503,45 @@ def test_a_worker_says_which_hosts_of_tf_config_do_not_resolve_and_when_its_own_
     assert gave_up.value.while_running
 
 
-def test_a_worker_that_answered_but_never_joins_ends_the_wait_after_the_bound():
+def test_a_worker_that_answered_but_never_joins_ends_the_wait_after_the_bound_naming_only_those_known_not_joined():
     """The last resort: others that answered on their ports but never join TensorFlow's wait (which holds Python's
-    lock) end the process after ``collective_timeout``, from the watchdog, naming them."""
+    lock) end the process after ``collective_timeout``, from the watchdog. Its notes and last words named every other
+    worker, those that had joined too (a chief of three blamed the worker that had joined): they name those known not
+    to have joined, one whose port closed (it stopped) and one still waiting for others, where any is known."""
+    base = free_base_port(4)
     script = textwrap.dedent(f"""
-        import logging, sys, time
+        import logging, socket, sys, time
         sys.path.insert(0, {str(HERE.parents[1])!r})
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        from alexnet.train import joining
+        from alexnet.train import greeting, joining
 
-        config = {{"cluster": {{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}}, "task": {{"type": "worker", "index": 0}}}}
-        with joining.waiting_for_workers(config, 2, every=60):
+        workers = [f"127.0.0.1:{{{base} + i}}" for i in range(4)]
+        config = {{"cluster": {{"worker": workers}}, "task": {{"type": "worker", "index": 0}}}}
+        everyone = sys.argv[1] == "joined"  # every other port a TensorFlow server's: which joined is not known
+        # TensorFlow's servers say nothing; worker 2's port is closed (it stopped), worker 3 still waits for others
+        servers = [socket.create_server(("127.0.0.1", {base} + i)) for i in ((1, 2, 3) if everyone else (1, 3))]
+        if not everyone:
+            greeting.answering(servers[1], "worker 3", "feed", workers[3], greeting.cluster_of(config), [])
+        with joining.waiting_for_workers(config, 3, every=1):
             time.sleep(60)  # as in TensorFlow's constructor
         print("returned")
     """)
-    began = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == -signal.SIGKILL and time.monotonic() - began < 30, done
-    assert ("ERROR alexnet.train.strategy: Worker 0 of 2 gave up after 2 s (`collective_timeout`) waiting for worker 1 "
-            "(127.0.0.1:2) to join") in done.stderr, done.stderr
+    for case in ("known", "joined"):
+        began = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", script, case], capture_output=True, text=True, timeout=60)
+        assert done.returncode == -signal.SIGKILL and time.monotonic() - began < 30, done
+        if case == "joined":
+            every = ", ".join(f"worker {i} (127.0.0.1:{base + i})" for i in (1, 2, 3))
+            assert (f"ERROR alexnet.train.strategy: Worker 0 of 4 gave up after 3 s (`collective_timeout`) waiting for "
+                    f"{every} to join: start the same training on them too") in done.stderr, done.stderr
+            continue
+        known = (f"worker 2 (127.0.0.1:{base + 2}, which answered but answers no more: see its own error), worker 3 "
+                 f"(127.0.0.1:{base + 3}, which still waits for the others to answer)")
+        assert f"INFO alexnet.train.strategy: Worker 0 still waits for {known} to join (1 s)." in done.stderr, \
+            done.stderr
+        assert (f"ERROR alexnet.train.strategy: Worker 0 of 4 gave up after 3 s (`collective_timeout`) waiting for "
+                f"{known} to join: start the same training on them too") in done.stderr, done.stderr
+        assert "worker 1" not in done.stderr, "worker 1 may have joined: it is not blamed"
 
 
 @pytest.mark.parametrize("ignored", [False, True], ids=["as-in-a-terminal", "ignored"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -20,7 +21,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Literal
+
+from ..errors import AlexnetError, run_error
+from . import greeting
 
 #: The strategy's logger: these lines are part of building it (:func:`alexnet.train.strategy.resolve_strategy`).
 logger = logging.getLogger("alexnet.train.strategy")
@@ -56,62 +60,26 @@ def _gave_up(me: str, workers: int, bound: float, missing: str, count: int) -> s
 
 #: Seconds between two rounds of :func:`meet_workers`' knocks on the ports of the workers that have not answered yet.
 KNOCK_EVERY = 0.25
-
-#: What a waiting worker's listener answers a knock with, before its name and a number of its own: so that a knock
-#: that reaches the knocker itself, or another worker than the one TF_CONFIG puts at that address, is told.
-GREETING = "alexnet-worker"
-#: Seconds a knock waits for that answer (a TensorFlow server, already listening there, says nothing).
-GREETING_WAIT = 0.5
+#: Seconds a worker that found another cluster than its own keeps answering knocks before it stops: a round of the
+#: others' knocks, which then find it too.
+CLUSTER_TOLD_FOR = 2.0
 
 
-def _answering(listener: Any, me: str, nonce: str) -> Callable[[], None]:
-    """Answer every connection ``listener`` takes with :data:`GREETING`, ``me`` and ``nonce``, in a thread, until
-    the function returned is called."""
-    stop = threading.Event()
-    words = f"{GREETING}\t{me}\t{nonce}\n".encode()
-    listener.settimeout(0.1)
+def _knock(where: str, said: bytes) -> greeting.Greeting | Literal[False] | None:
+    """Knock on ``where`` (``host:port``): the line the worker there said, after which it is told ``said``; None when
+    the port took the connection but said nothing (a TensorFlow server); False when nothing took it."""
+    import socket
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:  # the timeout, or the listener closed
-                continue
-            with contextlib.suppress(OSError), connection:
-                connection.sendall(words)
-
-    thread = threading.Thread(target=serve, name="alexnet-join-answer", daemon=True)
-    thread.start()
-
-    def stopped() -> None:
-        stop.set()
-        thread.join()
-
-    return stopped
-
-
-def _greeting(connection: Any) -> tuple[str, str] | None:
-    """The name and number a worker's listener answered on ``connection`` with, or None (no answer in
-    :data:`GREETING_WAIT` seconds: a TensorFlow server, or an older version)."""
-    connection.settimeout(GREETING_WAIT)
+    host, _, port = where.rpartition(":")
     try:
-        words = connection.recv(256).decode(errors="replace").strip().split("\t")
-    except OSError:
-        return None
-    return (words[1], words[2]) if len(words) == 3 and words[0] == GREETING else None
-
-
-def _wrong_index(me: str, address: str, name: str, where: str, answered: str, nonce: str, own: str) -> str:
-    """What a worker says when the knock on ``name``'s address ``where`` reached itself (``answered`` with its own
-    ``nonce``: ``own``) or a worker of another name."""
-    if nonce == own:
-        return (f"TF_CONFIG gives this process {me} ({address}), and the address it gives {name}, {where}, is this "
-                f"process's own: is this {name}? Give each worker its own `task.index` in TF_CONFIG (the index of its "
-                "address in the cluster's list).")
-    return (f"{where}, the address TF_CONFIG gives {name}, is answered by a worker that was given {answered}, as this "
-            f"process ({me}) was: two workers have the same `task.index` in TF_CONFIG; give each worker the index of "
-            "its own address in the cluster's list.")
-
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0) as knock:
+            answer = greeting.read_greeting(knock)
+            if answer is not None:
+                with contextlib.suppress(OSError):
+                    knock.sendall(said)
+            return answer
+    except (OSError, ValueError):
+        return False
 
 def _resolved(address: str) -> list[str] | None:
     """The addresses the host of ``address`` (``host:port``) resolves to here; None when it does not resolve."""
@@ -164,10 +132,11 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
     ``KeyboardInterrupt``, instead of the end of the process. Meanwhile this worker takes connections on its own
     port ``hold`` (a listener that accepts none, closed before TensorFlow's server takes the port; None: its server
     listens there already), so that the others' knocks find it; says whom it waits for, and every ``every`` seconds
-    (:data:`JOIN_NOTE_EVERY`) that it still does."""
+    (:data:`JOIN_NOTE_EVERY`) that it still does. Workers that meet tell each other the cluster each was given
+    (:mod:`.greeting`): another cluster than this worker's is an :class:`~alexnet.errors.AlexnetError` naming both,
+    on each worker that meets it, before TensorFlow waits for workers that would never join it."""
     import socket
 
-    from ..errors import AlexnetError, run_error
 
     (me, address), others = cluster_tasks(config)
     if not others:
@@ -183,33 +152,35 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
                 "; Ctrl-C stops it" if _defaulted((int(signal.SIGINT),)) else "")
     listener = None
     stop_answering: Callable[[], None] = lambda: None  # noqa: E731
-    nonce = os.urandom(8).hex()
+    nonce, mine = os.urandom(8).hex(), greeting.cluster_of(config)
+    found: list[str] = []  # another cluster than this worker's, as a knock on its port or its knock on another's said
     if hold is not None:
         listener = socket.socket(socket.AF_INET6 if address.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             listener.bind(("", hold))
             listener.listen(64)
-            stop_answering = _answering(listener, me, nonce)
+            stop_answering = greeting.answering(listener, me, nonce, address, mine, found)
         except OSError:  # taken meanwhile: TensorFlow's server says so
             listener.close()
             listener = None
     start = time.monotonic()
     due = every
     try:
-        while waiting:
+        while waiting and not found:
             for name, where in list(waiting.items()):
-                host, _, port = where.rpartition(":")
-                try:
-                    with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0) as knock:
-                        answer = _greeting(knock)
-                except (OSError, ValueError):
+                answer = _knock(where, greeting.words(me, nonce, address, mine))
+                if answer is False:
                     continue
-                if answer is not None and (answer[1] == nonce or answer[0] != name):
-                    raise AlexnetError(_wrong_index(me, address, name, where, *answer, nonce))
+                if answer is not None and answer.nonce != nonce and answer.cluster not in (None, mine):
+                    found.append(greeting.clusters_differ(me, address, mine, answer))
+                    break
+                if answer is not None and (answer.nonce == nonce or answer.name != name):
+                    raise AlexnetError(greeting.wrong_index(me, address, name, where, answer.name, answer.nonce,
+                                                            nonce))
                 del waiting[name]
             waited = time.monotonic() - start
-            if not waiting:
+            if not waiting or found:
                 break
             missing = ", ".join(f"{name} ({where})" for name, where in waiting.items())
             if bound and waited >= bound:  # found while the work ran: the command line exits with 1, as for a lost one
@@ -218,33 +189,14 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
                 logger.info("%s still waits for %s to join (%d s).", me.capitalize(), missing, round(waited))
                 due += every
             time.sleep(KNOCK_EVERY)
+        if found:  # a settings error: the others' next knocks are answered meanwhile, so that they tell it too
+            time.sleep(CLUSTER_TOLD_FOR)
+            raise AlexnetError(found[0])
     finally:
         stop_answering()
         if listener is not None:
             listener.close()
     logger.debug("Every worker answered after %.1f s.", time.monotonic() - start)
-
-
-#: The watchdog of :func:`waiting_for_workers`, a process of its own: arguments the pid to end, the bound in seconds
-#: (0: none), the seconds between notes, the note (``{seconds}`` in it) and the last words. It ends when its standard
-#: input does (the strategy was built, or the worker ended).
-_WATCHDOG = """
-import os, select, signal, sys, time
-pid, bound, every, note, fail = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-start, due = time.monotonic(), every
-while True:
-    wake = min(due, bound) if bound else due
-    if select.select([sys.stdin], [], [], max(0.0, wake - (time.monotonic() - start)))[0]:
-        sys.exit(0)
-    waited = time.monotonic() - start
-    if bound and waited >= bound:
-        os.write(2, (fail + "\\n").encode())
-        os.kill(pid, signal.SIGKILL)
-        sys.exit(0)
-    if waited >= due:
-        os.write(2, (note.format(seconds=round(waited)) + "\\n").encode())
-        due += every
-"""
 
 
 def _as_logged(level: int, message: str) -> str:
@@ -278,17 +230,17 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
         return
     every = JOIN_NOTE_EVERY if every is None else every
     workers = len(others) + 1
-    # whom it waits for is said by meet_workers(), first, which waits until every worker answers: this wait is short
-    waited_for = ", ".join(f"{name} ({where})" for name, where in others)
-    note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {waited_for} to join ({{seconds}} s).")
-    fail = _as_logged(logging.ERROR, (
-        _gave_up(me, workers, bound or 0, waited_for, len(others))))
+    # whom it waits for is said by meet_workers(), first, which waits until every worker answers: this wait is short;
+    # the watchdog names those it knows have not joined ({missing})
+    note = _as_logged(logging.INFO, f"{me.capitalize()} still waits for {{missing}} to join ({{seconds}} s).")
+    fails = [_as_logged(logging.ERROR, _gave_up(me, workers, bound or 0, "{missing}", count)) for count in (1, 2)]
     for handler in logging.getLogger().handlers:
         handler.flush()
     start = time.monotonic()
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(bound or 0), str(every), note, fail],
+            [sys.executable, "-c", greeting.WATCHDOG, str(os.getpid()), str(bound or 0), str(every), note, *fails,
+             json.dumps(others), greeting.GREETING, greeting.STILL_WAITS, greeting.ANSWERS_NO_MORE],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)  # Ctrl-C is not for it
     except OSError as error:  # pragma: no cover - a Python that cannot start itself
         logger.warning("No watchdog for the wait for the other workers (%s): it is not bounded.", error)
@@ -296,6 +248,11 @@ def waiting_for_workers(config: dict, bound: float | None, every: float | None =
     try:
         with default_signals((int(signal.SIGINT),)):
             yield
+    except Exception as error:
+        stopped = greeting.partner_stopped(config, error)
+        if stopped is None:
+            raise
+        raise run_error(stopped) from error
     finally:
         if watchdog is not None:
             assert watchdog.stdin is not None
