@@ -241,8 +241,8 @@ class TrainSettings:
         "worker) that the micro-batches advised before training, and taken by `adapt_communication`, may make "
         f"(unset: {LARGEST_GLOBAL_BATCH} on ImageNet's {IMAGENET_TRAIN_IMAGES:,} training images, the largest AlexNet "
         "keeps its accuracy at with the rate scaled linearly, and as many times fewer on fewer images, down to none; "
-        f"it never stops a batch you set yourself, which the chief warns about beyond {LARGEST_GLOBAL_BATCH} and "
-        "beyond this bound)", minimum=1, optional=True, metavar="IMAGES")
+        f"it never stops a batch you set yourself, which the chief warns about beyond {LARGEST_GLOBAL_BATCH}, or "
+        "beyond this bound when it is larger)", minimum=1, optional=True, metavar="IMAGES")
     progress_file: str | None = setting(None, "location", "where the chief reports progress as lines of JSON (a file, "
                                         "or tcp://host:port of a launcher's monitor)", optional=True, option=None)
     log_dir: str | None = setting(None, "location", "TensorBoard logs, watched with `tensorboard --logdir`",
