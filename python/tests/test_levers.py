@@ -319,6 +319,20 @@ def test_a_bound_below_any_global_batch_of_the_run_s_replicas_is_said_as_too_few
     assert "so few training images" not in asked.text and "for its training images" not in asked.text
 
 
+
+@pytest.mark.parametrize(("most_batch", "global_batch", "train_images", "said"), [
+    (largest_batch(1500, 16), 32, 1500, ": `largest_global_batch` is 16, and the run's is 32 already"),
+    (largest_batch(128_000), 256, 128_000, ": the largest global batch for its training images is 102"),
+    (largest_batch(1500), 256, 1500, " on so few training images (1,500)")])
+def test_a_run_that_takes_micro_batches_already_is_told_that_no_more_are_advised(most_batch, global_batch,
+                                                                                   train_images, said):
+    """"No micro-batches: ..." beside a run of `accumulate_steps` 2 read as if it took none: it means none more."""
+    advice = advise(Communication(accumulate=2, workers=2, replicas=2), 2.45, 8.9, global_batch=global_batch,
+                    most_batch=most_batch, train_images=train_images)
+    assert "No micro-batches" not in advice.text, advice.text
+    assert f"No more micro-batches than the run's 2 a step{said}" in advice.text, advice.text
+
+
 def test_a_run_with_every_lever_already_set_is_told_what_is_left():
     comm = Communication("bfloat16", 25, 4, MOST_LOCAL_STEPS, 64)
     advice = advise(comm, 3.0, 0.6, global_batch=8192)

@@ -245,7 +245,7 @@ def advise(communication: Communication, exchange_seconds: float, compute_second
     if wanted > max(largest, communication.accumulate):
         held = " " + (_held_by_the_epoch(largest, int(micro_batches or 0), whole_epochs) if largest < bound
                       else held_back(most_batch, global_batch, train_images,
-                                     max(communication.workers, communication.replicas)))
+                                     max(communication.workers, communication.replicas), communication.accumulate))
     if accumulate > communication.accumulate:
         settings["accumulate_steps"] = accumulate
         reasons.append(f"one exchange for {accumulate} micro-batches, a global batch of "

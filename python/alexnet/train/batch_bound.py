@@ -23,24 +23,27 @@ def largest_batch(train_images: int, asked: int | None = None) -> int:
     return max(1, min(LARGEST_GLOBAL_BATCH, LARGEST_GLOBAL_BATCH * int(train_images) // IMAGENET_TRAIN_IMAGES))
 
 
-def held_back(most_batch: int, global_batch: float, train_images: int | None = None, smallest: int = 1) -> str:
+def held_back(most_batch: int, global_batch: float, train_images: int | None = None, smallest: int = 1,
+              accumulate: int = 1) -> str:
     """What the advice says when it would advise more micro-batches than the bound ``most_batch``
     (:func:`largest_batch`) allows a run whose global batch is ``global_batch``. With the run's ``train_images``
     known, a bound scaled to them (no ``largest_global_batch``) below ``smallest``, the least global batch the run's
     replicas take (an image each), is said as what it is, too few images for micro-batches, not as a global batch
-    no run trains at; and a bound asked for (``largest_global_batch``) is named as that."""
+    no run trains at; and a bound asked for (``largest_global_batch``) is named as that. A run that takes
+    ``accumulate`` micro-batches a step already is told that no more are advised, not that it takes none."""
+    none = "No micro-batches" if accumulate <= 1 else f"No more micro-batches than the run's {accumulate} a step"
     why = "AlexNet loses accuracy at larger batches, and on fewer training images than ImageNet's at smaller ones."
     if most_batch >= global_batch:
         return f"Micro-batches stop at a global batch of {most_batch} (`largest_global_batch`): {why}"
     run = f"the run's is {int(global_batch)} already"
     if train_images is not None and most_batch != largest_batch(train_images):
-        return f"No micro-batches: `largest_global_batch` is {most_batch}, and {run}: {why}"
+        return f"{none}: `largest_global_batch` is {most_batch}, and {run}: {why}"
     if train_images is not None and most_batch < smallest:
-        return (f"No micro-batches on so few training images ({train_images:,}): AlexNet's largest global batch, "
+        return (f"{none} on so few training images ({train_images:,}): AlexNet's largest global batch, "
                 f"{LARGEST_GLOBAL_BATCH} for ImageNet's 1.28 million and as many times smaller for fewer, comes to "
                 f"{most_batch} for them, less than the {smallest} replicas take at the least (the run's global batch "
                 f"is {int(global_batch)}); `largest_global_batch` sets another bound: {why}")
-    return (f"No micro-batches: the largest global batch for its training images is {most_batch} "
+    return (f"{none}: the largest global batch for its training images is {most_batch} "
             f"({LARGEST_GLOBAL_BATCH} for ImageNet's 1.28 million, as many times smaller for fewer; "
             f"`largest_global_batch` sets another), and {run}: {why}")
 
