@@ -131,9 +131,9 @@ def test_workers_given_different_levers_are_all_told_each_setting_that_differs_a
                     {"allreduce_precision": "bfloat16", "allreduce_pack_mb": 25, "seed": 1, "patience": 2}) is None
     # with local SGD on both, the synchronous epochs before it count
     assert _refusal(monkeypatch, {"sync_every": 2, "local_sgd_after": 1}, {"sync_every": 2}) == (
-        "The workers were given different settings: `local_sgd_after` is 1 on worker 0, 0 on worker 1. Each of these "
+        "The workers were given different settings: `local_sgd_after` is 1 on worker 0, 0 on worker 1. This setting "
         "decides what the workers exchange or how every step updates the weights they share: give every worker the "
-        "same settings.")
+        "same settings.")  # one setting: said in the singular, where "Each of these" followed it
 
 
 def test_the_settings_every_worker_must_share_include_every_lever_and_no_setting_a_worker_may_hold_its_own():

@@ -97,10 +97,10 @@ def _workers(indices: Sequence[int]) -> str:
     return f"worker {names[0]}" if len(names) == 1 else f"workers {', '.join(names[:-1])} and {names[-1]}"
 
 
-def settings_apart(given: Mapping[int, Mapping[str, Any]]) -> str | None:
+def settings_apart(given: Mapping[int, Mapping[str, Any]]) -> list[str]:
     """What differs between the settings ``given`` to each worker (by worker index): each setting whose value is not
-    the same on every worker that holds it, with those workers' values (``None``: they all hold the same ones). A
-    worker without a setting leaves it unused (another setting says so, and differs)."""
+    the same on every worker that holds it, with those workers' values, one text a setting (none: they all hold the
+    same ones). A worker without a setting leaves it unused (another setting says so, and differs)."""
     parts = []
     for name in dict.fromkeys(name for worker in sorted(given) for name in given[worker]):
         holders: dict[str, list[int]] = {}
@@ -113,7 +113,7 @@ def settings_apart(given: Mapping[int, Mapping[str, Any]]) -> str | None:
         if len(holders) > 1:
             parts.append(f"`{name}` is " + ", ".join(f"{_said(values[key])} on {_workers(workers)}"
                                                      for key, workers in holders.items()))
-    return "; ".join(parts) or None
+    return parts
 
 
 def agree_on_settings(strategy: tf.distribute.Strategy, topology: Topology, shared: Mapping[str, Any]) -> None:
@@ -127,10 +127,11 @@ def agree_on_settings(strategy: tf.distribute.Strategy, topology: Topology, shar
     texts = all_gather_texts(strategy, json.dumps({"worker": topology.worker_index, "settings": dict(shared)}))
     given = {int(row["worker"]): row["settings"] for row in map(json.loads, texts)}
     apart = settings_apart(given)
-    if apart is not None:
-        raise AlexnetError(f"The workers were given different settings: {apart}. Each of these decides what the "
-                           "workers exchange or how every step updates the weights they share: give every worker the "
-                           "same settings.")
+    if apart:
+        raise AlexnetError(f"The workers were given different settings: {'; '.join(apart)}. "
+                           f"{'This setting decides' if len(apart) == 1 else 'Each of these decides'} what the workers "
+                           "exchange or how every step updates the weights they share: give every worker the same "
+                           "settings.")
 
 
 @dataclass(frozen=True)
