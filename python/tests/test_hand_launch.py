@@ -108,7 +108,7 @@ def test_alexnet_train_says_when_the_workers_ended_with_the_same_weights(monkeyp
     monkeypatch.setattr(api, "train", lambda settings, data, strategy=None: history)
     assert main(["train", "--board", "/b", "--total", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2:] == said, lines
+    assert lines[2:] == [*said, "Weights: sha256 ab"], lines  # the digest of the weights follows
     if agree:  # the sentence of spark-train's summary of workers whose digests are one
         rows = [{"worker": i, "chief": i == 0, "categories": ["n1"], "train_images": 4,
                  "history": {"weights_sha256": "ab"}} for i in range(2)]
