@@ -313,7 +313,8 @@ def test_readme_benchmark_commands_parse():
 
 def test_readme_hand_launched_workers_name_the_multi_worker_strategy():
     """The workers launched by hand: each line a worker of one cluster, its index its partition, with --strategy
-    multi_worker (without it each would train alone); the options those of `alexnet train`."""
+    multi_worker (without it each would train alone) and the same --checkpoint-dir in a bucket (a plain path would be
+    each machine's own folder); the options those of `alexnet train`."""
     from alexnet.train.cluster import read_tf_config
 
     lines = [shlex.split(line) for line in readme_blocks("sh workers")[0].splitlines() if line.strip()]
@@ -327,7 +328,8 @@ def test_readme_hand_launched_workers_name_the_multi_worker_strategy():
         args = build_parser().parse_args(words[1:])
         assert (args.command, args.strategy, config["task"]["index"]) == ("train", "multi_worker", index)
         assert (args.partition, args.total) == (index, len(config["cluster"]["worker"]))
-        clusters.append(config["cluster"])
+        assert args.setting_checkpoint_dir.startswith("gs://")
+        clusters.append((config["cluster"], args.setting_checkpoint_dir))
     assert len(lines) == 2 and clusters[0] == clusters[1]
 
 
