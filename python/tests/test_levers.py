@@ -1005,7 +1005,7 @@ def test_a_run_s_fits_excuse_its_local_sgd_s_averages_and_only_while_they_train(
 
     settings = check_settings({"epochs": 1, "verbose": 0})
     with pytest.raises(RuntimeError, match="a step failed"):
-        run._fit(Net(), SimpleNamespace(train=lambda size: None), settings,
+        run._fit(Net(), SimpleNamespace(train=lambda size, epoch, step: None), settings,
                  SimpleNamespace(train=4), SimpleNamespace(epoch=0, step=0), [local])
     assert seen == [True] and local.excused not in tensorflow_logger.filters
 

@@ -187,3 +187,30 @@ def test_the_training_top5_ranks_tied_classes_by_label_as_validation_does():
     counts = ClassCounts.empty(1000)
     counts.count(tied, labels, 5)
     assert float(top5.result()) == counts.topk_correct / 4 == 0.5
+
+
+def test_the_dropout_masks_of_a_training_model_are_functions_of_its_seed_and_step():
+    """A resumed run drops the units the run it resumes would have dropped: each mask is a function of the seed,
+    the optimizer's step (which checkpoints keep), the layer and the micro-batch, not of the draws before it; the
+    layers save as Keras's own Dropout, with the config a model built without it has."""
+    from alexnet.train.precision import Precision
+
+    def model(seed: int):
+        net, optimizer = alexnet_model.training_model(3, Precision("float32", "asked"), dense_units=64, seed=seed)
+        return [net.get_layer(f"dropout{i}") for i in (1, 2)], optimizer
+
+    units = tf.ones([4, 64])
+    (first, second), optimizer = model(seed=3)
+    mask = first(units, training=True).numpy()
+    assert 0 < (mask == 0).mean() < 1
+    np.testing.assert_array_equal(first(units, training=True).numpy(), mask)  # drawn again: the same
+    (again, _), _ = model(seed=3)
+    np.testing.assert_array_equal(again(units, training=True).numpy(), mask)  # another model of the seed: the same
+    assert not np.array_equal(second(units, training=True).numpy(), mask)  # the other layer: other units
+    with alexnet_model.micro_batch(1):
+        assert not np.array_equal(first(units, training=True).numpy(), mask)
+    assert not np.array_equal(model(seed=4)[0][0](units, training=True).numpy(), mask)
+    optimizer.iterations.assign_add(1)
+    assert not np.array_equal(first(units, training=True).numpy(), mask)  # the next step: other units
+    np.testing.assert_array_equal(first(units, training=False).numpy(), units.numpy())
+    assert first.get_config() == build_alexnet(3, dense_units=64).get_layer("dropout1").get_config()

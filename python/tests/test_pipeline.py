@@ -79,27 +79,38 @@ def test_synthetic_twin_matches_the_training_batches():
 
 
 @pytest.mark.parametrize("cache", [False, True])
-def test_every_image_once_per_epoch_in_a_new_order(tree, cache):
-    files = tree["image"]
+def test_every_image_once_per_pass_in_a_new_order(tree, cache):
+    files = tree["image"]  # 18 images, batches of 3: six batches per pass
     index = list(range(len(files)))
-    ds = pipeline.train_dataset(
-        files, index, batch_size=3, image_size=SIZE, parallel=2, repeat=False, drop_remainder=False, cache=cache
-    )
-    epochs = [_labels(ds) for _ in range(3)]
-    for order in epochs:
-        assert sorted(order) == index, "each epoch must see each image exactly once"
-    assert len({tuple(order) for order in epochs}) == 3, "the order must change every epoch"
-    assert epochs[0] != index
+    ds = pipeline.train_dataset(files, index, batch_size=3, image_size=SIZE, parallel=2, cache=cache, seed=5)
+    seen = _labels(ds.take(18))
+    passes = [seen[i * len(files):(i + 1) * len(files)] for i in range(3)]
+    for order in passes:
+        assert sorted(order) == index, "each pass must see each image exactly once"
+    assert len({tuple(order) for order in passes}) == 3, "the order must change every pass"
+    assert passes[0] != index
 
 
-def test_repeated_dataset_is_a_sequence_of_full_passes(tree):
-    files = tree["image"]  # 18 images, batches of 6: three batches per pass
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_stream_started_at_an_image_gives_what_the_stream_gives_from_there(tree, cache):
+    """The order and the crops are functions of the seed and the image's place in the stream: a run resumed at a
+    step takes the images, crops and colours the run would have taken had it not stopped, also inside a pass."""
+    files = tree["image"]  # 18 images, batches of 3
     index = list(range(len(files)))
-    ds = pipeline.train_dataset(files, index, batch_size=6, image_size=SIZE, parallel=2, seed=5)
-    seen = _labels(ds.take(6))
-    first, second = seen[: len(files)], seen[len(files) :]
-    assert sorted(first) == index and sorted(second) == index
-    assert first != second
+
+    def batches(start: int, count: int, seed: int = 5) -> list[tuple[np.ndarray, list[int]]]:
+        ds = pipeline.train_dataset(files, index, batch_size=3, image_size=SIZE, parallel=2, cache=cache, seed=seed,
+                                    start=start, lighting=0.1)
+        return [(images.numpy(), labels.numpy().tolist()) for images, labels in ds.take(count)]
+
+    whole = batches(0, 14)
+    for start in (9, 18, 27):  # inside the first pass, the second pass's first image, inside the second pass
+        later = batches(start, 14 - start // 3)
+        assert [labels for _, labels in later] == [labels for _, labels in whole[start // 3:]], start
+        assert all((a == b).all() for (a, _), (b, _) in zip(later, whole[start // 3:], strict=True)), start
+    assert [labels for _, labels in batches(0, 6, seed=6)] != [labels for _, labels in whole[:6]]
+    alone = pipeline.train_dataset(files, index, batch_size=3, image_size=SIZE, seed=5, start=27, repeat=False)
+    assert _labels(alone) == [v for _, labels in whole[9:12] for v in labels], "the rest of the pass started in"
 
 
 def test_an_undecodable_file_costs_itself_alone_and_is_kept_among_the_failures(tree):

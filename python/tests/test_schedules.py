@@ -181,8 +181,8 @@ def sized(colours, tmp_path_factory) -> dict:
     original = run_datasets.RunDatasets.train
     stop, epochs, first = stop_after_first_epoch(), _Epochs(), _Epochs()
     with pytest.MonkeyPatch.context() as patch:
-        def train(self, size):
-            dataset = original(self, size)
+        def train(self, size, epoch=0, step=0):
+            dataset = original(self, size, epoch, step)
             fed[current].append((size, tuple(dataset.element_spec[0].shape[1:3])))
             return dataset
 

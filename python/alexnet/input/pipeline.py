@@ -1,6 +1,7 @@
 """The input pipeline: compressed image bytes -> decode -> augment -> batch -> prefetch, all in tf.data.
 
-Images stay compressed for as long as possible. File paths (cheap strings) are shuffled every epoch, the
+Images stay compressed for as long as possible. File paths (cheap strings) are shuffled every pass over them, each
+pass's order and each image's crop a function of the seed and the image's place in the stream, the
 bytes are read in parallel (and, with ``cache=True``, kept in memory still compressed), and each image is
 decoded only when its batch is built, in ``parallel`` calls at once, while the previous batch trains
 (``prefetch``). Pixels stay ``uint8`` all the way to the model, whose first layer normalises them, so a
@@ -154,9 +155,9 @@ def train_dataset(
     parallel: int | None = None,
     cache: bool = False,
     seed: int | None = None,
+    start: int = 0,
     repeat: bool = True,
     drop_remainder: bool = True,
-    shuffle_buffer: int | None = None,
     area_range: tuple[float, float] = (0.08, 1.0),
     aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
     lighting: float = 0.0,
@@ -164,51 +165,53 @@ def train_dataset(
 ) -> tf.data.Dataset:
     """The training dataset: batches ``(uint8 [batch_size, image_size, image_size, 3], int32 [batch_size])``.
 
-    Every pass over the data visits every file exactly once, in a new random order (the file list is
-    shuffled with a full buffer, reshuffled at each pass; ``seed`` makes the order and the crops
-    reproducible: its elements then come out in order, each with the same random seed, rather than as soon as they
-    are decoded). Files are read with ``parallel`` parallel calls and decoded with
-    :func:`decode_for_training` (its crop's ``area_range`` and ``aspect_ratio_range``, its colour noise's
-    ``lighting``) in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
+    The images come as a stream of passes over the files, each pass every file exactly once in a new random
+    order, and each image of the stream cropped, flipped and coloured at random (:func:`decode_for_training`: its
+    crop's ``area_range`` and ``aspect_ratio_range``, its colour noise's ``lighting``). Both are functions of
+    ``seed`` and the image's place in the stream alone (:func:`stream_orders`, :func:`image_seeds`), not of what
+    was drawn before: the dataset of a run resumed at image ``start`` of the stream gives the images, crops and
+    order the stream of the same ``seed`` gives from there (``seed`` ``None``: one drawn at random). With ``seed``
+    its elements come out in order, rather than as soon as they are decoded. Files are read with ``parallel``
+    parallel calls and decoded in ``parallel`` parallel calls (``None``: one per usable CPU); batches are
     prefetched. ``batch_size`` is the images of one batch (training batches per replica, see
     :class:`alexnet.train.datasets.RunDatasets`). With ``repeat=True`` the passes follow one another without end
-    (Keras then needs ``steps_per_epoch``), so a batch may straddle two passes.
+    (Keras then needs ``steps_per_epoch``), so a batch may straddle two passes; with ``repeat=False`` the dataset
+    is the rest of the pass ``start`` is in.
 
-    With ``cache=True`` the compressed bytes are kept in memory after the first pass (never the decoded
-    pixels); later passes are then shuffled again after the cache, with a buffer of ``shuffle_buffer``
-    images (default: all of them, which holds references to the cached bytes, not copies).
+    With ``cache=True`` the compressed bytes of each file are kept in memory once read (never the decoded pixels),
+    and read from there at the passes after: the same images in the same order as without it.
 
     An image that cannot be read or decoded is skipped, the batch filled with the next one; with ``failures``, its
     path is kept there (:class:`DecodeFailures`).
     """
     calls = num_parallel_calls(parallel)
-    files_ds = _file_dataset(files, labels)
-    count = int(files_ds.cardinality())
-    buffer = count if shuffle_buffer is None else max(1, min(int(shuffle_buffer), count))
-    ds = files_ds.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    files = as_string_list(files, "files")
+    label_ids = np.asarray(labels, dtype=np.int32).reshape(-1)
+    if len(label_ids) != len(files):
+        raise AlexnetError(f"There are {len(files)} files but {len(label_ids)} labels: give one label per file.")
     seeded = seed is not None
+    key = int(np.random.default_rng().integers(2**62)) if seed is None else int(seed)
+    paths, label_table = tf.constant(files), tf.constant(label_ids)
+    ds = stream_orders(len(files), key, int(start), repeat=repeat)
+    kept = tf.lookup.experimental.MutableHashTable(tf.int64, tf.string, default_value="") if cache else None
 
-    def read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def read(file: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        path = paths[file]
         with tf.control_dependencies([] if failures is None else [failures.enter(path)]):
-            return tf.io.read_file(path), label, path
+            if kept is None:
+                contents = tf.io.read_file(path)
+            else:  # read once, then from memory (an empty file is read again, and fails again)
+                held = kept.lookup(file)
+                contents = tf.cond(tf.strings.length(held) > 0, lambda: held, lambda: _read_into(kept, file, path))
+            return contents, label_table[file], path, position
 
     ds = ds.map(unconverted(read), num_parallel_calls=calls, deterministic=seeded)
-    if cache:
-        ds = ds.cache().shuffle(buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    # one independent random seed per element makes the crops, flips and colour noise reproducible under ``seed``
-    noise = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2, drop_remainder=True)
-    ds = tf.data.Dataset.zip((ds, noise))
 
-    def decode(item: tuple[tf.Tensor, tf.Tensor, tf.Tensor], element_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        contents, label, path = item
-        if failures is not None and cache:  # entered again: the bytes of a cached pass were read at the first
-            with tf.control_dependencies([failures.enter(path)]):
-                contents = tf.identity(contents)
+    def decode(contents: tf.Tensor, label: tf.Tensor, path: tf.Tensor, position: tf.Tensor
+               ) -> tuple[tf.Tensor, tf.Tensor]:
         image = decode_for_training(
-            contents, image_size, element_seed, area_range=area_range, aspect_ratio_range=aspect_ratio_range,
-            lighting=lighting,
+            contents, image_size, image_seeds(key, position), area_range=area_range,
+            aspect_ratio_range=aspect_ratio_range, lighting=lighting,
         )
         if failures is not None:  # taken out once decoded: what stays was skipped
             with tf.control_dependencies([image]):
@@ -225,6 +228,36 @@ def train_dataset(
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(training=True, seeded=seeded))
+
+
+def _read_into(kept: tf.lookup.experimental.MutableHashTable, file: tf.Tensor, path: tf.Tensor) -> tf.Tensor:
+    """The bytes of the file at ``path``, kept in ``kept`` under its index ``file``."""
+    contents = tf.io.read_file(path)
+    with tf.control_dependencies([kept.insert(file[None], contents[None])]):
+        return tf.identity(contents)
+
+
+def stream_orders(count: int, key: int, start: int = 0, *, repeat: bool = True) -> tf.data.Dataset:
+    """The files of a training stream from its image ``start`` on: ``(file, position)`` int64 pairs, the index of
+    a file among ``count`` and the place of that image in the stream. Pass ``p`` (the images ``p * count`` to
+    ``(p + 1) * count - 1``) is every file once, in the order of a stateless shuffle seeded by ``key`` and ``p``
+    alone; ``repeat=False`` ends the stream with the pass ``start`` is in."""
+    first, skip = divmod(int(start), count)
+    passes = tf.data.Dataset.range(first, 2**62 if repeat else first + 1)
+    base = tf.constant([key, 0], tf.int64)
+
+    def one_pass(p: tf.Tensor) -> tf.data.Dataset:
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(count, dtype=tf.int64), seed=tf.random.experimental.stateless_fold_in(base, p))
+        return tf.data.Dataset.from_tensor_slices((order, p * count + tf.range(count, dtype=tf.int64)))
+
+    return passes.flat_map(unconverted(one_pass)).skip(skip)
+
+
+def image_seeds(key: int, position: tf.Tensor) -> tf.Tensor:
+    """The ``[2]`` int64 seed of the random crop, flip and colour noise of the image at ``position`` of a training
+    stream seeded by ``key`` (:func:`decode_for_training`): a function of the two alone."""
+    return tf.random.experimental.stateless_fold_in(tf.constant([key, 1], tf.int64), position)
 
 
 def validation_dataset(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tfimport import keras, tf
+from .model import micro_batch
 
 
 def accumulating_step(model: keras.Model, micro_batches: int) -> Callable[[Any], dict[str, Any]]:
@@ -26,9 +27,9 @@ def accumulating_step(model: keras.Model, micro_batches: int) -> Callable[[Any],
     optimizer = model.optimizer
     scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
 
-    def gradients(images: Any, labels: Any) -> tuple[list[Any], Any]:
+    def gradients(images: Any, labels: Any, index: Any) -> tuple[list[Any], Any]:
         variables = model.trainable_variables
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, micro_batch(index):  # each micro-batch its own dropout masks
             predictions = model(images, training=True)
             loss = model.compute_loss(images, labels, predictions)
             if scaled:
@@ -48,14 +49,14 @@ def accumulating_step(model: keras.Model, micro_batches: int) -> Callable[[Any],
         first = tf.TensorArray(tf.float32, size=k - 1, element_shape=None)
 
         def body(i: Any, sums: list[Any], outputs: Any) -> tuple[Any, list[Any], Any]:
-            grads, predictions = gradients(micro_images[i], micro_labels[i])
+            grads, predictions = gradients(micro_images[i], micro_labels[i], i)
             return (i + 1, [s + tf.cast(g, s.dtype) for s, g in zip(sums, grads, strict=True)],
                     outputs.write(i, tf.cast(predictions, tf.float32)))
 
         zeros = [tf.zeros_like(v) for v in variables]
         _, sums, outputs = tf.while_loop(lambda i, *_: i < k - 1, body, (tf.constant(0), zeros, first),
                                          parallel_iterations=1)
-        grads, predictions = gradients(micro_images[k - 1], micro_labels[k - 1])
+        grads, predictions = gradients(micro_images[k - 1], micro_labels[k - 1], k - 1)
         mean = [(s + tf.cast(g, s.dtype)) / k for s, g in zip(sums, grads, strict=True)]
         optimizer.apply_gradients(zip(mean, variables, strict=True))
         earlier = outputs.stack()

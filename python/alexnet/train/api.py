@@ -121,10 +121,13 @@ def alexnet_train(*args: Any, **kwargs: Any) -> dict[str, Any]:
     ``checkpoint_dir`` (a folder, ``file://``, ``gs://`` or ``s3://``, like a board): a checkpoint is written
     after every epoch and, with ``checkpoint_every``, every that many steps inside an epoch; running again
     with the same ``checkpoint_dir`` resumes where the last checkpoint was written, and the returned history
-    covers every epoch. A run resumed inside an epoch ends it with the batches of a new pass over the images (a new
-    order; with ``seed``, the order the run began with), so that in that epoch some images come twice and others not,
-    and its training loss and accuracy count the steps after the resume alone; the learning rate, the optimizer's
-    state and the epochs after it go on as they would have. Once every epoch asked for is done, running again
+    covers every epoch. The learning rate and the optimizer's state go on as they were; with ``seed``, so do the
+    images each step takes, their order, crops and colour noise, and the dropout masks, functions of the seed and the
+    step alone, so that a run resumed after an epoch or inside one goes on as the run would have without the stop (on
+    one CPU process, where two runs of a seed end alike, to the same losses and weights; an image skipped as
+    unreadable moves the images after it in the run that skipped it alone). Without ``seed``, the images after the
+    resume come in a new random order. A run resumed inside an epoch counts that epoch's training loss and accuracy
+    over its steps after the resume alone. Once every epoch asked for is done, running again
     trains nothing and measures no link: it returns the run as it ended (its history as its checkpoints recorded it,
     on a worker other than the chief with its own ``train_images`` and ``worker_val_images``; its model, left as it
     is where the run saved it, else saved from the last checkpoint; its ``model_pin`` version when the pin's newest

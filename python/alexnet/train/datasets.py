@@ -207,7 +207,9 @@ class RunDatasets:
         from ..input import pipeline
 
         self.strategy, self.td, self.settings, self.steps = strategy, td, settings, steps
-        self._train: dict[int, Any] = {}
+        #: the images of one step of this worker (a batch for each of its replicas)
+        self.worker_images = topology.worker_batch(settings.step_batch)
+        self._train: Any = None
         self.skipped = SkippedImages(pipeline.DecodeFailures(), len(td.files), settings.max_bad_fraction, strategy,
                                      topology)
         self.validation = None
@@ -222,14 +224,17 @@ class RunDatasets:
         dataset itself under the default strategy)."""
         return self.strategy.distribute_datasets_from_function(lambda _: make())
 
-    def train(self, size: int) -> Any:
-        """Training batches of ``size`` pixels square."""
+    def train(self, size: int, epoch: int = 0, step: int = 0) -> Any:
+        """Training batches of ``size`` pixels square, from step ``step`` of epoch ``epoch`` (both from 0) on: the
+        images, crops and order a run of these steps and batches takes from there
+        (:func:`alexnet.input.pipeline.train_dataset`'s ``start``), so that a run resumed there, or going on at
+        another size, goes on as one that did not stop. An image skipped as unreadable moves the images after it
+        one place on in the run that skipped it alone."""
         from ..input import pipeline
 
-        if size not in self._train:
-            s = self.settings
-            # only the current size is kept: with `cache`, each dataset holds its own copy of the compressed bytes
-            self._train = {size: self._per_replica(lambda: pipeline.train_dataset(
-                self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
-                area_range=s.area_range, lighting=s.lighting, failures=self.skipped.failures))}
-        return self._train[size]
+        s, start = self.settings, (epoch * self.steps.train + step) * self.worker_images
+        self._train = None  # only the current one is kept: with `cache`, each holds its own copy of the bytes
+        self._train = self._per_replica(lambda: pipeline.train_dataset(
+            self.td.files, self.td.labels, s.step_batch, size, parallel=s.parallel, cache=s.cache, seed=s.seed,
+            start=start, area_range=s.area_range, lighting=s.lighting, failures=self.skipped.failures))
+        return self._train

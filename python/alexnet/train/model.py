@@ -4,14 +4,18 @@ Training follows the paper: SGD with momentum 0.9 and weight decay 5e-4 (:class:
 ``weight_decay * w`` is added to the gradient before the momentum, the paper's update rule while the rate holds,
 and a changed rate scales the whole step at once; biases are not decayed). The optimizer's learning rate is a
 variable that training sets before every step from the run's schedule (:mod:`.schedule`). :func:`training_model`
-makes the model, optimizer and compiled step every run trains with, the benchmark's included; :func:`say_building`
+makes the model, optimizer and compiled step every run trains with, the benchmark's included, its dropout masks
+functions of the seed and the step (:func:`step_dropout`), so that a resumed run drops what it would have dropped;
+:func:`say_building`
 says, before a multi-worker run builds them, what the chief then sends the other workers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..tfimport import keras, tf
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from .strategy import Topology
 
 logger = logging.getLogger(__name__)
+
+#: The micro-batch of a training step whose forward pass is being traced (:mod:`.accumulate`; 0: the step's only
+#: one), which :func:`step_dropout`'s masks are drawn for.
+_MICRO_BATCH: contextvars.ContextVar[Any] = contextvars.ContextVar("micro_batch", default=0)
 
 
 @keras.saving.register_keras_serializable(package="alexnet")
@@ -167,12 +175,13 @@ def compile_alexnet(
 def training_model(num_classes: int, precision: Precision, learning_rate: float = 0.01, momentum: float = 0.9,
                    weight_decay: float = 5e-4, *, image_size: int | None = None, dense_units: int = 4096,
                    dropout: float = 0.5, grouped: bool = False, label_smoothing: float = 0.0,
-                   jit_compile: bool = False, train_from: str = "conv1") -> tuple[keras.Model, Any]:
+                   jit_compile: bool = False, train_from: str = "conv1", seed: int | None = None
+                   ) -> tuple[keras.Model, Any]:
     """AlexNet (:func:`alexnet.model.network.build_alexnet`) in ``precision``, with the paper's optimizer at
     ``learning_rate`` (loss-scaled for float16), compiled (labels smoothed by ``label_smoothing``) and with its
     optimizer built: what every run trains. The layers before ``train_from`` do not learn (their weights are not
-    trainable, so the backward pass stops short of them and the optimizer keeps no momentum for them). Call it under
-    the strategy's scope."""
+    trainable, so the backward pass stops short of them and the optimizer keeps no momentum for them). Its dropout
+    masks are functions of ``seed`` and the step (:func:`step_dropout`). Call it under the strategy's scope."""
     from ..model.network import build_alexnet
     from .initial import frozen_layers
 
@@ -183,7 +192,57 @@ def training_model(num_classes: int, precision: Precision, learning_rate: float 
     optimizer = make_optimizer(learning_rate, momentum, weight_decay, loss_scaled=precision.loss_scaled)
     compile_alexnet(net, optimizer, num_classes, label_smoothing=label_smoothing, jit_compile=jit_compile)
     optimizer.build(net.trainable_variables)
+    step_dropout(net, optimizer, seed)
     return net, optimizer
+
+
+@contextlib.contextmanager
+def micro_batch(index: Any) -> Iterator[None]:
+    """While it lasts, the forward passes traced draw their dropout masks for micro-batch ``index`` of the step
+    (:func:`step_dropout`)."""
+    token = _MICRO_BATCH.set(index)
+    try:
+        yield
+    finally:
+        _MICRO_BATCH.reset(token)
+
+
+def step_dropout(net: keras.Model, optimizer: Any, seed: int | None) -> bool:
+    """Make the masks of ``net``'s dropout layers a function of ``seed`` (``None``: one drawn at random), the
+    optimizer's step (``optimizer.iterations``, which checkpoints keep), the replica, the layer and the micro-batch
+    (:func:`micro_batch`) alone: a run resumed from a checkpoint then drops the units the run would have dropped
+    had it not stopped. Keras's own masks come from a random op whose state lives in the process, and start again
+    in each new one.
+
+    The layers stay Keras's ``Dropout``, so that the model saves and loads as it did (their config is the same):
+    only what their random generator's ``dropout`` draws changes. False, said in a DEBUG line, when a Keras without
+    that generator leaves the layers drawing as before."""
+    import numpy as np
+
+    key = int(seed) if seed is not None else int(np.random.default_rng().integers(2**62))
+    layers = [layer for layer in net.layers if isinstance(layer, keras.layers.Dropout)]
+    generators: list[Any] = [getattr(layer, "_random_generator", None) for layer in layers]
+    if not all(callable(getattr(generator, "dropout", None)) for generator in generators):
+        logger.debug("This Keras's Dropout layers have no random generator with a dropout(): their masks are drawn "
+                     "as Keras draws them, and a resumed run drops other units than the run it resumes would have.")
+        return False
+    for index, generator in enumerate(generators):
+        generator.dropout = _dropout_of(key, index, optimizer)
+    return True
+
+
+def _dropout_of(key: int, layer: int, optimizer: Any) -> Callable[..., Any]:
+    """The ``dropout(inputs, rate, noise_shape)`` of dropout layer ``layer`` (:func:`step_dropout`)."""
+
+    def dropout(inputs: Any, rate: Any, noise_shape: Any = None) -> Any:
+        context = tf.distribute.get_replica_context()
+        replica = 0 if context is None else context.replica_id_in_sync_group
+        seed = tf.constant([key, layer], tf.int64)
+        for data in (optimizer.iterations, replica, _MICRO_BATCH.get()):
+            seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(data, tf.int64))
+        return tf.nn.experimental.stateless_dropout(inputs, rate, seed, noise_shape=noise_shape)
+
+    return dropout
 
 
 def initial_values_bytes(num_classes: int, settings: TrainSettings) -> int:

@@ -98,7 +98,7 @@ def _build(strategy: tf.distribute.Strategy, num_classes: int, settings: TrainSe
                                         settings.weight_decay, dense_units=settings.dense_units,
                                         dropout=settings.dropout, grouped=settings.grouped,
                                         label_smoothing=settings.label_smoothing,
-                                        jit_compile=xla, train_from=settings.train_from)
+                                        jit_compile=xla, train_from=settings.train_from, seed=settings.seed)
     logger.info("Precision %s (%s); XLA %s (%s).", precision.name, precision.reason, "on" if xla else "off", why)
     return net, optimizer
 
@@ -137,22 +137,23 @@ def _fit(net: keras.Model, datasets: RunDatasets, settings: TrainSettings, steps
     epoch, step = start.epoch, start.step
     traced: list[int] = []
 
-    def fit(first: int, last: int, steps_per_epoch: int, size: int) -> None:
+    def fit(first: int, last: int, steps_per_epoch: int, size: int, step: int = 0) -> None:
         if traced and traced[-1] != size:
             # a step traced for this size alone: Keras would otherwise relax the third shape it sees to any
             # size, a graph that runs slower than one of known shapes
             net.train_function = None
         traced.append(size)
         with untuned_device_datasets(), averages_excused(callbacks):
-            net.fit(datasets.train(size), epochs=last, initial_epoch=first, steps_per_epoch=steps_per_epoch,
-                    callbacks=[*callbacks, RunProgress(settings.epochs)], verbose=fit_verbosity(settings.verbose))
+            net.fit(datasets.train(size, first, step), epochs=last, initial_epoch=first,
+                    steps_per_epoch=steps_per_epoch, callbacks=[*callbacks, RunProgress(settings.epochs)],
+                    verbose=fit_verbosity(settings.verbose))
 
     if step > 0 and epoch < settings.epochs:
         if step >= steps.train:  # checkpointed at a smaller global batch, whose epochs had more steps
             logger.info("The checkpoint was written after step %d of epoch %d, and an epoch has %d steps now: epoch %d "
                         "ends with its last step, and training goes on from epoch %d.", step, epoch + 1, steps.train,
                         epoch + 1, epoch + 2)
-        fit(epoch, epoch + 1, max(1, steps.train - step), settings.sizes.at(epoch))
+        fit(epoch, epoch + 1, max(1, steps.train - step), settings.sizes.at(epoch), min(step, steps.train - 1))
         epoch += 1
     for first, last, size in settings.sizes.segments(epoch, settings.epochs):
         if len(settings.sizes.sizes) > 1:

@@ -141,10 +141,10 @@ class TrainSettings:
                                     "run's folder of checkpoints, whose model it would replace", optional=True,
                                     output=True)
     checkpoint_every: int | None = setting(None, "count", "also checkpoint every this many steps inside an epoch "
-                                           "(needs `checkpoint_dir`); a run resumed from one ends that epoch with "
-                                           "batches of a new pass over the images (with `seed`, in the order the run "
-                                           "began with), and that epoch's training metrics count its steps after the "
-                                           "resume alone", minimum=1, optional=True)
+                                           "(needs `checkpoint_dir`); a run resumed from one goes on with the "
+                                           "images of the steps after it (with `seed`, those the run would have "
+                                           "taken, cropped alike), and that epoch's training metrics count its steps "
+                                           "after the resume alone", minimum=1, optional=True)
     steps_per_epoch: int | None = setting(None, "count", "training steps per epoch (unset: as many whole batches "
                                           "as the images fill, at least one)", minimum=1, optional=True)
     validation: bool = setting(True, "flag", "evaluate the validation images (centre crop at the last image size) "
@@ -161,7 +161,9 @@ class TrainSettings:
     max_bad_fraction: float = setting(0.01, "number", "the share of images that may be unusable (skipped) before "
                                       "training stops with an error naming them", minimum=0.0, maximum=1.0)
     check_images: bool = setting(True, "flag", "check every image once before training and skip the bad ones")
-    seed: int | None = setting(None, "count", "random seed of the weights and of the order and crops of the images",
+    seed: int | None = setting(None, "count", "random seed of the weights, of the order and crops of the images and of "
+                               "the dropout masks, each step's a function of the seed and the step: a run resumed from "
+                               "its checkpoints goes on as the run would have without the stop",
                                minimum=0, optional=True)
     verbose: int = setting(1, "count", "Keras fit verbosity (0 silent, 1 progress bar, 2 one line per epoch); 1 "
                            "gives a line per epoch too where no bars are drawn (ALEXNET_PROGRESS=0) or standard "
