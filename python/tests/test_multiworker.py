@@ -1192,6 +1192,17 @@ def test_a_dead_worker_stops_the_other_and_a_rerun_resumes_in_step(tmp_path, pro
     assert histories[0]["weights_sha256"] == histories[1]["weights_sha256"]
     assert histories[0]["model_path"] and Path(histories[0]["model_path"]).exists()
     assert histories[1]["model_path"] is None, "only the chief saves the model"
+    # and with the losses and weights of the same run that nothing stopped: each step's images, crops and dropout
+    # masks are functions of the worker's seed and the step, not of what its process drew before
+    straight = tmp_path / "straight"
+    straight.mkdir()
+    base = free_base_port(2)
+    workers = [_start(processes, straight, i, base, d, kill=False) for i, d in enumerate((data0, data1))]
+    codes = [processes.wait(w, 240) for w in workers]
+    assert codes == [0, 0], [(straight / f"log-{i}-resume.txt").read_text()[-3000:] for i in range(2)]
+    unstopped = [json.loads((straight / f"result-{i}.json").read_text()) for i in range(2)]
+    assert [h["metrics"]["loss"] for h in unstopped] == [h["metrics"]["loss"] for h in histories]
+    assert [h["weights_sha256"] for h in unstopped] == [h["weights_sha256"] for h in histories]
     # only the chief wrote the card, the pin (one version) and the logs (one event file)
     card = json.loads((tmp_path / "ckpt" / CARD_FILE).read_text())
     assert card == histories[0]["card"] and card["epochs"] == 3 and card["num_classes"] == 4
