@@ -166,34 +166,27 @@ def test_alexnets_parameters_are_known_before_it_is_built(classes, grouped, para
     assert built == layer_parameters(5, dense_units=16, grouped=grouped)
 
 
-def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts():
-    """Three workers launched by hand, worker 2's TF_CONFIG naming worker 1 at another port: worker 2 gave up waiting
-    at that port, the chief was ended by its watchdog blaming worker 1, which had joined, and worker 1 ended in a
-    traceback; none said the clusters differed. The workers tell each other their clusters as they meet, and each that
-    meets the odd one names both lists, as a settings error (the command line's exit status 2)."""
-    import re
+def _met_in_process(clusters: list[list[str]], bound: float) -> dict[int, BaseException]:
+    """The error each of the workers given ``clusters`` (one a worker, each in a thread of this process) ended its
+    :func:`~alexnet.train.joining.meet_workers` with, a server taking each port it was given once it met the others."""
     import socket
     import threading
 
-    from alexnet.bench.cluster import free_base_port
-    from alexnet.errors import AlexnetError
     from alexnet.train import joining
 
-    base = free_base_port(6)
-    right = [f"127.0.0.1:{base + i}" for i in range(3)]
-    odd = [right[0], f"127.0.0.1:{base + 5}", right[2]]
     said: dict[int, BaseException] = {}
     servers: list[socket.socket] = []
 
     def worker(index: int) -> None:
-        config = {"cluster": {"worker": odd if index == 2 else right}, "task": {"type": "worker", "index": index}}
+        config = {"cluster": {"worker": clusters[index]}, "task": {"type": "worker", "index": index}}
+        port = int(clusters[index][index].rpartition(":")[2])
         try:
-            joining.meet_workers(config, 20, hold=base + index, every=60)
-            servers.append(socket.create_server(("127.0.0.1", base + index)))  # TensorFlow's server, next
+            joining.meet_workers(config, bound, hold=port, every=60)
+            servers.append(socket.create_server(("127.0.0.1", port)))  # TensorFlow's server, next
         except BaseException as error:
             said[index] = error
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(clusters))]
     try:
         for thread in threads:
             thread.start()
@@ -202,7 +195,25 @@ def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts
     finally:
         for server in servers:
             server.close()
-    assert not any(t.is_alive() for t in threads) and sorted(said) == [0, 1, 2], said
+    assert not any(t.is_alive() for t in threads), said
+    return said
+
+
+def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts():
+    """Three workers launched by hand, worker 2's TF_CONFIG naming worker 1 at another port: worker 2 gave up waiting
+    at that port, the chief was ended by its watchdog blaming worker 1, which had joined, and worker 1 ended in a
+    traceback; none said the clusters differed. The workers tell each other their clusters as they meet, and each that
+    meets the odd one names both lists, as a settings error (the command line's exit status 2)."""
+    import re
+
+    from alexnet.bench.cluster import free_base_port
+    from alexnet.errors import AlexnetError
+
+    base = free_base_port(6)
+    right = [f"127.0.0.1:{base + i}" for i in range(3)]
+    odd = [right[0], f"127.0.0.1:{base + 5}", right[2]]
+    said = _met_in_process([right, right, odd], 20)
+    assert sorted(said) == [0, 1, 2], said
     assert all(type(e) is AlexnetError and not e.while_running for e in said.values()), said
     listed = {i: json.dumps({"worker": odd if i == 2 else right}) for i in range(3)}
     for index, error in said.items():
@@ -215,6 +226,30 @@ def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts
         assert (index == 2) != (other == 2), "the odd worker and one of the others, each naming the other"
         assert (found[1], found[3]) == (listed[index], listed[other])
         assert (found[4], found[5]) == ((odd[1], right[1]) if index != 2 else (right[1], odd[1]))
+
+
+def test_a_worker_whose_knocks_reach_nobody_learns_of_a_differing_cluster_from_the_odd_worker():
+    """Workers 0 and 1 given one cluster, worker 2 another that puts itself at another port: worker 2 stopped knocking
+    at the first worker that told it the clusters differ, so worker 1, whose knocks on worker 2's address reached
+    nobody, was never told and gave up after the whole bound, blaming worker 2 ("start the same training on that
+    worker too"). The odd worker now knocks on every worker once, and each of the three says the clusters differ,
+    well before the bound."""
+    import time
+
+    from alexnet.bench.cluster import free_base_port
+    from alexnet.errors import AlexnetError
+
+    base = free_base_port(6)
+    right = [f"127.0.0.1:{base + i}" for i in range(3)]
+    odd = [right[0], right[1], f"127.0.0.1:{base + 5}"]
+    start = time.monotonic()
+    said = _met_in_process([right, right, odd], 10)
+    assert sorted(said) == [0, 1, 2] and time.monotonic() - start < 8, said
+    for index, error in said.items():
+        assert type(error) is AlexnetError and not error.while_running, (index, error)
+        assert str(error).startswith("The workers were given different TF_CONFIG clusters: this process, "
+                                     f"worker {index} ({(odd if index == 2 else right)[index]}), was given "), error
+        assert f"where worker 2 is {right[2] if index == 2 else odd[2]}, not " in str(error), error
 
 
 #: A worker launched by hand, in a process of its own: argv its index, the cluster's workers (JSON), "quit" (it stops

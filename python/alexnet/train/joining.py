@@ -166,15 +166,20 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
             listener = None
     start = time.monotonic()
     due = every
+    said = greeting.words(me, nonce, address, mine)
+    told: set[str] = set()  # the workers knocked on once another cluster was found: each was told this one
     try:
         while waiting and not found:
             for name, where in list(waiting.items()):
-                answer = _knock(where, greeting.words(me, nonce, address, mine))
-                if answer is False:
+                answer = _knock(where, said)
+                if found:  # the knock told it this worker's cluster, which it compares with its own
+                    told.add(name)
+                if answer is False or found:
                     continue
                 if answer is not None and answer.nonce != nonce and answer.cluster not in (None, mine):
                     found.append(greeting.clusters_differ(me, address, mine, answer))
-                    break
+                    told.add(name)
+                    continue
                 if answer is not None and (answer.nonce == nonce or answer.name != name):
                     raise AlexnetError(greeting.wrong_index(me, address, name, where, answer.name, answer.nonce,
                                                             nonce))
@@ -189,7 +194,12 @@ def meet_workers(config: dict, bound: float | None, hold: int | None = None, eve
                 logger.info("%s still waits for %s to join (%d s).", me.capitalize(), missing, round(waited))
                 due += every
             time.sleep(KNOCK_EVERY)
-        if found:  # a settings error: the others' next knocks are answered meanwhile, so that they tell it too
+        if found:  # a settings error: every worker not met yet is knocked on once, so that each that was given
+            # another cluster than this one learns of it even when its own knocks reach nobody (an address its list
+            # names otherwise), and the others' next knocks are answered meanwhile, so that they tell it too
+            for name, where in waiting.items():
+                if name not in told:
+                    _knock(where, said)
             time.sleep(CLUSTER_TOLD_FOR)
             raise AlexnetError(found[0])
     finally:
