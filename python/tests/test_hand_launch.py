@@ -326,3 +326,23 @@ def test_three_workers_launched_by_hand_say_a_differing_cluster_and_a_partner_st
     assert worker.returncode == 0 and worker.stdout.startswith(
         f"error 1 Worker 1 of 3 could not join the others: worker 0 (the chief, {right[0]}) stopped while the workers "
         "were joining: see its own error (TensorFlow: UnavailableError: "), worker.stdout + worker.stderr[-3000:]
+
+
+def test_a_worker_that_lost_the_joining_never_names_itself_as_the_one_that_stopped():
+    """TensorFlow's UnavailableError naming no remote task was blamed on the leader of the joining (the chief, else
+    worker 0), also on the leader itself: "Worker 0 of 2 could not join the others: worker 0 (the chief, ...)
+    stopped". The leader now says another worker stopped; the others still name the leader."""
+    import tensorflow as tf
+
+    from alexnet.train.greeting import partner_stopped
+
+    error = tf.errors.UnavailableError(None, None, "Socket closed")
+    workers = ["127.0.0.1:2000", "127.0.0.1:2001"]
+    for task, said in ([{"type": "worker", "index": 0}, "Worker 0 of 2 could not join the others: another worker "],
+                       [{"type": "worker", "index": 1}, "Worker 1 of 2 could not join the others: worker 0 (the chief, "
+                                                        "127.0.0.1:2000) "]):
+        assert partner_stopped({"cluster": {"worker": workers}, "task": task}, error) == (
+            f"{said}stopped while the workers were joining: see its own error (TensorFlow: UnavailableError: Socket "
+            "closed).")
+    chief = {"cluster": {"chief": ["h0:1"], "worker": ["h1:1"]}, "task": {"type": "chief", "index": 0}}
+    assert partner_stopped(chief, error).startswith("The chief of 2 could not join the others: another worker stopped")

@@ -215,7 +215,8 @@ _REMOTE_TASK = re.compile(r"remote target /job:(\w+)/replica:\d+/task:(\d+)")
 def partner_stopped(config: dict, error: BaseException) -> str | None:
     """What a worker of TF_CONFIG ``config`` says when building its strategy failed with TensorFlow's ``error``
     because another worker stopped while the workers were joining: the worker the error names, else the one that
-    leads the joining (the chief, else worker 0), which the others lose when it stops. None for another error."""
+    leads the joining (the chief, else worker 0), which the others lose when it stops, unless that is this worker
+    ("another worker"). None for another error."""
     tf = sys.modules.get("tensorflow")
     if tf is None or not isinstance(error, tf.errors.UnavailableError):
         return None
@@ -228,8 +229,10 @@ def partner_stopped(config: dict, error: BaseException) -> str | None:
     where = [tasks[index]] if 0 <= index < len(tasks) else []
     if (job, index) == ("worker", 0) and not cluster.get("chief"):
         where.insert(0, "the chief")
+    # never this worker itself (the leader, when the error names no task): then the one that stopped is not known
+    stopped = "another worker" if _named(job, index) == me else _named(job, index) + (
+        f" ({', '.join(where)})" if where else "")
     first = str(getattr(error, "message", error)).strip().split("\n")[0]
     return (f"{me.capitalize()} of {sum(len(t) for j, t in cluster.items() if j in ('chief', 'worker'))} could not "
-            f"join the others: {_named(job, index)}" + (f" ({', '.join(where)})" if where else "")
-            + f" stopped while the workers were joining: see its own error (TensorFlow: {type(error).__name__}: "
-            f"{first}).")
+            f"join the others: {stopped} stopped while the workers were joining: see its own error (TensorFlow: "
+            f"{type(error).__name__}: {first}).")
