@@ -48,14 +48,16 @@ _CPUS_FILE = "cpus.json"
 class ChildError(AlexnetError):
     """A child process failed: ``error`` is its own Python error (``Type: message``; the message alone when
     ``known``: one of the package's own errors, which says what to change), ``log_tail`` the last lines of its log
-    (said unless ``known``), ``log`` where the whole log is kept (or ``None``)."""
+    (said unless ``known``), ``log`` where the whole log is kept (or ``None``); ``in_run``: a ``known`` error found
+    while the work ran (a worker lost, a timeout reached), which another start may not meet, where the others say
+    what to change in the settings or input."""
 
     while_running = True
 
     def __init__(self, what: str, error: str, log_tail: Sequence[str], exit_code: int | None = None,
-                 log: str | None = None, advice: str = "", known: bool = False):
+                 log: str | None = None, advice: str = "", known: bool = False, in_run: bool = False):
         self.what, self.error, self.log_tail, self.exit_code, self.log = what, error, list(log_tail), exit_code, log
-        self.advice, self.known = advice, known
+        self.advice, self.known, self.in_run = advice, known, in_run
         tail = "\n  ".join(self.log_tail) if self.log_tail else "(empty)"
         where = f"\nFull log: {log}" if log else ""
         super().__init__(f"{what} failed: {error}{where}" + ("" if known else f"\nLast lines of its log:\n  {tail}")
@@ -63,7 +65,8 @@ class ChildError(AlexnetError):
 
     def log_at(self, log: str) -> ChildError:
         """The same error, its whole log said to be at ``log`` (where it is copied to, e.g. a bucket)."""
-        return ChildError(self.what, self.error, self.log_tail, self.exit_code, log, self.advice, self.known)
+        return ChildError(self.what, self.error, self.log_tail, self.exit_code, log, self.advice, self.known,
+                          self.in_run)
 
 
 def python_executable() -> str:
@@ -192,8 +195,9 @@ class Child:
             self.process.kill()
             self.process.wait()
 
-    def _error(self, message: str, code: int | None, known: bool = False) -> ChildError:
-        return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice, known)
+    def _error(self, message: str, code: int | None, known: bool = False, in_run: bool = False) -> ChildError:
+        return ChildError(self.what, message, log_tail(self.log_path), code, self.kept_log, self.advice, known,
+                          in_run)
 
     def result(self, timeout: float | None = None, abandoned: Callable[[], str | None] | None = None) -> Any:
         """The function's result once the process has ended; :class:`ChildError` when it failed or still ran
@@ -220,14 +224,14 @@ class Child:
                 raise self._error(f"it was stopped: {reason}", None) from None
         if code == 0 and (self.work / _RESULT_FILE).exists():
             return json.loads((self.work / _RESULT_FILE).read_text())
-        known = False
+        known = in_run = False
         try:
             error = json.loads((self.work / _ERROR_FILE).read_text())
-            known = bool(error.get("known"))
+            known, in_run = bool(error.get("known")), bool(error.get("in_run"))
             message = str(error["message"]) if known else f"{error['type']}: {error['message']}"
         except (OSError, ValueError, KeyError, AttributeError):
             message = f"its process {ended_text(code)} without a result"
-        raise self._error(message, code, known)
+        raise self._error(message, code, known, in_run)
 
 
 def ended_text(code: int | None) -> str:
@@ -314,7 +318,9 @@ def main() -> None:
         from .errors import AlexnetError
 
         known = isinstance(error, AlexnetError) and not isinstance(error, ChildError)  # says what to change itself
-        (folder / _ERROR_FILE).write_text(json.dumps({"type": name, "message": str(error), "known": known}))
+        in_run = known and bool(getattr(error, "while_running", False))
+        (folder / _ERROR_FILE).write_text(json.dumps({"type": name, "message": str(error), "known": known,
+                                                      "in_run": in_run}))
         sys.stderr.flush()
         os._exit(1)
     sys.stdout.flush()

@@ -174,3 +174,20 @@ def test_a_child_killed_by_a_signal_names_the_signal_and_one_that_exits_its_code
     assert error.value.exit_code == -6
     with pytest.raises(ChildError, match="its process ended with exit code 3 without a result"):
         run_child(os._exit, 3, what="worker 1")
+
+
+def test_a_childs_own_error_says_whether_it_was_found_while_the_work_ran():
+    """A child's error of the package's own is `known`; one found while the work ran (a worker lost, a bound reached)
+    is also `in_run`, which a settings error is not: a relaunch may pass the first, never the second."""
+    import functools
+
+    import pytest
+
+    from alexnet.child import ChildError
+
+    for raised, in_run in (("AlexnetError('Give `batch_size` = 8.')", False),
+                           ("run_error('Worker 1 was lost.')", True)):
+        with pytest.raises(ChildError) as failed:  # exec: a function the child can unpickle
+            run_child(functools.partial(exec, f"from alexnet.errors import *\nraise {raised}"), what="a child")
+        assert failed.value.known and failed.value.in_run is in_run
+        assert failed.value.log_at("h:/log").in_run is in_run

@@ -425,6 +425,32 @@ def test_a_training_out_of_retries_names_retries_as_the_way_to_resume_by_itself(
     assert "`retries`" not in str(failed.value)
 
 
+def test_a_workers_own_settings_error_is_not_advised_a_relaunch(board, tmp_path):
+    """Every failed training with `checkpoint_dir` was advised `retries`, also after a worker's own error that says
+    what to change (the workers restored different checkpoints), which every relaunch meets alike. Only a failure a
+    relaunch may not meet again is: a worker lost or killed, or a known error found while the run ran (a partner
+    lost), as the barrier task's failure carries it to the driver."""
+    plan = job.plan_job(2, board, 2, checkpoint_dir=tmp_path / "ckpt", probe=False, progress=False)
+
+    def failing(error):
+        def launch(task):
+            raise RuntimeError(WorkerError.from_failure(error.task_failure()).task_failure())
+        return launch
+
+    own = WorkerError(1, 2, "The workers restored different checkpoints: use storage every worker shares.", [], 1,
+                      "h:/log", known=True)
+    lost = WorkerError(0, 2, "Worker 1 of 2 was lost: see its own error.", [], 1, "h:/log", known=True, in_run=True)
+    killed = WorkerError(1, 2, "its process was killed by SIGKILL without a result", [], -9, "h:/log")
+    said = {}
+    for name, error in (("own", own), ("lost", lost), ("killed", killed)):
+        with pytest.raises(WorkerError) as failed:
+            job.run_job(plan, failing(error), driver_host=None)
+        said[name] = str(failed.value)
+    assert "`retries`" not in said["own"] and said["own"].startswith("Worker 1 of 2 failed: The workers restored")
+    assert all(said[name].endswith("Give `retries` = 1 or more for the workers to be launched again after a failure, "
+                                   "resuming from the last checkpoint by themselves.") for name in ("lost", "killed"))
+
+
 def test_a_relaunch_after_a_lost_spark_worker_says_which_went_away(board, tmp_path, caplog):
     """The warning kept only "failed before a worker reported an error", where Spark's message named the host."""
     plan = job.plan_job(2, board, 2, retries=1, checkpoint_dir=tmp_path / "ckpt")

@@ -242,11 +242,14 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
 def last_failure(failure: AlexnetError, plan: JobPlan) -> AlexnetError:
     """The error a job ends with after its last launch failed: ``failure``, which for a training with
     ``checkpoint_dir`` also names ``retries``, the way to have the job launched again by itself, resuming from
-    its last checkpoint."""
+    its last checkpoint, where a relaunch can help: not after a worker's own error that says what to change in the
+    settings or input (``known``, not found while the run ran), which every launch meets alike."""
     settings = plan.task.settings
     if plan.task.kind != "train" or settings is None or not settings.checkpoint_dir:
         return failure
     if not isinstance(failure, (WorkerError, SparkJobError)):
+        return failure
+    if isinstance(failure, WorkerError) and failure.known and not failure.in_run:
         return failure
     more = (f"Give `retries` = {plan.retries + 1} or more" + (f" (this job had {plan.retries})" if plan.retries else "")
             + " for the workers to be launched again after a failure, resuming from the last checkpoint by "

@@ -48,14 +48,14 @@ class WorkerError(ChildError):
     """A worker of a distributed run failed; ``worker`` and ``workers`` say which, the rest as :class:`ChildError`."""
 
     def __init__(self, worker: int, workers: int, error: str, log_tail: Sequence[str], exit_code: int | None = None,
-                 log: str | None = None, known: bool = False, advice: str = WORKER_ADVICE):
+                 log: str | None = None, known: bool = False, advice: str = WORKER_ADVICE, in_run: bool = False):
         self.worker, self.workers = worker, workers
-        super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log, advice, known)
+        super().__init__(f"Worker {worker} of {workers}", error, log_tail, exit_code, log, advice, known, in_run)
 
     def advised(self, more: str) -> WorkerError:
         """The same error, its advice followed by ``more``."""
         return WorkerError(self.worker, self.workers, self.error, self.log_tail, self.exit_code, self.log,
-                           self.known, f"{self.advice} {more}" if self.advice else more)
+                           self.known, f"{self.advice} {more}" if self.advice else more, self.in_run)
 
     def task_failure(self) -> str:
         """This error as the message a barrier task fails with; the driver makes it again with
@@ -69,7 +69,8 @@ class WorkerError(ChildError):
                 break
             tail.insert(0, line)
         details = {"worker": self.worker, "workers": self.workers, "error": _clip(self.error, 400),
-                   "log_tail": tail, "exit_code": self.exit_code, "log": self.log, "known": self.known}
+                   "log_tail": tail, "exit_code": self.exit_code, "log": self.log, "known": self.known,
+                   "in_run": self.in_run}
         return f"worker {self.worker} failed: {self.error}\n{_MARK}{json.dumps(details)}{_MARK}"
 
     @classmethod
@@ -83,7 +84,7 @@ class WorkerError(ChildError):
             details = json.loads(message[start + len(_MARK) : end])
             return cls(int(details["worker"]), int(details["workers"]), str(details["error"]),
                        [str(line) for line in details.get("log_tail", [])], details.get("exit_code"),
-                       details.get("log"), bool(details.get("known")))
+                       details.get("log"), bool(details.get("known")), in_run=bool(details.get("in_run")))
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -133,5 +134,5 @@ def run_worker(function: Callable[[int, list[str]], Any], index: int, addresses:
                            abandoned=abandoned)
     except ChildError as error:
         raise WorkerError(index, len(addresses), error.error, error.log_tail, error.exit_code, where,
-                          error.known) from None
+                          error.known, in_run=error.in_run) from None
     return {**result, "log": where} if isinstance(result, dict) else result
