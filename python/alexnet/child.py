@@ -145,6 +145,19 @@ def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> list[str]:
     return kept[-lines:]
 
 
+def _scratch_in(stack: contextlib.ExitStack, given: str, prefix: str, family: str) -> str:
+    """A scratch folder made in ``given`` (kept on ``stack``), or ``""`` when ``given`` is no folder or one where no
+    folder can be made (read-only, another user's)."""
+    if not os.path.isdir(given):
+        return ""
+    try:
+        return str(stack.enter_context(scratch_folder(prefix, given, family=family)))
+    except OSError as error:
+        logger.debug("No scratch folder in TMPDIR %s (%s): the child's temporary files go in its own folder.", given,
+                     error)
+        return ""
+
+
 class Child:
     """A running child process (see :func:`start_child`): :meth:`result` waits for it, :meth:`stop` ends it. Use it
     as a context manager: leaving the block stops the process if it still runs and removes its scratch folder."""
@@ -160,27 +173,30 @@ class Child:
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         package_parent = str(Path(__file__).resolve().parent.parent)
         child_env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [child_env.get("PYTHONPATH")])])
-        self._stack = contextlib.ExitStack()
-        folder = self._stack.enter_context(scratch_folder(prefix, family=family or prefix))
-        self.work = Path(folder)
-        # the child's temporary files go in a folder of its own, removed with it: TensorFlow's autograph writes one
-        # for each function it converts and removes it only when the interpreter ends normally, which a child does
-        # not (os._exit); in the temporary folder the caller gives (`env`'s TMPDIR) when it gives one that exists
-        given = str((env or {}).get("TMPDIR") or "")
-        if given and os.path.isdir(given):
-            child_env["TMPDIR"] = self._stack.enter_context(scratch_folder(prefix, given, family=family or prefix))
-        else:
-            (self.work / "tmp").mkdir()
-            child_env["TMPDIR"] = str(self.work / "tmp")
-        (self.work / _TASK_FILE).write_bytes(_dumps((function, args)))
-        (self.work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
-        self.kept_log = log
-        self.log_path = Path(log) if log else self.work / _LOG_FILE
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = [*command, python or python_executable(), "-c", "from alexnet.child import main; main()", folder,
-                str(os.getpid())]
-        with open(self.log_path, "wb") as out:
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
+        # every scratch folder made is removed when what follows fails: the child then never starts
+        with contextlib.ExitStack() as stack:
+            folder = stack.enter_context(scratch_folder(prefix, family=family or prefix))
+            self.work = Path(folder)
+            # the child's temporary files go in a folder of its own, removed with it: TensorFlow's autograph writes
+            # one for each function it converts and removes it only when the interpreter ends normally, which a child
+            # does not (os._exit); in the temporary folder the caller gives (`env`'s TMPDIR) when it gives one that
+            # exists and takes a folder, else in the child's own folder (as Python's tempfile falls back from a TMPDIR
+            # it cannot use)
+            given = str((env or {}).get("TMPDIR") or "")
+            child_env["TMPDIR"] = _scratch_in(stack, given, prefix, family or prefix) if given else ""
+            if not child_env["TMPDIR"]:
+                (self.work / "tmp").mkdir()
+                child_env["TMPDIR"] = str(self.work / "tmp")
+            (self.work / _TASK_FILE).write_bytes(_dumps((function, args)))
+            (self.work / _CPUS_FILE).write_text(json.dumps(list(cpus) if cpus else []))
+            self.kept_log = log
+            self.log_path = Path(log) if log else self.work / _LOG_FILE
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            argv = [*command, python or python_executable(), "-c", "from alexnet.child import main; main()", folder,
+                    str(os.getpid())]
+            with open(self.log_path, "wb") as out:
+                self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=child_env, cwd=folder)
+            self._stack = stack.pop_all()
 
     def __enter__(self) -> Child:
         return self

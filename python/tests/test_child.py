@@ -51,6 +51,29 @@ def test_a_temporary_folder_the_caller_gives_the_child_holds_its_files_in_a_fold
     assert not os.path.exists(path) and not (tmp_path / "missing").exists()
 
 
+def test_a_temporary_folder_that_takes_no_folder_leaves_the_child_its_own(tmp_path, monkeypatch):
+    """A caller's TMPDIR that exists but where no folder can be made (/sys: read-only, for root too) stopped the child
+    from starting (PermissionError); Python's tempfile falls back from it, and the child's files now go with its own
+    scratch folder. A child that cannot start (its log's folder cannot be made) leaves no scratch folder behind."""
+    import glob
+
+    import pytest
+
+    try:
+        tempfile.mkdtemp(dir="/sys")
+        pytest.skip("no read-only /sys here")
+    except OSError:
+        pass
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where this process's scratch folders go
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _, path = run_child(tempfile.mkstemp, env={"TMPDIR": "/sys"}, prefix="alexnet-test-")
+    assert Path(path).parent.name == "tmp" and Path(path).parent.parent.name.startswith("alexnet-test-"), path
+    assert not os.path.exists(path) and not glob.glob("/sys/alexnet-test-*")
+    with pytest.raises(OSError):
+        run_child(os.getpid, env={"TMPDIR": "/sys"}, prefix="alexnet-test-", log="/sys/alexnet-test/child.log")
+    assert list(tmp_path.iterdir()) == [], "the scratch folder of a child that never started is removed"
+
+
 def test_a_child_whose_result_is_no_longer_wanted_is_stopped_saying_why(monkeypatch):
     """A worker of an R barrier task ran on after sparklyr cancelled its job (Ctrl-C): nothing stopped it."""
     import time
