@@ -346,3 +346,33 @@ def test_a_worker_that_lost_the_joining_never_names_itself_as_the_one_that_stopp
             "closed).")
     chief = {"cluster": {"chief": ["h0:1"], "worker": ["h1:1"]}, "task": {"type": "chief", "index": 0}}
     assert partner_stopped(chief, error).startswith("The chief of 2 could not join the others: another worker stopped")
+
+
+def test_the_join_watchdog_spares_a_worker_whose_wait_ended_while_it_knocked():
+    """The watchdog reached its bound, then knocked on the others (eight silent ports, as TensorFlow's servers: 0.3 s
+    each) and killed the worker without looking again at its standard input, closed meanwhile as the worker's strategy
+    was built: a run going on was ended. It now looks right before the kill."""
+    import socket
+    import sys
+    import time
+
+    from alexnet.train import greeting
+
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as server:  # takes connections, says nothing
+        others = [[f"worker {i}", f"127.0.0.1:{server.getsockname()[1]}"] for i in range(1, 9)]
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        watchdog = subprocess.Popen([sys.executable, "-c", greeting.WATCHDOG, str(worker.pid), "2", "60", "note",
+                                     "gave up {missing}", "gave up {missing}", json.dumps(others), greeting.GREETING,
+                                     greeting.STILL_WAITS, greeting.ANSWERS_NO_MORE], stdin=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        try:
+            time.sleep(2.1)  # past the bound, while the watchdog knocks
+            assert watchdog.stdin is not None
+            watchdog.stdin.close()
+            watchdog.wait(timeout=30)
+            time.sleep(0.2)
+            assert worker.poll() is None, "the worker whose wait had ended was killed"
+        finally:
+            for process in (worker, watchdog):
+                process.kill()
+                process.wait()
