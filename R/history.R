@@ -153,7 +153,7 @@ print.alexnet_history <- function(x, ...) {
 same_weights_note <- "Every worker holds the same weights"
 
 # The digest of the weights a run ended with, "Weights: sha256 DIGEST" (`weights_sha256`), or NULL when its history
-# has none (a run under way read back, or one whose model was not saved); the command line's `weights_line`
+# has none (a run under way read back, or one whose model was not saved); the command line's `weights_lines`
 # (python/alexnet/cli/train.py).
 weights_note <- function(digest) {
   if (is_scalar(digest, is.character) && nzchar(digest)) paste0("Weights: sha256 ", digest) else NULL

@@ -75,7 +75,8 @@ def _worker_reference(model: Any, local_master: bool) -> Any:
         if location_kind(source.reference) == "file" and not local_master:
             warning = local_path_warning(f"The model {source.reference}", source.reference)
             if warning is not None:
-                logger.warning("%s Or give a model pin.", warning)
+                logger.warning("%s A model pin, which every worker reads from the board, needs no shared folder.",
+                               warning)
         return source.reference
     return dict(source.reference)
 

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..checks import count_text
 from ..declare import declaration
+from . import probe
 from .advice import ADVISED_EFFICIENCY, Adapted, Advice, advise
 from .batch_bound import large_batch_warning
 from .communication import Communication, check_wire, sixteen_bit_wire
-from .probe import overlaps, packed_step_timed, parameter_count, probe_communication
+from .probe import overlaps, parameter_count, probe_communication
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -136,7 +137,7 @@ def advise_communication(timing: Mapping[str, float], communication: Communicati
         return None
     advice = advise(communication, timing["allreduce_seconds"], timing["compute_seconds"], global_batch=global_batch,
                     overlaps=overlaps(topology), sixteen_bit_seconds=timing.get("sixteen_bit_allreduce_seconds"),
-                    hidden_seconds=timing.get("hidden_seconds") if packed_step_timed(topology) else None,
+                    hidden_seconds=timing.get("hidden_seconds") if probe.packed_step_timed(topology) else None,
                     rate_scaled=rate_scaled, most_batch=most_batch, micro_batches=micro_batches,
                     whole_epochs=whole_epochs, parameters=parameters, train_images=train_images,
                     checkpoint_every=checkpoint_every, epochs=epochs,
