@@ -56,7 +56,8 @@ def test_the_settings_help_says_the_schedule_s_and_the_batch_bound_s_numbers_as_
     assert "(unset: 3, at most half the epochs, when the rate grows more than 4 times, else 0)" in warmup
     assert "the rate is divided by 2 (from 1" in drops
     assert patience.endswith("before the rate is divided by 2, 5 times at most (the paper's)")
-    assert "(unset: 2048 on ImageNet's 1,000,000 training images" in largest and "beyond 2048, or beyond this bound" in largest
+    assert "(unset: 2048 on ImageNet's 1,000,000 training images" in largest
+    assert "beyond 2048, or beyond this bound" in largest
 
 
 def test_epochs_split_evenly_among_sizes_the_later_ones_taking_what_is_left():
