@@ -148,3 +148,31 @@ def test_an_r_job_raises_every_warning_again_as_it_ends_also_those_the_monitor_s
         r_launcher.r_job("train", 2, board, 2, "1", "false", None, lambda task, columns: [], probe=False,
                          progress=False)
     assert [record.getMessage() for record in caplog.records] == [f"Every worker: {advice}"]
+
+
+def test_the_driver_reads_what_the_monitor_showed_once_it_has_stopped(board, monkeypatch):
+    """A warning a worker sent just before the job ended could still be on its way to the console when the driver
+    read what the monitor had shown, and was then said again at the end: the monitor is stopped first, so that what
+    it shows and what it kept agree."""
+    calls = []
+
+    class Stand:
+        address = "tcp://127.0.0.1:1"
+
+        def stop(self):
+            calls.append("stop")
+
+        def shown_warnings(self):
+            calls.append("shown")
+            return {"advice"}
+
+        def close(self):
+            calls.append("close")
+
+        def take_failures(self):
+            return []
+
+    monkeypatch.setattr(job, "start_monitor", lambda host: Stand())
+    plan = job.plan_job(2, board, 2, probe=False)
+    run = job.run_job(plan, lambda task: [{"worker": 0}, {"worker": 1}], driver_host="127.0.0.1")
+    assert run.shown == {"advice"} and calls.index("stop") < calls.index("shown")

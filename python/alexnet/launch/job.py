@@ -227,8 +227,10 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
             if before_relaunch is not None:
                 before_relaunch()
     finally:
-        shown = monitor.shown_warnings() if monitor is not None else set()
-        if monitor is not None:
+        shown: set[str] = set()
+        if monitor is not None:  # stopped first: a warning it is still writing out is then in what it showed
+            monitor.stop()
+            shown = monitor.shown_warnings()
             monitor.close()
     seconds = time.monotonic() - start
     rows = sorted(rows, key=lambda row: int(row["worker"]))
