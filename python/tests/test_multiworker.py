@@ -699,7 +699,7 @@ def test_a_lost_worker_s_advice_names_the_16_bit_format_the_run_s_devices_sum(mo
     only the settings)."""
     from alexnet.train import precision
     from alexnet.train.communication import Communication
-    from alexnet.train.lost import lost_in_run, lost_worker
+    from alexnet.train.lost import lost_in_run, lost_worker, trained_with
     from alexnet.train.settings_check import check_settings
     from alexnet.train.strategy import Topology
 
@@ -722,6 +722,12 @@ def test_a_lost_worker_s_advice_names_the_16_bit_format_the_run_s_devices_sum(mo
         assert said(lost_in_run(error, topology, given)).startswith(f"`allreduce_precision` = '{sixteen}', "), gpu
     assert lost_in_run(ValueError("not a lost worker's"), Topology("multi_worker", 2, 2, 0, True, 1, True),
                        given) is None
+    # an Ampere worker of a cluster with Volta GPUs: the format the workers agreed on, kept on the error, not its own
+    monkeypatch.setattr(precision, "hardware", lambda on_gpu: precision.Hardware(((8, 0),)))
+    agreed = tf.errors.UnavailableError(None, None, UNHEALTHY)
+    trained_with(agreed, given, "float16")
+    assert said(lost_in_run(agreed, Topology("multi_worker", 2, 2, 0, True, 1, True), given)).startswith(
+        "`allreduce_precision` = 'float16', ")
 
 
 def test_the_command_line_ends_a_run_that_lost_a_worker_with_one_line_keeping_tensorflows_error(

@@ -146,26 +146,34 @@ def _is_tensorflows(error: BaseException) -> bool:
 
 #: The attribute of an error raised while a run trained that holds the settings it trained with (:func:`trained_with`).
 _TRAINED_WITH = "alexnet_trained_with"
+#: The attribute of such an error that holds the 16-bit wire format the workers agreed on (:func:`trained_with`).
+_SIXTEEN_BIT = "alexnet_sixteen_bit"
 
 
-def trained_with(error: BaseException, settings: TrainSettings) -> None:
+def trained_with(error: BaseException, settings: TrainSettings, sixteen_bit: str | None = None) -> None:
     """Keep on ``error``, raised while the run trained, the ``settings`` it trained with (those
-    ``adapt_communication`` took), which :func:`lost_in_run` advises from rather than the settings given."""
+    ``adapt_communication`` took) and the 16-bit wire format every worker's devices sum (``sixteen_bit``, as
+    :func:`.levers.agree_on_sixteen_bit` agreed it), which :func:`lost_in_run` advises from rather than the settings
+    given and this worker's own devices."""
     with contextlib.suppress(AttributeError, TypeError):  # an error that takes no attribute: the settings given
         setattr(error, _TRAINED_WITH, settings)
+        if sixteen_bit is not None:
+            setattr(error, _SIXTEEN_BIT, sixteen_bit)
 
 
 def lost_in_run(error: BaseException, topology: Topology, settings: TrainSettings) -> WorkerLostError | None:
     """:func:`lost_worker` for a run of ``topology`` given ``settings``: those it trained with when the error keeps
-    them (:func:`trained_with`); the 16-bit format its advice names is the one this worker's devices sum
-    (:func:`.communication.sixteen_bit_wire`: float16 on GPUs without bfloat16 sums)."""
+    them (:func:`trained_with`); the 16-bit format its advice names is the one the workers agreed on, kept on the
+    error, else the one this worker's devices sum (:func:`.communication.sixteen_bit_wire`: float16 on GPUs without
+    bfloat16 sums)."""
     if not _stands_for_lost(error, topology.workers):  # before the devices are asked
         return None
     from .precision import hardware
 
     settings = getattr(error, _TRAINED_WITH, None) or settings
+    agreed = getattr(error, _SIXTEEN_BIT, None)
     communication = replace(Communication.of(settings, topology.workers),
-                            sixteen_bit=sixteen_bit_wire(hardware(topology.gpu)))
+                            sixteen_bit=agreed or sixteen_bit_wire(hardware(topology.gpu)))
     return lost_worker(error, worker=topology.worker_index, workers=topology.workers,
                        collective_timeout=settings.collective_timeout, checkpoint_dir=settings.checkpoint_dir,
                        communication=communication)

@@ -355,7 +355,7 @@ def _run(strategy: tf.distribute.Strategy, topo: Topology, data: Mapping[str, An
             _fit(net, datasets, settings, steps, start, callbacks)
         seconds = time.perf_counter() - began
     except BaseException as error:
-        trained_with(error, settings)  # a lost worker is advised for the settings taken, not those given
+        trained_with(error, settings, communication.sixteen_bit)  # a lost worker: advised for what was taken
         if store is not None:  # no model to save: the folder let go at once
             store.let_go()
         raise
