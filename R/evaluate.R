@@ -58,13 +58,15 @@ per_class_columns <- c(index = "integer", id = "character", name = "character", 
 confusion_columns <- c(index = "integer", id = "character", name = "character", predicted_index = "integer",
                        predicted_id = "character", predicted_name = "character", images = "integer")
 
-# The core's evaluation as an R object: `bad_images` a character vector, `per_class` and `confusions` data frames,
-# and for a Spark evaluation `workers` a data frame with one row per worker (the core's `per_worker`).
+# The core's evaluation as an R object: `bad_images` a character vector (a model card's record: their number, an
+# integer), `per_class` and `confusions` data frames, and for a Spark evaluation `workers` a data frame with one row
+# per worker (the core's `per_worker`).
 new_alexnet_evaluation <- function(result) {
   tables <- result[c("per_worker", "per_class", "confusions")]
   result[names(tables)] <- NULL
   result <- simplify_py(result)
-  result$bad_images <- as.character(unlist(result$bad_images))
+  bad <- unlist(result$bad_images)
+  result$bad_images <- if (is.numeric(bad) && length(bad) == 1L) as.integer(bad) else as.character(bad)
   if (length(tables$per_worker)) result$workers <- records_to_df(tables$per_worker)
   if (!is.null(tables$per_class)) result$per_class <- records_table(tables$per_class, per_class_columns)
   if (!is.null(tables$confusions)) result$confusions <- records_table(tables$confusions, confusion_columns)
@@ -100,7 +102,7 @@ print.alexnet_evaluation <- function(x, ...) {
              if (!is.null(slowest)) paste0(" over the slowest worker's ", slowest, " s"))
     },
     if (workers > 0L) count_of(workers, "worker"),
-    if (length(x$bad_images)) paste(count_of(length(x$bad_images), "bad image"), "left out"),
+    if (bad_count(x$bad_images) > 0L) paste(count_of(bad_count(x$bad_images), "bad image"), "left out"),
     if (isTRUE(x$left_out_at_upload > 0)) paste(count_of(x$left_out_at_upload, "validation image"), "left out at upload")
   )
   if (length(details)) cat(paste(details, collapse = "; "), "\n", sep = "")
@@ -120,6 +122,9 @@ print.alexnet_evaluation <- function(x, ...) {
   }
   invisible(x)
 }
+
+# How many bad images an evaluation left out: those it lists, or the number a model card records.
+bad_count <- function(bad) if (is.numeric(bad)) sum(bad) else length(bad)
 
 # The first of a class's synonyms ("tench" of "tench, Tinca tinca").
 first_name <- function(names) sub(",.*$", "", names)

@@ -12,6 +12,18 @@ test_that("the evaluation a model's card records reads back as an alexnet_evalua
   expect_output(print(model$evaluation), "Top-1 accuracy .* of 40 images")
 })
 
+test_that("a card's count of bad images is said as that count, 0 as none", {
+  # the card of a Spark job's model records how many bad images its evaluation left out, not which
+  evaluation <- list(images = 40L, top1_correct = 11L, top5_correct = 40L, top1_accuracy = 0.275, top5_accuracy = 1,
+                     top_k = 4L, crops = 1L, protocol = "centre crop", image_size = 64L, bad_images = 0L)
+  none <- alexnet:::new_alexnet_model(list(name = "alexnet", num_classes = 4L, evaluation = evaluation))
+  expect_identical(none$evaluation$bad_images, 0L)
+  expect_identical(capture.output(print(none$evaluation))[[2]], "centre crop; 64 pixels")
+  evaluation$bad_images <- 3L
+  three <- alexnet:::new_alexnet_model(list(name = "alexnet", num_classes = 4L, evaluation = evaluation))
+  expect_identical(capture.output(print(three$evaluation))[[2]], "centre crop; 64 pixels; 3 bad images left out")
+})
+
 test_that("a model trained with model_pin is read back, evaluated and names images, from R", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
