@@ -30,6 +30,11 @@
 #' `warning`, `condition`), in R's words, when the call returns:
 #' `withCallingHandlers(imagenet_upload(...), alexnet_warning = function(w) ...)` sees each of them.
 #'
+#' A Spark job launched again after a failure (its `retries`) says so at once, with a message, and raises an R
+#' warning of class `alexnet_retry` (and `alexnet_warning`, `warning`, `condition`) whose message is the failure and
+#' the relaunch, and which carries the failure's fields as an error does (below): a worker's `worker`, `workers` and
+#' `log`, a Spark job's `workers` and `spark_message`.
+#'
 #' The conditions carry `python_class` (the core's class name; absent for errors raised in R);
 #' worker errors also carry `worker` and `workers` (0-based index and count) and `log` (where the
 #' worker's whole log is kept, or `NULL`); a lost worker's error carries `worker` (the lost worker's index, `NULL`
@@ -37,7 +42,7 @@
 #' a fault, not a state the message can tell how to fix; it carries Python's `traceback`.
 #'
 #' @name alexnet_errors
-#' @aliases alexnet_error
+#' @aliases alexnet_error alexnet_warning alexnet_retry
 #' @examples
 #' caught <- tryCatch(alexnet_train(epochs = "ten"), alexnet_error = function(e) conditionMessage(e))
 #' caught

@@ -84,11 +84,16 @@ spark_barrier_run <- function(api, sc, kind, workers, board, options) {
   ))
 }
 
-# The core calls this when a launch failed and it launches again: an R warning with the worker's error (the
-# core's log of it does not reach an R console).
-retry_warning <- function(message) {
-  warning(structure(class = c("alexnet_retry", "warning", "condition"),
-                    list(message = paste(message, collapse = "\n"), call = NULL)))
+# The core calls this when a launch failed and it launches again, with the failure and what follows and the
+# failure's fields (a worker's `worker`, `workers`, `log`): said at once, as the command line logs it (R holds a
+# warning back until the call returns), then an R warning of class `alexnet_retry` carrying the fields (the core's
+# log of it does not reach an R console).
+retry_warning <- function(message, fields = list()) {
+  text <- paste(message, collapse = "\n")
+  message("alexnet: ", text)
+  whole_messages()
+  warning(structure(class = c("alexnet_retry", "alexnet_warning", "warning", "condition"),
+                    c(list(message = text, call = NULL), fields)))
   invisible(NULL)
 }
 

@@ -113,8 +113,9 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #'   R, `python` defaults to the Python alexnet uses here ([alexnet_python()]). They come after `...`, so they are
 #'   named in full.
 #'
-#' When a launch fails and `retries` allow another, the failure and the relaunch are shown as an R warning
-#' (class `alexnet_retry`) that carries the worker's error. After a lost Spark worker, the relaunch first waits for
+#' When a launch fails and `retries` allow another, the failure and the relaunch are said at once (a message,
+#' `alexnet: Worker 1 of 2 failed: ...`), and raised as an R warning of class `alexnet_retry` (and
+#' `alexnet_warning`) that carries the worker's error: its `worker`, `workers` and `log`, as [alexnet_errors] says. After a lost Spark worker, the relaunch first waits for
 #' the application's task slots to return (as long as Spark waits for a barrier stage's), with a message as it starts
 #' and ends.
 #'
@@ -156,7 +157,8 @@ alexnet_spark_train <- with_declared(alexnet_spark_train, c(declared_formals(tra
 #' on its share of the board's validation images; the counts are added up into one evaluation, equal to
 #' [alexnet_evaluate()] on one machine. The same care too: every check before any Spark job, the executors'
 #' probe, each worker's progress shown here, `timeout`, and `retries` (an evaluation is idempotent: a failed one
-#' is launched again whole, with an R warning of class `alexnet_retry` that carries the worker's error).
+#' is launched again whole, said at once and with an R warning of class `alexnet_retry` that carries the worker's
+#' error, as [alexnet_spark_train()] says).
 #' To evaluate a model as its training ends, in the training's own job, use
 #' `alexnet_spark_train(..., evaluate = TRUE)`. On GPUs, see [alexnet_spark_train()]: from R, every worker
 #' computes on every GPU of its node.

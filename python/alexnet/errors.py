@@ -187,6 +187,14 @@ class BadImagesError(AlexnetError):
     """Too many images could not be decoded."""
 
 
+def error_fields(error: BaseException) -> dict[str, Any]:
+    """The attributes of ``error`` that say more than its message, by name: a worker's index, count and log
+    (``worker``, ``workers``, ``log``), how it was lost (``kind``), a Spark job's whole message (``spark_message``);
+    those it has."""
+    return {name: getattr(error, name) for name in ("worker", "workers", "log", "kind", "spark_message")
+            if hasattr(error, name)}
+
+
 class CallFailure:
     """An exception as :func:`r_call` returns it to a front end that cannot catch Python's exceptions by
     class (R through reticulate): ``classes`` are the names of its class and ancestors, most specific first
@@ -199,8 +207,7 @@ class CallFailure:
         self.classes = [cls.__name__ if mine else f"{cls.__module__}.{cls.__name__}"
                         for cls, mine in zip(type(error).__mro__, own, strict=True)]
         self.message = str(error)
-        self.fields = {name: getattr(error, name) for name in ("worker", "workers", "log", "kind", "spark_message")
-                       if hasattr(error, name)}
+        self.fields = error_fields(error)
         self.traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 

@@ -1174,7 +1174,7 @@ def test_a_relaunch_from_r_waits_for_the_slots_and_says_so_at_once(board, tmp_pa
     key = "spark.scheduler.barrier.maxConcurrentTasksCheck."
     conf = {key + "interval": "1s", key + "maxFailures": "30"}
     result = r_launcher.r_job("train", 2, board, 2, "1", "false", None, launch, retries=1, probe=False,
-                              progress=False, checkpoint_dir=str(tmp_path / "ckpt"), on_retry=lambda text: None,
+                              progress=False, checkpoint_dir=str(tmp_path / "ckpt"), on_retry=lambda text, fields: None,
                               parallelism=lambda: parallelism.pop(0), setting=lambda k, d: conf.get(k, d),
                               on_wait=said.append)
     assert result["attempt"] == 2 and launched == [0, 2] and parallelism == []

@@ -207,12 +207,17 @@ def test_an_r_launch_is_planned_run_and_added_up_by_the_core(setup):
                 for k in (1, 0)]
 
     result = r_launcher.r_job("evaluate", 2, setup["board"], 2, "1", "false", None, launch, model=setup["model_dir"],
-                              on_retry=warned.append, python=None, retries=1, timeout=60)
+                              on_retry=lambda text, fields: warned.append((text, fields)), python=None, retries=1,
+                              timeout=60)
     task, columns = handed[0]
     assert task["kind"] == "evaluate" and task["board"] == setup["board"] and task["workers"] == 2
     assert task["evaluation"]["options"]["crops"] == 1 and task["options"]["timeout"] == 60
     assert list(columns) == list(EVALUATE_COLUMNS) and columns["images"] == "int"
-    assert len(warned) == 1 and "Launching the 2 workers again, scoring every image again (retry 1 of 1)" in warned[0]
+    assert len(warned) == 1
+    text, fields = warned[0]
+    assert "Launching the 2 workers again, scoring every image again (retry 1 of 1)" in text
+    # the failure's fields, which R's warning carries: Spark's own failure, before a worker reported one
+    assert fields["workers"] == 2 and "RuntimeError: lost executor" in fields["spark_message"]
     evaluation = result["evaluation"]
     assert (evaluation["images"], evaluation["top1_correct"], evaluation["top5_correct"]) == (7, 1, 4)
     assert evaluation["bad_images"] == ["b0", "b1"] and [w["worker"] for w in evaluation["per_worker"]] == [0, 1]

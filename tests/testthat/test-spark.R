@@ -470,13 +470,15 @@ test_that("a relaunch after a lost Spark worker waits for its task slots, saying
   )
   expect_equal(result$attempt, c(2L, 2L))
   expect_equal(looked_before, c(1L, 4L))  # relaunched once the slots were back
-  expect_length(said, 2L)
-  expect_match(said[[1]], paste0("^alexnet: Before launching the 2 workers again, waiting up to 600 s for 2 task ",
+  expect_length(said, 3L)
+  # the failure and the relaunch, said at once, then the wait before it
+  expect_match(said[[1]], "^alexnet: The Spark job of 2 worker\\(s\\) failed .*\nLaunching the 2 workers again")
+  expect_match(said[[2]], paste0("^alexnet: Before launching the 2 workers again, waiting up to 600 s for 2 task ",
                                  "slots: the Spark application has 1 now"))
-  expect_match(said[[2]], "^alexnet: The Spark application has 2 task slots again, after [0-9]+ s\\.")
+  expect_match(said[[3]], "^alexnet: The Spark application has 2 task slots again, after [0-9]+ s\\.")
 })
 
-test_that("a failed launch and the retry that follows reach R as a warning with the worker's error", {
+test_that("a failed launch and the retry are said at once, then reach R as a warning with the worker's error", {
   skip_if_no_alexnet()
   dir <- withr::local_tempdir()
   tiny_board(dir)
@@ -490,21 +492,37 @@ test_that("a failed launch and the retry that follows reach R as a warning with 
     if (launches == 1L) stop(failure, call. = FALSE)
     data.frame(worker = 0L, workers = 1L, loss = 1.5, history = '{"params": {}, "metrics": {"loss": [1.5]}}')
   }
-  warnings <- list()
+  # what was said, in order: a message is shown as it is raised, a warning when the call returns (R holds it back)
+  said <- list()
   result <- withCallingHandlers(
     alexnet:::spark_train_run(api, "sc", 1, file.path(dir, "b"), list(retries = 2, epochs = 1, probe = FALSE)),
     warning = function(w) {
-      warnings[[length(warnings) + 1L]] <<- w
+      said[[length(said) + 1L]] <<- w
       invokeRestart("muffleWarning")
+    },
+    message = function(m) {
+      said[[length(said) + 1L]] <<- m
+      invokeRestart("muffleMessage")
     }
   )
   expect_equal(launches, 2L)
+  warnings <- Filter(function(c) inherits(c, "warning"), said)
   expect_length(warnings, 1L)
   expect_s3_class(warnings[[1]], "alexnet_retry")
+  expect_s3_class(warnings[[1]], "alexnet_warning")  # caught with the core's other warnings
   message <- conditionMessage(warnings[[1]])
   expect_match(message, "^Worker 0 of 1 failed: OSError: lost\nFull log: node7:/tmp/alexnet-logs/w0.log\n")
   expect_match(message, "Launching the 1 workers again, starting afresh (no checkpoint_dir) (retry 1 of 2).",
                fixed = TRUE)
+  # the worker's error, as its error would carry it
+  expect_identical(warnings[[1]][c("worker", "workers", "log")],
+                   list(worker = 0L, workers = 1L, log = "node7:/tmp/alexnet-logs/w0.log"))
+  # said at once, before the warning: the same text as an `alexnet:` line
+  shown <- Filter(function(c) inherits(c, "message") && grepl("failed: OSError: lost", conditionMessage(c)), said)
+  expect_length(shown, 1L)
+  expect_identical(conditionMessage(shown[[1]]), paste0("alexnet: ", message, "\n"))
+  at <- function(found) which(vapply(said, function(c) identical(c, found[[1]]), NA))
+  expect_lt(at(shown), at(warnings))
   expect_s3_class(result, "alexnet_spark_run")
   expect_equal(result$attempt, 2L)
   expect_equal(result$history[[1]]$metrics$loss, 1.5)

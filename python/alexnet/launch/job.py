@@ -185,7 +185,7 @@ def check_probe(rows: Sequence[Mapping[str, Any]], advice: str) -> None:
 
 def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, driver_host: str | None,
             probe: Callable[[], Sequence[Mapping[str, Any]]] | None = None, advice: str = "",
-            on_retry: Callable[[str], Any] | None = None,
+            on_retry: Callable[[str, AlexnetError], Any] | None = None,
             before_relaunch: Callable[[], Any] | None = None) -> JobRun:
     """Run ``plan``: check the executors with ``probe`` (when the plan's options say ``probe``), then
     ``launch(task)`` (one barrier stage, returning one row per worker) until it succeeds or ``plan.retries``
@@ -194,9 +194,9 @@ def run_job(plan: JobPlan, launch: Callable[[Task], list[dict[str, Any]]], *, dr
     While the stage runs, the workers' progress is shown on the driver (when the plan's options say ``progress``,
     and ``driver_host``, the address the executors reach the driver at, is known). A worker's failure raises its
     :class:`WorkerError`; a failure of Spark itself, a :class:`SparkJobError`. Before each relaunch, the failure and
-    what follows are logged as a warning, or handed to ``on_retry`` (one string) when given (R shows it as an R
-    warning); then ``before_relaunch()`` runs (the wait for a lost Spark worker's task slots), not counted in the
-    job's seconds.
+    what follows are logged as a warning, or handed to ``on_retry`` (that text and the failure) when given (R says
+    it and raises an R warning); then ``before_relaunch()`` runs (the wait for a lost Spark worker's task slots), not
+    counted in the job's seconds.
     """
     options = plan.task.options
     if probe is not None and options.probe:  # a Spark job of its own, which takes a while on a cluster
@@ -268,7 +268,7 @@ def combine_job(plan: JobPlan, rows: Sequence[Mapping[str, Any]], seconds: float
 
 
 def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
-               on_retry: Callable[[str], Any] | None = None) -> None:
+               on_retry: Callable[[str, AlexnetError], Any] | None = None) -> None:
     lines = str(failure).splitlines()
     shown = lines[:2] if len(lines) > 1 and lines[1].startswith("Full log:") else lines[:1]
     if isinstance(failure, SparkJobError):  # why Spark failed: a lost executor names the host that went away
@@ -279,4 +279,4 @@ def _log_retry(failure: AlexnetError, attempt: int, plan: JobPlan,
         logger.warning("%s", message)
     else:
         logger.info("%s", message)
-        on_retry(message)
+        on_retry(message, failure)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..checks import as_int
-from ..errors import AlexnetError
+from ..errors import AlexnetError, error_fields
 from . import spark
 from .job import combine_job, failure_of, plan_job, run_job
 from .monitor import DRIVER_GONE_AFTER, driver_gone, report_failure
@@ -49,7 +49,7 @@ Launch = Callable[[dict[str, Any], dict[str, str]], Any]
 
 def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_parallelism: int, task_cpus: int | str,
           dynamic_allocation: bool | str, driver_host: str | None, launch: Launch,
-          check: Callable[[], Any] | None = None, *, on_retry: Callable[[str], Any] | None = None,
+          check: Callable[[], Any] | None = None, *, on_retry: Callable[[str, dict[str, Any]], Any] | None = None,
           parallelism: Callable[[], Any] | None = None, setting: Callable[[str, str], Any] | None = None,
           on_wait: Callable[[str], Any] | None = None, **options: Any) -> dict[str, Any]:
     """The driver's part of a barrier job of ``kind`` (``"train"``, ``"evaluate"``) launched from R: one call.
@@ -63,10 +63,12 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
     function running ``spark_apply()`` with ``workers`` barrier tasks whose closure calls :func:`barrier_row` with
     ``task``, a plain list, and ``columns``, the rows' column names and Python types) returns one flat row per
     worker, or ``{"failure": <the error's message>}`` when the stage failed (returned, not raised: an R error
-    reaching Python has its message shortened); ``on_retry(message)`` is called before each relaunch with the
-    failure (R turns it into a warning); ``driver_host`` is where the workers' progress is sent (unless the launch
-    options say ``progress = FALSE``). With ``parallelism()`` (the application's ``defaultParallelism`` now) and
-    ``setting(key, default)`` (its conf's), a relaunch first waits for the task slots of a lost Spark worker to
+    reaching Python has its message shortened); ``on_retry(message, fields)`` is called before each relaunch with
+    the failure and what follows, and the failure's fields (:func:`alexnet.errors.error_fields`: a worker's
+    ``worker``, ``workers`` and ``log``), which R says at once and raises as a warning that carries them;
+    ``driver_host`` is where the workers' progress is sent (unless the launch options say ``progress = FALSE``).
+    With ``parallelism()`` (the application's ``defaultParallelism`` now) and ``setting(key, default)`` (its
+    conf's), a relaunch first waits for the task slots of a lost Spark worker to
     return, as long as Spark would (:func:`alexnet.launch.spark.await_slots`), and says so through ``on_wait(text)``
     (R shows it as a message).
 
@@ -92,7 +94,8 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
 
     run = run_job(plan, launched, driver_host=driver_host,
                   probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
-                  on_retry=on_retry, before_relaunch=relaunch)
+                  on_retry=None if on_retry is None else (lambda text, failure: on_retry(text, error_fields(failure))),
+                  before_relaunch=relaunch)
     # every warning said again as the job ends, also those the monitor showed: R raises them as conditions of class
     # `alexnet_warning`, which a caller catches, where the monitor's lines are text on the console
     return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds), "attempt": run.attempt}
