@@ -283,3 +283,42 @@ def r_warnings() -> list[str]:
     messages = list(_taken_by_r)
     del _taken_by_r[:len(messages)]
     return messages
+
+
+#: The swaps of :func:`r_words`, in order: R's half of the words written for both front ends, R's names for what
+#: only Python has, an entry of an argument (``data["image"]`` is R's ``data$image``), the kind of a value as Python
+#: names it after "a"/"an".
+_R_SWAPS = tuple((re.compile(pattern), swap) for pattern, swap in (
+    (r"\bTRUE/True\b", "TRUE"), (r"\bFALSE/False\b", "FALSE"), (r"\bNULL/None\b", "NULL"),
+    (r"\bNone\b(?! of\b)", "NULL"), (r"\bTrue\b", "TRUE"), (r"\bFalse\b", "FALSE"),
+    (r"\btf_config_json\([^()]*\)", "tf_config_from_barrier(barrier)"),
+    (r"\btf_config_json\b", "tf_config_from_barrier"),
+    (r"(?<![\w$.])([A-Za-z_]\w*)\[\"([A-Za-z_]\w*)\"\]", r"\1$\2"),
+    (r"\(Spark's whole message is logged at DEBUG level: logging\.getLogger\('alexnet'\)\.setLevel\('DEBUG'\)\)",
+     "(Spark's whole message is the error's `spark_message`: tryCatch(..., error = function(e) e$spark_message))"),
+    (r"logging\.getLogger\('alexnet'\)\.setLevel\('DEBUG'\)",
+     'reticulate::import("logging")$getLogger("alexnet")$setLevel("DEBUG")'),
+    (r"\ba dict/list\b", "a list"), (r"\ba dict\b", "a named list"), (r"\ba str\b", "a string"),
+    (r"\ba float\b", "a number"), (r"\ban int\b", "a whole number"), (r"\ba bool\b", "a logical"),
+    (r"\ba DataFrame\b", "a data frame"), (r"\ba NoneType\b", "NULL"),
+))
+_R_ITEM = r"(?:'[^'\n]*'|-?[0-9][0-9.e+-]*|TRUE|FALSE|NULL)"
+#: A Python list of strings or numbers (not an index or a Spark master's cores: no word or bracket before it).
+_R_LIST = re.compile(rf"(?<![\w\]])\[({_R_ITEM}(?:, {_R_ITEM})*)\]")
+_R_EMPTY = re.compile(r"(?<![\w\]])\[\]")
+_R_VECTOR = re.compile(r"\bc\([^()]*\)")
+_R_WHOLE = re.compile(r"(?<![\w.])(-?[0-9]+)\.0(?=[,)])")
+#: A 'quoted' Python string: no letter before the opening quote (not an apostrophe), no space inside.
+_R_QUOTED = re.compile(r"(?<![\w'])'([^'\s]*)'(?!\w)")
+
+
+def r_words(text: str) -> str:
+    """A message of the core in R's words, as the R package says it (its ``r_words()``, which tests check this
+    against): ``NULL``, ``TRUE``, ``FALSE``, strings in double quotes, ``c(...)`` for Python lists (``character(0)``
+    for an empty one, whole numbers as R prints them), ``$`` for an entry of a list, and R's names for what only
+    Python has. The driver's monitor of a job launched from R says the workers' lines with it."""
+    for pattern, swap in _R_SWAPS:
+        text = pattern.sub(swap, text)
+    text = _R_EMPTY.sub("character(0)", _R_LIST.sub(r"c(\1)", text))
+    text = _R_VECTOR.sub(lambda vector: _R_WHOLE.sub(r"\1", vector[0]), text)
+    return _R_QUOTED.sub(r'"\1"', text)

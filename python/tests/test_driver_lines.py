@@ -176,3 +176,27 @@ def test_the_driver_reads_what_the_monitor_showed_once_it_has_stopped(board, mon
     plan = job.plan_job(2, board, 2, probe=False)
     run = job.run_job(plan, lambda task: [{"worker": 0}, {"worker": 1}], driver_host="127.0.0.1")
     assert run.shown == {"advice"} and calls.index("stop") < calls.index("shown")
+
+
+def test_an_r_jobs_monitor_says_the_workers_lines_in_rs_words(board, capfd):
+    """From R, the monitor said `allreduce_precision` = 'bfloat16' and "(partition None then, ...)" while R's warning
+    of the same text, as the job ended, said "bfloat16" and NULL."""
+    from alexnet.launch import r as r_launcher
+
+    took = "Communication: With `adapt_communication` the run took `allreduce_precision` = 'bfloat16'."
+    other = "other images (partition None then, 0 now); `keep_best` = True"
+    seen = {}
+
+    def launch(task, columns):
+        send = progress_writer(task["progress"])
+        send({"kind": "status", "worker": 0, "workers": 2, "message": took})
+        send({"kind": "warning", "worker": 1, "workers": 2, "message": other})
+        seen["shown"] = shown_until(capfd, "other images")
+        return [{"worker": k, "workers": 2, "history": json.dumps({"warnings": [other]})} for k in (0, 1)]
+
+    r_launcher.r_job("train", 2, board, 2, "1", "false", "127.0.0.1", launch, probe=False)
+    lines = seen["shown"].splitlines()
+    assert ("alexnet: worker 0 of 2: Communication: With `adapt_communication` the run took `allreduce_precision` = "
+            '"bfloat16".') in lines
+    assert "alexnet: warning from worker 1 of 2: other images (partition NULL then, 0 now); `keep_best` = TRUE" in lines
+    assert monitors.SAID_AS is None, "the command line's words, or the core's, again after the job"

@@ -63,6 +63,25 @@ test_that("r_words() turns Python's words into R's and leaves prose alone", {
                "`data$image` has 2 entries but `data$label` has 1; x[\"a b\"], c(\"n01\")")
 })
 
+test_that("the core's r_words(), which the monitor of a job from R says the workers' lines with, is R's", {
+  skip_if_no_alexnet()
+  core <- reticulate::import("alexnet.errors")$r_words
+  texts <- c("must be TRUE/True, FALSE/False or NULL/None, not None.", "got True and False",
+             "None of the 3 images is a JPEG", "unknown: ['n01', 'n02'], sizes [1, 2], none: []",
+             "pin 'alexnet' has the paper's ten crops",
+             "set it, e.g. to tf_config_json(addresses, index), before training; tf_config_json",
+             "give Spark more cores (e.g. master = 'local[3]' on one machine); x[0]",
+             paste("`callbacks` is a str, item 1 is a float, a model given as a dict, or a dict/list with `image`;",
+                   "not a DataFrame, an int, a NoneType or a bool: [1.0, 2.0, 2.5]"),
+             "TensorFlow 2.0, a strict dictionary, version [2.10]",
+             "`data[\"image\"]` has 2 entries but `data[\"label\"]` has 1; x[\"a b\"], ['n01']",
+             paste("(Spark's whole message is logged at DEBUG level: logging.getLogger('alexnet').setLevel('DEBUG'));",
+                   "logging.getLogger('alexnet').setLevel('DEBUG')"),
+             "Communication: With `adapt_communication` the run took `allreduce_precision` = 'bfloat16'.",
+             "other images (partition None then, 0 now, `total` 2 then, 1 now)")
+  for (text in texts) expect_identical(core(text), alexnet:::r_words(text), label = text)
+})
+
 test_that("a long error or warning of the package is printed whole, where R cuts messages at 1000 characters", {
   rscript <- file.path(R.home("bin"), "Rscript")
   code <- paste("f <- function() { alexnet:::whole_messages(); warning(strrep('w', 3000)) }; f();",

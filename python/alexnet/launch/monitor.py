@@ -66,10 +66,14 @@ STATUS = tuple(re.compile(pattern) for pattern in (
     r"Communication: With `adapt_communication` the run took ",
 ))
 
-#: How the front door that started the job names the core's settings and calls, for the workers' warnings the
-#: monitor shows: the command line's ``options`` and ``calls`` (:func:`alexnet.cli.common.as_typed`), which it sets
-#: here; None says them as the core does (Python and R name the settings alike).
+#: How the front door that started the job names the core's settings and calls, for the workers' warnings and
+#: lines of start-up the monitor shows: the command line's ``options`` and ``calls``
+#: (:func:`alexnet.cli.common.as_typed`), which it sets here, or :data:`R_WORDS`, which the R driver sets
+#: (:func:`alexnet.launch.r.r_job`); None says them as the core does.
 SAID_AS: dict[str, Any] | None = None
+#: :data:`SAID_AS` for a job launched from R: the lines in R's words (:func:`alexnet.errors.r_words`: ``NULL``,
+#: ``TRUE``, ``"bfloat16"``), as R says the same warnings when the job ends.
+R_WORDS: dict[str, Any] = {"words": "R"}
 #: Whether the monitor shows the workers' warnings alone, not their progress: set by the command line's ``--quiet``
 #: (warnings and errors only), which it sets here.
 WARNINGS_ONLY = False
@@ -109,7 +113,12 @@ def _serve(host: str, port_file: str, said_file: str = "", warnings_only: bool =
         from ..cli.common import as_typed
 
         spec = json.loads(Path(said_file).read_text())
-        said = partial(as_typed, options=spec["options"], calls=spec["calls"])
+        if spec == R_WORDS:
+            from ..errors import r_words
+
+            said = r_words
+        else:
+            said = partial(as_typed, options=spec["options"], calls=spec["calls"])
 
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:

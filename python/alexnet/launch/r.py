@@ -15,7 +15,7 @@ from typing import Any
 
 from ..checks import as_int
 from ..errors import AlexnetError, error_fields
-from . import spark
+from . import monitor, spark
 from .job import combine_job, failure_of, plan_job, run_job
 from .monitor import DRIVER_GONE_AFTER, driver_gone, report_failure
 from .spark import slots_from
@@ -92,10 +92,17 @@ def r_job(kind: str, workers: int, board: str | os.PathLike | None, default_para
             raise failure_of(RuntimeError(str(value["failure"])), plan.workers)
         return _records(value)
 
-    run = run_job(plan, launched, driver_host=driver_host,
-                  probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
-                  on_retry=None if on_retry is None else (lambda text, failure: on_retry(text, error_fields(failure))),
-                  before_relaunch=relaunch)
+    def retried(text: str, failure: AlexnetError) -> None:
+        if on_retry is not None:
+            on_retry(text, error_fields(failure))
+
+    said_as, monitor.SAID_AS = monitor.SAID_AS, monitor.R_WORDS  # the monitor's lines in R's words
+    try:
+        run = run_job(plan, launched, driver_host=driver_host,
+                      probe=(lambda: _records(check())) if check is not None else None, advice=R_ADVICE,
+                      on_retry=retried if on_retry is not None else None, before_relaunch=relaunch)
+    finally:
+        monitor.SAID_AS = said_as
     # every warning said again as the job ends, also those the monitor showed: R raises them as conditions of class
     # `alexnet_warning`, which a caller catches, where the monitor's lines are text on the console
     return {"rows": run.rows, "evaluation": combine_job(plan, run.rows, run.seconds), "attempt": run.attempt}
