@@ -171,9 +171,11 @@ print.alexnet_spark_run <- function(x, ...) {
         if (!is.na(where)) paste0(" at ", where), ": ", paste(parts, collapse = ", "),
         if (!is.na(log) && nzchar(log)) paste0("; log ", log), "\n", sep = "")
   }
-  if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
+  if ("weights_sha256" %in% names(x)) {
     same <- length(unique(x$weights_sha256)) == 1L
-    cat(if (same) same_weights_note else "The workers' weights differ", "\n", sep = "")
+    if (nrow(x) > 1L) cat(if (same) same_weights_note else "The workers' weights differ", "\n", sep = "")
+    # the digest they all hold, as print() of a history and `alexnet train` say it
+    if (same) for (line in weights_note(x$weights_sha256[[1L]])) cat(line, "\n", sep = "")
   }
   chief <- if ("chief" %in% names(x)) which(x$chief %in% TRUE)[1L] else NA_integer_
   if (!is.na(chief) && "history" %in% names(x)) {

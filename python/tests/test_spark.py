@@ -257,7 +257,8 @@ def test_the_summary_says_the_chiefs_advice_once():
     assert _train_summary(rows([])).splitlines()[-1] == "Communication: Send less."
     warned = _train_summary(rows(["Communication: Send less."]))
     assert "Communication" not in warned and warned.splitlines() == [
-        "AlexNet trained on 1 Spark worker", "  worker 0 (chief) at h:1: 1 category, 8 images, 2 epochs, loss 1.250"]
+        "AlexNet trained on 1 Spark worker", "  worker 0 (chief) at h:1: 1 category, 8 images, 2 epochs, loss 1.250",
+        f"Weights: sha256 {'ab' * 32}"]
 
 
 def test_the_summary_says_what_adapt_communication_took_when_the_chief_warned_of_the_advice_after_it():
@@ -291,16 +292,20 @@ def test_the_summary_and_the_rows_say_where_the_chief_saved_and_published_the_mo
     """The chief's model, saved and published, is said as `alexnet train` says it; its flat row carries both."""
     pin = {"board": "/boards/b", "name": "m2", "version": "20261207T000000Z-abcde"}
     rows = [_worker_result(0, model_path="/runs/1/alexnet.keras", model_pin=pin), _worker_result(1)]
-    assert _train_summary(rows).splitlines()[-3:] == [
-        "Every worker holds the same weights", "Model: /runs/1/alexnet.keras",
+    assert _train_summary(rows).splitlines()[-4:] == [
+        "Every worker holds the same weights", f"Weights: sha256 {'ab' * 32}", "Model: /runs/1/alexnet.keras",
         "Model pin: m2 version 20261207T000000Z-abcde on /boards/b"]
     chief, other = training.train_row(rows[0]), training.train_row(rows[1])
     assert (chief["model_path"], chief["model_pin"], chief["model_board"]) == (
         "/runs/1/alexnet.keras", "m2@20261207T000000Z-abcde", "/boards/b")
     assert (other["model_path"], other["model_pin"], other["model_board"]) == ("", "", "")
     # neither saved where asked nor published: nothing said
-    assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-1] == \
-        "Every worker holds the same weights"
+    assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-2:] == \
+        ["Every worker holds the same weights", f"Weights: sha256 {'ab' * 32}"]
+    # weights that differ: no one digest to say
+    apart = [_worker_result(0), {**_worker_result(1), "history": {**_worker_result(1)["history"],
+                                                                  "weights_sha256": "cd" * 32}}]
+    assert _train_summary(apart).splitlines()[-1] == "The workers' weights differ"
 
 
 def test_a_worker_where_no_step_ran_says_no_rate():

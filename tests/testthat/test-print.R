@@ -65,7 +65,8 @@ test_that("a Spark run prints one line per worker, not the nested histories", {
   expect_snapshot(print(spark_result()))
   expect_tidy_lines(capture.output(print(spark_result())))
   out <- capture.output(print(spark_result()))
-  expect_length(out, 4L)
+  expect_length(out, 5L)
+  expect_identical(out[4:5], c("Every worker holds the same weights", "Weights: sha256 abc"))
   expect_match(out[[2]], "^  worker 0 \\(chief\\) at 10.0.0.1:4040: 2 categories, 42 images, 2 epochs, loss 1.499")
   expect_no_match(paste(out, collapse = "\n"), "params|metrics")
 })
@@ -86,8 +87,8 @@ test_that("a Spark run prints what its chief says of the exchange against the co
   run$history[[1]]$params$communication_advice <- advice
   run$history[[2]]$params$communication_advice <- "a worker's own, not shown"
   out <- capture.output(print(run))
-  expect_length(out, 5L)
-  expect_identical(out[[5]], paste0("Communication: ", advice))
+  expect_length(out, 6L)
+  expect_identical(out[[6]], paste0("Communication: ", advice))
   expect_false(any(grepl("not shown", out)))
 })
 

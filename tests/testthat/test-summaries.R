@@ -223,6 +223,7 @@ test_that("a Spark run: the command line says from the core's rows what R prints
     paste("  worker 1 at 10.0.0.2:8001: 1 category, 40 images, 2 epochs, loss 1.510, accuracy 0.400, 12.3 images/s;",
           "log node2:/tmp/alexnet-logs/worker1-20261207-120000-42.log"),
     "Every worker holds the same weights",
+    "Weights: sha256 abc",
     "Communication: One exchange alone takes 2.92 s a step.",
     "Model: /m/alexnet.keras",
     "Model pin: m2 version 20261207T000000Z-abcde on /boards/b"))
