@@ -122,15 +122,7 @@ def convert_then_wait(index: int, addresses: list[str]) -> None:
     file), says so with its process id in a file of its scratch folder (its working folder), and waits."""
     import time
 
-    import tensorflow as tf
-
-    @tf.function
-    def double_if_positive(x):
-        if x > 0:  # a Python `if` on a tensor: autograph converts it
-            x = x * 2
-        return x
-
-    double_if_positive(tf.constant(1))
+    convert_once()
     Path("converted").write_text(str(os.getpid()))
     time.sleep(300)
 
