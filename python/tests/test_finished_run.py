@@ -18,7 +18,7 @@ from alexnet.model.card import CARD_FILE  # noqa: E402
 from alexnet.model.saved import MODEL_FILE  # noqa: E402
 from alexnet.train.api import alexnet_train  # noqa: E402
 from alexnet.train.checkpoint import STATE_FILE  # noqa: E402
-from alexnet.train.finished import SAVED_MODEL  # noqa: E402
+from alexnet.train.history_file import SAVED_MODEL  # noqa: E402
 from alexnet.train.run_history import MEASURED  # noqa: E402
 
 SMALL = {"image_size": 64, "dense_units": 16, "learning_rate": 0.005, "area_range": (0.6, 1.0), "verbose": 0}

@@ -3,9 +3,9 @@
 The chief finds it before any model is built or the link measured (:func:`saved_finish`), from the history file, and
 every worker learns it in one collective. When the model that run ended with is saved wherever this one would save it
 (``model_dir``, and ``model_pin``'s newest version), as the history file's record of the model saved says (written
-there once the model is whole: :func:`record_saved_model`) and the card beside that model confirms, the run returns
-the history its checkpoints recorded (:func:`.run_history.finished_run_history`), and writes no model, card or pin.
-Otherwise (a run stopped after its last checkpoint, before saving; a history without the record; another
+there once the model is whole: :func:`.trained.record_saved_model`) and the card beside that model confirms, the run
+returns the history its checkpoints recorded (:func:`.run_history.finished_run_history`), and writes no model, card
+or pin. Otherwise (a run stopped after its last checkpoint, before saving; a history without the record; another
 ``model_dir``; extra callbacks, each given the model; an evaluation) the model is built, the last checkpoint restored
 into it and saved as a run saves the model it ends with (:func:`save_finished`, :func:`.trained.save_trained`),
 without measuring the link or training, and the run returns the recorded history with that model. Checkpoints the run
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import AlexnetError
-from .history_file import SAVED_MODEL, saved_model
+from .history_file import saved_model
 
 if TYPE_CHECKING:
     import tf_keras as keras
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..model.card import ModelCard
     from ..tfimport import tf
     from .agreement import Steps
-    from .checkpoint import CheckpointStore, Resume
+    from .checkpoint import Resume
     from .settings import TrainSettings
     from .strategy import Topology
 
@@ -49,25 +49,6 @@ class Finish(NamedTuple):
     history: dict[str, Any] | None
     #: whether its history records every epoch asked for done: nothing to train, the model to save
     done: bool
-
-
-def record_saved_model(store: CheckpointStore, digest: str, position: tuple[int, int], agree: bool | None) -> None:
-    """Record in ``store``'s history file (the chief's; a no-op elsewhere) that the model of weights ``digest`` is
-    saved, the model of the checkpoint at ``position``, and whether every worker ended with those weights (``agree``,
-    the history's ``weights_agree``), so that the run given again returns them as this one did: only when the history
-    file is at that position (one behind its checkpoint records nothing). A record that cannot be written is said: the
-    run given again saves the model again."""
-    if not store.chief:
-        return
-    try:
-        state = store.read_state()
-        if state is None or list(state.get("position") or []) != list(position):
-            return
-        store.write_state({**state, SAVED_MODEL: {"weights_sha256": digest, "weights_agree": agree,
-                                                 "position": list(position)}})
-    except (OSError, AlexnetError) as error:
-        logger.warning("%s: the model saved is not recorded in its history (%s); run again with every epoch done, "
-                       "the run saves it again.", store.location, error)
 
 
 def _model_there(location: str | None, digest: str) -> ModelCard | None:

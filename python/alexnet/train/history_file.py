@@ -19,7 +19,7 @@ from .schedule import describe
 HISTORY_FILE = "alexnet-history.json"
 #: The history file's record of the model a run saved once its last epoch was done: the digest of its weights
 #: (``weights_sha256``), whether every worker ended with them (``weights_agree``: None with one worker) and the
-#: position of the checkpoint it ended with (``position``; written by :func:`.finished.record_saved_model`).
+#: position of the checkpoint it ended with (``position``; written by :func:`.trained.record_saved_model`).
 SAVED_MODEL = "saved_model"
 
 

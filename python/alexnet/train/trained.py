@@ -116,11 +116,10 @@ def save_trained(strategy: Any, topo: Topology, settings: TrainSettings, net: ke
     model, the digest of its weights compared between the workers, its card (``metrics``, the epochs' metrics;
     ``started``, what the run started from; ``evaluate(strategy, net, card)``, the evaluation it records), the model
     saved in ``model_dir`` and published as ``model_pin``, and the model saved recorded in ``store``'s history file
-    (:func:`.finished.record_saved_model`), so that the run given again finds it there. A collective with several
+    (:func:`record_saved_model`), so that the run given again finds it there. A collective with several
     workers: every worker calls it at the same point."""
     from ..model.saving import save_model
     from .agreement import weights_agree
-    from .finished import record_saved_model
 
     best_epoch = take_best_epoch(net, best)
     for callback in callbacks:  # the model as the run ends with it, also when no epoch was left to train
@@ -137,3 +136,25 @@ def save_trained(strategy: Any, topo: Topology, settings: TrainSettings, net: ke
     if store is not None and model_path is not None:  # a run given again finds it saved (.finished)
         record_saved_model(store, digest, (start.epoch if finished else settings.epochs, 0), agree)
     return Saved(digest, agree, card, model_path, model_pin, best_epoch)
+
+
+def record_saved_model(store: CheckpointStore, digest: str, position: tuple[int, int], agree: bool | None) -> None:
+    """Record in ``store``'s history file (the chief's; a no-op elsewhere) that the model of weights ``digest`` is
+    saved, the model of the checkpoint at ``position``, and whether every worker ended with those weights (``agree``,
+    the history's ``weights_agree``), so that the run given again returns them as this one did: only when the history
+    file is at that position (one behind its checkpoint records nothing). A record that cannot be written is said: the
+    run given again saves the model again."""
+    from ..errors import AlexnetError
+    from .history_file import SAVED_MODEL
+
+    if not store.chief:
+        return
+    try:
+        state = store.read_state()
+        if state is None or list(state.get("position") or []) != list(position):
+            return
+        store.write_state({**state, SAVED_MODEL: {"weights_sha256": digest, "weights_agree": agree,
+                                                 "position": list(position)}})
+    except (OSError, AlexnetError) as error:
+        logger.warning("%s: the model saved is not recorded in its history (%s); run again with every epoch done, "
+                       "the run saves it again.", store.location, error)
