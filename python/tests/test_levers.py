@@ -638,6 +638,7 @@ def test_what_packs_hid_timed_comes_off_the_exposed_exchange_before_micro_batche
 
 
 def test_what_a_step_with_packs_hid_is_counted_on_gpus_only(monkeypatch):
+    from alexnet.train import probe
     from alexnet.train.levers import advise_communication
     from alexnet.train.strategy import Topology
 
@@ -660,6 +661,11 @@ def test_what_a_step_with_packs_hid_is_counted_on_gpus_only(monkeypatch):
                                    most_batch=1024)
     assert "allreduce_pack_mb" not in nothing.settings and "packs" not in nothing.text
     assert nothing.settings["accumulate_steps"] == 16, "the micro-batches the whole exchange needs"
+    # a stand-in for the probe's choice (test_multiworker's CPU workers timed as GPU workers) holds for the advice too
+    monkeypatch.setattr(probe, "packed_step_timed", lambda topology: True)
+    cpus = advise_communication(timing, Communication(workers=2), Topology("multi_worker", 2, 2, 0, True, 1, False),
+                                global_batch=64, most_batch=1024)
+    assert cpus.settings["accumulate_steps"] == 8 and "0.8 s of the exchange hidden, timed" in cpus.text
 
 
 def test_the_chief_takes_its_advice_or_what_its_checkpoints_recorded_and_says_so(tmp_path, caplog, monkeypatch):
