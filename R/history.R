@@ -169,10 +169,13 @@ model_notes <- function(path, pin) {
 }
 
 # What a multi-worker run's history says about its exchange against its computation, both timed before training,
-# and the settings that would keep its workers busy: "Communication: ...", or NULL (one worker).
+# and the settings that would keep its workers busy: "Communication: ...", or NULL (one worker). In R's words, and
+# every setting named one way, as R code: what `adapt_communication` took (the core's "`allreduce_precision` =
+# 'bfloat16'") as the settings advised (allreduce_precision = "bfloat16").
 communication_note <- function(history) {
   advice <- history$params$communication_advice
-  if (is_scalar(advice, is.character) && nzchar(advice)) paste0("Communication: ", advice) else NULL
+  if (!is_scalar(advice, is.character) || !nzchar(advice)) return(NULL)
+  paste0("Communication: ", gsub("`(\\w+)` = ", "\\1 = ", r_words(advice), perl = TRUE))
 }
 
 # What a history says about where its run started: NULL for a run from scratch; a sentence for a resumed run

@@ -88,7 +88,7 @@ test_that("a Spark run prints what its chief says of the exchange against the co
   run$history[[2]]$params$communication_advice <- "a worker's own, not shown"
   out <- capture.output(print(run))
   expect_length(out, 6L)
-  expect_identical(out[[6]], paste0("Communication: ", advice))
+  expect_identical(out[[6]], paste0("Communication: ", sub("'bfloat16'", '"bfloat16"', advice, fixed = TRUE)))
   expect_false(any(grepl("not shown", out)))
 })
 

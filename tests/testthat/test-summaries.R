@@ -138,7 +138,7 @@ test_that("a training history: the command line says what R prints, the model an
       "global_batch_size": 64, "steps": 100, "image_size": 224, "num_classes": 1000, "epochs": 5, "initial_epoch": 2,
       "initial_step": 8, "checkpoint_dir": "/runs/1", "precision": "float32",
       "started_from": {"model": "alexnet@v1", "text": "Started from alexnet@v1: its weights in every layer."},
-      "communication_advice": "Settings that send less: `allreduce_precision` = \'bfloat16\'."},
+      "communication_advice": "With `adapt_communication` the run took `allreduce_precision` = \'bfloat16\'. To keep the workers busy: allreduce_pack_mb = 25 (overlap)."},
     "metrics": {"loss": [2.5, 1.41421356], "accuracy": [0.25, 0.5], "top5_accuracy": [0.75, 1.0],
       "val_loss": [0.5, 0.000123456], "val_accuracy": [0.25, 0.6], "val_top5_accuracy": [0.5, 0.0001],
       "val_images": [12000, 12000]},
@@ -147,14 +147,19 @@ test_that("a training history: the command line says what R prints, the model an
     "best_epoch": 2, "weights_agree": false, "weights_sha256": "ab", "model_path": "/models/run/alexnet.keras",
     "model_pin": {"board": "/boards/imagenet", "name": "alexnet", "version": "20261204T021816Z-a7b93"}}')
   printed <- capture.output(print(alexnet:::new_alexnet_history(alexnet:::simplify_py(reticulate::py_to_r(history)))))
-  expect_identical(cli_lines("alexnet.cli.train", "history_summary", history), printed)
+  # the same lines but the exchange's, which R says in R's words, each setting named as R code
+  said <- cli_lines("alexnet.cli.train", "history_summary", history)
+  expect_identical(said[-6], printed[-6])
+  expect_identical(said[[6]], paste("Communication: With `adapt_communication` the run took `allreduce_precision` =",
+                                    "'bfloat16'. To keep the workers busy: allreduce_pack_mb = 25 (overlap)."))
   expect_identical(printed, c(
     "AlexNet training history: 2 epochs, multi_worker strategy, 2 replicas",
     "batch_size: 32, global_batch_size: 64, steps: 100, image_size: 224, num_classes: 1000",
     "Resumed from /runs/1 at epoch 3, step 8.",
     "Started from alexnet@v1: its weights in every layer.",
     "Schedule: image size 224, learning rate 0.01 -> 0.005, precision float32 (asked for)",
-    "Communication: Settings that send less: `allreduce_precision` = 'bfloat16'.",
+    paste("Communication: With `adapt_communication` the run took allreduce_precision = \"bfloat16\". To keep the",
+          "workers busy: allreduce_pack_mb = 25 (overlap)."),
     paste("Final epoch: loss = 1.414, accuracy = 0.5, top5_accuracy = 1, val_loss = 0.0001235, val_accuracy = 0.6,",
           "val_top5_accuracy = 1e-04 (validation over 12,000 images)"),
     "Kept the best epoch: 2 (val_accuracy = 0.6)",
