@@ -171,13 +171,19 @@ print.alexnet_spark_run <- function(x, ...) {
         if (!is.na(where)) paste0(" at ", where), ": ", paste(parts, collapse = ", "),
         if (!is.na(log) && nzchar(log)) paste0("; log ", log), "\n", sep = "")
   }
-  if ("weights_sha256" %in% names(x)) {
-    same <- length(unique(x$weights_sha256)) == 1L
-    if (nrow(x) > 1L) cat(if (same) same_weights_note else "The workers' weights differ", "\n", sep = "")
-    # the digest they all hold, as print() of a history and `alexnet train` say it
-    if (same) for (line in weights_note(x$weights_sha256[[1L]])) cat(line, "\n", sep = "")
-  }
   chief <- if ("chief" %in% names(x)) which(x$chief %in% TRUE)[1L] else NA_integer_
+  # a run called again on checkpoints whose epochs were all trained: nothing was left to train (the chief's history)
+  resumed <- if (!is.na(chief) && "history" %in% names(x)) resume_note(x$history[[chief]])
+  if (!is.null(resumed)) cat(resumed, "\n", sep = "")
+  if ("weights_sha256" %in% names(x) && nrow(x) > 1L) {
+    same <- length(unique(x$weights_sha256)) == 1L
+    cat(if (same) same_weights_note else "The workers' weights differ", "\n", sep = "")
+  }
+  # the digest of the weights the chief saved, as a history's print says it
+  if (!is.na(chief) && "weights_sha256" %in% names(x)) {
+    weights <- weights_note(x$weights_sha256[[chief]])
+    if (!is.null(weights)) cat(weights, "\n", sep = "")
+  }
   if (!is.na(chief) && "history" %in% names(x)) {
     communication <- communication_note(x$history[[chief]])
     if (!is.null(communication)) cat(communication, "\n", sep = "")

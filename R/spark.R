@@ -129,9 +129,11 @@ tf_config_from_barrier <- with_declared(tf_config_from_barrier, declared_formals
 #'   `evaluate = TRUE`, `$evaluation` is the [alexnet_evaluation][alexnet_evaluate] of the model over every
 #'   validation image of the board (with `workers`, one row per worker, and `model_pin`, the pin version that
 #'   records it), and the rows have each worker's share (`eval_images`, `eval_top1_correct`, ...). It prints one
-#'   line per worker (ending with where its log is), the chief's `Communication: ...` (its history's
-#'   `params$communication_advice`), `Model: ...` and `Model pin: ...`, and the evaluation; `as.data.frame()`
-#'   gives the rows without the `history` column.
+#'   line per worker (ending with where its log is), that nothing was left to train when the run was called again
+#'   on checkpoints whose epochs were all trained (as the chief's history says where it resumed), whether every
+#'   worker holds the same weights, the digest of the chief's (`Weights: sha256 ...`), the chief's
+#'   `Communication: ...` (its history's `params$communication_advice`), `Model: ...` and `Model pin: ...`, and
+#'   the evaluation; `as.data.frame()` gives the rows without the `history` column.
 #' @examples
 #' \dontrun{
 #' sc <- sparklyr::spark_connect(master = "yarn")

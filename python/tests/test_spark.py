@@ -288,6 +288,20 @@ def _worker_result(worker: int, **history: object) -> dict:
                         **history}}
 
 
+def test_the_summary_of_a_run_called_again_says_that_nothing_was_left_to_train():
+    """A run called again on checkpoints whose epochs were all trained says so, as its chief's history does, in the
+    command's words; a run from scratch does not."""
+    from alexnet.cli import build_parser, common
+
+    done = {"params": {"steps": 4, "epochs": 2, "initial_epoch": 2, "initial_step": 0, "checkpoint_dir": "/runs/1"}}
+    rows = [_worker_result(0, **done), _worker_result(1, **done)]
+    args = build_parser().parse_args(["spark-train", "--workers", "2", "--board", "b"])
+    assert _train_summary(rows, common.typed(args)).splitlines()[3:] == [
+        "All 2 epochs were trained before, in /runs/1: nothing was left to train (a larger `--epochs` trains further).",
+        "Every worker holds the same weights", f"Weights: sha256 {'ab' * 32}"]
+    assert "nothing was left" not in _train_summary([_worker_result(0), _worker_result(1)])
+
+
 def test_the_summary_and_the_rows_say_where_the_chief_saved_and_published_the_model():
     """The chief's model, saved and published, is said as `alexnet train` says it; its flat row carries both."""
     pin = {"board": "/boards/b", "name": "m2", "version": "20261207T000000Z-abcde"}
@@ -300,12 +314,7 @@ def test_the_summary_and_the_rows_say_where_the_chief_saved_and_published_the_mo
         "/runs/1/alexnet.keras", "m2@20261207T000000Z-abcde", "/boards/b")
     assert (other["model_path"], other["model_pin"], other["model_board"]) == ("", "", "")
     # neither saved where asked nor published: nothing said
-    assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-2:] == \
-        ["Every worker holds the same weights", f"Weights: sha256 {'ab' * 32}"]
-    # weights that differ: no one digest to say
-    apart = [_worker_result(0), {**_worker_result(1), "history": {**_worker_result(1)["history"],
-                                                                  "weights_sha256": "cd" * 32}}]
-    assert _train_summary(apart).splitlines()[-1] == "The workers' weights differ"
+    assert _train_summary([_worker_result(0), _worker_result(1)]).splitlines()[-1] == f"Weights: sha256 {'ab' * 32}"
 
 
 def test_a_worker_where_no_step_ran_says_no_rate():

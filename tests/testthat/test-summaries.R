@@ -239,6 +239,18 @@ test_that("a Spark run: the command line says from the core's rows what R prints
   expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", idle), printed)
   expect_identical(printed[[2]], paste("  worker 0 (chief) at 10.0.0.1:8000: 2 categories, 1,042 images, 2 epochs,",
                                        "loss 1.499, accuracy 0.450, val_accuracy 0.400"))
+
+  # a run called again on its checkpoints, every epoch trained before: said, as a history's print says it, in R
+  # as `epochs` and on the command line as --epochs
+  done_text <- sub('"steps": 10, "global_batch_size": 64, "seconds": 30.0,',
+                   '"steps": 10, "global_batch_size": 64, "seconds": 30.0, "epochs": 2, "initial_epoch": 2,
+                    "initial_step": 0, "checkpoint_dir": "/runs/3",', results_text, fixed = TRUE)
+  done <- py_result(done_text)
+  printed <- printed_of(done)
+  said <- paste("All 2 epochs were trained before, in /runs/3: nothing was left to train (a larger `epochs` trains",
+                "further).")
+  expect_identical(printed[4:6], c(said, "Every worker holds the same weights", "Weights: sha256 abc"))
+  expect_identical(cli_lines("alexnet.cli.cluster", "_train_summary", done), printed)
 })
 
 test_that("an export: the command line says what R prints", {

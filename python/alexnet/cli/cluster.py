@@ -12,7 +12,15 @@ from ..checks import count_text
 from . import common
 from .common import BOARD_HELP, positive
 from .model import evaluation_args, evaluation_options, evaluation_summary, model_of, model_options
-from .train import SAME_WEIGHTS, communication_line, model_lines, training_args, training_options, weights_lines
+from .train import (
+    SAME_WEIGHTS,
+    communication_line,
+    model_lines,
+    resume_text,
+    training_args,
+    training_options,
+    weights_lines,
+)
 
 # The summary of a Spark run says what R's print of it says (print.alexnet_spark_run, R/results.R), line for line and
 # in the same words: R prints the workers' flat rows (`alexnet.launch.training.train_row`), the command line the
@@ -42,16 +50,18 @@ def _train_summary(rows: list[dict[str, Any]], typed: Callable[[str], str] = str
     attempts = [r["attempt"] for r in rows if r.get("attempt") is not None]
     attempt = f" (attempt {max(attempts)})" if attempts else ""
     lines = [f"AlexNet trained on {count_text(len(rows), 'Spark worker')}{attempt}", *map(_worker_line, rows)]
-    digests = {(r.get("history") or {}).get("weights_sha256") for r in rows}
+    chief: dict[str, Any] = next((r["history"] for r in rows if r["chief"]), {})
+    resumed = resume_text(chief)  # a run called again on checkpoints whose epochs were all trained: nothing left
+    if resumed:
+        lines.append(typed(resumed))
     if len(rows) > 1:
-        lines.append(SAME_WEIGHTS if len(digests) == 1 else "The workers' weights differ")
-    if len(digests) == 1:  # the digest they all hold, as `alexnet train` and `alexnet history` say it
-        lines.extend(weights_lines({"weights_sha256": digests.pop()}))
+        same = len({(r.get("history") or {}).get("weights_sha256") for r in rows}) == 1
+        lines.append(SAME_WEIGHTS if same else "The workers' weights differ")
+    lines.extend(weights_lines(chief))  # the digest of the weights the chief saved, as a history's summary says it
     # the chief's (every worker timed the same exchange; its computation is a worker's like the others'), but for
     # what the driver has just said, as the chief's warning that settings would keep the workers busier: what
     # `adapt_communication` took, which the warning does not say, is said still. R, whose print comes later than the
     # warnings, always says it whole
-    chief: dict[str, Any] = next((r["history"] for r in rows if r["chief"]), {})
     communication = communication_line(unsaid_advice(chief), typed)
     # where the chief saved and published the model, as `alexnet train` says it
     return "\n".join([*lines, *([communication] if communication else []), *model_lines(chief)])
