@@ -307,6 +307,32 @@ def test_a_resume_on_other_images_or_learning_otherwise_gets_one_warning_naming_
     assert "resume with the same" not in caplog.text
 
 
+def test_a_resume_with_other_workers_each_on_its_own_partition_says_the_workers(caplog):
+    """Runs whose every worker trained on its own partition of as many as there were workers (a Spark job's, whose
+    caller gave `workers`) differ in their workers, not in a partition or `total` their caller never gave; a run of
+    one worker on one partition of two still says its partition and `total`."""
+    from alexnet.train.resumed import warn_of_changes
+
+    two = {"board": "/b", "partition": None, "total": 2, "workers": 2, "train_images": 160, "val_images": 8}
+    one = dict(two, partition=0, total=1, workers=1, train_images=320, val_images=16)
+    with caplog.at_level("WARNING", logger="alexnet.train.checkpoint"):
+        changed = warn_of_changes({"data": two}, {"data": one}, "ck")
+        halved = warn_of_changes({"data": one}, {"data": dict(one, partition=1, total=2, train_images=160)}, "ck")
+    assert changed == {"data": {"workers": [2, 1], "train_images": [160, 320], "val_images": [8, 16]}}
+    assert ("other images (2 workers then, 1 now, training images 160 then, 320 now, validation images 8 then, 16 "
+            "now)") in caplog.records[0].getMessage()
+    assert halved == {"data": {"partition": [0, 1], "total": [1, 2], "train_images": [320, 160]}}
+    assert "other images (partition 0 then, 1 now, `total` 1 then, 2 now, " in caplog.records[1].getMessage()
+    # what a run records of its data: its workers, with the partition of one worker only
+    from types import SimpleNamespace
+
+    from alexnet.train.resumed import trained_on
+
+    recorded = trained_on({"board": "/b", "partition": 1, "total": 2}, SimpleNamespace(class_ids=["n0"]),
+                          SimpleNamespace(train_images=3, val_images=1), SimpleNamespace(workers=2))
+    assert (recorded["partition"], recorded["total"], recorded["workers"]) == (None, 2, 2)
+
+
 def test_a_finished_run_asked_to_train_otherwise_names_each_setting_it_leaves_unused(caplog):
     """Nothing is left to train: a setting other than the finished run's changes nothing, and is named as such (more
     or fewer epochs are the finished run's own words: a larger `epochs` trains further)."""

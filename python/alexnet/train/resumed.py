@@ -37,9 +37,20 @@ CLASSES_SAID = 3
 
 
 def _data_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """What differs between two records of the images trained on (``data``), by name: ``[then, now]``."""
-    return {name: [then[name], now[name]] for name in DATA_WORDS
-            if name in then and name in now and then[name] != now[name]}
+    """What differs between two records of the images trained on (``data``), by name: ``[then, now]``. Runs whose
+    every worker trained on its own partition of as many as there were workers (a Spark job's, where `workers` is
+    what its caller gave) differ in their ``workers``, said instead of their partition and ``total``."""
+    found = {name: [then[name], now[name]] for name in DATA_WORDS
+             if name in then and name in now and then[name] != now[name]}
+    if ("partition" in found or "total" in found) and _own_partitions(then) and _own_partitions(now):
+        found = {"workers": [then["workers"], now["workers"]],
+                 **{name: pair for name, pair in found.items() if name not in ("partition", "total")}}
+    return found
+
+
+def _own_partitions(data: Mapping[str, Any]) -> bool:
+    """Did each worker of the run that recorded ``data`` train on its own partition of ``total`` = its workers?"""
+    return isinstance(data.get("workers"), int) and data.get("total") == data["workers"]
 
 
 def changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -75,7 +86,8 @@ def _said(changed: Mapping[str, Any], relaid: str | None) -> list[str]:
             words.append(f"`{name}`: {then!r} then, {now!r} now")
     data = changed.get("data") or {}
     if data:
-        said = [f"{DATA_WORDS[name]} {then} then, {now} now" for name, (then, now) in data.items()]
+        said = [f"{count_text(int(then), 'worker')} then, {now} now" if name == "workers" else
+                f"{DATA_WORDS[name]} {then} then, {now} now" for name, (then, now) in data.items()]
         words.insert(0, f"other images ({', '.join(said)})")
     return words
 
@@ -253,8 +265,8 @@ def record_changes(store: CheckpointStore, start: Resume, relaid: str | None) ->
 
 def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: Topology) -> dict[str, Any]:
     """What the run trains on, as its checkpoints record it (see :func:`.resumed.changes`): the board and
-    partition of ``data`` (the partition with one worker only: each worker trains on its own), the ids of the model's
-    classes, by label (:func:`check_classes`), and the training and validation images of every worker."""
+    partition of ``data`` (the partition with one worker only: each worker trains on its own), the workers, the ids of
+    the model's classes, by label (:func:`check_classes`), and the training and validation images of every worker."""
     def one(name: str) -> Any:
         value: Any = data.get(name)  # a number, a string or None, or from R one of them in a list
         if isinstance(value, (list, tuple)) and len(value) == 1:
@@ -265,7 +277,8 @@ def trained_on(data: Mapping[str, Any], td: TrainingData, steps: Steps, topo: To
     # checkpoints are read by whoever reads their folder (a shared bucket, often): no password of a board's URL
     return {"board": board if board is None else without_passwords(str(board)),
             "partition": one("partition") if topo.workers == 1 else None,
-            "total": one("total"), "class_ids": [str(i) for i in td.class_ids], "train_images": int(steps.train_images),
+            "total": one("total"), "workers": topo.workers, "class_ids": [str(i) for i in td.class_ids],
+            "train_images": int(steps.train_images),
             "val_images": int(steps.val_images)}
 
 
