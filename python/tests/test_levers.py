@@ -885,8 +885,10 @@ def test_accumulated_micro_batches_train_as_one_batch_of_their_images(tmp_path):
                                                                _weights(tmp_path / "first"), strict=True))
     apart = max(float(np.max(np.abs(a - b))) for a, b in zip(_weights(tmp_path / "one"),
                                                                _weights(tmp_path / "micro"), strict=True))
-    assert moved > 1e-3, "the steps changed the weights"
-    assert apart <= 1e-4 * moved, (apart, moved)
+    assert moved > 1e-4, "the steps changed the weights"
+    # float32 sums in another order leave about 1e-6 apart; micro-batches that added up wrongly (one of them applied,
+    # or their mean taken four times) leave as much apart as the steps moved
+    assert apart <= 1e-2 * moved, (apart, moved)
 
 
 _LOCAL_STEP = """
