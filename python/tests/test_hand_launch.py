@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers_cli import fake_core
+from helpers_join import met_in_threads
 
 from alexnet.cli import main
 
@@ -166,39 +167,6 @@ def test_alexnets_parameters_are_known_before_it_is_built(classes, grouped, para
     assert built == layer_parameters(5, dense_units=16, grouped=grouped)
 
 
-def _met_in_process(clusters: list[list[str]], bound: float) -> dict[int, BaseException]:
-    """The error each of the workers given ``clusters`` (one a worker, each in a thread of this process) ended its
-    :func:`~alexnet.train.joining.meet_workers` with, a server taking each port it was given once it met the others."""
-    import socket
-    import threading
-
-    from alexnet.train import joining
-
-    said: dict[int, BaseException] = {}
-    servers: list[socket.socket] = []
-
-    def worker(index: int) -> None:
-        config = {"cluster": {"worker": clusters[index]}, "task": {"type": "worker", "index": index}}
-        port = int(clusters[index][index].rpartition(":")[2])
-        try:
-            joining.meet_workers(config, bound, hold=port, every=60)
-            servers.append(socket.create_server(("127.0.0.1", port)))  # TensorFlow's server, next
-        except BaseException as error:
-            said[index] = error
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(clusters))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
-    finally:
-        for server in servers:
-            server.close()
-    assert not any(t.is_alive() for t in threads), said
-    return said
-
-
 def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts():
     """Three workers launched by hand, worker 2's TF_CONFIG naming worker 1 at another port: worker 2 gave up waiting
     at that port, the chief was ended by its watchdog blaming worker 1, which had joined, and worker 1 ended in a
@@ -212,7 +180,7 @@ def test_workers_given_different_clusters_each_say_both_before_tensorflow_starts
     base = free_base_port(6)
     right = [f"127.0.0.1:{base + i}" for i in range(3)]
     odd = [right[0], f"127.0.0.1:{base + 5}", right[2]]
-    said = _met_in_process([right, right, odd], 20)
+    said = met_in_threads([right, right, odd], 20, every=60)
     assert sorted(said) == [0, 1, 2], said
     assert all(type(e) is AlexnetError and not e.while_running for e in said.values()), said
     listed = {i: json.dumps({"worker": odd if i == 2 else right}) for i in range(3)}
@@ -243,7 +211,7 @@ def test_a_worker_whose_knocks_reach_nobody_learns_of_a_differing_cluster_from_t
     right = [f"127.0.0.1:{base + i}" for i in range(3)]
     odd = [right[0], right[1], f"127.0.0.1:{base + 5}"]
     start = time.monotonic()
-    said = _met_in_process([right, right, odd], 10)
+    said = met_in_threads([right, right, odd], 10, every=60)
     assert sorted(said) == [0, 1, 2] and time.monotonic() - start < 8, said
     for index, error in said.items():
         assert type(error) is AlexnetError and not error.while_running, (index, error)

@@ -30,6 +30,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
+from helpers_join import met_in_threads  # noqa: E402
 from helpers_processes import Processes, ctrl_c_as_in_a_terminal  # noqa: E402
 from helpers_train import keep_epoch_weights, make_tree, score_epochs, worker_env  # noqa: E402
 
@@ -420,27 +421,9 @@ def test_workers_given_their_own_indices_meet_and_one_given_anothers_index_is_to
     base = free_base_port(2)
     ports = [base, base + 1]
     both = [f"127.0.0.1:{port}" for port in ports]
-    failed: list[BaseException] = []
-    servers: list[socket.socket] = []
-
-    def worker(index: int) -> None:
-        try:
-            joining.meet_workers(_config(both, index), 20, hold=ports[index])
-            # TensorFlow's server takes the port next: what a later knock of the other worker finds
-            servers.append(socket.create_server(("127.0.0.1", ports[index])))
-        except BaseException as error:
-            failed.append(error)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
-    finally:
-        for server in servers:
-            server.close()
-    assert not failed and not any(t.is_alive() for t in threads)
+    # each takes its port with a server once met: TensorFlow's, which a later knock of the other worker finds
+    failed = met_in_threads([both, both], 20)
+    assert not failed
     # worker 1's address is this process's own: it was given index 0 on worker 1's host
     with pytest.raises(AlexnetError, match=rf"^TF_CONFIG gives this process worker 0 \(127\.0\.0\.2:{base}\), and the "
                                            rf"address it gives worker 1, 127\.0\.0\.1:{base}, is this process's own: "
